@@ -1,0 +1,140 @@
+"""Every exception tinyagents raises on purpose.
+
+    TinyAgentsError
+    ├── ConfigurationError            a component was wired or configured wrongly
+    │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes
+    ├── InvalidCommandError            a SteeringCommand's kind, payload or delivery is invalid
+    ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
+    ├── SteeringRejected               a command was rejected by the policy pipeline (carries the receipt)
+    ├── QueueConflictError             a queue conflict rule refused a command (e.g. redirect_conflict="error")
+    ├── StoreError                     a persistence backend failed or holds data it cannot read
+    │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
+    │   └── ThreadBusy                 another run is already writing this thread
+    ├── RunError                       a run ended without a result
+    │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
+    │   ├── RunCancelled               the run was cancelled by a steering command
+    │   └── RunFailed                  the run raised; the original error is the __cause__
+    ├── ModelError                     a model provider call failed after its retries
+    ├── ToolError                      a tool could not be called (unknown name, bad arguments, timeout)
+    └── GraphError                     the graph runtime could not continue
+        ├── GraphRecursionError        the step limit was reached
+        ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step
+        └── InterruptError             a resume did not match the pending interrupts
+
+Errors say what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tinyagents.steering.commands import SteeringReceipt
+
+
+class TinyAgentsError(Exception):
+    """Base class of every error raised by tinyagents."""
+
+
+class ConfigurationError(TinyAgentsError):
+    """A component was wired or configured wrongly."""
+
+
+class GraphValidationError(ConfigurationError):
+    """A graph failed validation at ``compile()``; ``nodes`` names the offending nodes."""
+
+    def __init__(self, message: str, *, nodes: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.nodes = list(nodes or [])
+
+
+class InvalidCommandError(TinyAgentsError):
+    """A steering command is malformed: the message names the kind and the field."""
+
+
+class UnknownTargetError(TinyAgentsError, LookupError):
+    """The run, task, node or thread a command names does not exist (or is not visible)."""
+
+
+class SteeringRejected(TinyAgentsError):
+    """Raised by convenience helpers (``RunHandle.steer`` & co.) when a command is rejected."""
+
+    def __init__(self, receipt: SteeringReceipt) -> None:
+        super().__init__(f"steering command {receipt.correlation_id} rejected: {receipt.reason}")
+        self.receipt = receipt
+
+
+class QueueConflictError(TinyAgentsError):
+    """A queue conflict rule refused a command."""
+
+
+class StoreError(TinyAgentsError):
+    """A persistence backend failed or holds data it cannot read."""
+
+
+class StaleCheckpointError(StoreError):
+    """A write or command referred to a checkpoint that is no longer the thread's latest."""
+
+
+class ThreadBusy(StoreError):
+    """Another run is already writing this thread; wait for it or fork the thread."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"thread {thread_id!r} already has a running writer; wait for it to finish "
+            "or fork the thread"
+        )
+        self.thread_id = thread_id
+
+
+class RunError(TinyAgentsError):
+    """A run ended without a result."""
+
+
+class RunLimitExceeded(RunError):
+    """A run hit one of its ``RunLimits``."""
+
+    def __init__(self, limit: str, used: Any, allowed: Any, *, run_id: str | None = None) -> None:
+        where = f" in run {run_id}" if run_id else ""
+        super().__init__(f"run limit {limit!r} exceeded{where}: used {used}, allowed {allowed}")
+        self.limit = limit
+        self.used = used
+        self.allowed = allowed
+        self.run_id = run_id
+
+
+class RunCancelled(RunError):
+    """The run was cancelled by a steering command (or its parent was)."""
+
+    def __init__(self, run_id: str, reason: str | None = None) -> None:
+        super().__init__(f"run {run_id} was cancelled" + (f": {reason}" if reason else ""))
+        self.run_id = run_id
+        self.reason = reason
+
+
+class RunFailed(RunError):
+    """The run raised; the original exception is chained as ``__cause__``."""
+
+
+class ModelError(TinyAgentsError):
+    """A model call failed after its retries."""
+
+
+class ToolError(TinyAgentsError):
+    """A tool could not be called: unknown name, invalid arguments or timeout."""
+
+
+class GraphError(TinyAgentsError):
+    """The graph runtime could not continue."""
+
+
+class GraphRecursionError(GraphError):
+    """The graph reached its step limit without finishing."""
+
+
+class InvalidUpdateError(GraphError):
+    """Conflicting writes to an overwrite channel in one superstep, or an update to an unknown key."""
+
+
+class InterruptError(GraphError):
+    """A resume value did not match the pending interrupts."""

@@ -1,0 +1,504 @@
+"""Typed steering commands: who wants what done to which run.
+
+A ``SteeringCommand`` is a frozen pydantic model. Its ``target`` and ``actor`` are discriminated
+unions (on ``type``); its ``payload`` is a plain dict validated against the schema of its
+``kind`` at construction, so an invalid command never exists.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import IntEnum, StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from tinyagents import _clock
+from tinyagents.errors import InvalidCommandError
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class SteeringKind(StrEnum):
+    ADD_INSTRUCTION = "add_instruction"
+    REPLACE_INSTRUCTION = "replace_instruction"
+    ASK_CLARIFYING_QUESTION = "ask_clarifying_question"
+    PROVIDE_CONTEXT = "provide_context"
+    CONSTRAIN_TOOLS = "constrain_tools"
+    CONSTRAIN_MODEL = "constrain_model"
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    APPROVE = "approve"
+    REJECT = "reject"
+    REDIRECT = "redirect"
+    REQUEST_STATUS = "request_status"
+    UPDATE_BUDGET = "update_budget"
+    UPDATE_STATE = "update_state"
+
+
+#: Kinds that reach the model as a provenance message.
+MESSAGE_KINDS = frozenset(
+    {
+        SteeringKind.ADD_INSTRUCTION,
+        SteeringKind.REPLACE_INSTRUCTION,
+        SteeringKind.ASK_CLARIFYING_QUESTION,
+        SteeringKind.PROVIDE_CONTEXT,
+    }
+)
+#: Kinds that are delivered even while a run is paused (so a paused run can be woken or stopped).
+CONTROL_KINDS = frozenset(
+    {SteeringKind.PAUSE, SteeringKind.RESUME, SteeringKind.CANCEL, SteeringKind.REQUEST_STATUS}
+)
+
+
+class SteeringPriority(IntEnum):
+    LOW = 0
+    NORMAL = 50
+    HIGH = 100
+    CRITICAL = 200
+
+
+class SteeringDelivery(StrEnum):
+    NEXT_BOUNDARY = "next_boundary"
+    BEFORE_MODEL_CALL = "before_model_call"
+    AFTER_TOOL_RESULT = "after_tool_result"
+    END_OF_TURN = "end_of_turn"
+    IMMEDIATE = "immediate"
+
+
+# --------------------------------------------------------------------------- targets
+
+
+class SteeringTarget(BaseModel):
+    """Where a command goes. Build one with the classmethods: ``SteeringTarget.agent_run(id)``."""
+
+    model_config = _FROZEN
+    type: str
+
+    @classmethod
+    def agent_run(cls, run_id: str) -> AgentRunTarget:
+        return AgentRunTarget(run_id=run_id)
+
+    @classmethod
+    def subagent_run(cls, parent_run_id: str, run_id: str) -> SubAgentRunTarget:
+        return SubAgentRunTarget(parent_run_id=parent_run_id, run_id=run_id)
+
+    @classmethod
+    def graph_task(cls, run_id: str, task_id: str) -> GraphTaskTarget:
+        return GraphTaskTarget(run_id=run_id, task_id=task_id)
+
+    @classmethod
+    def graph_node(cls, run_id: str, node: str) -> GraphNodeTarget:
+        return GraphNodeTarget(run_id=run_id, node=node)
+
+    @classmethod
+    def thread(cls, thread_id: str) -> ThreadTarget:
+        return ThreadTarget(thread_id=thread_id)
+
+    def describe(self) -> str:
+        return self.type
+
+
+class AgentRunTarget(SteeringTarget):
+    type: Literal["agent_run"] = "agent_run"
+    run_id: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"run {self.run_id}"
+
+
+class SubAgentRunTarget(SteeringTarget):
+    """A child run addressed through its parent: the router checks the parentage."""
+
+    type: Literal["subagent_run"] = "subagent_run"
+    parent_run_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"sub-agent run {self.run_id} of {self.parent_run_id}"
+
+
+class GraphTaskTarget(SteeringTarget):
+    type: Literal["graph_task"] = "graph_task"
+    run_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"task {self.task_id} of graph run {self.run_id}"
+
+
+class GraphNodeTarget(SteeringTarget):
+    type: Literal["graph_node"] = "graph_node"
+    run_id: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"node {self.node!r} of graph run {self.run_id}"
+
+
+class ThreadTarget(SteeringTarget):
+    """Whatever run currently owns the thread (or the next one to, for a deferred command)."""
+
+    type: Literal["thread"] = "thread"
+    thread_id: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f"thread {self.thread_id}"
+
+
+AnyTarget = Annotated[
+    AgentRunTarget | SubAgentRunTarget | GraphTaskTarget | GraphNodeTarget | ThreadTarget,
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- actors
+
+
+class SteeringActor(BaseModel):
+    """Who sends a command. Build one with the classmethods: ``SteeringActor.human(...)``."""
+
+    model_config = _FROZEN
+    type: str
+
+    @classmethod
+    def human(
+        cls, user_id: str, *, tenant_id: str = "default", scopes: frozenset[str] | list[str] = ()
+    ) -> HumanActor:
+        return HumanActor(user_id=user_id, tenant_id=tenant_id, scopes=frozenset(scopes))
+
+    @classmethod
+    def parent_agent(cls, run_id: str, agent_id: str) -> ParentAgentActor:
+        return ParentAgentActor(run_id=run_id, agent_id=agent_id)
+
+    @classmethod
+    def graph_supervisor(cls, run_id: str, node: str) -> GraphSupervisorActor:
+        return GraphSupervisorActor(run_id=run_id, node=node)
+
+    @classmethod
+    def middleware(cls, name: str, run_id: str | None = None) -> MiddlewareActor:
+        return MiddlewareActor(name=name, run_id=run_id)
+
+    @classmethod
+    def test(cls, name: str = "test") -> TestActor:
+        return TestActor(name=name)
+
+    def describe(self) -> str:
+        return self.type
+
+
+class HumanActor(SteeringActor):
+    type: Literal["human"] = "human"
+    user_id: str = Field(min_length=1)
+    tenant_id: str = "default"
+    scopes: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        return f'human "{self.user_id}"'
+
+
+class ParentAgentActor(SteeringActor):
+    type: Literal["parent_agent"] = "parent_agent"
+    run_id: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f'parent agent "{self.agent_id}" (run {self.run_id})'
+
+
+class GraphSupervisorActor(SteeringActor):
+    type: Literal["graph_supervisor"] = "graph_supervisor"
+    run_id: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        return f'graph supervisor "{self.node}" (run {self.run_id})'
+
+
+class MiddlewareActor(SteeringActor):
+    type: Literal["middleware"] = "middleware"
+    name: str = Field(min_length=1)
+    run_id: str | None = None
+
+    def describe(self) -> str:
+        where = f" (run {self.run_id})" if self.run_id else ""
+        return f'middleware "{self.name}"{where}'
+
+
+class TestActor(SteeringActor):
+    __test__ = False  # not a pytest test class
+    type: Literal["test"] = "test"
+    name: str = "test"
+
+    def describe(self) -> str:
+        return f'test "{self.name}"'
+
+
+AnyActor = Annotated[
+    HumanActor | ParentAgentActor | GraphSupervisorActor | MiddlewareActor | TestActor,
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+class _Payload(BaseModel):
+    model_config = _FROZEN
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+class TextPayload(_Payload):
+    text: str
+
+    @field_validator("text")
+    @classmethod
+    def _check(cls, v: str) -> str:
+        return _not_blank(v)
+
+
+class QuestionPayload(_Payload):
+    question: str
+
+    @field_validator("question")
+    @classmethod
+    def _check(cls, v: str) -> str:
+        return _not_blank(v)
+
+
+class ContextPayload(_Payload):
+    """Text for an agent, or a ``value`` that resumes a graph task's interrupt."""
+
+    text: str | None = None
+    value: Any = None
+    source: str | None = None
+    interrupt_id: str | None = None
+
+    @model_validator(mode="after")
+    def _needs_content(self) -> ContextPayload:
+        if self.text is None and self.value is None:
+            raise ValueError("needs 'text' or 'value'")
+        if self.text is not None:
+            _not_blank(self.text)
+        return self
+
+
+class ToolsPayload(_Payload):
+    tools: list[str]
+
+    @field_validator("tools")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        if any(not name.strip() for name in v):
+            raise ValueError("tool names must not be blank")
+        return sorted(set(v))
+
+
+class ModelsPayload(_Payload):
+    models: list[str] = Field(min_length=1)
+
+    @field_validator("models")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        if any(not name.strip() for name in v):
+            raise ValueError("model names must not be blank")
+        return list(dict.fromkeys(v))  # keep the caller's preference order
+
+
+class ReasonPayload(_Payload):
+    reason: str | None = None
+
+
+class DecisionPayload(_Payload):
+    """Approve / reject: optionally for one interrupt, with a value handed to the task."""
+
+    interrupt_id: str | None = None
+    value: Any = None
+    reason: str | None = None
+
+
+class RedirectPayload(_Payload):
+    goto: str | list[str] | None = None
+    instruction: str | None = None
+
+    @model_validator(mode="after")
+    def _needs_target(self) -> RedirectPayload:
+        if self.goto is None and self.instruction is None:
+            raise ValueError("needs 'goto' (graph nodes) or 'instruction' (a new goal)")
+        if self.instruction is not None:
+            _not_blank(self.instruction)
+        return self
+
+
+class StatusPayload(_Payload):
+    pass
+
+
+class BudgetPayload(_Payload):
+    max_model_calls: int | None = Field(default=None, gt=0)
+    max_tool_calls: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _needs_one(self) -> BudgetPayload:
+        if not self.model_dump(exclude_none=True):
+            raise ValueError("needs at least one of " + ", ".join(type(self).model_fields))
+        return self
+
+
+class StatePayload(_Payload):
+    update: dict[str, Any] = Field(min_length=1)
+    as_node: str | None = None
+
+
+PAYLOAD_MODELS: dict[SteeringKind, type[_Payload]] = {
+    SteeringKind.ADD_INSTRUCTION: TextPayload,
+    SteeringKind.REPLACE_INSTRUCTION: TextPayload,
+    SteeringKind.ASK_CLARIFYING_QUESTION: QuestionPayload,
+    SteeringKind.PROVIDE_CONTEXT: ContextPayload,
+    SteeringKind.CONSTRAIN_TOOLS: ToolsPayload,
+    SteeringKind.CONSTRAIN_MODEL: ModelsPayload,
+    SteeringKind.PAUSE: ReasonPayload,
+    SteeringKind.RESUME: ReasonPayload,
+    SteeringKind.CANCEL: ReasonPayload,
+    SteeringKind.APPROVE: DecisionPayload,
+    SteeringKind.REJECT: DecisionPayload,
+    SteeringKind.REDIRECT: RedirectPayload,
+    SteeringKind.REQUEST_STATUS: StatusPayload,
+    SteeringKind.UPDATE_BUDGET: BudgetPayload,
+    SteeringKind.UPDATE_STATE: StatePayload,
+}
+
+
+def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``payload`` for ``kind``; return it normalised (unset optional keys dropped)."""
+    model = PAYLOAD_MODELS[kind]
+    try:
+        parsed = model.model_validate(payload)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise InvalidCommandError(f"invalid payload for {kind.value}: {problems}") from None
+    return parsed.model_dump(exclude_none=True)
+
+
+# --------------------------------------------------------------------------- command
+
+
+class SteeringPolicyRef(BaseModel):
+    """Names the policy (and version) under which a command was issued, for the audit trail."""
+
+    model_config = _FROZEN
+    policy_id: str = Field(min_length=1)
+    version: str | None = None
+
+
+def _new_correlation_id() -> str:
+    return _clock.new_id("c")
+
+
+class SteeringCommand(BaseModel):
+    """One request to change a running run. Frozen; validated per kind at construction."""
+
+    model_config = _FROZEN
+
+    target: AnyTarget
+    actor: AnyActor
+    kind: SteeringKind
+    payload: dict[str, Any] = Field(default_factory=dict)
+    priority: SteeringPriority = SteeringPriority.NORMAL
+    delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
+    policy_ref: SteeringPolicyRef | None = None
+    correlation_id: str = Field(default_factory=_new_correlation_id, min_length=1)
+    created_at: datetime = Field(default_factory=_clock.now)
+    checkpoint_id: str | None = None
+    fork: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        try:
+            kind = SteeringKind(data.get("kind"))
+        except ValueError:
+            allowed = ", ".join(k.value for k in SteeringKind)
+            raise InvalidCommandError(
+                f"unknown steering kind {data.get('kind')!r}; expected one of {allowed}"
+            ) from None
+        payload = data.get("payload") or {}
+        if not isinstance(payload, dict):
+            raise InvalidCommandError(f"invalid payload for {kind.value}: must be an object")
+        data = {**data, "kind": kind, "payload": validate_payload(kind, payload)}
+        delivery = data.get("delivery")
+        if delivery is not None and SteeringDelivery(delivery) is SteeringDelivery.IMMEDIATE:
+            if kind is not SteeringKind.CANCEL:
+                raise InvalidCommandError(
+                    f"invalid delivery for {kind.value}: 'immediate' exists only for cancel"
+                )
+        if data.get("fork") and not data.get("checkpoint_id"):
+            raise InvalidCommandError(
+                f"invalid fork for {kind.value}: fork=True needs a checkpoint_id"
+            )
+        return data
+
+    @property
+    def text(self) -> str | None:
+        """The human-readable text a message kind carries, if any."""
+        p = self.payload
+        return p.get("text") or p.get("question") or p.get("instruction")
+
+    def describe(self) -> str:
+        return f"{self.kind.value} from {self.actor.describe()} to {self.target.describe()}"
+
+
+class ReceiptStatus(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    DEFERRED = "deferred"
+    DUPLICATE = "duplicate"
+
+
+class SteeringReceipt(BaseModel):
+    """The answer to ``submit``: accepted / rejected / deferred / duplicate, with the reason."""
+
+    model_config = _FROZEN
+
+    status: ReceiptStatus
+    correlation_id: str
+    run_id: str | None = None
+    reason: str | None = None
+    policy_id: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.status is ReceiptStatus.ACCEPTED
+
+
+COMMAND_ADAPTER: TypeAdapter[SteeringCommand] = TypeAdapter(SteeringCommand)
+
+
+def command_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``SteeringCommand`` (payload schemas per kind under ``$defs``)."""
+    schema = SteeringCommand.model_json_schema()
+    defs = schema.setdefault("$defs", {})
+    for kind, model in PAYLOAD_MODELS.items():
+        defs[f"payload_{kind.value}"] = model.model_json_schema()
+    return schema
