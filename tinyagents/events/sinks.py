@@ -1,0 +1,41 @@
+"""Event sinks: an in-memory list and structlog (JSON or console)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyagents.events.models import Event
+
+
+class MemorySink:
+    """Keeps every event in order; the testkit's ``EventRecorder`` builds on it."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def clear(self) -> None:
+        self.events.clear()
+
+
+class StructlogSink:
+    """Logs each event through structlog, one line per event (``json=True`` for JSON lines)."""
+
+    def __init__(self, *, json: bool = True, logger_name: str = "tinyagents", level: str = "info") -> None:
+        import structlog
+
+        processors: list[Any] = [structlog.processors.add_log_level]
+        processors.append(
+            structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+        )
+        self._log = structlog.wrap_logger(
+            structlog.PrintLogger(), processors=processors, logger_name=logger_name
+        )
+        self._level = level
+
+    def __call__(self, event: Event) -> None:
+        data = event.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        data.pop("type", None)
+        getattr(self._log, self._level)(event.type, **data)

@@ -1,0 +1,178 @@
+"""``RunHandle``: the caller's grip on one run, and ``RunDriver``, the execution layer's side.
+
+Every control method of a handle (``steer``, ``pause``, ``cancel`` …) builds a
+``SteeringCommand`` and sends it through the runtime's router, so it is checked, ordered and
+audited exactly like a command from anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tinyagents.errors import SteeringRejected
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.steering.commands import (
+    AnyActor,
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringPriority,
+    SteeringReceipt,
+    SteeringTarget,
+)
+
+if TYPE_CHECKING:
+    from tinyagents.steering.inbox import Inbox
+
+
+class RunResult(BaseModel):
+    """How a run ended: ``status``, its ``output`` (or partial output), ``error`` and ``usage``."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    run_id: str
+    status: RunStatus
+    output: Any = None
+    error: str | None = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+
+class Submitter(Protocol):
+    async def submit(self, cmd: SteeringCommand) -> SteeringReceipt: ...
+
+
+class RunDriver:
+    """Hooks the execution layer (agent loop, graph executor) gives the router. All optional."""
+
+    def wake(self) -> None:
+        """A command was queued for this run."""
+
+    def interrupt_now(self, cmd: SteeringCommand) -> None:
+        """An IMMEDIATE cancel arrived: cancel the in-flight model request, never a tool."""
+
+    async def on_late_command(self, cmd: SteeringCommand) -> bool:
+        """A command arrived after the run's last boundary. Return True if it was taken
+        (e.g. an END_OF_TURN instruction starting another turn); False fails it."""
+        return False
+
+    async def latest_checkpoint_id(self) -> str | None:
+        return None
+
+    def check_target(self, cmd: SteeringCommand) -> str | None:
+        """A reason the command's task/node does not exist in this run, or None."""
+        return None
+
+    def route(self, cmd: SteeringCommand) -> RunHandle | None:
+        """The run whose queue should take ``cmd`` (e.g. an agent node's child run), or None."""
+        return None
+
+
+class RunHandle:
+    """A running (or finished) run. Created by the runtime; ``await handle.result()`` waits."""
+
+    def __init__(self, info: RunInfo, *, submitter: Submitter, driver: RunDriver | None = None) -> None:
+        self.info = info
+        self.driver = driver or RunDriver()
+        self._submitter = submitter
+        self._done = asyncio.Event()
+        self._result: RunResult | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.inbox: Inbox  # attached by the router when the run is registered
+        self.default_actor: AnyActor = SteeringActor.human(
+            "local-operator", tenant_id=info.tenant_id, scopes=["agent:control"]
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self.info.run_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self.info.status
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.run_id} {self.info.kind} {self.status.value}>"
+
+    # ------------------------------------------------------------------ control
+
+    async def submit(
+        self,
+        kind: SteeringKind,
+        payload: dict[str, Any] | None = None,
+        *,
+        actor: AnyActor | None = None,
+        priority: SteeringPriority = SteeringPriority.NORMAL,
+        delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY,
+        check: bool = True,
+        **fields: Any,
+    ) -> SteeringReceipt:
+        """Send one command to this run; with ``check`` a rejection raises ``SteeringRejected``."""
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(self.run_id),
+            actor=actor or self.default_actor,
+            kind=kind,
+            payload=payload or {},
+            priority=priority,
+            delivery=delivery,
+            **fields,
+        )
+        receipt = await self._submitter.submit(cmd)
+        if check and receipt.status == "rejected":
+            raise SteeringRejected(receipt)
+        return receipt
+
+    async def steer(self, text: str, **kw: Any) -> SteeringReceipt:
+        """Add an instruction, delivered at the run's next safe boundary."""
+        return await self.submit(SteeringKind.ADD_INSTRUCTION, {"text": text}, **kw)
+
+    async def pause(self, reason: str | None = None, **kw: Any) -> SteeringReceipt:
+        return await self.submit(SteeringKind.PAUSE, _reason(reason), **kw)
+
+    async def resume(self, reason: str | None = None, **kw: Any) -> SteeringReceipt:
+        return await self.submit(SteeringKind.RESUME, _reason(reason), **kw)
+
+    async def cancel(self, reason: str | None = None, *, immediate: bool = False, **kw: Any) -> SteeringReceipt:
+        if immediate:
+            kw["delivery"] = SteeringDelivery.IMMEDIATE
+        return await self.submit(SteeringKind.CANCEL, _reason(reason), **kw)
+
+    async def request_status(self, **kw: Any) -> SteeringReceipt:
+        return await self.submit(SteeringKind.REQUEST_STATUS, {}, **kw)
+
+    async def constrain_tools(self, tools: list[str], **kw: Any) -> SteeringReceipt:
+        return await self.submit(SteeringKind.CONSTRAIN_TOOLS, {"tools": tools}, **kw)
+
+    async def update_budget(self, **limits: Any) -> SteeringReceipt:
+        return await self.submit(SteeringKind.UPDATE_BUDGET, limits)
+
+    # ------------------------------------------------------------------ result
+
+    async def result(self) -> RunResult:
+        """Wait for the run to end and return how it ended (never raises for the run's error)."""
+        await self._done.wait()
+        assert self._result is not None
+        return self._result
+
+    def finish(self, result: RunResult) -> None:
+        """Called once by the execution layer when the run ends."""
+        self.info.status = result.status
+        self._result = result
+        self._done.set()
+
+    def reopen(self) -> None:
+        """The run takes another turn after it had finished (END_OF_TURN steering)."""
+        self._result = None
+        self._done.clear()
+        self.info.status = RunStatus.RUNNING
+
+
+def _reason(reason: str | None) -> dict[str, Any]:
+    return {"reason": reason} if reason else {}

@@ -1,0 +1,92 @@
+"""What the runtime knows about one run: identity, place in the tree, grants, limits, status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from tinyagents import _clock
+from tinyagents.runs.limits import RunLimits, RunUsage
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    ABORTED = "aborted"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def finished(self) -> bool:
+        """No boundary will be reached again (``interrupted`` graphs can still be resumed)."""
+        return self in _FINISHED
+
+
+_FINISHED = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.CANCELLED,
+        RunStatus.ABORTED,
+        RunStatus.LIMIT_EXCEEDED,
+        RunStatus.FAILED,
+    }
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunInfo:
+    """Identity and live state of one run (agent loop or graph run).
+
+    ``tools``/``models`` are the run's allowlists: the names it may use. ``None`` means the run
+    has no allowlist of that sort (a graph run, say); a steering command can only narrow them.
+    """
+
+    run_id: str
+    root_run_id: str = ""
+    parent_run_id: str | None = None
+    thread_id: str | None = None
+    agent_id: str | None = None
+    task_id: str | None = None
+    node_id: str | None = None
+    tenant_id: str = "default"
+    depth: int = 0
+    kind: Literal["agent", "graph"] = "agent"
+    tools: frozenset[str] | None = None
+    models: tuple[str, ...] | None = None
+    limits: RunLimits = field(default_factory=RunLimits)
+    usage: RunUsage = field(default_factory=RunUsage)
+    status: RunStatus = RunStatus.RUNNING
+    created_at: datetime = field(default_factory=_clock.now)
+
+    def __post_init__(self) -> None:
+        if not self.root_run_id:
+            self.root_run_id = self.run_id
+
+    def remaining(self) -> dict[str, float | int | None]:
+        return self.usage.remaining(self.limits, _clock.monotonic())
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-safe dict (for the store, the HTTP API and Redis mirrors)."""
+        return {
+            "run_id": self.run_id,
+            "root_run_id": self.root_run_id,
+            "parent_run_id": self.parent_run_id,
+            "thread_id": self.thread_id,
+            "agent_id": self.agent_id,
+            "task_id": self.task_id,
+            "node_id": self.node_id,
+            "tenant_id": self.tenant_id,
+            "depth": self.depth,
+            "kind": self.kind,
+            "tools": sorted(self.tools) if self.tools is not None else None,
+            "models": list(self.models) if self.models is not None else None,
+            "limits": self.limits.model_dump(mode="json"),
+            "usage": self.usage.snapshot(),
+            "status": self.status.value,
+            "created_at": self.created_at.isoformat(),
+        }

@@ -1,0 +1,82 @@
+"""Run limits and usage: the numbers that budgets are made of.
+
+``RunLimits`` are what a run may use; ``RunUsage`` is what it has used so far. A child's
+effective limits are never above its parent's remaining budget (``bounded_by``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The limit fields that budgets (``update_budget``) may change.
+BUDGET_FIELDS = ("max_model_calls", "max_tool_calls", "max_tokens", "deadline_s")
+
+
+class RunLimits(BaseModel):
+    """Bounds on one run. ``None`` means unbounded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_model_calls: int | None = Field(default=None, gt=0)
+    max_tool_calls: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0)
+    max_depth: int = Field(default=8, ge=0)
+    tool_timeout_s: float | None = Field(default=300, gt=0)
+    behavior: Literal["error", "stop_with_partial"] = "error"
+
+    def replace(self, **changes: Any) -> RunLimits:
+        return self.model_copy(update=changes)
+
+    def bounded_by(self, remaining: dict[str, float | int | None]) -> RunLimits:
+        """These limits, lowered where the parent's remaining budget is smaller."""
+        changes: dict[str, Any] = {}
+        for name, left in remaining.items():
+            if left is None:
+                continue
+            mine = getattr(self, name)
+            if mine is None or mine > left:
+                changes[name] = left
+        return self.replace(**changes) if changes else self
+
+
+@dataclass(slots=True, kw_only=True)
+class RunUsage:
+    """What a run has used. Children roll their usage up into their ancestors."""
+
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    started_at: float | None = None  # monotonic seconds
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def remaining(self, limits: RunLimits, now: float | None = None) -> dict[str, float | int | None]:
+        """Remaining budget per ``BUDGET_FIELDS`` entry (``None`` = unbounded)."""
+        elapsed = (now - self.started_at) if (now is not None and self.started_at is not None) else 0.0
+        return {
+            "max_model_calls": _left(limits.max_model_calls, self.model_calls),
+            "max_tool_calls": _left(limits.max_tool_calls, self.tool_calls),
+            "max_tokens": _left(limits.max_tokens, self.total_tokens),
+            "deadline_s": None if limits.deadline_s is None else max(limits.deadline_s - elapsed, 0.0),
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+        }
+
+
+def _left(limit: int | None, used: int) -> int | None:
+    return None if limit is None else max(limit - used, 0)

@@ -1,0 +1,225 @@
+"""The built-in policies, in their default order: authority, allowlist, budget, staleness, payload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyagents.runs.limits import BUDGET_FIELDS
+from tinyagents.steering.commands import (
+    GraphSupervisorActor,
+    HumanActor,
+    MiddlewareActor,
+    ParentAgentActor,
+    SteeringCommand,
+    SteeringKind,
+    TestActor,
+)
+from tinyagents.steering.policy import CallNext, Decision, Policy, PolicyContext, PolicyPipeline
+
+CONTROL_SCOPE = "agent:control"
+DEFAULT_MAX_TEXT_BYTES = 16 * 1024
+
+
+def not_found(cmd: SteeringCommand) -> str:
+    """The one wording for 'no such target' — also used for a foreign tenant's runs."""
+    return f"not found: {cmd.target.describe()}"
+
+
+class AuthorityPolicy:
+    """Who may steer whom (DESIGN.md, policy pipeline)."""
+
+    policy_id = "authority"
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+        reason = self.check(cmd, ctx)
+        if reason is not None:
+            return Decision.reject(cmd, reason, self.policy_id)
+        return await call_next(cmd)
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        actor, target = cmd.actor, ctx.target
+        if isinstance(actor, HumanActor):
+            if actor.tenant_id != target.tenant_id:
+                return not_found(cmd)  # never confirm that another tenant's run exists
+            if CONTROL_SCOPE not in actor.scopes:
+                return f"forbidden: {actor.describe()} lacks the scope {CONTROL_SCOPE!r}"
+            return None
+        if isinstance(actor, ParentAgentActor):
+            if ctx.tree.is_descendant(target.run_id, of=actor.run_id):
+                return None
+            if (actor.run_id, target.run_id) in ctx.grants:
+                return None
+            relation = (
+                "its sibling"
+                if target.run_id in {s.run_id for s in ctx.tree.siblings(actor.run_id)}
+                else "not its descendant"
+            )
+            return (
+                f"forbidden: {actor.describe()} may steer only its own descendants; "
+                f"run {target.run_id} is {relation}"
+            )
+        if isinstance(actor, GraphSupervisorActor):
+            if target.run_id == actor.run_id or ctx.tree.is_descendant(target.run_id, of=actor.run_id):
+                return None
+            return f"forbidden: {actor.describe()} may steer only its own graph run and its tasks"
+        if isinstance(actor, MiddlewareActor):
+            if actor.run_id is None:
+                if actor.name in ctx.trusted_middleware:
+                    return None
+                return (
+                    f"forbidden: {actor.describe()} has no run and is not registered as "
+                    "runtime middleware"
+                )
+            if target.run_id == actor.run_id or ctx.tree.is_descendant(target.run_id, of=actor.run_id):
+                return None
+            return f"forbidden: {actor.describe()} may steer only its own run and its descendants"
+        if isinstance(actor, TestActor):
+            return None if ctx.testing else (
+                "forbidden: the test actor is only allowed in a Runtime(testing=True)"
+            )
+        return f"forbidden: unknown actor type {actor.type!r}"
+
+
+class AllowlistPolicy:
+    """Tools and models can only narrow: a command naming anything the run lacks is rejected."""
+
+    policy_id = "allowlist"
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+        target = ctx.target
+        extra: list[str] = []
+        what = ""
+        if cmd.kind is SteeringKind.CONSTRAIN_TOOLS and target.tools is not None:
+            extra = sorted(set(cmd.payload["tools"]) - target.tools)
+            what = "tools"
+        elif cmd.kind is SteeringKind.CONSTRAIN_MODEL and target.models is not None:
+            extra = [m for m in cmd.payload["models"] if m not in target.models]
+            what = "models"
+        if extra:
+            return Decision.reject(
+                cmd,
+                f"{cmd.kind.value} would widen the {what} of run {target.run_id} with {extra}; "
+                f"allowed now: {sorted(target.tools or ()) if what == 'tools' else list(target.models or ())}"
+                " — steering can only narrow",
+                self.policy_id,
+            )
+        return await call_next(cmd)
+
+
+class BudgetPolicy:
+    """A child's limits never exceed what its parent has left.
+
+    By default an over-large ``update_budget`` is rejected; with ``clamp=True`` it is transformed
+    down to the parent's remaining budget instead (the event records both).
+    """
+
+    policy_id = "budget"
+
+    def __init__(self, *, clamp: bool = False) -> None:
+        self.clamp = clamp
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+        if cmd.kind is not SteeringKind.UPDATE_BUDGET or ctx.target.parent_run_id is None:
+            return await call_next(cmd)
+        parent = ctx.tree.get(ctx.target.parent_run_id)
+        if parent is None:
+            return await call_next(cmd)
+        parent_left = parent.remaining()
+        used = _used(ctx)
+        clamped: dict[str, Any] = {}
+        for name in BUDGET_FIELDS:
+            wanted = cmd.payload.get(name)
+            left = parent_left[name]
+            if wanted is None or left is None:
+                continue
+            ceiling = used[name] + left
+            if wanted > ceiling:
+                if not self.clamp:
+                    return Decision.reject(
+                        cmd,
+                        f"update_budget {name}={wanted} exceeds what parent run {parent.run_id} "
+                        f"has left ({left}; the child already used {used[name]})",
+                        self.policy_id,
+                    )
+                clamped[name] = ceiling
+        if clamped:
+            payload = {**cmd.payload, **clamped}
+            return await call_next(cmd.model_copy(update={"payload": payload}))
+        return await call_next(cmd)
+
+
+def _used(ctx: PolicyContext) -> dict[str, float]:
+    usage = ctx.target.usage
+    remaining = ctx.target.remaining()
+    limits = ctx.target.limits
+    elapsed = 0.0
+    if limits.deadline_s is not None and remaining["deadline_s"] is not None:
+        elapsed = limits.deadline_s - float(remaining["deadline_s"])
+    return {
+        "max_model_calls": usage.model_calls,
+        "max_tool_calls": usage.tool_calls,
+        "max_tokens": usage.total_tokens,
+        "deadline_s": elapsed,
+    }
+
+
+class StalenessPolicy:
+    """A command naming a checkpoint that is not the thread's latest is rejected, unless it
+    asks for a fork (it is then applied on a new thread forked from that checkpoint)."""
+
+    policy_id = "staleness"
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+        if cmd.checkpoint_id is None or cmd.fork:
+            return await call_next(cmd)
+        latest = ctx.latest_checkpoint_id
+        if latest is None:
+            return Decision.reject(
+                cmd, f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints", self.policy_id
+            )
+        if cmd.checkpoint_id != latest:
+            return Decision.reject(
+                cmd,
+                f"stale checkpoint {cmd.checkpoint_id}: the latest is {latest}; resend against "
+                "the latest checkpoint, or set fork=True to apply it on a fork",
+                self.policy_id,
+            )
+        return await call_next(cmd)
+
+
+class PayloadPolicy:
+    """Bounds the text a command may carry (default 16 KiB, counted in UTF-8 bytes)."""
+
+    policy_id = "payload"
+
+    def __init__(self, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
+        self.max_text_bytes = max_text_bytes
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+        size = text_bytes(cmd.payload)
+        if size > self.max_text_bytes:
+            return Decision.reject(
+                cmd,
+                f"payload too large: {size} bytes of text > {self.max_text_bytes}; send a "
+                "summary or a reference instead",
+                self.policy_id,
+            )
+        return await call_next(cmd)
+
+
+def text_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode())
+    if isinstance(value, dict):
+        return sum(text_bytes(k) + text_bytes(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(text_bytes(v) for v in value)
+    return 0
+
+
+def default_policies() -> list[Policy]:
+    return [AuthorityPolicy(), AllowlistPolicy(), BudgetPolicy(), StalenessPolicy(), PayloadPolicy()]
+
+
+def default_pipeline() -> PolicyPipeline:
+    return PolicyPipeline(default_policies())

@@ -1,0 +1,130 @@
+"""The policy pipeline: policies folded like ASGI middleware.
+
+A policy is ``async (cmd, ctx, call_next) -> Decision``. It passes a command on with
+``await call_next(cmd)``, transforms it with ``await call_next(new_cmd)`` (the pipeline records
+which policy did), or stops it by returning ``Decision.reject(...)`` / ``Decision.defer(...)``.
+The built-ins, in their default order, are in ``tinyagents.steering.policies``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from tinyagents.runs.info import RunInfo
+from tinyagents.runs.tree import RunTree
+from tinyagents.steering.commands import SteeringCommand
+
+CallNext = Callable[[SteeringCommand], Awaitable["Decision"]]
+
+
+@dataclass(slots=True, kw_only=True)
+class Decision:
+    status: Literal["accept", "reject", "defer"]
+    command: SteeringCommand
+    reason: str | None = None
+    policy_id: str | None = None
+    #: (policy_id, command before the transform), in pipeline order.
+    transforms: list[tuple[str, SteeringCommand]] = field(default_factory=list)
+
+    @classmethod
+    def accept(cls, command: SteeringCommand, policy_id: str | None = None) -> Decision:
+        return cls(status="accept", command=command, policy_id=policy_id)
+
+    @classmethod
+    def reject(cls, command: SteeringCommand, reason: str, policy_id: str) -> Decision:
+        return cls(status="reject", command=command, reason=reason, policy_id=policy_id)
+
+    @classmethod
+    def defer(cls, command: SteeringCommand, reason: str, policy_id: str) -> Decision:
+        return cls(status="defer", command=command, reason=reason, policy_id=policy_id)
+
+
+@dataclass(slots=True, kw_only=True)
+class PolicyContext:
+    """What a policy may look at: the resolved target and the run tree around it."""
+
+    target: RunInfo
+    tree: RunTree
+    testing: bool = False
+    #: (from_run_id, to_run_id) pairs a graph supervisor allowed to steer each other.
+    grants: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset()
+    #: Names of runtime-level middleware actors (run_id=None) that may steer any run.
+    trusted_middleware: frozenset[str] = frozenset()
+    #: The target thread's latest checkpoint id, looked up only when the command names one.
+    latest_checkpoint_id: str | None = None
+    task_id: str | None = None
+    node_id: str | None = None
+
+
+class Policy(Protocol):
+    policy_id: str
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision: ...
+
+
+class PolicyPipeline:
+    """An ordered list of policies; ``evaluate`` folds them around a final accept."""
+
+    def __init__(self, policies: Sequence[Policy] = (), *, pipeline_id: str = "default") -> None:
+        self.policies: list[Policy] = list(policies)
+        self.pipeline_id = pipeline_id
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.policy_id for p in self.policies]
+
+    def insert(
+        self, policy: Policy, *, before: str | None = None, after: str | None = None
+    ) -> PolicyPipeline:
+        """Insert ``policy`` before/after the policy with that id (default: at the end)."""
+        if before is not None and after is not None:
+            raise ValueError("give 'before' or 'after', not both")
+        anchor = before or after
+        if anchor is None:
+            self.policies.append(policy)
+            return self
+        try:
+            index = self.ids.index(anchor)
+        except ValueError:
+            raise ValueError(f"no policy {anchor!r} in pipeline; have {self.ids}") from None
+        self.policies.insert(index if before else index + 1, policy)
+        return self
+
+    def remove(self, policy_id: str) -> PolicyPipeline:
+        self.policies = [p for p in self.policies if p.policy_id != policy_id]
+        return self
+
+    async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
+        transforms: list[tuple[str, SteeringCommand]] = []
+        pipeline_id = self.pipeline_id
+
+        async def accept(final: SteeringCommand) -> Decision:
+            return Decision.accept(final, pipeline_id)
+
+        handler: CallNext = accept
+        for policy in reversed(self.policies):
+            handler = _bind(policy, handler, ctx, transforms)
+        decision = await handler(cmd)
+        decision.transforms = transforms
+        return decision
+
+
+def _bind(
+    policy: Policy, nxt: CallNext, ctx: PolicyContext, transforms: list[tuple[str, SteeringCommand]]
+) -> CallNext:
+    async def step(cmd: SteeringCommand) -> Decision:
+        async def call_next(passed: SteeringCommand) -> Decision:
+            if passed is not cmd:
+                if passed.correlation_id != cmd.correlation_id:
+                    # A transform is the same request in a new shape: it keeps its identity.
+                    passed = passed.model_copy(update={"correlation_id": cmd.correlation_id})
+                transforms.append((policy.policy_id, cmd))
+            return await nxt(passed)
+
+        return await policy(cmd, ctx, call_next)
+
+    return step

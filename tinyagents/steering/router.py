@@ -1,0 +1,353 @@
+"""``SteeringRouter``: submit → resolve → policies → persist → queue, and the lifecycle books.
+
+Every command that is requested ends in exactly one terminal state (rejected, applied,
+superseded, failed); the router refuses to emit anything for a command after that, which
+makes a bookkeeping bug loud instead of silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import TinyAgentsError
+from tinyagents.events.bus import EventBus
+from tinyagents.events.models import (
+    TERMINAL_STEERING_EVENTS,
+    SteeringEvent,
+    SubAgentEvent,
+    make_event,
+)
+from tinyagents.events.redact import summarize
+from tinyagents.runs.handle import RunHandle
+from tinyagents.runs.info import RunInfo
+from tinyagents.runs.registry import RunRegistry
+from tinyagents.steering.commands import (
+    GraphNodeTarget,
+    GraphTaskTarget,
+    ParentAgentActor,
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringReceipt,
+    SubAgentRunTarget,
+    ThreadTarget,
+)
+from tinyagents.steering.conflicts import RedirectConflict
+from tinyagents.steering.inbox import LATE, Inbox
+from tinyagents.steering.policies import default_pipeline, not_found
+from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
+from tinyagents.steering.queue import Boundary
+
+if TYPE_CHECKING:
+    from tinyagents.store.base import Store
+
+_TERMINAL = {"rejected", "applied", "superseded", "failed"}
+
+
+class SteeringInvariantError(TinyAgentsError):
+    """A command would get a second terminal state or an event after its terminal one (a bug)."""
+
+
+@dataclass(slots=True)
+class _Tracked:
+    cmd: SteeringCommand
+    state: str
+    info: RunInfo | None = None
+    summary: dict[str, Any] | None = None
+
+
+class SteeringRouter:
+    def __init__(
+        self,
+        *,
+        registry: RunRegistry,
+        bus: EventBus,
+        pipeline: PolicyPipeline | None = None,
+        store: Store | None = None,
+        testing: bool = False,
+        trusted_middleware: frozenset[str] = frozenset(),
+    ) -> None:
+        self.registry = registry
+        self.bus = bus
+        self.pipeline = pipeline if pipeline is not None else default_pipeline()
+        self.store = store
+        self.testing = testing
+        self.trusted_middleware = trusted_middleware
+        self.grants: set[tuple[str, str]] = set()
+        self._tracked: dict[str, _Tracked] = {}  # open commands only
+        self._terminal: dict[str, str] = {}
+        self._seen: set[str] = set()
+        self._history: dict[str, list[SteeringEvent]] = {}
+        self._waiting: dict[str, dict[str, _Tracked]] = {}  # deferred + restored, by target key
+
+    # ------------------------------------------------------------------ public
+
+    async def submit(self, cmd: SteeringCommand) -> SteeringReceipt:
+        cid = cmd.correlation_id
+        if cid in self._seen:
+            return SteeringReceipt(
+                status=ReceiptStatus.DUPLICATE,
+                correlation_id=cid,
+                reason="duplicate correlation id: the first command's outcome stands",
+            )
+        self._seen.add(cid)
+        tracked = _Tracked(cmd, "requested")
+        self._tracked[cid] = tracked
+        handle, reason = self._resolve(cmd)
+        tracked.info = handle.info if handle is not None else None
+        self._emit("steering.requested", tracked)
+        if handle is None:
+            if reason is None:  # a thread with no live run yet: wait for one
+                return await self._defer(tracked, f"no live run on {cmd.target.describe()}", "router")
+            return self._reject(tracked, reason, "router")
+        return await self._evaluate(tracked, handle)
+
+    def history(self, run_id: str) -> list[SteeringEvent]:
+        return list(self._history.get(run_id, ()))
+
+    def state(self, correlation_id: str) -> str | None:
+        """``requested``/``accepted``/``deferred``/``delivered`` or the terminal state."""
+        tracked = self._tracked.get(correlation_id)
+        return tracked.state if tracked else self._terminal.get(correlation_id)
+
+    def open_commands(self) -> list[SteeringCommand]:
+        return [t.cmd for t in self._tracked.values() if t.state not in _TERMINAL]
+
+    def grant(self, from_run_id: str, to_run_id: str) -> None:
+        """Allow one run's agent to steer another it has no authority over (a sibling)."""
+        self.grants.add((from_run_id, to_run_id))
+
+    async def attach(
+        self, handle: RunHandle, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED
+    ) -> None:
+        """Give a newly registered run its inbox and hand it any command waiting for it."""
+        handle.inbox = Inbox(self, handle, redirect_conflict=redirect_conflict)
+        await self.target_changed(handle)
+
+    async def target_changed(self, handle: RunHandle) -> None:
+        """Re-evaluate commands deferred for (or restored for) this run or its thread."""
+        keys = [handle.run_id]
+        if handle.info.thread_id is not None:
+            keys.append(_thread_key(handle.info.thread_id))
+        for key in keys:
+            waiting = self._waiting.pop(key, None)
+            for tracked in (waiting or {}).values():
+                if tracked.state == "accepted":  # restored after a restart: already accepted
+                    tracked.info = handle.info
+                    await self._enqueue(tracked, handle)
+                else:
+                    tracked.info = handle.info
+                    await self._evaluate(tracked, handle)
+
+    async def target_finished(self, handle: RunHandle) -> None:
+        """The run reached its last boundary: fail what is pending, settle what waits on it."""
+        handle.inbox.close(LATE)
+        for tracked in list(self._tracked.values()):
+            if tracked.state == "delivered" and tracked.info is handle.info:
+                self.mark_failed(tracked.cmd, LATE)
+        await self.target_changed(handle)
+
+    def restore(self, pending: list[tuple[SteeringCommand, str, str | None]]) -> None:
+        """Load commands accepted (or deferred) before a restart: (cmd, state, run_id)."""
+        for cmd, state, run_id in pending:
+            self._seen.add(cmd.correlation_id)
+            tracked = _Tracked(cmd, "accepted" if state == "accepted" else "deferred")
+            self._tracked[cmd.correlation_id] = tracked
+            key = run_id or _target_key(cmd)
+            self._waiting.setdefault(key, {})[cmd.correlation_id] = tracked
+
+    # ------------------------------------------------------------------ execution reports
+
+    def mark_delivered(self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]) -> None:
+        tracked = self._open(cmd.correlation_id)
+        tracked.state = "delivered"
+        self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where)
+
+    def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
+        self._finish(self._open(cmd.correlation_id), "applied", affected=affected)
+
+    def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
+        self._finish(self._open(cmd.correlation_id), "failed", reason=reason)
+
+    # ------------------------------------------------------------------ internals
+
+    def _resolve(self, cmd: SteeringCommand) -> tuple[RunHandle | None, str | None]:
+        """The handle whose queue takes ``cmd``; (None, reason) to reject; (None, None) to defer."""
+        target = cmd.target
+        if isinstance(target, ThreadTarget):
+            return self.registry.for_thread(target.thread_id), None
+        handle = self.registry.get(target.run_id)
+        if handle is None:
+            return None, not_found(cmd)
+        if isinstance(target, SubAgentRunTarget) and handle.info.parent_run_id != target.parent_run_id:
+            return None, f"not found: run {target.run_id} is not a child of {target.parent_run_id}"
+        if isinstance(target, GraphTaskTarget | GraphNodeTarget):
+            problem = handle.driver.check_target(cmd)
+            if problem is not None:
+                return None, problem
+            routed = handle.driver.route(cmd)
+            if routed is not None:
+                return routed, None
+        return handle, None
+
+    async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
+        cmd = tracked.cmd
+        target = cmd.target
+        ctx = PolicyContext(
+            target=handle.info,
+            tree=self.registry.tree,
+            testing=self.testing,
+            grants=self.grants,
+            trusted_middleware=self.trusted_middleware,
+            task_id=getattr(target, "task_id", None),
+            node_id=getattr(target, "node", None),
+        )
+        if cmd.checkpoint_id is not None:
+            ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
+        decision = await self.pipeline.evaluate(cmd, ctx)
+        if decision.status == "reject":
+            return self._reject(tracked, decision.reason or "rejected", decision.policy_id)
+        if decision.status == "defer":
+            return await self._defer(tracked, decision.reason or "deferred", decision.policy_id, handle)
+        return await self._accept(tracked, handle, decision)
+
+    def _reject(self, tracked: _Tracked, reason: str, policy_id: str | None) -> SteeringReceipt:
+        self._finish(tracked, "rejected", reason=reason, policy_id=policy_id)
+        return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
+
+    async def _defer(
+        self, tracked: _Tracked, reason: str, policy_id: str | None, handle: RunHandle | None = None
+    ) -> SteeringReceipt:
+        if handle is not None and handle.status.finished:
+            self._finish(tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id)
+            return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
+        first_time = tracked.state != "deferred"
+        tracked.state = "deferred"
+        key = handle.run_id if handle is not None else _target_key(tracked.cmd)
+        self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+        if first_time:
+            if self.store is not None:
+                await self.store.append_command(tracked.cmd, state="deferred", run_id=None)
+            self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
+        return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
+
+    async def _accept(self, tracked: _Tracked, handle: RunHandle, decision: Decision) -> SteeringReceipt:
+        original = tracked.cmd
+        tracked.cmd = decision.command
+        if self.store is not None:
+            # Durable before the receipt: an accepted command survives a crash from here on.
+            await self.store.append_command(tracked.cmd, state="accepted", run_id=handle.run_id)
+        tracked.state = "accepted"
+        extra: dict[str, Any] = {}
+        if decision.transforms:
+            extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
+            extra["original_payload_summary"] = summarize(original.payload)
+            tracked.summary = None
+        self._emit("steering.accepted", tracked, policy_id=decision.policy_id, **extra)
+        self._rollup(tracked, handle)
+        await self._enqueue(tracked, handle)
+        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, decision.policy_id)
+
+    async def _enqueue(self, tracked: _Tracked, handle: RunHandle) -> None:
+        cmd = tracked.cmd
+        if handle.status.finished and not await handle.driver.on_late_command(cmd):
+            self._finish(tracked, "failed", reason=LATE)
+            return
+        outcome = handle.inbox.put(cmd)
+        for loser, winner in outcome.superseded:
+            self._finish(self._open(loser.correlation_id), "superseded", superseded_by=winner)
+        if outcome.rejected is not None:
+            self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
+        elif outcome.queued and cmd.delivery == "immediate":
+            handle.driver.interrupt_now(cmd)
+
+    def _rollup(self, tracked: _Tracked, handle: RunHandle) -> None:
+        """Tell a parent that someone steered its child (unless the parent did it itself)."""
+        info = handle.info
+        actor = tracked.cmd.actor
+        if info.parent_run_id is None:
+            return
+        if isinstance(actor, ParentAgentActor) and actor.run_id == info.parent_run_id:
+            return
+        self.bus.publish(
+            make_event(
+                SubAgentEvent,
+                type="subagent.steered",
+                run_id=info.parent_run_id,
+                root_run_id=info.root_run_id,
+                tenant_id=info.tenant_id,
+                child_run_id=info.run_id,
+                agent_id=info.agent_id,
+                correlation_id=tracked.cmd.correlation_id,
+                steering_kind=tracked.cmd.kind.value,
+                detail={"actor": actor.describe()},
+            )
+        )
+
+    def _finish(self, tracked: _Tracked, state: str, **fields: Any) -> None:
+        self._emit(f"steering.{state}", tracked, **fields)
+
+    def _open(self, correlation_id: str) -> _Tracked:
+        tracked = self._tracked.get(correlation_id)
+        if tracked is None:
+            state = self._terminal.get(correlation_id, "never submitted")
+            raise SteeringInvariantError(f"command {correlation_id} is not open (state: {state})")
+        return tracked
+
+    def _receipt(
+        self, tracked: _Tracked, status: ReceiptStatus, reason: str | None, policy_id: str | None
+    ) -> SteeringReceipt:
+        return SteeringReceipt(
+            status=status,
+            correlation_id=tracked.cmd.correlation_id,
+            run_id=tracked.info.run_id if tracked.info else None,
+            reason=reason,
+            policy_id=policy_id,
+        )
+
+    def _emit(self, type_: str, tracked: _Tracked, **fields: Any) -> None:
+        if tracked.state in _TERMINAL:
+            raise SteeringInvariantError(
+                f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
+                f"{tracked.state}"
+            )  # a bookkeeping bug: never let it pass silently
+        cmd = tracked.cmd
+        if tracked.summary is None:
+            tracked.summary = summarize(cmd.payload)
+        info = tracked.info
+        target = cmd.target
+        event = make_event(
+            SteeringEvent,
+            type=type_,
+            run_id=info.run_id if info else getattr(target, "run_id", None),
+            root_run_id=info.root_run_id if info else None,
+            parent_run_id=info.parent_run_id if info else None,
+            tenant_id=info.tenant_id if info else None,
+            target=target,
+            actor=cmd.actor,
+            kind=cmd.kind,
+            correlation_id=cmd.correlation_id,
+            task_id=getattr(target, "task_id", None) or (info.task_id if info else None),
+            node_id=getattr(target, "node", None) or (info.node_id if info else None),
+            checkpoint_id=cmd.checkpoint_id,
+            payload_summary=tracked.summary,
+            **fields,
+        )
+        self.bus.publish(event)
+        if event.run_id is not None:
+            self._history.setdefault(event.run_id, []).append(event)
+        if type_ in TERMINAL_STEERING_EVENTS:
+            tracked.state = type_.removeprefix("steering.")
+            del self._tracked[cmd.correlation_id]
+            self._terminal[cmd.correlation_id] = tracked.state
+
+
+def _thread_key(thread_id: str) -> str:
+    return f"thread:{thread_id}"
+
+
+def _target_key(cmd: SteeringCommand) -> str:
+    target = cmd.target
+    if isinstance(target, ThreadTarget):
+        return _thread_key(target.thread_id)
+    return target.run_id

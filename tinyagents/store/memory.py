@@ -1,0 +1,58 @@
+"""``MemoryStore``: the in-process default (nothing survives the process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyagents.events.models import Event
+from tinyagents.steering.commands import SteeringCommand
+from tinyagents.store.base import OPEN_STATES, Store, StoredCommand
+
+
+class MemoryStore(Store):
+    url = "memory://"
+
+    def __init__(self) -> None:
+        self._commands: dict[str, StoredCommand] = {}
+        self._events: list[Event] = []
+        self._runs: dict[str, dict[str, Any]] = {}
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+        self._commands[cmd.correlation_id] = StoredCommand(command=cmd, state=state, run_id=run_id)
+
+    async def set_command_states(self, updates: list[tuple[str, str, str | None]]) -> None:
+        for cid, state, reason in updates:
+            stored = self._commands.get(cid)
+            if stored is not None:
+                stored.state = state
+                stored.reason = reason
+
+    async def get_command(self, correlation_id: str) -> StoredCommand | None:
+        return self._commands.get(correlation_id)
+
+    async def open_commands(self) -> list[StoredCommand]:
+        return [c for c in self._commands.values() if c.state in OPEN_STATES]
+
+    async def command_ids(self) -> set[str]:
+        return set(self._commands)
+
+    async def append_events(self, events: list[Event]) -> None:
+        self._events.extend(events)
+
+    async def load_events(
+        self, *, run_id: str | None = None, root_run_id: str | None = None, type_prefix: str | None = None
+    ) -> list[Event]:
+        return [
+            e
+            for e in self._events
+            if (run_id is None or e.run_id == run_id)
+            and (root_run_id is None or e.root_run_id == root_run_id)
+            and (type_prefix is None or e.type.startswith(type_prefix))
+        ]
+
+    async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
+        for snap in snapshots:
+            self._runs[snap["run_id"]] = dict(snap)
+
+    async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self._runs.values() if tenant_id is None or r["tenant_id"] == tenant_id]
