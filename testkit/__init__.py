@@ -1,0 +1,53 @@
+"""Fakes for testing agents and steering without a network, a real clock or random ids.
+
+``OpenAICompatServer`` is imported on first use, so importing the testkit does not load
+aiohttp.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .clock import FakeClock, SequentialIds, use_clock, use_ids
+from .models import (
+    FunctionModel,
+    ScriptedModel,
+    ScriptExhaustedError,
+    count_tokens,
+    reply,
+    tool_call,
+    tool_calls,
+)
+
+# --- EventRecorder (owned by the lead; import it here when tinyagents/events lands) ---------
+# from .events import EventRecorder
+# ---------------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from .openai_server import ErrorReply, OpenAICompatServer
+
+__all__ = [
+    "ErrorReply",
+    "FakeClock",
+    "FunctionModel",
+    "OpenAICompatServer",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "SequentialIds",
+    "count_tokens",
+    "reply",
+    "tool_call",
+    "tool_calls",
+    "use_clock",
+    "use_ids",
+]
+
+_LAZY = {"OpenAICompatServer", "ErrorReply"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import openai_server
+
+        return getattr(openai_server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

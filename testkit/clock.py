@@ -1,0 +1,54 @@
+"""A clock that only moves when the test says so.
+
+    clock = FakeClock()
+    with use_clock(clock), use_ids(SequentialIds()):
+        ...
+        clock.advance(30)  # a deadline of 30 s has now passed
+
+``SequentialIds``, ``use_clock`` and ``use_ids`` are re-exported from ``tinyagents._clock``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from tinyagents._clock import SequentialIds, use_clock, use_ids
+
+__all__ = ["EPOCH", "FakeClock", "SequentialIds", "use_clock", "use_ids"]
+
+#: Where every ``FakeClock`` starts unless told otherwise: fixed, so timestamps are stable.
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class FakeClock:
+    """Implements ``tinyagents._clock.Clock``; time moves by ``advance`` and by ``tick``.
+
+    ``tick`` (seconds) is added after every reading, so consecutive timestamps differ
+    without the test advancing the clock by hand. ``now()`` and ``monotonic()`` share one
+    timeline: ``monotonic()`` is the seconds elapsed since ``start``.
+    """
+
+    def __init__(self, start: datetime = EPOCH, *, tick: float = 0.0) -> None:
+        if start.tzinfo is None:
+            raise ValueError("FakeClock needs a timezone-aware start, e.g. tzinfo=UTC")
+        if tick < 0:
+            raise ValueError(f"tick must not be negative, got {tick}")
+        self.start = start
+        self.tick = tick
+        self.elapsed = 0.0
+
+    def now(self) -> datetime:
+        value = self.start + timedelta(seconds=self.elapsed)
+        self.elapsed += self.tick
+        return value
+
+    def monotonic(self) -> float:
+        value = self.elapsed
+        self.elapsed += self.tick
+        return value
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward; a clock never goes backwards."""
+        if seconds < 0:
+            raise ValueError(f"a clock cannot go backwards (advance({seconds}))")
+        self.elapsed += seconds

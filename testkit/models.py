@@ -1,0 +1,172 @@
+"""Fake models for deterministic tests: a script of responses, or a function.
+
+    model = ScriptedModel([tool_call("search", query="billing"), reply("found it")])
+    ...
+    assert model.requests[1].messages[-1].role == "tool"
+
+Responses without usage get a deterministic count, one token per whitespace-separated word
+(``count_tokens``), so token limits can be tested without a tokenizer.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from tinyagents._clock import new_id
+from tinyagents.errors import ModelError
+from tinyagents.harness.model import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+)
+
+ScriptedResponse = ModelResponse | str | Callable[[ModelRequest], ModelResponse | str]
+ModelFunction = Callable[[ModelRequest], Awaitable[ModelResponse | str] | ModelResponse | str]
+
+
+class ScriptExhaustedError(ModelError):
+    """A ``ScriptedModel`` was called more often than it has responses."""
+
+
+def reply(text: str, *, usage: Usage | None = None) -> ModelResponse:
+    """A final answer: text and no tool calls."""
+    return ModelResponse(text=text, usage=usage or Usage(), finish_reason="stop")
+
+
+def tool_call(
+    name: str, args: dict[str, Any] | None = None, *, id: str | None = None, **kw: Any
+) -> ModelResponse:
+    """A response calling one tool; keyword arguments are merged into ``args``.
+
+    ``id`` defaults to a new ``call`` id (deterministic under ``use_ids(SequentialIds())``).
+    """
+    call = ToolCall(id=id or new_id("call"), name=name, args={**(args or {}), **kw})
+    return ModelResponse(tool_calls=[call], finish_reason="tool_calls")
+
+
+def tool_calls(*calls: ModelResponse | ToolCall) -> ModelResponse:
+    """A response calling several tools at once: ``tool_calls(tool_call("a"), tool_call("b"))``."""
+    merged: list[ToolCall] = []
+    for call in calls:
+        merged.extend(call.tool_calls if isinstance(call, ModelResponse) else [call])
+    return ModelResponse(tool_calls=merged, finish_reason="tool_calls")
+
+
+def count_tokens(text: str) -> int:
+    """The testkit's stand-in for a tokenizer: one token per whitespace-separated word."""
+    return len(text.split())
+
+
+def default_usage(request: ModelRequest, response: ModelResponse) -> Usage:
+    """Input: the words of every message; output: the words of the text and tool calls."""
+    input_tokens = sum(_message_tokens(message) for message in request.messages)
+    output_tokens = count_tokens(response.text) + sum(
+        _call_tokens(call) for call in response.tool_calls
+    )
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+class ScriptedModel(Model):
+    """Answers each request with the next scripted response, and records the requests.
+
+    A response is a ``ModelResponse`` (see ``reply``, ``tool_call``, ``tool_calls``), a plain
+    string (a final reply) or a callable ``(ModelRequest) -> ModelResponse | str``. A
+    response whose usage is all zero gets ``default_usage``. ``requests`` holds a snapshot of
+    every request, taken when it arrived.
+    """
+
+    def __init__(self, responses: Iterable[ScriptedResponse], *, name: str = "scripted") -> None:
+        self.name = name
+        self.responses: list[ScriptedResponse] = list(responses)
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted responses have not been used yet."""
+        return len(self.responses) - len(self.requests)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        index = len(self.requests)
+        self.requests.append(snapshot(request))
+        if index >= len(self.responses):
+            raise ScriptExhaustedError(
+                f"ScriptedModel {self.name!r} got model request {index + 1} but only "
+                f"{len(self.responses)} response(s) were scripted; add responses, or check "
+                f"why the agent called the model again (last message: "
+                f"{_last_message(request)})"
+            )
+        scripted = self.responses[index]
+        produced = scripted(request) if callable(scripted) else scripted
+        return _finish(request, await _resolve(produced), self.name)
+
+
+class FunctionModel(Model):
+    """Answers each request by calling ``fn(request)`` (sync or async); records the requests."""
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+        self.name = name
+        self.fn = fn
+        self.requests: list[ModelRequest] = []
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(snapshot(request))
+        return _finish(request, await _resolve(self.fn(request)), self.name)
+
+
+def snapshot(request: ModelRequest) -> ModelRequest:
+    """A copy of ``request`` that later changes to the loop's message list cannot alter."""
+    return ModelRequest(
+        messages=[copy.copy(message) for message in request.messages],
+        tools=list(request.tools),
+        model=request.model,
+        request_id=request.request_id,
+        run_id=request.run_id,
+        settings=dict(request.settings),
+        response_format=request.response_format,
+    )
+
+
+async def _resolve(
+    produced: Awaitable[ModelResponse | str] | ModelResponse | str,
+) -> ModelResponse | str:
+    return await produced if inspect.isawaitable(produced) else produced
+
+
+def _finish(request: ModelRequest, produced: ModelResponse | str, name: str) -> ModelResponse:
+    if isinstance(produced, str):
+        response = reply(produced)
+    elif isinstance(produced, ModelResponse):
+        # A copy: the same scripted object may be returned twice (e.g. by a callable).
+        response = copy.copy(produced)
+    else:
+        raise TypeError(
+            f"model {name!r} produced {type(produced).__name__}; return a ModelResponse or a string"
+        )
+    if response.usage == Usage():
+        response.usage = default_usage(request, response)
+    if response.model is None:
+        response.model = request.model or name
+    return response
+
+
+def _message_tokens(message: Message) -> int:
+    return count_tokens(message.content) + sum(_call_tokens(c) for c in message.tool_calls)
+
+
+def _call_tokens(call: ToolCall) -> int:
+    return 1 + count_tokens(json.dumps(call.args))
+
+
+def _last_message(request: ModelRequest) -> str:
+    if not request.messages:
+        return "none"
+    last = request.messages[-1]
+    content = last.content if len(last.content) <= 80 else last.content[:77] + "..."
+    return f"{last.role} {content!r}"

@@ -1,0 +1,229 @@
+"""A local OpenAI-compatible chat server, for testing ``LiteLLMModel`` over real HTTP.
+
+    async with OpenAICompatServer([tool_call("add", a=1, b=2), reply("3")]) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        ...
+        assert server.requests[1]["messages"][-1]["role"] == "tool"
+
+Each ``POST /v1/chat/completions`` takes the next scripted reply: a string (the assistant's
+text), a ``ModelResponse`` (text and tool calls, e.g. from ``reply``/``tool_call``), an
+``ErrorReply`` (an HTTP error), a ``dict`` (returned verbatim as the JSON body), or a callable
+of the request body returning one of those. ``stream: true`` is answered with server-sent
+events, tool-call arguments split across deltas the way OpenAI sends them. Built on
+``aiohttp.web`` (a litellm dependency), imported only when this module is.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from tinyagents.harness.model import ModelResponse, Usage
+
+from .models import count_tokens
+
+#: ``created`` of every completion: fixed so recorded responses are deterministic.
+_CREATED = 1_700_000_000
+
+
+@dataclass(slots=True, kw_only=True)
+class ErrorReply:
+    """Answer one request with an HTTP error in OpenAI's error format."""
+
+    status: int = 500
+    message: str = "scripted server error"
+    type: str = "server_error"
+
+
+ServerReply = str | ModelResponse | ErrorReply | dict[str, Any]
+ScriptedServerReply = ServerReply | Callable[[dict[str, Any]], ServerReply]
+
+
+class OpenAICompatServer:
+    """Serve scripted chat completions on ``127.0.0.1`` at a free port (an async context manager).
+
+    ``requests`` holds every received request body, in order; ``base_url`` is the value for
+    ``api_base``. More replies can be queued at any time with ``add``. Responses name the
+    requested model (``model`` when the request names none), as OpenAI does.
+    """
+
+    def __init__(self, replies: Iterable[ScriptedServerReply] = (), *, model: str = "test-model"):
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self._replies: deque[ScriptedServerReply] = deque(replies)
+        self._scripted = len(self._replies)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    def add(self, *replies: ScriptedServerReply) -> None:
+        """Queue more replies after those already scripted."""
+        self._replies.extend(replies)
+        self._scripted += len(replies)
+
+    @property
+    def base_url(self) -> str:
+        if self._port is None:
+            raise RuntimeError("OpenAICompatServer is not running; use it as `async with`")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    async def __aenter__(self) -> OpenAICompatServer:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        # Binding the socket ourselves gives a free port without racing another process for it.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._runner = None
+        self._port = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body: dict[str, Any] = await request.json()
+        self.requests.append(body)
+        reply = self._next_reply(body)
+        if isinstance(reply, ErrorReply):
+            error = {"error": {"message": reply.message, "type": reply.type, "code": None}}
+            return web.json_response(error, status=reply.status)
+        if isinstance(reply, dict):
+            return web.json_response(reply)
+        response = ModelResponse(text=reply) if isinstance(reply, str) else reply
+        completion_id = f"chatcmpl-{len(self.requests):04d}"
+        usage = _usage(body, response)
+        if body.get("stream"):
+            return await self._stream(request, body, completion_id, response, usage)
+        return web.json_response(self._completion(body, completion_id, response, usage))
+
+    def _next_reply(self, body: dict[str, Any]) -> ServerReply:
+        if not self._replies:
+            # 400, not 500: a client must not retry a test that ran out of script.
+            return ErrorReply(
+                status=400,
+                type="invalid_request_error",
+                message=f"OpenAICompatServer got request {len(self.requests)} but only "
+                f"{self._scripted} replies were scripted; add more replies",
+            )
+        reply = self._replies.popleft()
+        return reply(body) if callable(reply) else reply
+
+    def _completion(
+        self,
+        body: dict[str, Any],
+        completion_id: str,
+        response: ModelResponse,
+        usage: dict[str, int],
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+        if response.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(call.args)},
+                }
+                for call in response.tool_calls
+            ]
+        return {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": _CREATED,
+            "model": body.get("model") or self.model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": _finish_reason(response)}
+            ],
+            "usage": usage,
+        }
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        completion_id: str,
+        response: ModelResponse,
+        usage: dict[str, int],
+    ) -> web.StreamResponse:
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        base = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": _CREATED,
+            "model": body.get("model") or self.model,
+        }
+        for delta, finish_reason in _deltas(response):
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            await _send(stream, {**base, "choices": [choice]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await _send(stream, {**base, "choices": [], "usage": usage})
+        await stream.write(b"data: [DONE]\n\n")
+        await stream.write_eof()
+        return stream
+
+
+def _deltas(response: ModelResponse) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """The stream of ``(delta, finish_reason)`` OpenAI would send for ``response``."""
+    yield {"role": "assistant", "content": ""}, None
+    words = response.text.split(" ") if response.text else []
+    for i, word in enumerate(words):
+        yield {"content": word if i == 0 else " " + word}, None
+    for index, call in enumerate(response.tool_calls):
+        header = {"id": call.id, "type": "function", "function": {"name": call.name}}
+        yield {"tool_calls": [{"index": index, **header}]}, None
+        arguments = json.dumps(call.args)
+        middle = len(arguments) // 2
+        # Two fragments per call, so a client has to concatenate them.
+        for part in (arguments[:middle], arguments[middle:]):
+            yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
+    yield {}, _finish_reason(response)
+
+
+async def _send(stream: web.StreamResponse, chunk: dict[str, Any]) -> None:
+    await stream.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+
+def _finish_reason(response: ModelResponse) -> str:
+    if response.finish_reason:
+        return response.finish_reason
+    return "tool_calls" if response.tool_calls else "stop"
+
+
+def _usage(body: dict[str, Any], response: ModelResponse) -> dict[str, int]:
+    """The scripted usage if it has any, else one token per word (as ``ScriptedModel`` counts)."""
+    usage = response.usage
+    if usage == Usage():
+        prompt = sum(_words(message.get("content")) for message in body.get("messages", []))
+        completion = count_tokens(response.text) + sum(
+            1 + count_tokens(json.dumps(call.args)) for call in response.tool_calls
+        )
+        usage = Usage(input_tokens=prompt, output_tokens=completion)
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _words(content: Any) -> int:
+    if isinstance(content, str):
+        return count_tokens(content)
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+        return sum(_words(part.get("text")) for part in content if isinstance(part, dict))
+    return 0

@@ -1,0 +1,414 @@
+"""``@tool``: schemas from signatures, and every way a tool call can fail coming back as text."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from typing import Annotated, Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from tinyagents.errors import ConfigurationError, ToolError
+from tinyagents.harness.model import Message, ToolCall, ToolSpec
+from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, execute_tool_call, tool
+
+
+def call(name: str, **args: Any) -> ToolCall:
+    return ToolCall(id="call-1", name=name, args=args)
+
+
+class Filters(BaseModel):
+    customer: str
+    year: int = 2024
+
+
+@tool
+def add(a: int, b: int = 2) -> int:
+    """Add two integers.
+
+    The second paragraph is not part of the description.
+
+    Args:
+        a: The first number,
+            spread over two lines.
+        b (int): The second number.
+    """
+    return a + b
+
+
+@tool(name="search_invoices", description="Find invoices.", timeout_s=30)
+async def search(
+    query: str,
+    filters: Filters | None = None,
+    mode: Literal["exact", "fuzzy"] = "exact",
+    limit: Annotated[int, Field(ge=1, description="how many results")] = 5,
+) -> dict[str, Any]:
+    return {"query": query, "filters": filters, "mode": mode, "limit": limit}
+
+
+# --- schemas ------------------------------------------------------------------------------
+
+
+def test_name_description_and_argument_docs_come_from_the_function():
+    assert add.name == "add"
+    assert add.description == "Add two integers."
+    assert add.parameters == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "description": "The first number, spread over two lines."},
+            "b": {"type": "integer", "default": 2, "description": "The second number."},
+        },
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert add.spec() == ToolSpec(
+        name="add", description="Add two integers.", parameters=add.parameters
+    )
+
+
+def test_schema_covers_optional_pydantic_literal_and_constrained_arguments():
+    schema = search.parameters
+
+    assert search.name == "search_invoices"
+    assert search.description == "Find invoices."
+    assert search.timeout_s == 30
+    assert schema["required"] == ["query"]
+    props = schema["properties"]
+    assert props["query"] == {"type": "string"}
+    assert props["filters"] == {
+        "anyOf": [{"$ref": "#/$defs/Filters"}, {"type": "null"}],
+        "default": None,
+    }
+    assert schema["$defs"]["Filters"]["properties"]["year"] == {"type": "integer", "default": 2024}
+    assert props["mode"] == {"type": "string", "enum": ["exact", "fuzzy"], "default": "exact"}
+    assert props["limit"] == {
+        "type": "integer",
+        "minimum": 1,
+        "default": 5,
+        "description": "how many results",
+    }
+
+
+def test_argument_names_that_shadow_basemodel_attributes_are_fine():
+    @tool
+    def lookup(json: str, model_config: int = 0, copy: bool = False) -> str:
+        """Look something up."""
+        return f"{json}:{model_config}:{copy}"
+
+    assert set(lookup.parameters["properties"]) == {"json", "model_config", "copy"}
+
+
+def test_a_ctx_parameter_is_hidden_from_the_model():
+    @tool
+    def whoami(ctx: Any, greeting: str = "hi") -> str:
+        """Say who is calling."""
+        return f"{greeting} {ctx}"
+
+    assert list(whoami.parameters["properties"]) == ["greeting"]
+    assert whoami.takes_ctx
+
+
+def test_a_function_without_docstring_or_arguments_gets_an_empty_object_schema():
+    @tool
+    def ping():
+        return "pong"
+
+    assert ping.description == ""
+    assert ping.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@pytest.mark.parametrize("name", ["has space", "x" * 65, "dotted.name"])
+def test_names_providers_would_refuse_are_rejected_at_decoration(name):
+    def fn() -> None:
+        """Do nothing."""
+
+    with pytest.raises(ConfigurationError, match="1-64 letters"):
+        tool(name=name)(fn)
+
+
+def test_a_lambda_needs_an_explicit_name():
+    with pytest.raises(ConfigurationError, match="pass name="):
+        tool(lambda: None)
+    assert tool(name="noop")(lambda: None).name == "noop"
+
+
+def test_variadic_arguments_are_rejected_at_decoration():
+    def spread(*items: str) -> None:
+        """Spread."""
+
+    with pytest.raises(ConfigurationError, match=r"\*items"):
+        tool(spread)
+
+
+def test_decorated_tool_is_a_tool():
+    assert isinstance(add, FunctionTool) and isinstance(add, Tool)
+    assert repr(add) == "<FunctionTool 'add'>"
+
+
+# --- calling --------------------------------------------------------------------------------
+
+
+async def test_sync_tool_runs_in_a_worker_thread():
+    @tool
+    def where() -> int:
+        """Report the thread."""
+        return threading.get_ident()
+
+    result = await execute_tool_call(where, call("where"), timeout_s=None)
+
+    assert not result.error
+    assert int(result.content) != threading.get_ident()
+
+
+async def test_async_tool_result_is_serialized_to_json():
+    result = await execute_tool_call(
+        search, call("search_invoices", query="acme", filters={"customer": "acme"}), timeout_s=None
+    )
+
+    assert result == ToolResult(
+        call_id="call-1",
+        name="search_invoices",
+        content='{"query": "acme", "filters": {"customer": "acme", "year": 2024}, '
+        '"mode": "exact", "limit": 5}',
+    )
+
+
+async def test_arguments_are_coerced_the_way_pydantic_coerces_them():
+    result = await execute_tool_call(add, call("add", a="40"), timeout_s=None)
+
+    assert result.content == "42"
+
+
+@pytest.mark.parametrize(
+    ("value", "content"),
+    [
+        ("plain text", "plain text"),
+        (None, "null"),
+        ([1, "two"], '[1, "two"]'),
+        (Filters(customer="c"), '{"customer": "c", "year": 2024}'),
+        ("ünïcode", "ünïcode"),
+    ],
+)
+async def test_return_values_become_text(value, content):
+    @tool
+    def give() -> Any:
+        """Give a value."""
+        return value
+
+    assert (await execute_tool_call(give, call("give"), timeout_s=None)).content == content
+
+
+async def test_unserializable_return_values_fall_back_to_str():
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque!"
+
+    @tool
+    def give() -> Any:
+        """Give an object."""
+        return {"thing": Opaque()}
+
+    assert (
+        await execute_tool_call(give, call("give"), timeout_s=None)
+    ).content == '{"thing": "opaque!"}'
+
+
+async def test_invalid_arguments_come_back_as_an_error_result_naming_each_problem():
+    result = await execute_tool_call(add, call("add", a="many", c=1), timeout_s=None)
+
+    assert result.error
+    assert result.content.startswith("invalid arguments for tool 'add': ")
+    assert "a: Input should be a valid integer" in result.content
+    assert "(got 'many')" in result.content
+    assert "c: Extra inputs are not permitted" in result.content
+    assert "Call it again" in result.content
+
+
+async def test_missing_and_nested_arguments_are_named_by_path():
+    result = await execute_tool_call(
+        search, call("search_invoices", filters={"year": "x"}, limit=0), timeout_s=None
+    )
+
+    assert result.error
+    for problem in (
+        "query: Field required",
+        "filters.customer: Field required",
+        "limit: Input should be greater than or equal to 1",
+    ):
+        assert problem in result.content
+
+
+async def test_unknown_tool_lists_the_available_ones():
+    result = await execute_tool_call(
+        None, call("delete_all"), timeout_s=None, available=["add", "search"]
+    )
+
+    assert result == ToolResult(
+        call_id="call-1",
+        name="delete_all",
+        content="unknown tool 'delete_all'; available: add, search. Call one of those.",
+        error=True,
+    )
+    none_left = await execute_tool_call(None, call("x"), timeout_s=None)
+    assert "available: none" in none_left.content
+
+
+async def test_arguments_the_provider_could_not_parse_are_reported():
+    broken = ToolCall(id="c", name="add", parse_error="arguments are not valid JSON (line 1)")
+
+    result = await execute_tool_call(add, broken, timeout_s=None)
+
+    assert result.error
+    assert (
+        result.content
+        == "could not read the arguments for tool 'add': arguments are not valid JSON (line 1)"
+    )
+
+
+async def test_an_async_tool_that_hangs_times_out():
+    never = asyncio.Event()
+
+    @tool
+    async def hang() -> None:
+        """Wait forever."""
+        await never.wait()
+
+    result = await execute_tool_call(hang, call("hang"), timeout_s=0.01)
+
+    assert result.error
+    assert result.content.startswith("tool 'hang' timed out after 0.01 s")
+
+
+async def test_a_sync_tool_that_blocks_times_out_without_blocking_the_loop():
+    release = threading.Event()
+
+    @tool
+    def block() -> str:
+        """Block a thread."""
+        release.wait()
+        return "done"
+
+    try:
+        result = await execute_tool_call(block, call("block"), timeout_s=0.01)
+    finally:
+        release.set()  # let the abandoned worker thread finish
+
+    assert result.error and "timed out after 0.01 s" in result.content
+
+
+async def test_the_smaller_of_the_tool_and_run_timeouts_wins():
+    never = asyncio.Event()
+
+    @tool(timeout_s=0.01)
+    async def hang() -> None:
+        """Wait forever."""
+        await never.wait()
+
+    result = await execute_tool_call(hang, call("hang"), timeout_s=60)
+
+    assert "timed out after 0.01 s" in result.content
+
+
+async def test_a_timeout_error_raised_by_the_tool_itself_is_not_reported_as_our_timeout():
+    @tool
+    async def fetch() -> None:
+        """Fetch."""
+        raise TimeoutError("upstream took too long")
+
+    result = await execute_tool_call(fetch, call("fetch"), timeout_s=60)
+
+    assert result.content == "tool 'fetch' raised TimeoutError: upstream took too long"
+
+
+async def test_exceptions_become_error_results_with_type_and_message():
+    @tool
+    def explode(reason: str) -> None:
+        """Fail."""
+        raise ValueError(reason)
+
+    result = await execute_tool_call(explode, call("explode", reason="no ledger"), timeout_s=None)
+
+    assert result == ToolResult(
+        call_id="call-1",
+        name="explode",
+        content="tool 'explode' raised ValueError: no ledger",
+        error=True,
+    )
+
+
+async def test_a_tool_error_is_passed_to_the_model_verbatim():
+    @tool
+    def picky() -> None:
+        """Refuse."""
+        raise ToolError("the archive is read-only; ask for a summary instead")
+
+    result = await execute_tool_call(picky, call("picky"), timeout_s=None)
+
+    assert result.error and result.content == "the archive is read-only; ask for a summary instead"
+
+
+async def test_cancelling_the_caller_cancels_the_tool_call():
+    started, never = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def wait() -> None:
+        """Wait."""
+        started.set()
+        await never.wait()
+
+    task = asyncio.create_task(execute_tool_call(wait, call("wait"), timeout_s=None))
+    await started.wait()
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_the_call_context_reaches_function_tools_and_subclasses():
+    @tool
+    def whoami(ctx: Any, greeting: str = "hi") -> str:
+        """Say who is calling."""
+        return f"{greeting} {ctx}"
+
+    class Echo(Tool):
+        def __init__(self) -> None:
+            super().__init__(
+                name="echo",
+                description="Echo the input.",
+                parameters={"type": "object", "properties": {"input": {"type": "string"}}},
+            )
+
+        async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+            return {"input": args["input"], "ctx": ctx}
+
+    fn_result = await execute_tool_call(
+        whoami, call("whoami", greeting="hello"), timeout_s=None, ctx="run-7"
+    )
+    sub_result = await execute_tool_call(
+        Echo(), call("echo", input="x"), timeout_s=None, ctx="run-7"
+    )
+
+    assert fn_result.content == "hello run-7"
+    assert sub_result.content == '{"input": "x", "ctx": "run-7"}'
+    assert Echo().spec().description == "Echo the input."
+
+
+async def test_a_bare_tool_subclass_must_implement_call():
+    result = await execute_tool_call(Tool(name="bare"), call("bare"), timeout_s=None)
+
+    assert result.error and "NotImplementedError" in result.content
+
+
+def test_tool_result_becomes_a_tool_message():
+    ok = ToolResult(call_id="c1", name="add", content="3")
+    failed = dataclasses.replace(ok, error=True)
+
+    assert ok.to_message() == Message(role="tool", content="3", tool_call_id="c1", name="add")
+    assert failed.to_message().metadata == {"error": True}
+
+
+def test_timeouts_must_be_positive():
+    with pytest.raises(ConfigurationError, match="timeout_s"):
+        tool(timeout_s=0)(add.fn)

@@ -1,0 +1,314 @@
+"""``LiteLLMModel``: any provider litellm speaks, behind the ``Model`` interface.
+
+litellm takes seconds to import, so it is imported inside the first call, never by
+``import tinyagents``. Its cost map is read from the installed package
+(``LITELLM_LOCAL_MODEL_COST_MAP``) instead of being fetched over the network at import.
+
+Retries are ours, not the OpenAI SDK's (whose own retries are switched off with
+``max_retries=0``): one place decides what is transient, how long to back off, and when to
+give up with a ``ModelError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from tinyagents.errors import ConfigurationError, ModelError
+from tinyagents.harness.model import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+#: HTTP statuses worth another try: request timeout, conflict, rate limit and server errors.
+_TRANSIENT_STATUS = frozenset({408, 409, 429})
+
+
+class LiteLLMModel(Model):
+    """A model reached through ``litellm.acompletion``.
+
+    ``model`` is litellm's ``"provider/name"`` (e.g. ``"openai/gpt-4o-mini"``). ``api_base``
+    points it at any OpenAI-compatible server. Transient failures (rate limit, timeout,
+    connection, 5xx) are retried ``max_retries`` times with exponential backoff starting at
+    ``retry_backoff_s``; other keyword arguments are passed to every litellm call.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        timeout_s: float | None = None,
+        **litellm_kwargs: Any,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError(
+                f"LiteLLMModel needs a model name such as 'openai/gpt-4o-mini', got {model!r}"
+            )
+        if max_retries < 0 or retry_backoff_s < 0:
+            raise ConfigurationError("max_retries and retry_backoff_s must not be negative")
+        self.name = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.max_retries = max_retries
+        self.retry_backoff_s = retry_backoff_s
+        self.timeout_s = timeout_s
+        self.litellm_kwargs = litellm_kwargs
+
+    def __repr__(self) -> str:
+        return f"LiteLLMModel({self.name!r})"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        litellm = _litellm()
+        kwargs = self._completion_kwargs(request)
+        raw = await self._with_retries(kwargs["model"], lambda: litellm.acompletion(**kwargs))
+        return _parse_response(raw, litellm)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        litellm = _litellm()
+        kwargs = self._completion_kwargs(request)
+        kwargs["stream"] = True
+        kwargs.setdefault("stream_options", {"include_usage": True})
+        model = kwargs["model"]
+        # Only opening the stream is retried: once deltas have been yielded, a retry would
+        # show the caller the same text twice.
+        chunks = await self._with_retries(model, lambda: litellm.acompletion(**kwargs))
+        assembler = _StreamAssembler()
+        try:
+            async for chunk in chunks:
+                delta = assembler.add(chunk)
+                if delta:
+                    yield StreamChunk(text_delta=delta)
+        except Exception as exc:
+            raise ModelError(
+                f"model {model!r} stream broke off: {type(exc).__name__}: {exc}; "
+                "the partial response was discarded, call the model again"
+            ) from exc
+        yield StreamChunk(response=assembler.response(model, litellm))
+
+    def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            **self.litellm_kwargs,
+            **request.settings,
+            "model": request.model or self.name,
+            "messages": [_message_to_openai(m) for m in request.messages],
+            "max_retries": 0,
+        }
+        if request.tools:
+            kwargs["tools"] = [_tool_to_openai(spec) for spec in request.tools]
+        if request.response_format is not None:
+            kwargs["response_format"] = request.response_format
+        if self.api_base is not None:
+            kwargs["api_base"] = self.api_base
+        if self.api_key is not None:
+            kwargs["api_key"] = self.api_key
+        if self.timeout_s is not None:
+            kwargs["timeout"] = self.timeout_s
+        return kwargs
+
+    async def _with_retries(self, model: str, call: Any) -> Any:
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            try:
+                return await call()
+            except Exception as exc:
+                if not _is_transient(exc):
+                    raise ModelError(
+                        f"model {model!r} rejected the request ({_describe(exc)}); not retried: "
+                        "check the model name, api key, api_base and the request itself"
+                    ) from exc
+                if attempt == attempts - 1:
+                    raise ModelError(
+                        f"model {model!r} failed after {attempts} attempt(s) ({_describe(exc)}); "
+                        "the provider may be down or rate-limiting: retry later or raise "
+                        "max_retries"
+                    ) from exc
+            await asyncio.sleep(self.retry_backoff_s * 2**attempt)
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    # litellm prints provider lists and "Give Feedback" banners to stdout on errors; our
+    # ModelError already carries the message.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _is_transient(exc: Exception) -> bool:
+    import litellm
+
+    if isinstance(
+        exc,
+        litellm.RateLimitError
+        | litellm.Timeout
+        | litellm.APIConnectionError
+        | litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError
+        | TimeoutError
+        | ConnectionError,
+    ):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    where = f"HTTP {status}, " if isinstance(status, int) else ""
+    return f"{where}{type(exc).__name__}: {exc}"
+
+
+def _message_to_openai(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+    elif message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls:
+        # Providers reject an empty string next to tool calls; null is the documented value.
+        out["content"] = message.content or None
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.args)},
+            }
+            for call in message.tool_calls
+        ]
+    return out
+
+
+def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+def _parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
+    text = (arguments or "").strip()
+    if not text:  # some providers send "" for a call without arguments
+        return ToolCall(id=call_id, name=name, args={})
+    try:
+        args = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return ToolCall(id=call_id, name=name, parse_error=f"arguments are not valid JSON ({exc})")
+    if not isinstance(args, dict):
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error=f"arguments must be a JSON object, got {type(args).__name__}",
+        )
+    return ToolCall(id=call_id, name=name, args=args)
+
+
+def _usage(raw_usage: Any) -> Usage:
+    if raw_usage is None:
+        return Usage()
+    return Usage(
+        input_tokens=getattr(raw_usage, "prompt_tokens", 0) or 0,
+        output_tokens=getattr(raw_usage, "completion_tokens", 0) or 0,
+    )
+
+
+def _cost(raw: Any, litellm: Any) -> float | None:
+    try:
+        return float(litellm.completion_cost(completion_response=raw))
+    except Exception:
+        return None  # a model missing from litellm's price map (local or private models)
+
+
+def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
+    choice = raw.choices[0]
+    message = choice.message
+    tool_calls = [
+        _parse_arguments(call.id, call.function.name, call.function.arguments)
+        for call in (message.tool_calls or [])
+    ]
+    usage = _usage(getattr(raw, "usage", None))
+    usage.cost = _cost(raw, litellm)
+    return ModelResponse(
+        text=message.content or "",
+        tool_calls=tool_calls,
+        usage=usage,
+        model=getattr(raw, "model", None),
+        finish_reason=choice.finish_reason,
+        raw=raw,
+    )
+
+
+class _StreamAssembler:
+    """Folds streamed deltas into one response; tool-call fragments are keyed by index."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.raw_usage: Any = None
+        self.model: str | None = None
+        self.finish_reason: str | None = None
+
+    def add(self, chunk: Any) -> str:
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None) is not None:
+            self.raw_usage = chunk.usage
+        if not chunk.choices:
+            return ""
+        choice = chunk.choices[0]
+        self.finish_reason = choice.finish_reason or self.finish_reason
+        delta = choice.delta
+        for fragment in getattr(delta, "tool_calls", None) or []:
+            call = self.calls.setdefault(fragment.index, {"id": None, "name": "", "args": ""})
+            call["id"] = fragment.id or call["id"]
+            if fragment.function is not None:
+                call["name"] += fragment.function.name or ""
+                call["args"] += fragment.function.arguments or ""
+        text: str = delta.content or ""
+        self.text.append(text)
+        return text
+
+    def response(self, requested_model: str, litellm: Any) -> ModelResponse:
+        tool_calls = [
+            _parse_arguments(call["id"] or f"call_{index}", call["name"], call["args"])
+            for index, call in sorted(self.calls.items())
+        ]
+        usage = _usage(self.raw_usage)
+        usage.cost = _token_cost(requested_model, usage, litellm)
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=tool_calls,
+            usage=usage,
+            model=self.model,
+            finish_reason=self.finish_reason,
+        )
+
+
+def _token_cost(model: str, usage: Usage, litellm: Any) -> float | None:
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model,
+            prompt_tokens=usage.input_tokens,
+            completion_tokens=usage.output_tokens,
+        )
+        return float(prompt_cost + completion_cost)
+    except Exception:
+        return None  # a model missing from litellm's price map

@@ -1,0 +1,156 @@
+"""What an agent loop says to a model and what it hears back.
+
+Plain slotted dataclasses, no pydantic: these are built and read on every model call, and a
+loop of a thousand turns should not pay for validation it does not need. ``Model`` is the
+extension point (an ABC): implement ``request`` and, if the provider streams, ``stream``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tinyagents._clock import new_id
+from tinyagents.errors import ConfigurationError
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCall:
+    """One call of a tool requested by the model.
+
+    ``parse_error`` is set (and ``args`` is empty) when the provider sent arguments that are
+    not a JSON object; executing the call then reports that error back to the model.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    parse_error: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Message:
+    """One entry of a conversation, in the provider-neutral shape of the OpenAI chat format."""
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Usage:
+    """Tokens (and, when the provider's price is known, cost in USD) spent by model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        # An unknown cost stays unknown only if every part is unknown: a partial sum is more
+        # useful to a budget than None.
+        if self.cost is None and other.cost is None:
+            cost = None
+        else:
+            cost = (self.cost or 0.0) + (other.cost or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost=cost,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolSpec:
+    """A tool as offered to the model: its name, description and JSON Schema of arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelRequest:
+    """One call to a model: the conversation so far and the tools offered on this call.
+
+    ``model`` overrides the model's default name (``constrain_model`` steering sets it);
+    ``settings`` are provider options such as ``temperature``; ``response_format`` is a JSON
+    schema dict or a pydantic model class asking for structured output.
+    """
+
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    model: str | None = None
+    request_id: str = field(default_factory=lambda: new_id("m"))
+    run_id: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    response_format: dict[str, Any] | type | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelResponse:
+    """What the model answered: text, tool calls, or both."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    finish_reason: str | None = None
+    raw: Any = None
+
+    def to_message(self) -> Message:
+        """The assistant message to append to the conversation."""
+        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+
+
+@dataclass(slots=True, kw_only=True)
+class StreamChunk:
+    """A piece of a streamed response; the last chunk carries the complete ``response``."""
+
+    text_delta: str = ""
+    response: ModelResponse | None = None
+
+
+class Model(ABC):
+    """A chat model. Subclasses implement ``request``; ``stream`` is optional."""
+
+    name: str = "model"
+
+    @abstractmethod
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send one request and return the complete response."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Yield text deltas as they arrive; the last chunk carries the full response.
+
+        The default does not stream: it yields one chunk holding the whole response.
+        """
+        response = await self.request(request)
+        yield StreamChunk(text_delta=response.text, response=response)
+
+
+def as_model(model: Model | str) -> Model:
+    """Accept a ``Model`` or a ``"provider/name"`` string (which means ``LiteLLMModel``)."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        # Imported here so that a module using only fakes never loads the litellm adapter.
+        from tinyagents.harness.litellm_model import LiteLLMModel
+
+        return LiteLLMModel(model)
+    raise ConfigurationError(
+        f"expected a Model or a model name such as 'openai/gpt-4o-mini', got "
+        f"{type(model).__name__}; pass a tinyagents Model instance or a litellm model string"
+    )

@@ -1,0 +1,325 @@
+"""Tools: functions a model may call, and the one place where calling them can go wrong.
+
+    @tool
+    async def search(query: str, limit: int = 5) -> list[str]:
+        \"\"\"Search the billing archive.\"\"\"
+
+``@tool`` reads the name, the docstring's first paragraph and the signature once, at
+decoration time, and builds a pydantic model of the arguments: its JSON Schema is what the
+model is offered, its validator checks every call. ``execute_tool_call`` never raises for a
+bad call: unknown names, invalid arguments, timeouts and exceptions all come back as an error
+``ToolResult`` whose text tells the model what went wrong, so it can correct itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from tinyagents.errors import ConfigurationError, ToolError
+from tinyagents.harness.model import Message, ToolCall, ToolSpec
+
+#: What OpenAI and most providers accept as a function name.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: A parameter with this name receives the call context instead of a model-supplied value.
+CTX_PARAM = "ctx"
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResult:
+    """The outcome of one tool call, as the model will see it."""
+
+    call_id: str
+    name: str
+    content: str
+    error: bool = False
+
+    def to_message(self) -> Message:
+        """The ``tool`` message that answers the call in the conversation."""
+        return Message(
+            role="tool",
+            content=self.content,
+            tool_call_id=self.call_id,
+            name=self.name,
+            metadata={"error": True} if self.error else {},
+        )
+
+
+class Tool:
+    """Something the model can call. Subclass and override ``call``, or use ``@tool``.
+
+    ``parameters`` is the JSON Schema of the arguments object. ``timeout_s`` bounds one call
+    (the run's ``tool_timeout_s`` still applies; the smaller wins). A ``call`` that raises
+    ``ToolError`` sends its message to the model as is; any other exception is reported with
+    its type.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str = "",
+        parameters: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        if not _NAME_RE.match(name):
+            raise ConfigurationError(
+                f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
+                "digits, '_' or '-' (pass name=... to @tool)"
+            )
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigurationError(f"tool {name!r}: timeout_s must be positive, got {timeout_s}")
+        self.name = name
+        self.description = description
+        self.parameters = parameters or {"type": "object", "properties": {}}
+        self.timeout_s = timeout_s
+
+    def spec(self) -> ToolSpec:
+        """The tool as offered to the model."""
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        """Run the tool with the model's arguments; ``ctx`` is the caller's run context."""
+        raise NotImplementedError(f"{type(self).__name__} must implement call()")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class FunctionTool(Tool):
+    """A ``Tool`` backed by a sync or async function; built by ``@tool``."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        name = name or getattr(fn, "__name__", "")
+        summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        self.fn = fn
+        self.is_async = _is_async_callable(fn)
+        self._args_model, self._params, self.takes_ctx = _arguments_model(fn, name, param_docs)
+        super().__init__(
+            name=name,
+            description=summary if description is None else description,
+            parameters=_schema(self._args_model),
+            timeout_s=timeout_s,
+        )
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        call_args, call_kwargs = self._bind(args, ctx)
+        if self.is_async:
+            return await self.fn(*call_args, **call_kwargs)
+        # A sync tool must not block the event loop; to_thread also copies the contextvars.
+        return await asyncio.to_thread(self.fn, *call_args, **call_kwargs)
+
+    def _bind(self, args: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
+        try:
+            validated = self._args_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolError(_validation_message(self.name, exc)) from exc
+        positional: list[Any] = []
+        keyword: dict[str, Any] = {}
+        for field_name, param in self._params:
+            value = ctx if field_name == CTX_PARAM else getattr(validated, field_name)
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                positional.append(value)
+            else:
+                keyword[param.name] = value
+        return positional, keyword
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout_s: float | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
+
+    A parameter named ``ctx`` is not offered to the model; it receives the run context.
+    """
+
+    def build(f: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(f, name=name, description=description, timeout_s=timeout_s)
+
+    return build(fn) if fn is not None else build
+
+
+async def execute_tool_call(
+    tool: Tool | None,
+    call: ToolCall,
+    *,
+    timeout_s: float | None = None,
+    available: Sequence[str] = (),
+    ctx: Any = None,
+) -> ToolResult:
+    """Run one tool call and turn every way it can fail into an error result for the model.
+
+    ``tool`` is None when the model named a tool it was not offered; ``available`` lists the
+    names it may use instead. The effective timeout is the smaller of ``timeout_s`` and the
+    tool's own. Cancellation of the caller is not caught: it propagates.
+    """
+    if tool is None:
+        names = ", ".join(available) or "none"
+        return _error(call, f"unknown tool {call.name!r}; available: {names}. Call one of those.")
+    if call.parse_error is not None:
+        return _error(
+            call, f"could not read the arguments for tool {call.name!r}: {call.parse_error}"
+        )
+    limit = _smaller(timeout_s, tool.timeout_s)
+    try:
+        async with asyncio.timeout(limit) as deadline:
+            value = await tool.call(call.args, ctx=ctx)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            return _error(call, f"tool {call.name!r} raised TimeoutError: {exc}")
+        return _error(
+            call,
+            f"tool {call.name!r} timed out after {limit:g} s and was abandoned; "
+            "try a smaller request or another tool",
+        )
+    except ToolError as exc:
+        return _error(call, str(exc))
+    except Exception as exc:
+        return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+    return ToolResult(call_id=call.id, name=call.name, content=_to_text(value))
+
+
+def _error(call: ToolCall, text: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=text, error=True)
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    # fallback=str: a tool returning an object pydantic cannot serialize still gets through.
+    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable instances with async __call__
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+class _Arguments(BaseModel):
+    # Extra keys are refused so the model hears about a misspelled argument instead of
+    # having it silently dropped.
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+def _arguments_model(
+    fn: Callable[..., Any], name: str, param_docs: dict[str, str]
+) -> tuple[type[BaseModel], list[tuple[str, inspect.Parameter]], bool]:
+    """A pydantic model of ``fn``'s arguments, and how to map its fields back onto ``fn``.
+
+    Fields are named ``p0``, ``p1`` … with the parameter name as alias, so parameters called
+    ``json`` or ``model_config`` do not clash with ``BaseModel`` attributes.
+    """
+    try:
+        signature = inspect.signature(fn, eval_str=True)
+    except (TypeError, ValueError, NameError) as exc:
+        raise ConfigurationError(f"cannot read the signature of tool {name!r}: {exc}") from exc
+    fields: dict[str, Any] = {}
+    params: list[tuple[str, inspect.Parameter]] = []
+    takes_ctx = False
+    for index, param in enumerate(signature.parameters.values()):
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ConfigurationError(
+                f"tool {name!r} takes *{param.name}: a tool's arguments must be named; "
+                "list them as parameters"
+            )
+        if param.name == CTX_PARAM:
+            takes_ctx = True
+            params.append((CTX_PARAM, param))
+            continue
+        field_name = f"p{index}"
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+        extra = {"description": param_docs[param.name]} if param.name in param_docs else {}
+        # Only set what we know: a None description would hide one given in Annotated[...].
+        info = Field(default, alias=param.name, **extra)
+        fields[field_name] = (annotation, info)
+        params.append((field_name, param))
+    model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
+    return model, params, takes_ctx
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True)
+    _drop_titles(schema)
+    return schema
+
+
+def _drop_titles(node: Any) -> None:
+    """Remove pydantic's generated ``title``s: noise in every prompt that carries the schema."""
+    if isinstance(node, dict):
+        if isinstance(node.get("title"), str):
+            del node["title"]
+        for value in node.values():
+            _drop_titles(value)
+    elif isinstance(node, list):
+        for item in node:
+            _drop_titles(item)
+
+
+_SECTION_RE = re.compile(r"^(\w+):$")
+_ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters"})
+_PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The first paragraph (as one line) and the ``Args:`` entries of a Google-style docstring."""
+    summary = " ".join(doc.split("\n\n", 1)[0].split())
+    params: dict[str, str] = {}
+    in_args = False
+    current: str | None = None
+    for line in doc.splitlines():
+        header = _SECTION_RE.match(line)
+        if header:
+            in_args, current = header.group(1) in _ARG_SECTIONS, None
+        elif in_args and (match := _PARAM_RE.match(line)):
+            current = match.group(1)
+            params[current] = match.group(2).strip()
+        elif in_args and current and line.strip():
+            params[current] = f"{params[current]} {line.strip()}".strip()
+    return summary, params
+
+
+def _validation_message(name: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        got = ""
+        if error["type"] not in ("missing", "extra_forbidden") and "input" in error:
+            got = f" (got {error['input']!r})"
+        problems.append(f"{where}: {error['msg']}{got}")
+    return (
+        f"invalid arguments for tool {name!r}: " + "; ".join(problems) + ". "
+        "Call it again with arguments that match its schema."
+    )
