@@ -50,8 +50,10 @@ class SequentialIds:
         return f"{prefix}-{next(counter):04d}"
 
 
-_clock: ContextVar[Clock] = ContextVar("tinyagents_clock", default=SystemClock())
-_ids: ContextVar[IdSource] = ContextVar("tinyagents_ids", default=RandomIds())
+# The defaults are stateless (SystemClock) or only hold a counter nobody reads (RandomIds), so
+# sharing one instance across contexts is what we want.
+_clock: ContextVar[Clock] = ContextVar("tinyagents_clock", default=SystemClock())  # noqa: B039
+_ids: ContextVar[IdSource] = ContextVar("tinyagents_ids", default=RandomIds())  # noqa: B039
 
 
 def now() -> datetime:

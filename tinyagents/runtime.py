@@ -125,7 +125,10 @@ class Runtime:
         return self.bus.subscribe(maxsize=maxsize, where=where)
 
     async def register(
-        self, handle: RunHandle, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED
+        self,
+        handle: RunHandle,
+        *,
+        redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
     ) -> RunHandle:
         """Add a run to the tree and give it its steering inbox (execution layer)."""
         self._require_open()

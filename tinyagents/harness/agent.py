@@ -1,0 +1,68 @@
+"""``Agent``: a model, instructions, tools and limits — the recipe of an agent run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness.middleware import Middleware
+from tinyagents.harness.model import Model, as_model
+from tinyagents.harness.render import SteeringRenderer
+from tinyagents.harness.tools import FunctionTool, Tool
+from tinyagents.runs.limits import RunLimits
+
+if TYPE_CHECKING:
+    from tinyagents.runs.handle import RunResult
+    from tinyagents.runtime import Runtime
+
+
+class Agent:
+    """An agent definition. Runs are started with ``Runtime.start(agent, input)``.
+
+    ``model`` is a ``Model`` or a litellm model string (``"openai/gpt-4o-mini"``); ``models``
+    optionally lists the model names the run may be switched between (``constrain_model``
+    narrows it; the first allowed one is used).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: Model | str,
+        *,
+        instructions: str = "",
+        tools: Sequence[Tool | Any] = (),
+        limits: RunLimits | None = None,
+        middleware: Sequence[Middleware] = (),
+        models: Sequence[str] | None = None,
+        renderer: SteeringRenderer | None = None,
+        description: str = "",
+    ) -> None:
+        if not name:
+            raise ConfigurationError("an Agent needs a non-empty name")
+        self.name = name
+        self.model = as_model(model)
+        self.instructions = instructions
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            t = t if isinstance(t, Tool) else FunctionTool(t)
+            if t.name in self.tools:
+                raise ConfigurationError(f"agent {name!r} has two tools named {t.name!r}")
+            self.tools[t.name] = t
+        self.limits = limits or RunLimits()
+        self.middleware = list(middleware)
+        self.models = tuple(models) if models else None
+        self.renderer = renderer or SteeringRenderer()
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"
+
+    async def run(self, input: str, *, runtime: Runtime | None = None, **kwargs: Any) -> RunResult:
+        """Run to the end and return the result (a private in-memory runtime if none is given)."""
+        if runtime is not None:
+            return await (await runtime.start(self, input, **kwargs)).result()
+        from tinyagents.runtime import Runtime
+
+        async with Runtime() as rt:
+            return await (await rt.start(self, input, **kwargs)).result()

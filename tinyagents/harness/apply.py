@@ -1,0 +1,88 @@
+"""What each steering kind does to an agent run when it is delivered at a boundary."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.events.models import RunEvent
+from tinyagents.harness.loop_types import Stop
+from tinyagents.runs.info import RunStatus
+from tinyagents.steering.commands import MESSAGE_KINDS, SteeringCommand, SteeringKind
+from tinyagents.steering.conflicts import narrow_models, narrow_tools
+from tinyagents.steering.queue import Boundary
+
+if TYPE_CHECKING:
+    from tinyagents.harness.loop import AgentRun
+
+
+async def apply(
+    run: AgentRun, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+) -> bool:
+    """Apply one delivered command. Returns True when it staged a message for the model
+    (it is then marked applied when the next model request carries it)."""
+    kind, payload, inbox, info = cmd.kind, cmd.payload, run.handle.inbox, run.info
+    if kind in MESSAGE_KINDS or (kind is SteeringKind.REDIRECT and "instruction" in payload):
+        if (
+            kind is SteeringKind.PROVIDE_CONTEXT
+            and payload.get("text") is None
+            and "value" not in payload
+        ):
+            inbox.failed(cmd, "provide_context for an agent run needs 'text'")
+            return False
+        run.staged.append((cmd, run.agent.renderer.render(cmd)))
+        return True
+    if kind is SteeringKind.CONSTRAIN_TOOLS:
+        info.tools = narrow_tools(info.tools, payload["tools"])
+        inbox.applied(cmd, tools=sorted(info.tools), **where)
+    elif kind is SteeringKind.CONSTRAIN_MODEL:
+        info.models = narrow_models(info.models, payload["models"])
+        if not info.models:
+            inbox.failed(
+                cmd, "constrain_model left no model allowed"
+            )  # pragma: no cover - policy stops it
+        else:
+            inbox.applied(cmd, models=list(info.models), **where)
+    elif kind is SteeringKind.UPDATE_BUDGET:
+        info.limits = info.limits.replace(**payload)
+        inbox.applied(cmd, limits=payload, **where)
+    elif kind is SteeringKind.PAUSE:
+        if not run.paused:
+            await run.set_paused(True)
+        inbox.applied(cmd, boundary=boundary.value, **where)
+    elif kind is SteeringKind.RESUME:
+        was_paused = run.paused
+        if was_paused:
+            await run.set_paused(False)
+        inbox.applied(cmd, resumed=was_paused, **where)
+    elif kind is SteeringKind.CANCEL:
+        inbox.applied(cmd, boundary=boundary.value, **where)
+        raise Stop(
+            RunStatus.CANCELLED, payload.get("reason") or f"cancelled by {cmd.actor.describe()}"
+        )
+    elif kind is SteeringKind.REQUEST_STATUS:
+        status = {
+            "status": info.status.value,
+            "boundary": boundary.value,
+            "usage": info.usage.snapshot(),
+            "limits": info.limits.model_dump(mode="json"),
+            "tools": sorted(run.allowed_tools()),
+            "pending_steering": len(inbox),
+        }
+        run.emit(
+            RunEvent,
+            type="run.status",
+            status=info.status.value,
+            detail={"correlation_id": cmd.correlation_id, **status},
+        )
+        inbox.applied(cmd, **where)
+    else:
+        inbox.failed(cmd, _not_for_agents(cmd))
+    return False
+
+
+def _not_for_agents(cmd: SteeringCommand) -> str:
+    if cmd.kind is SteeringKind.REDIRECT:
+        return "redirect with 'goto' needs a graph target; for an agent run send 'instruction'"
+    if cmd.kind is SteeringKind.UPDATE_STATE:
+        return "update_state needs a graph target (graph_task, graph_node or a graph thread)"
+    return f"{cmd.kind.value} has nothing to act on: the agent run has no pending approval"

@@ -1,0 +1,463 @@
+"""The agent loop: model → tools → model …, taking steering only at safe boundaries.
+
+    before_model_call → [model] → after_model_response
+        → for each tool call: before_tool_dispatch → [tool] → after_tool_result
+        → before_loop_continuation (final=True when the model gave its answer)
+
+At each boundary the run asks its inbox for what is deliverable there and applies it
+(``harness.apply``). Nothing is ever applied inside a provider call or a running tool; only an
+IMMEDIATE cancel interrupts, and only an in-flight model request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tinyagents import _clock
+from tinyagents.errors import RunLimitExceeded, UnknownTargetError
+from tinyagents.events.models import (
+    Event,
+    LimitEvent,
+    ModelEvent,
+    RunEvent,
+    SubAgentEvent,
+    ToolEvent,
+    make_event,
+)
+from tinyagents.events.redact import summarize
+from tinyagents.harness import apply
+from tinyagents.harness.context import RunContext
+from tinyagents.harness.limits import (
+    check_before_model_call,
+    check_before_tool_call,
+    child_limits,
+    record_model_usage,
+    record_tool_call,
+)
+from tinyagents.harness.loop_types import Stop
+from tinyagents.harness.middleware import SteeringHook, fold, overrides
+from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness.tools import ToolResult, execute_tool_call
+from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.limits import RunLimits
+from tinyagents.steering.commands import (
+    MESSAGE_KINDS,
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.steering.queue import Boundary
+
+if TYPE_CHECKING:
+    from tinyagents.harness.agent import Agent
+    from tinyagents.runtime import Runtime
+
+
+class AgentRun(RunDriver):
+    """One run of an ``Agent``: its conversation, its boundaries and its steering."""
+
+    def __init__(
+        self, runtime: Runtime, agent: Agent, handle: RunHandle, messages: list[Message]
+    ) -> None:
+        self.runtime = runtime
+        self.agent = agent
+        self.handle = handle
+        self.info = handle.info
+        self.messages = messages
+        self.ctx = RunContext(runtime=runtime, handle=handle, agent=agent, run=self)
+        self.paused = False
+        self.boundary: Boundary | None = None
+        self.last_text = ""
+        self.limit_error: RunLimitExceeded | None = None
+        self.failure: BaseException | None = None
+        #: Message commands delivered but not yet sent to the model: (command, message).
+        self.staged: list[tuple[SteeringCommand, Message]] = []
+        self._model_task: asyncio.Task[ModelResponse] | None = None
+        self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
+        self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
+
+    # ------------------------------------------------------------------ the loop
+
+    async def main(self) -> RunResult:
+        try:
+            output = await self._loop()
+            result = self._result(RunStatus.COMPLETED, output)
+        except Stop as stop:
+            await self._cancel_children(stop.reason)
+            result = self._result(stop.status, self.last_text, stop.reason)
+        except RunLimitExceeded as exc:
+            self.emit(
+                LimitEvent,
+                type="limit.exceeded",
+                limit=exc.limit,
+                used=exc.used,
+                allowed=exc.allowed,
+            )
+            result = self._result(RunStatus.LIMIT_EXCEEDED, self.last_text, str(exc))
+            self.limit_error = exc
+        except asyncio.CancelledError:
+            await self._end(self._result(RunStatus.CANCELLED, self.last_text, "runtime closed"))
+            raise
+        except Exception as exc:
+            self.failure = exc
+            result = self._result(RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {exc}")
+        await self._end(result)
+        return result
+
+    async def _loop(self) -> str:
+        while True:
+            await self.at(Boundary.BEFORE_MODEL_CALL)
+            response, request_id = await self._call_model()
+            await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=request_id)
+            if not response.tool_calls:
+                if await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
+                    continue  # steering arrived as the agent finished: it gets another turn
+                return response.text
+            for call in response.tool_calls:
+                await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
+                await self._run_tool(call)
+                await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
+            await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+
+    async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
+        """Apply what is deliverable at ``boundary``; park here while paused.
+        Returns True if a message for the model was staged."""
+        self.boundary = boundary
+        inbox = self.handle.inbox
+        staged = await self._apply_all(inbox.take(boundary, final=final, **where), boundary, where)
+        while self.paused:
+            inbox.clear_signal()
+            cmds = inbox.take(Boundary.WHILE_PAUSED, **where)
+            if not cmds:
+                await inbox.wait()
+                continue
+            await self._apply_all(cmds, Boundary.WHILE_PAUSED, where)
+            if not self.paused:
+                more = inbox.take(boundary, final=final, **where)
+                staged = await self._apply_all(more, boundary, where) or staged
+        return staged
+
+    async def _apply_all(
+        self, cmds: list[SteeringCommand], boundary: Boundary, where: dict[str, Any]
+    ) -> bool:
+        staged = False
+        for cmd in cmds:
+            staged = await apply.apply(self, cmd, boundary, where) or staged
+        return staged
+
+    # ------------------------------------------------------------------ model and tools
+
+    async def _call_model(self) -> tuple[ModelResponse, str]:
+        check_before_model_call(self.info)
+        if self.staged:
+            self.messages.extend(msg for _, msg in self.staged)
+        request = ModelRequest(
+            messages=list(self.messages),
+            tools=[t.spec() for t in self.allowed_tools().values()],
+            model=self.model_name(),
+            run_id=self.info.run_id,
+        )
+        rid = request.request_id
+        for cmd, _ in self.staged:
+            self.handle.inbox.applied(cmd, model_request_id=rid)
+        self.staged.clear()
+        self.emit(
+            ModelEvent,
+            type="model.request",
+            request_id=rid,
+            model=request.model,
+            message_count=len(request.messages),
+            tool_names=[t.name for t in request.tools],
+        )
+        handler = (
+            fold(self._model_hooks, self.ctx, self.agent.model.request)
+            if self._model_hooks
+            else self.agent.model.request
+        )
+        task = asyncio.ensure_future(handler(request))
+        self._model_task = task
+        try:
+            response = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                # Our own IMMEDIATE cancel: apply it now, at the boundary after the request.
+                await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=rid)
+                raise Stop(RunStatus.CANCELLED, "cancelled during a model request") from None
+            raise
+        finally:
+            self._model_task = None
+        record_model_usage(self.info, self.runtime.runs.tree, response.usage)
+        self.messages.append(response.to_message())
+        if response.text:
+            self.last_text = response.text
+        self.emit(
+            ModelEvent,
+            type="model.response",
+            request_id=rid,
+            model=response.model,
+            tool_calls=[c.name for c in response.tool_calls],
+            usage={
+                "input_tokens": response.usage.input_tokens,
+                "output_tokens": response.usage.output_tokens,
+            },
+            text_summary=summarize(response.text) if response.text else None,
+        )
+        return response, rid
+
+    async def _run_tool(self, call: ToolCall) -> ToolResult:
+        check_before_tool_call(self.info)
+        allowed = self.allowed_tools()
+        tool = allowed.get(call.name)
+        self.emit(
+            ToolEvent,
+            type="tool.call",
+            tool_call_id=call.id,
+            name=call.name,
+            args_summary=summarize(call.args),
+        )
+
+        async def dispatch(c: ToolCall) -> ToolResult:
+            return await execute_tool_call(
+                tool,
+                c,
+                timeout_s=self.info.limits.tool_timeout_s,
+                available=sorted(allowed),
+                ctx=self.ctx,
+            )
+
+        handler = fold(self._tool_hooks, self.ctx, dispatch) if self._tool_hooks else dispatch
+        result = await handler(call)
+        record_tool_call(self.info, self.runtime.runs.tree)
+        self.messages.append(result.to_message())
+        self.emit(
+            ToolEvent,
+            type="tool.result",
+            tool_call_id=call.id,
+            name=call.name,
+            content_summary=summarize(result.content),
+            error=result.error,
+        )
+        return result
+
+    def allowed_tools(self) -> dict[str, Any]:
+        grant = self.info.tools
+        tools = self.agent.tools
+        return tools if grant is None else {n: t for n, t in tools.items() if n in grant}
+
+    def model_name(self) -> str | None:
+        models = self.info.models
+        return models[0] if models else None
+
+    # ------------------------------------------------------------------ RunDriver hooks
+
+    def interrupt_now(self, cmd: SteeringCommand) -> None:
+        if self._model_task is not None and not self._model_task.done():
+            self._model_task.cancel()
+        self.runtime.spawn(
+            self._cancel_children("parent run cancelled"), name=f"cancel-subtree-{self.info.run_id}"
+        )
+
+    async def on_late_command(self, cmd: SteeringCommand) -> bool:
+        """An END_OF_TURN message after the run completed gives the agent another turn."""
+        if (
+            cmd.delivery is SteeringDelivery.END_OF_TURN
+            and cmd.kind in MESSAGE_KINDS
+            and self.handle.status is RunStatus.COMPLETED
+        ):
+            self.handle.reopen()
+            self.emit(
+                RunEvent,
+                type="run.resumed",
+                status="running",
+                detail={"another_turn": cmd.correlation_id},
+            )
+            self.handle.task = asyncio.ensure_future(self.main())
+            return True
+        return False
+
+    # ------------------------------------------------------------------ endings
+
+    async def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self.handle.inbox.paused = paused
+        self.info.status = RunStatus.PAUSED if paused else RunStatus.RUNNING
+        self.emit(
+            RunEvent, type="run.paused" if paused else "run.resumed", status=self.info.status.value
+        )
+        await self.runtime.router.target_changed(self.handle)
+
+    async def _cancel_children(self, reason: str | None) -> None:
+        """Cancel every live child (each cascades to its own) and wait for them to end."""
+        children = [
+            self.runtime.runs.get(c.run_id)
+            for c in self.runtime.runs.tree.children(self.info.run_id)
+        ]
+        live = [c for c in children if c is not None and not c.status.finished]
+        for child in live:
+            await self.runtime.submit(
+                SteeringCommand(
+                    target=SteeringTarget.agent_run(child.run_id),
+                    actor=SteeringActor.parent_agent(self.info.run_id, self.agent.name),
+                    kind=SteeringKind.CANCEL,
+                    payload={
+                        "reason": f"parent run {self.info.run_id} was cancelled"
+                        + (f": {reason}" if reason else "")
+                    },
+                    delivery=SteeringDelivery.IMMEDIATE,
+                )
+            )
+        for child in live:
+            await child.result()
+
+    def _result(self, status: RunStatus, output: Any, error: str | None = None) -> RunResult:
+        return RunResult(
+            run_id=self.info.run_id,
+            status=status,
+            output=output,
+            error=error,
+            usage=self.info.usage.snapshot(),
+        )
+
+    async def _end(self, result: RunResult) -> None:
+        for cmd, _ in self.staged:
+            self.handle.inbox.failed(cmd, "the run ended before the message reached the model")
+        self.staged.clear()
+        self.emit(
+            RunEvent,
+            type=f"run.{result.status.value}",
+            status=result.status.value,
+            output_summary=summarize(result.output) if isinstance(result.output, str) else None,
+            error=result.error,
+            usage=result.usage,
+        )
+        info = self.info
+        if info.parent_run_id is not None:
+            self.runtime.bus.publish(
+                make_event(
+                    SubAgentEvent,
+                    type="subagent.completed",
+                    run_id=info.parent_run_id,
+                    root_run_id=info.root_run_id,
+                    tenant_id=info.tenant_id,
+                    child_run_id=info.run_id,
+                    agent_id=info.agent_id,
+                    status=result.status.value,
+                )
+            )
+        await self.runtime.finish(self.handle, result)
+
+    def emit(self, cls: type[Event], **fields: Any) -> None:
+        info = self.info
+        self.runtime.bus.publish(
+            make_event(
+                cls,
+                run_id=info.run_id,
+                root_run_id=info.root_run_id,
+                parent_run_id=info.parent_run_id,
+                tenant_id=info.tenant_id,
+                **fields,
+            )
+        )
+
+
+async def start_agent_run(
+    runtime: Runtime,
+    agent: Agent,
+    input: str | list[Message],
+    *,
+    parent: RunHandle | str | None = None,
+    thread_id: str | None = None,
+    tenant_id: str | None = None,
+    run_id: str | None = None,
+    limits: RunLimits | None = None,
+    tools: list[str] | None = None,
+    history: list[Message] | None = None,
+    task_id: str | None = None,
+    node_id: str | None = None,
+) -> RunHandle:
+    """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop."""
+    parent_info = _parent_info(runtime, parent)
+    granted = frozenset(agent.tools)
+    if tools is not None:
+        unknown = sorted(set(tools) - granted)
+        if unknown:
+            raise UnknownTargetError(
+                f"agent {agent.name!r} has no tools {unknown}; it has {sorted(granted)}"
+            )
+        granted = frozenset(tools)
+    run_limits = limits or agent.limits
+    if parent_info is not None:
+        run_limits = child_limits(run_limits, parent_info)
+    info = RunInfo(
+        run_id=run_id or _clock.new_id("r"),
+        parent_run_id=parent_info.run_id if parent_info else None,
+        thread_id=thread_id,
+        agent_id=agent.name,
+        task_id=task_id,
+        node_id=node_id,
+        tenant_id=tenant_id or (parent_info.tenant_id if parent_info else "default"),
+        kind="agent",
+        tools=granted,
+        models=agent.models,
+        limits=run_limits,
+    )
+    info.usage.started_at = _clock.monotonic()
+    messages = _initial_messages(agent, input, history)
+    handle = RunHandle(info, submitter=runtime)
+    run = AgentRun(runtime, agent, handle, messages)
+    handle.driver = run
+    handle.policies = [SteeringHook(m) for m in agent.middleware if overrides(m, "steering")]
+    await runtime.register(handle)
+    run.emit(
+        RunEvent,
+        type="run.started",
+        status="running",
+        agent_id=agent.name,
+        thread_id=thread_id,
+        kind="agent",
+    )
+    if parent_info is not None:
+        runtime.bus.publish(
+            make_event(
+                SubAgentEvent,
+                type="subagent.started",
+                run_id=parent_info.run_id,
+                root_run_id=info.root_run_id,
+                tenant_id=info.tenant_id,
+                child_run_id=info.run_id,
+                agent_id=agent.name,
+                status="running",
+            )
+        )
+    handle.task = asyncio.ensure_future(run.main())
+    return handle
+
+
+def _parent_info(runtime: Runtime, parent: RunHandle | str | None) -> RunInfo | None:
+    if parent is None:
+        return None
+    run_id = parent if isinstance(parent, str) else parent.run_id
+    handle = runtime.runs.get(run_id)
+    if handle is None:
+        raise UnknownTargetError(f"parent run {run_id} is not registered in this runtime")
+    return handle.info
+
+
+def _initial_messages(
+    agent: Agent, input: str | list[Message], history: list[Message] | None
+) -> list[Message]:
+    messages: list[Message] = []
+    if history:
+        messages.extend(history)
+    elif agent.instructions:
+        messages.append(Message(role="system", content=agent.instructions))
+    if isinstance(input, str):
+        messages.append(Message(role="user", content=input))
+    else:
+        messages.extend(input)
+    return messages

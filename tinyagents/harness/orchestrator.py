@@ -1,0 +1,164 @@
+"""Tools with which a parent model runs several children at once and steers them.
+
+    orchestrator = Agent("orchestrator", model, tools=orchestrator_tools([research, critic]))
+
+The steering these tools send carries the actor ``parent_agent(parent_run_id, agent_id)``, so
+the authority policy lets a parent steer only its own descendants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from tinyagents.errors import ToolError
+from tinyagents.harness.context import RunContext
+from tinyagents.harness.subagent import SubAgent
+from tinyagents.harness.tools import Tool
+from tinyagents.steering.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+
+
+class _OrchestratorTool(Tool):
+    def __init__(
+        self,
+        toolkit: OrchestratorToolkit,
+        *,
+        name: str,
+        description: str,
+        properties: dict[str, Any],
+        required: list[str],
+    ) -> None:
+        self.toolkit = toolkit
+        super().__init__(
+            name=name,
+            description=description,
+            parameters={"type": "object", "properties": properties, "required": required},
+        )
+
+
+class OrchestratorToolkit:
+    """Holds the sub-agents a parent may spawn; ``tools()`` returns the four tools."""
+
+    def __init__(self, subagents: Sequence[SubAgent]) -> None:
+        self.subagents = {s.name: s for s in subagents}
+
+    def tools(self) -> list[Tool]:
+        names = sorted(self.subagents)
+        return [
+            SpawnTool(self, names),
+            SteerTool(self),
+            WaitTool(self),
+            CancelTool(self),
+        ]
+
+    @staticmethod
+    def context(ctx: Any, tool: str) -> RunContext:
+        if not isinstance(ctx, RunContext):
+            raise ToolError(f"{tool} must be called from an agent run")
+        return ctx
+
+    async def send(
+        self, ctx: RunContext, run_id: str, kind: SteeringKind, payload: dict[str, Any]
+    ) -> str:
+        receipt = await ctx.runtime.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(run_id),
+                actor=SteeringActor.parent_agent(ctx.run_id, ctx.agent.name),
+                kind=kind,
+                payload=payload,
+            )
+        )
+        if receipt.status == "rejected":
+            raise ToolError(f"{kind.value} for run {run_id} was rejected: {receipt.reason}")
+        return f"{kind.value} {receipt.status.value} for run {run_id} ({receipt.correlation_id})"
+
+
+class SpawnTool(_OrchestratorTool):
+    def __init__(self, toolkit: OrchestratorToolkit, names: list[str]) -> None:
+        catalogue = "; ".join(f"{n}: {toolkit.subagents[n].description}" for n in names)
+        super().__init__(
+            toolkit,
+            name="spawn_subagent",
+            description=f"Start a sub-agent in the background and return its run id. Available: {catalogue}",
+            properties={"name": {"type": "string", "enum": names}, "input": {"type": "string"}},
+            required=["name", "input"],
+        )
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        ctx = self.toolkit.context(ctx, self.name)
+        sub = self.toolkit.subagents.get(str(args.get("name")))
+        if sub is None:
+            raise ToolError(
+                f"no sub-agent {args.get('name')!r}; available: {sorted(self.toolkit.subagents)}"
+            )
+        handle = await sub.start(str(args.get("input", "")), runtime=ctx.runtime, parent=ctx.handle)
+        return {"run_id": handle.run_id, "name": sub.name}
+
+
+class SteerTool(_OrchestratorTool):
+    def __init__(self, toolkit: OrchestratorToolkit) -> None:
+        super().__init__(
+            toolkit,
+            name="steer_subagent",
+            description="Send an instruction to a running sub-agent; it sees it at its next safe boundary.",
+            properties={"run_id": {"type": "string"}, "text": {"type": "string"}},
+            required=["run_id", "text"],
+        )
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        ctx = self.toolkit.context(ctx, self.name)
+        return await self.toolkit.send(
+            ctx, str(args["run_id"]), SteeringKind.ADD_INSTRUCTION, {"text": args["text"]}
+        )
+
+
+class WaitTool(_OrchestratorTool):
+    def __init__(self, toolkit: OrchestratorToolkit) -> None:
+        super().__init__(
+            toolkit,
+            name="wait_subagents",
+            description="Wait until the given sub-agent runs end; returns each one's status and output.",
+            properties={"run_ids": {"type": "array", "items": {"type": "string"}}},
+            required=["run_ids"],
+        )
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        ctx = self.toolkit.context(ctx, self.name)
+        handles = []
+        for run_id in args.get("run_ids") or []:
+            handle = ctx.runtime.runs.get(run_id)
+            if handle is None or not ctx.runtime.runs.tree.is_descendant(run_id, of=ctx.run_id):
+                raise ToolError(f"run {run_id} is not a sub-agent of this run")
+            handles.append(handle)
+        results = await asyncio.gather(*(h.result() for h in handles))
+        return [
+            {"run_id": r.run_id, "status": r.status.value, "output": r.output, "error": r.error}
+            for r in results
+        ]
+
+
+class CancelTool(_OrchestratorTool):
+    def __init__(self, toolkit: OrchestratorToolkit) -> None:
+        super().__init__(
+            toolkit,
+            name="cancel_subagent",
+            description="Cancel a running sub-agent (and its own children).",
+            properties={"run_id": {"type": "string"}, "reason": {"type": "string"}},
+            required=["run_id"],
+        )
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        ctx = self.toolkit.context(ctx, self.name)
+        payload = {"reason": args["reason"]} if args.get("reason") else {}
+        return await self.toolkit.send(ctx, str(args["run_id"]), SteeringKind.CANCEL, payload)
+
+
+def orchestrator_tools(subagents: Sequence[SubAgent]) -> list[Tool]:
+    """``spawn_subagent``, ``steer_subagent``, ``wait_subagents``, ``cancel_subagent``."""
+    return OrchestratorToolkit(subagents).tools()

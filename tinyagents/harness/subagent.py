@@ -1,0 +1,204 @@
+"""Sub-agents: an agent run as a child of another run, directly or as a tool.
+
+Children are registered in the run tree, so anyone with authority can steer a child by its run
+id without touching the parent; the parent hears about it through ``subagent.*`` events.
+
+- ``SubAgent.invoke`` raises the child's classified error (``RunLimitExceeded``,
+  ``RunCancelled``, ``RunFailed``).
+- ``SubAgentTool`` turns those into an error tool result the parent model can read and act on
+  (a limit stop says which limit and the numbers, and that the child did *not* complete).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import RunCancelled, RunFailed, RunLimitExceeded, ToolError
+from tinyagents.events.models import Event
+from tinyagents.harness.context import RunContext
+from tinyagents.harness.model import Message
+from tinyagents.harness.tools import Tool
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunStatus
+
+if TYPE_CHECKING:
+    from tinyagents.harness.agent import Agent
+    from tinyagents.runtime import Runtime
+
+
+class SubAgent:
+    """An ``Agent`` meant to run under a parent. ``description`` tells the parent model what it does."""
+
+    def __init__(
+        self, agent: Agent, *, description: str | None = None, name: str | None = None
+    ) -> None:
+        self.agent = agent
+        self.name = name or agent.name
+        self.description = (
+            description or agent.description or f"Delegate a task to the {self.name} agent."
+        )
+
+    async def start(
+        self,
+        input: str | list[Message],
+        *,
+        runtime: Runtime,
+        parent: RunHandle | str | None = None,
+        **kw: Any,
+    ) -> RunHandle:
+        return await runtime.start(self.agent, input, parent=parent, **kw)
+
+    async def invoke(
+        self,
+        input: str,
+        *,
+        runtime: Runtime | None = None,
+        parent: RunHandle | str | None = None,
+        **kw: Any,
+    ) -> str:
+        """Run the sub-agent to the end and return its output; raise if it did not complete."""
+        if runtime is None:
+            from tinyagents.runtime import Runtime
+
+            async with Runtime() as rt:
+                return await self.invoke(input, runtime=rt, parent=parent, **kw)
+        handle = await self.start(input, runtime=runtime, parent=parent, **kw)
+        return output_or_raise(handle, await handle.result())
+
+    async def invoke_with_events(
+        self,
+        input: str,
+        *,
+        runtime: Runtime | None = None,
+        parent: RunHandle | str | None = None,
+        **kw: Any,
+    ) -> tuple[RunResult, list[Event]]:
+        """Run to the end; return the result and every event of the child's subtree, in order."""
+        if runtime is None:
+            from tinyagents.runtime import Runtime
+
+            async with Runtime() as rt:
+                return await self.invoke_with_events(input, runtime=rt, parent=parent, **kw)
+        events: list[Event] = []
+        mine: set[str] = set()
+
+        def collect(event: Event) -> None:
+            if event.run_id in mine or (
+                event.parent_run_id is not None and event.parent_run_id in mine
+            ):
+                if event.run_id is not None:
+                    mine.add(event.run_id)
+                events.append(event)
+
+        # The sink is attached before the start so the child's first events are caught.
+        runtime.bus.add_sink(collect)
+        try:
+            child_id = kw.pop("run_id", None) or _new_run_id()
+            mine.add(child_id)
+            handle = await self.start(input, runtime=runtime, parent=parent, run_id=child_id, **kw)
+            result = await handle.result()
+        finally:
+            runtime.bus.remove_sink(collect)
+        return result, events
+
+    async def invoke_in_parent(self, input: str, ctx: RunContext, **kw: Any) -> str:
+        """Run as a child of the calling run (from a tool): shares its tree, cancellation and events."""
+        return await self.invoke(input, runtime=ctx.runtime, parent=ctx.handle, **kw)
+
+    def session(
+        self, *, runtime: Runtime, parent: RunHandle | str | None = None
+    ) -> SubAgentSession:
+        return SubAgentSession(subagent=self, runtime=runtime, parent=parent)
+
+
+@dataclass(slots=True, kw_only=True)
+class SubAgentSession:
+    """A multi-turn conversation with one sub-agent: each ``send`` is a run that continues the
+    transcript of the previous ones."""
+
+    subagent: SubAgent
+    runtime: Runtime
+    parent: RunHandle | str | None = None
+    messages: list[Message] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+
+    async def send(self, text: str, **kw: Any) -> str:
+        agent = self.subagent.agent
+        history = list(self.messages)
+        if not history and agent.instructions:
+            history.append(Message(role="system", content=agent.instructions))
+        handle = await self.runtime.start(agent, text, parent=self.parent, history=history, **kw)
+        self.runs.append(handle.run_id)
+        result = await handle.result()
+        run = handle.driver
+        self.messages = list(getattr(run, "messages", history))
+        return output_or_raise(handle, result)
+
+
+class SubAgentTool(Tool):
+    """Exposes a sub-agent to a parent model as a tool taking ``{"input": "..."}``."""
+
+    def __init__(
+        self, subagent: SubAgent, *, name: str | None = None, timeout_s: float | None = None
+    ) -> None:
+        self.subagent = subagent
+        super().__init__(
+            name=name or subagent.name,
+            description=subagent.description,
+            parameters={
+                "type": "object",
+                "properties": {
+                    "input": {"type": "string", "description": "The task for the sub-agent."}
+                },
+                "required": ["input"],
+            },
+            timeout_s=timeout_s,
+        )
+
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        text = args.get("input")
+        if not isinstance(text, str) or not text.strip():
+            raise ToolError(f"tool {self.name!r} needs a non-empty string 'input'")
+        if not isinstance(ctx, RunContext):
+            raise ToolError(f"tool {self.name!r} must be called from an agent run")
+        handle = await self.subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
+        result = await handle.result()
+        try:
+            return output_or_raise(handle, result)
+        except RunLimitExceeded as exc:
+            partial = f" Its partial output: {result.output!r}." if result.output else ""
+            raise ToolError(
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped because it hit "
+                f"its configured limit {exc.limit} (used {exc.used} of {exc.allowed}), not because "
+                f"it completed.{partial} Retry with a narrower task or a larger budget."
+            ) from None
+        except RunCancelled as exc:
+            raise ToolError(
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) was cancelled: {exc.reason}"
+            ) from None
+        except RunFailed as exc:
+            raise ToolError(
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: {exc}"
+            ) from None
+
+
+def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
+    """The run's output, or its classified error."""
+    if result.status is RunStatus.COMPLETED:
+        return result.output
+    if result.status is RunStatus.LIMIT_EXCEEDED:
+        original = getattr(handle.driver, "limit_error", None)
+        if isinstance(original, RunLimitExceeded):
+            raise original
+        raise RunLimitExceeded("unknown", None, None, run_id=handle.run_id)
+    if result.status in (RunStatus.CANCELLED, RunStatus.ABORTED):
+        raise RunCancelled(handle.run_id, result.error)
+    cause = getattr(handle.driver, "failure", None)
+    raise RunFailed(f"run {handle.run_id} failed: {result.error}") from cause
+
+
+def _new_run_id() -> str:
+    from tinyagents import _clock
+
+    return _clock.new_id("r")
