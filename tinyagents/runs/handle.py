@@ -27,6 +27,7 @@ from tinyagents.steering.commands import (
 
 if TYPE_CHECKING:
     from tinyagents.steering.inbox import Inbox
+    from tinyagents.steering.policy import Policy
 
 
 class RunResult(BaseModel):
@@ -82,6 +83,9 @@ class RunHandle:
         self._result: RunResult | None = None
         self.task: asyncio.Task[Any] | None = None
         self.inbox: Inbox  # attached by the router when the run is registered
+        #: Policies that apply to commands for this run only (after the runtime's pipeline),
+        #: e.g. the steering hooks of the agent's middleware.
+        self.policies: list[Policy] = []
         self.default_actor: AnyActor = SteeringActor.human(
             "local-operator", tenant_id=info.tenant_id, scopes=["agent:control"]
         )

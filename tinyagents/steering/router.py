@@ -204,7 +204,10 @@ class SteeringRouter:
         )
         if cmd.checkpoint_id is not None:
             ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
-        decision = await self.pipeline.evaluate(cmd, ctx)
+        pipeline = self.pipeline
+        if handle.policies:
+            pipeline = PolicyPipeline([*pipeline.policies, *handle.policies], pipeline_id=pipeline.pipeline_id)
+        decision = await pipeline.evaluate(cmd, ctx)
         if decision.status == "reject":
             return self._reject(tracked, decision.reason or "rejected", decision.policy_id)
         if decision.status == "defer":
