@@ -96,6 +96,11 @@ class LiteLLMModel(Model):
                 f"model {model!r} stream broke off: {type(exc).__name__}: {exc}; "
                 "the partial response was discarded, call the model again"
             ) from exc
+        finally:
+            # A consumer that stops early (or is cancelled) must still release the connection.
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
         yield StreamChunk(response=assembler.response(model, litellm))
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
@@ -150,16 +155,16 @@ def _litellm() -> Any:
 
 
 def _is_transient(exc: Exception) -> bool:
-    import litellm
+    from litellm import exceptions as errors
 
     if isinstance(
         exc,
-        litellm.RateLimitError
-        | litellm.Timeout
-        | litellm.APIConnectionError
-        | litellm.InternalServerError
-        | litellm.ServiceUnavailableError
-        | litellm.BadGatewayError
+        errors.RateLimitError
+        | errors.Timeout
+        | errors.APIConnectionError
+        | errors.InternalServerError
+        | errors.ServiceUnavailableError
+        | errors.BadGatewayError
         | TimeoutError
         | ConnectionError,
     ):

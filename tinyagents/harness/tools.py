@@ -105,13 +105,13 @@ class FunctionTool(Tool):
         description: str | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        name = name or getattr(fn, "__name__", "")
+        tool_name: str = name or str(getattr(fn, "__name__", ""))
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.fn = fn
         self.is_async = _is_async_callable(fn)
-        self._args_model, self._params, self.takes_ctx = _arguments_model(fn, name, param_docs)
+        self._args_model, self._params, self.takes_ctx = _arguments_model(fn, tool_name, param_docs)
         super().__init__(
-            name=name,
+            name=tool_name,
             description=summary if description is None else description,
             parameters=_schema(self._args_model),
             timeout_s=timeout_s,
@@ -261,7 +261,9 @@ def _arguments_model(
         field_name = f"p{index}"
         default = ... if param.default is inspect.Parameter.empty else param.default
         annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
-        extra = {"description": param_docs[param.name]} if param.name in param_docs else {}
+        extra: dict[str, Any] = {}
+        if param.name in param_docs:
+            extra["description"] = param_docs[param.name]
         # Only set what we know: a None description would hide one given in Annotated[...].
         info = Field(default, alias=param.name, **extra)
         fields[field_name] = (annotation, info)

@@ -1,0 +1,304 @@
+"""``LiteLLMModel`` over real HTTP through litellm, against the testkit's OpenAI server."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pydantic import BaseModel
+
+from tinyagents.errors import ConfigurationError, ModelError
+from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.harness.model import Message, ModelRequest, ToolCall, Usage
+from tinyagents.harness.tools import execute_tool_call, tool
+from tinyagents.testkit import ErrorReply, OpenAICompatServer, reply, tool_call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def ask(text: str, **kw) -> ModelRequest:
+    return ModelRequest(
+        messages=[Message(role="system", content="You add."), Message(role="user", content=text)],
+        **kw,
+    )
+
+
+def model_for(server: OpenAICompatServer, name: str = "openai/test-model", **kw) -> LiteLLMModel:
+    kw.setdefault("retry_backoff_s", 0)
+    return LiteLLMModel(name, api_base=server.base_url, api_key="sk-test", **kw)
+
+
+async def test_plain_reply_with_usage():
+    async with OpenAICompatServer(["hello there"]) as server:
+        response = await model_for(server).request(ask("say hello"))
+
+    assert response.text == "hello there"
+    assert response.tool_calls == []
+    assert response.finish_reason == "stop"
+    assert response.model == "test-model"
+    # the server counts words: "You add." + "say hello" in, "hello there" out
+    assert response.usage == Usage(input_tokens=4, output_tokens=2, cost=None)
+    assert server.requests == [
+        {
+            "model": "test-model",
+            "messages": [
+                {"role": "system", "content": "You add."},
+                {"role": "user", "content": "say hello"},
+            ],
+        }
+    ]
+
+
+async def test_tool_call_round_trip():
+    async with OpenAICompatServer([tool_call("add", id="call_1", a=2, b=3), reply("5")]) as server:
+        model = model_for(server)
+        first_request = ask("2 + 3?", tools=[add.spec()])
+        first = await model.request(first_request)
+        result = await execute_tool_call(add, first.tool_calls[0], timeout_s=None)
+        messages = [*first_request.messages, first.to_message(), result.to_message()]
+        second = await model.request(ModelRequest(messages=messages, tools=[add.spec()]))
+
+    assert first.tool_calls == [ToolCall(id="call_1", name="add", args={"a": 2, "b": 3})]
+    assert first.finish_reason == "tool_calls"
+    assert second.text == "5"
+
+    offered = server.requests[0]["tools"]
+    assert offered == [
+        {
+            "type": "function",
+            "function": {
+                "name": "add",
+                "description": "Add two integers.",
+                "parameters": add.parameters,
+            },
+        }
+    ]
+    assistant, tool_message = server.requests[1]["messages"][2:]
+    assert assistant["role"] == "assistant"
+    assert not assistant.get("content")
+    assert assistant["tool_calls"] == [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "add", "arguments": json.dumps({"a": 2, "b": 3})},
+        }
+    ]
+    assert tool_message == {"role": "tool", "tool_call_id": "call_1", "content": "5"}
+
+
+async def test_parallel_tool_calls_and_odd_arguments_are_parsed():
+    body = {
+        "id": "chatcmpl-x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "test-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "a",
+                            "type": "function",
+                            "function": {"name": "ping", "arguments": ""},
+                        },
+                        {
+                            "id": "b",
+                            "type": "function",
+                            "function": {"name": "add", "arguments": "{oops"},
+                        },
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "add", "arguments": "[1]"},
+                        },
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    async with OpenAICompatServer([body]) as server:
+        response = await model_for(server).request(ask("go"))
+
+    ping, bad_json, not_object = response.tool_calls
+    assert (ping.name, ping.args, ping.parse_error) == ("ping", {}, None)
+    assert bad_json.parse_error is not None and "not valid JSON" in bad_json.parse_error
+    assert not_object.parse_error == "arguments must be a JSON object, got list"
+    reported = await execute_tool_call(add, bad_json, timeout_s=None)
+    assert reported.error and "not valid JSON" in reported.content
+
+
+async def test_settings_and_model_override_reach_the_provider():
+    async with OpenAICompatServer(["ok"]) as server:
+        await model_for(server, seed=7).request(
+            ask("hi", model="openai/other-model", settings={"temperature": 0.25})
+        )
+
+    sent = server.requests[0]
+    assert (sent["model"], sent["temperature"], sent["seed"]) == ("other-model", 0.25, 7)
+
+
+async def test_streaming_text_arrives_in_deltas_and_ends_with_the_full_response():
+    async with OpenAICompatServer(["one two three"]) as server:
+        chunks = [chunk async for chunk in model_for(server).stream(ask("count"))]
+
+    deltas = [chunk.text_delta for chunk in chunks if chunk.text_delta]
+    assert deltas == ["one", " two", " three"]
+    final = chunks[-1].response
+    assert final is not None
+    assert (final.text, final.finish_reason) == ("one two three", "stop")
+    assert final.usage == Usage(input_tokens=3, output_tokens=3, cost=None)
+    assert server.requests[0]["stream"] is True
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_a_stream_abandoned_early_is_closed_and_the_model_stays_usable():
+    async with OpenAICompatServer(["many words to stream here", "next"]) as server:
+        model = model_for(server)
+        stream = model.stream(ask("talk"))
+        first = await anext(stream)
+        await stream.aclose()
+        after = await model.request(ask("again"))
+
+    assert first.text_delta == "many"
+    assert after.text == "next"
+
+
+async def test_streamed_tool_call_fragments_are_assembled():
+    scripted = tool_call("add", id="call_9", a=20, b=22)
+    async with OpenAICompatServer([scripted]) as server:
+        chunks = [chunk async for chunk in model_for(server).stream(ask("sum", tools=[add.spec()]))]
+
+    final = chunks[-1].response
+    assert final is not None
+    assert final.tool_calls == [ToolCall(id="call_9", name="add", args={"a": 20, "b": 22})]
+    assert final.finish_reason == "tool_calls"
+
+
+class Answer(BaseModel):
+    value: int
+
+
+async def test_response_format_is_passed_through():
+    schema_format = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "schema": {"type": "object", "properties": {"value": {"type": "integer"}}},
+        },
+    }
+    async with OpenAICompatServer(['{"value": 5}', '{"value": 6}', "{}"]) as server:
+        model = model_for(server)
+        as_dict = await model.request(ask("json", response_format=schema_format))
+        as_class = await model.request(ask("json", response_format=Answer))
+        await model.request(ask("json", response_format={"type": "json_object"}))
+
+    assert json.loads(as_dict.text) == {"value": 5}
+    assert Answer.model_validate_json(as_class.text) == Answer(value=6)
+    sent = [body["response_format"] for body in server.requests]
+    assert sent[0] == schema_format
+    assert sent[1]["type"] == "json_schema"
+    assert sent[1]["json_schema"]["name"] == "Answer"
+    assert sent[1]["json_schema"]["schema"]["properties"]["value"]["type"] == "integer"
+    assert sent[2] == {"type": "json_object"}
+
+
+async def test_transient_errors_are_retried_until_success():
+    async with OpenAICompatServer(
+        [ErrorReply(status=500), ErrorReply(status=429, type="rate_limit_error"), "finally"]
+    ) as server:
+        response = await model_for(server, max_retries=2).request(ask("hi"))
+
+    assert response.text == "finally"
+    assert len(server.requests) == 3  # the SDK's own retries are off: every try is ours
+
+
+async def test_giving_up_after_the_last_retry_raises_model_error():
+    async with OpenAICompatServer([ErrorReply(status=503)] * 2) as server:
+        with pytest.raises(ModelError, match=r"failed after 2 attempt\(s\) \(HTTP 503") as caught:
+            await model_for(server, max_retries=1).request(ask("hi"))
+
+    assert len(server.requests) == 2
+    assert "raise max_retries" in str(caught.value)
+    assert caught.value.__cause__ is not None
+
+
+async def test_a_bad_request_is_not_retried():
+    async with OpenAICompatServer(
+        [ErrorReply(status=400, message="unknown field 'x'", type="invalid_request_error"), "never"]
+    ) as server:
+        with pytest.raises(ModelError, match="HTTP 400") as caught:
+            await model_for(server, max_retries=5).request(ask("hi"))
+
+    assert len(server.requests) == 1
+    assert "not retried" in str(caught.value) and "unknown field 'x'" in str(caught.value)
+
+
+async def test_an_unreachable_server_is_a_model_error():
+    async with OpenAICompatServer() as server:
+        model = model_for(server, max_retries=1)
+    # the server has stopped: the port now refuses connections
+
+    with pytest.raises(ModelError, match=r"after 2 attempt\(s\)"):
+        await model.request(ask("hi"))
+
+
+async def test_a_server_out_of_script_fails_clearly_without_retries():
+    async with OpenAICompatServer(["one"]) as server:
+        model = model_for(server, max_retries=3)
+        await model.request(ask("first"))
+        with pytest.raises(ModelError, match="only 1 replies were scripted"):
+            await model.request(ask("second"))
+
+    assert len(server.requests) == 2
+
+
+async def test_cost_is_recorded_for_models_litellm_knows():
+    async with OpenAICompatServer(["a b c", "d e f"]) as server:
+        model = model_for(server, name="openai/gpt-4o-mini")
+        response = await model.request(ask("price me"))
+        streamed = [chunk async for chunk in model.stream(ask("price me"))][-1].response
+
+    assert response.usage.cost is not None and response.usage.cost > 0
+    assert streamed is not None and streamed.usage.cost == pytest.approx(response.usage.cost)
+
+
+def test_construction_is_validated():
+    with pytest.raises(ConfigurationError, match="model name"):
+        LiteLLMModel("")
+    with pytest.raises(ConfigurationError, match="negative"):
+        LiteLLMModel("openai/x", max_retries=-1)
+    assert repr(LiteLLMModel("openai/x")) == "LiteLLMModel('openai/x')"
+
+
+def test_base_url_needs_a_running_server():
+    with pytest.raises(RuntimeError, match="async with"):
+        _ = OpenAICompatServer().base_url
+
+
+def test_importing_tinyagents_does_not_load_litellm_or_aiohttp():
+    code = (
+        "import sys\n"
+        "import tinyagents, tinyagents.harness.model, tinyagents.harness.tools\n"
+        "import tinyagents.harness.litellm_model as lm\n"
+        "lm.LiteLLMModel('openai/gpt-4o-mini')\n"
+        "tinyagents.harness.model.as_model('openai/gpt-4o-mini')\n"
+        "print(sorted(m for m in ('litellm', 'aiohttp') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert out.stdout.strip() == "[]"

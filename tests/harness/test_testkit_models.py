@@ -1,0 +1,253 @@
+"""The testkit's fake models, response builders and fake clock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tinyagents import _clock
+from tinyagents.errors import ModelError
+from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
+from tinyagents.testkit import (
+    FakeClock,
+    FunctionModel,
+    ScriptedModel,
+    ScriptExhaustedError,
+    SequentialIds,
+    count_tokens,
+    reply,
+    tool_call,
+    tool_calls,
+    use_clock,
+    use_ids,
+)
+
+
+def ask(text: str, **kw) -> ModelRequest:
+    return ModelRequest(messages=[Message(role="user", content=text)], **kw)
+
+
+# --- builders -------------------------------------------------------------------------------
+
+
+def test_reply_is_a_final_answer():
+    assert reply("done") == ModelResponse(text="done", finish_reason="stop")
+    assert reply("done", usage=Usage(output_tokens=9)).usage == Usage(output_tokens=9)
+
+
+def test_tool_call_merges_keywords_into_args_and_draws_ids_from_the_id_source():
+    with use_ids(SequentialIds()):
+        first = tool_call("search", {"query": "billing"}, limit=3)
+        second = tool_call("search")
+
+    assert first == ModelResponse(
+        tool_calls=[ToolCall(id="call-0001", name="search", args={"query": "billing", "limit": 3})],
+        finish_reason="tool_calls",
+    )
+    assert second.tool_calls[0].id == "call-0002"
+    assert tool_call("x", id="fixed").tool_calls[0].id == "fixed"
+
+
+def test_tool_calls_puts_several_calls_in_one_response():
+    a = ToolCall(id="a", name="one", args={})
+    response = tool_calls(tool_call("two", id="b", n=1), a)
+
+    assert [(c.id, c.name) for c in response.tool_calls] == [("b", "two"), ("a", "one")]
+    assert response.text == "" and response.finish_reason == "tool_calls"
+
+
+# --- ScriptedModel --------------------------------------------------------------------------
+
+
+async def test_scripted_model_answers_in_order_from_responses_strings_and_callables():
+    model = ScriptedModel(
+        [
+            tool_call("search", id="c1", query="q"),
+            "plain text",
+            lambda request: f"you said {request.messages[-1].content}",
+        ]
+    )
+
+    first = await model.request(ask("a"))
+    second = await model.request(ask("b"))
+    third = await model.request(ask("c"))
+
+    assert first.tool_calls == [ToolCall(id="c1", name="search", args={"query": "q"})]
+    assert (second.text, second.finish_reason) == ("plain text", "stop")
+    assert third.text == "you said c"
+    assert model.remaining == 0
+
+
+async def test_scripted_model_records_a_snapshot_of_each_request():
+    model = ScriptedModel(["one", "two"])
+    spec = ToolSpec(name="t", description="", parameters={})
+    messages = [Message(role="user", content="first")]
+    request = ModelRequest(messages=messages, tools=[spec], run_id="r-1", model="m")
+
+    await model.request(request)
+    messages.append(Message(role="assistant", content="later"))  # the loop keeps appending
+    messages[0].content = "edited"
+
+    recorded = model.requests[0]
+    assert [(m.role, m.content) for m in recorded.messages] == [("user", "first")]
+    assert recorded.request_id == request.request_id
+    assert (recorded.run_id, recorded.model, recorded.tools) == ("r-1", "m", [spec])
+
+
+async def test_running_out_of_script_names_how_many_were_scripted():
+    model = ScriptedModel(["only one"], name="researcher")
+    await model.request(ask("a"))
+
+    with pytest.raises(ScriptExhaustedError) as caught:
+        await model.request(ask("again please"))
+
+    message = str(caught.value)
+    assert "'researcher' got model request 2 but only 1 response(s) were scripted" in message
+    assert "user 'again please'" in message
+    assert isinstance(caught.value, ModelError)
+    assert len(model.requests) == 2  # the failed request is still recorded for assertions
+
+
+async def test_default_usage_counts_words_so_token_limits_are_testable():
+    model = ScriptedModel(["three word answer", tool_call("f", id="c", x=1)])
+    request = ModelRequest(
+        messages=[
+            Message(role="system", content="be brief"),
+            Message(role="user", content="what is it"),
+        ]
+    )
+
+    text = await model.request(request)
+    call = await model.request(request)
+
+    assert text.usage == Usage(input_tokens=5, output_tokens=3)
+    # a call costs one token for the call plus the words of its JSON arguments ('{"x": 1}')
+    assert call.usage == Usage(input_tokens=5, output_tokens=1 + 2)
+    assert count_tokens("  a  b\nc ") == 3
+
+
+async def test_explicit_usage_and_model_are_kept():
+    model = ScriptedModel([ModelResponse(text="x", usage=Usage(input_tokens=100), model="big")])
+
+    response = await model.request(ask("hello"))
+
+    assert response.usage == Usage(input_tokens=100)
+    assert response.model == "big"
+
+
+async def test_the_model_name_defaults_to_the_requested_one_then_the_fake_name():
+    model = ScriptedModel(["a", "b"], name="fake")
+
+    assert (await model.request(ask("x", model="openai/small"))).model == "openai/small"
+    assert (await model.request(ask("x"))).model == "fake"
+
+
+async def test_a_scripted_response_object_reused_twice_is_not_shared():
+    shared = reply("same")
+    model = ScriptedModel([shared, shared])
+
+    first = await model.request(ask("one"))
+    second = await model.request(ask("two words"))
+
+    assert first is not second
+    assert (first.usage.input_tokens, second.usage.input_tokens) == (1, 2)
+    assert shared.usage == Usage()
+
+
+async def test_a_callable_returning_something_else_is_a_clear_type_error():
+    model = ScriptedModel([lambda request: 42])
+
+    with pytest.raises(TypeError, match="return a ModelResponse or a string"):
+        await model.request(ask("x"))
+
+
+async def test_scripted_model_streams_through_the_default_stream():
+    model = ScriptedModel(["streamed"])
+
+    chunks = [chunk async for chunk in model.stream(ask("x"))]
+
+    assert chunks[-1].response is not None and chunks[-1].response.text == "streamed"
+    assert len(model.requests) == 1
+
+
+# --- FunctionModel --------------------------------------------------------------------------
+
+
+async def test_function_model_accepts_async_and_sync_functions():
+    async def async_fn(request: ModelRequest) -> ModelResponse:
+        return tool_call("lookup", id="c", key=request.messages[-1].content)
+
+    def sync_fn(request: ModelRequest) -> str:
+        return f"{len(request.tools)} tools"
+
+    async_model, sync_model = FunctionModel(async_fn), FunctionModel(sync_fn)
+    spec = ToolSpec(name="t", description="", parameters={})
+
+    called = await async_model.request(ask("k1"))
+    counted = await sync_model.request(ask("x", tools=[spec]))
+
+    assert called.tool_calls == [ToolCall(id="c", name="lookup", args={"key": "k1"})]
+    assert called.usage == Usage(input_tokens=1, output_tokens=1 + 2)
+    assert counted.text == "1 tools"
+    assert [len(m.requests) for m in (async_model, sync_model)] == [1, 1]
+
+
+# --- FakeClock ------------------------------------------------------------------------------
+
+
+def test_fake_clock_moves_only_when_advanced():
+    clock = FakeClock()
+
+    assert clock.now() == datetime(2025, 1, 1, tzinfo=UTC)
+    assert clock.monotonic() == 0.0
+    clock.advance(90)
+    assert clock.now() == datetime(2025, 1, 1, 0, 1, 30, tzinfo=UTC)
+    assert clock.monotonic() == 90.0
+
+
+def test_fake_clock_ticks_after_every_reading():
+    start = datetime(2030, 6, 1, tzinfo=UTC)
+    clock = FakeClock(start, tick=0.5)
+
+    assert [clock.now(), clock.now()] == [start, start + timedelta(seconds=0.5)]
+    assert clock.monotonic() == 1.0
+
+
+def test_fake_clock_refuses_to_go_backwards_or_be_naive():
+    with pytest.raises(ValueError, match="backwards"):
+        FakeClock().advance(-1)
+    with pytest.raises(ValueError, match="timezone"):
+        FakeClock(datetime(2025, 1, 1))
+    with pytest.raises(ValueError, match="tick"):
+        FakeClock(tick=-1)
+
+
+def test_fake_clock_drives_the_library_clock_inside_use_clock():
+    clock = FakeClock()
+
+    with use_clock(clock):
+        clock.advance(5)
+        assert _clock.now() == datetime(2025, 1, 1, 0, 0, 5, tzinfo=UTC)
+        assert _clock.monotonic() == 5.0
+    assert _clock.now() != clock.now()
+
+
+# --- import cost ----------------------------------------------------------------------------
+
+
+def test_importing_the_testkit_does_not_load_aiohttp_or_litellm():
+    code = (
+        "import sys, tinyagents.testkit as tk\n"
+        "assert tk.ScriptedModel and tk.FakeClock\n"
+        "print(sorted(m for m in ('aiohttp', 'litellm') if m in sys.modules))\n"
+        "tk.OpenAICompatServer\n"
+        "print('aiohttp' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+
+    assert out[:2] == ["[]", "True"]  # and the server still loads on first use
