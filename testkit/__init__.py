@@ -19,8 +19,9 @@ from .models import (
     tool_calls,
 )
 
-# --- EventRecorder (owned by the lead; import it here when tinyagents/events lands) ---------
-# from .events import EventRecorder
+# --- EventRecorder: testkit/recorder.py is owned by the lead ---------------------------------
+from .recorder import EventRecorder
+
 # ---------------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ErrorReply",
+    "EventRecorder",
     "FakeClock",
     "FunctionModel",
     "OpenAICompatServer",

@@ -241,7 +241,7 @@ def test_fake_clock_drives_the_library_clock_inside_use_clock():
 def test_importing_the_testkit_does_not_load_aiohttp_or_litellm():
     code = (
         "import sys, tinyagents.testkit as tk\n"
-        "assert tk.ScriptedModel and tk.FakeClock\n"
+        "assert tk.ScriptedModel and tk.FakeClock and tk.EventRecorder\n"
         "print(sorted(m for m in ('aiohttp', 'litellm') if m in sys.modules))\n"
         "tk.OpenAICompatServer\n"
         "print('aiohttp' in sys.modules)\n"
