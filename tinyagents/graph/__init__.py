@@ -1,0 +1,54 @@
+"""Checkpointed state graphs: supersteps, reducers, interrupts, commands and sub-graphs.
+
+graph = (
+    StateGraph(State)
+    .add_node("draft", draft)
+    .add_node("review", review)
+    .add_edge(START, "draft")
+    .add_edge("draft", "review")
+    .add_edge("review", END)
+    .compile(checkpointer=MemoryCheckpointer())
+)
+result = await graph.run({"topic": "x"}, thread_id="t1")
+if result.status == "interrupted":
+    result = await graph.run(Command(resume={result.interrupts[0].id: "ok"}), thread_id="t1")
+"""
+
+from tinyagents.graph.builder import StateGraph
+from tinyagents.graph.compiled import CompiledGraph
+from tinyagents.graph.reducers import add_messages, append, overwrite, union
+from tinyagents.graph.tasks import NodeContext
+from tinyagents.graph.types import (
+    END,
+    START,
+    CheckpointInfo,
+    Command,
+    GraphResult,
+    GraphStatus,
+    Interrupt,
+    RetryPolicy,
+    Send,
+    StateSnapshot,
+    interrupt,
+)
+
+__all__ = [
+    "END",
+    "START",
+    "CheckpointInfo",
+    "Command",
+    "CompiledGraph",
+    "GraphResult",
+    "GraphStatus",
+    "Interrupt",
+    "NodeContext",
+    "RetryPolicy",
+    "Send",
+    "StateGraph",
+    "StateSnapshot",
+    "add_messages",
+    "append",
+    "interrupt",
+    "overwrite",
+    "union",
+]

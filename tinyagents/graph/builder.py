@@ -1,0 +1,218 @@
+"""``StateGraph``: declare nodes and edges, then ``compile()`` into a runnable graph."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.graph.state import StateSchema, read_schema
+from tinyagents.graph.types import END, START, RetryPolicy
+
+if TYPE_CHECKING:
+    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.store.checkpoint.base import Checkpointer
+
+
+def is_async_callable(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+def positional_arity(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(1 for p in params if p.kind in kinds)
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeSpec:
+    """A node: a function ``(state[, ctx]) -> dict | Command | None``, a sub-graph or an agent."""
+
+    name: str
+    fn: Callable[..., Any] | None = None
+    subgraph: CompiledGraph | None = None
+    agent: Any = None
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
+    destinations: tuple[str, ...] = ()
+    supervises: tuple[str, ...] = ()
+    is_async: bool = False
+    takes_ctx: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Branch:
+    """A conditional edge: ``router(state)`` names the next node(s) or returns ``Send``s."""
+
+    source: str
+    router: Callable[..., Any]
+    mapping: dict[Hashable, str] | None
+    is_async: bool
+
+    def targets(self, all_nodes: Sequence[str]) -> list[str]:
+        """Where the router may lead, for validation (anywhere when there is no mapping)."""
+        if self.mapping is not None:
+            return list(dict.fromkeys(self.mapping.values()))
+        return [*all_nodes, END]
+
+
+class StateGraph:
+    """A graph over a state schema; every builder method returns ``self`` for chaining.
+
+    >>> graph = StateGraph(State).add_node("a", a).add_edge(START, "a").add_edge("a", END)
+    """
+
+    def __init__(self, state_schema: Any) -> None:
+        self.schema: StateSchema = read_schema(state_schema)
+        self.nodes: dict[str, NodeSpec] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.joins: list[tuple[tuple[str, ...], str]] = []
+        self.branches: list[Branch] = []
+
+    def add_node(
+        self,
+        name: str | Callable[..., Any],
+        action: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+        destinations: Sequence[str] = (),
+        supervises: Sequence[str] = (),
+        metadata: dict[str, Any] | None = None,
+    ) -> StateGraph:
+        """Add a node; ``action`` is a function, a compiled graph or an ``Agent``.
+
+        ``destinations`` names the nodes a ``Command(goto=...)`` from this node may lead to
+        (validation only). ``supervises`` lists the nodes whose tasks this node may steer
+        through the ``graph_supervisor`` actor.
+        """
+        if action is None:
+            if not callable(name):
+                raise ConfigurationError(f"add_node({name!r}) needs a function or a graph")
+            action, name = name, getattr(name, "__name__", None) or repr(name)
+        assert isinstance(name, str)
+        if name in (START, END) or not name:
+            raise ConfigurationError(f"{name!r} is reserved and cannot be a node name")
+        if name in self.nodes:
+            raise ConfigurationError(f"node {name!r} is already defined")
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"node {name!r}: timeout must be positive")
+        spec = NodeSpec(
+            name=name,
+            retry=retry,
+            timeout=timeout,
+            destinations=tuple(destinations),
+            supervises=tuple(supervises),
+            metadata=dict(metadata or {}),
+        )
+        from tinyagents.graph.compiled import CompiledGraph
+
+        if isinstance(action, CompiledGraph):
+            spec.subgraph = action
+            spec.is_async = True
+        elif _is_agent(action):
+            spec.agent = action
+            spec.is_async = True
+        elif callable(action):
+            spec.fn = action
+            spec.is_async = is_async_callable(action)
+            spec.takes_ctx = positional_arity(action) >= 2
+        else:
+            raise ConfigurationError(
+                f"node {name!r} must be a function, a compiled graph or an Agent, "
+                f"got {type(action).__name__}"
+            )
+        self.nodes[name] = spec
+        return self
+
+    def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
+        """``source`` → ``target``; a list of sources waits for all of them (a join)."""
+        if isinstance(source, str):
+            if source == END:
+                raise ConfigurationError("END has no outgoing edges")
+            if target == START:
+                raise ConfigurationError("START has no incoming edges")
+            self.edges.append((source, target))
+        else:
+            sources = tuple(source)
+            if not sources:
+                raise ConfigurationError("add_edge needs at least one source")
+            if len(sources) == 1:
+                return self.add_edge(sources[0], target)
+            self.joins.append((sources, target))
+        return self
+
+    def add_conditional_edges(
+        self,
+        source: str,
+        router: Callable[..., Any],
+        mapping: dict[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """After ``source``, go where ``router(state)`` says (a key of ``mapping`` if given)."""
+        if mapping is not None and not isinstance(mapping, dict):
+            mapping = {name: name for name in mapping}
+        self.branches.append(
+            Branch(
+                source=source,
+                router=router,
+                mapping=mapping,
+                is_async=is_async_callable(router),
+            )
+        )
+        return self
+
+    def set_entry_point(self, node: str) -> StateGraph:
+        return self.add_edge(START, node)
+
+    def set_finish_point(self, node: str) -> StateGraph:
+        return self.add_edge(node, END)
+
+    def compile(
+        self,
+        checkpointer: Checkpointer | None = None,
+        *,
+        name: str = "graph",
+        recursion_limit: int = 25,
+        task_cancel_policy: str = "skip",
+        redirect_conflict: str = "first_accepted",
+    ) -> CompiledGraph:
+        """Validate the graph (networkx) and return a runnable ``CompiledGraph``."""
+        from tinyagents.graph.compiled import CompiledGraph
+        from tinyagents.graph.validation import validate
+
+        validate(self)
+        if task_cancel_policy not in ("skip", "fail_run"):
+            raise ConfigurationError("task_cancel_policy must be 'skip' or 'fail_run'")
+        if redirect_conflict not in ("first_accepted", "highest_priority", "error"):
+            raise ConfigurationError(
+                "redirect_conflict must be 'first_accepted', 'highest_priority' or 'error'"
+            )
+        return CompiledGraph(
+            self,
+            checkpointer=checkpointer,
+            name=name,
+            recursion_limit=recursion_limit,
+            task_cancel_policy=task_cancel_policy,
+            redirect_conflict=redirect_conflict,
+        )
+
+    def to_mermaid(self) -> str:
+        from tinyagents.graph.mermaid import to_mermaid
+
+        return to_mermaid(self)
+
+
+def _is_agent(action: Any) -> bool:
+    """An ``Agent`` from the harness, recognised without importing the harness."""
+    cls = type(action)
+    return cls.__name__ == "Agent" and cls.__module__.startswith("tinyagents.harness")

@@ -1,0 +1,238 @@
+"""Between a graph run and a ``Checkpointer``: the head of a thread, encoded and decoded.
+
+A ``Head`` is everything a run needs to continue a thread namespace: channel values, the
+planned tasks of the next superstep (the *frontier*), join barriers and the ids that keep
+task ids stable. ``load_head`` rebuilds it from the last snapshot plus the deltas after it;
+``save`` appends one checkpoint holding only what the superstep wrote.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_jsonable_python
+
+from tinyagents import _clock
+from tinyagents.graph.reducers import MISSING
+from tinyagents.graph.types import UNSET, Interrupt, Send
+from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
+
+if TYPE_CHECKING:
+    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.store.checkpoint.base import Checkpointer
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def encode(value: Any) -> Any:
+    """Python → JSON-able, for checkpoints (pydantic models, dataclasses, sets, ...)."""
+    return to_jsonable_python(value, fallback=_unencodable)
+
+
+def _unencodable(value: Any) -> Any:
+    raise TypeError(
+        f"cannot checkpoint a {type(value).__name__}: state values must be JSON-able, "
+        "pydantic models or dataclasses"
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class Planned:
+    """One entry of the frontier: a node to run, with a ``Send`` argument or the state."""
+
+    node: str
+    arg: Any = UNSET
+
+    def to_json(self) -> dict[str, Any]:
+        if self.arg is UNSET:
+            return {"node": self.node}
+        return {"node": self.node, "arg": encode(self.arg)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], graph: CompiledGraph) -> Planned:
+        if "arg" not in data:
+            return cls(node=data["node"])
+        return cls(node=data["node"], arg=graph.decode_arg(data["node"], data["arg"]))
+
+
+def encode_goto(goto: list[str | Send]) -> list[Any]:
+    return [g if isinstance(g, str) else {"node": g.node, "arg": encode(g.arg)} for g in goto]
+
+
+def decode_goto(data: list[Any], graph: CompiledGraph) -> list[str | Send]:
+    return [
+        g if isinstance(g, str) else Send(g["node"], graph.decode_arg(g["node"], g["arg"]))
+        for g in data
+    ]
+
+
+@dataclass(slots=True, kw_only=True)
+class TaskRecords:
+    """What the pending writes say about one task of an unfinished superstep."""
+
+    writes: list[tuple[str, Any]] | None = None
+    goto: list[str | Send] = field(default_factory=list)
+    interrupts: list[Interrupt] = field(default_factory=list)
+    resume: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Head:
+    """The latest state of one thread namespace, as a run holds it in memory."""
+
+    thread_id: str
+    ns: str
+    values: dict[str, Any]
+    frontier: list[Planned]
+    frontier_id: str
+    lineage: str
+    step: int = -1
+    seq: int = -1
+    checkpoint_id: str | None = None
+    parent_id: str | None = None
+    barriers: dict[str, set[str]] = field(default_factory=dict)
+    records: dict[str, TaskRecords] = field(default_factory=dict)
+    created_at: float = 0.0
+    source: str = "input"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def fresh(cls, graph: CompiledGraph, thread_id: str, ns: str, lineage: str | None) -> Head:
+        return cls(
+            thread_id=thread_id,
+            ns=ns,
+            values=graph.schema.initial(),
+            frontier=[],
+            frontier_id=new_id(),
+            lineage=lineage or new_id()[:16],
+        )
+
+
+async def load_head(
+    graph: CompiledGraph,
+    checkpointer: Checkpointer,
+    thread_id: str,
+    ns: str = "",
+    checkpoint_id: str | None = None,
+    *,
+    with_records: bool = True,
+) -> Head | None:
+    """Rebuild a namespace's state at ``checkpoint_id`` (default: head); ``None`` if absent."""
+    chain = await checkpointer.chain(thread_id, ns, checkpoint_id)
+    if not chain:
+        return None
+    channels = graph.schema.channels
+    base, *deltas = chain
+    values = {k: channels[k].decode(v) for k, v in base.values.items() if k in channels}
+    for record in deltas:
+        for key, delta in record.values.items():
+            channel = channels.get(key)
+            if channel is None:
+                continue
+            decoded = channel.decode(delta)
+            values[key] = channel.reducer.replay(values.get(key, MISSING), decoded)
+    last = chain[-1]
+    head = Head(
+        thread_id=thread_id,
+        ns=ns,
+        values=values,
+        frontier=[Planned.from_json(p, graph) for p in last.frontier],
+        frontier_id=last.frontier_id,
+        lineage=last.lineage,
+        step=last.step,
+        seq=last.seq,
+        checkpoint_id=last.checkpoint_id,
+        parent_id=last.parent_id,
+        barriers={k: set(v) for k, v in last.barriers.items()},
+        created_at=last.created_at,
+        source=last.source,
+        metadata=last.metadata,
+    )
+    if with_records and head.frontier:
+        head.records = await load_records(graph, checkpointer, head)
+    return head
+
+
+async def load_records(
+    graph: CompiledGraph, checkpointer: Checkpointer, head: Head
+) -> dict[str, TaskRecords]:
+    records: dict[str, TaskRecords] = {}
+    channels = graph.schema.channels
+    for w in await checkpointer.get_writes(head.thread_id, head.ns, head.frontier_id):
+        rec = records.setdefault(w.task_id, TaskRecords())
+        if w.kind == "result":
+            rec.writes = [(k, channels[k].decode(v)) for k, v in w.value["writes"]]
+            rec.goto = decode_goto(w.value["goto"], graph)
+        elif w.kind == "interrupt":
+            rec.interrupts = [Interrupt.from_json(i) for i in w.value]
+        elif w.kind == "resume":
+            rec.resume[w.key] = w.value
+    return records
+
+
+def result_write(
+    graph: CompiledGraph, task_id: str, writes: list[tuple[str, Any]], goto: list[Any]
+) -> WriteRecord:
+    channels = graph.schema.channels
+    payload = {
+        "writes": [[k, encode(channels[k].reducer.normalize(v))] for k, v in writes],
+        "goto": encode_goto(goto),
+    }
+    return WriteRecord(task_id=task_id, kind="result", value=payload)
+
+
+def interrupt_write(task_id: str, interrupts: list[Interrupt]) -> WriteRecord:
+    return WriteRecord(
+        task_id=task_id, kind="interrupt", value=[encode(i.to_json()) for i in interrupts]
+    )
+
+
+async def save(
+    checkpointer: Checkpointer,
+    head: Head,
+    *,
+    delta: dict[str, Any] | None,
+    source: str,
+    tasks: list[str] = (),  # type: ignore[assignment]
+    metadata: dict[str, Any] | None = None,
+) -> str:
+    """Append a checkpoint for ``head`` (already advanced); ``delta=None`` forces a snapshot.
+
+    ``head.seq``/``checkpoint_id`` move only once the backend accepted the record, so a
+    ``StaleCheckpointError`` leaves the head as it was.
+    """
+    seq = head.seq + 1
+    snapshot = delta is None or seq % checkpointer.snapshot_every == 0
+    values = head.values if snapshot else delta
+    assert values is not None
+    record = CheckpointRecord(
+        thread_id=head.thread_id,
+        ns=head.ns,
+        checkpoint_id=new_id(),
+        parent_id=head.checkpoint_id,
+        seq=seq,
+        step=head.step,
+        snapshot=snapshot,
+        values={k: encode(v) for k, v in values.items()},
+        frontier=[p.to_json() for p in head.frontier],
+        frontier_id=head.frontier_id,
+        lineage=head.lineage,
+        source=source,
+        barriers={k: sorted(v) for k, v in head.barriers.items() if v},
+        tasks=list(tasks),
+        written=sorted(values) if delta is None else sorted(delta),
+        metadata=dict(metadata or {}),
+        created_at=_clock.now().timestamp(),
+    )
+    await checkpointer.put(record)
+    head.parent_id = head.checkpoint_id
+    head.seq = seq
+    head.checkpoint_id = record.checkpoint_id
+    head.created_at = record.created_at
+    head.source = source
+    head.metadata = record.metadata
+    return record.checkpoint_id

@@ -1,0 +1,270 @@
+"""The superstep loop.
+
+One superstep: plan the frontier into tasks → run the runnable ones concurrently (inline
+when there is just one) → if all finished, apply their writes through the reducers in task
+order, route to the next frontier and save one checkpoint holding only that step's writes.
+A task that pauses on ``interrupt()`` leaves the step unfinished; the writes of its
+finished siblings are saved as pending writes so they never run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import GraphRecursionError
+from tinyagents.graph._context import NodeInterrupt, ParentCommand, stable_id
+from tinyagents.graph.checkpointing import (
+    Head,
+    Planned,
+    interrupt_write,
+    load_head,
+    new_id,
+    result_write,
+    save,
+)
+from tinyagents.graph.reducers import MISSING
+from tinyagents.graph.tasks import Task, Writes, call_node
+from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus, Interrupt
+
+if TYPE_CHECKING:
+    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.store.checkpoint.base import Checkpointer
+
+
+class _TaskFailed(Exception):
+    def __init__(self, index: int, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.index = index
+        self.error = error
+
+
+class GraphRun:
+    """One invocation of a compiled graph on one thread namespace."""
+
+    def __init__(
+        self,
+        graph: CompiledGraph,
+        head: Head,
+        *,
+        checkpointer: Checkpointer | None,
+        recursion_limit: int,
+        owner: str | None = None,
+        parent: GraphRun | None = None,
+        inherited_resume: dict[str, Any] | None = None,
+        runtime: Any = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.graph = graph
+        self.head = head
+        self.checkpointer = checkpointer
+        self.recursion_limit = recursion_limit
+        self.owner = owner
+        self.parent = parent
+        self.inherited_resume = inherited_resume or {}
+        self.runtime = runtime
+        self.run_id = run_id
+        self.steps = 0
+        self._view: Any = None
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def execute(self) -> GraphResult:
+        """Run supersteps until the frontier is empty or every unfinished task is paused."""
+        while self.head.frontier:
+            tasks = self.plan()
+            if any(t.runnable for t in tasks):
+                if self.steps >= self.recursion_limit:
+                    raise GraphRecursionError(
+                        f"graph {self.graph.name!r} reached its limit of "
+                        f"{self.recursion_limit} supersteps without finishing; raise "
+                        "recursion_limit or add an exit to the loop"
+                    )
+                self.steps += 1
+                await self.run_tasks(tasks)
+            if any(t.writes is None for t in tasks):
+                return self.result("interrupted", tasks)
+            await self.finish_step(tasks)
+        return self.result("completed")
+
+    def plan(self) -> list[Task]:
+        head, nodes = self.head, self.graph.nodes
+        step = head.step + 1
+        tasks = []
+        for index, planned in enumerate(head.frontier):
+            task = Task(
+                id=stable_id("t-", head.lineage, head.ns, step, planned.node, index),
+                node=planned.node,
+                index=index,
+                spec=nodes[planned.node],
+                arg=planned.arg,
+            )
+            rec = head.records.get(task.id)
+            if rec is not None:
+                task.writes = rec.writes
+                task.goto = rec.goto
+                task.interrupts = rec.interrupts
+                task.resume = rec.resume
+            if self.inherited_resume:
+                task.resume = {**self.inherited_resume, **task.resume}
+            tasks.append(task)
+        return tasks
+
+    async def run_tasks(self, tasks: list[Task]) -> None:
+        if len(tasks) == 1:
+            # one task: no TaskGroup, and no pending write (the checkpoint follows directly)
+            await self._run_one(tasks[0], save_result=False)
+            return
+        try:
+            async with asyncio.TaskGroup() as group:
+                for task in tasks:
+                    if task.runnable:
+                        group.create_task(self._run_one(task, save_result=True))
+        except BaseExceptionGroup as eg:
+            raise _first_failure(eg) from None
+
+    async def _run_one(self, task: Task, *, save_result: bool) -> None:
+        try:
+            await call_node(self, task)
+        except NodeInterrupt as ni:
+            task.interrupts = ni.interrupts
+            if self.checkpointer is not None:
+                await self.checkpointer.put_writes(
+                    self.head.thread_id,
+                    self.head.ns,
+                    self.head.frontier_id,
+                    [interrupt_write(task.id, ni.interrupts)],
+                )
+            return
+        except (Exception, ParentCommand) as exc:
+            if not save_result:
+                raise
+            raise _TaskFailed(task.index, exc) from exc
+        if save_result and self.checkpointer is not None:
+            assert task.writes is not None
+            await self.checkpointer.put_writes(
+                self.head.thread_id,
+                self.head.ns,
+                self.head.frontier_id,
+                [result_write(self.graph, task.id, task.writes, task.goto)],
+            )
+
+    async def finish_step(self, tasks: list[Task]) -> None:
+        writes = [w for t in tasks for w in t.writes or ()]
+        delta = self.graph.apply_writes(self.head.values, writes)
+        self._view = None
+        head = self.head
+        head.frontier = await self.route(tasks)
+        head.step += 1
+        head.records = {}
+        if self.checkpointer is not None:
+            head.frontier_id = new_id()
+            await save(
+                self.checkpointer, head, delta=delta, source="loop", tasks=[t.id for t in tasks]
+            )
+            if self.owner is not None:
+                await self.checkpointer.renew(head.thread_id, self.owner)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    async def route(self, tasks: list[Task]) -> list[Planned]:
+        head = self.head
+        finished = [(t.node, t.goto) for t in tasks]
+        return await self.graph.route(finished, head.values, head.barriers, self.view)
+
+    def view(self) -> Any:
+        if self._view is None:
+            self._view = self.graph.schema.view(self.head.values)
+        return self._view
+
+    # -- results ---------------------------------------------------------------------------
+
+    def result(self, status: GraphStatus, tasks: list[Task] = ()) -> GraphResult:  # type: ignore[assignment]
+        interrupts = [
+            i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume
+        ]
+        return GraphResult(
+            status=status,
+            state=self.head.values,
+            interrupts=interrupts,
+            thread_id=self.head.thread_id,
+            checkpoint_id=self.head.checkpoint_id,
+            steps=self.steps,
+        )
+
+    # -- nested runs -----------------------------------------------------------------------
+
+    async def run_subgraph(self, task: Task) -> Any:
+        """Run a compiled graph node as a child run in its own checkpoint namespace."""
+        child_graph = task.spec.subgraph
+        assert child_graph is not None
+        segment = f"{task.node}:{task.id}"
+        ns = f"{self.head.ns}|{segment}" if self.head.ns else segment
+        cp = self.checkpointer
+        head = None
+        if cp is not None:
+            head = await load_head(child_graph, cp, self.head.thread_id, ns)
+        if head is None:
+            head = Head.fresh(child_graph, self.head.thread_id, ns, self.head.lineage)
+            if task.arg is not UNSET:
+                data = task.arg
+            else:
+                data = {
+                    k: v for k, v in self.head.values.items() if k in child_graph.schema.channels
+                }
+            await child_graph.start_input(head, data, cp)
+        child = GraphRun(
+            child_graph,
+            head,
+            checkpointer=cp,
+            recursion_limit=self.recursion_limit,
+            parent=self,
+            inherited_resume=task.resume,
+            runtime=self.runtime,
+            run_id=self.run_id,
+        )
+        try:
+            result = await child.execute()
+        except ParentCommand as pc:
+            cmd: Command = pc.command
+            return Command(update=cmd.update, goto=cmd.goto)
+        if result.status == "interrupted":
+            raise NodeInterrupt(result.interrupts)
+        return self._subgraph_output(child_graph, result.state)
+
+    def _subgraph_output(self, child_graph: CompiledGraph, final: dict[str, Any]) -> Writes:
+        channels = self.graph.schema.channels
+        writes: list[tuple[str, Any]] = []
+        for key in child_graph.schema.channels:
+            channel = channels.get(key)
+            if channel is None:
+                continue
+            before = self.head.values.get(key, MISSING)
+            writes += [(key, w) for w in channel.reducer.diff(before, final.get(key, MISSING))]
+        return Writes(writes=writes)
+
+    async def run_agent(self, task: Task) -> Any:
+        raise NotImplementedError("agent nodes need the runtime integration")
+
+
+def _first_failure(eg: BaseExceptionGroup) -> BaseException:
+    """The error of the lowest-index failed task, so the reported error is deterministic."""
+    failed: list[_TaskFailed] = []
+    others: list[BaseException] = []
+
+    def walk(group: BaseExceptionGroup) -> None:
+        for exc in group.exceptions:
+            if isinstance(exc, BaseExceptionGroup):
+                walk(exc)
+            elif isinstance(exc, _TaskFailed):
+                failed.append(exc)
+            else:
+                others.append(exc)
+
+    walk(eg)
+    if failed:
+        return min(failed, key=lambda f: f.index).error
+    return others[0]
+
+
+__all__ = ["GraphRun", "Interrupt"]

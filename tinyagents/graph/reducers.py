@@ -1,0 +1,318 @@
+"""Reducers: how the writes of one superstep combine into a channel's value.
+
+Declare one per state field with ``Annotated[T, reducer]``. Built-ins: overwrite (the
+default; two writes in one step are an error), ``append`` / ``operator.add`` on lists,
+``add_messages`` (by ``id``), ``union`` (sets), ``min`` and ``max``. Any other binary
+function ``(current, update) -> new`` works too.
+
+Each built-in also knows its *delta*: what to store in a checkpoint so that replaying the
+deltas rebuilds the value (the appended items for ``append``, not the whole list). That is
+what keeps checkpoint storage proportional to what was written.
+
+Writes are applied in place where that is safe (lists and sets the channel owns), so a step
+costs O(its writes), not O(state size).
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any, Final, get_origin
+
+from tinyagents.errors import InvalidUpdateError
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: A channel that has never been written.
+MISSING: Final = _Missing()
+
+
+class Reducer:
+    """Base class: ``apply`` combines a step's writes, ``replay`` re-applies a stored delta."""
+
+    name = "reducer"
+    #: True if the stored delta is the whole new value (replay = overwrite).
+    delta_is_value = True
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        """Return ``(new_value, delta)`` for the writes of one step, in task order."""
+        raise NotImplementedError
+
+    def replay(self, current: Any, delta: Any) -> Any:
+        return delta
+
+    def diff(self, before: Any, after: Any) -> list[Any]:
+        """The writes that turn ``before`` into ``after`` (for a sub-graph's output)."""
+        if after is MISSING or (before is not MISSING and _same(before, after)):
+            return []
+        return [after]
+
+    def normalize(self, write: Any) -> Any:
+        """The form a write is persisted in (pending writes of an unfinished step)."""
+        return write
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # objects whose __eq__ is not a plain bool (arrays)
+        return a is b
+
+
+class Overwrite(Reducer):
+    name = "overwrite"
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        if len(writes) != 1:
+            raise InvalidUpdateError(
+                f"channel {key!r} received {len(writes)} writes in one superstep but has no "
+                "reducer; declare one, e.g. Annotated[list[str], operator.add], or write it "
+                "from one node per step"
+            )
+        return writes[0], writes[0]
+
+
+def _items(write: Any) -> list[Any]:
+    if isinstance(write, list | tuple):
+        return list(write)
+    return [write]
+
+
+class Append(Reducer):
+    """List concatenation; a non-list write appends one item."""
+
+    name = "append"
+    delta_is_value = False
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        new: list[Any] = []
+        for write in writes:
+            new.extend(_items(write))
+        if current is MISSING or current is None:
+            return new.copy(), new
+        if type(current) is not list:
+            current = list(current)  # a tuple default or a decoded sequence: own a list
+        current.extend(new)
+        return current, new
+
+    def replay(self, current: Any, delta: Any) -> Any:
+        if current is MISSING or current is None:
+            return list(delta)
+        if type(current) is not list:
+            current = list(current)
+        current.extend(delta)
+        return current
+
+    def diff(self, before: Any, after: Any) -> list[Any]:
+        if after is MISSING or after is None:
+            return []
+        if before is MISSING or before is None:
+            return [list(after)]
+        n = len(before)
+        if len(after) >= n and all(a is b or a == b for a, b in zip(before, after, strict=False)):
+            return [list(after[n:])] if len(after) > n else []
+        raise InvalidUpdateError(
+            "a sub-graph rewrote the history of an append channel; use an overwrite channel"
+        )
+
+    def normalize(self, write: Any) -> Any:
+        return _items(write)
+
+
+def message_id(message: Any) -> Any:
+    if isinstance(message, dict):
+        return message.get("id")
+    return getattr(message, "id", None)
+
+
+class MessageList(list[Any]):
+    """The value of an ``add_messages`` channel: a list with an id → position index."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        super().__init__(items)
+        self._index: dict[Any, int] = {}
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self._index = {}
+        for pos, message in enumerate(self):
+            mid = message_id(message)
+            if mid is not None:
+                self._index[mid] = pos
+
+    def merge(self, messages: Iterable[Any]) -> None:
+        """Replace messages whose id is already present; append the others. O(len(messages))."""
+        for message in messages:
+            mid = message_id(message)
+            pos = self._index.get(mid) if mid is not None else None
+            if pos is not None and (pos >= len(self) or message_id(self[pos]) != mid):
+                self._reindex()  # someone edited the list behind our back
+                pos = self._index.get(mid)
+            if pos is None:
+                if mid is not None:
+                    self._index[mid] = len(self)
+                self.append(message)
+            else:
+                self[pos] = message
+
+
+def add_messages(left: Any, right: Any) -> list[Any]:
+    """Merge message lists by id: a message whose ``id`` exists replaces it, others append."""
+    merged = MessageList(left or [])
+    merged.merge(_items(right))
+    return merged
+
+
+class Messages(Reducer):
+    name = "add_messages"
+    delta_is_value = False
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        new: list[Any] = []
+        for write in writes:
+            new.extend(_items(write))
+        return self.replay(current, new), new
+
+    def replay(self, current: Any, delta: Any) -> Any:
+        if not isinstance(current, MessageList):
+            current = MessageList(() if current is MISSING or current is None else current)
+        current.merge(delta)
+        return current
+
+    def diff(self, before: Any, after: Any) -> list[Any]:
+        if after is MISSING or after is None:
+            return []
+        old = {message_id(m): m for m in ([] if before is MISSING or before is None else before)}
+        changed = [m for m in after if (mid := message_id(m)) is None or not _same(old.get(mid), m)]
+        if before is not MISSING and before is not None:
+            # messages without an id cannot be matched: count them as new only past the prefix
+            anonymous_before = sum(1 for m in before if message_id(m) is None)
+            skipped = 0
+            kept = []
+            for m in changed:
+                if message_id(m) is None and skipped < anonymous_before:
+                    skipped += 1
+                    continue
+                kept.append(m)
+            changed = kept
+        return [changed] if changed else []
+
+    def normalize(self, write: Any) -> Any:
+        return _items(write)
+
+
+def union(left: Any, right: Any) -> set[Any]:
+    """Set union; a non-collection ``right`` adds one item."""
+    result = set(left or ())
+    result.update(_set_items(right))
+    return result
+
+
+def _set_items(write: Any) -> Iterable[Any]:
+    if isinstance(write, set | frozenset | list | tuple):
+        return write
+    return (write,)
+
+
+class Union(Reducer):
+    name = "union"
+    delta_is_value = False
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        new: list[Any] = []
+        for write in writes:
+            new.extend(_set_items(write))
+        return self.replay(current, new), new
+
+    def replay(self, current: Any, delta: Any) -> Any:
+        if current is MISSING or current is None:
+            return set(delta)
+        current.update(delta)
+        return current
+
+    def diff(self, before: Any, after: Any) -> list[Any]:
+        if after is MISSING or after is None:
+            return []
+        added = set(after) - set(() if before is MISSING or before is None else before)
+        return [added] if added else []
+
+    def normalize(self, write: Any) -> Any:
+        return list(_set_items(write))
+
+
+class Extreme(Reducer):
+    """``min`` or ``max`` of the current value and every write."""
+
+    def __init__(self, pick: Callable[..., Any]) -> None:
+        self.pick = pick
+        self.name = pick.__name__
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        value = self.pick(writes) if current is MISSING else self.pick(current, *writes)
+        return value, value
+
+
+class Binary(Reducer):
+    """Any ``(current, update) -> new`` function, folded over the step's writes in order."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None) -> None:
+        self.fn = fn
+        self.initial = initial
+        self.name = getattr(fn, "__name__", repr(fn))
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        rest = writes
+        if current is MISSING:
+            if self.initial is not None:
+                current = self.initial()
+            else:
+                current, rest = writes[0], writes[1:]
+        for write in rest:
+            current = self.fn(current, write)
+        return current, current
+
+
+def overwrite(left: Any, right: Any) -> Any:
+    """The default reducer, spelled out: the new value replaces the old one."""
+    return right
+
+
+def append(left: Any, right: Any) -> list[Any]:
+    """List concatenation (``operator.add`` on lists); a single item is appended."""
+    return [*(left or ()), *_items(right)]
+
+
+def _initial_for(annotation: Any) -> Callable[[], Any] | None:
+    origin = get_origin(annotation) or annotation
+    if origin in (int, float, str, list, dict, set, tuple, frozenset):
+        return origin  # type: ignore[no-any-return]
+    return None
+
+
+def resolve(fn: Any, annotation: Any) -> Reducer:
+    """The ``Reducer`` for the callable found in ``Annotated[annotation, fn]``."""
+    if isinstance(fn, Reducer):
+        return fn
+    origin = get_origin(annotation) or annotation
+    if fn is overwrite:
+        return Overwrite()
+    if fn is append or (fn is operator.add and origin in (list, tuple)):
+        return Append()
+    if fn is add_messages:
+        return Messages()
+    if fn is union or (fn in (operator.or_, set.union) and origin in (set, frozenset)):
+        return Union()
+    if fn is builtins.min or fn is builtins.max:
+        return Extreme(fn)
+    if callable(fn):
+        return Binary(fn, _initial_for(annotation))
+    raise TypeError(f"{fn!r} is not a reducer: use a function (current, update) -> new")

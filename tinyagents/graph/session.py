@@ -1,0 +1,195 @@
+"""``GraphSession``: one writer's hold on a thread.
+
+It takes the thread's lease (``ThreadBusy`` if someone else writes it), turns the caller's
+input into the head a run starts from — new input, ``None`` to continue, a ``Command`` to
+resume / update / goto, or a rewind to an older checkpoint — and gives the lease back.
+Everything that validates input happens before anything is saved, so bad input changes
+nothing.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import GraphError, InterruptError, UnknownTargetError
+from tinyagents.graph.checkpointing import (
+    Head,
+    Planned,
+    TaskRecords,
+    interrupt_write,
+    load_head,
+    new_id,
+    save,
+)
+from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.types import END, START, UNSET, Command, GraphResult, Send
+from tinyagents.store.checkpoint._lease import new_owner
+
+if TYPE_CHECKING:
+    from tinyagents.graph.compiled import CompiledGraph
+
+
+class GraphSession:
+    """``async with GraphSession(graph, thread_id) as s: run = await s.prepare(input)``."""
+
+    def __init__(self, graph: CompiledGraph, thread_id: str | None) -> None:
+        self.graph = graph
+        self.cp = graph.checkpointer
+        self.thread_id = thread_id or (new_id() if self.cp is not None else "")
+        self.owner: str | None = None
+
+    async def __aenter__(self) -> GraphSession:
+        if self.cp is not None:
+            owner = new_owner()
+            await self.cp.acquire(self.thread_id, owner)
+            self.owner = owner
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.cp is not None and self.owner is not None:
+            await self.cp.release(self.thread_id, self.owner)
+
+    def fresh(self) -> Head:
+        return Head.fresh(self.graph, self.thread_id, "", None)
+
+    async def load(self) -> Head | None:
+        if self.cp is None:
+            return None
+        return await load_head(self.graph, self.cp, self.thread_id)
+
+    async def prepare(
+        self,
+        input: Any,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+        **run_kwargs: Any,
+    ) -> GraphRun:
+        """The run that continues this thread after applying ``input``."""
+        graph = self.graph
+        head = await self.load()
+        if checkpoint_id is not None:
+            head = await self._rewind(head, checkpoint_id)
+        if isinstance(input, Command):
+            head = await self._command(head, input)
+        elif input is None:
+            if head is None:
+                raise GraphError(
+                    f"thread {self.thread_id!r} has no checkpoint to continue from; "
+                    "pass an input to start it"
+                )
+        else:
+            head = head or self.fresh()
+            await graph.start_input(head, input, self.cp)
+        return GraphRun(
+            graph,
+            head,
+            checkpointer=self.cp,
+            recursion_limit=recursion_limit or graph.recursion_limit,
+            owner=self.owner,
+            **run_kwargs,
+        )
+
+    async def execute(self, run: GraphRun) -> GraphResult:
+        """Run to the end; a failure becomes ``status="failed"`` with ``.error`` set."""
+        try:
+            return await run.execute()
+        except Exception as exc:
+            result = run.result("failed")
+            result.error = exc
+            return result
+
+    async def _rewind(self, head: Head | None, checkpoint_id: str) -> Head:
+        if self.cp is None:
+            raise GraphError("checkpoint_id needs a checkpointer: compile(checkpointer=...)")
+        if head is not None and head.checkpoint_id == checkpoint_id:
+            return head
+        target = await load_head(self.graph, self.cp, self.thread_id, "", checkpoint_id)
+        if target is None or head is None:
+            raise UnknownTargetError(
+                f"thread {self.thread_id!r} has no checkpoint {checkpoint_id!r}"
+            )
+        paused = carry_interrupts(target)
+        target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
+        target.frontier_id = new_id()
+        await save(
+            self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
+        )
+        await self.cp.put_writes(self.thread_id, "", target.frontier_id, paused)
+        return target
+
+    async def _command(self, head: Head | None, cmd: Command) -> Head:
+        graph = self.graph
+        if cmd.graph is not None:
+            raise GraphError("Command(graph=...) can only be returned by a node of a sub-graph")
+        goto = cmd.goto_list()
+        has_resume = cmd.resume is not UNSET
+        if has_resume and goto:
+            raise InterruptError(
+                "Command(resume=..., goto=...) as input is ambiguous: resume first, then "
+                "redirect with a second Command(goto=...)"
+            )
+        resume = graph.map_resume(head, cmd.resume) if has_resume else []
+        if cmd.update:
+            graph.schema.check_keys(cmd.update, "Command.update")
+        graph.check_goto(goto, "Command.goto")
+        head = head or self.fresh()
+        if cmd.update or goto:
+            delta = graph.apply_writes(head.values, list((cmd.update or {}).items()))
+            if goto:
+                head.frontier = [
+                    Planned(node=g.node, arg=g.arg) if isinstance(g, Send) else Planned(node=g)
+                    for g in goto
+                    if g != END
+                ]
+                head.step += 1
+                head.frontier_id = new_id()
+                head.records = {}
+            if self.cp is not None:
+                meta = {"goto": [g if isinstance(g, str) else g.node for g in goto]}
+                await save(
+                    self.cp,
+                    head,
+                    delta=delta if head.seq >= 0 else None,
+                    source="input",
+                    metadata=meta,
+                )
+        if resume:
+            assert self.cp is not None  # map_resume found interrupts, so they were saved
+            await self.cp.put_writes(self.thread_id, "", head.frontier_id, resume)
+            for w in resume:
+                head.records.setdefault(w.task_id, TaskRecords()).resume[w.key] = w.value
+        return head
+
+    async def update_state(self, update: dict[str, Any], as_node: str | None) -> str:
+        graph = self.graph
+        if self.cp is None:
+            raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
+        graph.schema.check_keys(update, "update_state")
+        if as_node is not None and as_node != START and as_node not in graph.nodes:
+            raise GraphError(f"update_state(as_node={as_node!r}): no such node")
+        head = await self.load() or self.fresh()
+        delta = graph.apply_writes(head.values, list(update.items()))
+        if as_node is not None:
+            head.frontier = await graph.route([(as_node, [])], head.values, head.barriers)
+            head.step += 1
+            head.frontier_id = new_id()
+            head.records = {}
+        meta = {"as_node": as_node, "keys": sorted(update)}
+        await save(
+            self.cp, head, delta=delta if head.seq >= 0 else None, source="update", metadata=meta
+        )
+        assert head.checkpoint_id is not None
+        return head.checkpoint_id
+
+
+def carry_interrupts(head: Head) -> list[Any]:
+    """Interrupt records to copy when ``head`` moves to a new frontier id (fork, rewind)."""
+    paused = {tid: rec.interrupts for tid, rec in head.records.items() if rec.interrupts}
+    head.records = {tid: TaskRecords(interrupts=list(i)) for tid, i in paused.items()}
+    return [interrupt_write(tid, i) for tid, i in paused.items()]

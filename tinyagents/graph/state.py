@@ -1,0 +1,167 @@
+"""State schemas: a TypedDict, a dataclass or a pydantic model, read into channels.
+
+Each field becomes a channel with a reducer (from ``Annotated[T, reducer]``, overwrite
+otherwise), a default (dataclass / pydantic field defaults) and a lazily built
+``TypeAdapter`` that turns checkpointed JSON back into ``T``.
+
+Nodes see the state as a read-only mapping (TypedDict states) or as an instance of the
+schema class built without validation once per superstep (dataclass / pydantic states).
+Checkpoint values must survive ``pydantic_core.to_jsonable_python`` and come back through
+``TypeAdapter(T)``: JSON types, pydantic models, dataclasses, TypedDicts, sets, tuples,
+enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from tinyagents.errors import ConfigurationError, InvalidUpdateError
+from tinyagents.graph.reducers import MISSING, Overwrite, Reducer, resolve
+
+
+@dataclass(slots=True, kw_only=True)
+class Channel:
+    """One state field: its reducer, default and JSON decoder."""
+
+    name: str
+    annotation: Any
+    reducer: Reducer
+    default: Callable[[], Any] | None = None
+    _adapter: TypeAdapter[Any] | None = None
+
+    def adapter(self) -> TypeAdapter[Any]:
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.annotation)
+        return self._adapter
+
+    def decode(self, value: Any) -> Any:
+        """JSON → Python; values a custom reducer wrote in another shape stay plain JSON."""
+        try:
+            return self.adapter().validate_python(value)
+        except ValidationError:
+            return value
+
+
+@dataclass(slots=True, kw_only=True)
+class StateSchema:
+    """The channels of a state class and how nodes see its values."""
+
+    cls: Any
+    kind: str  # "dict" | "dataclass" | "pydantic"
+    channels: dict[str, Channel] = field(default_factory=dict)
+
+    def initial(self) -> dict[str, Any]:
+        """Channel values of a fresh thread: the schema's defaults."""
+        return {name: ch.default() for name, ch in self.channels.items() if ch.default is not None}
+
+    def view(self, values: dict[str, Any]) -> Any:
+        """What a node receives: no copy of the values, no validation."""
+        if self.kind == "dict":
+            return MappingProxyType(values)
+        if self.kind == "pydantic":
+            return self.cls.model_construct(**values)
+        obj = object.__new__(self.cls)
+        for name, value in values.items():
+            object.__setattr__(obj, name, value)
+        return obj
+
+    def check_keys(self, update: Mapping[str, Any], who: str) -> None:
+        unknown = [k for k in update if k not in self.channels]
+        if unknown:
+            raise InvalidUpdateError(
+                f"{who} wrote unknown state key(s) {sorted(unknown)}; the state has "
+                f"{sorted(self.channels)}"
+            )
+
+    def coerce_input(self, data: Any) -> dict[str, Any]:
+        """Run input → channel writes; validated here, at the boundary, for pydantic states."""
+        if isinstance(data, BaseModel):
+            return {k: getattr(data, k) for k in data.model_fields_set if k in self.channels}
+        if dataclasses.is_dataclass(data) and not isinstance(data, type):
+            return {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+        if not isinstance(data, Mapping):
+            raise InvalidUpdateError(
+                f"graph input must be a mapping, a {self.cls.__name__} or a Command, "
+                f"got {type(data).__name__}"
+            )
+        self.check_keys(data, "the input")
+        if self.kind != "pydantic":
+            return dict(data)
+        try:
+            return {k: self.channels[k].adapter().validate_python(v) for k, v in data.items()}
+        except ValidationError as exc:
+            raise InvalidUpdateError(f"invalid graph input: {exc}") from None
+
+
+def _split(annotation: Any) -> tuple[Any, Any]:
+    """``Annotated[T, fn, ...]`` → ``(T, fn)``; the last callable wins."""
+    if get_origin(annotation) is Annotated:
+        base, *extras = get_args(annotation)
+        for extra in reversed(extras):
+            if callable(extra) or isinstance(extra, Reducer):
+                return base, extra
+        return base, None
+    return annotation, None
+
+
+def _dataclass_default(f: dataclasses.Field[Any]) -> Callable[[], Any] | None:
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+        return lambda: value
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory
+    return None
+
+
+def _pydantic_default(model: type[BaseModel], name: str) -> Callable[[], Any] | None:
+    info = model.model_fields.get(name)
+    if info is None or info.is_required():
+        return None
+    return lambda: info.get_default(call_default_factory=True)
+
+
+def read_schema(cls: Any) -> StateSchema:
+    """Read the channels of ``cls``; a plain ``dict`` gives an empty, open-ended schema."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        kind = "pydantic"
+    elif dataclasses.is_dataclass(cls):
+        kind = "dataclass"
+    elif typing.is_typeddict(cls):
+        kind = "dict"
+    else:
+        raise ConfigurationError(
+            f"StateGraph needs a TypedDict, a dataclass or a pydantic model, got {cls!r}"
+        )
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception as exc:
+        raise ConfigurationError(f"cannot read the annotations of {cls!r}: {exc}") from exc
+    schema = StateSchema(cls=cls, kind=kind)
+    dc_fields = {f.name: f for f in dataclasses.fields(cls)} if kind == "dataclass" else {}
+    for name, annotation in hints.items():
+        if name.startswith("_") or get_origin(annotation) is typing.ClassVar:
+            continue
+        if kind == "pydantic" and name not in cls.model_fields:
+            continue
+        base, fn = _split(annotation)
+        reducer = Overwrite() if fn is None else resolve(fn, base)
+        default = None
+        if kind == "dataclass" and name in dc_fields:
+            default = _dataclass_default(dc_fields[name])
+        elif kind == "pydantic":
+            default = _pydantic_default(cls, name)
+        schema.channels[name] = Channel(
+            name=name, annotation=base, reducer=reducer, default=default
+        )
+    return schema
+
+
+def value_or_missing(values: dict[str, Any], key: str) -> Any:
+    return values.get(key, MISSING)

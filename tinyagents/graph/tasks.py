@@ -1,0 +1,175 @@
+"""One task of a superstep: call the node (retry, timeout, interrupt scope) and read what it
+returned into channel writes and gotos."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
+from tinyagents.graph._context import (
+    NodeInterrupt,
+    ParentCommand,
+    TaskScope,
+    reset_scope,
+    set_scope,
+)
+from tinyagents.graph.types import UNSET, Command, Interrupt, Send
+
+if TYPE_CHECKING:
+    from tinyagents.graph.builder import NodeSpec
+    from tinyagents.graph.executor import GraphRun
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeContext:
+    """The optional second argument of a node function: where and what it is running as."""
+
+    task_id: str
+    node: str
+    step: int
+    thread_id: str
+    ns: str
+    attempt: int
+    run_id: str | None = None
+    runtime: Any = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Task:
+    """A node scheduled in a superstep; ``writes`` is set once it finished."""
+
+    id: str
+    node: str
+    index: int
+    spec: NodeSpec
+    arg: Any = UNSET
+    writes: list[tuple[str, Any]] | None = None
+    goto: list[str | Send] = field(default_factory=list)
+    interrupts: list[Interrupt] = field(default_factory=list)
+    resume: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0
+
+    @property
+    def runnable(self) -> bool:
+        """Not finished, and either never paused or holding an answer to a pending interrupt."""
+        if self.writes is not None:
+            return False
+        if not self.interrupts:
+            return True
+        return any(i.id in self.resume for i in self.interrupts)
+
+
+@dataclass(slots=True, kw_only=True)
+class Writes:
+    """Writes already in channel form (a sub-graph's output: several per channel allowed)."""
+
+    writes: list[tuple[str, Any]]
+    goto: list[str | Send] = field(default_factory=list)
+
+
+def read_output(run: GraphRun, task: Task, out: Any) -> None:
+    """Node return value → ``task.writes`` / ``task.goto``."""
+    if out is None:
+        task.writes, task.goto = [], []
+    elif isinstance(out, Mapping):
+        run.graph.schema.check_keys(out, f"node {task.node!r}")
+        task.writes, task.goto = list(out.items()), []
+    elif isinstance(out, Command):
+        if out.graph == Command.PARENT:
+            raise ParentCommand(out)
+        if out.graph is not None:
+            raise GraphError(f"node {task.node!r}: Command(graph={out.graph!r}) is not supported")
+        if out.resume is not UNSET:
+            raise GraphError(f"node {task.node!r}: a node cannot return Command(resume=...)")
+        update = out.update or {}
+        run.graph.schema.check_keys(update, f"node {task.node!r}")
+        task.writes, task.goto = list(update.items()), out.goto_list()
+        run.graph.check_goto(task.goto, f"node {task.node!r}")
+    elif isinstance(out, Writes):
+        task.writes, task.goto = out.writes, out.goto
+    else:
+        raise InvalidUpdateError(
+            f"node {task.node!r} returned a {type(out).__name__}; return a dict of state "
+            "updates, a Command or None"
+        )
+
+
+async def _invoke(run: GraphRun, task: Task, attempt: int) -> Any:
+    spec = task.spec
+    if spec.subgraph is not None:
+        return await run.run_subgraph(task)
+    if spec.agent is not None:
+        return await run.run_agent(task)
+    arg = run.view() if task.arg is UNSET else task.arg
+    fn = spec.fn
+    assert fn is not None
+    if spec.takes_ctx:
+        ctx = NodeContext(
+            task_id=task.id,
+            node=task.node,
+            step=run.head.step + 1,
+            thread_id=run.head.thread_id,
+            ns=run.head.ns,
+            attempt=attempt,
+            run_id=run.run_id,
+            runtime=run.runtime,
+        )
+        out = fn(arg, ctx)
+    else:
+        out = fn(arg)
+    if spec.is_async or inspect.isawaitable(out):
+        out = await out
+    return out
+
+
+async def call_node(run: GraphRun, task: Task) -> None:
+    """Run ``task`` to a result; raises ``NodeInterrupt`` or the node's last error."""
+    spec = task.spec
+    scope = TaskScope(
+        task_id=task.id,
+        node=task.node,
+        ns=run.head.ns,
+        resume=task.resume,
+        checkpointed=run.checkpointer is not None,
+    )
+    token = set_scope(scope)
+    try:
+        attempt = 0
+        while True:
+            attempt += 1
+            task.attempts = attempt
+            scope.counter = 0  # every attempt counts its interrupt() calls from zero
+            try:
+                if spec.timeout is None:
+                    out = await _invoke(run, task, attempt)
+                else:
+                    async with asyncio.timeout(spec.timeout):
+                        out = await _invoke(run, task, attempt)
+                read_output(run, task, out)
+                return
+            except ParentCommand:
+                if run.parent is None:
+                    raise GraphError(
+                        f"node {task.node!r} returned Command(graph=Command.PARENT) but the "
+                        "graph is not running as a sub-graph"
+                    ) from None
+                raise
+            except Exception as exc:
+                retry = spec.retry
+                if (
+                    retry is None
+                    or attempt >= retry.max_attempts
+                    or isinstance(exc, TinyAgentsError)
+                    or not retry.should_retry(exc)
+                ):
+                    raise
+                await asyncio.sleep(retry.interval(attempt))
+    finally:
+        reset_scope(token)
+
+
+__all__ = ["NodeContext", "NodeInterrupt", "Task", "Writes", "call_node", "read_output"]

@@ -1,0 +1,184 @@
+"""The small value types of the graph runtime: ``START``/``END``, ``Send``, ``Command``,
+``Interrupt``, ``interrupt()``, ``RetryPolicy`` and the results a run hands back.
+
+These are built on every node return, so they are slotted dataclasses, not pydantic models:
+nothing here is validated per superstep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, Literal
+
+from tinyagents.graph._context import current_scope
+
+START: Final = "__start__"
+END: Final = "__end__"
+
+#: The statuses of ``GraphResult.status`` (a subset of ``RunStatus``).
+GraphStatus = Literal["completed", "interrupted", "failed", "cancelled"]
+
+
+class _Unset:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: "no value given" (``None`` is a valid resume value).
+UNSET: Final = _Unset()
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Run ``node`` once more in the next superstep with ``arg`` as its input (fan-out)."""
+
+    node: str
+    arg: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """What a node (or the caller) wants the graph to do next.
+
+    - ``update``: channel writes, applied through the reducers;
+    - ``goto``: node name(s) or ``Send``s for the next superstep (from a node: added to its
+      edges; as run input: replaces the pending tasks);
+    - ``resume``: a value for the only pending interrupt, or ``{interrupt_id: value}``;
+    - ``graph=Command.PARENT``: hand ``update``/``goto`` to the parent graph (from a sub-graph).
+    """
+
+    PARENT: ClassVar[str] = "__parent__"
+
+    update: dict[str, Any] | None = None
+    goto: str | Send | Sequence[str | Send] = ()
+    resume: Any = UNSET
+    graph: str | None = None
+
+    def goto_list(self) -> list[str | Send]:
+        if isinstance(self.goto, str | Send):
+            return [self.goto]
+        return list(self.goto)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interrupt:
+    """A pending question from a node: answer it with ``Command(resume={id: value})``.
+
+    ``ns`` is empty for the graph's own nodes and ``"node:task_id"`` (``|``-joined when
+    nested) for an interrupt raised inside a sub-graph.
+    """
+
+    id: str
+    value: Any
+    task_id: str
+    node: str
+    ns: str = ""
+    index: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "value": self.value,
+            "task_id": self.task_id,
+            "node": self.node,
+            "ns": self.ns,
+            "index": self.index,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Interrupt:
+        return cls(**data)
+
+
+def interrupt(value: Any = None) -> Any:
+    """Pause the running node and surface ``value`` to the caller.
+
+    On resume the node runs again from the top and the n-th ``interrupt()`` call returns the
+    n-th answer; an unanswered call pauses the task again. Needs a checkpointer.
+    """
+    scope = current_scope()
+    return scope.interrupt(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Retry a failing node: ``max_attempts`` in total, exponential backoff between them."""
+
+    max_attempts: int = 3
+    initial_interval: float = 0.0
+    backoff_factor: float = 2.0
+    max_interval: float = 30.0
+    retry_on: (
+        type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+    ) = Exception
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("RetryPolicy.max_attempts must be at least 1")
+
+    def should_retry(self, exc: BaseException) -> bool:
+        check = self.retry_on
+        if isinstance(check, type | tuple):
+            return isinstance(exc, check)
+        return bool(check(exc))
+
+    def interval(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+
+
+@dataclass(slots=True, kw_only=True)
+class GraphResult:
+    """What ``graph.run`` returns: the final (or paused) state and any pending interrupts."""
+
+    status: GraphStatus
+    state: dict[str, Any]
+    interrupts: list[Interrupt] = field(default_factory=list)
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+    error: BaseException | None = None
+    steps: int = 0
+
+    def raise_for_status(self) -> GraphResult:
+        """Re-raise the error of a failed run; return ``self`` otherwise."""
+        if self.error is not None:
+            raise self.error
+        return self
+
+
+@dataclass(slots=True, kw_only=True)
+class StateSnapshot:
+    """A thread's state at one checkpoint, as ``graph.get_state`` returns it."""
+
+    values: dict[str, Any]
+    next: tuple[str, ...]
+    checkpoint_id: str | None
+    parent_id: str | None
+    step: int
+    source: str
+    interrupts: list[Interrupt] = field(default_factory=list)
+    completed_tasks: tuple[str, ...] = ()
+    created_at: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class CheckpointInfo:
+    """One entry of ``graph.history``: which checkpoint, what wrote it, what runs next."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    step: int
+    source: str
+    snapshot: bool
+    next: tuple[str, ...]
+    written: tuple[str, ...]
+    tasks: tuple[str, ...]
+    created_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)

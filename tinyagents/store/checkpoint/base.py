@@ -1,0 +1,190 @@
+"""The ``Checkpointer`` extension point: where graph threads keep their history.
+
+A thread's history is a linear chain of checkpoints per namespace (``""`` for the graph,
+``"node:task_id"`` for a sub-graph run), numbered by ``seq``. Each checkpoint holds either a
+full snapshot of the channel values or the *delta* its superstep wrote; every
+``snapshot_every``-th one is a snapshot, so loading replays a bounded number of deltas and
+storage grows with what was written, not with steps times state size.
+
+Besides checkpoints a backend stores *pending writes*: the result, interrupt and resume
+records of tasks of a superstep that has not finished yet, keyed by the frontier they
+belong to. They are what lets a resumed or restarted run skip the tasks that already
+finished.
+
+Two rules keep a thread's history from forking:
+
+- ``put`` is compare-and-set: the record's ``parent_id`` must be the current head
+  (``StaleCheckpointError`` otherwise);
+- ``acquire`` gives a thread a single writer: a second owner gets ``ThreadBusy``, in this
+  process (a lock table) and, for shared backends, in others (a lease).
+
+Values are JSON-able (see ``tinyagents.graph.state``); a backend must return what it was
+given, as new objects.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from tinyagents.errors import ThreadBusy
+
+
+@dataclass(slots=True, kw_only=True)
+class CheckpointRecord:
+    """One checkpoint of one thread namespace, with JSON-able ``values``."""
+
+    thread_id: str
+    ns: str = ""
+    checkpoint_id: str
+    parent_id: str | None
+    seq: int
+    step: int
+    snapshot: bool
+    values: dict[str, Any]
+    frontier: list[dict[str, Any]]
+    frontier_id: str
+    lineage: str
+    source: str
+    barriers: dict[str, list[str]] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+    def body(self) -> dict[str, Any]:
+        """Everything but the key columns, as one JSON-able dict."""
+        return {
+            "values": self.values,
+            "frontier": self.frontier,
+            "frontier_id": self.frontier_id,
+            "lineage": self.lineage,
+            "barriers": self.barriers,
+            "tasks": self.tasks,
+            "written": self.written,
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class WriteRecord:
+    """A pending write of a task: ``kind`` is ``result``, ``interrupt`` or ``resume``."""
+
+    task_id: str
+    kind: str
+    key: str = ""
+    value: Any = None
+
+
+class Checkpointer(ABC):
+    """Stores graph checkpoints and pending writes; one writer per thread."""
+
+    def __init__(self, *, snapshot_every: int = 50) -> None:
+        if snapshot_every < 1:
+            raise ValueError("snapshot_every must be at least 1")
+        self.snapshot_every = snapshot_every
+        self._owners: dict[str, str] = {}
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    @abstractmethod
+    async def put(self, record: CheckpointRecord) -> None:
+        """Append ``record`` if its parent is the head (``StaleCheckpointError`` otherwise)."""
+
+    @abstractmethod
+    async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        """The head checkpoint of a thread namespace, or ``None`` for a new thread."""
+
+    @abstractmethod
+    async def get(
+        self, thread_id: str, checkpoint_id: str, ns: str = ""
+    ) -> CheckpointRecord | None:
+        """One checkpoint by id."""
+
+    @abstractmethod
+    async def chain(
+        self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
+    ) -> list[CheckpointRecord]:
+        """The last snapshot at or before ``checkpoint_id`` (default: head) and the deltas
+        after it, oldest first; empty if the thread (or checkpoint) does not exist."""
+
+    @abstractmethod
+    async def list(
+        self, thread_id: str, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        """Checkpoints newest first; ``values`` may be left empty (history needs no values)."""
+
+    # -- pending writes --------------------------------------------------------------------
+
+    @abstractmethod
+    async def put_writes(
+        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+    ) -> None:
+        """Save (or replace, by task, kind and key) pending writes of a frontier."""
+
+    @abstractmethod
+    async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
+        """Pending writes of a frontier, in the order they were first saved."""
+
+    # -- threads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def delete_thread(self, thread_id: str) -> None:
+        """Forget a thread: every namespace, checkpoint and pending write."""
+
+    async def acquire(self, thread_id: str, owner: str) -> None:
+        """Become the single writer of ``thread_id`` or raise ``ThreadBusy``."""
+        holder = self._owners.get(thread_id)
+        if holder is not None and holder != owner:
+            raise ThreadBusy(thread_id)
+        self._owners[thread_id] = owner
+        try:
+            await self._acquire_lease(thread_id, owner)
+        except BaseException:
+            self._owners.pop(thread_id, None)
+            raise
+
+    async def release(self, thread_id: str, owner: str) -> None:
+        """Give up the thread if ``owner`` holds it."""
+        if self._owners.get(thread_id) != owner:
+            return
+        try:
+            await self._release_lease(thread_id, owner)
+        finally:
+            del self._owners[thread_id]
+
+    async def _acquire_lease(self, thread_id: str, owner: str) -> None:
+        """Cross-process exclusion; in-process backends need none."""
+        return None
+
+    async def _release_lease(self, thread_id: str, owner: str) -> None:
+        """Undo ``_acquire_lease``."""
+        return None
+
+    async def renew(self, thread_id: str, owner: str) -> None:
+        """Called at every checkpoint a writer saves: keep a lease from expiring."""
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create tables, open connections; idempotent. Called on first use."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release resources."""
+        return None
+
+    async def __aenter__(self) -> Self:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,146 @@
+"""``MemoryCheckpointer``: checkpoints in this process, for tests and short-lived threads.
+
+Records are kept as JSON text, exactly as a database would keep them, so values that would
+not survive SQLite do not survive here either and a loaded state never aliases a stored one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tinyagents.errors import StaleCheckpointError
+from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+
+
+@dataclass(slots=True, kw_only=True)
+class _Row:
+    checkpoint_id: str
+    parent_id: str | None
+    seq: int
+    step: int
+    snapshot: bool
+    source: str
+    created_at: float
+    body: str
+
+
+def _row(record: CheckpointRecord) -> _Row:
+    return _Row(
+        checkpoint_id=record.checkpoint_id,
+        parent_id=record.parent_id,
+        seq=record.seq,
+        step=record.step,
+        snapshot=record.snapshot,
+        source=record.source,
+        created_at=record.created_at,
+        body=json.dumps(record.body(), separators=(",", ":")),
+    )
+
+
+def _record(thread_id: str, ns: str, row: _Row, *, with_values: bool = True) -> CheckpointRecord:
+    body: dict[str, Any] = json.loads(row.body)
+    return CheckpointRecord(
+        thread_id=thread_id,
+        ns=ns,
+        checkpoint_id=row.checkpoint_id,
+        parent_id=row.parent_id,
+        seq=row.seq,
+        step=row.step,
+        snapshot=row.snapshot,
+        source=row.source,
+        created_at=row.created_at,
+        values=body["values"] if with_values else {},
+        frontier=body["frontier"],
+        frontier_id=body["frontier_id"],
+        lineage=body["lineage"],
+        barriers=body.get("barriers", {}),
+        tasks=body.get("tasks", []),
+        written=body.get("written", []),
+        metadata=body.get("metadata", {}),
+    )
+
+
+class MemoryCheckpointer(Checkpointer):
+    """Keeps every thread in a dict; nothing survives the process."""
+
+    def __init__(self, *, snapshot_every: int = 50) -> None:
+        super().__init__(snapshot_every=snapshot_every)
+        self._chains: dict[tuple[str, str], list[_Row]] = {}
+        self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], str]] = {}
+
+    async def put(self, record: CheckpointRecord) -> None:
+        chain = self._chains.setdefault((record.thread_id, record.ns), [])
+        head = chain[-1] if chain else None
+        head_id = head.checkpoint_id if head else None
+        if record.parent_id != head_id or record.seq != (head.seq + 1 if head else 0):
+            raise StaleCheckpointError(
+                f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
+                f"{record.parent_id!r} but the head is {head_id!r}; reload the thread"
+            )
+        chain.append(_row(record))
+
+    async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        chain = self._chains.get((thread_id, ns))
+        return _record(thread_id, ns, chain[-1]) if chain else None
+
+    def _find(self, thread_id: str, ns: str, checkpoint_id: str | None) -> int | None:
+        chain = self._chains.get((thread_id, ns))
+        if not chain:
+            return None
+        if checkpoint_id is None:
+            return len(chain) - 1
+        for pos in range(len(chain) - 1, -1, -1):
+            if chain[pos].checkpoint_id == checkpoint_id:
+                return pos
+        return None
+
+    async def get(
+        self, thread_id: str, checkpoint_id: str, ns: str = ""
+    ) -> CheckpointRecord | None:
+        pos = self._find(thread_id, ns, checkpoint_id)
+        return None if pos is None else _record(thread_id, ns, self._chains[(thread_id, ns)][pos])
+
+    async def chain(
+        self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
+    ) -> list[CheckpointRecord]:
+        end = self._find(thread_id, ns, checkpoint_id)
+        if end is None:
+            return []
+        rows = self._chains[(thread_id, ns)]
+        start = end
+        while not rows[start].snapshot:
+            start -= 1
+        return [_record(thread_id, ns, row) for row in rows[start : end + 1]]
+
+    async def list(
+        self, thread_id: str, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        rows = self._chains.get((thread_id, ns), [])[::-1][:limit]
+        return [_record(thread_id, ns, row, with_values=False) for row in rows]
+
+    async def put_writes(
+        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+    ) -> None:
+        table = self._writes.setdefault((thread_id, ns, frontier_id), {})
+        for w in writes:
+            table[(w.task_id, w.kind, w.key)] = json.dumps(w.value, separators=(",", ":"))
+
+    async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
+        table = self._writes.get((thread_id, ns, frontier_id), {})
+        return [
+            WriteRecord(task_id=task_id, kind=kind, key=key, value=json.loads(value))
+            for (task_id, kind, key), value in table.items()
+        ]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        for key in [k for k in self._chains if k[0] == thread_id]:
+            del self._chains[key]
+        for wkey in [k for k in self._writes if k[0] == thread_id]:
+            del self._writes[wkey]
+
+    def storage_bytes(self) -> int:
+        """Bytes of JSON held (checkpoints and pending writes), for benchmarks."""
+        rows = sum(len(r.body) for chain in self._chains.values() for r in chain)
+        return rows + sum(len(v) for t in self._writes.values() for v in t.values())

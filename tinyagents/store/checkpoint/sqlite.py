@@ -1,0 +1,377 @@
+"""``SqliteCheckpointer``: durable checkpoints in one SQLite file (aiosqlite, WAL).
+
+- The schema is created idempotently and versioned in ``checkpoint_migrations``; a newer
+  process adds what is missing, several processes may race on it safely.
+- WAL with ``synchronous=NORMAL``: a committed checkpoint survives the process being killed
+  (not a power loss; use ``synchronous="FULL"`` for that).
+- Every write is a single statement in autocommit mode, so coroutines sharing the
+  connection never interleave inside a transaction. ``put`` is compare-and-set by the
+  primary key ``(thread_id, ns, seq)`` plus a check that the parent is the row before it.
+- Leases (``thread_leases``) give a thread one writer across processes: a lease of a
+  process on this host that died is taken over at once (pid check); one from another host
+  once it expires. Writers renew it as they checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import time
+from typing import Any
+
+from tinyagents.errors import StaleCheckpointError, StoreError, ThreadBusy
+from tinyagents.store.checkpoint._lease import HOST, Lease
+from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "checkpoints, pending writes, thread leases",
+        """
+        CREATE TABLE IF NOT EXISTS checkpoints (
+            thread_id TEXT NOT NULL,
+            ns TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            checkpoint_id TEXT NOT NULL UNIQUE,
+            parent_id TEXT,
+            step INTEGER NOT NULL,
+            snapshot INTEGER NOT NULL,
+            source TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (thread_id, ns, seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS checkpoint_writes (
+            thread_id TEXT NOT NULL,
+            ns TEXT NOT NULL,
+            frontier_id TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            UNIQUE (thread_id, ns, frontier_id, task_id, kind, key)
+        );
+        CREATE TABLE IF NOT EXISTS thread_leases (
+            thread_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        """,
+    ),
+]
+
+_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _path(url: str) -> str:
+    for prefix in ("sqlite+aiosqlite:///", "sqlite:///"):
+        if url.startswith(prefix):
+            return url[len(prefix) :]
+    return url
+
+
+class SqliteCheckpointer(Checkpointer):
+    """Checkpoints in a SQLite file; ``async with SqliteCheckpointer("runs.db") as cp``."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        snapshot_every: int = 50,
+        lease_ttl: float = 60.0,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        super().__init__(snapshot_every=snapshot_every)
+        self.path = _path(os.fspath(path))
+        self.lease_ttl = lease_ttl
+        self.synchronous = synchronous
+        self._conn: Any = None
+        self._setup_lock = asyncio.Lock()
+        self._renew_after: dict[str, float] = {}
+
+    # -- connection and schema -------------------------------------------------------------
+
+    async def setup(self) -> None:
+        if self._conn is not None:
+            return
+        async with self._setup_lock:
+            if self._conn is not None:
+                return
+            import aiosqlite  # lazy: keep `import tinyagents` fast
+
+            conn = await aiosqlite.connect(self.path, isolation_level=None)
+            try:
+                await conn.execute("PRAGMA busy_timeout=10000")
+                await conn.execute("PRAGMA journal_mode=WAL")
+                await conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                await self._migrate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
+
+    async def _migrate(self, conn: Any) -> None:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS checkpoint_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        async with conn.execute("SELECT version FROM checkpoint_migrations") as cur:
+            done = {row[0] for row in await cur.fetchall()}
+        for version, name, sql in MIGRATIONS:
+            if version in done:
+                continue
+            # each statement is idempotent, so a race with another process is harmless
+            await conn.executescript(sql)
+            await conn.execute(
+                "INSERT OR IGNORE INTO checkpoint_migrations VALUES (?, ?, ?)",
+                (version, name, time.time()),
+            )
+
+    async def _db(self) -> Any:
+        if self._conn is None:
+            await self.setup()
+        return self._conn
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    async def put(self, record: CheckpointRecord) -> None:
+        db = await self._db()
+        params = (
+            record.thread_id,
+            record.ns,
+            record.seq,
+            record.checkpoint_id,
+            record.parent_id,
+            record.step,
+            int(record.snapshot),
+            record.source,
+            record.created_at,
+            _dumps(record.body()),
+        )
+        if record.parent_id is None:
+            guard = "NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? AND ns = ?)"
+            guard_params: tuple[Any, ...] = (record.thread_id, record.ns)
+        else:
+            guard = (
+                "EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? AND ns = ? "
+                "AND seq = ? AND checkpoint_id = ?)"
+            )
+            guard_params = (record.thread_id, record.ns, record.seq - 1, record.parent_id)
+        sql = (
+            "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
+            f"snapshot, source, created_at, body) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            f"WHERE {guard}"
+        )
+        try:
+            cursor = await db.execute(sql, params + guard_params)
+        except sqlite3.IntegrityError:
+            inserted = 0
+        else:
+            inserted = cursor.rowcount
+            await cursor.close()
+        if inserted != 1:
+            raise StaleCheckpointError(
+                f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
+                f"{record.parent_id!r}, which is no longer the head; reload the thread"
+            )
+
+    def _record(
+        self, thread_id: str, ns: str, row: Any, *, with_values: bool = True
+    ) -> CheckpointRecord:
+        checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
+        data = json.loads(body)
+        return CheckpointRecord(
+            thread_id=thread_id,
+            ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            seq=seq,
+            step=step,
+            snapshot=bool(snapshot),
+            source=source,
+            created_at=created_at,
+            values=data["values"] if with_values else {},
+            frontier=data["frontier"],
+            frontier_id=data["frontier_id"],
+            lineage=data["lineage"],
+            barriers=data.get("barriers", {}),
+            tasks=data.get("tasks", []),
+            written=data.get("written", []),
+            metadata=data.get("metadata", {}),
+        )
+
+    async def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        db = await self._db()
+        return list(await db.execute_fetchall(sql, params))
+
+    async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (thread_id, ns),
+        )
+        return self._record(thread_id, ns, rows[0]) if rows else None
+
+    async def get(
+        self, thread_id: str, checkpoint_id: str, ns: str = ""
+    ) -> CheckpointRecord | None:
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? "
+            "AND ns = ?",
+            (checkpoint_id, thread_id, ns),
+        )
+        return self._record(thread_id, ns, rows[0]) if rows else None
+
+    async def chain(
+        self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
+    ) -> list[CheckpointRecord]:
+        if checkpoint_id is None:
+            target = "(SELECT MAX(seq) FROM checkpoints WHERE thread_id = ?1 AND ns = ?2)"
+        else:
+            target = (
+                "(SELECT seq FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+                "AND checkpoint_id = ?3)"
+            )
+        sql = (
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+            f"AND seq <= {target} AND seq >= (SELECT MAX(seq) FROM checkpoints "
+            f"WHERE thread_id = ?1 AND ns = ?2 AND snapshot = 1 AND seq <= {target}) "
+            "ORDER BY seq"
+        )
+        params = (thread_id, ns) if checkpoint_id is None else (thread_id, ns, checkpoint_id)
+        rows = await self._fetch(sql, params)
+        return [self._record(thread_id, ns, row) for row in rows]
+
+    async def list(
+        self, thread_id: str, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (thread_id, ns, -1 if limit is None else limit),
+        )
+        return [self._record(thread_id, ns, row, with_values=False) for row in rows]
+
+    # -- pending writes --------------------------------------------------------------------
+
+    async def put_writes(
+        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+    ) -> None:
+        if not writes:
+            return
+        db = await self._db()
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(writes))
+        params: list[Any] = []
+        for w in writes:
+            params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, _dumps(w.value)]
+        # one statement: the writes of a task land together or not at all
+        cursor = await db.execute(
+            "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
+            f"value) VALUES {values} ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, "
+            "key) DO UPDATE SET value = excluded.value",
+            params,
+        )
+        await cursor.close()
+
+    async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
+        rows = await self._fetch(
+            "SELECT task_id, kind, key, value FROM checkpoint_writes WHERE thread_id = ? "
+            "AND ns = ? AND frontier_id = ? ORDER BY rowid",
+            (thread_id, ns, frontier_id),
+        )
+        return [
+            WriteRecord(task_id=t, kind=k, key=key, value=json.loads(v)) for t, k, key, v in rows
+        ]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        db = await self._db()
+        for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
+            cursor = await db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            await cursor.close()
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def _acquire_lease(self, thread_id: str, owner: str) -> None:
+        db = await self._db()
+        pid = os.getpid()
+        for _ in range(3):  # only a lost race loops
+            now = time.time()
+            expires = now + self.lease_ttl
+            rows = await self._fetch(
+                "SELECT owner, host, pid, expires_at FROM thread_leases WHERE thread_id = ?",
+                (thread_id,),
+            )
+            if not rows:
+                sql = (
+                    "INSERT INTO thread_leases VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (thread_id) DO NOTHING"
+                )
+                params: tuple[Any, ...] = (thread_id, owner, HOST, pid, expires)
+            else:
+                held = Lease(
+                    owner=rows[0][0], host=rows[0][1], pid=rows[0][2], expires_at=rows[0][3]
+                )
+                if held.owner != owner and not held.is_dead(now):
+                    raise ThreadBusy(thread_id)
+                sql = (
+                    "UPDATE thread_leases SET owner = ?, host = ?, pid = ?, expires_at = ? "
+                    "WHERE thread_id = ? AND owner = ?"
+                )
+                params = (owner, HOST, pid, expires, thread_id, held.owner)
+            cursor = await db.execute(sql, params)
+            won = cursor.rowcount == 1
+            await cursor.close()
+            if won:
+                self._renew_after[thread_id] = now + self.lease_ttl / 2
+                return
+        raise ThreadBusy(thread_id)
+
+    async def _release_lease(self, thread_id: str, owner: str) -> None:
+        self._renew_after.pop(thread_id, None)
+        if self._conn is None:
+            return
+        cursor = await self._conn.execute(
+            "DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
+        )
+        await cursor.close()
+
+    async def renew(self, thread_id: str, owner: str) -> None:
+        now = time.time()
+        if now < self._renew_after.get(thread_id, 0.0):
+            return
+        db = await self._db()
+        cursor = await db.execute(
+            "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND owner = ?",
+            (now + self.lease_ttl, thread_id, owner),
+        )
+        kept = cursor.rowcount == 1
+        await cursor.close()
+        if not kept:
+            raise ThreadBusy(thread_id)
+        self._renew_after[thread_id] = now + self.lease_ttl / 2
+
+    # -- introspection ---------------------------------------------------------------------
+
+    async def storage_bytes(self) -> int:
+        """Bytes the database occupies once the WAL is folded in (for benchmarks)."""
+        db = await self._db()
+        await db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if self.path == ":memory:":
+            raise StoreError("an in-memory database has no size on disk")
+        rows = await self._fetch(
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()", ()
+        )
+        return int(rows[0][0])
