@@ -288,12 +288,15 @@ class ContextPayload(_Payload):
     source: str | None = None
     interrupt_id: str | None = None
 
+    @field_validator("text")
+    @classmethod
+    def _check_text(cls, v: str | None) -> str | None:
+        return v if v is None else _not_blank(v)
+
     @model_validator(mode="after")
     def _needs_content(self) -> ContextPayload:
         if self.text is None and self.value is None:
             raise ValueError("needs 'text' or 'value'")
-        if self.text is not None:
-            _not_blank(self.text)
         return self
 
 
@@ -335,12 +338,15 @@ class RedirectPayload(_Payload):
     goto: str | list[str] | None = None
     instruction: str | None = None
 
+    @field_validator("instruction")
+    @classmethod
+    def _check_instruction(cls, v: str | None) -> str | None:
+        return v if v is None else _not_blank(v)
+
     @model_validator(mode="after")
     def _needs_target(self) -> RedirectPayload:
         if self.goto is None and self.instruction is None:
             raise ValueError("needs 'goto' (graph nodes) or 'instruction' (a new goal)")
-        if self.instruction is not None:
-            _not_blank(self.instruction)
         return self
 
 
@@ -448,7 +454,15 @@ class SteeringCommand(BaseModel):
             raise InvalidCommandError(f"invalid payload for {kind.value}: must be an object")
         data = {**data, "kind": kind, "payload": validate_payload(kind, payload)}
         delivery = data.get("delivery")
-        if delivery is not None and SteeringDelivery(delivery) is SteeringDelivery.IMMEDIATE:
+        if delivery is not None:
+            try:
+                delivery = SteeringDelivery(delivery)
+            except ValueError:
+                allowed = ", ".join(d.value for d in SteeringDelivery)
+                raise InvalidCommandError(
+                    f"invalid delivery for {kind.value}: {delivery!r}; expected one of {allowed}"
+                ) from None
+        if delivery is SteeringDelivery.IMMEDIATE:
             if kind is not SteeringKind.CANCEL:
                 raise InvalidCommandError(
                     f"invalid delivery for {kind.value}: 'immediate' exists only for cancel"

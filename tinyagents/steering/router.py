@@ -25,6 +25,7 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.commands import (
     GraphNodeTarget,
     GraphTaskTarget,
+    HumanActor,
     ParentAgentActor,
     ReceiptStatus,
     SteeringCommand,
@@ -175,9 +176,12 @@ class SteeringRouter:
         """The handle whose queue takes ``cmd``; (None, reason) to reject; (None, None) to defer."""
         target = cmd.target
         if isinstance(target, ThreadTarget):
-            return self.registry.for_thread(target.thread_id), None
+            handle = self.registry.for_thread(target.thread_id)
+            return (None if handle is None or _hidden(cmd, handle) else handle), None
         handle = self.registry.get(target.run_id)
-        if handle is None:
+        if handle is None or _hidden(cmd, handle):
+            # Same reason, policy id and (absent) run id as a missing run: a receipt must not
+            # tell a human whether another tenant's run exists.
             return None, not_found(cmd)
         if isinstance(target, SubAgentRunTarget) and handle.info.parent_run_id != target.parent_run_id:
             return None, f"not found: run {target.run_id} is not a child of {target.parent_run_id}"
@@ -343,6 +347,12 @@ class SteeringRouter:
             tracked.state = type_.removeprefix("steering.")
             del self._tracked[cmd.correlation_id]
             self._terminal[cmd.correlation_id] = tracked.state
+
+
+def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
+    """A human never sees another tenant's runs (the authority policy checks this again)."""
+    actor = cmd.actor
+    return isinstance(actor, HumanActor) and actor.tenant_id != handle.info.tenant_id
 
 
 def _thread_key(thread_id: str) -> str:

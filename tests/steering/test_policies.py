@@ -1,0 +1,682 @@
+"""Every built-in policy, through the router, plus custom, deferring and per-run policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from steerkit import OPERATOR, MakeRun, apply_ready, make_command, start_run
+
+from tinyagents.events.models import SteeringEvent
+from tinyagents.events.redact import MASK
+from tinyagents.runs.handle import RunDriver
+from tinyagents.runs.info import RunInfo
+from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runs.tree import RunTree
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import (
+    ReceiptStatus,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.steering.policies import (
+    AllowlistPolicy,
+    AuthorityPolicy,
+    BudgetPolicy,
+    PayloadPolicy,
+    StalenessPolicy,
+    default_pipeline,
+    default_policies,
+)
+from tinyagents.steering.policy import CallNext, Decision, PolicyContext, PolicyPipeline
+from tinyagents.testkit import FakeClock, use_clock
+from tinyagents.testkit.recorder import EventRecorder
+
+K = SteeringKind
+
+
+def test_default_order() -> None:
+    assert default_pipeline().ids == ["authority", "allowlist", "budget", "staleness", "payload"]
+
+
+# --------------------------------------------------------------------------- authority
+
+
+async def test_human_without_control_scope_is_rejected(rt: Runtime, make_run: MakeRun) -> None:
+    await make_run("r-1")
+    viewer = SteeringActor.human("vic", scopes=["agent:read"])
+    receipt = await rt.submit(make_command("r-1", actor=viewer))
+    assert receipt.status is ReceiptStatus.REJECTED
+    assert receipt.policy_id == "authority"
+    assert receipt.reason is not None and "agent:control" in receipt.reason
+    assert len(rt.runs.get("r-1").inbox) == 0  # type: ignore[union-attr]
+
+
+async def test_human_with_control_scope_of_the_same_tenant_is_accepted(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1", tenant_id="acme")
+    ops = SteeringActor.human("ana", tenant_id="acme", scopes=["agent:control"])
+    assert (await rt.submit(make_command("r-1", actor=ops))).status is ReceiptStatus.ACCEPTED
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        lambda run_id: SteeringTarget.agent_run(run_id),
+        lambda run_id: SteeringTarget.subagent_run("r-parent", run_id),
+    ],
+    ids=["agent_run", "subagent_run"],
+)
+async def test_foreign_tenant_looks_exactly_like_a_missing_run(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, target: Any
+) -> None:
+    await make_run("r-parent", tenant_id="globex")
+    await make_run("r-theirs", parent="r-parent", tenant_id="globex")
+    intruder = SteeringActor.human("eve", tenant_id="acme", scopes=["agent:control"])
+
+    foreign = await rt.submit(make_command(actor=intruder, target=target("r-theirs")))
+    missing = await rt.submit(make_command(actor=intruder, target=target("r-nowhere")))
+
+    assert foreign.status is missing.status is ReceiptStatus.REJECTED
+    assert foreign.reason is not None and foreign.reason.startswith("not found:")
+    assert foreign.reason.replace("r-theirs", "X") == missing.reason.replace("r-nowhere", "X")  # type: ignore[union-attr]
+    assert (foreign.policy_id, foreign.run_id) == (missing.policy_id, missing.run_id)
+    assert foreign.run_id is None
+    assert recorder.lifecycle(foreign.correlation_id) == ["requested", "rejected"]
+    assert recorder.lifecycle(missing.correlation_id) == ["requested", "rejected"]
+    theirs, nowhere = (
+        recorder.steering(foreign.correlation_id),
+        recorder.steering(missing.correlation_id),
+    )
+    for a, b in zip(theirs, nowhere, strict=True):  # no tenant or tree data leaks into events
+        assert (a.tenant_id, a.root_run_id, a.parent_run_id) == (b.tenant_id, b.root_run_id, None)
+
+
+def test_authority_policy_itself_reports_a_foreign_tenant_as_not_found() -> None:
+    # Defence in depth: a command re-evaluated outside the router's resolution step.
+    info = RunInfo(run_id="r-theirs", tenant_id="globex")
+    tree = RunTree()
+    tree.add(info)
+    intruder = SteeringActor.human("eve", tenant_id="acme", scopes=["agent:control"])
+    cmd = make_command("r-theirs", actor=intruder)
+    reason = AuthorityPolicy().check(cmd, PolicyContext(target=info, tree=tree))
+    assert reason == "not found: run r-theirs"
+
+
+async def test_foreign_human_thread_command_waits_like_an_unknown_thread(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1", tenant_id="globex", thread_id="t-globex")
+    intruder = SteeringActor.human("eve", tenant_id="acme", scopes=["agent:control"])
+    foreign = await rt.submit(
+        make_command(actor=intruder, target=SteeringTarget.thread("t-globex"))
+    )
+    unknown = await rt.submit(make_command(actor=intruder, target=SteeringTarget.thread("t-none")))
+    assert foreign.status is unknown.status is ReceiptStatus.DEFERRED
+    assert (foreign.run_id, foreign.policy_id) == (unknown.run_id, unknown.policy_id)
+
+
+@pytest.fixture
+async def family(make_run: MakeRun) -> None:
+    """root ─┬─ c-1 ── g-1
+    └─ c-2"""
+    await make_run("root")
+    await make_run("c-1", parent="root")
+    await make_run("c-2", parent="root")
+    await make_run("g-1", parent="c-1")
+
+
+@pytest.mark.usefixtures("family")
+async def test_parent_agent_may_steer_only_its_descendants(rt: Runtime) -> None:
+    c1 = SteeringActor.parent_agent("c-1", "researcher")
+    sibling = await rt.submit(make_command("c-2", actor=c1))
+    assert sibling.status is ReceiptStatus.REJECTED
+    assert sibling.policy_id == "authority"
+    assert sibling.reason is not None and "sibling" in sibling.reason
+
+    upwards = await rt.submit(make_command("root", actor=c1))
+    assert upwards.status is ReceiptStatus.REJECTED
+    assert upwards.reason is not None and "not its descendant" in upwards.reason
+
+    itself = await rt.submit(make_command("c-1", actor=c1))
+    assert itself.status is ReceiptStatus.REJECTED
+
+    child = await rt.submit(make_command("g-1", actor=c1))
+    assert child.status is ReceiptStatus.ACCEPTED
+    root = SteeringActor.parent_agent("root", "orchestrator")
+    grandchild = await rt.submit(make_command("g-1", actor=root))
+    assert grandchild.status is ReceiptStatus.ACCEPTED
+
+
+@pytest.mark.usefixtures("family")
+async def test_sibling_steering_needs_a_grant(rt: Runtime) -> None:
+    c1 = SteeringActor.parent_agent("c-1", "researcher")
+    rt.grant_sibling_steering("c-1", "c-2")
+    assert (await rt.submit(make_command("c-2", actor=c1))).status is ReceiptStatus.ACCEPTED
+    # A grant goes one way only.
+    c2 = SteeringActor.parent_agent("c-2", "writer")
+    assert (await rt.submit(make_command("c-1", actor=c2))).status is ReceiptStatus.REJECTED
+
+
+@pytest.mark.usefixtures("family")
+async def test_subagent_target_checks_the_parentage(rt: Runtime) -> None:
+    c1 = SteeringActor.parent_agent("c-1", "researcher")
+    ok = await rt.submit(make_command(actor=c1, target=SteeringTarget.subagent_run("c-1", "g-1")))
+    assert ok.status is ReceiptStatus.ACCEPTED
+    wrong = await rt.submit(
+        make_command(actor=OPERATOR, target=SteeringTarget.subagent_run("c-2", "g-1"))
+    )
+    assert wrong.status is ReceiptStatus.REJECTED
+    assert wrong.reason == "not found: run g-1 is not a child of c-2"
+
+
+async def test_graph_supervisor_steers_its_graph_run_and_its_tasks(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("graph", kind="graph")
+    await make_run("graph-task", parent="graph")
+    await make_run("elsewhere")
+    sup = SteeringActor.graph_supervisor("graph", "supervisor")
+    assert (await rt.submit(make_command("graph", actor=sup))).accepted
+    assert (await rt.submit(make_command("graph-task", actor=sup))).accepted
+    other = await rt.submit(make_command("elsewhere", actor=sup))
+    assert other.status is ReceiptStatus.REJECTED
+    assert other.policy_id == "authority"
+
+
+async def test_middleware_of_a_run_steers_that_run_and_its_descendants(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1")
+    await make_run("r-1-child", parent="r-1")
+    await make_run("r-2")
+    guard = SteeringActor.middleware("guard", run_id="r-1")
+    assert (await rt.submit(make_command("r-1", actor=guard))).accepted
+    assert (await rt.submit(make_command("r-1-child", actor=guard))).accepted
+    other = await rt.submit(make_command("r-2", actor=guard))
+    assert other.status is ReceiptStatus.REJECTED
+    assert other.reason is not None and "its own run" in other.reason
+
+
+async def test_runtime_level_middleware_needs_a_trusted_name(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1")
+    supervisor = SteeringActor.middleware("supervisor")  # trusted by default
+    assert (await rt.submit(make_command("r-1", actor=supervisor))).accepted
+    stranger = await rt.submit(make_command("r-1", actor=SteeringActor.middleware("stranger")))
+    assert stranger.status is ReceiptStatus.REJECTED
+    assert stranger.reason is not None and "not registered as runtime middleware" in stranger.reason
+
+
+async def test_trusted_middleware_names_are_configurable() -> None:
+    async with Runtime(testing=True, trusted_middleware=["guard"]) as rt:
+        await start_run(rt, "r-1")
+        assert (
+            await rt.submit(make_command("r-1", actor=SteeringActor.middleware("guard")))
+        ).accepted
+        default_name = await rt.submit(
+            make_command("r-1", actor=SteeringActor.middleware("supervisor"))
+        )
+        assert default_name.status is ReceiptStatus.REJECTED
+
+
+async def test_test_actor_is_allowed_only_in_a_testing_runtime(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1")
+    assert (await rt.submit(make_command("r-1", actor=SteeringActor.test()))).accepted
+    async with Runtime() as production:
+        await start_run(production, "r-1")
+        receipt = await production.submit(make_command("r-1", actor=SteeringActor.test()))
+    assert receipt.status is ReceiptStatus.REJECTED
+    assert receipt.policy_id == "authority"
+    assert receipt.reason is not None and "testing=True" in receipt.reason
+
+
+# --------------------------------------------------------------------------- allowlist
+
+
+async def test_tools_can_only_narrow(rt: Runtime, make_run: MakeRun) -> None:
+    await make_run("r-1", tools=["search", "fetch"])
+    narrower = await rt.submit(make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": ["search"]}))
+    assert narrower.accepted
+    same = await rt.submit(make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": ["fetch", "search"]}))
+    assert same.accepted
+    nothing = await rt.submit(make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": []}))
+    assert nothing.accepted
+    wider = await rt.submit(make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": ["search", "shell"]}))
+    assert wider.status is ReceiptStatus.REJECTED
+    assert wider.policy_id == "allowlist"
+    assert wider.reason is not None and "'shell'" in wider.reason and "only narrow" in wider.reason
+
+
+async def test_models_can_only_narrow(rt: Runtime, make_run: MakeRun) -> None:
+    await make_run("r-1", models=["gpt-a", "gpt-b"])
+    assert (await rt.submit(make_command("r-1", K.CONSTRAIN_MODEL, {"models": ["gpt-b"]}))).accepted
+    wider = await rt.submit(make_command("r-1", K.CONSTRAIN_MODEL, {"models": ["gpt-b", "gpt-c"]}))
+    assert wider.status is ReceiptStatus.REJECTED
+    assert wider.policy_id == "allowlist"
+    assert wider.reason is not None and "gpt-c" in wider.reason
+
+
+async def test_a_run_without_an_allowlist_accepts_any_constraint(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1")  # tools=None, models=None: nothing to widen
+    assert (await rt.submit(make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": ["x"]}))).accepted
+    assert (await rt.submit(make_command("r-1", K.CONSTRAIN_MODEL, {"models": ["m"]}))).accepted
+
+
+# --------------------------------------------------------------------------- budget
+
+
+async def _parent_and_child(
+    make_run: MakeRun, *, parent_limits: RunLimits, parent_used: int = 0, child_used: int = 0
+) -> None:
+    parent = await make_run("parent", limits=parent_limits)
+    parent.info.usage = RunUsage(model_calls=parent_used)
+    child = await make_run("child", parent="parent")
+    child.info.usage = RunUsage(model_calls=child_used)
+
+
+async def test_update_budget_above_the_parents_remaining_is_rejected(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await _parent_and_child(make_run, parent_limits=RunLimits(max_model_calls=10), parent_used=4)
+    too_much = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 7}))
+    assert too_much.status is ReceiptStatus.REJECTED
+    assert too_much.policy_id == "budget"
+    assert too_much.reason is not None and "max_model_calls=7" in too_much.reason
+    assert (
+        await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 6}))
+    ).accepted
+
+
+async def test_what_the_child_already_used_counts_towards_its_ceiling(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await _parent_and_child(
+        make_run, parent_limits=RunLimits(max_model_calls=10), parent_used=4, child_used=2
+    )
+    assert (
+        await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 8}))
+    ).accepted
+    over = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 9}))
+    assert over.status is ReceiptStatus.REJECTED
+
+
+async def test_budget_of_a_root_run_or_an_unbounded_field_is_not_capped(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await _parent_and_child(make_run, parent_limits=RunLimits(max_model_calls=1))
+    assert (
+        await rt.submit(make_command("parent", K.UPDATE_BUDGET, {"max_model_calls": 99}))
+    ).accepted
+    # The parent has no token limit, so the child may get any token budget.
+    assert (await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_tokens": 10**6}))).accepted
+
+
+async def test_deadline_budget_uses_the_parents_remaining_time(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    clock = FakeClock()
+    with use_clock(clock):
+        parent = await make_run("parent", limits=RunLimits(deadline_s=60))
+        parent.info.usage = RunUsage(started_at=clock.monotonic())
+        await make_run("child", parent="parent")
+        clock.advance(20)
+        late = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"deadline_s": 41}))
+        ok = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"deadline_s": 40}))
+    assert late.status is ReceiptStatus.REJECTED
+    assert late.policy_id == "budget"
+    assert ok.accepted
+
+
+async def test_clamping_budget_policy_transforms_and_records_the_original(
+    recorder: EventRecorder,
+) -> None:
+    policies = [
+        BudgetPolicy(clamp=True) if p.policy_id == "budget" else p for p in default_policies()
+    ]
+    async with Runtime(testing=True, sinks=[recorder], policies=PolicyPipeline(policies)) as rt:
+        parent = await start_run(rt, "parent", limits=RunLimits(max_model_calls=10, max_tokens=500))
+        parent.info.usage = RunUsage(model_calls=4)
+        child = await start_run(rt, "child", parent="parent")
+        cmd = make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 50, "max_tool_calls": 3})
+        receipt = await rt.submit(cmd)
+        (queued,) = apply_ready(child)
+
+    assert receipt.accepted
+    assert queued.correlation_id == cmd.correlation_id
+    assert queued.payload == {"max_model_calls": 6, "max_tool_calls": 3}
+    requested, accepted = recorder.steering(cmd.correlation_id)[:2]
+    assert requested.payload_summary == {"max_model_calls": 50, "max_tool_calls": 3}
+    assert accepted.type == "steering.accepted"
+    assert accepted.transformed_by == "budget"
+    assert accepted.original_payload_summary == {"max_model_calls": 50, "max_tool_calls": 3}
+    assert accepted.payload_summary == {"max_model_calls": 6, "max_tool_calls": 3}
+
+
+# --------------------------------------------------------------------------- staleness
+
+
+class CheckpointedDriver(RunDriver):
+    def __init__(self, latest: str | None) -> None:
+        self.latest = latest
+        self.lookups = 0
+
+    async def latest_checkpoint_id(self) -> str | None:
+        self.lookups += 1
+        return self.latest
+
+
+def _state_update(run_id: str, **fields: Any) -> SteeringCommand:
+    return make_command(run_id, K.UPDATE_STATE, {"update": {"x": 1}}, **fields)
+
+
+async def test_stale_checkpoint_is_rejected_and_the_latest_accepted(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    driver = CheckpointedDriver("ck-2")
+    await make_run("g-1", kind="graph", driver=driver)
+    stale = await rt.submit(_state_update("g-1", checkpoint_id="ck-1"))
+    assert stale.status is ReceiptStatus.REJECTED
+    assert stale.policy_id == "staleness"
+    assert stale.reason is not None and "ck-2" in stale.reason and "fork" in stale.reason
+    assert (await rt.submit(_state_update("g-1", checkpoint_id="ck-2"))).accepted
+    assert (await rt.submit(_state_update("g-1", checkpoint_id="ck-1", fork=True))).accepted
+
+
+async def test_checkpoint_of_a_target_without_checkpoints_is_rejected(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("g-1", kind="graph", driver=CheckpointedDriver(None))
+    receipt = await rt.submit(_state_update("g-1", checkpoint_id="ck-1"))
+    assert receipt.status is ReceiptStatus.REJECTED
+    assert receipt.policy_id == "staleness"
+
+
+async def test_latest_checkpoint_is_looked_up_only_for_commands_that_name_one(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    driver = CheckpointedDriver("ck-1")
+    await make_run("g-1", kind="graph", driver=driver)
+    await rt.submit(_state_update("g-1"))
+    assert driver.lookups == 0
+    await rt.submit(_state_update("g-1", checkpoint_id="ck-1"))
+    assert driver.lookups == 1
+
+
+# --------------------------------------------------------------------------- payload
+
+
+async def test_text_over_16_kib_is_rejected(rt: Runtime, make_run: MakeRun) -> None:
+    await make_run("r-1")
+    big = await rt.submit(make_command("r-1", payload={"text": "x" * 17_000}))
+    assert big.status is ReceiptStatus.REJECTED
+    assert big.policy_id == "payload"
+    assert big.reason is not None and "payload too large" in big.reason
+    assert (await rt.submit(make_command("r-1", payload={"text": "x" * 16_000}))).accepted
+
+
+async def test_text_size_is_counted_in_utf8_bytes_including_nested_values(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    await make_run("r-1")
+    wide = await rt.submit(make_command("r-1", payload={"text": "é" * 9_000}))  # 18,000 bytes
+    assert wide.status is ReceiptStatus.REJECTED
+    nested = {"update": {"notes": ["y" * 9_000, "z" * 9_000]}}
+    assert (await rt.submit(make_command("r-1", K.UPDATE_STATE, nested))).status == "rejected"
+
+
+async def test_payload_limit_is_configurable() -> None:
+    policies = [
+        PayloadPolicy(max_text_bytes=64) if p.policy_id == "payload" else p
+        for p in default_policies()
+    ]
+    async with Runtime(testing=True, policies=PolicyPipeline(policies)) as rt:
+        await start_run(rt, "r-1")
+        assert (await rt.submit(make_command("r-1", payload={"text": "x" * 40}))).accepted
+        receipt = await rt.submit(make_command("r-1", payload={"text": "x" * 100}))
+    assert receipt.status is ReceiptStatus.REJECTED
+    assert receipt.reason is not None and "> 64" in receipt.reason
+
+
+SECRETS = {
+    "api_key": "sk-live-0001",
+    "password": "hunter2-0002",
+    "token": "tok-0003",
+    "Authorization": "Bearer abc-0004",
+}
+
+
+@pytest.mark.parametrize("outcome", ["applied", "rejected"])
+async def test_secrets_are_masked_in_every_event(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, outcome: str
+) -> None:
+    handle = await make_run("r-1")
+    update = {"config": dict(SECRETS), "db": {"password": SECRETS["password"]}, "note": "keep"}
+    if outcome == "rejected":
+        update["padding"] = "p" * 20_000
+    receipt = await rt.submit(make_command("r-1", K.UPDATE_STATE, {"update": update}))
+    apply_ready(handle)
+
+    events = recorder.steering(receipt.correlation_id)
+    assert recorder.terminal_state(receipt.correlation_id) == outcome
+    assert len(events) >= 2
+    for event in events:
+        summary = event.payload_summary["update"]
+        assert summary["config"] == {key: MASK for key in SECRETS}
+        assert summary["db"] == {"password": MASK}
+        assert summary["note"] == "keep"
+        raw = event.model_dump_json()
+        for secret in SECRETS.values():
+            assert secret not in raw
+
+
+# --------------------------------------------------------------------------- custom policies
+
+
+class Spy:
+    def __init__(self, policy_id: str = "spy") -> None:
+        self.policy_id = policy_id
+        self.seen: list[str] = []
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        self.seen.append(cmd.correlation_id)
+        return await call_next(cmd)
+
+
+@pytest.mark.parametrize(("where", "sees_rejected"), [("before", True), ("after", False)])
+async def test_custom_policy_inserted_before_or_after_a_named_one(
+    rt: Runtime, make_run: MakeRun, where: str, sees_rejected: bool
+) -> None:
+    spy = Spy()
+    rt.router.pipeline.insert(spy, **{where: "authority"})
+    expected = ["authority", "spy"] if where == "after" else ["spy", "authority"]
+    assert rt.router.pipeline.ids[:2] == expected
+    await make_run("r-1")
+    viewer = SteeringActor.human("vic", scopes=[])
+    rejected = await rt.submit(make_command("r-1", actor=viewer))
+    accepted = await rt.submit(make_command("r-1"))
+    assert rejected.status is ReceiptStatus.REJECTED
+    assert accepted.accepted
+    assert spy.seen == ([rejected.correlation_id] if sees_rejected else []) + [
+        accepted.correlation_id
+    ]
+
+
+def test_insert_needs_a_known_anchor_and_only_one_of_before_after() -> None:
+    pipeline = default_pipeline()
+    with pytest.raises(ValueError, match="no policy 'nope'"):
+        pipeline.insert(Spy(), before="nope")
+    with pytest.raises(ValueError, match="not both"):
+        pipeline.insert(Spy(), before="authority", after="payload")
+    pipeline.insert(Spy("last"))
+    pipeline.insert(Spy("after-payload"), after="payload")
+    assert pipeline.ids[-3:] == ["payload", "after-payload", "last"]
+    assert pipeline.remove("last").ids[-1] == "after-payload"
+
+
+class Shout:
+    """Transforms by building a brand-new command (with a fresh correlation id)."""
+
+    policy_id = "shout"
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if cmd.kind is not K.ADD_INSTRUCTION:
+            return await call_next(cmd)
+        louder = SteeringCommand(
+            target=cmd.target,
+            actor=cmd.actor,
+            kind=cmd.kind,
+            payload={"text": cmd.payload["text"].upper()},
+        )
+        return await call_next(louder)
+
+
+async def test_a_transform_keeps_the_commands_identity(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    rt.router.pipeline.insert(Shout(), before="payload")
+    cmd = make_command("r-1", payload={"text": "quiet please"})
+    await rt.submit(cmd)
+    (delivered,) = apply_ready(handle)
+    assert delivered.correlation_id == cmd.correlation_id
+    assert delivered.payload == {"text": "QUIET PLEASE"}
+    accepted = recorder.steering(cmd.correlation_id)[1]
+    assert accepted.transformed_by == "shout"
+    assert accepted.original_payload_summary == {"text": "quiet please"}
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "accepted", "delivered", "applied"])
+
+
+class Hold:
+    """Defers every command while ``holding``."""
+
+    policy_id = "hold"
+
+    def __init__(self) -> None:
+        self.holding = True
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if self.holding:
+            return Decision.defer(cmd, "on hold", self.policy_id)
+        return await call_next(cmd)
+
+
+async def test_deferred_command_is_re_evaluated_when_the_target_changes(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    hold = Hold()
+    rt.router.pipeline.insert(hold, after="authority")
+    handle = await make_run("r-1")
+    receipt = await rt.submit(make_command("r-1"))
+    assert receipt.status is ReceiptStatus.DEFERRED
+    assert (receipt.policy_id, receipt.reason) == ("hold", "on hold")
+    assert len(handle.inbox) == 0
+
+    await rt.router.target_changed(handle)  # still on hold: no second "deferred" event
+    assert recorder.lifecycle(receipt.correlation_id) == ["requested", "deferred"]
+
+    hold.holding = False
+    await rt.router.target_changed(handle)
+    assert recorder.lifecycle(receipt.correlation_id) == ["requested", "deferred", "accepted"]
+    assert [c.correlation_id for c in apply_ready(handle)] == [receipt.correlation_id]
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
+    assert rt.router.open_commands() == []
+
+
+async def test_deferred_command_fails_when_the_target_finishes(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
+) -> None:
+    rt.router.pipeline.insert(Hold(), after="authority")
+    handle = await make_run("r-1")
+    receipt = await rt.submit(make_command("r-1"))
+    await finish(handle)
+    assert recorder.lifecycle(receipt.correlation_id) == ["requested", "deferred", "failed"]
+    failed = recorder.steering(receipt.correlation_id)[-1]
+    assert failed.reason is not None and failed.reason.startswith("target finished before delivery")
+    assert rt.router.open_commands() == []
+    recorder.assert_every_command_terminal()
+
+
+async def test_thread_target_defers_until_a_run_on_that_thread_registers(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
+) -> None:
+    old = await make_run("r-old", thread_id="t-1")
+    await finish(old)  # a finished run no longer owns the thread
+    cmd = make_command(target=SteeringTarget.thread("t-1"))
+    receipt = await rt.submit(cmd)
+    assert receipt.status is ReceiptStatus.DEFERRED
+    assert receipt.policy_id == "router"
+
+    await make_run("r-other", thread_id="t-2")
+    assert rt.router.state(cmd.correlation_id) == "deferred"
+
+    handle = await make_run("r-new", thread_id="t-1")
+    assert recorder.lifecycle(cmd.correlation_id) == ["requested", "deferred", "accepted"]
+    assert [c.correlation_id for c in apply_ready(handle)] == [cmd.correlation_id]
+    assert [e.type for e in rt.steering_history("r-new")][-2:] == [
+        "steering.delivered",
+        "steering.applied",
+    ]
+
+
+async def test_thread_target_with_a_live_run_goes_straight_to_it(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    handle = await make_run("r-1", thread_id="t-1")
+    receipt = await rt.submit(make_command(target=SteeringTarget.thread("t-1")))
+    assert receipt.accepted and receipt.run_id == "r-1"
+    assert len(handle.inbox) == 1
+
+
+async def test_per_run_policies_apply_to_that_run_only(rt: Runtime, make_run: MakeRun) -> None:
+    class NoPause:
+        policy_id = "no-pause"
+
+        async def __call__(
+            self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+        ) -> Decision:
+            if cmd.kind is K.PAUSE:
+                return Decision.reject(cmd, "this run cannot pause", self.policy_id)
+            return await call_next(cmd)
+
+    strict = await make_run("strict")
+    strict.policies.append(NoPause())
+    await make_run("relaxed")
+    refused = await rt.submit(make_command("strict", K.PAUSE))
+    assert (refused.status, refused.policy_id) == (ReceiptStatus.REJECTED, "no-pause")
+    assert (await rt.submit(make_command("relaxed", K.PAUSE))).accepted
+    assert (await rt.submit(make_command("strict", K.RESUME))).accepted
+
+
+def test_every_decision_of_a_built_in_names_its_policy() -> None:
+    ids = {p.policy_id for p in default_policies()}
+    assert ids == {
+        AuthorityPolicy.policy_id,
+        AllowlistPolicy.policy_id,
+        BudgetPolicy.policy_id,
+        StalenessPolicy.policy_id,
+        PayloadPolicy.policy_id,
+    }
+
+
+async def test_accepted_receipt_and_event_name_the_pipeline(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    await make_run("r-1")
+    receipt = await rt.submit(make_command("r-1"))
+    accepted: SteeringEvent = recorder.steering(receipt.correlation_id)[1]
+    assert receipt.policy_id == accepted.policy_id == rt.router.pipeline.pipeline_id
