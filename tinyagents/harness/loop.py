@@ -82,9 +82,9 @@ class AgentRun(RunDriver):
 
     # ------------------------------------------------------------------ the loop
 
-    async def main(self) -> RunResult:
+    async def main(self, *, another_turn: bool = False) -> RunResult:
         try:
-            output = await self._loop()
+            output = await self._loop(another_turn=another_turn)
             result = self._result(RunStatus.COMPLETED, output)
         except Stop as stop:
             await self._cancel_children(stop.reason)
@@ -108,7 +108,10 @@ class AgentRun(RunDriver):
         await self._end(result)
         return result
 
-    async def _loop(self) -> str:
+    async def _loop(self, *, another_turn: bool = False) -> str:
+        # Reopened by END_OF_TURN steering: take it where the run finished, before any call.
+        if another_turn and not await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
+            return self.last_text
         while True:
             await self.at(Boundary.BEFORE_MODEL_CALL)
             response, request_id = await self._call_model()
@@ -276,7 +279,7 @@ class AgentRun(RunDriver):
                 status="running",
                 detail={"another_turn": cmd.correlation_id},
             )
-            self.handle.task = asyncio.ensure_future(self.main())
+            self.handle.task = asyncio.ensure_future(self.main(another_turn=True))
             return True
         return False
 
