@@ -1,0 +1,54 @@
+"""Fixtures for the graph tests: one checkpointer factory per backend.
+
+Add a backend (e.g. postgres) by adding a factory to ``BACKENDS``: every test that takes
+the ``checkpointer`` or ``make_checkpointer`` fixture then runs against it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+
+Factory = Callable[..., Awaitable[Checkpointer]]
+
+
+async def _memory(tmp_path: Path, **kw: Any) -> Checkpointer:
+    return MemoryCheckpointer(**kw)
+
+
+async def _sqlite(tmp_path: Path, **kw: Any) -> Checkpointer:
+    cp = SqliteCheckpointer(tmp_path / "checkpoints.db", **kw)
+    await cp.setup()
+    return cp
+
+
+BACKENDS: dict[str, Callable[..., Awaitable[Checkpointer]]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def make_checkpointer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
+    """``await make_checkpointer(snapshot_every=3)``: a fresh backend, closed afterwards."""
+    made: list[Checkpointer] = []
+
+    async def make(**kw: Any) -> Checkpointer:
+        cp = await BACKENDS[request.param](tmp_path, **kw)
+        made.append(cp)
+        return cp
+
+    yield make
+    for cp in made:
+        await cp.aclose()
+
+
+@pytest.fixture
+async def checkpointer(make_checkpointer: Factory) -> Checkpointer:
+    return await make_checkpointer()

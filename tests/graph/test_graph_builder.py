@@ -1,0 +1,178 @@
+"""StateGraph: state schemas, reducers from Annotated, compile-time validation, mermaid."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from graphkit import LogState, chain, logger
+from pydantic import BaseModel
+
+from tinyagents.errors import ConfigurationError, GraphValidationError
+from tinyagents.graph import END, START, StateGraph, add_messages, union
+from tinyagents.graph.reducers import Append, Binary, Extreme, Messages, Overwrite, Union
+
+
+class TDState(TypedDict, total=False):
+    plain: int
+    log: Annotated[list[str], operator.add]
+    messages: Annotated[list[dict[str, Any]], add_messages]
+    tags: Annotated[set[str], union]
+    low: Annotated[int, min]
+    high: Annotated[int, max]
+    total: Annotated[int, operator.add]
+
+
+def test_typeddict_fields_get_their_reducers() -> None:
+    channels = StateGraph(TDState).schema.channels
+    kinds = {name: type(ch.reducer) for name, ch in channels.items()}
+    assert kinds == {
+        "plain": Overwrite,
+        "log": Append,
+        "messages": Messages,
+        "tags": Union,
+        "low": Extreme,
+        "high": Extreme,
+        "total": Binary,
+    }
+
+
+@dataclass
+class DCState:
+    count: int = 0
+    items: Annotated[list[int], operator.add] = field(default_factory=list)
+
+
+class PydState(BaseModel):
+    name: str = "n"
+    items: Annotated[list[int], operator.add] = []
+
+
+async def test_dataclass_state_defaults_and_instance_view() -> None:
+    seen: list[Any] = []
+
+    def node(state: DCState) -> dict[str, Any]:
+        seen.append(state)
+        return {"count": state.count + 1, "items": [state.count]}
+
+    graph = StateGraph(DCState).add_node("n", node).add_edge(START, "n").add_edge("n", END)
+    result = await graph.compile().run({})
+    assert result.status == "completed"
+    assert result.state == {"count": 1, "items": [0]}
+    assert isinstance(seen[0], DCState)
+
+
+async def test_pydantic_state_validates_input_at_the_boundary() -> None:
+    def node(state: PydState) -> dict[str, Any]:
+        assert isinstance(state, PydState)
+        return {"items": [len(state.name)]}
+
+    graph = StateGraph(PydState).add_node("n", node).add_edge(START, "n").add_edge("n", END)
+    compiled = graph.compile()
+    result = await compiled.run({"name": "abc"})
+    assert result.state == {"name": "abc", "items": [3]}
+    from tinyagents.errors import InvalidUpdateError
+
+    with pytest.raises(InvalidUpdateError, match="invalid graph input"):
+        await compiled.run({"name": ["not", "a", "string"]})
+
+
+def test_builder_methods_chain_and_reject_bad_nodes() -> None:
+    graph = StateGraph(LogState)
+    assert graph.add_node("a", logger("a")) is graph
+    assert graph.add_edge(START, "a") is graph
+    with pytest.raises(ConfigurationError, match="already defined"):
+        graph.add_node("a", logger("a"))
+    with pytest.raises(ConfigurationError, match="reserved"):
+        graph.add_node(END, logger("x"))
+    with pytest.raises(ConfigurationError, match="must be a function"):
+        graph.add_node("b", 42)
+    with pytest.raises(ConfigurationError, match="TypedDict, a dataclass or a pydantic"):
+        StateGraph(int)
+
+
+def test_add_node_takes_the_name_from_the_function() -> None:
+    def research(state: Any) -> None:
+        return None
+
+    graph = StateGraph(LogState).add_node(research)
+    assert "research" in graph.nodes
+
+
+def _error(graph: StateGraph) -> GraphValidationError:
+    with pytest.raises(GraphValidationError) as info:
+        graph.compile()
+    return info.value
+
+
+def test_edge_to_unknown_node_is_named() -> None:
+    graph = chain("a").add_edge("a", "ghost")
+    err = _error(graph)
+    assert err.nodes == ["ghost"]
+    assert "unknown" in str(err)
+
+
+def test_unreachable_node_is_named() -> None:
+    graph = chain("a").add_node("island", logger("island")).add_edge("island", END)
+    err = _error(graph)
+    assert err.nodes == ["island"]
+    assert "unreachable" in str(err)
+
+
+def test_node_without_path_to_end_is_named() -> None:
+    graph = chain("a").add_node("sink", logger("sink")).add_edge("a", "sink")
+    err = _error(graph)
+    assert err.nodes == ["sink"]
+    assert "no path to END" in str(err)
+
+
+def test_conditional_mapping_to_missing_node_is_named() -> None:
+    graph = chain("a").add_conditional_edges("a", lambda s: "x", {"x": "nowhere", "y": END})
+    err = _error(graph)
+    assert err.nodes == ["nowhere"]
+    assert "mapping" in str(err)
+
+
+def test_cycle_without_exit_is_named() -> None:
+    graph = chain("a")
+    graph.add_node("p", logger("p")).add_node("q", logger("q"))
+    graph.add_conditional_edges("a", lambda s: "p", {"p": "p", "end": END})
+    graph.add_edge("p", "q").add_edge("q", "p")
+    err = _error(graph)
+    assert err.nodes == ["p", "q"]
+    assert "cycle" in str(err)
+
+
+def test_missing_entry_point() -> None:
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge("a", END)
+    err = _error(graph)
+    assert err.nodes == [START]
+
+
+def test_loop_with_an_exit_and_goto_destinations_compile() -> None:
+    graph = chain("a")
+    graph.add_conditional_edges("a", lambda s: END, {"again": "a", "done": END})
+    graph.compile()
+    jumper = StateGraph(LogState).add_node("j", logger("j"), destinations=["k"])
+    jumper.add_node("k", logger("k")).add_edge(START, "j").add_edge("k", END)
+    jumper.compile()  # "j" reaches END through its declared Command destination
+
+
+def test_router_without_mapping_may_lead_anywhere() -> None:
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_node("b", logger("b"))
+    graph.add_edge(START, "a").add_conditional_edges("a", lambda s: "b").add_edge("b", END)
+    graph.compile()
+
+
+def test_mermaid_shows_nodes_edges_and_branches() -> None:
+    graph = chain("draft", "review")
+    graph.add_conditional_edges("review", lambda s: "ok", {"ok": END, "again": "draft"})
+    text = graph.compile().to_mermaid()
+    assert text.startswith("flowchart TD\n")
+    assert "__start__([START])" in text and "__end__([END])" in text
+    assert "__start__ --> n_draft" in text
+    assert "n_draft --> n_review" in text
+    assert "n_review -. again .-> n_draft" in text
+    assert "n_review -. ok .-> __end__" in text

@@ -1,0 +1,277 @@
+"""The superstep loop: routing, concurrency, deterministic writes, retries, limits, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from graphkit import LogState, chain, logger
+
+from tinyagents.errors import GraphError, GraphRecursionError, InvalidUpdateError
+from tinyagents.graph import (
+    END,
+    START,
+    Command,
+    NodeContext,
+    RetryPolicy,
+    Send,
+    StateGraph,
+)
+
+
+async def test_chain_runs_nodes_in_order() -> None:
+    result = await chain("a", "b", "c").compile().run({"x": 1})
+    assert result.status == "completed"
+    assert result.state == {"x": 1, "log": ["a", "b", "c"]}
+    assert result.steps == 3
+
+
+async def test_sync_and_async_nodes_and_the_context_argument() -> None:
+    seen: list[NodeContext] = []
+
+    async def first(state: Any) -> dict[str, Any]:
+        return {"x": state["x"] + 1}
+
+    def second(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        seen.append(ctx)
+        return {"x": state["x"] * 10}
+
+    graph = StateGraph(LogState).add_node("first", first).add_node("second", second)
+    graph.add_edge(START, "first").add_edge("first", "second").add_edge("second", END)
+    result = await graph.compile().run({"x": 1})
+    assert result.state["x"] == 20
+    assert seen[0].node == "second" and seen[0].step == 2 and seen[0].attempt == 1
+    assert seen[0].task_id.startswith("t-")
+
+
+async def test_tasks_of_a_step_run_concurrently() -> None:
+    a_started, b_started = asyncio.Event(), asyncio.Event()
+
+    async def a(state: Any) -> dict[str, Any]:
+        a_started.set()
+        await b_started.wait()  # would deadlock if the step ran its tasks one by one
+        return {"log": ["a"]}
+
+    async def b(state: Any) -> dict[str, Any]:
+        b_started.set()
+        await a_started.wait()
+        return {"log": ["b"]}
+
+    graph = StateGraph(LogState).add_node("a", a).add_node("b", b)
+    graph.add_edge(START, "a").add_edge(START, "b").add_edge("a", END).add_edge("b", END)
+    async with asyncio.timeout(10):  # a guard against the deadlock, not a timing assertion
+        result = await graph.compile().run({})
+    assert result.state["log"] == ["a", "b"]
+
+
+async def test_writes_apply_in_task_order_whatever_order_tasks_finish() -> None:
+    gates = [asyncio.Event() for _ in range(5)]
+
+    async def work(arg: dict[str, int]) -> dict[str, Any]:
+        i = arg["i"]
+        if i < 4:
+            await gates[i + 1].wait()  # task i finishes only after task i+1: reverse order
+        gates[i].set()
+        return {"log": [f"w{i}"]}
+
+    graph = StateGraph(LogState).add_node("fan", logger("fan")).add_node("work", work)
+    graph.add_edge(START, "fan").add_edge("work", END)
+    graph.add_conditional_edges("fan", lambda s: [Send("work", {"i": i}) for i in range(5)])
+    result = await graph.compile().run({})
+    assert result.state["log"] == ["fan", "w0", "w1", "w2", "w3", "w4"]
+
+
+async def test_conditional_edges_with_mapping_and_loops() -> None:
+    def inc(state: Any) -> dict[str, Any]:
+        return {"x": state["x"] + 1}
+
+    graph = StateGraph(LogState).add_node("inc", inc).add_edge(START, "inc")
+    graph.add_conditional_edges("inc", lambda s: s["x"] < 5, {True: "inc", False: END})
+    result = await graph.compile().run({"x": 0})
+    assert result.state["x"] == 5 and result.steps == 5
+
+
+async def test_async_router_returning_several_nodes() -> None:
+    async def both(state: Any) -> list[str]:
+        return ["b", "c"]
+
+    graph = StateGraph(LogState)
+    for name in "abcd":
+        graph.add_node(name, logger(name))
+    graph.add_edge(START, "a").add_conditional_edges("a", both, ["b", "c"])
+    graph.add_edge("b", "d").add_edge("c", "d").add_edge("d", END)
+    result = await graph.compile().run({})
+    # d is triggered by both b and c in the same step and runs once
+    assert result.state["log"] == ["a", "b", "c", "d"]
+
+
+async def test_join_waits_for_all_its_sources() -> None:
+    graph = StateGraph(LogState)
+    for name in ("a", "b", "b2", "c"):
+        graph.add_node(name, logger(name))
+    graph.add_edge(START, "a").add_edge(START, "b").add_edge("b", "b2")
+    graph.add_edge(["a", "b2"], "c").add_edge("c", END)
+    result = await graph.compile().run({})
+    assert result.state["log"] == ["a", "b", "b2", "c"]
+
+
+async def test_command_from_a_node_updates_and_jumps() -> None:
+    def decide(state: Any) -> Command:
+        return Command(update={"x": 42}, goto="finish")
+
+    graph = StateGraph(LogState).add_node("decide", decide, destinations=["finish"])
+    graph.add_node("skipped", logger("skipped")).add_node("finish", logger("finish"))
+    graph.add_edge(START, "decide").add_edge("finish", END).add_edge("skipped", END)
+    graph.add_conditional_edges("decide", lambda s: [], ["skipped"])
+    result = await graph.compile().run({})
+    assert result.state == {"x": 42, "log": ["finish"]}
+
+
+async def test_two_writes_to_an_overwrite_channel_fail_the_step_cleanly() -> None:
+    def set_x(value: int) -> Any:
+        return lambda state: {"x": value}
+
+    graph = StateGraph(LogState).add_node("one", set_x(1)).add_node("two", set_x(2))
+    graph.add_edge(START, "one").add_edge(START, "two").add_edge("one", END).add_edge("two", END)
+    result = await graph.compile().run({"x": 0})
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "'x' received 2 writes" in str(result.error)
+    assert result.state == {"x": 0}  # nothing of the failed step was applied
+    with pytest.raises(InvalidUpdateError):
+        result.raise_for_status()
+
+
+class Counted(TypedDict, total=False):
+    hits: Annotated[int, operator.add]
+
+
+async def test_several_writers_are_fine_with_a_reducer() -> None:
+    graph = StateGraph(Counted)
+    for name in ("a", "b", "c"):
+        graph.add_node(name, lambda s: {"hits": 1}).add_edge(START, name).add_edge(name, END)
+    result = await graph.compile().run({"hits": 0})
+    assert result.state == {"hits": 3}
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ({"nope": 1}, "unknown state key"),
+        ("text", "returned a str"),
+        (Command(goto="ghost"), "unknown node 'ghost'"),
+        (Command(resume=1), "cannot return Command\\(resume"),
+        (Command(graph=Command.PARENT, goto="x"), "not running as a sub-graph"),
+    ],
+)
+async def test_bad_node_output_fails_the_run_with_a_clear_error(output: Any, message: str) -> None:
+    graph = StateGraph(LogState).add_node("n", lambda s: output).add_edge(START, "n")
+    result = await graph.add_edge("n", END).compile().run({})
+    assert result.status == "failed"
+    assert isinstance(result.error, GraphError | InvalidUpdateError)
+    assert result.error is not None
+    with pytest.raises(type(result.error), match=message):
+        result.raise_for_status()
+
+
+async def test_retry_policy_retries_then_succeeds() -> None:
+    calls = []
+
+    def flaky(state: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("try again")
+        return {"log": ["ok"]}
+
+    policy = RetryPolicy(max_attempts=3, initial_interval=0)
+    graph = StateGraph(LogState).add_node("flaky", flaky, retry=policy)
+    result = await graph.add_edge(START, "flaky").add_edge("flaky", END).compile().run({})
+    assert result.state["log"] == ["ok"] and len(calls) == 3
+
+
+async def test_retry_gives_up_and_respects_retry_on() -> None:
+    def broken(state: Any) -> dict[str, Any]:
+        raise ValueError("bad")
+
+    policy = RetryPolicy(max_attempts=5, initial_interval=0, retry_on=ConnectionError)
+    graph = StateGraph(LogState).add_node("broken", broken, retry=policy)
+    result = await graph.add_edge(START, "broken").add_edge("broken", END).compile().run({})
+    assert result.status == "failed" and isinstance(result.error, ValueError)
+
+
+async def test_timeout_cancels_a_hung_node_and_the_retry_runs_it_again() -> None:
+    attempts: list[int] = []
+    never = asyncio.Event()
+
+    async def hangs_once(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            await never.wait()
+        return {"log": ["done"]}
+
+    graph = StateGraph(LogState).add_node(
+        "n", hangs_once, timeout=0.05, retry=RetryPolicy(max_attempts=2, initial_interval=0)
+    )
+    result = await graph.add_edge(START, "n").add_edge("n", END).compile().run({})
+    assert result.state["log"] == ["done"] and attempts == [1, 2]
+
+    graph = StateGraph(LogState).add_node("n", lambda s: never.wait(), timeout=0.05)
+    result = await graph.add_edge(START, "n").add_edge("n", END).compile().run({})
+    assert result.status == "failed" and isinstance(result.error, TimeoutError)
+
+
+async def test_step_limit_stops_an_endless_loop() -> None:
+    graph = StateGraph(LogState).add_node("spin", logger("spin")).add_edge(START, "spin")
+    graph.add_conditional_edges("spin", lambda s: "spin", ["spin", END])
+    result = await graph.compile(recursion_limit=5).run({})
+    assert result.status == "failed" and isinstance(result.error, GraphRecursionError)
+    assert result.steps == 5
+    result = await graph.compile().run({}, recursion_limit=7)
+    assert result.steps == 7
+
+
+async def test_first_failure_by_task_order_is_reported_and_siblings_cancelled() -> None:
+    cancelled = asyncio.Event()
+
+    async def slow(state: Any) -> dict[str, Any]:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {}
+
+    def fails(name: str) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            raise RuntimeError(name)
+
+        return node
+
+    graph = StateGraph(LogState).add_node("a_slow", slow)
+    graph.add_node("b_fail", fails("b")).add_node("c_fail", fails("c"))
+    for name in ("a_slow", "b_fail", "c_fail"):
+        graph.add_edge(START, name).add_edge(name, END)
+    result = await graph.compile().run({})
+    assert result.status == "failed" and str(result.error) == "b"
+    assert cancelled.is_set()
+
+
+async def test_bad_input_raises_before_anything_runs() -> None:
+    ran = []
+    graph = StateGraph(LogState).add_node("n", lambda s: ran.append(1)).add_edge(START, "n")
+    compiled = graph.add_edge("n", END).compile()
+    with pytest.raises(InvalidUpdateError, match="unknown state key"):
+        await compiled.run({"bogus": 1})
+    with pytest.raises(InvalidUpdateError, match="must be a mapping"):
+        await compiled.run(["x"])
+    with pytest.raises(GraphError, match="needs an input"):
+        await compiled.run(None)
+    assert ran == []
+
+
+async def test_router_result_outside_its_mapping_fails() -> None:
+    graph = chain("a").add_conditional_edges("a", lambda s: "maybe", {"yes": END})
+    result = await graph.compile().run({})
+    assert result.status == "failed" and "not in its mapping" in str(result.error)

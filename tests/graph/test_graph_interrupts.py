@@ -1,0 +1,198 @@
+"""interrupt() and Command(resume=...): ids, mapping of answers, pending writes, input commands."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from graphkit import LogState, chain, logger
+
+from tinyagents.errors import GraphError, InterruptError
+from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+
+
+def asker(name: str, calls: list[str] | None = None) -> Any:
+    """A node that asks one question and logs the answer."""
+
+    def node(state: Any) -> dict[str, Any]:
+        if calls is not None:
+            calls.append(name)
+        answer = interrupt({"question": f"approve {name}?"})
+        return {"log": [f"{name}:{answer}"]}
+
+    return node
+
+
+def parallel(cp: Checkpointer, calls: list[str]) -> Any:
+    """START → (left, right, plain) → END, left and right ask a question each."""
+    graph = StateGraph(LogState)
+    graph.add_node("left", asker("left", calls)).add_node("right", asker("right", calls))
+    graph.add_node("plain", lambda s: calls.append("plain") or {"log": ["plain"]})
+    for name in ("left", "right", "plain"):
+        graph.add_edge(START, name).add_edge(name, END)
+    return graph.compile(checkpointer=cp)
+
+
+async def test_interrupt_pauses_and_resume_returns_the_answer(checkpointer: Checkpointer) -> None:
+    graph = StateGraph(LogState).add_node("ask", asker("ask")).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=checkpointer)
+    result = await compiled.run({}, thread_id="t")
+    assert result.status == "interrupted"
+    [pending] = result.interrupts
+    assert pending.node == "ask" and pending.value == {"question": "approve ask?"}
+    assert pending.id.startswith("i-") and pending.task_id.startswith("t-") and pending.ns == ""
+    result = await compiled.run(Command(resume="yes"), thread_id="t")
+    assert result.status == "completed" and result.state["log"] == ["ask:yes"]
+
+
+async def test_parallel_interrupts_have_distinct_ids_and_resume_one_by_one(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[str] = []
+    graph = parallel(checkpointer, calls)
+    result = await graph.run({}, thread_id="t")
+    assert result.status == "interrupted"
+    by_node = {i.node: i for i in result.interrupts}
+    assert set(by_node) == {"left", "right"}
+    assert by_node["left"].id != by_node["right"].id
+    assert by_node["left"].task_id != by_node["right"].task_id
+
+    with pytest.raises(InterruptError, match="2 interrupts are pending"):
+        await graph.run(Command(resume="yes"), thread_id="t")
+
+    result = await graph.run(Command(resume={by_node["left"].id: "L"}), thread_id="t")
+    assert result.status == "interrupted"
+    assert [i.id for i in result.interrupts] == [by_node["right"].id]  # the other stays pending
+    result = await graph.run(Command(resume={by_node["right"].id: "R"}), thread_id="t")
+    assert result.status == "completed"
+    assert result.state["log"] == ["left:L", "right:R", "plain"]
+    # plain finished in the first run and its write was kept: it never ran again
+    assert calls.count("plain") == 1 and calls.count("left") == 2 and calls.count("right") == 2
+
+
+async def test_ids_are_stable_across_the_resume_rerun(checkpointer: Checkpointer) -> None:
+    calls: list[str] = []
+    graph = parallel(checkpointer, calls)
+    first = await graph.run({}, thread_id="t")
+    again = await graph.run(None, thread_id="t")  # nothing answered: still the same questions
+    assert again.status == "interrupted"
+    assert sorted(i.id for i in again.interrupts) == sorted(i.id for i in first.interrupts)
+    assert calls.count("left") == 1  # a paused task without an answer is not run again
+
+
+async def test_nth_interrupt_call_gets_the_nth_answer(checkpointer: Checkpointer) -> None:
+    def two_questions(state: Any) -> dict[str, Any]:
+        first = interrupt("first?")
+        second = interrupt("second?")
+        return {"log": [f"{first}+{second}"]}
+
+    graph = StateGraph(LogState).add_node("q", two_questions).add_edge(START, "q")
+    compiled = graph.add_edge("q", END).compile(checkpointer=checkpointer)
+    r1 = await compiled.run({}, thread_id="t")
+    assert [i.value for i in r1.interrupts] == ["first?"] and r1.interrupts[0].index == 0
+    r2 = await compiled.run(Command(resume="A"), thread_id="t")
+    assert [i.value for i in r2.interrupts] == ["second?"] and r2.interrupts[0].index == 1
+    assert r2.interrupts[0].id != r1.interrupts[0].id
+    r3 = await compiled.run(Command(resume={r2.interrupts[0].id: "B"}), thread_id="t")
+    assert r3.state["log"] == ["A+B"]
+
+
+async def test_resume_errors_change_nothing(checkpointer: Checkpointer) -> None:
+    graph = StateGraph(LogState).add_node("ask", asker("ask")).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=checkpointer)
+    with pytest.raises(InterruptError, match="no pending interrupt"):
+        await compiled.run(Command(resume="early"), thread_id="t")
+    result = await compiled.run({}, thread_id="t")
+    before = await compiled.history("t")
+    with pytest.raises(InterruptError, match="no pending interrupt with id i-0000000000000000"):
+        await compiled.run(Command(resume={"i-0000000000000000": "x"}), thread_id="t")
+    with pytest.raises(InterruptError, match="ambiguous"):
+        await compiled.run(Command(resume="x", goto="ask"), thread_id="t")
+    assert await compiled.history("t") == before
+    assert (await compiled.get_state("t")).interrupts == result.interrupts
+
+
+async def test_a_dict_answer_that_is_not_an_id_map_is_a_plain_value(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = StateGraph(LogState).add_node("ask", asker("ask")).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=checkpointer)
+    await compiled.run({}, thread_id="t")
+    result = await compiled.run(Command(resume={"approved": True}), thread_id="t")
+    assert result.state["log"] == ["ask:{'approved': True}"]
+
+
+async def test_interrupt_without_checkpointer_fails_clearly() -> None:
+    graph = StateGraph(LogState).add_node("ask", asker("ask")).add_edge(START, "ask")
+    result = await graph.add_edge("ask", END).compile().run({})
+    assert result.status == "failed" and isinstance(result.error, GraphError)
+    assert "needs a checkpointer" in str(result.error)
+
+
+def test_interrupt_outside_a_node_is_an_error() -> None:
+    with pytest.raises(GraphError, match="inside a running graph node"):
+        interrupt("x")
+
+
+async def test_interrupt_is_not_swallowed_by_except_exception(checkpointer: Checkpointer) -> None:
+    def careless(state: Any) -> dict[str, Any]:
+        try:
+            answer = interrupt("q")
+        except Exception:  # must not catch the pause
+            answer = "swallowed"
+        return {"log": [answer]}
+
+    graph = StateGraph(LogState).add_node("n", careless).add_edge(START, "n")
+    compiled = graph.add_edge("n", END).compile(checkpointer=checkpointer)
+    assert (await compiled.run({}, thread_id="t")).status == "interrupted"
+
+
+async def test_command_update_and_goto_as_input(checkpointer: Checkpointer) -> None:
+    compiled = chain("a", "b", "c").compile(checkpointer=checkpointer)
+    await compiled.run({"x": 0}, thread_id="t")
+    result = await compiled.run(Command(update={"x": 9}, goto="c"), thread_id="t")
+    assert result.state == {"x": 9, "log": ["a", "b", "c", "c"]}
+    # an update alone is applied as its own checkpoint and runs nothing
+    result = await compiled.run(Command(update={"log": ["manual"]}), thread_id="t")
+    assert result.state["log"][-1] == "manual"
+    assert (await compiled.history("t"))[0].source == "input"
+
+
+async def test_goto_as_input_replaces_pending_tasks(checkpointer: Checkpointer) -> None:
+    graph = StateGraph(LogState).add_node("ask", asker("ask"), destinations=["alt"])
+    graph.add_node("alt", logger("alt"))
+    graph.add_edge(START, "ask").add_edge("ask", END).add_edge("alt", END)
+    compiled = graph.compile(checkpointer=checkpointer)
+    await compiled.run({}, thread_id="t")
+    result = await compiled.run(Command(goto="alt"), thread_id="t")
+    assert result.status == "completed" and result.state["log"] == ["alt"]
+
+
+async def test_new_input_on_a_paused_thread_starts_over() -> None:
+    cp = MemoryCheckpointer()
+    graph = StateGraph(LogState).add_node("ask", asker("ask")).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=cp)
+    first = await compiled.run({"x": 1}, thread_id="t")
+    second = await compiled.run({"x": 2}, thread_id="t")
+    assert second.status == "interrupted" and second.state["x"] == 2
+    assert second.interrupts[0].id != first.interrupts[0].id  # a new step, a new task
+
+
+async def test_concurrent_parallel_interrupts_all_surface(checkpointer: Checkpointer) -> None:
+    release = asyncio.Event()
+
+    async def late(state: Any) -> dict[str, Any]:
+        await release.wait()
+        return {"log": [interrupt("late?")]}
+
+    async def early(state: Any) -> dict[str, Any]:
+        release.set()
+        return {"log": [interrupt("early?")]}
+
+    graph = StateGraph(LogState).add_node("late", late).add_node("early", early)
+    for name in ("late", "early"):
+        graph.add_edge(START, name).add_edge(name, END)
+    result = await graph.compile(checkpointer=checkpointer).run({}, thread_id="t")
+    assert sorted(i.value for i in result.interrupts) == ["early?", "late?"]

@@ -1,0 +1,94 @@
+"""Reducers one by one: values, deltas (what a checkpoint stores) and replay."""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+
+from tinyagents.errors import InvalidUpdateError
+from tinyagents.graph import add_messages, union
+from tinyagents.graph.reducers import (
+    MISSING,
+    Append,
+    Messages,
+    Overwrite,
+    Union,
+    resolve,
+)
+
+
+def test_overwrite_takes_one_write_and_refuses_two() -> None:
+    assert Overwrite().apply("k", 1, [2]) == (2, 2)
+    with pytest.raises(InvalidUpdateError, match="'k' received 2 writes"):
+        Overwrite().apply("k", 1, [2, 3])
+
+
+def test_append_stores_only_the_new_items_as_delta() -> None:
+    reducer = Append()
+    value, delta = reducer.apply("k", MISSING, [["a"], "b"])
+    assert value == ["a", "b"] and delta == ["a", "b"]
+    value, delta = reducer.apply("k", value, [["c"]])
+    assert value == ["a", "b", "c"]
+    assert delta == ["c"]  # not the whole list
+    assert reducer.replay(["a", "b"], delta) == ["a", "b", "c"]
+
+
+def test_append_never_aliases_the_callers_list() -> None:
+    given = ["a"]
+    value, _ = Append().apply("k", MISSING, [given])
+    value.append("b")
+    assert given == ["a"]
+
+
+def test_add_messages_replaces_by_id_and_appends_the_rest() -> None:
+    merged = add_messages(
+        [{"id": "1", "text": "hi"}, {"id": "2", "text": "yo"}],
+        [{"id": "1", "text": "hi, edited"}, {"id": "3", "text": "new"}, {"text": "no id"}],
+    )
+    assert merged == [
+        {"id": "1", "text": "hi, edited"},
+        {"id": "2", "text": "yo"},
+        {"id": "3", "text": "new"},
+        {"text": "no id"},
+    ]
+
+
+def test_add_messages_reducer_works_on_objects_with_an_id() -> None:
+    class Msg:
+        def __init__(self, id: str, text: str) -> None:
+            self.id, self.text = id, text
+
+    reducer = Messages()
+    value, _ = reducer.apply("m", MISSING, [[Msg("a", "1"), Msg("b", "2")]])
+    value, delta = reducer.apply("m", value, [Msg("a", "1*")])
+    assert [m.text for m in value] == ["1*", "2"]
+    assert [m.text for m in delta] == ["1*"]
+
+
+def test_union_min_max_and_custom_binary() -> None:
+    value, delta = Union().apply("t", {"a"}, [{"b"}, "c"])
+    assert value == {"a", "b", "c"} and sorted(delta) == ["b", "c"]
+    assert union({"a"}, "b") == {"a", "b"}
+    assert resolve(min, int).apply("lo", 5, [7, 3]) == (3, 3)
+    assert resolve(max, int).apply("hi", MISSING, [7, 3]) == (7, 7)
+    total = resolve(operator.add, int)
+    assert total.apply("n", MISSING, [2, 3]) == (5, 5)
+    assert resolve(operator.add, list[int]).apply("l", [1], [[2]]) == ([1, 2], [2])
+
+
+def test_diff_gives_a_subgraph_output_as_writes() -> None:
+    assert Append().diff(["a"], ["a", "b", "c"]) == [["b", "c"]]
+    assert Append().diff(["a"], ["a"]) == []
+    with pytest.raises(InvalidUpdateError):
+        Append().diff(["a", "b"], ["x"])
+    assert Messages().diff([{"id": "1", "t": "x"}], [{"id": "1", "t": "y"}, {"id": "2"}]) == [
+        [{"id": "1", "t": "y"}, {"id": "2"}]
+    ]
+    assert Union().diff({"a"}, {"a", "b"}) == [{"b"}]
+    assert Overwrite().diff(1, 1) == [] and Overwrite().diff(1, 2) == [2]
+
+
+def test_a_non_callable_annotation_is_not_a_reducer() -> None:
+    with pytest.raises(TypeError, match="not a reducer"):
+        resolve(42, int)
