@@ -35,7 +35,9 @@ BACKENDS: dict[str, Callable[..., Awaitable[Checkpointer]]] = {
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-async def make_checkpointer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Factory]:
+async def make_checkpointer(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Factory]:
     """``await make_checkpointer(snapshot_every=3)``: a fresh backend, closed afterwards."""
     made: list[Checkpointer] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
@@ -32,6 +33,6 @@ def chain(*names: str, state: Any = LogState) -> StateGraph:
     for name in names:
         graph.add_node(name, logger(name))
     graph.add_edge(START, names[0])
-    for a, b in zip(names, names[1:], strict=False):
+    for a, b in itertools.pairwise(names):
         graph.add_edge(a, b)
     return graph.add_edge(names[-1], END)
