@@ -22,6 +22,7 @@ from tinyagents.steering.commands import (
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.queue import Boundary
 
 OPERATOR = SteeringActor.human("ops", tenant_id="default", scopes=["agent:control"])
@@ -39,6 +40,7 @@ class MakeRun(Protocol):
         thread_id: str | None = None,
         limits: RunLimits | None = None,
         driver: RunDriver | None = None,
+        redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
         runtime: Runtime | None = None,
         **info: Any,
     ) -> Awaitable[RunHandle]: ...
@@ -55,6 +57,7 @@ async def start_run(
     thread_id: str | None = None,
     limits: RunLimits | None = None,
     driver: RunDriver | None = None,
+    redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
     **info: Any,
 ) -> RunHandle:
     """Register a hand-driven run with ``rt`` (the registry fills in root and depth)."""
@@ -68,7 +71,8 @@ async def start_run(
         limits=limits or RunLimits(),
         **info,
     )
-    return await rt.register(RunHandle(run_info, submitter=rt, driver=driver))
+    handle = RunHandle(run_info, submitter=rt, driver=driver)
+    return await rt.register(handle, redirect_conflict=redirect_conflict)
 
 
 async def finish_run(

@@ -1,0 +1,441 @@
+"""Conflict rules, pause and delivery classes: on the bare queue and through the router."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import reduce
+
+import pytest
+from steerkit import MakeRun, apply_ready, make_command
+
+from tinyagents.runs.handle import RunDriver
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import (
+    CONTROL_KINDS,
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringPriority,
+)
+from tinyagents.steering.conflicts import RedirectConflict, narrow_models, narrow_tools
+from tinyagents.steering.queue import Boundary, SteeringQueue, order_key
+from tinyagents.testkit.clock import EPOCH
+from tinyagents.testkit.recorder import EventRecorder
+
+K = SteeringKind
+P = SteeringPriority
+D = SteeringDelivery
+
+
+def cmd(
+    kind: SteeringKind = K.ADD_INSTRUCTION,
+    *,
+    at: int = 0,
+    cid: str | None = None,
+    priority: SteeringPriority = P.NORMAL,
+    delivery: SteeringDelivery = D.NEXT_BOUNDARY,
+    payload: dict[str, object] | None = None,
+) -> SteeringCommand:
+    """A command created ``at`` seconds after the epoch (so arrival order is up to the test)."""
+    if payload is None:
+        payload = {
+            K.ADD_INSTRUCTION: {"text": "a"},
+            K.REPLACE_INSTRUCTION: {"text": "goal"},
+            K.REDIRECT: {"goto": "b"},
+            K.CONSTRAIN_TOOLS: {"tools": ["a"]},
+        }.get(kind, {})
+    extra = {"correlation_id": cid} if cid else {}
+    return make_command(
+        "r-1",
+        kind,
+        payload,
+        priority=priority,
+        delivery=delivery,
+        created_at=EPOCH + timedelta(seconds=at),
+        **extra,
+    )
+
+
+def ids(cmds: list[SteeringCommand]) -> list[str]:
+    return [c.correlation_id for c in cmds]
+
+
+# --------------------------------------------------------------------------- ordering
+
+
+def test_order_key_is_depth_then_priority_desc_then_created_at_then_correlation_id() -> None:
+    q = SteeringQueue()
+    entries = [
+        (cmd(cid="e", at=0, priority=P.CRITICAL), 1),
+        (cmd(cid="b", at=5, priority=P.LOW), 0),
+        (cmd(cid="a", at=5, priority=P.HIGH), 0),
+        (cmd(cid="d", at=1, priority=P.LOW), 0),
+        (cmd(cid="c", at=5, priority=P.LOW), 0),
+    ]
+    for c, depth in entries:
+        q.put_nowait(c, depth)
+    assert ids(q.pop_ready(Boundary.BEFORE_MODEL_CALL)) == ["a", "d", "b", "c", "e"]
+    assert order_key(entries[0][0], 1) == (1, -200, EPOCH, "e")
+
+
+def test_pending_lists_in_order_without_removing() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="late", at=9))
+    q.put_nowait(cmd(cid="early", at=1))
+    assert ids(q.pending()) == ["early", "late"]
+    assert len(q) == 2 and "late" in q
+
+
+# --------------------------------------------------------------------------- cancel
+
+
+def test_cancel_supersedes_every_pending_non_cancel() -> None:
+    q = SteeringQueue()
+    for c in [cmd(cid="add"), cmd(K.PAUSE, cid="pause"), cmd(K.REDIRECT, cid="go")]:
+        assert q.put_nowait(c).queued
+    outcome = q.put_nowait(cmd(K.CANCEL, cid="stop"))
+    assert outcome.queued
+    assert sorted((old.correlation_id, winner) for old, winner in outcome.superseded) == [
+        ("add", "stop"),
+        ("go", "stop"),
+        ("pause", "stop"),
+    ]
+    assert ids(q.pending()) == ["stop"]
+
+
+def test_non_cancel_arriving_while_a_cancel_is_pending_is_superseded() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(K.CANCEL, cid="stop"))
+    outcome = q.put_nowait(cmd(K.RESUME, cid="resume", priority=P.CRITICAL))
+    assert not outcome.queued
+    assert [(c.correlation_id, w) for c, w in outcome.superseded] == [("resume", "stop")]
+    assert q.put_nowait(cmd(K.CANCEL, cid="stop-again")).queued  # cancels do not conflict
+    assert ids(q.pending()) == ["stop", "stop-again"]
+
+
+def test_after_the_cancel_is_delivered_new_commands_queue_again() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(K.CANCEL, cid="stop"))
+    assert ids(q.pop_ready(Boundary.BEFORE_MODEL_CALL)) == ["stop"]
+    assert q.put_nowait(cmd(cid="add")).queued
+
+
+async def test_cancel_through_the_router_records_superseded_by(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    first = await rt.submit(make_command("r-1"))
+    stop = await rt.submit(make_command("r-1", K.CANCEL))
+    late = await rt.submit(make_command("r-1", K.REPLACE_INSTRUCTION, {"text": "x"}))
+    assert first.accepted and stop.accepted and late.accepted
+    for loser in (first, late):
+        recorder.assert_lifecycle(loser.correlation_id, ["requested", "accepted", "superseded"])
+        assert recorder.steering(loser.correlation_id)[-1].superseded_by == stop.correlation_id
+    assert ids(apply_ready(handle)) == [stop.correlation_id]
+    recorder.assert_every_command_terminal()
+
+
+# --------------------------------------------------------------------------- replace_instruction
+
+
+@pytest.mark.parametrize("newer_arrives_first", [False, True])
+def test_newer_replace_instruction_wins_whatever_the_arrival_order(
+    newer_arrives_first: bool,
+) -> None:
+    q = SteeringQueue()
+    older, newer = (
+        cmd(K.REPLACE_INSTRUCTION, cid="old", at=1),
+        cmd(K.REPLACE_INSTRUCTION, cid="new", at=2),
+    )
+    first, second = (newer, older) if newer_arrives_first else (older, newer)
+    q.put_nowait(first)
+    outcome = q.put_nowait(second)
+    assert [(c.correlation_id, w) for c, w in outcome.superseded] == [("old", "new")]
+    assert outcome.queued is (second is newer)
+    assert ids(q.pending()) == ["new"]
+
+
+def test_replace_instruction_tie_on_created_at_breaks_on_correlation_id() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(K.REPLACE_INSTRUCTION, cid="c-2", at=3))
+    q.put_nowait(cmd(K.REPLACE_INSTRUCTION, cid="c-1", at=3))
+    assert ids(q.pending()) == ["c-2"]
+
+
+def test_replace_instruction_does_not_touch_add_instruction() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="add", at=1))
+    q.put_nowait(cmd(K.REPLACE_INSTRUCTION, cid="rep", at=2))
+    assert ids(q.pending()) == ["add", "rep"]
+
+
+# --------------------------------------------------------------------------- constrain_*
+
+
+def test_narrow_tools_is_an_intersection() -> None:
+    assert narrow_tools(None, ["a", "b"]) == {"a", "b"}
+    assert narrow_tools(frozenset({"a", "b"}), ["b", "c"]) == {"b"}
+    assert narrow_tools(frozenset({"a"}), []) == frozenset()
+
+
+def test_narrow_models_keeps_the_current_preference_order() -> None:
+    assert narrow_models(None, ["m2", "m1", "m2"]) == ("m2", "m1")
+    assert narrow_models(("m1", "m2", "m3"), ["m3", "m1", "m9"]) == ("m1", "m3")
+
+
+def test_constrain_commands_all_deliver_and_fold_to_the_intersection() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(K.CONSTRAIN_TOOLS, cid="t1", at=1, payload={"tools": ["a", "b", "c"]}))
+    q.put_nowait(cmd(K.CONSTRAIN_TOOLS, cid="t2", at=2, payload={"tools": ["b", "c", "d"]}))
+    q.put_nowait(cmd(K.CONSTRAIN_MODEL, cid="m1", at=3, payload={"models": ["x", "y"]}))
+    q.put_nowait(cmd(K.CONSTRAIN_MODEL, cid="m2", at=4, payload={"models": ["y", "z"]}))
+    ready = q.pop_ready(Boundary.BEFORE_MODEL_CALL)
+    assert ids(ready) == ["t1", "t2", "m1", "m2"]
+    tools = reduce(
+        narrow_tools,
+        [c.payload["tools"] for c in ready if c.kind is K.CONSTRAIN_TOOLS],
+        frozenset({"a", "b", "c", "d", "e"}),
+    )
+    models = reduce(
+        narrow_models,
+        [c.payload["models"] for c in ready if c.kind is K.CONSTRAIN_MODEL],
+        ("x", "y", "z"),
+    )
+    assert tools == {"b", "c"}
+    assert models == ("y",)
+
+
+# --------------------------------------------------------------------------- redirect
+
+
+def test_redirect_first_accepted_keeps_the_pending_one() -> None:
+    q = SteeringQueue(redirect_conflict=RedirectConflict.FIRST_ACCEPTED)
+    q.put_nowait(cmd(K.REDIRECT, cid="first", at=5, priority=P.LOW))
+    outcome = q.put_nowait(cmd(K.REDIRECT, cid="second", at=1, priority=P.CRITICAL))
+    assert not outcome.queued
+    assert [(c.correlation_id, w) for c, w in outcome.superseded] == [("second", "first")]
+    assert ids(q.pending()) == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("pending", "arriving", "winner"),
+    [
+        ((P.LOW, 1, "p"), (P.HIGH, 2, "a"), "a"),  # higher priority wins
+        ((P.HIGH, 2, "p"), (P.LOW, 1, "a"), "p"),
+        ((P.NORMAL, 2, "p"), (P.NORMAL, 1, "a"), "a"),  # same priority: the older wins
+        ((P.NORMAL, 1, "p"), (P.NORMAL, 2, "a"), "p"),
+        ((P.NORMAL, 1, "z"), (P.NORMAL, 1, "a"), "a"),  # then the correlation id
+    ],
+)
+def test_redirect_highest_priority(
+    pending: tuple[SteeringPriority, int, str],
+    arriving: tuple[SteeringPriority, int, str],
+    winner: str,
+) -> None:
+    q = SteeringQueue(redirect_conflict="highest_priority")
+    for priority, at, cid in (pending, arriving):
+        q.put_nowait(cmd(K.REDIRECT, cid=cid, at=at, priority=priority))
+    assert ids(q.pending()) == [winner]
+
+
+def test_redirect_error_refuses_the_newcomer() -> None:
+    q = SteeringQueue(redirect_conflict=RedirectConflict.ERROR)
+    q.put_nowait(cmd(K.REDIRECT, cid="first"))
+    outcome = q.put_nowait(cmd(K.REDIRECT, cid="second", priority=P.CRITICAL))
+    assert not outcome.queued and outcome.superseded == []
+    assert outcome.rejected is not None and "first" in outcome.rejected
+    assert ids(q.pending()) == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "loser_state"),
+    [("first_accepted", "superseded"), ("highest_priority", "superseded"), ("error", "failed")],
+)
+async def test_redirect_conflict_through_the_router(
+    rt: Runtime,
+    make_run: MakeRun,
+    recorder: EventRecorder,
+    policy: str,
+    loser_state: str,
+) -> None:
+    handle = await make_run("r-1", redirect_conflict=RedirectConflict(policy))
+    first = await rt.submit(make_command("r-1", K.REDIRECT, {"goto": "a"}, priority=P.HIGH))
+    second = await rt.submit(make_command("r-1", K.REDIRECT, {"goto": "b"}))
+    assert recorder.terminal_state(second.correlation_id) == loser_state
+    last = recorder.steering(second.correlation_id)[-1]
+    if loser_state == "failed":
+        assert last.policy_id == "queue"
+        assert last.reason is not None and "redirect_conflict is 'error'" in last.reason
+    else:
+        assert last.superseded_by == first.correlation_id
+    assert ids(apply_ready(handle)) == [first.correlation_id]
+    recorder.assert_every_command_terminal()
+
+
+async def test_register_sets_the_redirect_conflict_policy(rt: Runtime, make_run: MakeRun) -> None:
+    default = await make_run("r-1")
+    assert default.inbox.queue.redirect_conflict is RedirectConflict.FIRST_ACCEPTED
+    strict = await make_run("r-2", redirect_conflict=RedirectConflict.ERROR)
+    assert strict.inbox.queue.redirect_conflict is RedirectConflict.ERROR
+
+
+# --------------------------------------------------------------------------- pause
+
+
+def test_while_paused_only_control_kinds_are_delivered() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="add", at=1))
+    q.put_nowait(cmd(K.CONSTRAIN_TOOLS, cid="tools", at=2))
+    q.put_nowait(cmd(K.REQUEST_STATUS, cid="status", at=3))
+    q.put_nowait(cmd(K.RESUME, cid="resume", at=4))
+    assert ids(q.pop_ready(Boundary.BEFORE_MODEL_CALL, paused=True)) == ["status", "resume"]
+    assert ids(q.pending()) == ["add", "tools"]
+    assert ids(q.pop_ready(Boundary.BEFORE_MODEL_CALL)) == ["add", "tools"]
+
+
+def test_while_paused_boundary_delivers_control_kinds_whatever_their_delivery_class() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="add", at=1))
+    q.put_nowait(cmd(K.RESUME, cid="resume", at=2, delivery=D.BEFORE_MODEL_CALL))
+    assert q.has_ready(Boundary.WHILE_PAUSED)
+    assert ids(q.pop_ready(Boundary.WHILE_PAUSED)) == ["resume"]
+    assert ids(q.pending()) == ["add"]
+    q.put_nowait(cmd(K.CANCEL, cid="stop", delivery=D.END_OF_TURN))
+    assert ids(q.pop_ready(Boundary.WHILE_PAUSED)) == ["stop"]
+
+
+def test_control_kinds_are_exactly_pause_resume_cancel_and_status() -> None:
+    assert {K.PAUSE, K.RESUME, K.CANCEL, K.REQUEST_STATUS} == CONTROL_KINDS
+
+
+async def test_commands_keep_queueing_while_paused(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    pause = await rt.submit(make_command("r-1", K.PAUSE))
+    assert ids(apply_ready(handle)) == [pause.correlation_id]
+    handle.inbox.paused = True  # what the loop does when it applies a pause
+    work = await rt.submit(make_command("r-1"))
+    assert work.accepted
+    assert handle.inbox.take(Boundary.WHILE_PAUSED) == []
+    assert handle.inbox.take(Boundary.BEFORE_MODEL_CALL) == []
+    resume = await rt.submit(make_command("r-1", K.RESUME))
+    assert ids(apply_ready(handle, Boundary.WHILE_PAUSED)) == [resume.correlation_id]
+    handle.inbox.paused = False
+    assert ids(apply_ready(handle)) == [work.correlation_id]
+    recorder.assert_every_command_terminal()
+
+
+# --------------------------------------------------------------------------- delivery classes
+
+NON_PAUSED = [b for b in Boundary if b is not Boundary.WHILE_PAUSED]
+
+
+@pytest.mark.parametrize("boundary", NON_PAUSED)
+@pytest.mark.parametrize(
+    ("delivery", "ready_at"),
+    [
+        (D.NEXT_BOUNDARY, set(NON_PAUSED)),
+        (D.BEFORE_MODEL_CALL, {Boundary.BEFORE_MODEL_CALL}),
+        (D.AFTER_TOOL_RESULT, {Boundary.AFTER_TOOL_RESULT}),
+        (D.END_OF_TURN, set()),
+    ],
+)
+def test_delivery_class_decides_the_boundary(
+    boundary: Boundary, delivery: SteeringDelivery, ready_at: set[Boundary]
+) -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="x", delivery=delivery))
+    expected = ["x"] if boundary in ready_at else []
+    assert q.has_ready(boundary) is bool(expected)
+    assert ids(q.pop_ready(boundary)) == expected
+    assert len(q) == 1 - len(expected)
+
+
+@pytest.mark.parametrize("boundary", NON_PAUSED)
+def test_end_of_turn_is_ready_only_at_the_final_boundary(boundary: Boundary) -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="eot", delivery=D.END_OF_TURN))
+    q.put_nowait(cmd(cid="before-model", delivery=D.BEFORE_MODEL_CALL))
+    assert "eot" not in ids(q.pop_ready(boundary))
+    ready = ids(q.pop_ready(boundary, final=True))
+    assert "eot" in ready
+
+
+def test_immediate_cancel_is_ready_at_any_boundary() -> None:
+    for boundary in Boundary:
+        q = SteeringQueue()
+        q.put_nowait(cmd(K.CANCEL, cid="now", delivery=D.IMMEDIATE))
+        assert ids(q.pop_ready(boundary)) == ["now"]
+
+
+def test_mixed_boundaries_leave_the_rest_in_order() -> None:
+    q = SteeringQueue()
+    q.put_nowait(cmd(cid="tool", at=1, delivery=D.AFTER_TOOL_RESULT))
+    q.put_nowait(cmd(cid="any", at=2))
+    q.put_nowait(cmd(cid="model", at=3, delivery=D.BEFORE_MODEL_CALL))
+    q.put_nowait(cmd(cid="tool-2", at=4, delivery=D.AFTER_TOOL_RESULT))
+    assert ids(q.pop_ready(Boundary.AFTER_TOOL_RESULT)) == ["tool", "any", "tool-2"]
+    q.put_nowait(cmd(cid="any-2", at=0))
+    assert ids(q.pop_ready(Boundary.BEFORE_MODEL_CALL)) == ["any-2", "model"]
+    assert len(q) == 0
+
+
+class RecordingDriver(RunDriver):
+    def __init__(self, *, take_late: bool = False) -> None:
+        self.take_late = take_late
+        self.interrupted: list[str] = []
+        self.woken = 0
+        self.late: list[str] = []
+
+    def wake(self) -> None:
+        self.woken += 1
+
+    def interrupt_now(self, cmd: SteeringCommand) -> None:
+        self.interrupted.append(cmd.correlation_id)
+
+    async def on_late_command(self, cmd: SteeringCommand) -> bool:
+        self.late.append(cmd.correlation_id)
+        return self.take_late
+
+
+async def test_immediate_cancel_interrupts_the_driver_and_queueing_wakes_it(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    driver = RecordingDriver()
+    handle = await make_run("r-1", driver=driver)
+    await rt.submit(make_command("r-1"))
+    assert driver.woken == 1 and driver.interrupted == []
+    stop = await rt.submit(make_command("r-1", K.CANCEL, delivery=D.IMMEDIATE))
+    assert driver.interrupted == [stop.correlation_id]
+    assert ids(apply_ready(handle, Boundary.AFTER_MODEL_RESPONSE)) == [stop.correlation_id]
+
+
+async def test_end_of_turn_after_the_run_finished_can_start_another_turn(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: object
+) -> None:
+    driver = RecordingDriver(take_late=True)
+    handle = await make_run("r-1", driver=driver)
+    await finish(handle)  # type: ignore[operator]
+    more = await rt.submit(make_command("r-1", delivery=D.END_OF_TURN))
+    assert driver.late == [more.correlation_id]
+    handle.reopen()  # what a loop that takes the command does
+    assert ids(apply_ready(handle, Boundary.BEFORE_LOOP_CONTINUATION, final=True)) == [
+        more.correlation_id
+    ]
+    recorder.assert_lifecycle(
+        more.correlation_id, ["requested", "accepted", "delivered", "applied"]
+    )
+
+
+async def test_late_command_fails_when_the_driver_does_not_take_it(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: object
+) -> None:
+    driver = RecordingDriver(take_late=False)
+    handle = await make_run("r-1", driver=driver)
+    await finish(handle)  # type: ignore[operator]
+    late = await rt.submit(make_command("r-1"))
+    assert late.status is ReceiptStatus.ACCEPTED
+    recorder.assert_lifecycle(late.correlation_id, ["requested", "accepted", "failed"])
+    assert recorder.steering(late.correlation_id)[-1].reason == "target finished before delivery"

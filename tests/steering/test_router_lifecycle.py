@@ -1,0 +1,213 @@
+"""The router's books: lifecycle events, exactly one terminal state, dedup, late commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from steerkit import MakeRun, apply_ready, make_command
+
+from tinyagents.runs.info import RunStatus
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import (
+    ReceiptStatus,
+    SteeringActor,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.steering.inbox import LATE
+from tinyagents.steering.queue import Boundary
+from tinyagents.steering.router import SteeringInvariantError
+from tinyagents.testkit.recorder import EventRecorder
+
+K = SteeringKind
+
+
+async def test_applied_command_walks_the_whole_lifecycle(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    receipt = await rt.submit(make_command("r-1"))
+    assert receipt.accepted and receipt.run_id == "r-1"
+    assert rt.router.state(receipt.correlation_id) == "accepted"
+    (cmd,) = handle.inbox.take(Boundary.BEFORE_MODEL_CALL, model_request_id="m-1")
+    assert rt.router.state(cmd.correlation_id) == "delivered"
+    handle.inbox.applied(cmd, model_request_id="m-1", tool_call_id=None)
+    assert rt.router.state(cmd.correlation_id) == "applied"
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "accepted", "delivered", "applied"])
+    delivered, applied = recorder.steering(cmd.correlation_id)[2:]
+    assert delivered.boundary == "before_model_call"
+    assert delivered.affected == {"model_request_id": "m-1"}
+    assert applied.affected == {"model_request_id": "m-1", "tool_call_id": None}
+    assert rt.router.open_commands() == []
+
+
+async def test_failed_report_is_terminal(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    await rt.submit(make_command("r-1", K.REDIRECT, {"goto": "nowhere"}))
+    (cmd,) = handle.inbox.take(Boundary.BEFORE_MODEL_CALL)
+    handle.inbox.failed(cmd, "no node 'nowhere'")
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "accepted", "delivered", "failed"])
+    assert recorder.steering(cmd.correlation_id)[-1].reason == "no node 'nowhere'"
+
+
+async def test_a_second_terminal_report_is_a_loud_bug(rt: Runtime, make_run: MakeRun) -> None:
+    handle = await make_run("r-1")
+    await rt.submit(make_command("r-1"))
+    (cmd,) = apply_ready(handle)
+    with pytest.raises(SteeringInvariantError, match="not open"):
+        handle.inbox.applied(cmd)
+    with pytest.raises(SteeringInvariantError, match="not open"):
+        handle.inbox.failed(cmd, "again")
+
+
+async def test_reporting_a_command_that_was_never_submitted_is_a_loud_bug(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    handle = await make_run("r-1")
+    with pytest.raises(SteeringInvariantError, match="never submitted"):
+        handle.inbox.applied(make_command("r-1"))
+
+
+async def test_unknown_run_is_rejected_as_not_found(rt: Runtime, recorder: EventRecorder) -> None:
+    receipt = await rt.submit(make_command("r-missing"))
+    assert receipt.status is ReceiptStatus.REJECTED
+    assert (receipt.reason, receipt.policy_id) == ("not found: run r-missing", "router")
+    recorder.assert_lifecycle(receipt.correlation_id, ["requested", "rejected"])
+
+
+# --------------------------------------------------------------------------- dedup
+
+
+@pytest.mark.parametrize("first_outcome", ["accepted", "rejected", "applied"])
+async def test_same_correlation_id_is_a_duplicate_and_changes_nothing(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, first_outcome: str
+) -> None:
+    handle = await make_run("r-1", tools=["search"])
+    payload = {"tools": ["search"]} if first_outcome != "rejected" else {"tools": ["shell"]}
+    cmd = make_command("r-1", K.CONSTRAIN_TOOLS, payload)
+    first = await rt.submit(cmd)
+    if first_outcome == "applied":
+        apply_ready(handle)
+    events_before, queued_before = len(recorder.events), len(handle.inbox)
+    state_before = rt.router.state(cmd.correlation_id)
+
+    again = await rt.submit(cmd)
+    retry = await rt.submit(cmd.model_copy(update={"payload": {"tools": []}}))  # same id, new body
+
+    assert first.status is not ReceiptStatus.DUPLICATE
+    for receipt in (again, retry):
+        assert receipt.status is ReceiptStatus.DUPLICATE
+        assert receipt.correlation_id == cmd.correlation_id
+        assert receipt.reason is not None and "duplicate" in receipt.reason
+    assert len(recorder.events) == events_before
+    assert len(handle.inbox) == queued_before
+    assert rt.router.state(cmd.correlation_id) == state_before
+
+
+# --------------------------------------------------------------------------- late commands
+
+
+async def test_pending_commands_fail_when_the_run_finishes(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
+) -> None:
+    handle = await make_run("r-1")
+    pending = await rt.submit(make_command("r-1", delivery="after_tool_result"))
+    taken = await rt.submit(make_command("r-1", K.REQUEST_STATUS))
+    assert [c.correlation_id for c in handle.inbox.take(Boundary.BEFORE_MODEL_CALL)] == [
+        taken.correlation_id
+    ]
+    await finish(handle)
+    recorder.assert_lifecycle(pending.correlation_id, ["requested", "accepted", "failed"])
+    recorder.assert_lifecycle(
+        taken.correlation_id, ["requested", "accepted", "delivered", "failed"]
+    )
+    for receipt in (pending, taken):
+        assert recorder.steering(receipt.correlation_id)[-1].reason == LATE
+    assert rt.router.open_commands() == []
+    assert len(handle.inbox) == 0
+
+
+async def test_command_after_the_last_boundary_fails_not_dropped(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
+) -> None:
+    handle = await make_run("r-1")
+    await finish(handle, RunStatus.CANCELLED)
+    receipt = await rt.submit(make_command("r-1"))
+    recorder.assert_lifecycle(receipt.correlation_id, ["requested", "accepted", "failed"])
+    assert rt.router.state(receipt.correlation_id) == "failed"
+
+
+async def test_finishing_one_run_leaves_other_runs_commands_alone(
+    rt: Runtime, make_run: MakeRun, finish: Any
+) -> None:
+    one, two = await make_run("r-1"), await make_run("r-2")
+    await rt.submit(make_command("r-1"))
+    keep = await rt.submit(make_command("r-2"))
+    two.inbox.take(Boundary.BEFORE_MODEL_CALL)
+    await finish(one)
+    assert rt.router.state(keep.correlation_id) == "delivered"
+
+
+async def test_inbox_close_fails_what_is_left_with_the_given_reason(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    receipt = await rt.submit(make_command("r-1"))
+    handle.inbox.close("loop crashed")
+    assert recorder.steering(receipt.correlation_id)[-1].reason == "loop crashed"
+    assert recorder.terminal_state(receipt.correlation_id) == "failed"
+
+
+# --------------------------------------------------------------------------- history
+
+
+async def test_steering_history_is_that_runs_events_in_order(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    one = await make_run("r-1")
+    await make_run("r-2")
+    a = await rt.submit(make_command("r-1"))
+    await rt.submit(make_command("r-2"))
+    b = await rt.submit(make_command("r-1", K.PAUSE))
+    apply_ready(one)
+    history = rt.steering_history("r-1")
+    assert [(e.type, e.correlation_id) for e in history] == [
+        ("steering.requested", a.correlation_id),
+        ("steering.accepted", a.correlation_id),
+        ("steering.requested", b.correlation_id),
+        ("steering.accepted", b.correlation_id),
+        ("steering.delivered", a.correlation_id),
+        ("steering.delivered", b.correlation_id),
+        ("steering.applied", a.correlation_id),
+        ("steering.applied", b.correlation_id),
+    ]
+    assert [e.kind for e in history if e.type == "steering.applied"] == [K.ADD_INSTRUCTION, K.PAUSE]
+    assert rt.steering_history("r-nobody") == []
+    history.clear()  # a copy: the runtime's books are untouched
+    assert len(rt.steering_history("r-1")) == 8
+
+
+async def test_a_child_steered_by_someone_else_is_reported_to_its_parent(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    await make_run("parent")
+    await make_run("child", parent="parent")
+    receipt = await rt.submit(make_command("child", K.PAUSE))
+    (steered,) = recorder.of_type("subagent.steered")
+    assert steered.run_id == "parent"
+    assert steered.child_run_id == "child"  # type: ignore[attr-defined]
+    assert steered.correlation_id == receipt.correlation_id  # type: ignore[attr-defined]
+    # The parent steering its own child is not news to the parent.
+    await rt.submit(make_command("child", actor=SteeringActor.parent_agent("parent", "boss")))
+    assert len(recorder.of_type("subagent.steered")) == 1
+
+
+async def test_subagent_target_lands_in_the_childs_inbox(rt: Runtime, make_run: MakeRun) -> None:
+    await make_run("parent")
+    child = await make_run("child", parent="parent")
+    receipt = await rt.submit(make_command(target=SteeringTarget.subagent_run("parent", "child")))
+    assert receipt.run_id == "child"
+    assert len(child.inbox) == 1

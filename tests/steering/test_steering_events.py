@@ -1,0 +1,100 @@
+"""What every ``steering.*`` event carries, for all eight types, on a run deep in a tree."""
+
+from __future__ import annotations
+
+from steerkit import MakeRun, make_command
+
+from tinyagents.events.models import STEERING_EVENT_TYPES, SteeringEvent
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import SteeringActor, SteeringKind
+from tinyagents.steering.policy import CallNext, Decision, PolicyContext
+from tinyagents.steering.queue import Boundary
+from tinyagents.testkit.recorder import EventRecorder
+
+K = SteeringKind
+ORCHESTRATOR = SteeringActor.parent_agent("root", "orchestrator")
+
+
+class DeferStatus:
+    policy_id = "defer-status"
+
+    async def __call__(self, cmd, ctx: PolicyContext, call_next: CallNext) -> Decision:  # type: ignore[no-untyped-def]
+        if cmd.kind is K.REQUEST_STATUS:
+            return Decision.defer(cmd, "status later", self.policy_id)
+        return await call_next(cmd)
+
+
+async def test_all_eight_steering_events_carry_tree_actor_kind_and_ids(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    rt.router.pipeline.insert(DeferStatus(), after="authority")
+    await make_run("root", tenant_id="acme")
+    await make_run("child", parent="root", tenant_id="acme")
+    leaf = await make_run("leaf", parent="child", tenant_id="acme", tools=["search"])
+
+    applied = await rt.submit(make_command("leaf", actor=ORCHESTRATOR))
+    failed = await rt.submit(make_command("leaf", K.REDIRECT, {"goto": "x"}, actor=ORCHESTRATOR))
+    (a, f) = leaf.inbox.take(Boundary.BEFORE_MODEL_CALL)
+    leaf.inbox.applied(a, model_request_id="m-1")
+    leaf.inbox.failed(f, "no such node")
+    rejected = await rt.submit(
+        make_command("leaf", K.CONSTRAIN_TOOLS, {"tools": ["shell"]}, actor=ORCHESTRATOR)
+    )
+    deferred = await rt.submit(make_command("leaf", K.REQUEST_STATUS, actor=ORCHESTRATOR))
+    old = await rt.submit(
+        make_command("leaf", K.REPLACE_INSTRUCTION, {"text": "a"}, actor=ORCHESTRATOR)
+    )
+    await rt.submit(make_command("leaf", K.REPLACE_INSTRUCTION, {"text": "b"}, actor=ORCHESTRATOR))
+
+    events = recorder.steering()
+    assert {e.type for e in events} == set(STEERING_EVENT_TYPES)
+    for event in events:
+        assert isinstance(event, SteeringEvent)
+        assert (event.run_id, event.root_run_id, event.parent_run_id) == ("leaf", "root", "child")
+        assert event.tenant_id == "acme"
+        assert event.actor == ORCHESTRATOR
+        assert event.target.run_id == "leaf"  # type: ignore[union-attr]
+        assert event.kind is not None and event.correlation_id
+        assert event.at is not None
+
+    def last(receipt_cid: str) -> SteeringEvent:
+        return recorder.steering(receipt_cid)[-1]
+
+    assert last(rejected.correlation_id).policy_id == "allowlist"
+    assert last(rejected.correlation_id).reason is not None
+    deferred_event = last(deferred.correlation_id)
+    assert (deferred_event.type, deferred_event.policy_id) == ("steering.deferred", "defer-status")
+    assert deferred_event.reason == "status later"
+    accepted = recorder.steering(applied.correlation_id)[1]
+    assert (accepted.type, accepted.policy_id) == ("steering.accepted", "default")
+    assert last(applied.correlation_id).affected == {"model_request_id": "m-1"}
+    assert last(failed.correlation_id).reason == "no such node"
+    superseded = last(old.correlation_id)
+    assert superseded.type == "steering.superseded" and superseded.superseded_by
+
+
+async def test_offsets_increase_across_all_events(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    for _ in range(5):
+        await rt.submit(make_command("r-1"))
+    await rt.submit(make_command("r-missing"))
+    for cmd in handle.inbox.take(Boundary.BEFORE_MODEL_CALL):
+        handle.inbox.applied(cmd)
+    offsets = [e.offset for e in recorder.events]
+    assert offsets == list(range(len(offsets)))
+    assert rt.bus.published == len(offsets)
+
+
+async def test_events_have_kind_and_payload_summary(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    await make_run("r-1")
+    long_text = "word " * 100
+    receipt = await rt.submit(make_command("r-1", payload={"text": long_text}))
+    (requested, accepted) = recorder.steering(receipt.correlation_id)
+    assert requested.kind is K.ADD_INSTRUCTION
+    summary = requested.payload_summary["text"]
+    assert summary.endswith(f"({len(long_text)} chars)") and len(summary) < len(long_text)
+    assert accepted.payload_summary == requested.payload_summary
