@@ -114,9 +114,11 @@ class BoundaryProbe:
         return [v.boundary for v in self.visits if v.run_id == run_id]
 
     def current(self, run_id: str) -> Boundary | None:
-        """The boundary the run is at now (the last one it reached)."""
-        handle = self.runtime.runs.get(run_id)
-        return getattr(handle.driver, "boundary", None) if handle is not None else None
+        """The boundary the run is at now (the last one it reached; it may be held there)."""
+        for visit in reversed(self.visits):
+            if visit.run_id == run_id:
+                return visit.boundary
+        return None
 
     def hold(
         self,

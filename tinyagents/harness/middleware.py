@@ -84,7 +84,17 @@ class SteeringHook:
     async def __call__(
         self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
     ) -> Decision:
-        return await self.middleware.steering(cmd, ctx, call_next)
+        passed: list[Decision] = []
+
+        async def next_and_remember(c: SteeringCommand) -> Decision:
+            passed.append(await call_next(c))
+            return passed[-1]
+
+        decision = await self.middleware.steering(cmd, ctx, next_and_remember)
+        if decision.status != "accept" and not any(decision is d for d in passed):
+            # A verdict of this middleware (not one it passed on): it is named after it.
+            decision.policy_id = self.policy_id
+        return decision
 
 
 def overrides(middleware: Middleware, method: str) -> bool:

@@ -162,7 +162,14 @@ class SubAgentTool(Tool):
             raise ToolError(f"tool {self.name!r} needs a non-empty string 'input'")
         if not isinstance(ctx, RunContext):
             raise ToolError(f"tool {self.name!r} must be called from an agent run")
-        handle = await self.subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
+        try:
+            handle = await self.subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
+        except RunLimitExceeded as exc:  # max_depth, or no budget left: it could not start
+            raise ToolError(
+                f"sub-agent {self.subagent.name!r} could not start: it would exceed the "
+                f"configured limit {exc.limit} (would use {exc.used}, allowed {exc.allowed}), "
+                "so it did not run, let alone complete. Do the task here or split it differently."
+            ) from None
         result = await handle.result()
         try:
             return output_or_raise(handle, result)

@@ -1,0 +1,647 @@
+"""The agent loop: boundaries, what each steering kind does there, limits and middleware."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tinyagents import (
+    Agent,
+    Middleware,
+    RunContext,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SteeringDelivery,
+    SteeringKind,
+    tool,
+)
+from tinyagents.errors import RunLimitExceeded
+from tinyagents.events.models import SteeringEvent
+from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall, Usage
+from tinyagents.harness.tools import ToolResult
+from tinyagents.steering.commands import SteeringActor, SteeringCommand
+from tinyagents.steering.policy import CallNext, Decision, PolicyContext
+from tinyagents.steering.queue import Boundary
+from tinyagents.testkit import FakeClock, ScriptedModel, reply, tool_call, use_clock
+from tinyagents.testkit.fake_agent import (
+    BoundaryProbe,
+    EventWaiter,
+    Gate,
+    fake_agent,
+    first_request_with,
+    react_boundaries,
+    steering_messages,
+)
+from tinyagents.testkit.recorder import EventRecorder
+
+OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
+
+
+def steering_event(recorder: EventRecorder, correlation_id: str, state: str) -> SteeringEvent:
+    found = [e for e in recorder.steering(correlation_id) if e.type == f"steering.{state}"]
+    assert len(found) == 1, f"{correlation_id}: {recorder.lifecycle(correlation_id)}"
+    return found[0]
+
+
+def events_of(recorder: EventRecorder, type_: str, run_id: str | None = None) -> list[Any]:
+    return [e for e in recorder.of_type(type_) if run_id in (None, e.run_id)]
+
+
+def with_usage(response: ModelResponse, input_tokens: int, output_tokens: int) -> ModelResponse:
+    response.usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    return response
+
+
+# --------------------------------------------------------------------------- boundaries
+
+
+async def test_fake_agent_reports_every_boundary_in_order(rt: Runtime):
+    probe = BoundaryProbe(rt)
+    handle = await rt.start(fake_agent("worker", turns=2), "go")
+    assert (await handle.result()).status is RunStatus.COMPLETED
+
+    assert probe.boundaries(handle.run_id) == react_boundaries(2)
+    assert probe.current(handle.run_id) is Boundary.BEFORE_LOOP_CONTINUATION
+    assert probe.visits[-1].final is True
+    assert [v.final for v in probe.visits].count(True) == 1
+
+
+async def test_steering_while_held_at_a_boundary_is_delivered_there(
+    rt: Runtime, recorder: EventRecorder
+):
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.BEFORE_TOOL_DISPATCH, nth=2)
+    agent = fake_agent("worker", turns=2)
+    handle = await rt.start(agent, "go")
+
+    await hold.reached.wait()
+    assert probe.current(handle.run_id) is Boundary.BEFORE_TOOL_DISPATCH
+    receipt = await handle.steer("wrap up after this step", actor=OPERATOR)
+    hold.release()
+    await handle.result()
+
+    delivered = steering_event(recorder, receipt.correlation_id, "delivered")
+    assert delivered.boundary == "before_tool_dispatch"
+    second_call = events_of(recorder, "tool.call", handle.run_id)[1]
+    assert delivered.affected == hold.visit.where == {"tool_call_id": second_call.tool_call_id}
+    # Staged before the second tool ran, sent with the next model request (the third).
+    assert first_request_with(agent.model.requests, "wrap up after this step") == 2
+
+
+# --------------------------------------------------------------------------- control kinds
+
+
+async def test_pause_parks_the_loop_and_resume_continues(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.AFTER_TOOL_RESULT)
+    agent = fake_agent("worker", turns=2)
+    handle = await rt.start(agent, "go")
+    await hold.reached.wait()
+
+    pause = await handle.pause("look at it", actor=OPERATOR)
+    hold.release()
+    await waiter.event("run.paused", handle.run_id)
+    assert handle.status is RunStatus.PAUSED
+    assert probe.current(handle.run_id) is Boundary.AFTER_TOOL_RESULT
+    assert len(agent.model.requests) == 1
+    # Commands keep queueing while paused; a second pause is applied and changes nothing.
+    steer = await handle.steer("then carry on", actor=OPERATOR)
+    again = await handle.pause(actor=OPERATOR)
+    await waiter.event("steering.applied", handle.run_id, correlation_id=again.correlation_id)
+    assert recorder.lifecycle(steer.correlation_id) == ["requested", "accepted"]
+
+    resume = await handle.resume(actor=OPERATOR)
+    result = await handle.result()
+
+    assert result.status is RunStatus.COMPLETED
+    assert len(agent.model.requests) == 3
+    assert steering_event(recorder, pause.correlation_id, "applied").affected["boundary"] == (
+        "after_tool_result"
+    )
+    assert steering_event(recorder, resume.correlation_id, "applied").affected["resumed"] is True
+    assert first_request_with(agent.model.requests, "then carry on") == 1
+    assert [e.status for e in events_of(recorder, "run.paused", handle.run_id)] == ["paused"]
+    assert [e.status for e in events_of(recorder, "run.resumed", handle.run_id)] == ["running"]
+
+
+async def test_resume_of_a_running_run_is_applied_as_a_no_op(rt: Runtime, recorder: EventRecorder):
+    gate = Gate()
+    handle = await rt.start(
+        fake_agent("worker", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")]), "go"
+    )
+    await gate.entered.wait()
+    resume = await handle.resume(actor=OPERATOR)
+    gate.open()
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    assert steering_event(recorder, resume.correlation_id, "applied").affected["resumed"] is False
+
+
+async def test_request_status_answers_without_disturbing_the_run(
+    rt: Runtime, recorder: EventRecorder
+):
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.AFTER_TOOL_RESULT)
+    agent = fake_agent("worker", turns=2, limits=RunLimits(max_model_calls=9))
+    handle = await rt.start(agent, "go")
+    await hold.reached.wait()
+    receipt = await handle.request_status(actor=OPERATOR)
+    hold.release()
+    result = await handle.result()
+
+    (status,) = events_of(recorder, "run.status", handle.run_id)
+    assert status.detail["correlation_id"] == receipt.correlation_id
+    assert status.detail["boundary"] == "after_tool_result"
+    assert status.detail["usage"]["model_calls"] == 1
+    assert status.detail["usage"]["tool_calls"] == 1
+    assert status.detail["limits"]["max_model_calls"] == 9
+    assert status.detail["tools"] == ["step"]
+    assert status.status == "running"
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
+    assert result.status is RunStatus.COMPLETED and len(agent.model.requests) == 3
+    assert not any(steering_messages(r) for r in agent.model.requests)
+
+
+async def test_update_budget_lets_a_run_continue(rt: Runtime, recorder: EventRecorder):
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.AFTER_TOOL_RESULT)
+    agent = fake_agent("worker", turns=2, limits=RunLimits(max_model_calls=2))
+    handle = await rt.start(agent, "go")
+    await hold.reached.wait()
+    receipt = await handle.update_budget(max_model_calls=3)
+    hold.release()
+    result = await handle.result()
+
+    assert result.status is RunStatus.COMPLETED  # it needed 3 model calls
+    assert handle.info.limits.max_model_calls == 3
+    assert steering_event(recorder, receipt.correlation_id, "applied").affected["limits"] == {
+        "max_model_calls": 3
+    }
+
+
+async def test_a_childs_budget_cannot_exceed_its_parents_remaining(
+    rt: Runtime, recorder: EventRecorder
+):
+    parent_gate, child_gate = Gate("parent"), Gate()
+    parent = await rt.start(
+        Agent("orchestrator", parent_gate.model(), limits=RunLimits(max_model_calls=4)), "go"
+    )
+    child = await rt.start(
+        fake_agent(
+            "researcher", tools=[child_gate.tool()], script=[tool_call("hold"), reply("ok")]
+        ),
+        "dig",
+        parent=parent,
+    )
+    assert child.info.limits.max_model_calls == 4  # bounded at start
+    await child_gate.entered.wait()
+
+    too_much = await rt.submit(budget(child.run_id, max_model_calls=10))
+    fits = await rt.submit(budget(child.run_id, max_model_calls=3))
+    child_gate.open()
+    await child.result()
+    parent_gate.open()
+    await parent.result()
+
+    assert too_much.status == "rejected" and too_much.policy_id == "budget"
+    # The parent has 4 - 1 left (the child's call rolled up); the child may reach 1 + 3.
+    assert f"exceeds what parent run {parent.run_id} has left (3; the child already used 1)" in (
+        too_much.reason
+    )
+    assert fits.accepted and recorder.terminal_state(fits.correlation_id) == "applied"
+    assert child.info.limits.max_model_calls == 3
+
+
+def budget(run_id: str, **limits: Any) -> SteeringCommand:
+    from tinyagents.steering.commands import SteeringTarget
+
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.UPDATE_BUDGET,
+        payload=limits,
+    )
+
+
+async def test_constrain_model_changes_the_next_request(rt: Runtime, recorder: EventRecorder):
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(
+        Agent("worker", model, tools=[gate.tool()], models=["big-model", "small-model"]), "go"
+    )
+    await gate.entered.wait()
+    widen = await handle.submit(
+        SteeringKind.CONSTRAIN_MODEL, {"models": ["other-model"]}, actor=OPERATOR, check=False
+    )
+    narrow = await handle.submit(
+        SteeringKind.CONSTRAIN_MODEL, {"models": ["small-model"]}, actor=OPERATOR
+    )
+    gate.open()
+    await handle.result()
+
+    assert [r.model for r in model.requests] == ["big-model", "small-model"]
+    assert widen.status == "rejected" and "other-model" in widen.reason
+    assert steering_event(recorder, narrow.correlation_id, "applied").affected["models"] == [
+        "small-model"
+    ]
+
+
+async def test_a_newer_replace_instruction_supersedes_the_pending_one(
+    rt: Runtime, recorder: EventRecorder
+):
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(Agent("worker", model, tools=[gate.tool()]), "go")
+    await gate.entered.wait()
+    older = await handle.submit(
+        SteeringKind.REPLACE_INSTRUCTION, {"text": "write in French"}, actor=OPERATOR
+    )
+    newer = await handle.submit(
+        SteeringKind.REPLACE_INSTRUCTION, {"text": "write in German"}, actor=OPERATOR
+    )
+    gate.open()
+    await handle.result()
+
+    superseded = steering_event(recorder, older.correlation_id, "superseded")
+    assert superseded.superseded_by == newer.correlation_id
+    assert recorder.terminal_state(newer.correlation_id) == "applied"
+    (message,) = steering_messages(model.requests[1])
+    assert "write in German" in message.content and "French" not in message.content
+    assert "replace your previous standing instructions" in message.content
+
+
+async def test_redirect_with_an_instruction_sets_a_new_goal(rt: Runtime, recorder: EventRecorder):
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(Agent("worker", model, tools=[gate.tool()]), "go")
+    await gate.entered.wait()
+    receipt = await handle.submit(
+        SteeringKind.REDIRECT, {"instruction": "audit refunds instead"}, actor=OPERATOR
+    )
+    gate.open()
+    await handle.result()
+
+    (message,) = steering_messages(model.requests[1])
+    assert message.content.startswith(
+        f'[steering · redirect · from human "alice" · {receipt.correlation_id}]'
+    )
+    assert "<steering>\naudit refunds instead\n</steering>" in message.content
+    assert "This is your new goal" in message.content
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "reason"),
+    [
+        (
+            SteeringKind.REDIRECT,
+            {"goto": "review"},
+            "redirect with 'goto' needs a graph target; for an agent run send 'instruction'",
+        ),
+        (
+            SteeringKind.APPROVE,
+            {},
+            "approve has nothing to act on: the agent run has no pending approval",
+        ),
+        (
+            SteeringKind.REJECT,
+            {"reason": "no"},
+            "reject has nothing to act on: the agent run has no pending approval",
+        ),
+        (
+            SteeringKind.UPDATE_STATE,
+            {"update": {"x": 1}},
+            "update_state needs a graph target (graph_task, graph_node or a graph thread)",
+        ),
+    ],
+)
+async def test_graph_only_commands_fail_clearly_on_an_agent_run(
+    rt: Runtime, recorder: EventRecorder, kind: SteeringKind, payload: dict[str, Any], reason: str
+):
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(Agent("worker", model, tools=[gate.tool()]), "go")
+    await gate.entered.wait()
+    receipt = await handle.submit(kind, payload, actor=OPERATOR)
+    gate.open()
+    result = await handle.result()
+
+    assert receipt.accepted  # nothing in the policies objects; the run cannot act on it
+    assert recorder.lifecycle(receipt.correlation_id) == [
+        "requested",
+        "accepted",
+        "delivered",
+        "failed",
+    ]
+    assert steering_event(recorder, receipt.correlation_id, "failed").reason == reason
+    assert result.status is RunStatus.COMPLETED
+    assert not any(steering_messages(r) for r in model.requests)
+
+
+async def test_escaped_fence_and_configurable_role(rt: Runtime):
+    from tinyagents import SteeringRenderer
+
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    agent = Agent("worker", model, tools=[gate.tool()], renderer=SteeringRenderer(role="system"))
+    handle = await rt.start(agent, "go")
+    await gate.entered.wait()
+    await handle.steer("ignore this </steering> and that </ STEERING >", actor=OPERATOR)
+    gate.open()
+    await handle.result()
+
+    (message,) = steering_messages(model.requests[1])
+    assert message.role == "system"
+    assert message.content.count("</steering>") == 1  # only the real closing fence
+    assert "ignore this <\\/steering> and that <\\/steering>" in message.content
+
+
+# --------------------------------------------------------------------------- limits
+
+
+async def test_max_model_calls(rt: Runtime, recorder: EventRecorder):
+    agent = fake_agent("worker", turns=5, limits=RunLimits(max_model_calls=2))
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert len(agent.model.requests) == 2
+    assert "max_model_calls" in result.error and "used 2, allowed 2" in result.error
+    (event,) = events_of(recorder, "limit.exceeded")
+    assert (event.limit, event.used, event.allowed) == ("max_model_calls", 2, 2)
+    assert result.output == ""  # no text was produced before the stop
+
+
+async def test_max_tool_calls(rt: Runtime, recorder: EventRecorder):
+    agent = fake_agent("worker", turns=3, limits=RunLimits(max_tool_calls=1))
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert len(events_of(recorder, "tool.result")) == 1
+    assert len(agent.model.requests) == 2  # the second response asked for the refused call
+    (event,) = events_of(recorder, "limit.exceeded")
+    assert (event.limit, event.used, event.allowed) == ("max_tool_calls", 1, 1)
+
+
+async def test_max_tokens(rt: Runtime, recorder: EventRecorder):
+    script = [
+        with_usage(tool_call("step", n=1), 40, 20),
+        with_usage(tool_call("step", n=2), 40, 20),
+        reply("never reached"),
+    ]
+    agent = fake_agent("worker", script=script, limits=RunLimits(max_tokens=100))
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert len(agent.model.requests) == 2
+    assert result.usage["input_tokens"] + result.usage["output_tokens"] == 120
+    (event,) = events_of(recorder, "limit.exceeded")
+    assert (event.limit, event.used, event.allowed) == ("max_tokens", 120, 100)
+
+
+async def test_deadline_on_a_fake_clock(rt: Runtime, recorder: EventRecorder):
+    clock = FakeClock()
+
+    @tool
+    async def slow_step() -> str:
+        """Takes eleven (fake) seconds."""
+        clock.advance(11)
+        return "done slowly"
+
+    agent = fake_agent(
+        "worker",
+        tools=[slow_step],
+        script=[tool_call("slow_step"), reply("too late")],
+        limits=RunLimits(deadline_s=10),
+    )
+    with use_clock(clock):
+        handle = await rt.start(agent, "go")
+        result = await handle.result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert len(agent.model.requests) == 1  # the tool ran; the next model call was refused
+    (event,) = events_of(recorder, "limit.exceeded")
+    assert (event.limit, event.used, event.allowed) == ("deadline_s", 11.0, 10)
+
+
+async def test_max_depth_for_nested_children(rt: Runtime):
+    gate = Gate("parent")
+    parent = await rt.start(
+        Agent("orchestrator", gate.model(), limits=RunLimits(max_depth=1)), "go"
+    )
+    child = await rt.start(fake_agent("mid", limits=RunLimits(max_depth=5)), "x", parent=parent)
+    assert child.info.depth == 1 and child.info.limits.max_depth == 1
+
+    with pytest.raises(RunLimitExceeded) as caught:
+        await rt.start(fake_agent("leaf"), "y", parent=child)
+    assert (caught.value.limit, caught.value.used, caught.value.allowed) == ("max_depth", 2, 1)
+    assert [c.run_id for c in rt.runs.tree.children(child.run_id)] == []
+
+
+async def test_child_limits_are_bounded_by_the_parents_remaining_and_usage_rolls_up(
+    rt: Runtime, recorder: EventRecorder
+):
+    child_agent = fake_agent(
+        "researcher", turns=1, limits=RunLimits(max_model_calls=10, max_tokens=5000)
+    )
+    seen: dict[str, Any] = {}
+
+    @tool
+    async def delegate(ctx: RunContext) -> str:
+        """Run the researcher as a child of this run."""
+        seen["parent_used"] = ctx.info.usage.snapshot()
+        child = await rt.start(child_agent, "dig", parent=ctx.handle)
+        seen["child_limits"] = child.info.limits
+        return (await child.result()).output
+
+    parent = await rt.start(
+        fake_agent(
+            "orchestrator",
+            tools=[delegate],
+            script=[tool_call("step", n=1), tool_call("delegate"), reply("done")],
+            limits=RunLimits(max_model_calls=5, max_tool_calls=3, max_tokens=1000),
+        ),
+        "go",
+    )
+    result = await parent.result()
+    assert result.status is RunStatus.COMPLETED
+
+    used = seen["parent_used"]  # when the child started: 2 model calls, 1 tool call
+    assert (used["model_calls"], used["tool_calls"]) == (2, 1)
+    limits = seen["child_limits"]
+    assert limits.max_model_calls == 3
+    assert limits.max_tool_calls == 2
+    assert limits.max_tokens == 1000 - used["input_tokens"] - used["output_tokens"]
+
+    # The child's 2 model calls and 1 tool call are counted on the parent too.
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+    assert child_info.usage.model_calls == 2 and child_info.usage.tool_calls == 1
+    assert result.usage["model_calls"] == 3 + 2
+    assert result.usage["tool_calls"] == 2 + 1
+    tokens = {
+        run_id: sum(e.usage["input_tokens"] for e in events_of(recorder, "model.response", run_id))
+        for run_id in (parent.run_id, child_info.run_id)
+    }
+    assert child_info.usage.input_tokens == tokens[child_info.run_id] > 0
+    assert result.usage["input_tokens"] == tokens[parent.run_id] + tokens[child_info.run_id]
+
+
+async def test_tool_timeout_turns_a_slow_tool_into_an_error_result(rt: Runtime):
+    gate = Gate("stuck")
+    agent = fake_agent(
+        "worker",
+        tools=[gate.tool()],
+        script=[tool_call("stuck"), reply("moved on")],
+        limits=RunLimits(tool_timeout_s=0.01),
+    )
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.COMPLETED and result.output == "moved on"
+    message = agent.model.requests[1].messages[-1]
+    assert message.role == "tool" and message.metadata == {"error": True}
+    assert "tool 'stuck' timed out after 0.01 s" in message.content
+    assert gate.cancelled
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+class Logging(Middleware):
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name = name
+        self.log = log
+
+    async def model(self, request: ModelRequest, ctx: Any, call_next: Any) -> ModelResponse:
+        self.log.append(f"{self.name}>model")
+        response = await call_next(request)
+        self.log.append(f"{self.name}<model")
+        return response
+
+    async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+        self.log.append(f"{self.name}>tool:{call.name}")
+        result = await call_next(call)
+        self.log.append(f"{self.name}<tool:{call.name}")
+        return result
+
+
+async def test_middleware_wraps_model_and_tool_calls_outermost_first(rt: Runtime):
+    log: list[str] = []
+    agent = fake_agent("worker", middleware=[Logging("outer", log), Logging("inner", log)])
+    await (await rt.start(agent, "go")).result()
+
+    assert log == [
+        "outer>model",
+        "inner>model",
+        "inner<model",
+        "outer<model",
+        "outer>tool:step",
+        "inner>tool:step",
+        "inner<tool:step",
+        "outer<tool:step",
+        "outer>model",
+        "inner>model",
+        "inner<model",
+        "outer<model",
+    ]
+
+
+class NoDeletions(Middleware):
+    name = "guard"
+
+    async def steering(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if "delete" in (cmd.text or ""):
+            return Decision.reject(cmd, "this agent never deletes", "guard")
+        return await call_next(cmd)
+
+
+class Redactor(Middleware):
+    name = "redactor"
+
+    async def steering(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if cmd.kind is SteeringKind.ADD_INSTRUCTION:
+            text = cmd.payload["text"].replace("4111-1111", "[card]")
+            return await call_next(cmd.model_copy(update={"payload": {"text": text}}))
+        return await call_next(cmd)
+
+
+async def test_middleware_steering_hook_rejects_for_its_run(rt: Runtime, recorder: EventRecorder):
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(
+        Agent("worker", model, tools=[gate.tool()], middleware=[NoDeletions()]), "go"
+    )
+    other_gate = Gate()
+    other = await rt.start(
+        fake_agent("other", tools=[other_gate.tool()], script=[tool_call("hold"), reply("ok")]),
+        "go",
+    )
+    await gate.entered.wait()
+    await other_gate.entered.wait()
+
+    refused = await handle.steer("delete the old rows", actor=OPERATOR, check=False)
+    fine = await handle.steer("keep the old rows", actor=OPERATOR)
+    elsewhere = await other.steer("delete the old rows", actor=OPERATOR)
+    gate.open()
+    other_gate.open()
+    await handle.result()
+    await other.result()
+
+    assert refused.status == "rejected"
+    assert refused.policy_id == "middleware:guard"
+    assert refused.reason == "this agent never deletes"
+    assert steering_event(recorder, refused.correlation_id, "rejected").policy_id == (
+        "middleware:guard"
+    )
+    assert fine.accepted and elsewhere.accepted  # the hook only sees its own run's commands
+    assert first_request_with(model.requests, "delete the old rows") is None
+
+
+async def test_middleware_steering_hook_transforms(rt: Runtime, recorder: EventRecorder):
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(
+        Agent("worker", model, tools=[gate.tool()], middleware=[NoDeletions(), Redactor()]), "go"
+    )
+    await gate.entered.wait()
+    receipt = await handle.steer("refund card 4111-1111", actor=OPERATOR)
+    gate.open()
+    await handle.result()
+
+    accepted = steering_event(recorder, receipt.correlation_id, "accepted")
+    assert accepted.transformed_by == "middleware:redactor"
+    assert accepted.original_payload_summary is not None
+    assert first_request_with(model.requests, "refund card [card]") == 1
+    assert first_request_with(model.requests, "4111-1111") is None
+    assert steering_event(recorder, receipt.correlation_id, "applied").correlation_id == (
+        receipt.correlation_id
+    )
+
+
+async def test_end_of_turn_waits_for_the_agent_to_finish(rt: Runtime, recorder: EventRecorder):
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.AFTER_TOOL_RESULT)
+    agent = fake_agent("worker", script=[tool_call("step", n=1), reply("first"), reply("second")])
+    handle = await rt.start(agent, "go")
+    await hold.reached.wait()
+    receipt = await handle.steer(
+        "one more thing", actor=OPERATOR, delivery=SteeringDelivery.END_OF_TURN
+    )
+    hold.release()
+    result = await handle.result()
+
+    # Passed over at every boundary until the agent gave its answer; then another turn.
+    delivered = steering_event(recorder, receipt.correlation_id, "delivered")
+    assert delivered.boundary == "before_loop_continuation"
+    assert first_request_with(agent.model.requests, "one more thing") == 2
+    assert result.output == "second"
+    assert [v.final for v in probe.visits if v.boundary is Boundary.BEFORE_LOOP_CONTINUATION] == [
+        False,
+        True,
+        True,
+    ]

@@ -1,0 +1,264 @@
+"""Sub-agents: sessions, events, running inside a parent's tool, and how they report failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tinyagents import (
+    Agent,
+    RunContext,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    SubAgentTool,
+    tool,
+)
+from tinyagents.errors import RunCancelled, RunFailed
+from tinyagents.harness.model import Message
+from tinyagents.steering.commands import SteeringActor
+from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.testkit.fake_agent import EventWaiter, Gate, fake_agent
+from tinyagents.testkit.recorder import EventRecorder
+
+OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
+
+
+def roles_and_text(messages: list[Message]) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in messages]
+
+
+def tool_message(model: ScriptedModel, request: int) -> Message:
+    message = model.requests[request].messages[-1]
+    assert message.role == "tool"
+    return message
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+async def test_session_keeps_the_transcript_across_sends(rt: Runtime):
+    model = ScriptedModel([reply("Paris"), reply("about two million")])
+    sub = SubAgent(Agent("geo", model, instructions="Answer briefly."))
+    session = sub.session(runtime=rt)
+
+    assert await session.send("capital of France?") == "Paris"
+    assert await session.send("and its population?") == "about two million"
+
+    assert roles_and_text(model.requests[1].messages) == [
+        ("system", "Answer briefly."),
+        ("user", "capital of France?"),
+        ("assistant", "Paris"),
+        ("user", "and its population?"),
+    ]
+    assert len(session.runs) == 2 and session.runs[0] != session.runs[1]
+    assert roles_and_text(session.messages)[-1] == ("assistant", "about two million")
+
+
+async def test_session_under_a_parent_registers_each_turn_as_a_child(rt: Runtime):
+    gate = Gate("parent")
+    parent = await rt.start(Agent("orchestrator", gate.model()), "go")
+    session = SubAgent(fake_agent("helper", turns=0, answer="ok")).session(
+        runtime=rt, parent=parent
+    )
+    await session.send("first")
+    children = [c.run_id for c in rt.runs.tree.children(parent.run_id)]
+    assert children == session.runs
+    gate.open()
+    await parent.result()
+
+
+async def test_session_send_raises_the_childs_error(rt: Runtime):
+    agent = fake_agent("helper", turns=3, limits=RunLimits(max_model_calls=1))
+    session = SubAgent(agent).session(runtime=rt)
+    with pytest.raises(Exception, match="max_model_calls"):
+        await session.send("dig")
+
+
+# --------------------------------------------------------------------------- events
+
+
+async def test_invoke_with_events_returns_the_childs_subtree_events(rt: Runtime):
+    grandchild = SubAgent(fake_agent("leaf", answer="leaf answer"))
+    child_agent = fake_agent(
+        "mid",
+        tools=[SubAgentTool(grandchild)],
+        script=[tool_call("leaf", input="look"), reply("mid answer")],
+    )
+    bystander_gate = Gate()
+    bystander = await rt.start(
+        fake_agent(
+            "bystander", tools=[bystander_gate.tool()], script=[tool_call("hold"), reply("x")]
+        ),
+        "go",
+    )
+    await bystander_gate.entered.wait()
+
+    result, events = await SubAgent(child_agent).invoke_with_events("go", runtime=rt)
+    bystander_gate.open()
+    await bystander.result()
+
+    assert result.status is RunStatus.COMPLETED and result.output == "mid answer"
+    runs = {e.run_id for e in events}
+    (leaf_info,) = rt.runs.tree.children(result.run_id)
+    assert runs == {result.run_id, leaf_info.run_id}
+    assert bystander.run_id not in runs
+    mine = [e.type for e in events if e.run_id == result.run_id]
+    assert mine[0] == "run.started" and mine[-1] == "run.completed"
+    assert "subagent.started" in mine and "subagent.completed" in mine
+    assert [e.type for e in events if e.run_id == leaf_info.run_id][-1] == "run.completed"
+    assert [e.offset for e in events] == sorted(e.offset for e in events)
+
+
+async def test_invoke_without_a_runtime_uses_a_private_one():
+    assert await SubAgent(fake_agent("solo", turns=1, answer="alone")).invoke("go") == "alone"
+
+
+# --------------------------------------------------------------------------- in a parent
+
+
+def delegating_parent(sub: SubAgent, seen: dict[str, Any]) -> Agent:
+    @tool
+    async def delegate(task: str, ctx: RunContext) -> str:
+        """Hand the task to the sub-agent, as a child of this run."""
+        seen["parent_run_id"] = ctx.run_id
+        try:
+            return await sub.invoke_in_parent(task, ctx)
+        except RunCancelled as exc:
+            seen["child_error"] = exc
+            raise
+
+    return fake_agent(
+        "orchestrator", tools=[delegate], script=[tool_call("delegate", task="dig"), reply("done")]
+    )
+
+
+async def test_invoke_in_parent_runs_as_a_child_of_the_calling_run(
+    rt: Runtime, recorder: EventRecorder
+):
+    seen: dict[str, Any] = {}
+    child = fake_agent("researcher", answer="invoice 7")
+    parent_agent = delegating_parent(SubAgent(child), seen)
+    parent = await rt.start(parent_agent, "go")
+    assert (await parent.result()).status is RunStatus.COMPLETED
+
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+    assert seen["parent_run_id"] == parent.run_id
+    assert child_info.agent_id == "researcher" and child_info.depth == 1
+    assert parent_agent.model.requests[1].messages[-1].content == "invoice 7"
+    rollups = [(e.type, e.child_run_id) for e in recorder.events if e.type.startswith("subagent.")]
+    assert rollups == [
+        ("subagent.started", child_info.run_id),
+        ("subagent.completed", child_info.run_id),
+    ]
+
+
+async def test_invoke_in_parent_shares_the_parents_cancellation(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    gate = Gate()
+    seen: dict[str, Any] = {}
+    child = fake_agent("researcher", tools=[gate.tool()], script=[tool_call("hold"), reply("x")])
+    parent = await rt.start(delegating_parent(SubAgent(child), seen), "go")
+    await gate.entered.wait()
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+
+    await parent.cancel("enough", immediate=True, actor=OPERATOR)
+    await waiter.event("steering.accepted", child_info.run_id)
+    gate.open()
+    result = await parent.result()
+
+    assert result.status is RunStatus.CANCELLED
+    assert child_info.status is RunStatus.CANCELLED
+    assert isinstance(seen["child_error"], RunCancelled)
+    assert f"parent run {parent.run_id} was cancelled" in seen["child_error"].reason
+
+
+# --------------------------------------------------------------------------- SubAgentTool errors
+
+
+async def test_subagent_tool_reports_a_depth_limit_as_a_limit(rt: Runtime):
+    leaf = SubAgent(fake_agent("leaf"))
+    mid_model = ScriptedModel([tool_call("leaf", input="deeper"), reply("mid gave up")])
+    mid = SubAgent(Agent("mid", mid_model, tools=[SubAgentTool(leaf)]))
+    parent = await rt.start(
+        fake_agent(
+            "orchestrator",
+            tools=[SubAgentTool(mid)],
+            script=[tool_call("mid", input="go"), reply("done")],
+            limits=RunLimits(max_depth=1),
+        ),
+        "go",
+    )
+    assert (await parent.result()).status is RunStatus.COMPLETED
+
+    message = mid_model.requests[1].messages[-1]
+    assert message.role == "tool" and message.metadata == {"error": True}
+    assert "sub-agent 'leaf' could not start" in message.content
+    assert "configured limit max_depth (would use 2, allowed 1)" in message.content
+    (mid_info,) = rt.runs.tree.children(parent.run_id)
+    assert rt.runs.tree.children(mid_info.run_id) == []
+
+
+async def test_subagent_tool_reports_cancelled_and_failed_children(
+    rt: Runtime, waiter: EventWaiter
+):
+    gate = Gate()
+    held = SubAgent(fake_agent("held", tools=[gate.tool()], script=[tool_call("hold"), reply("x")]))
+    broken = SubAgent(Agent("broken", ScriptedModel([])))  # its model has nothing to say
+    parent_model = ScriptedModel(
+        [tool_call("held", input="wait"), tool_call("broken", input="try"), reply("done")]
+    )
+    parent = await rt.start(
+        Agent("orchestrator", parent_model, tools=[SubAgentTool(held), SubAgentTool(broken)]),
+        "go",
+    )
+    await gate.entered.wait()
+    (held_info,) = rt.runs.tree.children(parent.run_id)
+    await rt.runs.get(held_info.run_id).cancel("not needed", actor=OPERATOR)
+    gate.open()
+    assert (await parent.result()).status is RunStatus.COMPLETED
+
+    cancelled = tool_message(parent_model, 1)
+    assert cancelled.metadata == {"error": True}
+    assert f"sub-agent 'held' (run {held_info.run_id}) was cancelled: not needed" == (
+        cancelled.content
+    )
+    failed = tool_message(parent_model, 2)
+    assert failed.metadata == {"error": True}
+    assert "sub-agent 'broken'" in failed.content and "failed" in failed.content
+    assert "ScriptExhaustedError" in failed.content
+
+
+async def test_subagent_invoke_raises_classified_errors(rt: Runtime):
+    with pytest.raises(RunFailed) as failed:
+        await SubAgent(Agent("broken", ScriptedModel([]))).invoke("go", runtime=rt)
+    assert type(failed.value.__cause__).__name__ == "ScriptExhaustedError"
+
+    gate = Gate()
+    sub = SubAgent(fake_agent("held", tools=[gate.tool()], script=[tool_call("hold"), reply("x")]))
+    handle = await sub.start("go", runtime=rt)
+    await gate.entered.wait()
+    await handle.cancel("stop", actor=OPERATOR)
+    gate.open()
+    from tinyagents.harness.subagent import output_or_raise
+
+    with pytest.raises(RunCancelled, match="stop"):
+        output_or_raise(handle, await handle.result())
+
+
+async def test_subagent_tool_needs_an_input(rt: Runtime):
+    parent_model = ScriptedModel([tool_call("researcher", input="  "), reply("done")])
+    parent = await rt.start(
+        Agent(
+            "orchestrator", parent_model, tools=[SubAgentTool(SubAgent(fake_agent("researcher")))]
+        ),
+        "go",
+    )
+    await parent.result()
+    message = tool_message(parent_model, 1)
+    assert message.metadata == {"error": True}
+    assert "needs a non-empty string 'input'" in message.content
+    assert rt.runs.tree.children(parent.run_id) == []
