@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError
@@ -39,7 +39,7 @@ class ParentCommand(BaseException):
 
 def stable_id(prefix: str, *parts: object) -> str:
     """A short deterministic id: the same parts give the same id in every process."""
-    raw = "\x1f".join(str(p) for p in parts).encode()
+    raw = "\x1f".join(map(str, parts)).encode()
     return f"{prefix}{hashlib.blake2b(raw, digest_size=8).hexdigest()}"
 
 
@@ -47,25 +47,24 @@ def stable_id(prefix: str, *parts: object) -> str:
 class TaskScope:
     """What ``interrupt()`` needs to know about the task that is running."""
 
-    task_id: str
-    node: str
+    task: Any  # tasks.Task: its id is computed only if an interrupt needs it
     ns: str
     resume: dict[str, Any]
     checkpointed: bool
     counter: int = 0
-    raised: list[Interrupt] = field(default_factory=list)
 
     def interrupt(self, value: Any) -> Any:
         from tinyagents.graph.types import Interrupt
 
         index = self.counter
         self.counter += 1
-        interrupt_id = stable_id("i-", self.task_id, index)
+        task = self.task
+        interrupt_id = stable_id("i-", task.id, index)
         if interrupt_id in self.resume:
             return self.resume[interrupt_id]
         if not self.checkpointed:
             raise GraphError(
-                f"interrupt() in node {self.node!r} needs a checkpointer to resume from: "
+                f"interrupt() in node {task.node!r} needs a checkpointer to resume from: "
                 "compile(checkpointer=MemoryCheckpointer()) or a SqliteCheckpointer"
             )
         raise NodeInterrupt(
@@ -73,8 +72,8 @@ class TaskScope:
                 Interrupt(
                     id=interrupt_id,
                     value=value,
-                    task_id=self.task_id,
-                    node=self.node,
+                    task_id=task.id,
+                    node=task.node,
                     ns=self.ns,
                     index=index,
                 )

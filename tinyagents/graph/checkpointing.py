@@ -8,6 +8,7 @@ task ids stable. ``load_head`` rebuilds it from the last snapshot plus the delta
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,14 @@ if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
+# Ids are a random per-process prefix plus a counter: unique across processes, and cheap
+# enough to mint several per run (uuid4 costs a syscall each).
+_PREFIX = uuid.uuid4().hex[:16]
+_COUNTER = itertools.count(1)
+
+
 def new_id() -> str:
-    return uuid.uuid4().hex
+    return f"{_PREFIX}{next(_COUNTER):08x}"
 
 
 def encode(value: Any) -> Any:
@@ -108,7 +115,7 @@ class Head:
             values=graph.schema.initial(),
             frontier=[],
             frontier_id=new_id(),
-            lineage=lineage or new_id()[:16],
+            lineage=lineage or new_id(),
         )
 
 

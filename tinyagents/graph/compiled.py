@@ -78,6 +78,13 @@ class CompiledGraph:
             for source in sources:
                 self.joins_from.setdefault(source, []).append(index)
         self._arg_adapters: dict[str, TypeAdapter[Any] | None] = {}
+        # nodes whose successors never depend on state: their next frontier is a constant
+        # (shared, never mutated: a head's frontier is only ever replaced)
+        self.simple_next: dict[str, list[Planned]] = {
+            node: [Planned(node=t) for t in self.static.get(node, ()) if t != END]
+            for node in self.nodes
+            if node not in self.branches and node not in self.joins_from
+        }
 
     # -- running ---------------------------------------------------------------------------
 
@@ -97,6 +104,8 @@ class CompiledGraph:
         rewinds the thread to that checkpoint first (as a new head; history stays linear).
         Bad input raises and changes nothing; a failing node gives ``status="failed"``.
         """
+        if self.checkpointer is None and runtime is None and not isinstance(input, Command):
+            return await self._run_unsaved(input, thread_id, recursion_limit)
         if runtime is not None:
             from tinyagents.graph.integration import run_with_runtime
 
@@ -109,6 +118,24 @@ class CompiledGraph:
             run = await session.prepare(input, checkpoint_id, recursion_limit)
             return await session.execute(run)
 
+    async def _run_unsaved(
+        self, input: Any, thread_id: str | None, recursion_limit: int | None
+    ) -> GraphResult:
+        """The path without checkpointer: nothing to lease, load or save."""
+        if input is None:
+            raise GraphError("a graph without checkpointer needs an input for every run")
+        head = Head.fresh(self, thread_id or "", "", None)
+        await self.start_input(head, input, None)
+        run = GraphRun(
+            self, head, checkpointer=None, recursion_limit=recursion_limit or self.recursion_limit
+        )
+        try:
+            return await run.execute()
+        except Exception as exc:
+            result = run.result("failed")
+            result.error = exc
+            return result
+
     async def start_input(self, head: Head, data: Any, cp: Checkpointer | None) -> None:
         """Apply run input to ``head``: writes through the reducers, frontier from START."""
         writes = self.schema.coerce_input(data)
@@ -116,8 +143,8 @@ class CompiledGraph:
         head.frontier = await self.route([(START, [])], head.values, head.barriers)
         head.step += 1
         head.records = {}
-        head.frontier_id = new_id()
         if cp is not None:
+            head.frontier_id = new_id()
             await save(cp, head, delta=delta if head.seq >= 0 else None, source="input")
 
     # -- the pieces the executor and sessions share ------------------------------------------

@@ -13,7 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphRecursionError
-from tinyagents.graph._context import NodeInterrupt, ParentCommand, stable_id
+from tinyagents.graph._context import NodeInterrupt, ParentCommand
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -71,35 +71,43 @@ class GraphRun:
 
     async def execute(self) -> GraphResult:
         """Run supersteps until the frontier is empty or every unfinished task is paused."""
-        while self.head.frontier:
+        head = self.head
+        while head.frontier:
             tasks = self.plan()
-            if any(t.runnable for t in tasks):
-                if self.steps >= self.recursion_limit:
-                    raise GraphRecursionError(
-                        f"graph {self.graph.name!r} reached its limit of "
-                        f"{self.recursion_limit} supersteps without finishing; raise "
-                        "recursion_limit or add an exit to the loop"
-                    )
-                self.steps += 1
-                await self.run_tasks(tasks)
-            if any(t.writes is None for t in tasks):
-                return self.result("interrupted", tasks)
+            if len(tasks) == 1:
+                # the common case: no TaskGroup, and no pending write (the checkpoint follows)
+                task = tasks[0]
+                if task.runnable:
+                    self._count_step()
+                    await self._run_one(task, save_result=False)
+                if task.writes is None:
+                    return self.result("interrupted", tasks)
+            else:
+                if any(t.runnable for t in tasks):
+                    self._count_step()
+                    await self.run_tasks(tasks)
+                if any(t.writes is None for t in tasks):
+                    return self.result("interrupted", tasks)
             await self.finish_step(tasks)
         return self.result("completed")
 
+    def _count_step(self) -> None:
+        if self.steps >= self.recursion_limit:
+            raise GraphRecursionError(
+                f"graph {self.graph.name!r} reached its limit of {self.recursion_limit} "
+                "supersteps without finishing; raise recursion_limit or add an exit to the loop"
+            )
+        self.steps += 1
+
     def plan(self) -> list[Task]:
-        head, nodes = self.head, self.graph.nodes
-        step = head.step + 1
+        head, nodes, records = self.head, self.graph.nodes, self.head.records
+        key = (head.lineage, head.ns, head.step + 1)
         tasks = []
         for index, planned in enumerate(head.frontier):
             task = Task(
-                id=stable_id("t-", head.lineage, head.ns, step, planned.node, index),
-                node=planned.node,
-                index=index,
-                spec=nodes[planned.node],
-                arg=planned.arg,
+                node=planned.node, index=index, spec=nodes[planned.node], arg=planned.arg, key=key
             )
-            rec = head.records.get(task.id)
+            rec = records.get(task.id) if records else None
             if rec is not None:
                 task.writes = rec.writes
                 task.goto = rec.goto
@@ -111,10 +119,6 @@ class GraphRun:
         return tasks
 
     async def run_tasks(self, tasks: list[Task]) -> None:
-        if len(tasks) == 1:
-            # one task: no TaskGroup, and no pending write (the checkpoint follows directly)
-            await self._run_one(tasks[0], save_result=False)
-            return
         try:
             async with asyncio.TaskGroup() as group:
                 for task in tasks:
@@ -150,10 +154,14 @@ class GraphRun:
             )
 
     async def finish_step(self, tasks: list[Task]) -> None:
-        writes = [w for t in tasks for w in t.writes or ()]
-        delta = self.graph.apply_writes(self.head.values, writes)
-        self._view = None
-        head = self.head
+        head, graph = self.head, self.graph
+        if len(tasks) == 1:
+            writes = tasks[0].writes or []
+        else:
+            writes = [w for t in tasks for w in t.writes or ()]
+        delta = graph.apply_writes(head.values, writes) if writes else {}
+        if graph.schema.kind != "dict":
+            self._view = None  # a dict view is a live proxy; instances are rebuilt per step
         head.frontier = await self.route(tasks)
         head.step += 1
         head.records = {}
@@ -168,6 +176,10 @@ class GraphRun:
     # -- routing ---------------------------------------------------------------------------
 
     async def route(self, tasks: list[Task]) -> list[Planned]:
+        if len(tasks) == 1 and not tasks[0].goto:
+            simple = self.graph.simple_next.get(tasks[0].node)
+            if simple is not None:
+                return simple
         head = self.head
         finished = [(t.node, t.goto) for t in tasks]
         return await self.graph.route(finished, head.values, head.barriers, self.view)
@@ -201,17 +213,18 @@ class GraphRun:
         segment = f"{task.node}:{task.id}"
         ns = f"{self.head.ns}|{segment}" if self.head.ns else segment
         cp = self.checkpointer
+        # the child starts from its Send argument or from the parent's shared channels; its
+        # output is what it changed relative to that start, applied by the parent's reducers
+        if task.arg is not UNSET:
+            data = task.arg
+        else:
+            channels = child_graph.schema.channels
+            data = {k: v for k, v in self.head.values.items() if k in channels}
         head = None
         if cp is not None:
             head = await load_head(child_graph, cp, self.head.thread_id, ns)
         if head is None:
             head = Head.fresh(child_graph, self.head.thread_id, ns, self.head.lineage)
-            if task.arg is not UNSET:
-                data = task.arg
-            else:
-                data = {
-                    k: v for k, v in self.head.values.items() if k in child_graph.schema.channels
-                }
             await child_graph.start_input(head, data, cp)
         child = GraphRun(
             child_graph,
@@ -230,16 +243,19 @@ class GraphRun:
             return Command(update=cmd.update, goto=cmd.goto)
         if result.status == "interrupted":
             raise NodeInterrupt(result.interrupts)
-        return self._subgraph_output(child_graph, result.state)
+        return self._subgraph_output(child_graph, data, result.state)
 
-    def _subgraph_output(self, child_graph: CompiledGraph, final: dict[str, Any]) -> Writes:
+    def _subgraph_output(
+        self, child_graph: CompiledGraph, start: Any, final: dict[str, Any]
+    ) -> Writes:
         channels = self.graph.schema.channels
+        start = child_graph.schema.coerce_input(start)
         writes: list[tuple[str, Any]] = []
         for key in child_graph.schema.channels:
             channel = channels.get(key)
             if channel is None:
                 continue
-            before = self.head.values.get(key, MISSING)
+            before = start.get(key, MISSING)
             writes += [(key, w) for w in channel.reducer.diff(before, final.get(key, MISSING))]
         return Writes(writes=writes)
 

@@ -73,6 +73,8 @@ class StateSchema:
         return obj
 
     def check_keys(self, update: Mapping[str, Any], who: str) -> None:
+        if update.keys() <= self.channels.keys():
+            return
         unknown = [k for k in update if k not in self.channels]
         if unknown:
             raise InvalidUpdateError(

@@ -16,6 +16,7 @@ from tinyagents.graph._context import (
     TaskScope,
     reset_scope,
     set_scope,
+    stable_id,
 )
 from tinyagents.graph.types import UNSET, Command, Interrupt, Send
 
@@ -38,20 +39,49 @@ class NodeContext:
     runtime: Any = None
 
 
-@dataclass(slots=True, kw_only=True)
 class Task:
-    """A node scheduled in a superstep; ``writes`` is set once it finished."""
+    """A node scheduled in a superstep; ``writes`` is set once it finished.
 
-    id: str
-    node: str
-    index: int
-    spec: NodeSpec
-    arg: Any = UNSET
-    writes: list[tuple[str, Any]] | None = None
-    goto: list[str | Send] = field(default_factory=list)
-    interrupts: list[Interrupt] = field(default_factory=list)
-    resume: dict[str, Any] = field(default_factory=dict)
-    attempts: int = 0
+    The id is a hash of (lineage, namespace, step, node, index): the same task gets the same
+    id when a step is resumed or replayed after a crash. It is computed on first use, since
+    a graph without checkpointer or runtime never needs it.
+    """
+
+    __slots__ = (
+        "_id",
+        "arg",
+        "attempts",
+        "goto",
+        "index",
+        "interrupts",
+        "key",
+        "node",
+        "resume",
+        "spec",
+        "writes",
+    )
+
+    def __init__(
+        self, *, node: str, index: int, spec: NodeSpec, arg: Any, key: tuple[str, str, int]
+    ) -> None:
+        self._id: str | None = None
+        self.key = key
+        self.node = node
+        self.index = index
+        self.spec = spec
+        self.arg = arg
+        self.writes: list[tuple[str, Any]] | None = None
+        self.goto: list[str | Send] = _EMPTY
+        self.interrupts: list[Interrupt] = _EMPTY
+        self.resume: dict[str, Any] = {}
+        self.attempts = 0
+
+    @property
+    def id(self) -> str:
+        if self._id is None:
+            lineage, ns, step = self.key
+            self._id = stable_id("t-", lineage, ns, step, self.node, self.index)
+        return self._id
 
     @property
     def runnable(self) -> bool:
@@ -61,6 +91,12 @@ class Task:
         if not self.interrupts:
             return True
         return any(i.id in self.resume for i in self.interrupts)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.node}#{self.index}>"
+
+
+_EMPTY: list[Any] = []  # shared, never mutated: tasks replace it
 
 
 @dataclass(slots=True, kw_only=True)
@@ -73,11 +109,14 @@ class Writes:
 
 def read_output(run: GraphRun, task: Task, out: Any) -> None:
     """Node return value → ``task.writes`` / ``task.goto``."""
-    if out is None:
-        task.writes, task.goto = [], []
+    if type(out) is dict:
+        run.graph.schema.check_keys(out, f"node {task.node!r}")
+        task.writes = list(out.items())
+    elif out is None:
+        task.writes = []
     elif isinstance(out, Mapping):
         run.graph.schema.check_keys(out, f"node {task.node!r}")
-        task.writes, task.goto = list(out.items()), []
+        task.writes = list(out.items())
     elif isinstance(out, Command):
         if out.graph == Command.PARENT:
             raise ParentCommand(out)
@@ -130,14 +169,18 @@ async def call_node(run: GraphRun, task: Task) -> None:
     """Run ``task`` to a result; raises ``NodeInterrupt`` or the node's last error."""
     spec = task.spec
     scope = TaskScope(
-        task_id=task.id,
-        node=task.node,
-        ns=run.head.ns,
-        resume=task.resume,
-        checkpointed=run.checkpointer is not None,
+        task=task, ns=run.head.ns, resume=task.resume, checkpointed=run.checkpointer is not None
     )
     token = set_scope(scope)
     try:
+        if spec.retry is None and spec.timeout is None:
+            task.attempts = 1
+            try:
+                read_output(run, task, await _invoke(run, task, 1))
+            except ParentCommand:
+                _check_parent(run, task)
+                raise
+            return
         attempt = 0
         while True:
             attempt += 1
@@ -152,11 +195,7 @@ async def call_node(run: GraphRun, task: Task) -> None:
                 read_output(run, task, out)
                 return
             except ParentCommand:
-                if run.parent is None:
-                    raise GraphError(
-                        f"node {task.node!r} returned Command(graph=Command.PARENT) but the "
-                        "graph is not running as a sub-graph"
-                    ) from None
+                _check_parent(run, task)
                 raise
             except Exception as exc:
                 retry = spec.retry
@@ -170,6 +209,14 @@ async def call_node(run: GraphRun, task: Task) -> None:
                 await asyncio.sleep(retry.interval(attempt))
     finally:
         reset_scope(token)
+
+
+def _check_parent(run: GraphRun, task: Task) -> None:
+    if run.parent is None:
+        raise GraphError(
+            f"node {task.node!r} returned Command(graph=Command.PARENT) but the graph is not "
+            "running as a sub-graph"
+        )
 
 
 __all__ = ["NodeContext", "NodeInterrupt", "Task", "Writes", "call_node", "read_output"]

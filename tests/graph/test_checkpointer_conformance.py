@@ -1,0 +1,184 @@
+"""What every ``Checkpointer`` backend must do. Runs once per backend in ``conftest.BACKENDS``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tinyagents.errors import StaleCheckpointError, ThreadBusy
+from tinyagents.store.checkpoint import Checkpointer, CheckpointRecord, WriteRecord
+
+
+def record(
+    seq: int,
+    *,
+    parent: str | None = "auto",
+    snapshot: bool | None = None,
+    thread: str = "t",
+    ns: str = "",
+    values: dict[str, Any] | None = None,
+) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread_id=thread,
+        ns=ns,
+        checkpoint_id=f"{thread}/{ns}/{seq}",
+        parent_id=(f"{thread}/{ns}/{seq - 1}" if seq else None) if parent == "auto" else parent,
+        seq=seq,
+        step=seq,
+        snapshot=seq == 0 if snapshot is None else snapshot,
+        values=values if values is not None else {"n": seq},
+        frontier=[{"node": "a"}, {"node": "b", "arg": {"i": seq}}],
+        frontier_id=f"f{seq}",
+        lineage="L",
+        source="loop",
+        barriers={"0": ["a"]},
+        tasks=[f"task{seq}"],
+        written=["n"],
+        metadata={"seq": seq},
+        created_at=1000.0 + seq,
+    )
+
+
+async def test_put_then_read_back_every_field(checkpointer: Checkpointer) -> None:
+    values = {"nested": {"list": [1, 2.5, "x", None, True], "empty": {}}, "unicode": "é✓"}
+    await checkpointer.put(record(0, values=values))
+    head = await checkpointer.latest("t")
+    assert head == record(0, values=values)
+    assert await checkpointer.get("t", "t//0") == head
+    assert await checkpointer.get("t", "missing") is None
+    assert await checkpointer.latest("other") is None
+
+
+async def test_loaded_values_are_copies(checkpointer: Checkpointer) -> None:
+    await checkpointer.put(record(0, values={"items": [1, 2]}))
+    first = await checkpointer.latest("t")
+    assert first is not None
+    first.values["items"].append(3)
+    again = await checkpointer.latest("t")
+    assert again is not None and again.values == {"items": [1, 2]}
+
+
+async def test_put_is_compare_and_set_on_the_parent(checkpointer: Checkpointer) -> None:
+    await checkpointer.put(record(0))
+    await checkpointer.put(record(1))
+    with pytest.raises(StaleCheckpointError):
+        await checkpointer.put(record(1))  # same parent again: would fork history
+    with pytest.raises(StaleCheckpointError):
+        await checkpointer.put(record(2, parent="t//0"))  # parent is not the head
+    with pytest.raises(StaleCheckpointError):
+        await checkpointer.put(record(0, thread="t"))  # a thread starts only once
+    with pytest.raises(StaleCheckpointError):
+        await checkpointer.put(record(1, thread="fresh"))  # a parent that does not exist
+    assert [r.seq for r in await checkpointer.list("t")] == [1, 0]
+
+
+async def test_concurrent_writers_on_one_parent_exactly_one_wins(
+    checkpointer: Checkpointer,
+) -> None:
+    await checkpointer.put(record(0))
+    attempts = []
+    for writer in range(5):
+        r = record(1)
+        r.checkpoint_id = f"writer-{writer}"
+        attempts.append(checkpointer.put(r))
+    results = await asyncio.gather(*attempts, return_exceptions=True)
+    assert sum(r is None for r in results) == 1
+    assert all(isinstance(r, StaleCheckpointError) for r in results if r is not None)
+
+
+async def test_chain_starts_at_the_last_snapshot(checkpointer: Checkpointer) -> None:
+    for seq in range(6):
+        await checkpointer.put(record(seq, snapshot=seq in (0, 3)))
+    assert [r.seq for r in await checkpointer.chain("t")] == [3, 4, 5]
+    assert [r.seq for r in await checkpointer.chain("t", checkpoint_id="t//2")] == [0, 1, 2]
+    assert [r.seq for r in await checkpointer.chain("t", checkpoint_id="t//3")] == [3]
+    assert await checkpointer.chain("t", checkpoint_id="nope") == []
+    assert await checkpointer.chain("nobody") == []
+
+
+async def test_list_is_newest_first_and_limited(checkpointer: Checkpointer) -> None:
+    for seq in range(4):
+        await checkpointer.put(record(seq))
+    listed = await checkpointer.list("t")
+    assert [r.seq for r in listed] == [3, 2, 1, 0]
+    assert listed[0].frontier == record(3).frontier and listed[0].tasks == ["task3"]
+    assert listed[0].written == ["n"] and listed[0].metadata == {"seq": 3}
+    assert [r.seq for r in await checkpointer.list("t", limit=2)] == [3, 2]
+    assert await checkpointer.list("nobody") == []
+
+
+async def test_namespaces_are_separate_chains(checkpointer: Checkpointer) -> None:
+    await checkpointer.put(record(0))
+    await checkpointer.put(record(0, ns="sub:t-1"))
+    await checkpointer.put(record(1, ns="sub:t-1"))
+    assert [r.seq for r in await checkpointer.list("t")] == [0]
+    assert [r.seq for r in await checkpointer.list("t", "sub:t-1")] == [1, 0]
+    head = await checkpointer.latest("t", "sub:t-1")
+    assert head is not None and head.ns == "sub:t-1"
+
+
+async def test_pending_writes_keep_order_and_replace_by_key(checkpointer: Checkpointer) -> None:
+    w = checkpointer.put_writes
+    await w("t", "", "f1", [WriteRecord(task_id="a", kind="result", value={"writes": [["x", 1]]})])
+    await w("t", "", "f1", [WriteRecord(task_id="b", kind="interrupt", value=[{"id": "i-1"}])])
+    await w(
+        "t",
+        "",
+        "f1",
+        [
+            WriteRecord(task_id="b", kind="resume", key="i-1", value="yes"),
+            WriteRecord(task_id="b", kind="resume", key="i-2", value=None),
+        ],
+    )
+    await w("t", "", "f1", [WriteRecord(task_id="b", kind="interrupt", value=[{"id": "i-2"}])])
+    await w("t", "", "f2", [WriteRecord(task_id="z", kind="result", value={})])
+    await w("t", "sub", "f1", [WriteRecord(task_id="y", kind="result", value={})])
+    await w("t", "", "f1", [])
+    got = await checkpointer.get_writes("t", "", "f1")
+    assert [(x.task_id, x.kind, x.key, x.value) for x in got] == [
+        ("a", "result", "", {"writes": [["x", 1]]}),
+        ("b", "interrupt", "", [{"id": "i-2"}]),  # replaced in place
+        ("b", "resume", "i-1", "yes"),
+        ("b", "resume", "i-2", None),
+    ]
+    assert [x.task_id for x in await checkpointer.get_writes("t", "", "f2")] == ["z"]
+    assert [x.task_id for x in await checkpointer.get_writes("t", "sub", "f1")] == ["y"]
+    assert await checkpointer.get_writes("t", "", "nope") == []
+
+
+async def test_delete_thread_forgets_everything(checkpointer: Checkpointer) -> None:
+    await checkpointer.put(record(0))
+    await checkpointer.put(record(0, ns="sub"))
+    await checkpointer.put(record(0, thread="keep"))
+    await checkpointer.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+    await checkpointer.delete_thread("t")
+    assert await checkpointer.latest("t") is None
+    assert await checkpointer.latest("t", "sub") is None
+    assert await checkpointer.get_writes("t", "", "f0") == []
+    assert await checkpointer.latest("keep") is not None
+    await checkpointer.put(record(0))  # the thread can start again
+
+
+async def test_single_writer_per_thread(checkpointer: Checkpointer) -> None:
+    await checkpointer.acquire("t", "owner-1")
+    await checkpointer.acquire("t", "owner-1")  # re-entrant for the same owner
+    with pytest.raises(ThreadBusy) as busy:
+        await checkpointer.acquire("t", "owner-2")
+    assert busy.value.thread_id == "t"
+    await checkpointer.acquire("u", "owner-2")  # other threads are free
+    await checkpointer.release("t", "owner-2")  # not the holder: no effect
+    with pytest.raises(ThreadBusy):
+        await checkpointer.acquire("t", "owner-2")
+    await checkpointer.release("t", "owner-1")
+    await checkpointer.acquire("t", "owner-2")
+    await checkpointer.renew("t", "owner-2")
+
+
+async def test_setup_is_idempotent(make_checkpointer: Any) -> None:
+    cp = await make_checkpointer()
+    await cp.setup()
+    await cp.setup()
+    await cp.put(record(0))
+    assert await cp.latest("t") is not None

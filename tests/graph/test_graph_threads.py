@@ -1,0 +1,203 @@
+"""Thread API of a compiled graph: state, history, update_state, fork, rewind, single writer."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from graphkit import LogState, chain, logger
+
+from tinyagents.errors import GraphError, InvalidUpdateError, ThreadBusy, UnknownTargetError
+from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.store.checkpoint import Checkpointer
+
+
+async def test_get_state_and_history(checkpointer: Checkpointer) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    empty = await graph.get_state("t")
+    assert empty.checkpoint_id is None and empty.values == {}
+    result = await graph.run({"x": 1}, thread_id="t")
+    state = await graph.get_state("t")
+    assert state.values == {"x": 1, "log": ["a", "b"]} and state.next == ()
+    assert state.checkpoint_id == result.checkpoint_id
+    history = await graph.history("t")
+    assert [h.source for h in history] == ["loop", "loop", "input"]
+    assert [h.next for h in history] == [(), ("b",), ("a",)]
+    assert [h.step for h in history] == [2, 1, 0]
+    assert history[0].written == ("log",) and len(history[0].tasks) == 1
+    assert history[0].parent_id == history[1].checkpoint_id
+    middle = await graph.get_state("t", history[1].checkpoint_id)
+    assert middle.values == {"x": 1, "log": ["a"]} and middle.next == ("b",)
+    with pytest.raises(UnknownTargetError):
+        await graph.get_state("t", "no-such-checkpoint")
+
+
+async def test_update_state_goes_through_reducers_as_its_own_checkpoint(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    checkpoint_id = await graph.update_state("t", {"log": ["edited"], "x": 5})
+    state = await graph.get_state("t")
+    assert state.checkpoint_id == checkpoint_id and state.source == "update"
+    assert state.values == {"x": 5, "log": ["a", "b", "edited"]}  # appended, not replaced
+    with pytest.raises(InvalidUpdateError, match="unknown state key"):
+        await graph.update_state("t", {"nope": 1})
+    assert (await graph.get_state("t")).checkpoint_id == checkpoint_id
+
+
+async def test_update_state_as_node_continues_from_that_node(checkpointer: Checkpointer) -> None:
+    graph = chain("a", "b", "c").compile(checkpointer=checkpointer)
+    await graph.update_state("t", {"log": ["typed-in"]}, as_node="a")
+    assert (await graph.get_state("t")).next == ("b",)
+    result = await graph.run(None, thread_id="t")
+    assert result.state["log"] == ["typed-in", "b", "c"]
+    with pytest.raises(GraphError, match="no such node"):
+        await graph.update_state("t", {"x": 1}, as_node="ghost")
+
+
+async def test_update_state_keeps_pending_interrupts(checkpointer: Checkpointer) -> None:
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [f"{interrupt('go?')}@{state['x']}"]}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=checkpointer)
+    first = await compiled.run({"x": 1}, thread_id="t")
+    await compiled.update_state("t", {"x": 2})
+    state = await compiled.get_state("t")
+    assert [i.id for i in state.interrupts] == [first.interrupts[0].id]
+    result = await compiled.run(Command(resume={first.interrupts[0].id: "yes"}), thread_id="t")
+    assert result.state["log"] == ["yes@2"]
+
+
+async def test_fork_copies_the_thread_at_a_checkpoint(checkpointer: Checkpointer) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    after_a = (await graph.history("t"))[1]
+    fork = await graph.fork("t", after_a.checkpoint_id)
+    assert fork != "t"
+    state = await graph.get_state(fork)
+    assert state.values == {"x": 1, "log": ["a"]} and state.next == ("b",)
+    assert state.metadata["forked_from"] == {
+        "thread_id": "t",
+        "checkpoint_id": after_a.checkpoint_id,
+    }
+    await graph.update_state(fork, {"x": 99})
+    result = await graph.run(None, thread_id=fork)
+    assert result.state == {"x": 99, "log": ["a", "b"]}
+    assert (await graph.get_state("t")).values == {"x": 1, "log": ["a", "b"]}  # untouched
+    with pytest.raises(UnknownTargetError):
+        await graph.fork("t", "missing")
+
+
+async def test_fork_keeps_pending_interrupts(checkpointer: Checkpointer) -> None:
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [interrupt("ok?")]}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=checkpointer)
+    paused = await compiled.run({}, thread_id="t")
+    fork = await compiled.fork("t", paused.checkpoint_id or "")
+    [pending] = (await compiled.get_state(fork)).interrupts
+    assert pending.id == paused.interrupts[0].id  # ids are stable across the fork
+    done = await compiled.run(Command(resume={pending.id: "fork"}), thread_id=fork)
+    assert done.state["log"] == ["fork"]
+    assert (await compiled.get_state("t")).interrupts == paused.interrupts
+
+
+async def test_rewind_to_an_older_checkpoint_keeps_history_linear(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    start = (await graph.history("t"))[-1]
+    result = await graph.run(None, thread_id="t", checkpoint_id=start.checkpoint_id)
+    assert result.state["log"] == ["a", "b"]  # replayed from the input checkpoint
+    history = await graph.history("t")
+    assert [h.source for h in history][:3] == ["loop", "loop", "rewind"]
+    ids = [h.checkpoint_id for h in history]
+    assert all(h.parent_id == ids[i + 1] for i, h in enumerate(history[:-1]))
+
+
+async def test_second_concurrent_run_on_a_thread_is_thread_busy(checkpointer: Checkpointer) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(state: Any) -> dict[str, Any]:
+        entered.set()
+        await release.wait()
+        return {"log": ["slow"]}
+
+    graph = StateGraph(LogState).add_node("slow", slow).add_edge(START, "slow")
+    compiled = graph.add_edge("slow", END).compile(checkpointer=checkpointer)
+    async with asyncio.TaskGroup() as group:
+        first = group.create_task(compiled.run({}, thread_id="t"))
+        await entered.wait()
+        with pytest.raises(ThreadBusy):
+            await compiled.run({}, thread_id="t")
+        with pytest.raises(ThreadBusy):
+            await compiled.update_state("t", {"x": 1})
+        other = await chain("a").compile(checkpointer=checkpointer).run({}, thread_id="other")
+        assert other.status == "completed"  # other threads are not blocked
+        release.set()
+    assert first.result().state["log"] == ["slow"]
+    assert len(await compiled.history("t")) == 2  # one run, no forked history
+    assert (await compiled.run(None, thread_id="t")).status == "completed"  # lease released
+
+
+async def test_thread_lease_is_released_when_a_run_fails(checkpointer: Checkpointer) -> None:
+    def boom(state: Any) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    graph = StateGraph(LogState).add_node("boom", boom).add_edge(START, "boom")
+    compiled = graph.add_edge("boom", END).compile(checkpointer=checkpointer)
+    assert (await compiled.run({}, thread_id="t")).status == "failed"
+    assert (await compiled.run({}, thread_id="t")).status == "failed"  # not ThreadBusy
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[dict[str, str]], operator.add]
+
+
+async def test_long_chat_thread_stores_deltas_not_copies(make_checkpointer: Any) -> None:
+    cp = await make_checkpointer(snapshot_every=50)
+    graph = StateGraph(Chat).add_node(
+        "reply", lambda s: {"messages": [{"role": "ai", "text": "ok"}]}
+    )
+    compiled = graph.add_edge(START, "reply").add_edge("reply", END).compile(checkpointer=cp)
+    for turn in range(200):
+        await compiled.run({"messages": [{"role": "user", "text": f"m{turn}"}]}, thread_id="t")
+    records = await cp.list("t")
+    assert len(records) == 400
+    deltas = [r for r in records if not r.snapshot]
+    full = await cp.chain("t")
+    assert len(full) <= 50  # loading replays at most one snapshot interval
+    # a delta holds only the message(s) that step appended
+    for record in await cp.chain("t"):
+        if not record.snapshot:
+            assert len(record.values["messages"]) == 1
+    stored = sum(len(r.values.get("messages", [])) for r in await _all(cp, "t"))
+    snapshots = len(records) - len(deltas)
+    assert stored <= 400 + snapshots * 400  # deltas once + bounded snapshots
+    assert stored < 400 * 400 / 10  # far from one copy of the list per checkpoint
+    state = await compiled.get_state("t")
+    assert len(state.values["messages"]) == 400
+
+
+async def _all(cp: Checkpointer, thread_id: str) -> list[Any]:
+    out = []
+    for info in await cp.list(thread_id):
+        record = await cp.get(thread_id, info.checkpoint_id)
+        assert record is not None
+        out.append(record)
+    return out
+
+
+async def test_unknown_node_in_history_and_mermaid_are_independent(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    compiled = graph.add_edge("a", END).compile(checkpointer=checkpointer)
+    assert "n_a" in compiled.to_mermaid()
+    assert await compiled.history("nothing") == []

@@ -1,0 +1,130 @@
+"""SQLite specifics: schema versioning, WAL, leases across processes and their recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import TypedDict
+
+import pytest
+
+from tinyagents.errors import ThreadBusy
+from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.store.checkpoint.sqlite import MIGRATIONS, SqliteCheckpointer
+
+
+class XState(TypedDict, total=False):
+    x: int
+
+
+HOLD_LEASE = textwrap.dedent(
+    """
+    import asyncio, sys
+    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+
+    async def main():
+        async with SqliteCheckpointer(sys.argv[1]) as cp:
+            await cp.acquire("t", "other-process")
+            print("held", flush=True)
+            await asyncio.to_thread(sys.stdin.read)  # hold until the parent says so
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_schema_is_versioned_and_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    for _ in range(2):
+        async with SqliteCheckpointer(path) as cp:
+            await cp.setup()
+    with sqlite3.connect(path) as db:
+        versions = db.execute("SELECT version FROM checkpoint_migrations").fetchall()
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert versions == [(v,) for v, _, _ in MIGRATIONS]
+    assert mode == "wal"
+
+
+async def test_url_forms_and_a_second_connection_see_the_same_data(tmp_path: Path) -> None:
+    def ask(state: dict[str, object]) -> dict[str, object]:
+        return {"x": interrupt("?")}
+
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(f"sqlite:///{path}") as first:
+        graph = StateGraph(XState).add_node("ask", ask).add_edge(START, "ask")
+        compiled = graph.add_edge("ask", END).compile(checkpointer=first)
+        await compiled.run({"x": 0}, thread_id="t")
+    async with SqliteCheckpointer(path) as second:
+        graph = StateGraph(XState).add_node("ask", ask).add_edge(START, "ask")
+        compiled = graph.add_edge("ask", END).compile(checkpointer=second)
+        result = await compiled.run(Command(resume=7), thread_id="t")
+        assert result.state == {"x": 7}
+
+
+async def test_lease_blocks_another_process_and_recovers_when_it_dies(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.setup()
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            HOLD_LEASE,
+            str(path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert child.stdout is not None
+        assert await child.stdout.readline() == b"held\n"
+        with pytest.raises(ThreadBusy):
+            await cp.acquire("t", "me")
+        child.kill()  # SIGKILL: the lease row stays behind
+        await child.wait()
+        await cp.acquire("t", "me")  # its pid is gone, so the lease is taken over
+        await cp.release("t", "me")
+
+
+async def test_two_instances_in_one_process_exclude_each_other(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(path) as one, SqliteCheckpointer(path) as two:
+        await one.acquire("t", "a")
+        with pytest.raises(ThreadBusy):
+            await two.acquire("t", "b")  # same pid, alive: a live holder
+        await one.release("t", "a")
+        await two.acquire("t", "b")
+
+
+async def test_lease_of_another_host_counts_until_it_expires(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.setup()
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "INSERT INTO thread_leases VALUES ('t', 'remote', 'elsewhere', 1, ?)",
+                (time.time() + 3600,),
+            )
+            db.execute(
+                "INSERT INTO thread_leases VALUES ('u', 'remote', 'elsewhere', 1, ?)",
+                (time.time() - 1,),
+            )
+        with pytest.raises(ThreadBusy):
+            await cp.acquire("t", "me")
+        await cp.acquire("u", "me")  # expired: taken over
+
+
+async def test_renew_notices_a_lost_lease(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(path, lease_ttl=0.0) as cp:
+        await cp.acquire("t", "me")
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE thread_leases SET owner = 'thief' WHERE thread_id = 't'")
+        with pytest.raises(ThreadBusy):
+            await cp.renew("t", "me")
+
+
+async def test_storage_bytes_reports_the_file_size(tmp_path: Path) -> None:
+    async with SqliteCheckpointer(tmp_path / "db.sqlite") as cp:
+        assert await cp.storage_bytes() > 0
