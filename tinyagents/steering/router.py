@@ -100,7 +100,7 @@ class SteeringRouter:
         if handle is None:
             if reason is None:  # a thread with no live run yet: wait for one
                 return await self._defer(tracked, f"no live run on {cmd.target.describe()}", "router")
-            return self._reject(tracked, reason, "router")
+            return await self._reject(tracked, reason, "router")
         return await self._evaluate(tracked, handle)
 
     def history(self, run_id: str) -> list[SteeringEvent]:
@@ -213,12 +213,17 @@ class SteeringRouter:
             pipeline = PolicyPipeline([*pipeline.policies, *handle.policies], pipeline_id=pipeline.pipeline_id)
         decision = await pipeline.evaluate(cmd, ctx)
         if decision.status == "reject":
-            return self._reject(tracked, decision.reason or "rejected", decision.policy_id)
+            return await self._reject(tracked, decision.reason or "rejected", decision.policy_id)
         if decision.status == "defer":
             return await self._defer(tracked, decision.reason or "deferred", decision.policy_id, handle)
         return await self._accept(tracked, handle, decision)
 
-    def _reject(self, tracked: _Tracked, reason: str, policy_id: str | None) -> SteeringReceipt:
+    async def _reject(self, tracked: _Tracked, reason: str, policy_id: str | None) -> SteeringReceipt:
+        if self.store is not None:
+            # Logged so that a retry with the same correlation id after a restart is still a
+            # duplicate: the first outcome stands.
+            run_id = tracked.info.run_id if tracked.info else None
+            await self.store.append_command(tracked.cmd, state="rejected", run_id=run_id)
         self._finish(tracked, "rejected", reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
 

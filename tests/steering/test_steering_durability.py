@@ -1,0 +1,129 @@
+"""Durability with ``Runtime(store="sqlite:///...")``: the steering log, the event log, restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
+
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import ReceiptStatus, SteeringKind, SteeringTarget
+from tinyagents.steering.queue import Boundary
+from tinyagents.store.sqlite import SqliteStore
+from tinyagents.testkit.recorder import EventRecorder
+
+K = SteeringKind
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "x.db"
+
+
+def url(db: Path) -> str:
+    return f"sqlite:///{db}"
+
+
+async def test_accepted_command_is_in_the_steering_log_when_submit_returns(db: Path) -> None:
+    async with Runtime(store=url(db), testing=True) as rt:
+        await start_run(rt, "r-1")
+        receipt = await rt.submit(make_command("r-1"))
+        assert receipt.accepted
+        # Another connection, while the runtime is still running (nothing flushed on close yet).
+        reader = SqliteStore(db)
+        await reader.open()
+        try:
+            stored = await reader.get_command(receipt.correlation_id)
+        finally:
+            await reader.close()
+    assert stored is not None
+    assert (stored.state, stored.run_id) == ("accepted", "r-1")
+    assert stored.command.correlation_id == receipt.correlation_id
+    assert stored.command.payload == {"text": "focus"}
+
+
+async def test_events_and_terminal_states_are_in_the_store_after_close(db: Path) -> None:
+    async with Runtime(store=url(db), testing=True) as rt:
+        handle = await start_run(rt, "r-1", models=["m-1"])
+        applied = await rt.submit(make_command("r-1"))
+        rejected = await rt.submit(make_command("r-1", K.CONSTRAIN_MODEL, {"models": ["m-2"]}))
+        assert rejected.status is ReceiptStatus.REJECTED
+        apply_ready(handle)
+        history = [e.model_dump(mode="json") for e in rt.steering_history("r-1")]
+
+    reader = SqliteStore(db)
+    await reader.open()
+    try:
+        events = await reader.load_events(run_id="r-1", type_prefix="steering.")
+        stored = await reader.get_command(applied.correlation_id)
+        runs = await reader.load_runs()
+    finally:
+        await reader.close()
+    assert [e.model_dump(mode="json") for e in events] == history
+    assert {e.correlation_id for e in events} == {  # type: ignore[attr-defined]
+        applied.correlation_id,
+        rejected.correlation_id,
+    }
+    assert stored is not None and stored.state == "applied"
+    assert [r["run_id"] for r in runs] == ["r-1"]
+
+
+async def test_restart_requeues_accepted_unfinished_commands_and_not_terminal_ones(
+    db: Path,
+) -> None:
+    async with Runtime(store=url(db), testing=True) as first:
+        handle = await start_run(first, "r-1")
+        done = await first.submit(make_command("r-1", payload={"text": "done before"}))
+        apply_ready(handle)
+        pending = await first.submit(make_command("r-1", delivery="before_model_call"))
+        status = await first.submit(make_command("r-1", K.REQUEST_STATUS))
+        superseded = await first.submit(make_command("r-1", K.REPLACE_INSTRUCTION, {"text": "a"}))
+        newest = await first.submit(make_command("r-1", K.REPLACE_INSTRUCTION, {"text": "b"}))
+        # Taken but never applied when the process stops: these must come back too.
+        taken = handle.inbox.take(Boundary.AFTER_TOOL_RESULT)
+        rejected = await first.submit(make_command("r-nowhere"))
+        waiting = await first.submit(make_command(target=SteeringTarget.thread("t-later")))
+        assert waiting.status is ReceiptStatus.DEFERRED
+        # The process stops here without the run finishing.
+    assert {c.correlation_id for c in taken} == {status.correlation_id, newest.correlation_id}
+
+    recorder = EventRecorder()
+    async with Runtime(store=url(db), testing=True, sinks=[recorder]) as second:
+        restored = await start_run(second, "r-1")
+        queued = {c.correlation_id for c in restored.inbox.queue.pending()}
+        assert queued == {pending.correlation_id, status.correlation_id, newest.correlation_id}
+        assert done.correlation_id not in queued
+        assert superseded.correlation_id not in queued
+        assert rejected.correlation_id not in queued
+
+        # Dedup survives the restart: none of them is taken a second time.
+        for receipt in (done, pending, rejected, waiting):
+            again = await second.submit(make_command("r-1", correlation_id=receipt.correlation_id))
+            assert again.status is ReceiptStatus.DUPLICATE
+
+        applied = apply_ready(restored)
+        assert {c.correlation_id for c in applied} == queued
+        recorder.assert_every_command_terminal()
+
+        # The deferred thread command waits for a run on its thread, across the restart too.
+        late = await start_run(second, "r-2", thread_id="t-later")
+        assert [c.correlation_id for c in apply_ready(late)] == [waiting.correlation_id]
+        await finish_run(second, restored)
+        await finish_run(second, late)
+        assert second.router.open_commands() == []
+
+    async with Runtime(store=url(db), testing=True) as third:
+        assert third.router.open_commands() == []
+        again = await start_run(third, "r-1")
+        assert len(again.inbox) == 0
+
+
+async def test_memory_runtime_forgets_everything(tmp_path: Path) -> None:
+    async with Runtime(testing=True) as rt:
+        await start_run(rt, "r-1")
+        cmd = make_command("r-1", actor=OPERATOR)
+        await rt.submit(cmd)
+    async with Runtime(testing=True) as rt:
+        await start_run(rt, "r-1")
+        assert (await rt.submit(cmd)).accepted
