@@ -63,9 +63,9 @@ class SqliteStore(Store):
 
         if self._db is not None:
             return
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._db = await aiosqlite.connect(self.path)
             await self._db.execute("PRAGMA journal_mode=WAL")
             await self._db.execute("PRAGMA synchronous=NORMAL")
@@ -145,8 +145,9 @@ class SqliteStore(Store):
             where.append("root_run_id = ?")
             args.append(root_run_id)
         if type_prefix is not None:
-            where.append("type LIKE ?")
-            args.append(type_prefix.replace("%", r"\%") + "%")
+            # Not LIKE: it is case-insensitive and treats "_" and "%" as wildcards.
+            where.append("substr(type, 1, ?) = ?")
+            args.extend([len(type_prefix), type_prefix])
         sql = "SELECT data FROM events" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         async with self.db.execute(sql, args) as cur:
             rows = await cur.fetchall()

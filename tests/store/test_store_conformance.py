@@ -1,0 +1,252 @@
+"""The ``Store`` contract: every backend in ``conftest.BACKENDS`` must pass all of this."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from tinyagents.events.models import (
+    Event,
+    GraphEvent,
+    ModelEvent,
+    RunEvent,
+    SteeringEvent,
+    make_event,
+)
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.steering.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.store.base import OPEN_STATES, Store
+from tinyagents.testkit.clock import EPOCH
+
+ACTOR = SteeringActor.human("ops", scopes=["agent:control"])
+
+
+def command(cid: str, *, at: int = 0, text: str = "focus", run_id: str = "r-1") -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=ACTOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": text},
+        correlation_id=cid,
+        created_at=EPOCH + timedelta(seconds=at),
+    )
+
+
+def steering_event(
+    type_: str, cid: str, *, run_id: str = "r-1", root: str = "root", **kw: Any
+) -> SteeringEvent:
+    cmd = command(cid, run_id=run_id)
+    return SteeringEvent(
+        type=type_,  # type: ignore[arg-type]
+        run_id=run_id,
+        root_run_id=root,
+        target=cmd.target,
+        actor=cmd.actor,
+        kind=cmd.kind,
+        correlation_id=cid,
+        payload_summary={"text": "focus"},
+        at=EPOCH,
+        **kw,
+    )
+
+
+def sample_events() -> list[Event]:
+    return [
+        RunEvent(type="run.started", run_id="root", root_run_id="root", agent_id="a", at=EPOCH),
+        steering_event("steering.requested", "c-1", run_id="r-1"),
+        steering_event("steering.accepted", "c-1", run_id="r-1", policy_id="default"),
+        ModelEvent(
+            type="model.request", run_id="r-1", root_run_id="root", request_id="m-1", at=EPOCH
+        ),
+        GraphEvent(
+            type="graph.task_started", run_id="g-1", root_run_id="g-1", task_id="t", at=EPOCH
+        ),
+        steering_event("steering.requested", "c-2", run_id="r-2", root="other"),
+        steering_event("steering.rejected", "c-2", run_id="r-2", root="other", reason="no"),
+        GraphEvent(type="graph.step", run_id="g-1", root_run_id="g-1", step=1, at=EPOCH),
+    ]
+
+
+def dumped(events: list[Event]) -> list[dict[str, Any]]:
+    return [e.model_dump(mode="json") for e in events]
+
+
+# --------------------------------------------------------------------------- steering log
+
+
+async def test_appended_command_reads_back(store: Store) -> None:
+    cmd = command("c-1")
+    await store.append_command(cmd, state="accepted", run_id="r-1")
+    stored = await store.get_command("c-1")
+    assert stored is not None
+    assert stored.command == cmd
+    assert (stored.state, stored.run_id, stored.reason) == ("accepted", "r-1", None)
+
+
+async def test_unknown_command_is_none(store: Store) -> None:
+    assert await store.get_command("nope") is None
+
+
+async def test_appending_again_overwrites_state_run_and_command(store: Store) -> None:
+    await store.append_command(command("c-1", text="first"), state="deferred", run_id=None)
+    await store.append_command(command("c-1", text="second"), state="accepted", run_id="r-9")
+    stored = await store.get_command("c-1")
+    assert stored is not None
+    assert (stored.state, stored.run_id) == ("accepted", "r-9")
+    assert stored.command.payload == {"text": "second"}
+    assert await store.command_ids() == {"c-1"}
+
+
+async def test_open_commands_are_the_accepted_and_deferred_ones_oldest_first(store: Store) -> None:
+    assert set(OPEN_STATES) == {"accepted", "deferred"}
+    await store.append_command(command("c-1", at=1), state="accepted", run_id="r-1")
+    await store.append_command(command("c-2", at=2), state="deferred", run_id=None)
+    await store.append_command(command("c-3", at=3), state="accepted", run_id="r-1")
+    await store.append_command(command("c-4", at=4), state="rejected", run_id="r-1")
+    await store.append_command(command("c-5", at=5), state="accepted", run_id="r-2")
+    await store.set_command_states([("c-3", "applied", None), ("c-5", "failed", "late")])
+
+    open_ = await store.open_commands()
+    assert [(s.command.correlation_id, s.state, s.run_id) for s in open_] == [
+        ("c-1", "accepted", "r-1"),
+        ("c-2", "deferred", None),
+    ]
+    assert await store.command_ids() == {"c-1", "c-2", "c-3", "c-4", "c-5"}
+
+
+async def test_set_command_states_records_the_reason_and_ignores_unknown_ids(store: Store) -> None:
+    await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+    await store.set_command_states(
+        [("c-1", "failed", "target finished"), ("ghost", "applied", None)]
+    )
+    stored = await store.get_command("c-1")
+    assert stored is not None and (stored.state, stored.reason) == ("failed", "target finished")
+    assert await store.get_command("ghost") is None
+    assert await store.command_ids() == {"c-1"}
+    await store.set_command_states([])
+
+
+# --------------------------------------------------------------------------- event log
+
+
+async def test_events_read_back_typed_and_in_write_order(store: Store) -> None:
+    events = sample_events()
+    await store.append_events(events[:3])
+    await store.append_events(events[3:])
+    await store.append_events([])
+    loaded = await store.load_events()
+    assert [type(e) for e in loaded] == [type(e) for e in events]
+    assert dumped(loaded) == dumped(events)
+
+
+async def test_event_filters(store: Store) -> None:
+    events = sample_events()
+    await store.append_events(events)
+
+    async def types(**where: Any) -> list[tuple[str, str | None]]:
+        return [(e.type, e.run_id) for e in await store.load_events(**where)]
+
+    assert await types(run_id="r-1") == [
+        ("steering.requested", "r-1"),
+        ("steering.accepted", "r-1"),
+        ("model.request", "r-1"),
+    ]
+    assert await types(root_run_id="other") == [
+        ("steering.requested", "r-2"),
+        ("steering.rejected", "r-2"),
+    ]
+    assert await types(type_prefix="graph.") == [
+        ("graph.task_started", "g-1"),
+        ("graph.step", "g-1"),
+    ]
+    assert await types(root_run_id="root", type_prefix="steering.") == [
+        ("steering.requested", "r-1"),
+        ("steering.accepted", "r-1"),
+    ]
+    assert await types(run_id="r-2", root_run_id="root") == []
+
+
+async def test_type_prefix_is_literal_and_case_sensitive(store: Store) -> None:
+    await store.append_events(sample_events())
+    assert await store.load_events(type_prefix="run_") == []  # "_" is not a wildcard
+    assert await store.load_events(type_prefix="STEERING.") == []
+    assert await store.load_events(type_prefix="%") == []
+    assert [e.type for e in await store.load_events(type_prefix="graph.task_")] == [
+        "graph.task_started"
+    ]
+
+
+async def test_events_built_on_the_hot_path_are_stored_too(store: Store) -> None:
+    event = make_event(RunEvent, type="run.completed", run_id="r-1", root_run_id="r-1", offset=7)
+    await store.append_events([event])
+    (loaded,) = await store.load_events(run_id="r-1")
+    assert loaded.model_dump(mode="json") == event.model_dump(mode="json")
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def snapshots() -> list[dict[str, Any]]:
+    infos = [
+        RunInfo(run_id="r-1", tenant_id="acme", tools=frozenset({"b", "a"}), created_at=EPOCH),
+        RunInfo(
+            run_id="r-2",
+            parent_run_id="r-1",
+            root_run_id="r-1",
+            tenant_id="acme",
+            depth=1,
+            created_at=EPOCH,
+        ),
+        RunInfo(run_id="r-3", tenant_id="globex", models=("m",), created_at=EPOCH),
+    ]
+    return [info.snapshot() for info in infos]
+
+
+async def test_runs_are_upserted_and_filtered_by_tenant(store: Store) -> None:
+    first = snapshots()
+    await store.save_runs(first)
+    finished = {**first[0], "status": RunStatus.COMPLETED.value}
+    await store.save_runs([finished])
+
+    everything = await store.load_runs()
+    assert [r["run_id"] for r in everything] == ["r-1", "r-2", "r-3"]
+    assert everything[0] == json.loads(json.dumps(finished))
+    assert [r["run_id"] for r in await store.load_runs(tenant_id="acme")] == ["r-1", "r-2"]
+    assert await store.load_runs(tenant_id="initech") == []
+    await store.save_runs([])
+
+
+# --------------------------------------------------------------------------- durability
+
+
+async def test_everything_survives_a_reopen(durable_backend: Any, tmp_path: Path) -> None:
+    writer = durable_backend.make(tmp_path)
+    await writer.open()
+    await writer.open()  # idempotent
+    await writer.append_command(command("c-1"), state="accepted", run_id="r-1")
+    await writer.append_command(command("c-2"), state="accepted", run_id="r-1")
+    await writer.set_command_states([("c-2", "applied", None)])
+    await writer.append_events(sample_events())
+    await writer.save_runs(snapshots())
+    await writer.close()
+    await writer.close()  # idempotent
+
+    reader = durable_backend.make(tmp_path)
+    await reader.open()
+    try:
+        assert [s.command.correlation_id for s in await reader.open_commands()] == ["c-1"]
+        assert await reader.command_ids() == {"c-1", "c-2"}
+        assert dumped(await reader.load_events()) == dumped(sample_events())
+        assert [r["run_id"] for r in await reader.load_runs()] == ["r-1", "r-2", "r-3"]
+        # Writing after a reopen goes on where the log stopped.
+        await reader.append_command(command("c-3", at=9), state="accepted", run_id="r-1")
+        assert [s.command.correlation_id for s in await reader.open_commands()] == ["c-1", "c-3"]
+    finally:
+        await reader.close()

@@ -1,0 +1,120 @@
+"""Store URLs, the SQLite specifics (WAL, migrations, errors) and the batching ``StoreWriter``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.events.models import RunEvent, SteeringEvent
+from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.store.base import StoreWriter, open_store, terminal_updates
+from tinyagents.store.memory import MemoryStore
+from tinyagents.store.sqlite import MIGRATIONS, SqliteStore
+
+
+def test_open_store_urls(tmp_path: Path) -> None:
+    assert isinstance(open_store(None), MemoryStore)
+    assert isinstance(open_store("memory://"), MemoryStore)
+    absolute = open_store(f"sqlite:///{tmp_path}/x.db")
+    assert isinstance(absolute, SqliteStore) and absolute.path == f"{tmp_path}/x.db"
+    relative = open_store("sqlite:///runs.db")
+    assert isinstance(relative, SqliteStore) and relative.path == "runs.db"
+    mine = MemoryStore()
+    assert open_store(mine) is mine
+    with pytest.raises(ConfigurationError, match="unknown store 'redis://x'"):
+        open_store("redis://x")
+
+
+async def test_sqlite_uses_wal_and_records_its_migrations_once(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "x.db"  # parent directories are created
+    for _ in range(2):
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()
+    async with aiosqlite.connect(path) as db:
+        async with db.execute("PRAGMA journal_mode") as cur:
+            assert (await cur.fetchone())[0] == "wal"  # type: ignore[index]
+        async with db.execute("SELECT name, version FROM migrations ORDER BY version") as cur:
+            rows = await cur.fetchall()
+    assert rows == [("steering", version) for version, _ in MIGRATIONS]
+
+
+async def test_sqlite_store_that_is_not_open_says_so(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "x.db")
+    with pytest.raises(StoreError, match="not open"):
+        await store.command_ids()
+
+
+async def test_sqlite_store_that_cannot_open_raises_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open SQLite store"):
+        await SqliteStore(blocker / "x.db").open()
+
+
+def _command(cid: str) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run("r-1"),
+        actor=SteeringActor.test(),
+        kind="pause",
+        correlation_id=cid,
+    )
+
+
+def _steering(type_: str, cid: str, reason: str | None = None) -> SteeringEvent:
+    cmd = _command(cid)
+    return SteeringEvent(
+        type=type_,  # type: ignore[arg-type]
+        run_id="r-1",
+        target=cmd.target,
+        actor=cmd.actor,
+        kind=cmd.kind,
+        correlation_id=cid,
+        reason=reason,
+    )
+
+
+def test_terminal_updates_come_from_terminal_steering_events_only() -> None:
+    events = [
+        RunEvent(type="run.started", run_id="r-1"),
+        _steering("steering.accepted", "c-1"),
+        _steering("steering.delivered", "c-1"),
+        _steering("steering.applied", "c-1"),
+        _steering("steering.failed", "c-2", "late"),
+        _steering("steering.superseded", "c-3"),
+        _steering("steering.rejected", "c-4", "no"),
+    ]
+    assert terminal_updates(events) == [
+        ("c-1", "applied", None),
+        ("c-2", "failed", "late"),
+        ("c-3", "superseded", None),
+        ("c-4", "rejected", "no"),
+    ]
+
+
+async def test_writer_batches_events_and_settles_command_states() -> None:
+    store = MemoryStore()
+    await store.append_command(_command("c-1"), state="accepted", run_id="r-1")
+    writer = StoreWriter(store, flush_every_s=3600)
+    writer(_steering("steering.delivered", "c-1"))
+    writer(_steering("steering.applied", "c-1"))
+    assert await store.load_events() == []  # buffered, not written on the publisher's path
+    await writer.flush()
+    assert [e.type for e in await store.load_events()] == ["steering.delivered", "steering.applied"]
+    stored = await store.get_command("c-1")
+    assert stored is not None and stored.state == "applied"
+    await writer.flush()  # nothing buffered: nothing written twice
+    assert len(await store.load_events()) == 2
+
+
+async def test_writer_flushes_what_is_left_when_closed() -> None:
+    store = MemoryStore()
+    writer = StoreWriter(store, flush_every_s=3600)
+    writer.start()
+    writer(RunEvent(type="run.started", run_id="r-1"))
+    await writer.aclose()
+    assert [e.type for e in await store.load_events()] == ["run.started"]
+    await writer.aclose()  # closing twice is harmless
