@@ -137,7 +137,8 @@ class SqliteStore(Store):
     async def load_events(
         self, *, run_id: str | None = None, root_run_id: str | None = None, type_prefix: str | None = None
     ) -> list[Event]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | int] = []
         if run_id is not None:
             where.append("run_id = ?")
             args.append(run_id)
@@ -165,7 +166,8 @@ class SqliteStore(Store):
         await self.db.commit()
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
-        sql, args = "SELECT data FROM runs", ()
+        sql = "SELECT data FROM runs"
+        args: tuple[str, ...] = ()
         if tenant_id is not None:
             sql, args = sql + " WHERE tenant_id = ?", (tenant_id,)
         async with self.db.execute(sql + " ORDER BY rowid", args) as cur:
