@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .clock import FakeClock, SequentialIds, use_clock, use_ids
+from .fake_agent import BoundaryProbe, EventWaiter, Gate, fake_agent
 from .models import (
     FunctionModel,
     ScriptedModel,
@@ -28,15 +29,19 @@ if TYPE_CHECKING:
     from .openai_server import ErrorReply, OpenAICompatServer
 
 __all__ = [
+    "BoundaryProbe",
     "ErrorReply",
     "EventRecorder",
+    "EventWaiter",
     "FakeClock",
     "FunctionModel",
+    "Gate",
     "OpenAICompatServer",
     "ScriptExhaustedError",
     "ScriptedModel",
     "SequentialIds",
     "count_tokens",
+    "fake_agent",
     "reply",
     "tool_call",
     "tool_calls",
