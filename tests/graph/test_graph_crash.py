@@ -1,0 +1,106 @@
+"""Crash safety: SIGKILL a graph process at random points, run the thread again, and check
+that no write was lost and no task ran again after its writes were saved."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from graph_crash_worker import ROUNDS, build, expected_log
+
+from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+
+WORKER = Path(__file__).with_name("graph_crash_worker.py")
+KILLS = 24
+
+
+async def saved_tasks(db: Path, thread: str) -> set[str]:
+    """Task ids whose writes are durable: in a checkpoint, or pending writes of the head."""
+    async with SqliteCheckpointer(db) as cp:
+        done = {task for record in await cp.list(thread) for task in record.tasks}
+        head = await cp.latest(thread)
+        if head is not None:
+            writes = await cp.get_writes(thread, "", head.frontier_id)
+            done |= {w.task_id for w in writes if w.kind == "result"}
+        return done
+
+
+async def run_worker(
+    db: Path, thread: str, side_log: Path, run_no: int, kill_after: float | None
+) -> bool:
+    """Run the worker; SIGKILL it ``kill_after`` s after it is ready. True if it finished."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WORKER),
+        str(db),
+        thread,
+        str(side_log),
+        str(run_no),
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(WORKER.parent)},
+    )
+    assert proc.stdout is not None
+    assert await proc.stdout.readline() == b"ready\n"
+    if kill_after is None:
+        out = await proc.stdout.read()
+        assert await proc.wait() == 0
+        return out.strip() == b"completed"
+    try:
+        async with asyncio.timeout(kill_after):
+            out = await proc.stdout.read()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return False
+    await proc.wait()
+    return out.strip() == b"completed"
+
+
+@pytest.mark.slow
+async def test_sigkill_at_random_points_loses_nothing_and_reruns_nothing(tmp_path: Path) -> None:
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    db, side_log = tmp_path / "crash.db", tmp_path / "side.log"
+    saved_before: dict[int, set[str]] = {}
+    run_thread: dict[int, str] = {}
+    threads = ["t0"]
+    kills = 0
+    run_no = 0
+    while kills < KILLS:
+        thread = threads[-1]
+        saved_before[run_no] = await saved_tasks(db, thread)
+        run_thread[run_no] = thread
+        finished = await run_worker(db, thread, side_log, run_no, rng.uniform(0.0, 0.06))
+        if finished:
+            threads.append(f"t{len(threads)}")
+        else:
+            kills += 1
+        run_no += 1
+    for thread in threads:  # finish every thread without interference
+        saved_before[run_no] = await saved_tasks(db, thread)
+        run_thread[run_no] = thread
+        assert await run_worker(db, thread, side_log, run_no, None), f"seed={seed}"
+        run_no += 1
+
+    async with SqliteCheckpointer(db) as cp:
+        graph = build(cp)
+        for thread in threads:
+            state = (await graph.get_state(thread)).values
+            assert state["log"] == expected_log(), f"seed={seed} thread={thread}"
+            assert state["round"] == ROUNDS
+
+    runs_of_task: dict[str, list[int]] = defaultdict(list)
+    for line in side_log.read_text().splitlines():
+        run, task, _node = line.split()
+        runs_of_task[task].append(int(run))
+    for task, runs in runs_of_task.items():
+        for run in runs:
+            assert task not in saved_before[run], (
+                f"seed={seed}: task {task} ran in run {run} after its writes were saved"
+            )
+    assert kills >= 20
