@@ -36,6 +36,7 @@ class StructlogSink:
         self._level = level
 
     def __call__(self, event: Event) -> None:
-        data = event.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        # Not exclude_defaults: it would drop the discriminating `type` of actors and targets.
+        data = event.model_dump(mode="json", exclude_none=True)
         data.pop("type", None)
         getattr(self._log, self._level)(event.type, **data)

@@ -1,0 +1,76 @@
+"""``EventBus``: offsets, sinks, bounded per-subscriber queues that drop and count."""
+
+from __future__ import annotations
+
+from tinyagents.events.bus import EventBus
+from tinyagents.events.models import Event, RunEvent
+from tinyagents.events.sinks import MemorySink
+
+
+def run_event(run_id: str = "r-1", type_: str = "run.status") -> RunEvent:
+    return RunEvent(type=type_, run_id=run_id)  # type: ignore[arg-type]
+
+
+def test_publish_assigns_increasing_offsets_and_feeds_sinks_in_order() -> None:
+    bus = EventBus()
+    first, second = MemorySink(), MemorySink()
+    bus.add_sink(first)
+    bus.add_sink(second)
+    published = [bus.publish(run_event()) for _ in range(4)]
+    assert [e.offset for e in published] == [0, 1, 2, 3]
+    assert first.events == second.events == published
+    assert bus.published == 4
+    bus.remove_sink(second)
+    bus.publish(run_event())
+    assert (len(first.events), len(second.events)) == (5, 4)
+
+
+async def test_slow_subscriber_drops_and_counts_without_blocking_the_publisher() -> None:
+    bus = EventBus()
+    slow = bus.subscribe(maxsize=2)
+    fast = bus.subscribe(maxsize=100)
+    for _ in range(5):
+        bus.publish(run_event())  # synchronous: returns although nobody reads `slow`
+    assert slow.dropped == 3
+    assert fast.dropped == 0
+    assert [(await slow.get()).offset for _ in range(2)] == [0, 1]  # type: ignore[union-attr]
+    assert slow.get_nowait() is None
+    assert [fast.get_nowait().offset for _ in range(5)] == [0, 1, 2, 3, 4]  # type: ignore[union-attr]
+    bus.publish(run_event())  # room again: delivered, not dropped
+    assert slow.get_nowait().offset == 5  # type: ignore[union-attr]
+    assert slow.dropped == 3
+
+
+async def test_subscriber_filter() -> None:
+    bus = EventBus()
+    mine = bus.subscribe(where=lambda e: e.run_id == "mine")
+    bus.publish(run_event("other"))
+    bus.publish(run_event("mine"))
+    event = mine.get_nowait()
+    assert event is not None and event.run_id == "mine"
+    assert mine.get_nowait() is None
+    assert mine.dropped == 0
+
+
+async def test_closed_subscription_drains_then_ends() -> None:
+    bus = EventBus()
+    async with bus.subscribe() as sub:
+        bus.publish(run_event(type_="run.started"))
+        bus.publish(run_event(type_="run.completed"))
+    bus.publish(run_event(type_="run.failed"))  # after close: not received
+    seen: list[Event] = [event async for event in sub]
+    assert [e.type for e in seen] == ["run.started", "run.completed"]
+    assert await sub.get() is None
+    sub.close()  # idempotent
+
+
+async def test_closing_the_bus_ends_every_subscription_even_a_full_one() -> None:
+    bus = EventBus()
+    full = bus.subscribe(maxsize=1)
+    empty = bus.subscribe(where=lambda e: False)
+    bus.publish(run_event())
+    bus.close()
+    assert full.closed and empty.closed
+    assert [e.offset async for e in full] == [0]
+    assert [e async for e in empty] == []
+    bus.publish(run_event())  # nobody left to receive: fine

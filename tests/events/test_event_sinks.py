@@ -1,0 +1,102 @@
+"""Sinks (structlog JSON lines, console, memory) and payload redaction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tinyagents.events.bus import EventBus
+from tinyagents.events.models import RunEvent, SteeringEvent
+from tinyagents.events.redact import MASK, summarize
+from tinyagents.events.sinks import MemorySink, StructlogSink
+from tinyagents.steering.commands import SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.testkit.clock import EPOCH
+
+
+def steering_event() -> SteeringEvent:
+    return SteeringEvent(
+        type="steering.accepted",
+        run_id="r-1",
+        root_run_id="r-0",
+        target=SteeringTarget.agent_run("r-1"),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.PAUSE,
+        correlation_id="c-1",
+        policy_id="default",
+        payload_summary={"reason": "lunch"},
+        at=EPOCH,
+    )
+
+
+def test_structlog_sink_writes_one_json_line_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    bus = EventBus()
+    bus.add_sink(StructlogSink(json=True))
+    bus.publish(steering_event())
+    bus.publish(RunEvent(type="run.completed", run_id="r-1", at=EPOCH))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    accepted, completed = (json.loads(line) for line in lines)
+    assert accepted["event"] == "steering.accepted"
+    assert accepted["level"] == "info"
+    assert accepted["correlation_id"] == "c-1"
+    assert accepted["policy_id"] == "default"
+    assert accepted["kind"] == "pause"
+    assert accepted["actor"] == {"type": "test", "name": "test"}  # who, even with defaults
+    assert accepted["target"] == {"type": "agent_run", "run_id": "r-1"}
+    assert accepted["payload_summary"] == {"reason": "lunch"}
+    assert accepted["offset"] == 0
+    assert accepted["at"] == "2025-01-01T00:00:00Z"
+    assert "type" not in accepted  # the type is the log line's event name
+    assert (completed["event"], completed["offset"]) == ("run.completed", 1)
+
+
+def test_structlog_sink_console_mode_and_level(capsys: pytest.CaptureFixture[str]) -> None:
+    sink = StructlogSink(json=False, level="warning")
+    sink(steering_event())
+    out = capsys.readouterr().out
+    assert "steering.accepted" in out and "c-1" in out and "warning" in out
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+
+
+def test_memory_sink_keeps_events_in_order_and_clears() -> None:
+    sink = MemorySink()
+    events = [RunEvent(type="run.started"), RunEvent(type="run.completed")]
+    for event in events:
+        sink(event)
+    assert sink.events == events
+    sink.clear()
+    assert sink.events == []
+
+
+def test_summarize_masks_secret_keys_at_any_depth() -> None:
+    payload = {
+        "api_key": "k",
+        "X-Api-Key": "k",
+        "db_password": "p",
+        "Authorization": "Bearer t",
+        "refresh_token": "t",
+        "nested": [{"secret": "s", "ok": 1}],
+        "text": "visible",
+    }
+    assert summarize(payload) == {
+        "api_key": MASK,
+        "X-Api-Key": MASK,
+        "db_password": MASK,
+        "Authorization": MASK,
+        "refresh_token": MASK,
+        "nested": [{"secret": MASK, "ok": 1}],
+        "text": "visible",
+    }
+
+
+def test_summarize_shortens_long_text_and_stays_json_safe() -> None:
+    long = "x" * 500
+    summary = summarize({"text": long, "when": EPOCH, "tags": {"a"}, "n": 1.5, "flag": None})
+    assert summary["text"] == "x" * 200 + "… (500 chars)"
+    assert summary["when"].startswith("datetime.datetime(2025")
+    assert summary["tags"] == ["a"]
+    assert (summary["n"], summary["flag"]) == (1.5, None)
+    json.dumps(summary)
+    assert summarize("y" * 10, max_chars=4) == "yyyy… (10 chars)"
