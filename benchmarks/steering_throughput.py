@@ -1,0 +1,150 @@
+"""Steering throughput: commands per second through the whole steering core.
+
+Each command is constructed (payload validated), submitted (router → policy pipeline → queue,
+with its ``steering.requested``/``accepted`` events), then drained at a boundary the way an
+agent loop does it (``inbox.take`` → ``steering.delivered``, ``inbox.applied`` →
+``steering.applied``). Every event goes through the bus to an in-memory sink. The same number of
+commands is spread over 1, 100 and 10,000 target runs; the actor is a human operator with
+``agent:control`` and the kinds rotate through add_instruction, provide_context,
+constrain_tools and request_status, so every built-in policy runs on every command.
+
+    .venv/bin/python benchmarks/steering_throughput.py [--commands 20000] [--profile]
+
+Target: at least 20,000 commands/s end to end on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import pstats
+import time
+from typing import Any
+
+from tinyagents.events.sinks import MemorySink
+from tinyagents.runs.handle import RunHandle
+from tinyagents.runs.info import RunInfo
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.steering.queue import Boundary
+
+TARGET_PER_S = 20_000
+RUN_COUNTS = (1, 100, 10_000)
+TOOLS = frozenset({"search", "fetch", "summarize"})
+OPERATOR = SteeringActor.human("ops", tenant_id="acme", scopes=["agent:control"])
+KINDS: list[tuple[SteeringKind, Any]] = [
+    (SteeringKind.ADD_INSTRUCTION, lambda i: {"text": f"focus on item {i}"}),
+    (SteeringKind.PROVIDE_CONTEXT, lambda i: {"text": f"context {i}", "source": "crm"}),
+    (SteeringKind.CONSTRAIN_TOOLS, lambda i: {"tools": ["search", "fetch"]}),
+    (SteeringKind.REQUEST_STATUS, lambda i: {}),
+]
+
+
+async def _scenario(runs: int, commands: int) -> dict[str, Any]:
+    sink = MemorySink()
+    async with Runtime(sinks=[sink]) as rt:
+        handles: list[RunHandle] = []
+        for n in range(runs):
+            info = RunInfo(run_id=f"run-{n}", tenant_id="acme", tools=TOOLS)
+            handles.append(await rt.register(RunHandle(info, submitter=rt)))
+        targets = [SteeringTarget.agent_run(h.run_id) for h in handles]
+        gc.collect()
+
+        t0 = time.perf_counter()
+        cmds = []
+        for i in range(commands):
+            kind, payload = KINDS[i % len(KINDS)]
+            cmds.append(
+                SteeringCommand(
+                    target=targets[i % runs], actor=OPERATOR, kind=kind, payload=payload(i)
+                )
+            )
+        t1 = time.perf_counter()
+        for cmd in cmds:
+            await rt.submit(cmd)
+        t2 = time.perf_counter()
+        applied = 0
+        for handle in handles:
+            inbox = handle.inbox
+            for cmd in inbox.take(Boundary.BEFORE_MODEL_CALL):
+                inbox.applied(cmd)
+                applied += 1
+        t3 = time.perf_counter()
+
+        assert applied == commands, f"{applied} of {commands} applied"
+        assert not rt.router.open_commands()
+        assert len(sink.events) == 4 * commands
+    total = t3 - t0
+    return {
+        "runs": runs,
+        "commands": commands,
+        "commands_per_s": round(commands / total),
+        "us_per_command": 1e6 * total / commands,
+        "us_construct": 1e6 * (t1 - t0) / commands,
+        "us_submit": 1e6 * (t2 - t1) / commands,
+        "us_drain": 1e6 * (t3 - t2) / commands,
+        "events": len(sink.events),
+    }
+
+
+async def _run_all(commands: int, run_counts: tuple[int, ...]) -> dict[str, Any]:
+    await _scenario(10, 2_000)  # warm-up: pydantic validators, code paths
+    results = [await _scenario(runs, commands) for runs in run_counts]
+    return {"target_per_s": TARGET_PER_S, "scenarios": results}
+
+
+def run(*, commands: int = 20_000, run_counts: tuple[int, ...] = RUN_COUNTS) -> dict[str, Any]:
+    """Run every scenario; returns the numbers (``benchmarks/run_all.py`` calls this)."""
+    return asyncio.run(_run_all(commands, run_counts))
+
+
+def report(results: dict[str, Any]) -> str:
+    target = results["target_per_s"]
+    lines = [
+        "steering throughput: construct → policies → queue → take + applied, 4 events each "
+        f"to an in-memory sink (target ≥ {target:,} commands/s)",
+        f"  {'runs':>7} {'commands':>9} {'commands/s':>11} {'µs/cmd':>8}   "
+        f"{'construct':>9} {'submit':>7} {'drain':>6}  (µs/cmd)",
+    ]
+    for r in results["scenarios"]:
+        verdict = "ok" if r["commands_per_s"] >= target else "BELOW TARGET"
+        lines.append(
+            f"  {r['runs']:>7,} {r['commands']:>9,} {r['commands_per_s']:>11,} "
+            f"{r['us_per_command']:>8.1f}   {r['us_construct']:>9.1f} {r['us_submit']:>7.1f} "
+            f"{r['us_drain']:>6.1f}  {verdict}"
+        )
+    return "\n".join(lines)
+
+
+def profile(runs: int = 100, commands: int = 20_000) -> str:
+    """cProfile of one scenario: where the per-command time goes."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    asyncio.run(_scenario(runs, commands))
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--commands", type=int, default=20_000)
+    parser.add_argument("--profile", action="store_true", help="cProfile the 100-run scenario")
+    args = parser.parse_args(argv)
+    if args.profile:
+        print(profile(commands=args.commands))
+        return
+    print(report(run(commands=args.commands)))
+
+
+if __name__ == "__main__":
+    main()
