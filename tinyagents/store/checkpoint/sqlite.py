@@ -4,7 +4,7 @@
   process adds what is missing, several processes may race on it safely.
 - WAL with ``synchronous=NORMAL``: a committed checkpoint survives the process being killed
   (not a power loss; use ``synchronous="FULL"`` for that).
-- Every write is a single statement in autocommit mode, so coroutines sharing the
+- Needs SQLite 3.35+ (``RETURNING``). Every write is a single statement in autocommit mode, so coroutines sharing the
   connection never interleave inside a transaction. ``put`` is compare-and-set by the
   primary key ``(thread_id, ns, seq)`` plus a check that the parent is the row before it.
 - Leases (``thread_leases``) give a thread one writer across processes: a lease of a
@@ -173,15 +173,12 @@ class SqliteCheckpointer(Checkpointer):
         sql = (
             "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
             f"snapshot, source, created_at, body) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-            f"WHERE {guard}"
+            f"WHERE {guard} RETURNING seq"
         )
         try:
-            cursor = await db.execute(sql, params + guard_params)
+            inserted = len(await db.execute_fetchall(sql, params + guard_params))
         except sqlite3.IntegrityError:
             inserted = 0
-        else:
-            inserted = cursor.rowcount
-            await cursor.close()
         if inserted != 1:
             raise StaleCheckpointError(
                 f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
@@ -278,13 +275,12 @@ class SqliteCheckpointer(Checkpointer):
         for w in writes:
             params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, _dumps(w.value)]
         # one statement: the writes of a task land together or not at all
-        cursor = await db.execute(
+        await db.execute_fetchall(
             "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
             f"value) VALUES {values} ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, "
             "key) DO UPDATE SET value = excluded.value",
             params,
         )
-        await cursor.close()
 
     async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
         rows = await self._fetch(
@@ -299,8 +295,7 @@ class SqliteCheckpointer(Checkpointer):
     async def delete_thread(self, thread_id: str) -> None:
         db = await self._db()
         for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
-            cursor = await db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
-            await cursor.close()
+            await db.execute_fetchall(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -317,7 +312,7 @@ class SqliteCheckpointer(Checkpointer):
             if not rows:
                 sql = (
                     "INSERT INTO thread_leases VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (thread_id) DO NOTHING"
+                    "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
                 )
                 params: tuple[Any, ...] = (thread_id, owner, HOST, pid, expires)
             else:
@@ -328,13 +323,10 @@ class SqliteCheckpointer(Checkpointer):
                     raise ThreadBusy(thread_id)
                 sql = (
                     "UPDATE thread_leases SET owner = ?, host = ?, pid = ?, expires_at = ? "
-                    "WHERE thread_id = ? AND owner = ?"
+                    "WHERE thread_id = ? AND owner = ? RETURNING thread_id"
                 )
                 params = (owner, HOST, pid, expires, thread_id, held.owner)
-            cursor = await db.execute(sql, params)
-            won = cursor.rowcount == 1
-            await cursor.close()
-            if won:
+            if await db.execute_fetchall(sql, params):
                 self._renew_after[thread_id] = now + self.lease_ttl / 2
                 return
         raise ThreadBusy(thread_id)
@@ -343,22 +335,20 @@ class SqliteCheckpointer(Checkpointer):
         self._renew_after.pop(thread_id, None)
         if self._conn is None:
             return
-        cursor = await self._conn.execute(
+        await self._conn.execute_fetchall(
             "DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
         )
-        await cursor.close()
 
     async def renew(self, thread_id: str, owner: str) -> None:
         now = time.time()
         if now < self._renew_after.get(thread_id, 0.0):
             return
         db = await self._db()
-        cursor = await db.execute(
-            "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND owner = ?",
+        kept = await db.execute_fetchall(
+            "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND owner = ? "
+            "RETURNING thread_id",
             (now + self.lease_ttl, thread_id, owner),
         )
-        kept = cursor.rowcount == 1
-        await cursor.close()
         if not kept:
             raise ThreadBusy(thread_id)
         self._renew_after[thread_id] = now + self.lease_ttl / 2

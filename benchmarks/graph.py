@@ -1,0 +1,290 @@
+"""Graph runtime vs LangGraph, side by side in one process, on identical graphs.
+
+    python -m benchmarks.graph            # full run (~1 min)
+    python -m benchmarks.graph --quick    # fewer iterations
+
+(a) a 3-node chain, no checkpointer; (b) a 5-way fan-out plus join; (c) a 100-step loop
+with the SQLite checkpointer (LangGraph: ``AsyncSqliteSaver``); (d) a bare-asyncio baseline
+doing the same node work, the floor; and the checkpoint bytes on disk after a 500-turn
+message-appending thread.
+
+Node work: every node ``await asyncio.sleep(0)`` once (one event-loop round trip, the least
+any node that does I/O costs) and returns a small update. The same scenarios with nodes
+that never await are printed too ("trivial nodes"), so the fixed per-node overhead is
+visible; there the bare floor is a plain function call and no graph runtime is near it.
+
+``figures()`` returns everything as a dict for ``benchmarks/run_all.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+LOOP_STEPS = 100
+TURNS = 500
+FAN = 5
+
+
+class ChainState(TypedDict, total=False):
+    x: int
+
+
+class FanState(TypedDict, total=False):
+    results: Annotated[list[int], operator.add]
+    total: int
+
+
+class ChatState(TypedDict, total=False):
+    messages: Annotated[list[dict[str, str]], operator.add]
+
+
+def make_nodes(awaits: bool) -> dict[str, Callable[..., Awaitable[dict[str, Any]]]]:
+    async def pause() -> None:
+        if awaits:
+            await asyncio.sleep(0)
+
+    async def inc(state: Any) -> dict[str, Any]:
+        await pause()
+        return {"x": state["x"] + 1}
+
+    def branch(i: int) -> Callable[..., Awaitable[dict[str, Any]]]:
+        async def node(state: Any) -> dict[str, Any]:
+            await pause()
+            return {"results": [i]}
+
+        return node
+
+    async def join(state: Any) -> dict[str, Any]:
+        await pause()
+        return {"total": sum(state["results"])}
+
+    async def reply(state: Any) -> dict[str, Any]:
+        await pause()
+        return {"messages": [{"role": "ai", "content": f"reply {len(state['messages'])}"}]}
+
+    nodes = {"inc": inc, "join": join, "reply": reply}
+    nodes.update({f"b{i}": branch(i) for i in range(FAN)})
+    return nodes
+
+
+def build(
+    StateGraph: Any, START: str, END: str, nodes: dict[str, Any], compile_kw: dict[str, Any]
+) -> dict[str, Any]:
+    """The same graphs for both libraries (their builder APIs agree on these calls)."""
+
+    def compiled(g: Any, **kw: Any) -> Any:
+        return g.compile(**{**compile_kw, **kw})
+
+    chain = StateGraph(ChainState)
+    for name in ("a", "b", "c"):
+        chain.add_node(name, nodes["inc"])
+    chain.add_edge(START, "a")
+    chain.add_edge("a", "b")
+    chain.add_edge("b", "c")
+    chain.add_edge("c", END)
+
+    fan = StateGraph(FanState)
+    fan.add_node("join", nodes["join"])
+    for i in range(FAN):
+        fan.add_node(f"b{i}", nodes[f"b{i}"])
+        fan.add_edge(START, f"b{i}")
+        fan.add_edge(f"b{i}", "join")
+    fan.add_edge("join", END)
+
+    loop = StateGraph(ChainState)
+    loop.add_node("inc", nodes["inc"])
+    loop.add_edge(START, "inc")
+    loop.add_conditional_edges("inc", lambda s: "inc" if s["x"] < LOOP_STEPS else END)
+
+    chat = StateGraph(ChatState)
+    chat.add_node("reply", nodes["reply"])
+    chat.add_edge(START, "reply")
+    chat.add_edge("reply", END)
+    return {"chain": compiled(chain), "fan": compiled(fan), "loop": loop, "chat": chat}
+
+
+async def bare_chain(nodes: dict[str, Any]) -> dict[str, Any]:
+    state = {"x": 0}
+    for _ in range(3):
+        state = {**state, **await nodes["inc"](state)}
+    return state
+
+
+async def bare_fan(nodes: dict[str, Any]) -> dict[str, Any]:
+    outs = await asyncio.gather(*(nodes[f"b{i}"]({}) for i in range(FAN)))
+    state: dict[str, Any] = {"results": [r for out in outs for r in out["results"]]}
+    return {**state, **await nodes["join"](state)}
+
+
+async def per_call(fn: Callable[[], Awaitable[Any]], n: int, repeats: int = 5) -> float:
+    """Median seconds per call over ``repeats`` batches of ``n`` calls (after a warm-up)."""
+    for _ in range(max(3, n // 10)):
+        await fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(n):
+            await fn()
+        samples.append((time.perf_counter() - start) / n)
+    return statistics.median(samples)
+
+
+def db_bytes(path: Path) -> int:
+    """Size of a SQLite database once its WAL is folded in."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages, size = (
+            db.execute("PRAGMA page_count").fetchone()[0],
+            db.execute("PRAGMA page_size").fetchone()[0],
+        )
+    return int(pages * size)
+
+
+async def scenario_times(awaits: bool, n: int, tmp: Path) -> dict[str, dict[str, float]]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.graph import END as L_END
+    from langgraph.graph import START as L_START
+    from langgraph.graph import StateGraph as LStateGraph
+
+    from tinyagents.graph import END, START, StateGraph
+    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+
+    nodes = make_nodes(awaits)
+    ours = build(StateGraph, START, END, nodes, {})
+    theirs = build(LStateGraph, L_START, L_END, nodes, {})
+    out: dict[str, dict[str, float]] = {}
+
+    out["a_chain"] = {
+        "tinyagents": await per_call(lambda: ours["chain"].run({"x": 0}), n),
+        "langgraph": await per_call(lambda: theirs["chain"].ainvoke({"x": 0}), max(n // 20, 20)),
+        "bare": await per_call(lambda: bare_chain(nodes), n),
+    }
+    out["b_fanout"] = {
+        "tinyagents": await per_call(lambda: ours["fan"].run({}), n // 2),
+        "langgraph": await per_call(lambda: theirs["fan"].ainvoke({}), max(n // 40, 20)),
+        "bare": await per_call(lambda: bare_fan(nodes), n),
+    }
+
+    counter = iter(range(10**9))
+    loop_n = max(n // 500, 4)
+    async with SqliteCheckpointer(tmp / f"ours-{awaits}.db") as cp:
+        graph = ours["loop"].compile(checkpointer=cp, recursion_limit=LOOP_STEPS + 5)
+        t_ours = await per_call(
+            lambda: graph.run({"x": 0}, thread_id=f"loop-{next(counter)}"), loop_n, repeats=3
+        )
+    async with AsyncSqliteSaver.from_conn_string(str(tmp / f"lg-{awaits}.db")) as saver:
+        graph = theirs["loop"].compile(checkpointer=saver)
+        config = {"recursion_limit": LOOP_STEPS + 5}
+
+        def lg_loop() -> Awaitable[Any]:
+            cfg = {**config, "configurable": {"thread_id": f"loop-{next(counter)}"}}
+            return graph.ainvoke({"x": 0}, cfg)
+
+        t_lg = await per_call(lg_loop, max(loop_n // 4, 2), repeats=3)
+    out["c_loop_sqlite"] = {"tinyagents": t_ours, "langgraph": t_lg}
+    return out
+
+
+async def chat_storage(tmp: Path) -> dict[str, float]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.graph import END as L_END
+    from langgraph.graph import START as L_START
+    from langgraph.graph import StateGraph as LStateGraph
+
+    from tinyagents.graph import END, START, StateGraph
+    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+
+    nodes = make_nodes(False)
+    ours_db, lg_db = tmp / "chat-ours.db", tmp / "chat-lg.db"
+    async with SqliteCheckpointer(ours_db) as cp:
+        graph = build(StateGraph, START, END, nodes, {})["chat"].compile(checkpointer=cp)
+        for turn in range(TURNS):
+            msg = {"role": "user", "content": f"message {turn}"}
+            await graph.run({"messages": [msg]}, thread_id="chat")
+        assert len((await graph.get_state("chat")).values["messages"]) == 2 * TURNS
+    async with AsyncSqliteSaver.from_conn_string(str(lg_db)) as saver:
+        graph = build(LStateGraph, L_START, L_END, nodes, {})["chat"].compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "chat"}}
+        for turn in range(TURNS):
+            msg = {"role": "user", "content": f"message {turn}"}
+            await graph.ainvoke({"messages": [msg]}, config)
+    ours, theirs = db_bytes(ours_db), db_bytes(lg_db)
+    return {"tinyagents": ours, "langgraph": theirs, "ratio": theirs / ours}
+
+
+async def _figures(quick: bool) -> dict[str, Any]:
+    n = 400 if quick else 4000
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        work = await scenario_times(True, n, tmp)
+        trivial = await scenario_times(False, n, tmp)
+        storage = await chat_storage(tmp)
+    for table in (work, trivial):
+        for row in table.values():
+            row["lg_over_ours"] = row["langgraph"] / row["tinyagents"]
+            if "bare" in row:
+                row["ours_over_bare"] = row["tinyagents"] / row["bare"]
+    targets = {
+        "a >= 10x faster than langgraph": work["a_chain"]["lg_over_ours"] >= 10,
+        "b >= 10x faster than langgraph": work["b_fanout"]["lg_over_ours"] >= 10,
+        "c >= 5x faster than langgraph": work["c_loop_sqlite"]["lg_over_ours"] >= 5,
+        "a within 3x of bare asyncio": work["a_chain"]["ours_over_bare"] <= 3,
+        "500-turn storage >= 10x smaller": storage["ratio"] >= 10,
+    }
+    return {"node_work": work, "trivial_nodes": trivial, "storage": storage, "targets": targets}
+
+
+def figures(quick: bool = False) -> dict[str, Any]:
+    """All numbers: seconds per invocation, ratios, bytes, and which targets are met."""
+    return asyncio.run(_figures(quick))
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:10.1f} us"
+
+
+def report(data: dict[str, Any]) -> str:
+    lines = []
+    for title, key in (
+        ("node work = one await asyncio.sleep(0) per node", "node_work"),
+        ("trivial nodes (never await)", "trivial_nodes"),
+    ):
+        lines.append(f"\n{title}")
+        lines.append(
+            f"  {'scenario':16} {'tinyagents':>13} {'langgraph':>13} {'bare':>13} "
+            f"{'lg/ours':>8} {'ours/bare':>9}"
+        )
+        for name, row in data[key].items():
+            bare = _us(row["bare"]) if "bare" in row else " " * 13
+            vs_bare = f"{row['ours_over_bare']:9.2f}" if "ours_over_bare" in row else ""
+            lines.append(
+                f"  {name:16} {_us(row['tinyagents'])} {_us(row['langgraph'])} {bare} "
+                f"{row['lg_over_ours']:8.1f} {vs_bare}"
+            )
+    s = data["storage"]
+    lines.append(
+        f"\ncheckpoint bytes after a {TURNS}-turn chat thread (SQLite): "
+        f"tinyagents {s['tinyagents']:,}  langgraph {s['langgraph']:,}  "
+        f"langgraph/ours {s['ratio']:.1f}x"
+    )
+    lines.append("\ntargets:")
+    lines += [f"  [{'x' if ok else ' '}] {name}" for name, ok in data["targets"].items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    print(report(figures(quick="--quick" in args)))
+
+
+if __name__ == "__main__":
+    main()
