@@ -1,0 +1,393 @@
+"""The main job: an orchestrator with two sub-agents, steered while they run.
+
+    tinyagents demo                      # offline, scripted models, SQLite store
+    tinyagents demo --model openai/gpt-4o-mini   # the same script on a real model via litellm
+
+What happens:
+1. The orchestrator spawns a *critic* sub-agent in the background and steers it.
+2. It calls the *research* sub-agent as a tool with a broad task. While research runs, a human
+   steers that child directly ("focus only on billing evidence") without touching the parent.
+3. Someone tries to widen research's tools, and the critic (a sibling) tries to steer research:
+   both are rejected with a reason.
+4. Research hits its model-call limit; the parent gets an error tool result that says so and
+   retries with a narrower task, which completes.
+5. Everything is stored in a SQLite file; the run ends with an audit table of every command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.tree import Tree
+
+from tinyagents import (
+    Agent,
+    RunLimits,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    SubAgent,
+    SubAgentTool,
+    orchestrator_tools,
+    tool,
+)
+from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.harness.model import Model, ModelRequest, ModelResponse
+from tinyagents.runs.tree import RunTreeNode
+from tinyagents.testkit import FunctionModel, tool_call
+
+CORPUS = {
+    "billing": "Invoice #1042 was charged twice on 2026-03-02 (ledger rows 88 and 91).",
+    "refund": "Refund for #1042 was requested on 2026-03-05 and is still pending.",
+    "shipping": "Order #77 shipped late; unrelated to billing.",
+    "ledger": "Ledger: row 88 = 129.00 EUR, row 91 = 129.00 EUR, same card, same invoice.",
+}
+
+
+@tool
+async def search(query: str) -> str:
+    """Search the support archive; returns matching notes."""
+    await asyncio.sleep(0.05)  # a little latency makes the live view readable
+    hits = [text for key, text in CORPUS.items() if key in query.lower()]
+    return "\n".join(hits) or "no notes found"
+
+
+@dataclass
+class Cues:
+    """Events the scripted actors wait on, so the story plays out the same way every time."""
+
+    research_started: asyncio.Event = field(default_factory=asyncio.Event)
+    human_steered: asyncio.Event = field(default_factory=asyncio.Event)
+    critic_steered: asyncio.Event = field(default_factory=asyncio.Event)
+    research_run_id: str | None = None
+    critic_run_id: str | None = None
+
+
+# --------------------------------------------------------------------------- scripted models
+
+
+def _calls(request: ModelRequest) -> int:
+    return sum(1 for m in request.messages if m.role == "assistant")
+
+
+def _call(tool_name: str, **args: Any) -> ModelResponse:
+    return tool_call(tool_name, args)
+
+
+def _saw_steering(request: ModelRequest) -> bool:
+    return any(m.metadata.get("steering") for m in request.messages)
+
+
+def orchestrator_script(cues: Cues) -> Callable[[ModelRequest], Any]:
+    def step(request: ModelRequest) -> ModelResponse | str:
+        n = _calls(request)
+        last = request.messages[-1].content
+        if n == 0:
+            return _call(
+                "spawn_subagent",
+                name="critic",
+                input="Review the research findings for unsupported claims.",
+            )
+        if n == 1:
+            cues.critic_run_id = json.loads(last)["run_id"]
+            return _call(
+                "steer_subagent",
+                run_id=cues.critic_run_id,
+                text="Check every claim against the ledger rows.",
+            )
+        if n == 2:
+            return _call("research", input="Find all evidence about every customer complaint.")
+        if n == 3:  # the limit error came back: retry narrower
+            return _call("research", input="Find billing evidence for invoice #1042 only.")
+        if n == 4:
+            return _call("wait_subagents", run_ids=[cues.critic_run_id])
+        return "Summary: invoice #1042 was double-charged (ledger rows 88 and 91); the critic confirmed it."
+
+    return step
+
+
+def research_script(cues: Cues) -> Callable[[ModelRequest], Any]:
+    async def step(request: ModelRequest) -> ModelResponse | str:
+        task = next(m.content for m in request.messages if m.role == "user")
+        n = _calls(request)
+        if "#1042 only" in task:
+            return (
+                _call("search", query="billing ledger")
+                if n == 0
+                else "Invoice #1042 was charged twice (ledger rows 88, 91)."
+            )
+        if n == 0:
+            cues.research_started.set()
+            await cues.human_steered.wait()  # the human steers while this child is running
+        topic = "billing" if _saw_steering(request) else ["shipping", "refund", "billing"][n % 3]
+        return _call("search", query=topic)  # never finishes on its own: it will hit its limit
+
+    return step
+
+
+def critic_script(cues: Cues) -> Callable[[ModelRequest], Any]:
+    async def step(request: ModelRequest) -> ModelResponse | str:
+        if _calls(request) == 0:
+            await cues.critic_steered.wait()
+            return _call("search", query="ledger")
+        return "Checked against the ledger: both charges are real; the claim holds."
+
+    return step
+
+
+def build_agents(cues: Cues, model: str | None) -> Agent:
+    def pick(script: Callable[[ModelRequest], Any], name: str) -> Model | str:
+        return model if model else FunctionModel(script, name=name)
+
+    research = SubAgent(
+        Agent(
+            "research",
+            pick(research_script(cues), "scripted-research"),
+            instructions="You research support tickets with the search tool. Be brief.",
+            tools=[search],
+            limits=RunLimits(max_model_calls=3),
+        ),
+        description="finds evidence in the support archive",
+    )
+    critic = SubAgent(
+        Agent(
+            "critic",
+            pick(critic_script(cues), "scripted-critic"),
+            instructions="You check research findings for unsupported claims. Be brief.",
+            tools=[search],
+        ),
+        description="checks findings for unsupported claims",
+    )
+    return Agent(
+        "orchestrator",
+        pick(orchestrator_script(cues), "scripted-orchestrator"),
+        instructions="You coordinate a research and a critic sub-agent to answer billing disputes.",
+        tools=[SubAgentTool(research), *orchestrator_tools([critic])],
+        limits=RunLimits(max_model_calls=30),
+    )
+
+
+# --------------------------------------------------------------------------- the human
+
+
+async def human(rt: Runtime, cues: Cues, say: Callable[[str], None]) -> None:
+    """Acts as the operator at the console: steers the research child directly."""
+    await cues.research_started.wait()
+    run_id = cues.research_run_id
+    assert run_id is not None
+    alice = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+    say(f"[bold]human alice[/] steers child {run_id} directly")
+    await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.agent_run(run_id),
+            actor=alice,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus only on billing evidence"},
+        )
+    )
+    say("[bold]human alice[/] tries to widen the child's tools")
+    await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.agent_run(run_id),
+            actor=alice,
+            kind=SteeringKind.CONSTRAIN_TOOLS,
+            payload={"tools": ["search", "delete_records"]},
+        )
+    )
+    if cues.critic_run_id:
+        say("[bold]the critic[/] (a sibling) tries to steer research")
+        await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(run_id),
+                actor=SteeringActor.parent_agent(cues.critic_run_id, "critic"),
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "stop searching"},
+            )
+        )
+    cues.human_steered.set()
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def render_tree(node: RunTreeNode | None) -> Tree:
+    if node is None:
+        return Tree("(no runs)")
+
+    def label(n: RunTreeNode) -> str:
+        i = n.info
+        colour = {
+            "completed": "green",
+            "limit_exceeded": "yellow",
+            "cancelled": "red",
+            "failed": "red",
+        }.get(i.status.value, "cyan")
+        return f"[{colour}]{i.agent_id}[/] {i.run_id} · {i.status.value} · {i.usage.model_calls} model calls"
+
+    tree = Tree(label(node))
+
+    def add(parent: Tree, n: RunTreeNode) -> None:
+        for child in n.children:
+            add(parent.add(label(child)), child)
+
+    add(tree, node)
+    return tree
+
+
+def describe(event: Event) -> str | None:
+    if isinstance(event, SteeringEvent):
+        colour = {
+            "rejected": "red",
+            "applied": "green",
+            "failed": "red",
+            "superseded": "yellow",
+        }.get(event.type.split(".")[1], "white")
+        detail = f" — {event.reason}" if event.reason else ""
+        where = ""
+        if event.affected.get("model_request_id"):
+            where = f" (in model request {event.affected['model_request_id']})"
+        return (
+            f"[{colour}]{event.type:<20}[/] {event.kind.value:<16} {event.correlation_id} "
+            f"→ {event.run_id} from {event.actor.describe()}{where}{detail}"
+        )
+    if event.type in ("subagent.started", "subagent.completed", "run.limit_exceeded"):
+        data = event.model_dump(exclude_none=True)
+        return f"[dim]{event.type:<20} {data.get('child_run_id', event.run_id)} {data.get('status', '')}[/]"
+    return None
+
+
+def audit_table(history: list[SteeringEvent]) -> Table:
+    table = Table(title="Audit: every steering command and its terminal state")
+    for col in ("command", "kind", "actor", "target run", "terminal state", "reason / where"):
+        table.add_column(col)
+    final: dict[str, SteeringEvent] = {}
+    for e in history:
+        if e.type in (
+            "steering.rejected",
+            "steering.applied",
+            "steering.superseded",
+            "steering.failed",
+        ):
+            final[e.correlation_id] = e
+    for cid, e in final.items():
+        where = (
+            e.reason
+            or ", ".join(f"{k}={v}" for k, v in e.affected.items() if k.endswith("_id"))
+            or ""
+        )
+        table.add_row(
+            cid, e.kind.value, e.actor.describe(), e.run_id or "-", e.type.split(".")[1], where
+        )
+    return table
+
+
+# --------------------------------------------------------------------------- main
+
+
+async def run_demo(
+    *,
+    db: str | Path = "tinyagents-demo.db",
+    model: str | None = None,
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Run the scenario; returns a summary (used by the tests)."""
+    if console is None:
+        # Piped output (CI, `| tee`) gets a wide fixed width so the audit table stays readable.
+        console = Console() if sys.stdout.isatty() else Console(width=160)
+    db = Path(db)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)  # noqa: ASYNC240 - set-up before any run
+    cues = Cues()
+    orchestrator = build_agents(cues, model)
+    lines: list[str] = []
+    steering: list[SteeringEvent] = []
+
+    async with Runtime(store=f"sqlite:///{db}") as rt:
+        live = (
+            Live(console=console, auto_refresh=False, transient=False)
+            if console.is_terminal
+            else None
+        )
+        root: list[str] = []
+
+        def view() -> Group:
+            return Group(render_tree(rt.tree(root[0]) if root else None), *lines[-14:])
+
+        def say(text: str) -> None:
+            lines.append(text)
+            if live is not None:
+                live.update(view(), refresh=True)
+            else:
+                console.print(text)
+
+        def watch(event: Event) -> None:
+            if isinstance(event, SteeringEvent):
+                steering.append(event)
+                if event.type == "steering.accepted" and event.run_id == cues.critic_run_id:
+                    cues.critic_steered.set()
+            if (
+                event.type == "subagent.started"
+                and getattr(event, "agent_id", None) == "research"
+                and cues.research_run_id is None
+            ):
+                cues.research_run_id = event.child_run_id  # type: ignore[attr-defined]
+            text = describe(event)
+            if text:
+                say(text)
+
+        rt.bus.add_sink(watch)
+        if live is not None:
+            live.start()
+        try:
+            handle = await rt.start(
+                orchestrator,
+                "Customer acme says invoice #1042 was charged twice. Investigate.",
+                tenant_id="acme",
+            )
+            root.append(handle.run_id)
+            operator = asyncio.create_task(human(rt, cues, say))
+            result = await handle.result()
+            if not operator.done():  # the story went off script (e.g. a real model chose otherwise)
+                operator.cancel()
+            await asyncio.gather(operator, return_exceptions=True)
+        finally:
+            if live is not None:
+                live.stop()
+        console.print(render_tree(rt.tree(handle.run_id)))
+        console.print(f"\n[bold]orchestrator:[/] {result.status.value} — {result.output}")
+        console.print(audit_table(steering))
+        console.print(f"Stored in {db}; inspect it with: tinyagents inspect {db} {handle.run_id}")
+        tree = rt.tree(handle.run_id)
+        assert tree is not None
+        return {
+            "status": result.status.value,
+            "output": result.output,
+            "root_run_id": handle.run_id,
+            "children": [(c.info.agent_id, c.info.status.value) for c in tree.children],
+            "terminal": {
+                e.correlation_id: e.type.split(".")[1]
+                for e in steering
+                if e.type
+                in (
+                    "steering.rejected",
+                    "steering.applied",
+                    "steering.superseded",
+                    "steering.failed",
+                )
+            },
+            "requested": sorted(
+                {e.correlation_id for e in steering if e.type == "steering.requested"}
+            ),
+            "db": str(db),
+        }
