@@ -9,7 +9,6 @@ the async side (waiting for work) lives in ``Inbox``.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -61,11 +60,16 @@ class PutOutcome:
     rejected: str | None = None
 
 
+#: Kinds a newcomer can conflict with; indexed so a put never scans the whole queue.
+_CONFLICT_KINDS = (SteeringKind.CANCEL, SteeringKind.REPLACE_INSTRUCTION, SteeringKind.REDIRECT)
+
+
 class SteeringQueue:
     def __init__(self, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED) -> None:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
         self._heap: list[_Entry] = []
         self._by_id: dict[str, _Entry] = {}
+        self._by_kind: dict[SteeringKind, dict[str, _Entry]] = {k: {} for k in _CONFLICT_KINDS}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -86,6 +90,9 @@ class SteeringQueue:
         if outcome.queued:
             heapq.heappush(self._heap, entry)
             self._by_id[cmd.correlation_id] = entry
+            same_kind = self._by_kind.get(cmd.kind)
+            if same_kind is not None:
+                same_kind[cmd.correlation_id] = entry
         return outcome
 
     def _resolve_conflicts(self, new: _Entry) -> PutOutcome:
@@ -93,21 +100,21 @@ class SteeringQueue:
         cid = new.cmd.correlation_id
         outcome = PutOutcome(queued=True)
         if kind is SteeringKind.CANCEL:
-            for old in self._alive(lambda k: k is not SteeringKind.CANCEL):
+            for old in [e for e in self._by_id.values() if e.cmd.kind is not SteeringKind.CANCEL]:
                 self._drop(old)
                 outcome.superseded.append((old.cmd, cid))
             return outcome
-        cancel = next(iter(self._alive(lambda k: k is SteeringKind.CANCEL)), None)
+        cancel = next(iter(self._by_kind[SteeringKind.CANCEL].values()), None)
         if cancel is not None:
             outcome.queued = False
             outcome.superseded.append((new.cmd, cancel.cmd.correlation_id))
             return outcome
         if kind is SteeringKind.REPLACE_INSTRUCTION:
-            for old in self._alive(lambda k: k is SteeringKind.REPLACE_INSTRUCTION):
+            for old in self._alive(SteeringKind.REPLACE_INSTRUCTION):
                 loser, winner = (old, new) if _age(old) < _age(new) else (new, old)
                 self._lose(loser, winner, outcome)
         elif kind is SteeringKind.REDIRECT:
-            for old in self._alive(lambda k: k is SteeringKind.REDIRECT):
+            for old in self._alive(SteeringKind.REDIRECT):
                 if self.redirect_conflict is RedirectConflict.ERROR:
                     outcome.queued = False
                     outcome.rejected = (
@@ -129,12 +136,18 @@ class SteeringQueue:
             outcome.queued = False
         outcome.superseded.append((loser.cmd, winner.cmd.correlation_id))
 
-    def _alive(self, where: Callable[[SteeringKind], bool]) -> list[_Entry]:
-        return [e for e in self._by_id.values() if where(e.cmd.kind)]
+    def _alive(self, kind: SteeringKind) -> list[_Entry]:
+        return list(self._by_kind[kind].values())
 
     def _drop(self, entry: _Entry) -> None:
         entry.alive = False
-        del self._by_id[entry.cmd.correlation_id]
+        self._forget(entry.cmd)
+
+    def _forget(self, cmd: SteeringCommand) -> None:
+        del self._by_id[cmd.correlation_id]
+        same_kind = self._by_kind.get(cmd.kind)
+        if same_kind is not None:
+            del same_kind[cmd.correlation_id]
 
     # ------------------------------------------------------------------ pop
 
@@ -157,7 +170,7 @@ class SteeringQueue:
                 continue
             if _deliverable(entry.cmd, boundary, final, paused):
                 ready.append(entry.cmd)
-                del self._by_id[entry.cmd.correlation_id]
+                self._forget(entry.cmd)
             else:
                 keep.append(entry)
         self._heap = keep  # popped in order, so already a valid heap
@@ -171,6 +184,8 @@ class SteeringQueue:
         out = self.pending()
         self._heap.clear()
         self._by_id.clear()
+        for same_kind in self._by_kind.values():
+            same_kind.clear()
         return out
 
 
