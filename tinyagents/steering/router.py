@@ -54,7 +54,17 @@ class _Tracked:
     cmd: SteeringCommand
     state: str
     info: RunInfo | None = None
-    summary: dict[str, Any] | None = None
+    _fields: dict[str, Any] | None = None
+    _fields_of: tuple[SteeringCommand, RunInfo | None] | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        """The fields every event of this command shares; rebuilt when ``cmd`` (a transform)
+        or ``info`` (the target resolved) is replaced, so events always describe both."""
+        made_of = self._fields_of
+        if self._fields is None or made_of is None or made_of[0] is not self.cmd or made_of[1] is not self.info:
+            self._fields = _event_fields(self.cmd, self.info)
+            self._fields_of = (self.cmd, self.info)
+        return self._fields
 
 
 class SteeringRouter:
@@ -203,8 +213,8 @@ class SteeringRouter:
             testing=self.testing,
             grants=self.grants,
             trusted_middleware=self.trusted_middleware,
-            task_id=getattr(target, "task_id", None),
-            node_id=getattr(target, "node", None),
+            task_id=target.task_id if isinstance(target, GraphTaskTarget) else None,
+            node_id=target.node if isinstance(target, GraphNodeTarget) else None,
         )
         if cmd.checkpoint_id is not None:
             ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
@@ -254,7 +264,6 @@ class SteeringRouter:
         if decision.transforms:
             extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
             extra["original_payload_summary"] = summarize(original.payload)
-            tracked.summary = None
         self._emit("steering.accepted", tracked, policy_id=decision.policy_id, **extra)
         self._rollup(tracked, handle)
         await self._enqueue(tracked, handle)
@@ -323,35 +332,44 @@ class SteeringRouter:
                 f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
                 f"{tracked.state}"
             )  # a bookkeeping bug: never let it pass silently
-        cmd = tracked.cmd
-        if tracked.summary is None:
-            tracked.summary = summarize(cmd.payload)
-        info = tracked.info
-        target = cmd.target
-        event = make_event(
-            SteeringEvent,
-            type=type_,
-            run_id=info.run_id if info else getattr(target, "run_id", None),
-            root_run_id=info.root_run_id if info else None,
-            parent_run_id=info.parent_run_id if info else None,
-            tenant_id=info.tenant_id if info else None,
-            target=target,
-            actor=cmd.actor,
-            kind=cmd.kind,
-            correlation_id=cmd.correlation_id,
-            task_id=getattr(target, "task_id", None) or (info.task_id if info else None),
-            node_id=getattr(target, "node", None) or (info.node_id if info else None),
-            checkpoint_id=cmd.checkpoint_id,
-            payload_summary=tracked.summary,
-            **fields,
-        )
+        shared = tracked.event_fields()
+        event = make_event(SteeringEvent, type=type_, **shared, **fields)
         self.bus.publish(event)
-        if event.run_id is not None:
-            self._history.setdefault(event.run_id, []).append(event)
+        run_id = shared["run_id"]
+        if run_id is not None:
+            self._history.setdefault(run_id, []).append(event)
         if type_ in TERMINAL_STEERING_EVENTS:
+            cid = tracked.cmd.correlation_id
             tracked.state = type_.removeprefix("steering.")
-            del self._tracked[cmd.correlation_id]
-            self._terminal[cmd.correlation_id] = tracked.state
+            del self._tracked[cid]
+            self._terminal[cid] = tracked.state
+
+
+def _event_fields(cmd: SteeringCommand, info: RunInfo | None) -> dict[str, Any]:
+    target = cmd.target
+    task_id = target.task_id if isinstance(target, GraphTaskTarget) else None
+    node_id = target.node if isinstance(target, GraphNodeTarget) else None
+    if info is None:
+        run_id = None if isinstance(target, ThreadTarget) else target.run_id
+        root_run_id = parent_run_id = tenant_id = None
+    else:
+        run_id, root_run_id = info.run_id, info.root_run_id
+        parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
+        task_id, node_id = task_id or info.task_id, node_id or info.node_id
+    return {
+        "run_id": run_id,
+        "root_run_id": root_run_id,
+        "parent_run_id": parent_run_id,
+        "tenant_id": tenant_id,
+        "target": target,
+        "actor": cmd.actor,
+        "kind": cmd.kind,
+        "correlation_id": cmd.correlation_id,
+        "task_id": task_id,
+        "node_id": node_id,
+        "checkpoint_id": cmd.checkpoint_id,
+        "payload_summary": summarize(cmd.payload),
+    }
 
 
 def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
