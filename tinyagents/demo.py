@@ -17,6 +17,7 @@ What happens:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -42,10 +43,10 @@ from tinyagents import (
     orchestrator_tools,
     tool,
 )
+from tinyagents._clock import new_id
 from tinyagents.events.models import Event, SteeringEvent
-from tinyagents.harness.model import Model, ModelRequest, ModelResponse
+from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
 from tinyagents.runs.tree import RunTreeNode
-from tinyagents.testkit import FunctionModel, tool_call
 
 CORPUS = {
     "billing": "Invoice #1042 was charged twice on 2026-03-02 (ledger rows 88 and 91).",
@@ -82,7 +83,29 @@ def _calls(request: ModelRequest) -> int:
 
 
 def _call(tool_name: str, **args: Any) -> ModelResponse:
-    return tool_call(tool_name, args)
+    return ModelResponse(tool_calls=[ToolCall(id=new_id("call"), name=tool_name, args=args)])
+
+
+class ScriptModel(Model):
+    """A scripted stand-in for a real model: ``step(request)`` decides each answer.
+
+    (The testkit has the general-purpose fakes; product code does not depend on it.)
+    """
+
+    def __init__(self, step: Callable[[ModelRequest], Any], *, name: str) -> None:
+        self.step = step
+        self.name = name
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        answer = self.step(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        usage = Usage(input_tokens=len(request.messages), output_tokens=1)
+        if isinstance(answer, str):
+            return ModelResponse(text=answer, usage=usage)
+        assert isinstance(answer, ModelResponse)
+        answer.usage = usage
+        return answer
 
 
 def _saw_steering(request: ModelRequest) -> bool:
@@ -148,7 +171,7 @@ def critic_script(cues: Cues) -> Callable[[ModelRequest], Any]:
 
 def build_agents(cues: Cues, model: str | None) -> Agent:
     def pick(script: Callable[[ModelRequest], Any], name: str) -> Model | str:
-        return model if model else FunctionModel(script, name=name)
+        return model if model else ScriptModel(script, name=name)
 
     research = SubAgent(
         Agent(

@@ -56,7 +56,7 @@ class SubAgent:
         runtime: Runtime | None = None,
         parent: RunHandle | str | None = None,
         **kw: Any,
-    ) -> str:
+    ) -> Any:
         """Run the sub-agent to the end and return its output; raise if it did not complete."""
         if runtime is None:
             from tinyagents.runtime import Runtime
@@ -102,7 +102,7 @@ class SubAgent:
             runtime.bus.remove_sink(collect)
         return result, events
 
-    async def invoke_in_parent(self, input: str, ctx: RunContext, **kw: Any) -> str:
+    async def invoke_in_parent(self, input: str, ctx: RunContext, **kw: Any) -> Any:
         """Run as a child of the calling run (from a tool): shares its tree, cancellation and events."""
         return await self.invoke(input, runtime=ctx.runtime, parent=ctx.handle, **kw)
 
@@ -123,7 +123,7 @@ class SubAgentSession:
     messages: list[Message] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
 
-    async def send(self, text: str, **kw: Any) -> str:
+    async def send(self, text: str, **kw: Any) -> Any:
         agent = self.subagent.agent
         history = list(self.messages)
         if not history and agent.instructions:

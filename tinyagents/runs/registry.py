@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any
 
@@ -57,5 +58,5 @@ class RunRegistry:
         infos = [h.info for h in self._handles.values()]
         return infos if tenant_id is None else [i for i in infos if i.tenant_id == tenant_id]
 
-    def snapshot(self, tenant_id: str | None = None) -> list[dict[str, Any]]:
+    def snapshot(self, tenant_id: str | None = None) -> builtins.list[dict[str, Any]]:
         return [info.snapshot() for info in self.list(tenant_id)]

@@ -7,6 +7,7 @@ unions (on ``type``); its ``payload`` is a plain dict validated against the sche
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal
@@ -172,7 +173,7 @@ class SteeringActor(BaseModel):
 
     @classmethod
     def human(
-        cls, user_id: str, *, tenant_id: str = "default", scopes: frozenset[str] | list[str] = ()
+        cls, user_id: str, *, tenant_id: str = "default", scopes: Iterable[str] = ()
     ) -> HumanActor:
         return HumanActor(user_id=user_id, tenant_id=tenant_id, scopes=frozenset(scopes))
 
@@ -443,7 +444,7 @@ class SteeringCommand(BaseModel):
         if not isinstance(data, dict):
             return data
         try:
-            kind = SteeringKind(data.get("kind"))
+            kind = SteeringKind(str(data.get("kind")))
         except ValueError:
             allowed = ", ".join(k.value for k in SteeringKind)
             raise InvalidCommandError(
