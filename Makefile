@@ -22,9 +22,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+LINTED := tinyagents testkit tests benchmarks examples
+
 lint: $(STAMP)
-	$(BIN)/ruff check tinyagents testkit tests benchmarks examples
-	$(BIN)/ruff format --check tinyagents testkit tests benchmarks examples
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
