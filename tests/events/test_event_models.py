@@ -45,7 +45,7 @@ FIELDS: dict[type[Event], dict[str, Any]] = {
     ModelEvent: {"request_id": "m-1", "tool_names": ["search"], "message_count": 3},
     ToolEvent: {"tool_call_id": "tc-1", "name": "search", "args_summary": {"q": "x"}},
     SubAgentEvent: {"child_run_id": "r-2", "steering_kind": "pause"},
-    LimitEvent: {"limit": "max_model_calls", "used": 3, "allowed": 2.5},
+    LimitEvent: {"limit": "max_model_calls", "used": 3.0, "allowed": 2.5},
     GraphEvent: {"thread_id": "t", "step": 2, "node": "n", "data": {"x": 1}},
     SupervisorEvent: {"rule": "tool_repeated", "action": "pause"},
 }
@@ -126,3 +126,25 @@ def test_make_event_keeps_an_explicit_time() -> None:
 def test_events_refuse_unknown_fields() -> None:
     with pytest.raises(ValueError, match="surprise"):
         RunEvent(type="run.started", surprise=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("cls", "type_"), ALL, ids=[t for _, t in ALL])
+def test_make_event_equals_the_validated_event(cls: type[Event], type_: str) -> None:
+    built = make_event(cls, type=type_, at=EPOCH, run_id="r-1", **FIELDS[cls])
+    validated = cls(type=type_, at=EPOCH, run_id="r-1", **FIELDS[cls])
+    constructed = cls.model_construct(type=type_, at=EPOCH, run_id="r-1", **FIELDS[cls])
+    assert type(built) is cls
+    assert built == validated
+    assert built.model_dump() == validated.model_dump()
+    assert repr(built) == repr(validated)
+    assert built.model_fields_set == constructed.model_fields_set
+    assert EVENT_ADAPTER.validate_json(built.model_dump_json()) == validated
+    built.offset = 3  # events stay mutable for the bus to number them
+    assert built.offset == 3
+
+
+def test_make_event_refuses_unknown_or_missing_fields() -> None:
+    with pytest.raises(TypeError, match="unknown \\['colour'\\]"):
+        make_event(RunEvent, type="run.started", colour="red")
+    with pytest.raises(TypeError, match="missing \\['request_id'\\]"):
+        make_event(ModelEvent, type="model.request")
