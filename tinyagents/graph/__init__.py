@@ -14,10 +14,11 @@ if result.status == "interrupted":
     result = await graph.run(Command(resume={result.interrupts[0].id: "ok"}), thread_id="t1")
 """
 
+from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
+from tinyagents.graph.context import NodeContext
 from tinyagents.graph.reducers import add_messages, append, overwrite, union
-from tinyagents.graph.tasks import NodeContext
 from tinyagents.graph.types import (
     END,
     START,
@@ -35,6 +36,7 @@ from tinyagents.graph.types import (
 __all__ = [
     "END",
     "START",
+    "AgentNode",
     "CheckpointInfo",
     "Command",
     "CompiledGraph",

@@ -120,8 +120,10 @@ class StateGraph:
         if isinstance(action, CompiledGraph):
             spec.subgraph = action
             spec.is_async = True
-        elif _is_agent(action):
-            spec.agent = action
+        elif _is_agent(action) or _is_agent_node(action):
+            from tinyagents.graph.agent_node import AgentNode
+
+            spec.agent = action if isinstance(action, AgentNode) else AgentNode(action)
             spec.is_async = True
         elif callable(action):
             spec.fn = action
@@ -210,6 +212,12 @@ class StateGraph:
         from tinyagents.graph.mermaid import to_mermaid
 
         return to_mermaid(self)
+
+
+def _is_agent_node(action: Any) -> bool:
+    from tinyagents.graph.agent_node import AgentNode
+
+    return isinstance(action, AgentNode)
 
 
 def _is_agent(action: Any) -> bool:

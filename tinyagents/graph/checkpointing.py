@@ -85,6 +85,7 @@ class TaskRecords:
     goto: list[str | Send] = field(default_factory=list)
     interrupts: list[Interrupt] = field(default_factory=list)
     resume: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -106,6 +107,9 @@ class Head:
     created_at: float = 0.0
     source: str = "input"
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the runtime run that writes this thread (kept in checkpoint metadata, so the same
+    #: run id continues after a restart and its durable steering commands find it)
+    run_id: str | None = None
 
     @classmethod
     def fresh(cls, graph: CompiledGraph, thread_id: str, ns: str, lineage: str | None) -> Head:
@@ -158,6 +162,7 @@ async def load_head(
         created_at=last.created_at,
         source=last.source,
         metadata=last.metadata,
+        run_id=last.metadata.get("run_id"),
     )
     if with_records and head.frontier:
         head.records = await load_records(graph, checkpointer, head)
@@ -174,6 +179,7 @@ async def load_records(
         if w.kind == "result":
             rec.writes = [(k, channels[k].decode(v)) for k, v in w.value["writes"]]
             rec.goto = decode_goto(w.value["goto"], graph)
+            rec.skipped = bool(w.value.get("skipped"))
         elif w.kind == "interrupt":
             rec.interrupts = [Interrupt.from_json(i) for i in w.value]
         elif w.kind == "resume":
@@ -232,7 +238,9 @@ async def save(
         barriers={k: sorted(v) for k, v in head.barriers.items() if v},
         tasks=list(tasks),
         written=sorted(values) if delta is None else sorted(delta),
-        metadata=dict(metadata or {}),
+        metadata=dict(metadata or {})
+        if head.run_id is None
+        else {**(metadata or {}), "run_id": head.run_id},
         created_at=_clock.now().timestamp(),
     )
     await checkpointer.put(record)

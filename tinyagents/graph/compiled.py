@@ -107,10 +107,15 @@ class CompiledGraph:
         if self.checkpointer is None and runtime is None and not isinstance(input, Command):
             return await self._run_unsaved(input, thread_id, recursion_limit)
         if runtime is not None:
-            from tinyagents.graph.integration import run_with_runtime
+            from tinyagents.graph.driver import run_with_runtime
 
             return await run_with_runtime(
-                self, input, runtime=runtime, thread_id=thread_id, checkpoint_id=checkpoint_id
+                self,
+                input,
+                runtime=runtime,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                recursion_limit=recursion_limit,
             )
         from tinyagents.graph.session import GraphSession
 

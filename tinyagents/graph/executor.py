@@ -10,13 +10,14 @@ finished siblings are saved as pending writes so they never run again.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import GraphRecursionError
 from tinyagents.graph._context import NodeInterrupt, ParentCommand
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
+    TaskRecords,
     interrupt_write,
     load_head,
     new_id,
@@ -30,6 +31,29 @@ from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus, Int
 if TYPE_CHECKING:
     from tinyagents.graph.compiled import CompiledGraph
     from tinyagents.store.checkpoint.base import Checkpointer
+
+
+class RunObserver(Protocol):
+    """What a runtime-managed run adds to the loop: steering at boundaries, events, tasks
+    in the run tree. ``None`` for a plain ``graph.run`` (and then costs nothing)."""
+
+    async def boundary(self, run: GraphRun) -> None: ...
+
+    async def after_tasks(self, run: GraphRun, tasks: list[Task]) -> None: ...
+
+    async def paused(self, run: GraphRun, tasks: list[Task]) -> bool: ...
+
+    async def task_started(self, run: GraphRun, task: Task) -> None: ...
+
+    async def task_finished(
+        self, run: GraphRun, task: Task, error: BaseException | None
+    ) -> None: ...
+
+    def stepped(self, run: GraphRun, tasks: list[Task]) -> None: ...
+
+    def parent_for(self, task: Task) -> str | None: ...
+
+    def agent_started(self, task: Task, handle: Any) -> None: ...
 
 
 class _TaskFailed(Exception):
@@ -66,30 +90,53 @@ class GraphRun:
         self.run_id = run_id
         self.steps = 0
         self._view: Any = None
+        #: steering and events hook (runtime-managed runs only)
+        self.observer: RunObserver | None = None
+        #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
+        self.running: dict[str, asyncio.Task[None]] = {}
 
     # -- the loop --------------------------------------------------------------------------
 
     async def execute(self) -> GraphResult:
         """Run supersteps until the frontier is empty or every unfinished task is paused."""
-        head = self.head
-        while head.frontier:
+        head, observer = self.head, self.observer
+        while True:
+            if observer is not None:
+                await observer.boundary(self)  # steering lands here, between supersteps
+            if not head.frontier:
+                return self.result("completed")
             tasks = self.plan()
-            if len(tasks) == 1:
+            if observer is None and len(tasks) == 1:
                 # the common case: no TaskGroup, and no pending write (the checkpoint follows)
                 task = tasks[0]
                 if task.runnable:
                     self._count_step()
                     await self._run_one(task, save_result=False)
-                if task.writes is None:
-                    return self.result("interrupted", tasks)
-            else:
-                if any(t.runnable for t in tasks):
-                    self._count_step()
-                    await self.run_tasks(tasks)
-                if any(t.writes is None for t in tasks):
-                    return self.result("interrupted", tasks)
+            elif any(t.runnable for t in tasks):
+                self._count_step()
+                await self.run_tasks(tasks)
+                if observer is not None:
+                    await observer.after_tasks(self, tasks)
+            if any(t.writes is None for t in tasks):
+                self.keep_records(tasks)
+                if observer is not None and await observer.paused(self, tasks):
+                    continue  # steering answered something: plan the step again
+                return self.result("interrupted", tasks)
             await self.finish_step(tasks)
-        return self.result("completed")
+
+    def keep_records(self, tasks: list[Task]) -> None:
+        """Remember what the tasks of an unfinished step did, for the next plan()."""
+        self.head.records = {
+            t.id: TaskRecords(
+                writes=t.writes,
+                goto=t.goto,
+                interrupts=t.interrupts,
+                resume=t.resume,
+                skipped=t.skipped,
+            )
+            for t in tasks
+            if t.writes is not None or t.interrupts or t.resume
+        }
 
     def _count_step(self) -> None:
         if self.steps >= self.recursion_limit:
@@ -113,6 +160,7 @@ class GraphRun:
                 task.goto = rec.goto
                 task.interrupts = rec.interrupts
                 task.resume = rec.resume
+                task.skipped = rec.skipped
             if self.inherited_resume:
                 task.resume = {**self.inherited_resume, **task.resume}
             tasks.append(task)
@@ -123,11 +171,30 @@ class GraphRun:
             async with asyncio.TaskGroup() as group:
                 for task in tasks:
                     if task.runnable:
-                        group.create_task(self._run_one(task, save_result=True))
+                        self.running[task.id] = group.create_task(
+                            self._run_one(task, save_result=True)
+                        )
         except BaseExceptionGroup as eg:
             raise _first_failure(eg) from None
+        finally:
+            self.running.clear()
 
     async def _run_one(self, task: Task, *, save_result: bool) -> None:
+        observer = self.observer
+        if observer is None:
+            await self._attempt(task, save_result)
+            return
+        await observer.task_started(self, task)
+        error: BaseException | None = None
+        try:
+            await self._attempt(task, save_result)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            await observer.task_finished(self, task, error)
+
+    async def _attempt(self, task: Task, save_result: bool) -> None:
         try:
             await call_node(self, task)
         except NodeInterrupt as ni:
@@ -153,6 +220,16 @@ class GraphRun:
                 [result_write(self.graph, task.id, task.writes, task.goto)],
             )
 
+    async def skip(self, task: Task) -> None:
+        """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``)."""
+        task.writes, task.goto, task.skipped = [], [], True
+        task.interrupts = []
+        if self.checkpointer is not None:
+            record = result_write(self.graph, task.id, [], [], skipped=True)
+            await self.checkpointer.put_writes(
+                self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
+            )
+
     async def finish_step(self, tasks: list[Task]) -> None:
         head, graph = self.head, self.graph
         if len(tasks) == 1:
@@ -172,6 +249,8 @@ class GraphRun:
             )
             if self.owner is not None:
                 await self.checkpointer.renew(head.thread_id, self.owner)
+        if self.observer is not None:
+            self.observer.stepped(self, tasks)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -181,7 +260,7 @@ class GraphRun:
             if simple is not None:
                 return simple
         head = self.head
-        finished = [(t.node, t.goto) for t in tasks]
+        finished = [(t.node, t.goto) for t in tasks if not t.skipped]
         return await self.graph.route(finished, head.values, head.barriers, self.view)
 
     def view(self) -> Any:
@@ -260,7 +339,9 @@ class GraphRun:
         return Writes(writes=writes)
 
     async def run_agent(self, task: Task) -> Any:
-        raise NotImplementedError("agent nodes need the runtime integration")
+        from tinyagents.graph.agent_node import run_agent_node
+
+        return await run_agent_node(self, task)
 
 
 def _first_failure(eg: BaseExceptionGroup) -> BaseException:

@@ -28,6 +28,7 @@ from tinyagents.store.checkpoint._lease import new_owner
 
 if TYPE_CHECKING:
     from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.store.checkpoint.base import Checkpointer, WriteRecord
 
 
 class GraphSession:
@@ -160,10 +161,7 @@ class GraphSession:
                     metadata=meta,
                 )
         if resume:
-            assert self.cp is not None  # map_resume found interrupts, so they were saved
-            await self.cp.put_writes(self.thread_id, "", head.frontier_id, resume)
-            for w in resume:
-                head.records.setdefault(w.task_id, TaskRecords()).resume[w.key] = w.value
+            await record_resume(self.cp, head, resume)
         return head
 
     async def update_state(self, update: dict[str, Any], as_node: str | None) -> str:
@@ -186,6 +184,14 @@ class GraphSession:
         )
         assert head.checkpoint_id is not None
         return head.checkpoint_id
+
+
+async def record_resume(cp: Checkpointer | None, head: Head, resume: list[WriteRecord]) -> None:
+    """Persist answers (from ``map_resume``) before the tasks that get them run again."""
+    assert cp is not None  # interrupts exist only with a checkpointer
+    await cp.put_writes(head.thread_id, head.ns, head.frontier_id, resume)
+    for w in resume:
+        head.records.setdefault(w.task_id, TaskRecords()).resume[w.key] = w.value
 
 
 def carry_interrupts(head: Head) -> list[Any]:

@@ -18,25 +18,12 @@ from tinyagents.graph._context import (
     set_scope,
     stable_id,
 )
+from tinyagents.graph.context import NodeContext
 from tinyagents.graph.types import UNSET, Command, Interrupt, Send
 
 if TYPE_CHECKING:
     from tinyagents.graph.builder import NodeSpec
     from tinyagents.graph.executor import GraphRun
-
-
-@dataclass(slots=True, kw_only=True)
-class NodeContext:
-    """The optional second argument of a node function: where and what it is running as."""
-
-    task_id: str
-    node: str
-    step: int
-    thread_id: str
-    ns: str
-    attempt: int
-    run_id: str | None = None
-    runtime: Any = None
 
 
 class Task:
@@ -57,6 +44,7 @@ class Task:
         "key",
         "node",
         "resume",
+        "skipped",
         "spec",
         "writes",
     )
@@ -75,6 +63,7 @@ class Task:
         self.interrupts: list[Interrupt] = _EMPTY
         self.resume: dict[str, Any] = {}
         self.attempts = 0
+        self.skipped = False
 
     @property
     def id(self) -> str:
@@ -156,6 +145,7 @@ async def _invoke(run: GraphRun, task: Task, attempt: int) -> Any:
             attempt=attempt,
             run_id=run.run_id,
             runtime=run.runtime,
+            _run=run,
         )
         out = fn(arg, ctx)
     else:

@@ -1,0 +1,97 @@
+"""``NodeContext``: the optional second argument of a node function.
+
+Besides where the task runs, it gives a *supervisor* node (``add_node(...,
+supervises=[...])``) its steering powers: commands from the ``graph_supervisor`` actor to the
+tasks of the nodes it supervises, and sibling-steering grants between their agent runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import GraphError
+
+if TYPE_CHECKING:
+    from tinyagents.steering.commands import SteeringKind, SteeringReceipt
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeContext:
+    """Where and what a node is running as; ``run_id``/``runtime`` only in a runtime."""
+
+    task_id: str
+    node: str
+    step: int
+    thread_id: str
+    ns: str
+    attempt: int
+    run_id: str | None = None
+    runtime: Any = None
+    _run: Any = field(default=None, repr=False)
+
+    def tasks_of(self, node: str) -> list[str]:
+        """Task ids of ``node`` in the current superstep."""
+        return [t.id for t in self._run.plan() if t.node == node] if self._run else []
+
+    def agent_run_id(self, node: str) -> str | None:
+        """The running child agent run of agent node ``node`` in this superstep, if any."""
+        observer = self._run.observer if self._run else None
+        for handle in getattr(observer, "agent_runs", {}).values():
+            if handle.info.node_id == node and not handle.done:
+                return str(handle.run_id)
+        return None
+
+    def _supervisor(self) -> tuple[Any, str]:
+        if self.runtime is None or self.run_id is None or self._run is None or self.ns:
+            raise GraphError(
+                f"node {self.node!r} can steer only in a top-level graph run started with a "
+                "runtime (rt.start_graph or graph.run(..., runtime=rt))"
+            )
+        return self.runtime, self.run_id
+
+    async def steer(
+        self,
+        kind: SteeringKind | str,
+        payload: dict[str, Any] | None = None,
+        *,
+        node: str | None = None,
+        task_id: str | None = None,
+        **fields: Any,
+    ) -> SteeringReceipt:
+        """Send a command, as this node's ``graph_supervisor`` actor, to one task or node of
+        this graph run (which must be among the nodes this node supervises)."""
+        from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
+
+        runtime, run_id = self._supervisor()
+        if (node is None) == (task_id is None):
+            raise GraphError("steer() needs exactly one of node= or task_id=")
+        target = (
+            SteeringTarget.graph_task(run_id, task_id)
+            if task_id is not None
+            else SteeringTarget.graph_node(run_id, node or "")
+        )
+        cmd = SteeringCommand(
+            target=target,
+            actor=SteeringActor.graph_supervisor(run_id, self.node),
+            kind=kind,
+            payload=payload or {},
+            **fields,
+        )
+        receipt: SteeringReceipt = await runtime.submit(cmd)
+        return receipt
+
+    def grant(self, from_run_id: str, to_run_id: str) -> None:
+        """Let one supervised agent run steer a sibling (both children of this graph run)."""
+        runtime, run_id = self._supervisor()
+        supervised = self._run.graph.nodes[self.node].supervises
+        tree = runtime.runs.tree
+        for rid in (from_run_id, to_run_id):
+            info = tree.get(rid)
+            if info is None or not tree.is_descendant(rid, of=run_id):
+                raise GraphError(f"run {rid} is not part of graph run {run_id}")
+            if info.node_id not in supervised:
+                raise GraphError(
+                    f"node {self.node!r} does not supervise {info.node_id!r} (run {rid})"
+                )
+        runtime.grant_sibling_steering(from_run_id, to_run_id)

@@ -1,0 +1,388 @@
+"""Graph runs inside a ``Runtime``: a run in the tree, ``graph.*`` events, steering.
+
+``start_graph_run`` registers a ``RunInfo(kind="graph")`` and runs the graph in the
+background; ``run_with_runtime`` does the same in the foreground (``graph.run(...,
+runtime=rt)``). Each task appears in the run tree as a child entry with its ``task_id`` and
+``node_id``; an agent node's child agent run hangs below it.
+
+The run keeps one run id for the life of its thread's execution (it is stored in the
+checkpoints): a foreground run that stops on an interrupt leaves its handle ``interrupted``
+with its steering inbox open, and the next run of the thread — in this process or after a
+restart — continues under the same id and takes the commands that waited for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tinyagents import _clock
+from tinyagents.errors import ConfigurationError, RunCancelled
+from tinyagents.events.models import GraphEvent, make_event
+from tinyagents.graph.session import GraphSession
+from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.steering.commands import (
+    CONTROL_KINDS,
+    MESSAGE_KINDS,
+    GraphNodeTarget,
+    GraphSupervisorActor,
+    GraphTaskTarget,
+    SteeringCommand,
+    SteeringKind,
+)
+from tinyagents.steering.queue import Boundary
+
+if TYPE_CHECKING:
+    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.graph.executor import GraphRun
+    from tinyagents.graph.tasks import Task
+    from tinyagents.graph.types import GraphResult
+    from tinyagents.runtime import Runtime
+
+#: Kinds that go to an agent node's child run when one is running.
+AGENT_KINDS = (
+    MESSAGE_KINDS
+    | {
+        SteeringKind.CONSTRAIN_TOOLS,
+        SteeringKind.CONSTRAIN_MODEL,
+        SteeringKind.UPDATE_BUDGET,
+    }
+    | (CONTROL_KINDS - {SteeringKind.CANCEL})
+)
+
+_STATUS = {
+    "completed": RunStatus.COMPLETED,
+    "interrupted": RunStatus.INTERRUPTED,
+    "failed": RunStatus.FAILED,
+    "cancelled": RunStatus.CANCELLED,
+}
+
+
+class GraphRunDriver(RunDriver):
+    """The router's and the executor's view of one runtime-managed graph run."""
+
+    def __init__(self, runtime: Runtime, graph: CompiledGraph, *, wait_on_interrupt: bool) -> None:
+        self.runtime = runtime
+        self.graph = graph
+        self.wait_on_interrupt = wait_on_interrupt
+        self.handle: RunHandle | None = None
+        self.run: GraphRun | None = None
+        self.task_runs: dict[str, RunHandle] = {}
+        self.agent_runs: dict[str, RunHandle] = {}
+        #: tasks cancelled by steering: task id -> the command, settled at the next boundary
+        self.cancelled: dict[str, SteeringCommand] = {}
+        self.cancel_run: SteeringCommand | None = None
+        self._reported: set[str] = set()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        assert self.handle is not None
+        info = self.handle.info
+        self.runtime.bus.publish(
+            make_event(
+                GraphEvent,
+                type=type_,
+                run_id=info.run_id,
+                root_run_id=info.root_run_id,
+                parent_run_id=info.parent_run_id,
+                tenant_id=info.tenant_id,
+                thread_id=info.thread_id,
+                **fields,
+            )
+        )
+
+    # -- RunDriver: what the router asks -------------------------------------------------------
+
+    def interrupt_now(self, cmd: SteeringCommand) -> None:
+        """An IMMEDIATE cancel: stop that task (or every task) now, settle at the boundary."""
+        run = self.run
+        if run is None:
+            return
+        target = cmd.target
+        if isinstance(target, GraphTaskTarget):
+            running = run.running.get(target.task_id)
+            if running is not None:
+                self.cancelled[target.task_id] = cmd
+                running.cancel()
+            return
+        if isinstance(target, GraphNodeTarget):
+            return
+        self.cancel_run = cmd
+        for running in run.running.values():
+            running.cancel()
+
+    async def latest_checkpoint_id(self) -> str | None:
+        if self.run is not None:
+            return self.run.head.checkpoint_id
+        cp = self.graph.checkpointer
+        if cp is None or self.handle is None or self.handle.info.thread_id is None:
+            return None
+        head = await cp.latest(self.handle.info.thread_id)
+        return head.checkpoint_id if head is not None else None
+
+    def node_of_task(self, task_id: str) -> str | None:
+        """The (top-level) node of a task of the current step, or of a pending interrupt."""
+        if self.run is None:
+            return None
+        for task in self.run.plan():
+            if task.id == task_id or any(
+                i.task_id == task_id or f":{task_id}" in i.ns for i in task.interrupts
+            ):
+                return task.node
+        return None
+
+    def check_target(self, cmd: SteeringCommand) -> str | None:
+        target = cmd.target
+        run_id = self.handle.run_id if self.handle else "?"
+        if isinstance(target, GraphNodeTarget):
+            if target.node not in self.graph.nodes:
+                return (
+                    f"not found: graph run {run_id} has no node {target.node!r} "
+                    f"(nodes: {', '.join(self.graph.nodes)})"
+                )
+            node: str | None = target.node
+        elif isinstance(target, GraphTaskTarget):
+            node = self.node_of_task(target.task_id)
+            if node is None:
+                return f"not found: task {target.task_id} is not pending in graph run {run_id}"
+        else:
+            return None
+        actor = cmd.actor
+        if isinstance(actor, GraphSupervisorActor) and actor.run_id == run_id:
+            spec = self.graph.nodes.get(actor.node)
+            if spec is None or node not in spec.supervises:
+                return (
+                    f"forbidden: node {actor.node!r} does not supervise {node!r} "
+                    f"(it supervises {list(spec.supervises) if spec else []})"
+                )
+        return None
+
+    def route(self, cmd: SteeringCommand) -> RunHandle | None:
+        """Instructions for an agent node go to its running child agent run."""
+        if cmd.kind not in AGENT_KINDS:
+            return None
+        target = cmd.target
+        for task_id, handle in self.agent_runs.items():
+            if handle.done:
+                continue
+            if isinstance(target, GraphTaskTarget) and target.task_id == task_id:
+                return handle
+            if isinstance(target, GraphNodeTarget) and handle.info.node_id == target.node:
+                return handle
+        return None
+
+    # -- RunObserver: what the executor tells us ---------------------------------------------
+
+    async def boundary(self, run: GraphRun) -> None:
+        assert self.handle is not None
+        inbox = self.handle.inbox
+        if len(inbox):
+            from tinyagents.graph.steering import lower_all
+
+            await lower_all(self, run, inbox.take(Boundary.BETWEEN_SUPERSTEPS))
+
+    async def after_tasks(self, run: GraphRun, tasks: list[Task]) -> None:
+        if self.cancel_run is not None:
+            raise RunCancelled(self.handle.run_id if self.handle else "?", "cancelled by steering")
+        for task in tasks:
+            if task.id in self.cancelled and task.writes is None and not task.interrupts:
+                await run.skip(task)  # settled by its policy when the command is lowered
+
+    async def paused(self, run: GraphRun, tasks: list[Task]) -> bool:
+        assert self.handle is not None
+        for task in tasks:
+            for i in task.interrupts:
+                if i.id not in self._reported and i.id not in task.resume:
+                    self._reported.add(i.id)
+                    self.emit(
+                        "graph.interrupt",
+                        step=run.head.step + 1,
+                        task_id=i.task_id,
+                        node=i.node,
+                        checkpoint_id=run.head.checkpoint_id,
+                        data={"interrupt_id": i.id, "ns": i.ns, "value": i.value},
+                    )
+        inbox = self.handle.inbox
+        if inbox.has_ready(Boundary.BETWEEN_SUPERSTEPS):
+            return True
+        if not self.wait_on_interrupt:
+            return False
+        self.handle.info.status = RunStatus.INTERRUPTED
+        while not inbox.has_ready(Boundary.BETWEEN_SUPERSTEPS):
+            await inbox.wait()
+        self.handle.info.status = RunStatus.RUNNING
+        self.emit("graph.resumed", step=run.head.step + 1, checkpoint_id=run.head.checkpoint_id)
+        return True
+
+    async def task_started(self, run: GraphRun, task: Task) -> None:
+        assert self.handle is not None
+        parent = self.handle.info
+        info = RunInfo(
+            run_id=_clock.new_id("gt"),
+            parent_run_id=parent.run_id,
+            task_id=task.id,
+            node_id=task.node,
+            tenant_id=parent.tenant_id,
+            kind="graph",
+            agent_id=self.graph.name,
+        )
+        entry = RunHandle(info, submitter=self.runtime)
+        await self.runtime.register(entry)
+        self.task_runs[task.id] = entry
+        self.emit("graph.task_started", step=run.head.step + 1, task_id=task.id, node=task.node)
+
+    async def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
+        entry = self.task_runs.pop(task.id, None)
+        self.agent_runs.pop(task.id, None)
+        if isinstance(error, asyncio.CancelledError):
+            status, kind = RunStatus.CANCELLED, "graph.task_cancelled"
+        elif error is not None:
+            status, kind = RunStatus.FAILED, "graph.task_failed"
+        elif task.writes is None:
+            status, kind = RunStatus.INTERRUPTED, ""
+        else:
+            status, kind = RunStatus.COMPLETED, "graph.task_completed"
+        if entry is not None:
+            err = None if error is None else f"{type(error).__name__}: {error}"
+            await self.runtime.finish(
+                entry, RunResult(run_id=entry.run_id, status=status, error=err)
+            )
+        if kind:
+            data = {"error": repr(error)} if error is not None else {}
+            self.emit(kind, step=run.head.step + 1, task_id=task.id, node=task.node, data=data)
+
+    def stepped(self, run: GraphRun, tasks: list[Task]) -> None:
+        self.emit(
+            "graph.step",
+            step=run.head.step,
+            checkpoint_id=run.head.checkpoint_id,
+            data={"tasks": [t.id for t in tasks], "next": [p.node for p in run.head.frontier]},
+        )
+
+    def parent_for(self, task: Task) -> str | None:
+        entry = self.task_runs.get(task.id)
+        return entry.run_id if entry is not None else (self.handle.run_id if self.handle else None)
+
+    def agent_started(self, task: Task, handle: Any) -> None:
+        self.agent_runs[task.id] = handle
+
+
+async def start_graph_run(
+    runtime: Runtime,
+    graph: CompiledGraph,
+    input: Any,
+    *,
+    thread_id: str | None = None,
+    tenant_id: str = "default",
+    parent: RunHandle | str | None = None,
+    checkpoint_id: str | None = None,
+    recursion_limit: int | None = None,
+    wait_on_interrupt: bool = True,
+) -> RunHandle:
+    """Register a graph run and start it in the background; returns its handle at once.
+
+    Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
+    """
+    runtime._require_open()
+    session = GraphSession(graph, thread_id)
+    await session.__aenter__()
+    try:
+        previous = await session.load()
+        run_id = (
+            previous.run_id
+            if previous is not None and previous.frontier and previous.run_id
+            else _clock.new_id("g")
+        )
+        handle = runtime.runs.get(run_id)
+        driver = GraphRunDriver(runtime, graph, wait_on_interrupt=wait_on_interrupt)
+        if handle is not None:
+            if not isinstance(handle.driver, GraphRunDriver) or handle.status.finished:
+                raise ConfigurationError(f"run {run_id} cannot be continued as a graph run")
+            handle.driver = driver
+            handle.reopen()
+        else:
+            parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
+            info = RunInfo(
+                run_id=run_id,
+                parent_run_id=parent_id,
+                thread_id=session.thread_id,
+                agent_id=graph.name,
+                tenant_id=tenant_id,
+                kind="graph",
+            )
+            handle = RunHandle(info, submitter=runtime, driver=driver)
+        driver.handle = handle
+        run = await session.prepare(
+            input, checkpoint_id, recursion_limit, runtime=runtime, run_id=run_id
+        )
+        run.head.run_id = run_id
+        run.observer = driver
+        driver.run = run
+        if run_id not in runtime.runs:
+            # registering hands the run any command that waited for it (deferred or restored)
+            await runtime.register(handle, redirect_conflict=graph.redirect_conflict)  # type: ignore[arg-type]
+    except BaseException:
+        await session.__aexit__(None, None, None)
+        raise
+    driver.emit("graph.started", step=run.head.step, checkpoint_id=run.head.checkpoint_id)
+    handle.task = runtime.spawn(_main(runtime, driver, session, run), name=f"graph {run_id}")
+    return handle
+
+
+async def _main(
+    runtime: Runtime, driver: GraphRunDriver, session: GraphSession, run: GraphRun
+) -> GraphResult:
+    handle = driver.handle
+    assert handle is not None
+    try:
+        result = await session.execute(run)
+    except asyncio.CancelledError:
+        handle.finish(RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED))
+        raise
+    finally:
+        await session.__aexit__(None, None, None)
+    if isinstance(result.error, RunCancelled):
+        result.status = "cancelled"
+    status = _STATUS[result.status]
+    error = None if result.error is None else f"{type(result.error).__name__}: {result.error}"
+    outcome = RunResult(run_id=handle.run_id, status=status, output=result.state, error=error)
+    driver.emit(
+        "graph.completed",
+        step=run.head.step,
+        checkpoint_id=result.checkpoint_id,
+        data={"status": result.status, "interrupts": [i.id for i in result.interrupts]},
+    )
+    driver.run = None
+    if status is RunStatus.INTERRUPTED:
+        handle.finish(outcome)  # not finished for the router: its inbox stays open
+    else:
+        await runtime.finish(handle, outcome)
+    return result
+
+
+async def run_with_runtime(
+    graph: CompiledGraph,
+    input: Any,
+    *,
+    runtime: Runtime,
+    thread_id: str | None = None,
+    checkpoint_id: str | None = None,
+    recursion_limit: int | None = None,
+) -> GraphResult:
+    """``graph.run(..., runtime=rt)``: a registered, steerable run, in the foreground.
+
+    It returns on an interrupt (resume with another ``run``, or by steering the run)."""
+    handle = await start_graph_run(
+        runtime,
+        graph,
+        input,
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+        recursion_limit=recursion_limit,
+        wait_on_interrupt=False,
+    )
+    assert handle.task is not None
+    result: GraphResult = await handle.task
+    return result

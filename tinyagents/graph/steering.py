@@ -1,0 +1,325 @@
+"""Lowering steering commands into graph operations (DESIGN.md, "Graph lowering").
+
+Commands reach a graph run at the boundary between supersteps, in queue order:
+
+| command (target)                               | becomes                                             |
+|------------------------------------------------|-----------------------------------------------------|
+| approve / reject / provide_context (task, node)| resume of that task's pending interrupt only        |
+| redirect with ``goto`` (node, run)             | the next superstep runs the ``goto`` nodes instead  |
+| update_state                                   | a reducer update recorded as its own checkpoint     |
+| cancel (task)                                  | that task only: ``skip`` it or ``fail_run``         |
+| cancel (run, thread)                           | the run ends ``cancelled``                          |
+| pause / resume / request_status (run)          | wait at the boundary / continue / report            |
+| instructions for an agent node                 | routed to its child run by the driver (not here)    |
+| any of these with ``checkpoint_id`` + ``fork`` | applied on a new thread forked at that checkpoint   |
+
+The value an approved interrupt returns is ``{"approved": True}`` (``False`` for reject),
+plus ``"value"`` and ``"reason"`` when the command has them; ``provide_context`` returns its
+``value`` (or its ``text``). A stale ``checkpoint_id`` without ``fork`` never gets here: the
+staleness policy rejects it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
+from tinyagents.graph.checkpointing import Planned, new_id, save
+from tinyagents.graph.session import record_resume
+from tinyagents.graph.types import END, Command, Interrupt
+from tinyagents.runs.info import RunStatus
+from tinyagents.steering.commands import (
+    GraphNodeTarget,
+    GraphTaskTarget,
+    SteeringCommand,
+    SteeringKind,
+)
+from tinyagents.steering.queue import Boundary
+
+if TYPE_CHECKING:
+    from tinyagents.graph.driver import GraphRunDriver
+    from tinyagents.graph.executor import GraphRun
+
+RESUME_KINDS = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT})
+
+
+class CannotApply(Exception):
+    """The command is valid but does not fit the run's state: it fails with this reason."""
+
+
+class TaskCancelled(GraphError):
+    """A task was cancelled by steering under ``task_cancel_policy="fail_run"``."""
+
+
+async def lower_all(driver: GraphRunDriver, run: GraphRun, cmds: list[SteeringCommand]) -> None:
+    """Apply ``cmds`` in order; each ends applied or failed (a run cancel ends the run)."""
+    assert driver.handle is not None
+    inbox = driver.handle.inbox
+    for pos, cmd in enumerate(cmds):
+        try:
+            if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
+                inbox.applied(cmd, paused=True, step=run.head.step)
+                await wait_while_paused(driver, run)
+                continue
+            affected = await lower(driver, run, cmd)
+        except CannotApply as exc:
+            inbox.failed(cmd, str(exc))
+            continue
+        except (RunCancelled, TaskCancelled):
+            inbox.applied(cmd, run_id=driver.handle.run_id, step=run.head.step)
+            _fail_rest(driver, cmds[pos + 1 :])
+            raise
+        except _Stopped as stop:  # cancelled while paused: that command reported itself
+            _fail_rest(driver, cmds[pos + 1 :])
+            raise stop.error from None
+        except TinyAgentsError as exc:  # bad update keys, unknown nodes: the command's fault
+            inbox.failed(cmd, str(exc))
+            continue
+        inbox.applied(cmd, **affected)
+
+
+def _fail_rest(driver: GraphRunDriver, cmds: list[SteeringCommand]) -> None:
+    assert driver.handle is not None
+    for cmd in cmds:
+        driver.handle.inbox.failed(cmd, "the graph run ended before this command")
+
+
+def _run_level(cmd: SteeringCommand) -> bool:
+    return not isinstance(cmd.target, GraphTaskTarget | GraphNodeTarget)
+
+
+async def lower(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+    if cmd.fork and cmd.checkpoint_id is not None:
+        return await _on_fork(driver, run, cmd)
+    kind = cmd.kind
+    if kind in RESUME_KINDS:
+        return await _resume(run, cmd)
+    if kind is SteeringKind.REDIRECT:
+        return await _redirect(run, cmd)
+    if kind is SteeringKind.UPDATE_STATE:
+        return await _update(run, cmd)
+    if kind is SteeringKind.CANCEL:
+        return await _cancel(driver, run, cmd)
+    if kind is SteeringKind.RESUME:
+        return {"paused": False}
+    if kind is SteeringKind.REQUEST_STATUS:
+        return _status(driver, run)
+    where = cmd.target.describe()
+    raise CannotApply(
+        f"{kind.value} has no meaning for {where}: instructions reach an agent node's child "
+        "run only while that node runs"
+    )
+
+
+# -- resume -----------------------------------------------------------------------------------
+
+
+def _matches(cmd: SteeringCommand, interrupt: Interrupt, owner_node: str) -> bool:
+    target = cmd.target
+    if isinstance(target, GraphTaskTarget):
+        tid = target.task_id
+        return interrupt.task_id == tid or f":{tid}" in interrupt.ns
+    if isinstance(target, GraphNodeTarget):
+        return target.node in (owner_node, interrupt.node)
+    return True  # the whole run: any pending interrupt (disambiguated by interrupt_id)
+
+
+def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
+    """(top-level node, interrupt) for every unanswered interrupt of the paused step."""
+    out = []
+    for task in run.plan():
+        if task.writes is None:
+            out += [(task.node, i) for i in task.interrupts if i.id not in task.resume]
+    return out
+
+
+def resume_value(cmd: SteeringCommand) -> Any:
+    payload = cmd.payload
+    if cmd.kind is SteeringKind.PROVIDE_CONTEXT:
+        return payload["value"] if "value" in payload else payload.get("text")
+    answer: dict[str, Any] = {"approved": cmd.kind is SteeringKind.APPROVE}
+    for key in ("value", "reason"):
+        if key in payload:
+            answer[key] = payload[key]
+    return answer
+
+
+async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+    candidates = [i for node, i in pending_interrupts(run) if _matches(cmd, i, node)]
+    wanted = cmd.payload.get("interrupt_id")
+    if wanted is not None:
+        candidates = [i for i in candidates if i.id == wanted]
+    if not candidates:
+        raise CannotApply(f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}")
+    if len(candidates) > 1:
+        ids = ", ".join(i.id for i in candidates)
+        raise CannotApply(
+            f"{cmd.target.describe()} has {len(candidates)} pending interrupts ({ids}); "
+            "name one with payload interrupt_id"
+        )
+    [chosen] = candidates
+    writes = run.graph.map_resume(run.head, {chosen.id: resume_value(cmd)})
+    await record_resume(run.checkpointer, run.head, writes)
+    return {
+        "task_id": chosen.task_id,
+        "node": chosen.node,
+        "interrupt_id": chosen.id,
+        "checkpoint_id": run.head.checkpoint_id,
+    }
+
+
+# -- goto, update, cancel ---------------------------------------------------------------------
+
+
+def _goto(run: GraphRun, cmd: SteeringCommand) -> list[str]:
+    goto = cmd.payload.get("goto")
+    if goto is None:
+        raise CannotApply("a graph redirect needs 'goto' (node names)")
+    targets = [goto] if isinstance(goto, str) else list(goto)
+    run.graph.check_goto(list(targets), "redirect")
+    return targets
+
+
+async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+    targets = _goto(run, cmd)
+    head = run.head
+    head.frontier = [Planned(node=t) for t in dict.fromkeys(targets) if t != END]
+    head.step += 1
+    head.frontier_id = new_id()
+    head.records = {}
+    meta = {"goto": targets, "correlation_id": cmd.correlation_id}
+    if run.checkpointer is not None:
+        await save(run.checkpointer, head, delta={}, source="steering", metadata=meta)
+    return {"goto": targets, "checkpoint_id": head.checkpoint_id, "step": head.step}
+
+
+async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+    update: dict[str, Any] = cmd.payload["update"]
+    as_node = cmd.payload.get("as_node")
+    graph, head = run.graph, run.head
+    graph.schema.check_keys(update, "update_state")
+    if as_node is not None and as_node not in graph.nodes:
+        raise CannotApply(f"update_state as_node={as_node!r}: no such node")
+    delta = graph.apply_writes(head.values, list(update.items()))
+    run._view = None
+    if as_node is not None:
+        head.frontier = await graph.route([(as_node, [])], head.values, head.barriers)
+        head.step += 1
+        head.frontier_id = new_id()
+        head.records = {}
+    meta = {"as_node": as_node, "keys": sorted(update), "correlation_id": cmd.correlation_id}
+    if run.checkpointer is not None:
+        await save(run.checkpointer, head, delta=delta, source="update", metadata=meta)
+    return {"checkpoint_id": head.checkpoint_id, "keys": sorted(update)}
+
+
+async def _cancel(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+    target = cmd.target
+    if not isinstance(target, GraphTaskTarget):
+        raise RunCancelled(run.run_id or "?", cmd.payload.get("reason") or "cancelled by steering")
+    tasks = run.plan()
+    task = next((t for t in tasks if t.id == target.task_id), None)
+    already = driver.cancelled.pop(target.task_id, None) is not None
+    if task is None or (task.writes is not None and not task.skipped):
+        raise CannotApply(f"task {target.task_id} already finished; nothing to cancel")
+    if not task.skipped:
+        await run.skip(task)
+        run.keep_records(tasks)
+    policy = run.graph.task_cancel_policy
+    if policy == "fail_run":
+        raise TaskCancelled(
+            f"task {task.id} ({task.node!r}) was cancelled by steering and the graph's "
+            "task_cancel_policy is 'fail_run'"
+        )
+    return {"task_id": task.id, "node": task.node, "policy": policy, "was_running": already}
+
+
+# -- run-level control ------------------------------------------------------------------------
+
+
+class _Stopped(Exception):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def wait_while_paused(driver: GraphRunDriver, run: GraphRun) -> None:
+    """Hold the run at this boundary until a resume (or a cancel) arrives."""
+    assert driver.handle is not None
+    handle, inbox = driver.handle, driver.handle.inbox
+    inbox.paused = True
+    handle.info.status = RunStatus.PAUSED
+    try:
+        while inbox.paused:
+            await inbox.wait()
+            taken = inbox.take(Boundary.WHILE_PAUSED)
+            for pos, ctl in enumerate(taken):
+                stop: BaseException | None = None
+                if ctl.kind is SteeringKind.RESUME:
+                    inbox.paused = False
+                    inbox.applied(ctl, paused=False)
+                elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
+                    inbox.applied(ctl, run_id=handle.run_id)
+                    stop = RunCancelled(handle.run_id, "cancelled while paused")
+                else:
+                    try:
+                        await lower_all(driver, run, [ctl])
+                    except (RunCancelled, TaskCancelled) as exc:
+                        stop = exc
+                if stop is not None:
+                    _fail_rest(driver, taken[pos + 1 :])
+                    raise _Stopped(stop)
+    finally:
+        inbox.paused = False
+        handle.info.status = RunStatus.RUNNING
+
+
+def _status(driver: GraphRunDriver, run: GraphRun) -> dict[str, Any]:
+    return {
+        "status": driver.handle.status.value if driver.handle else "unknown",
+        "step": run.head.step,
+        "checkpoint_id": run.head.checkpoint_id,
+        "next": [p.node for p in run.head.frontier],
+        "interrupts": [i.id for _, i in pending_interrupts(run)],
+    }
+
+
+# -- fork -------------------------------------------------------------------------------------
+
+
+async def _on_fork(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+    """Apply a command made against an older checkpoint on a fork of the thread there."""
+    from tinyagents.graph.driver import start_graph_run
+
+    graph = run.graph
+    assert cmd.checkpoint_id is not None and driver.handle is not None
+    fork = await graph.fork(run.head.thread_id, cmd.checkpoint_id)
+    kind = cmd.kind
+    if kind in RESUME_KINDS:
+        snapshot = await graph.get_state(fork)
+        candidates = [i for i in snapshot.interrupts if _matches(cmd, i, i.node)]
+        wanted = cmd.payload.get("interrupt_id")
+        if wanted is not None:
+            candidates = [i for i in candidates if i.id == wanted]
+        if len(candidates) != 1:
+            raise CannotApply(
+                f"checkpoint {cmd.checkpoint_id} has {len(candidates)} matching interrupts; "
+                "name one with payload interrupt_id"
+            )
+        first: Any = Command(resume={candidates[0].id: resume_value(cmd)})
+    elif kind is SteeringKind.REDIRECT:
+        first = Command(goto=_goto(run, cmd))
+    elif kind is SteeringKind.UPDATE_STATE:
+        await graph.update_state(fork, cmd.payload["update"], as_node=cmd.payload.get("as_node"))
+        first = None
+    else:
+        raise CannotApply(f"{kind.value} cannot be applied on a fork")
+    handle = await start_graph_run(
+        driver.runtime,
+        graph,
+        first,
+        thread_id=fork,
+        tenant_id=driver.handle.info.tenant_id,
+        wait_on_interrupt=driver.wait_on_interrupt,
+    )
+    return {"fork_thread_id": fork, "fork_run_id": handle.run_id, "forked_at": cmd.checkpoint_id}
