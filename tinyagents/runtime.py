@@ -152,6 +152,16 @@ class Runtime:
 
         return await start_agent_run(self, agent, input, **kwargs)
 
+    async def start_graph(self, graph: Any, input: Any, **kwargs: Any) -> RunHandle:
+        """Start a compiled graph on ``input`` in the background; returns its handle at once.
+
+        The run pauses on interrupts and continues when steering answers them.
+        """
+        self._require_open()
+        from tinyagents.graph.driver import start_graph_run
+
+        return await start_graph_run(self, graph, input, **kwargs)
+
     def spawn(self, coro: Any, *, name: str | None = None) -> asyncio.Task[Any]:
         """Run a coroutine owned by the runtime: awaited (or cancelled) on close."""
         task = asyncio.create_task(coro, name=name)
