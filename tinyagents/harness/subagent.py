@@ -171,6 +171,16 @@ class SubAgentTool(Tool):
                 "so it did not run, let alone complete. Do the task here or split it differently."
             ) from None
         result = await handle.result()
+        if (
+            result.status is RunStatus.LIMIT_EXCEEDED
+            and handle.info.limits.behavior == "stop_with_partial"
+        ):
+            # Not an error by the child's own configuration, but the parent must still know
+            # that this is partial work.
+            return (
+                f"[partial: sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped at "
+                f"its configured limit: {result.error}]\n{result.output or ''}"
+            )
         try:
             return output_or_raise(handle, result)
         except RunLimitExceeded as exc:
@@ -195,6 +205,8 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
     if result.status is RunStatus.COMPLETED:
         return result.output
     if result.status is RunStatus.LIMIT_EXCEEDED:
+        if handle.info.limits.behavior == "stop_with_partial":
+            return result.output  # the caller asked for what there is rather than an error
         original = getattr(handle.driver, "limit_error", None)
         if isinstance(original, RunLimitExceeded):
             raise original

@@ -16,7 +16,13 @@ BUDGET_FIELDS = ("max_model_calls", "max_tool_calls", "max_tokens", "deadline_s"
 
 
 class RunLimits(BaseModel):
-    """Bounds on one run. ``None`` means unbounded."""
+    """Bounds on one run. ``None`` means unbounded.
+
+    ``behavior`` says what a caller gets when a limit is hit: ``"error"`` (the default) makes
+    ``SubAgent.invoke`` raise ``RunLimitExceeded`` and ``SubAgentTool`` return an error result;
+    ``"stop_with_partial"`` returns the partial output instead (a ``SubAgentTool`` result is
+    prefixed with a ``[partial: …]`` line). The run's status is ``limit_exceeded`` either way.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,0 +1,55 @@
+"""RunLimits.behavior: 'error' raises / errors, 'stop_with_partial' hands back what there is."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
+from tinyagents.errors import RunLimitExceeded
+from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note."""
+    return f"noted {text}"
+
+
+def looping_child(behavior: str) -> SubAgent:
+    script = [tool_call("note", text="a"), tool_call("note", text="b"), tool_call("note", text="c")]
+    for response in script:
+        response.text = "partial findings so far"
+    model = ScriptedModel(script)
+    limits = RunLimits(max_model_calls=2, behavior=behavior)  # type: ignore[arg-type]
+    return SubAgent(Agent("child", model, tools=[note], limits=limits))
+
+
+async def test_error_behavior_raises_with_the_numbers() -> None:
+    async with Runtime() as rt:
+        with pytest.raises(RunLimitExceeded) as info:
+            await looping_child("error").invoke("go", runtime=rt)
+    assert (info.value.limit, info.value.used, info.value.allowed) == ("max_model_calls", 2, 2)
+
+
+async def test_stop_with_partial_returns_the_partial_output() -> None:
+    async with Runtime() as rt:
+        child = looping_child("stop_with_partial")
+        output = await child.invoke("go", runtime=rt)
+        assert output == "partial findings so far"
+        (info,) = [i for i in rt.runs.list() if i.agent_id == "child"]
+        assert info.status is RunStatus.LIMIT_EXCEEDED
+
+
+async def test_subagent_tool_marks_partial_output_for_the_parent() -> None:
+    child = looping_child("stop_with_partial")
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("ok")])
+    parent = Agent("parent", parent_model, tools=[SubAgentTool(child)])
+    async with Runtime() as rt:
+        result = await (await rt.start(parent, "task")).result()
+    assert result.status is RunStatus.COMPLETED
+    tool_message = parent_model.requests[1].messages[-1]
+    assert tool_message.role == "tool"
+    assert not tool_message.metadata.get("error")
+    assert tool_message.content.startswith("[partial: sub-agent 'child'")
+    assert "max_model_calls" in tool_message.content
+    assert tool_message.content.endswith("partial findings so far")
