@@ -1,0 +1,46 @@
+"""``make bench``: every benchmark, each side by side with its peer, printed as ratios.
+
+    python benchmarks/run_all.py            # all of them
+    python benchmarks/run_all.py graph      # only the named ones
+
+Numbers on a shared machine are noisy: read the ratios (peer / tinyagents, measured in the
+same process and run), not the absolute microseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).parent))
+
+import agent_loop
+import graph
+import steering_throughput
+
+BENCHMARKS = {
+    "steering_throughput": steering_throughput.main,
+    "agent_loop": agent_loop.main,
+    "graph": graph.main,
+}
+
+
+def main(argv: list[str]) -> int:
+    wanted = argv or list(BENCHMARKS)
+    unknown = [name for name in wanted if name not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; have {list(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    for name in wanted:
+        print(f"\n=== {name} " + "=" * (60 - len(name)))
+        started = time.perf_counter()
+        BENCHMARKS[name]([])
+        print(f"--- {name} took {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
