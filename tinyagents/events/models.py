@@ -11,9 +11,8 @@ Events are built on hot paths (every steering step, every model call), so the em
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -187,67 +186,98 @@ EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 E = TypeVar("E", bound=Event)
 
 
-@dataclass(frozen=True, slots=True)
-class _Blueprint:
-    """What ``make_event`` needs to know about one event class, worked out once."""
-
-    #: Every field in declaration order: its default, or None when required or made by a factory.
-    template: dict[str, Any]
-    factories: tuple[tuple[str, Callable[[], Any]], ...]
-    required: frozenset[str]
-    known: frozenset[str]
-
-
-_BLUEPRINTS: dict[type[Event], _Blueprint] = {}
 _object_setattr = object.__setattr__
 
 
-def _blueprint(cls: type[Event]) -> _Blueprint:
-    found = _BLUEPRINTS.get(cls)
-    if found is None:
-        if cls.__pydantic_post_init__ or cls.__private_attributes__:
-            raise TypeError(f"make_event builds plain events only; {cls.__name__} has private state")
-        fields = cls.model_fields
-        factories = tuple(
-            (name, f.default_factory)
-            for name, f in fields.items()
-            if f.default_factory is not None
+class EventTemplate(Generic[E]):
+    """Builds events of one class that share some fields, checked and merged once.
+
+    ``EventTemplate.of(cls)`` knows the class's defaults; ``.sharing(**fields)`` derives a
+    template whose events all carry those fields (the router keeps one per command: its events
+    share a dozen fields and differ in ``type`` and a few more). ``build(**fields)`` returns
+    what ``cls.model_construct(**shared, **fields)`` would, made directly: pydantic's
+    ``model_construct`` resolves every field's default on every call, which made it the largest
+    cost of a steering command.
+    """
+
+    __slots__ = ("_cls", "_factories", "_given", "_known", "_required", "_stamp", "_values")
+    _of: ClassVar[dict[type[Event], EventTemplate[Any]]] = {}
+
+    def __init__(
+        self,
+        cls: type[E],
+        values: dict[str, Any],
+        given: frozenset[str],
+        factories: tuple[tuple[str, Callable[[], Any]], ...],
+        required: frozenset[str],
+        known: frozenset[str],
+    ) -> None:
+        self._cls = cls
+        self._values = values  # every field in declaration order: given, default or None
+        self._given = given
+        self._factories = factories
+        self._required = required
+        self._known = known
+        self._stamp = "at" not in given
+
+    @classmethod
+    def of(cls, event_cls: type[E]) -> EventTemplate[E]:
+        found = cls._of.get(event_cls)
+        if found is None:
+            if event_cls.__pydantic_post_init__ or event_cls.__private_attributes__:
+                raise TypeError(f"events are built directly; {event_cls.__name__} has private state")
+            fields = event_cls.model_fields
+            found = cls._of[event_cls] = EventTemplate(
+                event_cls,
+                values={
+                    name: None if f.default_factory or f.is_required() else f.default
+                    for name, f in fields.items()
+                },
+                given=frozenset(),
+                factories=tuple(
+                    (name, f.default_factory)  # type: ignore[misc]  # none takes arguments
+                    for name, f in fields.items()
+                    if f.default_factory is not None
+                ),
+                required=frozenset(name for name, f in fields.items() if f.is_required()),
+                known=frozenset(fields),
+            )
+        return found
+
+    def sharing(self, **shared: Any) -> EventTemplate[E]:
+        names = shared.keys()
+        if not names <= self._known:
+            raise TypeError(f"{self._cls.__name__}: unknown {sorted(names - self._known)}")
+        return EventTemplate(
+            self._cls,
+            values={**self._values, **shared},
+            given=self._given | names,
+            factories=tuple(f for f in self._factories if f[0] not in shared),
+            required=self._required - names,
+            known=self._known,
         )
-        found = _BLUEPRINTS[cls] = _Blueprint(
-            template={
-                name: None if f.is_required() or f.default_factory else f.default
-                for name, f in fields.items()
-            },
-            factories=factories,  # type: ignore[arg-type]  # no factory here takes arguments
-            required=frozenset(name for name, f in fields.items() if f.is_required()),
-            known=frozenset(fields),
-        )
-    return found
+
+    def build(self, **fields: Any) -> E:
+        if self._stamp and "at" not in fields:
+            fields["at"] = _clock.now()
+        names = fields.keys()
+        if not (self._required <= names <= self._known):
+            raise TypeError(
+                f"{self._cls.__name__}: missing {sorted(self._required - names)}, "
+                f"unknown {sorted(names - self._known)}"
+            )
+        values = {**self._values, **fields}
+        for name, factory in self._factories:
+            if name not in fields:
+                values[name] = factory()
+        event = self._cls.__new__(self._cls)
+        _object_setattr(event, "__dict__", values)
+        _object_setattr(event, "__pydantic_fields_set__", {*self._given, *names})
+        _object_setattr(event, "__pydantic_extra__", None)
+        _object_setattr(event, "__pydantic_private__", None)
+        return event
 
 
 def make_event(cls: type[E], **fields: Any) -> E:
-    """Build an event from values that are already valid (no re-validation: hot path).
-
-    The result is what ``cls.model_construct(**fields)`` returns, built directly: pydantic's
-    ``model_construct`` resolves every field's default on every call, which made it the largest
-    cost of a steering command (four events each).
-    """
-    plan = _blueprint(cls)
-    if "at" not in fields:
-        fields["at"] = _clock.now()
-    names = fields.keys()
-    if not (plan.required <= names <= plan.known):
-        raise TypeError(
-            f"{cls.__name__}: missing {sorted(plan.required - names)}, "
-            f"unknown {sorted(names - plan.known)}"
-        )
-    values = {**plan.template, **fields}
-    for name, factory in plan.factories:
-        if name not in fields:
-            values[name] = factory()
-    event = cls.__new__(cls)
-    _object_setattr(event, "__dict__", values)
-    _object_setattr(event, "__pydantic_fields_set__", set(names))
-    _object_setattr(event, "__pydantic_extra__", None)
-    _object_setattr(event, "__pydantic_private__", None)
-    return event
+    """Build an event from values that are already valid (no re-validation: hot path)."""
+    return EventTemplate.of(cls).build(**fields)

@@ -47,9 +47,6 @@ class _Entry:
     cmd: SteeringCommand
     alive: bool = True
 
-    def __lt__(self, other: _Entry) -> bool:
-        return self.key < other.key
-
 
 @dataclass(slots=True)
 class PutOutcome:
@@ -67,7 +64,9 @@ _CONFLICT_KINDS = (SteeringKind.CANCEL, SteeringKind.REPLACE_INSTRUCTION, Steeri
 class SteeringQueue:
     def __init__(self, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED) -> None:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
-        self._heap: list[_Entry] = []
+        #: (key, entry): keys are unique (the correlation id is in them), so the heap compares
+        #: plain tuples in C and never reaches the entry.
+        self._heap: list[tuple[OrderKey, _Entry]] = []
         self._by_id: dict[str, _Entry] = {}
         self._by_kind: dict[SteeringKind, dict[str, _Entry]] = {k: {} for k in _CONFLICT_KINDS}
 
@@ -88,7 +87,7 @@ class SteeringQueue:
         entry = _Entry(order_key(cmd, depth), cmd)
         outcome = self._resolve_conflicts(entry)
         if outcome.queued:
-            heapq.heappush(self._heap, entry)
+            heapq.heappush(self._heap, (entry.key, entry))
             self._by_id[cmd.correlation_id] = entry
             same_kind = self._by_kind.get(cmd.kind)
             if same_kind is not None:
@@ -162,17 +161,18 @@ class SteeringQueue:
         if not self._by_id:
             return []
         ready: list[SteeringCommand] = []
-        keep: list[_Entry] = []
+        keep: list[tuple[OrderKey, _Entry]] = []
         heap = self._heap
         while heap:
-            entry = heapq.heappop(heap)
+            item = heapq.heappop(heap)
+            entry = item[1]
             if not entry.alive:
                 continue
             if _deliverable(entry.cmd, boundary, final, paused):
                 ready.append(entry.cmd)
                 self._forget(entry.cmd)
             else:
-                keep.append(entry)
+                keep.append(item)
         self._heap = keep  # popped in order, so already a valid heap
         return ready
 

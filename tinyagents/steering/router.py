@@ -14,6 +14,7 @@ from tinyagents.errors import TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     TERMINAL_STEERING_EVENTS,
+    EventTemplate,
     SteeringEvent,
     SubAgentEvent,
     make_event,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from tinyagents.store.base import Store
 
 _TERMINAL = {"rejected", "applied", "superseded", "failed"}
+_STEERING_EVENT = EventTemplate.of(SteeringEvent)
 
 
 class SteeringInvariantError(TinyAgentsError):
@@ -54,17 +56,17 @@ class _Tracked:
     cmd: SteeringCommand
     state: str
     info: RunInfo | None = None
-    _fields: dict[str, Any] | None = None
-    _fields_of: tuple[SteeringCommand, RunInfo | None] | None = None
+    _events: EventTemplate[SteeringEvent] | None = None
+    _events_of: tuple[SteeringCommand, RunInfo | None] | None = None
 
-    def event_fields(self) -> dict[str, Any]:
-        """The fields every event of this command shares; rebuilt when ``cmd`` (a transform)
-        or ``info`` (the target resolved) is replaced, so events always describe both."""
-        made_of = self._fields_of
-        if self._fields is None or made_of is None or made_of[0] is not self.cmd or made_of[1] is not self.info:
-            self._fields = _event_fields(self.cmd, self.info)
-            self._fields_of = (self.cmd, self.info)
-        return self._fields
+    def events(self) -> EventTemplate[SteeringEvent]:
+        """Builds this command's events with the fields they all share; made again when
+        ``cmd`` (a transform) or ``info`` (the target resolved) is replaced."""
+        made_of = self._events_of
+        if self._events is None or made_of is None or made_of[0] is not self.cmd or made_of[1] is not self.info:
+            self._events = _STEERING_EVENT.sharing(**_event_fields(self.cmd, self.info))
+            self._events_of = (self.cmd, self.info)
+        return self._events
 
 
 class SteeringRouter:
@@ -332,10 +334,9 @@ class SteeringRouter:
                 f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
                 f"{tracked.state}"
             )  # a bookkeeping bug: never let it pass silently
-        shared = tracked.event_fields()
-        event = make_event(SteeringEvent, type=type_, **shared, **fields)
+        event = tracked.events().build(type=type_, **fields)
         self.bus.publish(event)
-        run_id = shared["run_id"]
+        run_id = event.run_id
         if run_id is not None:
             self._history.setdefault(run_id, []).append(event)
         if type_ in TERMINAL_STEERING_EVENTS:
