@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import reduce
 
 import pytest
 from steerkit import MakeRun, apply_ready, make_command
 
-from tinyagents.runs.handle import RunDriver
+from tinyagents.runs.handle import RunDriver, RunHandle
 from tinyagents.runtime import Runtime
 from tinyagents.steering.commands import (
     CONTROL_KINDS,
@@ -413,11 +414,14 @@ async def test_immediate_cancel_interrupts_the_driver_and_queueing_wakes_it(
 
 
 async def test_end_of_turn_after_the_run_finished_can_start_another_turn(
-    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: object
+    rt: Runtime,
+    make_run: MakeRun,
+    recorder: EventRecorder,
+    finish: Callable[[RunHandle], Awaitable[None]],
 ) -> None:
     driver = RecordingDriver(take_late=True)
     handle = await make_run("r-1", driver=driver)
-    await finish(handle)  # type: ignore[operator]
+    await finish(handle)
     more = await rt.submit(make_command("r-1", delivery=D.END_OF_TURN))
     assert driver.late == [more.correlation_id]
     handle.reopen()  # what a loop that takes the command does
@@ -430,11 +434,14 @@ async def test_end_of_turn_after_the_run_finished_can_start_another_turn(
 
 
 async def test_late_command_fails_when_the_driver_does_not_take_it(
-    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: object
+    rt: Runtime,
+    make_run: MakeRun,
+    recorder: EventRecorder,
+    finish: Callable[[RunHandle], Awaitable[None]],
 ) -> None:
     driver = RecordingDriver(take_late=False)
     handle = await make_run("r-1", driver=driver)
-    await finish(handle)  # type: ignore[operator]
+    await finish(handle)
     late = await rt.submit(make_command("r-1"))
     assert late.status is ReceiptStatus.ACCEPTED
     recorder.assert_lifecycle(late.correlation_id, ["requested", "accepted", "failed"])

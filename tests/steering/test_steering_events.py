@@ -6,7 +6,7 @@ from steerkit import MakeRun, make_command
 
 from tinyagents.events.models import STEERING_EVENT_TYPES, SteeringEvent
 from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import SteeringActor, SteeringKind
+from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
 from tinyagents.steering.queue import Boundary
 from tinyagents.testkit.recorder import EventRecorder
@@ -18,7 +18,9 @@ ORCHESTRATOR = SteeringActor.parent_agent("root", "orchestrator")
 class DeferStatus:
     policy_id = "defer-status"
 
-    async def __call__(self, cmd, ctx: PolicyContext, call_next: CallNext) -> Decision:  # type: ignore[no-untyped-def]
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
         if cmd.kind is K.REQUEST_STATUS:
             return Decision.defer(cmd, "status later", self.policy_id)
         return await call_next(cmd)
