@@ -100,3 +100,26 @@ def test_summarize_shortens_long_text_and_stays_json_safe() -> None:
     assert (summary["n"], summary["flag"]) == (1.5, None)
     json.dumps(summary)
     assert summarize("y" * 10, max_chars=4) == "yyyy… (10 chars)"
+
+
+def test_summarize_keeps_keys_that_only_contain_a_secret_word_as_part_of_another() -> None:
+    payload = {
+        "max_tokens": 500,  # an update_budget field, not a token
+        "input_tokens": 3,
+        "tokenizer": "bpe",
+        "secretary": "bob",
+        "accessToken": "a",  # camelCase secrets are still masked
+        "userpassword": "p",
+        "githubtoken": "g",
+        "API_KEY": "k",
+    }
+    assert summarize(payload) == {
+        "max_tokens": 500,
+        "input_tokens": 3,
+        "tokenizer": "bpe",
+        "secretary": "bob",
+        "accessToken": MASK,
+        "userpassword": MASK,
+        "githubtoken": MASK,
+        "API_KEY": MASK,
+    }

@@ -284,13 +284,14 @@ async def _parent_and_child(
 
 
 async def test_update_budget_above_the_parents_remaining_is_rejected(
-    rt: Runtime, make_run: MakeRun
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
 ) -> None:
     await _parent_and_child(make_run, parent_limits=RunLimits(max_model_calls=10), parent_used=4)
     too_much = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 7}))
     assert too_much.status is ReceiptStatus.REJECTED
     assert too_much.policy_id == "budget"
     assert too_much.reason is not None and "max_model_calls=7" in too_much.reason
+    assert recorder.steering(too_much.correlation_id)[-1].payload_summary == {"max_model_calls": 7}
     assert (
         await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 6}))
     ).accepted
@@ -317,7 +318,10 @@ async def test_budget_of_a_root_run_or_an_unbounded_field_is_not_capped(
         await rt.submit(make_command("parent", K.UPDATE_BUDGET, {"max_model_calls": 99}))
     ).accepted
     # The parent has no token limit, so the child may get any token budget.
-    assert (await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_tokens": 10**6}))).accepted
+    tokens = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_tokens": 10**6}))
+    assert tokens.accepted
+    # A token *budget* is not a secret token: the audit trail shows it.
+    assert rt.steering_history("child")[-1].payload_summary == {"max_tokens": 10**6}
 
 
 async def test_deadline_budget_uses_the_parents_remaining_time(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 DEFAULT_SECRET_KEYS = frozenset(
@@ -32,6 +34,18 @@ def summarize(
     return summarize(repr(value), max_chars=max_chars, secret_keys=secret_keys)
 
 
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+@functools.lru_cache(maxsize=16)
+def _secret_pattern(secret_keys: frozenset[str]) -> re.Pattern[str]:
+    # A secret name anywhere in the key ("userpassword", "github_token"), but not running on
+    # into a longer word: "max_tokens" and "tokenizer" are not secrets.
+    names = "|".join(re.escape(s) for s in sorted(secret_keys, key=len, reverse=True))
+    return re.compile(f"(?:{names})(?![a-z])")
+
+
+@functools.lru_cache(maxsize=4096)
 def _is_secret(key: str, secret_keys: frozenset[str]) -> bool:
-    lowered = key.lower().replace("-", "_")
-    return any(s in lowered for s in secret_keys)
+    normalised = _CAMEL_HUMP.sub("_", key).lower().replace("-", "_")
+    return _secret_pattern(secret_keys).search(normalised) is not None
