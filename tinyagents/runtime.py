@@ -78,18 +78,20 @@ class Runtime:
             self.bus.add_sink(self._writer)
             self._writer.start()
             pending = await self.store.open_commands()
-            self.router.restore([(p.command, p.state, p.run_id) for p in pending])
-            self.router._seen.update(await self.store.command_ids())
+            self.router.restore(
+                [(p.command, p.state, p.run_id) for p in pending],
+                known_ids=await self.store.command_ids(),
+            )
         self._open = True
 
     async def close(self) -> None:
         """Cancel runs still going (their children too), then flush and close the store."""
         if not self._open:
             return
-        for handle in list(self.runs._handles.values()):
-            if handle.task is not None and not handle.task.done():
-                handle.task.cancel()
-        pending = [h.task for h in self.runs._handles.values() if h.task is not None]
+        tasks = [h.task for h in self.runs.handles() if h.task is not None]
+        for task in tasks:
+            task.cancel()  # a no-op for runs that already ended
+        pending: list[asyncio.Task[Any] | asyncio.Future[Any]] = list(tasks)
         pending += list(self._tasks)
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)

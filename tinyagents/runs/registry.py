@@ -37,6 +37,9 @@ class RunRegistry:
     def on_register(self, listener: Callable[[RunHandle], None]) -> None:
         self._listeners.append(listener)
 
+    def handles(self) -> builtins.list[RunHandle]:
+        return builtins.list(self._handles.values())
+
     def get(self, run_id: str) -> RunHandle | None:
         return self._handles.get(run_id)
 

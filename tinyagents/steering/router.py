@@ -7,6 +7,7 @@ makes a bookkeeping bug loud instead of silent.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,12 @@ class _Tracked:
         """Builds this command's events with the fields they all share; made again when
         ``cmd`` (a transform) or ``info`` (the target resolved) is replaced."""
         made_of = self._events_of
-        if self._events is None or made_of is None or made_of[0] is not self.cmd or made_of[1] is not self.info:
+        if (
+            self._events is None
+            or made_of is None
+            or made_of[0] is not self.cmd
+            or made_of[1] is not self.info
+        ):
             self._events = _STEERING_EVENT.sharing(**_event_fields(self.cmd, self.info))
             self._events_of = (self.cmd, self.info)
         return self._events
@@ -111,7 +117,9 @@ class SteeringRouter:
         self._emit("steering.requested", tracked)
         if handle is None:
             if reason is None:  # a thread with no live run yet: wait for one
-                return await self._defer(tracked, f"no live run on {cmd.target.describe()}", "router")
+                return await self._defer(
+                    tracked, f"no live run on {cmd.target.describe()}", "router"
+                )
             return await self._reject(tracked, reason, "router")
         return await self._evaluate(tracked, handle)
 
@@ -131,7 +139,10 @@ class SteeringRouter:
         self.grants.add((from_run_id, to_run_id))
 
     async def attach(
-        self, handle: RunHandle, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED
+        self,
+        handle: RunHandle,
+        *,
+        redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
     ) -> None:
         """Give a newly registered run its inbox and hand it any command waiting for it."""
         handle.inbox = Inbox(self, handle, redirect_conflict=redirect_conflict)
@@ -160,8 +171,12 @@ class SteeringRouter:
                 self.mark_failed(tracked.cmd, LATE)
         await self.target_changed(handle)
 
-    def restore(self, pending: list[tuple[SteeringCommand, str, str | None]]) -> None:
-        """Load commands accepted (or deferred) before a restart: (cmd, state, run_id)."""
+    def restore(
+        self, pending: list[tuple[SteeringCommand, str, str | None]], known_ids: Iterable[str] = ()
+    ) -> None:
+        """Load the state of a previous process: commands accepted (or deferred) but never
+        settled, as (cmd, state, run_id), and every correlation id seen (for dedup)."""
+        self._seen.update(known_ids)
         for cmd, state, run_id in pending:
             self._seen.add(cmd.correlation_id)
             tracked = _Tracked(cmd, "accepted" if state == "accepted" else "deferred")
@@ -171,7 +186,9 @@ class SteeringRouter:
 
     # ------------------------------------------------------------------ execution reports
 
-    def mark_delivered(self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]) -> None:
+    def mark_delivered(
+        self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+    ) -> None:
         tracked = self._open(cmd.correlation_id)
         tracked.state = "delivered"
         self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where)
@@ -195,7 +212,10 @@ class SteeringRouter:
             # Same reason, policy id and (absent) run id as a missing run: a receipt must not
             # tell a human whether another tenant's run exists.
             return None, not_found(cmd)
-        if isinstance(target, SubAgentRunTarget) and handle.info.parent_run_id != target.parent_run_id:
+        if (
+            isinstance(target, SubAgentRunTarget)
+            and handle.info.parent_run_id != target.parent_run_id
+        ):
             return None, f"not found: run {target.run_id} is not a child of {target.parent_run_id}"
         if isinstance(target, GraphTaskTarget | GraphNodeTarget):
             problem = handle.driver.check_target(cmd)
@@ -222,15 +242,21 @@ class SteeringRouter:
             ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
         pipeline = self.pipeline
         if handle.policies:
-            pipeline = PolicyPipeline([*pipeline.policies, *handle.policies], pipeline_id=pipeline.pipeline_id)
+            pipeline = PolicyPipeline(
+                [*pipeline.policies, *handle.policies], pipeline_id=pipeline.pipeline_id
+            )
         decision = await pipeline.evaluate(cmd, ctx)
         if decision.status == "reject":
             return await self._reject(tracked, decision.reason or "rejected", decision.policy_id)
         if decision.status == "defer":
-            return await self._defer(tracked, decision.reason or "deferred", decision.policy_id, handle)
+            return await self._defer(
+                tracked, decision.reason or "deferred", decision.policy_id, handle
+            )
         return await self._accept(tracked, handle, decision)
 
-    async def _reject(self, tracked: _Tracked, reason: str, policy_id: str | None) -> SteeringReceipt:
+    async def _reject(
+        self, tracked: _Tracked, reason: str, policy_id: str | None
+    ) -> SteeringReceipt:
         if self.store is not None:
             # Logged so that a retry with the same correlation id after a restart is still a
             # duplicate: the first outcome stands.
@@ -243,7 +269,9 @@ class SteeringRouter:
         self, tracked: _Tracked, reason: str, policy_id: str | None, handle: RunHandle | None = None
     ) -> SteeringReceipt:
         if handle is not None and handle.status.finished:
-            self._finish(tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id)
+            self._finish(
+                tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
+            )
             return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
         first_time = tracked.state != "deferred"
         tracked.state = "deferred"
@@ -255,7 +283,9 @@ class SteeringRouter:
             self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
 
-    async def _accept(self, tracked: _Tracked, handle: RunHandle, decision: Decision) -> SteeringReceipt:
+    async def _accept(
+        self, tracked: _Tracked, handle: RunHandle, decision: Decision
+    ) -> SteeringReceipt:
         original = tracked.cmd
         tracked.cmd = decision.command
         if self.store is not None:
