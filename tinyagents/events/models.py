@@ -225,7 +225,9 @@ class EventTemplate(Generic[E]):
         found = cls._of.get(event_cls)
         if found is None:
             if event_cls.__pydantic_post_init__ or event_cls.__private_attributes__:
-                raise TypeError(f"events are built directly; {event_cls.__name__} has private state")
+                raise TypeError(
+                    f"events are built directly; {event_cls.__name__} has private state"
+                )
             fields = event_cls.model_fields
             found = cls._of[event_cls] = EventTemplate(
                 event_cls,

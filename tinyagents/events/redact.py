@@ -22,7 +22,9 @@ def summarize(
     ``max_chars`` (the cut says how long the original was)."""
     if isinstance(value, dict):
         return {
-            str(k): MASK if _is_secret(str(k), secret_keys) else summarize(v, max_chars=max_chars, secret_keys=secret_keys)
+            str(k): MASK
+            if _is_secret(str(k), secret_keys)
+            else summarize(v, max_chars=max_chars, secret_keys=secret_keys)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple | set | frozenset):

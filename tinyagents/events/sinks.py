@@ -23,12 +23,16 @@ class MemorySink:
 class StructlogSink:
     """Logs each event through structlog, one line per event (``json=True`` for JSON lines)."""
 
-    def __init__(self, *, json: bool = True, logger_name: str = "tinyagents", level: str = "info") -> None:
+    def __init__(
+        self, *, json: bool = True, logger_name: str = "tinyagents", level: str = "info"
+    ) -> None:
         import structlog
 
         processors: list[Any] = [structlog.processors.add_log_level]
         processors.append(
-            structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+            structlog.processors.JSONRenderer()
+            if json
+            else structlog.dev.ConsoleRenderer(colors=False)
         )
         self._log = structlog.wrap_logger(
             structlog.PrintLogger(), processors=processors, logger_name=logger_name

@@ -75,7 +75,9 @@ class RunDriver:
 class RunHandle:
     """A running (or finished) run. Created by the runtime; ``await handle.result()`` waits."""
 
-    def __init__(self, info: RunInfo, *, submitter: Submitter, driver: RunDriver | None = None) -> None:
+    def __init__(
+        self, info: RunInfo, *, submitter: Submitter, driver: RunDriver | None = None
+    ) -> None:
         self.info = info
         self.driver = driver or RunDriver()
         self._submitter = submitter
@@ -143,7 +145,9 @@ class RunHandle:
     async def resume(self, reason: str | None = None, **kw: Any) -> SteeringReceipt:
         return await self.submit(SteeringKind.RESUME, _reason(reason), **kw)
 
-    async def cancel(self, reason: str | None = None, *, immediate: bool = False, **kw: Any) -> SteeringReceipt:
+    async def cancel(
+        self, reason: str | None = None, *, immediate: bool = False, **kw: Any
+    ) -> SteeringReceipt:
         if immediate:
             kw["delivery"] = SteeringDelivery.IMMEDIATE
         return await self.submit(SteeringKind.CANCEL, _reason(reason), **kw)

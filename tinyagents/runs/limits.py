@@ -64,14 +64,20 @@ class RunUsage:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def remaining(self, limits: RunLimits, now: float | None = None) -> dict[str, float | int | None]:
+    def remaining(
+        self, limits: RunLimits, now: float | None = None
+    ) -> dict[str, float | int | None]:
         """Remaining budget per ``BUDGET_FIELDS`` entry (``None`` = unbounded)."""
-        elapsed = (now - self.started_at) if (now is not None and self.started_at is not None) else 0.0
+        elapsed = (
+            (now - self.started_at) if (now is not None and self.started_at is not None) else 0.0
+        )
         return {
             "max_model_calls": _left(limits.max_model_calls, self.model_calls),
             "max_tool_calls": _left(limits.max_tool_calls, self.tool_calls),
             "max_tokens": _left(limits.max_tokens, self.total_tokens),
-            "deadline_s": None if limits.deadline_s is None else max(limits.deadline_s - elapsed, 0.0),
+            "deadline_s": None
+            if limits.deadline_s is None
+            else max(limits.deadline_s - elapsed, 0.0),
         }
 
     def snapshot(self) -> dict[str, Any]:

@@ -45,7 +45,9 @@ class Inbox:
             self._handle.driver.wake()
         return outcome
 
-    def take(self, boundary: Boundary, *, final: bool = False, **where: Any) -> list[SteeringCommand]:
+    def take(
+        self, boundary: Boundary, *, final: bool = False, **where: Any
+    ) -> list[SteeringCommand]:
         """Pop what is deliverable at ``boundary`` and mark it delivered (``where`` names the
         model request / tool call the boundary is attached to, for the event)."""
         if not len(self.queue):

@@ -30,7 +30,9 @@ class AuthorityPolicy:
 
     policy_id = "authority"
 
-    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
         reason = self.check(cmd, ctx)
         if reason is not None:
             return Decision.reject(cmd, reason, self.policy_id)
@@ -59,7 +61,9 @@ class AuthorityPolicy:
                 f"run {target.run_id} is {relation}"
             )
         if isinstance(actor, GraphSupervisorActor):
-            if target.run_id == actor.run_id or ctx.tree.is_descendant(target.run_id, of=actor.run_id):
+            if target.run_id == actor.run_id or ctx.tree.is_descendant(
+                target.run_id, of=actor.run_id
+            ):
                 return None
             return f"forbidden: {actor.describe()} may steer only its own graph run and its tasks"
         if isinstance(actor, MiddlewareActor):
@@ -70,12 +74,16 @@ class AuthorityPolicy:
                     f"forbidden: {actor.describe()} has no run and is not registered as "
                     "runtime middleware"
                 )
-            if target.run_id == actor.run_id or ctx.tree.is_descendant(target.run_id, of=actor.run_id):
+            if target.run_id == actor.run_id or ctx.tree.is_descendant(
+                target.run_id, of=actor.run_id
+            ):
                 return None
             return f"forbidden: {actor.describe()} may steer only its own run and its descendants"
         if isinstance(actor, TestActor):
-            return None if ctx.testing else (
-                "forbidden: the test actor is only allowed in a Runtime(testing=True)"
+            return (
+                None
+                if ctx.testing
+                else ("forbidden: the test actor is only allowed in a Runtime(testing=True)")
             )
         return f"forbidden: unknown actor type {actor.type!r}"
 
@@ -85,7 +93,9 @@ class AllowlistPolicy:
 
     policy_id = "allowlist"
 
-    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
         target = ctx.target
         extra: list[str] = []
         what = ""
@@ -118,7 +128,9 @@ class BudgetPolicy:
     def __init__(self, *, clamp: bool = False) -> None:
         self.clamp = clamp
 
-    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
         if cmd.kind is not SteeringKind.UPDATE_BUDGET or ctx.target.parent_run_id is None:
             return await call_next(cmd)
         parent = ctx.tree.get(ctx.target.parent_run_id)
@@ -169,13 +181,17 @@ class StalenessPolicy:
 
     policy_id = "staleness"
 
-    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
         if cmd.checkpoint_id is None or cmd.fork:
             return await call_next(cmd)
         latest = ctx.latest_checkpoint_id
         if latest is None:
             return Decision.reject(
-                cmd, f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints", self.policy_id
+                cmd,
+                f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints",
+                self.policy_id,
             )
         if cmd.checkpoint_id != latest:
             return Decision.reject(
@@ -195,7 +211,9 @@ class PayloadPolicy:
     def __init__(self, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         self.max_text_bytes = max_text_bytes
 
-    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Decision:
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
         size = text_bytes(cmd.payload)
         if size > self.max_text_bytes:
             return Decision.reject(
@@ -218,7 +236,13 @@ def text_bytes(value: Any) -> int:
 
 
 def default_policies() -> list[Policy]:
-    return [AuthorityPolicy(), AllowlistPolicy(), BudgetPolicy(), StalenessPolicy(), PayloadPolicy()]
+    return [
+        AuthorityPolicy(),
+        AllowlistPolicy(),
+        BudgetPolicy(),
+        StalenessPolicy(),
+        PayloadPolicy(),
+    ]
 
 
 def default_pipeline() -> PolicyPipeline:

@@ -62,7 +62,9 @@ _CONFLICT_KINDS = (SteeringKind.CANCEL, SteeringKind.REPLACE_INSTRUCTION, Steeri
 
 
 class SteeringQueue:
-    def __init__(self, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED) -> None:
+    def __init__(
+        self, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED
+    ) -> None:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
         #: (key, entry): keys are unique (the correlation id is in them), so the heap compares
         #: plain tuples in C and never reaches the entry.
@@ -83,7 +85,9 @@ class SteeringQueue:
 
     def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
         if cmd.correlation_id in self._by_id:
-            return PutOutcome(queued=False, rejected=f"duplicate correlation id {cmd.correlation_id}")
+            return PutOutcome(
+                queued=False, rejected=f"duplicate correlation id {cmd.correlation_id}"
+            )
         entry = _Entry(order_key(cmd, depth), cmd)
         outcome = self._resolve_conflicts(entry)
         if outcome.queued:

@@ -63,7 +63,11 @@ class Store(ABC):
 
     @abstractmethod
     async def load_events(
-        self, *, run_id: str | None = None, root_run_id: str | None = None, type_prefix: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        type_prefix: str | None = None,
     ) -> list[Event]:
         """Events in the order they were written, filtered by run, tree or type prefix."""
 
@@ -142,7 +146,9 @@ def open_store(spec: str | Store | None) -> Store:
         from tinyagents.store.sqlite import SqliteStore
 
         path = spec.removeprefix("sqlite://")
-        path = path[1:] if path.startswith("/") else path  # sqlite:///rel.db → rel.db; sqlite:////abs
+        path = (
+            path[1:] if path.startswith("/") else path
+        )  # sqlite:///rel.db → rel.db; sqlite:////abs
         return SqliteStore(path)
     raise ConfigurationError(
         f"unknown store {spec!r}: use None (in memory), 'sqlite:///path.db' or a Store instance"

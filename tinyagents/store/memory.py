@@ -40,7 +40,11 @@ class MemoryStore(Store):
         self._events.extend(events)
 
     async def load_events(
-        self, *, run_id: str | None = None, root_run_id: str | None = None, type_prefix: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        type_prefix: str | None = None,
     ) -> list[Event]:
         return [
             e

@@ -85,7 +85,9 @@ class SqliteStore(Store):
     @property
     def db(self) -> aiosqlite.Connection:
         if self._db is None:
-            raise StoreError("the SQLite store is not open; use 'async with Runtime(...)' or await open()")
+            raise StoreError(
+                "the SQLite store is not open; use 'async with Runtime(...)' or await open()"
+            )
         return self._db
 
     async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
@@ -95,7 +97,14 @@ class SqliteStore(Store):
             " VALUES (?, ?, ?, NULL, ?, ?, ?)"
             " ON CONFLICT(correlation_id) DO UPDATE SET run_id=excluded.run_id,"
             " state=excluded.state, command=excluded.command",
-            (cmd.correlation_id, run_id, state, cmd.model_dump_json(), cmd.created_at.isoformat(), self._seq),
+            (
+                cmd.correlation_id,
+                run_id,
+                state,
+                cmd.model_dump_json(),
+                cmd.created_at.isoformat(),
+                self._seq,
+            ),
         )
         await self.db.commit()
 
@@ -135,7 +144,11 @@ class SqliteStore(Store):
         await self.db.commit()
 
     async def load_events(
-        self, *, run_id: str | None = None, root_run_id: str | None = None, type_prefix: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        type_prefix: str | None = None,
     ) -> list[Event]:
         where: list[str] = []
         args: list[str | int] = []
@@ -149,7 +162,11 @@ class SqliteStore(Store):
             # Not LIKE: it is case-insensitive and treats "_" and "%" as wildcards.
             where.append("substr(type, 1, ?) = ?")
             args.extend([len(type_prefix), type_prefix])
-        sql = "SELECT data FROM events" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        sql = (
+            "SELECT data FROM events"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY id"
+        )
         async with self.db.execute(sql, args) as cur:
             rows = await cur.fetchall()
         return [EVENT_ADAPTER.validate_json(r[0]) for r in rows]
@@ -176,11 +193,16 @@ class SqliteStore(Store):
 
 def _stored(row: Any) -> StoredCommand:
     return StoredCommand(
-        command=SteeringCommand.model_validate_json(row[0]), state=row[1], run_id=row[2], reason=row[3]
+        command=SteeringCommand.model_validate_json(row[0]),
+        state=row[1],
+        run_id=row[2],
+        reason=row[3],
     )
 
 
-async def migrate(db: aiosqlite.Connection, migrations: list[tuple[int, str]], *, name: str) -> None:
+async def migrate(
+    db: aiosqlite.Connection, migrations: list[tuple[int, str]], *, name: str
+) -> None:
     """Apply the migrations of schema ``name`` not yet recorded in the shared ``migrations``
     table (idempotent; several schemas, e.g. steering and checkpoints, can share one file)."""
     await db.execute(
