@@ -188,13 +188,20 @@ async def load_records(
 
 
 def result_write(
-    graph: CompiledGraph, task_id: str, writes: list[tuple[str, Any]], goto: list[Any]
+    graph: CompiledGraph,
+    task_id: str,
+    writes: list[tuple[str, Any]],
+    goto: list[Any],
+    *,
+    skipped: bool = False,
 ) -> WriteRecord:
     channels = graph.schema.channels
-    payload = {
+    payload: dict[str, Any] = {
         "writes": [[k, encode(channels[k].reducer.normalize(v))] for k, v in writes],
         "goto": encode_goto(goto),
     }
+    if skipped:
+        payload["skipped"] = True  # cancelled by steering: no successors either
     return WriteRecord(task_id=task_id, kind="result", value=payload)
 
 

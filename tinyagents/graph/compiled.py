@@ -333,6 +333,7 @@ class CompiledGraph:
         paused = carry_interrupts(head)
         new_thread = f"{thread_id}~{new_id()[:8]}"
         head.thread_id = new_thread
+        head.run_id = None  # the fork is a new execution: its first run gets a new run id
         head.seq, head.checkpoint_id = -1, None
         head.frontier_id = new_id()
         meta = {"forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}

@@ -72,8 +72,8 @@ class GraphRunDriver(RunDriver):
         self.agent_runs: dict[str, RunHandle] = {}
         #: tasks cancelled by steering: task id -> the command, settled at the next boundary
         self.cancelled: dict[str, SteeringCommand] = {}
+        self.cancelled_nodes: dict[str, str] = {}
         self.cancel_run: SteeringCommand | None = None
-        self._reported: set[str] = set()
 
     # -- events ----------------------------------------------------------------------------
 
@@ -188,14 +188,15 @@ class GraphRunDriver(RunDriver):
             raise RunCancelled(self.handle.run_id if self.handle else "?", "cancelled by steering")
         for task in tasks:
             if task.id in self.cancelled and task.writes is None and not task.interrupts:
+                self.cancelled_nodes[task.id] = task.node
                 await run.skip(task)  # settled by its policy when the command is lowered
 
     async def paused(self, run: GraphRun, tasks: list[Task]) -> bool:
         assert self.handle is not None
+        # every pause reports what it waits for, so a watcher can tell "paused again"
         for task in tasks:
             for i in task.interrupts:
-                if i.id not in self._reported and i.id not in task.resume:
-                    self._reported.add(i.id)
+                if task.writes is None and i.id not in task.resume:
                     self.emit(
                         "graph.interrupt",
                         step=run.head.step + 1,
@@ -354,7 +355,7 @@ async def _main(
         checkpoint_id=result.checkpoint_id,
         data={"status": result.status, "interrupts": [i.id for i in result.interrupts]},
     )
-    driver.run = None
+    # driver.run stays: an interrupted run at rest still answers check_target from its head
     if status is RunStatus.INTERRUPTED:
         handle.finish(outcome)  # not finished for the router: its inbox stays open
     else:

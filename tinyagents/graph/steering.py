@@ -217,21 +217,23 @@ async def _cancel(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -
     target = cmd.target
     if not isinstance(target, GraphTaskTarget):
         raise RunCancelled(run.run_id or "?", cmd.payload.get("reason") or "cancelled by steering")
-    tasks = run.plan()
-    task = next((t for t in tasks if t.id == target.task_id), None)
-    already = driver.cancelled.pop(target.task_id, None) is not None
-    if task is None or (task.writes is not None and not task.skipped):
-        raise CannotApply(f"task {target.task_id} already finished; nothing to cancel")
-    if not task.skipped:
+    policy = run.graph.task_cancel_policy
+    node = driver.cancelled_nodes.pop(target.task_id, None)
+    was_running = driver.cancelled.pop(target.task_id, None) is not None
+    if not was_running:
+        tasks = run.plan()
+        task = next((t for t in tasks if t.id == target.task_id), None)
+        if task is None or task.writes is not None:
+            raise CannotApply(f"task {target.task_id} already finished; nothing to cancel")
         await run.skip(task)
         run.keep_records(tasks)
-    policy = run.graph.task_cancel_policy
+        node = task.node
     if policy == "fail_run":
         raise TaskCancelled(
-            f"task {task.id} ({task.node!r}) was cancelled by steering and the graph's "
+            f"task {target.task_id} ({node!r}) was cancelled by steering and the graph's "
             "task_cancel_policy is 'fail_run'"
         )
-    return {"task_id": task.id, "node": task.node, "policy": policy, "was_running": already}
+    return {"task_id": target.task_id, "node": node, "policy": policy, "was_running": was_running}
 
 
 # -- run-level control ------------------------------------------------------------------------

@@ -1,0 +1,398 @@
+"""Graph-level steering through the Runtime: the lowering table of DESIGN.md."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from graphkit import LogState, logger
+
+from tinyagents import Runtime
+from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.runs.info import RunStatus
+from tinyagents.steering.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+from tinyagents.testkit import EventRecorder, EventWaiter
+
+TEST = SteeringActor.test()
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[Runtime]:
+    async with Runtime(testing=True) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def waiter(rt: Runtime) -> EventWaiter:
+    w = EventWaiter()
+    rt.bus.add_sink(w)
+    return w
+
+
+@pytest.fixture
+def recorder(rt: Runtime) -> EventRecorder:
+    r = EventRecorder()
+    rt.bus.add_sink(r)
+    return r
+
+
+def command(
+    target: Any, kind: SteeringKind, payload: dict[str, Any] | None = None, **kw: Any
+) -> SteeringCommand:
+    return SteeringCommand(target=target, actor=TEST, kind=kind, payload=payload or {}, **kw)
+
+
+async def settled(waiter: EventWaiter, correlation_id: str) -> str:
+    """Wait for the command's terminal event; return its type."""
+    terminal = {"steering.applied", "steering.failed", "steering.rejected", "steering.superseded"}
+    event = await waiter.until(
+        lambda e: e.type in terminal and getattr(e, "correlation_id", None) == correlation_id
+    )
+    return event.type
+
+
+def asker(name: str) -> Any:
+    def node(state: Any) -> dict[str, Any]:
+        answer = interrupt(f"approve {name}?")
+        return {"log": [f"{name}:{answer['approved']}"]}
+
+    node.__name__ = name
+    return node
+
+
+def two_questions(cp: Checkpointer, *, policy: str = "skip") -> Any:
+    graph = StateGraph(LogState).add_node("left", asker("left")).add_node("right", asker("right"))
+    graph.add_node("after_left", logger("after_left")).add_edge("left", "after_left")
+    graph.add_edge(START, "left").add_edge(START, "right")
+    graph.add_edge("after_left", END).add_edge("right", END)
+    return graph.compile(checkpointer=cp, task_cancel_policy=policy)
+
+
+async def both_paused(waiter: EventWaiter, run_id: str) -> dict[str, Any]:
+    """The graph.interrupt events of the left and right tasks, by node."""
+    left = await waiter.event("graph.interrupt", run_id, node="left")
+    right = await waiter.event("graph.interrupt", run_id, node="right")
+    return {"left": left, "right": right}
+
+
+async def test_approving_one_parallel_task_leaves_the_other_pending(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    graph = two_questions(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    assert handle.status is RunStatus.INTERRUPTED
+
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.APPROVE
+    )
+    assert (await rt.submit(approve)).status == "accepted"
+    assert await settled(waiter, approve.correlation_id) == "steering.applied"
+    applied = recorder.steering(approve.correlation_id)[-1]
+    assert applied.affected["interrupt_id"] == paused["left"].data["interrupt_id"]
+    # paused again, on right alone
+    await waiter.until(
+        lambda e: e.type == "graph.interrupt" and e.offset > applied.offset and e.node == "right"
+    )
+
+    state = await graph.get_state("t")
+    assert [i.node for i in state.interrupts] == ["right"]  # the other one stays pending
+    assert handle.status is RunStatus.INTERRUPTED and not handle.done
+
+    reject = command(
+        SteeringTarget.graph_task(handle.run_id, paused["right"].task_id),
+        SteeringKind.REJECT,
+        {"reason": "not now"},
+    )
+    await rt.submit(reject)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == ["left:True", "right:False", "after_left"]
+    recorder.assert_every_command_terminal()
+
+
+async def test_resume_value_carries_value_and_reason(rt: Runtime, waiter: EventWaiter) -> None:
+    answers: list[Any] = []
+
+    def ask(state: Any) -> dict[str, Any]:
+        answers.append(interrupt("?"))
+        return {}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    event = await waiter.event("graph.interrupt", handle.run_id)
+    target = SteeringTarget.graph_task(handle.run_id, event.task_id)
+    await rt.submit(command(target, SteeringKind.REJECT, {"value": 3, "reason": "too big"}))
+    await handle.result()
+    assert answers == [{"approved": False, "value": 3, "reason": "too big"}]
+
+
+async def test_a_task_command_for_an_unknown_task_is_rejected(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    handle = await rt.start_graph(two_questions(MemoryCheckpointer()), {})
+    await both_paused(waiter, handle.run_id)
+    receipt = await rt.submit(
+        command(SteeringTarget.graph_task(handle.run_id, "t-nope"), SteeringKind.APPROVE)
+    )
+    assert receipt.status == "rejected" and "not pending" in (receipt.reason or "")
+    receipt = await rt.submit(
+        command(SteeringTarget.graph_node(handle.run_id, "ghost"), SteeringKind.APPROVE)
+    )
+    assert receipt.status == "rejected" and "no node 'ghost'" in (receipt.reason or "")
+    await rt.submit(command(SteeringTarget.agent_run(handle.run_id), SteeringKind.CANCEL))
+    assert (await handle.result()).status is RunStatus.CANCELLED
+
+
+def gated_chain(gate: asyncio.Event, cp: Checkpointer | None = None) -> Any:
+    async def a(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["a"]}
+
+    graph = StateGraph(LogState).add_node("a", a, destinations=["c"])
+    graph.add_node("b", logger("b")).add_node("c", logger("c"))
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+    return graph.compile(checkpointer=cp or MemoryCheckpointer())
+
+
+async def test_redirect_through_steering_changes_the_next_superstep(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    graph = gated_chain(gate)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    redirect = command(
+        SteeringTarget.graph_node(handle.run_id, "b"), SteeringKind.REDIRECT, {"goto": "c"}
+    )
+    assert (await rt.submit(redirect)).status == "accepted"
+    gate.set()
+    result = await handle.result()
+    assert result.output["log"] == ["a", "c"]  # b never ran
+    event = next(e for e in rt.steering_history(handle.run_id) if e.type == "steering.applied")
+    assert event.affected["goto"] == ["c"]
+    history = await graph.history("t")
+    assert "steering" in [h.source for h in history]
+
+
+async def test_update_state_through_steering_uses_the_reducers(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    graph = gated_chain(gate)
+    handle = await rt.start_graph(graph, {"log": ["seed"]}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    update = command(
+        SteeringTarget.agent_run(handle.run_id),
+        SteeringKind.UPDATE_STATE,
+        {"update": {"log": ["human"]}},
+    )
+    await rt.submit(update)
+    gate.set()
+    result = await handle.result()
+    assert result.output["log"] == ["seed", "a", "human", "b", "c"]  # appended, not replaced
+    sources = [h.source for h in await graph.history("t")]
+    assert "update" in sources  # its own checkpoint
+    bad = command(
+        SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}
+    )
+    assert (await rt.submit(bad)).status in ("accepted", "rejected")
+
+
+async def test_bad_update_fails_the_command_not_the_run(rt: Runtime, waiter: EventWaiter) -> None:
+    gate = asyncio.Event()
+    graph = gated_chain(gate)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    bad = command(
+        SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}
+    )
+    await rt.submit(bad)
+    gate.set()
+    assert await settled(waiter, bad.correlation_id) == "steering.failed"
+    assert (await handle.result()).status is RunStatus.COMPLETED
+
+
+def ask_after_prep(cp: Checkpointer) -> Any:
+    graph = StateGraph(LogState).add_node("prep", logger("prep")).add_node("ask", asker("ask"))
+    graph.add_edge(START, "prep").add_edge("prep", "ask").add_edge("ask", END)
+    return graph.compile(checkpointer=cp)
+
+
+async def test_stale_checkpoint_is_rejected_and_the_fork_variant_applied(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    graph = ask_after_prep(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await waiter.event("graph.interrupt", handle.run_id)
+    stale = paused.checkpoint_id
+    update = command(
+        SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"x": 1}}
+    )
+    await rt.submit(update)
+    assert await settled(waiter, update.correlation_id) == "steering.applied"
+    latest = (await graph.get_state("t")).checkpoint_id
+    assert latest != stale
+
+    target = SteeringTarget.graph_task(handle.run_id, paused.task_id)
+    old = command(target, SteeringKind.APPROVE, checkpoint_id=stale)
+    receipt = await rt.submit(old)
+    assert receipt.status == "rejected" and receipt.policy_id == "staleness"
+
+    forked = command(target, SteeringKind.APPROVE, checkpoint_id=stale, fork=True)
+    assert (await rt.submit(forked)).status == "accepted"
+    assert await settled(waiter, forked.correlation_id) == "steering.applied"
+    applied = next(
+        e
+        for e in rt.steering_history(handle.run_id)
+        if e.type == "steering.applied" and e.correlation_id == forked.correlation_id
+    )
+    fork_handle = rt.runs.get(applied.affected["fork_run_id"])
+    assert fork_handle is not None
+    fork_result = await fork_handle.result()
+    assert fork_result.output == {"log": ["prep", "ask:True"]}  # the state at the old checkpoint
+    original = await graph.get_state("t")
+    assert original.values == {"log": ["prep"], "x": 1} and len(original.interrupts) == 1
+    await rt.submit(command(SteeringTarget.agent_run(handle.run_id), SteeringKind.CANCEL))
+    assert (await handle.result()).status is RunStatus.CANCELLED
+
+
+async def test_cancel_a_paused_task_skips_it(rt: Runtime, waiter: EventWaiter) -> None:
+    graph = two_questions(MemoryCheckpointer(), policy="skip")
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    cancel = command(
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.CANCEL
+    )
+    await rt.submit(cancel)
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, paused["right"].task_id), SteeringKind.APPROVE
+    )
+    await rt.submit(approve)
+    result = await handle.result()
+    # left was skipped: no write and its successor never ran; right finished normally
+    assert result.output["log"] == ["right:True"]
+
+
+async def test_cancel_a_task_with_fail_run_policy_fails_the_run(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    graph = two_questions(MemoryCheckpointer(), policy="fail_run")
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    cancel = command(
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.CANCEL
+    )
+    await rt.submit(cancel)
+    result = await handle.result()
+    assert result.status is RunStatus.FAILED and "fail_run" in (result.error or "")
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+
+
+async def test_immediate_cancel_stops_a_running_task_only(rt: Runtime, waiter: EventWaiter) -> None:
+    never = asyncio.Event()
+
+    async def stuck(state: Any) -> dict[str, Any]:
+        await never.wait()
+        return {"log": ["stuck"]}
+
+    graph = StateGraph(LogState).add_node("stuck", stuck).add_node("fine", logger("fine"))
+    graph.add_node("after", logger("after")).add_edge("stuck", "after").add_edge("after", END)
+    graph.add_edge(START, "stuck").add_edge(START, "fine").add_edge("fine", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    started = await waiter.event("graph.task_started", handle.run_id, node="stuck")
+    await waiter.event("graph.task_completed", handle.run_id, node="fine")
+    cancel = command(
+        SteeringTarget.graph_task(handle.run_id, started.task_id),
+        SteeringKind.CANCEL,
+        delivery=SteeringDelivery.IMMEDIATE,
+    )
+    await rt.submit(cancel)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["fine"]
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    await waiter.event("graph.task_cancelled", handle.run_id, node="stuck")
+
+
+async def test_pause_holds_the_run_at_a_boundary_until_resume(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    handle = await rt.start_graph(gated_chain(gate), {})
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    pause = command(SteeringTarget.agent_run(handle.run_id), SteeringKind.PAUSE)
+    await rt.submit(pause)
+    gate.set()
+    assert await settled(waiter, pause.correlation_id) == "steering.applied"
+    assert handle.status is RunStatus.PAUSED
+    status = command(SteeringTarget.agent_run(handle.run_id), SteeringKind.REQUEST_STATUS)
+    await rt.submit(status)
+    assert await settled(waiter, status.correlation_id) == "steering.applied"
+    assert not [e for e in waiter.events if e.type == "graph.task_started" and e.node == "b"]
+    await rt.submit(command(SteeringTarget.agent_run(handle.run_id), SteeringKind.RESUME))
+    result = await handle.result()
+    assert result.output["log"] == ["a", "b", "c"]
+
+
+async def test_foreground_run_keeps_its_run_id_and_takes_queued_commands(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    cp = MemoryCheckpointer()
+    graph = ask_after_prep(cp)
+    first = await graph.run({}, thread_id="t", runtime=rt)
+    assert first.status == "interrupted"
+    [handle] = [
+        h for h in rt.runs._handles.values() if h.info.kind == "graph" and h.info.thread_id == "t"
+    ]
+    assert handle.status is RunStatus.INTERRUPTED
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, first.interrupts[0].task_id), SteeringKind.APPROVE
+    )
+    assert (await rt.submit(approve)).status == "accepted"  # queued: nothing runs the thread
+    second = await graph.run(None, thread_id="t", runtime=rt)
+    assert second.status == "completed" and second.state["log"] == ["prep", "ask:True"]
+    assert await settled(waiter, approve.correlation_id) == "steering.applied"
+    assert handle.status is RunStatus.COMPLETED  # the same run continued
+
+
+async def test_thread_command_waits_for_the_next_run_of_the_thread(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    graph = gated_chain(asyncio.Event(), MemoryCheckpointer())
+    update = command(
+        SteeringTarget.thread("later"), SteeringKind.UPDATE_STATE, {"update": {"log": ["early"]}}
+    )
+    assert (await rt.submit(update)).status == "deferred"
+    gate_open = asyncio.Event()
+    gate_open.set()
+    handle = await rt.start_graph(gated_chain(gate_open), {}, thread_id="later")
+    result = await handle.result()
+    assert result.output["log"] == ["early", "a", "b", "c"]
+    assert await settled(waiter, update.correlation_id) == "steering.applied"
+    del graph
+
+
+async def test_events_and_run_tree(rt: Runtime, recorder: EventRecorder) -> None:
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_node("b", logger("b"))
+    compiled = graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile()
+    result = await compiled.run({}, runtime=rt)
+    assert result.status == "completed"
+    types = recorder.types("graph.")
+    assert types[0] == "graph.started" and types[-1] == "graph.completed"
+    assert types.count("graph.task_started") == 2 and types.count("graph.step") == 2
+    [run] = [i for i in rt.runs.list() if i.kind == "graph" and i.task_id is None]
+    tree = rt.tree(run.run_id)
+    assert tree is not None
+    tasks = [(c.info.node_id, c.info.kind, c.info.status) for c in tree.children]
+    assert tasks == [("a", "graph", RunStatus.COMPLETED), ("b", "graph", RunStatus.COMPLETED)]
+    assert all(c.info.task_id and c.info.task_id.startswith("t-") for c in tree.children)
