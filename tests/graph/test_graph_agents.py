@@ -1,0 +1,173 @@
+"""Agent nodes (a child agent run per task) and graph supervisor nodes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, TypedDict
+
+import pytest
+
+from tinyagents import Agent, Runtime, tool
+from tinyagents.errors import GraphError
+from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
+from tinyagents.harness.model import ModelRequest
+from tinyagents.runs.info import RunStatus
+from tinyagents.steering.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, tool_call
+
+
+class Doc(TypedDict, total=False):
+    topic: str
+    draft: str
+    verdict: str
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[Runtime]:
+    async with Runtime(testing=True) as runtime:
+        yield runtime
+
+
+def writer_graph(agent: Agent) -> Any:
+    graph = StateGraph(Doc).add_node("writer", AgentNode(agent, input="topic", output="draft"))
+    return graph.add_edge(START, "writer").add_edge("writer", END).compile()
+
+
+async def test_agent_node_runs_as_a_child_run_with_task_and_node_ids(rt: Runtime) -> None:
+    model = ScriptedModel(["a draft about cats"])
+    agent = Agent("writer", model=model)
+    result = await writer_graph(agent).run({"topic": "cats"}, runtime=rt)
+    assert result.status == "completed" and result.state["draft"] == "a draft about cats"
+    assert model.requests[0].messages[-1].content == "cats"
+
+    [graph_run] = [i for i in rt.runs.list() if i.kind == "graph" and i.task_id is None]
+    tree = rt.tree(graph_run.run_id)
+    assert tree is not None
+    [task_entry] = tree.children
+    [agent_run] = task_entry.children
+    assert agent_run.info.kind == "agent" and agent_run.info.agent_id == "writer"
+    assert agent_run.info.task_id == task_entry.info.task_id
+    assert agent_run.info.node_id == "writer"
+    assert agent_run.info.root_run_id == graph_run.run_id
+
+
+async def test_agent_node_needs_a_runtime() -> None:
+    result = await writer_graph(Agent("writer", model=ScriptedModel(["x"]))).run({"topic": "t"})
+    assert result.status == "failed" and isinstance(result.error, GraphError)
+    assert "needs a runtime" in str(result.error)
+
+
+async def test_instructions_for_an_agent_node_reach_its_child_run(rt: Runtime) -> None:
+    gate = Gate()
+
+    @tool
+    async def outline() -> str:
+        """Sketch an outline."""
+        return "1. cats"
+
+    async def respond(request: ModelRequest) -> Any:
+        if len(model.requests) == 1:
+            await gate.wait()
+            return tool_call("outline")  # the loop goes on: the instruction reaches call 2
+        return "second draft"
+
+    model = FunctionModel(respond)
+    agent = Agent("writer", model=model, tools=[outline])
+    handle = await rt.start_graph(writer_graph(agent), {"topic": "cats"})
+    await gate.entered.wait()
+    steer = SteeringCommand(
+        target=SteeringTarget.graph_node(handle.run_id, "writer"),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "mention dogs too"},
+    )
+    receipt = await rt.submit(steer)
+    assert receipt.status == "accepted"
+    child = rt.runs.get(receipt.run_id or "")
+    assert child is not None and child.info.node_id == "writer" and child.info.kind == "agent"
+    gate.open()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["draft"] == "second draft"
+    second = model.requests[1]
+    assert any("mention dogs too" in str(m.content) for m in second.messages)
+
+
+async def test_supervisor_node_approves_a_supervised_task(rt: Runtime) -> None:
+    receipts: list[Any] = []
+
+    def worker(state: Doc) -> dict[str, Any]:
+        answer = interrupt("may I publish?")
+        return {"verdict": f"published={answer['approved']} ({answer.get('reason')})"}
+
+    async def boss(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        receipts.append(await ctx.steer(SteeringKind.APPROVE, {"reason": "boss ok"}, node="worker"))
+        return {}
+
+    async def rogue(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        receipts.append(await ctx.steer(SteeringKind.REJECT, node="worker"))
+        return {}
+
+    graph = StateGraph(Doc).add_node("worker", worker)
+    graph.add_node("boss", boss, supervises=["worker"]).add_node("rogue", rogue)
+    for name in ("worker", "boss", "rogue"):
+        graph.add_edge(START, name).add_edge(name, END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    result = await compiled.run({}, thread_id="t", runtime=rt)
+    assert result.status == "completed"
+    assert result.state["verdict"] == "published=True (boss ok)"
+    by_status = sorted((r.status.value, r.reason or "") for r in receipts)
+    assert by_status[0][0] == "accepted"
+    assert by_status[1][0] == "rejected" and "does not supervise" in by_status[1][1]
+
+
+async def test_supervisor_grants_sibling_steering_between_agent_nodes(rt: Runtime) -> None:
+    gate_a, gate_b = Gate("a"), Gate("b")
+
+    def gated(gate: Gate) -> FunctionModel:
+        async def respond(request: ModelRequest) -> str:
+            await gate.wait()
+            return f"done {gate.name}"
+
+        return FunctionModel(respond)
+
+    outcome: dict[str, Any] = {}
+
+    async def lead(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        await gate_a.entered.wait()
+        await gate_b.entered.wait()
+        a, b = ctx.agent_run_id("a"), ctx.agent_run_id("b")
+        assert a is not None and b is not None
+        as_a = SteeringActor.parent_agent(a, "a")
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(b),
+            actor=as_a,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "hi sibling"},
+        )
+        outcome["before"] = await ctx.runtime.submit(cmd)
+        ctx.grant(a, b)
+        outcome["after"] = await ctx.runtime.submit(
+            cmd.model_copy(update={"correlation_id": "c-2"})
+        )
+        with pytest.raises(GraphError, match="not part of graph run"):
+            ctx.grant(a, "r-elsewhere")
+        gate_a.open()
+        gate_b.open()
+        return {}
+
+    graph = StateGraph(Doc)
+    graph.add_node("a", AgentNode(Agent("a", model=gated(gate_a)), input="topic", output="draft"))
+    graph.add_node("b", AgentNode(Agent("b", model=gated(gate_b)), input="topic", output="verdict"))
+    graph.add_node("lead", lead, supervises=["a", "b"])
+    for name in ("a", "b", "lead"):
+        graph.add_edge(START, name).add_edge(name, END)
+    result = await graph.compile().run({"topic": "x"}, runtime=rt)
+    assert result.status == "completed", result.error
+    assert outcome["before"].status == "rejected"
+    assert outcome["after"].status == "accepted"
