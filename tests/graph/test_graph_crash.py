@@ -4,6 +4,7 @@ that no write was lost and no task ran again after its writes were saved."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import sys
@@ -104,3 +105,42 @@ async def test_sigkill_at_random_points_loses_nothing_and_reruns_nothing(tmp_pat
                 f"seed={seed}: task {task} ran in run {run} after its writes were saved"
             )
     assert kills >= 20
+
+
+STEER_WORKER = Path(__file__).with_name("graph_steer_worker.py")
+
+
+@pytest.mark.slow
+async def test_accepted_steering_survives_a_sigkill_and_is_applied_after_restart(
+    tmp_path: Path,
+) -> None:
+    store, checkpoints = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    env = {**os.environ, "PYTHONPATH": str(WORKER.parent)}
+
+    async def start(mode: str) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(STEER_WORKER),
+            str(store),
+            str(checkpoints),
+            mode,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+
+    first = await start("first")
+    assert first.stdout is not None
+    status, correlation_id, run_id = (await first.stdout.readline()).decode().split()
+    assert status == "accepted"
+    first.kill()  # accepted and durable, never delivered: the run was inside a node
+    await first.wait()
+
+    second = await start("restart")
+    out, _ = await second.communicate()
+    assert second.returncode == 0
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["run_id"] == run_id  # the thread's run continues under its id
+    assert outcome["status"] == "completed"
+    # applied at the first boundary after the restart, through the append reducer
+    assert outcome["log"] == ["start", "steered", "slow", "done"]
+    assert outcome["steering"][correlation_id] == "steering.applied"

@@ -318,7 +318,6 @@ async def start_graph_run(
         run = await session.prepare(
             input, checkpoint_id, recursion_limit, runtime=runtime, run_id=run_id
         )
-        run.head.run_id = run_id
         run.observer = driver
         driver.run = run
         if run_id not in runtime.runs:

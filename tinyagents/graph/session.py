@@ -39,6 +39,8 @@ class GraphSession:
         self.cp = graph.checkpointer
         self.thread_id = thread_id or (new_id() if self.cp is not None else "")
         self.owner: str | None = None
+        #: a runtime run writing this thread: recorded in every checkpoint it saves
+        self.run_id: str | None = None
 
     async def __aenter__(self) -> GraphSession:
         if self.cp is not None:
@@ -57,12 +59,17 @@ class GraphSession:
             await self.cp.release(self.thread_id, self.owner)
 
     def fresh(self) -> Head:
-        return Head.fresh(self.graph, self.thread_id, "", None)
+        head = Head.fresh(self.graph, self.thread_id, "", None)
+        head.run_id = self.run_id
+        return head
 
     async def load(self) -> Head | None:
         if self.cp is None:
             return None
-        return await load_head(self.graph, self.cp, self.thread_id)
+        head = await load_head(self.graph, self.cp, self.thread_id)
+        if head is not None and self.run_id is not None:
+            head.run_id = self.run_id
+        return head
 
     async def prepare(
         self,
@@ -73,6 +80,7 @@ class GraphSession:
     ) -> GraphRun:
         """The run that continues this thread after applying ``input``."""
         graph = self.graph
+        self.run_id = run_kwargs.get("run_id")
         head = await self.load()
         if checkpoint_id is not None:
             head = await self._rewind(head, checkpoint_id)
@@ -115,6 +123,8 @@ class GraphSession:
             raise UnknownTargetError(
                 f"thread {self.thread_id!r} has no checkpoint {checkpoint_id!r}"
             )
+        if self.run_id is not None:
+            target.run_id = self.run_id
         paused = carry_interrupts(target)
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
         target.frontier_id = new_id()
