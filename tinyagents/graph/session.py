@@ -23,6 +23,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.tasks import Task
 from tinyagents.graph.types import END, START, UNSET, Command, GraphResult, Send
 from tinyagents.store.checkpoint._lease import new_owner
 
@@ -153,14 +154,7 @@ class GraphSession:
         if cmd.update or goto:
             delta = graph.apply_writes(head.values, list((cmd.update or {}).items()))
             if goto:
-                head.frontier = [
-                    Planned(node=g.node, arg=g.arg) if isinstance(g, Send) else Planned(node=g)
-                    for g in goto
-                    if g != END
-                ]
-                head.step += 1
-                head.frontier_id = new_id()
-                head.records = {}
+                delta.update(jump(graph, head, goto))
             if self.cp is not None:
                 meta = {"goto": [g if isinstance(g, str) else g.node for g in goto]}
                 await save(
@@ -194,6 +188,36 @@ class GraphSession:
         )
         assert head.checkpoint_id is not None
         return head.checkpoint_id
+
+
+def jump(graph: CompiledGraph, head: Head, goto: list[str | Send]) -> dict[str, Any]:
+    """Make ``goto`` the next superstep. Tasks of an unfinished step that already finished
+    keep their writes (applied now, in task order); paused or unstarted ones are dropped.
+    Returns the deltas of those writes."""
+    writes: list[tuple[str, Any]] = []
+    if head.records:
+        key = (head.lineage, head.ns, head.step + 1)
+        for index, planned in enumerate(head.frontier):
+            task = Task(
+                node=planned.node,
+                index=index,
+                spec=graph.nodes[planned.node],
+                arg=planned.arg,
+                key=key,
+            )
+            rec = head.records.get(task.id)
+            if rec is not None and rec.writes and not rec.skipped:
+                writes += rec.writes
+    delta = graph.apply_writes(head.values, writes) if writes else {}
+    head.frontier = [
+        Planned(node=g.node, arg=g.arg) if isinstance(g, Send) else Planned(node=g)
+        for g in dict.fromkeys(goto)
+        if g != END
+    ]
+    head.step += 1
+    head.frontier_id = new_id()
+    head.records = {}
+    return delta
 
 
 async def record_resume(cp: Checkpointer | None, head: Head, resume: list[WriteRecord]) -> None:

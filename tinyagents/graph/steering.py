@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
-from tinyagents.graph.checkpointing import Planned, new_id, save
-from tinyagents.graph.session import record_resume
-from tinyagents.graph.types import END, Command, Interrupt
+from tinyagents.graph.checkpointing import new_id, save
+from tinyagents.graph.session import jump, record_resume
+from tinyagents.graph.types import Command, Interrupt
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.commands import (
     GraphNodeTarget,
@@ -183,13 +183,11 @@ def _goto(run: GraphRun, cmd: SteeringCommand) -> list[str]:
 async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     targets = _goto(run, cmd)
     head = run.head
-    head.frontier = [Planned(node=t) for t in dict.fromkeys(targets) if t != END]
-    head.step += 1
-    head.frontier_id = new_id()
-    head.records = {}
+    delta = jump(run.graph, head, list(targets))
+    run._view = None
     meta = {"goto": targets, "correlation_id": cmd.correlation_id}
     if run.checkpointer is not None:
-        await save(run.checkpointer, head, delta={}, source="steering", metadata=meta)
+        await save(run.checkpointer, head, delta=delta, source="steering", metadata=meta)
     return {"goto": targets, "checkpoint_id": head.checkpoint_id, "step": head.step}
 
 
