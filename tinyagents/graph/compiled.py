@@ -199,17 +199,17 @@ class CompiledGraph:
             for branch in self.branches.get(node, ()):
                 if state is None:
                     state = view() if view is not None else self.schema.view(values)
-                for target in await self.evaluate(branch, state):
-                    add(target)
-            for target in goto:
-                add(target)
+                for routed in await self.evaluate(branch, state):
+                    add(routed)
+            for jumped in goto:
+                add(jumped)
             for join in self.joins_from.get(node, ()):
-                sources, target = self.joins[join]
+                sources, joined = self.joins[join]
                 seen = barriers.setdefault(str(join), set())
                 seen.add(node)
                 if seen.issuperset(sources):
                     del barriers[str(join)]
-                    pulls[target] = None
+                    pulls[joined] = None
         pulls.pop(END, None)
         return [Planned(node=n) for n in pulls] + pushes
 

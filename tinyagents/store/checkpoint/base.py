@@ -24,6 +24,7 @@ given, as new objects.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -120,12 +121,14 @@ class Checkpointer(ABC):
 
     @abstractmethod
     async def put_writes(
-        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
         """Save (or replace, by task, kind and key) pending writes of a frontier."""
 
     @abstractmethod
-    async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
+    async def get_writes(
+        self, thread_id: str, ns: str, frontier_id: str
+    ) -> builtins.list[WriteRecord]:
         """Pending writes of a frontier, in the order they were first saved."""
 
     # -- threads ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ not survive SQLite do not survive here either and a loaded state never aliases a
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -121,13 +122,15 @@ class MemoryCheckpointer(Checkpointer):
         return [_record(thread_id, ns, row, with_values=False) for row in rows]
 
     async def put_writes(
-        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
         table = self._writes.setdefault((thread_id, ns, frontier_id), {})
         for w in writes:
             table[(w.task_id, w.kind, w.key)] = json.dumps(w.value, separators=(",", ":"))
 
-    async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
+    async def get_writes(
+        self, thread_id: str, ns: str, frontier_id: str
+    ) -> builtins.list[WriteRecord]:
         table = self._writes.get((thread_id, ns, frontier_id), {})
         return [
             WriteRecord(task_id=task_id, kind=kind, key=key, value=json.loads(value))

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import sqlite3
@@ -265,7 +266,7 @@ class SqliteCheckpointer(Checkpointer):
     # -- pending writes --------------------------------------------------------------------
 
     async def put_writes(
-        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
         if not writes:
             return
@@ -282,7 +283,9 @@ class SqliteCheckpointer(Checkpointer):
             params,
         )
 
-    async def get_writes(self, thread_id: str, ns: str, frontier_id: str) -> list[WriteRecord]:
+    async def get_writes(
+        self, thread_id: str, ns: str, frontier_id: str
+    ) -> builtins.list[WriteRecord]:
         rows = await self._fetch(
             "SELECT task_id, kind, key, value FROM checkpoint_writes WHERE thread_id = ? "
             "AND ns = ? AND frontier_id = ? ORDER BY rowid",
