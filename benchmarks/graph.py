@@ -1,6 +1,6 @@
 """Graph runtime vs LangGraph, side by side in one process, on identical graphs.
 
-    python -m benchmarks.graph            # full run (~1 min)
+    python -m benchmarks.graph            # full run (~20 s)
     python -m benchmarks.graph --quick    # fewer iterations
 
 (a) a 3-node chain, no checkpointer; (b) a 5-way fan-out plus join; (c) a 100-step loop
@@ -125,6 +125,23 @@ async def bare_fan(nodes: dict[str, Any]) -> dict[str, Any]:
     return {**state, **await nodes["join"](state)}
 
 
+async def check_same_results(ours: dict[str, Any], theirs: dict[str, Any], nodes: Any) -> None:
+    """Before timing anything: every variant computes the same state (a failing run is fast)."""
+    mine = await ours["chain"].run({"x": 0})
+    assert mine.status == "completed" and mine.state == {"x": 3}, mine.error
+    assert await theirs["chain"].ainvoke({"x": 0}) == {"x": 3}
+    assert await bare_chain(nodes) == {"x": 3}
+    expected = {"results": list(range(FAN)), "total": sum(range(FAN))}
+    mine = await ours["fan"].run({})
+    assert mine.status == "completed" and mine.state == expected, mine.error
+    assert await theirs["fan"].ainvoke({}) == expected
+    assert await bare_fan(nodes) == expected
+    mine = await ours["loop"].compile(recursion_limit=LOOP_STEPS + 5).run({"x": 0})
+    assert mine.status == "completed" and mine.state == {"x": LOOP_STEPS}, mine.error
+    lg = theirs["loop"].compile()
+    assert await lg.ainvoke({"x": 0}, {"recursion_limit": LOOP_STEPS + 5}) == {"x": LOOP_STEPS}
+
+
 async def per_call(fn: Callable[[], Awaitable[Any]], n: int, repeats: int = 5) -> float:
     """Median seconds per call over ``repeats`` batches of ``n`` calls (after a warm-up)."""
     for _ in range(max(3, n // 10)):
@@ -162,6 +179,7 @@ async def scenario_times(awaits: bool, n: int, tmp: Path) -> dict[str, dict[str,
     ours = build(StateGraph, START, END, nodes, {})
     theirs = build(LStateGraph, L_START, L_END, nodes, {})
     out: dict[str, dict[str, float]] = {}
+    await check_same_results(ours, theirs, nodes)
 
     out["a_chain"] = {
         "tinyagents": await per_call(lambda: ours["chain"].run({"x": 0}), n),

@@ -81,6 +81,20 @@ class TaskScope:
         )
 
 
+class _Unsaved:
+    """The scope of every node of a run without checkpointer: nothing to resume from."""
+
+    __slots__ = ()
+
+    def interrupt(self, value: Any) -> Any:
+        raise GraphError(
+            "interrupt() needs a checkpointer to resume from: "
+            "compile(checkpointer=MemoryCheckpointer()) or a SqliteCheckpointer"
+        )
+
+
+UNSAVED: Any = _Unsaved()
+
 _scope: ContextVar[TaskScope | None] = ContextVar("tinyagents_graph_task", default=None)
 
 

@@ -47,6 +47,8 @@ class NodeSpec:
     supervises: tuple[str, ...] = ()
     is_async: bool = False
     takes_ctx: bool = False
+    #: a bare function: no retry, timeout or context (eligible for the loop's fast path)
+    plain: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -129,6 +131,7 @@ class StateGraph:
             spec.fn = action
             spec.is_async = is_async_callable(action)
             spec.takes_ctx = positional_arity(action) >= 2
+            spec.plain = retry is None and timeout is None and not spec.takes_ctx
         else:
             raise ConfigurationError(
                 f"node {name!r} must be a function, a compiled graph or an Agent, "

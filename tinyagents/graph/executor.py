@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tinyagents.errors import GraphRecursionError
-from tinyagents.graph._context import NodeInterrupt, ParentCommand
+from tinyagents.errors import GraphError, GraphRecursionError
+from tinyagents.graph._context import UNSAVED, NodeInterrupt, ParentCommand, reset_scope, set_scope
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -25,7 +25,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.reducers import MISSING
-from tinyagents.graph.tasks import Task, Writes, call_node
+from tinyagents.graph.tasks import Task, Writes, call_node, read_output
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus, Interrupt
 
 if TYPE_CHECKING:
@@ -99,6 +99,16 @@ class GraphRun:
 
     async def execute(self) -> GraphResult:
         """Run supersteps until the frontier is empty or every unfinished task is paused."""
+        if self.checkpointer is not None:
+            return await self._execute()
+        # without a checkpointer every node shares one scope that refuses interrupt()
+        token = set_scope(UNSAVED)
+        try:
+            return await self._execute()
+        finally:
+            reset_scope(token)
+
+    async def _execute(self) -> GraphResult:
         head, observer = self.head, self.observer
         while True:
             if observer is not None:
@@ -111,18 +121,44 @@ class GraphRun:
                 task = tasks[0]
                 if task.runnable:
                     self._count_step()
-                    await self._run_one(task, save_result=False)
-            elif any(t.runnable for t in tasks):
-                self._count_step()
-                await self.run_tasks(tasks)
-                if observer is not None:
-                    await observer.after_tasks(self, tasks)
-            if any(t.writes is None for t in tasks):
+                    if task.spec.plain and self.checkpointer is None:
+                        await self._call_plain(task)
+                    else:
+                        await self._run_one(task, save_result=False)
+                unfinished = task.writes is None
+            else:
+                if any(t.runnable for t in tasks):
+                    self._count_step()
+                    await self.run_tasks(tasks)
+                    if observer is not None:
+                        await observer.after_tasks(self, tasks)
+                unfinished = any(t.writes is None for t in tasks)
+            if unfinished:
                 self.keep_records(tasks)
                 if observer is not None and await observer.paused(self, tasks):
                     continue  # steering answered something: plan the step again
                 return self.result("interrupted", tasks)
             await self.finish_step(tasks)
+
+    async def _call_plain(self, task: Task) -> None:
+        """A function node without retry, timeout or context, in a run that saves nothing:
+        the least a node call can cost (the superstep loop's hot path)."""
+        spec = task.spec
+        fn = spec.fn
+        assert fn is not None
+        task.attempts = 1
+        out = fn(self.view() if task.arg is UNSET else task.arg)
+        if spec.is_async:
+            out = await out
+        try:
+            read_output(self, task, out)
+        except ParentCommand:
+            if self.parent is None:
+                raise GraphError(
+                    f"node {task.node!r} returned Command(graph=Command.PARENT) but the graph "
+                    "is not running as a sub-graph"
+                ) from None
+            raise
 
     def keep_records(self, tasks: list[Task]) -> None:
         """Remember what the tasks of an unfinished step did, for the next plan()."""

@@ -84,6 +84,9 @@ class StateSchema:
 
     def coerce_input(self, data: Any) -> dict[str, Any]:
         """Run input → channel writes; validated here, at the boundary, for pydantic states."""
+        if type(data) is dict and self.kind == "dict":
+            self.check_keys(data, "the input")
+            return data
         if isinstance(data, BaseModel):
             return {k: getattr(data, k) for k in data.model_fields_set if k in self.channels}
         if dataclasses.is_dataclass(data) and not isinstance(data, type):
