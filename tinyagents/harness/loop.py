@@ -117,8 +117,10 @@ class AgentRun(RunDriver):
             response, request_id = await self._call_model()
             await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=request_id)
             if not response.tool_calls:
-                if await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
-                    continue  # steering arrived as the agent finished: it gets another turn
+                # Steering delivered after the answer (here or just after the response) has
+                # not reached the model yet: the agent gets another turn for it.
+                if await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True) or self.staged:
+                    continue
                 return response.text
             for call in response.tool_calls:
                 await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
