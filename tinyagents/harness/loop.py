@@ -21,7 +21,6 @@ from tinyagents.events.models import (
     LimitEvent,
     ModelEvent,
     RunEvent,
-    SubAgentEvent,
     ToolEvent,
     make_event,
 )
@@ -40,7 +39,7 @@ from tinyagents.harness.middleware import SteeringHook, fold, overrides
 from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import ToolResult, execute_tool_call
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunInfo, RunStatus, subagent_event
 from tinyagents.runs.limits import RunLimits
 from tinyagents.steering.commands import (
     MESSAGE_KINDS,
@@ -343,16 +342,7 @@ class AgentRun(RunDriver):
         info = self.info
         if info.parent_run_id is not None:
             self.runtime.bus.publish(
-                make_event(
-                    SubAgentEvent,
-                    type="subagent.completed",
-                    run_id=info.parent_run_id,
-                    root_run_id=info.root_run_id,
-                    tenant_id=info.tenant_id,
-                    child_run_id=info.run_id,
-                    agent_id=info.agent_id,
-                    status=result.status.value,
-                )
+                subagent_event(info, "subagent.completed", status=result.status.value)
             )
         await self.runtime.finish(self.handle, result)
 
@@ -427,18 +417,7 @@ async def start_agent_run(
         kind="agent",
     )
     if parent_info is not None:
-        runtime.bus.publish(
-            make_event(
-                SubAgentEvent,
-                type="subagent.started",
-                run_id=parent_info.run_id,
-                root_run_id=info.root_run_id,
-                tenant_id=info.tenant_id,
-                child_run_id=info.run_id,
-                agent_id=agent.name,
-                status="running",
-            )
-        )
+        runtime.bus.publish(subagent_event(info, "subagent.started", status="running"))
     handle.task = asyncio.ensure_future(run.main())
     return handle
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from tinyagents import _clock
+from tinyagents.events.models import SubAgentEvent, make_event
 from tinyagents.runs.limits import RunLimits, RunUsage
 
 
@@ -90,3 +91,17 @@ class RunInfo:
             "status": self.status.value,
             "created_at": self.created_at.isoformat(),
         }
+
+
+def subagent_event(child: RunInfo, type_: str, **fields: Any) -> SubAgentEvent:
+    """A ``subagent.*`` event about ``child``, reported on its parent's run."""
+    return make_event(
+        SubAgentEvent,
+        type=type_,
+        run_id=child.parent_run_id,
+        root_run_id=child.root_run_id,
+        tenant_id=child.tenant_id,
+        child_run_id=child.run_id,
+        agent_id=child.agent_id,
+        **fields,
+    )

@@ -17,12 +17,10 @@ from tinyagents.events.models import (
     TERMINAL_STEERING_EVENTS,
     EventTemplate,
     SteeringEvent,
-    SubAgentEvent,
-    make_event,
 )
 from tinyagents.events.redact import summarize
 from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo
+from tinyagents.runs.info import RunInfo, subagent_event
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.commands import (
     GraphNodeTarget,
@@ -323,14 +321,9 @@ class SteeringRouter:
         if isinstance(actor, ParentAgentActor) and actor.run_id == info.parent_run_id:
             return
         self.bus.publish(
-            make_event(
-                SubAgentEvent,
-                type="subagent.steered",
-                run_id=info.parent_run_id,
-                root_run_id=info.root_run_id,
-                tenant_id=info.tenant_id,
-                child_run_id=info.run_id,
-                agent_id=info.agent_id,
+            subagent_event(
+                info,
+                "subagent.steered",
                 correlation_id=tracked.cmd.correlation_id,
                 steering_kind=tracked.cmd.kind.value,
                 detail={"actor": actor.describe()},
