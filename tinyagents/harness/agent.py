@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.middleware import Middleware
@@ -37,9 +37,14 @@ class Agent:
         models: Sequence[str] | None = None,
         renderer: SteeringRenderer | None = None,
         description: str = "",
+        unknown_tools: Literal["error_result", "fail"] = "error_result",
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
+        if unknown_tools not in ("error_result", "fail"):
+            raise ConfigurationError(
+                f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
+            )
         self.name = name
         self.model = as_model(model)
         self.instructions = instructions
@@ -54,6 +59,9 @@ class Agent:
         self.models = tuple(models) if models else None
         self.renderer = renderer or SteeringRenderer()
         self.description = description
+        #: What a call to a tool the run does not have does: an error result the model can
+        #: correct itself from (default), or ending the run ``failed`` with a ``ToolError``.
+        self.unknown_tools = unknown_tools
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"

@@ -15,7 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import RunLimitExceeded, UnknownTargetError
+from tinyagents.errors import RunLimitExceeded, ToolError, UnknownTargetError
 from tinyagents.events.models import (
     Event,
     LimitEvent,
@@ -217,6 +217,11 @@ class AgentRun(RunDriver):
         check_before_tool_call(self.info)
         allowed = self.allowed_tools()
         tool = allowed.get(call.name)
+        if tool is None and self.agent.unknown_tools == "fail":
+            raise ToolError(
+                f"the model called {call.name!r}, which run {self.info.run_id} does not have "
+                f"(available: {sorted(allowed)}); Agent(unknown_tools='fail') ends the run"
+            )
         self.emit(
             ToolEvent,
             type="tool.call",
