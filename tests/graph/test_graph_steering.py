@@ -10,13 +10,15 @@ import pytest
 from graphkit import LogState, logger
 
 from tinyagents import Runtime
-from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.errors import ThreadBusy
+from tinyagents.graph import END, START, Send, StateGraph, interrupt
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
+    SteeringPriority,
     SteeringTarget,
 )
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
@@ -396,3 +398,158 @@ async def test_events_and_run_tree(rt: Runtime, recorder: EventRecorder) -> None
     tasks = [(c.info.node_id, c.info.kind, c.info.status) for c in tree.children]
     assert tasks == [("a", "graph", RunStatus.COMPLETED), ("b", "graph", RunStatus.COMPLETED)]
     assert all(c.info.task_id and c.info.task_id.startswith("t-") for c in tree.children)
+
+
+async def test_provide_context_resumes_with_its_value_or_text(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    answers: list[Any] = []
+
+    def ask(state: Any) -> dict[str, Any]:
+        answers.append(interrupt("which invoice?"))
+        answers.append(interrupt("anything else?"))
+        return {}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    event = await waiter.event("graph.interrupt", handle.run_id)
+    target = SteeringTarget.graph_task(handle.run_id, event.task_id)
+    first = command(target, SteeringKind.PROVIDE_CONTEXT, {"value": {"invoice": 1042}})
+    await rt.submit(first)
+    assert await settled(waiter, first.correlation_id) == "steering.applied"
+    await waiter.until(
+        lambda e: e.type == "graph.interrupt" and e.data["value"] == "anything else?"
+    )
+    await rt.submit(command(target, SteeringKind.PROVIDE_CONTEXT, {"text": "no, thanks"}))
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    assert answers == [{"invoice": 1042}, {"invoice": 1042}, "no, thanks"]
+
+
+async def test_a_task_command_reaches_the_interrupt_inside_its_sub_graph(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    def review(state: Any) -> dict[str, Any]:
+        return {"log": [f"{state['log'][0]}:{interrupt('ok?')['approved']}"]}
+
+    child = StateGraph(LogState).add_node("review", review).add_edge(START, "review")
+    graph = StateGraph(LogState).add_node("fan", lambda s: None)
+    graph.add_node("sub", child.add_edge("review", END).compile()).add_edge(START, "fan")
+    graph.add_conditional_edges("fan", lambda s: [Send("sub", {"log": [j]}) for j in ("j1", "j2")])
+    compiled = graph.add_edge("sub", END).compile(checkpointer=MemoryCheckpointer())
+    handle = await rt.start_graph(compiled, {}, thread_id="t")
+    one = await waiter.event("graph.interrupt", handle.run_id)
+    await waiter.until(lambda e: e.type == "graph.interrupt" and e.task_id != one.task_id)
+    pending = (await compiled.get_state("t")).interrupts
+    assert len(pending) == 2 and all(i.ns.startswith("sub:t-") for i in pending)
+    first, second = pending
+    parent_task = first.ns.split(":", 1)[1]  # the sub-graph's task in the parent graph
+    approve = command(SteeringTarget.graph_task(handle.run_id, parent_task), SteeringKind.APPROVE)
+    assert (await rt.submit(approve)).status == "accepted"
+    applied = await waiter.event("steering.applied", correlation_id=approve.correlation_id)
+    assert applied.affected["interrupt_id"] == first.id
+    await waiter.until(lambda e: e.type == "graph.interrupt" and e.offset > applied.offset)
+    assert [i.id for i in (await compiled.get_state("t")).interrupts] == [second.id]
+    # the child's own task id names it too
+    reject = command(SteeringTarget.graph_task(handle.run_id, second.task_id), SteeringKind.REJECT)
+    await rt.submit(reject)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == ["j1:True", "j2:False"]
+
+
+async def test_start_graph_on_a_busy_thread_is_thread_busy_and_registers_nothing(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    graph = gated_chain(gate)
+    first = await rt.start_graph(graph, {}, thread_id="t")
+    await waiter.event("graph.task_started", first.run_id, node="a")
+    before = rt.runs.list()
+    with pytest.raises(ThreadBusy):
+        await rt.start_graph(graph, {}, thread_id="t")
+    with pytest.raises(ThreadBusy):
+        await graph.run({}, thread_id="t", runtime=rt)
+    assert rt.runs.list() == before
+    gate.set()
+    assert (await first.result()).output["log"] == ["a", "b", "c"]
+    assert len(await graph.history("t")) == 4  # one writer: input + three steps, no fork
+
+
+@pytest.mark.parametrize(
+    ("policy", "log", "outcomes"),
+    [
+        ("first_accepted", ["a", "c"], ["steering.applied", "steering.superseded"]),
+        ("highest_priority", ["a", "d"], ["steering.superseded", "steering.applied"]),
+        ("error", ["a", "c"], ["steering.applied", "steering.failed"]),
+    ],
+)
+async def test_redirect_conflict_of_the_compiled_graph_decides_between_redirects(
+    rt: Runtime, waiter: EventWaiter, policy: str, log: list[str], outcomes: list[str]
+) -> None:
+    gate = asyncio.Event()
+
+    async def a(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["a"]}
+
+    graph = StateGraph(LogState).add_node("a", a, destinations=["c", "d"])
+    for name in "bcd":
+        graph.add_node(name, logger(name)).add_edge(name, END)
+    graph.add_edge(START, "a").add_edge("a", "b")
+    compiled = graph.compile(checkpointer=MemoryCheckpointer(), redirect_conflict=policy)
+    handle = await rt.start_graph(compiled, {})
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    target = SteeringTarget.graph_node(handle.run_id, "b")
+    to_c = command(target, SteeringKind.REDIRECT, {"goto": "c"})
+    to_d = command(target, SteeringKind.REDIRECT, {"goto": "d"}, priority=SteeringPriority.HIGH)
+    for cmd in (to_c, to_d):
+        assert (await rt.submit(cmd)).status == "accepted"
+    gate.set()
+    assert (await handle.result()).output["log"] == log
+    assert [await settled(waiter, c.correlation_id) for c in (to_c, to_d)] == outcomes
+
+
+async def test_cancel_on_a_node_cancels_its_tasks_not_the_run(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    graph = two_questions(MemoryCheckpointer(), policy="skip")
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    cancel = command(SteeringTarget.graph_node(handle.run_id, "left"), SteeringKind.CANCEL)
+    await rt.submit(cancel)
+    applied = await waiter.event("steering.applied", correlation_id=cancel.correlation_id)
+    assert applied.affected["task_ids"] == [paused["left"].task_id]
+    assert handle.status is RunStatus.INTERRUPTED  # still waiting on right
+    approve = command(SteeringTarget.graph_node(handle.run_id, "right"), SteeringKind.APPROVE)
+    await rt.submit(approve)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["right:True"]
+    again = command(SteeringTarget.graph_node(handle.run_id, "left"), SteeringKind.CANCEL)
+    await rt.submit(again)
+    assert await settled(waiter, again.correlation_id) == "steering.failed"
+
+
+async def test_immediate_cancel_on_a_node_stops_its_running_tasks(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    never = asyncio.Event()
+
+    async def stuck(arg: int) -> dict[str, Any]:
+        await never.wait()
+        return {"log": [f"stuck{arg}"]}
+
+    graph = StateGraph(LogState).add_node("stuck", stuck).add_node("fine", logger("fine"))
+    graph.add_edge(START, "fine").add_edge("fine", END).add_edge("stuck", END)
+    graph.add_conditional_edges(START, lambda s: [Send("stuck", i) for i in range(2)])
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    await waiter.event("graph.task_completed", handle.run_id, node="fine")
+    cancel = command(
+        SteeringTarget.graph_node(handle.run_id, "stuck"),
+        SteeringKind.CANCEL,
+        delivery=SteeringDelivery.IMMEDIATE,
+    )
+    await rt.submit(cancel)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["fine"]
+    applied = await waiter.event("steering.applied", correlation_id=cancel.correlation_id)
+    assert len(applied.affected["task_ids"]) == 2 and applied.affected["was_running"] is True

@@ -30,15 +30,18 @@ from tinyagents.steering.commands import (
     GraphTaskTarget,
     SteeringCommand,
     SteeringKind,
+    ThreadTarget,
 )
 from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
+    from tinyagents.graph.checkpointing import Head
     from tinyagents.graph.compiled import CompiledGraph
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.tasks import Task
     from tinyagents.graph.types import GraphResult
     from tinyagents.runtime import Runtime
+    from tinyagents.store.checkpoint.base import Checkpointer
 
 #: Kinds that go to an agent node's child run when one is running.
 AGENT_KINDS = (
@@ -50,6 +53,9 @@ AGENT_KINDS = (
     }
     | (CONTROL_KINDS - {SteeringKind.CANCEL})
 )
+
+#: Kinds whose lowering saves a checkpoint tagged with the command's correlation id.
+_CHECKPOINTED_KINDS = frozenset({SteeringKind.UPDATE_STATE, SteeringKind.REDIRECT})
 
 _STATUS = {
     "completed": RunStatus.COMPLETED,
@@ -74,6 +80,10 @@ class GraphRunDriver(RunDriver):
         self.cancelled: dict[str, SteeringCommand] = {}
         self.cancelled_nodes: dict[str, str] = {}
         self.cancel_run: SteeringCommand | None = None
+        #: the run id came from the thread's checkpoints, not from this runtime: an earlier
+        #: process ran it, and may have applied commands it never got to report
+        self.continued = False
+        self._applied_earlier: dict[str, str] | None = None
 
     # -- events ----------------------------------------------------------------------------
 
@@ -108,6 +118,11 @@ class GraphRunDriver(RunDriver):
                 running.cancel()
             return
         if isinstance(target, GraphNodeTarget):
+            for task in run.plan():
+                running = run.running.get(task.id) if task.node == target.node else None
+                if running is not None:
+                    self.cancelled[task.id] = cmd
+                    running.cancel()
             return
         self.cancel_run = cmd
         for running in run.running.values():
@@ -121,6 +136,23 @@ class GraphRunDriver(RunDriver):
             return None
         head = await cp.latest(self.handle.info.thread_id)
         return head.checkpoint_id if head is not None else None
+
+    async def applied_earlier(self, cmd: SteeringCommand) -> str | None:
+        """The checkpoint where an earlier process already applied ``cmd``, if it did.
+
+        A process killed after saving a steering checkpoint but before the store learnt that
+        the command was applied hands the command over again after the restart; applying it
+        a second time would, e.g., append an update twice.
+        """
+        if not self.continued or cmd.kind not in _CHECKPOINTED_KINDS or cmd.fork:
+            return None
+        if self._applied_earlier is None:
+            cp, handle = self.graph.checkpointer, self.handle
+            assert cp is not None and handle is not None and handle.info.thread_id is not None
+            self._applied_earlier = await applied_by_steering(
+                cp, handle.info.thread_id, handle.run_id
+            )
+        return self._applied_earlier.get(cmd.correlation_id)
 
     def node_of_task(self, task_id: str) -> str | None:
         """The (top-level) node of a task of the current step, or of a pending interrupt."""
@@ -291,13 +323,10 @@ async def start_graph_run(
     await session.__aenter__()
     try:
         previous = await session.load()
-        run_id = (
-            previous.run_id
-            if previous is not None and previous.frontier and previous.run_id
-            else _clock.new_id("g")
-        )
+        run_id = continued_run_id(runtime, previous) or _clock.new_id("g")
         handle = runtime.runs.get(run_id)
         driver = GraphRunDriver(runtime, graph, wait_on_interrupt=wait_on_interrupt)
+        driver.continued = handle is None and previous is not None and run_id == previous.run_id
         if handle is not None:
             if not isinstance(handle.driver, GraphRunDriver) or handle.status.finished:
                 raise ConfigurationError(f"run {run_id} cannot be continued as a graph run")
@@ -329,6 +358,43 @@ async def start_graph_run(
     driver.emit("graph.started", step=run.head.step, checkpoint_id=run.head.checkpoint_id)
     handle.task = runtime.spawn(_main(runtime, driver, session, run), name=f"graph {run_id}")
     return handle
+
+
+def continued_run_id(runtime: Runtime, previous: Head | None) -> str | None:
+    """The run a new start of the thread continues, if any: the one that wrote its last
+    checkpoint, while it has tasks left, or while commands accepted for it are still open
+    (it saved its last checkpoint but was stopped before its final boundary)."""
+    if previous is None or previous.run_id is None:
+        return None
+    if previous.frontier:
+        return previous.run_id
+    if runtime.runs.get(previous.run_id) is not None:
+        return None  # it finished in this runtime: the next start is a new run
+    for cmd in runtime.router.open_commands():
+        target = cmd.target
+        if getattr(target, "run_id", None) == previous.run_id or (
+            isinstance(target, ThreadTarget) and target.thread_id == previous.thread_id
+        ):
+            return previous.run_id
+    return None
+
+
+async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> dict[str, str]:
+    """Correlation id -> checkpoint id of the steering checkpoints run ``run_id`` saved,
+    reading the thread's history newest first only as far back as that run goes."""
+    found: dict[str, str] = {}
+    limit = 64
+    while True:
+        records = await cp.list(thread_id, limit=limit)
+        for record in records:
+            if record.metadata.get("run_id") != run_id:
+                return found
+            correlation_id = record.metadata.get("correlation_id")
+            if correlation_id is not None:
+                found.setdefault(correlation_id, record.checkpoint_id)
+        if len(records) < limit:
+            return found
+        limit *= 4
 
 
 async def _main(

@@ -7,7 +7,7 @@ Commands reach a graph run at the boundary between supersteps, in queue order:
 | approve / reject / provide_context (task, node)| resume of that task's pending interrupt only        |
 | redirect with ``goto`` (node, run)             | the next superstep runs the ``goto`` nodes instead  |
 | update_state                                   | a reducer update recorded as its own checkpoint     |
-| cancel (task)                                  | that task only: ``skip`` it or ``fail_run``         |
+| cancel (task, node)                            | those tasks only: ``skip`` them or ``fail_run``     |
 | cancel (run, thread)                           | the run ends ``cancelled``                          |
 | pause / resume / request_status (run)          | wait at the boundary / continue / report            |
 | instructions for an agent node                 | routed to its child run by the driver (not here)    |
@@ -60,6 +60,10 @@ async def lower_all(driver: GraphRunDriver, run: GraphRun, cmds: list[SteeringCo
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
                 inbox.applied(cmd, paused=True, step=run.head.step)
                 await wait_while_paused(driver, run)
+                continue
+            earlier = await driver.applied_earlier(cmd)
+            if earlier is not None:  # re-delivered after a crash: its checkpoint is saved
+                inbox.applied(cmd, checkpoint_id=earlier, applied_before_restart=True)
                 continue
             affected = await lower(driver, run, cmd)
         except CannotApply as exc:
@@ -213,25 +217,49 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 
 async def _cancel(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     target = cmd.target
-    if not isinstance(target, GraphTaskTarget):
+    if isinstance(target, GraphTaskTarget):
+        task_ids = [target.task_id]
+    elif isinstance(target, GraphNodeTarget):
+        # an immediate cancel already stopped the node's running tasks; otherwise it takes
+        # the node's tasks of the superstep this boundary precedes (paused ones included)
+        stopped = [t for t, c in driver.cancelled.items() if c.correlation_id == cmd.correlation_id]
+        task_ids = stopped or [t.id for t in run.plan() if t.node == target.node]
+    else:
         raise RunCancelled(run.run_id or "?", cmd.payload.get("reason") or "cancelled by steering")
     policy = run.graph.task_cancel_policy
-    node = driver.cancelled_nodes.pop(target.task_id, None)
-    was_running = driver.cancelled.pop(target.task_id, None) is not None
-    if not was_running:
-        tasks = run.plan()
-        task = next((t for t in tasks if t.id == target.task_id), None)
-        if task is None or task.writes is not None:
-            raise CannotApply(f"task {target.task_id} already finished; nothing to cancel")
-        await run.skip(task)
+    cancelled: dict[str, str] = {}  # task id -> node
+    was_running = False
+    tasks: list[Any] | None = None
+    for task_id in task_ids:
+        node = driver.cancelled_nodes.pop(task_id, None)
+        if driver.cancelled.pop(task_id, None) is not None:  # stopped while it ran
+            was_running = True
+            cancelled[task_id] = node or "?"
+            continue
+        tasks = tasks if tasks is not None else run.plan()
+        task = next((t for t in tasks if t.id == task_id), None)
+        if task is not None and task.writes is None:
+            await run.skip(task)
+            cancelled[task_id] = task.node
+    if tasks is not None:
         run.keep_records(tasks)
-        node = task.node
+    if not cancelled:
+        raise CannotApply(f"{target.describe()} already finished; nothing to cancel")
+    names = ", ".join(f"{tid} ({node!r})" for tid, node in cancelled.items())
     if policy == "fail_run":
         raise TaskCancelled(
-            f"task {target.task_id} ({node!r}) was cancelled by steering and the graph's "
-            "task_cancel_policy is 'fail_run'"
+            f"task {names} was cancelled by steering and the graph's task_cancel_policy is "
+            "'fail_run'"
         )
-    return {"task_id": target.task_id, "node": node, "policy": policy, "was_running": was_running}
+    if isinstance(target, GraphTaskTarget):
+        [(task_id, node)] = cancelled.items()
+        return {"task_id": task_id, "node": node, "policy": policy, "was_running": was_running}
+    return {
+        "node": target.node,
+        "task_ids": list(cancelled),
+        "policy": policy,
+        "was_running": was_running,
+    }
 
 
 # -- run-level control ------------------------------------------------------------------------
