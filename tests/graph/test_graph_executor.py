@@ -19,6 +19,8 @@ from tinyagents.graph import (
     Send,
     StateGraph,
 )
+from tinyagents.graph.reducers import Append
+from tinyagents.store.checkpoint import MemoryCheckpointer
 
 
 async def test_chain_runs_nodes_in_order() -> None:
@@ -275,3 +277,35 @@ async def test_router_result_outside_its_mapping_fails() -> None:
     graph = chain("a").add_conditional_edges("a", lambda s: "maybe", {"yes": END})
     result = await graph.compile().run({})
     assert result.status == "failed" and "not in its mapping" in str(result.error)
+
+
+class CountingAppend(Append):
+    """The append reducer, remembering how many writes each call combined."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        self.batches.append(len(writes))
+        return super().apply(key, current, writes)
+
+
+async def test_a_step_costs_its_writes_not_tasks_times_writes_or_the_state_size() -> None:
+    items, big = CountingAppend(), CountingAppend()
+
+    wide = {"items": Annotated[list[int], items], "big": Annotated[list[int], big]}
+    Wide = TypedDict("Wide", wide, total=False)  # type: ignore[misc]  # annotations built at run time
+
+    graph = StateGraph(Wide).add_node("work", lambda arg: {"items": [arg]})
+    graph.add_conditional_edges(START, lambda s: [Send("work", i) for i in range(50)])
+    cp = MemoryCheckpointer()
+    compiled = graph.add_edge("work", END).compile(checkpointer=cp)
+    result = await compiled.run({"big": list(range(10_000))}, thread_id="t")
+    assert result.state["items"] == list(range(50))
+    assert items.batches == [50]  # the 50 writes of the step, combined in one pass
+    assert big.batches == [1]  # the input; the step never touched the channel it did not write
+    step = (await compiled.history("t"))[0]
+    assert step.written == ("items",) and len(step.tasks) == 50
+    record = await cp.get("t", step.checkpoint_id)
+    assert record is not None and not record.snapshot
+    assert record.values == {"items": list(range(50))}  # the delta, not the 10,000-item list

@@ -153,3 +153,26 @@ async def test_chain_subgraph_in_a_chain() -> None:
     graph = StateGraph(LogState).add_node("inner", inner).add_edge(START, "inner")
     result = await graph.add_edge("inner", END).compile().run({"log": ["seed"]})
     assert result.state["log"] == ["seed", "x1", "x2"]
+
+
+async def test_command_parent_after_an_interrupt_with_a_checkpointer(
+    checkpointer: Checkpointer,
+) -> None:
+    def escalate(state: Any) -> Any:
+        if interrupt("escalate?") == "yes":
+            return Command(graph=Command.PARENT, goto="rescue", update={"log": ["escalated"]})
+        return {"log": ["handled"]}
+
+    child = StateGraph(ChildState).add_node("escalate", escalate).add_edge(START, "escalate")
+    graph = StateGraph(LogState).add_node(
+        "sub", child.add_edge("escalate", END).compile(), destinations=["rescue"]
+    )
+    graph.add_node("next", logger("next")).add_node("rescue", logger("rescue"))
+    graph.add_edge(START, "sub").add_edge("sub", "next").add_edge("next", END)
+    compiled = graph.add_edge("rescue", END).compile(checkpointer=checkpointer)
+    paused = await compiled.run({}, thread_id="t")
+    assert [i.ns.split(":")[0] for i in paused.interrupts] == ["sub"]
+    result = await compiled.run(Command(resume="yes"), thread_id="t")
+    assert result.status == "completed"
+    assert result.state["log"] == ["escalated", "next", "rescue"]
+    assert [h.next for h in await compiled.history("t")] == [(), ("next", "rescue"), ("sub",)]
