@@ -8,8 +8,8 @@ The current source lives in a ``ContextVar``: tasks started inside the ``with`` 
 from __future__ import annotations
 
 import itertools
+import os
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -35,8 +35,12 @@ class SystemClock:
 
 
 class RandomIds:
+    """Ids ``c-3f9a0c41d2e7``: 48 random bits from the OS's CSPRNG, the bits ``uuid4().hex[:12]``
+    gave at a quarter of the cost. Safe across forked processes (no state to copy) and not
+    guessable by another tenant (who could otherwise take a command's id first)."""
+
     def new(self, prefix: str) -> str:
-        return f"{prefix}-{uuid.uuid4().hex[:12]}"
+        return f"{prefix}-{os.urandom(6).hex()}"
 
 
 class SequentialIds:
@@ -50,8 +54,7 @@ class SequentialIds:
         return f"{prefix}-{next(counter):04d}"
 
 
-# The defaults are stateless (SystemClock) or only hold a counter nobody reads (RandomIds), so
-# sharing one instance across contexts is what we want.
+# The defaults are stateless, so sharing one instance across contexts is what we want.
 _clock: ContextVar[Clock] = ContextVar("tinyagents_clock", default=SystemClock())  # noqa: B039
 _ids: ContextVar[IdSource] = ContextVar("tinyagents_ids", default=RandomIds())  # noqa: B039
 
