@@ -396,14 +396,16 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
     """Validate ``payload`` for ``kind``; return it normalised (unset optional keys dropped)."""
     model = PAYLOAD_MODELS[kind]
     try:
-        parsed = model.model_validate(payload)
+        # model_validate / model_dump without their Python wrappers: this runs for every command.
+        parsed = model.__pydantic_validator__.validate_python(payload)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
             for err in exc.errors()
         )
         raise InvalidCommandError(f"invalid payload for {kind.value}: {problems}") from None
-    return parsed.model_dump(exclude_none=True)
+    normalised: dict[str, Any] = model.__pydantic_serializer__.to_python(parsed, exclude_none=True)
+    return normalised
 
 
 # --------------------------------------------------------------------------- command
@@ -419,6 +421,30 @@ class SteeringPolicyRef(BaseModel):
 
 def _new_correlation_id() -> str:
     return _clock.new_id("c")
+
+
+def _parse_kind(value: Any) -> SteeringKind:
+    if type(value) is SteeringKind:  # the usual case, from Python code: nothing to parse
+        return value
+    try:
+        return SteeringKind(str(value))
+    except ValueError:
+        allowed = ", ".join(k.value for k in SteeringKind)
+        raise InvalidCommandError(
+            f"unknown steering kind {value!r}; expected one of {allowed}"
+        ) from None
+
+
+def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
+    if type(value) is SteeringDelivery:
+        return value
+    try:
+        return SteeringDelivery(value)
+    except ValueError:
+        allowed = ", ".join(d.value for d in SteeringDelivery)
+        raise InvalidCommandError(
+            f"invalid delivery for {kind.value}: {value!r}; expected one of {allowed}"
+        ) from None
 
 
 class SteeringCommand(BaseModel):
@@ -443,26 +469,14 @@ class SteeringCommand(BaseModel):
     def _check(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        try:
-            kind = SteeringKind(str(data.get("kind")))
-        except ValueError:
-            allowed = ", ".join(k.value for k in SteeringKind)
-            raise InvalidCommandError(
-                f"unknown steering kind {data.get('kind')!r}; expected one of {allowed}"
-            ) from None
+        kind = _parse_kind(data.get("kind"))
         payload = data.get("payload") or {}
         if not isinstance(payload, dict):
             raise InvalidCommandError(f"invalid payload for {kind.value}: must be an object")
         data = {**data, "kind": kind, "payload": validate_payload(kind, payload)}
         delivery = data.get("delivery")
         if delivery is not None:
-            try:
-                delivery = SteeringDelivery(delivery)
-            except ValueError:
-                allowed = ", ".join(d.value for d in SteeringDelivery)
-                raise InvalidCommandError(
-                    f"invalid delivery for {kind.value}: {delivery!r}; expected one of {allowed}"
-                ) from None
+            delivery = _parse_delivery(kind, delivery)
         if delivery is SteeringDelivery.IMMEDIATE:
             if kind is not SteeringKind.CANCEL:
                 raise InvalidCommandError(
