@@ -226,13 +226,18 @@ class PayloadPolicy:
 
 
 def text_bytes(value: Any) -> int:
+    """UTF-8 bytes of the strings in ``value`` (keys included). Loops, not ``sum()`` over a
+    generator: this runs on every command."""
     if isinstance(value, str):
         return len(value) if value.isascii() else len(value.encode())
+    total = 0
     if isinstance(value, dict):
-        return sum(text_bytes(k) + text_bytes(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return sum(text_bytes(v) for v in value)
-    return 0
+        for k, v in value.items():
+            total += text_bytes(k) + text_bytes(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            total += text_bytes(v)
+    return total
 
 
 def default_policies() -> list[Policy]:

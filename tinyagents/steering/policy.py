@@ -99,32 +99,39 @@ class PolicyPipeline:
         return self
 
     async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
-        transforms: list[tuple[str, SteeringCommand]] = []
-        pipeline_id = self.pipeline_id
-
-        async def accept(final: SteeringCommand) -> Decision:
-            return Decision.accept(final, pipeline_id)
-
-        handler: CallNext = accept
-        for policy in reversed(self.policies):
-            handler = _bind(policy, handler, ctx, transforms)
-        decision = await handler(cmd)
-        decision.transforms = transforms
+        evaluation = _Evaluation(self.policies, ctx, self.pipeline_id)
+        decision = await evaluation.enter(0, cmd)
+        decision.transforms = evaluation.transforms
         return decision
 
 
-def _bind(
-    policy: Policy, nxt: CallNext, ctx: PolicyContext, transforms: list[tuple[str, SteeringCommand]]
-) -> CallNext:
-    async def step(cmd: SteeringCommand) -> Decision:
-        async def call_next(passed: SteeringCommand) -> Decision:
-            if passed is not cmd:
-                if passed.correlation_id != cmd.correlation_id:
+@dataclass(slots=True)
+class _Evaluation:
+    """One command's way through the policies: what every ``call_next`` needs to go on."""
+
+    policies: list[Policy]
+    ctx: PolicyContext
+    pipeline_id: str
+    transforms: list[tuple[str, SteeringCommand]] = field(default_factory=list)
+
+    def enter(self, index: int, received: SteeringCommand) -> Awaitable[Decision]:
+        """Start policy ``index`` on ``received`` (past the last one, accept). Its ``call_next``
+        starts the next policy's coroutine and hands it back to be awaited: one closure and
+        one coroutine per policy, on every command, and no reference cycle."""
+        if index == len(self.policies):
+            return _accept(received, self.pipeline_id)
+        policy = self.policies[index]
+
+        def call_next(passed: SteeringCommand) -> Awaitable[Decision]:
+            if passed is not received:
+                if passed.correlation_id != received.correlation_id:
                     # A transform is the same request in a new shape: it keeps its identity.
-                    passed = passed.model_copy(update={"correlation_id": cmd.correlation_id})
-                transforms.append((policy.policy_id, cmd))
-            return await nxt(passed)
+                    passed = passed.model_copy(update={"correlation_id": received.correlation_id})
+                self.transforms.append((policy.policy_id, received))
+            return self.enter(index + 1, passed)
 
-        return await policy(cmd, ctx, call_next)
+        return policy(received, self.ctx, call_next)
 
-    return step
+
+async def _accept(cmd: SteeringCommand, pipeline_id: str) -> Decision:
+    return Decision.accept(cmd, pipeline_id)
