@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 
 from tinyagents.events.models import (
+    EMPTY,
     EVENT_ADAPTER,
     STEERING_EVENT_TYPES,
     TERMINAL_STEERING_EVENTS,
     AnyEvent,
     Event,
+    EventTemplate,
     GraphEvent,
     LimitEvent,
     ModelEvent,
@@ -137,10 +139,40 @@ def test_make_event_equals_the_validated_event(cls: type[Event], type_: str) -> 
     assert built == validated
     assert built.model_dump() == validated.model_dump()
     assert repr(built) == repr(validated)
-    assert built.model_fields_set == constructed.model_fields_set
+    # ``offset`` counts as set from the start: the bus numbers every event it publishes.
+    assert built.model_fields_set == constructed.model_fields_set | {"offset"}
     assert EVENT_ADAPTER.validate_json(built.model_dump_json()) == validated
     built.offset = 3  # events stay mutable for the bus to number them
     assert built.offset == 3
+
+
+def test_events_built_alike_share_a_fields_set_until_one_of_them_changes() -> None:
+    # Sharing it keeps a heap of events small; an assignment must not leak into the others.
+    template = EventTemplate.of(SteeringEvent).sharing(**FIELDS[SteeringEvent], at=EPOCH)
+    first, second = (template.build(type="steering.requested") for _ in range(2))
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    first.offset = 7  # the bus numbering an event: already counted as set, nothing copied
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    first.reason = "changed"
+    assert "reason" in first.model_fields_set
+    assert "reason" not in second.model_fields_set
+    assert second.model_dump(exclude_unset=True).keys() == second.model_fields_set
+    assert EVENT_ADAPTER.validate_json(first.model_dump_json()) == first
+
+
+def test_dict_fields_left_empty_share_one_read_only_empty_dict() -> None:
+    first = make_event(RunEvent, type="run.started", at=EPOCH)
+    second = make_event(RunEvent, type="run.completed", at=EPOCH, usage={"model_calls": 1})
+    assert first.usage is EMPTY and first.detail is EMPTY and second.detail is EMPTY
+    assert first.usage == {} and first.model_dump()["usage"] == {}
+    assert type(first.model_dump()["usage"]) is dict
+    assert EVENT_ADAPTER.validate_json(first.model_dump_json()) == first
+    with pytest.raises(TypeError, match="assign a new dict"):
+        first.usage["model_calls"] = 2
+    with pytest.raises(TypeError, match="assign a new dict"):
+        first.detail.update(k="v")
+    first.usage = {"model_calls": 2}  # what to do instead
+    assert second.detail == {} and EMPTY == {}
 
 
 def test_make_event_refuses_unknown_or_missing_fields() -> None:

@@ -20,20 +20,23 @@ def summarize(
 ) -> Any:
     """A JSON-safe copy of ``value`` with secret-named keys masked and strings cut to
     ``max_chars`` (the cut says how long the original was)."""
+    return _summary(value, max_chars, secret_keys)
+
+
+def _summary(value: Any, max_chars: int, secret_keys: frozenset[str]) -> Any:
+    # Positional recursion: every steering command's payload goes through here.
+    if isinstance(value, str):
+        return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
     if isinstance(value, dict):
         return {
-            str(k): MASK
-            if _is_secret(str(k), secret_keys)
-            else summarize(v, max_chars=max_chars, secret_keys=secret_keys)
+            str(k): MASK if _is_secret(str(k), secret_keys) else _summary(v, max_chars, secret_keys)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple | set | frozenset):
-        return [summarize(v, max_chars=max_chars, secret_keys=secret_keys) for v in value]
-    if isinstance(value, str):
-        return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
+        return [_summary(v, max_chars, secret_keys) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
-    return summarize(repr(value), max_chars=max_chars, secret_keys=secret_keys)
+    return _summary(repr(value), max_chars, secret_keys)
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents.errors import TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
+    EMPTY,
     TERMINAL_STEERING_EVENTS,
     EventTemplate,
     SteeringEvent,
@@ -56,21 +57,17 @@ class _Tracked:
     state: str
     info: RunInfo | None = None
     _events: EventTemplate[SteeringEvent] | None = None
-    _events_of: tuple[SteeringCommand, RunInfo | None] | None = None
+    _events_cmd: SteeringCommand | None = None  # what _events was made of
+    _events_info: RunInfo | None = None
 
     def events(self) -> EventTemplate[SteeringEvent]:
         """Builds this command's events with the fields they all share; made again when
         ``cmd`` (a transform) or ``info`` (the target resolved) is replaced."""
-        made_of = self._events_of
-        if (
-            self._events is None
-            or made_of is None
-            or made_of[0] is not self.cmd
-            or made_of[1] is not self.info
-        ):
-            self._events = _STEERING_EVENT.sharing(**_event_fields(self.cmd, self.info))
-            self._events_of = (self.cmd, self.info)
-        return self._events
+        made = self._events
+        if made is None or self._events_cmd is not self.cmd or self._events_info is not self.info:
+            made = self._events = _events_for(self.cmd, self.info)
+            self._events_cmd, self._events_info = self.cmd, self.info
+        return made
 
 
 class SteeringRouter:
@@ -189,10 +186,11 @@ class SteeringRouter:
     ) -> None:
         tracked = self._open(cmd.correlation_id)
         tracked.state = "delivered"
-        self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where)
+        # An empty report is the events' shared EMPTY: one dict less kept per event.
+        self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where or EMPTY)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._finish(self._open(cmd.correlation_id), "applied", affected=affected)
+        self._finish(self._open(cmd.correlation_id), "applied", affected=affected or EMPTY)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd.correlation_id), "failed", reason=reason)
@@ -361,7 +359,10 @@ class SteeringRouter:
         self.bus.publish(event)
         run_id = event.run_id
         if run_id is not None:
-            self._history.setdefault(run_id, []).append(event)
+            history = self._history.get(run_id)
+            if history is None:
+                history = self._history[run_id] = []
+            history.append(event)
         if type_ in TERMINAL_STEERING_EVENTS:
             cid = tracked.cmd.correlation_id
             tracked.state = type_.removeprefix("steering.")
@@ -369,7 +370,8 @@ class SteeringRouter:
             self._terminal[cid] = tracked.state
 
 
-def _event_fields(cmd: SteeringCommand, info: RunInfo | None) -> dict[str, Any]:
+def _events_for(cmd: SteeringCommand, info: RunInfo | None) -> EventTemplate[SteeringEvent]:
+    """The template of ``cmd``'s events: the fields they all share."""
     target = cmd.target
     task_id = target.task_id if isinstance(target, GraphTaskTarget) else None
     node_id = target.node if isinstance(target, GraphNodeTarget) else None
@@ -380,20 +382,20 @@ def _event_fields(cmd: SteeringCommand, info: RunInfo | None) -> dict[str, Any]:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
         task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    return {
-        "run_id": run_id,
-        "root_run_id": root_run_id,
-        "parent_run_id": parent_run_id,
-        "tenant_id": tenant_id,
-        "target": target,
-        "actor": cmd.actor,
-        "kind": cmd.kind,
-        "correlation_id": cmd.correlation_id,
-        "task_id": task_id,
-        "node_id": node_id,
-        "checkpoint_id": cmd.checkpoint_id,
-        "payload_summary": summarize(cmd.payload),
-    }
+    return _STEERING_EVENT.sharing(
+        run_id=run_id,
+        root_run_id=root_run_id,
+        parent_run_id=parent_run_id,
+        tenant_id=tenant_id,
+        target=target,
+        actor=cmd.actor,
+        kind=cmd.kind,
+        correlation_id=cmd.correlation_id,
+        task_id=task_id,
+        node_id=node_id,
+        checkpoint_id=cmd.checkpoint_id,
+        payload_summary=summarize(cmd.payload),
+    )
 
 
 def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
