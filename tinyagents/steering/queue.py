@@ -41,11 +41,10 @@ def order_key(cmd: SteeringCommand, depth: int) -> OrderKey:
     return (depth, -int(cmd.priority), cmd.created_at, cmd.correlation_id)
 
 
-@dataclass(slots=True)
-class _Entry:
-    key: OrderKey
-    cmd: SteeringCommand
-    alive: bool = True
+#: A queued command with its key. The heap compares keys only (they are unique: the correlation
+#: id is in them); an item is alive while ``_by_id`` maps its id to this very item, so dropping a
+#: command is a dict deletion and its item is skipped when it reaches the top of the heap.
+_Item = tuple[OrderKey, SteeringCommand]
 
 
 @dataclass(slots=True)
@@ -66,11 +65,9 @@ class SteeringQueue:
         self, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED
     ) -> None:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
-        #: (key, entry): keys are unique (the correlation id is in them), so the heap compares
-        #: plain tuples in C and never reaches the entry.
-        self._heap: list[tuple[OrderKey, _Entry]] = []
-        self._by_id: dict[str, _Entry] = {}
-        self._by_kind: dict[SteeringKind, dict[str, _Entry]] = {k: {} for k in _CONFLICT_KINDS}
+        self._heap: list[_Item] = []
+        self._by_id: dict[str, _Item] = {}
+        self._by_kind: dict[SteeringKind, dict[str, _Item]] = {k: {} for k in _CONFLICT_KINDS}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -79,7 +76,7 @@ class SteeringQueue:
         return correlation_id in self._by_id
 
     def pending(self) -> list[SteeringCommand]:
-        return [e.cmd for e in sorted(self._by_id.values(), key=lambda e: e.key)]
+        return [cmd for _, cmd in sorted(self._by_id.values())]
 
     # ------------------------------------------------------------------ put
 
@@ -88,40 +85,41 @@ class SteeringQueue:
             return PutOutcome(
                 queued=False, rejected=f"duplicate correlation id {cmd.correlation_id}"
             )
-        entry = _Entry(order_key(cmd, depth), cmd)
-        outcome = self._resolve_conflicts(entry)
+        outcome = self._resolve_conflicts(cmd)
         if outcome.queued:
-            heapq.heappush(self._heap, (entry.key, entry))
-            self._by_id[cmd.correlation_id] = entry
+            item = (order_key(cmd, depth), cmd)
+            heapq.heappush(self._heap, item)
+            self._by_id[cmd.correlation_id] = item
             same_kind = self._by_kind.get(cmd.kind)
             if same_kind is not None:
-                same_kind[cmd.correlation_id] = entry
+                same_kind[cmd.correlation_id] = item
         return outcome
 
-    def _resolve_conflicts(self, new: _Entry) -> PutOutcome:
-        kind = new.cmd.kind
-        cid = new.cmd.correlation_id
+    def _resolve_conflicts(self, new: SteeringCommand) -> PutOutcome:
+        kind = new.kind
         outcome = PutOutcome(queued=True)
         if kind is SteeringKind.CANCEL:
-            for old in [e for e in self._by_id.values() if e.cmd.kind is not SteeringKind.CANCEL]:
-                self._drop(old)
-                outcome.superseded.append((old.cmd, cid))
+            for _, old in list(self._by_id.values()):
+                if old.kind is not SteeringKind.CANCEL:
+                    self._forget(old)
+                    outcome.superseded.append((old, new.correlation_id))
             return outcome
-        cancel = next(iter(self._by_kind[SteeringKind.CANCEL].values()), None)
-        if cancel is not None:
+        cancels = self._by_kind[SteeringKind.CANCEL]
+        if cancels:
+            _, cancel = next(iter(cancels.values()))
             outcome.queued = False
-            outcome.superseded.append((new.cmd, cancel.cmd.correlation_id))
+            outcome.superseded.append((new, cancel.correlation_id))
             return outcome
         if kind is SteeringKind.REPLACE_INSTRUCTION:
-            for old in self._alive(SteeringKind.REPLACE_INSTRUCTION):
+            for old in self._pending(SteeringKind.REPLACE_INSTRUCTION):
                 loser, winner = (old, new) if _age(old) < _age(new) else (new, old)
                 self._lose(loser, winner, outcome)
         elif kind is SteeringKind.REDIRECT:
-            for old in self._alive(SteeringKind.REDIRECT):
+            for old in self._pending(SteeringKind.REDIRECT):
                 if self.redirect_conflict is RedirectConflict.ERROR:
                     outcome.queued = False
                     outcome.rejected = (
-                        f"a redirect ({old.cmd.correlation_id}) is already pending for this "
+                        f"a redirect ({old.correlation_id}) is already pending for this "
                         "target and redirect_conflict is 'error'"
                     )
                     return outcome
@@ -132,19 +130,16 @@ class SteeringQueue:
                     self._lose(loser, winner, outcome)
         return outcome
 
-    def _lose(self, loser: _Entry, winner: _Entry, outcome: PutOutcome) -> None:
-        if loser.cmd.correlation_id in self._by_id:
-            self._drop(loser)
+    def _lose(self, loser: SteeringCommand, winner: SteeringCommand, outcome: PutOutcome) -> None:
+        if loser.correlation_id in self._by_id:
+            self._forget(loser)
         else:
             outcome.queued = False
-        outcome.superseded.append((loser.cmd, winner.cmd.correlation_id))
+        outcome.superseded.append((loser, winner.correlation_id))
 
-    def _alive(self, kind: SteeringKind) -> list[_Entry]:
-        return list(self._by_kind[kind].values())
-
-    def _drop(self, entry: _Entry) -> None:
-        entry.alive = False
-        self._forget(entry.cmd)
+    def _pending(self, kind: SteeringKind) -> list[SteeringCommand]:
+        """The queued commands of a conflict kind (a copy: the caller may drop some)."""
+        return [cmd for _, cmd in self._by_kind[kind].values()]
 
     def _forget(self, cmd: SteeringCommand) -> None:
         del self._by_id[cmd.correlation_id]
@@ -165,23 +160,24 @@ class SteeringQueue:
         if not self._by_id:
             return []
         ready: list[SteeringCommand] = []
-        keep: list[tuple[OrderKey, _Entry]] = []
+        keep: list[_Item] = []
         heap = self._heap
+        by_id = self._by_id
         while heap:
             item = heapq.heappop(heap)
-            entry = item[1]
-            if not entry.alive:
-                continue
-            if _deliverable(entry.cmd, boundary, final, paused):
-                ready.append(entry.cmd)
-                self._forget(entry.cmd)
+            cmd = item[1]
+            if by_id.get(cmd.correlation_id) is not item:
+                continue  # dropped (superseded) while queued
+            if _deliverable(cmd, boundary, final, paused):
+                ready.append(cmd)
+                self._forget(cmd)
             else:
                 keep.append(item)
-        self._heap = keep  # popped in order, so already a valid heap
+        heap.extend(keep)  # popped in order, so already a valid heap
         return ready
 
     def has_ready(self, boundary: Boundary, *, final: bool = False, paused: bool = False) -> bool:
-        return any(_deliverable(e.cmd, boundary, final, paused) for e in self._by_id.values())
+        return any(_deliverable(cmd, boundary, final, paused) for _, cmd in self._by_id.values())
 
     def drain(self) -> list[SteeringCommand]:
         """Remove and return everything still pending, in order."""
@@ -206,10 +202,10 @@ def _deliverable(cmd: SteeringCommand, boundary: Boundary, final: bool, paused: 
     return boundary is Boundary.AFTER_TOOL_RESULT
 
 
-def _age(entry: _Entry) -> tuple[datetime, str]:
-    return (entry.cmd.created_at, entry.cmd.correlation_id)
+def _age(cmd: SteeringCommand) -> tuple[datetime, str]:
+    return (cmd.created_at, cmd.correlation_id)
 
 
-def _rank(entry: _Entry) -> tuple[int, datetime, str]:
+def _rank(cmd: SteeringCommand) -> tuple[int, datetime, str]:
     """Smaller is stronger: higher priority, then older, then correlation id."""
-    return (-int(entry.cmd.priority), entry.cmd.created_at, entry.cmd.correlation_id)
+    return (-int(cmd.priority), cmd.created_at, cmd.correlation_id)
