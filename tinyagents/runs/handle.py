@@ -8,6 +8,7 @@ audited exactly like a command from anyone else.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +17,7 @@ from tinyagents.errors import SteeringRejected
 from tinyagents.runs.info import RunInfo, RunStatus
 from tinyagents.steering.commands import (
     AnyActor,
+    HumanActor,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -72,6 +74,17 @@ class RunDriver:
         return None
 
 
+#: The driver of a run whose execution layer has no hooks: stateless, so every such run shares it.
+_IDLE_DRIVER = RunDriver()
+
+
+@functools.lru_cache(maxsize=1024)
+def _local_operator(tenant_id: str) -> HumanActor:
+    """The actor of a handle's own control methods, one per tenant (actors are frozen): a
+    runtime with thousands of idle runs does not hold thousands of copies."""
+    return SteeringActor.human("local-operator", tenant_id=tenant_id, scopes=["agent:control"])
+
+
 class RunHandle:
     """A running (or finished) run. Created by the runtime; ``await handle.result()`` waits."""
 
@@ -79,18 +92,16 @@ class RunHandle:
         self, info: RunInfo, *, submitter: Submitter, driver: RunDriver | None = None
     ) -> None:
         self.info = info
-        self.driver = driver or RunDriver()
+        self.driver = driver or _IDLE_DRIVER
         self._submitter = submitter
-        self._done = asyncio.Event()
-        self._result: RunResult | None = None
+        self._result: RunResult | None = None  # set when the run ends: it is done
+        self._ended: asyncio.Event | None = None  # made by the first result() that waits
         self.task: asyncio.Task[Any] | None = None
         self.inbox: Inbox  # attached by the router when the run is registered
         #: Policies that apply to commands for this run only (after the runtime's pipeline),
         #: e.g. the steering hooks of the agent's middleware.
         self.policies: list[Policy] = []
-        self.default_actor: AnyActor = SteeringActor.human(
-            "local-operator", tenant_id=info.tenant_id, scopes=["agent:control"]
-        )
+        self.default_actor: AnyActor = _local_operator(info.tenant_id)
 
     @property
     def run_id(self) -> str:
@@ -102,7 +113,7 @@ class RunHandle:
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._result is not None
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.run_id} {self.info.kind} {self.status.value}>"
@@ -165,20 +176,24 @@ class RunHandle:
 
     async def result(self) -> RunResult:
         """Wait for the run to end and return how it ended (never raises for the run's error)."""
-        await self._done.wait()
-        assert self._result is not None
+        while self._result is None:  # again if it was reopened before this waiter woke
+            if self._ended is None:
+                self._ended = asyncio.Event()
+            await self._ended.wait()
         return self._result
 
     def finish(self, result: RunResult) -> None:
         """Called once by the execution layer when the run ends."""
         self.info.status = result.status
         self._result = result
-        self._done.set()
+        if self._ended is not None:
+            self._ended.set()
 
     def reopen(self) -> None:
         """The run takes another turn after it had finished (END_OF_TURN steering)."""
         self._result = None
-        self._done.clear()
+        if self._ended is not None:
+            self._ended.clear()
         self.info.status = RunStatus.RUNNING
 
 

@@ -39,6 +39,10 @@ _FINISHED = frozenset(
 )
 
 
+#: The default limits, shared by every run given none (``RunLimits`` is frozen).
+_NO_LIMITS = RunLimits()
+
+
 @dataclass(slots=True, kw_only=True)
 class RunInfo:
     """Identity and live state of one run (agent loop or graph run).
@@ -59,7 +63,7 @@ class RunInfo:
     kind: Literal["agent", "graph"] = "agent"
     tools: frozenset[str] | None = None
     models: tuple[str, ...] | None = None
-    limits: RunLimits = field(default_factory=RunLimits)
+    limits: RunLimits = _NO_LIMITS
     usage: RunUsage = field(default_factory=RunUsage)
     status: RunStatus = RunStatus.RUNNING
     created_at: datetime = field(default_factory=_clock.now)

@@ -30,11 +30,10 @@ class RunTree:
 
     def __init__(self) -> None:
         self._infos: dict[str, RunInfo] = {}
-        self._children: dict[str, list[str]] = {}
+        self._children: dict[str, list[str]] = {}  # only runs that have children
 
     def add(self, info: RunInfo) -> None:
         self._infos[info.run_id] = info
-        self._children.setdefault(info.run_id, [])
         if info.parent_run_id is not None:
             self._children.setdefault(info.parent_run_id, []).append(info.run_id)
 

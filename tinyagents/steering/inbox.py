@@ -33,7 +33,11 @@ class Inbox:
         self.paused = False
         self._router = router
         self._handle = handle
-        self._signal = asyncio.Event()
+        #: A command was queued since the signal was last cleared. The event a parked run waits
+        #: on is made by its first ``wait``: most runs never park, and a runtime may hold
+        #: thousands of them.
+        self._signalled = False
+        self._signal: asyncio.Event | None = None
 
     def __len__(self) -> int:
         return len(self.queue)
@@ -41,7 +45,9 @@ class Inbox:
     def put(self, cmd: SteeringCommand) -> PutOutcome:
         outcome = self.queue.put_nowait(cmd, self._handle.info.depth)
         if outcome.queued:
-            self._signal.set()
+            self._signalled = True
+            if self._signal is not None:
+                self._signal.set()
             self._handle.driver.wake()
         return outcome
 
@@ -68,11 +74,16 @@ class Inbox:
 
     async def wait(self) -> None:
         """Wait until a command is queued (used while paused)."""
-        await self._signal.wait()
-        self._signal.clear()
+        if not self._signalled:
+            if self._signal is None:
+                self._signal = asyncio.Event()
+            await self._signal.wait()
+        self.clear_signal()
 
     def clear_signal(self) -> None:
-        self._signal.clear()
+        self._signalled = False
+        if self._signal is not None:
+            self._signal.clear()
 
     def close(self, reason: str = LATE) -> None:
         """The run will reach no more boundaries: fail whatever is still pending."""
