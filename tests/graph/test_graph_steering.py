@@ -480,7 +480,7 @@ async def test_start_graph_on_a_busy_thread_is_thread_busy_and_registers_nothing
     [
         ("first_accepted", ["a", "c"], ["steering.applied", "steering.superseded"]),
         ("highest_priority", ["a", "d"], ["steering.superseded", "steering.applied"]),
-        ("error", ["a", "c"], ["steering.applied", "steering.failed"]),
+        ("error", ["a", "c"], ["steering.applied", "steering.rejected"]),
     ],
 )
 async def test_redirect_conflict_of_the_compiled_graph_decides_between_redirects(
@@ -502,8 +502,12 @@ async def test_redirect_conflict_of_the_compiled_graph_decides_between_redirects
     target = SteeringTarget.graph_node(handle.run_id, "b")
     to_c = command(target, SteeringKind.REDIRECT, {"goto": "c"})
     to_d = command(target, SteeringKind.REDIRECT, {"goto": "d"}, priority=SteeringPriority.HIGH)
-    for cmd in (to_c, to_d):
-        assert (await rt.submit(cmd)).status == "accepted"
+    receipts = [await rt.submit(cmd) for cmd in (to_c, to_d)]
+    # Under 'error' the queue refuses the second redirect before it is accepted.
+    assert [r.status for r in receipts] == [
+        "accepted",
+        "rejected" if policy == "error" else "accepted",
+    ]
     gate.set()
     assert (await handle.result()).output["log"] == log
     assert [await settled(waiter, c.correlation_id) for c in (to_c, to_d)] == outcomes

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import reduce
 
 import pytest
-from steerkit import MakeRun, apply_ready, make_command
+from steerkit import MakeRun, apply_ready, make_command, start_run
 
 from tinyagents.runs.handle import RunDriver, RunHandle
 from tinyagents.runtime import Runtime
@@ -21,6 +22,7 @@ from tinyagents.steering.commands import (
 )
 from tinyagents.steering.conflicts import RedirectConflict, narrow_models, narrow_tools
 from tinyagents.steering.queue import Boundary, SteeringQueue, order_key
+from tinyagents.store.memory import MemoryStore
 from tinyagents.testkit.clock import EPOCH
 from tinyagents.testkit.recorder import EventRecorder
 
@@ -249,9 +251,24 @@ def test_redirect_error_refuses_the_newcomer() -> None:
     assert ids(q.pending()) == ["first"]
 
 
+def test_conflict_says_what_put_would_refuse_and_changes_nothing() -> None:
+    q = SteeringQueue(redirect_conflict=RedirectConflict.ERROR)
+    assert q.conflict(cmd(K.REDIRECT, cid="first")) is None
+    q.put_nowait(cmd(K.REDIRECT, cid="first"))
+    reason = q.conflict(cmd(K.REDIRECT, cid="second"))
+    assert reason is not None and "first" in reason
+    assert q.conflict(cmd(K.REDIRECT, cid="first")) == "duplicate correlation id first"
+    assert q.conflict(cmd(cid="other")) is None  # only redirects conflict this way
+    assert ids(q.pending()) == ["first"]
+    q.put_nowait(cmd(K.CANCEL, cid="stop"))  # supersedes the first redirect …
+    q.put_nowait(cmd(K.REDIRECT, cid="again"))  # … and the next (superseded, not refused)
+    assert q.conflict(cmd(K.REDIRECT, cid="again-2")) is None
+    assert not SteeringQueue(redirect_conflict="first_accepted").conflict(cmd(K.REDIRECT))
+
+
 @pytest.mark.parametrize(
     ("policy", "loser_state"),
-    [("first_accepted", "superseded"), ("highest_priority", "superseded"), ("error", "failed")],
+    [("first_accepted", "superseded"), ("highest_priority", "superseded"), ("error", "rejected")],
 )
 async def test_redirect_conflict_through_the_router(
     rt: Runtime,
@@ -265,12 +282,71 @@ async def test_redirect_conflict_through_the_router(
     second = await rt.submit(make_command("r-1", K.REDIRECT, {"goto": "b"}))
     assert recorder.terminal_state(second.correlation_id) == loser_state
     last = recorder.steering(second.correlation_id)[-1]
-    if loser_state == "failed":
+    if loser_state == "rejected":
         assert last.policy_id == "queue"
         assert last.reason is not None and "redirect_conflict is 'error'" in last.reason
     else:
         assert last.superseded_by == first.correlation_id
     assert ids(apply_ready(handle)) == [first.correlation_id]
+    recorder.assert_every_command_terminal()
+
+
+class _CommandLog(MemoryStore):
+    """A store that remembers every state a command was written in; with ``hold`` set, each
+    write of an accepted command waits at that barrier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[str, str]] = []
+        self.hold: asyncio.Barrier | None = None
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+        self.writes.append((cmd.correlation_id, state))
+        if state == "accepted" and self.hold is not None:
+            await self.hold.wait()
+        await super().append_command(cmd, state=state, run_id=run_id)
+
+
+async def test_a_redirect_refused_by_the_queue_is_rejected_not_accepted(
+    recorder: EventRecorder,
+) -> None:
+    log = _CommandLog()
+    async with Runtime(store=log, testing=True, sinks=[recorder]) as rt:
+        handle = await start_run(rt, "r-1", redirect_conflict=RedirectConflict.ERROR)
+        first = await rt.submit(make_command("r-1", K.REDIRECT, {"goto": "a"}))
+        second = await rt.submit(make_command("r-1", K.REDIRECT, {"goto": "b"}))
+        assert first.accepted
+        assert (second.status, second.policy_id, second.run_id) == (
+            ReceiptStatus.REJECTED,
+            "queue",
+            "r-1",
+        )
+        assert second.reason is not None and first.correlation_id in second.reason
+        assert [e.type for e in recorder.steering(second.correlation_id)] == [
+            "steering.requested",
+            "steering.rejected",
+        ]
+        assert [s for c, s in log.writes if c == second.correlation_id] == ["rejected"]
+        assert ids(apply_ready(handle)) == [first.correlation_id]
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_redirect_that_conflicts_only_after_the_store_write_fails_at_the_queue(
+    recorder: EventRecorder,
+) -> None:
+    # Both pass the check while neither is queued yet; whichever reaches the queue second is
+    # refused there with its accepted state already durable, so it fails (the rare fallback).
+    log = _CommandLog()
+    async with Runtime(store=log, testing=True, sinks=[recorder]) as rt:
+        handle = await start_run(rt, "r-1", redirect_conflict=RedirectConflict.ERROR)
+        log.hold = asyncio.Barrier(2)  # both are past the check before either is queued
+        receipts = await asyncio.gather(
+            *(rt.submit(make_command("r-1", K.REDIRECT, {"goto": g})) for g in ("a", "b"))
+        )
+        assert all(r.accepted for r in receipts)
+        (lost,) = [r for r in receipts if recorder.terminal_state(r.correlation_id) == "failed"]
+        assert recorder.steering(lost.correlation_id)[-1].policy_id == "queue"
+        assert ids(apply_ready(handle)) == [r.correlation_id for r in receipts if r is not lost]
     recorder.assert_every_command_terminal()
 
 

@@ -42,6 +42,10 @@ class Inbox:
     def __len__(self) -> int:
         return len(self.queue)
 
+    def conflict(self, cmd: SteeringCommand) -> str | None:
+        """Why the queue would refuse ``cmd`` outright, or None (see ``SteeringQueue.conflict``)."""
+        return self.queue.conflict(cmd)
+
     def put(self, cmd: SteeringCommand) -> PutOutcome:
         outcome = self.queue.put_nowait(cmd, self._handle.info.depth)
         if outcome.queued:

@@ -80,11 +80,33 @@ class SteeringQueue:
 
     # ------------------------------------------------------------------ put
 
-    def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
+    def conflict(self, cmd: SteeringCommand) -> str | None:
+        """Why ``put_nowait`` would refuse ``cmd`` outright, or None; changes nothing.
+
+        Refused are a correlation id already queued and, under ``redirect_conflict='error'``, a
+        redirect while another is pending (unless a pending cancel supersedes it first). The
+        router asks before it accepts a command, so such a command is rejected, not accepted.
+        """
         if cmd.correlation_id in self._by_id:
-            return PutOutcome(
-                queued=False, rejected=f"duplicate correlation id {cmd.correlation_id}"
+            return f"duplicate correlation id {cmd.correlation_id}"
+        redirects = self._by_kind[SteeringKind.REDIRECT]
+        if (
+            cmd.kind is SteeringKind.REDIRECT
+            and redirects
+            and self.redirect_conflict is RedirectConflict.ERROR
+            and not self._by_kind[SteeringKind.CANCEL]
+        ):
+            _, pending = next(iter(redirects.values()))
+            return (
+                f"a redirect ({pending.correlation_id}) is already pending for this target "
+                "and redirect_conflict is 'error'"
             )
+        return None
+
+    def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
+        refused = self.conflict(cmd)
+        if refused is not None:
+            return PutOutcome(queued=False, rejected=refused)
         outcome = self._resolve_conflicts(cmd)
         if outcome.queued:
             item = (order_key(cmd, depth), cmd)
@@ -114,15 +136,8 @@ class SteeringQueue:
             for old in self._pending(SteeringKind.REPLACE_INSTRUCTION):
                 loser, winner = (old, new) if _age(old) < _age(new) else (new, old)
                 self._lose(loser, winner, outcome)
-        elif kind is SteeringKind.REDIRECT:
+        elif kind is SteeringKind.REDIRECT:  # under 'error', conflict() refused it already
             for old in self._pending(SteeringKind.REDIRECT):
-                if self.redirect_conflict is RedirectConflict.ERROR:
-                    outcome.queued = False
-                    outcome.rejected = (
-                        f"a redirect ({old.correlation_id}) is already pending for this "
-                        "target and redirect_conflict is 'error'"
-                    )
-                    return outcome
                 if self.redirect_conflict is RedirectConflict.FIRST_ACCEPTED:
                     self._lose(new, old, outcome)
                 else:

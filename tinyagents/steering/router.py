@@ -284,6 +284,11 @@ class SteeringRouter:
     ) -> SteeringReceipt:
         original = tracked.cmd
         tracked.cmd = decision.command
+        refused = handle.inbox.conflict(tracked.cmd)
+        if refused is not None:
+            # The target's queue would refuse it (a second redirect under
+            # redirect_conflict='error'): a rejection, before anything says it was accepted.
+            return await self._reject(tracked, refused, "queue")
         if self.store is not None:
             # Durable before the receipt: an accepted command survives a crash from here on.
             await self.store.append_command(tracked.cmd, state="accepted", run_id=handle.run_id)
@@ -306,6 +311,7 @@ class SteeringRouter:
         for loser, winner in outcome.superseded:
             self._finish(self._open(loser.correlation_id), "superseded", superseded_by=winner)
         if outcome.rejected is not None:
+            # _accept checked for this; the queue changed while the store was being written.
             self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
         elif outcome.queued and cmd.delivery == "immediate":
             handle.driver.interrupt_now(cmd)
