@@ -144,3 +144,97 @@ async def test_accepted_steering_survives_a_sigkill_and_is_applied_after_restart
     # applied at the first boundary after the restart, through the append reducer
     assert outcome["log"] == ["start", "steered", "slow", "done"]
     assert outcome["steering"][correlation_id] == "steering.applied"
+
+
+STEER_CRASH_WORKER = Path(__file__).with_name("graph_steer_crash_worker.py")
+
+
+async def run_steered_worker(
+    store: Path, db: Path, thread: str, run_no: int, kill_after: float | None
+) -> tuple[bool, list[str]]:
+    """Run the steered worker (quiet when not killed); (finished, correlation ids accepted)."""
+    args = [str(store), str(db), thread, str(run_no)] + ([] if kill_after else ["quiet"])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(STEER_CRASH_WORKER),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(WORKER.parent)},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert await proc.stdout.readline() == b"ready\n"
+    lines: list[str] = []
+
+    async def read_lines() -> None:  # line by line: nothing read is lost when cancelled
+        assert proc.stdout is not None
+        async for line in proc.stdout:
+            if line.endswith(b"\n"):  # a line cut short by the kill reports nothing
+                lines.append(line.decode()[:-1])
+
+    killed = False
+    try:
+        async with asyncio.timeout(kill_after):
+            await read_lines()
+    except TimeoutError:
+        proc.kill()
+        killed = True
+        await read_lines()  # what it printed before it died
+    errors = await proc.stderr.read()
+    assert await proc.wait() == 0 or killed, errors.decode()
+    accepted = [line.split()[1] for line in lines if line.startswith("accepted ")]
+    return lines[-1:] == ["completed"], accepted
+
+
+@pytest.mark.slow
+async def test_sigkill_while_steering_loses_no_command_and_applies_none_twice(
+    tmp_path: Path,
+) -> None:
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    threads, accepted = ["t0"], []
+    kills = run_no = 0
+    while kills < KILLS:
+        finished, got = await run_steered_worker(
+            store, db, threads[-1], run_no, rng.uniform(0.0, 0.08)
+        )
+        accepted += got
+        if finished:
+            threads.append(f"t{len(threads)}")
+        else:
+            kills += 1
+        run_no += 1
+    for thread in threads:  # every thread once more, without steering or kills
+        finished, _ = await run_steered_worker(store, db, thread, run_no, None)
+        assert finished, f"seed={seed} thread={thread}"
+        run_no += 1
+
+    applied_in_log: list[str] = []
+    async with SqliteCheckpointer(db) as cp:
+        graph = build(cp)
+        for thread in threads:
+            log = (await graph.get_state(thread)).values["log"]
+            assert [e for e in log if not e.startswith("steer:")] == expected_log(), (
+                f"seed={seed} thread={thread}"
+            )
+            applied_in_log += [e.removeprefix("steer:") for e in log if e.startswith("steer:")]
+    assert len(applied_in_log) == len(set(applied_in_log)), f"seed={seed}: applied twice"
+
+    from tinyagents.store.base import open_store
+
+    log_store = open_store(f"sqlite:///{store}")
+    await log_store.open()
+    try:
+        assert await log_store.open_commands() == [], f"seed={seed}: commands left open"
+        for cid in applied_in_log:  # in the state: the steering log says applied
+            stored = await log_store.get_command(cid)
+            assert stored is not None and stored.state == "applied", f"seed={seed} {cid}"
+        for cid in accepted:  # accepted: applied (and in the state) or failed (and not)
+            stored = await log_store.get_command(cid)
+            assert stored is not None, f"seed={seed} {cid}"
+            assert stored.state in ("applied", "failed"), f"seed={seed} {cid} {stored.state}"
+            assert (stored.state == "applied") == (cid in applied_in_log), f"seed={seed} {cid}"
+    finally:
+        await log_store.close()
+    assert kills >= 20 and len(accepted) > 0
