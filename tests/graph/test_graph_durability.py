@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
-from tinyagents.graph import END, START, StateGraph
+from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.steering.commands import (
     SteeringActor,
     SteeringCommand,
@@ -141,3 +141,33 @@ async def test_a_finished_thread_started_again_is_a_new_run(tmp_path: Path) -> N
         result = await second.result()
     assert second.run_id != first.run_id
     assert result.output is not None and result.output["log"][-3:] == ["two", "a", "b"]
+
+
+async def test_answer_to_a_run_at_rest_waits_in_the_store_for_the_next_process(
+    tmp_path: Path,
+) -> None:
+    def ask(state: State) -> dict[str, Any]:
+        return {"log": [f"ask:{interrupt('which invoice?')}"]}
+
+    def asking(cp: SqliteCheckpointer) -> Any:
+        graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask")
+        return graph.add_edge("ask", END).compile(checkpointer=cp)
+
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    async with Runtime(store=url, testing=True) as rt, SqliteCheckpointer(db) as cp:
+        paused = await asking(cp).run({}, thread_id="t", runtime=rt)  # returns on the interrupt
+        [run] = [i for i in rt.runs.list() if i.kind == "graph" and i.task_id is None]
+        answer = SteeringCommand(
+            target=SteeringTarget.graph_task(run.run_id, paused.interrupts[0].task_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.PROVIDE_CONTEXT,
+            payload={"value": 1042},
+        )
+        assert (await rt.submit(answer)).status == "accepted"  # nothing runs the thread now
+    assert await open_commands(url) == [answer.correlation_id]
+
+    async with Runtime(store=url, testing=True) as rt, SqliteCheckpointer(db) as cp:
+        result = await asking(cp).run(None, thread_id="t", runtime=rt)
+        assert result.status == "completed" and result.state["log"] == ["ask:1042"]
+        assert rt.steering_history(run.run_id)[-1].type == "steering.applied"
+    assert await open_commands(url) == []
