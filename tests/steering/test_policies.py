@@ -30,7 +30,13 @@ from tinyagents.steering.policies import (
     default_pipeline,
     default_policies,
 )
-from tinyagents.steering.policy import CallNext, Decision, PolicyContext, PolicyPipeline
+from tinyagents.steering.policy import (
+    CallNext,
+    CheckPolicy,
+    Decision,
+    PolicyContext,
+    PolicyPipeline,
+)
 from tinyagents.testkit import FakeClock, use_clock
 from tinyagents.testkit.recorder import EventRecorder
 
@@ -561,6 +567,87 @@ async def test_a_transform_keeps_the_commands_identity(
     assert accepted.transformed_by == "shout"
     assert accepted.original_payload_summary == {"text": "quiet please"}
     recorder.assert_lifecycle(cmd.correlation_id, ["requested", "accepted", "delivered", "applied"])
+
+
+class NoShouting(CheckPolicy):
+    """A check: rejects upper-case text; the pipeline runs it inline."""
+
+    policy_id = "no-shouting"
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        text = cmd.text
+        return "no shouting" if text is not None and text.isupper() else None
+
+
+class Verdicts:
+    """An ordinary policy that records the verdict of everything after it."""
+
+    policy_id = "verdicts"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        decision = await call_next(cmd)
+        self.seen.append((decision.status, decision.policy_id))
+        return decision
+
+
+async def test_check_policies_run_inline_and_decide_like_any_policy(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    verdicts = Verdicts()
+    rt.router.pipeline.insert(verdicts, after="authority").insert(NoShouting())
+    await make_run("r-1")
+    shouted = await rt.submit(make_command("r-1", payload={"text": "STOP"}))
+    spoken = await rt.submit(make_command("r-1", payload={"text": "stop"}))
+    assert (shouted.status, shouted.policy_id) == (ReceiptStatus.REJECTED, "no-shouting")
+    assert spoken.accepted
+    assert verdicts.seen == [("reject", "no-shouting"), ("accept", "default")]
+
+
+async def test_a_check_policy_called_directly_checks_then_calls_next() -> None:
+    tree = RunTree()
+    info = RunInfo(run_id="r-1")
+    tree.add(info)
+    ctx = PolicyContext(target=info, tree=tree)
+    passed: list[SteeringCommand] = []
+
+    async def call_next(cmd: SteeringCommand) -> Decision:
+        passed.append(cmd)
+        return Decision.accept(cmd, "end")
+
+    quiet = make_command("r-1", payload={"text": "stop"})
+    assert (await NoShouting()(quiet, ctx, call_next)).status == "accept"
+    loud = make_command("r-1", payload={"text": "STOP"})
+    assert (await NoShouting()(loud, ctx, call_next)).reason == "no shouting"
+    assert passed == [quiet]
+
+
+class ShoutingCheck(NoShouting):
+    """Overrides ``__call__`` to transform: no longer run inline."""
+
+    policy_id = "shouting-check"
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        return await call_next(cmd.model_copy(update={"payload": {"text": "HELLO"}}))
+
+
+async def test_a_check_policy_that_overrides_call_is_called_like_any_policy(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    assert NoShouting.inline and not ShoutingCheck.inline
+    assert BudgetPolicy().inline and not BudgetPolicy(clamp=True).inline
+    handle = await make_run("r-1")
+    rt.router.pipeline.insert(ShoutingCheck(), before="payload")
+    cmd = make_command("r-1", payload={"text": "hello"})
+    assert (await rt.submit(cmd)).accepted
+    assert [c.payload for c in apply_ready(handle)] == [{"text": "HELLO"}]
+    assert recorder.steering(cmd.correlation_id)[1].transformed_by == "shouting-check"
 
 
 class Hold:

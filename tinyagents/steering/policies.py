@@ -14,7 +14,14 @@ from tinyagents.steering.commands import (
     SteeringKind,
     TestActor,
 )
-from tinyagents.steering.policy import CallNext, Decision, Policy, PolicyContext, PolicyPipeline
+from tinyagents.steering.policy import (
+    CallNext,
+    CheckPolicy,
+    Decision,
+    Policy,
+    PolicyContext,
+    PolicyPipeline,
+)
 
 CONTROL_SCOPE = "agent:control"
 DEFAULT_MAX_TEXT_BYTES = 16 * 1024
@@ -25,18 +32,10 @@ def not_found(cmd: SteeringCommand) -> str:
     return f"not found: {cmd.target.describe()}"
 
 
-class AuthorityPolicy:
+class AuthorityPolicy(CheckPolicy):
     """Who may steer whom (DESIGN.md, policy pipeline)."""
 
     policy_id = "authority"
-
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
-        reason = self.check(cmd, ctx)
-        if reason is not None:
-            return Decision.reject(cmd, reason, self.policy_id)
-        return await call_next(cmd)
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         actor, target = cmd.actor, ctx.target
@@ -88,14 +87,12 @@ class AuthorityPolicy:
         return f"forbidden: unknown actor type {actor.type!r}"
 
 
-class AllowlistPolicy:
+class AllowlistPolicy(CheckPolicy):
     """Tools and models can only narrow: a command naming anything the run lacks is rejected."""
 
     policy_id = "allowlist"
 
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         target = ctx.target
         extra: list[str] = []
         what = ""
@@ -106,58 +103,69 @@ class AllowlistPolicy:
             extra = [m for m in cmd.payload["models"] if m not in target.models]
             what = "models"
         if extra:
-            return Decision.reject(
-                cmd,
+            return (
                 f"{cmd.kind.value} would widen the {what} of run {target.run_id} with {extra}; "
                 f"allowed now: {sorted(target.tools or ()) if what == 'tools' else list(target.models or ())}"
-                " — steering can only narrow",
-                self.policy_id,
+                " — steering can only narrow"
             )
-        return await call_next(cmd)
+        return None
 
 
-class BudgetPolicy:
+class BudgetPolicy(CheckPolicy):
     """A child's limits never exceed what its parent has left.
 
-    By default an over-large ``update_budget`` is rejected; with ``clamp=True`` it is transformed
-    down to the parent's remaining budget instead (the event records both).
+    By default an over-large ``update_budget`` is rejected (a check); with ``clamp=True`` it is
+    transformed down to the parent's remaining budget instead (the event records both).
     """
 
     policy_id = "budget"
 
     def __init__(self, *, clamp: bool = False) -> None:
         self.clamp = clamp
+        self.inline = not clamp  # a clamp transforms the command: it needs call_next
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        for name, wanted, _, parent, left, used in _excess(cmd, ctx):
+            return (
+                f"update_budget {name}={wanted} exceeds what parent run {parent} "
+                f"has left ({left}; the child already used {used})"
+            )
+        return None
 
     async def __call__(
         self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
     ) -> Decision:
-        if cmd.kind is not SteeringKind.UPDATE_BUDGET or ctx.target.parent_run_id is None:
-            return await call_next(cmd)
-        parent = ctx.tree.get(ctx.target.parent_run_id)
-        if parent is None:
-            return await call_next(cmd)
-        parent_left = parent.remaining()
-        used = _used(ctx)
-        clamped: dict[str, Any] = {}
-        for name in BUDGET_FIELDS:
-            wanted = cmd.payload.get(name)
-            left = parent_left[name]
-            if wanted is None or left is None:
-                continue
-            ceiling = used[name] + left
-            if wanted > ceiling:
-                if not self.clamp:
-                    return Decision.reject(
-                        cmd,
-                        f"update_budget {name}={wanted} exceeds what parent run {parent.run_id} "
-                        f"has left ({left}; the child already used {used[name]})",
-                        self.policy_id,
-                    )
-                clamped[name] = ceiling
+        if not self.clamp:
+            return await super().__call__(cmd, ctx, call_next)
+        clamped = {name: ceiling for name, _, ceiling, *_ in _excess(cmd, ctx)}
         if clamped:
             payload = {**cmd.payload, **clamped}
             return await call_next(cmd.model_copy(update={"payload": payload}))
         return await call_next(cmd)
+
+
+def _excess(
+    cmd: SteeringCommand, ctx: PolicyContext
+) -> list[tuple[str, float, float, str, float | int, float]]:
+    """The limits an ``update_budget`` for a child sets above what its parent has left, as
+    (name, wanted, ceiling, parent run id, parent's remaining, child's usage)."""
+    if cmd.kind is not SteeringKind.UPDATE_BUDGET or ctx.target.parent_run_id is None:
+        return []
+    parent = ctx.tree.get(ctx.target.parent_run_id)
+    if parent is None:
+        return []
+    parent_left = parent.remaining()
+    used = _used(ctx)
+    excess = []
+    for name in BUDGET_FIELDS:
+        wanted = cmd.payload.get(name)
+        left = parent_left[name]
+        if wanted is None or left is None:
+            continue
+        ceiling = used[name] + left
+        if wanted > ceiling:
+            excess.append((name, wanted, ceiling, parent.run_id, left, used[name]))
+    return excess
 
 
 def _used(ctx: PolicyContext) -> dict[str, float]:
@@ -175,35 +183,27 @@ def _used(ctx: PolicyContext) -> dict[str, float]:
     }
 
 
-class StalenessPolicy:
+class StalenessPolicy(CheckPolicy):
     """A command naming a checkpoint that is not the thread's latest is rejected, unless it
     asks for a fork (it is then applied on a new thread forked from that checkpoint)."""
 
     policy_id = "staleness"
 
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         if cmd.checkpoint_id is None or cmd.fork:
-            return await call_next(cmd)
+            return None
         latest = ctx.latest_checkpoint_id
         if latest is None:
-            return Decision.reject(
-                cmd,
-                f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints",
-                self.policy_id,
-            )
+            return f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints"
         if cmd.checkpoint_id != latest:
-            return Decision.reject(
-                cmd,
+            return (
                 f"stale checkpoint {cmd.checkpoint_id}: the latest is {latest}; resend against "
-                "the latest checkpoint, or set fork=True to apply it on a fork",
-                self.policy_id,
+                "the latest checkpoint, or set fork=True to apply it on a fork"
             )
-        return await call_next(cmd)
+        return None
 
 
-class PayloadPolicy:
+class PayloadPolicy(CheckPolicy):
     """Bounds the text a command may carry (default 16 KiB, counted in UTF-8 bytes)."""
 
     policy_id = "payload"
@@ -211,18 +211,14 @@ class PayloadPolicy:
     def __init__(self, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         self.max_text_bytes = max_text_bytes
 
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         size = text_bytes(cmd.payload)
         if size > self.max_text_bytes:
-            return Decision.reject(
-                cmd,
+            return (
                 f"payload too large: {size} bytes of text > {self.max_text_bytes}; send a "
-                "summary or a reference instead",
-                self.policy_id,
+                "summary or a reference instead"
             )
-        return await call_next(cmd)
+        return None
 
 
 def text_bytes(value: Any) -> int:

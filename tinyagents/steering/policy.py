@@ -3,6 +3,8 @@
 A policy is ``async (cmd, ctx, call_next) -> Decision``. It passes a command on with
 ``await call_next(cmd)``, transforms it with ``await call_next(new_cmd)`` (the pipeline records
 which policy did), or stops it by returning ``Decision.reject(...)`` / ``Decision.defer(...)``.
+A policy that only lets commands through or rejects them can subclass ``CheckPolicy`` and
+write a synchronous ``check``; the pipeline then runs it inline, with no coroutine of its own.
 The built-ins, in their default order, are in ``tinyagents.steering.policies``.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeGuard
 
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
@@ -66,6 +68,37 @@ class Policy(Protocol):
     ) -> Decision: ...
 
 
+class CheckPolicy:
+    """A policy that lets a command through unchanged or rejects it: ``check`` says why.
+
+    Called like any policy, but the pipeline runs ``check`` inline (the default pipeline is
+    made of such policies, and every command goes through it). A subclass that overrides
+    ``__call__`` is run as an ordinary policy (see ``inline``).
+    """
+
+    policy_id: str
+    #: Whether the pipeline may run ``check`` instead of calling the policy. False for a
+    #: subclass that overrides ``__call__`` (to transform or defer), unless it says otherwise.
+    inline: bool = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__call__" in cls.__dict__ and "inline" not in cls.__dict__:
+            cls.inline = False
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        """Why ``cmd`` is rejected, or None to pass it on."""
+        raise NotImplementedError
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        reason = self.check(cmd, ctx)
+        if reason is not None:
+            return Decision.reject(cmd, reason, self.policy_id)
+        return await call_next(cmd)
+
+
 class PolicyPipeline:
     """An ordered list of policies; ``evaluate`` folds them around a final accept."""
 
@@ -115,12 +148,21 @@ class _Evaluation:
     transforms: list[tuple[str, SteeringCommand]] = field(default_factory=list)
 
     def enter(self, index: int, received: SteeringCommand) -> Awaitable[Decision]:
-        """Start policy ``index`` on ``received`` (past the last one, accept). Its ``call_next``
-        starts the next policy's coroutine and hands it back to be awaited: one closure and
-        one coroutine per policy, on every command, and no reference cycle."""
-        if index == len(self.policies):
-            return _accept(received, self.pipeline_id)
-        policy = self.policies[index]
+        """Start policy ``index`` on ``received`` (past the last one, accept).
+
+        Check policies run here, inline. Any other policy gets a ``call_next`` that starts the
+        next one and hands its coroutine back to be awaited: one closure and one coroutine per
+        such policy, on every command, and no reference cycle.
+        """
+        policies = self.policies
+        while index < len(policies) and _checks_only(policy := policies[index]):
+            reason = policy.check(received, self.ctx)
+            if reason is not None:
+                return _decided(Decision.reject(received, reason, policy.policy_id))
+            index += 1
+        if index == len(policies):
+            return _decided(Decision.accept(received, self.pipeline_id))
+        policy = policies[index]
 
         def call_next(passed: SteeringCommand) -> Awaitable[Decision]:
             if passed is not received:
@@ -133,5 +175,9 @@ class _Evaluation:
         return policy(received, self.ctx, call_next)
 
 
-async def _accept(cmd: SteeringCommand, pipeline_id: str) -> Decision:
-    return Decision.accept(cmd, pipeline_id)
+def _checks_only(policy: Policy) -> TypeGuard[CheckPolicy]:
+    return isinstance(policy, CheckPolicy) and policy.inline
+
+
+async def _decided(decision: Decision) -> Decision:
+    return decision
