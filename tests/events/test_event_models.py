@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     EMPTY,
     EVENT_ADAPTER,
@@ -151,8 +152,13 @@ def test_events_built_alike_share_a_fields_set_until_one_of_them_changes() -> No
     template = EventTemplate.of(SteeringEvent).sharing(**FIELDS[SteeringEvent], at=EPOCH)
     first, second = (template.build(type="steering.requested") for _ in range(2))
     assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
-    first.offset = 7  # the bus numbering an event: already counted as set, nothing copied
+    first.offset = 7  # already counted as set: nothing copied
+    EventBus().publish(second)  # the bus numbering it
     assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    assert (first.offset, second.offset) == (7, 0)
+    validated = RunEvent(type="run.started")
+    EventBus().publish(validated)
+    assert validated.offset == 0 and "offset" in validated.model_fields_set
     first.reason = "changed"
     assert "reason" in first.model_fields_set
     assert "reason" not in second.model_fields_set

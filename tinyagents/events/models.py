@@ -61,6 +61,14 @@ class Event(BaseModel):
             _object_setattr(self, "__pydantic_fields_set__", set(fields_set))
         BaseModel.__setattr__(self, name, value)
 
+    def _set_offset(self, offset: int) -> None:
+        """What ``event.offset = offset`` does, for the bus (once per event, so without
+        pydantic's assignment path: ``offset`` needs no validation)."""
+        fields_set = self.__pydantic_fields_set__
+        if "offset" not in fields_set:
+            _object_setattr(self, "__pydantic_fields_set__", {*fields_set, "offset"})
+        self.__dict__["offset"] = offset
+
 
 SteeringEventType = Literal[
     "steering.requested",
