@@ -133,7 +133,8 @@ class PolicyPipeline:
 
     async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
         evaluation = _Evaluation(self.policies, ctx, self.pipeline_id)
-        decision = await evaluation.enter(0, cmd)
+        step = evaluation.enter(0, cmd)
+        decision = step if isinstance(step, Decision) else await step
         decision.transforms = evaluation.transforms
         return decision
 
@@ -147,21 +148,21 @@ class _Evaluation:
     pipeline_id: str
     transforms: list[tuple[str, SteeringCommand]] = field(default_factory=list)
 
-    def enter(self, index: int, received: SteeringCommand) -> Awaitable[Decision]:
+    def enter(self, index: int, received: SteeringCommand) -> Decision | Awaitable[Decision]:
         """Start policy ``index`` on ``received`` (past the last one, accept).
 
-        Check policies run here, inline. Any other policy gets a ``call_next`` that starts the
-        next one and hands its coroutine back to be awaited: one closure and one coroutine per
-        such policy, on every command, and no reference cycle.
+        Check policies run here, inline: when they decide, the decision is returned as is.
+        Any other policy gets a ``call_next`` that starts the next one and hands it back to be
+        awaited: one closure and one coroutine per such policy, and no reference cycle.
         """
         policies = self.policies
         while index < len(policies) and _checks_only(policy := policies[index]):
             reason = policy.check(received, self.ctx)
             if reason is not None:
-                return _decided(Decision.reject(received, reason, policy.policy_id))
+                return Decision.reject(received, reason, policy.policy_id)
             index += 1
         if index == len(policies):
-            return _decided(Decision.accept(received, self.pipeline_id))
+            return Decision.accept(received, self.pipeline_id)
         policy = policies[index]
 
         def call_next(passed: SteeringCommand) -> Awaitable[Decision]:
@@ -170,7 +171,8 @@ class _Evaluation:
                     # A transform is the same request in a new shape: it keeps its identity.
                     passed = passed.model_copy(update={"correlation_id": received.correlation_id})
                 self.transforms.append((policy.policy_id, received))
-            return self.enter(index + 1, passed)
+            step = self.enter(index + 1, passed)
+            return _decided(step) if isinstance(step, Decision) else step
 
         return policy(received, self.ctx, call_next)
 
