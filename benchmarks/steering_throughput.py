@@ -11,7 +11,8 @@ constrain_tools and request_status, so every built-in policy runs on every comma
 
 The time the cyclic garbage collector spends is reported apart: every event stays in memory (in
 the sink and in the router's steering history), and the collector traverses them again and
-again as the heap grows, which is about a third of the total on CPython 3.11.
+again as the heap grows (about a fifth of the total on CPython 3.11; a third before events
+were made small).
 
     .venv/bin/python benchmarks/steering_throughput.py [--commands 20000] [--profile]
 
