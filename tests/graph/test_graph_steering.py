@@ -184,6 +184,9 @@ async def test_redirect_through_steering_changes_the_next_superstep(
     assert event.affected["goto"] == ["c"]
     history = await graph.history("t")
     assert "steering" in [h.source for h in history]
+    goto = await waiter.event("graph.goto", handle.run_id)
+    assert goto.data == {"goto": ["c"], "correlation_id": redirect.correlation_id}  # type: ignore[attr-defined]
+    assert goto.checkpoint_id == event.affected["checkpoint_id"]  # type: ignore[attr-defined]
 
 
 async def test_update_state_through_steering_uses_the_reducers(
@@ -204,6 +207,8 @@ async def test_update_state_through_steering_uses_the_reducers(
     assert result.output["log"] == ["seed", "a", "human", "b", "c"]  # appended, not replaced
     sources = [h.source for h in await graph.history("t")]
     assert "update" in sources  # its own checkpoint
+    updated = await waiter.event("graph.state_updated", handle.run_id)
+    assert updated.data == {"keys": ["log"], "correlation_id": update.correlation_id}  # type: ignore[attr-defined]
     bad = command(
         SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}
     )

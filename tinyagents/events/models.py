@@ -182,7 +182,6 @@ class GraphEvent(Event):
         "graph.task_cancelled",
         "graph.interrupt",
         "graph.resumed",
-        "graph.checkpoint",
         "graph.goto",
         "graph.state_updated",
         "graph.completed",

@@ -99,9 +99,23 @@ async def lower(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> 
     if kind in RESUME_KINDS:
         return await _resume(run, cmd)
     if kind is SteeringKind.REDIRECT:
-        return await _redirect(run, cmd)
+        affected = await _redirect(run, cmd)
+        driver.emit(
+            "graph.goto",
+            step=affected["step"],
+            checkpoint_id=affected["checkpoint_id"],
+            data={"goto": affected["goto"], "correlation_id": cmd.correlation_id},
+        )
+        return affected
     if kind is SteeringKind.UPDATE_STATE:
-        return await _update(run, cmd)
+        affected = await _update(run, cmd)
+        driver.emit(
+            "graph.state_updated",
+            step=run.head.step,
+            checkpoint_id=affected["checkpoint_id"],
+            data={"keys": affected["keys"], "correlation_id": cmd.correlation_id},
+        )
+        return affected
     if kind is SteeringKind.CANCEL:
         return await _cancel(driver, run, cmd)
     if kind is SteeringKind.RESUME:
