@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, Final, get_origin
 
@@ -34,16 +35,16 @@ class _Missing:
 MISSING: Final = _Missing()
 
 
-class Reducer:
+class Reducer(ABC):
     """Base class: ``apply`` combines a step's writes, ``replay`` re-applies a stored delta."""
 
     name = "reducer"
     #: True if the stored delta is the whole new value (replay = overwrite).
     delta_is_value = True
 
+    @abstractmethod
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
         """Return ``(new_value, delta)`` for the writes of one step, in task order."""
-        raise NotImplementedError
 
     def replay(self, current: Any, delta: Any) -> Any:
         return delta

@@ -17,6 +17,7 @@ import asyncio
 import inspect
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -53,7 +54,7 @@ class ToolResult:
         )
 
 
-class Tool:
+class Tool(ABC):
     """Something the model can call. Subclass and override ``call``, or use ``@tool``.
 
     ``parameters`` is the JSON Schema of the arguments object. ``timeout_s`` bounds one call
@@ -86,9 +87,9 @@ class Tool:
         """The tool as offered to the model."""
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
+    @abstractmethod
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         """Run the tool with the model's arguments; ``ctx`` is the caller's run context."""
-        raise NotImplementedError(f"{type(self).__name__} must implement call()")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -10,6 +10,7 @@ The built-ins, in their default order, are in ``tinyagents.steering.policies``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeGuard
@@ -68,7 +69,7 @@ class Policy(Protocol):
     ) -> Decision: ...
 
 
-class CheckPolicy:
+class CheckPolicy(ABC):
     """A policy that lets a command through unchanged or rejects it: ``check`` says why.
 
     Called like any policy, but the pipeline runs ``check`` inline (the default pipeline is
@@ -86,9 +87,9 @@ class CheckPolicy:
         if "__call__" in cls.__dict__ and "inline" not in cls.__dict__:
             cls.inline = False
 
+    @abstractmethod
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         """Why ``cmd`` is rejected, or None to pass it on."""
-        raise NotImplementedError
 
     async def __call__(
         self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
