@@ -57,7 +57,9 @@ class PutOutcome:
 
 
 #: Kinds a newcomer can conflict with; indexed so a put never scans the whole queue.
-_CONFLICT_KINDS = (SteeringKind.CANCEL, SteeringKind.REPLACE_INSTRUCTION, SteeringKind.REDIRECT)
+_CONFLICT_KINDS = frozenset(
+    {SteeringKind.CANCEL, SteeringKind.REPLACE_INSTRUCTION, SteeringKind.REDIRECT}
+)
 
 
 class SteeringQueue:
@@ -67,7 +69,10 @@ class SteeringQueue:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
         self._heap: list[_Item] = []
         self._by_id: dict[str, _Item] = {}
-        self._by_kind: dict[SteeringKind, dict[str, _Item]] = {k: {} for k in _CONFLICT_KINDS}
+        #: The queued commands of each conflict kind, by id; a kind's dict is made by its first
+        #: put. Most queues never see one, and until then this stays an empty dict the garbage
+        #: collector does not track (a runtime may hold thousands of queues).
+        self._by_kind: dict[SteeringKind, dict[str, _Item]] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -89,12 +94,12 @@ class SteeringQueue:
         """
         if cmd.correlation_id in self._by_id:
             return f"duplicate correlation id {cmd.correlation_id}"
-        redirects = self._by_kind[SteeringKind.REDIRECT]
+        redirects = self._by_kind.get(SteeringKind.REDIRECT)
         if (
             cmd.kind is SteeringKind.REDIRECT
             and redirects
             and self.redirect_conflict is RedirectConflict.ERROR
-            and not self._by_kind[SteeringKind.CANCEL]
+            and not self._by_kind.get(SteeringKind.CANCEL)
         ):
             _, pending = next(iter(redirects.values()))
             return (
@@ -112,9 +117,8 @@ class SteeringQueue:
             item = (order_key(cmd, depth), cmd)
             heapq.heappush(self._heap, item)
             self._by_id[cmd.correlation_id] = item
-            same_kind = self._by_kind.get(cmd.kind)
-            if same_kind is not None:
-                same_kind[cmd.correlation_id] = item
+            if cmd.kind in _CONFLICT_KINDS:
+                self._by_kind.setdefault(cmd.kind, {})[cmd.correlation_id] = item
         return outcome
 
     def _resolve_conflicts(self, new: SteeringCommand) -> PutOutcome:
@@ -126,7 +130,7 @@ class SteeringQueue:
                     self._forget(old)
                     outcome.superseded.append((old, new.correlation_id))
             return outcome
-        cancels = self._by_kind[SteeringKind.CANCEL]
+        cancels = self._by_kind.get(SteeringKind.CANCEL)
         if cancels:
             _, cancel = next(iter(cancels.values()))
             outcome.queued = False
@@ -154,7 +158,7 @@ class SteeringQueue:
 
     def _pending(self, kind: SteeringKind) -> list[SteeringCommand]:
         """The queued commands of a conflict kind (a copy: the caller may drop some)."""
-        return [cmd for _, cmd in self._by_kind[kind].values()]
+        return [cmd for _, cmd in self._by_kind.get(kind, {}).values()]
 
     def _forget(self, cmd: SteeringCommand) -> None:
         del self._by_id[cmd.correlation_id]
