@@ -520,6 +520,38 @@ class SteeringReceipt(BaseModel):
     def accepted(self) -> bool:
         return self.status is ReceiptStatus.ACCEPTED
 
+    @classmethod
+    def issue(
+        cls,
+        status: ReceiptStatus,
+        correlation_id: str,
+        run_id: str | None,
+        reason: str | None,
+        policy_id: str | None,
+    ) -> SteeringReceipt:
+        """What ``cls(status=..., correlation_id=..., run_id=..., reason=..., policy_id=...)``
+        makes, without validating again values the router has (one receipt per submit)."""
+        receipt = cls.__new__(cls)
+        _object_setattr(
+            receipt,
+            "__dict__",
+            {
+                "status": status,
+                "correlation_id": correlation_id,
+                "run_id": run_id,
+                "reason": reason,
+                "policy_id": policy_id,
+            },
+        )
+        _object_setattr(receipt, "__pydantic_fields_set__", set(_RECEIPT_FIELDS))
+        _object_setattr(receipt, "__pydantic_extra__", None)
+        _object_setattr(receipt, "__pydantic_private__", None)
+        return receipt
+
+
+_RECEIPT_FIELDS = frozenset(SteeringReceipt.model_fields)
+_object_setattr = object.__setattr__
+
 
 COMMAND_ADAPTER: TypeAdapter[SteeringCommand] = TypeAdapter(SteeringCommand)
 

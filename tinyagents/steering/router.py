@@ -347,12 +347,12 @@ class SteeringRouter:
     def _receipt(
         self, tracked: _Tracked, status: ReceiptStatus, reason: str | None, policy_id: str | None
     ) -> SteeringReceipt:
-        return SteeringReceipt(
-            status=status,
-            correlation_id=tracked.cmd.correlation_id,
-            run_id=tracked.info.run_id if tracked.info else None,
-            reason=reason,
-            policy_id=policy_id,
+        return SteeringReceipt.issue(
+            status,
+            tracked.cmd.correlation_id,
+            tracked.info.run_id if tracked.info else None,
+            reason,
+            policy_id,
         )
 
     def _emit(self, type_: str, tracked: _Tracked, **fields: Any) -> None:
