@@ -24,6 +24,8 @@ from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo, subagent_event
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.commands import (
+    AgentRunTarget,
+    AnyTarget,
     GraphNodeTarget,
     GraphTaskTarget,
     HumanActor,
@@ -208,6 +210,8 @@ class SteeringRouter:
             # Same reason, policy id and (absent) run id as a missing run: a receipt must not
             # tell a human whether another tenant's run exists.
             return None, not_found(cmd)
+        if isinstance(target, AgentRunTarget):  # the usual case: nothing more to check
+            return handle, None
         if (
             isinstance(target, SubAgentRunTarget)
             and handle.info.parent_run_id != target.parent_run_id
@@ -224,15 +228,15 @@ class SteeringRouter:
 
     async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
         cmd = tracked.cmd
-        target = cmd.target
+        task_id, node_id = _task_and_node(cmd.target)
         ctx = PolicyContext(
             target=handle.info,
             tree=self.registry.tree,
             testing=self.testing,
             grants=self.grants,
             trusted_middleware=self.trusted_middleware,
-            task_id=target.task_id if isinstance(target, GraphTaskTarget) else None,
-            node_id=target.node if isinstance(target, GraphNodeTarget) else None,
+            task_id=task_id,
+            node_id=node_id,
         )
         if cmd.checkpoint_id is not None:
             ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
@@ -379,8 +383,7 @@ class SteeringRouter:
 def _events_for(cmd: SteeringCommand, info: RunInfo | None) -> EventTemplate[SteeringEvent]:
     """The template of ``cmd``'s events: the fields they all share."""
     target = cmd.target
-    task_id = target.task_id if isinstance(target, GraphTaskTarget) else None
-    node_id = target.node if isinstance(target, GraphNodeTarget) else None
+    task_id, node_id = _task_and_node(target)
     if info is None:
         run_id = None if isinstance(target, ThreadTarget) else target.run_id
         root_run_id = parent_run_id = tenant_id = None
@@ -402,6 +405,19 @@ def _events_for(cmd: SteeringCommand, info: RunInfo | None) -> EventTemplate[Ste
         checkpoint_id=cmd.checkpoint_id,
         payload_summary=summarize(cmd.payload),
     )
+
+
+def _task_and_node(target: AnyTarget) -> tuple[str | None, str | None]:
+    """The graph task and node a target names (None, None for a plain run or thread)."""
+    if isinstance(target, AgentRunTarget):
+        # The usual target, tested first: an isinstance that fails on a pydantic class runs
+        # the ABC check in Python, and this is asked twice for every command.
+        return None, None
+    if isinstance(target, GraphTaskTarget):
+        return target.task_id, None
+    if isinstance(target, GraphNodeTarget):
+        return None, target.node
+    return None, None
 
 
 def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
