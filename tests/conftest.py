@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 # Before anything can import litellm: never fetch the model cost map from the network.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -20,3 +26,28 @@ REDIS_URL = os.environ.get("TINYAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRES_DSN = os.environ.get(
     "TINYAGENTS_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
 )
+
+
+def run_python(
+    script: Path | str, cwd: Path, *, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run a script (a path, or source text written to ``cwd``) the way a reader would:
+    a fresh interpreter, offline litellm, output captured."""
+    if isinstance(script, str):
+        path = cwd / "example.py"
+        path.write_text(script)
+        script = path
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=cwd,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def run_script() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_script(path_or_source, cwd, timeout=60)``: see ``run_python``."""
+    return run_python

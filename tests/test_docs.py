@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 ROOT = Path(__file__).parent.parent
 
 
-def test_readme_example_runs(tmp_path: Path) -> None:
+RunScript = Callable[..., CompletedProcess[str]]  # the run_script fixture (tests/conftest.py)
+
+
+def test_readme_example_runs(tmp_path: Path, run_script: RunScript) -> None:
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks, "README.md should show a python example"
-    script = tmp_path / "readme_example.py"
-    script.write_text(blocks[0])
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_script(blocks[0], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "completed done" in done.stdout
     assert "steering.applied" in done.stdout

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+
+
+RunScript = Callable[..., CompletedProcess[str]]  # the run_script fixture (tests/conftest.py)
 
 
 def test_there_are_examples() -> None:
@@ -17,15 +19,7 @@ def test_there_are_examples() -> None:
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
-def test_example_runs(script: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_example_runs(script: Path, tmp_path: Path, run_script: RunScript) -> None:
+    done = run_script(script, tmp_path, timeout=120)
     assert done.returncode == 0, f"{script.name} failed:\n{done.stdout}\n{done.stderr}"
     assert done.stdout.strip(), f"{script.name} printed nothing"

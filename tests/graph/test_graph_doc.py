@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 DOC = Path(__file__).parents[2] / "docs" / "graph.md"
 
 
-def test_the_example_runs_and_prints_what_the_page_shows(tmp_path: Path) -> None:
+RunScript = Callable[..., CompletedProcess[str]]  # the run_script fixture (tests/conftest.py)
+
+
+def test_the_example_runs_and_prints_what_the_page_shows(
+    tmp_path: Path, run_script: RunScript
+) -> None:
     text = DOC.read_text()
     example = re.search(r"```python\n(.*?)```", text, flags=re.S)
     assert example is not None, "docs/graph.md should open with a python example"
     shown = re.search(r"```\n(.*?)```", text[example.end() :], flags=re.S)
     assert shown is not None, "the example should be followed by the output it prints"
-    script = tmp_path / "graph_example.py"
-    script.write_text(example.group(1))
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_script(example.group(1), tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines == shown.group(1).splitlines()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 from tinyagents.steering.commands import PAYLOAD_MODELS, SteeringKind
 from tinyagents.steering.policies import default_pipeline
@@ -14,13 +14,12 @@ from tinyagents.steering.queue import Boundary
 DOC = Path(__file__).parents[2] / "docs" / "concepts.md"
 
 
-def test_the_example_runs(tmp_path: Path) -> None:
+RunScript = Callable[..., CompletedProcess[str]]  # the run_script fixture (tests/conftest.py)
+
+
+def test_the_example_runs(tmp_path: Path, run_script: RunScript) -> None:
     (example,) = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    script = tmp_path / "concepts_example.py"
-    script.write_text(example)
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path
-    )
+    done = run_script(example, tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "accepted"
