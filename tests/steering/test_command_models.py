@@ -377,3 +377,73 @@ def test_describe_names_kind_actor_and_target() -> None:
     assert cmd.describe() == (
         'pause from parent agent "orchestrator" (run p-1) to sub-agent run c-1 of p-1'
     )
+
+
+# --------------------------------------------------------------------------- the direct path
+# ``SteeringCommand(...)`` builds a command from already-valid values without pydantic's
+# validation; ``model_validate`` always validates. Both must make the same command, and
+# anything the direct path does not recognise must still be refused by validation.
+
+# What a keyword may be: the valid value of its field, or something validation converts or
+# refuses (an int priority, a str kind or delivery, a blank id, a timestamp string, None …).
+odd_values = st.sampled_from([None, "", "pause", 50, 1, "next_boundary", "2026-01-01T00:00:00Z"])
+
+
+@st.composite
+def command_keywords(draw: st.DrawFn) -> dict[str, Any]:
+    cmd = draw(commands())
+    keywords: dict[str, Any] = {}
+    for name, value in cmd.__dict__.items():
+        choice = draw(st.sampled_from(["keep", "keep", "omit", "odd"]))
+        if name in {"target", "actor", "kind"} and choice == "omit":
+            choice = "keep"
+        if choice == "keep":
+            keywords[name] = value
+        elif choice == "odd":
+            keywords[name] = draw(odd_values)
+    if draw(st.booleans()):
+        keywords["unknown_field"] = 1
+    if isinstance(keywords["kind"], SteeringKind) and draw(st.booleans()):
+        keywords["kind"] = keywords["kind"].value  # a str kind: the validated path converts it
+    return keywords
+
+
+@settings(max_examples=300, deadline=None)
+@given(command_keywords())
+def test_direct_construction_makes_what_validation_makes(keywords: dict[str, Any]) -> None:
+    keywords = {**keywords, "correlation_id": keywords.get("correlation_id", "c-fixed")}
+    keywords.setdefault("created_at", EPOCH)
+    try:
+        validated = SteeringCommand.model_validate(keywords)
+    except (ValidationError, InvalidCommandError) as exc:
+        with pytest.raises(type(exc)) as raised:
+            SteeringCommand(**keywords)
+        assert str(raised.value) == str(exc)
+        return
+    built = SteeringCommand(**keywords)
+    assert built == validated
+    assert list(built.__dict__) == list(validated.__dict__)
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.model_dump(mode="json") == validated.model_dump(mode="json")
+
+
+def test_direct_construction_draws_id_and_time_like_validation() -> None:
+    with use_ids(SequentialIds()), use_clock(FakeClock()):
+        built = build(K.PAUSE)
+        validated = SteeringCommand.model_validate({"target": RUN, "actor": ACTOR, "kind": K.PAUSE})
+    assert (built.correlation_id, validated.correlation_id) == ("c-0001", "c-0002")
+    assert built.created_at == validated.created_at == EPOCH
+    assert (
+        built.model_fields_set
+        == validated.model_fields_set
+        == {"target", "actor", "kind", "payload"}
+    )
+
+
+def test_commands_built_alike_do_not_share_what_a_copy_changes() -> None:
+    first, second = build(K.PAUSE), build(K.PAUSE)
+    copied = first.model_copy(update={"checkpoint_id": "cp-1"})
+    assert "checkpoint_id" in copied.model_fields_set
+    assert "checkpoint_id" not in first.model_fields_set | second.model_fields_set
+    with pytest.raises(ValidationError):
+        first.kind = K.CANCEL  # type: ignore[misc]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.fields import FieldInfo
 
 from tinyagents import _clock
+from tinyagents._models import new_model
 from tinyagents.steering.commands import AnyActor, AnyTarget, SteeringKind
 
 _object_setattr = object.__setattr__
@@ -364,12 +365,7 @@ class EventTemplate(Generic[E]):
         values.update(fields)
         for name, factory in factories:
             values[name] = factory()
-        event = self._cls.__new__(self._cls)
-        _object_setattr(event, "__dict__", values)
-        _object_setattr(event, "__pydantic_fields_set__", fields_set)
-        _object_setattr(event, "__pydantic_extra__", None)
-        _object_setattr(event, "__pydantic_private__", None)
-        return event
+        return new_model(self._cls, values, fields_set)
 
 
 def make_event(cls: type[E], **fields: Any) -> E:

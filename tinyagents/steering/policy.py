@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeGuard
+from typing import Any, Literal, Protocol
 
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
@@ -106,6 +106,9 @@ class PolicyPipeline:
     def __init__(self, policies: Sequence[Policy] = (), *, pipeline_id: str = "default") -> None:
         self.policies: list[Policy] = list(policies)
         self.pipeline_id = pipeline_id
+        # ``_checks()``: the policies as last seen, and which of them are check policies.
+        self._seen: tuple[Policy, ...] = ()
+        self._checks_of_seen: tuple[CheckPolicy | None, ...] = ()
 
     @property
     def ids(self) -> list[str]:
@@ -133,18 +136,59 @@ class PolicyPipeline:
         return self
 
     async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
-        evaluation = _Evaluation(self.policies, ctx, self.pipeline_id)
-        step = evaluation.enter(0, cmd)
+        decided = self.decide(cmd, ctx)
+        return decided if isinstance(decided, Decision) else await decided
+
+    def decide(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision | Awaitable[Decision]:
+        """``evaluate`` without a coroutine of its own: the decision itself when the check
+        policies at the head of the pipeline settle it (always, for a pipeline made only of
+        them, as the default one is), else an awaitable of it. The router calls this."""
+        checks = self._checks()
+        index = 0
+        for policy in checks:
+            if policy is None or not policy.inline:
+                break
+            reason = policy.check(cmd, ctx)
+            if reason is not None:
+                return Decision.reject(cmd, reason, policy.policy_id)
+            index += 1
+        else:
+            return Decision.accept(cmd, self.pipeline_id)
+        return self._evaluate(index, cmd, ctx, self._seen, checks)
+
+    async def _evaluate(
+        self,
+        index: int,
+        cmd: SteeringCommand,
+        ctx: PolicyContext,
+        policies: tuple[Policy, ...],
+        checks: tuple[CheckPolicy | None, ...],
+    ) -> Decision:
+        evaluation = _Evaluation(policies, checks, ctx, self.pipeline_id)
+        step = evaluation.enter(index, cmd)
         decision = step if isinstance(step, Decision) else await step
         decision.transforms = evaluation.transforms
         return decision
+
+    def _checks(self) -> tuple[CheckPolicy | None, ...]:
+        """Each policy if it is a ``CheckPolicy`` (run inline while its ``inline`` says so),
+        else None; worked out again only when the list of policies changed (an isinstance
+        against an ABC is run in Python, and this is asked for every command)."""
+        policies = tuple(self.policies)
+        if policies != self._seen:
+            self._seen = policies
+            self._checks_of_seen = tuple(
+                p if isinstance(p, CheckPolicy) else None for p in policies
+            )
+        return self._checks_of_seen
 
 
 @dataclass(slots=True)
 class _Evaluation:
     """One command's way through the policies: what every ``call_next`` needs to go on."""
 
-    policies: list[Policy]
+    policies: tuple[Policy, ...]
+    checks: tuple[CheckPolicy | None, ...]  # see PolicyPipeline._checks
     ctx: PolicyContext
     pipeline_id: str
     transforms: list[tuple[str, SteeringCommand]] = field(default_factory=list)
@@ -156,11 +200,11 @@ class _Evaluation:
         Any other policy gets a ``call_next`` that starts the next one and hands it back to be
         awaited: one closure and one coroutine per such policy, and no reference cycle.
         """
-        policies = self.policies
-        while index < len(policies) and _checks_only(policy := policies[index]):
-            reason = policy.check(received, self.ctx)
+        policies, checks = self.policies, self.checks
+        while index < len(policies) and (check := checks[index]) is not None and check.inline:
+            reason = check.check(received, self.ctx)
             if reason is not None:
-                return Decision.reject(received, reason, policy.policy_id)
+                return Decision.reject(received, reason, check.policy_id)
             index += 1
         if index == len(policies):
             return Decision.accept(received, self.pipeline_id)
@@ -176,10 +220,6 @@ class _Evaluation:
             return _decided(step) if isinstance(step, Decision) else step
 
         return policy(received, self.ctx, call_next)
-
-
-def _checks_only(policy: Policy) -> TypeGuard[CheckPolicy]:
-    return isinstance(policy, CheckPolicy) and policy.inline
 
 
 async def _decided(decision: Decision) -> Decision:

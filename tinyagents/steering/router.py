@@ -32,6 +32,7 @@ from tinyagents.steering.commands import (
     ParentAgentActor,
     ReceiptStatus,
     SteeringCommand,
+    SteeringDelivery,
     SteeringReceipt,
     SubAgentRunTarget,
     ThreadTarget,
@@ -245,7 +246,8 @@ class SteeringRouter:
             pipeline = PolicyPipeline(
                 [*pipeline.policies, *handle.policies], pipeline_id=pipeline.pipeline_id
             )
-        decision = await pipeline.evaluate(cmd, ctx)
+        decided = pipeline.decide(cmd, ctx)
+        decision = decided if isinstance(decided, Decision) else await decided
         if decision.status == "reject":
             return await self._reject(tracked, decision.reason or "rejected", decision.policy_id)
         if decision.status == "defer":
@@ -297,27 +299,38 @@ class SteeringRouter:
             # Durable before the receipt: an accepted command survives a crash from here on.
             await self.store.append_command(tracked.cmd, state="accepted", run_id=handle.run_id)
         tracked.state = "accepted"
-        extra: dict[str, Any] = {}
         if decision.transforms:
-            extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
-            extra["original_payload_summary"] = summarize(original.payload)
-        self._emit("steering.accepted", tracked, policy_id=decision.policy_id, **extra)
+            self._emit(
+                "steering.accepted",
+                tracked,
+                policy_id=decision.policy_id,
+                transformed_by=",".join(p for p, _ in decision.transforms),
+                original_payload_summary=summarize(original.payload),
+            )
+        else:
+            self._emit("steering.accepted", tracked, policy_id=decision.policy_id)
         self._rollup(tracked, handle)
-        await self._enqueue(tracked, handle)
+        if handle.status.finished:
+            await self._enqueue(tracked, handle)
+        else:  # a live run: nothing to wait for (most commands; this runs for every one)
+            self._put(tracked, handle)
         return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, decision.policy_id)
 
     async def _enqueue(self, tracked: _Tracked, handle: RunHandle) -> None:
-        cmd = tracked.cmd
-        if handle.status.finished and not await handle.driver.on_late_command(cmd):
+        if handle.status.finished and not await handle.driver.on_late_command(tracked.cmd):
             self._finish(tracked, "failed", reason=LATE)
             return
+        self._put(tracked, handle)
+
+    def _put(self, tracked: _Tracked, handle: RunHandle) -> None:
+        cmd = tracked.cmd
         outcome = handle.inbox.put(cmd)
         for loser, winner in outcome.superseded:
             self._finish(self._open(loser.correlation_id), "superseded", superseded_by=winner)
         if outcome.rejected is not None:
             # _accept checked for this; the queue changed while the store was being written.
             self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
-        elif outcome.queued and cmd.delivery == "immediate":
+        elif outcome.queued and cmd.delivery is SteeringDelivery.IMMEDIATE:
             handle.driver.interrupt_now(cmd)
 
     def _rollup(self, tracked: _Tracked, handle: RunHandle) -> None:
