@@ -356,6 +356,11 @@ class EventTemplate(Generic[E]):
         return EventTemplate(self._cls, values, shape)
 
     def build(self, **fields: Any) -> E:
+        return self.build_from(fields)
+
+    def build_from(self, fields: dict[str, Any]) -> E:
+        """``build(**fields)`` for a caller holding the fields in a dict of its own already
+        (the router: every steering event). The dict is used up: pass one nobody else keeps."""
         if self._stamp and "at" not in fields:
             fields["at"] = _clock.now()
         names = tuple(fields)

@@ -59,18 +59,12 @@ class _Tracked:
     cmd: SteeringCommand
     state: str
     info: RunInfo | None = None
-    _events: EventTemplate[SteeringEvent] | None = None
-    _events_cmd: SteeringCommand | None = None  # what _events was made of
-    _events_info: RunInfo | None = None
-
-    def events(self) -> EventTemplate[SteeringEvent]:
-        """Builds this command's events with the fields they all share; made again when
-        ``cmd`` (a transform) or ``info`` (the target resolved) is replaced."""
-        made = self._events
-        if made is None or self._events_cmd is not self.cmd or self._events_info is not self.info:
-            made = self._events = _events_for(self.cmd, self.info)
-            self._events_cmd, self._events_info = self.cmd, self.info
-        return made
+    #: The template of this command's events (the fields they all share), made of
+    #: ``events_cmd`` and ``events_info``: made again when ``cmd`` (a transform) or ``info``
+    #: (the target resolved) is replaced.
+    events: EventTemplate[SteeringEvent] | None = None
+    events_cmd: SteeringCommand | None = None
+    events_info: RunInfo | None = None
 
 
 class SteeringRouter:
@@ -378,7 +372,15 @@ class SteeringRouter:
                 f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
                 f"{tracked.state}"
             )  # a bookkeeping bug: never let it pass silently
-        event = tracked.events().build(type=type_, **fields)
+        events = tracked.events
+        if (
+            events is None
+            or tracked.events_cmd is not tracked.cmd
+            or tracked.events_info is not tracked.info
+        ):
+            events = self._events_for(tracked)
+        fields["type"] = type_
+        event = events.build_from(fields)
         self.bus.publish(event)
         run_id = event.run_id
         if run_id is not None:
@@ -392,32 +394,34 @@ class SteeringRouter:
             del self._tracked[cid]
             self._terminal[cid] = tracked.state
 
-
-def _events_for(cmd: SteeringCommand, info: RunInfo | None) -> EventTemplate[SteeringEvent]:
-    """The template of ``cmd``'s events: the fields they all share."""
-    target = cmd.target
-    task_id, node_id = _task_and_node(target)
-    if info is None:
-        run_id = None if isinstance(target, ThreadTarget) else target.run_id
-        root_run_id = parent_run_id = tenant_id = None
-    else:
-        run_id, root_run_id = info.run_id, info.root_run_id
-        parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
-        task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    return _STEERING_EVENT.sharing(
-        run_id=run_id,
-        root_run_id=root_run_id,
-        parent_run_id=parent_run_id,
-        tenant_id=tenant_id,
-        target=target,
-        actor=cmd.actor,
-        kind=cmd.kind,
-        correlation_id=cmd.correlation_id,
-        task_id=task_id,
-        node_id=node_id,
-        checkpoint_id=cmd.checkpoint_id,
-        payload_summary=summarize(cmd.payload),
-    )
+    def _events_for(self, tracked: _Tracked) -> EventTemplate[SteeringEvent]:
+        """Make the template of ``tracked``'s events: the fields they all share."""
+        cmd, info = tracked.cmd, tracked.info
+        target = cmd.target
+        task_id, node_id = _task_and_node(target)
+        if info is None:
+            run_id = None if isinstance(target, ThreadTarget) else target.run_id
+            root_run_id = parent_run_id = tenant_id = None
+        else:
+            run_id, root_run_id = info.run_id, info.root_run_id
+            parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
+            task_id, node_id = task_id or info.task_id, node_id or info.node_id
+        events = tracked.events = _STEERING_EVENT.sharing(
+            run_id=run_id,
+            root_run_id=root_run_id,
+            parent_run_id=parent_run_id,
+            tenant_id=tenant_id,
+            target=target,
+            actor=cmd.actor,
+            kind=cmd.kind,
+            correlation_id=cmd.correlation_id,
+            task_id=task_id,
+            node_id=node_id,
+            checkpoint_id=cmd.checkpoint_id,
+            payload_summary=summarize(cmd.payload),
+        )
+        tracked.events_cmd, tracked.events_info = cmd, info
+        return events
 
 
 def _task_and_node(target: AnyTarget) -> tuple[str | None, str | None]:
