@@ -28,10 +28,16 @@ def _summary(value: Any, max_chars: int, secret_keys: frozenset[str]) -> Any:
     if isinstance(value, str):
         return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
     if isinstance(value, dict):
-        return {
-            str(k): MASK if _is_secret(str(k), secret_keys) else _summary(v, max_chars, secret_keys)
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            key = k if type(k) is str else str(k)
+            if _is_secret(key, secret_keys):
+                out[key] = MASK
+            elif type(v) is str and len(v) <= max_chars:  # the usual value: kept as it is
+                out[key] = v
+            else:
+                out[key] = _summary(v, max_chars, secret_keys)
+        return out
     if isinstance(value, list | tuple | set | frozenset):
         return [_summary(v, max_chars, secret_keys) for v in value]
     if value is None or isinstance(value, bool | int | float):

@@ -93,6 +93,9 @@ class AllowlistPolicy(CheckPolicy):
     policy_id = "allowlist"
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        kind = cmd.kind
+        if kind is not SteeringKind.CONSTRAIN_TOOLS and kind is not SteeringKind.CONSTRAIN_MODEL:
+            return None
         target = ctx.target
         extra: list[str] = []
         what = ""
@@ -125,6 +128,8 @@ class BudgetPolicy(CheckPolicy):
         self.inline = not clamp  # a clamp transforms the command: it needs call_next
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        if cmd.kind is not SteeringKind.UPDATE_BUDGET:
+            return None
         for name, wanted, _, parent, left, used in _excess(cmd, ctx):
             return (
                 f"update_budget {name}={wanted} exceeds what parent run {parent} "

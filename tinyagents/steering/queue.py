@@ -38,7 +38,7 @@ OrderKey = tuple[int, int, datetime, str]
 
 
 def order_key(cmd: SteeringCommand, depth: int) -> OrderKey:
-    return (depth, -int(cmd.priority), cmd.created_at, cmd.correlation_id)
+    return (depth, -cmd.priority, cmd.created_at, cmd.correlation_id)
 
 
 #: A queued command with its key. The heap compares keys only (they are unique: the correlation
@@ -109,6 +109,15 @@ class SteeringQueue:
         return None
 
     def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
+        kind = cmd.kind
+        if kind not in _CONFLICT_KINDS and not self._by_kind.get(SteeringKind.CANCEL):
+            # Nothing it can conflict with: most commands (this runs for every one).
+            if cmd.correlation_id in self._by_id:
+                return PutOutcome(False, [], f"duplicate correlation id {cmd.correlation_id}")
+            item = (order_key(cmd, depth), cmd)
+            heapq.heappush(self._heap, item)
+            self._by_id[cmd.correlation_id] = item
+            return PutOutcome(True, [])
         refused = self.conflict(cmd)
         if refused is not None:
             return PutOutcome(queued=False, rejected=refused)
@@ -117,8 +126,8 @@ class SteeringQueue:
             item = (order_key(cmd, depth), cmd)
             heapq.heappush(self._heap, item)
             self._by_id[cmd.correlation_id] = item
-            if cmd.kind in _CONFLICT_KINDS:
-                self._by_kind.setdefault(cmd.kind, {})[cmd.correlation_id] = item
+            if kind in _CONFLICT_KINDS:
+                self._by_kind.setdefault(kind, {})[cmd.correlation_id] = item
         return outcome
 
     def _resolve_conflicts(self, new: SteeringCommand) -> PutOutcome:
