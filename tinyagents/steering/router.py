@@ -197,7 +197,9 @@ class SteeringRouter:
     def _resolve(self, cmd: SteeringCommand) -> tuple[RunHandle | None, str | None]:
         """The handle whose queue takes ``cmd``; (None, reason) to reject; (None, None) to defer."""
         target = cmd.target
-        if isinstance(target, ThreadTarget):
+        # ``type(...) is`` first: an isinstance that fails on a pydantic class runs the ABC
+        # check in Python, and nearly every command names an agent run.
+        if type(target) is not AgentRunTarget and isinstance(target, ThreadTarget):
             handle = self.registry.for_thread(target.thread_id)
             return (None if handle is None or _hidden(cmd, handle) else handle), None
         handle = self.registry.get(target.run_id)
@@ -205,7 +207,7 @@ class SteeringRouter:
             # Same reason, policy id and (absent) run id as a missing run: a receipt must not
             # tell a human whether another tenant's run exists.
             return None, not_found(cmd)
-        if isinstance(target, AgentRunTarget):  # the usual case: nothing more to check
+        if type(target) is AgentRunTarget:  # the usual case: nothing more to check
             return handle, None
         if (
             isinstance(target, SubAgentRunTarget)
