@@ -301,6 +301,11 @@ def report(data: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    try:
+        import langgraph  # noqa: F401  # every figure here is a ratio against it
+    except ImportError:
+        print("graph: skipped, LangGraph is not installed; pip install -e '.[bench]' (make bench)")
+        return
     print(report(figures(quick="--quick" in args)))
 
 

@@ -11,8 +11,8 @@ constrain_tools and request_status, so every built-in policy runs on every comma
 
 The time the cyclic garbage collector spends is reported apart: every event stays in memory (in
 the sink and in the router's steering history), and the collector traverses them again and
-again as the heap grows (about a fifth of the total on CPython 3.11; a third before events
-were made small).
+again as the heap grows (a seventh to a fifth of the total on CPython 3.11, the most with
+10,000 runs, whose handles and queues it walks too; a third before events were made small).
 
     .venv/bin/python benchmarks/steering_throughput.py [--commands 20000] [--profile]
 

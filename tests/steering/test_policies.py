@@ -626,6 +626,49 @@ async def test_a_check_policy_called_directly_checks_then_calls_next() -> None:
     assert passed == [quiet]
 
 
+def _policy_context() -> PolicyContext:
+    tree = RunTree()
+    info = RunInfo(run_id="r-1")
+    tree.add(info)
+    return PolicyContext(target=info, tree=tree)
+
+
+async def test_decide_settles_a_pipeline_of_checks_without_a_coroutine() -> None:
+    ctx = _policy_context()
+    pipeline = PolicyPipeline([NoShouting()], pipeline_id="checks")
+    accepted = pipeline.decide(make_command("r-1", payload={"text": "stop"}), ctx)
+    rejected = pipeline.decide(make_command("r-1", payload={"text": "STOP"}), ctx)
+    assert isinstance(accepted, Decision) and isinstance(rejected, Decision)
+    assert (accepted.status, accepted.policy_id, accepted.transforms) == ("accept", "checks", [])
+    assert (rejected.status, rejected.policy_id) == ("reject", "no-shouting")
+
+    # An ordinary policy after the checks: decide hands back an awaitable of the same decision
+    # evaluate gives, and a check that rejects first still settles it at once.
+    verdicts = Verdicts()
+    pipeline.insert(verdicts)
+    pending = pipeline.decide(make_command("r-1", payload={"text": "stop"}), ctx)
+    assert not isinstance(pending, Decision)
+    assert (await pending).status == "accept"
+    assert isinstance(pipeline.decide(make_command("r-1", payload={"text": "NO"}), ctx), Decision)
+    evaluated = await pipeline.evaluate(make_command("r-1", payload={"text": "stop"}), ctx)
+    assert evaluated.status == "accept" and verdicts.seen == [("accept", "checks")] * 2
+
+
+async def test_the_pipeline_sees_policies_added_or_removed_in_place() -> None:
+    ctx = _policy_context()
+    pipeline = PolicyPipeline([AuthorityPolicy()])
+    loud = make_command("r-1", payload={"text": "STOP"})
+    assert pipeline.decide(loud, ctx).status == "accept"  # type: ignore[union-attr]
+    pipeline.policies.append(NoShouting())  # the list itself, not insert()
+    assert pipeline.decide(loud, ctx).status == "reject"  # type: ignore[union-attr]
+    pipeline.policies[-1] = ShoutingCheck()  # same length, another policy: not inline
+    decided = pipeline.decide(loud, ctx)
+    assert not isinstance(decided, Decision)
+    assert (await decided).transforms[0][0] == "shouting-check"
+    pipeline.remove("shouting-check")
+    assert pipeline.decide(loud, ctx).status == "accept"  # type: ignore[union-attr]
+
+
 class ShoutingCheck(NoShouting):
     """Overrides ``__call__`` to transform: no longer run inline."""
 

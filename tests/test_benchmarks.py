@@ -1,0 +1,23 @@
+"""The steering benchmark still measures what it says (no timing is asserted: machines are
+noisy; ``make bench`` prints the figures)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+
+import steering_throughput  # noqa: E402
+
+
+def test_steering_throughput_applies_every_command_with_its_four_events() -> None:
+    results: dict[str, Any] = steering_throughput.run(commands=600, run_counts=(1, 7, 600))
+    assert [s["runs"] for s in results["scenarios"]] == [1, 7, 600]
+    for scenario in results["scenarios"]:
+        # _scenario asserts that every command was applied and nothing is left open.
+        assert scenario["commands"] == 600 and scenario["events"] == 4 * 600
+        assert scenario["commands_per_s"] > 0 and scenario["us_per_command"] > 0
+    report = steering_throughput.report(results)
+    assert "commands/s" in report and len(report.splitlines()) == 2 + 3 + 1
