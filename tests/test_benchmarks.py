@@ -9,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
-import steering_throughput  # noqa: E402
+import steering_throughput
 
 
 def test_steering_throughput_applies_every_command_with_its_four_events() -> None:
