@@ -187,7 +187,7 @@ class SteeringRouter:
         self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where or EMPTY)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._finish(self._open(cmd.correlation_id), "applied", affected=affected or EMPTY)
+        self._emit("steering.applied", self._open(cmd.correlation_id), affected=affected or EMPTY)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd.correlation_id), "failed", reason=reason)
@@ -380,7 +380,7 @@ class SteeringRouter:
             or tracked.events_cmd is not tracked.cmd
             or tracked.events_info is not tracked.info
         ):
-            events = self._events_for(tracked)
+            events = _events_for(tracked)
         fields["type"] = type_
         event = events.build_from(fields)
         self.bus.publish(event)
@@ -396,34 +396,35 @@ class SteeringRouter:
             del self._tracked[cid]
             self._terminal[cid] = tracked.state
 
-    def _events_for(self, tracked: _Tracked) -> EventTemplate[SteeringEvent]:
-        """Make the template of ``tracked``'s events: the fields they all share."""
-        cmd, info = tracked.cmd, tracked.info
-        target = cmd.target
-        task_id, node_id = _task_and_node(target)
-        if info is None:
-            run_id = None if isinstance(target, ThreadTarget) else target.run_id
-            root_run_id = parent_run_id = tenant_id = None
-        else:
-            run_id, root_run_id = info.run_id, info.root_run_id
-            parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
-            task_id, node_id = task_id or info.task_id, node_id or info.node_id
-        events = tracked.events = _STEERING_EVENT.sharing(
-            run_id=run_id,
-            root_run_id=root_run_id,
-            parent_run_id=parent_run_id,
-            tenant_id=tenant_id,
-            target=target,
-            actor=cmd.actor,
-            kind=cmd.kind,
-            correlation_id=cmd.correlation_id,
-            task_id=task_id,
-            node_id=node_id,
-            checkpoint_id=cmd.checkpoint_id,
-            payload_summary=summarize(cmd.payload),
-        )
-        tracked.events_cmd, tracked.events_info = cmd, info
-        return events
+
+def _events_for(tracked: _Tracked) -> EventTemplate[SteeringEvent]:
+    """Make the template of ``tracked``'s events (the fields they all share) and keep it there."""
+    cmd, info = tracked.cmd, tracked.info
+    target = cmd.target
+    task_id, node_id = _task_and_node(target)
+    if info is None:
+        run_id = None if isinstance(target, ThreadTarget) else target.run_id
+        root_run_id = parent_run_id = tenant_id = None
+    else:
+        run_id, root_run_id = info.run_id, info.root_run_id
+        parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
+        task_id, node_id = task_id or info.task_id, node_id or info.node_id
+    events = tracked.events = _STEERING_EVENT.sharing(
+        run_id=run_id,
+        root_run_id=root_run_id,
+        parent_run_id=parent_run_id,
+        tenant_id=tenant_id,
+        target=target,
+        actor=cmd.actor,
+        kind=cmd.kind,
+        correlation_id=cmd.correlation_id,
+        task_id=task_id,
+        node_id=node_id,
+        checkpoint_id=cmd.checkpoint_id,
+        payload_summary=summarize(cmd.payload),
+    )
+    tracked.events_cmd, tracked.events_info = cmd, info
+    return events
 
 
 def _task_and_node(target: AnyTarget) -> tuple[str | None, str | None]:
