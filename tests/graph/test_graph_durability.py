@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
+from tinyagents.events.models import SteeringEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.steering.commands import (
     SteeringActor,
@@ -24,8 +26,10 @@ from tinyagents.steering.commands import (
     SteeringTarget,
 )
 from tinyagents.store.base import open_store
-from tinyagents.store.checkpoint.base import CheckpointRecord
+from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.sqlite import SqliteStore
+from tinyagents.testkit import EventWaiter
 
 
 class State(TypedDict, total=False):
@@ -171,3 +175,232 @@ async def test_answer_to_a_run_at_rest_waits_in_the_store_for_the_next_process(
         assert result.status == "completed" and result.state["log"] == ["ask:1042"]
         assert rt.steering_history(run.run_id)[-1].type == "steering.applied"
     assert await open_commands(url) == []
+
+
+# -- answers (approve / reject / provide_context) across a crash --------------------------------
+
+
+class DiesAfterAnswer(SqliteCheckpointer):
+    """Saves until a steering command's answer to an interrupt is written; then never returns."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.dead = asyncio.Event()
+
+    async def put_writes(
+        self, thread_id: str, ns: str, frontier_id: str, writes: list[WriteRecord]
+    ) -> None:
+        await super().put_writes(thread_id, ns, frontier_id, writes)
+        if any(w.kind == "resume" for w in writes):
+            self.dead.set()
+            await asyncio.Event().wait()
+
+
+def reviewed(cp: SqliteCheckpointer) -> Any:
+    def review(state: State) -> dict[str, Any]:
+        answer = interrupt("ship it?")
+        return {"log": [f"review:{answer['approved']}"]}
+
+    graph = StateGraph(State).add_node("review", review).add_node("b", lambda s: {"log": ["b"]})
+    graph.add_edge(START, "review").add_edge("review", "b").add_edge("b", END)
+    return graph.compile(checkpointer=cp)
+
+
+class ForgetsSettling(SqliteStore):
+    """A store whose record of settled commands never reaches the disk: what a SIGKILL does
+    to the states the event writer had not flushed yet (it batches them)."""
+
+    async def set_command_states(self, updates: list[tuple[str, str, str | None]]) -> None:
+        return None
+
+
+async def approve_then_die(
+    url: str, cp: Any, *, unflushed: bool = False
+) -> tuple[str, SteeringCommand, str]:
+    """Start the thread, approve its interrupt, and 'die' when ``cp`` says so: (run id,
+    command, interrupt id). ``unflushed``: the report that it was applied is lost too."""
+    waiter = EventWaiter()
+    store = ForgetsSettling(url.removeprefix("sqlite:///")) if unflushed else url
+    async with Runtime(store=store, testing=True, sinks=[waiter]) as rt:
+        handle = await rt.start_graph(reviewed(cp), {"log": ["start"]}, thread_id="t")
+        paused = await waiter.event("graph.interrupt", handle.run_id)
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.APPROVE,
+        )
+        assert (await rt.submit(cmd)).status == "accepted"
+        async with asyncio.timeout(30):
+            await cp.dead.wait()
+    await cp.aclose()
+    assert await open_commands(url) == [cmd.correlation_id]  # never reported applied
+    return handle.run_id, cmd, paused.data["interrupt_id"]
+
+
+async def continue_reviewed(url: str, db: Path) -> tuple[str, dict[str, Any], list[Any]]:
+    async with Runtime(store=url, testing=True) as rt, SqliteCheckpointer(db) as cp:
+        handle = await rt.start_graph(reviewed(cp), None, thread_id="t")
+        result = await handle.result()
+        assert result.output is not None, result.error
+        return handle.run_id, result.output, rt.steering_history(handle.run_id)
+
+
+async def test_an_answer_saved_just_before_a_crash_is_reported_applied_not_failed(
+    tmp_path: Path,
+) -> None:
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    # killed right after the answer was written, before the task ran again with it
+    run_id, cmd, interrupt_id = await approve_then_die(url, DiesAfterAnswer(db))
+
+    again, state, steering = await continue_reviewed(url, db)
+    assert again == run_id
+    assert state["log"] == ["start", "review:True", "b"]  # the answer reached the node once
+    [settled] = [
+        e
+        for e in steering
+        if e.correlation_id == cmd.correlation_id
+        and e.type in ("steering.applied", "steering.failed")
+    ]
+    assert settled.type == "steering.applied", settled.reason
+    assert settled.affected["applied_before_restart"] is True
+    assert settled.affected["interrupt_id"] == interrupt_id
+    assert await open_commands(url) == []
+
+
+async def test_an_answer_consumed_just_before_a_crash_is_reported_applied_not_failed(
+    tmp_path: Path,
+) -> None:
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    # killed right after the step that ran the task with the answer saved its checkpoint
+    # (the answer was reported applied, but that report was still in the event writer's batch)
+    cp = DiesAfter(db, lambda r: r.source == "loop" and bool(r.metadata.get("resumed_by")))
+    run_id, cmd, _ = await approve_then_die(url, cp, unflushed=True)
+
+    again, state, steering = await continue_reviewed(url, db)
+    assert again == run_id
+    assert state["log"] == ["start", "review:True", "b"]
+    [settled] = [
+        e
+        for e in steering
+        if e.correlation_id == cmd.correlation_id
+        and e.type in ("steering.applied", "steering.failed")
+    ]
+    assert settled.type == "steering.applied", settled.reason
+    assert settled.affected["applied_before_restart"] is True
+    assert await open_commands(url) == []
+
+
+# -- a fork=True command across a crash ---------------------------------------------------------
+
+
+def asks_after_prep(cp: SqliteCheckpointer) -> Any:
+    def ask(state: State) -> dict[str, Any]:
+        return {"log": [f"ask:{interrupt('go?')['approved']}"]}
+
+    graph = StateGraph(State).add_node("prep", lambda s: {"log": ["prep"]}).add_node("ask", ask)
+    graph.add_edge(START, "prep").add_edge("prep", "ask").add_edge("ask", END)
+    return graph.compile(checkpointer=cp)
+
+
+async def fork_then_die(
+    store: Any, cp: Any, waiter: EventWaiter, *, until: str
+) -> tuple[str, SteeringCommand]:
+    """Pause the thread on its interrupt, move it on with an update (the paused checkpoint is
+    now stale), then approve that checkpoint with ``fork=True``; the process 'dies' when ``cp``
+    does (``until="dead"``) or once the fork's run is over (``until="fork ran"``)."""
+    async with Runtime(store=store, testing=True, sinks=[waiter]) as rt:
+        handle = await rt.start_graph(asks_after_prep(cp), {}, thread_id="t")
+        paused = await waiter.event("graph.interrupt", handle.run_id)
+        moved = update(handle.run_id)
+        await rt.submit(moved)
+        await waiter.event("steering.applied", handle.run_id, correlation_id=moved.correlation_id)
+        forked = SteeringCommand(
+            target=SteeringTarget.graph_task(handle.run_id, paused.task_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.APPROVE,
+            checkpoint_id=paused.checkpoint_id,
+            fork=True,
+        )
+        assert (await rt.submit(forked)).status == "accepted"
+        async with asyncio.timeout(30):
+            if until == "dead":
+                await cp.dead.wait()
+            else:
+                applied = await waiter.event(
+                    "steering.applied", handle.run_id, correlation_id=forked.correlation_id
+                )
+                fork_run = rt.runs.get(applied.affected["fork_run_id"])
+                assert fork_run is not None and (await fork_run.result()).status == "completed"
+    await cp.aclose()
+    assert forked.correlation_id in await open_commands(
+        store if isinstance(store, str) else store.url
+    )
+    return handle.run_id, forked
+
+
+async def hand_over_again(url: str, db: Path, forked: SteeringCommand) -> SteeringEvent:
+    """Continue the thread in a new process: the fork command is handed over again; its one
+    terminal event (the fork's run, if one was started, is awaited)."""
+    waiter = EventWaiter()
+    async with Runtime(store=url, testing=True, sinks=[waiter]) as rt, SqliteCheckpointer(db) as cp:
+        handle = await rt.start_graph(asks_after_prep(cp), None, thread_id="t")
+        settled = await waiter.until(
+            lambda e: (
+                getattr(e, "correlation_id", None) == forked.correlation_id
+                and e.type in ("steering.applied", "steering.failed")
+            )
+        )
+        assert isinstance(settled, SteeringEvent)
+        fork_run = rt.runs.get(settled.affected.get("fork_run_id") or "")
+        if fork_run is not None and fork_run.run_id != handle.run_id:
+            assert (await fork_run.result()).status == "completed"
+    return settled
+
+
+def threads(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")}
+
+
+async def test_a_fork_made_just_before_a_crash_is_continued_not_made_twice(
+    tmp_path: Path,
+) -> None:
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    # killed right after the fork's first checkpoint, before its run started
+    cp = DiesAfter(db, lambda r: r.source == "fork")
+    _, forked = await fork_then_die(url, cp, EventWaiter(), until="dead")
+    fork_thread = f"t~{forked.correlation_id}"
+    assert threads(db) == {"t", fork_thread}
+
+    settled = await hand_over_again(url, db, forked)
+    assert settled.type == "steering.applied", settled.reason
+    assert settled.affected["applied_before_restart"] is True
+    assert settled.affected["fork_thread_id"] == fork_thread
+    assert threads(db) == {"t", fork_thread}  # no second fork
+    async with SqliteCheckpointer(db) as cp2:
+        fork_state = await asks_after_prep(cp2).get_state(fork_thread)
+        original = await asks_after_prep(cp2).get_state("t")
+    assert fork_state.values["log"] == ["prep", "ask:True"]  # approved once, on the fork
+    assert original.values["log"] == ["prep", "steered"] and len(original.interrupts) == 1
+    assert forked.correlation_id not in await open_commands(url)
+
+
+async def test_a_fork_that_ran_before_a_crash_is_reported_not_run_again(tmp_path: Path) -> None:
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    # the fork's run completed, but the report that the command was applied never got to disk
+    store = ForgetsSettling(tmp_path / "store.db")
+    _, forked = await fork_then_die(store, SqliteCheckpointer(db), EventWaiter(), until="fork ran")
+    fork_thread = f"t~{forked.correlation_id}"
+    async with SqliteCheckpointer(db) as cp:
+        before = await cp.list(fork_thread)
+
+    settled = await hand_over_again(url, db, forked)
+    assert settled.type == "steering.applied", settled.reason
+    assert settled.affected["applied_before_restart"] is True
+    assert settled.affected["fork_run_id"] == before[0].metadata["run_id"]
+    assert threads(db) == {"t", fork_thread}
+    async with SqliteCheckpointer(db) as cp:
+        assert [r.checkpoint_id for r in await cp.list(fork_thread)] == [
+            r.checkpoint_id for r in before
+        ]  # nothing ran on the fork again
+    assert forked.correlation_id not in await open_commands(url)

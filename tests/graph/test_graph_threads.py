@@ -92,6 +92,29 @@ async def test_fork_copies_the_thread_at_a_checkpoint(checkpointer: Checkpointer
         await graph.fork("t", "missing")
 
 
+async def test_forking_one_checkpoint_twice_makes_two_threads(checkpointer: Checkpointer) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    after_a = (await graph.history("t"))[1].checkpoint_id
+    first, second = await graph.fork("t", after_a), await graph.fork("t", after_a)
+    assert len({"t", first, second}) == 3
+    assert (await graph.run(None, thread_id=second)).state["log"] == ["a", "b"]
+
+
+async def test_fork_into_a_named_thread_and_never_into_an_existing_one(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    after_a = (await graph.history("t"))[1].checkpoint_id
+    assert await graph.fork("t", after_a, new_thread_id="t-retry") == "t-retry"
+    assert (await graph.get_state("t-retry")).next == ("b",)
+    with pytest.raises(GraphError, match="exists already"):
+        await graph.fork("t", after_a, new_thread_id="t-retry")
+    with pytest.raises(GraphError, match="exists already"):
+        await graph.fork("t", after_a, new_thread_id="t")
+
+
 async def test_fork_keeps_pending_interrupts(checkpointer: Checkpointer) -> None:
     def ask(state: Any) -> dict[str, Any]:
         return {"log": [interrupt("ok?")]}

@@ -85,6 +85,8 @@ class TaskRecords:
     goto: list[str | Send] = field(default_factory=list)
     interrupts: list[Interrupt] = field(default_factory=list)
     resume: dict[str, Any] = field(default_factory=dict)
+    #: correlation id -> interrupt id: the steering commands whose answers ``resume`` holds
+    steered: dict[str, str] = field(default_factory=dict)
     skipped: bool = False
 
 
@@ -184,6 +186,8 @@ async def load_records(
             rec.interrupts = [Interrupt.from_json(i) for i in w.value]
         elif w.kind == "resume":
             rec.resume[w.key] = w.value
+        elif w.kind == "steered":
+            rec.steered[w.key] = w.value
     return records
 
 

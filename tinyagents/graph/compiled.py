@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -318,27 +319,36 @@ class CompiledGraph:
         async with GraphSession(self, thread_id) as session:
             return await session.update_state(update, as_node)
 
-    async def fork(self, thread_id: str, checkpoint_id: str) -> str:
+    async def fork(
+        self, thread_id: str, checkpoint_id: str, *, new_thread_id: str | None = None
+    ) -> str:
         """Copy the thread as it was at ``checkpoint_id`` into a new thread; return its id.
 
         The fork keeps the interrupts that were pending there; sub-graph namespaces are not
-        copied (a sub-graph task on the fork runs again).
+        copied (a sub-graph task on the fork runs again). Its id is ``new_thread_id`` when
+        given (a thread that has no checkpoints yet, else ``GraphError``), else
+        ``<thread_id>~<8 random hex digits>``.
         """
         cp = self._require_checkpointer("fork")
         head = await load_head(self, cp, thread_id, "", checkpoint_id)
         if head is None:
             raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id}")
+        if new_thread_id is not None and await cp.latest(new_thread_id) is not None:
+            raise GraphError(f"cannot fork into thread {new_thread_id!r}: it exists already")
         from tinyagents.graph.session import carry_interrupts
 
         paused = carry_interrupts(head)
-        new_thread = f"{thread_id}~{new_id()[:8]}"
+        # Random, not from new_id(): its head is the same for every id this process makes.
+        new_thread = new_thread_id or f"{thread_id}~{secrets.token_hex(4)}"
         head.thread_id = new_thread
         head.run_id = None  # the fork is a new execution: its first run gets a new run id
         head.seq, head.checkpoint_id = -1, None
         head.frontier_id = new_id()
         meta = {"forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
-        await save(cp, head, delta=None, source="fork", metadata=meta)
+        # The interrupts first: the fork exists once its checkpoint does, and then with them
+        # (a crash in between leaves writes no checkpoint refers to, which nothing reads).
         await cp.put_writes(new_thread, "", head.frontier_id, paused)
+        await save(cp, head, delta=None, source="fork", metadata=meta)
         return new_thread
 
     # -- resume ----------------------------------------------------------------------------

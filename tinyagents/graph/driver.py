@@ -55,7 +55,16 @@ AGENT_KINDS = (
 )
 
 #: Kinds whose lowering saves a checkpoint tagged with the command's correlation id.
-_CHECKPOINTED_KINDS = frozenset({SteeringKind.UPDATE_STATE, SteeringKind.REDIRECT})
+#: Kinds whose effect a checkpoint (or an answer's write) records: applied at most once.
+_APPLIED_ONCE_KINDS = frozenset(
+    {
+        SteeringKind.UPDATE_STATE,
+        SteeringKind.REDIRECT,
+        SteeringKind.APPROVE,
+        SteeringKind.REJECT,
+        SteeringKind.PROVIDE_CONTEXT,
+    }
+)
 
 _STATUS = {
     "completed": RunStatus.COMPLETED,
@@ -137,22 +146,33 @@ class GraphRunDriver(RunDriver):
         head = await cp.latest(self.handle.info.thread_id)
         return head.checkpoint_id if head is not None else None
 
-    async def applied_earlier(self, cmd: SteeringCommand) -> str | None:
-        """The checkpoint where an earlier process already applied ``cmd``, if it did.
+    async def applied_earlier(self, cmd: SteeringCommand) -> dict[str, Any] | None:
+        """What an earlier process already did with ``cmd``, if it applied it: the checkpoint
+        (and, for an answer, the interrupt) to report it applied with.
 
-        A process killed after saving a steering checkpoint but before the store learnt that
-        the command was applied hands the command over again after the restart; applying it
-        a second time would, e.g., append an update twice.
+        A process killed after saving a steering checkpoint or an interrupt's answer, but
+        before the store learnt that the command was applied, hands the command over again
+        after the restart; applying it a second time would, e.g., append an update twice, or
+        fail an approve because its interrupt is answered already.
         """
-        if not self.continued or cmd.kind not in _CHECKPOINTED_KINDS or cmd.fork:
+        if not self.continued or cmd.fork or cmd.kind not in _APPLIED_ONCE_KINDS:
             return None
+        run, cid = self.run, cmd.correlation_id
+        if run is not None:  # answered, and its task has not run again yet
+            for records in run.head.records.values():
+                if cid in records.steered:
+                    return {
+                        "checkpoint_id": run.head.checkpoint_id,
+                        "interrupt_id": records.steered[cid],
+                    }
         if self._applied_earlier is None:
             cp, handle = self.graph.checkpointer, self.handle
             assert cp is not None and handle is not None and handle.info.thread_id is not None
             self._applied_earlier = await applied_by_steering(
                 cp, handle.info.thread_id, handle.run_id
             )
-        return self._applied_earlier.get(cmd.correlation_id)
+        checkpoint_id = self._applied_earlier.get(cid)
+        return None if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
 
     def node_of_task(self, task_id: str) -> str | None:
         """The (top-level) node of a task of the current step, or of a pending interrupt."""
@@ -380,8 +400,9 @@ def continued_run_id(runtime: Runtime, previous: Head | None) -> str | None:
 
 
 async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> dict[str, str]:
-    """Correlation id -> checkpoint id of the steering checkpoints run ``run_id`` saved,
-    reading the thread's history newest first only as far back as that run goes."""
+    """Correlation id -> checkpoint id of the steering checkpoints run ``run_id`` saved (and of
+    the steps that consumed a steering answer), reading the thread's history newest first only
+    as far back as that run goes."""
     found: dict[str, str] = {}
     limit = 64
     while True:
@@ -392,6 +413,8 @@ async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> 
             correlation_id = record.metadata.get("correlation_id")
             if correlation_id is not None:
                 found.setdefault(correlation_id, record.checkpoint_id)
+            for answered_by in record.metadata.get("resumed_by", ()):
+                found.setdefault(answered_by, record.checkpoint_id)
         if len(records) < limit:
             return found
         limit *= 4

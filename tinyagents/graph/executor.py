@@ -277,11 +277,19 @@ class GraphRun:
             self._view = None  # a dict view is a live proxy; instances are rebuilt per step
         head.frontier = await self.route(tasks)
         head.step += 1
+        # Steering commands whose answers this step consumed: the checkpoint names them, so a
+        # command handed over again after a crash is known as applied (``applied_by_steering``).
+        steered = [cid for rec in head.records.values() for cid in rec.steered]
         head.records = {}
         if self.checkpointer is not None:
             head.frontier_id = new_id()
             await save(
-                self.checkpointer, head, delta=delta, source="loop", tasks=[t.id for t in tasks]
+                self.checkpointer,
+                head,
+                delta=delta,
+                source="loop",
+                tasks=[t.id for t in tasks],
+                metadata={"resumed_by": steered} if steered else None,
             )
             if self.owner is not None:
                 await self.checkpointer.renew(head.thread_id, self.owner)

@@ -26,10 +26,11 @@ from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.tasks import Task
 from tinyagents.graph.types import END, START, UNSET, Command, GraphResult, Send
 from tinyagents.store.checkpoint._lease import new_owner
+from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
     from tinyagents.graph.compiled import CompiledGraph
-    from tinyagents.store.checkpoint.base import Checkpointer, WriteRecord
+    from tinyagents.store.checkpoint.base import Checkpointer
 
 
 class GraphSession:
@@ -220,12 +221,32 @@ def jump(graph: CompiledGraph, head: Head, goto: list[str | Send]) -> dict[str, 
     return delta
 
 
-async def record_resume(cp: Checkpointer | None, head: Head, resume: list[WriteRecord]) -> None:
-    """Persist answers (from ``map_resume``) before the tasks that get them run again."""
+async def record_resume(
+    cp: Checkpointer | None,
+    head: Head,
+    resume: list[WriteRecord],
+    *,
+    correlation_id: str | None = None,
+) -> None:
+    """Persist answers (from ``map_resume``) before the tasks that get them run again.
+
+    With ``correlation_id`` (an answer from a steering command) the same writes record which
+    command gave it, so a command handed over again after a crash is known as applied.
+    """
     assert cp is not None  # interrupts exist only with a checkpointer
-    await cp.put_writes(head.thread_id, head.ns, head.frontier_id, resume)
-    for w in resume:
-        head.records.setdefault(w.task_id, TaskRecords()).resume[w.key] = w.value
+    writes = list(resume)
+    if correlation_id is not None:
+        writes += [
+            WriteRecord(task_id=w.task_id, kind="steered", key=correlation_id, value=w.key)
+            for w in resume
+        ]
+    await cp.put_writes(head.thread_id, head.ns, head.frontier_id, writes)
+    for w in writes:
+        records = head.records.setdefault(w.task_id, TaskRecords())
+        if w.kind == "steered":
+            records.steered[w.key] = w.value
+        else:
+            records.resume[w.key] = w.value
 
 
 def carry_interrupts(head: Head) -> list[Any]:

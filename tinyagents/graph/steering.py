@@ -37,6 +37,7 @@ from tinyagents.steering.commands import (
 from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
+    from tinyagents.graph.compiled import CompiledGraph
     from tinyagents.graph.driver import GraphRunDriver
     from tinyagents.graph.executor import GraphRun
 
@@ -62,8 +63,8 @@ async def lower_all(driver: GraphRunDriver, run: GraphRun, cmds: list[SteeringCo
                 await wait_while_paused(driver, run)
                 continue
             earlier = await driver.applied_earlier(cmd)
-            if earlier is not None:  # re-delivered after a crash: its checkpoint is saved
-                inbox.applied(cmd, checkpoint_id=earlier, applied_before_restart=True)
+            if earlier is not None:  # re-delivered after a crash: its effect is saved
+                inbox.applied(cmd, **earlier, applied_before_restart=True)
                 continue
             affected = await lower(driver, run, cmd)
         except CannotApply as exc:
@@ -177,7 +178,7 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         )
     [chosen] = candidates
     writes = run.graph.map_resume(run.head, {chosen.id: resume_value(cmd)})
-    await record_resume(run.checkpointer, run.head, writes)
+    await record_resume(run.checkpointer, run.head, writes, correlation_id=cmd.correlation_id)
     return {
         "task_id": chosen.task_id,
         "node": chosen.node,
@@ -190,11 +191,15 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 
 
 def _goto(run: GraphRun, cmd: SteeringCommand) -> list[str]:
+    return _goto_of(run.graph, cmd)
+
+
+def _goto_of(graph: CompiledGraph, cmd: SteeringCommand) -> list[str]:
     goto = cmd.payload.get("goto")
     if goto is None:
         raise CannotApply("a graph redirect needs 'goto' (node names)")
     targets = [goto] if isinstance(goto, str) else list(goto)
-    run.graph.check_goto(list(targets), "redirect")
+    graph.check_goto(list(targets), "redirect")
     return targets
 
 
@@ -330,32 +335,30 @@ def _status(driver: GraphRunDriver, run: GraphRun) -> dict[str, Any]:
 
 
 async def _on_fork(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
-    """Apply a command made against an older checkpoint on a fork of the thread there."""
+    """Apply a command made against an older checkpoint on a fork of the thread there.
+
+    The fork's thread is named after the command (``<thread>~<correlation id>``): a command
+    handed over again after a crash finds the fork an earlier process made, and continues it
+    (or reports it, if it ran to its end) instead of forking a second time.
+    """
     from tinyagents.graph.driver import start_graph_run
 
-    graph = run.graph
+    graph, checkpointer = run.graph, run.checkpointer
     assert cmd.checkpoint_id is not None and driver.handle is not None
-    fork = await graph.fork(run.head.thread_id, cmd.checkpoint_id)
-    kind = cmd.kind
-    if kind in RESUME_KINDS:
+    assert checkpointer is not None  # a command naming a checkpoint passed the staleness check
+    fork = f"{run.head.thread_id}~{cmd.correlation_id}"
+    affected: dict[str, Any] = {"fork_thread_id": fork, "forked_at": cmd.checkpoint_id}
+    made = await checkpointer.latest(fork)
+    if made is None:
+        await graph.fork(run.head.thread_id, cmd.checkpoint_id, new_thread_id=fork)
+        first = await _first_on_fork(graph, fork, cmd)
+    else:  # forked by a process that died before it reported the command applied
+        affected["applied_before_restart"] = True
         snapshot = await graph.get_state(fork)
-        candidates = [i for i in snapshot.interrupts if _matches(cmd, i, i.node)]
-        wanted = cmd.payload.get("interrupt_id")
-        if wanted is not None:
-            candidates = [i for i in candidates if i.id == wanted]
-        if len(candidates) != 1:
-            raise CannotApply(
-                f"checkpoint {cmd.checkpoint_id} has {len(candidates)} matching interrupts; "
-                "name one with payload interrupt_id"
-            )
-        first: Any = Command(resume={candidates[0].id: resume_value(cmd)})
-    elif kind is SteeringKind.REDIRECT:
-        first = Command(goto=_goto(run, cmd))
-    elif kind is SteeringKind.UPDATE_STATE:
-        await graph.update_state(fork, cmd.payload["update"], as_node=cmd.payload.get("as_node"))
-        first = None
-    else:
-        raise CannotApply(f"{kind.value} cannot be applied on a fork")
+        if not snapshot.next and not snapshot.interrupts:  # and its run got to the end
+            return {**affected, "fork_run_id": made.metadata.get("run_id")}
+        untouched = made.source == "fork"  # nothing was done on it yet (an answer, at most)
+        first = await _first_on_fork(graph, fork, cmd, again=True) if untouched else None
     handle = await start_graph_run(
         driver.runtime,
         graph,
@@ -364,4 +367,32 @@ async def _on_fork(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) 
         tenant_id=driver.handle.info.tenant_id,
         wait_on_interrupt=driver.wait_on_interrupt,
     )
-    return {"fork_thread_id": fork, "fork_run_id": handle.run_id, "forked_at": cmd.checkpoint_id}
+    return {**affected, "fork_run_id": handle.run_id}
+
+
+async def _first_on_fork(
+    graph: CompiledGraph, fork: str, cmd: SteeringCommand, *, again: bool = False
+) -> Any:
+    """What the fork's run starts with to apply ``cmd`` (an update is applied here). With
+    ``again`` (a fork made before a crash) an interrupt answered already is not answered twice."""
+    kind = cmd.kind
+    if kind in RESUME_KINDS:
+        snapshot = await graph.get_state(fork)
+        candidates = [i for i in snapshot.interrupts if _matches(cmd, i, i.node)]
+        wanted = cmd.payload.get("interrupt_id")
+        if wanted is not None:
+            candidates = [i for i in candidates if i.id == wanted]
+        if again and not candidates:
+            return None  # its answer was written before the crash: the run picks it up
+        if len(candidates) != 1:
+            raise CannotApply(
+                f"checkpoint {cmd.checkpoint_id} has {len(candidates)} matching interrupts; "
+                "name one with payload interrupt_id"
+            )
+        return Command(resume={candidates[0].id: resume_value(cmd)})
+    if kind is SteeringKind.REDIRECT:
+        return Command(goto=_goto_of(graph, cmd))
+    if kind is SteeringKind.UPDATE_STATE:
+        await graph.update_state(fork, cmd.payload["update"], as_node=cmd.payload.get("as_node"))
+        return None
+    raise CannotApply(f"{kind.value} cannot be applied on a fork")

@@ -71,7 +71,9 @@ class CheckpointRecord:
 
 @dataclass(slots=True, kw_only=True)
 class WriteRecord:
-    """A pending write of a task: ``kind`` is ``result``, ``interrupt`` or ``resume``."""
+    """A pending write of a task: ``kind`` is ``result``, ``interrupt``, ``resume`` or
+    ``steered`` (key: the correlation id of the steering command that gave a resume answer;
+    value: the interrupt id)."""
 
     task_id: str
     kind: str
