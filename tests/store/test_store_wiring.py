@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import aiosqlite
 import pytest
 
 from tinyagents.errors import ConfigurationError, StoreError
-from tinyagents.events.models import RunEvent, SteeringEvent
+from tinyagents.events.models import Event, RunEvent, SteeringEvent
 from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
 from tinyagents.store.base import StoreWriter, open_store, terminal_updates
 from tinyagents.store.memory import MemoryStore
@@ -118,3 +119,38 @@ async def test_writer_flushes_what_is_left_when_closed() -> None:
     await writer.aclose()
     assert [e.type for e in await store.load_events()] == ["run.started"]
     await writer.aclose()  # closing twice is harmless
+
+
+class SlowEventLog(MemoryStore):
+    """Appending events takes a while: a flush can be caught between its two writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appending = asyncio.Event()
+
+    async def append_events(self, events: list[Event]) -> None:
+        self.appending.set()
+        await asyncio.sleep(0.05)
+        await super().append_events(events)
+
+
+async def test_closing_while_a_flush_runs_loses_neither_events_nor_settled_states() -> None:
+    # The writer's own loop flushes on time; closing the runtime then must let that flush end.
+    # (Cancelling it between the event log and the state update lost the update for good: the
+    # command stayed 'accepted' in the store, and was handed over again after every restart.)
+    store = SlowEventLog()
+    await store.append_command(_command("c-1"), state="accepted", run_id="r-1")
+    writer = StoreWriter(store, flush_every_s=0.001)
+    writer.start()
+    writer(_steering("steering.delivered", "c-1"))
+    writer(_steering("steering.applied", "c-1"))
+    await store.appending.wait()  # the loop has taken the batch and is writing it
+    writer(RunEvent(type="run.completed", run_id="r-1"))  # and one more comes in meanwhile
+    await writer.aclose()
+    stored = await store.get_command("c-1")
+    assert stored is not None and stored.state == "applied"
+    assert [e.type for e in await store.load_events()] == [
+        "steering.delivered",
+        "steering.applied",
+        "run.completed",
+    ]

@@ -130,10 +130,11 @@ class GraphSession:
         paused = carry_interrupts(target)
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
         target.frontier_id = new_id()
+        # The interrupts first, as for a fork: the rewind takes effect with its checkpoint.
+        await self.cp.put_writes(self.thread_id, "", target.frontier_id, paused)
         await save(
             self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
         )
-        await self.cp.put_writes(self.thread_id, "", target.frontier_id, paused)
         return target
 
     async def _command(self, head: Head | None, cmd: Command) -> Head:

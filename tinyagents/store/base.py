@@ -99,6 +99,7 @@ class StoreWriter:
         self._buffer: list[Event] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
 
     def __call__(self, event: Event) -> None:
         self._buffer.append(event)
@@ -106,10 +107,11 @@ class StoreWriter:
             self._wakeup.set()
 
     def start(self) -> None:
+        self._closing = False
         self._task = asyncio.create_task(self._run(), name="tinyagents-store-writer")
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.flush_every_s):
                     await self._wakeup.wait()
@@ -126,10 +128,13 @@ class StoreWriter:
             await self.store.set_command_states(updates)
 
     async def aclose(self) -> None:
+        """Write what is buffered, then stop. The loop is asked to stop, never cancelled: a
+        flush cancelled between the event log and the state update would lose the batch it
+        took from the buffer (its commands would stay open in the store for good)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._closing = True
+            self._wakeup.set()
+            await self._task
             self._task = None
         await self.flush()
 
