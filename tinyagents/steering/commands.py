@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from enum import IntEnum, StrEnum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -489,17 +489,19 @@ class SteeringCommand(BaseModel):
             )
         return data
 
-    def __init__(self, /, **data: Any) -> None:
-        # Python code nearly always passes values that are valid already (a target and an actor
-        # built by their classmethods, a SteeringKind, a payload dict): those are checked here
-        # and only the payload is validated. Anything else, and every invalid command, takes
-        # pydantic's full validation, which raises the error. A command is built for every
-        # steering request, and this is a third of what pydantic's validation costs.
-        values = _valid_values(data)
-        if values is None:
-            super().__init__(**data)
-            return
-        fill_model(self, values, _fields_set(data))
+    if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
+
+        def __init__(self, /, **data: Any) -> None:
+            # Python code nearly always passes values that are valid already (a target and an
+            # actor built by their classmethods, a SteeringKind, a payload dict): those are
+            # checked here and only the payload is validated. Anything else, and every invalid
+            # command, takes pydantic's full validation, which raises the error. A command is
+            # built for every steering request; this costs a third of pydantic's validation.
+            values = _valid_values(data)
+            if values is None:
+                super().__init__(**data)
+                return
+            fill_model(self, values, _fields_set(data))
 
     @property
     def text(self) -> str | None:
