@@ -245,6 +245,18 @@ async def continue_reviewed(url: str, db: Path) -> tuple[str, dict[str, Any], li
         return handle.run_id, result.output, rt.steering_history(handle.run_id)
 
 
+def settled_once(steering: list[Any], cmd: SteeringCommand) -> SteeringEvent:
+    """The one applied-or-failed event of ``cmd`` in a run's steering history."""
+    [settled] = [
+        e
+        for e in steering
+        if e.correlation_id == cmd.correlation_id
+        and e.type in ("steering.applied", "steering.failed")
+    ]
+    assert isinstance(settled, SteeringEvent)
+    return settled
+
+
 async def test_an_answer_saved_just_before_a_crash_is_reported_applied_not_failed(
     tmp_path: Path,
 ) -> None:
@@ -255,12 +267,7 @@ async def test_an_answer_saved_just_before_a_crash_is_reported_applied_not_faile
     again, state, steering = await continue_reviewed(url, db)
     assert again == run_id
     assert state["log"] == ["start", "review:True", "b"]  # the answer reached the node once
-    [settled] = [
-        e
-        for e in steering
-        if e.correlation_id == cmd.correlation_id
-        and e.type in ("steering.applied", "steering.failed")
-    ]
+    settled = settled_once(steering, cmd)
     assert settled.type == "steering.applied", settled.reason
     assert settled.affected["applied_before_restart"] is True
     assert settled.affected["interrupt_id"] == interrupt_id
@@ -279,12 +286,7 @@ async def test_an_answer_consumed_just_before_a_crash_is_reported_applied_not_fa
     again, state, steering = await continue_reviewed(url, db)
     assert again == run_id
     assert state["log"] == ["start", "review:True", "b"]
-    [settled] = [
-        e
-        for e in steering
-        if e.correlation_id == cmd.correlation_id
-        and e.type in ("steering.applied", "steering.failed")
-    ]
+    settled = settled_once(steering, cmd)
     assert settled.type == "steering.applied", settled.reason
     assert settled.affected["applied_before_restart"] is True
     assert await open_commands(url) == []
