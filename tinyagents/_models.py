@@ -35,8 +35,5 @@ def fill_model(model: BaseModel, values: dict[str, Any], fields_set: set[str]) -
 def new_model(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
     """``cls`` with these field values (every field, in declaration order) and fields-set."""
     model: M = _new(cls)
-    _set_dict(model, values)
-    _set_fields_set(model, fields_set)
-    _set_extra(model, None)
-    _set_private(model, None)
+    fill_model(model, values, fields_set)
     return model

@@ -91,11 +91,7 @@ class EventBus:
         self._sinks.remove(sink)
 
     def publish(self, event: Event) -> Event:
-        offset = next(self._offsets)
-        if "offset" in event.__pydantic_fields_set__:  # events built by a template: all of them
-            event.__dict__["offset"] = offset
-        else:
-            event._set_offset(offset)
+        event._set_offset(next(self._offsets))
         self.published += 1
         for sink in self._sinks:
             sink(event)

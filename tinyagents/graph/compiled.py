@@ -122,7 +122,7 @@ class CompiledGraph:
 
         async with GraphSession(self, thread_id) as session:
             run = await session.prepare(input, checkpoint_id, recursion_limit)
-            return await session.execute(run)
+            return await run.outcome()
 
     async def _run_unsaved(
         self, input: Any, thread_id: str | None, recursion_limit: int | None
@@ -135,12 +135,7 @@ class CompiledGraph:
         run = GraphRun(
             self, head, checkpointer=None, recursion_limit=recursion_limit or self.recursion_limit
         )
-        try:
-            return await run.execute()
-        except Exception as exc:
-            result = run.result("failed")
-            result.error = exc
-            return result
+        return await run.outcome()
 
     async def start_input(self, head: Head, data: Any, cp: Checkpointer | None) -> None:
         """Apply run input to ``head``: writes through the reducers, frontier from START."""

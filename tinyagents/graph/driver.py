@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled
-from tinyagents.events.models import GraphEvent, make_event
+from tinyagents.events.models import GraphEvent
 from tinyagents.graph.session import GraphSession
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunInfo, RunStatus, run_event
 from tinyagents.steering.commands import (
     CONTROL_KINDS,
     MESSAGE_KINDS,
@@ -99,18 +99,8 @@ class GraphRunDriver(RunDriver):
     def emit(self, type_: str, **fields: Any) -> None:
         assert self.handle is not None
         info = self.handle.info
-        self.runtime.bus.publish(
-            make_event(
-                GraphEvent,
-                type=type_,
-                run_id=info.run_id,
-                root_run_id=info.root_run_id,
-                parent_run_id=info.parent_run_id,
-                tenant_id=info.tenant_id,
-                thread_id=info.thread_id,
-                **fields,
-            )
-        )
+        event = run_event(info, GraphEvent, type=type_, thread_id=info.thread_id, **fields)
+        self.runtime.bus.publish(event)
 
     # -- RunDriver: what the router asks -------------------------------------------------------
 
@@ -426,7 +416,7 @@ async def _main(
     handle = driver.handle
     assert handle is not None
     try:
-        result = await session.execute(run)
+        result = await run.outcome()
     except asyncio.CancelledError:
         handle.finish(RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED))
         raise

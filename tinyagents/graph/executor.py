@@ -108,6 +108,16 @@ class GraphRun:
         finally:
             reset_scope(token)
 
+    async def outcome(self) -> GraphResult:
+        """``execute``, with a failing node reported as ``status="failed"`` and ``.error`` set
+        (what a top-level run returns; a sub-graph's run raises into its parent task)."""
+        try:
+            return await self.execute()
+        except Exception as exc:
+            result = self.result("failed")
+            result.error = exc
+            return result
+
     async def _execute(self) -> GraphResult:
         head, observer = self.head, self.observer
         while True:

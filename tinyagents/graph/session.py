@@ -24,7 +24,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.tasks import Task
-from tinyagents.graph.types import END, START, UNSET, Command, GraphResult, Send
+from tinyagents.graph.types import END, START, UNSET, Command, Send
 from tinyagents.store.checkpoint._lease import new_owner
 from tinyagents.store.checkpoint.base import WriteRecord
 
@@ -105,15 +105,6 @@ class GraphSession:
             owner=self.owner,
             **run_kwargs,
         )
-
-    async def execute(self, run: GraphRun) -> GraphResult:
-        """Run to the end; a failure becomes ``status="failed"`` with ``.error`` set."""
-        try:
-            return await run.execute()
-        except Exception as exc:
-            result = run.result("failed")
-            result.error = exc
-            return result
 
     async def _rewind(self, head: Head | None, checkpoint_id: str) -> Head:
         if self.cp is None:

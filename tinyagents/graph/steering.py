@@ -190,11 +190,7 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 # -- goto, update, cancel ---------------------------------------------------------------------
 
 
-def _goto(run: GraphRun, cmd: SteeringCommand) -> list[str]:
-    return _goto_of(run.graph, cmd)
-
-
-def _goto_of(graph: CompiledGraph, cmd: SteeringCommand) -> list[str]:
+def _goto(graph: CompiledGraph, cmd: SteeringCommand) -> list[str]:
     goto = cmd.payload.get("goto")
     if goto is None:
         raise CannotApply("a graph redirect needs 'goto' (node names)")
@@ -204,7 +200,7 @@ def _goto_of(graph: CompiledGraph, cmd: SteeringCommand) -> list[str]:
 
 
 async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
-    targets = _goto(run, cmd)
+    targets = _goto(run.graph, cmd)
     head = run.head
     delta = jump(run.graph, head, list(targets))
     run._view = None
@@ -391,7 +387,7 @@ async def _first_on_fork(
             )
         return Command(resume={candidates[0].id: resume_value(cmd)})
     if kind is SteeringKind.REDIRECT:
-        return Command(goto=_goto_of(graph, cmd))
+        return Command(goto=_goto(graph, cmd))
     if kind is SteeringKind.UPDATE_STATE:
         await graph.update_state(fork, cmd.payload["update"], as_node=cmd.payload.get("as_node"))
         return None

@@ -22,7 +22,6 @@ from tinyagents.events.models import (
     ModelEvent,
     RunEvent,
     ToolEvent,
-    make_event,
 )
 from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
@@ -39,7 +38,7 @@ from tinyagents.harness.middleware import SteeringHook, fold, overrides
 from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import ToolResult, execute_tool_call
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, subagent_event
+from tinyagents.runs.info import RunInfo, RunStatus, run_event, subagent_event
 from tinyagents.runs.limits import RunLimits
 from tinyagents.steering.commands import (
     MESSAGE_KINDS,
@@ -352,17 +351,7 @@ class AgentRun(RunDriver):
         await self.runtime.finish(self.handle, result)
 
     def emit(self, cls: type[Event], **fields: Any) -> None:
-        info = self.info
-        self.runtime.bus.publish(
-            make_event(
-                cls,
-                run_id=info.run_id,
-                root_run_id=info.root_run_id,
-                parent_run_id=info.parent_run_id,
-                tenant_id=info.tenant_id,
-                **fields,
-            )
-        )
+        self.runtime.bus.publish(run_event(self.info, cls, **fields))
 
 
 async def start_agent_run(

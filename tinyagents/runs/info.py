@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from tinyagents import _clock
-from tinyagents.events.models import SubAgentEvent, make_event
+from tinyagents.events.models import E, SubAgentEvent, make_event
 from tinyagents.runs.limits import RunLimits, RunUsage
 
 
@@ -95,6 +95,18 @@ class RunInfo:
             "status": self.status.value,
             "created_at": self.created_at.isoformat(),
         }
+
+
+def run_event(info: RunInfo, cls: type[E], **fields: Any) -> E:
+    """An event of ``cls`` that happened on run ``info``, with its place in the run tree."""
+    return make_event(
+        cls,
+        run_id=info.run_id,
+        root_run_id=info.root_run_id,
+        parent_run_id=info.parent_run_id,
+        tenant_id=info.tenant_id,
+        **fields,
+    )
 
 
 def subagent_event(child: RunInfo, type_: str, **fields: Any) -> SubAgentEvent:

@@ -436,6 +436,17 @@ def _parse_kind(value: Any) -> SteeringKind:
         ) from None
 
 
+def _broken_rule(
+    kind: SteeringKind, delivery: SteeringDelivery | None, fork: Any, checkpoint_id: Any
+) -> str | None:
+    """What a command breaks that no single field shows, or None."""
+    if delivery is SteeringDelivery.IMMEDIATE and kind is not SteeringKind.CANCEL:
+        return f"invalid delivery for {kind.value}: 'immediate' exists only for cancel"
+    if fork and not checkpoint_id:
+        return f"invalid fork for {kind.value}: fork=True needs a checkpoint_id"
+    return None
+
+
 def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
     if type(value) is SteeringDelivery:
         return value
@@ -478,15 +489,9 @@ class SteeringCommand(BaseModel):
         delivery = data.get("delivery")
         if delivery is not None:
             delivery = _parse_delivery(kind, delivery)
-        if delivery is SteeringDelivery.IMMEDIATE:
-            if kind is not SteeringKind.CANCEL:
-                raise InvalidCommandError(
-                    f"invalid delivery for {kind.value}: 'immediate' exists only for cancel"
-                )
-        if data.get("fork") and not data.get("checkpoint_id"):
-            raise InvalidCommandError(
-                f"invalid fork for {kind.value}: fork=True needs a checkpoint_id"
-            )
+        broken = _broken_rule(kind, delivery, data.get("fork"), data.get("checkpoint_id"))
+        if broken is not None:
+            raise InvalidCommandError(broken)
         return data
 
     if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
@@ -557,11 +562,10 @@ def _valid_values(data: dict[str, Any]) -> dict[str, Any] | None:
         type(payload) is not dict
         or type(priority) is not SteeringPriority
         or type(delivery) is not SteeringDelivery
-        or (delivery is SteeringDelivery.IMMEDIATE and kind is not SteeringKind.CANCEL)
         or not (policy_ref is None or type(policy_ref) is SteeringPolicyRef)
         or not (checkpoint_id is None or type(checkpoint_id) is str)
         or type(fork) is not bool
-        or (fork and not checkpoint_id)
+        or _broken_rule(kind, delivery, fork, checkpoint_id) is not None
     ):
         return None
     if "correlation_id" in data:

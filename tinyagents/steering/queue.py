@@ -109,25 +109,21 @@ class SteeringQueue:
         return None
 
     def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
-        kind = cmd.kind
-        if kind not in _CONFLICT_KINDS and not self._by_kind.get(SteeringKind.CANCEL):
-            # Nothing it can conflict with: most commands (this runs for every one).
-            if cmd.correlation_id in self._by_id:
-                return PutOutcome(False, [], f"duplicate correlation id {cmd.correlation_id}")
-            item = (order_key(cmd, depth), cmd)
-            heapq.heappush(self._heap, item)
-            self._by_id[cmd.correlation_id] = item
-            return PutOutcome(True, [])
         refused = self.conflict(cmd)
         if refused is not None:
             return PutOutcome(queued=False, rejected=refused)
-        outcome = self._resolve_conflicts(cmd)
-        if outcome.queued:
-            item = (order_key(cmd, depth), cmd)
-            heapq.heappush(self._heap, item)
-            self._by_id[cmd.correlation_id] = item
-            if kind in _CONFLICT_KINDS:
-                self._by_kind.setdefault(kind, {})[cmd.correlation_id] = item
+        kind = cmd.kind
+        if kind in _CONFLICT_KINDS or self._by_kind.get(SteeringKind.CANCEL):
+            outcome = self._resolve_conflicts(cmd)
+            if not outcome.queued:
+                return outcome
+        else:  # nothing it can conflict with: most commands (this runs for every one)
+            outcome = PutOutcome(queued=True)
+        item = (order_key(cmd, depth), cmd)
+        heapq.heappush(self._heap, item)
+        self._by_id[cmd.correlation_id] = item
+        if kind in _CONFLICT_KINDS:
+            self._by_kind.setdefault(kind, {})[cmd.correlation_id] = item
         return outcome
 
     def _resolve_conflicts(self, new: SteeringCommand) -> PutOutcome:

@@ -187,7 +187,7 @@ class SteeringRouter:
         self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where or EMPTY)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._emit("steering.applied", self._open(cmd.correlation_id), affected=affected or EMPTY)
+        self._finish(self._open(cmd.correlation_id), "applied", affected=affected or EMPTY)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd.correlation_id), "failed", reason=reason)
@@ -295,16 +295,11 @@ class SteeringRouter:
             # Durable before the receipt: an accepted command survives a crash from here on.
             await self.store.append_command(tracked.cmd, state="accepted", run_id=handle.run_id)
         tracked.state = "accepted"
+        extra: dict[str, Any] = {}
         if decision.transforms:
-            self._emit(
-                "steering.accepted",
-                tracked,
-                policy_id=decision.policy_id,
-                transformed_by=",".join(p for p, _ in decision.transforms),
-                original_payload_summary=summarize(original.payload),
-            )
-        else:
-            self._emit("steering.accepted", tracked, policy_id=decision.policy_id)
+            extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
+            extra["original_payload_summary"] = summarize(original.payload)
+        self._emit("steering.accepted", tracked, policy_id=decision.policy_id, **extra)
         self._rollup(tracked, handle)
         if handle.status.finished:
             await self._enqueue(tracked, handle)
