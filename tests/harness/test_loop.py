@@ -207,8 +207,9 @@ async def test_a_childs_budget_cannot_exceed_its_parents_remaining(
     await parent.result()
 
     assert too_much.status == "rejected" and too_much.policy_id == "budget"
-    # The parent has 4 - 1 left (the child's call rolled up); the child may reach 1 + 3.
-    assert f"exceeds what parent run {parent.run_id} has left (3; the child already used 1)" in (
+    # The parent has 4 - 2 left (its own call in flight is charged when it is sent, the
+    # child's rolled up); the child may reach 1 + 2.
+    assert f"exceeds what parent run {parent.run_id} has left (2; the child already used 1)" in (
         too_much.reason
     )
     assert fits.accepted and recorder.terminal_state(fits.correlation_id) == "applied"
@@ -468,11 +469,13 @@ async def test_child_limits_are_bounded_by_the_parents_remaining_and_usage_rolls
     result = await parent.result()
     assert result.status is RunStatus.COMPLETED
 
-    used = seen["parent_used"]  # when the child started: 2 model calls, 1 tool call
-    assert (used["model_calls"], used["tool_calls"]) == (2, 1)
+    # When the child started: 2 model calls and 2 tool calls (the delegate call it runs in
+    # was charged when it was dispatched).
+    used = seen["parent_used"]
+    assert (used["model_calls"], used["tool_calls"]) == (2, 2)
     limits = seen["child_limits"]
     assert limits.max_model_calls == 3
-    assert limits.max_tool_calls == 2
+    assert limits.max_tool_calls == 1
     assert limits.max_tokens == 1000 - used["input_tokens"] - used["output_tokens"]
 
     # The child's 2 model calls and 1 tool call are counted on the parent too.

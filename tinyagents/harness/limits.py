@@ -1,4 +1,4 @@
-"""Enforcing ``RunLimits``: checks before model and tool calls, usage roll-up to ancestors.
+"""Enforcing ``RunLimits``: budget reserved up the run tree before each model and tool call.
 
 The limit and usage types live in ``tinyagents.runs.limits`` (the steering policies need them
 too); this module is where a running agent loop spends against them.
@@ -16,9 +16,10 @@ from tinyagents.runs.tree import RunTree
 __all__ = [
     "RunLimits",
     "RunUsage",
-    "check_before_model_call",
-    "check_before_tool_call",
+    "child_limits",
     "record_model_usage",
+    "reserve_model_call",
+    "reserve_tool_call",
 ]
 
 
@@ -33,7 +34,40 @@ def check_deadline(info: RunInfo) -> None:
         )
 
 
-def check_before_model_call(info: RunInfo) -> None:
+def reserve_model_call(info: RunInfo, tree: RunTree) -> None:
+    """Charge one model call to the run and every ancestor, or raise if any has none left.
+
+    Check and charge happen together, with no await between them, so runs of one tree going
+    concurrently can never spend more than any ancestor's limit between them. Tokens are known
+    only after the call: they are checked here, up the chain, and counted by
+    ``record_model_usage``.
+    """
+    chain = (info, *tree.ancestors(info.run_id))
+    for target in chain:
+        _check_model_budget(target)
+    for target in chain:
+        target.usage.model_calls += 1
+
+
+def reserve_tool_call(info: RunInfo, tree: RunTree) -> None:
+    """Charge one tool call to the run and every ancestor, or raise if any has none left."""
+    chain = (info, *tree.ancestors(info.run_id))
+    for target in chain:
+        _check_tool_budget(target)
+    for target in chain:
+        target.usage.tool_calls += 1
+
+
+def record_model_usage(info: RunInfo, tree: RunTree, usage: Usage) -> None:
+    """Count a model call's tokens and cost on the run and every ancestor (usage rolls up)."""
+    for target in (info, *tree.ancestors(info.run_id)):
+        u = target.usage
+        u.input_tokens += usage.input_tokens
+        u.output_tokens += usage.output_tokens
+        u.cost += usage.cost or 0.0
+
+
+def _check_model_budget(info: RunInfo) -> None:
     limits, usage = info.limits, info.usage
     if limits.max_model_calls is not None and usage.model_calls >= limits.max_model_calls:
         raise RunLimitExceeded(
@@ -46,28 +80,13 @@ def check_before_model_call(info: RunInfo) -> None:
     check_deadline(info)
 
 
-def check_before_tool_call(info: RunInfo) -> None:
+def _check_tool_budget(info: RunInfo) -> None:
     limits, usage = info.limits, info.usage
     if limits.max_tool_calls is not None and usage.tool_calls >= limits.max_tool_calls:
         raise RunLimitExceeded(
             "max_tool_calls", usage.tool_calls, limits.max_tool_calls, run_id=info.run_id
         )
     check_deadline(info)
-
-
-def record_model_usage(info: RunInfo, tree: RunTree, usage: Usage) -> None:
-    """Count one model call on the run and every ancestor (usage rolls up)."""
-    for target in (info, *tree.ancestors(info.run_id)):
-        u = target.usage
-        u.model_calls += 1
-        u.input_tokens += usage.input_tokens
-        u.output_tokens += usage.output_tokens
-        u.cost += usage.cost or 0.0
-
-
-def record_tool_call(info: RunInfo, tree: RunTree) -> None:
-    for target in (info, *tree.ancestors(info.run_id)):
-        target.usage.tool_calls += 1
 
 
 def child_limits(requested: RunLimits, parent: RunInfo) -> RunLimits:

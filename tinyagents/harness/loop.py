@@ -27,11 +27,10 @@ from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.limits import (
-    check_before_model_call,
-    check_before_tool_call,
     child_limits,
     record_model_usage,
-    record_tool_call,
+    reserve_model_call,
+    reserve_tool_call,
 )
 from tinyagents.harness.loop_types import Stop
 from tinyagents.harness.middleware import SteeringHook, fold, overrides
@@ -155,7 +154,7 @@ class AgentRun(RunDriver):
     # ------------------------------------------------------------------ model and tools
 
     async def _call_model(self) -> tuple[ModelResponse, str]:
-        check_before_model_call(self.info)
+        reserve_model_call(self.info, self.runtime.runs.tree)
         if self.staged:
             self.messages.extend(msg for _, msg in self.staged)
         request = ModelRequest(
@@ -213,7 +212,7 @@ class AgentRun(RunDriver):
         return response, rid
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
-        check_before_tool_call(self.info)
+        reserve_tool_call(self.info, self.runtime.runs.tree)
         allowed = self.allowed_tools()
         tool = allowed.get(call.name)
         if tool is None and self.agent.unknown_tools == "fail":
@@ -240,7 +239,6 @@ class AgentRun(RunDriver):
 
         handler = fold(self._tool_hooks, self.ctx, dispatch) if self._tool_hooks else dispatch
         result = await handler(call)
-        record_tool_call(self.info, self.runtime.runs.tree)
         self.messages.append(result.to_message())
         self.emit(
             ToolEvent,
