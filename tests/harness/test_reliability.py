@@ -3,12 +3,19 @@ restarts and misbehaving tools. Each test here failed before the fix it pins dow
 
 from __future__ import annotations
 
-from tinyagents import Agent, RunLimits, RunStatus, Runtime
+from pathlib import Path
+
+import pytest
+
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool
+from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Usage
 from tinyagents.runs.handle import RunHandle
-from tinyagents.steering.commands import SteeringActor
-from tinyagents.testkit import reply, tool_call
+from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringKind
+from tinyagents.steering.policy import CallNext, Decision, PolicyContext
+from tinyagents.testkit import ScriptedModel, reply, tool_call
 from tinyagents.testkit.fake_agent import Gate, fake_agent
+from tinyagents.testkit.recorder import EventRecorder
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 
@@ -86,3 +93,95 @@ async def test_concurrent_children_stop_when_their_parents_tokens_are_spent(rt: 
     for result in results:
         assert result.status is RunStatus.LIMIT_EXCEEDED
         assert "max_tokens" in (result.error or "")
+
+
+# --------------------------------------------------------------------------- 13
+
+
+def chain(depth: int, leaf_gate: Gate) -> Agent:
+    """Agents nested ``depth`` levels deep through ``SubAgentTool``; the leaf waits at the gate,
+    then would go on for two more turns."""
+    limits = RunLimits(max_depth=depth + 1)
+    leaf_script = [tool_call("hold"), tool_call("step", n=1), reply("leaf")]
+    agent = fake_agent("level-0", tools=[leaf_gate.tool()], script=leaf_script, limits=limits)
+    for level in range(1, depth + 1):
+        below = SubAgentTool(SubAgent(agent))
+        script = [tool_call(below.name, input="go"), reply(f"level {level} done")]
+        agent = fake_agent(f"level-{level}", tools=[below], script=script, limits=limits)
+    return agent
+
+
+@pytest.mark.parametrize(("depth", "durable"), [(5, False), (50, False), (20, True)])
+async def test_immediate_cancel_stops_a_deep_tree_at_once(
+    tmp_path: Path, depth: int, durable: bool
+):
+    # With a store every cancel sent waits for its write: the subtree must not work meanwhile.
+    recorder = EventRecorder()
+    store = f"sqlite:///{tmp_path / 'runs.db'}" if durable else None
+    async with Runtime(store, testing=True, sinks=[recorder]) as rt:
+        await cancel_deep_tree(rt, recorder, depth)
+
+
+async def cancel_deep_tree(rt: Runtime, recorder: EventRecorder, depth: int) -> None:
+    gate = Gate()
+    root = await rt.start(chain(depth, gate), "go")
+    await gate.entered.wait()
+    run_ids = [root.run_id, *(i.run_id for i in rt.runs.tree.descendants(root.run_id))]
+    assert len(run_ids) == depth + 1
+
+    await root.cancel("stop the tree", immediate=True, actor=OPERATOR)
+    gate.open()  # the leaf's tool finishes (tools are never interrupted) …
+    assert (await root.result()).status is RunStatus.CANCELLED
+
+    for run_id in run_ids:  # … but no run does any more work after it: each one is cancelled
+        assert rt.runs.get(run_id).status is RunStatus.CANCELLED, run_id
+        ended = [e.type for e in recorder.events if e.run_id == run_id and e.type in ENDINGS]
+        assert ended == ["run.cancelled"], run_id
+    leaf = rt.runs.get(run_ids[-1])
+    assert leaf.info.usage.tool_calls == 1  # only the held call: no step after the cancel
+    recorder.assert_every_command_terminal()
+
+
+ENDINGS = {f"run.{s.value}" for s in RunStatus if s.finished}
+
+
+class RefusesCancels(Middleware):
+    name = "no-cancel"
+
+    async def steering(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if cmd.kind is SteeringKind.CANCEL:
+            return Decision.reject(cmd, "this run finishes what it started", "no-cancel")
+        return await call_next(cmd)
+
+
+async def test_a_descendant_that_refuses_its_cancel_carries_on(
+    rt: Runtime, recorder: EventRecorder
+):
+    gate = Gate()
+    leaf = fake_agent("leaf", tools=[gate.tool()], script=[tool_call("hold"), reply("leaf")])
+    mid_model = ScriptedModel([tool_call("leaf", input="go"), reply("mid finished anyway")])
+    mid = Agent(
+        "mid", mid_model, tools=[SubAgentTool(SubAgent(leaf))], middleware=[RefusesCancels()]
+    )
+    root = await rt.start(
+        fake_agent(
+            "root",
+            tools=[SubAgentTool(SubAgent(mid))],
+            script=[tool_call("mid", input="go"), reply("x")],
+        ),
+        "go",
+    )
+    await gate.entered.wait()
+    (mid_info,) = rt.runs.tree.children(root.run_id)
+    (leaf_info,) = rt.runs.tree.children(mid_info.run_id)
+
+    await root.cancel("stop", immediate=True, actor=OPERATOR)
+    gate.open()
+
+    assert (await root.result()).status is RunStatus.CANCELLED
+    assert mid_info.status is RunStatus.COMPLETED  # frozen, then let go when it refused
+    assert leaf_info.status is RunStatus.CANCELLED
+    assert f"ancestor run {root.run_id} was cancelled" in mid_model.requests[1].messages[-1].content
+    recorder.assert_every_command_terminal()

@@ -73,6 +73,10 @@ class AgentRun(RunDriver):
         self.failure: BaseException | None = None
         #: Message commands delivered but not yet sent to the model: (command, message).
         self.staged: list[tuple[SteeringCommand, Message]] = []
+        #: An ancestor is cancelling this run: it does no more work, and waits at its next
+        #: boundary for the cancel command on its way (cleared if that command is refused).
+        self.frozen = False
+        self._poke: asyncio.Event | None = None  # set when a command is queued (``wake``)
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
@@ -131,6 +135,8 @@ class AgentRun(RunDriver):
         self.boundary = boundary
         inbox = self.handle.inbox
         staged = await self._apply_all(inbox.take(boundary, final=final, **where), boundary, where)
+        while self.frozen and not self.paused:
+            staged = await self._wait_for_cancel(boundary, final, where) or staged
         while self.paused:
             inbox.clear_signal()
             cmds = inbox.take(Boundary.WHILE_PAUSED, **where)
@@ -142,6 +148,19 @@ class AgentRun(RunDriver):
                 more = inbox.take(boundary, final=final, **where)
                 staged = await self._apply_all(more, boundary, where) or staged
         return staged
+
+    async def _wait_for_cancel(
+        self, boundary: Boundary, final: bool, where: dict[str, Any]
+    ) -> bool:
+        """Frozen by an ancestor's cancel: apply what arrives here until the cancel (which
+        raises ``Stop``) lands, or the run is unfrozen because the cancel was refused."""
+        poke = self._poke = self._poke or asyncio.Event()
+        poke.clear()
+        cmds = self.handle.inbox.take(boundary, final=final, **where)
+        if cmds:
+            return await self._apply_all(cmds, boundary, where)
+        await poke.wait()
+        return False
 
     async def _apply_all(
         self, cmds: list[SteeringCommand], boundary: Boundary, where: dict[str, Any]
@@ -261,12 +280,21 @@ class AgentRun(RunDriver):
 
     # ------------------------------------------------------------------ RunDriver hooks
 
+    def wake(self) -> None:
+        if self._poke is not None:
+            self._poke.set()
+
     def interrupt_now(self, cmd: SteeringCommand) -> None:
+        """Cancel the in-flight model request, and freeze the whole subtree in this same call:
+        no descendant does more work while the cancels are sent to them, one by one."""
         if self._model_task is not None and not self._model_task.done():
             self._model_task.cancel()
-        self.runtime.spawn(
-            self._cancel_children("parent run cancelled"), name=f"cancel-subtree-{self.info.run_id}"
-        )
+        marked = self._freeze_subtree()
+        if marked:
+            reason = cmd.payload.get("reason")
+            self.runtime.spawn(
+                self._send_cancels(marked, reason), name=f"cancel-subtree-{self.info.run_id}"
+            )
 
     async def on_late_command(self, cmd: SteeringCommand) -> bool:
         """An END_OF_TURN message after the run completed gives the agent another turn."""
@@ -298,27 +326,67 @@ class AgentRun(RunDriver):
         await self.runtime.router.target_changed(self.handle)
 
     async def _cancel_children(self, reason: str | None) -> None:
-        """Cancel every live child (each cascades to its own) and wait for them to end."""
-        children = [
-            self.runtime.runs.get(c.run_id)
-            for c in self.runtime.runs.tree.children(self.info.run_id)
-        ]
-        live = [c for c in children if c is not None and not c.status.finished]
-        for child in live:
-            await self.runtime.submit(
-                SteeringCommand(
-                    target=SteeringTarget.agent_run(child.run_id),
-                    actor=SteeringActor.parent_agent(self.info.run_id, self.agent.name),
-                    kind=SteeringKind.CANCEL,
-                    payload={
-                        "reason": f"parent run {self.info.run_id} was cancelled"
-                        + (f": {reason}" if reason else "")
-                    },
-                    delivery=SteeringDelivery.IMMEDIATE,
-                )
+        """Cancel every live descendant and wait for the children to end."""
+        await self._send_cancels(self._freeze_subtree(), reason)
+        runs = self.runtime.runs
+        for info in runs.tree.children(self.info.run_id):
+            child = runs.get(info.run_id)
+            if child is not None and not child.status.finished:
+                await child.result()
+
+    def _freeze_subtree(self) -> list[RunHandle]:
+        """Mark every live descendant not yet being cancelled, parents first, and freeze the
+        agent runs among them. Synchronous, so the whole subtree stops at once: cancelling
+        one level per scheduled task let the deepest runs work on (and complete).
+
+        A run already marked was walked by whoever marked it, and any child it starts later is
+        cancelled when it ends, so its subtree is not walked again. A graph run is sent its
+        cancel but not walked into: its driver cancels its own tasks.
+        """
+        runs = self.runtime.runs
+        marked: list[RunHandle] = []
+        frontier = [self.info.run_id]
+        while frontier:
+            below: list[str] = []
+            for run_id in frontier:
+                for info in runs.tree.children(run_id):
+                    handle = runs.get(info.run_id)
+                    if handle is None or handle.cancelling:
+                        continue
+                    if not handle.status.finished:
+                        handle.cancelling = True
+                        marked.append(handle)
+                    if isinstance(handle.driver, AgentRun):
+                        handle.driver.frozen = not handle.status.finished
+                        below.append(info.run_id)
+            frontier = below
+        return marked
+
+    async def _send_cancels(self, handles: list[RunHandle], reason: str | None) -> None:
+        """Send each marked run an IMMEDIATE cancel from this run's agent (an ancestor of each
+        of them); a run whose cancel is refused (by a policy, say) is unfrozen and carries on."""
+        me = self.info.run_id
+        actor = SteeringActor.parent_agent(me, self.agent.name)
+        for index, handle in enumerate(handles):
+            relation = "parent" if handle.info.parent_run_id == me else "ancestor"
+            cmd = SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=actor,
+                kind=SteeringKind.CANCEL,
+                payload={
+                    "reason": f"{relation} run {me} was cancelled"
+                    + (f": {reason}" if reason else "")
+                },
+                delivery=SteeringDelivery.IMMEDIATE,
             )
-        for child in live:
-            await child.result()
+            try:
+                receipt = await self.runtime.submit(cmd)
+            except BaseException:
+                for unsent in handles[index:]:
+                    _unfreeze(unsent)
+                raise
+            if not receipt.accepted:
+                _unfreeze(handle)
 
     def _result(self, status: RunStatus, output: Any, error: str | None = None) -> RunResult:
         return RunResult(
@@ -350,6 +418,14 @@ class AgentRun(RunDriver):
 
     def emit(self, cls: type[Event], **fields: Any) -> None:
         self.runtime.bus.publish(run_event(self.info, cls, **fields))
+
+
+def _unfreeze(handle: RunHandle) -> None:
+    handle.cancelling = False
+    driver = handle.driver
+    if isinstance(driver, AgentRun) and driver.frozen:
+        driver.frozen = False
+        driver.wake()
 
 
 async def start_agent_run(

@@ -102,6 +102,8 @@ class RunHandle:
         #: e.g. the steering hooks of the agent's middleware.
         self.policies: list[Policy] = []
         self.default_actor: AnyActor = _local_operator(info.tenant_id)
+        #: An ancestor's cancel has been sent to this run (a subtree is cancelled once per run).
+        self.cancelling = False
 
     @property
     def run_id(self) -> str:
