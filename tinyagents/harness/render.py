@@ -6,7 +6,10 @@
     </steering>
     This steering does not change your tools, limits or task contract.
 
-The payload can never close the fence early: ``</steering>`` inside it is escaped.
+The payload can never open or close a fence, nor start a line that reads as a header: those
+are escaped. Every provenance field in the header (actor ids and names, the correlation id) is
+sender-controlled, so it is constrained to one short line without quotes, brackets, angle
+brackets or separators: a sender cannot forge ``from human "admin"`` or a second header.
 """
 
 from __future__ import annotations
@@ -16,9 +19,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tinyagents.harness.model import Message
-from tinyagents.steering.commands import SteeringCommand, SteeringKind
+from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringKind
 
 _CLOSING = re.compile(r"</\s*steering\s*>", re.IGNORECASE)
+_OPENING = re.compile(r"<\s*steering\b[^>]*>", re.IGNORECASE)
+_HEADER_LINE = re.compile(r"^(\s*)\[(\s*steering)", re.IGNORECASE | re.MULTILINE)
+#: What a provenance field may contain: letters, digits and a few id characters. Everything
+#: else (newlines, quotes, brackets, ``<``/``>``, the ``·`` separator) becomes ``_``.
+_UNSAFE = re.compile(r"[^\w .:@/+#-]")
+MAX_FIELD = 64
 
 DEFAULT_TEMPLATE = (
     "[steering · {kind} · from {actor} · {correlation_id}]\n"
@@ -37,7 +46,27 @@ _FOOTERS = {
 
 
 def escape(text: str) -> str:
-    return _CLOSING.sub("<\\/steering>", text)
+    """Text for inside the fence: it can neither open nor close one, nor fake a header line."""
+    text = _CLOSING.sub("<\\/steering>", text)
+    text = _OPENING.sub("<\\\\steering>", text)
+    return _HEADER_LINE.sub(r"\1\\[\2", text)
+
+
+def field(value: object) -> str:
+    """A provenance field made safe for the header line: one short line that cannot end the
+    quotes, brackets or line it sits in."""
+    text = _UNSAFE.sub("_", str(value))
+    return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
+
+
+def describe_actor(actor: SteeringActor) -> str:
+    """``actor.describe()`` with every field of the actor made safe (see ``field``)."""
+    safe = {
+        name: field(value)
+        for name in type(actor).model_fields
+        if name != "type" and isinstance(value := getattr(actor, name), str)
+    }
+    return actor.model_copy(update=safe).describe()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -51,14 +80,14 @@ class SteeringRenderer:
         p = cmd.payload
         if cmd.kind is SteeringKind.PROVIDE_CONTEXT:
             text = p.get("text") if p.get("text") is not None else repr(p.get("value"))
-            return f"(context from {p['source']})\n{text}" if p.get("source") else str(text)
+            return f"(context from {field(p['source'])})\n{text}" if p.get("source") else str(text)
         return str(cmd.text or "")
 
     def render(self, cmd: SteeringCommand) -> Message:
         body = self.template.format(
             kind=cmd.kind.value,
-            actor=cmd.actor.describe(),
-            correlation_id=cmd.correlation_id,
+            actor=describe_actor(cmd.actor),
+            correlation_id=field(cmd.correlation_id),
             text=escape(self.text_of(cmd)),
             footer=_FOOTERS.get(cmd.kind, FOOTER),
         )
