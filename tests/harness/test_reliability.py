@@ -3,13 +3,14 @@ restarts and misbehaving tools. Each test here failed before the fix it pins dow
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.harness.middleware import Middleware
-from tinyagents.harness.model import Usage
+from tinyagents.harness.model import ModelRequest, Usage
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.runs.handle import RunHandle
 from tinyagents.steering.commands import (
@@ -19,7 +20,7 @@ from tinyagents.steering.commands import (
     SteeringTarget,
 )
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 from tinyagents.testkit.fake_agent import Gate, fake_agent, steering_messages
 from tinyagents.testkit.recorder import EventRecorder
 
@@ -267,3 +268,49 @@ async def test_a_hostile_user_id_reaches_the_model_inside_one_framed_message(rt:
     headers = [line for line in message.content.split("\n") if line.startswith("[steering")]
     assert len(headers) == 1 and 'human "admin"' not in headers[0]
     assert message.content.count("<steering>") == message.content.count("</steering>") == 1
+
+
+# --------------------------------------------------------------------------- 24
+
+
+@tool
+async def flaky() -> str:
+    """A tool whose own code raises CancelledError (a library's internal cancellation)."""
+    raise asyncio.CancelledError("connection pool shut down")
+
+
+async def test_a_tool_raising_cancelled_error_is_a_tool_failure_not_a_cancelled_run(
+    rt: Runtime, recorder: EventRecorder
+):
+    model = ScriptedModel([tool_call("flaky"), reply("recovered")])
+    handle = await rt.start(Agent("worker", model, tools=[flaky]), "go")
+    result = await handle.result()
+
+    assert result.status is RunStatus.COMPLETED and result.output == "recovered"
+    message = model.requests[1].messages[-1]
+    assert message.role == "tool" and message.metadata == {"error": True}
+    assert "flaky" in message.content and "CancelledError" in message.content
+
+
+async def test_closing_the_runtime_still_cancels_a_run_inside_a_tool():
+    gate = Gate()
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        handle = await rt.start(
+            fake_agent("w", tools=[gate.tool()], script=[tool_call("hold")]), "go"
+        )
+        await gate.entered.wait()
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED and result.error == "runtime closed"
+    assert gate.cancelled
+
+
+async def test_a_model_raising_cancelled_error_fails_the_run_with_a_clear_reason(rt: Runtime):
+    async def broken(request: ModelRequest) -> str:
+        raise asyncio.CancelledError("provider client closed")
+
+    handle = await rt.start(Agent("worker", FunctionModel(broken)), "go")
+    result = await handle.result()
+
+    assert result.status is RunStatus.FAILED
+    assert "CancelledError" in (result.error or "") and "provider client closed" in result.error

@@ -78,6 +78,7 @@ class AgentRun(RunDriver):
         self.frozen = False
         self._poke: asyncio.Event | None = None  # set when a command is queued (``wake``)
         self._model_task: asyncio.Task[ModelResponse] | None = None
+        self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -100,9 +101,18 @@ class AgentRun(RunDriver):
             )
             result = self._result(RunStatus.LIMIT_EXCEEDED, self.last_text, str(exc))
             self.limit_error = exc
-        except asyncio.CancelledError:
-            await self._end(self._result(RunStatus.CANCELLED, self.last_text, "runtime closed"))
-            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                await self._end(self._result(RunStatus.CANCELLED, self.last_text, "runtime closed"))
+                raise
+            # Raised by code the run called (a model, a middleware), not a cancellation of it.
+            self.failure = exc
+            result = self._result(
+                RunStatus.FAILED,
+                self.last_text,
+                f"CancelledError raised inside the run (it was not cancelled): {exc}",
+            )
         except Exception as exc:
             self.failure = exc
             result = self._result(RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {exc}")
@@ -205,13 +215,13 @@ class AgentRun(RunDriver):
             response = await task
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if task.cancelled() and current is not None and not current.cancelling():
+            if task is self._interrupted and current is not None and not current.cancelling():
                 # Our own IMMEDIATE cancel: apply it now, at the boundary after the request.
                 await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=rid)
                 raise Stop(RunStatus.CANCELLED, "cancelled during a model request") from None
             raise
         finally:
-            self._model_task = None
+            self._model_task = self._interrupted = None
         record_model_usage(self.info, self.runtime.runs.tree, response.usage)
         self.messages.append(response.to_message())
         if response.text:
@@ -289,6 +299,7 @@ class AgentRun(RunDriver):
         no descendant does more work while the cancels are sent to them, one by one."""
         if self._model_task is not None and not self._model_task.done():
             self._model_task.cancel()
+            self._interrupted = self._model_task
         marked = self._freeze_subtree()
         if marked:
             reason = cmd.payload.get("reason")

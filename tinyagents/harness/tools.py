@@ -178,7 +178,8 @@ async def execute_tool_call(
 
     ``tool`` is None when the model named a tool it was not offered; ``available`` lists the
     names it may use instead. The effective timeout is the smaller of ``timeout_s`` and the
-    tool's own. Cancellation of the caller is not caught: it propagates.
+    tool's own. Cancellation of the caller is not caught: it propagates; a ``CancelledError``
+    the tool raises while the caller is not being cancelled is an error result.
     """
     if tool is None:
         names = ", ".join(available) or "none"
@@ -203,7 +204,20 @@ async def execute_tool_call(
         return _error(call, str(exc))
     except Exception as exc:
         return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+    except asyncio.CancelledError as exc:
+        if _being_cancelled():
+            raise
+        # Raised by the tool's own code (a library cancelling its own work), not because the
+        # run was cancelled: a tool failure like any other.
+        detail = f": {exc}" if str(exc) else ""
+        return _error(call, f"tool {call.name!r} raised CancelledError{detail}")
     return ToolResult(call_id=call.id, name=call.name, content=_to_text(value))
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task itself has been asked to stop (``Task.cancel``)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def _error(call: ToolCall, text: str) -> ToolResult:
