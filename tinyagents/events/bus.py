@@ -3,12 +3,18 @@
 ``publish`` is synchronous and never blocks: sinks are plain callables, and every subscriber has
 its own bounded queue; when a subscriber's queue is full the event is dropped *for that
 subscriber* and counted, so a slow reader can never stall a run.
+
+Nor can a broken one: an exception from a sink or from a subscription's ``where`` filter never
+reaches the publisher (a run, the steering router). It is counted (``EventBus.sink_errors``,
+``Subscription.errors``) and logged on the ``tinyagents.events`` logger the first time that
+sink or subscription raises that type of error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,20 +23,53 @@ from tinyagents.events.models import Event
 Sink = Callable[[Event], None]
 EventFilter = Callable[[Event], bool]
 
+log = logging.getLogger("tinyagents.events")
+
+
+def _report(what: str, exc: Exception, logged: set[type[Exception]]) -> None:
+    # Once per culprit and error type: a sink that fails on every event must not flood the log.
+    if type(exc) in logged:
+        return
+    logged.add(type(exc))
+    log.error(
+        "%s raised %s; the event was skipped for it, and later %ss from it are only counted",
+        what,
+        type(exc).__name__,
+        type(exc).__name__,
+        exc_info=exc,
+    )
+
+
+def sink_name(sink: Callable[..., object]) -> str:
+    """The key of a sink in ``EventBus.sink_errors``: its function's or its class's name."""
+    name = getattr(sink, "__qualname__", None)
+    return name if isinstance(name, str) else type(sink).__qualname__
+
 
 class Subscription:
-    """An async iterator of events; ``dropped`` counts what did not fit in its queue."""
+    """An async iterator of events; ``dropped`` counts what did not fit in its queue,
+    ``errors`` the events its ``where`` filter raised on (those are skipped)."""
 
     def __init__(self, bus: EventBus, maxsize: int, where: EventFilter | None) -> None:
         self._bus = bus
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=maxsize)
         self._where = where
+        self._logged: set[type[Exception]] = set()
         self.dropped = 0
+        self.errors = 0
         self.closed = False
 
     def offer(self, event: Event) -> None:
-        if self.closed or (self._where is not None and not self._where(event)):
+        if self.closed:
             return
+        if self._where is not None:
+            try:
+                if not self._where(event):
+                    return
+            except Exception as exc:
+                self.errors += 1
+                _report(f"the filter {sink_name(self._where)} of a subscription", exc, self._logged)
+                return
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
@@ -82,7 +121,10 @@ class EventBus:
         self._offsets = itertools.count()
         self._sinks: list[Sink] = []
         self._subscribers: list[Subscription] = []
+        self._logged: dict[str, set[type[Exception]]] = {}
         self.published = 0
+        #: Events each sink raised on, by ``sink_name``; a sink that never raised is absent.
+        self.sink_errors: dict[str, int] = {}
 
     def add_sink(self, sink: Sink) -> None:
         self._sinks.append(sink)
@@ -94,12 +136,27 @@ class EventBus:
         event._set_offset(next(self._offsets))
         self.published += 1
         for sink in self._sinks:
-            sink(event)
+            try:
+                sink(event)
+            except Exception as exc:
+                self._sink_failed(sink, exc)
         for sub in self._subscribers:
             sub.offer(event)
         return event
 
+    def _sink_failed(self, sink: Sink, exc: Exception) -> None:
+        name = sink_name(sink)
+        self.sink_errors[name] = self.sink_errors.get(name, 0) + 1
+        _report(f"the event sink {name}", exc, self._logged.setdefault(name, set()))
+
     def subscribe(self, *, maxsize: int = 10_000, where: EventFilter | None = None) -> Subscription:
+        """A new subscription holding at most ``maxsize`` unread events (at least 1)."""
+        if maxsize < 1:
+            # asyncio.Queue(maxsize=0) is unbounded: a forgotten subscriber would grow forever.
+            raise ValueError(
+                f"subscribe(maxsize={maxsize}): a subscription holds at least 1 event; "
+                "pass the largest backlog you accept (the default is 10_000)"
+            )
         sub = Subscription(self, maxsize, where)
         self._subscribers.append(sub)
         return sub

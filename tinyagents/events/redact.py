@@ -1,4 +1,12 @@
-"""Payload summaries for events: secrets masked, long text shortened."""
+"""Payload summaries for events: secrets masked, long text shortened.
+
+A key is secret when it contains one of ``DEFAULT_SECRET_KEYS`` (camelCase, kebab-case and
+plurals included: ``accessTokens``, ``client_secret``, ``Set-Cookie``, ``api_keys``), unless
+the name runs on into a longer word (``tokenizer``, ``secretary``). One explicit exception:
+a ``token``/``tokens`` key that also names a count (``max_tokens``, ``total_tokens``,
+``tokens_used``, ``token_count``: see ``TOKEN_COUNTER_WORDS``) is a usage counter, not a
+credential.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,50 @@ import re
 from typing import Any
 
 DEFAULT_SECRET_KEYS = frozenset(
-    {"api_key", "apikey", "password", "passwd", "token", "authorization", "secret", "cookie"}
+    {
+        "api_key",
+        "apikey",
+        "access_key",
+        "private_key",
+        "privatekey",
+        "password",
+        "passwd",
+        "passphrase",
+        "token",
+        "authorization",
+        "secret",
+        "cookie",
+        "credential",
+    }
+)
+#: Words that make a ``token``/``tokens`` key a usage counter or limit rather than a secret.
+TOKEN_COUNTER_WORDS = frozenset(
+    {
+        "max",
+        "min",
+        "num",
+        "n",
+        "count",
+        "total",
+        "used",
+        "usage",
+        "limit",
+        "budget",
+        "remaining",
+        "estimated",
+        "per",
+        "prompt",
+        "completion",
+        "input",
+        "output",
+        "cached",
+        "cache",
+        "reasoning",
+        "audio",
+        "text",
+        "image",
+        "context",
+    }
 )
 MASK = "***"
 
@@ -45,18 +96,37 @@ def _summary(value: Any, max_chars: int, secret_keys: frozenset[str]) -> Any:
     return _summary(repr(value), max_chars, secret_keys)
 
 
+def mask(value: Any, *, secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS) -> Any:
+    """``value`` with secret-named keys masked at any depth and nothing shortened (for logs
+    of data that is already JSON-safe, such as a dumped event)."""
+    if isinstance(value, dict):
+        return {
+            k: MASK if _is_secret(str(k), secret_keys) else mask(v, secret_keys=secret_keys)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [mask(v, secret_keys=secret_keys) for v in value]
+    return value
+
+
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+_WORD = re.compile(r"[a-z0-9]+")
 
 
 @functools.lru_cache(maxsize=16)
 def _secret_pattern(secret_keys: frozenset[str]) -> re.Pattern[str]:
-    # A secret name anywhere in the key ("userpassword", "github_token"), but not running on
-    # into a longer word: "max_tokens" and "tokenizer" are not secrets.
+    # A secret name, or its plural, anywhere in the key ("userpassword", "github_token",
+    # "api_keys"), but not running on into a longer word: "tokenizer" is not a secret.
     names = "|".join(re.escape(s) for s in sorted(secret_keys, key=len, reverse=True))
-    return re.compile(f"(?:{names})(?![a-z])")
+    return re.compile(f"(?:{names})s?(?![a-z])")
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_secret(key: str, secret_keys: frozenset[str]) -> bool:
     normalised = _CAMEL_HUMP.sub("_", key).lower().replace("-", "_")
-    return _secret_pattern(secret_keys).search(normalised) is not None
+    hits = {m.group().removesuffix("s") for m in _secret_pattern(secret_keys).finditer(normalised)}
+    if hits == {"token"} and not TOKEN_COUNTER_WORDS.isdisjoint(_WORD.findall(normalised)):
+        return False  # "max_tokens", "tokens_used": a count of tokens, not a credential
+    return bool(hits)

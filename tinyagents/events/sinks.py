@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyagents.events.models import Event
+from tinyagents.events.redact import mask
 
 
 class MemorySink:
@@ -21,7 +22,10 @@ class MemorySink:
 
 
 class StructlogSink:
-    """Logs each event through structlog, one line per event (``json=True`` for JSON lines)."""
+    """Logs each event through structlog, one line per event (``json=True`` for JSON lines).
+
+    Secret-named keys are masked anywhere in the event, as in ``payload_summary``: fields such
+    as ``detail``, ``data`` or ``affected`` are not summaries, and a log line outlives a run."""
 
     def __init__(
         self, *, json: bool = True, logger_name: str = "tinyagents", level: str = "info"
@@ -41,6 +45,6 @@ class StructlogSink:
 
     def __call__(self, event: Event) -> None:
         # Not exclude_defaults: it would drop the discriminating `type` of actors and targets.
-        data = event.model_dump(mode="json", exclude_none=True)
+        data = mask(event.model_dump(mode="json", exclude_none=True))
         data.pop("type", None)
         getattr(self._log, self._level)(event.type, **data)

@@ -1,0 +1,188 @@
+"""The bus isolates what it feeds (a raising sink or filter never reaches the publisher), and
+redaction masks secret keys (plurals included) but not token counters, in events and logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from tinyagents import Agent, RunStatus, Runtime, tool
+from tinyagents.events.bus import EventBus
+from tinyagents.events.models import Event, RunEvent, SubAgentEvent
+from tinyagents.events.redact import MASK, summarize
+from tinyagents.events.sinks import MemorySink, StructlogSink
+from tinyagents.testkit import EventRecorder, ScriptedModel, tool_call
+
+
+class BrokenSink:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, event: Event) -> None:
+        self.calls += 1
+        raise RuntimeError("sink is down")
+
+
+# ---------------------------------------------------------------- sinks and subscribers
+
+
+async def test_a_raising_sink_breaks_neither_the_run_nor_the_terminal_invariant() -> None:
+    gate = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Waits for the test."""
+        await gate.wait()
+        return "waited"
+
+    broken, recorder = BrokenSink(), EventRecorder()
+    agent = Agent("a", ScriptedModel([tool_call("wait"), "done"]), tools=[wait])
+    async with Runtime(sinks=[broken, recorder]) as rt:
+        handle = await rt.start(agent, "task")
+        receipt = await handle.steer("also check the ledger")
+        gate.set()
+        result = await handle.result()
+        errors = dict(rt.bus.sink_errors)
+    assert result.status is RunStatus.COMPLETED
+    assert result.output == "done"
+    assert receipt.status == "accepted"
+    recorder.assert_lifecycle(
+        receipt.correlation_id, ["requested", "accepted", "delivered", "applied"]
+    )
+    recorder.assert_every_command_terminal()
+    # The sink after the broken one still saw everything; every failure was counted.
+    assert broken.calls == len(recorder.events) > 0
+    assert errors == {"BrokenSink": broken.calls}
+
+
+def test_sink_errors_are_logged_once_per_sink_and_error_type(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = EventBus()
+    after = MemorySink()
+    bus.add_sink(BrokenSink())
+    bus.add_sink(after)
+    with caplog.at_level(logging.ERROR, logger="tinyagents.events"):
+        for _ in range(5):
+            bus.publish(RunEvent(type="run.status"))
+    assert len(after.events) == 5
+    assert bus.sink_errors == {"BrokenSink": 5}
+    (record,) = caplog.records
+    assert "BrokenSink" in record.getMessage() and "RuntimeError" in record.getMessage()
+
+
+async def test_a_raising_subscription_filter_is_counted_and_skips_only_that_subscriber(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = EventBus()
+
+    def picky(event: Event) -> bool:
+        raise KeyError("no such field")
+
+    bad = bus.subscribe(where=picky)
+    good = bus.subscribe()
+    with caplog.at_level(logging.ERROR, logger="tinyagents.events"):
+        for _ in range(3):
+            bus.publish(RunEvent(type="run.status"))
+    assert bad.errors == 3 and bad.get_nowait() is None
+    assert [good.get_nowait() is not None for _ in range(3)] == [True] * 3
+    assert len(caplog.records) == 1
+
+
+@pytest.mark.parametrize("maxsize", [0, -1])
+async def test_subscribe_refuses_a_maxsize_below_one(maxsize: int) -> None:
+    bus = EventBus()
+    with pytest.raises(ValueError, match="maxsize"):
+        bus.subscribe(maxsize=maxsize)
+    assert bus._subscribers == []
+    async with Runtime() as rt:
+        with pytest.raises(ValueError, match="maxsize"):
+            rt.subscribe(maxsize=maxsize)
+
+
+# ---------------------------------------------------------------- redaction
+
+SECRET_KEYS = [
+    "password",
+    "passwords",
+    "db_passwords",
+    "secret",
+    "secrets",
+    "client_secret",
+    "clientSecrets",
+    "api_key",
+    "api_keys",
+    "apiKeys",
+    "token",
+    "tokens",
+    "access_token",
+    "access_tokens",
+    "refresh_token",
+    "refreshTokens",
+    "id_token",
+    "cookie",
+    "cookies",
+    "Set-Cookie",
+    "authorization",
+    "private_key",
+    "privateKey",
+    "private_keys",
+    "credential",
+    "credentials",
+    "aws_credentials",
+    "passphrase",
+    "access_key",
+]
+COUNTER_KEYS = [
+    "max_tokens",
+    "maxTokens",
+    "max_completion_tokens",
+    "tokenizer",
+    "total_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "tokens_used",
+    "token_count",
+    "num_tokens",
+    "totalTokenCount",
+    "secretary",
+    "passwordless",
+    "keys",
+]
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_secret_keys_are_masked(key: str) -> None:
+    assert summarize({key: "s3cr3t"}) == {key: MASK}
+    assert summarize({"nested": [{key: {"deep": 1}}]}) == {"nested": [{key: MASK}]}
+
+
+@pytest.mark.parametrize("key", COUNTER_KEYS)
+def test_counters_and_other_words_are_not_masked(key: str) -> None:
+    assert summarize({key: 123}) == {key: 123}
+
+
+def test_structlog_sink_masks_secrets_anywhere_in_the_event(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sink = StructlogSink(json=True)
+    sink(
+        SubAgentEvent(
+            type="subagent.started",
+            run_id="r-1",
+            child_run_id="r-2",
+            detail={"passwords": ["p"], "config": {"api_keys": "k"}, "max_tokens": 5},
+        )
+    )
+    sink(RunEvent(type="run.completed", run_id="r-1", usage={"total_tokens": 7, "tokens": "t"}))
+    started, completed = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert started["detail"] == {"passwords": MASK, "config": {"api_keys": MASK}, "max_tokens": 5}
+    assert completed["usage"] == {"total_tokens": 7, "tokens": MASK}
+    assert completed["run_id"] == "r-1"
