@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo, RunStatus
 from tinyagents.runs.limits import RunLimits, RunUsage
@@ -99,7 +100,7 @@ def test_registry_lists_and_snapshots_by_tenant(registry: RunRegistry) -> None:
 
 
 def test_registering_twice_is_refused(registry: RunRegistry) -> None:
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ConfigurationError, match="already registered"):
         registry.register(handle("a"))
 
 

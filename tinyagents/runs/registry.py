@@ -6,6 +6,7 @@ import builtins
 from collections.abc import Callable
 from typing import Any
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
@@ -21,7 +22,10 @@ class RunRegistry:
     def register(self, handle: RunHandle) -> None:
         info = handle.info
         if info.run_id in self._handles:
-            raise ValueError(f"run {info.run_id} is already registered")
+            raise ConfigurationError(
+                f"run {info.run_id!r} is already registered in this runtime; "
+                "give each run its own run_id (or leave it unset for a fresh one)"
+            )
         if info.parent_run_id is not None:
             parent = self.tree.get(info.parent_run_id)
             if parent is not None:

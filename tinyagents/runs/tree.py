@@ -1,4 +1,10 @@
-"""Parent/child structure of runs: ancestors, descendants, depth, siblings."""
+"""Parent/child structure of runs: ancestors, descendants, depth, siblings.
+
+Every walk is a loop over an explicit stack or frontier, never recursion: a tree is as deep as
+its runs make it (a chain of 5,000 sub-agents included), and Python's recursion limit is ~1,000.
+Every walk also visits a run at most once, so a parent cycle (two runs registered before their
+parents, each naming the other) cannot make it loop.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +23,24 @@ class RunTreeNode:
     children: list[RunTreeNode] = field(default_factory=list)
 
     def walk(self) -> Iterator[RunTreeNode]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """This node and every node under it, depth first, children in order."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def snapshot(self) -> dict[str, Any]:
-        return {**self.info.snapshot(), "children": [c.snapshot() for c in self.children]}
+        """The subtree as nested dicts: each run's snapshot plus its ``children``."""
+        root: dict[str, Any] = {**self.info.snapshot(), "children": []}
+        stack: list[tuple[RunTreeNode, dict[str, Any]]] = [(self, root)]
+        while stack:
+            node, out = stack.pop()
+            for child in node.children:
+                child_out = {**child.info.snapshot(), "children": []}
+                out["children"].append(child_out)
+                stack.append((child, child_out))
+        return root
 
 
 class RunTree:
@@ -49,8 +67,12 @@ class RunTree:
     def ancestors(self, run_id: str) -> list[RunInfo]:
         """Parent first, root last."""
         out: list[RunInfo] = []
+        seen = {run_id}
         info = self._infos.get(run_id)
         while info is not None and info.parent_run_id is not None:
+            if info.parent_run_id in seen:
+                break
+            seen.add(info.parent_run_id)
             info = self._infos.get(info.parent_run_id)
             if info is not None:
                 out.append(info)
@@ -59,10 +81,14 @@ class RunTree:
     def descendants(self, run_id: str) -> list[RunInfo]:
         """Breadth first, not including ``run_id`` itself."""
         out: list[RunInfo] = []
+        seen = {run_id}
         frontier = list(self._children.get(run_id, ()))
         while frontier:
             nxt: list[str] = []
             for child_id in frontier:
+                if child_id in seen:
+                    continue
+                seen.add(child_id)
                 out.append(self._infos[child_id])
                 nxt.extend(self._children.get(child_id, ()))
             frontier = nxt
@@ -84,9 +110,16 @@ class RunTree:
         info = self._infos.get(run_id)
         if info is None:
             return None
-        node = RunTreeNode(info=info)
-        for child_id in self._children.get(run_id, ()):
-            child = self.subtree(child_id)
-            if child is not None:
+        root = RunTreeNode(info=info)
+        seen = {run_id}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            for child_id in self._children.get(node.info.run_id, ()):
+                if child_id in seen:
+                    continue
+                seen.add(child_id)
+                child = RunTreeNode(info=self._infos[child_id])
                 node.children.append(child)
-        return node
+                stack.append(child)
+        return root
