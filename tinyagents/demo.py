@@ -12,6 +12,9 @@ What happens:
 4. Research hits its model-call limit; the parent gets an error tool result that says so and
    retries with a narrower task, which completes.
 5. Everything is stored in a SQLite file; the run ends with an audit table of every command.
+
+The file keeps the runs of earlier demos (``--fresh`` starts it empty); a file that is not a
+tinyagents store is never touched.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +48,7 @@ from tinyagents import (
     tool,
 )
 from tinyagents._clock import new_id
+from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
 from tinyagents.runs.tree import RunTreeNode
@@ -259,12 +264,10 @@ def render_tree(node: RunTreeNode | None) -> Tree:
         return f"[{colour}]{i.agent_id}[/] {i.run_id} · {i.status.value} · {i.usage.model_calls} model calls"
 
     tree = Tree(label(node))
-
-    def add(parent: Tree, n: RunTreeNode) -> None:
-        for child in n.children:
-            add(parent.add(label(child)), child)
-
-    add(tree, node)
+    stack = [(tree, node)]  # a loop, not recursion: a run tree can be thousands deep
+    while stack:
+        parent, n = stack.pop()
+        stack.extend((parent.add(label(child)), child) for child in n.children)
     return tree
 
 
@@ -315,6 +318,57 @@ def audit_table(history: list[SteeringEvent]) -> Table:
     return table
 
 
+# --------------------------------------------------------------------------- the store file
+
+
+def open_store_file(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the tinyagents store at ``path``; ``StoreError`` (one line,
+    naming the file) when it is missing, not a file, not SQLite or not a tinyagents store.
+
+    Nothing is ever written: a cleanly closed store (no ``-wal`` file) is opened immutable, so
+    not even ``-wal``/``-shm`` side files appear; one a runtime may be writing is read through
+    its write-ahead log. The caller closes the connection.
+    """
+    if not path.exists():
+        raise StoreError(f"no such store file: {path}")
+    if not path.is_file():
+        raise StoreError(f"{path} is not a tinyagents store: it is not a file")
+    if path.stat().st_size == 0:
+        raise StoreError(f"{path} is not a tinyagents store: it is empty")
+    live = Path(f"{path}-wal").exists()
+    uri = f"{path.resolve().as_uri()}?mode=ro" + ("" if live else "&immutable=1")
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        logged = (
+            "migrations" in tables
+            and conn.execute("SELECT 1 FROM migrations WHERE name = 'steering'").fetchone()
+        )
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreError(f"{path} is not a tinyagents store: {exc}") from exc
+    if not logged or not {"runs", "events"} <= tables:
+        conn.close()
+        raise StoreError(f"{path} is not a tinyagents store: it has no steering log")
+    return conn
+
+
+def prepare_db(db: Path, *, fresh: bool) -> None:
+    """Check that the demo may write ``db`` (absent, empty or a tinyagents store) and, with
+    ``fresh``, empty it; a file that is not a store raises ``StoreError`` and stays as it is."""
+    if db.exists() and not (db.is_file() and db.stat().st_size == 0):
+        try:
+            open_store_file(db).close()
+        except StoreError as exc:
+            raise StoreError(f"{exc}; the demo writes only to a tinyagents store") from exc
+    if fresh:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -323,14 +377,17 @@ async def run_demo(
     db: str | Path = "tinyagents-demo.db",
     model: str | None = None,
     console: Console | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """Run the scenario; returns a summary (used by the tests)."""
+    """Run the scenario; returns a summary (used by the tests).
+
+    ``db`` keeps the runs of earlier demos unless ``fresh``; it must not exist, be empty or be
+    a tinyagents store (anything else raises ``StoreError`` and is left untouched)."""
     if console is None:
         # Piped output (CI, `| tee`) gets a wide fixed width so the audit table stays readable.
         console = Console() if sys.stdout.isatty() else Console(width=160)
     db = Path(db)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)  # noqa: ASYNC240 - set-up before any run
+    prepare_db(db, fresh=fresh)
     cues = Cues()
     orchestrator = build_agents(cues, model)
     lines: list[str] = []
