@@ -3,7 +3,7 @@
     TinyAgentsError
     ├── ConfigurationError            a component was wired or configured wrongly
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes
-    ├── InvalidCommandError            a SteeringCommand's kind, payload or delivery is invalid
+    ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
     ├── SteeringRejected               a command was rejected by the policy pipeline (carries the receipt)
     ├── QueueConflictError             a queue conflict rule refused a command (e.g. redirect_conflict="error")
@@ -48,8 +48,12 @@ class GraphValidationError(ConfigurationError):
         self.nodes = list(nodes or [])
 
 
-class InvalidCommandError(TinyAgentsError):
-    """A steering command is malformed: the message names the kind and the field."""
+class InvalidCommandError(TinyAgentsError, ValueError):
+    """A steering command is malformed: the message names the kind and the field.
+
+    Raised by every way of building a command (keywords, ``model_validate``,
+    ``model_validate_json``); a ``ValueError``, like the errors of other validating code.
+    """
 
 
 class UnknownTargetError(TinyAgentsError, LookupError):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import jsonschema
@@ -18,6 +19,7 @@ from tinyagents.errors import InvalidCommandError
 from tinyagents.steering.commands import (
     COMMAND_ADAPTER,
     PAYLOAD_MODELS,
+    ReadOnlyDict,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -195,7 +197,7 @@ def test_commands_are_frozen() -> None:
 
 
 def test_unknown_top_level_fields_are_rejected() -> None:
-    with pytest.raises(ValidationError, match="colour"):
+    with pytest.raises(InvalidCommandError, match="colour"):
         build(K.PAUSE, colour="red")
 
 
@@ -386,7 +388,22 @@ def test_describe_names_kind_actor_and_target() -> None:
 
 # What a keyword may be: the valid value of its field, or something validation converts or
 # refuses (an int priority, a str kind or delivery, a blank id, a timestamp string, None …).
-odd_values = st.sampled_from([None, "", "pause", 50, 1, "next_boundary", "2026-01-01T00:00:00Z"])
+odd_values = st.sampled_from(
+    [
+        None,
+        "",
+        "pause",
+        50,
+        1,
+        "next_boundary",
+        "2026-01-01T00:00:00Z",
+        "\ud800",  # text no encoder takes
+        datetime(2026, 1, 1),  # naive: taken as UTC
+        datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=-3))),  # converted to UTC
+        {"text": "ok", "value": math.nan},
+        {"update": {"x": [(1, 2)]}, "tools": ["\ud800"]},
+    ]
+)
 
 
 @st.composite
@@ -415,12 +432,15 @@ def test_direct_construction_makes_what_validation_makes(keywords: dict[str, Any
     keywords.setdefault("created_at", EPOCH)
     try:
         validated = SteeringCommand.model_validate(keywords)
-    except (ValidationError, InvalidCommandError) as exc:
-        with pytest.raises(type(exc)) as raised:
+    except InvalidCommandError as exc:
+        with pytest.raises(InvalidCommandError) as raised:
             SteeringCommand(**keywords)
+        assert raised.type is type(exc) is InvalidCommandError
         assert str(raised.value) == str(exc)
         return
     built = SteeringCommand(**keywords)
+    assert built.created_at.tzinfo is validated.created_at.tzinfo is UTC
+    assert type(built.payload) is type(validated.payload) is ReadOnlyDict
     assert built == validated
     assert list(built.__dict__) == list(validated.__dict__)
     assert built.model_fields_set == validated.model_fields_set

@@ -1,16 +1,20 @@
 """Typed steering commands: who wants what done to which run.
 
 A ``SteeringCommand`` is a frozen pydantic model. Its ``target`` and ``actor`` are discriminated
-unions (on ``type``); its ``payload`` is a plain dict validated against the schema of its
-``kind`` at construction, so an invalid command never exists.
+unions (on ``type``); its ``payload`` is a read-only dict validated against the schema of its
+``kind`` at construction, so an invalid command never exists. Every command can be compared
+with any other (``created_at`` is in UTC) and read back from its own JSON (its payload holds
+JSON values only, nested at most ``MAX_PAYLOAD_DEPTH`` levels, and all its text is valid
+UTF-8); anything else raises ``InvalidCommandError`` when the command is built.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Self
 
 from pydantic import (
     BaseModel,
@@ -251,11 +255,187 @@ AnyActor = Annotated[
 ]
 
 
+# --------------------------------------------------------------------------- JSON values
+
+#: How deep a payload may nest: the payload object is level 1, each dict or list inside a
+#: container one level more. Deeper data (or data that contains itself) is refused at
+#: construction, so the code that walks a payload later (events, stores) never recurses far.
+MAX_PAYLOAD_DEPTH = 32
+#: How many values (container items, counted as the JSON document would repeat them) a payload
+#: may hold: a list that holds one big list many times over is refused, not walked for ever.
+MAX_PAYLOAD_VALUES = 1_000_000
+#: Integers must stay below this many digits: JSON readers (Python's included) refuse longer.
+MAX_INT_DIGITS = 4_000
+_INT_BOUND = 10**MAX_INT_DIGITS
+_NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (a str may hold lone surrogates; no encoder
+    takes them)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    """``('value', 'a', 1)`` -> ``payload.value.a[1]``."""
+    return "payload" + "".join(f"[{p}]" if type(p) is int else f".{p}" for p in path)
+
+
+def _json_problem(payload: dict[str, Any]) -> str | None:
+    """What stops ``payload`` from being a JSON object that reads back as itself, as
+    ``'payload.path: problem'``, or None.
+
+    A loop over an explicit stack, never deeper than ``MAX_PAYLOAD_DEPTH``: it is the check that
+    makes a deep (or self-containing) payload safe, so it must not recurse itself.
+    """
+    left = MAX_PAYLOAD_VALUES
+    stack: list[tuple[dict[str, Any] | list[Any] | tuple[Any, ...], int, tuple[str | int, ...]]]
+    stack = [(payload, 1, ())]
+    while stack:
+        container, depth, path = stack.pop()
+        left -= len(container)
+        if left < 0:
+            return f"payload: more than {MAX_PAYLOAD_VALUES} values; send a reference instead"
+        is_dict = isinstance(container, dict)
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        for key, value in items:
+            if is_dict:
+                if not isinstance(key, str):
+                    return f"{_where(path)}: key {key!r} is not a string (JSON keys are text)"
+                if not _utf8(key):
+                    return f"{_where(path)}: a key's {_NOT_UTF8}"
+            if isinstance(value, str):
+                if _utf8(value):
+                    continue
+                problem = _NOT_UTF8
+            elif value is None or value is True or value is False:
+                continue
+            elif isinstance(value, dict | list | tuple):
+                if depth == MAX_PAYLOAD_DEPTH:
+                    return (
+                        f"{_where((*path, key))}: nested more than {MAX_PAYLOAD_DEPTH} levels "
+                        "deep (or it contains itself)"
+                    )
+                stack.append((value, depth + 1, (*path, key)))
+                continue
+            elif isinstance(value, int):
+                if -_INT_BOUND < value < _INT_BOUND:
+                    continue
+                problem = f"an integer longer than {MAX_INT_DIGITS} digits cannot be read back"
+            elif isinstance(value, float):
+                if math.isfinite(value):
+                    continue
+                problem = f"{value!r} is not a finite number (JSON has no NaN or Infinity)"
+            else:
+                problem = (
+                    f"a {type(value).__name__} is not JSON; a payload holds only objects, "
+                    "arrays, strings, numbers, booleans and null (send bytes as base64 text)"
+                )
+            return f"{_where((*path, key))}: {problem}"
+    return None
+
+
+def _refuse(self: object, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(
+        f"this {type(self).__name__} is (part of) a steering command's payload, which is "
+        "read-only; change a copy (tinyagents.steering.commands.mutable_copy(value))"
+    )
+
+
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses changes: a command's payload (and every dict inside it).
+
+    Otherwise an ordinary dict: it compares equal to one, serialises as one, and pickles and
+    copies; ``dict(d)``, ``{**d}`` and ``d | other`` make ordinary (mutable) dicts.
+    """
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
+        # pickle and copy would otherwise refill the new dict item by item (refused)
+        return (type(self), (dict(self),))
+
+
+class ReadOnlyList(list[Any]):
+    """A list that refuses changes (a list inside a command's payload); ``list(x)`` copies."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = remove = pop = clear = _refuse
+    sort = reverse = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> tuple[type[ReadOnlyList], tuple[list[Any]]]:
+        return (type(self), (list(self),))
+
+
+def _read_only(value: Any) -> Any:
+    """``value`` with every dict and list (and tuple) in it made read-only. Recursive, but only
+    over payloads ``_json_problem`` has bounded to ``MAX_PAYLOAD_DEPTH``."""
+    if isinstance(value, dict):
+        return ReadOnlyDict({k: _read_only(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return ReadOnlyList([_read_only(v) for v in value])
+    return value
+
+
+def mutable_copy(value: Any) -> Any:
+    """An ordinary, mutable deep copy of a payload value (dicts and lists at every level).
+
+    For code that hands payload values on to code that may change them (graph state, a
+    resumed task): the command itself must stay as it was accepted and stored.
+    """
+    if isinstance(value, dict):
+        return {k: mutable_copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mutable_copy(v) for v in value]
+    return value
+
+
+def _utc(created_at: datetime) -> datetime:
+    """``created_at`` in UTC; a naive datetime is taken to be in UTC already."""
+    if created_at.tzinfo is UTC:
+        return created_at
+    if created_at.utcoffset() is None:
+        return created_at.replace(tzinfo=UTC)
+    try:
+        return created_at.astimezone(UTC)
+    except OverflowError:
+        raise InvalidCommandError(
+            f"invalid command: created_at: {created_at.isoformat()} is out of range in UTC"
+        ) from None
+
+
+def _text_problem(values: dict[str, Any]) -> str | None:
+    """The first text field of a command's ``values`` (payload aside) that is not valid UTF-8,
+    as ``'invalid command: field: problem'``, or None. Pydantic refuses such text in the data
+    it validates; this also catches it in models built past validation (``model_copy``)."""
+    for name in ("correlation_id", "checkpoint_id"):
+        value = values.get(name)
+        if type(value) is str and not _utf8(value):
+            return f"invalid command: {name}: {_NOT_UTF8}"
+    for name in ("target", "actor", "policy_ref"):
+        model = values.get(name)
+        if model is None:
+            continue
+        for field, value in model.__dict__.items():
+            texts = value if isinstance(value, frozenset | set | list | tuple) else (value,)
+            if any(isinstance(t, str) and not _utf8(t) for t in texts):
+                return f"invalid command: {name}.{field}: {_NOT_UTF8}"
+    return None
+
+
 # --------------------------------------------------------------------------- payloads
 
 
 class _Payload(BaseModel):
-    model_config = _FROZEN
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def _not_blank(value: str) -> str:
@@ -394,7 +574,16 @@ PAYLOAD_MODELS: dict[SteeringKind, type[_Payload]] = {
 
 
 def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, Any]:
-    """Validate ``payload`` for ``kind``; return it normalised (unset optional keys dropped)."""
+    """Validate ``payload`` for ``kind``; return it normalised (unset optional keys dropped,
+    tuples made lists) and read-only.
+
+    Refused, besides what the kind's schema refuses: anything that is not JSON (bytes, sets,
+    arbitrary objects, non-string keys), NaN and infinities, integers too long to read back,
+    text that is not valid UTF-8, and nesting deeper than ``MAX_PAYLOAD_DEPTH``.
+    """
+    problem = _json_problem(payload)
+    if problem is not None:
+        raise InvalidCommandError(f"invalid payload for {kind.value}: {problem}")
     model = PAYLOAD_MODELS[kind]
     try:
         # model_validate / model_dump without their Python wrappers: this runs for every command.
@@ -405,7 +594,9 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
             for err in exc.errors()
         )
         raise InvalidCommandError(f"invalid payload for {kind.value}: {problems}") from None
-    normalised: dict[str, Any] = model.__pydantic_serializer__.to_python(parsed, exclude_none=True)
+    normalised: dict[str, Any] = _read_only(
+        model.__pydantic_serializer__.to_python(parsed, exclude_none=True)
+    )
     return normalised
 
 
@@ -422,6 +613,10 @@ class SteeringPolicyRef(BaseModel):
 
 def _new_correlation_id() -> str:
     return _clock.new_id("c")
+
+
+def _now() -> datetime:
+    return _utc(_clock.now())
 
 
 def _parse_kind(value: Any) -> SteeringKind:
@@ -460,19 +655,26 @@ def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
 
 
 class SteeringCommand(BaseModel):
-    """One request to change a running run. Frozen; validated per kind at construction."""
+    """One request to change a running run. Frozen; validated per kind at construction.
+
+    Every invalid construction (keywords, ``model_validate``, ``model_validate_json``) raises
+    ``InvalidCommandError`` (a ``ValueError``) naming the field. ``payload`` is read-only,
+    nested containers too (``ReadOnlyDict`` / ``ReadOnlyList``; copy it to change it), and
+    holds JSON values only: bytes, sets and other objects are refused, tuples become lists.
+    ``created_at`` is always in UTC: a naive datetime is taken as UTC, an aware one converted.
+    """
 
     model_config = _FROZEN
 
     target: AnyTarget
     actor: AnyActor
     kind: SteeringKind
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, Any] = Field(default_factory=ReadOnlyDict)
     priority: SteeringPriority = SteeringPriority.NORMAL
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
     policy_ref: SteeringPolicyRef | None = None
     correlation_id: str = Field(default_factory=_new_correlation_id, min_length=1)
-    created_at: datetime = Field(default_factory=_clock.now)
+    created_at: datetime = Field(default_factory=_now)
     checkpoint_id: str | None = None
     fork: bool = False
 
@@ -494,6 +696,48 @@ class SteeringCommand(BaseModel):
             raise InvalidCommandError(broken)
         return data
 
+    @field_validator("payload")
+    @classmethod
+    def _read_only_payload(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        # ``_check`` made it read-only; validating the field copied it into a plain dict.
+        return payload if type(payload) is ReadOnlyDict else ReadOnlyDict(payload)
+
+    @field_validator("created_at")
+    @classmethod
+    def _in_utc(cls, created_at: datetime) -> datetime:
+        return _utc(created_at)
+
+    @model_validator(mode="after")
+    def _check_text(self) -> Self:
+        problem = _text_problem(self.__dict__)
+        if problem is not None:
+            raise InvalidCommandError(problem)
+        return self
+
+    # Pydantic reports what a validator raises as a ValidationError: these give it back as the
+    # InvalidCommandError it was (or turn pydantic's own complaint into one).
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid_command(exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid_command(exc) from None
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_strings(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid_command(exc) from None
+
     if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
 
         def __init__(self, /, **data: Any) -> None:
@@ -504,7 +748,10 @@ class SteeringCommand(BaseModel):
             # built for every steering request; this costs a third of pydantic's validation.
             values = _valid_values(data)
             if values is None:
-                super().__init__(**data)
+                try:
+                    super().__init__(**data)
+                except ValidationError as exc:
+                    raise _invalid_command(exc) from None
                 return
             fill_model(self, values, _fields_set(data))
 
@@ -576,15 +823,15 @@ def _valid_values(data: dict[str, Any]) -> dict[str, Any] | None:
         correlation_id = _new_correlation_id()
     if "created_at" in data:
         created_at = data["created_at"]
-        if type(created_at) is not datetime:
-            return None
+        if type(created_at) is not datetime or created_at.tzinfo is not UTC:
+            return None  # validation converts it to UTC, or refuses it
     else:
-        created_at = _clock.now()
+        created_at = _now()
     try:
         payload = validate_payload(kind, payload)
     except InvalidCommandError:
         return None
-    return {
+    values = {
         "target": target,
         "actor": actor,
         "kind": kind,
@@ -597,6 +844,21 @@ def _valid_values(data: dict[str, Any]) -> dict[str, Any] | None:
         "checkpoint_id": checkpoint_id,
         "fork": fork,
     }
+    return None if _text_problem(values) is not None else values
+
+
+def _invalid_command(exc: ValidationError) -> InvalidCommandError:
+    """The ``InvalidCommandError`` for a failed validation of a command: the one a validator
+    raised, or one that names each field pydantic refused and why."""
+    problems = []
+    for err in exc.errors():
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, InvalidCommandError):
+            return InvalidCommandError(str(cause))
+        where = ".".join(str(p) for p in err["loc"]) or "command"
+        message = _NOT_UTF8 if err["type"] == "string_unicode" else err["msg"]
+        problems.append(f"{where}: {message}")
+    return InvalidCommandError("invalid command: " + "; ".join(problems))
 
 
 class ReceiptStatus(StrEnum):
@@ -646,6 +908,8 @@ class SteeringReceipt(BaseModel):
 _RECEIPT_FIELDS = set(SteeringReceipt.model_fields)
 
 
+#: For validating commands inside other data; it reports an invalid command as pydantic's
+#: ``ValidationError`` (``SteeringCommand.model_validate*`` raise ``InvalidCommandError``).
 COMMAND_ADAPTER: TypeAdapter[SteeringCommand] = TypeAdapter(SteeringCommand)
 
 

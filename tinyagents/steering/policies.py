@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tinyagents.runs.limits import BUDGET_FIELDS
@@ -142,8 +143,18 @@ class BudgetPolicy(CheckPolicy):
     ) -> Decision:
         if not self.clamp:
             return await super().__call__(cmd, ctx, call_next)
-        clamped = {name: ceiling for name, _, ceiling, *_ in _excess(cmd, ctx)}
+        clamped = {}
+        for name, wanted, ceiling, parent, left, used in _excess(cmd, ctx):
+            if ceiling <= 0:  # a limit of 0 is no limit a command can carry: nothing to clamp to
+                return Decision.reject(
+                    cmd,
+                    f"update_budget {name}={wanted} exceeds what parent run {parent} has left "
+                    f"({left}; the child already used {used}): nothing is left to clamp it to",
+                    self.policy_id,
+                )
+            clamped[name] = ceiling
         if clamped:
+            # the pipeline validates a transformed command like a newly built one
             payload = {**cmd.payload, **clamped}
             return await call_next(cmd.model_copy(update={"payload": payload}))
         return await call_next(cmd)
@@ -209,7 +220,12 @@ class StalenessPolicy(CheckPolicy):
 
 
 class PayloadPolicy(CheckPolicy):
-    """Bounds the text a command may carry (default 16 KiB, counted in UTF-8 bytes)."""
+    """Bounds the size of a command's payload: its compact JSON (``json.dumps`` with
+    ``separators=(",", ":")`` and ``ensure_ascii=False``) in UTF-8 bytes, default 16 KiB.
+
+    Everything counts, not only text: numbers, keys, nesting. (``max_text_bytes`` keeps its
+    name from when only strings were counted.)
+    """
 
     policy_id = "payload"
 
@@ -217,28 +233,58 @@ class PayloadPolicy(CheckPolicy):
         self.max_text_bytes = max_text_bytes
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
-        size = text_bytes(cmd.payload)
-        if size > self.max_text_bytes:
+        limit = self.max_text_bytes
+        if json_bytes(cmd.payload, stop_above=limit) > limit:
             return (
-                f"payload too large: {size} bytes of text > {self.max_text_bytes}; send a "
-                "summary or a reference instead"
+                f"payload too large: its JSON is > {limit} bytes; send a summary or a "
+                "reference instead"
             )
         return None
 
 
-def text_bytes(value: Any) -> int:
-    """UTF-8 bytes of the strings in ``value`` (keys included). Loops, not ``sum()`` over a
-    generator: this runs on every command."""
-    if isinstance(value, str):
-        return len(value) if value.isascii() else len(value.encode())
-    total = 0
-    if isinstance(value, dict):
-        for k, v in value.items():
-            total += text_bytes(k) + text_bytes(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            total += text_bytes(v)
-    return total
+def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
+    """UTF-8 bytes of ``value`` as compact JSON, counted without writing it out.
+
+    With ``stop_above``, counting stops as soon as the count passes it (what is returned is
+    then only more than ``stop_above``): a payload far too large costs no more than one at the
+    limit. A loop over a stack, not recursion, and no ``sum()`` over generators: this runs on
+    every command.
+    """
+    limit = -1 if stop_above is None else stop_above
+    size = 0
+    stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        item = pop()
+        if isinstance(item, str):
+            size += _json_str_bytes(item)
+        elif isinstance(item, dict):
+            # braces, a colon per item and a comma between items
+            size += 2 * len(item) + 1 if item else 2
+            for key, inner in item.items():
+                size += _json_str_bytes(key) if isinstance(key, str) else len(str(key)) + 2
+                push(inner)
+        elif isinstance(item, list | tuple):
+            size += len(item) + 1 if item else 2
+            extend(item)
+        elif item is None or item is True:
+            size += 4
+        elif item is False:
+            size += 5
+        else:  # numbers (and what construction refuses, counted by its repr)
+            size += len(repr(item))
+        if size > limit >= 0:
+            break
+    return size
+
+
+def _json_str_bytes(text: str) -> int:
+    # Printable text is escaped only at quotes and backslashes; anything else (control
+    # characters, which JSON escapes as \n or \u0000) is rare: count it the slow way.
+    if text.isprintable():
+        raw = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        return raw + 2 + text.count('"') + text.count("\\")
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
 def default_policies() -> list[Policy]:

@@ -2,7 +2,9 @@
 
 A policy is ``async (cmd, ctx, call_next) -> Decision``. It passes a command on with
 ``await call_next(cmd)``, transforms it with ``await call_next(new_cmd)`` (the pipeline records
-which policy did), or stops it by returning ``Decision.reject(...)`` / ``Decision.defer(...)``.
+which policy did, and validates ``new_cmd`` like a newly built command: an invalid one is
+rejected by that policy), or stops it by returning ``Decision.reject(...)`` /
+``Decision.defer(...)``.
 A policy that only lets commands through or rejects them can subclass ``CheckPolicy`` and
 write a synchronous ``check``; the pipeline then runs it inline, with no coroutine of its own.
 The built-ins, in their default order, are in ``tinyagents.steering.policies``.
@@ -15,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from tinyagents.errors import InvalidCommandError
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
 from tinyagents.steering.commands import SteeringCommand
@@ -212,9 +215,11 @@ class _Evaluation:
 
         def call_next(passed: SteeringCommand) -> Awaitable[Decision]:
             if passed is not received:
-                if passed.correlation_id != received.correlation_id:
-                    # A transform is the same request in a new shape: it keeps its identity.
-                    passed = passed.model_copy(update={"correlation_id": received.correlation_id})
+                try:
+                    passed = _transformed(passed, received)
+                except InvalidCommandError as exc:
+                    reason = f"policy {policy.policy_id!r} produced an invalid command: {exc}"
+                    return _decided(Decision.reject(received, reason, policy.policy_id))
                 self.transforms.append((policy.policy_id, received))
             step = self.enter(index + 1, passed)
             return _decided(step) if isinstance(step, Decision) else step
@@ -224,3 +229,12 @@ class _Evaluation:
 
 async def _decided(decision: Decision) -> Decision:
     return decision
+
+
+def _transformed(passed: SteeringCommand, received: SteeringCommand) -> SteeringCommand:
+    """What a policy handed on instead of ``received``, validated like a newly built command
+    (a policy may have made it with ``model_copy``, which validates nothing), under the
+    correlation id of ``received``: a transform is the same request in a new shape."""
+    values = passed.model_dump(warnings=False)
+    values["correlation_id"] = received.correlation_id
+    return SteeringCommand.model_validate(values)
