@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import sqlite3
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.events.models import TERMINAL_STEERING_EVENTS, Event, SteeringEvent
-from tinyagents.steering.commands import SteeringCommand
+from tinyagents.events.models import (
+    EVENT_ADAPTER,
+    TERMINAL_STEERING_EVENTS,
+    Event,
+    SteeringEvent,
+)
+from tinyagents.steering.commands import SteeringCommand, dedupe_scope
+
+_log = logging.getLogger("tinyagents.store")
 
 #: Command states in the steering log. ``accepted`` and ``deferred`` are open; the rest terminal.
 OPEN_STATES = ("accepted", "deferred")
@@ -41,22 +51,40 @@ class Store(ABC):
         """Flush and disconnect."""
 
     @abstractmethod
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
-        """Write (or overwrite) one command; durable when this returns."""
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        """Insert a command the log has never seen; durable when this returns.
+
+        Returns False, and changes nothing, when the log already holds a command with the same
+        correlation id in the same scope (``dedupe_scope(cmd.actor)``) — written by this
+        process or by any other sharing the store: a command in the log is never overwritten.
+        Raises ``StoreError`` when the write fails; then nothing was written.
+        """
 
     @abstractmethod
-    async def set_command_states(self, updates: list[tuple[str, str, str | None]]) -> None:
-        """Set (correlation_id, state, reason) for commands already in the log."""
+    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+        """Move a command this process inserted to a new open state (deferred → accepted),
+        keeping its place in the log; ``cmd`` may be a policy's transform of the original."""
 
     @abstractmethod
-    async def get_command(self, correlation_id: str) -> StoredCommand | None: ...
+    async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
+        """Set (scope, correlation_id, state, reason) for commands already in the log."""
+
+    @abstractmethod
+    async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
+        """The command logged under this id and scope, or None. Raises ``StoreError`` when the
+        row exists but no longer reads as a command."""
 
     @abstractmethod
     async def open_commands(self) -> list[StoredCommand]:
-        """Commands that never reached a terminal state (accepted or deferred), oldest first."""
+        """Commands that never reached a terminal state (accepted or deferred), oldest first.
+
+        A stored command that no longer validates (written by an older version, or damaged) is
+        marked ``failed`` in the log with the reason and left out: it never blocks the rest.
+        """
 
     @abstractmethod
-    async def command_ids(self) -> set[str]: ...
+    async def command_ids(self) -> set[str]:
+        """Every correlation id in the log, in any scope."""
 
     @abstractmethod
     async def append_events(self, events: list[Event]) -> None: ...
@@ -78,36 +106,149 @@ class Store(ABC):
     @abstractmethod
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]: ...
 
+    @abstractmethod
+    async def run_commands(
+        self, run_id: str, *, states: tuple[str, ...] = ("applied",)
+    ) -> list[StoredCommand]:
+        """The commands logged for ``run_id`` whose state is one of ``states``, in log order
+        (a restarted run re-applies what its earlier incarnation applied). Commands that no
+        longer read as commands are left out."""
 
-def terminal_updates(events: list[Event]) -> list[tuple[str, str, str | None]]:
-    """The steering-log state changes a batch of events implies."""
+
+def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | None]]:
+    """The steering-log state changes a batch of events implies: (scope, id, state, reason)."""
     return [
-        (e.correlation_id, e.type.removeprefix("steering."), e.reason)
+        (dedupe_scope(e.actor), e.correlation_id, e.type.removeprefix("steering."), e.reason)
         for e in events
         if isinstance(e, SteeringEvent) and e.type in TERMINAL_STEERING_EVENTS
     ]
 
 
+def unreadable_reason(exc: Exception) -> str:
+    """The reason a stored command that no longer validates is marked failed with."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"unreadable in the steering log, not restored: {first}"
+
+
+#: SQLite result codes a later attempt may not meet: BUSY, LOCKED, IOERR, FULL.
+_PASSING_SQLITE_CODES = frozenset({5, 6, 10, 13})
+#: Unwritable events logged one by one before the writer only counts them.
+_REPORT_LIMIT = 20
+
+_T = TypeVar("_T")
+
+
+def _may_pass(exc: BaseException) -> bool:
+    """Whether a failed write may succeed when tried again unchanged: a lock another
+    connection held past the busy timeout, an I/O error, a full disk, a lost connection."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the error itself and what it was raised from
+        if seen is None:
+            break
+        if isinstance(seen, sqlite3.Error):
+            code = getattr(seen, "sqlite_errorcode", None)
+            return code is not None and code & 0xFF in _PASSING_SQLITE_CODES
+        if isinstance(seen, OSError):  # ConnectionError and TimeoutError too
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _spelled_out(value: Any) -> Any:
+    """``value`` with each lone surrogate (half a UTF-16 pair, which UTF-8 cannot encode)
+    written out as the six characters of its escape, e.g. ``\\ud800``, which read back."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_spelled_out(k): _spelled_out(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_spelled_out(v) for v in value]
+    return value
+
+
+def _escaped(event: Event) -> Event | None:
+    """A copy of ``event`` that any store can encode, or None when there is none."""
+    try:
+        return EVENT_ADAPTER.validate_python(_spelled_out(event.model_dump(mode="json")))
+    except Exception:  # not even pydantic can serialize it (an object JSON cannot hold)
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class StoreWriter:
     """A bus sink that batches events into the store (events may be batched; accepted commands
-    are written by the router before their receipt, not here)."""
+    are written by the router before their receipt, not here).
 
-    def __init__(self, store: Store, *, flush_every_s: float = 0.05, max_batch: int = 1000) -> None:
+    It never stops persisting. A write that fails for a reason that may pass (a lock another
+    connection holds, I/O, a full disk) is retried with exponential backoff capped at
+    ``retry_max_s``. A batch that fails for any other reason is split until the event at
+    fault is found, which is stored with its unencodable text spelled out (counted in
+    ``escaped``) or, when even that fails, skipped (``dropped``); each is logged once.
+    ``errors`` counts failed write attempts. The terminal steering events written settle
+    their commands in the steering log.
+
+    The buffer is bounded: once it holds ``max_buffer`` events, new events are dropped (and
+    counted) — except steering events, which are always kept: their terminal ones settle the
+    log, and the others tell how a command got there. Closing retries a write that keeps
+    failing ``close_attempts`` more times, then drops what is left with a log line: ``aclose``
+    never raises for a write error.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        flush_every_s: float = 0.05,
+        max_batch: int = 1000,
+        max_buffer: int = 100_000,
+        retry_first_s: float = 0.05,
+        retry_max_s: float = 2.0,
+        close_attempts: int = 5,
+    ) -> None:
         self.store = store
         self.flush_every_s = flush_every_s
         self.max_batch = max_batch
+        self.max_buffer = max_buffer
+        self.retry_first_s = retry_first_s
+        self.retry_max_s = retry_max_s
+        self.close_attempts = close_attempts
+        #: Events stored with their unencodable text spelled out.
+        self.escaped = 0
+        #: Events never written: unwritable even escaped, past the buffer bound, or left when
+        #: closing gave up on a store that kept failing.
+        self.dropped = 0
+        #: Failed write attempts, retried ones included.
+        self.errors = 0
         self._buffer: list[Event] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._given_up = False  # closing, and the store kept failing: drop what is left
+        self._full = False  # dropping for the bound (logged once per episode)
+        self._retrying = False  # in a streak of passing errors (logged once per streak)
+        self._reported = 0
 
     def __call__(self, event: Event) -> None:
+        if len(self._buffer) >= self.max_buffer and not isinstance(event, SteeringEvent):
+            self.dropped += 1
+            if not self._full:
+                self._full = True
+                _log.warning(
+                    "store writer: %d events wait for the store; dropping new events other "
+                    "than steering events until it catches up",
+                    len(self._buffer),
+                )
+            return
         self._buffer.append(event)
         if len(self._buffer) >= self.max_batch:
             self._wakeup.set()
 
     def start(self) -> None:
-        self._closing = False
+        self._closing = self._given_up = False
         self._task = asyncio.create_task(self._run(), name="tinyagents-store-writer")
 
     async def _run(self) -> None:
@@ -116,27 +257,133 @@ class StoreWriter:
                 async with asyncio.timeout(self.flush_every_s):
                     await self._wakeup.wait()
             self._wakeup.clear()
-            await self.flush()
+            try:
+                await self.flush()
+            except Exception:  # write errors are handled in flush; this is a bug: go on
+                self.errors += 1
+                _log.exception("store writer: unexpected error; still writing")
 
     async def flush(self) -> None:
-        if not self._buffer:
+        """Write the events buffered now. Never raises for a write error (see the counters)."""
+        left = len(self._buffer)
+        while left > 0 and self._buffer:
+            batch = self._buffer[: min(left, self.max_batch)]
+            del self._buffer[: len(batch)]
+            left -= len(batch)
+            updates = terminal_updates(await self._append(batch))
+            if updates:
+                await self._settle(updates)
+        if self._full and len(self._buffer) < self.max_buffer:
+            self._full = False
+            _log.warning("store writer: caught up; %d event(s) dropped so far", self.dropped)
+
+    async def _append(self, events: list[Event]) -> list[Event]:
+        """Write ``events`` in order, isolating those that can never be written; returns the
+        events written (an escaped copy in place of its original)."""
+        if self._given_up:
+            self.dropped += len(events)
+            return []
+        error = await self._attempt(self.store.append_events, events)
+        if error is None:
+            return events
+        if _may_pass(error):  # only when closing has used its attempts
+            self._given_up = True
+            self.dropped += len(events)
+            _log.warning(
+                "store writer: closing, and the store still fails (%s): dropping what is left",
+                _first_line(error),
+            )
+            return []
+        if len(events) > 1:
+            half = len(events) // 2
+            return [*await self._append(events[:half]), *await self._append(events[half:])]
+        escaped = _escaped(events[0])
+        if escaped is not None and await self._attempt(self.store.append_events, [escaped]) is None:
+            self.escaped += 1
+            self._report(events[0], error, "stored escaped")
+            return [escaped]
+        self.dropped += 1
+        self._report(events[0], error, "dropped")
+        return []
+
+    async def _settle(self, updates: list[tuple[str, str, str, str | None]]) -> None:
+        """Apply the state updates of terminal events that were written, one by one when
+        the batch fails; one that cannot be applied leaves its command open (logged)."""
+        error = await self._attempt(self.store.set_command_states, updates)
+        if error is None:
             return
-        batch, self._buffer = self._buffer, []
-        await self.store.append_events(batch)
-        updates = terminal_updates(batch)
-        if updates:
-            await self.store.set_command_states(updates)
+        if _may_pass(error):
+            self._given_up = True  # closing, and the store still fails
+        elif len(updates) > 1:
+            for update in updates:
+                await self._settle([update])
+            return
+        _log.warning(
+            "store writer: %d command(s) stay open in the steering log: %s",
+            len(updates),
+            _first_line(error),
+        )
+
+    async def _attempt(
+        self, write: Callable[[list[_T]], Awaitable[None]], items: list[_T]
+    ) -> Exception | None:
+        """Run one write, again and again while it fails for a reason that may pass (only
+        ``close_attempts`` more times once closing); the error it finally failed with."""
+        delay, attempts_closing = self.retry_first_s, 0
+        while True:
+            try:
+                await write(items)
+            except Exception as exc:
+                self.errors += 1
+                if not _may_pass(exc):
+                    return exc
+                if self._closing:
+                    attempts_closing += 1
+                    if attempts_closing > self.close_attempts:
+                        return exc
+                if not self._retrying:
+                    self._retrying = True
+                    _log.warning("store writer: %s; retrying", _first_line(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.retry_max_s)
+            else:
+                if self._retrying:
+                    self._retrying = False
+                    _log.info("store writer: writing again")
+                return None
+
+    def _report(self, event: Event, error: Exception, what: str) -> None:
+        self._reported += 1
+        if self._reported <= _REPORT_LIMIT:
+            _log.warning(
+                "store writer: %s event of run %s %s: %s",
+                event.type,
+                event.run_id,
+                what,
+                _first_line(error),
+            )
+        if self._reported == _REPORT_LIMIT:
+            _log.warning("store writer: further unwritable events are only counted")
 
     async def aclose(self) -> None:
-        """Write what is buffered, then stop. The loop is asked to stop, never cancelled: a
+        """Write what is buffered, then stop; never raises for a write error (what could not
+        be written is logged and counted). The loop is asked to stop, never cancelled: a
         flush cancelled between the event log and the state update would lose the batch it
         took from the buffer (its commands would stay open in the store for good)."""
+        self._closing = True
         if self._task is not None:
-            self._closing = True
+            task, self._task = self._task, None
             self._wakeup.set()
-            await self._task
-            self._task = None
+            await asyncio.wait([task])
         await self.flush()
+        if self.dropped or self.escaped:
+            _log.warning(
+                "store writer closed: %d event(s) dropped, %d stored escaped, "
+                "%d failed write attempt(s)",
+                self.dropped,
+                self.escaped,
+                self.errors,
+            )
 
 
 def open_store(spec: str | Store | None) -> Store:

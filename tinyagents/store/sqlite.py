@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sqlite3
+import threading
+import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event
-from tinyagents.steering.commands import SteeringCommand
-from tinyagents.store.base import OPEN_STATES, Store, StoredCommand
+from tinyagents.steering.commands import SteeringCommand, dedupe_scope
+from tinyagents.store.base import OPEN_STATES, Store, StoredCommand, unreadable_reason
 
 if TYPE_CHECKING:
     import aiosqlite
+
+_log = logging.getLogger("tinyagents.store")
 
 #: Ordered schema migrations; each runs once, recorded in the ``migrations`` table.
 MIGRATIONS: list[tuple[int, str]] = [
@@ -48,39 +56,81 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        2,
+        # Correlation ids are unique per scope (a human's tenant, or '' for in-process actors),
+        # so one tenant can never shadow another's command; rows logged before this migration
+        # get the scope their actor implies.
+        """
+        BEGIN;
+        CREATE TABLE steering_log_v2 (
+            scope TEXT NOT NULL DEFAULT '',
+            correlation_id TEXT NOT NULL,
+            run_id TEXT,
+            state TEXT NOT NULL,
+            reason TEXT,
+            command TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (scope, correlation_id)
+        );
+        INSERT INTO steering_log_v2
+            SELECT CASE
+                     WHEN json_valid(command) AND json_extract(command, '$.actor.type') = 'human'
+                     THEN 'tenant:' || COALESCE(json_extract(command, '$.actor.tenant_id'), 'default')
+                     ELSE ''
+                   END,
+                   correlation_id, run_id, state, reason, command, created_at, seq
+            FROM steering_log;
+        DROP TABLE steering_log;
+        ALTER TABLE steering_log_v2 RENAME TO steering_log;
+        CREATE INDEX IF NOT EXISTS steering_log_state ON steering_log(state);
+        CREATE INDEX IF NOT EXISTS steering_log_run ON steering_log(run_id);
+        COMMIT;
+        """,
+    ),
 ]
 
 
 class SqliteStore(Store):
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 5.0) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
+        #: How long a write waits for a lock another connection holds before it fails.
+        self.busy_timeout_s = busy_timeout_s
         self._db: aiosqlite.Connection | None = None
-        self._seq = 0
 
     async def open(self) -> None:
-        import aiosqlite
-
+        """Connect, then create or migrate the schema. A file that is not a SQLite database is
+        refused with ``StoreError`` and left as it was; a SQLite database with tables of its
+        own is fine (ours join them, as the checkpointer's do). A failed open leaves no
+        connection (and so no thread) behind."""
         if self._db is not None:
             return
+        db: aiosqlite.Connection | None = None
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = await aiosqlite.connect(self.path)
-            await self._db.execute("PRAGMA journal_mode=WAL")
-            await self._db.execute("PRAGMA synchronous=NORMAL")
-            await self._db.execute("PRAGMA busy_timeout=5000")
-            await migrate(self._db, MIGRATIONS, name="steering")
-            async with self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM steering_log") as cur:
-                row = await cur.fetchone()
-            self._seq = int(row[0]) if row else 0
-        except Exception as exc:
-            raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
+            db = await connect(self.path)
+            await db.execute(f"PRAGMA busy_timeout={round(self.busy_timeout_s * 1000)}")
+            # Read before anything writes: a file that is not a database fails here untouched.
+            await db.execute_fetchall("SELECT count(*) FROM sqlite_master")
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await migrate(db, MIGRATIONS, name="steering")
+        except BaseException as exc:
+            if db is not None:
+                with contextlib.suppress(Exception):
+                    await db.close()
+            if isinstance(exc, Exception):
+                raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
+            raise
+        self._db = db
 
     async def close(self) -> None:
         if self._db is not None:
-            await self._db.close()
-            self._db = None
+            db, self._db = self._db, None
+            await db.close()
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -90,58 +140,113 @@ class SqliteStore(Store):
             )
         return self._db
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
-        self._seq += 1
-        await self.db.execute(
-            "INSERT INTO steering_log (correlation_id, run_id, state, reason, command, created_at, seq)"
-            " VALUES (?, ?, ?, NULL, ?, ?, ?)"
-            " ON CONFLICT(correlation_id) DO UPDATE SET run_id=excluded.run_id,"
-            " state=excluded.state, command=excluded.command",
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        # DO NOTHING, never DO UPDATE: a second process sharing the file (or a retry) must not
+        # overwrite the first command logged under this id; the caller answers it 'duplicate'.
+        # seq is taken inside the statement, under the write lock, so writers never collide.
+        cursor = await self._write(
+            "INSERT INTO steering_log"
+            " (scope, correlation_id, run_id, state, reason, command, created_at, seq)"
+            " VALUES (?, ?, ?, ?, NULL, ?, ?,"
+            " (SELECT COALESCE(MAX(seq), 0) + 1 FROM steering_log))"
+            " ON CONFLICT(scope, correlation_id) DO NOTHING",
             (
+                dedupe_scope(cmd.actor),
                 cmd.correlation_id,
                 run_id,
                 state,
                 cmd.model_dump_json(),
                 cmd.created_at.isoformat(),
-                self._seq,
             ),
+            what=f"log command {cmd.correlation_id}",
         )
-        await self.db.commit()
+        return cursor.rowcount == 1
 
-    async def set_command_states(self, updates: list[tuple[str, str, str | None]]) -> None:
-        await self.db.executemany(
-            "UPDATE steering_log SET state = ?, reason = ? WHERE correlation_id = ?",
-            [(state, reason, cid) for cid, state, reason in updates],
+    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+        await self._write(
+            "UPDATE steering_log SET state = ?, run_id = ?, command = ?"
+            " WHERE scope = ? AND correlation_id = ?",
+            (state, run_id, cmd.model_dump_json(), dedupe_scope(cmd.actor), cmd.correlation_id),
+            what=f"update command {cmd.correlation_id}",
         )
-        await self.db.commit()
 
-    async def get_command(self, correlation_id: str) -> StoredCommand | None:
+    async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
+        if not updates:
+            return
+        await self._write(
+            "UPDATE steering_log SET state = ?, reason = ? WHERE scope = ? AND correlation_id = ?",
+            [(state, reason, scope, cid) for scope, cid, state, reason in updates],
+            what=f"settle {len(updates)} command(s)",
+            many=True,
+        )
+
+    async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         async with self.db.execute(
-            "SELECT command, state, run_id, reason FROM steering_log WHERE correlation_id = ?",
-            (correlation_id,),
+            "SELECT command, state, run_id, reason FROM steering_log"
+            " WHERE scope = ? AND correlation_id = ?",
+            (scope, correlation_id),
         ) as cur:
             row = await cur.fetchone()
-        return _stored(row) if row else None
+        if row is None:
+            return None
+        try:
+            return _stored(row)
+        except ValueError as exc:
+            raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
 
     async def open_commands(self) -> list[StoredCommand]:
         marks = ",".join("?" for _ in OPEN_STATES)
         async with self.db.execute(
-            f"SELECT command, state, run_id, reason FROM steering_log WHERE state IN ({marks}) ORDER BY seq",
+            "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
+            f" WHERE state IN ({marks}) ORDER BY seq",
             OPEN_STATES,
         ) as cur:
             rows = await cur.fetchall()
-        return [_stored(r) for r in rows]
+        readable: list[StoredCommand] = []
+        broken: list[tuple[str, str, str, str | None]] = []
+        for row in rows:
+            try:
+                readable.append(_stored(row))
+            except ValueError as exc:  # pydantic's ValidationError and InvalidCommandError
+                reason = unreadable_reason(exc)
+                _log.warning("steering log %s: command %r %s", self.path, row[5], reason)
+                broken.append((row[4], row[5], "failed", reason))
+        if broken:
+            await self.set_command_states(broken)
+        return readable
 
     async def command_ids(self) -> set[str]:
-        async with self.db.execute("SELECT correlation_id FROM steering_log") as cur:
+        async with self.db.execute("SELECT DISTINCT correlation_id FROM steering_log") as cur:
             return {r[0] for r in await cur.fetchall()}
 
+    async def _write(
+        self, sql: str, args: Sequence[Any], *, what: str, many: bool = False
+    ) -> aiosqlite.Cursor:
+        """Run one write and commit it, or roll it back and raise ``StoreError``: a failed
+        write (disk full, text SQLite cannot encode, a closed database) leaves nothing behind,
+        not even an uncommitted row that a later commit would carry along."""
+        db = self.db
+        try:
+            if many:
+                cursor = await db.executemany(sql, args)
+            else:
+                cursor = await db.execute(sql, args)
+            await db.commit()
+            return cursor
+        except (sqlite3.Error, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await db.rollback()
+            raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
+
     async def append_events(self, events: list[Event]) -> None:
-        await self.db.executemany(
+        # Through _write: a batch that fails half-way (an event SQLite cannot encode, a lock
+        # held too long) is rolled back whole, so the writer can retry or split it safely.
+        await self._write(
             "INSERT INTO events (type, run_id, root_run_id, data) VALUES (?, ?, ?, ?)",
             [(e.type, e.run_id, e.root_run_id, e.model_dump_json()) for e in events],
+            what=f"append {len(events)} event(s)",
+            many=True,
         )
-        await self.db.commit()
 
     async def load_events(
         self,
@@ -190,6 +295,26 @@ class SqliteStore(Store):
         async with self.db.execute(sql + " ORDER BY rowid", args) as cur:
             return [json.loads(r[0]) for r in await cur.fetchall()]
 
+    async def run_commands(
+        self, run_id: str, *, states: tuple[str, ...] = ("applied",)
+    ) -> list[StoredCommand]:
+        if not states:
+            return []
+        marks = ",".join("?" for _ in states)
+        async with self.db.execute(
+            "SELECT command, state, run_id, reason FROM steering_log"
+            f" WHERE run_id = ? AND state IN ({marks}) ORDER BY seq",
+            (run_id, *states),
+        ) as cur:
+            rows = await cur.fetchall()
+        commands: list[StoredCommand] = []
+        for row in rows:
+            try:
+                commands.append(_stored(row))
+            except ValueError:  # unreadable (older version, damaged): nothing to re-apply
+                continue
+        return commands
+
 
 def _stored(row: Any) -> StoredCommand:
     return StoredCommand(
@@ -198,6 +323,60 @@ def _stored(row: Any) -> StoredCommand:
         run_id=row[2],
         reason=row[3],
     )
+
+
+async def connect(path: str, **kwargs: Any) -> aiosqlite.Connection:
+    """``aiosqlite.connect``, for a connection that cannot keep the process alive.
+
+    aiosqlite runs each connection on a non-daemon thread that ends only when the connection
+    is closed, and Python waits for such threads *before* it runs ``atexit`` handlers: a store
+    or checkpointer that a script never closed (or one whose open failed half-way) hung the
+    process at exit. ``_EXIT_GUARD`` stops those connections once their program is over.
+    """
+    import aiosqlite  # lazy, like every driver
+
+    conn = await aiosqlite.connect(path, **kwargs)
+    _EXIT_GUARD.watch(conn)
+    return conn
+
+
+class _ExitGuard:
+    """A daemon thread that waits for the main thread to end, then stops every connection
+    still open with aiosqlite's public ``Connection.stop()`` — a connection opened by another
+    thread only after that thread has ended too, so one still in use is never cut off. Work
+    already queued on a connection finishes first; a closed connection ignores the stop."""
+
+    def __init__(self) -> None:
+        # Weak: a connection garbage-collected before exit is stopped by aiosqlite itself.
+        self._opened: weakref.WeakKeyDictionary[Any, threading.Thread] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, conn: Any) -> None:
+        with self._lock:
+            self._opened[conn] = threading.current_thread()
+            if self._thread is None or not self._thread.is_alive():  # not started, or forked
+                self._thread = threading.Thread(
+                    target=self._stop_at_exit, name="tinyagents-sqlite-exit", daemon=True
+                )
+                self._thread.start()
+
+    def _stop_at_exit(self) -> None:
+        threading.main_thread().join()  # returns when the interpreter starts shutting down
+        while True:
+            with self._lock:
+                try:
+                    conn, opener = self._opened.popitem()
+                except KeyError:
+                    return
+            if opener is not threading.main_thread() and not opener.daemon:
+                opener.join()
+            stop = getattr(conn, "stop", None)  # aiosqlite < 0.22 used daemon threads, no stop
+            if stop is not None:
+                stop()
+
+
+_EXIT_GUARD = _ExitGuard()
 
 
 async def migrate(

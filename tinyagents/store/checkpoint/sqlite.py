@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import os
 import sqlite3
@@ -25,6 +26,7 @@ from typing import Any
 from tinyagents.errors import StaleCheckpointError, StoreError, ThreadBusy
 from tinyagents.store.checkpoint._lease import HOST, Lease
 from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+from tinyagents.store.sqlite import connect
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -101,21 +103,31 @@ class SqliteCheckpointer(Checkpointer):
     # -- connection and schema -------------------------------------------------------------
 
     async def setup(self) -> None:
+        """Connect and create the schema (idempotent). A file that is not a SQLite database
+        is refused with ``StoreError`` and left as it was; a failed setup leaves no
+        connection (and so no thread) behind."""
         if self._conn is not None:
             return
         async with self._setup_lock:
             if self._conn is not None:
                 return
-            import aiosqlite  # lazy: keep `import tinyagents` fast
-
-            conn = await aiosqlite.connect(self.path, isolation_level=None)
+            conn = None
             try:
+                conn = await connect(self.path, isolation_level=None)
                 await conn.execute("PRAGMA busy_timeout=10000")
+                # Read before anything writes: a file that is not a database fails untouched.
+                await conn.execute_fetchall("SELECT count(*) FROM sqlite_master")
                 await conn.execute("PRAGMA journal_mode=WAL")
                 await conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 await self._migrate(conn)
-            except BaseException:
-                await conn.close()
+            except BaseException as exc:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                if isinstance(exc, Exception):
+                    raise StoreError(
+                        f"cannot open SQLite checkpointer {self.path!r}: {exc}"
+                    ) from exc
                 raise
             self._conn = conn
 

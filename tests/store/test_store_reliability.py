@@ -1,0 +1,303 @@
+"""The store writer keeps persisting through bad events and held locks; a store that cannot
+open (or is never closed) changes nothing it should not and never keeps the process alive."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tinyagents.errors import StoreError
+from tinyagents.events.models import Event, RunEvent, SteeringEvent, ToolEvent
+from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.store.base import StoreWriter
+from tinyagents.store.sqlite import SqliteStore
+
+#: Fast retries for tests: a held lock is noticed after 10 ms, retried every few ms.
+FAST = {"flush_every_s": 0.001, "retry_first_s": 0.001, "retry_max_s": 0.005}
+
+
+def _command(cid: str) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run("r-1"),
+        actor=SteeringActor.test(),
+        kind="pause",
+        correlation_id=cid,
+    )
+
+
+def _applied(cid: str) -> SteeringEvent:
+    cmd = _command(cid)
+    return SteeringEvent(
+        type="steering.applied",
+        run_id="r-1",
+        target=cmd.target,
+        actor=cmd.actor,
+        kind=cmd.kind,
+        correlation_id=cid,
+    )
+
+
+def _run_event(n: int) -> RunEvent:
+    return RunEvent(type="run.status", run_id="r-1", status=f"s{n}")
+
+
+def _tool_result(text: str) -> ToolEvent:
+    return ToolEvent(
+        type="tool.result", run_id="r-1", tool_call_id="call-1", name="fetch", content_summary=text
+    )
+
+
+def _describe(event: Event) -> str:
+    if isinstance(event, RunEvent):
+        return event.status or ""
+    if isinstance(event, ToolEvent):
+        return event.content_summary or ""
+    return event.type
+
+
+async def _opened(path: Path, **kwargs: float) -> SqliteStore:
+    store = SqliteStore(path, **kwargs)
+    await store.open()
+    return store
+
+
+# -- the writer ---------------------------------------------------------------------------------
+
+
+async def test_an_event_with_a_lone_surrogate_is_stored_escaped_and_the_writer_goes_on(
+    tmp_path: Path,
+) -> None:
+    # A tool result carrying half of a UTF-16 pair cannot be encoded: it used to kill the
+    # writer, so nothing was persisted afterwards and the applied command stayed 'accepted'.
+    store = await _opened(tmp_path / "x.db")
+    await store.append_command(_command("c-1"), state="accepted", run_id="r-1")
+    writer = StoreWriter(store, **FAST)
+    writer.start()
+    writer(_run_event(1))
+    writer(_tool_result("half a pair: \ud800!"))
+    writer(_applied("c-1"))
+    writer(_run_event(2))
+    await writer.aclose()
+    events = await store.load_events()
+    assert [_describe(e) for e in events] == [
+        "s1",
+        "half a pair: \\ud800!",  # spelled out, readable back
+        "steering.applied",
+        "s2",
+    ]
+    stored = await store.get_command("c-1")
+    assert stored is not None and stored.state == "applied"
+    assert (writer.escaped, writer.dropped) == (1, 0)
+    assert writer.errors >= 1
+    await store.close()
+
+
+async def test_the_one_bad_event_of_a_large_batch_is_isolated_in_place(tmp_path: Path) -> None:
+    store = await _opened(tmp_path / "x.db")
+    writer = StoreWriter(store, **FAST)
+    for n in range(40):
+        writer(_tool_result("\udc00") if n == 23 else _run_event(n))
+    await writer.flush()
+    described = [_describe(e) for e in await store.load_events()]
+    assert described == [("\\udc00" if n == 23 else f"s{n}") for n in range(40)]
+    assert (writer.escaped, writer.dropped) == (1, 0)
+    await store.close()
+
+
+async def test_an_event_that_cannot_be_written_even_escaped_is_dropped_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await _opened(tmp_path / "x.db")
+    writer = StoreWriter(store, **FAST)
+    writer(_run_event(1))
+    writer(RunEvent(type="run.status", run_id="r-1", detail={"handle": object()}))  # not JSON
+    writer(_run_event(2))
+    with caplog.at_level(logging.WARNING, logger="tinyagents.store"):
+        await writer.flush()
+        await writer.aclose()
+    assert [_describe(e) for e in await store.load_events()] == ["s1", "s2"]
+    assert (writer.escaped, writer.dropped) == (0, 1)
+    dropped_lines = [r for r in caplog.records if "dropped" in r.getMessage()]
+    assert dropped_lines, caplog.text
+    await store.close()
+
+
+async def test_a_lock_held_past_the_busy_timeout_loses_nothing_once_released(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "x.db"
+    store = await _opened(path, busy_timeout_s=0.01)
+    await store.append_command(_command("c-1"), state="accepted", run_id="r-1")
+    writer = StoreWriter(store, **FAST)
+    writer.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        writer(_run_event(1))
+        writer(_applied("c-1"))
+        # "database is locked", again and again (polls the writer's public counter)
+        while writer.errors < 3:  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+        writer(_run_event(2))
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    writer(_run_event(3))
+    await writer.aclose()
+    assert [_describe(e) for e in await store.load_events()] == [
+        "s1",
+        "steering.applied",
+        "s2",
+        "s3",
+    ]
+    stored = await store.get_command("c-1")
+    assert stored is not None and stored.state == "applied"
+    assert (writer.escaped, writer.dropped) == (0, 0)
+    await store.close()
+
+
+async def test_closing_while_the_lock_is_still_held_gives_up_without_raising(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "x.db"
+    store = await _opened(path, busy_timeout_s=0.01)
+    writer = StoreWriter(store, close_attempts=2, **FAST)
+    writer.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        for n in range(3):
+            writer(_run_event(n))
+        with caplog.at_level(logging.WARNING, logger="tinyagents.store"):
+            await writer.aclose()  # does not raise, does not wait for the lock forever
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    assert writer.dropped == 3
+    assert "3 event(s) dropped" in caplog.text
+    assert await store.load_events() == []
+    await store.close()
+
+
+async def test_the_buffer_is_bounded_but_steering_events_are_always_kept(tmp_path: Path) -> None:
+    store = await _opened(tmp_path / "x.db")
+    await store.append_command(_command("c-1"), state="accepted", run_id="r-1")
+    writer = StoreWriter(store, max_buffer=5, **FAST)  # not started: nothing drains the buffer
+    for n in range(8):
+        writer(_run_event(n))
+    writer(_applied("c-1"))  # settles the log: kept even though the buffer is full
+    writer(_run_event(8))
+    assert writer.dropped == 4
+    await writer.flush()
+    assert [_describe(e) for e in await store.load_events()] == [
+        "s0",
+        "s1",
+        "s2",
+        "s3",
+        "s4",
+        "steering.applied",
+    ]
+    stored = await store.get_command("c-1")
+    assert stored is not None and stored.state == "applied"
+    writer(_run_event(9))  # room again
+    await writer.aclose()
+    assert _describe((await store.load_events())[-1]) == "s9"
+    await store.close()
+
+
+# -- opening --------------------------------------------------------------------------------------
+
+
+async def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    garbage = b"these are my notes, not a database\n" * 200
+    path.write_bytes(garbage)
+    with pytest.raises(StoreError) as raised:
+        await SqliteStore(path).open()
+    message = str(raised.value)
+    assert str(path) in message and "\n" not in message
+    assert path.read_bytes() == garbage
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]  # no -wal, -shm, -journal
+
+
+async def test_a_foreign_sqlite_database_is_accepted_and_keeps_its_tables(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE mine (x INTEGER)")
+        db.execute("INSERT INTO mine VALUES (7)")
+    db.close()
+    store = await _opened(path)
+    await store.append_events([_run_event(1)])
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT x FROM mine").fetchall() == [(7,)]
+    db.close()
+
+
+def _exits_by_itself(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a hang guard: each script needs well under a second
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+FAILED_OPEN = """
+    import asyncio, sys
+    from tinyagents.errors import StoreError
+    from tinyagents.store.sqlite import SqliteStore
+
+    async def main():
+        try:
+            await SqliteStore(sys.argv[1]).open()
+        except StoreError as exc:
+            print("refused:", exc)
+
+    asyncio.run(main())
+"""
+
+
+def test_a_failed_open_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"\x00garbage" * 1000)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a directory cannot be made under a file")
+    corrupt = tmp_path / "corrupt.db"
+    with sqlite3.connect(corrupt) as db:
+        db.execute("CREATE TABLE t (x TEXT)")
+        db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 50)
+    db.close()
+    data = bytearray(corrupt.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # the schema page, after the file header
+    corrupt.write_bytes(bytes(data))
+    for path in (garbage, corrupt, blocker / "sub" / "x.db", tmp_path):  # a dir is no file
+        done = _exits_by_itself(FAILED_OPEN, str(path))
+        assert done.stdout.startswith("refused: ") and str(path) in done.stdout
+
+
+def test_a_runtime_that_is_never_closed_does_not_keep_the_process_alive(tmp_path: Path) -> None:
+    done = _exits_by_itself(
+        """
+        import asyncio, sys
+        from tinyagents import Runtime
+
+        async def main():
+            rt = Runtime(store="sqlite:///" + sys.argv[1])
+            await rt.open()
+            print("open")
+
+        asyncio.run(main())
+        """,
+        str(tmp_path / "runs.db"),
+    )
+    assert done.stdout == "open\n"
