@@ -4,6 +4,7 @@ restarts and misbehaving tools. Each test here failed before the fix it pins dow
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,10 @@ from tinyagents.steering.commands import (
     SteeringTarget,
 )
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
+from tinyagents.store.memory import MemoryStore
+from tinyagents.store.sqlite import SqliteStore
 from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import Gate, fake_agent, steering_messages
+from tinyagents.testkit.fake_agent import EventWaiter, Gate, fake_agent, steering_messages
 from tinyagents.testkit.recorder import EventRecorder
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
@@ -314,3 +317,112 @@ async def test_a_model_raising_cancelled_error_fails_the_run_with_a_clear_reason
 
     assert result.status is RunStatus.FAILED
     assert "CancelledError" in (result.error or "") and "provider client closed" in result.error
+
+
+# --------------------------------------------------------------------------- 19
+
+
+@tool
+def search(query: str) -> str:
+    """Search the records."""
+    return f"results for {query}"
+
+
+@tool
+def delete(record: str) -> str:
+    """Delete a record."""
+    return f"deleted {record}"
+
+
+async def test_a_restarted_run_keeps_the_steering_its_earlier_incarnation_applied(tmp_path: Path):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    first_gate, second_gate = Gate("hold_a"), Gate("hold_b")
+    tools = [search, delete, first_gate.tool(), second_gate.tool()]
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("hold_a"), tool_call("hold_b"), reply("never")])
+        handle = await rt.start(Agent("clerk", model, tools=tools), "tidy up", run_id="r-job")
+        await first_gate.entered.wait()
+        receipts = [
+            await handle.constrain_tools(["search", "hold_b"], actor=OPERATOR),
+            await handle.steer("only ever touch billing records", actor=OPERATOR),
+            await handle.submit(SteeringKind.UPDATE_BUDGET, {"max_model_calls": 7}, actor=OPERATOR),
+        ]
+        first_gate.open()
+        await second_gate.entered.wait()  # every one of them is applied by now
+        for receipt in receipts:
+            await waiter.event("steering.applied", "r-job", correlation_id=receipt.correlation_id)
+        assert [t.name for t in model.requests[1].tools] == ["search", "hold_b"]
+        # The process stops here, with the run in the middle of its work.
+
+    recorder = EventRecorder()
+    async with Runtime(store, testing=True, sinks=[recorder]) as rt:
+        model = ScriptedModel([reply("done")])
+        handle = await rt.start(Agent("clerk", model, tools=tools), "tidy up", run_id="r-job")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+
+        (request,) = model.requests
+        assert [t.name for t in request.tools] == ["search", "hold_b"]  # delete stays removed
+        (instruction,) = steering_messages(request)
+        assert "only ever touch billing records" in instruction.content
+        assert handle.info.limits.max_model_calls == 7
+        # Restored, not applied again: no steering event for them in this process, and the
+        # run says what it restored.
+        assert rt.steering_history("r-job") == []
+        (started,) = [e for e in recorder.events if e.type == "run.started"]
+        assert [r["correlation_id"] for r in started.detail["restored_steering"]] == [
+            r.correlation_id for r in receipts
+        ]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_run_commands_lists_a_runs_commands_by_state_in_log_order(
+    tmp_path: Path, backend: str
+):
+    store = MemoryStore() if backend == "memory" else SqliteStore(tmp_path / "log.db")
+    await store.open()
+    try:
+        logged = [("c-9", "applied", "r-1"), ("c-2", "rejected", "r-1"), ("c-5", "applied", "r-2")]
+        logged += [("c-1", "applied", "r-1")]
+        for cid, state, run_id in logged:
+            cmd = SteeringCommand(
+                target=SteeringTarget.agent_run(run_id),
+                actor=SteeringActor.middleware("ops"),
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": cid},
+                correlation_id=cid,
+            )
+            await store.append_command(cmd, state=state, run_id=run_id)
+
+        applied = await store.run_commands("r-1")
+        both = await store.run_commands("r-1", states=("applied", "rejected"))
+    finally:
+        await store.close()
+    assert [c.command.correlation_id for c in applied] == ["c-9", "c-1"]
+    assert [c.command.correlation_id for c in both] == ["c-9", "c-2", "c-1"]
+    assert {c.run_id for c in both} == {"r-1"}
+
+
+async def test_a_run_restarted_after_sigkill_does_not_offer_the_removed_tools(tmp_path: Path):
+    from agent_crash_worker import INSTRUCTION, NARROWED, clerk_tools
+
+    db = tmp_path / "runs.db"
+    worker = Path(__file__).with_name("agent_crash_worker.py")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(worker), str(db), stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        assert await proc.stdout.readline() == b"ready\n"
+    finally:
+        proc.kill()  # SIGKILL: no close, no flush
+        await proc.wait()
+
+    async with Runtime(f"sqlite:///{db}", testing=True) as rt:
+        model = ScriptedModel([reply("done")])
+        agent = Agent("clerk", model, tools=clerk_tools(Gate("hold_a"), Gate("hold_b")))
+        handle = await rt.start(agent, "tidy up", run_id="r-job")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+    (request,) = model.requests
+    assert [t.name for t in request.tools] == NARROWED
+    assert any(INSTRUCTION in m.content for m in steering_messages(request))

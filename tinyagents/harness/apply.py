@@ -80,6 +80,33 @@ async def apply(
     return False
 
 
+def restore(run: AgentRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
+    """Re-apply, before the first boundary, the state changes of commands an earlier
+    incarnation of this run applied (a restart after a crash): narrowed tools and models,
+    budgets, and the steering messages the model had seen. No steering events: each command
+    already reached its terminal state. Returns the commands restored, in order."""
+    info, restored = run.info, []
+    seen = {m.metadata.get("steering") for m in run.messages}
+    for cmd in cmds:
+        kind, payload = cmd.kind, cmd.payload
+        if kind is SteeringKind.CONSTRAIN_TOOLS:
+            info.tools = narrow_tools(info.tools, payload["tools"])
+        elif kind is SteeringKind.CONSTRAIN_MODEL:
+            models = narrow_models(info.models, payload["models"])
+            if not models:
+                continue  # it could not have been applied like this; keep what the run has
+            info.models = models
+        elif kind is SteeringKind.UPDATE_BUDGET:
+            info.limits = info.limits.replace(**payload)
+        elif kind in MESSAGE_KINDS or (kind is SteeringKind.REDIRECT and "instruction" in payload):
+            if cmd.correlation_id not in seen:  # a history passed in may carry it already
+                run.messages.append(run.agent.renderer.render(cmd))
+        else:
+            continue  # pause, cancel, status …: events of that incarnation, not run state
+        restored.append(cmd)
+    return restored
+
+
 def _not_for_agents(cmd: SteeringCommand) -> str:
     if cmd.kind is SteeringKind.REDIRECT:
         return "redirect with 'goto' needs a graph target; for an agent run send 'instruction'"

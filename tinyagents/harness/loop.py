@@ -486,6 +486,13 @@ async def start_agent_run(
     run = AgentRun(runtime, agent, handle, messages)
     handle.driver = run
     handle.policies = [SteeringHook(m) for m in agent.middleware if overrides(m, "steering")]
+    # A run started under an id it had before (a restart after a crash) gets back the steering
+    # its earlier incarnation applied; a new id has nothing in the log.
+    restored = (
+        apply.restore(run, [c.command for c in await runtime.store.run_commands(run_id)])
+        if run_id is not None
+        else []
+    )
     await runtime.register(handle)
     run.emit(
         RunEvent,
@@ -494,6 +501,13 @@ async def start_agent_run(
         agent_id=agent.name,
         thread_id=thread_id,
         kind="agent",
+        detail={
+            "restored_steering": [
+                {"correlation_id": c.correlation_id, "kind": c.kind.value} for c in restored
+            ]
+        }
+        if restored
+        else {},
     )
     if parent_info is not None:
         runtime.bus.publish(subagent_event(info, "subagent.started", status="running"))

@@ -60,3 +60,8 @@ class MemoryStore(Store):
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         return [r for r in self._runs.values() if tenant_id is None or r["tenant_id"] == tenant_id]
+
+    async def run_commands(
+        self, run_id: str, *, states: tuple[str, ...] = ("applied",)
+    ) -> list[StoredCommand]:
+        return [c for c in self._commands.values() if c.run_id == run_id and c.state in states]
