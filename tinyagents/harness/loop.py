@@ -140,14 +140,15 @@ class AgentRun(RunDriver):
             await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
 
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
-        """Apply what is deliverable at ``boundary``; park here while paused.
+        """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
         Returns True if a message for the model was staged."""
         self.boundary = boundary
         inbox = self.handle.inbox
         staged = await self._apply_all(inbox.take(boundary, final=final, **where), boundary, where)
-        while self.frozen and not self.paused:
-            staged = await self._wait_for_cancel(boundary, final, where) or staged
-        while self.paused:
+        while self.paused or self.frozen:
+            if not self.paused:
+                staged = await self._wait_for_cancel(boundary, final, where) or staged
+                continue
             inbox.clear_signal()
             cmds = inbox.take(Boundary.WHILE_PAUSED, **where)
             if not cmds:
