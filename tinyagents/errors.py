@@ -2,6 +2,7 @@
 
     TinyAgentsError
     ├── ConfigurationError            a component was wired or configured wrongly
+    │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
@@ -38,6 +39,10 @@ class TinyAgentsError(Exception):
 
 class ConfigurationError(TinyAgentsError):
     """A component was wired or configured wrongly."""
+
+
+class RuntimeClosed(ConfigurationError):
+    """The runtime is closing or closed: it takes no new command, run or child run."""
 
 
 class GraphValidationError(ConfigurationError):

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, RuntimeClosed
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
 from tinyagents.runs.handle import RunHandle, RunResult
@@ -59,6 +59,12 @@ class Runtime:
         self._writer: StoreWriter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open = False
+        #: Set by ``close()``: from then on nothing new is taken (``RuntimeClosed``).
+        self._closing = False
+        self._closed: asyncio.Future[None] | None = None
+        #: ``submit`` calls under way; close waits for them before closing the store.
+        self._submitting = 0
+        self._submits_done: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -72,44 +78,97 @@ class Runtime:
     async def open(self) -> None:
         if self._open:
             return
+        if self._closing:
+            raise RuntimeClosed("this runtime was closed; make a new Runtime to start again")
         await self.store.open()
         if self._durable:
+            try:
+                pending = await self.store.open_commands()
+            except BaseException:
+                await self.store.close()
+                raise
             self._writer = StoreWriter(self.store)
             self.bus.add_sink(self._writer)
             self._writer.start()
-            pending = await self.store.open_commands()
-            self.router.restore(
-                [(p.command, p.state, p.run_id) for p in pending],
-                known_ids=await self.store.command_ids(),
-            )
+            self.router.restore([(p.command, p.state, p.run_id) for p in pending])
         self._open = True
 
     async def close(self) -> None:
-        """Cancel runs still going (their children too), then flush and close the store."""
+        """Stop taking work, settle every run and command, then flush and close the store.
+
+        In this order: ``submit``/``start``/``register`` raise ``RuntimeClosed`` from the first
+        line on; the submits under way finish; runs still going are cancelled (their children
+        too) and awaited, each with its terminal event; the runtime's own tasks are awaited;
+        then every command still open fails with ``runtime closed before delivery`` — unless
+        the store is durable, where accepted and deferred commands stay open in the steering
+        log for the next runtime on that store to hand over. Closing twice (or concurrently)
+        waits for the first close.
+        """
+        if self._closed is not None:
+            await asyncio.shield(self._closed)
+            return
         if not self._open:
             return
-        tasks = [h.task for h in self.runs.handles() if h.task is not None]
-        for task in tasks:
-            task.cancel()  # a no-op for runs that already ended
-        pending: list[asyncio.Task[Any] | asyncio.Future[Any]] = list(tasks)
-        pending += list(self._tasks)
-        if pending:
+        self._closing = True
+        self._closed = asyncio.get_running_loop().create_future()
+        try:
+            await self._settle()
+        finally:
+            self._closed.set_result(None)
+
+    async def _settle(self) -> None:
+        if self._submitting:
+            self._submits_done = asyncio.Event()
+            await self._submits_done.wait()
+        while True:  # a run may spawn a task while it is being cancelled: go until none is left
+            tasks = [
+                h.task for h in self.runs.handles() if h.task is not None and not h.task.done()
+            ]
+            pending: list[asyncio.Task[Any]] = [*tasks, *(t for t in self._tasks if not t.done())]
+            if not pending:
+                break
+            for task in tasks:
+                task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if not self._durable:
+            self.router.settle_all()
+        # Every step is taken even when one fails (a dead store must not leave the bus or the
+        # connection open); the first failure is raised once all of them have run.
+        failures: list[BaseException] = []
         if self._writer is not None:
-            await self.save_runs()
-            await self._writer.aclose()
+            for step in (self.save_runs, self._writer.aclose):
+                try:
+                    await step()
+                except Exception as exc:
+                    failures.append(exc)
             self.bus.remove_sink(self._writer)
             self._writer = None
-        await self.store.close()
+        try:
+            await self.store.close()
+        except Exception as exc:
+            failures.append(exc)
         self.bus.close()
         self._open = False
+        if failures:
+            raise failures[0]
 
     # ------------------------------------------------------------------ steering
 
     async def submit(self, cmd: SteeringCommand) -> SteeringReceipt:
-        """Send a command through the policy pipeline to its target's queue."""
+        """Send a command through the policy pipeline to its target's queue.
+
+        Raises ``StoreError`` when a durable store cannot log the command (then nothing was
+        emitted or kept, and the same correlation id can be submitted again), and
+        ``RuntimeClosed`` once ``close()`` has begun.
+        """
         self._require_open()
-        return await self.router.submit(cmd)
+        self._submitting += 1
+        try:
+            return await self.router.submit(cmd)
+        finally:
+            self._submitting -= 1
+            if not self._submitting and self._submits_done is not None:
+                self._submits_done.set()
 
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order."""
@@ -172,5 +231,7 @@ class Runtime:
         return task
 
     def _require_open(self) -> None:
+        if self._closing:
+            raise RuntimeClosed("the runtime is closing or closed: it takes no new work")
         if not self._open:
             raise ConfigurationError("the runtime is not open: use 'async with Runtime(...) as rt'")

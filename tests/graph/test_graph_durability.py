@@ -210,7 +210,7 @@ class ForgetsSettling(SqliteStore):
     """A store whose record of settled commands never reaches the disk: what a SIGKILL does
     to the states the event writer had not flushed yet (it batches them)."""
 
-    async def set_command_states(self, updates: list[tuple[str, str, str | None]]) -> None:
+    async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
         return None
 
 

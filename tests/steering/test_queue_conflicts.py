@@ -300,11 +300,11 @@ class _CommandLog(MemoryStore):
         self.writes: list[tuple[str, str]] = []
         self.hold: asyncio.Barrier | None = None
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
         self.writes.append((cmd.correlation_id, state))
         if state == "accepted" and self.hold is not None:
             await self.hold.wait()
-        await super().append_command(cmd, state=state, run_id=run_id)
+        return await super().append_command(cmd, state=state, run_id=run_id)
 
 
 async def test_a_redirect_refused_by_the_queue_is_rejected_not_accepted(

@@ -8,12 +8,13 @@ import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import ReceiptStatus, SteeringKind, SteeringTarget
+from tinyagents.steering.commands import ReceiptStatus, SteeringKind, SteeringTarget, dedupe_scope
 from tinyagents.steering.queue import Boundary
 from tinyagents.store.sqlite import SqliteStore
 from tinyagents.testkit.recorder import EventRecorder
 
 K = SteeringKind
+SCOPE = dedupe_scope(OPERATOR)  # where the operator's correlation ids are unique
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ async def test_accepted_command_is_in_the_steering_log_when_submit_returns(db: P
         reader = SqliteStore(db)
         await reader.open()
         try:
-            stored = await reader.get_command(receipt.correlation_id)
+            stored = await reader.get_command(receipt.correlation_id, scope=SCOPE)
         finally:
             await reader.close()
     assert stored is not None
@@ -56,7 +57,7 @@ async def test_events_and_terminal_states_are_in_the_store_after_close(db: Path)
     await reader.open()
     try:
         events = await reader.load_events(run_id="r-1", type_prefix="steering.")
-        stored = await reader.get_command(applied.correlation_id)
+        stored = await reader.get_command(applied.correlation_id, scope=SCOPE)
         runs = await reader.load_runs()
     finally:
         await reader.close()

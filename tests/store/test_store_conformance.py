@@ -25,7 +25,7 @@ from tinyagents.steering.commands import (
 from tinyagents.store.base import OPEN_STATES, Store
 from tinyagents.testkit.clock import EPOCH
 
-ACTOR = SteeringActor.human("ops", scopes=["agent:control"])
+ACTOR = SteeringActor.middleware("ops")  # in-process: the empty dedup scope
 
 
 def command(cid: str, *, at: int = 0, text: str = "focus", run_id: str = "r-1") -> SteeringCommand:
@@ -94,14 +94,45 @@ async def test_unknown_command_is_none(store: Store) -> None:
     assert await store.get_command("nope") is None
 
 
-async def test_appending_again_overwrites_state_run_and_command(store: Store) -> None:
+async def test_appending_a_logged_id_again_changes_nothing(store: Store) -> None:
+    assert await store.append_command(command("c-1", text="first"), state="accepted", run_id="r-1")
+    again = command("c-1", text="second")
+    assert not await store.append_command(again, state="rejected", run_id="r-9")
+    stored = await store.get_command("c-1")
+    assert stored is not None
+    assert (stored.state, stored.run_id) == ("accepted", "r-1")
+    assert stored.command.payload == {"text": "first"}
+    assert await store.command_ids() == {"c-1"}
+
+
+async def test_update_moves_a_command_on_and_keeps_its_place(store: Store) -> None:
     await store.append_command(command("c-1", text="first"), state="deferred", run_id=None)
-    await store.append_command(command("c-1", text="second"), state="accepted", run_id="r-9")
+    await store.append_command(command("c-2"), state="accepted", run_id="r-1")
+    await store.update_command(command("c-1", text="second"), state="accepted", run_id="r-9")
     stored = await store.get_command("c-1")
     assert stored is not None
     assert (stored.state, stored.run_id) == ("accepted", "r-9")
     assert stored.command.payload == {"text": "second"}
-    assert await store.command_ids() == {"c-1"}
+    assert [s.command.correlation_id for s in await store.open_commands()] == ["c-1", "c-2"]
+
+
+async def test_correlation_ids_are_unique_per_tenant_scope(store: Store) -> None:
+    def human(cid: str, tenant: str) -> SteeringCommand:
+        return command(cid).model_copy(
+            update={"actor": SteeringActor.human("u", tenant_id=tenant, scopes=["agent:control"])}
+        )
+
+    assert await store.append_command(human("same", "acme"), state="accepted", run_id="r-1")
+    assert await store.append_command(human("same", "evil"), state="rejected", run_id=None)
+    assert await store.append_command(command("same"), state="accepted", run_id="r-2")
+    assert not await store.append_command(human("same", "acme"), state="accepted", run_id="r-3")
+    await store.set_command_states([("tenant:evil", "same", "failed", "x")])
+    acme = await store.get_command("same", scope="tenant:acme")
+    evil = await store.get_command("same", scope="tenant:evil")
+    local = await store.get_command("same")
+    assert acme is not None and (acme.state, acme.run_id) == ("accepted", "r-1")
+    assert evil is not None and evil.state == "failed"
+    assert local is not None and (local.state, local.run_id) == ("accepted", "r-2")
 
 
 async def test_open_commands_are_the_accepted_and_deferred_ones_oldest_first(store: Store) -> None:
@@ -111,7 +142,7 @@ async def test_open_commands_are_the_accepted_and_deferred_ones_oldest_first(sto
     await store.append_command(command("c-3", at=3), state="accepted", run_id="r-1")
     await store.append_command(command("c-4", at=4), state="rejected", run_id="r-1")
     await store.append_command(command("c-5", at=5), state="accepted", run_id="r-2")
-    await store.set_command_states([("c-3", "applied", None), ("c-5", "failed", "late")])
+    await store.set_command_states([("", "c-3", "applied", None), ("", "c-5", "failed", "late")])
 
     open_ = await store.open_commands()
     assert [(s.command.correlation_id, s.state, s.run_id) for s in open_] == [
@@ -124,7 +155,7 @@ async def test_open_commands_are_the_accepted_and_deferred_ones_oldest_first(sto
 async def test_set_command_states_records_the_reason_and_ignores_unknown_ids(store: Store) -> None:
     await store.append_command(command("c-1"), state="accepted", run_id="r-1")
     await store.set_command_states(
-        [("c-1", "failed", "target finished"), ("ghost", "applied", None)]
+        [("", "c-1", "failed", "target finished"), ("", "ghost", "applied", None)]
     )
     stored = await store.get_command("c-1")
     assert stored is not None and (stored.state, stored.reason) == ("failed", "target finished")
@@ -232,7 +263,7 @@ async def test_everything_survives_a_reopen(durable_backend: Any, tmp_path: Path
     await writer.open()  # idempotent
     await writer.append_command(command("c-1"), state="accepted", run_id="r-1")
     await writer.append_command(command("c-2"), state="accepted", run_id="r-1")
-    await writer.set_command_states([("c-2", "applied", None)])
+    await writer.set_command_states([("", "c-2", "applied", None)])
     await writer.append_events(sample_events())
     await writer.save_runs(snapshots())
     await writer.close()

@@ -10,7 +10,12 @@ import pytest
 
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.steering.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringTarget,
+    dedupe_scope,
+)
 from tinyagents.store.base import StoreWriter, open_store, terminal_updates
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.sqlite import MIGRATIONS, SqliteStore
@@ -88,11 +93,12 @@ def test_terminal_updates_come_from_terminal_steering_events_only() -> None:
         _steering("steering.superseded", "c-3"),
         _steering("steering.rejected", "c-4", "no"),
     ]
+    scope = dedupe_scope(events[1].actor)  # type: ignore[attr-defined]
     assert terminal_updates(events) == [
-        ("c-1", "applied", None),
-        ("c-2", "failed", "late"),
-        ("c-3", "superseded", None),
-        ("c-4", "rejected", "no"),
+        (scope, "c-1", "applied", None),
+        (scope, "c-2", "failed", "late"),
+        (scope, "c-3", "superseded", None),
+        (scope, "c-4", "rejected", "no"),
     ]
 
 

@@ -920,3 +920,15 @@ def command_json_schema() -> dict[str, Any]:
     for kind, model in PAYLOAD_MODELS.items():
         defs[f"payload_{kind.value}"] = model.model_json_schema()
     return schema
+
+
+def dedupe_scope(actor: SteeringActor) -> str:
+    """The namespace a command's correlation id is unique in.
+
+    A human's ids are scoped to their tenant, so one tenant can never shadow (or learn of)
+    another tenant's command by reusing its id; every other actor is code inside the runtime's
+    own process and shares the empty scope.
+    """
+    if type(actor) is HumanActor:
+        return f"tenant:{actor.tenant_id}"  # type: ignore[attr-defined]
+    return ""

@@ -7,11 +7,10 @@ makes a bookkeeping bug loud instead of silent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import TinyAgentsError
+from tinyagents.errors import StoreError, TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     EMPTY,
@@ -36,6 +35,7 @@ from tinyagents.steering.commands import (
     SteeringReceipt,
     SubAgentRunTarget,
     ThreadTarget,
+    dedupe_scope,
 )
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from tinyagents.store.base import Store
 
 _TERMINAL = {"rejected", "applied", "superseded", "failed"}
+#: Where a correlation id is unique: (``dedupe_scope(actor)``, correlation id).
+_Key = tuple[str, str]
+#: The reason every command still open when an in-memory runtime closes fails with.
+CLOSED = "runtime closed before delivery"
 _STEERING_EVENT = EventTemplate.of(SteeringEvent)
 
 
@@ -58,7 +62,16 @@ class SteeringInvariantError(TinyAgentsError):
 class _Tracked:
     cmd: SteeringCommand
     state: str
+    key: _Key
     info: RunInfo | None = None
+    #: ``steering.requested`` was emitted: from then on the command is in ``_tracked`` and
+    #: must reach a terminal state. Until then a failure leaves no trace.
+    announced: bool = False
+    #: The command has its row in the store's steering log (always False without a store).
+    persisted: bool = False
+    #: Events emitted before the command had a run (a thread target with no live run yet):
+    #: filed in the run's history once one takes the command.
+    early: list[SteeringEvent] | None = None
     #: The template of this command's events (the fields they all share), made of
     #: ``events_cmd`` and ``events_info``: made again when ``cmd`` (a transform) or ``info``
     #: (the target resolved) is replaced.
@@ -85,46 +98,64 @@ class SteeringRouter:
         self.testing = testing
         self.trusted_middleware = trusted_middleware
         self.grants: set[tuple[str, str]] = set()
-        self._tracked: dict[str, _Tracked] = {}  # open commands only
-        self._terminal: dict[str, str] = {}
-        self._seen: set[str] = set()
+        self._tracked: dict[_Key, _Tracked] = {}  # open commands only
+        self._terminal: dict[_Key, str] = {}
+        self._seen: set[_Key] = set()
         self._history: dict[str, list[SteeringEvent]] = {}
         self._waiting: dict[str, dict[str, _Tracked]] = {}  # deferred + restored, by target key
 
     # ------------------------------------------------------------------ public
 
     async def submit(self, cmd: SteeringCommand) -> SteeringReceipt:
-        cid = cmd.correlation_id
-        if cid in self._seen:
-            return SteeringReceipt(
-                status=ReceiptStatus.DUPLICATE,
-                correlation_id=cid,
-                reason="duplicate correlation id: the first command's outcome stands",
-            )
-        self._seen.add(cid)
-        tracked = _Tracked(cmd, "requested")
-        self._tracked[cid] = tracked
-        handle, reason = self._resolve(cmd)
-        tracked.info = handle.info if handle is not None else None
-        self._emit("steering.requested", tracked)
-        if handle is None:
-            if reason is None:  # a thread with no live run yet: wait for one
-                return await self._defer(
-                    tracked, f"no live run on {cmd.target.describe()}", "router"
-                )
-            return await self._reject(tracked, reason, "router")
-        return await self._evaluate(tracked, handle)
+        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        if key in self._seen:
+            return self._duplicate(cmd)
+        self._seen.add(key)
+        tracked = _Tracked(cmd, "requested", key)
+        try:
+            handle, reason, info = self._resolve(cmd)
+            tracked.info = info
+            if handle is None:
+                if reason is None:  # a thread with no live run yet: wait for one
+                    return await self._defer(
+                        tracked, f"no live run on {cmd.target.describe()}", "router"
+                    )
+                return await self._reject(tracked, reason, "router")
+            return await self._evaluate(tracked, handle)
+        except BaseException:
+            if not tracked.announced:
+                # Nothing was emitted, kept or written: the id stays free for a retry.
+                self._seen.discard(key)
+            raise
 
     def history(self, run_id: str) -> list[SteeringEvent]:
         return list(self._history.get(run_id, ()))
 
-    def state(self, correlation_id: str) -> str | None:
-        """``requested``/``accepted``/``deferred``/``delivered`` or the terminal state."""
-        tracked = self._tracked.get(correlation_id)
-        return tracked.state if tracked else self._terminal.get(correlation_id)
+    def state(self, correlation_id: str, *, scope: str | None = None) -> str | None:
+        """``accepted``/``deferred``/``delivered`` or the terminal state of the command with
+        this id in ``scope`` (``dedupe_scope(actor)``: ``"tenant:<id>"`` for a human's, ``""``
+        for in-process actors); with no scope, of the first command found with this id."""
+        if scope is not None:
+            key = (scope, correlation_id)
+            tracked = self._tracked.get(key)
+            return tracked.state if tracked else self._terminal.get(key)
+        for (_, cid), tracked in self._tracked.items():
+            if cid == correlation_id:
+                return tracked.state
+        for (_, cid), state in self._terminal.items():
+            if cid == correlation_id:
+                return state
+        return None
 
     def open_commands(self) -> list[SteeringCommand]:
         return [t.cmd for t in self._tracked.values() if t.state not in _TERMINAL]
+
+    def settle_all(self, reason: str = CLOSED) -> None:
+        """Fail every command still open (an in-memory runtime closing: nothing will carry
+        them on). A runtime with a durable store leaves them open in its log instead, for
+        the next runtime on that store to hand over."""
+        for tracked in list(self._tracked.values()):
+            self._finish(tracked, "failed", reason=reason)
 
     def grant(self, from_run_id: str, to_run_id: str) -> None:
         """Allow one run's agent to steer another it has no authority over (a sibling)."""
@@ -148,12 +179,18 @@ class SteeringRouter:
         for key in keys:
             waiting = self._waiting.pop(key, None)
             for tracked in (waiting or {}).values():
-                if tracked.state == "accepted":  # restored after a restart: already accepted
-                    tracked.info = handle.info
-                    await self._enqueue(tracked, handle)
-                else:
-                    tracked.info = handle.info
-                    await self._evaluate(tracked, handle)
+                tracked.info = handle.info
+                if tracked.early:  # its requested/deferred, emitted before it had a run
+                    self._history.setdefault(handle.run_id, []).extend(tracked.early)
+                    tracked.early = None
+                try:
+                    if tracked.state == "accepted":  # restored after a restart
+                        await self._enqueue(tracked, handle)
+                    else:
+                        await self._evaluate(tracked, handle)
+                except StoreError as exc:
+                    if tracked.state not in _TERMINAL:
+                        self._finish(tracked, "failed", reason=f"store error: {exc}")
 
     async def target_finished(self, handle: RunHandle) -> None:
         """The run reached its last boundary: fail what is pending, settle what waits on it."""
@@ -163,65 +200,76 @@ class SteeringRouter:
                 self.mark_failed(tracked.cmd, LATE)
         await self.target_changed(handle)
 
-    def restore(
-        self, pending: list[tuple[SteeringCommand, str, str | None]], known_ids: Iterable[str] = ()
-    ) -> None:
-        """Load the state of a previous process: commands accepted (or deferred) but never
-        settled, as (cmd, state, run_id), and every correlation id seen (for dedup)."""
-        self._seen.update(known_ids)
+    def restore(self, pending: list[tuple[SteeringCommand, str, str | None]]) -> None:
+        """Load the commands a previous process accepted (or deferred) but never settled, as
+        (cmd, state, run_id). Other ids need not be loaded: the store refuses a second
+        command with a logged id, which the router answers ``duplicate``."""
         for cmd, state, run_id in pending:
-            self._seen.add(cmd.correlation_id)
-            tracked = _Tracked(cmd, "accepted" if state == "accepted" else "deferred")
-            self._tracked[cmd.correlation_id] = tracked
-            key = run_id or _target_key(cmd)
-            self._waiting.setdefault(key, {})[cmd.correlation_id] = tracked
+            key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+            self._seen.add(key)
+            tracked = _Tracked(
+                cmd,
+                "accepted" if state == "accepted" else "deferred",
+                key,
+                announced=True,
+                persisted=True,
+            )
+            self._tracked[key] = tracked
+            waiting_key = run_id or _target_key(cmd)
+            self._waiting.setdefault(waiting_key, {})[cmd.correlation_id] = tracked
 
     # ------------------------------------------------------------------ execution reports
 
     def mark_delivered(
         self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
     ) -> None:
-        tracked = self._open(cmd.correlation_id)
+        tracked = self._open(cmd)
         tracked.state = "delivered"
         # An empty report is the events' shared EMPTY: one dict less kept per event.
         self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where or EMPTY)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._finish(self._open(cmd.correlation_id), "applied", affected=affected or EMPTY)
+        self._finish(self._open(cmd), "applied", affected=affected or EMPTY)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
-        self._finish(self._open(cmd.correlation_id), "failed", reason=reason)
+        self._finish(self._open(cmd), "failed", reason=reason)
 
     # ------------------------------------------------------------------ internals
 
-    def _resolve(self, cmd: SteeringCommand) -> tuple[RunHandle | None, str | None]:
-        """The handle whose queue takes ``cmd``; (None, reason) to reject; (None, None) to defer."""
+    def _resolve(self, cmd: SteeringCommand) -> tuple[RunHandle | None, str | None, RunInfo | None]:
+        """(handle whose queue takes ``cmd``, None, its info); (None, reason, info) to reject;
+        (None, None, None) to defer. ``info`` is the run whose history files the command: None
+        when the sender may not learn that the run exists."""
         target = cmd.target
         # ``type(...) is`` first: an isinstance that fails on a pydantic class runs the ABC
         # check in Python, and nearly every command names an agent run.
         if type(target) is not AgentRunTarget and isinstance(target, ThreadTarget):
             handle = self.registry.for_thread(target.thread_id)
-            return (None if handle is None or _hidden(cmd, handle) else handle), None
+            if handle is None or _hidden(cmd, handle):
+                return None, None, None
+            return handle, None, handle.info
         handle = self.registry.get(target.run_id)
         if handle is None or _hidden(cmd, handle):
             # Same reason, policy id and (absent) run id as a missing run: a receipt must not
-            # tell a human whether another tenant's run exists.
-            return None, not_found(cmd)
+            # tell a human whether another tenant's run exists, and the attempt is filed in
+            # the sender's audit trail only, never in that run's history.
+            return None, not_found(cmd), None
         if type(target) is AgentRunTarget:  # the usual case: nothing more to check
-            return handle, None
+            return handle, None, handle.info
         if (
             isinstance(target, SubAgentRunTarget)
             and handle.info.parent_run_id != target.parent_run_id
         ):
-            return None, f"not found: run {target.run_id} is not a child of {target.parent_run_id}"
+            reason = f"not found: run {target.run_id} is not a child of {target.parent_run_id}"
+            return None, reason, None
         if isinstance(target, GraphTaskTarget | GraphNodeTarget):
             problem = handle.driver.check_target(cmd)
             if problem is not None:
-                return None, problem
+                return None, problem, handle.info
             routed = handle.driver.route(cmd)
             if routed is not None:
-                return routed, None
-        return handle, None
+                return routed, None, routed.info
+        return handle, None, handle.info
 
     async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
         cmd = tracked.cmd
@@ -255,29 +303,32 @@ class SteeringRouter:
     async def _reject(
         self, tracked: _Tracked, reason: str, policy_id: str | None
     ) -> SteeringReceipt:
-        if self.store is not None:
-            # Logged so that a retry with the same correlation id after a restart is still a
-            # duplicate: the first outcome stands.
-            run_id = tracked.info.run_id if tracked.info else None
-            await self.store.append_command(tracked.cmd, state="rejected", run_id=run_id)
+        # Logged so that a retry with the same correlation id after a restart is still a
+        # duplicate: the first outcome stands.
+        run_id = tracked.info.run_id if tracked.info else None
+        if not await self._persist(tracked, "rejected", run_id):
+            return self._duplicate(tracked.cmd)
+        self._announce(tracked)
         self._finish(tracked, "rejected", reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
 
     async def _defer(
         self, tracked: _Tracked, reason: str, policy_id: str | None, handle: RunHandle | None = None
     ) -> SteeringReceipt:
+        first_time = tracked.state != "deferred"
+        if first_time:
+            if not await self._persist(tracked, "deferred", None):
+                return self._duplicate(tracked.cmd)
+            self._announce(tracked)
         if handle is not None and handle.status.finished:
             self._finish(
                 tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
             )
             return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
-        first_time = tracked.state != "deferred"
         tracked.state = "deferred"
         key = handle.run_id if handle is not None else _target_key(tracked.cmd)
         self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
         if first_time:
-            if self.store is not None:
-                await self.store.append_command(tracked.cmd, state="deferred", run_id=None)
             self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
 
@@ -285,15 +336,18 @@ class SteeringRouter:
         self, tracked: _Tracked, handle: RunHandle, decision: Decision
     ) -> SteeringReceipt:
         original = tracked.cmd
-        tracked.cmd = decision.command
-        refused = handle.inbox.conflict(tracked.cmd)
+        command = decision.command
+        refused = handle.inbox.conflict(command)
         if refused is not None:
             # The target's queue would refuse it (a second redirect under
             # redirect_conflict='error'): a rejection, before anything says it was accepted.
             return await self._reject(tracked, refused, "queue")
-        if self.store is not None:
-            # Durable before the receipt: an accepted command survives a crash from here on.
-            await self.store.append_command(tracked.cmd, state="accepted", run_id=handle.run_id)
+        # Durable before the receipt (and before any event): an accepted command survives a
+        # crash from here on, and one the store could not take leaves no trace.
+        if not await self._persist(tracked, "accepted", handle.run_id, command):
+            return self._duplicate(original)
+        self._announce(tracked)  # requested names the command as submitted
+        tracked.cmd = command
         tracked.state = "accepted"
         extra: dict[str, Any] = {}
         if decision.transforms:
@@ -307,6 +361,47 @@ class SteeringRouter:
             self._put(tracked, handle)
         return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, decision.policy_id)
 
+    async def _persist(
+        self,
+        tracked: _Tracked,
+        state: str,
+        run_id: str | None,
+        command: SteeringCommand | None = None,
+    ) -> bool:
+        """Write the command's new state to the steering log; False if the log already holds
+        another command under its id (from a previous process, or another one sharing the
+        store). Raises ``StoreError`` when the store fails."""
+        store = self.store
+        if store is None:
+            return True
+        command = command if command is not None else tracked.cmd
+        try:
+            if tracked.persisted:
+                await store.update_command(command, state=state, run_id=run_id)
+                return True
+            inserted = await store.append_command(command, state=state, run_id=run_id)
+        except StoreError:
+            raise
+        except Exception as exc:  # a backend that let its driver's error through
+            raise StoreError(f"could not log command {command.correlation_id}: {exc}") from exc
+        tracked.persisted = inserted
+        return inserted
+
+    def _announce(self, tracked: _Tracked) -> None:
+        """Emit ``steering.requested``: from here on the command is open until terminal."""
+        if tracked.announced:
+            return
+        tracked.announced = True
+        self._tracked[tracked.key] = tracked
+        self._emit("steering.requested", tracked)
+
+    def _duplicate(self, cmd: SteeringCommand) -> SteeringReceipt:
+        return SteeringReceipt(
+            status=ReceiptStatus.DUPLICATE,
+            correlation_id=cmd.correlation_id,
+            reason="duplicate correlation id: the first command's outcome stands",
+        )
+
     async def _enqueue(self, tracked: _Tracked, handle: RunHandle) -> None:
         if handle.status.finished and not await handle.driver.on_late_command(tracked.cmd):
             self._finish(tracked, "failed", reason=LATE)
@@ -317,7 +412,7 @@ class SteeringRouter:
         cmd = tracked.cmd
         outcome = handle.inbox.put(cmd)
         for loser, winner in outcome.superseded:
-            self._finish(self._open(loser.correlation_id), "superseded", superseded_by=winner)
+            self._finish(self._open(loser), "superseded", superseded_by=winner)
         if outcome.rejected is not None:
             # _accept checked for this; the queue changed while the store was being written.
             self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
@@ -345,11 +440,14 @@ class SteeringRouter:
     def _finish(self, tracked: _Tracked, state: str, **fields: Any) -> None:
         self._emit(f"steering.{state}", tracked, **fields)
 
-    def _open(self, correlation_id: str) -> _Tracked:
-        tracked = self._tracked.get(correlation_id)
+    def _open(self, cmd: SteeringCommand) -> _Tracked:
+        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        tracked = self._tracked.get(key)
         if tracked is None:
-            state = self._terminal.get(correlation_id, "never submitted")
-            raise SteeringInvariantError(f"command {correlation_id} is not open (state: {state})")
+            state = self._terminal.get(key, "never submitted")
+            raise SteeringInvariantError(
+                f"command {cmd.correlation_id} is not open (state: {state})"
+            )
         return tracked
 
     def _receipt(
@@ -386,10 +484,13 @@ class SteeringRouter:
                 history = self._history[run_id] = []
             history.append(event)
         if type_ in TERMINAL_STEERING_EVENTS:
-            cid = tracked.cmd.correlation_id
             tracked.state = type_.removeprefix("steering.")
-            del self._tracked[cid]
-            self._terminal[cid] = tracked.state
+            del self._tracked[tracked.key]
+            self._terminal[tracked.key] = tracked.state
+        elif run_id is None:
+            if tracked.early is None:
+                tracked.early = []
+            tracked.early.append(event)
 
 
 def _events_for(tracked: _Tracked) -> EventTemplate[SteeringEvent]:
@@ -398,8 +499,12 @@ def _events_for(tracked: _Tracked) -> EventTemplate[SteeringEvent]:
     target = cmd.target
     task_id, node_id = _task_and_node(target)
     if info is None:
-        run_id = None if isinstance(target, ThreadTarget) else target.run_id
-        root_run_id = parent_run_id = tenant_id = None
+        # No run the sender may know of (a thread with no live run yet, or a run that is
+        # unknown or another tenant's): the events name no run, so no run's history files
+        # them, and they belong to the sender's tenant.
+        run_id = root_run_id = parent_run_id = None
+        actor = cmd.actor
+        tenant_id = actor.tenant_id if isinstance(actor, HumanActor) else None
     else:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id

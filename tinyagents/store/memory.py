@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyagents.events.models import Event
-from tinyagents.steering.commands import SteeringCommand
+from tinyagents.steering.commands import SteeringCommand, dedupe_scope
 from tinyagents.store.base import OPEN_STATES, Store, StoredCommand
 
 
@@ -13,28 +13,37 @@ class MemoryStore(Store):
     url = "memory://"
 
     def __init__(self) -> None:
-        self._commands: dict[str, StoredCommand] = {}
+        self._commands: dict[tuple[str, str], StoredCommand] = {}  # by (scope, correlation id)
         self._events: list[Event] = []
         self._runs: dict[str, dict[str, Any]] = {}
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
-        self._commands[cmd.correlation_id] = StoredCommand(command=cmd, state=state, run_id=run_id)
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        if key in self._commands:
+            return False
+        self._commands[key] = StoredCommand(command=cmd, state=state, run_id=run_id)
+        return True
 
-    async def set_command_states(self, updates: list[tuple[str, str, str | None]]) -> None:
-        for cid, state, reason in updates:
-            stored = self._commands.get(cid)
+    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+        stored = self._commands.get((dedupe_scope(cmd.actor), cmd.correlation_id))
+        if stored is not None:
+            stored.command, stored.state, stored.run_id = cmd, state, run_id
+
+    async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
+        for scope, cid, state, reason in updates:
+            stored = self._commands.get((scope, cid))
             if stored is not None:
                 stored.state = state
                 stored.reason = reason
 
-    async def get_command(self, correlation_id: str) -> StoredCommand | None:
-        return self._commands.get(correlation_id)
+    async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
+        return self._commands.get((scope, correlation_id))
 
     async def open_commands(self) -> list[StoredCommand]:
         return [c for c in self._commands.values() if c.state in OPEN_STATES]
 
     async def command_ids(self) -> set[str]:
-        return set(self._commands)
+        return {cid for _, cid in self._commands}
 
     async def append_events(self, events: list[Event]) -> None:
         self._events.extend(events)

@@ -277,15 +277,18 @@ class SqliteStore(Store):
         return [EVENT_ADAPTER.validate_json(r[0]) for r in rows]
 
     async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
-        await self.db.executemany(
+        if not snapshots:
+            return
+        await self._write(
             "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data",
             [
                 (s["run_id"], s["root_run_id"], s["tenant_id"], s["status"], json.dumps(s))
                 for s in snapshots
             ],
+            what=f"save {len(snapshots)} run snapshot(s)",
+            many=True,
         )
-        await self.db.commit()
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT data FROM runs"

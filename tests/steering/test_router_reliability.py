@@ -1,0 +1,424 @@
+"""The router and the runtime under faults: store failures, shared stores, tenants, shutdown.
+
+Each test names the reliability item it pins down (see docs/guarantees.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
+
+from tinyagents.errors import RuntimeClosed, StoreError
+from tinyagents.runtime import Runtime
+from tinyagents.steering.commands import (
+    ReceiptStatus,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    dedupe_scope,
+)
+from tinyagents.store.sqlite import SqliteStore
+from tinyagents.testkit import EventWaiter
+from tinyagents.testkit.recorder import EventRecorder
+
+K = SteeringKind
+ACME = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+EVIL = SteeringActor.human("mallory", tenant_id="evil", scopes=["agent:control"])
+
+
+def url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+async def fill_the_disk(store: SqliteStore) -> None:
+    """Cap the database at the pages it has: SQLite then fails every write that needs a new
+    page with its real SQLITE_FULL ("database or disk is full")."""
+    async with store.db.execute("PRAGMA page_count") as cur:
+        row = await cur.fetchone()
+    assert row is not None
+    await store.db.execute(f"PRAGMA max_page_count = {row[0]}")
+
+
+async def free_the_disk(store: SqliteStore) -> None:
+    await store.db.execute("PRAGMA max_page_count = 1073741823")
+
+
+#: Long enough to need pages of its own (a row of the steering log overflows one page).
+BIG = "focus on billing evidence " * 400
+
+
+# --------------------------------------------------------------------------- item 3
+
+
+@pytest.mark.parametrize("kind", [K.ADD_INSTRUCTION, K.CONSTRAIN_MODEL])
+async def test_a_store_failure_in_submit_leaves_no_trace_and_the_id_reusable(
+    tmp_path: Path, kind: SteeringKind
+) -> None:
+    """Item 3: a failed write raises StoreError, tracks nothing, emits nothing, and a retry
+    with the same correlation id (once the disk has room) is taken, not answered duplicate.
+    CONSTRAIN_MODEL to a model the run lacks is rejected: the rejection is logged too."""
+    recorder = EventRecorder()
+    store = SqliteStore(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True, sinks=[recorder]) as rt:
+        handle = await start_run(rt, "r-1", models=["m-1"])
+        payload = {"text": BIG} if kind is K.ADD_INSTRUCTION else {"models": ["m-2", BIG[:9000]]}
+        cmd = make_command("r-1", kind, payload)
+        await fill_the_disk(store)
+        with pytest.raises(StoreError, match="disk is full"):
+            await rt.submit(cmd)
+        await free_the_disk(store)
+        assert recorder.steering(cmd.correlation_id) == []
+        assert rt.router.open_commands() == []
+        assert rt.router.state(cmd.correlation_id) is None
+        assert await store.get_command(cmd.correlation_id, scope=dedupe_scope(OPERATOR)) is None
+
+        retry = await rt.submit(cmd)
+        assert retry.status is not ReceiptStatus.DUPLICATE
+        apply_ready(handle)
+        await finish_run(rt, handle)
+        recorder.assert_every_command_terminal()
+        assert recorder.lifecycle(cmd.correlation_id)[0] == "requested"
+        assert recorder.lifecycle(cmd.correlation_id).count("requested") == 1
+
+
+async def test_a_store_closed_under_the_runtime_is_a_store_error_not_a_driver_error(
+    tmp_path: Path,
+) -> None:
+    recorder = EventRecorder()
+    rt = Runtime(store=url(tmp_path / "x.db"), testing=True, sinks=[recorder])
+    await rt.open()
+    await start_run(rt, "r-1")
+    await rt.store.db.close()  # type: ignore[attr-defined]  # the connection dies under it
+    cmd = make_command("r-1")
+    with pytest.raises(StoreError):
+        await rt.submit(cmd)
+    assert recorder.steering(cmd.correlation_id) == []
+    assert rt.router.open_commands() == []
+    with pytest.raises(StoreError):  # what could not be saved is said, after closing all
+        await rt.close()
+    assert not rt._open
+
+
+# --------------------------------------------------------------------------- item 5
+
+
+async def test_two_runtimes_on_one_file_never_take_the_same_correlation_id(tmp_path: Path) -> None:
+    """Item 5: deduplication holds in the store, not only in one process: the second runtime
+    is answered duplicate and the first's accepted row is never overwritten."""
+    db = tmp_path / "shared.db"
+    async with (
+        Runtime(store=url(db), testing=True) as first,
+        Runtime(store=url(db), testing=True) as second,
+    ):
+        one = await start_run(first, "r-1")
+        await start_run(second, "r-2")
+        cmd = make_command("r-1", correlation_id="approve-1042", payload={"text": "first"})
+        assert (await first.submit(cmd)).accepted
+        clash = make_command("r-2", correlation_id="approve-1042", payload={"text": "second"})
+        receipt = await second.submit(clash)
+        assert receipt.status is ReceiptStatus.DUPLICATE
+        assert second.router.open_commands() == []
+        stored = await second.store.get_command("approve-1042", scope=dedupe_scope(OPERATOR))
+        assert stored is not None
+        assert (stored.state, stored.run_id) == ("accepted", "r-1")
+        assert stored.command.payload == {"text": "first"}
+        apply_ready(one)
+        await finish_run(first, one)
+
+
+# --------------------------------------------------------------------------- item 16 / 17
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_one_tenant_cannot_squat_another_tenants_correlation_id(
+    tmp_path: Path, durable: bool
+) -> None:
+    """Item 16: tenant B sends a command with A's id first (to a run it cannot see, or to its
+    own run); A's real command with that id is still taken."""
+    recorder = EventRecorder()
+    store = url(tmp_path / "x.db") if durable else None
+    async with Runtime(store=store, sinks=[recorder]) as rt:
+        victim = await start_run(rt, "r-a", tenant_id="acme")
+        await start_run(rt, "r-b", tenant_id="evil")
+        squat = make_command("r-unknown", actor=EVIL, correlation_id="approve-invoice-1042")
+        assert (await rt.submit(squat)).status is ReceiptStatus.REJECTED
+        own = make_command("r-b", actor=EVIL, correlation_id="approve-invoice-1042")
+        assert (await rt.submit(own)).status is ReceiptStatus.DUPLICATE  # B's own scope
+        real = make_command("r-a", actor=ACME, correlation_id="approve-invoice-1042")
+        receipt = await rt.submit(real)
+        assert receipt.accepted, receipt.reason
+        assert [c.correlation_id for c in apply_ready(victim)] == ["approve-invoice-1042"]
+        assert rt.router.state("approve-invoice-1042", scope="tenant:acme") == "applied"
+        assert rt.router.state("approve-invoice-1042", scope="tenant:evil") == "rejected"
+        # A retry by A is a duplicate of A's own command, as before.
+        assert (await rt.submit(real)).status is ReceiptStatus.DUPLICATE
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_a_foreign_tenants_attempt_is_filed_with_the_sender_not_the_victim(
+    tmp_path: Path, durable: bool
+) -> None:
+    """Item 17: the victim's history and event log never show another tenant's attempt."""
+    recorder = EventRecorder()
+    store = url(tmp_path / "x.db") if durable else None
+    async with Runtime(store=store, sinks=[recorder]) as rt:
+        victim = await start_run(rt, "r-a", tenant_id="acme")
+        own = await rt.submit(make_command("r-a", actor=ACME))
+        attempt = make_command("r-a", K.CANCEL, {"reason": "evil payload"}, actor=EVIL)
+        receipt = await rt.submit(attempt)
+        assert receipt.status is ReceiptStatus.REJECTED
+        assert receipt.run_id is None and receipt.reason == "not found: run r-a"
+        history = rt.steering_history("r-a")
+        assert {e.correlation_id for e in history} == {own.correlation_id}
+        events = recorder.steering(attempt.correlation_id)
+        assert [e.type for e in events] == ["steering.requested", "steering.rejected"]
+        for event in events:  # the sender's audit trail: its tenant, no run of the victim's
+            assert (event.run_id, event.root_run_id, event.tenant_id) == (None, None, "evil")
+        apply_ready(victim)
+        await finish_run(rt, victim)
+        if durable:
+            logged = await rt.store.load_events(run_id="r-a")
+            assert attempt.correlation_id not in {
+                getattr(e, "correlation_id", None) for e in logged
+            }
+    if durable:
+        reader = SqliteStore(tmp_path / "x.db")
+        await reader.open()
+        try:
+            logged = await reader.load_events(run_id="r-a")
+        finally:
+            await reader.close()
+        assert attempt.correlation_id not in {getattr(e, "correlation_id", None) for e in logged}
+
+
+# --------------------------------------------------------------------------- item 24
+
+
+async def test_a_thread_commands_history_starts_at_requested(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    """Item 24: the requested and deferred events of a command that waited for a run on its
+    thread are in that run's history, before accepted."""
+    cmd = make_command(target=SteeringTarget.thread("t-1"))
+    assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+    handle = await start_run(rt, "r-1", thread_id="t-1")
+    apply_ready(handle)
+    assert [e.type for e in rt.steering_history("r-1")] == [
+        "steering.requested",
+        "steering.deferred",
+        "steering.accepted",
+        "steering.delivered",
+        "steering.applied",
+    ]
+
+
+# --------------------------------------------------------------------------- item 2
+
+
+async def test_a_stored_command_that_no_longer_validates_fails_and_blocks_nothing(
+    tmp_path: Path,
+) -> None:
+    """Item 2: restore is robust: the unreadable command is marked failed with a reason, and
+    every other pending command is still handed to its run."""
+    db = tmp_path / "x.db"
+    async with Runtime(store=url(db), testing=True) as first:
+        await start_run(first, "r-1")
+        good = await first.submit(make_command("r-1", payload={"text": "keep"}))
+        bad = await first.submit(make_command("r-1", K.PROVIDE_CONTEXT, {"value": 1.5}))
+        also_good = await first.submit(make_command("r-1", payload={"text": "keep too"}))
+    # What a NaN written by an older version reads back as: JSON null, which no longer
+    # validates (provide_context needs text or value).
+    raw = sqlite3.connect(db)
+    with raw:
+        raw.execute(
+            "UPDATE steering_log SET command = replace(command, '1.5', 'null')"
+            " WHERE correlation_id = ?",
+            (bad.correlation_id,),
+        )
+    raw.close()
+
+    async with Runtime(store=url(db), testing=True) as second:
+        handle = await start_run(second, "r-1")
+        queued = [c.correlation_id for c in handle.inbox.queue.pending()]
+        assert queued == [good.correlation_id, also_good.correlation_id]
+        stored = await second.store.get_command(good.correlation_id, scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "accepted"
+        with pytest.raises(StoreError, match="unreadable"):
+            await second.store.get_command(bad.correlation_id, scope=dedupe_scope(OPERATOR))
+        apply_ready(handle)
+        await finish_run(second, handle)
+    raw = sqlite3.connect(db)
+    state, reason = raw.execute(
+        "SELECT state, reason FROM steering_log WHERE correlation_id = ?", (bad.correlation_id,)
+    ).fetchone()
+    raw.close()
+    assert state == "failed" and "unreadable" in reason
+
+
+async def test_a_version_1_steering_log_is_migrated_with_tenant_scopes(tmp_path: Path) -> None:
+    """The scope column added for item 16: rows logged by the first schema keep their ids,
+    a human's in its tenant's scope."""
+    from tinyagents.store.sqlite import MIGRATIONS
+
+    db = tmp_path / "old.db"
+    raw = sqlite3.connect(db)
+    raw.executescript(MIGRATIONS[0][1])
+    raw.execute(
+        "CREATE TABLE migrations (name TEXT NOT NULL, version INTEGER NOT NULL,"
+        " applied_at TEXT NOT NULL, PRIMARY KEY (name, version))"
+    )
+    raw.execute("INSERT INTO migrations VALUES ('steering', 1, '2026-01-01')")
+    human = make_command("r-1", actor=ACME, correlation_id="c-h")
+    local = make_command("r-1", actor=SteeringActor.test(), correlation_id="c-t")
+    for seq, cmd in enumerate((human, local), 1):
+        raw.execute(
+            "INSERT INTO steering_log VALUES (?, 'r-1', 'accepted', NULL, ?, ?, ?)",
+            (cmd.correlation_id, cmd.model_dump_json(), cmd.created_at.isoformat(), seq),
+        )
+    raw.commit()
+    raw.close()
+
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        assert await store.get_command("c-h", scope="tenant:acme") is not None
+        assert await store.get_command("c-t") is not None
+        assert [s.command.correlation_id for s in await store.open_commands()] == ["c-h", "c-t"]
+        assert not await store.append_command(human, state="accepted", run_id="r-1")
+    finally:
+        await store.close()
+
+
+# --------------------------------------------------------------------------- items 10 / 11
+
+
+async def test_close_stops_intake_first_then_settles_every_run_and_command() -> None:
+    """Item 10: submit and start during close raise RuntimeClosed; close returns with no run
+    still running and every requested command terminal."""
+    from tinyagents import Agent
+    from tinyagents.testkit import FunctionModel
+
+    started = asyncio.Event()
+
+    async def slow(request: object) -> str:
+        started.set()
+        await asyncio.Event().wait()  # never answers: only a cancel ends it
+        return "never"
+
+    recorder = EventRecorder()
+    rt = Runtime(testing=True, sinks=[recorder])
+    await rt.open()
+    agent = Agent("slow", FunctionModel(slow))
+    handle = await rt.start(agent, "go")
+    await started.wait()
+    queued = await rt.submit(make_command(handle.run_id, delivery="before_model_call"))
+    assert queued.accepted
+    closing = asyncio.create_task(rt.close())
+    await asyncio.sleep(0)  # close has begun
+    with pytest.raises(RuntimeClosed):
+        await rt.submit(make_command(handle.run_id))
+    with pytest.raises(RuntimeClosed):
+        await rt.start(agent, "too late")
+    await closing
+    assert handle.status.finished
+    assert all(h.status.finished for h in rt.runs.handles())
+    recorder.assert_every_command_terminal()
+    await rt.close()  # closing again is a no-op
+    with pytest.raises(RuntimeClosed):
+        await rt.submit(make_command(handle.run_id))
+
+
+async def test_a_submit_under_way_when_close_begins_is_finished_and_durable(
+    tmp_path: Path,
+) -> None:
+    """Item 10: close waits for the submit whose store write is under way, so the command it
+    accepted is both reported and logged (never accepted in the store but lost in memory)."""
+
+    class SlowLog(SqliteStore):
+        gate: asyncio.Event
+
+        async def append_command(
+            self, cmd: SteeringCommand, *, state: str, run_id: str | None
+        ) -> bool:
+            await self.gate.wait()
+            return await super().append_command(cmd, state=state, run_id=run_id)
+
+    store = SlowLog(tmp_path / "x.db")
+    store.gate = asyncio.Event()
+    rt = Runtime(store=store, testing=True)
+    await rt.open()
+    await start_run(rt, "r-1")
+    submit = asyncio.create_task(rt.submit(make_command("r-1", correlation_id="c-late")))
+    await asyncio.sleep(0)
+    closing = asyncio.create_task(rt.close())
+    await asyncio.sleep(0)
+    assert not closing.done()
+    store.gate.set()
+    receipt = await submit
+    await closing
+    assert receipt.accepted
+    reader = SqliteStore(tmp_path / "x.db")
+    await reader.open()
+    try:
+        stored = await reader.get_command("c-late", scope=dedupe_scope(OPERATOR))
+    finally:
+        await reader.close()
+    assert stored is not None and stored.state == "accepted"  # handed to the next runtime
+
+
+async def test_closing_an_in_memory_runtime_fails_every_command_still_open(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    """Item 11: nothing carries an in-memory runtime's commands on after close: each one
+    still open (queued, deferred, taken but not applied) fails with a reason."""
+    await start_run(rt, "r-1")
+    await start_run(rt, "r-2")
+    queued = await rt.submit(make_command("r-1"))
+    waiting = await rt.submit(make_command(target=SteeringTarget.thread("t-nobody")))
+    handle = rt.runs.get("r-2")
+    assert handle is not None
+    await rt.submit(make_command("r-2"))
+    taken = handle.inbox.take(__import__("tinyagents").steering.queue.Boundary.BEFORE_MODEL_CALL)
+    assert len(taken) == 1
+    await rt.close()
+    for cid in (queued.correlation_id, waiting.correlation_id, taken[0].correlation_id):
+        assert recorder.terminal_state(cid) == "failed"
+        assert recorder.steering(cid)[-1].reason == "runtime closed before delivery"
+    recorder.assert_every_command_terminal()
+
+
+async def test_closing_with_a_graph_run_holding_an_accepted_command_settles_it() -> None:
+    """Item 11, as reported: a paused graph run at rest on an interrupt holds an accepted
+    redirect when an in-memory runtime closes; the redirect reaches a terminal state."""
+    from typing import TypedDict
+
+    from tinyagents.graph import END, START, StateGraph, interrupt
+    from tinyagents.store.checkpoint import MemoryCheckpointer
+
+    class State(TypedDict, total=False):
+        answer: str
+
+    def ask(state: State) -> State:
+        return {"answer": interrupt("ok?")}
+
+    graph = StateGraph(State).add_node("ask", ask)
+    graph.add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    recorder = EventRecorder()
+    waiter = EventWaiter()
+    async with Runtime(testing=True, sinks=[recorder, waiter]) as rt:
+        handle = await rt.start_graph(compiled, {}, thread_id="t-1")
+        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+            await waiter.event("graph.interrupt", handle.run_id)
+            pause = await rt.submit(make_command(handle.run_id, K.PAUSE))
+            await waiter.event("steering.applied", correlation_id=pause.correlation_id)
+        redirect = await rt.submit(make_command(handle.run_id, K.REDIRECT, {"goto": "ask"}))
+        assert redirect.accepted
+        assert recorder.terminal_state(redirect.correlation_id) is None  # held while paused
+    assert recorder.terminal_state(redirect.correlation_id) == "failed"
+    recorder.assert_every_command_terminal()
