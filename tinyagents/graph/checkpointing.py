@@ -8,15 +8,17 @@ task ids stable. ``load_head`` rebuilds it from the last snapshot plus the delta
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
-from tinyagents.graph.reducers import MISSING
+from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.types import UNSET, Interrupt, Send
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
@@ -112,6 +114,22 @@ class Head:
     #: the runtime run that writes this thread (kept in checkpoint metadata, so the same
     #: run id continues after a restart and its durable steering commands find it)
     run_id: str | None = None
+
+    def staged(self, keys: Iterable[str]) -> Head:
+        """A copy to change: the values of ``keys`` and the barriers are copied too, so a
+        change that fails half-way (a reducer or a router raising) leaves this head as it
+        was. ``adopt`` makes the change this head's once it is saved."""
+        values = dict(self.values)
+        for key in keys:
+            if key in values:
+                values[key] = detach(values[key])
+        barriers = {k: set(v) for k, v in self.barriers.items()}
+        return dataclasses.replace(self, values=values, barriers=barriers)
+
+    def adopt(self, staged: Head) -> None:
+        """Take over everything ``staged`` (from ``self.staged``) holds."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(staged, f.name))
 
     @classmethod
     def fresh(cls, graph: CompiledGraph, thread_id: str, ns: str, lineage: str | None) -> Head:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled
 from tinyagents.events.models import GraphEvent
-from tinyagents.graph.session import GraphSession
+from tinyagents.graph.session import GraphSession, goto_problem
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.info import RunInfo, RunStatus, run_event
 from tinyagents.steering.commands import (
@@ -29,9 +29,11 @@ from tinyagents.steering.commands import (
     GraphSupervisorActor,
     GraphTaskTarget,
     SteeringCommand,
+    SteeringDelivery,
     SteeringKind,
     ThreadTarget,
 )
+from tinyagents.steering.policy import CheckPolicy, PolicyContext
 from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
@@ -74,6 +76,43 @@ _STATUS = {
 }
 
 
+#: Agent-loop delivery classes: a graph run never reaches these boundaries itself (an agent
+#: node's child run does, and commands routed to it go there).
+AGENT_BOUNDARIES = {
+    SteeringDelivery.BEFORE_MODEL_CALL: Boundary.BEFORE_MODEL_CALL,
+    SteeringDelivery.AFTER_TOOL_RESULT: Boundary.AFTER_TOOL_RESULT,
+}
+
+
+def undeliverable(cmd: SteeringCommand, run_id: str) -> str | None:
+    """Why ``cmd``'s delivery class can never be met by graph run ``run_id``, or None."""
+    if cmd.delivery not in AGENT_BOUNDARIES:
+        return None
+    return (
+        f"undeliverable: graph run {run_id} takes steering between supersteps and never "
+        f"reaches a {cmd.delivery.value} boundary; send it with delivery next_boundary or "
+        "end_of_turn (or to an agent node while its agent runs)"
+    )
+
+
+class GraphCommandCheck(CheckPolicy):
+    """A graph run's own policy: refuses at submit, whatever the target's form (task, node,
+    run or thread), a command the run could only accept and never apply — a delivery class
+    it never reaches, a redirect to no node or to an unknown one."""
+
+    policy_id = "graph"
+
+    def __init__(self, graph: CompiledGraph, run_id: str) -> None:
+        self.graph = graph
+        self.run_id = run_id
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        problem = undeliverable(cmd, self.run_id)
+        if problem is None and cmd.kind is SteeringKind.REDIRECT:
+            problem = goto_problem(self.graph, cmd.payload.get("goto"))
+        return problem
+
+
 class GraphRunDriver(RunDriver):
     """The router's and the executor's view of one runtime-managed graph run."""
 
@@ -93,6 +132,8 @@ class GraphRunDriver(RunDriver):
         #: process ran it, and may have applied commands it never got to report
         self.continued = False
         self._applied_earlier: dict[str, str] | None = None
+        #: the run stopped on interrupts and steering arrived: its next boundary is final
+        self.resting = False
 
     # -- events ----------------------------------------------------------------------------
 
@@ -220,10 +261,26 @@ class GraphRunDriver(RunDriver):
     async def boundary(self, run: GraphRun) -> None:
         assert self.handle is not None
         inbox = self.handle.inbox
+        # END_OF_TURN lands where the graph would otherwise stop: waiting on interrupts (it
+        # rested, see ``paused``) or about to complete (a redirect then gives it another turn)
+        final, self.resting = self.resting or not run.head.frontier, False
         if len(inbox):
             from tinyagents.graph.steering import lower_all
 
-            await lower_all(self, run, inbox.take(Boundary.BETWEEN_SUPERSTEPS))
+            cmds = inbox.take(Boundary.BETWEEN_SUPERSTEPS, final=final)
+            self._fail_undeliverable()
+            if cmds:
+                await lower_all(self, run, cmds)
+
+    def _fail_undeliverable(self) -> None:
+        """Fail what waits for an agent-loop boundary: a graph run never reaches one. (Refused
+        at submit by ``GraphCommandCheck``; this catches commands accepted before, e.g. ones
+        handed over after a restart.) Runs right after ``take``, so nothing else is ready."""
+        assert self.handle is not None
+        inbox = self.handle.inbox
+        for boundary in AGENT_BOUNDARIES.values():
+            for cmd in inbox.queue.pop_ready(boundary, paused=inbox.paused):
+                inbox.failed(cmd, undeliverable(cmd, self.handle.run_id) or "undeliverable")
 
     async def after_tasks(self, run: GraphRun, tasks: list[Task]) -> None:
         if self.cancel_run is not None:
@@ -248,16 +305,29 @@ class GraphRunDriver(RunDriver):
                         data={"interrupt_id": i.id, "ns": i.ns, "value": i.value},
                     )
         inbox = self.handle.inbox
-        if inbox.has_ready(Boundary.BETWEEN_SUPERSTEPS):
+        if self._due_at_rest():
+            self.resting = True
             return True
         if not self.wait_on_interrupt:
             return False
         self.handle.info.status = RunStatus.INTERRUPTED
-        while not inbox.has_ready(Boundary.BETWEEN_SUPERSTEPS):
+        while not self._due_at_rest():
             await inbox.wait()
         self.handle.info.status = RunStatus.RUNNING
+        self.resting = True
         self.emit("graph.resumed", step=run.head.step + 1, checkpoint_id=run.head.checkpoint_id)
         return True
+
+    def _due_at_rest(self) -> bool:
+        """Whether a queued command is due while the run rests on interrupts: every delivery
+        class is, to be applied at the next boundary (END_OF_TURN too: the run would
+        otherwise stop here) or failed there (agent-loop boundaries)."""
+        assert self.handle is not None
+        inbox = self.handle.inbox
+        return bool(len(inbox)) and (
+            inbox.has_ready(Boundary.BETWEEN_SUPERSTEPS, final=True)
+            or any(inbox.has_ready(b) for b in AGENT_BOUNDARIES.values())
+        )
 
     async def task_started(self, run: GraphRun, task: Task) -> None:
         assert self.handle is not None
@@ -354,6 +424,7 @@ async def start_graph_run(
             )
             handle = RunHandle(info, submitter=runtime, driver=driver)
         driver.handle = handle
+        handle.policies = [GraphCommandCheck(graph, run_id)]
         run = await session.prepare(
             input, checkpoint_id, recursion_limit, runtime=runtime, run_id=run_id
         )

@@ -166,6 +166,16 @@ class MessageList(list[Any]):
                 self[pos] = message
 
 
+def detach(value: Any) -> Any:
+    """A copy of a container a reducer changes in place (lists, sets, dicts, message lists),
+    so that an update which fails half-way leaves the original as it was; other values as is."""
+    if isinstance(value, MessageList):
+        return MessageList(value)
+    if type(value) in (list, set, dict):
+        return type(value)(value)
+    return value
+
+
 def add_messages(left: Any, right: Any) -> list[Any]:
     """Merge message lists by id: a message whose ``id`` exists replaces it, others append."""
     merged = MessageList(left or [])

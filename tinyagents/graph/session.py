@@ -12,7 +12,13 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import GraphError, InterruptError, UnknownTargetError
+from tinyagents.errors import (
+    GraphError,
+    InterruptError,
+    InvalidUpdateError,
+    TinyAgentsError,
+    UnknownTargetError,
+)
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -165,22 +171,82 @@ class GraphSession:
         graph = self.graph
         if self.cp is None:
             raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
-        graph.schema.check_keys(update, "update_state")
-        if as_node is not None and as_node != START and as_node not in graph.nodes:
-            raise GraphError(f"update_state(as_node={as_node!r}): no such node")
+        check_as_node(graph, as_node)
         head = await self.load() or self.fresh()
-        delta = graph.apply_writes(head.values, list(update.items()))
-        if as_node is not None:
-            head.frontier = await graph.route([(as_node, [])], head.values, head.barriers)
-            head.step += 1
-            head.frontier_id = new_id()
-            head.records = {}
+        staged, delta = await stage_update(graph, head, update, as_node)
         meta = {"as_node": as_node, "keys": sorted(update)}
         await save(
-            self.cp, head, delta=delta if head.seq >= 0 else None, source="update", metadata=meta
+            self.cp,
+            staged,
+            delta=delta if staged.seq >= 0 else None,
+            source="update",
+            metadata=meta,
         )
-        assert head.checkpoint_id is not None
-        return head.checkpoint_id
+        assert staged.checkpoint_id is not None
+        return staged.checkpoint_id
+
+
+def check_as_node(graph: CompiledGraph, as_node: str | None) -> None:
+    if as_node is not None and as_node != START and as_node not in graph.nodes:
+        raise GraphError(
+            f"update_state(as_node={as_node!r}): no such node (nodes: {', '.join(graph.nodes)})"
+        )
+
+
+async def stage_update(
+    graph: CompiledGraph, head: Head, update: dict[str, Any], as_node: str | None
+) -> tuple[Head, dict[str, Any]]:
+    """``update`` applied through the reducers (and, with ``as_node``, routed as that node's
+    output) to a copy of ``head``: (the changed copy, its deltas). One ``update_state`` for the
+    API and for steering. ``head`` is never touched, so an update that the state schema, a
+    reducer or a router refuses raises and changes nothing; a caller adopts the copy once it
+    is saved. A reducer's or router's own error comes back as ``InvalidUpdateError`` naming it.
+    """
+    writes = graph.schema.check_update(update, "update_state", "update_state value")
+    staged = head.staged(writes)
+    delta: dict[str, Any] = {}
+    for key, value in writes.items():
+        try:
+            delta.update(graph.apply_writes(staged.values, [(key, value)]))
+        except InvalidUpdateError:
+            raise
+        except Exception as exc:
+            reducer = graph.schema.channels[key].reducer.name
+            raise InvalidUpdateError(
+                f"the reducer of {key!r} ({reducer}) refused the update: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    if as_node is not None:
+        try:
+            staged.frontier = await graph.route([(as_node, [])], staged.values, staged.barriers)
+        except TinyAgentsError:
+            raise
+        except Exception as exc:
+            raise InvalidUpdateError(
+                f"routing the update as node {as_node!r}'s output failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        staged.step += 1
+        staged.frontier_id = new_id()
+        staged.records = {}
+    return staged, delta
+
+
+def goto_problem(graph: CompiledGraph, goto: Any) -> str | None:
+    """Why a steering redirect's ``goto`` cannot steer ``graph``, or None. ``END`` is allowed
+    (the run finishes); an empty list is not: it would end the run without saying so."""
+    if goto is None:
+        return "a graph redirect needs 'goto' (node names, or END to finish the run)"
+    targets = [goto] if isinstance(goto, str) else list(goto)
+    if not targets:
+        return "a graph redirect needs at least one node in 'goto' (or END to finish the run)"
+    unknown = [t for t in targets if t != END and t not in graph.nodes]
+    if unknown:
+        return (
+            f"redirect to unknown node(s) {unknown}: graph {graph.name!r} has "
+            f"{', '.join(graph.nodes)} (and END)"
+        )
+    return None
 
 
 def jump(graph: CompiledGraph, head: Head, goto: list[str | Send]) -> dict[str, Any]:

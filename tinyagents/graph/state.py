@@ -96,13 +96,21 @@ class StateSchema:
                 f"graph input must be a mapping, a {self.cls.__name__} or a Command, "
                 f"got {type(data).__name__}"
             )
-        self.check_keys(data, "the input")
+        return self.check_update(data, "the input", "graph input")
+
+    def check_update(self, update: Mapping[str, Any], who: str, what: str) -> dict[str, Any]:
+        """An update from outside the graph (run input, ``update_state``, steering) → channel
+        writes: unknown keys refused, and values validated for pydantic states."""
+        self.check_keys(update, who)
         if self.kind != "pydantic":
-            return dict(data)
-        try:
-            return {k: self.channels[k].adapter().validate_python(v) for k, v in data.items()}
-        except ValidationError as exc:
-            raise InvalidUpdateError(f"invalid graph input: {exc}") from None
+            return dict(update)
+        writes = {}
+        for key, value in update.items():
+            try:
+                writes[key] = self.channels[key].adapter().validate_python(value)
+            except ValidationError as exc:
+                raise InvalidUpdateError(f"invalid {what} for {key!r}: {exc}") from None
+        return writes
 
 
 def _split(annotation: Any) -> tuple[Any, Any]:

@@ -24,8 +24,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
-from tinyagents.graph.checkpointing import new_id, save
-from tinyagents.graph.session import jump, record_resume
+from tinyagents.graph.checkpointing import save
+from tinyagents.graph.session import (
+    check_as_node,
+    goto_problem,
+    jump,
+    record_resume,
+    stage_update,
+)
 from tinyagents.graph.types import Command, Interrupt
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.commands import (
@@ -191,42 +197,42 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 
 
 def _goto(graph: CompiledGraph, cmd: SteeringCommand) -> list[str]:
-    goto = cmd.payload.get("goto")
-    if goto is None:
-        raise CannotApply("a graph redirect needs 'goto' (node names)")
-    targets = [goto] if isinstance(goto, str) else list(goto)
-    graph.check_goto(list(targets), "redirect")
-    return targets
+    problem = goto_problem(graph, cmd.payload.get("goto"))
+    if problem is not None:
+        raise CannotApply(problem)
+    goto = cmd.payload["goto"]
+    return [goto] if isinstance(goto, str) else list(goto)
 
 
 async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     targets = _goto(run.graph, cmd)
     head = run.head
-    delta = jump(run.graph, head, list(targets))
-    run._view = None
+    kept = {key for rec in head.records.values() for key, _ in rec.writes or ()}
+    staged = head.staged(kept)
+    try:
+        delta = jump(run.graph, staged, list(targets))
+    except Exception as exc:  # the kept writes of the step a reducer now refuses
+        raise CannotApply(f"redirect was not applied: {type(exc).__name__}: {exc}") from exc
     meta = {"goto": targets, "correlation_id": cmd.correlation_id}
     if run.checkpointer is not None:
-        await save(run.checkpointer, head, delta=delta, source="steering", metadata=meta)
+        await save(run.checkpointer, staged, delta=delta, source="steering", metadata=meta)
+    head.adopt(staged)
+    run._view = None
     return {"goto": targets, "checkpoint_id": head.checkpoint_id, "step": head.step}
 
 
 async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     update: dict[str, Any] = cmd.payload["update"]
     as_node = cmd.payload.get("as_node")
-    graph, head = run.graph, run.head
-    graph.schema.check_keys(update, "update_state")
-    if as_node is not None and as_node not in graph.nodes:
-        raise CannotApply(f"update_state as_node={as_node!r}: no such node")
-    delta = graph.apply_writes(head.values, list(update.items()))
-    run._view = None
-    if as_node is not None:
-        head.frontier = await graph.route([(as_node, [])], head.values, head.barriers)
-        head.step += 1
-        head.frontier_id = new_id()
-        head.records = {}
+    head = run.head
+    # bad keys, values, reducer or router errors: InvalidUpdateError, the command's fault
+    check_as_node(run.graph, as_node)
+    staged, delta = await stage_update(run.graph, head, update, as_node)
     meta = {"as_node": as_node, "keys": sorted(update), "correlation_id": cmd.correlation_id}
     if run.checkpointer is not None:
-        await save(run.checkpointer, head, delta=delta, source="update", metadata=meta)
+        await save(run.checkpointer, staged, delta=delta, source="update", metadata=meta)
+    head.adopt(staged)
+    run._view = None
     return {"checkpoint_id": head.checkpoint_id, "keys": sorted(update)}
 
 
