@@ -463,3 +463,69 @@ async def test_graph_update_state_on_a_pydantic_state_is_validated(
     assert (await compiled.get_state("t")).values["count"] == 2
     await compiled.update_state("t", {"count": "7"})  # coerced as run input is
     assert (await compiled.get_state("t")).values["count"] == 7
+
+
+# -- other ways a graph command could end in the wrong state ----------------------------------
+
+
+async def test_an_immediate_run_cancel_that_stops_running_tasks_is_applied(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, checkpointer: Checkpointer
+) -> None:
+    gate = asyncio.Event()
+
+    async def hold(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["hold"]}
+
+    graph = StateGraph(Scores).add_node("hold", hold).add_node("done", done)
+    graph.add_edge(START, "hold").add_edge(START, "done")
+    graph.add_edge("hold", END).add_edge("done", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=checkpointer), {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="hold")
+    receipt = await handle.cancel("stop now", immediate=True)
+    async with asyncio.timeout(GUARD_S):
+        result = await handle.result()
+    assert result.status is RunStatus.CANCELLED
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
+    recorder.assert_every_command_terminal()
+
+
+async def test_an_immediate_cancel_of_a_task_that_already_finished_fails(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, checkpointer: Checkpointer
+) -> None:
+    """The task finished while its step still ran: it is not cancelled, and the command does
+    not claim it was (the task's writes and successors stand)."""
+    gate = asyncio.Event()
+
+    async def hold(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["hold"]}
+
+    graph = StateGraph(Scores).add_node("hold", hold).add_node("quick", logger_node("quick"))
+    graph.add_node("after", logger_node("after")).add_edge("quick", "after")
+    graph.add_edge(START, "hold").add_edge(START, "quick")
+    graph.add_edge("hold", END).add_edge("after", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=checkpointer), {}, thread_id="t")
+    quick = await waiter.event("graph.task_completed", handle.run_id, node="quick")
+    cancel = command(
+        SteeringTarget.graph_task(handle.run_id, quick.task_id),
+        SteeringKind.CANCEL,
+        delivery=SteeringDelivery.IMMEDIATE,
+    )
+    receipt = await rt.submit(cancel)
+    gate.set()
+    async with asyncio.timeout(GUARD_S):
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == ["hold", "quick", "after"]
+    if receipt.status == "accepted":
+        event = await outcome(waiter, cancel)
+        assert event.type == "steering.failed" and "already finished" in (event.reason or "")
+    recorder.assert_every_command_terminal()
+
+
+def logger_node(name: str) -> Any:
+    def node(state: Any) -> dict[str, Any]:
+        return {"log": [name]}
+
+    return node

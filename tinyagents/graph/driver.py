@@ -151,16 +151,18 @@ class GraphRunDriver(RunDriver):
         if run is None:
             return
         target = cmd.target
+        # a task that already finished in the running step keeps its result: it is not
+        # recorded as stopped, so the command is lowered (and fails) like a late cancel
         if isinstance(target, GraphTaskTarget):
             running = run.running.get(target.task_id)
-            if running is not None:
+            if running is not None and not running.done():
                 self.cancelled[target.task_id] = cmd
                 running.cancel()
             return
         if isinstance(target, GraphNodeTarget):
             for task in run.plan():
                 running = run.running.get(task.id) if task.node == target.node else None
-                if running is not None:
+                if running is not None and not running.done():
                     self.cancelled[task.id] = cmd
                     running.cancel()
             return
@@ -284,6 +286,9 @@ class GraphRunDriver(RunDriver):
 
     async def after_tasks(self, run: GraphRun, tasks: list[Task]) -> None:
         if self.cancel_run is not None:
+            # an immediate cancel stopped the step: settle it here (lowering it ends the run),
+            # or it would be failed as "target finished before delivery" by the run's end
+            await self.boundary(run)
             raise RunCancelled(self.handle.run_id if self.handle else "?", "cancelled by steering")
         for task in tasks:
             if task.id in self.cancelled and task.writes is None and not task.interrupts:
