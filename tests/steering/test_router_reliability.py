@@ -422,3 +422,24 @@ async def test_closing_with_a_graph_run_holding_an_accepted_command_settles_it()
         assert recorder.terminal_state(redirect.correlation_id) is None  # held while paused
     assert recorder.terminal_state(redirect.correlation_id) == "failed"
     recorder.assert_every_command_terminal()
+
+
+async def test_a_failed_write_never_rolls_back_another_writes_row(tmp_path: Path) -> None:
+    """Two command writes share one connection: the one that fails (a full disk) rolls back
+    its own write only, never the row the other wrote but had not committed yet."""
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        await fill_the_disk(store)
+        too_big = make_command("r-1", payload={"text": BIG}, correlation_id="c-big")
+        small = make_command("r-1", K.PAUSE, correlation_id="c-small")
+        big_write, small_write = await asyncio.gather(
+            store.append_command(too_big, state="accepted", run_id="r-1"),
+            store.append_command(small, state="accepted", run_id="r-1"),
+            return_exceptions=True,
+        )
+        assert isinstance(big_write, StoreError)
+        assert small_write is True
+        assert await store.get_command("c-small", scope=dedupe_scope(OPERATOR)) is not None
+    finally:
+        await store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -99,6 +100,9 @@ class SqliteStore(Store):
         #: How long a write waits for a lock another connection holds before it fails.
         self.busy_timeout_s = busy_timeout_s
         self._db: aiosqlite.Connection | None = None
+        #: One write (execute, commit, or rollback) at a time on the shared connection: a
+        #: rollback after one write failed must never undo another's uncommitted row.
+        self._write_lock = asyncio.Lock()
 
     async def open(self) -> None:
         """Connect, then create or migrate the schema. A file that is not a SQLite database is
@@ -226,17 +230,18 @@ class SqliteStore(Store):
         write (disk full, text SQLite cannot encode, a closed database) leaves nothing behind,
         not even an uncommitted row that a later commit would carry along."""
         db = self.db
-        try:
-            if many:
-                cursor = await db.executemany(sql, args)
-            else:
-                cursor = await db.execute(sql, args)
-            await db.commit()
-            return cursor
-        except (sqlite3.Error, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-            with contextlib.suppress(sqlite3.Error, ValueError):
-                await db.rollback()
-            raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
+        async with self._write_lock:
+            try:
+                if many:
+                    cursor = await db.executemany(sql, args)
+                else:
+                    cursor = await db.execute(sql, args)
+                await db.commit()
+                return cursor
+            except (sqlite3.Error, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await db.rollback()
+                raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
 
     async def append_events(self, events: list[Event]) -> None:
         # Through _write: a batch that fails half-way (an event SQLite cannot encode, a lock
