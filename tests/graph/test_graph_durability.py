@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
-from tinyagents.events.models import SteeringEvent
+from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.steering.commands import (
     SteeringActor,
@@ -207,10 +207,10 @@ def reviewed(cp: SqliteCheckpointer) -> Any:
 
 
 class ForgetsSettling(SqliteStore):
-    """A store whose record of settled commands never reaches the disk: what a SIGKILL does
-    to the states the event writer had not flushed yet (it batches them)."""
+    """A store whose event writer never gets a batch to the disk: what a SIGKILL does to the
+    events (and the command states they settle, written with them) not flushed yet."""
 
-    async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
+    async def append_events(self, events: list[Event]) -> None:
         return None
 
 

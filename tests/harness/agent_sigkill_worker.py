@@ -16,8 +16,8 @@ Lines on stdout (each flushed):
   the steering log by then), ``applied <cid>`` / ``failed <cid>`` for terminal events;
 - ``stop`` when MODE asks to be killed at a point: ``accepted`` (the Nth ``steering.accepted``:
   between accept and apply), ``applied`` (the Nth ``steering.applied``: applied, before the
-  store writer flushed it), ``settle`` (the Nth settle of the store writer: its events are
-  written, the command states not yet). The event loop is then blocked (``time.sleep``), so
+  store writer flushed it), ``settle`` (the Nth write of the store writer holding a terminal
+  event: events and command states written together, as one transaction). The event loop is then blocked (``time.sleep``), so
   nothing more happens before the parent's SIGKILL;
 - at the end ``done <json>``: the run's status and what its last model request carried.
 """
@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.events.models import TERMINAL_STEERING_EVENTS, Event, SteeringEvent
 from tinyagents.harness.model import ModelRequest, ModelResponse
 from tinyagents.harness.tools import Tool
 from tinyagents.steering.commands import (
@@ -105,17 +105,19 @@ class Reporter:
             time.sleep(60)  # blocks the event loop: no flush, no delivery, until SIGKILL
 
 
-def freeze_before_settle(rt: Runtime, reporter: Reporter) -> None:
-    """Make the store writer stop (for the kill) after writing a batch of events and before
-    writing the command states those events imply."""
+def freeze_after_settle(rt: Runtime, reporter: Reporter) -> None:
+    """Make the store writer stop (for the kill) right after it wrote a batch holding a
+    terminal steering event: the events and the command states they imply are one
+    transaction, so the restarted run must find those commands settled."""
     store = rt.store
-    settle = store.set_command_states
+    append = store.append_events
 
-    async def set_command_states(updates: list[tuple[str, str, str, str | None]]) -> None:
-        reporter.point()
-        await settle(updates)
+    async def append_events(events: list[Any]) -> None:
+        await append(events)
+        if any(e.type in TERMINAL_STEERING_EVENTS for e in events):
+            reporter.point()
 
-    store.set_command_states = set_command_states  # type: ignore[method-assign]
+    store.append_events = append_events  # type: ignore[method-assign]
 
 
 async def steer(rt: Runtime, run_id: str, prefix: str, rng: random.Random) -> None:
@@ -162,7 +164,7 @@ async def main(db: str, run_id: str, incarnation: int, seed: int, mode: str, nth
     model = FunctionModel(decide)
     async with Runtime(f"sqlite:///{db}", testing=True, sinks=[reporter]) as rt:
         if mode == "settle":
-            freeze_before_settle(rt, reporter)
+            freeze_after_settle(rt, reporter)
         agent = Agent("clerk", model, tools=all_tools())
         handle = await rt.start(agent, "do the job", run_id=run_id)
         steering = None

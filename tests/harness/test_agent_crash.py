@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from agent_sigkill_worker import EXTRA_TOOLS, note
 
 from tinyagents.events.models import SteeringEvent
@@ -260,18 +259,13 @@ async def test_sigkill_at_random_points_loses_no_command(tmp_path: Path) -> None
     assert kills >= KILLS and states.get("applied", 0) > 0, f"seed={seed}: {states}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="StoreWriter commits a batch of events and the command states they imply in two "
-    "transactions: a crash between them leaves 'applied' in the event log and 'accepted' in "
-    "the steering log, so the restarted run applies the command again and the event log "
-    "holds two terminal events for it",
-)
 async def test_a_command_applied_just_before_a_crash_has_one_terminal_event(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "runs.db"
-    # Killed by the store writer's first settle: its events are written, the states not.
+    # Killed right after the store writer's first write of a terminal event: the events and
+    # the command states they imply were one transaction (they were two, and a crash between
+    # them left 'applied' in the event log and 'accepted' in the steering log).
     first = await run_worker(db, "r-0", 0, 1, "settle", 1)
     assert first.killed
     store = SqliteStore(db)
@@ -286,17 +280,17 @@ async def test_a_command_applied_just_before_a_crash_has_one_terminal_event(
     finally:
         await store.close()
     assert written, "the first settle had applied commands"
-    # The window: the event log says applied, the steering log still says accepted.
+    # No window: what the event log says applied, the steering log says applied too.
     assert {cid: s.state for cid, s in states.items() if s is not None} == dict.fromkeys(
-        written, "accepted"
+        written, "applied"
     )
 
     final = await run_worker(db, "r-0", 1, 0, "quiet")
     assert final.summary is not None
-    # Effects hold once in the run that completed (only the audit trail is wrong) ...
+    # Effects hold once in the run that completed, and the audit trail has one terminal
+    # event per command.
     assert Counter(final.summary["steering"]).most_common(1)[0][1] == 1
     assert await check_store(db, 0, {"r-0": final.summary}, set(first.accepted))
-    # ... but each of those commands has two terminal events in the event log.
     store = SqliteStore(db)
     await store.open()
     try:

@@ -167,6 +167,27 @@ async def test_set_command_states_records_the_reason_and_ignores_unknown_ids(sto
 # --------------------------------------------------------------------------- event log
 
 
+async def test_appending_terminal_events_settles_their_commands_in_the_same_write(
+    store: Store,
+) -> None:
+    """A crash can never leave a terminal event in the event log while the steering log still
+    holds its command open: both are one write."""
+    await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+    await store.append_command(command("c-2"), state="accepted", run_id="r-1")
+    await store.append_events(
+        [
+            steering_event("steering.delivered", "c-1"),
+            steering_event("steering.applied", "c-1"),
+            steering_event("steering.failed", "c-2", reason="late"),
+        ]
+    )
+    one, two = await store.get_command("c-1"), await store.get_command("c-2")
+    assert one is not None and (one.state, one.reason) == ("applied", None)
+    assert two is not None and (two.state, two.reason) == ("failed", "late")
+    assert await store.open_commands() == []
+
+
+
 async def test_events_read_back_typed_and_in_write_order(store: Store) -> None:
     events = sample_events()
     await store.append_events(events[:3])

@@ -87,7 +87,11 @@ class Store(ABC):
         """Every correlation id in the log, in any scope."""
 
     @abstractmethod
-    async def append_events(self, events: list[Event]) -> None: ...
+    async def append_events(self, events: list[Event]) -> None:
+        """Append events to the event log and, in the same transaction, settle the commands
+        whose terminal ``steering.*`` events are among them (``terminal_updates``): a crash
+        can never leave a command's terminal event logged while the steering log still
+        holds it open (it would be delivered, and reported, a second time)."""
 
     @abstractmethod
     async def load_events(
@@ -270,9 +274,7 @@ class StoreWriter:
             batch = self._buffer[: min(left, self.max_batch)]
             del self._buffer[: len(batch)]
             left -= len(batch)
-            updates = terminal_updates(await self._append(batch))
-            if updates:
-                await self._settle(updates)
+            await self._append(batch)  # settles the batch's commands in the same write
         if self._full and len(self._buffer) < self.max_buffer:
             self._full = False
             _log.warning("store writer: caught up; %d event(s) dropped so far", self.dropped)
@@ -305,24 +307,6 @@ class StoreWriter:
         self.dropped += 1
         self._report(events[0], error, "dropped")
         return []
-
-    async def _settle(self, updates: list[tuple[str, str, str, str | None]]) -> None:
-        """Apply the state updates of terminal events that were written, one by one when
-        the batch fails; one that cannot be applied leaves its command open (logged)."""
-        error = await self._attempt(self.store.set_command_states, updates)
-        if error is None:
-            return
-        if _may_pass(error):
-            self._given_up = True  # closing, and the store still fails
-        elif len(updates) > 1:
-            for update in updates:
-                await self._settle([update])
-            return
-        _log.warning(
-            "store writer: %d command(s) stay open in the steering log: %s",
-            len(updates),
-            _first_line(error),
-        )
 
     async def _attempt(
         self, write: Callable[[list[_T]], Awaitable[None]], items: list[_T]

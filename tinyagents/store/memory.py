@@ -6,7 +6,7 @@ from typing import Any
 
 from tinyagents.events.models import Event
 from tinyagents.steering.commands import SteeringCommand, dedupe_scope
-from tinyagents.store.base import OPEN_STATES, Store, StoredCommand
+from tinyagents.store.base import OPEN_STATES, Store, StoredCommand, terminal_updates
 
 
 class MemoryStore(Store):
@@ -47,6 +47,7 @@ class MemoryStore(Store):
 
     async def append_events(self, events: list[Event]) -> None:
         self._events.extend(events)
+        await self.set_command_states(terminal_updates(events))
 
     async def load_events(
         self,

@@ -17,7 +17,13 @@ from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event
 from tinyagents.steering.commands import SteeringCommand, dedupe_scope
-from tinyagents.store.base import OPEN_STATES, Store, StoredCommand, unreadable_reason
+from tinyagents.store.base import (
+    OPEN_STATES,
+    Store,
+    StoredCommand,
+    terminal_updates,
+    unreadable_reason,
+)
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -177,12 +183,7 @@ class SqliteStore(Store):
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
         if not updates:
             return
-        await self._write(
-            "UPDATE steering_log SET state = ?, reason = ? WHERE scope = ? AND correlation_id = ?",
-            [(state, reason, scope, cid) for scope, cid, state, reason in updates],
-            what=f"settle {len(updates)} command(s)",
-            many=True,
-        )
+        await self._write(*_settling(updates), what=f"settle {len(updates)} command(s)", many=True)
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         async with self.db.execute(
@@ -229,13 +230,21 @@ class SqliteStore(Store):
         """Run one write and commit it, or roll it back and raise ``StoreError``: a failed
         write (disk full, text SQLite cannot encode, a closed database) leaves nothing behind,
         not even an uncommitted row that a later commit would carry along."""
+        return await self._transaction([(sql, args, many)], what=what)
+
+    async def _transaction(
+        self, statements: list[tuple[str, Sequence[Any], bool]], *, what: str
+    ) -> aiosqlite.Cursor:
+        """``_write`` for several statements (sql, args, executemany?) committed as one; returns
+        the last statement's cursor."""
         db = self.db
         async with self._write_lock:
             try:
-                if many:
-                    cursor = await db.executemany(sql, args)
-                else:
-                    cursor = await db.execute(sql, args)
+                for sql, args, many in statements:
+                    if many:
+                        cursor = await db.executemany(sql, args)
+                    else:
+                        cursor = await db.execute(sql, args)
                 await db.commit()
                 return cursor
             except (sqlite3.Error, ValueError) as exc:  # UnicodeEncodeError is a ValueError
@@ -246,12 +255,17 @@ class SqliteStore(Store):
     async def append_events(self, events: list[Event]) -> None:
         # Through _write: a batch that fails half-way (an event SQLite cannot encode, a lock
         # held too long) is rolled back whole, so the writer can retry or split it safely.
-        await self._write(
-            "INSERT INTO events (type, run_id, root_run_id, data) VALUES (?, ?, ?, ?)",
-            [(e.type, e.run_id, e.root_run_id, e.model_dump_json()) for e in events],
-            what=f"append {len(events)} event(s)",
-            many=True,
-        )
+        statements: list[tuple[str, Sequence[Any], bool]] = [
+            (
+                "INSERT INTO events (type, run_id, root_run_id, data) VALUES (?, ?, ?, ?)",
+                [(e.type, e.run_id, e.root_run_id, e.model_dump_json()) for e in events],
+                True,
+            )
+        ]
+        updates = terminal_updates(events)
+        if updates:
+            statements.append((*_settling(updates), True))
+        await self._transaction(statements, what=f"append {len(events)} event(s)")
 
     async def load_events(
         self,
@@ -322,6 +336,14 @@ class SqliteStore(Store):
             except ValueError:  # unreadable (older version, damaged): nothing to re-apply
                 continue
         return commands
+
+
+def _settling(updates: list[tuple[str, str, str, str | None]]) -> tuple[str, list[Any]]:
+    """The statement (for executemany) that sets (scope, id, state, reason) in the log."""
+    return (
+        "UPDATE steering_log SET state = ?, reason = ? WHERE scope = ? AND correlation_id = ?",
+        [(state, reason, scope, cid) for scope, cid, state, reason in updates],
+    )
 
 
 def _stored(row: Any) -> StoredCommand:
