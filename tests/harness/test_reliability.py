@@ -17,6 +17,7 @@ from tinyagents.runs.handle import RunHandle
 from tinyagents.steering.commands import (
     SteeringActor,
     SteeringCommand,
+    SteeringDelivery,
     SteeringKind,
     SteeringTarget,
 )
@@ -426,3 +427,57 @@ async def test_a_run_restarted_after_sigkill_does_not_offer_the_removed_tools(tm
     (request,) = model.requests
     assert [t.name for t in request.tools] == NARROWED
     assert any(INSTRUCTION in m.content for m in steering_messages(request))
+
+
+class SlowToCancel(Middleware):
+    """Holds every cancel for its run at a gate before passing it on (an async policy)."""
+
+    name = "slow-cancel"
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def steering(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if cmd.kind is SteeringKind.CANCEL:
+            await self.gate.wait()
+        return await call_next(cmd)
+
+
+async def test_a_frozen_run_resumed_from_a_pause_still_waits_for_its_cancel(
+    rt: Runtime, waiter: EventWaiter
+):
+    tool_gate, policy_gate = Gate(), Gate("policy")
+    mid_model = ScriptedModel([tool_call("hold"), tool_call("step", n=1), reply("mid")])
+    mid = Agent(
+        "mid",
+        mid_model,
+        tools=[tool_gate.tool(), *fake_agent("x").tools.values()],
+        middleware=[SlowToCancel(policy_gate)],
+    )
+    root = await rt.start(
+        fake_agent(
+            "root",
+            tools=[SubAgentTool(SubAgent(mid))],
+            script=[tool_call("mid", input="go"), reply("x")],
+        ),
+        "go",
+    )
+    await tool_gate.entered.wait()
+    (mid_info,) = rt.runs.tree.children(root.run_id)
+    mid_handle = rt.runs.get(mid_info.run_id)
+    # Paused where work follows at once: right before its next model call.
+    await mid_handle.pause(actor=OPERATOR, delivery=SteeringDelivery.BEFORE_MODEL_CALL)
+    tool_gate.open()
+    await waiter.event("run.paused", mid_info.run_id)
+
+    await root.cancel("stop", immediate=True, actor=OPERATOR)
+    await policy_gate.entered.wait()  # mid is frozen; its cancel is held by its policy
+    resume = await mid_handle.resume(actor=OPERATOR)
+    await waiter.event("steering.applied", mid_info.run_id, correlation_id=resume.correlation_id)
+    policy_gate.open()
+
+    assert (await root.result()).status is RunStatus.CANCELLED
+    assert mid_info.status is RunStatus.CANCELLED
+    assert mid_info.usage.model_calls == 1  # resumed, but no more work before the cancel
