@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from graphkit import logger
 from pydantic import BaseModel
 
 from tinyagents import Runtime
@@ -97,7 +98,8 @@ def mode_router(state: Any) -> str:
 
 
 def asking_graph(cp: Checkpointer) -> Any:
-    """START → ask (interrupts) → route → done (by ``mode``) → END; ``score`` has a reducer that rejects non-ints."""
+    """START → ask (interrupts) → route → done (by ``mode``) → END; ``score``'s reducer
+    rejects non-ints."""
     graph = StateGraph(Scores).add_node("ask", ask).add_node("done", done)
     graph.add_node("route", lambda s: {}).add_conditional_edges("route", mode_router)
     graph.add_edge(START, "ask").add_edge("ask", "route").add_edge("done", END)
@@ -501,8 +503,8 @@ async def test_an_immediate_cancel_of_a_task_that_already_finished_fails(
         await gate.wait()
         return {"log": ["hold"]}
 
-    graph = StateGraph(Scores).add_node("hold", hold).add_node("quick", logger_node("quick"))
-    graph.add_node("after", logger_node("after")).add_edge("quick", "after")
+    graph = StateGraph(Scores).add_node("hold", hold).add_node("quick", logger("quick"))
+    graph.add_node("after", logger("after")).add_edge("quick", "after")
     graph.add_edge(START, "hold").add_edge(START, "quick")
     graph.add_edge("hold", END).add_edge("after", END)
     handle = await rt.start_graph(graph.compile(checkpointer=checkpointer), {}, thread_id="t")
@@ -522,10 +524,3 @@ async def test_an_immediate_cancel_of_a_task_that_already_finished_fails(
         event = await outcome(waiter, cancel)
         assert event.type == "steering.failed" and "already finished" in (event.reason or "")
     recorder.assert_every_command_terminal()
-
-
-def logger_node(name: str) -> Any:
-    def node(state: Any) -> dict[str, Any]:
-        return {"log": [name]}
-
-    return node
