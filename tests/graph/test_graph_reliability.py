@@ -524,3 +524,44 @@ async def test_an_immediate_cancel_of_a_task_that_already_finished_fails(
         event = await outcome(waiter, cancel)
         assert event.type == "steering.failed" and "already finished" in (event.reason or "")
     recorder.assert_every_command_terminal()
+
+
+class Shared(TypedDict, total=False):
+    items: list[int]
+    answer: Any
+
+
+async def test_values_steering_puts_into_the_state_are_the_nodes_to_change(
+    rt: Runtime, waiter: EventWaiter, checkpointer: Checkpointer
+) -> None:
+    """A command's payload is read-only; the values an update or an answer hands to the graph
+    are copies a node may change in place (they were the payload's own read-only lists, and
+    the node failed the run with TypeError)."""
+
+    def ask(state: Shared) -> Shared:
+        return {"answer": interrupt("ok?")}
+
+    def use(state: Shared) -> Shared:
+        state["items"].append(99)
+        state["answer"]["value"]["seen"].append("node")
+        return {"items": state["items"], "answer": state["answer"]}
+
+    graph = StateGraph(Shared).add_node("ask", ask).add_node("use", use)
+    graph.add_edge(START, "ask").add_edge("ask", "use").add_edge("use", END)
+    handle = await rt.start_graph(
+        graph.compile(checkpointer=checkpointer), {"items": [1]}, thread_id="t"
+    )
+    async with asyncio.timeout(GUARD_S):
+        await waiter.event("graph.interrupt", handle.run_id)
+        run = SteeringTarget.agent_run(handle.run_id)
+        update = command(run, SteeringKind.UPDATE_STATE, {"update": {"items": [5, 6]}})
+        approve = command(run, SteeringKind.APPROVE, {"value": {"seen": ["operator"]}})
+        assert (await rt.submit(update)).accepted
+        assert (await rt.submit(approve)).accepted
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == {
+        "items": [5, 6, 99],
+        "answer": {"approved": True, "value": {"seen": ["operator", "node"]}},
+    }
+    assert update.payload == {"update": {"items": [5, 6]}}  # the command is unchanged

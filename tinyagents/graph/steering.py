@@ -39,6 +39,7 @@ from tinyagents.steering.commands import (
     GraphTaskTarget,
     SteeringCommand,
     SteeringKind,
+    mutable_copy,
 )
 from tinyagents.steering.queue import Boundary
 
@@ -159,13 +160,15 @@ def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
 
 
 def resume_value(cmd: SteeringCommand) -> Any:
+    """What the answered ``interrupt()`` returns to its node: the node's to change, so a
+    mutable copy (a command's payload is read-only)."""
     payload = cmd.payload
     if cmd.kind is SteeringKind.PROVIDE_CONTEXT:
-        return payload["value"] if "value" in payload else payload.get("text")
+        return mutable_copy(payload["value"] if "value" in payload else payload.get("text"))
     answer: dict[str, Any] = {"approved": cmd.kind is SteeringKind.APPROVE}
     for key in ("value", "reason"):
         if key in payload:
-            answer[key] = payload[key]
+            answer[key] = mutable_copy(payload[key])
     return answer
 
 
@@ -222,7 +225,9 @@ async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 
 
 async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
-    update: dict[str, Any] = cmd.payload["update"]
+    # The values join the graph's state, which nodes may change: a copy (the payload is
+    # read-only, and must not share lists with the state anyway).
+    update: dict[str, Any] = mutable_copy(cmd.payload["update"])
     as_node = cmd.payload.get("as_node")
     head = run.head
     # bad keys, values, reducer or router errors: InvalidUpdateError, the command's fault
@@ -395,6 +400,8 @@ async def _first_on_fork(
     if kind is SteeringKind.REDIRECT:
         return Command(goto=_goto(graph, cmd))
     if kind is SteeringKind.UPDATE_STATE:
-        await graph.update_state(fork, cmd.payload["update"], as_node=cmd.payload.get("as_node"))
+        await graph.update_state(
+            fork, mutable_copy(cmd.payload["update"]), as_node=cmd.payload.get("as_node")
+        )
         return None
     raise CannotApply(f"{kind.value} cannot be applied on a fork")
