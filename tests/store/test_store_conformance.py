@@ -187,7 +187,6 @@ async def test_appending_terminal_events_settles_their_commands_in_the_same_writ
     assert await store.open_commands() == []
 
 
-
 async def test_events_read_back_typed_and_in_write_order(store: Store) -> None:
     events = sample_events()
     await store.append_events(events[:3])
