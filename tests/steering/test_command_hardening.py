@@ -534,3 +534,15 @@ def test_mutable_copy_gives_ordinary_containers_at_every_level() -> None:
     update["notes"].append("b")
     update["meta"]["n"] = 2
     assert cmd.payload["update"] == {"notes": ["a"], "meta": {"n": 1}}
+
+
+@pytest.mark.parametrize("goto", [[], "", "  ", ["a", ""]])
+def test_a_redirect_that_names_no_node_is_refused_when_built(goto: Any) -> None:
+    """A redirect with ``goto: []`` silently completed a graph; it names no node at all."""
+    with pytest.raises(InvalidCommandError, match="goto"):
+        SteeringCommand(
+            target=SteeringTarget.agent_run("r-1"),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.REDIRECT,
+            payload={"goto": goto},
+        )

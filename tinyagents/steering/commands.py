@@ -525,6 +525,16 @@ class RedirectPayload(_Payload):
     def _check_instruction(cls, v: str | None) -> str | None:
         return v if v is None else _not_blank(v)
 
+    @field_validator("goto")
+    @classmethod
+    def _check_goto(cls, v: str | list[str] | None) -> str | list[str] | None:
+        # An empty list named no node: a graph given it would have nowhere to go.
+        if isinstance(v, list) and not v:
+            raise ValueError("names no node; give at least one")
+        if v is not None and any(not name.strip() for name in ([v] if isinstance(v, str) else v)):
+            raise ValueError("node names must not be blank")
+        return v
+
     @model_validator(mode="after")
     def _needs_target(self) -> RedirectPayload:
         if self.goto is None and self.instruction is None:
