@@ -416,18 +416,23 @@ def _text_problem(values: dict[str, Any]) -> str | None:
     """The first text field of a command's ``values`` (payload aside) that is not valid UTF-8,
     as ``'invalid command: field: problem'``, or None. Pydantic refuses such text in the data
     it validates; this also catches it in models built past validation (``model_copy``)."""
+    # Runs for every command: plain loops, and ASCII (nearly all ids) settled by isascii().
     for name in ("correlation_id", "checkpoint_id"):
         value = values.get(name)
-        if type(value) is str and not _utf8(value):
+        if type(value) is str and not value.isascii() and not _utf8(value):
             return f"invalid command: {name}: {_NOT_UTF8}"
     for name in ("target", "actor", "policy_ref"):
         model = values.get(name)
         if model is None:
             continue
         for field, value in model.__dict__.items():
-            texts = value if isinstance(value, frozenset | set | list | tuple) else (value,)
-            if any(isinstance(t, str) and not _utf8(t) for t in texts):
-                return f"invalid command: {name}.{field}: {_NOT_UTF8}"
+            if type(value) is str:
+                if not value.isascii() and not _utf8(value):
+                    return f"invalid command: {name}.{field}: {_NOT_UTF8}"
+            elif isinstance(value, frozenset | set | list | tuple):
+                for text in value:
+                    if isinstance(text, str) and not _utf8(text):
+                        return f"invalid command: {name}.{field}: {_NOT_UTF8}"
     return None
 
 
