@@ -19,11 +19,7 @@ from .models import (
     tool_call,
     tool_calls,
 )
-
-# --- EventRecorder: testkit/recorder.py is owned by the lead ---------------------------------
 from .recorder import EventRecorder
-
-# ---------------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
     from .openai_server import ErrorReply, OpenAICompatServer

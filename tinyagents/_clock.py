@@ -1,14 +1,19 @@
 """Injectable clock and id source.
 
-Commands, events and runs take their timestamps and ids from here, so a test can make both
-deterministic with ``use_clock(FakeClock())`` / ``use_ids(SequentialIds())`` from the testkit.
-The current source lives in a ``ContextVar``: tasks started inside the ``with`` block inherit it.
+Every timestamp and every id (commands, runs, model requests, graph threads, checkpoints,
+frontiers, forks, lease owners) comes from here, so a test can make both deterministic with
+``use_clock(FakeClock())`` / ``use_ids(SequentialIds())`` from the testkit. The current source
+lives in a ``ContextVar``: tasks started inside the ``with`` block inherit it.
+
+``new_id`` gives an unordered id; ``new_ordered_id`` one that sorts after every id the same
+source gave before (checkpoint ids: their order is their thread's history order).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 import weakref
 from collections import deque
@@ -26,6 +31,7 @@ class Clock(Protocol):
 
 class IdSource(Protocol):
     def new(self, prefix: str) -> str: ...
+    def new_ordered(self, prefix: str) -> str: ...
 
 
 class SystemClock:
@@ -44,21 +50,36 @@ class RandomIds:
     The bits are read 256 ids at a time (one system call for each id was half the cost of an
     id) into a deque, whose ``popleft`` threads may share. A forked child empties it: it
     must not hand out the ids its parent will.
+
+    Ordered ids ``ck-0663b1c2d3e4f-3f9a0c41d2e7`` put the microseconds since the epoch (13 hex
+    digits, strictly increasing within a process even if the wall clock steps back) before
+    the random part, so they sort by when they were made.
     """
 
     _BATCH = 256
 
     def __init__(self) -> None:
         self._pool: deque[str] = deque()
+        self._last_us = 0
+        self._lock = threading.Lock()
         _sources.add(self)
 
     def new(self, prefix: str) -> str:
+        return f"{prefix}-{self._bits()}"
+
+    def new_ordered(self, prefix: str) -> str:
+        with self._lock:
+            self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
+            stamp = self._last_us
+        return f"{prefix}-{stamp:013x}-{self._bits()}"
+
+    def _bits(self) -> str:
         try:
-            return f"{prefix}-{self._pool.popleft()}"
+            return self._pool.popleft()
         except IndexError:
             bits = os.urandom(6 * self._BATCH).hex()
             self._pool.extend(bits[i : i + 12] for i in range(0, len(bits), 12))
-            return f"{prefix}-{self._pool.popleft()}"
+            return self._pool.popleft()
 
 
 #: Every ``RandomIds``: their pools are emptied in a forked child.
@@ -68,13 +89,18 @@ _sources: weakref.WeakSet[RandomIds] = weakref.WeakSet()
 def _forget_ids_after_fork() -> None:
     for source in list(_sources):
         source._pool.clear()
+        source._lock = threading.Lock()  # another thread may have held it at the fork
 
 
 os.register_at_fork(after_in_child=_forget_ids_after_fork)
 
 
 class SequentialIds:
-    """Ids ``c-0001``, ``c-0002`` …, one counter per prefix: stable across test runs."""
+    """Ids ``c-0001``, ``c-0002`` …, one counter per prefix: stable across test runs.
+
+    Ordered ids come from the same counters, so they sort as made (up to ``-9999``). Ids are
+    unique per instance only: two instances writing one store make the same checkpoint ids.
+    """
 
     def __init__(self) -> None:
         self._counters: dict[str, Iterator[int]] = {}
@@ -82,6 +108,9 @@ class SequentialIds:
     def new(self, prefix: str) -> str:
         counter = self._counters.setdefault(prefix, itertools.count(1))
         return f"{prefix}-{next(counter):04d}"
+
+    def new_ordered(self, prefix: str) -> str:
+        return self.new(prefix)
 
 
 # The defaults are stateless, so sharing one instance across contexts is what we want.
@@ -98,11 +127,13 @@ def monotonic() -> float:
 
 
 def new_id(prefix: str) -> str:
+    """``<prefix>-<12 random hex digits>``, unique, not guessable, in no particular order."""
     return _ids.get().new(prefix)
 
 
-def current_clock() -> Clock:
-    return _clock.get()
+def new_ordered_id(prefix: str) -> str:
+    """An id that sorts after every ordered id of the same prefix made before it here."""
+    return _ids.get().new_ordered(prefix)
 
 
 @contextmanager

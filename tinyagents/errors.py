@@ -7,7 +7,6 @@
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
     ├── SteeringRejected               a command was rejected by the policy pipeline (carries the receipt)
-    ├── QueueConflictError             a queue conflict rule refused a command (e.g. redirect_conflict="error")
     ├── StoreError                     a persistence backend failed or holds data it cannot read
     │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
     │   └── ThreadBusy                 another run is already writing this thread
@@ -71,10 +70,6 @@ class SteeringRejected(TinyAgentsError):
     def __init__(self, receipt: SteeringReceipt) -> None:
         super().__init__(f"steering command {receipt.correlation_id} rejected: {receipt.reason}")
         self.receipt = receipt
-
-
-class QueueConflictError(TinyAgentsError):
-    """A queue conflict rule refused a command."""
 
 
 class StoreError(TinyAgentsError):

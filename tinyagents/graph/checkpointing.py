@@ -9,8 +9,6 @@ task ids stable. ``load_head`` rebuilds it from the last snapshot plus the delta
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,14 +25,9 @@ if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
-# Ids are a random per-process prefix plus a counter: unique across processes, and cheap
-# enough to mint several per run (uuid4 costs a syscall each).
-_PREFIX = uuid.uuid4().hex[:16]
-_COUNTER = itertools.count(1)
-
-
-def new_id() -> str:
-    return f"{_PREFIX}{next(_COUNTER):08x}"
+def new_frontier_id() -> str:
+    """Names one planned superstep: its pending writes are kept under this id."""
+    return _clock.new_id("fr")
 
 
 def encode(value: Any) -> Any:
@@ -138,8 +131,8 @@ class Head:
             ns=ns,
             values=graph.schema.initial(),
             frontier=[],
-            frontier_id=new_id(),
-            lineage=lineage or new_id(),
+            frontier_id=new_frontier_id(),
+            lineage=lineage or _clock.new_id("ln"),
         )
 
 
@@ -149,8 +142,6 @@ async def load_head(
     thread_id: str,
     ns: str = "",
     checkpoint_id: str | None = None,
-    *,
-    with_records: bool = True,
 ) -> Head | None:
     """Rebuild a namespace's state at ``checkpoint_id`` (default: head); ``None`` if absent."""
     chain = await checkpointer.chain(thread_id, ns, checkpoint_id)
@@ -184,7 +175,7 @@ async def load_head(
         metadata=last.metadata,
         run_id=last.metadata.get("run_id"),
     )
-    if with_records and head.frontier:
+    if head.frontier:
         head.records = await load_records(graph, checkpointer, head)
     return head
 
@@ -254,7 +245,7 @@ async def save(
     record = CheckpointRecord(
         thread_id=head.thread_id,
         ns=head.ns,
-        checkpoint_id=new_id(),
+        checkpoint_id=_clock.new_ordered_id("ck"),
         parent_id=head.checkpoint_id,
         seq=seq,
         step=head.step,

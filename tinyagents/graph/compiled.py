@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import secrets
 import typing
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from tinyagents import _clock
 from tinyagents.errors import GraphError, InterruptError, UnknownTargetError
 from tinyagents.graph.builder import Branch, NodeSpec, StateGraph
 from tinyagents.graph.checkpointing import (
@@ -17,7 +17,7 @@ from tinyagents.graph.checkpointing import (
     Planned,
     encode,
     load_head,
-    new_id,
+    new_frontier_id,
     save,
 )
 from tinyagents.graph.executor import GraphRun
@@ -25,7 +25,6 @@ from tinyagents.graph.reducers import MISSING, Overwrite
 from tinyagents.graph.types import (
     END,
     START,
-    UNSET,
     CheckpointInfo,
     Command,
     GraphResult,
@@ -145,7 +144,7 @@ class CompiledGraph:
         head.step += 1
         head.records = {}
         if cp is not None:
-            head.frontier_id = new_id()
+            head.frontier_id = new_frontier_id()
             await save(cp, head, delta=delta if head.seq >= 0 else None, source="input")
 
     # -- the pieces the executor and sessions share ------------------------------------------
@@ -322,7 +321,7 @@ class CompiledGraph:
         The fork keeps the interrupts that were pending there; sub-graph namespaces are not
         copied (a sub-graph task on the fork runs again). Its id is ``new_thread_id`` when
         given (a thread that has no checkpoints yet, else ``GraphError``), else
-        ``<thread_id>~<8 random hex digits>``.
+        ``<thread_id>~fork-<12 random hex digits>``.
         """
         cp = self._require_checkpointer("fork")
         head = await load_head(self, cp, thread_id, "", checkpoint_id)
@@ -333,12 +332,11 @@ class CompiledGraph:
         from tinyagents.graph.session import carry_interrupts
 
         paused = carry_interrupts(head)
-        # Random, not from new_id(): its head is the same for every id this process makes.
-        new_thread = new_thread_id or f"{thread_id}~{secrets.token_hex(4)}"
+        new_thread = new_thread_id or f"{thread_id}~{_clock.new_id('fork')}"
         head.thread_id = new_thread
         head.run_id = None  # the fork is a new execution: its first run gets a new run id
         head.seq, head.checkpoint_id = -1, None
-        head.frontier_id = new_id()
+        head.frontier_id = new_frontier_id()
         meta = {"forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
         # The interrupts first: the fork exists once its checkpoint does, and then with them
         # (a crash in between leaves writes no checkpoint refers to, which nothing reads).
@@ -408,4 +406,4 @@ def _arg_adapter(spec: NodeSpec) -> TypeAdapter[Any] | None:
         return None
 
 
-__all__ = ["UNSET", "Command", "CompiledGraph", "GraphResult"]
+__all__ = ["CompiledGraph"]

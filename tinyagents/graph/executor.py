@@ -20,13 +20,13 @@ from tinyagents.graph.checkpointing import (
     TaskRecords,
     interrupt_write,
     load_head,
-    new_id,
+    new_frontier_id,
     result_write,
     save,
 )
 from tinyagents.graph.reducers import MISSING
 from tinyagents.graph.tasks import Task, Writes, call_node, read_output
-from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus, Interrupt
+from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
     from tinyagents.graph.compiled import CompiledGraph
@@ -292,7 +292,7 @@ class GraphRun:
         steered = [cid for rec in head.records.values() for cid in rec.steered]
         head.records = {}
         if self.checkpointer is not None:
-            head.frontier_id = new_id()
+            head.frontier_id = new_frontier_id()
             await save(
                 self.checkpointer,
                 head,
@@ -418,4 +418,4 @@ def _first_failure(eg: BaseExceptionGroup) -> BaseException:
     return others[0]
 
 
-__all__ = ["GraphRun", "Interrupt"]
+__all__ = ["GraphRun", "RunObserver"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from tinyagents import _clock
 from tinyagents.errors import (
     GraphError,
     InterruptError,
@@ -25,7 +26,7 @@ from tinyagents.graph.checkpointing import (
     TaskRecords,
     interrupt_write,
     load_head,
-    new_id,
+    new_frontier_id,
     save,
 )
 from tinyagents.graph.executor import GraphRun
@@ -45,7 +46,7 @@ class GraphSession:
     def __init__(self, graph: CompiledGraph, thread_id: str | None) -> None:
         self.graph = graph
         self.cp = graph.checkpointer
-        self.thread_id = thread_id or (new_id() if self.cp is not None else "")
+        self.thread_id = thread_id or (_clock.new_id("th") if self.cp is not None else "")
         self.owner: str | None = None
         #: a runtime run writing this thread: recorded in every checkpoint it saves
         self.run_id: str | None = None
@@ -126,7 +127,7 @@ class GraphSession:
             target.run_id = self.run_id
         paused = carry_interrupts(target)
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
-        target.frontier_id = new_id()
+        target.frontier_id = new_frontier_id()
         # The interrupts first, as for a fork: the rewind takes effect with its checkpoint.
         await self.cp.put_writes(self.thread_id, "", target.frontier_id, paused)
         await save(
@@ -227,7 +228,7 @@ async def stage_update(
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         staged.step += 1
-        staged.frontier_id = new_id()
+        staged.frontier_id = new_frontier_id()
         staged.records = {}
     return staged, delta
 
@@ -274,7 +275,7 @@ def jump(graph: CompiledGraph, head: Head, goto: list[str | Send]) -> dict[str, 
         if g != END
     ]
     head.step += 1
-    head.frontier_id = new_id()
+    head.frontier_id = new_frontier_id()
     head.records = {}
     return delta
 

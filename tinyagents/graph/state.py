@@ -23,7 +23,7 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
-from tinyagents.graph.reducers import MISSING, Overwrite, Reducer, resolve
+from tinyagents.graph.reducers import Overwrite, Reducer, resolve
 
 
 @dataclass(slots=True, kw_only=True)
@@ -174,7 +174,3 @@ def read_schema(cls: Any) -> StateSchema:
             name=name, annotation=base, reducer=reducer, default=default
         )
     return schema
-
-
-def value_or_missing(values: dict[str, Any], key: str) -> Any:
-    return values.get(key, MISSING)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
-    NodeInterrupt,
     ParentCommand,
     TaskScope,
     reset_scope,
@@ -209,4 +208,4 @@ def _check_parent(run: GraphRun, task: Task) -> None:
         )
 
 
-__all__ = ["NodeContext", "NodeInterrupt", "Task", "Writes", "call_node", "read_output"]
+__all__ = ["Task", "Writes", "call_node", "read_output"]

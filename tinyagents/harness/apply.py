@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.events.models import RunEvent
-from tinyagents.harness.loop_types import Stop
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.commands import MESSAGE_KINDS, SteeringCommand, SteeringKind
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
@@ -13,6 +12,15 @@ from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
     from tinyagents.harness.loop import AgentRun
+
+
+class Stop(Exception):
+    """Ends the loop early with a status (a cancel applied at a boundary)."""
+
+    def __init__(self, status: RunStatus, reason: str | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
 
 
 async def apply(

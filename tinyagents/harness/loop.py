@@ -32,7 +32,6 @@ from tinyagents.harness.limits import (
     reserve_model_call,
     reserve_tool_call,
 )
-from tinyagents.harness.loop_types import Stop
 from tinyagents.harness.middleware import SteeringHook, fold, overrides
 from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import ToolResult, execute_tool_call
@@ -67,7 +66,6 @@ class AgentRun(RunDriver):
         self.messages = messages
         self.ctx = RunContext(runtime=runtime, handle=handle, agent=agent, run=self)
         self.paused = False
-        self.boundary: Boundary | None = None
         self.last_text = ""
         self.limit_error: RunLimitExceeded | None = None
         self.failure: BaseException | None = None
@@ -88,7 +86,7 @@ class AgentRun(RunDriver):
         try:
             output = await self._loop(another_turn=another_turn)
             result = self._result(RunStatus.COMPLETED, output)
-        except Stop as stop:
+        except apply.Stop as stop:
             await self._cancel_children(stop.reason)
             result = self._result(stop.status, self.last_text, stop.reason)
         except RunLimitExceeded as exc:
@@ -142,7 +140,6 @@ class AgentRun(RunDriver):
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
         """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
         Returns True if a message for the model was staged."""
-        self.boundary = boundary
         inbox = self.handle.inbox
         staged = await self._apply_all(inbox.take(boundary, final=final, **where), boundary, where)
         while self.paused or self.frozen:
@@ -219,7 +216,7 @@ class AgentRun(RunDriver):
             if task is self._interrupted and current is not None and not current.cancelling():
                 # Our own IMMEDIATE cancel: apply it now, at the boundary after the request.
                 await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=rid)
-                raise Stop(RunStatus.CANCELLED, "cancelled during a model request") from None
+                raise apply.Stop(RunStatus.CANCELLED, "cancelled during a model request") from None
             raise
         finally:
             self._model_task = self._interrupted = None

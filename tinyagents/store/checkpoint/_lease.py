@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from dataclasses import dataclass
+
+from tinyagents import _clock
 
 HOST = socket.gethostname()
 
 
 def new_owner() -> str:
-    """An owner token unique to one run: host, pid and a random part."""
-    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    """An owner token unique to one run: host, pid and an id."""
+    return f"{HOST}:{os.getpid()}:{_clock.new_id('lease')}"
 
 
 def pid_alive(pid: int) -> bool:
