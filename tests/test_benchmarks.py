@@ -21,3 +21,15 @@ def test_steering_throughput_applies_every_command_with_its_four_events() -> Non
         assert scenario["commands_per_s"] > 0 and scenario["us_per_command"] > 0
     report = steering_throughput.report(results)
     assert "commands/s" in report and len(report.splitlines()) == 2 + 3 + 1
+
+
+def test_memory_benchmark_releases_finished_runs_and_reports_every_wave() -> None:
+    import memory
+
+    results: dict[str, Any] = memory.run(runs=60, waves=3, commands=2, retain=5)
+    assert [w["finished"] for w in results["waves"]] == [20, 40, 60]
+    # Only the retention window stays in memory, whatever the number of finished runs.
+    assert all(w["kept"] == 5 for w in results["waves"])
+    assert all(w["rss"] > 0 for w in results["waves"])
+    report = memory.report(results)
+    assert "RSS growth from wave 2 to wave 3" in report and len(report.splitlines()) == 2 + 3 + 1

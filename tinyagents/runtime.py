@@ -7,28 +7,40 @@
 ``Runtime()`` keeps everything in memory. With a store, accepted commands are written before
 their receipt returns, events are written in batches, and on start the commands that were
 accepted but never reached a terminal state are handed to their run when it comes back.
+
+Memory is bounded: a finished run tree is released (handle, tree node, steering history)
+once it leaves the retention window (``retain_finished`` runs, ``retain_finished_s``
+seconds), or at once with ``forget(run_id)``; with a store it stays readable there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RuntimeClosed
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
 from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunInfo
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.commands import SteeringCommand, SteeringReceipt
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import PolicyPipeline
-from tinyagents.steering.router import SteeringRouter
+from tinyagents.steering.router import DEDUPE_HORIZON, SteeringRouter
 from tinyagents.store.base import Store, StoreWriter, open_store
 
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
+
+_log = logging.getLogger("tinyagents.runtime")
+#: Released runs' snapshots are saved this many at a time (and the rest on close), like the
+#: snapshots of the runs still in memory, which are saved on close.
+_SAVE_BATCH = 256
 
 
 class Runtime:
@@ -40,12 +52,22 @@ class Runtime:
         policies: PolicyPipeline | None = None,
         sinks: Iterable[Sink] = (),
         trusted_middleware: Iterable[str] = ("supervisor",),
+        retain_finished: int = 1000,
+        retain_finished_s: float | None = None,
+        dedupe_horizon: int = DEDUPE_HORIZON,
     ) -> None:
+        """``retain_finished``/``retain_finished_s``: how many finished runs (counted in whole
+        trees), and for how long, stay in memory before they are released; ``dedupe_horizon``:
+        how many of the latest command ids an in-memory runtime remembers as duplicates."""
+        if dedupe_horizon < 1:
+            raise ConfigurationError(f"dedupe_horizon must be >= 1, got {dedupe_horizon}")
         self.store: Store = open_store(store)
         self._durable = store is not None
         self.testing = testing
         self.bus = EventBus()
-        self.runs = RunRegistry()
+        self.runs = RunRegistry(
+            retain_finished=retain_finished, retain_finished_s=retain_finished_s
+        )
         self.router = SteeringRouter(
             registry=self.runs,
             bus=self.bus,
@@ -53,6 +75,7 @@ class Runtime:
             store=self.store if self._durable else None,
             testing=testing,
             trusted_middleware=frozenset(trusted_middleware),
+            dedupe_horizon=dedupe_horizon,
         )
         for sink in sinks:
             self.bus.add_sink(sink)
@@ -65,6 +88,8 @@ class Runtime:
         #: ``submit`` calls under way; close waits for them before closing the store.
         self._submitting = 0
         self._submits_done: asyncio.Event | None = None
+        #: Snapshots of released runs not yet saved (``forget`` is synchronous).
+        self._unsaved: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -171,8 +196,19 @@ class Runtime:
                 self._submits_done.set()
 
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
-        """That run's ``steering.*`` events, in order."""
+        """That run's ``steering.*`` events, in order, while it is in memory (a released run
+        has none here: see ``load_steering_history``)."""
         return self.router.history(run_id)
+
+    async def load_steering_history(self, run_id: str) -> list[SteeringEvent]:
+        """That run's ``steering.*`` events, in order, also once the run was released: read
+        from the store's event log (without a store a released run's history is gone)."""
+        if run_id in self.runs or not self._durable:
+            return self.router.history(run_id)
+        if self._writer is not None:
+            await self._writer.flush()
+        events = await self.store.load_events(run_id=run_id, type_prefix="steering.")
+        return [e for e in events if isinstance(e, SteeringEvent)]
 
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         self.router.grant(from_run_id, to_run_id)
@@ -201,10 +237,44 @@ class Runtime:
         """Record how a run ended and settle the commands still waiting for it (execution layer)."""
         handle.finish(result)
         await self.router.target_finished(handle)
+        self.runs.finished(handle, _clock.monotonic())
+        await self.release_finished()
+
+    async def release_finished(self) -> int:
+        """Release the finished run trees past the retention window (done after every run
+        ends; call it to apply ``retain_finished_s`` while no run ends). Returns how many
+        runs were released."""
+        released = self.runs.release_due(_clock.monotonic(), self.router.busy_runs)
+        if released:
+            self._released(released)
+        if len(self._unsaved) >= _SAVE_BATCH and self._open:
+            await self._save_unsaved()
+        return len(released)
+
+    def forget(self, run_id: str) -> None:
+        """Release a finished run and everything under it now: its handle, tree node and
+        steering history (the store keeps them). A no-op for an unknown (or released) id;
+        ``ConfigurationError`` if it or a run under it is still running, or a command for one
+        of them is still open."""
+        self._released(self.runs.forget(run_id, self.router.busy_runs))
+
+    def _released(self, infos: list[RunInfo]) -> None:
+        self.router.release(i.run_id for i in infos)
+        if self._durable:  # snapshots are saved on close: these would miss it
+            self._unsaved.extend(i.snapshot() for i in infos)
+
+    async def _save_unsaved(self) -> None:
+        snapshots, self._unsaved = self._unsaved, []
+        try:
+            await self.store.save_runs(snapshots)
+        except Exception as exc:  # a run's end must not fail for its snapshot; close retries
+            self._unsaved.extend(snapshots)
+            _log.warning("could not save %d released run snapshot(s): %s", len(snapshots), exc)
 
     async def save_runs(self) -> None:
         if self._durable:
-            await self.store.save_runs(self.runs.snapshot())
+            await self.store.save_runs([*self._unsaved, *self.runs.snapshot()])
+            self._unsaved = []
 
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
         """Start ``agent`` on ``input`` in the background; returns its handle at once."""

@@ -1,9 +1,19 @@
-"""``RunRegistry``: every run of one runtime, by id, by thread and by tenant."""
+"""``RunRegistry``: every run of one runtime, by id, by thread and by tenant.
+
+Finished runs do not stay forever. When every run of a tree has finished, the tree enters the
+*retention window*: the most recently finished ``retain_finished`` runs (counted in whole
+trees) stay, and with ``retain_finished_s`` none stays longer than that many seconds after its
+tree finished. Older trees are released: their handles and tree nodes are dropped (the
+runtime drops their steering books too). A tree that still has a live run is never released,
+and neither is a run something still waits on (the ``busy`` set the runtime passes in).
+"""
 
 from __future__ import annotations
 
 import builtins
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tinyagents.errors import ConfigurationError
@@ -11,13 +21,39 @@ from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
 
+#: The run ids something still waits on (open commands, deferred commands), asked lazily.
+Busy = Callable[[], set[str]]
+
+
+@dataclass(slots=True)
+class _Finished:
+    """A tree all of whose runs have finished, waiting in the retention window."""
+
+    at: float  # monotonic time its last run finished
+    runs: int  # how many runs it held then
+
 
 class RunRegistry:
-    def __init__(self) -> None:
+    def __init__(
+        self, *, retain_finished: int = 1000, retain_finished_s: float | None = None
+    ) -> None:
+        if retain_finished < 0:
+            raise ConfigurationError(f"retain_finished must be >= 0, got {retain_finished}")
+        if retain_finished_s is not None and retain_finished_s < 0:
+            raise ConfigurationError(
+                f"retain_finished_s must be >= 0 or None, got {retain_finished_s}"
+            )
         self.tree = RunTree()
+        self.retain_finished = retain_finished
+        self.retain_finished_s = retain_finished_s
         self._handles: dict[str, RunHandle] = {}
         self._threads: dict[str, list[str]] = {}
         self._listeners: list[Callable[[RunHandle], None]] = []
+        #: Unfinished runs per root: a tree enters the window when its set empties.
+        self._live: dict[str, set[str]] = {}
+        #: Finished trees by root, oldest first, and how many runs they hold together.
+        self._finished: OrderedDict[str, _Finished] = OrderedDict()
+        self._retained = 0
 
     def register(self, handle: RunHandle) -> None:
         info = handle.info
@@ -35,6 +71,9 @@ class RunRegistry:
         self._handles[info.run_id] = handle
         if info.thread_id is not None:
             self._threads.setdefault(info.thread_id, []).append(info.run_id)
+        if not info.status.finished:
+            self._live.setdefault(info.root_run_id, set()).add(info.run_id)
+            self._unqueue(info.root_run_id)  # a new run in a finished tree: live again
         for listener in self._listeners:
             listener(handle)
 
@@ -67,3 +106,98 @@ class RunRegistry:
 
     def snapshot(self, tenant_id: str | None = None) -> builtins.list[dict[str, Any]]:
         return [info.snapshot() for info in self.list(tenant_id)]
+
+    # ------------------------------------------------------------------ retention
+
+    @property
+    def retained(self) -> int:
+        """How many runs the finished trees in the retention window hold."""
+        return self._retained
+
+    def finished(self, handle: RunHandle, now: float) -> None:
+        """``handle``'s run has finished: if it was its tree's last live run, the tree enters
+        the retention window (as its newest entry)."""
+        info = handle.info
+        root = info.root_run_id
+        live = self._live.get(root)
+        if live is None:
+            return
+        live.discard(info.run_id)
+        if live:
+            return
+        del self._live[root]
+        if root in self.tree:
+            self._unqueue(root)
+            runs = 1 + len(self.tree.descendants(root))
+            self._finished[root] = _Finished(now, runs)
+            self._retained += runs
+
+    def release_due(self, now: float, busy: Busy) -> builtins.list[RunInfo]:
+        """Release the finished trees past the retention window; returns the runs released."""
+        released: builtins.list[RunInfo] = []
+        held: set[str] | None = None
+        for _ in range(len(self._finished)):
+            root, entry = next(iter(self._finished.items()))
+            too_old = self.retain_finished_s is not None and now - entry.at > self.retain_finished_s
+            if self._retained <= self.retain_finished and not too_old:
+                break
+            self._unqueue(root)
+            infos = self._subtree(root)
+            if held is None:
+                held = busy()
+            if not all(i.status.finished for i in infos):
+                continue  # a run was reopened: the tree re-enters the window when it ends
+            if any(i.run_id in held for i in infos):
+                # Something still waits on a run of it: try again after the newer trees.
+                self._finished[root] = entry
+                self._retained += entry.runs
+                continue
+            self._release(infos)
+            released.extend(infos)
+        return released
+
+    def forget(self, run_id: str, busy: Busy) -> builtins.list[RunInfo]:
+        """Release a finished run and its subtree now (a no-op for an unknown id)."""
+        if run_id not in self._handles:
+            return []
+        infos = self._subtree(run_id)
+        running = [i.run_id for i in infos if not i.status.finished]
+        if running:
+            raise ConfigurationError(
+                f"cannot forget run {run_id}: {', '.join(running[:5])} "
+                f"{'is' if len(running) == 1 else 'are'} still running; "
+                "wait for its result (or cancel it) first"
+            )
+        held = busy()
+        waited = [i.run_id for i in infos if i.run_id in held]
+        if waited:
+            raise ConfigurationError(
+                f"cannot forget run {run_id}: commands are still open for {', '.join(waited[:5])}"
+            )
+        self._unqueue(run_id)
+        entry = self._finished.get(infos[0].root_run_id)
+        if entry is not None:  # a subtree of a finished tree still in the window
+            entry.runs -= len(infos)
+            self._retained -= len(infos)
+        self._release(infos)
+        return infos
+
+    def _subtree(self, run_id: str) -> builtins.list[RunInfo]:
+        info = self.tree.get(run_id)
+        return [] if info is None else [info, *self.tree.descendants(run_id)]
+
+    def _unqueue(self, root: str) -> None:
+        entry = self._finished.pop(root, None)
+        if entry is not None:
+            self._retained -= entry.runs
+
+    def _release(self, infos: builtins.list[RunInfo]) -> None:
+        self.tree.remove(i.run_id for i in infos)
+        for info in infos:
+            self._handles.pop(info.run_id, None)
+            if info.thread_id is not None:
+                runs = self._threads.get(info.thread_id)
+                if runs is not None and info.run_id in runs:
+                    runs.remove(info.run_id)
+                    if not runs:
+                        del self._threads[info.thread_id]

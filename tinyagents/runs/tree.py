@@ -8,7 +8,7 @@ parents, each naming the other) cannot make it loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,24 @@ class RunTree:
         self._infos[info.run_id] = info
         if info.parent_run_id is not None:
             self._children.setdefault(info.parent_run_id, []).append(info.run_id)
+
+    def remove(self, run_ids: Iterable[str]) -> None:
+        """Forget these runs (a released subtree): their infos, their child lists, and their
+        entries in the child lists of parents that stay."""
+        gone = set(run_ids)
+        for run_id in gone:
+            info = self._infos.pop(run_id, None)
+            self._children.pop(run_id, None)
+            parent = info.parent_run_id if info is not None else None
+            if parent is not None and parent not in gone:
+                siblings = self._children.get(parent)
+                if siblings is not None and run_id in siblings:
+                    siblings.remove(run_id)
+                    if not siblings:
+                        del self._children[parent]
+
+    def __len__(self) -> int:
+        return len(self._infos)
 
     def get(self, run_id: str) -> RunInfo | None:
         return self._infos.get(run_id)

@@ -7,6 +7,8 @@ makes a bookkeeping bug loud instead of silent.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,8 @@ _TERMINAL = {"rejected", "applied", "superseded", "failed"}
 _Key = tuple[str, str]
 #: The reason every command still open when an in-memory runtime closes fails with.
 CLOSED = "runtime closed before delivery"
+#: How many of the latest command ids an in-memory router remembers to answer duplicates.
+DEDUPE_HORIZON = 100_000
 _STEERING_EVENT = EventTemplate.of(SteeringEvent)
 
 
@@ -90,6 +94,7 @@ class SteeringRouter:
         store: Store | None = None,
         testing: bool = False,
         trusted_middleware: frozenset[str] = frozenset(),
+        dedupe_horizon: int = DEDUPE_HORIZON,
     ) -> None:
         self.registry = registry
         self.bus = bus
@@ -99,8 +104,14 @@ class SteeringRouter:
         self.trusted_middleware = trusted_middleware
         self.grants: set[tuple[str, str]] = set()
         self._tracked: dict[_Key, _Tracked] = {}  # open commands only
+        # The ids of the latest ``dedupe_horizon`` commands (and of every open one), oldest
+        # first in ``_seen_order``, and the terminal state of those that ended: older ids are
+        # forgotten (a durable store's log still answers them ``duplicate``).
+        self.dedupe_horizon = dedupe_horizon
         self._terminal: dict[_Key, str] = {}
         self._seen: set[_Key] = set()
+        self._seen_order: deque[_Key] = deque()
+        # Steering events by run: dropped with the run when the registry releases it.
         self._history: dict[str, list[SteeringEvent]] = {}
         self._waiting: dict[str, dict[str, _Tracked]] = {}  # deferred + restored, by target key
 
@@ -111,6 +122,9 @@ class SteeringRouter:
         if key in self._seen:
             return self._duplicate(cmd)
         self._seen.add(key)
+        self._seen_order.append(key)
+        if len(self._seen_order) > self.dedupe_horizon:
+            self._forget_oldest_ids()
         tracked = _Tracked(cmd, "requested", key)
         try:
             handle, reason, info = self._resolve(cmd)
@@ -130,6 +144,22 @@ class SteeringRouter:
 
     def history(self, run_id: str) -> list[SteeringEvent]:
         return list(self._history.get(run_id, ()))
+
+    def busy_runs(self) -> set[str]:
+        """The runs something still waits on: an open command's run, or commands waiting
+        (deferred or restored) for that run id. They must not be released."""
+        busy = {t.info.run_id for t in self._tracked.values() if t.info is not None}
+        busy.update(self._waiting)
+        return busy
+
+    def release(self, run_ids: Iterable[str]) -> None:
+        """Drop the steering books of released runs: their history and sibling grants.
+        Command ids stay behind for deduplication, within the horizon."""
+        gone = set(run_ids)
+        for run_id in gone:
+            self._history.pop(run_id, None)
+        if self.grants:
+            self.grants.difference_update([g for g in self.grants if g[0] in gone or g[1] in gone])
 
     def state(self, correlation_id: str, *, scope: str | None = None) -> str | None:
         """``accepted``/``deferred``/``delivered`` or the terminal state of the command with
@@ -207,6 +237,7 @@ class SteeringRouter:
         for cmd, state, run_id in pending:
             key = (dedupe_scope(cmd.actor), cmd.correlation_id)
             self._seen.add(key)
+            self._seen_order.append(key)
             tracked = _Tracked(
                 cmd,
                 "accepted" if state == "accepted" else "deferred",
@@ -394,6 +425,21 @@ class SteeringRouter:
         tracked.announced = True
         self._tracked[tracked.key] = tracked
         self._emit("steering.requested", tracked)
+
+    def _forget_oldest_ids(self) -> None:
+        """Forget the oldest ids past the horizon; an open command's id goes to the back
+        instead (it stays taken until the command ends), so at most ``dedupe_horizon`` ids
+        plus those of the open commands are kept."""
+        order, tracked = self._seen_order, self._tracked
+        spared = 0
+        while len(order) > self.dedupe_horizon and spared <= len(tracked):
+            key = order.popleft()
+            if key in tracked:
+                order.append(key)
+                spared += 1
+                continue
+            self._seen.discard(key)
+            self._terminal.pop(key, None)
 
     def _duplicate(self, cmd: SteeringCommand) -> SteeringReceipt:
         return SteeringReceipt(
