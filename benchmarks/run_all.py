@@ -19,12 +19,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import agent_loop
 import graph
+import memory
 import steering_throughput
 
 BENCHMARKS = {
     "steering_throughput": steering_throughput.main,
     "agent_loop": agent_loop.main,
     "graph": graph.main,
+    "memory": memory.main,
 }
 
 
