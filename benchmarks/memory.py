@@ -33,16 +33,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runtime import Runtime
 
 MAX_GROWTH = 0.05
 TOOLS = frozenset({"search", "fetch"})

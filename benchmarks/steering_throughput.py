@@ -31,16 +31,16 @@ import time
 from typing import Any
 
 from tinyagents.events.sinks import MemorySink
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runs.handle import RunHandle
+from tinyagents.runs.info import RunInfo
+from tinyagents.runtime import Runtime
 
 TARGET_PER_S = 20_000
 #: Commands submitted between two rounds of boundaries (each run that got one applies it).

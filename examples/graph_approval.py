@@ -17,7 +17,7 @@ from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,

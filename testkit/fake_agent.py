@@ -29,7 +29,7 @@ from tinyagents.events.models import Event
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.model import Message, ModelRequest
 from tinyagents.harness.tools import FunctionTool, Tool, tool
-from tinyagents.steering.queue import Boundary
+from tinyagents.protocol.boundary import Boundary
 
 from .models import FunctionModel, ScriptedModel, ScriptedResponse, reply, tool_call
 

@@ -151,8 +151,8 @@ async def test_inspect_reads_a_store_another_connection_is_writing(
 ) -> None:
     from tinyagents.cli import inspect_store
     from tinyagents.events.models import SteeringEvent
+    from tinyagents.protocol.commands import SteeringActor, SteeringKind, SteeringTarget
     from tinyagents.runs.info import RunInfo
-    from tinyagents.steering.commands import SteeringActor, SteeringKind, SteeringTarget
     from tinyagents.store.sqlite import SqliteStore
 
     db = tmp_path / "live.db"

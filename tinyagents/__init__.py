@@ -13,11 +13,8 @@ from tinyagents.harness.orchestrator import orchestrator_tools
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
 from tinyagents.harness.tools import Tool, ToolResult, tool
-from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.limits import RunLimits, RunUsage
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -27,15 +24,20 @@ from tinyagents.steering.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
+from tinyagents.protocol.state import CommandState
+from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runtime import Runtime
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
-from tinyagents.steering.queue import Boundary
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
     "Boundary",
+    "CommandState",
     "Decision",
     "LiteLLMModel",
     "Message",

@@ -10,10 +10,17 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tinyagents.events.models import SteeringEvent
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from tinyagents.demo import open_store_file, run_demo
+from tinyagents.errors import StoreError
+from tinyagents.events.models import EVENT_ADAPTER, SteeringEvent
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -52,9 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from tinyagents.demo import run_demo
-        from tinyagents.errors import StoreError
-
         try:
             summary = asyncio.run(run_demo(db=args.db, model=args.model, fresh=args.fresh))
         except StoreError as exc:
@@ -66,13 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def inspect_store(file: str, run_id: str | None = None) -> int:
     """Print the run tree and steering history of a store file; never writes to it."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-    from rich.tree import Tree
-
-    from tinyagents.errors import StoreError
-
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
         runs, events, unreadable = await asyncio.to_thread(read_store, Path(file), run_id)
@@ -131,12 +128,6 @@ def read_store(
 
     Never migrates or writes, unlike ``SqliteStore.open()``; ``StoreError`` (one line) when
     the file is not a store or ``run_id`` is not in it."""
-    from pydantic import ValidationError
-
-    from tinyagents.demo import open_store_file
-    from tinyagents.errors import StoreError
-    from tinyagents.events.models import EVENT_ADAPTER, SteeringEvent
-
     conn = open_store_file(path)
     unreadable = 0
     try:

@@ -26,10 +26,26 @@ Errors say what was wrong and what to do about it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from tinyagents.steering.commands import SteeringReceipt
+# This module sits at the bottom of the layers, beside ``_clock``: it imports nothing from
+# tinyagents, so the protocol layer can raise these errors. ``SteeringRejected`` describes the
+# receipt it carries by its shape (``tinyagents.protocol.commands.SteeringReceipt`` has it).
+
+
+class RejectedReceipt(Protocol):
+    """What ``SteeringRejected`` carries: the fields of a ``SteeringReceipt``."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def correlation_id(self) -> str: ...
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def policy_id(self) -> str | None: ...
 
 
 class TinyAgentsError(Exception):
@@ -67,7 +83,7 @@ class UnknownTargetError(TinyAgentsError, LookupError):
 class SteeringRejected(TinyAgentsError):
     """Raised by convenience helpers (``RunHandle.steer`` & co.) when a command is rejected."""
 
-    def __init__(self, receipt: SteeringReceipt) -> None:
+    def __init__(self, receipt: RejectedReceipt) -> None:
         super().__init__(f"steering command {receipt.correlation_id} rejected: {receipt.reason}")
         self.receipt = receipt
 

@@ -24,15 +24,18 @@ from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RuntimeClosed
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
+from tinyagents.graph.driver import start_graph_run
+from tinyagents.harness.loop import start_agent_run
+from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
-from tinyagents.steering.commands import SteeringCommand, SteeringReceipt
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import PolicyPipeline
 from tinyagents.steering.router import DEDUPE_HORIZON, SteeringRouter
-from tinyagents.store.base import Store, StoreWriter, open_store
+from tinyagents.store.base import Store, StoreWriter
+from tinyagents.store.open import open_store
 
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
@@ -279,8 +282,6 @@ class Runtime:
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
         """Start ``agent`` on ``input`` in the background; returns its handle at once."""
         self._require_open()
-        from tinyagents.harness.loop import start_agent_run
-
         return await start_agent_run(self, agent, input, **kwargs)
 
     async def start_graph(self, graph: Any, input: Any, **kwargs: Any) -> RunHandle:
@@ -289,8 +290,6 @@ class Runtime:
         The run pauses on interrupts and continues when steering answers them.
         """
         self._require_open()
-        from tinyagents.graph.driver import start_graph_run
-
         return await start_graph_run(self, graph, input, **kwargs)
 
     def spawn(self, coro: Any, *, name: str | None = None) -> asyncio.Task[Any]:

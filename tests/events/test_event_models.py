@@ -13,7 +13,6 @@ from tinyagents.events.models import (
     EMPTY,
     EVENT_ADAPTER,
     STEERING_EVENT_TYPES,
-    TERMINAL_STEERING_EVENTS,
     AnyEvent,
     Event,
     EventTemplate,
@@ -27,7 +26,8 @@ from tinyagents.events.models import (
     ToolEvent,
     make_event,
 )
-from tinyagents.steering.commands import SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.protocol.commands import SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.protocol.state import CommandState
 from tinyagents.testkit import FakeClock, use_clock
 from tinyagents.testkit.clock import EPOCH
 
@@ -102,7 +102,8 @@ def test_the_eight_steering_event_types() -> None:
         "steering.superseded",
         "steering.failed",
     )
-    assert TERMINAL_STEERING_EVENTS == {
+    assert {f"steering.{state}" for state in CommandState} == set(STEERING_EVENT_TYPES)
+    assert {f"steering.{state}" for state in CommandState if state.terminal} == {
         "steering.rejected",
         "steering.applied",
         "steering.superseded",

@@ -10,7 +10,7 @@ from tinyagents.events.bus import EventBus
 from tinyagents.events.models import RunEvent, SteeringEvent
 from tinyagents.events.redact import MASK, summarize
 from tinyagents.events.sinks import MemorySink, StructlogSink
-from tinyagents.steering.commands import SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.protocol.commands import SteeringActor, SteeringKind, SteeringTarget
 from tinyagents.testkit.clock import EPOCH
 
 

@@ -19,7 +19,7 @@ import sys
 from graph_crash_worker import build
 
 from tinyagents import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,

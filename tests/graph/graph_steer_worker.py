@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
 from tinyagents.graph import END, START, StateGraph
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,

@@ -11,13 +11,13 @@ from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import GraphError
 from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
 from tinyagents.harness.model import ModelRequest
-from tinyagents.runs.info import RunStatus
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.runs.info import RunStatus
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, tool_call
 

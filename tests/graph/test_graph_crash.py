@@ -221,7 +221,7 @@ async def test_sigkill_while_steering_loses_no_command_and_applies_none_twice(
             applied_in_log += [e.removeprefix("steer:") for e in log if e.startswith("steer:")]
     assert len(applied_in_log) == len(set(applied_in_log)), f"seed={seed}: applied twice"
 
-    from tinyagents.store.base import open_store
+    from tinyagents.store.open import open_store
 
     log_store = open_store(f"sqlite:///{store}")
     await log_store.open()

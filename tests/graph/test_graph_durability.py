@@ -19,15 +19,15 @@ from typing import Annotated, Any, TypedDict
 from tinyagents import Runtime
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.store.base import open_store
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.open import open_store
 from tinyagents.store.sqlite import SqliteStore
 from tinyagents.testkit import EventWaiter
 

@@ -12,8 +12,7 @@ from graphkit import LogState, logger
 from tinyagents import Runtime
 from tinyagents.errors import ThreadBusy
 from tinyagents.graph import END, START, Send, StateGraph, interrupt
-from tinyagents.runs.info import RunStatus
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -21,6 +20,7 @@ from tinyagents.steering.commands import (
     SteeringPriority,
     SteeringTarget,
 )
+from tinyagents.runs.info import RunStatus
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, EventWaiter
 

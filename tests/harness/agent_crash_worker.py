@@ -15,7 +15,7 @@ import sys
 
 from tinyagents import Agent, Runtime, tool
 from tinyagents.harness.tools import Tool
-from tinyagents.steering.commands import SteeringActor
+from tinyagents.protocol.commands import SteeringActor
 from tinyagents.store.sqlite import SqliteStore
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 from tinyagents.testkit.fake_agent import EventWaiter, Gate

@@ -32,16 +32,17 @@ import time
 from typing import Any
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.events.models import TERMINAL_STEERING_EVENTS, Event, SteeringEvent
+from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.harness.model import ModelRequest, ModelResponse
 from tinyagents.harness.tools import Tool
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.protocol.state import CommandState
 from tinyagents.testkit import FunctionModel, reply, tool_call
 
 STEPS = 8
@@ -114,7 +115,10 @@ def freeze_after_settle(rt: Runtime, reporter: Reporter) -> None:
 
     async def append_events(events: list[Any]) -> None:
         await append(events)
-        if any(e.type in TERMINAL_STEERING_EVENTS for e in events):
+        if any(
+            isinstance(e, SteeringEvent) and CommandState(e.type.removeprefix("steering.")).terminal
+            for e in events
+        ):
             reporter.point()
 
     store.append_events = append_events  # type: ignore[method-assign]

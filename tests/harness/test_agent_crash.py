@@ -34,8 +34,8 @@ from typing import Any
 from agent_sigkill_worker import EXTRA_TOOLS, note
 
 from tinyagents.events.models import SteeringEvent
-from tinyagents.steering.commands import SteeringActor as Actor
-from tinyagents.steering.commands import SteeringKind, dedupe_scope
+from tinyagents.protocol.commands import SteeringActor as Actor
+from tinyagents.protocol.commands import SteeringKind, dedupe_scope
 from tinyagents.store.sqlite import SqliteStore
 
 WORKER = Path(__file__).with_name("agent_sigkill_worker.py")

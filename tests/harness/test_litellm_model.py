@@ -296,7 +296,7 @@ def test_importing_tinyagents_does_not_load_litellm_or_aiohttp():
         "import tinyagents, tinyagents.harness.model, tinyagents.harness.tools\n"
         "import tinyagents.harness.litellm_model as lm\n"
         "lm.LiteLLMModel('openai/gpt-4o-mini')\n"
-        "tinyagents.harness.model.as_model('openai/gpt-4o-mini')\n"
+        "lm.as_model('openai/gpt-4o-mini')\n"
         "print(sorted(m for m in ('litellm', 'aiohttp') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

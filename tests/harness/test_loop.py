@@ -21,9 +21,9 @@ from tinyagents.errors import RunLimitExceeded
 from tinyagents.events.models import SteeringEvent
 from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall, Usage
 from tinyagents.harness.tools import ToolResult
-from tinyagents.steering.commands import SteeringActor, SteeringCommand
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.steering.queue import Boundary
 from tinyagents.testkit import FakeClock, ScriptedModel, reply, tool_call, use_clock
 from tinyagents.testkit.fake_agent import (
     BoundaryProbe,
@@ -217,7 +217,7 @@ async def test_a_childs_budget_cannot_exceed_its_parents_remaining(
 
 
 def budget(run_id: str, **limits: Any) -> SteeringCommand:
-    from tinyagents.steering.commands import SteeringTarget
+    from tinyagents.protocol.commands import SteeringTarget
 
     return SteeringCommand(
         target=SteeringTarget.agent_run(run_id),

@@ -6,7 +6,7 @@ import pytest
 
 from tinyagents._clock import SequentialIds, use_ids
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.harness.litellm_model import LiteLLMModel, as_model
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -15,7 +15,6 @@ from tinyagents.harness.model import (
     StreamChunk,
     ToolCall,
     Usage,
-    as_model,
 )
 
 

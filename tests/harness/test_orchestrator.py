@@ -7,7 +7,7 @@ import json
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, orchestrator_tools
 from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import execute_tool_call
-from tinyagents.steering.commands import SteeringActor
+from tinyagents.protocol.commands import SteeringActor
 from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 from tinyagents.testkit.fake_agent import Gate, fake_agent, first_request_with
 from tinyagents.testkit.recorder import EventRecorder

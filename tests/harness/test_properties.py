@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
 from tinyagents.harness.model import ModelRequest, ModelResponse
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
     SteeringActor,
     SteeringCommand,

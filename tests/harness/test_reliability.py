@@ -13,14 +13,14 @@ from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentT
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import ModelRequest, Usage
 from tinyagents.harness.render import SteeringRenderer
-from tinyagents.runs.handle import RunHandle
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.runs.handle import RunHandle
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.sqlite import SqliteStore

@@ -30,8 +30,8 @@ from tinyagents import (
 from tinyagents.errors import RunLimitExceeded
 from tinyagents.events.models import SteeringEvent
 from tinyagents.harness.model import ModelRequest, ModelResponse
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
-from tinyagents.steering.queue import Boundary
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringTarget
 from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 from tinyagents.testkit.fake_agent import (
     BoundaryProbe,

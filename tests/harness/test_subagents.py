@@ -18,7 +18,7 @@ from tinyagents import (
 )
 from tinyagents.errors import RunCancelled, RunFailed
 from tinyagents.harness.model import Message
-from tinyagents.steering.commands import SteeringActor
+from tinyagents.protocol.commands import SteeringActor
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 from tinyagents.testkit.fake_agent import EventWaiter, Gate, fake_agent
 from tinyagents.testkit.recorder import EventRecorder

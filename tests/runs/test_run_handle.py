@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tinyagents.errors import SteeringRejected
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringDelivery,
     SteeringKind,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runtime import Runtime
 
 
 @pytest.fixture

@@ -10,11 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
-from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.limits import RunLimits
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     AnyActor,
     AnyTarget,
     SteeringActor,
@@ -22,8 +19,11 @@ from tinyagents.steering.commands import (
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.limits import RunLimits
+from tinyagents.runtime import Runtime
 from tinyagents.steering.conflicts import RedirectConflict
-from tinyagents.steering.queue import Boundary
 
 OPERATOR = SteeringActor.human("ops", tenant_id="default", scopes=["agent:control"])
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyagents.errors import InvalidCommandError
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     ReadOnlyDict,
     SteeringCommand,
     SteeringDelivery,

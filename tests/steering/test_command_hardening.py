@@ -16,10 +16,8 @@ from typing import Any
 import pytest
 
 from tinyagents.errors import InvalidCommandError, TinyAgentsError
-from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits, RunUsage
-from tinyagents.runs.tree import RunTree
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     MAX_PAYLOAD_DEPTH,
     SteeringActor,
     SteeringCommand,
@@ -28,9 +26,12 @@ from tinyagents.steering.commands import (
     SteeringTarget,
     mutable_copy,
 )
+from tinyagents.runs.info import RunInfo
+from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runs.tree import RunTree
 from tinyagents.steering.policies import BudgetPolicy, PayloadPolicy, default_policies, json_bytes
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext, PolicyPipeline
-from tinyagents.steering.queue import Boundary, SteeringQueue
+from tinyagents.steering.queue import SteeringQueue
 
 K = SteeringKind
 RUN = SteeringTarget.agent_run("r-1")

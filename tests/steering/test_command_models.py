@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from tinyagents._clock import SequentialIds, use_clock, use_ids
 from tinyagents.errors import InvalidCommandError
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     COMMAND_ADAPTER,
     PAYLOAD_MODELS,
     ReadOnlyDict,

@@ -10,7 +10,7 @@ import pytest
 api = pytest.importorskip("mypy.api")
 
 SNIPPET = """
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 
 ok = SteeringCommand(target=SteeringTarget.agent_run("r"), actor=SteeringActor.test(), kind=SteeringKind.PAUSE)
 typo = SteeringCommand(target=SteeringTarget.agent_run("r"), actor=SteeringActor.test(), kindd=SteeringKind.PAUSE)

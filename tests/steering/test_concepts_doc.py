@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
-from tinyagents.steering.commands import PAYLOAD_MODELS, SteeringKind
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import PAYLOAD_MODELS, SteeringKind
 from tinyagents.steering.policies import default_pipeline
-from tinyagents.steering.queue import Boundary
 
 DOC = Path(__file__).parents[2] / "docs" / "concepts.md"
 

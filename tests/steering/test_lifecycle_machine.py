@@ -19,10 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from steerkit import start_run
 
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunStatus
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
@@ -31,8 +29,10 @@ from tinyagents.steering.commands import (
     SteeringPriority,
     SteeringTarget,
 )
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunStatus
+from tinyagents.runtime import Runtime
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.steering.queue import Boundary
 from tinyagents.testkit.recorder import EventRecorder
 
 T = TypeVar("T")

@@ -11,16 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from steerkit import make_command, start_run
 
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
     SteeringKind,
     SteeringPriority,
 )
+from tinyagents.runs.handle import RunHandle
+from tinyagents.runtime import Runtime
 from tinyagents.steering.conflicts import RedirectConflict, narrow_models, narrow_tools
-from tinyagents.steering.queue import Boundary, SteeringQueue, order_key
+from tinyagents.steering.queue import SteeringQueue, order_key
 from tinyagents.testkit.clock import EPOCH
 
 K = SteeringKind

@@ -9,18 +9,18 @@ from steerkit import OPERATOR, MakeRun, apply_ready, make_command, start_run
 
 from tinyagents.events.models import SteeringEvent
 from tinyagents.events.redact import MASK
-from tinyagents.runs.handle import RunDriver
-from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits, RunUsage
-from tinyagents.runs.tree import RunTree
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.runs.handle import RunDriver
+from tinyagents.runs.info import RunInfo
+from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runs.tree import RunTree
+from tinyagents.runtime import Runtime
 from tinyagents.steering.policies import (
     AllowlistPolicy,
     AuthorityPolicy,

@@ -10,9 +10,8 @@ from functools import reduce
 import pytest
 from steerkit import MakeRun, apply_ready, make_command, start_run
 
-from tinyagents.runs.handle import RunDriver, RunHandle
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     CONTROL_KINDS,
     ReceiptStatus,
     SteeringCommand,
@@ -20,8 +19,10 @@ from tinyagents.steering.commands import (
     SteeringKind,
     SteeringPriority,
 )
+from tinyagents.runs.handle import RunDriver, RunHandle
+from tinyagents.runtime import Runtime
 from tinyagents.steering.conflicts import RedirectConflict, narrow_models, narrow_tools
-from tinyagents.steering.queue import Boundary, SteeringQueue, order_key
+from tinyagents.steering.queue import SteeringQueue, order_key
 from tinyagents.store.memory import MemoryStore
 from tinyagents.testkit.clock import EPOCH
 from tinyagents.testkit.recorder import EventRecorder

@@ -7,16 +7,16 @@ from typing import Any
 import pytest
 from steerkit import MakeRun, apply_ready, make_command
 
-from tinyagents.runs.info import RunStatus
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.runs.info import RunStatus
+from tinyagents.runtime import Runtime
 from tinyagents.steering.inbox import LATE
-from tinyagents.steering.queue import Boundary
 from tinyagents.steering.router import SteeringInvariantError
 from tinyagents.testkit.recorder import EventRecorder
 

@@ -13,8 +13,7 @@ import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.errors import RuntimeClosed, StoreError
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
@@ -22,6 +21,7 @@ from tinyagents.steering.commands import (
     SteeringTarget,
     dedupe_scope,
 )
+from tinyagents.runtime import Runtime
 from tinyagents.store.sqlite import SqliteStore
 from tinyagents.testkit import EventWaiter
 from tinyagents.testkit.recorder import EventRecorder

@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 from steerkit import apply_ready, make_command, start_run
 
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringKind,
     SteeringPriority,
 )
+from tinyagents.runtime import Runtime
 from tinyagents.testkit import FakeClock, SequentialIds, use_clock, use_ids
 from tinyagents.testkit.recorder import EventRecorder
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import ReceiptStatus, SteeringKind, SteeringTarget, dedupe_scope
 from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import ReceiptStatus, SteeringKind, SteeringTarget, dedupe_scope
-from tinyagents.steering.queue import Boundary
 from tinyagents.store.sqlite import SqliteStore
 from tinyagents.testkit.recorder import EventRecorder
 

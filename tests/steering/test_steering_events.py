@@ -5,10 +5,10 @@ from __future__ import annotations
 from steerkit import MakeRun, make_command
 
 from tinyagents.events.models import STEERING_EVENT_TYPES, SteeringEvent
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.steering.queue import Boundary
 from tinyagents.testkit.recorder import EventRecorder
 
 K = SteeringKind

@@ -29,14 +29,14 @@ from steerkit import finish_run, start_run
 
 from tinyagents.errors import InvalidCommandError, StoreError, TinyAgentsError
 from tinyagents.events.models import SteeringEvent
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
     dedupe_scope,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runtime import Runtime
 from tinyagents.testkit.recorder import EventRecorder
 
 RUN, THREAD = "r-live", "th-live"

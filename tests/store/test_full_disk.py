@@ -22,17 +22,17 @@ from typing import Any
 
 import pytest
 
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runtime import Runtime
 from tinyagents.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.skipif(
@@ -83,7 +83,7 @@ COMMANDS_CHILD = (
     + """
 from steerkit import start_run
 from tinyagents.runtime import Runtime
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringTarget
 
 def command(cid):
     return SteeringCommand(

@@ -15,14 +15,14 @@ from tinyagents.events.models import (
     SteeringEvent,
     make_event,
 )
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.store.base import OPEN_STATES, Store
+from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.store.base import Store
 from tinyagents.testkit.clock import EPOCH
 
 ACTOR = SteeringActor.middleware("ops")  # in-process: the empty dedup scope
@@ -136,7 +136,6 @@ async def test_correlation_ids_are_unique_per_tenant_scope(store: Store) -> None
 
 
 async def test_open_commands_are_the_accepted_and_deferred_ones_oldest_first(store: Store) -> None:
-    assert set(OPEN_STATES) == {"accepted", "deferred"}
     await store.append_command(command("c-1", at=1), state="accepted", run_id="r-1")
     await store.append_command(command("c-2", at=2), state="deferred", run_id=None)
     await store.append_command(command("c-3", at=3), state="accepted", run_id="r-1")

@@ -15,7 +15,7 @@ import pytest
 
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, ToolEvent
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringTarget
 from tinyagents.store.base import StoreWriter
 from tinyagents.store.sqlite import SqliteStore
 

@@ -10,14 +10,15 @@ import pytest
 
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringTarget,
     dedupe_scope,
 )
-from tinyagents.store.base import StoreWriter, open_store, terminal_updates
+from tinyagents.store.base import StoreWriter, terminal_updates
 from tinyagents.store.memory import MemoryStore
+from tinyagents.store.open import open_store
 from tinyagents.store.sqlite import MIGRATIONS, SqliteStore
 
 

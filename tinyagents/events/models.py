@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.fields import FieldInfo
 
 from tinyagents import _clock
-from tinyagents._models import new_model
-from tinyagents.steering.commands import AnyActor, AnyTarget, SteeringKind
+from tinyagents.protocol._models import new_model
+from tinyagents.protocol.commands import AnyActor, AnyTarget, SteeringKind
 
 _object_setattr = object.__setattr__
 
@@ -82,9 +82,6 @@ SteeringEventType = Literal[
     "steering.failed",
 ]
 STEERING_EVENT_TYPES: tuple[str, ...] = SteeringEventType.__args__  # type: ignore[attr-defined]
-TERMINAL_STEERING_EVENTS = frozenset(
-    {"steering.rejected", "steering.applied", "steering.superseded", "steering.failed"}
-)
 
 
 class SteeringEvent(Event):

@@ -18,6 +18,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
+from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import add_messages, append, overwrite, union
 from tinyagents.graph.types import (
     END,
@@ -26,7 +27,6 @@ from tinyagents.graph.types import (
     Command,
     GraphResult,
     GraphStatus,
-    Interrupt,
     RetryPolicy,
     Send,
     StateSnapshot,

@@ -9,12 +9,10 @@ from __future__ import annotations
 import hashlib
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinyagents.errors import GraphError
-
-if TYPE_CHECKING:
-    from tinyagents.graph.types import Interrupt
+from tinyagents.graph.interrupts import Interrupt
 
 
 class NodeInterrupt(BaseException):
@@ -54,8 +52,6 @@ class TaskScope:
     counter: int = 0
 
     def interrupt(self, value: Any) -> Any:
-        from tinyagents.graph.types import Interrupt
-
         index = self.counter
         self.counter += 1
         task = self.task

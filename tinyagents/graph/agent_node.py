@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunFailed, RunLimitExceeded
 from tinyagents.graph.types import UNSET
+from tinyagents.harness.loop import start_agent_run
+from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
@@ -52,8 +54,6 @@ async def run_agent_node(run: GraphRun, task: Task) -> dict[str, Any]:
             f"node {task.node!r} is an agent and needs a runtime: "
             "graph.run(..., runtime=rt) or rt.start_graph(graph, ...)"
         )
-    from tinyagents.harness.loop import start_agent_run
-    from tinyagents.runs.info import RunStatus
 
     state = run.view() if task.arg is UNSET else task.arg
     prompt = node.input(state) if callable(node.input) else _read(state, node.input)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
+from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.types import UNSET, Interrupt, Send
+from tinyagents.graph.types import UNSET, Send
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:

@@ -8,12 +8,16 @@ tasks of the nodes it supervises, and sibling-steering grants between their agen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinyagents.errors import GraphError
-
-if TYPE_CHECKING:
-    from tinyagents.steering.commands import SteeringKind, SteeringReceipt
+from tinyagents.protocol.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringReceipt,
+    SteeringTarget,
+)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,8 +65,6 @@ class NodeContext:
     ) -> SteeringReceipt:
         """Send a command, as this node's ``graph_supervisor`` actor, to one task or node of
         this graph run (which must be among the nodes this node supervises)."""
-        from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringTarget
-
         runtime, run_id = self._supervisor()
         if (node is None) == (task_id is None):
             raise GraphError("steer() needs exactly one of node= or task_id=")

@@ -20,9 +20,8 @@ from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled
 from tinyagents.events.models import GraphEvent
 from tinyagents.graph.session import GraphSession, goto_problem
-from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, run_event
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     CONTROL_KINDS,
     MESSAGE_KINDS,
     GraphNodeTarget,
@@ -33,8 +32,9 @@ from tinyagents.steering.commands import (
     SteeringKind,
     ThreadTarget,
 )
+from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus, run_event
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
-from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
     from tinyagents.graph.checkpointing import Head

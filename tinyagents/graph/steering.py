@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
 from tinyagents.graph.checkpointing import save
+from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.session import (
     check_as_node,
     goto_problem,
@@ -32,16 +33,16 @@ from tinyagents.graph.session import (
     record_resume,
     stage_update,
 )
-from tinyagents.graph.types import Command, Interrupt
-from tinyagents.runs.info import RunStatus
-from tinyagents.steering.commands import (
+from tinyagents.graph.types import Command
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     GraphNodeTarget,
     GraphTaskTarget,
     SteeringCommand,
     SteeringKind,
     mutable_copy,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
     from tinyagents.graph.compiled import CompiledGraph

@@ -18,7 +18,8 @@ from tinyagents.graph._context import (
     stable_id,
 )
 from tinyagents.graph.context import NodeContext
-from tinyagents.graph.types import UNSET, Command, Interrupt, Send
+from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.types import UNSET, Command, Send
 
 if TYPE_CHECKING:
     from tinyagents.graph.builder import NodeSpec

@@ -1,5 +1,6 @@
 """The small value types of the graph runtime: ``START``/``END``, ``Send``, ``Command``,
-``Interrupt``, ``interrupt()``, ``RetryPolicy`` and the results a run hands back.
+``interrupt()``, ``RetryPolicy`` and the results a run hands back (``Interrupt`` lives in
+``graph/interrupts.py``, below the interrupt scope that makes one).
 
 These are built on every node return, so they are slotted dataclasses, not pydantic models:
 nothing here is validated per superstep.
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal
 
 from tinyagents.graph._context import current_scope
+from tinyagents.graph.interrupts import Interrupt
 
 START: Final = "__start__"
 END: Final = "__end__"
@@ -64,36 +66,6 @@ class Command:
         if isinstance(self.goto, str | Send):
             return [self.goto]
         return list(self.goto)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Interrupt:
-    """A pending question from a node: answer it with ``Command(resume={id: value})``.
-
-    ``ns`` is empty for the graph's own nodes and ``"node:task_id"`` (``|``-joined when
-    nested) for an interrupt raised inside a sub-graph.
-    """
-
-    id: str
-    value: Any
-    task_id: str
-    node: str
-    ns: str = ""
-    index: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "value": self.value,
-            "task_id": self.task_id,
-            "node": self.node,
-            "ns": self.ns,
-            "index": self.index,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Interrupt:
-        return cls(**data)
 
 
 def interrupt(value: Any = None) -> Any:

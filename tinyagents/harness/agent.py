@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
+from tinyagents.harness.litellm_model import as_model
 from tinyagents.harness.middleware import Middleware
-from tinyagents.harness.model import Model, as_model
+from tinyagents.harness.model import Model
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool
 from tinyagents.runs.limits import RunLimits

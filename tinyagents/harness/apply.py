@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.events.models import RunEvent
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import MESSAGE_KINDS, SteeringCommand, SteeringKind
 from tinyagents.runs.info import RunStatus
-from tinyagents.steering.commands import MESSAGE_KINDS, SteeringCommand, SteeringKind
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
-from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
     from tinyagents.harness.loop import AgentRun

@@ -317,3 +317,15 @@ def _token_cost(model: str, usage: Usage, litellm: Any) -> float | None:
         return float(prompt_cost + completion_cost)
     except Exception:
         return None  # a model missing from litellm's price map
+
+
+def as_model(model: Model | str) -> Model:
+    """Accept a ``Model`` or a ``"provider/name"`` string (which means ``LiteLLMModel``)."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        return LiteLLMModel(model)
+    raise ConfigurationError(
+        f"expected a Model or a model name such as 'openai/gpt-4o-mini', got "
+        f"{type(model).__name__}; pass a tinyagents Model instance or a litellm model string"
+    )

@@ -35,10 +35,8 @@ from tinyagents.harness.limits import (
 from tinyagents.harness.middleware import SteeringHook, fold, overrides
 from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import ToolResult, execute_tool_call
-from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, run_event, subagent_event
-from tinyagents.runs.limits import RunLimits
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
     SteeringActor,
     SteeringCommand,
@@ -46,7 +44,9 @@ from tinyagents.steering.commands import (
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.steering.queue import Boundary
+from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus, run_event, subagent_event
+from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import ToolResult
-from tinyagents.steering.commands import SteeringCommand
+from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.steering.policy import CallNext, Decision, PolicyContext
 
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tinyagents._clock import new_id
-from tinyagents.errors import ConfigurationError
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -139,18 +138,3 @@ class Model(ABC):
         """
         response = await self.request(request)
         yield StreamChunk(text_delta=response.text, response=response)
-
-
-def as_model(model: Model | str) -> Model:
-    """Accept a ``Model`` or a ``"provider/name"`` string (which means ``LiteLLMModel``)."""
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, str):
-        # Imported here so that a module using only fakes never loads the litellm adapter.
-        from tinyagents.harness.litellm_model import LiteLLMModel
-
-        return LiteLLMModel(model)
-    raise ConfigurationError(
-        f"expected a Model or a model name such as 'openai/gpt-4o-mini', got "
-        f"{type(model).__name__}; pass a tinyagents Model instance or a litellm model string"
-    )

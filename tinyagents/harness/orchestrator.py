@@ -16,7 +16,7 @@ from tinyagents.errors import ToolError
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.subagent import SubAgent
 from tinyagents.harness.tools import Tool
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tinyagents.harness.model import Message
-from tinyagents.steering.commands import SteeringActor, SteeringCommand, SteeringKind
+from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
 
 _CLOSING = re.compile(r"</\s*steering\s*>", re.IGNORECASE)
 _OPENING = re.compile(r"<\s*steering\b[^>]*>", re.IGNORECASE)

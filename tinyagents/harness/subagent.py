@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tinyagents import _clock
 from tinyagents.errors import RunCancelled, RunFailed, RunLimitExceeded, ToolError
 from tinyagents.events.models import Event
 from tinyagents.harness.context import RunContext
@@ -218,6 +219,4 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
 
 
 def _new_run_id() -> str:
-    from tinyagents import _clock
-
     return _clock.new_id("r")

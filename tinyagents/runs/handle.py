@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from tinyagents.errors import SteeringRejected
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     AnyActor,
     HumanActor,
     SteeringActor,
@@ -26,6 +25,7 @@ from tinyagents.steering.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
+from tinyagents.runs.info import RunInfo, RunStatus
 
 if TYPE_CHECKING:
     from tinyagents.steering.inbox import Inbox

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.steering.commands import SteeringCommand
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.steering.conflicts import RedirectConflict
-from tinyagents.steering.queue import Boundary, PutOutcome, SteeringQueue
+from tinyagents.steering.queue import PutOutcome, SteeringQueue
 
 if TYPE_CHECKING:
     from tinyagents.runs.handle import RunHandle

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tinyagents.runs.limits import BUDGET_FIELDS
-from tinyagents.steering.commands import (
+from tinyagents.protocol.commands import (
     GraphSupervisorActor,
     HumanActor,
     MiddlewareActor,
@@ -15,6 +14,7 @@ from tinyagents.steering.commands import (
     SteeringKind,
     TestActor,
 )
+from tinyagents.runs.limits import BUDGET_FIELDS
 from tinyagents.steering.policy import (
     CallNext,
     CheckPolicy,

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tinyagents.errors import InvalidCommandError
+from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
-from tinyagents.steering.commands import SteeringCommand
 
 CallNext = Callable[[SteeringCommand], Awaitable["Decision"]]
 

@@ -16,15 +16,12 @@ from tinyagents.errors import StoreError, TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     EMPTY,
-    TERMINAL_STEERING_EVENTS,
     EventTemplate,
     SteeringEvent,
 )
 from tinyagents.events.redact import summarize
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo, subagent_event
-from tinyagents.runs.registry import RunRegistry
-from tinyagents.steering.commands import (
+from tinyagents.protocol.boundary import Boundary
+from tinyagents.protocol.commands import (
     AgentRunTarget,
     AnyTarget,
     GraphNodeTarget,
@@ -39,16 +36,18 @@ from tinyagents.steering.commands import (
     ThreadTarget,
     dedupe_scope,
 )
+from tinyagents.protocol.state import CommandState
+from tinyagents.runs.handle import RunHandle
+from tinyagents.runs.info import RunInfo, subagent_event
+from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
 from tinyagents.steering.policies import default_pipeline, not_found
 from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
-from tinyagents.steering.queue import Boundary
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
 
-_TERMINAL = {"rejected", "applied", "superseded", "failed"}
 #: Where a correlation id is unique: (``dedupe_scope(actor)``, correlation id).
 _Key = tuple[str, str]
 #: The reason every command still open when an in-memory runtime closes fails with.
@@ -65,7 +64,7 @@ class SteeringInvariantError(TinyAgentsError):
 @dataclass(slots=True)
 class _Tracked:
     cmd: SteeringCommand
-    state: str
+    state: CommandState
     key: _Key
     info: RunInfo | None = None
     #: ``steering.requested`` was emitted: from then on the command is in ``_tracked`` and
@@ -108,7 +107,7 @@ class SteeringRouter:
         # first in ``_seen_order``, and the terminal state of those that ended: older ids are
         # forgotten (a durable store's log still answers them ``duplicate``).
         self.dedupe_horizon = dedupe_horizon
-        self._terminal: dict[_Key, str] = {}
+        self._terminal: dict[_Key, CommandState] = {}
         self._seen: set[_Key] = set()
         self._seen_order: deque[_Key] = deque()
         # Steering events by run: dropped with the run when the registry releases it.
@@ -125,7 +124,7 @@ class SteeringRouter:
         self._seen_order.append(key)
         if len(self._seen_order) > self.dedupe_horizon:
             self._forget_oldest_ids()
-        tracked = _Tracked(cmd, "requested", key)
+        tracked = _Tracked(cmd, CommandState.REQUESTED, key)
         try:
             handle, reason, info = self._resolve(cmd)
             tracked.info = info
@@ -178,7 +177,7 @@ class SteeringRouter:
         return None
 
     def open_commands(self) -> list[SteeringCommand]:
-        return [t.cmd for t in self._tracked.values() if t.state not in _TERMINAL]
+        return [t.cmd for t in self._tracked.values() if not t.state.terminal]
 
     def settle_all(self, reason: str = CLOSED) -> None:
         """Fail every command still open (an in-memory runtime closing: nothing will carry
@@ -214,19 +213,19 @@ class SteeringRouter:
                     self._history.setdefault(handle.run_id, []).extend(tracked.early)
                     tracked.early = None
                 try:
-                    if tracked.state == "accepted":  # restored after a restart
+                    if tracked.state is CommandState.ACCEPTED:  # restored after a restart
                         await self._enqueue(tracked, handle)
                     else:
                         await self._evaluate(tracked, handle)
                 except StoreError as exc:
-                    if tracked.state not in _TERMINAL:
+                    if not tracked.state.terminal:
                         self._finish(tracked, "failed", reason=f"store error: {exc}")
 
     async def target_finished(self, handle: RunHandle) -> None:
         """The run reached its last boundary: fail what is pending, settle what waits on it."""
         handle.inbox.close(LATE)
         for tracked in list(self._tracked.values()):
-            if tracked.state == "delivered" and tracked.info is handle.info:
+            if tracked.state is CommandState.DELIVERED and tracked.info is handle.info:
                 self.mark_failed(tracked.cmd, LATE)
         await self.target_changed(handle)
 
@@ -240,7 +239,7 @@ class SteeringRouter:
             self._seen_order.append(key)
             tracked = _Tracked(
                 cmd,
-                "accepted" if state == "accepted" else "deferred",
+                CommandState.ACCEPTED if state == "accepted" else CommandState.DEFERRED,
                 key,
                 announced=True,
                 persisted=True,
@@ -255,7 +254,7 @@ class SteeringRouter:
         self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
     ) -> None:
         tracked = self._open(cmd)
-        tracked.state = "delivered"
+        tracked.state = CommandState.DELIVERED
         # An empty report is the events' shared EMPTY: one dict less kept per event.
         self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where or EMPTY)
 
@@ -346,7 +345,7 @@ class SteeringRouter:
     async def _defer(
         self, tracked: _Tracked, reason: str, policy_id: str | None, handle: RunHandle | None = None
     ) -> SteeringReceipt:
-        first_time = tracked.state != "deferred"
+        first_time = tracked.state is not CommandState.DEFERRED
         if first_time:
             if not await self._persist(tracked, "deferred", None):
                 return self._duplicate(tracked.cmd)
@@ -356,7 +355,7 @@ class SteeringRouter:
                 tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
             )
             return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
-        tracked.state = "deferred"
+        tracked.state = CommandState.DEFERRED
         key = handle.run_id if handle is not None else _target_key(tracked.cmd)
         self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
         if first_time:
@@ -379,7 +378,7 @@ class SteeringRouter:
             return self._duplicate(original)
         self._announce(tracked)  # requested names the command as submitted
         tracked.cmd = command
-        tracked.state = "accepted"
+        tracked.state = CommandState.ACCEPTED
         extra: dict[str, Any] = {}
         if decision.transforms:
             extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
@@ -508,7 +507,7 @@ class SteeringRouter:
         )
 
     def _emit(self, type_: str, tracked: _Tracked, **fields: Any) -> None:
-        if tracked.state in _TERMINAL:
+        if tracked.state.terminal:
             raise SteeringInvariantError(
                 f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
                 f"{tracked.state}"
@@ -529,8 +528,9 @@ class SteeringRouter:
             if history is None:
                 history = self._history[run_id] = []
             history.append(event)
-        if type_ in TERMINAL_STEERING_EVENTS:
-            tracked.state = type_.removeprefix("steering.")
+        state = CommandState(type_.removeprefix("steering."))
+        if state.terminal:
+            tracked.state = state
             del self._tracked[tracked.key]
             self._terminal[tracked.key] = tracked.state
         elif run_id is None:

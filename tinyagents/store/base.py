@@ -16,19 +16,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import (
     EVENT_ADAPTER,
-    TERMINAL_STEERING_EVENTS,
     Event,
     SteeringEvent,
 )
-from tinyagents.steering.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.state import CommandState
 
 _log = logging.getLogger("tinyagents.store")
-
-#: Command states in the steering log. ``accepted`` and ``deferred`` are open; the rest terminal.
-OPEN_STATES = ("accepted", "deferred")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -121,11 +117,13 @@ class Store(ABC):
 
 def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | None]]:
     """The steering-log state changes a batch of events implies: (scope, id, state, reason)."""
-    return [
-        (dedupe_scope(e.actor), e.correlation_id, e.type.removeprefix("steering."), e.reason)
-        for e in events
-        if isinstance(e, SteeringEvent) and e.type in TERMINAL_STEERING_EVENTS
-    ]
+    updates: list[tuple[str, str, str, str | None]] = []
+    for e in events:
+        if isinstance(e, SteeringEvent):
+            state = CommandState(e.type.removeprefix("steering."))
+            if state.terminal:
+                updates.append((dedupe_scope(e.actor), e.correlation_id, state.value, e.reason))
+    return updates
 
 
 def unreadable_reason(exc: Exception) -> str:
@@ -368,24 +366,3 @@ class StoreWriter:
                 self.escaped,
                 self.errors,
             )
-
-
-def open_store(spec: str | Store | None) -> Store:
-    """``None``/``"memory://"`` → MemoryStore; ``"sqlite:///path.db"`` → SqliteStore."""
-    if isinstance(spec, Store):
-        return spec
-    if spec is None or spec in ("memory", "memory://"):
-        from tinyagents.store.memory import MemoryStore
-
-        return MemoryStore()
-    if spec.startswith("sqlite://"):
-        from tinyagents.store.sqlite import SqliteStore
-
-        path = spec.removeprefix("sqlite://")
-        path = (
-            path[1:] if path.startswith("/") else path
-        )  # sqlite:///rel.db → rel.db; sqlite:////abs
-        return SqliteStore(path)
-    raise ConfigurationError(
-        f"unknown store {spec!r}: use None (in memory), 'sqlite:///path.db' or a Store instance"
-    )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tinyagents.events.models import Event
-from tinyagents.steering.commands import SteeringCommand, dedupe_scope
-from tinyagents.store.base import OPEN_STATES, Store, StoredCommand, terminal_updates
+from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.state import CommandState
+from tinyagents.store.base import Store, StoredCommand, terminal_updates
 
 
 class MemoryStore(Store):
@@ -40,7 +41,7 @@ class MemoryStore(Store):
         return self._commands.get((scope, correlation_id))
 
     async def open_commands(self) -> list[StoredCommand]:
-        return [c for c in self._commands.values() if c.state in OPEN_STATES]
+        return [c for c in self._commands.values() if not CommandState(c.state).terminal]
 
     async def command_ids(self) -> set[str]:
         return {cid for _, cid in self._commands}

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event
-from tinyagents.steering.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
-    OPEN_STATES,
     Store,
     StoredCommand,
     terminal_updates,
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     import aiosqlite
 
 _log = logging.getLogger("tinyagents.store")
+
+#: The states a command still open can be in (an IN over them uses the state index).
+_OPEN = tuple(state.value for state in CommandState if not state.terminal)
 
 #: Ordered schema migrations; each runs once, recorded in the ``migrations`` table.
 MIGRATIONS: list[tuple[int, str]] = [
@@ -200,11 +203,11 @@ class SqliteStore(Store):
             raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
 
     async def open_commands(self) -> list[StoredCommand]:
-        marks = ",".join("?" for _ in OPEN_STATES)
+        marks = ",".join("?" for _ in _OPEN)
         async with self.db.execute(
             "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
             f" WHERE state IN ({marks}) ORDER BY seq",
-            OPEN_STATES,
+            _OPEN,
         ) as cur:
             rows = await cur.fetchall()
         readable: list[StoredCommand] = []

@@ -1,15 +1,8 @@
-"""Graph checkpointers: the ``Checkpointer`` ABC and its memory and SQLite backends.
-
-``SqliteCheckpointer`` is imported lazily (it pulls in aiosqlite only when used).
-"""
-
-from typing import TYPE_CHECKING, Any
+"""Graph checkpointers: the ``Checkpointer`` ABC and its memory and SQLite backends."""
 
 from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
 from tinyagents.store.checkpoint.memory import MemoryCheckpointer
-
-if TYPE_CHECKING:
-    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
     "CheckpointRecord",
@@ -18,11 +11,3 @@ __all__ = [
     "SqliteCheckpointer",
     "WriteRecord",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SqliteCheckpointer":
-        from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
-
-        return SqliteCheckpointer
-    raise AttributeError(name)

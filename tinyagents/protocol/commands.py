@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from tinyagents import _clock
-from tinyagents._models import fill_model, new_model
 from tinyagents.errors import InvalidCommandError
+from tinyagents.protocol._models import fill_model, new_model
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -344,7 +344,7 @@ def _json_problem(payload: dict[str, Any]) -> str | None:
 def _refuse(self: object, *args: Any, **kwargs: Any) -> NoReturn:
     raise TypeError(
         f"this {type(self).__name__} is (part of) a steering command's payload, which is "
-        "read-only; change a copy (tinyagents.steering.commands.mutable_copy(value))"
+        "read-only; change a copy (tinyagents.protocol.commands.mutable_copy(value))"
     )
 
 
