@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
@@ -28,6 +28,7 @@ from tinyagents.graph.driver import start_graph_run
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
 from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.host import provide_private_host
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
@@ -189,7 +190,7 @@ class Runtime:
         emitted or kept, and the same correlation id can be submitted again), and
         ``RuntimeClosed`` once ``close()`` has begun.
         """
-        self._require_open()
+        self.require_open()
         self._submitting += 1
         try:
             return await self.router.submit(cmd)
@@ -216,6 +217,20 @@ class Runtime:
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         self.router.grant(from_run_id, to_run_id)
 
+    def open_commands(self) -> list[SteeringCommand]:
+        """Every command that has not reached a terminal state yet."""
+        return self.router.open_commands()
+
+    async def target_changed(self, handle: RunHandle) -> None:
+        """A run's state changed (paused, resumed): re-evaluate the commands waiting for it
+        (execution layer)."""
+        await self.router.target_changed(handle)
+
+    async def applied_commands(self, run_id: str) -> list[SteeringCommand]:
+        """The commands ``run_id`` applied, as the store logged them (execution layer: a run
+        started again under its id gets them back)."""
+        return [c.command for c in await self.store.run_commands(run_id)]
+
     # ------------------------------------------------------------------ runs
 
     def tree(self, root_run_id: str) -> RunTreeNode | None:
@@ -231,7 +246,7 @@ class Runtime:
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
     ) -> RunHandle:
         """Add a run to the tree and give it its steering inbox (execution layer)."""
-        self._require_open()
+        self.require_open()
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
         return handle
@@ -281,7 +296,7 @@ class Runtime:
 
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
         """Start ``agent`` on ``input`` in the background; returns its handle at once."""
-        self._require_open()
+        self.require_open()
         return await start_agent_run(self, agent, input, **kwargs)
 
     async def start_graph(self, graph: Any, input: Any, **kwargs: Any) -> RunHandle:
@@ -289,18 +304,26 @@ class Runtime:
 
         The run pauses on interrupts and continues when steering answers them.
         """
-        self._require_open()
+        self.require_open()
         return await start_graph_run(self, graph, input, **kwargs)
 
-    def spawn(self, coro: Any, *, name: str | None = None) -> asyncio.Task[Any]:
+    def spawn(
+        self, coro: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]:
         """Run a coroutine owned by the runtime: awaited (or cancelled) on close."""
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _require_open(self) -> None:
+    def require_open(self) -> None:
+        """Raise unless the runtime takes new work: ``RuntimeClosed`` once ``close()`` has
+        begun, ``ConfigurationError`` before ``open()``."""
         if self._closing:
             raise RuntimeClosed("the runtime is closing or closed: it takes no new work")
         if not self._open:
             raise ConfigurationError("the runtime is not open: use 'async with Runtime(...) as rt'")
+
+
+# ``Agent.run(...)`` and ``SubAgent.invoke(...)`` without a runtime run in a private one.
+provide_private_host(Runtime)

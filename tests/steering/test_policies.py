@@ -633,40 +633,71 @@ def _policy_context() -> PolicyContext:
     return PolicyContext(target=info, tree=tree)
 
 
-async def test_decide_settles_a_pipeline_of_checks_without_a_coroutine() -> None:
+async def test_a_pipeline_of_checks_is_folded_once_and_decides_like_any_policy() -> None:
     ctx = _policy_context()
     pipeline = PolicyPipeline([NoShouting()], pipeline_id="checks")
-    accepted = pipeline.decide(make_command("r-1", payload={"text": "stop"}), ctx)
-    rejected = pipeline.decide(make_command("r-1", payload={"text": "STOP"}), ctx)
-    assert isinstance(accepted, Decision) and isinstance(rejected, Decision)
+    chain = pipeline.chain()
+    accepted = await pipeline.evaluate(make_command("r-1", payload={"text": "stop"}), ctx)
+    rejected = await pipeline.evaluate(make_command("r-1", payload={"text": "STOP"}), ctx)
     assert (accepted.status, accepted.policy_id, accepted.transforms) == ("accept", "checks", [])
     assert (rejected.status, rejected.policy_id) == ("reject", "no-shouting")
+    assert pipeline.chain() is chain  # reused for every command
 
-    # An ordinary policy after the checks: decide hands back an awaitable of the same decision
-    # evaluate gives, and a check that rejects first still settles it at once.
+    # An ordinary policy after the checks: a new chain, and a check that rejects first still
+    # settles the command before the ordinary policy sees it.
     verdicts = Verdicts()
     pipeline.insert(verdicts)
-    pending = pipeline.decide(make_command("r-1", payload={"text": "stop"}), ctx)
-    assert not isinstance(pending, Decision)
-    assert (await pending).status == "accept"
-    assert isinstance(pipeline.decide(make_command("r-1", payload={"text": "NO"}), ctx), Decision)
-    evaluated = await pipeline.evaluate(make_command("r-1", payload={"text": "stop"}), ctx)
-    assert evaluated.status == "accept" and verdicts.seen == [("accept", "checks")] * 2
+    assert pipeline.chain() is not chain
+    spoken = await pipeline.evaluate(make_command("r-1", payload={"text": "stop"}), ctx)
+    shouted = await pipeline.evaluate(make_command("r-1", payload={"text": "NO"}), ctx)
+    assert (spoken.status, shouted.status) == ("accept", "reject")
+    assert verdicts.seen == [("accept", "checks")]
 
 
 async def test_the_pipeline_sees_policies_added_or_removed_in_place() -> None:
     ctx = _policy_context()
     pipeline = PolicyPipeline([AuthorityPolicy()])
     loud = make_command("r-1", payload={"text": "STOP"})
-    assert pipeline.decide(loud, ctx).status == "accept"  # type: ignore[union-attr]
+    assert (await pipeline.evaluate(loud, ctx)).status == "accept"
     pipeline.policies.append(NoShouting())  # the list itself, not insert()
-    assert pipeline.decide(loud, ctx).status == "reject"  # type: ignore[union-attr]
+    assert (await pipeline.evaluate(loud, ctx)).status == "reject"
     pipeline.policies[-1] = ShoutingCheck()  # same length, another policy: not inline
-    decided = pipeline.decide(loud, ctx)
-    assert not isinstance(decided, Decision)
-    assert (await decided).transforms[0][0] == "shouting-check"
+    assert (await pipeline.evaluate(loud, ctx)).transforms[0][0] == "shouting-check"
     pipeline.remove("shouting-check")
-    assert pipeline.decide(loud, ctx).status == "accept"  # type: ignore[union-attr]
+    assert (await pipeline.evaluate(loud, ctx)).status == "accept"
+    pipeline.policies = [NoShouting()]  # a new list
+    assert (await pipeline.evaluate(loud, ctx)).status == "reject"
+
+
+async def test_a_runs_chain_is_folded_once_and_reused_across_commands(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    spy = Spy()
+    handle = await make_run("r-1")
+    handle.policies.append(spy)
+    first = await rt.submit(make_command("r-1"))
+    chain = handle.policy_chain
+    assert chain is not None
+    second = await rt.submit(make_command("r-1"))
+    assert handle.policy_chain is chain  # not folded again for the second command
+    assert spy.seen == [first.correlation_id, second.correlation_id]
+
+    # A change to the runtime's pipeline after open takes effect for the next command.
+    rt.router.pipeline.insert(NoShouting(), before="authority")
+    shouted = await rt.submit(make_command("r-1", payload={"text": "STOP"}))
+    assert (shouted.status, shouted.policy_id) == (ReceiptStatus.REJECTED, "no-shouting")
+    assert handle.policy_chain is not chain
+    # And so does a change to the run's own list.
+    handle.policies.remove(spy)
+    assert (await rt.submit(make_command("r-1"))).accepted
+    assert len(spy.seen) == 2
+
+
+async def test_the_runtimes_chain_is_folded_when_it_opens_and_reused(rt: Runtime) -> None:
+    chain = rt.router.pipeline.chain()
+    assert rt.router.pipeline.chain() is chain
+    rt.router.pipeline.remove("payload")
+    assert rt.router.pipeline.chain() is not chain
 
 
 class ShoutingCheck(NoShouting):

@@ -34,6 +34,7 @@ from tinyagents.graph.types import (
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
+    from tinyagents.runs.host import RunHost
     from tinyagents.store.checkpoint.base import Checkpointer
 
 _INTERRUPT_ID = re.compile(r"^i-[0-9a-f]{16}$")
@@ -93,7 +94,7 @@ class CompiledGraph:
         input: Any = None,
         *,
         thread_id: str | None = None,
-        runtime: Any = None,
+        runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
     ) -> GraphResult:

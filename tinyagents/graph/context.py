@@ -8,7 +8,7 @@ tasks of the nodes it supervises, and sibling-steering grants between their agen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError
 from tinyagents.protocol.commands import (
@@ -18,6 +18,9 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
+
+if TYPE_CHECKING:
+    from tinyagents.runs.host import RunHost
 
 
 @dataclass(slots=True, kw_only=True)
@@ -31,7 +34,7 @@ class NodeContext:
     ns: str
     attempt: int
     run_id: str | None = None
-    runtime: Any = None
+    runtime: RunHost | None = None
     _run: Any = field(default=None, repr=False)
 
     def tasks_of(self, node: str) -> list[str]:
@@ -46,7 +49,7 @@ class NodeContext:
                 return str(handle.run_id)
         return None
 
-    def _supervisor(self) -> tuple[Any, str]:
+    def _supervisor(self) -> tuple[RunHost, str]:
         if self.runtime is None or self.run_id is None or self._run is None or self.ns:
             raise GraphError(
                 f"node {self.node!r} can steer only in a top-level graph run started with a "
@@ -80,8 +83,7 @@ class NodeContext:
             payload=payload or {},
             **fields,
         )
-        receipt: SteeringReceipt = await runtime.submit(cmd)
-        return receipt
+        return await runtime.submit(cmd)
 
     def grant(self, from_run_id: str, to_run_id: str) -> None:
         """Let one supervised agent run steer a sibling (both children of this graph run)."""

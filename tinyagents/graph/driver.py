@@ -34,6 +34,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.info import RunInfo, RunStatus, run_event
+from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.tasks import Task
     from tinyagents.graph.types import GraphResult
-    from tinyagents.runtime import Runtime
+    from tinyagents.runs.host import RunHost
     from tinyagents.store.checkpoint.base import Checkpointer
 
 #: Kinds that go to an agent node's child run when one is running.
@@ -116,7 +117,7 @@ class GraphCommandCheck(CheckPolicy):
 class GraphRunDriver(RunDriver):
     """The router's and the executor's view of one runtime-managed graph run."""
 
-    def __init__(self, runtime: Runtime, graph: CompiledGraph, *, wait_on_interrupt: bool) -> None:
+    def __init__(self, runtime: RunHost, graph: CompiledGraph, *, wait_on_interrupt: bool) -> None:
         self.runtime = runtime
         self.graph = graph
         self.wait_on_interrupt = wait_on_interrupt
@@ -388,7 +389,7 @@ class GraphRunDriver(RunDriver):
 
 
 async def start_graph_run(
-    runtime: Runtime,
+    runtime: RunHost,
     graph: CompiledGraph,
     input: Any,
     *,
@@ -403,7 +404,7 @@ async def start_graph_run(
 
     Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
     """
-    runtime._require_open()
+    runtime.require_open()
     session = GraphSession(graph, thread_id)
     await session.__aenter__()
     try:
@@ -437,7 +438,9 @@ async def start_graph_run(
         driver.run = run
         if run_id not in runtime.runs:
             # registering hands the run any command that waited for it (deferred or restored)
-            await runtime.register(handle, redirect_conflict=graph.redirect_conflict)  # type: ignore[arg-type]
+            await runtime.register(
+                handle, redirect_conflict=RedirectConflict(graph.redirect_conflict)
+            )
     except BaseException:
         await session.__aexit__(None, None, None)
         raise
@@ -446,7 +449,7 @@ async def start_graph_run(
     return handle
 
 
-def continued_run_id(runtime: Runtime, previous: Head | None) -> str | None:
+def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
     """The run a new start of the thread continues, if any: the one that wrote its last
     checkpoint, while it has tasks left, or while commands accepted for it are still open
     (it saved its last checkpoint but was stopped before its final boundary)."""
@@ -456,7 +459,7 @@ def continued_run_id(runtime: Runtime, previous: Head | None) -> str | None:
         return previous.run_id
     if runtime.runs.get(previous.run_id) is not None:
         return None  # it finished in this runtime: the next start is a new run
-    for cmd in runtime.router.open_commands():
+    for cmd in runtime.open_commands():
         target = cmd.target
         if getattr(target, "run_id", None) == previous.run_id or (
             isinstance(target, ThreadTarget) and target.thread_id == previous.thread_id
@@ -487,7 +490,7 @@ async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> 
 
 
 async def _main(
-    runtime: Runtime, driver: GraphRunDriver, session: GraphSession, run: GraphRun
+    runtime: RunHost, driver: GraphRunDriver, session: GraphSession, run: GraphRun
 ) -> GraphResult:
     handle = driver.handle
     assert handle is not None
@@ -521,7 +524,7 @@ async def run_with_runtime(
     graph: CompiledGraph,
     input: Any,
     *,
-    runtime: Runtime,
+    runtime: RunHost,
     thread_id: str | None = None,
     checkpoint_id: str | None = None,
     recursion_limit: int | None = None,

@@ -30,6 +30,7 @@ from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
     from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.runs.host import RunHost
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
@@ -76,7 +77,7 @@ class GraphRun:
         owner: str | None = None,
         parent: GraphRun | None = None,
         inherited_resume: dict[str, Any] | None = None,
-        runtime: Any = None,
+        runtime: RunHost | None = None,
         run_id: str | None = None,
     ) -> None:
         self.graph = graph

@@ -7,15 +7,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.litellm_model import as_model
+from tinyagents.harness.loop import start_agent_run
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool
+from tinyagents.runs.host import private_host
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
     from tinyagents.runs.handle import RunResult
-    from tinyagents.runtime import Runtime
+    from tinyagents.runs.host import RunHost
 
 
 class Agent:
@@ -67,11 +69,9 @@ class Agent:
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"
 
-    async def run(self, input: str, *, runtime: Runtime | None = None, **kwargs: Any) -> RunResult:
+    async def run(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:
         """Run to the end and return the result (a private in-memory runtime if none is given)."""
-        if runtime is not None:
-            return await (await runtime.start(self, input, **kwargs)).result()
-        from tinyagents.runtime import Runtime
-
-        async with Runtime() as rt:
-            return await (await rt.start(self, input, **kwargs)).result()
+        if runtime is None:
+            async with private_host() as host:
+                return await self.run(input, runtime=host, **kwargs)
+        return await (await start_agent_run(runtime, self, input, **kwargs)).result()

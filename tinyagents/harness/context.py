@@ -11,12 +11,12 @@ if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
     from tinyagents.harness.loop import AgentRun
     from tinyagents.runs.handle import RunHandle
-    from tinyagents.runtime import Runtime
+    from tinyagents.runs.host import RunHost
 
 
 @dataclass(slots=True, kw_only=True)
 class RunContext:
-    runtime: Runtime
+    runtime: RunHost
     handle: RunHandle
     agent: Agent
     run: AgentRun

@@ -50,14 +50,14 @@ from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
-    from tinyagents.runtime import Runtime
+    from tinyagents.runs.host import RunHost
 
 
 class AgentRun(RunDriver):
     """One run of an ``Agent``: its conversation, its boundaries and its steering."""
 
     def __init__(
-        self, runtime: Runtime, agent: Agent, handle: RunHandle, messages: list[Message]
+        self, runtime: RunHost, agent: Agent, handle: RunHandle, messages: list[Message]
     ) -> None:
         self.runtime = runtime
         self.agent = agent
@@ -332,7 +332,7 @@ class AgentRun(RunDriver):
         self.emit(
             RunEvent, type="run.paused" if paused else "run.resumed", status=self.info.status.value
         )
-        await self.runtime.router.target_changed(self.handle)
+        await self.runtime.target_changed(self.handle)
 
     async def _cancel_children(self, reason: str | None) -> None:
         """Cancel every live descendant and wait for the children to end."""
@@ -438,7 +438,7 @@ def _unfreeze(handle: RunHandle) -> None:
 
 
 async def start_agent_run(
-    runtime: Runtime,
+    runtime: RunHost,
     agent: Agent,
     input: str | list[Message],
     *,
@@ -453,6 +453,7 @@ async def start_agent_run(
     node_id: str | None = None,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop."""
+    runtime.require_open()
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
     if tools is not None:
@@ -487,9 +488,7 @@ async def start_agent_run(
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log.
     restored = (
-        apply.restore(run, [c.command for c in await runtime.store.run_commands(run_id)])
-        if run_id is not None
-        else []
+        apply.restore(run, await runtime.applied_commands(run_id)) if run_id is not None else []
     )
     await runtime.register(handle)
     run.emit(
@@ -513,7 +512,7 @@ async def start_agent_run(
     return handle
 
 
-def _parent_info(runtime: Runtime, parent: RunHandle | str | None) -> RunInfo | None:
+def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | None:
     if parent is None:
         return None
     run_id = parent if isinstance(parent, str) else parent.run_id

@@ -18,14 +18,16 @@ from tinyagents import _clock
 from tinyagents.errors import RunCancelled, RunFailed, RunLimitExceeded, ToolError
 from tinyagents.events.models import Event
 from tinyagents.harness.context import RunContext
+from tinyagents.harness.loop import start_agent_run
 from tinyagents.harness.model import Message
 from tinyagents.harness.tools import Tool
 from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.host import private_host
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
-    from tinyagents.runtime import Runtime
+    from tinyagents.runs.host import RunHost
 
 
 class SubAgent:
@@ -44,26 +46,24 @@ class SubAgent:
         self,
         input: str | list[Message],
         *,
-        runtime: Runtime,
+        runtime: RunHost,
         parent: RunHandle | str | None = None,
         **kw: Any,
     ) -> RunHandle:
-        return await runtime.start(self.agent, input, parent=parent, **kw)
+        return await start_agent_run(runtime, self.agent, input, parent=parent, **kw)
 
     async def invoke(
         self,
         input: str,
         *,
-        runtime: Runtime | None = None,
+        runtime: RunHost | None = None,
         parent: RunHandle | str | None = None,
         **kw: Any,
     ) -> Any:
         """Run the sub-agent to the end and return its output; raise if it did not complete."""
         if runtime is None:
-            from tinyagents.runtime import Runtime
-
-            async with Runtime() as rt:
-                return await self.invoke(input, runtime=rt, parent=parent, **kw)
+            async with private_host() as host:
+                return await self.invoke(input, runtime=host, parent=parent, **kw)
         handle = await self.start(input, runtime=runtime, parent=parent, **kw)
         return output_or_raise(handle, await handle.result())
 
@@ -71,16 +71,14 @@ class SubAgent:
         self,
         input: str,
         *,
-        runtime: Runtime | None = None,
+        runtime: RunHost | None = None,
         parent: RunHandle | str | None = None,
         **kw: Any,
     ) -> tuple[RunResult, list[Event]]:
         """Run to the end; return the result and every event of the child's subtree, in order."""
         if runtime is None:
-            from tinyagents.runtime import Runtime
-
-            async with Runtime() as rt:
-                return await self.invoke_with_events(input, runtime=rt, parent=parent, **kw)
+            async with private_host() as host:
+                return await self.invoke_with_events(input, runtime=host, parent=parent, **kw)
         events: list[Event] = []
         mine: set[str] = set()
 
@@ -108,7 +106,7 @@ class SubAgent:
         return await self.invoke(input, runtime=ctx.runtime, parent=ctx.handle, **kw)
 
     def session(
-        self, *, runtime: Runtime, parent: RunHandle | str | None = None
+        self, *, runtime: RunHost, parent: RunHandle | str | None = None
     ) -> SubAgentSession:
         return SubAgentSession(subagent=self, runtime=runtime, parent=parent)
 
@@ -119,7 +117,7 @@ class SubAgentSession:
     transcript of the previous ones."""
 
     subagent: SubAgent
-    runtime: Runtime
+    runtime: RunHost
     parent: RunHandle | str | None = None
     messages: list[Message] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
@@ -129,7 +127,9 @@ class SubAgentSession:
         history = list(self.messages)
         if not history and agent.instructions:
             history.append(Message(role="system", content=agent.instructions))
-        handle = await self.runtime.start(agent, text, parent=self.parent, history=history, **kw)
+        handle = await start_agent_run(
+            self.runtime, agent, text, parent=self.parent, history=history, **kw
+        )
         self.runs.append(handle.run_id)
         result = await handle.result()
         run = handle.driver

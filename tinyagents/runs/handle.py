@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.steering.policy import PolicyChain, PolicyList
 
 if TYPE_CHECKING:
     from tinyagents.steering.inbox import Inbox
@@ -98,9 +100,10 @@ class RunHandle:
         self._ended: asyncio.Event | None = None  # made by the first result() that waits
         self.task: asyncio.Task[Any] | None = None
         self.inbox: Inbox  # attached by the router when the run is registered
-        #: Policies that apply to commands for this run only (after the runtime's pipeline),
-        #: e.g. the steering hooks of the agent's middleware.
-        self.policies: list[Policy] = []
+        self._policies = PolicyList()
+        #: The runtime's pipeline and ``policies`` folded once, by the router (stale when
+        #: either list changes).
+        self.policy_chain: PolicyChain | None = None
         self.default_actor: AnyActor = _local_operator(info.tenant_id)
         #: An ancestor's cancel has been sent to this run (a subtree is cancelled once per run).
         self.cancelling = False
@@ -108,6 +111,17 @@ class RunHandle:
     @property
     def run_id(self) -> str:
         return self.info.run_id
+
+    @property
+    def policies(self) -> PolicyList:
+        """Policies that apply to commands for this run only (after the runtime's pipeline),
+        e.g. the steering hooks of the agent's middleware."""
+        return self._policies
+
+    @policies.setter
+    def policies(self, policies: Iterable[Policy]) -> None:
+        # Counted on from the old list: a chain folded from that one is stale.
+        self._policies = PolicyList(policies, changes=self._policies.changes + 1)
 
     @property
     def status(self) -> RunStatus:

@@ -6,16 +6,18 @@ which policy did, and validates ``new_cmd`` like a newly built command: an inval
 rejected by that policy), or stops it by returning ``Decision.reject(...)`` /
 ``Decision.defer(...)``.
 A policy that only lets commands through or rejects them can subclass ``CheckPolicy`` and
-write a synchronous ``check``; the pipeline then runs it inline, with no coroutine of its own.
+write a synchronous ``check``; the chain then runs it inline, with no coroutine of its own.
+A pipeline is folded into one ``PolicyChain`` when its list changes, not for every command;
+a run's own policies (``RunHandle.policies``) are folded after it into a chain kept on the run.
 The built-ins, in their default order, are in ``tinyagents.steering.policies``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self, SupportsIndex
 
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
@@ -62,6 +64,9 @@ class PolicyContext:
     latest_checkpoint_id: str | None = None
     task_id: str | None = None
     node_id: str | None = None
+    #: Filled by the chain as the command goes through it: (policy_id, command before the
+    #: transform), in pipeline order; None while no policy transformed it.
+    transforms: list[tuple[str, SteeringCommand]] | None = None
 
 
 class Policy(Protocol):
@@ -75,7 +80,7 @@ class Policy(Protocol):
 class CheckPolicy(ABC):
     """A policy that lets a command through unchanged or rejects it: ``check`` says why.
 
-    Called like any policy, but the pipeline runs ``check`` inline (the default pipeline is
+    Called like any policy, but the chain runs ``check`` inline (the default pipeline is
     made of such policies, and every command goes through it). A subclass that overrides
     ``__call__`` is run as an ordinary policy (see ``inline``).
     """
@@ -103,19 +108,117 @@ class CheckPolicy(ABC):
         return await call_next(cmd)
 
 
+class PolicyList(list[Policy]):
+    """A list of policies that counts its changes, so a chain folded from it knows it is stale.
+
+    Changed in place (``append``, ``[i] = p``, ``del`` …) or through ``PolicyPipeline.insert``/
+    ``remove``, the next command sees the change.
+    """
+
+    __slots__ = ("changes",)
+
+    def __init__(self, policies: Iterable[Policy] = (), *, changes: int = 0) -> None:
+        super().__init__(policies)
+        self.changes = changes
+
+    def _changed(self) -> None:
+        self.changes += 1
+
+    def append(self, policy: Policy) -> None:
+        super().append(policy)
+        self._changed()
+
+    def extend(self, policies: Iterable[Policy]) -> None:
+        super().extend(policies)
+        self._changed()
+
+    def insert(self, index: SupportsIndex, policy: Policy) -> None:
+        super().insert(index, policy)
+        self._changed()
+
+    def remove(self, policy: Policy) -> None:
+        super().remove(policy)
+        self._changed()
+
+    def pop(self, index: SupportsIndex = -1) -> Policy:
+        self._changed()
+        return super().pop(index)
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        super().sort(*args, **kwargs)
+        self._changed()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._changed()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._changed()
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self._changed()
+
+    def __iadd__(self, policies: Iterable[Policy]) -> Self:  # type: ignore[override,misc]
+        self.extend(policies)
+        return self
+
+    def __imul__(self, count: SupportsIndex) -> Self:
+        super().__imul__(count)
+        self._changed()
+        return self
+
+
+#: One step of a folded chain: decides a command in a context.
+Step = Callable[[SteeringCommand, "PolicyContext"], Awaitable[Decision]]
+
+
+@dataclass(slots=True, kw_only=True)
+class PolicyChain:
+    """Policies folded once into one ``Step``, and what they were folded from: the chain is
+    reused for every command until ``stale`` says one of its lists changed."""
+
+    decide: Step
+    pipeline: PolicyPipeline
+    pipeline_changes: int
+    run_policies: PolicyList | None = None
+    run_changes: int = 0
+
+    def stale(self, pipeline: PolicyPipeline, run_policies: PolicyList | None) -> bool:
+        return (
+            pipeline is not self.pipeline
+            or pipeline.policies.changes != self.pipeline_changes
+            or run_policies is not self.run_policies
+            or (run_policies is not None and run_policies.changes != self.run_changes)
+        )
+
+
 class PolicyPipeline:
-    """An ordered list of policies; ``evaluate`` folds them around a final accept."""
+    """An ordered list of policies, folded once (and again when the list changes) around a
+    final accept."""
 
     def __init__(self, policies: Sequence[Policy] = (), *, pipeline_id: str = "default") -> None:
-        self.policies: list[Policy] = list(policies)
+        self._policies = PolicyList(policies)
         self.pipeline_id = pipeline_id
-        # ``_checks()``: the policies as last seen, and which of them are check policies.
-        self._seen: tuple[Policy, ...] = ()
-        self._checks_of_seen: tuple[CheckPolicy | None, ...] = ()
+        self._chain: PolicyChain | None = None
+
+    @property
+    def policies(self) -> PolicyList:
+        return self._policies
+
+    @policies.setter
+    def policies(self, policies: Iterable[Policy]) -> None:
+        # Counted on from the old list: a chain folded from that one is stale.
+        self._policies = PolicyList(policies, changes=self._policies.changes + 1)
 
     @property
     def ids(self) -> list[str]:
-        return [p.policy_id for p in self.policies]
+        return [p.policy_id for p in self._policies]
 
     def insert(
         self, policy: Policy, *, before: str | None = None, after: str | None = None
@@ -125,110 +228,114 @@ class PolicyPipeline:
             raise ValueError("give 'before' or 'after', not both")
         anchor = before or after
         if anchor is None:
-            self.policies.append(policy)
+            self._policies.append(policy)
             return self
         try:
             index = self.ids.index(anchor)
         except ValueError:
             raise ValueError(f"no policy {anchor!r} in pipeline; have {self.ids}") from None
-        self.policies.insert(index if before else index + 1, policy)
+        self._policies.insert(index if before else index + 1, policy)
         return self
 
     def remove(self, policy_id: str) -> PolicyPipeline:
-        self.policies = [p for p in self.policies if p.policy_id != policy_id]
+        self.policies = [p for p in self._policies if p.policy_id != policy_id]
         return self
 
+    def chain(
+        self, run_policies: PolicyList | None = None, cached: PolicyChain | None = None
+    ) -> PolicyChain:
+        """The pipeline's policies (then ``run_policies``, a run's own) folded into one chain:
+        ``cached`` when it is still current, else folded anew."""
+        if run_policies is not None and not run_policies:
+            run_policies = None
+        if run_policies is None:
+            cached = self._chain
+        if cached is not None and not cached.stale(self, run_policies):
+            return cached
+        policies = [*self._policies, *(run_policies or ())]
+        chain = PolicyChain(
+            decide=fold(policies, self.pipeline_id),
+            pipeline=self,
+            pipeline_changes=self._policies.changes,
+            run_policies=run_policies,
+            run_changes=run_policies.changes if run_policies is not None else 0,
+        )
+        if run_policies is None:
+            self._chain = chain
+        return chain
+
     async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
-        decided = self.decide(cmd, ctx)
-        return decided if isinstance(decided, Decision) else await decided
+        return await decide(self.chain(), cmd, ctx)
 
-    def decide(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision | Awaitable[Decision]:
-        """``evaluate`` without a coroutine of its own: the decision itself when the check
-        policies at the head of the pipeline settle it (always, for a pipeline made only of
-        them, as the default one is), else an awaitable of it. The router calls this."""
-        checks = self._checks()
-        index = 0
-        for policy in checks:
-            if policy is None or not policy.inline:
-                break
-            reason = policy.check(cmd, ctx)
+
+async def decide(chain: PolicyChain, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
+    """Run ``cmd`` through ``chain``; the decision lists the transforms made on the way."""
+    ctx.transforms = None
+    decision = await chain.decide(cmd, ctx)
+    if ctx.transforms:
+        decision.transforms = ctx.transforms
+    return decision
+
+
+def fold(policies: Sequence[Policy], pipeline_id: str) -> Step:
+    """Compose ``policies`` around a final accept; the first policy is the outermost.
+
+    A run of ``CheckPolicy``s (those that let ``inline`` be) becomes one step that calls their
+    ``check`` in a loop, with no coroutine per policy; a run of them at the end of the chain
+    accepts itself, so a chain made only of them (the default one) costs one coroutine.
+    """
+    handler: Step | None = None  # None: accept
+    checks: list[CheckPolicy] = []
+    for policy in reversed(policies):
+        if isinstance(policy, CheckPolicy) and policy.inline:
+            checks.append(policy)
+            continue
+        if checks:
+            handler = _checks(tuple(reversed(checks)), handler, pipeline_id)
+            checks = []
+        handler = _bind(policy, handler or _accept(pipeline_id))
+    if checks or handler is None:
+        handler = _checks(tuple(reversed(checks)), handler, pipeline_id)
+    return handler
+
+
+def _accept(pipeline_id: str) -> Step:
+    async def accept(cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
+        return Decision.accept(cmd, pipeline_id)
+
+    return accept
+
+
+def _checks(checks: tuple[CheckPolicy, ...], nxt: Step | None, pipeline_id: str) -> Step:
+    async def step(cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
+        for check in checks:
+            reason = check.check(cmd, ctx)
             if reason is not None:
-                return Decision.reject(cmd, reason, policy.policy_id)
-            index += 1
-        else:
-            return Decision.accept(cmd, self.pipeline_id)
-        return self._evaluate(index, cmd, ctx, self._seen, checks)
+                return Decision.reject(cmd, reason, check.policy_id)
+        if nxt is None:
+            return Decision.accept(cmd, pipeline_id)
+        return await nxt(cmd, ctx)
 
-    async def _evaluate(
-        self,
-        index: int,
-        cmd: SteeringCommand,
-        ctx: PolicyContext,
-        policies: tuple[Policy, ...],
-        checks: tuple[CheckPolicy | None, ...],
-    ) -> Decision:
-        evaluation = _Evaluation(policies, checks, ctx, self.pipeline_id)
-        step = evaluation.enter(index, cmd)
-        decision = step if isinstance(step, Decision) else await step
-        decision.transforms = evaluation.transforms
-        return decision
-
-    def _checks(self) -> tuple[CheckPolicy | None, ...]:
-        """Each policy if it is a ``CheckPolicy`` (run inline while its ``inline`` says so),
-        else None; worked out again only when the list of policies changed (an isinstance
-        against an ABC is run in Python, and this is asked for every command)."""
-        policies = tuple(self.policies)
-        if policies != self._seen:
-            self._seen = policies
-            self._checks_of_seen = tuple(
-                p if isinstance(p, CheckPolicy) else None for p in policies
-            )
-        return self._checks_of_seen
+    return step
 
 
-@dataclass(slots=True)
-class _Evaluation:
-    """One command's way through the policies: what every ``call_next`` needs to go on."""
-
-    policies: tuple[Policy, ...]
-    checks: tuple[CheckPolicy | None, ...]  # see PolicyPipeline._checks
-    ctx: PolicyContext
-    pipeline_id: str
-    transforms: list[tuple[str, SteeringCommand]] = field(default_factory=list)
-
-    def enter(self, index: int, received: SteeringCommand) -> Decision | Awaitable[Decision]:
-        """Start policy ``index`` on ``received`` (past the last one, accept).
-
-        Check policies run here, inline: when they decide, the decision is returned as is.
-        Any other policy gets a ``call_next`` that starts the next one and hands it back to be
-        awaited: one closure and one coroutine per such policy, and no reference cycle.
-        """
-        policies, checks = self.policies, self.checks
-        while index < len(policies) and (check := checks[index]) is not None and check.inline:
-            reason = check.check(received, self.ctx)
-            if reason is not None:
-                return Decision.reject(received, reason, check.policy_id)
-            index += 1
-        if index == len(policies):
-            return Decision.accept(received, self.pipeline_id)
-        policy = policies[index]
-
-        def call_next(passed: SteeringCommand) -> Awaitable[Decision]:
-            if passed is not received:
+def _bind(policy: Policy, nxt: Step) -> Step:
+    async def step(cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
+        async def call_next(passed: SteeringCommand) -> Decision:
+            if passed is not cmd:
                 try:
-                    passed = _transformed(passed, received)
+                    passed = _transformed(passed, cmd)
                 except InvalidCommandError as exc:
                     reason = f"policy {policy.policy_id!r} produced an invalid command: {exc}"
-                    return _decided(Decision.reject(received, reason, policy.policy_id))
-                self.transforms.append((policy.policy_id, received))
-            step = self.enter(index + 1, passed)
-            return _decided(step) if isinstance(step, Decision) else step
+                    return Decision.reject(cmd, reason, policy.policy_id)
+                if ctx.transforms is None:
+                    ctx.transforms = []
+                ctx.transforms.append((policy.policy_id, cmd))
+            return await nxt(passed, ctx)
 
-        return policy(received, self.ctx, call_next)
+        return await policy(cmd, ctx, call_next)
 
-
-async def _decided(decision: Decision) -> Decision:
-    return decision
+    return step
 
 
 def _transformed(passed: SteeringCommand, received: SteeringCommand) -> SteeringCommand:

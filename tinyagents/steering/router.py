@@ -43,7 +43,7 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
 from tinyagents.steering.policies import default_pipeline, not_found
-from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
+from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline, decide
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
@@ -98,6 +98,7 @@ class SteeringRouter:
         self.registry = registry
         self.bus = bus
         self.pipeline = pipeline if pipeline is not None else default_pipeline()
+        self.pipeline.chain()  # folded now, and again only when its list changes
         self.store = store
         self.testing = testing
         self.trusted_middleware = trusted_middleware
@@ -315,13 +316,12 @@ class SteeringRouter:
         )
         if cmd.checkpoint_id is not None:
             ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
-        pipeline = self.pipeline
-        if handle.policies:
-            pipeline = PolicyPipeline(
-                [*pipeline.policies, *handle.policies], pipeline_id=pipeline.pipeline_id
-            )
-        decided = pipeline.decide(cmd, ctx)
-        decision = decided if isinstance(decided, Decision) else await decided
+        run_policies = handle.policies
+        if run_policies:  # folded once per run (again only if either list changes)
+            chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
+        else:
+            chain = self.pipeline.chain()
+        decision = await decide(chain, cmd, ctx)
         if decision.status == "reject":
             return await self._reject(tracked, decision.reason or "rejected", decision.policy_id)
         if decision.status == "defer":

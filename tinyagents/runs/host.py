@@ -1,0 +1,89 @@
+"""``RunHost``: what the execution layer (agent loop, graph runtime) uses of the runtime.
+
+The agent loop and the graph driver are typed against this protocol, never against
+``Runtime``: they register their runs, report how they end, send commands, own background
+tasks and publish events through it, and nothing else. ``Runtime`` implements it; a test can
+host runs with anything that does.
+
+A call made without a host (``Agent.run(...)``, ``SubAgent.invoke(...)``) runs in a private
+one from ``private_host()``: the composition layer says how to make it
+(``provide_private_host``), so the execution layer never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.events.bus import EventBus
+from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.registry import RunRegistry
+from tinyagents.steering.conflicts import RedirectConflict
+
+
+@runtime_checkable
+class RunHost(Protocol):
+    """The runtime as the execution layer sees it."""
+
+    @property
+    def runs(self) -> RunRegistry:
+        """The run tree and handles of every run hosted here."""
+
+    @property
+    def bus(self) -> EventBus:
+        """Where runs publish their events."""
+
+    def require_open(self) -> None:
+        """Raise (``RuntimeClosed``/``ConfigurationError``) unless the host takes new runs."""
+
+    async def register(
+        self, handle: RunHandle, *, redirect_conflict: RedirectConflict = ...
+    ) -> RunHandle:
+        """Add a run to the tree and give it its steering inbox."""
+
+    async def finish(self, handle: RunHandle, result: RunResult) -> None:
+        """Record how a run ended and settle the commands still waiting for it."""
+
+    async def submit(self, cmd: SteeringCommand) -> SteeringReceipt:
+        """Send a command through the policy pipeline to its target's queue."""
+
+    def spawn(
+        self, coro: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]:
+        """Run a coroutine owned by the host: awaited (or cancelled) when it closes."""
+
+    async def target_changed(self, handle: RunHandle) -> None:
+        """The run's state changed (paused, resumed): re-evaluate commands waiting for it."""
+
+    def open_commands(self) -> list[SteeringCommand]:
+        """Every command that has not reached a terminal state yet."""
+
+    async def applied_commands(self, run_id: str) -> list[SteeringCommand]:
+        """The commands a run applied, as logged (a run started again under its id after a
+        crash gets them back); empty without a durable store."""
+
+    def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
+        """Allow one run's agent to steer another it has no authority over (a sibling)."""
+
+
+#: Makes the host of a call made without one: an async context manager, open inside it.
+HostFactory = Callable[[], AbstractAsyncContextManager[RunHost]]
+_host_factory: HostFactory | None = None
+
+
+def provide_private_host(factory: HostFactory) -> None:
+    """Say how ``private_host()`` makes a host (``tinyagents.runtime`` does, at import)."""
+    global _host_factory
+    _host_factory = factory
+
+
+def private_host() -> AbstractAsyncContextManager[RunHost]:
+    """A new private host for one call made without one (an in-memory ``Runtime``), closed
+    when the ``async with`` block ends."""
+    if _host_factory is None:
+        raise ConfigurationError("no runtime to host the run: pass runtime=")
+    return _host_factory()
