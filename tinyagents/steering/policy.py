@@ -64,9 +64,6 @@ class PolicyContext:
     latest_checkpoint_id: str | None = None
     task_id: str | None = None
     node_id: str | None = None
-    #: Filled by the chain as the command goes through it: (policy_id, command before the
-    #: transform), in pipeline order; None while no policy transformed it.
-    transforms: list[tuple[str, SteeringCommand]] | None = None
 
 
 class Policy(Protocol):
@@ -246,35 +243,26 @@ class PolicyPipeline:
     ) -> PolicyChain:
         """The pipeline's policies (then ``run_policies``, a run's own) folded into one chain:
         ``cached`` when it is still current, else folded anew."""
-        if run_policies is not None and not run_policies:
-            run_policies = None
-        if run_policies is None:
-            cached = self._chain
-        if cached is not None and not cached.stale(self, run_policies):
-            return cached
-        policies = [*self._policies, *(run_policies or ())]
-        chain = PolicyChain(
-            decide=fold(policies, self.pipeline_id),
+        if not run_policies:  # asked for every command: the common case first
+            chain = self._chain
+            if chain is None or chain.pipeline_changes != self._policies.changes:
+                chain = self._chain = self._fold(None)
+            return chain
+        if cached is None or cached.stale(self, run_policies):
+            return self._fold(run_policies)
+        return cached
+
+    def _fold(self, run_policies: PolicyList | None) -> PolicyChain:
+        return PolicyChain(
+            decide=fold([*self._policies, *(run_policies or ())], self.pipeline_id),
             pipeline=self,
             pipeline_changes=self._policies.changes,
             run_policies=run_policies,
             run_changes=run_policies.changes if run_policies is not None else 0,
         )
-        if run_policies is None:
-            self._chain = chain
-        return chain
 
     async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
-        return await decide(self.chain(), cmd, ctx)
-
-
-async def decide(chain: PolicyChain, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
-    """Run ``cmd`` through ``chain``; the decision lists the transforms made on the way."""
-    ctx.transforms = None
-    decision = await chain.decide(cmd, ctx)
-    if ctx.transforms:
-        decision.transforms = ctx.transforms
-    return decision
+        return await self.chain().decide(cmd, ctx)
 
 
 def fold(policies: Sequence[Policy], pipeline_id: str) -> Step:
@@ -328,9 +316,10 @@ def _bind(policy: Policy, nxt: Step) -> Step:
                 except InvalidCommandError as exc:
                     reason = f"policy {policy.policy_id!r} produced an invalid command: {exc}"
                     return Decision.reject(cmd, reason, policy.policy_id)
-                if ctx.transforms is None:
-                    ctx.transforms = []
-                ctx.transforms.append((policy.policy_id, cmd))
+                decision = await nxt(passed, ctx)
+                # Outer policies' transforms are inserted later, in front: pipeline order.
+                decision.transforms.insert(0, (policy.policy_id, cmd))
+                return decision
             return await nxt(passed, ctx)
 
         return await policy(cmd, ctx, call_next)

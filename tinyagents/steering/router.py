@@ -43,7 +43,7 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
 from tinyagents.steering.policies import default_pipeline, not_found
-from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline, decide
+from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
@@ -321,7 +321,7 @@ class SteeringRouter:
             chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
         else:
             chain = self.pipeline.chain()
-        decision = await decide(chain, cmd, ctx)
+        decision = await chain.decide(cmd, ctx)
         if decision.status == "reject":
             return await self._reject(tracked, decision.reason or "rejected", decision.policy_id)
         if decision.status == "defer":
