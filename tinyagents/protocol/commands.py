@@ -423,7 +423,7 @@ def _text_problem(values: dict[str, Any]) -> str | None:
             return f"invalid command: {name}: {_NOT_UTF8}"
     for name in ("target", "actor", "policy_ref"):
         model = values.get(name)
-        if model is None:
+        if model is None or _CLEAN.get(id(model)) is model:
             continue
         for field, value in model.__dict__.items():
             if type(value) is str:
@@ -433,7 +433,21 @@ def _text_problem(values: dict[str, Any]) -> str | None:
                 for text in value:
                     if isinstance(text, str) and not _utf8(text):
                         return f"invalid command: {name}.{field}: {_NOT_UTF8}"
+        _remember_clean(model)
     return None
+
+
+#: Targets, actors and policy refs whose text was checked, by id (the model itself is kept, so
+#: its id cannot be reused while it is here): they are frozen, and most commands reuse one
+#: actor and a few targets. Bounded: emptied when full.
+_CLEAN: dict[int, object] = {}
+_CLEAN_MAX = 4096
+
+
+def _remember_clean(model: object) -> None:
+    if len(_CLEAN) >= _CLEAN_MAX:
+        _CLEAN.clear()
+    _CLEAN[id(model)] = model
 
 
 # --------------------------------------------------------------------------- payloads
