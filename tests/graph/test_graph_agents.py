@@ -171,3 +171,27 @@ async def test_supervisor_grants_sibling_steering_between_agent_nodes(rt: Runtim
     assert result.status == "completed", result.error
     assert outcome["before"].status == "rejected"
     assert outcome["after"].status == "accepted"
+
+
+async def test_an_agent_node_cancelled_with_its_graph_says_why_not_runtime_closed(
+    rt: Runtime,
+) -> None:
+    """The child run of a cancelled agent node ends cancelled with the node's reason; it said
+    'runtime closed' while the runtime was open."""
+    gate = Gate()
+
+    async def respond(request: ModelRequest) -> Any:
+        await gate.wait()  # never opened: only the cancel ends this call
+        return "never"
+
+    agent = Agent("writer", model=FunctionModel(respond))
+    handle = await rt.start_graph(writer_graph(agent), {"topic": "cats"})
+    await gate.entered.wait()
+    [child_info] = [i for i in rt.runs.list() if i.kind == "agent" and i.node_id == "writer"]
+    child = rt.runs.get(child_info.run_id)
+    assert child is not None
+    await handle.cancel(immediate=True)
+    result = await child.result()
+    assert result.status is RunStatus.CANCELLED
+    assert "runtime closed" not in str(result.error)
+    assert "writer" in str(result.error)

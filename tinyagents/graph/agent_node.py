@@ -68,7 +68,8 @@ async def run_agent_node(run: GraphRun, task: Task) -> dict[str, Any]:
         result = await handle.result()
     except BaseException:
         if handle.task is not None and not handle.task.done():
-            handle.task.cancel()  # the node was cancelled: so is its agent
+            # the node was cancelled: so is its agent, saying why
+            handle.task.cancel(f"graph task {task.id} (node {task.node!r}) was cancelled")
         raise
     if result.status is RunStatus.LIMIT_EXCEEDED:
         raise RunLimitExceeded("agent run", result.error, None, run_id=handle.run_id)

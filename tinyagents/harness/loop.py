@@ -102,7 +102,11 @@ class AgentRun(RunDriver):
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is None or task.cancelling():
-                await self._end(self._result(RunStatus.CANCELLED, self.last_text, "runtime closed"))
+                # Whoever cancelled the task may say why (task.cancel(msg)); else the runtime
+                # is closing.
+                why = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
+                reason = why or "runtime closed"
+                await self._end(self._result(RunStatus.CANCELLED, self.last_text, reason))
                 raise
             # Raised by code the run called (a model, a middleware), not a cancellation of it.
             self.failure = exc
