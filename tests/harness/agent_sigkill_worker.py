@@ -188,6 +188,11 @@ async def main(db: str, run_id: str, incarnation: int, seed: int, mode: str, nth
         "steering": [m.metadata["steering"] for m in last.messages if "steering" in m.metadata],
         "contents": [m.content for m in last.messages],
         "tools": [t.name for t in last.tools],
+        # what the run allows at its end: a command restored from the log may be applied at
+        # the run's last boundary, after its last model request
+        "allowed": sorted(
+            t.name for t in all_tools() if handle.info.tools is None or t.name in handle.info.tools
+        ),
     }
     out("done", json.dumps(summary))
 
