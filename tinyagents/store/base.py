@@ -128,8 +128,7 @@ def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | Non
 
 def unreadable_reason(exc: Exception) -> str:
     """The reason a stored command that no longer validates is marked failed with."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"unreadable in the steering log, not restored: {first}"
+    return f"unreadable in the steering log, not restored: {_first_line(exc)}"
 
 
 #: SQLite result codes a later attempt may not meet: BUSY, LOCKED, IOERR, FULL.
@@ -277,15 +276,15 @@ class StoreWriter:
             self._full = False
             _log.warning("store writer: caught up; %d event(s) dropped so far", self.dropped)
 
-    async def _append(self, events: list[Event]) -> list[Event]:
-        """Write ``events`` in order, isolating those that can never be written; returns the
-        events written (an escaped copy in place of its original)."""
+    async def _append(self, events: list[Event]) -> None:
+        """Write ``events`` in order, isolating those that can never be written (each is
+        stored escaped, or dropped, and counted)."""
         if self._given_up:
             self.dropped += len(events)
-            return []
+            return
         error = await self._attempt(self.store.append_events, events)
         if error is None:
-            return events
+            return
         if _may_pass(error):  # only when closing has used its attempts
             self._given_up = True
             self.dropped += len(events)
@@ -293,18 +292,19 @@ class StoreWriter:
                 "store writer: closing, and the store still fails (%s): dropping what is left",
                 _first_line(error),
             )
-            return []
+            return
         if len(events) > 1:
             half = len(events) // 2
-            return [*await self._append(events[:half]), *await self._append(events[half:])]
+            await self._append(events[:half])
+            await self._append(events[half:])
+            return
         escaped = _escaped(events[0])
         if escaped is not None and await self._attempt(self.store.append_events, [escaped]) is None:
             self.escaped += 1
             self._report(events[0], error, "stored escaped")
-            return [escaped]
+            return
         self.dropped += 1
         self._report(events[0], error, "dropped")
-        return []
 
     async def _attempt(
         self, write: Callable[[list[_T]], Awaitable[None]], items: list[_T]
