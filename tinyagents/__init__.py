@@ -4,6 +4,20 @@ The names below are the public contract (DESIGN.md section 3). Graph building bl
 ``tinyagents.graph``, test fakes in ``tinyagents.testkit``, errors in ``tinyagents.errors``.
 """
 
+from tinyagents.errors import (
+    MissingAPIKeyError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelEmptyResponse,
+    ModelError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelRequestRejected,
+    ModelResponseError,
+    ModelResponseNotJSON,
+    ModelServerError,
+    ModelTimeoutError,
+)
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.litellm_model import LiteLLMModel
@@ -42,9 +56,21 @@ __all__ = [
     "LiteLLMModel",
     "Message",
     "Middleware",
+    "MissingAPIKeyError",
     "Model",
+    "ModelAuthenticationError",
+    "ModelConnectionError",
+    "ModelEmptyResponse",
+    "ModelError",
+    "ModelNotFoundError",
+    "ModelRateLimitError",
     "ModelRequest",
+    "ModelRequestRejected",
     "ModelResponse",
+    "ModelResponseError",
+    "ModelResponseNotJSON",
+    "ModelServerError",
+    "ModelTimeoutError",
     "PolicyContext",
     "PolicyPipeline",
     "RedirectConflict",

@@ -14,7 +14,18 @@
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
     │   ├── RunCancelled               the run was cancelled by a steering command
     │   └── RunFailed                  the run raised; the original error is the __cause__
-    ├── ModelError                     a model provider call failed after its retries
+    ├── ModelError                     a model provider call failed (after its retries, if retryable)
+    │   ├── ModelConnectionError        nothing answered at api_base (refused, unreachable)   retried
+    │   ├── ModelTimeoutError           no answer within the timeout                          retried
+    │   ├── ModelRateLimitError         HTTP 429                                              retried
+    │   ├── ModelServerError            HTTP 5xx                                              retried
+    │   ├── ModelAuthenticationError    HTTP 401/403: the key was refused
+    │   │   └── MissingAPIKeyError      no API key was configured; nothing was sent
+    │   ├── ModelNotFoundError          HTTP 404: unknown model, or api_base has the wrong path
+    │   ├── ModelRequestRejected        another 4xx: the server refused this request
+    │   └── ModelResponseError          a 200 the client cannot use
+    │       ├── ModelResponseNotJSON    the body is not JSON (often api_base is not the API root)
+    │       └── ModelEmptyResponse      the completion has no choices
     ├── ToolError                      a tool could not be called (unknown name, bad arguments, timeout)
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached
@@ -137,7 +148,78 @@ class RunFailed(RunError):
 
 
 class ModelError(TinyAgentsError):
-    """A model call failed after its retries."""
+    """A model call failed (after its retries, when the failure is one worth retrying).
+
+    ``model`` and ``api_base`` name what was called, ``status`` the HTTP status if there was
+    one; ``retryable`` says whether ``LiteLLMModel`` retries this kind of failure.
+    """
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        api_base: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.model = model
+        self.api_base = api_base
+        self.status = status
+
+
+class ModelConnectionError(ModelError):
+    """Nothing answered at ``api_base``: connection refused, host unreachable, DNS failure."""
+
+    retryable = True
+
+
+class ModelTimeoutError(ModelError):
+    """The provider did not answer within the timeout."""
+
+    retryable = True
+
+
+class ModelRateLimitError(ModelError):
+    """HTTP 429: the provider is rate-limiting this key."""
+
+    retryable = True
+
+
+class ModelServerError(ModelError):
+    """HTTP 5xx: the provider failed (or is overloaded)."""
+
+    retryable = True
+
+
+class ModelAuthenticationError(ModelError):
+    """HTTP 401/403: the provider refused the API key."""
+
+
+class MissingAPIKeyError(ModelAuthenticationError):
+    """No API key was configured for a provider that needs one; no request was sent."""
+
+
+class ModelNotFoundError(ModelError):
+    """HTTP 404: the server does not know the model, or ``api_base`` has the wrong path."""
+
+
+class ModelRequestRejected(ModelError):
+    """Another 4xx: the server refused this request (bad field, context too long, ...)."""
+
+
+class ModelResponseError(ModelError):
+    """The provider answered 200 with a body the client cannot use."""
+
+
+class ModelResponseNotJSON(ModelResponseError):
+    """The body of a 200 is not JSON: ``api_base`` is often not the API root (``.../v1``)."""
+
+
+class ModelEmptyResponse(ModelResponseError):
+    """The completion has an empty ``choices`` list."""
 
 
 class ToolError(TinyAgentsError):
