@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinyagents.events.models import RunEvent
+from tinyagents.harness.context import ActiveRun
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import MESSAGE_KINDS, SteeringCommand, SteeringKind
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
-
-if TYPE_CHECKING:
-    from tinyagents.harness.loop import AgentRun
 
 
 class Stop(Exception):
@@ -24,7 +22,7 @@ class Stop(Exception):
 
 
 async def apply(
-    run: AgentRun, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+    run: ActiveRun, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
 ) -> bool:
     """Apply one delivered command. Returns True when it staged a message for the model
     (it is then marked applied when the next model request carries it)."""
@@ -88,7 +86,7 @@ async def apply(
     return False
 
 
-def restore(run: AgentRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
+def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
     """Re-apply, before the first boundary, the state changes of commands an earlier
     incarnation of this run applied (a restart after a crash): narrowed tools and models,
     budgets, and the steering messages the model had seen. No steering events: each command

@@ -1,25 +1,83 @@
-"""``RunContext``: what tools and middleware of a run can reach (a tool receives it as ``ctx``)."""
+"""``RunContext``: what tools and middleware of a run can reach (a tool receives it as ``ctx``).
+
+The context names the agent and the run through two small protocols, ``AgentView`` and
+``ActiveRun``, rather than through ``Agent`` and ``AgentRun``: those live above this module
+(the loop hands every run a context, and ``Agent`` starts loops), so typing against them here
+would close an import cycle. ``Agent`` is an ``AgentView``; ``AgentRun`` is an ``ActiveRun``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from tinyagents.harness.model import Message, Model
+from tinyagents.harness.render import SteeringRenderer
+from tinyagents.harness.tools import Tool
 from tinyagents.runs.info import RunInfo
+from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
-    from tinyagents.harness.agent import Agent
-    from tinyagents.harness.loop import AgentRun
+    from tinyagents.events.models import Event
+    from tinyagents.protocol.commands import SteeringCommand
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
+
+
+class AgentView(Protocol):
+    """The agent a run is made from, as its tools, middleware and steering read it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def instructions(self) -> str: ...
+    @property
+    def model(self) -> Model: ...
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+    @property
+    def limits(self) -> RunLimits: ...
+    @property
+    def models(self) -> tuple[str, ...] | None: ...
+    @property
+    def renderer(self) -> SteeringRenderer: ...
+    @property
+    def unknown_tools(self) -> Literal["error_result", "fail"]: ...
+
+
+class ActiveRun(Protocol):
+    """A running agent loop, as steering applied at its boundaries acts on it."""
+
+    @property
+    def agent(self) -> AgentView: ...
+    @property
+    def handle(self) -> RunHandle: ...
+    @property
+    def info(self) -> RunInfo: ...
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation so far."""
+
+    @property
+    def staged(self) -> list[tuple[SteeringCommand, Message]]:
+        """Steering messages delivered but not yet sent to the model."""
+
+    @property
+    def paused(self) -> bool: ...
+    async def set_paused(self, paused: bool) -> None: ...
+    def allowed_tools(self) -> Mapping[str, Tool]: ...
+    def emit(self, cls: type[Event], **fields: Any) -> None: ...
 
 
 @dataclass(slots=True, kw_only=True)
 class RunContext:
     runtime: RunHost
     handle: RunHandle
-    agent: Agent
-    run: AgentRun
+    agent: AgentView
+    run: ActiveRun
 
     @property
     def info(self) -> RunInfo:

@@ -12,7 +12,8 @@ IMMEDIATE cancel interrupts, and only an in-flight model request.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents import _clock
 from tinyagents.errors import RunLimitExceeded, ToolError, UnknownTargetError
@@ -25,16 +26,16 @@ from tinyagents.events.models import (
 )
 from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
-from tinyagents.harness.context import RunContext
+from tinyagents.harness.context import AgentView, RunContext
 from tinyagents.harness.limits import (
     child_limits,
     record_model_usage,
     reserve_model_call,
     reserve_tool_call,
 )
-from tinyagents.harness.middleware import SteeringHook, fold, overrides
+from tinyagents.harness.middleware import Middleware, SteeringHook, fold, overrides
 from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
-from tinyagents.harness.tools import ToolResult, execute_tool_call
+from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
@@ -49,15 +50,22 @@ from tinyagents.runs.info import RunInfo, RunStatus, run_event, subagent_event
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
-    from tinyagents.harness.agent import Agent
     from tinyagents.runs.host import RunHost
+
+
+class AgentRecipe(AgentView, Protocol):
+    """What the loop reads of the agent it runs: its view plus its middleware. ``Agent`` is
+    one; the loop is typed against this so that ``Agent`` (which starts loops) can sit above it."""
+
+    @property
+    def middleware(self) -> Sequence[Middleware]: ...
 
 
 class AgentRun(RunDriver):
     """One run of an ``Agent``: its conversation, its boundaries and its steering."""
 
     def __init__(
-        self, runtime: RunHost, agent: Agent, handle: RunHandle, messages: list[Message]
+        self, runtime: RunHost, agent: AgentRecipe, handle: RunHandle, messages: list[Message]
     ) -> None:
         self.runtime = runtime
         self.agent = agent
@@ -281,7 +289,7 @@ class AgentRun(RunDriver):
         )
         return result
 
-    def allowed_tools(self) -> dict[str, Any]:
+    def allowed_tools(self) -> Mapping[str, Tool]:
         grant = self.info.tools
         tools = self.agent.tools
         return tools if grant is None else {n: t for n, t in tools.items() if n in grant}
@@ -443,7 +451,7 @@ def _unfreeze(handle: RunHandle) -> None:
 
 async def start_agent_run(
     runtime: RunHost,
-    agent: Agent,
+    agent: AgentRecipe,
     input: str | list[Message],
     *,
     parent: RunHandle | str | None = None,
@@ -527,7 +535,7 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
 
 
 def _initial_messages(
-    agent: Agent, input: str | list[Message], history: list[Message] | None
+    agent: AgentRecipe, input: str | list[Message], history: list[Message] | None
 ) -> list[Message]:
     messages: list[Message] = []
     if history:
