@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunFailed, RunLimitExceeded
-from tinyagents.graph.types import UNSET
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
-    from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.tasks import Task
+    from tinyagents.runs.handle import RunHandle
+    from tinyagents.runs.host import RunHost
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +45,28 @@ def _read(state: Any, key: str) -> Any:
     return getattr(state, key)
 
 
-async def run_agent_node(run: GraphRun, task: Task) -> dict[str, Any]:
-    """Start the agent as a child run, wait for it, map its output to state writes."""
+async def run_agent_node(
+    task: Task,
+    state: Any,
+    runtime: RunHost | None,
+    *,
+    parent: str | None,
+    started: Callable[[Task, RunHandle], None] | None = None,
+) -> dict[str, Any]:
+    """Start the agent as a child run of ``parent``, wait for it, map its output to state
+    writes. ``started`` learns the child's handle (so steering can reach it while it runs)."""
     node: AgentNode = task.spec.agent
-    runtime = run.runtime
     if runtime is None:
         raise GraphError(
             f"node {task.node!r} is an agent and needs a runtime: "
             "graph.run(..., runtime=rt) or rt.start_graph(graph, ...)"
         )
-
-    state = run.view() if task.arg is UNSET else task.arg
     prompt = node.input(state) if callable(node.input) else _read(state, node.input)
-    observer = run.observer
-    parent = observer.parent_for(task) if observer is not None else run.run_id
     handle = await start_agent_run(
         runtime, node.agent, prompt, parent=parent, task_id=task.id, node_id=task.node
     )
-    if observer is not None:
-        observer.agent_started(task, handle)
+    if started is not None:
+        started(task, handle)
     try:
         result = await handle.result()
     except BaseException:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import ConfigurationError
+from tinyagents.graph import mermaid
+from tinyagents.graph.agent_node import AgentNode
+from tinyagents.graph.compiled import CompiledGraph
+from tinyagents.graph.core import Branch, NodeSpec
 from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, RetryPolicy
+from tinyagents.graph.validation import validate
 
 if TYPE_CHECKING:
-    from tinyagents.graph.compiled import CompiledGraph
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
@@ -31,41 +34,6 @@ def positional_arity(fn: Callable[..., Any]) -> int:
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return 2
     return sum(1 for p in params if p.kind in kinds)
-
-
-@dataclass(slots=True, kw_only=True)
-class NodeSpec:
-    """A node: a function ``(state[, ctx]) -> dict | Command | None``, a sub-graph or an agent."""
-
-    name: str
-    fn: Callable[..., Any] | None = None
-    subgraph: CompiledGraph | None = None
-    agent: Any = None
-    retry: RetryPolicy | None = None
-    timeout: float | None = None
-    destinations: tuple[str, ...] = ()
-    supervises: tuple[str, ...] = ()
-    is_async: bool = False
-    takes_ctx: bool = False
-    #: a bare function: no retry, timeout or context (eligible for the loop's fast path)
-    plain: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True, kw_only=True)
-class Branch:
-    """A conditional edge: ``router(state)`` names the next node(s) or returns ``Send``s."""
-
-    source: str
-    router: Callable[..., Any]
-    mapping: dict[Hashable, str] | None
-    is_async: bool
-
-    def targets(self, all_nodes: Sequence[str]) -> list[str]:
-        """Where the router may lead, for validation (anywhere when there is no mapping)."""
-        if self.mapping is not None:
-            return list(dict.fromkeys(self.mapping.values()))
-        return [*all_nodes, END]
 
 
 class StateGraph:
@@ -117,14 +85,10 @@ class StateGraph:
             supervises=tuple(supervises),
             metadata=dict(metadata or {}),
         )
-        from tinyagents.graph.compiled import CompiledGraph
-
         if isinstance(action, CompiledGraph):
             spec.subgraph = action
             spec.is_async = True
-        elif _is_agent(action) or _is_agent_node(action):
-            from tinyagents.graph.agent_node import AgentNode
-
+        elif _is_agent(action) or isinstance(action, AgentNode):
             spec.agent = action if isinstance(action, AgentNode) else AgentNode(action)
             spec.is_async = True
         elif callable(action):
@@ -192,9 +156,6 @@ class StateGraph:
         redirect_conflict: str = "first_accepted",
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``."""
-        from tinyagents.graph.compiled import CompiledGraph
-        from tinyagents.graph.validation import validate
-
         validate(self)
         if task_cancel_policy not in ("skip", "fail_run"):
             raise ConfigurationError("task_cancel_policy must be 'skip' or 'fail_run'")
@@ -212,15 +173,7 @@ class StateGraph:
         )
 
     def to_mermaid(self) -> str:
-        from tinyagents.graph.mermaid import to_mermaid
-
-        return to_mermaid(self)
-
-
-def _is_agent_node(action: Any) -> bool:
-    from tinyagents.graph.agent_node import AgentNode
-
-    return isinstance(action, AgentNode)
+        return mermaid.to_mermaid(self)
 
 
 def _is_agent(action: Any) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_core import to_jsonable_python
 
@@ -22,8 +22,18 @@ from tinyagents.graph.types import UNSET, Send
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:
-    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.graph.state import StateSchema
     from tinyagents.store.checkpoint.base import Checkpointer
+
+
+class GraphCodec(Protocol):
+    """What encoding a head needs of its graph (a ``GraphCore``): the state channels, and the
+    type a ``Send`` argument comes back as."""
+
+    @property
+    def schema(self) -> StateSchema: ...
+
+    def decode_arg(self, node: str, value: Any) -> Any: ...
 
 
 def new_frontier_id() -> str:
@@ -56,7 +66,7 @@ class Planned:
         return {"node": self.node, "arg": encode(self.arg)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], graph: CompiledGraph) -> Planned:
+    def from_json(cls, data: dict[str, Any], graph: GraphCodec) -> Planned:
         if "arg" not in data:
             return cls(node=data["node"])
         return cls(node=data["node"], arg=graph.decode_arg(data["node"], data["arg"]))
@@ -66,7 +76,7 @@ def encode_goto(goto: list[str | Send]) -> list[Any]:
     return [g if isinstance(g, str) else {"node": g.node, "arg": encode(g.arg)} for g in goto]
 
 
-def decode_goto(data: list[Any], graph: CompiledGraph) -> list[str | Send]:
+def decode_goto(data: list[Any], graph: GraphCodec) -> list[str | Send]:
     return [
         g if isinstance(g, str) else Send(g["node"], graph.decode_arg(g["node"], g["arg"]))
         for g in data
@@ -126,7 +136,7 @@ class Head:
             setattr(self, f.name, getattr(staged, f.name))
 
     @classmethod
-    def fresh(cls, graph: CompiledGraph, thread_id: str, ns: str, lineage: str | None) -> Head:
+    def fresh(cls, graph: GraphCodec, thread_id: str, ns: str, lineage: str | None) -> Head:
         return cls(
             thread_id=thread_id,
             ns=ns,
@@ -138,7 +148,7 @@ class Head:
 
 
 async def load_head(
-    graph: CompiledGraph,
+    graph: GraphCodec,
     checkpointer: Checkpointer,
     thread_id: str,
     ns: str = "",
@@ -182,7 +192,7 @@ async def load_head(
 
 
 async def load_records(
-    graph: CompiledGraph, checkpointer: Checkpointer, head: Head
+    graph: GraphCodec, checkpointer: Checkpointer, head: Head
 ) -> dict[str, TaskRecords]:
     records: dict[str, TaskRecords] = {}
     channels = graph.schema.channels
@@ -202,7 +212,7 @@ async def load_records(
 
 
 def result_write(
-    graph: CompiledGraph,
+    graph: GraphCodec,
     task_id: str,
     writes: list[tuple[str, Any]],
     goto: list[Any],

@@ -20,6 +20,7 @@ from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled
 from tinyagents.events.models import GraphEvent
 from tinyagents.graph.session import GraphSession, goto_problem
+from tinyagents.graph.steering import lower_all
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     CONTROL_KINDS,
@@ -39,7 +40,7 @@ from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
 if TYPE_CHECKING:
     from tinyagents.graph.checkpointing import Head
-    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.graph.core import GraphCore
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.tasks import Task
     from tinyagents.graph.types import GraphResult
@@ -103,7 +104,7 @@ class GraphCommandCheck(CheckPolicy):
 
     policy_id = "graph"
 
-    def __init__(self, graph: CompiledGraph, run_id: str) -> None:
+    def __init__(self, graph: GraphCore, run_id: str) -> None:
         self.graph = graph
         self.run_id = run_id
 
@@ -117,7 +118,7 @@ class GraphCommandCheck(CheckPolicy):
 class GraphRunDriver(RunDriver):
     """The router's and the executor's view of one runtime-managed graph run."""
 
-    def __init__(self, runtime: RunHost, graph: CompiledGraph, *, wait_on_interrupt: bool) -> None:
+    def __init__(self, runtime: RunHost, graph: GraphCore, *, wait_on_interrupt: bool) -> None:
         self.runtime = runtime
         self.graph = graph
         self.wait_on_interrupt = wait_on_interrupt
@@ -268,8 +269,6 @@ class GraphRunDriver(RunDriver):
         # rested, see ``paused``) or about to complete (a redirect then gives it another turn)
         final, self.resting = self.resting or not run.head.frontier, False
         if len(inbox):
-            from tinyagents.graph.steering import lower_all
-
             cmds = inbox.take(Boundary.BETWEEN_SUPERSTEPS, final=final)
             self._fail_undeliverable()
             if cmds:
@@ -384,13 +383,28 @@ class GraphRunDriver(RunDriver):
         entry = self.task_runs.get(task.id)
         return entry.run_id if entry is not None else (self.handle.run_id if self.handle else None)
 
-    def agent_started(self, task: Task, handle: Any) -> None:
+    def agent_started(self, task: Task, handle: RunHandle) -> None:
         self.agent_runs[task.id] = handle
+
+    # -- SteeredRun: what lowering asks beyond the handle ------------------------------------
+
+    async def start_fork_run(self, input: Any, thread_id: str) -> RunHandle:
+        """Start a run like this one (same tenant, same waiting on interrupts) on a fork of
+        its thread: where a command made against an older checkpoint is applied."""
+        assert self.handle is not None
+        return await start_graph_run(
+            self.runtime,
+            self.graph,
+            input,
+            thread_id=thread_id,
+            tenant_id=self.handle.info.tenant_id,
+            wait_on_interrupt=self.wait_on_interrupt,
+        )
 
 
 async def start_graph_run(
     runtime: RunHost,
-    graph: CompiledGraph,
+    graph: GraphCore,
     input: Any,
     *,
     thread_id: str | None = None,
@@ -521,7 +535,7 @@ async def _main(
 
 
 async def run_with_runtime(
-    graph: CompiledGraph,
+    graph: GraphCore,
     input: Any,
     *,
     runtime: RunHost,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import GraphError, GraphRecursionError
 from tinyagents.graph._context import UNSAVED, NodeInterrupt, ParentCommand, reset_scope, set_scope
+from tinyagents.graph.agent_node import run_agent_node
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -29,7 +30,8 @@ from tinyagents.graph.tasks import Task, Writes, call_node, read_output
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
-    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.graph.core import GraphCore
+    from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
     from tinyagents.store.checkpoint.base import Checkpointer
 
@@ -54,7 +56,7 @@ class RunObserver(Protocol):
 
     def parent_for(self, task: Task) -> str | None: ...
 
-    def agent_started(self, task: Task, handle: Any) -> None: ...
+    def agent_started(self, task: Task, handle: RunHandle) -> None: ...
 
 
 class _TaskFailed(Exception):
@@ -69,7 +71,7 @@ class GraphRun:
 
     def __init__(
         self,
-        graph: CompiledGraph,
+        graph: GraphCore,
         head: Head,
         *,
         checkpointer: Checkpointer | None,
@@ -379,9 +381,7 @@ class GraphRun:
             raise NodeInterrupt(result.interrupts)
         return self._subgraph_output(child_graph, data, result.state)
 
-    def _subgraph_output(
-        self, child_graph: CompiledGraph, start: Any, final: dict[str, Any]
-    ) -> Writes:
+    def _subgraph_output(self, child_graph: GraphCore, start: Any, final: dict[str, Any]) -> Writes:
         channels = self.graph.schema.channels
         start = child_graph.schema.coerce_input(start)
         writes: list[tuple[str, Any]] = []
@@ -394,9 +394,19 @@ class GraphRun:
         return Writes(writes=writes)
 
     async def run_agent(self, task: Task) -> Any:
-        from tinyagents.graph.agent_node import run_agent_node
-
-        return await run_agent_node(self, task)
+        """Run an agent node as a child run: below the task's entry in the run tree when a
+        runtime manages this run, else below the run itself."""
+        state = self.view() if task.arg is UNSET else task.arg
+        observer = self.observer
+        if observer is None:
+            return await run_agent_node(task, state, self.runtime, parent=self.run_id)
+        return await run_agent_node(
+            task,
+            state,
+            self.runtime,
+            parent=observer.parent_for(task),
+            started=observer.agent_started,
+        )
 
 
 def _first_failure(eg: BaseExceptionGroup) -> BaseException:

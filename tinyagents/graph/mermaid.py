@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tinyagents.graph.types import END, START
 
 if TYPE_CHECKING:
-    from tinyagents.graph.builder import StateGraph
+    from tinyagents.graph.core import DeclaredGraph
 
 
 def _id(name: str) -> str:
@@ -23,7 +23,7 @@ def _label(name: str) -> str:
     return name.replace('"', "#quot;")
 
 
-def to_mermaid(graph: StateGraph) -> str:
+def to_mermaid(graph: DeclaredGraph) -> str:
     lines = ["flowchart TD", f"    {_id(START)}([START])"]
     for name, spec in graph.nodes.items():
         shape = f'[["{_label(name)}"]]' if spec.subgraph is not None else f'["{_label(name)}"]'

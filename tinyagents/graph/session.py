@@ -36,14 +36,14 @@ from tinyagents.store.checkpoint._lease import new_owner
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
-    from tinyagents.graph.compiled import CompiledGraph
+    from tinyagents.graph.core import GraphCore
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
 class GraphSession:
     """``async with GraphSession(graph, thread_id) as s: run = await s.prepare(input)``."""
 
-    def __init__(self, graph: CompiledGraph, thread_id: str | None) -> None:
+    def __init__(self, graph: GraphCore, thread_id: str | None) -> None:
         self.graph = graph
         self.cp = graph.checkpointer
         self.thread_id = thread_id or (_clock.new_id("th") if self.cp is not None else "")
@@ -187,7 +187,7 @@ class GraphSession:
         return staged.checkpoint_id
 
 
-def check_as_node(graph: CompiledGraph, as_node: str | None) -> None:
+def check_as_node(graph: GraphCore, as_node: str | None) -> None:
     if as_node is not None and as_node != START and as_node not in graph.nodes:
         raise GraphError(
             f"update_state(as_node={as_node!r}): no such node (nodes: {', '.join(graph.nodes)})"
@@ -195,7 +195,7 @@ def check_as_node(graph: CompiledGraph, as_node: str | None) -> None:
 
 
 async def stage_update(
-    graph: CompiledGraph, head: Head, update: dict[str, Any], as_node: str | None
+    graph: GraphCore, head: Head, update: dict[str, Any], as_node: str | None
 ) -> tuple[Head, dict[str, Any]]:
     """``update`` applied through the reducers (and, with ``as_node``, routed as that node's
     output) to a copy of ``head``: (the changed copy, its deltas). One ``update_state`` for the
@@ -233,7 +233,7 @@ async def stage_update(
     return staged, delta
 
 
-def goto_problem(graph: CompiledGraph, goto: Any) -> str | None:
+def goto_problem(graph: GraphCore, goto: Any) -> str | None:
     """Why a steering redirect's ``goto`` cannot steer ``graph``, or None. ``END`` is allowed
     (the run finishes); an empty list is not: it would end the run without saying so."""
     if goto is None:
@@ -250,7 +250,7 @@ def goto_problem(graph: CompiledGraph, goto: Any) -> str | None:
     return None
 
 
-def jump(graph: CompiledGraph, head: Head, goto: list[str | Send]) -> dict[str, Any]:
+def jump(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]:
     """Make ``goto`` the next superstep. Tasks of an unfinished step that already finished
     keep their writes (applied now, in task order); paused or unstarted ones are dropped.
     Returns the deltas of those writes."""

@@ -21,9 +21,10 @@ staleness policy rejects it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
+from tinyagents.graph import threads
 from tinyagents.graph.checkpointing import save
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.session import (
@@ -45,11 +46,32 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
-    from tinyagents.graph.compiled import CompiledGraph
-    from tinyagents.graph.driver import GraphRunDriver
+    from tinyagents.graph.core import GraphCore
     from tinyagents.graph.executor import GraphRun
+    from tinyagents.runs.handle import RunHandle
 
 RESUME_KINDS = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT})
+
+
+class SteeredRun(Protocol):
+    """What lowering needs of the runtime-managed run it steers (``driver.GraphRunDriver``,
+    which calls ``lower_all`` at each boundary): its handle (inbox, status), its events, the
+    tasks an immediate cancel stopped, and how to start a run on a fork of its thread."""
+
+    @property
+    def handle(self) -> RunHandle | None: ...
+
+    @property
+    def cancelled(self) -> dict[str, SteeringCommand]: ...
+
+    @property
+    def cancelled_nodes(self) -> dict[str, str]: ...
+
+    def emit(self, type_: str, **fields: Any) -> None: ...
+
+    async def applied_earlier(self, cmd: SteeringCommand) -> dict[str, Any] | None: ...
+
+    async def start_fork_run(self, input: Any, thread_id: str) -> RunHandle: ...
 
 
 class CannotApply(Exception):
@@ -60,7 +82,7 @@ class TaskCancelled(GraphError):
     """A task was cancelled by steering under ``task_cancel_policy="fail_run"``."""
 
 
-async def lower_all(driver: GraphRunDriver, run: GraphRun, cmds: list[SteeringCommand]) -> None:
+async def lower_all(driver: SteeredRun, run: GraphRun, cmds: list[SteeringCommand]) -> None:
     """Apply ``cmds`` in order; each ends applied or failed (a run cancel ends the run)."""
     assert driver.handle is not None
     inbox = driver.handle.inbox
@@ -91,7 +113,7 @@ async def lower_all(driver: GraphRunDriver, run: GraphRun, cmds: list[SteeringCo
         inbox.applied(cmd, **affected)
 
 
-def _fail_rest(driver: GraphRunDriver, cmds: list[SteeringCommand]) -> None:
+def _fail_rest(driver: SteeredRun, cmds: list[SteeringCommand]) -> None:
     assert driver.handle is not None
     for cmd in cmds:
         driver.handle.inbox.failed(cmd, "the graph run ended before this command")
@@ -101,7 +123,7 @@ def _run_level(cmd: SteeringCommand) -> bool:
     return not isinstance(cmd.target, GraphTaskTarget | GraphNodeTarget)
 
 
-async def lower(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+async def lower(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     if cmd.fork and cmd.checkpoint_id is not None:
         return await _on_fork(driver, run, cmd)
     kind = cmd.kind
@@ -200,7 +222,7 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 # -- goto, update, cancel ---------------------------------------------------------------------
 
 
-def _goto(graph: CompiledGraph, cmd: SteeringCommand) -> list[str]:
+def _goto(graph: GraphCore, cmd: SteeringCommand) -> list[str]:
     problem = goto_problem(graph, cmd.payload.get("goto"))
     if problem is not None:
         raise CannotApply(problem)
@@ -242,7 +264,7 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     return {"checkpoint_id": head.checkpoint_id, "keys": sorted(update)}
 
 
-async def _cancel(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+async def _cancel(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     target = cmd.target
     if isinstance(target, GraphTaskTarget):
         task_ids = [target.task_id]
@@ -298,7 +320,7 @@ class _Stopped(Exception):
         self.error = error
 
 
-async def wait_while_paused(driver: GraphRunDriver, run: GraphRun) -> None:
+async def wait_while_paused(driver: SteeredRun, run: GraphRun) -> None:
     """Hold the run at this boundary until a resume (or a cancel) arrives."""
     assert driver.handle is not None
     handle, inbox = driver.handle, driver.handle.inbox
@@ -329,7 +351,7 @@ async def wait_while_paused(driver: GraphRunDriver, run: GraphRun) -> None:
         handle.info.status = RunStatus.RUNNING
 
 
-def _status(driver: GraphRunDriver, run: GraphRun) -> dict[str, Any]:
+def _status(driver: SteeredRun, run: GraphRun) -> dict[str, Any]:
     return {
         "status": driver.handle.status.value if driver.handle else "unknown",
         "step": run.head.step,
@@ -342,15 +364,13 @@ def _status(driver: GraphRunDriver, run: GraphRun) -> dict[str, Any]:
 # -- fork -------------------------------------------------------------------------------------
 
 
-async def _on_fork(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+async def _on_fork(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     """Apply a command made against an older checkpoint on a fork of the thread there.
 
     The fork's thread is named after the command (``<thread>~<correlation id>``): a command
     handed over again after a crash finds the fork an earlier process made, and continues it
     (or reports it, if it ran to its end) instead of forking a second time.
     """
-    from tinyagents.graph.driver import start_graph_run
-
     graph, checkpointer = run.graph, run.checkpointer
     assert cmd.checkpoint_id is not None and driver.handle is not None
     assert checkpointer is not None  # a command naming a checkpoint passed the staleness check
@@ -358,34 +378,27 @@ async def _on_fork(driver: GraphRunDriver, run: GraphRun, cmd: SteeringCommand) 
     affected: dict[str, Any] = {"fork_thread_id": fork, "forked_at": cmd.checkpoint_id}
     made = await checkpointer.latest(fork)
     if made is None:
-        await graph.fork(run.head.thread_id, cmd.checkpoint_id, new_thread_id=fork)
+        await threads.fork(graph, run.head.thread_id, cmd.checkpoint_id, new_thread_id=fork)
         first = await _first_on_fork(graph, fork, cmd)
     else:  # forked by a process that died before it reported the command applied
         affected["applied_before_restart"] = True
-        snapshot = await graph.get_state(fork)
+        snapshot = await threads.get_state(graph, fork)
         if not snapshot.next and not snapshot.interrupts:  # and its run got to the end
             return {**affected, "fork_run_id": made.metadata.get("run_id")}
         untouched = made.source == "fork"  # nothing was done on it yet (an answer, at most)
         first = await _first_on_fork(graph, fork, cmd, again=True) if untouched else None
-    handle = await start_graph_run(
-        driver.runtime,
-        graph,
-        first,
-        thread_id=fork,
-        tenant_id=driver.handle.info.tenant_id,
-        wait_on_interrupt=driver.wait_on_interrupt,
-    )
+    handle = await driver.start_fork_run(first, fork)
     return {**affected, "fork_run_id": handle.run_id}
 
 
 async def _first_on_fork(
-    graph: CompiledGraph, fork: str, cmd: SteeringCommand, *, again: bool = False
+    graph: GraphCore, fork: str, cmd: SteeringCommand, *, again: bool = False
 ) -> Any:
     """What the fork's run starts with to apply ``cmd`` (an update is applied here). With
     ``again`` (a fork made before a crash) an interrupt answered already is not answered twice."""
     kind = cmd.kind
     if kind in RESUME_KINDS:
-        snapshot = await graph.get_state(fork)
+        snapshot = await threads.get_state(graph, fork)
         candidates = [i for i in snapshot.interrupts if _matches(cmd, i, i.node)]
         wanted = cmd.payload.get("interrupt_id")
         if wanted is not None:
@@ -401,8 +414,8 @@ async def _first_on_fork(
     if kind is SteeringKind.REDIRECT:
         return Command(goto=_goto(graph, cmd))
     if kind is SteeringKind.UPDATE_STATE:
-        await graph.update_state(
-            fork, mutable_copy(cmd.payload["update"]), as_node=cmd.payload.get("as_node")
+        await threads.update_state(
+            graph, fork, mutable_copy(cmd.payload["update"]), as_node=cmd.payload.get("as_node")
         )
         return None
     raise CannotApply(f"{kind.value} cannot be applied on a fork")

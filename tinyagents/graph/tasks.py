@@ -7,7 +7,7 @@ import asyncio
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
@@ -22,8 +22,10 @@ from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.types import UNSET, Command, Send
 
 if TYPE_CHECKING:
-    from tinyagents.graph.builder import NodeSpec
-    from tinyagents.graph.executor import GraphRun
+    from tinyagents.graph.checkpointing import Head
+    from tinyagents.graph.core import GraphCore, NodeSpec
+    from tinyagents.runs.host import RunHost
+    from tinyagents.store.checkpoint.base import Checkpointer
 
 
 class Task:
@@ -88,6 +90,35 @@ class Task:
 _EMPTY: list[Any] = []  # shared, never mutated: tasks replace it
 
 
+class TaskRun(Protocol):
+    """What a task needs of the run it belongs to (``executor.GraphRun``, which imports this
+    module): where it runs, the state view, and how to run a sub-graph or an agent node."""
+
+    @property
+    def graph(self) -> GraphCore: ...
+
+    @property
+    def head(self) -> Head: ...
+
+    @property
+    def checkpointer(self) -> Checkpointer | None: ...
+
+    @property
+    def parent(self) -> object | None: ...
+
+    @property
+    def run_id(self) -> str | None: ...
+
+    @property
+    def runtime(self) -> RunHost | None: ...
+
+    def view(self) -> Any: ...
+
+    async def run_subgraph(self, task: Task) -> Any: ...
+
+    async def run_agent(self, task: Task) -> Any: ...
+
+
 @dataclass(slots=True, kw_only=True)
 class Writes:
     """Writes already in channel form (a sub-graph's output: several per channel allowed)."""
@@ -96,7 +127,7 @@ class Writes:
     goto: list[str | Send] = field(default_factory=list)
 
 
-def read_output(run: GraphRun, task: Task, out: Any) -> None:
+def read_output(run: TaskRun, task: Task, out: Any) -> None:
     """Node return value → ``task.writes`` / ``task.goto``."""
     if type(out) is dict:
         run.graph.schema.check_keys(out, f"node {task.node!r}")
@@ -126,7 +157,7 @@ def read_output(run: GraphRun, task: Task, out: Any) -> None:
         )
 
 
-async def _invoke(run: GraphRun, task: Task, attempt: int) -> Any:
+async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
     spec = task.spec
     if spec.subgraph is not None:
         return await run.run_subgraph(task)
@@ -155,7 +186,7 @@ async def _invoke(run: GraphRun, task: Task, attempt: int) -> Any:
     return out
 
 
-async def call_node(run: GraphRun, task: Task) -> None:
+async def call_node(run: TaskRun, task: Task) -> None:
     """Run ``task`` to a result; raises ``NodeInterrupt`` or the node's last error."""
     spec = task.spec
     scope = TaskScope(
@@ -201,7 +232,7 @@ async def call_node(run: GraphRun, task: Task) -> None:
         reset_scope(token)
 
 
-def _check_parent(run: GraphRun, task: Task) -> None:
+def _check_parent(run: TaskRun, task: Task) -> None:
     if run.parent is None:
         raise GraphError(
             f"node {task.node!r} returned Command(graph=Command.PARENT) but the graph is not "
@@ -209,4 +240,4 @@ def _check_parent(run: GraphRun, task: Task) -> None:
         )
 
 
-__all__ = ["Task", "Writes", "call_node", "read_output"]
+__all__ = ["Task", "TaskRun", "Writes", "call_node", "read_output"]

@@ -15,7 +15,7 @@ from tinyagents.graph.types import END, START
 if TYPE_CHECKING:
     import networkx as nx
 
-    from tinyagents.graph.builder import StateGraph
+    from tinyagents.graph.core import DeclaredGraph
 
 
 def _fail(message: str, nodes: list[str]) -> GraphValidationError:
@@ -23,7 +23,7 @@ def _fail(message: str, nodes: list[str]) -> GraphValidationError:
     return GraphValidationError(f"{message}: {names}", nodes=nodes)
 
 
-def _check_known(graph: StateGraph) -> None:
+def _check_known(graph: DeclaredGraph) -> None:
     known = set(graph.nodes) | {START, END}
     unknown: list[str] = []
     for source, target in graph.edges:
@@ -50,7 +50,7 @@ def _check_known(graph: StateGraph) -> None:
         raise _fail("conditional edge mappings lead to missing nodes", missing)
 
 
-def to_networkx(graph: StateGraph) -> nx.DiGraph:
+def to_networkx(graph: DeclaredGraph) -> nx.DiGraph:
     """Every edge a run could take: static, joins, conditional (all targets), Command gotos."""
     import networkx as nx
 
@@ -67,7 +67,7 @@ def to_networkx(graph: StateGraph) -> nx.DiGraph:
     return g
 
 
-def validate(graph: StateGraph) -> None:
+def validate(graph: DeclaredGraph) -> None:
     import networkx as nx
 
     _check_known(graph)

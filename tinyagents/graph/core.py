@@ -1,0 +1,296 @@
+"""``GraphCore``: what every part of a run needs of a compiled graph.
+
+The nodes, edges, reducers and compile options of a graph, and the plain steps on them:
+apply writes through the reducers, route finished nodes to the next frontier, check a goto,
+decode a ``Send`` argument. ``CompiledGraph`` adds the public run and thread API on top; the
+modules that run a graph (executor, session, steering, driver) are typed against this class,
+so none of them imports the module that imports them.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import TypeAdapter, ValidationError
+
+from tinyagents.errors import GraphError, InterruptError
+from tinyagents.graph.checkpointing import Head, Planned, encode, new_frontier_id, save
+from tinyagents.graph.reducers import MISSING, Overwrite
+from tinyagents.graph.state import StateSchema
+from tinyagents.graph.types import END, START, RetryPolicy, Send
+from tinyagents.store.checkpoint.base import WriteRecord
+
+if TYPE_CHECKING:
+    from tinyagents.store.checkpoint.base import Checkpointer
+
+_INTERRUPT_ID = re.compile(r"^i-[0-9a-f]{16}$")
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeSpec:
+    """A node: a function ``(state[, ctx]) -> dict | Command | None``, a sub-graph or an agent."""
+
+    name: str
+    fn: Callable[..., Any] | None = None
+    subgraph: GraphCore | None = None
+    agent: Any = None  # an ``AgentNode``
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
+    destinations: tuple[str, ...] = ()
+    supervises: tuple[str, ...] = ()
+    is_async: bool = False
+    takes_ctx: bool = False
+    #: a bare function: no retry, timeout or context (eligible for the loop's fast path)
+    plain: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Branch:
+    """A conditional edge: ``router(state)`` names the next node(s) or returns ``Send``s."""
+
+    source: str
+    router: Callable[..., Any]
+    mapping: dict[Hashable, str] | None
+    is_async: bool
+
+    def targets(self, all_nodes: Sequence[str]) -> list[str]:
+        """Where the router may lead, for validation (anywhere when there is no mapping)."""
+        if self.mapping is not None:
+            return list(dict.fromkeys(self.mapping.values()))
+        return [*all_nodes, END]
+
+
+class DeclaredGraph(Protocol):
+    """A graph as declared (a ``StateGraph``): what compiling, validation and mermaid read."""
+
+    @property
+    def schema(self) -> StateSchema: ...
+
+    @property
+    def nodes(self) -> dict[str, NodeSpec]: ...
+
+    @property
+    def edges(self) -> list[tuple[str, str]]: ...
+
+    @property
+    def joins(self) -> list[tuple[tuple[str, ...], str]]: ...
+
+    @property
+    def branches(self) -> list[Branch]: ...
+
+
+class GraphCore:
+    """A validated graph's structure and options; ``CompiledGraph`` is the runnable one."""
+
+    def __init__(
+        self,
+        builder: DeclaredGraph,
+        *,
+        checkpointer: Checkpointer | None,
+        name: str,
+        recursion_limit: int,
+        task_cancel_policy: str,
+        redirect_conflict: str,
+    ) -> None:
+        self.builder = builder
+        self.schema = builder.schema
+        self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
+        self.checkpointer = checkpointer
+        self.name = name
+        self.recursion_limit = recursion_limit
+        self.task_cancel_policy = task_cancel_policy
+        self.redirect_conflict = redirect_conflict
+        static: dict[str, list[str]] = {}
+        for source, target in builder.edges:
+            static.setdefault(source, [])
+            if target not in static[source]:
+                static[source].append(target)
+        self.static: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in static.items()}
+        branches: dict[str, list[Branch]] = {}
+        for branch in builder.branches:
+            branches.setdefault(branch.source, []).append(branch)
+        self.branches: dict[str, tuple[Branch, ...]] = {k: tuple(v) for k, v in branches.items()}
+        self.joins: list[tuple[frozenset[str], str]] = [
+            (frozenset(sources), target) for sources, target in builder.joins
+        ]
+        self.joins_from: dict[str, list[int]] = {}
+        for index, (sources, _) in enumerate(builder.joins):
+            for source in sources:
+                self.joins_from.setdefault(source, []).append(index)
+        self._arg_adapters: dict[str, TypeAdapter[Any] | None] = {}
+        # nodes whose successors never depend on state: their next frontier is a constant
+        # (shared, never mutated: a head's frontier is only ever replaced)
+        self.simple_next: dict[str, list[Planned]] = {
+            node: [Planned(node=t) for t in self.static.get(node, ()) if t != END]
+            for node in self.nodes
+            if node not in self.branches and node not in self.joins_from
+        }
+
+    async def start_input(self, head: Head, data: Any, cp: Checkpointer | None) -> None:
+        """Apply run input to ``head``: writes through the reducers, frontier from START."""
+        writes = self.schema.coerce_input(data)
+        delta = self.apply_writes(head.values, list(writes.items()))
+        head.frontier = await self.route([(START, [])], head.values, head.barriers)
+        head.step += 1
+        head.records = {}
+        if cp is not None:
+            head.frontier_id = new_frontier_id()
+            await save(cp, head, delta=delta if head.seq >= 0 else None, source="input")
+
+    def apply_writes(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
+        """Apply writes (in order) through the reducers; return the per-channel deltas."""
+        channels = self.schema.channels
+        if len(writes) == 1:
+            key, value = writes[0]
+            new, delta = channels[key].reducer.apply(key, values.get(key, MISSING), [value])
+            values[key] = new
+            return {key: delta}
+        grouped: dict[str, list[Any]] = {}
+        for key, value in writes:
+            grouped.setdefault(key, []).append(value)
+        for key, batch in grouped.items():
+            if len(batch) > 1 and isinstance(channels[key].reducer, Overwrite):
+                channels[key].reducer.apply(key, MISSING, batch)  # raises InvalidUpdateError
+        deltas = {}
+        for key, batch in grouped.items():
+            values[key], deltas[key] = channels[key].reducer.apply(
+                key, values.get(key, MISSING), batch
+            )
+        return deltas
+
+    async def route(
+        self,
+        finished: list[tuple[str, list[str | Send]]],
+        values: dict[str, Any],
+        barriers: dict[str, set[str]],
+        view: Callable[[], Any] | None = None,
+    ) -> list[Planned]:
+        """The next frontier after ``finished`` nodes (with their gotos) ran."""
+        pulls: dict[str, None] = {}
+        pushes: list[Planned] = []
+
+        def add(target: str | Send) -> None:
+            if isinstance(target, Send):
+                pushes.append(Planned(node=target.node, arg=target.arg))
+            else:
+                pulls[target] = None
+
+        state: Any = None
+        for node, goto in finished:
+            for target in self.static.get(node, ()):
+                pulls[target] = None
+            for branch in self.branches.get(node, ()):
+                if state is None:
+                    state = view() if view is not None else self.schema.view(values)
+                for routed in await self.evaluate(branch, state):
+                    add(routed)
+            for jumped in goto:
+                add(jumped)
+            for join in self.joins_from.get(node, ()):
+                sources, joined = self.joins[join]
+                seen = barriers.setdefault(str(join), set())
+                seen.add(node)
+                if seen.issuperset(sources):
+                    del barriers[str(join)]
+                    pulls[joined] = None
+        pulls.pop(END, None)
+        return [Planned(node=n) for n in pulls] + pushes
+
+    async def evaluate(self, branch: Branch, state: Any) -> list[str | Send]:
+        out = branch.router(state)
+        if branch.is_async or hasattr(out, "__await__"):
+            out = await out
+        results = out if isinstance(out, list | tuple) else [out]
+        targets: list[str | Send] = []
+        for result in results:
+            if isinstance(result, Send):
+                targets.append(result)
+                continue
+            if branch.mapping is not None:
+                if result not in branch.mapping:
+                    raise GraphError(
+                        f"router {branch.router.__name__!r} after {branch.source!r} returned "
+                        f"{result!r}, which is not in its mapping {sorted(map(str, branch.mapping))}"
+                    )
+                result = branch.mapping[result]
+            targets.append(result)
+        self.check_goto(targets, f"router {getattr(branch.router, '__name__', 'router')!r}")
+        return targets
+
+    def check_goto(self, targets: list[str | Send], who: str) -> None:
+        for target in targets:
+            node = target.node if isinstance(target, Send) else target
+            if node != END and node not in self.nodes:
+                raise GraphError(f"{who} sent the graph to unknown node {node!r}")
+            if isinstance(target, Send) and node == END:
+                raise GraphError(f"{who} sent a Send to END")
+
+    def decode_arg(self, node: str, value: Any) -> Any:
+        """A checkpointed ``Send`` argument → the type of the node's first parameter."""
+        if node not in self._arg_adapters:
+            self._arg_adapters[node] = _arg_adapter(self.nodes[node])
+        adapter = self._arg_adapters[node]
+        if adapter is None:
+            return value
+        try:
+            return adapter.validate_python(value)
+        except ValidationError:
+            return value
+
+    def map_resume(self, head: Head | None, resume: Any) -> list[WriteRecord]:
+        """``Command.resume`` → resume records for the tasks that own those interrupts."""
+        pending: dict[str, str] = {}
+        if head is not None:
+            for task_id, rec in head.records.items():
+                if rec.writes is None:
+                    pending.update(
+                        {i.id: task_id for i in rec.interrupts if i.id not in rec.resume}
+                    )
+        if (
+            isinstance(resume, dict)
+            and resume
+            and all(isinstance(k, str) and _INTERRUPT_ID.match(k) for k in resume)
+        ):
+            unknown = sorted(set(resume) - set(pending))
+            if unknown:
+                raise InterruptError(
+                    f"no pending interrupt with id {', '.join(unknown)}; pending: "
+                    f"{', '.join(sorted(pending)) or 'none'}"
+                )
+            answers = dict(resume)
+        elif len(pending) == 1:
+            answers = {next(iter(pending)): resume}
+        elif not pending:
+            raise InterruptError("the thread has no pending interrupt to resume")
+        else:
+            raise InterruptError(
+                f"{len(pending)} interrupts are pending ({', '.join(sorted(pending))}); "
+                "resume them by id: Command(resume={interrupt_id: value, ...})"
+            )
+        # resume values go through JSON now, so a node sees the same value after a restart
+        return [
+            WriteRecord(task_id=pending[iid], kind="resume", key=iid, value=encode(value))
+            for iid, value in answers.items()
+        ]
+
+
+def _arg_adapter(spec: NodeSpec) -> TypeAdapter[Any] | None:
+    if spec.fn is None:
+        return None
+    try:
+        hints = typing.get_type_hints(spec.fn)
+    except Exception:
+        return None
+    hints.pop("return", None)
+    if not hints:
+        return None
+    annotation = next(iter(hints.values()))
+    try:
+        return TypeAdapter(annotation)
+    except Exception:
+        return None
