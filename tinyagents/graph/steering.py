@@ -17,6 +17,16 @@ The value an approved interrupt returns is ``{"approved": True}`` (``False`` for
 plus ``"value"`` and ``"reason"`` when the command has them; ``provide_context`` returns its
 ``value`` (or its ``text``). A stale ``checkpoint_id`` without ``fork`` never gets here: the
 staleness policy rejects it.
+
+One APPROVE, end to end: the executor's loop calls the driver's ``boundary`` between
+supersteps (or ``paused``, when every unfinished task waits on an interrupt, wakes it up and
+the loop comes back to the boundary); the driver takes the due commands from the run's inbox
+and calls ``lower_all`` here; ``lower`` → ``_resume`` picks the one pending interrupt the
+target names, ``map_resume`` turns the answer into a resume write and ``record_resume`` saves
+it; the inbox reports the command applied, and the loop plans the step again, so the
+answered task runs and its ``interrupt()`` returns the answer.
+
+This module sees the driver only as a ``SteeredRun`` (the driver imports this module).
 """
 
 from __future__ import annotations
