@@ -14,6 +14,7 @@
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
     │   ├── RunCancelled               the run was cancelled by a steering command
     │   └── RunFailed                  the run raised; the original error is the __cause__
+    ├── SyncInAsyncError               run_sync() was called inside a running event loop (also a RuntimeError)
     ├── ModelError                     a model provider call failed (after its retries, if retryable)
     │   ├── ModelConnectionError        nothing answered at api_base (refused, unreachable)   retried
     │   ├── ModelTimeoutError           no answer within the timeout                          retried
@@ -145,6 +146,11 @@ class RunCancelled(RunError):
 
 class RunFailed(RunError):
     """The run raised; the original exception is chained as ``__cause__``."""
+
+
+class SyncInAsyncError(TinyAgentsError, RuntimeError):
+    """A ``run_sync`` helper was called while an event loop is running in this thread: it
+    would block that loop. Use ``await ...run(...)`` there instead."""
 
 
 class ModelError(TinyAgentsError):
