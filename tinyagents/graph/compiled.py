@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import GraphError
+from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import mermaid, threads
 from tinyagents.graph.checkpointing import Head
 from tinyagents.graph.core import GraphCore
@@ -52,6 +53,40 @@ class CompiledGraph(GraphCore):
         async with GraphSession(self, thread_id) as session:
             run = await session.prepare(input, checkpoint_id, recursion_limit)
             return await run.outcome()
+
+    def run_sync(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        runtime: RunHost | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+    ) -> GraphResult:
+        """``run`` for code without an event loop (a script, a REPL): runs it to its end with
+        ``asyncio.run`` and returns its ``GraphResult``.
+
+        Inside a running event loop (async code, a notebook cell) it raises
+        ``SyncInAsyncError`` and runs nothing: ``await graph.run(...)`` there.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: ours to start
+        else:
+            raise SyncInAsyncError(
+                f"graph {self.name!r}: run_sync() was called inside a running event loop, "
+                "which it would block; use 'await graph.run(...)' there"
+            )
+        return asyncio.run(
+            self.run(
+                input,
+                thread_id=thread_id,
+                runtime=runtime,
+                checkpoint_id=checkpoint_id,
+                recursion_limit=recursion_limit,
+            )
+        )
 
     async def _run_unsaved(
         self, input: Any, thread_id: str | None, recursion_limit: int | None
