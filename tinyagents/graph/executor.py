@@ -325,6 +325,12 @@ class GraphRun:
             self._view = self.graph.schema.view(self.head.values)
         return self._view
 
+    def adopt(self, staged: Head) -> None:
+        """Continue from ``staged``, a changed and saved copy of the head (``Head.staged``:
+        a steering update or redirect); nodes see the new values from the next step on."""
+        self.head.adopt(staged)
+        self._view = None
+
     # -- results ---------------------------------------------------------------------------
 
     def result(self, status: GraphStatus, tasks: list[Task] = ()) -> GraphResult:  # type: ignore[assignment]

@@ -252,8 +252,7 @@ async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     meta = {"goto": targets, "correlation_id": cmd.correlation_id}
     if run.checkpointer is not None:
         await save(run.checkpointer, staged, delta=delta, source="steering", metadata=meta)
-    head.adopt(staged)
-    run._view = None
+    run.adopt(staged)
     return {"goto": targets, "checkpoint_id": head.checkpoint_id, "step": head.step}
 
 
@@ -269,8 +268,7 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     meta = {"as_node": as_node, "keys": sorted(update), "correlation_id": cmd.correlation_id}
     if run.checkpointer is not None:
         await save(run.checkpointer, staged, delta=delta, source="update", metadata=meta)
-    head.adopt(staged)
-    run._view = None
+    run.adopt(staged)
     return {"checkpoint_id": head.checkpoint_id, "keys": sorted(update)}
 
 
