@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunFailed, RunLimitExceeded
+from tinyagents.harness.agent import Agent
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.runs.info import RunStatus
 
@@ -32,7 +33,7 @@ class AgentNode:
     ``(output, state) -> dict`` for several keys.
     """
 
-    agent: Any
+    agent: Agent
     input: str | Callable[[Any], Any] = "input"
     output: str | Callable[[Any, Any], dict[str, Any]] = "output"
 

@@ -14,6 +14,7 @@ from tinyagents.graph.core import Branch, NodeSpec
 from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, RetryPolicy
 from tinyagents.graph.validation import validate
+from tinyagents.harness.agent import Agent
 
 if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
@@ -88,7 +89,7 @@ class StateGraph:
         if isinstance(action, CompiledGraph):
             spec.subgraph = action
             spec.is_async = True
-        elif _is_agent(action) or isinstance(action, AgentNode):
+        elif isinstance(action, Agent | AgentNode):
             spec.agent = action if isinstance(action, AgentNode) else AgentNode(action)
             spec.is_async = True
         elif callable(action):
@@ -174,9 +175,3 @@ class StateGraph:
 
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self)
-
-
-def _is_agent(action: Any) -> bool:
-    """An ``Agent`` from the harness, recognised without importing the harness."""
-    cls = type(action)
-    return cls.__name__ == "Agent" and cls.__module__.startswith("tinyagents.harness")
