@@ -1,7 +1,8 @@
 """The main job: an orchestrator with two sub-agents, steered while they run.
 
-    tinyagents demo                      # offline, scripted models, SQLite store
-    tinyagents demo --model openai/gpt-4o-mini   # the same script on a real model via litellm
+    tinyagents demo                               # offline, scripted models, SQLite store
+    tinyagents demo --model openai/gpt-4o-mini    # a real model via litellm (its own story)
+    tinyagents demo --model openai/NAME --api-base http://127.0.0.1:8080/v1 --api-key-env KEY
 
 What happens:
 1. The orchestrator spawns a *critic* sub-agent in the background and steers it.
@@ -13,6 +14,10 @@ What happens:
    retries with a narrower task, which completes.
 5. Everything is stored in a SQLite file; the run ends with an audit table of every command.
 
+On a terminal the story is printed line by line above a live run tree (with a spinner while a
+model is thinking), so the scrollback keeps all of it. A real model does not follow the script
+(a small one calls no tools at all): the demo then says so and shows what it did.
+
 The file keeps the runs of earlier demos (``--fresh`` starts it empty); a file that is not a
 tinyagents store is never touched.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -29,10 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.table import Table
-from rich.tree import Tree
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.text import Text
 
 from tinyagents import (
     Agent,
@@ -48,10 +53,10 @@ from tinyagents import (
     tool,
 )
 from tinyagents._clock import new_id
+from tinyagents.console import TERMINAL, RunRow, Story, audit_table, describe, run_tree
 from tinyagents.errors import StoreError
-from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.events.models import Event, ModelEvent, RunEvent, SteeringEvent, SubAgentEvent
 from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
-from tinyagents.runs.tree import RunTreeNode
 
 CORPUS = {
     "billing": "Invoice #1042 was charged twice on 2026-03-02 (ledger rows 88 and 91).",
@@ -174,9 +179,9 @@ def critic_script(cues: Cues) -> Callable[[ModelRequest], Any]:
     return step
 
 
-def build_agents(cues: Cues, model: str | None) -> Agent:
+def build_agents(cues: Cues, model: str | Model | None) -> Agent:
     def pick(script: Callable[[ModelRequest], Any], name: str) -> Model | str:
-        return model if model else ScriptModel(script, name=name)
+        return model if model is not None else ScriptModel(script, name=name)
 
     research = SubAgent(
         Agent(
@@ -246,78 +251,6 @@ async def human(rt: Runtime, cues: Cues, say: Callable[[str], None]) -> None:
     cues.human_steered.set()
 
 
-# --------------------------------------------------------------------------- rendering
-
-
-def render_tree(node: RunTreeNode | None) -> Tree:
-    if node is None:
-        return Tree("(no runs)")
-
-    def label(n: RunTreeNode) -> str:
-        i = n.info
-        colour = {
-            "completed": "green",
-            "limit_exceeded": "yellow",
-            "cancelled": "red",
-            "failed": "red",
-        }.get(i.status.value, "cyan")
-        return f"[{colour}]{i.agent_id}[/] {i.run_id} · {i.status.value} · {i.usage.model_calls} model calls"
-
-    tree = Tree(label(node))
-    stack = [(tree, node)]  # a loop, not recursion: a run tree can be thousands deep
-    while stack:
-        parent, n = stack.pop()
-        stack.extend((parent.add(label(child)), child) for child in n.children)
-    return tree
-
-
-def describe(event: Event) -> str | None:
-    if isinstance(event, SteeringEvent):
-        colour = {
-            "rejected": "red",
-            "applied": "green",
-            "failed": "red",
-            "superseded": "yellow",
-        }.get(event.type.split(".")[1], "white")
-        detail = f" — {event.reason}" if event.reason else ""
-        where = ""
-        if event.affected.get("model_request_id"):
-            where = f" (in model request {event.affected['model_request_id']})"
-        return (
-            f"[{colour}]{event.type:<20}[/] {event.kind.value:<16} {event.correlation_id} "
-            f"→ {event.run_id} from {event.actor.describe()}{where}{detail}"
-        )
-    if event.type in ("subagent.started", "subagent.completed", "run.limit_exceeded"):
-        data = event.model_dump(exclude_none=True)
-        return f"[dim]{event.type:<20} {data.get('child_run_id', event.run_id)} {data.get('status', '')}[/]"
-    return None
-
-
-def audit_table(history: list[SteeringEvent]) -> Table:
-    table = Table(title="Audit: every steering command and its terminal state")
-    for col in ("command", "kind", "actor", "target run", "terminal state", "reason / where"):
-        table.add_column(col)
-    final: dict[str, SteeringEvent] = {}
-    for e in history:
-        if e.type in (
-            "steering.rejected",
-            "steering.applied",
-            "steering.superseded",
-            "steering.failed",
-        ):
-            final[e.correlation_id] = e
-    for cid, e in final.items():
-        where = (
-            e.reason
-            or ", ".join(f"{k}={v}" for k, v in e.affected.items() if k.endswith("_id"))
-            or ""
-        )
-        table.add_row(
-            cid, e.kind.value, e.actor.describe(), e.run_id or "-", e.type.split(".")[1], where
-        )
-    return table
-
-
 # --------------------------------------------------------------------------- the store file
 
 
@@ -375,60 +308,56 @@ def prepare_db(db: Path, *, fresh: bool) -> None:
 async def run_demo(
     *,
     db: str | Path = "tinyagents-demo.db",
-    model: str | None = None,
+    model: str | Model | None = None,
     console: Console | None = None,
     fresh: bool = False,
 ) -> dict[str, Any]:
     """Run the scenario; returns a summary (used by the tests).
 
-    ``db`` keeps the runs of earlier demos unless ``fresh``; it must not exist, be empty or be
-    a tinyagents store (anything else raises ``StoreError`` and is left untouched)."""
+    ``model`` (a litellm name or a ``Model``) replaces the scripted models: a real model plays
+    its own story, and the demo says what did happen. ``db`` keeps the runs of earlier demos
+    unless ``fresh``; it must not exist, be empty or be a tinyagents store (anything else
+    raises ``StoreError`` and is left untouched)."""
     if console is None:
-        # Piped output (CI, `| tee`) gets a wide fixed width so the audit table stays readable.
-        console = Console() if sys.stdout.isatty() else Console(width=160)
+        # Piped output (CI, `| tee`) gets a fixed width so the audit table stays readable.
+        console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
     db = Path(db)
     prepare_db(db, fresh=fresh)
     cues = Cues()
     orchestrator = build_agents(cues, model)
-    lines: list[str] = []
-    steering: list[SteeringEvent] = []
+    seen: list[Event] = []
 
     async with Runtime(store=f"sqlite:///{db}") as rt:
-        live = (
-            Live(console=console, auto_refresh=False, transient=False)
-            if console.is_terminal
-            else None
-        )
         root: list[str] = []
 
-        def view() -> Group:
-            return Group(render_tree(rt.tree(root[0]) if root else None), *lines[-14:])
+        def tree() -> RenderableType:
+            return run_tree(live_rows(rt, root[0], seen)) if root else Text("(starting)")
 
-        def say(text: str) -> None:
-            lines.append(text)
-            if live is not None:
-                live.update(view(), refresh=True)
-            else:
-                console.print(text)
+        story = Story(console, tree)
 
         def watch(event: Event) -> None:
+            seen.append(event)
             if isinstance(event, SteeringEvent):
-                steering.append(event)
                 if event.type == "steering.accepted" and event.run_id == cues.critic_run_id:
                     cues.critic_steered.set()
-            if (
-                event.type == "subagent.started"
-                and getattr(event, "agent_id", None) == "research"
-                and cues.research_run_id is None
-            ):
-                cues.research_run_id = event.child_run_id  # type: ignore[attr-defined]
-            text = describe(event)
+            elif isinstance(event, SubAgentEvent) and event.type == "subagent.started":
+                if event.agent_id == "research" and cues.research_run_id is None:
+                    cues.research_run_id = event.child_run_id
+                    if model is not None:  # no script to say when: steer it as it starts
+                        cues.research_started.set()
+                if event.agent_id == "critic" and cues.critic_run_id is None:
+                    cues.critic_run_id = event.child_run_id
+            elif isinstance(event, ModelEvent):
+                agent = rt.runs.get(event.run_id or "")
+                name = agent.info.agent_id if agent is not None else event.run_id
+                waiting = f"{name} is waiting for its model (request {event.request_id})"
+                story.thinking(event.request_id, waiting if event.type == "model.request" else None)
+            text = describe(event, models=model is not None)
             if text:
-                say(text)
+                story.say(text)
 
         rt.bus.add_sink(watch)
-        if live is not None:
-            live.start()
+        story.start()
         try:
             handle = await rt.start(
                 orchestrator,
@@ -436,38 +365,79 @@ async def run_demo(
                 tenant_id="acme",
             )
             root.append(handle.run_id)
-            operator = asyncio.create_task(human(rt, cues, say))
+            operator = asyncio.create_task(human(rt, cues, story.say))
             result = await handle.result()
-            if not operator.done():  # the story went off script (e.g. a real model chose otherwise)
+            if not operator.done():  # the story went off script (a real model chose otherwise)
                 operator.cancel()
             await asyncio.gather(operator, return_exceptions=True)
         finally:
-            if live is not None:
-                live.stop()
-        console.print(render_tree(rt.tree(handle.run_id)))
-        console.print(f"\n[bold]orchestrator:[/] {result.status.value} — {result.output}")
-        console.print(audit_table(steering))
-        console.print(f"Stored in {db}; inspect it with: tinyagents inspect {db} {handle.run_id}")
-        tree = rt.tree(handle.run_id)
-        assert tree is not None
+            await story.stop()
+        steering = [e for e in seen if isinstance(e, SteeringEvent)]
+        console.print(tree())
+        ending = result.output if result.status.value == "completed" else result.error
+        console.print(
+            f"\n[bold]orchestrator:[/] {result.status.value} — ", escape(str(ending or "")), sep=""
+        )
+        if model is not None and cues.research_run_id is None:
+            console.print(off_script(seen, handle.run_id), highlight=False)
+        if steering:
+            title = "Audit: every steering command and its terminal state"
+            console.print(audit_table(steering, title=title))
+        else:
+            console.print("No steering commands were sent, so there is nothing to audit.")
+        console.print(
+            escape(f"Stored in {db}; inspect it with: tinyagents inspect {db} {handle.run_id}"),
+            soft_wrap=True,
+        )
+        node = rt.tree(handle.run_id)
+        assert node is not None
         return {
             "status": result.status.value,
             "output": result.output,
+            "error": result.error,
             "root_run_id": handle.run_id,
-            "children": [(c.info.agent_id, c.info.status.value) for c in tree.children],
+            "children": [(c.info.agent_id, c.info.status.value) for c in node.children],
             "terminal": {
-                e.correlation_id: e.type.split(".")[1]
-                for e in steering
-                if e.type
-                in (
-                    "steering.rejected",
-                    "steering.applied",
-                    "steering.superseded",
-                    "steering.failed",
-                )
+                e.correlation_id: e.type.split(".")[1] for e in steering if e.type in TERMINAL
             },
             "requested": sorted(
                 {e.correlation_id for e in steering if e.type == "steering.requested"}
             ),
             "db": str(db),
         }
+
+
+def live_rows(rt: Runtime, root_run_id: str, events: list[Event]) -> list[RunRow]:
+    """The run tree under ``root_run_id`` as ``RunRow``s, with why runs did not complete."""
+    node = rt.tree(root_run_id)
+    if node is None:
+        return []
+    errors = {e.run_id: e.error for e in events if isinstance(e, RunEvent) and e.error and e.run_id}
+    return [
+        RunRow(
+            run_id=n.info.run_id,
+            parent_run_id=n.info.parent_run_id,
+            name=n.info.agent_id or n.info.kind,
+            kind=n.info.kind,
+            status=n.info.status.value,
+            model_calls=n.info.usage.model_calls,
+            error=errors.get(n.info.run_id) if n.info.status.value != "completed" else None,
+        )
+        for n in node.walk()
+    ]
+
+
+def off_script(events: list[Event], root_run_id: str) -> str:
+    """What a real model did instead of the scripted story (rich markup)."""
+    calls = [e for e in events if isinstance(e, ModelEvent) and e.type == "model.response"]
+    tools = sorted({name for e in calls for name in e.tool_calls})
+    did = (
+        f"its model called {', '.join(tools)}"
+        if tools
+        else "its model called no tools (small models often do not)"
+    )
+    return (
+        "[yellow]The scripted story did not play:[/] the demo's steering needs the orchestrator "
+        f"to start the research sub-agent, and {escape(did)} in {len(calls)} model "
+        "call(s), so there was no child to steer. The story above is what did happen."
+    )

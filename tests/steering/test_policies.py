@@ -483,7 +483,7 @@ async def test_secrets_are_masked_in_every_event(
         assert summary["config"] == {key: MASK for key in SECRETS}
         assert summary["db"] == {"password": MASK}
         assert summary["note"] == "keep"
-        raw = event.model_dump_json()
+        raw = event.to_json()
         for secret in SECRETS.values():
             assert secret not in raw
 

@@ -51,7 +51,7 @@ async def test_events_and_terminal_states_are_in_the_store_after_close(db: Path)
         rejected = await rt.submit(make_command("r-1", K.CONSTRAIN_MODEL, {"models": ["m-2"]}))
         assert rejected.status is ReceiptStatus.REJECTED
         apply_ready(handle)
-        history = [e.model_dump(mode="json") for e in rt.steering_history("r-1")]
+        history = [e.to_dict(mode="json") for e in rt.steering_history("r-1")]
 
     reader = SqliteStore(db)
     await reader.open()
@@ -61,7 +61,7 @@ async def test_events_and_terminal_states_are_in_the_store_after_close(db: Path)
         runs = await reader.load_runs()
     finally:
         await reader.close()
-    assert [e.model_dump(mode="json") for e in events] == history
+    assert [e.to_dict(mode="json") for e in events] == history
     assert {e.correlation_id for e in events} == {  # type: ignore[attr-defined]
         applied.correlation_id,
         rejected.correlation_id,

@@ -133,7 +133,7 @@ class EventBus:
         self._sinks.remove(sink)
 
     def publish(self, event: Event) -> Event:
-        event._set_offset(next(self._offsets))
+        event.offset = next(self._offsets)
         self.published += 1
         for sink in self._sinks:
             try:

@@ -1,74 +1,58 @@
-"""Typed events, discriminated by ``type``.
+"""Typed events: plain records, discriminated by ``type``.
 
 Every event carries where it happened in the run tree (``run_id``, ``root_run_id``,
-``parent_run_id``, ``tenant_id``), when (``at``) and its position in the bus (``offset``, set on
-publish). ``EVENT_ADAPTER`` parses any event back from JSON.
+``parent_run_id``, ``tenant_id``), when (``at``) and its position in the bus (``offset``, set
+once by ``EventBus.publish``). Events are slotted dataclasses: built from values that are valid
+already (the emitters hold checked commands, run ids and counters), they cost a plain
+``__init__`` and no validation. ``EVENT_ADAPTER`` is the one pydantic ``TypeAdapter`` for
+events: JSON in (``parse_event``) and out (``Event.to_json``, ``Event.to_dict``) and the JSON
+Schema (``EVENT_ADAPTER.json_schema()``).
 
-Events are built on hot paths (every steering step, every model call), so the emitters use
-``make_event`` which skips re-validation of values that were validated already.
+Treat an event as read-only once built: sinks, subscribers and the steering history share the
+same object. They are not ``frozen=True`` dataclasses because a frozen dataclass sets each field
+through ``object.__setattr__``: three times the cost of building a steering event, which the
+router does four times per command (``benchmarks/steering_throughput.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic.fields import FieldInfo
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from tinyagents import _clock
-from tinyagents.protocol._models import new_model
 from tinyagents.protocol.commands import AnyActor, AnyTarget, SteeringKind
 
-_object_setattr = object.__setattr__
 
-
-class _EmptyDict(dict[str, Any]):
-    """A read-only ``{}``: built events share this one for a dict field left at its default
-    (most ``affected``, ``usage``, ``detail`` … stay empty), instead of holding one each. It
-    equals, dumps and validates like ``{}``; changing it raises (assign a new dict instead)."""
-
-    __slots__ = ()
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("this empty dict is shared by events: assign a new dict instead")
-
-    __setitem__ = __delitem__ = __ior__ = _read_only
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
-
-
-#: The shared empty dict of built events (see ``_EmptyDict``).
-EMPTY: dict[str, Any] = _EmptyDict()
-
-
-class Event(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@dataclass(slots=True, kw_only=True)
+class Event:
     type: str
     offset: int = -1
-    at: datetime = Field(default_factory=_clock.now)
+    at: datetime = field(default_factory=_clock.now)
     run_id: str | None = None
     root_run_id: str | None = None
     parent_run_id: str | None = None
     tenant_id: str | None = None
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Events made by ``EventTemplate`` share their fields-set with the events built alike:
-        # before pydantic records a field that was not set yet, this event takes its own copy.
-        fields_set = self.__pydantic_fields_set__
-        if name not in fields_set:
-            _object_setattr(self, "__pydantic_fields_set__", set(fields_set))
-        BaseModel.__setattr__(self, name, value)
+    #: How ``EVENT_ADAPTER`` reads one (a class attribute, not a field): no unknown keys.
+    __pydantic_config__ = ConfigDict(extra="forbid")
 
-    def _set_offset(self, offset: int) -> None:
-        """What ``event.offset = offset`` does, for the bus (once per event, so without
-        pydantic's assignment path: ``offset`` needs no validation)."""
-        fields_set = self.__pydantic_fields_set__
-        if "offset" not in fields_set:
-            _object_setattr(self, "__pydantic_fields_set__", {*fields_set, "offset"})
-        self.__dict__["offset"] = offset
+    def to_dict(
+        self, *, mode: Literal["python", "json"] = "python", exclude_none: bool = False
+    ) -> dict[str, Any]:
+        """The event as a dict (``mode="json"``: only JSON types), through ``EVENT_ADAPTER``."""
+        event: AnyEvent = self  # type: ignore[assignment]  # every event built is one of them
+        data: dict[str, Any] = EVENT_ADAPTER.dump_python(
+            event, mode=mode, exclude_none=exclude_none
+        )
+        return data
+
+    def to_json(self) -> str:
+        """The event as JSON text, as ``parse_event`` reads it back."""
+        event: AnyEvent = self  # type: ignore[assignment]
+        return EVENT_ADAPTER.dump_json(event).decode()
 
 
 SteeringEventType = Literal[
@@ -84,6 +68,7 @@ SteeringEventType = Literal[
 STEERING_EVENT_TYPES: tuple[str, ...] = SteeringEventType.__args__  # type: ignore[attr-defined]
 
 
+@dataclass(slots=True, kw_only=True)
 class SteeringEvent(Event):
     """One step of one command's lifecycle. ``run_id`` is the resolved target run."""
 
@@ -96,17 +81,18 @@ class SteeringEvent(Event):
     node_id: str | None = None
     policy_id: str | None = None
     checkpoint_id: str | None = None
-    payload_summary: dict[str, Any] = Field(default_factory=dict)
+    payload_summary: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     boundary: str | None = None
     #: What an applied command affected: model_request_id, tool_call_id, checkpoint_id, node …
-    affected: dict[str, Any] = Field(default_factory=dict)
+    affected: dict[str, Any] = field(default_factory=dict)
     superseded_by: str | None = None
     #: For a command a policy transformed: the policy and the summary of the original payload.
     transformed_by: str | None = None
     original_payload_summary: dict[str, Any] | None = None
 
 
+@dataclass(slots=True, kw_only=True)
 class RunEvent(Event):
     type: Literal[
         "run.started",
@@ -126,31 +112,34 @@ class RunEvent(Event):
     kind: str | None = None
     output_summary: str | None = None
     error: str | None = None
-    usage: dict[str, Any] = Field(default_factory=dict)
-    detail: dict[str, Any] = Field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(slots=True, kw_only=True)
 class ModelEvent(Event):
     type: Literal["model.request", "model.response", "model.error"]
     request_id: str
     model: str | None = None
     message_count: int = 0
-    tool_names: list[str] = Field(default_factory=list)
-    tool_calls: list[str] = Field(default_factory=list)
-    usage: dict[str, Any] = Field(default_factory=dict)
+    tool_names: list[str] = field(default_factory=list)
+    tool_calls: list[str] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
     text_summary: str | None = None
     error: str | None = None
 
 
+@dataclass(slots=True, kw_only=True)
 class ToolEvent(Event):
     type: Literal["tool.call", "tool.result"]
     tool_call_id: str
     name: str
-    args_summary: dict[str, Any] = Field(default_factory=dict)
+    args_summary: dict[str, Any] = field(default_factory=dict)
     content_summary: str | None = None
     error: bool = False
 
 
+@dataclass(slots=True, kw_only=True)
 class SubAgentEvent(Event):
     """Reported on the parent's run: what happened to one of its children."""
 
@@ -160,9 +149,10 @@ class SubAgentEvent(Event):
     status: str | None = None
     correlation_id: str | None = None
     steering_kind: str | None = None
-    detail: dict[str, Any] = Field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(slots=True, kw_only=True)
 class LimitEvent(Event):
     type: Literal["limit.exceeded", "limit.warning"]
     limit: str
@@ -170,6 +160,7 @@ class LimitEvent(Event):
     allowed: float
 
 
+@dataclass(slots=True, kw_only=True)
 class GraphEvent(Event):
     type: Literal[
         "graph.started",
@@ -189,9 +180,10 @@ class GraphEvent(Event):
     task_id: str | None = None
     node: str | None = None
     checkpoint_id: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(slots=True, kw_only=True)
 class SupervisorEvent(Event):
     type: Literal[
         "supervisor.rule_fired",
@@ -202,8 +194,20 @@ class SupervisorEvent(Event):
     ]
     rule: str | None = None
     action: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
+
+#: Every event class, in the order of ``AnyEvent``.
+EVENT_CLASSES: tuple[type[Event], ...] = (
+    SteeringEvent,
+    RunEvent,
+    ModelEvent,
+    ToolEvent,
+    SubAgentEvent,
+    LimitEvent,
+    GraphEvent,
+    SupervisorEvent,
+)
 
 AnyEvent = Annotated[
     SteeringEvent
@@ -216,160 +220,15 @@ AnyEvent = Annotated[
     | SupervisorEvent,
     Field(discriminator="type"),
 ]
+#: The one adapter of events: JSON in and out, and the JSON Schema.
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
 
 E = TypeVar("E", bound=Event)
 
 
-#: How the events built with one set of field names are completed: their shared fields-set
-#: and the default factories still to call.
-_Completion = tuple[set[str], tuple[tuple[str, Callable[[], Any]], ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """What every event of a template has in common besides its values: the fields given up
-    front, the defaults that still need their factory, and what a build must or may name."""
-
-    given: frozenset[str]
-    factories: tuple[tuple[str, Callable[[], Any]], ...]
-    required: frozenset[str]
-    known: frozenset[str]
-    #: Shapes of the templates derived with ``sharing``, by the names they share: the router
-    #: derives one template per command, always with the same names.
-    derived: dict[tuple[str, ...], _Shape] = field(default_factory=dict, compare=False)
-    #: Completions of the events built with these names (in call order): a call site always
-    #: names the same fields, so they are checked once, and its events share one fields-set.
-    completions: dict[tuple[str, ...], _Completion] = field(default_factory=dict, compare=False)
-
-    @property
-    def stamp(self) -> bool:
-        return "at" not in self.given
-
-    def sharing(self, names: tuple[str, ...], cls: type[Event]) -> _Shape:
-        shape = self.derived.get(names)
-        if shape is None:
-            unknown = set(names) - self.known
-            if unknown:
-                raise TypeError(f"{cls.__name__}: unknown {sorted(unknown)}")
-            shape = self.derived[names] = _Shape(
-                given=self.given | set(names),
-                factories=tuple(f for f in self.factories if f[0] not in names),
-                required=self.required - set(names),
-                known=self.known,
-            )
-        return shape
-
-    def completion(self, names: tuple[str, ...], cls: type[Event]) -> _Completion:
-        found = self.completions.get(names)
-        if found is None:  # a new call site: check what it names, once
-            named = set(names)
-            if not (self.required <= named <= self.known):
-                raise TypeError(
-                    f"{cls.__name__}: missing {sorted(self.required - named)}, "
-                    f"unknown {sorted(named - self.known)}"
-                )
-            # ``offset`` counts as set from the start: the bus numbers every event it publishes,
-            # and the shared set must already hold it then (``Event.__setattr__``).
-            fields_set = {*self.given, *named, "offset"}
-            factories = tuple(f for f in self.factories if f[0] not in named)
-            found = self.completions[names] = (fields_set, factories)
-        return found
-
-
-def _key_sharing(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` as a key-sharing dict: its ``copy()``s share one keys table and hold only
-    their values, as the ``__dict__``s of ordinary instances of one class do (CPython; about
-    330 bytes for a steering event's 22 fields instead of 840). Updating a key it has keeps a
-    copy sharing; ``{**values, ...}`` would build an ordinary dict."""
-    holder = type("EventValues", (), {})()  # a class of its own: its keys are these names only
-    for name, value in values.items():
-        setattr(holder, name, value)
-    shared: dict[str, Any] = holder.__dict__
-    return shared
-
-
-def _start_value(f: FieldInfo) -> Any:
-    """A field's value in a template before anything is given: its default, the shared
-    ``EMPTY`` for a dict made by its factory, None for what a factory or the caller provides."""
-    if f.default_factory is dict:
-        return EMPTY
-    return None if f.default_factory or f.is_required() else f.default
-
-
-class EventTemplate(Generic[E]):
-    """Builds events of one class that share some fields, checked and merged once.
-
-    ``EventTemplate.of(cls)`` knows the class's defaults; ``.sharing(**fields)`` derives a
-    template whose events all carry those fields (the router keeps one per command: its events
-    share a dozen fields and differ in ``type`` and a few more). ``build(**fields)`` returns
-    what ``cls.model_construct(**shared, **fields)`` would, made directly: pydantic's
-    ``model_construct`` resolves every field's default on every call, which made it the largest
-    cost of a steering command.
-
-    Events are kept by the thousand (sinks, steering history), so they are made small: what
-    depends only on the field names is worked out once per set of names, the events built with
-    the same names share one fields-set (``Event.__setattr__`` copies it before it changes), and
-    every event's ``__dict__`` shares one keys table with the others of its class. The cyclic
-    garbage collector then has about two objects per event to walk, a third of the memory.
-    """
-
-    __slots__ = ("_cls", "_shape", "_stamp", "_values")
-    _of: ClassVar[dict[type[Event], EventTemplate[Any]]] = {}
-
-    def __init__(self, cls: type[E], values: dict[str, Any], shape: _Shape) -> None:
-        self._cls = cls
-        self._values = values  # every field in declaration order: given, default or None
-        self._shape = shape
-        self._stamp = shape.stamp
-
-    @classmethod
-    def of(cls, event_cls: type[E]) -> EventTemplate[E]:
-        found = cls._of.get(event_cls)
-        if found is None:
-            if event_cls.__pydantic_post_init__ or event_cls.__private_attributes__:
-                raise TypeError(
-                    f"events are built directly; {event_cls.__name__} has private state"
-                )
-            fields = event_cls.model_fields
-            shape = _Shape(
-                given=frozenset(),
-                factories=tuple(
-                    (name, f.default_factory)  # type: ignore[misc]  # none takes arguments
-                    for name, f in fields.items()
-                    if f.default_factory not in (None, dict)
-                ),
-                required=frozenset(name for name, f in fields.items() if f.is_required()),
-                known=frozenset(fields),
-            )
-            values = _key_sharing({name: _start_value(f) for name, f in fields.items()})
-            found = cls._of[event_cls] = EventTemplate(event_cls, values, shape)
-        return found
-
-    def sharing(self, **shared: Any) -> EventTemplate[E]:
-        shape = self._shape.sharing(tuple(shared), self._cls)
-        values = self._values.copy()
-        values.update(shared)
-        return EventTemplate(self._cls, values, shape)
-
-    def build(self, **fields: Any) -> E:
-        return self.build_from(fields)
-
-    def build_from(self, fields: dict[str, Any]) -> E:
-        """``build(**fields)`` for a caller holding the fields in a dict of its own already
-        (the router: every steering event). The dict is used up: pass one nobody else keeps."""
-        if self._stamp and "at" not in fields:
-            fields["at"] = _clock.now()
-        names = tuple(fields)
-        shape = self._shape
-        fields_set, factories = shape.completions.get(names) or shape.completion(names, self._cls)
-        values = self._values.copy()  # see _key_sharing: not {**a, **b}, which would not share
-        values.update(fields)
-        for name, factory in factories:
-            values[name] = factory()
-        return new_model(self._cls, values, fields_set)
-
-
-def make_event(cls: type[E], **fields: Any) -> E:
-    """Build an event from values that are already valid (no re-validation: hot path)."""
-    return EventTemplate.of(cls).build(**fields)
+def parse_event(data: str | bytes | dict[str, Any]) -> AnyEvent:
+    """An event back from its JSON (or from the dict of ``to_dict(mode="json")``), validated;
+    raises ``pydantic.ValidationError`` for anything that is not one."""
+    if isinstance(data, dict):
+        return EVENT_ADAPTER.validate_python(data)
+    return EVENT_ADAPTER.validate_json(data)

@@ -45,6 +45,6 @@ class StructlogSink:
 
     def __call__(self, event: Event) -> None:
         # Not exclude_defaults: it would drop the discriminating `type` of actors and targets.
-        data = mask(event.model_dump(mode="json", exclude_none=True))
+        data = mask(event.to_dict(mode="json", exclude_none=True))
         data.pop("type", None)
         getattr(self._log, self._level)(event.type, **data)

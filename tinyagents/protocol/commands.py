@@ -28,7 +28,6 @@ from pydantic import (
 
 from tinyagents import _clock
 from tinyagents.errors import InvalidCommandError
-from tinyagents.protocol._models import fill_model, new_model
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -770,19 +769,11 @@ class SteeringCommand(BaseModel):
     if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
 
         def __init__(self, /, **data: Any) -> None:
-            # Python code nearly always passes values that are valid already (a target and an
-            # actor built by their classmethods, a SteeringKind, a payload dict): those are
-            # checked here and only the payload is validated. Anything else, and every invalid
-            # command, takes pydantic's full validation, which raises the error. A command is
-            # built for every steering request; this costs a third of pydantic's validation.
-            values = _valid_values(data)
-            if values is None:
-                try:
-                    super().__init__(**data)
-                except ValidationError as exc:
-                    raise _invalid_command(exc) from None
-                return
-            fill_model(self, values, _fields_set(data))
+            # Only to raise what failed as the InvalidCommandError it is (see above).
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise _invalid_command(exc) from None
 
     @property
     def text(self) -> str | None:
@@ -792,88 +783,6 @@ class SteeringCommand(BaseModel):
 
     def describe(self) -> str:
         return f"{self.kind.value} from {self.actor.describe()} to {self.target.describe()}"
-
-
-_COMMAND_FIELDS = frozenset(SteeringCommand.model_fields)
-_TARGET_TYPES = frozenset(
-    {AgentRunTarget, SubAgentRunTarget, GraphTaskTarget, GraphNodeTarget, ThreadTarget}
-)
-_ACTOR_TYPES = frozenset(
-    {HumanActor, ParentAgentActor, GraphSupervisorActor, MiddlewareActor, TestActor}
-)
-#: The fields-set of the commands built from each set of keywords. A command is frozen, so its
-#: fields-set never changes and the commands built alike share one (pydantic copies it for
-#: ``model_copy``): one object less per command for the garbage collector to walk.
-_FIELDS_SETS: dict[tuple[str, ...], set[str]] = {}
-
-
-def _fields_set(data: dict[str, Any]) -> set[str]:
-    names = tuple(data)
-    found = _FIELDS_SETS.get(names)
-    if found is None:
-        # What validation records: the keywords given, and the kind and payload ``_check`` sets.
-        found = {*names, "kind", "payload"}
-        if len(_FIELDS_SETS) < 256:  # keyword orders seen; more are unusual, and not kept
-            _FIELDS_SETS[names] = found
-    return found
-
-
-def _valid_values(data: dict[str, Any]) -> dict[str, Any] | None:
-    """The command's ``__dict__`` when every value in ``data`` is one validation would keep as
-    it is (the payload is validated here); None to let pydantic validate (and raise)."""
-    get = data.get
-    target, actor, kind = get("target"), get("actor"), get("kind")
-    if (
-        type(target) not in _TARGET_TYPES
-        or type(actor) not in _ACTOR_TYPES
-        or type(kind) is not SteeringKind
-        or not data.keys() <= _COMMAND_FIELDS
-    ):
-        return None
-    payload = get("payload") or {}
-    priority = get("priority", SteeringPriority.NORMAL)
-    delivery = get("delivery", SteeringDelivery.NEXT_BOUNDARY)
-    policy_ref, checkpoint_id, fork = get("policy_ref"), get("checkpoint_id"), get("fork", False)
-    if (
-        type(payload) is not dict
-        or type(priority) is not SteeringPriority
-        or type(delivery) is not SteeringDelivery
-        or not (policy_ref is None or type(policy_ref) is SteeringPolicyRef)
-        or not (checkpoint_id is None or type(checkpoint_id) is str)
-        or type(fork) is not bool
-        or _broken_rule(kind, delivery, fork, checkpoint_id) is not None
-    ):
-        return None
-    if "correlation_id" in data:
-        correlation_id = data["correlation_id"]
-        if type(correlation_id) is not str or not correlation_id:
-            return None
-    else:
-        correlation_id = _new_correlation_id()
-    if "created_at" in data:
-        created_at = data["created_at"]
-        if type(created_at) is not datetime or created_at.tzinfo is not UTC:
-            return None  # validation converts it to UTC, or refuses it
-    else:
-        created_at = _now()
-    try:
-        payload = validate_payload(kind, payload)
-    except InvalidCommandError:
-        return None
-    values = {
-        "target": target,
-        "actor": actor,
-        "kind": kind,
-        "payload": payload,
-        "priority": priority,
-        "delivery": delivery,
-        "policy_ref": policy_ref,
-        "correlation_id": correlation_id,
-        "created_at": created_at,
-        "checkpoint_id": checkpoint_id,
-        "fork": fork,
-    }
-    return None if _text_problem(values) is not None else values
 
 
 def _invalid_command(exc: ValidationError) -> InvalidCommandError:
@@ -921,20 +830,14 @@ class SteeringReceipt(BaseModel):
         reason: str | None,
         policy_id: str | None,
     ) -> SteeringReceipt:
-        """What ``cls(status=..., correlation_id=..., run_id=..., reason=..., policy_id=...)``
-        makes, without validating again values the router has (one receipt per submit)."""
-        values = {
-            "status": status,
-            "correlation_id": correlation_id,
-            "run_id": run_id,
-            "reason": reason,
-            "policy_id": policy_id,
-        }
-        # Every field counts as given; a receipt is frozen, so they all share one fields-set.
-        return new_model(cls, values, _RECEIPT_FIELDS)
-
-
-_RECEIPT_FIELDS = set(SteeringReceipt.model_fields)
+        """The router's receipt for one submit (positional, as the router has the values)."""
+        return cls(
+            status=status,
+            correlation_id=correlation_id,
+            run_id=run_id,
+            reason=reason,
+            policy_id=policy_id,
+        )
 
 
 #: For validating commands inside other data; it reports an invalid command as pydantic's

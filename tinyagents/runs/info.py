@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from tinyagents import _clock
-from tinyagents.events.models import E, SubAgentEvent, make_event
+from tinyagents.events.models import E, SubAgentEvent
 from tinyagents.runs.limits import RunLimits, RunUsage
 
 
@@ -99,8 +99,7 @@ class RunInfo:
 
 def run_event(info: RunInfo, cls: type[E], **fields: Any) -> E:
     """An event of ``cls`` that happened on run ``info``, with its place in the run tree."""
-    return make_event(
-        cls,
+    return cls(
         run_id=info.run_id,
         root_run_id=info.root_run_id,
         parent_run_id=info.parent_run_id,
@@ -111,9 +110,8 @@ def run_event(info: RunInfo, cls: type[E], **fields: Any) -> E:
 
 def subagent_event(child: RunInfo, type_: str, **fields: Any) -> SubAgentEvent:
     """A ``subagent.*`` event about ``child``, reported on its parent's run."""
-    return make_event(
-        SubAgentEvent,
-        type=type_,
+    return SubAgentEvent(
+        type=type_,  # type: ignore[arg-type]  # one of SubAgentEvent's types, by the caller
         run_id=child.parent_run_id,
         root_run_id=child.root_run_id,
         tenant_id=child.tenant_id,

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 from tinyagents.errors import StoreError, TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
-    EMPTY,
-    EventTemplate,
     SteeringEvent,
 )
 from tinyagents.events.redact import summarize
@@ -54,7 +52,6 @@ _Key = tuple[str, str]
 CLOSED = "runtime closed before delivery"
 #: How many of the latest command ids an in-memory router remembers to answer duplicates.
 DEDUPE_HORIZON = 100_000
-_STEERING_EVENT = EventTemplate.of(SteeringEvent)
 
 
 class SteeringInvariantError(TinyAgentsError):
@@ -75,10 +72,10 @@ class _Tracked:
     #: Events emitted before the command had a run (a thread target with no live run yet):
     #: filed in the run's history once one takes the command.
     early: list[SteeringEvent] | None = None
-    #: The template of this command's events (the fields they all share), made of
-    #: ``events_cmd`` and ``events_info``: made again when ``cmd`` (a transform) or ``info``
-    #: (the target resolved) is replaced.
-    events: EventTemplate[SteeringEvent] | None = None
+    #: The fields all of this command's events share, made of ``events_cmd`` and
+    #: ``events_info``: made again when ``cmd`` (a transform) or ``info`` (the target
+    #: resolved) is replaced.
+    events: dict[str, Any] | None = None
     events_cmd: SteeringCommand | None = None
     events_info: RunInfo | None = None
 
@@ -256,11 +253,10 @@ class SteeringRouter:
     ) -> None:
         tracked = self._open(cmd)
         tracked.state = CommandState.DELIVERED
-        # An empty report is the events' shared EMPTY: one dict less kept per event.
-        self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where or EMPTY)
+        self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._finish(self._open(cmd), "applied", affected=affected or EMPTY)
+        self._finish(self._open(cmd), "applied", affected=affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd), "failed", reason=reason)
@@ -519,8 +515,7 @@ class SteeringRouter:
             or tracked.events_info is not tracked.info
         ):
             events = _events_for(tracked)
-        fields["type"] = type_
-        event = events.build_from(fields)
+        event = SteeringEvent(type=type_, **events, **fields)  # type: ignore[arg-type]
         self.bus.publish(event)
         run_id = event.run_id
         if run_id is not None:
@@ -539,8 +534,8 @@ class SteeringRouter:
             tracked.early.append(event)
 
 
-def _events_for(tracked: _Tracked) -> EventTemplate[SteeringEvent]:
-    """Make the template of ``tracked``'s events (the fields they all share) and keep it there."""
+def _events_for(tracked: _Tracked) -> dict[str, Any]:
+    """Make the fields all of ``tracked``'s events share, and keep them there."""
     cmd, info = tracked.cmd, tracked.info
     target = cmd.target
     task_id, node_id = _task_and_node(target)
@@ -555,7 +550,7 @@ def _events_for(tracked: _Tracked) -> EventTemplate[SteeringEvent]:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
         task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    events = tracked.events = _STEERING_EVENT.sharing(
+    events = tracked.events = dict(
         run_id=run_id,
         root_run_id=root_run_id,
         parent_run_id=parent_run_id,

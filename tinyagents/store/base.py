@@ -16,11 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tinyagents.events.models import (
-    EVENT_ADAPTER,
-    Event,
-    SteeringEvent,
-)
+from tinyagents.events.models import Event, SteeringEvent, parse_event
 from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
 from tinyagents.protocol.state import CommandState
 
@@ -170,7 +166,7 @@ def _spelled_out(value: Any) -> Any:
 def _escaped(event: Event) -> Event | None:
     """A copy of ``event`` that any store can encode, or None when there is none."""
     try:
-        return EVENT_ADAPTER.validate_python(_spelled_out(event.model_dump(mode="json")))
+        return parse_event(_spelled_out(event.to_dict(mode="json")))
     except Exception:  # not even pydantic can serialize it (an object JSON cannot hold)
         return None
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import StoreError
-from tinyagents.events.models import EVENT_ADAPTER, Event
+from tinyagents.events.models import Event, parse_event
 from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
@@ -261,7 +261,7 @@ class SqliteStore(Store):
         statements: list[tuple[str, Sequence[Any], bool]] = [
             (
                 "INSERT INTO events (type, run_id, root_run_id, data) VALUES (?, ?, ?, ?)",
-                [(e.type, e.run_id, e.root_run_id, e.model_dump_json()) for e in events],
+                [(e.type, e.run_id, e.root_run_id, e.to_json()) for e in events],
                 True,
             )
         ]
@@ -296,7 +296,7 @@ class SqliteStore(Store):
         )
         async with self.db.execute(sql, args) as cur:
             rows = await cur.fetchall()
-        return [EVENT_ADAPTER.validate_json(r[0]) for r in rows]
+        return [parse_event(r[0]) for r in rows]
 
     async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
         if not snapshots:
