@@ -22,7 +22,7 @@ from .models import (
 from .recorder import EventRecorder
 
 if TYPE_CHECKING:
-    from .openai_server import ErrorReply, OpenAICompatServer
+    from .openai_server import ErrorReply, Fault, OpenAICompatServer
 
 __all__ = [
     "BoundaryProbe",
@@ -30,6 +30,7 @@ __all__ = [
     "EventRecorder",
     "EventWaiter",
     "FakeClock",
+    "Fault",
     "FunctionModel",
     "Gate",
     "OpenAICompatServer",
@@ -45,7 +46,7 @@ __all__ = [
     "use_ids",
 ]
 
-_LAZY = {"OpenAICompatServer", "ErrorReply"}
+_LAZY = {"OpenAICompatServer", "ErrorReply", "Fault"}
 
 
 def __getattr__(name: str) -> Any:

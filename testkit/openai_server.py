@@ -7,27 +7,36 @@
 
 Each ``POST /v1/chat/completions`` takes the next scripted reply: a string (the assistant's
 text), a ``ModelResponse`` (text and tool calls, e.g. from ``reply``/``tool_call``), an
-``ErrorReply`` (an HTTP error), a ``dict`` (returned verbatim as the JSON body), or a callable
-of the request body returning one of those. ``stream: true`` is answered with server-sent
-events, tool-call arguments split across deltas the way OpenAI sends them. Built on
-``aiohttp.web`` (a litellm dependency), imported only when this module is.
+``ErrorReply`` (an HTTP error), a ``dict`` (returned verbatim as the JSON body), a ``Fault``
+(faulty mode: a delay, a body that is not JSON, an empty ``choices`` list, any status), or a
+callable of the request body returning one of those. ``stream: true`` is answered with
+server-sent events, tool-call arguments split across deltas the way OpenAI sends them.
+
+``mode`` makes the server as strict as a real one: ``"llama.cpp"`` refuses what llama.cpp's
+message parser and the Jinja chat templates of llama-cpp-python refuse (HTTP 500, as
+llama-cpp-python answers a template error), ``"vllm"`` what vLLM's request validation refuses
+(HTTP 400); ``testkit/server_rules.py`` lists the rules and where they come from. A refused
+request does not use up a scripted reply. Built on ``aiohttp.web`` (a litellm dependency),
+imported only when this module is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from tinyagents.harness.model import ModelResponse, Usage
 
 from .models import count_tokens
+from .server_rules import llama_cpp_violation, vllm_violation
 
 #: ``created`` of every completion: fixed so recorded responses are deterministic.
 _CREATED = 1_700_000_000
@@ -42,8 +51,37 @@ class ErrorReply:
     type: str = "server_error"
 
 
-ServerReply = str | ModelResponse | ErrorReply | dict[str, Any]
+@dataclass(slots=True, kw_only=True)
+class Fault:
+    """Answer one request badly (the server's faulty mode).
+
+    ``delay_s`` waits before answering (a client timeout, or a request to cancel in flight;
+    closing the server ends the wait). Then the server answers ``body`` as raw text with
+    ``status`` (e.g. an HTML page: a 200 that is not JSON), or, with ``empty_choices``, a
+    well-formed completion whose ``choices`` list is empty, or else ``then`` as usual.
+
+        Fault(body="<html>Welcome</html>")           # 200, not JSON
+        Fault(empty_choices=True)                    # 200, choices: []
+        Fault(status=502, body="Bad Gateway")        # a proxy's error page
+        Fault(delay_s=30, then="too late")           # slower than any test's timeout
+    """
+
+    delay_s: float = 0.0
+    status: int = 200
+    body: str | None = None
+    content_type: str = "text/html"
+    empty_choices: bool = False
+    then: str | ModelResponse | ErrorReply | dict[str, Any] = ""
+
+
+ServerReply = str | ModelResponse | ErrorReply | Fault | dict[str, Any]
 ScriptedServerReply = ServerReply | Callable[[dict[str, Any]], ServerReply]
+ServerMode = Literal["default", "llama.cpp", "vllm"]
+
+_CHECKS: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "llama.cpp": llama_cpp_violation,
+    "vllm": vllm_violation,
+}
 
 
 class OpenAICompatServer:
@@ -54,18 +92,36 @@ class OpenAICompatServer:
     requested model (``model`` when the request names none), as OpenAI does.
     """
 
-    def __init__(self, replies: Iterable[ScriptedServerReply] = (), *, model: str = "test-model"):
+    def __init__(
+        self,
+        replies: Iterable[ScriptedServerReply] = (),
+        *,
+        model: str = "test-model",
+        mode: ServerMode = "default",
+    ):
+        if mode not in ("default", *_CHECKS):
+            raise ValueError(f"mode must be 'default', 'llama.cpp' or 'vllm', got {mode!r}")
         self.model = model
+        self.mode = mode
         self.requests: list[dict[str, Any]] = []
+        #: Why each request refused by a strict ``mode`` was refused, in order.
+        self.refusals: list[str] = []
         self._replies: deque[ScriptedServerReply] = deque(replies)
         self._scripted = len(self._replies)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._closing = asyncio.Event()
+        self._received = asyncio.Condition()
 
     def add(self, *replies: ScriptedServerReply) -> None:
         """Queue more replies after those already scripted."""
         self._replies.extend(replies)
         self._scripted += len(replies)
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once ``count`` requests have arrived (e.g. one a test will cancel in flight)."""
+        async with self._received:
+            await self._received.wait_for(lambda: len(self.requests) >= count)
 
     @property
     def base_url(self) -> str:
@@ -91,6 +147,7 @@ class OpenAICompatServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._closing.set()  # ends every delayed answer, so cleanup does not wait for them
         if self._runner is not None:
             await self._runner.cleanup()
         self._runner = None
@@ -98,8 +155,29 @@ class OpenAICompatServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = await request.json()
-        self.requests.append(body)
+        async with self._received:
+            self.requests.append(body)
+            self._received.notify_all()
+        if self.mode != "default" and (problem := _CHECKS[self.mode](body)):
+            self.refusals.append(problem)
+            return self._refuse(problem)
         reply = self._next_reply(body)
+        if isinstance(reply, Fault):
+            if reply.delay_s:
+                # Not asyncio.sleep: closing the server must end the wait.
+                try:
+                    await asyncio.wait_for(self._closing.wait(), reply.delay_s)
+                except TimeoutError:
+                    pass
+            if reply.body is not None:
+                return web.Response(
+                    text=reply.body, status=reply.status, content_type=reply.content_type
+                )
+            if reply.empty_choices:
+                return web.json_response(
+                    {**self._completion(body, "chatcmpl-empty", ModelResponse(), {}), "choices": []}
+                )
+            reply = reply.then
         if isinstance(reply, ErrorReply):
             error = {"error": {"message": reply.message, "type": reply.type, "code": None}}
             return web.json_response(error, status=reply.status)
@@ -111,6 +189,26 @@ class OpenAICompatServer:
         if body.get("stream"):
             return await self._stream(request, body, completion_id, response, usage)
         return web.json_response(self._completion(body, completion_id, response, usage))
+
+    def _refuse(self, problem: str) -> web.Response:
+        if self.mode == "vllm":  # vLLM: a pydantic ValidationError becomes a 400
+            error: dict[str, Any] = {
+                "object": "error",
+                "message": f"[vllm-strict] {problem}",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+            return web.json_response(error, status=400)
+        # llama-cpp-python: an exception while rendering the chat template is a 500
+        error = {
+            "error": {
+                "code": 500,
+                "message": f"[llama.cpp-strict] {problem}",
+                "type": "server_error",
+            }
+        }
+        return web.json_response(error, status=500)
 
     def _next_reply(self, body: dict[str, Any]) -> ServerReply:
         if not self._replies:
@@ -161,20 +259,23 @@ class OpenAICompatServer:
         usage: dict[str, int],
     ) -> web.StreamResponse:
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await stream.prepare(request)
-        base = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": _CREATED,
-            "model": body.get("model") or self.model,
-        }
-        for delta, finish_reason in _deltas(response):
-            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-            await _send(stream, {**base, "choices": [choice]})
-        if (body.get("stream_options") or {}).get("include_usage"):
-            await _send(stream, {**base, "choices": [], "usage": usage})
-        await stream.write(b"data: [DONE]\n\n")
-        await stream.write_eof()
+        try:
+            await stream.prepare(request)
+            base = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": _CREATED,
+                "model": body.get("model") or self.model,
+            }
+            for delta, finish_reason in _deltas(response):
+                choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+                await _send(stream, {**base, "choices": [choice]})
+            if (body.get("stream_options") or {}).get("include_usage"):
+                await _send(stream, {**base, "choices": [], "usage": usage})
+            await stream.write(b"data: [DONE]\n\n")
+            await stream.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away (cancelled or timed out): nothing to send it
         return stream
 
 

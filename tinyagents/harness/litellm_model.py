@@ -6,18 +6,28 @@ litellm takes seconds to import, so it is imported inside the first call, never 
 
 Retries are ours, not the OpenAI SDK's (whose own retries are switched off with
 ``max_retries=0``): one place decides what is transient, how long to back off, and when to
-give up with a ``ModelError``.
+give up. Every failure becomes a typed ``ModelError`` naming the model and ``api_base``
+(``litellm_errors`` says which are retried and why).
+
+Messages are sent in the shape the strictest common OpenAI-compatible servers accept (the
+testkit's ``OpenAICompatServer`` checks it in its ``llama.cpp`` and ``vllm`` modes): every
+message has a string ``content`` (llama.cpp's chat templates concatenate it: a missing or
+null content is a 500 there), and consecutive user messages (a task followed by steering)
+are joined into one, as templates that require user/assistant alternation demand.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
-from collections.abc import AsyncIterator
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from tinyagents.errors import ConfigurationError, ModelError
+from tinyagents.harness.litellm_errors import classify, empty_response
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -29,17 +39,23 @@ from tinyagents.harness.model import (
     Usage,
 )
 
-#: HTTP statuses worth another try: request timeout, conflict, rate limit and server errors.
-_TRANSIENT_STATUS = frozenset({408, 409, 429})
+T = TypeVar("T")
+
+#: How long a cancel may be held while litellm prepares a request in its worker thread.
+_HOLD_CANCEL_S = 5.0
+_HOLD_POLL_S = 0.005
 
 
 class LiteLLMModel(Model):
     """A model reached through ``litellm.acompletion``.
 
     ``model`` is litellm's ``"provider/name"`` (e.g. ``"openai/gpt-4o-mini"``). ``api_base``
-    points it at any OpenAI-compatible server. Transient failures (rate limit, timeout,
-    connection, 5xx) are retried ``max_retries`` times with exponential backoff starting at
-    ``retry_backoff_s``; other keyword arguments are passed to every litellm call.
+    points it at any OpenAI-compatible server (``"http://127.0.0.1:8000/v1"``; such a server
+    still needs some ``api_key``, e.g. ``"sk-local"``). Transient failures (timeout,
+    connection, 429, 5xx) are retried ``max_retries`` times with exponential backoff starting
+    at ``retry_backoff_s``; everything else fails at once. Failures raise a ``ModelError``
+    subclass (``ModelConnectionError``, ``ModelNotFoundError``, ...). Other keyword arguments
+    are passed to every litellm call.
     """
 
     def __init__(
@@ -74,6 +90,8 @@ class LiteLLMModel(Model):
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
         raw = await self._with_retries(kwargs["model"], lambda: litellm.acompletion(**kwargs))
+        if not getattr(raw, "choices", None):
+            raise empty_response(kwargs["model"], self.api_base)
         return _parse_response(raw, litellm)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
@@ -94,13 +112,17 @@ class LiteLLMModel(Model):
         except Exception as exc:
             raise ModelError(
                 f"model {model!r} stream broke off: {type(exc).__name__}: {exc}; "
-                "the partial response was discarded, call the model again"
+                "the partial response was discarded, call the model again",
+                model=model,
+                api_base=self.api_base,
             ) from exc
         finally:
             # A consumer that stops early (or is cancelled) must still release the connection.
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
+        if not assembler.had_choices:
+            raise empty_response(model, self.api_base)
         yield StreamChunk(response=assembler.response(model, litellm))
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
@@ -108,7 +130,7 @@ class LiteLLMModel(Model):
             **self.litellm_kwargs,
             **request.settings,
             "model": request.model or self.name,
-            "messages": [_message_to_openai(m) for m in request.messages],
+            "messages": _messages_to_openai(request.messages),
             "max_retries": 0,
         }
         if request.tools:
@@ -123,25 +145,64 @@ class LiteLLMModel(Model):
             kwargs["timeout"] = self.timeout_s
         return kwargs
 
-    async def _with_retries(self, model: str, call: Any) -> Any:
+    async def _with_retries(self, model: str, call: Callable[[], Awaitable[Any]]) -> Any:
         attempts = self.max_retries + 1
-        for attempt in range(attempts):
+        for attempt in range(1, attempts + 1):
             try:
-                return await call()
+                return await _hold_cancel_while_preparing(call())
             except Exception as exc:
-                if not _is_transient(exc):
-                    raise ModelError(
-                        f"model {model!r} rejected the request ({_describe(exc)}); not retried: "
-                        "check the model name, api key, api_base and the request itself"
-                    ) from exc
-                if attempt == attempts - 1:
-                    raise ModelError(
-                        f"model {model!r} failed after {attempts} attempt(s) ({_describe(exc)}); "
-                        "the provider may be down or rate-limiting: retry later or raise "
-                        "max_retries"
-                    ) from exc
-            await asyncio.sleep(self.retry_backoff_s * 2**attempt)
+                error = classify(
+                    exc,
+                    model=model,
+                    api_base=self.api_base,
+                    attempts=attempt,
+                    timeout_s=self.timeout_s,
+                )
+                if not error.retryable or attempt == attempts:
+                    raise error from exc
+            await asyncio.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+async def _hold_cancel_while_preparing(call: Awaitable[T]) -> T:
+    """Await a litellm call; a cancel that arrives while litellm prepares it is held back.
+
+    ``litellm.acompletion`` prepares the request in a worker thread (``run_in_executor``; on a
+    first call this takes a noticeable fraction of a second), and the thread returns the
+    coroutine that sends it. A cancel landing during that step drops the coroutine unawaited:
+    ``RuntimeWarning: coroutine 'OpenAIChatCompletion.acompletion' was never awaited``. So the
+    call runs as its own task, and a cancel is passed on once litellm has left that step (at
+    most ``_HOLD_CANCEL_S``), which cancels the HTTP request as soon as it has started.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        deadline = time.monotonic() + _HOLD_CANCEL_S
+        try:
+            # Polled: nothing reports the end of that step. Returns early if the call ends.
+            while _preparing(task) and time.monotonic() < deadline:
+                await asyncio.wait([task], timeout=_HOLD_POLL_S)
+        finally:  # also when cancelled again while holding: never leave the call running
+            task.cancel()
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # retrieved: a late failure of a cancelled call is moot
+        raise
+
+
+def _preparing(task: asyncio.Future[Any]) -> bool:
+    """Whether litellm's own code is waiting on a bare future (its worker thread)."""
+    if task.done() or not isinstance(task, asyncio.Task):
+        return False
+    awaited: Any = task.get_coro()
+    innermost = None
+    while inspect.iscoroutine(awaited):
+        innermost = awaited
+        awaited = awaited.cr_await
+    if innermost is None or awaited is None:
+        return False
+    return f"{os.sep}litellm{os.sep}" in innermost.cr_code.co_filename
 
 
 def _litellm() -> Any:
@@ -154,40 +215,32 @@ def _litellm() -> Any:
     return litellm
 
 
-def _is_transient(exc: Exception) -> bool:
-    from litellm import exceptions as errors
-
-    if isinstance(
-        exc,
-        errors.RateLimitError
-        | errors.Timeout
-        | errors.APIConnectionError
-        | errors.InternalServerError
-        | errors.ServiceUnavailableError
-        | errors.BadGatewayError
-        | TimeoutError
-        | ConnectionError,
-    ):
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
+def _messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+    """The conversation in OpenAI's format; consecutive plain user messages joined into one."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        converted = _message_to_openai(message)
+        previous = out[-1] if out else None
+        if previous is not None and _plain_user(previous) and _plain_user(converted):
+            previous["content"] = f"{previous['content']}\n\n{converted['content']}"
+        else:
+            out.append(converted)
+    return out
 
 
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    where = f"HTTP {status}, " if isinstance(status, int) else ""
-    return f"{where}{type(exc).__name__}: {exc}"
+def _plain_user(message: dict[str, Any]) -> bool:
+    return message["role"] == "user" and message.keys() == {"role", "content"}
 
 
 def _message_to_openai(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    # Always a string, "" next to tool calls: litellm drops a None content, and llama.cpp's
+    # templates fail on a missing one; OpenAI, vLLM and litellm's converters accept "".
+    out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id
     elif message.name is not None:
         out["name"] = message.name
     if message.tool_calls:
-        # Providers reject an empty string next to tool calls; null is the documented value.
-        out["content"] = message.content or None
         out["tool_calls"] = [
             {
                 "id": call.id,
@@ -271,6 +324,7 @@ class _StreamAssembler:
         self.raw_usage: Any = None
         self.model: str | None = None
         self.finish_reason: str | None = None
+        self.had_choices = False
 
     def add(self, chunk: Any) -> str:
         self.model = getattr(chunk, "model", None) or self.model
@@ -278,6 +332,7 @@ class _StreamAssembler:
             self.raw_usage = chunk.usage
         if not chunk.choices:
             return ""
+        self.had_choices = True
         choice = chunk.choices[0]
         self.finish_reason = choice.finish_reason or self.finish_reason
         delta = choice.delta

@@ -1,0 +1,206 @@
+"""What went wrong with a litellm call, as a typed ``ModelError`` that says what to do.
+
+litellm labels several different failures "HTTP 500": nothing listening on ``api_base``
+(``Connection error.``), no API key (the OpenAI SDK's ``Missing credentials``) and a 200 whose
+body is not JSON (``Empty or invalid response from LLM endpoint``). The cause is in the
+exception chain, so ``classify`` walks it before it looks at the status.
+
+What is retried, and why:
+
+- **retried**: timeouts, connection errors, 429 and 5xx (and 409). A server being restarted
+  or still loading its model refuses connections for a moment; a busy one times out or
+  answers 429/503. A few retries with backoff cost little and often succeed.
+- **not retried**: a missing or refused key (401/403), an unknown model or wrong path (404),
+  any other 4xx, a 200 that is not JSON, a completion without choices, and anything litellm
+  could not classify. The same request would fail the same way; retrying hides the mistake.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+from tinyagents.errors import (
+    MissingAPIKeyError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelEmptyResponse,
+    ModelError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelRequestRejected,
+    ModelResponseNotJSON,
+    ModelServerError,
+    ModelTimeoutError,
+)
+
+#: litellm's message for a 200 whose body it could not parse as a completion.
+_NOT_JSON_MARKER = "empty or invalid response from llm endpoint"
+_MISSING_KEY_MARKERS = (
+    "missing credentials",
+    "api_key client option must be set",
+    "missing api key",
+)
+
+
+def where(api_base: str | None, model: str) -> str:
+    """``api_base 'http://...'``, or the provider's default endpoint when there is none."""
+    if api_base:
+        return f"api_base {api_base!r}"
+    provider = model.split("/", 1)[0] if "/" in model else "its provider"
+    return f"the default endpoint of {provider!r} (no api_base given)"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def _is_timeout(link: BaseException) -> bool:
+    name = type(link).__name__
+    return isinstance(link, TimeoutError) or name in ("Timeout", "APITimeoutError")
+
+
+def _is_connection(link: BaseException) -> bool:
+    if isinstance(link, ConnectionError | socket.gaierror):
+        return True
+    return type(link).__name__ == "APIConnectionError" and type(link).__module__.startswith(
+        "openai"
+    )
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _detail(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def classify(
+    exc: BaseException,
+    *,
+    model: str,
+    api_base: str | None,
+    attempts: int,
+    timeout_s: float | None,
+) -> ModelError:
+    """The ``ModelError`` for ``exc`` raised by ``litellm.acompletion`` (after ``attempts`` tries)."""
+    at = where(api_base, model)
+    tries = f"{attempts} attempt(s)"
+    chain = list(_chain(exc))
+    text = " ".join(str(link).lower() for link in chain)
+    status = _status(exc)
+    if any(marker in text for marker in _MISSING_KEY_MARKERS):
+        return MissingAPIKeyError(
+            f"model {model!r} at {at} needs an API key and none was given; nothing was sent: "
+            "pass LiteLLMModel(..., api_key=...) or set the provider's key variable (e.g. "
+            "OPENAI_API_KEY); a local server that checks no key still needs a placeholder "
+            "such as api_key='sk-local'",
+            model=model,
+            api_base=api_base,
+        )
+    if any(_is_timeout(link) for link in chain) or status == 408:
+        limit = f"{timeout_s:g} s" if timeout_s is not None else "litellm's default timeout"
+        return ModelTimeoutError(
+            f"model {model!r} at {at} did not answer within {limit} ({tries}): raise "
+            "timeout_s, or check that the server is not overloaded or stuck",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    if any(_is_connection(link) for link in chain):
+        return ModelConnectionError(
+            f"nothing answered at {at} for model {model!r} ({tries}; {_detail(chain[-1])}): "
+            "is the server running and listening at that address and port?",
+            model=model,
+            api_base=api_base,
+        )
+    if _NOT_JSON_MARKER in text:
+        return ModelResponseNotJSON(
+            f"{at} answered model {model!r} with a body that is not a JSON completion "
+            f"({_detail(exc)}); not retried: api_base must be the root of an OpenAI-compatible "
+            "API (it usually ends in /v1), not a web page or another service",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    return _by_status(exc, status, model=model, api_base=api_base, at=at, tries=tries)
+
+
+def _by_status(
+    exc: BaseException,
+    status: int | None,
+    *,
+    model: str,
+    api_base: str | None,
+    at: str,
+    tries: str,
+) -> ModelError:
+    detail = _detail(exc)
+    if status in (401, 403):
+        return ModelAuthenticationError(
+            f"{at} refused the API key for model {model!r} (HTTP {status}: {detail}); not "
+            "retried: check api_key (or the provider's key variable) and that the key may "
+            "use this model",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    if status == 404:
+        return ModelNotFoundError(
+            f"{at} answered HTTP 404 for model {model!r} ({detail}); not retried: the server "
+            "does not serve a model by that name (a local server lists its names at "
+            "GET <api_base>/models), or api_base has the wrong path (it usually ends in /v1)",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    if status == 429:
+        return ModelRateLimitError(
+            f"model {model!r} at {at} is rate-limiting ({tries}; {detail}): retry later, "
+            "send fewer requests at once, or raise max_retries",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    if status is not None and (status >= 500 or status == 409):
+        return ModelServerError(
+            f"model {model!r} at {at} failed with HTTP {status} ({tries}; {detail}): the "
+            "server's log says why; if it is overloaded retry later or raise max_retries",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    if status is not None and 400 <= status < 500:
+        return ModelRequestRejected(
+            f"{at} refused the request to model {model!r} (HTTP {status}: {detail}); not "
+            "retried: the request does not suit this server (a field it does not accept, a "
+            "value out of range, a context too long)",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    return ModelError(
+        f"model {model!r} at {at} failed ({type(exc).__name__}: {detail}); not retried",
+        model=model,
+        api_base=api_base,
+        status=status,
+    )
+
+
+def empty_response(model: str, api_base: str | None) -> ModelEmptyResponse:
+    """The error for a completion whose ``choices`` list is empty."""
+    return ModelEmptyResponse(
+        f"model {model!r} at {where(api_base, model)} returned a completion with no choices; "
+        "not retried: the server generated nothing (its log says why; some providers drop "
+        "a choice their content filter removed)",
+        model=model,
+        api_base=api_base,
+    )
