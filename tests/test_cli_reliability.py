@@ -180,4 +180,4 @@ async def test_inspect_reads_a_store_another_connection_is_writing(
     finally:
         await store.close()
     printed = capsys.readouterr().out
-    assert "writer r-1" in printed and "c-live" in printed
+    assert "writer · r-1" in printed and "c-live" in printed

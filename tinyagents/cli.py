@@ -1,4 +1,4 @@
-"""The ``tinyagents`` command: ``demo`` and ``inspect``."""
+"""The ``tinyagents`` command: ``--version``, ``demo`` and ``inspect``."""
 
 from __future__ import annotations
 
@@ -15,12 +15,19 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
-from rich.tree import Tree
 
+from tinyagents import __version__
+from tinyagents.console import (
+    audit_table,
+    lifecycles,
+    run_rows_from_records,
+    run_tree,
+    settle_graph_tasks,
+)
 from tinyagents.demo import open_store_file, run_demo
-from tinyagents.errors import StoreError
-from tinyagents.events.models import EVENT_ADAPTER, SteeringEvent
+from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
+from tinyagents.harness.litellm_model import LiteLLMModel
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -29,10 +36,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tinyagents", description="Steer agent runs while they run."
     )
+    parser.add_argument("--version", action="version", version=f"tinyagents {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="run the orchestrator demo (offline, scripted models, SQLite)"
+        "demo",
+        help="run the orchestrator demo (offline scripted models by default, SQLite)",
+        description="Run an orchestrator with two sub-agents and steer them while they run. "
+        "Offline scripted models by default; --model runs it on a real model through litellm, "
+        "e.g. a local OpenAI-compatible server: --model openai/NAME --api-base "
+        "http://127.0.0.1:8080/v1 --api-key-env LOCAL_KEY",
     )
     demo.add_argument(
         "--db",
@@ -46,7 +59,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="start the store file empty (drops the runs of earlier demos)",
     )
     demo.add_argument(
-        "--model", default=None, help="run the same script on a real model, e.g. openai/gpt-4o-mini"
+        "--model",
+        default=None,
+        help="a litellm model name (e.g. openai/gpt-4o-mini) to use instead of the scripted "
+        "models; a real model plays its own story, not the script",
+    )
+    demo.add_argument(
+        "--api-base",
+        default=None,
+        help="the model server's base URL, e.g. http://127.0.0.1:8080/v1 for a local "
+        "OpenAI-compatible server (needs --model)",
+    )
+    demo.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable that holds the API key (needs --model; without it "
+        "litellm reads the provider's usual variable, e.g. OPENAI_API_KEY)",
     )
 
     inspect = sub.add_parser(
@@ -55,115 +84,190 @@ def main(argv: Sequence[str] | None = None) -> int:
     inspect.add_argument(
         "file", help="a SQLite store file written by a Runtime(store='sqlite:///...')"
     )
-    inspect.add_argument("run_id", nargs="?", default=None, help="show only this run's tree")
+    inspect.add_argument(
+        "run_id",
+        nargs="?",
+        default=None,
+        help="show only this run, its descendants and the commands sent to them",
+    )
+    inspect.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole record as one JSON document (runs with their errors, every "
+        "event, every command's lifecycle) for scripts",
+    )
 
     args = parser.parse_args(argv)
     if args.command == "demo":
-        try:
-            summary = asyncio.run(run_demo(db=args.db, model=args.model, fresh=args.fresh))
-        except StoreError as exc:
-            print(f"tinyagents demo: {exc}")
-            return 2
-        return 0 if summary["status"] == "completed" else 1
-    return asyncio.run(inspect_store(args.file, args.run_id))
+        return demo_command(args)
+    return asyncio.run(inspect_store(args.file, args.run_id, as_json=args.json))
 
 
-async def inspect_store(file: str, run_id: str | None = None) -> int:
-    """Print the run tree and steering history of a store file; never writes to it."""
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+def demo_command(args: argparse.Namespace) -> int:
+    """``tinyagents demo``: 0 when the orchestrator completed, 1 when it did not, 2 for bad
+    arguments or a file the demo may not write (one line, nothing touched)."""
     try:
-        runs, events, unreadable = await asyncio.to_thread(read_store, Path(file), run_id)
+        model = demo_model(args.model, args.api_base, args.api_key_env)
+        summary = asyncio.run(run_demo(db=args.db, model=model, fresh=args.fresh))
+    except (StoreError, ConfigurationError) as exc:
+        print(f"tinyagents demo: {exc}")
+        return 2
+    return 0 if summary["status"] == "completed" else 1
+
+
+def demo_model(
+    name: str | None, api_base: str | None, api_key_env: str | None
+) -> LiteLLMModel | None:
+    """The real model the demo runs on, or None for the scripted ones."""
+    if name is None:
+        if api_base is not None or api_key_env is not None:
+            raise ConfigurationError(
+                "--api-base and --api-key-env choose where a real model is; name it with --model"
+            )
+        return None
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise ConfigurationError(
+                f"--api-key-env {api_key_env}: the environment variable {api_key_env} is not "
+                f"set (or empty); export it, e.g. {api_key_env}=... tinyagents demo ..."
+            )
+    return LiteLLMModel(name, api_base=api_base, api_key=api_key)
+
+
+async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool = False) -> int:
+    """Print the run tree (with why runs did not complete) and the steering history of a store
+    file, or with ``as_json`` the whole record as JSON; never writes to the file."""
+    console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
+    try:
+        runs, events, unreadable = await asyncio.to_thread(
+            read_store, Path(file), run_id, everything=as_json
+        )
     except StoreError as exc:
         console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         return 2
-    by_id = {r["run_id"]: r for r in runs}
-    children: dict[str | None, list[dict[str, Any]]] = {}
-    for r in runs:
-        children.setdefault(r.get("parent_run_id"), []).append(r)
-
-    def label(r: dict[str, Any]) -> str:
-        calls = (r.get("usage") or {}).get("model_calls", "?")
-        text = f"{r.get('agent_id') or r.get('kind')} {r['run_id']} · {r.get('status')} · {calls} model calls"
-        return escape(text)
-
-    for top in [r for r in runs if r.get("parent_run_id") not in by_id]:
-        tree = Tree(label(top))
-        stack, seen = [(tree, top)], {top["run_id"]}  # a loop: a tree can be thousands deep
-        while stack:
-            branch, r = stack.pop()
-            for c in children.get(r["run_id"], []):
-                if c["run_id"] not in seen:
-                    seen.add(c["run_id"])
-                    stack.append((branch.add(label(c)), c))
-        console.print(tree)
-
-    table = Table(title=escape(f"Steering history ({file})"))
-    for col in ("command", "kind", "actor", "target run", "lifecycle", "reason"):
-        table.add_column(col)
-    lifecycles: dict[str, list[SteeringEvent]] = {}
-    for e in events:
-        lifecycles.setdefault(e.correlation_id, []).append(e)
-    for cid, evs in lifecycles.items():
-        last = evs[-1]
-        reasons = [e.reason for e in evs if e.reason]
-        table.add_row(
-            escape(cid),
-            last.kind.value,
-            escape(last.actor.describe()),
-            escape(last.run_id or "-"),
-            " → ".join(e.type.split(".")[1] for e in evs),
-            escape(reasons[-1]) if reasons else "",
-        )
-    console.print(table)
+    errors = run_errors(events)
+    steering = [e for e in events if isinstance(e, SteeringEvent)]
+    if as_json:
+        record = {
+            "file": file,
+            "run_id": run_id,
+            "runs": [{**r, "error": errors.get(r["run_id"])} for r in runs],
+            "commands": [
+                {
+                    "correlation_id": cid,
+                    "kind": evs[-1].kind.value,
+                    "actor": evs[-1].actor.describe(),
+                    "target": evs[-1].target.model_dump(mode="json"),
+                    "run_id": evs[-1].run_id,
+                    "states": [e.type.split(".", 1)[1] for e in evs],
+                    "reason": next((e.reason for e in reversed(evs) if e.reason), None),
+                }
+                for cid, evs in lifecycles(steering).items()
+            ],
+            "events": [e.to_dict(mode="json") for e in events],
+            "unreadable": unreadable,
+        }
+        sys.stdout.write(json.dumps(record, indent=2) + "\n")
+        return 0
+    rows = settle_graph_tasks(run_rows_from_records(runs, errors), events)
+    console.print(run_tree(rows))
+    title = f"Steering history ({file}{f', run {run_id} and below' if run_id else ''})"
+    if steering:
+        console.print(audit_table(steering, title=title, lifecycle=True))
+    else:
+        console.print(escape(f"{title}: no steering commands"))
     if unreadable:
         console.print(f"({unreadable} stored records could not be read and are not shown)")
     return 0
 
 
+def run_errors(events: list[Event]) -> dict[str, str]:
+    """Why each run that did not complete ended, from its ``run.*`` event in the log."""
+    return {
+        e.run_id: e.error
+        for e in events
+        if isinstance(e, RunEvent) and e.error and e.run_id and e.type in _ENDED
+    }
+
+
+_ENDED = frozenset({"run.failed", "run.limit_exceeded", "run.cancelled", "run.aborted"})
+
+#: What ``inspect`` draws (``--json`` reads every event).
+_DRAWN = (
+    "substr(type, 1, 9) = 'steering.' OR substr(type, 1, 6) = 'graph.' OR type IN "
+    "('run.failed', 'run.limit_exceeded', 'run.cancelled', 'run.aborted')"
+)
+
+
 def read_store(
-    path: Path, run_id: str | None = None
-) -> tuple[list[dict[str, Any]], list[SteeringEvent], int]:
-    """The runs (of ``run_id``'s tree, or all) and their steering events, read from the store
+    path: Path, run_id: str | None = None, *, everything: bool = False
+) -> tuple[list[dict[str, Any]], list[Event], int]:
+    """The runs (``run_id`` and its descendants, or all) and their events, read from the store
     at ``path`` through a read-only connection, plus how many records could not be read.
 
-    Never migrates or writes, unlike ``SqliteStore.open()``; ``StoreError`` (one line) when
-    the file is not a store or ``run_id`` is not in it."""
+    Events are those ``inspect`` draws (steering, graph, how runs ended), or with
+    ``everything`` all of them. Never migrates or writes, unlike ``SqliteStore.open()``;
+    ``StoreError`` (one line) when the file is not a store or ``run_id`` is not in it."""
     conn = open_store_file(path)
     unreadable = 0
     try:
         runs: list[dict[str, Any]] = []
         for (data,) in conn.execute("SELECT data FROM runs ORDER BY rowid"):
             try:
-                runs.append(dict(json.loads(data)))
+                record = json.loads(data)
             except (ValueError, TypeError):
+                record = None
+            if isinstance(record, dict) and isinstance(record.get("run_id"), str):
+                runs.append(record)
+            else:
                 unreadable += 1
         root: str | None = None
         if run_id is not None:
-            found = [r for r in runs if r.get("run_id") == run_id]
+            found = [r for r in runs if r["run_id"] == run_id]
             if not found:
-                known = ", ".join(str(r.get("run_id")) for r in runs[:10]) or "none"
+                known = ", ".join(str(r["run_id"]) for r in runs[:10]) or "none"
                 raise StoreError(f"run {run_id} is not in {path}; runs: {known}")
             root = found[0].get("root_run_id") or run_id
-            runs = [r for r in runs if r.get("root_run_id") == root]
-        runs = [r for r in runs if isinstance(r.get("run_id"), str)]
-        sql = "SELECT data FROM events WHERE substr(type, 1, 9) = 'steering.'"
-        rows = conn.execute(
-            sql + (" AND root_run_id = ?" if root else "") + " ORDER BY id", (root,) if root else ()
-        )
-        events: list[SteeringEvent] = []
+            runs = subtree([r for r in runs if r.get("root_run_id") == root], run_id)
+        sql = "SELECT data FROM events"
+        clauses = [] if everything else [f"({_DRAWN})"]
+        if root:
+            clauses.append("root_run_id = ?")
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        rows = conn.execute(sql + " ORDER BY id", (root,) if root else ())
+        selected = {r["run_id"] for r in runs}
+        events: list[Event] = []
         for (data,) in rows:
             try:
                 event = EVENT_ADAPTER.validate_json(data)
             except ValidationError:
                 unreadable += 1
                 continue
-            if isinstance(event, SteeringEvent):
+            if run_id is None or event.run_id in selected:
                 events.append(event)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read {path}: {exc}") from exc
     finally:
         conn.close()
     return runs, events, unreadable
+
+
+def subtree(runs: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """``run_id``'s record and its descendants' (in the order given)."""
+    children: dict[str, list[str]] = {}
+    for r in runs:
+        parent = r.get("parent_run_id")
+        if isinstance(parent, str):
+            children.setdefault(parent, []).append(r["run_id"])
+    keep, frontier = {run_id}, [run_id]
+    while frontier:  # a loop: a tree can be thousands deep
+        below = [c for p in frontier for c in children.get(p, []) if c not in keep]
+        keep.update(below)
+        frontier = below
+    return [r for r in runs if r["run_id"] in keep]
 
 
 if __name__ == "__main__":  # pragma: no cover

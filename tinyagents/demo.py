@@ -320,7 +320,9 @@ async def run_demo(
     raises ``StoreError`` and is left untouched)."""
     if console is None:
         # Piped output (CI, `| tee`) gets a fixed width so the audit table stays readable.
-        console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
+        console = (
+            Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
+        )
     db = Path(db)
     prepare_db(db, fresh=fresh)
     cues = Cues()
