@@ -41,11 +41,14 @@ def reply(text: str, *, usage: Usage | None = None) -> ModelResponse:
 
 
 def tool_call(
-    name: str, args: dict[str, Any] | None = None, *, id: str | None = None, **kw: Any
+    name: str, args: dict[str, Any] | None = None, /, *, id: str | None = None, **kw: Any
 ) -> ModelResponse:
     """A response calling one tool; keyword arguments are merged into ``args``.
 
-    ``id`` defaults to a new ``call`` id (deterministic under ``use_ids(SequentialIds())``).
+    ``name`` and ``args`` are positional-only, so a tool argument may be called ``name``:
+    ``tool_call("spawn_subagent", name="critic", input="...")``. ``id`` is the call's id
+    (default: a new ``call`` id, deterministic under ``use_ids(SequentialIds())``); a tool
+    argument called ``id`` goes in ``args``: ``tool_call("lookup", {"id": "42"})``.
     """
     call = ToolCall(id=id or new_id("call"), name=name, args={**(args or {}), **kw})
     return ModelResponse(tool_calls=[call], finish_reason="tool_calls")
