@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,11 +27,8 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.steering.policy import PolicyChain, PolicyList
-
-if TYPE_CHECKING:
-    from tinyagents.steering.inbox import Inbox
-    from tinyagents.steering.policy import Policy
+from tinyagents.steering.inbox import Inbox
+from tinyagents.steering.policy import Policy, PolicyChain, PolicyList
 
 
 class RunResult(BaseModel):
@@ -111,6 +108,10 @@ class RunHandle:
     @property
     def run_id(self) -> str:
         return self.info.run_id
+
+    def wake(self) -> None:
+        """A command arrived for this run: nudge its execution layer (see ``RunDriver``)."""
+        self.driver.wake()
 
     @property
     def policies(self) -> PolicyList:

@@ -8,32 +8,47 @@ event through the router, which keeps the exactly-one-terminal-state bookkeeping
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.queue import PutOutcome, SteeringQueue
 
-if TYPE_CHECKING:
-    from tinyagents.runs.handle import RunHandle
-    from tinyagents.steering.router import SteeringRouter
-
 LATE = "target finished before delivery"
 
 
+class Reports(Protocol):
+    """Where an inbox reports what became of its commands (the router, which emits the
+    ``steering.*`` events and keeps the exactly-one-terminal-state bookkeeping)."""
+
+    def mark_delivered(
+        self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+    ) -> None: ...
+
+    def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None: ...
+
+    def mark_failed(self, cmd: SteeringCommand, reason: str) -> None: ...
+
+
 class Inbox:
+    """One run's queue. ``depth`` is the run's depth in its tree (the queue orders commands of
+    equal priority by it); ``wake`` nudges the run's execution layer when a command arrives."""
+
     def __init__(
         self,
-        router: SteeringRouter,
-        handle: RunHandle,
+        router: Reports,
         *,
+        depth: int,
+        wake: Callable[[], None],
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
     ) -> None:
         self.queue = SteeringQueue(redirect_conflict=redirect_conflict)
         self.paused = False
         self._router = router
-        self._handle = handle
+        self._depth = depth
+        self._wake = wake
         #: A command was queued since the signal was last cleared. The event a parked run waits
         #: on is made by its first ``wait``: most runs never park, and a runtime may hold
         #: thousands of them.
@@ -48,12 +63,12 @@ class Inbox:
         return self.queue.conflict(cmd)
 
     def put(self, cmd: SteeringCommand) -> PutOutcome:
-        outcome = self.queue.put_nowait(cmd, self._handle.info.depth)
+        outcome = self.queue.put_nowait(cmd, self._depth)
         if outcome.queued:
             self._signalled = True
             if self._signal is not None:
                 self._signal.set()
-            self._handle.driver.wake()
+            self._wake()
         return outcome
 
     def take(

@@ -195,7 +195,9 @@ class SteeringRouter:
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
     ) -> None:
         """Give a newly registered run its inbox and hand it any command waiting for it."""
-        handle.inbox = Inbox(self, handle, redirect_conflict=redirect_conflict)
+        handle.inbox = Inbox(
+            self, depth=handle.info.depth, wake=handle.wake, redirect_conflict=redirect_conflict
+        )
         await self.target_changed(handle)
 
     async def target_changed(self, handle: RunHandle) -> None:
