@@ -1,12 +1,10 @@
 """Fakes for testing agents and steering without a network, a real clock or random ids.
 
-``OpenAICompatServer`` is imported on first use, so importing the testkit does not load
-aiohttp.
+``import tinyagents`` never loads the testkit; importing it loads aiohttp (~0.1 s, installed
+with litellm) for ``OpenAICompatServer``.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from .clock import FakeClock, SequentialIds, use_clock, use_ids
 from .fake_agent import BoundaryProbe, EventWaiter, Gate, fake_agent
@@ -19,10 +17,8 @@ from .models import (
     tool_call,
     tool_calls,
 )
+from .openai_server import ErrorReply, Fault, OpenAICompatServer
 from .recorder import EventRecorder
-
-if TYPE_CHECKING:
-    from .openai_server import ErrorReply, Fault, OpenAICompatServer
 
 __all__ = [
     "BoundaryProbe",
@@ -45,13 +41,3 @@ __all__ = [
     "use_clock",
     "use_ids",
 ]
-
-_LAZY = {"OpenAICompatServer", "ErrorReply", "Fault"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from . import openai_server
-
-        return getattr(openai_server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
