@@ -1,0 +1,34 @@
+"""The guides' complete programs run as written: every ```python block right after a
+``<!-- runnable: ... -->`` line in docs/*.md is run in a fresh interpreter."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+DOCS = Path(__file__).parent.parent / "docs"
+MARKED = re.compile(r"<!-- runnable:[^>]*-->\n```python\n(.*?)```", re.S)
+
+BLOCKS = [
+    pytest.param(code, id=f"{doc.name}-{index}")
+    for doc in sorted(DOCS.glob("*.md"))
+    for index, code in enumerate(MARKED.findall(doc.read_text()))
+]
+
+
+def test_the_guides_have_runnable_blocks() -> None:
+    names = {str(p.id).rsplit("-", 1)[0] for p in BLOCKS}
+    assert {"harness.md", "testing.md"} <= names
+
+
+@pytest.mark.parametrize("code", BLOCKS)
+def test_a_runnable_block_runs(
+    code: str, tmp_path: Path, run_script: Callable[..., CompletedProcess[str]]
+) -> None:
+    done = run_script(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip(), "a guide's program shows what it did"
