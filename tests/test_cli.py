@@ -361,3 +361,17 @@ async def test_inspect_labels_graph_tasks_by_node_with_their_final_state(
     assert "goto ['publish']" in brand_line
     assert "interrupted" not in tree
     assert "node write" in tree and "node publish" in tree
+
+
+def test_a_missing_key_tells_the_demo_user_about_api_key_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("COLUMNS", "300")
+    argv = ["demo", "--db", str(tmp_path / "demo.db"), "--model", "openai/smollm2"]
+    # nothing listens there, and nothing is sent: the key is missing before any request
+    assert main([*argv, "--api-base", "http://127.0.0.1:9/v1"]) == 1
+    out = capsys.readouterr().out
+    assert "orchestrator: failed — MissingAPIKeyError: " in out
+    assert "The scripted story did not play" not in out  # it failed: the error says why
+    assert out.rstrip().endswith("--api-key-env NAME")

@@ -112,6 +112,8 @@ def demo_command(args: argparse.Namespace) -> int:
     except (StoreError, ConfigurationError) as exc:
         print(f"tinyagents demo: {exc}")
         return 2
+    if "MissingAPIKeyError" in str(summary.get("error")):
+        print("tinyagents demo: name the variable that holds the key with --api-key-env NAME")
     return 0 if summary["status"] == "completed" else 1
 
 

@@ -380,8 +380,9 @@ async def run_demo(
         console.print(
             f"\n[bold]orchestrator:[/] {result.status.value} — ", escape(str(ending or "")), sep=""
         )
-        if model is not None and cues.research_run_id is None:
-            console.print(off_script(seen, handle.run_id), highlight=False)
+        answered = any(e.type == "model.response" for e in seen)
+        if model is not None and cues.research_run_id is None and answered:
+            console.print(off_script(seen), highlight=False)
         if steering:
             title = "Audit: every steering command and its terminal state"
             console.print(audit_table(steering, title=title))
@@ -429,7 +430,7 @@ def live_rows(rt: Runtime, root_run_id: str, events: list[Event]) -> list[RunRow
     ]
 
 
-def off_script(events: list[Event], root_run_id: str) -> str:
+def off_script(events: list[Event]) -> str:
     """What a real model did instead of the scripted story (rich markup)."""
     calls = [e for e in events if isinstance(e, ModelEvent) and e.type == "model.response"]
     tools = sorted({name for e in calls for name in e.tool_calls})
