@@ -26,7 +26,7 @@ from tinyagents.events.models import SteeringEvent
 from tinyagents.graph import END, START, Send, StateGraph, interrupt
 from tinyagents.protocol.commands import SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import OpenAICompatServer
+from tinyagents.testkit import Gate, OpenAICompatServer
 from tinyagents.testkit.openai_server import ErrorReply
 
 TINYAGENTS = str(Path(sys.executable).parent / "tinyagents")
@@ -144,6 +144,21 @@ async def test_the_story_stays_on_the_terminal_and_no_stale_tree_is_left(tmp_pat
     assert "running" not in screen.split("orchestrator: completed")[0].split("critic · ")[-1]
     assert "waiting for its model" not in screen
     assert f"orchestrator · {summary['root_run_id']} · completed" in screen
+
+
+async def test_a_spinner_shows_while_a_model_thinks_and_is_gone_after(tmp_path: Path) -> None:
+    gate = Gate("slow-model")  # a model that thinks until the test opens the gate
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system=None)
+    demo = asyncio.create_task(
+        run_demo(db=tmp_path / "demo.db", model=gate.model("an answer"), console=console)
+    )
+    await gate.entered.wait()
+    assert "orchestrator is waiting for its model (request m-" in Screen(out.getvalue()).text
+    gate.open()
+    summary = await demo
+    assert summary["status"] == "completed"
+    assert "waiting for its model" not in Screen(out.getvalue()).text
 
 
 async def test_the_story_in_a_recorded_console(tmp_path: Path) -> None:
