@@ -121,8 +121,6 @@ class LiteLLMModel(Model):
             aclose = getattr(chunks, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if not assembler.had_choices:
-            raise empty_response(model, self.api_base)
         yield StreamChunk(response=assembler.response(model, litellm))
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
@@ -324,7 +322,6 @@ class _StreamAssembler:
         self.raw_usage: Any = None
         self.model: str | None = None
         self.finish_reason: str | None = None
-        self.had_choices = False
 
     def add(self, chunk: Any) -> str:
         self.model = getattr(chunk, "model", None) or self.model
@@ -332,7 +329,6 @@ class _StreamAssembler:
             self.raw_usage = chunk.usage
         if not chunk.choices:
             return ""
-        self.had_choices = True
         choice = chunk.choices[0]
         self.finish_reason = choice.finish_reason or self.finish_reason
         delta = choice.delta

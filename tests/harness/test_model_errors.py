@@ -1,0 +1,261 @@
+"""Errors say what happened: each failure of a real HTTP call through litellm (the testkit
+server's faulty mode) is its own ``ModelError`` subclass that names the model and the
+``api_base``, gives the advice that fits, and is retried only if retrying can help.
+
+Before, a refused connection, a missing key and a 200 that is not JSON were all "HTTP 500 ...
+the provider may be down or rate-limiting", and an empty ``choices`` list was an IndexError.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
+import asyncio
+import gc
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import tinyagents
+from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime
+from tinyagents.errors import (
+    MissingAPIKeyError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelEmptyResponse,
+    ModelError,
+    ModelNotFoundError,
+    ModelRateLimitError,
+    ModelRequestRejected,
+    ModelResponseNotJSON,
+    ModelServerError,
+    ModelTimeoutError,
+)
+from tinyagents.harness.model import Message, ModelRequest
+from tinyagents.testkit import ErrorReply, Fault, OpenAICompatServer
+
+MODEL = "openai/test-model"
+
+
+def ask(text: str = "hi") -> ModelRequest:
+    return ModelRequest(messages=[Message(role="user", content=text)])
+
+
+def slow_or_next(body: dict[str, Any]) -> Fault | str:
+    if body["messages"][-1]["content"] == "slow":
+        return Fault(delay_s=60, then="late")
+    return "next"
+
+
+@dataclass
+class Case:
+    reply: Any
+    error: type[ModelError]
+    advice: str
+    retried: bool
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+CASES = {
+    "a 200 that is not JSON": Case(
+        Fault(body="<html><body>Welcome to nginx!</body></html>"),
+        ModelResponseNotJSON,
+        "usually ends in /v1",
+        retried=False,
+    ),
+    "an empty choices list": Case(
+        Fault(empty_choices=True), ModelEmptyResponse, "no choices", retried=False
+    ),
+    "a timeout": Case(
+        Fault(delay_s=60, then="too late"),
+        ModelTimeoutError,
+        "raise timeout_s",
+        retried=True,
+        settings={"timeout_s": 1},
+    ),
+    "HTTP 401": Case(
+        ErrorReply(status=401, message="invalid key", type="authentication_error"),
+        ModelAuthenticationError,
+        "check api_key",
+        retried=False,
+    ),
+    "HTTP 403": Case(ErrorReply(status=403), ModelAuthenticationError, "key", retried=False),
+    "HTTP 404 (unknown model)": Case(
+        ErrorReply(status=404, message="model 'test-model' not found", type="not_found_error"),
+        ModelNotFoundError,
+        "does not serve a model by that name",
+        retried=False,
+    ),
+    "HTTP 422": Case(ErrorReply(status=422), ModelRequestRejected, "not retried", retried=False),
+    "HTTP 429": Case(
+        ErrorReply(status=429, type="rate_limit_error"),
+        ModelRateLimitError,
+        "raise max_retries",
+        retried=True,
+    ),
+    "HTTP 500": Case(ErrorReply(status=500), ModelServerError, "server's log", retried=True),
+    "a proxy's 502 page": Case(
+        Fault(status=502, body="<h1>502 Bad Gateway</h1>"),
+        ModelServerError,
+        "server's log",
+        retried=True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+async def test_each_failure_is_typed_named_advised_and_retried_only_if_it_helps(name: str) -> None:
+    case = CASES[name]
+    async with OpenAICompatServer([case.reply, case.reply]) as server:
+        base_url = server.base_url
+        model = LiteLLMModel(
+            MODEL,
+            api_base=base_url,
+            api_key="sk-test",
+            max_retries=1,
+            retry_backoff_s=0,
+            **case.settings,
+        )
+        with pytest.raises(ModelError) as caught:
+            await model.request(ask())
+
+    error = caught.value
+    assert type(error) is case.error, f"{type(error).__name__}: {error}"
+    message = str(error)
+    assert MODEL in message and base_url in message
+    assert case.advice in message
+    assert "rate-limiting" not in message or case.error is ModelRateLimitError
+    assert (error.model, error.api_base) == (MODEL, base_url)
+    assert error.retryable is case.retried
+    assert len(server.requests) == (2 if case.retried else 1)
+    assert error.__cause__ is not None or case.error is ModelEmptyResponse
+
+
+async def test_nothing_listening_is_a_connection_error_and_is_retried() -> None:
+    async with OpenAICompatServer() as server:
+        base_url = server.base_url
+    # the server has stopped: the port refuses connections
+
+    model = LiteLLMModel(MODEL, api_base=base_url, api_key="sk-test", max_retries=1)
+    with pytest.raises(ModelConnectionError) as caught:
+        await model.request(ask())
+
+    message = str(caught.value)
+    assert f"nothing answered at api_base {base_url!r} for model {MODEL!r}" in message
+    assert "2 attempt(s)" in message and "is the server running" in message
+    assert "HTTP 500" not in message
+
+
+async def test_a_missing_api_key_is_named_and_nothing_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    async with OpenAICompatServer(["never"]) as server:
+        model = LiteLLMModel(MODEL, api_base=server.base_url, max_retries=3)
+        with pytest.raises(MissingAPIKeyError) as caught:
+            await model.request(ask())
+
+    assert server.requests == []
+    message = str(caught.value)
+    assert "needs an API key and none was given" in message
+    assert "api_key='sk-local'" in message and "HTTP 500" not in message
+    assert isinstance(caught.value, ModelAuthenticationError)
+
+
+async def test_a_run_that_fails_on_the_model_reports_the_typed_error() -> None:
+    async with (
+        OpenAICompatServer([Fault(empty_choices=True)]) as server,
+        Runtime(testing=True) as rt,
+    ):
+        model = LiteLLMModel(MODEL, api_base=server.base_url, api_key="sk-test")
+        handle = await rt.start(Agent("a", model), "hi")
+        result = await handle.result()
+
+    assert result.status is RunStatus.FAILED
+    assert "ModelEmptyResponse" in str(result.error) or "no choices" in str(result.error)
+
+
+def test_the_error_classes_are_exported_and_form_a_tree() -> None:
+    for cls in (
+        ModelConnectionError,
+        ModelTimeoutError,
+        ModelRateLimitError,
+        ModelServerError,
+        ModelAuthenticationError,
+        MissingAPIKeyError,
+        ModelNotFoundError,
+        ModelRequestRejected,
+        ModelResponseNotJSON,
+        ModelEmptyResponse,
+    ):
+        assert getattr(tinyagents, cls.__name__) is cls
+        assert issubclass(cls, ModelError)
+    retried = {c.__name__ for c in ModelError.__subclasses__() if c.retryable}
+    assert retried == {
+        "ModelConnectionError",
+        "ModelTimeoutError",
+        "ModelRateLimitError",
+        "ModelServerError",
+    }
+    assert ModelError("plain").retryable is False  # the old one-argument form still works
+
+
+# -- cancelling a request in flight (item 7) --------------------------------------------------
+
+
+def unawaited(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, RuntimeWarning) and "never awaited" in str(w.message)
+    ]
+
+
+@pytest.mark.parametrize("when", ["while litellm prepares it", "while awaiting the response"])
+async def test_cancelling_a_request_in_flight_leaves_no_unawaited_coroutine(when: str) -> None:
+    loop = asyncio.get_running_loop()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # Whichever request reaches the server first, only the one asking "slow" is delayed.
+        replies = [slow_or_next] * 2
+        async with OpenAICompatServer(replies) as server:
+            model = LiteLLMModel(MODEL, api_base=server.base_url, api_key="sk-test")
+            task = asyncio.ensure_future(model.request(ask("slow")))
+            if when == "while awaiting the response":
+                await server.wait_for_requests(1)
+            else:
+                await asyncio.sleep(0)  # the task has started: litellm's worker thread runs
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            after = await model.request(ask())
+        # litellm's worker thread may outlive the cancel: let it finish, then collect.
+        await loop.shutdown_default_executor()
+        gc.collect()
+
+    assert unawaited(caught) == []
+    assert after.text == "next"
+
+
+async def test_an_immediate_cancel_of_a_run_waiting_on_a_real_model_is_clean() -> None:
+    loop = asyncio.get_running_loop()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with (
+            OpenAICompatServer([Fault(delay_s=60, then="late")]) as server,
+            Runtime(testing=True) as rt,
+        ):
+            model = LiteLLMModel(MODEL, api_base=server.base_url, api_key="sk-test")
+            handle = await rt.start(Agent("a", model), "hi")
+            await server.wait_for_requests(1)
+            await handle.cancel(immediate=True)
+            result = await handle.result()
+        await loop.shutdown_default_executor()
+        gc.collect()
+
+    assert result.status is RunStatus.CANCELLED
+    assert unawaited(caught) == []
