@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import agent_loop
 import graph
+import import_time
 import memory
 import steering_throughput
 
@@ -27,6 +28,7 @@ BENCHMARKS = {
     "agent_loop": agent_loop.main,
     "graph": graph.main,
     "memory": memory.main,
+    "import_time": import_time.main,
 }
 
 
@@ -36,12 +38,13 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown benchmark(s) {unknown}; have {list(BENCHMARKS)}", file=sys.stderr)
         return 2
+    status = 0
     for name in wanted:
         print(f"\n=== {name} " + "=" * (60 - len(name)))
         started = time.perf_counter()
-        BENCHMARKS[name]([])
+        status = max(status, BENCHMARKS[name]([]) or 0)
         print(f"--- {name} took {time.perf_counter() - started:.1f} s")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

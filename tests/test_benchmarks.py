@@ -33,3 +33,12 @@ def test_memory_benchmark_releases_finished_runs_and_reports_every_wave() -> Non
     assert all(w["rss"] > 0 for w in results["waves"])
     report = memory.report(results)
     assert "RSS growth from wave 2 to wave 3" in report and len(report.splitlines()) == 2 + 3 + 1
+
+
+def test_the_import_benchmark_times_a_fresh_interpreter_and_sees_no_heavy_dependency() -> None:
+    import import_time
+
+    results: dict[str, Any] = import_time.run(runs=1)
+    assert results["import_ms"] > 0 and results["floor_ms"] > 0
+    assert results["heavy_loaded"] == [], "import tinyagents loaded a lazy dependency"
+    assert "tinyagents / floor" in import_time.report(results)

@@ -36,9 +36,6 @@ class Event:
     parent_run_id: str | None = None
     tenant_id: str | None = None
 
-    #: How ``EVENT_ADAPTER`` reads one (a class attribute, not a field): no unknown keys.
-    __pydantic_config__ = ConfigDict(extra="forbid")
-
     def to_dict(
         self, *, mode: Literal["python", "json"] = "python", exclude_none: bool = False
     ) -> dict[str, Any]:
@@ -220,8 +217,11 @@ AnyEvent = Annotated[
     | SupervisorEvent,
     Field(discriminator="type"),
 ]
-#: The one adapter of events: JSON in and out, and the JSON Schema.
-EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+#: The one adapter of events: JSON in and out, and the JSON Schema. No unknown keys; built on
+#: first use (building it is a fifth of ``import tinyagents``, and most programs never parse).
+EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(
+    AnyEvent, config=ConfigDict(extra="forbid", defer_build=True)
+)
 
 E = TypeVar("E", bound=Event)
 

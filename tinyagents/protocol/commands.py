@@ -29,7 +29,9 @@ from pydantic import (
 from tinyagents import _clock
 from tinyagents.errors import InvalidCommandError
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+#: Every model here is built on first use (``defer_build``): building them all at import was a
+#: tenth of ``import tinyagents``, and a program uses a few kinds.
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class SteeringKind(StrEnum):
@@ -453,7 +455,7 @@ def _remember_clean(model: object) -> None:
 
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
 
 def _not_blank(value: str) -> str:
