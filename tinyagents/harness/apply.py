@@ -7,18 +7,27 @@ from typing import Any
 from tinyagents.events.models import RunEvent
 from tinyagents.harness.context import ActiveRun
 from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import MESSAGE_KINDS, SteeringCommand, SteeringKind
+from tinyagents.protocol.commands import (
+    MESSAGE_KINDS,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+)
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
 
 
 class Stop(Exception):
-    """Ends the loop early with a status (a cancel applied at a boundary)."""
+    """Ends the loop early with a status (a cancel applied at a boundary). ``immediate`` says
+    the cancel was an IMMEDIATE one: the run's descendants are then cancelled the same way."""
 
-    def __init__(self, status: RunStatus, reason: str | None = None) -> None:
+    def __init__(
+        self, status: RunStatus, reason: str | None = None, *, immediate: bool = False
+    ) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.immediate = immediate
 
 
 async def apply(
@@ -63,7 +72,9 @@ async def apply(
     elif kind is SteeringKind.CANCEL:
         inbox.applied(cmd, boundary=boundary.value, **where)
         raise Stop(
-            RunStatus.CANCELLED, payload.get("reason") or f"cancelled by {cmd.actor.describe()}"
+            RunStatus.CANCELLED,
+            payload.get("reason") or f"cancelled by {cmd.actor.describe()}",
+            immediate=cmd.delivery is SteeringDelivery.IMMEDIATE,
         )
     elif kind is SteeringKind.REQUEST_STATUS:
         status = {

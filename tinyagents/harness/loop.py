@@ -95,7 +95,7 @@ class AgentRun(RunDriver):
             output = await self._loop(another_turn=another_turn)
             result = self._result(RunStatus.COMPLETED, output)
         except apply.Stop as stop:
-            await self._cancel_children(stop.reason)
+            await self._cancel_children(stop.reason, immediate=stop.immediate)
             result = self._result(stop.status, self.last_text, stop.reason)
         except RunLimitExceeded as exc:
             self.emit(
@@ -228,7 +228,9 @@ class AgentRun(RunDriver):
             if task is self._interrupted and current is not None and not current.cancelling():
                 # Our own IMMEDIATE cancel: apply it now, at the boundary after the request.
                 await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=rid)
-                raise apply.Stop(RunStatus.CANCELLED, "cancelled during a model request") from None
+                raise apply.Stop(
+                    RunStatus.CANCELLED, "cancelled during a model request", immediate=True
+                ) from None
             raise
         finally:
             self._model_task = self._interrupted = None
@@ -303,6 +305,31 @@ class AgentRun(RunDriver):
     def wake(self) -> None:
         if self._poke is not None:
             self._poke.set()
+        self._pass_cancel_down()
+
+    def _pass_cancel_down(self) -> None:
+        """A cancel was just queued for this run: send it on to every live descendant now, to
+        land at each one's own next safe boundary, rather than when this run reaches its next
+        boundary (which, for a run waiting inside a tool on a child, is after that child has
+        done all its work). The descendants are frozen in this same call, so none does more
+        work while the cancels are on their way.
+
+        A cancel supersedes every other queued command, so the first cancel queued is the
+        queue's only command: this costs one length check for every other command. An
+        IMMEDIATE cancel is left to ``interrupt_now``.
+        """
+        inbox = self.handle.inbox
+        if len(inbox) != 1:
+            return
+        (cmd,) = inbox.queue.pending()
+        if cmd.kind is not SteeringKind.CANCEL or cmd.delivery is SteeringDelivery.IMMEDIATE:
+            return
+        marked = self._freeze_subtree()
+        if marked:
+            self.runtime.spawn(
+                self._send_cancels(marked, cmd.payload.get("reason"), immediate=False),
+                name=f"cancel-subtree-{self.info.run_id}",
+            )
 
     def interrupt_now(self, cmd: SteeringCommand) -> None:
         """Cancel the in-flight model request, and freeze the whole subtree in this same call:
@@ -314,7 +341,8 @@ class AgentRun(RunDriver):
         if marked:
             reason = cmd.payload.get("reason")
             self.runtime.spawn(
-                self._send_cancels(marked, reason), name=f"cancel-subtree-{self.info.run_id}"
+                self._send_cancels(marked, reason, immediate=True),
+                name=f"cancel-subtree-{self.info.run_id}",
             )
 
     async def on_late_command(self, cmd: SteeringCommand) -> bool:
@@ -346,9 +374,10 @@ class AgentRun(RunDriver):
         )
         await self.runtime.target_changed(self.handle)
 
-    async def _cancel_children(self, reason: str | None) -> None:
-        """Cancel every live descendant and wait for the children to end."""
-        await self._send_cancels(self._freeze_subtree(), reason)
+    async def _cancel_children(self, reason: str | None, *, immediate: bool) -> None:
+        """Cancel every live descendant (the way this run was cancelled) and wait for the
+        children to end."""
+        await self._send_cancels(self._freeze_subtree(), reason, immediate=immediate)
         runs = self.runtime.runs
         for info in runs.tree.children(self.info.run_id):
             child = runs.get(info.run_id)
@@ -383,9 +412,13 @@ class AgentRun(RunDriver):
             frontier = below
         return marked
 
-    async def _send_cancels(self, handles: list[RunHandle], reason: str | None) -> None:
-        """Send each marked run an IMMEDIATE cancel from this run's agent (an ancestor of each
-        of them); a run whose cancel is refused (by a policy, say) is unfrozen and carries on."""
+    async def _send_cancels(
+        self, handles: list[RunHandle], reason: str | None, *, immediate: bool
+    ) -> None:
+        """Send each marked run a cancel from this run's agent (an ancestor of each of them):
+        IMMEDIATE if this run's was, else one for its next boundary. A run whose cancel is
+        refused (by a policy, say) is unfrozen and carries on."""
+        delivery = SteeringDelivery.IMMEDIATE if immediate else SteeringDelivery.NEXT_BOUNDARY
         me = self.info.run_id
         actor = SteeringActor.parent_agent(me, self.agent.name)
         for index, handle in enumerate(handles):
@@ -398,7 +431,7 @@ class AgentRun(RunDriver):
                     "reason": f"{relation} run {me} was cancelled"
                     + (f": {reason}" if reason else "")
                 },
-                delivery=SteeringDelivery.IMMEDIATE,
+                delivery=delivery,
             )
             try:
                 receipt = await self.runtime.submit(cmd)

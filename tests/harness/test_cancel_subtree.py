@@ -1,0 +1,264 @@
+"""A plain (next-boundary) cancel of a run that waits on its children reaches them at once.
+
+A parent inside a ``SubAgentTool`` call (or an orchestrator inside ``wait_subagents``) reaches
+its next boundary only when the tool returns, i.e. after its children have done all their
+work. The cancel is passed down when it is queued: each descendant stops at *its own* next
+safe boundary (its in-flight model request and tool finish; nothing after them runs), ends
+``cancelled`` with its terminal event, and the parent ends after them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tinyagents import (
+    Agent,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    SubAgentTool,
+    orchestrator_tools,
+    tool,
+)
+from tinyagents.events.models import SteeringEvent
+from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall
+from tinyagents.protocol.commands import SteeringActor, SteeringDelivery, SteeringKind
+from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
+from tinyagents.testkit.fake_agent import EventWaiter, Gate
+from tinyagents.testkit.recorder import EventRecorder
+
+OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
+ENDINGS = {f"run.{s.value}" for s in RunStatus if s.finished}
+
+
+class SideEffects:
+    """A tool whose every call is a side effect the test can count."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+        @tool
+        def write(note: str) -> str:
+            """Write a note somewhere that matters."""
+            self.calls.append(note)
+            return "written"
+
+        self.tool = write
+
+
+def endings(recorder: EventRecorder) -> list[tuple[str, str | None]]:
+    return [(e.type, e.run_id) for e in recorder.events if e.type in ENDINGS]
+
+
+def cancels_to(
+    recorder: EventRecorder, run_id: str, type_: str = "steering.applied"
+) -> list[SteeringEvent]:
+    return [
+        e
+        for e in recorder.steering()
+        if e.type == type_ and e.run_id == run_id and e.kind is SteeringKind.CANCEL
+    ]
+
+
+async def test_a_plain_cancel_of_a_parent_inside_a_subagent_tool_stops_the_child(
+    rt: Runtime, recorder: EventRecorder
+):
+    gate, effects = Gate(), SideEffects()
+    child_model = ScriptedModel(
+        [tool_call("hold"), tool_call("write", note="after the hold"), reply("child done")]
+    )
+    child = Agent("child", child_model, tools=[gate.tool(), effects.tool])
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(SubAgent(child))]), "go"
+    )
+    await gate.entered.wait()  # the child is in its tool, the parent in the SubAgentTool call
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+
+    await parent.cancel("enough", actor=OPERATOR)  # plain: next boundary
+    gate.open()  # the child's running tool finishes (tools are never interrupted) …
+    result = await parent.result()
+
+    # … and then the child stops at its next boundary: no more model calls, no side effect.
+    assert result.status is RunStatus.CANCELLED
+    assert child_info.status is RunStatus.CANCELLED
+    assert len(child_model.requests) == 1 and effects.calls == []
+    assert child_info.usage.tool_calls == 1
+    assert len(parent_model.requests) == 1  # the parent did not read the tool result either
+    # Each ends with its own terminal event, the child first.
+    assert endings(recorder) == [
+        ("run.cancelled", child_info.run_id),
+        ("run.cancelled", parent.run_id),
+    ]
+    (delivered,) = cancels_to(recorder, child_info.run_id, "steering.delivered")
+    assert delivered.boundary == "after_tool_result"  # its own next boundary
+    child_result = await rt.runs.get(child_info.run_id).result()
+    assert child_result.error == f"parent run {parent.run_id} was cancelled: enough"
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_plain_cancel_lets_a_childs_model_request_finish_then_stops_it(
+    rt: Runtime, recorder: EventRecorder
+):
+    """Next-boundary, not immediate: the child's in-flight request is answered, and the tool
+    call that answer asks for is never made."""
+    gate, effects = Gate("child-model"), SideEffects()
+
+    async def child_fn(request: ModelRequest) -> ModelResponse:
+        if len(child_model.requests) > 1:
+            return reply("child done")
+        await gate.wait()
+        return tool_call("write", note="after the answer")
+
+    child_model = FunctionModel(child_fn)
+    child = Agent("child", child_model, tools=[effects.tool])
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(SubAgent(child))]), "go"
+    )
+    await gate.entered.wait()
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+
+    await parent.cancel("enough", actor=OPERATOR)
+    gate.open()
+
+    assert (await parent.result()).status is RunStatus.CANCELLED
+    assert child_info.status is RunStatus.CANCELLED
+    assert gate.finished.is_set() and not gate.cancelled
+    assert effects.calls == [] and child_info.usage.tool_calls == 0
+    (delivered,) = cancels_to(recorder, child_info.run_id, "steering.delivered")
+    assert delivered.boundary == "after_model_response"
+    assert endings(recorder) == [
+        ("run.cancelled", child_info.run_id),
+        ("run.cancelled", parent.run_id),
+    ]
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_plain_cancel_reaches_every_level_of_a_subagent_chain(
+    rt: Runtime, recorder: EventRecorder
+):
+    gate, effects = Gate(), SideEffects()
+    leaf_model = ScriptedModel([tool_call("hold"), tool_call("write", note="leaf"), reply("x")])
+    leaf = Agent("leaf", leaf_model, tools=[gate.tool(), effects.tool])
+    mid_model = ScriptedModel(
+        [tool_call("leaf", input="go"), tool_call("write", note="mid"), reply("y")]
+    )
+    mid = Agent("mid", mid_model, tools=[SubAgentTool(SubAgent(leaf)), effects.tool])
+    root_model = ScriptedModel([tool_call("mid", input="go"), reply("z")])
+    root = await rt.start(Agent("root", root_model, tools=[SubAgentTool(SubAgent(mid))]), "go")
+    await gate.entered.wait()
+    (mid_info,) = rt.runs.tree.children(root.run_id)
+    (leaf_info,) = rt.runs.tree.children(mid_info.run_id)
+
+    await root.cancel("stop the tree", actor=OPERATOR)
+    gate.open()
+
+    assert (await root.result()).status is RunStatus.CANCELLED
+    assert [len(m.requests) for m in (root_model, mid_model, leaf_model)] == [1, 1, 1]
+    assert effects.calls == []
+    # Deepest first: each run ends only after the runs below it have.
+    assert endings(recorder) == [
+        ("run.cancelled", leaf_info.run_id),
+        ("run.cancelled", mid_info.run_id),
+        ("run.cancelled", root.run_id),
+    ]
+    leaf_result = await rt.runs.get(leaf_info.run_id).result()
+    assert leaf_result.error == f"ancestor run {root.run_id} was cancelled: stop the tree"
+    # One cancel per run: mid did not send the leaf a second one.
+    assert len(cancels_to(recorder, leaf_info.run_id)) == 1
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_plain_cancel_of_an_orchestrator_waiting_on_spawned_children(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    gates = {"a": Gate("hold-a"), "b": Gate("hold-b")}
+    effects = SideEffects()
+    children = [
+        SubAgent(
+            Agent(
+                name,
+                ScriptedModel([tool_call(gate.name), tool_call("write", note=name), reply(name)]),
+                tools=[gate.tool(), effects.tool],
+            )
+        )
+        for name, gate in gates.items()
+    ]
+    spawned: list[str] = []
+
+    async def orchestrate(request: ModelRequest) -> ModelResponse | str:
+        turn = len(model.requests)
+        if turn == 1:
+            return ModelResponse(
+                tool_calls=[
+                    ToolCall(id="s1", name="spawn_subagent", args={"name": "a", "input": "1"}),
+                    ToolCall(id="s2", name="spawn_subagent", args={"name": "b", "input": "2"}),
+                ]
+            )
+        if turn == 2:
+            outputs = [m.content for m in request.messages if m.role == "tool"]
+            spawned.extend(json.loads(o)["run_id"] for o in outputs)
+            return tool_call("wait_subagents", run_ids=spawned)
+        return reply("orchestrator done")
+
+    model = FunctionModel(orchestrate)
+    agent = Agent("orchestrator", model, tools=orchestrator_tools(children))
+    handle = await rt.start(agent, "go")
+    await waiter.event("tool.call", handle.run_id, name="wait_subagents")
+    await gates["a"].entered.wait()
+    await gates["b"].entered.wait()
+
+    await handle.cancel("enough", actor=OPERATOR)
+    for gate in gates.values():
+        gate.open()
+
+    assert (await handle.result()).status is RunStatus.CANCELLED
+    assert len(model.requests) == 2 and effects.calls == []
+    for run_id in spawned:
+        assert rt.runs.get(run_id).status is RunStatus.CANCELLED
+    assert [e for e in endings(recorder)][-1] == ("run.cancelled", handle.run_id)
+    assert {run_id for _, run_id in endings(recorder)[:2]} == set(spawned)
+    recorder.assert_every_command_terminal()
+
+
+async def test_an_immediate_cancel_still_interrupts_a_childs_model_request(
+    rt: Runtime, recorder: EventRecorder
+):
+    gate = Gate("child-model")
+    child = Agent("child", gate.model())
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(SubAgent(child))]), "go"
+    )
+    await gate.entered.wait()
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+
+    await parent.cancel("now", immediate=True, actor=OPERATOR)
+
+    assert (await parent.result()).status is RunStatus.CANCELLED
+    assert child_info.status is RunStatus.CANCELLED and gate.cancelled
+    (delivered,) = cancels_to(recorder, child_info.run_id, "steering.delivered")
+    assert delivered.boundary == "after_model_response"  # where the interrupted request ends
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_cancel_for_after_the_tool_result_is_passed_down_too(
+    rt: Runtime, recorder: EventRecorder
+):
+    """Any cancel queued while the run waits on its children is passed down (the run is
+    going to end; its children would only run to completion for nothing)."""
+    gate, effects = Gate(), SideEffects()
+    child_model = ScriptedModel([tool_call("hold"), tool_call("write", note="x"), reply("x")])
+    child = Agent("child", child_model, tools=[gate.tool(), effects.tool])
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(SubAgent(child))]), "go"
+    )
+    await gate.entered.wait()
+
+    await parent.cancel("enough", actor=OPERATOR, delivery=SteeringDelivery.AFTER_TOOL_RESULT)
+    gate.open()
+
+    assert (await parent.result()).status is RunStatus.CANCELLED
+    assert effects.calls == [] and len(child_model.requests) == 1
