@@ -131,6 +131,10 @@ class LiteLLMModel(Model):
             "messages": _messages_to_openai(request.messages),
             "max_retries": 0,
         }
+        own_max = self.litellm_kwargs.get("max_tokens")
+        if own_max is not None and "max_tokens" in request.settings:
+            # The loop sends the run's remaining token budget: a cap, never a raise.
+            kwargs["max_tokens"] = min(own_max, request.settings["max_tokens"])
         if request.tools:
             kwargs["tools"] = [_tool_to_openai(spec) for spec in request.tools]
         if request.response_format is not None:
