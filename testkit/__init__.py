@@ -1,13 +1,40 @@
 """Fakes for testing agents and steering without a network, a real clock or random ids.
 
+    from tinyagents.testkit import FakeClock, ScriptedModel, SequentialIds, reply, tool_call
+    from tinyagents.testkit import use_clock, use_ids
+
+    model = ScriptedModel([tool_call("search", query="billing"), reply("found it")])
+    with use_clock(FakeClock()), use_ids(SequentialIds()):
+        ...                         # timestamps and ids are the same on every run
+
+- models: ``ScriptedModel`` (a list of replies), ``FunctionModel`` (a function of the
+  request), ``reply`` / ``tool_call`` / ``tool_calls`` to build responses;
+- time and ids: ``FakeClock``, ``EPOCH``, ``SequentialIds``, ``use_clock``, ``use_ids``;
+- runs: ``fake_agent``, ``BoundaryProbe`` (hold a run at a boundary), ``Gate``,
+  ``EventWaiter``, ``EventRecorder``;
+- ``OpenAICompatServer``: a local OpenAI-compatible HTTP server, for driving
+  ``LiteLLMModel`` end to end.
+
 ``import tinyagents`` never loads the testkit; importing it loads aiohttp (~0.1 s, installed
 with litellm) for ``OpenAICompatServer``.
 """
 
 from __future__ import annotations
 
-from .clock import FakeClock, SequentialIds, use_clock, use_ids
-from .fake_agent import BoundaryProbe, EventWaiter, Gate, fake_agent
+from tinyagents._clock import SequentialIds, use_clock, use_ids
+
+from .clock import EPOCH, FakeClock
+from .fake_agent import (
+    BoundaryProbe,
+    BoundaryVisit,
+    EventWaiter,
+    Gate,
+    Hold,
+    fake_agent,
+    first_request_with,
+    react_boundaries,
+    steering_messages,
+)
 from .models import (
     FunctionModel,
     ScriptedModel,
@@ -21,7 +48,9 @@ from .openai_server import ErrorReply, Fault, OpenAICompatServer
 from .recorder import EventRecorder
 
 __all__ = [
+    "EPOCH",
     "BoundaryProbe",
+    "BoundaryVisit",
     "ErrorReply",
     "EventRecorder",
     "EventWaiter",
@@ -29,13 +58,17 @@ __all__ = [
     "Fault",
     "FunctionModel",
     "Gate",
+    "Hold",
     "OpenAICompatServer",
     "ScriptExhaustedError",
     "ScriptedModel",
     "SequentialIds",
     "count_tokens",
     "fake_agent",
+    "first_request_with",
+    "react_boundaries",
     "reply",
+    "steering_messages",
     "tool_call",
     "tool_calls",
     "use_clock",

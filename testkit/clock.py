@@ -5,16 +5,15 @@
         ...
         clock.advance(30)  # a deadline of 30 s has now passed
 
-``SequentialIds``, ``use_clock`` and ``use_ids`` are re-exported from ``tinyagents._clock``.
+``SequentialIds``, ``use_clock`` and ``use_ids`` live in ``tinyagents._clock`` (the one id and
+time source); ``tinyagents.testkit`` exports them beside ``FakeClock``.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tinyagents._clock import SequentialIds, use_clock, use_ids
-
-__all__ = ["EPOCH", "FakeClock", "SequentialIds", "use_clock", "use_ids"]
+__all__ = ["EPOCH", "FakeClock"]
 
 #: Where every ``FakeClock`` starts unless told otherwise: fixed, so timestamps are stable.
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)

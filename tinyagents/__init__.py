@@ -1,7 +1,11 @@
 """tinyagents: steer agent runs while they run.
 
-The names below are the public contract (DESIGN.md section 3). Graph building blocks live in
-``tinyagents.graph``, test fakes in ``tinyagents.testkit``, errors in ``tinyagents.errors``.
+The names below are the public contract (DESIGN.md section 3), each re-exported from the one
+subpackage that exports it (``tinyagents.harness``, ``.protocol``, ``.runs``, ``.steering``) or
+from ``tinyagents.errors`` and ``tinyagents.runtime``. Graph building blocks live in
+``tinyagents.graph``, test fakes in ``tinyagents.testkit``, events in ``tinyagents.events``,
+stores and checkpointers in ``tinyagents.store`` and ``tinyagents.store.checkpoint``;
+docs/architecture.md shows how the subpackages stack.
 """
 
 from tinyagents.errors import (
@@ -18,17 +22,29 @@ from tinyagents.errors import (
     ModelServerError,
     ModelTimeoutError,
 )
-from tinyagents.harness.agent import Agent
-from tinyagents.harness.context import RunContext
-from tinyagents.harness.litellm_model import LiteLLMModel
-from tinyagents.harness.middleware import Middleware
-from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from tinyagents.harness.orchestrator import orchestrator_tools
-from tinyagents.harness.render import SteeringRenderer
-from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
-from tinyagents.harness.tools import Tool, ToolResult, tool
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.harness import (
+    Agent,
+    LiteLLMModel,
+    Message,
+    Middleware,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    RunContext,
+    SteeringRenderer,
+    SubAgent,
+    SubAgentSession,
+    SubAgentTool,
+    Tool,
+    ToolCall,
+    ToolResult,
+    Usage,
+    orchestrator_tools,
+    tool,
+)
+from tinyagents.protocol import (
+    Boundary,
+    CommandState,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -38,13 +54,17 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
-from tinyagents.protocol.state import CommandState
-from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runs import (
+    RunDriver,
+    RunHandle,
+    RunInfo,
+    RunLimits,
+    RunResult,
+    RunStatus,
+    RunUsage,
+)
 from tinyagents.runtime import Runtime
-from tinyagents.steering.conflicts import RedirectConflict
-from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
+from tinyagents.steering import Decision, PolicyContext, PolicyPipeline, RedirectConflict
 
 __version__ = "0.1.0"
 

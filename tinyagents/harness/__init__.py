@@ -1,0 +1,59 @@
+"""The agent harness: models, tools, the model-tool loop, sub-agents and middleware.
+
+    from tinyagents.harness import Agent, SubAgent, SubAgentTool, tool
+
+    @tool
+    async def search(query: str) -> str:
+        return "invoice #1042 was charged twice"   # its docstring describes it to the model
+
+    research = SubAgent(Agent("research", "openai/gpt-4o-mini", tools=[search]),
+                        description="finds evidence")
+    orchestrator = Agent("orchestrator", model, tools=[SubAgentTool(research)])
+
+A model is any ``Model`` (the testkit's scripted ones included) or a litellm model string,
+which ``LiteLLMModel`` wraps; litellm itself is imported on the first call. The loop stops at
+safe boundaries to take steering, which reaches the model through ``SteeringRenderer``.
+"""
+
+from tinyagents.harness.agent import Agent
+from tinyagents.harness.context import RunContext
+from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.harness.middleware import Middleware
+from tinyagents.harness.model import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from tinyagents.harness.orchestrator import orchestrator_tools
+from tinyagents.harness.render import SteeringRenderer
+from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
+from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, tool
+
+__all__ = [
+    "Agent",
+    "FunctionTool",
+    "LiteLLMModel",
+    "Message",
+    "Middleware",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "RunContext",
+    "SteeringRenderer",
+    "StreamChunk",
+    "SubAgent",
+    "SubAgentSession",
+    "SubAgentTool",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "Usage",
+    "orchestrator_tools",
+    "tool",
+]

@@ -10,17 +10,8 @@ from tinyagents import _clock
 from tinyagents.errors import RunLimitExceeded
 from tinyagents.harness.model import Usage
 from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runs.limits import RunLimits
 from tinyagents.runs.tree import RunTree
-
-__all__ = [
-    "RunLimits",
-    "RunUsage",
-    "child_limits",
-    "record_model_usage",
-    "reserve_model_call",
-    "reserve_tool_call",
-]
 
 
 def check_deadline(info: RunInfo) -> None:
@@ -34,19 +25,38 @@ def check_deadline(info: RunInfo) -> None:
         )
 
 
-def reserve_model_call(info: RunInfo, tree: RunTree) -> None:
+def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     """Charge one model call to the run and every ancestor, or raise if any has none left.
+    Returns the tokens the call may use: the smallest token budget left up the chain (None
+    when no run in it has ``max_tokens``), which the loop sends as the request's
+    ``max_tokens``.
 
     Check and charge happen together, with no await between them, so runs of one tree going
-    concurrently can never spend more than any ancestor's limit between them. Tokens are known
-    only after the call: they are checked here, up the chain, and counted by
-    ``record_model_usage``.
+    concurrently can never make more calls than any ancestor's limit between them. Tokens are
+    known only after the call: ``record_model_usage`` counts them and ``check_token_budget``
+    ends the run if the call went past a budget anyway (its prompt counts too, and a provider
+    may not honour ``max_tokens``).
     """
     chain = (info, *tree.ancestors(info.run_id))
+    tokens_left: int | None = None
     for target in chain:
         _check_model_budget(target)
+        limit = target.limits.max_tokens
+        if limit is not None:
+            left = limit - target.usage.total_tokens
+            tokens_left = left if tokens_left is None else min(tokens_left, left)
     for target in chain:
         target.usage.model_calls += 1
+    return tokens_left
+
+
+def check_token_budget(info: RunInfo, tree: RunTree) -> None:
+    """After a call was counted: raise if the run or an ancestor has used more tokens than
+    its ``max_tokens`` (using all of it exactly is allowed; the next call is then refused)."""
+    for target in (info, *tree.ancestors(info.run_id)):
+        limit, used = target.limits.max_tokens, target.usage.total_tokens
+        if limit is not None and used > limit:
+            raise RunLimitExceeded("max_tokens", used, limit, run_id=target.run_id)
 
 
 def reserve_tool_call(info: RunInfo, tree: RunTree) -> None:
