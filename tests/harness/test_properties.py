@@ -28,8 +28,15 @@ from tinyagents.protocol.commands import (
     SteeringPriority,
     SteeringTarget,
 )
-from tinyagents.testkit import FakeClock, FunctionModel, SequentialIds, reply, tool_call
-from tinyagents.testkit.clock import use_clock, use_ids
+from tinyagents.testkit import (
+    FakeClock,
+    FunctionModel,
+    SequentialIds,
+    reply,
+    tool_call,
+    use_clock,
+    use_ids,
+)
 from tinyagents.testkit.fake_agent import EventWaiter
 from tinyagents.testkit.recorder import EventRecorder
 
