@@ -28,6 +28,7 @@ from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
 from tinyagents.harness.context import AgentView, RunContext
 from tinyagents.harness.limits import (
+    check_token_budget,
     child_limits,
     record_model_usage,
     reserve_model_call,
@@ -193,7 +194,8 @@ class AgentRun(RunDriver):
     # ------------------------------------------------------------------ model and tools
 
     async def _call_model(self) -> tuple[ModelResponse, str]:
-        reserve_model_call(self.info, self.runtime.runs.tree)
+        tree = self.runtime.runs.tree
+        tokens_left = reserve_model_call(self.info, tree)
         if self.staged:
             self.messages.extend(msg for _, msg in self.staged)
         request = ModelRequest(
@@ -201,6 +203,8 @@ class AgentRun(RunDriver):
             tools=[t.spec() for t in self.allowed_tools().values()],
             model=self.model_name(),
             run_id=self.info.run_id,
+            # The token budget holds on the last call too: the provider is told what is left.
+            settings={} if tokens_left is None else {"max_tokens": tokens_left},
         )
         rid = request.request_id
         for cmd, _ in self.staged:
@@ -234,7 +238,7 @@ class AgentRun(RunDriver):
             raise
         finally:
             self._model_task = self._interrupted = None
-        record_model_usage(self.info, self.runtime.runs.tree, response.usage)
+        record_model_usage(self.info, tree, response.usage)
         self.messages.append(response.to_message())
         if response.text:
             self.last_text = response.text
@@ -250,6 +254,9 @@ class AgentRun(RunDriver):
             },
             text_summary=summarize(response.text) if response.text else None,
         )
+        # Past the budget anyway (the prompt counts too): the answer is kept as the run's
+        # output, but the run ends limit_exceeded, not completed, and runs none of its tools.
+        check_token_budget(self.info, tree)
         return response, rid
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:

@@ -1,0 +1,167 @@
+"""Token limits hold on the last call: the remaining budget goes out as the request's
+``max_tokens``, and a response that still goes past it ends the run ``limit_exceeded``, its
+output kept but not reported as a completed answer."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
+import pytest
+
+from tinyagents import (
+    Agent,
+    LiteLLMModel,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    SubAgentTool,
+    Usage,
+    tool,
+)
+from tinyagents.errors import RunLimitExceeded
+from tinyagents.events.models import LimitEvent
+from tinyagents.harness.model import ModelResponse
+from tinyagents.testkit import OpenAICompatServer, ScriptedModel, reply, tool_call
+from tinyagents.testkit.recorder import EventRecorder
+
+
+def used(input_tokens: int, output_tokens: int, response: ModelResponse) -> ModelResponse:
+    response.usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    return response
+
+
+def limit_events(recorder: EventRecorder) -> list[LimitEvent]:
+    return [e for e in recorder.events if isinstance(e, LimitEvent)]
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+        @tool
+        def work() -> str:
+            """Do something with a side effect."""
+            self.calls += 1
+            return "worked"
+
+        self.tool = work
+
+
+async def test_each_request_carries_the_remaining_token_budget(rt: Runtime):
+    model = ScriptedModel(
+        [used(30, 10, tool_call("work")), used(45, 5, tool_call("work")), used(6, 4, reply("ok"))]
+    )
+    counter = Counter()
+    agent = Agent("worker", model, tools=[counter.tool], limits=RunLimits(max_tokens=100))
+    result = await (await rt.start(agent, "go")).result()
+
+    assert [r.settings.get("max_tokens") for r in model.requests] == [100, 60, 10]
+    assert (result.status, counter.calls) == (RunStatus.COMPLETED, 2)  # 100 of 100 used
+
+
+async def test_no_token_limit_sends_no_max_tokens(rt: Runtime):
+    model = ScriptedModel([reply("ok")])
+    await (await rt.start(Agent("worker", model), "go")).result()
+    assert "max_tokens" not in model.requests[0].settings
+
+
+async def test_one_call_past_the_budget_ends_limit_exceeded_with_its_output_kept(
+    rt: Runtime, recorder: EventRecorder
+):
+    model = ScriptedModel([used(120, 38, reply("a long answer"))])
+    agent = Agent("worker", model, limits=RunLimits(max_tokens=50))
+    handle = await rt.start(agent, "go")
+    result = await handle.result()
+
+    assert model.requests[0].settings["max_tokens"] == 50
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert result.output == "a long answer"  # kept, but not as a completed answer
+    assert result.error == (
+        f"run limit 'max_tokens' exceeded in run {handle.run_id}: used 158, allowed 50"
+    )
+    assert result.usage["input_tokens"] + result.usage["output_tokens"] == 158
+    (event,) = limit_events(recorder)
+    assert (event.type, event.limit, event.used, event.allowed) == (
+        "limit.exceeded",
+        "max_tokens",
+        158,
+        50,
+    )
+    assert "run.completed" not in recorder.types("run.")
+    assert recorder.types("run.")[-1] == "run.limit_exceeded"
+
+
+async def test_a_tool_call_past_the_budget_is_not_run(rt: Runtime):
+    counter = Counter()
+    model = ScriptedModel([used(40, 20, tool_call("work")), reply("never")])
+    agent = Agent("worker", model, tools=[counter.tool], limits=RunLimits(max_tokens=50))
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert counter.calls == 0 and len(model.requests) == 1
+
+
+async def test_using_the_budget_exactly_completes(rt: Runtime):
+    model = ScriptedModel([used(30, 20, reply("just fits"))])
+    agent = Agent("worker", model, limits=RunLimits(max_tokens=50))
+    result = await (await rt.start(agent, "go")).result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "just fits")
+
+
+async def test_a_child_is_sent_the_smallest_budget_left_up_its_tree(rt: Runtime):
+    parent_model = ScriptedModel([used(60, 10, tool_call("child", input="go")), reply("done")])
+    child_model = ScriptedModel([used(5, 5, reply("child answer"))])
+    child = SubAgent(Agent("child", child_model, limits=RunLimits(max_tokens=500)))
+    parent_agent = Agent(
+        "parent", parent_model, tools=[SubAgentTool(child)], limits=RunLimits(max_tokens=100)
+    )
+    await (await rt.start(parent_agent, "go")).result()
+    # The parent has 30 left after its first call: the child may use no more than that.
+    assert child_model.requests[0].settings["max_tokens"] == 30
+
+
+async def test_subagent_invoke_raises_on_a_call_past_the_budget(rt: Runtime):
+    model = ScriptedModel([used(100, 100, reply("too much"))])
+    with pytest.raises(RunLimitExceeded) as raised:
+        await SubAgent(Agent("w", model, limits=RunLimits(max_tokens=50))).invoke("go", runtime=rt)
+    assert (raised.value.limit, raised.value.used, raised.value.allowed) == (
+        "max_tokens",
+        200,
+        50,
+    )
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+async def test_litellm_sends_the_budget_as_max_tokens_and_the_run_stops_past_it():
+    answer = used(120, 38, reply("one hundred and fifty-eight tokens later"))
+    async with OpenAICompatServer([answer]) as server, Runtime() as rt:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", max_retries=0
+        )
+        agent = Agent("worker", model, limits=RunLimits(max_tokens=50))
+        result = await (await rt.start(agent, "go")).result()
+
+    assert server.requests[0]["max_tokens"] == 50
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert result.output == "one hundred and fifty-eight tokens later"
+    assert "used 158, allowed 50" in (result.error or "")
+
+
+@pytest.mark.parametrize(("own", "sent"), [(20, 20), (80, 50)])
+async def test_litellm_sends_the_smaller_of_the_budget_and_its_own_max_tokens(own: int, sent: int):
+    async with OpenAICompatServer([used(5, 5, reply("ok"))]) as server, Runtime() as rt:
+        model = LiteLLMModel(
+            "openai/test-model",
+            api_base=server.base_url,
+            api_key="sk-test",
+            max_retries=0,
+            max_tokens=own,
+        )
+        agent = Agent("worker", model, limits=RunLimits(max_tokens=50))
+        assert (await (await rt.start(agent, "go")).result()).status is RunStatus.COMPLETED
+    assert server.requests[0]["max_tokens"] == sent
