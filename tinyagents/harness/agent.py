@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, SyncInAsyncError
 from tinyagents.harness.litellm_model import as_model
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.harness.middleware import Middleware
@@ -75,3 +76,21 @@ class Agent:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
         return await (await start_agent_run(runtime, self, input, **kwargs)).result()
+
+    def run_sync(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:
+        """``run`` for code without an event loop (a script, a REPL): runs it to its end with
+        ``asyncio.run`` and returns its ``RunResult``. Takes the same arguments as ``run``.
+
+        Inside a running event loop (async code, a notebook cell) it raises
+        ``SyncInAsyncError`` and runs nothing: ``await agent.run(...)`` there.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: ours to start
+        else:
+            raise SyncInAsyncError(
+                f"agent {self.name!r}: run_sync() was called inside a running event loop, "
+                "which it would block; use 'await agent.run(...)' there"
+            )
+        return asyncio.run(self.run(input, runtime=runtime, **kwargs))
