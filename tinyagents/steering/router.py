@@ -525,7 +525,7 @@ class SteeringRouter:
             if history is None:
                 history = self._history[run_id] = []
             history.append(event)
-        state = CommandState(type_.removeprefix("steering."))
+        state = _STATE_OF[type_]
         if state.terminal:
             tracked.state = state
             del self._tracked[tracked.key]
@@ -534,6 +534,10 @@ class SteeringRouter:
             if tracked.early is None:
                 tracked.early = []
             tracked.early.append(event)
+
+
+#: The state each ``steering.*`` event type records (a dict lookup: an enum call costs more).
+_STATE_OF = {f"steering.{state}": state for state in CommandState}
 
 
 def _events_for(tracked: _Tracked) -> dict[str, Any]:
