@@ -72,7 +72,7 @@ async def apply(
     elif kind is SteeringKind.CANCEL:
         inbox.applied(cmd, boundary=boundary.value, **where)
         raise Stop(
-            RunStatus.CANCELLED,
+            RunStatus.ABORTED if payload.get("abort") else RunStatus.CANCELLED,
             payload.get("reason") or f"cancelled by {cmd.actor.describe()}",
             immediate=cmd.delivery is SteeringDelivery.IMMEDIATE,
         )

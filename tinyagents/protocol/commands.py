@@ -528,6 +528,12 @@ class ReasonPayload(_Payload):
     reason: str | None = None
 
 
+class CancelPayload(ReasonPayload):
+    #: End the run ``aborted`` (a supervisor stopping a run that broke its policy) rather
+    #: than ``cancelled``.
+    abort: bool = False
+
+
 class DecisionPayload(_Payload):
     """Approve / reject: optionally for one interrupt, with a value handed to the task."""
 
@@ -593,7 +599,7 @@ PAYLOAD_MODELS: dict[SteeringKind, type[_Payload]] = {
     SteeringKind.CONSTRAIN_MODEL: ModelsPayload,
     SteeringKind.PAUSE: ReasonPayload,
     SteeringKind.RESUME: ReasonPayload,
-    SteeringKind.CANCEL: ReasonPayload,
+    SteeringKind.CANCEL: CancelPayload,
     SteeringKind.APPROVE: DecisionPayload,
     SteeringKind.REJECT: DecisionPayload,
     SteeringKind.REDIRECT: RedirectPayload,
