@@ -13,16 +13,18 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from tinyagents._clock import new_id
-from tinyagents.errors import ModelError
+from tinyagents.errors import ConfigurationError, ModelError
 from tinyagents.harness.model import (
     Message,
     Model,
     ModelRequest,
     ModelResponse,
+    StreamChunk,
     ToolCall,
     Usage,
 )
@@ -83,12 +85,28 @@ class ScriptedModel(Model):
     string (a final reply) or a callable ``(ModelRequest) -> ModelResponse | str``. A
     response whose usage is all zero gets ``default_usage``. ``requests`` holds a snapshot of
     every request, taken when it arrived.
+
+    With ``stream=True``, ``stream()`` hands the scripted response out in pieces, as a
+    provider streams: its text word by word (``stream_text``), then each tool call (its id and
+    name first, then its JSON arguments ``args_piece`` characters at a time), then the whole
+    response. Without it, ``stream()`` yields the whole response as one chunk.
     """
 
-    def __init__(self, responses: Iterable[ScriptedResponse], *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        responses: Iterable[ScriptedResponse],
+        *,
+        name: str = "scripted",
+        stream: bool = False,
+        args_piece: int = 8,
+    ) -> None:
+        if args_piece < 1:
+            raise ConfigurationError(f"args_piece must be at least 1, got {args_piece}")
         self.name = name
         self.responses: list[ScriptedResponse] = list(responses)
         self.requests: list[ModelRequest] = []
+        self.streams = stream
+        self.args_piece = args_piece
 
     @property
     def remaining(self) -> int:
@@ -109,6 +127,13 @@ class ScriptedModel(Model):
         produced = scripted(request) if callable(scripted) else scripted
         return _finish(request, await _resolve(produced), self.name)
 
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        response = await self.request(request)
+        if self.streams:
+            for chunk in stream_chunks(response, args_piece=self.args_piece):
+                yield chunk
+        yield StreamChunk(text_delta="" if self.streams else response.text, response=response)
+
 
 class FunctionModel(Model):
     """Answers each request by calling ``fn(request)`` (sync or async); records the requests."""
@@ -121,6 +146,29 @@ class FunctionModel(Model):
     async def request(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(snapshot(request))
         return _finish(request, await _resolve(self.fn(request)), self.name)
+
+
+def stream_text(text: str) -> list[str]:
+    """``text`` in the pieces a streaming ``ScriptedModel`` sends: each word with the
+    whitespace after it (leading whitespace is a piece of its own); joined, they are ``text``."""
+    return _PIECES.findall(text)
+
+
+_PIECES = re.compile(r"^\s+|\S+\s*")
+
+
+def stream_chunks(response: ModelResponse, *, args_piece: int = 8) -> list[StreamChunk]:
+    """The delta chunks of a streamed ``response`` (without the last chunk, which carries the
+    response itself): its text word by word, then each tool call, id and name first."""
+    chunks = [StreamChunk(text_delta=piece) for piece in stream_text(response.text)]
+    for index, call in enumerate(response.tool_calls):
+        chunks.append(StreamChunk(tool_call_index=index, tool_call_id=call.id, tool_name=call.name))
+        arguments = json.dumps(call.args)
+        chunks.extend(
+            StreamChunk(tool_call_index=index, args_delta=arguments[start : start + args_piece])
+            for start in range(0, len(arguments), args_piece)
+        )
+    return chunks
 
 
 def snapshot(request: ModelRequest) -> ModelRequest:

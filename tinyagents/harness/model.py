@@ -116,9 +116,19 @@ class ModelResponse:
 
 @dataclass(slots=True, kw_only=True)
 class StreamChunk:
-    """A piece of a streamed response; the last chunk carries the complete ``response``."""
+    """A piece of a streamed response; the last chunk carries the complete ``response``.
+
+    A piece of a tool call names it by ``tool_call_index`` (its position in the response); the
+    first piece of a call also carries its ``tool_call_id`` and ``tool_name``, and the
+    ``args_delta``s of one call, joined, are its arguments as JSON text (the way OpenAI streams
+    them).
+    """
 
     text_delta: str = ""
+    tool_call_index: int | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    args_delta: str = ""
     response: ModelResponse | None = None
 
 
