@@ -13,6 +13,7 @@ import json
 
 from tinyagents import (
     Agent,
+    RunContext,
     RunStatus,
     Runtime,
     SubAgent,
@@ -20,6 +21,7 @@ from tinyagents import (
     orchestrator_tools,
     tool,
 )
+from tinyagents.errors import RunCancelled
 from tinyagents.events.models import SteeringEvent
 from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall
 from tinyagents.protocol.commands import SteeringActor, SteeringDelivery, SteeringKind
@@ -262,3 +264,42 @@ async def test_a_cancel_for_after_the_tool_result_is_passed_down_too(
 
     assert (await parent.result()).status is RunStatus.CANCELLED
     assert effects.calls == [] and len(child_model.requests) == 1
+
+
+async def test_a_child_started_after_the_cancel_arrived_is_cancelled_before_it_works(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A tool that starts another child after its run's cancel was passed down: that child
+    is frozen and cancelled from its start, so it makes no model call either."""
+    gate, effects = Gate(), SideEffects()
+    first = SubAgent(
+        Agent("first", ScriptedModel([tool_call("hold"), reply("x")]), tools=[gate.tool()])
+    )
+    late_model = ScriptedModel([tool_call("write", note="late"), reply("late")])
+    late = SubAgent(Agent("late", late_model, tools=[effects.tool]))
+
+    @tool
+    async def delegate(ctx: RunContext) -> str:
+        """Ask one child, then another."""
+        try:
+            await first.invoke_in_parent("go", ctx)
+        except RunCancelled:
+            pass
+        try:
+            return str(await late.invoke_in_parent("go", ctx))
+        except RunCancelled as exc:
+            return f"late child cancelled: {exc.reason}"
+
+    parent_model = ScriptedModel([tool_call("delegate"), reply("done")])
+    parent = await rt.start(Agent("parent", parent_model, tools=[delegate]), "go")
+    await gate.entered.wait()
+
+    await parent.cancel("enough", actor=OPERATOR)
+    gate.open()
+
+    assert (await parent.result()).status is RunStatus.CANCELLED
+    late_info = rt.runs.tree.children(parent.run_id)[1]
+    assert late_info.agent_id == "late" and late_info.status is RunStatus.CANCELLED
+    assert late_model.requests == [] and effects.calls == []
+    assert endings(recorder)[-1] == ("run.cancelled", parent.run_id)
+    recorder.assert_every_command_terminal()

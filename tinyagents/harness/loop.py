@@ -83,6 +83,9 @@ class AgentRun(RunDriver):
         #: An ancestor is cancelling this run: it does no more work, and waits at its next
         #: boundary for the cancel command on its way (cleared if that command is refused).
         self.frozen = False
+        #: This run's cancel has been passed down to its subtree (its reason, and whether it
+        #: was IMMEDIATE): a child it starts from now on is cancelled the same way at once.
+        self.passed_down: tuple[str | None, bool] | None = None
         self._poke: asyncio.Event | None = None  # set when a command is queued (``wake``)
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
@@ -331,6 +334,7 @@ class AgentRun(RunDriver):
         (cmd,) = inbox.queue.pending()
         if cmd.kind is not SteeringKind.CANCEL or cmd.delivery is SteeringDelivery.IMMEDIATE:
             return
+        self.passed_down = (cmd.payload.get("reason"), False)
         marked = self._freeze_subtree()
         if marked:
             self.runtime.spawn(
@@ -344,9 +348,10 @@ class AgentRun(RunDriver):
         if self._model_task is not None and not self._model_task.done():
             self._model_task.cancel()
             self._interrupted = self._model_task
+        reason = cmd.payload.get("reason")
+        self.passed_down = (reason, True)
         marked = self._freeze_subtree()
         if marked:
-            reason = cmd.payload.get("reason")
             self.runtime.spawn(
                 self._send_cancels(marked, reason, immediate=True),
                 name=f"cancel-subtree-{self.info.run_id}",
@@ -560,8 +565,30 @@ async def start_agent_run(
     )
     if parent_info is not None:
         runtime.bus.publish(subagent_event(info, "subagent.started", status="running"))
+        _join_a_cancelled_parent(runtime, handle, run)
     handle.task = asyncio.ensure_future(run.main())
     return handle
+
+
+def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun) -> None:
+    """A child started by a run whose cancel is on its way down the tree (a tool that starts
+    one more child after it) is frozen from its start and sent its cancel like its elder
+    siblings: it does no work at all."""
+    parent = runtime.runs.get(handle.info.parent_run_id or "")
+    parent_run = parent.driver if parent is not None else None
+    if parent is None or not isinstance(parent_run, AgentRun):
+        return
+    if parent_run.passed_down is not None:
+        reason, immediate = parent_run.passed_down
+    elif parent.cancelling:  # the parent's own ancestor is cancelling it
+        reason, immediate = None, False
+    else:
+        return
+    handle.cancelling = run.frozen = True
+    runtime.spawn(
+        parent_run._send_cancels([handle], reason, immediate=immediate),
+        name=f"cancel-late-child-{handle.run_id}",
+    )
 
 
 def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | None:
