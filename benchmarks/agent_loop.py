@@ -31,8 +31,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tinyagents import Agent, RunStatus, Runtime, tool
-from tinyagents.events.models import Event
-from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
+from tinyagents.events import Event
+from tinyagents.harness import Model, ModelRequest, ModelResponse, ToolCall, Usage
 
 TURNS = 10
 TARGET_VS_LANGGRAPH = 5.0

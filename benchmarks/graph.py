@@ -173,7 +173,7 @@ async def scenario_times(awaits: bool, n: int, tmp: Path) -> dict[str, dict[str,
     from langgraph.graph import StateGraph as LStateGraph
 
     from tinyagents.graph import END, START, StateGraph
-    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+    from tinyagents.store.checkpoint import SqliteCheckpointer
 
     nodes = make_nodes(awaits)
     ours = build(StateGraph, START, END, nodes, {})
@@ -219,7 +219,7 @@ async def chat_storage(tmp: Path) -> dict[str, float]:
     from langgraph.graph import StateGraph as LStateGraph
 
     from tinyagents.graph import END, START, StateGraph
-    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+    from tinyagents.store.checkpoint import SqliteCheckpointer
 
     nodes = make_nodes(False)
     ours_db, lg_db = tmp / "chat-ours.db", tmp / "chat-lg.db"

@@ -33,15 +33,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
+    Boundary,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs import RunHandle, RunInfo, RunResult, RunStatus
 from tinyagents.runtime import Runtime
 
 MAX_GROWTH = 0.05

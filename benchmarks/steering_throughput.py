@@ -30,16 +30,15 @@ import pstats
 import time
 from typing import Any
 
-from tinyagents.events.sinks import MemorySink
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.events import MemorySink
+from tinyagents.protocol import (
+    Boundary,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo
+from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
 
 TARGET_PER_S = 20_000

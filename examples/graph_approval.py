@@ -17,12 +17,7 @@ from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringKind,
-    SteeringTarget,
-)
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventWaiter
 

@@ -22,12 +22,11 @@ from tinyagents.cli import demo_model, inspect_store, main, read_store
 from tinyagents.console import audit_table
 from tinyagents.demo import run_demo
 from tinyagents.errors import ConfigurationError
-from tinyagents.events.models import SteeringEvent
+from tinyagents.events import SteeringEvent
 from tinyagents.graph import END, START, Send, StateGraph, interrupt
-from tinyagents.protocol.commands import SteeringTarget
+from tinyagents.protocol import SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import Gate, OpenAICompatServer
-from tinyagents.testkit.openai_server import ErrorReply
+from tinyagents.testkit import ErrorReply, Gate, OpenAICompatServer
 
 TINYAGENTS = str(Path(sys.executable).parent / "tinyagents")
 

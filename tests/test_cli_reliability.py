@@ -150,10 +150,10 @@ async def test_inspect_reads_a_store_another_connection_is_writing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tinyagents.cli import inspect_store
-    from tinyagents.events.models import SteeringEvent
-    from tinyagents.protocol.commands import SteeringActor, SteeringKind, SteeringTarget
-    from tinyagents.runs.info import RunInfo
-    from tinyagents.store.sqlite import SqliteStore
+    from tinyagents.events import SteeringEvent
+    from tinyagents.protocol import SteeringActor, SteeringKind, SteeringTarget
+    from tinyagents.runs import RunInfo
+    from tinyagents.store import SqliteStore
 
     db = tmp_path / "live.db"
     store = SqliteStore(str(db))

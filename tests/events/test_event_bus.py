@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from tinyagents.events.bus import EventBus
-from tinyagents.events.models import Event, RunEvent
-from tinyagents.events.sinks import MemorySink
+from tinyagents.events import Event, EventBus, MemorySink, RunEvent
 
 
 def run_event(run_id: str = "r-1", type_: str = "run.status") -> RunEvent:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from tinyagents.events.bus import EventBus
-from tinyagents.events.models import (
+from tinyagents.events import (
     EVENT_ADAPTER,
     STEERING_EVENT_TYPES,
     AnyEvent,
     Event,
+    EventBus,
     GraphEvent,
     LimitEvent,
     ModelEvent,
@@ -25,10 +25,8 @@ from tinyagents.events.models import (
     ToolEvent,
     parse_event,
 )
-from tinyagents.protocol.commands import SteeringActor, SteeringKind, SteeringTarget
-from tinyagents.protocol.state import CommandState
-from tinyagents.testkit import FakeClock, use_clock
-from tinyagents.testkit.clock import EPOCH
+from tinyagents.protocol import CommandState, SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.testkit import EPOCH, FakeClock, use_clock
 
 #: Per event class: the fields it needs, with non-default values so a lossy round-trip shows.
 FIELDS: dict[type[Event], dict[str, Any]] = {

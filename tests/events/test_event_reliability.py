@@ -10,10 +10,16 @@ import logging
 import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, tool
-from tinyagents.events.bus import EventBus
-from tinyagents.events.models import Event, RunEvent, SubAgentEvent
-from tinyagents.events.redact import MASK, summarize
-from tinyagents.events.sinks import MemorySink, StructlogSink
+from tinyagents.events import (
+    MASK,
+    Event,
+    EventBus,
+    MemorySink,
+    RunEvent,
+    StructlogSink,
+    SubAgentEvent,
+    summarize,
+)
 from tinyagents.testkit import EventRecorder, ScriptedModel, tool_call
 
 

@@ -6,12 +6,17 @@ import json
 
 import pytest
 
-from tinyagents.events.bus import EventBus
-from tinyagents.events.models import RunEvent, SteeringEvent
-from tinyagents.events.redact import MASK, summarize
-from tinyagents.events.sinks import MemorySink, StructlogSink
-from tinyagents.protocol.commands import SteeringActor, SteeringKind, SteeringTarget
-from tinyagents.testkit.clock import EPOCH
+from tinyagents.events import (
+    MASK,
+    EventBus,
+    MemorySink,
+    RunEvent,
+    SteeringEvent,
+    StructlogSink,
+    summarize,
+)
+from tinyagents.protocol import SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.testkit import EPOCH
 
 
 def steering_event() -> SteeringEvent:

@@ -8,15 +8,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tinyagents.errors import SteeringRejected
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
+    Boundary,
     ReceiptStatus,
     SteeringActor,
     SteeringDelivery,
     SteeringKind,
 )
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs import RunHandle, RunInfo, RunResult, RunStatus
 from tinyagents.runtime import Runtime
 
 

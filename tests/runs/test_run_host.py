@@ -10,16 +10,12 @@ from typing import Any
 
 import pytest
 
-from tinyagents.events.bus import EventBus
-from tinyagents.harness.agent import Agent
-from tinyagents.harness.subagent import SubAgent
-from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.host import RunHost
-from tinyagents.runs.info import RunStatus
-from tinyagents.runs.registry import RunRegistry
+from tinyagents.events import EventBus
+from tinyagents.harness import Agent, SubAgent
+from tinyagents.protocol import SteeringCommand, SteeringReceipt
+from tinyagents.runs import RunHandle, RunHost, RunRegistry, RunResult, RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.steering.conflicts import RedirectConflict
+from tinyagents.steering import RedirectConflict
 from tinyagents.steering.router import SteeringRouter
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 

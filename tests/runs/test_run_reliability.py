@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo
-from tinyagents.runs.registry import RunRegistry
-from tinyagents.runs.tree import RunTree, RunTreeNode
+from tinyagents.runs import RunHandle, RunInfo, RunRegistry, RunTree, RunTreeNode
 
 DEEP = 5_000
 

@@ -7,13 +7,8 @@ import json
 import pytest
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.limits import RunLimits, RunUsage
-from tinyagents.runs.registry import RunRegistry
-from tinyagents.runs.tree import RunTree
-from tinyagents.testkit import FakeClock, use_clock
-from tinyagents.testkit.clock import EPOCH
+from tinyagents.runs import RunHandle, RunInfo, RunLimits, RunRegistry, RunStatus, RunTree, RunUsage
+from tinyagents.testkit import EPOCH, FakeClock, use_clock
 
 
 class _NoSubmit:

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from steerkit import MakeRun, finish_run, start_run
 
-from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs import RunHandle, RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.testkit import EventRecorder
 
 
 @pytest.fixture

@@ -10,20 +10,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
     AnyActor,
     AnyTarget,
+    Boundary,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.limits import RunLimits
+from tinyagents.runs import RunDriver, RunHandle, RunInfo, RunLimits, RunResult, RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.steering.conflicts import RedirectConflict
+from tinyagents.steering import RedirectConflict
 
 OPERATOR = SteeringActor.human("ops", tenant_id="default", scopes=["agent:control"])
 

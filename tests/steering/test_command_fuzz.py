@@ -14,11 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyagents.errors import InvalidCommandError
-from tinyagents.protocol.commands import (
-    ReadOnlyDict,
-    SteeringCommand,
-    SteeringDelivery,
-)
+from tinyagents.protocol import SteeringCommand, SteeringDelivery
+from tinyagents.protocol.commands import ReadOnlyDict
 
 SURROGATES = st.sampled_from(["\ud800", "\udfff", "a\udc80b"])
 names = st.sampled_from(["ok", "r-1", "pause", "agent_run", "human", "2026-01-01T00:00:00"])

@@ -16,22 +16,27 @@ from typing import Any
 import pytest
 
 from tinyagents.errors import InvalidCommandError, TinyAgentsError
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
-    MAX_PAYLOAD_DEPTH,
+from tinyagents.protocol import (
+    Boundary,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringPolicyRef,
     SteeringTarget,
-    mutable_copy,
 )
-from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits, RunUsage
-from tinyagents.runs.tree import RunTree
-from tinyagents.steering.policies import BudgetPolicy, PayloadPolicy, default_policies, json_bytes
-from tinyagents.steering.policy import CallNext, Decision, PolicyContext, PolicyPipeline
-from tinyagents.steering.queue import SteeringQueue
+from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH, mutable_copy
+from tinyagents.runs import RunInfo, RunLimits, RunTree, RunUsage
+from tinyagents.steering import (
+    BudgetPolicy,
+    CallNext,
+    Decision,
+    PayloadPolicy,
+    PolicyContext,
+    PolicyPipeline,
+    SteeringQueue,
+    default_policies,
+)
+from tinyagents.steering.policies import json_bytes
 
 K = SteeringKind
 RUN = SteeringTarget.agent_run("r-1")

@@ -16,10 +16,9 @@ from pydantic import ValidationError
 
 from tinyagents._clock import SequentialIds, use_clock, use_ids
 from tinyagents.errors import InvalidCommandError
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
     COMMAND_ADAPTER,
     PAYLOAD_MODELS,
-    ReadOnlyDict,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -29,8 +28,8 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
     command_json_schema,
 )
-from tinyagents.testkit import FakeClock
-from tinyagents.testkit.clock import EPOCH
+from tinyagents.protocol.commands import ReadOnlyDict
+from tinyagents.testkit import EPOCH, FakeClock
 
 K = SteeringKind
 RUN = SteeringTarget.agent_run("r-1")

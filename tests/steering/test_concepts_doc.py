@@ -7,9 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import PAYLOAD_MODELS, SteeringKind
-from tinyagents.steering.policies import default_pipeline
+from tinyagents.protocol import PAYLOAD_MODELS, Boundary, SteeringKind
+from tinyagents.steering import default_pipeline
 
 DOC = Path(__file__).parents[2] / "docs" / "concepts.md"
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from steerkit import start_run
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
+    Boundary,
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
@@ -29,11 +29,10 @@ from tinyagents.protocol.commands import (
     SteeringPriority,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs import RunHandle, RunResult, RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.steering import CallNext, Decision, PolicyContext
+from tinyagents.testkit import EventRecorder
 
 T = TypeVar("T")
 K = SteeringKind

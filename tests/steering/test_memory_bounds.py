@@ -10,10 +10,10 @@ from steerkit import apply_ready, finish_run, make_command, start_run
 
 from tinyagents._clock import use_clock
 from tinyagents.errors import ConfigurationError
-from tinyagents.protocol.commands import SteeringTarget
-from tinyagents.runs.handle import RunHandle
+from tinyagents.protocol import SteeringTarget
+from tinyagents.runs import RunHandle
 from tinyagents.runtime import Runtime
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.store import SqliteStore
 from tinyagents.testkit import FakeClock
 
 

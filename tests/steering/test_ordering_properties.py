@@ -11,18 +11,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from steerkit import make_command, start_run
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
+    Boundary,
     ReceiptStatus,
     SteeringCommand,
     SteeringKind,
     SteeringPriority,
 )
-from tinyagents.runs.handle import RunHandle
+from tinyagents.runs import RunHandle
 from tinyagents.runtime import Runtime
-from tinyagents.steering.conflicts import RedirectConflict, narrow_models, narrow_tools
-from tinyagents.steering.queue import SteeringQueue, order_key
-from tinyagents.testkit.clock import EPOCH
+from tinyagents.steering import (
+    RedirectConflict,
+    SteeringQueue,
+    narrow_models,
+    narrow_tools,
+    order_key,
+)
+from tinyagents.testkit import EPOCH
 
 K = SteeringKind
 PAYLOADS: dict[SteeringKind, dict[str, Any]] = {

@@ -7,38 +7,31 @@ from typing import Any
 import pytest
 from steerkit import OPERATOR, MakeRun, apply_ready, make_command, start_run
 
-from tinyagents.events.models import SteeringEvent
-from tinyagents.events.redact import MASK
-from tinyagents.protocol.commands import (
+from tinyagents.events import MASK, SteeringEvent
+from tinyagents.protocol import (
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunDriver
-from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits, RunUsage
-from tinyagents.runs.tree import RunTree
+from tinyagents.runs import RunDriver, RunInfo, RunLimits, RunTree, RunUsage
 from tinyagents.runtime import Runtime
-from tinyagents.steering.policies import (
+from tinyagents.steering import (
     AllowlistPolicy,
     AuthorityPolicy,
     BudgetPolicy,
+    CallNext,
+    CheckPolicy,
+    Decision,
     PayloadPolicy,
+    PolicyContext,
+    PolicyPipeline,
     StalenessPolicy,
     default_pipeline,
     default_policies,
 )
-from tinyagents.steering.policy import (
-    CallNext,
-    CheckPolicy,
-    Decision,
-    PolicyContext,
-    PolicyPipeline,
-)
-from tinyagents.testkit import FakeClock, use_clock
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.testkit import EventRecorder, FakeClock, use_clock
 
 K = SteeringKind
 

@@ -10,22 +10,26 @@ from functools import reduce
 import pytest
 from steerkit import MakeRun, apply_ready, make_command, start_run
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
     CONTROL_KINDS,
+    Boundary,
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringPriority,
 )
-from tinyagents.runs.handle import RunDriver, RunHandle
+from tinyagents.runs import RunDriver, RunHandle
 from tinyagents.runtime import Runtime
-from tinyagents.steering.conflicts import RedirectConflict, narrow_models, narrow_tools
-from tinyagents.steering.queue import SteeringQueue, order_key
-from tinyagents.store.memory import MemoryStore
-from tinyagents.testkit.clock import EPOCH
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.steering import (
+    RedirectConflict,
+    SteeringQueue,
+    narrow_models,
+    narrow_tools,
+    order_key,
+)
+from tinyagents.store import MemoryStore
+from tinyagents.testkit import EPOCH, EventRecorder
 
 K = SteeringKind
 P = SteeringPriority

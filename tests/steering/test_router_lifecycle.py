@@ -7,18 +7,12 @@ from typing import Any
 import pytest
 from steerkit import MakeRun, apply_ready, make_command
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
-    ReceiptStatus,
-    SteeringActor,
-    SteeringKind,
-    SteeringTarget,
-)
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol import Boundary, ReceiptStatus, SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.runs import RunStatus
 from tinyagents.runtime import Runtime
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.router import SteeringInvariantError
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.testkit import EventRecorder
 
 K = SteeringKind
 

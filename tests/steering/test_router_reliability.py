@@ -13,18 +13,17 @@ import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.errors import RuntimeClosed, StoreError
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
-    dedupe_scope,
 )
+from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.runtime import Runtime
-from tinyagents.store.sqlite import SqliteStore
-from tinyagents.testkit import EventWaiter
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.store import SqliteStore
+from tinyagents.testkit import EventRecorder, EventWaiter
 
 K = SteeringKind
 ACME = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])

@@ -8,15 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 from steerkit import apply_ready, make_command, start_run
 
-from tinyagents.protocol.commands import (
-    ReceiptStatus,
-    SteeringActor,
-    SteeringKind,
-    SteeringPriority,
-)
+from tinyagents.protocol import ReceiptStatus, SteeringActor, SteeringKind, SteeringPriority
 from tinyagents.runtime import Runtime
-from tinyagents.testkit import FakeClock, SequentialIds, use_clock, use_ids
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.testkit import EventRecorder, FakeClock, SequentialIds, use_clock, use_ids
 
 K = SteeringKind
 

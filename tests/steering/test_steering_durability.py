@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import ReceiptStatus, SteeringKind, SteeringTarget, dedupe_scope
+from tinyagents.protocol import Boundary, ReceiptStatus, SteeringKind, SteeringTarget
+from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.runtime import Runtime
-from tinyagents.store.sqlite import SqliteStore
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.store import SqliteStore
+from tinyagents.testkit import EventRecorder
 
 K = SteeringKind
 SCOPE = dedupe_scope(OPERATOR)  # where the operator's correlation ids are unique

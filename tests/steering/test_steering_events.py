@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from steerkit import MakeRun, make_command
 
-from tinyagents.events.models import STEERING_EVENT_TYPES, SteeringEvent
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
+from tinyagents.events import STEERING_EVENT_TYPES, SteeringEvent
+from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.runtime import Runtime
-from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.steering import CallNext, Decision, PolicyContext
+from tinyagents.testkit import EventRecorder
 
 K = SteeringKind
 ORCHESTRATOR = SteeringActor.parent_agent("root", "orchestrator")

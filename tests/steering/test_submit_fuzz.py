@@ -28,16 +28,11 @@ from hypothesis import strategies as st
 from steerkit import finish_run, start_run
 
 from tinyagents.errors import InvalidCommandError, StoreError, TinyAgentsError
-from tinyagents.events.models import SteeringEvent
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
-    ReceiptStatus,
-    SteeringCommand,
-    SteeringDelivery,
-    dedupe_scope,
-)
+from tinyagents.events import SteeringEvent
+from tinyagents.protocol import Boundary, ReceiptStatus, SteeringCommand, SteeringDelivery
+from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.runtime import Runtime
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.testkit import EventRecorder
 
 RUN, THREAD = "r-live", "th-live"
 TERMINAL = {"rejected", "applied", "superseded", "failed"}

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyagents.store.base import Store
-from tinyagents.store.memory import MemoryStore
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.store import MemoryStore, SqliteStore, Store
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,17 @@ from typing import Any
 
 import pytest
 
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
+    Boundary,
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs import RunHandle, RunInfo, RunResult, RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.store import SqliteStore
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE / SIGXFSZ as on Linux"

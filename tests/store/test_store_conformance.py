@@ -7,22 +7,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from tinyagents.events.models import (
-    Event,
-    GraphEvent,
-    ModelEvent,
-    RunEvent,
-    SteeringEvent,
-)
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringKind,
-    SteeringTarget,
-)
-from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.store.base import Store
-from tinyagents.testkit.clock import EPOCH
+from tinyagents.events import Event, GraphEvent, ModelEvent, RunEvent, SteeringEvent
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.runs import RunInfo, RunStatus
+from tinyagents.store import Store
+from tinyagents.testkit import EPOCH
 
 ACTOR = SteeringActor.middleware("ops")  # in-process: the empty dedup scope
 

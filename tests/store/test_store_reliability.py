@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from tinyagents.errors import StoreError
-from tinyagents.events.models import Event, RunEvent, SteeringEvent, ToolEvent
-from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringTarget
-from tinyagents.store.base import StoreWriter
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.events import Event, RunEvent, SteeringEvent, ToolEvent
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.store import SqliteStore, StoreWriter
 
 #: Fast retries for tests: a held lock is noticed after 10 ms, retried every few ms.
 FAST = {"flush_every_s": 0.001, "retry_first_s": 0.001, "retry_max_s": 0.005}

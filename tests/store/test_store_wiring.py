@@ -9,17 +9,12 @@ import aiosqlite
 import pytest
 
 from tinyagents.errors import ConfigurationError, StoreError
-from tinyagents.events.models import Event, RunEvent, SteeringEvent
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringTarget,
-    dedupe_scope,
-)
-from tinyagents.store.base import StoreWriter, terminal_updates
-from tinyagents.store.memory import MemoryStore
-from tinyagents.store.open import open_store
-from tinyagents.store.sqlite import MIGRATIONS, SqliteStore
+from tinyagents.events import Event, RunEvent, SteeringEvent
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.protocol.commands import dedupe_scope
+from tinyagents.store import MemoryStore, SqliteStore, StoreWriter, open_store
+from tinyagents.store.base import terminal_updates
+from tinyagents.store.sqlite import MIGRATIONS
 
 
 def test_open_store_urls(tmp_path: Path) -> None:
