@@ -14,11 +14,10 @@ import asyncio
 import sys
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.harness.tools import Tool
-from tinyagents.protocol.commands import SteeringActor
-from tinyagents.store.sqlite import SqliteStore
-from tinyagents.testkit import ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import EventWaiter, Gate
+from tinyagents.harness import Tool
+from tinyagents.protocol import SteeringActor
+from tinyagents.store import SqliteStore
+from tinyagents.testkit import EventWaiter, Gate, ScriptedModel, reply, tool_call
 
 TESTER = SteeringActor.test()  # logged in the shared scope, so get_command finds it by id alone
 NARROWED = ["search", "hold_b"]
