@@ -32,17 +32,16 @@ import time
 from typing import Any
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.events.models import Event, SteeringEvent
-from tinyagents.harness.model import ModelRequest, ModelResponse
-from tinyagents.harness.tools import Tool
-from tinyagents.protocol.commands import (
+from tinyagents.events import Event, SteeringEvent
+from tinyagents.harness import ModelRequest, ModelResponse, Tool
+from tinyagents.protocol import (
+    CommandState,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.protocol.state import CommandState
 from tinyagents.testkit import FunctionModel, reply, tool_call
 
 STEPS = 8
