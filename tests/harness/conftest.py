@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tinyagents.runtime import Runtime
-from tinyagents.testkit.fake_agent import EventWaiter
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.testkit import EventRecorder, EventWaiter
 
 
 @pytest.fixture
