@@ -33,10 +33,11 @@ from typing import Any
 
 from agent_sigkill_worker import EXTRA_TOOLS, note
 
-from tinyagents.events.models import SteeringEvent
-from tinyagents.protocol.commands import SteeringActor as Actor
-from tinyagents.protocol.commands import SteeringKind, dedupe_scope
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.events import SteeringEvent
+from tinyagents.protocol import SteeringActor as Actor
+from tinyagents.protocol import SteeringKind
+from tinyagents.protocol.commands import dedupe_scope
+from tinyagents.store import SqliteStore
 
 WORKER = Path(__file__).with_name("agent_sigkill_worker.py")
 SCOPE = dedupe_scope(Actor.test())  # "": the worker's test actor
