@@ -22,12 +22,18 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import RunCancelled
-from tinyagents.events.models import SteeringEvent
-from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall
-from tinyagents.protocol.commands import SteeringActor, SteeringDelivery, SteeringKind
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import EventWaiter, Gate
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.events import SteeringEvent
+from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
+from tinyagents.protocol import SteeringActor, SteeringDelivery, SteeringKind
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    reply,
+    tool_call,
+)
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 ENDINGS = {f"run.{s.value}" for s in RunStatus if s.finished}
