@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tinyagents import Agent, RunStatus, Runtime
-from tinyagents.harness.model import ModelRequest
+from tinyagents.harness import ModelRequest
 from tinyagents.testkit import EventRecorder, FunctionModel
 
 
