@@ -20,9 +20,8 @@ from tinyagents.errors import (
     ModelRequestRejected,
     ModelServerError,
 )
-from tinyagents.harness.litellm_model import LiteLLMModel
-from tinyagents.harness.model import Message, ModelRequest, ToolCall, Usage
-from tinyagents.harness.tools import execute_tool_call, tool
+from tinyagents.harness import LiteLLMModel, Message, ModelRequest, ToolCall, Usage, tool
+from tinyagents.harness.tools import execute_tool_call
 from tinyagents.testkit import ErrorReply, OpenAICompatServer, reply, tool_call
 
 
