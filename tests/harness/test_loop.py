@@ -18,23 +18,25 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import RunLimitExceeded
-from tinyagents.events.models import SteeringEvent
-from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall, Usage
-from tinyagents.harness.tools import ToolResult
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import SteeringActor, SteeringCommand
-from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.testkit import FakeClock, ScriptedModel, reply, tool_call, use_clock
-from tinyagents.testkit.fake_agent import (
+from tinyagents.events import SteeringEvent
+from tinyagents.harness import ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
+from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand
+from tinyagents.steering import CallNext, Decision, PolicyContext
+from tinyagents.testkit import (
     BoundaryProbe,
+    EventRecorder,
     EventWaiter,
+    FakeClock,
     Gate,
+    ScriptedModel,
     fake_agent,
     first_request_with,
     react_boundaries,
+    reply,
     steering_messages,
+    tool_call,
+    use_clock,
 )
-from tinyagents.testkit.recorder import EventRecorder
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 
@@ -217,7 +219,7 @@ async def test_a_childs_budget_cannot_exceed_its_parents_remaining(
 
 
 def budget(run_id: str, **limits: Any) -> SteeringCommand:
-    from tinyagents.protocol.commands import SteeringTarget
+    from tinyagents.protocol import SteeringTarget
 
     return SteeringCommand(
         target=SteeringTarget.agent_run(run_id),
