@@ -19,8 +19,8 @@ import pytest
 
 from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime, tool
 from tinyagents.errors import ModelRequestRejected, ModelServerError
+from tinyagents.harness import Message, ModelRequest, ToolCall
 from tinyagents.harness.litellm_model import _messages_to_openai
-from tinyagents.harness.model import Message, ModelRequest, ToolCall
 from tinyagents.testkit import Gate, OpenAICompatServer, reply, tool_call, tool_calls
 from tinyagents.testkit.server_rules import llama_cpp_violation, vllm_violation
 
