@@ -35,7 +35,7 @@ from tinyagents.errors import (
     ModelServerError,
     ModelTimeoutError,
 )
-from tinyagents.harness.model import Message, ModelRequest
+from tinyagents.harness import Message, ModelRequest
 from tinyagents.testkit import ErrorReply, Fault, OpenAICompatServer
 
 MODEL = "openai/test-model"
