@@ -6,8 +6,8 @@ import pytest
 
 from tinyagents._clock import SequentialIds, use_ids
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness.litellm_model import LiteLLMModel, as_model
-from tinyagents.harness.model import (
+from tinyagents.harness import (
+    LiteLLMModel,
     Message,
     Model,
     ModelRequest,
@@ -16,6 +16,7 @@ from tinyagents.harness.model import (
     ToolCall,
     Usage,
 )
+from tinyagents.harness.litellm_model import as_model
 
 
 class EchoModel(Model):
