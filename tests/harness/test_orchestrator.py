@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, orchestrator_tools
-from tinyagents.harness.model import ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import execute_tool_call
-from tinyagents.protocol.commands import SteeringActor
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import Gate, fake_agent, first_request_with
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.protocol import SteeringActor
+from tinyagents.testkit import (
+    EventRecorder,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    fake_agent,
+    first_request_with,
+    reply,
+    tool_call,
+)
 
 
 def tool_output(request: ModelRequest) -> str:
