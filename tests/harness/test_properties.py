@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
-from tinyagents.harness.model import ModelRequest, ModelResponse
-from tinyagents.protocol.commands import (
+from tinyagents.harness import ModelRequest, ModelResponse
+from tinyagents.protocol import (
     MESSAGE_KINDS,
     SteeringActor,
     SteeringCommand,
@@ -29,6 +29,8 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
     FakeClock,
     FunctionModel,
     SequentialIds,
@@ -37,8 +39,6 @@ from tinyagents.testkit import (
     use_clock,
     use_ids,
 )
-from tinyagents.testkit.fake_agent import EventWaiter
-from tinyagents.testkit.recorder import EventRecorder
 
 TURNS = 3
 ACTORS = {
