@@ -10,23 +10,28 @@ from pathlib import Path
 import pytest
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
-from tinyagents.harness.middleware import Middleware
-from tinyagents.harness.model import ModelRequest, Usage
-from tinyagents.harness.render import SteeringRenderer
-from tinyagents.protocol.commands import (
+from tinyagents.harness import Middleware, ModelRequest, SteeringRenderer, Usage
+from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.handle import RunHandle
-from tinyagents.steering.policy import CallNext, Decision, PolicyContext
-from tinyagents.store.memory import MemoryStore
-from tinyagents.store.sqlite import SqliteStore
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import EventWaiter, Gate, fake_agent, steering_messages
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.runs import RunHandle
+from tinyagents.steering import CallNext, Decision, PolicyContext
+from tinyagents.store import MemoryStore, SqliteStore
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    fake_agent,
+    reply,
+    steering_messages,
+    tool_call,
+)
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 
