@@ -28,20 +28,22 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import RunLimitExceeded
-from tinyagents.events.models import SteeringEvent
-from tinyagents.harness.model import ModelRequest, ModelResponse
-from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringTarget
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import (
+from tinyagents.events import SteeringEvent
+from tinyagents.harness import ModelRequest, ModelResponse
+from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.testkit import (
     BoundaryProbe,
+    EventRecorder,
     EventWaiter,
+    FunctionModel,
     Gate,
+    ScriptedModel,
     fake_agent,
     first_request_with,
+    reply,
     steering_messages,
+    tool_call,
 )
-from tinyagents.testkit.recorder import EventRecorder
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 
