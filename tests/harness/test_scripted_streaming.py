@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness.model import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
+from tinyagents.harness import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 from tinyagents.testkit.models import stream_text
 
