@@ -17,11 +17,17 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import RunCancelled, RunFailed
-from tinyagents.harness.model import Message
-from tinyagents.protocol.commands import SteeringActor
-from tinyagents.testkit import ScriptedModel, reply, tool_call
-from tinyagents.testkit.fake_agent import EventWaiter, Gate, fake_agent
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.harness import Message
+from tinyagents.protocol import SteeringActor
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    Gate,
+    ScriptedModel,
+    fake_agent,
+    reply,
+    tool_call,
+)
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 
