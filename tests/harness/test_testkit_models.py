@@ -10,7 +10,7 @@ import pytest
 
 from tinyagents import _clock
 from tinyagents.errors import ModelError
-from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
+from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 from tinyagents.testkit import (
     FakeClock,
     FunctionModel,
