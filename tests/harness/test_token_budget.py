@@ -22,10 +22,9 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import RunLimitExceeded
-from tinyagents.events.models import LimitEvent
-from tinyagents.harness.model import ModelResponse
-from tinyagents.testkit import OpenAICompatServer, ScriptedModel, reply, tool_call
-from tinyagents.testkit.recorder import EventRecorder
+from tinyagents.events import LimitEvent
+from tinyagents.harness import ModelResponse
+from tinyagents.testkit import EventRecorder, OpenAICompatServer, ScriptedModel, reply, tool_call
 
 
 def used(input_tokens: int, output_tokens: int, response: ModelResponse) -> ModelResponse:
