@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tinyagents.errors import ConfigurationError, ToolError
-from tinyagents.harness.model import Message, ToolCall, ToolSpec
-from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, execute_tool_call, tool
+from tinyagents.harness import FunctionTool, Message, Tool, ToolCall, ToolResult, ToolSpec, tool
+from tinyagents.harness.tools import execute_tool_call
 
 
 def call(name: str, **args: Any) -> ToolCall:
