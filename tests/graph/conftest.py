@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
 
 Factory = Callable[..., Awaitable[Checkpointer]]
 
