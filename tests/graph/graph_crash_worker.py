@@ -68,7 +68,7 @@ def build(cp: Checkpointer, side_log: str = "", run_no: int = -1) -> Any:
 
 
 async def main(db: str, thread: str, side_log: str, run_no: int) -> None:
-    from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+    from tinyagents.store.checkpoint import SqliteCheckpointer
 
     async with SqliteCheckpointer(db, snapshot_every=4) as cp:
         graph = build(cp, side_log, run_no)
