@@ -19,13 +19,8 @@ import sys
 from graph_crash_worker import build
 
 from tinyagents import Runtime
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringKind,
-    SteeringTarget,
-)
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.store.checkpoint import SqliteCheckpointer
 
 
 async def steer(rt: Runtime, thread: str, run_no: int, done: asyncio.Event) -> None:
