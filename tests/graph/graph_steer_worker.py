@@ -19,13 +19,8 @@ from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
 from tinyagents.graph import END, START, StateGraph
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringKind,
-    SteeringTarget,
-)
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.store.checkpoint import SqliteCheckpointer
 
 
 class State(TypedDict, total=False):
