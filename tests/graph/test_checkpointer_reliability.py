@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tinyagents.errors import StoreError
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint import SqliteCheckpointer
 
 
 def _exits_by_itself(script: str, *args: str) -> subprocess.CompletedProcess[str]:
