@@ -10,14 +10,9 @@ import pytest
 from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import GraphError
 from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
-from tinyagents.harness.model import ModelRequest
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringKind,
-    SteeringTarget,
-)
-from tinyagents.runs.info import RunStatus
+from tinyagents.harness import ModelRequest
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, tool_call
 
