@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from graph_crash_worker import ROUNDS, build, expected_log
 
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint import SqliteCheckpointer
 
 WORKER = Path(__file__).with_name("graph_crash_worker.py")
 KILLS = 24
@@ -221,7 +221,7 @@ async def test_sigkill_while_steering_loses_no_command_and_applies_none_twice(
             applied_in_log += [e.removeprefix("steer:") for e in log if e.startswith("steer:")]
     assert len(applied_in_log) == len(set(applied_in_log)), f"seed={seed}: applied twice"
 
-    from tinyagents.store.open import open_store
+    from tinyagents.store import open_store
 
     log_store = open_store(f"sqlite:///{store}")
     await log_store.open()
