@@ -17,18 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from tinyagents import Runtime
-from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.events import Event, SteeringEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.protocol.commands import (
-    SteeringActor,
-    SteeringCommand,
-    SteeringKind,
-    SteeringTarget,
-)
-from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
-from tinyagents.store.open import open_store
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.store import SqliteStore, open_store
+from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
 from tinyagents.testkit import EventWaiter
 
 
