@@ -13,8 +13,7 @@ from pydantic import BaseModel
 
 from tinyagents.graph import END, START, Send, StateGraph, add_messages, union
 from tinyagents.graph.reducers import MISSING
-from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
 
 
 def concat(left: str, right: str) -> str:
