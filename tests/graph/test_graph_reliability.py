@@ -19,14 +19,14 @@ from pydantic import BaseModel
 from tinyagents import Runtime
 from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import Checkpointer
 from tinyagents.testkit import EventRecorder, EventWaiter
 
