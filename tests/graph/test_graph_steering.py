@@ -12,7 +12,7 @@ from graphkit import LogState, logger
 from tinyagents import Runtime
 from tinyagents.errors import ThreadBusy
 from tinyagents.graph import END, START, Send, StateGraph, interrupt
-from tinyagents.protocol.commands import (
+from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -20,7 +20,7 @@ from tinyagents.protocol.commands import (
     SteeringPriority,
     SteeringTarget,
 )
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, EventWaiter
 
