@@ -11,8 +11,7 @@ from graphkit import chain
 
 from tinyagents.errors import SyncInAsyncError, TinyAgentsError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
-from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
 
 
 class Review(TypedDict, total=False):
