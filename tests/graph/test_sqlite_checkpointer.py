@@ -14,7 +14,8 @@ import pytest
 
 from tinyagents.errors import ThreadBusy
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
-from tinyagents.store.checkpoint.sqlite import MIGRATIONS, SqliteCheckpointer
+from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.store.checkpoint.sqlite import MIGRATIONS
 
 
 class XState(TypedDict, total=False):
