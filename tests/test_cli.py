@@ -376,6 +376,15 @@ async def test_inspect_labels_graph_tasks_by_node_with_their_final_state(
     assert "interrupted" not in tree
     assert "node write" in tree and "node publish" in tree
 
+    monkeypatch.setenv("COLUMNS", "80")  # graph ids are longer; none is cut at 80 columns
+    assert await inspect_store(str(db)) == 0
+    narrow = capsys.readouterr().out
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    interrupts = [e.data["interrupt_id"] for e in asked.values()]
+    commands = [approve.correlation_id, redirect.correlation_id]
+    for id_ in [legal, brand, run.run_id, *interrupts[:1], *commands]:
+        assert id_ in narrow, f"{id_} is cut at 80 columns:\n{narrow}"
+
 
 def test_a_missing_key_tells_the_demo_user_about_api_key_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

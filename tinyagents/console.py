@@ -114,20 +114,23 @@ def lifecycles(events: Iterable[SteeringEvent]) -> dict[str, list[SteeringEvent]
     return out
 
 
+#: Where-details too long for a table cell, and in the record anyway (``inspect --json``).
+_NOT_SHOWN = frozenset({"checkpoint_id", "task_id", "model_request_id"})
+
+
 def where(event: SteeringEvent) -> str:
     """Where a command landed, in words: the boundary it was delivered at, the model request
-    that carried it to the model, the checkpoint or node it changed."""
+    that carried it to the model, the node, interrupt or step of a graph it changed."""
     parts = []
     if event.type == "steering.delivered" and event.boundary:
         parts.append(f"at {event.boundary}")
     request = event.affected.get("model_request_id")
     if request:
         # Delivered at the boundary *after* a response; applied in the *next* request.
-        parts.append(
-            f"{'after' if event.type == 'steering.delivered' else 'in'} model request {request}"
-        )
+        after = "after" if event.type == "steering.delivered" else "in"
+        parts.append(f"{after} model request {request}")
     for key, value in event.affected.items():
-        if key != "model_request_id" and value is not None:
+        if key not in _NOT_SHOWN and value is not None:
             parts.append(f"{key.removesuffix('_id')} {value}")
     return ", ".join(str(p) for p in parts)
 
@@ -136,16 +139,18 @@ def audit_table(events: Iterable[SteeringEvent], *, title: str, lifecycle: bool 
     """One row per command: who sent what to which run, its terminal state (with
     ``lifecycle``, every state it went through) and the reason or where it landed."""
     table = Table(title=escape(title), show_lines=True, expand=False)
-    table.add_column("command", no_wrap=True, min_width=14)
-    table.add_column("from → to", overflow="fold", min_width=16, ratio=2)
-    table.add_column("state", overflow="fold", min_width=11, ratio=1)
-    table.add_column("reason / where", overflow="fold", min_width=16, ratio=3)
+    # Widths that keep every id whole at 80 columns: command and run ids are 14 characters,
+    # graph task and interrupt ids 18; text wraps between words.
+    table.add_column("command", no_wrap=True, min_width=15)
+    table.add_column("from → to", overflow="fold", min_width=18, ratio=2)
+    table.add_column("state", overflow="fold", min_width=10)
+    table.add_column("reason / where", overflow="fold", min_width=20, ratio=3)
     for cid, evs in lifecycles(events).items():
         last = evs[-1]
         final = [e for e in evs if e.type in TERMINAL]
         end = final[-1] if final else last
         state = end.type.split(".", 1)[1]
-        states = " → ".join(e.type.split(".", 1)[1] for e in evs) if lifecycle else state
+        states = "\n".join(e.type.split(".", 1)[1] for e in evs) if lifecycle else state
         reasons = [e.reason for e in evs if e.reason]
         detail = reasons[-1] if reasons else where(end)
         table.add_row(
