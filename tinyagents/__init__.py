@@ -65,6 +65,7 @@ from tinyagents.runs import (
 )
 from tinyagents.runtime import Runtime
 from tinyagents.steering import Decision, PolicyContext, PolicyPipeline, RedirectConflict
+from tinyagents.supervisor import Supervisor, SupervisorSpec
 
 __version__ = "0.1.0"
 
@@ -115,6 +116,8 @@ __all__ = [
     "SubAgent",
     "SubAgentSession",
     "SubAgentTool",
+    "Supervisor",
+    "SupervisorSpec",
     "Tool",
     "ToolCall",
     "ToolResult",

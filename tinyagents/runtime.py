@@ -34,9 +34,11 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import PolicyPipeline
-from tinyagents.steering.router import DEDUPE_HORIZON, SteeringRouter
+from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
 from tinyagents.store.base import Store, StoreWriter
 from tinyagents.store.open import open_store
+from tinyagents.supervisor.spec import SupervisorSpec
+from tinyagents.supervisor.supervisor import SUPERVISOR, Supervisor
 
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
@@ -55,14 +57,27 @@ class Runtime:
         testing: bool = False,
         policies: PolicyPipeline | None = None,
         sinks: Iterable[Sink] = (),
-        trusted_middleware: Iterable[str] = ("supervisor",),
+        trusted_middleware: Iterable[str] = (),
+        supervisor: SupervisorSpec | None = None,
         retain_finished: int = 1000,
         retain_finished_s: float | None = None,
         dedupe_horizon: int = DEDUPE_HORIZON,
     ) -> None:
         """``retain_finished``/``retain_finished_s``: how many finished runs (counted in whole
         trees), and for how long, stay in memory before they are released; ``dedupe_horizon``:
-        how many of the latest command ids an in-memory runtime remembers as duplicates."""
+        how many of the latest command ids an in-memory runtime remembers as duplicates.
+
+        ``supervisor``: a ``SupervisorSpec`` that watches every agent run (an agent's own
+        ``Agent(..., supervisor=spec)`` wins for its runs). ``trusted_middleware``: names of
+        runtime-level middleware actors trusted *by name* (anyone who can submit can use
+        them); the runtime's own supervisor is trusted through a capability instead, so the
+        name ``"supervisor"`` cannot be listed here."""
+        if SUPERVISOR in trusted_middleware:
+            raise ConfigurationError(
+                f"trusted_middleware may not list {SUPERVISOR!r}: the runtime's supervisor is "
+                "trusted through the capability the runtime gives it, not by its name; pass "
+                "Runtime(supervisor=SupervisorSpec(...)) to supervise runs"
+            )
         if dedupe_horizon < 1:
             raise ConfigurationError(f"dedupe_horizon must be >= 1, got {dedupe_horizon}")
         self.store: Store = open_store(store)
@@ -83,6 +98,10 @@ class Runtime:
         )
         for sink in sinks:
             self.bus.add_sink(sink)
+        self._supervisor_capability = self.router.issue_capability(SUPERVISOR)
+        #: Watches agent runs under ``supervisor`` (or their agent's spec); acts through
+        #: steering with the capability above.
+        self.supervisor = Supervisor(supervisor, host=self, submit=self._submit_as_supervisor)
         self._writer: StoreWriter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open = False
@@ -190,10 +209,18 @@ class Runtime:
         emitted or kept, and the same correlation id can be submitted again), and
         ``RuntimeClosed`` once ``close()`` has begun.
         """
+        return await self._submit(cmd, None)
+
+    async def _submit_as_supervisor(self, cmd: SteeringCommand) -> SteeringReceipt:
+        return await self._submit(cmd, self._supervisor_capability)
+
+    async def _submit(
+        self, cmd: SteeringCommand, capability: MiddlewareCapability | None
+    ) -> SteeringReceipt:
         self.require_open()
         self._submitting += 1
         try:
-            return await self.router.submit(cmd)
+            return await self.router.submit(cmd, capability=capability)
         finally:
             self._submitting -= 1
             if not self._submitting and self._submits_done is not None:
@@ -249,6 +276,7 @@ class Runtime:
         self.require_open()
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
+        self.supervisor.watch(handle)
         return handle
 
     async def finish(self, handle: RunHandle, result: RunResult) -> None:

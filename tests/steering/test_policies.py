@@ -204,8 +204,10 @@ async def test_runtime_level_middleware_needs_a_trusted_name(
     rt: Runtime, make_run: MakeRun
 ) -> None:
     await make_run("r-1")
-    supervisor = SteeringActor.middleware("supervisor")  # trusted by default
-    assert (await rt.submit(make_command("r-1", actor=supervisor))).accepted
+    # Nothing is trusted by name by default; the runtime's own supervisor is trusted through
+    # its capability, so the same actor typed by anyone else is refused (tests/supervisor).
+    forged = await rt.submit(make_command("r-1", actor=SteeringActor.middleware("supervisor")))
+    assert forged.status is ReceiptStatus.REJECTED
     stranger = await rt.submit(make_command("r-1", actor=SteeringActor.middleware("stranger")))
     assert stranger.status is ReceiptStatus.REJECTED
     assert stranger.reason is not None and "not registered as runtime middleware" in stranger.reason

@@ -42,6 +42,7 @@ class Agent:
         renderer: SteeringRenderer | None = None,
         description: str = "",
         unknown_tools: Literal["error_result", "fail"] = "error_result",
+        supervisor: Any = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
@@ -66,6 +67,9 @@ class Agent:
         #: What a call to a tool the run does not have does: an error result the model can
         #: correct itself from (default), or ending the run ``failed`` with a ``ToolError``.
         self.unknown_tools = unknown_tools
+        #: A ``SupervisorSpec`` watching this agent's runs (hosted by a ``Runtime``); it
+        #: replaces the runtime's spec for them.
+        self.supervisor = supervisor
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"

@@ -531,7 +531,7 @@ class ReasonPayload(_Payload):
 class CancelPayload(ReasonPayload):
     #: End the run ``aborted`` (a supervisor stopping a run that broke its policy) rather
     #: than ``cancelled``.
-    abort: bool = False
+    abort: bool | None = None
 
 
 class DecisionPayload(_Payload):

@@ -25,6 +25,7 @@ from tinyagents.protocol.commands import (
     GraphNodeTarget,
     GraphTaskTarget,
     HumanActor,
+    MiddlewareActor,
     ParentAgentActor,
     ReceiptStatus,
     SteeringCommand,
@@ -54,6 +55,16 @@ CLOSED = "runtime closed before delivery"
 DEDUPE_HORIZON = 100_000
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class MiddlewareCapability:
+    """Proof that a runtime-level middleware actor is the one the runtime owns (its
+    supervisor): ``issue_capability`` makes one, and only a command submitted with it
+    (``submit(cmd, capability=...)``) from ``SteeringActor.middleware(name)`` acts with that
+    trust. The same actor typed by anyone else is an ordinary untrusted middleware."""
+
+    name: str
+
+
 class SteeringInvariantError(TinyAgentsError):
     """A command would get a second terminal state or an event after its terminal one (a bug)."""
 
@@ -78,6 +89,8 @@ class _Tracked:
     events: dict[str, Any] | None = None
     events_cmd: SteeringCommand | None = None
     events_info: RunInfo | None = None
+    #: Submitted with a capability this router issued for the command's actor.
+    trusted: bool = False
 
 
 class SteeringRouter:
@@ -100,6 +113,7 @@ class SteeringRouter:
         self.testing = testing
         self.trusted_middleware = trusted_middleware
         self.grants: set[tuple[str, str]] = set()
+        self._capabilities: set[MiddlewareCapability] = set()
         self._tracked: dict[_Key, _Tracked] = {}  # open commands only
         # The ids of the latest ``dedupe_horizon`` commands (and of every open one), oldest
         # first in ``_seen_order``, and the terminal state of those that ended: older ids are
@@ -114,7 +128,16 @@ class SteeringRouter:
 
     # ------------------------------------------------------------------ public
 
-    async def submit(self, cmd: SteeringCommand) -> SteeringReceipt:
+    def issue_capability(self, name: str) -> MiddlewareCapability:
+        """A capability for the runtime-level middleware actor ``name`` (see
+        ``MiddlewareCapability``); only its holder's commands are trusted."""
+        capability = MiddlewareCapability(name)
+        self._capabilities.add(capability)
+        return capability
+
+    async def submit(
+        self, cmd: SteeringCommand, *, capability: MiddlewareCapability | None = None
+    ) -> SteeringReceipt:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         if key in self._seen:
             return self._duplicate(cmd)
@@ -123,6 +146,8 @@ class SteeringRouter:
         if len(self._seen_order) > self.dedupe_horizon:
             self._forget_oldest_ids()
         tracked = _Tracked(cmd, CommandState.REQUESTED, key)
+        if capability is not None:
+            tracked.trusted = self._holds(cmd, capability)
         try:
             handle, reason, info = self._resolve(cmd)
             tracked.info = info
@@ -265,6 +290,15 @@ class SteeringRouter:
 
     # ------------------------------------------------------------------ internals
 
+    def _holds(self, cmd: SteeringCommand, capability: MiddlewareCapability) -> bool:
+        actor = cmd.actor
+        return (
+            capability in self._capabilities
+            and isinstance(actor, MiddlewareActor)
+            and actor.run_id is None
+            and actor.name == capability.name
+        )
+
     def _resolve(self, cmd: SteeringCommand) -> tuple[RunHandle | None, str | None, RunInfo | None]:
         """(handle whose queue takes ``cmd``, None, its info); (None, reason, info) to reject;
         (None, None, None) to defer. ``info`` is the run whose history files the command: None
@@ -308,7 +342,11 @@ class SteeringRouter:
             tree=self.registry.tree,
             testing=self.testing,
             grants=self.grants,
-            trusted_middleware=self.trusted_middleware,
+            trusted_middleware=(
+                self.trusted_middleware | {cmd.actor.name}  # type: ignore[union-attr]
+                if tracked.trusted
+                else self.trusted_middleware
+            ),
             task_id=task_id,
             node_id=node_id,
         )
