@@ -1,0 +1,141 @@
+"""``SupervisorSpec``: Python and YAML, typed errors naming the line, confined criteria files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tinyagents import SupervisorSpec
+from tinyagents.errors import ConfigurationError
+from tinyagents.supervisor.spec import (
+    BudgetFraction,
+    IterationReached,
+    SupervisorSpecError,
+    ToolRepeated,
+)
+
+GOOD = """\
+supervisor:
+  rules:
+    - when: tool_repeated
+      tool: search
+      count: 3
+    - when: budget_fraction
+      gt: 0.5
+      then: abort
+    - when: iteration_reached
+      gte: 4
+  on_violation: steer
+  model: openai/judge
+  criteria: Stay on the billing question.
+  every_n_iterations: 2
+  on_judge_error: pause
+"""
+
+
+def test_yaml_text_builds_every_field() -> None:
+    spec = SupervisorSpec.from_yaml(GOOD)
+    assert spec.rules == [
+        ToolRepeated(when="tool_repeated", tool="search", count=3),
+        BudgetFraction(when="budget_fraction", gt=0.5, then="abort"),
+        IterationReached(when="iteration_reached", gte=4),
+    ]
+    assert (spec.on_violation, spec.model, spec.every_n_iterations, spec.on_judge_error) == (
+        "steer",
+        "openai/judge",
+        2,
+        "pause",
+    )
+    assert spec.watches == ["agents"]
+
+
+def test_defaults() -> None:
+    spec = SupervisorSpec()
+    assert (spec.on_violation, spec.on_judge_error, spec.every_n_iterations) == (
+        "pause",
+        "ignore",
+        1,
+    )
+    assert spec.effective_pause_max_s() == 300
+    assert spec.effective_judge_timeout_s() == 30
+
+
+def test_environment_sets_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINYAGENTS_JUDGE_TIMEOUT_S", "2.5")
+    monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", "7")
+    spec = SupervisorSpec()
+    assert (spec.effective_judge_timeout_s(), spec.effective_pause_max_s()) == (2.5, 7)
+    monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", "soon")
+    with pytest.raises(ConfigurationError, match="TINYAGENTS_PAUSE_MAX_S"):
+        spec.effective_pause_max_s()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("rules: []\nonviolation: pause\n", 2, "unknown key 'onviolation'"),
+        ("rules:\n  - when: tool_repeated\n    cuont: 3\n", 3, "unknown key 'rules.0.cuont'"),
+        ("rules:\n  - when: looping\n", 2, "unknown rule kind"),
+        ("rules:\n  - tool: x\n", 2, "needs 'when'"),
+        ("on_violation: explode\n", 1, "on_violation"),
+        ("every_n_iterations: 0\n", 1, "greater than or equal to 1"),
+        ("every_n_iterations: '2'\n", 1, "every_n_iterations"),
+        ("every_n_iterations: 1.5\n", 1, "every_n_iterations"),
+        ("rules: []\non_judge_error: retry\n", 2, "on_judge_error"),
+        ("rules:\n  - when: budget_fraction\n    gt: 2\n", 3, "rules.0.gt: Input should be less"),
+        ("rules: [\n", 2, "malformed YAML"),
+        ("a: b: c\n", 1, "malformed YAML"),
+        ("- just\n- a list\n", 1, "mapping"),
+    ],
+)
+def test_bad_yaml_is_a_typed_error_naming_the_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == line, str(caught.value)
+    assert words in str(caught.value)
+    assert str(caught.value).startswith(f"line {line}: ")  # text: no file name
+
+
+@given(st.text(max_size=200))
+def test_any_text_is_a_spec_or_a_typed_error(text: str) -> None:
+    try:
+        SupervisorSpec.from_yaml(text)
+    except SupervisorSpecError:
+        pass
+
+
+def test_a_file_path_reads_the_file_and_confines_criteria_to_its_directory(
+    tmp_path: Path,
+) -> None:
+    steering = tmp_path / "steering"
+    steering.mkdir()
+    (steering / "policy.md").write_text("Never touch production.")
+    (tmp_path / "secret.md").write_text("outside")
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text("steering_dir: steering\ncriteria_file: policy.md\n")
+    spec = SupervisorSpec.from_yaml(spec_file)
+    assert spec.criteria_text() == "Never touch production."
+    assert SupervisorSpec.from_yaml(str(spec_file)).criteria_text() == "Never touch production."
+
+    for escape in ("../secret.md", str(tmp_path / "secret.md"), "sub/../../secret.md"):
+        spec_file.write_text(f"steering_dir: steering\nrules: []\ncriteria_file: {escape}\n")
+        with pytest.raises(SupervisorSpecError, match="outside the steering directory") as caught:
+            SupervisorSpec.from_yaml(spec_file)
+        assert caught.value.line == 3
+
+
+def test_a_symlink_pointing_out_of_the_steering_directory_is_refused(tmp_path: Path) -> None:
+    steering = tmp_path / "steering"
+    steering.mkdir()
+    (tmp_path / "secret.md").write_text("outside")
+    (steering / "policy.md").symlink_to(tmp_path / "secret.md")
+    with pytest.raises(SupervisorSpecError, match="outside"):
+        SupervisorSpec(steering_dir=str(steering), criteria_file="policy.md")
+
+
+def test_criteria_and_criteria_file_exclude_each_other() -> None:
+    with pytest.raises(SupervisorSpecError, match="not both"):
+        SupervisorSpec.from_yaml("criteria: x\ncriteria_file: y.md\n")

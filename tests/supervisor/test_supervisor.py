@@ -1,0 +1,264 @@
+"""The supervisor on live runs: each rule once at its boundary, the judge, pause/steer/abort,
+fail-open and fail-closed, the dwell cap, and trust bound to the runtime's own supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tinyagents import (
+    Agent,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    SupervisorSpec,
+    tool,
+)
+from tinyagents.errors import ConfigurationError
+from tinyagents.events.models import SupervisorEvent
+from tinyagents.harness.model import ModelRequest, ModelResponse, Usage
+from tinyagents.protocol.commands import ReceiptStatus
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    ScriptedModel,
+    reply,
+    tool_call,
+    tool_calls,
+)
+
+CALLS: list[str] = []
+
+
+@tool
+def search(query: str = "") -> str:
+    """Search for something."""
+    CALLS.append("search")
+    return "nothing found"
+
+
+@tool
+def lookup(key: str = "") -> str:
+    """Look something up."""
+    CALLS.append("lookup")
+    return "a value"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls() -> None:
+    CALLS.clear()
+
+
+def used(response: ModelResponse, tokens: int) -> ModelResponse:
+    response.usage = Usage(input_tokens=tokens, output_tokens=0)
+    return response
+
+
+def actions(recorder: EventRecorder) -> list[dict[str, Any]]:
+    return [e.data for e in recorder.of_type("supervisor.action") if isinstance(e, SupervisorEvent)]
+
+
+def verdict(passed: bool, reason: str) -> str:
+    return f'{{"passed": {"true" if passed else "false"}, "reason": "{reason}"}}'
+
+
+def hung_judge() -> FunctionModel:
+    async def never(request: ModelRequest) -> str:
+        await asyncio.Event().wait()
+        return ""  # pragma: no cover
+
+    return FunctionModel(never)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+async def test_tool_repeated_pauses_once_after_the_third_call_and_the_run_resumes() -> None:
+    spec = SupervisorSpec(rules=[{"when": "tool_repeated", "tool": "search", "count": 3}])
+    model = ScriptedModel([tool_call("search") for _ in range(5)] + [reply("done")])
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        handle = await rt.start(Agent("a", model, tools=[search]), "find it")
+        await waiter.event("run.paused", handle.run_id)
+        assert CALLS == ["search"] * 3  # paused at after_tool_result of the third call
+        [applied] = [
+            e
+            for e in rt.steering_history(handle.run_id)
+            if e.type == "steering.applied" and e.kind is SteeringKind.PAUSE
+        ]
+        assert applied.affected["boundary"] == "after_tool_result"
+        await handle.resume()
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert CALLS == ["search"] * 5
+    assert actions(recorder) == [
+        {
+            "action": "pause",
+            "source": "tool_repeated",
+            "reason": "tool 'search' called 3 times (limit 3)",
+            "iteration": 3,
+        }
+    ]
+    assert len(recorder.of_type("supervisor.rule_fired")) == 1
+
+
+async def test_abort_lands_between_two_tool_calls_of_one_turn() -> None:
+    spec = SupervisorSpec(rules=[{"when": "tool_repeated", "count": 2}], on_violation="abort")
+    model = ScriptedModel(
+        [
+            tool_calls(tool_call("search"), tool_call("search"), tool_call("lookup")),
+            reply("never"),
+        ]
+    )
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        handle = await rt.start(Agent("a", model, tools=[search, lookup]), "go")
+        result = await handle.result()
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "tool 'search' called 2 times (limit 2)"
+    assert CALLS == ["search", "search"]  # lookup, the third call of the turn, never ran
+    assert len(model.requests) == 1
+
+
+async def test_an_abort_on_a_final_answer_turn_stops_the_run_before_its_outcome() -> None:
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1, "then": "abort"}])
+    async with Runtime(supervisor=spec) as rt:
+        handle = await rt.start(Agent("a", ScriptedModel([reply("the answer")])), "go")
+        result = await handle.result()
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "iteration 1 reached (limit 1)"
+
+
+async def test_iteration_reached_fires_once_at_its_iteration() -> None:
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 2}], on_violation="steer")
+    model = ScriptedModel([tool_call("search")] * 3 + [reply("done")])
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        result = await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    assert result.status is RunStatus.COMPLETED
+    assert [a["iteration"] for a in actions(recorder)] == [2]
+    steered = [i for i, r in enumerate(model.requests) if "Supervisor guidance" in str(r.messages)]
+    assert steered[0] == 2  # applied at iteration 2's boundary, seen by the third request
+
+
+async def test_budget_fraction_never_fires_without_a_budget() -> None:
+    spec = SupervisorSpec(rules=[{"when": "budget_fraction", "gt": 0.1}], on_violation="abort")
+    model = ScriptedModel([used(tool_call("search"), 1000), used(reply("done"), 1000)])
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        result = await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    assert result.status is RunStatus.COMPLETED
+    assert recorder.of_type("supervisor.rule_fired") == []
+
+
+async def test_budget_fraction_fires_once_past_its_fraction() -> None:
+    spec = SupervisorSpec(rules=[{"when": "budget_fraction", "gt": 0.5}], on_violation="abort")
+    model = ScriptedModel([used(tool_call("search"), 40), used(tool_call("search"), 20)])
+    async with Runtime(supervisor=spec) as rt:
+        agent = Agent("a", model, tools=[search], limits=RunLimits(max_tokens=100))
+        result = await (await rt.start(agent, "go")).result()
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "60 of 100 tokens used (more than 50% of the budget)"
+    assert CALLS == ["search"]  # the second turn's tool never ran
+
+
+async def test_an_agents_own_spec_supervises_it_in_a_plain_runtime() -> None:
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], on_violation="abort")
+    watched = Agent("watched", ScriptedModel([reply("x")]), supervisor=spec)
+    free = Agent("free", ScriptedModel([reply("y")]))
+    async with Runtime() as rt:
+        assert (await (await rt.start(watched, "go")).result()).status is RunStatus.ABORTED
+        assert (await (await rt.start(free, "go")).result()).status is RunStatus.COMPLETED
+    result = await Agent("solo", ScriptedModel([reply("z")]), supervisor=spec).run("go")
+    assert result.status is RunStatus.ABORTED
+
+
+# --------------------------------------------------------------------------- pause dwell cap
+
+
+async def test_a_pause_past_its_dwell_cap_becomes_an_abort() -> None:
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=0.01)
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([tool_call("search"), reply("done")])
+        result = await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 0.01 s"
+    assert [(a["action"], a["source"]) for a in actions(recorder)] == [
+        ("pause", "iteration_reached"),
+        ("abort", "pause_max_s"),
+    ]
+    assert len(recorder.of_type("supervisor.escalated")) == 1
+
+
+# --------------------------------------------------------------------------- trust
+
+
+async def test_a_forged_supervisor_actor_is_not_trusted() -> None:
+    spec = SupervisorSpec(rules=[{"when": "tool_repeated", "count": 1}])
+    waiter = EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("search"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[search]), "go")
+        forged = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.middleware("supervisor"),
+                kind=SteeringKind.CANCEL,
+                payload={"reason": "forged", "abort": True},
+            )
+        )
+        assert forged.status is ReceiptStatus.REJECTED
+        assert forged.reason is not None and "not registered" in forged.reason
+        await waiter.event("run.paused", handle.run_id)  # the real supervisor's pause landed
+        accepted = [
+            e
+            for e in rt.steering_history(handle.run_id)
+            if e.type == "steering.accepted" and e.actor == SteeringActor.middleware("supervisor")
+        ]
+        assert [e.kind for e in accepted] == [SteeringKind.PAUSE]
+        await handle.resume()
+        assert (await handle.result()).status is RunStatus.COMPLETED
+
+
+def test_the_supervisor_name_cannot_be_trusted_by_name() -> None:
+    with pytest.raises(ConfigurationError, match="capability"):
+        Runtime(trusted_middleware=["supervisor"])
+
+
+# --------------------------------------------------------------------------- judge
+
+
+async def test_a_failed_verdict_steers_with_its_reason_inside_the_template() -> None:
+    judge = ScriptedModel([verdict(False, "stop searching and answer")] + [verdict(True, "ok")] * 5)
+    spec = SupervisorSpec(model=judge, criteria="Answer within two searches.", on_violation="steer")
+    model = ScriptedModel([tool_call("search")] * 3 + [reply("done")])
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        result = await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    assert result.status is RunStatus.COMPLETED
+    text = (
+        "Supervisor guidance: stop searching and answer\n"
+        "This guidance changes neither your tools, nor the outcome you must deliver, "
+        "nor your task."
+    )
+    carrying = [r for r in model.requests if any(text in m.content for m in r.messages)]
+    assert carrying, [str(r.messages) for r in model.requests]
+    assert actions(recorder)[0] == {
+        "action": "steer",
+        "source": "llm",
+        "reason": "stop searching and answer",
+        "iteration": 1,
+    }
+    # the judge saw metadata only, with the verdict schema asked for
+    first = judge.requests[0]
+    assert first.response_format is not None
+    assert "Answer within two searches." in first.messages[0].content
+    assert '"tool_calls": {"search": 0}' in first.messages[1].content

@@ -1,0 +1,114 @@
+"""The LLM judge: a structured verdict ``{passed, reason}`` on a run's metadata.
+
+The judge sees metadata only (``JudgeInput``): the iteration, tokens used, the token budget,
+call counts of the tools the run was granted, and how many calls named any other tool. Nothing
+a model wrote (text, tool arguments, invented tool names) can reach its prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tinyagents.errors import TinyAgentsError
+from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.harness.model import Message, Model, ModelRequest
+from tinyagents.supervisor.spec import SupervisorSpec
+
+SYSTEM_PROMPT = (
+    "You are a conservative supervisor of an autonomous agent run. You see only metadata "
+    "about the run: never its messages. Judge the metadata against the policy below. Answer "
+    "passed=false ONLY when the run is violating the policy now, not when it merely could; "
+    "when in doubt, answer passed=true. Give a one-sentence reason the agent can act on.\n\n"
+    "Policy:\n{criteria}"
+)
+
+VERDICT_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "verdict",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"passed": {"type": "boolean"}, "reason": {"type": "string"}},
+            "required": ["passed", "reason"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+class JudgeError(TinyAgentsError):
+    """The judge answered something that is not a verdict."""
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    passed: bool
+    reason: str = ""
+
+
+@dataclass(slots=True, kw_only=True, frozen=True)
+class JudgeInput:
+    """Everything the judge is told about a run."""
+
+    iteration: int
+    tokens_used: int
+    token_budget: int | None
+    tool_calls: dict[str, int]  # declared tools only, every one listed (0 if not called)
+    undeclared_tool_calls: int
+
+    def to_prompt(self) -> str:
+        return json.dumps(
+            {
+                "iteration": self.iteration,
+                "tokens_used": self.tokens_used,
+                "token_budget": self.token_budget,
+                "tool_calls": self.tool_calls,
+                "calls_to_undeclared_tools": self.undeclared_tool_calls,
+            },
+            sort_keys=True,
+        )
+
+
+def judge_model(spec: SupervisorSpec) -> Model | None:
+    """The model the spec names, with its ``api_base`` and key (None: no judge)."""
+    if spec.model is None or isinstance(spec.model, Model):
+        return spec.model
+    api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+    return LiteLLMModel(spec.model, api_base=spec.api_base, api_key=api_key)
+
+
+class Judge:
+    """Asks ``model`` for a verdict, bounded by ``timeout_s``."""
+
+    def __init__(self, model: Model, *, criteria: str, timeout_s: float) -> None:
+        self.model = model
+        self.system = SYSTEM_PROMPT.format(criteria=criteria or "(no policy given: pass)")
+        self.timeout_s = timeout_s
+
+    def request(self, data: JudgeInput) -> ModelRequest:
+        return ModelRequest(
+            messages=[
+                Message(role="system", content=self.system),
+                Message(role="user", content="Run metadata (JSON):\n" + data.to_prompt()),
+            ],
+            response_format=VERDICT_FORMAT,
+        )
+
+    async def verdict(self, data: JudgeInput) -> Verdict:
+        """The verdict; raises ``TimeoutError``, a ``ModelError`` or ``JudgeError``."""
+        async with asyncio.timeout(self.timeout_s):
+            response = await self.model.request(self.request(data))
+        try:
+            return Verdict.model_validate_json(response.text)
+        except ValidationError:
+            raise JudgeError(
+                f"the judge {self.model.name!r} did not answer a verdict "
+                '{"passed": bool, "reason": str}'
+            ) from None

@@ -1,0 +1,318 @@
+"""``SupervisorSpec``: what a supervisor watches, the rules it checks and how it acts.
+
+Built in Python or read from YAML with ``SupervisorSpec.from_yaml(path_or_text)``::
+
+    rules:
+      - when: tool_repeated      # the same tool called `count` times
+        tool: search
+        count: 3
+      - when: budget_fraction    # tokens used / token budget above `gt`
+        gt: 0.8
+        then: abort
+    on_violation: pause          # pause | steer | abort
+    model: openai/gpt-4o-mini    # the judge (optional)
+    criteria: Stay on the billing question.
+    every_n_iterations: 2
+    on_judge_error: ignore       # ignore (fail-open) | pause | abort (fail-closed)
+
+Every problem in a YAML spec is a ``SupervisorSpecError`` naming the line: an unknown key, a
+value of the wrong type, malformed YAML, a ``criteria_file`` outside its steering directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness.model import Model
+
+Action = Literal["pause", "steer", "abort"]
+JudgeErrorAction = Literal["ignore", "pause", "abort"]
+
+#: The default text of a ``steer`` action from a rule (a judge's reason replaces it).
+DEFAULT_STEER_MESSAGE = (
+    "You appear to be drifting from the task. Stop repeating what has not worked, "
+    "re-read the task and take the most direct next step towards it."
+)
+#: How long a supervisor's pause may last before it becomes an abort (``TINYAGENTS_PAUSE_MAX_S``).
+DEFAULT_PAUSE_MAX_S = 300.0
+#: How long one judge call may take (``TINYAGENTS_JUDGE_TIMEOUT_S``).
+DEFAULT_JUDGE_TIMEOUT_S = 30.0
+
+
+class SupervisorSpecError(ConfigurationError):
+    """A supervisor spec that cannot be used; ``line`` is the YAML line (1-based) when known."""
+
+    def __init__(self, message: str, *, line: int | None = None, source: str | None = None) -> None:
+        where = " of ".join(
+            w for w in (f"line {line}" if line is not None else None, source) if w is not None
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+        self.line = line
+        self.source = source
+        self.problem = message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ToolRepeated(_Strict):
+    """The named tool (or any single tool) was called ``count`` times in the run."""
+
+    when: Literal["tool_repeated"]
+    tool: str | None = None
+    count: int = Field(default=3, ge=1)
+    then: Action | None = None
+
+
+class BudgetFraction(_Strict):
+    """Tokens used / the run's token budget went above ``gt`` (never fires without a budget)."""
+
+    when: Literal["budget_fraction"]
+    gt: float = Field(default=0.8, gt=0, le=1)
+    then: Action | None = None
+
+
+class IterationReached(_Strict):
+    """The run's model call number ``gte`` answered."""
+
+    when: Literal["iteration_reached"]
+    gte: int = Field(default=1, ge=1)
+    then: Action | None = None
+
+
+Rule = Annotated[ToolRepeated | BudgetFraction | IterationReached, Field(discriminator="when")]
+RULE_KINDS = ("tool_repeated", "budget_fraction", "iteration_reached")
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name}={raw!r} must be > 0")
+    return value
+
+
+def _agents() -> list[Literal["agents"]]:
+    return ["agents"]
+
+
+class SupervisorSpec(_Strict):
+    """A declarative supervisor (see the module docstring and docs/supervisor.md)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    watches: list[Literal["agents"]] = Field(default_factory=_agents)
+    rules: list[Rule] = Field(default_factory=list)
+    on_violation: Action = "pause"
+    #: The judge: a litellm model string (``"openai/gpt-4o-mini"``) or, in Python, a
+    #: ``Model`` (a test's ``ScriptedModel``); no model, no judge.
+    model: str | Model | None = None
+    #: Where the judge's model is served, and the environment variable holding its key.
+    api_base: str | None = None
+    api_key_env: str | None = None
+    criteria: str | None = None
+    criteria_file: str | None = None
+    #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
+    #: (or the working directory for a spec built in Python or from text).
+    steering_dir: str | None = None
+    every_n_iterations: int = Field(default=1, ge=1)
+    on_judge_error: JudgeErrorAction = "ignore"
+    steer_message: str = Field(default=DEFAULT_STEER_MESSAGE, min_length=1)
+    pause_max_s: float | None = Field(default=None, gt=0)
+    judge_timeout_s: float | None = Field(default=None, gt=0)
+    #: The YAML file's directory (relative ``steering_dir`` is resolved against it).
+    _base_dir: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _check(self, info: ValidationInfo) -> SupervisorSpec:
+        if self.criteria is not None and self.criteria_file is not None:
+            raise ValueError("give 'criteria' or 'criteria_file', not both")
+        self._base_dir = (info.context or {}).get("base_dir")
+        self.criteria_path()  # a criteria_file escaping its directory is refused now
+        return self
+
+    # ------------------------------------------------------------------ derived values
+
+    def steering_root(self, base_dir: str | Path | None = None) -> Path:
+        """The directory ``criteria_file`` is confined to, resolved."""
+        base_dir = base_dir if base_dir is not None else self._base_dir
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        root = Path(self.steering_dir) if self.steering_dir is not None else Path()
+        return (base / root).resolve()
+
+    def criteria_path(self, base_dir: str | Path | None = None) -> Path | None:
+        """The resolved ``criteria_file``; ``SupervisorSpecError`` if it resolves outside the
+        steering directory (``..``, an absolute path, a symlink pointing out)."""
+        if self.criteria_file is None:
+            return None
+        root = self.steering_root(base_dir)
+        path = (root / self.criteria_file).resolve()
+        if not path.is_relative_to(root):
+            raise SupervisorSpecError(
+                f"criteria_file {self.criteria_file!r} resolves to {path}, outside the steering "
+                f"directory {root}; keep criteria files inside it (or set steering_dir)"
+            )
+        return path
+
+    def criteria_text(self, base_dir: str | Path | None = None) -> str:
+        """The judge's criteria: ``criteria``, or the text of ``criteria_file``."""
+        path = self.criteria_path(base_dir)
+        if path is None:
+            return self.criteria or ""
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SupervisorSpecError(
+                f"cannot read criteria_file {self.criteria_file!r} ({path}): {exc.strerror}"
+            ) from None
+
+    def effective_pause_max_s(self) -> float:
+        if self.pause_max_s is not None:
+            return self.pause_max_s
+        return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S)
+
+    def effective_judge_timeout_s(self) -> float:
+        if self.judge_timeout_s is not None:
+            return self.judge_timeout_s
+        return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S)
+
+    # ------------------------------------------------------------------ YAML
+
+    @classmethod
+    def from_yaml(cls, source: str | Path) -> SupervisorSpec:
+        """Read a spec from a YAML file (a ``Path``, or a string naming an existing ``.yaml``/
+        ``.yml`` file) or from YAML text. A ``supervisor:`` top-level key may wrap it."""
+        text, base_dir, name = read_source(source)
+        data, lines = parse_yaml(text, name)
+        return cls.from_data(data, lines=lines, base_dir=base_dir, name=name)
+
+    @classmethod
+    def from_data(
+        cls,
+        data: Any,
+        *,
+        lines: dict[tuple[str | int, ...], int] | None = None,
+        base_dir: Path | None = None,
+        name: str = "<spec>",
+    ) -> SupervisorSpec:
+        """Validate already-parsed data; ``lines`` maps key paths to YAML lines."""
+        lines = lines or {}
+        prefix: tuple[str | int, ...] = ()
+        if isinstance(data, dict) and set(data) == {"supervisor"}:
+            data, prefix = data["supervisor"], ("supervisor",)
+        if data is None:
+            data = {}
+        source = None if name == "<yaml>" else name
+        if not isinstance(data, dict):
+            raise SupervisorSpecError(
+                "a supervisor spec is a mapping of keys (rules, on_violation, ...), "
+                f"got {type(data).__name__}",
+                line=lines.get(prefix),
+                source=source,
+            )
+        try:
+            return cls.model_validate(data, context={"base_dir": base_dir})
+        except SupervisorSpecError as exc:
+            raise SupervisorSpecError(
+                exc.problem, line=lines.get((*prefix, "criteria_file")), source=source
+            ) from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            line = _line_of((*prefix, *yaml_loc(err["loc"])), lines)
+            raise SupervisorSpecError(describe_error(err), line=line, source=source) from None
+
+
+def describe_error(err: Any) -> str:
+    """One pydantic error, in words a newcomer can act on."""
+    where = ".".join(str(p) for p in yaml_loc(err["loc"])) or "spec"
+    if err["type"] == "extra_forbidden":
+        return f"unknown key {where!r}; check its spelling against docs/supervisor.md"
+    if err["type"] == "union_tag_invalid":
+        return f"{where}: unknown rule kind; use one of {', '.join(RULE_KINDS)}"
+    if err["type"] == "union_tag_not_found":
+        return f"{where}: a rule needs 'when' (one of {', '.join(RULE_KINDS)})"
+    msg = str(err["msg"])
+    if err["type"].startswith("value_error"):
+        msg = msg.removeprefix("Value error, ")
+    return f"{where}: {msg} (got {err.get('input')!r})"
+
+
+def read_source(source: str | Path) -> tuple[str, Path | None, str]:
+    """(text, directory of the file or None, a name for messages)."""
+    if isinstance(source, Path) or (
+        "\n" not in source and source.endswith((".yaml", ".yml")) and Path(source).is_file()
+    ):
+        path = Path(source)
+        try:
+            return path.read_text(encoding="utf-8"), path.resolve().parent, str(path)
+        except OSError as exc:
+            raise SupervisorSpecError(f"cannot read {path}: {exc.strerror}") from None
+    return source, None, "<yaml>"
+
+
+def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], int]]:
+    """The data of a YAML document and the line of every key and list item in it."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        source = None if name == "<yaml>" else name
+        raise SupervisorSpecError(
+            f"malformed YAML: {exc.problem or exc.context}", line=line, source=source
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SupervisorSpecError(f"malformed YAML: {exc}", source=name) from None
+    lines: dict[tuple[str | int, ...], int] = {}
+    if node is not None:
+        _collect_lines(node, (), lines)
+    return data, lines
+
+
+def _collect_lines(
+    node: yaml.Node, path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]
+) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            sub = (*path, str(key.value))
+            lines[sub] = key.start_mark.line + 1
+            _collect_lines(value, sub, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _collect_lines(item, (*path, index), lines)
+
+
+def yaml_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pydantic error location as a path in the YAML: pydantic adds the union tag (the
+    rule kind) to the location of a rule's field, which the YAML does not have."""
+    return tuple(p for p in loc if not (isinstance(p, str) and p in RULE_KINDS))
+
+
+def _line_of(path: tuple[Any, ...], lines: dict[tuple[str | int, ...], int]) -> int | None:
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return lines.get(())

@@ -1,0 +1,288 @@
+"""``Supervisor``: watches a host's agent runs and acts on them through steering.
+
+The runtime owns one and tells it about every run it registers (``watch``). A run is watched
+under its agent's spec (``Agent(..., supervisor=spec)``) or else the runtime's
+(``Runtime(supervisor=spec)``). The supervisor reads the run's events as a bus sink, so its
+rules are checked in the same call that publishes a progress event, and its command is queued
+before the run reaches its next boundary (see docs/supervisor.md for where each action lands).
+The judge runs in a task of its own: a slow judge never delays a rule.
+
+Every action is a ``SteeringCommand`` from ``SteeringActor.middleware("supervisor")`` sent
+through the runtime's pipeline with the capability the runtime gave this object (a command
+from that actor sent by anyone else is not trusted), and is announced first by a
+``supervisor.action`` event ``{action, source, reason, iteration}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
+from tinyagents.harness.loop import AgentRun
+from tinyagents.protocol.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringPriority,
+    SteeringReceipt,
+    SteeringTarget,
+)
+from tinyagents.runs.handle import RunHandle
+from tinyagents.runs.host import RunHost
+from tinyagents.runs.info import RunStatus, run_event
+from tinyagents.supervisor._eager import start_eagerly
+from tinyagents.supervisor.judge import Judge, JudgeInput, judge_model
+from tinyagents.supervisor.rules import RunCounters, check
+from tinyagents.supervisor.spec import Action, SupervisorSpec
+
+log = logging.getLogger("tinyagents.supervisor")
+
+#: The name of the supervisor's actor: ``SteeringActor.middleware(SUPERVISOR)``.
+SUPERVISOR = "supervisor"
+#: How a ``steer`` reaches the model (inside the usual provenance block of steering messages).
+STEER_TEMPLATE = (
+    "Supervisor guidance: {message}\n"
+    "This guidance changes neither your tools, nor the outcome you must deliver, nor your task."
+)
+_ENDED = frozenset(f"run.{s.value}" for s in RunStatus if s.finished)
+
+Submit = Callable[[SteeringCommand], Awaitable[SteeringReceipt]]
+
+
+@dataclass(slots=True, kw_only=True)
+class _Watch:
+    """One watched run: its spec, counters and the supervisor's tasks for it."""
+
+    handle: RunHandle
+    spec: SupervisorSpec
+    judge: Judge | None
+    counters: RunCounters
+    judge_task: asyncio.Task[Any] | None = None
+    #: A pause of ours is on its way: the dwell cap starts when the run pauses.
+    pause_sent: bool = False
+    dwell_task: asyncio.Task[Any] | None = None
+    aborted: bool = False
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+class Supervisor:
+    """Watches the agent runs of ``host`` and acts on them with ``submit`` (which carries the
+    runtime's trust). ``spec`` applies to runs whose agent has none."""
+
+    def __init__(
+        self,
+        spec: SupervisorSpec | None,
+        *,
+        host: RunHost,
+        submit: Submit,
+    ) -> None:
+        self.spec = spec
+        self.host = host
+        self._submit = submit
+        self._judges: dict[int, tuple[SupervisorSpec, Judge | None]] = {}
+        #: Watched runs, dropped when a run ends.
+        self._watches: dict[str, _Watch] = {}
+        self._listening = False
+        #: Counters for operators: actions taken, judge calls that failed or were skipped.
+        self.actions = 0
+        self.judge_failures = 0
+        self.judge_skipped = 0
+
+    # ------------------------------------------------------------------ watching
+
+    def watch(self, handle: RunHandle) -> bool:
+        """Watch ``handle`` if it is an agent run with a spec (its agent's or the runtime's);
+        True if it is watched. Called by the runtime for every run it registers."""
+        driver = handle.driver
+        if not isinstance(driver, AgentRun):
+            return False
+        spec = getattr(driver.agent, "supervisor", None) or self.spec
+        if not isinstance(spec, SupervisorSpec) or "agents" not in spec.watches:
+            return False
+        if not self._listening:
+            self.host.bus.add_sink(self._on_event)
+            self._listening = True
+        tools = (
+            handle.info.tools if handle.info.tools is not None else frozenset(driver.agent.tools)
+        )
+        self._watches[handle.run_id] = _Watch(
+            handle=handle,
+            spec=spec,
+            judge=self._judge_for(spec),
+            counters=RunCounters(declared=frozenset(tools)),
+        )
+        return True
+
+    def watched(self) -> list[str]:
+        return list(self._watches)
+
+    def _judge_for(self, spec: SupervisorSpec) -> Judge | None:
+        cached = self._judges.get(id(spec))
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        model = judge_model(spec)
+        judge = (
+            None
+            if model is None
+            else Judge(
+                model, criteria=spec.criteria_text(), timeout_s=spec.effective_judge_timeout_s()
+            )
+        )
+        self._judges[id(spec)] = (spec, judge)
+        return judge
+
+    # ------------------------------------------------------------------ events
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, SteeringEvent | SupervisorEvent) or event.run_id is None:
+            return  # its own events (and every command's) never trip a rule
+        w = self._watches.get(event.run_id)
+        if w is None:
+            return
+        if isinstance(event, RunEvent):
+            self._run_changed(w, event)
+            return
+        if not w.counters.record(event):
+            return
+        for index, rule in enumerate(w.spec.rules):
+            if index in w.counters.fired:
+                continue
+            reason = check(rule, w.counters, w.handle.info, event)
+            if reason is None:
+                continue
+            w.counters.fired.add(index)
+            self._emit(w, "supervisor.rule_fired", rule=rule.when, data={"reason": reason})
+            self._act(w, rule.then or w.spec.on_violation, rule.when, reason)
+        if event.type == "model.response":
+            self._maybe_judge(w)
+
+    def _run_changed(self, w: _Watch, event: RunEvent) -> None:
+        if event.type == "run.paused" and w.pause_sent and w.dwell_task is None:
+            w.pause_sent = False
+            w.dwell_task = self._spawn(w, self._dwell(w, w.spec.effective_pause_max_s()))
+        elif event.type == "run.resumed" and w.dwell_task is not None:
+            w.dwell_task.cancel()
+            w.dwell_task = None
+        elif event.type in _ENDED:
+            del self._watches[w.handle.run_id]
+            for task in list(w.tasks):
+                task.cancel()
+
+    # ------------------------------------------------------------------ actions
+
+    def _act(self, w: _Watch, action: Action, source: str, reason: str) -> None:
+        """Announce the action and queue its command now (see ``start_eagerly``)."""
+        if w.aborted:
+            return  # the run is ending: nothing more to say to it
+        self.actions += 1
+        iteration = w.counters.iteration
+        self._emit(
+            w,
+            "supervisor.action",
+            rule=source,
+            action=action,
+            data={"action": action, "source": source, "reason": reason, "iteration": iteration},
+        )
+        payload: dict[str, Any]
+        if action == "pause":
+            w.pause_sent = True
+            kind, payload = SteeringKind.PAUSE, {"reason": reason}
+        elif action == "steer":
+            message = reason if source in ("llm",) else w.spec.steer_message
+            kind, payload = (
+                SteeringKind.ADD_INSTRUCTION,
+                {"text": STEER_TEMPLATE.format(message=message)},
+            )
+        else:
+            w.aborted = True
+            kind, payload = SteeringKind.CANCEL, {"reason": reason, "abort": True}
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(w.handle.run_id),
+            actor=SteeringActor.middleware(SUPERVISOR),
+            kind=kind,
+            payload=payload,
+            priority=SteeringPriority.CRITICAL,
+        )
+        start_eagerly(self._send(cmd), lambda coro: self._spawn(w, coro))
+
+    async def _send(self, cmd: SteeringCommand) -> None:
+        receipt = await self._submit(cmd)
+        if not receipt.accepted:
+            log.warning(
+                "the supervisor's %s for %s was %s: %s",
+                cmd.kind.value,
+                cmd.target.describe(),
+                receipt.status.value,
+                receipt.reason,
+            )
+
+    async def _dwell(self, w: _Watch, cap: float) -> None:
+        await asyncio.sleep(cap)
+        w.dwell_task = None
+        if w.handle.info.status is not RunStatus.PAUSED:
+            return
+        reason = f"paused longer than the supervisor's dwell cap of {cap:g} s"
+        self._emit(w, "supervisor.escalated", action="abort", data={"reason": reason})
+        self._act(w, "abort", "pause_max_s", reason)
+
+    # ------------------------------------------------------------------ judge
+
+    def _maybe_judge(self, w: _Watch) -> None:
+        iteration = w.counters.iteration
+        if w.judge is None or iteration % w.spec.every_n_iterations:
+            return
+        if w.judge_task is not None and not w.judge_task.done():
+            self.judge_skipped += 1  # at most one verdict in flight: this slot is skipped
+            return
+        info = w.handle.info
+        data = JudgeInput(
+            iteration=iteration,
+            tokens_used=info.usage.total_tokens,
+            token_budget=info.limits.max_tokens,
+            tool_calls={name: w.counters.tool_calls[name] for name in sorted(w.counters.declared)},
+            undeclared_tool_calls=w.counters.undeclared_calls,
+        )
+        w.judge_task = self._spawn(w, self._judge(w, w.judge, data))
+
+    async def _judge(self, w: _Watch, judge: Judge, data: JudgeInput) -> None:
+        try:
+            verdict = await judge.verdict(data)
+        except Exception as exc:
+            self.judge_failures += 1
+            error = type(exc).__name__
+            log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, error)
+            self._emit(
+                w,
+                "supervisor.judge_error",
+                data={"error": error, "iteration": data.iteration},
+            )
+            if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
+                self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({error})")
+            return
+        self._emit(
+            w,
+            "supervisor.judge_verdict",
+            data={
+                "passed": verdict.passed,
+                "reason": verdict.reason,
+                "iteration": data.iteration,
+            },
+        )
+        if not verdict.passed and w.handle.run_id in self._watches:
+            reason = verdict.reason or "the judge found the run violating its policy"
+            self._act(w, w.spec.on_violation, "llm", reason)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _spawn(self, w: _Watch, coro: Any) -> asyncio.Task[Any]:
+        task = self.host.spawn(coro, name=f"supervisor-{w.handle.run_id}")
+        w.tasks.add(task)
+        task.add_done_callback(w.tasks.discard)
+        return task
+
+    def _emit(self, w: _Watch, type_: str, **fields: Any) -> None:
+        self.host.bus.publish(run_event(w.handle.info, SupervisorEvent, type=type_, **fields))
