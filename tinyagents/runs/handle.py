@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tinyagents.errors import SteeringRejected
+from tinyagents.errors import ConfigurationError, SteeringRejected
 from tinyagents.protocol.commands import (
     AnyActor,
     HumanActor,
@@ -71,6 +71,11 @@ class RunDriver:
     def route(self, cmd: SteeringCommand) -> RunHandle | None:
         """The run whose queue should take ``cmd`` (e.g. an agent node's child run), or None."""
         return None
+
+    def stream(self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False) -> Any:
+        """The run's stream (``RunHandle.stream``); a run whose execution layer does not
+        stream raises ``ConfigurationError``."""
+        raise ConfigurationError("this run does not stream (graph runs do: rt.start_graph)")
 
 
 #: The driver of a run whose execution layer has no hooks: stateless, so every such run shares it.
@@ -188,6 +193,15 @@ class RunHandle:
 
     async def update_budget(self, **limits: Any) -> SteeringReceipt:
         return await self.submit(SteeringKind.UPDATE_BUDGET, limits)
+
+    def stream(
+        self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False
+    ) -> AsyncIterator[Any]:
+        """What the run does from now on, as ``graph.stream(...)`` yields it (graph runs):
+        ``async for item in handle.stream(["updates", "steering"]): ...``. Leaving the loop
+        early leaves the run running."""
+        stream: AsyncIterator[Any] = self.driver.stream(mode, subgraphs=subgraphs)
+        return stream
 
     # ------------------------------------------------------------------ result
 
