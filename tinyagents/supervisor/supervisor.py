@@ -207,7 +207,9 @@ class Supervisor:
             payload=payload,
             priority=SteeringPriority.CRITICAL,
         )
-        start_eagerly(self._send(cmd), lambda coro: self._spawn(w, coro))
+        # Not one of the run's tasks: a command on its way (a durable store's write) is not
+        # cancelled when the run ends; the router settles it (``target finished``).
+        start_eagerly(self._send(cmd), lambda coro: self.host.spawn(coro, name="supervisor-send"))
 
     async def _send(self, cmd: SteeringCommand) -> None:
         receipt = await self._submit(cmd)
