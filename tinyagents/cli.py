@@ -1,4 +1,4 @@
-"""The ``tinyagents`` command: ``--version``, ``demo`` and ``inspect``."""
+"""The ``tinyagents`` command: ``--version``, ``demo``, ``inspect`` and ``validate``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from tinyagents.demo import open_store_file, run_demo
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
 from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.supervisor.validate import validate_command
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -97,9 +98,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "event, every command's lifecycle) for scripts",
     )
 
+    validate = sub.add_parser(
+        "validate",
+        help="check a supervisor spec (YAML) before anything runs",
+        description="Check a supervisor spec: unknown keys, actions and rule kinds, "
+        "every_n_iterations, criteria_file inside its directory (errors, with the YAML line); "
+        "a missing criteria_file or an unresolvable judge model (warnings). Exit code 1 on "
+        "errors.",
+    )
+    validate.add_argument("file", help="a YAML file holding a supervisor spec")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo_command(args)
+    if args.command == "validate":
+        return validate_command(args.file, sys.stdout)
     return asyncio.run(inspect_store(args.file, args.run_id, as_json=args.json))
 
 
