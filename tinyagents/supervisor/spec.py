@@ -238,7 +238,7 @@ class SupervisorSpec(_Strict):
             ) from None
         except ValidationError as exc:
             err = exc.errors()[0]
-            line = _line_of((*prefix, *yaml_loc(err["loc"])), lines)
+            line = line_of((*prefix, *yaml_loc(err["loc"])), lines)
             raise SupervisorSpecError(describe_error(err), line=line, source=source) from None
 
 
@@ -310,7 +310,7 @@ def yaml_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(p for p in loc if not (isinstance(p, str) and p in RULE_KINDS))
 
 
-def _line_of(path: tuple[Any, ...], lines: dict[tuple[str | int, ...], int]) -> int | None:
+def line_of(path: tuple[Any, ...], lines: dict[tuple[str | int, ...], int]) -> int | None:
     while path:
         if path in lines:
             return lines[path]

@@ -1,0 +1,137 @@
+"""Check a supervisor spec before anything runs: ``tinyagents validate FILE.yaml``.
+
+    findings = validate_file("supervisor.yaml")
+    if any(f.severity == "error" for f in findings): ...
+
+Errors (the spec cannot be used): malformed YAML, unknown keys, unknown actions or rule kinds,
+``every_n_iterations`` not an integer >= 1, a ``criteria_file`` outside its steering directory.
+Warnings (it loads, but probably not as meant): a ``criteria_file`` that does not exist, a
+judge model without a provider prefix (litellm cannot resolve a bare name), a judge setting
+(``criteria``, ``every_n_iterations``, ``on_judge_error``) without a judge ``model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TextIO
+
+from pydantic import ValidationError
+
+from tinyagents.supervisor.spec import (
+    SupervisorSpec,
+    SupervisorSpecError,
+    describe_error,
+    line_of,
+    parse_yaml,
+    read_source,
+    yaml_loc,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    severity: Literal["error", "warning"]
+    message: str
+    line: int | None = None
+
+    def render(self, source: str) -> str:
+        where = f"{source}:{self.line}" if self.line is not None else source
+        return f"{where}: {self.severity}: {self.message}"
+
+
+def validate_file(source: str | Path) -> list[Finding]:
+    """Every problem of the spec in ``source`` (a YAML file or YAML text), errors first."""
+    try:
+        text, base_dir, name = read_source(source)
+        data, lines = parse_yaml(text, name)
+    except SupervisorSpecError as exc:
+        return [Finding("error", exc.problem, exc.line)]
+    prefix: tuple[str, ...] = ()
+    if isinstance(data, dict) and set(data) == {"supervisor"}:
+        data, prefix = data["supervisor"], ("supervisor",)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        return [
+            Finding(
+                "error",
+                f"a supervisor spec is a mapping of keys, got {type(data).__name__}",
+                lines.get(prefix),
+            )
+        ]
+    try:
+        spec = SupervisorSpec.model_validate(data, context={"base_dir": base_dir})
+    except SupervisorSpecError as exc:
+        return [Finding("error", exc.problem, lines.get((*prefix, "criteria_file")))]
+    except ValidationError as exc:
+        return [
+            Finding(
+                "error",
+                describe_error(err),
+                line_of((*prefix, *yaml_loc(err["loc"])), lines),
+            )
+            for err in exc.errors()
+        ]
+    return _warnings(spec, lambda key: lines.get((*prefix, key)))
+
+
+def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
+    found: list[Finding] = []
+    path = spec.criteria_path()
+    if path is not None and not path.is_file():
+        found.append(
+            Finding(
+                "warning",
+                f"criteria_file {spec.criteria_file!r} does not exist ({path}); the judge "
+                "cannot start without it",
+                at("criteria_file"),
+            )
+        )
+    if isinstance(spec.model, str) and "/" not in spec.model:
+        found.append(
+            Finding(
+                "warning",
+                f"judge model {spec.model!r} has no provider prefix and cannot be resolved; "
+                "write it as litellm does, e.g. 'openai/gpt-4o-mini'",
+                at("model"),
+            )
+        )
+    if spec.model is None:
+        for key in ("criteria", "criteria_file", "every_n_iterations", "on_judge_error"):
+            if key in spec.model_fields_set:
+                found.append(
+                    Finding(
+                        "warning",
+                        f"{key!r} configures the judge, but there is no judge 'model': only "
+                        "the rules run",
+                        at(key),
+                    )
+                )
+    if not spec.rules and spec.model is None:
+        found.append(
+            Finding("warning", "no rules and no judge 'model': this supervisor does nothing")
+        )
+    return found
+
+
+def validate_command(source: str, out: TextIO) -> int:
+    """``tinyagents validate FILE.yaml``: print each finding; 1 if any is an error."""
+    if not Path(source).is_file():
+        print(f"{source}: error: no such file", file=out)
+        return 1
+    findings = validate_file(Path(source))
+    for finding in findings:
+        print(finding.render(source), file=out)
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    if errors:
+        print(
+            f"{source}: {errors} error(s), {warnings} warning(s); fix the errors (see "
+            "docs/supervisor.md for every key) and run 'tinyagents validate' again",
+            file=out,
+        )
+        return 1
+    print(f"{source}: ok ({warnings} warning(s))", file=out)
+    return 0
