@@ -1,0 +1,83 @@
+"""``tinyagents validate FILE.yaml`` and ``validate_file`` over good and bad specs in
+tests/data/supervisor."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from tinyagents.cli import main
+from tinyagents.supervisor.spec import SupervisorSpec, SupervisorSpecError
+from tinyagents.supervisor.validate import validate_command, validate_file
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "supervisor"
+
+
+@pytest.mark.parametrize("name", ["good_full.yaml", "good_rules_only.yaml"])
+def test_good_specs_have_no_findings_and_load(name: str) -> None:
+    assert validate_file(DATA / name) == []
+    SupervisorSpec.from_yaml(DATA / name)
+
+
+def test_the_full_spec_reads_its_criteria_from_its_steering_directory() -> None:
+    spec = SupervisorSpec.from_yaml(DATA / "good_full.yaml")
+    assert spec.criteria_text().startswith("Answer billing questions only.")
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "words"),
+    [
+        ("warn_missing_criteria.yaml", 3, "does not exist"),
+        ("warn_bare_model.yaml", 1, "no provider prefix"),
+    ],
+)
+def test_warnings(name: str, line: int, words: str) -> None:
+    [finding] = validate_file(DATA / name)
+    assert (finding.severity, finding.line) == ("warning", line)
+    assert words in finding.message
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "words"),
+    [
+        ("bad_unknown_key.yaml", 4, "unknown key 'on_violaton'"),
+        ("bad_rule_kind.yaml", 3, "unknown rule kind"),
+        ("bad_action.yaml", 4, "rules.0.then"),
+        ("bad_every_n.yaml", 2, "every_n_iterations"),
+        ("bad_criteria_escape.yaml", 3, "outside the steering directory"),
+        ("bad_malformed.yaml", 4, "malformed YAML"),
+    ],
+)
+def test_errors_name_their_line(name: str, line: int, words: str) -> None:
+    findings = validate_file(DATA / name)
+    assert [f.severity for f in findings] == ["error"]
+    assert (findings[0].line, words in findings[0].message) == (line, True), findings
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(DATA / name)
+    assert caught.value.line == line
+
+
+def test_every_error_is_reported_not_only_the_first(tmp_path: Path) -> None:
+    spec = tmp_path / "two.yaml"
+    spec.write_text("on_violation: nope\nevery_n_iterations: 0\n")
+    assert [(f.severity, f.line) for f in validate_file(spec)] == [("error", 1), ("error", 2)]
+
+
+def test_the_command_prints_findings_and_exits_non_zero_on_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", str(DATA / "good_full.yaml")]) == 0
+    assert "ok (0 warning(s))" in capsys.readouterr().out
+    assert main(["validate", str(DATA / "warn_bare_model.yaml")]) == 0
+    assert main(["validate", str(DATA / "bad_unknown_key.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert f"{DATA / 'bad_unknown_key.yaml'}:4: error: unknown key 'on_violaton'" in out
+    assert "1 error(s)" in out
+
+
+def test_a_missing_file_is_an_error() -> None:
+    out = io.StringIO()
+    assert validate_command("/nonexistent/spec.yaml", out) == 1
+    assert "no such file" in out.getvalue()
