@@ -14,8 +14,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tinyagents import Agent, RunLimits, Runtime, SupervisorSpec, tool
-from tinyagents.events.models import SupervisorEvent
-from tinyagents.harness.model import ModelRequest, ModelResponse
+from tinyagents.events import SupervisorEvent
+from tinyagents.harness import ModelRequest, ModelResponse
 from tinyagents.testkit import EventWaiter, FunctionModel, ScriptedModel, reply, tool_call
 
 HERE = Path(__file__).resolve().parent
