@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
-from tinyagents.events.models import SupervisorEvent
+from tinyagents.events import SupervisorEvent
 from tinyagents.testkit import EventWaiter, ScriptedModel, reply, tool_call
 
 
