@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
-from tinyagents.events.models import SupervisorEvent
-from tinyagents.harness.model import ModelRequest
+from tinyagents.events import SupervisorEvent
+from tinyagents.harness import ModelRequest
 from tinyagents.supervisor.judge import JudgeInput
 from tinyagents.testkit import (
     EventRecorder,
