@@ -10,12 +10,8 @@ from hypothesis import strategies as st
 
 from tinyagents import SupervisorSpec
 from tinyagents.errors import ConfigurationError
-from tinyagents.supervisor.spec import (
-    BudgetFraction,
-    IterationReached,
-    SupervisorSpecError,
-    ToolRepeated,
-)
+from tinyagents.supervisor import SupervisorSpecError
+from tinyagents.supervisor.spec import BudgetFraction, IterationReached, ToolRepeated
 
 GOOD = """\
 supervisor:
