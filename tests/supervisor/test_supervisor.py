@@ -21,9 +21,9 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import ConfigurationError
-from tinyagents.events.models import SupervisorEvent
-from tinyagents.harness.model import ModelRequest, ModelResponse, Usage
-from tinyagents.protocol.commands import ReceiptStatus
+from tinyagents.events import SupervisorEvent
+from tinyagents.harness import ModelRequest, ModelResponse, Usage
+from tinyagents.protocol import ReceiptStatus
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
