@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tinyagents.cli import main
-from tinyagents.supervisor.spec import SupervisorSpec, SupervisorSpecError
+from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
 from tinyagents.supervisor.validate import validate_command, validate_file
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "supervisor"
