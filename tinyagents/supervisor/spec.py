@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -38,6 +37,9 @@ from pydantic import (
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Model
+
+if TYPE_CHECKING:
+    import yaml
 
 Action = Literal["pause", "steer", "abort"]
 JudgeErrorAction = Literal["ignore", "pause", "abort"]
@@ -67,7 +69,8 @@ class SupervisorSpecError(ConfigurationError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # Built on first use: most programs that import tinyagents never make a spec.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class ToolRepeated(_Strict):
@@ -272,6 +275,8 @@ def read_source(source: str | Path) -> tuple[str, Path | None, str]:
 
 def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], int]]:
     """The data of a YAML document and the line of every key and list item in it."""
+    import yaml  # ~35 ms: loaded by the first spec read from YAML, not by import tinyagents
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -294,14 +299,17 @@ def _collect_lines(
     node: yaml.Node, path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]
 ) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            sub = (*path, str(key.value))
+    children = node.value  # a scalar's is its text; a mapping's (key, value) node pairs
+    if not isinstance(children, list):
+        return
+    for index, child in enumerate(children):
+        if isinstance(child, tuple):
+            key, value = child
+            sub: tuple[str | int, ...] = (*path, str(key.value))
             lines[sub] = key.start_mark.line + 1
             _collect_lines(value, sub, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _collect_lines(item, (*path, index), lines)
+        else:
+            _collect_lines(child, (*path, index), lines)
 
 
 def yaml_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
