@@ -75,6 +75,7 @@ LAZY_ALLOWED = frozenset(
         "networkx",  # ~0.2 s, only for graph validation at compile()
         "structlog",  # ~75 ms, only for the structlog sink
         "aiosqlite",  # a database driver, loaded on connect like asyncpg
+        "yaml",  # ~35 ms, only when a supervisor spec is read from YAML
     }
 )
 
