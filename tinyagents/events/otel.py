@@ -1,0 +1,170 @@
+"""``OTelSink``: the bus's events as OpenTelemetry metrics and spans.
+
+    from tinyagents.events.otel import OTelSink
+    async with Runtime(sinks=[OTelSink()]) as rt: ...
+
+Counters: ``tinyagents.agent.iterations``, ``.tool_calls``, ``.aborts``, ``.budget_exceeded``,
+``.supervisor_actions{action,source}``, ``.judge_failures``, and
+``tinyagents.steering.commands{kind,status,actor}`` (one per lifecycle step). Spans: one per
+run (a child run's span is a child of its parent run's), per model call and per tool call,
+with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes. It reads
+the same events as the structlog sink: two views of one record.
+
+Only ``opentelemetry-api`` is needed (loaded when a sink is made, never by
+``import tinyagents``); without an SDK provider every instrument is a no-op. Install the SDK
+with the ``otel`` extra to export.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyagents.events.models import (
+    Event,
+    LimitEvent,
+    ModelEvent,
+    RunEvent,
+    SteeringEvent,
+    SupervisorEvent,
+    ToolEvent,
+)
+
+_RUN_END = frozenset(
+    {
+        "run.completed",
+        "run.cancelled",
+        "run.aborted",
+        "run.failed",
+        "run.limit_exceeded",
+        "run.interrupted",
+    }
+)
+
+
+def _ns(event: Event) -> int:
+    return int(event.at.timestamp() * 1_000_000_000)
+
+
+class OTelSink:
+    """An event sink feeding OpenTelemetry (global providers unless given)."""
+
+    def __init__(self, *, meter_provider: Any = None, tracer_provider: Any = None) -> None:
+        from opentelemetry import metrics, trace
+
+        self._trace = trace
+        meter = metrics.get_meter("tinyagents", meter_provider=meter_provider)
+        self._tracer = trace.get_tracer("tinyagents", tracer_provider=tracer_provider)
+        self.iterations = meter.create_counter("tinyagents.agent.iterations")
+        self.tool_calls = meter.create_counter("tinyagents.agent.tool_calls")
+        self.aborts = meter.create_counter("tinyagents.agent.aborts")
+        self.budget_exceeded = meter.create_counter("tinyagents.agent.budget_exceeded")
+        self.supervisor_actions = meter.create_counter("tinyagents.agent.supervisor_actions")
+        self.judge_failures = meter.create_counter("tinyagents.agent.judge_failures")
+        self.steering_commands = meter.create_counter("tinyagents.steering.commands")
+        #: Open spans: runs by run id, model and tool calls by (run id, call id). Each is
+        #: removed when it ends, and a run's open calls when the run ends.
+        self._runs: dict[str, Any] = {}
+        self._calls: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, SteeringEvent):
+            self.steering_commands.add(
+                1,
+                {
+                    "kind": event.kind.value,
+                    "status": event.type.removeprefix("steering."),
+                    "actor": event.actor.type,
+                },
+            )
+        elif isinstance(event, RunEvent):
+            self._run(event)
+        elif isinstance(event, ModelEvent):
+            self._model(event)
+        elif isinstance(event, ToolEvent):
+            self._tool(event)
+        elif isinstance(event, LimitEvent):
+            if event.type == "limit.exceeded" and event.limit == "max_tokens":
+                self.budget_exceeded.add(1, {"limit": event.limit})
+        elif isinstance(event, SupervisorEvent):
+            if event.type == "supervisor.action":
+                source = str(event.data.get("source", ""))
+                self.supervisor_actions.add(1, {"action": event.action or "", "source": source})
+            elif event.type == "supervisor.judge_error":
+                self.judge_failures.add(1)
+
+    def _tree(self, event: Event) -> dict[str, str]:
+        return {
+            key: value
+            for key, value in (
+                ("tinyagents.run_id", event.run_id),
+                ("tinyagents.root_run_id", event.root_run_id),
+                ("tinyagents.parent_run_id", event.parent_run_id),
+            )
+            if value is not None
+        }
+
+    def _start(self, name: str, event: Event, parent: Any, **attributes: Any) -> Any:
+        context = self._trace.set_span_in_context(parent) if parent is not None else None
+        return self._tracer.start_span(
+            name,
+            context=context,
+            start_time=_ns(event),
+            attributes={**self._tree(event), **attributes},
+        )
+
+    def _run(self, event: RunEvent) -> None:
+        run_id = event.run_id
+        if run_id is None:
+            return
+        if event.type == "run.started":
+            parent = self._runs.get(event.parent_run_id) if event.parent_run_id else None
+            self._runs[run_id] = self._start(
+                f"run {event.agent_id or run_id}",
+                event,
+                parent,
+                **{"tinyagents.kind": event.kind or "agent"},
+            )
+        elif event.type in _RUN_END:
+            if event.type == "run.aborted":
+                self.aborts.add(1)
+            for key in [k for k in self._calls if k[0] == run_id]:
+                self._calls.pop(key).end(end_time=_ns(event))
+            span = self._runs.pop(run_id, None)
+            if span is not None:
+                span.set_attribute("tinyagents.status", event.status or "")
+                span.end(end_time=_ns(event))
+
+    def _model(self, event: ModelEvent) -> None:
+        if event.run_id is None:
+            return
+        key = (event.run_id, event.request_id)
+        if event.type == "model.request":
+            self._calls[key] = self._start(
+                "model call",
+                event,
+                self._runs.get(event.run_id),
+                **{"gen_ai.request.model": event.model or ""},
+            )
+            return
+        if event.type == "model.response":
+            self.iterations.add(1)
+        span = self._calls.pop(key, None)
+        if span is not None:
+            for name, value in event.usage.items():
+                span.set_attribute(f"tinyagents.usage.{name}", value)
+            span.end(end_time=_ns(event))
+
+    def _tool(self, event: ToolEvent) -> None:
+        if event.run_id is None:
+            return
+        key = (event.run_id, event.tool_call_id)
+        if event.type == "tool.call":
+            self.tool_calls.add(1)
+            self._calls[key] = self._start(
+                f"tool {event.name}", event, self._runs.get(event.run_id)
+            )
+            return
+        span = self._calls.pop(key, None)
+        if span is not None:
+            span.set_attribute("tinyagents.tool.error", event.error)
+            span.end(end_time=_ns(event))
