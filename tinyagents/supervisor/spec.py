@@ -251,7 +251,8 @@ def describe_error(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         return f"unknown key {where!r}; check its spelling against docs/supervisor.md"
     if err["type"] == "union_tag_invalid":
-        return f"{where}: unknown rule kind; use one of {', '.join(RULE_KINDS)}"
+        tag = (err.get("ctx") or {}).get("tag")
+        return f"{where}: unknown rule kind {tag!r}; use one of {', '.join(RULE_KINDS)}"
     if err["type"] == "union_tag_not_found":
         return f"{where}: a rule needs 'when' (one of {', '.join(RULE_KINDS)})"
     msg = str(err["msg"])
