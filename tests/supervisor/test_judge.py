@@ -9,6 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
 from tinyagents.events import SupervisorEvent
 from tinyagents.harness import ModelRequest
 from tinyagents.supervisor.judge import JudgeInput
+from tinyagents.supervisor.spec import SupervisorSpecError
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -236,3 +238,21 @@ async def test_a_judge_without_its_key_fails_open_with_a_typed_error(
     assert result.status is RunStatus.COMPLETED
     assert supervisor_data(recorder, "supervisor.judge_error")[0]["error"] == "MissingAPIKeyError"
     assert server.requests == []
+
+
+async def test_a_criteria_file_that_cannot_be_read_is_a_judge_error(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.md"
+    policy.write_text("Be brief.")
+    spec = SupervisorSpec(
+        model=ScriptedModel([]), steering_dir=str(tmp_path), criteria_file="policy.md"
+    )
+    policy.unlink()
+    with pytest.raises(SupervisorSpecError, match="cannot read criteria_file"):
+        Runtime(supervisor=spec)
+    closed = spec.model_copy(update={"on_judge_error": "abort"})
+    async with Runtime() as rt:
+        agent = Agent("a", ScriptedModel([reply("x")]), supervisor=closed)
+        result = await (await rt.start(agent, "go")).result()
+        assert rt.supervisor.judge_failures == 1
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "judge unavailable (SupervisorSpecError)"

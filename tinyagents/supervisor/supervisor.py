@@ -37,7 +37,7 @@ from tinyagents.runs.info import RunStatus, run_event
 from tinyagents.supervisor._eager import start_eagerly
 from tinyagents.supervisor.judge import Judge, JudgeInput, judge_model
 from tinyagents.supervisor.rules import RunCounters, check
-from tinyagents.supervisor.spec import Action, SupervisorSpec
+from tinyagents.supervisor.spec import Action, SupervisorSpec, SupervisorSpecError
 
 log = logging.getLogger("tinyagents.supervisor")
 
@@ -80,10 +80,11 @@ class Supervisor:
         host: RunHost,
         submit: Submit,
     ) -> None:
+        if spec is not None:
+            spec.criteria_text()  # a runtime's unreadable criteria file is refused at once
         self.spec = spec
         self.host = host
         self._submit = submit
-        self._judges: dict[int, tuple[SupervisorSpec, Judge | None]] = {}
         #: Watched runs, dropped when a run ends.
         self._watches: dict[str, _Watch] = {}
         self._listening = False
@@ -109,31 +110,31 @@ class Supervisor:
         tools = (
             handle.info.tools if handle.info.tools is not None else frozenset(driver.agent.tools)
         )
-        self._watches[handle.run_id] = _Watch(
+        try:
+            judge, failed = self._judge_for(spec), None
+        except SupervisorSpecError as exc:  # its criteria file went missing, say
+            judge, failed = None, exc
+        w = self._watches[handle.run_id] = _Watch(
             handle=handle,
             spec=spec,
-            judge=self._judge_for(spec),
+            judge=judge,
             counters=RunCounters(declared=frozenset(tools)),
         )
+        if failed is not None:
+            self._judge_failed(w, failed, iteration=0)
         return True
 
     def watched(self) -> list[str]:
         return list(self._watches)
 
     def _judge_for(self, spec: SupervisorSpec) -> Judge | None:
-        cached = self._judges.get(id(spec))
-        if cached is not None and cached[0] is spec:
-            return cached[1]
+        # One per run (nothing to release later): the criteria file is read when it starts.
         model = judge_model(spec)
-        judge = (
-            None
-            if model is None
-            else Judge(
-                model, criteria=spec.criteria_text(), timeout_s=spec.effective_judge_timeout_s()
-            )
+        if model is None:
+            return None
+        return Judge(
+            model, criteria=spec.criteria_text(), timeout_s=spec.effective_judge_timeout_s()
         )
-        self._judges[id(spec)] = (spec, judge)
-        return judge
 
     # ------------------------------------------------------------------ events
 
@@ -254,16 +255,7 @@ class Supervisor:
         try:
             verdict = await judge.verdict(data)
         except Exception as exc:
-            self.judge_failures += 1
-            error = type(exc).__name__
-            log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, error)
-            self._emit(
-                w,
-                "supervisor.judge_error",
-                data={"error": error, "iteration": data.iteration},
-            )
-            if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
-                self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({error})")
+            self._judge_failed(w, exc, iteration=data.iteration)
             return
         self._emit(
             w,
@@ -277,6 +269,16 @@ class Supervisor:
         if not verdict.passed and w.handle.run_id in self._watches:
             reason = verdict.reason or "the judge found the run violating its policy"
             self._act(w, w.spec.on_violation, "llm", reason)
+
+    def _judge_failed(self, w: _Watch, exc: Exception, *, iteration: int) -> None:
+        """Logged, counted, published; then the run goes on (fail-open) unless the spec
+        says ``on_judge_error: pause|abort`` (fail-closed)."""
+        self.judge_failures += 1
+        error = type(exc).__name__
+        log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, exc)
+        self._emit(w, "supervisor.judge_error", data={"error": error, "iteration": iteration})
+        if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
+            self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({error})")
 
     # ------------------------------------------------------------------ helpers
 
