@@ -41,6 +41,12 @@ class NodeContext:
         """Task ids of ``node`` in the current superstep."""
         return [t.id for t in self._run.plan() if t.node == node] if self._run else []
 
+    def emit(self, value: Any) -> None:
+        """Send ``value`` to the run's stream (``graph.stream(..., mode="custom")``): progress,
+        partial results. Nothing happens when the run is not streamed."""
+        if self._run is not None:
+            self._run.emit(self.task_id, value)
+
     def agent_run_id(self, node: str) -> str | None:
         """The running child agent run of agent node ``node`` in this superstep, if any."""
         observer = self._run.observer if self._run else None

@@ -14,6 +14,7 @@ restart — continues under the same id and takes the commands that waited for i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
@@ -21,6 +22,7 @@ from tinyagents.errors import ConfigurationError, RunCancelled
 from tinyagents.events.models import GraphEvent
 from tinyagents.graph.session import GraphSession, goto_problem
 from tinyagents.graph.steering import lower_all
+from tinyagents.graph.stream import GraphStream, follow
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     CONTROL_KINDS,
@@ -385,6 +387,18 @@ class GraphRunDriver(RunDriver):
 
     def agent_started(self, task: Task, handle: RunHandle) -> None:
         self.agent_runs[task.id] = handle
+
+    def stream(self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False) -> Any:
+        """``handle.stream(...)``: the run's stream from now on (``CompiledGraph.stream``'s
+        modes), until the run ends; leaving it early leaves the run running."""
+        sink = GraphStream(mode, subgraphs=subgraphs)
+        run, handle = self.run, self.handle
+        assert run is not None and handle is not None
+        if run.stream is not None:
+            raise ConfigurationError(f"graph run {handle.run_id} is streamed already")
+        run.stream = sink
+        sink.begin(run)
+        return follow(self.runtime, handle, sink, owned=False)
 
     # -- SteeredRun: what lowering asks beyond the handle ------------------------------------
 

@@ -1,0 +1,267 @@
+"""Streaming a graph run: what ``graph.stream(...)`` and ``handle.stream(...)`` yield.
+
+A ``GraphStream`` is the run's ``StreamSink``: it turns the items of ``GraphRun.supersteps()``
+(``values``, ``updates``), the task hooks (``tasks``), the values nodes emit (``custom``) and
+the runtime's events (``steering``, ``messages``) into stream items, LangGraph's shapes:
+one mode gives payloads, several give ``(mode, payload)``, ``subgraphs=True`` puts the
+namespace first (``(ns, payload)`` or ``(ns, mode, payload)``, ``ns`` a tuple of
+``"node:task_id"`` segments, ``()`` for the top-level graph).
+
+Two ways to read it. With only ``values``/``updates`` the caller's own task drives the
+superstep iterator and yields between steps (``read``): no queue, no second task. Any
+live mode (tasks, custom, messages, steering) needs items while a node still runs, so the
+run goes into its own task and the reader waits on a queue (``live``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Literal
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
+from tinyagents.graph.executor import GraphRun, Step
+from tinyagents.graph.types import UNSET
+
+if TYPE_CHECKING:
+    from tinyagents.events.models import Event
+    from tinyagents.graph.tasks import Task
+    from tinyagents.runs.handle import RunHandle
+    from tinyagents.runs.host import RunHost
+
+StreamMode = Literal["values", "updates", "tasks", "messages", "custom", "steering"]
+MODES: tuple[str, ...] = ("values", "updates", "tasks", "messages", "custom", "steering")
+#: modes that have items while a node runs: the run needs its own task
+LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering"})
+INTERRUPT_KEY = "__interrupt__"
+
+
+def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
+    """``mode`` as a list of modes, and whether it was one mode (payloads, not tuples)."""
+    modes = [mode] if isinstance(mode, str) else list(mode)
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ConfigurationError(
+            f"stream mode {unknown or mode!r} is not one of {', '.join(MODES)} "
+            "(pass one of them, or a list of several)"
+        )
+    return list(dict.fromkeys(modes)), isinstance(mode, str)
+
+
+def namespace(ns: str) -> tuple[str, ...]:
+    """A run's checkpoint namespace as LangGraph's tuple of ``"node:task_id"`` segments."""
+    return tuple(ns.split("|")) if ns else ()
+
+
+def snapshot(values: dict[str, Any]) -> dict[str, Any]:
+    """The state as it is now. The reducers extend lists (and sets, dicts) in place, so a
+    value item copies each container; what is inside stays shared."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, list | dict | set):
+            value = value.copy() if type(value) in _PLAIN else copy.copy(value)
+        out[key] = value
+    return out
+
+
+_PLAIN = (list, dict, set)
+
+
+def _update(writes: list[tuple[str, Any]] | None) -> dict[str, Any] | None:
+    return dict(writes) if writes else None
+
+
+class GraphStream:
+    """The ``StreamSink`` of one streamed run (and of its sub-graph runs)."""
+
+    def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
+        modes, self.single = parse_modes(mode)
+        self.modes = frozenset(modes)
+        self.subgraphs = subgraphs
+        self.live = bool(self.modes & LIVE_MODES)
+        self.values = "values" in self.modes
+        self.updates = "updates" in self.modes
+        self.tasks = "tasks" in self.modes
+        self.items: deque[Any] = deque()
+        #: set when an item arrives, for a reader that waits on the run's task (``live``)
+        self.ready: asyncio.Event | None = None
+
+    # -- items -----------------------------------------------------------------------------
+
+    def put(self, ns: str, mode: str, payload: Any) -> None:
+        if ns and not self.subgraphs:
+            return
+        if self.subgraphs:
+            item: Any = (namespace(ns), payload) if self.single else (namespace(ns), mode, payload)
+        else:
+            item = payload if self.single else (mode, payload)
+        self.items.append(item)
+        if self.ready is not None:
+            self.ready.set()
+
+    def begin(self, run: GraphRun) -> None:
+        """The state the run starts from (``values``), before its first step."""
+        if self.values:
+            self.put(run.head.ns, "values", snapshot(run.head.values))
+
+    # -- StreamSink ------------------------------------------------------------------------
+
+    def step(self, run: GraphRun, step: Step) -> None:
+        kind = step.kind
+        if kind == "applied":
+            ns = run.head.ns
+            if self.updates:
+                for task in step.tasks:
+                    if task.writes is not None and not task.skipped:
+                        self.put(ns, "updates", {task.node: _update(task.writes)})
+            if self.values:
+                self.put(ns, "values", snapshot(run.head.values))
+        elif kind == "interrupted" and self.updates:
+            ns = run.head.ns
+            for task in step.tasks:
+                if task.writes is not None and not task.skipped:
+                    self.put(ns, "updates", {task.node: _update(task.writes)})
+            assert step.result is not None
+            self.put(ns, "updates", {INTERRUPT_KEY: tuple(step.result.interrupts)})
+
+    def task_started(self, run: GraphRun, task: Task) -> None:
+        if self.tasks:
+            arg = snapshot(run.head.values) if task.arg is UNSET else task.arg
+            self.put(run.head.ns, "tasks", {"id": task.id, "name": task.node, "input": arg})
+
+    def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
+        if self.tasks:
+            payload = {
+                "id": task.id,
+                "name": task.node,
+                "result": _update(task.writes),
+                "error": error,
+                "interrupts": list(task.interrupts),
+            }
+            self.put(run.head.ns, "tasks", payload)
+
+    def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
+        if "custom" in self.modes:
+            self.put(run.head.ns, "custom", value)
+
+    # -- runtime events --------------------------------------------------------------------
+
+    def wants(self, event: Event) -> str | None:
+        """The mode a runtime event goes to, if this stream takes it."""
+        kind = event.type
+        if kind.startswith("steering.") and "steering" in self.modes:
+            return "steering"
+        if kind == "model.delta" and "messages" in self.modes:
+            return "messages"
+        return None
+
+
+async def read(
+    prepare: Callable[[], Awaitable[GraphRun]],
+    sink: GraphStream,
+    *,
+    hold: AbstractAsyncContextManager[Any] | None = None,
+) -> AsyncIterator[Any]:
+    """The stream of the run ``prepare`` makes (inside ``hold``: a thread's lease).
+
+    Without a live mode the reader's own task drives ``run.supersteps()`` and yields each
+    step's items; a failed node's error is raised after the items that came before it.
+    With one, the run goes into its own task (``live``)."""
+    async with hold if hold is not None else nullcontext():
+        run = await prepare()
+        if sink.live:
+            run.stream = sink
+            sink.begin(run)
+            async for item in live(asyncio.create_task(run.outcome()), sink):
+                yield item
+            return
+        if sink.subgraphs:
+            run.stream = sink  # for the sub-graph runs; the top-level steps are read here
+        token = set_scope(UNSAVED) if run.checkpointer is None else None
+        try:
+            sink.begin(run)
+            items = sink.items
+            async for step in run.supersteps():
+                sink.step(run, step)
+                while items:
+                    yield items.popleft()
+                if step.error is not None:
+                    raise step.error
+        finally:
+            if token is not None:
+                reset_scope(token)
+
+
+async def live(
+    task: asyncio.Task[Any], sink: GraphStream, *, owned: bool = True
+) -> AsyncIterator[Any]:
+    """Yield ``sink``'s items while ``task`` (the run) goes on, then the rest; then raise
+    the run's error, if it failed. An ``owned`` run is cancelled if the reader stops early
+    (a stream that started it); a run followed through its handle goes on."""
+    sink.live = True
+    ready = sink.ready = asyncio.Event()
+    task.add_done_callback(lambda _: ready.set())
+    items = sink.items
+    try:
+        while True:
+            while items:
+                yield items.popleft()
+            if task.done():
+                break
+            ready.clear()
+            if not items and not task.done():
+                await ready.wait()
+        failed = task.result()
+        error = getattr(failed, "error", None)
+        if error is not None:
+            raise error
+    finally:
+        if owned and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def follow(
+    runtime: RunHost, handle: RunHandle, sink: GraphStream, *, owned: bool
+) -> AsyncIterator[Any]:
+    """The stream of a runtime-managed run: its own items, plus the runtime's events of it
+    and of the runs below it (steering, model deltas) while ``live`` reads them."""
+    task = handle.task
+    if task is None:
+        raise ConfigurationError(f"run {handle.run_id} is not running in this process")
+    root, tree = handle.run_id, runtime.runs.tree
+
+    def forward(event: Event) -> None:
+        mode = sink.wants(event)
+        if mode is None:
+            return
+        run_id = event.run_id
+        if run_id == root or (run_id is not None and tree.is_descendant(run_id, of=root)):
+            sink.put("", mode, event)
+
+    bus = runtime.bus
+    bus.add_sink(forward)
+    try:
+        async for item in live(task, sink, owned=owned):
+            yield item
+    finally:
+        bus.remove_sink(forward)
+
+
+__all__ = [
+    "INTERRUPT_KEY",
+    "LIVE_MODES",
+    "MODES",
+    "GraphStream",
+    "StreamMode",
+    "follow",
+    "live",
+    "namespace",
+    "parse_modes",
+    "read",
+    "snapshot",
+]
