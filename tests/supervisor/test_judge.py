@@ -17,8 +17,8 @@ import pytest
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
 from tinyagents.events import SupervisorEvent
 from tinyagents.harness import ModelRequest
+from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.judge import JudgeInput
-from tinyagents.supervisor.spec import SupervisorSpecError
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
