@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, SubAgentTool, SupervisorSpec, tool
-from tinyagents.events.models import RunEvent
+from tinyagents.events import RunEvent
 from tinyagents.events.otel import OTelSink
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 
