@@ -155,9 +155,22 @@ class StateGraph:
         recursion_limit: int = 25,
         task_cancel_policy: str = "skip",
         redirect_conflict: str = "first_accepted",
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
     ) -> CompiledGraph:
-        """Validate the graph (networkx) and return a runnable ``CompiledGraph``."""
+        """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
+
+        ``interrupt_before`` / ``interrupt_after``: static breakpoints. A run stops (status
+        ``interrupted``, no ``interrupts``) before a step that would run one of these nodes,
+        or after a step that ran one; ``run(None, thread_id=...)`` continues. They need a
+        checkpointer (the graph's, or its parent's for a sub-graph)."""
         validate(self)
+        unknown = sorted({*interrupt_before, *interrupt_after} - self.nodes.keys())
+        if unknown:
+            raise ConfigurationError(
+                f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
+                f"has {sorted(self.nodes)}"
+            )
         if task_cancel_policy not in ("skip", "fail_run"):
             raise ConfigurationError("task_cancel_policy must be 'skip' or 'fail_run'")
         if redirect_conflict not in ("first_accepted", "highest_priority", "error"):
@@ -171,6 +184,8 @@ class StateGraph:
             recursion_limit=recursion_limit,
             task_cancel_policy=task_cancel_policy,
             redirect_conflict=redirect_conflict,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
         )
 
     def to_mermaid(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import typing
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tinyagents.errors import GraphError, InterruptError
 from tinyagents.graph.checkpointing import Head, Planned, encode, new_frontier_id, save
-from tinyagents.graph.reducers import MISSING, Overwrite
+from tinyagents.graph.reducers import MISSING, Overwrite, detach
 from tinyagents.graph.state import StateSchema
 from tinyagents.graph.types import END, START, RetryPolicy, Send
 from tinyagents.store.checkpoint.base import WriteRecord
@@ -96,8 +96,13 @@ class GraphCore:
         recursion_limit: int,
         task_cancel_policy: str,
         redirect_conflict: str,
+        interrupt_before: Collection[str] = (),
+        interrupt_after: Collection[str] = (),
     ) -> None:
         self.builder = builder
+        #: static breakpoints: stop before / after these nodes run (``run`` can add its own)
+        self.interrupt_before = frozenset(interrupt_before)
+        self.interrupt_after = frozenset(interrupt_after)
         self.schema = builder.schema
         self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
         self.checkpointer = checkpointer
@@ -162,6 +167,19 @@ class GraphCore:
                 key, values.get(key, MISSING), batch
             )
         return deltas
+
+    def preview(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
+        """``values`` with ``writes`` applied on a copy: the state of an unfinished step, with
+        what its finished tasks wrote (a paused or failed run, ``get_state``). The step itself
+        applies them, in the same task order, once all of its tasks have finished."""
+        if not writes:
+            return values
+        copy = dict(values)
+        for key, _ in writes:
+            if key in copy:
+                copy[key] = detach(copy[key])
+        self.apply_writes(copy, writes)
+        return copy
 
     async def route(
         self,

@@ -10,9 +10,8 @@ finished siblings are saved as pending writes so they never run again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import GraphError, GraphRecursionError
 from tinyagents.graph._context import UNSAVED, NodeInterrupt, ParentCommand, reset_scope, set_scope
@@ -27,7 +26,7 @@ from tinyagents.graph.checkpointing import (
     result_write,
     save,
 )
-from tinyagents.graph.reducers import MISSING
+from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.tasks import Task, Writes, call_node, read_output
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
@@ -61,38 +60,6 @@ class RunObserver(Protocol):
     def agent_started(self, task: Task, handle: RunHandle) -> None: ...
 
 
-class StreamSink(Protocol):
-    """Where a streamed run reports (``graph/stream.py``): its steps, its tasks as they start
-    and finish, and what its nodes emit (``NodeContext.emit``)."""
-
-    def step(self, run: GraphRun, step: Step) -> None: ...
-
-    def task_started(self, run: GraphRun, task: Task) -> None: ...
-
-    def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None: ...
-
-    def custom(self, run: GraphRun, task_id: str, value: Any) -> None: ...
-
-
-StepKind = Literal["started", "applied", "completed", "interrupted", "failed"]
-
-
-@dataclass(slots=True, kw_only=True)
-class Step:
-    """What one item of ``GraphRun.supersteps()`` says happened.
-
-    ``started``: ``tasks`` are about to run. ``applied``: they ran and their writes went
-    through the reducers (``run.head`` is the new step, saved when there is a checkpointer).
-    The last item is ``completed``, ``interrupted`` or ``failed`` and carries ``result``
-    (and, when failed, the node's ``error``; ``tasks`` are the ones that ran in that step).
-    """
-
-    kind: StepKind
-    tasks: list[Task] = field(default_factory=list)
-    result: GraphResult | None = None
-    error: Exception | None = None
-
-
 class _TaskFailed(Exception):
     def __init__(self, index: int, error: BaseException) -> None:
         super().__init__(str(error))
@@ -115,7 +82,17 @@ class GraphRun:
         inherited_resume: dict[str, Any] | None = None,
         runtime: RunHost | None = None,
         run_id: str | None = None,
+        interrupt_before: Collection[str] = (),
+        interrupt_after: Collection[str] = (),
     ) -> None:
+        #: static breakpoints: the graph's, and this run's own
+        self.interrupt_before = graph.interrupt_before.union(interrupt_before)
+        self.interrupt_after = graph.interrupt_after.union(interrupt_after)
+        if (self.interrupt_before or self.interrupt_after) and checkpointer is None:
+            raise GraphError(
+                f"graph {graph.name!r}: interrupt_before/interrupt_after need a checkpointer "
+                "to continue from: compile(checkpointer=...)"
+            )
         self.graph = graph
         self.head = head
         self.checkpointer = checkpointer
@@ -127,12 +104,12 @@ class GraphRun:
         self.run_id = run_id
         self.steps = 0
         self._view: Any = None
+        #: the result of a step that failed (``outcome`` returns it with the node's error)
+        self.failed: GraphResult | None = None
         #: steering and events hook (runtime-managed runs only)
         self.observer: RunObserver | None = None
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
-        #: where a streamed run reports (``graph.stream``); sub-graph runs share their parent's
-        self.stream: StreamSink | None = parent.stream if parent is not None else None
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -153,85 +130,74 @@ class GraphRun:
         try:
             return await self.execute()
         except Exception as exc:
+            failed = self.failed
+            if failed is not None and failed.error is exc:
+                return failed  # the failed step's result: with its finished tasks' writes
             result = self.result("failed")
             result.error = exc
             return result
 
     async def _execute(self) -> GraphResult:
-        stream, last = self.stream, None
-        async for step in self.supersteps():
-            if stream is not None:
-                stream.step(self, step)
-            last = step
-        assert last is not None and last.result is not None
-        if last.error is not None:
-            raise last.error
-        return last.result
-
-    async def supersteps(self) -> AsyncIterator[Step]:
-        """The run, one superstep at a time: for each step a ``"started"`` item (the tasks
-        about to run) and an ``"applied"`` one (their writes went through the reducers and
-        the step was saved), then one final item: ``"completed"``, ``"interrupted"`` (every
-        unfinished task waits on ``interrupt()``) or ``"failed"`` (``.error``: a node's
-        error). The last item carries the run's ``GraphResult``. In a runtime-managed run
-        that waits on interrupts, steering can answer them: then an ``"interrupted"`` item is
-        followed by the steps that go on. ``execute`` drives it; so does a stream
-        (``graph.stream``). Call it once per run, inside the interrupt scope ``execute`` sets
-        when the graph has no checkpointer.
-        """
         head, observer = self.head, self.observer
         while True:
             if observer is not None:
                 await observer.boundary(self)  # steering lands here, between supersteps
             if not head.frontier:
-                yield Step(kind="completed", result=self.result("completed"))
-                return
+                return self.result("completed")
             tasks = self.plan()
-            runnable = [t for t in tasks if t.runnable]
-            if runnable:
-                yield Step(kind="started", tasks=runnable)
-            try:
-                unfinished = await self._run_step(tasks, runnable)
-            except Exception as exc:
-                result = self.result("failed")
-                result.error = exc
-                yield Step(kind="failed", tasks=runnable, result=result, error=exc)
-                return
+            if self.interrupt_before and await self._break_before(tasks):
+                return self.result("interrupted")
+            if observer is None and len(tasks) == 1:
+                # the common case: no TaskGroup, and no pending write (the checkpoint follows)
+                task = tasks[0]
+                if task.runnable:
+                    self._count_step()
+                    if task.spec.plain and self.checkpointer is None:
+                        await self._call_plain(task)
+                    else:
+                        await self._run_one(task, save_result=False)
+                unfinished = task.writes is None
+            else:
+                if any(t.runnable for t in tasks):
+                    self._count_step()
+                    try:
+                        await self.run_tasks(tasks)
+                    except Exception as exc:
+                        self.failed = self.result("failed", tasks)
+                        self.failed.error = exc
+                        raise
+                    if observer is not None:
+                        await observer.after_tasks(self, tasks)
+                unfinished = any(t.writes is None for t in tasks)
             if unfinished:
                 self.keep_records(tasks)
-                result = self.result("interrupted", tasks)
-                yield Step(kind="interrupted", tasks=runnable, result=result)
                 if observer is not None and await observer.paused(self, tasks):
                     continue  # steering answered something: plan the step again
-                return
-            try:
-                await self.finish_step(tasks)
-            except Exception as exc:
-                result = self.result("failed")
-                result.error = exc
-                yield Step(kind="failed", tasks=runnable, result=result, error=exc)
-                return
-            yield Step(kind="applied", tasks=runnable)
+                return self.result("interrupted", tasks)
+            await self.finish_step(tasks)
+            if head.frontier and self._break_after(tasks):
+                return self.result("interrupted")
 
-    async def _run_step(self, tasks: list[Task], runnable: list[Task]) -> bool:
-        """Run the runnable tasks of one step; whether some task is left unfinished."""
-        observer = self.observer
-        if observer is None and len(tasks) == 1:
-            # the common case: no TaskGroup, and no pending write (the checkpoint follows)
-            task = tasks[0]
-            if runnable:
-                self._count_step()
-                if task.spec.plain and self.checkpointer is None and self.stream is None:
-                    await self._call_plain(task)
-                else:
-                    await self._run_one(task, save_result=False)
-            return task.writes is None
-        if runnable:
-            self._count_step()
-            await self.run_tasks(tasks)
-            if observer is not None:
-                await observer.after_tasks(self, tasks)
-        return any(t.writes is None for t in tasks)
+    async def _break_before(self, tasks: list[Task]) -> bool:
+        """Stop before a step that would run a node of ``interrupt_before``, once: the stop
+        is saved as a checkpoint marked ``breakpoint``, and the run that continues from it
+        passes. A step some of whose tasks already ran or paused was passed already."""
+        hits = [t.node for t in tasks if t.node in self.interrupt_before]
+        if not hits or any(t.writes is not None or t.interrupts for t in tasks):
+            return False
+        head = self.head
+        if head.source == "breakpoint":
+            return False
+        assert self.checkpointer is not None  # checked when the run was made
+        await save(
+            self.checkpointer, head, delta={}, source="breakpoint", metadata={"before": hits}
+        )
+        return True
+
+    def _break_after(self, tasks: list[Task]) -> bool:
+        """Stop after a step that ran a node of ``interrupt_after`` (its checkpoint is saved:
+        ``run(None)`` continues with the next step)."""
+        return any(t.node in self.interrupt_after and not t.skipped for t in tasks)
 
     async def _call_plain(self, task: Task) -> None:
         """A function node without retry, timeout or context, in a run that saves nothing:
@@ -309,14 +275,11 @@ class GraphRun:
             self.running.clear()
 
     async def _run_one(self, task: Task, *, save_result: bool) -> None:
-        observer, stream = self.observer, self.stream
-        if observer is None and stream is None:
+        observer = self.observer
+        if observer is None:
             await self._attempt(task, save_result)
             return
-        if observer is not None:
-            await observer.task_started(self, task)
-        if stream is not None:
-            stream.task_started(self, task)
+        await observer.task_started(self, task)
         error: BaseException | None = None
         try:
             await self._attempt(task, save_result)
@@ -324,16 +287,7 @@ class GraphRun:
             error = exc
             raise
         finally:
-            if stream is not None:
-                failure = error.error if isinstance(error, _TaskFailed) else error
-                stream.task_finished(self, task, failure)
-            if observer is not None:
-                await observer.task_finished(self, task, error)
-
-    def emit(self, task_id: str, value: Any) -> None:
-        """A value a node sends to the stream's ``custom`` mode (``NodeContext.emit``)."""
-        if self.stream is not None:
-            self.stream.custom(self, task_id, value)
+            await observer.task_finished(self, task, error)
 
     async def _attempt(self, task: Task, save_result: bool) -> None:
         try:
@@ -354,12 +308,16 @@ class GraphRun:
             raise _TaskFailed(task.index, exc) from exc
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
-            await self.checkpointer.put_writes(
-                self.head.thread_id,
-                self.head.ns,
-                self.head.frontier_id,
-                [result_write(self.graph, task.id, task.writes, task.goto)],
-            )
+            try:
+                await self.checkpointer.put_writes(
+                    self.head.thread_id,
+                    self.head.ns,
+                    self.head.frontier_id,
+                    [result_write(self.graph, task.id, task.writes, task.goto)],
+                )
+            except BaseException:
+                task.writes = None  # not saved (a sibling failed): it runs again on resume
+                raise
 
     async def skip(self, task: Task) -> None:
         """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``)."""
@@ -378,8 +336,10 @@ class GraphRun:
         else:
             writes = [w for t in tasks for w in t.writes or ()]
         delta = graph.apply_writes(head.values, writes) if writes else {}
-        if graph.schema.kind != "dict":
-            self._view = None  # a dict view is a live proxy; instances are rebuilt per step
+        if graph.schema.kind != "dict" or self.checkpointer is not None:
+            # instances, and the copies a saving run hands out, are rebuilt per step; a
+            # dict view of a run that saves nothing is a live proxy
+            self._view = None
         head.frontier = await self.route(tasks)
         head.step += 1
         # Steering commands whose answers this step consumed: the checkpoint names them, so a
@@ -413,8 +373,14 @@ class GraphRun:
         return await self.graph.route(finished, head.values, head.barriers, self.view)
 
     def view(self) -> Any:
+        """The state as nodes and routers see it this step. A run that saves its steps hands
+        out copies of its lists, dicts and sets: a node that changes one in place (instead of
+        returning a write) changes neither the state nor the checkpoint, so the two agree."""
         if self._view is None:
-            self._view = self.graph.schema.view(self.head.values)
+            values = self.head.values
+            if self.checkpointer is not None:
+                values = {k: detach(v) for k, v in values.items()}
+            self._view = self.graph.schema.view(values)
         return self._view
 
     def adopt(self, staged: Head) -> None:
@@ -426,12 +392,15 @@ class GraphRun:
     # -- results ---------------------------------------------------------------------------
 
     def result(self, status: GraphStatus, tasks: list[Task] = ()) -> GraphResult:  # type: ignore[assignment]
+        """The run's result; ``tasks`` are those of an unfinished step (paused or failed):
+        their pending interrupts, and the state with what the finished ones wrote."""
         interrupts = [
             i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume
         ]
+        finished = [w for t in tasks if t.writes and not t.skipped for w in t.writes]
         return GraphResult(
             status=status,
-            state=self.head.values,
+            state=self.graph.preview(self.head.values, finished),
             interrupts=interrupts,
             thread_id=self.head.thread_id,
             checkpoint_id=self.head.checkpoint_id,
@@ -527,4 +496,4 @@ def _first_failure(eg: BaseExceptionGroup) -> BaseException:
     return others[0]
 
 
-__all__ = ["GraphRun", "RunObserver", "Step", "StepKind", "StreamSink"]
+__all__ = ["GraphRun", "RunObserver"]

@@ -125,11 +125,11 @@ class GraphSession:
             )
         if self.run_id is not None:
             target.run_id = self.run_id
-        paused = carry_interrupts(target)
+        # A replay runs the step again, as LangGraph's does: a node that asked questions
+        # there asks them again from its first, and no answer or write of then is reused.
+        target.records = {}
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
         target.frontier_id = new_frontier_id()
-        # The interrupts first, as for a fork: the rewind takes effect with its checkpoint.
-        await self.cp.put_writes(self.thread_id, "", target.frontier_id, paused)
         await save(
             self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
         )
@@ -147,12 +147,11 @@ class GraphSession:
                 "redirect with a second Command(goto=...)"
             )
         resume = graph.map_resume(head, cmd.resume) if has_resume else []
-        if cmd.update:
-            graph.schema.check_keys(cmd.update, "Command.update")
+        update = graph.schema.writes_of(cmd.update or {}, "Command.update")
         graph.check_goto(goto, "Command.goto")
         head = head or self.fresh()
-        if cmd.update or goto:
-            delta = graph.apply_writes(head.values, list((cmd.update or {}).items()))
+        if update or goto:
+            delta = graph.apply_writes(head.values, list(update.items()))
             if goto:
                 delta.update(jump(graph, head, goto))
             if self.cp is not None:
@@ -188,9 +187,10 @@ class GraphSession:
 
 
 def check_as_node(graph: GraphCore, as_node: str | None) -> None:
-    if as_node is not None and as_node != START and as_node not in graph.nodes:
+    if as_node is not None and as_node not in (START, END) and as_node not in graph.nodes:
         raise GraphError(
-            f"update_state(as_node={as_node!r}): no such node (nodes: {', '.join(graph.nodes)})"
+            f"update_state(as_node={as_node!r}): no such node (nodes: {', '.join(graph.nodes)}; "
+            "START to route the update from the start, END to finish the thread)"
         )
 
 
@@ -217,7 +217,13 @@ async def stage_update(
                 f"the reducer of {key!r} ({reducer}) refused the update: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-    if as_node is not None:
+    if as_node == END:
+        # the update is the thread's last word: its pending tasks (and interrupts) are dropped
+        staged.frontier = []
+        staged.step += 1
+        staged.frontier_id = new_frontier_id()
+        staged.records = {}
+    elif as_node is not None:
         try:
             staged.frontier = await graph.route([(as_node, [])], staged.values, staged.barriers)
         except TinyAgentsError:

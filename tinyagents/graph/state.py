@@ -82,6 +82,33 @@ class StateSchema:
                 f"{sorted(self.channels)}"
             )
 
+    def writes_of(self, update: Any, who: str) -> dict[str, Any]:
+        """A node's return value or a ``Command.update`` → channel writes: a mapping of state
+        keys, or an instance of a dataclass / pydantic state (as LangGraph reads one: the
+        fields that were set or differ from their defaults)."""
+        if isinstance(update, Mapping):
+            self.check_keys(update, who)
+            return dict(update)
+        if isinstance(update, BaseModel):
+            values = {k: getattr(update, k) for k in type(update).model_fields}
+            explicit = update.model_fields_set
+        elif dataclasses.is_dataclass(update) and not isinstance(update, type):
+            values = {f.name: getattr(update, f.name) for f in dataclasses.fields(update)}
+            explicit = set()
+        else:
+            raise InvalidUpdateError(
+                f"{who} returned a {type(update).__name__}; return a dict of state updates, "
+                f"a {self.cls.__name__}, a Command or None"
+            )
+        writes = {}
+        for key, value in values.items():
+            channel = self.channels.get(key)
+            if channel is None:
+                continue
+            if key in explicit or channel.default is None or value != channel.default():
+                writes[key] = value
+        return writes
+
     def coerce_input(self, data: Any) -> dict[str, Any]:
         """Run input → channel writes; validated here, at the boundary, for pydantic states."""
         if type(data) is dict and self.kind == "dict":

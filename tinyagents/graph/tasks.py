@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
+from tinyagents.errors import GraphError, TinyAgentsError
 from tinyagents.graph._context import (
     ParentCommand,
     TaskScope,
@@ -144,17 +144,13 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
             raise GraphError(f"node {task.node!r}: Command(graph={out.graph!r}) is not supported")
         if out.resume is not UNSET:
             raise GraphError(f"node {task.node!r}: a node cannot return Command(resume=...)")
-        update = out.update or {}
-        run.graph.schema.check_keys(update, f"node {task.node!r}")
+        update = run.graph.schema.writes_of(out.update or {}, f"node {task.node!r}'s Command")
         task.writes, task.goto = list(update.items()), out.goto_list()
         run.graph.check_goto(task.goto, f"node {task.node!r}")
     elif isinstance(out, Writes):
         task.writes, task.goto = out.writes, out.goto
-    else:
-        raise InvalidUpdateError(
-            f"node {task.node!r} returned a {type(out).__name__}; return a dict of state "
-            "updates, a Command or None"
-        )
+    else:  # a state instance, or a clear InvalidUpdateError
+        task.writes = list(run.graph.schema.writes_of(out, f"node {task.node!r}").items())
 
 
 async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:

@@ -40,9 +40,16 @@ async def get_state(
         )
     run = GraphRun(graph, head, checkpointer=cp, recursion_limit=0)
     tasks = run.plan()
+    if checkpoint_id is None:
+        # as LangGraph shows a thread's head: a paused or failed step's finished tasks have
+        # written, and only the unfinished ones are next
+        values = run.result("interrupted", tasks).state
+        next_nodes = tuple(t.node for t in tasks if t.writes is None)
+    else:
+        values, next_nodes = head.values, tuple(p.node for p in head.frontier)
     return StateSnapshot(
-        values=head.values,
-        next=tuple(p.node for p in head.frontier),
+        values=values,
+        next=next_nodes,
         checkpoint_id=head.checkpoint_id,
         parent_id=head.parent_id,
         step=head.step,

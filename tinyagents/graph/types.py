@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal
 
 from tinyagents.graph._context import current_scope
@@ -42,6 +43,11 @@ class Send:
 
     node: str
     arg: Any
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arg, MappingProxyType):
+            # a router's or node's view of a TypedDict state: send (and checkpoint) a copy
+            object.__setattr__(self, "arg", dict(self.arg))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
