@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import mermaid, threads
 from tinyagents.graph.checkpointing import Head
 from tinyagents.graph.core import GraphCore
-from tinyagents.graph.driver import run_with_runtime
+from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
+from tinyagents.graph.stream import GraphStream, follow, read
 from tinyagents.graph.types import CheckpointInfo, Command, GraphResult, StateSnapshot
 
 if TYPE_CHECKING:
@@ -71,6 +72,67 @@ class CompiledGraph(GraphCore):
             run = await session.prepare(input, checkpoint_id, recursion_limit, **breakpoints)
             return await run.outcome()
 
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        mode: str | Iterable[str] = "values",
+        subgraphs: bool = False,
+        runtime: RunHost | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+    ) -> AsyncIterator[Any]:
+        """``run``, yielding what happens as it happens (LangGraph's ``astream``):
+        ``async for item in graph.stream(input, thread_id=..., mode="updates"): ...``.
+
+        ``mode``: ``"values"`` (the state before the first step and after each one),
+        ``"updates"`` (``{node: writes}`` per finished task, ``{"__interrupt__": (...)}``
+        when the run stops on interrupts), ``"tasks"`` (each task's start and its result,
+        error or interrupts), ``"custom"`` (what nodes send with ``ctx.emit``), ``"steering"``
+        and ``"messages"`` (the runtime's ``steering.*`` and ``model.delta`` events of this
+        run and its agent nodes; with ``runtime=`` only). A list of modes yields ``(mode,
+        payload)`` pairs; ``subgraphs=True`` adds sub-graph items, each led by its namespace.
+        A failing node's error is raised after the items before it; leaving the loop early
+        stops the run. A bad mode raises ``ConfigurationError`` here, before anything runs.
+        """
+        sink = GraphStream(mode, subgraphs=subgraphs)
+        if runtime is not None:
+            return self._stream_managed(
+                sink, input, runtime, thread_id, checkpoint_id, recursion_limit
+            )
+        if self.checkpointer is None and not isinstance(input, Command):
+            return read(lambda: self._unsaved_run(input, thread_id, recursion_limit), sink)
+        session = GraphSession(self, thread_id)
+        return read(
+            lambda: session.prepare(input, checkpoint_id, recursion_limit), sink, hold=session
+        )
+
+    async def _stream_managed(
+        self,
+        sink: GraphStream,
+        input: Any,
+        runtime: RunHost,
+        thread_id: str | None,
+        checkpoint_id: str | None,
+        recursion_limit: int | None,
+    ) -> AsyncIterator[Any]:
+        handle = await start_graph_run(
+            runtime,
+            self,
+            input,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            recursion_limit=recursion_limit,
+            wait_on_interrupt=False,
+        )
+        driven = getattr(handle.driver, "run", None)
+        assert isinstance(driven, GraphRun)
+        driven.stream = sink  # its task has not started yet: no step is missed
+        sink.begin(driven)
+        async for item in follow(runtime, handle, sink, owned=True):
+            yield item
+
     def run_sync(
         self,
         input: Any = None,
@@ -109,14 +171,18 @@ class CompiledGraph(GraphCore):
         self, input: Any, thread_id: str | None, recursion_limit: int | None
     ) -> GraphResult:
         """The path without checkpointer: nothing to lease, load or save."""
+        run = await self._unsaved_run(input, thread_id, recursion_limit)
+        return await run.outcome()
+
+    async def _unsaved_run(
+        self, input: Any, thread_id: str | None, recursion_limit: int | None
+    ) -> GraphRun:
         if input is None:
             raise GraphError("a graph without checkpointer needs an input for every run")
         head = Head.fresh(self, thread_id or "", "", None)
         await self.start_input(head, input, None)
-        run = GraphRun(
-            self, head, checkpointer=None, recursion_limit=recursion_limit or self.recursion_limit
-        )
-        return await run.outcome()
+        limit = recursion_limit or self.recursion_limit
+        return GraphRun(self, head, checkpointer=None, recursion_limit=limit)
 
     # -- threads ---------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ finished siblings are saved as pending writes so they never run again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncIterator, Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tinyagents.errors import GraphError, GraphRecursionError
 from tinyagents.graph._context import UNSAVED, NodeInterrupt, ParentCommand, reset_scope, set_scope
@@ -58,6 +59,38 @@ class RunObserver(Protocol):
     def parent_for(self, task: Task) -> str | None: ...
 
     def agent_started(self, task: Task, handle: RunHandle) -> None: ...
+
+
+class StreamSink(Protocol):
+    """Where a streamed run reports (``graph/stream.py``): its steps, its tasks as they start
+    and finish, and what its nodes emit (``NodeContext.emit``)."""
+
+    def step(self, run: GraphRun, step: Step) -> None: ...
+
+    def task_started(self, run: GraphRun, task: Task) -> None: ...
+
+    def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None: ...
+
+    def custom(self, run: GraphRun, task_id: str, value: Any) -> None: ...
+
+
+StepKind = Literal["started", "applied", "completed", "interrupted", "failed"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Step:
+    """What one item of ``GraphRun.supersteps()`` says happened.
+
+    ``started``: ``tasks`` are about to run. ``applied``: they ran and their writes went
+    through the reducers (``run.head`` is the new step, saved when there is a checkpointer).
+    The last item is ``completed``, ``interrupted`` or ``failed`` and carries ``result``
+    (and, when failed, the node's ``error``; ``tasks`` are the ones that ran in that step).
+    """
+
+    kind: StepKind
+    tasks: list[Task] = field(default_factory=list)
+    result: GraphResult | None = None
+    error: Exception | None = None
 
 
 class _TaskFailed(Exception):
@@ -110,6 +143,8 @@ class GraphRun:
         self.observer: RunObserver | None = None
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
+        #: where a streamed run reports (``graph.stream``); sub-graph runs share their parent's
+        self.stream: StreamSink | None = parent.stream if parent is not None else None
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -138,45 +173,66 @@ class GraphRun:
             return result
 
     async def _execute(self) -> GraphResult:
+        stream, last = self.stream, None
+        async for step in self.supersteps():
+            if stream is not None:
+                stream.step(self, step)
+            last = step
+        assert last is not None and last.result is not None
+        if last.error is not None:
+            raise last.error
+        return last.result
+
+    async def supersteps(self) -> AsyncIterator[Step]:
+        """The run, one superstep at a time: for each step a ``"started"`` item (the tasks
+        about to run) and an ``"applied"`` one (their writes went through the reducers and
+        the step was saved), then one final item: ``"completed"``, ``"interrupted"`` (every
+        unfinished task waits on ``interrupt()``) or ``"failed"`` (``.error``: a node's
+        error). The last item carries the run's ``GraphResult``. In a runtime-managed run
+        that waits on interrupts, steering can answer them: then an ``"interrupted"`` item is
+        followed by the steps that go on. ``execute`` drives it; so does a stream
+        (``graph.stream``). Call it once per run, inside the interrupt scope ``execute`` sets
+        when the graph has no checkpointer.
+        """
         head, observer = self.head, self.observer
         while True:
             if observer is not None:
                 await observer.boundary(self)  # steering lands here, between supersteps
             if not head.frontier:
-                return self.result("completed")
+                yield Step(kind="completed", result=self.result("completed"))
+                return
             tasks = self.plan()
             if self.interrupt_before and await self._break_before(tasks):
-                return self.result("interrupted")
-            if observer is None and len(tasks) == 1:
-                # the common case: no TaskGroup, and no pending write (the checkpoint follows)
-                task = tasks[0]
-                if task.runnable:
-                    self._count_step()
-                    if task.spec.plain and self.checkpointer is None:
-                        await self._call_plain(task)
-                    else:
-                        await self._run_one(task, save_result=False)
-                unfinished = task.writes is None
-            else:
-                if any(t.runnable for t in tasks):
-                    self._count_step()
-                    try:
-                        await self.run_tasks(tasks)
-                    except Exception as exc:
-                        self.failed = self.result("failed", tasks)
-                        self.failed.error = exc
-                        raise
-                    if observer is not None:
-                        await observer.after_tasks(self, tasks)
-                unfinished = any(t.writes is None for t in tasks)
+                yield Step(kind="interrupted", result=self.result("interrupted"))
+                return
+            runnable = [t for t in tasks if t.runnable]
+            if runnable:
+                yield Step(kind="started", tasks=runnable)
+            try:
+                unfinished = await self._run_step(tasks, runnable)
+            except Exception as exc:
+                result = self.failed = self.result("failed", tasks)
+                result.error = exc
+                yield Step(kind="failed", tasks=runnable, result=result, error=exc)
+                return
             if unfinished:
                 self.keep_records(tasks)
+                result = self.result("interrupted", tasks)
+                yield Step(kind="interrupted", tasks=runnable, result=result)
                 if observer is not None and await observer.paused(self, tasks):
                     continue  # steering answered something: plan the step again
-                return self.result("interrupted", tasks)
-            await self.finish_step(tasks)
+                return
+            try:
+                await self.finish_step(tasks)
+            except Exception as exc:
+                result = self.result("failed")
+                result.error = exc
+                yield Step(kind="failed", tasks=runnable, result=result, error=exc)
+                return
+            yield Step(kind="applied", tasks=runnable)
             if head.frontier and self._break_after(tasks):
-                return self.result("interrupted")
+                yield Step(kind="interrupted", result=self.result("interrupted"))
+                return
 
     async def _break_before(self, tasks: list[Task]) -> bool:
         """Stop before a step that would run a node of ``interrupt_before``, once: the stop
@@ -198,6 +254,26 @@ class GraphRun:
         """Stop after a step that ran a node of ``interrupt_after`` (its checkpoint is saved:
         ``run(None)`` continues with the next step)."""
         return any(t.node in self.interrupt_after and not t.skipped for t in tasks)
+
+    async def _run_step(self, tasks: list[Task], runnable: list[Task]) -> bool:
+        """Run the runnable tasks of one step; whether some task is left unfinished."""
+        observer = self.observer
+        if observer is None and len(tasks) == 1:
+            # the common case: no TaskGroup, and no pending write (the checkpoint follows)
+            task = tasks[0]
+            if runnable:
+                self._count_step()
+                if task.spec.plain and self.checkpointer is None and self.stream is None:
+                    await self._call_plain(task)
+                else:
+                    await self._run_one(task, save_result=False)
+            return task.writes is None
+        if runnable:
+            self._count_step()
+            await self.run_tasks(tasks)
+            if observer is not None:
+                await observer.after_tasks(self, tasks)
+        return any(t.writes is None for t in tasks)
 
     async def _call_plain(self, task: Task) -> None:
         """A function node without retry, timeout or context, in a run that saves nothing:
@@ -275,11 +351,14 @@ class GraphRun:
             self.running.clear()
 
     async def _run_one(self, task: Task, *, save_result: bool) -> None:
-        observer = self.observer
-        if observer is None:
+        observer, stream = self.observer, self.stream
+        if observer is None and stream is None:
             await self._attempt(task, save_result)
             return
-        await observer.task_started(self, task)
+        if observer is not None:
+            await observer.task_started(self, task)
+        if stream is not None:
+            stream.task_started(self, task)
         error: BaseException | None = None
         try:
             await self._attempt(task, save_result)
@@ -287,7 +366,16 @@ class GraphRun:
             error = exc
             raise
         finally:
-            await observer.task_finished(self, task, error)
+            if stream is not None:
+                failure = error.error if isinstance(error, _TaskFailed) else error
+                stream.task_finished(self, task, failure)
+            if observer is not None:
+                await observer.task_finished(self, task, error)
+
+    def emit(self, task_id: str, value: Any) -> None:
+        """A value a node sends to the stream's ``custom`` mode (``NodeContext.emit``)."""
+        if self.stream is not None:
+            self.stream.custom(self, task_id, value)
 
     async def _attempt(self, task: Task, save_result: bool) -> None:
         try:
@@ -496,4 +584,4 @@ def _first_failure(eg: BaseExceptionGroup) -> BaseException:
     return others[0]
 
 
-__all__ = ["GraphRun", "RunObserver"]
+__all__ = ["GraphRun", "RunObserver", "Step", "StepKind", "StreamSink"]
