@@ -5,8 +5,9 @@
 
 (a) a 3-node chain, no checkpointer; (b) a 5-way fan-out plus join; (c) a 100-step loop
 with the SQLite checkpointer (LangGraph: ``AsyncSqliteSaver``); (d) a bare-asyncio baseline
-doing the same node work, the floor; and the checkpoint bytes on disk after a 500-turn
-message-appending thread.
+doing the same node work, the floor; the checkpoint bytes on disk after a 500-turn
+message-appending thread; and (a) and (b) streamed with ``values`` and with ``updates``
+next to a plain run (ours: ``graph.stream``; LangGraph: ``astream``).
 
 Node work: every node ``await asyncio.sleep(0)`` once (one event-loop round trip, the least
 any node that does I/O costs) and returns a small update. The same scenarios with nodes
@@ -155,6 +156,24 @@ async def per_call(fn: Callable[[], Awaitable[Any]], n: int, repeats: int = 5) -
     return statistics.median(samples)
 
 
+async def paired(
+    a: Callable[[], Awaitable[Any]], b: Callable[[], Awaitable[Any]], n: int, repeats: int = 7
+) -> tuple[float, float]:
+    """Median seconds per call of ``a`` and of ``b``, timed in alternating batches so that a
+    load spike on a shared machine hits both (their ratio is the figure that matters)."""
+    for fn in (a, b):
+        for _ in range(max(3, n // 10)):
+            await fn()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for fn, out in zip((a, b), samples, strict=True):
+            start = time.perf_counter()
+            for _ in range(n):
+                await fn()
+            out.append((time.perf_counter() - start) / n)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
 def db_bytes(path: Path) -> int:
     """Size of a SQLite database once its WAL is folded in."""
     with sqlite3.connect(path) as db:
@@ -212,6 +231,48 @@ async def scenario_times(awaits: bool, n: int, tmp: Path) -> dict[str, dict[str,
     return out
 
 
+async def drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
+
+
+async def stream_times(awaits: bool, n: int) -> dict[str, dict[str, float]]:
+    """Streaming the chain and the fan-out with ``values`` and with ``updates``, next to a
+    plain run of the same graph (ours: ``graph.stream``; LangGraph: ``astream``)."""
+    from langgraph.graph import END as L_END
+    from langgraph.graph import START as L_START
+    from langgraph.graph import StateGraph as LStateGraph
+
+    from tinyagents.graph import END, START, StateGraph
+
+    nodes = make_nodes(awaits)
+    ours = build(StateGraph, START, END, nodes, {})
+    theirs = build(LStateGraph, L_START, L_END, nodes, {})
+    out: dict[str, dict[str, float]] = {}
+    for graph, input, m in (("chain", {"x": 0}, n), ("fan", {}, n // 2)):
+        mine, lg = ours[graph], theirs[graph]
+        lg_n = max(m // 20, 20)
+        for mode in ("values", "updates"):
+            run, stream = await paired(
+                lambda: mine.run(input),  # noqa: B023
+                lambda: drain(mine.stream(input, mode=mode)),  # noqa: B023
+                m,
+            )
+            lg_run, lg_stream = await paired(
+                lambda: lg.ainvoke(input),  # noqa: B023
+                lambda: drain(lg.astream(input, stream_mode=mode)),  # noqa: B023
+                lg_n,
+                repeats=3,
+            )
+            out[f"{graph}_{mode}"] = {
+                "run": run,
+                "stream": stream,
+                "lg_invoke": lg_run,
+                "lg_astream": lg_stream,
+            }
+    return out
+
+
 async def chat_storage(tmp: Path) -> dict[str, float]:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.graph import END as L_END
@@ -246,6 +307,11 @@ async def _figures(quick: bool) -> dict[str, Any]:
         work = await scenario_times(True, n, tmp)
         trivial = await scenario_times(False, n, tmp)
         storage = await chat_storage(tmp)
+        streaming = await stream_times(True, n)
+    for row in streaming.values():
+        row["stream_over_run"] = row["stream"] / row["run"]
+        row["lg_stream_over_run"] = row["lg_astream"] / row["lg_invoke"]
+        row["lg_over_ours"] = row["lg_astream"] / row["stream"]
     for table in (work, trivial):
         for row in table.values():
             row["lg_over_ours"] = row["langgraph"] / row["tinyagents"]
@@ -257,8 +323,17 @@ async def _figures(quick: bool) -> dict[str, Any]:
         "c >= 5x faster than langgraph": work["c_loop_sqlite"]["lg_over_ours"] >= 5,
         "a within 3x of bare asyncio": work["a_chain"]["ours_over_bare"] <= 3,
         "500-turn storage >= 10x smaller": storage["ratio"] >= 10,
+        "streaming values/updates <= 1.2x run": all(
+            row["stream_over_run"] <= 1.2 for row in streaming.values()
+        ),
     }
-    return {"node_work": work, "trivial_nodes": trivial, "storage": storage, "targets": targets}
+    return {
+        "node_work": work,
+        "trivial_nodes": trivial,
+        "storage": storage,
+        "streaming": streaming,
+        "targets": targets,
+    }
 
 
 def figures(quick: bool = False) -> dict[str, Any]:
@@ -288,6 +363,17 @@ def report(data: dict[str, Any]) -> str:
                 f"  {name:16} {_us(row['tinyagents'])} {_us(row['langgraph'])} {bare} "
                 f"{row['lg_over_ours']:8.1f} {vs_bare}"
             )
+    lines.append("\nstreaming (node work as above): ours graph.stream, langgraph astream")
+    lines.append(
+        f"  {'scenario':16} {'run':>13} {'stream':>13} {'lg invoke':>13} {'lg astream':>13} "
+        f"{'stream/run':>10} {'lg s/run':>8} {'lg/ours':>8}"
+    )
+    for name, row in data["streaming"].items():
+        lines.append(
+            f"  {name:16} {_us(row['run'])} {_us(row['stream'])} {_us(row['lg_invoke'])} "
+            f"{_us(row['lg_astream'])} {row['stream_over_run']:10.2f} "
+            f"{row['lg_stream_over_run']:8.2f} {row['lg_over_ours']:8.1f}"
+        )
     s = data["storage"]
     lines.append(
         f"\ncheckpoint bytes after a {TURNS}-turn chat thread (SQLite): "

@@ -307,3 +307,39 @@ async def test_a_run_that_does_not_stream_says_so(rt: Runtime) -> None:
     with pytest.raises(ConfigurationError, match="does not stream"):
         handle.stream()
     await handle.result()
+
+
+# -- the public step -------------------------------------------------------------------------
+
+
+async def test_supersteps_say_what_each_step_did(checkpointer: Checkpointer) -> None:
+    graph = with_question(checkpointer)
+    async with graph.iter({}, thread_id="t") as run:
+        seen = [(s.kind, [t.node for t in s.tasks]) async for s in run.supersteps()]
+    assert seen == [
+        ("started", ["a"]),
+        ("applied", ["a"]),
+        ("started", ["ask"]),
+        ("interrupted", ["ask"]),
+    ]
+    state = await graph.get_state("t")
+    (pending,) = state.interrupts
+    async with graph.iter(Command(resume={pending.id: "y"}), thread_id="t") as run:
+        steps = [s async for s in run.supersteps()]
+    assert [s.kind for s in steps] == ["started", "applied", "started", "applied", "completed"]
+    final = steps[-1].result
+    assert final is not None and final.state == (await graph.get_state("t")).values
+    assert final.state["log"] == ["a", "answer:y", "b"]
+
+
+async def test_a_failed_step_ends_the_steps_without_raising(checkpointer: Checkpointer) -> None:
+    def boom(state: Any) -> dict[str, Any]:
+        raise ValueError("no")
+
+    graph = StateGraph(LogState).add_node("boom", boom).add_edge(START, "boom")
+    compiled = graph.add_edge("boom", END).compile(checkpointer=checkpointer)
+    async with compiled.iter({}, thread_id="t") as run:
+        steps = [s async for s in run.supersteps()]
+    assert [s.kind for s in steps] == ["started", "failed"]
+    assert isinstance(steps[-1].error, ValueError) and steps[-1].result is not None
+    assert steps[-1].result.status == "failed"

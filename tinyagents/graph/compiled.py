@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Collection, Iterable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import mermaid, threads
+from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
 from tinyagents.graph.checkpointing import Head
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
@@ -132,6 +134,32 @@ class CompiledGraph(GraphCore):
         sink.begin(driven)
         async for item in follow(runtime, handle, sink, owned=True):
             yield item
+
+    @asynccontextmanager
+    async def iter(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+    ) -> AsyncIterator[GraphRun]:
+        """The run ``run`` would make, to drive step by step (pydantic-graph's ``Graph.iter``):
+        ``async with graph.iter(input, thread_id=...) as run: async for step in
+        run.supersteps(): ...``. The thread is held (its lease) inside the block; a failing
+        node ends the steps with a ``"failed"`` item instead of raising. Input is handled as
+        by ``run`` (bad input raises here and changes nothing).
+        """
+        if self.checkpointer is None and not isinstance(input, Command):
+            run = await self._unsaved_run(input, thread_id, recursion_limit)
+            token = set_scope(UNSAVED)  # interrupt() is an error in a run that saves nothing
+            try:
+                yield run
+            finally:
+                reset_scope(token)
+            return
+        async with GraphSession(self, thread_id) as session:
+            yield await session.prepare(input, checkpoint_id, recursion_limit)
 
     def run_sync(
         self,
