@@ -279,3 +279,36 @@ async def test_breakpoints_need_known_nodes_and_a_checkpointer() -> None:
         await chain("a").compile(interrupt_after=["a"]).run({"log": []})
     with pytest.raises(GraphError, match="checkpointer"):
         await chain("a").compile().run({"log": []}, interrupt_before=["a"])
+
+
+# -- item 7: replay gives sub-graphs a fresh namespace ---------------------------------------
+
+
+def asking_subgraph() -> Any:
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [f"sub:{interrupt('which?')}"]}
+
+    return StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+
+
+async def test_replay_reruns_a_subgraph_in_a_fresh_namespace(checkpointer: Checkpointer) -> None:
+    graph = StateGraph(LogState).add_node("sub", asking_subgraph().compile())
+    graph.add_node("after", logger("after")).add_edge(START, "sub").add_edge("sub", "after")
+    compiled = graph.add_edge("after", END).compile(checkpointer=checkpointer)
+    await compiled.run({"log": []}, thread_id="t")
+    [before] = [c for c in await compiled.history("t") if c.next == ("sub",)]
+    result = await compiled.run(Command(resume="a"), thread_id="t")
+    assert result.state == {"log": ["sub:a", "after"]}
+
+    replay = await compiled.run(None, thread_id="t", checkpoint_id=before.checkpoint_id)
+    assert replay.status == "interrupted" and [i.value for i in replay.interrupts] == ["which?"]
+    result = await compiled.run(Command(resume="b"), thread_id="t")
+    assert result.state == {"log": ["sub:b", "after"]}
+    # replay plus an edit
+    edit = Command(update={"log": ["edited"]})
+    replay = await compiled.run(edit, thread_id="t", checkpoint_id=before.checkpoint_id)
+    assert replay.status == "interrupted", replay.error
+    result = await compiled.run(Command(resume="c"), thread_id="t")
+    assert result.status == "completed", result.error
+    assert result.state == {"log": ["edited", "sub:c", "after"]}
+    assert (await compiled.get_state("t")).values == result.state

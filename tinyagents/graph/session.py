@@ -127,7 +127,9 @@ class GraphSession:
             target.run_id = self.run_id
         # A replay runs the step again, as LangGraph's does: a node that asked questions
         # there asks them again from its first, and no answer or write of then is reused.
+        # A new lineage gives its tasks new ids, so sub-graphs start in fresh namespaces.
         target.records = {}
+        target.lineage = _clock.new_id("ln")
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
         target.frontier_id = new_frontier_id()
         await save(
