@@ -251,11 +251,12 @@ async def test_breakpoints_set_at_compile_stop_each_time(checkpointer: Checkpoin
     assert result.status == "interrupted" and result.interrupts == []
     assert result.state == {"log": ["a"]}
     assert (await graph.get_state("t")).next == ("b",)
+    await graph.update_state("t", {"x": 1})  # an edit at the breakpoint
     result = await graph.run(None, thread_id="t")  # passes the breakpoint before b
-    assert result.status == "interrupted" and result.state == {"log": ["a", "b"]}
+    assert result.status == "interrupted" and result.state == {"log": ["a", "b"], "x": 1}
     assert (await graph.get_state("t")).next == ("c",)
     result = await graph.run(None, thread_id="t")
-    assert result.status == "completed" and result.state == {"log": ["a", "b", "c"]}
+    assert result.status == "completed" and result.state == {"log": ["a", "b", "c"], "x": 1}
     # a new input on the same thread stops at the same breakpoints again
     result = await graph.run({"log": []}, thread_id="t")
     assert result.status == "interrupted" and (await graph.get_state("t")).next == ("b",)

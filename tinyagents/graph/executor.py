@@ -236,18 +236,18 @@ class GraphRun:
 
     async def _break_before(self, tasks: list[Task]) -> bool:
         """Stop before a step that would run a node of ``interrupt_before``, once: the stop
-        is saved as a checkpoint marked ``breakpoint``, and the run that continues from it
-        passes. A step some of whose tasks already ran or paused was passed already."""
+        is saved as a checkpoint marked ``at_breakpoint`` (an ``update_state`` keeps the mark),
+        and the run that continues from it passes. A step some of whose tasks already ran or
+        paused was passed already."""
         hits = [t.node for t in tasks if t.node in self.interrupt_before]
         if not hits or any(t.writes is not None or t.interrupts for t in tasks):
             return False
         head = self.head
-        if head.source == "breakpoint":
-            return False
+        if head.metadata.get("at_breakpoint"):
+            return False  # this run continues from the stop (perhaps after an update_state)
         assert self.checkpointer is not None  # checked when the run was made
-        await save(
-            self.checkpointer, head, delta={}, source="breakpoint", metadata={"before": hits}
-        )
+        meta = {"before": hits, "at_breakpoint": True}
+        await save(self.checkpointer, head, delta={}, source="breakpoint", metadata=meta)
         return True
 
     def _break_after(self, tasks: list[Task]) -> bool:

@@ -176,7 +176,9 @@ class GraphSession:
         check_as_node(graph, as_node)
         head = await self.load() or self.fresh()
         staged, delta = await stage_update(graph, head, update, as_node)
-        meta = {"as_node": as_node, "keys": sorted(update)}
+        meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
+        if as_node is None and head.metadata.get("at_breakpoint"):
+            meta["at_breakpoint"] = True  # an edit at a breakpoint: continuing passes it
         await save(
             self.cp,
             staged,
