@@ -107,7 +107,7 @@ async def _simultaneous(reverse: bool) -> list[tuple[str, str]]:
             make_command(
                 "fetcher",
                 K.REQUEST_STATUS,
-                actor=SteeringActor.middleware("supervisor"),
+                actor=SteeringActor.middleware("guard"),
                 priority=SteeringPriority.CRITICAL,
             ),
             make_command(
@@ -122,7 +122,9 @@ async def _simultaneous(reverse: bool) -> list[tuple[str, str]]:
                 actor=SteeringActor.parent_agent("researcher", "researcher"),
             ),
         ]
-        async with Runtime(testing=True) as rt:
+        # A runtime-level middleware trusted by name ("supervisor" is trusted only through
+        # the capability of the runtime's own supervisor).
+        async with Runtime(testing=True, trusted_middleware=["guard"]) as rt:
             await start_run(rt, "orchestrator")
             await start_run(rt, "researcher", parent="orchestrator")
             fetcher = await start_run(rt, "fetcher", parent="researcher")
