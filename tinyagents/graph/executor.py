@@ -176,7 +176,7 @@ class GraphRun:
         stream, last = self.stream, None
         # unstreamed, only the final item matters: two items per step would cost a run of
         # quick nodes a sixth of its time
-        async for step in self.supersteps(each_step=stream is not None):
+        async for step in self.supersteps(started=False, applied=stream is not None):
             if stream is not None:
                 stream.step(self, step)
             last = step
@@ -185,7 +185,9 @@ class GraphRun:
             raise last.error
         return last.result
 
-    async def supersteps(self, *, each_step: bool = True) -> AsyncIterator[Step]:
+    async def supersteps(
+        self, *, started: bool = True, applied: bool = True
+    ) -> AsyncIterator[Step]:
         """The run, one superstep at a time: for each step a ``"started"`` item (the tasks
         about to run) and an ``"applied"`` one (their writes went through the reducers and
         the step was saved), then one final item: ``"completed"``, ``"interrupted"`` (every
@@ -194,7 +196,8 @@ class GraphRun:
         that waits on interrupts, steering can answer them: then an ``"interrupted"`` item is
         followed by the steps that go on. ``execute`` drives it; so does a stream
         (``graph.stream``). Call it once per run, inside the interrupt scope ``execute`` sets
-        when the graph has no checkpointer. ``each_step=False`` yields the final item alone.
+        when the graph has no checkpointer. ``started=False`` / ``applied=False`` leave
+        those items out (each costs a generator round trip).
         """
         head, observer = self.head, self.observer
         while True:
@@ -208,7 +211,7 @@ class GraphRun:
                 yield Step(kind="interrupted", result=self.result("interrupted"))
                 return
             runnable = [t for t in tasks if t.runnable]
-            if runnable and each_step:
+            if runnable and started:
                 yield Step(kind="started", tasks=runnable)
             try:
                 unfinished = await self._run_step(tasks, runnable)
@@ -231,7 +234,7 @@ class GraphRun:
                 result.error = exc
                 yield Step(kind="failed", tasks=runnable, result=result, error=exc)
                 return
-            if each_step:
+            if applied:
                 yield Step(kind="applied", tasks=runnable)
             if head.frontier and self._break_after(tasks):
                 yield Step(kind="interrupted", result=self.result("interrupted"))

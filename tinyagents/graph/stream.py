@@ -185,7 +185,7 @@ async def read(
         try:
             sink.begin(run)
             items = sink.items
-            async for step in run.supersteps():
+            async for step in run.supersteps(started=False):  # a stream shows no "started"
                 sink.step(run, step)
                 while items:
                     yield items.popleft()
