@@ -18,7 +18,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.graph import END, START, Command, NodeContext, StateGraph, interrupt
 from tinyagents.graph.stream import INTERRUPT_KEY
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
-from tinyagents.runs import RunStatus
+from tinyagents.runs import RunHandle, RunInfo, RunStatus
 from tinyagents.store.checkpoint import Checkpointer
 from tinyagents.testkit import ScriptedModel
 
@@ -173,11 +173,6 @@ async def test_a_stream_under_a_runtime_is_a_registered_run(
     assert info.status is RunStatus.COMPLETED and info.thread_id == "t"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the agent loop emits no model.delta events yet (it calls Model.request); the "
-    "messages mode forwards them once it does",
-)
 async def test_messages_yields_the_model_deltas_of_agent_nodes(rt: Runtime) -> None:
     writer = Agent("writer", model=ScriptedModel(["a short draft"], stream=True))
     graph = StateGraph(LogState).add_node("writer", writer).add_edge(START, "writer")
@@ -191,6 +186,8 @@ async def test_messages_yields_the_model_deltas_of_agent_nodes(rt: Runtime) -> N
     compiled = graph.add_edge("writer", END).compile()
     items = await collect(compiled.stream({"input": "go"}, mode="messages", runtime=rt))
     assert items, "no model deltas in the stream"
+    assert all(item.type == "model.delta" for item in items)
+    assert "".join(item.text for item in items) == "a short draft"
 
 
 # -- several modes, sub-graphs -------------------------------------------------------------
@@ -303,10 +300,10 @@ async def test_leaving_a_live_stream_early_stops_its_run(checkpointer: Checkpoin
 
 
 async def test_a_run_that_does_not_stream_says_so(rt: Runtime) -> None:
-    handle = await rt.start(Agent("a", model=ScriptedModel(["hi"])), "go")
+    # A run registered without an execution layer that streams (agent and graph runs do).
+    handle = await rt.register(RunHandle(RunInfo(run_id="bare", tenant_id="t"), submitter=rt))
     with pytest.raises(ConfigurationError, match="does not stream"):
         handle.stream()
-    await handle.result()
 
 
 # -- the public step -------------------------------------------------------------------------

@@ -127,6 +127,24 @@ class ModelEvent(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class ModelDeltaEvent(Event):
+    """A piece of a model's answer while it streams: text, or part of a tool call's arguments
+    (joined, a call's ``args_delta``s are its arguments as JSON text). Published only for a
+    model that streams (``Model.streams``); the ``model.response`` event still follows."""
+
+    type: Literal["model.delta"]
+    request_id: str
+    agent_id: str | None = None
+    text: str = ""
+    #: The tool call an argument delta belongs to (its position in the response).
+    tool_call_index: int | None = None
+    #: On a call's first piece: its id and the tool's name.
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    args_delta: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
 class ToolEvent(Event):
     type: Literal["tool.call", "tool.result"]
     tool_call_id: str
@@ -199,6 +217,7 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     SteeringEvent,
     RunEvent,
     ModelEvent,
+    ModelDeltaEvent,
     ToolEvent,
     SubAgentEvent,
     LimitEvent,
@@ -210,6 +229,7 @@ AnyEvent = Annotated[
     SteeringEvent
     | RunEvent
     | ModelEvent
+    | ModelDeltaEvent
     | ToolEvent
     | SubAgentEvent
     | LimitEvent

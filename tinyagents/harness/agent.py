@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError, SyncInAsyncError
@@ -17,6 +17,7 @@ from tinyagents.runs.host import private_host
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
+    from tinyagents.events.models import Event
     from tinyagents.runs.handle import RunResult
     from tinyagents.runs.host import RunHost
 
@@ -80,6 +81,31 @@ class Agent:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
         return await (await start_agent_run(runtime, self, input, **kwargs)).result()
+
+    async def run_stream(
+        self,
+        input: str,
+        *,
+        runtime: RunHost | None = None,
+        messages_only: bool = False,
+        **kwargs: Any,
+    ) -> AsyncIterator[Event]:
+        """Run to the end, yielding the events of the run and its children as they happen:
+        ``model.delta`` pieces while a streaming model answers (``messages_only=True``: only
+        those), tool calls, steering, the run's end. ``RunResult`` is in the last ``run.*``
+        event's fields; ``await agent.run(...)`` when only the result matters."""
+        if runtime is None:
+            async with private_host() as host:
+                async for event in self.run_stream(
+                    input, runtime=host, messages_only=messages_only, **kwargs
+                ):
+                    yield event
+            return
+        handle = await start_agent_run(runtime, self, input, **kwargs)
+        stream = handle.stream("messages" if messages_only else "events")
+        async for event in stream:
+            yield event
+        await handle.result()
 
     def run_sync(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:
         """``run`` for code without an event loop (a script, a REPL): runs it to its end with

@@ -12,14 +12,21 @@ IMMEDIATE cancel interrupts, and only an in-flight model request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents import _clock
-from tinyagents.errors import RunLimitExceeded, ToolError, UnknownTargetError
+from tinyagents.errors import (
+    ConfigurationError,
+    ModelResponseError,
+    RunLimitExceeded,
+    ToolError,
+    UnknownTargetError,
+)
 from tinyagents.events.models import (
     Event,
     LimitEvent,
+    ModelDeltaEvent,
     ModelEvent,
     RunEvent,
     ToolEvent,
@@ -35,7 +42,7 @@ from tinyagents.harness.limits import (
     reserve_tool_call,
 )
 from tinyagents.harness.middleware import Middleware, SteeringHook, fold, overrides
-from tinyagents.harness.model import Message, ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness.model import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -221,11 +228,9 @@ class AgentRun(RunDriver):
             message_count=len(request.messages),
             tool_names=[t.name for t in request.tools],
         )
-        handler = (
-            fold(self._model_hooks, self.ctx, self.agent.model.request)
-            if self._model_hooks
-            else self.agent.model.request
-        )
+        model = self.agent.model
+        call = self._streamed if model.streams else model.request
+        handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
         task = asyncio.ensure_future(handler(request))
         self._model_task = task
         try:
@@ -261,6 +266,36 @@ class AgentRun(RunDriver):
         # output, but the run ends limit_exceeded, not completed, and runs none of its tools.
         check_token_budget(self.info, tree)
         return response, rid
+
+    async def _streamed(self, request: ModelRequest) -> ModelResponse:
+        """The innermost model call of a model that streams: each piece becomes a
+        ``model.delta`` event; the last chunk's complete response is the answer."""
+        response: ModelResponse | None = None
+        async for chunk in self.agent.model.stream(request):
+            if chunk.text_delta or chunk.args_delta or chunk.tool_name:
+                self._emit_delta(request.request_id, chunk)
+            if chunk.response is not None:
+                response = chunk.response
+        if response is None:
+            raise ModelResponseError(
+                f"model {self.agent.model.name!r} ended its stream without a complete response "
+                "(the last chunk of Model.stream must carry it)",
+                model=request.model,
+            )
+        return response
+
+    def _emit_delta(self, request_id: str, chunk: StreamChunk) -> None:
+        self.emit(
+            ModelDeltaEvent,
+            type="model.delta",
+            request_id=request_id,
+            agent_id=self.info.agent_id,
+            text=chunk.text_delta,
+            tool_call_index=chunk.tool_call_index,
+            tool_call_id=chunk.tool_call_id,
+            tool_name=chunk.tool_name,
+            args_delta=chunk.args_delta,
+        )
 
     async def _run_tool(self, call: ToolCall) -> ToolResult:
         reserve_tool_call(self.info, self.runtime.runs.tree)
@@ -484,6 +519,57 @@ class AgentRun(RunDriver):
 
     def emit(self, cls: type[Event], **fields: Any) -> None:
         self.runtime.bus.publish(run_event(self.info, cls, **fields))
+
+    def stream(
+        self, mode: str | Iterable[str] = "events", *, subgraphs: bool = False
+    ) -> AsyncIterator[Any]:
+        """``handle.stream()`` of an agent run: every event of the run and of the runs below it
+        from now until the run ends (``mode="messages"``: only the ``model.delta`` pieces)."""
+        modes = {mode} if isinstance(mode, str) else set(mode)
+        unknown = modes - {"events", "values", "messages"}
+        if unknown:
+            raise ConfigurationError(
+                f"an agent run streams 'events' (all) or 'messages' (model.delta), not {sorted(unknown)}"
+            )
+        return self._events(only_deltas=modes == {"messages"})
+
+    async def _events(self, *, only_deltas: bool) -> AsyncIterator[Event]:
+        root, tree, handle = self.info.run_id, self.runtime.runs.tree, self.handle
+
+        def ours(event: Event) -> bool:
+            run_id = event.run_id
+            return run_id == root or (run_id is not None and tree.is_descendant(run_id, of=root))
+
+        def keep(event: Event) -> bool:
+            return not only_deltas or event.type == "model.delta"
+
+        async with self.runtime.bus.subscribe(where=ours) as events:
+            while not handle.status.finished:
+                event = await events.get()
+                if event is None:
+                    return
+                if keep(event):
+                    yield event
+                if event.run_id == root and event.type in _RUN_ENDS:
+                    return
+            # It ended before we looked: what it published since we subscribed is queued.
+            while (event := events.get_nowait()) is not None:
+                if keep(event):
+                    yield event
+                if not only_deltas or event.type == "model.delta":
+                    yield event
+                if (
+                    event.run_id == root
+                    and event.type.startswith("run.")
+                    and handle.status.finished
+                ):
+                    return
+
+
+#: The events a run's end publishes (the stream of an agent run stops at its own).
+_RUN_ENDS = frozenset(
+    {"run.completed", "run.cancelled", "run.aborted", "run.failed", "run.limit_exceeded"}
+)
 
 
 def _unfreeze(handle: RunHandle) -> None:

@@ -136,6 +136,10 @@ class Model(ABC):
     """A chat model. Subclasses implement ``request``; ``stream`` is optional."""
 
     name: str = "model"
+    #: The agent loop asks ``stream`` instead of ``request`` and publishes each piece as a
+    #: ``model.delta`` event (a UI shows the tokens as they arrive); steering still lands at
+    #: the same boundaries, the complete response is what the run goes on with.
+    streams: bool = False
 
     @abstractmethod
     async def request(self, request: ModelRequest) -> ModelResponse:

@@ -1,0 +1,115 @@
+"""Token streaming out of the agent loop: a model that streams (``Model.streams``) has each piece
+published as a ``model.delta`` event; ``Agent.run_stream`` and ``handle.stream()`` hand them out
+as they arrive; steering lands at the same boundaries as without streaming."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, Runtime, SubAgent, SubAgentTool, tool
+from tinyagents.errors import ConfigurationError
+from tinyagents.events import Event, ModelDeltaEvent, parse_event
+from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+
+@tool
+def lookup(customer: str) -> str:
+    """Find a customer's invoices."""
+    return f"{customer}: two charges"
+
+
+def script(stream: bool) -> ScriptedModel:
+    return ScriptedModel(
+        [tool_call("lookup", {"customer": "acme corp"}), reply("the invoice was charged twice")],
+        stream=stream,
+        args_piece=5,
+    )
+
+
+async def test_run_stream_yields_the_deltas_of_text_and_tool_arguments_then_the_end() -> None:
+    agent = Agent("billing", script(stream=True), tools=[lookup])
+    events = [e async for e in agent.run_stream("why two charges?")]
+
+    deltas = [e for e in events if isinstance(e, ModelDeltaEvent)]
+    requests = [e.request_id for e in events if e.type == "model.request"]
+    assert len(requests) == 2
+    first = [d for d in deltas if d.request_id == requests[0]]
+    second = [d for d in deltas if d.request_id == requests[1]]
+    # The tool call: its name on its first piece, its JSON arguments in pieces.
+    assert first[0].tool_name == "lookup" and first[0].tool_call_id is not None
+    args = "".join(d.args_delta for d in first)
+    assert json.loads(args) == {"customer": "acme corp"} and len(first) > 2
+    # The answer, word by word, each piece before the response it makes up.
+    assert "".join(d.text for d in second) == "the invoice was charged twice"
+    assert all(d.agent_id == "billing" and d.run_id == events[0].run_id for d in deltas)
+    order = [e.type for e in events]
+    assert order.index("model.delta") > order.index("model.request")
+    assert order.index("model.response") > order.index("model.delta")
+    assert events[-1].type == "run.completed"
+    # A delta is an event like any other: JSON out and back.
+    assert parse_event(second[0].to_json()) == second[0]
+
+
+async def test_messages_only_yields_nothing_but_deltas() -> None:
+    agent = Agent("billing", script(stream=True), tools=[lookup])
+    events = [e async for e in agent.run_stream("go", messages_only=True)]
+    assert events and {e.type for e in events} == {"model.delta"}
+
+
+async def test_a_model_that_does_not_stream_publishes_no_deltas() -> None:
+    agent = Agent("billing", script(stream=False), tools=[lookup])
+    events = [e async for e in agent.run_stream("go")]
+    assert "model.delta" not in {e.type for e in events}
+    assert events[-1].type == "run.completed"
+
+
+async def test_handle_stream_carries_the_childrens_deltas_with_their_run_ids() -> None:
+    child = Agent("researcher", ScriptedModel([reply("found it")], stream=True))
+    parent_model = ScriptedModel(
+        [tool_call("researcher", {"input": "look"}), reply("done")], stream=False
+    )
+    parent = Agent("lead", parent_model, tools=[SubAgentTool(SubAgent(child))])
+    async with Runtime() as rt:
+        handle = await rt.start(parent, "go")
+        events = [e async for e in handle.stream("messages")]
+        await handle.result()
+        (child_info,) = [i for i in rt.runs.list() if i.parent_run_id == handle.run_id]
+    assert events and all(e.type == "model.delta" for e in events)
+    assert {e.run_id for e in events} == {child_info.run_id}
+    assert "".join(e.text for e in events) == "found it"
+
+
+async def test_an_agent_run_refuses_a_graph_stream_mode() -> None:
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["ok"])), "go")
+        with pytest.raises(ConfigurationError, match="'events'"):
+            handle.stream("updates")
+        await handle.result()
+
+
+def _steering_trail(events: list[Event]) -> list[tuple[str, Any]]:
+    return [
+        (e.type, getattr(e, "boundary", None)) for e in events if e.type.startswith("steering.")
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_steering_lands_at_the_same_boundaries_with_and_without_streaming(
+    stream: bool,
+) -> None:
+    trails = {}
+    for streaming in (False, stream):
+        model = script(stream=streaming)
+        async with Runtime() as rt:
+            handle = await rt.start(Agent("billing", model, tools=[lookup]), "go")
+            await handle.steer("check the second charge first")
+            await handle.result()
+            trails[streaming] = _steering_trail(rt.steering_history(handle.run_id))
+            # The instruction reached the model on the same request either way.
+            texts = [str(m.content) for m in model.requests[1].messages]
+            assert any("check the second charge first" in t for t in texts)
+    assert trails[stream] == trails[False]
+    assert ("steering.applied", None) in trails[False]
