@@ -38,6 +38,7 @@ Errors say what was wrong and what to do about it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 # This module sits at the bottom of the layers, beside ``_clock``: it imports nothing from
@@ -151,6 +152,19 @@ class RunFailed(RunError):
 class SyncInAsyncError(TinyAgentsError, RuntimeError):
     """A ``run_sync`` helper was called while an event loop is running in this thread: it
     would block that loop. Use ``await ...run(...)`` there instead."""
+
+    @classmethod
+    def refuse_inside_a_loop(cls, what: str, instead: str) -> None:
+        """Raise for ``what`` (e.g. ``graph 'g'``) when this thread runs an event loop,
+        telling to use ``instead`` there; return when ``asyncio.run`` may start one."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop in this thread: the caller's to start
+        raise cls(
+            f"{what}: run_sync() was called inside a running event loop, which it would "
+            f"block; use {instead!r} there"
+        )
 
 
 class ModelError(TinyAgentsError):

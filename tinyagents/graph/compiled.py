@@ -176,15 +176,7 @@ class CompiledGraph(GraphCore):
         Inside a running event loop (async code, a notebook cell) it raises
         ``SyncInAsyncError`` and runs nothing: ``await graph.run(...)`` there.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # no loop in this thread: ours to start
-        else:
-            raise SyncInAsyncError(
-                f"graph {self.name!r}: run_sync() was called inside a running event loop, "
-                "which it would block; use 'await graph.run(...)' there"
-            )
+        SyncInAsyncError.refuse_inside_a_loop(f"graph {self.name!r}", "await graph.run(...)")
         return asyncio.run(
             self.run(
                 input,

@@ -114,13 +114,5 @@ class Agent:
         Inside a running event loop (async code, a notebook cell) it raises
         ``SyncInAsyncError`` and runs nothing: ``await agent.run(...)`` there.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # no loop in this thread: ours to start
-        else:
-            raise SyncInAsyncError(
-                f"agent {self.name!r}: run_sync() was called inside a running event loop, "
-                "which it would block; use 'await agent.run(...)' there"
-            )
+        SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
