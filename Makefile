@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test lint typecheck bench all clean e2e
+.PHONY: install demo test lint typecheck bench all clean e2e browser services
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,6 +15,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The console's browser test drives Debian's headless chromium (never a downloaded browser).
+browser:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
+	  { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	    sudo apt-get install -y -q chromium chromium-driver >/dev/null; }
+
+# Redis (127.0.0.1:6379) and PostgreSQL (127.0.0.1:5432, database test) for the scale-out
+# tests: started when they are installed here but not up; the tests say what is missing.
+services:
+	@redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || \
+	  { command -v redis-server >/dev/null && redis-server --daemonize yes --bind 127.0.0.1 >/dev/null; } || true
+	@pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1 || echo "PostgreSQL is not up at 127.0.0.1:5432"
 
 demo: $(STAMP)
 	$(BIN)/tinyagents demo
