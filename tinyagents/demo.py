@@ -102,11 +102,16 @@ class ScriptModel(Model):
     (The testkit has the general-purpose fakes; product code does not depend on it.)
     """
 
-    def __init__(self, step: Callable[[ModelRequest], Any], *, name: str) -> None:
+    def __init__(
+        self, step: Callable[[ModelRequest], Any], *, name: str, think_s: float = 0.0
+    ) -> None:
         self.step = step
         self.name = name
+        self.think_s = think_s  # how long each answer takes (``serve --demo`` plays slowly)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        if self.think_s:
+            await asyncio.sleep(self.think_s)
         answer = self.step(request)
         if inspect.isawaitable(answer):
             answer = await answer
@@ -179,9 +184,9 @@ def critic_script(cues: Cues) -> Callable[[ModelRequest], Any]:
     return step
 
 
-def build_agents(cues: Cues, model: str | Model | None) -> Agent:
+def build_agents(cues: Cues, model: str | Model | None, *, think_s: float = 0.0) -> Agent:
     def pick(script: Callable[[ModelRequest], Any], name: str) -> Model | str:
-        return model if model is not None else ScriptModel(script, name=name)
+        return model if model is not None else ScriptModel(script, name=name, think_s=think_s)
 
     research = SubAgent(
         Agent(
