@@ -15,6 +15,7 @@ from tinyagents import (
     Runtime,
     SteeringDelivery,
     SteeringKind,
+    SteeringPriority,
     tool,
 )
 from tinyagents.errors import RunLimitExceeded
@@ -182,6 +183,30 @@ async def test_update_budget_lets_a_run_continue(rt: Runtime, recorder: EventRec
     assert steering_event(recorder, receipt.correlation_id, "applied").affected["limits"] == {
         "max_model_calls": 3
     }
+
+
+async def test_update_budget_takes_the_command_fields_of_every_control_method(
+    rt: Runtime, recorder: EventRecorder
+):
+    """``update_budget`` names the limits as keywords, and still takes ``actor``, ``priority``
+    and the other command fields the other control methods take (none of them is a limit)."""
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.AFTER_TOOL_RESULT)
+    agent = fake_agent("worker", turns=2, limits=RunLimits(max_model_calls=2))
+    handle = await rt.start(agent, "go")
+    await hold.reached.wait()
+    operator = SteeringActor.human("ops", scopes=["agent:control"])
+    receipt = await handle.update_budget(
+        max_model_calls=3, actor=operator, priority=SteeringPriority.HIGH
+    )
+    hold.release()
+    await handle.result()
+
+    applied = steering_event(recorder, receipt.correlation_id, "applied")
+    assert applied.actor == operator
+    assert applied.affected["limits"] == {"max_model_calls": 3}
+    with pytest.raises(TypeError, match="no_such_limit"):
+        await handle.update_budget(no_such_limit=1)
 
 
 async def test_a_childs_budget_cannot_exceed_its_parents_remaining(

@@ -27,6 +27,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.limits import RunLimits
 from tinyagents.steering.inbox import Inbox
 from tinyagents.steering.policy import Policy, PolicyChain, PolicyList
 
@@ -191,8 +192,19 @@ class RunHandle:
     async def constrain_tools(self, tools: list[str], **kw: Any) -> SteeringReceipt:
         return await self.submit(SteeringKind.CONSTRAIN_TOOLS, {"tools": tools}, **kw)
 
-    async def update_budget(self, **limits: Any) -> SteeringReceipt:
-        return await self.submit(SteeringKind.UPDATE_BUDGET, limits)
+    async def update_budget(self, **limits_and_fields: Any) -> SteeringReceipt:
+        """Change this run's limits: ``update_budget(max_model_calls=5, actor=..., ...)``.
+
+        The keywords named like ``RunLimits`` fields are the new limits; the others are the
+        command fields every control method takes (``actor``, ``priority``, ...)."""
+        limits = {k: limits_and_fields.pop(k) for k in _LIMIT_NAMES & limits_and_fields.keys()}
+        unknown = limits_and_fields.keys() - _SUBMIT_KEYWORDS - SteeringCommand.model_fields.keys()
+        if unknown:
+            raise TypeError(
+                f"update_budget() got unexpected keyword(s) {', '.join(sorted(unknown))}: "
+                f"limits are {', '.join(sorted(_LIMIT_NAMES))}"
+            )
+        return await self.submit(SteeringKind.UPDATE_BUDGET, limits, **limits_and_fields)
 
     def stream(
         self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False
@@ -226,6 +238,11 @@ class RunHandle:
         if self._ended is not None:
             self._ended.clear()
         self.info.status = RunStatus.RUNNING
+
+
+_LIMIT_NAMES = frozenset(RunLimits.model_fields)
+#: Keywords of ``RunHandle.submit`` that are not fields of the command.
+_SUBMIT_KEYWORDS = frozenset({"check"})
 
 
 def _reason(reason: str | None) -> dict[str, Any]:
