@@ -1,0 +1,117 @@
+"""What ``tinyagents serve --demo`` runs: the demo's agents, slowly, over and over.
+
+Two loops share one task:
+
+- **the research tree** — the orchestrator of ``tinyagents demo`` with its *critic* and
+  *research* sub-agents on the same scripted models, each model answer taking a few seconds,
+  so a tree lives long enough to pause, steer and resume a child from the console. When a tree
+  ends (however it ends: completed, cancelled from the console, ...) a new one starts.
+- **a refund approval** — a one-question graph whose task waits on an interrupt until someone
+  approves or rejects it (from the console); then the next one is asked.
+
+Nobody steers these runs but the operator: unlike ``tinyagents demo`` there is no scripted
+human, so every command in the console's timeline is one somebody clicked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any, TypedDict
+
+from tinyagents.demo import Cues, build_agents
+from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.runtime import Runtime
+from tinyagents.store.checkpoint import MemoryCheckpointer
+
+#: Seconds each scripted model answer takes (``TINYAGENTS_DEMO_THINK_S`` overrides it).
+THINK_S = 4.0
+#: Seconds between the end of one demo tree and the start of the next.
+BETWEEN_S = 3.0
+TASK = "Customer says invoice #1042 was charged twice. Investigate."
+
+
+def start_demo(
+    runtime: Runtime, *, tenant_id: str = "default", think_s: float | None = None
+) -> asyncio.Task[None]:
+    """Start the demo's runs in ``runtime`` for ``tenant_id``; cancel the task to stop them.
+
+    ``think_s`` (default ``THINK_S``, or ``TINYAGENTS_DEMO_THINK_S`` from the environment) is how
+    long each scripted model answer takes: a tree lives about fifteen answers.
+    """
+    if think_s is None:
+        think_s = float(os.environ.get("TINYAGENTS_DEMO_THINK_S", THINK_S))
+    return asyncio.create_task(_demo(runtime, tenant_id, think_s), name="tinyagents-serve-demo")
+
+
+async def _demo(runtime: Runtime, tenant_id: str, think_s: float) -> None:
+    async with asyncio.TaskGroup() as group:
+        group.create_task(research_trees(runtime, tenant_id, think_s))
+        group.create_task(refund_approvals(runtime, tenant_id))
+
+
+async def research_trees(runtime: Runtime, tenant_id: str, think_s: float) -> None:
+    """One demo tree after another, each on fresh cues."""
+    while True:
+        cues = Cues()
+        cues.human_steered.set()  # the operator steers from the console, not a script
+
+        def cue(event: Event, cues: Cues = cues) -> None:
+            # The critic's script waits until its parent's steering was accepted (as in the demo).
+            if (
+                isinstance(event, SteeringEvent)
+                and event.type == "steering.accepted"
+                and event.run_id == cues.critic_run_id
+            ):
+                cues.critic_steered.set()
+
+        runtime.bus.add_sink(cue)
+        try:
+            handle = await runtime.start(
+                build_agents(cues, None, think_s=think_s), TASK, tenant_id=tenant_id
+            )
+            await handle.result()
+        finally:
+            runtime.bus.remove_sink(cue)
+        await asyncio.sleep(BETWEEN_S)
+
+
+class Refund(TypedDict, total=False):
+    invoice: str
+    amount: str
+    decision: str
+
+
+def ask(state: Refund) -> dict[str, Any]:
+    answer = interrupt(
+        {"question": f"Refund {state['amount']} for invoice {state['invoice']}?"}
+    )
+    approved = isinstance(answer, dict) and answer.get("approved")
+    return {"decision": "refunded" if approved else "refused"}
+
+
+def refund_graph() -> Any:
+    """A graph with one question: its task waits until someone approves or rejects it."""
+    graph = StateGraph(Refund)
+    graph.add_node("approve_refund", ask)
+    graph.add_edge(START, "approve_refund").add_edge("approve_refund", END)
+    return graph.compile(checkpointer=MemoryCheckpointer(), name="refund-approval")
+
+
+async def refund_approvals(runtime: Runtime, tenant_id: str) -> None:
+    """One refund question after another, each waiting for an operator's answer."""
+    graph = refund_graph()
+    number = 0
+    while True:
+        number += 1
+        handle = await runtime.start_graph(
+            graph,
+            {"invoice": "#1042", "amount": "129.00 EUR"},
+            thread_id=f"refund-{os.getpid()}-{number}",
+            tenant_id=tenant_id,
+        )
+        with contextlib.suppress(Exception):  # a failed or cancelled question: ask the next
+            await handle.result()
+        await asyncio.sleep(BETWEEN_S)
