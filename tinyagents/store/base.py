@@ -14,10 +14,16 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from tinyagents.events.models import Event, SteeringEvent, parse_event
-from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.commands import (
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringReceipt,
+    dedupe_scope,
+)
 from tinyagents.protocol.state import CommandState
 
 _log = logging.getLogger("tinyagents.store")
@@ -31,8 +37,24 @@ class StoredCommand:
     reason: str | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class InboxItem:
+    """A command another process submitted, through the store, for a run ``owner`` holds."""
+
+    request_id: str
+    owner: str
+    command: SteeringCommand
+    submitted_at: datetime
+
+
+#: How long an answered inbox row stays readable (``inbox_receipt``) before a backend may
+#: delete it: the inbox shrinks as its submitters read their receipts.
+INBOX_RETENTION_S = 3600.0
+
+
 class Store(ABC):
-    """Durable steering log, event log and run snapshots."""
+    """Durable steering log, event log, run snapshots and the inbox of commands that other
+    processes submit for the runs a runtime owns."""
 
     url: str = ""
 
@@ -110,6 +132,44 @@ class Store(ABC):
         (a restarted run re-applies what its earlier incarnation applied). Commands that no
         longer read as commands are left out."""
 
+    @abstractmethod
+    async def load_run(self, run_id: str) -> dict[str, Any] | None:
+        """One run's snapshot, or None."""
+
+    @abstractmethod
+    async def read_events(
+        self,
+        *,
+        after_id: int = 0,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        """Event-log rows with id > ``after_id``, in id order, as (id, event): at most
+        ``limit``, filtered by tenant, run and tree. Ids only grow (they are SSE ids)."""
+
+    # ------------------------------------------------------------------ inbox
+
+    @abstractmethod
+    async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
+        """Address ``command`` to the runtime ``owner``; durable when this returns. A second
+        put under the same ``request_id`` changes nothing."""
+
+    @abstractmethod
+    async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
+        """Claim up to ``limit`` pending items addressed to ``owner``, oldest first, atomically:
+        two pollers never both get one. A row that no longer reads as a command is answered
+        ``rejected`` with the reason instead of being returned."""
+
+    @abstractmethod
+    async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
+        """Record the receipt of a taken item (its submitter reads it with ``inbox_receipt``)."""
+
+    @abstractmethod
+    async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
+        """The receipt of an answered item; None while it waits (or for an unknown id)."""
+
 
 def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | None]]:
     """The steering-log state changes a batch of events implies: (scope, id, state, reason)."""
@@ -120,6 +180,16 @@ def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | Non
             if state.terminal:
                 updates.append((dedupe_scope(e.actor), e.correlation_id, state.value, e.reason))
     return updates
+
+
+def unreadable_receipt(request_id: str, exc: Exception) -> SteeringReceipt:
+    """The answer to an inbox row whose command no longer reads as one."""
+    return SteeringReceipt(
+        status=ReceiptStatus.REJECTED,
+        correlation_id=request_id,
+        reason=f"unreadable in the inbox: {_first_line(exc)}",
+        policy_id="store",
+    )
 
 
 def unreadable_reason(exc: Exception) -> str:

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from tinyagents import _clock
 from tinyagents.events.models import Event
-from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
-from tinyagents.store.base import Store, StoredCommand, terminal_updates
+from tinyagents.store.base import (
+    INBOX_RETENTION_S,
+    InboxItem,
+    Store,
+    StoredCommand,
+    terminal_updates,
+)
+
+
+@dataclass(slots=True)
+class _Request:
+    item: InboxItem
+    taken: bool = False
+    receipt: SteeringReceipt | None = None
+    answered_at: datetime | None = None
 
 
 class MemoryStore(Store):
@@ -17,6 +34,7 @@ class MemoryStore(Store):
         self._commands: dict[tuple[str, str], StoredCommand] = {}  # by (scope, correlation id)
         self._events: list[Event] = []
         self._runs: dict[str, dict[str, Any]] = {}
+        self._inbox: dict[str, _Request] = {}  # by request id, in the order put
 
     async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
@@ -76,3 +94,65 @@ class MemoryStore(Store):
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
     ) -> list[StoredCommand]:
         return [c for c in self._commands.values() if c.run_id == run_id and c.state in states]
+
+    async def load_run(self, run_id: str) -> dict[str, Any] | None:
+        snap = self._runs.get(run_id)
+        return dict(snap) if snap is not None else None
+
+    async def read_events(
+        self,
+        *,
+        after_id: int = 0,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        rows: list[tuple[int, Event]] = []
+        for index in range(max(after_id, 0), len(self._events)):  # ids are positions + 1
+            e = self._events[index]
+            if (
+                (tenant_id is None or e.tenant_id == tenant_id)
+                and (run_id is None or e.run_id == run_id)
+                and (root_run_id is None or e.root_run_id == root_run_id)
+            ):
+                rows.append((index + 1, e))
+                if len(rows) >= limit:
+                    break
+        return rows
+
+    async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
+        if request_id not in self._inbox:
+            item = InboxItem(
+                request_id=request_id, owner=owner, command=command, submitted_at=_clock.now()
+            )
+            self._inbox[request_id] = _Request(item)
+
+    async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
+        taken: list[InboxItem] = []
+        for request in self._inbox.values():
+            if len(taken) >= limit:
+                break
+            if not request.taken and request.item.owner == owner:
+                request.taken = True
+                taken.append(request.item)
+        return taken
+
+    async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
+        request = self._inbox.get(request_id)
+        if request is None:
+            return
+        now = _clock.now()
+        request.taken, request.receipt, request.answered_at = True, receipt, now
+        stale = [
+            rid
+            for rid, r in self._inbox.items()
+            if r.answered_at is not None
+            and (now - r.answered_at).total_seconds() > INBOX_RETENTION_S
+        ]
+        for rid in stale:
+            del self._inbox[rid]
+
+    async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
+        request = self._inbox.get(request_id)
+        return request.receipt if request is not None else None

@@ -10,19 +10,23 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, parse_event
-from tinyagents.protocol.commands import SteeringCommand, dedupe_scope
+from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
+    INBOX_RETENTION_S,
+    InboxItem,
     Store,
     StoredCommand,
     terminal_updates,
     unreadable_reason,
+    unreadable_receipt,
 )
 
 if TYPE_CHECKING:
@@ -96,6 +100,29 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE steering_log_v2 RENAME TO steering_log;
         CREATE INDEX IF NOT EXISTS steering_log_state ON steering_log(state);
         CREATE INDEX IF NOT EXISTS steering_log_run ON steering_log(run_id);
+        COMMIT;
+        """,
+    ),
+    (
+        3,
+        # The inbox of commands other processes submit for the runs a runtime owns, and the
+        # tenant of each logged event (the operator API filters the event log by tenant).
+        """
+        BEGIN;
+        CREATE TABLE IF NOT EXISTS inbox (
+            request_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            state TEXT NOT NULL,
+            command TEXT NOT NULL,
+            receipt TEXT,
+            submitted_at TEXT NOT NULL,
+            answered_at TEXT
+        );
+        CREATE INDEX IF NOT EXISTS inbox_pending ON inbox(owner, state);
+        CREATE INDEX IF NOT EXISTS inbox_answered ON inbox(answered_at);
+        ALTER TABLE events ADD COLUMN tenant_id TEXT;
+        UPDATE events SET tenant_id = json_extract(data, '$.tenant_id') WHERE json_valid(data);
+        CREATE INDEX IF NOT EXISTS events_tenant ON events(tenant_id);
         COMMIT;
         """,
     ),
@@ -235,6 +262,20 @@ class SqliteStore(Store):
         not even an uncommitted row that a later commit would carry along."""
         return await self._transaction([(sql, args, many)], what=what)
 
+    async def _write_returning(self, sql: str, args: Sequence[Any], *, what: str) -> list[Any]:
+        """``_write`` for one statement with RETURNING: its rows, read before the commit."""
+        db = self.db
+        async with self._write_lock:
+            try:
+                async with db.execute(sql, args) as cursor:
+                    rows = list(await cursor.fetchall())
+                await db.commit()
+                return rows
+            except (sqlite3.Error, ValueError) as exc:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await db.rollback()
+                raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
+
     async def _transaction(
         self, statements: list[tuple[str, Sequence[Any], bool]], *, what: str
     ) -> aiosqlite.Cursor:
@@ -260,8 +301,9 @@ class SqliteStore(Store):
         # held too long) is rolled back whole, so the writer can retry or split it safely.
         statements: list[tuple[str, Sequence[Any], bool]] = [
             (
-                "INSERT INTO events (type, run_id, root_run_id, data) VALUES (?, ?, ?, ?)",
-                [(e.type, e.run_id, e.root_run_id, e.to_json()) for e in events],
+                "INSERT INTO events (type, run_id, root_run_id, tenant_id, data)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(e.type, e.run_id, e.root_run_id, e.tenant_id, e.to_json()) for e in events],
                 True,
             )
         ]
@@ -339,6 +381,97 @@ class SqliteStore(Store):
             except ValueError:  # unreadable (older version, damaged): nothing to re-apply
                 continue
         return commands
+
+    async def load_run(self, run_id: str) -> dict[str, Any] | None:
+        async with self.db.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
+            row = await cur.fetchone()
+        return json.loads(row[0]) if row is not None else None
+
+    async def read_events(
+        self,
+        *,
+        after_id: int = 0,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        where, args = ["id > ?"], [after_id]
+        for column, value in (
+            ("tenant_id", tenant_id),
+            ("run_id", run_id),
+            ("root_run_id", root_run_id),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+        async with self.db.execute(sql, [*args, max(limit, 0)]) as cur:
+            rows = await cur.fetchall()
+        return [(r[0], parse_event(r[1])) for r in rows]
+
+    async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
+        await self._write(
+            "INSERT INTO inbox (request_id, owner, state, command, submitted_at)"
+            " VALUES (?, ?, 'pending', ?, ?) ON CONFLICT(request_id) DO NOTHING",
+            (request_id, owner, command.model_dump_json(), _clock.now().isoformat()),
+            what=f"put inbox request {request_id}",
+        )
+
+    async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
+        # One UPDATE ... RETURNING: SQLite runs it under the write lock of the file, so two
+        # pollers (in any processes) never claim the same row.
+        rows = await self._write_returning(
+            "UPDATE inbox SET state = 'taken' WHERE request_id IN (SELECT request_id FROM inbox"
+            " WHERE owner = ? AND state = 'pending' ORDER BY rowid LIMIT ?)"
+            " RETURNING rowid, request_id, command, submitted_at",
+            (owner, limit),
+            what=f"take the inbox of {owner}",
+        )
+        items: list[InboxItem] = []
+        for _, request_id, command, submitted_at in sorted(rows):  # RETURNING has no order
+            try:
+                cmd = SteeringCommand.model_validate_json(command)
+            except ValueError as exc:  # written by an older version, or damaged
+                await self.inbox_answer(request_id, unreadable_receipt(request_id, exc))
+                continue
+            items.append(
+                InboxItem(
+                    request_id=request_id,
+                    owner=owner,
+                    command=cmd,
+                    submitted_at=datetime.fromisoformat(submitted_at),
+                )
+            )
+        return items
+
+    async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
+        now = _clock.now()
+        await self._transaction(
+            [
+                (
+                    "UPDATE inbox SET state = 'answered', receipt = ?, answered_at = ?"
+                    " WHERE request_id = ?",
+                    (receipt.model_dump_json(), now.isoformat(), request_id),
+                    False,
+                ),
+                (
+                    "DELETE FROM inbox WHERE answered_at < ?",
+                    ((now - timedelta(seconds=INBOX_RETENTION_S)).isoformat(),),
+                    False,
+                ),
+            ],
+            what=f"answer inbox request {request_id}",
+        )
+
+    async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
+        async with self.db.execute(
+            "SELECT receipt FROM inbox WHERE request_id = ?", (request_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] is None:
+            return None
+        return SteeringReceipt.model_validate_json(row[0])
 
 
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> tuple[str, list[Any]]:
