@@ -202,6 +202,10 @@ class SteeringRouter:
     def open_commands(self) -> list[SteeringCommand]:
         return [t.cmd for t in self._tracked.values() if not t.state.terminal]
 
+    def open_states(self) -> list[tuple[str | None, SteeringCommand, CommandState]]:
+        """(run id, command, state) of every open command (run id None: no run yet)."""
+        return [(t.info.run_id if t.info else None, t.cmd, t.state) for t in self._tracked.values()]
+
     def settle_all(self, reason: str = CLOSED) -> None:
         """Fail every command still open (an in-memory runtime closing: nothing will carry
         them on). A runtime with a durable store leaves them open in its log instead, for
