@@ -7,6 +7,7 @@
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
     ├── SteeringRejected               a command was rejected by the policy pipeline (carries the receipt)
+    ├── AuthError                      an operator API token is missing, unreadable or not signed by the server's key
     ├── StoreError                     a persistence backend failed or holds data it cannot read
     │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
     │   └── ThreadBusy                 another run is already writing this thread
@@ -99,6 +100,10 @@ class SteeringRejected(TinyAgentsError):
     def __init__(self, receipt: RejectedReceipt) -> None:
         super().__init__(f"steering command {receipt.correlation_id} rejected: {receipt.reason}")
         self.receipt = receipt
+
+
+class AuthError(TinyAgentsError):
+    """An operator API token is missing, unreadable, or not signed by this server's key."""
 
 
 class StoreError(TinyAgentsError):
