@@ -1,0 +1,594 @@
+// The tinyagents web console: plain JavaScript, no build step, no network access but this
+// server's /api/agents. Text that comes from runs is only ever set with textContent.
+"use strict";
+
+(() => {
+  const API = "/api/agents";
+  const TOKEN_KEY = "tinyagents.token";
+  const POLL_MS = 1000;
+  const MAX_TREES = 12;
+  const MAX_EVENTS = 500;
+  const FINISHED = new Set(["completed", "cancelled", "aborted", "limit_exceeded", "failed"]);
+  const TERMINAL = new Set(["steering.rejected", "steering.applied", "steering.superseded", "steering.failed"]);
+  // The server names each SSE message after its event type; EventSource only hands named
+  // messages to listeners registered for that name.
+  const EVENT_TYPES = [
+    "run.started", "run.status", "run.paused", "run.resumed", "run.completed", "run.cancelled",
+    "run.aborted", "run.failed", "run.interrupted", "run.limit_exceeded",
+    "model.request", "model.response", "model.error", "model.delta",
+    "tool.call", "tool.result",
+    "subagent.started", "subagent.completed", "subagent.steered",
+    "steering.requested", "steering.accepted", "steering.rejected", "steering.deferred",
+    "steering.delivered", "steering.applied", "steering.superseded", "steering.failed",
+    "limit.exceeded", "limit.warning",
+    "graph.started", "graph.step", "graph.task_started", "graph.task_completed",
+    "graph.task_failed", "graph.task_cancelled", "graph.interrupt", "graph.resumed",
+    "graph.goto", "graph.state_updated", "graph.completed",
+    "supervisor.rule_fired", "supervisor.judge_verdict", "supervisor.judge_error",
+    "supervisor.action", "supervisor.escalated",
+  ];
+  const OUTCOME_TEXT = {
+    "steering.requested": "requested",
+    "steering.accepted": "accepted, waiting for the run's next safe point",
+    "steering.deferred": "deferred, waiting for its target",
+    "steering.delivered": "delivered to the run",
+    "steering.applied": "applied",
+    "steering.rejected": "rejected",
+    "steering.superseded": "superseded by a later command",
+    "steering.failed": "failed",
+  };
+
+  const $ = (id) => document.getElementById(id);
+  const state = {
+    token: null,
+    runs: new Map(), // run_id -> snapshot
+    selected: null, // run_id
+    root: null, // root_run_id followed over SSE
+    source: null, // EventSource
+    seen: new Set(), // SSE ids already shown (a reconnect may replay some)
+    outcomes: new Map(), // correlation_id -> last steering event seen
+    sent: [], // commands sent from this page, newest first
+    polling: false,
+  };
+
+  // ------------------------------------------------------------------ small DOM helpers
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs)) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function toast(message) {
+    const box = $("toast");
+    box.textContent = message;
+    box.classList.add("shown");
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => box.classList.remove("shown"), 6000);
+  }
+
+  function short(id) {
+    return id ? String(id) : "";
+  }
+
+  function runName(run) {
+    if (!run) return "run";
+    if (run.node_id) return `${run.agent_id || "graph"} · ${run.node_id}`;
+    return run.agent_id || run.kind || "run";
+  }
+
+  function nameOf(runId) {
+    const run = state.runs.get(runId);
+    return run ? runName(run) : short(runId);
+  }
+
+  function counters(run) {
+    const used = run.counters || run.usage || {};
+    const parts = [];
+    if (used.model_calls !== undefined) parts.push(`${used.model_calls} model calls`);
+    if (used.tool_calls !== undefined) parts.push(`${used.tool_calls} tool calls`);
+    const tokens = (used.input_tokens || 0) + (used.output_tokens || 0);
+    if (tokens) parts.push(`${tokens} tokens`);
+    return parts.join(" · ") || "nothing yet";
+  }
+
+  function when(iso) {
+    const date = iso ? new Date(iso) : null;
+    return date && !Number.isNaN(date.getTime()) ? date.toLocaleTimeString() : "";
+  }
+
+  // ------------------------------------------------------------------ token and API
+
+  function takeToken() {
+    const url = new URL(window.location.href);
+    const hash = new URLSearchParams(url.hash.replace(/^#/, ""));
+    const given = hash.get("token") || url.searchParams.get("token");
+    if (given) {
+      sessionStorage.setItem(TOKEN_KEY, given);
+      hash.delete("token");
+      url.searchParams.delete("token");
+      const rest = hash.toString();
+      // The token leaves the address bar (and so the history and anything copied from it).
+      window.history.replaceState(null, "", url.pathname + url.search + (rest ? `#${rest}` : ""));
+    }
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  async function api(path, { method = "GET", body } = {}) {
+    const headers = { Authorization: `Bearer ${state.token}`, Accept: "application/json" };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(API + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch (error) {
+      return { ok: false, status: 0, data: { detail: `cannot reach the server (${error.message})` } };
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (_) {
+      data = null;
+    }
+    if (response.status === 401) signIn("The server did not accept this token (401). Paste another one.");
+    return { ok: response.ok, status: response.status, data };
+  }
+
+  function problem(result) {
+    const detail = result.data && result.data.detail;
+    const text = typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : "";
+    const why = {
+      0: "network error",
+      400: "bad request",
+      401: "not signed in",
+      403: "this token may not do that (it needs agent:control)",
+      404: "no such run (or not yours)",
+      422: "invalid input",
+    }[result.status] || `HTTP ${result.status}`;
+    return text ? `${why}: ${text}` : why;
+  }
+
+  // ------------------------------------------------------------------ sign-in
+
+  function signIn(message) {
+    stopFollowing();
+    $("app").hidden = true;
+    $("login").hidden = false;
+    $("sign-out").hidden = true;
+    $("who").textContent = "not signed in";
+    $("login-error").textContent = message || "";
+    setConnection("offline");
+    state.token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+  }
+
+  function start(token) {
+    state.token = token;
+    $("login").hidden = true;
+    $("app").hidden = false;
+    $("sign-out").hidden = false;
+    $("who").textContent = "signed in with a token (kept for this tab only)";
+    poll();
+  }
+
+  // ------------------------------------------------------------------ the run tree
+
+  async function poll() {
+    if (!state.token || state.polling) return;
+    state.polling = true;
+    try {
+      const result = await api("/runs");
+      if (result.ok && Array.isArray(result.data)) {
+        state.runs = new Map(result.data.map((run) => [run.run_id, run]));
+        renderTree();
+        renderDetail();
+      } else if (result.status !== 401) {
+        setConnection("error", problem(result));
+      }
+    } finally {
+      state.polling = false;
+    }
+  }
+
+  function treesOf(runs) {
+    const children = new Map();
+    const roots = [];
+    for (const run of runs.values()) {
+      const parent = run.parent_run_id && runs.has(run.parent_run_id) ? run.parent_run_id : null;
+      if (parent) {
+        if (!children.has(parent)) children.set(parent, []);
+        children.get(parent).push(run);
+      } else {
+        roots.push(run);
+      }
+    }
+    const byAge = (a, b) => String(a.created_at).localeCompare(String(b.created_at));
+    for (const list of children.values()) list.sort(byAge);
+    roots.sort((a, b) => byAge(b, a)); // newest tree first
+    return { roots, children };
+  }
+
+  function liveTree(run, children) {
+    if (!FINISHED.has(run.status)) return true;
+    return (children.get(run.run_id) || []).some((child) => liveTree(child, children));
+  }
+
+  function renderTree() {
+    const { roots, children } = treesOf(state.runs);
+    const showFinished = $("show-finished").checked;
+    const shown = roots.filter((root) => showFinished || liveTree(root, children)).slice(0, MAX_TREES);
+    const focused = document.activeElement && document.activeElement.dataset
+      ? document.activeElement.dataset.runId : null;
+    const box = $("tree");
+    box.replaceChildren(...shown.map((root) => renderNode(root, children, 0)));
+    $("tree-empty").hidden = shown.length > 0;
+    if (focused) {
+      const again = box.querySelector(`[data-run-id="${CSS.escape(focused)}"]`);
+      if (again) again.focus();
+    }
+  }
+
+  function renderNode(run, children, depth) {
+    const pending = (run.pending_commands || []).length;
+    const questions = (run.interrupts || []).length;
+    const row = el(
+      "button",
+      {
+        type: "button",
+        class: `run-row${run.run_id === state.selected ? " selected" : ""}`,
+        "data-testid": "run-row",
+        "data-run-id": run.run_id,
+        "data-root-run-id": run.root_run_id,
+        "data-status": run.status,
+        "data-agent": run.agent_id || "",
+        "data-depth": depth,
+        "aria-pressed": run.run_id === state.selected ? "true" : "false",
+        onclick: () => select(run.run_id),
+      },
+      el("span", { class: `badge status-${run.status}`, text: run.status }),
+      el("span", { class: "run-name", text: runName(run) }),
+      el("span", { class: "run-meta", text: counters(run) }),
+      pending ? el("span", { class: "flag", text: `${pending} pending` }) : null,
+      questions ? el("span", { class: "flag ask", text: `${questions} waiting for approval` }) : null,
+      el("code", { class: "run-id", text: short(run.run_id) }),
+    );
+    const kids = children.get(run.run_id) || [];
+    const item = el("div", { role: "treeitem", "aria-expanded": kids.length ? "true" : null }, row);
+    if (kids.length) {
+      item.append(el("div", { role: "group", class: "children" },
+        ...kids.map((kid) => renderNode(kid, children, depth + 1))));
+    }
+    return item;
+  }
+
+  // ------------------------------------------------------------------ the selected run
+
+  function select(runId) {
+    state.selected = runId;
+    const run = state.runs.get(runId);
+    if (run) follow(run.root_run_id || run.run_id);
+    renderTree();
+    renderDetail();
+    applyTimelineFilter();
+  }
+
+  function renderDetail() {
+    const run = state.runs.get(state.selected);
+    $("detail-body").hidden = !run;
+    if (!run) {
+      $("detail-title").textContent = state.selected ? "That run is gone from the list" : "No run selected";
+      return;
+    }
+    $("detail-title").textContent = runName(run);
+    const status = $("run-status");
+    status.textContent = run.status;
+    status.className = `badge status-${run.status}`;
+    $("run-id").textContent = run.run_id;
+    const where = run.parent_run_id ? `, started by ${nameOf(run.parent_run_id)}` : ", a top-level run";
+    $("run-kind").textContent = `${run.kind || "agent"} run, tenant ${run.tenant_id || "?"}${where}`;
+    $("run-counters").textContent = counters(run);
+    $("run-tools").textContent = Array.isArray(run.tools) ? run.tools.join(", ") || "none" : "whatever its agent defines";
+    const finished = FINISHED.has(run.status);
+    for (const id of ["pause-btn", "resume-btn", "cancel-btn", "steer-btn", "tools-btn"]) {
+      $(id).disabled = finished;
+      $(id).title = finished ? "This run has finished: it takes no more commands." : "";
+    }
+    renderInterrupts(run);
+    renderPending(run);
+  }
+
+  function renderInterrupts(run) {
+    const list = run.interrupts || [];
+    $("interrupts-box").hidden = list.length === 0;
+    $("interrupts").replaceChildren(...list.map((ask) => {
+      const value = typeof ask.value === "string" ? ask.value : JSON.stringify(ask.value);
+      const label = `${ask.node || "task"}: ${value}`;
+      return el(
+        "li",
+        { "data-testid": "interrupt", "data-interrupt-id": ask.id },
+        el("span", { class: "question", text: label }),
+        el("button", {
+          type: "button", "data-testid": "approve-btn", "aria-label": `Approve: ${label}`,
+          onclick: () => answer(run, ask, "approve"),
+        }, "Approve"),
+        el("button", {
+          type: "button", class: "danger", "data-testid": "reject-btn", "aria-label": `Reject: ${label}`,
+          onclick: () => answer(run, ask, "reject"),
+        }, "Reject"),
+      );
+    }));
+  }
+
+  function renderPending(run) {
+    const list = run.pending_commands || [];
+    $("pending-box").hidden = list.length === 0;
+    $("pending").replaceChildren(...list.map((cmd) => {
+      const actor = cmd.actor && typeof cmd.actor === "object"
+        ? cmd.actor.user_id || cmd.actor.name || cmd.actor.type : cmd.actor;
+      return el("li", { "data-testid": "pending-command" },
+        `${cmd.kind} — ${cmd.state}${actor ? ` (from ${actor})` : ""} `,
+        el("code", { text: short(cmd.correlation_id) }));
+    }));
+  }
+
+  // ------------------------------------------------------------------ commands
+
+  async function send(label, runId, path, body) {
+    const entry = { label, runId, receipt: "sending…", correlationId: null, error: null };
+    state.sent.unshift(entry);
+    state.sent.length = Math.min(state.sent.length, 50);
+    renderSent();
+    const result = await api(path, { method: "POST", body });
+    if (result.ok && result.data && result.data.status) {
+      entry.receipt = result.data.status;
+      entry.reason = result.data.reason || null;
+      entry.correlationId = result.data.correlation_id;
+    } else {
+      entry.receipt = "not sent";
+      entry.error = problem(result);
+      toast(`${label}: ${entry.error}`);
+    }
+    renderSent();
+    setTimeout(poll, 150);
+    return entry;
+  }
+
+  function outcome(entry) {
+    if (entry.error) return { text: entry.error, terminal: true, type: "error" };
+    if (entry.receipt === "rejected") {
+      return { text: `rejected: ${entry.reason || "no reason given"}`, terminal: true, type: "steering.rejected" };
+    }
+    if (entry.receipt === "duplicate") return { text: "already sent once (duplicate)", terminal: true, type: "duplicate" };
+    const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
+    if (!event) return { text: entry.correlationId ? "waiting for the run" : "", terminal: false, type: "" };
+    const reason = event.reason ? `: ${event.reason}` : "";
+    return { text: `${OUTCOME_TEXT[event.type] || event.type}${reason}`, terminal: TERMINAL.has(event.type), type: event.type };
+  }
+
+  function renderSent() {
+    $("sent").replaceChildren(...state.sent.map((entry) => {
+      const end = outcome(entry);
+      return el(
+        "tr",
+        { "data-testid": "sent-command", "data-correlation-id": entry.correlationId || "", "data-outcome": end.type },
+        el("td", { text: entry.label }),
+        el("td", { text: nameOf(entry.runId) }),
+        el("td", {}, el("span", { class: `badge receipt-${entry.receipt}`, "data-testid": "receipt", text: entry.receipt })),
+        el("td", { class: end.terminal ? "terminal" : "", "data-testid": "outcome", text: end.text }),
+      );
+    }));
+  }
+
+  function runPath(runId) {
+    return `/runs/${encodeURIComponent(runId)}`;
+  }
+
+  function answer(run, ask, kind) {
+    // An interrupt belongs to a graph task: the command goes to that task of its graph run.
+    const taskId = ask.task_id || run.task_id;
+    const graphRun = run.task_id && run.parent_run_id ? run.parent_run_id : run.run_id;
+    const path = taskId
+      ? `${runPath(graphRun)}/tasks/${encodeURIComponent(taskId)}/commands`
+      : `${runPath(run.run_id)}/commands`;
+    const payload = ask.id ? { interrupt_id: ask.id } : {};
+    send(`${kind} ${ask.node || "question"}`, run.run_id, path, { kind, payload });
+  }
+
+  function wireControls() {
+    $("pause-btn").addEventListener("click", () => {
+      if (state.selected) send("pause", state.selected, `${runPath(state.selected)}/pause`, {});
+    });
+    $("resume-btn").addEventListener("click", () => {
+      if (state.selected) send("resume", state.selected, `${runPath(state.selected)}/resume`, {});
+    });
+    $("cancel-btn").addEventListener("click", () => {
+      if (!state.selected) return;
+      if (!window.confirm(`Cancel ${nameOf(state.selected)}? A cancelled run does not come back.`)) return;
+      send("cancel", state.selected, `${runPath(state.selected)}/abort`, {});
+    });
+    $("steer-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = $("steer-input").value;
+      if (!state.selected) return;
+      if (!text.trim()) {
+        toast("Write an instruction first.");
+        return;
+      }
+      send(`steer: “${text.trim().slice(0, 60)}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text });
+      $("steer-input").value = "";
+    });
+    $("tools-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (!state.selected) return;
+      const tools = $("tools-input").value.split(",").map((name) => name.trim()).filter(Boolean);
+      send(`narrow tools to ${tools.join(", ") || "none"}`, state.selected, `${runPath(state.selected)}/commands`,
+        { kind: "constrain_tools", payload: { tools } });
+    });
+    $("show-finished").addEventListener("change", renderTree);
+    $("only-selected").addEventListener("change", applyTimelineFilter);
+    $("sign-out").addEventListener("click", () => signIn("Token forgotten."));
+    $("login-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const token = $("token-input").value.trim();
+      $("token-input").value = "";
+      if (!token) return;
+      sessionStorage.setItem(TOKEN_KEY, token);
+      start(token);
+    });
+  }
+
+  // ------------------------------------------------------------------ the timeline (SSE)
+
+  function setConnection(mode, detail) {
+    const pill = $("connection");
+    pill.textContent = { live: "live", connecting: "connecting…", offline: "offline", error: "error" }[mode] || mode;
+    pill.className = `pill conn-${mode}`;
+    pill.title = detail || "";
+  }
+
+  function stopFollowing() {
+    if (state.source) state.source.close();
+    state.source = null;
+    state.root = null;
+  }
+
+  function follow(rootId) {
+    if (state.source && state.root === rootId) return;
+    stopFollowing();
+    state.root = rootId;
+    state.seen.clear();
+    $("timeline").replaceChildren();
+    const query = new URLSearchParams({ root_run_id: rootId, access_token: state.token });
+    const source = new EventSource(`${API}/events?${query}`);
+    state.source = source;
+    setConnection("connecting");
+    for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
+    source.onmessage = onEvent;
+    source.onopen = () => setConnection("live");
+    source.onerror = () => {
+      // EventSource reconnects by itself, sending Last-Event-ID; say so meanwhile.
+      setConnection(source.readyState === EventSource.CLOSED ? "offline" : "connecting");
+      if (source.readyState === EventSource.CLOSED) setTimeout(poll, 0);
+    };
+  }
+
+  function onEvent(message) {
+    if (message.lastEventId && state.seen.has(message.lastEventId)) return;
+    if (message.lastEventId) state.seen.add(message.lastEventId);
+    let event;
+    try {
+      event = JSON.parse(message.data);
+    } catch (_) {
+      return;
+    }
+    if (!event || typeof event !== "object") return;
+    event.type = event.type || message.type;
+    if (String(event.type).startsWith("steering.") && event.correlation_id) {
+      const before = state.outcomes.get(event.correlation_id);
+      if (!before || !TERMINAL.has(before.type)) state.outcomes.set(event.correlation_id, event);
+      renderSent();
+    }
+    addToTimeline(event, message.lastEventId);
+    if (/^(run|subagent|graph)\./.test(event.type) || TERMINAL.has(event.type)) setTimeout(poll, 100);
+  }
+
+  function summary(e) {
+    const parts = [];
+    const put = (value) => {
+      if (value !== undefined && value !== null && value !== "") parts.push(String(value));
+    };
+    if (e.type.startsWith("steering.")) {
+      const actor = e.actor || {};
+      put(e.kind);
+      const text = e.payload_summary && (e.payload_summary.text || e.payload_summary.tools);
+      if (text) put(`“${Array.isArray(text) ? text.join(", ") : text}”`);
+      put(actor.user_id ? `from ${actor.user_id}` : actor.name ? `from ${actor.name}` : actor.type ? `from ${actor.type}` : "");
+      put(e.boundary ? `at ${e.boundary}` : "");
+      put(e.reason);
+    } else if (e.type.startsWith("run.")) {
+      put(e.status);
+      put(e.error);
+      put(e.output_summary);
+    } else if (e.type.startsWith("model.")) {
+      put(e.model);
+      if (e.tool_calls && e.tool_calls.length) put(`calls ${e.tool_calls.join(", ")}`);
+      put(e.text_summary);
+      put(e.text);
+      put(e.error);
+    } else if (e.type.startsWith("tool.")) {
+      put(e.name);
+      if (e.args_summary && Object.keys(e.args_summary).length) put(JSON.stringify(e.args_summary));
+      put(e.content_summary);
+    } else if (e.type.startsWith("subagent.")) {
+      put(e.agent_id);
+      put(e.status);
+      put(e.child_run_id);
+    } else if (e.type.startsWith("graph.")) {
+      put(e.node);
+      put(e.task_id);
+      if (e.data && Object.keys(e.data).length) put(JSON.stringify(e.data));
+    } else if (e.type.startsWith("limit.")) {
+      put(`${e.limit}: ${e.used} of ${e.allowed}`);
+    } else {
+      put(e.rule);
+      put(e.action);
+    }
+    const text = parts.join(" · ");
+    return text.length > 300 ? `${text.slice(0, 299)}…` : text;
+  }
+
+  function addToTimeline(event, id) {
+    const list = $("timeline");
+    const family = String(event.type).split(".")[0];
+    const item = el(
+      "li",
+      {
+        class: `ev ev-${family}${TERMINAL.has(event.type) ? " ev-terminal" : ""}`,
+        "data-testid": "timeline-event",
+        "data-type": event.type,
+        "data-run-id": event.run_id || "",
+        "data-correlation-id": event.correlation_id || "",
+        "data-event-id": id || "",
+      },
+      el("time", { datetime: event.at || "", text: when(event.at) }),
+      el("span", { class: "ev-type", text: event.type }),
+      el("span", { class: "ev-run", text: nameOf(event.run_id) }),
+      el("span", { class: "ev-text", text: summary(event) }),
+    );
+    hideIfFiltered(item);
+    list.prepend(item);
+    while (list.childElementCount > MAX_EVENTS) list.lastElementChild.remove();
+  }
+
+  function hideIfFiltered(item) {
+    item.hidden = $("only-selected").checked && item.dataset.runId !== state.selected;
+  }
+
+  function applyTimelineFilter() {
+    for (const item of $("timeline").children) hideIfFiltered(item);
+  }
+
+  // ------------------------------------------------------------------ start
+
+  document.addEventListener("DOMContentLoaded", () => {
+    wireControls();
+    const token = takeToken();
+    if (token) start(token);
+    else signIn("");
+    setInterval(poll, POLL_MS);
+  });
+})();
