@@ -176,3 +176,21 @@ async def test_command_parent_after_an_interrupt_with_a_checkpointer(
     assert result.status == "completed"
     assert result.state["log"] == ["escalated", "next", "rescue"]
     assert [h.next for h in await compiled.history("t")] == [(), ("next", "rescue"), ("sub",)]
+
+
+async def test_update_state_between_a_subgraph_interrupt_and_its_resume(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[str] = []
+    graph = parent_graph(child_graph(calls, ask=True), checkpointer)
+    paused = await graph.run({}, thread_id="t")
+    assert paused.status == "interrupted"
+    # an edit of the append channel the waiting sub-graph appends to: through the reducer
+    await graph.update_state("t", {"log": ["edited"]})
+    assert (await graph.get_state("t")).values["log"] == ["a", "edited"]
+    result = await graph.run(Command(resume="ok"), thread_id="t")
+    assert result.status == "completed", result.error
+    # the sub-graph's output is what it appended to what it started from
+    assert result.state["log"] == ["a", "edited", "prepare:a", "review:ok", "b"]
+    assert calls == ["prepare", "review", "review"]
+    assert (await graph.get_state("t")).values == result.state

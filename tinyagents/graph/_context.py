@@ -35,6 +35,18 @@ class ParentCommand(BaseException):
         self.command = command
 
 
+class CalledCommand(BaseException):
+    """A ``ParentCommand`` of a sub-graph called from inside a node, on its way out of the
+    node function: the task that called the sub-graph takes it as its own output.
+
+    A ``BaseException`` so the node's ``except Exception`` lets it through.
+    """
+
+    def __init__(self, command: Any) -> None:
+        super().__init__("command for the graph of the calling node")
+        self.command = command
+
+
 def stable_id(prefix: str, *parts: object) -> str:
     """A short deterministic id: the same parts give the same id in every process."""
     raw = "\x1f".join(map(str, parts)).encode()
@@ -49,7 +61,16 @@ class TaskScope:
     ns: str
     resume: dict[str, Any]
     checkpointed: bool
+    #: the executor.GraphRun the task belongs to (a sub-graph called in the node runs in it)
+    run: Any = None
     counter: int = 0
+    #: sub-graphs the node called so far (each call gets its own namespace)
+    calls: int = 0
+
+    def restart(self) -> None:
+        """A new attempt of the node: it counts its interrupts and sub-graph calls anew."""
+        self.counter = 0
+        self.calls = 0
 
     def interrupt(self, value: Any) -> Any:
         index = self.counter
@@ -91,10 +112,16 @@ class _Unsaved:
 
 UNSAVED: Any = _Unsaved()
 
-_scope: ContextVar[TaskScope | None] = ContextVar("tinyagents_graph_task", default=None)
+_scope: ContextVar[TaskScope | _Unsaved | None] = ContextVar("tinyagents_graph_task", default=None)
 
 
-def current_scope() -> TaskScope:
+def enclosing_scope() -> TaskScope | _Unsaved | None:
+    """The scope of the graph node running in this context, if any: a graph run from inside
+    a node is a sub-graph call of that node's task."""
+    return _scope.get()
+
+
+def current_scope() -> TaskScope | _Unsaved:
     scope = _scope.get()
     if scope is None:
         raise GraphError("interrupt() can only be called inside a running graph node")

@@ -191,6 +191,17 @@ async def load_head(
     return head
 
 
+async def first_values(graph: GraphCodec, checkpointer: Checkpointer, head: Head) -> dict[str, Any]:
+    """The values of ``head``'s namespace at its first checkpoint: what a sub-graph run
+    started from."""
+    if head.seq <= 0:
+        return head.values
+    records = await checkpointer.list(head.thread_id, head.ns)
+    first = await load_head(graph, checkpointer, head.thread_id, head.ns, records[-1].checkpoint_id)
+    assert first is not None
+    return first.values
+
+
 async def load_records(
     graph: GraphCodec, checkpointer: Checkpointer, head: Head
 ) -> dict[str, TaskRecords]:

@@ -15,12 +15,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tinyagents.errors import GraphError, GraphRecursionError
-from tinyagents.graph._context import UNSAVED, NodeInterrupt, ParentCommand, reset_scope, set_scope
+from tinyagents.graph._context import (
+    UNSAVED,
+    CalledCommand,
+    NodeInterrupt,
+    ParentCommand,
+    reset_scope,
+    set_scope,
+)
 from tinyagents.graph.agent_node import run_agent_node
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
     TaskRecords,
+    first_values,
     interrupt_write,
     load_head,
     new_frontier_id,
@@ -28,7 +36,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.tasks import Task, Writes, call_node, read_output
+from tinyagents.graph.tasks import Task, Writes, call_node, called_output, read_output
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
@@ -112,6 +120,7 @@ class GraphRun:
         recursion_limit: int,
         owner: str | None = None,
         parent: GraphRun | None = None,
+        nested: bool = False,
         inherited_resume: dict[str, Any] | None = None,
         runtime: RunHost | None = None,
         run_id: str | None = None,
@@ -132,6 +141,8 @@ class GraphRun:
         self.recursion_limit = recursion_limit
         self.owner = owner
         self.parent = parent
+        #: a sub-graph's run (a node or a call inside a node): Command.PARENT goes upwards
+        self.nested = nested or parent is not None
         self.inherited_resume = inherited_resume or {}
         self.runtime = runtime
         self.run_id = run_id
@@ -288,13 +299,16 @@ class GraphRun:
         fn = spec.fn
         assert fn is not None
         task.attempts = 1
-        out = fn(self.view() if task.arg is UNSET else task.arg)
-        if spec.is_async:
-            out = await out
+        try:
+            out = fn(self.view() if task.arg is UNSET else task.arg)
+            if spec.is_async:
+                out = await out
+        except CalledCommand as called:  # Command.PARENT of a sub-graph the node called
+            out = called_output(called)
         try:
             read_output(self, task, out)
         except ParentCommand:
-            if self.parent is None:
+            if not self.nested:
                 raise GraphError(
                     f"node {task.node!r} returned Command(graph=Command.PARENT) but the graph "
                     "is not running as a sub-graph"
@@ -503,25 +517,23 @@ class GraphRun:
 
     # -- nested runs -----------------------------------------------------------------------
 
-    async def run_subgraph(self, task: Task) -> Any:
-        """Run a compiled graph node as a child run in its own checkpoint namespace."""
-        child_graph = task.spec.subgraph
-        assert child_graph is not None
-        segment = f"{task.node}:{task.id}"
-        ns = f"{self.head.ns}|{segment}" if self.head.ns else segment
-        cp = self.checkpointer
-        # the child starts from its Send argument or from the parent's shared channels; its
-        # output is what it changed relative to that start, applied by the parent's reducers
-        if task.arg is not UNSET:
-            data = task.arg
-        else:
-            channels = child_graph.schema.channels
-            data = {k: v for k, v in self.head.values.items() if k in channels}
-        head = None
-        if cp is not None:
-            head = await load_head(child_graph, cp, self.head.thread_id, ns)
+    def child_ns(self, segment: str) -> str:
+        """The checkpoint namespace of a sub-graph run under this run's."""
+        return f"{self.head.ns}|{segment}" if self.head.ns else segment
+
+    async def child_run(
+        self, child_graph: GraphCore, task: Task, ns: str, data: Any
+    ) -> tuple[GraphRun, bool]:
+        """The run of ``child_graph`` for ``task`` in namespace ``ns`` of this thread, with
+        this run's checkpointer, limits and answers: it continues the namespace's head (a
+        resumed task) or starts from ``data``. Also says whether it started afresh."""
+        cp, thread_id = self.checkpointer, self.head.thread_id
+        head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
+        fresh = head is None
         if head is None:
-            head = Head.fresh(child_graph, self.head.thread_id, ns, self.head.lineage)
+            head = Head.fresh(child_graph, thread_id, ns, self.head.lineage)
+            if data is None:
+                raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
             await child_graph.start_input(head, data, cp)
         child = GraphRun(
             child_graph,
@@ -533,6 +545,28 @@ class GraphRun:
             runtime=self.runtime,
             run_id=self.run_id,
         )
+        return child, fresh
+
+    async def run_subgraph(self, task: Task) -> Any:
+        """Run a compiled graph node as a child run in its own checkpoint namespace."""
+        child_graph = task.spec.subgraph
+        assert child_graph is not None
+        ns = self.child_ns(f"{task.node}:{task.id}")
+        # the child starts from its Send argument or from the parent's shared channels; its
+        # output is what it changed relative to that start, applied by the parent's reducers
+        if task.arg is not UNSET:
+            data = task.arg
+        else:
+            channels = child_graph.schema.channels
+            data = {k: v for k, v in self.head.values.items() if k in channels}
+        child, fresh = await self.child_run(child_graph, task, ns, data)
+        # what the child started from: the parent's values may have changed since a resumed
+        # child started (an update_state while it waited on an interrupt)
+        if fresh or self.checkpointer is None:
+            start = child.head.values
+        else:
+            start = await first_values(child_graph, self.checkpointer, child.head)
+        start = {k: detach(start[k]) for k in child_graph.schema.coerce_input(data) if k in start}
         try:
             result = await child.execute()
         except ParentCommand as pc:
@@ -540,11 +574,12 @@ class GraphRun:
             return Command(update=cmd.update, goto=cmd.goto)
         if result.status == "interrupted":
             raise NodeInterrupt(result.interrupts)
-        return self._subgraph_output(child_graph, data, result.state)
+        return self._subgraph_output(child_graph, start, result.state)
 
-    def _subgraph_output(self, child_graph: GraphCore, start: Any, final: dict[str, Any]) -> Writes:
+    def _subgraph_output(
+        self, child_graph: GraphCore, start: dict[str, Any], final: dict[str, Any]
+    ) -> Writes:
         channels = self.graph.schema.channels
-        start = child_graph.schema.coerce_input(start)
         writes: list[tuple[str, Any]] = []
         for key in child_graph.schema.channels:
             channel = channels.get(key)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import GraphError, TinyAgentsError
 from tinyagents.graph._context import (
+    CalledCommand,
     ParentCommand,
     TaskScope,
     reset_scope,
@@ -104,7 +105,7 @@ class TaskRun(Protocol):
     def checkpointer(self) -> Checkpointer | None: ...
 
     @property
-    def parent(self) -> object | None: ...
+    def nested(self) -> bool: ...
 
     @property
     def run_id(self) -> str | None: ...
@@ -182,18 +183,36 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
     return out
 
 
+async def _output(run: TaskRun, task: Task, attempt: int) -> Any:
+    """What the node returned, or the ``Command.PARENT`` of a sub-graph it called (which
+    counts as this task's output, as it would for a sub-graph node)."""
+    try:
+        return await _invoke(run, task, attempt)
+    except CalledCommand as called:
+        return called_output(called)
+
+
+def called_output(called: CalledCommand) -> Command:
+    cmd: Command = called.command
+    return Command(update=cmd.update, goto=cmd.goto)
+
+
 async def call_node(run: TaskRun, task: Task) -> None:
     """Run ``task`` to a result; raises ``NodeInterrupt`` or the node's last error."""
     spec = task.spec
     scope = TaskScope(
-        task=task, ns=run.head.ns, resume=task.resume, checkpointed=run.checkpointer is not None
+        task=task,
+        ns=run.head.ns,
+        resume=task.resume,
+        checkpointed=run.checkpointer is not None,
+        run=run,
     )
     token = set_scope(scope)
     try:
         if spec.retry is None and spec.timeout is None:
             task.attempts = 1
             try:
-                read_output(run, task, await _invoke(run, task, 1))
+                read_output(run, task, await _output(run, task, 1))
             except ParentCommand:
                 _check_parent(run, task)
                 raise
@@ -202,13 +221,13 @@ async def call_node(run: TaskRun, task: Task) -> None:
         while True:
             attempt += 1
             task.attempts = attempt
-            scope.counter = 0  # every attempt counts its interrupt() calls from zero
+            scope.restart()  # every attempt counts its interrupt() calls from zero
             try:
                 if spec.timeout is None:
-                    out = await _invoke(run, task, attempt)
+                    out = await _output(run, task, attempt)
                 else:
                     async with asyncio.timeout(spec.timeout):
-                        out = await _invoke(run, task, attempt)
+                        out = await _output(run, task, attempt)
                 read_output(run, task, out)
                 return
             except ParentCommand:
@@ -229,11 +248,11 @@ async def call_node(run: TaskRun, task: Task) -> None:
 
 
 def _check_parent(run: TaskRun, task: Task) -> None:
-    if run.parent is None:
+    if not run.nested:
         raise GraphError(
             f"node {task.node!r} returned Command(graph=Command.PARENT) but the graph is not "
             "running as a sub-graph"
         )
 
 
-__all__ = ["Task", "TaskRun", "Writes", "call_node", "read_output"]
+__all__ = ["Task", "TaskRun", "Writes", "call_node", "called_output", "read_output"]
