@@ -8,6 +8,7 @@
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
     ├── SteeringRejected               a command was rejected by the policy pipeline (carries the receipt)
     ├── AuthError                      an operator API token is missing, unreadable or not signed by the server's key
+    ├── ControlPlaneUnavailable        Redis cannot be reached to send a command to the worker that owns its run
     ├── StoreError                     a persistence backend failed or holds data it cannot read
     │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
     │   └── ThreadBusy                 another run is already writing this thread
@@ -104,6 +105,14 @@ class SteeringRejected(TinyAgentsError):
 
 class AuthError(TinyAgentsError):
     """An operator API token is missing, unreadable, or not signed by this server's key."""
+
+
+class ControlPlaneUnavailable(TinyAgentsError):
+    """A command for a run another worker owns could not be sent: Redis cannot be reached.
+
+    Nothing was sent. The worker keeps reconnecting; submit again later, or to the worker
+    that owns the run (its own runs never need Redis).
+    """
 
 
 class StoreError(TinyAgentsError):
