@@ -64,9 +64,17 @@ class Fault:
         Fault(empty_choices=True)                    # 200, choices: []
         Fault(status=502, body="Bad Gateway")        # a proxy's error page
         Fault(delay_s=30, then="too late")           # slower than any test's timeout
+        Fault(stall_after=2, delay_s=30, then="a b c")  # a stream that stops after "a b"
+
+    A streamed request (``stream: true``) is answered as a streaming server would: with
+    ``empty_choices``, events whose chunks have no choices; with ``stall_after``, the first
+    ``stall_after`` chunks of ``then`` (the role chunk counts), then the wait of ``delay_s``
+    (instead of before answering), then the rest. A client that goes away during a wait ends
+    it and is noted in ``OpenAICompatServer.disconnected``.
     """
 
     delay_s: float = 0.0
+    stall_after: int | None = None
     status: int = 200
     body: str | None = None
     content_type: str = "text/html"
@@ -106,6 +114,9 @@ class OpenAICompatServer:
         self.requests: list[dict[str, Any]] = []
         #: Why each request refused by a strict ``mode`` was refused, in order.
         self.refusals: list[str] = []
+        #: The numbers (1-based) of the requests whose client went away while the server
+        #: waited before answering or in the middle of a stream.
+        self.disconnected: list[int] = []
         self._replies: deque[ScriptedServerReply] = deque(replies)
         self._scripted = len(self._replies)
         self._runner: web.AppRunner | None = None
@@ -122,6 +133,11 @@ class OpenAICompatServer:
         """Return once ``count`` requests have arrived (e.g. one a test will cancel in flight)."""
         async with self._received:
             await self._received.wait_for(lambda: len(self.requests) >= count)
+
+    async def wait_for_disconnects(self, count: int) -> None:
+        """Return once ``count`` clients have gone away mid-answer (see ``disconnected``)."""
+        async with self._received:
+            await self._received.wait_for(lambda: len(self.disconnected) >= count)
 
     @property
     def base_url(self) -> str:
@@ -161,14 +177,16 @@ class OpenAICompatServer:
         if self.mode != "default" and (problem := _CHECKS[self.mode](body)):
             self.refusals.append(problem)
             return self._refuse(problem)
+        number = len(self.requests)
         reply = self._next_reply(body)
+        stall: tuple[int, float] | None = None
         if isinstance(reply, Fault):
-            if reply.delay_s:
-                # Not asyncio.sleep: closing the server must end the wait.
-                try:
-                    await asyncio.wait_for(self._closing.wait(), reply.delay_s)
-                except TimeoutError:
-                    pass
+            if reply.stall_after is not None and body.get("stream"):
+                stall = (reply.stall_after, reply.delay_s)
+            elif reply.delay_s and not await self._wait(request, number, reply.delay_s):
+                return web.Response(status=499, text="client closed the request")
+            if reply.empty_choices and body.get("stream"):
+                return await self._stream_empty(request, body, number)
             if reply.body is not None:
                 return web.Response(
                     text=reply.body, status=reply.status, content_type=reply.content_type
@@ -184,11 +202,50 @@ class OpenAICompatServer:
         if isinstance(reply, dict):
             return web.json_response(reply)
         response = ModelResponse(text=reply) if isinstance(reply, str) else reply
-        completion_id = f"chatcmpl-{len(self.requests):04d}"
+        completion_id = f"chatcmpl-{number:04d}"
         usage = _usage(body, response)
         if body.get("stream"):
-            return await self._stream(request, body, completion_id, response, usage)
+            return await self._stream(request, body, completion_id, response, usage, stall, number)
         return web.json_response(self._completion(body, completion_id, response, usage))
+
+    async def _wait(self, request: web.Request, number: int, delay_s: float) -> bool:
+        """Wait ``delay_s`` (less if the server closes); False if the client went away."""
+        deadline = asyncio.get_running_loop().time() + delay_s
+        # Polled: aiohttp does not cancel a handler whose client disconnects.
+        while not self._closing.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return True
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                async with self._received:
+                    self.disconnected.append(number)
+                    self._received.notify_all()
+                return False
+            try:
+                await asyncio.wait_for(self._closing.wait(), min(left, 0.02))
+            except TimeoutError:
+                pass
+        return True
+
+    async def _stream_empty(
+        self, request: web.Request, body: dict[str, Any], number: int
+    ) -> web.StreamResponse:
+        """A stream with no choices: only the usage chunk (what a content filter leaves)."""
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        chunk = {
+            "id": f"chatcmpl-{number:04d}",
+            "object": "chat.completion.chunk",
+            "created": _CREATED,
+            "model": body.get("model") or self.model,
+            "choices": [],
+            "usage": _usage(body, ModelResponse()),
+        }
+        await _send(stream, chunk)
+        await stream.write(b"data: [DONE]\n\n")
+        await stream.write_eof()
+        return stream
 
     def _refuse(self, problem: str) -> web.Response:
         if self.mode == "vllm":  # vLLM: a pydantic ValidationError becomes a 400
@@ -257,6 +314,8 @@ class OpenAICompatServer:
         completion_id: str,
         response: ModelResponse,
         usage: dict[str, int],
+        stall: tuple[int, float] | None,
+        number: int,
     ) -> web.StreamResponse:
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         try:
@@ -267,7 +326,10 @@ class OpenAICompatServer:
                 "created": _CREATED,
                 "model": body.get("model") or self.model,
             }
-            for delta, finish_reason in _deltas(response):
+            for sent, (delta, finish_reason) in enumerate(_deltas(response)):
+                if stall is not None and sent == stall[0]:
+                    if not await self._wait(request, number, stall[1]):
+                        return stream
                 choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
                 await _send(stream, {**base, "choices": [choice]})
             if (body.get("stream_options") or {}).get("include_usage"):

@@ -13,6 +13,10 @@ What is retried, and why:
 - **not retried**: a missing or refused key (401/403), an unknown model or wrong path (404),
   any other 4xx, a 200 that is not JSON, a completion without choices, and anything litellm
   could not classify. The same request would fail the same way; retrying hides the mistake.
+- **streams**: opening a stream is retried as above; a stream that breaks off after its
+  first piece is typed the same way but not retried (``broke_off``): its pieces were already
+  handed out. A body that is not server-sent events, or a stream without a single choice,
+  is ``not_a_stream``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from tinyagents.errors import (
     ModelNotFoundError,
     ModelRateLimitError,
     ModelRequestRejected,
+    ModelResponseError,
     ModelResponseNotJSON,
     ModelServerError,
     ModelTimeoutError,
@@ -201,6 +206,56 @@ def empty_response(model: str, api_base: str | None) -> ModelEmptyResponse:
         f"model {model!r} at {where(api_base, model)} returned a completion with no choices; "
         "not retried: the server generated nothing (its log says why; some providers drop "
         "a choice their content filter removed)",
+        model=model,
+        api_base=api_base,
+    )
+
+
+def broke_off(
+    exc: BaseException,
+    *,
+    model: str,
+    api_base: str | None,
+    timeout_s: float | None,
+    chunks: int,
+) -> ModelError:
+    """The error for a stream that failed after it had started: typed as ``classify`` types
+    it, never retried (its first pieces were already handed out)."""
+    error = classify(exc, model=model, api_base=api_base, attempts=1, timeout_s=timeout_s)
+    return type(error)(
+        f"{error}; the stream broke off after {chunks} chunk(s) and was not retried (its "
+        "first pieces were already published): the partial response was discarded",
+        model=model,
+        api_base=api_base,
+        status=error.status,
+    )
+
+
+def not_a_stream(content_type: str, model: str, api_base: str | None) -> ModelResponseError:
+    """The error for a stream that held no part of a completion: a body that is not
+    server-sent events (a web page, a server that ignores ``stream``), or no choices."""
+    at = where(api_base, model)
+    kind = content_type.split(";", 1)[0].strip()
+    if kind == "application/json":
+        return ModelResponseError(
+            f"{at} answered a streamed request to model {model!r} with one JSON body, not "
+            "server-sent events; not retried: the server does not stream, pass "
+            "LiteLLMModel(..., stream=False) to ask it for whole responses",
+            model=model,
+            api_base=api_base,
+        )
+    if kind and kind != "text/event-stream":
+        return ModelResponseNotJSON(
+            f"{at} answered a streamed request to model {model!r} with {kind!r}, not "
+            "server-sent events; not retried: api_base must be the root of an "
+            "OpenAI-compatible API (it usually ends in /v1), not a web page or another service",
+            model=model,
+            api_base=api_base,
+        )
+    return ModelEmptyResponse(
+        f"model {model!r} at {at} streamed a completion with no choices; not retried: the "
+        "server generated nothing (its log says why; some providers drop a choice their "
+        "content filter removed)",
         model=model,
         api_base=api_base,
     )

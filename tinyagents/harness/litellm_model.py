@@ -14,6 +14,11 @@ testkit's ``OpenAICompatServer`` checks it in its ``llama.cpp`` and ``vllm`` mod
 message has a string ``content`` (llama.cpp's chat templates concatenate it: a missing or
 null content is a 500 there), and consecutive user messages (a task followed by steering)
 are joined into one, as templates that require user/assistant alternation demand.
+
+It streams by default (``stream=True``): the agent loop then publishes each piece of text and
+of a tool call's arguments as a ``model.delta`` event while the provider generates it, and
+``litellm.stream_chunk_builder`` assembles the chunks into the same ``ModelResponse`` (tool
+calls, usage, cost) that ``request`` returns. ``stream=False`` asks for whole responses.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ import inspect
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from tinyagents.errors import ConfigurationError, ModelError
-from tinyagents.harness.litellm_errors import classify, empty_response
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness.litellm_errors import broke_off, classify, empty_response, not_a_stream
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -56,6 +61,11 @@ class LiteLLMModel(Model):
     at ``retry_backoff_s``; everything else fails at once. Failures raise a ``ModelError``
     subclass (``ModelConnectionError``, ``ModelNotFoundError``, ...). Other keyword arguments
     are passed to every litellm call.
+
+    ``stream`` (default True): the agent loop asks ``stream()``, so ``Agent.run_stream`` and
+    ``handle.stream()`` show the tokens as they arrive; pass ``stream=False`` for a server
+    that cannot stream. ``timeout_s`` bounds a whole request, or, when streaming, the wait for
+    the response to start and for each chunk after it.
     """
 
     def __init__(
@@ -67,6 +77,7 @@ class LiteLLMModel(Model):
         max_retries: int = 2,
         retry_backoff_s: float = 0.5,
         timeout_s: float | None = None,
+        stream: bool = True,
         **litellm_kwargs: Any,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
@@ -81,6 +92,7 @@ class LiteLLMModel(Model):
         self.max_retries = max_retries
         self.retry_backoff_s = retry_backoff_s
         self.timeout_s = timeout_s
+        self.streams = stream
         self.litellm_kwargs = litellm_kwargs
 
     def __repr__(self) -> str:
@@ -95,33 +107,40 @@ class LiteLLMModel(Model):
         return _parse_response(raw, litellm)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Yield each piece of text and of tool-call arguments as the provider sends it; the
+        last chunk carries the complete response (assembled by ``stream_chunk_builder``)."""
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
         kwargs["stream"] = True
         kwargs.setdefault("stream_options", {"include_usage": True})
         model = kwargs["model"]
-        # Only opening the stream is retried: once deltas have been yielded, a retry would
+        # Only opening the stream is retried: once deltas have been published, a retry would
         # show the caller the same text twice.
         chunks = await self._with_retries(model, lambda: litellm.acompletion(**kwargs))
-        assembler = _StreamAssembler()
+        received: list[Any] = []
         try:
             async for chunk in chunks:
-                delta = assembler.add(chunk)
-                if delta:
-                    yield StreamChunk(text_delta=delta)
+                received.append(chunk)
+                for piece in _pieces(chunk):
+                    yield piece
         except Exception as exc:
-            raise ModelError(
-                f"model {model!r} stream broke off: {type(exc).__name__}: {exc}; "
-                "the partial response was discarded, call the model again",
+            if "before a finish_reason" in str(exc) and not any(map(_carries_content, received)):
+                # litellm's word for a stream that ended before any choice was streamed
+                raise not_a_stream(_content_type(chunks), model, self.api_base) from exc
+            raise broke_off(
+                exc,
                 model=model,
                 api_base=self.api_base,
+                timeout_s=self.timeout_s,
+                chunks=len(received),
             ) from exc
         finally:
             # A consumer that stops early (or is cancelled) must still release the connection.
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        yield StreamChunk(response=assembler.response(model, litellm))
+            await chunks.aclose()
+        if not any(_carries_content(chunk) for chunk in received):
+            raise not_a_stream(_content_type(chunks), model, self.api_base)
+        raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
+        yield StreamChunk(response=_parse_response(raw, litellm))
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -302,8 +321,8 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
     choice = raw.choices[0]
     message = choice.message
     tool_calls = [
-        _parse_arguments(call.id, call.function.name, call.function.arguments)
-        for call in (message.tool_calls or [])
+        _parse_arguments(call.id or f"call_{index}", call.function.name, call.function.arguments)
+        for index, call in enumerate(message.tool_calls or [])
     ]
     usage = _usage(getattr(raw, "usage", None))
     usage.cost = _cost(raw, litellm)
@@ -317,61 +336,35 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
     )
 
 
-class _StreamAssembler:
-    """Folds streamed deltas into one response; tool-call fragments are keyed by index."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.raw_usage: Any = None
-        self.model: str | None = None
-        self.finish_reason: str | None = None
-
-    def add(self, chunk: Any) -> str:
-        self.model = getattr(chunk, "model", None) or self.model
-        if getattr(chunk, "usage", None) is not None:
-            self.raw_usage = chunk.usage
-        if not chunk.choices:
-            return ""
-        choice = chunk.choices[0]
-        self.finish_reason = choice.finish_reason or self.finish_reason
-        delta = choice.delta
-        for fragment in getattr(delta, "tool_calls", None) or []:
-            call = self.calls.setdefault(fragment.index, {"id": None, "name": "", "args": ""})
-            call["id"] = fragment.id or call["id"]
-            if fragment.function is not None:
-                call["name"] += fragment.function.name or ""
-                call["args"] += fragment.function.arguments or ""
-        text: str = delta.content or ""
-        self.text.append(text)
-        return text
-
-    def response(self, requested_model: str, litellm: Any) -> ModelResponse:
-        tool_calls = [
-            _parse_arguments(call["id"] or f"call_{index}", call["name"], call["args"])
-            for index, call in sorted(self.calls.items())
-        ]
-        usage = _usage(self.raw_usage)
-        usage.cost = _token_cost(requested_model, usage, litellm)
-        return ModelResponse(
-            text="".join(self.text),
-            tool_calls=tool_calls,
-            usage=usage,
-            model=self.model,
-            finish_reason=self.finish_reason,
+def _pieces(chunk: Any) -> Iterator[StreamChunk]:
+    """The ``StreamChunk``s of one litellm chunk: its text, then each tool-call fragment."""
+    if not chunk.choices:
+        return
+    delta = chunk.choices[0].delta
+    if delta.content:
+        yield StreamChunk(text_delta=delta.content)
+    for position, fragment in enumerate(getattr(delta, "tool_calls", None) or []):
+        function = fragment.function
+        yield StreamChunk(
+            tool_call_index=fragment.index if fragment.index is not None else position,
+            tool_call_id=fragment.id or None,
+            tool_name=(function.name if function is not None else None) or None,
+            args_delta=(function.arguments if function is not None else None) or "",
         )
 
 
-def _token_cost(model: str, usage: Usage, litellm: Any) -> float | None:
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model,
-            prompt_tokens=usage.input_tokens,
-            completion_tokens=usage.output_tokens,
-        )
-        return float(prompt_cost + completion_cost)
-    except Exception:
-        return None  # a model missing from litellm's price map
+def _carries_content(chunk: Any) -> bool:
+    """Whether a chunk holds part of a choice: a role, text or a tool call. (litellm makes up
+    a bare closing chunk for a body without a single server-sent event in it.)"""
+    if not chunk.choices:
+        return False
+    delta = chunk.choices[0].delta
+    return bool(delta.role or delta.content or getattr(delta, "tool_calls", None))
+
+
+def _content_type(chunks: Any) -> str:
+    headers = (getattr(chunks, "_hidden_params", None) or {}).get("additional_headers") or {}
+    return str(headers.get("llm_provider-content-type") or "")
 
 
 def as_model(model: Model | str) -> Model:

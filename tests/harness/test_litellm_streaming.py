@@ -1,0 +1,225 @@
+"""``LiteLLMModel`` streams through the agent loop (issue 11 item 5), over litellm's real HTTP
+path against the testkit's OpenAI-compatible server: text and tool-call argument pieces become
+``model.delta`` events as the server sends them, the assembled response (tool calls, usage)
+is what the run goes on with, and cancellation, token budgets, typed errors and timeouts hold
+in the middle of a stream."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
+import asyncio
+import gc
+import json
+import warnings
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, Usage, tool
+from tinyagents.errors import (
+    ModelAuthenticationError,
+    ModelEmptyResponse,
+    ModelError,
+    ModelResponseError,
+    ModelResponseNotJSON,
+    ModelTimeoutError,
+)
+from tinyagents.events import Event, ModelDeltaEvent
+from tinyagents.harness import Message, ModelRequest, ToolCall
+from tinyagents.testkit import (
+    ErrorReply,
+    EventWaiter,
+    Fault,
+    OpenAICompatServer,
+    reply,
+    tool_call,
+    tool_calls,
+)
+
+MODES = ["default", "llama.cpp", "vllm"]
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def model_for(server: OpenAICompatServer, **kw: Any) -> LiteLLMModel:
+    kw.setdefault("max_retries", 0)
+    kw.setdefault("retry_backoff_s", 0)
+    return LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test", **kw)
+
+
+def ask(text: str = "hi") -> ModelRequest:
+    return ModelRequest(messages=[Message(role="user", content=text)], tools=[add.spec()])
+
+
+def deltas(events: list[Event]) -> list[ModelDeltaEvent]:
+    return [e for e in events if isinstance(e, ModelDeltaEvent)]
+
+
+def test_litellm_model_streams_by_default_and_can_opt_out() -> None:
+    assert LiteLLMModel("openai/x").streams is True
+    assert LiteLLMModel("openai/x", stream=False).streams is False
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_loop_streams_text_and_tool_argument_deltas(mode: str) -> None:
+    script = [
+        tool_calls(
+            tool_call("add", id="call_a", a=2, b=3), tool_call("add", id="call_b", a=1, b=1)
+        ),
+        reply("two plus three is five"),
+    ]
+    async with OpenAICompatServer(script, mode=mode) as server:  # type: ignore[arg-type]
+        agent = Agent("calc", model_for(server), instructions="You add.", tools=[add])
+        events = [e async for e in agent.run_stream("2+3?")]
+
+    assert server.refusals == []
+    assert events[-1].type == "run.completed"
+    run_id = events[0].run_id
+    first, second = [e.request_id for e in events if e.type == "model.request"]
+    calls = [d for d in deltas(events) if d.request_id == first]
+    # Each call: its id and name on its first piece, then its JSON arguments in pieces.
+    heads = [d for d in calls if d.tool_name is not None]
+    assert [(d.tool_call_index, d.tool_call_id, d.tool_name) for d in heads] == [
+        (0, "call_a", "add"),
+        (1, "call_b", "add"),
+    ]
+    for index, args in ((0, {"a": 2, "b": 3}), (1, {"a": 1, "b": 1})):
+        pieces = [d.args_delta for d in calls if d.tool_call_index == index and d.args_delta]
+        assert len(pieces) == 2 and json.loads("".join(pieces)) == args
+    text = [d.text for d in deltas(events) if d.request_id == second]
+    assert text == ["two", " plus", " three", " is", " five"]
+    assert all(d.run_id == run_id and d.agent_id == "calc" for d in deltas(events))
+    # The assembled tool calls ran, and every delta came before its response.
+    results = [e for e in events if e.type == "tool.result"]
+    assert [r.content_summary for r in results] == ["5", "2"]
+    order = [(e.type, getattr(e, "request_id", None)) for e in events]
+    last_delta = max(i for i, key in enumerate(order) if key == ("model.delta", first))
+    assert order.index(("model.response", first)) > last_delta
+    assert all(body["stream"] is True for body in server.requests)
+
+
+async def test_stream_false_asks_for_whole_responses_and_publishes_no_deltas() -> None:
+    async with OpenAICompatServer([tool_call("add", a=1, b=2), reply("3")]) as server:
+        agent = Agent("calc", model_for(server, stream=False), tools=[add])
+        events = [e async for e in agent.run_stream("1+2?")]
+
+    assert deltas(events) == [] and events[-1].type == "run.completed"
+    assert all("stream" not in body for body in server.requests)
+
+
+async def test_the_streamed_response_is_the_one_request_returns() -> None:
+    scripted = tool_calls(
+        tool_call("add", id="c1", a=20, b=22), tool_call("add", id="c2", a=1, b=2)
+    )
+    async with OpenAICompatServer([scripted, scripted]) as server:
+        model = model_for(server)
+        pieces = [chunk async for chunk in model.stream(ask())]
+        whole = await model.request(ask())
+
+    streamed = pieces[-1].response
+    assert streamed is not None and all(p.response is None for p in pieces[:-1])
+    expected = [
+        ToolCall(id="c1", name="add", args={"a": 20, "b": 22}),
+        ToolCall(id="c2", name="add", args={"a": 1, "b": 2}),
+    ]
+    assert streamed.tool_calls == whole.tool_calls == expected
+    assert streamed.finish_reason == whole.finish_reason == "tool_calls"
+    assert streamed.usage == whole.usage != Usage()
+
+
+async def test_an_immediate_cancel_stops_a_stream_in_flight() -> None:
+    loop = asyncio.get_running_loop()
+    waiter = EventWaiter()
+    stalls = Fault(stall_after=2, delay_s=60, then="alpha beta gamma")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with (
+            OpenAICompatServer([stalls]) as server,
+            Runtime(testing=True, sinks=[waiter]) as rt,
+        ):
+            handle = await rt.start(Agent("talker", model_for(server)), "talk")
+            first = await waiter.event("model.delta", run_id=handle.run_id)
+            await handle.cancel(immediate=True)
+            result = await handle.result()
+            # The server saw its client go away in the middle of the stream.
+            await asyncio.wait_for(server.wait_for_disconnects(1), 10)
+        await loop.shutdown_default_executor()
+        gc.collect()
+
+    assert isinstance(first, ModelDeltaEvent) and first.text == "alpha"
+    assert server.disconnected == [1]
+    assert result.status is RunStatus.CANCELLED
+    ran = [e.type for e in waiter.events if e.run_id == handle.run_id]
+    assert "model.response" not in ran and ran[-1] == "run.cancelled"
+    unawaited = [w for w in caught if "never awaited" in str(w.message)]
+    assert unawaited == []
+
+
+async def test_a_stream_that_stalls_past_the_timeout_is_a_timeout_not_retried() -> None:
+    stalls = Fault(stall_after=2, delay_s=60, then="alpha beta gamma")
+    async with OpenAICompatServer([stalls, "never asked"]) as server:
+        model = model_for(server, timeout_s=1, max_retries=3)
+        base_url = server.base_url
+        seen: list[str] = []
+        with pytest.raises(ModelTimeoutError, match="broke off after") as caught:
+            async for chunk in model.stream(ask()):
+                seen.append(chunk.text_delta)
+
+    assert seen == ["alpha"]
+    assert len(server.requests) == 1  # pieces were handed out: no retry
+    assert "within 1 s" in str(caught.value) and caught.value.api_base == base_url
+
+
+async def test_opening_a_stream_is_retried_like_a_request() -> None:
+    replies = [ErrorReply(status=503), Fault(delay_s=60, then="late"), "finally here"]
+    async with OpenAICompatServer(replies) as server:
+        model = model_for(server, timeout_s=1, max_retries=2)
+        pieces = [chunk async for chunk in model.stream(ask())]
+
+    assert pieces[-1].response is not None and pieces[-1].response.text == "finally here"
+    assert len(server.requests) == 3
+
+
+STREAM_FAULTS = {
+    "an HTML page": (Fault(body="<html>Welcome to nginx!</html>"), ModelResponseNotJSON, "/v1"),
+    "one JSON body": (
+        {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []},
+        ModelResponseError,
+        "stream=False",
+    ),
+    "no choices": (Fault(empty_choices=True), ModelEmptyResponse, "no choices"),
+    "HTTP 401": (ErrorReply(status=401), ModelAuthenticationError, "check api_key"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STREAM_FAULTS))
+async def test_a_stream_request_that_fails_is_typed_and_not_retried(name: str) -> None:
+    fault, error, advice = STREAM_FAULTS[name]
+    async with OpenAICompatServer([fault, "never asked"]) as server:
+        with pytest.raises(ModelError) as caught:
+            [chunk async for chunk in model_for(server, max_retries=3).stream(ask())]
+
+    assert type(caught.value) is error, caught.value
+    assert advice in str(caught.value) and "openai/test-model" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_streamed_response_past_the_token_budget_ends_limit_exceeded(stream: bool) -> None:
+    answer = reply("one two three four five six")
+    answer.usage = Usage(input_tokens=40, output_tokens=30)
+    async with OpenAICompatServer([answer]) as server, Runtime() as rt:
+        agent = Agent("w", model_for(server, stream=stream), limits=RunLimits(max_tokens=50))
+        result = await (await rt.start(agent, "go")).result()
+
+    assert server.requests[0]["max_tokens"] == 50
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "used 70, allowed 50" in (result.error or "")
+    assert result.output == "one two three four five six"
