@@ -1,0 +1,156 @@
+"""What the PostgreSQL store and checkpointer share: connecting (asyncpg, loaded lazily),
+a schema of one's own, versioned migrations, advisory-lock keys and the error mapping."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tinyagents.errors import StoreError
+
+#: SQLSTATE classes and codes a later attempt may not meet: a lost or refused connection
+#: (08), insufficient resources such as a full disk (53), a server shutting down or starting
+#: (57P0x), a serialization failure or deadlock (40001, 40P01), a lock not available (55P03).
+_PASSING_CLASSES = ("08", "53", "57")
+_PASSING_CODES = frozenset({"40001", "40P01", "55P03"})
+
+
+def db_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a database call may raise that mean "this call failed"."""
+    import asyncpg
+
+    # ValueError: text asyncpg cannot encode (a lone surrogate); OSError: the socket.
+    return (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError)
+
+
+def may_pass(exc: BaseException) -> bool:
+    """Whether ``exc`` may not happen again when the same call is tried later."""
+    if isinstance(exc, OSError):  # refused, reset, timed out
+        return True
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        return state.startswith(_PASSING_CLASSES) or state in _PASSING_CODES
+    import asyncpg
+
+    # the pool or connection was closed under the call
+    return isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError)
+
+
+def cause(exc: BaseException) -> BaseException:
+    """What a ``StoreError`` is raised from: ``exc``, seen through a ``ConnectionError`` when
+    it may pass, so the store writer (which retries what an ``OSError`` caused) retries it
+    instead of giving the events up."""
+    if not may_pass(exc) or isinstance(exc, OSError):
+        return exc
+    passing = ConnectionError(first_line(exc))
+    passing.__cause__ = exc
+    return passing
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def lock_key(*parts: str) -> int:
+    """A signed 64-bit advisory-lock key for ``parts`` (the schema first, so two schemas in
+    one database never share a lock)."""
+    digest = hashlib.sha1("\0".join(parts).encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def redacted(dsn: str) -> str:
+    """``dsn`` without its password, for messages and ``url``."""
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def open_pool(
+    dsn: str,
+    *,
+    schema: str | None,
+    min_size: int,
+    max_size: int,
+    command_timeout: float | None,
+) -> tuple[Any, str]:
+    """A connection pool whose connections use ``schema`` (created if missing; None: the
+    DSN's own search path), and the name of the schema they write to."""
+    import asyncpg
+
+    settings = {"search_path": quote_ident(schema)} if schema else None
+    if schema:
+        conn = await asyncpg.connect(dsn)
+        try:
+            # Two processes creating it at once: one of them meets a unique violation.
+            with contextlib.suppress(asyncpg.UniqueViolationError):
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
+        finally:
+            await conn.close()
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        command_timeout=command_timeout,
+        server_settings=settings,
+    )
+    try:
+        current = await pool.fetchval("SELECT current_schema()")
+        if current is None:
+            raise StoreError(
+                "the connection has no schema to write to: its search_path names none that "
+                "exists; pass schema=... or fix the DSN"
+            )
+    except BaseException:
+        await pool.close()
+        raise
+    return pool, str(current)
+
+
+async def migrate(
+    conn: Any, schema: str, component: str, migrations: list[tuple[int, str]]
+) -> None:
+    """Apply the migrations of ``component`` not yet recorded in ``tinyagents_migrations``,
+    in one transaction; processes racing on it wait for each other (an advisory lock)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(schema, "migrations"))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS tinyagents_migrations ("
+            " component TEXT NOT NULL, version INTEGER NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+            " PRIMARY KEY (component, version))"
+        )
+        rows = await conn.fetch(
+            "SELECT version FROM tinyagents_migrations WHERE component = $1", component
+        )
+        done = {r[0] for r in rows}
+        for version, script in migrations:
+            if version in done:
+                continue
+            await conn.execute(script)
+            await conn.execute(
+                "INSERT INTO tinyagents_migrations (component, version) VALUES ($1, $2)",
+                component,
+                version,
+            )
+
+
+@contextlib.asynccontextmanager
+async def mapped_errors(what: str) -> AsyncIterator[None]:
+    """Raise a database failure inside as ``StoreError`` ("PostgreSQL: could not <what>")."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except db_errors() as exc:
+        raise StoreError(f"PostgreSQL: could not {what}: {first_line(exc)}") from cause(exc)

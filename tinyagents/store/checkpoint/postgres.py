@@ -1,0 +1,483 @@
+"""``PostgresCheckpointer``: graph checkpoints in PostgreSQL, shared by many machines.
+
+    async with PostgresCheckpointer("postgresql://user@db/agents") as cp:
+        graph = builder.compile(checkpointer=cp)
+
+The same contract as ``SqliteCheckpointer`` (``tests/graph/test_checkpointer_conformance.py``
+runs on both): deltas with a snapshot every ``snapshot_every`` checkpoints, ``put`` is
+compare-and-set on the parent (the primary key ``(thread_id, ns, seq)`` plus a check that the
+parent is the row before), pending writes replaced in place.
+
+One writer per thread, enforced by the database:
+
+- ``acquire`` takes a session-level advisory lock on the thread, held by a connection of the
+  checkpointer's own (the *lease connection*). ``pg_try_advisory_lock`` is atomic: of two
+  processes racing on a thread exactly one gets it, the other gets ``ThreadBusy``. When the
+  holder dies its connection closes and the lock is free at once; when its machine vanishes,
+  within the TCP keepalive window (about ``lease_ttl`` seconds).
+- The holder also writes a lease row with a *fencing token* (a sequence number, new at each
+  acquisition). Every checkpoint it puts is conditional on the row still holding its token, so
+  a writer that lost its lock (its connection dropped and someone else took the thread) can
+  never append another checkpoint: it gets ``ThreadBusy``. ``renew`` checks the same, and
+  takes the lock again on a new connection when the old one dropped and nobody took over.
+
+The advisory lock lives in a session: behind a pooler (PgBouncer) the lease connection needs
+session pooling; transaction pooling would drop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import json
+import os
+import time
+from typing import Any
+
+from tinyagents.errors import StaleCheckpointError, ThreadBusy
+from tinyagents.store._postgres import (
+    db_errors,
+    lock_key,
+    mapped_errors,
+    migrate,
+    open_pool,
+    quote_ident,
+    redacted,
+)
+from tinyagents.store.checkpoint._lease import HOST
+from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE checkpoints (
+            thread_id TEXT NOT NULL,
+            ns TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            checkpoint_id TEXT NOT NULL UNIQUE,
+            parent_id TEXT,
+            step INTEGER NOT NULL,
+            snapshot BOOLEAN NOT NULL,
+            source TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (thread_id, ns, seq)
+        );
+        CREATE TABLE checkpoint_writes (
+            thread_id TEXT NOT NULL,
+            ns TEXT NOT NULL,
+            frontier_id TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            pos BIGINT GENERATED ALWAYS AS IDENTITY,
+            UNIQUE (thread_id, ns, frontier_id, task_id, kind, key)
+        );
+        CREATE SEQUENCE thread_lease_tokens;
+        CREATE TABLE thread_leases (
+            thread_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            token BIGINT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            backend_pid INTEGER NOT NULL,
+            acquired_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        """,
+    ),
+]
+
+_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+class PostgresCheckpointer(Checkpointer):
+    """Checkpoints in PostgreSQL; ``async with PostgresCheckpointer(dsn) as cp``.
+
+    ``schema`` keeps the tables in a PostgreSQL schema of their own (created if missing);
+    ``lease_ttl`` bounds how long a vanished machine's threads stay taken (TCP keepalive of
+    the lease connection) and how often writers check their lease.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        snapshot_every: int = 50,
+        lease_ttl: float = 60.0,
+        min_size: int = 1,
+        max_size: int = 10,
+        command_timeout: float | None = 60.0,
+    ) -> None:
+        super().__init__(snapshot_every=snapshot_every)
+        self.dsn = dsn
+        self.url = redacted(dsn)
+        self.schema = schema
+        self.lease_ttl = lease_ttl
+        self.min_size = min_size
+        self.max_size = max_size
+        self.command_timeout = command_timeout
+        #: The schema the tables are in, once set up.
+        self.schema_name = ""
+        self._pool: Any = None
+        self._setup_lock = asyncio.Lock()
+        self._lease_conn: Any = None
+        self._lease_lock = asyncio.Lock()  # one statement at a time on the lease connection
+        self._tokens: dict[str, tuple[str, int]] = {}  # thread -> (owner, fencing token)
+        self._renew_after: dict[str, float] = {}
+
+    # -- connection and schema -------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Connect and create or migrate the schema (idempotent); ``StoreError`` when the
+        database cannot be reached, and then no connection is left open."""
+        if self._pool is not None:
+            return
+        async with self._setup_lock:
+            if self._pool is not None:
+                return
+            pool = None
+            try:
+                async with mapped_errors(f"open the checkpointer at {self.url}"):
+                    pool, schema = await open_pool(
+                        self.dsn,
+                        schema=self.schema,
+                        min_size=self.min_size,
+                        max_size=self.max_size,
+                        command_timeout=self.command_timeout,
+                    )
+                    async with pool.acquire() as conn:
+                        await migrate(conn, schema, "checkpoints", MIGRATIONS)
+            except BaseException:
+                if pool is not None:
+                    with contextlib.suppress(Exception):
+                        await pool.close()
+                raise
+            self.schema_name = schema
+            self._pool = pool
+
+    async def _db(self) -> Any:
+        if self._pool is None:
+            await self.setup()
+        return self._pool
+
+    async def aclose(self) -> None:
+        """Close the connections; threads still held are free once the lease connection is
+        closed (their rows stay until the next holder replaces them)."""
+        async with self._lease_lock:
+            conn, self._lease_conn = self._lease_conn, None
+            if conn is not None:
+                with contextlib.suppress(*db_errors()):
+                    await conn.close()
+        self._tokens.clear()
+        self._renew_after.clear()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
+        pool = await self._db()
+        async with mapped_errors(what):
+            return list(await pool.fetch(sql, *args))
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    async def put(self, record: CheckpointRecord) -> None:
+        held = self._tokens.get(record.thread_id)
+        args: list[Any] = [
+            record.thread_id,
+            record.ns,
+            record.seq,
+            record.checkpoint_id,
+            record.parent_id,
+            record.step,
+            record.snapshot,
+            record.source,
+            record.created_at,
+            _dumps(record.body()),
+        ]
+        if record.parent_id is None:
+            guard = "NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND ns = $2)"
+        else:
+            guard = (
+                "EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+                "AND seq = $3 - 1 AND checkpoint_id = $5)"
+            )
+        if held is not None:  # fenced: only while the lease row still holds our token
+            args.append(held[1])
+            guard += (
+                " AND EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $11)"
+            )
+        sql = (
+            "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
+            "snapshot, source, created_at, body) SELECT $1::text, $2::text, $3::integer, $4::text, "
+            "$5::text, $6::integer, $7::boolean, $8::text, $9::float8, $10::text "
+            f"WHERE {guard} ON CONFLICT DO NOTHING RETURNING seq"
+        )
+        inserted = await self._fetch(f"save checkpoint {record.checkpoint_id}", sql, *args)
+        if inserted:
+            return
+        if held is not None and not await self._holds(record.thread_id, held[1]):
+            raise ThreadBusy(record.thread_id)
+        raise StaleCheckpointError(
+            f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
+            f"{record.parent_id!r}, which is no longer the head; reload the thread"
+        )
+
+    def _record(
+        self, thread_id: str, ns: str, row: Any, *, with_values: bool = True
+    ) -> CheckpointRecord:
+        checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
+        data = json.loads(body)
+        return CheckpointRecord(
+            thread_id=thread_id,
+            ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            seq=seq,
+            step=step,
+            snapshot=snapshot,
+            source=source,
+            created_at=created_at,
+            values=data["values"] if with_values else {},
+            frontier=data["frontier"],
+            frontier_id=data["frontier_id"],
+            lineage=data["lineage"],
+            barriers=data.get("barriers", {}),
+            tasks=data.get("tasks", []),
+            written=data.get("written", []),
+            metadata=data.get("metadata", {}),
+        )
+
+    async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        rows = await self._fetch(
+            f"read thread {thread_id}",
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+            "ORDER BY seq DESC LIMIT 1",
+            thread_id,
+            ns,
+        )
+        return self._record(thread_id, ns, rows[0]) if rows else None
+
+    async def get(
+        self, thread_id: str, checkpoint_id: str, ns: str = ""
+    ) -> CheckpointRecord | None:
+        rows = await self._fetch(
+            f"read checkpoint {checkpoint_id}",
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 "
+            "AND ns = $3",
+            checkpoint_id,
+            thread_id,
+            ns,
+        )
+        return self._record(thread_id, ns, rows[0]) if rows else None
+
+    async def chain(
+        self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
+    ) -> list[CheckpointRecord]:
+        if checkpoint_id is None:
+            target = "(SELECT MAX(seq) FROM checkpoints WHERE thread_id = $1 AND ns = $2)"
+            args: tuple[Any, ...] = (thread_id, ns)
+        else:
+            target = (
+                "(SELECT seq FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+                "AND checkpoint_id = $3)"
+            )
+            args = (thread_id, ns, checkpoint_id)
+        sql = (
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+            f"AND seq <= {target} AND seq >= (SELECT MAX(seq) FROM checkpoints "
+            f"WHERE thread_id = $1 AND ns = $2 AND snapshot AND seq <= {target}) "
+            "ORDER BY seq"
+        )
+        rows = await self._fetch(f"read thread {thread_id}", sql, *args)
+        return [self._record(thread_id, ns, row) for row in rows]
+
+    async def list(
+        self, thread_id: str, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        rows = await self._fetch(
+            f"list thread {thread_id}",
+            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+            "ORDER BY seq DESC LIMIT $3",
+            thread_id,
+            ns,
+            limit,  # NULL: no limit
+        )
+        return [self._record(thread_id, ns, row, with_values=False) for row in rows]
+
+    # -- pending writes --------------------------------------------------------------------
+
+    async def put_writes(
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
+    ) -> None:
+        if not writes:
+            return
+        latest: dict[tuple[str, str, str], WriteRecord] = {}  # a key twice: the last value
+        for w in writes:
+            latest[(w.task_id, w.kind, w.key)] = w
+        writes = builtins.list(latest.values())
+        # one statement: the writes of a task land together or not at all
+        await self._fetch(
+            f"save pending writes of thread {thread_id}",
+            "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
+            "value) SELECT $1, $2, $3, w.task_id, w.kind, w.key, w.value "
+            "FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) "
+            "WITH ORDINALITY AS w(task_id, kind, key, value, n) ORDER BY w.n "
+            "ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, key) "
+            "DO UPDATE SET value = excluded.value",
+            thread_id,
+            ns,
+            frontier_id,
+            [w.task_id for w in writes],
+            [w.kind for w in writes],
+            [w.key for w in writes],
+            [_dumps(w.value) for w in writes],
+        )
+
+    async def get_writes(
+        self, thread_id: str, ns: str, frontier_id: str
+    ) -> builtins.list[WriteRecord]:
+        rows = await self._fetch(
+            f"read pending writes of thread {thread_id}",
+            "SELECT task_id, kind, key, value FROM checkpoint_writes WHERE thread_id = $1 "
+            "AND ns = $2 AND frontier_id = $3 ORDER BY pos",
+            thread_id,
+            ns,
+            frontier_id,
+        )
+        return [
+            WriteRecord(task_id=t, kind=k, key=key, value=json.loads(v)) for t, k, key, v in rows
+        ]
+
+    async def delete_thread(self, thread_id: str) -> None:
+        pool = await self._db()
+        async with mapped_errors(f"delete thread {thread_id}"), pool.acquire() as conn:
+            async with conn.transaction():
+                for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
+                    await conn.execute(f"DELETE FROM {table} WHERE thread_id = $1", thread_id)
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def _key(self, thread_id: str) -> int:
+        return lock_key(self.schema_name, "thread", thread_id)
+
+    async def _connection(self) -> Any:
+        """The lease connection (opened on first use, again after it dropped); call with
+        ``_lease_lock`` held."""
+        conn = self._lease_conn
+        if conn is not None and not conn.is_closed():
+            return conn
+        import asyncpg
+
+        await self._db()
+        # Keepalives: a vanished client's session (and locks) ends within about lease_ttl.
+        idle = max(1, round(self.lease_ttl / 3))
+        interval = max(1, round(self.lease_ttl / 9))
+        settings = {
+            "tcp_keepalives_idle": str(idle),
+            "tcp_keepalives_interval": str(interval),
+            "tcp_keepalives_count": "3",
+        }
+        if self.schema:
+            settings["search_path"] = quote_ident(self.schema)
+        self._lease_conn = await asyncpg.connect(
+            self.dsn, server_settings=settings, command_timeout=self.command_timeout
+        )
+        return self._lease_conn
+
+    async def _acquire_lease(self, thread_id: str, owner: str) -> None:
+        held = self._tokens.get(thread_id)
+        if held is not None and held[0] == owner:
+            return  # re-entrant: the lock is ours already
+        key = self._key(thread_id)
+        async with self._lease_lock, mapped_errors(f"take the lease of thread {thread_id}"):
+            conn = await self._connection()
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+                raise ThreadBusy(thread_id)
+            try:
+                token = await conn.fetchval(
+                    "INSERT INTO thread_leases (thread_id, owner, token, host, pid, backend_pid)"
+                    " VALUES ($1, $2, nextval('thread_lease_tokens'), $3, $4, pg_backend_pid())"
+                    " ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner,"
+                    " token = excluded.token, host = excluded.host, pid = excluded.pid,"
+                    " backend_pid = excluded.backend_pid, acquired_at = now()"
+                    " RETURNING token",
+                    thread_id,
+                    owner,
+                    HOST,
+                    os.getpid(),
+                )
+            except BaseException:
+                with contextlib.suppress(*db_errors()):
+                    await conn.execute("SELECT pg_advisory_unlock($1)", key)
+                raise
+        self._tokens[thread_id] = (owner, token)
+        self._renew_after[thread_id] = time.monotonic() + self.lease_ttl / 2
+
+    async def _release_lease(self, thread_id: str, owner: str) -> None:
+        self._renew_after.pop(thread_id, None)
+        held = self._tokens.pop(thread_id, None)
+        if held is None:
+            return
+        async with self._lease_lock:
+            conn = self._lease_conn
+            if conn is None or conn.is_closed():
+                return  # the lock went with the connection
+            with contextlib.suppress(*db_errors()):
+                await conn.execute(
+                    "DELETE FROM thread_leases WHERE thread_id = $1 AND token = $2",
+                    thread_id,
+                    held[1],
+                )
+                await conn.execute("SELECT pg_advisory_unlock($1)", self._key(thread_id))
+
+    async def _holds(self, thread_id: str, token: int) -> bool:
+        rows = await self._fetch(
+            f"read the lease of thread {thread_id}",
+            "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2",
+            thread_id,
+            token,
+        )
+        return bool(rows)
+
+    async def renew(self, thread_id: str, owner: str) -> None:
+        """Check, at most every ``lease_ttl / 2`` seconds, that ``owner`` still holds the
+        thread: ``ThreadBusy`` when another writer took it over. A lease connection that
+        dropped is replaced and the lock taken again if nobody took the thread meanwhile."""
+        held = self._tokens.get(thread_id)
+        if held is None or held[0] != owner:
+            raise ThreadBusy(thread_id)
+        now = time.monotonic()
+        if now < self._renew_after.get(thread_id, 0.0):
+            return
+        key = self._key(thread_id)
+        async with self._lease_lock, mapped_errors(f"renew the lease of thread {thread_id}"):
+            conn = self._lease_conn
+            if conn is None or conn.is_closed():
+                conn = await self._connection()
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+                    self._lost(thread_id)
+            still = await conn.fetchval(
+                "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2 AND owner = $3",
+                thread_id,
+                held[1],
+                owner,
+            )
+            if not still:
+                with contextlib.suppress(*db_errors()):
+                    await conn.execute("SELECT pg_advisory_unlock($1)", key)
+                self._lost(thread_id)
+        self._renew_after[thread_id] = now + self.lease_ttl / 2
+
+    def _lost(self, thread_id: str) -> None:
+        self._tokens.pop(thread_id, None)
+        self._renew_after.pop(thread_id, None)
+        raise ThreadBusy(thread_id)

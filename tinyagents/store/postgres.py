@@ -1,0 +1,577 @@
+"""``PostgresStore``: the durable store several processes and machines share (asyncpg).
+
+    async with Runtime(store="postgresql://user@db.example/agents") as rt: ...
+
+The same contract as ``SqliteStore`` (``tests/store/test_store_conformance.py`` runs on
+both): an accepted command is committed before its receipt is returned, correlation ids are
+unique per dedupe scope, a batch of events and the command states it settles are one
+transaction, a command that no longer reads back is marked ``failed``. The schema is
+versioned in ``tinyagents_migrations``; ``schema=`` keeps everything in a PostgreSQL schema of
+its own (created if missing). Event ids are handed out in commit order (appends take a
+transaction-level advisory lock), so a reader resuming after id N never misses a later commit
+with a smaller id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+from tinyagents import _clock
+from tinyagents.errors import StoreError
+from tinyagents.events.models import Event, parse_event
+from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
+from tinyagents.protocol.state import CommandState
+from tinyagents.store._postgres import (
+    db_errors,
+    first_line,
+    lock_key,
+    mapped_errors,
+    migrate,
+    open_pool,
+    quote_ident,
+    redacted,
+)
+from tinyagents.store.base import (
+    INBOX_RETENTION_S,
+    InboxItem,
+    Store,
+    StoredCommand,
+    terminal_updates,
+    unreadable_reason,
+    unreadable_receipt,
+)
+
+_log = logging.getLogger("tinyagents.store")
+
+#: The states a command still open can be in.
+_OPEN = [state.value for state in CommandState if not state.terminal]
+
+#: Ordered schema migrations of the store, recorded in ``tinyagents_migrations``.
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE steering_log (
+            scope TEXT NOT NULL DEFAULT '',
+            correlation_id TEXT NOT NULL,
+            run_id TEXT,
+            state TEXT NOT NULL,
+            reason TEXT,
+            command TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY,
+            PRIMARY KEY (scope, correlation_id)
+        );
+        CREATE INDEX steering_log_state ON steering_log (state);
+        CREATE INDEX steering_log_run ON steering_log (run_id);
+        CREATE TABLE events (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            type TEXT NOT NULL,
+            run_id TEXT,
+            root_run_id TEXT,
+            tenant_id TEXT,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_run ON events (run_id, id);
+        CREATE INDEX events_root ON events (root_run_id, id);
+        CREATE INDEX events_tenant ON events (tenant_id, id);
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            root_run_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            data TEXT NOT NULL,
+            pos BIGINT GENERATED ALWAYS AS IDENTITY
+        );
+        CREATE INDEX runs_tenant ON runs (tenant_id, pos);
+        CREATE TABLE inbox (
+            request_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            state TEXT NOT NULL,
+            command TEXT NOT NULL,
+            receipt TEXT,
+            submitted_at TIMESTAMPTZ NOT NULL,
+            answered_at TIMESTAMPTZ,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY
+        );
+        CREATE INDEX inbox_pending ON inbox (owner, seq) WHERE state = 'pending';
+        CREATE INDEX inbox_answered ON inbox (answered_at);
+        """,
+    ),
+]
+
+_SETTLE = "UPDATE steering_log SET state = $1, reason = $2 WHERE scope = $3 AND correlation_id = $4"
+
+
+class PostgresStore(Store):
+    """The steering log, event log and run snapshots in PostgreSQL.
+
+    ``dsn`` is a libpq URL (``postgresql://user:password@host:5432/db``); ``schema`` a
+    PostgreSQL schema to keep the tables in (created on open; default: the DSN's search path,
+    usually ``public``). The pool holds ``min_size`` to ``max_size`` connections; a statement
+    that takes longer than ``command_timeout`` seconds fails with ``StoreError``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        command_timeout: float | None = 60.0,
+    ) -> None:
+        self.dsn = dsn
+        self.url = redacted(dsn)
+        self.schema = schema
+        self.min_size = min_size
+        self.max_size = max_size
+        self.command_timeout = command_timeout
+        #: The schema the tables are in, once open.
+        self.schema_name = ""
+        self._pool: Any = None
+        self._open_lock = asyncio.Lock()
+        self._events_key = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and create or migrate the schema (idempotent). A database that cannot be
+        reached or migrated is refused with ``StoreError``, and no connection is left open."""
+        async with self._open_lock:
+            if self._pool is not None:
+                return
+            pool = None
+            try:
+                async with mapped_errors(f"open the store at {self.url}"):
+                    pool, schema = await open_pool(
+                        self.dsn,
+                        schema=self.schema,
+                        min_size=self.min_size,
+                        max_size=self.max_size,
+                        command_timeout=self.command_timeout,
+                    )
+                    async with pool.acquire() as conn:
+                        await migrate(conn, schema, "store", MIGRATIONS)
+            except BaseException:
+                if pool is not None:
+                    with contextlib.suppress(Exception):
+                        await pool.close()
+                raise
+            self.schema_name = schema
+            self._events_key = lock_key(schema, "events")
+            self._pool = pool
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    @property
+    def pool(self) -> Any:
+        """The asyncpg pool (for the inbox listener and tests)."""
+        if self._pool is None:
+            raise StoreError(
+                "the PostgreSQL store is not open; use 'async with Runtime(...)' or await open()"
+            )
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self, what: str) -> AsyncIterator[Any]:
+        """A connection inside a transaction: committed when the block ends, rolled back (and
+        raised as ``StoreError``) when anything in it fails."""
+        pool = self.pool
+        async with mapped_errors(what), pool.acquire() as conn, conn.transaction():
+            yield conn
+
+    async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
+        async with mapped_errors(what):
+            return list(await self.pool.fetch(sql, *args))
+
+    # -- steering log ----------------------------------------------------------------------
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        # DO NOTHING, never DO UPDATE: a command in the log is never overwritten; the caller
+        # answers the second one 'duplicate'.
+        rows = await self._fetch(
+            f"log command {cmd.correlation_id}",
+            "INSERT INTO steering_log"
+            " (scope, correlation_id, run_id, state, reason, command, created_at)"
+            " VALUES ($1, $2, $3, $4, NULL, $5, $6)"
+            " ON CONFLICT (scope, correlation_id) DO NOTHING RETURNING 1",
+            dedupe_scope(cmd.actor),
+            cmd.correlation_id,
+            run_id,
+            state,
+            cmd.model_dump_json(),
+            cmd.created_at.isoformat(),
+        )
+        return len(rows) == 1
+
+    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+        await self._fetch(
+            f"update command {cmd.correlation_id}",
+            "UPDATE steering_log SET state = $1, run_id = $2, command = $3"
+            " WHERE scope = $4 AND correlation_id = $5",
+            state,
+            run_id,
+            cmd.model_dump_json(),
+            dedupe_scope(cmd.actor),
+            cmd.correlation_id,
+        )
+
+    async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
+        if not updates:
+            return
+        async with self._transaction(f"settle {len(updates)} command(s)") as conn:
+            await conn.executemany(_SETTLE, _settling(updates))
+
+    async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
+        rows = await self._fetch(
+            f"read command {correlation_id}",
+            "SELECT command, state, run_id, reason FROM steering_log"
+            " WHERE scope = $1 AND correlation_id = $2",
+            scope,
+            correlation_id,
+        )
+        if not rows:
+            return None
+        try:
+            return _stored(rows[0])
+        except ValueError as exc:
+            raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
+
+    async def open_commands(self) -> list[StoredCommand]:
+        rows = await self._fetch(
+            "read the open commands",
+            "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
+            " WHERE state = ANY($1::text[]) ORDER BY seq",
+            _OPEN,
+        )
+        readable: list[StoredCommand] = []
+        broken: list[tuple[str, str, str, str | None]] = []
+        for row in rows:
+            try:
+                readable.append(_stored(row))
+            except ValueError as exc:  # pydantic's ValidationError and InvalidCommandError
+                reason = unreadable_reason(exc)
+                _log.warning("steering log %s: command %r %s", self.url, row[5], reason)
+                broken.append((row[4], row[5], "failed", reason))
+        if broken:
+            await self.set_command_states(broken)
+        return readable
+
+    async def command_ids(self) -> set[str]:
+        rows = await self._fetch(
+            "read the command ids", "SELECT DISTINCT correlation_id FROM steering_log"
+        )
+        return {r[0] for r in rows}
+
+    async def run_commands(
+        self, run_id: str, *, states: tuple[str, ...] = ("applied",)
+    ) -> list[StoredCommand]:
+        if not states:
+            return []
+        rows = await self._fetch(
+            f"read the commands of run {run_id}",
+            "SELECT command, state, run_id, reason FROM steering_log"
+            " WHERE run_id = $1 AND state = ANY($2::text[]) ORDER BY seq",
+            run_id,
+            list(states),
+        )
+        commands: list[StoredCommand] = []
+        for row in rows:
+            try:
+                commands.append(_stored(row))
+            except ValueError:  # unreadable (older version, damaged): nothing to re-apply
+                continue
+        return commands
+
+    # -- event log -------------------------------------------------------------------------
+
+    async def append_events(self, events: list[Event]) -> None:
+        if not events:
+            return
+        rows = [(e.type, e.run_id, e.root_run_id, e.tenant_id, e.to_json()) for e in events]
+        updates = terminal_updates(events)
+        async with self._transaction(f"append {len(events)} event(s)") as conn:
+            # Appends commit one at a time, so ids become visible in order (see the module).
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._events_key)
+            await conn.executemany(
+                "INSERT INTO events (type, run_id, root_run_id, tenant_id, data)"
+                " VALUES ($1, $2, $3, $4, $5)",
+                rows,
+            )
+            if updates:
+                await conn.executemany(_SETTLE, _settling(updates))
+
+    async def load_events(
+        self,
+        *,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        type_prefix: str | None = None,
+    ) -> list[Event]:
+        where: list[str] = []
+        args: list[str] = []
+        for column, value in (("run_id", run_id), ("root_run_id", root_run_id)):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} = ${len(args)}")
+        if type_prefix is not None:
+            args.append(type_prefix)  # not LIKE: "_" and "%" are no wildcards here
+            where.append(f"starts_with(type, ${len(args)})")
+        sql = "SELECT data FROM events" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = await self._fetch("read events", sql + " ORDER BY id", *args)
+        return [parse_event(r[0]) for r in rows]
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
+        if not snapshots:
+            return
+        async with self._transaction(f"save {len(snapshots)} run snapshot(s)") as conn:
+            await conn.executemany(
+                "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data)"
+                " VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
+                " data = excluded.data",
+                [
+                    (s["run_id"], s["root_run_id"], s["tenant_id"], s["status"], json.dumps(s))
+                    for s in snapshots
+                ],
+            )
+
+    async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        if tenant_id is None:
+            rows = await self._fetch("read runs", "SELECT data FROM runs ORDER BY pos")
+        else:
+            rows = await self._fetch(
+                "read runs",
+                "SELECT data FROM runs WHERE tenant_id = $1 ORDER BY pos",
+                tenant_id,
+            )
+        return [json.loads(r[0]) for r in rows]
+
+    async def load_run(self, run_id: str) -> dict[str, Any] | None:
+        rows = await self._fetch(
+            f"read run {run_id}", "SELECT data FROM runs WHERE run_id = $1", run_id
+        )
+        return json.loads(rows[0][0]) if rows else None
+
+    async def read_events(
+        self,
+        *,
+        after_id: int = 0,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        where: list[str] = ["id > $1"]
+        args: list[int | str] = [after_id]
+        for column, value in (
+            ("tenant_id", tenant_id),
+            ("run_id", run_id),
+            ("root_run_id", root_run_id),
+        ):
+            if value is not None:
+                args.append(value)
+                where.append(f"{column} = ${len(args)}")
+        args.append(max(limit, 0))
+        rows = await self._fetch(
+            "read events",
+            f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id"
+            f" LIMIT ${len(args)}",
+            *args,
+        )
+        return [(r[0], parse_event(r[1])) for r in rows]
+
+    # -- inbox -----------------------------------------------------------------------------
+
+    @property
+    def inbox_channel(self) -> str:
+        """The NOTIFY channel on which ``inbox_put`` announces a command (payload: the owner)."""
+        return "tinyagents_inbox_" + format(lock_key(self.schema_name, "inbox") & (2**48 - 1), "x")
+
+    async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
+        # One statement: the row and its NOTIFY commit together (a NOTIFY is sent at commit),
+        # and a request id seen before neither changes the row nor wakes anyone.
+        await self._fetch(
+            f"put inbox request {request_id}",
+            "WITH put AS (INSERT INTO inbox (request_id, owner, state, command, submitted_at)"
+            " VALUES ($1, $2, 'pending', $3, $4) ON CONFLICT (request_id) DO NOTHING"
+            " RETURNING owner) SELECT pg_notify($5, owner) FROM put",
+            request_id,
+            owner,
+            command.model_dump_json(),
+            _clock.now(),
+            self.inbox_channel,
+        )
+
+    async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
+        # SKIP LOCKED: two pollers (in any processes) never claim the same row, nor wait.
+        rows = await self._fetch(
+            f"take the inbox of {owner}",
+            "UPDATE inbox SET state = 'taken' WHERE request_id IN (SELECT request_id FROM inbox"
+            " WHERE owner = $1 AND state = 'pending' ORDER BY seq LIMIT $2"
+            " FOR UPDATE SKIP LOCKED) RETURNING seq, request_id, command, submitted_at",
+            owner,
+            max(limit, 0),
+        )
+        items: list[InboxItem] = []
+        for _, request_id, command, submitted_at in sorted(rows):  # RETURNING has no order
+            try:
+                cmd = SteeringCommand.model_validate_json(command)
+            except ValueError as exc:  # written by an older version, or damaged
+                await self.inbox_answer(request_id, unreadable_receipt(request_id, exc))
+                continue
+            items.append(
+                InboxItem(
+                    request_id=request_id, owner=owner, command=cmd, submitted_at=submitted_at
+                )
+            )
+        return items
+
+    async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
+        now = _clock.now()
+        async with self._transaction(f"answer inbox request {request_id}") as conn:
+            await conn.execute(
+                "UPDATE inbox SET state = 'answered', receipt = $1, answered_at = $2"
+                " WHERE request_id = $3",
+                receipt.model_dump_json(),
+                now,
+                request_id,
+            )
+            await conn.execute(
+                "DELETE FROM inbox WHERE answered_at < $1",
+                now - timedelta(seconds=INBOX_RETENTION_S),
+            )
+
+    async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
+        rows = await self._fetch(
+            f"read the receipt of inbox request {request_id}",
+            "SELECT receipt FROM inbox WHERE request_id = $1",
+            request_id,
+        )
+        if not rows or rows[0][0] is None:
+            return None
+        return SteeringReceipt.model_validate_json(rows[0][0])
+
+    async def listen_inbox(self, owner: str, wake: Callable[[], None]) -> InboxListener:
+        """Call ``wake()`` whenever a command for ``owner`` is put in the inbox, by any
+        process; returns once listening (``aclose()`` the listener to stop). A lost
+        connection is re-established with backoff (0.5 s doubling to 30 s), and ``wake()`` is
+        called after each (re)connection, since commands may have arrived meanwhile."""
+        listener = InboxListener(self, owner, wake)
+        await listener.start()
+        return listener
+
+
+def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any, ...]]:
+    """The argument rows of ``_SETTLE`` for (scope, id, state, reason) updates."""
+    return [(state, reason, scope, cid) for scope, cid, state, reason in updates]
+
+
+def _stored(row: Any) -> StoredCommand:
+    return StoredCommand(
+        command=SteeringCommand.model_validate_json(row[0]),
+        state=row[1],
+        run_id=row[2],
+        reason=row[3],
+    )
+
+
+class InboxListener:
+    """A connection that LISTENs on a store's inbox channel and wakes one owner; made by
+    ``PostgresStore.listen_inbox``. It reconnects on its own; ``aclose()`` stops it."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        owner: str,
+        wake: Callable[[], None],
+        *,
+        retry_first_s: float = 0.5,
+        retry_max_s: float = 30.0,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.wake = wake
+        self.retry_first_s = retry_first_s
+        self.retry_max_s = retry_max_s
+        #: Connections lost (and re-established) since the start.
+        self.reconnects = 0
+        self._task: asyncio.Task[None] | None = None
+        self._conn: Any = None
+        self._lost = asyncio.Event()
+
+    async def start(self) -> None:
+        """LISTEN; raises ``StoreError`` when the first connection fails."""
+        async with mapped_errors(f"listen for the inbox of {self.owner}"):
+            await self._connect()
+        self._task = asyncio.create_task(self._run(), name=f"tinyagents-inbox-{self.owner}")
+
+    async def _connect(self) -> None:
+        import asyncpg
+
+        settings = {"search_path": quote_ident(self.store.schema)} if self.store.schema else None
+        conn = await asyncpg.connect(self.store.dsn, server_settings=settings)
+        self._conn = conn
+        self._lost.clear()
+        conn.add_termination_listener(self._terminated)
+        try:
+            await conn.add_listener(self.store.inbox_channel, self._notified)
+        except BaseException:
+            await self._drop()
+            raise
+
+    def _terminated(self, conn: Any) -> None:
+        if conn is self._conn:  # not one this listener closed itself
+            self._lost.set()
+
+    def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload == self.owner:
+            self.wake()
+
+    async def _run(self) -> None:
+        while True:
+            await self._lost.wait()
+            delay = self.retry_first_s
+            while True:
+                await self._drop()
+                try:
+                    await self._connect()
+                except db_errors() as exc:
+                    _log.warning(
+                        "inbox listener of %s: %s; again in %.1f s",
+                        self.owner,
+                        first_line(exc),
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.retry_max_s)
+                    continue
+                self.reconnects += 1
+                self.wake()  # commands may have been put while nobody listened
+                break
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(*db_errors()):
+                await conn.close()
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            task, self._task = self._task, None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._drop()
