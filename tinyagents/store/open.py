@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from tinyagents.errors import ConfigurationError
 from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
+from tinyagents.store.postgres import PostgresStore
 from tinyagents.store.sqlite import SqliteStore
 
 
 def open_store(spec: str | Store | None) -> Store:
-    """``None``/``"memory://"`` → MemoryStore; ``"sqlite:///path.db"`` → SqliteStore."""
+    """``None``/``"memory://"`` → MemoryStore; ``"sqlite:///path.db"`` → SqliteStore;
+    ``"postgresql://user@host/db"`` (or ``postgres://``; ``?schema=name`` keeps the tables in
+    that schema) → PostgresStore."""
     if isinstance(spec, Store):
         return spec
     if spec is None or spec in ("memory", "memory://"):
@@ -20,6 +25,19 @@ def open_store(spec: str | Store | None) -> Store:
             path[1:] if path.startswith("/") else path
         )  # sqlite:///rel.db → rel.db; sqlite:////abs
         return SqliteStore(path)
+    if spec.startswith(("postgresql://", "postgres://")):
+        return _postgres(spec)
     raise ConfigurationError(
-        f"unknown store {spec!r}: use None (in memory), 'sqlite:///path.db' or a Store instance"
+        f"unknown store {spec!r}: use None (in memory), 'sqlite:///path.db', "
+        "'postgresql://user@host/db' or a Store instance"
     )
+
+
+def _postgres(url: str) -> PostgresStore:
+    """A PostgresStore for ``url``, its ``schema`` query parameter taken out of the DSN (the
+    other parameters are asyncpg's: sslmode, server settings...)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((value for key, value in query if key == "schema"), None)
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return PostgresStore(urlunsplit(parts._replace(query=rest)), schema=schema or None)
