@@ -5,17 +5,20 @@
     store = open_store("sqlite:///runs.db")   # None or "memory://" for a MemoryStore
 
 ``MemoryStore`` keeps everything in the process; ``SqliteStore`` keeps it in one file, where
-the router writes an accepted command before its receipt is returned. ``StoreWriter`` is the
+the router writes an accepted command before its receipt is returned; ``PostgresStore``
+(``"postgresql://..."``) keeps it in a database several processes and machines share. ``StoreWriter`` is the
 bus sink that batches events into a store. Graph checkpoints have their own contract in ``tinyagents.store.checkpoint``.
 """
 
 from tinyagents.store.base import Store, StoredCommand, StoreWriter
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.open import open_store
+from tinyagents.store.postgres import PostgresStore
 from tinyagents.store.sqlite import SqliteStore
 
 __all__ = [
     "MemoryStore",
+    "PostgresStore",
     "SqliteStore",
     "Store",
     "StoreWriter",

@@ -1,4 +1,4 @@
-"""Graph checkpointers: the ``Checkpointer`` ABC and its memory and SQLite backends.
+"""Graph checkpointers: the ``Checkpointer`` ABC and its memory, SQLite and PostgreSQL backends.
 
     from tinyagents.store.checkpoint import SqliteCheckpointer
 
@@ -11,12 +11,14 @@ superstep as deltas) and the writes of its tasks (``WriteRecord``); every backen
 
 from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
 from tinyagents.store.checkpoint.memory import MemoryCheckpointer
+from tinyagents.store.checkpoint.postgres import PostgresCheckpointer
 from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
     "CheckpointRecord",
     "Checkpointer",
     "MemoryCheckpointer",
+    "PostgresCheckpointer",
     "SqliteCheckpointer",
     "WriteRecord",
 ]
