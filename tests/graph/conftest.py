@@ -1,7 +1,10 @@
 """Fixtures for the graph tests: one checkpointer factory per backend.
 
-Add a backend (e.g. postgres) by adding a factory to ``BACKENDS``: every test that takes
-the ``checkpointer`` or ``make_checkpointer`` fixture then runs against it too.
+Add a backend by adding a factory to ``BACKENDS``: every test that takes the
+``checkpointer`` or ``make_checkpointer`` fixture then runs against it too. The postgres
+backend gives each test a schema of its own (the checkpointers one test makes share it, as
+they would share a SQLite file), dropped afterwards; it skips when PostgreSQL is unreachable
+(and fails when CI=true).
 """
 
 from __future__ import annotations
@@ -11,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
 
-from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
+from tinyagents.store.checkpoint import (
+    Checkpointer,
+    MemoryCheckpointer,
+    PostgresCheckpointer,
+    SqliteCheckpointer,
+)
 
 Factory = Callable[..., Awaitable[Checkpointer]]
 
@@ -27,9 +36,16 @@ async def _sqlite(tmp_path: Path, **kw: Any) -> Checkpointer:
     return cp
 
 
+async def _postgres(tmp_path: Path, **kw: Any) -> Checkpointer:
+    cp = PostgresCheckpointer(postgres_dsn(), schema=pg_schema(tmp_path), **kw)
+    await cp.setup()
+    return cp
+
+
 BACKENDS: dict[str, Callable[..., Awaitable[Checkpointer]]] = {
     "memory": _memory,
     "sqlite": _sqlite,
+    "postgres": _postgres,
 }
 
 
@@ -48,6 +64,7 @@ async def make_checkpointer(
     yield make
     for cp in made:
         await cp.aclose()
+    await drop_pg_schemas()
 
 
 @pytest.fixture
