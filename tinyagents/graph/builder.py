@@ -157,13 +157,19 @@ class StateGraph:
         redirect_conflict: str = "first_accepted",
         interrupt_before: Sequence[str] = (),
         interrupt_after: Sequence[str] = (),
+        supervisor: Any = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
 
         ``interrupt_before`` / ``interrupt_after``: static breakpoints. A run stops (status
         ``interrupted``, no ``interrupts``) before a step that would run one of these nodes,
         or after a step that ran one; ``run(None, thread_id=...)`` continues. They need a
-        checkpointer (the graph's, or its parent's for a sub-graph)."""
+        checkpointer (the graph's, or its parent's for a sub-graph).
+
+        ``supervisor``: a ``SupervisorSpec`` watching every agent run inside this graph (its
+        agent nodes, in sub-graphs too, and their sub-agents) when it runs in a ``Runtime``;
+        an agent's own spec wins for its runs. Each agent node whose ``aborted`` outcome the
+        graph does not route is logged as a warning (``validate_graph`` lists them)."""
         validate(self)
         unknown = sorted({*interrupt_before, *interrupt_after} - self.nodes.keys())
         if unknown:
@@ -177,7 +183,13 @@ class StateGraph:
             raise ConfigurationError(
                 "redirect_conflict must be 'first_accepted', 'highest_priority' or 'error'"
             )
-        return CompiledGraph(
+        # Duck-typed: the supervision layer sits above the graph runtime.
+        check_graph = getattr(supervisor, "check_graph", None)
+        if supervisor is not None and check_graph is None:
+            raise ConfigurationError(
+                f"compile(supervisor=...) takes a SupervisorSpec, got {type(supervisor).__name__}"
+            )
+        graph = CompiledGraph(
             self,
             checkpointer=checkpointer,
             name=name,
@@ -187,6 +199,10 @@ class StateGraph:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
         )
+        if check_graph is not None:
+            graph.supervisor = supervisor
+            check_graph(graph)
+        return graph
 
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self)

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 class CompiledGraph(GraphCore):
     """A runnable graph. ``await graph.run(input, thread_id=...)`` → ``GraphResult``."""
 
+    #: The ``SupervisorSpec`` of ``compile(supervisor=...)``: watches the graph's agent runs.
+    supervisor: Any = None
+
     # -- running ---------------------------------------------------------------------------
 
     async def run(
