@@ -30,6 +30,7 @@ from tinyagents.graph.types import (
     RetryPolicy,
     Send,
     StateSnapshot,
+    TaskState,
     interrupt,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
     "Send",
     "StateGraph",
     "StateSnapshot",
+    "TaskState",
     "add_messages",
     "append",
     "interrupt",

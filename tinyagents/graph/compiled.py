@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, SyncInAsyncError
-from tinyagents.graph import mermaid, threads
-from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
+from tinyagents.graph import calls, mermaid, threads
+from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set_scope
 from tinyagents.graph.checkpointing import Head
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
@@ -49,7 +49,18 @@ class CompiledGraph(GraphCore):
         ``interrupt_before`` / ``interrupt_after`` add static breakpoints for this run (see
         ``StateGraph.compile``). Bad input raises and changes nothing; a failing node gives
         ``status="failed"``.
+
+        Called from inside a node of a running graph (without ``thread_id``, ``runtime``
+        and ``checkpoint_id``), it is a sub-graph call of that node: see ``graph/calls.py``.
+        Its interrupts pause the calling node, and a failing node of it raises its error.
         """
+        caller = enclosing_scope()
+        if caller is not None and thread_id is None and runtime is None and checkpoint_id is None:
+            if interrupt_before or interrupt_after:
+                raise GraphError(
+                    "a sub-graph called from a node takes its breakpoints from its compile()"
+                )
+            return await calls.run(self, caller, input, recursion_limit)
         breakpoints = {"interrupt_before": interrupt_before, "interrupt_after": interrupt_after}
         if interrupt_before or interrupt_after:
             if runtime is not None:
@@ -100,8 +111,12 @@ class CompiledGraph(GraphCore):
         payload)`` pairs; ``subgraphs=True`` adds sub-graph items, each led by its namespace.
         A failing node's error is raised after the items before it; leaving the loop early
         stops the run. A bad mode raises ``ConfigurationError`` here, before anything runs.
+        Inside a node of a running graph it is a sub-graph call, as for ``run``.
         """
         sink = GraphStream(mode, subgraphs=subgraphs)
+        caller = enclosing_scope()
+        if caller is not None and thread_id is None and runtime is None and checkpoint_id is None:
+            return calls.stream(self, caller, input, sink, recursion_limit)
         if runtime is not None:
             return self._stream_managed(
                 sink, input, runtime, thread_id, checkpoint_id, recursion_limit
@@ -209,13 +224,20 @@ class CompiledGraph(GraphCore):
 
     # -- threads ---------------------------------------------------------------------------
 
-    async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
-        """The thread's values, next nodes and pending interrupts (at the head by default)."""
-        return await threads.get_state(self, thread_id, checkpoint_id)
+    async def get_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        """The thread's values, next nodes, tasks and pending interrupts (at the head by
+        default). ``subgraphs=True``: each task's ``state`` is the state of the sub-graph it
+        ran (a sub-graph node or a graph its function called), nested the same way."""
+        return await threads.get_state(self, thread_id, checkpoint_id, subgraphs=subgraphs)
 
-    async def history(self, thread_id: str, *, limit: int | None = None) -> list[CheckpointInfo]:
-        """The thread's checkpoints, newest first (values via ``get_state(checkpoint_id=)``)."""
-        return await threads.history(self, thread_id, limit=limit)
+    async def history(
+        self, thread_id: str, *, limit: int | None = None, ns: str = ""
+    ) -> list[CheckpointInfo]:
+        """The thread's checkpoints, newest first (values via ``get_state(checkpoint_id=)``);
+        with ``ns`` (an ``Interrupt.ns``, a ``StateSnapshot.ns``) a sub-graph's."""
+        return await threads.history(self, thread_id, limit=limit, ns=ns)
 
     async def update_state(
         self, thread_id: str, update: dict[str, Any], *, as_node: str | None = None

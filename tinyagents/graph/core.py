@@ -128,6 +128,10 @@ class GraphCore:
             for source in sources:
                 self.joins_from.setdefault(source, []).append(index)
         self._arg_adapters: dict[str, TypeAdapter[Any] | None] = {}
+        #: (node, call index) -> the graph that node called from inside its function, so
+        #: ``get_state(subgraphs=True)`` can read that sub-graph's namespace (one entry per
+        #: call site: it does not grow with runs)
+        self.called: dict[tuple[str, int], GraphCore] = {}
         # nodes whose successors never depend on state: their next frontier is a constant
         # (shared, never mutated: a head's frontier is only ever replaced)
         self.simple_next: dict[str, list[Planned]] = {

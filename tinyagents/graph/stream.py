@@ -87,14 +87,22 @@ class GraphStream:
         self.updates = "updates" in self.modes
         self.tasks = "tasks" in self.modes
         self.items: deque[Any] = deque()
+        #: the namespace of the run the stream follows (a sub-graph streamed in a node)
+        self.root = ""
         #: set when an item arrives, for a reader that waits on the run's task (``live``)
         self.ready: asyncio.Event | None = None
 
     # -- items -----------------------------------------------------------------------------
 
     def put(self, ns: str, mode: str, payload: Any) -> None:
-        if ns and not self.subgraphs:
-            return
+        root = self.root
+        if ns != root:
+            if not self.subgraphs:
+                return
+            if root:
+                ns = ns[len(root) + 1 :]
+        elif root:
+            ns = ""
         if self.subgraphs:
             item: Any = (namespace(ns), payload) if self.single else (namespace(ns), mode, payload)
         else:
@@ -105,6 +113,7 @@ class GraphStream:
 
     def begin(self, run: GraphRun) -> None:
         """The state the run starts from (``values``), before its first step."""
+        self.root = run.head.ns
         if self.values:
             self.put(run.head.ns, "values", snapshot(run.head.values))
 

@@ -6,17 +6,20 @@ to apply a command made against an older checkpoint on a fork of the thread.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph.checkpointing import load_head, new_frontier_id, save
+from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession, carry_interrupts
-from tinyagents.graph.types import CheckpointInfo, StateSnapshot
+from tinyagents.graph.tasks import Task
+from tinyagents.graph.types import CheckpointInfo, StateSnapshot, TaskState
 
 if TYPE_CHECKING:
-    from tinyagents.graph.core import GraphCore
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
@@ -27,26 +30,58 @@ def require_checkpointer(graph: GraphCore, what: str) -> Checkpointer:
 
 
 async def get_state(
-    graph: GraphCore, thread_id: str, checkpoint_id: str | None = None
+    graph: GraphCore,
+    thread_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    subgraphs: bool = False,
 ) -> StateSnapshot:
-    """The thread's values, next nodes and pending interrupts (at the head by default)."""
+    """The thread's values, next nodes, tasks and pending interrupts (at the head by
+    default); with ``subgraphs`` each task carries the states of the sub-graphs it ran."""
     cp = require_checkpointer(graph, "get_state")
-    head = await load_head(graph, cp, thread_id, "", checkpoint_id)
-    if head is None:
+    snap = await _snapshot(graph, cp, thread_id, "", checkpoint_id, subgraphs)
+    if snap is None:
         if checkpoint_id is not None:
             raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id}")
         return StateSnapshot(
             values={}, next=(), checkpoint_id=None, parent_id=None, step=-1, source="none"
         )
+    return snap
+
+
+async def _snapshot(
+    graph: GraphCore,
+    cp: Checkpointer,
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str | None,
+    subgraphs: bool,
+) -> StateSnapshot | None:
+    head = await load_head(graph, cp, thread_id, ns, checkpoint_id)
+    if head is None:
+        return None
     run = GraphRun(graph, head, checkpointer=cp, recursion_limit=0)
     tasks = run.plan()
+    paused = run.result("interrupted", tasks)
     if checkpoint_id is None:
         # as LangGraph shows a thread's head: a paused or failed step's finished tasks have
         # written, and only the unfinished ones are next
-        values = run.result("interrupted", tasks).state
+        values = paused.state
         next_nodes = tuple(t.node for t in tasks if t.writes is None)
     else:
         values, next_nodes = head.values, tuple(p.node for p in head.frontier)
+    states = []
+    for t in tasks:
+        subs = await _sub_states(run, cp, t) if subgraphs else ()
+        states.append(
+            TaskState(
+                id=t.id,
+                name=t.node,
+                interrupts=tuple(i for i in t.interrupts if i.id not in t.resume),
+                result=dict(t.writes) if t.writes is not None else None,
+                states=subs,
+            )
+        )
     return StateSnapshot(
         values=values,
         next=next_nodes,
@@ -54,17 +89,62 @@ async def get_state(
         parent_id=head.parent_id,
         step=head.step,
         source=head.source,
-        interrupts=run.result("interrupted", tasks).interrupts,
+        interrupts=paused.interrupts,
         completed_tasks=tuple(t.id for t in tasks if t.writes is not None),
         created_at=head.created_at,
         metadata=head.metadata,
+        tasks=tuple(states),
+        ns=ns,
     )
 
 
+async def _sub_states(run: GraphRun, cp: Checkpointer, task: Task) -> tuple[StateSnapshot, ...]:
+    """The states of the sub-graphs ``task`` ran, each from its own namespace."""
+    graph, spec = run.graph, task.spec
+    found = []
+    for index in itertools.count():
+        sub = spec.subgraph if index == 0 else None
+        if sub is None:
+            sub = graph.called.get((task.node, index))
+        if sub is None and index == 0 and spec.fn is not None:
+            sub = referenced_graph(spec.fn)  # a process that has not run the call yet
+        if sub is None:
+            break
+        segment = f"{task.node}:{task.id}" + (f"#{index}" if index else "")
+        snap = await _snapshot(sub, cp, run.head.thread_id, run.child_ns(segment), None, True)
+        if snap is None:
+            break
+        found.append(snap)
+        if spec.subgraph is not None:
+            break
+    return tuple(found)
+
+
+def referenced_graph(fn: Callable[..., Any]) -> GraphCore | None:
+    """The one compiled graph a node function refers to (through its closure or the globals
+    it names), if exactly one: the graph it calls."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    cells = [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _filled(c)]
+    scope = getattr(fn, "__globals__", {})
+    names = [scope[n] for n in code.co_names if n in scope]
+    graphs = {id(v): v for v in (*cells, *names) if isinstance(v, GraphCore)}
+    return next(iter(graphs.values())) if len(graphs) == 1 else None
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
 async def history(
-    graph: GraphCore, thread_id: str, *, limit: int | None = None
+    graph: GraphCore, thread_id: str, *, limit: int | None = None, ns: str = ""
 ) -> list[CheckpointInfo]:
-    """The thread's checkpoints, newest first."""
+    """The thread's checkpoints, newest first (of a sub-graph's namespace with ``ns``)."""
     cp = require_checkpointer(graph, "history")
     return [
         CheckpointInfo(
@@ -79,7 +159,7 @@ async def history(
             created_at=r.created_at,
             metadata=r.metadata,
         )
-        for r in await cp.list(thread_id, limit=limit)
+        for r in await cp.list(thread_id, ns, limit=limit)
     ]
 
 

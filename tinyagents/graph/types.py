@@ -131,8 +131,27 @@ class GraphResult:
 
 
 @dataclass(slots=True, kw_only=True)
+class TaskState:
+    """A task of a ``StateSnapshot``'s step (LangGraph's ``PregelTask``): finished (with its
+    ``result``), paused on ``interrupts``, or still to run. ``states`` are the states of the
+    sub-graphs it ran (a sub-graph node, or the graphs its function called, in call order),
+    read by ``get_state(subgraphs=True)``; ``state`` is the first of them."""
+
+    id: str
+    name: str
+    interrupts: tuple[Interrupt, ...] = ()
+    result: dict[str, Any] | None = None
+    states: tuple[StateSnapshot, ...] = ()
+
+    @property
+    def state(self) -> StateSnapshot | None:
+        return self.states[0] if self.states else None
+
+
+@dataclass(slots=True, kw_only=True)
 class StateSnapshot:
-    """A thread's state at one checkpoint, as ``graph.get_state`` returns it."""
+    """A thread's state at one checkpoint, as ``graph.get_state`` returns it; ``ns`` is the
+    namespace of a sub-graph's state (``""`` for the graph's own)."""
 
     values: dict[str, Any]
     next: tuple[str, ...]
@@ -144,6 +163,8 @@ class StateSnapshot:
     completed_tasks: tuple[str, ...] = ()
     created_at: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    tasks: tuple[TaskState, ...] = ()
+    ns: str = ""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,0 +1,89 @@
+"""A compiled graph run from inside a node of another graph run: a *sub-graph call*.
+
+``await sub.run(...)`` (or ``sub.stream(...)``) in a node function runs ``sub`` the way a
+sub-graph node runs (``GraphRun.child_run``): in a namespace of the caller's thread, with
+the caller's checkpointer, limits and answers. Its interrupts pause the calling task (and
+surface in the caller's result), a resume of the caller continues inside it from where it
+stopped, and its ``Command(graph=Command.PARENT)`` becomes the calling task's output. Each
+call of a task gets its own namespace: ``"node:task_id"``, then ``"node:task_id#1"``, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.errors import GraphError
+from tinyagents.graph._context import CalledCommand, NodeInterrupt, ParentCommand, TaskScope
+from tinyagents.graph.checkpointing import Head
+from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.stream import GraphStream, read
+from tinyagents.graph.types import Command, GraphResult
+
+if TYPE_CHECKING:
+    from tinyagents.graph.core import GraphCore
+
+
+async def prepare(
+    graph: GraphCore, scope: object, input: Any, recursion_limit: int | None
+) -> GraphRun:
+    """The run of ``graph`` called with ``input`` by the node whose scope is ``scope``."""
+    if isinstance(input, Command):
+        raise GraphError(
+            f"graph {graph.name!r} is called from inside a node: give it state input; its "
+            "interrupts are resumed through the calling graph (Command(resume=...) to it)"
+        )
+    if not isinstance(scope, TaskScope) or scope.run is None:
+        # the calling run saves nothing: neither does the call (interrupt() is an error)
+        if input is None:
+            raise GraphError(f"sub-graph {graph.name!r} needs an input to start")
+        head = Head.fresh(graph, "", "", None)
+        await graph.start_input(head, input, None)
+        limit = recursion_limit or graph.recursion_limit
+        return GraphRun(graph, head, checkpointer=None, recursion_limit=limit, nested=True)
+    caller: GraphRun = scope.run
+    task, index = scope.task, scope.calls
+    scope.calls += 1
+    segment = f"{task.node}:{task.id}" if index == 0 else f"{task.node}:{task.id}#{index}"
+    caller.graph.called[(task.node, index)] = graph
+    child, _ = await caller.child_run(graph, task, caller.child_ns(segment), input)
+    if recursion_limit is not None:
+        child.recursion_limit = recursion_limit
+    return child
+
+
+async def run(
+    graph: GraphCore, scope: object, input: Any, recursion_limit: int | None
+) -> GraphResult:
+    """``graph.run(input)`` called by a node: the finished run's result. Raises the error of
+    a failing node of ``graph``, and unwinds the calling node on an interrupt."""
+    child = await prepare(graph, scope, input, recursion_limit)
+    try:
+        result = await child.execute()
+    except ParentCommand as pc:
+        raise CalledCommand(pc.command) from None
+    if result.status == "interrupted":
+        raise NodeInterrupt(result.interrupts)
+    return result
+
+
+async def stream(
+    graph: GraphCore, scope: object, input: Any, sink: GraphStream, recursion_limit: int | None
+) -> AsyncIterator[Any]:
+    """``graph.stream(input)`` called by a node: the items of the call (namespaces relative
+    to it); then, if it stopped on an interrupt, the calling node unwinds."""
+    child = await prepare(graph, scope, input, recursion_limit)
+
+    async def made() -> GraphRun:
+        return child
+
+    try:
+        async for item in read(made, sink):
+            yield item
+    except ParentCommand as pc:
+        raise CalledCommand(pc.command) from None
+    if child.head.frontier:  # stopped before its end: on interrupts or at a breakpoint
+        raise NodeInterrupt(child.result("interrupted", child.plan()).interrupts)
+
+
+__all__ = ["prepare", "run", "stream"]
