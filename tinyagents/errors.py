@@ -11,7 +11,8 @@
     ├── ControlPlaneUnavailable        Redis cannot be reached to send a command to the worker that owns its run
     ├── StoreError                     a persistence backend failed or holds data it cannot read
     │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
-    │   └── ThreadBusy                 another run is already writing this thread
+    │   ├── ThreadBusy                 another run is already writing this thread
+    │   └── ReceiptTimeout             a command put in the store's inbox got no receipt in time
     ├── RunError                       a run ended without a result
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
     │   ├── RunCancelled               the run was cancelled by a steering command
@@ -121,6 +122,24 @@ class StoreError(TinyAgentsError):
 
 class StaleCheckpointError(StoreError):
     """A write or command referred to a checkpoint that is no longer the thread's latest."""
+
+
+class ReceiptTimeout(StoreError):
+    """A command submitted through the store got no receipt from the run's owner in time.
+
+    The command stays in the owner's inbox: it may still be applied later. Submit it again
+    with the same correlation id to learn its outcome (a duplicate is answered ``duplicate``).
+    """
+
+    def __init__(self, correlation_id: str, owner: str, timeout_s: float) -> None:
+        super().__init__(
+            f"no receipt for command {correlation_id} from runtime {owner} within "
+            f"{timeout_s:g}s: it may still be applied; submit it again with the same "
+            "correlation id to learn its outcome, or check that the run's process is alive"
+        )
+        self.correlation_id = correlation_id
+        self.owner = owner
+        self.timeout_s = timeout_s
 
 
 class ThreadBusy(StoreError):

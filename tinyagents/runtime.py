@@ -8,6 +8,11 @@
 their receipt returns, events are written in batches, and on start the commands that were
 accepted but never reached a terminal state are handed to their run when it comes back.
 
+With a durable store the runtime also serves other processes (``tinyagents.steering.remote``):
+it writes live snapshots of its runs (throttled, with a heartbeat: ``owner``, ``updated_at``,
+pending commands and interrupts) and polls the store's inbox for commands addressed to its
+``runtime_id``, which go through ``submit`` like any other and get their receipt written back.
+
 Memory is bounded: a finished run tree is released (handle, tree node, steering history)
 once it leaves the retention window (``retain_finished`` runs, ``retain_finished_s``
 seconds), or at once with ``forget(run_id)``; with a store it stays readable there.
@@ -16,20 +21,22 @@ seconds), or at once with ``forget(run_id)``; with a store it stays readable the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, RuntimeClosed
+from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
 from tinyagents.graph.driver import start_graph_run
 from tinyagents.harness.loop import start_agent_run
-from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
+from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
 from tinyagents.runs.info import RunInfo
+from tinyagents.runs.live import LiveRuns, pending_by_run
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
@@ -47,6 +54,11 @@ _log = logging.getLogger("tinyagents.runtime")
 #: Released runs' snapshots are saved this many at a time (and the rest on close), like the
 #: snapshots of the runs still in memory, which are saved on close.
 _SAVE_BATCH = 256
+#: With a durable store: how often the inbox is polled (``wake_inbox`` wakes it at once), how
+#: often changed runs' snapshots are written, and how often every live run's is (heartbeat).
+INBOX_POLL_S = 0.05
+SNAPSHOT_EVERY_S = 0.1
+HEARTBEAT_S = 1.0
 
 
 class Runtime:
@@ -82,6 +94,12 @@ class Runtime:
             raise ConfigurationError(f"dedupe_horizon must be >= 1, got {dedupe_horizon}")
         self.store: Store = open_store(store)
         self._durable = store is not None
+        #: Unique per runtime instance: the ``owner`` of its runs' snapshots, and the address
+        #: other processes put commands for those runs under in the store's inbox.
+        self.runtime_id = _clock.new_id("rt")
+        self._live: LiveRuns | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._inbox_wake: asyncio.Event | None = None
         self.testing = testing
         self.bus = EventBus()
         self.runs = RunRegistry(
@@ -139,6 +157,9 @@ class Runtime:
             self.bus.add_sink(self._writer)
             self._writer.start()
             self.router.restore([(p.command, p.state, p.run_id) for p in pending])
+            self.live_runs()
+            self._inbox_wake = asyncio.Event()
+            self._serving = asyncio.create_task(self._serve_store(), name="tinyagents-inbox")
         self._open = True
 
     async def close(self) -> None:
@@ -165,6 +186,11 @@ class Runtime:
             self._closed.set_result(None)
 
     async def _settle(self) -> None:
+        if self._serving is not None:  # answers what it took (closing: rejected), takes no more
+            serving, self._serving = self._serving, None
+            assert self._inbox_wake is not None
+            self._inbox_wake.set()
+            await asyncio.wait([serving])
         if self._submitting:
             self._submits_done = asyncio.Event()
             await self._submits_done.wait()
@@ -225,6 +251,101 @@ class Runtime:
             self._submitting -= 1
             if not self._submitting and self._submits_done is not None:
                 self._submits_done.set()
+
+    def wake_inbox(self) -> None:
+        """Poll the store's inbox now instead of at the next tick (for a LISTEN/NOTIFY or
+        Redis listener; call it on the runtime's event loop). A no-op without a durable store."""
+        if self._inbox_wake is not None:
+            self._inbox_wake.set()
+
+    async def _serve_store(self) -> None:
+        """Until close: answer the inbox every ``INBOX_POLL_S`` (or when woken), and write the
+        changed runs' snapshots every ``SNAPSHOT_EVERY_S``, every live run's every
+        ``HEARTBEAT_S``. A failing store is logged and tried again at the next tick."""
+        assert self._inbox_wake is not None
+        loop = asyncio.get_running_loop()
+        snapshot_due = heartbeat_due = loop.time()
+        failing = False
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(INBOX_POLL_S):
+                    await self._inbox_wake.wait()
+            self._inbox_wake.clear()
+            try:
+                await self.answer_inbox()
+                now = loop.time()
+                if now >= snapshot_due:
+                    heartbeat = now >= heartbeat_due
+                    await self.write_live_snapshots(heartbeat=heartbeat)
+                    snapshot_due = now + SNAPSHOT_EVERY_S
+                    if heartbeat:
+                        heartbeat_due = now + HEARTBEAT_S
+                if failing:
+                    failing = False
+                    _log.info("runtime %s: the store answers again", self.runtime_id)
+            except Exception as exc:
+                if not failing:
+                    failing = True
+                    _log.warning("runtime %s: inbox or snapshots: %s", self.runtime_id, exc)
+        try:
+            await self.answer_inbox()  # closing: what is there now is answered 'rejected'
+        except Exception as exc:
+            _log.warning(
+                "runtime %s: closing, could not answer the inbox: %s", self.runtime_id, exc
+            )
+
+    async def answer_inbox(self) -> int:
+        """Take the commands other processes put in the store's inbox for this runtime, submit
+        each (own policies, own deduplication) and write its receipt back; returns how many."""
+        items = await self.store.inbox_take(self.runtime_id)
+        for item in items:
+            cmd = item.command
+            try:
+                receipt = await self._submit(cmd, None)
+            except RuntimeClosed:
+                receipt = _refused(cmd, "runtime closed: the run's owner is shutting down")
+            except StoreError as exc:
+                receipt = _refused(cmd, f"store error, nothing was applied: {exc}")
+            except Exception as exc:  # a bug: the submitter must still get an answer
+                _log.exception("runtime %s: inbox command %s", self.runtime_id, cmd.correlation_id)
+                receipt = _refused(cmd, f"internal error: {type(exc).__name__}")
+            await self.store.inbox_answer(item.request_id, receipt)
+        return len(items)
+
+    def live_runs(self) -> LiveRuns:
+        """The live-snapshot books (dirty runs, pending interrupts). Kept from ``open`` with a
+        durable store; without one, from the first call on (the operator facade calls it), so
+        a runtime nobody watches pays nothing for them."""
+        if self._live is None:
+            self._live = LiveRuns(self.runtime_id)
+            self.bus.add_sink(self._live)
+        return self._live
+
+    def live_snapshots(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Live snapshots (``RunInfo.snapshot()`` plus ``owner``, ``updated_at``,
+        ``pending_commands``, ``interrupts``) of the runs in memory, or of ``run_ids``."""
+        live = self.live_runs()
+        pending = pending_by_run(self.router.open_states())
+        if run_ids is None:
+            handles = self.runs.handles()
+        else:
+            handles = [h for h in map(self.runs.get, run_ids) if h is not None]
+        return [live.snapshot(h.info, pending.get(h.run_id)) for h in handles]
+
+    async def write_live_snapshots(self, *, heartbeat: bool = False) -> None:
+        """Write the snapshots of the runs that changed (with ``heartbeat``, of every live
+        run too) in one batch; on failure they stay due."""
+        live = self.live_runs()
+        due = live.take_dirty()
+        if heartbeat:
+            due.update(h.run_id for h in self.runs.handles() if not h.status.finished)
+        if not due:
+            return
+        try:
+            await self.store.save_runs(self.live_snapshots(due))
+        except BaseException:
+            live.dirty |= due
+            raise
 
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order, while it is in memory (a released run
@@ -306,8 +427,13 @@ class Runtime:
 
     def _released(self, infos: list[RunInfo]) -> None:
         self.router.release(i.run_id for i in infos)
+        live = self._live
+        if live is not None:
+            for info in infos:
+                live.forget(info.run_id)
         if self._durable:  # snapshots are saved on close: these would miss it
-            self._unsaved.extend(i.snapshot() for i in infos)
+            assert live is not None
+            self._unsaved.extend(live.snapshot(i) for i in infos)
 
     async def _save_unsaved(self) -> None:
         snapshots, self._unsaved = self._unsaved, []
@@ -319,7 +445,7 @@ class Runtime:
 
     async def save_runs(self) -> None:
         if self._durable:
-            await self.store.save_runs([*self._unsaved, *self.runs.snapshot()])
+            await self.store.save_runs([*self._unsaved, *self.live_snapshots()])
             self._unsaved = []
 
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
@@ -344,6 +470,11 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    @property
+    def durable(self) -> bool:
+        """Whether the runtime writes to a durable store (given one at construction)."""
+        return self._durable
+
     def require_open(self) -> None:
         """Raise unless the runtime takes new work: ``RuntimeClosed`` once ``close()`` has
         begun, ``ConfigurationError`` before ``open()``."""
@@ -351,6 +482,15 @@ class Runtime:
             raise RuntimeClosed("the runtime is closing or closed: it takes no new work")
         if not self._open:
             raise ConfigurationError("the runtime is not open: use 'async with Runtime(...) as rt'")
+
+
+def _refused(cmd: SteeringCommand, reason: str) -> SteeringReceipt:
+    return SteeringReceipt(
+        status=ReceiptStatus.REJECTED,
+        correlation_id=cmd.correlation_id,
+        reason=reason,
+        policy_id="runtime",
+    )
 
 
 # ``Agent.run(...)`` and ``SubAgent.invoke(...)`` without a runtime run in a private one.

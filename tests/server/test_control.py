@@ -1,0 +1,262 @@
+"""``Control``: the operator facade over an in-process runtime and over a store that another
+runtime serves (the HTTP API and the ``runs`` CLI stand on it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.slow_agent import slow_agent
+from tinyagents import (
+    Agent,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    SubAgent,
+    SubAgentTool,
+)
+from tinyagents.errors import ConfigurationError, ReceiptTimeout
+from tinyagents.server import Control
+from tinyagents.server.demo import refund_graph
+from tinyagents.store import SqliteStore
+from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+FOREIGN = SteeringActor.human("mallory", tenant_id="globex", scopes=["agent:control"])
+READER = SteeringActor.human("bob", tenant_id="acme", scopes=["agent:observe"])
+
+
+def steer(run_id: str, text: str, *, actor: Any = OPS, cid: str | None = None) -> SteeringCommand:
+    extra = {"correlation_id": cid} if cid else {}
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=actor,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": text},
+        **extra,
+    )
+
+
+async def until(check: Callable[[], Any], *, timeout_s: float = 10.0) -> Any:
+    """Wait until ``check()`` (sync or async) returns something truthy, and return it."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            value = check()
+            if asyncio.iscoroutine(value):
+                value = await value
+            if value:
+                return value
+            await asyncio.sleep(0.01)
+
+
+def test_control_needs_a_runtime_or_a_store() -> None:
+    with pytest.raises(ConfigurationError):
+        Control()
+
+
+async def test_in_process_runs_are_listed_live_and_isolated_by_tenant() -> None:
+    async with Runtime() as rt:
+        control = Control(rt)
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await until(lambda: handle.info.usage.model_calls >= 2)
+        runs = await control.list_runs(tenant_id="acme")
+        assert [r["run_id"] for r in runs] == [handle.run_id]
+        snap = runs[0]
+        assert snap["status"] == "running" and snap["owner"] == rt.runtime_id
+        assert snap["usage"]["model_calls"] >= 2 and snap["updated_at"]
+        assert await control.list_runs(tenant_id="globex") == []
+        assert await control.get_run(handle.run_id, tenant_id="globex") is None
+        assert await control.get_run("nope", tenant_id=None) is None
+        assert (await control.get_run(handle.run_id, tenant_id=None))["tenant_id"] == "acme"
+        assert await control.list_runs(tenant_id=None, status="completed") == []
+        await handle.cancel()
+        await handle.result()
+        control.close()
+
+
+async def test_submit_in_process_is_the_runtimes_own_pipeline() -> None:
+    async with Runtime() as rt:
+        control = Control(rt)
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        assert (await control.submit(steer(handle.run_id, "x", actor=FOREIGN))).reason == (
+            f"not found: run {handle.run_id}"
+        )
+        refused = await control.submit(steer(handle.run_id, "x", actor=READER))
+        assert refused.status == "rejected" and "agent:control" in (refused.reason or "")
+        receipt = await control.submit(steer(handle.run_id, "please finish", cid="c-1"))
+        assert receipt.status == "accepted"
+        assert (await control.submit(steer(handle.run_id, "again", cid="c-1"))).status == (
+            "duplicate"
+        )
+        result = await handle.result()
+        assert "please finish" in result.output
+        history = await control.steering(handle.run_id, tenant_id="acme")
+        assert history is not None
+        states = {h["correlation_id"]: h["state"] for h in history}
+        assert states["c-1"] == "applied"
+        assert next(h for h in history if h["correlation_id"] == "c-1")["terminal"] is True
+        assert await control.steering(handle.run_id, tenant_id="globex") is None
+        trace = await control.trace(handle.run_id, tenant_id="acme", limit=5)
+        assert trace is not None and len(trace) == 5
+        assert [f["id"] for f in trace] == sorted(f["id"] for f in trace)
+        assert trace[-1]["type"].startswith("run.")
+        events = await control.read_events(tenant_id="acme", after_id=trace[0]["id"])
+        assert events[0][0] == trace[1]["id"]
+        # globex sees its own rejected attempt only, never a trace of acme's run
+        foreign_events = await control.read_events(tenant_id="globex")
+        assert [e["type"] for _, e in foreign_events] == ["steering.requested", "steering.rejected"]
+        assert all(e["run_id"] is None for _, e in foreign_events)
+        assert await control.trace(handle.run_id, tenant_id="globex") is None
+
+
+async def test_pending_commands_and_interrupts_are_in_the_snapshot() -> None:
+    async with Runtime() as rt:
+        control = Control(rt)
+        handle = await rt.start_graph(
+            refund_graph(),
+            {"invoice": "#1", "amount": "3 EUR"},
+            thread_id="t-1",
+            tenant_id="acme",
+        )
+        snap = await until(
+            lambda: [s for s in rt.live_snapshots([handle.run_id]) if s["interrupts"]]
+        )
+        (pending,) = snap[0]["interrupts"]
+        assert pending["node"] == "approve_refund" and "Refund" in json.dumps(pending["value"])
+        approve = SteeringCommand(
+            target=SteeringTarget.graph_task(handle.run_id, pending["task_id"]),
+            actor=OPS,
+            kind=SteeringKind.APPROVE,
+            payload={"interrupt_id": pending["id"], "value": {"approved": True}},
+        )
+        assert (await control.submit(approve)).status == "accepted"
+        result = await handle.result()
+        assert result.output["decision"] == "refunded"
+        assert (await control.get_run(handle.run_id, tenant_id="acme"))["interrupts"] == []
+
+        agent = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await agent.pause()
+        await until(lambda: agent.info.status == "paused")
+        await control.submit(steer(agent.run_id, "later", cid="c-queued"))
+        snap = await control.get_run(agent.run_id, tenant_id="acme")
+        assert [p["correlation_id"] for p in snap["pending_commands"]] == ["c-queued"]
+        assert snap["pending_commands"][0]["state"] == "accepted"
+        await agent.cancel()
+        await agent.result()
+
+
+async def test_tree_nests_children() -> None:
+    leaf = Agent("leaf", ScriptedModel([reply("leaf done")]))
+    mid = Agent(
+        "mid",
+        ScriptedModel([tool_call("leaf", input="dig"), reply("mid done")]),
+        tools=[SubAgentTool(SubAgent(leaf))],
+    )
+    top = Agent(
+        "top",
+        ScriptedModel([tool_call("mid", input="look"), reply("top done")]),
+        tools=[SubAgentTool(SubAgent(mid))],
+    )
+    async with Runtime() as rt:
+        control = Control(rt)
+        handle = await rt.start(top, "task", tenant_id="acme")
+        await handle.result()
+        tree = await control.tree(handle.run_id, tenant_id="acme")
+        assert tree is not None and tree["agent_id"] == "top"
+        (child,) = tree["children"]
+        assert child["agent_id"] == "mid" and child["parent_run_id"] == handle.run_id
+        assert [c["agent_id"] for c in child["children"]] == ["leaf"]
+        subtree = await control.tree(child["run_id"], tenant_id="acme")
+        assert subtree is not None and [c["agent_id"] for c in subtree["children"]] == ["leaf"]
+        assert await control.tree(handle.run_id, tenant_id="globex") is None
+
+
+async def test_through_the_store_the_owner_answers(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(store=url) as rt:
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        other = SqliteStore(tmp_path / "runs.db")
+        await other.open()
+        try:
+            control = Control(store=other, receipt_timeout_s=10)
+            snap = await until(lambda: control.get_run(handle.run_id, tenant_id="acme"))
+            assert snap["owner"] == rt.runtime_id and snap["status"] == "running"
+            assert await control.get_run(handle.run_id, tenant_id="globex") is None
+            foreign = await control.submit(steer(handle.run_id, "x", actor=FOREIGN))
+            assert foreign.status == "rejected" and foreign.reason == (
+                f"not found: run {handle.run_id}"
+            )
+            unknown = await control.submit(steer("r-nope", "x"))
+            assert unknown.reason == "not found: run r-nope"
+            observe_only = await control.submit(steer(handle.run_id, "x", actor=READER))
+            assert observe_only.status == "rejected" and observe_only.policy_id == "authority"
+            receipt = await control.submit(steer(handle.run_id, "please finish", cid="c-9"))
+            assert receipt.status == "accepted" and receipt.run_id == handle.run_id
+            assert (await control.submit(steer(handle.run_id, "x", cid="c-9"))).status == (
+                "duplicate"
+            )
+            await handle.result()
+            done = await until(lambda: _status_is(control, handle.run_id, "completed"))
+            assert done["pending_commands"] == []
+            late = await control.submit(steer(handle.run_id, "too late"))
+            assert late.status == "rejected" and "target finished" in (late.reason or "")
+            history = await until(lambda: control.steering(handle.run_id, tenant_id="acme"))
+            assert any(h["correlation_id"] == "c-9" for h in history)
+        finally:
+            await other.close()
+
+
+async def _status_is(control: Control, run_id: str, status: str) -> dict[str, Any] | None:
+    snap = await control.get_run(run_id, tenant_id=None)
+    return snap if snap is not None and snap["status"] == status else None
+
+
+async def test_no_answer_from_the_owner_is_a_receipt_timeout(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    try:
+        await store.save_runs(
+            [
+                {
+                    "run_id": "r-1",
+                    "root_run_id": "r-1",
+                    "tenant_id": "acme",
+                    "status": "running",
+                    "owner": "rt-gone",
+                }
+            ]
+        )
+        control = Control(store=store, receipt_timeout_s=0.1)
+        with pytest.raises(ReceiptTimeout, match="may still be applied"):
+            await control.submit(steer("r-1", "anyone there?"))
+        assert len(await store.inbox_take("rt-gone")) == 1  # it waits for its owner
+    finally:
+        await store.close()
+
+
+async def test_closing_writes_final_snapshots_and_stops_the_poller(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    rt = Runtime(store=url)
+    await rt.open()
+    handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+    await until(lambda: handle.info.usage.model_calls >= 1)
+    await rt.close()
+    assert rt._serving is None
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    try:
+        snap = await store.load_run(handle.run_id)
+        assert snap is not None and snap["status"] == "cancelled"
+        assert snap["owner"] == rt.runtime_id
+        # Nobody polls the inbox of a closed runtime: the submitter is told it finished.
+        receipt = await Control(store=store).submit(steer(handle.run_id, "x"))
+        assert receipt.status == "rejected" and "target finished" in (receipt.reason or "")
+    finally:
+        await store.close()

@@ -1,0 +1,101 @@
+"""Steering a run that another process owns, through the store both share.
+
+    receipt = await submit_through_store(store, cmd, timeout_s=5.0)
+
+The command goes into the store's inbox, addressed to the runtime that owns the run (the
+``owner`` of its snapshot); that runtime takes it within ~50 ms, runs it through its own
+``submit`` (its policies, its deduplication by correlation id) and writes the receipt back,
+which this side waits for. Only obviously hopeless commands are answered here: an unknown
+run, another tenant's run (both ``not found``) and a finished run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tinyagents import _clock
+from tinyagents.errors import ReceiptTimeout
+from tinyagents.protocol.commands import (
+    HumanActor,
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringReceipt,
+    ThreadTarget,
+)
+from tinyagents.runs.info import RunStatus
+from tinyagents.steering.policies import not_found
+from tinyagents.store.base import Store
+
+#: How often the submitter reads the store for its receipt.
+RECEIPT_POLL_S = 0.02
+
+
+async def submit_through_store(
+    store: Store, cmd: SteeringCommand, *, timeout_s: float = 5.0
+) -> SteeringReceipt:
+    """The receipt the owning runtime gives ``cmd``; raises ``ReceiptTimeout`` when none
+    comes within ``timeout_s`` (the command may still be applied later)."""
+    snapshot = await target_snapshot(store, cmd)
+    refusal = refuse(cmd, snapshot)
+    if refusal is not None:
+        return refusal
+    assert snapshot is not None
+    owner = str(snapshot["owner"])
+    request_id = _clock.new_id("req")
+    await store.inbox_put(owner=owner, request_id=request_id, command=cmd)
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                receipt = await store.inbox_receipt(request_id)
+                if receipt is not None:
+                    return receipt
+                await asyncio.sleep(RECEIPT_POLL_S)
+    except TimeoutError:
+        raise ReceiptTimeout(cmd.correlation_id, owner, timeout_s) from None
+
+
+async def target_snapshot(store: Store, cmd: SteeringCommand) -> dict[str, Any] | None:
+    """The snapshot of the run ``cmd`` targets (for a thread: its newest unfinished run)."""
+    target = cmd.target
+    if isinstance(target, ThreadTarget):
+        tenant = cmd.actor.tenant_id if isinstance(cmd.actor, HumanActor) else None
+        on_thread = [
+            s
+            for s in await store.load_runs(tenant_id=tenant)
+            if s.get("thread_id") == target.thread_id and not _finished(s)
+        ]
+        return on_thread[-1] if on_thread else None
+    return await store.load_run(target.run_id)
+
+
+def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringReceipt | None:
+    """The rejection the submitting side gives without asking the owner, or None."""
+    actor = cmd.actor
+    if snapshot is None or (
+        isinstance(actor, HumanActor) and actor.tenant_id != snapshot.get("tenant_id")
+    ):
+        return _rejected(cmd, not_found(cmd), None)  # the same words for both
+    run_id = snapshot.get("run_id")
+    if _finished(snapshot):
+        return _rejected(cmd, f"target finished: run {run_id} is {snapshot['status']}", run_id)
+    if not snapshot.get("owner"):
+        return _rejected(cmd, f"run {run_id} has no owning runtime to steer it", run_id)
+    return None
+
+
+def _finished(snapshot: dict[str, Any]) -> bool:
+    try:
+        return RunStatus(snapshot.get("status")).finished
+    except ValueError:
+        return False
+
+
+def _rejected(cmd: SteeringCommand, reason: str, run_id: str | None) -> SteeringReceipt:
+    return SteeringReceipt(
+        status=ReceiptStatus.REJECTED,
+        correlation_id=cmd.correlation_id,
+        run_id=run_id,
+        reason=reason,
+        policy_id="router",
+    )
