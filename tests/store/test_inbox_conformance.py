@@ -1,0 +1,163 @@
+"""The inbox, ``load_run`` and ``read_events`` of the ``Store`` contract (issue 13 item 1):
+every backend in ``conftest.BACKENDS`` must pass all of this."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Backend
+
+from tinyagents.events import RunEvent
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringReceipt,
+    SteeringTarget,
+)
+from tinyagents.store import Store
+from tinyagents.testkit import EPOCH
+
+OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+
+
+def command(cid: str, run_id: str = "r-1") -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=OPS,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": f"say {cid}"},
+        correlation_id=cid,
+        created_at=EPOCH,
+    )
+
+
+def accepted(cid: str) -> SteeringReceipt:
+    return SteeringReceipt(status="accepted", correlation_id=cid, run_id="r-1", policy_id="p")
+
+
+async def test_a_put_is_taken_once_by_its_owner_and_answered(store: Store) -> None:
+    await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-1"))
+    await store.inbox_put(owner="rt-a", request_id="q-2", command=command("c-2"))
+    await store.inbox_put(owner="rt-b", request_id="q-3", command=command("c-3"))
+    await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-other"))  # no-op
+    assert await store.inbox_receipt("q-1") is None
+
+    items = await store.inbox_take("rt-a")
+    assert [(i.request_id, i.owner, i.command) for i in items] == [
+        ("q-1", "rt-a", command("c-1")),
+        ("q-2", "rt-a", command("c-2")),
+    ]
+    assert all(i.submitted_at.tzinfo is not None for i in items)
+    assert await store.inbox_take("rt-a") == []  # taken: never handed out again
+    assert await store.inbox_receipt("q-1") is None  # taken, not answered yet
+
+    await store.inbox_answer("q-1", accepted("c-1"))
+    assert await store.inbox_receipt("q-1") == accepted("c-1")
+    assert await store.inbox_receipt("q-2") is None
+    assert await store.inbox_receipt("q-unknown") is None
+    assert [i.request_id for i in await store.inbox_take("rt-b")] == ["q-3"]
+
+
+async def test_take_honours_its_limit_oldest_first(store: Store) -> None:
+    for n in range(5):
+        await store.inbox_put(owner="rt-a", request_id=f"q-{n}", command=command(f"c-{n}"))
+    assert [i.request_id for i in await store.inbox_take("rt-a", limit=2)] == ["q-0", "q-1"]
+    assert [i.request_id for i in await store.inbox_take("rt-a", limit=10)] == [
+        "q-2",
+        "q-3",
+        "q-4",
+    ]
+
+
+async def test_concurrent_takers_never_share_an_item(store: Store) -> None:
+    for n in range(40):
+        await store.inbox_put(owner="rt-a", request_id=f"q-{n:02d}", command=command(f"c-{n}"))
+    batches = await asyncio.gather(*(store.inbox_take("rt-a", limit=7) for _ in range(8)))
+    taken = [i.request_id for batch in batches for i in batch]
+    assert sorted(taken) == [f"q-{n:02d}" for n in range(40)]
+
+
+async def test_two_connections_never_share_an_item(
+    durable_backend: Backend, tmp_path: Path
+) -> None:
+    first, second = durable_backend.make(tmp_path), durable_backend.make(tmp_path)
+    await first.open()
+    await second.open()
+    try:
+        for n in range(30):
+            await first.inbox_put(owner="rt-a", request_id=f"q-{n:02d}", command=command(f"c{n}"))
+        batches = await asyncio.gather(
+            *(s.inbox_take("rt-a", limit=4) for _ in range(5) for s in (first, second))
+        )
+        taken = [i.request_id for batch in batches for i in batch]
+        assert sorted(taken) == [f"q-{n:02d}" for n in range(30)]
+        await second.inbox_answer("q-00", accepted("c0"))
+        assert await first.inbox_receipt("q-00") == accepted("c0")
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_an_unreadable_row_is_answered_rejected_not_returned(
+    backend: Backend, store: Store, tmp_path: Path
+) -> None:
+    if backend.name != "sqlite":
+        pytest.skip(f"writing a damaged row by hand is shown for SQLite only ({backend.name})")
+    await store.inbox_put(owner="rt-a", request_id="q-bad", command=command("c-bad"))
+    await store.inbox_put(owner="rt-a", request_id="q-good", command=command("c-good"))
+    with sqlite3.connect(tmp_path / "store.db") as db:
+        db.execute("UPDATE inbox SET command = '{\"kind\": 1}' WHERE request_id = 'q-bad'")
+    assert [i.request_id for i in await store.inbox_take("rt-a")] == ["q-good"]
+    receipt = await store.inbox_receipt("q-bad")
+    assert receipt is not None and receipt.status == "rejected"
+    assert receipt.reason is not None and receipt.reason.startswith("unreadable in the inbox")
+
+
+async def test_load_run_reads_one_snapshot(store: Store) -> None:
+    snap = {
+        "run_id": "r-1",
+        "root_run_id": "r-1",
+        "tenant_id": "acme",
+        "status": "running",
+        "owner": "rt-a",
+        "pending_commands": [{"correlation_id": "c-1", "kind": "pause", "state": "accepted"}],
+        "interrupts": [{"id": "i-1", "task_id": "t", "node": "ask", "value": {"q": 1}}],
+    }
+    await store.save_runs([snap])
+    assert await store.load_run("r-1") == snap
+    assert await store.load_run("r-2") is None
+    await store.save_runs([{**snap, "status": "completed"}])
+    assert (await store.load_run("r-1"))["status"] == "completed"  # type: ignore[index]
+
+
+async def test_read_events_pages_by_id_with_filters(store: Store) -> None:
+    def event(run_id: str, root: str, tenant: str | None) -> RunEvent:
+        return RunEvent(
+            type="run.started", run_id=run_id, root_run_id=root, tenant_id=tenant, at=EPOCH
+        )
+
+    await store.append_events(
+        [
+            event("r-1", "r-1", "acme"),
+            event("r-2", "r-1", "acme"),
+            event("g-1", "g-1", "globex"),
+            event("r-1", "r-1", "acme"),
+        ]
+    )
+    rows = await store.read_events()
+    ids = [i for i, _ in rows]
+    assert len(ids) == 4 and ids == sorted(set(ids))
+    assert [e.run_id for _, e in rows] == ["r-1", "r-2", "g-1", "r-1"]
+    assert [e.run_id for _, e in await store.read_events(after_id=ids[1])] == ["g-1", "r-1"]
+    assert [i for i, _ in await store.read_events(tenant_id="acme")] == [ids[0], ids[1], ids[3]]
+    assert [i for i, _ in await store.read_events(run_id="r-1")] == [ids[0], ids[3]]
+    assert [i for i, _ in await store.read_events(root_run_id="r-1", limit=2)] == ids[:2]
+    assert await store.read_events(tenant_id="nobody") == []
+    assert await store.read_events(after_id=ids[-1]) == []
+    await store.append_events([event("r-3", "r-3", "acme")])
+    (newer,) = await store.read_events(after_id=ids[-1])
+    assert newer[0] > ids[-1] and newer[1].run_id == "r-3"
