@@ -40,6 +40,7 @@ from tinyagents.store._postgres import (
     db_errors,
     lock_key,
     mapped_errors,
+    may_pass,
     migrate,
     open_pool,
     quote_ident,
@@ -172,10 +173,7 @@ class PostgresCheckpointer(Checkpointer):
         """Close the connections; threads still held are free once the lease connection is
         closed (their rows stay until the next holder replaces them)."""
         async with self._lease_lock:
-            conn, self._lease_conn = self._lease_conn, None
-            if conn is not None:
-                with contextlib.suppress(*db_errors()):
-                    await conn.close()
+            await self._drop_lease_connection()
         self._tokens.clear()
         self._renew_after.clear()
         if self._pool is not None:
@@ -393,14 +391,33 @@ class PostgresCheckpointer(Checkpointer):
         )
         return self._lease_conn
 
+    async def _drop_lease_connection(self) -> None:
+        conn, self._lease_conn = self._lease_conn, None
+        if conn is not None:
+            with contextlib.suppress(*db_errors()):
+                await conn.close()
+
+    async def _try_lock(self, key: int) -> tuple[Any, bool]:
+        """``pg_try_advisory_lock`` on the lease connection, which is replaced (once) when it
+        turns out to have dropped: the connection and whether the lock is ours."""
+        for attempt in range(2):
+            conn = await self._connection()
+            try:
+                return conn, bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", key))
+            except db_errors() as exc:
+                if attempt or not may_pass(exc):
+                    raise
+                await self._drop_lease_connection()
+        raise AssertionError("unreachable")
+
     async def _acquire_lease(self, thread_id: str, owner: str) -> None:
         held = self._tokens.get(thread_id)
         if held is not None and held[0] == owner:
             return  # re-entrant: the lock is ours already
         key = self._key(thread_id)
         async with self._lease_lock, mapped_errors(f"take the lease of thread {thread_id}"):
-            conn = await self._connection()
-            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+            conn, locked = await self._try_lock(key)
+            if not locked:
                 raise ThreadBusy(thread_id)
             try:
                 token = await conn.fetchval(
@@ -459,18 +476,23 @@ class PostgresCheckpointer(Checkpointer):
         if now < self._renew_after.get(thread_id, 0.0):
             return
         key = self._key(thread_id)
+        check = "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2 AND owner = $3"
         async with self._lease_lock, mapped_errors(f"renew the lease of thread {thread_id}"):
             conn = self._lease_conn
-            if conn is None or conn.is_closed():
-                conn = await self._connection()
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+            still = None
+            if conn is not None and not conn.is_closed():
+                try:
+                    still = await conn.fetchval(check, thread_id, held[1], owner)
+                except db_errors() as exc:
+                    if not may_pass(exc):
+                        raise
+                    await self._drop_lease_connection()
+                    conn = None
+            if conn is None or conn.is_closed():  # the lock went with it: take it again
+                conn, locked = await self._try_lock(key)
+                if not locked:
                     self._lost(thread_id)
-            still = await conn.fetchval(
-                "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2 AND owner = $3",
-                thread_id,
-                held[1],
-                owner,
-            )
+                still = await conn.fetchval(check, thread_id, held[1], owner)
             if not still:
                 with contextlib.suppress(*db_errors()):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)

@@ -1,0 +1,367 @@
+"""PostgreSQL specifics of the checkpointer: one writer per thread across real processes (an
+advisory lock), fencing tokens, lease recovery, migrations. The shared contract is in
+test_checkpointer_conformance.py, which runs on PostgreSQL through conftest.BACKENDS."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TypedDict
+
+import asyncpg
+import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
+
+from tinyagents.errors import StoreError, ThreadBusy
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer
+from tinyagents.store.checkpoint.postgres import MIGRATIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A process that runs a 3-step graph on thread "t": it says "ready", waits for "go", then
+# either loses the race for the thread ("busy") or wins it ("won"), holds it inside the
+# second node until told "finish", and ends with "done".
+RACER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from typing import TypedDict
+    from tinyagents.errors import ThreadBusy
+    from tinyagents.graph import END, START, StateGraph
+    from tinyagents.store.checkpoint import PostgresCheckpointer
+
+    class S(TypedDict, total=False):
+        steps: int
+        by: str
+
+    async def line() -> str:
+        return (await asyncio.to_thread(sys.stdin.readline)).strip()
+
+    async def main() -> None:
+        me = sys.argv[3]
+
+        async def first(state):
+            return {"steps": 1, "by": me}
+
+        async def second(state):
+            print("won", flush=True)
+            assert await line() == "finish"
+            return {"steps": 2}
+
+        async def third(state):
+            return {"steps": 3}
+
+        graph = (
+            StateGraph(S).add_node("a", first).add_node("b", second).add_node("c", third)
+            .add_edge(START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", END)
+        )
+        async with PostgresCheckpointer(sys.argv[1], schema=sys.argv[2]) as cp:
+            compiled = graph.compile(checkpointer=cp)
+            print("ready", flush=True)
+            assert await line() == "go"
+            try:
+                result = await compiled.run({"steps": 0}, thread_id="t")
+            except ThreadBusy:
+                print("busy", flush=True)
+                return
+            print("done", result.status, result.state["by"], flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+# A process that takes the lease of thread "t" and holds it until its stdin closes.
+HOLDER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from tinyagents.store.checkpoint import PostgresCheckpointer
+
+    async def main() -> None:
+        async with PostgresCheckpointer(sys.argv[1], schema=sys.argv[2]) as cp:
+            await cp.acquire("t", "other-process")
+            print("held", flush=True)
+            await asyncio.to_thread(sys.stdin.read)
+
+    asyncio.run(main())
+    """
+)
+
+
+class S(TypedDict, total=False):
+    x: int
+
+
+@pytest.fixture
+async def schema() -> AsyncIterator[str]:
+    name = pg_schema()
+    yield name
+    await drop_pg_schemas()
+
+
+@pytest.fixture
+async def cp(schema: str) -> AsyncIterator[PostgresCheckpointer]:
+    async with PostgresCheckpointer(postgres_dsn(), schema=schema) as opened:
+        yield opened
+
+
+async def spawn(script: str, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        script,
+        postgres_dsn(),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+
+
+async def said(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stdout is not None
+    return (await proc.stdout.readline()).decode().strip()
+
+
+def tell(proc: asyncio.subprocess.Process, text: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(text.encode() + b"\n")
+
+
+def record(seq: int, *, checkpoint_id: str | None = None) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread_id="t",
+        checkpoint_id=checkpoint_id or f"c{seq}",
+        parent_id=f"c{seq - 1}" if seq else None,
+        seq=seq,
+        step=seq,
+        snapshot=seq == 0,
+        values={"x": seq},
+        frontier=[],
+        frontier_id=f"f{seq}",
+        lineage="L",
+        source="loop",
+    )
+
+
+async def test_two_processes_racing_on_a_thread_one_wins_and_history_stays_linear(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    racers = [await spawn(RACER, schema, name) for name in ("p1", "p2")]
+    try:
+        assert [await said(p) for p in racers] == ["ready", "ready"]
+        for p in racers:
+            tell(p, "go")
+        # Whatever the order, one of them reaches node b holding the thread, the other is
+        # refused at once: read both first lines concurrently.
+        first = await asyncio.gather(*(said(p) for p in racers))
+        assert sorted(first) == ["busy", "won"]
+        winner = racers[first.index("won")]
+        tell(winner, "finish")
+        done = (await said(winner)).split()
+        assert done == ["done", "completed", ["p1", "p2"][first.index("won")]]
+        assert [await p.wait() for p in racers] == [0, 0]
+    finally:
+        for p in racers:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+
+    history = await cp.list("t")
+    assert [r.seq for r in history] == list(range(len(history) - 1, -1, -1))
+    for newer, older in itertools.pairwise(history):
+        assert newer.parent_id == older.checkpoint_id  # one chain, no fork
+    head = await cp.latest("t")
+    assert head is not None and len(history) == 4  # input + three steps, written once
+
+
+async def test_many_processes_acquiring_at_once_exactly_one_holds(schema: str) -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, sys
+        from tinyagents.errors import ThreadBusy
+        from tinyagents.store.checkpoint import PostgresCheckpointer
+
+        async def main() -> None:
+            async with PostgresCheckpointer(sys.argv[1], schema=sys.argv[2]) as cp:
+                print("ready", flush=True)
+                await asyncio.to_thread(sys.stdin.readline)
+                try:
+                    await cp.acquire("t", sys.argv[3])
+                except ThreadBusy:
+                    print("busy", flush=True)
+                    return
+                print("held", flush=True)
+                await asyncio.to_thread(sys.stdin.readline)
+
+        asyncio.run(main())
+        """
+    )
+    procs = [await spawn(script, schema, f"p{i}") for i in range(4)]
+    try:
+        assert [await said(p) for p in procs] == ["ready"] * 4
+        for p in procs:
+            tell(p, "go")
+        answers = await asyncio.gather(*(said(p) for p in procs))
+        assert sorted(answers) == ["busy", "busy", "busy", "held"]
+        for p in procs:
+            tell(p, "bye")
+        assert [await p.wait() for p in procs] == [0] * 4
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+
+
+async def test_a_killed_holder_frees_the_thread_at_once(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    holder = await spawn(HOLDER, schema)
+    try:
+        assert await said(holder) == "held"
+        with pytest.raises(ThreadBusy):
+            await cp.acquire("t", "me")
+    finally:
+        holder.kill()  # SIGKILL: its connection closes, and the lock with it
+        await holder.wait()
+    # The server notices the closed socket as soon as the kernel reports it; poll until it
+    # has (no timing asserted: the test's timeout bounds it).
+    while True:
+        try:
+            await cp.acquire("t", "me")
+            break
+        except ThreadBusy:
+            await asyncio.sleep(0.05)
+    await cp.put(record(0))  # the lease row is ours now: fenced puts go through
+    await cp.release("t", "me")
+
+
+async def test_two_instances_in_one_process_exclude_each_other(schema: str) -> None:
+    dsn = postgres_dsn()
+    async with (
+        PostgresCheckpointer(dsn, schema=schema) as one,
+        PostgresCheckpointer(dsn, schema=schema) as two,
+    ):
+        await one.acquire("t", "a")
+        with pytest.raises(ThreadBusy):
+            await two.acquire("t", "b")
+        await one.release("t", "a")
+        await two.acquire("t", "b")
+        await two.put(record(0))
+
+
+async def test_a_writer_that_lost_its_lock_can_no_longer_write(schema: str) -> None:
+    """Fencing: the lease connection of the first writer drops, a second writer takes the
+    thread (a new token); the first writer's next checkpoint is refused, even though it
+    would be the next in the chain, and so is its renewal."""
+    dsn = postgres_dsn()
+    async with (
+        PostgresCheckpointer(dsn, schema=schema, lease_ttl=0.0) as old,
+        PostgresCheckpointer(dsn, schema=schema) as new,
+    ):
+        await old.acquire("t", "old")
+        await old.put(record(0))
+        await _terminate_lease_connections(schema)  # the lease connection goes away
+        await new.acquire("t", "new")  # the lock is free: taken over
+        with pytest.raises(ThreadBusy):
+            await old.put(record(1))
+        with pytest.raises(ThreadBusy):
+            await old.renew("t", "old")
+        await new.put(record(1, checkpoint_id="c1"))
+        assert [r.checkpoint_id for r in await new.list("t")] == ["c1", "c0"]
+
+
+async def test_renew_takes_the_lock_again_when_nobody_took_the_thread(schema: str) -> None:
+    dsn = postgres_dsn()
+    async with (
+        PostgresCheckpointer(dsn, schema=schema, lease_ttl=0.0) as cp,
+        PostgresCheckpointer(dsn, schema=schema) as other,
+    ):
+        await cp.acquire("t", "me")
+        await _terminate_lease_connections(schema)
+        await cp.renew("t", "me")  # a new lease connection, the same token
+        with pytest.raises(ThreadBusy):
+            await other.acquire("t", "someone")
+        await cp.put(record(0))
+
+
+async def test_renew_notices_a_lease_row_taken_by_another_owner(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    fast = PostgresCheckpointer(postgres_dsn(), schema=schema, lease_ttl=0.0)
+    async with fast:
+        await fast.acquire("t", "me")
+        conn = await asyncpg.connect(postgres_dsn())
+        try:
+            await conn.execute(f'UPDATE "{schema}".thread_leases SET owner = $1', "thief")
+        finally:
+            await conn.close()
+        with pytest.raises(ThreadBusy):
+            await fast.renew("t", "me")
+
+
+async def test_schema_is_versioned_and_setup_is_idempotent(schema: str) -> None:
+    for _ in range(2):
+        async with PostgresCheckpointer(postgres_dsn(), schema=schema) as cp:
+            await cp.setup()
+    conn = await asyncpg.connect(postgres_dsn())
+    try:
+        rows = await conn.fetch(
+            f'SELECT version FROM "{schema}".tinyagents_migrations'
+            " WHERE component = 'checkpoints' ORDER BY version"
+        )
+    finally:
+        await conn.close()
+    assert [r[0] for r in rows] == [v for v, _ in MIGRATIONS]
+
+
+async def test_a_graph_paused_in_one_process_is_resumed_by_another_checkpointer(
+    schema: str,
+) -> None:
+    from tinyagents.graph import Command, interrupt
+
+    def ask(state: S) -> S:
+        return {"x": interrupt("?")}
+
+    def build(cp: PostgresCheckpointer) -> object:
+        graph = StateGraph(S).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+        return graph.compile(checkpointer=cp)
+
+    dsn = postgres_dsn()
+    async with PostgresCheckpointer(dsn, schema=schema) as first:
+        paused = await build(first).run({"x": 0}, thread_id="t")  # type: ignore[attr-defined]
+        assert paused.status == "interrupted"
+    async with PostgresCheckpointer(dsn, schema=schema) as second:
+        done = await build(second).run(Command(resume=7), thread_id="t")  # type: ignore[attr-defined]
+        assert done.state == {"x": 7}
+
+
+async def test_an_unreachable_database_is_a_store_error() -> None:
+    cp = PostgresCheckpointer("postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(StoreError, match="could not open the checkpointer"):
+        await cp.setup()
+    await cp.aclose()
+
+
+async def _terminate_lease_connections(schema: str) -> None:
+    """End the sessions that hold the leases recorded in ``schema`` (and still hold an
+    advisory lock): the lease connections of the checkpointers under test."""
+    conn = await asyncpg.connect(postgres_dsn())
+    try:
+        pids = await conn.fetch(
+            "SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted AND a.pid <> pg_backend_pid()"
+            " AND a.datname = current_database()"
+        )
+        lease_pids = await conn.fetch(f'SELECT backend_pid FROM "{schema}".thread_leases')
+        wanted = {r[0] for r in pids} & {r[0] for r in lease_pids}
+        for pid in wanted:
+            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+    finally:
+        await conn.close()
