@@ -30,6 +30,10 @@ from tinyagents.store.checkpoint import MemoryCheckpointer
 THINK_S = 4.0
 #: Seconds between the end of one demo tree and the start of the next.
 BETWEEN_S = 3.0
+#: Seconds after which a tree that has not ended (paused and forgotten) gets a sibling tree.
+STUCK_S = 120.0
+#: At most this many demo trees run at once.
+MAX_LIVE = 3
 TASK = "Customer says invoice #1042 was charged twice. Investigate."
 
 
@@ -53,29 +57,42 @@ async def _demo(runtime: Runtime, tenant_id: str, think_s: float) -> None:
 
 
 async def research_trees(runtime: Runtime, tenant_id: str, think_s: float) -> None:
-    """One demo tree after another, each on fresh cues."""
-    while True:
-        cues = Cues()
-        cues.human_steered.set()  # the operator steers from the console, not a script
+    """One demo tree after another. A tree someone left paused does not stop the show: after
+    ``STUCK_S`` the next one starts beside it (at most ``MAX_LIVE`` trees at once)."""
+    async with asyncio.TaskGroup() as group:
+        live: set[asyncio.Task[None]] = set()
+        while True:
+            if len(live) >= MAX_LIVE:
+                await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
+            tree = group.create_task(research_tree(runtime, tenant_id, think_s))
+            live.add(tree)
+            tree.add_done_callback(live.discard)
+            await asyncio.wait({tree}, timeout=STUCK_S)
+            await asyncio.sleep(BETWEEN_S)
 
-        def cue(event: Event, cues: Cues = cues) -> None:
-            # The critic's script waits until its parent's steering was accepted (as in the demo).
-            if (
-                isinstance(event, SteeringEvent)
-                and event.type == "steering.accepted"
-                and event.run_id == cues.critic_run_id
-            ):
-                cues.critic_steered.set()
 
-        runtime.bus.add_sink(cue)
-        try:
-            handle = await runtime.start(
-                build_agents(cues, None, think_s=think_s), TASK, tenant_id=tenant_id
-            )
-            await handle.result()
-        finally:
-            runtime.bus.remove_sink(cue)
-        await asyncio.sleep(BETWEEN_S)
+async def research_tree(runtime: Runtime, tenant_id: str, think_s: float) -> None:
+    """The demo's orchestrator tree on its scripted models, until it ends (however it ends)."""
+    cues = Cues()
+    cues.human_steered.set()  # the operator steers from the console, not a script
+
+    def cue(event: Event) -> None:
+        # The critic's script waits until its parent's steering was accepted (as in the demo).
+        if (
+            isinstance(event, SteeringEvent)
+            and event.type == "steering.accepted"
+            and event.run_id == cues.critic_run_id
+        ):
+            cues.critic_steered.set()
+
+    runtime.bus.add_sink(cue)
+    try:
+        handle = await runtime.start(
+            build_agents(cues, None, think_s=think_s), TASK, tenant_id=tenant_id
+        )
+        await handle.result()
+    finally:
+        runtime.bus.remove_sink(cue)
 
 
 class Refund(TypedDict, total=False):
@@ -85,9 +102,7 @@ class Refund(TypedDict, total=False):
 
 
 def ask(state: Refund) -> dict[str, Any]:
-    answer = interrupt(
-        {"question": f"Refund {state['amount']} for invoice {state['invoice']}?"}
-    )
+    answer = interrupt({"question": f"Refund {state['amount']} for invoice {state['invoice']}?"})
     approved = isinstance(answer, dict) and answer.get("approved")
     return {"decision": "refunded" if approved else "refused"}
 

@@ -182,6 +182,7 @@
     $("app").hidden = false;
     $("sign-out").hidden = false;
     $("who").textContent = "signed in with a token (kept for this tab only)";
+    setConnection("idle");
     poll();
   }
 
@@ -227,52 +228,75 @@
     return (children.get(run.run_id) || []).some((child) => liveTree(child, children));
   }
 
+  // Rows are kept and updated in place (keyed by run id), so a poll neither steals focus nor
+  // replaces the element someone is about to click.
+  const nodes = new Map(); // run_id -> {item, row, badge, name, meta, pending, ask, group}
+
   function renderTree() {
     const { roots, children } = treesOf(state.runs);
     const showFinished = $("show-finished").checked;
     const shown = roots.filter((root) => showFinished || liveTree(root, children)).slice(0, MAX_TREES);
-    const focused = document.activeElement && document.activeElement.dataset
-      ? document.activeElement.dataset.runId : null;
     const box = $("tree");
-    box.replaceChildren(...shown.map((root) => renderNode(root, children, 0)));
+    place(box, shown.map((root) => placeNode(root, children, 0)));
     $("tree-empty").hidden = shown.length > 0;
-    if (focused) {
-      const again = box.querySelector(`[data-run-id="${CSS.escape(focused)}"]`);
-      if (again) again.focus();
-    }
+    for (const [runId, node] of nodes) if (!node.item.isConnected) nodes.delete(runId);
   }
 
-  function renderNode(run, children, depth) {
+  function place(parent, items) {
+    items.forEach((item, i) => {
+      if (parent.children[i] !== item) parent.insertBefore(item, parent.children[i] || null);
+    });
+    while (parent.children.length > items.length) parent.lastElementChild.remove();
+  }
+
+  function placeNode(run, children, depth) {
+    const node = nodes.get(run.run_id) || newNode(run.run_id);
+    const selected = run.run_id === state.selected;
+    const row = node.row;
+    row.className = `run-row${selected ? " selected" : ""}`;
+    row.dataset.rootRunId = run.root_run_id || "";
+    row.dataset.status = run.status;
+    row.dataset.agent = run.agent_id || "";
+    row.dataset.depth = String(depth);
+    row.dataset.modelCalls = String((run.counters || run.usage || {}).model_calls ?? "");
+    row.setAttribute("aria-pressed", selected ? "true" : "false");
+    row.setAttribute("aria-label", `${runName(run)}, ${run.status}, ${counters(run)}`);
+    node.badge.textContent = run.status;
+    node.badge.className = `badge status-${run.status}`;
+    node.name.textContent = runName(run);
+    node.meta.textContent = counters(run);
     const pending = (run.pending_commands || []).length;
     const questions = (run.interrupts || []).length;
-    const row = el(
-      "button",
-      {
-        type: "button",
-        class: `run-row${run.run_id === state.selected ? " selected" : ""}`,
-        "data-testid": "run-row",
-        "data-run-id": run.run_id,
-        "data-root-run-id": run.root_run_id,
-        "data-status": run.status,
-        "data-agent": run.agent_id || "",
-        "data-depth": depth,
-        "aria-pressed": run.run_id === state.selected ? "true" : "false",
-        onclick: () => select(run.run_id),
-      },
-      el("span", { class: `badge status-${run.status}`, text: run.status }),
-      el("span", { class: "run-name", text: runName(run) }),
-      el("span", { class: "run-meta", text: counters(run) }),
-      pending ? el("span", { class: "flag", text: `${pending} pending` }) : null,
-      questions ? el("span", { class: "flag ask", text: `${questions} waiting for approval` }) : null,
-      el("code", { class: "run-id", text: short(run.run_id) }),
-    );
+    node.pending.textContent = `${pending} pending`;
+    node.pending.hidden = !pending;
+    node.ask.textContent = `${questions} waiting for approval`;
+    node.ask.hidden = !questions;
     const kids = children.get(run.run_id) || [];
-    const item = el("div", { role: "treeitem", "aria-expanded": kids.length ? "true" : null }, row);
-    if (kids.length) {
-      item.append(el("div", { role: "group", class: "children" },
-        ...kids.map((kid) => renderNode(kid, children, depth + 1))));
-    }
-    return item;
+    place(node.group, kids.map((kid) => placeNode(kid, children, depth + 1)));
+    node.group.hidden = kids.length === 0;
+    if (kids.length) node.item.setAttribute("aria-expanded", "true");
+    else node.item.removeAttribute("aria-expanded");
+    return node.item;
+  }
+
+  function newNode(runId) {
+    const node = {
+      badge: el("span", { class: "badge" }),
+      name: el("span", { class: "run-name" }),
+      meta: el("span", { class: "run-meta" }),
+      pending: el("span", { class: "flag" }),
+      ask: el("span", { class: "flag ask" }),
+      group: el("div", { role: "group", class: "children" }),
+    };
+    node.row = el(
+      "button",
+      { type: "button", "data-testid": "run-row", "data-run-id": runId, onclick: () => select(runId) },
+      node.badge, node.name, node.meta, node.pending, node.ask,
+      el("code", { class: "run-id", text: runId }),
+    );
+    node.item = el("div", { role: "treeitem" }, node.row, node.group);
+    nodes.set(runId, node);
+    return node;
   }
 
   // ------------------------------------------------------------------ the selected run
@@ -455,7 +479,10 @@
 
   function setConnection(mode, detail) {
     const pill = $("connection");
-    pill.textContent = { live: "live", connecting: "connecting…", offline: "offline", error: "error" }[mode] || mode;
+    pill.textContent = {
+      idle: "pick a run to follow its events", live: "live", connecting: "connecting…",
+      offline: "offline", error: "error",
+    }[mode] || mode;
     pill.className = `pill conn-${mode}`;
     pill.title = detail || "";
   }
