@@ -76,6 +76,7 @@ LAZY_ALLOWED = frozenset(
         "structlog",  # ~75 ms, only for the structlog sink
         "aiosqlite",  # a database driver, loaded on connect like asyncpg
         "yaml",  # ~35 ms, only when a supervisor spec is read from YAML
+        "biscuit_auth",  # the operator API's tokens (the server extra)
     }
 )
 
