@@ -1,0 +1,609 @@
+"""The operator HTTP API: ``create_app(control, auth=...)`` builds the FastAPI app.
+
+Endpoints, under ``/api/agents`` (OpenAPI at ``/api/agents/openapi.json``, docs at
+``/api/agents/docs``):
+
+    GET  /runs                          this tenant's runs (?status=, ?root_run_id=)
+    GET  /runs/{id}                     one snapshot, live counters, pending commands, interrupts
+    GET  /runs/{id}/tree                the run and everything below it, nested
+    GET  /runs/{id}/trace               its latest progress frames (?limit=)
+    GET  /runs/{id}/steering            its command history with terminal states
+    POST /runs/{id}/pause|resume|abort  {"reason": ...} optional
+    POST /runs/{id}/steer               {"message": "..."}
+    POST /runs/{id}/commands            {"kind": ..., "payload": {...}, priority, delivery, ...}
+    POST /runs/{id}/tasks/{task}/commands   the same, for one task of a graph run
+    GET  /events                        Server-Sent Events (see ``tinyagents.server.sse``)
+
+Every request carries a Biscuit token (``Authorization: Bearer <token>``, or
+``?access_token=`` where a header cannot be set, as for ``EventSource``). A run the caller may
+not see — another tenant's, one outside an attenuated token's scope, or no run at all — is 404
+on every endpoint, the same answer with the same body. The target of a command comes from the
+path and its actor from the token; a body naming either is refused (422).
+
+FastAPI is imported inside ``create_app``: this module imports without the ``server`` extra.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the endpoints' annotations at
+# runtime, and the endpoints are defined inside ``create_app`` next to the FastAPI names.
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tinyagents import __version__
+from tinyagents.errors import (
+    AuthError,
+    InvalidCommandError,
+    ReceiptTimeout,
+    RuntimeClosed,
+    StoreError,
+)
+from tinyagents.protocol.commands import (
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringPriority,
+    SteeringReceipt,
+    SteeringTarget,
+)
+from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
+from tinyagents.server.sse import event_stream
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from tinyagents.server.control import Control
+
+BASE = "/api/agents"
+_log = logging.getLogger("tinyagents.server")
+#: How far up a parent chain the server walks to tell an attenuated token a run's ancestors.
+_MAX_LINEAGE = 256
+#: Longer ids are no run's: answered 404 without asking the store.
+_MAX_ID = 512
+
+
+# --------------------------------------------------------------------------- bodies
+
+PriorityName = Literal["low", "normal", "high", "critical"]
+_PRIORITY_NAMES: dict[str, SteeringPriority] = {p.name.lower(): p for p in SteeringPriority}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CommandOptions(_Body):
+    """The optional fields of every command a body can send (never target or actor)."""
+
+    priority: SteeringPriority | PriorityName = SteeringPriority.NORMAL
+    delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
+    correlation_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="your id for the command: sending it again is answered 'duplicate'",
+    )
+
+    def command_fields(self) -> dict[str, Any]:
+        priority = self.priority
+        fields: dict[str, Any] = {
+            "priority": _PRIORITY_NAMES[priority] if isinstance(priority, str) else priority,
+            "delivery": self.delivery,
+        }
+        if self.correlation_id is not None:
+            fields["correlation_id"] = self.correlation_id
+        return fields
+
+
+class ReasonBody(CommandOptions):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class SteerBody(CommandOptions):
+    message: str = Field(
+        min_length=1,
+        description="the instruction the run's model sees at its next step (an "
+        "add_instruction command); missing or empty is 422, whitespace only 400",
+    )
+
+
+class CommandBody(CommandOptions):
+    kind: SteeringKind
+    payload: dict[str, Any] = Field(default_factory=dict)
+    checkpoint_id: str | None = Field(default=None, min_length=1)
+    fork: bool = False
+
+    def command_fields(self) -> dict[str, Any]:
+        fields = super().command_fields()
+        if self.checkpoint_id is not None:
+            fields["checkpoint_id"] = self.checkpoint_id
+        if self.fork:
+            fields["fork"] = True
+        return fields
+
+
+# --------------------------------------------------------------------------- problems
+
+
+class Problem(Exception):
+    """An answer other than 200, with its JSON body."""
+
+    def __init__(self, status: int, detail: str, *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.body: dict[str, Any] = {"detail": detail, **(extra or {})}
+
+
+NOT_FOUND = "run not found"
+
+
+def not_found() -> Problem:
+    """The one answer for a run the caller may not see: unknown, another tenant's, or
+    outside the token's scope (never 403, which would confirm it exists)."""
+    return Problem(404, NOT_FOUND)
+
+
+# --------------------------------------------------------------------------- the API
+
+
+@dataclass(slots=True)
+class OperatorApi:
+    """What the endpoints do, apart from HTTP: who may see which run, and the commands."""
+
+    control: "Control"
+    auth: Auth | None
+
+    def principal(self, token: str | None) -> Principal:
+        if self.auth is None:
+            return INSECURE_DEV
+        if not token:
+            raise Problem(
+                401,
+                "no token: send 'Authorization: Bearer <token>' (tinyagents token mint)",
+            )
+        try:
+            return self.auth.authenticate(token)
+        except AuthError as exc:
+            raise Problem(401, str(exc)) from None
+
+    # ------------------------------------------------------------------ visibility
+
+    def _allows(
+        self,
+        p: Principal,
+        op: Operation,
+        run: RunFacts | None = None,
+        command: str | None = None,
+    ) -> bool:
+        return self.auth is None or self.auth.allows(p, op, run, command=command)
+
+    @staticmethod
+    def _attenuated(p: Principal) -> bool:
+        """Whether the token has blocks besides the one the server signed (their checks may
+        depend on which run is asked about)."""
+        return p.token is not None and p.token.block_count() > 1
+
+    async def _lineage(self, p: Principal, snap: dict[str, Any]) -> tuple[str, ...]:
+        lineage = [snap["run_id"]]
+        parent = snap.get("parent_run_id")
+        while parent and len(lineage) < _MAX_LINEAGE:
+            lineage.append(parent)
+            up = await self.control.get_run(parent, tenant_id=p.tenant_scope)
+            parent = up.get("parent_run_id") if up else None
+        return tuple(lineage)
+
+    async def run_facts(self, p: Principal, snap: dict[str, Any]) -> RunFacts:
+        lineage = await self._lineage(p, snap) if self._attenuated(p) else (snap["run_id"],)
+        return RunFacts(
+            run_id=snap["run_id"], tenant_id=snap.get("tenant_id") or "", lineage=lineage
+        )
+
+    async def visible_run(
+        self, p: Principal, run_id: str, op: Operation = "observe", command: str | None = None
+    ) -> dict[str, Any]:
+        """The run's snapshot if the caller may do ``op`` on it; 404 when it may not see it,
+        403 when it may see it but not control it."""
+        if not _plausible_id(run_id):
+            raise not_found()
+        snap = await self.control.get_run(run_id, tenant_id=p.tenant_scope)
+        if snap is None:
+            raise not_found()
+        if self.auth is None:
+            return snap
+        facts = await self.run_facts(p, snap)
+        if self._allows(p, op, facts, command):
+            return snap
+        if op == "control" and self._allows(p, "observe", facts):
+            raise Problem(
+                403,
+                f"this token does not allow {command or 'commands'} on run {run_id} "
+                "(it needs agent:control, and no attenuation that forbids it)",
+            )
+        raise not_found()
+
+    async def visible_runs(self, p: Principal, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The snapshots (of the caller's tenant already) the token lets it observe."""
+        if self.auth is None:
+            return snaps
+        if not self._attenuated(p):
+            if not self._allows(p, "observe"):
+                raise Problem(403, "this token does not grant agent:observe")
+            return snaps
+        parents = {s["run_id"]: s.get("parent_run_id") for s in snaps}
+        kept = []
+        for snap in snaps:
+            lineage = [snap["run_id"]]
+            parent = snap.get("parent_run_id")
+            while parent and len(lineage) < _MAX_LINEAGE:
+                lineage.append(parent)
+                parent = parents.get(parent)
+            facts = RunFacts(
+                run_id=snap["run_id"],
+                tenant_id=snap.get("tenant_id") or "",
+                lineage=tuple(lineage),
+            )
+            if self._allows(p, "observe", facts):
+                kept.append(snap)
+        return kept
+
+    async def observe_filter(self, p: Principal) -> Any:
+        """For the event stream: None when every event of the tenant may be shown, else an
+        async predicate on a run id (cached per run)."""
+        if self.auth is None or not self._attenuated(p):
+            if self.auth is not None and not self._allows(p, "observe"):
+                raise Problem(403, "this token does not grant agent:observe")
+            return None
+        seen: dict[str, bool] = {}
+
+        async def visible(run_id: str | None) -> bool:
+            if not run_id:
+                return self._allows(p, "observe")
+            if run_id not in seen:
+                if len(seen) > 10_000:
+                    seen.clear()
+                try:
+                    await self.visible_run(p, run_id)
+                    seen[run_id] = True
+                except Problem:
+                    seen[run_id] = False
+            return seen[run_id]
+
+        return visible
+
+    # ------------------------------------------------------------------ commands
+
+    async def command(
+        self,
+        p: Principal,
+        run_id: str,
+        kind: SteeringKind,
+        payload: dict[str, Any],
+        fields: dict[str, Any],
+        *,
+        task_id: str | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """Submit ``kind`` to the run (or one of its tasks) as the caller; the HTTP status
+        and the receipt."""
+        snap = await self.visible_run(p, run_id, "control", kind.value)
+        if task_id is not None and not _plausible_id(task_id):
+            raise Problem(404, f"task not found: {task_id[:80]!r}")
+        target = (
+            SteeringTarget.graph_task(run_id, task_id)
+            if task_id is not None
+            else SteeringTarget.agent_run(run_id)
+        )
+        try:
+            cmd = SteeringCommand(
+                target=target,
+                actor=p.actor(snap.get("tenant_id") or "default"),
+                kind=kind,
+                payload=payload,
+                **fields,
+            )
+        except InvalidCommandError as exc:
+            raise Problem(422, str(exc)) from None
+        try:
+            receipt = await self.control.submit(cmd)
+        except ReceiptTimeout as exc:
+            raise Problem(
+                504,
+                f"{exc}; the command may still be applied: send it again with the same "
+                "correlation_id to learn its receipt",
+                extra={"correlation_id": cmd.correlation_id},
+            ) from None
+        except (StoreError, RuntimeClosed) as exc:
+            raise Problem(503, f"the runtime cannot take commands now: {exc}") from None
+        body = receipt.model_dump(mode="json")
+        status = _receipt_status(receipt)
+        if status == 404:
+            raise Problem(404, receipt.reason or NOT_FOUND, extra={"receipt": body})
+        return status, body
+
+
+def _receipt_status(receipt: SteeringReceipt) -> int:
+    """200 for every receipt (its ``status`` says accepted, rejected, deferred or duplicate),
+    but 404 when it was rejected because the target does not exist."""
+    if receipt.status is ReceiptStatus.REJECTED and (receipt.reason or "").startswith("not found"):
+        return 404
+    return 200
+
+
+def _plausible_id(value: str) -> bool:
+    """Whether ``value`` could be an id at all: bounded and encodable (a lone surrogate from
+    a percent-decoded path would make the store's driver raise)."""
+    if not value or len(value) > _MAX_ID:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _validation_message(errors: Iterable[dict[str, Any]]) -> str:
+    return "; ".join(
+        f"{'.'.join(str(x) for x in err.get('loc', ())) or 'request'}: {err.get('msg')}"
+        for err in errors
+    )
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def create_app(control: "Control", *, auth: Auth | None, console: bool = True) -> "FastAPI":
+    """The operator API (and, with ``console``, the web console at ``/``) over ``control``.
+
+    ``auth=None`` serves everyone as an admin of every tenant: for ``serve --insecure-dev``
+    on 127.0.0.1 only.
+    """
+    from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse, StreamingResponse
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+    api = OperatorApi(control, auth)
+    app = FastAPI(
+        title="tinyagents operator API",
+        version=__version__,
+        description="Watch and steer agent runs while they run. Authenticate with a "
+        "Biscuit token: `Authorization: Bearer <token>` (tinyagents token mint).",
+        openapi_url=f"{BASE}/openapi.json",
+        docs_url=f"{BASE}/docs",
+        redoc_url=None,
+    )
+    app.state.operator = api
+    bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(exc.body, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        return JSONResponse(
+            {"detail": errors, "message": _validation_message(errors)}, status_code=422
+        )
+
+    async def caller(
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+        access_token: str | None = Query(
+            default=None,
+            description="the token, where an Authorization header cannot be sent (EventSource)",
+        ),
+    ) -> Principal:
+        token = credentials.credentials if credentials is not None else access_token
+        return api.principal(token)
+
+    Caller = Depends(caller)
+    router = APIRouter(prefix=BASE)
+    run_responses: dict[int | str, dict[str, Any]] = {
+        401: {"description": "no token, or not one of this server's"},
+        404: {"description": "no such run, or not one this token may see"},
+    }
+    command_responses: dict[int | str, dict[str, Any]] = {
+        **run_responses,
+        403: {"description": "the token may see the run but not send it this command"},
+        422: {"description": "the body is invalid"},
+        503: {"description": "the runtime or its store cannot take commands now"},
+        504: {"description": "the run's owner did not answer in time (may still apply it)"},
+    }
+
+    @router.get("/runs", responses=run_responses, summary="List runs")
+    async def list_runs(
+        status: str | None = Query(default=None, max_length=32),
+        root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
+        p: Principal = Caller,
+    ) -> list[dict[str, Any]]:
+        if root_run_id is not None:
+            await api.visible_run(p, root_run_id)
+        snaps = await control.list_runs(
+            tenant_id=p.tenant_scope, status=status, root_run_id=root_run_id
+        )
+        return await api.visible_runs(p, snaps)
+
+    @router.get("/runs/{run_id}", responses=run_responses, summary="One run's snapshot")
+    async def get_run(run_id: str, p: Principal = Caller) -> dict[str, Any]:
+        return await api.visible_run(p, run_id)
+
+    @router.get("/runs/{run_id}/tree", responses=run_responses, summary="A run and its subtree")
+    async def get_tree(run_id: str, p: Principal = Caller) -> dict[str, Any]:
+        await api.visible_run(p, run_id)
+        tree = await control.tree(run_id, tenant_id=p.tenant_scope)
+        if tree is None:
+            raise not_found()
+        return tree
+
+    @router.get("/runs/{run_id}/trace", responses=run_responses, summary="Progress frames")
+    async def get_trace(
+        run_id: str,
+        limit: int = Query(default=500, ge=1, le=5000),
+        p: Principal = Caller,
+    ) -> list[dict[str, Any]]:
+        await api.visible_run(p, run_id)
+        frames = await control.trace(run_id, tenant_id=p.tenant_scope, limit=limit)
+        if frames is None:
+            raise not_found()
+        return frames
+
+    @router.get("/runs/{run_id}/steering", responses=run_responses, summary="Command history")
+    async def get_steering(run_id: str, p: Principal = Caller) -> list[dict[str, Any]]:
+        await api.visible_run(p, run_id)
+        history = await control.steering(run_id, tenant_id=p.tenant_scope)
+        if history is None:
+            raise not_found()
+        return history
+
+    def answer(result: tuple[int, dict[str, Any]]) -> JSONResponse:
+        status, receipt = result
+        return JSONResponse(receipt, status_code=status)
+
+    def simple(kind: SteeringKind, summary: str, abort: bool = False) -> None:
+        async def endpoint(
+            run_id: str,
+            body: ReasonBody | None = Body(default=None),
+            p: Principal = Caller,
+        ) -> JSONResponse:
+            body = body or ReasonBody()
+            payload: dict[str, Any] = {}
+            if body.reason is not None:
+                payload["reason"] = body.reason
+            return answer(await api.command(p, run_id, kind, payload, body.command_fields()))
+
+        router.add_api_route(
+            f"/runs/{{run_id}}/{'abort' if abort else kind.value}",
+            endpoint,
+            methods=["POST"],
+            summary=summary,
+            responses=command_responses,
+            response_model=SteeringReceipt,
+            name=f"{'abort' if abort else kind.value}_run",
+        )
+
+    simple(SteeringKind.PAUSE, "Pause a run at its next safe boundary")
+    simple(SteeringKind.RESUME, "Resume a paused run")
+    simple(SteeringKind.CANCEL, "Stop a run for good (a cancel command)", abort=True)
+
+    @router.post(
+        "/runs/{run_id}/steer",
+        responses={**command_responses, 400: {"description": "the message is only whitespace"}},
+        response_model=SteeringReceipt,
+        summary="Send the run's model an instruction",
+    )
+    async def steer(run_id: str, body: SteerBody, p: Principal = Caller) -> JSONResponse:
+        if not body.message.strip():
+            raise Problem(400, "message is only whitespace: say what the run should do")
+        return answer(
+            await api.command(
+                p,
+                run_id,
+                SteeringKind.ADD_INSTRUCTION,
+                {"text": body.message},
+                body.command_fields(),
+            )
+        )
+
+    @router.post(
+        "/runs/{run_id}/commands",
+        responses=command_responses,
+        response_model=SteeringReceipt,
+        summary="Send any steering command to a run",
+    )
+    async def command(run_id: str, body: CommandBody, p: Principal = Caller) -> JSONResponse:
+        return answer(await api.command(p, run_id, body.kind, body.payload, body.command_fields()))
+
+    @router.post(
+        "/runs/{run_id}/tasks/{task_id}/commands",
+        responses=command_responses,
+        response_model=SteeringReceipt,
+        summary="Send a steering command to one task of a graph run",
+    )
+    async def task_command(
+        run_id: str, task_id: str, body: CommandBody, p: Principal = Caller
+    ) -> JSONResponse:
+        return answer(
+            await api.command(
+                p, run_id, body.kind, body.payload, body.command_fields(), task_id=task_id
+            )
+        )
+
+    @router.get(
+        "/events",
+        responses={
+            **run_responses,
+            200: {
+                "description": "Server-Sent Events: id = event-log id, event = type, "
+                "data = the event as JSON",
+                "content": {"text/event-stream": {}},
+            },
+        },
+        response_class=StreamingResponse,
+        summary="Live events (Server-Sent Events), resumable with Last-Event-ID",
+    )
+    async def events(
+        request: Request,
+        run_id: str | None = Query(default=None, max_length=_MAX_ID),
+        root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
+        last_event_id: int | None = Query(
+            default=None, ge=0, description="resume after this id (or send Last-Event-ID)"
+        ),
+        follow: bool = Query(
+            default=True,
+            description="keep the stream open for new events (false: the "
+            "backlog, then the stream ends)",
+        ),
+        p: Principal = Caller,
+    ) -> StreamingResponse:
+        for run in (run_id, root_run_id):
+            if run is not None:
+                await api.visible_run(p, run)
+        after = last_event_id or _last_event_id(request.headers.get("last-event-id"))
+        visible = await api.observe_filter(p)
+        stream = event_stream(
+            control,
+            request,
+            tenant_id=p.tenant_scope,
+            after_id=after,
+            run_id=run_id,
+            root_run_id=root_run_id,
+            visible=visible,
+            follow=follow,
+        )
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    app.include_router(router)
+    if console:
+        _mount_console(app)
+    return app
+
+
+def _last_event_id(header: str | None) -> int:
+    try:
+        return max(0, int(header)) if header else 0
+    except ValueError:
+        return 0
+
+
+def _mount_console(app: "FastAPI") -> None:
+    """Serve ``tinyagents/server/static/`` at ``/`` (index.html for ``/``)."""
+    from fastapi.staticfiles import StaticFiles
+
+    static = Path(str(files("tinyagents.server") / "static"))
+    if not static.is_dir():
+        _log.warning("the console's files are missing (%s): serving the API only", static)
+        return
+    app.mount("/", StaticFiles(directory=static, html=True), name="console")

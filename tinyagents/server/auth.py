@@ -1,0 +1,299 @@
+"""Biscuit tokens for the operator API: who is calling, for which tenant, with which rights.
+
+A token's authority block holds ``user("alice")``, ``tenant("acme")`` and one ``right(...)``
+fact per right: ``agent:observe`` (read runs, traces, events), ``agent:control`` (send
+commands), ``iam:admin`` (both, for every tenant). Anyone holding a token can *attenuate* it
+(append a block of checks) without the server's key; the server honours those checks on every
+request. For each request the authorizer knows:
+
+- ``operation("observe")`` or ``operation("control")``;
+- for a request about one run: ``run("r-1")``, ``tenant_of_run("acme")`` and ``within(id)``
+  for the run itself and each of its ancestors (so ``check if within("r-1")`` admits ``r-1``
+  and every run below it);
+- for a command: ``command("pause")`` (its kind);
+- ``time(...)`` (so ``check if time($t), $t < 2027-01-01T00:00:00Z`` expires a token).
+
+``Auth.attenuate`` writes the usual narrowings. The signing key is an Ed25519 private key in
+hex: ``TINYAGENTS_SERVER_KEY``, or a key file (created on first use, mode 0600; by default
+next to the SQLite store: ``runs.db`` → ``runs.db.server-key``).
+
+``biscuit_auth`` is imported inside the functions that need it (the ``server`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from tinyagents.errors import AuthError, ConfigurationError
+from tinyagents.protocol.commands import HumanActor, SteeringActor
+
+OBSERVE_RIGHT = "agent:observe"
+CONTROL_RIGHT = "agent:control"
+ADMIN_RIGHT = "iam:admin"
+RIGHTS = (OBSERVE_RIGHT, CONTROL_RIGHT, ADMIN_RIGHT)
+KEY_ENV = "TINYAGENTS_SERVER_KEY"
+KEY_FILE_SUFFIX = ".server-key"
+
+Operation = Literal["observe", "control"]
+
+#: The server's policies: a right grants its operation, ``iam:admin`` every operation. The
+#: checks of attenuation blocks apply on top (every check must pass, whatever policy matched).
+_POLICIES = """
+allow if right("iam:admin");
+allow if operation("observe"), right("agent:observe");
+allow if operation("control"), right("agent:control");
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What the authorizer is told about the run a request is about."""
+
+    run_id: str
+    tenant_id: str
+    #: The run itself and its ancestors, nearest first.
+    lineage: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    """The caller a verified token names (its authority block)."""
+
+    user: str
+    tenant: str
+    rights: frozenset[str]
+    #: The verified ``biscuit_auth.Biscuit`` (None for the insecure dev principal).
+    token: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def admin(self) -> bool:
+        return ADMIN_RIGHT in self.rights
+
+    @property
+    def tenant_scope(self) -> str | None:
+        """The tenant whose runs this caller may see; None (every tenant) for ``iam:admin``."""
+        return None if self.admin else self.tenant
+
+    def actor(self, run_tenant: str) -> HumanActor:
+        """The actor of a command this caller sends to a run of ``run_tenant``.
+
+        An admin acts in the run's tenant with ``agent:control`` (the policy pipeline's
+        authority check asks for both); the audit trail still shows ``iam:admin``.
+        """
+        scopes = set(self.rights)
+        if self.admin:
+            scopes.add(CONTROL_RIGHT)
+        tenant = run_tenant if self.admin else self.tenant
+        return SteeringActor.human(self.user, tenant_id=tenant, scopes=scopes)
+
+
+#: Who calls an app built without auth (``serve --insecure-dev``): an admin of every tenant.
+INSECURE_DEV = Principal(user="insecure-dev", tenant="default", rights=frozenset({ADMIN_RIGHT}))
+
+
+class Auth:
+    """Mints and verifies the operator API's Biscuit tokens with one Ed25519 key."""
+
+    def __init__(self, private_key_hex: str) -> None:
+        from biscuit_auth import Algorithm, KeyPair, PrivateKey
+
+        try:
+            raw = bytes.fromhex(private_key_hex.strip())
+            private = PrivateKey.from_bytes(raw, Algorithm.Ed25519)
+        except Exception as exc:
+            raise ConfigurationError(
+                "the server key is not an Ed25519 private key in hex (64 hex digits); "
+                f"make one with Auth.generate_key() or delete the key file ({exc})"
+            ) from None
+        self._keypair = KeyPair.from_private_key(private)
+
+    @staticmethod
+    def generate_key() -> str:
+        """A new private key, in hex."""
+        from biscuit_auth import KeyPair
+
+        return bytes(KeyPair().private_key.to_bytes()).hex()
+
+    @classmethod
+    def from_key_file(cls, path: str | Path) -> Auth:
+        """The key in ``path``, written there (mode 0600) when the file does not exist."""
+        path = Path(path)
+        try:
+            # O_EXCL: two processes starting at once agree on one key (the second reads it).
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise ConfigurationError(f"cannot create the server key file {path}: {exc}") from None
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(cls.generate_key() + "\n")
+        try:
+            text = path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"cannot read the server key file {path}: {exc}") from None
+        return cls(text)
+
+    @classmethod
+    def resolve(cls, *, store: str | None, key_file: str | Path | None = None) -> Auth | None:
+        """The key ``serve`` and ``token mint`` share: ``key_file`` if given, else
+        ``TINYAGENTS_SERVER_KEY``, else the key file next to a SQLite store; None when there
+        is none of these (a store in memory or elsewhere without a configured key)."""
+        if key_file is not None:
+            return cls.from_key_file(key_file)
+        env = os.environ.get(KEY_ENV)
+        if env:
+            return cls(env)
+        path = default_key_file(store)
+        return None if path is None else cls.from_key_file(path)
+
+    @property
+    def public_key_hex(self) -> str:
+        return bytes(self._keypair.public_key.to_bytes()).hex()
+
+    # ------------------------------------------------------------------ minting
+
+    def mint(
+        self,
+        *,
+        user: str,
+        tenant: str,
+        rights: Iterable[str],
+        ttl_s: float | None = None,
+    ) -> str:
+        """A token (URL-safe base64) for ``user`` of ``tenant`` holding ``rights``."""
+        from biscuit_auth import BiscuitBuilder, Fact
+
+        rights = sorted(set(rights))
+        unknown = [r for r in rights if r not in RIGHTS]
+        if unknown:
+            raise ConfigurationError(f"unknown right(s) {unknown}; rights are {list(RIGHTS)}")
+        if not rights:
+            raise ConfigurationError(f"a token needs at least one right of {list(RIGHTS)}")
+        for name, value in (("user", user), ("tenant", tenant)):
+            if not value or not value.strip():
+                raise ConfigurationError(f"a token needs a non-blank {name}")
+        builder = BiscuitBuilder(
+            "user({user}); tenant({tenant});", {"user": user, "tenant": tenant}
+        )
+        for right in rights:
+            builder.add_fact(Fact("right({right})", {"right": right}))
+        if ttl_s is not None:
+            # The check enforces the lifetime; the fact lets the server say "expired" (401).
+            builder.add_code(
+                "expires({exp}); check if time($t), $t < {exp};", {"exp": _expiry(ttl_s)}
+            )
+        return str(builder.build(self._keypair.private_key).to_base64())
+
+    def attenuate(
+        self,
+        token: str,
+        *,
+        observe_only: bool = False,
+        run_id: str | None = None,
+        ttl_s: float | None = None,
+    ) -> str:
+        """``token`` narrowed: to reading only, to ``run_id`` and the runs below it, to a
+        lifetime. (Needs no key: any holder can attenuate; this verifies it first.)"""
+        from biscuit_auth import BlockBuilder
+
+        parsed = self._parse(token)
+        block = BlockBuilder()
+        if observe_only:
+            block.add_code('check if operation("observe");')
+        if run_id is not None:
+            block.add_code("check if within({run});", {"run": run_id})
+        if ttl_s is not None:
+            block.add_code("check if time($t), $t < {exp};", {"exp": _expiry(ttl_s)})
+        return str(parsed.append(block).to_base64())
+
+    # ------------------------------------------------------------------ verifying
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal of a token signed with this key; ``AuthError`` otherwise."""
+        from biscuit_auth import Rule
+
+        parsed = self._parse(token)
+        authorizer = self._authorizer(parsed, None, None, None)
+        users = [f.terms[0] for f in authorizer.query(Rule("u($u) <- user($u)"))]
+        tenants = [f.terms[0] for f in authorizer.query(Rule("t($t) <- tenant($t)"))]
+        rights = frozenset(f.terms[0] for f in authorizer.query(Rule("r($r) <- right($r)")))
+        if len(users) != 1 or len(tenants) != 1:
+            raise AuthError("the token must name exactly one user and one tenant")
+        for fact in authorizer.query(Rule("e($e) <- expires($e)")):
+            expiry = fact.terms[0]
+            if isinstance(expiry, datetime) and expiry <= datetime.now(UTC):
+                raise AuthError(f"the token expired at {expiry.isoformat()}; mint a new one")
+        return Principal(user=str(users[0]), tenant=str(tenants[0]), rights=rights, token=parsed)
+
+    def allows(
+        self,
+        principal: Principal,
+        operation: Operation,
+        run: RunFacts | None = None,
+        *,
+        command: str | None = None,
+    ) -> bool:
+        """Whether the principal's token (all its blocks' checks and a policy) allows
+        ``operation`` on ``run`` (None: on the tenant as a whole)."""
+        from biscuit_auth import AuthorizationError
+
+        if principal.token is None:  # the insecure dev principal
+            return True
+        try:
+            self._authorizer(principal.token, operation, run, command).authorize()
+        except AuthorizationError:
+            return False
+        return True
+
+    def _parse(self, token: str) -> Any:
+        from biscuit_auth import Biscuit
+
+        try:
+            return Biscuit.from_base64(token.strip(), self._keypair.public_key)
+        except Exception:
+            # The library's messages say little more; never echo the token itself.
+            raise AuthError(
+                "the token is not a valid Biscuit signed by this server's key "
+                "(mint one with `tinyagents token mint`)"
+            ) from None
+
+    def _authorizer(
+        self, token: Any, operation: Operation | None, run: RunFacts | None, command: str | None
+    ) -> Any:
+        from biscuit_auth import AuthorizerBuilder, Fact
+
+        builder = AuthorizerBuilder(_POLICIES)
+        builder.set_time()
+        if operation is not None:
+            builder.add_fact(Fact("operation({op})", {"op": operation}))
+        if run is not None:
+            builder.add_fact(Fact("run({id})", {"id": run.run_id}))
+            builder.add_fact(Fact("tenant_of_run({t})", {"t": run.tenant_id}))
+            for run_id in run.lineage:
+                builder.add_fact(Fact("within({id})", {"id": run_id}))
+        if command is not None:
+            builder.add_fact(Fact("command({kind})", {"kind": command}))
+        return builder.build(token)
+
+
+def default_key_file(store: str | None) -> Path | None:
+    """The key file beside a SQLite store (``sqlite:///runs.db`` → ``runs.db.server-key``)."""
+    if store is None or not store.startswith("sqlite://"):
+        return None
+    path = store.removeprefix("sqlite://")
+    path = path[1:] if path.startswith("/") else path
+    if not path or path == ":memory:":
+        return None
+    return Path(path + KEY_FILE_SUFFIX)
+
+
+def _expiry(ttl_s: float) -> datetime:
+    if ttl_s <= 0:
+        raise ConfigurationError(f"a token's lifetime must be positive, got {ttl_s} s")
+    return (datetime.now(UTC) + timedelta(seconds=ttl_s)).replace(microsecond=0)

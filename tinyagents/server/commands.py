@@ -1,0 +1,122 @@
+"""The ``serve`` and ``token`` subcommands of the ``tinyagents`` command.
+
+    tinyagents serve [--host 127.0.0.1] [--port 8000] [--store sqlite:///tinyagents.db] [--demo]
+    tinyagents token mint --tenant acme --user alice --rights agent:observe,agent:control
+    tinyagents token attenuate TOKEN [--observe-only] [--run RUN_ID] [--ttl SECONDS]
+
+``token`` finds the key as ``serve`` does (``--key-file``, ``TINYAGENTS_SERVER_KEY``, the file
+beside the ``--store`` SQLite file), so a token minted for a store is accepted by the server
+serving it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import IO, Any
+
+from tinyagents.errors import AuthError, ConfigurationError
+from tinyagents.server.auth import RIGHTS, Auth
+from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``serve`` and ``token`` to the ``tinyagents`` subparsers."""
+    srv = sub.add_parser(
+        "serve",
+        help="serve the operator API and web console (uvicorn)",
+        description="Serve the operator HTTP API (/api/agents) and the web console (/) over a "
+        "runtime on --store. Prints the URL and an operator token.",
+    )
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (8000; 0 takes a free one)")
+    srv.add_argument("--store", default=DEFAULT_STORE, help=f"the runs' store ({DEFAULT_STORE})")
+    srv.add_argument(
+        "--key-file",
+        default=None,
+        help="the token signing key (hex; created mode 0600 if missing). Default: "
+        "TINYAGENTS_SERVER_KEY, else the file beside the SQLite store (FILE.db.server-key)",
+    )
+    srv.add_argument(
+        "--demo", action="store_true", help="keep the demo's agents running, slowly, to try it"
+    )
+    srv.add_argument(
+        "--insecure-dev",
+        action="store_true",
+        help="no tokens (everyone is an admin): binds 127.0.0.1 only",
+    )
+    srv.add_argument("--tenant", default="default", help="tenant of the printed token")
+    srv.add_argument("--user", default="operator", help="user of the printed token")
+
+    tok = sub.add_parser("token", help="mint or attenuate operator API tokens")
+    tsub = tok.add_subparsers(dest="token_command", required=True)
+    mint = tsub.add_parser(
+        "mint",
+        help="mint a token for a user of a tenant",
+        description="Mint a Biscuit token for the operator API, signed with the server's key.",
+    )
+    mint.add_argument("--tenant", required=True)
+    mint.add_argument("--user", required=True)
+    mint.add_argument(
+        "--rights",
+        default="agent:observe",
+        help=f"comma separated, of {', '.join(RIGHTS)} (default agent:observe)",
+    )
+    mint.add_argument("--ttl", type=float, default=None, help="lifetime in seconds")
+    att = tsub.add_parser(
+        "attenuate",
+        help="narrow a token (reading only, one run and below, a lifetime)",
+        description="Append a block of checks to a token: the result can do less, never more.",
+    )
+    att.add_argument("token")
+    att.add_argument("--observe-only", action="store_true", help="it may only read")
+    att.add_argument("--run", default=None, help="only this run and the runs below it")
+    att.add_argument("--ttl", type=float, default=None, help="lifetime in seconds")
+    for p in (mint, att):
+        p.add_argument("--store", default=DEFAULT_STORE, help="the server's store (finds the key)")
+        p.add_argument("--key-file", default=None, help="the server's key file")
+
+
+def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | None:
+    """Run ``serve`` or ``token`` (None for another command). Exit code 2 for bad input."""
+    if args.command not in ("serve", "token"):
+        return None
+    try:
+        if args.command == "serve":
+            options = ServeOptions(
+                host=args.host,
+                port=args.port,
+                store=args.store,
+                key_file=args.key_file,
+                insecure_dev=args.insecure_dev,
+                demo=args.demo,
+                tenant=args.tenant,
+                user=args.user,
+            )
+            try:
+                return asyncio.run(serve(options, out))
+            except KeyboardInterrupt:
+                return 0
+        return token_command(args, out)
+    except (ConfigurationError, AuthError) as exc:
+        print(f"tinyagents {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def token_command(args: argparse.Namespace, out: IO[str]) -> int:
+    auth = Auth.resolve(store=args.store, key_file=args.key_file)
+    if auth is None:
+        raise ConfigurationError(
+            f"no server key for the store {args.store!r}: give --key-file FILE, set "
+            "TINYAGENTS_SERVER_KEY, or --store sqlite:///FILE.db (its key sits beside it)"
+        )
+    if args.token_command == "mint":
+        rights = [r.strip() for r in args.rights.split(",") if r.strip()]
+        token = auth.mint(user=args.user, tenant=args.tenant, rights=rights, ttl_s=args.ttl)
+    else:
+        token = auth.attenuate(
+            args.token, observe_only=args.observe_only, run_id=args.run, ttl_s=args.ttl
+        )
+    out.write(token + "\n")
+    return 0

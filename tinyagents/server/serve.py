@@ -1,0 +1,224 @@
+"""``tinyagents serve``: the operator API and console on uvicorn, over a runtime on a store.
+
+    tinyagents serve                       # http://127.0.0.1:8000, store sqlite:///tinyagents.db
+    tinyagents serve --demo                # with the demo's agents running, to click around
+    tinyagents serve --insecure-dev        # no tokens at all: 127.0.0.1 only
+
+The server signs and checks tokens with the key ``Auth.resolve`` finds: ``--key-file``, else
+``TINYAGENTS_SERVER_KEY``, else the file beside the SQLite store (created on first use, mode
+0600), the same one ``tinyagents token mint --store ...`` uses. Without any key (a store that
+is not a SQLite file) it refuses to start, unless ``--insecure-dev``.
+
+uvicorn is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.runtime import Runtime
+from tinyagents.server.app import BASE, create_app
+from tinyagents.server.auth import (
+    CONTROL_RIGHT,
+    KEY_ENV,
+    OBSERVE_RIGHT,
+    Auth,
+    default_key_file,
+)
+from tinyagents.server.control import Control
+from tinyagents.server.demo import start_demo
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+DEFAULT_STORE = "sqlite:///tinyagents.db"
+#: Seconds uvicorn waits for open connections (event streams) when it stops.
+GRACEFUL_S = 1.0
+
+
+@dataclass(slots=True, kw_only=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    store: str = DEFAULT_STORE
+    key_file: str | None = None
+    insecure_dev: bool = False
+    demo: bool = False
+    tenant: str = "default"
+    user: str = "operator"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free one); ``ConfigurationError`` when
+    the address is taken or not this machine's."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port "
+            "(0 takes a free one) or --host"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[Any]:
+    """uvicorn serving ``app`` on ``sock`` in this event loop, as a task of its own; stopped
+    (open connections given ``GRACEFUL_S``) when the block ends. Yields the ``uvicorn.Server``
+    (its ``should_exit`` stops it, as Ctrl+C does)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+            # The caller decides what a signal does (``serve`` stops on Ctrl+C); uvicorn's
+            # own handlers would raise the signal again once it stopped.
+            return contextlib.nullcontext()
+
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=int(GRACEFUL_S) or 1,
+    )
+    server = Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="tinyagents-uvicorn")
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # raises why it could not start
+                raise ConfigurationError("the server stopped while starting")
+            await asyncio.sleep(0.01)
+        yield server
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    if host in ("0.0.0.0", "::"):
+        shown = "127.0.0.1"
+    return f"http://{shown}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_auth(options: ServeOptions) -> Auth | None:
+    """The key the server signs with, or None for ``--insecure-dev``; refuses what would be
+    an open server."""
+    if options.insecure_dev:
+        if not is_loopback(options.host):
+            raise ConfigurationError(
+                f"--insecure-dev serves without tokens, so it binds 127.0.0.1 only; drop "
+                f"--host {options.host} (or drop --insecure-dev and use tokens)"
+            )
+        return None
+    auth = Auth.resolve(store=options.store, key_file=options.key_file)
+    if auth is None:
+        raise ConfigurationError(
+            f"no server key for the store {options.store!r}: set TINYAGENTS_SERVER_KEY (an "
+            "Ed25519 private key in hex) or --key-file FILE (created if missing); or, on "
+            "your own machine only, --insecure-dev"
+        )
+    return auth
+
+
+async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
+    """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
+    auth = resolve_auth(options)
+    host = "127.0.0.1" if options.insecure_dev else options.host
+    sock = bind(host, options.port)
+    async with Runtime(store=options.store) as runtime:
+        control = Control(runtime)
+        app = create_app(control, auth=auth)
+        demo = _start_demo(runtime, options.tenant) if options.demo else None
+        try:
+            async with serving(app, sock) as server:
+                _announce(options, auth, url_of(sock), out)
+                _stop_on_signals(server)
+                while not server.should_exit:
+                    if demo is not None and demo.done():
+                        demo.result()  # the demo failed: say why, and stop
+                    await asyncio.sleep(0.2)
+        finally:
+            if demo is not None:
+                demo.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await demo
+            control.close()
+    return 0
+
+
+def _start_demo(runtime: Runtime, tenant: str) -> asyncio.Task[None]:
+    return start_demo(runtime, tenant_id=tenant)
+
+
+def _stop_on_signals(server: Any) -> None:
+    """Ctrl+C or SIGTERM stops the server (a second Ctrl+C drops open connections)."""
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        server.force_exit = server.should_exit
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop)
+
+
+def _announce(options: ServeOptions, auth: Auth | None, url: str, out: IO[str]) -> None:
+    lines = [f"tinyagents serve: the operator console and API at {url}/"]
+    if auth is None:
+        lines += [
+            "  INSECURE DEV MODE: no token is asked; anyone on this machine can steer every run",
+            f"  console:  {url}/",
+        ]
+    else:
+        token = auth.mint(
+            user=options.user, tenant=options.tenant, rights=(OBSERVE_RIGHT, CONTROL_RIGHT)
+        )
+        if options.key_file:
+            key = options.key_file
+        elif os.environ.get(KEY_ENV):
+            key = f"${KEY_ENV}"
+        else:
+            key = str(default_key_file(options.store))
+        lines += [
+            f"  console (signs you in):  {url}/#token={token}",
+            f"  operator token (user {options.user}, tenant {options.tenant}, "
+            f"{OBSERVE_RIGHT} {CONTROL_RIGHT}); send it as",
+            f"    Authorization: Bearer {token}",
+            f"  key: {key} (tinyagents token mint --store {options.store} ... makes more)",
+        ]
+    lines += [
+        f"  API:      {url}{BASE}  (OpenAPI {url}{BASE}/openapi.json, docs {url}{BASE}/docs)",
+        f"  store:    {options.store}" + ("  (demo runs: on)" if options.demo else ""),
+        "  Ctrl+C stops the server.",
+    ]
+    out.write("\n".join(lines) + "\n")
+    out.flush()

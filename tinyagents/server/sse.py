@@ -1,0 +1,81 @@
+"""Server-Sent Events of the event log: what ``GET /api/agents/events`` streams.
+
+Each event is one SSE message::
+
+    id: 1234                     the event's id in the store's event log
+    event: steering.applied      its type
+    data: {"type": ..., ...}     the event as JSON, on one line
+
+A client that reconnects sends the last id it saw (``Last-Event-ID``, which browsers'
+``EventSource`` send by themselves, or ``?last_event_id=``) and gets every later event, in
+log order, before the new ones: nothing is missed while it was away (as long as the store
+keeps its event log). The stream polls the log (``poll_s``) and sends a comment every
+``keepalive_s`` while nothing happens, so proxies keep the connection open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tinyagents.server.control import Control
+
+#: Rows read from the log per query.
+BATCH = 500
+
+
+class Disconnectable(Protocol):
+    async def is_disconnected(self) -> bool: ...
+
+
+def format_event(event_id: int, event: dict[str, Any]) -> str:
+    """One SSE message (``data`` on one line: JSON escapes newlines in strings)."""
+    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {event_id}\nevent: {event.get('type', 'message')}\ndata: {data}\n\n"
+
+
+async def event_stream(
+    control: Control,
+    request: Disconnectable,
+    *,
+    tenant_id: str | None,
+    after_id: int = 0,
+    run_id: str | None = None,
+    root_run_id: str | None = None,
+    visible: Callable[[str | None], Awaitable[bool]] | None = None,
+    follow: bool = True,
+    poll_s: float = 0.05,
+    keepalive_s: float = 15.0,
+) -> AsyncIterator[str]:
+    """The SSE messages of the events after ``after_id`` (of ``tenant_id``; None: every
+    tenant), filtered by run or root and by ``visible`` (a run-scoped token's view); with
+    ``follow``, new events as they are logged until the client goes away."""
+    last = after_id
+    yield "retry: 1000\n\n"  # opens the stream at once and sets the client's reconnect delay
+    quiet = 0.0
+    while True:
+        rows = await control.read_events(
+            tenant_id=tenant_id,
+            after_id=last,
+            run_id=run_id,
+            root_run_id=root_run_id,
+            limit=BATCH,
+        )
+        for event_id, event in rows:
+            last = event_id
+            if visible is None or await visible(event.get("run_id")):
+                yield format_event(event_id, event)
+        if len(rows) == BATCH:
+            continue  # more backlog: read on before waiting
+        if not follow or await request.is_disconnected():
+            return
+        if rows:
+            quiet = 0.0
+        elif quiet >= keepalive_s:
+            quiet = 0.0
+            yield ": keep-alive\n\n"
+        await asyncio.sleep(poll_s)
+        quiet += poll_s
