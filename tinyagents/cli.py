@@ -1,4 +1,5 @@
-"""The ``tinyagents`` command: ``--version``, ``demo``, ``inspect`` and ``validate``."""
+"""The ``tinyagents`` command: ``--version``, ``demo``, ``inspect``, ``validate``, ``serve`` and
+``token``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from tinyagents.demo import open_store_file, run_demo
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
 from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.server.commands import add_commands as add_server_commands
+from tinyagents.server.commands import run_command as run_server_command
 from tinyagents.supervisor.validate import validate_command
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -107,8 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "errors.",
     )
     validate.add_argument("file", help="a YAML file holding a supervisor spec")
+    add_server_commands(sub)
 
     args = parser.parse_args(argv)
+    served = run_server_command(args)
+    if served is not None:
+        return served
     if args.command == "demo":
         return demo_command(args)
     if args.command == "validate":
