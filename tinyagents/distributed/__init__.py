@@ -1,4 +1,9 @@
 """Scale-out: the Redis control plane shared by several workers (redis-py, imported lazily).
 
-A complete no-op without a Redis URL: one machine needs nothing but SQLite.
+A complete no-op without a Redis URL: one machine needs nothing but SQLite. See
+docs/deploy.md for how workers are run and what each service stores.
 """
+
+from tinyagents.distributed.redis_control import ControlledRuntime, RedisControl, RedisCounters
+
+__all__ = ["ControlledRuntime", "RedisControl", "RedisCounters"]

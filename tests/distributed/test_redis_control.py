@@ -1,0 +1,351 @@
+"""The Redis control plane against a real Redis: two workers in separate processes, each a
+Runtime on its own SQLite file with a RedisControl (tests/distributed/worker.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from conftest import RedisServer, WorkerError, WorkerProcess
+
+from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.distributed import RedisControl
+from tinyagents.distributed.wire import Keys
+
+T = TypeVar("T")
+OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
+
+
+def command(
+    run_id: str, kind: str, payload: dict[str, Any] | None = None, *, actor: Any = OPERATOR
+) -> SteeringCommand:
+    if payload is None:
+        payload = {"text": "focus on billing"} if kind == "add_instruction" else {}
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=actor,
+        kind=SteeringKind(kind),
+        payload=payload,
+    )
+
+
+def as_json(cmd: SteeringCommand) -> dict[str, Any]:
+    return dict(cmd.model_dump(mode="json"))
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 20
+) -> T:
+    """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened; last value: {value!r}")
+        await asyncio.sleep(0.05)
+
+
+def terminal_counts(history: list[dict[str, Any]], cid: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for event in history:
+        if event["correlation_id"] == cid and event["type"] in (
+            "steering.applied",
+            "steering.failed",
+            "steering.rejected",
+            "steering.superseded",
+        ):
+            counts[event["type"]] = counts.get(event["type"], 0) + 1
+    return counts
+
+
+async def listed(worker: WorkerProcess, run_id: str, tenant: str = "acme") -> dict[str, Any]:
+    runs = await eventually(
+        lambda: worker.call("list", tenant=tenant),
+        lambda runs: any(r["run_id"] == run_id for r in runs),
+    )
+    return next(r for r in runs if r["run_id"] == run_id)
+
+
+async def test_a_run_on_worker_a_is_listed_paused_steered_and_resumed_through_worker_b(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-1", tenant="acme", turns=400, tick_s=0.02)
+
+    seen = await listed(b, run_id)
+    assert seen["owner"] == "a" and seen["status"] == "running"
+    assert seen["usage"]["model_calls"] >= 0 and "updated_at" in seen
+    assert all(r["run_id"] != run_id for r in await b.call("list", tenant="globex"))
+
+    pause = await b.call("submit", command=as_json(command(run_id, "pause")))
+    assert pause["status"] == "accepted", pause
+    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
+    await eventually(lambda: listed(b, run_id), lambda r: r["status"] == "paused")
+    # live counters: the mirror shows what the run did before it paused
+    assert (await listed(b, run_id))["usage"]["tool_calls"] >= 1
+
+    steer = await b.call("submit", command=as_json(command(run_id, "add_instruction")))
+    resume = await b.call("submit", command=as_json(command(run_id, "resume")))
+    cancel = await b.call("submit", command=as_json(command(run_id, "cancel")))
+    assert [steer["status"], resume["status"], cancel["status"]] == ["accepted"] * 3
+
+    assert await a.call("wait", run_id=run_id) == "cancelled"
+    history = await a.call("history", run_id=run_id)
+    for receipt in (pause, steer, resume, cancel):
+        assert terminal_counts(history, receipt["correlation_id"]) == {"steering.applied": 1}
+    await eventually(lambda: listed(b, run_id), lambda r: r["status"] == "cancelled")
+    counters = await a.call("counters")
+    assert counters["answered"] == 4 and counters["foreign"] == counters["malformed"] == 0
+    assert (await b.call("counters"))["sent"] == 4
+
+
+async def test_a_command_for_an_unknown_or_foreign_run_is_rejected_as_not_found(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-2", tenant="acme", turns=400, tick_s=0.02)
+    await listed(b, run_id)
+    outsider = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
+
+    foreign = await b.call("submit", command=as_json(command(run_id, "cancel", actor=outsider)))
+    missing = await b.call("submit", command=as_json(command("ghost", "cancel")))
+    assert foreign["status"] == missing["status"] == "rejected"
+    assert (
+        foreign["reason"] == "not found: run run-2" and missing["reason"] == "not found: run ghost"
+    )
+    assert await a.call("status", run_id=run_id) == "running"
+
+
+async def test_directives_written_straight_into_redis_are_checked_by_the_owner(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    import redis.asyncio as aioredis
+
+    a = await workers("a", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-3", tenant="acme", turns=400, tick_s=0.02)
+    keys = Keys(prefix)
+    outsider = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
+    cancel_as_outsider = command(run_id, "cancel", actor=outsider)
+    cancel_as_test = command(run_id, "cancel", actor=SteeringActor.test())
+    steer = command(run_id, "add_instruction")
+
+    def envelope(cmd: SteeringCommand, request_id: str, to: str = "a") -> dict[str, str]:
+        return {
+            "v": "1",
+            "request_id": request_id,
+            "reply_to": "tester",
+            "to": to,
+            "command": cmd.model_dump_json(),
+        }
+
+    client = aioredis.from_url(redis_url)
+    try:
+        stream = keys.commands("a")
+        await client.xadd(stream, envelope(cancel_as_outsider, "r-foreign"))
+        await client.xadd(stream, envelope(cancel_as_test, "r-not-human"))
+        await client.xadd(stream, envelope(steer, "r-elsewhere", to="b"))
+        await client.xadd(
+            stream,
+            {
+                "v": "1",
+                "request_id": "r-bad",
+                "reply_to": "tester",
+                "to": "a",
+                "command": '{"kind": "explode"}',
+            },
+        )
+        await client.xadd(stream, {"garbage": "\xff"})
+        # the same directive twice (two entries, one correlation id) applies once
+        await client.xadd(stream, envelope(steer, "r-steer-1"))
+        await client.xadd(stream, envelope(steer, "r-steer-2"))
+
+        async def replies() -> dict[str, dict[str, Any]]:
+            entries = await client.xrange(keys.replies("tester"))
+            return {f[b"request_id"].decode(): json.loads(f[b"receipt"]) for _, f in entries}
+
+        answers = await eventually(replies, lambda r: len(r) == 6)
+        assert answers["r-foreign"]["status"] == "rejected"
+        assert answers["r-foreign"]["reason"] == "not found: run run-3"
+        assert answers["r-not-human"]["status"] == "rejected"
+        assert "human" in answers["r-not-human"]["reason"]
+        assert answers["r-elsewhere"]["status"] == "rejected"
+        assert answers["r-bad"]["status"] == "rejected"
+        assert answers["r-bad"]["reason"].startswith("malformed command")
+        assert answers["r-steer-1"]["status"] == "accepted"
+        assert answers["r-steer-2"]["status"] == "duplicate"
+        # every entry was acknowledged: nothing stays pending in the group
+        pending = await client.xpending(stream, "owners")
+        assert pending["pending"] == 0
+    finally:
+        await client.aclose()
+
+    counters = await a.call("counters")
+    assert counters["foreign"] == 3 and counters["malformed"] == 2
+    assert await a.call("status", run_id=run_id) == "running"
+    history = await a.call("history", run_id=run_id)
+    assert terminal_counts(history, cancel_as_outsider.correlation_id) == {}
+    await eventually(
+        lambda: a.call("history", run_id=run_id),
+        lambda h: terminal_counts(h, steer.correlation_id) == {"steering.applied": 1},
+    )
+
+
+async def test_duplicate_directives_through_another_worker_apply_once(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    c = await workers("c", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-4", tenant="acme", turns=400, tick_s=0.02)
+    await listed(b, run_id)
+    await listed(c, run_id)
+    steer = as_json(command(run_id, "add_instruction"))
+
+    receipts = await asyncio.gather(
+        b.call("submit", command=steer),
+        c.call("submit", command=steer),
+        b.call("submit", command=steer),
+        a.call("submit", command=steer),
+    )
+    statuses = sorted(r["status"] for r in receipts)
+    assert statuses == ["accepted", "duplicate", "duplicate", "duplicate"]
+    await eventually(
+        lambda: a.call("history", run_id=run_id),
+        lambda h: terminal_counts(h, steer["correlation_id"]) == {"steering.applied": 1},
+    )
+
+
+async def test_redis_down_runs_continue_local_control_works_and_it_comes_back(
+    private_redis: RedisServer, prefix: str, workers: Any
+) -> None:
+    a = await workers("a", private_redis.url, prefix)
+    b = await workers("b", private_redis.url, prefix)
+    run_id = await a.call("start", run_id="run-5", tenant="acme", turns=400, tick_s=0.02)
+    await listed(b, run_id)
+
+    await private_redis.stop()
+    await eventually(lambda: a.call("connected"), lambda c: c is False)
+    usage_before = (await a.call("list", tenant="acme"))[0]["usage"]["tool_calls"]
+    with pytest.raises(WorkerError) as failed:
+        await b.call("submit", command=as_json(command(run_id, "pause")))
+    assert failed.value.type == "ControlPlaneUnavailable"
+    # the run goes on, and the worker that owns it still controls it
+    await eventually(
+        lambda: a.call("list", tenant="acme"),
+        lambda runs: runs[0]["usage"]["tool_calls"] > usage_before,
+    )
+    local = await a.call("submit", command=as_json(command(run_id, "pause")))
+    assert local["status"] == "accepted"
+    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
+
+    await private_redis.start()  # empty: no persistence
+    await eventually(lambda: a.call("connected"), lambda c: c is True)
+    await listed(b, run_id)  # the mirror is written again
+    resume = await eventually(
+        lambda: b.call_raw("submit", command=as_json(command(run_id, "resume"))),
+        lambda answer: "ok" in answer,
+    )
+    assert resume["ok"]["status"] == "accepted"
+    cancel = await b.call("submit", command=as_json(command(run_id, "cancel")))
+    assert cancel["status"] == "accepted"
+    assert await a.call("wait", run_id=run_id) == "cancelled"
+    assert (await a.call("counters"))["redis_errors"] >= 1
+
+
+@pytest.mark.slow
+async def test_a_killed_owner_applies_every_accepted_command_once_after_its_restart(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-6", tenant="acme", turns=400, tick_s=0.02)
+    await listed(b, run_id)
+    await b.call("submit", command=as_json(command(run_id, "pause")))
+    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
+
+    steers = [as_json(command(run_id, "add_instruction", {"text": f"s{i}"})) for i in range(30)]
+    sent = [asyncio.create_task(b.call_raw("submit", command=s)) for s in steers]
+    await eventually(lambda: asyncio.sleep(0, sum(t.done() for t in sent)), lambda n: n >= 3)
+    await a.kill()
+    answers = await asyncio.gather(*sent)
+    accepted = [
+        a_["ok"]["correlation_id"] for a_ in answers if a_.get("ok", {}).get("status") == "accepted"
+    ]
+    assert accepted, answers
+    assert all("ok" in x or x["type"] == "ReceiptTimeout" for x in answers), answers
+
+    restarted = await workers("a", redis_url, prefix)  # same worker id and SQLite file
+    await restarted.call("start", run_id=run_id, tenant="acme", turns=5, tick_s=0.01)
+    assert await restarted.call("wait", run_id=run_id) == "completed"
+    history = await restarted.call("history", run_id=run_id)
+    for cid in accepted:
+        counts = terminal_counts(history, cid)
+        assert counts in ({"steering.applied": 1}, {"steering.failed": 1}), (cid, counts)
+    for steer in steers:  # nothing applied twice, accepted or not
+        assert terminal_counts(history, steer["correlation_id"]).get("steering.applied", 0) <= 1
+
+
+def test_without_a_url_it_is_a_no_op_and_never_imports_redis() -> None:
+    code = (
+        "import asyncio, sys\n"
+        "from tinyagents import Runtime\n"
+        "from tinyagents.distributed import RedisControl\n"
+        "async def main():\n"
+        "    async with Runtime() as rt:\n"
+        "        rc = RedisControl(rt, None, worker_id='solo')\n"
+        "        await rc.start()\n"
+        "        assert await rc.list_runs('acme') == []\n"
+        "        assert rc.connected and not rc.enabled\n"
+        "        await rc.aclose()\n"
+        "asyncio.run(main())\n"
+        "assert 'redis' not in sys.modules, 'redis was imported'\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+async def test_no_connection_outlives_aclose_even_across_a_redis_restart(
+    private_redis: RedisServer, prefix: str
+) -> None:
+    import redis.asyncio as aioredis
+
+    async def ours() -> int:
+        client = aioredis.from_url(private_redis.url)
+        try:
+            clients = await client.client_list()
+        finally:
+            await client.aclose()
+        return sum(1 for c in clients if c["name"].startswith(f"tinyagents:{prefix}:"))
+
+    async with Runtime() as rt:
+        control = RedisControl(
+            rt,
+            private_redis.url,
+            worker_id="w",
+            prefix=prefix,
+            backoff_s=(0.05, 0.2),
+            block_s=0.2,
+            heartbeat_s=0.1,
+        )
+        await control.start()
+        await eventually(ours, lambda n: n >= 2)
+        await private_redis.stop()
+        await eventually(lambda: asyncio.sleep(0, control.connected), lambda c: c is False)
+        await private_redis.start()
+        await eventually(lambda: asyncio.sleep(0, control.connected), lambda c: c is True)
+        assert await ours() <= control.max_connections
+        await control.aclose()
+        assert await eventually(ours, lambda n: n == 0) == 0

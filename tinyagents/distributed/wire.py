@@ -1,0 +1,121 @@
+"""What workers write to Redis: key names, the command envelope and the receipt reply.
+
+Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
+
+    {prefix}:workers               sorted set: worker id -> time of its last heartbeat
+    {prefix}:runs:{worker}         hash: run id -> JSON snapshot (owner, updated_at, counters);
+                                   expires ``ttl_s`` after the worker's last heartbeat
+    {prefix}:cmd:{worker}          stream of commands for the runs that worker owns
+                                   (consumer group ``owners``, one consumer: the worker)
+    {prefix}:reply:{worker}        stream of receipts for the commands that worker sent
+
+A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
+``receipt`` (``SteeringReceipt`` as JSON).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinyagents.errors import InvalidCommandError
+from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
+
+#: The consumer group of every command stream: the owning worker reads as its one consumer.
+GROUP = "owners"
+#: The envelope version this code writes and reads.
+VERSION = "1"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    prefix: str
+
+    @property
+    def workers(self) -> str:
+        return f"{self.prefix}:workers"
+
+    def runs(self, worker: str) -> str:
+        return f"{self.prefix}:runs:{worker}"
+
+    def commands(self, worker: str) -> str:
+        return f"{self.prefix}:cmd:{worker}"
+
+    def replies(self, worker: str) -> str:
+        return f"{self.prefix}:reply:{worker}"
+
+
+class MalformedEnvelope(ValueError):
+    """A stream entry that does not read as a command envelope (it is dropped and counted)."""
+
+    def __init__(self, reason: str, *, request_id: str | None, reply_to: str | None) -> None:
+        super().__init__(reason)
+        #: Where the refusal can still be answered, when the entry said so.
+        self.request_id = request_id
+        self.reply_to = reply_to
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    """One command on its way to the worker that owns its run."""
+
+    request_id: str
+    reply_to: str  # the sending worker: its reply stream gets the receipt
+    to: str  # the owning worker the sender addressed
+    command: SteeringCommand
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "v": VERSION,
+            "request_id": self.request_id,
+            "reply_to": self.reply_to,
+            "to": self.to,
+            "command": self.command.model_dump_json(),
+        }
+
+    @classmethod
+    def parse(cls, raw: dict[bytes, bytes] | None) -> Envelope:
+        """Read a stream entry; ``MalformedEnvelope`` for anything else."""
+        if not raw:
+            raise MalformedEnvelope("empty entry", request_id=None, reply_to=None)
+        try:
+            fields = {k.decode(): v.decode() for k, v in raw.items()}
+        except (UnicodeDecodeError, AttributeError):
+            raise MalformedEnvelope("not UTF-8 text", request_id=None, reply_to=None) from None
+        request_id, reply_to = fields.get("request_id") or None, fields.get("reply_to") or None
+        if fields.get("v") != VERSION:
+            raise MalformedEnvelope(
+                f"envelope version {fields.get('v')!r}, expected {VERSION!r}",
+                request_id=request_id,
+                reply_to=reply_to,
+            )
+        missing = [k for k in ("request_id", "reply_to", "to", "command") if not fields.get(k)]
+        if missing:
+            raise MalformedEnvelope(
+                f"missing {', '.join(missing)}", request_id=request_id, reply_to=reply_to
+            )
+        try:
+            command = SteeringCommand.model_validate_json(fields["command"])
+        except InvalidCommandError as exc:
+            raise MalformedEnvelope(
+                f"not a command: {exc}", request_id=request_id, reply_to=reply_to
+            ) from None
+        return cls(
+            request_id=fields["request_id"],
+            reply_to=fields["reply_to"],
+            to=fields["to"],
+            command=command,
+        )
+
+
+def reply_fields(request_id: str, receipt: SteeringReceipt) -> dict[str, str]:
+    return {"request_id": request_id, "receipt": receipt.model_dump_json()}
+
+
+def parse_reply(raw: dict[bytes, bytes]) -> tuple[str, SteeringReceipt] | None:
+    """(request id, receipt) of a reply entry, or ``None`` for anything else."""
+    try:
+        request_id = raw[b"request_id"].decode()
+        receipt = SteeringReceipt.model_validate_json(raw[b"receipt"])
+    except (KeyError, UnicodeDecodeError, ValueError):
+        return None
+    return request_id, receipt
