@@ -1,0 +1,354 @@
+"""The operator API over real HTTP: every endpoint, tenant isolation, scopes and attenuated
+tokens, and the 422/400 rules (issue 13 items 2 and 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypedDict
+
+import pytest
+from operator_server import BASE, Served, eventually
+
+from tinyagents import RunHandle
+from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.protocol import SteeringKind
+from tinyagents.server import Auth
+from tinyagents.store.checkpoint import MemoryCheckpointer
+
+
+def run_paths(run_id: str) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """Every endpoint that names a run: (method, path, json body)."""
+    base = f"{BASE}/runs/{run_id}"
+    return [
+        ("GET", base, None),
+        ("GET", f"{base}/tree", None),
+        ("GET", f"{base}/trace", None),
+        ("GET", f"{base}/steering", None),
+        ("GET", f"{BASE}/runs?root_run_id={run_id}", None),
+        ("GET", f"{BASE}/events?run_id={run_id}&follow=false", None),
+        ("GET", f"{BASE}/events?root_run_id={run_id}&follow=false", None),
+        ("POST", f"{base}/pause", None),
+        ("POST", f"{base}/resume", {"reason": "go on"}),
+        ("POST", f"{base}/abort", {}),
+        ("POST", f"{base}/steer", {"message": "finish now"}),
+        ("POST", f"{base}/commands", {"kind": "cancel", "payload": {}}),
+        ("POST", f"{base}/tasks/t-1/commands", {"kind": "approve", "payload": {}}),
+    ]
+
+
+async def call(s: Served, who: str, method: str, path: str, body: Any = None) -> Any:
+    return await s.client.request(method, path, json=body, headers=s.as_(who))
+
+
+async def unchanged(s: Served, run: RunHandle) -> None:
+    """No command reached the run: no steering event, still running."""
+    assert s.runtime.steering_history(run.run_id) == []
+    assert s.runtime.open_commands() == []
+    assert run.info.status.value == "running"
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+async def test_reads_list_snapshot_tree_trace_and_steering(served: Served) -> None:
+    root = await served.start_run("acme", name="root")
+    child = await served.start_run("acme", parent=root, name="child")
+    other = await served.start_run("globex")
+
+    listed = (await call(served, "alice", "GET", f"{BASE}/runs")).json()
+    ids = {r["run_id"] for r in listed}
+    assert {root.run_id, child.run_id} <= ids and other.run_id not in ids
+    only_root = (
+        await call(served, "alice", "GET", f"{BASE}/runs?root_run_id={root.run_id}")
+    ).json()
+    assert {r["run_id"] for r in only_root} == {root.run_id, child.run_id}
+    running = (await call(served, "alice", "GET", f"{BASE}/runs?status=completed")).json()
+    assert running == []
+
+    snap = (await call(served, "alice", "GET", f"{BASE}/runs/{child.run_id}")).json()
+    assert snap["run_id"] == child.run_id and snap["parent_run_id"] == root.run_id
+    assert snap["tenant_id"] == "acme" and snap["status"] == "running"
+    assert "usage" in snap and "pending_commands" in snap
+
+    tree = (await call(served, "alice", "GET", f"{BASE}/runs/{root.run_id}/tree")).json()
+    assert tree["run_id"] == root.run_id
+    assert [c["run_id"] for c in tree["children"]] == [child.run_id]
+
+    async def traced() -> Any:
+        r = await call(served, "alice", "GET", f"{BASE}/runs/{root.run_id}/trace?limit=3")
+        frames = r.json()
+        return frames if len(frames) == 3 else None
+
+    frames = await eventually(traced)
+    assert all(f["run_id"] == root.run_id for f in frames)
+    assert [f["id"] for f in frames] == sorted(f["id"] for f in frames)
+
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{root.run_id}/steer", {"message": "x"})
+    cid = r.json()["correlation_id"]
+
+    async def applied() -> Any:
+        r = await call(served, "alice", "GET", f"{BASE}/runs/{root.run_id}/steering")
+        history = r.json()
+        return history if history and history[0]["state"] == "applied" else None
+
+    history = await eventually(applied)
+    assert history[0]["correlation_id"] == cid and history[0]["kind"] == "add_instruction"
+    assert history[0]["terminal"] is True and 'human "alice"' in history[0]["actor"]
+
+
+async def test_commands_take_the_target_from_the_path_and_the_actor_from_the_token(
+    served: Served,
+) -> None:
+    run = await served.start_run("acme")
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/pause", None)
+    assert r.status_code == 200 and r.json()["status"] == "accepted"
+    assert r.json()["run_id"] == run.run_id
+    await eventually(lambda: run.info.status.value == "paused")
+
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/resume", {"reason": "ok"})
+    assert r.json()["status"] == "accepted"
+    await eventually(lambda: run.info.status.value == "running")
+
+    body = {
+        "kind": "constrain_tools",
+        "payload": {"tools": ["step"]},
+        "priority": "high",
+        "correlation_id": "ops-1",
+    }
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+    assert r.status_code == 200 and r.json()["correlation_id"] == "ops-1"
+    again = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+    assert again.json()["status"] == "duplicate"
+
+    # A body naming a target or an actor is refused: they come from the path and the token.
+    for extra in ({"target": {"type": "agent_run", "run_id": "r-x"}}, {"actor": {"type": "test"}}):
+        r = await call(
+            served,
+            "alice",
+            "POST",
+            f"{BASE}/runs/{run.run_id}/commands",
+            {"kind": "pause", **extra},
+        )
+        assert r.status_code == 422, r.text
+
+    # Steering can only narrow: the receipt says rejected, with the reason (HTTP 200).
+    widen = {"kind": "constrain_tools", "payload": {"tools": ["step", "rm_rf"]}}
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", widen)
+    assert r.status_code == 200 and r.json()["status"] == "rejected"
+    assert "only narrow" in r.json()["reason"]
+
+    events = served.runtime.steering_history(run.run_id)
+    actors = {e.actor.user_id for e in events}  # type: ignore[union-attr]
+    assert actors == {"alice"}
+    assert {e.actor.tenant_id for e in events} == {"acme"}  # type: ignore[union-attr]
+
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/abort", None)
+    assert r.json()["status"] == "accepted"
+    result = await run.result()
+    assert result.status.value == "cancelled"
+
+
+class Refund(TypedDict, total=False):
+    amount: str
+    answer: Any
+
+
+def ask(state: Refund) -> Refund:
+    return {"answer": interrupt(f"refund {state['amount']}?")}
+
+
+async def test_a_pending_interrupt_is_listed_and_answered_through_its_task(
+    served: Served,
+) -> None:
+    graph = StateGraph(Refund)
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    run = await served.runtime.start_graph(
+        compiled, {"amount": "12 EUR"}, thread_id="refund-1", tenant_id="acme"
+    )
+
+    async def asked() -> Any:
+        r = await call(served, "alice", "GET", f"{BASE}/runs/{run.run_id}")
+        return r.json().get("interrupts")
+
+    (pending,) = await eventually(asked)
+    assert pending["value"] == "refund 12 EUR?" and pending["node"] == "ask"
+    path = f"{BASE}/runs/{run.run_id}/tasks/{pending['task_id']}/commands"
+    # Another tenant cannot answer it.
+    r = await call(served, "bob", "POST", path, {"kind": "approve", "payload": {"value": 1}})
+    assert r.status_code == 404
+    body = {"kind": "approve", "payload": {"interrupt_id": pending["id"], "value": "yes"}}
+    r = await call(served, "alice", "POST", path, body)
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+    result = await run.result()
+    assert result.status.value == "completed"
+    assert result.output["answer"] == {"approved": True, "value": "yes"}
+
+
+async def test_steer_body_rules_422_and_400(served: Served) -> None:
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/steer"
+    for body in ({}, {"message": ""}, {"message": None}, {"message": 3}, None):
+        r = await call(served, "alice", "POST", path, body)
+        assert r.status_code == 422, (body, r.text)
+        assert "message" in r.json()["message"] or "body" in r.json()["message"]
+    r = await call(served, "alice", "POST", path, {"message": "  \n\t "})
+    assert r.status_code == 400 and "whitespace" in r.json()["detail"]
+    r = await served.client.post(path, content=b"{not json", headers=served.as_("alice"))
+    assert r.status_code == 422
+    # Invalid command fields are 422 with a readable message, never 500.
+    bad = [
+        {"kind": "nope"},
+        {"kind": "constrain_tools", "payload": {"tools": [""]}},
+        {"kind": "pause", "delivery": "immediate"},
+        {"kind": "pause", "fork": True},
+        {"kind": "pause", "priority": 7},
+        {"kind": "update_budget", "payload": {}},
+    ]
+    for body in bad:
+        r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+        assert r.status_code == 422, (body, r.text)
+        assert r.json()["detail"]
+    await unchanged(served, run)
+
+
+# --------------------------------------------------------------------------- auth
+
+
+async def test_no_token_or_a_foreign_token_is_401(served: Served) -> None:
+    run = await served.start_run("acme")
+    other_key = Auth(Auth.generate_key()).mint(user="eve", tenant="acme", rights=["iam:admin"])
+    for headers in ({}, {"Authorization": "Bearer garbage"}, served.as_(other_key)):
+        r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    r = await served.client.get(
+        f"{BASE}/runs/{run.run_id}", params={"access_token": served.tokens["alice"]}
+    )
+    assert r.status_code == 200
+    expired = served.auth.mint(user="x", tenant="acme", rights=["agent:observe"], ttl_s=0.001)
+    await asyncio.sleep(1.1)  # the token's expiry is to the second
+    r = await served.client.get(f"{BASE}/runs", headers=served.as_(expired))
+    assert r.status_code == 401 and "expired" in r.json()["detail"]
+
+
+async def test_another_tenant_gets_404_everywhere_and_changes_nothing(served: Served) -> None:
+    root = await served.start_run("acme")
+    child = await served.start_run("acme", parent=root)
+    for run in (root, child):
+        for method, path, body in run_paths(run.run_id):
+            r = await call(served, "bob", method, path, body)
+            assert r.status_code == 404, (method, path, r.status_code, r.text)
+            assert r.json() == {"detail": "run not found"}
+    # Unknown ids answer exactly the same.
+    for method, path, body in run_paths("r-does-not-exist"):
+        r = await call(served, "alice", method, path, body)
+        assert (r.status_code, r.json()) == (404, {"detail": "run not found"}), (method, path)
+    listed = (await call(served, "bob", "GET", f"{BASE}/runs")).json()
+    assert listed == []
+    r = await call(served, "bob", "GET", f"{BASE}/events?follow=false")
+    assert root.run_id not in r.text and "acme" not in r.text
+    await unchanged(served, root)
+    await unchanged(served, child)
+
+
+async def test_observe_only_tokens_read_but_cannot_control(served: Served) -> None:
+    run = await served.start_run("acme")
+    observe_only = served.auth.attenuate(served.tokens["alice"], observe_only=True)
+    for who in ("olga", observe_only):
+        assert (await call(served, who, "GET", f"{BASE}/runs/{run.run_id}")).status_code == 200
+        assert len((await call(served, who, "GET", f"{BASE}/runs")).json()) == 1
+        for method, path, body in run_paths(run.run_id):
+            if method == "POST":
+                r = await call(served, who, method, path, body)
+                assert r.status_code == 403, (path, r.text)
+    await unchanged(served, run)
+
+
+async def test_a_forged_block_grants_nothing(served: Served) -> None:
+    from biscuit_auth import Biscuit, BlockBuilder
+
+    run = await served.start_run("acme")
+    parsed = Biscuit.from_base64(served.tokens["olga"], served.auth._keypair.public_key)
+    forged = parsed.append(
+        BlockBuilder('right("iam:admin"); right("agent:control"); tenant("globex");')
+    ).to_base64()
+    principal = served.auth.authenticate(forged)
+    assert principal.tenant == "acme" and principal.rights == {"agent:observe"}
+    r = await call(served, forged, "POST", f"{BASE}/runs/{run.run_id}/pause", None)
+    assert r.status_code == 403
+    await unchanged(served, run)
+
+
+async def test_a_token_narrowed_to_a_run_sees_that_run_and_its_subtree_only(
+    served: Served,
+) -> None:
+    root = await served.start_run("acme", name="root")
+    child = await served.start_run("acme", parent=root, name="child")
+    grandchild = await served.start_run("acme", parent=child, name="grandchild")
+    sibling = await served.start_run("acme", parent=root, name="sibling")
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id=child.run_id)
+
+    listed = (await call(served, narrowed, "GET", f"{BASE}/runs")).json()
+    assert {r["run_id"] for r in listed} == {child.run_id, grandchild.run_id}
+    for visible in (child, grandchild):
+        r = await call(served, narrowed, "GET", f"{BASE}/runs/{visible.run_id}")
+        assert r.status_code == 200
+    for hidden in (root, sibling):
+        for method, path, body in run_paths(hidden.run_id):
+            r = await call(served, narrowed, method, path, body)
+            assert r.status_code == 404, (method, path, r.text)
+        await unchanged(served, hidden)
+    r = await call(served, narrowed, "POST", f"{BASE}/runs/{grandchild.run_id}/pause", None)
+    assert r.json()["status"] == "accepted"
+    # Its event stream carries only the runs it may see.
+    r = await call(served, narrowed, "GET", f"{BASE}/events?follow=false")
+    shown = {
+        line.split('"run_id":"')[1].split('"')[0]
+        for line in r.text.splitlines()
+        if line.startswith("data:")
+    }
+    assert shown and shown <= {child.run_id, grandchild.run_id}
+    # Narrowed to observing that run: it may not control even inside it.
+    both = served.auth.attenuate(narrowed, observe_only=True)
+    r = await call(served, both, "POST", f"{BASE}/runs/{child.run_id}/pause", None)
+    assert r.status_code == 403
+
+
+async def test_iam_admin_sees_and_steers_every_tenant(served: Served) -> None:
+    acme = await served.start_run("acme")
+    globex = await served.start_run("globex")
+    listed = (await call(served, "root", "GET", f"{BASE}/runs")).json()
+    assert {acme.run_id, globex.run_id} <= {r["run_id"] for r in listed}
+    r = await call(served, "root", "POST", f"{BASE}/runs/{acme.run_id}/pause", None)
+    assert r.json()["status"] == "accepted"
+    await eventually(lambda: acme.info.status.value == "paused")
+    (event,) = [
+        e for e in served.runtime.steering_history(acme.run_id) if e.type.endswith("requested")
+    ]
+    assert event.actor.tenant_id == "acme" and "iam:admin" in event.actor.scopes  # type: ignore[union-attr]
+    observe_admin = served.auth.attenuate(served.tokens["root"], observe_only=True)
+    r = await call(served, observe_admin, "POST", f"{BASE}/runs/{globex.run_id}/pause", None)
+    assert r.status_code == 403
+    assert globex.info.status.value == "running"
+
+
+@pytest.mark.parametrize("kind", [SteeringKind.PAUSE])
+async def test_the_openapi_document_is_published(served: Served, kind: SteeringKind) -> None:
+    doc = (await served.client.get(f"{BASE}/openapi.json")).json()
+    paths = set(doc["paths"])
+    assert {
+        "/api/agents/runs",
+        "/api/agents/runs/{run_id}",
+        "/api/agents/runs/{run_id}/tree",
+        "/api/agents/runs/{run_id}/trace",
+        "/api/agents/runs/{run_id}/steering",
+        f"/api/agents/runs/{{run_id}}/{kind.value}",
+        "/api/agents/runs/{run_id}/resume",
+        "/api/agents/runs/{run_id}/abort",
+        "/api/agents/runs/{run_id}/steer",
+        "/api/agents/runs/{run_id}/commands",
+        "/api/agents/runs/{run_id}/tasks/{task_id}/commands",
+        "/api/agents/events",
+    } <= paths
+    assert "HTTPBearer" in doc["components"]["securitySchemes"]
