@@ -362,6 +362,6 @@ async def _terminate_lease_connections(schema: str) -> None:
         lease_pids = await conn.fetch(f'SELECT backend_pid FROM "{schema}".thread_leases')
         wanted = {r[0] for r in pids} & {r[0] for r in lease_pids}
         for pid in wanted:
-            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+            await conn.execute("SELECT pg_terminate_backend($1, 10000)", pid)  # and wait
     finally:
         await conn.close()
