@@ -1,0 +1,154 @@
+"""``GET /api/agents/events`` over real HTTP: steering events arrive in order, as they happen,
+and a client that reconnects with Last-Event-ID gets exactly what came after."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+from operator_server import BASE, Served, eventually
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """SSE messages (those with an id) as {id, event, data}."""
+    messages = []
+    for block in text.split("\n\n"):
+        fields: dict[str, Any] = {}
+        for line in block.splitlines():
+            if line.startswith(":") or ":" not in line:
+                continue
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+        if "id" in fields:
+            messages.append(
+                {
+                    "id": int(fields["id"]),
+                    "event": fields["event"],
+                    "data": json.loads(fields["data"]),
+                }
+            )
+    return messages
+
+
+async def follow(
+    client: httpx.AsyncClient, params: dict[str, Any], headers: dict[str, str], until: Any
+) -> list[dict[str, Any]]:
+    """Read a live stream until ``until(messages)`` holds, then hang up."""
+    buffer, messages = "", []
+    async with client.stream("GET", f"{BASE}/events", params=params, headers=headers) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        async for chunk in r.aiter_text():
+            buffer += chunk
+            done, _, buffer = buffer.rpartition("\n\n")
+            if done:
+                messages.extend(parse(done + "\n\n"))
+                if until(messages):
+                    return messages
+    raise AssertionError(f"the stream ended early after {len(messages)} messages")
+
+
+def applied(messages: list[dict[str, Any]], n: int) -> bool:
+    return sum(m["event"] == "steering.applied" for m in messages) >= n
+
+
+async def test_steering_events_stream_in_order_as_they_happen(served: Served) -> None:
+    run = await served.start_run("acme")
+    headers = served.as_("alice")
+
+    async def steer_three() -> list[str]:
+        ids = []
+        for text in ("first", "second", "third"):
+            r = await served.client.post(
+                f"{BASE}/runs/{run.run_id}/steer", json={"message": text}, headers=headers
+            )
+            ids.append(r.json()["correlation_id"])
+        return ids
+
+    async with asyncio.TaskGroup() as group:
+        reader = group.create_task(
+            follow(served.client, {"run_id": run.run_id}, headers, lambda m: applied(m, 3))
+        )
+        await asyncio.sleep(0.1)  # the stream is open (it needs no wait to be correct)
+        correlation_ids = await steer_three()
+    messages = reader.result()
+
+    ids = [m["id"] for m in messages]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(m["data"]["run_id"] == run.run_id for m in messages)
+    assert all(m["event"] == m["data"]["type"] for m in messages)
+    steering = [m for m in messages if m["event"].startswith("steering.")]
+    for cid in correlation_ids:
+        states = [m["event"] for m in steering if m["data"]["correlation_id"] == cid]
+        assert states == [
+            "steering.requested",
+            "steering.accepted",
+            "steering.delivered",
+            "steering.applied",
+        ]
+    order = [m["data"]["correlation_id"] for m in steering if m["event"] == "steering.applied"]
+    assert order == correlation_ids
+
+
+async def test_a_reconnecting_client_resumes_after_its_last_event_id(served: Served) -> None:
+    run = await served.start_run("acme")
+    headers = served.as_("alice")
+    for text in ("one", "two"):
+        await served.client.post(
+            f"{BASE}/runs/{run.run_id}/steer", json={"message": text}, headers=headers
+        )
+
+    async def backlog() -> list[dict[str, Any]] | None:
+        r = await served.client.get(
+            f"{BASE}/events", params={"run_id": run.run_id, "follow": "false"}, headers=headers
+        )
+        messages = parse(r.text)
+        return messages if applied(messages, 2) else None
+
+    everything = await eventually(backlog)
+    # A live client that saw the first few events and hung up...
+    first = await follow(served.client, {"run_id": run.run_id}, headers, lambda m: len(m) >= 4)
+    seen = first[3]["id"]
+    assert first[:4] == everything[:4]
+    # ...comes back with Last-Event-ID and gets exactly the rest, in order, then new ones.
+    rest_len = len(everything) - 4
+    resumed = await follow(
+        served.client,
+        {"run_id": run.run_id},
+        {**headers, "Last-Event-ID": str(seen)},
+        lambda m: len(m) >= rest_len,
+    )
+    assert resumed[:rest_len] == everything[4:]
+    assert all(m["id"] > seen for m in resumed)
+    # The query parameter does the same (for clients that cannot set the header).
+    r = await served.client.get(
+        f"{BASE}/events",
+        params={"run_id": run.run_id, "follow": "false", "last_event_id": seen},
+        headers=headers,
+    )
+    assert parse(r.text)[:rest_len] == everything[4:]
+
+
+async def test_the_stream_takes_the_token_from_the_query_and_keeps_tenants_apart(
+    served: Served,
+) -> None:
+    acme = await served.start_run("acme")
+    globex = await served.start_run("globex")
+
+    async def both_started() -> bool:
+        r = await served.client.get(
+            f"{BASE}/events", params={"follow": "false", "access_token": served.tokens["root"]}
+        )
+        runs = {m["data"]["run_id"] for m in parse(r.text)}
+        return {acme.run_id, globex.run_id} <= runs
+
+    await eventually(both_started)  # the admin sees both tenants
+    r = await served.client.get(
+        f"{BASE}/events", params={"follow": "false", "access_token": served.tokens["alice"]}
+    )
+    messages = parse(r.text)
+    assert messages and {m["data"]["tenant_id"] for m in messages} == {"acme"}
+    r = await served.client.get(f"{BASE}/events", params={"follow": "false"})
+    assert r.status_code == 401
