@@ -284,6 +284,11 @@ async def test_a_killed_owner_applies_every_accepted_command_once_after_its_rest
     assert accepted, answers
     assert all("ok" in x or x["type"] == "ReceiptTimeout" for x in answers), answers
 
+    # the dead worker's runs leave the listing once its heartbeat expires
+    await eventually(
+        lambda: b.call("list", tenant="acme"), lambda runs: all(r["run_id"] != run_id for r in runs)
+    )
+
     restarted = await workers("a", redis_url, prefix)  # same worker id and SQLite file
     await restarted.call("start", run_id=run_id, tenant="acme", turns=5, tick_s=0.01)
     assert await restarted.call("wait", run_id=run_id) == "completed"

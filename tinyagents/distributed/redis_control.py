@@ -88,6 +88,8 @@ class ControlledRuntime(Protocol):
 
     def subscribe(self, *, maxsize: int = ..., where: Any = ...) -> Subscription: ...
 
+    def live_snapshots(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]: ...
+
     async def submit(self, cmd: SteeringCommand) -> SteeringReceipt: ...
 
 
@@ -346,28 +348,17 @@ class RedisControl:
     async def _write_mirror(self, *, beat: bool) -> None:
         assert self._redis is not None
         key = self.keys.runs(self.worker_id)
-        registry = self.runtime.runs
-        dirty, self._dirty = (
-            (self._dirty | {i.run_id for i in registry.list()}) if beat else self._dirty,
-            set(),
-        )
+        dirty, self._dirty = self._dirty, set()
+        if beat:  # every run here, and the released ones still listed (to be taken off)
+            dirty |= {i.run_id for i in self.runtime.runs.list()} | self._mirrored
         try:
-            now = _clock.now().isoformat()
-            snapshots: dict[str, str] = {}
-            gone: list[str] = []
-            for run_id in dirty:
-                handle = registry.get(run_id)
-                if handle is None:
-                    if run_id in self._mirrored:
-                        gone.append(run_id)
-                    continue
-                snapshot = handle.info.snapshot()
-                snapshot["owner"] = self.worker_id
-                snapshot["updated_at"] = now
-                snapshots[run_id] = json.dumps(snapshot)
+            snapshots = {
+                s["run_id"]: json.dumps(self._stamp(s)) for s in self.runtime.live_snapshots(dirty)
+            }
+            gone = [r for r in dirty if r not in snapshots and r in self._mirrored]
             pipe = self._redis.pipeline(transaction=False)
             if snapshots:
-                pipe.hset(key, mapping=snapshots)  # type: ignore[arg-type]
+                pipe.hset(key, mapping=snapshots)
             if gone:
                 pipe.hdel(key, *gone)
             if beat:
@@ -582,12 +573,18 @@ class RedisControl:
         return found
 
     def _local_snapshots(self, tenant_id: str | None) -> list[dict[str, Any]]:
-        now = _clock.now().isoformat()
-        snapshots = self.runtime.runs.snapshot(tenant_id)
-        for snapshot in snapshots:
-            snapshot["owner"] = self.worker_id
-            snapshot["updated_at"] = now
-        return snapshots
+        return [
+            self._stamp(s)
+            for s in self.runtime.live_snapshots()
+            if tenant_id is None or s["tenant_id"] == tenant_id
+        ]
+
+    def _stamp(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+        """The runtime's live snapshot, owned by this worker on the control plane (its
+        ``owner`` names the worker's stream; the runtime's own id stays as ``runtime_id``)."""
+        snapshot["runtime_id"] = snapshot.get("owner")
+        snapshot["owner"] = self.worker_id
+        return snapshot
 
     # ------------------------------------------------------------------ outages
 
