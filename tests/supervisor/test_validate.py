@@ -30,7 +30,7 @@ def test_the_full_spec_reads_its_criteria_from_its_steering_directory() -> None:
     ("name", "line", "words"),
     [
         ("warn_missing_criteria.yaml", 3, "does not exist"),
-        ("warn_bare_model.yaml", 1, "no provider prefix"),
+        ("warn_bare_model.yaml", 1, "not in the models registry"),
     ],
 )
 def test_warnings(name: str, line: int, words: str) -> None:

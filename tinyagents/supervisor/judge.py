@@ -77,11 +77,13 @@ class JudgeInput:
 
 
 def judge_model(spec: SupervisorSpec) -> Model | None:
-    """The model the spec names, with its ``api_base`` and key (None: no judge)."""
-    if spec.model is None or isinstance(spec.model, Model):
-        return spec.model
-    api_key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-    return LiteLLMModel(spec.model, api_base=spec.api_base, api_key=api_key)
+    """The model the spec names (a bare name through its models registry), with its
+    ``api_base`` and key (None: no judge)."""
+    target = spec.judge_target()
+    if target is None or isinstance(target, Model):
+        return target
+    api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
+    return LiteLLMModel(target.model, api_base=target.api_base, api_key=api_key)
 
 
 class Judge:

@@ -21,6 +21,7 @@ value of the wrong type, malformed YAML, a ``criteria_file`` outside its steerin
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -30,6 +31,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -37,9 +39,15 @@ from pydantic import (
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Model
+from tinyagents.supervisor.findings import Finding
+from tinyagents.supervisor.graphs import graph_findings
 
 if TYPE_CHECKING:
     import yaml
+
+    from tinyagents.graph.core import GraphCore
+
+log = logging.getLogger("tinyagents.supervisor")
 
 Action = Literal["pause", "steer", "abort"]
 JudgeErrorAction = Literal["ignore", "pause", "abort"]
@@ -115,6 +123,14 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+class ModelEntry(_Strict):
+    """A named model of a models registry: a litellm model string and where it is served."""
+
+    model: str = Field(min_length=1)
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
 def _agents() -> list[Literal["agents"]]:
     return ["agents"]
 
@@ -143,6 +159,12 @@ class SupervisorSpec(_Strict):
     steer_message: str = Field(default=DEFAULT_STEER_MESSAGE, min_length=1)
     pause_max_s: float | None = Field(default=None, gt=0)
     judge_timeout_s: float | None = Field(default=None, gt=0)
+    #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A
+    #: bare judge ``model`` (no ``/``) is looked up here, then in ``models_file``.
+    models: dict[str, str | ModelEntry] = Field(default_factory=dict)
+    #: A YAML file of named models (the same mapping, optionally under a ``models:`` key),
+    #: relative to the spec's YAML file (or the working directory).
+    models_file: str | None = None
     #: The YAML file's directory (relative ``steering_dir`` is resolved against it).
     _base_dir: Path | None = PrivateAttr(default=None)
 
@@ -199,6 +221,58 @@ class SupervisorSpec(_Strict):
             return self.judge_timeout_s
         return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S)
 
+    def models_path(self) -> Path | None:
+        """The resolved ``models_file``."""
+        if self.models_file is None:
+            return None
+        base = self._base_dir if self._base_dir is not None else Path.cwd()
+        return (base / self.models_file).resolve()
+
+    def registry(self) -> dict[str, ModelEntry]:
+        """The named models: ``models_file``'s, then the inline ``models`` (which win)."""
+        named: dict[str, str | ModelEntry] = {}
+        path = self.models_path()
+        if path is not None:
+            named.update(_read_models_file(path, self.models_file or ""))
+        named.update(self.models)
+        return {
+            name: ModelEntry(model=entry) if isinstance(entry, str) else entry
+            for name, entry in named.items()
+        }
+
+    def judge_target(self) -> ModelEntry | Model | None:
+        """The judge's model: a ``Model`` as given, or the litellm model and endpoint the
+        ``model`` string names (a bare name resolved through ``registry``; the spec's own
+        ``api_base``/``api_key_env`` win over the registry's). None: no judge."""
+        if self.model is None or isinstance(self.model, Model):
+            return self.model
+        entry = self.registry().get(self.model) if "/" not in self.model else None
+        if entry is None:
+            return ModelEntry(
+                model=self.model, api_base=self.api_base, api_key_env=self.api_key_env
+            )
+        return ModelEntry(
+            model=entry.model,
+            api_base=self.api_base or entry.api_base,
+            api_key_env=self.api_key_env or entry.api_key_env,
+        )
+
+    def can_abort(self) -> bool:
+        """Whether this spec may end a run ``aborted``: an ``abort`` action, or a ``pause``
+        (which becomes an abort after its dwell cap)."""
+        actions: set[str] = {self.on_violation, *(rule.then for rule in self.rules if rule.then)}
+        if self.model is not None:
+            actions.add(self.on_judge_error)
+        return bool(actions & {"abort", "pause"})
+
+    def check_graph(self, graph: GraphCore) -> list[Finding]:
+        """What ``compile(supervisor=self)`` calls: each agent node whose ``aborted`` outcome
+        the graph does not route, logged as a warning and returned."""
+        findings = graph_findings(graph, can_abort=self.can_abort())
+        for finding in findings:
+            log.warning("compile(supervisor=...): %s", finding.message)
+        return findings
+
     # ------------------------------------------------------------------ YAML
 
     @classmethod
@@ -243,6 +317,47 @@ class SupervisorSpec(_Strict):
             err = exc.errors()[0]
             line = line_of((*prefix, *yaml_loc(err["loc"])), lines)
             raise SupervisorSpecError(describe_error(err), line=line, source=source) from None
+
+
+def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SupervisorSpecError(
+            f"cannot read models_file {name!r} ({path}): {exc.strerror}"
+        ) from None
+    data, lines = parse_yaml(text, str(path))
+    prefix: tuple[str, ...] = ()
+    if isinstance(data, dict) and set(data) == {"models"}:
+        data, prefix = data["models"], ("models",)
+    if not isinstance(data, dict):
+        raise SupervisorSpecError(
+            "a models file maps names to 'provider/model' strings or {model, api_base, "
+            f"api_key_env}}, got {type(data).__name__}",
+            source=str(path),
+        )
+    try:
+        return _MODELS.validate_python(data)
+    except ValidationError as exc:
+        err = _entry_error(exc.errors(), data)
+        line = line_of((*prefix, *err["loc"]), lines)
+        raise SupervisorSpecError(describe_error(err), line=line, source=str(path)) from None
+
+
+def _entry_error(errors: list[Any], data: dict[str, Any]) -> Any:
+    """The error of the branch an entry was meant as (a mapping: ``ModelEntry``; else the
+    string), its location without pydantic's branch tag."""
+    for err in errors:
+        name, branch = err["loc"][0], err["loc"][1] if len(err["loc"]) > 1 else None
+        meant = "ModelEntry" if isinstance(data.get(name), dict) else "str"
+        if branch == meant:
+            return {**err, "loc": (name, *err["loc"][2:])}
+    return errors[0]
+
+
+_MODELS: TypeAdapter[dict[str, str | ModelEntry]] = TypeAdapter(
+    dict[str, str | ModelEntry], config=ConfigDict(defer_build=True)
+)
 
 
 def describe_error(err: Any) -> str:

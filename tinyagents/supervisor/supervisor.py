@@ -1,7 +1,8 @@
 """``Supervisor``: watches a host's agent runs and acts on them through steering.
 
 The runtime owns one and tells it about every run it registers (``watch``). A run is watched
-under its agent's spec (``Agent(..., supervisor=spec)``) or else the runtime's
+under its agent's spec (``Agent(..., supervisor=spec)``), else that of the nearest graph above
+it compiled with one (``compile(supervisor=spec)``), else the runtime's
 (``Runtime(supervisor=spec)``). The supervisor reads the run's events as a bus sink, so its
 rules are checked in the same call that publishes a progress event, and its command is queued
 before the run reaches its next boundary (see docs/supervisor.md for where each action lands).
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
+from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.harness.loop import AgentRun
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -82,6 +84,7 @@ class Supervisor:
     ) -> None:
         if spec is not None:
             spec.criteria_text()  # a runtime's unreadable criteria file is refused at once
+            spec.judge_target()  # and so is its unreadable models file
         self.spec = spec
         self.host = host
         self._submit = submit
@@ -101,7 +104,7 @@ class Supervisor:
         driver = handle.driver
         if not isinstance(driver, AgentRun):
             return False
-        spec = getattr(driver.agent, "supervisor", None) or self.spec
+        spec = getattr(driver.agent, "supervisor", None) or self._graph_spec(handle) or self.spec
         if not isinstance(spec, SupervisorSpec) or "agents" not in spec.watches:
             return False
         if not self._listening:
@@ -123,6 +126,21 @@ class Supervisor:
         if failed is not None:
             self._judge_failed(w, failed, iteration=0)
         return True
+
+    def _graph_spec(self, handle: RunHandle) -> SupervisorSpec | None:
+        """The spec of the nearest graph run above ``handle`` compiled with a supervisor:
+        it watches the graph's agent nodes and their sub-agents."""
+        parent_id = handle.info.parent_run_id
+        while parent_id is not None:
+            parent = self.host.runs.get(parent_id)
+            if parent is None:
+                return None
+            if isinstance(parent.driver, GraphRunDriver):
+                spec = getattr(parent.driver.graph, "supervisor", None)
+                if isinstance(spec, SupervisorSpec):
+                    return spec
+            parent_id = parent.info.parent_run_id
+        return None
 
     def watched(self) -> list[str]:
         return list(self._watches)

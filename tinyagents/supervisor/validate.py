@@ -6,19 +6,23 @@
 Errors (the spec cannot be used): malformed YAML, unknown keys, unknown actions or rule kinds,
 ``every_n_iterations`` not an integer >= 1, a ``criteria_file`` outside its steering directory.
 Warnings (it loads, but probably not as meant): a ``criteria_file`` that does not exist, a
-judge model without a provider prefix (litellm cannot resolve a bare name), a judge setting
-(``criteria``, ``every_n_iterations``, ``on_judge_error``) without a judge ``model``.
+bare judge model name the models registry (``models``, ``models_file``) does not resolve, a
+``models_file`` that does not exist, a judge setting (``criteria``, ``every_n_iterations``,
+``on_judge_error``) without a judge ``model``; for a compiled graph (``validate_graph``),
+each agent node whose ``aborted`` outcome is not routed. A ``models_file`` that cannot be
+read as a registry is an error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from pydantic import ValidationError
 
+from tinyagents.supervisor.findings import Finding
+from tinyagents.supervisor.graphs import graph_findings
 from tinyagents.supervisor.spec import (
     SupervisorSpec,
     SupervisorSpecError,
@@ -29,16 +33,8 @@ from tinyagents.supervisor.spec import (
     yaml_loc,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    severity: Literal["error", "warning"]
-    message: str
-    line: int | None = None
-
-    def render(self, source: str) -> str:
-        where = f"{source}:{self.line}" if self.line is not None else source
-        return f"{where}: {self.severity}: {self.message}"
+if TYPE_CHECKING:
+    from tinyagents.graph.core import GraphCore
 
 
 def validate_file(source: str | Path) -> list[Finding]:
@@ -77,6 +73,22 @@ def validate_file(source: str | Path) -> list[Finding]:
     return _warnings(spec, lambda key: lines.get((*prefix, key)))
 
 
+def validate_graph(graph: GraphCore, spec: SupervisorSpec | None = None) -> list[Finding]:
+    """The warnings for a compiled graph under ``spec`` (default: its
+    ``compile(supervisor=...)`` spec): the spec's own, then each agent node whose ``aborted``
+    outcome is not routed. Graphs have no YAML form, so this is the Python API only."""
+    spec = spec if spec is not None else getattr(graph, "supervisor", None)
+    if spec is None:
+        return [
+            Finding(
+                "warning",
+                f"graph {graph.name!r} has no supervisor: pass compile(supervisor=spec) or "
+                "validate_graph(graph, spec)",
+            )
+        ]
+    return [*_warnings(spec, lambda key: None), *graph_findings(graph, can_abort=spec.can_abort())]
+
+
 def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
     found: list[Finding] = []
     path = spec.criteria_path()
@@ -89,15 +101,7 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
                 at("criteria_file"),
             )
         )
-    if isinstance(spec.model, str) and "/" not in spec.model:
-        found.append(
-            Finding(
-                "warning",
-                f"judge model {spec.model!r} has no provider prefix and cannot be resolved; "
-                "write it as litellm does, e.g. 'openai/gpt-4o-mini'",
-                at("model"),
-            )
-        )
+    found.extend(_model_warnings(spec, at))
     if spec.model is None:
         for key in ("criteria", "criteria_file", "every_n_iterations", "on_judge_error"):
             if key in spec.model_fields_set:
@@ -114,6 +118,35 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
             Finding("warning", "no rules and no judge 'model': this supervisor does nothing")
         )
     return found
+
+
+def _model_warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
+    path = spec.models_path()
+    if path is not None and not path.is_file():
+        return [
+            Finding(
+                "warning",
+                f"models_file {spec.models_file!r} does not exist ({path}); bare model names "
+                "cannot be resolved through it",
+                at("models_file"),
+            )
+        ]
+    try:
+        registry = spec.registry()
+    except SupervisorSpecError as exc:
+        return [Finding("error", str(exc), at("models_file"))]
+    if isinstance(spec.model, str) and "/" not in spec.model and spec.model not in registry:
+        known = f" (it names {sorted(registry)})" if registry else ""
+        return [
+            Finding(
+                "warning",
+                f"judge model {spec.model!r} is a bare name that is not in the models registry"
+                f"{known}: add it under 'models' (or to models_file), or write it as litellm "
+                "does, e.g. 'openai/gpt-4o-mini'",
+                at("model"),
+            )
+        ]
+    return []
 
 
 def validate_command(source: str, out: TextIO) -> int:

@@ -1,0 +1,187 @@
+"""``compile(supervisor=spec)``: the spec watches every agent run inside the graph (its agent
+nodes, in sub-graphs too, and their sub-agents); static validation warns on each agent node
+whose ``aborted`` outcome the graph does not route."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, TypedDict
+
+import pytest
+
+from tinyagents import Agent, Runtime, SubAgent, SubAgentTool, SupervisorSpec, tool
+from tinyagents.errors import ConfigurationError
+from tinyagents.events import Event
+from tinyagents.graph import END, START, AgentNode, StateGraph
+from tinyagents.supervisor.validate import validate_graph
+from tinyagents.testkit import EventRecorder, ScriptedModel, reply, tool_call
+
+ABORT_ON_LOOP = SupervisorSpec.from_yaml(
+    """
+rules:
+  - when: tool_repeated
+    tool: search
+    count: 2
+on_violation: abort
+"""
+)
+STEER_AT_FIRST = SupervisorSpec(
+    rules=[{"when": "iteration_reached", "gte": 1}], on_violation="steer"
+)
+
+
+class Doc(TypedDict, total=False):
+    topic: str
+    draft: str
+
+
+@tool
+def search(query: str) -> str:
+    """Search the web."""
+    return "nothing new"
+
+
+def looper(name: str = "writer", **kw: Any) -> Agent:
+    model = ScriptedModel([tool_call("search", query="q")] * 5 + [reply("done")])
+    return Agent(name, model, tools=[search], **kw)
+
+
+def graph_of(agent: Agent, spec: SupervisorSpec | None = None) -> Any:
+    graph = StateGraph(Doc).add_node("writer", AgentNode(agent, input="topic", output="draft"))
+    return graph.add_edge(START, "writer").add_edge("writer", END).compile(supervisor=spec)
+
+
+def actions(events: list[Event]) -> list[tuple[str | None, str | None, str]]:
+    return [
+        (e.run_id, getattr(e, "action", None), e.data["source"])
+        for e in events
+        if e.type == "supervisor.action"
+    ]
+
+
+def agent_runs(rt: Runtime) -> dict[str, str]:
+    return {i.agent_id or "": i.run_id for i in rt.runs.list() if i.kind == "agent"}
+
+
+async def test_the_graphs_spec_aborts_its_agent_node_and_the_graph_run_fails() -> None:
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:  # no runtime spec: only the graph's
+        result = await graph_of(looper(), ABORT_ON_LOOP).run({"topic": "t"}, runtime=rt)
+        runs = agent_runs(rt)
+
+    assert actions(recorder.events) == [(runs["writer"], "abort", "tool_repeated")]
+    assert result.status == "failed" and "ended aborted" in str(result.error)
+    assert "tool 'search' called 2 times" in str(result.error)
+
+
+async def test_a_graph_without_a_spec_is_not_watched() -> None:
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await graph_of(looper()).run({"topic": "t"}, runtime=rt)
+
+    assert actions(recorder.events) == []
+    assert result.status == "completed" and result.state["draft"] == "done"
+
+
+async def test_sub_agents_of_an_agent_node_and_sub_graphs_are_watched_too() -> None:
+    child = Agent("researcher", ScriptedModel(["found"]))
+    lead = Agent(
+        "lead",
+        ScriptedModel([tool_call("researcher", {"input": "look"}), reply("written")]),
+        tools=[SubAgentTool(SubAgent(child))],
+    )
+    inner = StateGraph(Doc).add_node("lead", AgentNode(lead, input="topic", output="draft"))
+    inner_graph = inner.add_edge(START, "lead").add_edge("lead", END).compile()
+    outer = StateGraph(Doc).add_node("inner", inner_graph)
+    graph = outer.add_edge(START, "inner").add_edge("inner", END).compile(supervisor=STEER_AT_FIRST)
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await graph.run({"topic": "t"}, runtime=rt)
+        runs = agent_runs(rt)
+
+    assert result.status == "completed", result.error
+    assert sorted(actions(recorder.events)) == sorted(
+        [
+            (runs["lead"], "steer", "iteration_reached"),
+            (runs["researcher"], "steer", "iteration_reached"),
+        ]
+    )
+
+
+async def test_an_agents_own_spec_wins_over_the_graphs() -> None:
+    quiet = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 99}])
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await graph_of(looper(supervisor=quiet), ABORT_ON_LOOP).run(
+            {"topic": "t"}, runtime=rt
+        )
+
+    assert actions(recorder.events) == []
+    assert result.status == "completed"
+
+
+async def test_the_graphs_spec_wins_over_the_runtimes() -> None:
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder], supervisor=STEER_AT_FIRST) as rt:
+        await graph_of(looper(), ABORT_ON_LOOP).run({"topic": "t"}, runtime=rt)
+        plain = await (await rt.start(looper("alone"), "go")).result()
+        runs = agent_runs(rt)
+
+    assert actions(recorder.events) == [
+        (runs["writer"], "abort", "tool_repeated"),
+        (runs["alone"], "steer", "iteration_reached"),
+    ]
+    assert plain.status.value == "completed"
+
+
+def test_compile_refuses_what_is_not_a_spec() -> None:
+    graph = StateGraph(Doc).add_node("writer", AgentNode(looper(), input="topic"))
+    with pytest.raises(ConfigurationError, match="takes a SupervisorSpec, got str"):
+        graph.add_edge(START, "writer").add_edge("writer", END).compile(
+            supervisor="abort"  # type: ignore[arg-type]
+        )
+
+
+def test_compile_warns_on_each_agent_node_whose_aborted_outcome_is_not_routed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inner = StateGraph(Doc).add_node("lead", AgentNode(looper("lead"), input="topic"))
+    inner_graph = inner.add_edge(START, "lead").add_edge("lead", END).compile(name="inner")
+
+    def plain(state: Doc) -> dict[str, str]:
+        return {"draft": "x"}
+
+    outer = (
+        StateGraph(Doc)
+        .add_node("writer", AgentNode(looper(), input="topic"))
+        .add_node("inner", inner_graph)
+        .add_node("plain", plain)
+        .add_edge(START, "writer")
+        .add_edge("writer", "inner")
+        .add_edge("inner", "plain")
+        .add_edge("plain", END)
+    )
+    with caplog.at_level(logging.WARNING, logger="tinyagents.supervisor"):
+        graph = outer.compile(name="triage", supervisor=ABORT_ON_LOOP)
+
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2
+    assert "agent node 'writer' of graph 'triage'" in warned[0]
+    assert "agent node 'inner/lead'" in warned[1]
+    assert all("'aborted' outcome is not routed" in w and "Command(goto=" in w for w in warned)
+    findings = validate_graph(graph)
+    assert [f.message for f in findings if f.severity == "warning"] == [
+        r.removeprefix("compile(supervisor=...): ") for r in warned
+    ]
+    # A spec that can never abort (steer only) has nothing to warn about.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tinyagents.supervisor"):
+        steering = outer.compile(supervisor=STEER_AT_FIRST)
+    assert caplog.records == [] and validate_graph(steering) == []
+
+
+def test_validate_graph_without_a_spec_says_how_to_attach_one() -> None:
+    graph = graph_of(looper())
+    [finding] = validate_graph(graph)
+    assert finding.severity == "warning" and "compile(supervisor=spec)" in finding.message
+    assert len(validate_graph(graph, ABORT_ON_LOOP)) == 1

@@ -1,0 +1,107 @@
+"""A bare judge ``model`` name resolved from a models registry (``models`` inline or a
+``models_file``), through litellm against the testkit's OpenAI-compatible server; a bare name
+that cannot be resolved is a validation warning."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
+from tinyagents.supervisor import SupervisorSpecError
+from tinyagents.supervisor.spec import ModelEntry
+from tinyagents.supervisor.validate import validate_file
+from tinyagents.testkit import EventWaiter, OpenAICompatServer, ScriptedModel, reply, tool_call
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "supervisor"
+
+
+def waiting_tool(waiter: EventWaiter) -> Any:
+    """A tool that returns once the supervisor acted (so the run is still going when the
+    judge answers)."""
+
+    @tool
+    async def work() -> str:
+        """Do some work."""
+        await waiter.event("supervisor.action")
+        return "worked"
+
+    return work
+
+
+def test_a_bare_name_resolves_through_the_models_file_next_to_the_spec() -> None:
+    spec = SupervisorSpec.from_yaml(DATA / "good_models_registry.yaml")
+    assert spec.judge_target() == ModelEntry(
+        model="openai/gpt-4o-mini", api_base="http://127.0.0.1:8080/v1", api_key_env="JUDGE_KEY"
+    )
+    assert validate_file(DATA / "good_models_registry.yaml") == []
+
+
+def test_inline_models_win_over_the_file_and_the_specs_own_endpoint_wins(tmp_path: Path) -> None:
+    (tmp_path / "models.yaml").write_text("judge: openai/from-file\nsmall: openai/small\n")
+    (tmp_path / "spec.yaml").write_text(
+        "model: judge\nmodels_file: models.yaml\napi_base: http://own/v1\n"
+        "models:\n  judge: {model: openai/inline, api_base: http://inline/v1}\n"
+    )
+    spec = SupervisorSpec.from_yaml(tmp_path / "spec.yaml")
+    assert spec.judge_target() == ModelEntry(model="openai/inline", api_base="http://own/v1")
+    assert spec.registry()["small"] == ModelEntry(model="openai/small")
+    # A name with a provider prefix is a litellm string, never looked up.
+    assert SupervisorSpec(model="openai/x", models={"openai/x": "openai/y"}).judge_target() == (
+        ModelEntry(model="openai/x")
+    )
+
+
+def test_an_unresolved_bare_name_is_a_warning_naming_what_the_registry_has() -> None:
+    [finding] = validate_file(DATA / "warn_unresolved_model.yaml")
+    assert (finding.severity, finding.line) == ("warning", 2)
+    assert "'judgee' is a bare name that is not in the models registry" in finding.message
+    assert "['judge', 'small']" in finding.message
+
+
+def test_a_broken_models_file_is_an_error_and_a_missing_one_a_warning(tmp_path: Path) -> None:
+    [finding] = validate_file(DATA / "bad_models_file.yaml")
+    assert finding.severity == "error" and "unknown key 'judge.api_bse'" in finding.message
+    assert "bad_models.yaml" in finding.message and "line 4" in finding.message
+    with pytest.raises(SupervisorSpecError, match="api_bse"):
+        SupervisorSpec.from_yaml(DATA / "bad_models_file.yaml").judge_target()
+    (tmp_path / "spec.yaml").write_text("model: judge\nmodels_file: nowhere.yaml\n")
+    [missing] = validate_file(tmp_path / "spec.yaml")
+    assert (missing.severity, missing.line) == ("warning", 2)
+    assert "does not exist" in missing.message
+    with pytest.raises(SupervisorSpecError, match="cannot read models_file"):
+        Runtime(supervisor=SupervisorSpec.from_yaml(tmp_path / "spec.yaml"))
+
+
+async def test_the_judge_reaches_the_registered_model_at_its_api_base(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REGISTRY_JUDGE_KEY", "sk-registry")
+    async with OpenAICompatServer(['{"passed": false, "reason": "off topic"}']) as server:
+        spec = SupervisorSpec(
+            model="judge",
+            models={
+                "judge": ModelEntry(
+                    model="openai/registered-judge",
+                    api_base=server.base_url,
+                    api_key_env="REGISTRY_JUDGE_KEY",
+                )
+            },
+            criteria="Stay on topic.",
+            on_violation="abort",
+        )
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        waiter = EventWaiter()
+        async with Runtime(supervisor=spec, sinks=[waiter]) as rt:
+            agent = Agent("a", model, tools=[waiting_tool(waiter)])
+            result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.ABORTED and result.error == "off topic"
+    [request] = server.requests
+    assert request["model"] == "registered-judge"
