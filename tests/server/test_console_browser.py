@@ -8,6 +8,7 @@ or its driver is missing (fails when ``CI=true``: ``make browser`` installs them
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -69,44 +70,42 @@ def console_url(printed: str, port: int) -> str | None:
     return None
 
 
-@pytest.fixture
-def demo_server(tmp_path: Path) -> Iterator[tuple[str, Callable[[], str]]]:
-    """``tinyagents serve --demo`` on a free port: (console URL with token, printed output)."""
+@contextlib.contextmanager
+def serve_demo(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Callable[[], str]]]:
+    """``tinyagents serve --demo`` on a free port: (console URL, printed output). The URL
+    carries the printed token, unless ``--insecure-dev`` is among ``extra``."""
     port = free_port()
     env = {**os.environ, "TINYAGENTS_DEMO_THINK_S": THINK_S, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    store = f"sqlite:///{tmp_path / 'serve.db'}"
     proc = subprocess.Popen(
-        [
-            str(TINYAGENTS),
-            "serve",
-            "--demo",
-            "--port",
-            str(port),
-            "--store",
-            f"sqlite:///{tmp_path / 'serve.db'}",
-        ],
+        [str(TINYAGENTS), "serve", "--demo", "--port", str(port), "--store", store, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
         cwd=tmp_path,
     )
+    assert proc.stdout is not None
     lines: list[str] = []
-    reader = threading.Thread(
-        target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True
-    )  # type: ignore[union-attr]
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
+    reader.daemon = True
     reader.start()
-    printed = lambda: "".join(lines)  # noqa: E731
+
+    def printed() -> str:
+        return "".join(lines)
+
+    def url() -> str | None:
+        if "--insecure-dev" in extra:
+            return f"http://127.0.0.1:{port}/" if f":{port}" in printed() else None
+        return console_url(printed(), port)
+
     try:
         deadline = time.monotonic() + WAIT_S
-        url = None
-        while url is None or not _listening(port):
+        while url() is None or not _listening(port):
             assert proc.poll() is None, f"serve --demo exited:\n{printed()}"
-            assert time.monotonic() < deadline, (
-                f"serve --demo printed no URL with a token:\n{printed()}"
-            )
+            assert time.monotonic() < deadline, f"serve --demo printed no console URL:\n{printed()}"
             time.sleep(0.2)
-            url = console_url(printed(), port)
-        yield url, printed
+        yield str(url()), printed
     finally:
         proc.terminate()
         try:
@@ -147,27 +146,95 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         driver.quit()
 
 
-def test_pause_resume_and_steer_a_demo_child_from_the_console(
-    demo_server: tuple[str, Callable[[], str]], browser: Any, tmp_path: Path
-) -> None:
-    url, printed = demo_server
-    try:
+def test_pause_resume_and_steer_a_demo_child_from_the_console(browser: Any, tmp_path: Path) -> None:
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
         drive_console(browser, url, tmp_path)
+
+
+def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR,
+                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]'
+                '[data-status="interrupted"]:not([data-questions="0"])',
+            )
+        )
+        run_id = row.get_attribute("data-run-id")
+        row.click()
+        question = wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="interrupt"]')
+        )
+        assert "Refund 129.00 EUR for invoice #1042?" in question.text
+        browser_click(browser, "approve-btn")
+        approve = wait.until(lambda d: _sent(d, "approve"))
+        assert approve["receipt"] == "accepted", approve
+        assert wait.until(lambda d: _terminal(d, approve["correlation_id"])) == "steering.applied"
+        wait.until(
+            lambda d: (
+                d.find_element(
+                    By.CSS_SELECTOR, f'[data-testid="run-row"][data-run-id="{run_id}"]'
+                ).get_attribute("data-status")
+                == "completed"
+            )
+        )
+        save_screenshot(browser, tmp_path / "approved.png")
+
+
+def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path, "--insecure-dev") as (url, printed):
+        with screenshot_on_failure(browser, tmp_path, printed):
+            wait = waiter(browser)
+            browser.get(url)
+            wait.until(lambda d: d.find_element(By.ID, "app").is_displayed())
+            assert "insecure dev mode" in browser.find_element(By.ID, "who").text
+            wait.until(
+                lambda d: d.find_elements(
+                    By.CSS_SELECTOR, '[data-testid="run-row"][data-agent="orchestrator"]'
+                )
+            )
+
+
+@contextlib.contextmanager
+def screenshot_on_failure(
+    driver: Any, tmp_path: Path, printed: Callable[[], str]
+) -> Iterator[None]:
+    try:
+        yield
     except BaseException:
-        browser.save_screenshot(str(tmp_path / "console-failed.png"))
+        save_screenshot(driver, tmp_path / "console-failed.png")
         print(printed())
         raise
 
 
-def drive_console(driver: Any, url: str, tmp_path: Path) -> None:
-    """What the test does in the page (also run by hand against a scratch server)."""
+def save_screenshot(driver: Any, path: Path) -> None:
+    """The whole page at the laptop width (the window grows to the page's height)."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, max(900, min(int(height) + 140, 4000)))
+    driver.save_screenshot(str(path))
+    assert path.stat().st_size > 0
+
+
+def waiter(driver: Any) -> Any:
     from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(
+    return WebDriverWait(
         driver, WAIT_S, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException]
     )
+
+
+def drive_console(driver: Any, url: str, tmp_path: Path) -> None:
+    """What the test does in the page (also run by hand against a scratch server)."""
+    from selenium.webdriver.common.by import By
+
+    wait = waiter(driver)
     token = re.search(r"token=([^&#]+)", url).group(1)  # type: ignore[union-attr]
     driver.get(url)
     wait.until(lambda d: d.find_element(By.ID, "app").is_displayed())
@@ -225,9 +292,7 @@ def exercise_one_child(driver: Any, wait: Any, tmp_path: Path) -> bool:
         f'[data-testid="sent-command"][data-correlation-id="{cid}"] [data-testid="outcome"]',
     )
     assert "applied" in outcome.text
-    shot = tmp_path / "console.png"
-    driver.save_screenshot(str(shot))
-    assert shot.stat().st_size > 0
+    save_screenshot(driver, tmp_path / "console.png")
     return True
 
 

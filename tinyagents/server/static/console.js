@@ -49,6 +49,7 @@
     outcomes: new Map(), // correlation_id -> last steering event seen
     sent: [], // commands sent from this page, newest first
     polling: false,
+    open: false, // a server started with --insecure-dev asks for no token
   };
 
   // ------------------------------------------------------------------ small DOM helpers
@@ -104,7 +105,7 @@
 
   function when(iso) {
     const date = iso ? new Date(iso) : null;
-    return date && !Number.isNaN(date.getTime()) ? date.toLocaleTimeString() : "";
+    return date && !Number.isNaN(date.getTime()) ? date.toLocaleTimeString([], { hour12: false }) : "";
   }
 
   // ------------------------------------------------------------------ token and API
@@ -125,7 +126,8 @@
   }
 
   async function api(path, { method = "GET", body } = {}) {
-    const headers = { Authorization: `Bearer ${state.token}`, Accept: "application/json" };
+    const headers = { Accept: "application/json" };
+    if (state.token) headers.Authorization = `Bearer ${state.token}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let response;
     try {
@@ -173,23 +175,41 @@
     $("login-error").textContent = message || "";
     setConnection("offline");
     state.token = null;
+    state.open = false;
     sessionStorage.removeItem(TOKEN_KEY);
   }
 
   function start(token) {
     state.token = token;
+    state.open = !token;
     $("login").hidden = true;
     $("app").hidden = false;
-    $("sign-out").hidden = false;
-    $("who").textContent = "signed in with a token (kept for this tab only)";
+    $("sign-out").hidden = !token;
+    $("who").textContent = token
+      ? "signed in with a token (kept for this tab only)"
+      : "no token needed: this server runs in insecure dev mode";
     setConnection("idle");
     poll();
+  }
+
+  async function startWithoutToken() {
+    // Without a token, the page still works against a server that asks for none.
+    try {
+      const response = await fetch(`${API}/runs`, { headers: { Accept: "application/json" }, cache: "no-store" });
+      if (response.ok) {
+        start(null);
+        return;
+      }
+    } catch (_) {
+      // unreachable: the sign-in form says what to do
+    }
+    signIn("");
   }
 
   // ------------------------------------------------------------------ the run tree
 
   async function poll() {
-    if (!state.token || state.polling) return;
+    if ((!state.token && !state.open) || state.polling) return;
     state.polling = true;
     try {
       const result = await api("/runs");
@@ -271,6 +291,7 @@
     node.pending.hidden = !pending;
     node.ask.textContent = `${questions} waiting for approval`;
     node.ask.hidden = !questions;
+    row.dataset.questions = String(questions);
     const kids = children.get(run.run_id) || [];
     place(node.group, kids.map((kid) => placeNode(kid, children, depth + 1)));
     node.group.hidden = kids.length === 0;
@@ -499,7 +520,8 @@
     state.root = rootId;
     state.seen.clear();
     $("timeline").replaceChildren();
-    const query = new URLSearchParams({ root_run_id: rootId, access_token: state.token });
+    const query = new URLSearchParams({ root_run_id: rootId });
+    if (state.token) query.set("access_token", state.token);
     const source = new EventSource(`${API}/events?${query}`);
     state.source = source;
     setConnection("connecting");
@@ -615,7 +637,7 @@
     wireControls();
     const token = takeToken();
     if (token) start(token);
-    else signIn("");
+    else startWithoutToken();
     setInterval(poll, POLL_MS);
   });
 })();

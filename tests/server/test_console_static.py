@@ -1,0 +1,134 @@
+"""The web console's files: shipped in the package, served at ``/`` over real HTTP, loading
+nothing from anywhere but this server, and never writing run text as HTML."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import typing
+from collections.abc import AsyncIterator
+from html.parser import HTMLParser
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+import tinyagents.events.models as event_models
+from tinyagents import Runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+STATIC = files("tinyagents.server") / "static"
+FILES = ("index.html", "console.js", "console.css")
+
+
+def text(name: str) -> str:
+    return (STATIC / name).read_text(encoding="utf-8")
+
+
+def test_the_console_files_are_package_data() -> None:
+    for name in FILES:
+        assert (STATIC / name).is_file(), f"tinyagents/server/static/{name} is missing"
+    assert not (STATIC / ".keep").is_file()
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "static/*" in config["tool"]["setuptools"]["package-data"]["tinyagents.server"]
+    assert "tinyagents.server" in config["tool"]["setuptools"]["packages"]
+
+
+class Assets(HTMLParser):
+    """Every URL index.html loads (scripts, styles, icons, images, frames)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("src", "href", "action", "poster", "srcset") and value is not None:
+                self.urls.append(value)
+
+
+def test_the_page_loads_only_its_own_files() -> None:
+    parser = Assets()
+    parser.feed(text("index.html"))
+    assert set(parser.urls) >= {"console.js", "console.css"}
+    for url in parser.urls:
+        local = url in FILES or url == "data:,"
+        assert local, f"index.html loads {url!r}: the console loads only its own files"
+    for name in ("console.js", "console.css"):
+        body = text(name)
+        assert not re.search(r"https?://|//cdn|@import|url\(", body), f"{name} reaches out"
+    js = text("console.js")
+    # Only this server's API is called; the token goes in a header (SSE: the query, as
+    # EventSource cannot send headers).
+    assert re.findall(r'const API = "([^"]*)"', js) == ["/api/agents"]
+    assert "headers.Authorization = `Bearer ${state.token}`" in js
+
+
+def test_run_text_is_never_written_as_html() -> None:
+    js = text("console.js")
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in js, f"console.js uses {sink}: run data must be set as text"
+
+
+def _event_types() -> set[str]:
+    found: set[str] = set()
+    for cls in vars(event_models).values():
+        if isinstance(cls, type) and issubclass(cls, event_models.Event):
+            hint = typing.get_type_hints(cls).get("type")
+            found.update(a for a in typing.get_args(hint) if isinstance(a, str))
+    return found
+
+
+def test_the_timeline_listens_for_every_event_type() -> None:
+    # The server names each SSE message after its event type, and EventSource hands a named
+    # message only to a listener registered for that name: a type missing here never shows.
+    listed = set(
+        re.findall(
+            r'"((?:run|model|tool|subagent|steering|limit|graph|supervisor)\.[a-z_]+)"',
+            text("console.js"),
+        )
+    )
+    types = _event_types()
+    assert "steering.applied" in types and "run.paused" in types
+    assert types <= listed, f"console.js does not listen for {sorted(types - listed)}"
+
+
+@pytest.fixture
+async def base_url() -> AsyncIterator[str]:
+    from tinyagents.server.app import create_app
+    from tinyagents.server.control import Control
+    from tinyagents.server.serve import bind, serving, url_of
+
+    async with Runtime() as runtime:
+        control = Control(runtime)
+        sock = bind("127.0.0.1", 0)
+        try:
+            async with serving(create_app(control, auth=None), sock):
+                yield url_of(sock)
+        finally:
+            control.close()
+
+
+async def test_the_app_serves_the_console_at_the_root(base_url: str) -> None:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        page = await client.get("/")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assert page.text == text("index.html")
+        for name, kind in (("console.js", "javascript"), ("console.css", "text/css")):
+            served = await client.get(f"/{name}")
+            assert served.status_code == 200
+            assert kind in served.headers["content-type"]
+            assert served.text == text(name)
+        # The API the page calls is there beside it.
+        runs = await client.get("/api/agents/runs")
+        assert runs.status_code == 200 and runs.json() == []
+        paths = set((await client.get("/api/agents/openapi.json")).json()["paths"])
+    js = text("console.js")
+    for verb in ("pause", "resume", "abort", "steer", "commands"):
+        assert f"/{verb}`" in js
+        assert f"/api/agents/runs/{{run_id}}/{verb}" in paths
+    assert "/api/agents/runs/{run_id}/tasks/{task_id}/commands" in paths
+    assert "/api/agents/events" in paths and "/api/agents/runs" in paths
