@@ -15,7 +15,12 @@ import pytest
 from graphkit import LogState, chain, logger
 from pydantic import BaseModel
 
-from tinyagents.errors import ConfigurationError, GraphError, InvalidUpdateError
+from tinyagents.errors import (
+    ConfigurationError,
+    GraphError,
+    InvalidUpdateError,
+    UnknownTargetError,
+)
 from tinyagents.graph import END, START, Command, Send, StateGraph, interrupt
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
@@ -292,8 +297,22 @@ def asking_subgraph() -> Any:
     return StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
 
 
-async def test_replay_reruns_a_subgraph_in_a_fresh_namespace(checkpointer: Checkpointer) -> None:
-    graph = StateGraph(LogState).add_node("sub", asking_subgraph().compile())
+def called_asking_subgraph() -> Any:
+    """A node that calls ``asking_subgraph`` from its function, instead of being it."""
+    sub = asking_subgraph().compile()
+
+    async def call(state: Any) -> dict[str, Any]:
+        return {"log": (await sub.run({"log": []})).state["log"]}
+
+    return call
+
+
+@pytest.mark.parametrize("kind", ["node", "called"])
+async def test_replay_reruns_a_subgraph_in_a_fresh_namespace(
+    checkpointer: Checkpointer, kind: str
+) -> None:
+    sub = asking_subgraph().compile() if kind == "node" else called_asking_subgraph()
+    graph = StateGraph(LogState).add_node("sub", sub)
     graph.add_node("after", logger("after")).add_edge(START, "sub").add_edge("sub", "after")
     compiled = graph.add_edge("after", END).compile(checkpointer=checkpointer)
     await compiled.run({"log": []}, thread_id="t")
@@ -313,3 +332,54 @@ async def test_replay_reruns_a_subgraph_in_a_fresh_namespace(checkpointer: Check
     assert result.status == "completed", result.error
     assert result.state == {"log": ["edited", "sub:c", "after"]}
     assert (await compiled.get_state("t")).values == result.state
+
+
+@pytest.mark.parametrize("kind", ["node", "called"])
+async def test_fork_from_before_a_subgraph_reruns_it(checkpointer: Checkpointer, kind: str) -> None:
+    # LangGraph: update_state at an older checkpoint forks there; running on from the fork
+    # runs the sub-graph again, and a new answer to its interrupt is the one used
+    sub = asking_subgraph().compile() if kind == "node" else called_asking_subgraph()
+    graph = StateGraph(LogState).add_node("sub", sub).add_node("after", logger("after"))
+    graph.add_edge(START, "sub").add_edge("sub", "after").add_edge("after", END)
+    compiled = graph.compile(checkpointer=checkpointer)
+    await compiled.run({"log": []}, thread_id="t")
+    [before] = [c for c in await compiled.history("t") if c.next == ("sub",)]
+    assert (await compiled.run(Command(resume="a"), thread_id="t")).state == {
+        "log": ["sub:a", "after"]
+    }
+
+    forked = await compiled.update_state(
+        "t", {"log": ["edited"]}, checkpoint_id=before.checkpoint_id
+    )
+    state = await compiled.get_state("t")
+    assert state.checkpoint_id == forked and state.values == {"log": ["edited"]}
+    assert state.next == ("sub",)
+    again = await compiled.run(None, thread_id="t")
+    assert again.status == "interrupted", again.error
+    assert [i.value for i in again.interrupts] == ["which?"]
+    result = await compiled.run(Command(resume="b"), thread_id="t")
+    assert result.status == "completed", result.error
+    assert result.state == {"log": ["edited", "sub:b", "after"]}
+    assert (await compiled.get_state("t")).values == result.state
+
+    # the same through fork(): a new thread from the old checkpoint, edited, run on
+    other = await compiled.fork("t", before.checkpoint_id)
+    await compiled.update_state(other, {"log": ["other"]})
+    again = await compiled.run(None, thread_id=other)
+    assert again.status == "interrupted", again.error
+    result = await compiled.run(Command(resume="c"), thread_id=other)
+    assert result.state == {"log": ["other", "sub:c", "after"]}
+
+
+async def test_update_state_at_an_unknown_checkpoint_changes_nothing(
+    checkpointer: Checkpointer,
+) -> None:
+    compiled = chain("a").compile(checkpointer=checkpointer)
+    await compiled.run({"log": []}, thread_id="t")
+    head = (await compiled.get_state("t")).checkpoint_id
+    with pytest.raises(UnknownTargetError):
+        await compiled.update_state("t", {"log": ["x"]}, checkpoint_id="ck-nope")
+    [first] = [c for c in await compiled.history("t") if c.source == "input"]
+    with pytest.raises(InvalidUpdateError):
+        await compiled.update_state("t", {"nope": 1}, checkpoint_id=first.checkpoint_id)
+    assert (await compiled.get_state("t")).checkpoint_id == head

@@ -240,14 +240,25 @@ class CompiledGraph(GraphCore):
         return await threads.history(self, thread_id, limit=limit, ns=ns)
 
     async def update_state(
-        self, thread_id: str, update: dict[str, Any], *, as_node: str | None = None
+        self,
+        thread_id: str,
+        update: dict[str, Any],
+        *,
+        as_node: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> str:
         """Apply ``update`` through the reducers as its own checkpoint; return its id.
 
         With ``as_node`` the update counts as that node's output and the next superstep
-        follows that node's edges; without it the pending tasks stay as they are.
+        follows that node's edges; without it the pending tasks stay as they are. With
+        ``checkpoint_id`` (an older checkpoint of the thread) it forks the thread's past, as
+        LangGraph's ``update_state`` at a checkpoint: the update applies to the state there
+        and becomes the new head, and ``run(None)`` runs on from it, its steps (sub-graphs
+        too, in fresh namespaces) again, their interrupts asking again.
         """
-        return await threads.update_state(self, thread_id, update, as_node=as_node)
+        return await threads.update_state(
+            self, thread_id, update, as_node=as_node, checkpoint_id=checkpoint_id
+        )
 
     async def fork(
         self, thread_id: str, checkpoint_id: str, *, new_thread_id: str | None = None

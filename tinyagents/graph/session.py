@@ -114,6 +114,16 @@ class GraphSession:
         )
 
     async def _rewind(self, head: Head | None, checkpoint_id: str) -> Head:
+        target = await self._rewound(head, checkpoint_id)
+        if target is head:
+            return target
+        await save(
+            self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
+        )
+        return target
+
+    async def _rewound(self, head: Head | None, checkpoint_id: str) -> Head:
+        """The thread as it was at ``checkpoint_id``, as the next head (not saved yet)."""
         if self.cp is None:
             raise GraphError("checkpoint_id needs a checkpointer: compile(checkpointer=...)")
         if head is not None and head.checkpoint_id == checkpoint_id:
@@ -132,9 +142,6 @@ class GraphSession:
         target.lineage = _clock.new_id("ln")
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
         target.frontier_id = new_frontier_id()
-        await save(
-            self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
-        )
         return target
 
     async def _command(self, head: Head | None, cmd: Command) -> Head:
@@ -169,20 +176,29 @@ class GraphSession:
             await record_resume(self.cp, head, resume)
         return head
 
-    async def update_state(self, update: dict[str, Any], as_node: str | None) -> str:
+    async def update_state(
+        self, update: dict[str, Any], as_node: str | None, checkpoint_id: str | None = None
+    ) -> str:
         graph = self.graph
         if self.cp is None:
             raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
         check_as_node(graph, as_node)
         head = await self.load() or self.fresh()
-        staged, delta = await stage_update(graph, head, update, as_node)
         meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
-        if as_node is None and head.metadata.get("at_breakpoint"):
+        rewound = False
+        if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
+            # a fork of the thread's past, as LangGraph's update_state at an older checkpoint:
+            # the update applies to the state there, and what follows runs again from it
+            head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
+            meta["rewound_to"] = checkpoint_id
+            rewound = True
+        staged, delta = await stage_update(graph, head, update, as_node)
+        if as_node is None and head.metadata.get("at_breakpoint") and not rewound:
             meta["at_breakpoint"] = True  # an edit at a breakpoint: continuing passes it
         await save(
             self.cp,
             staged,
-            delta=delta if staged.seq >= 0 else None,
+            delta=delta if staged.seq >= 0 and not rewound else None,
             source="update",
             metadata=meta,
         )

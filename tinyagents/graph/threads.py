@@ -164,12 +164,17 @@ async def history(
 
 
 async def update_state(
-    graph: GraphCore, thread_id: str, update: dict[str, Any], *, as_node: str | None = None
+    graph: GraphCore,
+    thread_id: str,
+    update: dict[str, Any],
+    *,
+    as_node: str | None = None,
+    checkpoint_id: str | None = None,
 ) -> str:
     """Apply ``update`` through the reducers as its own checkpoint (holding the thread's
-    lease); return its id."""
+    lease), to the state at ``checkpoint_id`` when given; return its id."""
     async with GraphSession(graph, thread_id) as session:
-        return await session.update_state(update, as_node)
+        return await session.update_state(update, as_node, checkpoint_id)
 
 
 async def fork(
