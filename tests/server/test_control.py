@@ -207,6 +207,9 @@ async def test_through_the_store_the_owner_answers(tmp_path: Path) -> None:
             assert done["pending_commands"] == []
             late = await control.submit(steer(handle.run_id, "too late"))
             assert late.status == "rejected" and "target finished" in (late.reason or "")
+            # a retry of what the owner took is a duplicate, even once the run has finished
+            retried = await control.submit(steer(handle.run_id, "please finish", cid="c-9"))
+            assert retried.status == "duplicate"
             history = await until(lambda: control.steering(handle.run_id, tenant_id="acme"))
             assert any(h["correlation_id"] == "c-9" for h in history)
         finally:

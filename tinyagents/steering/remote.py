@@ -6,7 +6,9 @@ The command goes into the store's inbox, addressed to the runtime that owns the 
 ``owner`` of its snapshot); that runtime takes it within ~50 ms, runs it through its own
 ``submit`` (its policies, its deduplication by correlation id) and writes the receipt back,
 which this side waits for. Only obviously hopeless commands are answered here: an unknown
-run, another tenant's run (both ``not found``) and a finished run.
+run, another tenant's run (both ``not found``) and a finished run — unless the steering log
+already holds the command's correlation id: then a retry is answered ``duplicate``, as the
+owner would have answered it.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import asyncio
 from typing import Any
 
 from tinyagents import _clock
-from tinyagents.errors import ReceiptTimeout
+from tinyagents.errors import ReceiptTimeout, StoreError
 from tinyagents.protocol.commands import (
     HumanActor,
     ReceiptStatus,
     SteeringCommand,
     SteeringReceipt,
     ThreadTarget,
+    dedupe_scope,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.policies import not_found
@@ -39,6 +42,9 @@ async def submit_through_store(
     snapshot = await target_snapshot(store, cmd)
     refusal = refuse(cmd, snapshot)
     if refusal is not None:
+        if snapshot is not None and await _logged(store, cmd):
+            # A retry of a command its owner already took: the first outcome stands.
+            return duplicate(cmd)
         return refusal
     assert snapshot is not None
     owner = str(snapshot["owner"])
@@ -82,6 +88,24 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
     if not snapshot.get("owner"):
         return _rejected(cmd, f"run {run_id} has no owning runtime to steer it", run_id)
     return None
+
+
+async def _logged(store: Store, cmd: SteeringCommand) -> bool:
+    try:
+        return (
+            await store.get_command(cmd.correlation_id, scope=dedupe_scope(cmd.actor)) is not None
+        )
+    except StoreError:  # logged, though no longer readable
+        return True
+
+
+def duplicate(cmd: SteeringCommand) -> SteeringReceipt:
+    """The receipt of a command whose correlation id the steering log already holds."""
+    return SteeringReceipt(
+        status=ReceiptStatus.DUPLICATE,
+        correlation_id=cmd.correlation_id,
+        reason="duplicate correlation id: the first command's outcome stands",
+    )
 
 
 def _finished(snapshot: dict[str, Any]) -> bool:
