@@ -360,7 +360,7 @@
     const list = run.interrupts || [];
     $("interrupts-box").hidden = list.length === 0;
     $("interrupts").replaceChildren(...list.map((ask) => {
-      const value = typeof ask.value === "string" ? ask.value : JSON.stringify(ask.value);
+      const value = questionText(ask.value);
       const label = `${ask.node || "task"}: ${value}`;
       return el(
         "li",
@@ -376,6 +376,14 @@
         }, "Reject"),
       );
     }));
+  }
+
+  function questionText(value) {
+    // {"question": "..."} (or any one-string object) reads as its sentence; the rest as JSON.
+    if (typeof value === "string") return value;
+    const strings = value && typeof value === "object" ? Object.values(value).filter((v) => typeof v === "string") : [];
+    if (strings.length === 1 && Object.keys(value).length === 1) return strings[0];
+    return JSON.stringify(value);
   }
 
   function renderPending(run) {
