@@ -1,0 +1,443 @@
+"""PostgreSQL specifics of the store: URLs, migrations, errors, several stores (processes)
+sharing one database, the inbox's NOTIFY and a runtime on PostgreSQL end to end. The shared
+contract is in test_store_conformance.py, which runs on PostgreSQL through conftest.BACKENDS."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypedDict
+
+import asyncpg
+import pytest
+from services import pg_schema, postgres_dsn
+
+from tinyagents import Runtime
+from tinyagents.errors import StoreError
+from tinyagents.events import RunEvent
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.protocol.commands import ReceiptStatus, SteeringReceipt
+from tinyagents.store import PostgresStore, StoreWriter, open_store
+from tinyagents.store._postgres import cause
+from tinyagents.store.base import _may_pass
+from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer
+from tinyagents.store.postgres import MIGRATIONS
+
+
+def command(cid: str, *, run_id: str = "r-1") -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=SteeringActor.middleware("ops"),
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "focus"},
+        correlation_id=cid,
+    )
+
+
+@pytest.fixture
+def schema() -> str:
+    return pg_schema()  # dropped by conftest's _drop_pg_schemas
+
+
+@pytest.fixture
+def make(schema: str) -> Callable[[], PostgresStore]:
+    """A new store on the test's schema: each one stands for another process."""
+    return lambda: PostgresStore(postgres_dsn(), schema=schema)
+
+
+@pytest.fixture
+async def store(make: Callable[[], PostgresStore]) -> AsyncIterator[PostgresStore]:
+    opened = make()
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def sql(statement: str, *args: Any) -> list[Any]:
+    conn = await asyncpg.connect(postgres_dsn())
+    try:
+        return list(await conn.fetch(statement, *args))
+    finally:
+        await conn.close()
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def test_open_store_reads_postgres_urls() -> None:
+    store = open_store("postgresql://me:secret@db:5432/agents?schema=team&sslmode=disable")
+    assert isinstance(store, PostgresStore)
+    assert store.schema == "team"
+    assert store.dsn == "postgresql://me:secret@db:5432/agents?sslmode=disable"
+    assert "secret" not in store.url and store.url.startswith("postgresql://me:***@db")
+    plain = open_store("postgres://db/agents")
+    assert isinstance(plain, PostgresStore) and plain.schema is None
+
+
+async def test_migrations_are_recorded_once_in_the_schema(
+    make: Callable[[], PostgresStore], schema: str
+) -> None:
+    for _ in range(2):
+        store = make()
+        await store.open()
+        await store.open()  # idempotent
+        await store.close()
+    rows = await sql(
+        f'SELECT component, version FROM "{schema}".tinyagents_migrations ORDER BY version'
+    )
+    assert [tuple(r) for r in rows] == [("store", v) for v, _ in MIGRATIONS]
+    tables = await sql(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema
+    )
+    assert {"steering_log", "events", "runs", "inbox"} <= {r[0] for r in tables}
+
+
+async def test_racing_opens_on_a_new_schema_migrate_once(
+    make: Callable[[], PostgresStore], schema: str
+) -> None:
+    stores = [make() for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    for s in stores:
+        await s.close()
+    rows = await sql(f'SELECT count(*) FROM "{schema}".tinyagents_migrations')
+    assert rows[0][0] == len(MIGRATIONS)
+
+
+async def test_a_store_that_is_not_open_says_so(make: Callable[[], PostgresStore]) -> None:
+    with pytest.raises(StoreError, match="not open"):
+        await make().command_ids()
+
+
+async def test_an_unreachable_database_is_a_store_error_that_may_pass() -> None:
+    store = PostgresStore("postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(StoreError, match="could not open the store") as refused:
+        await store.open()
+    assert _may_pass(refused.value)  # the store writer would retry it
+    await store.close()
+
+
+def test_lost_connections_and_full_disks_may_pass_bad_data_does_not() -> None:
+    lost = asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed")
+    full = asyncpg.exceptions.DiskFullError("no space left")
+    bad = asyncpg.exceptions.CharacterNotInRepertoireError("invalid byte sequence")
+
+    def wrapped(exc: BaseException) -> StoreError:
+        err = StoreError("x")
+        err.__cause__ = cause(exc)
+        return err
+
+    assert _may_pass(wrapped(lost)) and _may_pass(wrapped(full))
+    assert not _may_pass(wrapped(bad))
+
+
+# --------------------------------------------------------------------------- bad data
+
+
+async def test_text_postgres_cannot_hold_is_a_store_error_and_writes_nothing(
+    store: PostgresStore,
+) -> None:
+    # PostgreSQL text holds no NUL character; asyncpg encodes no lone surrogate.
+    with pytest.raises(StoreError, match="could not log command"):
+        await store.append_command(command("nul\x00inside"), state="accepted", run_id="r-1")
+    with pytest.raises(StoreError, match="could not log command"):
+        await store.append_command(command("c-1"), state="accepted", run_id="lone \ud800")
+    assert await store.command_ids() == set()
+
+
+async def test_an_unreadable_command_is_marked_failed_and_never_blocks_the_rest(
+    store: PostgresStore, schema: str
+) -> None:
+    await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+    await store.append_command(command("c-2"), state="accepted", run_id="r-1")
+    await sql(
+        f'UPDATE "{schema}".steering_log SET command = \'{{"kind": 1}}\''
+        " WHERE correlation_id = 'c-1'"
+    )
+    assert [c.command.correlation_id for c in await store.open_commands()] == ["c-2"]
+    rows = await sql(
+        f"SELECT state, reason FROM \"{schema}\".steering_log WHERE correlation_id = 'c-1'"
+    )
+    assert rows[0][0] == "failed" and "unreadable in the steering log" in rows[0][1]
+    with pytest.raises(StoreError, match="unreadable"):
+        await store.get_command("c-1")
+
+
+async def test_an_unreadable_inbox_row_is_answered_rejected(
+    store: PostgresStore, schema: str
+) -> None:
+    await store.inbox_put(owner="me", request_id="q-1", command=command("c-1"))
+    await store.inbox_put(owner="me", request_id="q-2", command=command("c-2"))
+    await sql(f"UPDATE \"{schema}\".inbox SET command = 'garbage' WHERE request_id = 'q-1'")
+    taken = await store.inbox_take("me")
+    assert [i.request_id for i in taken] == ["q-2"]
+    receipt = await store.inbox_receipt("q-1")
+    assert receipt is not None and receipt.status == ReceiptStatus.REJECTED
+    assert receipt.reason is not None and "unreadable in the inbox" in receipt.reason
+
+
+# --------------------------------------------------------------------------- many processes
+
+
+async def test_one_correlation_id_logged_by_two_processes_at_once_is_logged_once(
+    make: Callable[[], PostgresStore],
+) -> None:
+    one, two = make(), make()
+    await one.open()
+    await two.open()
+    try:
+        for n in range(20):
+            cid = f"c-{n}"
+            results = await asyncio.gather(
+                one.append_command(command(cid, run_id="a"), state="accepted", run_id="a"),
+                two.append_command(command(cid, run_id="b"), state="accepted", run_id="b"),
+            )
+            assert sorted(results) == [False, True]
+        assert len(await one.command_ids()) == 20
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_two_pollers_never_take_the_same_inbox_item(
+    make: Callable[[], PostgresStore],
+) -> None:
+    one, two = make(), make()
+    await one.open()
+    await two.open()
+    try:
+        for n in range(60):
+            await one.inbox_put(owner="me", request_id=f"q-{n}", command=command(f"c-{n}"))
+
+        async def drain(store: PostgresStore) -> list[str]:
+            got: list[str] = []
+            while items := await store.inbox_take("me", limit=7):
+                got += [i.request_id for i in items]
+            return got
+
+        first, second = await asyncio.gather(drain(one), drain(two))
+        assert sorted(first + second) == sorted(f"q-{n}" for n in range(60))
+        assert not set(first) & set(second)
+        assert first == sorted(first, key=lambda r: int(r[2:]))  # oldest first
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_event_ids_only_grow_across_concurrent_writers(
+    make: Callable[[], PostgresStore],
+) -> None:
+    stores = [make() for _ in range(3)]
+    for s in stores:
+        await s.open()
+    try:
+
+        async def write(store: PostgresStore, tag: str) -> None:
+            for n in range(10):
+                await store.append_events(
+                    [RunEvent(type="run.status", run_id=tag, status=f"{tag}{n}")] * 3
+                )
+
+        await asyncio.gather(*(write(s, f"w{i}") for i, s in enumerate(stores)))
+        rows = await stores[0].read_events(limit=1000)
+        assert len(rows) == 90
+        ids = [i for i, _ in rows]
+        assert ids == sorted(ids) and len(set(ids)) == 90
+        # Resuming after any id gives exactly the rows after it.
+        middle = ids[44]
+        assert [i for i, _ in await stores[1].read_events(after_id=middle)] == ids[45:]
+        for tag in ("w0", "w1", "w2"):
+            mine = [e.status for _, e in await stores[2].read_events(run_id=tag)]  # type: ignore[attr-defined]
+            assert mine == [f"{tag}{n}" for n in range(10) for _ in range(3)]
+    finally:
+        for s in stores:
+            await s.close()
+
+
+# --------------------------------------------------------------------------- NOTIFY
+
+
+async def wait_for(event: asyncio.Event) -> None:
+    async with asyncio.timeout(30):  # bounds the test; no timing is asserted
+        await event.wait()
+
+
+async def test_a_command_put_for_an_owner_wakes_that_owner_at_once(
+    make: Callable[[], PostgresStore],
+) -> None:
+    owner, submitter = make(), make()
+    await owner.open()
+    await submitter.open()
+    woken = asyncio.Event()
+    wakes: list[int] = []
+
+    def wake() -> None:
+        wakes.append(1)
+        woken.set()
+
+    listener = await owner.listen_inbox("me", wake)
+    try:
+        await submitter.inbox_put(owner="someone-else", request_id="q-0", command=command("c-0"))
+        await submitter.inbox_put(owner="me", request_id="q-1", command=command("c-1"))
+        await wait_for(woken)
+        # Notifications arrive in commit order: had the other owner's woken us, it came first.
+        assert wakes == [1]
+        assert [i.request_id for i in await owner.inbox_take("me")] == ["q-1"]
+        await submitter.inbox_put(owner="me", request_id="q-1", command=command("c-1"))
+        await owner.inbox_answer(
+            "q-1", SteeringReceipt(status=ReceiptStatus.ACCEPTED, correlation_id="c-1")
+        )
+        receipt = await submitter.inbox_receipt("q-1")
+        assert receipt is not None and receipt.status == ReceiptStatus.ACCEPTED
+    finally:
+        await listener.aclose()
+        await owner.close()
+        await submitter.close()
+
+
+async def test_the_listener_reconnects_and_wakes_after_its_connection_dropped(
+    store: PostgresStore,
+) -> None:
+    woken = asyncio.Event()
+    listener = await store.listen_inbox("me", woken.set)
+    listener.retry_first_s = 0.01
+    try:
+        pid = listener._conn.get_server_pid()
+        await sql("SELECT pg_terminate_backend($1, 10000)", pid)
+        await wait_for(woken)  # woken once reconnected: commands may have come meanwhile
+        assert listener.reconnects == 1
+        woken.clear()
+        await store.inbox_put(owner="me", request_id="q-1", command=command("c-1"))
+        await wait_for(woken)
+    finally:
+        await listener.aclose()
+
+
+# --------------------------------------------------------------------------- runtime
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def graph(cp: PostgresCheckpointer, gate: asyncio.Event | None = None) -> Any:
+    async def a(state: State) -> dict[str, Any]:
+        if gate is not None:
+            await gate.wait()
+        return {"log": ["a"]}
+
+    built = StateGraph(State).add_node("a", a).add_node("b", lambda s: {"log": ["b"]})
+    built.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    return built.compile(checkpointer=cp)
+
+
+def update(run_id: str) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.UPDATE_STATE,
+        payload={"update": {"log": ["steered"]}},
+    )
+
+
+async def test_a_runtime_on_postgres_steers_a_graph_and_logs_everything(schema: str) -> None:
+    url = f"{postgres_dsn()}?schema={schema}"
+    gate = asyncio.Event()
+    async with (
+        Runtime(store=url, testing=True) as rt,
+        PostgresCheckpointer(postgres_dsn(), schema=schema) as cp,
+    ):
+        handle = await rt.start_graph(graph(cp, gate), {"log": ["start"]}, thread_id="t")
+        cmd = update(handle.run_id)
+        assert (await rt.submit(cmd)).status == "accepted"
+        gate.set()
+        result = await handle.result()
+        assert result.output is not None and result.output["log"] == [
+            "start",
+            "a",
+            "steered",
+            "b",
+        ]
+    store = open_store(url)
+    await store.open()
+    try:
+        assert await store.open_commands() == []
+        logged = await store.get_command(cmd.correlation_id)
+        assert logged is not None and logged.state == "applied"
+        steering = await store.load_events(run_id=handle.run_id, type_prefix="steering.")
+        assert [e.type for e in steering][-1] == "steering.applied"
+        run = await store.load_run(handle.run_id)
+        assert run is not None and run["status"] == "completed"
+    finally:
+        await store.close()
+
+
+class DiesAfter(PostgresCheckpointer):
+    """Saves checkpoints until one matches ``when``; then never returns again (a crash)."""
+
+    def __init__(self, schema: str, when: Callable[[CheckpointRecord], bool]) -> None:
+        super().__init__(postgres_dsn(), schema=schema)
+        self.when = when
+        self.dead = asyncio.Event()
+
+    async def put(self, record: CheckpointRecord) -> None:
+        await super().put(record)
+        if self.when(record):
+            self.dead.set()
+            await asyncio.Event().wait()
+
+
+async def test_a_command_accepted_before_a_crash_is_applied_after_the_restart(
+    schema: str,
+) -> None:
+    url = f"{postgres_dsn()}?schema={schema}"
+    cp = DiesAfter(schema, lambda r: r.source == "loop" and not r.frontier)
+    async with Runtime(store=url, testing=True) as rt:
+        handle = await rt.start_graph(graph(cp), {"log": ["start"]}, thread_id="t")
+        await cp.dead.wait()
+        cmd = update(handle.run_id)
+        assert (await rt.submit(cmd)).status == "accepted"
+    await cp.aclose()  # the "dead" process's lease connection goes: the thread is free
+
+    async with (
+        Runtime(store=url, testing=True) as rt,
+        PostgresCheckpointer(postgres_dsn(), schema=schema) as again,
+    ):
+        resumed = await rt.start_graph(graph(again), None, thread_id="t")
+        result = await resumed.result()
+        assert resumed.run_id == handle.run_id
+        assert result.output is not None
+        assert result.output["log"] == ["start", "a", "b", "steered"]
+    store = open_store(url)
+    await store.open()
+    try:
+        assert await store.open_commands() == []
+    finally:
+        await store.close()
+
+
+async def test_the_store_writer_keeps_every_event_when_its_connection_drops(
+    schema: str,
+) -> None:
+    store = PostgresStore(postgres_dsn(), schema=schema, max_size=1)  # one connection
+    await store.open()
+    writer = StoreWriter(store, flush_every_s=0.001, retry_first_s=0.001, retry_max_s=0.01)
+    try:
+        for n in range(5):
+            writer(RunEvent(type="run.status", run_id="r-1", status=f"s{n}"))
+        await writer.flush()
+        pid = await store.pool.fetchval("SELECT pg_backend_pid()")
+        await sql("SELECT pg_terminate_backend($1, 10000)", pid)
+        for n in range(5, 10):
+            writer(RunEvent(type="run.status", run_id="r-1", status=f"s{n}"))
+        await writer.flush()
+        await writer.aclose()
+        assert writer.dropped == 0 and writer.escaped == 0
+        statuses = [e.status for e in await store.load_events()]  # type: ignore[attr-defined]
+        assert statuses == [f"s{n}" for n in range(10)]
+        assert await store.pool.fetchval("SELECT pg_backend_pid()") != pid
+    finally:
+        await store.close()
