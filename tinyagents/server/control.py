@@ -4,6 +4,7 @@ The HTTP API and the ``tinyagents runs`` CLI both stand on it (no web framework 
 
     control = Control(runtime)                     # runs of this process (and its store)
     control = Control(store=open_store(url))       # runs of other processes sharing a store
+    control = Control(runtime, redis=RedisControl(runtime, url))  # and of every worker on Redis
     runs = await control.list_runs(tenant_id="acme")
     receipt = await control.submit(cmd)            # in-process, or through the store's inbox
 
@@ -17,7 +18,8 @@ import itertools
 from collections import deque
 from typing import Any
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.distributed import RedisControl
+from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, ThreadTarget
 from tinyagents.protocol.state import CommandState
@@ -44,7 +46,10 @@ class Control:
         store: Store | None = None,
         receipt_timeout_s: float = 5.0,
         ring_size: int = RING_SIZE,
+        redis: RedisControl | None = None,
     ) -> None:
+        """``redis``: this worker's seat on the Redis control plane (started and closed by
+        its owner): runs of every live worker are listed, and their commands sent there."""
         if runtime is None and store is None:
             raise ConfigurationError("Control needs a runtime, a store, or both")
         self.runtime = runtime
@@ -52,6 +57,7 @@ class Control:
             store = runtime.store
         self.store = store
         self.receipt_timeout_s = receipt_timeout_s
+        self.redis = redis if redis is not None and redis.enabled else None
         self._ring: deque[tuple[int, Event]] | None = None
         self._ids = itertools.count(1)
         if runtime is not None:
@@ -84,6 +90,9 @@ class Control:
         if self.store is not None:
             for snap in await self.store.load_runs(tenant_id=tenant_id):
                 snaps[snap["run_id"]] = snap
+        if self.redis is not None:  # other workers' live runs (their snapshots are fresher)
+            for snap in await self.redis.list_runs(tenant_id):
+                snaps[snap["run_id"]] = snap
         if self.runtime is not None:
             for snap in self.runtime.live_snapshots():
                 if tenant_id is None or snap["tenant_id"] == tenant_id:
@@ -102,7 +111,12 @@ class Control:
         snap: dict[str, Any] | None = None
         if self.runtime is not None and run_id in self.runtime.runs:
             snap = self.runtime.live_snapshots([run_id])[0]
-        elif self.store is not None:
+        if snap is None and self.redis is not None:
+            try:
+                snap = await self.redis.get_run(run_id)
+            except ControlPlaneUnavailable:
+                snap = None
+        if snap is None and self.store is not None:
             snap = await self.store.load_run(run_id)
         if snap is None or (tenant_id is not None and snap["tenant_id"] != tenant_id):
             return None
@@ -209,9 +223,19 @@ class Control:
     async def submit(self, cmd: SteeringCommand) -> SteeringReceipt:
         """The command's receipt: from the runtime here when it holds the target, else from
         the owning runtime through the store's inbox (``ReceiptTimeout`` if it does not
-        answer within ``receipt_timeout_s``)."""
+        answer within ``receipt_timeout_s``), or from another worker through Redis when one
+        holds it (through the store while Redis is unreachable, if there is one)."""
         runtime = self.runtime
-        if runtime is not None and (self.store is None or _holds(runtime, cmd)):
+        if runtime is not None and _holds(runtime, cmd):
+            return await runtime.submit(cmd)
+        if self.redis is not None:
+            try:
+                if await self.redis.holds_elsewhere(cmd):
+                    return await self.redis.submit(cmd)
+            except ControlPlaneUnavailable:
+                if self.store is None:
+                    raise
+        if runtime is not None and self.store is None:
             return await runtime.submit(cmd)
         assert self.store is not None
         return await submit_through_store(self.store, cmd, timeout_s=self.receipt_timeout_s)
