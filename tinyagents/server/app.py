@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tinyagents import __version__
 from tinyagents.errors import (
     AuthError,
+    ControlPlaneUnavailable,
     InvalidCommandError,
     ReceiptTimeout,
     RuntimeClosed,
@@ -316,7 +317,7 @@ class OperatorApi:
                 "correlation_id to learn its receipt",
                 extra={"correlation_id": cmd.correlation_id},
             ) from None
-        except (StoreError, RuntimeClosed) as exc:
+        except (StoreError, RuntimeClosed, ControlPlaneUnavailable) as exc:
             raise Problem(503, f"the runtime cannot take commands now: {exc}") from None
         body = receipt.model_dump(mode="json")
         status = _receipt_status(receipt)
