@@ -300,6 +300,12 @@ class RedisControl:
             found = [s for s in found if s.get("status") == status]
         return sorted(found, key=lambda s: str(s.get("created_at", "")))
 
+    async def holds_elsewhere(self, cmd: SteeringCommand) -> bool:
+        """Whether another live worker holds ``cmd``'s run (by the mirror); raises
+        ``ControlPlaneUnavailable`` when Redis cannot be reached."""
+        run_id = await self._local_or_remote_run(cmd)
+        return run_id is not None and await self._find(run_id) is not None
+
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         """One run's snapshot from the mirror (``None`` if no live worker has it); raises
         ``ControlPlaneUnavailable`` when Redis cannot be reached."""
