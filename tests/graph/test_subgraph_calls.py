@@ -16,10 +16,13 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from graphkit import LogState, logger
 
+from tinyagents import Runtime
 from tinyagents.errors import GraphError
 from tinyagents.graph import END, START, Command, Send, StateGraph, interrupt
 from tinyagents.graph.stream import INTERRUPT_KEY
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.testkit import EventWaiter
 
 
 async def collect(stream: AsyncIterator[Any]) -> list[Any]:
@@ -507,3 +510,32 @@ async def test_update_state_while_a_called_subgraph_waits(checkpointer: Checkpoi
     assert result.status == "completed", result.error
     # the sub-graph continued from where it stopped (it started before the edit)
     assert result.state == {"items": ["in", "edited", "sub:ok"]}
+
+
+# -- in a runtime: steering answers a called sub-graph's interrupt -------------------------
+
+
+async def test_steering_approves_an_interrupt_of_a_called_subgraph(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[str] = []
+    graph = calling_parent(asking_child(calls), checkpointer, calls)
+    async with Runtime(testing=True) as rt:
+        waiter = EventWaiter()
+        rt.bus.add_sink(waiter)
+        handle = await rt.start_graph(graph, {"log": []}, thread_id="t")
+        paused = await waiter.event("graph.interrupt", handle.run_id, node="ask")
+        assert paused.data["ns"].startswith("caller:t-")
+        approve = SteeringCommand(
+            target=SteeringTarget.graph_task(handle.run_id, paused.task_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.APPROVE,
+            payload={"value": "approved"},
+        )
+        assert (await rt.submit(approve)).status == "accepted"
+        result = await handle.result()
+    assert result.status.value == "completed"
+    log = result.output["log"]
+    assert log[:3] == ["a", "from:a", "prepare"] and log[4] == "b"
+    assert log[3].startswith("ask:{") and "'approved': True" in log[3]  # the approval's answer
+    assert calls == ["caller", "prepare", "ask", "caller", "ask"]
