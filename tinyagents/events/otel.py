@@ -7,8 +7,14 @@ Counters: ``tinyagents.agent.iterations``, ``.tool_calls``, ``.aborts``, ``.budg
 ``.supervisor_actions{action,source}``, ``.judge_failures``, and
 ``tinyagents.steering.commands{kind,status,actor}`` (one per lifecycle step). Spans: one per
 run (a child run's span is a child of its parent run's), per model call and per tool call,
-with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes. It reads
-the same events as the structlog sink: two views of one record.
+with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes. Every other
+event of a run (``steering.*``, ``supervisor.*``, ``limit.*``, ``subagent.*``, ...) is a span
+event on the run's span, its attributes the fields the structlog sink logs for it (masked the
+same way, nested keys dotted, ``offset`` included): two views of one record. ``model.delta``
+pieces are left out of the trace.
+
+``default_sink()`` is the sink a runtime adds by itself: one when the program has set an
+OpenTelemetry SDK provider (and so imported ``opentelemetry``), else None.
 
 Only ``opentelemetry-api`` is needed (loaded when a sink is made, never by
 ``import tinyagents``); without an SDK provider every instrument is a no-op. Install the SDK
@@ -17,17 +23,21 @@ with the ``otel`` extra to export.
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 from tinyagents.events.models import (
     Event,
     LimitEvent,
+    ModelDeltaEvent,
     ModelEvent,
     RunEvent,
     SteeringEvent,
     SupervisorEvent,
     ToolEvent,
 )
+from tinyagents.events.redact import mask
 
 _RUN_END = frozenset(
     {
@@ -43,6 +53,50 @@ _RUN_END = frozenset(
 
 def _ns(event: Event) -> int:
     return int(event.at.timestamp() * 1_000_000_000)
+
+
+def _attributes(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """An event's dumped fields as OpenTelemetry attributes: scalars as they are, nested
+    mappings with dotted keys, lists of scalars as sequences, anything else as JSON text."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_attributes(value, f"{name}."))
+        elif isinstance(value, str | bool | int | float):
+            out[name] = value
+        elif isinstance(value, list) and all(
+            isinstance(v, str | bool | int | float) for v in value
+        ):
+            if value and len({type(v) for v in value}) == 1:
+                out[name] = value
+            elif value:
+                out[name] = [str(v) for v in value]
+        elif value is not None:
+            out[name] = json.dumps(value, default=str)
+    return out
+
+
+def _sdk_provider(provider: Any) -> bool:
+    return type(provider).__name__ not in {
+        "ProxyTracerProvider",
+        "NoOpTracerProvider",
+        "_ProxyMeterProvider",
+        "NoOpMeterProvider",
+    }
+
+
+def default_sink() -> OTelSink | None:
+    """An ``OTelSink`` on the global providers if the program set an SDK tracer or meter
+    provider, else None. Never imports ``opentelemetry`` itself: a program that has not
+    imported it has set no provider."""
+    if "opentelemetry" not in sys.modules:
+        return None
+    from opentelemetry import metrics, trace
+
+    if _sdk_provider(trace.get_tracer_provider()) or _sdk_provider(metrics.get_meter_provider()):
+        return OTelSink()
+    return None
 
 
 class OTelSink:
@@ -76,6 +130,7 @@ class OTelSink:
                     "actor": event.actor.type,
                 },
             )
+            self._span_event(event)
         elif isinstance(event, RunEvent):
             self._run(event)
         elif isinstance(event, ModelEvent):
@@ -85,12 +140,25 @@ class OTelSink:
         elif isinstance(event, LimitEvent):
             if event.type == "limit.exceeded" and event.limit == "max_tokens":
                 self.budget_exceeded.add(1, {"limit": event.limit})
+            self._span_event(event)
         elif isinstance(event, SupervisorEvent):
             if event.type == "supervisor.action":
                 source = str(event.data.get("source", ""))
                 self.supervisor_actions.add(1, {"action": event.action or "", "source": source})
             elif event.type == "supervisor.judge_error":
                 self.judge_failures.add(1)
+            self._span_event(event)
+        elif not isinstance(event, ModelDeltaEvent):
+            self._span_event(event)
+
+    def _span_event(self, event: Event) -> None:
+        """``event`` in its run's trace: an event on the run's span (if it is recording)."""
+        span = self._runs.get(event.run_id) if event.run_id is not None else None
+        if span is None or not span.is_recording():
+            return
+        data = mask(event.to_dict(mode="json", exclude_none=True))
+        data.pop("type", None)
+        span.add_event(event.type, attributes=_attributes(data), timestamp=_ns(event))
 
     def _tree(self, event: Event) -> dict[str, str]:
         return {
@@ -132,7 +200,13 @@ class OTelSink:
             span = self._runs.pop(run_id, None)
             if span is not None:
                 span.set_attribute("tinyagents.status", event.status or "")
+                if event.error:
+                    span.set_attribute("tinyagents.error", event.error)
+                if event.type == "run.failed":
+                    span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.error))
                 span.end(end_time=_ns(event))
+        else:  # paused, resumed, a status change: moments in the run's span
+            self._span_event(event)
 
     def _model(self, event: ModelEvent) -> None:
         if event.run_id is None:

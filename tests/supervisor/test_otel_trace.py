@@ -1,0 +1,145 @@
+"""The structlog sink and OpenTelemetry are two views of the same events: every steering and
+supervisor event of a run is an event on the run's span with the fields its log line has;
+a failed run's span says why; a runtime can find the sink to add by itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+if os.environ.get("CI") != "true":  # in CI the SDK (dev extra) must be there: never skipped
+    pytest.importorskip("opentelemetry.sdk", reason="the OTel SDK comes with `make install`")
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
+from tinyagents.events import StructlogSink
+from tinyagents.events.otel import OTelSink
+from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
+
+
+@tool
+def search(query: str) -> str:
+    """Search."""
+    return "nothing"
+
+
+def traced() -> tuple[OTelSink, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return OTelSink(tracer_provider=provider), exporter
+
+
+def run_span(exporter: InMemorySpanExporter, agent: str) -> ReadableSpan:
+    [span] = [s for s in exporter.get_finished_spans() if s.name == f"run {agent}"]
+    return span
+
+
+async def test_supervisor_and_steering_events_are_in_the_runs_trace_as_they_are_logged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sink, exporter = traced()
+    spec = SupervisorSpec(
+        rules=[{"when": "tool_repeated", "tool": "search", "count": 2}], on_violation="abort"
+    )
+    model = ScriptedModel([tool_call("search", query="q")] * 4 + [reply("done")])
+    async with Runtime(supervisor=spec, sinks=[sink, StructlogSink(json=True)]) as rt:
+        handle = await rt.start(Agent("looper", model, tools=[search]), "go")
+        result = await handle.result()
+    assert result.status is RunStatus.ABORTED
+
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    logged = [
+        line
+        for line in lines
+        if line.get("run_id") == handle.run_id
+        and line["event"].startswith(("supervisor.", "steering."))
+    ]
+    span = run_span(exporter, "looper")
+    in_trace = {e.attributes["offset"]: e for e in span.events if "offset" in e.attributes}
+    # The same records: every logged line is an event of the span, same name, same fields.
+    assert [line["event"] for line in logged][:3] == [
+        "supervisor.rule_fired",
+        "supervisor.action",
+        "steering.requested",
+    ]
+    assert "steering.applied" in [line["event"] for line in logged]
+    for line in logged:
+        event = in_trace[line["offset"]]
+        assert event.name == line["event"]
+        assert event.attributes["at"] == line["at"]
+        for key, value in line.get("data", {}).items():
+            assert event.attributes[f"data.{key}"] == value
+    action = next(e for e in span.events if e.name == "supervisor.action")
+    assert action.attributes["data.source"] == "tool_repeated"
+    assert action.attributes["data.reason"] == result.error
+    applied = next(e for e in span.events if e.name == "steering.applied")
+    assert applied.attributes["kind"] == "cancel"
+    assert applied.attributes["actor.name"] == "supervisor"
+    assert "model.delta" not in {e.name for e in span.events}
+
+
+async def test_a_failed_runs_span_has_an_error_status_with_the_error() -> None:
+    sink, exporter = traced()
+
+    async def broken(request: Any) -> str:
+        raise ValueError("the model is broken")
+
+    async with Runtime(sinks=[sink]) as rt:
+        result = await (await rt.start(Agent("fragile", FunctionModel(broken)), "go")).result()
+
+    span = run_span(exporter, "fragile")
+    assert result.status is RunStatus.FAILED
+    assert span.status.status_code is StatusCode.ERROR
+    assert "the model is broken" in (span.status.description or "")
+    assert span.attributes["tinyagents.error"] == result.error
+
+
+def _python(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_default_sink_is_none_and_imports_nothing_without_a_provider() -> None:
+    code = (
+        "import sys\n"
+        "from tinyagents.events.otel import default_sink\n"
+        "print(default_sink(), 'opentelemetry' in sys.modules)\n"
+    )
+    assert _python(code) == "None False"
+    code = (
+        "import opentelemetry.trace\n"
+        "from tinyagents.events.otel import default_sink\n"
+        "print(default_sink())\n"
+    )
+    assert _python(code) == "None"  # imported, but no SDK provider set: nothing to feed
+
+
+def test_default_sink_feeds_the_global_sdk_provider() -> None:
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from tinyagents.events import RunEvent\n"
+        "from tinyagents.events.otel import OTelSink, default_sink\n"
+        "exporter = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "sink = default_sink()\n"
+        "assert isinstance(sink, OTelSink)\n"
+        "sink(RunEvent(type='run.started', run_id='r-1', root_run_id='r-1', agent_id='a'))\n"
+        "sink(RunEvent(type='run.completed', run_id='r-1', root_run_id='r-1', status='completed'))\n"
+        "print([s.name for s in exporter.get_finished_spans()])\n"
+    )
+    assert _python(code) == "['run a']"
