@@ -10,7 +10,10 @@ in a node is ``(await subgraph.run(state)).state`` here); the expected values ar
 from __future__ import annotations
 
 import operator
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -539,3 +542,24 @@ async def test_steering_approves_an_interrupt_of_a_called_subgraph(
     assert log[:3] == ["a", "from:a", "prepare"] and log[4] == "b"
     assert log[3].startswith("ask:{") and "'approved': True" in log[3]  # the approval's answer
     assert calls == ["caller", "prepare", "ask", "caller", "ask"]
+
+
+# -- docs/graph.md ----------------------------------------------------------------------------
+
+DOC = Path(__file__).parents[2] / "docs" / "graph.md"
+
+
+def test_the_docs_example_prints_what_the_page_shows(
+    tmp_path: Path, run_script: Callable[..., CompletedProcess[str]]
+) -> None:
+    text = DOC.read_text()
+    start = text.index("## Calling a sub-graph from a node\n")
+    body = text[start : text.index("\n## ", start + 1)]
+    pattern = r"```python\n((?:(?!```).)*)```\n\nprints\n\n```\n(.*?)```"
+    [(program, shown)] = re.findall(pattern, body, flags=re.S)
+    done = run_script(program, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == shown.splitlines()
+    # what the section claims: the call paused the caller, its state shows under the task,
+    # and the resume continued inside the sub-graph
+    assert done.stdout.splitlines()[-1] == "completed ['checked', 'signed by ana', 'published']"
