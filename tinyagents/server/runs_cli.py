@@ -1,0 +1,559 @@
+"""``tinyagents runs list|show|tree|steer|pause|resume|cancel|approve``: the operator's CLI.
+
+It talks either to a server (``--url http://127.0.0.1:8000``, with the token in
+``TINYAGENTS_TOKEN``) or straight to a store file that a running script's runtime writes
+(``--store sqlite:///runs.db``): commands then go through the store's inbox to the runtime
+that owns the run, which answers with its receipt. Tables for people, ``--json`` for scripts.
+
+Exit codes: 0 done (a receipt ``accepted``/``duplicate``/``deferred``), 1 refused (a receipt
+``rejected``, an unknown run), 2 could not ask (bad arguments, no server, no store file,
+no answer in time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from tinyagents.errors import ReceiptTimeout, TinyAgentsError
+from tinyagents.protocol.commands import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.server.control import Control
+from tinyagents.store.open import open_store
+
+#: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
+API_BASE = "/api/agents"
+TOKEN_ENV = "TINYAGENTS_TOKEN"
+ACTIONS = ("list", "show", "tree", "steer", "pause", "resume", "cancel", "approve")
+_DONE = {"accepted", "duplicate", "deferred"}
+
+
+class CliError(Exception):
+    """What to tell the operator (one line) when the CLI could not ask."""
+
+
+def add_runs_command(sub: Any) -> None:
+    """Add ``runs`` and its actions to the ``tinyagents`` argument parser."""
+    where = argparse.ArgumentParser(add_help=False)
+    target = where.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--store",
+        metavar="URL",
+        help="a store a running runtime writes, e.g. sqlite:///runs.db (commands reach the "
+        "run's owner through it)",
+    )
+    target.add_argument(
+        "--url",
+        help=f"a tinyagents server, e.g. http://127.0.0.1:8000 (token from ${TOKEN_ENV})",
+    )
+    where.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    where.add_argument(
+        "--tenant",
+        default=None,
+        help="with --store: see and act as this tenant only (default: every tenant, "
+        "acting in the run's own tenant; whoever can write the store file is its admin)",
+    )
+    where.add_argument(
+        "--user",
+        default=None,
+        help="with --store: the user named in the commands' audit trail (default: $USER)",
+    )
+    where.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds to wait for the run's owner to answer a command (default 10)",
+    )
+    runs = sub.add_parser(
+        "runs",
+        help="list, inspect and steer live runs (of a server, or of a store file)",
+        description="See and steer live runs from outside their process: through a server "
+        f"(--url, token in ${TOKEN_ENV}) or a store file a runtime writes (--store).",
+    )
+    actions = runs.add_subparsers(dest="runs_action", required=True)
+    listing = actions.add_parser("list", parents=[where], help="the runs, newest last")
+    listing.add_argument("--status", default=None, help="only runs in this status")
+    listing.add_argument("--root", default=None, help="only the runs of this tree (a root id)")
+    for name, text in (("show", "one run's snapshot"), ("tree", "a run and its descendants")):
+        actions.add_parser(name, parents=[where], help=text).add_argument("run_id")
+    steer = actions.add_parser("steer", parents=[where], help="send the run an instruction")
+    steer.add_argument("run_id")
+    steer.add_argument("message", help="the instruction, e.g. 'focus on billing'")
+    for name, text in (
+        ("pause", "pause the run at its next safe boundary"),
+        ("resume", "resume a paused run"),
+        ("cancel", "stop the run for good"),
+    ):
+        act = actions.add_parser(name, parents=[where], help=text)
+        act.add_argument("run_id")
+        act.add_argument("--reason", default=None, help="why (kept in the audit trail)")
+    approve = actions.add_parser(
+        "approve", parents=[where], help="answer a graph run's pending interrupt"
+    )
+    approve.add_argument("run_id")
+    approve.add_argument(
+        "--interrupt", default=None, help="the interrupt id (needed when several are pending)"
+    )
+    approve.add_argument(
+        "--value", default=None, help="a JSON value handed to the task with the answer"
+    )
+    approve.add_argument("--reason", default=None, help="why (handed to the task too)")
+    approve.add_argument("--reject", action="store_true", help="reject instead of approve")
+    for act in (steer, approve, *(actions.choices[n] for n in ("pause", "resume", "cancel"))):
+        act.add_argument(
+            "--correlation-id",
+            default=None,
+            help="the command's id: send the same id again to retry safely (applied once)",
+        )
+
+
+def run_runs_command(args: argparse.Namespace) -> int | None:
+    """Run ``tinyagents runs ...``; None when ``args`` is another command."""
+    if args.command != "runs":
+        return None
+    console = Console(soft_wrap=True)
+    try:
+        return asyncio.run(_run(args, console))
+    except CliError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}")
+        return 2
+
+
+class Client(Protocol):
+    async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]: ...
+    async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
+    async def tree(self, run_id: str) -> dict[str, Any] | None: ...
+    async def command(
+        self,
+        run_id: str,
+        kind: SteeringKind,
+        payload: dict[str, Any],
+        *,
+        task_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> dict[str, Any]: ...
+
+
+async def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.url is not None:
+        return await _act(HttpClient(args.url, _token(), timeout_s=args.timeout), args, console)
+    store = open_store(_existing_store(args.store))
+    try:
+        await store.open()
+    except TinyAgentsError as exc:
+        raise CliError(str(exc)) from exc
+    try:
+        control = Control(store=store, receipt_timeout_s=args.timeout)
+        user = args.user or os.environ.get("USER") or "cli"
+        return await _act(StoreClient(control, tenant_id=args.tenant, user=user), args, console)
+    finally:
+        await store.close()
+
+
+async def _act(client: Client, args: argparse.Namespace, console: Console) -> int:
+    action = args.runs_action
+    if action == "list":
+        runs = await client.list_runs(args.status, args.root)
+        _print_json(console, runs) if args.json else console.print(runs_table(runs))
+        return 0
+    if action in ("show", "tree"):
+        found = await (client.get_run if action == "show" else client.tree)(args.run_id)
+        if found is None:
+            return _not_found(console, args)
+        if args.json:
+            _print_json(console, found)
+        else:
+            console.print(run_panel(found) if action == "show" else run_tree(found))
+        return 0
+    kind, payload, task_id = await _command_of(client, args)
+    if kind is None:
+        return _not_found(console, args)
+    try:
+        receipt = await client.command(
+            args.run_id, kind, payload, task_id=task_id, correlation_id=args.correlation_id
+        )
+    except ReceiptTimeout as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        _print_json(console, receipt)
+    else:
+        console.print(receipt_line(receipt))
+    return 0 if receipt.get("status") in _DONE else 1
+
+
+async def _command_of(
+    client: Client, args: argparse.Namespace
+) -> tuple[SteeringKind | None, dict[str, Any], str | None]:
+    """(kind, payload, graph task id) of the action; kind None for an unknown run."""
+    action = args.runs_action
+    if action == "steer":
+        if not args.message.strip():
+            raise CliError("the message is empty: say what the run should do")
+        return SteeringKind.ADD_INSTRUCTION, {"text": args.message}, None
+    payload: dict[str, Any] = {} if args.reason is None else {"reason": args.reason}
+    if action != "approve":
+        kinds = {"pause": SteeringKind.PAUSE, "resume": SteeringKind.RESUME}
+        return kinds.get(action, SteeringKind.CANCEL), payload, None
+    snap = await client.get_run(args.run_id)
+    if snap is None:
+        return None, {}, None
+    pending = snap.get("interrupts") or []
+    if args.interrupt is not None:
+        pending = [i for i in pending if i.get("id") == args.interrupt]
+    if len(pending) != 1:
+        ids = ", ".join(str(i.get("id")) for i in snap.get("interrupts") or []) or "none"
+        wanted = f"interrupt {args.interrupt!r}" if args.interrupt else "one pending interrupt"
+        raise CliError(
+            f"run {args.run_id} has no {wanted} to answer (pending: {ids}); "
+            "name one with --interrupt ID"
+        )
+    interrupt = pending[0]
+    payload["interrupt_id"] = interrupt["id"]
+    if args.value is not None:
+        try:
+            payload["value"] = json.loads(args.value)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--value is not JSON: {exc}") from exc
+    kind = SteeringKind.REJECT if args.reject else SteeringKind.APPROVE
+    return kind, payload, interrupt.get("task_id")
+
+
+def _not_found(console: Console, args: argparse.Namespace) -> int:
+    if args.json:
+        _print_json(console, {"error": "not found", "run_id": args.run_id})
+    else:
+        console.print(f"[red]not found:[/red] run {escape(args.run_id)}")
+    return 1
+
+
+def _print_json(console: Console, value: Any) -> None:
+    console.print_json(json.dumps(value, default=str))
+
+
+def _token() -> str:
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise CliError(
+            f"set {TOKEN_ENV} to an operator token (the one 'tinyagents serve' prints, or "
+            "'tinyagents token mint --tenant T --user U --rights agent:observe,agent:control')"
+        )
+    return token
+
+
+def _existing_store(url: str) -> str:
+    """``url``, once it names a store that exists (a typo must not make an empty store)."""
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://")
+        path = path[1:] if path.startswith("/") else path
+        if not Path(path).is_file():
+            raise CliError(f"no store file at {path!r} (is the runtime's --store the same?)")
+        return url
+    if "://" not in url and Path(url).is_file():  # a plain path to a SQLite file
+        return f"sqlite:///{url}"
+    if "://" not in url:
+        raise CliError(f"no store file at {url!r}; pass --store sqlite:///FILE")
+    return url
+
+
+# ---------------------------------------------------------------------- clients
+
+
+class StoreClient:
+    """Reads a store; sends commands through its inbox to each run's owning runtime."""
+
+    def __init__(self, control: Control, *, tenant_id: str | None, user: str) -> None:
+        self.control = control
+        self.tenant_id = tenant_id
+        self.user = user
+
+    async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]:
+        return await self.control.list_runs(
+            tenant_id=self.tenant_id, status=status, root_run_id=root
+        )
+
+    async def get_run(self, run_id: str) -> dict[str, Any] | None:
+        return await self.control.get_run(run_id, tenant_id=self.tenant_id)
+
+    async def tree(self, run_id: str) -> dict[str, Any] | None:
+        return await self.control.tree(run_id, tenant_id=self.tenant_id)
+
+    async def command(
+        self,
+        run_id: str,
+        kind: SteeringKind,
+        payload: dict[str, Any],
+        *,
+        task_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> dict[str, Any]:
+        tenant = self.tenant_id
+        if tenant is None:  # the store's admin acts in the run's own tenant
+            snap = await self.control.get_run(run_id, tenant_id=None)
+            tenant = snap["tenant_id"] if snap is not None else "default"
+        cmd = SteeringCommand(
+            target=(
+                SteeringTarget.graph_task(run_id, task_id)
+                if task_id is not None
+                else SteeringTarget.agent_run(run_id)
+            ),
+            actor=SteeringActor.human(self.user, tenant_id=tenant, scopes=["agent:control"]),
+            kind=kind,
+            payload=payload,
+            **({"correlation_id": correlation_id} if correlation_id else {}),
+        )
+        receipt = await self.control.submit(cmd)
+        return receipt.model_dump(mode="json")
+
+
+class HttpClient:
+    """Talks to a tinyagents server's operator API with a bearer token."""
+
+    def __init__(self, url: str, token: str, *, timeout_s: float) -> None:
+        self.base = url.rstrip("/") + API_BASE
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.timeout_s = timeout_s
+
+    async def _request(
+        self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None
+    ) -> tuple[int, Any]:
+        import httpx  # lazy: only the --url client needs it
+
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout_s + 5) as http:
+                response = await http.request(
+                    method, self.base + path, params=params, json=body, headers=self.headers
+                )
+        except httpx.HTTPError as exc:
+            raise CliError(f"cannot reach {self.base}: {exc}") from exc
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code in (401, 403):
+            raise CliError(
+                f"the server refused the token ({response.status_code}): {_detail(data)}"
+            )
+        return response.status_code, data
+
+    async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("status", status), ("root_run_id", root)) if v is not None}
+        code, data = await self._request("GET", "/runs", params=params)
+        return _ok(code, data)  # type: ignore[no-any-return]
+
+    async def get_run(self, run_id: str) -> dict[str, Any] | None:
+        code, data = await self._request("GET", f"/runs/{run_id}")
+        return None if code == 404 else _ok(code, data)
+
+    async def tree(self, run_id: str) -> dict[str, Any] | None:
+        code, data = await self._request("GET", f"/runs/{run_id}/tree")
+        return None if code == 404 else _ok(code, data)
+
+    async def command(
+        self,
+        run_id: str,
+        kind: SteeringKind,
+        payload: dict[str, Any],
+        *,
+        task_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if correlation_id:
+            body["correlation_id"] = correlation_id
+        if task_id is not None:
+            path = f"/runs/{run_id}/tasks/{task_id}/commands"
+            body.update(kind=kind.value, payload=payload)
+        elif kind is SteeringKind.ADD_INSTRUCTION:
+            path = f"/runs/{run_id}/steer"
+            body["message"] = payload["text"]
+        else:
+            path = f"/runs/{run_id}/" + ("abort" if kind is SteeringKind.CANCEL else kind.value)
+            body.update(payload)
+        code, data = await self._request("POST", path, body=body)
+        if isinstance(data, dict) and "status" in data and "correlation_id" in data:
+            return data  # a receipt, whatever the HTTP status
+        if code == 404:
+            return {"status": "rejected", "reason": f"not found: run {run_id}", "run_id": None}
+        if code == 504:
+            raise CliError(f"the run's owner did not answer in time: {_detail(data)}")
+        raise CliError(f"the server answered {code}: {_detail(data)}")
+
+
+def _ok(code: int, data: Any) -> Any:
+    if code >= 400:
+        raise CliError(f"the server answered {code}: {_detail(data)}")
+    return data
+
+
+def _detail(data: Any) -> str:
+    if isinstance(data, dict):
+        return str(data.get("detail") or data.get("title") or data)
+    return str(data)
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def runs_table(runs: Sequence[dict[str, Any]]) -> Table:
+    """The runs as a table: id, agent, status, tenant, parent, counters, what waits."""
+    table = Table(title=f"{len(runs)} run(s)", title_justify="left", expand=False)
+    for column in (
+        "run",
+        "agent",
+        "kind",
+        "status",
+        "tenant",
+        "parent",
+        "model",
+        "tools",
+        "pending",
+        "updated",
+    ):
+        table.add_column(column, no_wrap=column in ("run", "parent", "status"))
+    for r in runs:
+        usage = r.get("usage") or {}
+        waiting = len(r.get("pending_commands") or [])
+        interrupts = len(r.get("interrupts") or [])
+        pending = ", ".join(
+            part
+            for part in (
+                f"{waiting} cmd" if waiting else "",
+                f"{interrupts} interrupt" if interrupts else "",
+            )
+            if part
+        )
+        table.add_row(
+            escape(str(r.get("run_id"))),
+            escape(str(r.get("agent_id") or r.get("node_id") or "-")),
+            str(r.get("kind", "")),
+            _status(str(r.get("status", ""))),
+            escape(str(r.get("tenant_id", ""))),
+            escape(str(r.get("parent_run_id") or "-")),
+            str(usage.get("model_calls", "")),
+            str(usage.get("tool_calls", "")),
+            pending or "-",
+            _clock_time(r.get("updated_at")),
+        )
+    return table
+
+
+def run_panel(snap: dict[str, Any]) -> Table:
+    """One run's snapshot as a two-column table, with what waits for it."""
+    table = Table(
+        show_header=False, title=f"run {escape(str(snap.get('run_id')))}", title_justify="left"
+    )
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key in (
+        "status",
+        "agent_id",
+        "kind",
+        "tenant_id",
+        "root_run_id",
+        "parent_run_id",
+        "thread_id",
+        "task_id",
+        "node_id",
+        "depth",
+        "owner",
+        "created_at",
+        "updated_at",
+    ):
+        value = snap.get(key)
+        if value is not None:
+            text = _status(str(value)) if key == "status" else escape(str(value))
+            table.add_row(key, text)
+    usage = snap.get("usage") or {}
+    if usage:
+        table.add_row("usage", escape(", ".join(f"{k}={v}" for k, v in usage.items())))
+    for key in ("tools", "models"):
+        if snap.get(key) is not None:
+            table.add_row(key, escape(", ".join(snap[key]) or "(none)"))
+    for p in snap.get("pending_commands") or []:
+        table.add_row(
+            "pending command",
+            escape(
+                f"{p.get('correlation_id')} {p.get('kind')} ({p.get('state')}) "
+                f"from {p.get('actor')}"
+            ),
+        )
+    for i in snap.get("interrupts") or []:
+        table.add_row(
+            "interrupt",
+            escape(
+                f"{i.get('id')} at {i.get('node')} (task {i.get('task_id')}): "
+                f"{json.dumps(i.get('value'), default=str)}"
+            ),
+        )
+    return table
+
+
+def run_tree(node: dict[str, Any]) -> Tree:
+    """A run and its children (``Control.tree``'s nesting) as a tree."""
+    tree = Tree(_tree_label(node))
+    _grow(tree, node.get("children") or [])
+    return tree
+
+
+def _grow(branch: Tree, children: list[dict[str, Any]]) -> None:
+    for child in children:
+        _grow(branch.add(_tree_label(child)), child.get("children") or [])
+
+
+def _tree_label(node: dict[str, Any]) -> str:
+    usage = node.get("usage") or {}
+    waits = len(node.get("pending_commands") or []) + len(node.get("interrupts") or [])
+    return (
+        f"[bold]{escape(str(node.get('agent_id') or node.get('node_id') or node.get('kind')))}"
+        f"[/bold] {escape(str(node.get('run_id')))} {_status(str(node.get('status')))}"
+        f" · model {usage.get('model_calls', 0)} · tools {usage.get('tool_calls', 0)}"
+        + (f" · [yellow]{waits} waiting[/yellow]" if waits else "")
+    )
+
+
+def receipt_line(receipt: dict[str, Any]) -> str:
+    """A receipt in one line: status, command id, run and (when refused) why."""
+    status = str(receipt.get("status"))
+    color = "green" if status in _DONE else "red"
+    line = f"[{color}]{status}[/{color}] command {escape(str(receipt.get('correlation_id')))}"
+    if receipt.get("run_id"):
+        line += f" for run {escape(str(receipt['run_id']))}"
+    if receipt.get("reason"):
+        line += f": {escape(str(receipt['reason']))}"
+    return line
+
+
+_STATUS_COLORS = {
+    "running": "green",
+    "paused": "yellow",
+    "interrupted": "yellow",
+    "completed": "blue",
+    "cancelled": "magenta",
+    "aborted": "magenta",
+    "failed": "red",
+    "limit_exceeded": "red",
+}
+
+
+def _status(status: str) -> str:
+    color = _STATUS_COLORS.get(status)
+    return f"[{color}]{escape(status)}[/{color}]" if color else escape(status)
+
+
+def _clock_time(at: Any) -> str:
+    text = str(at or "")
+    return text[11:19] if len(text) >= 19 else text or "-"
