@@ -77,6 +77,7 @@ LAZY_ALLOWED = frozenset(
         "aiosqlite",  # a database driver, loaded on connect like asyncpg
         "yaml",  # ~35 ms, only when a supervisor spec is read from YAML
         "biscuit_auth",  # the operator API's tokens (the server extra)
+        "httpx",  # the 'tinyagents runs --url' client
     }
 )
 
