@@ -31,6 +31,7 @@ from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEve
 from tinyagents.harness.litellm_model import LiteLLMModel
 from tinyagents.server.commands import add_commands as add_server_commands
 from tinyagents.server.commands import run_command as run_server_command
+from tinyagents.server.runs_cli import add_runs_command, run_runs_command
 from tinyagents.supervisor.validate import validate_command
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -111,11 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     validate.add_argument("file", help="a YAML file holding a supervisor spec")
     add_server_commands(sub)
+    add_runs_command(sub)
 
     args = parser.parse_args(argv)
     served = run_server_command(args)
     if served is not None:
         return served
+    steered = run_runs_command(args)
+    if steered is not None:
+        return steered
     if args.command == "demo":
         return demo_command(args)
     if args.command == "validate":
