@@ -31,8 +31,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from tinyagents.errors import ConfigurationError
-from tinyagents.harness.litellm_errors import broke_off, classify, empty_response, not_a_stream
+from tinyagents.errors import ConfigurationError, ModelResponseError
+from tinyagents.harness.litellm_errors import (
+    broke_off,
+    classify,
+    empty_response,
+    not_a_stream,
+    where,
+)
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -139,8 +145,18 @@ class LiteLLMModel(Model):
             await chunks.aclose()
         if not any(_carries_content(chunk) for chunk in received):
             raise not_a_stream(_content_type(chunks), model, self.api_base)
-        raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
-        yield StreamChunk(response=_parse_response(raw, litellm))
+        try:
+            raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
+            response = _parse_response(raw, litellm)
+        except Exception as exc:
+            raise ModelResponseError(
+                f"model {model!r} at {where(self.api_base, model)} streamed chunks litellm "
+                f"could not assemble ({type(exc).__name__}: {exc}); not retried: pass "
+                "stream=False to ask this server for whole responses",
+                model=model,
+                api_base=self.api_base,
+            ) from exc
+        yield StreamChunk(response=response)
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {

@@ -139,6 +139,7 @@ class Model(ABC):
     #: The agent loop asks ``stream`` instead of ``request`` and publishes each piece as a
     #: ``model.delta`` event (a UI shows the tokens as they arrive); steering still lands at
     #: the same boundaries, the complete response is what the run goes on with.
+    #: ``LiteLLMModel`` streams unless made with ``stream=False``.
     streams: bool = False
 
     @abstractmethod
