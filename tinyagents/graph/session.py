@@ -117,6 +117,7 @@ class GraphSession:
         target = await self._rewound(head, checkpoint_id)
         if target is head:
             return target
+        assert self.cp is not None  # _rewound refuses a graph without one
         await save(
             self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
         )
