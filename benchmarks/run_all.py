@@ -18,6 +18,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).parent))
 
 import agent_loop
+import checkpoint_backends
 import graph
 import import_time
 import memory
@@ -27,6 +28,7 @@ BENCHMARKS = {
     "steering_throughput": steering_throughput.main,
     "agent_loop": agent_loop.main,
     "graph": graph.main,
+    "checkpoint_backends": checkpoint_backends.main,
     "memory": memory.main,
     "import_time": import_time.main,
 }

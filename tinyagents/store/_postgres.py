@@ -83,12 +83,16 @@ async def open_pool(
     min_size: int,
     max_size: int,
     command_timeout: float | None,
+    settings: dict[str, str] | None = None,
 ) -> tuple[Any, str]:
     """A connection pool whose connections use ``schema`` (created if missing; None: the
-    DSN's own search path), and the name of the schema they write to."""
+    DSN's own search path) and the server ``settings`` given, and the name of the schema
+    they write to."""
     import asyncpg
 
-    settings = {"search_path": quote_ident(schema)} if schema else None
+    settings = dict(settings or {})
+    if schema:
+        settings["search_path"] = quote_ident(schema)
     if schema:
         conn = await asyncpg.connect(dsn)
         try:
@@ -102,7 +106,8 @@ async def open_pool(
         min_size=min_size,
         max_size=max_size,
         command_timeout=command_timeout,
-        server_settings=settings,
+        server_settings=settings or None,
+        reset=_keep,
     )
     try:
         current = await pool.fetchval("SELECT current_schema()")
@@ -115,6 +120,13 @@ async def open_pool(
         await pool.close()
         raise
     return pool, str(current)
+
+
+async def _keep(conn: Any) -> None:
+    """The pool's reset between two uses of a connection: nothing. asyncpg's default costs a
+    round trip per use (UNLISTEN, RESET ALL, unlock all advisory locks...), and pooled
+    connections here never LISTEN, change settings or hold a session lock (the LISTEN and
+    lease connections are separate, unpooled)."""
 
 
 async def migrate(
