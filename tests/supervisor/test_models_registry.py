@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
-from tinyagents.supervisor import SupervisorSpecError
-from tinyagents.supervisor.spec import ModelEntry
+from tinyagents.supervisor import ModelEntry, SupervisorSpecError
 from tinyagents.supervisor.validate import validate_file
 from tinyagents.testkit import EventWaiter, OpenAICompatServer, ScriptedModel, reply, tool_call
 

@@ -4,7 +4,7 @@ See docs/supervisor.md. ``SupervisorSpec`` declares it; the runtime owns the ``S
 that applies it.
 """
 
-from tinyagents.supervisor.spec import SupervisorSpec, SupervisorSpecError
+from tinyagents.supervisor.spec import ModelEntry, SupervisorSpec, SupervisorSpecError
 from tinyagents.supervisor.supervisor import Supervisor
 
-__all__ = ["Supervisor", "SupervisorSpec", "SupervisorSpecError"]
+__all__ = ["ModelEntry", "Supervisor", "SupervisorSpec", "SupervisorSpecError"]
