@@ -184,8 +184,7 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
 
 
 async def _output(run: TaskRun, task: Task, attempt: int) -> Any:
-    """What the node returned, or the ``Command.PARENT`` of a sub-graph it called (which
-    counts as this task's output, as it would for a sub-graph node)."""
+    """What the node returned, or the ``Command.PARENT`` of a sub-graph it called."""
     try:
         return await _invoke(run, task, attempt)
     except CalledCommand as called:
@@ -193,6 +192,8 @@ async def _output(run: TaskRun, task: Task, attempt: int) -> Any:
 
 
 def called_output(called: CalledCommand) -> Command:
+    """The ``Command.PARENT`` of a sub-graph a node called, as that node's output (what it
+    is for a sub-graph node)."""
     cmd: Command = called.command
     return Command(update=cmd.update, goto=cmd.goto)
 
@@ -212,7 +213,11 @@ async def call_node(run: TaskRun, task: Task) -> None:
         if spec.retry is None and spec.timeout is None:
             task.attempts = 1
             try:
-                read_output(run, task, await _output(run, task, 1))
+                out = await _invoke(run, task, 1)
+            except CalledCommand as called:
+                out = called_output(called)
+            try:
+                read_output(run, task, out)
             except ParentCommand:
                 _check_parent(run, task)
                 raise
