@@ -95,9 +95,8 @@ def test_the_timeline_listens_for_every_event_type() -> None:
 
 @pytest.fixture
 async def base_url() -> AsyncIterator[str]:
-    from tinyagents.server.app import create_app
-    from tinyagents.server.control import Control
-    from tinyagents.server.serve import bind, serving, url_of
+    from tinyagents.server import Control, bind, create_app, serving
+    from tinyagents.server.serve import url_of
 
     async with Runtime() as runtime:
         control = Control(runtime)

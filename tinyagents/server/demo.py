@@ -23,6 +23,7 @@ from typing import Any, TypedDict
 from tinyagents.demo import Cues, build_agents
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.runs.handle import RunHandle
 from tinyagents.runtime import Runtime
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
@@ -90,9 +91,20 @@ async def research_tree(runtime: Runtime, tenant_id: str, think_s: float) -> Non
         handle = await runtime.start(
             build_agents(cues, None, think_s=think_s), TASK, tenant_id=tenant_id
         )
-        await handle.result()
+        await until_ended(handle)
     finally:
         runtime.bus.remove_sink(cue)
+
+
+async def until_ended(handle: RunHandle) -> None:
+    """Wait until the run ends; when the demo is stopped meanwhile, the run is cancelled too."""
+    try:
+        await handle.result()
+    except asyncio.CancelledError:
+        if not handle.status.finished:
+            with contextlib.suppress(Exception):
+                await handle.cancel("the serve demo stopped")
+        raise
 
 
 class Refund(TypedDict, total=False):
@@ -128,5 +140,5 @@ async def refund_approvals(runtime: Runtime, tenant_id: str) -> None:
             tenant_id=tenant_id,
         )
         with contextlib.suppress(Exception):  # a failed or cancelled question: ask the next
-            await handle.result()
+            await until_ended(handle)
         await asyncio.sleep(BETWEEN_S)
