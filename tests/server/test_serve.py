@@ -1,0 +1,149 @@
+"""``tinyagents serve`` and ``tinyagents token`` as a user runs them: real processes, real HTTP."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TINYAGENTS_DEMO_THINK_S": "0.2"}
+ENV.pop("TINYAGENTS_SERVER_KEY", None)
+
+
+def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tinyagents.cli", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@contextmanager
+def serve(*args: str, cwd: Path) -> Iterator[tuple[str, str | None, list[str]]]:
+    """A ``tinyagents serve --port 0 ...`` process: (url, printed token, printed lines)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tinyagents.cli", "serve", "--port", "0", *args],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"serve exited: {proc.wait()} {proc.stderr.read()}")  # type: ignore[union-attr]
+            lines.append(line.rstrip("\n"))
+            if "Ctrl+C" in line:
+                break
+        text = "\n".join(lines)
+        url = re.search(r"at (http://[\d.:]+)/", text)
+        token = re.search(r"Authorization: Bearer (\S+)", text)
+        assert url, text
+        yield url.group(1), token.group(1) if token else None, lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert code == 0, proc.stderr.read() if proc.stderr else code
+
+
+def test_serve_prints_a_url_and_a_token_the_api_accepts(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    with serve("--store", store, cwd=tmp_path) as (url, token, lines):
+        assert token is not None
+        assert any(f"{url}/#token={token}" in line for line in lines)
+        api = f"{url}/api/agents"
+        assert httpx.get(f"{api}/runs").status_code == 401
+        r = httpx.get(f"{api}/runs", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200 and r.json() == []
+        assert httpx.get(f"{api}/openapi.json").json()["info"]["title"]
+        assert "<html" in httpx.get(f"{url}/").text
+        # token mint with the same store finds the same key (the file beside the store).
+        minted = tinyagents(
+            "token",
+            "mint",
+            "--tenant",
+            "acme",
+            "--user",
+            "alice",
+            "--rights",
+            "agent:observe",
+            "--store",
+            store,
+            cwd=tmp_path,
+        )
+        assert minted.returncode == 0, minted.stderr
+        alice = minted.stdout.strip()
+        r = httpx.get(f"{api}/runs", headers={"Authorization": f"Bearer {alice}"})
+        assert r.status_code == 200
+        narrowed = tinyagents(
+            "token", "attenuate", alice, "--run", "r-1", "--store", store, cwd=tmp_path
+        ).stdout.strip()
+        r = httpx.get(f"{api}/runs/r-2", headers={"Authorization": f"Bearer {narrowed}"})
+        assert r.status_code == 404
+    key = tmp_path / "runs.db.server-key"
+    assert key.stat().st_mode & 0o777 == 0o600
+
+
+def test_serve_demo_runs_agents_an_operator_can_see(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    with serve("--store", store, "--demo", cwd=tmp_path) as (url, token, _):
+        headers = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 30
+        runs: list[dict[str, object]] = []
+        while time.monotonic() < deadline and not runs:
+            runs = httpx.get(f"{url}/api/agents/runs", headers=headers).json()
+            time.sleep(0.2)
+        assert runs and {r["tenant_id"] for r in runs} == {"default"}
+
+
+def test_insecure_dev_needs_no_token_and_binds_loopback_only(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'dev.db'}"
+    with serve("--store", store, "--insecure-dev", cwd=tmp_path) as (url, token, lines):
+        assert token is None and url.startswith("http://127.0.0.1:")
+        assert any("INSECURE" in line for line in lines)
+        assert httpx.get(f"{url}/api/agents/runs").status_code == 200
+    refused = tinyagents(
+        "serve", "--insecure-dev", "--host", "0.0.0.0", "--store", store, cwd=tmp_path
+    )
+    assert refused.returncode == 2 and "127.0.0.1 only" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "--store", "memory://"], "no server key"),
+        (
+            ["token", "mint", "--tenant", "a", "--user", "u", "--store", "memory://"],
+            "no server key",
+        ),
+        (["token", "mint", "--tenant", "a", "--user", "u", "--rights", "root"], "unknown right"),
+        (["token", "attenuate", "not-a-token"], "not a valid Biscuit"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = tinyagents(*args, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
