@@ -48,6 +48,13 @@ def add_commands(sub: Any) -> None:
     )
     srv.add_argument("--tenant", default="default", help="tenant of the printed token")
     srv.add_argument("--user", default="operator", help="user of the printed token")
+    srv.add_argument(
+        "--workers", type=int, default=1, help="worker processes on the port (1; more need --redis)"
+    )
+    srv.add_argument(
+        "--redis", default=None, help="Redis URL the workers share for control (docs/deploy.md)"
+    )
+    srv.add_argument("--redis-prefix", default="tinyagents", help="key prefix in Redis")
 
     tok = sub.add_parser("token", help="mint or attenuate operator API tokens")
     tsub = tok.add_subparsers(dest="token_command", required=True)
@@ -93,6 +100,9 @@ def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | No
                 demo=args.demo,
                 tenant=args.tenant,
                 user=args.user,
+                workers=args.workers,
+                redis=args.redis,
+                redis_prefix=args.redis_prefix,
             )
             try:
                 return asyncio.run(serve(options, out))

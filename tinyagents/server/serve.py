@@ -3,6 +3,9 @@
     tinyagents serve                       # http://127.0.0.1:8000, store sqlite:///tinyagents.db
     tinyagents serve --demo                # with the demo's agents running, to click around
     tinyagents serve --insecure-dev        # no tokens at all: 127.0.0.1 only
+    tinyagents serve --workers 4 --redis redis://127.0.0.1:6379/0 --store postgresql://...
+                                           # 4 processes on one port, each its own runtime,
+                                           # sharing Redis for control (docs/deploy.md)
 
 The server signs and checks tokens with the key ``Auth.resolve`` finds: ``--key-file``, else
 ``TINYAGENTS_SERVER_KEY``, else the file beside the SQLite store (created on first use, mode
@@ -25,6 +28,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from tinyagents.distributed import RedisControl
 from tinyagents.errors import ConfigurationError
 from tinyagents.runtime import Runtime
 from tinyagents.server.app import BASE, create_app
@@ -37,6 +41,7 @@ from tinyagents.server.auth import (
 )
 from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
+from tinyagents.server.workers import run_workers
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -56,6 +61,10 @@ class ServeOptions:
     demo: bool = False
     tenant: str = "default"
     user: str = "operator"
+    #: Worker processes sharing the port; more than one needs ``redis``.
+    workers: int = 1
+    redis: str | None = None
+    redis_prefix: str = "tinyagents"
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -150,16 +159,48 @@ def resolve_auth(options: ServeOptions) -> Auth | None:
 
 async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
+    if options.workers > 1 and options.redis is None:
+        raise ConfigurationError(
+            f"--workers {options.workers} needs --redis URL: the workers find each other's "
+            "runs there (docs/deploy.md)"
+        )
     auth = resolve_auth(options)
     host = "127.0.0.1" if options.insecure_dev else options.host
     sock = bind(host, options.port)
-    async with Runtime(store=options.store) as runtime:
-        control = Control(runtime)
+    if options.workers > 1:
+        return await run_workers(
+            _worker_main,
+            [(options, sock, i) for i in range(options.workers)],
+            started=lambda: _announce(options, auth, url_of(sock), out),
+        )
+    return await serve_worker(options, sock, 0, out)
+
+
+def _worker_main(options: ServeOptions, sock: socket.socket, index: int) -> int:
+    """A worker process of ``serve --workers N`` (the parent announces the server)."""
+    return asyncio.run(serve_worker(options, sock, index, None))
+
+
+async def serve_worker(
+    options: ServeOptions, sock: socket.socket, index: int, out: IO[str] | None
+) -> int:
+    """One worker: a runtime (and its seat on Redis, with ``--redis``) serving on ``sock``;
+    ``out``: where to announce the server (``None``: the parent process does)."""
+    auth = resolve_auth(options)
+    worker_id = f"{socket.gethostname()}-{sock.getsockname()[1]}-{index}"
+    async with (
+        Runtime(store=options.store) as runtime,
+        RedisControl(
+            runtime, options.redis, worker_id=worker_id, prefix=options.redis_prefix
+        ) as redis,
+    ):
+        control = Control(runtime, redis=redis)
         app = create_app(control, auth=auth)
-        demo = _start_demo(runtime, options.tenant) if options.demo else None
+        demo = _start_demo(runtime, options.tenant) if options.demo and index == 0 else None
         try:
             async with serving(app, sock) as server:
-                _announce(options, auth, url_of(sock), out)
+                if out is not None:
+                    _announce(options, auth, url_of(sock), out)
                 _stop_on_signals(server)
                 while not server.should_exit:
                     if demo is not None and demo.done():
