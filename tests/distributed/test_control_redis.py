@@ -39,10 +39,10 @@ async def test_control_lists_and_steers_another_workers_run_through_redis(
         lambda: control.list_runs(tenant_id="acme"),
         lambda runs: any(r["run_id"] == handle.run_id for r in runs),
     )
-    assert next(r for r in runs if r["run_id"] == handle.run_id)["owner"] == "a"
+    assert next(r for r in runs if r["run_id"] == handle.run_id)["worker"] == "a"
     assert await control.list_runs(tenant_id="globex") == []
     snap = await control.get_run(handle.run_id, tenant_id="acme")
-    assert snap is not None and snap["owner"] == "a"
+    assert snap is not None and snap["worker"] == "a"
     assert await control.get_run(handle.run_id, tenant_id="globex") is None
 
     receipt = await control.submit(command(handle.run_id, "pause"))

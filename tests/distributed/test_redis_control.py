@@ -82,7 +82,7 @@ async def test_a_run_on_worker_a_is_listed_paused_steered_and_resumed_through_wo
     run_id = await a.call("start", run_id="run-1", tenant="acme", turns=400, tick_s=0.02)
 
     seen = await listed(b, run_id)
-    assert seen["owner"] == "a" and seen["status"] == "running"
+    assert seen["worker"] == "a" and seen["status"] == "running"
     assert seen["usage"]["model_calls"] >= 0 and "updated_at" in seen
     assert all(r["run_id"] != run_id for r in await b.call("list", tenant="globex"))
 

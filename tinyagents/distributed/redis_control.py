@@ -6,7 +6,7 @@
 
 Three jobs (the key names and entry fields are in ``tinyagents.distributed.wire``):
 
-* **Mirror.** The worker's runs are written to a hash of its own as snapshots (``owner``,
+* **Mirror.** The worker's runs are written to a hash of its own as snapshots (``worker``,
   ``updated_at``, live counters), rewritten when an event says a run moved (at most every
   ``throttle_s``) and all of them every ``heartbeat_s``; the hash expires ``ttl_s`` after the
   last heartbeat, so a dead worker's runs leave the listing by themselves.
@@ -256,7 +256,7 @@ class RedisControl:
         snapshot = await self._find(run_id)
         if snapshot is None or not _visible(cmd, snapshot):
             return _refuse(cmd, not_found(cmd), run_id=None)
-        owner = str(snapshot["owner"])
+        owner = str(snapshot["worker"])
         request_id = _clock.new_id("req")
         envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
@@ -284,7 +284,7 @@ class RedisControl:
         self, tenant_id: str | None, *, status: str | None = None
     ) -> list[dict[str, Any]]:
         """Snapshots of every live worker's runs (``tenant_id=None``: every tenant's), each with
-        its ``owner``; this worker's own runs are read locally, so they show during an outage."""
+        its ``worker``; this worker's own runs are read locally, so they show during an outage."""
         runs = {s["run_id"]: s for s in self._local_snapshots(tenant_id)}
         if self._redis is not None:
             try:
@@ -586,10 +586,9 @@ class RedisControl:
         ]
 
     def _stamp(self, snapshot: dict[str, Any]) -> dict[str, Any]:
-        """The runtime's live snapshot, owned by this worker on the control plane (its
-        ``owner`` names the worker's stream; the runtime's own id stays as ``runtime_id``)."""
-        snapshot["runtime_id"] = snapshot.get("owner")
-        snapshot["owner"] = self.worker_id
+        """The runtime's live snapshot (``owner``: the runtime's id) with ``worker``: the
+        worker whose stream takes the run's commands."""
+        snapshot["worker"] = self.worker_id
         return snapshot
 
     # ------------------------------------------------------------------ outages

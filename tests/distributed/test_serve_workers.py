@@ -1,0 +1,78 @@
+"""``tinyagents serve --workers 2 --redis URL``: two worker processes on one port, each its own
+runtime and seat on Redis; whichever worker answers, every run is listed and controllable."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from test_redis_control import eventually
+
+BASE = "/api/agents"
+
+
+async def test_two_workers_list_and_steer_every_run_whichever_answers(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    import redis.asyncio as aioredis
+
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from tinyagents.cli import main; main()",
+        "serve", "--workers", "2", "--redis", redis_url, "--redis-prefix", prefix,
+        "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--insecure-dev", "--port", "0", "--demo",
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    client = aioredis.from_url(redis_url)
+    try:
+        assert server.stdout is not None
+        first = (await asyncio.wait_for(server.stdout.readline(), 60)).decode()
+        found = re.search(r"http://[\d.]+:\d+", first)
+        assert found, first
+        url = found.group(0)
+        workers = await eventually(
+            lambda: client.zrange(f"{prefix}:workers", 0, -1), lambda w: len(w) == 2, within=60
+        )
+        # a fresh connection per request: the kernel hands them to either worker
+        fresh = httpx.Limits(max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=url, limits=fresh, timeout=30) as http:
+
+            async def running() -> list[dict[str, Any]]:
+                r = await http.get(f"{BASE}/runs", params={"status": "running"})
+                assert r.status_code == 200, r.text
+                return list(r.json())
+
+            runs = await eventually(running, lambda runs: len(runs) > 0, within=60)
+            run_id, owner = runs[0]["run_id"], runs[0]["owner"]
+            # the run is in the mirror of one of the two workers
+            held = [
+                w for w in workers if await client.hexists(f"{prefix}:runs:{w.decode()}", run_id)
+            ]
+            assert len(held) == 1
+            for _ in range(6):  # whichever worker serves it, the run reads the same
+                snap = await http.get(f"{BASE}/runs/{run_id}")
+                assert snap.status_code == 200 and snap.json()["owner"] == owner
+                listed = await http.get(f"{BASE}/runs")
+                assert run_id in {r["run_id"] for r in listed.json()}
+            (other,) = [w.decode() for w in workers if w not in held]
+            for i in range(40):  # until a command went through the other worker (via Redis)
+                kind = ("pause", "resume")[i % 2]
+                r = await http.post(f"{BASE}/runs/{run_id}/{kind}", json={})
+                assert r.status_code == 200, r.text
+                assert r.json()["status"] == "accepted", r.json()
+                if i % 2 and await client.xlen(f"{prefix}:reply:{other}"):
+                    break
+            assert await client.xlen(f"{prefix}:reply:{other}") > 0
+            steering = (await http.get(f"{BASE}/runs/{run_id}/steering")).json()
+            assert steering
+    finally:
+        await client.aclose()
+        if server.returncode is None:
+            server.terminate()
+            await asyncio.wait_for(server.wait(), 60)
+    assert server.returncode == 0
