@@ -18,7 +18,17 @@ from typing import Any
 
 import pytest
 
-from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, Usage, tool
+from tinyagents import (
+    Agent,
+    LiteLLMModel,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    SubAgentTool,
+    Usage,
+    tool,
+)
 from tinyagents.errors import (
     ModelAuthenticationError,
     ModelEmptyResponse,
@@ -34,6 +44,7 @@ from tinyagents.testkit import (
     EventWaiter,
     Fault,
     OpenAICompatServer,
+    ScriptedModel,
     reply,
     tool_call,
     tool_calls,
@@ -223,3 +234,22 @@ async def test_a_streamed_response_past_the_token_budget_ends_limit_exceeded(str
     assert result.status is RunStatus.LIMIT_EXCEEDED
     assert "used 70, allowed 50" in (result.error or "")
     assert result.output == "one two three four five six"
+
+
+async def test_a_childs_tokens_reach_the_parents_handle_stream_as_they_arrive() -> None:
+    async with OpenAICompatServer(["found two charges"]) as server, Runtime() as rt:
+        child = Agent("researcher", model_for(server))
+        parent = Agent(
+            "lead",
+            ScriptedModel([tool_call("researcher", {"input": "look"}), reply("done")]),
+            tools=[SubAgentTool(SubAgent(child))],
+        )
+        handle = await rt.start(parent, "go")
+        pieces = [e async for e in handle.stream("messages")]
+        result = await handle.result()
+        (child_run,) = [i.run_id for i in rt.runs.list() if i.parent_run_id == handle.run_id]
+
+    assert result.status is RunStatus.COMPLETED
+    assert all(isinstance(e, ModelDeltaEvent) and e.run_id == child_run for e in pieces)
+    assert [e.text for e in pieces] == ["found", " two", " charges"]
+    assert {e.agent_id for e in pieces} == {"researcher"}
