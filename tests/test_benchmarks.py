@@ -42,3 +42,22 @@ def test_the_import_benchmark_times_a_fresh_interpreter_and_sees_no_heavy_depend
     assert results["import_ms"] > 0 and results["floor_ms"] > 0
     assert results["heavy_loaded"] == [], "import tinyagents loaded a lazy dependency"
     assert "tinyagents / floor" in import_time.report(results)
+
+
+def test_the_operator_benchmark_applies_each_command_sent_three_ways() -> None:
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / "operator.py"
+    spec = importlib.util.spec_from_file_location("operator_bench", path)
+    assert spec is not None and spec.loader is not None
+    operator_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(operator_bench)
+
+    # _one raises unless each command is accepted and its steering.applied event is seen.
+    results: dict[str, Any] = operator_bench.run(run_counts=(3,), commands=4)
+    (scenario,) = results["scenarios"]
+    assert scenario["runs"] == 3 and scenario["commands"] == 4
+    assert set(scenario["ways"]) == {"in-process", "HTTP", "through the store"}
+    for way in scenario["ways"].values():
+        assert 0 < way["p50_ms"] <= way["p99_ms"] <= way["max_ms"]
+    assert "through the store" in operator_bench.report(results)
