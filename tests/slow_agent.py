@@ -7,6 +7,8 @@ Also a script, for tests with two real processes:
   runtime on ``STORE_URL`` (``DEDUPE_HORIZON`` from the environment, if set), writes the run
   id and the runtime id to ``RUN_ID_FILE`` once the run's snapshot is in the store, and prints
   the run's result when it has ended;
+- ``python tests/slow_agent.py own-graph STORE_URL RUN_ID_FILE [TENANT]`` the same with a graph
+  run whose task waits on an interrupt (a refund to approve);
 - ``python tests/slow_agent.py submit STORE_URL RUN_ID CID TEXT [GO_FILE]`` waits for
   ``GO_FILE`` to exist (a start line for racing submitters), submits an instruction from a
   human of tenant ``acme`` through the store and prints the receipt as JSON.
@@ -30,6 +32,7 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.harness import ModelRequest, ModelResponse
+from tinyagents.server.demo import refund_graph
 from tinyagents.steering.remote import submit_through_store
 from tinyagents.store import open_store
 from tinyagents.testkit import FunctionModel, reply, tool_call
@@ -58,10 +61,18 @@ def slow_agent(name: str = "slow", *, think_s: float = 0.05, max_steps: int = 20
     )
 
 
-async def _own(store_url: str, out: Path, tenant: str) -> None:
+async def _own(store_url: str, out: Path, tenant: str, graph: bool = False) -> None:
     horizon = int(os.environ.get("DEDUPE_HORIZON", "100000"))
     async with Runtime(store=store_url, dedupe_horizon=horizon) as rt:
-        handle = await rt.start(slow_agent(), "work slowly", tenant_id=tenant)
+        if graph:  # a graph run whose task waits for an approval
+            handle = await rt.start_graph(
+                refund_graph(),
+                {"invoice": "#7", "amount": "5 EUR"},
+                thread_id="refund-7",
+                tenant_id=tenant,
+            )
+        else:
+            handle = await rt.start(slow_agent(), "work slowly", tenant_id=tenant)
         while await rt.store.load_run(handle.run_id) is None:  # noqa: ASYNC110 - another process reads it
             await asyncio.sleep(0.02)
         tmp = out.with_suffix(".tmp")
@@ -94,8 +105,9 @@ async def _submit(store_url: str, run_id: str, cid: str, text: str, go: Path | N
 if __name__ == "__main__":
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     mode, args = sys.argv[1], sys.argv[2:]
-    if mode == "own":
-        asyncio.run(_own(args[0], Path(args[1]), args[2] if len(args) > 2 else "acme"))
+    if mode in ("own", "own-graph"):
+        tenant = args[2] if len(args) > 2 else "acme"
+        asyncio.run(_own(args[0], Path(args[1]), tenant, graph=mode == "own-graph"))
     else:
         go_file = Path(args[4]) if len(args) > 4 else None
         asyncio.run(_submit(args[0], args[1], args[2], args[3], go_file))

@@ -343,10 +343,8 @@ class HttpClient:
             data = response.json()
         except ValueError:
             data = None
-        if response.status_code in (401, 403):
-            raise CliError(
-                f"the server refused the token ({response.status_code}): {_detail(data)}"
-            )
+        if response.status_code == 401:
+            raise CliError(f"the server refused the token: {_detail(data)}")
         return response.status_code, data
 
     async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]:
@@ -386,8 +384,9 @@ class HttpClient:
         code, data = await self._request("POST", path, body=body)
         if isinstance(data, dict) and "status" in data and "correlation_id" in data:
             return data  # a receipt, whatever the HTTP status
-        if code == 404:
-            return {"status": "rejected", "reason": f"not found: run {run_id}", "run_id": None}
+        if code in (403, 404):  # not allowed to control; not found (or another tenant's)
+            reason = f"not found: run {run_id}" if code == 404 else f"forbidden: {_detail(data)}"
+            return {"status": "rejected", "reason": reason, "run_id": None}
         if code == 504:
             raise CliError(f"the run's owner did not answer in time: {_detail(data)}")
         raise CliError(f"the server answered {code}: {_detail(data)}")
@@ -409,43 +408,34 @@ def _detail(data: Any) -> str:
 
 
 def runs_table(runs: Sequence[dict[str, Any]]) -> Table:
-    """The runs as a table: id, agent, status, tenant, parent, counters, what waits."""
-    table = Table(title=f"{len(runs)} run(s)", title_justify="left", expand=False)
-    for column in (
-        "run",
-        "agent",
-        "kind",
-        "status",
-        "tenant",
-        "parent",
-        "model",
-        "tools",
-        "pending",
-        "updated",
-    ):
-        table.add_column(column, no_wrap=column in ("run", "parent", "status"))
+    """The runs as a table that fits 80 columns: id, agent, status, tenant, model and tool
+    calls, what waits for the run (commands, interrupts), last update (``show`` and ``tree``
+    tell the rest)."""
+    table = Table(title=f"{len(runs)} run(s)", title_justify="left")
+    table.add_column("run", no_wrap=True)
+    table.add_column("agent")
+    table.add_column("status", no_wrap=True)
+    table.add_column("tenant")
+    table.add_column("model/tools", justify="right", no_wrap=True)
+    table.add_column("waiting")
+    table.add_column("updated", no_wrap=True)
     for r in runs:
         usage = r.get("usage") or {}
-        waiting = len(r.get("pending_commands") or [])
-        interrupts = len(r.get("interrupts") or [])
-        pending = ", ".join(
-            part
-            for part in (
-                f"{waiting} cmd" if waiting else "",
-                f"{interrupts} interrupt" if interrupts else "",
+        waiting = [
+            f"{n} {what}"
+            for n, what in (
+                (len(r.get("pending_commands") or []), "cmd"),
+                (len(r.get("interrupts") or []), "interrupt"),
             )
-            if part
-        )
+            if n
+        ]
         table.add_row(
             escape(str(r.get("run_id"))),
-            escape(str(r.get("agent_id") or r.get("node_id") or "-")),
-            str(r.get("kind", "")),
+            escape(str(r.get("agent_id") or r.get("node_id") or r.get("kind") or "-")),
             _status(str(r.get("status", ""))),
             escape(str(r.get("tenant_id", ""))),
-            escape(str(r.get("parent_run_id") or "-")),
-            str(usage.get("model_calls", "")),
-            str(usage.get("tool_calls", "")),
-            pending or "-",
+            f"{usage.get('model_calls', 0)}/{usage.get('tool_calls', 0)}",
+            ", ".join(waiting) or "-",
             _clock_time(r.get("updated_at")),
         )
     return table

@@ -1,0 +1,272 @@
+"""``tinyagents runs ...`` (issue 13 item 6) against a store file another process's runtime
+writes, and against a real server over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.slow_agent import slow_agent
+from tinyagents import Runtime
+from tinyagents.cli import main
+from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.server.demo import refund_graph
+
+HELPER = Path(__file__).parent / "slow_agent.py"
+CLI = str(Path(sys.executable).parent / "tinyagents")
+
+
+class Owner:
+    """Another process: a runtime on ``url`` running a slow agent (or a refund graph)."""
+
+    def __init__(self, tmp_path: Path, mode: str = "own") -> None:
+        self.db = tmp_path / "runs.db"
+        self.url = f"sqlite:///{self.db}"
+        ids = tmp_path / "run.json"
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HELPER), mode, self.url, str(ids)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        deadline = time.monotonic() + 30
+        while not ids.exists():
+            assert self.proc.poll() is None, self.proc.stderr.read()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the owner process did not start"
+            time.sleep(0.02)
+        self.run_id = json.loads(ids.read_text())["run_id"]
+
+    def result(self) -> dict[str, Any]:
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err.decode()
+        return json.loads(out.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def owner(tmp_path: Path) -> Iterator[Owner]:
+    started = Owner(tmp_path)
+    yield started
+    started.stop()
+
+
+def runs(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["runs", *argv])
+    return code, capsys.readouterr().out
+
+
+def runs_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
+    code, out = runs(capsys, *argv, "--json")
+    return code, json.loads(out)
+
+
+def until_status(
+    capsys: pytest.CaptureFixture[str], where: list[str], run_id: str, status: str
+) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while True:
+        _, snap = runs_json(capsys, "show", run_id, *where)
+        if snap.get("status") == status or time.monotonic() > deadline:
+            assert snap.get("status") == status, snap
+            return snap  # type: ignore[no-any-return]
+        time.sleep(0.05)
+
+
+def test_list_show_tree_and_steer_through_a_store(
+    owner: Owner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--store", owner.url]
+    code, listed = runs_json(capsys, "list", *where)
+    assert code == 0 and [r["run_id"] for r in listed] == [owner.run_id]
+    assert listed[0]["status"] == "running" and listed[0]["tenant_id"] == "acme"
+    code, table = runs(capsys, "list", *where)
+    assert code == 0 and owner.run_id in table and "running" in table and "slow" in table
+    assert runs_json(capsys, "list", *where, "--status", "completed") == (0, [])
+    code, snap = runs_json(capsys, "show", owner.run_id, *where)
+    assert code == 0 and snap["owner"] and snap["usage"]["model_calls"] >= 0
+    code, shown = runs(capsys, "show", owner.run_id, *where)
+    assert code == 0 and "owner" in shown and "running" in shown
+    code, tree = runs(capsys, "tree", owner.run_id, *where)
+    assert code == 0 and owner.run_id in tree and "slow" in tree
+
+    code, receipt = runs_json(
+        capsys, "steer", owner.run_id, "note billing", *where, "--correlation-id", "c-cli"
+    )
+    assert code == 0 and receipt["status"] == "accepted" and receipt["run_id"] == owner.run_id
+    code, again = runs_json(
+        capsys, "steer", owner.run_id, "note billing", *where, "--correlation-id", "c-cli"
+    )
+    assert code == 0 and again["status"] == "duplicate"
+
+    assert runs_json(capsys, "pause", owner.run_id, *where)[1]["status"] == "accepted"
+    until_status(capsys, where, owner.run_id, "paused")
+    code, line = runs(capsys, "resume", owner.run_id, *where)
+    assert code == 0 and "accepted" in line
+    until_status(capsys, where, owner.run_id, "running")
+    code, receipt = runs_json(capsys, "steer", owner.run_id, "please finish", *where)
+    assert code == 0 and receipt["status"] == "accepted"
+    steered = json.loads(owner.result()["output"])["steered"]
+    assert sum("note billing" in t for t in steered) == 1
+
+    code, late = runs_json(capsys, "cancel", owner.run_id, *where)
+    assert code == 1 and late["status"] == "rejected" and "target finished" in late["reason"]
+
+
+def test_tenants_unknown_runs_and_missing_stores(
+    owner: Owner, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--store", owner.url, "--tenant", "globex"]
+    assert runs_json(capsys, "list", *where) == (0, [])
+    code, out = runs_json(capsys, "show", owner.run_id, *where)
+    assert code == 1 and out["error"] == "not found"
+    code, receipt = runs_json(capsys, "steer", owner.run_id, "x", *where)
+    assert code == 1 and receipt["reason"] == f"not found: run {owner.run_id}"
+    code, out = runs(capsys, "show", "r-nope", "--store", owner.url)
+    assert code == 1 and "not found" in out
+    code = main(["runs", "list", "--store", f"sqlite:///{tmp_path / 'nothing.db'}"])
+    assert code == 2 and not (tmp_path / "nothing.db").exists()
+    assert "no store file" in capsys.readouterr().err
+    code = main(["runs", "steer", owner.run_id, "  ", "--store", owner.url])
+    assert code == 2 and "empty" in capsys.readouterr().err
+    # the run was never touched: it still finishes on its own command only
+    assert (
+        runs_json(capsys, "cancel", owner.run_id, "--store", owner.url)[1]["status"] == "accepted"
+    )
+    assert owner.result()["status"] == "cancelled"
+
+
+def test_approve_a_pending_interrupt_through_a_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    graph_owner = Owner(tmp_path, mode="own-graph")
+    try:
+        where = ["--store", graph_owner.url]
+        deadline = time.monotonic() + 20
+        while True:
+            _, snap = runs_json(capsys, "show", graph_owner.run_id, *where)
+            if snap["interrupts"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        (interrupt,) = snap["interrupts"]
+        code, out = runs(capsys, "show", graph_owner.run_id, *where)
+        assert "interrupt" in out and interrupt["id"] in out
+        code = main(["runs", "approve", graph_owner.run_id, *where, "--interrupt", "i-nope"])
+        assert code == 2 and interrupt["id"] in capsys.readouterr().err
+        code, receipt = runs_json(capsys, "approve", graph_owner.run_id, *where, "--value", '"ok"')
+        assert code == 0 and receipt["status"] == "accepted", receipt
+        assert graph_owner.result()["output"]["decision"] == "refunded"
+    finally:
+        graph_owner.stop()
+
+
+async def cli(*argv: str, token: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        CLI,
+        "runs",
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={
+            **os.environ,
+            "TINYAGENTS_TOKEN": token,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "COLUMNS": "200",
+        },
+    )
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_same_actions_over_http() -> None:
+    auth = Auth(Auth.generate_key())
+    acme = auth.mint(user="alice", tenant="acme", rights=["agent:observe", "agent:control"])
+    globex = auth.mint(user="mallory", tenant="globex", rights=["agent:observe", "agent:control"])
+    reader = auth.mint(user="bob", tenant="acme", rights=["agent:observe"])
+    async with Runtime() as rt:
+        control = Control(rt)
+        sock = bind("127.0.0.1", 0)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        async with serving(create_app(control, auth=auth, console=False), sock):
+            agent = await rt.start(slow_agent(), "work", tenant_id="acme")
+            graph = await rt.start_graph(
+                refund_graph(),
+                {"invoice": "#8", "amount": "1 EUR"},
+                thread_id="t-8",
+                tenant_id="acme",
+            )
+            code, out, err = await cli("list", "--url", url, "--json", token=acme)
+            assert code == 0, err
+            listed = {r["run_id"] for r in json.loads(out)}
+            assert {agent.run_id, graph.run_id} <= listed  # with the graph's task runs
+            code, out, _ = await cli("list", "--url", url, token=acme)
+            assert code == 0 and agent.run_id in out and "running" in out
+            code, out, _ = await cli("list", "--url", url, "--json", token=globex)
+            assert code == 0 and json.loads(out) == []
+            code, out, _ = await cli("show", agent.run_id, "--url", url, token=globex)
+            assert code == 1 and "not found" in out
+            code, out, _ = await cli("tree", agent.run_id, "--url", url, "--json", token=acme)
+            assert code == 0 and json.loads(out)["run_id"] == agent.run_id
+
+            code, out, _ = await cli(
+                "steer", agent.run_id, "note http", "--url", url, "--json", token=reader
+            )
+            assert code == 1 and json.loads(out)["status"] == "rejected"
+            code, out, _ = await cli(
+                "steer", agent.run_id, "x", "--url", url, "--json", token=globex
+            )
+            assert code == 1
+            code, out, _ = await cli("pause", agent.run_id, "--url", url, "--json", token=acme)
+            assert code == 0 and json.loads(out)["status"] == "accepted"
+            code, out, _ = await cli("resume", agent.run_id, "--url", url, token=acme)
+            assert code == 0 and "accepted" in out
+            code, out, _ = await cli(
+                "steer",
+                agent.run_id,
+                "please finish",
+                "--url",
+                url,
+                "--json",
+                "--correlation-id",
+                "c-http",
+                token=acme,
+            )
+            assert code == 0 and json.loads(out)["status"] == "accepted"
+            result = await agent.result()
+            assert "please finish" in result.output and "note http" not in result.output
+
+            async with asyncio.timeout(10):
+                while not rt.live_snapshots([graph.run_id])[0]["interrupts"]:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            code, out, err = await cli("approve", graph.run_id, "--url", url, "--json", token=acme)
+            assert code == 0 and json.loads(out)["status"] == "accepted", err
+            assert (await graph.result()).output["decision"] == "refunded"
+
+            # in-process, a command for a finished run is accepted, then fails (DESIGN.md)
+            code, out, _ = await cli(
+                "cancel", agent.run_id, "--url", url, "--correlation-id", "c-late", token=acme
+            )
+            assert code == 0 and "accepted" in out
+            late = [e for e in rt.steering_history(agent.run_id) if e.correlation_id == "c-late"]
+            assert late[-1].type == "steering.failed"
+            assert "target finished" in (late[-1].reason or "")
+        code, _, err = await cli("list", "--url", url, token=acme)
+        assert code == 2 and "cannot reach" in err
+        code, _, err = await cli("list", "--url", url, token="")
+        assert code == 2 and "TINYAGENTS_TOKEN" in err
