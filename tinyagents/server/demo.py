@@ -28,7 +28,7 @@ from tinyagents.runtime import Runtime
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
 #: Seconds each scripted model answer takes (``TINYAGENTS_DEMO_THINK_S`` overrides it).
-THINK_S = 4.0
+THINK_S = 5.0
 #: Seconds between the end of one demo tree and the start of the next.
 BETWEEN_S = 3.0
 #: Seconds after which a tree that has not ended (paused and forgotten) gets a sibling tree.

@@ -295,8 +295,6 @@
     const kids = children.get(run.run_id) || [];
     place(node.group, kids.map((kid) => placeNode(kid, children, depth + 1)));
     node.group.hidden = kids.length === 0;
-    if (kids.length) node.item.setAttribute("aria-expanded", "true");
-    else node.item.removeAttribute("aria-expanded");
     return node.item;
   }
 
@@ -307,7 +305,7 @@
       meta: el("span", { class: "run-meta" }),
       pending: el("span", { class: "flag" }),
       ask: el("span", { class: "flag ask" }),
-      group: el("div", { role: "group", class: "children" }),
+      group: el("ul", { class: "children" }),
     };
     node.row = el(
       "button",
@@ -315,7 +313,7 @@
       node.badge, node.name, node.meta, node.pending, node.ask,
       el("code", { class: "run-id", text: runId }),
     );
-    node.item = el("div", { role: "treeitem" }, node.row, node.group);
+    node.item = el("li", {}, node.row, node.group);
     nodes.set(runId, node);
     return node;
   }
