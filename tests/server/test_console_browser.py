@@ -160,11 +160,12 @@ def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_pat
         row = wait.until(
             lambda d: d.find_element(
                 By.CSS_SELECTOR,
-                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]'
+                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
                 '[data-status="interrupted"]:not([data-questions="0"])',
             )
         )
-        run_id = row.get_attribute("data-run-id")
+        # The question is answered from its task's row; the graph run above it completes.
+        run_id = row.get_attribute("data-root-run-id")
         row.click()
         question = wait.until(
             lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="interrupt"]')

@@ -286,7 +286,7 @@
     node.name.textContent = runName(run);
     node.meta.textContent = counters(run);
     const pending = (run.pending_commands || []).length;
-    const questions = (run.interrupts || []).length;
+    const questions = questionsOf(run).length;
     node.pending.textContent = `${pending} pending`;
     node.pending.hidden = !pending;
     node.ask.textContent = `${questions} waiting for approval`;
@@ -354,8 +354,15 @@
     renderPending(run);
   }
 
+  function questionsOf(run) {
+    // A graph run lists its tasks' questions; a task's own row shows the ones that are its.
+    if (run.interrupts && run.interrupts.length) return run.interrupts;
+    const graph = run.task_id ? state.runs.get(run.parent_run_id) : null;
+    return graph ? (graph.interrupts || []).filter((ask) => ask.task_id === run.task_id) : [];
+  }
+
   function renderInterrupts(run) {
-    const list = run.interrupts || [];
+    const list = questionsOf(run);
     $("interrupts-box").hidden = list.length === 0;
     $("interrupts").replaceChildren(...list.map((ask) => {
       const value = questionText(ask.value);
