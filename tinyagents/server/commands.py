@@ -48,9 +48,7 @@ def add_commands(sub: Any) -> None:
     )
     srv.add_argument("--tenant", default="default", help="tenant of the printed token")
     srv.add_argument("--user", default="operator", help="user of the printed token")
-    srv.add_argument(
-        "--workers", type=int, default=1, help="worker processes on the port (1; more need --redis)"
-    )
+    srv.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
     srv.add_argument(
         "--redis", default=None, help="Redis URL the workers share for control (docs/deploy.md)"
     )

@@ -61,7 +61,8 @@ class ServeOptions:
     demo: bool = False
     tenant: str = "default"
     user: str = "operator"
-    #: Worker processes sharing the port; more than one needs ``redis``.
+    #: Worker processes sharing the port. They find each other's runs in the store (its
+    #: inbox carries commands, polled every ~50 ms) and, with ``redis``, over Redis.
     workers: int = 1
     redis: str | None = None
     redis_prefix: str = "tinyagents"
@@ -159,11 +160,8 @@ def resolve_auth(options: ServeOptions) -> Auth | None:
 
 async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
-    if options.workers > 1 and options.redis is None:
-        raise ConfigurationError(
-            f"--workers {options.workers} needs --redis URL: the workers find each other's "
-            "runs there (docs/deploy.md)"
-        )
+    if options.workers < 1:
+        raise ConfigurationError(f"--workers must be 1 or more, got {options.workers}")
     auth = resolve_auth(options)
     host = "127.0.0.1" if options.insecure_dev else options.host
     sock = bind(host, options.port)
