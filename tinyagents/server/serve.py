@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -95,10 +95,11 @@ async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[Any]:
     import uvicorn
 
     class Server(uvicorn.Server):
-        def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
             # The caller decides what a signal does (``serve`` stops on Ctrl+C); uvicorn's
             # own handlers would raise the signal again once it stopped.
-            return contextlib.nullcontext()
+            yield
 
     config = uvicorn.Config(
         app,
