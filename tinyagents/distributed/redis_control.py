@@ -8,7 +8,8 @@ Three jobs (the key names and entry fields are in ``tinyagents.distributed.wire`
 
 * **Mirror.** The worker's runs are written to a hash of its own as snapshots (``worker``,
   ``updated_at``, live counters), rewritten when an event says a run moved (at most every
-  ``throttle_s``) and all of them every ``heartbeat_s``; the hash expires ``ttl_s`` after the
+  ``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set and its
+  hash's expiry (and rewrites the hash if Redis lost it); the hash expires ``ttl_s`` after the
   last heartbeat, so a dead worker's runs leave the listing by themselves.
 * **Commands.** A command for a run another worker owns is appended to that worker's stream.
   The owner reads its stream in a consumer group, re-checks the actor's tenant against its local
@@ -355,8 +356,8 @@ class RedisControl:
         assert self._redis is not None
         key = self.keys.runs(self.worker_id)
         dirty, self._dirty = self._dirty, set()
-        if beat:  # every run here, and the released ones still listed (to be taken off)
-            dirty |= {i.run_id for i in self.runtime.runs.list()} | self._mirrored
+        if beat:  # and the released runs still listed, to take them off
+            dirty |= {r for r in self._mirrored if r not in self.runtime.runs}
         try:
             snapshots = {
                 s["run_id"]: json.dumps(self._stamp(s)) for s in self.runtime.live_snapshots(dirty)
@@ -372,14 +373,17 @@ class RedisControl:
                 pipe.zremrangebyscore(self.keys.workers, 0, time.time() - self.ttl_s)
             if snapshots or beat:
                 pipe.pexpire(key, int(self.ttl_s * 1000))
-            if len(pipe):
-                await pipe.execute()
+            if beat:
+                pipe.hlen(key)
+            replies = await pipe.execute() if len(pipe) else []
         except BaseException:
             self._dirty |= dirty
             raise
         self._mirrored.update(snapshots)
         self._mirrored.difference_update(gone)
         self.counters.mirror_writes += 1
+        if beat and replies[-1] != len(self._mirrored):  # Redis lost the hash (restarted empty)
+            self._dirty.update(i.run_id for i in self.runtime.runs.list())
 
     # ------------------------------------------------------------------ command job
 
