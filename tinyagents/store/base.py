@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from tinyagents.events.models import Event, SteeringEvent, parse_event
+from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
 from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
@@ -300,6 +300,8 @@ class StoreWriter:
         self._reported = 0
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, ModelDeltaEvent):
+            return  # a token for live readers: the model.response that follows holds it all
         if len(self._buffer) >= self.max_buffer and not isinstance(event, SteeringEvent):
             self.dropped += 1
             if not self._full:
