@@ -14,6 +14,7 @@ import asyncio
 import gc
 import json
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -253,3 +254,16 @@ async def test_a_childs_tokens_reach_the_parents_handle_stream_as_they_arrive() 
     assert all(isinstance(e, ModelDeltaEvent) and e.run_id == child_run for e in pieces)
     assert [e.text for e in pieces] == ["found", " two", " charges"]
     assert {e.agent_id for e in pieces} == {"researcher"}
+
+
+async def test_a_durable_store_keeps_the_response_not_every_token(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with OpenAICompatServer(["one two three"]) as server, Runtime(store=store) as rt:
+        handle = await rt.start(Agent("talker", model_for(server)), "talk")
+        live = [e async for e in handle.stream("messages")]
+        await handle.result()
+    async with Runtime(store=store) as reopened:  # closing flushed the event log
+        stored = [e.type for e in await reopened.store.load_events(run_id=handle.run_id)]
+
+    assert [e.text for e in live] == ["one", " two", " three"]
+    assert "model.delta" not in stored and "model.response" in stored
