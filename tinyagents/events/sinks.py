@@ -25,10 +25,16 @@ class StructlogSink:
     """Logs each event through structlog, one line per event (``json=True`` for JSON lines).
 
     Secret-named keys are masked anywhere in the event, as in ``payload_summary``: fields such
-    as ``detail``, ``data`` or ``affected`` are not summaries, and a log line outlives a run."""
+    as ``detail``, ``data`` or ``affected`` are not summaries, and a log line outlives a run.
+    ``model.delta`` pieces are left out (as in the OpenTelemetry trace) unless ``deltas``."""
 
     def __init__(
-        self, *, json: bool = True, logger_name: str = "tinyagents", level: str = "info"
+        self,
+        *,
+        json: bool = True,
+        logger_name: str = "tinyagents",
+        level: str = "info",
+        deltas: bool = False,
     ) -> None:
         import structlog
 
@@ -42,8 +48,11 @@ class StructlogSink:
             structlog.PrintLogger(), processors=processors, logger_name=logger_name
         )
         self._level = level
+        self._deltas = deltas
 
     def __call__(self, event: Event) -> None:
+        if event.type == "model.delta" and not self._deltas:
+            return  # one line per token is noise; the model.response line holds the answer
         # Not exclude_defaults: it would drop the discriminating `type` of actors and targets.
         data = mask(event.to_dict(mode="json", exclude_none=True))
         data.pop("type", None)
