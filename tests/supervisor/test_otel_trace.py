@@ -143,3 +143,19 @@ def test_default_sink_feeds_the_global_sdk_provider() -> None:
         "print([s.name for s in exporter.get_finished_spans()])\n"
     )
     assert _python(code) == "['run a']"
+
+
+@pytest.mark.parametrize("deltas", [False, True])
+async def test_the_log_leaves_out_token_deltas_as_the_trace_does(
+    deltas: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sink, exporter = traced()
+    model = ScriptedModel([reply("one two three")], stream=True)
+    async with Runtime(sinks=[sink, StructlogSink(json=True, deltas=deltas)]) as rt:
+        await (await rt.start(Agent("talker", model), "go")).result()
+
+    logged = [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()]
+    assert "model.response" in logged
+    assert logged.count("model.delta") == (3 if deltas else 0)
+    span = run_span(exporter, "talker")
+    assert "model.delta" not in {e.name for e in span.events}
