@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import Backend
 
 from tinyagents.events import RunEvent
 from tinyagents.protocol import (
@@ -81,9 +81,7 @@ async def test_concurrent_takers_never_share_an_item(store: Store) -> None:
     assert sorted(taken) == [f"q-{n:02d}" for n in range(40)]
 
 
-async def test_two_connections_never_share_an_item(
-    durable_backend: Backend, tmp_path: Path
-) -> None:
+async def test_two_connections_never_share_an_item(durable_backend: Any, tmp_path: Path) -> None:
     first, second = durable_backend.make(tmp_path), durable_backend.make(tmp_path)
     await first.open()
     await second.open()
@@ -103,7 +101,7 @@ async def test_two_connections_never_share_an_item(
 
 
 async def test_an_unreadable_row_is_answered_rejected_not_returned(
-    backend: Backend, store: Store, tmp_path: Path
+    backend: Any, store: Store, tmp_path: Path
 ) -> None:
     if backend.name != "sqlite":
         pytest.skip(f"writing a damaged row by hand is shown for SQLite only ({backend.name})")
