@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import agent_loop
 import checkpoint_backends
+import cross_worker
 import graph
 import import_time
 import memory
@@ -46,6 +47,7 @@ BENCHMARKS = {
     "checkpoint_backends": checkpoint_backends.main,
     "memory": memory.main,
     "operator": operator_bench.main,
+    "cross_worker": cross_worker.main,
     "import_time": import_time.main,
 }
 
