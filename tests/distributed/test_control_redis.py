@@ -54,3 +54,21 @@ async def test_control_lists_and_steers_another_workers_run_through_redis(
     cancel = await control.submit(command(handle.run_id, "cancel", actor=OPERATOR))
     assert cancel.status == "accepted"
     assert (await handle.result()).status is RunStatus.CANCELLED
+
+
+async def test_a_command_for_a_thread_reaches_the_worker_running_it(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    from tinyagents import SteeringCommand, SteeringKind, SteeringTarget
+
+    rt_a, control, rc_b = pair
+    handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-9")
+    await eventually(
+        lambda: control.get_run(handle.run_id, tenant_id="acme"), lambda s: s is not None
+    )
+    cancel = SteeringCommand(
+        target=SteeringTarget.thread("t-9"), actor=OPERATOR, kind=SteeringKind.CANCEL, payload={}
+    )
+    receipt = await control.submit(cancel)
+    assert receipt.status == "accepted" and rc_b.counters.sent == 1
+    assert (await handle.result()).status is RunStatus.CANCELLED

@@ -485,7 +485,11 @@ class RedisControl:
         if not isinstance(cmd.actor, HumanActor):
             return "only operators' commands (human actors) travel between workers"
         run_id = _target_run(cmd)
-        handle = self.runtime.runs.get(run_id) if run_id is not None else None
+        thread_id = getattr(cmd.target, "thread_id", None)
+        if run_id is not None:
+            handle = self.runtime.runs.get(run_id)
+        else:
+            handle = self.runtime.runs.for_thread(thread_id) if thread_id else None
         if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
             return not_found(cmd)  # never confirm that another tenant's run exists
         return None
@@ -507,6 +511,8 @@ class RedisControl:
         redis, stream = self._redis, self.keys.replies(self.worker_id)
         backoff = _Backoff(*self.backoff_s)
         while True:
+            if after == "$":  # Redis was down at start: read from its clock's now, once back
+                after = await self._first_reply_id()
             try:
                 read = await redis.xread({stream: after}, count=500, block=int(self.block_s * 1000))
             except asyncio.CancelledError:
