@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any, TypedDict
 
 import pytest
 from test_redis_control import OPERATOR, command, eventually
 from worker import slow_agent
 
-from tinyagents import RunStatus, Runtime, SteeringActor
+from tinyagents import (
+    RunStatus,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
 from tinyagents.distributed import RedisControl
+from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server.control import Control
+from tinyagents.store.checkpoint import MemoryCheckpointer
 
 
 @pytest.fixture
@@ -59,8 +69,6 @@ async def test_control_lists_and_steers_another_workers_run_through_redis(
 async def test_a_command_for_a_thread_reaches_the_worker_running_it(
     pair: tuple[Runtime, Control, RedisControl],
 ) -> None:
-    from tinyagents import SteeringCommand, SteeringKind, SteeringTarget
-
     rt_a, control, rc_b = pair
     handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-9")
     await eventually(
@@ -72,3 +80,48 @@ async def test_a_command_for_a_thread_reaches_the_worker_running_it(
     receipt = await control.submit(cancel)
     assert receipt.status == "accepted" and rc_b.counters.sent == 1
     assert (await handle.result()).status is RunStatus.CANCELLED
+
+
+class Refund(TypedDict, total=False):
+    amount: str
+    answer: Any
+
+
+def ask(state: Refund) -> Refund:
+    return {"answer": interrupt(f"refund {state['amount']}?")}
+
+
+async def test_an_interrupted_graph_on_one_worker_is_resumed_there_from_another(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """The interrupt shows in the mirror; the answer sent on worker b resumes the graph on
+    worker a, which alone holds it (worker b's runtime never gets a run)."""
+    rt_a, control, rc_b = pair
+    graph = StateGraph(Refund)
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "ask").add_edge("ask", END)
+    run = await rt_a.start_graph(
+        graph.compile(checkpointer=MemoryCheckpointer()),
+        {"amount": "12 EUR"},
+        thread_id="refund-1",
+        tenant_id="acme",
+    )
+
+    async def asked() -> Any:
+        snap = await control.get_run(run.run_id, tenant_id="acme")
+        return snap and snap.get("interrupts")
+
+    (pending,) = await eventually(asked, bool)
+    assert pending["value"] == "refund 12 EUR?"
+    answer = SteeringCommand(
+        target=SteeringTarget.graph_task(run.run_id, pending["task_id"]),
+        actor=OPERATOR,
+        kind=SteeringKind.APPROVE,
+        payload={"interrupt_id": pending["id"], "value": "yes"},
+    )
+    receipt = await control.submit(answer)
+    assert receipt.status == "accepted" and rc_b.counters.sent == 1
+    result = await run.result()
+    assert result.status.value == "completed"
+    assert result.output["answer"] == {"approved": True, "value": "yes"}
+    assert len(control.runtime.runs) == 0  # type: ignore[union-attr]
