@@ -72,7 +72,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port`` (port 0: a free one); ``ConfigurationError`` when
     the address is taken or not this machine's."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
+    # without it a kept-alive connection waits ~40 ms per response (Nagle and delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
