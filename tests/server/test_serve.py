@@ -147,3 +147,29 @@ def test_bad_input_is_one_line_and_exit_code_2(
     done = tinyagents(*args, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_listening_socket_says_it_is_tcp() -> None:
+    """asyncio sets TCP_NODELAY on accepted sockets only when the listening socket's proto is
+    IPPROTO_TCP; without it each response on a kept-alive connection waits for a delayed ACK."""
+    import socket
+
+    from tinyagents.errors import ConfigurationError
+    from tinyagents.server import bind
+
+    sock = bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        client = socket.create_connection(sock.getsockname()[:2])
+        sock.setblocking(True)
+        accepted, _ = sock.accept()
+        with client, accepted:
+            assert accepted.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
+    with pytest.raises(ConfigurationError, match="cannot listen"):
+        taken = bind("127.0.0.1", 0)
+        try:
+            bind("127.0.0.1", taken.getsockname()[1])
+        finally:
+            taken.close()
