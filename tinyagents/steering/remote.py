@@ -110,7 +110,7 @@ def duplicate(cmd: SteeringCommand) -> SteeringReceipt:
 
 def _finished(snapshot: dict[str, Any]) -> bool:
     try:
-        return RunStatus(snapshot.get("status")).finished
+        return RunStatus(str(snapshot.get("status"))).finished
     except ValueError:
         return False
 

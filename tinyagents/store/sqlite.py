@@ -396,7 +396,8 @@ class SqliteStore(Store):
         root_run_id: str | None = None,
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
-        where, args = ["id > ?"], [after_id]
+        where: list[str] = ["id > ?"]
+        args: list[str | int] = [after_id]
         for column, value in (
             ("tenant_id", tenant_id),
             ("run_id", run_id),
