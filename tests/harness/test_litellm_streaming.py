@@ -199,6 +199,20 @@ async def test_opening_a_stream_is_retried_like_a_request() -> None:
     assert len(server.requests) == 3
 
 
+async def test_a_stream_that_stalls_before_its_first_piece_is_retried() -> None:
+    # The server answers at once (headers, the role chunk) and then thinks too long: as when a
+    # local server evaluates a long prompt. Nothing was handed out yet, so it is retried.
+    stalls = Fault(stall_after=1, delay_s=60, then="too late")
+    async with OpenAICompatServer([stalls, "in time"]) as server:
+        model = model_for(server, timeout_s=1, max_retries=1)
+        pieces = [chunk async for chunk in model.stream(ask())]
+        await asyncio.wait_for(server.wait_for_disconnects(1), 10)
+
+    assert [p.text_delta for p in pieces if p.text_delta] == ["in", " time"]
+    assert pieces[-1].response is not None and pieces[-1].response.text == "in time"
+    assert len(server.requests) == 2 and server.disconnected == [1]
+
+
 STREAM_FAULTS = {
     "an HTML page": (Fault(body="<html>Welcome to nginx!</html>"), ModelResponseNotJSON, "/v1"),
     "one JSON body": (

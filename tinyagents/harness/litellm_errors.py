@@ -13,10 +13,10 @@ What is retried, and why:
 - **not retried**: a missing or refused key (401/403), an unknown model or wrong path (404),
   any other 4xx, a 200 that is not JSON, a completion without choices, and anything litellm
   could not classify. The same request would fail the same way; retrying hides the mistake.
-- **streams**: opening a stream (until the server answers) is retried as above; a stream
-  that breaks off after that is typed the same way but not retried (``broke_off``): its first
-  pieces may already have been handed out. A body that is not server-sent events, or a
-  stream without a single choice, is ``not_a_stream``.
+- **streams**: opening a stream, up to its first piece, is retried as above; a stream that
+  breaks off after its first piece is typed the same way but not retried (``broke_off``):
+  its pieces were already handed out. A body that is not server-sent events, or a stream
+  without a single choice, is ``not_a_stream``.
 """
 
 from __future__ import annotations

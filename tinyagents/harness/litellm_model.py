@@ -29,9 +29,10 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tinyagents.errors import ConfigurationError, ModelResponseError
+from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
 from tinyagents.harness.litellm_errors import (
     broke_off,
     classify,
@@ -120,19 +121,22 @@ class LiteLLMModel(Model):
         kwargs["stream"] = True
         kwargs.setdefault("stream_options", {"include_usage": True})
         model = kwargs["model"]
-        # Only opening the stream is retried: once deltas have been published, a retry would
-        # show the caller the same text twice.
-        chunks = await self._with_retries(model, lambda: litellm.acompletion(**kwargs))
-        received: list[Any] = []
+        # Opening the stream, up to its first piece, is retried like a request; after that a
+        # retry would show the caller the same text twice.
+        opened: _Opened = await self._with_retries(
+            model, lambda: _open_stream(litellm, kwargs, model, self.api_base)
+        )
+        chunks, received = opened.chunks, opened.received
         try:
-            async for chunk in chunks:
-                received.append(chunk)
+            for chunk in received:
                 for piece in _pieces(chunk):
                     yield piece
+            if not opened.ended:
+                async for chunk in chunks:
+                    received.append(chunk)
+                    for piece in _pieces(chunk):
+                        yield piece
         except Exception as exc:
-            if "before a finish_reason" in str(exc) and not any(map(_carries_content, received)):
-                # litellm's word for a stream that ended before any choice was streamed
-                raise not_a_stream(_content_type(chunks), model, self.api_base) from exc
             raise broke_off(
                 exc,
                 model=model,
@@ -143,8 +147,6 @@ class LiteLLMModel(Model):
         finally:
             # A consumer that stops early (or is cancelled) must still release the connection.
             await chunks.aclose()
-        if not any(_carries_content(chunk) for chunk in received):
-            raise not_a_stream(_content_type(chunks), model, self.api_base)
         try:
             raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
             response = _parse_response(raw, litellm)
@@ -187,6 +189,9 @@ class LiteLLMModel(Model):
         for attempt in range(1, attempts + 1):
             try:
                 return await _hold_cancel_while_preparing(call())
+            except ModelError as exc:  # already typed (a stream that is not one)
+                if not exc.retryable or attempt == attempts:
+                    raise
             except Exception as exc:
                 error = classify(
                     exc,
@@ -350,6 +355,45 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
         finish_reason=choice.finish_reason,
         raw=raw,
     )
+
+
+@dataclass(slots=True, kw_only=True)
+class _Opened:
+    """A stream up to its first piece: the chunks received so far, and whether it ended."""
+
+    chunks: Any
+    received: list[Any]
+    ended: bool = False
+
+
+async def _open_stream(
+    litellm: Any, kwargs: dict[str, Any], model: str, api_base: str | None
+) -> _Opened:
+    """Start a stream and read it up to the first chunk with a piece (or its end): failing
+    before that is failing to open, which is retried; a body that is not a stream of a
+    completion is ``not_a_stream``."""
+    chunks = await litellm.acompletion(**kwargs)
+    opened = _Opened(chunks=chunks, received=[])
+    try:
+        while True:
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                opened.ended = True
+                break
+            opened.received.append(chunk)
+            if any(True for _ in _pieces(chunk)):
+                break
+    except BaseException as exc:
+        await chunks.aclose()
+        if "before a finish_reason" in str(exc) and not any(map(_carries_content, opened.received)):
+            # litellm's word for a stream that ended before any choice was streamed
+            raise not_a_stream(_content_type(chunks), model, api_base) from exc
+        raise
+    if opened.ended and not any(map(_carries_content, opened.received)):
+        await chunks.aclose()
+        raise not_a_stream(_content_type(chunks), model, api_base)
+    return opened
 
 
 def _pieces(chunk: Any) -> Iterator[StreamChunk]:
