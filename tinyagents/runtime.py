@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +97,8 @@ class Runtime:
         self._durable = store is not None
         #: Unique per runtime instance: the ``owner`` of its runs' snapshots, and the address
         #: other processes put commands for those runs under in the store's inbox.
-        self.runtime_id = _clock.new_id("rt")
+        # Not the id source: a test's deterministic ids would give two processes one owner id.
+        self.runtime_id = f"rt-{uuid.uuid4().hex[:12]}"
         self._live: LiveRuns | None = None
         self._serving: asyncio.Task[None] | None = None
         self._inbox_wake: asyncio.Event | None = None
