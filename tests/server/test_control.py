@@ -263,3 +263,47 @@ async def test_closing_writes_final_snapshots_and_stops_the_poller(tmp_path: Pat
         assert receipt.status == "rejected" and "target finished" in (receipt.reason or "")
     finally:
         await store.close()
+
+
+async def test_wake_inbox_answers_without_waiting_for_the_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tinyagents.runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "INBOX_POLL_S", 3600.0)  # only a wake-up answers
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(store=url) as rt:
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await rt.write_live_snapshots(heartbeat=True)
+        control = Control(store=rt.store, receipt_timeout_s=30)
+        submitted = asyncio.create_task(control.submit(steer(handle.run_id, "please finish")))
+        await until(lambda: _has_pending(rt))
+        assert not submitted.done()
+        rt.wake_inbox()
+        assert (await submitted).status == "accepted"
+        await handle.result()
+
+
+async def _has_pending(rt: Runtime) -> bool:
+    async with rt.store.db.execute("SELECT count(*) FROM inbox WHERE state = 'pending'") as cur:  # type: ignore[attr-defined]
+        row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def test_a_paused_run_keeps_its_heartbeat(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(store=url) as rt:
+        control = Control(store=rt.store)
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await handle.pause()
+        paused = await until(lambda: _status_is(control, handle.run_id, "paused"))
+        # no event happens while it is paused: only the heartbeat rewrites the snapshot
+        later = await until(lambda: _updated_after(control, handle.run_id, paused["updated_at"]))
+        assert later["status"] == "paused" and later["usage"] == paused["usage"]
+        await handle.cancel()
+        await handle.result()
+
+
+async def _updated_after(control: Control, run_id: str, at: str) -> dict[str, Any] | None:
+    snap = await control.get_run(run_id, tenant_id=None)
+    return snap if snap is not None and snap["updated_at"] > at else None
