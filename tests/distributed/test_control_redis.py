@@ -21,7 +21,7 @@ from tinyagents import (
 )
 from tinyagents.distributed import RedisControl
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.server.control import Control
+from tinyagents.server import Control
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
 

@@ -1,0 +1,104 @@
+"""What a worker's Redis jobs share: the runtime they serve, their counters, their backoff and
+the outage log (each job logs once when it loses Redis and once when it is back)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tinyagents.events.bus import Subscription
+from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
+from tinyagents.runs.registry import RunRegistry
+
+#: ``redis.asyncio.Redis``: its stubs type every reply as a union of the sync and async
+#: clients' answers, so the client is handled untyped here (the replies are checked instead).
+Redis = Any
+
+log = logging.getLogger("tinyagents.distributed")
+
+#: The ``policy_id`` of the receipts the control plane itself issues.
+POLICY = "redis"
+
+
+class ControlledRuntime(Protocol):
+    """What ``RedisControl`` uses of a ``Runtime``."""
+
+    runs: RunRegistry
+
+    def subscribe(self, *, maxsize: int = ..., where: Any = ...) -> Subscription: ...
+
+    def live_snapshots(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]: ...
+
+    async def submit(self, cmd: SteeringCommand) -> SteeringReceipt: ...
+
+
+@dataclass(slots=True)
+class RedisCounters:
+    """What went through this worker's seat (for tests, logs and metrics)."""
+
+    sent: int = 0  # commands sent to another worker
+    received: int = 0  # command entries read from this worker's stream
+    answered: int = 0  # of them, answered with the runtime's receipt
+    malformed: int = 0  # entries that did not read as a command envelope
+    foreign: int = 0  # addressed to another worker, not an operator's, or another tenant's run
+    mirror_writes: int = 0
+    mirror_errors: int = 0
+    redis_errors: int = 0  # failed Redis calls of every kind (each is retried after a backoff)
+
+
+class Backoff:
+    """Exponential backoff between ``low`` and ``high`` seconds, reset by a success."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+        self.delay = low
+
+    def reset(self) -> None:
+        self.delay = self.low
+
+    async def wait(self) -> None:
+        delay, self.delay = self.delay, min(self.delay * 2, self.high)
+        await asyncio.sleep(delay)
+
+
+class Outages:
+    """Which jobs of one worker are without Redis; logs each change once."""
+
+    def __init__(self, worker_id: str, counters: RedisCounters) -> None:
+        self.worker_id = worker_id
+        self.counters = counters
+        self._down: set[str] = set()
+
+    def failed(self, job: str, exc: Exception) -> None:
+        self.counters.redis_errors += 1
+        if job not in self._down:
+            self._down.add(job)
+            log.warning(
+                "Redis control (%s, worker %s): %s: %s; retrying with backoff",
+                job,
+                self.worker_id,
+                type(exc).__name__,
+                exc,
+            )
+
+    def recovered(self, job: str) -> None:
+        if job in self._down:
+            self._down.discard(job)
+            log.warning("Redis control (%s, worker %s): reconnected", job, self.worker_id)
+
+    def down(self, jobs: Iterable[str]) -> bool:
+        return any(job in self._down for job in jobs)
+
+
+def refuse(cmd: SteeringCommand, reason: str) -> SteeringReceipt:
+    """The control plane's own ``rejected`` receipt for ``cmd``."""
+    return SteeringReceipt.issue(ReceiptStatus.REJECTED, cmd.correlation_id, None, reason, POLICY)
+
+
+def target_run(cmd: SteeringCommand) -> str | None:
+    """The run id ``cmd``'s target names (``None`` for a thread)."""
+    run_id = getattr(cmd.target, "run_id", None)
+    return run_id if isinstance(run_id, str) else None

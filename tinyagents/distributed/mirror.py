@@ -1,0 +1,145 @@
+"""``RunMirror``: one worker's runs in Redis, so that every worker can list them.
+
+The worker's runs are written to a hash of its own (``Keys.runs(worker)``) as the runtime's
+live snapshots plus ``worker``, rewritten when an event says a run moved (at most every
+``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set and the
+hash's expiry, takes released runs off, and rewrites the hash if Redis lost it (a Redis
+restarted empty); the hash expires ``ttl_s`` after the last heartbeat, so a dead worker's
+runs leave the listing by themselves. A failed write is logged and retried after a backoff;
+it never touches a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from tinyagents.distributed._base import Backoff, ControlledRuntime, Outages, Redis, RedisCounters
+from tinyagents.distributed.wire import Keys
+from tinyagents.events.bus import Subscription
+from tinyagents.events.models import Event
+
+JOB = "mirror"
+
+
+class RunMirror:
+    def __init__(
+        self,
+        runtime: ControlledRuntime,
+        keys: Keys,
+        worker_id: str,
+        *,
+        throttle_s: float,
+        heartbeat_s: float,
+        ttl_s: float,
+        backoff_s: tuple[float, float],
+        counters: RedisCounters,
+        outages: Outages,
+    ) -> None:
+        self.runtime, self.keys, self.worker_id = runtime, keys, worker_id
+        self.throttle_s, self.heartbeat_s, self.ttl_s = throttle_s, heartbeat_s, ttl_s
+        self.backoff_s = backoff_s
+        self.counters, self.outages = counters, outages
+        self._sub: Subscription | None = None
+        #: Runs to write at the next tick; runs in the hash now (both bounded by the runs the
+        #: runtime holds plus those released since the last heartbeat).
+        self._dirty: set[str] = set()
+        self._mirrored: set[str] = set()
+
+    def open(self) -> None:
+        """Follow the runtime's events from now on; every run it holds is written first."""
+        self._sub = self.runtime.subscribe(maxsize=10_000, where=_has_run)
+        self._dirty.update(i.run_id for i in self.runtime.runs.list())
+
+    def close(self) -> None:
+        if self._sub is not None:
+            self._sub.close()
+            self._sub = None
+
+    def stamp(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+        """The runtime's live snapshot (``owner``: the runtime's id) with ``worker``: the
+        worker whose stream takes the run's commands."""
+        snapshot["worker"] = self.worker_id
+        return snapshot
+
+    async def run(self, redis: Redis) -> None:
+        """The job: until the runtime closes its bus (or the task is cancelled)."""
+        assert self._sub is not None
+        backoff = Backoff(*self.backoff_s)
+        next_beat = 0.0
+        while True:
+            wait = max(0.0, next_beat - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait if not self._dirty else 0):
+                    event = await self._sub.get()
+                    if event is None:  # the runtime closed its bus
+                        return
+                    self._note(event)
+            await asyncio.sleep(self.throttle_s)  # gather what else moves meanwhile
+            self._drain()
+            beat = time.monotonic() >= next_beat
+            try:
+                await self._write(redis, beat=beat)
+            except Exception as exc:
+                self.counters.mirror_errors += 1
+                self.outages.failed(JOB, exc)
+                self._dirty.update(self._mirrored)  # rewrite everything once back
+                self._dirty.update(i.run_id for i in self.runtime.runs.list())
+                await backoff.wait()
+                next_beat = 0.0
+                continue
+            self.outages.recovered(JOB)
+            backoff.reset()
+            if beat:
+                next_beat = time.monotonic() + self.heartbeat_s
+
+    def _note(self, event: Event) -> None:
+        if event.run_id is not None:
+            self._dirty.add(event.run_id)
+
+    def _drain(self) -> None:
+        assert self._sub is not None
+        while (event := self._sub.get_nowait()) is not None:
+            self._note(event)
+        if self._sub.dropped:  # some moves were not seen: rewrite every run
+            self._sub.dropped = 0
+            self._dirty.update(i.run_id for i in self.runtime.runs.list())
+
+    async def _write(self, redis: Redis, *, beat: bool) -> None:
+        key = self.keys.runs(self.worker_id)
+        dirty, self._dirty = self._dirty, set()
+        if beat:  # and the released runs still listed, to take them off
+            dirty |= {r for r in self._mirrored if r not in self.runtime.runs}
+        try:
+            snapshots = {
+                s["run_id"]: json.dumps(self.stamp(s)) for s in self.runtime.live_snapshots(dirty)
+            }
+            gone = [r for r in dirty if r not in snapshots and r in self._mirrored]
+            pipe = redis.pipeline(transaction=False)
+            if snapshots:
+                pipe.hset(key, mapping=snapshots)
+            if gone:
+                pipe.hdel(key, *gone)
+            if beat:
+                pipe.zadd(self.keys.workers, {self.worker_id: time.time()})
+                pipe.zremrangebyscore(self.keys.workers, 0, time.time() - self.ttl_s)
+            if snapshots or beat:
+                pipe.pexpire(key, int(self.ttl_s * 1000))
+            if beat:
+                pipe.hlen(key)
+            replies = await pipe.execute() if len(pipe) else []
+        except BaseException:
+            self._dirty |= dirty
+            raise
+        self._mirrored.update(snapshots)
+        self._mirrored.difference_update(gone)
+        self.counters.mirror_writes += 1
+        if beat and replies[-1] != len(self._mirrored):  # Redis lost the hash (restarted empty)
+            self._dirty.update(i.run_id for i in self.runtime.runs.list())
+
+
+def _has_run(event: Event) -> bool:
+    return event.run_id is not None

@@ -1,0 +1,182 @@
+"""``CommandReader``: the owning worker's side of a command sent over Redis.
+
+The worker reads its stream (``Keys.commands(worker)``) in the consumer group ``owners`` as
+its one consumer: first the entries a previous process read and never acknowledged (it died
+before answering them), then new ones. Each entry is checked (an envelope addressed to this
+worker, a human operator's command, the run here and of the operator's tenant), submitted to
+the worker's own runtime (its policy pipeline, deduplication and steering log), and its
+receipt is sent to the sender's reply stream; only then is the entry acknowledged and
+deleted. Refused entries are counted (``malformed``, ``foreign``) and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any
+
+from tinyagents.distributed._base import (
+    POLICY,
+    Backoff,
+    ControlledRuntime,
+    Outages,
+    Redis,
+    RedisCounters,
+    log,
+    refuse,
+    target_run,
+)
+from tinyagents.distributed.wire import GROUP, Envelope, Keys, MalformedEnvelope, reply_fields
+from tinyagents.errors import RuntimeClosed
+from tinyagents.protocol.commands import HumanActor, ReceiptStatus, SteeringReceipt
+from tinyagents.steering.policies import not_found
+
+JOB = "commands"
+#: How many entries of a reply stream Redis keeps at most.
+_REPLY_MAXLEN = 10_000
+#: A reply stream nobody reads any more (its worker is gone) disappears after this long.
+_REPLY_TTL_S = 300
+_REMEMBER_ANSWERS = 10_000
+
+
+class _Later:
+    """An entry to leave unacknowledged: the worker's next process answers it."""
+
+
+_LATER = _Later()
+#: (reply_to, request_id, receipt), or ``None``: acknowledge without an answer.
+_Answer = tuple[str, str, SteeringReceipt] | _Later | None
+
+
+class CommandReader:
+    def __init__(
+        self,
+        runtime: ControlledRuntime,
+        keys: Keys,
+        worker_id: str,
+        *,
+        block_s: float,
+        backoff_s: tuple[float, float],
+        counters: RedisCounters,
+        outages: Outages,
+    ) -> None:
+        self.runtime, self.keys, self.worker_id = runtime, keys, worker_id
+        self.block_s, self.backoff_s = block_s, backoff_s
+        self.counters, self.outages = counters, outages
+        #: Receipts of the latest entries answered, by request id: an entry read again
+        #: because its acknowledgement was lost gets the same receipt (oldest dropped first).
+        self._answered: OrderedDict[str, SteeringReceipt] = OrderedDict()
+
+    async def run(self, redis: Redis) -> None:
+        """The job, until cancelled."""
+        stream = self.keys.commands(self.worker_id)
+        backoff = Backoff(*self.backoff_s)
+        backlog = True  # first the entries read before a crash and never acknowledged
+        while True:
+            try:
+                if backlog:
+                    await _ensure_group(redis, stream)
+                read = await redis.xreadgroup(
+                    GROUP,
+                    self.worker_id,
+                    {stream: "0" if backlog else ">"},
+                    count=100,
+                    block=None if backlog else int(self.block_s * 1000),
+                )
+                entries = read[0][1] if read else []
+                if backlog and not entries:
+                    backlog = False
+                    continue
+                await self._answer_all(redis, stream, entries)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                backlog = True
+                if "NOGROUP" in str(exc):  # Redis came back empty: make the group again
+                    continue
+                self.outages.failed(JOB, exc)
+                await backoff.wait()
+                continue
+            self.outages.recovered(JOB)
+            backoff.reset()
+
+    async def _answer_all(self, redis: Redis, stream: str, entries: list[Any]) -> None:
+        self.counters.received += len(entries)
+        answers = await asyncio.gather(*(self._answer(fields) for _, fields in entries))
+        pipe = redis.pipeline(transaction=False)
+        done: list[Any] = []
+        for (entry_id, _), answer in zip(entries, answers, strict=True):
+            if isinstance(answer, _Later):
+                continue  # this worker is closing: its next process answers it
+            done.append(entry_id)
+            if answer is not None:
+                reply_to, request_id, receipt = answer
+                reply_key = self.keys.replies(reply_to)
+                pipe.xadd(reply_key, reply_fields(request_id, receipt), maxlen=_REPLY_MAXLEN)
+                pipe.expire(reply_key, _REPLY_TTL_S)
+        if done:  # acknowledged only with (after) the receipts
+            pipe.xack(stream, GROUP, *done)
+            pipe.xdel(stream, *done)
+        if len(pipe):
+            await pipe.execute()
+
+    async def _answer(self, raw: dict[bytes, bytes] | None) -> _Answer:
+        try:
+            envelope = Envelope.parse(raw)
+        except MalformedEnvelope as exc:
+            self.counters.malformed += 1
+            log.warning("dropped a malformed command entry: %s", exc)
+            if exc.request_id and exc.reply_to:
+                receipt = SteeringReceipt.issue(
+                    ReceiptStatus.REJECTED, "", None, f"malformed command: {exc}", POLICY
+                )
+                return exc.reply_to, exc.request_id, receipt
+            return None
+        cmd = envelope.command
+        earlier = self._answered.get(envelope.request_id)
+        if earlier is not None:  # read again (its acknowledgement was lost): same answer
+            return envelope.reply_to, envelope.request_id, earlier
+        refusal = self._refusal(envelope)
+        if refusal is not None:
+            self.counters.foreign += 1
+            log.warning("refused command %s from Redis: %s", cmd.correlation_id, refusal)
+            receipt = refuse(cmd, refusal)
+        else:
+            try:
+                receipt = await self.runtime.submit(cmd)
+            except RuntimeClosed:
+                return _LATER
+            except Exception as exc:  # a store that cannot log it: the sender learns why
+                receipt = refuse(cmd, f"the owner could not take it: {exc}")
+        self.counters.answered += 1
+        self._answered[envelope.request_id] = receipt
+        if len(self._answered) > _REMEMBER_ANSWERS:
+            self._answered.popitem(last=False)
+        return envelope.reply_to, envelope.request_id, receipt
+
+    def _refusal(self, envelope: Envelope) -> str | None:
+        """Why the owner refuses this command outright, or ``None`` to submit it."""
+        cmd = envelope.command
+        if envelope.to != self.worker_id:
+            return f"addressed to worker {envelope.to!r}, not {self.worker_id!r}"
+        if not isinstance(cmd.actor, HumanActor):
+            return "only operators' commands (human actors) travel between workers"
+        run_id = target_run(cmd)
+        thread_id = getattr(cmd.target, "thread_id", None)
+        if run_id is not None:
+            handle = self.runtime.runs.get(run_id)
+        else:
+            handle = self.runtime.runs.for_thread(thread_id) if thread_id else None
+        if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
+            return not_found(cmd)  # never confirm that another tenant's run exists
+        return None
+
+
+async def _ensure_group(redis: Redis, stream: str) -> None:
+    from redis.exceptions import ResponseError
+
+    try:
+        await redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    except ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
