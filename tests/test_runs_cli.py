@@ -141,6 +141,8 @@ def test_tenants_unknown_runs_and_missing_stores(
     code = main(["runs", "list", "--store", f"sqlite:///{tmp_path / 'nothing.db'}"])
     assert code == 2 and not (tmp_path / "nothing.db").exists()
     assert "no store file" in capsys.readouterr().err
+    assert main(["runs", "list", "--store", "memory://"]) == 2
+    assert "own process" in capsys.readouterr().err
     code = main(["runs", "steer", owner.run_id, "  ", "--store", owner.url])
     assert code == 2 and "empty" in capsys.readouterr().err
     # the run was never touched: it still finishes on its own command only

@@ -151,8 +151,8 @@ class Client(Protocol):
 async def _run(args: argparse.Namespace, console: Console) -> int:
     if args.url is not None:
         return await _act(HttpClient(args.url, _token(), timeout_s=args.timeout), args, console)
-    store = open_store(_existing_store(args.store))
     try:
+        store = open_store(_existing_store(args.store))
         await store.open()
     except TinyAgentsError as exc:
         raise CliError(str(exc)) from exc
@@ -266,6 +266,8 @@ def _existing_store(url: str) -> str:
         return f"sqlite:///{url}"
     if "://" not in url:
         raise CliError(f"no store file at {url!r}; pass --store sqlite:///FILE")
+    if url.startswith("memory"):
+        raise CliError("a memory store lives in its own process only: pass --store sqlite:///FILE")
     return url
 
 
