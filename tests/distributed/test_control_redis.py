@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
+from conftest import RedisServer
 from test_redis_control import OPERATOR, command, eventually
 from worker import slow_agent
 
@@ -125,3 +127,28 @@ async def test_an_interrupted_graph_on_one_worker_is_resumed_there_from_another(
     assert result.status.value == "completed"
     assert result.output["answer"] == {"approved": True, "value": "yes"}
     assert len(control.runtime.runs) == 0  # type: ignore[union-attr]
+
+
+async def test_while_redis_is_down_control_sends_through_the_shared_store(
+    private_redis: RedisServer, prefix: str, tmp_path: Path
+) -> None:
+    """Two workers on one SQLite file: with Redis gone, a command for the other worker's run
+    goes through the store's inbox instead, and is still applied."""
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    kw["backoff_s"] = (0.05, 0.2)
+    async with Runtime(store=store) as rt_a, Runtime(store=store) as rt_b:
+        async with (
+            RedisControl(rt_a, private_redis.url, worker_id="a", **kw),
+            RedisControl(rt_b, private_redis.url, worker_id="b", **kw) as rc_b,
+        ):
+            control = Control(rt_b, redis=rc_b)
+            handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+            await eventually(
+                lambda: control.get_run(handle.run_id, tenant_id="acme"), lambda s: s is not None
+            )
+            await private_redis.stop()
+            receipt = await control.submit(command(handle.run_id, "cancel"))
+            assert receipt.status == "accepted" and rc_b.counters.sent == 0
+            assert (await handle.result()).status is RunStatus.CANCELLED
+            control.close()
