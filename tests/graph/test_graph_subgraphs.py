@@ -194,3 +194,47 @@ async def test_update_state_between_a_subgraph_interrupt_and_its_resume(
     assert result.state["log"] == ["a", "edited", "prepare:a", "review:ok", "b"]
     assert calls == ["prepare", "review", "review"]
     assert (await graph.get_state("t")).values == result.state
+
+
+async def test_nested_graph_interrupts_parallel(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_nested_graph_interrupts_parallel (a breakpoint inside a sub-graph node
+    # that runs beside another node); the values are LangGraph's
+    class InnerState(TypedDict, total=False):
+        my_key: Annotated[str, operator.add]
+        my_other_key: str
+
+    async def inner_1(state: Any) -> dict[str, Any]:
+        return {"my_key": "got here", "my_other_key": state["my_key"]}
+
+    async def inner_2(state: Any) -> dict[str, Any]:
+        return {"my_key": " and there", "my_other_key": state["my_key"]}
+
+    inner = StateGraph(InnerState).add_node("inner_1", inner_1).add_node("inner_2", inner_2)
+    inner.add_edge(START, "inner_1").add_edge("inner_1", "inner_2").add_edge("inner_2", END)
+
+    class State(TypedDict):
+        my_key: Annotated[str, operator.add]
+
+    async def outer_1(state: Any) -> dict[str, Any]:
+        return {"my_key": " and parallel"}
+
+    async def outer_2(state: Any) -> dict[str, Any]:
+        return {"my_key": " and back again"}
+
+    graph = StateGraph(State).add_node("inner", inner.compile(interrupt_before=["inner_2"]))
+    graph.add_node("outer_1", outer_1).add_node("outer_2", outer_2)
+    graph.add_edge(START, "inner").add_edge(START, "outer_1")
+    graph.add_edge(["inner", "outer_1"], "outer_2").add_edge("outer_2", END)
+    app = graph.compile(checkpointer=checkpointer)
+
+    first = await app.run({"my_key": ""}, thread_id="1")
+    assert first.status == "interrupted" and first.state == {"my_key": " and parallel"}
+    second = await app.run(None, thread_id="1")
+    assert second.state == {"my_key": "got here and there and parallel and back again"}
+
+    # interrupts before the parallel node
+    app = graph.compile(checkpointer=checkpointer, interrupt_before=["outer_1"])
+    assert (await app.run({"my_key": ""}, thread_id="4")).state == {"my_key": ""}
+    assert (await app.run(None, thread_id="4")).state == {"my_key": " and parallel"}
+    last = await app.run(None, thread_id="4")
+    assert last.state == {"my_key": "got here and there and parallel and back again"}

@@ -275,6 +275,34 @@ async def test_a_failed_called_subgraph_continues_from_its_checkpoint(
     assert calls == ["prepare", "fragile", "fragile"]  # prepare's checkpoint was kept
 
 
+async def test_a_breakpoint_inside_a_called_subgraph_pauses_the_caller(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[str] = []
+    inner = StateGraph(LogState).add_node("one", logger("one")).add_node("two", logger("two"))
+    inner.add_edge(START, "one").add_edge("one", "two").add_edge("two", END)
+    stopping = inner.compile(interrupt_before=["two"])
+
+    async def caller(state: Any) -> dict[str, Any]:
+        calls.append("caller")
+        return {"log": (await stopping.run({"log": []})).state["log"]}
+
+    graph = StateGraph(LogState).add_node("caller", caller).add_node("side", logger("side"))
+    graph.add_edge(START, "caller").add_edge(START, "side")
+    graph = graph.add_edge("caller", END).add_edge("side", END).compile(checkpointer=checkpointer)
+    paused = await graph.run({"log": []}, thread_id="t")
+    # stopped with no question: the finished sibling's write shows, the caller is next
+    assert paused.status == "interrupted" and paused.interrupts == []
+    assert paused.state == {"log": ["side"]}
+    assert (await graph.get_state("t")).next == ("caller",)
+    state = await graph.get_state("t", subgraphs=True)
+    [sub_state] = state.tasks[0].states
+    assert sub_state.values == {"log": ["one"]} and sub_state.next == ("two",)
+    result = await graph.run(None, thread_id="t")
+    assert result.state == {"log": ["one", "two", "side"]}
+    assert calls == ["caller", "caller"]
+
+
 # -- Command.PARENT --------------------------------------------------------------------------
 
 
