@@ -6,14 +6,32 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 from test_redis_control import eventually
 
+from tinyagents.server.workers import STARTUP_S
+
 BASE = "/api/agents"
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The worker processes ``serve`` spawned (not multiprocessing's resource tracker)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    pids = []
+    for pid in map(int, children):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
+            pids.append(pid)
+    return sorted(pids)
 
 
 async def test_two_workers_list_and_steer_every_run_whichever_answers(
@@ -21,6 +39,7 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
 ) -> None:
     import redis.asyncio as aioredis
 
+    began = time.monotonic()
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from tinyagents.cli import main; main()",
         "serve", "--workers", "2", "--redis", redis_url, "--redis-prefix", prefix,
@@ -70,6 +89,23 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
             assert await client.xlen(f"{prefix}:reply:{other}") > 0
             steering = (await http.get(f"{BASE}/runs/{run_id}/steering")).json()
             assert steering
+
+            # a worker that dies is started again, under the same name on Redis
+            before = worker_pids(server.pid)
+            assert len(before) == 2
+            await asyncio.sleep(max(0.0, STARTUP_S + 0.5 - (time.monotonic() - began)))
+            os.kill(before[0], signal.SIGKILL)
+            after = await eventually(
+                lambda: asyncio.sleep(0, worker_pids(server.pid)),
+                lambda pids: len(pids) == 2 and before[0] not in pids,
+                within=60,
+            )
+            assert before[1] in after
+            await eventually(
+                lambda: client.zrange(f"{prefix}:workers", 0, -1), lambda w: set(w) == set(workers)
+            )
+            for _ in range(6):
+                assert (await http.get(f"{BASE}/runs/{run_id}")).status_code == 200
     finally:
         await client.aclose()
         if server.returncode is None:
