@@ -591,3 +591,60 @@ def test_the_docs_example_prints_what_the_page_shows(
     # what the section claims: the call paused the caller, its state shows under the task,
     # and the resume continued inside the sub-graph
     assert done.stdout.splitlines()[-1] == "completed ['checked', 'signed by ana', 'published']"
+
+
+@pytest.mark.parametrize("kind", ["node", "called"])
+async def test_doubly_nested_graph_interrupts(checkpointer: Checkpointer, kind: str) -> None:
+    # LangGraph: test_doubly_nested_graph_interrupts (a breakpoint in a grandchild graph),
+    # with the grandchild a sub-graph node or called from the child's node
+    class State(TypedDict):
+        my_key: str
+
+    async def grandchild_1(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " here"}
+
+    async def grandchild_2(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " and there"}
+
+    grandchild = StateGraph(State).add_node("grandchild_1", grandchild_1)
+    grandchild.add_node("grandchild_2", grandchild_2).add_edge(START, "grandchild_1")
+    grandchild.add_edge("grandchild_1", "grandchild_2").add_edge("grandchild_2", END)
+    stopping = grandchild.compile(interrupt_before=["grandchild_2"])
+
+    async def call_grandchild(state: Any) -> dict[str, Any]:
+        return (await stopping.run(state)).state
+
+    child = StateGraph(State)
+    child.add_node("child_1", stopping if kind == "node" else call_grandchild)
+    child = child.add_edge(START, "child_1").add_edge("child_1", END).compile()
+
+    async def parent_1(state: Any) -> dict[str, Any]:
+        return {"my_key": "hi " + state["my_key"]}
+
+    async def parent_2(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " and back again"}
+
+    graph = StateGraph(State).add_node("parent_1", parent_1).add_node("child", child)
+    graph.add_node("parent_2", parent_2).add_edge(START, "parent_1")
+    graph.add_edge("parent_1", "child").add_edge("child", "parent_2").add_edge("parent_2", END)
+    app = graph.compile(checkpointer=checkpointer)
+
+    assert (await app.run({"my_key": "my value"}, thread_id="1")).state == {"my_key": "hi my value"}
+    assert (await app.run(None, thread_id="1")).state == {
+        "my_key": "hi my value here and there and back again"
+    }
+
+    updates = await collect(app.stream({"my_key": "my value"}, thread_id="2", mode="updates"))
+    assert updates == [{"parent_1": {"my_key": "hi my value"}}, {INTERRUPT_KEY: ()}]
+    assert await collect(app.stream(None, thread_id="2", mode="updates")) == [
+        {"child": {"my_key": "hi my value here and there"}},
+        {"parent_2": {"my_key": "hi my value here and there and back again"}},
+    ]
+
+    values = await collect(app.stream({"my_key": "my value"}, thread_id="3"))
+    assert values == [{"my_key": "my value"}, {"my_key": "hi my value"}]
+    assert await collect(app.stream(None, thread_id="3")) == [
+        {"my_key": "hi my value"},
+        {"my_key": "hi my value here and there"},
+        {"my_key": "hi my value here and there and back again"},
+    ]
