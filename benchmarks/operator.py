@@ -8,16 +8,18 @@ Three ways to send the same command (an ``add_instruction`` from a human with
 - **HTTP**: ``POST /api/agents/runs/{id}/steer`` with a Biscuit token, through uvicorn on a
   loopback port (token check, tenant and scope checks, the snapshot lookup, the policy pipeline,
   the store write before the receipt);
-- **through the store**: ``Control(store=...)`` on a second connection to the SQLite file, as
-  another process would send it: the command goes into the inbox, the owning runtime takes it
-  on its next poll (every ~50 ms) and answers with a receipt.
+- **another process**: a second Python process with ``Control(store=...)`` on the same SQLite
+  file (``tinyagents runs steer --store`` does the same): the command goes into the store's
+  inbox, the owning runtime takes it on its next poll (every ~50 ms) and writes the receipt,
+  which the other process polls for (every 20 ms). The benchmark hands it each command over a
+  pipe and counts from just before that.
 
 Latency is measured from just before the send to the moment the ``steering.applied`` event is
 published on the runtime's bus. The runs idle inside a model call that returns as soon as a
 command is accepted for them (a model answering at once), so the figure is the framework's path
 — send, policies, queue, the next boundary, apply — not a model's thinking time. Commands are
-sent one at a time (no queueing between them). The HTTP client and the store submitter share the
-server's event loop (one process): their own CPU time is part of the figure.
+sent one at a time (no queueing between them). The HTTP client shares the server's event loop
+(one process): its own CPU time is part of the figure.
 
     .venv/bin/python benchmarks/operator.py [--runs 100 1000] [--commands 200]
 """
@@ -26,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,7 +50,7 @@ RUN_COUNTS = (100, 1_000)
 COMMANDS = 200
 TENANT = "acme"
 OPERATOR = SteeringActor.human("ops", tenant_id=TENANT, scopes=["agent:control"])
-WAYS = ("in-process", "HTTP", "through the store")
+WAYS = ("in-process", "HTTP", "another process")
 
 
 def noop() -> str:
@@ -116,12 +120,15 @@ async def _scenario(runs: int, commands: int, store_path: Path) -> dict[str, Any
         run_ids = [h.run_id for h in handles]
         await _until(lambda: all(r in waker.wake for r in run_ids))  # all in a model call
         control = Control(runtime)
+        # The runs' snapshots must be in the store before another process can find them.
         remote_store = SqliteStore(store_path)
         await remote_store.open()
-        remote = Control(store=remote_store, receipt_timeout_s=30)
-        # The runs' snapshots must be in the store before another connection can find them.
-        for run_id in run_ids:
-            await _until(lambda r=run_id: _stored(remote_store, r))
+        try:
+            for run_id in run_ids:
+                await _until(lambda r=run_id: _stored(remote_store, r))
+        finally:
+            await remote_store.close()
+        remote = await OtherProcess.start(store_path)
         sock = bind("127.0.0.1", 0)
         try:
             async with serving(create_app(control, auth=auth), sock):
@@ -138,7 +145,7 @@ async def _scenario(runs: int, commands: int, store_path: Path) -> dict[str, Any
                 if h.task is not None:
                     h.task.cancel()
             await asyncio.gather(*(h.task for h in handles if h.task), return_exceptions=True)
-            await remote_store.close()
+            await remote.close()
             control.close()
     return {
         "runs": runs,
@@ -152,7 +159,7 @@ async def _one(
     i: int,
     run_id: str,
     runtime: Runtime,
-    remote: Control,
+    remote: OtherProcess,
     client: httpx.AsyncClient,
     headers: dict[str, str],
     waker: Waker,
@@ -169,21 +176,82 @@ async def _one(
             headers=headers,
         )
         status = r.json().get("status")
+    elif way == "another process":
+        status = await remote.submit(run_id, cid, text)
     else:
-        cmd = SteeringCommand(
-            target=SteeringTarget.agent_run(run_id),
-            actor=OPERATOR,
-            kind=SteeringKind.ADD_INSTRUCTION,
-            payload={"text": text},
-            correlation_id=cid,
-        )
-        receipt = await (runtime.submit(cmd) if way == "in-process" else remote.submit(cmd))
+        receipt = await runtime.submit(_command(run_id, cid, text))
         status = receipt.status.value
     if status != "accepted":
         raise RuntimeError(f"{way}: command {cid} was {status}")
     async with asyncio.timeout(30):
         done = await applied
     return (done - started) * 1000
+
+
+def _command(run_id: str, cid: str, text: str) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": text},
+        correlation_id=cid,
+    )
+
+
+class OtherProcess:
+    """A second Python process that submits the commands it reads from a pipe through the
+    store (``Control(store=...)``) and writes back each receipt's status."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, store_path: Path) -> OtherProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--submit-through",
+            str(store_path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        other = cls(proc)
+        if await other._line() != "ready":
+            raise RuntimeError("the submitting process did not start")
+        return other
+
+    async def _line(self) -> str:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(60):
+            return (await self.proc.stdout.readline()).decode().strip()
+
+    async def submit(self, run_id: str, cid: str, text: str) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps([run_id, cid, text]) + "\n").encode())
+        await self.proc.stdin.drain()
+        return await self._line()
+
+    async def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        async with asyncio.timeout(30):
+            await self.proc.wait()
+
+
+async def _submit_through(store_path: str) -> None:
+    """The other process: one command per stdin line, its receipt's status per stdout line."""
+    store = SqliteStore(store_path)
+    await store.open()
+    control = Control(store=store, receipt_timeout_s=30)
+    loop = asyncio.get_running_loop()
+    print("ready", flush=True)
+    try:
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            run_id, cid, text = json.loads(line)
+            receipt = await control.submit(_command(run_id, cid, text))
+            print(receipt.status.value, flush=True)
+    finally:
+        await store.close()
 
 
 async def _stored(store: SqliteStore, run_id: str) -> bool:
@@ -226,7 +294,7 @@ def report(results: dict[str, Any]) -> str:
             )
     lines.append(
         f"({results['scenarios'][0]['commands']} commands per way and scenario, one at a time; "
-        "through the store includes the owner's ~50 ms inbox poll)"
+        "another process: through the store, with the owner's ~50 ms inbox poll)"
     )
     return "\n".join(lines)
 
@@ -235,7 +303,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, nargs="+", default=list(RUN_COUNTS))
     parser.add_argument("--commands", type=int, default=COMMANDS)
+    parser.add_argument("--submit-through", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.submit_through is not None:  # the other process of the third way
+        asyncio.run(_submit_through(args.submit_through))
+        return
     print(report(run(run_counts=tuple(args.runs), commands=args.commands)))
 
 
