@@ -39,7 +39,7 @@ from tinyagents.errors import (
     ModelTimeoutError,
 )
 from tinyagents.events import Event, ModelDeltaEvent
-from tinyagents.harness import Message, ModelRequest, ToolCall
+from tinyagents.harness import Message, ModelRequest, ToolCall, litellm_model
 from tinyagents.testkit import (
     ErrorReply,
     EventWaiter,
@@ -172,6 +172,29 @@ async def test_an_immediate_cancel_stops_a_stream_in_flight() -> None:
     assert "model.response" not in ran and ran[-1] == "run.cancelled"
     unawaited = [w for w in caught if "never awaited" in str(w.message)]
     assert unawaited == []
+
+
+async def test_an_immediate_cancel_while_waiting_for_the_first_piece_is_not_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cancel is held only while litellm prepares a request in its worker thread; waiting
+    # for a stream's first chunk is not that. Were it held, this run would not end.
+    monkeypatch.setattr(litellm_model, "_HOLD_CANCEL_S", 3600.0)
+    waiter = EventWaiter()
+    thinks = Fault(stall_after=1, delay_s=3600, then="never sent")
+    async with (
+        OpenAICompatServer([thinks]) as server,
+        Runtime(testing=True, sinks=[waiter]) as rt,
+    ):
+        handle = await rt.start(Agent("thinker", model_for(server)), "think")
+        await server.wait_for_requests(1)
+        await waiter.event("model.request", run_id=handle.run_id)
+        await handle.cancel(immediate=True)
+        async with asyncio.timeout(60):  # a hang guard, not a measurement
+            result = await handle.result()
+            await server.wait_for_disconnects(1)
+
+    assert result.status is RunStatus.CANCELLED
 
 
 async def test_a_stream_that_stalls_past_the_timeout_is_a_timeout_not_retried() -> None:

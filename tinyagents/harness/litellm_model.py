@@ -242,9 +242,17 @@ def _preparing(task: asyncio.Future[Any]) -> bool:
     while inspect.iscoroutine(awaited):
         innermost = awaited
         awaited = awaited.cr_await
-    if innermost is None or awaited is None:
+    # Awaiting a future (``await fut`` leaves its iterator in ``cr_await``), not the next item
+    # of an async generator (a stream's next chunk), which is cancelled at once.
+    if innermost is None or not _future_iterator(awaited):
         return False
     return f"{os.sep}litellm{os.sep}" in innermost.cr_code.co_filename
+
+
+def _future_iterator(awaited: Any) -> bool:
+    if type(awaited).__name__ == "FutureIter":  # the C implementation's
+        return True
+    return inspect.isgenerator(awaited) and awaited.gi_code.co_name == "__await__"
 
 
 def _litellm() -> Any:
