@@ -130,7 +130,7 @@ def main() -> None:
     parser.add_argument("--db", required=True)
     parser.add_argument("--backoff-low", type=float, default=0.1)
     parser.add_argument("--backoff-high", type=float, default=0.5)
-    parser.add_argument("--receipt-timeout", type=float, default=5.0)
+    parser.add_argument("--receipt-timeout", type=float, default=10.0)
     asyncio.run(serve(parser.parse_args()))
 
 
