@@ -138,7 +138,11 @@ def orchestrator_script(cues: Cues) -> Callable[[ModelRequest], Any]:
                 input="Review the research findings for unsupported claims.",
             )
         if n == 1:
-            cues.critic_run_id = json.loads(last)["run_id"]
+            try:
+                cues.critic_run_id = json.loads(last)["run_id"]
+            except (ValueError, KeyError, TypeError):
+                # not the script's story (an operator took spawn_subagent away): say so and stop
+                return f"The critic could not be started ({last}); stopping here."
             return _call(
                 "steer_subagent",
                 run_id=cues.critic_run_id,
