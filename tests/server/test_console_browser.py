@@ -186,6 +186,50 @@ def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_pat
         save_screenshot(browser, tmp_path / "approved.png")
 
 
+def test_narrow_the_tools_then_cancel_an_orchestrator_from_the_console(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(fresh("orchestrator", child=False))
+        run_id = row.get_attribute("data-run-id")
+        row.click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == run_id)
+        tools = browser.find_element(By.ID, "tools-input")
+
+        # Asking for a tool the run does not have is refused, with the reason, on the page.
+        tools.send_keys("research, delete_records")
+        browser_click(browser, "tools-btn")
+        widen = wait.until(lambda d: _sent(d, "narrow tools to research, delete_records"))
+        assert widen["receipt"] == "rejected", widen
+        outcome = browser.find_element(
+            By.CSS_SELECTOR,
+            f'[data-testid="sent-command"][data-correlation-id="{widen["correlation_id"]}"]'
+            ' [data-testid="outcome"]',
+        )
+        assert outcome.text.startswith("rejected: ") and "delete_records" in outcome.text
+
+        tools.clear()
+        keep = "research, spawn_subagent, steer_subagent, wait_subagents"  # not cancel_subagent
+        tools.send_keys(keep)
+        browser_click(browser, "tools-btn")
+        narrow = wait.until(lambda d: _sent(d, f"narrow tools to {keep}"))
+        assert narrow["receipt"] == "accepted", narrow
+        assert wait.until(lambda d: _terminal(d, narrow["correlation_id"])) == "steering.applied"
+        wait.until(lambda d: d.find_element(By.ID, "run-tools").text == keep)
+
+        browser_click(browser, "cancel-btn")
+        browser.switch_to.alert.accept()  # "Cancel orchestrator? A cancelled run does not come back."
+        cancel = wait.until(lambda d: _sent(d, "cancel"))
+        assert cancel["receipt"] == "accepted", cancel
+        wait.until(lambda d: d.find_element(By.ID, "run-status").text == "cancelled")
+        assert not browser.find_element(By.ID, "pause-btn").is_enabled()  # finished: no controls
+        save_screenshot(browser, tmp_path / "cancelled.png")
+
+
 def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
@@ -254,7 +298,7 @@ def exercise_one_child(driver: Any, wait: Any, tmp_path: Path) -> bool:
     from selenium.webdriver.common.by import By
 
     # A sub-agent early in its life, so it is still running for the whole exercise.
-    row = wait.until(_fresh_child)
+    row = wait.until(fresh("research", child=True))
     run_id = row.get_attribute("data-run-id")
     row.click()
     wait.until(lambda d: d.find_element(By.ID, "run-id").text == run_id)
@@ -301,24 +345,32 @@ _FINISHED = ("completed", "cancelled", "aborted", "limit_exceeded", "failed")
 
 
 def browser_click(driver: Any, testid: str) -> None:
+    """Click the element with ``data-testid``, found afresh (the page redraws what changed)."""
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.CSS_SELECTOR, f'[data-testid="{testid}"]').click()
+    def click(d: Any) -> bool:
+        d.find_element(By.CSS_SELECTOR, f'[data-testid="{testid}"]').click()
+        return True
+
+    waiter(driver).until(click)
 
 
-def _fresh_child(driver: Any) -> Any:
+def fresh(agent: str, *, child: bool) -> Callable[[Any], Any]:
+    """A wait condition: a running ``agent`` row (a sub-agent or a top-level run) early in its
+    life (at most one model call), so it still runs for the whole exercise."""
     from selenium.webdriver.common.by import By
 
-    for row in driver.find_elements(
-        By.CSS_SELECTOR, '[data-testid="run-row"][data-status="running"]'
-    ):
-        if (
-            row.get_attribute("data-agent") == "research"
-            and row.get_attribute("data-depth") != "0"
-            and int(row.get_attribute("data-model-calls") or 0) <= 1
+    def find(driver: Any) -> Any:
+        for row in driver.find_elements(
+            By.CSS_SELECTOR, f'[data-testid="run-row"][data-status="running"][data-agent="{agent}"]'
         ):
-            return row
-    return False
+            if (row.get_attribute("data-depth") != "0") == child and int(
+                row.get_attribute("data-model-calls") or 0
+            ) <= 1:
+                return row
+        return False
+
+    return find
 
 
 def _sent(driver: Any, label: str) -> dict[str, str] | bool:

@@ -21,7 +21,7 @@ import os
 from typing import Any, TypedDict
 
 from tinyagents.demo import Cues, build_agents
-from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.events.models import Event, SteeringEvent, SubAgentEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runtime import Runtime
@@ -78,19 +78,27 @@ async def research_tree(runtime: Runtime, tenant_id: str, think_s: float) -> Non
     cues.human_steered.set()  # the operator steers from the console, not a script
 
     def cue(event: Event) -> None:
-        # The critic's script waits until its parent's steering was accepted (as in the demo).
-        if (
+        # The critic's script waits until a command for it was accepted (in the demo, its
+        # parent's steer). Its id is learnt as it starts: a cancel that reaches it before the
+        # orchestrator's script has read the id must still wake it, or the tree never ends.
+        if isinstance(event, SubAgentEvent) and event.type == "subagent.started":
+            if event.agent_id == "critic" and event.root_run_id == root.get("id"):
+                cues.critic_run_id = cues.critic_run_id or event.child_run_id
+        elif (
             isinstance(event, SteeringEvent)
             and event.type == "steering.accepted"
+            and event.run_id is not None
             and event.run_id == cues.critic_run_id
         ):
             cues.critic_steered.set()
 
+    root: dict[str, str] = {}
     runtime.bus.add_sink(cue)
     try:
         handle = await runtime.start(
             build_agents(cues, None, think_s=think_s), TASK, tenant_id=tenant_id
         )
+        root["id"] = handle.run_id
         await until_ended(handle)
     finally:
         runtime.bus.remove_sink(cue)

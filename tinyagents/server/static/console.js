@@ -361,9 +361,19 @@
     return graph ? (graph.interrupts || []).filter((ask) => ask.task_id === run.task_id) : [];
   }
 
+  function unchanged(box, value) {
+    // Lists redrawn only when what they show changed: a poll never swaps the button under
+    // the pointer (or under a screen reader's cursor).
+    const sig = JSON.stringify(value);
+    if (box.dataset.sig === sig) return true;
+    box.dataset.sig = sig;
+    return false;
+  }
+
   function renderInterrupts(run) {
     const list = questionsOf(run);
     $("interrupts-box").hidden = list.length === 0;
+    if (unchanged($("interrupts"), [run.run_id, list])) return;
     $("interrupts").replaceChildren(...list.map((ask) => {
       const value = questionText(ask.value);
       const label = `${ask.node || "task"}: ${value}`;
@@ -394,6 +404,7 @@
   function renderPending(run) {
     const list = run.pending_commands || [];
     $("pending-box").hidden = list.length === 0;
+    if (unchanged($("pending"), list)) return;
     $("pending").replaceChildren(...list.map((cmd) => {
       const actor = cmd.actor && typeof cmd.actor === "object"
         ? cmd.actor.user_id || cmd.actor.name || cmd.actor.type : cmd.actor;
@@ -438,16 +449,24 @@
   }
 
   function renderSent() {
-    $("sent").replaceChildren(...state.sent.map((entry) => {
+    // One row per command, kept and updated in place as its outcome changes.
+    place($("sent"), state.sent.map((entry) => {
+      if (!entry.row) {
+        entry.cells = [el("td"), el("td"), el("td"), el("td", { "data-testid": "outcome" })];
+        entry.badge = el("span", { "data-testid": "receipt" });
+        entry.cells[2].append(entry.badge);
+        entry.row = el("tr", { "data-testid": "sent-command" }, ...entry.cells);
+      }
       const end = outcome(entry);
-      return el(
-        "tr",
-        { "data-testid": "sent-command", "data-correlation-id": entry.correlationId || "", "data-outcome": end.type },
-        el("td", { text: entry.label }),
-        el("td", { text: nameOf(entry.runId) }),
-        el("td", {}, el("span", { class: `badge receipt-${entry.receipt}`, "data-testid": "receipt", text: entry.receipt })),
-        el("td", { class: end.terminal ? "terminal" : "", "data-testid": "outcome", text: end.text }),
-      );
+      entry.row.dataset.correlationId = entry.correlationId || "";
+      entry.row.dataset.outcome = end.type;
+      entry.cells[0].textContent = entry.label;
+      entry.cells[1].textContent = nameOf(entry.runId);
+      entry.badge.className = `badge receipt-${entry.receipt}`;
+      entry.badge.textContent = entry.receipt;
+      entry.cells[3].textContent = end.text;
+      entry.cells[3].className = end.terminal ? "terminal" : "";
+      return entry.row;
     }));
   }
 
