@@ -1,6 +1,6 @@
-"""Fixtures for the Redis control tests: the shared Redis (skipped when unreachable, a failure
-under CI=true), a private ``redis-server`` the test may stop and restart, and worker processes
-driven over JSON lines (tests/distributed/worker.py)."""
+"""Fixtures for the Redis control tests: the shared Redis (``services.redis_url``: skipped when
+unreachable, a failure under CI=true), a private ``redis-server`` the test may stop and restart,
+and worker processes driven over JSON lines (tests/distributed/worker.py)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from services import redis_url as shared_redis_url
 
-REDIS_URL = os.environ.get("TINYAGENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
 WORKER = Path(__file__).with_name("worker.py")
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{reason} (CI=true: Redis must be running)")
     pytest.skip(reason)
 
@@ -43,12 +43,9 @@ async def _ping(url: str) -> str | None:
 
 
 @pytest.fixture
-async def redis_url() -> str:
+def redis_url() -> str:
     """The shared Redis (``TINYAGENTS_REDIS_URL``)."""
-    reason = await _ping(REDIS_URL)
-    if reason is not None:
-        _unavailable(reason)
-    return REDIS_URL
+    return shared_redis_url()
 
 
 @pytest.fixture
