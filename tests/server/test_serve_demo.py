@@ -132,3 +132,21 @@ async def test_a_tree_left_paused_gets_a_sibling_and_stopping_the_demo_cancels_i
     assert {i.agent_id for i in live} >= {"orchestrator", "refund-approval"}
     await until(lambda: all(info.status.finished for info in live))
     assert first.status.value == "cancelled"
+
+
+async def test_an_orchestrator_cancelled_as_its_critic_starts_ends_its_tree(
+    runtime: Runtime,
+) -> None:
+    # The critic's script waits for a command; the cancel its parent passes down must count,
+    # even when it arrives before the orchestrator's script has read the critic's id.
+    task = demo.start_demo(runtime, tenant_id=TENANT, think_s=0.3)
+    try:
+        (critic,) = await until(lambda: runs(runtime, "critic"))
+        handle = runtime.runs.get(critic.parent_run_id or "")
+        assert handle is not None
+        assert (await handle.cancel(actor=OPERATOR)).status.value == "accepted"
+        result = await asyncio.wait_for(handle.result(), 30)
+    finally:
+        await stop(task)
+    assert result.status.value == "cancelled"
+    assert critic.status.finished
