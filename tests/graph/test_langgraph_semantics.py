@@ -81,6 +81,34 @@ async def test_finished_writes_show_after_a_failure(checkpointer: Checkpointer) 
     assert snapshot.next == ("bad",)
 
 
+async def test_checkpoint_recovery(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_checkpoint_recovery_async
+    class State(TypedDict):
+        steps: Annotated[list[str], operator.add]
+        attempt: int
+
+    async def failing_node(state: Any) -> dict[str, Any]:
+        if state["attempt"] == 1:
+            raise RuntimeError("Simulated failure")
+        return {"steps": ["node1"]}
+
+    async def second_node(state: Any) -> dict[str, Any]:
+        return {"steps": ["node2"]}
+
+    builder = StateGraph(State).add_node("node1", failing_node).add_node("node2", second_node)
+    builder.add_edge(START, "node1").add_edge("node1", "node2").add_edge("node2", END)
+    graph = builder.compile(checkpointer=checkpointer)
+
+    failed = await graph.run({"steps": ["start"], "attempt": 1}, thread_id="1")
+    assert failed.status == "failed" and isinstance(failed.error, RuntimeError)
+    state = await graph.get_state("1")
+    assert state.values == {"steps": ["start"], "attempt": 1}  # the input was saved
+    assert state.next == ("node1",)  # the failed node is what runs next
+
+    result = await graph.run({"steps": [], "attempt": 2}, thread_id="1")
+    assert result.state == {"steps": ["start", "node1", "node2"], "attempt": 2}
+
+
 # -- item 8: the returned state equals the saved state -------------------------------------
 
 
