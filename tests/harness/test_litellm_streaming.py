@@ -304,3 +304,15 @@ async def test_a_durable_store_keeps_the_response_not_every_token(tmp_path: Path
 
     assert [e.text for e in live] == ["one", " two", " three"]
     assert "model.delta" not in stored and "model.response" in stored
+
+
+async def test_a_stream_without_usage_has_its_tokens_counted() -> None:
+    async with OpenAICompatServer(["one two three four"]) as server:
+        model = model_for(server, stream_options={"include_usage": False})
+        pieces = [chunk async for chunk in model.stream(ask("count to four"))]
+
+    assert server.requests[0]["stream_options"] == {"include_usage": False}
+    final = pieces[-1].response
+    assert final is not None and final.text == "one two three four"
+    # No usage chunk was sent: litellm's tokenizer counted prompt and completion.
+    assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
