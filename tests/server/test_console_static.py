@@ -1,5 +1,6 @@
-"""The web console's files: shipped in the package, served at ``/`` over real HTTP, loading
-nothing from anywhere but this server, and never writing run text as HTML."""
+"""The web console's files: package data (tests/test_packaging.py finds them in the wheel),
+served at ``/`` over real HTTP, loading nothing from anywhere but this server, and never
+writing run text as HTML."""
 
 from __future__ import annotations
 
