@@ -173,3 +173,16 @@ def test_the_listening_socket_says_it_is_tcp() -> None:
             bind("127.0.0.1", taken.getsockname()[1])
         finally:
             taken.close()
+
+
+def test_importing_the_cli_and_the_server_loads_no_web_or_token_library(tmp_path: Path) -> None:
+    probe = (
+        "import sys, tinyagents, tinyagents.cli, tinyagents.server\n"
+        "lazy = ('fastapi', 'starlette', 'uvicorn', 'biscuit_auth', 'httpx')\n"
+        "print(sorted(m for m in lazy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=ENV, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
