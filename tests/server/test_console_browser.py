@@ -230,6 +230,48 @@ def test_narrow_the_tools_then_cancel_an_orchestrator_from_the_console(
         save_screenshot(browser, tmp_path / "cancelled.png")
 
 
+def test_an_observe_only_token_watches_and_its_commands_are_refused_on_the_page(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        minted = subprocess.run(
+            [
+                str(TINYAGENTS),
+                "token",
+                "mint",
+                "--tenant",
+                "default",
+                "--user",
+                "olga",
+                "--rights",
+                "agent:observe",
+                "--store",
+                f"sqlite:///{tmp_path / 'serve.db'}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        token = minted.stdout.split()[-1]
+        browser.get(url.split("#")[0] + f"?token={token}")
+        wait = waiter(browser)
+        wait.until(lambda d: "token" not in d.current_url)
+        row = wait.until(fresh("orchestrator", child=False))
+        run_id = row.get_attribute("data-run-id")
+        row.click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == run_id)
+        browser_click(browser, "pause-btn")
+        pause = wait.until(lambda d: _sent(d, "pause"))
+        assert pause["receipt"] == "not sent", pause
+        refused = browser.find_element(
+            By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+        )
+        assert refused.text.startswith("this token may not do that"), refused.text
+        assert browser.find_element(By.ID, "run-status").text == "running"
+
+
 def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
