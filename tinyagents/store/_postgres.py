@@ -96,9 +96,11 @@ async def open_pool(
     if schema:
         conn = await asyncpg.connect(dsn)
         try:
+            # Looked up first: CREATE needs a privilege a user of an existing schema may lack.
             # Two processes creating it at once: one of them meets a unique violation.
-            with contextlib.suppress(asyncpg.UniqueViolationError):
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
+            if not await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema):
+                with contextlib.suppress(asyncpg.UniqueViolationError):
+                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
         finally:
             await conn.close()
     pool = await asyncpg.create_pool(
