@@ -1,5 +1,6 @@
-"""``tinyagents serve --workers 2 --redis URL``: two worker processes on one port, each its own
-runtime and seat on Redis; whichever worker answers, every run is listed and controllable."""
+"""``tinyagents serve --workers 2 --redis URL --store ...``: two worker processes on one port,
+each its own runtime and seat on Redis, on a shared SQLite file or PostgreSQL; whichever worker
+answers, every run is listed and controllable (issue 14 item 3)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import re
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
 from test_redis_control import eventually
 
 from tinyagents.server.workers import STARTUP_S
@@ -34,8 +38,20 @@ def worker_pids(parent: int) -> list[int]:
     return sorted(pids)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The store the workers share: a SQLite file, or a PostgreSQL schema of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    dsn = postgres_dsn()
+    sep = "&" if "?" in dsn else "?"
+    yield f"{dsn}{sep}schema={pg_schema()}"
+    await drop_pg_schemas()
+
+
 async def test_two_workers_list_and_steer_every_run_whichever_answers(
-    redis_url: str, prefix: str, tmp_path: Path
+    redis_url: str, prefix: str, store_url: str
 ) -> None:
     import redis.asyncio as aioredis
 
@@ -43,7 +59,7 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from tinyagents.cli import main; main()",
         "serve", "--workers", "2", "--redis", redis_url, "--redis-prefix", prefix,
-        "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--insecure-dev", "--port", "0", "--demo",
+        "--store", store_url, "--insecure-dev", "--port", "0", "--demo",
         stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )  # fmt: skip
@@ -87,8 +103,11 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
                 if i % 2 and await client.xlen(f"{prefix}:reply:{other}"):
                     break
             assert await client.xlen(f"{prefix}:reply:{other}") > 0
-            steering = (await http.get(f"{BASE}/runs/{run_id}/steering")).json()
-            assert steering
+
+            async def history() -> Any:  # another worker reads it from the store's event log
+                return (await http.get(f"{BASE}/runs/{run_id}/steering")).json()
+
+            await eventually(history, lambda h: len(h) >= 2)
 
             # a worker that dies is started again, under the same name on Redis
             before = worker_pids(server.pid)
