@@ -438,6 +438,34 @@ async def test_the_callers_stream_shows_a_called_subgraph_with_its_namespace(
     assert items[-1][0] == () and INTERRUPT_KEY in items[-1][1]
 
 
+async def test_the_callers_stream_shows_a_subgraph_a_node_streams(
+    checkpointer: Checkpointer,
+) -> None:
+    child = asking_child([])
+    seen: list[Any] = []
+
+    async def caller(state: Any) -> dict[str, Any]:
+        async for item in child.stream({"log": []}, mode="updates"):
+            seen.append(item)
+        return {"log": ["streamed"]}
+
+    graph = StateGraph(LogState).add_node("caller", caller).add_edge(START, "caller")
+    graph = graph.add_edge("caller", END).compile(checkpointer=checkpointer)
+    items = await collect(graph.stream({}, thread_id="t", mode="updates", subgraphs=True))
+    # as for a sub-graph node: its items under its namespace, then the caller's pause
+    [(ns, update), (inner_ns, inner_pause), (top, paused)] = items
+    assert len(ns) == 1 and ns[0].startswith("caller:t-") and inner_ns == ns
+    assert update == {"prepare": {"log": ["prepare"]}} == seen[0]
+    assert inner_pause[INTERRUPT_KEY] == paused[INTERRUPT_KEY]
+    assert top == () and [i.value for i in paused[INTERRUPT_KEY]] == ["which?"]
+    # the node's own stream is as it was: namespaces relative to the call
+    assert [i.value for i in seen[1][INTERRUPT_KEY]] == ["which?"]
+    items = await collect(
+        graph.stream(Command(resume="x"), thread_id="t", mode="updates", subgraphs=True)
+    )
+    assert items == [(ns, {"ask": {"log": ["ask:x"]}}), ((), {"caller": {"log": ["streamed"]}})]
+
+
 # -- get_state(subgraphs=True) and the history ---------------------------------------------
 
 

@@ -71,14 +71,16 @@ async def stream(
     graph: GraphCore, scope: object, input: Any, sink: GraphStream, recursion_limit: int | None
 ) -> AsyncIterator[Any]:
     """``graph.stream(input)`` called by a node: the items of the call (namespaces relative
-    to it); then, if it stopped on an interrupt, the calling node unwinds."""
+    to it), which the caller's own stream gets too; then, if it stopped on an interrupt,
+    the calling node unwinds."""
     child = await prepare(graph, scope, input, recursion_limit)
 
     async def made() -> GraphRun:
         return child
 
     try:
-        async for item in read(made, sink):
+        # the caller's stream (if it is streamed) sees the call as it sees a sub-graph node
+        async for item in read(made, sink, also=child.stream):
             yield item
     except ParentCommand as pc:
         raise CalledCommand(pc.command) from None

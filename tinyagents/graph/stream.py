@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
-from tinyagents.graph.executor import GraphRun, Step
+from tinyagents.graph.executor import GraphRun, Step, StreamSink
 from tinyagents.graph.types import UNSET
 
 if TYPE_CHECKING:
@@ -169,26 +169,57 @@ class GraphStream:
         return None
 
 
+class Tee:
+    """Two sinks as one: a sub-graph a node streams reports to the node's stream and to the
+    stream of the run that called it (where ``subgraphs=True`` shows it)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: StreamSink, second: StreamSink) -> None:
+        self.first, self.second = first, second
+
+    def step(self, run: GraphRun, step: Step) -> None:
+        self.first.step(run, step)
+        self.second.step(run, step)
+
+    def task_started(self, run: GraphRun, task: Task) -> None:
+        self.first.task_started(run, task)
+        self.second.task_started(run, task)
+
+    def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
+        self.first.task_finished(run, task, error)
+        self.second.task_finished(run, task, error)
+
+    def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
+        self.first.custom(run, task_id, value)
+        self.second.custom(run, task_id, value)
+
+
 async def read(
     prepare: Callable[[], Awaitable[GraphRun]],
     sink: GraphStream,
     *,
     hold: AbstractAsyncContextManager[Any] | None = None,
+    also: StreamSink | None = None,
 ) -> AsyncIterator[Any]:
     """The stream of the run ``prepare`` makes (inside ``hold``: a thread's lease).
 
     Without a live mode the reader's own task drives ``run.supersteps()`` and yields each
     step's items; a failed node's error is raised after the items that came before it.
-    With one, the run goes into its own task (``live``)."""
+    With one, the run goes into its own task (``live``). ``also`` gets the run's steps too
+    (the stream of the run that called this one as a sub-graph)."""
     async with hold if hold is not None else nullcontext():
         run = await prepare()
+        if also is not None:
+            run.stream = Tee(sink, also)
         if sink.live:
-            run.stream = sink
+            if also is None:
+                run.stream = sink
             sink.begin(run)
             async for item in live(asyncio.create_task(run.outcome()), sink):
                 yield item
             return
-        if sink.subgraphs:
+        if sink.subgraphs and also is None:
             run.stream = sink  # for the sub-graph runs; the top-level steps are read here
         token = set_scope(UNSAVED) if run.checkpointer is None else None
         try:
@@ -196,6 +227,8 @@ async def read(
             items = sink.items
             async for step in run.supersteps(started=False):  # a stream shows no "started"
                 sink.step(run, step)
+                if also is not None:
+                    also.step(run, step)
                 while items:
                     yield items.popleft()
                 if step.error is not None:
@@ -267,6 +300,7 @@ __all__ = [
     "MODES",
     "GraphStream",
     "StreamMode",
+    "Tee",
     "follow",
     "live",
     "namespace",
