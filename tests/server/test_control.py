@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,13 @@ async def test_no_answer_from_the_owner_is_a_receipt_timeout(tmp_path: Path) -> 
         with pytest.raises(ReceiptTimeout, match="may still be applied"):
             await control.submit(steer("r-1", "anyone there?"))
         assert len(await store.inbox_take("rt-gone")) == 1  # it waits for its owner
+        # an owner silent for long (no heartbeat) is taken for gone: nothing is sent
+        old = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+        snap = {**(await store.load_run("r-1") or {}), "updated_at": old}
+        await store.save_runs([snap])
+        receipt = await control.submit(steer("r-1", "anyone?"))
+        assert receipt.status == "rejected" and "no heartbeat since" in (receipt.reason or "")
+        assert await store.inbox_take("rt-gone") == []
     finally:
         await store.close()
 

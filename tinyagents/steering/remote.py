@@ -6,7 +6,8 @@ The command goes into the store's inbox, addressed to the runtime that owns the 
 ``owner`` of its snapshot); that runtime takes it within ~50 ms, runs it through its own
 ``submit`` (its policies, its deduplication by correlation id) and writes the receipt back,
 which this side waits for. Only obviously hopeless commands are answered here: an unknown
-run, another tenant's run (both ``not found``) and a finished run — unless the steering log
+run, another tenant's run (both ``not found``), a finished run, and a run whose owner has
+stopped writing its heartbeat (``OWNER_SILENT_S``) — unless the steering log
 already holds the command's correlation id: then a retry is answered ``duplicate``, as the
 owner would have answered it.
 """
@@ -14,6 +15,7 @@ owner would have answered it.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 from tinyagents import _clock
@@ -32,6 +34,9 @@ from tinyagents.store.base import Store
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
+#: A live run's owner rewrites its snapshot every second (``Runtime`` heartbeat); one silent
+#: for this long is taken for gone (its inbox would never be read), with room for clock skew.
+OWNER_SILENT_S = 30.0
 
 
 async def submit_through_store(
@@ -85,9 +90,26 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
     run_id = snapshot.get("run_id")
     if _finished(snapshot):
         return _rejected(cmd, f"target finished: run {run_id} is {snapshot['status']}", run_id)
-    if not snapshot.get("owner"):
+    owner = snapshot.get("owner")
+    if not owner:
         return _rejected(cmd, f"run {run_id} has no owning runtime to steer it", run_id)
+    updated_at = _time(snapshot.get("updated_at"))
+    if updated_at is not None and (_clock.now() - updated_at).total_seconds() > OWNER_SILENT_S:
+        return _rejected(
+            cmd,
+            f"run {run_id}'s owner (runtime {owner}) has written no heartbeat since "
+            f"{updated_at.isoformat()}: its process is likely gone; nothing was sent",
+            run_id,
+        )
     return None
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        at = datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 async def _logged(store: Store, cmd: SteeringCommand) -> bool:
