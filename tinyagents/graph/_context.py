@@ -7,6 +7,7 @@ so the variable is always the scope of the node that called ``interrupt()``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -115,17 +116,17 @@ UNSAVED: Any = _Unsaved()
 _scope: ContextVar[TaskScope | _Unsaved | None] = ContextVar("tinyagents_graph_task", default=None)
 
 
-def enclosing_scope() -> TaskScope | _Unsaved | None:
-    """The scope of the graph node running in this context, if any: a graph run from inside
-    a node is a sub-graph call of that node's task."""
-    return _scope.get()
-
-
 def current_scope() -> TaskScope | _Unsaved:
     scope = _scope.get()
     if scope is None:
         raise GraphError("interrupt() can only be called inside a running graph node")
     return scope
+
+
+#: The scope of the graph node running in this context, if any (``TaskScope``, or
+#: ``UNSAVED`` in a run that saves nothing): a graph run from inside a node is a sub-graph
+#: call of that node's task. The ContextVar's own ``get``: no Python frame per top-level run.
+enclosing_scope: Callable[[], TaskScope | _Unsaved | None] = _scope.get
 
 
 def set_scope(scope: TaskScope | None) -> Any:
