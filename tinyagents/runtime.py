@@ -31,6 +31,8 @@ from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
+from tinyagents.events.otel import OTelSink
+from tinyagents.events.otel import default_sink as otel_default_sink
 from tinyagents.graph.driver import start_graph_run
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
@@ -80,6 +82,10 @@ class Runtime:
         trees), and for how long, stay in memory before they are released; ``dedupe_horizon``:
         how many of the latest command ids an in-memory runtime remembers as duplicates.
 
+        ``sinks``: event sinks besides the store's writer; when the program has set an
+        OpenTelemetry SDK tracer or meter provider, an ``OTelSink`` on it is added unless one
+        is among them.
+
         ``supervisor``: a ``SupervisorSpec`` that watches every agent run (an agent's own
         ``Agent(..., supervisor=spec)`` wins for its runs). ``trusted_middleware``: names of
         runtime-level middleware actors trusted *by name* (anyone who can submit can use
@@ -116,8 +122,15 @@ class Runtime:
             trusted_middleware=frozenset(trusted_middleware),
             dedupe_horizon=dedupe_horizon,
         )
+        sinks = list(sinks)
         for sink in sinks:
             self.bus.add_sink(sink)
+        # A program that set an OpenTelemetry SDK provider gets its runs traced and counted
+        # without passing a sink (unless it passed one itself).
+        if not any(isinstance(sink, OTelSink) for sink in sinks):
+            traced = otel_default_sink()
+            if traced is not None:
+                self.bus.add_sink(traced)
         self._supervisor_capability = self.router.issue_capability(SUPERVISOR)
         #: Watches agent runs under ``supervisor`` (or their agent's spec); acts through
         #: steering with the capability above.

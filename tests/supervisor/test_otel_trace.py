@@ -159,3 +159,32 @@ async def test_the_log_leaves_out_token_deltas_as_the_trace_does(
     assert logged.count("model.delta") == (3 if deltas else 0)
     span = run_span(exporter, "talker")
     assert "model.delta" not in {e.name for e in span.events}
+
+
+def test_a_runtime_feeds_the_programs_sdk_provider_without_being_told() -> None:
+    """A program that set an SDK tracer provider gets a span per run from every ``Runtime``
+    (and from ``agent.run_sync``'s private one) without passing a sink; a sink it passes
+    itself is not doubled."""
+    code = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "import asyncio\n"
+        "from tinyagents import Agent, Runtime\n"
+        "from tinyagents.events.otel import OTelSink\n"
+        "from tinyagents.testkit import ScriptedModel, reply\n"
+        "exporter = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "async def main():\n"
+        "    async with Runtime() as rt:\n"
+        "        await (await rt.start(Agent('auto', ScriptedModel(['ok'])), 'go')).result()\n"
+        "    async with Runtime(sinks=[OTelSink()]) as rt:\n"
+        "        await (await rt.start(Agent('given', ScriptedModel(['ok'])), 'go')).result()\n"
+        "asyncio.run(main())\n"
+        "Agent('private', ScriptedModel(['ok'])).run_sync('go')\n"
+        "print(sorted(s.name for s in exporter.get_finished_spans() if s.name.startswith('run ')))\n"
+    )
+    assert _python(code) == "['run auto', 'run given', 'run private']"
