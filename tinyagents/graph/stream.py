@@ -95,14 +95,14 @@ class GraphStream:
     # -- items -----------------------------------------------------------------------------
 
     def put(self, ns: str, mode: str, payload: Any) -> None:
-        root = self.root
-        if ns != root:
-            if not self.subgraphs:
+        if ns:  # a sub-graph's item, or the top of a stream that follows a sub-graph call
+            root = self.root
+            if ns == root:
+                ns = ""
+            elif not self.subgraphs:
                 return
-            if root:
+            elif root:
                 ns = ns[len(root) + 1 :]
-        elif root:
-            ns = ""
         if self.subgraphs:
             item: Any = (namespace(ns), payload) if self.single else (namespace(ns), mode, payload)
         else:
