@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
-from tinyagents.store import MemoryStore, SqliteStore, Store
-from tinyagents.store.postgres import PostgresStore
+from tinyagents.store import MemoryStore, PostgresStore, SqliteStore, Store
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,14 @@ from tinyagents import Runtime
 from tinyagents.errors import StoreError
 from tinyagents.events import RunEvent
 from tinyagents.graph import END, START, StateGraph
-from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
-from tinyagents.protocol.commands import ReceiptStatus, SteeringReceipt
+from tinyagents.protocol import (
+    ReceiptStatus,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringReceipt,
+    SteeringTarget,
+)
 from tinyagents.store import PostgresStore, StoreWriter, open_store
 from tinyagents.store._postgres import cause
 from tinyagents.store.base import _may_pass

@@ -469,6 +469,7 @@ class PostgresStore(Store):
         process; returns once listening (``aclose()`` the listener to stop). A lost
         connection is re-established with backoff (0.5 s doubling to 30 s), and ``wake()`` is
         called after each (re)connection, since commands may have arrived meanwhile."""
+        self.pool  # noqa: B018 - raises StoreError unless open (the channel names its schema)
         listener = InboxListener(self, owner, wake)
         await listener.start()
         return listener
