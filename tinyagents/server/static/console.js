@@ -96,8 +96,9 @@
   function counters(run) {
     const used = run.counters || run.usage || {};
     const parts = [];
-    if (used.model_calls !== undefined) parts.push(`${used.model_calls} model calls`);
-    if (used.tool_calls !== undefined) parts.push(`${used.tool_calls} tool calls`);
+    const many = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+    if (used.model_calls !== undefined) parts.push(many(used.model_calls, "model call"));
+    if (used.tool_calls !== undefined) parts.push(many(used.tool_calls, "tool call"));
     const tokens = (used.input_tokens || 0) + (used.output_tokens || 0);
     if (tokens) parts.push(`${tokens} tokens`);
     return parts.join(" · ") || "nothing yet";
@@ -332,6 +333,7 @@
   function renderDetail() {
     const run = state.runs.get(state.selected);
     $("detail-body").hidden = !run;
+    $("detail-empty").hidden = Boolean(run);
     if (!run) {
       $("detail-title").textContent = state.selected ? "That run is gone from the list" : "No run selected";
       return;
