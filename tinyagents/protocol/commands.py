@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -732,11 +733,16 @@ class SteeringCommand(BaseModel):
             raise InvalidCommandError(broken)
         return data
 
-    @field_validator("payload")
+    @field_validator("payload", mode="wrap")
     @classmethod
-    def _read_only_payload(cls, payload: dict[str, Any]) -> dict[str, Any]:
-        # ``_check`` made it read-only; validating the field copied it into a plain dict.
-        return payload if type(payload) is ReadOnlyDict else ReadOnlyDict(payload)
+    def _read_only_payload(
+        cls, payload: Any, handler: ValidatorFunctionWrapHandler
+    ) -> dict[str, Any]:
+        # ``_check`` validated it and made it read-only: validating the field again would only
+        # copy it into a plain dict to be wrapped once more.
+        if type(payload) is ReadOnlyDict:
+            return payload
+        return ReadOnlyDict(handler(payload))
 
     @field_validator("created_at")
     @classmethod
