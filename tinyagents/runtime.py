@@ -108,6 +108,8 @@ class Runtime:
         self._live: LiveRuns | None = None
         self._serving: asyncio.Task[None] | None = None
         self._inbox_wake: asyncio.Event | None = None
+        #: The store's push notifications for the inbox (``listen_inbox``), when it has them.
+        self._inbox_listener: Any = None
         self.testing = testing
         self.bus = EventBus()
         self.runs = RunRegistry(
@@ -175,6 +177,14 @@ class Runtime:
             self.live_runs()
             self._inbox_wake = asyncio.Event()
             self._serving = asyncio.create_task(self._serve_store(), name="tinyagents-inbox")
+            # A store that can push (PostgreSQL's LISTEN/NOTIFY) wakes the inbox at once; the
+            # poll stays the safety net, so a listener that cannot start only costs latency.
+            listen = getattr(self.store, "listen_inbox", None)
+            if listen is not None:
+                try:
+                    self._inbox_listener = await listen(self.runtime_id, self.wake_inbox)
+                except Exception as exc:
+                    _log.warning("inbox notifications unavailable, polling only: %s", exc)
         self._open = True
 
     async def close(self) -> None:
@@ -232,6 +242,12 @@ class Runtime:
                     failures.append(exc)
             self.bus.remove_sink(self._writer)
             self._writer = None
+        if self._inbox_listener is not None:
+            listener, self._inbox_listener = self._inbox_listener, None
+            try:
+                await listener.aclose()
+            except Exception as exc:
+                failures.append(exc)
         try:
             await self.store.close()
         except Exception as exc:

@@ -92,8 +92,7 @@ async def test_notify_wakes_the_owning_runtime_without_waiting_for_its_poll(
     url = f"{postgres_dsn()}?schema={schema}"
     elsewhere = PostgresStore(postgres_dsn(), schema=schema)  # the submitting process
     async with Runtime(store=url) as rt:
-        assert isinstance(rt.store, PostgresStore)
-        listener = await rt.store.listen_inbox(rt.runtime_id, rt.wake_inbox)
+        assert isinstance(rt.store, PostgresStore)  # the runtime listens on its own
         await elsewhere.open()
         try:
             handle = await rt.start(slow_agent(), "work", tenant_id="acme")
@@ -104,5 +103,4 @@ async def test_notify_wakes_the_owning_runtime_without_waiting_for_its_poll(
             result = await handle.result()
             assert "please finish" in json.loads(str(result.output))["steered"][0]
         finally:
-            await listener.aclose()
             await elsewhere.close()
