@@ -556,7 +556,24 @@ async def migrate(
     db: aiosqlite.Connection, migrations: list[tuple[int, str]], *, name: str
 ) -> None:
     """Apply the migrations of schema ``name`` not yet recorded in the shared ``migrations``
-    table (idempotent; several schemas, e.g. steering and checkpoints, can share one file)."""
+    table (idempotent; several schemas, e.g. steering and checkpoints, can share one file).
+
+    Processes opening a new file at once may both find a migration missing: the one that
+    records it second fails on the table's key, rolls back and reads again (finding the work
+    done)."""
+    for attempt in range(3):
+        try:
+            await _migrate_once(db, migrations, name=name)
+            return
+        except sqlite3.IntegrityError:
+            await db.rollback()
+            if attempt == 2:
+                raise
+
+
+async def _migrate_once(
+    db: aiosqlite.Connection, migrations: list[tuple[int, str]], *, name: str
+) -> None:
     await db.execute(
         "CREATE TABLE IF NOT EXISTS migrations (name TEXT NOT NULL, version INTEGER NOT NULL,"
         " applied_at TEXT NOT NULL, PRIMARY KEY (name, version))"
