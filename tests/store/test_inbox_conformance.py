@@ -8,8 +8,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tinyagents.events import RunEvent
 from tinyagents.protocol import (
     SteeringActor,
@@ -18,7 +16,7 @@ from tinyagents.protocol import (
     SteeringReceipt,
     SteeringTarget,
 )
-from tinyagents.store import Store
+from tinyagents.store import SqliteStore, Store
 from tinyagents.testkit import EPOCH
 
 OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
@@ -100,14 +98,21 @@ async def test_two_connections_never_share_an_item(durable_backend: Any, tmp_pat
         await second.close()
 
 
-async def test_an_unreadable_row_is_answered_rejected_not_returned(
-    backend: Any, store: Store, tmp_path: Path
-) -> None:
-    if backend.name != "sqlite":
-        pytest.skip(f"writing a damaged row by hand is shown for SQLite only ({backend.name})")
+async def test_an_unreadable_sqlite_row_is_answered_rejected_not_returned(tmp_path: Path) -> None:
+    """Shown on a SQLite file, where a row can be damaged by hand (PostgreSQL's own test is in
+    test_postgres_store.py)."""
+    store = SqliteStore(tmp_path / "store.db")
+    await store.open()
+    try:
+        await _unreadable_row_is_rejected(store, tmp_path / "store.db")
+    finally:
+        await store.close()
+
+
+async def _unreadable_row_is_rejected(store: Store, path: Path) -> None:
     await store.inbox_put(owner="rt-a", request_id="q-bad", command=command("c-bad"))
     await store.inbox_put(owner="rt-a", request_id="q-good", command=command("c-good"))
-    with sqlite3.connect(tmp_path / "store.db") as db:
+    with sqlite3.connect(path) as db:
         db.execute("UPDATE inbox SET command = '{\"kind\": 1}' WHERE request_id = 'q-bad'")
     assert [i.request_id for i in await store.inbox_take("rt-a")] == ["q-good"]
     receipt = await store.inbox_receipt("q-bad")
