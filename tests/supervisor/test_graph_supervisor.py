@@ -5,14 +5,15 @@ whose ``aborted`` outcome the graph does not route."""
 from __future__ import annotations
 
 import logging
-from typing import Any, TypedDict
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 from tinyagents import Agent, Runtime, SubAgent, SubAgentTool, SupervisorSpec, tool
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, GraphValidationError
 from tinyagents.events import Event
-from tinyagents.graph import END, START, AgentNode, StateGraph
+from tinyagents.graph import END, START, AgentNode, Command, StateGraph
 from tinyagents.supervisor.validate import validate_graph
 from tinyagents.testkit import EventRecorder, ScriptedModel, reply, tool_call
 
@@ -33,6 +34,8 @@ STEER_AT_FIRST = SupervisorSpec(
 class Doc(TypedDict, total=False):
     topic: str
     draft: str
+    why: str
+    path: Annotated[list[str], operator.add]
 
 
 @tool
@@ -168,7 +171,7 @@ def test_compile_warns_on_each_agent_node_whose_aborted_outcome_is_not_routed(
     assert len(warned) == 2
     assert "agent node 'writer' of graph 'triage'" in warned[0]
     assert "agent node 'inner/lead'" in warned[1]
-    assert all("'aborted' outcome is not routed" in w and "Command(goto=" in w for w in warned)
+    assert all("'aborted' outcome is not routed" in w and "on_aborted=" in w for w in warned)
     findings = validate_graph(graph)
     assert [f.message for f in findings if f.severity == "warning"] == [
         r.removeprefix("compile(supervisor=...): ") for r in warned
@@ -185,3 +188,92 @@ def test_validate_graph_without_a_spec_says_how_to_attach_one() -> None:
     [finding] = validate_graph(graph)
     assert finding.severity == "warning" and "compile(supervisor=spec)" in finding.message
     assert len(validate_graph(graph, ABORT_ON_LOOP)) == 1
+
+
+def routed_graph(
+    agent: Agent, spec: SupervisorSpec | None, destinations: tuple[str, ...] = (), **routing: Any
+) -> Any:
+    def review(state: Doc) -> dict[str, Any]:
+        return {"path": ["review"]}
+
+    def publish(state: Doc) -> dict[str, Any]:
+        return {"path": ["publish"]}
+
+    node = AgentNode(agent, input="topic", output="draft", **routing)
+    return (
+        StateGraph(Doc)
+        .add_node("writer", node, destinations=destinations)
+        .add_node("review", review)
+        .add_node("publish", publish)
+        .add_edge(START, "writer")
+        .add_edge("review", END)
+        .add_edge("publish", END)
+        .compile(supervisor=spec)
+    )
+
+
+async def test_an_aborted_agent_node_goes_to_its_on_aborted_node_with_the_reason() -> None:
+    graph = routed_graph(
+        looper(), ABORT_ON_LOOP, then="publish", on_aborted="review", aborted_key="why"
+    )
+    async with Runtime() as rt:
+        result = await graph.run({"topic": "t"}, runtime=rt)
+        [writer] = [i for i in rt.runs.list() if i.kind == "agent"]
+
+    assert result.status == "completed"
+    assert writer.status == "aborted"
+    assert result.state["path"] == ["review"]  # not publish: the edge of a completed run
+    assert "tool 'search' called 2 times" in result.state["why"]
+    assert "draft" not in result.state
+
+
+async def test_a_completed_routing_agent_node_goes_to_then_with_its_output() -> None:
+    agent = Agent("writer", ScriptedModel([reply("a draft")]))
+    graph = routed_graph(agent, ABORT_ON_LOOP, then="publish", on_aborted="review")
+    async with Runtime() as rt:
+        result = await graph.run({"topic": "t"}, runtime=rt)
+
+    assert result.status == "completed"
+    assert result.state["path"] == ["publish"] and result.state["draft"] == "a draft"
+
+
+async def test_on_aborted_may_be_a_function_of_the_result_returning_a_command() -> None:
+    def decide(result: Any, state: Doc) -> Command:
+        return Command(update={"why": f"{result.status.value}: {state['topic']}"}, goto="review")
+
+    graph = routed_graph(looper(), ABORT_ON_LOOP, ("review",), then="publish", on_aborted=decide)
+    async with Runtime() as rt:
+        result = await graph.run({"topic": "t"}, runtime=rt)
+
+    assert result.status == "completed"
+    assert result.state["path"] == ["review"] and result.state["why"] == "aborted: t"
+
+
+def test_a_routing_agent_node_is_not_warned_about_and_its_targets_are_validated(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="tinyagents.supervisor"):
+        graph = routed_graph(looper(), ABORT_ON_LOOP, then="publish", on_aborted="review")
+    assert caplog.records == [] and validate_graph(graph) == []
+    assert "n_writer -. goto .-> n_review" in graph.to_mermaid()
+    # an unknown target is refused at compile, like any other edge
+    with pytest.raises(GraphValidationError, match=r"unknown nodes.*'nowhere'"):
+        routed_graph(looper(), ABORT_ON_LOOP, then="publish", on_aborted="nowhere")
+
+
+def test_a_routing_agent_node_with_its_own_edges_is_refused() -> None:
+    graph = (
+        StateGraph(Doc)
+        .add_node("writer", AgentNode(looper(), input="topic", on_aborted=END))
+        .add_edge(START, "writer")
+        .add_edge("writer", END)
+    )
+    with pytest.raises(ConfigurationError, match=r"\['writer'\] route their outcomes"):
+        graph.compile()
+
+
+def test_then_and_aborted_key_need_on_aborted() -> None:
+    with pytest.raises(ConfigurationError, match="go with on_aborted"):
+        AgentNode(looper(), then="publish")
+    with pytest.raises(ConfigurationError, match="goes with on_aborted=<node name>"):
+        AgentNode(looper(), on_aborted=lambda r, s: Command(goto=END), aborted_key="why")

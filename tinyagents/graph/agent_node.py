@@ -5,15 +5,20 @@ The child run carries the task id and node id in its ``RunInfo``, so harness ste
 
     graph.add_node("writer", AgentNode(writer, input="topic", output="draft"))
     graph.add_node("critic", critic_agent)  # reads state["input"], writes state["output"]
+
+An ``aborted`` end (a supervisor abort, or a pause past its dwell cap) fails the graph run
+unless the node routes it: ``AgentNode(agent, then="publish", on_aborted="review")`` goes to
+``review`` when the agent's run ends ``aborted`` and to ``publish`` when it completes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import GraphError, RunFailed, RunLimitExceeded
+from tinyagents.errors import ConfigurationError, GraphError, RunFailed, RunLimitExceeded
+from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.runs.info import RunStatus
@@ -31,11 +36,45 @@ class AgentNode:
     ``input``: a state key holding the prompt, or ``state -> str | list[Message]``.
     ``output``: the state key that receives the run's final output, or
     ``(output, state) -> dict`` for several keys.
+
+    ``on_aborted`` routes the ``aborted`` outcome instead of failing the graph run: the node
+    to go to (its writes: ``aborted_key``, if given, receives the run's abort reason), or
+    ``(result, state) -> Command`` for anything else (declare its targets with
+    ``add_node(..., destinations=...)``). A node that routes its outcomes has no edges of its
+    own: ``then`` names where a completed run goes (default ``END``).
     """
 
     agent: Agent
     input: str | Callable[[Any], Any] = "input"
     output: str | Callable[[Any, Any], dict[str, Any]] = "output"
+    on_aborted: str | Callable[[Any, Any], Command] | None = None
+    then: str | Sequence[str] = END
+    aborted_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_aborted is None and (self.then != END or self.aborted_key is not None):
+            raise ConfigurationError(
+                "AgentNode(then=..., aborted_key=...) go with on_aborted=...: without it the "
+                "node's edges route a completed run (add_edge) and an abort fails the graph"
+            )
+        if self.aborted_key is not None and callable(self.on_aborted):
+            raise ConfigurationError(
+                "AgentNode(aborted_key=...) goes with on_aborted=<node name>; a callable "
+                "on_aborted returns its own Command(update=...)"
+            )
+
+    @property
+    def routes(self) -> bool:
+        """Whether this node routes its own outcomes (``on_aborted`` is set)."""
+        return self.on_aborted is not None
+
+    def destinations(self) -> tuple[str, ...]:
+        """The nodes this node's outcomes may lead to (what ``compile()`` validates)."""
+        if self.on_aborted is None:
+            return ()
+        then = (self.then,) if isinstance(self.then, str) else tuple(self.then)
+        aborted = (self.on_aborted,) if isinstance(self.on_aborted, str) else ()
+        return tuple(dict.fromkeys((*then, *aborted)))
 
 
 def _read(state: Any, key: str) -> Any:
@@ -53,9 +92,10 @@ async def run_agent_node(
     *,
     parent: str | None,
     started: Callable[[Task, RunHandle], None] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | Command:
     """Start the agent as a child run of ``parent``, wait for it, map its output to state
-    writes. ``started`` learns the child's handle (so steering can reach it while it runs)."""
+    writes (a ``Command`` when the node routes its outcomes). ``started`` learns the child's
+    handle (so steering can reach it while it runs)."""
     node: AgentNode = task.spec.agent
     if runtime is None:
         raise GraphError(
@@ -75,6 +115,11 @@ async def run_agent_node(
             # the node was cancelled: so is its agent, saying why
             handle.task.cancel(f"graph task {task.id} (node {task.node!r}) was cancelled")
         raise
+    if result.status is RunStatus.ABORTED and node.on_aborted is not None:
+        if callable(node.on_aborted):
+            return node.on_aborted(result, state)
+        update = {node.aborted_key: result.error} if node.aborted_key is not None else None
+        return Command(update=update, goto=node.on_aborted)
     if result.status is RunStatus.LIMIT_EXCEEDED:
         raise RunLimitExceeded("agent run", result.error, None, run_id=handle.run_id)
     if result.status is not RunStatus.COMPLETED:
@@ -82,6 +127,9 @@ async def run_agent_node(
             f"agent node {task.node!r} (run {handle.run_id}) ended {result.status.value}: "
             f"{result.error or 'no error message'}"
         )
-    if callable(node.output):
-        return node.output(result.output, state)
-    return {node.output: result.output}
+    writes = (
+        node.output(result.output, state) if callable(node.output) else {node.output: result.output}
+    )
+    if node.routes:
+        return Command(update=writes, goto=node.then)
+    return writes

@@ -91,6 +91,9 @@ class StateGraph:
             spec.is_async = True
         elif isinstance(action, Agent | AgentNode):
             spec.agent = action if isinstance(action, AgentNode) else AgentNode(action)
+            spec.destinations = tuple(
+                dict.fromkeys((*spec.destinations, *spec.agent.destinations()))
+            )
             spec.is_async = True
         elif callable(action):
             spec.fn = action
@@ -169,7 +172,9 @@ class StateGraph:
         ``supervisor``: a ``SupervisorSpec`` watching every agent run inside this graph (its
         agent nodes, in sub-graphs too, and their sub-agents) when it runs in a ``Runtime``;
         an agent's own spec wins for its runs. Each agent node whose ``aborted`` outcome the
-        graph does not route is logged as a warning (``validate_graph`` lists them)."""
+        graph does not route is logged as a warning (``validate_graph`` lists them); route it
+        with ``AgentNode(..., on_aborted=...)``."""
+        self._check_routing_agents()
         validate(self)
         unknown = sorted({*interrupt_before, *interrupt_after} - self.nodes.keys())
         if unknown:
@@ -203,6 +208,24 @@ class StateGraph:
             graph.supervisor = supervisor
             check_graph(graph)
         return graph
+
+    def _check_routing_agents(self) -> None:
+        """An agent node that routes its outcomes (``on_aborted``) has no edges of its own:
+        an edge would be followed after an abort as well."""
+        routing = {
+            n for n, spec in self.nodes.items() if spec.agent is not None and spec.agent.routes
+        }
+        if not routing:
+            return
+        sources = {s for s, _ in self.edges} | {b.source for b in self.branches}
+        sources |= {s for joined, _ in self.joins for s in joined}
+        clash = sorted(routing & sources)
+        if clash:
+            raise ConfigurationError(
+                f"agent node(s) {clash} route their outcomes (AgentNode(on_aborted=...)) and "
+                "also have edges, which would be followed after an abort too: name the next "
+                "node of a completed run with AgentNode(then=...) instead of add_edge"
+            )
 
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self)
