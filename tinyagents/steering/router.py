@@ -414,7 +414,9 @@ class SteeringRouter:
             return await self._reject(tracked, refused, "queue")
         # Durable before the receipt (and before any event): an accepted command survives a
         # crash from here on, and one the store could not take leaves no trace.
-        if not await self._persist(tracked, "accepted", handle.run_id, command):
+        if self.store is not None and not await self._persist(
+            tracked, "accepted", handle.run_id, command
+        ):
             return self._duplicate(original)
         self._announce(tracked)  # requested names the command as submitted
         tracked.cmd = command
@@ -424,7 +426,8 @@ class SteeringRouter:
             extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
             extra["original_payload_summary"] = summarize(original.payload)
         self._emit("steering.accepted", tracked, policy_id=decision.policy_id, **extra)
-        self._rollup(tracked, handle)
+        if handle.info.parent_run_id is not None:
+            self._rollup(tracked, handle)
         if handle.status.finished:
             await self._enqueue(tracked, handle)
         else:  # a live run: nothing to wait for (most commands; this runs for every one)
@@ -547,7 +550,8 @@ class SteeringRouter:
         )
 
     def _emit(self, type_: str, tracked: _Tracked, **fields: Any) -> None:
-        if tracked.state.terminal:
+        # Four times per command: dict lookups on the event type, no enum properties.
+        if tracked.state in _TERMINAL:
             raise SteeringInvariantError(
                 f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
                 f"{tracked.state}"
@@ -567,19 +571,22 @@ class SteeringRouter:
             if history is None:
                 history = self._history[run_id] = []
             history.append(event)
-        state = _STATE_OF[type_]
-        if state.terminal:
-            tracked.state = state
-            del self._tracked[tracked.key]
-            self._terminal[tracked.key] = tracked.state
+        terminal = _TERMINAL_OF[type_]
+        if terminal is not None:
+            tracked.state = terminal
+            key = tracked.key
+            del self._tracked[key]
+            self._terminal[key] = terminal
         elif run_id is None:
             if tracked.early is None:
                 tracked.early = []
             tracked.early.append(event)
 
 
-#: The state each ``steering.*`` event type records (a dict lookup: an enum call costs more).
-_STATE_OF = {f"steering.{state}": state for state in CommandState}
+#: The terminal state each ``steering.*`` event type records, None for the others (a dict
+#: lookup: an enum call, or its ``terminal`` property, costs more).
+_TERMINAL_OF = {f"steering.{state}": state if state.terminal else None for state in CommandState}
+_TERMINAL = frozenset(state for state in CommandState if state.terminal)
 
 
 def _events_for(tracked: _Tracked) -> dict[str, Any]:
