@@ -25,6 +25,7 @@ given, as new objects.
 from __future__ import annotations
 
 import builtins
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -67,6 +68,51 @@ class CheckpointRecord:
             "written": self.written,
             "metadata": self.metadata,
         }
+
+    @classmethod
+    def from_row(
+        cls, thread_id: str, ns: str, row: Any, *, with_values: bool = True
+    ) -> CheckpointRecord:
+        """A record from a database row of the columns ``ROW_COLUMNS`` (``body`` as JSON
+        text, the shape ``body()`` gives); ``with_values=False`` leaves the values out."""
+        checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
+        data = json.loads(body)
+        return cls(
+            thread_id=thread_id,
+            ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            seq=seq,
+            step=step,
+            snapshot=bool(snapshot),
+            source=source,
+            created_at=created_at,
+            values=data["values"] if with_values else {},
+            frontier=data["frontier"],
+            frontier_id=data["frontier_id"],
+            lineage=data["lineage"],
+            barriers=data.get("barriers", {}),
+            tasks=data.get("tasks", []),
+            written=data.get("written", []),
+            metadata=data.get("metadata", {}),
+        )
+
+
+#: The columns of a checkpoint row in a database, in ``CheckpointRecord.from_row`` order.
+ROW_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body"
+
+
+def compact_json(value: Any) -> str:
+    """JSON text as the checkpointers store it: no spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def stale_message(record: CheckpointRecord) -> str:
+    """Why ``record`` cannot be saved: its parent is no longer its thread's head."""
+    return (
+        f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
+        f"{record.parent_id!r}, which is no longer the head; reload the thread"
+    )
 
 
 @dataclass(slots=True, kw_only=True)

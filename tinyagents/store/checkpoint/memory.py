@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import builtins
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 from tinyagents.errors import StaleCheckpointError
-from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+from tinyagents.store.checkpoint.base import (
+    Checkpointer,
+    CheckpointRecord,
+    WriteRecord,
+    compact_json,
+)
 
 
-@dataclass(slots=True, kw_only=True)
-class _Row:
+class _Row(NamedTuple):
+    """A checkpoint as a database row (``ROW_COLUMNS``), read by ``CheckpointRecord.from_row``."""
+
     checkpoint_id: str
     parent_id: str | None
     seq: int
@@ -36,30 +41,7 @@ def _row(record: CheckpointRecord) -> _Row:
         snapshot=record.snapshot,
         source=record.source,
         created_at=record.created_at,
-        body=json.dumps(record.body(), separators=(",", ":")),
-    )
-
-
-def _record(thread_id: str, ns: str, row: _Row, *, with_values: bool = True) -> CheckpointRecord:
-    body: dict[str, Any] = json.loads(row.body)
-    return CheckpointRecord(
-        thread_id=thread_id,
-        ns=ns,
-        checkpoint_id=row.checkpoint_id,
-        parent_id=row.parent_id,
-        seq=row.seq,
-        step=row.step,
-        snapshot=row.snapshot,
-        source=row.source,
-        created_at=row.created_at,
-        values=body["values"] if with_values else {},
-        frontier=body["frontier"],
-        frontier_id=body["frontier_id"],
-        lineage=body["lineage"],
-        barriers=body.get("barriers", {}),
-        tasks=body.get("tasks", []),
-        written=body.get("written", []),
-        metadata=body.get("metadata", {}),
+        body=compact_json(record.body()),
     )
 
 
@@ -84,7 +66,7 @@ class MemoryCheckpointer(Checkpointer):
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         chain = self._chains.get((thread_id, ns))
-        return _record(thread_id, ns, chain[-1]) if chain else None
+        return CheckpointRecord.from_row(thread_id, ns, chain[-1]) if chain else None
 
     def _find(self, thread_id: str, ns: str, checkpoint_id: str | None) -> int | None:
         chain = self._chains.get((thread_id, ns))
@@ -101,7 +83,11 @@ class MemoryCheckpointer(Checkpointer):
         self, thread_id: str, checkpoint_id: str, ns: str = ""
     ) -> CheckpointRecord | None:
         pos = self._find(thread_id, ns, checkpoint_id)
-        return None if pos is None else _record(thread_id, ns, self._chains[(thread_id, ns)][pos])
+        return (
+            None
+            if pos is None
+            else CheckpointRecord.from_row(thread_id, ns, self._chains[(thread_id, ns)][pos])
+        )
 
     async def chain(
         self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
@@ -113,20 +99,20 @@ class MemoryCheckpointer(Checkpointer):
         start = end
         while not rows[start].snapshot:
             start -= 1
-        return [_record(thread_id, ns, row) for row in rows[start : end + 1]]
+        return [CheckpointRecord.from_row(thread_id, ns, row) for row in rows[start : end + 1]]
 
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
         rows = self._chains.get((thread_id, ns), [])[::-1][:limit]
-        return [_record(thread_id, ns, row, with_values=False) for row in rows]
+        return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
         table = self._writes.setdefault((thread_id, ns, frontier_id), {})
         for w in writes:
-            table[(w.task_id, w.kind, w.key)] = json.dumps(w.value, separators=(",", ":"))
+            table[(w.task_id, w.kind, w.key)] = compact_json(w.value)
 
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str

@@ -47,7 +47,14 @@ from tinyagents.store._postgres import (
     redacted,
 )
 from tinyagents.store.checkpoint._lease import HOST
-from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+from tinyagents.store.checkpoint.base import (
+    ROW_COLUMNS,
+    Checkpointer,
+    CheckpointRecord,
+    WriteRecord,
+    compact_json,
+    stale_message,
+)
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -90,12 +97,6 @@ MIGRATIONS: list[tuple[int, str]] = [
         """,
     ),
 ]
-
-_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body"
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 class PostgresCheckpointer(Checkpointer):
@@ -208,7 +209,7 @@ class PostgresCheckpointer(Checkpointer):
             record.snapshot,
             record.source,
             record.created_at,
-            _dumps(record.body()),
+            compact_json(record.body()),
         ]
         if record.parent_id is None:
             guard = "NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND ns = $2)"
@@ -233,58 +234,30 @@ class PostgresCheckpointer(Checkpointer):
             return
         if held is not None and not await self._holds(record.thread_id, held[1]):
             raise ThreadBusy(record.thread_id)
-        raise StaleCheckpointError(
-            f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
-            f"{record.parent_id!r}, which is no longer the head; reload the thread"
-        )
-
-    def _record(
-        self, thread_id: str, ns: str, row: Any, *, with_values: bool = True
-    ) -> CheckpointRecord:
-        checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
-        data = json.loads(body)
-        return CheckpointRecord(
-            thread_id=thread_id,
-            ns=ns,
-            checkpoint_id=checkpoint_id,
-            parent_id=parent_id,
-            seq=seq,
-            step=step,
-            snapshot=snapshot,
-            source=source,
-            created_at=created_at,
-            values=data["values"] if with_values else {},
-            frontier=data["frontier"],
-            frontier_id=data["frontier_id"],
-            lineage=data["lineage"],
-            barriers=data.get("barriers", {}),
-            tasks=data.get("tasks", []),
-            written=data.get("written", []),
-            metadata=data.get("metadata", {}),
-        )
+        raise StaleCheckpointError(stale_message(record))
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         rows = await self._fetch(
             f"read thread {thread_id}",
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
             "ORDER BY seq DESC LIMIT 1",
             thread_id,
             ns,
         )
-        return self._record(thread_id, ns, rows[0]) if rows else None
+        return CheckpointRecord.from_row(thread_id, ns, rows[0]) if rows else None
 
     async def get(
         self, thread_id: str, checkpoint_id: str, ns: str = ""
     ) -> CheckpointRecord | None:
         rows = await self._fetch(
             f"read checkpoint {checkpoint_id}",
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 "
             "AND ns = $3",
             checkpoint_id,
             thread_id,
             ns,
         )
-        return self._record(thread_id, ns, rows[0]) if rows else None
+        return CheckpointRecord.from_row(thread_id, ns, rows[0]) if rows else None
 
     async def chain(
         self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
@@ -299,26 +272,26 @@ class PostgresCheckpointer(Checkpointer):
             )
             args = (thread_id, ns, checkpoint_id)
         sql = (
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
             f"AND seq <= {target} AND seq >= (SELECT MAX(seq) FROM checkpoints "
             f"WHERE thread_id = $1 AND ns = $2 AND snapshot AND seq <= {target}) "
             "ORDER BY seq"
         )
         rows = await self._fetch(f"read thread {thread_id}", sql, *args)
-        return [self._record(thread_id, ns, row) for row in rows]
+        return [CheckpointRecord.from_row(thread_id, ns, row) for row in rows]
 
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
         rows = await self._fetch(
             f"list thread {thread_id}",
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
             "ORDER BY seq DESC LIMIT $3",
             thread_id,
             ns,
             limit,  # NULL: no limit
         )
-        return [self._record(thread_id, ns, row, with_values=False) for row in rows]
+        return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
     # -- pending writes --------------------------------------------------------------------
 
@@ -346,7 +319,7 @@ class PostgresCheckpointer(Checkpointer):
             [w.task_id for w in writes],
             [w.kind for w in writes],
             [w.key for w in writes],
-            [_dumps(w.value) for w in writes],
+            [compact_json(w.value) for w in writes],
         )
 
     async def get_writes(

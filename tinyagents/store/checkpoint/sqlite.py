@@ -25,7 +25,14 @@ from typing import Any
 
 from tinyagents.errors import StaleCheckpointError, StoreError, ThreadBusy
 from tinyagents.store.checkpoint._lease import HOST, Lease
-from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
+from tinyagents.store.checkpoint.base import (
+    ROW_COLUMNS,
+    Checkpointer,
+    CheckpointRecord,
+    WriteRecord,
+    compact_json,
+    stale_message,
+)
 from tinyagents.store.sqlite import connect
 
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -66,12 +73,6 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
 ]
-
-_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body"
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 def _path(url: str) -> str:
@@ -172,7 +173,7 @@ class SqliteCheckpointer(Checkpointer):
             int(record.snapshot),
             record.source,
             record.created_at,
-            _dumps(record.body()),
+            compact_json(record.body()),
         )
         if record.parent_id is None:
             guard = "NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? AND ns = ?)"
@@ -193,35 +194,7 @@ class SqliteCheckpointer(Checkpointer):
         except sqlite3.IntegrityError:
             inserted = 0
         if inserted != 1:
-            raise StaleCheckpointError(
-                f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
-                f"{record.parent_id!r}, which is no longer the head; reload the thread"
-            )
-
-    def _record(
-        self, thread_id: str, ns: str, row: Any, *, with_values: bool = True
-    ) -> CheckpointRecord:
-        checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
-        data = json.loads(body)
-        return CheckpointRecord(
-            thread_id=thread_id,
-            ns=ns,
-            checkpoint_id=checkpoint_id,
-            parent_id=parent_id,
-            seq=seq,
-            step=step,
-            snapshot=bool(snapshot),
-            source=source,
-            created_at=created_at,
-            values=data["values"] if with_values else {},
-            frontier=data["frontier"],
-            frontier_id=data["frontier_id"],
-            lineage=data["lineage"],
-            barriers=data.get("barriers", {}),
-            tasks=data.get("tasks", []),
-            written=data.get("written", []),
-            metadata=data.get("metadata", {}),
-        )
+            raise StaleCheckpointError(stale_message(record))
 
     async def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         db = await self._db()
@@ -229,21 +202,21 @@ class SqliteCheckpointer(Checkpointer):
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
             "ORDER BY seq DESC LIMIT 1",
             (thread_id, ns),
         )
-        return self._record(thread_id, ns, rows[0]) if rows else None
+        return CheckpointRecord.from_row(thread_id, ns, rows[0]) if rows else None
 
     async def get(
         self, thread_id: str, checkpoint_id: str, ns: str = ""
     ) -> CheckpointRecord | None:
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? "
             "AND ns = ?",
             (checkpoint_id, thread_id, ns),
         )
-        return self._record(thread_id, ns, rows[0]) if rows else None
+        return CheckpointRecord.from_row(thread_id, ns, rows[0]) if rows else None
 
     async def chain(
         self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
@@ -256,24 +229,24 @@ class SqliteCheckpointer(Checkpointer):
                 "AND checkpoint_id = ?3)"
             )
         sql = (
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ?1 AND ns = ?2 "
             f"AND seq <= {target} AND seq >= (SELECT MAX(seq) FROM checkpoints "
             f"WHERE thread_id = ?1 AND ns = ?2 AND snapshot = 1 AND seq <= {target}) "
             "ORDER BY seq"
         )
         params = (thread_id, ns) if checkpoint_id is None else (thread_id, ns, checkpoint_id)
         rows = await self._fetch(sql, params)
-        return [self._record(thread_id, ns, row) for row in rows]
+        return [CheckpointRecord.from_row(thread_id, ns, row) for row in rows]
 
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
             "ORDER BY seq DESC LIMIT ?",
             (thread_id, ns, -1 if limit is None else limit),
         )
-        return [self._record(thread_id, ns, row, with_values=False) for row in rows]
+        return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
     # -- pending writes --------------------------------------------------------------------
 
@@ -286,7 +259,7 @@ class SqliteCheckpointer(Checkpointer):
         values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(writes))
         params: list[Any] = []
         for w in writes:
-            params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, _dumps(w.value)]
+            params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, compact_json(w.value)]
         # one statement: the writes of a task land together or not at all
         await db.execute_fetchall(
             "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
