@@ -49,8 +49,8 @@ class NodeContext:
 
     def agent_run_id(self, node: str) -> str | None:
         """The running child agent run of agent node ``node`` in this superstep, if any."""
-        observer = self._run.observer if self._run else None
-        for handle in getattr(observer, "agent_runs", {}).values():
+        entries = self._run.task_hooks if self._run else None  # graph/task_entries.py
+        for handle in getattr(entries, "agent_runs", {}).values():
             if handle.info.node_id == node and not handle.done:
                 return str(handle.run_id)
         return None

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from tinyagents.errors import GraphError, GraphRecursionError
+from tinyagents.errors import GraphError, GraphRecursionError, RunCancelled
 from tinyagents.graph._context import (
     UNSAVED,
     CalledCommand,
@@ -46,23 +46,16 @@ if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
-class RunObserver(Protocol):
-    """What a runtime-managed run adds to the loop: steering at boundaries, events, tasks
-    in the run tree. ``None`` for a plain ``graph.run`` (and then costs nothing)."""
-
-    async def boundary(self, run: GraphRun) -> None: ...
-
-    async def after_tasks(self, run: GraphRun, tasks: list[Task]) -> None: ...
-
-    async def paused(self, run: GraphRun, tasks: list[Task]) -> bool: ...
+class TaskHooks(Protocol):
+    """What a runtime-managed run does around each task, inside a step: the task's entry in
+    the run tree (``graph/task_entries.py``). ``None`` for a plain ``graph.run``. Steering and
+    events happen between steps, in the loop that drives ``supersteps`` (``graph/managed.py``)."""
 
     async def task_started(self, run: GraphRun, task: Task) -> None: ...
 
     async def task_finished(
         self, run: GraphRun, task: Task, error: BaseException | None
     ) -> None: ...
-
-    def stepped(self, run: GraphRun, tasks: list[Task]) -> None: ...
 
     def parent_for(self, task: Task) -> str | None: ...
 
@@ -150,10 +143,16 @@ class GraphRun:
         self._view: Any = None
         #: the result of a step that failed (``outcome`` returns it with the node's error)
         self.failed: GraphResult | None = None
-        #: steering and events hook (runtime-managed runs only)
-        self.observer: RunObserver | None = None
+        #: run-tree entries of its tasks (runtime-managed runs only)
+        self.task_hooks: TaskHooks | None = None
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
+        #: tasks of the running step that ``stop`` cancelled; emptied when the step's tasks end
+        self._stopping: set[str] = set()
+        #: stopped tasks that ended skipped: task id -> node (a steering cancel reads them out)
+        self.stopped: dict[str, str] = {}
+        #: ``stop_all`` was called: the step it interrupts ends the run with ``RunCancelled``
+        self.cancelling = False
         #: where a streamed run reports (``graph.stream``); sub-graph runs share their parent's
         self.stream: StreamSink | None = parent.stream if parent is not None else None
 
@@ -203,17 +202,17 @@ class GraphRun:
         about to run) and an ``"applied"`` one (their writes went through the reducers and
         the step was saved), then one final item: ``"completed"``, ``"interrupted"`` (every
         unfinished task waits on ``interrupt()``) or ``"failed"`` (``.error``: a node's
-        error). The last item carries the run's ``GraphResult``. In a runtime-managed run
-        that waits on interrupts, steering can answer them: then an ``"interrupted"`` item is
-        followed by the steps that go on. ``execute`` drives it; so does a stream
-        (``graph.stream``). Call it once per run, inside the interrupt scope ``execute`` sets
-        when the graph has no checkpointer. ``started=False`` / ``applied=False`` leave
-        those items out (each costs a generator round trip).
+        error). The last item carries the run's ``GraphResult``. Between two items the driver
+        may change the run through its public methods: a steering boundary follows each
+        ``"applied"`` item unless ``breaks_after`` (``graph/managed.py``); after an
+        ``"interrupted"`` item whose interrupts got answers (``record_resume``), calling it
+        again goes on from the paused step. ``execute`` drives it, and so do a stream
+        (``graph.stream``) and a runtime's managed loop; inside the interrupt scope
+        ``execute`` sets when the graph has no checkpointer. ``started=False`` /
+        ``applied=False`` leave those items out (each costs a generator round trip).
         """
-        head, observer = self.head, self.observer
+        head = self.head
         while True:
-            if observer is not None:
-                await observer.boundary(self)  # steering lands here, between supersteps
             if not head.frontier:
                 yield Step(kind="completed", result=self.result("completed"))
                 return
@@ -235,8 +234,6 @@ class GraphRun:
                 self.keep_records(tasks)
                 result = self.result("interrupted", tasks)
                 yield Step(kind="interrupted", tasks=runnable, result=result)
-                if observer is not None and await observer.paused(self, tasks):
-                    continue  # steering answered something: plan the step again
                 return
             try:
                 await self.finish_step(tasks)
@@ -247,7 +244,7 @@ class GraphRun:
                 return
             if applied:
                 yield Step(kind="applied", tasks=runnable)
-            if head.frontier and self._break_after(tasks):
+            if self.breaks_after(tasks):
                 yield Step(kind="interrupted", result=self.result("interrupted"))
                 return
 
@@ -267,15 +264,19 @@ class GraphRun:
         await save(self.checkpointer, head, delta={}, source="breakpoint", metadata=meta)
         return True
 
-    def _break_after(self, tasks: list[Task]) -> bool:
-        """Stop after a step that ran a node of ``interrupt_after`` (its checkpoint is saved:
-        ``run(None)`` continues with the next step)."""
-        return any(t.node in self.interrupt_after and not t.skipped for t in tasks)
+    def breaks_after(self, tasks: list[Task]) -> bool:
+        """Whether the run stops after the step ``tasks`` just finished: one of them is a node
+        of ``interrupt_after`` and the graph goes on (its checkpoint is saved: ``run(None)``
+        continues with the next step). No steering boundary comes between them."""
+        return (
+            bool(self.interrupt_after)
+            and bool(self.head.frontier)
+            and any(t.node in self.interrupt_after and not t.skipped for t in tasks)
+        )
 
     async def _run_step(self, tasks: list[Task], runnable: list[Task]) -> bool:
         """Run the runnable tasks of one step; whether some task is left unfinished."""
-        observer = self.observer
-        if observer is None and len(tasks) == 1:
+        if self.task_hooks is None and len(tasks) == 1:
             # the common case: no TaskGroup, and no pending write (the checkpoint follows)
             task = tasks[0]
             if runnable:
@@ -288,8 +289,8 @@ class GraphRun:
         if runnable:
             self._count_step()
             await self.run_tasks(tasks)
-            if observer is not None:
-                await observer.after_tasks(self, tasks)
+            if self._stopping or self.cancelling:
+                await self._settle_stops(tasks)
         return any(t.writes is None for t in tasks)
 
     async def _call_plain(self, task: Task) -> None:
@@ -314,6 +315,32 @@ class GraphRun:
                     "is not running as a sub-graph"
                 ) from None
             raise
+
+    def stop(self, task_id: str) -> bool:
+        """Cancel task ``task_id`` of the running step; it ends skipped (no writes, no
+        successors; ``stopped`` names it) unless it finished first. Whether it was running."""
+        running = self.running.get(task_id)
+        if running is None or running.done():
+            return False
+        self._stopping.add(task_id)
+        running.cancel()
+        return True
+
+    def stop_all(self) -> None:
+        """Cancel every task of the running step and end the run with ``RunCancelled`` when
+        they have stopped (between steps there is nothing to stop: steering ends the run)."""
+        self.cancelling = True
+        for running in self.running.values():
+            running.cancel()
+
+    async def _settle_stops(self, tasks: list[Task]) -> None:
+        if self.cancelling:
+            raise RunCancelled(self.run_id or "?", "cancelled by steering")
+        for task in tasks:
+            if task.id in self._stopping and task.writes is None and not task.interrupts:
+                self.stopped[task.id] = task.node
+                await self.skip(task)
+        self._stopping.clear()
 
     def keep_records(self, tasks: list[Task]) -> None:
         """Remember what the tasks of an unfinished step did, for the next plan()."""
@@ -371,12 +398,12 @@ class GraphRun:
             self.running.clear()
 
     async def _run_one(self, task: Task, *, save_result: bool) -> None:
-        observer, stream = self.observer, self.stream
-        if observer is None and stream is None:
+        hooks, stream = self.task_hooks, self.stream
+        if hooks is None and stream is None:
             await self._attempt(task, save_result)
             return
-        if observer is not None:
-            await observer.task_started(self, task)
+        if hooks is not None:
+            await hooks.task_started(self, task)
         if stream is not None:
             stream.task_started(self, task)
         error: BaseException | None = None
@@ -389,8 +416,8 @@ class GraphRun:
             if stream is not None:
                 failure = error.error if isinstance(error, _TaskFailed) else error
                 stream.task_finished(self, task, failure)
-            if observer is not None:
-                await observer.task_finished(self, task, error)
+            if hooks is not None:
+                await hooks.task_finished(self, task, error)
 
     def emit(self, task_id: str, value: Any) -> None:
         """A value a node sends to the stream's ``custom`` mode (``NodeContext.emit``)."""
@@ -466,8 +493,6 @@ class GraphRun:
             )
             if self.owner is not None:
                 await self.checkpointer.renew(head.thread_id, self.owner)
-        if self.observer is not None:
-            self.observer.stepped(self, tasks)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -593,15 +618,11 @@ class GraphRun:
         """Run an agent node as a child run: below the task's entry in the run tree when a
         runtime manages this run, else below the run itself."""
         state = self.view() if task.arg is UNSET else task.arg
-        observer = self.observer
-        if observer is None:
+        hooks = self.task_hooks
+        if hooks is None:
             return await run_agent_node(task, state, self.runtime, parent=self.run_id)
         return await run_agent_node(
-            task,
-            state,
-            self.runtime,
-            parent=observer.parent_for(task),
-            started=observer.agent_started,
+            task, state, self.runtime, parent=hooks.parent_for(task), started=hooks.agent_started
         )
 
 
@@ -625,4 +646,4 @@ def _first_failure(eg: BaseExceptionGroup) -> BaseException:
     return others[0]
 
 
-__all__ = ["GraphRun", "RunObserver", "Step", "StepKind", "StreamSink"]
+__all__ = ["GraphRun", "Step", "StepKind", "StreamSink", "TaskHooks"]

@@ -183,28 +183,50 @@ class GraphSession:
         graph = self.graph
         if self.cp is None:
             raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
-        check_as_node(graph, as_node)
+        check_as_node(graph, as_node)  # before anything is read
         head = await self.load() or self.fresh()
-        meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
-        rewound = False
+        rewound_to = None
         if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
             # a fork of the thread's past, as LangGraph's update_state at an older checkpoint:
             # the update applies to the state there, and what follows runs again from it
             head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
-            meta["rewound_to"] = checkpoint_id
-            rewound = True
-        staged, delta = await stage_update(graph, head, update, as_node)
-        if as_node is None and head.metadata.get("at_breakpoint") and not rewound:
-            meta["at_breakpoint"] = True  # an edit at a breakpoint: continuing passes it
-        await save(
-            self.cp,
-            staged,
-            delta=delta if staged.seq >= 0 and not rewound else None,
-            source="update",
-            metadata=meta,
-        )
+            rewound_to = checkpoint_id
+        staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
         return staged.checkpoint_id
+
+
+async def update_state(
+    cp: Checkpointer | None,
+    graph: GraphCore,
+    head: Head,
+    update: dict[str, Any],
+    as_node: str | None,
+    *,
+    rewound_to: str | None = None,
+    correlation_id: str | None = None,
+) -> Head:
+    """The one ``update_state``, for the API (``GraphSession.update_state``) and for steering
+    (``lowering``): ``update`` through the reducers, routed as ``as_node``'s output when
+    given (``START``: from the start; ``END``: the thread's last word), saved as its own
+    checkpoint (with a checkpointer). Returns the changed copy of ``head``, which the caller
+    adopts; bad input raises and changes nothing. ``rewound_to``: ``head`` is the thread's
+    past at that checkpoint (saved whole, as a fork); ``correlation_id``: the steering
+    command that made it. An update without ``as_node`` at a breakpoint keeps the mark, so
+    the run that continues passes the breakpoint."""
+    check_as_node(graph, as_node)
+    staged, delta = await stage_update(graph, head, update, as_node)
+    meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
+    if rewound_to is not None:
+        meta["rewound_to"] = rewound_to
+    elif as_node is None and head.metadata.get("at_breakpoint"):
+        meta["at_breakpoint"] = True
+    if correlation_id is not None:
+        meta["correlation_id"] = correlation_id
+    if cp is not None:
+        whole = staged.seq < 0 or rewound_to is not None
+        await save(cp, staged, delta=None if whole else delta, source="update", metadata=meta)
+    return staged
 
 
 def check_as_node(graph: GraphCore, as_node: str | None) -> None:

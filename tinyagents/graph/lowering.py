@@ -10,7 +10,7 @@ Commands reach a graph run at the boundary between supersteps, in queue order:
 | cancel (task, node)                            | those tasks only: ``skip`` them or ``fail_run``     |
 | cancel (run, thread)                           | the run ends ``cancelled``                          |
 | pause / resume / request_status (run)          | wait at the boundary / continue / report            |
-| instructions for an agent node                 | routed to its child run by the driver (not here)    |
+| instructions for an agent node                 | routed to its child run (``task_entries.route``)    |
 | any of these with ``checkpoint_id`` + ``fork`` | applied on a new thread forked at that checkpoint   |
 
 The value an approved interrupt returns is ``{"approved": True}`` (``False`` for reject),
@@ -18,38 +18,36 @@ plus ``"value"`` and ``"reason"`` when the command has them; ``provide_context``
 ``value`` (or its ``text``). A stale ``checkpoint_id`` without ``fork`` never gets here: the
 staleness policy rejects it.
 
-One APPROVE, end to end: the executor's loop calls the driver's ``boundary`` between
-supersteps (or ``paused``, when every unfinished task waits on an interrupt, wakes it up and
-the loop comes back to the boundary); the driver takes the due commands from the run's inbox
-and calls ``lower_all`` here; ``lower`` → ``_resume`` picks the one pending interrupt the
-target names, ``map_resume`` turns the answer into a resume write and ``record_resume`` saves
-it; the inbox reports the command applied, and the loop plans the step again, so the
-answered task runs and its ``interrupt()`` returns the answer.
+One APPROVE, end to end: the managed loop (``graph/managed.py``) calls
+``GraphSteering.boundary`` between supersteps (after ``at_rest``, when every unfinished task
+waits on an interrupt and a command is due); ``boundary`` takes the due commands from the
+run's inbox and calls ``lower_all``; ``lower`` → ``_resume`` picks the one pending interrupt
+the target names (``answers``), ``map_resume`` turns the answer into a resume write and
+``record_resume`` saves it; the inbox reports the command applied, and the loop drives the
+run's ``supersteps`` again, so the answered task runs and its ``interrupt()`` returns it.
 
-This module sees the driver only as a ``SteeredRun`` (the driver imports this module).
+Everything here changes the run through its public methods and properties (``head``,
+``plan``, ``adopt``, ``skip``, ``keep_records``, ``stop``, ``stopped``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
 from tinyagents.graph import threads
 from tinyagents.graph.checkpointing import save
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.session import (
-    check_as_node,
-    goto_problem,
-    jump,
-    record_resume,
-    stage_update,
-)
+from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.types import Command
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
     GraphTaskTarget,
     SteeringCommand,
+    SteeringDelivery,
     SteeringKind,
     mutable_copy,
 )
@@ -58,30 +56,29 @@ from tinyagents.runs.info import RunStatus
 if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore
     from tinyagents.graph.executor import GraphRun
+    from tinyagents.graph.recovery import EarlierApplied
+    from tinyagents.graph.run_events import GraphEvents
     from tinyagents.runs.handle import RunHandle
 
 RESUME_KINDS = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT})
 
+#: Agent-loop delivery classes: a graph run never reaches these boundaries itself (an agent
+#: node's child run does, and commands routed to it go there).
+AGENT_BOUNDARIES = {
+    SteeringDelivery.BEFORE_MODEL_CALL: Boundary.BEFORE_MODEL_CALL,
+    SteeringDelivery.AFTER_TOOL_RESULT: Boundary.AFTER_TOOL_RESULT,
+}
 
-class SteeredRun(Protocol):
-    """What lowering needs of the runtime-managed run it steers (``driver.GraphRunDriver``,
-    which calls ``lower_all`` at each boundary): its handle (inbox, status), its events, the
-    tasks an immediate cancel stopped, and how to start a run on a fork of its thread."""
 
-    @property
-    def handle(self) -> RunHandle | None: ...
-
-    @property
-    def cancelled(self) -> dict[str, SteeringCommand]: ...
-
-    @property
-    def cancelled_nodes(self) -> dict[str, str]: ...
-
-    def emit(self, type_: str, **fields: Any) -> None: ...
-
-    async def applied_earlier(self, cmd: SteeringCommand) -> dict[str, Any] | None: ...
-
-    async def start_fork_run(self, input: Any, thread_id: str) -> RunHandle: ...
+def undeliverable(cmd: SteeringCommand, run_id: str) -> str | None:
+    """Why ``cmd``'s delivery class can never be met by graph run ``run_id``, or None."""
+    if cmd.delivery not in AGENT_BOUNDARIES:
+        return None
+    return (
+        f"undeliverable: graph run {run_id} takes steering between supersteps and never "
+        f"reaches a {cmd.delivery.value} boundary; send it with delivery next_boundary or "
+        "end_of_turn (or to an agent node while its agent runs)"
+    )
 
 
 class CannotApply(Exception):
@@ -92,30 +89,135 @@ class TaskCancelled(GraphError):
     """A task was cancelled by steering under ``task_cancel_policy="fail_run"``."""
 
 
-async def lower_all(driver: SteeredRun, run: GraphRun, cmds: list[SteeringCommand]) -> None:
+class GraphSteering:
+    """The steering of one runtime-managed graph run: at each boundary it takes the due
+    commands from the run's inbox and lowers them; at rest on interrupts it waits (or not)
+    for a command; an immediate cancel stops tasks of the running step."""
+
+    def __init__(
+        self,
+        handle: RunHandle,
+        events: GraphEvents,
+        recovery: EarlierApplied,
+        *,
+        start_fork: Callable[[Any, str], Awaitable[RunHandle]],
+        wait_on_interrupt: bool,
+    ) -> None:
+        self.handle = handle
+        self.events = events
+        self.recovery = recovery
+        #: starts a run like this one on a fork of its thread (a command with ``fork``)
+        self.start_fork = start_fork
+        self.wait_on_interrupt = wait_on_interrupt
+        #: the run stopped on interrupts and steering arrived: its next boundary is final
+        self.resting = False
+        #: tasks an immediate cancel stopped: task id -> the command (read out when lowered)
+        self.cancelled: dict[str, SteeringCommand] = {}
+
+    async def boundary(self, run: GraphRun) -> None:
+        """Lower the commands due between supersteps. END_OF_TURN lands where the graph
+        would otherwise stop: resting on interrupts, or about to complete (a redirect then
+        gives it another turn)."""
+        inbox = self.handle.inbox
+        final, self.resting = self.resting or not run.head.frontier, False
+        if len(inbox):
+            cmds = inbox.take(Boundary.BETWEEN_SUPERSTEPS, final=final)
+            self._fail_undeliverable()
+            if cmds:
+                await lower_all(self, run, cmds)
+
+    def _fail_undeliverable(self) -> None:
+        """Fail what waits for an agent-loop boundary: a graph run never reaches one. (Refused
+        at submit by ``GraphCommandCheck``; this catches commands accepted before, e.g. ones
+        handed over after a restart.) Runs right after ``take``, so nothing else is ready."""
+        inbox = self.handle.inbox
+        for boundary in AGENT_BOUNDARIES.values():
+            for cmd in inbox.queue.pop_ready(boundary, paused=inbox.paused):
+                inbox.failed(cmd, undeliverable(cmd, self.handle.run_id) or "undeliverable")
+
+    async def at_rest(self, run: GraphRun) -> bool:
+        """The run stopped with every unfinished task on an interrupt: whether it goes on
+        (a command is due, perhaps after waiting for one when it waits on interrupts)."""
+        if self._due_at_rest():
+            self.resting = True
+            return True
+        if not self.wait_on_interrupt:
+            return False
+        async with holding(self.handle, RunStatus.INTERRUPTED):
+            while not self._due_at_rest():
+                await self.handle.inbox.wait()
+        self.resting = True
+        self.events.resumed(run)
+        return True
+
+    def _due_at_rest(self) -> bool:
+        """Whether a queued command is due while the run rests on interrupts: every delivery
+        class is, to be applied at the next boundary (END_OF_TURN too: the run would
+        otherwise stop here) or failed there (agent-loop boundaries)."""
+        inbox = self.handle.inbox
+        return bool(len(inbox)) and (
+            inbox.has_ready(Boundary.BETWEEN_SUPERSTEPS, final=True)
+            or any(inbox.has_ready(b) for b in AGENT_BOUNDARIES.values())
+        )
+
+    async def settle_cancel(self, run: GraphRun, error: Exception) -> Exception:
+        """An immediate run cancel stopped the step (``error``): lower it now (it ends the
+        run, with its reason), or it would be failed as "target finished before delivery"."""
+        try:
+            await self.boundary(run)
+        except Exception as exc:
+            return exc
+        return error
+
+    def interrupt_now(self, run: GraphRun, cmd: SteeringCommand) -> None:
+        """An IMMEDIATE cancel: stop that task (or every task) now, settle at the boundary.
+        A task that already finished in the running step keeps its result: it is not
+        recorded as stopped, so the command is lowered (and fails) like a late cancel."""
+        target = cmd.target
+        if isinstance(target, GraphTaskTarget):
+            if run.stop(target.task_id):
+                self.cancelled[target.task_id] = cmd
+        elif isinstance(target, GraphNodeTarget):
+            for task in run.plan():
+                if task.node == target.node and run.stop(task.id):
+                    self.cancelled[task.id] = cmd
+        else:
+            run.stop_all()
+
+
+@asynccontextmanager
+async def holding(handle: RunHandle, status: RunStatus) -> AsyncIterator[None]:
+    """The one pause shape: the run shows ``status`` while held, ``running`` after."""
+    handle.info.status = status
+    try:
+        yield
+    finally:
+        handle.info.status = RunStatus.RUNNING
+
+
+async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringCommand]) -> None:
     """Apply ``cmds`` in order; each ends applied or failed (a run cancel ends the run)."""
-    assert driver.handle is not None
-    inbox = driver.handle.inbox
+    inbox = steering.handle.inbox
     for pos, cmd in enumerate(cmds):
         try:
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
                 inbox.applied(cmd, paused=True, step=run.head.step)
-                await wait_while_paused(driver, run)
+                await wait_while_paused(steering, run)
                 continue
-            earlier = await driver.applied_earlier(cmd)
+            earlier = await steering.recovery.find(run, cmd)
             if earlier is not None:  # re-delivered after a crash: its effect is saved
                 inbox.applied(cmd, **earlier, applied_before_restart=True)
                 continue
-            affected = await lower(driver, run, cmd)
+            affected = await lower(steering, run, cmd)
         except CannotApply as exc:
             inbox.failed(cmd, str(exc))
             continue
         except (RunCancelled, TaskCancelled):
-            inbox.applied(cmd, run_id=driver.handle.run_id, step=run.head.step)
-            _fail_rest(driver, cmds[pos + 1 :])
+            inbox.applied(cmd, run_id=steering.handle.run_id, step=run.head.step)
+            _fail_rest(steering, cmds[pos + 1 :])
             raise
         except _Stopped as stop:  # cancelled while paused: that command reported itself
-            _fail_rest(driver, cmds[pos + 1 :])
+            _fail_rest(steering, cmds[pos + 1 :])
             raise stop.error from None
         except TinyAgentsError as exc:  # bad update keys, unknown nodes: the command's fault
             inbox.failed(cmd, str(exc))
@@ -123,25 +225,24 @@ async def lower_all(driver: SteeredRun, run: GraphRun, cmds: list[SteeringComman
         inbox.applied(cmd, **affected)
 
 
-def _fail_rest(driver: SteeredRun, cmds: list[SteeringCommand]) -> None:
-    assert driver.handle is not None
+def _fail_rest(steering: GraphSteering, cmds: list[SteeringCommand]) -> None:
     for cmd in cmds:
-        driver.handle.inbox.failed(cmd, "the graph run ended before this command")
+        steering.handle.inbox.failed(cmd, "the graph run ended before this command")
 
 
 def _run_level(cmd: SteeringCommand) -> bool:
     return not isinstance(cmd.target, GraphTaskTarget | GraphNodeTarget)
 
 
-async def lower(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     if cmd.fork and cmd.checkpoint_id is not None:
-        return await _on_fork(driver, run, cmd)
+        return await _on_fork(steering, run, cmd)
     kind = cmd.kind
     if kind in RESUME_KINDS:
         return await _resume(run, cmd)
     if kind is SteeringKind.REDIRECT:
         affected = await _redirect(run, cmd)
-        driver.emit(
+        steering.events.emit(
             "graph.goto",
             step=affected["step"],
             checkpoint_id=affected["checkpoint_id"],
@@ -150,7 +251,7 @@ async def lower(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict
         return affected
     if kind is SteeringKind.UPDATE_STATE:
         affected = await _update(run, cmd)
-        driver.emit(
+        steering.events.emit(
             "graph.state_updated",
             step=run.head.step,
             checkpoint_id=affected["checkpoint_id"],
@@ -158,11 +259,11 @@ async def lower(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict
         )
         return affected
     if kind is SteeringKind.CANCEL:
-        return await _cancel(driver, run, cmd)
+        return await _cancel(steering, run, cmd)
     if kind is SteeringKind.RESUME:
         return {"paused": False}
     if kind is SteeringKind.REQUEST_STATUS:
-        return _status(driver, run)
+        return _status(steering, run)
     where = cmd.target.describe()
     raise CannotApply(
         f"{kind.value} has no meaning for {where}: instructions reach an agent node's child "
@@ -173,14 +274,28 @@ async def lower(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict
 # -- resume -----------------------------------------------------------------------------------
 
 
-def _matches(cmd: SteeringCommand, interrupt: Interrupt, owner_node: str) -> bool:
+def names_task(interrupt: Interrupt, task_id: str) -> bool:
+    """Whether ``interrupt`` belongs to task ``task_id``: its own, or one raised inside a
+    sub-graph that task runs (the task id is a segment of the interrupt's namespace)."""
+    return interrupt.task_id == task_id or f":{task_id}" in interrupt.ns
+
+
+def answers(cmd: SteeringCommand, interrupt: Interrupt, owner_node: str) -> bool:
+    """The one resume matcher: whether ``cmd`` (an approve, reject or provide_context) may
+    answer ``interrupt``, paused in a task of node ``owner_node``."""
     target = cmd.target
     if isinstance(target, GraphTaskTarget):
-        tid = target.task_id
-        return interrupt.task_id == tid or f":{tid}" in interrupt.ns
+        return names_task(interrupt, target.task_id)
     if isinstance(target, GraphNodeTarget):
         return target.node in (owner_node, interrupt.node)
     return True  # the whole run: any pending interrupt (disambiguated by interrupt_id)
+
+
+def _answered(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> list[Interrupt]:
+    """The pending interrupts (with their top-level node) ``cmd`` answers."""
+    found = [i for node, i in pending if answers(cmd, i, node)]
+    wanted = cmd.payload.get("interrupt_id")
+    return found if wanted is None else [i for i in found if i.id == wanted]
 
 
 def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
@@ -190,6 +305,14 @@ def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
         if task.writes is None:
             out += [(task.node, i) for i in task.interrupts if i.id not in task.resume]
     return out
+
+
+def node_of_task(run: GraphRun, task_id: str) -> str | None:
+    """The (top-level) node of a task of the current step, or of a pending interrupt."""
+    for task in run.plan():
+        if task.id == task_id or any(names_task(i, task_id) for i in task.interrupts):
+            return task.node
+    return None
 
 
 def resume_value(cmd: SteeringCommand) -> Any:
@@ -206,10 +329,7 @@ def resume_value(cmd: SteeringCommand) -> Any:
 
 
 async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
-    candidates = [i for node, i in pending_interrupts(run) if _matches(cmd, i, node)]
-    wanted = cmd.payload.get("interrupt_id")
-    if wanted is not None:
-        candidates = [i for i in candidates if i.id == wanted]
+    candidates = _answered(cmd, pending_interrupts(run))
     if not candidates:
         raise CannotApply(f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}")
     if len(candidates) > 1:
@@ -261,25 +381,23 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     # read-only, and must not share lists with the state anyway).
     update: dict[str, Any] = mutable_copy(cmd.payload["update"])
     as_node = cmd.payload.get("as_node")
-    head = run.head
     # bad keys, values, reducer or router errors: InvalidUpdateError, the command's fault
-    check_as_node(run.graph, as_node)
-    staged, delta = await stage_update(run.graph, head, update, as_node)
-    meta = {"as_node": as_node, "keys": sorted(update), "correlation_id": cmd.correlation_id}
-    if run.checkpointer is not None:
-        await save(run.checkpointer, staged, delta=delta, source="update", metadata=meta)
+    staged = await update_state(
+        run.checkpointer, run.graph, run.head, update, as_node, correlation_id=cmd.correlation_id
+    )
     run.adopt(staged)
-    return {"checkpoint_id": head.checkpoint_id, "keys": sorted(update)}
+    return {"checkpoint_id": run.head.checkpoint_id, "keys": sorted(update)}
 
 
-async def _cancel(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     target = cmd.target
     if isinstance(target, GraphTaskTarget):
         task_ids = [target.task_id]
     elif isinstance(target, GraphNodeTarget):
         # an immediate cancel already stopped the node's running tasks; otherwise it takes
         # the node's tasks of the superstep this boundary precedes (paused ones included)
-        stopped = [t for t, c in driver.cancelled.items() if c.correlation_id == cmd.correlation_id]
+        cid = cmd.correlation_id
+        stopped = [t for t, c in steering.cancelled.items() if c.correlation_id == cid]
         task_ids = stopped or [t.id for t in run.plan() if t.node == target.node]
     else:
         raise RunCancelled(run.run_id or "?", cmd.payload.get("reason") or "cancelled by steering")
@@ -288,8 +406,8 @@ async def _cancel(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> di
     was_running = False
     tasks: list[Any] | None = None
     for task_id in task_ids:
-        node = driver.cancelled_nodes.pop(task_id, None)
-        if driver.cancelled.pop(task_id, None) is not None:  # stopped while it ran
+        node = run.stopped.pop(task_id, None)
+        if steering.cancelled.pop(task_id, None) is not None:  # stopped while it ran
             was_running = True
             cancelled[task_id] = node or "?"
             continue
@@ -328,40 +446,38 @@ class _Stopped(Exception):
         self.error = error
 
 
-async def wait_while_paused(driver: SteeredRun, run: GraphRun) -> None:
+async def wait_while_paused(steering: GraphSteering, run: GraphRun) -> None:
     """Hold the run at this boundary until a resume (or a cancel) arrives."""
-    assert driver.handle is not None
-    handle, inbox = driver.handle, driver.handle.inbox
+    handle, inbox = steering.handle, steering.handle.inbox
     inbox.paused = True
-    handle.info.status = RunStatus.PAUSED
     try:
-        while inbox.paused:
-            await inbox.wait()
-            taken = inbox.take(Boundary.WHILE_PAUSED)
-            for pos, ctl in enumerate(taken):
-                stop: BaseException | None = None
-                if ctl.kind is SteeringKind.RESUME:
-                    inbox.paused = False
-                    inbox.applied(ctl, paused=False)
-                elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
-                    inbox.applied(ctl, run_id=handle.run_id)
-                    stop = RunCancelled(handle.run_id, "cancelled while paused")
-                else:
-                    try:
-                        await lower_all(driver, run, [ctl])
-                    except (RunCancelled, TaskCancelled) as exc:
-                        stop = exc
-                if stop is not None:
-                    _fail_rest(driver, taken[pos + 1 :])
-                    raise _Stopped(stop)
+        async with holding(handle, RunStatus.PAUSED):
+            while inbox.paused:
+                await inbox.wait()
+                taken = inbox.take(Boundary.WHILE_PAUSED)
+                for pos, ctl in enumerate(taken):
+                    stop: BaseException | None = None
+                    if ctl.kind is SteeringKind.RESUME:
+                        inbox.paused = False
+                        inbox.applied(ctl, paused=False)
+                    elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
+                        inbox.applied(ctl, run_id=handle.run_id)
+                        stop = RunCancelled(handle.run_id, "cancelled while paused")
+                    else:
+                        try:
+                            await lower_all(steering, run, [ctl])
+                        except (RunCancelled, TaskCancelled) as exc:
+                            stop = exc
+                    if stop is not None:
+                        _fail_rest(steering, taken[pos + 1 :])
+                        raise _Stopped(stop)
     finally:
         inbox.paused = False
-        handle.info.status = RunStatus.RUNNING
 
 
-def _status(driver: SteeredRun, run: GraphRun) -> dict[str, Any]:
+def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:
     return {
-        "status": driver.handle.status.value if driver.handle else "unknown",
+        "status": steering.handle.status.value,
         "step": run.head.step,
         "checkpoint_id": run.head.checkpoint_id,
         "next": [p.node for p in run.head.frontier],
@@ -372,7 +488,7 @@ def _status(driver: SteeredRun, run: GraphRun) -> dict[str, Any]:
 # -- fork -------------------------------------------------------------------------------------
 
 
-async def _on_fork(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
+async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     """Apply a command made against an older checkpoint on a fork of the thread there.
 
     The fork's thread is named after the command (``<thread>~<correlation id>``): a command
@@ -380,7 +496,7 @@ async def _on_fork(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> d
     (or reports it, if it ran to its end) instead of forking a second time.
     """
     graph, checkpointer = run.graph, run.checkpointer
-    assert cmd.checkpoint_id is not None and driver.handle is not None
+    assert cmd.checkpoint_id is not None
     assert checkpointer is not None  # a command naming a checkpoint passed the staleness check
     fork = f"{run.head.thread_id}~{cmd.correlation_id}"
     affected: dict[str, Any] = {"fork_thread_id": fork, "forked_at": cmd.checkpoint_id}
@@ -395,7 +511,7 @@ async def _on_fork(driver: SteeredRun, run: GraphRun, cmd: SteeringCommand) -> d
             return {**affected, "fork_run_id": made.metadata.get("run_id")}
         untouched = made.source == "fork"  # nothing was done on it yet (an answer, at most)
         first = await _first_on_fork(graph, fork, cmd, again=True) if untouched else None
-    handle = await driver.start_fork_run(first, fork)
+    handle = await steering.start_fork(first, fork)
     return {**affected, "fork_run_id": handle.run_id}
 
 
@@ -407,10 +523,7 @@ async def _first_on_fork(
     kind = cmd.kind
     if kind in RESUME_KINDS:
         snapshot = await threads.get_state(graph, fork)
-        candidates = [i for i in snapshot.interrupts if _matches(cmd, i, i.node)]
-        wanted = cmd.payload.get("interrupt_id")
-        if wanted is not None:
-            candidates = [i for i in candidates if i.id == wanted]
+        candidates = _answered(cmd, [(i.node, i) for i in snapshot.interrupts])
         if again and not candidates:
             return None  # its answer was written before the crash: the run picks it up
         if len(candidates) != 1:

@@ -1,0 +1,60 @@
+"""The managed loop: a graph run inside a ``Runtime``, one superstep at a time.
+
+At each boundary between supersteps it takes the steering commands that are due and lowers
+them (``lowering.py``); then it steps the run (``GraphRun.supersteps``) and emits what the
+step did (``run_events.py``). What happens inside a step for a managed run — each task's
+entry in the run tree — is the run's ``TaskHooks`` (``task_entries.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyagents.errors import RunCancelled
+from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
+
+if TYPE_CHECKING:
+    from tinyagents.graph.executor import GraphRun, Step
+    from tinyagents.graph.lowering import GraphSteering
+    from tinyagents.graph.run_events import GraphEvents
+    from tinyagents.graph.types import GraphResult
+
+
+async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> GraphResult:
+    """Run ``run`` to its end, steered: a failing node, or a command that ends the run (a
+    cancel), gives a ``"failed"`` result with ``.error`` (as ``GraphRun.outcome``)."""
+    stream = run.stream  # a stream attached before the run started (graph.stream(runtime=))
+    token = set_scope(UNSAVED) if run.checkpointer is None else None
+    try:
+        await steering.boundary(run)  # commands that waited for the run, before its first step
+        while True:
+            last: Step | None = None
+            async for last in run.supersteps(started=False):
+                if isinstance(last.error, RunCancelled) and run.cancelling:  # immediate cancel
+                    last.error = await steering.settle_cancel(run, last.error)
+                    assert last.result is not None
+                    last.result.error = last.error
+                if stream is not None:
+                    stream.step(run, last)
+                if last.kind == "applied":
+                    events.stepped(run, last.tasks)
+                    if not run.breaks_after(last.tasks):
+                        await steering.boundary(run)  # between supersteps
+            assert last is not None and last.result is not None
+            result = last.result
+            if result.status != "interrupted" or not result.interrupts:
+                return result  # completed, failed, or stopped at a breakpoint
+            events.interrupted(run, result)
+            if not await steering.at_rest(run):
+                return result
+            await steering.boundary(run)  # the commands that woke it: answers, redirects
+    except Exception as exc:  # lowering ended the run (a cancel), or a step failed to save
+        result = run.result("failed")
+        result.error = exc
+        return result
+    finally:
+        if token is not None:
+            reset_scope(token)
+
+
+__all__ = ["drive"]

@@ -1,0 +1,105 @@
+"""Crash recovery of runtime-managed graph runs.
+
+The run id is kept in the thread's checkpoints: a new start of the thread continues the run
+that wrote them (``continued_run_id``), and takes the commands that waited for it. A process
+killed after saving a steering checkpoint or an interrupt's answer, but before the store
+learnt that the command was applied, hands the command over again after the restart;
+``EarlierApplied`` finds its effect in the checkpoints, so it is reported applied instead of
+being applied twice (an update appended twice, an approve failing on an answered interrupt).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.protocol.commands import SteeringCommand, SteeringKind, ThreadTarget
+
+if TYPE_CHECKING:
+    from tinyagents.graph.checkpointing import Head
+    from tinyagents.graph.executor import GraphRun
+    from tinyagents.runs.host import RunHost
+    from tinyagents.store.checkpoint.base import Checkpointer
+
+#: Kinds whose effect a checkpoint (or an answer's write) records: applied at most once.
+APPLIED_ONCE_KINDS = frozenset(
+    {
+        SteeringKind.UPDATE_STATE,
+        SteeringKind.REDIRECT,
+        SteeringKind.APPROVE,
+        SteeringKind.REJECT,
+        SteeringKind.PROVIDE_CONTEXT,
+    }
+)
+
+
+class EarlierApplied:
+    """What an earlier process of a continued run did with the commands it was handed."""
+
+    def __init__(self, cp: Checkpointer | None, thread_id: str | None, run_id: str) -> None:
+        #: set when the run id came from the thread's checkpoints, not from this runtime
+        self.continued = False
+        self.cp = cp
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self._found: dict[str, str] | None = None  # read once, on the first command asked
+
+    async def find(self, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any] | None:
+        """The checkpoint (and, for an answer, the interrupt) to report ``cmd`` applied
+        with, if an earlier process applied it; else None."""
+        if not self.continued or cmd.fork or cmd.kind not in APPLIED_ONCE_KINDS:
+            return None
+        cid = cmd.correlation_id
+        for records in run.head.records.values():  # answered; its task has not run again yet
+            if cid in records.steered:
+                return {
+                    "checkpoint_id": run.head.checkpoint_id,
+                    "interrupt_id": records.steered[cid],
+                }
+        if self._found is None:
+            assert self.cp is not None and self.thread_id is not None
+            self._found = await applied_by_steering(self.cp, self.thread_id, self.run_id)
+        checkpoint_id = self._found.get(cid)
+        return None if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
+
+
+def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
+    """The run a new start of the thread continues, if any: the one that wrote its last
+    checkpoint, while it has tasks left, or while commands accepted for it are still open
+    (it saved its last checkpoint but was stopped before its final boundary)."""
+    if previous is None or previous.run_id is None:
+        return None
+    if previous.frontier:
+        return previous.run_id
+    if runtime.runs.get(previous.run_id) is not None:
+        return None  # it finished in this runtime: the next start is a new run
+    for cmd in runtime.open_commands():
+        target = cmd.target
+        if getattr(target, "run_id", None) == previous.run_id or (
+            isinstance(target, ThreadTarget) and target.thread_id == previous.thread_id
+        ):
+            return previous.run_id
+    return None
+
+
+async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> dict[str, str]:
+    """Correlation id -> checkpoint id of the steering checkpoints run ``run_id`` saved (and of
+    the steps that consumed a steering answer), reading the thread's history newest first only
+    as far back as that run goes."""
+    found: dict[str, str] = {}
+    limit = 64
+    while True:
+        records = await cp.list(thread_id, limit=limit)
+        for record in records:
+            if record.metadata.get("run_id") != run_id:
+                return found
+            correlation_id = record.metadata.get("correlation_id")
+            if correlation_id is not None:
+                found.setdefault(correlation_id, record.checkpoint_id)
+            for answered_by in record.metadata.get("resumed_by", ()):
+                found.setdefault(answered_by, record.checkpoint_id)
+        if len(records) < limit:
+            return found
+        limit *= 4
+
+
+__all__ = ["APPLIED_ONCE_KINDS", "EarlierApplied", "applied_by_steering", "continued_run_id"]

@@ -1,0 +1,73 @@
+"""The ``graph.*`` events of one runtime-managed graph run, published on the runtime's bus.
+
+The managed loop (``graph/managed.py``) emits what each superstep did; lowering
+(``graph/lowering.py``) what a command changed; the run-tree entries
+(``graph/task_entries.py``) each task's start and end.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tinyagents.events.models import GraphEvent
+from tinyagents.runs.info import run_event
+
+if TYPE_CHECKING:
+    from tinyagents.graph.executor import GraphRun
+    from tinyagents.graph.tasks import Task
+    from tinyagents.graph.types import GraphResult
+    from tinyagents.runs.host import RunHost
+    from tinyagents.runs.info import RunInfo
+
+
+class GraphEvents:
+    """``emit(type, **fields)`` for one run, and the events the managed loop sends."""
+
+    __slots__ = ("info", "runtime")
+
+    def __init__(self, runtime: RunHost, info: RunInfo) -> None:
+        self.runtime = runtime
+        self.info = info
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        info = self.info
+        event = run_event(info, GraphEvent, type=type_, thread_id=info.thread_id, **fields)
+        self.runtime.bus.publish(event)
+
+    def started(self, run: GraphRun) -> None:
+        self.emit("graph.started", step=run.head.step, checkpoint_id=run.head.checkpoint_id)
+
+    def stepped(self, run: GraphRun, tasks: list[Task]) -> None:
+        head = run.head
+        self.emit(
+            "graph.step",
+            step=head.step,
+            checkpoint_id=head.checkpoint_id,
+            data={"tasks": [t.id for t in tasks], "next": [p.node for p in head.frontier]},
+        )
+
+    def interrupted(self, run: GraphRun, result: GraphResult) -> None:
+        """Every pause reports what it waits for, so a watcher can tell "paused again"."""
+        for i in result.interrupts:
+            self.emit(
+                "graph.interrupt",
+                step=run.head.step + 1,
+                task_id=i.task_id,
+                node=i.node,
+                checkpoint_id=run.head.checkpoint_id,
+                data={"interrupt_id": i.id, "ns": i.ns, "value": i.value},
+            )
+
+    def resumed(self, run: GraphRun) -> None:
+        self.emit("graph.resumed", step=run.head.step + 1, checkpoint_id=run.head.checkpoint_id)
+
+    def completed(self, run: GraphRun, result: GraphResult) -> None:
+        self.emit(
+            "graph.completed",
+            step=run.head.step,
+            checkpoint_id=result.checkpoint_id,
+            data={"status": result.status, "interrupts": [i.id for i in result.interrupts]},
+        )
+
+
+__all__ = ["GraphEvents"]

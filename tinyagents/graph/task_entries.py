@@ -1,0 +1,120 @@
+"""A runtime-managed graph run's tasks in the run tree.
+
+Each task appears as a child entry of the graph run with its ``task_id`` and ``node_id``
+while it runs; an agent node's child agent run hangs below that entry, and the instructions
+sent to the task (or its node) go to that agent run. This is the run's ``TaskHooks``: the
+only part of a managed run that acts inside a superstep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from tinyagents import _clock
+from tinyagents.protocol.commands import (
+    CONTROL_KINDS,
+    MESSAGE_KINDS,
+    GraphNodeTarget,
+    GraphTaskTarget,
+    SteeringCommand,
+    SteeringKind,
+)
+from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunInfo, RunStatus
+
+if TYPE_CHECKING:
+    from tinyagents.graph.executor import GraphRun
+    from tinyagents.graph.run_events import GraphEvents
+    from tinyagents.graph.tasks import Task
+    from tinyagents.runs.host import RunHost
+
+#: Kinds that go to an agent node's child run when one is running.
+AGENT_KINDS = (
+    MESSAGE_KINDS
+    | {
+        SteeringKind.CONSTRAIN_TOOLS,
+        SteeringKind.CONSTRAIN_MODEL,
+        SteeringKind.UPDATE_BUDGET,
+    }
+    | (CONTROL_KINDS - {SteeringKind.CANCEL})
+)
+
+
+class TaskEntries:
+    """The run-tree entries of one graph run's running tasks, and of its agent nodes' runs.
+    Both maps hold running tasks only: an entry leaves when its task ends."""
+
+    def __init__(
+        self, runtime: RunHost, handle: RunHandle, events: GraphEvents, graph_name: str
+    ) -> None:
+        self.runtime = runtime
+        self.handle = handle
+        self.events = events
+        self.graph_name = graph_name
+        self.task_runs: dict[str, RunHandle] = {}
+        self.agent_runs: dict[str, RunHandle] = {}
+
+    async def task_started(self, run: GraphRun, task: Task) -> None:
+        parent = self.handle.info
+        info = RunInfo(
+            run_id=_clock.new_id("gt"),
+            parent_run_id=parent.run_id,
+            task_id=task.id,
+            node_id=task.node,
+            tenant_id=parent.tenant_id,
+            kind="graph",
+            agent_id=self.graph_name,
+        )
+        entry = RunHandle(info, submitter=self.runtime)
+        await self.runtime.register(entry)
+        self.task_runs[task.id] = entry
+        self.events.emit(
+            "graph.task_started", step=run.head.step + 1, task_id=task.id, node=task.node
+        )
+
+    async def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
+        entry = self.task_runs.pop(task.id, None)
+        self.agent_runs.pop(task.id, None)
+        if isinstance(error, asyncio.CancelledError):
+            status, kind = RunStatus.CANCELLED, "graph.task_cancelled"
+        elif error is not None:
+            status, kind = RunStatus.FAILED, "graph.task_failed"
+        elif task.writes is None:
+            status, kind = RunStatus.INTERRUPTED, ""
+        else:
+            status, kind = RunStatus.COMPLETED, "graph.task_completed"
+        if entry is not None:
+            err = None if error is None else f"{type(error).__name__}: {error}"
+            await self.runtime.finish(
+                entry, RunResult(run_id=entry.run_id, status=status, error=err)
+            )
+        if kind:
+            data = {"error": repr(error)} if error is not None else {}
+            self.events.emit(
+                kind, step=run.head.step + 1, task_id=task.id, node=task.node, data=data
+            )
+
+    def parent_for(self, task: Task) -> str | None:
+        entry = self.task_runs.get(task.id)
+        return entry.run_id if entry is not None else self.handle.run_id
+
+    def agent_started(self, task: Task, handle: RunHandle) -> None:
+        self.agent_runs[task.id] = handle
+
+    def route(self, cmd: SteeringCommand) -> RunHandle | None:
+        """The running agent run of the task or node ``cmd`` names, for an instruction."""
+        if cmd.kind not in AGENT_KINDS:
+            return None
+        target = cmd.target
+        for task_id, handle in self.agent_runs.items():
+            if handle.done:
+                continue
+            if isinstance(target, GraphTaskTarget) and target.task_id == task_id:
+                return handle
+            if isinstance(target, GraphNodeTarget) and handle.info.node_id == target.node:
+                return handle
+        return None
+
+
+__all__ = ["AGENT_KINDS", "TaskEntries"]
