@@ -1,0 +1,130 @@
+"""The shortcuts the steering hot path takes give what the long way gives.
+
+``validate_payload`` turns a validated payload model into its read-only dict straight from the
+model's fields; the long way is pydantic's dump with ``exclude_none`` made read-only. Both must
+give equal dicts, with the same types at every level, for every kind and any JSON payload a
+kind's schema takes.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinyagents.errors import InvalidCommandError
+from tinyagents.protocol import SteeringKind, validate_payload
+from tinyagents.protocol.commands import PAYLOAD_MODELS, ReadOnlyDict, ReadOnlyList, _read_only
+
+
+class Colour(StrEnum):
+    RED = "red"
+
+
+class Level(IntEnum):
+    HIGH = 3
+
+
+def _long_way(kind: SteeringKind, payload: dict[str, Any]) -> Any:
+    model = PAYLOAD_MODELS[kind]
+    parsed = model.model_validate(payload)
+    return _read_only(model.__pydantic_serializer__.to_python(parsed, exclude_none=True))
+
+
+def _shape(value: Any) -> Any:
+    """The value with every leaf replaced by its type, containers by (type, contents)."""
+    if isinstance(value, dict):
+        return (type(value), {k: _shape(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return (type(value), [_shape(v) for v in value])
+    return type(value)
+
+
+names = st.sampled_from(["search", "fetch", "a b", "gpt-x", Colour.RED])
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6).filter(lambda t: t.isprintable()),
+    st.just(Colour.RED),
+    st.just(Level.HIGH),
+)
+json_values = st.recursive(
+    leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+optional_text = st.none() | st.text(min_size=1, max_size=6).filter(lambda t: t.strip() != "")
+
+PAYLOADS: dict[SteeringKind, Any] = {
+    SteeringKind.ADD_INSTRUCTION: st.fixed_dictionaries({"text": names}),
+    SteeringKind.REPLACE_INSTRUCTION: st.fixed_dictionaries({"text": names}),
+    SteeringKind.ASK_CLARIFYING_QUESTION: st.fixed_dictionaries({"question": names}),
+    SteeringKind.PROVIDE_CONTEXT: st.fixed_dictionaries(
+        {"value": json_values},
+        optional={"text": optional_text, "source": optional_text, "interrupt_id": st.none()},
+    ),
+    SteeringKind.CONSTRAIN_TOOLS: st.fixed_dictionaries({"tools": st.lists(names, max_size=3)}),
+    SteeringKind.CONSTRAIN_MODEL: st.fixed_dictionaries(
+        {"models": st.lists(names, min_size=1, max_size=3)}
+    ),
+    SteeringKind.PAUSE: st.fixed_dictionaries({}, optional={"reason": optional_text}),
+    SteeringKind.CANCEL: st.fixed_dictionaries(
+        {}, optional={"reason": optional_text, "abort": st.none() | st.booleans()}
+    ),
+    SteeringKind.APPROVE: st.fixed_dictionaries(
+        {}, optional={"value": json_values, "reason": optional_text, "interrupt_id": st.none()}
+    ),
+    SteeringKind.REDIRECT: st.fixed_dictionaries(
+        {"goto": names | st.lists(names, min_size=1, max_size=2).map(tuple)},
+        optional={"instruction": optional_text},
+    ),
+    SteeringKind.REQUEST_STATUS: st.just({}),
+    SteeringKind.UPDATE_BUDGET: st.fixed_dictionaries(
+        {"max_tokens": st.integers(min_value=1, max_value=10**6) | st.just(Level.HIGH)},
+        optional={"deadline_s": st.none() | st.floats(min_value=0.5, max_value=100)},
+    ),
+    SteeringKind.UPDATE_STATE: st.fixed_dictionaries(
+        {"update": st.dictionaries(st.text(max_size=4), json_values, min_size=1, max_size=3)},
+        optional={"as_node": optional_text},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PAYLOADS, key=str))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_validate_payload_equals_the_dump_made_read_only(kind: SteeringKind, data: Any) -> None:
+    payload = data.draw(PAYLOADS[kind])
+    try:
+        expected = _long_way(kind, payload)
+    except Exception:  # refused by the schema (a blank name, say): refused both ways
+        with pytest.raises(InvalidCommandError):
+            validate_payload(kind, payload)
+        return
+    got = validate_payload(kind, payload)
+    assert type(got) is ReadOnlyDict
+    assert got == expected
+    assert _shape(got) == _shape(expected)
+
+
+def test_every_kind_has_a_payload_strategy() -> None:
+    assert set(PAYLOADS) | {SteeringKind.RESUME, SteeringKind.REJECT} == set(SteeringKind)
+
+
+def test_nested_containers_are_read_only_copies() -> None:
+    inner = {"a": [1, {"b": None}], "t": (1, 2)}
+    got = validate_payload(SteeringKind.PROVIDE_CONTEXT, {"value": inner, "source": None})
+    assert got == {"value": {"a": [1, {"b": None}], "t": [1, 2]}}
+    value = got["value"]
+    assert type(value) is ReadOnlyDict and value is not inner
+    assert type(value["a"]) is ReadOnlyList and type(value["t"]) is ReadOnlyList
+    assert type(value["a"][1]) is ReadOnlyDict
