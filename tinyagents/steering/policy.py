@@ -185,6 +185,11 @@ class PolicyChain:
     pipeline_changes: int
     run_policies: PolicyList | None = None
     run_changes: int = 0
+    #: When every policy of the chain is an inline ``CheckPolicy`` (the default pipeline):
+    #: them, in order, for a caller that runs their ``check`` itself, with no coroutine; a
+    #: command none of them rejects is accepted under ``accept_id``. None otherwise.
+    checks: tuple[CheckPolicy, ...] | None = None
+    accept_id: str | None = None
 
     def stale(self, pipeline: PolicyPipeline, run_policies: PolicyList | None) -> bool:
         return (
@@ -253,12 +258,16 @@ class PolicyPipeline:
         return cached
 
     def _fold(self, run_policies: PolicyList | None) -> PolicyChain:
+        policies = [*self._policies, *(run_policies or ())]
+        inline = all(isinstance(p, CheckPolicy) and p.inline for p in policies)
         return PolicyChain(
-            decide=fold([*self._policies, *(run_policies or ())], self.pipeline_id),
+            decide=fold(policies, self.pipeline_id),
             pipeline=self,
             pipeline_changes=self._policies.changes,
             run_policies=run_policies,
             run_changes=run_policies.changes if run_policies is not None else 0,
+            checks=tuple(policies) if inline else None,  # type: ignore[arg-type]
+            accept_id=self.pipeline_id,
         )
 
     async def evaluate(self, cmd: SteeringCommand, ctx: PolicyContext) -> Decision:

@@ -42,7 +42,7 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
 from tinyagents.steering.policies import default_pipeline, not_found
-from tinyagents.steering.policy import Decision, PolicyContext, PolicyPipeline
+from tinyagents.steering.policy import PolicyContext, PolicyPipeline
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
@@ -361,6 +361,15 @@ class SteeringRouter:
             chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
         else:
             chain = self.pipeline.chain()
+        checks = chain.checks
+        if checks is not None:
+            # Only inline checks (the default pipeline): what chain.decide would do, without
+            # its coroutine or a Decision.
+            for policy in checks:
+                reason = policy.check(cmd, ctx)
+                if reason is not None:
+                    return await self._reject(tracked, reason or "rejected", policy.policy_id)
+            return await self._accept(tracked, handle, cmd, chain.accept_id)
         decision = await chain.decide(cmd, ctx)
         if decision.status == "reject":
             return await self._reject(tracked, decision.reason or "rejected", decision.policy_id)
@@ -368,7 +377,9 @@ class SteeringRouter:
             return await self._defer(
                 tracked, decision.reason or "deferred", decision.policy_id, handle
             )
-        return await self._accept(tracked, handle, decision)
+        return await self._accept(
+            tracked, handle, decision.command, decision.policy_id, decision.transforms
+        )
 
     async def _reject(
         self, tracked: _Tracked, reason: str, policy_id: str | None
@@ -403,10 +414,14 @@ class SteeringRouter:
         return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
 
     async def _accept(
-        self, tracked: _Tracked, handle: RunHandle, decision: Decision
+        self,
+        tracked: _Tracked,
+        handle: RunHandle,
+        command: SteeringCommand,
+        policy_id: str | None,
+        transforms: list[tuple[str, SteeringCommand]] | None = None,
     ) -> SteeringReceipt:
         original = tracked.cmd
-        command = decision.command
         refused = handle.inbox.conflict(command)
         if refused is not None:
             # The target's queue would refuse it (a second redirect under
@@ -422,17 +437,17 @@ class SteeringRouter:
         tracked.cmd = command
         tracked.state = CommandState.ACCEPTED
         extra: dict[str, Any] = {}
-        if decision.transforms:
-            extra["transformed_by"] = ",".join(p for p, _ in decision.transforms)
+        if transforms:
+            extra["transformed_by"] = ",".join(p for p, _ in transforms)
             extra["original_payload_summary"] = summarize(original.payload)
-        self._emit("steering.accepted", tracked, policy_id=decision.policy_id, **extra)
+        self._emit("steering.accepted", tracked, policy_id=policy_id, **extra)
         if handle.info.parent_run_id is not None:
             self._rollup(tracked, handle)
         if handle.status.finished:
             await self._enqueue(tracked, handle)
         else:  # a live run: nothing to wait for (most commands; this runs for every one)
             self._put(tracked, handle)
-        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, decision.policy_id)
+        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, policy_id)
 
     async def _persist(
         self,

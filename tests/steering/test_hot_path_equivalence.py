@@ -4,6 +4,10 @@
 model's fields; the long way is pydantic's dump with ``exclude_none`` made read-only. Both must
 give equal dicts, with the same types at every level, for every kind and any JSON payload a
 kind's schema takes.
+
+A chain made only of inline checks (the default pipeline) is run by the router check by check,
+without ``chain.decide``: the same commands through the same policies folded the long way must
+get the same receipts and the same events.
 """
 
 from __future__ import annotations
@@ -14,10 +18,28 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from steerkit import OPERATOR, apply_ready, make_command, start_run
 
 from tinyagents.errors import InvalidCommandError
-from tinyagents.protocol import SteeringKind, validate_payload
-from tinyagents.protocol.commands import PAYLOAD_MODELS, ReadOnlyDict, ReadOnlyList, _read_only
+from tinyagents.events import MemorySink
+from tinyagents.protocol import (
+    PAYLOAD_MODELS,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringReceipt,
+    validate_payload,
+)
+from tinyagents.protocol.commands import ReadOnlyDict, ReadOnlyList, _read_only
+from tinyagents.runtime import Runtime
+from tinyagents.steering import (
+    CallNext,
+    Decision,
+    PolicyContext,
+    PolicyPipeline,
+    default_policies,
+)
+from tinyagents.testkit import SequentialIds, use_ids
 
 
 class Colour(StrEnum):
@@ -128,3 +150,81 @@ def test_nested_containers_are_read_only_copies() -> None:
     assert type(value) is ReadOnlyDict and value is not inner
     assert type(value["a"]) is ReadOnlyList and type(value["t"]) is ReadOnlyList
     assert type(value["a"][1]) is ReadOnlyDict
+
+
+class PassOn:
+    """An ordinary (not inline) policy that passes every command on: a chain holding it is
+    decided the long way, through ``chain.decide``."""
+
+    policy_id = "pass-on"
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        return await call_next(cmd)
+
+
+def _commands() -> list[SteeringCommand]:
+    stranger = SteeringActor.human("eve", tenant_id="default", scopes=[])
+    return [
+        make_command("r-1"),  # accepted
+        make_command("r-1", actor=stranger),  # authority: no control scope
+        make_command("r-1", SteeringKind.CONSTRAIN_TOOLS, {"tools": ["search", "shell"]}),
+        make_command("r-1", SteeringKind.CONSTRAIN_TOOLS, {"tools": ["search"]}),
+        make_command("r-1", SteeringKind.ADD_INSTRUCTION, {"text": "x" * 20_000}),  # payload
+        make_command("r-1", SteeringKind.REQUEST_STATUS, {}, checkpoint_id="ck-1"),  # staleness
+        make_command("nowhere"),  # the router: not found
+    ]
+
+
+async def _run(
+    long_way: bool,
+) -> tuple[list[SteeringReceipt], list[tuple[Any, ...]], bool]:
+    policies: list[Any] = [*default_policies(), *([PassOn()] if long_way else [])]
+    sink = MemorySink()
+    with use_ids(SequentialIds()):
+        async with Runtime(sinks=[sink], policies=PolicyPipeline(policies)) as rt:
+            handle = await start_run(rt, "r-1", tools=["search", "fetch"])
+            receipts = [await rt.submit(cmd) for cmd in _commands()]
+            apply_ready(handle)
+            inline = rt.router.pipeline.chain().checks is not None
+    events = [
+        (e.type, e.correlation_id, e.run_id, e.reason, e.policy_id)
+        for e in sink.events
+        if e.type.startswith("steering.")
+    ]
+    return receipts, events, inline
+
+
+async def test_inline_checks_decide_as_the_folded_chain_does() -> None:
+    short_receipts, short_events, short_inline = await _run(long_way=False)
+    long_receipts, long_events, long_inline = await _run(long_way=True)
+    assert (short_inline, long_inline) == (True, False)  # each took the way it should
+    assert [r.model_dump() for r in short_receipts] == [r.model_dump() for r in long_receipts]
+    assert short_events == long_events
+    statuses = [r.status.value for r in short_receipts]
+    assert statuses == [
+        "accepted",
+        "rejected",
+        "rejected",
+        "accepted",
+        "rejected",
+        "rejected",
+        "rejected",
+    ]
+    assert [r.policy_id for r in short_receipts] == [
+        "default",
+        "authority",
+        "allowlist",
+        "default",
+        "payload",
+        "staleness",
+        "router",
+    ]
+    assert OPERATOR.tenant_id == "default"
+
+
+def test_a_chain_with_an_ordinary_policy_has_no_inline_checks() -> None:
+    assert PolicyPipeline(default_policies()).chain().checks is not None
+    assert PolicyPipeline([*default_policies(), PassOn()]).chain().checks is None
+    assert PolicyPipeline([]).chain().checks == ()
