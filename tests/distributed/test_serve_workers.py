@@ -50,11 +50,6 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     await drop_pg_schemas()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the SQLite variant failed in clean-clone CI runs (first on the migrations race, "
-    "since fixed, then 'assert 0 > 0') and passes in the developer checkout; open in issue 14",
-)
 async def test_two_workers_list_and_steer_every_run_whichever_answers(
     redis_url: str, prefix: str, store_url: str
 ) -> None:
@@ -89,25 +84,37 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
 
             runs = await eventually(running, lambda runs: len(runs) > 0, within=60)
             run_id, owner = runs[0]["run_id"], runs[0]["owner"]
-            # the run is in the mirror of one of the two workers
-            held = [
-                w for w in workers if await client.hexists(f"{prefix}:runs:{w.decode()}", run_id)
-            ]
-            assert len(held) == 1
+
+            async def holders() -> list[bytes]:
+                return [
+                    w
+                    for w in workers
+                    if await client.hexists(f"{prefix}:runs:{w.decode()}", run_id)
+                ]
+
+            # the run is in the mirror of one of the two workers (the store may list it first)
+            held = await eventually(holders, lambda held: len(held) == 1)
             for _ in range(6):  # whichever worker serves it, the run reads the same
                 snap = await http.get(f"{BASE}/runs/{run_id}")
                 assert snap.status_code == 200 and snap.json()["owner"] == owner
                 listed = await http.get(f"{BASE}/runs")
                 assert run_id in {r["run_id"] for r in listed.json()}
             (other,) = [w.decode() for w in workers if w not in held]
-            for i in range(40):  # until a command went through the other worker (via Redis)
-                kind = ("pause", "resume")[i % 2]
-                r = await http.post(f"{BASE}/runs/{run_id}/{kind}", json={})
-                assert r.status_code == 200, r.text
-                assert r.json()["status"] == "accepted", r.json()
-                if i % 2 and await client.xlen(f"{prefix}:reply:{other}"):
-                    break
-            assert await client.xlen(f"{prefix}:reply:{other}") > 0
+
+            async def pause_and_resume() -> int:
+                """Pause and resume the run through whichever workers answer; how many receipts
+                the owner sent back over Redis to the other worker so far."""
+                for kind in ("pause", "resume"):
+                    r = await http.post(f"{BASE}/runs/{run_id}/{kind}", json={})
+                    assert r.status_code == 200, r.text
+                    assert r.json()["status"] == "accepted", r.json()
+                return int(await client.xlen(f"{prefix}:reply:{other}"))
+
+            # Until a command went through the other worker (via Redis). No fixed number of
+            # tries: a worker takes its seat on Redis before it serves HTTP, so on a loaded
+            # machine the owner alone may answer for a while (the kernel hands every
+            # connection to the workers accepting).
+            await eventually(pause_and_resume, lambda replies: replies > 0, within=60)
 
             async def history() -> Any:  # another worker reads it from the store's event log
                 return (await http.get(f"{BASE}/runs/{run_id}/steering")).json()

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from tinyagents.events.bus import Subscription
 from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
+from tinyagents.runs.live import LiveRuns
 from tinyagents.runs.registry import RunRegistry
 
 #: ``redis.asyncio.Redis``: its stubs type every reply as a union of the sync and async
@@ -29,6 +30,8 @@ class ControlledRuntime(Protocol):
     runs: RunRegistry
 
     def subscribe(self, *, maxsize: int = ..., where: Any = ...) -> Subscription: ...
+
+    def live_runs(self) -> LiveRuns: ...
 
     def live_snapshots(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]: ...
 

@@ -51,6 +51,9 @@ class RunMirror:
 
     def open(self) -> None:
         """Follow the runtime's events from now on; every run it holds is written first."""
+        # The runtime keeps its live books (pending interrupts) only once asked; asked at the
+        # first write instead, an interrupt reported before it would never be listed.
+        self.runtime.live_runs()
         self._sub = self.runtime.subscribe(maxsize=10_000, where=_has_run)
         self._dirty.update(i.run_id for i in self.runtime.runs.list())
 
