@@ -5,6 +5,9 @@ model's fields; the long way is pydantic's dump with ``exclude_none`` made read-
 give equal dicts, with the same types at every level, for every kind and any JSON payload a
 kind's schema takes.
 
+``json_bytes`` (the payload policy's measure) counts plain text and plain keys inline; it must
+still give the length of the compact JSON in UTF-8 for any JSON value.
+
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
 without ``chain.decide``: the same commands through the same policies folded the long way must
 get the same receipts and the same events.
@@ -12,6 +15,7 @@ get the same receipts and the same events.
 
 from __future__ import annotations
 
+import json
 from enum import IntEnum, StrEnum
 from typing import Any
 
@@ -39,6 +43,7 @@ from tinyagents.steering import (
     PolicyPipeline,
     default_policies,
 )
+from tinyagents.steering.policies import json_bytes
 from tinyagents.testkit import SequentialIds, use_ids
 
 
@@ -228,3 +233,22 @@ def test_a_chain_with_an_ordinary_policy_has_no_inline_checks() -> None:
     assert PolicyPipeline(default_policies()).chain().checks is not None
     assert PolicyPipeline([*default_policies(), PassOn()]).chain().checks is None
     assert PolicyPipeline([]).chain().checks == ()
+
+
+any_text = st.text(max_size=8) | st.sampled_from(['say "hi"', "a\\b", "tab\there", "é🧭", "x_1"])
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | any_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=any_json)
+def test_json_bytes_is_the_compact_json_length_in_utf8(value: Any) -> None:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert json_bytes(value) == len(text.encode("utf-8", "surrogatepass"))

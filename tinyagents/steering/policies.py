@@ -257,12 +257,21 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
     while stack:
         item = pop()
         if isinstance(item, str):
-            size += _json_str_bytes(item)
+            # printable ASCII (nearly all text) inline: quoted, escaped only at " and \
+            if item.isascii() and item.isprintable():
+                size += len(item) + 2
+                if '"' in item or "\\" in item:
+                    size += item.count('"') + item.count("\\")
+            else:
+                size += _json_str_bytes(item)
         elif isinstance(item, dict):
             # braces, a colon per item and a comma between items
             size += 2 * len(item) + 1 if item else 2
             for key, inner in item.items():
-                size += _json_str_bytes(key) if isinstance(key, str) else len(str(key)) + 2
+                if type(key) is str and key.isascii() and key.isidentifier():
+                    size += len(key) + 2  # a plain name: nothing to escape
+                else:
+                    size += _json_str_bytes(key) if isinstance(key, str) else len(str(key)) + 2
                 push(inner)
         elif isinstance(item, list | tuple):
             size += len(item) + 1 if item else 2
