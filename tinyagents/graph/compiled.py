@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import calls, mermaid, threads
 from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set_scope
-from tinyagents.graph.checkpointing import Head
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.stream import GraphStream, follow, read
-from tinyagents.graph.types import CheckpointInfo, Command, GraphResult, StateSnapshot
+from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
 
 if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
@@ -73,8 +72,6 @@ class CompiledGraph(GraphCore):
                     "interrupt_before/interrupt_after need a checkpointer to continue from: "
                     "compile(checkpointer=...)"
                 )
-        if self.checkpointer is None and runtime is None and not isinstance(input, Command):
-            return await self._run_unsaved(input, thread_id, recursion_limit)
         if runtime is not None:
             return await run_with_runtime(
                 self,
@@ -121,8 +118,6 @@ class CompiledGraph(GraphCore):
             return self._stream_managed(
                 sink, input, runtime, thread_id, checkpoint_id, recursion_limit
             )
-        if self.checkpointer is None and not isinstance(input, Command):
-            return read(lambda: self._unsaved_run(input, thread_id, recursion_limit), sink)
         session = GraphSession(self, thread_id)
         return read(
             lambda: session.prepare(input, checkpoint_id, recursion_limit), sink, hold=session
@@ -168,16 +163,16 @@ class CompiledGraph(GraphCore):
         node ends the steps with a ``"failed"`` item instead of raising. Input is handled as
         by ``run`` (bad input raises here and changes nothing).
         """
-        if self.checkpointer is None and not isinstance(input, Command):
-            run = await self._unsaved_run(input, thread_id, recursion_limit)
+        async with GraphSession(self, thread_id) as session:
+            run = await session.prepare(input, checkpoint_id, recursion_limit)
+            if run.checkpointer is not None:
+                yield run
+                return
             token = set_scope(UNSAVED)  # interrupt() is an error in a run that saves nothing
             try:
                 yield run
             finally:
                 reset_scope(token)
-            return
-        async with GraphSession(self, thread_id) as session:
-            yield await session.prepare(input, checkpoint_id, recursion_limit)
 
     def run_sync(
         self,
@@ -204,23 +199,6 @@ class CompiledGraph(GraphCore):
                 recursion_limit=recursion_limit,
             )
         )
-
-    async def _run_unsaved(
-        self, input: Any, thread_id: str | None, recursion_limit: int | None
-    ) -> GraphResult:
-        """The path without checkpointer: nothing to lease, load or save."""
-        run = await self._unsaved_run(input, thread_id, recursion_limit)
-        return await run.outcome()
-
-    async def _unsaved_run(
-        self, input: Any, thread_id: str | None, recursion_limit: int | None
-    ) -> GraphRun:
-        if input is None:
-            raise GraphError("a graph without checkpointer needs an input for every run")
-        head = Head.fresh(self, thread_id or "", "", None)
-        await self.start_input(head, input, None)
-        limit = recursion_limit or self.recursion_limit
-        return GraphRun(self, head, checkpointer=None, recursion_limit=limit)
 
     # -- threads ---------------------------------------------------------------------------
 

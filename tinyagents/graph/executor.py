@@ -36,7 +36,14 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.tasks import Task, Writes, call_node, called_output, read_output
+from tinyagents.graph.tasks import (
+    Task,
+    Writes,
+    call_node,
+    called_output,
+    plan_tasks,
+    read_output,
+)
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
@@ -365,23 +372,13 @@ class GraphRun:
         self.steps += 1
 
     def plan(self) -> list[Task]:
-        head, nodes, records = self.head, self.graph.nodes, self.head.records
-        key = (head.lineage, head.ns, head.step + 1)
-        tasks = []
-        for index, planned in enumerate(head.frontier):
-            task = Task(
-                node=planned.node, index=index, spec=nodes[planned.node], arg=planned.arg, key=key
-            )
-            rec = records.get(task.id) if records else None
-            if rec is not None:
-                task.writes = rec.writes
-                task.goto = rec.goto
-                task.interrupts = rec.interrupts
-                task.resume = rec.resume
-                task.skipped = rec.skipped
-            if self.inherited_resume:
-                task.resume = {**self.inherited_resume, **task.resume}
-            tasks.append(task)
+        """The tasks of the next superstep (``plan_tasks``), with the answers a sub-graph's
+        run inherits from the task that runs it."""
+        tasks = plan_tasks(self.graph, self.head)
+        inherited = self.inherited_resume
+        if inherited:
+            for task in tasks:
+                task.resume = {**inherited, **task.resume}
         return tasks
 
     async def run_tasks(self, tasks: list[Task]) -> None:
@@ -479,8 +476,10 @@ class GraphRun:
         head.step += 1
         # Steering commands whose answers this step consumed: the checkpoint names them, so a
         # command handed over again after a crash is known as applied (``applied_by_steering``).
-        steered = [cid for rec in head.records.values() for cid in rec.steered]
-        head.records = {}
+        steered: list[str] = []
+        if head.records:
+            steered = [cid for rec in head.records.values() for cid in rec.steered]
+            head.records = {}
         if self.checkpointer is not None:
             head.frontier_id = new_frontier_id()
             await save(

@@ -30,7 +30,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.executor import GraphRun
-from tinyagents.graph.tasks import Task
+from tinyagents.graph.tasks import plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send
 from tinyagents.store.checkpoint._lease import new_owner
 from tinyagents.store.checkpoint.base import WriteRecord
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 class GraphSession:
     """``async with GraphSession(graph, thread_id) as s: run = await s.prepare(input)``."""
+
+    __slots__ = ("cp", "graph", "owner", "run_id", "thread_id")
 
     def __init__(self, graph: GraphCore, thread_id: str | None) -> None:
         self.graph = graph
@@ -64,7 +66,8 @@ class GraphSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.cp is not None and self.owner is not None:
+        if self.owner is not None:  # a lease is taken with a checkpointer only
+            assert self.cp is not None
             await self.cp.release(self.thread_id, self.owner)
 
     def fresh(self) -> Head:
@@ -87,15 +90,18 @@ class GraphSession:
         recursion_limit: int | None = None,
         **run_kwargs: Any,
     ) -> GraphRun:
-        """The run that continues this thread after applying ``input``."""
+        """The run that continues this thread after applying ``input``: the one entry of
+        every run (``run``, ``stream``, ``iter``, and a runtime's ``start_graph``)."""
         graph = self.graph
         self.run_id = run_kwargs.get("run_id")
-        head = await self.load()
+        head = await self.load() if self.cp is not None else None
         if checkpoint_id is not None:
             head = await self._rewind(head, checkpoint_id)
         if isinstance(input, Command):
             head = await self._command(head, input)
         elif input is None:
+            if self.cp is None:
+                raise GraphError("a graph without checkpointer needs an input for every run")
             if head is None:
                 raise GraphError(
                     f"thread {self.thread_id!r} has no checkpoint to continue from; "
@@ -305,18 +311,7 @@ def jump(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]
     Returns the deltas of those writes."""
     writes: list[tuple[str, Any]] = []
     if head.records:
-        key = (head.lineage, head.ns, head.step + 1)
-        for index, planned in enumerate(head.frontier):
-            task = Task(
-                node=planned.node,
-                index=index,
-                spec=graph.nodes[planned.node],
-                arg=planned.arg,
-                key=key,
-            )
-            rec = head.records.get(task.id)
-            if rec is not None and rec.writes and not rec.skipped:
-                writes += rec.writes
+        writes = [w for t in plan_tasks(graph, head) if not t.skipped for w in t.writes or ()]
     delta = graph.apply_writes(head.values, writes) if writes else {}
     head.frontier = [
         Planned(node=g.node, arg=g.arg) if isinstance(g, Send) else Planned(node=g)

@@ -91,6 +91,27 @@ class Task:
 _EMPTY: list[Any] = []  # shared, never mutated: tasks replace it
 
 
+def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
+    """The one task builder: the tasks of ``head``'s next superstep (its frontier), each with
+    what it already did in an unfinished step (its records: writes, interrupts, answers)."""
+    nodes, records = graph.nodes, head.records
+    key = (head.lineage, head.ns, head.step + 1)
+    tasks = []
+    for index, planned in enumerate(head.frontier):
+        task = Task(
+            node=planned.node, index=index, spec=nodes[planned.node], arg=planned.arg, key=key
+        )
+        rec = records.get(task.id) if records else None
+        if rec is not None:
+            task.writes = rec.writes
+            task.goto = rec.goto
+            task.interrupts = rec.interrupts
+            task.resume = rec.resume
+            task.skipped = rec.skipped
+        tasks.append(task)
+    return tasks
+
+
 class TaskRun(Protocol):
     """What a task needs of the run it belongs to (``executor.GraphRun``, which imports this
     module): where it runs, the state view, and how to run a sub-graph or an agent node."""

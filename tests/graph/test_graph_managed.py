@@ -1,0 +1,156 @@
+"""The managed loop (``graph/managed.py``) and the one ``update_state`` it shares with the API.
+
+Steering lowers ``update_state`` through the same function as ``CompiledGraph.update_state``,
+so both accept the same ``as_node`` values (``START`` included), refuse the same ones, and
+keep a static breakpoint's mark the same way. Between a step and a breakpoint stop there is
+no steering boundary: a command sent meanwhile waits for the run that continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from graphkit import LogState, logger
+
+from tinyagents import Runtime
+from tinyagents.errors import GraphError
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import EventWaiter
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[Runtime]:
+    async with Runtime(testing=True) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def waiter(rt: Runtime) -> EventWaiter:
+    w = EventWaiter()
+    rt.bus.add_sink(w)
+    return w
+
+
+def update(run_id: str, payload: dict[str, Any]) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.UPDATE_STATE,
+        payload=payload,
+    )
+
+
+def gated_chain(gate: asyncio.Event, **compile_kw: Any) -> Any:
+    """START → a (waits for ``gate``) → b → END."""
+
+    async def a(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["a"]}
+
+    graph = StateGraph(LogState).add_node("a", a).add_node("b", logger("b"))
+    graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    return graph.compile(checkpointer=MemoryCheckpointer(), **compile_kw)
+
+
+async def terminal(waiter: EventWaiter, correlation_id: str) -> Any:
+    return await waiter.until(
+        lambda e: (
+            e.type in ("steering.applied", "steering.failed")
+            and getattr(e, "correlation_id", None) == correlation_id
+        )
+    )
+
+
+def graph_run_id(rt: Runtime, thread_id: str) -> str:
+    [info] = [i for i in rt.runs.list() if i.kind == "graph" and i.thread_id == thread_id]
+    return info.run_id
+
+
+async def test_update_as_node_start_is_the_same_through_the_api_and_steering(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    # the API: stop after a, update as START, continue
+    api_gate = asyncio.Event()
+    api_gate.set()
+    api = gated_chain(api_gate)
+    stopped = await api.run({"log": ["seed"]}, thread_id="t", interrupt_after=["a"])
+    assert stopped.status == "interrupted"
+    await api.update_state("t", {"log": ["x"]}, as_node=START)
+    assert (await api.get_state("t")).next == ("a",)
+    by_api = await api.run(None, thread_id="t")
+
+    # steering: the same update lands at the boundary after a
+    gate = asyncio.Event()
+    steered = gated_chain(gate)
+    handle = await rt.start_graph(steered, {"log": ["seed"]}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    cmd = update(handle.run_id, {"update": {"log": ["x"]}, "as_node": START})
+    assert (await rt.submit(cmd)).status == "accepted"
+    gate.set()
+    result = await handle.result()
+    assert (await terminal(waiter, cmd.correlation_id)).type == "steering.applied"
+
+    assert by_api.state["log"] == result.output["log"] == ["seed", "a", "x", "a", "b"]
+
+
+async def test_an_unknown_as_node_is_refused_alike_by_the_api_and_steering(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    graph = gated_chain(gate)
+    with pytest.raises(GraphError, match="no such node") as refused:
+        await graph.update_state("other", {"log": ["x"]}, as_node="ghost")
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    cmd = update(handle.run_id, {"update": {"log": ["x"]}, "as_node": "ghost"})
+    await rt.submit(cmd)
+    gate.set()
+    failed = await terminal(waiter, cmd.correlation_id)
+    assert failed.type == "steering.failed" and failed.reason == str(refused.value)
+    assert (await handle.result()).output["log"] == ["a", "b"]  # the run goes on unchanged
+
+
+async def test_a_steering_update_at_a_breakpoint_keeps_its_mark_as_the_api_does(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    opened = asyncio.Event()
+    opened.set()
+    api = gated_chain(opened, interrupt_before=["b"])
+    assert (await api.run({"log": ["seed"]}, thread_id="t")).status == "interrupted"
+    await api.update_state("t", {"log": ["human"]})
+    by_api = await api.run(None, thread_id="t")
+    assert by_api.status == "completed"
+
+    steered = gated_chain(opened, interrupt_before=["b"])
+    first = await steered.run({"log": ["seed"]}, thread_id="t", runtime=rt)
+    assert first.status == "interrupted" and first.interrupts == []  # at the breakpoint
+    cmd = update(graph_run_id(rt, "t"), {"update": {"log": ["human"]}})
+    assert (await rt.submit(cmd)).status == "accepted"  # waits for the run that continues
+    second = await steered.run(None, thread_id="t", runtime=rt)
+    assert (await terminal(waiter, cmd.correlation_id)).type == "steering.applied"
+    assert second.status == "completed"  # the update kept the mark: the breakpoint passed
+    assert second.state["log"] == by_api.state["log"] == ["seed", "a", "human", "b"]
+
+
+async def test_no_boundary_between_a_step_and_its_breakpoint_stop(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    graph = gated_chain(gate, interrupt_after=["a"])
+    run = asyncio.create_task(graph.run({"log": ["seed"]}, thread_id="t", runtime=rt))
+    started = await waiter.event("graph.task_started", node="a")
+    cmd = update(started.run_id or "", {"update": {"log": ["human"]}})
+    assert (await rt.submit(cmd)).status == "accepted"
+    gate.set()
+    first = await run
+    assert first.status == "interrupted" and first.state["log"] == ["seed", "a"]
+    applied = [e for e in waiter.events if e.type == "steering.applied"]
+    assert not applied  # the stop came before any boundary: the command still waits
+    second = await graph.run(None, thread_id="t", runtime=rt)  # its first boundary takes it
+    assert (await terminal(waiter, cmd.correlation_id)).type == "steering.applied"
+    assert second.state["log"] == ["seed", "a", "human", "b"]
