@@ -96,11 +96,14 @@ class SteeringQueue:
         return None
 
     def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
-        refused = self.conflict(cmd)
-        if refused is not None:
-            return PutOutcome(queued=False, rejected=refused)
+        by_kind = self._by_kind
+        # A new id in a queue that never held a conflict kind cannot be refused: most puts.
+        if by_kind or cmd.correlation_id in self._by_id:
+            refused = self.conflict(cmd)
+            if refused is not None:
+                return PutOutcome(queued=False, rejected=refused)
         kind = cmd.kind
-        if kind in _CONFLICT_KINDS or self._by_kind.get(SteeringKind.CANCEL):
+        if kind in _CONFLICT_KINDS or (by_kind and by_kind.get(SteeringKind.CANCEL)):
             outcome = self._resolve_conflicts(cmd)
             if not outcome.queued:
                 return outcome

@@ -620,20 +620,27 @@ def _events_for(tracked: _Tracked) -> dict[str, Any]:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
         task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    events = tracked.events = dict(
-        run_id=run_id,
-        root_run_id=root_run_id,
-        parent_run_id=parent_run_id,
-        tenant_id=tenant_id,
+    events = dict(
         target=target,
         actor=cmd.actor,
         kind=cmd.kind,
         correlation_id=cmd.correlation_id,
-        task_id=task_id,
-        node_id=node_id,
-        checkpoint_id=cmd.checkpoint_id,
         payload_summary=summarize(cmd.payload),
     )
+    # The optional fields only when set (None is their default): each of the command's four
+    # or so events is built from these keywords, and every one costs the event's __init__.
+    for name, value in (
+        ("run_id", run_id),
+        ("root_run_id", root_run_id),
+        ("parent_run_id", parent_run_id),
+        ("tenant_id", tenant_id),
+        ("task_id", task_id),
+        ("node_id", node_id),
+        ("checkpoint_id", cmd.checkpoint_id),
+    ):
+        if value is not None:
+            events[name] = value
+    tracked.events = events
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
 
