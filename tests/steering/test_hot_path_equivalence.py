@@ -41,6 +41,7 @@ from tinyagents.steering import (
     Decision,
     PolicyContext,
     PolicyPipeline,
+    SteeringQueue,
     default_policies,
 )
 from tinyagents.steering.policies import json_bytes
@@ -252,3 +253,16 @@ any_json = st.recursive(
 def test_json_bytes_is_the_compact_json_length_in_utf8(value: Any) -> None:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     assert json_bytes(value) == len(text.encode("utf-8", "surrogatepass"))
+
+
+def test_a_plain_queue_still_refuses_an_id_it_holds() -> None:
+    # put_nowait skips conflict() for a new id in a queue that never held a conflict kind.
+    queue = SteeringQueue()
+    first = make_command("r-1")
+    assert queue.put_nowait(first).queued
+    again = queue.put_nowait(first)
+    assert (again.queued, again.rejected) == (
+        False,
+        f"duplicate correlation id {first.correlation_id}",
+    )
+    assert len(queue) == 1
