@@ -4,14 +4,14 @@
 background under the managed loop (``managed.drive``); ``run_with_runtime`` does the same in
 the foreground (``graph.run(..., runtime=rt)``). A managed run is made of small pieces:
 
-| piece                          | module            | job                                          |
-|--------------------------------|-------------------|----------------------------------------------|
-| ``drive``                      | ``managed``       | the loop: boundary → step → emit             |
-| ``GraphSteering``              | ``lowering``      | take due commands, lower them; immediate cancel |
-| ``TaskEntries``                | ``task_entries``  | tasks in the run tree (the run's ``TaskHooks``) |
-| ``GraphEvents``                | ``run_events``    | ``graph.*`` events                           |
-| ``EarlierApplied``             | ``recovery``      | commands an earlier process applied          |
-| ``GraphRunDriver``             | here              | the router's hooks (``RunDriver``)           |
+| piece              | module       | job                                              |
+|--------------------|--------------|--------------------------------------------------|
+| ``drive``          | managed      | the loop: boundary, step, emit                   |
+| ``GraphSteering``  | lowering     | take the due commands and lower them; stop tasks |
+| ``TaskEntries``    | task_entries | tasks in the run tree (the run's ``TaskHooks``)  |
+| ``GraphEvents``    | run_events   | ``graph.*`` events                               |
+| ``EarlierApplied`` | recovery     | commands an earlier process applied              |
+| ``GraphRunDriver`` | here         | the router's hooks (``RunDriver``)               |
 
 The run keeps one run id for the life of its thread's execution (it is stored in the
 checkpoints): a foreground run that stops on an interrupt leaves its handle ``interrupted``
