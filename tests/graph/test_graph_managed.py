@@ -154,3 +154,14 @@ async def test_no_boundary_between_a_step_and_its_breakpoint_stop(
     second = await graph.run(None, thread_id="t", runtime=rt)  # its first boundary takes it
     assert (await terminal(waiter, cmd.correlation_id)).type == "steering.applied"
     assert second.state["log"] == ["seed", "a", "human", "b"]
+
+
+async def test_a_stream_attached_to_a_running_run_gets_the_steps_from_then_on(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+    handle = await rt.start_graph(gated_chain(gate), {"log": ["seed"]}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")  # the run is in a step
+    stream = handle.stream("updates")
+    gate.set()
+    assert [item async for item in stream] == [{"a": {"log": ["a"]}}, {"b": {"log": ["b"]}}]

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> GraphResult:
     """Run ``run`` to its end, steered: a failing node, or a command that ends the run (a
     cancel), gives a ``"failed"`` result with ``.error`` (as ``GraphRun.outcome``)."""
-    stream = run.stream  # a stream attached before the run started (graph.stream(runtime=))
     token = set_scope(UNSAVED) if run.checkpointer is None else None
     try:
         await steering.boundary(run)  # commands that waited for the run, before its first step
@@ -34,8 +33,8 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
                     last.error = await steering.settle_cancel(run, last.error)
                     assert last.result is not None
                     last.result.error = last.error
-                if stream is not None:
-                    stream.step(run, last)
+                if run.stream is not None:  # attached at any time (handle.stream())
+                    run.stream.step(run, last)
                 if last.kind == "applied":
                     events.stepped(run, last.tasks)
                     if not run.breaks_after(last.tasks):

@@ -425,8 +425,8 @@ def _text_problem(values: dict[str, Any]) -> str | None:
             return f"invalid command: {name}: {_NOT_UTF8}"
     for name in ("target", "actor", "policy_ref"):
         model = values.get(name)
-        if model is None or _CLEAN.get(id(model)) is model:
-            continue
+        if model is None or _CLEAN.get(id(model)) is model or not isinstance(model, BaseModel):
+            continue  # None, checked before, or data pydantic validates (text included)
         for field, value in model.__dict__.items():
             if type(value) is str:
                 if not value.isascii() and not _utf8(value):
@@ -664,7 +664,11 @@ class SteeringPolicyRef(BaseModel):
 
 
 def _new_correlation_id() -> str:
-    return _clock.new_id("c")
+    # Checked here (an id source is pluggable): no validator sees a default value.
+    cid = _clock.new_id("c")
+    if not cid.isascii() and not _utf8(cid):
+        raise InvalidCommandError(f"invalid command: correlation_id: {_NOT_UTF8}")
+    return cid
 
 
 def _now() -> datetime:
@@ -746,6 +750,12 @@ class SteeringCommand(BaseModel):
         broken = _broken_rule(kind, delivery, data.get("fork"), data.get("checkpoint_id"))
         if broken is not None:
             raise InvalidCommandError(broken)
+        # Here, not in an after-validator (a second Python call for every command): the text
+        # pydantic does not validate again is that of the targets, actors and policy refs
+        # handed in as models, which _text_problem checks (and remembers clean).
+        problem = _text_problem(data)
+        if problem is not None:
+            raise InvalidCommandError(problem)
         return data
 
     @field_validator("payload", mode="wrap")
@@ -763,13 +773,6 @@ class SteeringCommand(BaseModel):
     @classmethod
     def _in_utc(cls, created_at: datetime) -> datetime:
         return _utc(created_at)
-
-    @model_validator(mode="after")
-    def _check_text(self) -> Self:
-        problem = _text_problem(self.__dict__)
-        if problem is not None:
-            raise InvalidCommandError(problem)
-        return self
 
     # Pydantic reports what a validator raises as a ValidationError: these give it back as the
     # InvalidCommandError it was (or turn pydantic's own complaint into one).

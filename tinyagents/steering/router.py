@@ -284,10 +284,11 @@ class SteeringRouter:
     ) -> None:
         tracked = self._open(cmd)
         tracked.state = CommandState.DELIVERED
-        self._emit("steering.delivered", tracked, boundary=boundary.value, affected=where)
+        # ``_value_``: the member's text without the ``value`` property's descriptor call
+        self._emit("steering.delivered", tracked, boundary=boundary._value_, affected=where)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._finish(self._open(cmd), "applied", affected=affected)
+        self._emit("steering.applied", self._open(cmd), affected=affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd), "failed", reason=reason)
@@ -556,10 +557,11 @@ class SteeringRouter:
     def _receipt(
         self, tracked: _Tracked, status: ReceiptStatus, reason: str | None, policy_id: str | None
     ) -> SteeringReceipt:
+        info = tracked.info
         return SteeringReceipt.issue(
             status,
             tracked.cmd.correlation_id,
-            tracked.info.run_id if tracked.info else None,
+            info.run_id if info is not None else None,
             reason,
             policy_id,
         )
