@@ -289,6 +289,12 @@ async def test_cancel_a_paused_task_skips_it(rt: Runtime, waiter: EventWaiter) -
     result = await handle.result()
     # left was skipped: no write and its successor never ran; right finished normally
     assert result.output["log"] == ["right:True"]
+    tree = rt.tree(handle.run_id)
+    assert tree is not None  # the skipped task's entry ends too (it never resumed)
+    assert sorted((c.info.node_id, c.info.status) for c in tree.children) == [
+        ("left", RunStatus.CANCELLED),
+        ("right", RunStatus.COMPLETED),
+    ]
 
 
 async def test_cancel_a_task_with_fail_run_policy_fails_the_run(
@@ -370,6 +376,12 @@ async def test_foreground_run_keeps_its_run_id_and_takes_queued_commands(
     assert second.status == "completed" and second.state["log"] == ["prep", "ask:True"]
     assert await settled(waiter, approve.correlation_id) == "steering.applied"
     assert handle.status is RunStatus.COMPLETED  # the same run continued
+    tree = rt.tree(handle.run_id)
+    assert tree is not None  # the continued run took over the paused task's entry
+    assert [(c.info.node_id, c.info.status) for c in tree.children] == [
+        ("prep", RunStatus.COMPLETED),
+        ("ask", RunStatus.COMPLETED),
+    ]
 
 
 async def test_thread_command_waits_for_the_next_run_of_the_thread(
@@ -562,3 +574,59 @@ async def test_immediate_cancel_on_a_node_stops_its_running_tasks(
     assert result.status is RunStatus.COMPLETED and result.output["log"] == ["fine"]
     applied = await waiter.event("steering.applied", correlation_id=cancel.correlation_id)
     assert len(applied.affected["task_ids"]) == 2 and applied.affected["was_running"] is True
+
+
+async def test_a_resumed_task_leaves_no_interrupted_entry_behind(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    """A task that paused on its interrupt and then finished has one entry in the run tree,
+    ``completed``: not a leftover ``interrupted`` one beside a new one (the finished graph
+    would otherwise show a child that never ends, and its tree would never be released)."""
+    graph = two_questions(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    for name, kind in (("left", SteeringKind.APPROVE), ("right", SteeringKind.APPROVE)):
+        cmd = command(SteeringTarget.graph_task(handle.run_id, paused[name].task_id), kind)
+        await rt.submit(cmd)
+        assert await settled(waiter, cmd.correlation_id) == "steering.applied"
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    tree = rt.tree(handle.run_id)
+    assert tree is not None
+    entries = sorted((c.info.node_id, c.info.status) for c in tree.children)
+    assert entries == [
+        ("after_left", RunStatus.COMPLETED),
+        ("left", RunStatus.COMPLETED),
+        ("right", RunStatus.COMPLETED),
+    ]
+    assert all(c.info.status.finished for c in tree.children)
+
+
+async def test_a_finished_graph_whose_tasks_paused_is_released() -> None:
+    """The retention window releases a graph run whose tasks paused and resumed (a leftover
+    ``interrupted`` entry kept its whole tree in memory for good)."""
+    async with Runtime(testing=True, retain_finished=0) as rt:
+        waiter = EventWaiter()
+        rt.bus.add_sink(waiter)
+        handle = await rt.start_graph(two_questions(MemoryCheckpointer()), {}, thread_id="t")
+        paused = await both_paused(waiter, handle.run_id)
+        for name in ("left", "right"):
+            target = SteeringTarget.graph_task(handle.run_id, paused[name].task_id)
+            await rt.submit(command(target, SteeringKind.APPROVE))
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        await rt.release_finished()
+        assert rt.tree(handle.run_id) is None and len(rt.runs) == 0
+
+
+async def test_graph_completed_of_a_failed_run_says_why(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    def broken(state: Any) -> dict[str, Any]:
+        raise ValueError("the ledger is locked")
+
+    graph = StateGraph(LogState).add_node("broken", broken)
+    compiled = graph.add_edge(START, "broken").add_edge("broken", END).compile()
+    result = await compiled.run({}, runtime=rt)
+    assert result.status == "failed"
+    [completed] = [e for e in recorder.events if e.type == "graph.completed"]
+    assert completed.data["status"] == "failed"
+    assert completed.data["error"] == "ValueError: the ledger is locked"

@@ -232,7 +232,7 @@ async def start_graph_run(
         raise
     events.started(run)
     handle.task = runtime.spawn(
-        _main(runtime, handle, session, run, steering), name=f"graph {run_id}"
+        _main(runtime, handle, session, run, steering, entries), name=f"graph {run_id}"
     )
     return handle
 
@@ -243,10 +243,12 @@ async def _main(
     session: GraphSession,
     run: GraphRun,
     steering: GraphSteering,
+    entries: TaskEntries,
 ) -> GraphResult:
     try:
         result = await drive(run, steering, steering.events)
     except asyncio.CancelledError:
+        await entries.close(RunStatus.CANCELLED)
         handle.finish(RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED))
         raise
     finally:
@@ -257,6 +259,7 @@ async def _main(
     error = None if result.error is None else f"{type(result.error).__name__}: {result.error}"
     outcome = RunResult(run_id=handle.run_id, status=status, output=result.state, error=error)
     steering.events.completed(run, result)
+    await entries.close(status)
     if status is RunStatus.INTERRUPTED:
         handle.finish(outcome)  # not finished for the router: its inbox stays open
     else:

@@ -62,11 +62,17 @@ class GraphEvents:
         self.emit("graph.resumed", step=run.head.step + 1, checkpoint_id=run.head.checkpoint_id)
 
     def completed(self, run: GraphRun, result: GraphResult) -> None:
+        """The run's end: ``data`` has its status, the interrupts it waits on, and for a
+        failed or cancelled run the error (``"Type: message"``, as the run's result)."""
+        data: dict[str, Any] = {
+            "status": result.status,
+            "interrupts": [i.id for i in result.interrupts],
+        }
+        error = result.error
+        if error is not None:
+            data["error"] = f"{type(error).__name__}: {error}"
         self.emit(
-            "graph.completed",
-            step=run.head.step,
-            checkpoint_id=result.checkpoint_id,
-            data={"status": result.status, "interrupts": [i.id for i in result.interrupts]},
+            "graph.completed", step=run.head.step, checkpoint_id=result.checkpoint_id, data=data
         )
 
 

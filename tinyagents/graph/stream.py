@@ -38,10 +38,13 @@ MODES: tuple[str, ...] = ("values", "updates", "tasks", "messages", "custom", "s
 #: modes that have items while a node runs: the run needs its own task
 LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering"})
 INTERRUPT_KEY = "__interrupt__"
+_ONE = frozenset(MODES)
 
 
 def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
     """``mode`` as a list of modes, and whether it was one mode (payloads, not tuples)."""
+    if type(mode) is str and mode in _ONE:  # the common case: one known mode, named by its text
+        return [mode], True  # type: ignore[list-item]
     modes = [mode] if isinstance(mode, str) else list(mode)
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
@@ -60,15 +63,16 @@ def namespace(ns: str) -> tuple[str, ...]:
 def snapshot(values: dict[str, Any]) -> dict[str, Any]:
     """The state as it is now. The reducers extend lists (and sets, dicts) in place, so a
     value item copies each container; what is inside stays shared."""
-    out = {}
-    for key, value in values.items():
-        if isinstance(value, list | dict | set):
-            value = value.copy() if type(value) in _PLAIN else copy.copy(value)
-        out[key] = value
+    out = values.copy()
+    for key, value in out.items():
+        if type(value) in _PLAIN:
+            out[key] = value.copy()
+        elif isinstance(value, list | dict | set):
+            out[key] = copy.copy(value)
     return out
 
 
-_PLAIN = (list, dict, set)
+_PLAIN = frozenset({list, dict, set})
 
 
 def _update(writes: list[tuple[str, Any]] | None) -> dict[str, Any] | None:

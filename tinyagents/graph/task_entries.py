@@ -43,7 +43,10 @@ AGENT_KINDS = (
 
 class TaskEntries:
     """The run-tree entries of one graph run's running tasks, and of its agent nodes' runs.
-    Both maps hold running tasks only: an entry leaves when its task ends."""
+    Both maps hold running tasks only: an entry leaves when its task ends. A task that
+    paused on ``interrupt()`` keeps its entry, ``interrupted``, in ``paused``: the same
+    entry runs again when the task resumes, and ``close`` ends those left when the graph
+    run ends (a task that never resumed was skipped)."""
 
     def __init__(
         self, runtime: RunHost, handle: RunHandle, events: GraphEvents, graph_name: str
@@ -54,8 +57,25 @@ class TaskEntries:
         self.graph_name = graph_name
         self.task_runs: dict[str, RunHandle] = {}
         self.agent_runs: dict[str, RunHandle] = {}
+        #: entries of paused tasks, by task id; a continued run takes over its own
+        self.paused: dict[str, RunHandle] = {}
+        for child in runtime.runs.tree.children(handle.run_id):
+            entry = runtime.runs.get(child.run_id)
+            if child.task_id and child.status is RunStatus.INTERRUPTED and entry is not None:
+                self.paused[child.task_id] = entry
 
     async def task_started(self, run: GraphRun, task: Task) -> None:
+        entry = self.paused.pop(task.id, None)
+        if entry is not None:  # a paused task resumes: the same entry runs again
+            entry.reopen()
+        else:
+            entry = await self._register(task)
+        self.task_runs[task.id] = entry
+        self.events.emit(
+            "graph.task_started", step=run.head.step + 1, task_id=task.id, node=task.node
+        )
+
+    async def _register(self, task: Task) -> RunHandle:
         parent = self.handle.info
         info = RunInfo(
             run_id=_clock.new_id("gt"),
@@ -68,10 +88,7 @@ class TaskEntries:
         )
         entry = RunHandle(info, submitter=self.runtime)
         await self.runtime.register(entry)
-        self.task_runs[task.id] = entry
-        self.events.emit(
-            "graph.task_started", step=run.head.step + 1, task_id=task.id, node=task.node
-        )
+        return entry
 
     async def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
         entry = self.task_runs.pop(task.id, None)
@@ -84,7 +101,11 @@ class TaskEntries:
             status, kind = RunStatus.INTERRUPTED, ""
         else:
             status, kind = RunStatus.COMPLETED, "graph.task_completed"
-        if entry is not None:
+        if entry is not None and status is RunStatus.INTERRUPTED:
+            # not finished: the task resumes under this entry (or ``close`` ends it)
+            entry.finish(RunResult(run_id=entry.run_id, status=status))
+            self.paused[task.id] = entry
+        elif entry is not None:
             err = None if error is None else f"{type(error).__name__}: {error}"
             await self.runtime.finish(
                 entry, RunResult(run_id=entry.run_id, status=status, error=err)
@@ -94,6 +115,16 @@ class TaskEntries:
             self.events.emit(
                 kind, step=run.head.step + 1, task_id=task.id, node=task.node, data=data
             )
+
+    async def close(self, status: RunStatus) -> None:
+        """The graph run ended with ``status``: unless it rests on interrupts (its paused
+        tasks resume when it continues), a paused task that never resumed was skipped."""
+        if status is RunStatus.INTERRUPTED:
+            return
+        paused, self.paused = self.paused, {}
+        for entry in paused.values():
+            result = RunResult(run_id=entry.run_id, status=RunStatus.CANCELLED)
+            await self.runtime.finish(entry, result)
 
     def parent_for(self, task: Task) -> str | None:
         entry = self.task_runs.get(task.id)
