@@ -16,7 +16,7 @@ router does four times per command (``benchmarks/steering_throughput.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -26,7 +26,7 @@ from tinyagents import _clock
 from tinyagents.protocol.commands import AnyActor, AnyTarget, SteeringKind
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Event:
     type: str
     offset: int = -1
@@ -35,6 +35,20 @@ class Event:
     root_run_id: str | None = None
     parent_run_id: str | None = None
     tenant_id: str | None = None
+
+    # One __eq__ and __repr__ for every event class, in the dataclass's shape (fields in
+    # order): generating them for each class was a tenth of ``import tinyagents``.
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return _values(self) == _values(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable records, as a dataclass with eq
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"{type(self).__name__}({shown})"
 
     def to_dict(
         self, *, mode: Literal["python", "json"] = "python", exclude_none: bool = False
@@ -65,7 +79,7 @@ SteeringEventType = Literal[
 STEERING_EVENT_TYPES: tuple[str, ...] = SteeringEventType.__args__  # type: ignore[attr-defined]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class SteeringEvent(Event):
     """One step of one command's lifecycle. ``run_id`` is the resolved target run."""
 
@@ -89,7 +103,7 @@ class SteeringEvent(Event):
     original_payload_summary: dict[str, Any] | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class RunEvent(Event):
     type: Literal[
         "run.started",
@@ -113,7 +127,7 @@ class RunEvent(Event):
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ModelEvent(Event):
     type: Literal["model.request", "model.response", "model.error"]
     request_id: str
@@ -126,7 +140,7 @@ class ModelEvent(Event):
     error: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ModelDeltaEvent(Event):
     """A piece of a model's answer while it streams: text, or part of a tool call's arguments
     (joined, a call's ``args_delta``s are its arguments as JSON text). Published only for a
@@ -144,7 +158,7 @@ class ModelDeltaEvent(Event):
     args_delta: str = ""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ToolEvent(Event):
     type: Literal["tool.call", "tool.result"]
     tool_call_id: str
@@ -154,7 +168,7 @@ class ToolEvent(Event):
     error: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class SubAgentEvent(Event):
     """Reported on the parent's run: what happened to one of its children."""
 
@@ -167,7 +181,7 @@ class SubAgentEvent(Event):
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class LimitEvent(Event):
     type: Literal["limit.exceeded", "limit.warning"]
     limit: str
@@ -175,7 +189,7 @@ class LimitEvent(Event):
     allowed: float
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class GraphEvent(Event):
     type: Literal[
         "graph.started",
@@ -198,7 +212,7 @@ class GraphEvent(Event):
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class SupervisorEvent(Event):
     type: Literal[
         "supervisor.rule_fired",
@@ -244,6 +258,10 @@ EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(
 )
 
 E = TypeVar("E", bound=Event)
+
+
+def _values(event: Event) -> tuple[Any, ...]:
+    return tuple(getattr(event, f.name) for f in fields(event))
 
 
 def parse_event(data: str | bytes | dict[str, Any]) -> AnyEvent:

@@ -245,7 +245,7 @@ def _is_async_callable(fn: Callable[..., Any]) -> bool:
 class _Arguments(BaseModel):
     # Extra keys are refused so the model hears about a misspelled argument instead of
     # having it silently dropped.
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), defer_build=True)
 
 
 def _arguments_model(

@@ -35,7 +35,7 @@ from tinyagents.steering.policy import Policy, PolicyChain, PolicyList
 class RunResult(BaseModel):
     """How a run ended: ``status``, its ``output`` (or partial output), ``error`` and ``usage``."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     run_id: str
     status: RunStatus

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import cache
 from typing import Any, Literal
 
 from tinyagents import _clock
@@ -39,8 +40,12 @@ _FINISHED = frozenset(
 )
 
 
-#: The default limits, shared by every run given none (``RunLimits`` is frozen).
-_NO_LIMITS = RunLimits()
+@cache
+def _no_limits() -> RunLimits:
+    """The default limits, shared by every run given none (``RunLimits`` is frozen). Made on
+    first use: importing the package builds no pydantic model (the first build costs as
+    much as a fifth of ``import tinyagents``)."""
+    return RunLimits()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -63,7 +68,7 @@ class RunInfo:
     kind: Literal["agent", "graph"] = "agent"
     tools: frozenset[str] | None = None
     models: tuple[str, ...] | None = None
-    limits: RunLimits = _NO_LIMITS
+    limits: RunLimits = field(default_factory=_no_limits)
     usage: RunUsage = field(default_factory=RunUsage)
     status: RunStatus = RunStatus.RUNNING
     created_at: datetime = field(default_factory=_clock.now)

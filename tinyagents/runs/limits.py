@@ -24,7 +24,7 @@ class RunLimits(BaseModel):
     prefixed with a ``[partial: …]`` line). The run's status is ``limit_exceeded`` either way.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     max_model_calls: int | None = Field(default=None, gt=0)
     max_tool_calls: int | None = Field(default=None, gt=0)

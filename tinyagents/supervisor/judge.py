@@ -47,7 +47,7 @@ class JudgeError(TinyAgentsError):
 
 
 class Verdict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     passed: bool
     reason: str = ""
