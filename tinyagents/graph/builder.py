@@ -27,6 +27,9 @@ def is_async_callable(fn: Any) -> bool:
 
 
 def positional_arity(fn: Callable[..., Any]) -> int:
+    """How many positional arguments ``fn`` needs. A parameter with a default is the
+    function's own (``lambda s, n=n: ...``, the loop-closure idiom, as in LangGraph), so it
+    is not counted: such a node is called with the state alone."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
@@ -34,7 +37,7 @@ def positional_arity(fn: Callable[..., Any]) -> int:
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return 2
-    return sum(1 for p in params if p.kind in kinds)
+    return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
 
 
 class StateGraph:

@@ -81,6 +81,8 @@ class StreamSink(Protocol):
 
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None: ...
 
+    def subgraph_started(self, run: GraphRun) -> None: ...
+
 
 StepKind = Literal["started", "applied", "completed", "interrupted", "failed"]
 
@@ -569,6 +571,8 @@ class GraphRun:
             runtime=self.runtime,
             run_id=self.run_id,
         )
+        if child.stream is not None:
+            child.stream.subgraph_started(child)
         return child, fresh
 
     async def run_subgraph(self, task: Task) -> Any:

@@ -218,14 +218,15 @@ async def update_state(
     checkpoint (with a checkpointer). Returns the changed copy of ``head``, which the caller
     adopts; bad input raises and changes nothing. ``rewound_to``: ``head`` is the thread's
     past at that checkpoint (saved whole, as a fork); ``correlation_id``: the steering
-    command that made it. An update without ``as_node`` at a breakpoint keeps the mark, so
-    the run that continues passes the breakpoint."""
+    command that made it. An update at a breakpoint keeps the mark, also with ``as_node`` (an
+    edit made as the node before the stop, LangGraph's human-in-the-loop pattern), so the run
+    that continues passes the breakpoint, as LangGraph's resumed run passes its first one."""
     check_as_node(graph, as_node)
     staged, delta = await stage_update(graph, head, update, as_node)
     meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
     if rewound_to is not None:
         meta["rewound_to"] = rewound_to
-    elif as_node is None and head.metadata.get("at_breakpoint"):
+    elif head.metadata.get("at_breakpoint"):
         meta["at_breakpoint"] = True
     if correlation_id is not None:
         meta["correlation_id"] = correlation_id

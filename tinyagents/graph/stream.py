@@ -118,8 +118,7 @@ class GraphStream:
     def begin(self, run: GraphRun) -> None:
         """The state the run starts from (``values``), before its first step."""
         self.root = run.head.ns
-        if self.values:
-            self.put(run.head.ns, "values", snapshot(run.head.values))
+        self.subgraph_started(run)
 
     # -- StreamSink ------------------------------------------------------------------------
 
@@ -161,6 +160,12 @@ class GraphStream:
         if "custom" in self.modes:
             self.put(run.head.ns, "custom", value)
 
+    def subgraph_started(self, run: GraphRun) -> None:
+        """A sub-graph run's state before its first step (``values``), as LangGraph's
+        ``subgraphs=True`` stream shows it; the top-level run's comes from ``begin``."""
+        if self.values:
+            self.put(run.head.ns, "values", snapshot(run.head.values))
+
     # -- runtime events --------------------------------------------------------------------
 
     def wants(self, event: Event) -> str | None:
@@ -197,6 +202,10 @@ class Tee:
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         self.first.custom(run, task_id, value)
         self.second.custom(run, task_id, value)
+
+    def subgraph_started(self, run: GraphRun) -> None:
+        self.first.subgraph_started(run)
+        self.second.subgraph_started(run)
 
 
 async def read(
