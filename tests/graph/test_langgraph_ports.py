@@ -1063,3 +1063,19 @@ async def test_input_keys_outside_the_schema(checkpointer: Checkpointer) -> None
     with pytest.raises(InvalidUpdateError, match="stray"):
         await ours.run({"log": [], "stray": 1}, thread_id="1")
     assert (await ours.get_state("1")).checkpoint_id is None
+
+
+async def test_tasks_stream_shape(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_stream_mode_tasks. Ids are each library's own; LangGraph's start item
+    # also has "triggers" (its internal channel names, e.g. "branch:to:a"), which ours does
+    # not have (docs/graph.md, Streaming: {"id", "name", "input"})
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
+
+    def shape(item: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in item.items() if k not in ("id", "triggers")}
+
+    theirs_items = [i async for i in theirs.astream({"log": []}, cfg(), stream_mode="tasks")]
+    ours_items = [i async for i in ours.stream({"log": []}, thread_id="1", mode="tasks")]
+    assert [shape(i) for i in ours_items] == [shape(i) for i in theirs_items]
+    assert ours_items[0]["id"] == ours_items[1]["id"]  # a task's start and end share its id
+    assert "triggers" in theirs_items[0] and "triggers" not in ours_items[0]
