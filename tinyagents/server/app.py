@@ -30,9 +30,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tinyagents import __version__
 from tinyagents.errors import (
@@ -52,6 +52,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
+from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
 from tinyagents.server.sse import event_stream
 
@@ -66,12 +67,25 @@ _log = logging.getLogger("tinyagents.server")
 _MAX_LINEAGE = 256
 #: Longer ids are no run's: answered 404 without asking the store.
 _MAX_ID = 512
+#: The largest event-log id a store can hold (a signed 64-bit integer in SQLite and
+#: PostgreSQL); a larger one would make the store's driver raise mid-stream.
+_MAX_EVENT_ID = 2**63 - 1
 
 
 # --------------------------------------------------------------------------- bodies
 
 PriorityName = Literal["low", "normal", "high", "critical"]
 _PRIORITY_NAMES: dict[str, SteeringPriority] = {p.name.lower(): p for p in SteeringPriority}
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL refuses NUL in text: an id holding one could never be stored or looked up.
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+IdText = Annotated[str, AfterValidator(_no_nul)]
 
 
 class _Body(BaseModel):
@@ -83,7 +97,7 @@ class CommandOptions(_Body):
 
     priority: SteeringPriority | PriorityName = SteeringPriority.NORMAL
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
-    correlation_id: str | None = Field(
+    correlation_id: IdText | None = Field(
         default=None,
         min_length=1,
         max_length=200,
@@ -116,7 +130,7 @@ class SteerBody(CommandOptions):
 class CommandBody(CommandOptions):
     kind: SteeringKind
     payload: dict[str, Any] = Field(default_factory=dict)
-    checkpoint_id: str | None = Field(default=None, min_length=1)
+    checkpoint_id: IdText | None = Field(default=None, min_length=1)
     fork: bool = False
 
     def command_fields(self) -> dict[str, Any]:
@@ -336,8 +350,8 @@ def _receipt_status(receipt: SteeringReceipt) -> int:
 
 def _plausible_id(value: str) -> bool:
     """Whether ``value`` could be an id at all: bounded and encodable (a lone surrogate from
-    a percent-decoded path would make the store's driver raise)."""
-    if not value or len(value) > _MAX_ID:
+    a percent-decoded path, or a NUL, would make the store's driver raise)."""
+    if not value or len(value) > _MAX_ID or "\x00" in value:
         return False
     try:
         value.encode()
@@ -422,14 +436,16 @@ def create_app(control: "Control", *, auth: Auth | None, console: bool = True) -
 
     @router.get("/runs", responses=run_responses, summary="List runs")
     async def list_runs(
-        status: str | None = Query(default=None, max_length=32),
+        status: RunStatus | None = Query(default=None),
         root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
         if root_run_id is not None:
             await api.visible_run(p, root_run_id)
         snaps = await control.list_runs(
-            tenant_id=p.tenant_scope, status=status, root_run_id=root_run_id
+            tenant_id=p.tenant_scope,
+            status=status.value if status is not None else None,
+            root_run_id=root_run_id,
         )
         return await api.visible_runs(p, snaps)
 
@@ -556,7 +572,10 @@ def create_app(control: "Control", *, auth: Auth | None, console: bool = True) -
         run_id: str | None = Query(default=None, max_length=_MAX_ID),
         root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
         last_event_id: int | None = Query(
-            default=None, ge=0, description="resume after this id (or send Last-Event-ID)"
+            default=None,
+            ge=0,
+            le=_MAX_EVENT_ID,
+            description="resume after this id (or send Last-Event-ID)",
         ),
         follow: bool = Query(
             default=True,
@@ -593,18 +612,34 @@ def create_app(control: "Control", *, auth: Auth | None, console: bool = True) -
 
 
 def _last_event_id(header: str | None) -> int:
+    """The id a reconnecting ``EventSource`` sent; one that is no event-log id (garbage, or
+    beyond what a store holds) is ignored, as the browser cannot be told to send another."""
     try:
-        return max(0, int(header)) if header else 0
+        value = int(header) if header else 0
     except ValueError:
         return 0
+    return value if 0 <= value <= _MAX_EVENT_ID else 0
 
 
 def _mount_console(app: "FastAPI") -> None:
     """Serve ``tinyagents/server/static/`` at ``/`` (index.html for ``/``)."""
     from fastapi.staticfiles import StaticFiles
+    from starlette.routing import Match, Mount
+
+    class Console(Mount):
+        """The console at ``/``, but never under the API: there an unknown path stays a
+        JSON 404 and a wrong method a 405 (a mount at ``/`` would match them first)."""
+
+        def matches(self, scope: Any) -> tuple[Match, Any]:
+            path = scope.get("path", "")
+            if path == BASE or path.startswith(f"{BASE}/"):
+                return Match.NONE, {}
+            return super().matches(scope)
 
     static = Path(str(files("tinyagents.server") / "static"))
     if not static.is_dir():
         _log.warning("the console's files are missing (%s): serving the API only", static)
         return
-    app.mount("/", StaticFiles(directory=static, html=True), name="console")
+    app.router.routes.append(
+        Console("/", app=StaticFiles(directory=static, html=True), name="console")
+    )

@@ -1,0 +1,319 @@
+"""The operator API against a hostile client: every malformed body, id, query, token and method
+is a 4xx with a JSON body saying what is wrong, never a 500, a hang or a traceback, and it
+changes nothing; a run the caller may not see is 404 everywhere (the CLI: test_hostile_cli)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from operator_server import BASE, Served, _serve, eventually
+from services import drop_pg_schemas, pg_schema, postgres_dsn
+from test_api import call, run_paths, unchanged
+
+JSON = {"content-type": "application/json"}
+
+
+async def raw(s: Served, who: str, method: str, path: str, **kw: Any) -> httpx.Response:
+    headers = {**s.as_(who), **kw.pop("headers", {})}
+    return await s.client.request(method, path, headers=headers, **kw)
+
+
+def problem(r: httpx.Response, status: int | tuple[int, ...]) -> dict[str, Any]:
+    """The response is ``status`` with a JSON body that says what was wrong."""
+    wanted = status if isinstance(status, tuple) else (status,)
+    assert r.status_code in wanted, (r.status_code, r.text[:500])
+    assert r.headers["content-type"].startswith("application/json"), r.headers
+    body = r.json()
+    assert body["detail"], body
+    return body
+
+
+# --------------------------------------------------------------------------- bodies
+
+# (endpoint under the run, raw body, content type, status)
+BAD_BODIES: list[tuple[str, bytes, str, int]] = [
+    ("commands", b"{not json", "application/json", 422),
+    ("commands", b"[1, 2]", "application/json", 422),
+    ("commands", b'"pause"', "application/json", 422),
+    ("commands", b"null", "application/json", 422),
+    ("pause", b"[1]", "application/json", 422),
+    ("pause", b"{", "application/json", 422),
+    ("pause", b"hello", "text/plain", 422),
+    ("steer", b'{"message": "x"}', "text/plain", 422),
+    ("steer", b'{"message": "\xff\xfe"}', "application/json", 400),
+    ("steer", b'{"message": "\\ud800 hi"}', "application/json", 422),
+    ("commands", b'{"kind": "pause", "payload": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "application/json", 400),
+    ("commands", b'{"kind": "pause", "correlation_id": "\\udc00"}', "application/json", 422),
+    ("commands", b'{"kind": "pause", "checkpoint_id": "\\udc00"}', "application/json", 422),
+    ("pause", b'{"reason": "\\udc00"}', "application/json", 422),
+    (
+        "commands",
+        b'{"kind": "add_instruction", "payload": {"text": "ok", "\\udc00": 1}}',
+        "application/json",
+        422,
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "content", "ctype", "status"), BAD_BODIES)
+async def test_a_body_that_is_not_a_valid_json_object_is_refused(
+    served: Served, endpoint: str, content: bytes, ctype: str, status: int
+) -> None:
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/{endpoint}"
+    r = await raw(served, "alice", "POST", path, content=content, headers={"content-type": ctype})
+    problem(r, status)
+    await unchanged(served, run)
+
+
+BAD_FIELDS: list[tuple[str, dict[str, Any]]] = [
+    ("commands", {"kind": "explode"}),
+    ("commands", {"kind": 5}),
+    ("commands", {}),
+    ("commands", {"kind": "pause", "payload": [1]}),
+    ("commands", {"kind": "add_instruction", "payload": {}}),
+    ("commands", {"kind": "add_instruction", "payload": {"text": 5}}),
+    ("commands", {"kind": "add_instruction", "payload": {"text": "a", "zzz": 1}}),
+    ("commands", {"kind": "constrain_tools", "payload": {"tools": "abc"}}),
+    ("commands", {"kind": "redirect", "payload": {"goto": 5}}),
+    ("commands", {"kind": "pause", "priority": "urgent"}),
+    ("commands", {"kind": "pause", "priority": 99}),
+    ("commands", {"kind": "pause", "priority": True}),
+    ("commands", {"kind": "pause", "delivery": "immediate"}),
+    ("commands", {"kind": "pause", "delivery": "later"}),
+    ("commands", {"kind": "pause", "correlation_id": 5}),
+    ("commands", {"kind": "pause", "correlation_id": ""}),
+    ("commands", {"kind": "pause", "correlation_id": "c" * 201}),
+    ("commands", {"kind": "pause", "correlation_id": "a\x00b"}),
+    ("commands", {"kind": "pause", "checkpoint_id": ""}),
+    ("commands", {"kind": "pause", "checkpoint_id": "c\x00"}),
+    ("commands", {"kind": "pause", "fork": "yes"}),
+    ("commands", {"kind": "pause", "target": {"run_id": "r-x"}}),
+    ("commands", {"kind": "pause", "actor": {"kind": "human"}}),
+    ("pause", {"reason": 5}),
+    ("pause", {"reason": "r" * 2001}),
+    ("abort", {"nope": 1}),
+    ("steer", {"message": ["a"]}),
+    ("steer", {"message": "go", "correlation_id": "x\x00"}),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "body"), BAD_FIELDS)
+async def test_a_field_of_the_wrong_type_or_shape_is_422(
+    served: Served, endpoint: str, body: dict[str, Any]
+) -> None:
+    run = await served.start_run("acme")
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/{endpoint}", body)
+    problem(r, 422)
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "add_instruction", "payload": {"text": "x" * 3_000_000}},
+        {"kind": "replace_instruction", "payload": {"text": "y" * 3_000_000}},
+    ],
+)
+async def test_megabytes_of_text_are_a_rejected_receipt_not_an_error(
+    served: Served, body: dict[str, Any]
+) -> None:
+    run = await served.start_run("acme")
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+    assert r.status_code == 200 and r.json()["status"] == "rejected", r.text[:300]
+    assert "too large" in r.json()["reason"]
+    history = await call(served, "alice", "GET", f"{BASE}/runs/{run.run_id}/steering")
+    assert len(history.content) < 100_000  # the audit trail keeps a summary, not the text
+
+
+async def test_a_second_command_with_a_used_correlation_id_changes_nothing(
+    served: Served,
+) -> None:
+    run = await served.start_run("acme")
+    other = await served.start_run("globex")
+    steer = f"{BASE}/runs/{run.run_id}/steer"
+    first = await call(served, "alice", "POST", steer, {"message": "one", "correlation_id": "k"})
+    assert first.json()["status"] == "accepted"
+    for path, body in (
+        (steer, {"message": "two", "correlation_id": "k"}),
+        (f"{BASE}/runs/{run.run_id}/commands", {"kind": "cancel", "correlation_id": "k"}),
+    ):
+        r = await call(served, "alice", "POST", path, body)
+        assert r.status_code == 200 and r.json()["status"] == "duplicate", r.text
+    history = await call(served, "alice", "GET", f"{BASE}/runs/{run.run_id}/steering")
+    assert [c["kind"] for c in history.json()] == ["add_instruction"]
+    # Another tenant's id space is its own: the same id is news there.
+    r = await call(
+        served,
+        "bob",
+        "POST",
+        f"{BASE}/runs/{other.run_id}/steer",
+        {"message": "x", "correlation_id": "k"},
+    )
+    assert r.json()["status"] == "accepted", r.text
+
+
+# --------------------------------------------------------------------------- ids
+
+ODD_IDS = ["r" * 10_000, "ünï€😀", "%ED%A0%80", "%FF%FE", "a%00b", "..%2F..%2Fetc", "%20"]
+
+
+@pytest.mark.parametrize("run_id", ODD_IDS)
+async def test_an_odd_run_id_is_404_on_every_endpoint(served: Served, run_id: str) -> None:
+    for method, path, body in run_paths(run_id):
+        r = await call(served, "alice", method, path, body)
+        # An id in the query longer than any run's is 422; "/" in the id matches no route.
+        status = (404, 422) if "?" in path and len(run_id) > 512 else 404
+        assert (
+            problem(r, status)["detail"] in ("run not found", "Not Found") or r.status_code == 422
+        )
+
+
+@pytest.mark.parametrize("task_id", ["a%00b", "t" * 600])
+async def test_an_odd_task_id_is_404(served: Served, task_id: str) -> None:
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/tasks/{task_id}/commands"
+    r = await call(served, "alice", "POST", path, {"kind": "approve"})
+    assert "not found" in problem(r, 404)["detail"]
+    await unchanged(served, run)
+
+
+@pytest.fixture
+async def pg_served(tmp_path: Path) -> AsyncIterator[Served]:
+    """As ``served``, over PostgreSQL (which refuses NUL in text, unlike SQLite)."""
+    store = f"{postgres_dsn()}?schema={pg_schema()}"
+    try:
+        async for s in _serve(tmp_path, store=store):
+            yield s
+    finally:
+        await drop_pg_schemas()
+
+
+async def test_nul_in_an_id_is_404_or_422_over_postgres(pg_served: Served) -> None:
+    s = pg_served
+    for method, path, body in run_paths("a%00b"):
+        problem(await call(s, "alice", method, path, body), 404)
+    run = await s.start_run("acme")
+    base = f"{BASE}/runs/{run.run_id}"
+    problem(
+        await call(s, "alice", "POST", f"{base}/tasks/a%00b/commands", {"kind": "approve"}), 404
+    )
+    for body in (
+        {"kind": "pause", "correlation_id": "x\x00y"},
+        {"kind": "pause", "checkpoint_id": "c\x00"},
+    ):
+        problem(await call(s, "alice", "POST", f"{base}/commands", body), 422)
+    await unchanged(s, run)
+
+
+# --------------------------------------------------------------------------- queries
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "runs/{run}/trace?limit=-1",
+        "runs/{run}/trace?limit=0",
+        "runs/{run}/trace?limit=99999999999999999999999",
+        "runs/{run}/trace?limit=abc",
+        "runs?status=runing",
+        "runs?status=a%00",
+        "events?last_event_id=-5&follow=false",
+        "events?last_event_id=abc&follow=false",
+        "events?last_event_id=99999999999999999999999999&follow=false",
+        f"events?last_event_id={2**63}&follow=false",
+        "events?follow=maybe",
+    ],
+)
+async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:
+    run = await served.start_run("acme")
+    r = await call(served, "alice", "GET", f"{BASE}/" + query.format(run=run.run_id))
+    assert "query" in problem(r, 422)["message"]
+
+
+@pytest.mark.parametrize("header", ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3"])
+async def test_a_garbage_last_event_id_header_still_streams(served: Served, header: str) -> None:
+    await served.start_run("acme")
+    r = await raw(
+        served, "alice", "GET", f"{BASE}/events?follow=false", headers={"Last-Event-ID": header}
+    )
+    assert r.status_code == 200 and r.text.startswith("retry:"), r.text[:300]
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+async def test_bad_tokens_are_401_and_observe_only_tokens_cannot_control(served: Served) -> None:
+    run = await served.start_run("acme")
+    other = await served.start_run("globex")
+    reader = served.auth.attenuate(served.tokens["alice"], observe_only=True)
+    bob_reader = served.auth.attenuate(served.tokens["bob"], observe_only=True)
+    for method, path, body in run_paths(run.run_id):
+        for headers in (
+            {"Authorization": "Bearer garbage!!"},
+            {"Authorization": "Basic Zm9vOmJhcg=="},
+            {"Authorization": "Bearer"},
+            served.as_(served.auth.mint(user="e", tenant="acme", rights=["agent:control"])[:-4]),
+        ):
+            r = await served.client.request(method, path, json=body, headers=headers)
+            problem(r, 401)
+            assert r.headers["www-authenticate"] == "Bearer"
+        r = await call(served, bob_reader, method, path, body)
+        assert problem(r, 404)["detail"] == "run not found"
+        r = await call(served, reader, method, path, body)
+        assert r.status_code == (403 if method == "POST" else 200), (path, r.text)
+    r = await served.client.get(f"{BASE}/runs/{run.run_id}?access_token=%00%FF")
+    problem(r, 401)
+    for method, path, body in run_paths(other.run_id):
+        assert problem(await call(served, reader, method, path, body), 404)
+    await unchanged(served, run)
+    await unchanged(served, other)
+
+
+# --------------------------------------------------------------------------- methods
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("HEAD", "runs/{run}"),
+        ("OPTIONS", "runs/{run}"),
+        ("DELETE", "runs/{run}"),
+        ("PUT", "runs/{run}/commands"),
+        ("GET", "runs/{run}/pause"),
+        ("GET", "runs/{run}/steer"),
+        ("PATCH", "runs"),
+        ("POST", "events"),
+    ],
+)
+async def test_a_wrong_method_is_405(served: Served, method: str, path: str) -> None:
+    run = await served.start_run("acme")
+    r = await raw(served, "alice", method, f"{BASE}/" + path.format(run=run.run_id))
+    assert r.status_code == 405, (r.status_code, r.text)
+    if method != "HEAD":
+        problem(r, 405)
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize("path", ["nope", "runs/{run}/nope", "runs/{run}/tasks", ""])
+async def test_an_unknown_api_path_is_a_json_404(served: Served, path: str) -> None:
+    run = await served.start_run("acme")
+    problem(await raw(served, "alice", "GET", f"{BASE}/" + path.format(run=run.run_id)), 404)
+
+
+async def test_a_command_to_a_finished_run_still_reaches_a_terminal_state(served: Served) -> None:
+    run = await served.start_run("acme")
+    r = await call(
+        served, "alice", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "finish"}
+    )
+    assert r.status_code == 200
+    await run.result()
+    for method, path, body in run_paths(run.run_id):
+        r = await call(served, "alice", method, path, body)
+        assert r.status_code in (200, 404), (path, r.text)
+    # Accepted ones fail ("target finished before delivery"): none stays open.
+    await eventually(lambda: served.runtime.open_commands() == [])
