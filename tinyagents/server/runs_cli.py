@@ -32,6 +32,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.runs.info import RunStatus
 from tinyagents.server.control import Control
 from tinyagents.store.open import open_store
 
@@ -86,7 +87,12 @@ def add_runs_command(sub: Any) -> None:
     )
     actions = runs.add_subparsers(dest="runs_action", required=True)
     listing = actions.add_parser("list", parents=[where], help="the runs, newest last")
-    listing.add_argument("--status", default=None, help="only runs in this status")
+    listing.add_argument(
+        "--status",
+        default=None,
+        choices=[status.value for status in RunStatus],
+        help="only runs in this status",
+    )
     listing.add_argument("--root", default=None, help="only the runs of this tree (a root id)")
     for name, text in (("show", "one run's snapshot"), ("tree", "a run and its descendants")):
         actions.add_parser(name, parents=[where], help=text).add_argument("run_id")
@@ -129,7 +135,8 @@ def run_runs_command(args: argparse.Namespace) -> int | None:
     try:
         return asyncio.run(_run(args, console))
     except CliError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}")
+        # soft_wrap: one line whatever the terminal's width (scripts grep it).
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
 
 
@@ -339,7 +346,7 @@ class HttpClient:
                 response = await http.request(
                     method, self.base + path, params=params, json=body, headers=self.headers
                 )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
             raise CliError(f"cannot reach {self.base}: {exc}") from exc
         try:
             data = response.json()

@@ -79,10 +79,11 @@ def bind(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:  # OverflowError: a port outside 0-65535
         sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ConfigurationError(
-            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port "
+            f"cannot listen on {host}:{port} ({reason}); pick another --port "
             "(0 takes a free one) or --host"
         ) from None
     sock.setblocking(False)
