@@ -19,10 +19,10 @@ from rich.console import Console
 
 from tinyagents import LiteLLMModel, Runtime, SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.cli import demo_model, inspect_store, main, read_store
-from tinyagents.console import audit_table
+from tinyagents.console import RunRow, audit_table, settle_graph_tasks
 from tinyagents.demo import run_demo
 from tinyagents.errors import ConfigurationError
-from tinyagents.events import SteeringEvent
+from tinyagents.events import GraphEvent, SteeringEvent
 from tinyagents.graph import END, START, Send, StateGraph, interrupt
 from tinyagents.protocol import SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -370,7 +370,9 @@ async def test_inspect_labels_graph_tasks_by_node_with_their_final_state(
     legal_line = next(line for line in lines if legal in line)
     brand_line = next(line for line in lines if brand in line)
     assert "node review" in legal_line and "completed" in legal_line
-    assert 'approved by human "dana"' in legal_line and "earlier entries" in legal_line
+    # one entry per task: a paused task resumes under its own entry (older stores, and a
+    # task resumed by another process, have several: inspect merges them, tested below)
+    assert 'approved by human "dana"' in legal_line and "earlier entries" not in legal_line
     assert "node review" in brand_line and "redirected" in brand_line
     assert "goto ['publish']" in brand_line
     assert "interrupted" not in tree
@@ -398,3 +400,39 @@ def test_a_missing_key_tells_the_demo_user_about_api_key_env(
     assert "orchestrator: failed — MissingAPIKeyError: " in out
     assert "The scripted story did not play" not in out  # it failed: the error says why
     assert out.rstrip().endswith("--api-key-env NAME")
+
+
+def test_inspect_merges_the_entries_of_a_task_from_an_older_store() -> None:
+    """Before a paused task resumed under its own entry, a store holds an ``interrupted``
+    entry and a second one for the same task (so does a task resumed by another process):
+    inspect shows the last, listing the earlier; a task left ``interrupted`` when its run
+    completed was left waiting."""
+    graph = RunRow(run_id="g", kind="graph", status="completed")
+
+    def entry(run_id: str, task_id: str, status: str) -> RunRow:
+        return RunRow(
+            run_id=run_id,
+            parent_run_id="g",
+            kind="graph",
+            status=status,
+            node="review",
+            task_id=task_id,
+        )
+
+    rows = [
+        graph,
+        entry("gt-1", "t-a", "interrupted"),
+        entry("gt-2", "t-b", "interrupted"),
+        entry("gt-3", "t-a", "completed"),
+        RunRow(run_id="r-agent", parent_run_id="gt-1"),  # an agent node's run, first entry
+    ]
+    events = [
+        GraphEvent(type="graph.interrupt", run_id="g", task_id=task, step=1)
+        for task in ("t-a", "t-b")
+    ]
+    settled = {r.run_id: r for r in settle_graph_tasks(rows, events)}
+    assert sorted(settled) == ["g", "gt-2", "gt-3", "r-agent"]
+    assert settled["gt-3"].earlier == ["gt-1"] and settled["gt-3"].status == "completed"
+    assert settled["r-agent"].parent_run_id == "gt-3"
+    assert settled["gt-2"].status == "completed"
+    assert settled["gt-2"].note == "left waiting when the graph run ended completed"

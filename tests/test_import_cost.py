@@ -36,7 +36,7 @@ def test_event_classes_share_one_eq_and_repr() -> None:
     dataclass shape (same class, same field values in order)."""
     from datetime import UTC, datetime
 
-    from tinyagents.events.models import EVENT_CLASSES, Event, GraphEvent, RunEvent
+    from tinyagents.events import EVENT_CLASSES, Event, GraphEvent, RunEvent
 
     assert all(
         cls.__eq__ is Event.__eq__ and cls.__repr__ is Event.__repr__ for cls in EVENT_CLASSES

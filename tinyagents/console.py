@@ -291,10 +291,12 @@ _PAST = {"approve": "approved", "reject": "rejected", "provide_context": "answer
 def settle_graph_tasks(rows: list[RunRow], events: list[Event]) -> list[RunRow]:
     """One row per graph task, in its final state.
 
-    A task that paused on an interrupt has an ``interrupted`` entry, and a second entry when an
-    answer ran it again: the last one stands for the task (the earlier ones are listed on it)
-    and is labelled with the command that answered it. A task still ``interrupted`` when its
-    graph run finished was dropped by a redirect (``redirected``) or by the run's end."""
+    A task that paused on an interrupt resumes under its own entry, labelled with the command
+    that answered it. A store written before that (or a task resumed by another process) has
+    an ``interrupted`` entry and a second one: the last stands for the task (the earlier ones
+    are listed on it). A task that paused and never resumed — its entry ``cancelled`` by the
+    run's end, or still ``interrupted`` in an older store — was dropped by a redirect
+    (``redirected``) or left waiting when the run ended."""
     by_id = {r.run_id: r for r in rows}
     tasks: dict[tuple[str | None, str], list[RunRow]] = {}
     for r in rows:
@@ -329,7 +331,10 @@ def settle_graph_tasks(rows: list[RunRow], events: list[Event]) -> list[RunRow]:
             verb = _PAST.get(command.kind.value, command.kind.value)
             last.note = f"{verb} by {command.actor.describe()}, {command.correlation_id}"
         graph = by_id.get(key[0] or "")
-        if last.status != "interrupted" or graph is None or graph.status == "interrupted":
+        dropped = last.status == "interrupted" or (
+            last.status == "cancelled" and command is None and key in last_pause
+        )
+        if not dropped or graph is None or graph.status == "interrupted":
             continue
         paused_at = last_pause.get(key, -1)
         later = [data for index, data in gotos.get(key[0], []) if index > paused_at]
@@ -338,7 +343,8 @@ def settle_graph_tasks(rows: list[RunRow], events: list[Event]) -> list[RunRow]:
             last.status = "redirected"
             last.note = f"dropped by goto {goto.get('goto')}, {goto.get('correlation_id')}"
         else:
-            last.status = graph.status
+            if last.status == "interrupted":  # an older store: the entry never ended
+                last.status = graph.status
             last.note = f"left waiting when the graph run ended {graph.status}"
     out = []
     for r in rows:
