@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from operator_server import Served
 
 
 def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -57,3 +59,25 @@ def test_cli_an_unknown_status_is_refused_by_the_parser(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "invalid choice: 'runing'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_cli_a_run_id_is_one_path_segment_over_http(served: Served) -> None:
+    """An id holding ``/``, ``..`` or ``?`` names no run: it must not reach another run's
+    endpoint (``A/../B`` pausing B)."""
+    a = await served.start_run("acme")
+    b = await served.start_run("acme")
+    env = {**os.environ, "TINYAGENTS_TOKEN": served.tokens["alice"], "COLUMNS": "200"}
+    for argv in (
+        ("pause", f"{a.run_id}/../{b.run_id}"),
+        ("steer", f"../runs/{b.run_id}", "finish"),
+        ("show", f"{b.run_id}?x=1"),
+        ("tree", f"{b.run_id}/tree#"),
+    ):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tinyagents.cli", "runs", *argv, "--url", served.url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, err = await proc.communicate()
+        assert proc.returncode == 1 and b"not found" in out, (argv, out, err)
+    assert served.runtime.steering_history(b.run_id) == []

@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.markup import escape
@@ -362,11 +363,11 @@ class HttpClient:
         return _ok(code, data)  # type: ignore[no-any-return]
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
-        code, data = await self._request("GET", f"/runs/{run_id}")
+        code, data = await self._request("GET", f"/runs/{_segment(run_id)}")
         return None if code == 404 else _ok(code, data)
 
     async def tree(self, run_id: str) -> dict[str, Any] | None:
-        code, data = await self._request("GET", f"/runs/{run_id}/tree")
+        code, data = await self._request("GET", f"/runs/{_segment(run_id)}/tree")
         return None if code == 404 else _ok(code, data)
 
     async def command(
@@ -381,14 +382,15 @@ class HttpClient:
         body: dict[str, Any] = {}
         if correlation_id:
             body["correlation_id"] = correlation_id
+        run = f"/runs/{_segment(run_id)}"
         if task_id is not None:
-            path = f"/runs/{run_id}/tasks/{task_id}/commands"
+            path = f"{run}/tasks/{_segment(task_id)}/commands"
             body.update(kind=kind.value, payload=payload)
         elif kind is SteeringKind.ADD_INSTRUCTION:
-            path = f"/runs/{run_id}/steer"
+            path = f"{run}/steer"
             body["message"] = payload["text"]
         else:
-            path = f"/runs/{run_id}/" + ("abort" if kind is SteeringKind.CANCEL else kind.value)
+            path = f"{run}/" + ("abort" if kind is SteeringKind.CANCEL else kind.value)
             body.update(payload)
         code, data = await self._request("POST", path, body=body)
         if isinstance(data, dict) and "status" in data and "correlation_id" in data:
@@ -399,6 +401,12 @@ class HttpClient:
         if code == 504:
             raise CliError(f"the run's owner did not answer in time: {_detail(data)}")
         raise CliError(f"the server answered {code}: {_detail(data)}")
+
+
+def _segment(value: str) -> str:
+    """``value`` as one path segment: an id holding ``/``, ``..``, ``?`` or ``#`` must name no
+    run rather than another run's endpoint (``A/../B`` would reach B)."""
+    return quote(value, safe="")
 
 
 def _ok(code: int, data: Any) -> Any:
