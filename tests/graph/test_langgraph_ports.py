@@ -1035,12 +1035,6 @@ async def test_a_node_returning_none_writes_nothing(checkpointer: Checkpointer) 
     assert ours_items == theirs_items == [{"quiet": None}, {"loud": {"log": ["loud"]}}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LangGraph's values mode emits after a step only if it wrote a channel: a step "
-    "whose nodes return None yields no values item; ours yields one after every step "
-    "(docs/graph.md, Streaming: 'then after each step')",
-)
 async def test_values_stream_skips_a_step_that_wrote_nothing(checkpointer: Checkpointer) -> None:
     def build(g: Any) -> Any:
         graph = g.StateGraph(Goto).add_node("quiet", lambda s: None)

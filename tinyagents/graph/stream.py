@@ -130,7 +130,9 @@ class GraphStream:
                 for task in step.tasks:
                     if task.writes is not None and not task.skipped:
                         self.put(ns, "updates", {task.node: _update(task.writes)})
-            if self.values:
+            # as LangGraph: a step whose tasks wrote nothing (nodes returning None, a goto
+            # alone) changed no value, so it has no values item
+            if self.values and any(task.writes for task in step.tasks):
                 self.put(ns, "values", snapshot(run.head.values))
         elif kind == "interrupted" and self.updates:
             ns = run.head.ns
