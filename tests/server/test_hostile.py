@@ -91,6 +91,7 @@ BAD_FIELDS: list[tuple[str, dict[str, Any]]] = [
     ("commands", {"kind": "pause", "correlation_id": "a\x00b"}),
     ("commands", {"kind": "pause", "checkpoint_id": ""}),
     ("commands", {"kind": "pause", "checkpoint_id": "c\x00"}),
+    ("commands", {"kind": "pause", "checkpoint_id": "c" * 100_000}),
     ("commands", {"kind": "pause", "fork": "yes"}),
     ("commands", {"kind": "pause", "target": {"run_id": "r-x"}}),
     ("commands", {"kind": "pause", "actor": {"kind": "human"}}),

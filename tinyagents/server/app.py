@@ -130,7 +130,8 @@ class SteerBody(CommandOptions):
 class CommandBody(CommandOptions):
     kind: SteeringKind
     payload: dict[str, Any] = Field(default_factory=dict)
-    checkpoint_id: IdText | None = Field(default=None, min_length=1)
+    # Bounded: a rejection quotes it back (in the receipt and the audit trail).
+    checkpoint_id: IdText | None = Field(default=None, min_length=1, max_length=_MAX_ID)
     fork: bool = False
 
     def command_fields(self) -> dict[str, Any]:
