@@ -67,7 +67,7 @@ async def test_parallel_interrupts_have_distinct_ids_and_resume_one_by_one(
     assert [i.id for i in result.interrupts] == [by_node["right"].id]  # the other stays pending
     result = await graph.run(Command(resume={by_node["right"].id: "R"}), thread_id="t")
     assert result.status == "completed"
-    assert result.state["log"] == ["left:L", "right:R", "plain"]
+    assert result.state["log"] == ["left:L", "plain", "right:R"]  # by node name, as LangGraph
     # plain finished in the first run and its write was kept: it never ran again
     assert calls.count("plain") == 1 and calls.count("left") == 2 and calls.count("right") == 2
 

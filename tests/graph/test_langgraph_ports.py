@@ -151,11 +151,6 @@ async def test_reducer_folds_parallel_writes(checkpointer: Checkpointer) -> None
     assert (await ours.run({"total": 1}, thread_id="1")).state["total"] == expected["total"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LangGraph applies a step's writes sorted by task path (node name: one, three, "
-    "two); ours in the order the tasks were planned (edge order: one, two, three)",
-)
 async def test_parallel_writes_apply_in_langgraphs_order(checkpointer: Checkpointer) -> None:
     ours, theirs = pair(counter_graph, checkpointer)
     expected = await theirs.ainvoke({"total": 10}, cfg())

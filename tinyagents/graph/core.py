@@ -135,7 +135,7 @@ class GraphCore:
         # nodes whose successors never depend on state: their next frontier is a constant
         # (shared, never mutated: a head's frontier is only ever replaced)
         self.simple_next: dict[str, list[Planned]] = {
-            node: [Planned(node=t) for t in self.static.get(node, ()) if t != END]
+            node: [Planned(node=t) for t in sorted(self.static.get(node, ())) if t != END]
             for node in self.nodes
             if node not in self.branches and node not in self.joins_from
         }
@@ -221,7 +221,9 @@ class GraphCore:
                     del barriers[str(join)]
                     pulls[joined] = None
         pulls.pop(END, None)
-        return [Planned(node=n) for n in pulls] + pushes
+        # LangGraph's task order: the nodes an edge triggered, by name, then the Sends in the
+        # order they were made. A step's writes go through the reducers in this order.
+        return [Planned(node=n) for n in sorted(pulls)] + pushes
 
     async def evaluate(self, branch: Branch, state: Any) -> list[str | Send]:
         out = branch.router(state)
