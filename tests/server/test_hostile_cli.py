@@ -40,6 +40,12 @@ def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         ("serve", "--port", "99999", "--insecure-dev"),
         ("serve", "--port", "-5", "--insecure-dev"),
         ("serve", "--store", "bogus://x", "--port", "0"),
+        ("serve", "--insecure-dev", "--port", "0", "--redis", "bogus://x"),
+        ("serve", "--insecure-dev", "--port", "0", "--store", "sqlite:////dev/null/x.db"),
+        ("serve", "--port", "0", "--store", "postgresql://nobody@127.0.0.1:1/x", "--key-file", "k"),
+        ("token", "mint", "--tenant", "a", "--user", "u", "--ttl", "nan", "--key-file", "k"),
+        ("token", "mint", "--tenant", "a", "--user", "u", "--ttl", "inf", "--key-file", "k"),
+        ("token", "mint", "--tenant", "a", "--user", "u", "--ttl", "1e300", "--key-file", "k"),
     ],
 )
 def test_cli_bad_arguments_are_one_line_and_a_nonzero_exit(

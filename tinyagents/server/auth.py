@@ -305,6 +305,12 @@ def default_key_file(store: str | None) -> Path | None:
 
 
 def _expiry(ttl_s: float) -> datetime:
-    if ttl_s <= 0:
+    # "not >": NaN compares false both ways; inf and 1e300 overflow the datetime.
+    if not ttl_s > 0:
         raise ConfigurationError(f"a token's lifetime must be positive, got {ttl_s} s")
-    return (datetime.now(UTC) + timedelta(seconds=ttl_s)).replace(microsecond=0)
+    try:
+        return (datetime.now(UTC) + timedelta(seconds=ttl_s)).replace(microsecond=0)
+    except OverflowError:
+        raise ConfigurationError(
+            f"a token's lifetime of {ttl_s} s ends past the year 9999: give fewer seconds"
+        ) from None

@@ -16,7 +16,7 @@ import asyncio
 import sys
 from typing import IO, Any
 
-from tinyagents.errors import AuthError, ConfigurationError
+from tinyagents.errors import AuthError, ConfigurationError, StoreError
 from tinyagents.server.auth import RIGHTS, Auth
 from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
 
@@ -107,7 +107,7 @@ def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | No
             except KeyboardInterrupt:
                 return 0
         return token_command(args, out)
-    except (ConfigurationError, AuthError) as exc:
+    except (ConfigurationError, AuthError, StoreError) as exc:  # StoreError: cannot open it
         print(f"tinyagents {args.command}: {exc}", file=sys.stderr)
         return 2
 

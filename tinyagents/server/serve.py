@@ -68,6 +68,10 @@ class ServeOptions:
     redis_prefix: str = "tinyagents"
 
 
+#: The URL schemes the Redis client takes (another one raises deep inside it).
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port`` (port 0: a free one); ``ConfigurationError`` when
     the address is taken or not this machine's."""
@@ -166,6 +170,11 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
     if options.workers < 1:
         raise ConfigurationError(f"--workers must be 1 or more, got {options.workers}")
+    if options.redis is not None and not options.redis.startswith(_REDIS_SCHEMES):
+        raise ConfigurationError(
+            f"--redis {options.redis!r} is not a Redis URL: use redis://HOST:PORT/DB "
+            "(or rediss://, unix://)"
+        )
     auth = resolve_auth(options)
     host = "127.0.0.1" if options.insecure_dev else options.host
     sock = bind(host, options.port)
