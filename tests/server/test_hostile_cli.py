@@ -87,3 +87,12 @@ async def test_cli_a_run_id_is_one_path_segment_over_http(served: Served) -> Non
             out, err = await proc.communicate()
         assert proc.returncode == 1 and b"not found" in out, (argv, out, err)
     assert served.runtime.steering_history(b.run_id) == []
+
+
+@pytest.mark.parametrize("timeout", ["nan", "-10", "0", "inf", "soon"])
+def test_cli_a_timeout_that_is_no_positive_number_is_refused(tmp_path: Path, timeout: str) -> None:
+    done = tinyagents(
+        "runs", "list", "--url", "http://127.0.0.1:1", "--timeout", timeout, cwd=tmp_path
+    )
+    assert done.returncode == 2 and "--timeout" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

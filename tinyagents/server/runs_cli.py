@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,18 @@ class CliError(Exception):
     """What to tell the operator (one line) when the CLI could not ask."""
 
 
+def _seconds(text: str) -> float:
+    """A ``--timeout``: positive and finite (NaN made the HTTP client raise, a negative one
+    failed every request at once with an empty message)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def add_runs_command(sub: Any) -> None:
     """Add ``runs`` and its actions to the ``tinyagents`` argument parser."""
     where = argparse.ArgumentParser(add_help=False)
@@ -76,7 +89,7 @@ def add_runs_command(sub: Any) -> None:
     )
     where.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=10.0,
         help="seconds to wait for the run's owner to answer a command (default 10)",
     )
