@@ -28,7 +28,16 @@ from typing import Any
 TARGET_MS = 150
 ROOT = Path(__file__).resolve().parent.parent
 #: Loaded on first use only (DESIGN.md §1; ``tests/test_layering.py`` LAZY_ALLOWED).
-MUST_NOT_LOAD = ("litellm", "fastapi", "uvicorn", "redis", "asyncpg", "opentelemetry", "aiohttp")
+MUST_NOT_LOAD = (
+    "litellm",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "redis",
+    "asyncpg",
+    "opentelemetry",
+    "aiohttp",
+)
 
 _PROBE = """
 import json, sys

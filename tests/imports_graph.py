@@ -68,6 +68,7 @@ LAZY_ALLOWED = frozenset(
     {
         "litellm",  # ~2.4 s
         "fastapi",
+        "starlette",  # FastAPI's own foundation (the console's mount)
         "uvicorn",
         "redis",
         "asyncpg",
