@@ -318,3 +318,26 @@ async def test_a_command_to_a_finished_run_still_reaches_a_terminal_state(served
         assert r.status_code in (200, 404), (path, r.text)
     # Accepted ones fail ("target finished before delivery"): none stays open.
     await eventually(lambda: served.runtime.open_commands() == [])
+
+
+async def _chunks(data: bytes, size: int = 65536) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_a_body_past_the_size_limit_is_413_before_it_is_read_whole(
+    served: Served, chunked: bool
+) -> None:
+    """Megabytes of text are a rejected receipt (above); a body past ``max_body_bytes``
+    (4 MiB) is refused at the door with 413, whether or not it says its length, and records
+    nothing."""
+    run = await served.start_run("acme")
+    body = b'{"kind": "add_instruction", "payload": {"text": "' + b"z" * 5_000_000 + b'"}}'
+    content: Any = _chunks(body) if chunked else body
+    path = f"{BASE}/runs/{run.run_id}/commands"
+    r = await raw(served, "alice", "POST", path, content=content, headers=JSON)
+    assert "4194304" in problem(r, 413)["detail"]
+    await unchanged(served, run)
+    ok = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "hi"})
+    assert ok.status_code == 200 and ok.json()["status"] == "accepted"  # the server goes on

@@ -25,6 +25,7 @@ FastAPI is imported inside ``create_app``: this module imports without the ``ser
 
 # No ``from __future__ import annotations``: FastAPI reads the endpoints' annotations at
 # runtime, and the endpoints are defined inside ``create_app`` next to the FastAPI names.
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -371,11 +372,79 @@ def _validation_message(errors: Iterable[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- the app
 
 
-def create_app(control: "Control", *, auth: Auth | None, console: bool = True) -> "FastAPI":
+#: The largest request body read (4 MiB): far above any command (the payload policy refuses
+#: more than 16 KB of JSON, with a receipt that the audit trail keeps), far below what could
+#: hurt the server. A larger body is a 413 before it is read whole.
+MAX_BODY_BYTES = 4 * 2**20
+
+
+class BodyLimit:
+    """ASGI middleware: a request body past ``limit`` bytes is answered 413 (JSON) without
+    being read whole — at once when its ``Content-Length`` says so, else (a chunked body) as
+    soon as the bytes read pass the limit; a body within it is handed on unchanged."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers", ())).get(b"content-length")
+        if length is not None:
+            if length.isdigit() and int(length) > self.limit:
+                await self._refuse(send)
+                return
+            await self.app(scope, receive, send)  # the server holds the body to its length
+            return
+        # No length given (chunked): read it here, up to the limit, then hand it on.
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay([message], receive), send)
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.limit:
+                await self._refuse(send)
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([whole], receive), send)
+
+    async def _refuse(self, send: Any) -> None:
+        detail = f"request body too large: the limit is {self.limit} bytes"
+        body = json.dumps({"detail": detail, "message": detail}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(messages: list[Any], receive: Any) -> Any:
+    """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
+    pending = list(messages)
+
+    async def replay() -> Any:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
+def create_app(
+    control: "Control",
+    *,
+    auth: Auth | None,
+    console: bool = True,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> "FastAPI":
     """The operator API (and, with ``console``, the web console at ``/``) over ``control``.
 
     ``auth=None`` serves everyone as an admin of every tenant: for ``serve --insecure-dev``
-    on 127.0.0.1 only.
+    on 127.0.0.1 only. A request body past ``max_body_bytes`` is a 413.
     """
     from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
@@ -393,6 +462,7 @@ def create_app(control: "Control", *, auth: Auth | None, console: bool = True) -
         redoc_url=None,
     )
     app.state.operator = api
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
     bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
 
     @app.exception_handler(Problem)
