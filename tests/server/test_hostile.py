@@ -341,3 +341,13 @@ async def test_a_body_past_the_size_limit_is_413_before_it_is_read_whole(
     await unchanged(served, run)
     ok = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "hi"})
     assert ok.status_code == 200 and ok.json()["status"] == "accepted"  # the server goes on
+
+
+async def test_a_task_command_to_an_agent_run_is_404_not_a_command_that_fails_later(
+    served: Served,
+) -> None:
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/tasks/t-1/commands"
+    body = problem(await call(served, "alice", "POST", path, {"kind": "approve"}), 404)
+    assert "agent run" in body["detail"] and f"/runs/{run.run_id}/commands" in body["detail"]
+    await unchanged(served, run)

@@ -309,6 +309,12 @@ class OperatorApi:
         snap = await self.visible_run(p, run_id, "control", kind.value)
         if task_id is not None and not _plausible_id(task_id):
             raise Problem(404, f"task not found: {task_id[:80]!r}")
+        if task_id is not None and snap.get("kind") == "agent":
+            raise Problem(  # accepted, it could only fail later: nothing there to act on
+                404,
+                f"task not found: run {run_id} is an agent run, which has no graph tasks "
+                f"(send the command to /runs/{run_id}/commands)",
+            )
         target = (
             SteeringTarget.graph_task(run_id, task_id)
             if task_id is not None
