@@ -55,7 +55,6 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
 ) -> None:
     import redis.asyncio as aioredis
 
-    began = time.monotonic()
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from tinyagents.cli import main; main()",
         "serve", "--workers", "2", "--redis", redis_url, "--redis-prefix", prefix,
@@ -73,6 +72,7 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
         workers = await eventually(
             lambda: client.zrange(f"{prefix}:workers", 0, -1), lambda w: len(w) == 2, within=60
         )
+        seated = time.monotonic()  # both workers were started (born) before this
         # a fresh connection per request: the kernel hands them to either worker
         fresh = httpx.Limits(max_keepalive_connections=0)
         async with httpx.AsyncClient(base_url=url, limits=fresh, timeout=30) as http:
@@ -124,7 +124,10 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
             # a worker that dies is started again, under the same name on Redis
             before = worker_pids(server.pid)
             assert len(before) == 2
-            await asyncio.sleep(max(0.0, STARTUP_S + 0.5 - (time.monotonic() - began)))
+            # past the start-up window (a worker dying inside it stops serve: a crash loop),
+            # counted from when the workers sat on Redis, after serve started them (counted
+            # from the test's start, a slow interpreter start-up ate into it and serve stopped)
+            await asyncio.sleep(max(0.0, STARTUP_S + 0.5 - (time.monotonic() - seated)))
             os.kill(before[0], signal.SIGKILL)
             after = await eventually(
                 lambda: asyncio.sleep(0, worker_pids(server.pid)),

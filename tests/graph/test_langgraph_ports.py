@@ -13,6 +13,7 @@ are our own), a comment says so and the test compares what the two have in commo
 from __future__ import annotations
 
 import operator
+import os
 from types import SimpleNamespace
 from typing import Annotated, Any, TypedDict
 
@@ -21,6 +22,9 @@ import pytest
 from tinyagents.errors import GraphRecursionError, InvalidUpdateError
 from tinyagents.graph import END, START, Command, Send, StateGraph, add_messages, interrupt
 from tinyagents.store.checkpoint import Checkpointer
+
+if os.environ.get("CI") == "true":  # never skipped in CI: the dev extra installs LangGraph
+    import langgraph.graph  # noqa: F401
 
 lg_graph = pytest.importorskip("langgraph.graph")
 lg_types = pytest.importorskip("langgraph.types")

@@ -35,7 +35,7 @@ def problem(r: httpx.Response, status: int | tuple[int, ...]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- bodies
 
 # (endpoint under the run, raw body, content type, status)
-BAD_BODIES: list[tuple[str, bytes, str, int]] = [
+BAD_BODIES: list[tuple[str, bytes, str, int | tuple[int, ...]]] = [
     ("commands", b"{not json", "application/json", 422),
     ("commands", b"[1, 2]", "application/json", 422),
     ("commands", b'"pause"', "application/json", 422),
@@ -46,7 +46,8 @@ BAD_BODIES: list[tuple[str, bytes, str, int]] = [
     ("steer", b'{"message": "x"}', "text/plain", 422),
     ("steer", b'{"message": "\xff\xfe"}', "application/json", 400),
     ("steer", b'{"message": "\\ud800 hi"}', "application/json", 422),
-    ("commands", b'{"kind": "pause", "payload": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "application/json", 400),
+    # 400 where the JSON parser gives up on the depth, else 422 from the payload's own check
+    ("commands", b'{"kind": "pause", "payload": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "application/json", (400, 422)),
     ("commands", b'{"kind": "pause", "correlation_id": "\\udc00"}', "application/json", 422),
     ("commands", b'{"kind": "pause", "checkpoint_id": "\\udc00"}', "application/json", 422),
     ("pause", b'{"reason": "\\udc00"}', "application/json", 422),
@@ -61,7 +62,7 @@ BAD_BODIES: list[tuple[str, bytes, str, int]] = [
 
 @pytest.mark.parametrize(("endpoint", "content", "ctype", "status"), BAD_BODIES)
 async def test_a_body_that_is_not_a_valid_json_object_is_refused(
-    served: Served, endpoint: str, content: bytes, ctype: str, status: int
+    served: Served, endpoint: str, content: bytes, ctype: str, status: int | tuple[int, ...]
 ) -> None:
     run = await served.start_run("acme")
     path = f"{BASE}/runs/{run.run_id}/{endpoint}"
