@@ -152,3 +152,71 @@ async def test_the_stream_takes_the_token_from_the_query_and_keeps_tenants_apart
     assert messages and {m["data"]["tenant_id"] for m in messages} == {"acme"}
     r = await served.client.get(f"{BASE}/events", params={"follow": "false"})
     assert r.status_code == 401
+
+
+async def _read_to_the_end(served: Served, params: dict[str, Any], token: str) -> str:
+    """The whole stream, until the server ends it (bounded: a stream that outlived its
+    token would run until the timeout)."""
+    headers = served.as_(token)
+
+    async def read() -> str:
+        text = ""
+        async with served.client.stream(
+            "GET", f"{BASE}/events", params=params, headers=headers
+        ) as r:
+            assert r.status_code == 200
+            async for chunk in r.aiter_text():
+                text += chunk
+        return text
+
+    return await asyncio.wait_for(read(), 60)
+
+
+async def test_a_stream_ends_when_its_token_expires(served: Served) -> None:
+    """The token is asked again while the stream is open: once it expired, an ``expired``
+    message ends the stream, and the browser's reconnect is a 401."""
+    token = served.auth.mint(user="eve", tenant="acme", rights=["agent:observe"], ttl_s=2)
+    run = await served.start_run("acme")
+    text = await _read_to_the_end(served, {"follow": "true"}, token)
+    assert "event: expired" in text and "mint a new one" in text
+    again = await served.client.get(
+        f"{BASE}/events", params={"follow": "false"}, headers=served.as_(token)
+    )
+    assert again.status_code == 401
+    del run
+
+
+async def test_a_run_scoped_stream_shows_nothing_once_its_token_expired(served: Served) -> None:
+    """A token narrowed to one run (and given a lifetime) sees that run's events while it
+    holds, and none that are logged after it expired."""
+    run = await served.start_run("acme")
+    scoped = served.auth.attenuate(served.tokens["alice"], run_id=run.run_id, ttl_s=2)
+    headers = served.as_(scoped)
+    seen: list[dict[str, Any]] = []
+    buffer = ""
+    async with served.client.stream(
+        "GET", f"{BASE}/events", params={"follow": "true"}, headers=headers
+    ) as r:
+        assert r.status_code == 200
+
+        async def read() -> None:
+            nonlocal buffer
+            async for chunk in r.aiter_text():
+                buffer += chunk
+                done, _, buffer = buffer.rpartition("\n\n")
+                if done:
+                    seen.extend(parse(done + "\n\n"))
+
+        reader = asyncio.create_task(read())
+        await eventually(lambda: len(seen) > 0)
+        await asyncio.sleep(3.5)  # past the token's lifetime and one more recheck
+        count = len(seen)
+        steer = {"message": "after expiry"}
+        ok = await served.client.post(
+            f"{BASE}/runs/{run.run_id}/steer", json=steer, headers=served.as_("alice")
+        )
+        assert ok.status_code == 200
+        await asyncio.sleep(1.5)  # the stream polls every 50 ms: it had time to show them
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    assert len(seen) == count  # nothing logged after the expiry was shown

@@ -27,6 +27,7 @@ FastAPI is imported inside ``create_app``: this module imports without the ``ser
 # runtime, and the endpoints are defined inside ``create_app`` next to the FastAPI names.
 import json
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -71,6 +72,8 @@ _MAX_ID = 512
 #: The largest event-log id a store can hold (a signed 64-bit integer in SQLite and
 #: PostgreSQL); a larger one would make the store's driver raise mid-stream.
 _MAX_EVENT_ID = 2**63 - 1
+#: How often an open event stream asks again whether the caller's token still holds.
+_RECHECK_S = 1.0
 
 
 # --------------------------------------------------------------------------- bodies
@@ -268,6 +271,10 @@ class OperatorApi:
                 kept.append(snap)
         return kept
 
+    def still_observes(self, p: Principal) -> bool:
+        """Whether ``p``'s token still lets it observe its tenant (not expired)."""
+        return self._allows(p, "observe")
+
     async def observe_filter(self, p: Principal) -> Any:
         """For the event stream: None when every event of the tenant may be shown, else an
         async predicate on a run id (cached per run)."""
@@ -276,8 +283,13 @@ class OperatorApi:
                 raise Problem(403, "this token does not grant agent:observe")
             return None
         seen: dict[str, bool] = {}
+        fresh_until = time.monotonic() + _RECHECK_S
 
         async def visible(run_id: str | None) -> bool:
+            nonlocal fresh_until
+            if time.monotonic() > fresh_until:  # asked again: a token's lifetime may end
+                seen.clear()
+                fresh_until = time.monotonic() + _RECHECK_S
             if not run_id:
                 return self._allows(p, "observe")
             if run_id not in seen:
@@ -675,6 +687,10 @@ def create_app(
             root_run_id=root_run_id,
             visible=visible,
             follow=follow,
+            # a token checked at connect only would be good for as long as the stream
+            # lasts: its lifetime is asked again (a run-scoped token's in ``visible``)
+            valid=(lambda: api.still_observes(p)) if visible is None else None,
+            recheck_s=_RECHECK_S,
         )
         return StreamingResponse(
             stream,

@@ -49,14 +49,24 @@ async def event_stream(
     follow: bool = True,
     poll_s: float = 0.05,
     keepalive_s: float = 15.0,
+    valid: Callable[[], bool] | None = None,
+    recheck_s: float = 1.0,
 ) -> AsyncIterator[str]:
     """The SSE messages of the events after ``after_id`` (of ``tenant_id``; None: every
     tenant), filtered by run or root and by ``visible`` (a run-scoped token's view); with
-    ``follow``, new events as they are logged until the client goes away."""
+    ``follow``, new events as they are logged until the client goes away. ``valid`` (asked
+    every ``recheck_s``) says whether the caller's token still holds: once it does not (it
+    expired), an ``expired`` message ends the stream, and the client's reconnect is a 401."""
     last = after_id
     yield "retry: 1000\n\n"  # opens the stream at once and sets the client's reconnect delay
-    quiet = 0.0
+    quiet = checked = 0.0
     while True:
+        if valid is not None and checked >= recheck_s:
+            checked = 0.0
+            if not valid():
+                detail = json.dumps({"detail": "the token expired; mint a new one"})
+                yield f"event: expired\ndata: {detail}\n\n"
+                return
         rows = await control.read_events(
             tenant_id=tenant_id,
             after_id=last,
@@ -78,4 +88,5 @@ async def event_stream(
             quiet = 0.0
             yield ": keep-alive\n\n"
         await asyncio.sleep(poll_s)
+        checked += poll_s
         quiet += poll_s
