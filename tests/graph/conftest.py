@@ -1,4 +1,5 @@
-"""Fixtures for the graph tests: one checkpointer factory per backend.
+"""Fixtures for the graph tests: one checkpointer factory per backend, and a runtime
+(``rt``) with an ``EventWaiter`` (``waiter``) and an ``EventRecorder`` (``recorder``) on its bus.
 
 Add a backend by adding a factory to ``BACKENDS``: every test that takes the
 ``checkpointer`` or ``make_checkpointer`` fixture then runs against it too. The postgres
@@ -16,12 +17,14 @@ from typing import Any
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
+from tinyagents import Runtime
 from tinyagents.store.checkpoint import (
     Checkpointer,
     MemoryCheckpointer,
     PostgresCheckpointer,
     SqliteCheckpointer,
 )
+from tinyagents.testkit import EventRecorder, EventWaiter
 
 Factory = Callable[..., Awaitable[Checkpointer]]
 
@@ -70,3 +73,23 @@ async def make_checkpointer(
 @pytest.fixture
 async def checkpointer(make_checkpointer: Factory) -> Checkpointer:
     return await make_checkpointer()
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[Runtime]:
+    async with Runtime(testing=True) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def waiter(rt: Runtime) -> EventWaiter:
+    w = EventWaiter()
+    rt.bus.add_sink(w)
+    return w
+
+
+@pytest.fixture
+def recorder(rt: Runtime) -> EventRecorder:
+    r = EventRecorder()
+    rt.bus.add_sink(r)
+    return r

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
 import pytest
@@ -21,12 +20,6 @@ class Doc(TypedDict, total=False):
     topic: str
     draft: str
     verdict: str
-
-
-@pytest.fixture
-async def rt() -> AsyncIterator[Runtime]:
-    async with Runtime(testing=True) as runtime:
-        yield runtime
 
 
 def writer_graph(agent: Agent) -> Any:

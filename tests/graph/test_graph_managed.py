@@ -9,7 +9,6 @@ no steering boundary: a command sent meanwhile waits for the run that continues.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,19 +20,6 @@ from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventWaiter
-
-
-@pytest.fixture
-async def rt() -> AsyncIterator[Runtime]:
-    async with Runtime(testing=True) as runtime:
-        yield runtime
-
-
-@pytest.fixture
-def waiter(rt: Runtime) -> EventWaiter:
-    w = EventWaiter()
-    rt.bus.add_sink(w)
-    return w
 
 
 def update(run_id: str, payload: dict[str, Any]) -> SteeringCommand:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -34,26 +33,6 @@ TEST = SteeringActor.test()
 TERMINAL = {"steering.applied", "steering.failed", "steering.rejected", "steering.superseded"}
 #: a hang guard, never a timing assertion: every step below settles at once
 GUARD_S = 10
-
-
-@pytest.fixture
-async def rt() -> AsyncIterator[Runtime]:
-    async with Runtime(testing=True) as runtime:
-        yield runtime
-
-
-@pytest.fixture
-def waiter(rt: Runtime) -> EventWaiter:
-    w = EventWaiter()
-    rt.bus.add_sink(w)
-    return w
-
-
-@pytest.fixture
-def recorder(rt: Runtime) -> EventRecorder:
-    r = EventRecorder()
-    rt.bus.add_sink(r)
-    return r
 
 
 def command(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,26 +24,6 @@ from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, EventWaiter
 
 TEST = SteeringActor.test()
-
-
-@pytest.fixture
-async def rt() -> AsyncIterator[Runtime]:
-    async with Runtime(testing=True) as runtime:
-        yield runtime
-
-
-@pytest.fixture
-def waiter(rt: Runtime) -> EventWaiter:
-    w = EventWaiter()
-    rt.bus.add_sink(w)
-    return w
-
-
-@pytest.fixture
-def recorder(rt: Runtime) -> EventRecorder:
-    r = EventRecorder()
-    rt.bus.add_sink(r)
-    return r
 
 
 def command(

@@ -23,12 +23,6 @@ from tinyagents.store.checkpoint import Checkpointer
 from tinyagents.testkit import ScriptedModel
 
 
-@pytest.fixture
-async def rt() -> AsyncIterator[Runtime]:
-    async with Runtime(testing=True) as runtime:
-        yield runtime
-
-
 async def collect(stream: AsyncIterator[Any]) -> list[Any]:
     return [item async for item in stream]
 

@@ -656,8 +656,9 @@ async def test_history_matches_langgraph_exactly(checkpointer: Checkpointer) -> 
     assert ours_history == theirs_history
 
 
-async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkpointer) -> None:
-    # LangGraph: test_checkpoint_replay / "time travel": invoke(None, checkpoint_id=...)
+async def abc_ran_on_both(checkpointer: Checkpointer) -> SimpleNamespace:
+    """The a → b → c graph run to its end on both libraries, with the checkpoint of each
+    before ``b`` and the node-call logs emptied (for a replay or a fork from there)."""
     ours_calls: list[str] = []
     theirs_calls: list[str] = []
     ours = abc_graph(OURS, ours_calls).compile(checkpointer=checkpointer)
@@ -668,6 +669,21 @@ async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkp
     [ours_before_b] = [h for h in await ours.history("1") if h.next == ("b",)]
     theirs_calls.clear()
     ours_calls.clear()
+    return SimpleNamespace(
+        ours=ours,
+        theirs=theirs,
+        ours_calls=ours_calls,
+        theirs_calls=theirs_calls,
+        ours_before_b=ours_before_b,
+        theirs_before_b=theirs_before_b,
+    )
+
+
+async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_checkpoint_replay / "time travel": invoke(None, checkpoint_id=...)
+    ran = await abc_ran_on_both(checkpointer)
+    ours, theirs, ours_calls, theirs_calls = ran.ours, ran.theirs, ran.ours_calls, ran.theirs_calls
+    ours_before_b, theirs_before_b = ran.ours_before_b, ran.theirs_before_b
 
     out = await theirs.ainvoke(None, theirs_before_b.config)
     result = await ours.run(None, thread_id="1", checkpoint_id=ours_before_b.checkpoint_id)
@@ -679,16 +695,9 @@ async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkp
 async def test_update_state_at_an_old_checkpoint_forks(checkpointer: Checkpointer) -> None:
     # LangGraph: test_checkpoint_fork / update_state(config with checkpoint_id) then
     # invoke(None, the new config)
-    ours_calls: list[str] = []
-    theirs_calls: list[str] = []
-    ours = abc_graph(OURS, ours_calls).compile(checkpointer=checkpointer)
-    theirs = abc_graph(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
-    await theirs.ainvoke({"log": []}, cfg())
-    await ours.run({"log": []}, thread_id="1")
-    [theirs_before_b] = [s async for s in theirs.aget_state_history(cfg()) if s.next == ("b",)]
-    [ours_before_b] = [h for h in await ours.history("1") if h.next == ("b",)]
-    theirs_calls.clear()
-    ours_calls.clear()
+    ran = await abc_ran_on_both(checkpointer)
+    ours, theirs, ours_calls, theirs_calls = ran.ours, ran.theirs, ran.ours_calls, ran.theirs_calls
+    ours_before_b, theirs_before_b = ran.ours_before_b, ran.theirs_before_b
 
     forked = await theirs.aupdate_state(theirs_before_b.config, {"log": ["edit"]})
     await ours.update_state("1", {"log": ["edit"]}, checkpoint_id=ours_before_b.checkpoint_id)

@@ -303,12 +303,22 @@ def _accept(pipeline_id: str) -> Step:
     return accept
 
 
+def first_refusal(
+    checks: Sequence[CheckPolicy], cmd: SteeringCommand, ctx: PolicyContext
+) -> tuple[str, str] | None:
+    """The first of ``checks`` that rejects ``cmd``: (its reason, its policy id), or None."""
+    for check in checks:
+        reason = check.check(cmd, ctx)
+        if reason is not None:
+            return reason, check.policy_id
+    return None
+
+
 def _checks(checks: tuple[CheckPolicy, ...], nxt: Step | None, pipeline_id: str) -> Step:
     async def step(cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
-        for check in checks:
-            reason = check.check(cmd, ctx)
-            if reason is not None:
-                return Decision.reject(cmd, reason, check.policy_id)
+        refused = first_refusal(checks, cmd, ctx)
+        if refused is not None:
+            return Decision.reject(cmd, *refused)
         if nxt is None:
             return Decision.accept(cmd, pipeline_id)
         return await nxt(cmd, ctx)

@@ -42,7 +42,7 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
 from tinyagents.steering.policies import default_pipeline, not_found
-from tinyagents.steering.policy import PolicyContext, PolicyPipeline
+from tinyagents.steering.policy import PolicyContext, PolicyPipeline, first_refusal
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
@@ -362,14 +362,13 @@ class SteeringRouter:
             chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
         else:
             chain = self.pipeline.chain()
-        checks = chain.checks
-        if checks is not None:
+        if chain.checks is not None:
             # Only inline checks (the default pipeline): what chain.decide would do, without
             # its coroutine or a Decision.
-            for policy in checks:
-                reason = policy.check(cmd, ctx)
-                if reason is not None:
-                    return await self._reject(tracked, reason or "rejected", policy.policy_id)
+            refused = first_refusal(chain.checks, cmd, ctx)
+            if refused is not None:
+                reason, policy_id = refused
+                return await self._reject(tracked, reason or "rejected", policy_id)
             return await self._accept(tracked, handle, cmd, chain.accept_id)
         decision = await chain.decide(cmd, ctx)
         if decision.status == "reject":
