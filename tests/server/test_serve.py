@@ -53,7 +53,7 @@ def serve(*args: str, cwd: Path) -> Iterator[tuple[str, str | None, list[str]]]:
             if "Ctrl+C" in line:
                 break
         text = "\n".join(lines)
-        url = re.search(r"at (http://[\d.:]+)/", text)
+        url = re.search(r"at (http://(?:[\d.]+|\[[0-9a-f:]+\]):\d+)/", text)
         token = re.search(r"Authorization: Bearer (\S+)", text)
         assert url, text
         yield url.group(1), token.group(1) if token else None, lines
@@ -126,7 +126,20 @@ def test_insecure_dev_needs_no_token_and_binds_loopback_only(tmp_path: Path) -> 
     refused = tinyagents(
         "serve", "--insecure-dev", "--host", "0.0.0.0", "--store", store, cwd=tmp_path
     )
-    assert refused.returncode == 2 and "127.0.0.1 only" in refused.stderr
+    assert refused.returncode == 2 and "loopback address only" in refused.stderr
+
+
+def test_insecure_dev_binds_the_loopback_address_it_is_given(tmp_path: Path) -> None:
+    # --host ::1 (IPv6 loopback) is allowed with --insecure-dev, and served there: it was
+    # accepted and then bound to 127.0.0.1 instead.
+    store = f"sqlite:///{tmp_path / 'dev.db'}"
+    with serve("--store", store, "--insecure-dev", "--host", "::1", cwd=tmp_path) as (
+        url,
+        _,
+        _,
+    ):
+        assert url.startswith("http://[::1]:")
+        assert httpx.get(f"{url}/api/agents/runs").status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -462,7 +462,7 @@ def create_app(
     """The operator API (and, with ``console``, the web console at ``/``) over ``control``.
 
     ``auth=None`` serves everyone as an admin of every tenant: for ``serve --insecure-dev``
-    on 127.0.0.1 only. A request body past ``max_body_bytes`` is a 413.
+    on a loopback address only. A request body past ``max_body_bytes`` is a 413.
     """
     from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError

@@ -44,7 +44,7 @@ def add_commands(sub: Any) -> None:
     srv.add_argument(
         "--insecure-dev",
         action="store_true",
-        help="no tokens (everyone is an admin): binds 127.0.0.1 only",
+        help="no tokens (everyone is an admin): loopback --host only (127.0.0.1, ::1, localhost)",
     )
     srv.add_argument("--tenant", default="default", help="tenant of the printed token")
     srv.add_argument("--user", default="operator", help="user of the printed token")

@@ -2,7 +2,7 @@
 
     tinyagents serve                       # http://127.0.0.1:8000, store sqlite:///tinyagents.db
     tinyagents serve --demo                # with the demo's agents running, to click around
-    tinyagents serve --insecure-dev        # no tokens at all: 127.0.0.1 only
+    tinyagents serve --insecure-dev        # no tokens at all: a loopback --host only
     tinyagents serve --workers 4 --redis redis://127.0.0.1:6379/0 --store postgresql://...
                                            # 4 processes on one port, each its own runtime,
                                            # sharing Redis for control (docs/deploy.md)
@@ -152,8 +152,9 @@ def resolve_auth(options: ServeOptions) -> Auth | None:
     if options.insecure_dev:
         if not is_loopback(options.host):
             raise ConfigurationError(
-                f"--insecure-dev serves without tokens, so it binds 127.0.0.1 only; drop "
-                f"--host {options.host} (or drop --insecure-dev and use tokens)"
+                "--insecure-dev serves without tokens, so it binds a loopback address only "
+                f"(127.0.0.1, ::1 or localhost); drop --host {options.host} (or drop "
+                "--insecure-dev and use tokens)"
             )
         return None
     auth = Auth.resolve(store=options.store, key_file=options.key_file)
@@ -176,8 +177,7 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
             "(or rediss://, unix://)"
         )
     auth = resolve_auth(options)
-    host = "127.0.0.1" if options.insecure_dev else options.host
-    sock = bind(host, options.port)
+    sock = bind(options.host, options.port)  # --insecure-dev: a loopback host, checked above
     if options.workers > 1:
         return await run_workers(
             _worker_main,
