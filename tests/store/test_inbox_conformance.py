@@ -16,8 +16,9 @@ from tinyagents.protocol import (
     SteeringReceipt,
     SteeringTarget,
 )
-from tinyagents.store import SqliteStore, Store
-from tinyagents.testkit import EPOCH
+from tinyagents.store import MemoryStore, PostgresStore, SqliteStore, Store
+from tinyagents.store.base import INBOX_RETENTION_S
+from tinyagents.testkit import EPOCH, FakeClock, use_clock
 
 OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
 
@@ -77,6 +78,41 @@ async def test_concurrent_takers_never_share_an_item(store: Store) -> None:
     batches = await asyncio.gather(*(store.inbox_take("rt-a", limit=7) for _ in range(8)))
     taken = [i.request_id for batch in batches for i in batch]
     assert sorted(taken) == [f"q-{n:02d}" for n in range(40)]
+
+
+async def test_items_nobody_answered_leave_after_the_retention_window(store: Store) -> None:
+    # An item taken by an owner that crashed before answering (or addressed to an owner that
+    # never came back) was kept forever; its submitter stopped waiting (ReceiptTimeout) long
+    # before the window ends, so it goes with the answered items of its age.
+    clock = FakeClock()
+    with use_clock(clock):
+        await store.inbox_put(owner="rt-dead", request_id="q-taken", command=command("c-1"))
+        await store.inbox_take("rt-dead")  # ... and the owner dies here
+        await store.inbox_put(owner="rt-gone", request_id="q-pending", command=command("c-2"))
+        await store.inbox_put(owner="rt-a", request_id="q-answered", command=command("c-3"))
+        await store.inbox_take("rt-a")
+        await store.inbox_answer("q-answered", accepted("c-3"))
+        clock.advance(INBOX_RETENTION_S / 2)
+        await store.inbox_put(owner="rt-a", request_id="q-young", command=command("c-4"))
+        clock.advance(INBOX_RETENTION_S / 2 + 1)
+        await store.inbox_put(owner="rt-a", request_id="q-new", command=command("c-5"))
+        await store.inbox_take("rt-a")
+        await store.inbox_answer("q-new", accepted("c-5"))
+        assert await store.inbox_take("rt-gone") == []  # the old pending item is gone too
+    assert await store.inbox_receipt("q-answered") is None  # pruned, as before
+    assert await store.inbox_receipt("q-new") == accepted("c-5")
+    assert sorted(await inbox_rows(store)) == ["q-new", "q-young"]
+
+
+async def inbox_rows(store: Store) -> list[str]:
+    """The request ids the backend's inbox holds, read from its own storage."""
+    if isinstance(store, MemoryStore):
+        return list(store._inbox)
+    if isinstance(store, SqliteStore):
+        async with store.db.execute("SELECT request_id FROM inbox") as cur:
+            return [row[0] for row in await cur.fetchall()]
+    assert isinstance(store, PostgresStore)
+    return [row[0] for row in await store.pool.fetch("SELECT request_id FROM inbox")]
 
 
 async def test_two_connections_never_share_an_item(durable_backend: Any, tmp_path: Path) -> None:

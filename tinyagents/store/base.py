@@ -48,8 +48,16 @@ class InboxItem:
 
 
 #: How long an answered inbox row stays readable (``inbox_receipt``) before a backend may
-#: delete it: the inbox shrinks as its submitters read their receipts.
+#: delete it: the inbox shrinks as its submitters read their receipts. An item nobody answered
+#: within this long after it was put (its owner died after taking it, or never came back)
+#: goes too: its submitter stopped waiting (``ReceiptTimeout``) long before.
 INBOX_RETENTION_S = 3600.0
+
+#: What an answer deletes besides, in the SQL backends: ``?1`` is now - INBOX_RETENTION_S
+#: (PostgreSQL spells it ``$1``).
+PRUNE_INBOX = (
+    "DELETE FROM inbox WHERE answered_at < ?1 OR (answered_at IS NULL AND submitted_at < ?1)"
+)
 
 
 class Store(ABC):

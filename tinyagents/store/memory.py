@@ -147,8 +147,7 @@ class MemoryStore(Store):
         stale = [
             rid
             for rid, r in self._inbox.items()
-            if r.answered_at is not None
-            and (now - r.answered_at).total_seconds() > INBOX_RETENTION_S
+            if (now - (r.answered_at or r.item.submitted_at)).total_seconds() > INBOX_RETENTION_S
         ]
         for rid in stale:
             del self._inbox[rid]

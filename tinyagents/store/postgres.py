@@ -39,6 +39,7 @@ from tinyagents.store._postgres import (
 )
 from tinyagents.store.base import (
     INBOX_RETENTION_S,
+    PRUNE_INBOX,
     InboxItem,
     Store,
     StoredCommand,
@@ -102,6 +103,14 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX inbox_pending ON inbox (owner, seq) WHERE state = 'pending';
         CREATE INDEX inbox_answered ON inbox (answered_at);
+        """,
+    ),
+    (
+        2,
+        # Items nobody answered (their owner died after taking them, or never came back)
+        # leave with the answered ones of their age: found by when they were submitted.
+        """
+        CREATE INDEX inbox_unanswered ON inbox (submitted_at) WHERE answered_at IS NULL;
         """,
     ),
 ]
@@ -450,8 +459,7 @@ class PostgresStore(Store):
                 request_id,
             )
             await conn.execute(
-                "DELETE FROM inbox WHERE answered_at < $1",
-                now - timedelta(seconds=INBOX_RETENTION_S),
+                PRUNE_INBOX.replace("?1", "$1"), now - timedelta(seconds=INBOX_RETENTION_S)
             )
 
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:

@@ -21,6 +21,7 @@ from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedup
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_RETENTION_S,
+    PRUNE_INBOX,
     InboxItem,
     Store,
     StoredCommand,
@@ -120,6 +121,8 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX IF NOT EXISTS inbox_pending ON inbox(owner, state);
         CREATE INDEX IF NOT EXISTS inbox_answered ON inbox(answered_at);
+        CREATE INDEX IF NOT EXISTS inbox_unanswered ON inbox(submitted_at)
+            WHERE answered_at IS NULL;
         ALTER TABLE events ADD COLUMN tenant_id TEXT;
         UPDATE events SET tenant_id = json_extract(data, '$.tenant_id') WHERE json_valid(data);
         CREATE INDEX IF NOT EXISTS events_tenant ON events(tenant_id);
@@ -463,7 +466,7 @@ class SqliteStore(Store):
                     False,
                 ),
                 (
-                    "DELETE FROM inbox WHERE answered_at < ?",
+                    PRUNE_INBOX,
                     ((now - timedelta(seconds=INBOX_RETENTION_S)).isoformat(),),
                     False,
                 ),
