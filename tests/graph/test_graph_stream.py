@@ -323,6 +323,37 @@ async def test_supersteps_say_what_each_step_did(checkpointer: Checkpointer) -> 
     assert final.state["log"] == ["a", "answer:y", "b"]
 
 
+async def test_next_runs_one_superstep_per_call(checkpointer: Checkpointer) -> None:
+    graph = with_question(checkpointer)
+    async with graph.iter({}, thread_id="t") as run:
+        started = await run.next(started=True)
+        assert started.kind == "started" and [t.node for t in started.tasks] == ["a"]
+        assert "log" not in run.head.values  # announced, not run yet
+        applied = await run.next()
+        assert applied.kind == "applied" and [t.node for t in applied.tasks] == ["a"]
+        assert applied.result is None and run.head.values["log"] == ["a"]
+        final = await run.next()
+        assert final.kind == "interrupted" and [t.node for t in final.tasks] == ["ask"]
+        assert final.result is not None and len(final.result.interrupts) == 1
+        again = await run.next()  # no answer yet: the step pauses again, nothing new ran
+        assert again.kind == "interrupted" and again.result is not None
+        assert again.result.interrupts == final.result.interrupts
+
+
+async def test_next_stops_after_a_breakpoint_node_once_it_is_applied(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = chain("a", "b").compile(checkpointer=checkpointer, interrupt_after=["a"])
+    async with graph.iter({}, thread_id="t") as run:
+        applied = await run.next()
+        assert applied.kind == "applied" and run.head.values["log"] == ["a"]
+        stop = await run.next()
+        assert stop.kind == "interrupted" and stop.result is not None
+        assert stop.result.interrupts == [] and stop.tasks == []
+    result = await graph.run(None, thread_id="t")
+    assert result.status == "completed" and result.state["log"] == ["a", "b"]
+
+
 async def test_a_failed_step_ends_the_steps_without_raising(checkpointer: Checkpointer) -> None:
     def boom(state: Any) -> dict[str, Any]:
         raise ValueError("no")

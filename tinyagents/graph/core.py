@@ -132,11 +132,11 @@ class GraphCore:
         #: ``get_state(subgraphs=True)`` can read that sub-graph's namespace (one entry per
         #: call site: it does not grow with runs)
         self.called: dict[tuple[str, int], GraphCore] = {}
-        # nodes whose successors never depend on state: their next frontier is a constant
-        # (shared, never mutated: a head's frontier is only ever replaced)
+        # nodes (and START) whose successors never depend on state: their next frontier is
+        # a constant (shared, never mutated: a head's frontier is only ever replaced)
         self.simple_next: dict[str, list[Planned]] = {
             node: [Planned(node=t) for t in sorted(self.static.get(node, ())) if t != END]
-            for node in self.nodes
+            for node in (START, *self.nodes)
             if node not in self.branches and node not in self.joins_from
         }
 
@@ -144,7 +144,10 @@ class GraphCore:
         """Apply run input to ``head``: writes through the reducers, frontier from START."""
         writes = self.schema.coerce_input(data)
         delta = self.apply_writes(head.values, list(writes.items()))
-        head.frontier = await self.route([(START, [])], head.values, head.barriers)
+        frontier = self.simple_next.get(START)
+        if frontier is None:
+            frontier = await self.route([(START, [])], head.values, head.barriers)
+        head.frontier = frontier
         head.step += 1
         head.records = {}
         if cp is not None:

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 class TaskHooks(Protocol):
     """What a runtime-managed run does around each task, inside a step: the task's entry in
     the run tree (``graph/task_entries.py``). ``None`` for a plain ``graph.run``. Steering and
-    events happen between steps, in the loop that drives ``supersteps`` (``graph/managed.py``)."""
+    events happen between steps, in the loop that drives ``next`` (``graph/managed.py``)."""
 
     async def task_started(self, run: GraphRun, task: Task) -> None: ...
 
@@ -89,7 +89,7 @@ StepKind = Literal["started", "applied", "completed", "interrupted", "failed"]
 
 @dataclass(slots=True, kw_only=True)
 class Step:
-    """What one item of ``GraphRun.supersteps()`` says happened.
+    """What one call of ``GraphRun.next()`` (one item of ``supersteps()``) says happened.
 
     ``started``: ``tasks`` are about to run. ``applied``: they ran and their writes went
     through the reducers (``run.head`` is the new step, saved when there is a checkpointer).
@@ -130,8 +130,12 @@ class GraphRun:
         interrupt_after: Collection[str] = (),
     ) -> None:
         #: static breakpoints: the graph's, and this run's own
-        self.interrupt_before = graph.interrupt_before.union(interrupt_before)
-        self.interrupt_after = graph.interrupt_after.union(interrupt_after)
+        self.interrupt_before = graph.interrupt_before
+        if interrupt_before:
+            self.interrupt_before = self.interrupt_before.union(interrupt_before)
+        self.interrupt_after = graph.interrupt_after
+        if interrupt_after:
+            self.interrupt_after = self.interrupt_after.union(interrupt_after)
         if (self.interrupt_before or self.interrupt_after) and checkpointer is None:
             raise GraphError(
                 f"graph {graph.name!r}: interrupt_before/interrupt_after need a checkpointer "
@@ -150,8 +154,10 @@ class GraphRun:
         self.run_id = run_id
         self.steps = 0
         self._view: Any = None
-        #: the result of a step that failed (``outcome`` returns it with the node's error)
-        self.failed: GraphResult | None = None
+        #: tasks ``next`` planned and announced (``started=True``) but has not run yet
+        self._planned: list[Task] | None = None
+        #: tasks of the step ``next`` applied last: a breakpoint after them stops the run
+        self._applied: list[Task] | None = None
         #: run-tree entries of its tasks (runtime-managed runs only)
         self.task_hooks: TaskHooks | None = None
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
@@ -168,94 +174,94 @@ class GraphRun:
     # -- the loop --------------------------------------------------------------------------
 
     async def execute(self) -> GraphResult:
-        """Run supersteps until the frontier is empty or every unfinished task is paused."""
-        if self.checkpointer is not None:
-            return await self._execute()
-        # without a checkpointer every node shares one scope that refuses interrupt()
-        token = set_scope(UNSAVED)
-        try:
-            return await self._execute()
-        finally:
-            reset_scope(token)
+        """Run supersteps until the frontier is empty or every unfinished task is paused; a
+        failing node's error is raised (what a sub-graph's run does in its parent task)."""
+        result = await self.outcome()
+        if result.error is not None:
+            raise result.error
+        return result
 
     async def outcome(self) -> GraphResult:
         """``execute``, with a failing node reported as ``status="failed"`` and ``.error`` set
-        (what a top-level run returns; a sub-graph's run raises into its parent task)."""
+        (what a top-level run returns)."""
+        # without a checkpointer every node shares one scope that refuses interrupt()
+        token = set_scope(UNSAVED) if self.checkpointer is None else None
+        stream = self.stream
         try:
-            return await self.execute()
-        except Exception as exc:
-            failed = self.failed
-            if failed is not None and failed.error is exc:
-                return failed  # the failed step's result: with its finished tasks' writes
+            while True:
+                step = await self.next()
+                if stream is not None:
+                    stream.step(self, step)
+                result = step.result
+                if result is not None:
+                    return result
+        except Exception as exc:  # not a node's: planning, a breakpoint's save
             result = self.result("failed")
             result.error = exc
             return result
+        finally:
+            if token is not None:
+                reset_scope(token)
 
-    async def _execute(self) -> GraphResult:
-        stream, last = self.stream, None
-        # unstreamed, only the final item matters: two items per step would cost a run of
-        # quick nodes a sixth of its time
-        async for step in self.supersteps(started=False, applied=stream is not None):
-            if stream is not None:
-                stream.step(self, step)
-            last = step
-        assert last is not None and last.result is not None
-        if last.error is not None:
-            raise last.error
-        return last.result
+    async def next(self, *, started: bool = False) -> Step:
+        """Run the next superstep: its ``"applied"`` item (its tasks ran and their writes
+        went through the reducers; ``head`` is the new step, saved with a checkpointer), or
+        the run's final item, which carries its ``GraphResult``: ``"completed"``,
+        ``"interrupted"`` (every unfinished task waits on ``interrupt()``, or a breakpoint)
+        or ``"failed"`` (``.error``: a node's error; nothing is raised). ``started=True``
+        returns a ``"started"`` item first (the tasks about to run), and the next call runs
+        them. Between two calls the driver may change the run through its public methods;
+        after a final item the next call goes on from there (from the paused step, once its
+        interrupts got answers: ``record_resume``). Drive it inside the interrupt scope
+        ``outcome`` sets when the graph has no checkpointer."""
+        applied, self._applied = self._applied, None
+        if applied is not None and self.breaks_after(applied):
+            return Step(kind="interrupted", result=self.result("interrupted"))
+        tasks, self._planned = self._planned, None
+        if tasks is None:
+            if not self.head.frontier:
+                return Step(kind="completed", result=self.result("completed"))
+            tasks = self.plan()
+            if self.interrupt_before and await self._break_before(tasks):
+                return Step(kind="interrupted", result=self.result("interrupted"))
+            if started and any(t.runnable for t in tasks):
+                self._planned = tasks
+                return Step(kind="started", tasks=[t for t in tasks if t.runnable])
+        # a step nothing of which ran or paused yet (no records) runs all of its tasks
+        runnable = [t for t in tasks if t.runnable] if self.head.records else tasks
+        try:
+            unfinished = await self._run_step(tasks, runnable)
+        except Exception as exc:
+            result = self.result("failed", tasks)  # with what its finished tasks wrote
+            result.error = exc
+            return Step(kind="failed", tasks=runnable, result=result, error=exc)
+        if unfinished:
+            self.keep_records(tasks)
+            result = self.result("interrupted", tasks)
+            return Step(kind="interrupted", tasks=runnable, result=result)
+        try:
+            await self.finish_step(tasks)
+        except Exception as exc:
+            result = self.result("failed")
+            result.error = exc
+            return Step(kind="failed", tasks=runnable, result=result, error=exc)
+        self._applied = tasks
+        return Step(kind="applied", tasks=runnable)
 
     async def supersteps(
         self, *, started: bool = True, applied: bool = True
     ) -> AsyncIterator[Step]:
-        """The run, one superstep at a time: for each step a ``"started"`` item (the tasks
-        about to run) and an ``"applied"`` one (their writes went through the reducers and
-        the step was saved), then one final item: ``"completed"``, ``"interrupted"`` (every
-        unfinished task waits on ``interrupt()``) or ``"failed"`` (``.error``: a node's
-        error). The last item carries the run's ``GraphResult``. Between two items the driver
-        may change the run through its public methods: a steering boundary follows each
-        ``"applied"`` item unless ``breaks_after`` (``graph/managed.py``); after an
-        ``"interrupted"`` item whose interrupts got answers (``record_resume``), calling it
-        again goes on from the paused step. ``execute`` drives it, and so do a stream
-        (``graph.stream``) and a runtime's managed loop; inside the interrupt scope
-        ``execute`` sets when the graph has no checkpointer. ``started=False`` /
-        ``applied=False`` leave those items out (each costs a generator round trip).
-        """
-        head = self.head
+        """The run as an async iterator of ``next``'s items: for each step a ``"started"``
+        and an ``"applied"`` item, then the final one (``started=False`` / ``applied=False``
+        leave those items out). After an ``"interrupted"`` item whose interrupts got answers,
+        iterating again goes on from the paused step."""
         while True:
-            if not head.frontier:
-                yield Step(kind="completed", result=self.result("completed"))
+            step = await self.next(started=started)
+            if step.result is not None:
+                yield step
                 return
-            tasks = self.plan()
-            if self.interrupt_before and await self._break_before(tasks):
-                yield Step(kind="interrupted", result=self.result("interrupted"))
-                return
-            runnable = [t for t in tasks if t.runnable]
-            if runnable and started:
-                yield Step(kind="started", tasks=runnable)
-            try:
-                unfinished = await self._run_step(tasks, runnable)
-            except Exception as exc:
-                result = self.failed = self.result("failed", tasks)
-                result.error = exc
-                yield Step(kind="failed", tasks=runnable, result=result, error=exc)
-                return
-            if unfinished:
-                self.keep_records(tasks)
-                result = self.result("interrupted", tasks)
-                yield Step(kind="interrupted", tasks=runnable, result=result)
-                return
-            try:
-                await self.finish_step(tasks)
-            except Exception as exc:
-                result = self.result("failed")
-                result.error = exc
-                yield Step(kind="failed", tasks=runnable, result=result, error=exc)
-                return
-            if applied:
-                yield Step(kind="applied", tasks=runnable)
-            if self.breaks_after(tasks):
-                yield Step(kind="interrupted", result=self.result("interrupted"))
-                return
+            if applied or step.kind == "started":
+                yield step
 
     async def _break_before(self, tasks: list[Task]) -> bool:
         """Stop before a step that would run a node of ``interrupt_before``, once: the stop
@@ -285,27 +291,24 @@ class GraphRun:
 
     async def _run_step(self, tasks: list[Task], runnable: list[Task]) -> bool:
         """Run the runnable tasks of one step; whether some task is left unfinished."""
-        if self.task_hooks is None and len(tasks) == 1:
-            # the common case: no TaskGroup, and no pending write (the checkpoint follows)
-            task = tasks[0]
+        if len(tasks) != 1 or self.task_hooks is not None:
             if runnable:
                 self._count_step()
-                if task.spec.plain and self.checkpointer is None and self.stream is None:
-                    await self._call_plain(task)
-                else:
-                    await self._run_one(task, save_result=False)
-            return task.writes is None
-        if runnable:
-            self._count_step()
-            await self.run_tasks(tasks)
-            if self._stopping or self.cancelling:
-                await self._settle_stops(tasks)
-        return any(t.writes is None for t in tasks)
-
-    async def _call_plain(self, task: Task) -> None:
-        """A function node without retry, timeout or context, in a run that saves nothing:
-        the least a node call can cost (the superstep loop's hot path)."""
+                await self.run_tasks(tasks)
+                if self._stopping or self.cancelling:
+                    await self._settle_stops(tasks)
+            return any(t.writes is None for t in tasks)
+        # the common case: one task, no TaskGroup, no pending write (the checkpoint follows)
+        if not runnable:
+            return True
+        self._count_step()
+        task = tasks[0]
         spec = task.spec
+        if not spec.plain or self.checkpointer is not None or self.stream is not None:
+            await self._run_one(task, save_result=False)
+            return task.writes is None
+        # a function node without retry, timeout or context, in a run that saves nothing:
+        # the least a node call can cost (the loop's hot path: called here, not in call_node)
         fn = spec.fn
         assert fn is not None
         task.attempts = 1
@@ -324,6 +327,7 @@ class GraphRun:
                     "is not running as a sub-graph"
                 ) from None
             raise
+        return False
 
     def stop(self, task_id: str) -> bool:
         """Cancel task ``task_id`` of the running step; it ends skipped (no writes, no
@@ -474,7 +478,10 @@ class GraphRun:
             # instances, and the copies a saving run hands out, are rebuilt per step; a
             # dict view of a run that saves nothing is a live proxy
             self._view = None
-        head.frontier = await self.route(tasks)
+        frontier = self.graph.simple_next.get(tasks[0].node) if len(tasks) == 1 else None
+        if frontier is None or tasks[0].goto:
+            frontier = await self.route(tasks)
+        head.frontier = frontier
         head.step += 1
         # Steering commands whose answers this step consumed: the checkpoint names them, so a
         # command handed over again after a crash is known as applied (``applied_by_steering``).
@@ -498,10 +505,8 @@ class GraphRun:
     # -- routing ---------------------------------------------------------------------------
 
     async def route(self, tasks: list[Task]) -> list[Planned]:
-        if len(tasks) == 1 and not tasks[0].goto:
-            simple = self.graph.simple_next.get(tasks[0].node)
-            if simple is not None:
-                return simple
+        """The frontier after ``tasks`` (``finish_step`` takes a node's constant successors,
+        ``GraphCore.simple_next``, without calling this)."""
         head = self.head
         finished = [(t.node, t.goto) for t in tasks if not t.skipped]
         return await self.graph.route(finished, head.values, head.barriers, self.view)
@@ -528,16 +533,26 @@ class GraphRun:
     def result(self, status: GraphStatus, tasks: list[Task] = ()) -> GraphResult:  # type: ignore[assignment]
         """The run's result; ``tasks`` are those of an unfinished step (paused or failed):
         their pending interrupts, and the state with what the finished ones wrote."""
+        head = self.head
+        if not tasks:  # a finished step
+            return GraphResult(
+                status=status,
+                state=head.values,
+                interrupts=[],
+                thread_id=head.thread_id,
+                checkpoint_id=head.checkpoint_id,
+                steps=self.steps,
+            )
         interrupts = [
             i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume
         ]
         finished = [w for t in tasks if t.writes and not t.skipped for w in t.writes]
         return GraphResult(
             status=status,
-            state=self.graph.preview(self.head.values, finished),
+            state=self.graph.preview(head.values, finished),
             interrupts=interrupts,
-            thread_id=self.head.thread_id,
-            checkpoint_id=self.head.checkpoint_id,
+            thread_id=head.thread_id,
+            checkpoint_id=head.checkpoint_id,
             steps=self.steps,
         )
 

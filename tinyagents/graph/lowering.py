@@ -23,8 +23,8 @@ One APPROVE, end to end: the managed loop (``graph/managed.py``) calls
 waits on an interrupt and a command is due); ``boundary`` takes the due commands from the
 run's inbox and calls ``lower_all``; ``lower`` → ``_resume`` picks the one pending interrupt
 the target names (``answers``), ``map_resume`` turns the answer into a resume write and
-``record_resume`` saves it; the inbox reports the command applied, and the loop drives the
-run's ``supersteps`` again, so the answered task runs and its ``interrupt()`` returns it.
+``record_resume`` saves it; the inbox reports the command applied, and the loop calls the
+run's ``next`` again, so the answered task runs and its ``interrupt()`` returns it.
 
 Everything here changes the run through its public methods and properties (``head``,
 ``plan``, ``adopt``, ``skip``, ``keep_records``, ``stop``, ``stopped``).

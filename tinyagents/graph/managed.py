@@ -1,7 +1,7 @@
 """The managed loop: a graph run inside a ``Runtime``, one superstep at a time.
 
 At each boundary between supersteps it takes the steering commands that are due and lowers
-them (``lowering.py``); then it steps the run (``GraphRun.supersteps``) and emits what the
+them (``lowering.py``); then it steps the run (``GraphRun.next``) and emits what the
 step did (``run_events.py``). What happens inside a step for a managed run — each task's
 entry in the run tree — is the run's ``TaskHooks`` (``task_entries.py``).
 """
@@ -14,7 +14,7 @@ from tinyagents.errors import RunCancelled
 from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
 
 if TYPE_CHECKING:
-    from tinyagents.graph.executor import GraphRun, Step
+    from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.lowering import GraphSteering
     from tinyagents.graph.run_events import GraphEvents
     from tinyagents.graph.types import GraphResult
@@ -27,20 +27,19 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
     try:
         await steering.boundary(run)  # commands that waited for the run, before its first step
         while True:
-            last: Step | None = None
-            async for last in run.supersteps(started=False):
-                if isinstance(last.error, RunCancelled) and run.cancelling:  # immediate cancel
-                    last.error = await steering.settle_cancel(run, last.error)
-                    assert last.result is not None
-                    last.result.error = last.error
-                if run.stream is not None:  # attached at any time (handle.stream())
-                    run.stream.step(run, last)
-                if last.kind == "applied":
-                    events.stepped(run, last.tasks)
-                    if not run.breaks_after(last.tasks):
-                        await steering.boundary(run)  # between supersteps
-            assert last is not None and last.result is not None
-            result = last.result
+            step = await run.next()
+            if isinstance(step.error, RunCancelled) and run.cancelling:  # immediate cancel
+                step.error = await steering.settle_cancel(run, step.error)
+                assert step.result is not None
+                step.result.error = step.error
+            if run.stream is not None:  # attached at any time (handle.stream())
+                run.stream.step(run, step)
+            result = step.result
+            if result is None:  # "applied"
+                events.stepped(run, step.tasks)
+                if not run.breaks_after(step.tasks):
+                    await steering.boundary(run)  # between supersteps
+                continue
             if result.status != "interrupted" or not result.interrupts:
                 return result  # completed, failed, or stopped at a breakpoint
             events.interrupted(run, result)

@@ -1,14 +1,14 @@
 """Streaming a graph run: what ``graph.stream(...)`` and ``handle.stream(...)`` yield.
 
-A ``GraphStream`` is the run's ``StreamSink``: it turns the items of ``GraphRun.supersteps()``
+A ``GraphStream`` is the run's ``StreamSink``: it turns the steps of ``GraphRun.next()``
 (``values``, ``updates``), the task hooks (``tasks``), the values nodes emit (``custom``) and
 the runtime's events (``steering``, ``messages``) into stream items, LangGraph's shapes:
 one mode gives payloads, several give ``(mode, payload)``, ``subgraphs=True`` puts the
 namespace first (``(ns, payload)`` or ``(ns, mode, payload)``, ``ns`` a tuple of
 ``"node:task_id"`` segments, ``()`` for the top-level graph).
 
-Two ways to read it. With only ``values``/``updates`` the caller's own task drives the
-superstep iterator and yields between steps (``read``): no queue, no second task. Any
+Two ways to read it. With only ``values``/``updates`` the caller's own task steps the run
+(``GraphRun.next``) and yields between steps (``read``): no queue, no second task. Any
 live mode (tasks, custom, messages, steering) needs items while a node still runs, so the
 run goes into its own task and the reader waits on a queue (``live``).
 """
@@ -219,7 +219,7 @@ async def read(
 ) -> AsyncIterator[Any]:
     """The stream of the run ``prepare`` makes (inside ``hold``: a thread's lease).
 
-    Without a live mode the reader's own task drives ``run.supersteps()`` and yields each
+    Without a live mode the reader's own task steps the run (``run.next()``) and yields each
     step's items; a failed node's error is raised after the items that came before it.
     With one, the run goes into its own task (``live``). ``also`` gets the run's steps too
     (the stream of the run that called this one as a sub-graph)."""
@@ -240,14 +240,17 @@ async def read(
         try:
             sink.begin(run)
             items = sink.items
-            async for step in run.supersteps(started=False):  # a stream shows no "started"
+            while True:
+                step = await run.next()
                 sink.step(run, step)
                 if also is not None:
                     also.step(run, step)
                 while items:
                     yield items.popleft()
-                if step.error is not None:
-                    raise step.error
+                if step.result is not None:
+                    if step.error is not None:
+                        raise step.error
+                    return
         finally:
             if token is not None:
                 reset_scope(token)
