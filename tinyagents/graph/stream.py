@@ -38,13 +38,10 @@ MODES: tuple[str, ...] = ("values", "updates", "tasks", "messages", "custom", "s
 #: modes that have items while a node runs: the run needs its own task
 LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering"})
 INTERRUPT_KEY = "__interrupt__"
-_ONE = frozenset(MODES)
 
 
 def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
     """``mode`` as a list of modes, and whether it was one mode (payloads, not tuples)."""
-    if type(mode) is str and mode in _ONE:  # the common case: one known mode, named by its text
-        return [mode], True  # type: ignore[list-item]
     modes = [mode] if isinstance(mode, str) else list(mode)
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
@@ -53,6 +50,16 @@ def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
             "(pass one of them, or a list of several)"
         )
     return list(dict.fromkeys(modes)), isinstance(mode, str)
+
+
+def _asks(modes: frozenset[str]) -> tuple[frozenset[str], bool, bool, bool, bool]:
+    """(modes, live, values, updates, tasks): what a stream of ``modes`` asks for."""
+    live = bool(modes & LIVE_MODES)
+    return modes, live, "values" in modes, "updates" in modes, "tasks" in modes
+
+
+#: the common case, one mode named by its text: read once
+_ONE = {m: _asks(frozenset({m})) for m in MODES}
 
 
 def namespace(ns: str) -> tuple[str, ...]:
@@ -65,7 +72,10 @@ def snapshot(values: dict[str, Any]) -> dict[str, Any]:
     value item copies each container; what is inside stays shared."""
     out = values.copy()
     for key, value in out.items():
-        if type(value) in _PLAIN:
+        kind = type(value)
+        if kind in _ATOMIC:
+            continue
+        if kind in _PLAIN:
             out[key] = value.copy()
         elif isinstance(value, list | dict | set):
             out[key] = copy.copy(value)
@@ -73,6 +83,8 @@ def snapshot(values: dict[str, Any]) -> dict[str, Any]:
 
 
 _PLAIN = frozenset({list, dict, set})
+#: values no reducer changes in place (the common case: skipped without an isinstance)
+_ATOMIC = frozenset({int, float, str, bool, bytes, tuple, frozenset, type(None)})
 
 
 def _update(writes: list[tuple[str, Any]] | None) -> dict[str, Any] | None:
@@ -83,13 +95,14 @@ class GraphStream:
     """The ``StreamSink`` of one streamed run (and of its sub-graph runs)."""
 
     def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
-        modes, self.single = parse_modes(mode)
-        self.modes = frozenset(modes)
+        one = _ONE.get(mode) if type(mode) is str else None
+        if one is None:
+            modes, self.single = parse_modes(mode)
+            one = _asks(frozenset(modes))
+        else:
+            self.single = True
+        self.modes, self.live, self.values, self.updates, self.tasks = one
         self.subgraphs = subgraphs
-        self.live = bool(self.modes & LIVE_MODES)
-        self.values = "values" in self.modes
-        self.updates = "updates" in self.modes
-        self.tasks = "tasks" in self.modes
         self.items: deque[Any] = deque()
         #: the namespace of the run the stream follows (a sub-graph streamed in a node)
         self.root = ""
@@ -128,12 +141,16 @@ class GraphStream:
             ns = run.head.ns
             if self.updates:
                 for task in step.tasks:
-                    if task.writes is not None and not task.skipped:
-                        self.put(ns, "updates", {task.node: _update(task.writes)})
-            # as LangGraph: a step whose tasks wrote nothing (nodes returning None, a goto
-            # alone) changed no value, so it has no values item
-            if self.values and any(task.writes for task in step.tasks):
-                self.put(ns, "values", snapshot(run.head.values))
+                    writes = task.writes
+                    if writes is not None and not task.skipped:
+                        self.put(ns, "updates", {task.node: dict(writes) if writes else None})
+            if self.values:
+                # as LangGraph: a step whose tasks wrote nothing (nodes returning None, a
+                # goto alone) changed no value, so it has no values item
+                for task in step.tasks:
+                    if task.writes:
+                        self.put(ns, "values", snapshot(run.head.values))
+                        break
         elif kind == "interrupted" and self.updates:
             ns = run.head.ns
             for task in step.tasks:
