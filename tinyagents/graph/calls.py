@@ -37,7 +37,7 @@ async def prepare(
         # the calling run saves nothing: neither does the call (interrupt() is an error)
         if input is None:
             raise GraphError(f"sub-graph {graph.name!r} needs an input to start")
-        head = Head.fresh(graph, "", "", None)
+        head = Head.fresh(graph, "", "", None, saved=False)
         await graph.start_input(head, input, None)
         limit = recursion_limit or graph.recursion_limit
         return GraphRun(graph, head, checkpointer=None, recursion_limit=limit, nested=True)

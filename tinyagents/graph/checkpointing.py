@@ -136,13 +136,17 @@ class Head:
             setattr(self, f.name, getattr(staged, f.name))
 
     @classmethod
-    def fresh(cls, graph: GraphCodec, thread_id: str, ns: str, lineage: str | None) -> Head:
+    def fresh(
+        cls, graph: GraphCodec, thread_id: str, ns: str, lineage: str | None, *, saved: bool
+    ) -> Head:
+        """A namespace with no checkpoint yet. One that is never ``saved`` (no checkpointer)
+        has no frontier id: no pending write of it is kept anywhere."""
         return cls(
             thread_id=thread_id,
             ns=ns,
             values=graph.schema.initial(),
             frontier=[],
-            frontier_id=new_frontier_id(),
+            frontier_id=new_frontier_id() if saved else "",
             lineage=lineage or _clock.new_id("ln"),
         )
 

@@ -215,7 +215,7 @@ class GraphRun:
         interrupts got answers: ``record_resume``). Drive it inside the interrupt scope
         ``outcome`` sets when the graph has no checkpointer."""
         applied, self._applied = self._applied, None
-        if applied is not None and self.breaks_after(applied):
+        if applied is not None and self.interrupt_after and self.breaks_after(applied):
             return Step(kind="interrupted", result=self.result("interrupted"))
         tasks, self._planned = self._planned, None
         if tasks is None:
@@ -572,7 +572,7 @@ class GraphRun:
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
         fresh = head is None
         if head is None:
-            head = Head.fresh(child_graph, thread_id, ns, self.head.lineage)
+            head = Head.fresh(child_graph, thread_id, ns, self.head.lineage, saved=cp is not None)
             if data is None:
                 raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
             await child_graph.start_input(head, data, cp)

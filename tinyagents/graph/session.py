@@ -71,7 +71,7 @@ class GraphSession:
             await self.cp.release(self.thread_id, self.owner)
 
     def fresh(self) -> Head:
-        head = Head.fresh(self.graph, self.thread_id, "", None)
+        head = Head.fresh(self.graph, self.thread_id, "", None, saved=self.cp is not None)
         head.run_id = self.run_id
         return head
 

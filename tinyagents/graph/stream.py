@@ -94,6 +94,19 @@ def _update(writes: list[tuple[str, Any]] | None) -> dict[str, Any] | None:
 class GraphStream:
     """The ``StreamSink`` of one streamed run (and of its sub-graph runs)."""
 
+    __slots__ = (
+        "items",
+        "live",
+        "modes",
+        "ready",
+        "root",
+        "single",
+        "subgraphs",
+        "tasks",
+        "updates",
+        "values",
+    )
+
     def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
         one = _ONE.get(mode) if type(mode) is str else None
         if one is None:
