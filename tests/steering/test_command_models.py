@@ -19,6 +19,7 @@ from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol import (
     COMMAND_ADAPTER,
     PAYLOAD_MODELS,
+    HumanActor,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -466,3 +467,38 @@ def test_commands_built_alike_do_not_share_what_a_copy_changes() -> None:
     assert "checkpoint_id" not in first.model_fields_set | second.model_fields_set
     with pytest.raises(ValidationError):
         first.kind = K.CANCEL  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: SteeringTarget.agent_run(""), r"invalid target: run_id: .*at least 1"),
+        (lambda: SteeringTarget.agent_run(None), r"invalid target: run_id: .*valid string"),
+        (lambda: SteeringTarget.graph_task("r-1", ""), r"invalid target: task_id"),
+        (lambda: SteeringTarget.thread(7), r"invalid target: thread_id"),
+        (lambda: SteeringActor.human("", tenant_id="acme"), r"invalid actor: user_id"),
+        (lambda: SteeringActor.parent_agent("r-1", None), r"invalid actor: agent_id"),
+        (lambda: SteeringActor.test(None), r"invalid actor: name"),
+        (lambda: SteeringActor.human("u", scopes="agent:control"), r"invalid actor: scopes"),
+        (
+            lambda: SteeringPolicyRef.model_validate({"policy_id": ""}),
+            r"invalid policy ref: policy_id",
+        ),
+        (
+            lambda: SteeringTarget.agent_run("r-1").model_validate({"type": "agent_run"}),
+            r"invalid target: run_id: Field required",
+        ),
+        (
+            lambda: HumanActor.model_validate_json('{"type": "human", "user_id": 5}'),
+            r"invalid actor: user_id",
+        ),
+    ],
+)
+def test_a_bad_target_actor_or_policy_ref_is_an_invalid_command_error(
+    make: Any, message: str
+) -> None:
+    # The classmethods that build them and model_validate/_json raised pydantic's
+    # ValidationError: the parts of a command failed unlike the command, and an
+    # `except InvalidCommandError` around building one missed them.
+    with pytest.raises(InvalidCommandError, match=message):
+        make()

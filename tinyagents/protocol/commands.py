@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -83,34 +83,83 @@ class SteeringDelivery(StrEnum):
     IMMEDIATE = "immediate"
 
 
+class _CommandPart(BaseModel):
+    """A command or one of its parts: every invalid construction (keywords,
+    ``model_validate``, ``model_validate_json``) raises ``InvalidCommandError`` (a
+    ``ValueError``) naming the field, as ``invalid <what>: <field>: <problem>``."""
+
+    model_config = _FROZEN
+    _what: ClassVar[str] = "command"
+
+    # Pydantic reports what a validator raises as a ValidationError: these give it back as the
+    # InvalidCommandError it was (or turn pydantic's own complaint into one).
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(exc, cls._what) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(exc, cls._what) from None
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_strings(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(exc, cls._what) from None
+
+    # No __init__ here: pydantic calls an overridden __init__ to build every nested target
+    # and actor too, so a command's message would name the part instead of the command's field.
+    # The classmethods that build a target or actor go through ``_build``.
+
+
+P = TypeVar("P", bound=_CommandPart)
+
+
+def _build(model: type[P], **fields: Any) -> P:
+    """``model(**fields)``, raising ``InvalidCommandError`` for what is invalid."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise _invalid(exc, model._what) from None
+
+
 # --------------------------------------------------------------------------- targets
 
 
-class SteeringTarget(BaseModel):
+class SteeringTarget(_CommandPart):
     """Where a command goes. Build one with the classmethods: ``SteeringTarget.agent_run(id)``."""
 
     model_config = _FROZEN
+    _what = "target"
     type: str
 
     @classmethod
     def agent_run(cls, run_id: str) -> AgentRunTarget:
-        return AgentRunTarget(run_id=run_id)
+        return _build(AgentRunTarget, run_id=run_id)
 
     @classmethod
     def subagent_run(cls, parent_run_id: str, run_id: str) -> SubAgentRunTarget:
-        return SubAgentRunTarget(parent_run_id=parent_run_id, run_id=run_id)
+        return _build(SubAgentRunTarget, parent_run_id=parent_run_id, run_id=run_id)
 
     @classmethod
     def graph_task(cls, run_id: str, task_id: str) -> GraphTaskTarget:
-        return GraphTaskTarget(run_id=run_id, task_id=task_id)
+        return _build(GraphTaskTarget, run_id=run_id, task_id=task_id)
 
     @classmethod
     def graph_node(cls, run_id: str, node: str) -> GraphNodeTarget:
-        return GraphNodeTarget(run_id=run_id, node=node)
+        return _build(GraphNodeTarget, run_id=run_id, node=node)
 
     @classmethod
     def thread(cls, thread_id: str) -> ThreadTarget:
-        return ThreadTarget(thread_id=thread_id)
+        return _build(ThreadTarget, thread_id=thread_id)
 
     def describe(self) -> str:
         return self.type
@@ -172,33 +221,34 @@ AnyTarget = Annotated[
 # --------------------------------------------------------------------------- actors
 
 
-class SteeringActor(BaseModel):
+class SteeringActor(_CommandPart):
     """Who sends a command. Build one with the classmethods: ``SteeringActor.human(...)``."""
 
     model_config = _FROZEN
+    _what = "actor"
     type: str
 
     @classmethod
     def human(
         cls, user_id: str, *, tenant_id: str = "default", scopes: Iterable[str] = ()
     ) -> HumanActor:
-        return HumanActor(user_id=user_id, tenant_id=tenant_id, scopes=frozenset(scopes))
+        return _build(HumanActor, user_id=user_id, tenant_id=tenant_id, scopes=scopes)
 
     @classmethod
     def parent_agent(cls, run_id: str, agent_id: str) -> ParentAgentActor:
-        return ParentAgentActor(run_id=run_id, agent_id=agent_id)
+        return _build(ParentAgentActor, run_id=run_id, agent_id=agent_id)
 
     @classmethod
     def graph_supervisor(cls, run_id: str, node: str) -> GraphSupervisorActor:
-        return GraphSupervisorActor(run_id=run_id, node=node)
+        return _build(GraphSupervisorActor, run_id=run_id, node=node)
 
     @classmethod
     def middleware(cls, name: str, run_id: str | None = None) -> MiddlewareActor:
-        return MiddlewareActor(name=name, run_id=run_id)
+        return _build(MiddlewareActor, name=name, run_id=run_id)
 
     @classmethod
     def test(cls, name: str = "test") -> TestActor:
-        return TestActor(name=name)
+        return _build(TestActor, name=name)
 
     def describe(self) -> str:
         return self.type
@@ -655,10 +705,11 @@ def _payload_dict(parsed: _Payload) -> ReadOnlyDict:
 # --------------------------------------------------------------------------- command
 
 
-class SteeringPolicyRef(BaseModel):
+class SteeringPolicyRef(_CommandPart):
     """Names the policy (and version) under which a command was issued, for the audit trail."""
 
     model_config = _FROZEN
+    _what = "policy ref"
     policy_id: str = Field(min_length=1)
     version: str | None = None
 
@@ -710,7 +761,7 @@ def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
         ) from None
 
 
-class SteeringCommand(BaseModel):
+class SteeringCommand(_CommandPart):
     """One request to change a running run. Frozen; validated per kind at construction.
 
     Every invalid construction (keywords, ``model_validate``, ``model_validate_json``) raises
@@ -774,38 +825,15 @@ class SteeringCommand(BaseModel):
     def _in_utc(cls, created_at: datetime) -> datetime:
         return _utc(created_at)
 
-    # Pydantic reports what a validator raises as a ValidationError: these give it back as the
-    # InvalidCommandError it was (or turn pydantic's own complaint into one).
-
-    @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
-        try:
-            return super().model_validate(obj, *args, **kwargs)
-        except ValidationError as exc:
-            raise _invalid_command(exc) from None
-
-    @classmethod
-    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
-        try:
-            return super().model_validate_json(json_data, *args, **kwargs)
-        except ValidationError as exc:
-            raise _invalid_command(exc) from None
-
-    @classmethod
-    def model_validate_strings(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
-        try:
-            return super().model_validate_strings(obj, *args, **kwargs)
-        except ValidationError as exc:
-            raise _invalid_command(exc) from None
-
     if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
 
         def __init__(self, /, **data: Any) -> None:
-            # Only to raise what failed as the InvalidCommandError it is (see above).
+            # Only to raise what failed as the InvalidCommandError it is (a command is never
+            # nested in another model, so pydantic calls this for top-level commands only).
             try:
                 super().__init__(**data)
             except ValidationError as exc:
-                raise _invalid_command(exc) from None
+                raise _invalid(exc, "command") from None
 
     @property
     def text(self) -> str | None:
@@ -817,9 +845,10 @@ class SteeringCommand(BaseModel):
         return f"{self.kind.value} from {self.actor.describe()} to {self.target.describe()}"
 
 
-def _invalid_command(exc: ValidationError) -> InvalidCommandError:
-    """The ``InvalidCommandError`` for a failed validation of a command: the one a validator
-    raised, or one that names each field pydantic refused and why."""
+def _invalid(exc: ValidationError, what: str) -> InvalidCommandError:
+    """The ``InvalidCommandError`` for a failed validation of a command (or of its ``what``:
+    target, actor, policy ref): the one a validator raised, or one that names each field
+    pydantic refused and why."""
     problems = []
     for err in exc.errors():
         cause = (err.get("ctx") or {}).get("error")
@@ -828,7 +857,7 @@ def _invalid_command(exc: ValidationError) -> InvalidCommandError:
         where = ".".join(str(p) for p in err["loc"]) or "command"
         message = _NOT_UTF8 if err["type"] == "string_unicode" else err["msg"]
         problems.append(f"{where}: {message}")
-    return InvalidCommandError("invalid command: " + "; ".join(problems))
+    return InvalidCommandError(f"invalid {what}: " + "; ".join(problems))
 
 
 class ReceiptStatus(StrEnum):
