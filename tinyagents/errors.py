@@ -32,7 +32,7 @@
     │       └── ModelEmptyResponse      the completion has no choices
     ├── ToolError                      a tool could not be called (unknown name, bad arguments, timeout)
     └── GraphError                     the graph runtime could not continue
-        ├── GraphRecursionError        the step limit was reached
+        ├── GraphRecursionError        the step limit was reached (also a RecursionError)
         ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step
         └── InterruptError             a resume did not match the pending interrupts
 
@@ -283,8 +283,9 @@ class GraphError(TinyAgentsError):
     """The graph runtime could not continue."""
 
 
-class GraphRecursionError(GraphError):
-    """The graph reached its step limit without finishing."""
+class GraphRecursionError(GraphError, RecursionError):
+    """The graph reached its step limit without finishing (also a ``RecursionError``, as
+    LangGraph's is, so ``except RecursionError`` in ported code still catches it)."""
 
 
 class InvalidUpdateError(GraphError):

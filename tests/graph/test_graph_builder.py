@@ -176,3 +176,24 @@ def test_mermaid_shows_nodes_edges_and_branches() -> None:
     assert "n_draft --> n_review" in text
     assert "n_review -. again .-> n_draft" in text
     assert "n_review -. ok .-> __end__" in text
+
+
+async def test_add_sequence_chains_functions_and_named_pairs() -> None:
+    def first(state: LogState) -> dict[str, Any]:
+        return {"log": ["first"]}
+
+    graph = StateGraph(LogState).add_sequence([first, ("second", logger("second"))])
+    graph.set_entry_point("first").set_finish_point("second")
+    assert (await graph.compile().run({"log": []})).state == {"log": ["first", "second"]}
+    with pytest.raises(ConfigurationError, match="at least one node"):
+        StateGraph(LogState).add_sequence([])
+    with pytest.raises(ConfigurationError, match="already defined"):
+        StateGraph(LogState).add_sequence([first, first])
+
+
+async def test_a_conditional_entry_point_routes_from_start() -> None:
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_node("b", logger("b"))
+    graph.set_conditional_entry_point(lambda s: "b" if s["log"] else "a", ["a", "b"])
+    compiled = graph.set_finish_point("a").set_finish_point("b").compile()
+    assert (await compiled.run({"log": []})).state == {"log": ["a"]}
+    assert (await compiled.run({"log": ["x"]})).state == {"log": ["x", "b"]}

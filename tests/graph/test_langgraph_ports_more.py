@@ -316,12 +316,6 @@ async def test_set_entry_point_and_set_finish_point(checkpointer: Checkpointer) 
     assert (await ours.run({"log": []}, thread_id="1")).state == out == {"log": ["a", "b"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="StateGraph.set_conditional_entry_point is missing in ours (LangGraph: "
-    "add_conditional_edges(START, ...))",
-)
 async def test_set_conditional_entry_point(checkpointer: Checkpointer) -> None:
     def build(g: Any) -> Any:
         graph = g.StateGraph(Log).add_node("a", logger("a")).add_node("b", logger("b"))
@@ -335,12 +329,6 @@ async def test_set_conditional_entry_point(checkpointer: Checkpointer) -> None:
     assert (await ours.run({"log": ["x"]}, thread_id="1")).state == out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="StateGraph.add_sequence([...]) is missing in ours; LangGraph adds the nodes "
-    "(named after the functions) chained by edges",
-)
 async def test_add_sequence(checkpointer: Checkpointer) -> None:
     # LangGraph: test_sequence (add_sequence of plain functions, names from __name__)
     def step_one(state: Any) -> dict[str, Any]:
@@ -712,11 +700,6 @@ async def test_recursion_limit_error_type_and_message() -> None:
         result.raise_for_status()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="our GraphRecursionError is not a RecursionError (LangGraph's subclasses "
-    "RecursionError), so `except RecursionError:` in ported code misses it",
-)
 async def test_recursion_error_is_a_recursion_error() -> None:
     ours, theirs = pair(loop_graph, None)
     with pytest.raises(RecursionError):

@@ -147,8 +147,34 @@ class StateGraph:
         )
         return self
 
+    def add_sequence(self, nodes: Sequence[Callable[..., Any] | tuple[str, Any]]) -> StateGraph:
+        """Add ``nodes`` (functions, named by ``__name__``, or ``(name, action)`` pairs) and
+        chain them with edges, in order; connect the first and last yourself."""
+        if not nodes:
+            raise ConfigurationError("add_sequence needs at least one node")
+        previous: str | None = None
+        for node in nodes:
+            if isinstance(node, tuple):
+                name, action = node
+                self.add_node(name, action)
+            else:
+                name = getattr(node, "__name__", None) or repr(node)
+                self.add_node(node)
+            if previous is not None:
+                self.add_edge(previous, name)
+            previous = name
+        return self
+
     def set_entry_point(self, node: str) -> StateGraph:
         return self.add_edge(START, node)
+
+    def set_conditional_entry_point(
+        self,
+        router: Callable[..., Any],
+        mapping: dict[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """Start where ``router(state)`` says: ``add_conditional_edges(START, ...)``."""
+        return self.add_conditional_edges(START, router, mapping)
 
     def set_finish_point(self, node: str) -> StateGraph:
         return self.add_edge(node, END)
