@@ -45,7 +45,7 @@ from tinyagents.graph import (
     add_messages,
     interrupt,
 )
-from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+from tinyagents.store.checkpoint import Checkpointer
 
 if os.environ.get("CI") == "true":  # never skipped in CI: the dev extra installs LangGraph
     import langgraph.graph  # noqa: F401
@@ -888,19 +888,10 @@ def failing_branch_graph(g: Any, calls: list[str]) -> Any:
     return graph.add_edge("ok", g.END).add_edge("boom", g.END)
 
 
-async def test_a_failed_step_keeps_what_finished(
-    checkpointer: Checkpointer, request: pytest.FixtureRequest
-) -> None:
-    if not isinstance(checkpointer, MemoryCheckpointer):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="with SQLite/PostgreSQL, a node that returned while its save was in "
-                "flight when a sibling failed loses its write: result.state lacks it (SQLite: "
-                "get_state shows it; PostgreSQL: it is still next and runs again on run(None)); "
-                "LangGraph keeps it",
-            )
-        )
+async def test_a_failed_step_keeps_what_finished(checkpointer: Checkpointer) -> None:
+    # With SQLite and PostgreSQL, a node that returned while its save was in flight when its
+    # sibling failed lost its write: result.state lacked it (SQLite: get_state showed it;
+    # PostgreSQL: it was still next and ran again on run(None)).
     ours_calls: list[str] = []
     theirs_calls: list[str] = []
     ours = failing_branch_graph(OURS, ours_calls).compile(checkpointer=checkpointer)

@@ -446,15 +446,27 @@ class GraphRun:
             raise _TaskFailed(task.index, exc) from exc
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
-            try:
-                await self.checkpointer.put_writes(
+            saving = asyncio.ensure_future(
+                self.checkpointer.put_writes(
                     self.head.thread_id,
                     self.head.ns,
                     self.head.frontier_id,
                     [result_write(self.graph, task.id, task.writes, task.goto)],
                 )
+            )
+            try:
+                try:
+                    await asyncio.shield(saving)
+                except asyncio.CancelledError:
+                    # A sibling failed (or the run is cancelled) while this finished node's
+                    # result was being saved: the save lands first, then the cancel goes on.
+                    # Cut short, it could land in the store but not in this run's state, or
+                    # not at all and the node would run again.
+                    await saving
+                    raise
             except BaseException:
-                task.writes = None  # not saved (a sibling failed): it runs again on resume
+                if not saving.done() or saving.cancelled() or saving.exception() is not None:
+                    task.writes = None  # not saved: it runs again on resume
                 raise
 
     async def skip(self, task: Task) -> None:
