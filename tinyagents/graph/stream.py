@@ -164,13 +164,23 @@ class GraphStream:
                     if task.writes:
                         self.put(ns, "values", snapshot(run.head.values))
                         break
-        elif kind == "interrupted" and self.updates:
+        elif kind == "interrupted" and (self.updates or self.values):
             ns = run.head.ns
-            for task in step.tasks:
-                if task.writes is not None and not task.skipped:
-                    self.put(ns, "updates", {task.node: _update(task.writes)})
-            assert step.result is not None
-            self.put(ns, "updates", {INTERRUPT_KEY: tuple(step.result.interrupts)})
+            result = step.result
+            assert result is not None
+            interrupts = tuple(result.interrupts)
+            if self.updates:
+                for task in step.tasks:
+                    if task.writes is not None and not task.skipped:
+                        self.put(ns, "updates", {task.node: _update(task.writes)})
+                self.put(ns, "updates", {INTERRUPT_KEY: interrupts})
+            if self.values and interrupts:
+                # as LangGraph: the state before the step with the questions, then (when the
+                # step's finished tasks wrote) the state with their writes, as result.state;
+                # nothing at a breakpoint, which asks no question
+                self.put(ns, "values", {**snapshot(run.head.values), INTERRUPT_KEY: interrupts})
+                if any(t.writes and not t.skipped for t in step.tasks):
+                    self.put(ns, "values", snapshot(result.state))
 
     def task_started(self, run: GraphRun, task: Task) -> None:
         if self.tasks:
