@@ -94,6 +94,8 @@ class TaskRecords:
     #: correlation id -> interrupt id: the steering commands whose answers ``resume`` holds
     steered: dict[str, str] = field(default_factory=dict)
     skipped: bool = False
+    #: ``repr`` of the exception the task's last attempt failed with (LangGraph's task error)
+    error: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -223,6 +225,8 @@ async def load_records(
             rec.resume[w.key] = w.value
         elif w.kind == "steered":
             rec.steered[w.key] = w.value
+        elif w.kind == "error":
+            rec.error = w.value
     return records
 
 
@@ -242,6 +246,11 @@ def result_write(
     if skipped:
         payload["skipped"] = True  # cancelled by steering: no successors either
     return WriteRecord(task_id=task_id, kind="result", value=payload)
+
+
+def error_write(task_id: str, error: BaseException) -> WriteRecord:
+    """The failure of a task's attempt, shown as ``TaskState.error`` (its ``repr``)."""
+    return WriteRecord(task_id=task_id, kind="error", value=repr(error)[:2000])
 
 
 def interrupt_write(task_id: str, interrupts: list[Interrupt]) -> WriteRecord:

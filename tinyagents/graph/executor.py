@@ -10,6 +10,7 @@ finished siblings are saved as pending writes so they never run again.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -28,6 +29,7 @@ from tinyagents.graph.checkpointing import (
     Head,
     Planned,
     TaskRecords,
+    error_write,
     first_values,
     interrupt_write,
     load_head,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
     from tinyagents.store.checkpoint.base import Checkpointer
+
+_log = logging.getLogger("tinyagents.graph")
 
 
 class TaskHooks(Protocol):
@@ -443,6 +447,8 @@ class GraphRun:
         except (Exception, ParentCommand) as exc:
             if not save_result:
                 raise
+            if self.checkpointer is not None and not isinstance(exc, ParentCommand):
+                await self._save_error(task, exc)
             raise _TaskFailed(task.index, exc) from exc
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
@@ -468,6 +474,20 @@ class GraphRun:
                 if not saving.done() or saving.cancelled() or saving.exception() is not None:
                     task.writes = None  # not saved: it runs again on resume
                 raise
+
+    async def _save_error(self, task: Task, exc: BaseException) -> None:
+        """Record why ``task`` failed (``get_state().tasks[i].error``); the node's own error
+        is what the run reports, so a store that cannot take the record only logs it."""
+        assert self.checkpointer is not None
+        try:
+            await self.checkpointer.put_writes(
+                self.head.thread_id,
+                self.head.ns,
+                self.head.frontier_id,
+                [error_write(task.id, exc)],
+            )
+        except Exception as store_exc:
+            _log.warning("could not record the error of task %s: %s", task.id, store_exc)
 
     async def skip(self, task: Task) -> None:
         """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``)."""

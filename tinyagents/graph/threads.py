@@ -60,6 +60,7 @@ async def _snapshot(
     head = await load_head(graph, cp, thread_id, ns, checkpoint_id)
     if head is None:
         return None
+    errors = {task_id: rec.error for task_id, rec in head.records.items() if rec.error}
     run = GraphRun(graph, head, checkpointer=cp, recursion_limit=0)
     tasks = run.plan()
     paused = run.result("interrupted", tasks)
@@ -80,6 +81,7 @@ async def _snapshot(
                 interrupts=tuple(i for i in t.interrupts if i.id not in t.resume),
                 result=dict(t.writes) if t.writes is not None else None,
                 states=subs,
+                error=errors.get(t.id) if t.writes is None and not t.interrupts else None,
             )
         )
     return StateSnapshot(

@@ -133,7 +133,7 @@ class GraphResult:
 @dataclass(slots=True, kw_only=True)
 class TaskState:
     """A task of a ``StateSnapshot``'s step (LangGraph's ``PregelTask``): finished (with its
-    ``result``), paused on ``interrupts``, or still to run. ``states`` are the states of the
+    ``result``), paused on ``interrupts``, failed (``error``), or still to run. ``states`` are the states of the
     sub-graphs it ran (a sub-graph node, or the graphs its function called, in call order),
     read by ``get_state(subgraphs=True)``; ``state`` is the first of them."""
 
@@ -142,6 +142,8 @@ class TaskState:
     interrupts: tuple[Interrupt, ...] = ()
     result: dict[str, Any] | None = None
     states: tuple[StateSnapshot, ...] = ()
+    #: ``repr`` of the exception its last attempt failed with (None once it finished)
+    error: str | None = None
 
     @property
     def state(self) -> StateSnapshot | None:
