@@ -10,8 +10,8 @@ import pytest
 from graphkit import LogState, chain, logger
 from pydantic import BaseModel
 
-from tinyagents.errors import ConfigurationError, GraphValidationError
-from tinyagents.graph import END, START, StateGraph, add_messages, union
+from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
+from tinyagents.graph import END, START, RemainingSteps, StateGraph, add_messages, union
 from tinyagents.graph.reducers import Append, Binary, Extreme, Messages, Overwrite, Union
 
 
@@ -197,3 +197,23 @@ async def test_a_conditional_entry_point_routes_from_start() -> None:
     compiled = graph.set_finish_point("a").set_finish_point("b").compile()
     assert (await compiled.run({"log": []})).state == {"log": ["a"]}
     assert (await compiled.run({"log": ["x"]})).state == {"log": ["x", "b"]}
+
+
+class ManagedModel(BaseModel):
+    log: Annotated[list[str], operator.add] = []
+    remaining_steps: RemainingSteps = 0
+
+
+async def test_managed_values_in_a_pydantic_state_are_read_not_written() -> None:
+    seen: list[int] = []
+
+    def work(state: ManagedModel) -> dict[str, Any]:
+        seen.append(state.remaining_steps)
+        return {"log": ["w"]}
+
+    graph = StateGraph(ManagedModel).add_node("work", work).add_edge(START, "work")
+    graph.add_conditional_edges("work", lambda s: END if s.remaining_steps <= 3 else "work")
+    result = await graph.compile().run({"log": []}, recursion_limit=6)
+    assert seen == [5, 4, 3] and result.state == {"log": ["w", "w", "w"]}
+    with pytest.raises(InvalidUpdateError, match="remaining_steps"):
+        await graph.compile().run({"remaining_steps": 99})

@@ -39,7 +39,9 @@ from tinyagents.graph import (
     END,
     START,
     Command,
+    IsLastStep,
     NodeContext,
+    RemainingSteps,
     Send,
     StateGraph,
     add_messages,
@@ -277,29 +279,54 @@ async def test_input_and_output_schemas(checkpointer: Checkpointer) -> None:
 class Budget(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
     remaining_steps: lg_managed.RemainingSteps
+    is_last_step: lg_managed.IsLastStep
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no managed values: a RemainingSteps field is never filled in ours (the node's "
-    "state['remaining_steps'] is a KeyError); LangGraph fills it with recursion_limit - step",
-)
-async def test_remaining_steps_managed_value(checkpointer: Checkpointer) -> None:
-    # LangGraph: test_managed_values / the create_react_agent guard "stop before the limit"
-    def build(g: Any) -> Any:
-        graph = g.StateGraph(Budget).add_node("work", logger("work"))
-        graph.add_edge(g.START, "work")
-        graph.add_conditional_edges(
-            "work", lambda s: g.END if s["remaining_steps"] <= 2 else "work"
-        )
-        return graph
+class OurBudget(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    remaining_steps: RemainingSteps
+    is_last_step: IsLastStep
 
-    ours, theirs = pair(build, checkpointer)
-    out = await theirs.ainvoke({"log": []}, {**cfg(), "recursion_limit": 5})
-    assert out == {"log": ["work"] * 3}
-    result = await ours.run({"log": []}, thread_id="1", recursion_limit=5)
-    assert result.status == "completed", result.error
-    assert result.state == out
+
+def budget_graph(g: Any, seen: list[tuple[str, int, bool]], stop_at: int) -> Any:
+    schema = Budget if g is THEIRS else OurBudget
+
+    def work(state: Any) -> dict[str, Any]:
+        seen.append(("node", state["remaining_steps"], state["is_last_step"]))
+        return {"log": ["work"]}
+
+    def route(state: Any) -> str:
+        seen.append(("router", state["remaining_steps"], state["is_last_step"]))
+        return g.END if state["remaining_steps"] <= stop_at else "work"
+
+    graph = g.StateGraph(schema).add_node("work", work).add_edge(g.START, "work")
+    return graph.add_conditional_edges("work", route)
+
+
+@pytest.mark.parametrize(("limit", "stop_at"), [(5, 2), (4, -1)])
+async def test_remaining_steps_and_is_last_step(
+    checkpointer: Checkpointer, limit: int, stop_at: int
+) -> None:
+    # LangGraph: test_managed_values / the create_react_agent guard "stop before the limit";
+    # ours had no managed values (state["remaining_steps"] was a KeyError)
+    ours_seen: list[tuple[str, int, bool]] = []
+    theirs_seen: list[tuple[str, int, bool]] = []
+    theirs = budget_graph(THEIRS, theirs_seen, stop_at).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
+    ours = budget_graph(OURS, ours_seen, stop_at).compile(checkpointer=checkpointer)
+    try:
+        out: Any = await theirs.ainvoke({"log": []}, {**cfg(), "recursion_limit": limit})
+    except lg_errors.GraphRecursionError:
+        out = None
+    result = await ours.run({"log": []}, thread_id="1", recursion_limit=limit)
+    assert ours_seen == theirs_seen
+    if out is None:
+        assert isinstance(result.error, GraphRecursionError)
+    else:
+        assert result.status == "completed", result.error
+        assert result.state == out == {"log": ["work"] * 3}  # managed values are not output
+    assert "remaining_steps" not in (await ours.get_state("1")).values
 
 
 # -- builder shortcuts ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import add_messages, append, overwrite, union
+from tinyagents.graph.state import IsLastStep, RemainingSteps
 from tinyagents.graph.types import (
     END,
     START,
@@ -44,7 +45,9 @@ __all__ = [
     "GraphResult",
     "GraphStatus",
     "Interrupt",
+    "IsLastStep",
     "NodeContext",
+    "RemainingSteps",
     "RetryPolicy",
     "Send",
     "StateGraph",

@@ -380,6 +380,8 @@ class GraphRun:
                 "supersteps without finishing; raise recursion_limit or add an exit to the loop"
             )
         self.steps += 1
+        if self.graph.schema.managed:
+            self._view = None  # a new step: new managed values
 
     def plan(self) -> list[Task]:
         """The tasks of the next superstep (``plan_tasks``), with the answers a sub-graph's
@@ -506,7 +508,7 @@ class GraphRun:
         else:
             writes = [w for t in tasks for w in t.writes or ()]
         delta = graph.apply_writes(head.values, writes) if writes else {}
-        if graph.schema.kind != "dict" or self.checkpointer is not None:
+        if graph.schema.kind != "dict" or self.checkpointer is not None or graph.schema.managed:
             # instances, and the copies a saving run hands out, are rebuilt per step; a
             # dict view of a run that saves nothing is a live proxy
             self._view = None
@@ -551,8 +553,20 @@ class GraphRun:
             values = self.head.values
             if self.checkpointer is not None:
                 values = {k: detach(v) for k, v in values.items()}
+            managed = self.graph.schema.managed
+            if managed:
+                values = {**values, **self._managed_values(managed)}
             self._view = self.graph.schema.view(values)
         return self._view
+
+    def _managed_values(self, managed: dict[str, str]) -> dict[str, Any]:
+        """The managed fields' values this step (``state.RemainingSteps``, ``IsLastStep``),
+        counted as LangGraph counts them: the steps left under the recursion limit."""
+        remaining = self.recursion_limit - max(self.steps, 1)
+        return {
+            name: remaining if kind == "remaining_steps" else remaining == 1
+            for name, kind in managed.items()
+        }
 
     def adopt(self, staged: Head) -> None:
         """Continue from ``staged``, a changed and saved copy of the head (``Head.staged``:

@@ -49,6 +49,26 @@ class Channel:
             return value
 
 
+class Managed:
+    """Marks a state field the run fills in for each step (LangGraph's managed values): it is
+    no channel, nothing writes or saves it, and nodes and their routers read it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Managed({self.name!r})"
+
+
+#: Steps this run may still take, counting the current one (``recursion_limit`` minus the
+#: steps it took before this one, minus one): ``remaining_steps: RemainingSteps``.
+RemainingSteps = Annotated[int, Managed("remaining_steps")]
+#: True in the step before the last one the recursion limit allows, as LangGraph's.
+IsLastStep = Annotated[bool, Managed("is_last_step")]
+
+
 @dataclass(slots=True, kw_only=True)
 class StateSchema:
     """The channels of a state class and how nodes see its values."""
@@ -56,6 +76,8 @@ class StateSchema:
     cls: Any
     kind: str  # "dict" | "dataclass" | "pydantic"
     channels: dict[str, Channel] = field(default_factory=dict)
+    #: managed fields: name -> "remaining_steps" or "is_last_step"
+    managed: dict[str, str] = field(default_factory=dict)
 
     def initial(self) -> dict[str, Any]:
         """Channel values of a fresh thread: the schema's defaults."""
@@ -117,7 +139,11 @@ class StateSchema:
         if isinstance(data, BaseModel):
             return {k: getattr(data, k) for k in data.model_fields_set if k in self.channels}
         if dataclasses.is_dataclass(data) and not isinstance(data, type):
-            return {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+            return {
+                f.name: getattr(data, f.name)
+                for f in dataclasses.fields(data)
+                if f.name not in self.managed
+            }
         if not isinstance(data, Mapping):
             raise InvalidUpdateError(
                 f"graph input must be a mapping, a {self.cls.__name__} or a Command, "
@@ -138,6 +164,14 @@ class StateSchema:
             except ValidationError as exc:
                 raise InvalidUpdateError(f"invalid {what} for {key!r}: {exc}") from None
         return writes
+
+
+def _managed(annotation: Any) -> str | None:
+    if get_origin(annotation) is Annotated:
+        for extra in get_args(annotation)[1:]:
+            if isinstance(extra, Managed):
+                return extra.name
+    return None
 
 
 def _split(annotation: Any) -> tuple[Any, Any]:
@@ -189,6 +223,10 @@ def read_schema(cls: Any) -> StateSchema:
         if name.startswith("_") or get_origin(annotation) is typing.ClassVar:
             continue
         if kind == "pydantic" and name not in cls.model_fields:
+            continue
+        managed = _managed(annotation)
+        if managed is not None:
+            schema.managed[name] = managed
             continue
         base, fn = _split(annotation)
         reducer = Overwrite() if fn is None else resolve(fn, base)
