@@ -13,52 +13,25 @@ are our own), a comment says so and the test compares what the two have in commo
 from __future__ import annotations
 
 import operator
-import os
 from types import SimpleNamespace
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langgraph_kit import (
+    OURS,
+    THEIRS,
+    abc_graph,
+    cfg,
+    lg_errors,
+    lg_memory,
+    pair,
+    shape,
+    values,
+)
 
 from tinyagents.errors import GraphRecursionError, InvalidUpdateError
-from tinyagents.graph import END, START, Command, Send, StateGraph, add_messages, interrupt
+from tinyagents.graph import Command, add_messages
 from tinyagents.store.checkpoint import Checkpointer
-
-if os.environ.get("CI") == "true":  # never skipped in CI: the dev extra installs LangGraph
-    import langgraph.graph  # noqa: F401
-
-lg_graph = pytest.importorskip("langgraph.graph")
-lg_types = pytest.importorskip("langgraph.types")
-lg_errors = pytest.importorskip("langgraph.errors")
-lg_memory = pytest.importorskip("langgraph.checkpoint.memory")
-
-OURS = SimpleNamespace(
-    StateGraph=StateGraph, START=START, END=END, Command=Command, Send=Send, interrupt=interrupt
-)
-THEIRS = SimpleNamespace(
-    StateGraph=lg_graph.StateGraph,
-    START=lg_graph.START,
-    END=lg_graph.END,
-    Command=lg_types.Command,
-    Send=lg_types.Send,
-    interrupt=lg_types.interrupt,
-)
-
-
-def pair(build: Any, checkpointer: Checkpointer | None, **compile_kw: Any) -> tuple[Any, Any]:
-    """``build(g)`` compiled on both libraries: (ours, LangGraph's)."""
-    ours = build(OURS).compile(checkpointer=checkpointer, **compile_kw)
-    saver = lg_memory.InMemorySaver() if checkpointer is not None else None
-    theirs = build(THEIRS).compile(checkpointer=saver, **compile_kw)
-    return ours, theirs
-
-
-def cfg(thread_id: str = "1", **configurable: Any) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, **configurable}}
-
-
-def values(out: dict[str, Any]) -> dict[str, Any]:
-    """LangGraph's ``ainvoke`` output without the ``__interrupt__`` key it adds."""
-    return {k: v for k, v in out.items() if not k.startswith("__")}
 
 
 def sorted_add(x: list[str], y: list[str]) -> list[str]:
@@ -604,19 +577,6 @@ async def test_interrupt_after_stops_after_the_step(checkpointer: Checkpointer) 
 # -- history, replay, fork ---------------------------------------------------------------------
 
 
-def abc_graph(g: Any, calls: list[str]) -> Any:
-    graph = g.StateGraph(Goto)
-    for name in ("a", "b", "c"):
-
-        def node(state: Any, name: str = name) -> dict[str, Any]:
-            calls.append(name)
-            return {"log": [name]}
-
-        graph.add_node(name, node)
-    graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", "c")
-    return graph.add_edge("c", g.END)
-
-
 async def test_history_is_newest_first_with_next_and_values(checkpointer: Checkpointer) -> None:
     # LangGraph: test_state_graph_history / aget_state_history ordering
     ours = abc_graph(OURS, []).compile(checkpointer=checkpointer)
@@ -774,11 +734,6 @@ async def test_subgraph_interrupt_and_state(checkpointer: Checkpointer) -> None:
     assert result.state == {"log": ["outer_one", "inner_one", "inner_two ok secret", "outer_two"]}
 
 
-def stream_shape(ns: tuple[str, ...]) -> tuple[str, ...]:
-    """A namespace without its task ids (they are each library's own): node names only."""
-    return tuple(part.split(":")[0] for part in ns)
-
-
 async def test_stream_with_subgraphs_leads_items_by_namespace(
     checkpointer: Checkpointer,
 ) -> None:
@@ -793,13 +748,13 @@ async def test_stream_with_subgraphs_leads_items_by_namespace(
     ours, theirs = pair(build, checkpointer)
     for mode in ("updates", "values"):
         theirs_items = [
-            (stream_shape(ns), payload)
+            (shape(ns), payload)
             async for ns, payload in theirs.astream(
                 {"log": []}, cfg(mode), stream_mode=mode, subgraphs=True
             )
         ]
         ours_items = [
-            (stream_shape(ns), payload)
+            (shape(ns), payload)
             async for ns, payload in ours.stream(
                 {"log": []}, thread_id=mode, mode=mode, subgraphs=True
             )

@@ -22,11 +22,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import operator
-import os
-from types import SimpleNamespace
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from graphkit import logger
+from langgraph_kit import (
+    OURS,
+    THEIRS,
+    Log,
+    abc_graph,
+    cfg,
+    lg_errors,
+    lg_managed,
+    lg_memory,
+    lg_message,
+    pair,
+    shape,
+    values,
+)
 from pydantic import BaseModel
 
 from tinyagents.errors import (
@@ -36,72 +49,13 @@ from tinyagents.errors import (
     InvalidUpdateError,
 )
 from tinyagents.graph import (
-    END,
-    START,
     Command,
     IsLastStep,
     NodeContext,
     RemainingSteps,
-    Send,
-    StateGraph,
     add_messages,
-    interrupt,
 )
 from tinyagents.store.checkpoint import Checkpointer
-
-if os.environ.get("CI") == "true":  # never skipped in CI: the dev extra installs LangGraph
-    import langgraph.graph  # noqa: F401
-
-lg_graph = pytest.importorskip("langgraph.graph")
-lg_types = pytest.importorskip("langgraph.types")
-lg_errors = pytest.importorskip("langgraph.errors")
-lg_memory = pytest.importorskip("langgraph.checkpoint.memory")
-lg_message = pytest.importorskip("langgraph.graph.message")
-lg_managed = pytest.importorskip("langgraph.managed")
-
-OURS = SimpleNamespace(
-    StateGraph=StateGraph, START=START, END=END, Command=Command, Send=Send, interrupt=interrupt
-)
-THEIRS = SimpleNamespace(
-    StateGraph=lg_graph.StateGraph,
-    START=lg_graph.START,
-    END=lg_graph.END,
-    Command=lg_types.Command,
-    Send=lg_types.Send,
-    interrupt=lg_types.interrupt,
-)
-
-
-def pair(build: Any, checkpointer: Checkpointer | None, **compile_kw: Any) -> tuple[Any, Any]:
-    """``build(g)`` compiled on both libraries: (ours, LangGraph's)."""
-    ours = build(OURS).compile(checkpointer=checkpointer, **compile_kw)
-    saver = lg_memory.InMemorySaver() if checkpointer is not None else None
-    theirs = build(THEIRS).compile(checkpointer=saver, **compile_kw)
-    return ours, theirs
-
-
-def cfg(thread_id: str = "1", **configurable: Any) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, **configurable}}
-
-
-def values(out: dict[str, Any]) -> dict[str, Any]:
-    """LangGraph's ``ainvoke`` output without the ``__interrupt__`` key it adds."""
-    return {k: v for k, v in out.items() if not k.startswith("__")}
-
-
-def shape(ns: tuple[str, ...] | str) -> tuple[str, ...]:
-    """A namespace without its task ids (each library has its own): node names only."""
-    parts = ns.split("|") if isinstance(ns, str) else ns
-    return tuple(part.split(":")[0] for part in parts if part)
-
-
-class Log(TypedDict, total=False):
-    log: Annotated[list[str], operator.add]
-
-
-def logger(name: str) -> Any:
-    return lambda state: {"log": [name]}
-
 
 # -- state schemas: pydantic models and dataclasses -----------------------------------------
 
@@ -737,19 +691,6 @@ async def test_recursion_error_is_a_recursion_error() -> None:
 
 
 # -- update_state(as_node=...) and checkpoint metadata ---------------------------------------
-
-
-def abc_graph(g: Any, calls: list[str]) -> Any:
-    graph = g.StateGraph(Log)
-    for name in ("a", "b", "c"):
-
-        def node(state: Any, name: str = name) -> dict[str, Any]:
-            calls.append(name)
-            return {"log": [name]}
-
-        graph.add_node(name, node)
-    graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", "c")
-    return graph.add_edge("c", g.END)
 
 
 async def test_update_state_as_node_on_a_finished_thread_then_continue(

@@ -562,6 +562,8 @@ class GraphRun:
     def _managed_values(self, managed: dict[str, str]) -> dict[str, Any]:
         """The managed fields' values this step (``state.RemainingSteps``, ``IsLastStep``),
         counted as LangGraph counts them: the steps left under the recursion limit."""
+        # the current step counts (``_count_step`` ran); a view made before any step was
+        # counted reads as the first step's
         remaining = self.recursion_limit - max(self.steps, 1)
         return {
             name: remaining if kind == "remaining_steps" else remaining == 1

@@ -120,10 +120,10 @@ class _CommandPart(BaseModel):
     # The classmethods that build a target or actor go through ``_build``.
 
 
-P = TypeVar("P", bound=_CommandPart)
+_Part = TypeVar("_Part", bound=_CommandPart)
 
 
-def _build(model: type[P], **fields: Any) -> P:
+def _build(model: type[_Part], **fields: Any) -> _Part:
     """``model(**fields)``, raising ``InvalidCommandError`` for what is invalid."""
     try:
         return model(**fields)
