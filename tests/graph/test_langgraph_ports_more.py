@@ -283,6 +283,69 @@ async def test_remaining_steps_and_is_last_step(
     assert "remaining_steps" not in (await ours.get_state("1")).values
 
 
+def start_routed(g: Any, seen: list[tuple[str, int, bool]], entry: str) -> Any:
+    """START -(router)-> work → END, the router and the node noting the managed values."""
+    schema = Budget if g is THEIRS else OurBudget
+
+    def work(state: Any) -> dict[str, Any]:
+        seen.append(("node", state["remaining_steps"], state["is_last_step"]))
+        return {"log": ["work"]}
+
+    def route(state: Any) -> str:
+        seen.append(("start", state["remaining_steps"], state["is_last_step"]))
+        return "work"
+
+    graph = g.StateGraph(schema).add_node("work", work).add_edge("work", g.END)
+    if entry == "set_conditional_entry_point":
+        return graph.set_conditional_entry_point(route)
+    return graph.add_conditional_edges(g.START, route)
+
+
+@pytest.mark.parametrize("entry", ["add_conditional_edges", "set_conditional_entry_point"])
+@pytest.mark.parametrize("limit", [1, 2, 25])
+async def test_a_start_router_sees_the_managed_values(
+    checkpointer: Checkpointer, entry: str, limit: int
+) -> None:
+    # LangGraph runs a START router before the first step, with the whole limit to go
+    # (limit 1: remaining_steps 1, is_last_step True); ours gave it no managed values
+    # (state["remaining_steps"] was a KeyError), as the second input on a thread
+    ours_seen: list[tuple[str, int, bool]] = []
+    theirs_seen: list[tuple[str, int, bool]] = []
+    theirs = start_routed(THEIRS, theirs_seen, entry).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
+    ours = start_routed(OURS, ours_seen, entry).compile(checkpointer=checkpointer)
+    for _ in range(2):  # a new input on the thread routes from START again
+        try:
+            await theirs.ainvoke({"log": []}, {**cfg(), "recursion_limit": limit})
+        except lg_errors.GraphRecursionError:
+            pass
+        await ours.run({"log": []}, thread_id="1", recursion_limit=limit)
+    assert ours_seen == theirs_seen
+    assert ours_seen[0] == ("start", limit, limit == 1)
+
+
+async def test_a_start_router_of_a_sub_graph_sees_the_managed_values(
+    checkpointer: Checkpointer,
+) -> None:
+    # a sub-graph starts counting its own steps: its START router sees the whole limit
+    ours_seen: list[tuple[str, int, bool]] = []
+    theirs_seen: list[tuple[str, int, bool]] = []
+
+    def build(g: Any, seen: list[tuple[str, int, bool]]) -> Any:
+        schema = Budget if g is THEIRS else OurBudget
+        inner = start_routed(g, seen, "add_conditional_edges").compile()
+        graph = g.StateGraph(schema).add_node("pre", logger("pre")).add_node("sub", inner)
+        return graph.add_edge(g.START, "pre").add_edge("pre", "sub").add_edge("sub", g.END)
+
+    theirs = build(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = build(OURS, ours_seen).compile(checkpointer=checkpointer)
+    await theirs.ainvoke({"log": []}, {**cfg(), "recursion_limit": 10})
+    result = await ours.run({"log": []}, thread_id="1", recursion_limit=10)
+    assert result.status == "completed", result.error
+    assert ours_seen == theirs_seen == [("start", 10, False), ("node", 9, False)]
+
+
 # -- builder shortcuts ------------------------------------------------------------------------
 
 
@@ -749,6 +812,37 @@ async def test_update_state_as_node_routes_through_its_router(checkpointer: Chec
     out = await theirs.ainvoke(None, cfg())
     result = await ours.run(None, thread_id="1")
     assert result.state == out == {"items": ["p", "q"], "log": ["plan", "work p", "work q"]}
+
+
+@pytest.mark.parametrize("as_node", ["START", "last"])
+async def test_update_state_as_node_gives_its_router_the_managed_values(
+    checkpointer: Checkpointer, as_node: str
+) -> None:
+    # an update is no step of a run: LangGraph's routers see remaining_steps 2 and
+    # is_last_step False for it, whatever the limit; ours gave them no managed values (the
+    # update was refused with the router's KeyError)
+    ours_seen: list[tuple[str, int, bool]] = []
+    theirs_seen: list[tuple[str, int, bool]] = []
+
+    def build(g: Any, seen: list[tuple[str, int, bool]]) -> Any:
+        graph = start_routed(g, seen, "add_conditional_edges")
+
+        def done(state: Any) -> str:
+            seen.append(("done", state["remaining_steps"], state["is_last_step"]))
+            return g.END
+
+        return graph.add_node("last", logger("last")).add_conditional_edges("last", done)
+
+    theirs = build(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = build(OURS, ours_seen).compile(checkpointer=checkpointer)
+    node = (OURS.START, THEIRS.START) if as_node == "START" else (as_node, as_node)
+    await theirs.ainvoke({"log": []}, {**cfg(), "recursion_limit": 5})
+    await ours.run({"log": []}, thread_id="1", recursion_limit=5)
+    await theirs.aupdate_state(cfg(), {"log": ["u"]}, as_node=node[1])
+    await ours.update_state("1", {"log": ["u"]}, as_node=node[0])
+    assert ours_seen == theirs_seen
+    assert ours_seen[-1][1:] == (2, False)
+    assert (await ours.get_state("1")).next == (await theirs.aget_state(cfg())).next
 
 
 async def test_checkpoint_step_and_source(checkpointer: Checkpointer) -> None:

@@ -211,6 +211,8 @@ class StateGraph:
                 f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
                 f"has {sorted(self.nodes)}"
             )
+        if recursion_limit < 1:
+            raise ConfigurationError(f"recursion_limit must be at least 1, got {recursion_limit}")
         if task_cancel_policy not in ("skip", "fail_run"):
             raise ConfigurationError("task_cancel_policy must be 'skip' or 'fail_run'")
         if redirect_conflict not in ("first_accepted", "highest_priority", "error"):

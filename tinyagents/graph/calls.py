@@ -37,18 +37,18 @@ async def prepare(
         # the calling run saves nothing: neither does the call (interrupt() is an error)
         if input is None:
             raise GraphError(f"sub-graph {graph.name!r} needs an input to start")
+        limit = graph.limit(recursion_limit)
         head = Head.fresh(graph, "", "", None, saved=False)
-        await graph.start_input(head, input, None)
-        limit = recursion_limit or graph.recursion_limit
+        await graph.start_input(head, input, None, limit)
         return GraphRun(graph, head, checkpointer=None, recursion_limit=limit, nested=True)
     caller: GraphRun = scope.run
+    if recursion_limit is not None:
+        graph.limit(recursion_limit)  # a bad one is refused before anything is recorded
     task, index = scope.task, scope.calls
     scope.calls += 1
     segment = f"{task.node}:{task.id}" if index == 0 else f"{task.node}:{task.id}#{index}"
     caller.graph.called[(task.node, index)] = graph
-    child, _ = await caller.child_run(graph, task, caller.child_ns(segment), input)
-    if recursion_limit is not None:
-        child.recursion_limit = recursion_limit
+    child, _ = await caller.child_run(graph, task, caller.child_ns(segment), input, recursion_limit)
     return child
 
 

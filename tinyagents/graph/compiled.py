@@ -13,7 +13,7 @@ from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
-from tinyagents.graph.session import GraphSession
+from tinyagents.graph.session import GraphSession, check_id
 from tinyagents.graph.stream import GraphStream, follow, read
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
 
@@ -115,6 +115,8 @@ class CompiledGraph(GraphCore):
         if caller is not None and thread_id is None and runtime is None and checkpoint_id is None:
             return calls.stream(self, caller, input, sink, recursion_limit)
         if runtime is not None:
+            if thread_id is not None:  # here, not when the stream is first read
+                check_id(thread_id, "thread_id")
             return self._stream_managed(
                 sink, input, runtime, thread_id, checkpoint_id, recursion_limit
             )

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from tinyagents.errors import GraphError, InterruptError
 from tinyagents.graph.checkpointing import Head, Planned, encode, new_frontier_id, save
 from tinyagents.graph.reducers import MISSING, Overwrite, detach
-from tinyagents.graph.state import StateSchema
+from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send
 from tinyagents.store.checkpoint.base import WriteRecord
 
@@ -140,19 +140,39 @@ class GraphCore:
             if node not in self.branches and node not in self.joins_from
         }
 
-    async def start_input(self, head: Head, data: Any, cp: Checkpointer | None) -> None:
+    def limit(self, recursion_limit: int | None) -> int:
+        """A run's step limit: ``recursion_limit`` when given (at least 1), else the graph's."""
+        if recursion_limit is None:
+            return self.recursion_limit
+        if recursion_limit < 1:  # LangGraph's ValueError; 0 used to mean the default
+            raise ValueError(f"recursion_limit must be at least 1, got {recursion_limit}")
+        return recursion_limit
+
+    async def start_input(
+        self, head: Head, data: Any, cp: Checkpointer | None, recursion_limit: int
+    ) -> None:
         """Apply run input to ``head``: writes through the reducers, frontier from START."""
         writes = self.schema.coerce_input(data)
         delta = self.apply_writes(head.values, list(writes.items()))
         frontier = self.simple_next.get(START)
         if frontier is None:
-            frontier = await self.route([(START, [])], head.values, head.barriers)
+            # a router on START runs before the first step: as LangGraph's, it sees the
+            # whole limit still to go
+            view = self.router_view(head.values, recursion_limit)
+            frontier = await self.route([(START, [])], head.values, head.barriers, view)
         head.frontier = frontier
         head.step += 1
         head.records = {}
         if cp is not None:
             head.frontier_id = new_frontier_id()
             await save(cp, head, delta=delta if head.seq >= 0 else None, source="input")
+
+    def router_view(self, values: dict[str, Any], remaining: int) -> Callable[[], Any]:
+        """The state a router outside a step sees (``route``'s ``view``), with ``remaining``
+        steps to go for its managed values (``state.RemainingSteps``, ``IsLastStep``)."""
+        if self.schema.managed:
+            values = {**values, **managed_values(self.schema.managed, remaining)}
+        return lambda: self.schema.view(values)
 
     def apply_writes(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """Apply writes (in order) through the reducers; return the per-channel deltas."""

@@ -38,6 +38,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.reducers import MISSING, detach
+from tinyagents.graph.state import managed_values
 from tinyagents.graph.tasks import (
     Task,
     Writes,
@@ -564,11 +565,7 @@ class GraphRun:
         counted as LangGraph counts them: the steps left under the recursion limit."""
         # the current step counts (``_count_step`` ran); a view made before any step was
         # counted reads as the first step's
-        remaining = self.recursion_limit - max(self.steps, 1)
-        return {
-            name: remaining if kind == "remaining_steps" else remaining == 1
-            for name, kind in managed.items()
-        }
+        return managed_values(managed, self.recursion_limit - max(self.steps, 1))
 
     def adopt(self, staged: Head) -> None:
         """Continue from ``staged``, a changed and saved copy of the head (``Head.staged``:
@@ -611,24 +608,31 @@ class GraphRun:
         return f"{self.head.ns}|{segment}" if self.head.ns else segment
 
     async def child_run(
-        self, child_graph: GraphCore, task: Task, ns: str, data: Any
+        self,
+        child_graph: GraphCore,
+        task: Task,
+        ns: str,
+        data: Any,
+        recursion_limit: int | None = None,
     ) -> tuple[GraphRun, bool]:
         """The run of ``child_graph`` for ``task`` in namespace ``ns`` of this thread, with
-        this run's checkpointer, limits and answers: it continues the namespace's head (a
-        resumed task) or starts from ``data``. Also says whether it started afresh."""
+        this run's checkpointer, limits (or ``recursion_limit``) and answers: it continues
+        the namespace's head (a resumed task) or starts from ``data``. Also says whether it
+        started afresh."""
         cp, thread_id = self.checkpointer, self.head.thread_id
+        limit = self.recursion_limit if recursion_limit is None else recursion_limit
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
         fresh = head is None
         if head is None:
             head = Head.fresh(child_graph, thread_id, ns, self.head.lineage, saved=cp is not None)
             if data is None:
                 raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
-            await child_graph.start_input(head, data, cp)
+            await child_graph.start_input(head, data, cp, limit)
         child = GraphRun(
             child_graph,
             head,
             checkpointer=cp,
-            recursion_limit=self.recursion_limit,
+            recursion_limit=limit,
             parent=self,
             inherited_resume=task.resume,
             runtime=self.runtime,

@@ -48,7 +48,11 @@ class GraphSession:
     def __init__(self, graph: GraphCore, thread_id: str | None) -> None:
         self.graph = graph
         self.cp = graph.checkpointer
-        self.thread_id = thread_id or (_clock.new_id("th") if self.cp is not None else "")
+        if thread_id is None:  # a new thread (a run that saves nothing has none)
+            thread_id = _clock.new_id("th") if self.cp is not None else ""
+        else:
+            check_id(thread_id, "thread_id", " (leave it out to start a new thread)")
+        self.thread_id = thread_id
         self.owner: str | None = None
         #: a runtime run writing this thread: recorded in every checkpoint it saves
         self.run_id: str | None = None
@@ -93,6 +97,7 @@ class GraphSession:
         """The run that continues this thread after applying ``input``: the one entry of
         every run (``run``, ``stream``, ``iter``, and a runtime's ``start_graph``)."""
         graph = self.graph
+        limit = graph.limit(recursion_limit)  # before anything is saved
         self.run_id = run_kwargs.get("run_id")
         head = await self.load() if self.cp is not None else None
         if checkpoint_id is not None:
@@ -109,12 +114,12 @@ class GraphSession:
                 )
         else:
             head = head or self.fresh()
-            await graph.start_input(head, input, self.cp)
+            await graph.start_input(head, input, self.cp, limit)
         return GraphRun(
             graph,
             head,
             checkpointer=self.cp,
-            recursion_limit=recursion_limit or graph.recursion_limit,
+            recursion_limit=limit,
             owner=self.owner,
             **run_kwargs,
         )
@@ -236,6 +241,19 @@ async def update_state(
     return staged
 
 
+def check_id(value: object, name: str, hint: str = "") -> str:
+    """``value``, an id the caller gave; a blank or non-string one is refused, never read as
+    "no id" (a blank ``thread_id`` used to start a fresh thread under a random id)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-blank string, got {value!r}{hint}")
+    return value
+
+
+#: ``remaining_steps`` as a router of ``update_state(as_node=...)`` sees it (LangGraph's
+#: value there, whatever the recursion limit)
+UPDATE_REMAINING_STEPS = 2
+
+
 def check_as_node(graph: GraphCore, as_node: str | None) -> None:
     if as_node is not None and as_node not in (START, END) and as_node not in graph.nodes:
         raise GraphError(
@@ -274,8 +292,12 @@ async def stage_update(
         staged.frontier_id = new_frontier_id()
         staged.records = {}
     elif as_node is not None:
+        # an update is no step of a run: its router sees what LangGraph's sees then
+        view = graph.router_view(staged.values, UPDATE_REMAINING_STEPS)
         try:
-            staged.frontier = await graph.route([(as_node, [])], staged.values, staged.barriers)
+            staged.frontier = await graph.route(
+                [(as_node, [])], staged.values, staged.barriers, view
+            )
         except TinyAgentsError:
             raise
         except Exception as exc:

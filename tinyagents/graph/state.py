@@ -69,6 +69,14 @@ RemainingSteps = Annotated[int, Managed("remaining_steps")]
 IsLastStep = Annotated[bool, Managed("is_last_step")]
 
 
+def managed_values(managed: dict[str, str], remaining: int) -> dict[str, Any]:
+    """The values of the ``managed`` fields (name -> kind) with ``remaining`` steps to go."""
+    return {
+        name: remaining if kind == "remaining_steps" else remaining == 1
+        for name, kind in managed.items()
+    }
+
+
 @dataclass(slots=True, kw_only=True)
 class StateSchema:
     """The channels of a state class and how nodes see its values."""

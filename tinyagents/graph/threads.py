@@ -15,7 +15,7 @@ from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph.checkpointing import load_head, new_frontier_id, save
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun
-from tinyagents.graph.session import GraphSession, carry_interrupts
+from tinyagents.graph.session import GraphSession, carry_interrupts, check_id
 from tinyagents.graph.tasks import Task
 from tinyagents.graph.types import CheckpointInfo, StateSnapshot, TaskState
 
@@ -39,10 +39,11 @@ async def get_state(
     """The thread's values, next nodes, tasks and pending interrupts (at the head by
     default); with ``subgraphs`` each task carries the states of the sub-graphs it ran."""
     cp = require_checkpointer(graph, "get_state")
+    check_id(thread_id, "thread_id")
     snap = await _snapshot(graph, cp, thread_id, "", checkpoint_id, subgraphs)
     if snap is None:
         if checkpoint_id is not None:
-            raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id}")
+            raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
         return StateSnapshot(
             values={}, next=(), checkpoint_id=None, parent_id=None, step=-1, source="none"
         )
@@ -148,6 +149,7 @@ async def history(
 ) -> list[CheckpointInfo]:
     """The thread's checkpoints, newest first (of a sub-graph's namespace with ``ns``)."""
     cp = require_checkpointer(graph, "history")
+    check_id(thread_id, "thread_id")
     return [
         CheckpointInfo(
             checkpoint_id=r.checkpoint_id,
@@ -175,6 +177,7 @@ async def update_state(
 ) -> str:
     """Apply ``update`` through the reducers as its own checkpoint (holding the thread's
     lease), to the state at ``checkpoint_id`` when given; return its id."""
+    check_id(thread_id, "thread_id")  # a session without one would start a new thread
     async with GraphSession(graph, thread_id) as session:
         return await session.update_state(update, as_node, checkpoint_id)
 
@@ -184,13 +187,18 @@ async def fork(
 ) -> str:
     """Copy the thread as it was at ``checkpoint_id`` into a new thread; return its id."""
     cp = require_checkpointer(graph, "fork")
+    check_id(thread_id, "thread_id")
+    if new_thread_id is not None:
+        check_id(new_thread_id, "new_thread_id", " (leave it out for a new id)")
     head = await load_head(graph, cp, thread_id, "", checkpoint_id)
     if head is None:
-        raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id}")
+        raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
     if new_thread_id is not None and await cp.latest(new_thread_id) is not None:
         raise GraphError(f"cannot fork into thread {new_thread_id!r}: it exists already")
     paused = carry_interrupts(head)
-    new_thread = new_thread_id or f"{thread_id}~{_clock.new_id('fork')}"
+    new_thread = new_thread_id
+    if new_thread is None:
+        new_thread = f"{thread_id}~{_clock.new_id('fork')}"
     head.thread_id = new_thread
     head.run_id = None  # the fork is a new execution: its first run gets a new run id
     head.seq, head.checkpoint_id = -1, None
