@@ -161,6 +161,17 @@ class Problem(Exception):
 
 NOT_FOUND = "run not found"
 
+#: The longest token read (64 KiB; a token is URL-safe base64, so characters are bytes): a
+#: minted token is a few hundred bytes and each attenuation block adds about as much, so
+#: only a token no server of ours signed gets near it. A longer one is refused before it is
+#: parsed, with the 401 every other bad token gets, not 431: to a client it is a credential
+#: the server will not take, and a 401 sends it down the one path it has for that (mint or
+#: fetch another token). The transport admits a request head up to
+#: ``serve.MAX_REQUEST_HEAD_BYTES`` (256 KiB), so a token just past this bound still
+#: reaches the app and gets this JSON answer; only a head past that bound is refused by
+#: uvicorn itself (a plain-text 400, or a reset connection).
+MAX_TOKEN_BYTES = 64 * 1024
+
 
 def not_found() -> Problem:
     """The one answer for a run the caller may not see: unknown, another tenant's, or
@@ -185,6 +196,12 @@ class OperatorApi:
             raise Problem(
                 401,
                 "no token: send 'Authorization: Bearer <token>' (tinyagents token mint)",
+            )
+        if len(token) > MAX_TOKEN_BYTES:
+            raise Problem(
+                401,
+                f"the token is longer than the {MAX_TOKEN_BYTES} bytes this server reads, so "
+                "it is none of this server's tokens (mint one with `tinyagents token mint`)",
             )
         try:
             return self.auth.authenticate(token)

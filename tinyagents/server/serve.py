@@ -44,11 +44,21 @@ from tinyagents.server.demo import start_demo
 from tinyagents.server.workers import run_workers
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
 DEFAULT_STORE = "sqlite:///tinyagents.db"
 #: Seconds uvicorn waits for open connections (event streams) when it stops.
 GRACEFUL_S = 1.0
+#: The largest request head (request line and headers) the transport reads before handing
+#: the request to the app: 256 KiB, four times ``app.MAX_TOKEN_BYTES``, so a token or a path
+#: past any the app takes still gets the app's JSON answer (401, 404, 422). A head past it
+#: is refused by uvicorn itself, a plain-text 400, and a client still sending it may see the
+#: connection reset instead. (h11 checks only a head still incomplete after a read, so one
+#: delivered in a single read of up to 256 KiB more may pass; below the bound every head
+#: does.) Without it h11's default, 16 KiB, applied: a 20 KB token arriving in pieces got
+#: the 400 while the same token in one piece got the 401.
+MAX_REQUEST_HEAD_BYTES = 256 * 1024
 
 
 @dataclass(slots=True, kw_only=True)
@@ -108,13 +118,7 @@ async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[Any]:
             # own handlers would raise the signal again once it stopped.
             yield
 
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="off",
-        timeout_graceful_shutdown=int(GRACEFUL_S) or 1,
-    )
-    server = Server(config)
+    server = Server(uvicorn_config(app))
     task = asyncio.create_task(server.serve(sockets=[sock]), name="tinyagents-uvicorn")
     try:
         while not server.started:
@@ -127,6 +131,23 @@ async def serving(app: FastAPI, sock: socket.socket) -> AsyncIterator[Any]:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def uvicorn_config(app: Any) -> uvicorn.Config:
+    """How ``serving`` runs uvicorn: h11 chosen explicitly, with its head bound set to
+    ``MAX_REQUEST_HEAD_BYTES``. uvicorn's "auto" picks httptools when it is installed, and
+    uvicorn sets no bound on a head there: the same server would take heads of any size on
+    one machine and refuse 16 KiB ones on another."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        http="h11",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=int(GRACEFUL_S) or 1,
+    )
 
 
 def url_of(sock: socket.socket) -> str:
