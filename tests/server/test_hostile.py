@@ -57,6 +57,19 @@ BAD_BODIES: list[tuple[str, bytes, str, int | tuple[int, ...]]] = [
         "application/json",
         422,
     ),
+    ("commands", b'{"kind": "approve", "payload": {"x": "\\ud800"}}', "application/json", 422),
+    ("commands", b'{"kind": "approve", "payload": {"x": NaN}}', "application/json", 422),
+    ("commands", b'{"kind": "approve", "payload": {"x": -Infinity}}', "application/json", 422),
+    ("commands", b'{"kind": "approve", "payload": {"x": 1e400}}', "application/json", 422),
+    ("commands", b'{"kind": "pause", "priority": NaN}', "application/json", 422),
+    ("commands", b'{"kind": "approve", "payload": {"x": ' + b"1" * 4100 + b"}}", "application/json", 422),
+    ("commands", b'{"kind": "approve", "payload": {"x": ' + b"1" * 5000 + b"}}", "application/json", 400),
+    ("commands", b'{"kind": "approve", "payload": {"x": [' + b"0," * 1_200_000 + b"0]}}", "application/json", 422),
+    ("commands", b"[" * 200_000, "application/json", 400),
+    ("commands", b"", "application/json", 422),
+    ("commands", b'{"kind": "pause"}', "application/x-www-form-urlencoded", 422),
+    ("commands", b'--x\r\nContent-Disposition: form-data; name="kind"\r\n\r\npause\r\n--x--\r\n', "multipart/form-data; boundary=x", 422),
+    ("commands", b'{"kind": "pause"}', "text/json", 422),
 ]  # fmt: skip
 
 
@@ -229,6 +242,12 @@ async def test_nul_in_an_id_is_404_or_422_over_postgres(pg_served: Served) -> No
         "events?last_event_id=99999999999999999999999999&follow=false",
         f"events?last_event_id={2**63}&follow=false",
         "events?follow=maybe",
+        "runs?status=",
+        "runs/{run}/trace?limit=",
+        "runs/{run}/trace?limit=1.5",
+        "runs/{run}/trace?limit=1e3",
+        "events?last_event_id=&follow=false",
+        "events?last_event_id=1.5&follow=false",
     ],
 )
 async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:
@@ -290,6 +309,12 @@ async def test_bad_tokens_are_401_and_observe_only_tokens_cannot_control(served:
         ("GET", "runs/{run}/steer"),
         ("PATCH", "runs"),
         ("POST", "events"),
+        ("HEAD", "events?follow=false"),
+        ("HEAD", "runs/{run}/trace"),
+        ("OPTIONS", "runs"),
+        ("OPTIONS", "runs/{run}/commands"),
+        ("TRACE", "runs"),
+        ("FOO", "runs/{run}/pause"),
     ],
 )
 async def test_a_wrong_method_is_405(served: Served, method: str, path: str) -> None:
@@ -352,3 +377,116 @@ async def test_a_task_command_to_an_agent_run_is_404_not_a_command_that_fails_la
     body = problem(await call(served, "alice", "POST", path, {"kind": "approve"}), 404)
     assert "agent run" in body["detail"] and f"/runs/{run.run_id}/commands" in body["detail"]
     await unchanged(served, run)
+
+
+# --------------------------------------------------------------------------- said clearly
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "content", "said"),
+    [
+        ("commands", b'{"kind": "approve", "payload": {"x": ' + b"1" * 5000 + b"}}", "digits"),
+        ("commands", b"[" * 200_000, "nested"),
+        ("steer", b'{"message": "\xff\xfe"}', "UTF-8"),
+    ],
+)
+async def test_a_body_the_json_reader_gives_up_on_says_why(
+    served: Served, endpoint: str, content: bytes, said: str
+) -> None:
+    """The reader's own refusals (not a JSON syntax error, which is a 422 with its position)
+    are a 400 that says what stopped it, not only "There was an error parsing the body"."""
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/{endpoint}"
+    r = await raw(served, "alice", "POST", path, content=content, headers=JSON)
+    body = problem(r, 400)
+    assert said in body["detail"] and body["message"] == body["detail"], body
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize(
+    "ctype",
+    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"],
+)
+@pytest.mark.parametrize("endpoint", ["commands", "steer", "pause"])
+async def test_json_sent_without_a_json_content_type_is_told_so(
+    served: Served, ctype: str | None, endpoint: str
+) -> None:
+    """``curl -d '{...}'`` sends a form content type: the 422 names the header to send, not
+    only "Input should be a valid dictionary"."""
+    run = await served.start_run("acme")
+    content = b'{"kind": "pause", "message": "x"}' if endpoint != "pause" else b'{"reason": "x"}'
+    headers = {} if ctype is None else {"content-type": ctype}
+    path = f"{BASE}/runs/{run.run_id}/{endpoint}"
+    r = await raw(served, "alice", "POST", path, content=content, headers=headers)
+    body = problem(r, 422)
+    assert "Content-Type: application/json" in body["message"], body
+    await unchanged(served, run)
+
+
+async def test_a_raw_path_with_dot_segments_is_a_json_404(served: Served) -> None:
+    """A path as sent on the wire (httpx would remove the dot segments) reaches no file and
+    no run."""
+    from test_transport_limits import raw_request
+
+    run = await served.start_run("acme")
+    for path in (
+        "/../../etc/passwd",
+        "/static/../../../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        f"{BASE}/runs/../runs",
+        f"{BASE}/runs/{run.run_id}/../../runs",
+        f"{BASE}/runs/{run.run_id}/tree/..",
+    ):
+        answer = await raw_request(served, served.as_("alice"), path)
+        assert answer is not None and answer[0] == 404, (path, answer)
+        assert b"content-type: application/json" in answer[1], (path, answer)
+        assert b"root:" not in answer[2]
+    await unchanged(served, run)
+
+
+async def test_another_tenants_run_and_no_run_get_the_same_bytes(served: Served) -> None:
+    """Not only the same status and body: the same headers too (nothing, not even a length,
+    tells a run of another tenant from an id that names none)."""
+    theirs = await served.start_run("acme")
+    fake = "r-" + "0" * (len(theirs.run_id) - 2)
+    for (method, path, body), (_, fake_path, _) in zip(
+        run_paths(theirs.run_id), run_paths(fake), strict=True
+    ):
+        answers = []
+        for p in (path, fake_path):
+            r = await call(served, "bob", method, p, body)
+            headers = sorted((k, v) for k, v in r.headers.items() if k != "date")
+            answers.append((r.status_code, headers, r.content))
+        assert answers[0] == answers[1], (method, path, answers)
+        assert answers[0][0] == 404
+    await unchanged(served, theirs)
+
+
+async def test_nul_in_command_text_is_kept_over_postgres(pg_served: Served) -> None:
+    """PostgreSQL refuses NUL in text columns: a command whose text holds one is still
+    accepted, applied and shown in the audit trail as sent (nothing lost on the way)."""
+    s = pg_served
+    run = await s.start_run("acme")
+    base = f"{BASE}/runs/{run.run_id}"
+    for path, body in (
+        (f"{base}/commands", {"kind": "add_instruction", "payload": {"text": "a\x00b"}}),
+        (f"{base}/steer", {"message": "c\x00d"}),
+        (f"{base}/pause", {"reason": "e\x00f"}),
+    ):
+        r = await call(s, "alice", "POST", path, body)
+        assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+        # one at a time: an instruction still waiting for a model step when the pause
+        # lands is applied only after a resume
+        await eventually(lambda: s.runtime.open_commands() == [])
+    history = (await call(s, "alice", "GET", f"{base}/steering")).json()
+    texts = [next(iter(c["payload_summary"].values())) for c in history]
+    assert texts == ["a\x00b", "c\x00d", "e\x00f"], history
+    assert all(c["events"][-1]["type"] == "steering.applied" for c in history), history
+
+    async def paused_in_the_log() -> bool:
+        path = f"{BASE}/events?run_id={run.run_id}&follow=false"
+        r = await call(s, "alice", "GET", path)
+        assert r.status_code == 200, r.text
+        return "event: run.paused" in r.text
+
+    await eventually(paused_in_the_log)

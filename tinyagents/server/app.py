@@ -397,11 +397,46 @@ def _plausible_id(value: str) -> bool:
     return True
 
 
-def _validation_message(errors: Iterable[dict[str, Any]]) -> str:
+def _validation_message(errors: Iterable[dict[str, Any]], content_type: str | None) -> str:
+    errors = list(errors)
+    if not _is_json_type(content_type) and any(e.get("loc") == ["body"] for e in errors):
+        # The body was not read as JSON at all: say which header to send (``curl -d`` sends
+        # a form type), not only that the body is not an object.
+        sent = f"this request's is {content_type!r}" if content_type else "this request has none"
+        return f"body: send it as JSON, with Content-Type: application/json ({sent})"
     return "; ".join(
         f"{'.'.join(str(x) for x in err.get('loc', ())) or 'request'}: {err.get('msg')}"
         for err in errors
     )
+
+
+def _is_json_type(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this Content-Type as JSON (application/json or
+    application/...+json, whatever its parameters)."""
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+#: FastAPI's answer when reading the JSON of a body raised something other than a syntax
+#: error (a 422 with its position): the cause is looked up to say what it was.
+_UNREADABLE_BODY = "There was an error parsing the body"
+
+
+def _unreadable_body(cause: BaseException | None) -> str:
+    """Why the JSON reader gave up on a body, for its 400."""
+    if isinstance(cause, RecursionError):
+        why = "it is nested too deep for the JSON reader"
+    elif isinstance(cause, UnicodeDecodeError):
+        why = "it is not UTF-8 text"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        why = "an integer in it has more digits than the JSON reader takes"
+    else:
+        why = f"the JSON reader raised {type(cause).__name__}"
+    return f"the body could not be read as JSON: {why}"
 
 
 # --------------------------------------------------------------------------- the app
@@ -481,10 +516,12 @@ def create_app(
     ``auth=None`` serves everyone as an admin of every tenant: for ``serve --insecure-dev``
     on a loopback address only. A request body past ``max_body_bytes`` is a 413.
     """
-    from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
+    from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request, Response
+    from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, StreamingResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     api = OperatorApi(control, auth)
     app = FastAPI(
@@ -511,9 +548,15 @@ def create_app(
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": e.get("type")}
             for e in exc.errors()
         ]
-        return JSONResponse(
-            {"detail": errors, "message": _validation_message(errors)}, status_code=422
-        )
+        message = _validation_message(errors, request.headers.get("content-type"))
+        return JSONResponse({"detail": errors, "message": message}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
+            detail = _unreadable_body(exc.__cause__)
+            return JSONResponse({"detail": detail, "message": detail}, status_code=400)
+        return await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
 
     async def caller(
         request: Request,
