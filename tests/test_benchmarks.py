@@ -19,8 +19,17 @@ def test_steering_throughput_applies_every_command_with_its_four_events() -> Non
         # _scenario asserts that every command was applied and nothing is left open.
         assert scenario["commands"] == 600 and scenario["events"] == 4 * 600
         assert scenario["commands_per_s"] > 0 and scenario["us_per_command"] > 0
+        # and the floor ran beside it: the same work with none of ours
+        assert scenario["floor_per_s"] > 0
     report = steering_throughput.report(results)
     assert "commands/s" in report and len(report.splitlines()) == 2 + 3 + 1
+    assert "now/floor" in report
+
+
+def test_the_floor_scenario_publishes_four_events_per_command() -> None:
+    # _floor_scenario asserts the sink holds four events per command
+    result = steering_throughput._floor_scenario(runs=3, commands=40, batch=7)
+    assert result["runs"] == 3 and result["commands_per_s"] > 0
 
 
 def test_memory_benchmark_releases_finished_runs_and_reports_every_wave() -> None:
