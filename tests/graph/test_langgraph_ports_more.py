@@ -199,12 +199,6 @@ class QA(TypedDict, total=False):
     scratch: str
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="StateGraph(State, input_schema=..., output_schema=...) is a TypeError in ours; "
-    "LangGraph filters the input to input_schema's keys and the output to output_schema's",
-)
 async def test_input_and_output_schemas(checkpointer: Checkpointer) -> None:
     # LangGraph: test_input_output_schema / test_state_graph_w_config_inherited_state_keys
     def build(g: Any) -> Any:

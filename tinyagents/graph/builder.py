@@ -46,8 +46,16 @@ class StateGraph:
     >>> graph = StateGraph(State).add_node("a", a).add_edge(START, "a").add_edge("a", END)
     """
 
-    def __init__(self, state_schema: Any) -> None:
-        self.schema: StateSchema = read_schema(state_schema)
+    def __init__(
+        self, state_schema: Any, *, input_schema: Any = None, output_schema: Any = None
+    ) -> None:
+        """``input_schema`` / ``output_schema`` (TypedDicts, dataclasses or pydantic models,
+        as LangGraph's): run input is read through the first's keys, a run's result holds the
+        second's; their fields join the state's channels, and nodes see the whole state."""
+        schema = read_schema(state_schema)
+        if input_schema is not None or output_schema is not None:
+            schema = schema.with_io(input_schema, output_schema)
+        self.schema: StateSchema = schema
         self.nodes: dict[str, NodeSpec] = {}
         self.edges: list[tuple[str, str]] = []
         self.joins: list[tuple[tuple[str, ...], str]] = []

@@ -37,6 +37,7 @@ from tinyagents.graph.checkpointing import (
     result_write,
     save,
 )
+from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import managed_values
 from tinyagents.graph.tasks import (
@@ -579,27 +580,30 @@ class GraphRun:
         """The run's result; ``tasks`` are those of an unfinished step (paused or failed):
         their pending interrupts, and the state with what the finished ones wrote."""
         head = self.head
+        output = self.graph.schema.output
         if not tasks:  # a finished step
             return GraphResult(
                 status=status,
-                state=head.values,
+                state=output(head.values),
                 interrupts=[],
                 thread_id=head.thread_id,
                 checkpoint_id=head.checkpoint_id,
                 steps=self.steps,
             )
-        interrupts = [
-            i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume
-        ]
-        finished = [w for t in tasks if t.writes and not t.skipped for w in t.writes]
         return GraphResult(
             status=status,
-            state=self.graph.preview(head.values, finished),
-            interrupts=interrupts,
+            state=output(self.state_of(tasks)),
+            interrupts=unanswered(tasks),
             thread_id=head.thread_id,
             checkpoint_id=head.checkpoint_id,
             steps=self.steps,
         )
+
+    def state_of(self, tasks: list[Task]) -> dict[str, Any]:
+        """The whole state of an unfinished step (``tasks``, paused or failed): the values
+        with what its finished tasks wrote (``result`` keeps the output schema's keys)."""
+        finished = [w for t in tasks if t.writes and not t.skipped for w in t.writes]
+        return self.graph.preview(self.head.values, finished)
 
     # -- nested runs -----------------------------------------------------------------------
 
@@ -652,8 +656,9 @@ class GraphRun:
         if task.arg is not UNSET:
             data = task.arg
         else:
-            channels = child_graph.schema.channels
-            data = {k: v for k, v in self.head.values.items() if k in channels}
+            schema = child_graph.schema
+            keys = schema.channels if schema.input_keys is None else schema.input_keys
+            data = {k: v for k, v in self.head.values.items() if k in keys}
         child, fresh = await self.child_run(child_graph, task, ns, data)
         # what the child started from: the parent's values may have changed since a resumed
         # child started (an update_state while it waited on an interrupt)
@@ -676,7 +681,8 @@ class GraphRun:
     ) -> Writes:
         channels = self.graph.schema.channels
         writes: list[tuple[str, Any]] = []
-        for key in child_graph.schema.channels:
+        child = child_graph.schema
+        for key in child.channels if child.output_keys is None else child.output_keys:
             channel = channels.get(key)
             if channel is None:
                 continue
@@ -694,6 +700,11 @@ class GraphRun:
         return await run_agent_node(
             task, state, self.runtime, parent=hooks.parent_for(task), started=hooks.agent_started
         )
+
+
+def unanswered(tasks: list[Task]) -> list[Interrupt]:
+    """The interrupts of an unfinished step's ``tasks`` that still wait for an answer."""
+    return [i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume]
 
 
 def _first_failure(eg: BaseExceptionGroup) -> BaseException:
@@ -716,4 +727,4 @@ def _first_failure(eg: BaseExceptionGroup) -> BaseException:
     return others[0]
 
 
-__all__ = ["GraphRun", "Step", "StepKind", "StreamSink", "TaskHooks"]
+__all__ = ["GraphRun", "Step", "StepKind", "StreamSink", "TaskHooks", "unanswered"]

@@ -86,6 +86,40 @@ class StateSchema:
     channels: dict[str, Channel] = field(default_factory=dict)
     #: managed fields: name -> "remaining_steps" or "is_last_step"
     managed: dict[str, str] = field(default_factory=dict)
+    #: the keys run input is read through (``StateGraph(input_schema=...)``); None: all
+    input_keys: frozenset[str] | None = None
+    #: the keys a run's result holds (``StateGraph(output_schema=...)``); None: all
+    output_keys: frozenset[str] | None = None
+
+    def with_io(self, input_schema: Any, output_schema: Any) -> StateSchema:
+        """This schema with LangGraph's input and output schemas: the channels are the union
+        of the three schemas' fields (the state's own channel wins for a shared name); input
+        is read through the input schema's keys and results hold the output schema's."""
+        schema = dataclasses.replace(self, channels=dict(self.channels))
+        for role, cls in (("input_schema", input_schema), ("output_schema", output_schema)):
+            if cls is None or cls is self.cls:
+                continue
+            other = read_schema(cls)
+            if other.managed:
+                raise ConfigurationError(
+                    f"{role} {getattr(cls, '__name__', cls)!r} has managed value(s) "
+                    f"{sorted(other.managed)}; they belong in the state schema only"
+                )
+            for name, channel in other.channels.items():
+                schema.channels.setdefault(name, channel)
+            keys = frozenset(other.channels)
+            if role == "input_schema":
+                schema.input_keys = keys
+            else:
+                schema.output_keys = keys
+        return schema
+
+    def output(self, values: dict[str, Any]) -> dict[str, Any]:
+        """What a run returns of ``values``: the output schema's keys (all by default)."""
+        keys = self.output_keys
+        if keys is None:
+            return values
+        return {k: v for k, v in values.items() if k in keys}
 
     def initial(self) -> dict[str, Any]:
         """Channel values of a fresh thread: the schema's defaults."""
@@ -140,24 +174,33 @@ class StateSchema:
         return writes
 
     def coerce_input(self, data: Any) -> dict[str, Any]:
-        """Run input → channel writes; validated here, at the boundary, for pydantic states."""
-        if type(data) is dict and self.kind == "dict":
+        """Run input → channel writes; validated here, at the boundary, for pydantic states.
+        With an input schema, state keys outside it are left out (as LangGraph reads input
+        through its input schema); a key of no schema is refused either way."""
+        if type(data) is dict and self.kind == "dict" and self.input_keys is None:
             self.check_keys(data, "the input")
             return data
         if isinstance(data, BaseModel):
-            return {k: getattr(data, k) for k in data.model_fields_set if k in self.channels}
-        if dataclasses.is_dataclass(data) and not isinstance(data, type):
-            return {
+            writes = {k: getattr(data, k) for k in data.model_fields_set if k in self.channels}
+        elif dataclasses.is_dataclass(data) and not isinstance(data, type):
+            writes = {
                 f.name: getattr(data, f.name)
                 for f in dataclasses.fields(data)
                 if f.name not in self.managed
             }
-        if not isinstance(data, Mapping):
+        elif not isinstance(data, Mapping):
             raise InvalidUpdateError(
                 f"graph input must be a mapping, a {self.cls.__name__} or a Command, "
                 f"got {type(data).__name__}"
             )
-        return self.check_update(data, "the input", "graph input")
+        else:
+            self.check_keys(data, "the input")
+            keys = self.input_keys
+            if keys is not None:
+                data = {k: v for k, v in data.items() if k in keys}
+            return self.check_update(data, "the input", "graph input")
+        keys = self.input_keys
+        return writes if keys is None else {k: v for k, v in writes.items() if k in keys}
 
     def check_update(self, update: Mapping[str, Any], who: str, what: str) -> dict[str, Any]:
         """An update from outside the graph (run input, ``update_state``, steering) → channel

@@ -87,7 +87,17 @@ _PLAIN = frozenset({list, dict, set})
 _ATOMIC = frozenset({int, float, str, bool, bytes, tuple, frozenset, type(None)})
 
 
-def _update(writes: list[tuple[str, Any]] | None) -> dict[str, Any] | None:
+def _only(values: dict[str, Any], keys: frozenset[str] | None) -> dict[str, Any]:
+    return values if keys is None else {k: v for k, v in values.items() if k in keys}
+
+
+def _update(
+    writes: list[tuple[str, Any]] | None, keys: frozenset[str] | None = None
+) -> dict[str, Any] | None:
+    """A task's ``updates`` payload: its writes (of ``keys``, for a sub-graph with an output
+    schema, as LangGraph's), or None when it wrote none."""
+    if keys is not None and writes:
+        writes = [(k, v) for k, v in writes if k in keys]
     return dict(writes) if writes else None
 
 
@@ -153,16 +163,18 @@ class GraphStream:
         if kind == "applied":
             ns = run.head.ns
             if self.updates:
+                keys = self._keys(run)
                 for task in step.tasks:
                     writes = task.writes
                     if writes is not None and not task.skipped:
-                        self.put(ns, "updates", {task.node: dict(writes) if writes else None})
+                        self.put(ns, "updates", {task.node: _update(writes, keys)})
             if self.values:
                 # as LangGraph: a step whose tasks wrote nothing (nodes returning None, a
                 # goto alone) changed no value, so it has no values item
+                keys = self._keys(run)
                 for task in step.tasks:
-                    if task.writes:
-                        self.put(ns, "values", snapshot(run.head.values))
+                    if task.writes and (keys is None or any(k in keys for k, _ in task.writes)):
+                        self.put(ns, "values", snapshot(_only(run.head.values, keys)))
                         break
         elif kind == "interrupted" and (self.updates or self.values):
             ns = run.head.ns
@@ -170,17 +182,30 @@ class GraphStream:
             assert result is not None
             interrupts = tuple(result.interrupts)
             if self.updates:
+                keys = self._keys(run)
                 for task in step.tasks:
                     if task.writes is not None and not task.skipped:
-                        self.put(ns, "updates", {task.node: _update(task.writes)})
+                        self.put(ns, "updates", {task.node: _update(task.writes, keys)})
                 self.put(ns, "updates", {INTERRUPT_KEY: interrupts})
             if self.values and interrupts:
                 # as LangGraph: the state before the step with the questions, then (when the
                 # step's finished tasks wrote) the state with their writes, as result.state;
                 # nothing at a breakpoint, which asks no question
-                self.put(ns, "values", {**snapshot(run.head.values), INTERRUPT_KEY: interrupts})
+                keys = self._keys(run)
+                before = snapshot(_only(run.head.values, keys))
+                self.put(ns, "values", {**before, INTERRUPT_KEY: interrupts})
                 if any(t.writes and not t.skipped for t in step.tasks):
-                    self.put(ns, "values", snapshot(result.state))
+                    state = result.state  # the output schema's keys: the whole state needed
+                    if run.graph.schema.output_keys is not None:
+                        state = run.state_of(run.plan())
+                    self.put(ns, "values", snapshot(_only(state, keys)))
+
+    def _keys(self, run: GraphRun) -> frozenset[str] | None:
+        """The keys of ``run``'s values and updates items: all, but a sub-graph's stream shows
+        its output schema's keys (as LangGraph's, whose parent invokes it for its output)."""
+        if run.parent is None or run.head.ns == self.root:
+            return None
+        return run.graph.schema.output_keys
 
     def task_started(self, run: GraphRun, task: Task) -> None:
         if self.tasks:
@@ -206,7 +231,10 @@ class GraphStream:
         """A sub-graph run's state before its first step (``values``), as LangGraph's
         ``subgraphs=True`` stream shows it; the top-level run's comes from ``begin``."""
         if self.values:
-            self.put(run.head.ns, "values", snapshot(run.head.values))
+            keys = self._keys(run)
+            values = run.head.values
+            if keys is None or any(k in keys for k in values):
+                self.put(run.head.ns, "values", snapshot(_only(values, keys)))
 
     # -- runtime events --------------------------------------------------------------------
 

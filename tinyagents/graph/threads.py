@@ -14,7 +14,7 @@ from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph.checkpointing import load_head, new_frontier_id, save
 from tinyagents.graph.core import GraphCore
-from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.session import GraphSession, carry_interrupts, check_id
 from tinyagents.graph.tasks import Task
 from tinyagents.graph.types import CheckpointInfo, StateSnapshot, TaskState
@@ -64,11 +64,10 @@ async def _snapshot(
     errors = {task_id: rec.error for task_id, rec in head.records.items() if rec.error}
     run = GraphRun(graph, head, checkpointer=cp, recursion_limit=0)
     tasks = run.plan()
-    paused = run.result("interrupted", tasks)
     if checkpoint_id is None:
         # as LangGraph shows a thread's head: a paused or failed step's finished tasks have
         # written, and only the unfinished ones are next
-        values = paused.state
+        values = run.state_of(tasks)
         next_nodes = tuple(t.node for t in tasks if t.writes is None)
     else:
         values, next_nodes = head.values, tuple(p.node for p in head.frontier)
@@ -92,7 +91,7 @@ async def _snapshot(
         parent_id=head.parent_id,
         step=head.step,
         source=head.source,
-        interrupts=paused.interrupts,
+        interrupts=unanswered(tasks),
         completed_tasks=tuple(t.id for t in tasks if t.writes is not None),
         created_at=head.created_at,
         metadata=head.metadata,
