@@ -552,3 +552,46 @@ def test_a_redirect_that_names_no_node_is_refused_when_built(goto: Any) -> None:
             kind=SteeringKind.REDIRECT,
             payload={"goto": goto},
         )
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"max_model_calls": True},
+        {"max_tool_calls": False},
+        {"max_tokens": True},
+        {"deadline_s": True},
+        {"max_tokens": 2.0},
+        {"max_model_calls": "3"},
+    ],
+)
+def test_a_budget_is_a_number_not_a_boolean_or_text(payload: dict[str, Any]) -> None:
+    """``update_budget {"max_model_calls": true}`` became a budget of one model call."""
+    with pytest.raises(
+        InvalidCommandError, match=f"invalid payload for update_budget: {next(iter(payload))}"
+    ):
+        SteeringCommand(
+            target=SteeringTarget.agent_run("r-1"),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.UPDATE_BUDGET,
+            payload=payload,
+        )
+
+
+def test_a_budget_from_json_keeps_its_numbers() -> None:
+    cmd = SteeringCommand.model_validate_json(
+        '{"target": {"type": "agent_run", "run_id": "r-1"}, "actor": {"type": "test"},'
+        ' "kind": "update_budget", "payload": {"max_tokens": 500, "deadline_s": 30}}'
+    )
+    assert cmd.payload == {"max_tokens": 500, "deadline_s": 30.0}
+    assert type(cmd.payload["deadline_s"]) is float
+
+
+def test_a_command_is_hashable_like_any_frozen_value() -> None:
+    """A frozen command raised TypeError on ``hash`` (its payload was a dict)."""
+    cmd = _update_command()
+    again = SteeringCommand.model_validate_json(cmd.model_dump_json())
+    assert again == cmd and hash(again) == hash(cmd)
+    assert len({cmd, again, copy.deepcopy(cmd)}) == 1
+    other = cmd.model_copy(update={"correlation_id": "c-other"})
+    assert len({cmd, other}) == 2

@@ -404,12 +404,16 @@ class ReadOnlyDict(dict[str, Any]):
     """A dict that refuses changes: a command's payload (and every dict inside it).
 
     Otherwise an ordinary dict: it compares equal to one, serialises as one, and pickles and
-    copies; ``dict(d)``, ``{**d}`` and ``d | other`` make ordinary (mutable) dicts.
+    copies; ``dict(d)``, ``{**d}`` and ``d | other`` make ordinary (mutable) dicts. Being
+    read-only, it hashes (so a command can be a set member or a dict key).
     """
 
     __slots__ = ()
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
     __ior__ = _refuse
+
+    def __hash__(self) -> int:  # type: ignore[override]  # read-only: a frozen command hashes
+        return hash(frozenset(self.items()))
 
     def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
         # pickle and copy would otherwise refill the new dict item by item (refused)
@@ -422,6 +426,9 @@ class ReadOnlyList(list[Any]):
     __slots__ = ()
     __setitem__ = __delitem__ = append = extend = insert = remove = pop = clear = _refuse
     sort = reverse = __iadd__ = __imul__ = _refuse
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
 
     def __reduce__(self) -> tuple[type[ReadOnlyList], tuple[list[Any]]]:
         return (type(self), (list(self),))
@@ -624,10 +631,11 @@ class StatusPayload(_Payload):
 
 
 class BudgetPayload(_Payload):
-    max_model_calls: int | None = Field(default=None, gt=0)
-    max_tool_calls: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-    deadline_s: float | None = Field(default=None, gt=0)
+    # strict: a boolean is no count (True was a budget of one call), nor is text or 2.0
+    max_model_calls: int | None = Field(default=None, gt=0, strict=True)
+    max_tool_calls: int | None = Field(default=None, gt=0, strict=True)
+    max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    deadline_s: float | None = Field(default=None, gt=0, strict=True)
 
     @model_validator(mode="after")
     def _needs_one(self) -> BudgetPayload:
