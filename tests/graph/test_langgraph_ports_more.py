@@ -386,12 +386,6 @@ async def test_add_sequence(checkpointer: Checkpointer) -> None:
     assert (await ours.run({"log": []}, thread_id="1")).state == out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="add_node(..., defer=True) is a TypeError in ours; LangGraph runs a deferred node "
-    "once, after every other pending branch has finished",
-)
 async def test_deferred_node_waits_for_uneven_branches(checkpointer: Checkpointer) -> None:
     # LangGraph: test_defer_node (fan-out with branches of different lengths, one aggregate)
     def build(g: Any) -> Any:

@@ -71,12 +71,14 @@ class StateGraph:
         destinations: Sequence[str] = (),
         supervises: Sequence[str] = (),
         metadata: dict[str, Any] | None = None,
+        defer: bool = False,
     ) -> StateGraph:
         """Add a node; ``action`` is a function, a compiled graph or an ``Agent``.
 
         ``destinations`` names the nodes a ``Command(goto=...)`` from this node may lead to
         (validation only). ``supervises`` lists the nodes whose tasks this node may steer
-        through the ``graph_supervisor`` actor.
+        through the ``graph_supervisor`` actor. ``defer=True``: once triggered, the node
+        waits until a step triggers no other node, then runs once (LangGraph's ``defer``).
         """
         if action is None:
             if not callable(name):
@@ -96,6 +98,7 @@ class StateGraph:
             destinations=tuple(destinations),
             supervises=tuple(supervises),
             metadata=dict(metadata or {}),
+            defer=defer,
         )
         if isinstance(action, CompiledGraph):
             spec.subgraph = action

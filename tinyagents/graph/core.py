@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
 
 _INTERRUPT_ID = re.compile(r"^i-[0-9a-f]{16}$")
+#: the ``Head.barriers`` entry of the deferred nodes waiting to run (joins use their index)
+DEFERRED = "deferred"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,6 +48,8 @@ class NodeSpec:
     takes_ctx: bool = False
     #: a bare function: no retry, timeout or context (eligible for the loop's fast path)
     plain: bool = False
+    #: ``add_node(..., defer=True)``: once triggered, it waits until nothing else would run
+    defer: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,12 +136,16 @@ class GraphCore:
         #: ``get_state(subgraphs=True)`` can read that sub-graph's namespace (one entry per
         #: call site: it does not grow with runs)
         self.called: dict[tuple[str, int], GraphCore] = {}
+        #: deferred nodes (``add_node(..., defer=True)``), held by ``route`` until no other
+        #: node would run
+        self.deferred = frozenset(n for n, spec in self.nodes.items() if spec.defer)
         # nodes (and START) whose successors never depend on state: their next frontier is
-        # a constant (shared, never mutated: a head's frontier is only ever replaced)
+        # a constant (shared, never mutated: a head's frontier is only ever replaced). With
+        # deferred nodes every frontier goes through ``route``, which holds and releases them.
         self.simple_next: dict[str, list[Planned]] = {
             node: [Planned(node=t) for t in sorted(self.static.get(node, ())) if t != END]
             for node in (START, *self.nodes)
-            if node not in self.branches and node not in self.joins_from
+            if node not in self.branches and node not in self.joins_from and not self.deferred
         }
 
     def limit(self, recursion_limit: int | None) -> int:
@@ -244,9 +252,24 @@ class GraphCore:
                     del barriers[str(join)]
                     pulls[joined] = None
         pulls.pop(END, None)
+        if self.deferred:
+            self._defer(pulls, barriers)
         # LangGraph's task order: the nodes an edge triggered, by name, then the Sends in the
         # order they were made. A step's writes go through the reducers in this order.
         return [Planned(node=n) for n in sorted(pulls)] + pushes
+
+    def _defer(self, pulls: dict[str, None], barriers: dict[str, set[str]]) -> None:
+        """Hold the deferred nodes among ``pulls`` (in ``barriers``, so a checkpoint keeps
+        them) until a step triggers no other node; then they all run, once each, as
+        LangGraph's ``defer=True`` nodes do (its channels' ``finish()``). ``Send`` tasks do
+        not hold them back."""
+        triggered = self.deferred.intersection(pulls)
+        if triggered:
+            barriers.setdefault(DEFERRED, set()).update(triggered)
+            for node in triggered:
+                del pulls[node]
+        if not pulls and DEFERRED in barriers:
+            pulls.update(dict.fromkeys(barriers.pop(DEFERRED)))
 
     async def evaluate(self, branch: Branch, state: Any) -> list[str | Send]:
         out = branch.router(state)
