@@ -26,12 +26,13 @@ class RunLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    max_model_calls: int | None = Field(default=None, gt=0)
-    max_tool_calls: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-    deadline_s: float | None = Field(default=None, gt=0)
-    max_depth: int = Field(default=8, ge=0)
-    tool_timeout_s: float | None = Field(default=300, gt=0)
+    # strict: a boolean is no count (True was a limit of one); finite: a snapshot is JSON
+    max_model_calls: int | None = Field(default=None, gt=0, strict=True)
+    max_tool_calls: int | None = Field(default=None, gt=0, strict=True)
+    max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    deadline_s: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
+    max_depth: int = Field(default=8, ge=0, strict=True)
+    tool_timeout_s: float | None = Field(default=300, gt=0, strict=True, allow_inf_nan=False)
     behavior: Literal["error", "stop_with_partial"] = "error"
 
     def replace(self, **changes: Any) -> RunLimits:
