@@ -41,3 +41,23 @@ def test_a_run_snapshot_is_json_whatever_its_limits() -> None:
     info = RunInfo(run_id="r-1", limits=RunLimits(deadline_s=1e300, tool_timeout_s=None))
     snapshot = json.loads(json.dumps(info.snapshot(), allow_nan=False))
     assert snapshot["limits"]["deadline_s"] == 1e300
+
+
+@pytest.mark.parametrize("field", ["run_id", "tenant_id"])
+@pytest.mark.parametrize("value", ["", "  ", None])
+def test_a_run_names_a_run_and_a_tenant(field: str, value: Any) -> None:
+    """``rt.start(agent, task, tenant_id="")`` made a run no operator token could ever reach."""
+    values = {"run_id": "r-1", "tenant_id": "acme", field: value}
+    with pytest.raises(ValueError, match=f"{field} must be a non-blank string"):
+        RunInfo(**values)
+
+
+async def test_a_runtime_refuses_a_blank_tenant_before_anything_runs() -> None:
+    from tinyagents import Agent, Runtime
+    from tinyagents.testkit import ScriptedModel, reply
+
+    model = ScriptedModel([reply("done")])
+    async with Runtime() as rt:
+        with pytest.raises(ValueError, match="tenant_id"):
+            await rt.start(Agent("a", model), "go", tenant_id="")
+        assert rt.runs.handles() == [] and model.requests == []

@@ -595,3 +595,19 @@ def test_a_command_is_hashable_like_any_frozen_value() -> None:
     assert len({cmd, again, copy.deepcopy(cmd)}) == 1
     other = cmd.model_copy(update={"correlation_id": "c-other"})
     assert len({cmd, other}) == 2
+
+
+@pytest.mark.parametrize("field", ["user_id", "tenant_id"])
+@pytest.mark.parametrize("value", ["", "   "])
+def test_a_human_names_a_user_and_a_tenant(field: str, value: str) -> None:
+    values = {"user_id": "ops", "tenant_id": "acme", field: value}
+    with pytest.raises(InvalidCommandError, match=f"invalid actor: {field}"):
+        SteeringActor.human(values["user_id"], tenant_id=values["tenant_id"])
+    with pytest.raises(InvalidCommandError, match=f"actor.human.{field}"):
+        SteeringCommand.model_validate(
+            {
+                "target": {"type": "agent_run", "run_id": "r-1"},
+                "actor": {"type": "human", **values},
+                "kind": "pause",
+            }
+        )

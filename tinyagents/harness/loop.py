@@ -610,13 +610,17 @@ async def start_agent_run(
     if parent_info is not None:
         run_limits = child_limits(run_limits, parent_info)
     info = RunInfo(
-        run_id=run_id or _clock.new_id("r"),
+        run_id=_clock.new_id("r") if run_id is None else run_id,  # "" is refused, not replaced
         parent_run_id=parent_info.run_id if parent_info else None,
         thread_id=thread_id,
         agent_id=agent.name,
         task_id=task_id,
         node_id=node_id,
-        tenant_id=tenant_id or (parent_info.tenant_id if parent_info else "default"),
+        tenant_id=(
+            tenant_id
+            if tenant_id is not None
+            else (parent_info.tenant_id if parent_info else "default")
+        ),
         kind="agent",
         tools=granted,
         models=agent.models,

@@ -257,8 +257,14 @@ class SteeringActor(_CommandPart):
 class HumanActor(SteeringActor):
     type: Literal["human"] = "human"
     user_id: str = Field(min_length=1)
-    tenant_id: str = "default"
+    tenant_id: str = Field(default="default", min_length=1)
     scopes: frozenset[str] = frozenset()
+
+    @field_validator("user_id", "tenant_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # a blank tenant or user names nobody (no operator token can carry one)
+        return _not_blank(value)
 
     def describe(self) -> str:
         return f'human "{self.user_id}"'

@@ -74,6 +74,10 @@ class RunInfo:
     created_at: datetime = field(default_factory=_clock.now)
 
     def __post_init__(self) -> None:
+        for name in ("run_id", "tenant_id"):  # a blank one names nobody (no token has one)
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{name} must be a non-blank string, got {value!r}")
         if not self.root_run_id:
             self.root_run_id = self.run_id
 
