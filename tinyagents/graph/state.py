@@ -23,7 +23,7 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
-from tinyagents.graph.reducers import Overwrite, Reducer, resolve
+from tinyagents.graph.reducers import MISSING, Overwrite, Reducer, resolve
 
 
 @dataclass(slots=True, kw_only=True)
@@ -122,18 +122,30 @@ class StateSchema:
         return {k: v for k, v in values.items() if k in keys}
 
     def initial(self) -> dict[str, Any]:
-        """Channel values of a fresh thread: the schema's defaults."""
-        return {name: ch.default() for name, ch in self.channels.items() if ch.default is not None}
+        """Channel values of a fresh thread: the defaults of the fields with a reducer, which
+        its first writes fold into. A field without one has no value until written (as
+        LangGraph's: outputs and ``get_state`` hold written channels only); nodes see its
+        default (``view``)."""
+        return {
+            name: ch.default()
+            for name, ch in self.channels.items()
+            if ch.default is not None and not isinstance(ch.reducer, Overwrite)
+        }
 
     def view(self, values: dict[str, Any]) -> Any:
-        """What a node receives: no copy of the values, no validation."""
+        """What a node receives: no copy of the values, no validation; an instance of a
+        dataclass or pydantic state has the defaults of the fields not written yet."""
         if self.kind == "dict":
             return MappingProxyType(values)
         if self.kind == "pydantic":
-            return self.cls.model_construct(**values)
+            return self.cls.model_construct(**values)  # fills in the defaults
         obj = object.__new__(self.cls)
         for name, value in values.items():
             object.__setattr__(obj, name, value)
+        if len(values) < len(self.channels):
+            for name, channel in self.channels.items():
+                if name not in values and channel.default is not None:
+                    object.__setattr__(obj, name, channel.default())
         return obj
 
     def check_keys(self, update: Mapping[str, Any], who: str) -> None:
@@ -148,30 +160,34 @@ class StateSchema:
 
     def writes_of(self, update: Any, who: str) -> dict[str, Any]:
         """A node's return value or a ``Command.update`` → channel writes: a mapping of state
-        keys, or an instance of a dataclass / pydantic state (as LangGraph reads one: the
-        fields that were set or differ from their defaults)."""
+        keys, or an instance of a dataclass / pydantic state, read as LangGraph reads one:
+        every field of a dataclass; every field of a pydantic model but those that are None,
+        default to None and were not set."""
         if isinstance(update, Mapping):
             self.check_keys(update, who)
             return dict(update)
+        channels = self.channels
         if isinstance(update, BaseModel):
-            values = {k: getattr(update, k) for k in type(update).model_fields}
+            fields = type(update).model_fields
             explicit = update.model_fields_set
-        elif dataclasses.is_dataclass(update) and not isinstance(update, type):
-            values = {f.name: getattr(update, f.name) for f in dataclasses.fields(update)}
-            explicit = set()
-        else:
-            raise InvalidUpdateError(
-                f"{who} returned a {type(update).__name__}; return a dict of state updates, "
-                f"a {self.cls.__name__}, a Command or None"
-            )
-        writes = {}
-        for key, value in values.items():
-            channel = self.channels.get(key)
-            if channel is None:
-                continue
-            if key in explicit or channel.default is None or value != channel.default():
-                writes[key] = value
-        return writes
+            writes = {}
+            for key in fields.keys() & channels.keys():
+                value = getattr(update, key, MISSING)
+                if value is MISSING:  # a required field model_construct left out
+                    continue
+                if value is not None or fields[key].default is not None or key in explicit:
+                    writes[key] = value
+            return writes
+        if dataclasses.is_dataclass(update) and not isinstance(update, type):
+            return {
+                f.name: getattr(update, f.name)
+                for f in dataclasses.fields(update)
+                if f.name in channels and hasattr(update, f.name)
+            }
+        raise InvalidUpdateError(
+            f"{who} returned a {type(update).__name__}; return a dict of state updates, "
+            f"a {self.cls.__name__}, a Command or None"
+        )
 
     def coerce_input(self, data: Any) -> dict[str, Any]:
         """Run input → channel writes; validated here, at the boundary, for pydantic states.

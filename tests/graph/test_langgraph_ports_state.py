@@ -1,0 +1,213 @@
+"""Ports of LangGraph's dataclass and pydantic state details (``test_pregel_async.py``:
+test_pydantic_state, test_dataclass_state, test_state_schema_default_values): the same
+program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``.
+
+A field without a reducer has no value until something writes it: outputs, ``get_state``
+and the ``values`` stream hold the written fields only, while nodes and routers get an
+instance with the defaults filled in. A state instance a node returns is read as LangGraph
+reads it. LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Annotated, Any
+
+import pytest
+from langgraph_kit import OURS, THEIRS, cfg, pair, shape
+from pydantic import BaseModel
+
+from tinyagents.store.checkpoint import Checkpointer
+
+
+class Place(BaseModel):
+    city: str = "nowhere"
+
+
+class PState(BaseModel):
+    name: str = "anon"
+    n: int = 0
+    note: str | None = None
+    log: Annotated[list[str], operator.add] = []
+    place: Place = Place()
+
+
+@dataclasses.dataclass
+class DState:
+    name: str = "anon"
+    n: int = 0
+    note: str | None = None
+    log: Annotated[list[str], operator.add] = dataclasses.field(default_factory=list)
+    place: Place = dataclasses.field(default_factory=Place)
+
+
+STATES = [PState, DState]
+
+
+def counting(g: Any, state_cls: Any, seen: list[Any]) -> Any:
+    """START → bump → check → END; the nodes note what they see (defaults filled in)."""
+
+    def bump(state: Any) -> dict[str, Any]:
+        seen.append((state.name, state.n, state.note, state.place.city))
+        return {"n": state.n + 1, "log": ["bump"]}
+
+    def check(state: Any) -> dict[str, Any]:
+        seen.append((state.name, state.n, list(state.log)))
+        return {"log": [f"n={state.n}"]}
+
+    graph = g.StateGraph(state_cls).add_node("bump", bump).add_node("check", check)
+    graph.add_edge(g.START, "bump").add_edge("bump", "check")
+    return graph.add_edge("check", g.END)
+
+
+@pytest.mark.parametrize("state_cls", STATES, ids=lambda c: c.__name__)
+async def test_outputs_hold_written_fields_and_nodes_see_defaults(
+    checkpointer: Checkpointer, state_cls: Any
+) -> None:
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = counting(OURS, state_cls, ours_seen).compile(checkpointer=checkpointer)
+    theirs = counting(THEIRS, state_cls, theirs_seen).compile(checkpointer=lg_saver())
+    out = await theirs.ainvoke({"log": ["in"]}, cfg())
+    result = await ours.run({"log": ["in"]}, thread_id="1")
+    assert result.status == "completed", result.error
+    assert ours_seen == theirs_seen == [("anon", 0, None, "nowhere"), ("anon", 1, ["in", "bump"])]
+    assert result.state == out == {"n": 1, "log": ["in", "bump", "n=1"]}
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values == out
+    # a second input writes name: from then on it is a written channel on both
+    out = await theirs.ainvoke({"name": "ada"}, cfg())
+    result = await ours.run({"name": "ada"}, thread_id="1")
+    assert result.state == out
+    assert out["name"] == "ada" and out["n"] == 2
+
+
+@pytest.mark.parametrize("state_cls", STATES, ids=lambda c: c.__name__)
+async def test_values_and_updates_streams_hold_written_fields(
+    checkpointer: Checkpointer, state_cls: Any
+) -> None:
+    ours, theirs = pair(lambda g: counting(g, state_cls, []), checkpointer)
+    for mode in ("values", "updates"):
+        theirs_items = [
+            i async for i in theirs.astream({"log": ["in"]}, cfg(mode), stream_mode=mode)
+        ]
+        ours_items = [i async for i in ours.stream({"log": ["in"]}, thread_id=mode, mode=mode)]
+        assert ours_items == theirs_items, mode
+
+
+@pytest.mark.parametrize("state_cls", STATES, ids=lambda c: c.__name__)
+async def test_state_instances_returned_are_read_as_langgraph_reads_them(
+    checkpointer: Checkpointer, state_cls: Any
+) -> None:
+    # LangGraph's get_update_as_tuples: every field of a dataclass; every field of a pydantic
+    # model but those that are None, default to None and were not set
+    def build(g: Any) -> Any:
+        def named(state: Any) -> Any:
+            return state_cls(name="ada")
+
+        def commanded(state: Any) -> Any:
+            return g.Command(update=state_cls(log=["hi"], note=None), goto="last")
+
+        graph = g.StateGraph(state_cls).add_node("named", named)
+        graph.add_node("commanded", commanded, destinations=("last",))
+        graph.add_node("last", lambda s: {"log": [f"last {s.name!r} {s.note}"]})
+        graph.add_edge(g.START, "named").add_edge("named", "commanded")
+        return graph.add_edge("last", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({}, cfg())
+    result = await ours.run({}, thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == out
+    assert out["name"] == "anon"  # commanded's instance wrote its default over "ada"
+    assert out["log"] == ["hi", "last 'anon' None"]
+    # note=None was set explicitly: written on both (a dataclass writes every field)
+    assert "note" in out
+    out = await theirs.ainvoke(THEIRS.Command(update=state_cls(name="bob")), cfg())
+    result = await ours.run(OURS.Command(update=state_cls(name="bob")), thread_id="1")
+    assert result.state == out
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+async def test_an_unset_none_field_of_a_pydantic_instance_is_not_written(
+    checkpointer: Checkpointer,
+) -> None:
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(PState).add_node("set", lambda s: {"note": "kept"})
+        graph.add_node("back", lambda s: PState(n=5))  # note: None, its default, not set
+        graph.add_edge(g.START, "set").add_edge("set", "back")
+        return graph.add_edge("back", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({}, cfg())
+    result = await ours.run({}, thread_id="1")
+    assert result.state == out
+    assert out["note"] == "kept" and out["n"] == 5
+
+
+async def test_update_state_on_a_pydantic_thread(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(lambda g: counting(g, PState, []), checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.aupdate_state(cfg(), {"note": "hand-written"})
+    await ours.update_state("1", {"note": "hand-written"})
+    theirs_values = (await theirs.aget_state(cfg())).values
+    assert (await ours.get_state("1")).values == theirs_values
+    assert "name" not in theirs_values and theirs_values["note"] == "hand-written"
+
+
+async def test_a_pydantic_subgraph_gives_back_written_fields_only(
+    checkpointer: Checkpointer,
+) -> None:
+    def build(g: Any) -> Any:
+        sub = counting(g, PState, []).compile()
+        graph = g.StateGraph(PState).add_node("first", lambda s: {"name": "outer"})
+        graph.add_node("sub", sub).add_edge(g.START, "first").add_edge("first", "sub")
+        return graph.add_edge("sub", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    theirs_items = [
+        (shape(ns), item)
+        async for ns, item in theirs.astream({}, cfg(), stream_mode="updates", subgraphs=True)
+    ]
+    ours_items = [
+        (shape(ns), item)
+        async for ns, item in ours.stream({}, thread_id="1", mode="updates", subgraphs=True)
+    ]
+    # LangGraph reads the sub-graph node's output as a PState instance, so the defaults that
+    # are not None (place) are written into the parent, though nothing wrote them
+    assert theirs_items[-1] == (
+        (),
+        {"sub": {"name": "outer", "n": 1, "log": ["bump", "n=1"], "place": Place()}},
+    )
+    # ours gives back what the sub-graph changed (docs/graph.md, "Sub-graphs"): neither the
+    # name it started from nor a default
+    assert ours_items[-1] == ((), {"sub": {"n": 1, "log": ["bump", "n=1"]}})
+    assert ours_items[:-1] == theirs_items[:-1]
+    state = (await ours.get_state("1")).values
+    assert state == {"name": "outer", "n": 1, "log": ["bump", "n=1"]}
+    assert (await theirs.aget_state(cfg())).values == {**state, "place": Place()}
+
+
+async def test_a_reducer_field_starts_from_its_default(checkpointer: Checkpointer) -> None:
+    @dataclasses.dataclass
+    class Counted:
+        count: Annotated[int, operator.add] = 5
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Counted).add_node("add", lambda s: {"count": 1})
+        return graph.add_edge(g.START, "add").add_edge("add", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({}, cfg())
+    result = await ours.run({}, thread_id="1")
+    # LangGraph's reducer channel starts from int() and never sees the field's default;
+    # ours folds the first writes into the default (docs/graph.md, "State")
+    assert out == {"count": 1}
+    assert result.state == {"count": 6}
+
+
+def lg_saver() -> Any:
+    from langgraph_kit import lg_memory
+
+    return lg_memory.InMemorySaver()
