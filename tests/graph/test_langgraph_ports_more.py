@@ -984,12 +984,6 @@ async def test_a_failed_task_shows_its_error_in_get_state(checkpointer: Checkpoi
     assert all(t.error is None for t in (await ours.get_state("1")).tasks)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="get_state().tasks order: LangGraph lists Send tasks first, then the triggered "
-    "nodes in add_node order; ours lists the nodes by name, then the Sends (the order writes "
-    "apply, which is the same on both)",
-)
 async def test_snapshot_tasks_are_in_langgraphs_order(checkpointer: Checkpointer) -> None:
     def build(g: Any) -> Any:
         graph = g.StateGraph(Log).add_node("amy", logger("amy")).add_node("zed", logger("zed"))

@@ -211,3 +211,60 @@ def lg_saver() -> Any:
     from langgraph_kit import lg_memory
 
     return lg_memory.InMemorySaver()
+
+
+# -- the order a snapshot lists its tasks ------------------------------------------------------
+
+
+def fan_out(g: Any, *, ask: bool = False) -> Any:
+    """START routes to zed, a Send to mid, a Send to amy, amy and mid (added zed, amy, mid);
+    with ``ask`` each node asks its name first."""
+
+    def node(name: str) -> Any:
+        def run(state: Any) -> dict[str, Any]:
+            return {"log": [g.interrupt(name) if ask else name]}
+
+        return run
+
+    graph = g.StateGraph(Logged)
+    for name in ("zed", "amy", "mid"):
+        graph.add_node(name, node(name)).add_edge(name, g.END)
+    return graph.add_conditional_edges(
+        g.START, lambda s: ["zed", g.Send("mid", {}), g.Send("amy", {}), "amy", "mid"]
+    )
+
+
+class Logged(BaseModel):
+    log: Annotated[list[str], operator.add] = []
+
+
+async def test_snapshot_next_and_history_list_sends_first_then_add_node_order(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(fan_out, checkpointer, interrupt_before=["zed", "amy", "mid"])
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    theirs_state, ours_state = await theirs.aget_state(cfg()), await ours.get_state("1")
+    assert theirs_state.next == ("mid", "amy", "zed", "amy", "mid")
+    assert ours_state.next == theirs_state.next
+    assert [t.name for t in ours_state.tasks] == [t.name for t in theirs_state.tasks]
+    # a checkpoint read by id, and the history, list them the same way
+    by_id = await ours.get_state("1", checkpoint_id=ours_state.checkpoint_id)
+    assert by_id.next == theirs_state.next
+    assert (await ours.history("1"))[0].next == theirs_state.next
+    # the writes still apply in the step's task order, the same on both
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"log": ["amy", "mid", "zed", "mid", "amy"]}
+
+
+async def test_snapshot_interrupts_follow_the_task_order(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(lambda g: fan_out(g, ask=True), checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    theirs_state, ours_state = await theirs.aget_state(cfg()), await ours.get_state("1")
+    assert ours_state.next == theirs_state.next == ("mid", "amy", "zed", "amy", "mid")
+    assert [i.value for i in ours_state.interrupts] == [i.value for i in theirs_state.interrupts]
+    assert [[i.value for i in t.interrupts] for t in ours_state.tasks] == [
+        [i.value for i in t.interrupts] for t in theirs_state.tasks
+    ]

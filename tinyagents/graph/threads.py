@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
-from tinyagents.graph.checkpointing import load_head, new_frontier_id, save
+from tinyagents.graph.checkpointing import Planned, load_head, new_frontier_id, save
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.session import GraphSession, carry_interrupts, check_id
 from tinyagents.graph.tasks import Task
-from tinyagents.graph.types import CheckpointInfo, StateSnapshot, TaskState
+from tinyagents.graph.types import UNSET, CheckpointInfo, StateSnapshot, TaskState
 
 if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
@@ -50,6 +50,23 @@ async def get_state(
     return snap
 
 
+_Shown = TypeVar("_Shown", Task, Planned)
+
+
+def shown(graph: GraphCore, tasks: list[_Shown]) -> list[_Shown]:
+    """``tasks`` (or a frontier) in the order LangGraph's snapshot lists them: the ``Send``
+    tasks as they were made, then the other nodes in ``add_node`` order."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    return sorted(tasks, key=lambda t: -1 if t.arg is not UNSET else order.get(t.node, 0))
+
+
+def _next_saved(graph: GraphCore, frontier: list[dict[str, Any]]) -> tuple[str, ...]:
+    """A saved frontier's nodes in LangGraph's order (``shown``)."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    ordered = sorted(frontier, key=lambda p: -1 if "arg" in p else order.get(p["node"], 0))
+    return tuple(p["node"] for p in ordered)
+
+
 async def _snapshot(
     graph: GraphCore,
     cp: Checkpointer,
@@ -64,13 +81,15 @@ async def _snapshot(
     errors = {task_id: rec.error for task_id, rec in head.records.items() if rec.error}
     run = GraphRun(graph, head, checkpointer=cp, recursion_limit=0)
     tasks = run.plan()
+    values = run.state_of(tasks) if checkpoint_id is None else head.values
+    # shown in LangGraph's order; the writes above applied in the step's (task) order
+    tasks = shown(graph, tasks)
     if checkpoint_id is None:
         # as LangGraph shows a thread's head: a paused or failed step's finished tasks have
         # written, and only the unfinished ones are next
-        values = run.state_of(tasks)
         next_nodes = tuple(t.node for t in tasks if t.writes is None)
     else:
-        values, next_nodes = head.values, tuple(p.node for p in head.frontier)
+        next_nodes = tuple(p.node for p in shown(graph, head.frontier))
     states = []
     for t in tasks:
         subs = await _sub_states(run, cp, t) if subgraphs else ()
@@ -156,7 +175,7 @@ async def history(
             step=r.step,
             source=r.source,
             snapshot=r.snapshot,
-            next=tuple(p["node"] for p in r.frontier),
+            next=_next_saved(graph, r.frontier),
             written=tuple(r.written),
             tasks=tuple(r.tasks),
             created_at=r.created_at,
