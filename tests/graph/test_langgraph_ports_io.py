@@ -10,6 +10,7 @@ docs/graph.md documents is asserted as ours, with a comment naming the section.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -289,3 +290,80 @@ def lg_memory_saver() -> Any:
     from langgraph_kit import lg_memory
 
     return lg_memory.InMemorySaver()
+
+
+# -- add_node(..., input_schema=...) -----------------------------------------------------------
+
+
+class Wide(TypedDict, total=False):
+    a: str
+    b: str
+    log: Annotated[list[str], operator.add]
+
+
+class Narrow(TypedDict):
+    a: str
+    extra: str  # no state key: a channel of its own, never written
+
+
+class NarrowModel(BaseModel):
+    a: str
+    extra: str = "default"
+
+
+def kind(state: Any) -> str:
+    """A node's input: "mapping" (LangGraph's dict, our read-only mapping: docs/graph.md,
+    "State") or the class of the instance."""
+    return "mapping" if isinstance(state, Mapping) else type(state).__name__
+
+
+def narrow_graph(g: Any, node_input: Any, seen: list[Any]) -> Any:
+    """first writes a and b; reader (input_schema=node_input) and a Send to sent note what
+    they get."""
+
+    def reader(state: Any) -> dict[str, Any]:
+        seen.append(("reader", kind(state), dict(state)))
+        return {"log": ["reader"]}
+
+    def sent(state: Any) -> dict[str, Any]:
+        seen.append(("sent", kind(state), dict(state)))
+        return {"log": ["sent"]}
+
+    graph = g.StateGraph(Wide).add_node("first", lambda s: {"a": "A", "b": "B"})
+    graph.add_node("reader", reader, input_schema=node_input)
+    graph.add_node("sent", sent, input_schema=node_input)
+    graph.add_edge(g.START, "first").add_edge("first", "reader").add_edge("reader", g.END)
+    graph.add_conditional_edges("first", lambda s: [g.Send("sent", {"a": "x"})])
+    return graph.add_edge("sent", g.END)
+
+
+@pytest.mark.parametrize("node_input", [Narrow, NarrowModel], ids=["TypedDict", "pydantic"])
+async def test_a_node_with_an_input_schema_sees_its_keys_only(
+    checkpointer: Checkpointer, node_input: Any
+) -> None:
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = narrow_graph(OURS, node_input, ours_seen).compile(checkpointer=checkpointer)
+    theirs = narrow_graph(THEIRS, node_input, theirs_seen).compile(checkpointer=lg_memory_saver())
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.status == "completed", result.error
+    # reader gets a (and, from a pydantic schema, extra's default) in the schema's type; a
+    # Send's argument goes to the node as it was sent
+    assert sorted(ours_seen) == sorted(theirs_seen)
+    if node_input is Narrow:
+        assert ("reader", "mapping", {"a": "A"}) in theirs_seen
+    else:
+        assert ("reader", "NarrowModel", {"a": "A", "extra": "default"}) in theirs_seen
+    assert ("sent", "mapping", {"a": "x"}) in theirs_seen
+    assert result.state == out == {"a": "A", "b": "B", "log": ["reader", "sent"]}
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+async def test_a_node_input_schema_key_is_not_graph_input(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(lambda g: narrow_graph(g, Narrow, []), checkpointer)
+    # extra joined the channels, but the graph's input and output stay the state's keys
+    out = await theirs.ainvoke({"extra": "E", "log": []}, cfg())
+    result = await ours.run({"extra": "E", "log": []}, thread_id="1")
+    assert result.state == out
+    assert "extra" not in out

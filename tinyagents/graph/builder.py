@@ -72,6 +72,7 @@ class StateGraph:
         supervises: Sequence[str] = (),
         metadata: dict[str, Any] | None = None,
         defer: bool = False,
+        input_schema: Any = None,
     ) -> StateGraph:
         """Add a node; ``action`` is a function, a compiled graph or an ``Agent``.
 
@@ -79,6 +80,9 @@ class StateGraph:
         (validation only). ``supervises`` lists the nodes whose tasks this node may steer
         through the ``graph_supervisor`` actor. ``defer=True``: once triggered, the node
         waits until a step triggers no other node, then runs once (LangGraph's ``defer``).
+        ``input_schema`` (a TypedDict, dataclass or pydantic model): the node sees that
+        schema's keys only (an instance of it for a dataclass or pydantic schema); its fields
+        join the graph's channels, as LangGraph's ``add_node(..., input_schema=...)``.
         """
         if action is None:
             if not callable(name):
@@ -100,6 +104,8 @@ class StateGraph:
             metadata=dict(metadata or {}),
             defer=defer,
         )
+        if input_schema is not None:
+            spec.input = self._node_input(input_schema)
         if isinstance(action, CompiledGraph):
             spec.subgraph = action
             spec.is_async = True
@@ -113,7 +119,9 @@ class StateGraph:
             spec.fn = action
             spec.is_async = is_async_callable(action)
             spec.takes_ctx = positional_arity(action) >= 2
-            spec.plain = retry is None and timeout is None and not spec.takes_ctx
+            spec.plain = (
+                retry is None and timeout is None and not spec.takes_ctx and spec.input is None
+            )
         else:
             raise ConfigurationError(
                 f"node {name!r} must be a function, a compiled graph or an Agent, "
@@ -121,6 +129,25 @@ class StateGraph:
             )
         self.nodes[name] = spec
         return self
+
+    def _node_input(self, cls: Any) -> StateSchema:
+        """A node's input schema; its fields join the channels (the state's own channel wins
+        for a shared name) and its managed values the graph's, and the graph's input and
+        output stay the state's keys."""
+        node_input = read_schema(cls)
+        schema = self.schema
+        added = node_input.channels.keys() - schema.channels.keys()
+        if added:
+            state_keys = frozenset(schema.channels)
+            if schema.input_keys is None:
+                schema.input_keys = state_keys
+            if schema.output_keys is None:
+                schema.output_keys = state_keys
+            for name in added:
+                schema.channels[name] = node_input.channels[name]
+        for name, kind in node_input.managed.items():
+            schema.managed.setdefault(name, kind)
+        return node_input
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """``source`` → ``target``; a list of sources waits for all of them (a join)."""

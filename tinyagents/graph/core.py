@@ -50,6 +50,8 @@ class NodeSpec:
     plain: bool = False
     #: ``add_node(..., defer=True)``: once triggered, it waits until nothing else would run
     defer: bool = False
+    #: ``add_node(..., input_schema=...)``: the node sees these keys only
+    input: StateSchema | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
 

@@ -51,7 +51,7 @@ from tinyagents.graph.tasks import (
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
-    from tinyagents.graph.core import GraphCore
+    from tinyagents.graph.core import GraphCore, NodeSpec
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
     from tinyagents.store.checkpoint.base import Checkpointer
@@ -561,6 +561,20 @@ class GraphRun:
             self._view = self.graph.schema.view(values)
         return self._view
 
+    def view_for(self, spec: NodeSpec) -> Any:
+        """The state as node ``spec`` sees it: ``view()``, or with ``add_node(...,
+        input_schema=...)`` that schema's keys only, as an instance of it for a dataclass or
+        pydantic schema (defaults filled in, no validation), as LangGraph's node input."""
+        schema = spec.input
+        if schema is None:
+            return self.view()
+        values = {k: v for k, v in self.head.values.items() if k in schema.channels}
+        if self.checkpointer is not None:
+            values = {k: detach(v) for k, v in values.items()}
+        if schema.managed:
+            values.update(self._managed_values(schema.managed))
+        return schema.view(values)
+
     def _managed_values(self, managed: dict[str, str]) -> dict[str, Any]:
         """The managed fields' values this step (``state.RemainingSteps``, ``IsLastStep``),
         counted as LangGraph counts them: the steps left under the recursion limit."""
@@ -658,7 +672,12 @@ class GraphRun:
         else:
             schema = child_graph.schema
             keys = schema.channels if schema.input_keys is None else schema.input_keys
-            data = {k: v for k, v in self.head.values.items() if k in keys}
+            node_input = task.spec.input  # add_node(..., input_schema=...)
+            data = {
+                k: v
+                for k, v in self.head.values.items()
+                if k in keys and (node_input is None or k in node_input.channels)
+            }
         child, fresh = await self.child_run(child_graph, task, ns, data)
         # what the child started from: the parent's values may have changed since a resumed
         # child started (an update_state while it waited on an interrupt)
@@ -693,7 +712,7 @@ class GraphRun:
     async def run_agent(self, task: Task) -> Any:
         """Run an agent node as a child run: below the task's entry in the run tree when a
         runtime manages this run, else below the run itself."""
-        state = self.view() if task.arg is UNSET else task.arg
+        state = self.view_for(task.spec) if task.arg is UNSET else task.arg
         hooks = self.task_hooks
         if hooks is None:
             return await run_agent_node(task, state, self.runtime, parent=self.run_id)

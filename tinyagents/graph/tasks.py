@@ -136,6 +136,8 @@ class TaskRun(Protocol):
 
     def view(self) -> Any: ...
 
+    def view_for(self, spec: NodeSpec) -> Any: ...
+
     async def run_subgraph(self, task: Task) -> Any: ...
 
     async def run_agent(self, task: Task) -> Any: ...
@@ -181,7 +183,7 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
         return await run.run_subgraph(task)
     if spec.agent is not None:
         return await run.run_agent(task)
-    arg = run.view() if task.arg is UNSET else task.arg
+    arg = run.view_for(spec) if task.arg is UNSET else task.arg
     fn = spec.fn
     assert fn is not None
     if spec.takes_ctx:
