@@ -12,7 +12,7 @@ import contextlib
 import logging
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -130,7 +130,33 @@ class Store(ABC):
         """Upsert run snapshots (``RunInfo.snapshot()``)."""
 
     @abstractmethod
-    async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]: ...
+    async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
+        """Every run snapshot (of ``tenant_id``, or of every tenant), in the order first
+        saved. For a listing an operator pages through, use ``list_runs``."""
+
+    async def list_runs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        statuses: Sequence[str] = (),
+        root_run_id: str | None = None,
+        before: RunKey | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` run snapshots, newest first by ``run_key``, each older than
+        ``before`` (a keyset: a walk that passes the last key of each page sees every run
+        once, however many are saved meanwhile), filtered by tenant, status (any of
+        ``statuses``; none: every status) and tree.
+
+        The backends here answer it with one indexed query; this fallback, for a backend
+        that predates it, reads every snapshot of the tenant."""
+        rows = [
+            s
+            for s in await self.load_runs(tenant_id=tenant_id)
+            if runs_match(s, statuses=statuses, root_run_id=root_run_id, before=before)
+        ]
+        rows.sort(key=run_key, reverse=True)
+        return rows if limit is None else rows[:limit]
 
     @abstractmethod
     async def run_commands(
@@ -177,6 +203,32 @@ class Store(ABC):
     @abstractmethod
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
         """The receipt of an answered item; None while it waits (or for an unknown id)."""
+
+
+#: Where a run sits in a listing: (created_at as ISO text, run_id), compared as code points.
+RunKey = tuple[str, str]
+
+
+def run_key(snapshot: dict[str, Any]) -> RunKey:
+    """The listing key of a snapshot (newest first is descending)."""
+    return (str(snapshot.get("created_at") or ""), str(snapshot["run_id"]))
+
+
+def runs_match(
+    snapshot: dict[str, Any],
+    *,
+    tenant_id: str | None = None,
+    statuses: Sequence[str] = (),
+    root_run_id: str | None = None,
+    before: RunKey | None = None,
+) -> bool:
+    """Whether ``snapshot`` belongs in a ``list_runs`` answer with these filters."""
+    return (
+        (tenant_id is None or snapshot.get("tenant_id") == tenant_id)
+        and (not statuses or snapshot.get("status") in statuses)
+        and (root_run_id is None or snapshot.get("root_run_id") == root_run_id)
+        and (before is None or run_key(snapshot) < before)
+    )
 
 
 def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | None]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,8 +15,11 @@ from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_RETENTION_S,
     InboxItem,
+    RunKey,
     Store,
     StoredCommand,
+    run_key,
+    runs_match,
     terminal_updates,
 )
 
@@ -89,6 +94,26 @@ class MemoryStore(Store):
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         return [r for r in self._runs.values() if tenant_id is None or r["tenant_id"] == tenant_id]
+
+    async def list_runs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        statuses: Sequence[str] = (),
+        root_run_id: str | None = None,
+        before: RunKey | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        rows = (
+            r
+            for r in self._runs.values()
+            if runs_match(
+                r, tenant_id=tenant_id, statuses=statuses, root_run_id=root_run_id, before=before
+            )
+        )
+        if limit is None:
+            return sorted((dict(r) for r in rows), key=run_key, reverse=True)
+        return [dict(r) for r in heapq.nlargest(limit, rows, key=run_key)]
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)

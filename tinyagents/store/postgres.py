@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -41,8 +41,10 @@ from tinyagents.store.base import (
     INBOX_RETENTION_S,
     PRUNE_INBOX,
     InboxItem,
+    RunKey,
     Store,
     StoredCommand,
+    run_key,
     terminal_updates,
     unreadable_reason,
     unreadable_receipt,
@@ -111,6 +113,25 @@ MIGRATIONS: list[tuple[int, str]] = [
         # leave with the answered ones of their age: found by when they were submitted.
         """
         CREATE INDEX inbox_unanswered ON inbox (submitted_at) WHERE answered_at IS NULL;
+        """,
+    ),
+    (
+        3,
+        # Runs are listed a page at a time, newest first by (created_at, run_id): created_at
+        # gets a column (read out of the snapshot text for the rows saved before: a regular
+        # expression, as a cast to JSON fails on an escaped lone surrogate), and the two
+        # columns compare as code points ("C"), as Python and SQLite compare them, whatever
+        # the database's collation: a listing merged with live snapshots and a cursor handed
+        # back must sort the same way everywhere. The indexes end in (created_at, run_id) so
+        # a page is read in order without a sort.
+        """
+        ALTER TABLE runs ADD COLUMN created_at TEXT COLLATE "C" NOT NULL DEFAULT '';
+        UPDATE runs SET created_at = COALESCE(substring(data from '"created_at": "([^"]*)"'), '');
+        ALTER TABLE runs ALTER COLUMN run_id TYPE TEXT COLLATE "C";
+        CREATE INDEX runs_created ON runs (created_at, run_id);
+        CREATE INDEX runs_tenant_created ON runs (tenant_id, created_at, run_id);
+        CREATE INDEX runs_tenant_status_created ON runs (tenant_id, status, created_at, run_id);
+        CREATE INDEX runs_root_created ON runs (root_run_id, created_at, run_id);
         """,
     ),
 ]
@@ -347,12 +368,19 @@ class PostgresStore(Store):
             return
         async with self._transaction(f"save {len(snapshots)} run snapshot(s)") as conn:
             await conn.executemany(
-                "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data)"
-                " VALUES ($1, $2, $3, $4, $5)"
+                "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6)"
                 " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
                 " data = excluded.data",
                 [
-                    (s["run_id"], s["root_run_id"], s["tenant_id"], s["status"], json.dumps(s))
+                    (
+                        s["run_id"],
+                        s["root_run_id"],
+                        s["tenant_id"],
+                        s["status"],
+                        json.dumps(s),
+                        run_key(s)[0],
+                    )
                     for s in snapshots
                 ],
             )
@@ -366,6 +394,39 @@ class PostgresStore(Store):
                 "SELECT data FROM runs WHERE tenant_id = $1 ORDER BY pos",
                 tenant_id,
             )
+        return [json.loads(r[0]) for r in rows]
+
+    async def list_runs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        statuses: Sequence[str] = (),
+        root_run_id: str | None = None,
+        before: RunKey | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+
+        def arg(value: Any) -> str:
+            args.append(value)
+            return f"${len(args)}"
+
+        if tenant_id is not None:
+            clauses.append(f"tenant_id = {arg(tenant_id)}")
+        if statuses:
+            clauses.append(f"status = ANY({arg(list(statuses))}::text[])")
+        if root_run_id is not None:
+            clauses.append(f"root_run_id = {arg(root_run_id)}")
+        if before is not None:
+            clauses.append(f"(created_at, run_id) < ({arg(before[0])}, {arg(before[1])})")
+        sql = "SELECT data FROM runs"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY created_at DESC, run_id DESC"
+        if limit is not None:
+            sql += f" LIMIT {arg(limit)}"
+        rows = await self._fetch("list runs", sql, *args)
         return [json.loads(r[0]) for r in rows]
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:

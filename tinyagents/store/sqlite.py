@@ -23,8 +23,10 @@ from tinyagents.store.base import (
     INBOX_RETENTION_S,
     PRUNE_INBOX,
     InboxItem,
+    RunKey,
     Store,
     StoredCommand,
+    run_key,
     terminal_updates,
     unreadable_reason,
     unreadable_receipt,
@@ -126,6 +128,24 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE events ADD COLUMN tenant_id TEXT;
         UPDATE events SET tenant_id = json_extract(data, '$.tenant_id') WHERE json_valid(data);
         CREATE INDEX IF NOT EXISTS events_tenant ON events(tenant_id);
+        COMMIT;
+        """,
+    ),
+    (
+        4,
+        # Runs are listed a page at a time, newest first: each run's created_at gets a column
+        # (from its snapshot, for the rows saved before), and the listing's filters indexes
+        # that end in (created_at, run_id), so a page is read in order without a sort.
+        """
+        BEGIN;
+        ALTER TABLE runs ADD COLUMN created_at TEXT NOT NULL DEFAULT '';
+        UPDATE runs SET created_at = COALESCE(CAST(json_extract(data, '$.created_at') AS TEXT), '')
+            WHERE json_valid(data);
+        CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at, run_id);
+        CREATE INDEX IF NOT EXISTS runs_tenant_created ON runs(tenant_id, created_at, run_id);
+        CREATE INDEX IF NOT EXISTS runs_tenant_status_created
+            ON runs(tenant_id, status, created_at, run_id);
+        CREATE INDEX IF NOT EXISTS runs_root_created ON runs(root_run_id, created_at, run_id);
         COMMIT;
         """,
     ),
@@ -347,10 +367,18 @@ class SqliteStore(Store):
         if not snapshots:
             return
         await self._write(
-            "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data) VALUES (?, ?, ?, ?, ?)"
+            "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data",
             [
-                (s["run_id"], s["root_run_id"], s["tenant_id"], s["status"], json.dumps(s))
+                (
+                    s["run_id"],
+                    s["root_run_id"],
+                    s["tenant_id"],
+                    s["status"],
+                    json.dumps(s),
+                    run_key(s)[0],
+                )
                 for s in snapshots
             ],
             what=f"save {len(snapshots)} run snapshot(s)",
@@ -363,6 +391,22 @@ class SqliteStore(Store):
         if tenant_id is not None:
             sql, args = sql + " WHERE tenant_id = ?", (tenant_id,)
         async with self.db.execute(sql + " ORDER BY rowid", args) as cur:
+            return [json.loads(r[0]) for r in await cur.fetchall()]
+
+    async def list_runs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        statuses: Sequence[str] = (),
+        root_run_id: str | None = None,
+        before: RunKey | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        where, args = _run_filters(tenant_id, statuses, root_run_id, before)
+        sql = "SELECT data FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
+        if limit is not None:
+            sql, args = sql + " LIMIT ?", [*args, limit]
+        async with self.db.execute(sql, args) as cur:
             return [json.loads(r[0]) for r in await cur.fetchall()]
 
     async def run_commands(
@@ -482,6 +526,30 @@ class SqliteStore(Store):
         if row is None or row[0] is None:
             return None
         return SteeringReceipt.model_validate_json(row[0])
+
+
+def _run_filters(
+    tenant_id: str | None,
+    statuses: Sequence[str],
+    root_run_id: str | None,
+    before: RunKey | None,
+) -> tuple[str, list[Any]]:
+    """The WHERE clause of a run listing and its arguments."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if tenant_id is not None:
+        clauses.append("tenant_id = ?")
+        args.append(tenant_id)
+    if statuses:
+        clauses.append(f"status IN ({','.join('?' for _ in statuses)})")
+        args.extend(statuses)
+    if root_run_id is not None:
+        clauses.append("root_run_id = ?")
+        args.append(root_run_id)
+    if before is not None:
+        clauses.append("(created_at, run_id) < (?, ?)")
+        args.extend(before)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> tuple[str, list[Any]]:
