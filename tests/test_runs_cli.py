@@ -272,3 +272,90 @@ async def test_the_same_actions_over_http() -> None:
         assert code == 2 and "cannot reach" in err
         code, _, err = await cli("list", "--url", url, token="")
         assert code == 2 and "TINYAGENTS_TOKEN" in err
+
+
+def _saved_runs(tmp_path: Path, count: int) -> str:
+    """A store file holding ``count`` finished runs of acme (and one of globex)."""
+    from tinyagents.store import SqliteStore
+
+    async def save() -> None:
+        store = SqliteStore(tmp_path / "many.db")
+        await store.open()
+        snaps = [
+            {
+                "run_id": f"r-{i:03d}",
+                "root_run_id": f"r-{i:03d}",
+                "parent_run_id": None,
+                "tenant_id": "globex" if i == 0 else "acme",
+                "status": "completed",
+                "kind": "agent",
+                "created_at": f"2026-12-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+            }
+            for i in range(count)
+        ]
+        await store.save_runs(snaps)
+        await store.close()
+
+    asyncio.run(save())
+    return f"sqlite:///{tmp_path / 'many.db'}"
+
+
+def test_list_shows_a_page_and_says_how_to_get_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--store", _saved_runs(tmp_path, 26), "--tenant", "acme"]
+    code, listed = runs_json(capsys, "list", *where, "--limit", "10")
+    assert code == 0
+    assert [r["run_id"] for r in listed] == [f"r-{i:03d}" for i in range(25, 15, -1)]
+    assert main(["runs", "list", *where, "--limit", "10", "--json"]) == 0
+    out, err = capsys.readouterr()  # the list on stdout, how to get more on stderr
+    assert len(json.loads(out)) == 10
+    cursor = err.split("--cursor ")[1].split()[0]
+    assert "--all" in err
+    code, more = runs_json(capsys, "list", *where, "--limit", "10", "--cursor", cursor)
+    assert [r["run_id"] for r in more] == [f"r-{i:03d}" for i in range(15, 5, -1)]
+    code, everything = runs_json(capsys, "list", *where, "--all")
+    assert [r["run_id"] for r in everything] == [f"r-{i:03d}" for i in range(25, 0, -1)]
+    assert main(["runs", "list", *where, "--all"]) == 0
+    out, err = capsys.readouterr()
+    assert "25 run(s)" in out and err == ""
+    assert main(["runs", "list", *where, "--cursor", "nonsense"]) == 2
+    assert "--cursor" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse refuses it
+        main(["runs", "list", *where, "--limit", "0"])
+    assert "at least 1" in capsys.readouterr().err
+
+
+async def test_list_follows_the_servers_pages() -> None:
+    auth = Auth(Auth.generate_key())
+    acme = auth.mint(user="alice", tenant="acme", rights=["agent:observe"])
+    from tinyagents.store import SqliteStore
+
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        url_store = await asyncio.to_thread(_saved_runs, Path(tmp), 1300)
+        store = SqliteStore(url_store.removeprefix("sqlite:///"))
+        await store.open()
+        try:
+            control = Control(store=store)
+            sock = bind("127.0.0.1", 0)
+            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            async with serving(create_app(control, auth=auth, console=False), sock):
+                code, out, err = await cli(
+                    "list", "--url", url, "--json", "--limit", "1200", token=acme
+                )
+                assert code == 0, err
+                listed = [r["run_id"] for r in json.loads(out)]
+                assert listed == [f"r-{i:03d}" for i in range(1299, 99, -1)]  # two requests
+                assert "--cursor" in err
+                cursor = err.split("--cursor ")[1].split()[0]
+                code, out, err = await cli(
+                    "list", "--url", url, "--json", "--all", "--cursor", cursor, token=acme
+                )
+                assert code == 0 and err == ""
+                assert [r["run_id"] for r in json.loads(out)] == [
+                    f"r-{i:03d}" for i in range(99, 0, -1)
+                ]
+                code, _, err = await cli("list", "--url", url, "--cursor", "nonsense", token=acme)
+                assert code == 2 and "422" in err and "next link" in err
+        finally:
+            await store.close()

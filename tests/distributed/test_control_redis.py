@@ -24,6 +24,7 @@ from tinyagents import (
 from tinyagents.distributed import RedisControl
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
+from tinyagents.store import MemoryStore
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
 
@@ -66,6 +67,47 @@ async def test_control_lists_and_steers_another_workers_run_through_redis(
     cancel = await control.submit(command(handle.run_id, "cancel", actor=OPERATOR))
     assert cancel.status == "accepted"
     assert (await handle.result()).status is RunStatus.CANCELLED
+
+
+async def test_another_workers_live_run_joins_the_page_it_sorts_into(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """Worker b lists a shared store holding 30 older runs and a stale copy of worker a's live
+    run: the live run heads the first page with a's fresh snapshot, filtered by its fresh
+    status, and a walk of the pages sees every run once."""
+    rt_a, control_b, rc_b = pair
+    store = MemoryStore()
+    control = Control(control_b.runtime, store=store, redis=rc_b)
+    await store.save_runs(
+        [
+            {
+                "run_id": f"old-{i:02d}",
+                "root_run_id": f"old-{i:02d}",
+                "parent_run_id": None,
+                "tenant_id": "acme",
+                "status": "completed",
+                "created_at": f"2000-01-01T00:00:{i:02d}+00:00",
+            }
+            for i in range(30)
+        ]
+    )
+    handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+    await store.save_runs([{**handle.info.snapshot(), "status": "completed"}])  # stale
+    await eventually(
+        lambda: rc_b.list_runs("acme"),
+        lambda runs: any(r["run_id"] == handle.run_id for r in runs),
+    )
+    first = await control.page_runs(tenant_id="acme", limit=5)
+    assert first.runs[0]["run_id"] == handle.run_id
+    assert first.runs[0]["worker"] == "a" and first.runs[0]["status"] == "running"
+    done = await control.page_runs(tenant_id="acme", statuses=("completed",), limit=100)
+    assert handle.run_id not in {r["run_id"] for r in done.runs} and len(done.runs) == 30
+    walked = [r["run_id"] for r in await control.list_runs(tenant_id="acme")]
+    assert walked == [handle.run_id] + [f"old-{i:02d}" for i in reversed(range(30))]
+    assert (await control.page_runs(tenant_id="globex", limit=5)).runs == []
+    await handle.cancel()
+    await handle.result()
+    control.close()
 
 
 async def test_a_command_for_a_thread_reaches_the_worker_running_it(

@@ -151,6 +151,58 @@ def test_pause_resume_and_steer_a_demo_child_from_the_console(browser: Any, tmp_
         drive_console(browser, url, tmp_path)
 
 
+def test_the_console_keeps_live_trees_when_newer_runs_fill_a_page(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The store holds more finished runs than a page, all newer than the demo's (created in
+    2099): the newest page is all theirs, yet the demo's live trees are still in the tree, the
+    usual minute still works, and the page says there are more runs."""
+    from selenium.webdriver.common.by import By
+
+    _save_finished_runs(tmp_path / "serve.db", 450)
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        drive_console(browser, url, tmp_path)
+        wait = waiter(browser)
+        wait.until(lambda d: d.find_element(By.ID, "tree-more").is_displayed())
+        # finished trees fill the rest of the list, newest first
+        wait.until(
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, '[data-testid="run-row"][data-run-id="old-0449"]'
+            )
+        )
+        assert not browser.find_elements(
+            By.CSS_SELECTOR, '[data-testid="run-row"][data-run-id="old-0000"]'
+        )
+
+
+def _save_finished_runs(path: Path, count: int) -> None:
+    import asyncio
+
+    from tinyagents.store import SqliteStore
+
+    async def save() -> None:
+        store = SqliteStore(path)
+        await store.open()
+        await store.save_runs(
+            [
+                {
+                    "run_id": f"old-{i:04d}",
+                    "root_run_id": f"old-{i:04d}",
+                    "parent_run_id": None,
+                    "tenant_id": "default",
+                    "agent_id": "archived",
+                    "kind": "agent",
+                    "status": "completed",
+                    "created_at": f"2099-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+                }
+                for i in range(count)
+            ]
+        )
+        await store.close()
+
+    asyncio.run(save())
+
+
 def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

@@ -3,7 +3,9 @@
 Endpoints, under ``/api/agents`` (OpenAPI at ``/api/agents/openapi.json``, docs at
 ``/api/agents/docs``):
 
-    GET  /runs                          this tenant's runs (?status=, ?root_run_id=)
+    GET  /runs                          this tenant's runs, newest first, a page at a time
+                                        (?status=, ?root_run_id=, ?limit=, ?cursor=; the
+                                        next page in a Link: <...>; rel="next" header)
     GET  /runs/{id}                     one snapshot, live counters, pending commands, interrupts
     GET  /runs/{id}/tree                the run and everything below it, nested
     GET  /runs/{id}/trace               its latest progress frames (?limit=)
@@ -56,6 +58,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
+from tinyagents.server.control import MAX_CURSOR, decode_cursor
 from tinyagents.server.sse import event_stream
 
 if TYPE_CHECKING:
@@ -74,6 +77,9 @@ _MAX_ID = 512
 _MAX_EVENT_ID = 2**63 - 1
 #: How often an open event stream asks again whether the caller's token still holds.
 _RECHECK_S = 1.0
+#: Runs on a page of ``GET /runs`` unless ``?limit=`` says otherwise, and the most it may ask.
+RUNS_PAGE = 100
+MAX_RUNS_PAGE = 1000
 
 
 # --------------------------------------------------------------------------- bodies
@@ -90,6 +96,14 @@ def _no_nul(value: str) -> str:
 
 
 IdText = Annotated[str, AfterValidator(_no_nul)]
+
+
+def _a_cursor(value: str) -> str:
+    decode_cursor(value)  # ValueError: a 422 that says where cursors come from
+    return value
+
+
+Cursor = Annotated[str, AfterValidator(_a_cursor)]
 
 
 class _Body(BaseModel):
@@ -264,21 +278,29 @@ class OperatorApi:
         raise not_found()
 
     async def visible_runs(self, p: Principal, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The snapshots (of the caller's tenant already) the token lets it observe."""
+        """The snapshots (of the caller's tenant already) the token lets it observe. A parent
+        that is not among ``snaps`` (on another page) is looked up, once per call."""
         if self.auth is None:
             return snaps
         if not self._attenuated(p):
             if not self._allows(p, "observe"):
                 raise Problem(403, "this token does not grant agent:observe")
             return snaps
-        parents = {s["run_id"]: s.get("parent_run_id") for s in snaps}
+        parents: dict[str, str | None] = {s["run_id"]: s.get("parent_run_id") for s in snaps}
+
+        async def parent_of(run_id: str) -> str | None:
+            if run_id not in parents:
+                up = await self.control.get_run(run_id, tenant_id=p.tenant_scope)
+                parents[run_id] = up.get("parent_run_id") if up else None
+            return parents[run_id]
+
         kept = []
         for snap in snaps:
             lineage = [snap["run_id"]]
             parent = snap.get("parent_run_id")
             while parent and len(lineage) < _MAX_LINEAGE:
                 lineage.append(parent)
-                parent = parents.get(parent)
+                parent = await parent_of(parent)
             facts = RunFacts(
                 run_id=snap["run_id"],
                 tenant_id=snap.get("tenant_id") or "",
@@ -583,20 +605,49 @@ def create_app(
         504: {"description": "the run's owner did not answer in time (may still apply it)"},
     }
 
-    @router.get("/runs", responses=run_responses, summary="List runs")
+    @router.get(
+        "/runs",
+        responses={
+            **run_responses,
+            200: {
+                "description": "a page of runs, newest first; the next page's URL is in the "
+                '`Link: <...>; rel="next"` header (none on the last page)',
+                "headers": {"Link": {"description": 'the next page: <URL>; rel="next"'}},
+            },
+            422: {"description": "a limit out of range, or a cursor this server never gave"},
+        },
+        summary="List runs, a page at a time",
+    )
     async def list_runs(
-        status: RunStatus | None = Query(default=None),
+        request: Request,
+        response: Response,
+        status: list[RunStatus] | None = Query(
+            default=None, description="only runs in this status (repeat: in any of them)"
+        ),
         root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
+        limit: int = Query(default=RUNS_PAGE, ge=1, le=MAX_RUNS_PAGE),
+        cursor: Cursor | None = Query(
+            default=None,
+            max_length=MAX_CURSOR,
+            description='where the page starts: from the previous page\'s rel="next" link',
+        ),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
         if root_run_id is not None:
             await api.visible_run(p, root_run_id)
-        snaps = await control.list_runs(
+        page = await control.page_runs(
             tenant_id=p.tenant_scope,
-            status=status.value if status is not None else None,
+            statuses=tuple(dict.fromkeys(s.value for s in status or ())),
             root_run_id=root_run_id,
+            cursor=cursor,
+            limit=limit,
         )
-        return await api.visible_runs(p, snaps)
+        if page.next_cursor is not None:
+            url = request.url.remove_query_params("access_token").include_query_params(
+                limit=limit, cursor=page.next_cursor
+            )
+            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+        return await api.visible_runs(p, page.runs)
 
     @router.get("/runs/{run_id}", responses=run_responses, summary="One run's snapshot")
     async def get_run(run_id: str, p: Principal = Caller) -> dict[str, Any]:

@@ -5,7 +5,8 @@ The HTTP API and the ``tinyagents runs`` CLI both stand on it (no web framework 
     control = Control(runtime)                     # runs of this process (and its store)
     control = Control(store=open_store(url))       # runs of other processes sharing a store
     control = Control(runtime, redis=RedisControl(runtime, url))  # and of every worker on Redis
-    runs = await control.list_runs(tenant_id="acme")
+    runs = await control.list_runs(tenant_id="acme")       # every run, newest first
+    page = await control.page_runs(tenant_id="acme", limit=50)  # one page, and its next_cursor
     receipt = await control.submit(cmd)            # in-process, or through the store's inbox
 
 ``tenant_id=None`` means an administrator (every tenant). A run that is unknown and a run of
@@ -14,8 +15,13 @@ another tenant read the same: ``None``, which callers answer as 404.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
+import json
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tinyagents.distributed import RedisControl
@@ -25,10 +31,61 @@ from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, Threa
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
 from tinyagents.steering.remote import submit_through_store
-from tinyagents.store.base import Store
+from tinyagents.store.base import RunKey, Store, run_key, runs_match
 
 #: Events a store-less runtime's ``Control`` keeps for ``trace`` and ``read_events``.
 RING_SIZE = 10_000
+#: The longest cursor read: two bounded texts, base64 encoded.
+MAX_CURSOR = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """One page of a run listing; ``next_cursor`` None on the last."""
+
+    runs: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def encode_cursor(key: RunKey) -> str:
+    """An opaque cursor for the runs after ``key`` (URL-safe base64 of a JSON pair)."""
+    raw = json.dumps(list(key), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> RunKey:
+    """The key a cursor of ``encode_cursor`` holds; ``ValueError`` for any other text. A
+    cursor is only a place in an order: it names no tenant, and whoever sends it is shown
+    their own runs after that place."""
+    if not cursor or len(cursor) > MAX_CURSOR:
+        raise ValueError(f"a cursor is 1 to {MAX_CURSOR} characters, from a next link")
+    try:
+        text = cursor.encode("ascii")
+        raw = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
+        if base64.urlsafe_b64encode(raw).rstrip(b"=") != text:
+            raise ValueError("not canonical")
+        key = json.loads(raw.decode())
+    except (ValueError, UnicodeError, binascii.Error):
+        key = None
+    if (
+        not isinstance(key, list)
+        or len(key) != 2
+        or not all(isinstance(part, str) and _storable(part) for part in key)
+    ):
+        raise ValueError("not a cursor this server handed out: use the one from a next link")
+    return (key[0], key[1])
+
+
+def _storable(text: str) -> bool:
+    """Whether every store can compare ``text`` (no NUL, which PostgreSQL refuses in text;
+    no lone surrogate, which UTF-8 cannot encode): no stored run's key holds either."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Control:
@@ -77,6 +134,65 @@ class Control:
 
     # ------------------------------------------------------------------ reading
 
+    async def page_runs(
+        self,
+        *,
+        tenant_id: str | None,
+        statuses: Sequence[str] = (),
+        root_run_id: str | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> RunPage:
+        """One page of the tenant's runs, newest first (by ``created_at``, then run id),
+        filtered by status (any of ``statuses``) and tree, after ``cursor`` (a page's
+        ``next_cursor``; ``ValueError`` for one that is none).
+
+        The store is asked for one page (``limit`` + 1 rows, filtered and ordered by it); the
+        live snapshots of this process and of the other workers on Redis (fresher than the
+        store's copies, and bounded by the runs alive now) replace their stored copies and
+        join the page they sort into. A page may hold fewer than ``limit`` runs (a stored
+        row whose fresh copy no longer matches) and still have a ``next_cursor``: the walk
+        ends when it is None."""
+        before = decode_cursor(cursor) if cursor is not None else None
+        stored: list[dict[str, Any]] = []
+        if self.store is not None:
+            stored = await self.store.list_runs(
+                tenant_id=tenant_id,
+                statuses=tuple(statuses),
+                root_run_id=root_run_id,
+                before=before,
+                limit=limit + 1,
+            )
+        fresh = await self._fresh_snapshots(tenant_id)
+        # Past the store's last row, rows the store did not return may sort: the page ends
+        # there (that row included), and so does what fresh snapshots may add to it.
+        horizon = run_key(stored[-1]) if len(stored) > limit else None
+        merged = {s["run_id"]: fresh.get(s["run_id"], s) for s in stored}
+        for run_id, snap in fresh.items():
+            merged.setdefault(run_id, snap)
+        kept = sorted(
+            (
+                s
+                for s in merged.values()
+                if runs_match(
+                    s,
+                    tenant_id=tenant_id,
+                    statuses=statuses,
+                    root_run_id=root_run_id,
+                    before=before,
+                )
+                and (horizon is None or run_key(s) >= horizon)
+            ),
+            key=run_key,
+            reverse=True,
+        )
+        page = kept[:limit]
+        if len(kept) > limit:
+            last: RunKey | None = run_key(page[-1])
+        else:
+            last = horizon
+        return RunPage(runs=page, next_cursor=encode_cursor(last) if last is not None else None)
+
     async def list_runs(
         self,
         *,
@@ -84,27 +200,35 @@ class Control:
         status: str | None = None,
         root_run_id: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Snapshots of the tenant's live and recent runs (live counters for the runs of this
-        process), oldest first, filtered by status and tree."""
-        snaps: dict[str, dict[str, Any]] = {}
-        if self.store is not None:
-            for snap in await self.store.load_runs(tenant_id=tenant_id):
-                snaps[snap["run_id"]] = snap
-        if self.redis is not None:  # other workers' live runs (their snapshots are fresher)
+        """Every run of the tenant (filtered by status and tree), newest first, read a page at
+        a time (``page_runs``): for a tree or a script, not for a listing an operator pages."""
+        runs: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await self.page_runs(
+                tenant_id=tenant_id,
+                statuses=(status,) if status is not None else (),
+                root_run_id=root_run_id,
+                cursor=cursor,
+                limit=1000,
+            )
+            runs += page.runs
+            if page.next_cursor is None:
+                return runs
+            cursor = page.next_cursor
+
+    async def _fresh_snapshots(self, tenant_id: str | None) -> dict[str, dict[str, Any]]:
+        """The live runs' snapshots, fresher than the store's: every worker's on Redis, then
+        this process's own (with their live counters)."""
+        fresh: dict[str, dict[str, Any]] = {}
+        if self.redis is not None:
             for snap in await self.redis.list_runs(tenant_id):
-                snaps[snap["run_id"]] = snap
+                fresh[snap["run_id"]] = snap
         if self.runtime is not None:
             for snap in self.runtime.live_snapshots():
                 if tenant_id is None or snap["tenant_id"] == tenant_id:
-                    snaps[snap["run_id"]] = snap  # fresher than the store's
-        runs = [
-            s
-            for s in snaps.values()
-            if (status is None or s["status"] == status)
-            and (root_run_id is None or s["root_run_id"] == root_run_id)
-        ]
-        runs.sort(key=lambda s: (s.get("created_at") or "", s["run_id"]))
-        return runs
+                    fresh[snap["run_id"]] = snap
+        return fresh
 
     async def get_run(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
         """The run's snapshot; None for an unknown run and for another tenant's."""
@@ -129,7 +253,7 @@ class Control:
             return None
         family = await self.list_runs(tenant_id=tenant_id, root_run_id=snap["root_run_id"])
         children: dict[str | None, list[dict[str, Any]]] = {}
-        for s in family:
+        for s in reversed(family):  # each run's children oldest first, in the order started
             children.setdefault(s.get("parent_run_id"), []).append(s)
 
         def nest(node: dict[str, Any], depth: int) -> dict[str, Any]:

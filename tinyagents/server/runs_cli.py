@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from rich.console import Console
 from rich.markup import escape
@@ -42,6 +42,10 @@ from tinyagents.store.open import open_store
 API_BASE = "/api/agents"
 TOKEN_ENV = "TINYAGENTS_TOKEN"
 ACTIONS = ("list", "show", "tree", "steer", "pause", "resume", "cancel", "approve")
+#: Runs ``runs list`` shows unless ``--limit`` or ``--all`` says otherwise.
+LIST_LIMIT = 100
+#: The most runs one request asks for (the server's largest page).
+PAGE = 1000
 _DONE = {"accepted", "duplicate", "deferred"}
 
 
@@ -58,6 +62,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
@@ -100,7 +114,7 @@ def add_runs_command(sub: Any) -> None:
         f"(--url, token in ${TOKEN_ENV}) or a store file a runtime writes (--store).",
     )
     actions = runs.add_subparsers(dest="runs_action", required=True)
-    listing = actions.add_parser("list", parents=[where], help="the runs, newest last")
+    listing = actions.add_parser("list", parents=[where], help="the runs, newest first")
     listing.add_argument(
         "--status",
         default=None,
@@ -108,6 +122,20 @@ def add_runs_command(sub: Any) -> None:
         help="only runs in this status",
     )
     listing.add_argument("--root", default=None, help="only the runs of this tree (a root id)")
+    pages = listing.add_mutually_exclusive_group()
+    pages.add_argument(
+        "--limit",
+        type=_count,
+        default=LIST_LIMIT,
+        help=f"at most this many runs, the newest (default {LIST_LIMIT}); when there are "
+        "more, stderr says how to list the next ones",
+    )
+    pages.add_argument("--all", action="store_true", help="every run, page after page")
+    listing.add_argument(
+        "--cursor",
+        default=None,
+        help="start after the runs listed before (the cursor a previous list printed)",
+    )
     for name, text in (("show", "one run's snapshot"), ("tree", "a run and its descendants")):
         actions.add_parser(name, parents=[where], help=text).add_argument("run_id")
     steer = actions.add_parser("steer", parents=[where], help="send the run an instruction")
@@ -155,7 +183,12 @@ def run_runs_command(args: argparse.Namespace) -> int | None:
 
 
 class Client(Protocol):
-    async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]: ...
+    async def list_runs(
+        self, status: str | None, root: str | None, *, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of runs, newest first, and the cursor of the next (None: the last)."""
+        ...
+
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
     async def tree(self, run_id: str) -> dict[str, Any] | None: ...
     async def command(
@@ -188,8 +221,13 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
 async def _act(client: Client, args: argparse.Namespace, console: Console) -> int:
     action = args.runs_action
     if action == "list":
-        runs = await client.list_runs(args.status, args.root)
+        runs, cursor = await _list(client, args)
         _print_json(console, runs) if args.json else console.print(runs_table(runs))
+        if cursor is not None:
+            Console(stderr=True, soft_wrap=True).print(
+                f"more runs: list the next ones with --cursor {cursor} (or every one with --all)",
+                highlight=False,
+            )
         return 0
     if action in ("show", "tree"):
         found = await (client.get_run if action == "show" else client.tree)(args.run_id)
@@ -214,6 +252,21 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
     else:
         console.print(receipt_line(receipt))
     return 0 if receipt.get("status") in _DONE else 1
+
+
+async def _list(
+    client: Client, args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The runs ``list`` shows, page after page up to ``--limit`` (or all), and the cursor
+    of the runs after them (None: there are none)."""
+    runs: list[dict[str, Any]] = []
+    cursor = args.cursor
+    while True:
+        want = PAGE if args.all else min(PAGE, args.limit - len(runs))
+        page, cursor = await client.list_runs(args.status, args.root, limit=want, cursor=cursor)
+        runs += page
+        if cursor is None or (not args.all and len(runs) >= args.limit):
+            return runs, cursor
 
 
 async def _command_of(
@@ -303,10 +356,20 @@ class StoreClient:
         self.tenant_id = tenant_id
         self.user = user
 
-    async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]:
-        return await self.control.list_runs(
-            tenant_id=self.tenant_id, status=status, root_run_id=root
-        )
+    async def list_runs(
+        self, status: str | None, root: str | None, *, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        try:
+            page = await self.control.page_runs(
+                tenant_id=self.tenant_id,
+                statuses=(status,) if status is not None else (),
+                root_run_id=root,
+                cursor=cursor,
+                limit=limit,
+            )
+        except ValueError as exc:
+            raise CliError(f"--cursor: {exc}") from exc
+        return page.runs, page.next_cursor
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         return await self.control.get_run(run_id, tenant_id=self.tenant_id)
@@ -353,6 +416,13 @@ class HttpClient:
     async def _request(
         self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None
     ) -> tuple[int, Any]:
+        code, data, _ = await self._request_links(method, path, params=params, body=body)
+        return code, data
+
+    async def _request_links(
+        self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None
+    ) -> tuple[int, Any, dict[Any, dict[str, str]]]:
+        """The status, the JSON body and the ``Link`` header's links (by rel)."""
         import httpx  # lazy: only the --url client needs it
 
         try:
@@ -368,12 +438,26 @@ class HttpClient:
             data = None
         if response.status_code == 401:
             raise CliError(f"the server refused the token: {_detail(data)}")
-        return response.status_code, data
+        return response.status_code, data, response.links
 
-    async def list_runs(self, status: str | None, root: str | None) -> list[dict[str, Any]]:
-        params = {k: v for k, v in (("status", status), ("root_run_id", root)) if v is not None}
-        code, data = await self._request("GET", "/runs", params=params)
-        return _ok(code, data)  # type: ignore[no-any-return]
+    async def list_runs(
+        self, status: str | None, root: str | None, *, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        params = {
+            k: v
+            for k, v in (
+                ("status", status),
+                ("root_run_id", root),
+                ("limit", str(limit)),
+                ("cursor", cursor),
+            )
+            if v is not None
+        }
+        code, data, links = await self._request_links("GET", "/runs", params=params)
+        runs = _ok(code, data)
+        following = parse_qs(urlsplit(links.get("next", {}).get("url", "")).query)
+        cursors = following.get("cursor") or []
+        return runs, cursors[0] if cursors else None
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}")
@@ -429,8 +513,8 @@ def _ok(code: int, data: Any) -> Any:
 
 
 def _detail(data: Any) -> str:
-    if isinstance(data, dict):
-        return str(data.get("detail") or data.get("title") or data)
+    if isinstance(data, dict):  # a 422's one-line "message" says what its "detail" lists
+        return str(data.get("message") or data.get("detail") or data.get("title") or data)
     return str(data)
 
 

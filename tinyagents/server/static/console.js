@@ -7,6 +7,12 @@
   const TOKEN_KEY = "tinyagents.token";
   const POLL_MS = 1000;
   const MAX_TREES = 12;
+  // GET /runs answers a page at a time, newest first. Each poll asks for the newest page,
+  // the live runs (however old) and the selected run's whole tree: what an operator needs
+  // when a tenant has more runs than one page holds.
+  const PAGE = 200;
+  const TREE_PAGE = 1000;
+  const LIVE = ["running", "paused", "interrupted"];
   const MAX_EVENTS = 500;
   const FINISHED = new Set(["completed", "cancelled", "aborted", "limit_exceeded", "failed"]);
   const TERMINAL = new Set(["steering.rejected", "steering.applied", "steering.superseded", "steering.failed"]);
@@ -49,6 +55,7 @@
     outcomes: new Map(), // correlation_id -> last steering event seen
     sent: [], // commands sent from this page, newest first
     polling: false,
+    more: false, // the server has older runs than the newest page shows
     open: false, // a server started with --insecure-dev asks for no token
   };
 
@@ -148,7 +155,13 @@
       data = null;
     }
     if (response.status === 401) signIn("The server did not accept this token (401). Paste another one.");
-    return { ok: response.ok, status: response.status, data };
+    return { ok: response.ok, status: response.status, data, next: nextLink(response.headers.get("Link")) };
+  }
+
+  function nextLink(header) {
+    // `Link: <url>; rel="next"`: where the following page is, when there is one.
+    const found = /<([^>]*)>\s*;\s*rel="next"/.exec(header || "");
+    return found ? found[1] : null;
   }
 
   function problem(result) {
@@ -196,7 +209,7 @@
   async function startWithoutToken() {
     // Without a token, the page still works against a server that asks for none.
     try {
-      const response = await fetch(`${API}/runs`, { headers: { Accept: "application/json" }, cache: "no-store" });
+      const response = await fetch(`${API}/runs?limit=1`, { headers: { Accept: "application/json" }, cache: "no-store" });
       if (response.ok) {
         start(null);
         return;
@@ -213,13 +226,25 @@
     if ((!state.token && !state.open) || state.polling) return;
     state.polling = true;
     try {
-      const result = await api("/runs");
-      if (result.ok && Array.isArray(result.data)) {
-        state.runs = new Map(result.data.map((run) => [run.run_id, run]));
+      const live = LIVE.map((status) => `status=${status}`).join("&");
+      const asks = [api(`/runs?limit=${PAGE}`), api(`/runs?${live}&limit=${PAGE}`)];
+      const root = state.root; // the selected run's tree (followed over SSE)
+      if (root) asks.push(api(`/runs?root_run_id=${encodeURIComponent(root)}&limit=${TREE_PAGE}`));
+      const results = await Promise.all(asks);
+      // The tree is asked for by its root, which a token narrowed to a subtree may not see:
+      // then the tree is what the other two listings hold of it.
+      const failed = results.slice(0, 2).find((result) => !result.ok || !Array.isArray(result.data));
+      if (!failed) {
+        const runs = new Map();
+        for (const result of results) {
+          if (result.ok && Array.isArray(result.data)) for (const run of result.data) runs.set(run.run_id, run);
+        }
+        state.runs = runs;
+        state.more = Boolean(results[0].next);
         renderTree();
         renderDetail();
-      } else if (result.status !== 401) {
-        setConnection("error", problem(result));
+      } else if (failed.status !== 401) {
+        setConnection("error", problem(failed));
       }
     } finally {
       state.polling = false;
@@ -256,10 +281,18 @@
   function renderTree() {
     const { roots, children } = treesOf(state.runs);
     const showFinished = $("show-finished").checked;
-    const shown = roots.filter((root) => showFinished || liveTree(root, children)).slice(0, MAX_TREES);
+    // Live trees and the selected run's tree always; finished ones (newest first) fill the rest.
+    const keep = new Set(roots.filter((root) => liveTree(root, children)).slice(0, MAX_TREES));
+    for (const root of roots) if (root.run_id === state.root) keep.add(root);
+    for (const root of roots) {
+      if (!showFinished || keep.size >= MAX_TREES) break;
+      keep.add(root);
+    }
+    const shown = roots.filter((root) => keep.has(root));
     const box = $("tree");
     place(box, shown.map((root) => placeNode(root, children, 0)));
     $("tree-empty").hidden = shown.length > 0;
+    $("tree-more").hidden = !state.more;
     for (const [runId, node] of nodes) if (!node.item.isConnected) nodes.delete(runId);
   }
 
