@@ -48,6 +48,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tinyagents import _clock
 from tinyagents.events import MemorySink, SteeringEvent
 from tinyagents.protocol import (
+    AnyActor,
+    AnyTarget,
     Boundary,
     SteeringActor,
     SteeringCommand,
@@ -57,7 +59,6 @@ from tinyagents.protocol import (
     SteeringPriority,
     SteeringTarget,
 )
-from tinyagents.protocol.commands import AnyActor, AnyTarget
 from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
 
