@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from graphkit import logger
-from langgraph_kit import OURS, THEIRS, Log, cfg, pair, shape, values
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, pair, shape, values
 
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -64,7 +64,7 @@ async def test_the_held_trigger_is_in_the_checkpoint(make_checkpointer: Any) -> 
     cp = await make_checkpointer()
     first = uneven(OURS, ask=True).compile(checkpointer=cp)
     assert (await first.run({"log": []}, thread_id="1")).status == "interrupted"
-    theirs = uneven(THEIRS, ask=True).compile(checkpointer=lg_saver())
+    theirs = uneven(THEIRS, ask=True).compile(checkpointer=lg_memory.InMemorySaver())
     await theirs.ainvoke({"log": []}, cfg())
     out = await theirs.ainvoke(THEIRS.Command(resume="yes"), cfg())
     second = uneven(OURS, ask=True).compile(checkpointer=cp)
@@ -75,7 +75,7 @@ async def test_the_held_trigger_is_in_the_checkpoint(make_checkpointer: Any) -> 
 async def test_a_deferred_node_waits_across_a_failed_step(checkpointer: Checkpointer) -> None:
     ours_fail, theirs_fail = ["once"], ["once"]
     ours = uneven(OURS, fail=ours_fail).compile(checkpointer=checkpointer)
-    theirs = uneven(THEIRS, fail=theirs_fail).compile(checkpointer=lg_saver())
+    theirs = uneven(THEIRS, fail=theirs_fail).compile(checkpointer=lg_memory.InMemorySaver())
     with pytest.raises(RuntimeError):
         await theirs.ainvoke({"log": []}, cfg())
     result = await ours.run({"log": []}, thread_id="1")
@@ -175,7 +175,33 @@ async def test_a_deferred_node_in_a_subgraph(checkpointer: Checkpointer) -> None
     assert result.state == out
 
 
-def lg_saver() -> Any:
-    from langgraph_kit import lg_memory
+async def test_update_state_as_a_node_that_triggers_a_deferred_one(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(uneven, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    # as "short": its edge triggers aggregate, and nothing else would run, so it is next
+    await theirs.aupdate_state(cfg(), {"log": ["again"]}, as_node="short")
+    await ours.update_state("1", {"log": ["again"]}, as_node="short")
+    theirs_state, ours_state = await theirs.aget_state(cfg()), await ours.get_state("1")
+    assert ours_state.next == theirs_state.next == ("aggregate",)
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out
+    assert out["log"][-2:] == ["again", "aggregate 5"]
 
-    return lg_memory.InMemorySaver()
+
+async def test_a_goto_to_a_deferred_node_waits_too(checkpointer: Checkpointer) -> None:
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log)
+        graph.add_node("jump", lambda s: g.Command(goto="aggregate"), destinations=("aggregate",))
+        graph.add_node("long1", logger("long1")).add_node("long2", logger("long2"))
+        graph.add_node("aggregate", aggregate, defer=True)
+        graph.add_edge(g.START, "jump").add_edge(g.START, "long1").add_edge("long1", "long2")
+        return graph.add_edge("long2", g.END).add_edge("aggregate", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == out == {"log": ["long1", "long2", "aggregate 2"]}

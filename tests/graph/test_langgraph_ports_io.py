@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_managed, pair, shape, values
+from langgraph_kit import OURS, THEIRS, cfg, lg_managed, lg_memory, pair, shape, values
 from pydantic import BaseModel
 
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
@@ -63,7 +63,7 @@ async def test_input_keys_outside_the_input_schema_are_left_out(
     ours_seen: list[Any] = []
     theirs_seen: list[Any] = []
     ours = qa_graph(OURS, ours_seen).compile(checkpointer=checkpointer)
-    theirs = qa_graph(THEIRS, theirs_seen).compile(checkpointer=lg_memory_saver())
+    theirs = qa_graph(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
     given = {"question": "tides", "scratch": "not read", "answer": "not read either"}
     out = await theirs.ainvoke(given, cfg())
     result = await ours.run(given, thread_id="1")
@@ -178,7 +178,7 @@ async def test_a_subgraph_node_reads_its_input_schema_and_returns_its_output_sch
     ours_seen: list[Any] = []
     theirs_seen: list[Any] = []
     ours = outer_graph(OURS, ours_seen).compile(checkpointer=checkpointer)
-    theirs = outer_graph(THEIRS, theirs_seen).compile(checkpointer=lg_memory_saver())
+    theirs = outer_graph(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
     given = {"question": "tides", "log": ["in"], "other": "kept"}
     out = await theirs.ainvoke(given, cfg())
     result = await ours.run(given, thread_id="1")
@@ -286,12 +286,6 @@ def unseeded(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if not (k == "log" and v == [])}
 
 
-def lg_memory_saver() -> Any:
-    from langgraph_kit import lg_memory
-
-    return lg_memory.InMemorySaver()
-
-
 # -- add_node(..., input_schema=...) -----------------------------------------------------------
 
 
@@ -344,7 +338,9 @@ async def test_a_node_with_an_input_schema_sees_its_keys_only(
     ours_seen: list[Any] = []
     theirs_seen: list[Any] = []
     ours = narrow_graph(OURS, node_input, ours_seen).compile(checkpointer=checkpointer)
-    theirs = narrow_graph(THEIRS, node_input, theirs_seen).compile(checkpointer=lg_memory_saver())
+    theirs = narrow_graph(THEIRS, node_input, theirs_seen).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
     out = await theirs.ainvoke({"log": []}, cfg())
     result = await ours.run({"log": []}, thread_id="1")
     assert result.status == "completed", result.error
