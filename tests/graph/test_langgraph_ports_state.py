@@ -15,7 +15,7 @@ import operator
 from typing import Annotated, Any
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, pair, shape
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair, shape
 from pydantic import BaseModel
 
 from tinyagents.store.checkpoint import Checkpointer
@@ -68,7 +68,9 @@ async def test_outputs_hold_written_fields_and_nodes_see_defaults(
     ours_seen: list[Any] = []
     theirs_seen: list[Any] = []
     ours = counting(OURS, state_cls, ours_seen).compile(checkpointer=checkpointer)
-    theirs = counting(THEIRS, state_cls, theirs_seen).compile(checkpointer=lg_saver())
+    theirs = counting(THEIRS, state_cls, theirs_seen).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
     out = await theirs.ainvoke({"log": ["in"]}, cfg())
     result = await ours.run({"log": ["in"]}, thread_id="1")
     assert result.status == "completed", result.error
@@ -207,12 +209,6 @@ async def test_a_reducer_field_starts_from_its_default(checkpointer: Checkpointe
     assert result.state == {"count": 6}
 
 
-def lg_saver() -> Any:
-    from langgraph_kit import lg_memory
-
-    return lg_memory.InMemorySaver()
-
-
 # -- the order a snapshot lists its tasks ------------------------------------------------------
 
 
@@ -268,3 +264,15 @@ async def test_snapshot_interrupts_follow_the_task_order(checkpointer: Checkpoin
     assert [[i.value for i in t.interrupts] for t in ours_state.tasks] == [
         [i.value for i in t.interrupts] for t in theirs_state.tasks
     ]
+
+
+@pytest.mark.parametrize("state_cls", STATES, ids=lambda c: c.__name__)
+async def test_an_input_that_writes_nothing_has_no_values_item(
+    checkpointer: Checkpointer, state_cls: Any
+) -> None:
+    ours, theirs = pair(lambda g: counting(g, state_cls, []), checkpointer)
+    theirs_items = [i async for i in theirs.astream({}, cfg(), stream_mode="values")]
+    ours_items = [i async for i in ours.stream({}, thread_id="1", mode="values")]
+    # the first item is the state after bump: the input ({}) wrote nothing
+    assert ours_items == theirs_items
+    assert theirs_items[0] == {"n": 1, "log": ["bump"]}

@@ -39,8 +39,10 @@ async def prepare(
             raise GraphError(f"sub-graph {graph.name!r} needs an input to start")
         limit = graph.limit(recursion_limit)
         head = Head.fresh(graph, "", "", None, saved=False)
-        await graph.start_input(head, input, None, limit)
-        return GraphRun(graph, head, checkpointer=None, recursion_limit=limit, nested=True)
+        written = await graph.start_input(head, input, None, limit)
+        run = GraphRun(graph, head, checkpointer=None, recursion_limit=limit, nested=True)
+        run.input_written = written
+        return run
     caller: GraphRun = scope.run
     if recursion_limit is not None:
         graph.limit(recursion_limit)  # a bad one is refused before anything is recorded

@@ -160,8 +160,9 @@ class GraphCore:
 
     async def start_input(
         self, head: Head, data: Any, cp: Checkpointer | None, recursion_limit: int
-    ) -> None:
-        """Apply run input to ``head``: writes through the reducers, frontier from START."""
+    ) -> frozenset[str]:
+        """Apply run input to ``head``: writes through the reducers, frontier from START.
+        Returns the keys the input wrote."""
         writes = self.schema.coerce_input(data)
         delta = self.apply_writes(head.values, list(writes.items()))
         frontier = self.simple_next.get(START)
@@ -176,6 +177,7 @@ class GraphCore:
         if cp is not None:
             head.frontier_id = new_frontier_id()
             await save(cp, head, delta=delta if head.seq >= 0 else None, source="input")
+        return frozenset(writes)
 
     def router_view(self, values: dict[str, Any], remaining: int) -> Callable[[], Any]:
         """The state a router outside a step sees (``route``'s ``view``), with ``remaining``

@@ -176,6 +176,9 @@ class GraphRun:
         self.cancelling = False
         #: where a streamed run reports (``graph.stream``); sub-graph runs share their parent's
         self.stream: StreamSink | None = parent.stream if parent is not None else None
+        #: the keys the input this run started from wrote (None: it continues a thread), so
+        #: a stream shows that input's values only if it wrote something, as LangGraph's
+        self.input_written: frozenset[str] | None = None
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -641,11 +644,12 @@ class GraphRun:
         limit = self.recursion_limit if recursion_limit is None else recursion_limit
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
         fresh = head is None
+        written = None
         if head is None:
             head = Head.fresh(child_graph, thread_id, ns, self.head.lineage, saved=cp is not None)
             if data is None:
                 raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
-            await child_graph.start_input(head, data, cp, limit)
+            written = await child_graph.start_input(head, data, cp, limit)
         child = GraphRun(
             child_graph,
             head,
@@ -656,6 +660,7 @@ class GraphRun:
             runtime=self.runtime,
             run_id=self.run_id,
         )
+        child.input_written = written
         if child.stream is not None:
             child.stream.subgraph_started(child)
         return child, fresh

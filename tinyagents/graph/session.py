@@ -102,6 +102,7 @@ class GraphSession:
         head = await self.load() if self.cp is not None else None
         if checkpoint_id is not None:
             head = await self._rewind(head, checkpoint_id)
+        written: frozenset[str] | None = None  # the keys an input wrote
         if isinstance(input, Command):
             head = await self._command(head, input)
         elif input is None:
@@ -114,8 +115,8 @@ class GraphSession:
                 )
         else:
             head = head or self.fresh()
-            await graph.start_input(head, input, self.cp, limit)
-        return GraphRun(
+            written = await graph.start_input(head, input, self.cp, limit)
+        run = GraphRun(
             graph,
             head,
             checkpointer=self.cp,
@@ -123,6 +124,8 @@ class GraphSession:
             owner=self.owner,
             **run_kwargs,
         )
+        run.input_written = written
+        return run
 
     async def _rewind(self, head: Head | None, checkpoint_id: str) -> Head:
         target = await self._rewound(head, checkpoint_id)

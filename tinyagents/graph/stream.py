@@ -231,10 +231,10 @@ class GraphStream:
         """A sub-graph run's state before its first step (``values``), as LangGraph's
         ``subgraphs=True`` stream shows it; the top-level run's comes from ``begin``."""
         if self.values:
-            keys = self._keys(run)
-            values = run.head.values
-            if keys is None or any(k in keys for k in values):
-                self.put(run.head.ns, "values", snapshot(_only(values, keys)))
+            # as LangGraph: an input that wrote nothing (of the keys shown) has no item
+            keys, written = self._keys(run), run.input_written
+            if written is None or any(keys is None or k in keys for k in written):
+                self.put(run.head.ns, "values", snapshot(_only(run.head.values, keys)))
 
     # -- runtime events --------------------------------------------------------------------
 
