@@ -30,7 +30,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.policies import not_found
-from tinyagents.store.base import Store
+from tinyagents.store.base import Store, run_key
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
@@ -69,15 +69,26 @@ async def submit_through_store(
 async def target_snapshot(store: Store, cmd: SteeringCommand) -> dict[str, Any] | None:
     """The snapshot of the run ``cmd`` targets (for a thread: its newest unfinished run)."""
     target = cmd.target
-    if isinstance(target, ThreadTarget):
-        tenant = cmd.actor.tenant_id if isinstance(cmd.actor, HumanActor) else None
-        on_thread = [
-            s
-            for s in await store.load_runs(tenant_id=tenant)
-            if s.get("thread_id") == target.thread_id and not _finished(s)
-        ]
-        return on_thread[-1] if on_thread else None
-    return await store.load_run(target.run_id)
+    if not isinstance(target, ThreadTarget):
+        return await store.load_run(target.run_id)
+    tenant = cmd.actor.tenant_id if isinstance(cmd.actor, HumanActor) else None
+    # The tenant's unfinished runs, newest first, a page at a time (never every run it had).
+    before = None
+    while True:
+        page = await store.list_runs(
+            tenant_id=tenant, statuses=_UNFINISHED, before=before, limit=_THREAD_PAGE
+        )
+        for snapshot in page:
+            if snapshot.get("thread_id") == target.thread_id:
+                return snapshot
+        if len(page) < _THREAD_PAGE:
+            return None
+        before = run_key(page[-1])
+
+
+#: The statuses of runs that may still take a command, and how many a thread lookup reads at once.
+_UNFINISHED = tuple(status.value for status in RunStatus if not status.finished)
+_THREAD_PAGE = 200
 
 
 def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringReceipt | None:
