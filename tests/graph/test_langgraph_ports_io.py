@@ -363,3 +363,32 @@ async def test_a_node_input_schema_key_is_not_graph_input(checkpointer: Checkpoi
     result = await ours.run({"extra": "E", "log": []}, thread_id="1")
     assert result.state == out
     assert "extra" not in out
+
+
+@pytest.mark.parametrize("node_input", [Narrow, NarrowModel], ids=["TypedDict", "pydantic"])
+async def test_a_node_input_schema_is_inferred_from_its_first_parameter(
+    checkpointer: Checkpointer, node_input: Any
+) -> None:
+    def build(g: Any, seen: list[Any]) -> Any:
+        def reader(state: node_input) -> dict[str, Any]:  # type: ignore[valid-type]
+            seen.append((kind(state), dict(state)))
+            return {"log": ["reader"]}
+
+        def whole(state: Wide) -> dict[str, Any]:  # the state's own class: no narrowing
+            seen.append((kind(state), dict(state)))
+            return {}
+
+        graph = g.StateGraph(Wide).add_node("first", lambda s: {"a": "A", "b": "B"})
+        graph.add_node("reader", reader).add_node("whole", whole)
+        graph.add_edge(g.START, "first").add_edge("first", "reader").add_edge("reader", "whole")
+        return graph.add_edge("whole", g.END)
+
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = build(OURS, ours_seen).compile(checkpointer=checkpointer)
+    theirs = build(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == out
+    assert ours_seen == theirs_seen
+    assert theirs_seen[-1] == ("mapping", {"a": "A", "b": "B", "log": ["reader"]})

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import typing
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.graph import mermaid
@@ -104,6 +108,8 @@ class StateGraph:
             metadata=dict(metadata or {}),
             defer=defer,
         )
+        if input_schema is None and callable(action) and not isinstance(action, type):
+            input_schema = self._hinted_input(action)
         if input_schema is not None:
             spec.input = self._node_input(input_schema)
         if isinstance(action, CompiledGraph):
@@ -129,6 +135,26 @@ class StateGraph:
             )
         self.nodes[name] = spec
         return self
+
+    def _hinted_input(self, fn: Any) -> Any:
+        """The input schema LangGraph infers from a node function's first parameter: its
+        type hint, when that is a TypedDict, dataclass or pydantic model other than the
+        state's."""
+        if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+            return None
+        try:
+            hints = typing.get_type_hints(fn)
+            first = next(iter(inspect.signature(fn).parameters), None)
+        except Exception:  # unresolvable annotations: as LangGraph, no inference
+            return None
+        hint = hints.get(first) if first is not None else None
+        if not isinstance(hint, type) or hint is self.schema.cls:
+            return None
+        if typing.is_typeddict(hint) or dataclasses.is_dataclass(hint):
+            return hint
+        if issubclass(hint, BaseModel):
+            return hint
+        return None
 
     def _node_input(self, cls: Any) -> StateSchema:
         """A node's input schema; its fields join the channels (the state's own channel wins
