@@ -81,3 +81,57 @@ def test_a_missing_file_is_an_error() -> None:
     out = io.StringIO()
     assert validate_command("/nonexistent/spec.yaml", out) == 1
     assert "no such file" in out.getvalue()
+
+
+#: A YAML "billion laughs": nine aliases of nine aliases ... nine levels deep (387,420,489
+#: strings once expanded) in under 400 bytes.
+ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_a_yaml_alias_bomb_is_refused_not_expanded(tmp_path: Path) -> None:
+    """Walking the aliases for line numbers ran out of memory (a MemoryError traceback)."""
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text(ALIAS_BOMB + "rules: *i\n")
+    [finding] = validate_file(spec)
+    assert finding.severity == "error" and "expands to more than" in finding.message
+    with pytest.raises(SupervisorSpecError, match="expands to more than"):
+        SupervisorSpec.from_yaml(ALIAS_BOMB + "rules: *i\n")
+    out = io.StringIO()
+    assert validate_command(str(spec), out) == 1
+
+
+def test_aliases_that_stay_small_are_still_read(tmp_path: Path) -> None:
+    spec = tmp_path / "aliases.yaml"
+    spec.write_text("rules:\n  - &loop {when: tool_repeated, tool: search, count: 3}\n  - *loop\n")
+    assert validate_file(spec) == []
+    assert len(SupervisorSpec.from_yaml(spec).rules) == 2
+
+
+def test_a_file_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    spec = tmp_path / "binary.yaml"
+    spec.write_bytes(b"\xff\xfe\x00rules: []\n")
+    [finding] = validate_file(spec)
+    assert finding.severity == "error" and "not UTF-8" in finding.message
+    out = io.StringIO()
+    assert validate_command(str(spec), out) == 1
+    with pytest.raises(SupervisorSpecError, match="not UTF-8"):
+        SupervisorSpec.from_yaml(spec)
+
+
+def test_yaml_nested_too_deep_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    """PyYAML composes recursively: 600 nested lists were a RecursionError traceback."""
+    spec = tmp_path / "deep.yaml"
+    spec.write_text("rules: " + "[" * 5000 + "]" * 5000 + "\n")
+    [finding] = validate_file(spec)
+    assert finding.severity == "error" and "nested too deep" in finding.message
+    with pytest.raises(SupervisorSpecError, match="nested too deep"):
+        SupervisorSpec.from_yaml(spec)
+
+
+def test_a_long_wrong_value_is_quoted_short(tmp_path: Path) -> None:
+    spec = tmp_path / "long.yaml"
+    spec.write_text("rules: " + "[" * 100 + "]" * 100 + "\non_violation: " + "x" * 5000 + "\n")
+    findings = validate_file(spec)
+    assert findings and all(len(f.message) < 400 for f in findings)

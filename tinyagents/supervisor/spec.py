@@ -204,12 +204,7 @@ class SupervisorSpec(_Strict):
         path = self.criteria_path(base_dir)
         if path is None:
             return self.criteria or ""
-        try:
-            return path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SupervisorSpecError(
-                f"cannot read criteria_file {self.criteria_file!r} ({path}): {exc.strerror}"
-            ) from None
+        return read_text(path, f"criteria_file {self.criteria_file!r} ({path})")
 
     def effective_pause_max_s(self) -> float:
         if self.pause_max_s is not None:
@@ -320,12 +315,7 @@ class SupervisorSpec(_Strict):
 
 
 def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SupervisorSpecError(
-            f"cannot read models_file {name!r} ({path}): {exc.strerror}"
-        ) from None
+    text = read_text(path, f"models_file {name!r} ({path})")
     data, lines = parse_yaml(text, str(path))
     prefix: tuple[str, ...] = ()
     if isinstance(data, dict) and set(data) == {"models"}:
@@ -373,7 +363,14 @@ def describe_error(err: Any) -> str:
     msg = str(err["msg"])
     if err["type"].startswith("value_error"):
         msg = msg.removeprefix("Value error, ")
-    return f"{where}: {msg} (got {err.get('input')!r})"
+    got = repr(err.get("input"))
+    if len(got) > _QUOTED:
+        got = f"{got[:_QUOTED]}… ({len(got):,} characters)"
+    return f"{where}: {msg} (got {got})"
+
+
+#: How much of a wrong value an error message quotes.
+_QUOTED = 120
 
 
 def read_source(source: str | Path) -> tuple[str, Path | None, str]:
@@ -382,11 +379,21 @@ def read_source(source: str | Path) -> tuple[str, Path | None, str]:
         "\n" not in source and source.endswith((".yaml", ".yml")) and Path(source).is_file()
     ):
         path = Path(source)
-        try:
-            return path.read_text(encoding="utf-8"), path.resolve().parent, str(path)
-        except OSError as exc:
-            raise SupervisorSpecError(f"cannot read {path}: {exc.strerror}") from None
+        return read_text(path, str(path)), path.resolve().parent, str(path)
     return source, None, "<yaml>"
+
+
+def read_text(path: Path, what: str) -> str:
+    """The text of a spec or models file; what cannot be read is a ``SupervisorSpecError``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SupervisorSpecError(f"cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SupervisorSpecError(
+            f"cannot read {what}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+            f"offset {exc.start}); save it as UTF-8"
+        ) from None
 
 
 def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], int]]:
@@ -405,17 +412,58 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
         ) from None
     except yaml.YAMLError as exc:
         raise SupervisorSpecError(f"malformed YAML: {exc}", source=name) from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise SupervisorSpecError(
+            "malformed YAML: nested too deep for a spec", source=None if name == "<yaml>" else name
+        ) from None
     lines: dict[tuple[str | int, ...], int] = {}
     if node is not None:
-        _collect_lines(node, (), lines)
+        if _expanded_size(node, {}) > MAX_YAML_VALUES:
+            raise SupervisorSpecError(
+                f"the YAML expands to more than {MAX_YAML_VALUES:,} values (its aliases repeat "
+                "what their anchors hold); a spec is small: write it out",
+                source=None if name == "<yaml>" else name,
+            )
+        _collect_lines(node, (), lines, set())
     return data, lines
 
 
+#: How many values a spec's YAML may hold once its aliases are expanded (the data is walked
+#: as expanded: a "billion laughs" of nested aliases is refused before it is walked).
+MAX_YAML_VALUES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes ``node`` holds with every alias expanded (counted once per node)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a node that contains itself counts once more, not for ever
+    size = 1
+    children = node.value  # a scalar's is its text; a mapping's (key, value) node pairs
+    if isinstance(children, list):
+        for child in children:
+            if isinstance(child, tuple):
+                size += _expanded_size(child[0], sizes) + _expanded_size(child[1], sizes)
+            else:
+                size += _expanded_size(child, sizes)
+            if size > MAX_YAML_VALUES:
+                break
+    sizes[id(node)] = size
+    return size
+
+
 def _collect_lines(
-    node: yaml.Node, path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]
+    node: yaml.Node,
+    path: tuple[str | int, ...],
+    lines: dict[tuple[str | int, ...], int],
+    seen: set[int],
 ) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
-    children = node.value  # a scalar's is its text; a mapping's (key, value) node pairs
+    if id(node) in seen:  # an alias: its anchor's lines were collected under the anchor's path
+        return
+    seen.add(id(node))
+    children = node.value
     if not isinstance(children, list):
         return
     for index, child in enumerate(children):
@@ -423,9 +471,9 @@ def _collect_lines(
             key, value = child
             sub: tuple[str | int, ...] = (*path, str(key.value))
             lines[sub] = key.start_mark.line + 1
-            _collect_lines(value, sub, lines)
+            _collect_lines(value, sub, lines, seen)
         else:
-            _collect_lines(child, (*path, index), lines)
+            _collect_lines(child, (*path, index), lines, seen)
 
 
 def yaml_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
