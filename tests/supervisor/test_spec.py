@@ -64,9 +64,10 @@ def test_environment_sets_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", "7")
     spec = SupervisorSpec()
     assert (spec.effective_judge_timeout_s(), spec.effective_pause_max_s()) == (2.5, 7)
-    monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", "soon")
-    with pytest.raises(ConfigurationError, match="TINYAGENTS_PAUSE_MAX_S"):
-        spec.effective_pause_max_s()
+    for wrong in ("soon", "nan", "inf", "-1", "0"):  # nan passed the '> 0' check
+        monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", wrong)
+        with pytest.raises(ConfigurationError, match="TINYAGENTS_PAUSE_MAX_S"):
+            spec.effective_pause_max_s()
 
 
 @pytest.mark.parametrize(

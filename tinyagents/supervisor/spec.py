@@ -22,6 +22,7 @@ value of the wrong type, malformed YAML, a ``criteria_file`` outside its steerin
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -118,8 +119,8 @@ def _env_float(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name}={raw!r} must be > 0")
+    if not 0 < value < math.inf:  # nan too
+        raise ConfigurationError(f"{name}={raw!r} must be a finite number of seconds > 0")
     return value
 
 
