@@ -392,3 +392,33 @@ async def test_a_node_input_schema_is_inferred_from_its_first_parameter(
     assert result.state == out
     assert ours_seen == theirs_seen
     assert theirs_seen[-1] == ("mapping", {"a": "A", "b": "B", "log": ["reader"]})
+
+
+async def test_keys_of_only_the_other_schema_stay_out_of_input_and_output(
+    checkpointer: Checkpointer,
+) -> None:
+    class State(TypedDict, total=False):
+        q: str
+
+    class Out(TypedDict, total=False):
+        q: str
+        extra: str  # output only: not input
+
+    class In(TypedDict, total=False):
+        q: str
+        inonly: str  # input only: not output
+
+    def build(g: Any, **io: Any) -> Any:
+        graph = g.StateGraph(State, **io).add_node("n", lambda s: {"q": s["q"] + "!"})
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    for thread, io, given in (
+        ("1", {"output_schema": Out}, {"q": "x", "extra": "e"}),
+        ("2", {"input_schema": In}, {"q": "x", "inonly": "e"}),
+    ):
+        ours, theirs = pair(lambda g, io=io: build(g, **io), checkpointer)
+        out = await theirs.ainvoke(given, cfg(thread))
+        result = await ours.run(given, thread_id=thread)
+        assert result.state == out == {"q": "x!"}
+        theirs_values = (await theirs.aget_state(cfg(thread))).values
+        assert (await ours.get_state(thread)).values == theirs_values

@@ -112,6 +112,12 @@ class StateSchema:
                 schema.input_keys = keys
             else:
                 schema.output_keys = keys
+        if len(schema.channels) > len(self.channels):  # the other schema's keys stay its own
+            state_keys = frozenset(self.channels)
+            if schema.input_keys is None:
+                schema.input_keys = state_keys
+            if schema.output_keys is None:
+                schema.output_keys = state_keys
         return schema
 
     def output(self, values: dict[str, Any]) -> dict[str, Any]:
