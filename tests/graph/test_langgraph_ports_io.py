@@ -422,3 +422,41 @@ async def test_keys_of_only_the_other_schema_stay_out_of_input_and_output(
         assert result.state == out == {"q": "x!"}
         theirs_values = (await theirs.aget_state(cfg(thread))).values
         assert (await ours.get_state(thread)).values == theirs_values
+
+
+async def test_a_node_input_schema_with_a_managed_value(checkpointer: Checkpointer) -> None:
+    class TheirsBudget(TypedDict):
+        a: str
+        remaining_steps: lg_managed.RemainingSteps
+
+    class OursBudget(TypedDict):
+        a: str
+        remaining_steps: RemainingSteps
+
+    def build(g: Any, seen: list[Any]) -> Any:
+        budget = TheirsBudget if g is THEIRS else OursBudget
+
+        def counted(state: Any) -> dict[str, Any]:
+            seen.append(("counted", dict(state)))
+            return {"log": ["counted"]}
+
+        def plain(state: Any) -> dict[str, Any]:  # the state: no managed value in it
+            seen.append(("plain", dict(state)))
+            return {}
+
+        graph = g.StateGraph(Wide).add_node("first", lambda s: {"a": "A"})
+        graph.add_node("counted", counted, input_schema=budget).add_node("plain", plain)
+        graph.add_edge(g.START, "first").add_edge("first", "counted")
+        return graph.add_edge("counted", "plain").add_edge("plain", g.END)
+
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = build(OURS, ours_seen).compile(checkpointer=checkpointer)
+    theirs = build(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"log": []}, {**cfg(), "recursion_limit": 10})
+    result = await ours.run({"log": []}, thread_id="1", recursion_limit=10)
+    assert result.state == out
+    # the managed value is filled in for the node whose input schema declares it only
+    assert theirs_seen[0] == ("counted", {"a": "A", "remaining_steps": 8})
+    assert theirs_seen[1] == ("plain", {"a": "A", "log": ["counted"]})
+    assert ours_seen == theirs_seen

@@ -158,8 +158,8 @@ class StateGraph:
 
     def _node_input(self, cls: Any) -> StateSchema:
         """A node's input schema; its fields join the channels (the state's own channel wins
-        for a shared name) and its managed values the graph's, and the graph's input and
-        output stay the state's keys."""
+        for a shared name), and the graph's input and output stay the state's keys. Its
+        managed values are filled in for that node alone."""
         node_input = read_schema(cls)
         schema = self.schema
         added = node_input.channels.keys() - schema.channels.keys()
@@ -171,8 +171,6 @@ class StateGraph:
                 schema.output_keys = state_keys
             for name in added:
                 schema.channels[name] = node_input.channels[name]
-        for name, kind in node_input.managed.items():
-            schema.managed.setdefault(name, kind)
         return node_input
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
