@@ -810,6 +810,30 @@ def create_app(
         )
 
     app.include_router(router)
+
+    # Probes for a load balancer or an orchestrator: no token, nothing about runs or tenants.
+    no_store = {"Cache-Control": "no-store"}
+
+    @app.get("/healthz", tags=["probes"], summary="Liveness")
+    async def healthz() -> JSONResponse:
+        """200 while the process answers HTTP."""
+        return JSONResponse({"status": "ok"}, headers=no_store)
+
+    @app.get("/readyz", tags=["probes"], summary="Readiness")
+    async def readyz() -> JSONResponse:
+        """200 when the runtime, the store and Redis (those this server uses) answer; else 503,
+        naming which does not."""
+        checks = await control.readiness()
+        ready = all(state == "ok" for state in checks.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "unavailable", "checks": checks},
+            status_code=200 if ready else 503,
+            headers=no_store,
+        )
+
+    for path, probe in (("/healthz", healthz), ("/readyz", readyz)):  # HEAD too: some balancers
+        app.add_api_route(path, probe, methods=["HEAD"], include_in_schema=False)
+
     if console:
         _mount_console(app)
     return app

@@ -15,23 +15,29 @@ another tenant read the same: ``None``, which callers answer as 404.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import itertools
 import json
+import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tinyagents.distributed import RedisControl
-from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable
+from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, RuntimeClosed
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, ThreadTarget
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
 from tinyagents.steering.remote import submit_through_store
 from tinyagents.store.base import RunKey, Store, run_key, runs_match
+
+_log = logging.getLogger("tinyagents.server")
+#: How long a readiness probe waits for the store to answer a lookup.
+READY_TIMEOUT_S = 2.0
 
 #: Events a store-less runtime's ``Control`` keeps for ``trace`` and ``read_events``.
 RING_SIZE = 10_000
@@ -131,6 +137,30 @@ class Control:
         """Stop keeping the runtime's events (the runtime and store stay open)."""
         if self._ring is not None and self.runtime is not None:
             self.runtime.bus.remove_sink(self._keep)
+
+    async def readiness(self) -> dict[str, str]:
+        """Each dependency this control needs, ``"ok"`` or ``"unavailable"``: its runtime (open),
+        its store (answers a lookup within ``READY_TIMEOUT_S``) and Redis (no job of the
+        control plane in an outage). Why one is unavailable is logged, not returned: a probe
+        asks without a token."""
+        checks: dict[str, str] = {}
+        if self.runtime is not None:
+            try:
+                self.runtime.require_open()
+                checks["runtime"] = "ok"
+            except RuntimeClosed:
+                checks["runtime"] = "unavailable"
+        if self.store is not None:
+            try:
+                async with asyncio.timeout(READY_TIMEOUT_S):
+                    await self.store.load_run("readyz")  # any lookup: the store answers
+                checks["store"] = "ok"
+            except Exception as exc:
+                _log.warning("readiness: the store does not answer: %r", exc)
+                checks["store"] = "unavailable"
+        if self.redis is not None:
+            checks["redis"] = "ok" if self.redis.connected else "unavailable"
+        return checks
 
     # ------------------------------------------------------------------ reading
 
