@@ -24,9 +24,12 @@ says how much of the time is ours.
     .venv/bin/python benchmarks/steering_throughput.py [--commands 20000] [--profile]
 
 Target (issue 9): at least 50,000 commands/s end to end. ``PREVIOUS`` holds the figures of the
-code before Foundation v2's event and command changes (commit 3f342cf), measured side by side
-with the new code on the same 2-core machine (alternating runs, best of two); the report prints each scenario's figure beside it. Absolute figures move with the
-machine: read the ratio.
+code before Foundation v2 (commit 3f342cf) running this same benchmark, measured side by side
+with the new code on one 2-core machine (three alternating runs each, best of three); the
+report prints each scenario's figure beside it. Absolute figures move with the machine (and
+from one run to the next on a shared one): read the ratios. To measure the old code again:
+``git worktree add /tmp/old 3f342cf`` and run its ``benchmarks/steering_throughput.py`` with
+``PYTHONPATH=/tmp/old``, alternating with this one.
 """
 
 from __future__ import annotations
@@ -63,9 +66,11 @@ from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
 
 TARGET_PER_S = 50_000
-#: Commands/s by number of runs before Foundation v2's changes (3f342cf), on the machine the
-#: side-by-side run used (2026-11-30; there ``sum(range(10))`` took 0.40 µs).
-PREVIOUS = {1: 6_454, 100: 5_883, 10_000: 5_357}
+#: Commands/s by number of runs before Foundation v2 (3f342cf), measured side by side on
+#: 2026-12-01 (there ``sum(range(10))`` took 0.14 µs; the new code gave 24.3k, 23.8k and 17.4k,
+#: the floor 51.6k, 54.6k and 44.3k). The figures of 2026-11-30 (6,454 / 5,883 / 5,357) came
+#: from a machine three times slower and under load: they made every ratio look 3x better.
+PREVIOUS = {1: 19_670, 100: 19_970, 10_000: 17_261}
 #: Commands submitted between two rounds of boundaries (each run that got one applies it).
 BATCH = 1_000
 RUN_COUNTS = (1, 100, 10_000)
