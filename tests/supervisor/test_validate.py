@@ -135,3 +135,27 @@ def test_a_long_wrong_value_is_quoted_short(tmp_path: Path) -> None:
     spec.write_text("rules: " + "[" * 100 + "]" * 100 + "\non_violation: " + "x" * 5000 + "\n")
     findings = validate_file(spec)
     assert findings and all(len(f.message) < 400 for f in findings)
+
+
+@pytest.mark.parametrize("levels", [70, 300])
+def test_nesting_past_the_spec_limit_is_refused_whatever_the_recursion_limit(
+    tmp_path: Path, levels: int
+) -> None:
+    import sys
+
+    spec = tmp_path / "deep.yaml"
+    spec.write_text("rules: " + "[" * levels + "]" * levels + "\n")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)  # as a test runner or a library may have set it
+    try:
+        [finding] = validate_file(spec)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert "nested too deep" in finding.message
+
+
+def test_yaml_that_refers_to_itself_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "cycle.yaml"
+    spec.write_text("rules: &r [*r]\n")
+    [finding] = validate_file(spec)
+    assert "refers to itself" in finding.message

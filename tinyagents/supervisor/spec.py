@@ -419,39 +419,64 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
         ) from None
     lines: dict[tuple[str | int, ...], int] = {}
     if node is not None:
-        if _expanded_size(node, {}) > MAX_YAML_VALUES:
-            raise SupervisorSpecError(
-                f"the YAML expands to more than {MAX_YAML_VALUES:,} values (its aliases repeat "
-                "what their anchors hold); a spec is small: write it out",
-                source=None if name == "<yaml>" else name,
-            )
+        problem = _too_big(node)
+        if problem is not None:
+            raise SupervisorSpecError(problem, source=None if name == "<yaml>" else name)
         _collect_lines(node, (), lines, set())
     return data, lines
 
 
-#: How many values a spec's YAML may hold once its aliases are expanded (the data is walked
-#: as expanded: a "billion laughs" of nested aliases is refused before it is walked).
+#: How many values a spec's YAML may hold once its aliases are expanded, and how deep it may
+#: nest (a "billion laughs" of nested aliases, or a deep pile of lists, is refused before
+#: anything walks it as expanded).
 MAX_YAML_VALUES = 100_000
+MAX_YAML_DEPTH = 64
 
 
-def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many nodes ``node`` holds with every alias expanded (counted once per node)."""
-    known = sizes.get(id(node))
+def _too_big(node: yaml.Node) -> str | None:
+    """Why the YAML under ``node`` is refused before it is read, or None."""
+    measured: dict[int, tuple[int, int]] = {}
+    try:
+        size, depth = _measure(node, measured)
+    except _Cycle:
+        return "the YAML refers to itself (an alias inside its own anchor); write it out"
+    if size > MAX_YAML_VALUES:
+        return (
+            f"the YAML expands to more than {MAX_YAML_VALUES:,} values (its aliases repeat "
+            "what their anchors hold); a spec is small: write it out"
+        )
+    if depth > MAX_YAML_DEPTH:
+        return f"malformed YAML: nested too deep for a spec (more than {MAX_YAML_DEPTH} levels)"
+    return None
+
+
+class _Cycle(Exception):
+    pass
+
+
+_MEASURING = (-1, -1)
+
+
+def _measure(node: yaml.Node, measured: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(values, levels) under ``node`` with every alias expanded, each node measured once.
+    Recursion as deep as PyYAML's own composer went (it recurses more per level)."""
+    known = measured.get(id(node))
     if known is not None:
+        if known is _MEASURING:
+            raise _Cycle
         return known
-    sizes[id(node)] = 1  # a node that contains itself counts once more, not for ever
-    size = 1
+    measured[id(node)] = _MEASURING
+    size, depth = 1, 0
     children = node.value  # a scalar's is its text; a mapping's (key, value) node pairs
     if isinstance(children, list):
         for child in children:
-            if isinstance(child, tuple):
-                size += _expanded_size(child[0], sizes) + _expanded_size(child[1], sizes)
-            else:
-                size += _expanded_size(child, sizes)
-            if size > MAX_YAML_VALUES:
-                break
-    sizes[id(node)] = size
-    return size
+            for sub in child if isinstance(child, tuple) else (child,):
+                sub_size, sub_depth = _measure(sub, measured)
+                size, depth = size + sub_size, max(depth, sub_depth + 1)
+            if size > MAX_YAML_VALUES or depth > MAX_YAML_DEPTH:
+                break  # refused already: no need to measure the rest
+    measured[id(node)] = (size, depth)
+    return size, depth
 
 
 def _collect_lines(
