@@ -211,3 +211,28 @@ async def test_a_postgres_schema_from_before_the_migration_gets_created_at(tmp_p
         assert await walk(store, 2, tenant_id="acme") == ["new", "old-b", "old-B", "old-1"]
     finally:
         await store.close()
+
+
+async def test_a_run_saved_again_with_a_newer_created_at_ends_the_walk(store: Store) -> None:
+    """A run continued by a later process is saved again under a newer ``created_at``: the
+    store kept its first one in the column it orders by while the cursor read the new one, and
+    a walk repeated a page for ever (or skipped runs)."""
+    await store.save_runs([snap("a", 1), snap("b", 2), snap("c", 3)])
+    first = await store.list_runs(tenant_id="acme", limit=2)
+    assert [r["run_id"] for r in first] == ["c", "b"]
+    await store.save_runs([snap("a", 9)])  # continued: newest now
+    seen = ["c"]
+    before = run_key(first[0])
+    for _ in range(5):  # a walk that ends, not one that loops
+        page = await store.list_runs(tenant_id="acme", before=before, limit=2)
+        seen += [r["run_id"] for r in page[:1]]
+        if len(page) <= 1:
+            break
+        before = run_key(page[0])
+    else:
+        raise AssertionError(f"the walk did not end: {seen}")
+    assert seen == ["c", "b"]  # 'a' moved ahead of the cursor: the next walk shows it first
+    assert [r["run_id"] for r in await store.list_runs(tenant_id="acme")] == ["a", "c", "b"]
+    assert [run_key(r) for r in await store.list_runs(tenant_id="acme")] == sorted(
+        (run_key(r) for r in await store.list_runs(tenant_id="acme")), reverse=True
+    )

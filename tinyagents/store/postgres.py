@@ -370,8 +370,10 @@ class PostgresStore(Store):
             await conn.executemany(
                 "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
                 " VALUES ($1, $2, $3, $4, $5, $6)"
+                # the listing's key follows the snapshot (a continued run is newer): a
+                # column the cursor does not read would repeat or skip pages
                 " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
-                " data = excluded.data",
+                " data = excluded.data, created_at = excluded.created_at",
                 [
                     (
                         s["run_id"],

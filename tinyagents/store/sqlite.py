@@ -369,7 +369,10 @@ class SqliteStore(Store):
         await self._write(
             "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data",
+            # the listing's key follows the snapshot (a continued run is newer): a column the
+            # cursor does not read would repeat or skip pages
+            " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data,"
+            " created_at=excluded.created_at",
             [
                 (
                     s["run_id"],
@@ -629,14 +632,16 @@ async def migrate(
     """Apply the migrations of schema ``name`` not yet recorded in the shared ``migrations``
     table (idempotent; several schemas, e.g. steering and checkpoints, can share one file).
 
-    Processes opening a new file at once may both find a migration missing: the one that
-    records it second fails on the table's key, rolls back and reads again (finding the work
-    done)."""
+    Each migration and its record are one transaction (``BEGIN IMMEDIATE``: one writer at a
+    time), so a crash leaves both or neither. Processes opening an older file at once may both
+    find a migration missing: the second to take the lock fails on what the first did (its
+    ``ADD COLUMN`` exists, or the record's key), rolls back and reads again, finding the work
+    done."""
     for attempt in range(3):
         try:
             await _migrate_once(db, migrations, name=name)
             return
-        except sqlite3.IntegrityError:
+        except (sqlite3.IntegrityError, sqlite3.OperationalError):
             await db.rollback()
             if attempt == 2:
                 raise
@@ -654,9 +659,15 @@ async def _migrate_once(
     for version, script in migrations:
         if version in done:
             continue
-        await db.executescript(script)
-        await db.execute(
-            "INSERT INTO migrations (name, version, applied_at) VALUES (?, ?, ?)",
-            (name, version, _clock.now().isoformat()),
+        body = script.strip().removeprefix("BEGIN;").removesuffix("COMMIT;")
+        record = (
+            "INSERT INTO migrations (name, version, applied_at) VALUES "
+            f"({_literal(name)}, {int(version)}, {_literal(_clock.now().isoformat())});"
         )
+        await db.executescript(f"BEGIN IMMEDIATE;\n{body}\n{record}\nCOMMIT;")
     await db.commit()
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (for a script, which takes no parameters)."""
+    return "'" + text.replace("'", "''") + "'"
