@@ -90,6 +90,21 @@ async def test_a_bad_thread_id_is_refused_with_a_runtime(
     assert [i for i in rt.runs.list() if i.kind == "graph"] == []  # nothing registered
 
 
+@pytest.mark.parametrize("tenant_id", ["", "  "])
+async def test_a_blank_tenant_is_refused_before_the_input_is_saved(
+    checkpointer: Checkpointer, rt: Runtime, tenant_id: str
+) -> None:
+    """The refusal came after the input was checkpointed: a later run continued it, and a
+    retry with an append reducer applied the input twice."""
+    graph = chain("a").compile(checkpointer=checkpointer)
+    with pytest.raises(ValueError, match="tenant_id"):
+        await rt.start_graph(graph, {"log": ["in"]}, thread_id="t", tenant_id=tenant_id)
+    assert (await graph.get_state("t")).values == {}
+    assert await graph.history("t") == []
+    handle = await rt.start_graph(graph, {"log": ["in"]}, thread_id="t", tenant_id="acme")
+    assert (await handle.result()).output == {"log": ["in", "a"]}
+
+
 async def test_a_bad_fork_thread_id_is_refused(checkpointer: Checkpointer) -> None:
     graph = chain("a").compile(checkpointer=checkpointer)
     done = await graph.run({"log": []}, thread_id="t")

@@ -162,7 +162,7 @@ class StateGraph:
         managed values are filled in for that node alone."""
         node_input = read_schema(cls)
         schema = self.schema
-        added = node_input.channels.keys() - schema.channels.keys()
+        added = [name for name in node_input.channels if name not in schema.channels]
         if added:
             state_keys = frozenset(schema.channels)
             if schema.input_keys is None:

@@ -176,10 +176,7 @@ async def start_graph_run(
             not isinstance(handle.driver, GraphRunDriver) or handle.status.finished
         ):
             raise ConfigurationError(f"run {run_id} cannot be continued as a graph run")
-        run = await session.prepare(
-            input, checkpoint_id, recursion_limit, runtime=runtime, run_id=run_id
-        )
-        if handle is None:
+        if handle is None:  # before the input is applied: a bad tenant id changes nothing
             parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
             info = RunInfo(
                 run_id=run_id,
@@ -190,6 +187,9 @@ async def start_graph_run(
                 kind="graph",
             )
             handle = RunHandle(info, submitter=runtime)
+        run = await session.prepare(
+            input, checkpoint_id, recursion_limit, runtime=runtime, run_id=run_id
+        )
         recovery = EarlierApplied(graph.checkpointer, handle.info.thread_id, run_id)
         # the run id came from the thread's checkpoints, not from this runtime: an earlier
         # process ran it, and may have applied commands it never got to report

@@ -177,7 +177,7 @@ class StateSchema:
             fields = type(update).model_fields
             explicit = update.model_fields_set
             writes = {}
-            for key in fields.keys() & channels.keys():
+            for key in [k for k in fields if k in channels]:  # field order, as LangGraph's
                 value = getattr(update, key, MISSING)
                 if value is MISSING:  # a required field model_construct left out
                     continue
