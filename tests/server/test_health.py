@@ -4,7 +4,9 @@ needs (its runtime, its store, Redis) answers too, and is a 503 while one does n
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -90,3 +92,31 @@ async def test_redis_down_makes_the_server_unready(tmp_path: Path) -> None:
 
                     await eventually(unready)
             control.close()
+
+
+class _StuckStore(SqliteStore):
+    """A real SQLite store whose lookups stop answering (a database that hangs)."""
+
+    async def load_run(self, run_id: str) -> dict[str, Any] | None:
+        await asyncio.Event().wait()
+        return None
+
+
+async def test_a_store_that_hangs_is_unready_within_the_probe_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tinyagents.server import control as control_module
+
+    monkeypatch.setattr(control_module, "READY_TIMEOUT_S", 0.05)
+    store = _StuckStore(tmp_path / "runs.db")
+    await store.open()
+    try:
+        app = create_app(Control(store=store), auth=Auth(Auth.generate_key()), console=False)
+        sock = bind("127.0.0.1", 0)
+        async with serving(app, sock):
+            host, port = sock.getsockname()[:2]
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=10) as client:
+                r = await client.get("/readyz")
+        assert r.status_code == 503 and r.json()["checks"] == {"store": "unavailable"}
+    finally:
+        await store.close()
