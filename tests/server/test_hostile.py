@@ -301,7 +301,6 @@ async def test_bad_tokens_are_401_and_observe_only_tokens_cannot_control(served:
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("HEAD", "runs/{run}"),
         ("OPTIONS", "runs/{run}"),
         ("DELETE", "runs/{run}"),
         ("PUT", "runs/{run}/commands"),
@@ -309,8 +308,7 @@ async def test_bad_tokens_are_401_and_observe_only_tokens_cannot_control(served:
         ("GET", "runs/{run}/steer"),
         ("PATCH", "runs"),
         ("POST", "events"),
-        ("HEAD", "events?follow=false"),
-        ("HEAD", "runs/{run}/trace"),
+        ("HEAD", "events?follow=false"),  # a stream: no HEAD (it would never end)
         ("OPTIONS", "runs"),
         ("OPTIONS", "runs/{run}/commands"),
         ("TRACE", "runs"),
@@ -323,6 +321,24 @@ async def test_a_wrong_method_is_405(served: Served, method: str, path: str) -> 
     assert r.status_code == 405, (r.status_code, r.text)
     if method != "HEAD":
         problem(r, 405)
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize(
+    "path", ["runs", "runs/{run}", "runs/{run}/tree", "runs/{run}/trace", "runs/{run}/steering"]
+)
+async def test_head_answers_as_get_does_without_a_body(served: Served, path: str) -> None:
+    """HTTP has every GET answer HEAD (curl -I, uptime checkers); it was a 405."""
+    run = await served.start_run("acme")
+    url = f"{BASE}/" + path.format(run=run.run_id)
+    got = await raw(served, "alice", "GET", url)
+    head = await raw(served, "alice", "HEAD", url)
+    assert (head.status_code, head.content) == (got.status_code, b"")
+    assert head.headers["content-type"] == got.headers["content-type"]
+    # the same refusals: no token, another tenant's run
+    assert (await served.client.head(url)).status_code == 401
+    if "{run}" in path:
+        assert (await raw(served, "bob", "HEAD", url)).status_code == 404
     await unchanged(served, run)
 
 

@@ -62,7 +62,7 @@ from tinyagents.server.control import MAX_CURSOR, decode_cursor
 from tinyagents.server.sse import event_stream
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from fastapi import APIRouter, FastAPI
 
     from tinyagents.server.control import Control
 
@@ -809,6 +809,7 @@ def create_app(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    _answer_head(router, skip={f"{BASE}/events"})
     app.include_router(router)
 
     # Probes for a load balancer or an orchestrator: no token, nothing about runs or tenants.
@@ -837,6 +838,26 @@ def create_app(
     if console:
         _mount_console(app)
     return app
+
+
+def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:
+    """Let every GET route of ``router`` answer HEAD too, as HTTP has it (headers, no body;
+    FastAPI's GET routes do not): a route of its own per path, kept out of the OpenAPI
+    document. ``skip``: streams, whose GET never ends."""
+    from fastapi.routing import APIRoute
+
+    for route in list(router.routes):
+        if (
+            isinstance(route, APIRoute)
+            and "GET" in (route.methods or ())
+            and route.path not in skip
+        ):
+            router.add_api_route(
+                route.path.removeprefix(router.prefix),
+                route.endpoint,
+                methods=["HEAD"],
+                include_in_schema=False,
+            )
 
 
 def _last_event_id(header: str | None) -> int:
