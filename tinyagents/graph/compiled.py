@@ -13,9 +13,10 @@ from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
-from tinyagents.graph.session import GraphSession, check_id
+from tinyagents.graph.session import GraphSession
 from tinyagents.graph.stream import GraphStream, follow, read
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
+from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost

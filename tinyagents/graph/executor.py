@@ -39,7 +39,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.state import managed_values
+from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.tasks import (
     Task,
     Writes,
@@ -555,13 +555,7 @@ class GraphRun:
         out copies of its lists, dicts and sets: a node that changes one in place (instead of
         returning a write) changes neither the state nor the checkpoint, so the two agree."""
         if self._view is None:
-            values = self.head.values
-            if self.checkpointer is not None:
-                values = {k: detach(v) for k, v in values.items()}
-            managed = self.graph.schema.managed
-            if managed:
-                values = {**values, **self._managed_values(managed)}
-            self._view = self.graph.schema.view(values)
+            self._view = self._view_of(self.graph.schema, self.head.values)
         return self._view
 
     def view_for(self, spec: NodeSpec) -> Any:
@@ -571,11 +565,17 @@ class GraphRun:
         schema = spec.input
         if schema is None:
             return self.view()
-        values = {k: v for k, v in self.head.values.items() if k in schema.channels}
+        return self._view_of(
+            schema, {k: v for k, v in self.head.values.items() if k in schema.channels}
+        )
+
+    def _view_of(self, schema: StateSchema, values: dict[str, Any]) -> Any:
+        """``values`` as ``schema`` hands them to a node or router: copies for a run that
+        saves its steps, with this step's managed values."""
         if self.checkpointer is not None:
             values = {k: detach(v) for k, v in values.items()}
         if schema.managed:
-            values.update(self._managed_values(schema.managed))
+            values = {**values, **self._managed_values(schema.managed)}
         return schema.view(values)
 
     def _managed_values(self, managed: dict[str, str]) -> dict[str, Any]:

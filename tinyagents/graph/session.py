@@ -32,6 +32,7 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.tasks import plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send
+from tinyagents.runs.info import check_id
 from tinyagents.store.checkpoint._lease import new_owner
 from tinyagents.store.checkpoint.base import WriteRecord
 
@@ -242,14 +243,6 @@ async def update_state(
         whole = staged.seq < 0 or rewound_to is not None
         await save(cp, staged, delta=None if whole else delta, source="update", metadata=meta)
     return staged
-
-
-def check_id(value: object, name: str, hint: str = "") -> str:
-    """``value``, an id the caller gave; a blank or non-string one is refused, never read as
-    "no id" (a blank ``thread_id`` used to start a fresh thread under a random id)."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name} must be a non-blank string, got {value!r}{hint}")
-    return value
 
 
 #: ``remaining_steps`` as a router of ``update_state(as_node=...)`` sees it (LangGraph's

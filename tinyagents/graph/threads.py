@@ -15,9 +15,10 @@ from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph.checkpointing import Planned, load_head, new_frontier_id, save
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
-from tinyagents.graph.session import GraphSession, carry_interrupts, check_id
+from tinyagents.graph.session import GraphSession, carry_interrupts
 from tinyagents.graph.tasks import Task
 from tinyagents.graph.types import UNSET, CheckpointInfo, StateSnapshot, TaskState
+from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer

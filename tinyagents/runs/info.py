@@ -48,6 +48,14 @@ def _no_limits() -> RunLimits:
     return RunLimits()
 
 
+def check_id(value: object, name: str, hint: str = "") -> str:
+    """``value``, an id the caller gave; a blank or non-string one is refused, never read as
+    "no id" (a blank ``thread_id`` used to start a fresh thread under a random id)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-blank string, got {value!r}{hint}")
+    return value
+
+
 @dataclass(slots=True, kw_only=True)
 class RunInfo:
     """Identity and live state of one run (agent loop or graph run).
@@ -74,10 +82,8 @@ class RunInfo:
     created_at: datetime = field(default_factory=_clock.now)
 
     def __post_init__(self) -> None:
-        for name in ("run_id", "tenant_id"):  # a blank one names nobody (no token has one)
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{name} must be a non-blank string, got {value!r}")
+        check_id(self.run_id, "run_id")
+        check_id(self.tenant_id, "tenant_id")  # a blank one names nobody (no token has one)
         if not self.root_run_id:
             self.root_run_id = self.run_id
 

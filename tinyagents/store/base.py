@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -150,13 +151,13 @@ class Store(ABC):
 
         The backends here answer it with one indexed query; this fallback, for a backend
         that predates it, reads every snapshot of the tenant."""
-        rows = [
-            s
-            for s in await self.load_runs(tenant_id=tenant_id)
-            if runs_match(s, statuses=statuses, root_run_id=root_run_id, before=before)
-        ]
-        rows.sort(key=run_key, reverse=True)
-        return rows if limit is None else rows[:limit]
+        return newest_runs(
+            await self.load_runs(tenant_id=tenant_id),
+            limit=limit,
+            statuses=statuses,
+            root_run_id=root_run_id,
+            before=before,
+        )
 
     @abstractmethod
     async def run_commands(
@@ -229,6 +230,17 @@ def runs_match(
         and (root_run_id is None or snapshot.get("root_run_id") == root_run_id)
         and (before is None or run_key(snapshot) < before)
     )
+
+
+def newest_runs(
+    snapshots: Iterable[dict[str, Any]], *, limit: int | None, **filters: Any
+) -> list[dict[str, Any]]:
+    """The ``snapshots`` that match ``filters`` (``runs_match``), newest first, at most
+    ``limit`` (a listing answered in memory)."""
+    rows = (s for s in snapshots if runs_match(s, **filters))
+    if limit is None:
+        return sorted(rows, key=run_key, reverse=True)
+    return heapq.nlargest(limit, rows, key=run_key)
 
 
 def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | None]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,8 +17,7 @@ from tinyagents.store.base import (
     RunKey,
     Store,
     StoredCommand,
-    run_key,
-    runs_match,
+    newest_runs,
     terminal_updates,
 )
 
@@ -104,16 +102,15 @@ class MemoryStore(Store):
         before: RunKey | None = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        rows = (
-            r
-            for r in self._runs.values()
-            if runs_match(
-                r, tenant_id=tenant_id, statuses=statuses, root_run_id=root_run_id, before=before
-            )
+        newest = newest_runs(
+            self._runs.values(),
+            limit=limit,
+            tenant_id=tenant_id,
+            statuses=statuses,
+            root_run_id=root_run_id,
+            before=before,
         )
-        if limit is None:
-            return sorted((dict(r) for r in rows), key=run_key, reverse=True)
-        return [dict(r) for r in heapq.nlargest(limit, rows, key=run_key)]
+        return [dict(r) for r in newest]  # copies, as a durable store's are
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
