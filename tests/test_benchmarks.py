@@ -3,17 +3,25 @@ noisy; ``make bench`` prints the figures)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
+import _baseline
 import steering_throughput
+
+IN_GIT_CHECKOUT = (Path(__file__).parents[1] / ".git").exists()
 
 
 def test_steering_throughput_applies_every_command_with_its_four_events() -> None:
-    results: dict[str, Any] = steering_throughput.run(commands=600, run_counts=(1, 7, 600))
+    results: dict[str, Any] = steering_throughput.run(
+        commands=600, run_counts=(1, 7, 600), previous=False
+    )
     assert [s["runs"] for s in results["scenarios"]] == [1, 7, 600]
     for scenario in results["scenarios"]:
         # _scenario asserts that every command was applied and nothing is left open.
@@ -24,6 +32,32 @@ def test_steering_throughput_applies_every_command_with_its_four_events() -> Non
     report = steering_throughput.report(results)
     assert "commands/s" in report and len(report.splitlines()) == 2 + 3 + 1
     assert "now/floor" in report
+
+
+@pytest.mark.skipif(
+    not IN_GIT_CHECKOUT and os.environ.get("CI") != "true",
+    reason="the previous code is read from this repository's git history",
+)
+def test_steering_throughput_runs_the_previous_code_beside_ours() -> None:
+    results: dict[str, Any] = steering_throughput.run(commands=300, run_counts=(1, 30), rounds=1)
+    previous = results["previous"]
+    # The baseline commit ran the same scenarios in its own interpreter, in this run: not the
+    # figures recorded on another machine.
+    assert previous["source"].startswith(f"commit {_baseline.BASELINE}, measured in this run")
+    assert set(previous["per_s"]) == {1, 30} and all(v > 0 for v in previous["per_s"].values())
+    assert previous["per_s"] != steering_throughput.PREVIOUS
+    report = steering_throughput.report(results)
+    assert "measured in this run" in report and "now/previous" in report
+
+
+def test_without_the_baseline_the_recorded_figures_are_printed_and_labelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_baseline, "BASELINE", "0" * 40)  # a commit this repository lacks
+    results: dict[str, Any] = steering_throughput.run(commands=100, run_counts=(1,))
+    assert results["previous"]["per_s"] == steering_throughput.PREVIOUS
+    assert steering_throughput.PREVIOUS_RECORDED in results["previous"]["source"]
+    assert "git archive" in results["previous"]["source"]  # and why
 
 
 def test_the_floor_scenario_publishes_four_events_per_command() -> None:
@@ -48,9 +82,12 @@ def test_the_import_benchmark_times_a_fresh_interpreter_and_sees_no_heavy_depend
     import import_time
 
     results: dict[str, Any] = import_time.run(runs=1)
-    assert results["import_ms"] > 0 and results["floor_ms"] > 0
+    assert results["import_ms"] > 0 and results["floor_ms"] > 0 and results["previous_ms"] > 0
+    if IN_GIT_CHECKOUT:  # timed beside ours, from the baseline commit's tree
+        assert results["previous_source"] == f"commit {_baseline.BASELINE}, measured in this run"
     assert results["heavy_loaded"] == [], "import tinyagents loaded a lazy dependency"
     assert "tinyagents / floor" in import_time.report(results)
+    assert "now / previous" in import_time.report(results)
 
 
 def test_the_operator_benchmark_applies_each_command_sent_three_ways() -> None:
