@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, Optional, TypedDict
 
 import pytest
 from graphkit import LogState, chain, logger
 from pydantic import BaseModel
 
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
-from tinyagents.graph import END, START, RemainingSteps, StateGraph, add_messages, union
+from tinyagents.graph import (
+    END,
+    START,
+    Command,
+    RemainingSteps,
+    StateGraph,
+    add_messages,
+    union,
+)
 from tinyagents.graph.reducers import Append, Binary, Extreme, Messages, Overwrite, Union
 
 
@@ -121,11 +129,56 @@ def test_unreachable_node_is_named() -> None:
     assert "unreachable" in str(err)
 
 
-def test_node_without_path_to_end_is_named() -> None:
+async def test_a_node_no_edge_leaves_finishes_the_run() -> None:
+    # LangGraph's rule: a node with no way out ends the run when it is done (it used to be
+    # refused with "no path to END")
     graph = chain("a").add_node("sink", logger("sink")).add_edge("a", "sink")
+    result = await graph.compile().run({})
+    assert result.status == "completed" and result.state["log"] == ["a", "sink"]
+
+
+def test_a_node_that_leads_only_into_a_loop_is_refused() -> None:
+    graph = chain("a").add_node("p", logger("p")).add_node("q", logger("q"))
+    graph.add_node("into", logger("into")).add_edge("a", "into").add_edge("into", "p")
+    graph.add_edge("p", "q").add_edge("q", "p")
     err = _error(graph)
-    assert err.nodes == ["sink"]
-    assert "no path to END" in str(err)
+    assert err.nodes == ["p", "q"] and "cycle" in str(err)
+
+
+async def test_a_command_return_annotation_declares_the_destinations() -> None:
+    # LangGraph's idiom: -> Command[Literal[...]] names where the node's gotos lead, so the
+    # graph needs no edges between those nodes (and no edge to END from them)
+    def route(state: Any) -> Command[Literal["yes", "no"]]:
+        return Command(update={"log": ["route"]}, goto="yes" if state.get("x") else "no")
+
+    def maybe(state: Any) -> Command[Literal["yes"]] | None:
+        return None
+
+    class Router:
+        def __call__(self, state: Any) -> Optional[Command[Literal["no"]]]:  # noqa: UP045
+            return None
+
+    graph = StateGraph(LogState).add_node(route).add_node("yes", logger("yes"))
+    graph.add_node("no", logger("no")).add_edge(START, "route")
+    assert graph.nodes["route"].destinations == ("yes", "no")
+    compiled = graph.compile()
+    assert (await compiled.run({"x": 1})).state["log"] == ["route", "yes"]
+    assert (await compiled.run({})).state["log"] == ["route", "no"]
+    graph.add_node("maybe", maybe).add_node("router", Router())
+    assert graph.nodes["maybe"].destinations == ("yes",)
+    assert graph.nodes["router"].destinations == ("no",)
+    # destinations= given outright win over the annotation, as LangGraph's
+    graph.add_node("told", route, destinations=["no"])
+    assert graph.nodes["told"].destinations == ("no",)
+
+
+def test_an_unannotated_command_node_still_needs_its_destinations() -> None:
+    def route(state: Any) -> Command:  # type: ignore[type-arg]
+        return Command(goto="elsewhere")
+
+    graph = StateGraph(LogState).add_node(route).add_node("elsewhere", logger("elsewhere"))
+    err = _error(graph.add_edge(START, "route"))
+    assert err.nodes == ["elsewhere"] and "unreachable" in str(err)
 
 
 def test_conditional_mapping_to_missing_node_is_named() -> None:

@@ -141,7 +141,8 @@ async def test_two_writes_to_an_overwrite_channel_fail_the_step_cleanly() -> Non
     assert result.status == "failed"
     assert isinstance(result.error, InvalidUpdateError)
     assert "'x' received 2 writes" in str(result.error)
-    assert result.state == {"x": 0}  # nothing of the failed step was applied
+    # nothing of the failed step was applied (log starts at [], its reducer channel's start)
+    assert result.state == {"x": 0, "log": []}
     with pytest.raises(InvalidUpdateError):
         result.raise_for_status()
 

@@ -134,7 +134,8 @@ async def test_checkpoints_load_back_what_was_saved(
     try:
         graph = StateGraph(Everything).add_node("n", lambda s: None).add_edge(START, "n")
         compiled = graph.add_edge("n", END).compile(checkpointer=cp)
-        expected: dict[str, Any] = {}
+        # a new thread's reducer channels start at their type's empty value ([], 0, set())
+        expected: dict[str, Any] = compiled.schema.initial()
         checkpoints: list[tuple[str, dict[str, Any]]] = []
         for upd in updates:
             expected = model_apply(compiled, expected, upd)

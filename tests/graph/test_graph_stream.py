@@ -97,7 +97,7 @@ async def test_tasks_yields_each_start_and_its_result_or_error(checkpointer: Che
         ("boom", True),
         ("boom", False),
     ]
-    assert items[0]["input"] == {} and items[1]["result"] == {"log": ["a"]}
+    assert items[0]["input"] == {"log": []} and items[1]["result"] == {"log": ["a"]}
     assert items[1]["error"] is None and items[0]["id"] == items[1]["id"]
     assert isinstance(items[3]["error"], ValueError) and items[3]["result"] is None
 
@@ -123,7 +123,7 @@ async def test_custom_yields_what_nodes_emit_through_their_context() -> None:
         {"node": "work", "progress": "reading"},
     ]
     # a run that is not streamed ignores emit()
-    assert (await graph.run({})).state == {"x": 1}
+    assert (await graph.run({})).state == {"x": 1, "log": []}
 
 
 async def test_steering_and_interrupts_in_the_stream_of_a_started_run(
@@ -328,7 +328,7 @@ async def test_next_runs_one_superstep_per_call(checkpointer: Checkpointer) -> N
     async with graph.iter({}, thread_id="t") as run:
         started = await run.next(started=True)
         assert started.kind == "started" and [t.node for t in started.tasks] == ["a"]
-        assert "log" not in run.head.values  # announced, not run yet
+        assert run.head.values["log"] == []  # announced, not run yet
         applied = await run.next()
         assert applied.kind == "applied" and [t.node for t in applied.tasks] == ["a"]
         assert applied.result is None and run.head.values["log"] == ["a"]

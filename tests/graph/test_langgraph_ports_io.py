@@ -70,9 +70,8 @@ async def test_input_keys_outside_the_input_schema_are_left_out(
     assert result.status == "completed", result.error
     # the output schema's keys only; the nodes saw the whole state (input keys only at first)
     assert result.state == out == {"answer": "ABOUT TIDES", "log": ["think", "answer"]}
-    assert theirs_seen == [{"question": "tides", "log": []}]
-    # ours: an unwritten reducer channel is absent, not [] (docs/graph.md, "State")
-    assert ours_seen == [{"question": "tides"}]
+    # the unwritten reducer channel starts at [] (docs/graph.md, "State")
+    assert ours_seen == theirs_seen == [{"question": "tides", "log": []}]
     # get_state().values is the whole state on both
     theirs_values = (await theirs.aget_state(cfg())).values
     assert (await ours.get_state("1")).values == theirs_values
@@ -100,9 +99,8 @@ async def test_streams_with_an_output_schema(checkpointer: Checkpointer, mode: s
     ours, theirs = pair(lambda g: qa_graph(g, []), checkpointer)
     theirs_items = [i async for i in theirs.astream({"question": "q"}, cfg(), stream_mode=mode)]
     ours_items = [i async for i in ours.stream({"question": "q"}, thread_id="1", mode=mode)]
-    # the top-level values stream is the whole state on both (LangGraph's stream channels);
-    # ours has no unwritten log (docs/graph.md, "State")
-    assert ours_items == [unseeded(i) for i in theirs_items]
+    # the top-level values stream is the whole state on both (LangGraph's stream channels)
+    assert ours_items == theirs_items
     if mode == "values":
         assert theirs_items[-1]["scratch"] == "about q"
 
@@ -145,10 +143,9 @@ async def test_interrupted_output_holds_the_output_keys(checkpointer: Checkpoint
     out = await theirs.ainvoke({"question": "q"}, cfg())
     result = await ours.run({"question": "q"}, thread_id="1")
     assert result.status == "interrupted"
-    # LangGraph's output at an interrupt: the output keys written so far (none but log's
-    # default) and __interrupt__; ours has no unwritten log (docs/graph.md, "State")
-    assert values(out) == {"log": []}
-    assert result.state == {}
+    # the output at an interrupt: the output keys that have a value (none written, but log
+    # starts at []) and, on LangGraph's, __interrupt__
+    assert result.state == values(out) == {"log": []}
     assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
     out = await theirs.ainvoke(THEIRS.Command(resume="yes"), cfg())
     result = await ours.run(OURS.Command(resume="yes"), thread_id="1")
@@ -185,8 +182,7 @@ async def test_a_subgraph_node_reads_its_input_schema_and_returns_its_output_sch
     assert result.status == "completed", result.error
     # the sub-graph started from its input schema's keys only (not the parent's log or
     # scratch), and gave back answer and log (not its scratch)
-    assert theirs_seen == [{"question": "tides", "log": []}]
-    assert ours_seen == [{"question": "tides"}]
+    assert ours_seen == theirs_seen == [{"question": "tides", "log": []}]
     assert result.state == out
     assert out == {
         "question": "tides",
@@ -261,7 +257,7 @@ async def test_a_graph_called_from_a_node_returns_its_output_schema(
     ours, theirs = pair(build, checkpointer)
     out = await theirs.ainvoke({"question": "q"}, cfg())
     result = await ours.run({"question": "q"}, thread_id="1")
-    assert result.state == unseeded(out)
+    assert result.state == out
     assert out["other"] == repr([("answer", "ABOUT Q"), ("log", ["think", "answer"])])
 
 
@@ -278,12 +274,6 @@ def test_managed_values_belong_in_the_state_schema_only() -> None:
         THEIRS.StateGraph(QA, input_schema=Input)
     with pytest.raises(ConfigurationError, match="remaining_steps"):
         OURS.StateGraph(QA, input_schema=OurInput)
-
-
-def unseeded(item: dict[str, Any]) -> dict[str, Any]:
-    """LangGraph's item without the empty ``log`` its reducer channel starts with (ours has
-    no value until written: docs/graph.md, "State")."""
-    return {k: v for k, v in item.items() if not (k == "log" and v == [])}
 
 
 # -- add_node(..., input_schema=...) -----------------------------------------------------------

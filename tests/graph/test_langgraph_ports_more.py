@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from graphkit import logger
@@ -1262,3 +1262,43 @@ async def test_private_channels_from_a_nodes_annotations(checkpointer: Checkpoin
     assert (
         (await ours.get_state("1")).values == theirs_values == {"log": ["got s3"], "secret": "s3"}
     )
+
+
+# -- Command routing with no edges (LangGraph's "Command" how-to) -------------------------------
+
+
+def command_routed(g: Any) -> Any:
+    """LangGraph's how-to: node_a returns ``Command(goto=...)`` to node_b or node_c, declared
+    by its return annotation; there are no edges between the three nor from them to END."""
+
+    def node_a(state: Any) -> Any:
+        value = "b" if len(state["log"]) < 2 else "c"
+        return g.Command(update={"log": [f"a->{value}"]}, goto=f"node_{value}")
+
+    # set outright: a string annotation could not name the namespace g
+    node_a.__annotations__["return"] = g.Command[Literal["node_b", "node_c"]]
+
+    def node_b(state: Any) -> dict[str, Any]:
+        return {"log": ["b"]}
+
+    def node_c(state: Any) -> dict[str, Any]:
+        return {"log": ["c"]}
+
+    graph = g.StateGraph(Log)
+    graph.add_edge(g.START, "node_a")
+    graph.add_node(node_a)
+    graph.add_node(node_b)
+    graph.add_node(node_c)
+    return graph
+
+
+@pytest.mark.parametrize("start", [[], ["x", "y"]])
+async def test_command_routing_with_no_edges(checkpointer: Checkpointer, start: list[str]) -> None:
+    ours, theirs = pair(command_routed, checkpointer)
+    out = await theirs.ainvoke({"log": start}, cfg())
+    result = await ours.run({"log": start}, thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == out
+    assert out["log"][-1] == ("b" if not start else "c")
+    theirs_history = [s.next async for s in theirs.aget_state_history(cfg())]
+    assert [h.next for h in await ours.history("1")] == theirs_history[:-1]  # no step -1

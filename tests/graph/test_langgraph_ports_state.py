@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired, Required, TypedDict
 
 import pytest
 from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair, shape
@@ -276,3 +276,84 @@ async def test_an_input_that_writes_nothing_has_no_values_item(
     # the first item is the state after bump: the input ({}) wrote nothing
     assert ours_items == theirs_items
     assert theirs_items[0] == {"n": 1, "log": ["bump"]}
+
+
+# -- reducer channels: where they start, however they are annotated -----------------------------
+
+
+class Tally(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    n: Annotated[int, operator.add]
+    text: Annotated[str, operator.add]
+    tags: Annotated[set[str], operator.or_]
+    maybe: Annotated[list[str] | None, lambda a, b: (a or []) + (b or [])]
+    q: str
+
+
+def tally(g: Any, seen: list[Any]) -> Any:
+    def first(state: Any) -> dict[str, Any]:
+        seen.append(dict(state))
+        return {"n": 2}
+
+    graph = g.StateGraph(Tally).add_node("first", first)
+    return graph.add_edge(g.START, "first").add_edge("first", g.END)
+
+
+async def test_an_unwritten_reducer_channel_starts_at_its_types_empty_value(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's BinaryOperatorAggregate starts at its type called with no arguments ([] for a
+    # list, 0 for an int, "" for a str, set() for a set); a type that cannot be called so (a
+    # union) has no value until written.
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = tally(OURS, ours_seen).compile(checkpointer=checkpointer)
+    theirs = tally(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"q": "hi"}, cfg())
+    result = await ours.run({"q": "hi"}, thread_id="1")
+    assert theirs_seen == [{"log": [], "n": 0, "text": "", "tags": set(), "q": "hi"}]
+    assert ours_seen == theirs_seen
+    assert result.state == out == {"log": [], "n": 2, "text": "", "tags": set(), "q": "hi"}
+    # and so it is checkpointed: a later process reads it back (set included)
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+    theirs_items = [i async for i in theirs.astream({"q": "again"}, cfg(), stream_mode="values")]
+    ours_items = [i async for i in ours.stream({"q": "again"}, thread_id="1", mode="values")]
+    assert ours_items == theirs_items
+
+
+async def test_an_update_state_on_a_new_thread_folds_into_the_empty_value(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(lambda g: tally(g, []), checkpointer)
+    await theirs.aupdate_state(cfg(), {"log": ["first"], "n": 1})
+    await ours.update_state("1", {"log": ["first"], "n": 1})
+    theirs_values = (await theirs.aget_state(cfg())).values
+    assert theirs_values == {"log": ["first"], "n": 1, "text": "", "tags": set()}
+    assert (await ours.get_state("1")).values == theirs_values
+
+
+class Wrapped(TypedDict, total=False):
+    outer: NotRequired[Annotated[list[str], operator.add]]
+    inner: Annotated[NotRequired[list[str]], operator.add]
+    required: Required[Annotated[list[str], operator.add]]
+
+
+def wrapped(g: Any) -> Any:
+    def add(state: Any) -> dict[str, Any]:
+        return {"outer": ["x"], "inner": ["y"], "required": ["z"]}
+
+    graph = g.StateGraph(Wrapped).add_node("one", add).add_node("two", add)
+    return graph.add_edge(g.START, "one").add_edge("one", "two").add_edge("two", g.END)
+
+
+async def test_required_and_not_required_keep_the_reducer_they_wrap(
+    checkpointer: Checkpointer,
+) -> None:
+    # NotRequired[Annotated[list, add]] lost its reducer: each write replaced the list
+    ours, theirs = pair(wrapped, checkpointer)
+    given = {"outer": ["in"], "required": ["in"]}
+    out = await theirs.ainvoke(given, cfg())
+    result = await ours.run(given, thread_id="1")
+    assert out == {"outer": ["in", "x", "x"], "inner": ["y", "y"], "required": ["in", "z", "z"]}
+    assert result.state == out
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values

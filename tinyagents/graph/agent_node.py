@@ -47,7 +47,7 @@ class AgentNode:
     agent: Agent
     input: str | Callable[[Any], Any] = "input"
     output: str | Callable[[Any, Any], dict[str, Any]] = "output"
-    on_aborted: str | Callable[[Any, Any], Command] | None = None
+    on_aborted: str | Callable[[Any, Any], Command[Any]] | None = None
     then: str | Sequence[str] = END
     aborted_key: str | None = None
 
@@ -92,7 +92,7 @@ async def run_agent_node(
     *,
     parent: str | None,
     started: Callable[[Task, RunHandle], None] | None = None,
-) -> dict[str, Any] | Command:
+) -> dict[str, Any] | Command[Any]:
     """Start the agent as a child run of ``parent``, wait for it, map its output to state
     writes (a ``Command`` when the node routes its outcomes). ``started`` learns the child's
     handle (so steering can reach it while it runs)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -16,7 +17,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.core import Branch, NodeSpec
 from tinyagents.graph.state import StateSchema, read_schema
-from tinyagents.graph.types import END, START, RetryPolicy
+from tinyagents.graph.types import END, START, Command, RetryPolicy
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 
@@ -42,6 +43,28 @@ def positional_arity(fn: Callable[..., Any]) -> int:
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
         return 2
     return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
+
+
+def _hinted_destinations(fn: Any) -> tuple[str, ...]:
+    """The nodes a node function's return annotation ``Command[Literal["a", "b"]]`` names
+    (also as part of a union: ``Command[Literal["a"]] | None``), as LangGraph reads them; ()
+    when it names none or cannot be read."""
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        fn = type(fn).__dict__.get("__call__")  # a callable object: its class's __call__
+        if not inspect.isfunction(fn):
+            return ()
+    try:
+        returned = typing.get_type_hints(fn).get("return")
+    except Exception:  # unresolvable annotations: as LangGraph, no inference
+        return ()
+    union = typing.get_origin(returned) in (typing.Union, types.UnionType)
+    for hint in typing.get_args(returned) if union else (returned,):
+        if typing.get_origin(hint) is not Command:
+            continue
+        args = typing.get_args(hint)
+        if args and typing.get_origin(args[0]) is Literal:
+            return tuple(v for v in typing.get_args(args[0]) if isinstance(v, str))
+    return ()
 
 
 class StateGraph:
@@ -110,6 +133,8 @@ class StateGraph:
         )
         if input_schema is None and callable(action) and not isinstance(action, type):
             input_schema = self._hinted_input(action)
+        if not destinations and callable(action) and not isinstance(action, type):
+            spec.destinations = _hinted_destinations(action)
         if input_schema is not None:
             spec.input = self._node_input(input_schema)
         if isinstance(action, CompiledGraph):

@@ -694,7 +694,7 @@ class GraphRun:
         try:
             result = await child.execute()
         except ParentCommand as pc:
-            cmd: Command = pc.command
+            cmd: Command[Any] = pc.command
             return Command(update=cmd.update, goto=cmd.goto)
         if result.status == "interrupted":
             raise NodeInterrupt(result.interrupts)

@@ -16,6 +16,7 @@ costs O(its writes), not O(state size).
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -302,11 +303,32 @@ def append(left: Any, right: Any) -> list[Any]:
     return [*(left or ()), *_items(right)]
 
 
-def _initial_for(annotation: Any) -> Callable[[], Any] | None:
-    origin = get_origin(annotation) or annotation
-    if origin in (int, float, str, list, dict, set, tuple, frozenset):
-        return origin  # type: ignore[no-any-return]
-    return None
+#: The concrete types LangGraph starts an abstract collection's reducer channel with.
+_CONCRETE: dict[Any, type] = {
+    collections.abc.Sequence: list,
+    collections.abc.MutableSequence: list,
+    collections.abc.Set: set,
+    collections.abc.MutableSet: set,
+    collections.abc.Mapping: dict,
+    collections.abc.MutableMapping: dict,
+}
+
+
+def empty_value(annotation: Any) -> Callable[[], Any] | None:
+    """Where a reducer channel with no field default starts, as LangGraph's
+    ``BinaryOperatorAggregate``: its type called with no arguments (``[]`` for ``list[str]``,
+    ``0`` for ``int``, ``""`` for ``str``); None (no value until written) for a type that
+    cannot be called so, such as a union."""
+    typ = annotation
+    while hasattr(typ, "__origin__"):  # list[str] -> list, Annotated[T, ...] -> T
+        typ = typ.__origin__
+    typ = _CONCRETE.get(typ, typ)
+    try:
+        typ()
+    except Exception:
+        return None
+    factory: Callable[[], Any] = typ
+    return factory
 
 
 def resolve(fn: Any, annotation: Any) -> Reducer:
@@ -325,5 +347,5 @@ def resolve(fn: Any, annotation: Any) -> Reducer:
     if fn is builtins.min or fn is builtins.max:
         return Extreme(fn)
     if callable(fn):
-        return Binary(fn, _initial_for(annotation))
+        return Binary(fn, empty_value(annotation))
     raise TypeError(f"{fn!r} is not a reducer: use a function (current, update) -> new")

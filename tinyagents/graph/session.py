@@ -160,7 +160,7 @@ class GraphSession:
         target.frontier_id = new_frontier_id()
         return target
 
-    async def _command(self, head: Head | None, cmd: Command) -> Head:
+    async def _command(self, head: Head | None, cmd: Command[Any]) -> Head:
         graph = self.graph
         if cmd.graph is not None:
             raise GraphError("Command(graph=...) can only be returned by a node of a sub-graph")

@@ -1,7 +1,8 @@
 """State schemas: a TypedDict, a dataclass or a pydantic model, read into channels.
 
 Each field becomes a channel with a reducer (from ``Annotated[T, reducer]``, overwrite
-otherwise), a default (dataclass / pydantic field defaults) and a lazily built
+otherwise), a default (dataclass / pydantic field defaults; for a reducer field with none, its
+type's empty value, as LangGraph's) and a lazily built
 ``TypeAdapter`` that turns checkpointed JSON back into ``T``.
 
 Nodes see the state as a read-only mapping (TypedDict states) or as an instance of the
@@ -23,7 +24,7 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
-from tinyagents.graph.reducers import MISSING, Overwrite, Reducer, resolve
+from tinyagents.graph.reducers import MISSING, Overwrite, Reducer, empty_value, resolve
 
 
 @dataclass(slots=True, kw_only=True)
@@ -128,8 +129,9 @@ class StateSchema:
         return {k: v for k, v in values.items() if k in keys}
 
     def initial(self) -> dict[str, Any]:
-        """Channel values of a fresh thread: the defaults of the fields with a reducer, which
-        its first writes fold into. A field without one has no value until written (as
+        """Channel values of a fresh thread: the start value of each field with a reducer,
+        which its first writes fold into (its default, else its type's empty value as
+        LangGraph's: ``reducers.empty_value``). A field without one has no value until written (as
         LangGraph's: outputs and ``get_state`` hold written channels only); nodes see its
         default (``view``)."""
         return {
@@ -258,6 +260,13 @@ def _split(annotation: Any) -> tuple[Any, Any]:
     return annotation, None
 
 
+def _without_required(annotation: Any) -> Any:
+    """``Required[T]`` / ``NotRequired[T]`` (a TypedDict's key markers) → ``T``."""
+    while get_origin(annotation) in (typing.Required, typing.NotRequired):
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
 def _dataclass_default(f: dataclasses.Field[Any]) -> Callable[[], Any] | None:
     if f.default is not dataclasses.MISSING:
         value = f.default
@@ -297,17 +306,21 @@ def read_schema(cls: Any) -> StateSchema:
             continue
         if kind == "pydantic" and name not in cls.model_fields:
             continue
+        annotation = _without_required(annotation)
         managed = _managed(annotation)
         if managed is not None:
             schema.managed[name] = managed
             continue
         base, fn = _split(annotation)
+        base = _without_required(base)
         reducer = Overwrite() if fn is None else resolve(fn, base)
         default = None
         if kind == "dataclass" and name in dc_fields:
             default = _dataclass_default(dc_fields[name])
         elif kind == "pydantic":
             default = _pydantic_default(cls, name)
+        if default is None and fn is not None:
+            default = empty_value(base)
         schema.channels[name] = Channel(
             name=name, annotation=base, reducer=reducer, default=default
         )

@@ -214,10 +214,10 @@ async def _output(run: TaskRun, task: Task, attempt: int) -> Any:
         return called_output(called)
 
 
-def called_output(called: CalledCommand) -> Command:
+def called_output(called: CalledCommand) -> Command[Any]:
     """The ``Command.PARENT`` of a sub-graph a node called, as that node's output (what it
     is for a sub-graph node)."""
-    cmd: Command = called.command
+    cmd: Command[Any] = called.command
     return Command(update=cmd.update, goto=cmd.goto)
 
 

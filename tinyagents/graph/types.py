@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt
@@ -50,8 +50,12 @@ class Send:
             object.__setattr__(self, "arg", dict(self.arg))
 
 
+#: The nodes a ``Command`` may go to, as a node function's return annotation names them.
+N = TypeVar("N")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Command:
+class Command(Generic[N]):
     """What a node (or the caller) wants the graph to do next.
 
     - ``update``: channel writes, applied through the reducers;
@@ -59,6 +63,10 @@ class Command:
       edges; as run input: replaces the pending tasks);
     - ``resume``: a value for the only pending interrupt, or ``{interrupt_id: value}``;
     - ``graph=Command.PARENT``: hand ``update``/``goto`` to the parent graph (from a sub-graph).
+
+    A node function annotated ``-> Command[Literal["a", "b"]]`` declares that its gotos lead
+    to ``a`` or ``b`` (as LangGraph reads it): ``add_node`` takes them as its
+    ``destinations``.
     """
 
     PARENT: ClassVar[str] = "__parent__"

@@ -2,7 +2,8 @@
 
 Each problem raises ``GraphValidationError`` with ``.nodes`` naming the offenders, checked
 in this order: edges to unknown nodes, conditional mappings to missing nodes, no entry
-point, nodes unreachable from START, cycles without an exit, nodes with no path to END.
+point, nodes unreachable from START, cycles without an exit, nodes with no path to END. A
+node no edge leaves finishes the run (LangGraph's rule), so it has a path to END.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def validate(graph: DeclaredGraph) -> None:
     unreachable = [n for n in graph.nodes if n not in reachable]
     if unreachable:
         raise _fail("nodes are unreachable from START", unreachable)
+    # A node no edge leaves ends the run there (as LangGraph's): it finishes as if it had an
+    # edge to END. Only a node whose every way out loops back is a dead end.
+    g.add_edges_from((n, END) for n in graph.nodes if g.out_degree(n) == 0)
     finishing = nx.ancestors(g, END)
     dead = {n for n in graph.nodes if n not in finishing}
     if not dead:
