@@ -258,8 +258,9 @@ def run(
 ) -> dict[str, Any]:
     """Run every scenario; returns the numbers (``benchmarks/run_all.py`` calls this).
 
-    With ``previous``, the baseline commit runs the same scenarios in a fresh interpreter,
-    alternating with ours for ``rounds`` rounds; each figure (ours, the floor, the baseline's)
+    With ``previous``, ours and the baseline commit's run the same scenarios, each round in
+    a fresh interpreter of its own (alike: the collector's work grows with what a process
+    holds), alternating for ``rounds`` rounds; each figure (ours, the floor, the baseline's)
     is the best of its rounds."""
     if not previous:
         return asyncio.run(_run_all(commands, run_counts))
@@ -271,7 +272,13 @@ def run(
         best: dict[int, dict[str, Any]] = {}
         theirs: dict[int, int] = {}
         for _ in range(rounds):
-            for r in asyncio.run(_run_all(commands, run_counts))["scenarios"]:
+            mine = _baseline.call(
+                _baseline.ROOT,
+                "steering_throughput",
+                f"steering_throughput.run(commands={commands}, run_counts={run_counts!r}, "
+                "previous=False)",
+            )
+            for r in mine["scenarios"]:
                 runs = r["runs"]
                 floor = max(r["floor_per_s"], best.get(runs, r)["floor_per_s"])
                 if runs not in best or r["commands_per_s"] > best[runs]["commands_per_s"]:
