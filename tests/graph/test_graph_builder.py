@@ -162,6 +162,11 @@ async def test_a_command_return_annotation_declares_the_destinations() -> None:
     graph.add_node("no", logger("no")).add_edge(START, "route")
     assert graph.nodes["route"].destinations == ("yes", "no")
     compiled = graph.compile()
+    # drawn as LangGraph draws it: dotted gotos, and the ends of the run to END
+    drawn = compiled.to_mermaid().splitlines()
+    for line in ("n_route -. goto .-> n_yes", "n_yes --> __end__", "n_no --> __end__"):
+        assert f"    {line}" in drawn
+    assert "    n_route --> __end__" not in drawn
     assert (await compiled.run({"x": 1})).state["log"] == ["route", "yes"]
     assert (await compiled.run({})).state["log"] == ["route", "no"]
     graph.add_node("maybe", maybe).add_node("router", Router())

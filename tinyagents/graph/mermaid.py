@@ -1,4 +1,5 @@
-"""Mermaid flowchart text for a graph: solid arrows for edges, dotted for conditional ones."""
+"""Mermaid flowchart text for a graph: solid arrows for edges (and from a node no edge leaves
+to END, where its run ends), dotted for conditional ones."""
 
 from __future__ import annotations
 
@@ -46,4 +47,10 @@ def to_mermaid(graph: DeclaredGraph) -> str:
     for spec in graph.nodes.values():
         for target in spec.destinations:
             lines.append(f"    {_id(spec.name)} -. goto .-> {_id(target)}")
+    # a node no edge leaves ends the run (validation's rule): drawn with its edge to END
+    leaving = {source for source, _ in graph.edges} | {b.source for b in graph.branches}
+    leaving |= {source for sources, _ in graph.joins for source in sources}
+    for name, spec in graph.nodes.items():
+        if name not in leaving and not spec.destinations:
+            lines.append(f"    {_id(name)} --> {_id(END)}")
     return "\n".join(lines) + "\n"
