@@ -304,6 +304,10 @@ async def stage_update(
         staged.step += 1
         staged.frontier_id = new_frontier_id()
         staged.records = {}
+    elif not staged.frontier and not staged.records:
+        # nothing pending: the update is a step of its own, as LangGraph numbers it (while
+        # tasks are pending, their ids and what they saved hang on the step: it stays)
+        staged.step += 1
     return staged, delta
 
 
