@@ -172,7 +172,10 @@ class GraphCore:
             view = self.router_view(head.values, recursion_limit)
             frontier = await self.route([(START, [])], head.values, head.barriers, view)
         head.frontier = frontier
-        head.step += 1
+        # LangGraph saves an input as a checkpoint of its own (the head's step + 1, or -1 on a
+        # new thread) before the first step's; ours is one checkpoint, numbered as that first
+        # step's, so that the steps that follow are LangGraph's too
+        head.step += 2 if head.checkpoint_id is not None else 1
         head.records = {}
         if cp is not None:
             head.frontier_id = new_frontier_id()
