@@ -169,9 +169,13 @@ async def test_a_command_return_annotation_declares_the_destinations() -> None:
     assert "    n_route --> __end__" not in drawn
     assert (await compiled.run({"x": 1})).state["log"] == ["route", "yes"]
     assert (await compiled.run({})).state["log"] == ["route", "no"]
-    graph.add_node("maybe", maybe).add_node("router", Router())
+
+    class Inherited(Router):
+        pass
+
+    graph.add_node("maybe", maybe).add_node("router", Router()).add_node("heir", Inherited())
     assert graph.nodes["maybe"].destinations == ("yes",)
-    assert graph.nodes["router"].destinations == ("no",)
+    assert graph.nodes["router"].destinations == graph.nodes["heir"].destinations == ("no",)
     # destinations= given outright win over the annotation, as LangGraph's
     graph.add_node("told", route, destinations=["no"])
     assert graph.nodes["told"].destinations == ("no",)

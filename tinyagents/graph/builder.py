@@ -50,7 +50,7 @@ def _hinted_destinations(fn: Any) -> tuple[str, ...]:
     (also as part of a union: ``Command[Literal["a"]] | None``), as LangGraph reads them; ()
     when it names none or cannot be read."""
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
-        fn = type(fn).__dict__.get("__call__")  # a callable object: its class's __call__
+        fn = inspect.getattr_static(type(fn), "__call__", None)  # a callable object
         if not inspect.isfunction(fn):
             return ()
     try:
