@@ -888,6 +888,26 @@ async def test_checkpoint_steps_across_two_inputs(checkpointer: Checkpointer) ->
     assert (await ours.get_state("1")).step == theirs_state.metadata["step"]
 
 
+async def test_steps_of_an_update_on_a_new_thread_then_an_input(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
+    await theirs.aupdate_state(cfg(), {"log": ["u"]})
+    await ours.update_state("1", {"log": ["u"]})
+    assert (await ours.get_state("1")).step == (await theirs.aget_state(cfg())).metadata["step"]
+    await theirs.ainvoke({"log": ["in"]}, cfg())
+    await ours.run({"log": ["in"]}, thread_id="1")
+    theirs_steps = [
+        (s.metadata["source"], s.metadata["step"]) async for s in theirs.aget_state_history(cfg())
+    ]
+    loops = [("loop", 5), ("loop", 4), ("loop", 3)]
+    assert theirs_steps == [*loops, ("loop", 2), ("input", 1), ("update", 0)]
+    # the same steps, but for LangGraph's input checkpoint (step 1): ours is the input's step
+    # 2, LangGraph's first loop checkpoint after it
+    ours_steps = [(h.source, h.step) for h in await ours.history("1")]
+    assert ours_steps == [*loops, ("input", 2), ("update", 0)]
+
+
 async def test_stream_modes_ours_does_not_have(checkpointer: Checkpointer) -> None:
     # LangGraph also streams "checkpoints" and "debug"; ours has the modes docs/graph.md
     # lists ("Streaming") and refuses others with ConfigurationError before anything runs
