@@ -54,7 +54,9 @@ def tree(commit: str | None = None) -> Iterator[Path | str]:
         return
     with tempfile.TemporaryDirectory(prefix=f"tinyagents-{commit}-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(tmp, filter="data")
+            # our own history, but the safe filter where this Python has it (3.11.4+)
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(tmp, **safe)
         yield Path(tmp)
 
 
