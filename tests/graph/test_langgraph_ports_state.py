@@ -315,10 +315,16 @@ async def test_an_unwritten_reducer_channel_starts_at_its_types_empty_value(
     assert ours_seen == theirs_seen
     assert result.state == out == {"log": [], "n": 2, "text": "", "tags": set(), "q": "hi"}
     # and so it is checkpointed: a later process reads it back (set included)
-    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+    ours_values = (await ours.get_state("1")).values
+    theirs_values = (await theirs.aget_state(cfg())).values
+    assert ours_values == theirs_values
     theirs_items = [i async for i in theirs.astream({"q": "again"}, cfg(), stream_mode="values")]
     ours_items = [i async for i in ours.stream({"q": "again"}, thread_id="1", mode="values")]
     assert ours_items == theirs_items
+    # listed in the state's field order, as LangGraph's (q, written first, last)
+    assert list(result.state) == list(out) == ["log", "n", "text", "tags", "q"]
+    assert list(ours_values) == list(theirs_values)
+    assert [list(i) for i in ours_items] == [list(i) for i in theirs_items]
 
 
 async def test_an_update_state_on_a_new_thread_folds_into_the_empty_value(
@@ -357,3 +363,25 @@ async def test_required_and_not_required_keep_the_reducer_they_wrap(
     assert out == {"outer": ["in", "x", "x"], "inner": ["y", "y"], "required": ["in", "z", "z"]}
     assert result.state == out
     assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+async def test_values_keep_the_field_order_across_checkpoint_deltas(
+    checkpointer: Checkpointer,
+) -> None:
+    # q is written by the input, x (declared before it) only by the second step: a checkpoint
+    # read back from a snapshot and its deltas lists them as the live run does
+    class Late(TypedDict, total=False):
+        x: int
+        q: str
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Late).add_node("one", lambda s: None)
+        graph.add_node("two", lambda s: {"x": 1})
+        return graph.add_edge(g.START, "one").add_edge("one", "two").add_edge("two", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"q": "hi"}, cfg())
+    result = await ours.run({"q": "hi"}, thread_id="1")
+    assert list(result.state) == list(out) == ["x", "q"]
+    assert list((await ours.get_state("1")).values) == ["x", "q"]
+    assert list((await theirs.aget_state(cfg())).values) == ["x", "q"]

@@ -174,6 +174,8 @@ async def load_head(
                 continue
             decoded = channel.decode(delta)
             values[key] = channel.reducer.replay(values.get(key, MISSING), decoded)
+    if deltas:  # a key a delta added goes where its field is, as a live run keeps them
+        values = {k: values[k] for k in channels if k in values}
     last = chain[-1]
     head = Head(
         thread_id=thread_id,

@@ -190,13 +190,18 @@ class GraphCore:
         return lambda: self.schema.view(values)
 
     def apply_writes(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
-        """Apply writes (in order) through the reducers; return the per-channel deltas."""
+        """Apply writes (in order) through the reducers; return the per-channel deltas. The
+        keys stay in the state's field order, as LangGraph lists them."""
         channels = self.schema.channels
         if len(writes) == 1:
             key, value = writes[0]
-            new, delta = channels[key].reducer.apply(key, values.get(key, MISSING), [value])
+            current = values.get(key, MISSING)
+            new, delta = channels[key].reducer.apply(key, current, [value])
             values[key] = new
+            if current is MISSING:
+                self._in_field_order(values)
             return {key: delta}
+        before = len(values)
         grouped: dict[str, list[Any]] = {}
         for key, value in writes:
             grouped.setdefault(key, []).append(value)
@@ -208,7 +213,18 @@ class GraphCore:
             values[key], deltas[key] = channels[key].reducer.apply(
                 key, values.get(key, MISSING), batch
             )
+        if len(values) != before:
+            self._in_field_order(values)
         return deltas
+
+    def _in_field_order(self, values: dict[str, Any]) -> None:
+        """Put a key a write added (at the end of the dict) where its field is: outputs, the
+        values stream and ``get_state`` print as LangGraph's do. Only when a key is new."""
+        order = [k for k in self.schema.channels if k in values]
+        if len(order) == len(values) and order != list(values):
+            moved = {k: values[k] for k in order}
+            values.clear()
+            values.update(moved)
 
     def preview(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """``values`` with ``writes`` applied on a copy: the state of an unfinished step, with
