@@ -8,6 +8,7 @@ import re
 import tomllib
 import typing
 from collections.abc import AsyncIterator
+from fnmatch import fnmatch
 from html.parser import HTMLParser
 from importlib.resources import files
 from pathlib import Path
@@ -30,9 +31,12 @@ def test_the_console_files_are_package_data() -> None:
     for name in FILES:
         assert (STATIC / name).is_file(), f"tinyagents/server/static/{name} is missing"
     assert not (STATIC / ".keep").is_file()
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert "static/*" in config["tool"]["setuptools"]["package-data"]["tinyagents.server"]
-    assert "tinyagents.server" in config["tool"]["setuptools"]["packages"]
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    # static/ is a package of data: every console file matches one of its patterns
+    assert "tinyagents.server.static" in setuptools["packages"]
+    patterns = setuptools["package-data"]["tinyagents.server.static"]
+    for name in FILES:
+        assert any(fnmatch(name, p) for p in patterns), f"{name} is not package data"
 
 
 class Assets(HTMLParser):
