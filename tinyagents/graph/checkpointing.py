@@ -175,7 +175,7 @@ async def load_head(
             decoded = channel.decode(delta)
             values[key] = channel.reducer.replay(values.get(key, MISSING), decoded)
     if deltas:  # a key a delta added goes where its field is, as a live run keeps them
-        values = {k: values[k] for k in channels if k in values}
+        graph.schema.in_field_order(values)
     last = chain[-1]
     head = Head(
         thread_id=thread_id,

@@ -90,6 +90,14 @@ class DeclaredGraph(Protocol):
     def branches(self) -> list[Branch]: ...
 
 
+def dead_ends(graph: DeclaredGraph) -> list[str]:
+    """The nodes no edge, join, router or ``destinations`` leaves: the run ends after them
+    (LangGraph's rule), as if each had an edge to ``END``."""
+    leaving = {source for source, _ in graph.edges} | {b.source for b in graph.branches}
+    leaving.update(source for sources, _ in graph.joins for source in sources)
+    return [n for n, spec in graph.nodes.items() if n not in leaving and not spec.destinations]
+
+
 class GraphCore:
     """A validated graph's structure and options; ``CompiledGraph`` is the runnable one."""
 
@@ -199,7 +207,7 @@ class GraphCore:
             new, delta = channels[key].reducer.apply(key, current, [value])
             values[key] = new
             if current is MISSING:
-                self._in_field_order(values)
+                self.schema.in_field_order(values)
             return {key: delta}
         before = len(values)
         grouped: dict[str, list[Any]] = {}
@@ -214,17 +222,8 @@ class GraphCore:
                 key, values.get(key, MISSING), batch
             )
         if len(values) != before:
-            self._in_field_order(values)
+            self.schema.in_field_order(values)
         return deltas
-
-    def _in_field_order(self, values: dict[str, Any]) -> None:
-        """Put a key a write added (at the end of the dict) where its field is: outputs, the
-        values stream and ``get_state`` print as LangGraph's do. Only when a key is new."""
-        order = [k for k in self.schema.channels if k in values]
-        if len(order) == len(values) and order != list(values):
-            moved = {k: values[k] for k in order}
-            values.clear()
-            values.update(moved)
 
     def preview(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """``values`` with ``writes`` applied on a copy: the state of an unfinished step, with

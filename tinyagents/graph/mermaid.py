@@ -4,12 +4,9 @@ to END, where its run ends), dotted for conditional ones."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from tinyagents.graph.core import DeclaredGraph, dead_ends
 from tinyagents.graph.types import END, START
-
-if TYPE_CHECKING:
-    from tinyagents.graph.core import DeclaredGraph
 
 
 def _id(name: str) -> str:
@@ -47,10 +44,6 @@ def to_mermaid(graph: DeclaredGraph) -> str:
     for spec in graph.nodes.values():
         for target in spec.destinations:
             lines.append(f"    {_id(spec.name)} -. goto .-> {_id(target)}")
-    # a node no edge leaves ends the run (validation's rule): drawn with its edge to END
-    leaving = {source for source, _ in graph.edges} | {b.source for b in graph.branches}
-    leaving |= {source for sources, _ in graph.joins for source in sources}
-    for name, spec in graph.nodes.items():
-        if name not in leaving and not spec.destinations:
-            lines.append(f"    {_id(name)} --> {_id(END)}")
+    for name in dead_ends(graph):  # the run ends after it: drawn with its edge to END
+        lines.append(f"    {_id(name)} --> {_id(END)}")
     return "\n".join(lines) + "\n"

@@ -128,6 +128,16 @@ class StateSchema:
             return values
         return {k: v for k, v in values.items() if k in keys}
 
+    def in_field_order(self, values: dict[str, Any]) -> None:
+        """Put the keys of ``values`` (in place) in the order of the fields: a key a write
+        added lands at the end of the dict, while outputs, the values stream and
+        ``get_state`` list them as LangGraph's do. Called only when a key was added."""
+        order = [k for k in self.channels if k in values]
+        if len(order) == len(values) and order != list(values):
+            moved = {k: values[k] for k in order}
+            values.clear()
+            values.update(moved)
+
     def initial(self) -> dict[str, Any]:
         """Channel values of a fresh thread: the start value of each field with a reducer,
         which its first writes fold into (its default, else its type's empty value as

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tinyagents.errors import GraphValidationError
+from tinyagents.graph.core import DeclaredGraph, dead_ends
 from tinyagents.graph.types import END, START
 
 if TYPE_CHECKING:
     import networkx as nx
-
-    from tinyagents.graph.core import DeclaredGraph
 
 
 def _fail(message: str, nodes: list[str]) -> GraphValidationError:
@@ -81,7 +80,7 @@ def validate(graph: DeclaredGraph) -> None:
         raise _fail("nodes are unreachable from START", unreachable)
     # A node no edge leaves ends the run there (as LangGraph's): it finishes as if it had an
     # edge to END. Only a node whose every way out loops back is a dead end.
-    g.add_edges_from((n, END) for n in graph.nodes if g.out_degree(n) == 0)
+    g.add_edges_from((n, END) for n in dead_ends(graph))
     finishing = nx.ancestors(g, END)
     dead = {n for n in graph.nodes if n not in finishing}
     if not dead:
