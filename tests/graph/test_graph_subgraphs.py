@@ -176,7 +176,8 @@ async def test_command_parent_after_an_interrupt_with_a_checkpointer(
     result = await compiled.run(Command(resume="yes"), thread_id="t")
     assert result.status == "completed"
     assert result.state["log"] == ["escalated", "next", "rescue"]
-    assert [h.next for h in await compiled.history("t")] == [(), ("next", "rescue"), ("sub",)]
+    history = [h.next for h in await compiled.history("t")]
+    assert history == [(), ("next", "rescue"), ("sub",), ("__start__",)]
 
 
 async def test_update_state_between_a_subgraph_interrupt_and_its_resume(

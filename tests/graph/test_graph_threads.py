@@ -9,9 +9,16 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from graphkit import LogState, chain, logger
 
-from tinyagents.errors import GraphError, InvalidUpdateError, ThreadBusy, UnknownTargetError
+from tinyagents.errors import (
+    GraphError,
+    InvalidUpdateError,
+    StoreError,
+    ThreadBusy,
+    UnknownTargetError,
+)
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
-from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+from tinyagents.store.checkpoint.base import CheckpointRecord
 
 
 async def test_get_state_and_history(checkpointer: Checkpointer) -> None:
@@ -23,15 +30,55 @@ async def test_get_state_and_history(checkpointer: Checkpointer) -> None:
     assert state.values == {"x": 1, "log": ["a", "b"]} and state.next == ()
     assert state.checkpoint_id == result.checkpoint_id
     history = await graph.history("t")
-    assert [h.source for h in history] == ["loop", "loop", "input"]
-    assert [h.next for h in history] == [(), ("b",), ("a",)]
-    assert [h.step for h in history] == [2, 1, 0]
+    assert [h.source for h in history] == ["loop", "loop", "loop", "input"]
+    assert [h.next for h in history] == [(), ("b",), ("a",), ("__start__",)]
+    assert [h.step for h in history] == [2, 1, 0, -1]
     assert history[0].written == ("log",) and len(history[0].tasks) == 1
     assert history[0].parent_id == history[1].checkpoint_id
     middle = await graph.get_state("t", history[1].checkpoint_id)
     assert middle.values == {"x": 1, "log": ["a"]} and middle.next == ("b",)
     with pytest.raises(UnknownTargetError):
         await graph.get_state("t", "no-such-checkpoint")
+
+
+class FailsAfterInput(MemoryCheckpointer):
+    """A store that fails once, on the write after an input's own checkpoint: a run stopped
+    between saving its input and its first step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = True
+
+    async def put(self, record: CheckpointRecord) -> None:
+        if self.armed and record.source == "loop":
+            self.armed = False
+            raise StoreError("the store went away")
+        await super().put(record)
+
+
+async def test_an_input_saved_before_a_failure_is_applied_by_the_next_run() -> None:
+    cp = FailsAfterInput()
+    graph = chain("a", "b").compile(checkpointer=cp)
+    with pytest.raises(StoreError):
+        await graph.run({"x": 1}, thread_id="t")
+    waiting = await graph.get_state("t")
+    assert waiting.next == ("__start__",) and waiting.values == {"log": []}
+    assert [t.name for t in waiting.tasks] == ["__start__"]
+    result = await graph.run(None, thread_id="t")  # the input is not lost: it runs now
+    assert result.status == "completed"
+    assert result.state == {"x": 1, "log": ["a", "b"]}
+    assert [h.step for h in await graph.history("t")] == [2, 1, 0, -1]
+
+
+async def test_a_refused_input_saves_nothing(checkpointer: Checkpointer) -> None:
+    def route(state: Any) -> str:
+        raise ValueError("no route")
+
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge("a", END)
+    compiled = graph.add_conditional_edges(START, route, ["a"]).compile(checkpointer=checkpointer)
+    with pytest.raises(ValueError, match="no route"):
+        await compiled.run({}, thread_id="t")
+    assert await compiled.history("t") == []
 
 
 async def test_update_state_goes_through_reducers_as_its_own_checkpoint(
@@ -139,7 +186,9 @@ async def test_rewind_to_an_older_checkpoint_keeps_history_linear(
     result = await graph.run(None, thread_id="t", checkpoint_id=start.checkpoint_id)
     assert result.state["log"] == ["a", "b"]  # replayed from the input checkpoint
     history = await graph.history("t")
-    assert [h.source for h in history][:3] == ["loop", "loop", "rewind"]
+    # the rewind holds the input again (next: START), and its first step applies it
+    assert [h.source for h in history][:4] == ["loop", "loop", "loop", "rewind"]
+    assert history[3].next == ("__start__",)
     ids = [h.checkpoint_id for h in history]
     assert all(h.parent_id == ids[i + 1] for i, h in enumerate(history[:-1]))
 
@@ -165,7 +214,7 @@ async def test_second_concurrent_run_on_a_thread_is_thread_busy(checkpointer: Ch
         assert other.status == "completed"  # other threads are not blocked
         release.set()
     assert first.result().state["log"] == ["slow"]
-    assert len(await compiled.history("t")) == 2  # one run, no forked history
+    assert len(await compiled.history("t")) == 3  # one run (input, 2 steps), no fork
     assert (await compiled.run(None, thread_id="t")).status == "completed"  # lease released
 
 
@@ -192,14 +241,14 @@ async def test_long_chat_thread_stores_deltas_not_copies(make_checkpointer: Any)
     for turn in range(200):
         await compiled.run({"messages": [{"role": "user", "text": f"m{turn}"}]}, thread_id="t")
     records = await cp.list("t")
-    assert len(records) == 400
+    assert len(records) == 600  # a turn: its input's checkpoint, then two steps
     deltas = [r for r in records if not r.snapshot]
     full = await cp.chain("t")
     assert len(full) <= 50  # loading replays at most one snapshot interval
     # a delta holds only the message(s) that step appended
     for record in await cp.chain("t"):
-        if not record.snapshot:
-            assert len(record.values["messages"]) == 1
+        if not record.snapshot:  # (an input's own checkpoint writes nothing)
+            assert len(record.values.get("messages", [])) == (record.source != "input")
     stored = sum(len(r.values.get("messages", [])) for r in await _all(cp, "t"))
     snapshots = len(records) - len(deltas)
     assert stored <= 400 + snapshots * 400  # deltas once + bounded snapshots

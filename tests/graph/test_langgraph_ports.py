@@ -343,21 +343,12 @@ async def test_command_to_the_parent_graph(checkpointer: Checkpointer) -> None:
     expected = await theirs.ainvoke({"log": ["start"]}, cfg())
     assert expected == {"log": ["start", "alice handed over", "bob"]}
     assert (await ours.run({"log": ["start"]}, thread_id="1")).state == expected
-    theirs_history = [
-        (s.next, s.values) async for s in theirs.aget_state_history(cfg()) if not starts(s)
-    ]
+    theirs_history = [(s.next, s.values) async for s in theirs.aget_state_history(cfg())]
     ours_history = [
         (h.next, (await ours.get_state("1", h.checkpoint_id)).values)
         for h in await ours.history("1")
     ]
     assert ours_history == theirs_history
-
-
-def starts(snapshot: Any) -> bool:
-    """LangGraph's first checkpoint of a run: the input, before the START step. Ours applies
-    the input and plans the first nodes in one checkpoint (``source="input"``), so our history
-    has no counterpart of it (see ``test_history_matches_langgraph_exactly``)."""
-    return bool(snapshot.next == ("__start__",))
 
 
 def endless_graph(g: Any) -> Any:
@@ -583,26 +574,20 @@ async def test_history_is_newest_first_with_next_and_values(checkpointer: Checkp
     theirs = abc_graph(THEIRS, []).compile(checkpointer=lg_memory.InMemorySaver())
     await theirs.ainvoke({"log": ["in"]}, cfg())
     await ours.run({"log": ["in"]}, thread_id="1")
-    theirs_history = [s async for s in theirs.aget_state_history(cfg()) if not starts(s)]
+    theirs_history = [s async for s in theirs.aget_state_history(cfg())]
     ours_history = await ours.history("1")
     assert [h.next for h in ours_history] == [s.next for s in theirs_history]
-    assert [("c",), ("b",), ("a",)] == [h.next for h in ours_history][1:]
+    assert [("c",), ("b",), ("a",), ("__start__",)] == [h.next for h in ours_history][1:]
     assert [h.step for h in ours_history] == [s.metadata["step"] for s in theirs_history]
     ours_values = [(await ours.get_state("1", h.checkpoint_id)).values for h in ours_history]
     assert ours_values == [s.values for s in theirs_history]
-    # our first checkpoint is the input's (LangGraph's step 0 is a "loop" one after it)
-    assert [h.source for h in ours_history] == ["loop", "loop", "loop", "input"]
+    # the input is a checkpoint of its own (step -1, the state before it), as LangGraph's
+    assert [h.source for h in ours_history] == ["loop", "loop", "loop", "loop", "input"]
     # parents link each checkpoint to the one before it
     assert [h.parent_id for h in ours_history[:-1]] == [h.checkpoint_id for h in ours_history[1:]]
     assert ours_history[-1].parent_id is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LangGraph saves the input as its own checkpoint (step -1, source 'input', next "
-    "('__start__',)) before step 0 ('loop', next the first nodes); ours saves one checkpoint "
-    "(step 0, source 'input', next the first nodes): our history has one entry fewer",
-)
 async def test_history_matches_langgraph_exactly(checkpointer: Checkpointer) -> None:
     ours = abc_graph(OURS, []).compile(checkpointer=checkpointer)
     theirs = abc_graph(THEIRS, []).compile(checkpointer=lg_memory.InMemorySaver())
@@ -637,6 +622,49 @@ async def abc_ran_on_both(checkpointer: Checkpointer) -> SimpleNamespace:
         ours_before_b=ours_before_b,
         theirs_before_b=theirs_before_b,
     )
+
+
+async def test_the_input_checkpoint_shows_the_state_before_it(checkpointer: Checkpointer) -> None:
+    # LangGraph: the input's own checkpoint (step -1) — its values, next and task
+    ours = abc_graph(OURS, []).compile(checkpointer=checkpointer)
+    theirs = abc_graph(THEIRS, []).compile(checkpointer=lg_memory.InMemorySaver())
+    await theirs.ainvoke({"log": ["in"]}, cfg())
+    await ours.run({"log": ["in"]}, thread_id="1")
+    await theirs.ainvoke({"log": ["again"]}, cfg())
+    await ours.run({"log": ["again"]}, thread_id="1")
+    theirs_inputs = [
+        s async for s in theirs.aget_state_history(cfg()) if s.metadata["source"] == "input"
+    ]
+    ours_inputs = [h for h in await ours.history("1") if h.source == "input"]
+    assert [h.step for h in ours_inputs] == [s.metadata["step"] for s in theirs_inputs] == [4, -1]
+    for ours_input, theirs_input in zip(ours_inputs, theirs_inputs, strict=True):
+        state = await ours.get_state("1", ours_input.checkpoint_id)
+        assert state.values == theirs_input.values
+        assert state.next == theirs_input.next == ("__start__",)
+        assert [t.name for t in state.tasks] == [t.name for t in theirs_input.tasks]
+    assert (await ours.get_state("1", ours_inputs[0].checkpoint_id)).values == {
+        "log": ["in", "a", "b", "c"]
+    }
+
+
+async def test_replay_from_the_input_checkpoint_runs_the_whole_run_again(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: invoke(None, the input checkpoint's config) applies that input again
+    ours_calls: list[str] = []
+    theirs_calls: list[str] = []
+    ours = abc_graph(OURS, ours_calls).compile(checkpointer=checkpointer)
+    theirs = abc_graph(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
+    await theirs.ainvoke({"log": ["in"]}, cfg())
+    await ours.run({"log": ["in"]}, thread_id="1")
+    theirs_input = [s async for s in theirs.aget_state_history(cfg())][-1]
+    ours_input = (await ours.history("1"))[-1]
+    theirs_calls.clear()
+    ours_calls.clear()
+    out = await theirs.ainvoke(None, theirs_input.config)
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_input.checkpoint_id)
+    assert result.state == out == {"log": ["in", "a", "b", "c"]}
+    assert ours_calls == theirs_calls == ["a", "b", "c"]
 
 
 async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkpointer) -> None:

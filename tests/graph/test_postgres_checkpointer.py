@@ -177,7 +177,7 @@ async def test_two_processes_racing_on_a_thread_one_wins_and_history_stays_linea
     for newer, older in itertools.pairwise(history):
         assert newer.parent_id == older.checkpoint_id  # one chain, no fork
     head = await cp.latest("t")
-    assert head is not None and len(history) == 4  # input + three steps, written once
+    assert head is not None and len(history) == 5  # input, its step, three nodes' steps: once
 
 
 async def test_many_processes_acquiring_at_once_exactly_one_holds(schema: str) -> None:

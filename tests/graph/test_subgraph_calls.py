@@ -519,7 +519,7 @@ async def test_get_state_with_subgraphs_shows_the_called_subgraphs_state(
 
     # the sub-graph's own history, by its namespace
     sub_history = await graph.history("1", ns=task.state.ns)
-    assert [h.source for h in sub_history] == ["input"]
+    assert [h.source for h in sub_history] == ["loop", "input"]
     assert sub_history[0].checkpoint_id == task.state.checkpoint_id
 
     result = await graph.run(Command(resume="baz"), thread_id="1")

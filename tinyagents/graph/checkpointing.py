@@ -18,7 +18,7 @@ from pydantic_core import to_jsonable_python
 from tinyagents import _clock
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.types import UNSET, Send
+from tinyagents.graph.types import START, UNSET, Send
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:
@@ -70,6 +70,16 @@ class Planned:
         if "arg" not in data:
             return cls(node=data["node"])
         return cls(node=data["node"], arg=graph.decode_arg(data["node"], data["arg"]))
+
+
+def pending_input(head: Head) -> dict[str, Any] | None:
+    """The input an input's checkpoint holds, not applied yet (its frontier is ``START``,
+    with the input's writes as its argument); None for any other head."""
+    frontier = head.frontier
+    if len(frontier) == 1 and frontier[0].node == START:
+        writes: dict[str, Any] = frontier[0].arg
+        return writes
+    return None
 
 
 def encode_goto(goto: list[str | Send]) -> list[Any]:
@@ -200,12 +210,15 @@ async def load_head(
 
 
 async def first_values(graph: GraphCodec, checkpointer: Checkpointer, head: Head) -> dict[str, Any]:
-    """The values of ``head``'s namespace at its first checkpoint: what a sub-graph run
-    started from."""
+    """The values of ``head``'s namespace at its first step (the checkpoint after its input's
+    own, which holds the state before the input): what a sub-graph run started from."""
     if head.seq <= 0:
         return head.values
     records = await checkpointer.list(head.thread_id, head.ns)
-    first = await load_head(graph, checkpointer, head.thread_id, head.ns, records[-1].checkpoint_id)
+    started = next((r for r in reversed(records) if r.source != "input"), records[-1])
+    if started.checkpoint_id == head.checkpoint_id:
+        return head.values
+    first = await load_head(graph, checkpointer, head.thread_id, head.ns, started.checkpoint_id)
     assert first is not None
     return first.values
 

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from tinyagents.errors import GraphError, InterruptError
-from tinyagents.graph.checkpointing import Head, Planned, encode, new_frontier_id, save
+from tinyagents.graph.checkpointing import (
+    Head,
+    Planned,
+    encode,
+    new_frontier_id,
+    pending_input,
+    save,
+)
 from tinyagents.graph.reducers import MISSING, Overwrite, detach
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send
@@ -170,8 +177,57 @@ class GraphCore:
         self, head: Head, data: Any, cp: Checkpointer | None, recursion_limit: int
     ) -> frozenset[str]:
         """Apply run input to ``head``: writes through the reducers, frontier from START.
-        Returns the keys the input wrote."""
+        Returns the keys the input wrote.
+
+        With a checkpointer the input is saved first as a checkpoint of its own, as
+        LangGraph's: the state before it, the input waiting (``next`` is ``START``) — step -1
+        on a new thread, the head's step + 1 on a thread that has one. The first step's
+        checkpoint (source ``"loop"``) follows; a run continued or replayed from the input's
+        checkpoint applies the input then (``take_pending_input``)."""
         writes = self.schema.coerce_input(data)
+        if cp is None:
+            head.step += 1
+            await self._first_step(head, writes, recursion_limit)
+            return frozenset(writes)
+        # the first step on a copy first: an input a reducer or a router refuses saves nothing
+        applied = head.staged(writes)
+        delta = await self._first_step(applied, writes, recursion_limit)
+        head.step = head.step + 1 if head.checkpoint_id is not None else -1
+        head.frontier = [Planned(node=START, arg=writes)]
+        head.frontier_id = new_frontier_id()
+        head.records = {}
+        await save(cp, head, delta={} if head.seq >= 0 else None, source="input")
+        head.values, head.barriers, head.frontier = (
+            applied.values,
+            applied.barriers,
+            applied.frontier,
+        )
+        head.step += 1
+        head.frontier_id = new_frontier_id()
+        await save(cp, head, delta=delta, source="loop")
+        return frozenset(writes)
+
+    async def take_pending_input(
+        self, head: Head, cp: Checkpointer | None, recursion_limit: int
+    ) -> frozenset[str] | None:
+        """If ``head`` is an input's checkpoint (its input not applied yet: a run replayed
+        from there, or stopped between the two saves of ``start_input``), apply the input as
+        its first step; return the keys it wrote, or None when nothing was pending."""
+        writes = pending_input(head)
+        if writes is None:
+            return None
+        head.step += 1
+        delta = await self._first_step(head, writes, recursion_limit)
+        if cp is not None:
+            head.frontier_id = new_frontier_id()
+            await save(cp, head, delta=delta if head.seq >= 0 else None, source="loop")
+        return frozenset(writes)
+
+    async def _first_step(
+        self, head: Head, writes: dict[str, Any], recursion_limit: int
+    ) -> dict[str, Any]:
+        """The first step of a run from input, on ``head`` (not saved): ``writes`` through
+        the reducers and the frontier from START. Returns the deltas of the writes."""
         delta = self.apply_writes(head.values, list(writes.items()))
         frontier = self.simple_next.get(START)
         if frontier is None:
@@ -180,15 +236,8 @@ class GraphCore:
             view = self.router_view(head.values, recursion_limit)
             frontier = await self.route([(START, [])], head.values, head.barriers, view)
         head.frontier = frontier
-        # LangGraph saves an input as a checkpoint of its own (the head's step + 1, or -1 on a
-        # new thread) before the first step's; ours is one checkpoint, numbered as that first
-        # step's, so that the steps that follow are LangGraph's too
-        head.step += 2 if head.checkpoint_id is not None else 1
         head.records = {}
-        if cp is not None:
-            head.frontier_id = new_frontier_id()
-            await save(cp, head, delta=delta if head.seq >= 0 else None, source="input")
-        return frozenset(writes)
+        return delta
 
     def router_view(self, values: dict[str, Any], remaining: int) -> Callable[[], Any]:
         """The state a router outside a step sees (``route``'s ``view``), with ``remaining``
@@ -323,7 +372,11 @@ class GraphCore:
                 raise GraphError(f"{who} sent a Send to END")
 
     def decode_arg(self, node: str, value: Any) -> Any:
-        """A checkpointed ``Send`` argument → the type of the node's first parameter."""
+        """A checkpointed ``Send`` argument → the type of the node's first parameter (for
+        ``START``, an input's writes → their channels' types)."""
+        if node == START:
+            channels = self.schema.channels
+            return {k: channels[k].decode(v) for k, v in value.items() if k in channels}
         if node not in self._arg_adapters:
             self._arg_adapters[node] = _arg_adapter(self.nodes[node])
         adapter = self._arg_adapters[node]

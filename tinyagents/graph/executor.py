@@ -452,10 +452,10 @@ class GraphRun:
                 )
             return
         except (Exception, ParentCommand) as exc:
-            if not save_result:
-                raise
             if self.checkpointer is not None and not isinstance(exc, ParentCommand):
                 await self._save_error(task, exc)
+            if not save_result:  # a step of one task: its error is the step's
+                raise
             raise _TaskFailed(task.index, exc) from exc
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
@@ -645,7 +645,9 @@ class GraphRun:
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
         fresh = head is None
         written = None
-        if head is None:
+        if head is not None:  # the namespace's input saved, its first step not: apply it
+            written = await child_graph.take_pending_input(head, cp, limit)
+        else:
             head = Head.fresh(child_graph, thread_id, ns, self.head.lineage, saved=cp is not None)
             if data is None:
                 raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")

@@ -106,6 +106,8 @@ class GraphSession:
         written: frozenset[str] | None = None  # the keys an input wrote
         if isinstance(input, Command):
             head = await self._command(head, input)
+            # an input's checkpoint continued: its input first
+            written = await graph.take_pending_input(head, self.cp, limit)
         elif input is None:
             if self.cp is None:
                 raise GraphError("a graph without checkpointer needs an input for every run")
@@ -114,6 +116,7 @@ class GraphSession:
                     f"thread {self.thread_id!r} has no checkpoint to continue from; "
                     "pass an input to start it"
                 )
+            written = await graph.take_pending_input(head, self.cp, limit)
         else:
             head = head or self.fresh()
             written = await graph.start_input(head, input, self.cp, limit)

@@ -20,7 +20,7 @@ from tinyagents.graph._context import (
 )
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.types import UNSET, Command, Send
+from tinyagents.graph.types import START, UNSET, Command, Send
 
 if TYPE_CHECKING:
     from tinyagents.graph.checkpointing import Head
@@ -98,6 +98,8 @@ def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
     key = (head.lineage, head.ns, head.step + 1)
     tasks = []
     for index, planned in enumerate(head.frontier):
+        if planned.node == START:
+            continue  # an input not applied yet: no node of the graph (``pending_input``)
         task = Task(
             node=planned.node, index=index, spec=nodes[planned.node], arg=planned.arg, key=key
         )

@@ -12,12 +12,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
-from tinyagents.graph.checkpointing import Planned, load_head, new_frontier_id, save
+from tinyagents.graph._context import stable_id
+from tinyagents.graph.checkpointing import (
+    Planned,
+    load_head,
+    new_frontier_id,
+    pending_input,
+    save,
+)
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.session import GraphSession, carry_interrupts
 from tinyagents.graph.tasks import Task
-from tinyagents.graph.types import UNSET, CheckpointInfo, StateSnapshot, TaskState
+from tinyagents.graph.types import START, UNSET, CheckpointInfo, StateSnapshot, TaskState
 from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
@@ -92,6 +99,11 @@ async def _snapshot(
     else:
         next_nodes = tuple(p.node for p in shown(graph, head.frontier))
     states = []
+    waiting = pending_input(head)
+    if waiting is not None:  # an input's checkpoint: the input is the task to run
+        next_nodes = (START,)
+        task_id = stable_id("t-", head.lineage, ns, head.step + 1, START, 0)
+        states.append(TaskState(id=task_id, name=START))
     for t in tasks:
         subs = await _sub_states(run, cp, t) if subgraphs else ()
         states.append(
