@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from steerkit import OPERATOR, MakeRun, apply_ready, make_command, start_run
+from steerkit import OPERATOR, MakeRun, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.events import MASK, SteeringEvent
 from tinyagents.protocol import (
@@ -116,6 +116,25 @@ async def test_foreign_human_thread_command_waits_like_an_unknown_thread(
     unknown = await rt.submit(make_command(actor=intruder, target=SteeringTarget.thread("t-none")))
     assert foreign.status is unknown.status is ReceiptStatus.DEFERRED
     assert (foreign.run_id, foreign.policy_id) == (unknown.run_id, unknown.policy_id)
+
+
+async def test_a_foreign_thread_command_never_reaches_the_runs_of_that_thread(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    # The runs of another tenant's thread come and go: the command still waits as on a
+    # thread with no run, and none of its events lands in their histories (guarantees.md,
+    # "Tenants": filed in the sender's audit trail only).
+    first = await make_run("r-1", tenant_id="globex", thread_id="t-globex")
+    intruder = SteeringActor.human("eve", tenant_id="acme", scopes=["agent:control"])
+    foreign = await rt.submit(
+        make_command(actor=intruder, target=SteeringTarget.thread("t-globex"))
+    )
+    await finish_run(rt, first)
+    await make_run("r-2", tenant_id="globex", thread_id="t-globex")
+    assert rt.steering_history("r-1") == rt.steering_history("r-2") == []
+    assert recorder.lifecycle(foreign.correlation_id) == ["requested", "deferred"]
+    events = recorder.steering(foreign.correlation_id)
+    assert all(e.run_id is None and e.tenant_id == "acme" for e in events)
 
 
 @pytest.fixture

@@ -237,6 +237,12 @@ class SteeringRouter:
         for key in keys:
             waiting = self._waiting.pop(key, None)
             for tracked in (waiting or {}).values():
+                if _hidden(tracked.cmd, handle):
+                    # another tenant's run on the thread: to the sender there is still no
+                    # run there (as ``_resolve`` answers), so the command waits on, and none
+                    # of its events reaches this run's history
+                    self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+                    continue
                 tracked.info = handle.info
                 if tracked.early:  # its requested/deferred, emitted before it had a run
                     self._history.setdefault(handle.run_id, []).extend(tracked.early)
