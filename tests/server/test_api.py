@@ -11,7 +11,7 @@ from operator_server import BASE, Served, eventually
 
 from tinyagents import RunHandle
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.protocol import SteeringKind
+from tinyagents.protocol import SteeringActor, SteeringKind
 from tinyagents.server import Auth
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
@@ -94,6 +94,42 @@ async def test_reads_list_snapshot_tree_trace_and_steering(served: Served) -> No
     history = await eventually(applied)
     assert history[0]["correlation_id"] == cid and history[0]["kind"] == "add_instruction"
     assert history[0]["terminal"] is True and 'human "alice"' in history[0]["actor"]
+
+
+async def test_steering_lists_two_senders_commands_with_one_correlation_id_apart(
+    served: Served,
+) -> None:
+    # A correlation id is unique per sender scope (a tenant's humans; the in-process actors):
+    # the parent agent's pause and the operator's instruction under the same id are two
+    # commands, and the audit list shows both, each with its own events.
+    parent = await served.start_run("acme", name="parent")
+    child = await served.start_run("acme", parent=parent, name="child")
+    pause = await child.pause(
+        actor=SteeringActor.parent_agent(parent.run_id, "parent"), correlation_id="k"
+    )
+    assert pause.status.value == "accepted"
+    # (applied first: while it is queued, the run's queue refuses a second "k" outright)
+    await eventually(lambda: child.info.status.value == "paused")
+    body = {"message": "hello", "correlation_id": "k"}
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{child.run_id}/steer", body)
+    assert r.json()["status"] == "accepted", r.json()
+
+    async def both() -> Any:
+        r = await call(served, "alice", "GET", f"{BASE}/runs/{child.run_id}/steering")
+        history = r.json()
+        return history if len(history) == 2 else None
+
+    history = await eventually(both)
+    assert [(c["correlation_id"], c["kind"]) for c in history] == [
+        ("k", "pause"),
+        ("k", "add_instruction"),
+    ]
+    assert "parent" in history[0]["actor"] and 'human "alice"' in history[1]["actor"]
+    for entry in history:
+        assert [e["type"] for e in entry["events"]][:2] == [
+            "steering.requested",
+            "steering.accepted",
+        ]
 
 
 async def test_commands_take_the_target_from_the_path_and_the_actor_from_the_token(
@@ -230,6 +266,29 @@ async def test_no_token_or_a_foreign_token_is_401(served: Served) -> None:
     await asyncio.sleep(1.1)  # the token's expiry is to the second
     r = await served.client.get(f"{BASE}/runs", headers=served.as_(expired))
     assert r.status_code == 401 and "expired" in r.json()["detail"]
+
+
+async def test_an_attenuated_token_past_its_lifetime_is_401_too(served: Served) -> None:
+    # a lifetime added by attenuation (`tinyagents token attenuate --ttl`) expires as a
+    # minted one does: 401 naming the expiry, not a tenant that looks empty
+    run = await served.start_run("acme")
+    narrowed = [
+        served.auth.attenuate(served.tokens["alice"], ttl_s=0.001),
+        served.auth.attenuate(served.tokens["alice"], ttl_s=0.001, run_id=run.run_id),
+        served.auth.attenuate(served.tokens["alice"], ttl_s=0.001, observe_only=True),
+    ]
+    await asyncio.sleep(1.1)  # the expiry is to the second
+    for token in narrowed:
+        for method, path in [
+            ("GET", f"{BASE}/runs"),
+            ("GET", f"{BASE}/runs/{run.run_id}"),
+            ("POST", f"{BASE}/runs/{run.run_id}/pause"),
+            ("GET", f"{BASE}/events?follow=false"),
+        ]:
+            r = await served.client.request(method, path, headers=served.as_(token))
+            assert r.status_code == 401, (method, path, r.status_code, r.text)
+            assert r.headers["www-authenticate"] == "Bearer" and "expired" in r.json()["detail"]
+    assert run.info.status.value == "running"  # the pause was never sent
 
 
 async def test_another_tenant_gets_404_everywhere_and_changes_nothing(served: Served) -> None:

@@ -29,7 +29,12 @@ from typing import Any
 from tinyagents.distributed import RedisControl
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, RuntimeClosed
 from tinyagents.events.models import Event, SteeringEvent
-from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, ThreadTarget
+from tinyagents.protocol.commands import (
+    SteeringCommand,
+    SteeringReceipt,
+    ThreadTarget,
+    dedupe_scope,
+)
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
 from tinyagents.steering.remote import submit_through_store
@@ -409,12 +414,14 @@ def _frame(event_id: int, event: Event) -> dict[str, Any]:
 def command_history(events: list[SteeringEvent]) -> list[dict[str, Any]]:
     """Steering events grouped by command, in the order the commands were first seen: each
     with ``correlation_id``, ``kind``, ``actor``, ``state``, ``terminal``, ``reason``,
-    ``policy_id`` and its ``events`` (type, at, reason)."""
-    commands: dict[str, dict[str, Any]] = {}
+    ``policy_id`` and its ``events`` (type, at, reason). A command is its correlation id in
+    its sender's scope (``dedupe_scope``): two senders' commands under one id stay apart."""
+    commands: dict[tuple[str, str], dict[str, Any]] = {}
     for e in events:
-        entry = commands.get(e.correlation_id)
+        key = (dedupe_scope(e.actor), e.correlation_id)
+        entry = commands.get(key)
         if entry is None:
-            entry = commands[e.correlation_id] = {
+            entry = commands[key] = {
                 "correlation_id": e.correlation_id,
                 "kind": e.kind.value,
                 "actor": e.actor.describe(),
