@@ -36,6 +36,7 @@ from langgraph_kit import (
     lg_managed,
     lg_memory,
     lg_message,
+    lg_types,
     pair,
     shape,
     values,
@@ -53,6 +54,7 @@ from tinyagents.graph import (
     IsLastStep,
     NodeContext,
     RemainingSteps,
+    RetryPolicy,
     add_messages,
 )
 from tinyagents.store.checkpoint import Checkpointer
@@ -1352,3 +1354,99 @@ async def test_command_routing_with_no_edges(checkpointer: Checkpointer, start: 
     assert out["log"][-1] == ("b" if not start else "c")
     theirs_history = [s.next async for s in theirs.aget_state_history(cfg())]
     assert [h.next for h in await ours.history("1")] == theirs_history
+
+
+# -- LangGraph's spellings of the builder's options ------------------------------------------
+
+
+class Kv(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    x: str
+
+
+def spelled_like_langgraph(g: Any, attempts: list[int]) -> Any:
+    """LangGraph 1.x names: ``add_node(..., retry_policy=)``, a ``RetryPolicy`` with
+    ``jitter`` and a list for ``retry_on``, ``add_conditional_edges(..., path_map=)``."""
+    policy_type = lg_types.RetryPolicy if g is THEIRS else RetryPolicy
+
+    def flaky(state: Any) -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) < 2:
+            raise ValueError("once")
+        return {"log": ["flaky"]}
+
+    policy = policy_type(max_attempts=3, initial_interval=0.0, jitter=False, retry_on=[ValueError])
+    graph = g.StateGraph(Kv).add_node("flaky", flaky, retry_policy=policy)
+    graph.add_node("left", logger("left")).add_node("right", logger("right"))
+    graph.add_edge(g.START, "flaky")
+    graph.add_conditional_edges("flaky", lambda s: "l", path_map={"l": "left", "r": "right"})
+    return graph.add_edge("left", g.END).add_edge("right", g.END)
+
+
+async def test_langgraphs_keyword_names_build_the_same_graph(checkpointer: Checkpointer) -> None:
+    ours_attempts: list[int] = []
+    theirs_attempts: list[int] = []
+    ours = spelled_like_langgraph(OURS, ours_attempts).compile(
+        checkpointer=checkpointer, name=None
+    )
+    theirs = spelled_like_langgraph(THEIRS, theirs_attempts).compile(
+        checkpointer=lg_memory.InMemorySaver(), name=None
+    )
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == out == {"log": ["flaky", "left"]}
+    assert len(ours_attempts) == len(theirs_attempts) == 2
+    with pytest.raises(ConfigurationError, match="retry"):
+        OURS.StateGraph(Kv).add_node(
+            "n", logger("n"), retry=RetryPolicy(), retry_policy=RetryPolicy()
+        )
+    with pytest.raises(ConfigurationError, match="mapping"):
+        OURS.StateGraph(Kv).add_conditional_edges("n", lambda s: "n", ["n"], path_map=["n"])
+
+
+async def test_interrupt_before_every_node(checkpointer: Checkpointer) -> None:
+    # LangGraph: compile(interrupt_before="*") stops before each step
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer, interrupt_before="*")
+    theirs_stops = []
+    out = await theirs.ainvoke({"log": []}, cfg())
+    while (state := await theirs.aget_state(cfg())).next:
+        theirs_stops.append(state.next)
+        out = await theirs.ainvoke(None, cfg())
+    ours_stops = []
+    result = await ours.run({"log": []}, thread_id="1")
+    while result.status == "interrupted":
+        ours_stops.append((await ours.get_state("1")).next)
+        result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"log": ["a", "b", "c"]}
+    assert ours_stops == theirs_stops == [("a",), ("b",), ("c",)]
+
+
+async def test_a_command_update_given_as_pairs(checkpointer: Checkpointer) -> None:
+    # LangGraph: Command(update=[(key, value), ...]), as a node's output
+    def build(g: Any) -> Any:
+        def a(state: Any) -> Any:
+            return g.Command(update=[("log", ["t1"]), ("x", "v")], goto="b")
+
+        graph = g.StateGraph(Kv).add_node("a", a, destinations=("b",))
+        graph.add_node("b", logger("b")).add_edge(g.START, "a")
+        return graph.add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == out == {"log": ["t1", "b"], "x": "v"}
+
+
+async def test_an_update_on_a_new_thread_is_its_input(checkpointer: Checkpointer) -> None:
+    # LangGraph: update_state on a thread with no checkpoint, no as_node: taken as START's
+    # output, so the graph's first nodes are next and run(None) runs them
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
+    await theirs.aupdate_state(cfg(), {"log": ["seed"]})
+    await ours.update_state("1", {"log": ["seed"]})
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert ours_state.next == theirs_state.next == ("a",)
+    assert ours_state.values == theirs_state.values == {"log": ["seed"]}
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"log": ["seed", "a", "b", "c"]}
