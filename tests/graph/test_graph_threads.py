@@ -17,7 +17,7 @@ from tinyagents.errors import (
     UnknownTargetError,
 )
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
-from tinyagents.store.checkpoint import CheckpointRecord, Checkpointer, MemoryCheckpointer
+from tinyagents.store.checkpoint import Checkpointer, CheckpointRecord, MemoryCheckpointer
 
 
 async def test_get_state_and_history(checkpointer: Checkpointer) -> None:

@@ -1386,9 +1386,7 @@ def spelled_like_langgraph(g: Any, attempts: list[int]) -> Any:
 async def test_langgraphs_keyword_names_build_the_same_graph(checkpointer: Checkpointer) -> None:
     ours_attempts: list[int] = []
     theirs_attempts: list[int] = []
-    ours = spelled_like_langgraph(OURS, ours_attempts).compile(
-        checkpointer=checkpointer, name=None
-    )
+    ours = spelled_like_langgraph(OURS, ours_attempts).compile(checkpointer=checkpointer, name=None)
     theirs = spelled_like_langgraph(THEIRS, theirs_attempts).compile(
         checkpointer=lg_memory.InMemorySaver(), name=None
     )

@@ -15,7 +15,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.graph import mermaid
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
-from tinyagents.graph.core import Branch, NodeSpec
+from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes
 from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy
 from tinyagents.graph.validation import validate
@@ -100,6 +100,7 @@ class StateGraph:
         metadata: dict[str, Any] | None = None,
         defer: bool = False,
         input_schema: Any = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     ) -> StateGraph:
         """Add a node; ``action`` is a function, a compiled graph or an ``Agent``.
 
@@ -110,6 +111,7 @@ class StateGraph:
         ``input_schema`` (a TypedDict, dataclass or pydantic model): the node sees that
         schema's keys only (an instance of it for a dataclass or pydantic schema); its fields
         join the graph's channels, as LangGraph's ``add_node(..., input_schema=...)``.
+        ``retry_policy`` is LangGraph's name for ``retry`` (one policy, or a list of one).
         """
         if action is None:
             if not callable(name):
@@ -122,6 +124,12 @@ class StateGraph:
             raise ConfigurationError(f"node {name!r} is already defined")
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"node {name!r}: timeout must be positive")
+        if retry_policy is not None:
+            if retry is not None:
+                raise ConfigurationError(
+                    f"node {name!r}: give retry= or retry_policy= (LangGraph's name), not both"
+                )
+            retry = _one_policy(name, retry_policy)
         spec = NodeSpec(
             name=name,
             retry=retry,
@@ -220,8 +228,17 @@ class StateGraph:
         source: str,
         router: Callable[..., Any],
         mapping: dict[Hashable, str] | Sequence[str] | None = None,
+        *,
+        path_map: dict[Hashable, str] | Sequence[str] | None = None,
     ) -> StateGraph:
-        """After ``source``, go where ``router(state)`` says (a key of ``mapping`` if given)."""
+        """After ``source``, go where ``router(state)`` says (a key of ``mapping`` if given;
+        ``path_map`` is LangGraph's name for it)."""
+        if path_map is not None:
+            if mapping is not None:
+                raise ConfigurationError(
+                    "give a conditional edge's mapping or path_map (LangGraph's name), not both"
+                )
+            mapping = path_map
         if mapping is not None and not isinstance(mapping, dict):
             mapping = {name: name for name in mapping}
         self.branches.append(
@@ -259,9 +276,11 @@ class StateGraph:
         self,
         router: Callable[..., Any],
         mapping: dict[Hashable, str] | Sequence[str] | None = None,
+        *,
+        path_map: dict[Hashable, str] | Sequence[str] | None = None,
     ) -> StateGraph:
         """Start where ``router(state)`` says: ``add_conditional_edges(START, ...)``."""
-        return self.add_conditional_edges(START, router, mapping)
+        return self.add_conditional_edges(START, router, mapping, path_map=path_map)
 
     def set_finish_point(self, node: str) -> StateGraph:
         return self.add_edge(node, END)
@@ -270,20 +289,21 @@ class StateGraph:
         self,
         checkpointer: Checkpointer | None = None,
         *,
-        name: str = "graph",
+        name: str | None = "graph",
         recursion_limit: int = 25,
         task_cancel_policy: str = "skip",
         redirect_conflict: str = "first_accepted",
-        interrupt_before: Sequence[str] = (),
-        interrupt_after: Sequence[str] = (),
+        interrupt_before: Sequence[str] | str = (),
+        interrupt_after: Sequence[str] | str = (),
         supervisor: Any = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
 
-        ``interrupt_before`` / ``interrupt_after``: static breakpoints. A run stops (status
-        ``interrupted``, no ``interrupts``) before a step that would run one of these nodes,
-        or after a step that ran one; ``run(None, thread_id=...)`` continues. They need a
-        checkpointer (the graph's, or its parent's for a sub-graph).
+        ``interrupt_before`` / ``interrupt_after``: static breakpoints (``"*"``: every node,
+        as LangGraph spells it). A run stops (status ``interrupted``, no ``interrupts``)
+        before a step that would run one of these nodes, or after a step that ran one;
+        ``run(None, thread_id=...)`` continues. They need a checkpointer (the graph's, or its
+        parent's for a sub-graph). ``name=None`` is the default name, ``"graph"``.
 
         ``supervisor``: a ``SupervisorSpec`` watching every agent run inside this graph (its
         agent nodes, in sub-graphs too, and their sub-agents) when it runs in a ``Runtime``;
@@ -292,7 +312,9 @@ class StateGraph:
         with ``AgentNode(..., on_aborted=...)``."""
         self._check_routing_agents()
         validate(self)
-        unknown = sorted({*interrupt_before, *interrupt_after} - self.nodes.keys())
+        before = breakpoint_nodes(interrupt_before, self.nodes)
+        after = breakpoint_nodes(interrupt_after, self.nodes)
+        unknown = sorted((before | after) - self.nodes.keys())
         if unknown:
             raise ConfigurationError(
                 f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
@@ -315,12 +337,12 @@ class StateGraph:
         graph = CompiledGraph(
             self,
             checkpointer=checkpointer,
-            name=name,
+            name="graph" if name is None else name,
             recursion_limit=recursion_limit,
             task_cancel_policy=task_cancel_policy,
             redirect_conflict=redirect_conflict,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
+            interrupt_before=before,
+            interrupt_after=after,
         )
         if check_graph is not None:
             graph.supervisor = supervisor
@@ -347,3 +369,16 @@ class StateGraph:
 
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self)
+
+
+def _one_policy(node: str, policy: RetryPolicy | Sequence[RetryPolicy]) -> RetryPolicy:
+    """``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them (here: one)."""
+    if isinstance(policy, RetryPolicy):
+        return policy
+    policies = list(policy)
+    if len(policies) == 1 and isinstance(policies[0], RetryPolicy):
+        return policies[0]
+    raise ConfigurationError(
+        f"node {node!r}: retry_policy takes one RetryPolicy (its retry_on may list several "
+        f"exception types), got {policy!r}"
+    )

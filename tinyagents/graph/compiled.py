@@ -38,8 +38,8 @@ class CompiledGraph(GraphCore):
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
-        interrupt_before: Collection[str] = (),
-        interrupt_after: Collection[str] = (),
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
     ) -> GraphResult:
         """Run (or continue) a thread until it finishes, pauses on interrupts or fails.
 

@@ -105,6 +105,14 @@ def dead_ends(graph: DeclaredGraph) -> list[str]:
     return [n for n, spec in graph.nodes.items() if n not in leaving and not spec.destinations]
 
 
+def breakpoint_nodes(value: Collection[str] | str, nodes: Collection[str]) -> frozenset[str]:
+    """``interrupt_before`` / ``interrupt_after`` as node names: ``"*"`` is every node (as
+    LangGraph spells it), another string one node's name."""
+    if value == "*":
+        return frozenset(nodes)
+    return frozenset([value] if isinstance(value, str) else value)
+
+
 class GraphCore:
     """A validated graph's structure and options; ``CompiledGraph`` is the runnable one."""
 
@@ -117,15 +125,15 @@ class GraphCore:
         recursion_limit: int,
         task_cancel_policy: str,
         redirect_conflict: str,
-        interrupt_before: Collection[str] = (),
-        interrupt_after: Collection[str] = (),
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
     ) -> None:
         self.builder = builder
         #: static breakpoints: stop before / after these nodes run (``run`` can add its own)
-        self.interrupt_before = frozenset(interrupt_before)
-        self.interrupt_after = frozenset(interrupt_after)
         self.schema = builder.schema
         self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
+        self.interrupt_before = breakpoint_nodes(interrupt_before, self.nodes)
+        self.interrupt_after = breakpoint_nodes(interrupt_after, self.nodes)
         self.checkpointer = checkpointer
         self.name = name
         self.recursion_limit = recursion_limit

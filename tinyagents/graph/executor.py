@@ -37,6 +37,7 @@ from tinyagents.graph.checkpointing import (
     result_write,
     save,
 )
+from tinyagents.graph.core import breakpoint_nodes
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, managed_values
@@ -132,16 +133,18 @@ class GraphRun:
         inherited_resume: dict[str, Any] | None = None,
         runtime: RunHost | None = None,
         run_id: str | None = None,
-        interrupt_before: Collection[str] = (),
-        interrupt_after: Collection[str] = (),
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
     ) -> None:
         #: static breakpoints: the graph's, and this run's own
         self.interrupt_before = graph.interrupt_before
         if interrupt_before:
-            self.interrupt_before = self.interrupt_before.union(interrupt_before)
+            added = breakpoint_nodes(interrupt_before, graph.nodes)
+            self.interrupt_before = self.interrupt_before.union(added)
         self.interrupt_after = graph.interrupt_after
         if interrupt_after:
-            self.interrupt_after = self.interrupt_after.union(interrupt_after)
+            added = breakpoint_nodes(interrupt_after, graph.nodes)
+            self.interrupt_after = self.interrupt_after.union(added)
         if (self.interrupt_before or self.interrupt_after) and checkpointer is None:
             raise GraphError(
                 f"graph {graph.name!r}: interrupt_before/interrupt_after need a checkpointer "

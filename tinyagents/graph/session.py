@@ -202,7 +202,12 @@ class GraphSession:
         if self.cp is None:
             raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
         check_as_node(graph, as_node)  # before anything is read
-        head = await self.load() or self.fresh()
+        head = await self.load()
+        if head is None:
+            head = self.fresh()
+            # a thread's first update, as LangGraph takes it: START's output, so the graph's
+            # first nodes are next
+            as_node = START if as_node is None else as_node
         rewound_to = None
         if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
             # a fork of the thread's past, as LangGraph's update_state at an older checkpoint:

@@ -178,12 +178,20 @@ class StateSchema:
 
     def writes_of(self, update: Any, who: str) -> dict[str, Any]:
         """A node's return value or a ``Command.update`` → channel writes: a mapping of state
-        keys, or an instance of a dataclass / pydantic state, read as LangGraph reads one:
+        keys, a list of ``(key, value)`` pairs (each key once), or an instance of a dataclass / pydantic state, read as LangGraph reads one:
         every field of a dataclass; every field of a pydantic model but those that are None,
         default to None and were not set."""
         if isinstance(update, Mapping):
             self.check_keys(update, who)
             return dict(update)
+        if _pairs(update):  # LangGraph's [(key, value), ...]
+            writes = dict(update)
+            if len(writes) != len(update):
+                raise InvalidUpdateError(
+                    f"{who}: an update of (key, value) pairs names a key twice; give each key once"
+                )
+            self.check_keys(writes, who)
+            return writes
         channels = self.channels
         if isinstance(update, BaseModel):
             fields = type(update).model_fields
@@ -335,3 +343,12 @@ def read_schema(cls: Any) -> StateSchema:
             name=name, annotation=base, reducer=reducer, default=default
         )
     return schema
+
+
+def _pairs(update: Any) -> bool:
+    """Whether ``update`` is a non-empty list or tuple of ``(str, value)`` pairs."""
+    return (
+        isinstance(update, list | tuple)
+        and bool(update)
+        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in update)
+    )

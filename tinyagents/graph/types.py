@@ -8,6 +8,7 @@ nothing here is validated per superstep.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -71,7 +72,8 @@ class Command(Generic[N]):
 
     PARENT: ClassVar[str] = "__parent__"
 
-    update: dict[str, Any] | None = None
+    #: a dict of state keys, ``(key, value)`` pairs, or an instance of the state class
+    update: Any = None
     goto: str | Send | Sequence[str | Send] = ()
     resume: Any = UNSET
     graph: str | None = None
@@ -94,29 +96,40 @@ def interrupt(value: Any = None) -> Any:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
-    """Retry a failing node: ``max_attempts`` in total, exponential backoff between them."""
+    """Retry a failing node: ``max_attempts`` in total, exponential backoff between them.
+
+    LangGraph's fields and names: ``retry_on`` is an exception type, a tuple or list of
+    them, or a predicate; ``jitter=True`` adds up to a second at random to each wait (off
+    by default here: the waits start at 0 s)."""
 
     max_attempts: int = 3
     initial_interval: float = 0.0
     backoff_factor: float = 2.0
     max_interval: float = 30.0
+    jitter: bool = False
     retry_on: (
-        type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
+        type[BaseException]
+        | tuple[type[BaseException], ...]
+        | list[type[BaseException]]
+        | Callable[[BaseException], bool]
     ) = Exception
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("RetryPolicy.max_attempts must be at least 1")
+        if isinstance(self.retry_on, list):  # LangGraph takes a sequence of types
+            object.__setattr__(self, "retry_on", tuple(self.retry_on))
 
     def should_retry(self, exc: BaseException) -> bool:
         check = self.retry_on
-        if isinstance(check, type | tuple):
-            return isinstance(exc, check)
+        if isinstance(check, type | tuple | list):  # (a list became a tuple when made)
+            return isinstance(exc, tuple(check) if isinstance(check, list) else check)
         return bool(check(exc))
 
     def interval(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        wait = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        return wait + random.uniform(0, 1) if self.jitter else wait
 
 
 @dataclass(slots=True, kw_only=True)
