@@ -34,7 +34,7 @@
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached (also a RecursionError)
         ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step
-        └── InterruptError             a resume did not match the pending interrupts
+        └── InterruptError             a resume did not match the pending interrupts (also a RuntimeError)
 
 Errors say what was wrong and what to do about it.
 """
@@ -292,5 +292,6 @@ class InvalidUpdateError(GraphError):
     """Conflicting writes to an overwrite channel in one superstep, or an update to an unknown key."""
 
 
-class InterruptError(GraphError):
-    """A resume value did not match the pending interrupts."""
+class InterruptError(GraphError, RuntimeError):
+    """A resume value did not match the pending interrupts. Also a ``RuntimeError``, which
+    LangGraph raises for a resume that cannot choose among several interrupts."""

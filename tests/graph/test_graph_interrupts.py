@@ -59,8 +59,9 @@ async def test_parallel_interrupts_have_distinct_ids_and_resume_one_by_one(
     assert by_node["left"].id != by_node["right"].id
     assert by_node["left"].task_id != by_node["right"].task_id
 
-    with pytest.raises(InterruptError, match="2 interrupts are pending"):
+    with pytest.raises(InterruptError, match="2 interrupts are pending") as refused:
         await graph.run(Command(resume="yes"), thread_id="t")
+    assert isinstance(refused.value, RuntimeError)  # what LangGraph raises there
 
     result = await graph.run(Command(resume={by_node["left"].id: "L"}), thread_id="t")
     assert result.status == "interrupted"
