@@ -59,6 +59,18 @@ def test_defaults() -> None:
     assert spec.effective_judge_timeout_s() == 30
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1e3", 1000.0), ("1.5E2", 150.0), ("2.0e+1", 20.0), ("1.0e2", 100.0), ("90", 90)],
+)
+def test_numbers_in_exponent_form_are_numbers(text: str, seconds: float) -> None:
+    # YAML 1.1 (PyYAML's default) reads 1e3 and 1.0e2 as text, so the number field refused
+    # them as "not a valid number"; they are read as YAML 1.2 reads them
+    spec = SupervisorSpec.from_yaml(f"pause_max_s: {text}\njudge_timeout_s: {text}\n")
+    assert spec.pause_max_s == spec.judge_timeout_s == seconds
+    assert SupervisorSpec.from_yaml("watches: [agents]\nmodel: '1e3'\n").model == "1e3"
+
+
 def test_environment_sets_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINYAGENTS_JUDGE_TIMEOUT_S", "2.5")
     monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", "7")

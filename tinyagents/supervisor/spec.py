@@ -21,9 +21,11 @@ value of the wrong type, malformed YAML, a ``criteria_file`` outside its steerin
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -401,9 +403,10 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
     """The data of a YAML document and the line of every key and list item in it."""
     import yaml  # ~35 ms: loaded by the first spec read from YAML, not by import tinyagents
 
+    loader = _loader()
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=loader)
+        data = yaml.load(text, Loader=loader)  # a SafeLoader: see _loader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -424,6 +427,21 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
             raise SupervisorSpecError(problem, source=None if name == "<yaml>" else name)
         _collect_lines(node, (), lines, set())
     return data, lines
+
+
+@functools.cache
+def _loader() -> Any:
+    """PyYAML's safe loader, reading numbers in exponent form as YAML 1.2 does: ``1e3`` and
+    ``1.0e2`` are floats (YAML 1.1, PyYAML's default, wants a dot and a signed exponent,
+    ``1.0e+2``, and reads the others as text, which a number field then refused)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    exponent = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789."))
+    return Loader
 
 
 #: How many values a spec's YAML may hold once its aliases are expanded, and how deep it may
