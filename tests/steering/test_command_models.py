@@ -190,6 +190,16 @@ def test_fork_needs_a_checkpoint_id() -> None:
     assert cmd.fork and cmd.checkpoint_id == "ck-1"
 
 
+def test_an_empty_checkpoint_id_is_refused() -> None:
+    # no checkpoint has an empty id; the operator API refused it already (422)
+    with pytest.raises(InvalidCommandError, match="checkpoint_id"):
+        build(K.UPDATE_STATE, {"update": {"x": 1}}, checkpoint_id="")
+    with pytest.raises(InvalidCommandError, match="checkpoint_id"):
+        SteeringCommand.model_validate_json(
+            build(K.PAUSE).model_dump_json().replace('"checkpoint_id":null', '"checkpoint_id":""')
+        )
+
+
 def test_commands_are_frozen() -> None:
     cmd = build(K.PAUSE)
     with pytest.raises(ValidationError):

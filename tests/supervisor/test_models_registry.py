@@ -76,6 +76,10 @@ def test_a_broken_models_file_is_an_error_and_a_missing_one_a_warning(tmp_path: 
     assert "does not exist" in missing.message
     with pytest.raises(SupervisorSpecError, match="cannot read models_file"):
         Runtime(supervisor=SupervisorSpec.from_yaml(tmp_path / "spec.yaml"))
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "spec.yaml").write_text("model: judge\nmodels_file: a-folder\n")
+    [folder] = validate_file(tmp_path / "spec.yaml")
+    assert "'a-folder' is not a regular file" in folder.message
 
 
 async def test_the_judge_reaches_the_registered_model_at_its_api_base(

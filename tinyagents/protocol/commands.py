@@ -796,7 +796,7 @@ class SteeringCommand(_CommandPart):
     policy_ref: SteeringPolicyRef | None = None
     correlation_id: str = Field(default_factory=_new_correlation_id, min_length=1)
     created_at: datetime = Field(default_factory=_now)
-    checkpoint_id: str | None = None
+    checkpoint_id: str | None = Field(default=None, min_length=1)
     fork: bool = False
 
     @model_validator(mode="before")

@@ -96,7 +96,7 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
         found.append(
             Finding(
                 "warning",
-                f"criteria_file {spec.criteria_file!r} does not exist ({path}); the judge "
+                f"criteria_file {spec.criteria_file!r} {_missing(path)} ({path}); the judge "
                 "cannot start without it",
                 at("criteria_file"),
             )
@@ -120,13 +120,18 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
     return found
 
 
+def _missing(path: Path) -> str:
+    """Why ``path`` (not a regular file) cannot be read as one."""
+    return "is not a regular file" if path.exists() else "does not exist"
+
+
 def _model_warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
     path = spec.models_path()
     if path is not None and not path.is_file():
         return [
             Finding(
                 "warning",
-                f"models_file {spec.models_file!r} does not exist ({path}); bare model names "
+                f"models_file {spec.models_file!r} {_missing(path)} ({path}); bare model names "
                 "cannot be resolved through it",
                 at("models_file"),
             )
