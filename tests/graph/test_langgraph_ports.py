@@ -536,13 +536,13 @@ async def test_update_state_goes_through_the_reducers(checkpointer: Checkpointer
     ours_state = await ours.get_state("1")
     assert ours_state.values == theirs_state.values
     assert ours_state.values["steps"][-1] == "manual" and ours_state.values["n"] == 0
-    # Without as_node LangGraph counts the update as the output of the node that wrote last
-    # ("agent") and routes from it; ours leaves the pending tasks as they are (docs/graph.md,
-    # "Reading and changing a thread"): pass as_node to route.
-    assert theirs_state.next == ("tools",)
-    assert ours_state.next == ()
-    await ours.update_state("1", {}, as_node="agent")
-    assert (await ours.get_state("1")).next == ("tools",)
+    # Without as_node the update counts as the output of the node that wrote last ("agent"),
+    # whose router sends the run on to "tools" again (on both)
+    assert ours_state.next == theirs_state.next == ("tools",)
+    assert ours_state.step == theirs_state.metadata["step"]
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == values(out)
 
 
 async def test_interrupt_after_stops_after_the_step(checkpointer: Checkpointer) -> None:

@@ -1448,3 +1448,89 @@ async def test_an_update_on_a_new_thread_is_its_input(checkpointer: Checkpointer
     out = await theirs.ainvoke(None, cfg())
     result = await ours.run(None, thread_id="1")
     assert result.state == out == {"log": ["seed", "a", "b", "c"]}
+
+
+# -- update_state without as_node: as the node that ran last ---------------------------------
+
+
+class Hitl(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    tool_call: str
+    done: bool
+
+
+def tool_graph(g: Any) -> Any:
+    """An agent that asks for a tool, a breakpoint before the tool (LangGraph's edit-state
+    pattern): the router after ``agent`` reads ``tool_call``."""
+    graph = g.StateGraph(Hitl).add_node("agent", lambda s: {"log": ["agent"], "tool_call": "x"})
+    graph.add_node("tools", lambda s: {"log": [f"ran {s['tool_call']}"]})
+    graph.add_edge(g.START, "agent").add_edge("tools", g.END)
+    return graph.add_conditional_edges(
+        "agent", lambda s: "tools" if s.get("tool_call") else g.END, ["tools", g.END]
+    )
+
+
+@pytest.mark.parametrize(("edit", "log"), [("", ["agent"]), ("fetch", ["agent", "ran fetch"])])
+async def test_an_edit_at_a_breakpoint_routes_again_from_the_node_before_it(
+    checkpointer: Checkpointer, edit: str, log: list[str]
+) -> None:
+    # LangGraph: update_state with no as_node counts as the last node's output, so its router
+    # decides again: an edit that drops the tool call ends the run there
+    ours, theirs = pair(tool_graph, checkpointer, interrupt_before=["tools"])
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    assert (await ours.get_state("1")).next == (await theirs.aget_state(cfg())).next == ("tools",)
+    await theirs.aupdate_state(cfg(), {"tool_call": edit})
+    await ours.update_state("1", {"tool_call": edit})
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert ours_state.next == theirs_state.next
+    assert ours_state.step == theirs_state.metadata["step"]
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"log": log, "tool_call": edit}
+
+
+def looping_graph(g: Any) -> Any:
+    graph = g.StateGraph(Hitl).add_node("agent", lambda s: {"log": ["agent"]})
+    graph.add_node("tools", lambda s: {"log": ["tools"], "done": True})
+    graph.add_edge(g.START, "agent").add_edge("tools", "agent")
+    return graph.add_conditional_edges(
+        "agent", lambda s: g.END if s.get("done") else "tools", ["tools", g.END]
+    )
+
+
+async def test_an_update_on_a_finished_thread_can_start_it_again(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(looping_graph, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.aupdate_state(cfg(), {"done": False})
+    await ours.update_state("1", {"done": False})
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert ours_state.next == theirs_state.next == ("tools",)
+    assert ours_state.step == theirs_state.metadata["step"]
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out
+    assert out["log"] == ["agent", "tools", "agent", "tools", "agent"]
+
+
+async def test_an_update_after_a_parallel_step_needs_no_as_node(checkpointer: Checkpointer) -> None:
+    # LangGraph cannot tell which of two nodes of the last step the update is from and raises
+    # "Ambiguous update, specify as_node"; ours applies it and routes from no node (nothing
+    # pending stays nothing pending; pass as_node to route from one)
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Hitl).add_node("x", logger("x")).add_node("y", logger("y"))
+        return graph.add_edge(g.START, "x").add_edge(g.START, "y")
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    with pytest.raises(lg_errors.InvalidUpdateError, match="Ambiguous update"):
+        await theirs.aupdate_state(cfg(), {"done": True})
+    await ours.update_state("1", {"done": True})
+    state = await ours.get_state("1")
+    assert state.next == () and state.values == {"log": ["x", "y"], "done": True}

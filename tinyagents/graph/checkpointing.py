@@ -282,14 +282,26 @@ async def save(
     source: str,
     tasks: list[str] = (),  # type: ignore[assignment]
     metadata: dict[str, Any] | None = None,
+    ran: Iterable[str] | None = None,
 ) -> str:
     """Append a checkpoint for ``head`` (already advanced); ``delta=None`` forces a snapshot.
+
+    ``ran``: the nodes whose output this checkpoint holds (a step's nodes, ``START`` for an
+    input's first step, an update's ``as_node``), kept as ``metadata["ran"]``; a checkpoint
+    that holds no node's output (a breakpoint, a rewind) keeps the head's. An
+    ``update_state`` without ``as_node`` counts as the output of the one node there, as
+    LangGraph's infers it.
 
     ``head.seq``/``checkpoint_id`` move only once the backend accepted the record, so a
     ``StaleCheckpointError`` leaves the head as it was.
     """
     seq = head.seq + 1
     snapshot = delta is None or seq % checkpointer.snapshot_every == 0
+    metadata = dict(metadata or {})
+    if ran is not None:
+        metadata["ran"] = list(dict.fromkeys(ran))
+    elif "ran" in head.metadata:
+        metadata.setdefault("ran", head.metadata["ran"])
     values = head.values if snapshot else delta
     assert values is not None
     record = CheckpointRecord(
@@ -308,9 +320,7 @@ async def save(
         barriers={k: sorted(v) for k, v in head.barriers.items() if v},
         tasks=list(tasks),
         written=sorted(values) if delta is None else sorted(delta),
-        metadata=dict(metadata or {})
-        if head.run_id is None
-        else {**(metadata or {}), "run_id": head.run_id},
+        metadata=metadata if head.run_id is None else {**metadata, "run_id": head.run_id},
         created_at=_clock.now().timestamp(),
     )
     await checkpointer.put(record)

@@ -212,7 +212,7 @@ class GraphCore:
         )
         head.step += 1
         head.frontier_id = new_frontier_id()
-        await save(cp, head, delta=delta, source="loop")
+        await save(cp, head, delta=delta, source="loop", ran=[START])
         return frozenset(writes)
 
     async def take_pending_input(
@@ -228,7 +228,9 @@ class GraphCore:
         delta = await self._first_step(head, writes, recursion_limit)
         if cp is not None:
             head.frontier_id = new_frontier_id()
-            await save(cp, head, delta=delta if head.seq >= 0 else None, source="loop")
+            await save(
+                cp, head, delta=delta if head.seq >= 0 else None, source="loop", ran=[START]
+            )
         return frozenset(writes)
 
     async def _first_step(

@@ -540,6 +540,7 @@ class GraphRun:
                 source="loop",
                 tasks=[t.id for t in tasks],
                 metadata={"resumed_by": steered} if steered else None,
+                ran=[t.node for t in tasks if not t.skipped],
             )
             if self.owner is not None:
                 await self.checkpointer.renew(head.thread_id, self.owner)

@@ -214,6 +214,11 @@ class GraphSession:
             # the update applies to the state there, and what follows runs again from it
             head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
             rewound_to = checkpoint_id
+        if as_node is None and not head.records:
+            # as LangGraph infers it: the output of the one node that ran last, so its edges
+            # decide again what is next (while a step is part-way through, its tasks stay)
+            ran = head.metadata.get("ran") or ()
+            as_node = ran[0] if len(ran) == 1 else None
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
         return staged.checkpoint_id
@@ -249,7 +254,10 @@ async def update_state(
         meta["correlation_id"] = correlation_id
     if cp is not None:
         whole = staged.seq < 0 or rewound_to is not None
-        await save(cp, staged, delta=None if whole else delta, source="update", metadata=meta)
+        ran = None if as_node is None else [] if as_node == END else [as_node]
+        await save(
+            cp, staged, delta=None if whole else delta, source="update", metadata=meta, ran=ran
+        )
     return staged
 
 
