@@ -228,9 +228,7 @@ class GraphCore:
         delta = await self._first_step(head, writes, recursion_limit)
         if cp is not None:
             head.frontier_id = new_frontier_id()
-            await save(
-                cp, head, delta=delta if head.seq >= 0 else None, source="loop", ran=[START]
-            )
+            await save(cp, head, delta=delta if head.seq >= 0 else None, source="loop", ran=[START])
         return frozenset(writes)
 
     async def _first_step(

@@ -217,7 +217,7 @@ class GraphSession:
         if as_node is None and not head.records:
             # as LangGraph infers it: the output of the one node that ran last, so its edges
             # decide again what is next (while a step is part-way through, its tasks stay)
-            ran = head.metadata.get("ran") or ()
+            ran: list[str] = head.metadata.get("ran") or []
             as_node = ran[0] if len(ran) == 1 else None
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
