@@ -50,6 +50,7 @@ from tinyagents.errors import (
     InvalidUpdateError,
 )
 from tinyagents.graph import (
+    REMOVE_ALL_MESSAGES,
     Command,
     IsLastStep,
     NodeContext,
@@ -509,6 +510,50 @@ async def test_several_inputs_on_one_thread_carry_the_state_on(
     theirs_view = [(m.id, m.content) for m in out["messages"]]
     assert [(m["id"], m["content"]) for m in result.state["messages"]] == theirs_view
     assert theirs_view[0] == ("u0", "edited") and theirs_view[-1] == ("a6", "seen 6")
+
+
+async def test_remove_message_deletes_by_id(checkpointer: Checkpointer) -> None:
+    # LangGraph: RemoveMessage(id=...) in an add_messages update deletes that message, and
+    # RemoveMessage(id=REMOVE_ALL_MESSAGES) everything before it (the "delete messages"
+    # how-to); ours reads any message whose type is "remove", LangChain's or a dict
+    messages = pytest.importorskip("langchain_core.messages")
+    remove_all = lg_message.REMOVE_ALL_MESSAGES
+    assert remove_all == REMOVE_ALL_MESSAGES
+
+    def build(g: Any) -> Any:
+        def trim(state: Any) -> dict[str, Any]:
+            ids = [m["id"] if isinstance(m, dict) else m.id for m in state["messages"]]
+            return {"messages": [messages.RemoveMessage(id="u0")]} if "u0" in ids else {}
+
+        graph = g.StateGraph(ChatState if g is THEIRS else OurChatState).add_node("trim", trim)
+        return graph.add_edge(g.START, "trim").add_edge("trim", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    start = {
+        "messages": [
+            messages.HumanMessage("hi", id="u0"),
+            messages.AIMessage("hello", id="a0"),
+            messages.HumanMessage("bye", id="u1"),
+        ]
+    }
+    out = await theirs.ainvoke(start, cfg())
+    result = await ours.run(start, thread_id="1")
+    assert [m.id for m in result.state["messages"]] == [m.id for m in out["messages"]]
+    assert [m.id for m in out["messages"]] == ["a0", "u1"]
+    again = {
+        "messages": [messages.RemoveMessage(id=remove_all), messages.HumanMessage("new", id="u2")]
+    }
+    out = await theirs.ainvoke(again, cfg())
+    result = await ours.run(again, thread_id="1")
+    assert [m.id for m in result.state["messages"]] == [m.id for m in out["messages"]] == ["u2"]
+    # read back from the checkpoint (deltas replayed) the same
+    assert [m["id"] for m in (await ours.get_state("1")).values["messages"]] == ["u2"]
+    # a dict with type "remove" is the same marker; an id that is not there is an error
+    assert add_messages([{"id": "x"}, {"id": "y"}], [{"type": "remove", "id": "x"}]) == [
+        {"id": "y"}
+    ]
+    with pytest.raises(ValueError, match="no message with id 'nope'"):
+        add_messages([{"id": "x"}], [{"type": "remove", "id": "nope"}])
 
 
 async def test_resume_with_no_pending_interrupt(checkpointer: Checkpointer) -> None:

@@ -19,7 +19,7 @@ from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.reducers import add_messages, append, overwrite, union
+from tinyagents.graph.reducers import REMOVE_ALL_MESSAGES, add_messages, append, overwrite, union
 from tinyagents.graph.state import IsLastStep, RemainingSteps
 from tinyagents.graph.types import (
     END,
@@ -37,6 +37,7 @@ from tinyagents.graph.types import (
 
 __all__ = [
     "END",
+    "REMOVE_ALL_MESSAGES",
     "START",
     "AgentNode",
     "CheckpointInfo",

@@ -152,9 +152,15 @@ class MessageList(list[Any]):
                 self._index[mid] = pos
 
     def merge(self, messages: Iterable[Any]) -> None:
-        """Replace messages whose id is already present; append the others. O(len(messages))."""
+        """Replace messages whose id is already present; append the others; a removal (a
+        message whose ``type`` is ``"remove"``, as LangChain's ``RemoveMessage``) deletes the
+        message with its id, or with ``REMOVE_ALL_MESSAGES`` every message before it.
+        O(len(messages)), and O(len(self)) for each removal."""
         for message in messages:
             mid = message_id(message)
+            if _is_removal(message):
+                self._remove(mid)
+                continue
             pos = self._index.get(mid) if mid is not None else None
             if pos is not None and (pos >= len(self) or message_id(self[pos]) != mid):
                 self._reindex()  # someone edited the list behind our back
@@ -165,6 +171,29 @@ class MessageList(list[Any]):
                 self.append(message)
             else:
                 self[pos] = message
+
+    def _remove(self, mid: Any) -> None:
+        if mid == REMOVE_ALL_MESSAGES:
+            self.clear()
+            self._index = {}
+            return
+        pos = self._index.get(mid)
+        if pos is None or pos >= len(self) or message_id(self[pos]) != mid:
+            self._reindex()
+            pos = self._index.get(mid)
+        if pos is None:
+            raise ValueError(f"cannot remove: there is no message with id {mid!r}")
+        del self[pos]
+        self._reindex()
+
+
+#: The id of a removal that deletes every message before it (LangGraph's name and value).
+REMOVE_ALL_MESSAGES = "__remove_all__"
+
+
+def _is_removal(message: Any) -> bool:
+    kind = message.get("type") if isinstance(message, dict) else getattr(message, "type", None)
+    return kind == "remove"
 
 
 def detach(value: Any) -> Any:
