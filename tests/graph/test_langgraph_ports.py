@@ -17,9 +17,11 @@ from types import SimpleNamespace
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from graphkit import logger
 from langgraph_kit import (
     OURS,
     THEIRS,
+    Log,
     abc_graph,
     cfg,
     lg_errors,
@@ -1062,3 +1064,26 @@ async def test_tasks_stream_shape(checkpointer: Checkpointer) -> None:
     assert [shape(i) for i in ours_items] == [shape(i) for i in theirs_items]
     assert ours_items[0]["id"] == ours_items[1]["id"]  # a task's start and end share its id
     assert "triggers" in theirs_items[0] and "triggers" not in ours_items[0]
+
+
+async def test_tasks_stream_starts_a_steps_tasks_first(checkpointer: Checkpointer) -> None:
+    # LangGraph lists the starts of a step's tasks before any of them ends, the Sends first,
+    # then the nodes in add_node order
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", logger("a"))
+        graph.add_node("w", lambda arg: {"log": [f"w{arg}"]}).add_node("z", logger("z"))
+        graph.add_edge(g.START, "a").add_edge("z", g.END).add_edge("w", g.END)
+        return graph.add_conditional_edges("a", lambda s: ["z", g.Send("w", 1)])
+
+    ours, theirs = pair(build, checkpointer)
+
+    def kind(item: dict[str, Any]) -> tuple[str, str]:
+        return (item["name"], "start" if "input" in item else "end")
+
+    theirs_items = [i async for i in theirs.astream({"log": []}, cfg(), stream_mode="tasks")]
+    ours_items = [i async for i in ours.stream({"log": []}, thread_id="1", mode="tasks")]
+    expected = [("a", "start"), ("a", "end"), ("w", "start"), ("z", "start")]
+    assert [kind(i) for i in theirs_items][:4] == expected
+    assert [kind(i) for i in ours_items][:4] == expected
+    # the ends come as the tasks finish
+    assert sorted(kind(i) for i in ours_items[4:]) == [("w", "end"), ("z", "end")]

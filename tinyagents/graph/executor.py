@@ -48,6 +48,7 @@ from tinyagents.graph.tasks import (
     called_output,
     plan_tasks,
     read_output,
+    shown,
 )
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
@@ -402,26 +403,31 @@ class GraphRun:
         return tasks
 
     async def run_tasks(self, tasks: list[Task]) -> None:
+        runnable = [t for t in tasks if t.runnable]
+        stream = self.stream
+        if stream is not None:  # every start of the step first, in LangGraph's order
+            for task in shown(self.graph, runnable):
+                stream.task_started(self, task)
         try:
             async with asyncio.TaskGroup() as group:
-                for task in tasks:
-                    if task.runnable:
-                        self.running[task.id] = group.create_task(
-                            self._run_one(task, save_result=True)
-                        )
+                for task in runnable:
+                    self.running[task.id] = group.create_task(
+                        self._run_one(task, save_result=True, announced=True)
+                    )
         except BaseExceptionGroup as eg:
             raise _first_failure(eg) from None
         finally:
             self.running.clear()
 
-    async def _run_one(self, task: Task, *, save_result: bool) -> None:
+    async def _run_one(self, task: Task, *, save_result: bool, announced: bool = False) -> None:
+        """Run one task; ``announced``: the stream has its start already (``run_tasks``)."""
         hooks, stream = self.task_hooks, self.stream
         if hooks is None and stream is None:
             await self._attempt(task, save_result)
             return
         if hooks is not None:
             await hooks.task_started(self, task)
-        if stream is not None:
+        if stream is not None and not announced:
             stream.task_started(self, task)
         error: BaseException | None = None
         try:

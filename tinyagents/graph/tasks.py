@@ -7,7 +7,7 @@ import asyncio
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tinyagents.errors import GraphError, TinyAgentsError
 from tinyagents.graph._context import (
@@ -18,6 +18,7 @@ from tinyagents.graph._context import (
     set_scope,
     stable_id,
 )
+from tinyagents.graph.checkpointing import Planned
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.types import START, UNSET, Command, Send
@@ -89,6 +90,17 @@ class Task:
 
 
 _EMPTY: list[Any] = []  # shared, never mutated: tasks replace it
+
+
+_Shown = TypeVar("_Shown", Task, Planned)
+
+
+def shown(graph: GraphCore, tasks: list[_Shown]) -> list[_Shown]:
+    """``tasks`` (or a frontier) in the order LangGraph lists them (a snapshot's tasks, the
+    starts of a step's tasks in the ``tasks`` stream): the ``Send`` tasks as they were made,
+    then the other nodes in ``add_node`` order."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    return sorted(tasks, key=lambda t: -1 if t.arg is not UNSET else order.get(t.node, 0))
 
 
 def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
@@ -285,4 +297,12 @@ def _check_parent(run: TaskRun, task: Task) -> None:
         )
 
 
-__all__ = ["Task", "TaskRun", "Writes", "call_node", "called_output", "read_output"]
+__all__ = [
+    "Task",
+    "TaskRun",
+    "Writes",
+    "call_node",
+    "called_output",
+    "read_output",
+    "shown",
+]

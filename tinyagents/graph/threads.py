@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph._context import stable_id
 from tinyagents.graph.checkpointing import (
-    Planned,
     load_head,
     new_frontier_id,
     pending_input,
@@ -23,8 +22,8 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.session import GraphSession, carry_interrupts
-from tinyagents.graph.tasks import Task
-from tinyagents.graph.types import START, UNSET, CheckpointInfo, StateSnapshot, TaskState
+from tinyagents.graph.tasks import Task, shown
+from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
 from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
@@ -56,16 +55,6 @@ async def get_state(
             values={}, next=(), checkpoint_id=None, parent_id=None, step=-1, source="none"
         )
     return snap
-
-
-_Shown = TypeVar("_Shown", Task, Planned)
-
-
-def shown(graph: GraphCore, tasks: list[_Shown]) -> list[_Shown]:
-    """``tasks`` (or a frontier) in the order LangGraph's snapshot lists them: the ``Send``
-    tasks as they were made, then the other nodes in ``add_node`` order."""
-    order = {node: i for i, node in enumerate(graph.nodes)}
-    return sorted(tasks, key=lambda t: -1 if t.arg is not UNSET else order.get(t.node, 0))
 
 
 def _next_saved(graph: GraphCore, frontier: list[dict[str, Any]]) -> tuple[str, ...]:
