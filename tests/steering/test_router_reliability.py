@@ -159,6 +159,34 @@ async def test_one_tenant_cannot_squat_another_tenants_correlation_id(
 
 
 @pytest.mark.parametrize("durable", [False, True])
+async def test_two_senders_may_queue_commands_with_one_id_on_one_run(
+    tmp_path: Path, durable: bool
+) -> None:
+    """A correlation id is unique per sender scope, in the run's queue too: a parent agent's
+    command and an operator's under the same id are both queued, delivered and applied,
+    each with its own lifecycle (the queue refused the second as a duplicate)."""
+    recorder = EventRecorder()
+    store = url(tmp_path / "x.db") if durable else None
+    async with Runtime(store=store, sinks=[recorder]) as rt:
+        await start_run(rt, "r-parent", tenant_id="acme")
+        child = await start_run(rt, "r-child", parent="r-parent", tenant_id="acme")
+        parent = SteeringActor.parent_agent("r-parent", "lead")
+        first = make_command("r-child", actor=parent, correlation_id="k")
+        second = make_command("r-child", actor=ACME, correlation_id="k", payload={"text": "b"})
+        for cmd in (first, second):
+            receipt = await rt.submit(cmd)
+            assert receipt.accepted, receipt.reason
+        taken = apply_ready(child)
+        assert [(c.correlation_id, dedupe_scope(c.actor)) for c in taken] == [
+            ("k", ""),
+            ("k", "tenant:acme"),
+        ]
+        for scope in ("", "tenant:acme"):
+            assert rt.router.state("k", scope=scope) == "applied"
+        assert not rt.router.open_commands()
+
+
+@pytest.mark.parametrize("durable", [False, True])
 async def test_a_foreign_tenants_attempt_is_filed_with_the_sender_not_the_victim(
     tmp_path: Path, durable: bool
 ) -> None:

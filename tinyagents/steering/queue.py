@@ -18,6 +18,7 @@ from tinyagents.protocol.commands import (
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
+    dedupe_scope,
 )
 from tinyagents.steering.conflicts import RedirectConflict
 
@@ -28,10 +29,19 @@ def order_key(cmd: SteeringCommand, depth: int) -> OrderKey:
     return (depth, -cmd.priority, cmd.created_at, cmd.correlation_id)
 
 
-#: A queued command with its key. The heap compares keys only (they are unique: the correlation
-#: id is in them); an item is alive while ``_by_id`` maps its id to this very item, so dropping a
-#: command is a dict deletion and its item is skipped when it reaches the top of the heap.
-_Item = tuple[OrderKey, SteeringCommand]
+#: Which command an item is: its correlation id in its sender's scope (``dedupe_scope``), as
+#: the router knows it. Two senders may each queue a command under one id.
+_Id = tuple[str, str]
+
+#: A queued command with its key and its sender's scope. The heap compares keys and scopes
+#: only (together unique: the correlation id is in the key); an item is alive while ``_by_id``
+#: maps its id to this very item, so dropping a command is a dict deletion and its item is
+#: skipped when it reaches the top of the heap.
+_Item = tuple[OrderKey, str, SteeringCommand]
+
+
+def _id(cmd: SteeringCommand) -> _Id:
+    return (dedupe_scope(cmd.actor), cmd.correlation_id)
 
 
 @dataclass(slots=True)
@@ -55,31 +65,32 @@ class SteeringQueue:
     ) -> None:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
         self._heap: list[_Item] = []
-        self._by_id: dict[str, _Item] = {}
+        self._by_id: dict[_Id, _Item] = {}
         #: The queued commands of each conflict kind, by id; a kind's dict is made by its first
         #: put. Most queues never see one, and until then this stays an empty dict the garbage
         #: collector does not track (a runtime may hold thousands of queues).
-        self._by_kind: dict[SteeringKind, dict[str, _Item]] = {}
+        self._by_kind: dict[SteeringKind, dict[_Id, _Item]] = {}
 
     def __len__(self) -> int:
         return len(self._by_id)
 
     def __contains__(self, correlation_id: object) -> bool:
-        return correlation_id in self._by_id
+        """Whether a command with this correlation id (from any sender) is queued."""
+        return any(cid == correlation_id for _, cid in self._by_id)
 
     def pending(self) -> list[SteeringCommand]:
-        return [cmd for _, cmd in sorted(self._by_id.values())]
+        return [cmd for _, _, cmd in sorted(self._by_id.values())]
 
     # ------------------------------------------------------------------ put
 
     def conflict(self, cmd: SteeringCommand) -> str | None:
         """Why ``put_nowait`` would refuse ``cmd`` outright, or None; changes nothing.
 
-        Refused are a correlation id already queued and, under ``redirect_conflict='error'``, a
+        Refused are a correlation id its sender already has queued and, under ``redirect_conflict='error'``, a
         redirect while another is pending (unless a pending cancel supersedes it first). The
         router asks before it accepts a command, so such a command is rejected, not accepted.
         """
-        if cmd.correlation_id in self._by_id:
+        if _id(cmd) in self._by_id:
             return f"duplicate correlation id {cmd.correlation_id}"
         redirects = self._by_kind.get(SteeringKind.REDIRECT)
         if (
@@ -88,7 +99,7 @@ class SteeringQueue:
             and self.redirect_conflict is RedirectConflict.ERROR
             and not self._by_kind.get(SteeringKind.CANCEL)
         ):
-            _, pending = next(iter(redirects.values()))
+            _, _, pending = next(iter(redirects.values()))
             return (
                 f"a redirect ({pending.correlation_id}) is already pending for this target "
                 "and redirect_conflict is 'error'"
@@ -97,8 +108,9 @@ class SteeringQueue:
 
     def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
         by_kind = self._by_kind
+        key = _id(cmd)
         # A new id in a queue that never held a conflict kind cannot be refused: most puts.
-        if by_kind or cmd.correlation_id in self._by_id:
+        if by_kind or key in self._by_id:
             refused = self.conflict(cmd)
             if refused is not None:
                 return PutOutcome(queued=False, rejected=refused)
@@ -109,25 +121,25 @@ class SteeringQueue:
                 return outcome
         else:  # nothing it can conflict with: most commands (this runs for every one)
             outcome = PutOutcome(queued=True)
-        item = (order_key(cmd, depth), cmd)
+        item = (order_key(cmd, depth), key[0], cmd)
         heapq.heappush(self._heap, item)
-        self._by_id[cmd.correlation_id] = item
+        self._by_id[key] = item
         if kind in _CONFLICT_KINDS:
-            self._by_kind.setdefault(kind, {})[cmd.correlation_id] = item
+            self._by_kind.setdefault(kind, {})[key] = item
         return outcome
 
     def _resolve_conflicts(self, new: SteeringCommand) -> PutOutcome:
         kind = new.kind
         outcome = PutOutcome(queued=True)
         if kind is SteeringKind.CANCEL:
-            for _, old in list(self._by_id.values()):
+            for _, _, old in list(self._by_id.values()):
                 if old.kind is not SteeringKind.CANCEL:
                     self._forget(old)
                     outcome.superseded.append((old, new.correlation_id))
             return outcome
         cancels = self._by_kind.get(SteeringKind.CANCEL)
         if cancels:
-            _, cancel = next(iter(cancels.values()))
+            _, _, cancel = next(iter(cancels.values()))
             outcome.queued = False
             outcome.superseded.append((new, cancel.correlation_id))
             return outcome
@@ -145,7 +157,7 @@ class SteeringQueue:
         return outcome
 
     def _lose(self, loser: SteeringCommand, winner: SteeringCommand, outcome: PutOutcome) -> None:
-        if loser.correlation_id in self._by_id:
+        if _id(loser) in self._by_id:
             self._forget(loser)
         else:
             outcome.queued = False
@@ -153,13 +165,14 @@ class SteeringQueue:
 
     def _pending(self, kind: SteeringKind) -> list[SteeringCommand]:
         """The queued commands of a conflict kind (a copy: the caller may drop some)."""
-        return [cmd for _, cmd in self._by_kind.get(kind, {}).values()]
+        return [cmd for _, _, cmd in self._by_kind.get(kind, {}).values()]
 
     def _forget(self, cmd: SteeringCommand) -> None:
-        del self._by_id[cmd.correlation_id]
+        key = _id(cmd)
+        del self._by_id[key]
         same_kind = self._by_kind.get(cmd.kind)
         if same_kind is not None:
-            del same_kind[cmd.correlation_id]
+            del same_kind[key]
 
     # ------------------------------------------------------------------ pop
 
@@ -179,8 +192,8 @@ class SteeringQueue:
         by_id = self._by_id
         while heap:
             item = heapq.heappop(heap)
-            cmd = item[1]
-            if by_id.get(cmd.correlation_id) is not item:
+            cmd = item[2]
+            if by_id.get((item[1], cmd.correlation_id)) is not item:
                 continue  # dropped (superseded) while queued
             if _deliverable(cmd, boundary, final, paused):
                 ready.append(cmd)
@@ -191,7 +204,7 @@ class SteeringQueue:
         return ready
 
     def has_ready(self, boundary: Boundary, *, final: bool = False, paused: bool = False) -> bool:
-        return any(_deliverable(cmd, boundary, final, paused) for _, cmd in self._by_id.values())
+        return any(_deliverable(cmd, boundary, final, paused) for _, _, cmd in self._by_id.values())
 
     def drain(self) -> list[SteeringCommand]:
         """Remove and return everything still pending, in order."""
