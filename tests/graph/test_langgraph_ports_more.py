@@ -1579,3 +1579,41 @@ async def test_an_update_after_a_parallel_step_needs_no_as_node(checkpointer: Ch
     await ours.update_state("1", {"done": True})
     state = await ours.get_state("1")
     assert state.next == () and state.values == {"log": ["x", "y"], "done": True}
+
+
+async def test_a_router_that_fails_after_its_node_keeps_the_nodes_write(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph saves the node's write before its router fails: get_state shows it with
+    # nothing next. Ours too, and run(None) routes again without running the node again
+    # (LangGraph's never reaches "b" there: its router's write was lost).
+    calls: dict[str, list[str]] = {"ours": [], "theirs": []}
+
+    def build(g: Any) -> Any:
+        who = "theirs" if g is THEIRS else "ours"
+
+        def a(state: Any) -> dict[str, Any]:
+            calls[who].append("a")
+            return {"log": ["a"]}
+
+        def route(state: Any) -> str:
+            calls[who].append("route")
+            if calls[who].count("route") == 1:
+                raise ValueError("router")
+            return "b"
+
+        graph = g.StateGraph(Log).add_node("a", a).add_node("b", logger("b"))
+        return graph.add_edge(g.START, "a").add_conditional_edges("a", route, ["b", g.END])
+
+    ours, theirs = pair(build, checkpointer)
+    with pytest.raises(ValueError, match="router"):
+        await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.status == "failed" and str(result.error) == "router"
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert result.state == ours_state.values == theirs_state.values == {"log": ["a"]}
+    assert ours_state.next == theirs_state.next == ()
+    done = await ours.run(None, thread_id="1")
+    assert done.status == "completed" and done.state == {"log": ["a", "b"]}
+    assert calls["ours"] == ["a", "route", "route"]  # the node ran once

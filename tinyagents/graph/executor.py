@@ -312,8 +312,8 @@ class GraphRun:
                     await self._settle_stops(tasks)
             return any(t.writes is None for t in tasks)
         # the common case: one task, no TaskGroup, no pending write (the checkpoint follows)
-        if not runnable:
-            return True
+        if not runnable:  # paused, or finished before (its result kept): the step can end
+            return tasks[0].writes is None
         self._count_step()
         task = tasks[0]
         spec = task.spec
@@ -528,7 +528,14 @@ class GraphRun:
             self._view = None
         frontier = self.graph.simple_next.get(tasks[0].node) if len(tasks) == 1 else None
         if frontier is None or tasks[0].goto:
-            frontier = await self.route(tasks)
+            try:
+                frontier = await self.route(tasks)
+            except Exception:
+                # the step's nodes ran: their writes are kept (as a parallel step's are), so
+                # get_state shows them and a run that continues routes again without running
+                # them again, as LangGraph keeps a node's writes when its router fails
+                await self._keep_results(tasks)
+                raise
         head.frontier = frontier
         head.step += 1
         # Steering commands whose answers this step consumed: the checkpoint names them, so a
@@ -550,6 +557,20 @@ class GraphRun:
             )
             if self.owner is not None:
                 await self.checkpointer.renew(head.thread_id, self.owner)
+
+    async def _keep_results(self, tasks: list[Task]) -> None:
+        """Save the results of a step of one task (a parallel step saved each as it finished)
+        when the step cannot end; a store that cannot take them only logs it."""
+        task = tasks[0]
+        if self.checkpointer is None or len(tasks) != 1 or task.writes is None:
+            return
+        record = result_write(self.graph, task.id, task.writes, task.goto)
+        try:
+            await self.checkpointer.put_writes(
+                self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
+            )
+        except Exception as store_exc:
+            _log.warning("could not keep the result of task %s: %s", task.id, store_exc)
 
     # -- routing ---------------------------------------------------------------------------
 
