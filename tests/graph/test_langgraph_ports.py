@@ -653,20 +653,14 @@ async def test_replay_from_the_input_checkpoint_runs_the_whole_run_again(
     checkpointer: Checkpointer,
 ) -> None:
     # LangGraph: invoke(None, the input checkpoint's config) applies that input again
-    ours_calls: list[str] = []
-    theirs_calls: list[str] = []
-    ours = abc_graph(OURS, ours_calls).compile(checkpointer=checkpointer)
-    theirs = abc_graph(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
-    await theirs.ainvoke({"log": ["in"]}, cfg())
-    await ours.run({"log": ["in"]}, thread_id="1")
-    theirs_input = [s async for s in theirs.aget_state_history(cfg())][-1]
-    ours_input = (await ours.history("1"))[-1]
-    theirs_calls.clear()
-    ours_calls.clear()
-    out = await theirs.ainvoke(None, theirs_input.config)
-    result = await ours.run(None, thread_id="1", checkpoint_id=ours_input.checkpoint_id)
-    assert result.state == out == {"log": ["in", "a", "b", "c"]}
-    assert ours_calls == theirs_calls == ["a", "b", "c"]
+    ran = await abc_ran_on_both(checkpointer)
+    theirs_input = [s async for s in ran.theirs.aget_state_history(cfg())][-1]
+    ours_input = (await ran.ours.history("1"))[-1]
+    assert (ours_input.source, ours_input.step) == (theirs_input.metadata["source"], -1)
+    out = await ran.theirs.ainvoke(None, theirs_input.config)
+    result = await ran.ours.run(None, thread_id="1", checkpoint_id=ours_input.checkpoint_id)
+    assert result.state == out == {"log": ["a", "b", "c"]}
+    assert ran.ours_calls == ran.theirs_calls == ["a", "b", "c"]
 
 
 async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkpointer) -> None:

@@ -125,15 +125,15 @@ class GraphCore:
         recursion_limit: int,
         task_cancel_policy: str,
         redirect_conflict: str,
-        interrupt_before: Collection[str] | str = (),
-        interrupt_after: Collection[str] | str = (),
+        interrupt_before: Collection[str] = (),
+        interrupt_after: Collection[str] = (),
     ) -> None:
         self.builder = builder
         #: static breakpoints: stop before / after these nodes run (``run`` can add its own)
+        self.interrupt_before = frozenset(interrupt_before)
+        self.interrupt_after = frozenset(interrupt_after)
         self.schema = builder.schema
         self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
-        self.interrupt_before = breakpoint_nodes(interrupt_before, self.nodes)
-        self.interrupt_after = breakpoint_nodes(interrupt_after, self.nodes)
         self.checkpointer = checkpointer
         self.name = name
         self.recursion_limit = recursion_limit
@@ -211,8 +211,7 @@ class GraphCore:
             applied.frontier,
         )
         head.step += 1
-        head.frontier_id = new_frontier_id()
-        await save(cp, head, delta=delta, source="loop", ran=[START])
+        await self._save_first_step(head, cp, delta)
         return frozenset(writes)
 
     async def take_pending_input(
@@ -227,9 +226,13 @@ class GraphCore:
         head.step += 1
         delta = await self._first_step(head, writes, recursion_limit)
         if cp is not None:
-            head.frontier_id = new_frontier_id()
-            await save(cp, head, delta=delta if head.seq >= 0 else None, source="loop", ran=[START])
+            await self._save_first_step(head, cp, delta)
         return frozenset(writes)
+
+    async def _save_first_step(self, head: Head, cp: Checkpointer, delta: dict[str, Any]) -> None:
+        """Save the step that applied an input (source ``"loop"``, START's output)."""
+        head.frontier_id = new_frontier_id()
+        await save(cp, head, delta=delta if head.seq >= 0 else None, source="loop", ran=[START])
 
     async def _first_step(
         self, head: Head, writes: dict[str, Any], recursion_limit: int

@@ -202,12 +202,7 @@ class GraphSession:
         if self.cp is None:
             raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
         check_as_node(graph, as_node)  # before anything is read
-        head = await self.load()
-        if head is None:
-            head = self.fresh()
-            # a thread's first update, as LangGraph takes it: START's output, so the graph's
-            # first nodes are next
-            as_node = START if as_node is None else as_node
+        head = await self.load() or self.fresh()
         rewound_to = None
         if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
             # a fork of the thread's past, as LangGraph's update_state at an older checkpoint:
@@ -215,9 +210,10 @@ class GraphSession:
             head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
             rewound_to = checkpoint_id
         if as_node is None and not head.records:
-            # as LangGraph infers it: the output of the one node that ran last, so its edges
-            # decide again what is next (while a step is part-way through, its tasks stay)
-            ran: list[str] = head.metadata.get("ran") or []
+            # as LangGraph infers it: the output of the one node that ran last (START on a
+            # thread with no checkpoint), so its edges decide again what is next (while a
+            # step is part-way through, its tasks stay)
+            ran: list[str] = head.metadata.get("ran") or ([START] if head.seq < 0 else [])
             as_node = ran[0] if len(ran) == 1 else None
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None

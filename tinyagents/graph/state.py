@@ -141,8 +141,8 @@ class StateSchema:
     def initial(self) -> dict[str, Any]:
         """Channel values of a fresh thread: the start value of each field with a reducer,
         which its first writes fold into (its default, else its type's empty value as
-        LangGraph's: ``reducers.empty_value``). A field without one has no value until written (as
-        LangGraph's: outputs and ``get_state`` hold written channels only); nodes see its
+        LangGraph's: ``reducers.empty_value``). A field without one has no value until written
+        (as LangGraph's: outputs and ``get_state`` hold written channels only); nodes see its
         default (``view``)."""
         return {
             name: ch.default()
@@ -178,9 +178,9 @@ class StateSchema:
 
     def writes_of(self, update: Any, who: str) -> dict[str, Any]:
         """A node's return value or a ``Command.update`` → channel writes: a mapping of state
-        keys, a list of ``(key, value)`` pairs (each key once), or an instance of a dataclass / pydantic state, read as LangGraph reads one:
-        every field of a dataclass; every field of a pydantic model but those that are None,
-        default to None and were not set."""
+        keys, a list of ``(key, value)`` pairs (each key once), or an instance of a dataclass /
+        pydantic state, read as LangGraph reads one: every field of a dataclass; every field
+        of a pydantic model but those that are None, default to None and were not set."""
         if isinstance(update, Mapping):
             self.check_keys(update, who)
             return dict(update)

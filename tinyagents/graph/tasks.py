@@ -72,8 +72,7 @@ class Task:
     @property
     def id(self) -> str:
         if self._id is None:
-            lineage, ns, step = self.key
-            self._id = stable_id("t-", lineage, ns, step, self.node, self.index)
+            self._id = task_id(self.key, self.node, self.index)
         return self._id
 
     @property
@@ -90,6 +89,12 @@ class Task:
 
 
 _EMPTY: list[Any] = []  # shared, never mutated: tasks replace it
+
+
+def task_id(key: tuple[str, str, int], node: str, index: int) -> str:
+    """The id of task ``index`` of ``node`` in the step ``key`` (lineage, namespace, step)."""
+    lineage, ns, step = key
+    return stable_id("t-", lineage, ns, step, node, index)
 
 
 _Shown = TypeVar("_Shown", Task, Planned)
@@ -305,4 +310,5 @@ __all__ = [
     "called_output",
     "read_output",
     "shown",
+    "task_id",
 ]

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
-from tinyagents.graph._context import stable_id
 from tinyagents.graph.checkpointing import (
     load_head,
     new_frontier_id,
@@ -22,7 +21,7 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.session import GraphSession, carry_interrupts
-from tinyagents.graph.tasks import Task, shown
+from tinyagents.graph.tasks import Task, shown, task_id
 from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
 from tinyagents.runs.info import check_id
 
@@ -91,8 +90,8 @@ async def _snapshot(
     waiting = pending_input(head)
     if waiting is not None:  # an input's checkpoint: the input is the task to run
         next_nodes = (START,)
-        task_id = stable_id("t-", head.lineage, ns, head.step + 1, START, 0)
-        states.append(TaskState(id=task_id, name=START))
+        start = task_id((head.lineage, ns, head.step + 1), START, 0)
+        states.append(TaskState(id=start, name=START))
     for t in tasks:
         subs = await _sub_states(run, cp, t) if subgraphs else ()
         states.append(

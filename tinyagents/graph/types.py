@@ -122,8 +122,9 @@ class RetryPolicy:
 
     def should_retry(self, exc: BaseException) -> bool:
         check = self.retry_on
-        if isinstance(check, type | tuple | list):  # (a list became a tuple when made)
-            return isinstance(exc, tuple(check) if isinstance(check, list) else check)
+        if isinstance(check, type | tuple):
+            return isinstance(exc, check)
+        assert not isinstance(check, list)  # made a tuple in __post_init__
         return bool(check(exc))
 
     def interval(self, attempt: int) -> float:

@@ -232,13 +232,10 @@ class Auth:
             raise AuthError(f"the token could not be evaluated: {exc}") from None
         if len(users) != 1 or len(tenants) != 1:
             raise AuthError("the token must name exactly one user and one tenant")
+        minted = [f.terms[0] for f in authorizer.query(Rule("e($e) <- expires($e)"))]
         now = datetime.now(UTC)
-        for fact in authorizer.query(Rule("e($e) <- expires($e)")):
-            expiry = fact.terms[0]
+        for expiry in [*minted, *_attenuated_expiries(parsed)]:
             if isinstance(expiry, datetime) and expiry <= now:
-                raise AuthError(f"the token expired at {expiry.isoformat()}; mint a new one")
-        for expiry in _attenuated_expiries(parsed):
-            if expiry <= now:
                 raise AuthError(f"the token expired at {expiry.isoformat()}; mint a new one")
         return Principal(user=str(users[0]), tenant=str(tenants[0]), rights=rights, token=parsed)
 

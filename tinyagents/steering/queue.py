@@ -86,9 +86,10 @@ class SteeringQueue:
     def conflict(self, cmd: SteeringCommand) -> str | None:
         """Why ``put_nowait`` would refuse ``cmd`` outright, or None; changes nothing.
 
-        Refused are a correlation id its sender already has queued and, under ``redirect_conflict='error'``, a
-        redirect while another is pending (unless a pending cancel supersedes it first). The
-        router asks before it accepts a command, so such a command is rejected, not accepted.
+        Refused are a correlation id its sender already has queued and, under
+        ``redirect_conflict='error'``, a redirect while another is pending (unless a pending
+        cancel supersedes it first). The router asks before it accepts a command, so such a
+        command is rejected, not accepted.
         """
         if _id(cmd) in self._by_id:
             return f"duplicate correlation id {cmd.correlation_id}"
@@ -167,8 +168,8 @@ class SteeringQueue:
         """The queued commands of a conflict kind (a copy: the caller may drop some)."""
         return [cmd for _, _, cmd in self._by_kind.get(kind, {}).values()]
 
-    def _forget(self, cmd: SteeringCommand) -> None:
-        key = _id(cmd)
+    def _forget(self, cmd: SteeringCommand, key: _Id | None = None) -> None:
+        key = _id(cmd) if key is None else key
         del self._by_id[key]
         same_kind = self._by_kind.get(cmd.kind)
         if same_kind is not None:
@@ -193,11 +194,12 @@ class SteeringQueue:
         while heap:
             item = heapq.heappop(heap)
             cmd = item[2]
-            if by_id.get((item[1], cmd.correlation_id)) is not item:
+            key = (item[1], cmd.correlation_id)
+            if by_id.get(key) is not item:
                 continue  # dropped (superseded) while queued
             if _deliverable(cmd, boundary, final, paused):
                 ready.append(cmd)
-                self._forget(cmd)
+                self._forget(cmd, key)
             else:
                 keep.append(item)
         heap.extend(keep)  # popped in order, so already a valid heap
