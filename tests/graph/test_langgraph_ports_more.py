@@ -764,14 +764,96 @@ async def test_recursion_limit_error_type_and_message() -> None:
     with pytest.raises(lg_errors.GraphRecursionError, match="Recursion limit of 4 reached"):
         await theirs.ainvoke({"log": []}, {"recursion_limit": 4})
     # ours: status="failed" with the error (docs/graph.md, "Running"); raise_for_status()
-    # raises it. Our message words it differently but names the same limit.
+    # raises it. The message starts as LangGraph's does (ported `match=`es keep working).
     result = await ours.run({"log": []}, recursion_limit=4)
     assert result.status == "failed"
     assert isinstance(result.error, GraphRecursionError)
-    assert "limit of 4 supersteps" in str(result.error)
+    assert str(result.error).startswith("Recursion limit of 4 reached")
     assert result.state == {"log": ["spin"] * 4}
     with pytest.raises(GraphRecursionError):
         result.raise_for_status()
+
+
+def counted_chain(g: Any, n: int) -> Any:
+    """START → n0 → … → n{n-1} → END, each node logging its name and the steps it has left."""
+    schema = Budget if g is THEIRS else OurBudget
+    graph = g.StateGraph(schema)
+    for i in range(n):
+
+        def node(state: Any, i: int = i) -> dict[str, Any]:
+            return {"log": [f"n{i}:{state['remaining_steps']}"]}
+
+        graph.add_node(f"n{i}", node)
+    graph.add_edge(g.START, "n0")
+    for i in range(n - 1):
+        graph.add_edge(f"n{i}", f"n{i + 1}")
+    return graph.add_edge(f"n{n - 1}", g.END)
+
+
+async def outcome(theirs: Any, ours: Any, input: Any, limit: int) -> tuple[Any, Any]:
+    """(LangGraph's output or "recursion", ours the same way) for one call on thread 1."""
+    try:
+        out: Any = values(await theirs.ainvoke(input, {**cfg(), "recursion_limit": limit}))
+    except lg_errors.GraphRecursionError:
+        out = "recursion"
+    result = await ours.run(input, thread_id="1", recursion_limit=limit)
+    if isinstance(result.error, GraphRecursionError):
+        return out, "recursion"
+    assert result.error is None, result.error
+    return out, result.state
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+async def test_a_graph_that_finishes_on_its_last_allowed_step_fails_as_langgraph(
+    checkpointer: Checkpointer, n: int, delta: int
+) -> None:
+    # LangGraph checks the limit before planning the next step: a chain of n nodes needs
+    # recursion_limit > n after an input (its first node sees remaining_steps == limit - 1);
+    # ours completed a chain of n nodes under recursion_limit=n
+    limit = n + delta
+    if limit < 1:
+        return
+    ours, theirs = pair(lambda g: counted_chain(g, n), checkpointer)
+    out, mine = await outcome(theirs, ours, {"log": []}, limit)
+    assert mine == out
+    assert (out == "recursion") == (limit <= n)
+    snapshot = await ours.get_state("1")
+    theirs_snapshot = await theirs.aget_state(cfg())
+    assert snapshot.values == values(theirs_snapshot.values)  # what ran is kept
+    assert snapshot.next == theirs_snapshot.next
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("how", ["none", "resume"])
+async def test_a_continued_thread_counts_its_steps_as_langgraph(
+    checkpointer: Checkpointer, limit: int, how: str
+) -> None:
+    # a run that continues a thread (run(None) after a breakpoint, or Command(resume=...))
+    # has no input step: LangGraph's first node then sees remaining_steps == limit + 1, and
+    # the run may take limit + 2 steps
+    def build(g: Any) -> Any:
+        graph = counted_chain(g, 6)
+        if how == "resume":
+            graph.add_node("ask", lambda s: {"log": [f"ask:{g.interrupt('go?')}"]})
+            graph.add_edge("n0", "ask").add_edge("ask", "n1")
+        return graph
+
+    compile_kw = {"interrupt_before": ["n1"]} if how == "none" else {}
+    ours, theirs = pair(build, checkpointer, **compile_kw)
+    first = await outcome(theirs, ours, {"log": []}, 25)
+    assert first[0] == first[1]
+    resume = None if how == "none" else OURS.Command(resume="yes")
+    theirs_resume = None if how == "none" else THEIRS.Command(resume="yes")
+    try:
+        out: Any = values(await theirs.ainvoke(theirs_resume, {**cfg(), "recursion_limit": limit}))
+    except lg_errors.GraphRecursionError:
+        out = "recursion"
+    result = await ours.run(resume, thread_id="1", recursion_limit=limit)
+    mine = "recursion" if isinstance(result.error, GraphRecursionError) else result.state
+    assert mine == out
+    theirs_snapshot = await theirs.aget_state(cfg())
+    assert (await ours.get_state("1")).values == values(theirs_snapshot.values)
 
 
 async def test_recursion_error_is_a_recursion_error() -> None:

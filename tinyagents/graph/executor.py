@@ -118,6 +118,13 @@ class _TaskFailed(Exception):
         self.error = error
 
 
+#: The supersteps beyond ``recursion_limit`` a run that continues a thread may take: LangGraph
+#: counts a new input as a step of its own and checks the limit one step late, so its first
+#: node sees ``remaining_steps == recursion_limit - 1`` after an input and
+#: ``recursion_limit + 1`` on a continued thread.
+CONTINUED_RUN_EXTRA_STEPS = 2
+
+
 class GraphRun:
     """One invocation of a compiled graph on one thread namespace."""
 
@@ -232,6 +239,17 @@ class GraphRun:
             return Step(kind="interrupted", result=self.result("interrupted"))
         tasks, self._planned = self._planned, None
         if tasks is None:
+            if self.steps >= self.step_budget:
+                # LangGraph's count: the limit is checked before the next step is planned, so
+                # a run whose last allowed step finished the graph fails all the same
+                exc = GraphRecursionError(
+                    f"Recursion limit of {self.recursion_limit} reached without hitting a "
+                    f"stop condition: graph {self.graph.name!r} ran {self.steps} supersteps; "
+                    "raise recursion_limit or add an exit to the loop"
+                )
+                result = self.result("failed")
+                result.error = exc
+                return Step(kind="failed", result=result, error=exc)
             if not self.head.frontier:
                 return Step(kind="completed", result=self.result("completed"))
             tasks = self.plan()
@@ -382,12 +400,17 @@ class GraphRun:
             if t.writes is not None or t.interrupts or t.resume
         }
 
+    @property
+    def step_budget(self) -> int:
+        """The supersteps this run may take, as LangGraph counts them: ``recursion_limit``
+        for a run that starts from an input, ``CONTINUED_RUN_EXTRA_STEPS`` more for one that
+        continues a thread (``run(None)``, a ``Command``, a resumed sub-graph)."""
+        if self.input_written is None:
+            return self.recursion_limit + CONTINUED_RUN_EXTRA_STEPS
+        return self.recursion_limit
+
     def _count_step(self) -> None:
-        if self.steps >= self.recursion_limit:
-            raise GraphRecursionError(
-                f"graph {self.graph.name!r} reached its limit of {self.recursion_limit} "
-                "supersteps without finishing; raise recursion_limit or add an exit to the loop"
-            )
+        # ``next`` checked the limit before planning this step
         self.steps += 1
         if self.graph.schema.managed:
             self._view = None  # a new step: new managed values
@@ -614,7 +637,7 @@ class GraphRun:
         counted as LangGraph counts them: the steps left under the recursion limit."""
         # the current step counts (``_count_step`` ran); a view made before any step was
         # counted reads as the first step's
-        return managed_values(managed, self.recursion_limit - max(self.steps, 1))
+        return managed_values(managed, self.step_budget - max(self.steps, 1))
 
     def adopt(self, staged: Head) -> None:
         """Continue from ``staged``, a changed and saved copy of the head (``Head.staged``:
