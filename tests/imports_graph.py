@@ -79,6 +79,7 @@ LAZY_ALLOWED = frozenset(
         "yaml",  # ~35 ms, only when a supervisor spec is read from YAML
         "biscuit_auth",  # the operator API's tokens (the server extra)
         "httpx",  # the 'tinyagents runs --url' client
+        "langchain_core",  # ~150 ms, only to read back LangChain messages a checkpoint holds
     }
 )
 

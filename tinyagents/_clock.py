@@ -12,10 +12,12 @@ source gave before (checkpoint ids: their order is their thread's history order)
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import os
 import threading
 import time
+import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -130,6 +132,17 @@ def monotonic() -> float:
 def new_id(prefix: str) -> str:
     """``<prefix>-<12 random hex digits>``, unique, not guessable, in no particular order."""
     return _ids.get().new(prefix)
+
+
+def new_uuid() -> str:
+    """A UUID string (version 4 in form), for ids whose users expect one (message ids, as
+    LangGraph gives them): random from the default source; from any other source derived
+    from its next id, so ``use_ids(SequentialIds())`` makes it deterministic too."""
+    source = _ids.get()
+    if type(source) is RandomIds:
+        return str(uuid.uuid4())
+    digest = hashlib.sha256(source.new("uuid").encode()).digest()[:16]
+    return str(uuid.UUID(bytes=digest, version=4))
 
 
 def new_ordered_id(prefix: str) -> str:

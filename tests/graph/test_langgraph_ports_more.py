@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import operator
+import uuid
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
@@ -41,7 +42,7 @@ from langgraph_kit import (
     shape,
     values,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from tinyagents.errors import (
     ConfigurationError,
@@ -58,7 +59,9 @@ from tinyagents.graph import (
     RetryPolicy,
     add_messages,
 )
+from tinyagents.harness import Message
 from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.testkit import SequentialIds, use_ids
 
 # -- state schemas: pydantic models and dataclasses -----------------------------------------
 
@@ -546,14 +549,81 @@ async def test_remove_message_deletes_by_id(checkpointer: Checkpointer) -> None:
     out = await theirs.ainvoke(again, cfg())
     result = await ours.run(again, thread_id="1")
     assert [m.id for m in result.state["messages"]] == [m.id for m in out["messages"]] == ["u2"]
-    # read back from the checkpoint (deltas replayed) the same
-    assert [m["id"] for m in (await ours.get_state("1")).values["messages"]] == ["u2"]
+    # read back from the checkpoint (deltas replayed) the same, LangChain's messages again
+    saved = (await ours.get_state("1")).values["messages"]
+    assert saved == [messages.HumanMessage("new", id="u2")]
     # a dict with type "remove" is the same marker; an id that is not there is an error
     assert add_messages([{"id": "x"}, {"id": "y"}], [{"type": "remove", "id": "x"}]) == [
         {"id": "y"}
     ]
-    with pytest.raises(ValueError, match="no message with id 'nope'"):
+    with pytest.raises(ValueError, match="a message with an ID that doesn't exist \\('nope'\\)"):
         add_messages([{"id": "x"}], [{"type": "remove", "id": "nope"}])
+
+
+async def test_messages_without_ids_get_them_so_a_node_can_remove_them(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's "delete messages" how-to: the input's messages carry no ids, add_messages
+    # gives each one, and a node removes all but the last two with RemoveMessage(id=m.id).
+    # Ours kept them without ids: RemoveMessage(id=None) was an error
+    messages = pytest.importorskip("langchain_core.messages")
+
+    def build(g: Any) -> Any:
+        def reply(state: Any) -> dict[str, Any]:
+            return {"messages": [messages.AIMessage(f"seen {len(state['messages'])}")]}
+
+        def trim(state: Any) -> dict[str, Any]:
+            return {"messages": [messages.RemoveMessage(id=m.id) for m in state["messages"][:-2]]}
+
+        graph = g.StateGraph(ChatState if g is THEIRS else OurChatState)
+        graph.add_node("reply", reply).add_node("trim", trim)
+        return graph.add_edge(g.START, "reply").add_edge("reply", "trim").add_edge("trim", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    for text in ("one", "two", "three"):
+        out = await theirs.ainvoke({"messages": [messages.HumanMessage(text)]}, cfg())
+        result = await ours.run({"messages": [messages.HumanMessage(text)]}, thread_id="1")
+        assert result.status == "completed", result.error
+        assert [m.content for m in result.state["messages"]] == [m.content for m in out["messages"]]
+        assert all(isinstance(m.id, str) and uuid.UUID(m.id).version == 4 for m in out["messages"])
+        assert all(uuid.UUID(m.id).version == 4 for m in result.state["messages"])
+    assert [m.content for m in out["messages"]] == ["three", "seen 3"]
+    # the ids are saved with the messages: the checkpoint reads back the same messages, as
+    # LangChain's (the channel's type says only `list`), as LangGraph's serializer does
+    saved = (await ours.get_state("1")).values["messages"]
+    assert saved == result.state["messages"]
+    assert [type(m) for m in saved] == [type(m) for m in out["messages"]]
+
+
+def test_add_messages_gives_message_objects_ids_and_leaves_dicts_alone() -> None:
+    messages = pytest.importorskip("langchain_core.messages")
+    theirs = lg_message.add_messages([messages.HumanMessage("a")], [messages.AIMessage("b")])
+    ours = add_messages([messages.HumanMessage("a")], [messages.AIMessage("b")])
+    assert [type(m) for m in ours] == [type(m) for m in theirs]
+    assert all(uuid.UUID(m.id).version == 4 for m in ours + theirs)
+    assert len({m.id for m in ours}) == 2
+    # a message that has an id keeps it
+    assert add_messages([], [messages.HumanMessage("a", id="mine")])[0].id == "mine"
+    # deterministic under use_ids(SequentialIds()), as every id of ours
+    runs = []
+    for _ in range(2):
+        with use_ids(SequentialIds()):
+            merged = add_messages([messages.HumanMessage("a")], [messages.AIMessage("b")])
+            runs.append([m.id for m in merged])
+    assert runs[0] == runs[1]
+    # a frozen pydantic message is copied with its id
+    frozen = FrozenMessage(content="x")
+    (copied,) = add_messages([], [frozen])
+    assert frozen.id is None and copied.id is not None and copied.content == "x"
+    # dicts, strings and our harness's Message (no id field) go in as they are
+    plain = [{"role": "user", "content": "hi"}, "text", Message(role="user", content="m")]
+    assert add_messages([], plain) == plain
+
+
+class FrozenMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    content: str
+    id: str | None = None
 
 
 async def test_resume_with_no_pending_interrupt(checkpointer: Checkpointer) -> None:

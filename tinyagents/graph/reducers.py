@@ -22,6 +22,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, Final, get_origin
 
+from pydantic import TypeAdapter
+
+from tinyagents import _clock
 from tinyagents.errors import InvalidUpdateError
 
 
@@ -181,8 +184,10 @@ class MessageList(list[Any]):
         if pos is None or pos >= len(self) or message_id(self[pos]) != mid:
             self._reindex()
             pos = self._index.get(mid)
-        if pos is None:
-            raise ValueError(f"cannot remove: there is no message with id {mid!r}")
+        if pos is None:  # LangGraph's words, so ported ``match=``es hold
+            raise ValueError(
+                f"Attempting to delete a message with an ID that doesn't exist ({mid!r})"
+            )
         del self[pos]
         self._reindex()
 
@@ -207,10 +212,67 @@ def detach(value: Any) -> Any:
 
 
 def add_messages(left: Any, right: Any) -> list[Any]:
-    """Merge message lists by id: a message whose ``id`` exists replaces it, others append."""
-    merged = MessageList(left or [])
-    merged.merge(_items(right))
+    """Merge message lists by id: a message whose ``id`` exists replaces it, others append.
+    A message object without an id gets one first (``with_message_ids``), as LangGraph's."""
+    merged = MessageList(with_message_ids(_items(left or [])))
+    merged.merge(with_message_ids(_items(right)))
     return merged
+
+
+#: The keys every LangChain message has when pydantic dumps it (``to_jsonable_python``), and
+#: the types of its ``AnyMessage`` union: a dict with all of them is a saved LangChain message
+#: (a saved ``RemoveMessage`` stays a dict, which ``MessageList.merge`` reads as a removal).
+_LANGCHAIN_KEYS = frozenset({"content", "type", "additional_kwargs", "response_metadata"})
+_LANGCHAIN_TYPES = frozenset(
+    {"human", "ai", "system", "tool", "function", "chat"}
+    | {f"{kind}MessageChunk" for kind in ("AI", "Human", "Chat", "System", "Function", "Tool")}
+)
+_langchain_adapter: Any = None
+
+
+def revive_messages(messages: list[Any]) -> list[Any]:
+    """``messages`` read back from a checkpoint, each saved LangChain message (a dict with the
+    keys of its dump) a LangChain message again, as LangGraph's serializer gives them back,
+    also in an untyped channel (``Annotated[list, add_messages]``), whose other items stay
+    plain JSON. LangChain is imported only when such a message is there, and a checkpoint read
+    where it is not installed keeps the dicts."""
+    global _langchain_adapter
+    if not any(_is_langchain_dump(m) for m in messages):
+        return messages
+    if _langchain_adapter is None:
+        try:
+            from langchain_core.messages import AnyMessage
+        except ImportError:
+            return messages
+        _langchain_adapter = TypeAdapter(AnyMessage)
+    return [_langchain_adapter.validate_python(m) if _is_langchain_dump(m) else m for m in messages]
+
+
+def _is_langchain_dump(message: Any) -> bool:
+    return (
+        type(message) is dict
+        and message.keys() >= _LANGCHAIN_KEYS
+        and message["type"] in _LANGCHAIN_TYPES
+    )
+
+
+def with_message_ids(messages: list[Any]) -> list[Any]:
+    """``messages``, each message object whose ``id`` is None given one (a UUID from
+    ``_clock``, as LangGraph's ``add_messages`` gives LangChain messages), so that a later
+    write can replace or remove it (``RemoveMessage(id=m.id)``). The object gets the id in
+    place, as LangGraph does it; a frozen pydantic model is copied. Dicts are left as they are:
+    their keys go to a provider's API as written (give one an ``"id"`` to address it)."""
+    for pos, message in enumerate(messages):
+        if isinstance(message, dict) or getattr(message, "id", False) is not None:
+            continue
+        new_id = _clock.new_uuid()
+        try:
+            message.id = new_id
+        except (AttributeError, TypeError, ValueError):  # frozen: a copy with the id
+            copy = getattr(message, "model_copy", None)
+            if copy is not None:
+                messages[pos] = copy(update={"id": new_id})
+    return messages
 
 
 class Messages(Reducer):
@@ -221,7 +283,7 @@ class Messages(Reducer):
         new: list[Any] = []
         for write in writes:
             new.extend(_items(write))
-        return self.replay(current, new), new
+        return self.replay(current, with_message_ids(new)), new
 
     def replay(self, current: Any, delta: Any) -> Any:
         if not isinstance(current, MessageList):
@@ -248,7 +310,7 @@ class Messages(Reducer):
         return [changed] if changed else []
 
     def normalize(self, write: Any) -> Any:
-        return _items(write)
+        return with_message_ids(_items(write))  # a task's saved result holds the ids
 
 
 def union(left: Any, right: Any) -> set[Any]:

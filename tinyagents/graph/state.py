@@ -24,7 +24,15 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
-from tinyagents.graph.reducers import MISSING, Overwrite, Reducer, empty_value, resolve
+from tinyagents.graph.reducers import (
+    MISSING,
+    Messages,
+    Overwrite,
+    Reducer,
+    empty_value,
+    resolve,
+    revive_messages,
+)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,11 +51,16 @@ class Channel:
         return self._adapter
 
     def decode(self, value: Any) -> Any:
-        """JSON → Python; values a custom reducer wrote in another shape stay plain JSON."""
+        """JSON → Python; values a custom reducer wrote in another shape stay plain JSON. An
+        ``add_messages`` channel's saved LangChain messages come back as LangChain messages
+        even where the field's type does not say so (``revive_messages``)."""
         try:
-            return self.adapter().validate_python(value)
+            value = self.adapter().validate_python(value)
         except ValidationError:
             return value
+        if isinstance(self.reducer, Messages) and type(value) is list:
+            return revive_messages(value)
+        return value
 
 
 class Managed:
