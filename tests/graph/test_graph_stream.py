@@ -99,15 +99,18 @@ async def test_tasks_yields_each_start_and_its_result_or_error(checkpointer: Che
     ]
     assert items[0]["input"] == {"log": []} and items[1]["result"] == {"log": ["a"]}
     assert items[1]["error"] is None and items[0]["id"] == items[1]["id"]
-    assert isinstance(items[3]["error"], ValueError) and items[3]["result"] is None
+    assert isinstance(items[3]["error"], ValueError) and items[3]["result"] == {}
 
 
 async def test_tasks_shows_a_task_that_paused_on_its_interrupt(checkpointer: Checkpointer) -> None:
     items = await collect(with_question(checkpointer).stream({}, thread_id="t", mode="tasks"))
     finished = [i for i in items if "result" in i]
     assert [i["name"] for i in finished] == ["a", "ask"]
-    assert finished[1]["result"] is None and finished[1]["error"] is None
-    assert [i.value for i in finished[1]["interrupts"]] == ["ok?"]
+    # as LangGraph's: no writes is {}, and an interrupt is a dict of its value and id
+    assert finished[1]["result"] == {} and finished[1]["error"] is None
+    (question,) = finished[1]["interrupts"]
+    (pending,) = (await with_question(checkpointer).get_state("t")).interrupts
+    assert question == {"value": "ok?", "id": pending.id}
 
 
 async def test_custom_yields_what_nodes_emit_through_their_context() -> None:

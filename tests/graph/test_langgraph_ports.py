@@ -1060,6 +1060,43 @@ async def test_tasks_stream_shape(checkpointer: Checkpointer) -> None:
     assert "triggers" in theirs_items[0] and "triggers" not in ours_items[0]
 
 
+async def test_tasks_stream_shows_no_writes_and_interrupts_as_langgraph(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: a task that wrote nothing (it returned None, or paused on interrupt()) ends
+    # with "result": {}, and its interrupts are dicts of value and id; ours gave None and
+    # Interrupt objects
+    def build(g: Any) -> Any:
+        def ask(state: Any) -> dict[str, Any]:
+            return {"log": [f"ask:{g.interrupt('ok?')}"]}
+
+        graph = g.StateGraph(Log).add_node("quiet", lambda s: None).add_node("ask", ask)
+        return graph.add_edge(g.START, "quiet").add_edge("quiet", "ask").add_edge("ask", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+
+    def ends(items: list[dict[str, Any]]) -> list[Any]:
+        return [
+            (i["name"], i["result"], i["error"], [q["value"] for q in i["interrupts"]])
+            for i in items
+            if "result" in i
+        ]
+
+    theirs_items = [i async for i in theirs.astream({"log": []}, cfg(), stream_mode="tasks")]
+    ours_items = [i async for i in ours.stream({"log": []}, thread_id="1", mode="tasks")]
+    assert (
+        ends(ours_items)
+        == ends(theirs_items)
+        == [
+            ("quiet", {}, None, []),
+            ("ask", {}, None, ["ok?"]),
+        ]
+    )
+    (question,) = ours_items[-1]["interrupts"]
+    assert set(question) == {"value", "id"}
+    assert question["id"] == (await ours.get_state("1")).interrupts[0].id
+
+
 async def test_tasks_stream_starts_a_steps_tasks_first(checkpointer: Checkpointer) -> None:
     # LangGraph lists the starts of a step's tasks before any of them ends, the Sends first,
     # then the nodes in add_node order

@@ -214,12 +214,14 @@ class GraphStream:
 
     def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
         if self.tasks:
+            # as LangGraph's: the writes ({} for none: a failed or paused task), and each
+            # interrupt as a dict of its value and id
             payload = {
                 "id": task.id,
                 "name": task.node,
-                "result": _update(task.writes),
+                "result": _update(task.writes) or {},
                 "error": error,
-                "interrupts": list(task.interrupts),
+                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts],
             }
             self.put(run.head.ns, "tasks", payload)
 
