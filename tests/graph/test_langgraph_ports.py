@@ -31,7 +31,12 @@ from langgraph_kit import (
     values,
 )
 
-from tinyagents.errors import GraphRecursionError, InvalidUpdateError
+from tinyagents.errors import (
+    GraphError,
+    GraphRecursionError,
+    InvalidUpdateError,
+    UnknownTargetError,
+)
 from tinyagents.graph import Command, add_messages
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -756,6 +761,73 @@ async def test_subgraph_interrupt_and_state(checkpointer: Checkpointer) -> None:
         "log": ["outer_one", "outer_one", "inner_one", "inner_two ok secret", "outer_two"]
     }
     assert result.state == {"log": ["outer_one", "inner_one", "inner_two ok secret", "outer_two"]}
+
+
+@pytest.mark.parametrize("as_node", [None, "inner_two"])
+async def test_update_state_of_a_paused_sub_graph(
+    checkpointer: Checkpointer, as_node: str | None
+) -> None:
+    # LangGraph: update_state(<a sub-graph's StateSnapshot.config>, ...) changes the paused
+    # sub-graph's state, through its reducers; the task that runs it continues from there.
+    # Without as_node its paused task still asks; as_node="inner_two" counts the update as
+    # that node's output, so nothing of the sub-graph is left to run. Ours: ns=<its .ns>
+    ours, theirs = pair(nested_graph, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    theirs_sub = (await theirs.aget_state(cfg(), subgraphs=True)).tasks[0].state
+    ours_sub = (await ours.get_state("1", subgraphs=True)).tasks[0].state
+    update = {"private": "edited", "log": ["by hand"]}
+    await theirs.aupdate_state(theirs_sub.config, update, as_node=as_node)
+    checkpoint = await ours.update_state("1", update, as_node=as_node, ns=ours_sub.ns)
+
+    theirs_state = await theirs.aget_state(cfg(), subgraphs=True)
+    ours_state = await ours.get_state("1", subgraphs=True)
+    assert ours_state.next == theirs_state.next == ("inner",)  # the parent's task still waits
+    theirs_sub, ours_sub = theirs_state.tasks[0].state, ours_state.tasks[0].state
+    assert ours_sub.values == theirs_sub.values
+    assert ours_sub.values == {"log": ["outer_one", "inner_one", "by hand"], "private": "edited"}
+    assert ours_sub.next == theirs_sub.next == (() if as_node else ("inner_two",))
+    assert ours_sub.checkpoint_id == checkpoint
+    # the question: still asked without as_node; with it the sub-graph no longer asks it,
+    # and ours stops listing it (LangGraph lists it until its task runs again, and asks
+    # nothing then)
+    assert len(theirs_state.tasks[0].interrupts) == 1
+    assert len(ours_state.tasks[0].interrupts) == (0 if as_node else 1)
+    assert len(ours_state.interrupts) == (0 if as_node else 1)
+
+    if as_node is None:  # the question still waits: the answer goes on from the edit
+        out = await theirs.ainvoke(THEIRS.Command(resume="ok"), cfg())
+        result = await ours.run(Command(resume="ok"), thread_id="1")
+        assert out["log"][-2:] == ["inner_two ok edited", "outer_two"]
+    else:  # nothing of the sub-graph is left: the parent's task takes its state
+        out = await theirs.ainvoke(None, cfg())
+        result = await ours.run(None, thread_id="1")
+        assert out["log"][-2:] == ["by hand", "outer_two"]
+    assert result.status == "completed", result.error
+    # the sub-graph's output as each library hands it up (docs/graph.md, "Sub-graphs")
+    assert result.state["log"] == ["outer_one", *out["log"][2:]]
+
+
+async def test_update_state_of_a_sub_graph_refuses_what_is_not_there(
+    checkpointer: Checkpointer,
+) -> None:
+    ours = nested_graph(OURS).compile(checkpointer=checkpointer)
+    await ours.run({"log": []}, thread_id="1")
+    ns = (await ours.get_state("1", subgraphs=True)).tasks[0].state.ns
+    before = await ours.get_state("1", subgraphs=True)
+    with pytest.raises(UnknownTargetError, match="no sub-graph at 'nope:x'"):
+        await ours.update_state("1", {"log": ["x"]}, ns="nope:x")
+    with pytest.raises(UnknownTargetError, match="no sub-graph at 'outer_one:x'"):
+        await ours.update_state("1", {"log": ["x"]}, ns="outer_one:x")  # a plain node
+    with pytest.raises(UnknownTargetError, match="has no state of a sub-graph"):
+        await ours.update_state("1", {"log": ["x"]}, ns="inner:not-a-task")
+    with pytest.raises(GraphError, match="no such node"):
+        await ours.update_state("1", {"log": ["x"]}, ns=ns, as_node="outer_two")
+    with pytest.raises(InvalidUpdateError):
+        await ours.update_state("1", {"topic": "outer only"}, ns=ns)  # not the inner's key
+    with pytest.raises(GraphError, match="forking its past"):
+        await ours.update_state("1", {"log": ["x"]}, ns=ns, checkpoint_id="ck-old")
+    assert await ours.get_state("1", subgraphs=True) == before  # nothing changed
 
 
 async def test_stream_with_subgraphs_leads_items_by_namespace(

@@ -227,6 +227,7 @@ class CompiledGraph(GraphCore):
         *,
         as_node: str | None = None,
         checkpoint_id: str | None = None,
+        ns: str = "",
     ) -> str:
         """Apply ``update`` through the reducers as its own checkpoint; return its id.
 
@@ -236,9 +237,15 @@ class CompiledGraph(GraphCore):
         LangGraph's ``update_state`` at a checkpoint: the update applies to the state there
         and becomes the new head, and ``run(None)`` runs on from it, its steps (sub-graphs
         too, in fresh namespaces) again, their interrupts asking again.
+
+        With ``ns`` (a sub-graph's ``StateSnapshot.ns``, from ``get_state(thread_id,
+        subgraphs=True)``) the update applies to that sub-graph's state at its head, as
+        LangGraph's ``update_state`` with a sub-graph's config: through its reducers, routed
+        by its nodes (``as_node`` names one of them); the paused task that runs it continues
+        from the changed state when the thread goes on.
         """
         return await threads.update_state(
-            self, thread_id, update, as_node=as_node, checkpoint_id=checkpoint_id
+            self, thread_id, update, as_node=as_node, checkpoint_id=checkpoint_id, ns=ns
         )
 
     async def fork(

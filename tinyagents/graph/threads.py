@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph.checkpointing import (
+    interrupt_write,
     load_head,
     new_frontier_id,
     pending_input,
@@ -20,7 +21,8 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
-from tinyagents.graph.session import GraphSession, carry_interrupts
+from tinyagents.graph.session import GraphSession, carry_interrupts, check_as_node
+from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, shown, task_id
 from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
 from tinyagents.runs.info import check_id
@@ -193,12 +195,108 @@ async def update_state(
     *,
     as_node: str | None = None,
     checkpoint_id: str | None = None,
+    ns: str = "",
 ) -> str:
     """Apply ``update`` through the reducers as its own checkpoint (holding the thread's
-    lease), to the state at ``checkpoint_id`` when given; return its id."""
+    lease), to the state at ``checkpoint_id`` when given; return its id. With ``ns`` (a
+    sub-graph's ``StateSnapshot.ns``) the update applies to that sub-graph's state, at its
+    head."""
     check_id(thread_id, "thread_id")  # a session without one would start a new thread
+    if ns:
+        return await _update_sub_graph(graph, thread_id, ns, update, as_node, checkpoint_id)
     async with GraphSession(graph, thread_id) as session:
         return await session.update_state(update, as_node, checkpoint_id)
+
+
+async def _update_sub_graph(
+    graph: GraphCore,
+    thread_id: str,
+    ns: str,
+    update: dict[str, Any],
+    as_node: str | None,
+    checkpoint_id: str | None,
+) -> str:
+    """``update_state`` in the namespace ``ns`` of the thread, as LangGraph's with a
+    sub-graph's config: the sub-graph's reducers, nodes and routing; the task that runs it
+    continues from there when the thread goes on (its pending interrupts still ask)."""
+    cp = require_checkpointer(graph, "update_state")
+    if not isinstance(ns, str):
+        raise ValueError(f"ns must be a sub-graph's StateSnapshot.ns (a str), got {ns!r}")
+    sub = sub_graph_at(graph, ns)
+    check_as_node(sub, as_node)  # before anything is read
+    async with GraphSession(graph, thread_id):  # the thread's lease: no run moves meanwhile
+        head = await load_head(sub, cp, thread_id, ns)
+        if head is None:
+            raise UnknownTargetError(
+                f"thread {thread_id!r} has no state of a sub-graph at {ns!r}: "
+                "read the namespaces from get_state(thread_id, subgraphs=True)"
+            )
+        if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
+            raise GraphError(
+                "update_state(ns=...) changes a sub-graph's state at its head: forking its "
+                f"past ({checkpoint_id!r}) is not supported; fork the thread's instead"
+            )
+        if as_node is None and not head.records:
+            ran: list[str] = head.metadata.get("ran") or []
+            as_node = ran[0] if len(ran) == 1 else None
+        staged = await save_update(cp, sub, head, update, as_node)
+        pending = {i.id for rec in staged.records.values() for i in rec.interrupts}
+        await _drop_dropped_interrupts(graph, cp, thread_id, ns, pending)
+    assert staged.checkpoint_id is not None
+    return staged.checkpoint_id
+
+
+async def _drop_dropped_interrupts(
+    graph: GraphCore, cp: Checkpointer, thread_id: str, ns: str, pending: set[str]
+) -> None:
+    """After an update left the sub-graph at ``ns`` asking only ``pending`` (``as_node``
+    drops its paused tasks), the tasks that run it, up to the top, stop waiting on the
+    questions it no longer asks: ``run(None)`` runs them, and the sub-graph goes on from its
+    changed state, as LangGraph's re-run task does."""
+    segments = ns.split("|")
+    while segments:
+        task_id = segments.pop().partition(":")[2].partition("#")[0]
+        parent_ns = "|".join(segments)
+        parent = sub_graph_at(graph, parent_ns) if parent_ns else graph
+        head = await load_head(parent, cp, thread_id, parent_ns)
+        rec = head.records.get(task_id) if head is not None else None
+        if head is None or rec is None:
+            return
+        kept = [
+            i
+            for i in rec.interrupts
+            if i.id in pending or not (i.ns == ns or i.ns.startswith(ns + "|"))
+        ]
+        if len(kept) == len(rec.interrupts):
+            return
+        write = interrupt_write(task_id, kept)
+        await cp.put_writes(thread_id, parent_ns, head.frontier_id, [write])
+
+
+def sub_graph_at(graph: GraphCore, ns: str) -> GraphCore:
+    """The graph whose state namespace ``ns`` holds: each ``node:task_id[#index]`` segment is
+    the sub-graph node ``node`` (or its function's ``index``-th call) of the graph before it;
+    ``UnknownTargetError`` for a namespace the graph cannot have."""
+    current = graph
+    for segment in ns.split("|"):
+        node, _, rest = segment.partition(":")
+        _, mark, call = rest.rpartition("#")
+        index = int(call) if mark and call.isdigit() else 0
+        spec = current.nodes.get(node)
+        sub = None
+        if spec is not None and rest:
+            sub = spec.subgraph if index == 0 else None
+            if sub is None:
+                sub = current.called.get((node, index))
+            if sub is None and index == 0 and spec.fn is not None:
+                sub = referenced_graph(spec.fn)
+        if sub is None:
+            raise UnknownTargetError(
+                f"graph {graph.name!r} has no sub-graph at {ns!r} (segment {segment!r}): "
+                "read the namespaces from get_state(thread_id, subgraphs=True)"
+            )
+        current = sub
+    return current
 
 
 async def fork(
