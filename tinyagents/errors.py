@@ -288,6 +288,15 @@ class GraphRecursionError(GraphError, RecursionError):
     LangGraph's is, so ``except RecursionError`` in ported code still catches it)."""
 
 
+class InvalidRouteError(GraphError, KeyError):
+    """A router returned a name outside its ``path_map``, or a router or ``Command(goto=...)``
+    sent the graph to a node it does not have. Also a ``KeyError``, which LangGraph raises
+    for a name outside the path map, so ``except KeyError`` in ported code still catches it."""
+
+    def __str__(self) -> str:  # the message, not KeyError's repr of it
+        return Exception.__str__(self)
+
+
 class InvalidUpdateError(GraphError):
     """Conflicting writes to an overwrite channel in one superstep, or an update to an unknown key."""
 

@@ -48,6 +48,7 @@ from tinyagents.errors import (
     ConfigurationError,
     GraphRecursionError,
     InterruptError,
+    InvalidRouteError,
     InvalidUpdateError,
 )
 from tinyagents.graph import (
@@ -924,6 +925,24 @@ async def test_a_continued_thread_counts_its_steps_as_langgraph(
     assert mine == out
     theirs_snapshot = await theirs.aget_state(cfg())
     assert (await ours.get_state("1")).values == values(theirs_snapshot.values)
+
+
+async def test_a_router_outside_its_path_map_is_a_key_error() -> None:
+    # LangGraph raises KeyError for a router result its path_map does not name; ours is an
+    # InvalidRouteError (a GraphError) that is also a KeyError, with a readable message
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", logger("a")).add_node("b", logger("b"))
+        graph.add_edge(g.START, "a").add_edge("b", g.END)
+        return graph.add_conditional_edges("a", lambda s: "zzz", {"x": "b"})
+
+    ours, theirs = pair(build, None)
+    with pytest.raises(KeyError):
+        await theirs.ainvoke({"log": []})
+    result = await ours.run({"log": []})
+    assert isinstance(result.error, InvalidRouteError) and isinstance(result.error, KeyError)
+    assert str(result.error).startswith("router '<lambda>' after 'a' returned 'zzz'")
+    with pytest.raises(KeyError):
+        result.raise_for_status()
 
 
 async def test_recursion_error_is_a_recursion_error() -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
-from tinyagents.errors import GraphError, InterruptError
+from tinyagents.errors import GraphError, InterruptError, InvalidRouteError
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -365,7 +365,7 @@ class GraphCore:
                 continue
             if branch.mapping is not None:
                 if result not in branch.mapping:
-                    raise GraphError(
+                    raise InvalidRouteError(
                         f"router {branch.router.__name__!r} after {branch.source!r} returned "
                         f"{result!r}, which is not in its mapping {sorted(map(str, branch.mapping))}"
                     )
@@ -378,7 +378,7 @@ class GraphCore:
         for target in targets:
             node = target.node if isinstance(target, Send) else target
             if node != END and node not in self.nodes:
-                raise GraphError(f"{who} sent the graph to unknown node {node!r}")
+                raise InvalidRouteError(f"{who} sent the graph to unknown node {node!r}")
             if isinstance(target, Send) and node == END:
                 raise GraphError(f"{who} sent a Send to END")
 
