@@ -6,6 +6,7 @@ Every test that takes ``checkpointer`` runs on the memory and the SQLite backend
 
 from __future__ import annotations
 
+import asyncio
 import operator
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
@@ -15,7 +16,7 @@ from graphkit import LogState, chain, logger
 
 from tinyagents import Agent, Runtime
 from tinyagents.errors import ConfigurationError
-from tinyagents.graph import END, START, Command, NodeContext, StateGraph, interrupt
+from tinyagents.graph import END, START, Command, NodeContext, Send, StateGraph, interrupt
 from tinyagents.graph.stream import INTERRUPT_KEY
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.runs import RunHandle, RunInfo, RunStatus
@@ -111,6 +112,61 @@ async def test_tasks_shows_a_task_that_paused_on_its_interrupt(checkpointer: Che
     (question,) = finished[1]["interrupts"]
     (pending,) = (await with_question(checkpointer).get_state("t")).interrupts
     assert question == {"value": "ok?", "id": pending.id}
+
+
+async def test_tasks_ends_a_resumed_task_without_its_answered_questions(
+    checkpointer: Checkpointer,
+) -> None:
+    # the task's end lists only the questions it still asks, as LangGraph's: after the
+    # first answer the second question, after the last none (ours listed the answered ones)
+    def two_questions(state: Any) -> dict[str, Any]:
+        return {"log": [f"{interrupt('q1')}+{interrupt('q2')}"]}
+
+    graph = StateGraph(LogState).add_node("a", two_questions).add_edge(START, "a")
+    compiled = graph.add_edge("a", END).compile(checkpointer=checkpointer)
+
+    def ends(items: list[Any]) -> list[Any]:
+        return [
+            (i["result"], [q["value"] for q in i["interrupts"]]) for i in items if "result" in i
+        ]
+
+    assert ends(await collect(compiled.stream({}, thread_id="t", mode="tasks"))) == [({}, ["q1"])]
+    second = await collect(compiled.stream(Command(resume="1"), thread_id="t", mode="tasks"))
+    assert ends(second) == [({}, ["q2"])]
+    last = await collect(compiled.stream(Command(resume="2"), thread_id="t", mode="tasks"))
+    assert ends(last) == [({"log": ["1+2"]}, [])]
+
+
+async def test_tasks_shows_a_task_that_finished_before_a_sibling_failed_as_finished(
+    checkpointer: Checkpointer,
+) -> None:
+    # w0 finishes (its result saved and kept) before w2 fails the step: its end has no
+    # error, as get_state shows it (ours said CancelledError: the step's failure cancelled
+    # it while its result was being saved)
+    done = asyncio.Event()
+
+    async def work(arg: int) -> dict[str, Any]:
+        if arg == 0:
+            done.set()  # and returns at once: w0 is saving its result when w2 fails
+            return {"log": ["w0"]}
+        await done.wait()
+        raise ValueError("w2 broke")
+
+    graph = StateGraph(LogState).add_node("w", work)
+    graph.add_conditional_edges(START, lambda s: [Send("w", 0), Send("w", 2)])
+    compiled = graph.add_edge("w", END).compile(checkpointer=checkpointer)
+    items: list[Any] = []
+    with pytest.raises(ValueError, match="w2 broke"):
+        async for item in compiled.stream({}, thread_id="t", mode="tasks"):
+            items.append(item)
+    ends = {i["result"].get("log", ["w2"])[0]: i for i in items if "result" in i}
+    assert ends["w0"]["error"] is None and ends["w0"]["result"] == {"log": ["w0"]}
+    assert isinstance(ends["w2"]["error"], ValueError)
+    snapshot = await compiled.get_state("t")
+    assert [(t.result, t.error) for t in snapshot.tasks] == [
+        ({"log": ["w0"]}, None),
+        (None, "ValueError('w2 broke')"),
+    ]
 
 
 async def test_custom_yields_what_nodes_emit_through_their_context() -> None:

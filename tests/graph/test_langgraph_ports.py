@@ -37,7 +37,7 @@ from tinyagents.errors import (
     InvalidUpdateError,
     UnknownTargetError,
 )
-from tinyagents.graph import Command, add_messages
+from tinyagents.graph import Command, Send, add_messages
 from tinyagents.store.checkpoint import Checkpointer
 
 
@@ -910,6 +910,43 @@ async def test_stream_custom_mode(checkpointer: Checkpointer) -> None:
 
 
 # -- Command as run input, interrupts that route, retries ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "goto",
+    [
+        [("send", 1)],
+        [("send", 1), ("send", 2)],
+        [("send", 3), "a"],
+        ["a", "a"],
+        [("send", 4), ("send", 4)],
+    ],
+)
+async def test_command_goto_sends_as_input(checkpointer: Checkpointer, goto: list[Any]) -> None:
+    # LangGraph: invoke(Command(goto=Send(...))) starts a Send task from outside; ours failed
+    # with "unhashable type: 'dict'" (goto was de-duplicated as a dict's keys). A node named
+    # twice runs once; each Send runs, equal ones too
+    def build(g: Any) -> Any:
+        # "w" runs only when a Send names it: ours refuses a node nothing reaches unless
+        # some node declares it among its destinations
+        graph = g.StateGraph(Log).add_node("a", logger("a"), destinations=("w",))
+        graph.add_node("w", lambda arg: {"log": [f"w{arg['i']}"]})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END).add_edge("w", g.END)
+
+    def spelled(g: Any) -> list[Any]:
+        return [g.Send("w", {"i": t[1]}) if isinstance(t, tuple) else t for t in goto]
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    out = await theirs.ainvoke(THEIRS.Command(goto=spelled(THEIRS)), cfg())
+    result = await ours.run(Command(goto=spelled(OURS)), thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == out
+    single = spelled(OURS)[0]  # a lone Send, not in a list
+    if isinstance(single, Send):
+        result = await ours.run(Command(goto=single), thread_id="1")
+        assert result.state["log"][-1] == f"w{single.arg['i']}"
 
 
 async def test_command_goto_as_input_replaces_what_runs_next(checkpointer: Checkpointer) -> None:

@@ -34,6 +34,7 @@ from langgraph_kit import (
     abc_graph,
     cfg,
     lg_errors,
+    lg_graph,
     lg_managed,
     lg_memory,
     lg_message,
@@ -52,12 +53,16 @@ from tinyagents.errors import (
     InvalidUpdateError,
 )
 from tinyagents.graph import (
+    END,
     REMOVE_ALL_MESSAGES,
+    START,
     Command,
     IsLastStep,
     NodeContext,
     RemainingSteps,
     RetryPolicy,
+    Send,
+    StateGraph,
     add_messages,
 )
 from tinyagents.harness import Message
@@ -1649,6 +1654,83 @@ async def test_a_command_update_given_as_pairs(checkpointer: Checkpointer) -> No
     out = await theirs.ainvoke({"log": []}, cfg())
     result = await ours.run({"log": []}, thread_id="1")
     assert result.state == out == {"log": ["t1", "b"], "x": "v"}
+
+
+@pytest.mark.parametrize(
+    ("pairs", "outcome"),
+    [
+        # a reducer channel takes a key given twice, once per pair, as LangGraph's
+        ([("log", ["t1"]), ("log", ["t2"])], {"log": ["t1", "t2", "b"]}),
+        # an overwrite channel refuses two writes in one step, as anywhere
+        ([("x", "v1"), ("x", "v2")], InvalidUpdateError),
+    ],
+)
+async def test_a_command_update_given_as_pairs_may_name_a_key_twice(
+    checkpointer: Checkpointer, pairs: list[tuple[str, Any]], outcome: Any
+) -> None:
+    # ours refused a key named twice even on a reducer channel
+    def build(g: Any) -> Any:
+        def a(state: Any) -> Any:
+            return g.Command(update=pairs, goto="b")
+
+        graph = g.StateGraph(Kv).add_node("a", a, destinations=("b",))
+        graph.add_node("b", logger("b")).add_edge(g.START, "a")
+        return graph.add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    result = await ours.run({"log": []}, thread_id="1")
+    if isinstance(outcome, dict):
+        assert result.state == await theirs.ainvoke({"log": []}, cfg()) == outcome
+    else:
+        with pytest.raises(lg_errors.InvalidUpdateError):
+            await theirs.ainvoke({"log": []}, cfg())
+        assert isinstance(result.error, outcome)
+
+
+@pytest.mark.parametrize("returned", ["pairs", "send"])
+async def test_a_node_returning_pairs_or_a_send_fails(
+    checkpointer: Checkpointer, returned: str
+) -> None:
+    # LangGraph takes (key, value) pairs in Command.update only: a node returning them fails
+    # with InvalidUpdateError ("Expected dict"); ours applied them. A node returning a Send
+    # (instead of routing with one) wrote nothing and ended the run silently in ours; it is
+    # an InvalidUpdateError that says how to route
+    def a(state: Any) -> Any:
+        return [("log", ["a"])] if returned == "pairs" else Send("b", {})
+
+    graph = StateGraph(Kv).add_node("a", a).add_node("b", logger("b"))
+    ours = graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    result = await ours.compile(checkpointer=checkpointer).run({"log": []}, thread_id="1")
+    assert isinstance(result.error, InvalidUpdateError)
+    assert result.state == {"log": []}
+    if returned == "pairs":
+        theirs = lg_graph.StateGraph(Kv).add_node("a", a).add_node("b", logger("b"))
+        theirs = theirs.add_edge(lg_graph.START, "a").add_edge("a", "b").compile()
+        with pytest.raises(lg_errors.InvalidUpdateError):
+            await theirs.ainvoke({"log": []})
+    else:
+        assert "Command(goto=Send(...))" in str(result.error)
+
+
+async def test_a_node_may_return_a_list_of_commands(checkpointer: Checkpointer) -> None:
+    # LangGraph: a node returns several Commands; their updates apply in order and all their
+    # gotos run next. Ours refused the list
+    def build(g: Any) -> Any:
+        def a(state: Any) -> Any:
+            return [
+                g.Command(update={"log": ["a1"]}, goto="b"),
+                g.Command(update={"log": ["a2"], "x": "v"}, goto=[g.Send("c", {"n": 1})]),
+            ]
+
+        graph = g.StateGraph(Kv).add_node("a", a, destinations=("b", "c"))
+        graph.add_node("b", logger("b")).add_node("c", lambda arg: {"log": [f"c{arg['n']}"]})
+        return graph.add_edge(g.START, "a").add_edge("b", g.END).add_edge("c", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == out == {"log": ["a1", "a2", "b", "c1"], "x": "v"}
 
 
 async def test_an_update_on_a_new_thread_is_its_input(checkpointer: Checkpointer) -> None:

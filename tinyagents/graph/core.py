@@ -357,6 +357,8 @@ class GraphCore:
         out = branch.router(state)
         if branch.is_async or hasattr(out, "__await__"):
             out = await out
+        if isinstance(out, set | frozenset):  # node names, in a stable order
+            out = sorted(out, key=str)
         results = out if isinstance(out, list | tuple) else [out]
         targets: list[str | Send] = []
         for result in results:

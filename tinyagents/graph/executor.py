@@ -459,6 +459,10 @@ class GraphRun:
             error = exc
             raise
         finally:
+            if task.writes is not None:
+                # finished, its result saved, when a sibling's failure cancelled the wait:
+                # the result is kept (the task does not run again), so it did not fail
+                error = None
             if stream is not None:
                 failure = error.error if isinstance(error, _TaskFailed) else error
                 stream.task_finished(self, task, failure)

@@ -179,7 +179,7 @@ class GraphSession:
         graph.check_goto(goto, "Command.goto")
         head = head or self.fresh()
         if update or goto:
-            delta = graph.apply_writes(head.values, list(update.items()))
+            delta = graph.apply_writes(head.values, update)
             if goto:
                 delta.update(jump(graph, head, goto))
             if self.cp is not None:
@@ -348,10 +348,10 @@ def jump(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]
     if head.records:
         writes = [w for t in plan_tasks(graph, head) if not t.skipped for w in t.writes or ()]
     delta = graph.apply_writes(head.values, writes) if writes else {}
-    head.frontier = [
-        Planned(node=g.node, arg=g.arg) if isinstance(g, Send) else Planned(node=g)
-        for g in dict.fromkeys(goto)
-        if g != END
+    # a node named twice runs once; every Send is a task of its own (and unhashable)
+    named = dict.fromkeys(g for g in goto if not isinstance(g, Send) and g != END)
+    head.frontier = [Planned(node=g) for g in named] + [
+        Planned(node=g.node, arg=g.arg) for g in goto if isinstance(g, Send)
     ]
     head.step += 1
     head.frontier_id = new_frontier_id()

@@ -189,40 +189,38 @@ class StateSchema:
                 f"{sorted(self.channels)}"
             )
 
-    def writes_of(self, update: Any, who: str) -> dict[str, Any]:
+    def writes_of(self, update: Any, who: str, *, pairs: bool = True) -> list[tuple[str, Any]]:
         """A node's return value or a ``Command.update`` → channel writes: a mapping of state
-        keys, a list of ``(key, value)`` pairs (each key once), or an instance of a dataclass /
-        pydantic state, read as LangGraph reads one: every field of a dataclass; every field
-        of a pydantic model but those that are None, default to None and were not set."""
+        keys, a list of ``(key, value)`` pairs (a ``Command.update`` only, ``pairs``, as
+        LangGraph takes them; a key given twice is written twice, which a reducer channel
+        takes and an overwrite channel refuses), or an instance of a dataclass / pydantic
+        state, read as LangGraph reads one: every field of a dataclass; every field of a
+        pydantic model but those that are None, default to None and were not set."""
         if isinstance(update, Mapping):
             self.check_keys(update, who)
-            return dict(update)
-        if _pairs(update):  # LangGraph's [(key, value), ...]
-            writes = dict(update)
-            if len(writes) != len(update):
-                raise InvalidUpdateError(
-                    f"{who}: an update of (key, value) pairs names a key twice; give each key once"
-                )
-            self.check_keys(writes, who)
+            return list(update.items())
+        if pairs and _pairs(update):  # LangGraph's Command(update=[(key, value), ...])
+            writes = [(key, value) for key, value in update]
+            self.check_keys(dict(writes), who)
             return writes
         channels = self.channels
         if isinstance(update, BaseModel):
             fields = type(update).model_fields
             explicit = update.model_fields_set
-            writes = {}
+            found = []
             for key in [k for k in fields if k in channels]:  # field order, as LangGraph's
                 value = getattr(update, key, MISSING)
                 if value is MISSING:  # a required field model_construct left out
                     continue
                 if value is not None or fields[key].default is not None or key in explicit:
-                    writes[key] = value
-            return writes
+                    found.append((key, value))
+            return found
         if dataclasses.is_dataclass(update) and not isinstance(update, type):
-            return {
-                f.name: getattr(update, f.name)
+            return [
+                (f.name, getattr(update, f.name))
                 for f in dataclasses.fields(update)
                 if f.name in channels and hasattr(update, f.name)
-            }
+            ]
         raise InvalidUpdateError(
             f"{who} returned a {type(update).__name__}; return a dict of state updates, "
             f"a {self.cls.__name__}, a Command or None"

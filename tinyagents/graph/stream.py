@@ -221,7 +221,11 @@ class GraphStream:
                 "name": task.node,
                 "result": _update(task.writes) or {},
                 "error": error,
-                "interrupts": [{"value": i.value, "id": i.id} for i in task.interrupts],
+                "interrupts": [
+                    {"value": i.value, "id": i.id}
+                    for i in task.interrupts
+                    if i.id not in task.resume  # still asking (a resumed task asks no more)
+                ],
             }
             self.put(run.head.ns, "tasks", payload)
 

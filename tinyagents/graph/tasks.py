@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tinyagents.errors import GraphError, TinyAgentsError
+from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
     CalledCommand,
     ParentCommand,
@@ -183,17 +183,41 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
     elif isinstance(out, Command):
         if out.graph == Command.PARENT:
             raise ParentCommand(out)
-        if out.graph is not None:
-            raise GraphError(f"node {task.node!r}: Command(graph={out.graph!r}) is not supported")
-        if out.resume is not UNSET:
-            raise GraphError(f"node {task.node!r}: a node cannot return Command(resume=...)")
-        update = run.graph.schema.writes_of(out.update or {}, f"node {task.node!r}'s Command")
-        task.writes, task.goto = list(update.items()), out.goto_list()
-        run.graph.check_goto(task.goto, f"node {task.node!r}")
+        task.writes, task.goto = _read_command(run, task, out)
     elif isinstance(out, Writes):
         task.writes, task.goto = out.writes, out.goto
-    else:  # a state instance, or a clear InvalidUpdateError
-        task.writes = list(run.graph.schema.writes_of(out, f"node {task.node!r}").items())
+    elif isinstance(out, list | tuple) and out and all(isinstance(c, Command) for c in out):
+        # several Commands, as LangGraph takes them: their updates in order, all their gotos
+        task.writes, task.goto = [], []
+        for cmd in out:
+            if cmd.graph == Command.PARENT:
+                raise GraphError(
+                    f"node {task.node!r}: Command(graph=Command.PARENT) in a list of Commands "
+                    "is not supported; return it alone"
+                )
+            writes, goto = _read_command(run, task, cmd)
+            task.writes.extend(writes)
+            task.goto.extend(goto)
+    elif isinstance(out, Send):
+        raise InvalidUpdateError(
+            f"node {task.node!r} returned a Send; a node routes with Command(goto=Send(...)) "
+            "or a conditional edge that returns Sends"
+        )
+    else:  # a state instance, or a clear InvalidUpdateError ((key, value) pairs too)
+        who = f"node {task.node!r}"
+        task.writes = run.graph.schema.writes_of(out, who, pairs=False)
+
+
+def _read_command(run: TaskRun, task: Task, out: Command[Any]) -> tuple[list[Any], list[str | Send]]:
+    """The writes and goto of a ``Command`` a node returned (not ``Command.PARENT``)."""
+    if out.graph is not None:
+        raise GraphError(f"node {task.node!r}: Command(graph={out.graph!r}) is not supported")
+    if out.resume is not UNSET:
+        raise GraphError(f"node {task.node!r}: a node cannot return Command(resume=...)")
+    update = run.graph.schema.writes_of(out.update or {}, f"node {task.node!r}'s Command")
+    goto = out.goto_list()
+    run.graph.check_goto(goto, f"node {task.node!r}")
+    return update, goto
 
 
 async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
