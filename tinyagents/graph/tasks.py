@@ -208,7 +208,9 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
         task.writes = run.graph.schema.writes_of(out, who, pairs=False)
 
 
-def _read_command(run: TaskRun, task: Task, out: Command[Any]) -> tuple[list[Any], list[str | Send]]:
+def _read_command(
+    run: TaskRun, task: Task, out: Command[Any]
+) -> tuple[list[Any], list[str | Send]]:
     """The writes and goto of a ``Command`` a node returned (not ``Command.PARENT``)."""
     if out.graph is not None:
         raise GraphError(f"node {task.node!r}: Command(graph={out.graph!r}) is not supported")
