@@ -277,6 +277,35 @@ async def test_constrain_model_changes_the_next_request(rt: Runtime, recorder: E
     ]
 
 
+async def test_constrain_model_cannot_switch_a_run_without_a_model_list(
+    rt: Runtime, recorder: EventRecorder
+):
+    # an agent that names no models= may use its own model only: constrain_model naming any
+    # other is a widening, rejected (it was applied, and every later request asked for the
+    # model the operator named: another provider, another price, the server's keys)
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")], name="house-model")
+    handle = await rt.start(Agent("worker", model, tools=[gate.tool()]), "go")
+    assert handle.info.models == ("house-model",)
+    await gate.entered.wait()
+    other = await handle.submit(
+        SteeringKind.CONSTRAIN_MODEL,
+        {"models": ["openai/dearer-model"]},
+        actor=OPERATOR,
+        check=False,
+    )
+    same = await handle.submit(
+        SteeringKind.CONSTRAIN_MODEL, {"models": ["house-model"]}, actor=OPERATOR
+    )
+    gate.open()
+    await handle.result()
+
+    assert other.status == "rejected" and "openai/dearer-model" in other.reason
+    assert "house-model" in other.reason  # what is allowed now
+    assert same.status == "accepted"
+    assert {r.model for r in model.requests} == {"house-model"}
+
+
 async def test_a_newer_replace_instruction_supersedes_the_pending_one(
     rt: Runtime, recorder: EventRecorder
 ):

@@ -27,7 +27,8 @@ class Agent:
 
     ``model`` is a ``Model`` or a litellm model string (``"openai/gpt-4o-mini"``); ``models``
     optionally lists the model names the run may be switched between (``constrain_model``
-    narrows it; the first allowed one is used).
+    narrows it; the first allowed one is used). Without it a run may use ``model``'s name
+    only, so no steering command can switch it to another model.
     """
 
     def __init__(

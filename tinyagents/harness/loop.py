@@ -623,7 +623,9 @@ async def start_agent_run(
         ),
         kind="agent",
         tools=granted,
-        models=agent.models,
+        # without a list of its own the run may use its agent's model only: constrain_model
+        # can only narrow, so it cannot switch the run to a model its agent never named
+        models=agent.models if agent.models is not None else (agent.model.name,),
         limits=run_limits,
     )
     info.usage.started_at = _clock.monotonic()
