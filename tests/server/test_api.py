@@ -4,6 +4,7 @@ tokens, and the 422/400 rules (issue 13 items 2 and 3)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 import pytest
@@ -264,6 +265,47 @@ async def test_no_token_or_a_foreign_token_is_401(served: Served) -> None:
     await asyncio.sleep(1.1)  # the token's expiry is to the second
     r = await served.client.get(f"{BASE}/runs", headers=served.as_(expired))
     assert r.status_code == 401 and "expired" in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # ~3.6 KB of facts and one check joining them three ways: seconds of the event loop
+        # (every tenant's) per request, which the library's time limit did not stop
+        "".join(f"n({i});" for i in range(200))
+        + "check if n($a), n($b), n($c), $a + $b + $c == -1 or time($t);",
+        # a rule derives facts round after round
+        "m($x) <- right($x); check if m($y) or time($t);",
+    ],
+)
+async def test_a_token_with_a_costly_attenuation_is_401_before_it_runs(
+    served: Served, code: str
+) -> None:
+    from biscuit_auth import Biscuit, BlockBuilder
+
+    parsed = Biscuit.from_base64(served.tokens["alice"], served.auth._keypair.public_key)
+    costly = parsed.append(BlockBuilder(code)).to_base64()
+    r = await served.client.get(f"{BASE}/runs", headers=served.as_(costly))
+    assert r.status_code == 401 and "attenuation block 1" in r.json()["detail"]
+    # what the server's own attenuate writes, several times over, is fine
+    token = served.tokens["alice"]
+    for _ in range(3):
+        token = served.auth.attenuate(token, observe_only=True, ttl_s=60)
+    assert (await served.client.get(f"{BASE}/runs", headers=served.as_(token))).status_code == 200
+
+
+def test_a_token_lifetime_is_never_shorter_than_asked(served: Served) -> None:
+    # Biscuit dates are whole seconds: the end is rounded up (rounded down, more than half
+    # of the tokens minted with ttl_s=0.5 were expired at once)
+    for ttl in (0.5, 1.2):
+        for _ in range(20):
+            before = datetime.now(UTC)
+            token = served.auth.mint(user="x", tenant="acme", rights=["agent:observe"], ttl_s=ttl)
+            principal = served.auth.authenticate(token)
+            assert principal.expires_at is not None
+            assert principal.expires_at >= before + timedelta(seconds=ttl)
+            narrowed = served.auth.authenticate(served.auth.attenuate(token, ttl_s=ttl))
+            assert narrowed.expires_at is not None and narrowed.expires_at >= before
 
 
 async def test_an_attenuated_token_past_its_lifetime_is_401_too(served: Served) -> None:

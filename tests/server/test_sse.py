@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from operator_server import BASE, Served, eventually
 
 
@@ -184,6 +185,23 @@ async def test_a_stream_ends_when_its_token_expires(served: Served) -> None:
     )
     assert again.status_code == 401
     del run
+
+
+@pytest.mark.parametrize("narrowing", ["observe_only", "run_scoped", "ttl_only"])
+async def test_a_stream_ends_when_an_attenuated_lifetime_ends(
+    served: Served, narrowing: str
+) -> None:
+    """A lifetime an attenuation added ends the stream as a minted one does (the stream of
+    an observe-only or run-scoped token stayed open and silent past it)."""
+    run = await served.start_run("acme")
+    kwargs: dict[str, Any] = {"ttl_s": 2}
+    if narrowing == "observe_only":
+        kwargs["observe_only"] = True
+    elif narrowing == "run_scoped":
+        kwargs["run_id"] = run.run_id
+    token = served.auth.attenuate(served.tokens["alice"], **kwargs)
+    text = await _read_to_the_end(served, {"follow": "true"}, token)
+    assert "event: expired" in text and "mint a new one" in text
 
 
 async def test_a_run_scoped_stream_shows_nothing_once_its_token_expired(served: Served) -> None:

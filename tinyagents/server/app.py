@@ -799,8 +799,10 @@ def create_app(
             visible=visible,
             follow=follow,
             # a token checked at connect only would be good for as long as the stream
-            # lasts: its lifetime is asked again (a run-scoped token's in ``visible``)
-            valid=(lambda: api.still_observes(p)) if visible is None else None,
+            # lasts: its lifetime is asked again, attenuated and run-scoped ones' too
+            valid=(lambda: not p.expired() and api.still_observes(p))
+            if visible is None
+            else (lambda: not p.expired()),
             recheck_s=_RECHECK_S,
         )
         return StreamingResponse(

@@ -43,6 +43,14 @@ KEY_FILE_SUFFIX = ".server-key"
 Operation = Literal["observe", "control"]
 #: How long evaluating one token may take; a token's own rules past it are refused.
 _MAX_EVALUATION = timedelta(milliseconds=100)
+#: The most a holder's attenuation may add: blocks, and per block its source's length and
+#: statements (facts, rules, checks). The library's time limit is checked between rounds of
+#: its evaluation, not inside one, so one check joining a few hundred facts held the event
+#: loop for seconds; a dozen statements cannot (and a block may hold no rule, which derives
+#: facts round after round). ``attenuate`` writes at most 3 checks per block.
+_MAX_BLOCKS = 8
+_MAX_BLOCK_SOURCE = 1024
+_MAX_BLOCK_STATEMENTS = 12
 
 #: The server's policies: a right grants its operation, ``iam:admin`` every operation. The
 #: checks of attenuation blocks apply on top (every check must pass, whatever policy matched).
@@ -72,6 +80,11 @@ class Principal:
     rights: frozenset[str]
     #: The verified ``biscuit_auth.Biscuit`` (None for the insecure dev principal).
     token: Any = field(default=None, repr=False, compare=False)
+    #: When the token's shortest lifetime (minted or added by attenuation) ends; None: never.
+    expires_at: datetime | None = None
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= datetime.now(UTC)
 
     @property
     def admin(self) -> bool:
@@ -223,6 +236,7 @@ class Auth:
         from biscuit_auth import AuthorizationError, Rule
 
         parsed = self._parse(token)
+        _check_attenuation_size(parsed)
         try:
             authorizer = self._authorizer(parsed, None, None, None)
             users = [f.terms[0] for f in authorizer.query(Rule("u($u) <- user($u)"))]
@@ -234,10 +248,17 @@ class Auth:
             raise AuthError("the token must name exactly one user and one tenant")
         minted = [f.terms[0] for f in authorizer.query(Rule("e($e) <- expires($e)"))]
         now = datetime.now(UTC)
-        for expiry in [*minted, *_attenuated_expiries(parsed)]:
-            if isinstance(expiry, datetime) and expiry <= now:
+        ends = [e for e in [*minted, *_attenuated_expiries(parsed)] if isinstance(e, datetime)]
+        for expiry in ends:
+            if expiry <= now:
                 raise AuthError(f"the token expired at {expiry.isoformat()}; mint a new one")
-        return Principal(user=str(users[0]), tenant=str(tenants[0]), rights=rights, token=parsed)
+        return Principal(
+            user=str(users[0]),
+            tenant=str(tenants[0]),
+            rights=rights,
+            token=parsed,
+            expires_at=min(ends, default=None),
+        )
 
     def allows(
         self,
@@ -306,6 +327,29 @@ def default_key_file(store: str | None) -> Path | None:
     return Path(path + KEY_FILE_SUFFIX)
 
 
+def _check_attenuation_size(token: Any) -> None:
+    """Refuse a token whose attenuation is larger than the server evaluates (``AuthError``),
+    before any of it runs: evaluating is CPU time in the server's event loop, every tenant's."""
+    blocks = token.block_count() - 1
+    if blocks > _MAX_BLOCKS:
+        raise AuthError(
+            f"the token has {blocks} attenuation blocks; this server evaluates at most "
+            f"{_MAX_BLOCKS}"
+        )
+    for index in range(1, blocks + 1):
+        source = token.block_source(index)
+        if "<-" in source:  # a rule derives facts: rounds of evaluation, each unbounded
+            raise AuthError(
+                f"the token's attenuation block {index} has a rule; this server evaluates "
+                "attenuation made of facts and checks only"
+            )
+        if len(source) > _MAX_BLOCK_SOURCE or source.count(";") > _MAX_BLOCK_STATEMENTS:
+            raise AuthError(
+                f"the token's attenuation block {index} is larger than this server evaluates "
+                f"(at most {_MAX_BLOCK_STATEMENTS} statements, {_MAX_BLOCK_SOURCE} characters)"
+            )
+
+
 #: The lifetime check ``attenuate(ttl_s=...)`` adds, as the library prints a block's source.
 _TIME_CHECK = re.compile(r"check if time\(\$t\), \$t < (\S+);")
 
@@ -326,11 +370,15 @@ def _attenuated_expiries(token: Any) -> list[datetime]:
 
 
 def _expiry(ttl_s: float) -> datetime:
+    """The end of a lifetime of ``ttl_s`` seconds from now, rounded up to the whole second a
+    Biscuit date holds, so no token ends before its lifetime has passed (rounded down, a
+    0.5 s token was often expired when minted)."""
     # "not >": NaN compares false both ways; inf and 1e300 overflow the datetime.
     if not ttl_s > 0:
         raise ConfigurationError(f"a token's lifetime must be positive, got {ttl_s} s")
     try:
-        return (datetime.now(UTC) + timedelta(seconds=ttl_s)).replace(microsecond=0)
+        end = datetime.now(UTC) + timedelta(seconds=ttl_s)
+        return end.replace(microsecond=0) + timedelta(seconds=1 if end.microsecond else 0)
     except OverflowError:
         raise ConfigurationError(
             f"a token's lifetime of {ttl_s} s ends past the year 9999: give fewer seconds"
