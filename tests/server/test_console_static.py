@@ -136,3 +136,40 @@ async def test_the_app_serves_the_console_at_the_root(base_url: str) -> None:
         assert f"/api/agents/runs/{{run_id}}/{verb}" in paths
     assert "/api/agents/runs/{run_id}/tasks/{task_id}/commands" in paths
     assert "/api/agents/events" in paths and "/api/agents/runs" in paths
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),  # curl, the CLI: no Origin
+        ({"Origin": "http://127.0.0.1:1234"}, 200),  # a page of this machine
+        ({"Origin": "http://localhost:8000"}, 200),
+        ({"Host": "localhost:8000"}, 200),
+        ({"Host": "[::1]:8000"}, 200),
+        # DNS rebinding: a name of another site's that resolves to 127.0.0.1
+        ({"Host": "attacker.example"}, 403),
+        ({"Host": "attacker.example:8000", "Origin": "http://attacker.example:8000"}, 403),
+        # a cross-site form or fetch (a "simple" request needs no preflight)
+        ({"Origin": "https://evil.example"}, 403),
+        ({"Origin": "null"}, 403),  # a sandboxed frame
+    ],
+)
+async def test_an_insecure_dev_server_answers_this_machine_only(
+    base_url: str, headers: dict[str, str], status: int
+) -> None:
+    # a server without tokens (serve --insecure-dev) bound to 127.0.0.1 answered any Host
+    # and any Origin: a page of another site could list and abort runs through the
+    # developer's browser
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        r = await client.get("/api/agents/runs", headers=headers)
+        assert r.status_code == status, r.text
+        post = await client.post(
+            "/api/agents/runs/r-none/abort",
+            headers={**headers, "Content-Type": "text/plain"},
+            content=b"",
+        )
+        assert (post.status_code == 403) == (status == 403)
+        if status == 403:
+            assert "--insecure-dev" in r.json()["detail"]

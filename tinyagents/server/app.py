@@ -59,6 +59,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
 from tinyagents.server.control import MAX_CURSOR, decode_cursor
+from tinyagents.server.loopback import LoopbackOnly
 from tinyagents.server.sse import event_stream
 
 if TYPE_CHECKING:
@@ -536,7 +537,9 @@ def create_app(
     """The operator API (and, with ``console``, the web console at ``/``) over ``control``.
 
     ``auth=None`` serves everyone as an admin of every tenant: for ``serve --insecure-dev``
-    on a loopback address only. A request body past ``max_body_bytes`` is a 413.
+    on a loopback address only, and then a request whose ``Host`` or ``Origin`` is not a
+    loopback address is a 403 (``LoopbackOnly``: DNS rebinding, cross-site forms). A request
+    body past ``max_body_bytes`` is a 413.
     """
     from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request, Response
     from fastapi.exception_handlers import http_exception_handler
@@ -557,6 +560,8 @@ def create_app(
     )
     app.state.operator = api
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    if auth is None:  # no tokens: this machine's own clients only, not a page of another site
+        app.add_middleware(LoopbackOnly)
     bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
 
     @app.exception_handler(Problem)
