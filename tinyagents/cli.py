@@ -114,6 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_server_commands(sub)
     add_runs_command(sub)
 
+    for arg in sys.argv[1:] if argv is None else argv:
+        # an argument that is not UTF-8 (a Latin-1 name) reaches Python as lone surrogates,
+        # which no token, id or HTTP request can carry: one line and exit 2, not a traceback
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            print(f"tinyagents: error: argument {arg!r} is not UTF-8 text", file=sys.stderr)
+            return 2
     args = parser.parse_args(argv)
     served = run_server_command(args)
     if served is not None:

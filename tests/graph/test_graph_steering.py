@@ -421,6 +421,27 @@ async def test_provide_context_resumes_with_its_value_or_text(
     assert answers == [{"invoice": 1042}, {"invoice": 1042}, "no, thanks"]
 
 
+async def test_an_approve_naming_another_interrupt_says_which_are_pending(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    # the reason named no pending interrupt at all ("has no pending interrupt to approve")
+    # while one was pending: it names the id asked for and the pending ones
+    graph = two_questions(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id),
+        SteeringKind.APPROVE,
+        {"interrupt_id": "i-not-this-one"},
+    )
+    await rt.submit(approve)
+    assert await settled(waiter, approve.correlation_id) == "steering.failed"
+    reason = recorder.steering(approve.correlation_id)[-1].reason
+    assert "'i-not-this-one'" in reason
+    assert paused["left"].data["interrupt_id"] in reason
+    assert handle.status is RunStatus.INTERRUPTED  # nothing answered
+
+
 async def test_a_task_command_reaches_the_interrupt_inside_its_sub_graph(
     rt: Runtime, waiter: EventWaiter
 ) -> None:

@@ -451,3 +451,13 @@ async def test_the_openapi_document_is_published(served: Served, kind: SteeringK
         "/api/agents/events",
     } <= paths
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
+
+
+def test_a_token_of_text_that_is_not_utf8_is_a_configuration_error(served: Served) -> None:
+    # the library raised a TypeError ("failed to extract enum PyTerm") for a lone surrogate
+    from tinyagents.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"tenant .* is not UTF-8"):
+        served.auth.mint(user="u", tenant="\udce9", rights=["agent:observe"])
+    with pytest.raises(ConfigurationError, match=r"run id .* is not UTF-8"):
+        served.auth.attenuate(served.tokens["alice"], run_id="r-\udcff")

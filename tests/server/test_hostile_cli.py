@@ -33,6 +33,16 @@ def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         ("runs", "steer", "r-1", "hi", "--store", "memory://"),
         ("runs", "steer", "r-1", "hi", "--store", "missing.db"),
         ("runs", "approve", "r-1", "--value", "{bad", "--store", "sqlite:///missing.db"),
+        # JSON a run cannot carry: told before the store is asked (they were tracebacks)
+        ("runs", "approve", "r-1", "--value", "NaN", "--store", "sqlite:///missing.db"),
+        ("runs", "approve", "r-1", "--value", "1e400", "--url", "http://127.0.0.1:1"),
+        ("runs", "approve", "r-1", "--value", '"\\ud800"', "--url", "http://127.0.0.1:1"),
+        ("runs", "approve", "r-1", "--value", "[" * 5000 + "]" * 5000, "--url", "http://x:1"),
+        # arguments that are not UTF-8 (a Latin-1 byte reaches Python as a lone surrogate)
+        ("runs", "show", "r-\udcff", "--url", "http://127.0.0.1:1"),
+        ("runs", "steer", "r-1", "hi \udce9", "--store", "sqlite:///missing.db"),
+        ("token", "mint", "--tenant", "\udce9", "--user", "u", "--key-file", "k"),
+        ("serve", "--port", "0", "--user", "\udcff", "--insecure-dev"),
         ("runs", "list", "--url", "http://127.0.0.1:1"),
         ("runs", "list", "--url", "notaurl"),
         ("runs", "list", "--url", "http://[::1"),

@@ -10,6 +10,7 @@ import copy
 import json
 import math
 import pickle
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -470,8 +471,45 @@ def test_payload_errors_keep_their_message_through_every_path() -> None:
             attempt()
         assert (
             str(err.value)
-            == "invalid payload for add_instruction: text: Value error, must not be blank"
+            == "invalid payload for add_instruction: text: Value error, must not be blank "
+            "(it shows no visible character)"
         )
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u200b \u200b", "\u202e", "\ufeff\n"])
+def test_text_of_invisible_characters_only_is_blank(text: str) -> None:
+    # zero-width spaces and bidi marks are Unicode format characters, which str.strip()
+    # keeps: such a message passed the blank check and reached the model as nothing
+    with pytest.raises(InvalidCommandError, match="must not be blank"):
+        build(K.ADD_INSTRUCTION, {"text": text})
+    assert build(K.ADD_INSTRUCTION, {"text": "\u200bok"}).payload["text"] == "\u200bok"
+
+
+@pytest.mark.parametrize(
+    ("cid", "problem"),
+    [
+        (" ", "blank"),
+        ("\u200b", "U+200B"),  # zero-width space
+        ("run\u202eevil", "U+202E"),  # right-to-left override: shows another id
+        ("a\tb", "U+0009"),
+        ("c" * 201, "201 characters; at most 200"),
+    ],
+)
+def test_a_correlation_id_is_printable_text_of_at_most_200_characters(
+    cid: str, problem: str
+) -> None:
+    # an id is quoted back in receipts, events, the audit trail and the CLI: one that shows
+    # nothing, or shows something else than it is, was accepted (over HTTP only the length
+    # was bounded, and not at all in-process or from the CLI)
+    with pytest.raises(InvalidCommandError, match=f"correlation_id: .*{re.escape(problem)}"):
+        SteeringCommand(
+            target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS, payload={}, correlation_id=cid
+        )
+    for fine in ("my id", "ü-42", "c" * 200):
+        cmd = SteeringCommand(
+            target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS, payload={}, correlation_id=fine
+        )
+        assert cmd.correlation_id == fine
 
 
 # --------------------------------------------------------------------------- 23. read-only payload

@@ -238,7 +238,10 @@ def test_default_ids_are_unique_without_an_injected_source() -> None:
 # --------------------------------------------------------------------------- JSON round-trip
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
-texts = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() != "")
+# text that shows something: a visible character (not only spaces or format characters)
+texts = st.text(min_size=1, max_size=40).filter(
+    lambda s: any(c.isprintable() and not c.isspace() for c in s)
+)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**6), 10**6) | texts,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),

@@ -146,9 +146,10 @@ def test_lost_connections_and_full_disks_may_pass_bad_data_does_not() -> None:
 async def test_text_postgres_cannot_hold_is_a_store_error_and_writes_nothing(
     store: PostgresStore,
 ) -> None:
-    # PostgreSQL text holds no NUL character; asyncpg encodes no lone surrogate.
+    # PostgreSQL text holds no NUL character; asyncpg encodes no lone surrogate. (A command
+    # cannot carry either in its correlation id: it must be printable UTF-8 text.)
     with pytest.raises(StoreError, match="could not log command"):
-        await store.append_command(command("nul\x00inside"), state="accepted", run_id="r-1")
+        await store.append_command(command("c-1"), state="accepted", run_id="nul\x00inside")
     with pytest.raises(StoreError, match="could not log command"):
         await store.append_command(command("c-1"), state="accepted", run_id="lone \ud800")
     assert await store.command_ids() == set()

@@ -83,6 +83,13 @@ def test_a_missing_file_is_an_error() -> None:
     assert "no such file" in out.getvalue()
 
 
+def test_a_directory_is_said_to_be_one(tmp_path: Path) -> None:
+    # it said "no such file", which sent the user looking for a typo
+    out = io.StringIO()
+    assert validate_command(str(tmp_path), out) == 1
+    assert "a directory, not a file" in out.getvalue()
+
+
 #: A YAML "billion laughs": nine aliases of nine aliases ... nine levels deep (387,420,489
 #: strings once expanded) in under 400 bytes.
 ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(

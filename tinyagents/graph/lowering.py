@@ -329,8 +329,16 @@ def resume_value(cmd: SteeringCommand) -> Any:
 
 
 async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
-    candidates = _answered(cmd, pending_interrupts(run))
+    pending = pending_interrupts(run)
+    candidates = _answered(cmd, pending)
     if not candidates:
+        wanted = cmd.payload.get("interrupt_id")
+        there = [i.id for node, i in pending if answers(cmd, i, node)]
+        if wanted is not None and there:  # the target asks, but not that question
+            raise CannotApply(
+                f"{cmd.target.describe()} has no pending interrupt {wanted!r} to "
+                f"{cmd.kind.value} (pending: {', '.join(there)})"
+            )
         raise CannotApply(f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}")
     if len(candidates) > 1:
         ids = ", ".join(i.id for i in candidates)

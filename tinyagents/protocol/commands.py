@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
@@ -486,6 +487,11 @@ def _text_problem(values: dict[str, Any]) -> str | None:
         value = values.get(name)
         if type(value) is str and not value.isascii() and not _utf8(value):
             return f"invalid command: {name}: {_NOT_UTF8}"
+    cid = values.get("correlation_id")
+    if type(cid) is str and (len(cid) > MAX_CORRELATION_ID or not cid.isprintable()):
+        return f"invalid command: correlation_id: {_id_problem(cid)}"
+    if type(cid) is str and not cid.strip():
+        return "invalid command: correlation_id: blank; leave it out for a generated one"
     for name in ("target", "actor", "policy_ref"):
         model = values.get(name)
         if model is None or _CLEAN.get(id(model)) is model or not isinstance(model, BaseModel):
@@ -523,8 +529,12 @@ class _Payload(BaseModel):
 
 
 def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
+    """``value``, unless it shows nothing: empty, whitespace, or only invisible characters
+    (zero-width spaces, bidi marks: Unicode format characters, which ``strip`` keeps)."""
+    if not value.strip() or (
+        not value.isascii() and not any(c.isprintable() and not c.isspace() for c in value)
+    ):
+        raise ValueError("must not be blank (it shows no visible character)")
     return value
 
 
@@ -595,7 +605,7 @@ class ReasonPayload(_Payload):
 class CancelPayload(ReasonPayload):
     #: End the run ``aborted`` (a supervisor stopping a run that broke its policy) rather
     #: than ``cancelled``.
-    abort: bool | None = None
+    abort: StrictBool | None = None  # true or false: not "yes", 1 or "true"
 
 
 class DecisionPayload(_Payload):
@@ -728,6 +738,20 @@ class SteeringPolicyRef(_CommandPart):
     version: str | None = None
 
 
+#: The longest correlation id: it is quoted back in receipts, events and the audit trail.
+MAX_CORRELATION_ID = 200
+
+
+def _id_problem(cid: str) -> str:
+    if len(cid) > MAX_CORRELATION_ID:
+        return f"{len(cid)} characters; at most {MAX_CORRELATION_ID}"
+    odd = next(c for c in cid if not c.isprintable())
+    return (
+        f"holds the unprintable character U+{ord(odd):04X} (a control, format or "
+        "separator character: invisible where the id is shown); use printable text"
+    )
+
+
 def _new_correlation_id() -> str:
     # Checked here (an id source is pluggable): no validator sees a default value.
     cid = _clock.new_id("c")
@@ -797,7 +821,7 @@ class SteeringCommand(_CommandPart):
     correlation_id: str = Field(default_factory=_new_correlation_id, min_length=1)
     created_at: datetime = Field(default_factory=_now)
     checkpoint_id: str | None = Field(default=None, min_length=1)
-    fork: bool = False
+    fork: StrictBool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -36,7 +36,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool
 
 from tinyagents import __version__
 from tinyagents.errors import (
@@ -114,7 +114,8 @@ class _Body(BaseModel):
 class CommandOptions(_Body):
     """The optional fields of every command a body can send (never target or actor)."""
 
-    priority: SteeringPriority | PriorityName = SteeringPriority.NORMAL
+    # a number of the four (JSON 100) or a name: not "100", which lax parsing took
+    priority: Annotated[SteeringPriority, Strict()] | PriorityName = SteeringPriority.NORMAL
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
     correlation_id: IdText | None = Field(
         default=None,
@@ -151,7 +152,7 @@ class CommandBody(CommandOptions):
     payload: dict[str, Any] = Field(default_factory=dict)
     # Bounded: a rejection quotes it back (in the receipt and the audit trail).
     checkpoint_id: IdText | None = Field(default=None, min_length=1, max_length=_MAX_ID)
-    fork: bool = False
+    fork: StrictBool = False  # true or false: not "true" or 1
 
     def command_fields(self) -> dict[str, Any]:
         fields = super().command_fields()

@@ -195,6 +195,7 @@ class Auth:
         for name, value in (("user", user), ("tenant", tenant)):
             if not value or not value.strip():
                 raise ConfigurationError(f"a token needs a non-blank {name}")
+            _check_text(value, name)
         builder = BiscuitBuilder(
             "user({user}); tenant({tenant});", {"user": user, "tenant": tenant}
         )
@@ -224,6 +225,7 @@ class Auth:
         if observe_only:
             block.add_code('check if operation("observe");')
         if run_id is not None:
+            _check_text(run_id, "run id")
             block.add_code("check if within({run});", {"run": run_id})
         if ttl_s is not None:
             block.add_code("check if time($t), $t < {exp};", {"exp": _expiry(ttl_s)})
@@ -325,6 +327,15 @@ def default_key_file(store: str | None) -> Path | None:
     if not path or path == ":memory:":
         return None
     return Path(path + KEY_FILE_SUFFIX)
+
+
+def _check_text(value: str, name: str) -> None:
+    """A token holds UTF-8 text: a string with a lone surrogate (a non-UTF-8 command-line
+    argument, say) is a ``ConfigurationError``, not the library's ``TypeError``."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(f"the {name} {value!r} is not UTF-8 text") from None
 
 
 def _check_attenuation_size(token: Any) -> None:

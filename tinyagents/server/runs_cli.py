@@ -35,7 +35,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.info import RunStatus
-from tinyagents.server.control import Control
+from tinyagents.server.control import Control, decode_cursor
 from tinyagents.store.open import open_store
 
 #: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
@@ -175,8 +175,10 @@ def run_runs_command(args: argparse.Namespace) -> int | None:
         return None
     console = Console(soft_wrap=True)
     try:
+        if getattr(args, "value", None) is not None:
+            _json_value(args.value)  # a bad --value is told before any store or server is asked
         return asyncio.run(_run(args, console))
-    except CliError as exc:
+    except (CliError, TinyAgentsError) as exc:  # a command the store's side refused, too
         # soft_wrap: one line whatever the terminal's width (scripts grep it).
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
@@ -298,12 +300,30 @@ async def _command_of(
     interrupt = pending[0]
     payload["interrupt_id"] = interrupt["id"]
     if args.value is not None:
-        try:
-            payload["value"] = json.loads(args.value)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"--value is not JSON: {exc}") from exc
+        payload["value"] = _json_value(args.value)  # checked before anything was read
     kind = SteeringKind.REJECT if args.reject else SteeringKind.APPROVE
     return kind, payload, interrupt.get("task_id")
+
+
+def _json_value(text: str) -> Any:
+    """``--value`` as strict JSON: no ``NaN``/``Infinity``, no number past a float's range,
+    no lone surrogate in a string (none of which survives the trip to a run)."""
+
+    def constant(name: str) -> Any:
+        raise CliError(f"--value is not JSON: {name} is not a JSON number")
+
+    try:
+        value = json.loads(text, parse_constant=constant)
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--value is not JSON: {exc}") from exc
+    except ValueError as exc:  # a number too large for a float (1e400 reads as inf)
+        raise CliError(f"--value holds a number JSON cannot carry: {exc}") from exc
+    except UnicodeEncodeError:
+        raise CliError("--value holds a string that is not UTF-8 (a lone surrogate)") from None
+    except RecursionError:
+        raise CliError("--value is nested too deeply") from None
+    return value
 
 
 def _not_found(console: Console, args: argparse.Namespace) -> int:
@@ -359,6 +379,11 @@ class StoreClient:
     async def list_runs(
         self, status: str | None, root: str | None, *, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
+        if cursor is not None:
+            try:
+                decode_cursor(cursor)
+            except ValueError as exc:
+                raise CliError(f"--cursor: {exc}") from exc
         try:
             page = await self.control.page_runs(
                 tenant_id=self.tenant_id,
@@ -367,8 +392,8 @@ class StoreClient:
                 cursor=cursor,
                 limit=limit,
             )
-        except ValueError as exc:
-            raise CliError(f"--cursor: {exc}") from exc
+        except ValueError as exc:  # an odd --root or --tenant: it names what is wrong
+            raise CliError(str(exc)) from exc
         return page.runs, page.next_cursor
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:

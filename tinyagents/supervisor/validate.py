@@ -156,8 +156,16 @@ def _model_warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> li
 
 def validate_command(source: str, out: TextIO) -> int:
     """``tinyagents validate FILE.yaml``: print each finding; 1 if any is an error."""
-    if not Path(source).is_file():
-        print(f"{source}: error: no such file", file=out)
+    path = Path(source)
+    if not path.is_file():
+        what = (
+            "a directory, not a file"
+            if path.is_dir()
+            else "not a regular file"
+            if path.exists()
+            else "no such file"
+        )
+        print(f"{source}: error: {what}", file=out)
         return 1
     findings = validate_file(Path(source))
     for finding in findings:
