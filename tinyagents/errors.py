@@ -68,8 +68,10 @@ class TinyAgentsError(Exception):
     """Base class of every error raised by tinyagents."""
 
 
-class ConfigurationError(TinyAgentsError):
-    """A component was wired or configured wrongly."""
+class ConfigurationError(TinyAgentsError, ValueError):
+    """A component was wired or configured wrongly. Also a ``ValueError`` (a wrong value
+    given), which LangGraph raises for a graph that does not compile: ported ``except
+    ValueError`` and ``pytest.raises(ValueError)`` still catch it."""
 
 
 class RuntimeClosed(ConfigurationError):

@@ -43,7 +43,14 @@ from langgraph_kit import (
     shape,
     values,
 )
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tinyagents.errors import (
     ConfigurationError,
@@ -99,6 +106,78 @@ def pydantic_graph(g: Any, seen: list[Any]) -> Any:
 
     graph = g.StateGraph(PydState).add_node("first", first).add_node("second", second)
     return graph.add_edge(g.START, "first").add_edge("first", "second").add_edge("second", g.END)
+
+
+class Checked(BaseModel):
+    n: int = Field(default=0, ge=0)
+    lo: int = 0
+    hi: int = 10
+    word: str = ""
+
+    @field_validator("word")
+    @classmethod
+    def _no_spaces(cls, v: str) -> str:
+        if " " in v:
+            raise ValueError("one word")
+        return v.upper()  # a transforming validator: LangGraph keeps the input as given
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Checked:
+        if self.lo > self.hi:
+            raise ValueError("lo > hi")
+        return self
+
+
+@pytest.mark.parametrize(
+    ("given", "refused"),
+    [
+        ({"n": -1}, "'n'"),  # a Field constraint
+        ({"word": "two words"}, "one word"),  # a field validator
+        ({"lo": 20}, "lo > hi"),  # a model validator
+        ({"n": 3, "word": "abc"}, None),
+    ],
+)
+async def test_pydantic_state_input_meets_the_models_validators(
+    checkpointer: Checkpointer, given: dict[str, Any], refused: str | None
+) -> None:
+    # LangGraph validates run input against the state model; ours checked each field's bare
+    # type only, so Field(ge=0), field and model validators let anything in
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Checked).add_node("a", lambda s: {"lo": s.lo})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    if refused is None:
+        out = await theirs.ainvoke(given, cfg())
+        result = await ours.run(given, thread_id="1")
+        assert result.state == out == {**given, "lo": 0}  # kept as given, not upper-cased
+        return
+    with pytest.raises(ValidationError):
+        await theirs.ainvoke(given, cfg())
+    with pytest.raises(InvalidUpdateError, match=refused):
+        await ours.run(given, thread_id="1")
+    assert (await ours.get_state("1")).checkpoint_id is None  # nothing saved
+
+
+class WithDefaults(BaseModel):
+    n: int = 0
+    label: str = "x"
+    note: str | None = None
+
+
+async def test_a_pydantic_instance_as_input_writes_its_defaults_too(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph writes an instance's fields that were set and those whose default is not
+    # None (as a node's returned instance is read); ours wrote the set fields only
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(WithDefaults).add_node("a", lambda s: {"n": s.n + 1})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke(WithDefaults(n=3), cfg())
+    result = await ours.run(WithDefaults(n=3), thread_id="1")
+    assert result.state == out == {"n": 4, "label": "x"}
 
 
 async def test_pydantic_state_nodes_see_instances_with_defaults(
@@ -948,6 +1027,26 @@ async def test_a_router_outside_its_path_map_is_a_key_error() -> None:
     assert str(result.error).startswith("router '<lambda>' after 'a' returned 'zzz'")
     with pytest.raises(KeyError):
         result.raise_for_status()
+
+
+@pytest.mark.parametrize("mistake", ["unknown_edge_node", "duplicate_node", "breakpoint"])
+def test_a_graph_that_does_not_compile_is_a_value_error(mistake: str) -> None:
+    # LangGraph raises ValueError for these; ours raises a ConfigurationError (its
+    # GraphValidationError), which is now a ValueError too
+    def attempt(g: Any) -> None:
+        graph = g.StateGraph(Log).add_node("a", logger("a")).add_edge(g.START, "a")
+        if mistake == "unknown_edge_node":
+            graph.add_edge("a", "nowhere").compile()
+        elif mistake == "duplicate_node":
+            graph.add_node("a", logger("a"))
+        else:
+            graph.add_edge("a", g.END).compile(interrupt_before=["nowhere"])
+
+    for g in (THEIRS, OURS):
+        with pytest.raises(ValueError):
+            attempt(g)
+    with pytest.raises(ConfigurationError):
+        attempt(OURS)
 
 
 async def test_recursion_error_is_a_recursion_error() -> None:

@@ -43,11 +43,18 @@ class Channel:
     annotation: Any
     reducer: Reducer
     default: Callable[[], Any] | None = None
+    #: a pydantic state's constraints on an overwrite field (``Field(ge=0)``, ``conint``):
+    #: a value written from outside must meet them (a reducer's update is a part, not the
+    #: value, so its field's are not applied)
+    constraints: tuple[Any, ...] = ()
     _adapter: TypeAdapter[Any] | None = None
 
     def adapter(self) -> TypeAdapter[Any]:
         if self._adapter is None:
-            self._adapter = TypeAdapter(self.annotation)
+            annotation = self.annotation
+            if self.constraints:
+                annotation = Annotated[(annotation, *self.constraints)]  # type: ignore[valid-type]
+            self._adapter = TypeAdapter(annotation)
         return self._adapter
 
     def decode(self, value: Any) -> Any:
@@ -234,7 +241,9 @@ class StateSchema:
             self.check_keys(data, "the input")
             return data
         if isinstance(data, BaseModel):
-            writes = {k: getattr(data, k) for k in data.model_fields_set if k in self.channels}
+            # as LangGraph reads an instance (and writes_of a node's): its fields set, and
+            # those whose default is not None
+            writes = dict(self.writes_of(data, "the input", pairs=False))
         elif dataclasses.is_dataclass(data) and not isinstance(data, type):
             writes = {
                 f.name: getattr(data, f.name)
@@ -251,9 +260,27 @@ class StateSchema:
             keys = self.input_keys
             if keys is not None:
                 data = {k: v for k, v in data.items() if k in keys}
-            return self.check_update(data, "the input", "graph input")
+            writes = self.check_update(data, "the input", "graph input")
+            if self.kind == "pydantic":
+                self._run_validators(writes)
+            return writes
         keys = self.input_keys
         return writes if keys is None else {k: v for k, v in writes.items() if k in keys}
+
+    def _run_validators(self, writes: dict[str, Any]) -> None:
+        """Run input to a pydantic state meets the model's own validators too (field and
+        model validators), as LangGraph validates input against the model: an error is an
+        ``InvalidUpdateError``. The values stay as given (as LangGraph keeps them); a field
+        the input leaves out is no error (it keeps the thread's value or its default)."""
+        try:
+            self.cls.model_validate(writes)
+        except ValidationError as exc:
+            problems = [e for e in exc.errors() if e["type"] != "missing"]
+            if problems:
+                where = ".".join(map(str, problems[0]["loc"])) or self.cls.__name__
+                raise InvalidUpdateError(
+                    f"invalid graph input for {where!r}: {problems[0]['msg']}"
+                ) from None
 
     def check_update(self, update: Mapping[str, Any], who: str, what: str) -> dict[str, Any]:
         """An update from outside the graph (run input, ``update_state``, steering) → channel
@@ -350,8 +377,11 @@ def read_schema(cls: Any) -> StateSchema:
             default = _pydantic_default(cls, name)
         if default is None and fn is not None:
             default = empty_value(base)
+        constraints: tuple[Any, ...] = ()
+        if kind == "pydantic" and fn is None:
+            constraints = tuple(cls.model_fields[name].metadata)
         schema.channels[name] = Channel(
-            name=name, annotation=base, reducer=reducer, default=default
+            name=name, annotation=base, reducer=reducer, default=default, constraints=constraints
         )
     return schema
 
