@@ -159,6 +159,54 @@ async def test_pydantic_state_input_meets_the_models_validators(
     assert (await ours.get_state("1")).checkpoint_id is None  # nothing saved
 
 
+@dataclasses.dataclass
+class Job:
+    n: int
+
+
+class PJob(BaseModel):
+    n: int
+
+
+@pytest.mark.parametrize("kind", ["dataclass", "pydantic", "local"])
+async def test_a_send_argument_keeps_its_class_across_a_resume(
+    checkpointer: Checkpointer, kind: str
+) -> None:
+    # map-reduce with model arguments and a worker whose parameter has no annotation: after
+    # an interrupt the resumed worker got a plain dict from the checkpoint (AttributeError
+    # on a.n); LangGraph's serializer gives the object back, and so does ours now (a class
+    # defined in a function too, while this process has it)
+    @dataclasses.dataclass
+    class LocalJob:
+        n: int
+
+    cls: Any = {"dataclass": Job, "pydantic": PJob, "local": LocalJob}[kind]
+
+    def build(g: Any) -> Any:
+        def w(a):  # type: ignore[no-untyped-def]  # no annotation: the point of the test
+            ok = g.interrupt(f"approve {a.n}?")
+            return {"log": [f"{type(a).__name__} {a.n} {ok}"]}
+
+        graph = g.StateGraph(Log).add_node("w", w)
+        return graph.add_conditional_edges(
+            g.START, lambda s: [g.Send("w", cls(n=i)) for i in (0, 1)]
+        )
+
+    ours, theirs = pair(build, checkpointer)
+    first = await ours.run({"log": []}, thread_id="1")
+    assert [i.value for i in first.interrupts] == ["approve 0?", "approve 1?"]
+    answers = {i.id: "yes" for i in first.interrupts}
+    result = await ours.run(Command(resume=answers), thread_id="1")
+    assert result.status == "completed", result.error
+    name = cls.__name__
+    assert result.state == {"log": [f"{name} 0 yes", f"{name} 1 yes"]}
+    if kind != "local":  # LangGraph's serializer cannot bring a local class back (a dict)
+        await theirs.ainvoke({"log": []}, cfg())
+        pending = (await theirs.aget_state(cfg())).interrupts
+        out = await theirs.ainvoke(THEIRS.Command(resume={i.id: "yes" for i in pending}), cfg())
+        assert out == result.state
+
+
 class WithDefaults(BaseModel):
     n: int = 0
     label: str = "x"

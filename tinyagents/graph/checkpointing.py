@@ -9,10 +9,13 @@ task ids stable. ``load_head`` rebuilds it from the last snapshot plus the delta
 from __future__ import annotations
 
 import dataclasses
+import sys
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
@@ -33,7 +36,7 @@ class GraphCodec(Protocol):
     @property
     def schema(self) -> StateSchema: ...
 
-    def decode_arg(self, node: str, value: Any) -> Any: ...
+    def decode_arg(self, node: str, value: Any, arg_type: str | None = None) -> Any: ...
 
 
 def new_frontier_id() -> str:
@@ -63,13 +66,50 @@ class Planned:
     def to_json(self) -> dict[str, Any]:
         if self.arg is UNSET:
             return {"node": self.node}
-        return {"node": self.node, "arg": encode(self.arg)}
+        return _encode_send(self.node, self.arg)
 
     @classmethod
     def from_json(cls, data: dict[str, Any], graph: GraphCodec) -> Planned:
         if "arg" not in data:
             return cls(node=data["node"])
-        return cls(node=data["node"], arg=graph.decode_arg(data["node"], data["arg"]))
+        return cls(node=data["node"], arg=_decode_send(data, graph))
+
+
+#: The classes of ``Send`` arguments saved in this process, by ``module:qualname``: a class
+#: defined in a function (``<locals>``) cannot be imported back, but a resume in the same
+#: process finds it here. Weak: a class nothing else holds is not kept alive by a checkpoint.
+_ARG_TYPES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
+
+
+def _encode_send(node: str, arg: Any) -> dict[str, Any]:
+    """A ``Send``'s node and argument as JSON; an argument that is a pydantic model or a
+    dataclass instance also names its class, so it comes back as one (not a dict) where the
+    node's parameter has no annotation to say so."""
+    out = {"node": node, "arg": encode(arg)}
+    cls = type(arg)
+    if isinstance(arg, BaseModel) or (dataclasses.is_dataclass(arg) and not isinstance(arg, type)):
+        ref = f"{cls.__module__}:{cls.__qualname__}"
+        _ARG_TYPES[ref] = cls
+        out["arg_type"] = ref
+    return out
+
+
+def _decode_send(data: dict[str, Any], graph: GraphCodec) -> Any:
+    return graph.decode_arg(data["node"], data["arg"], data.get("arg_type"))
+
+
+def arg_class(ref: str) -> type | None:
+    """The class ``_encode_send`` named ``ref``: saved in this process, or importable."""
+    found = _ARG_TYPES.get(ref)
+    if found is not None:
+        return found
+    module, _, qualname = ref.partition(":")
+    if "<locals>" in qualname or module not in sys.modules:
+        return None  # not importable (a local class), or code this process never loaded
+    value: Any = sys.modules[module]
+    for part in qualname.split("."):
+        value = getattr(value, part, None)
+    return value if isinstance(value, type) else None
 
 
 def pending_input(head: Head) -> dict[str, Any] | None:
@@ -83,14 +123,11 @@ def pending_input(head: Head) -> dict[str, Any] | None:
 
 
 def encode_goto(goto: list[str | Send]) -> list[Any]:
-    return [g if isinstance(g, str) else {"node": g.node, "arg": encode(g.arg)} for g in goto]
+    return [g if isinstance(g, str) else _encode_send(g.node, g.arg) for g in goto]
 
 
 def decode_goto(data: list[Any], graph: GraphCodec) -> list[str | Send]:
-    return [
-        g if isinstance(g, str) else Send(g["node"], graph.decode_arg(g["node"], g["arg"]))
-        for g in data
-    ]
+    return [g if isinstance(g, str) else Send(g["node"], _decode_send(g, graph)) for g in data]
 
 
 @dataclass(slots=True, kw_only=True)

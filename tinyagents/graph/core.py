@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import typing
+import weakref
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,7 @@ from tinyagents.errors import GraphError, InterruptError, InvalidRouteError
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
+    arg_class,
     encode,
     new_frontier_id,
     pending_input,
@@ -384,15 +386,19 @@ class GraphCore:
             if isinstance(target, Send) and node == END:
                 raise GraphError(f"{who} sent a Send to END")
 
-    def decode_arg(self, node: str, value: Any) -> Any:
-        """A checkpointed ``Send`` argument → the type of the node's first parameter (for
-        ``START``, an input's writes → their channels' types)."""
+    def decode_arg(self, node: str, value: Any, arg_type: str | None = None) -> Any:
+        """A checkpointed ``Send`` argument → the type of the node's first parameter, or,
+        where that has no annotation, the class it was saved as (``arg_type``: a pydantic
+        model or dataclass, when this process can find it); for ``START``, an input's
+        writes → their channels' types."""
         if node == START:
             channels = self.schema.channels
             return {k: channels[k].decode(v) for k, v in value.items() if k in channels}
         if node not in self._arg_adapters:
             self._arg_adapters[node] = _arg_adapter(self.nodes[node])
         adapter = self._arg_adapters[node]
+        if adapter is None and arg_type is not None:
+            adapter = _class_adapter(arg_type)
         if adapter is None:
             return value
         try:
@@ -437,6 +443,20 @@ class GraphCore:
         ]
 
 
+#: A ``TypeAdapter`` per class a ``Send`` argument was saved as (``_class_adapter``).
+_CLASS_ADAPTERS: weakref.WeakKeyDictionary[type, TypeAdapter[Any]] = weakref.WeakKeyDictionary()
+
+
+def _class_adapter(arg_type: str) -> TypeAdapter[Any] | None:
+    cls = arg_class(arg_type)
+    if cls is None:
+        return None
+    adapter = _CLASS_ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _CLASS_ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
 def _arg_adapter(spec: NodeSpec) -> TypeAdapter[Any] | None:
     if spec.fn is None:
         return None
@@ -448,6 +468,8 @@ def _arg_adapter(spec: NodeSpec) -> TypeAdapter[Any] | None:
     if not hints:
         return None
     annotation = next(iter(hints.values()))
+    if annotation is Any or annotation is object:
+        return None  # says nothing: the class the argument was saved as decides
     try:
         return TypeAdapter(annotation)
     except Exception:
