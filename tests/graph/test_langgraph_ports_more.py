@@ -207,6 +207,37 @@ async def test_a_send_argument_keeps_its_class_across_a_resume(
         assert out == result.state
 
 
+async def test_a_past_checkpoint_shows_what_its_step_did(checkpointer: Checkpointer) -> None:
+    # LangGraph's history: each checkpoint's tasks with the writes they made and every
+    # question they asked (answered since or not). Ours showed no result for a step of one
+    # task (its writes are in the next checkpoint, not in pending writes) nor for the input,
+    # and dropped an answered question
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", logger("a"))
+        graph.add_node("b", lambda s: {"log": ["b:" + g.interrupt("q")]})
+        graph.add_node("c", logger("c")).add_edge(g.START, "a").add_edge("a", "b").add_edge("a", "c")
+        return graph.add_edge("b", g.END).add_edge("c", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": ["in"]}, cfg())
+    await theirs.ainvoke(THEIRS.Command(resume="yes"), cfg())
+    await ours.run({"log": ["in"]}, thread_id="1")
+    await ours.run(Command(resume="yes"), thread_id="1")
+
+    def seen(snapshot: Any) -> Any:
+        tasks = [(t.name, [i.value for i in t.interrupts], t.result) for t in snapshot.tasks]
+        return (tuple(snapshot.next), tasks, [i.value for i in snapshot.interrupts])
+
+    theirs_past = [seen(s) async for s in theirs.aget_state_history(cfg())]
+    ours_past = [seen(await ours.get_state("1", h.checkpoint_id)) for h in await ours.history("1")]
+    assert ours_past == theirs_past
+    assert theirs_past[1:] == [
+        (("b", "c"), [("b", ["q"], {"log": ["b:yes"]}), ("c", [], {"log": ["c"]})], ["q"]),
+        (("a",), [("a", [], {"log": ["a"]})], []),
+        (("__start__",), [("__start__", [], {"log": ["in"]})], []),
+    ]
+
+
 class WithDefaults(BaseModel):
     n: int = 0
     label: str = "x"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph.checkpointing import (
+    Head,
     interrupt_write,
     load_head,
     new_frontier_id,
@@ -21,6 +22,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
+from tinyagents.graph.reducers import MISSING
 from tinyagents.graph.session import GraphSession, carry_interrupts, check_as_node
 from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, shown, task_id
@@ -58,6 +60,31 @@ async def get_state(
     return snap
 
 
+async def _step_after(graph: GraphCore, cp: Checkpointer, head: Head) -> dict[str, Any] | None:
+    """The writes of the step that followed ``head`` (a past checkpoint), read off the
+    checkpoint that step saved: each written channel's change (its reducer's ``diff``); None
+    when no step followed (a head, or a checkpoint an update or a fork followed)."""
+    records = await cp.list(head.thread_id, head.ns)
+    child = next(
+        (r for r in records if r.parent_id == head.checkpoint_id and r.source == "loop"), None
+    )
+    if child is None:
+        return None
+    later = await load_head(graph, cp, head.thread_id, head.ns, child.checkpoint_id)
+    if later is None:
+        return None
+    writes: dict[str, Any] = {}
+    for key in child.written:
+        channel = graph.schema.channels.get(key)
+        if channel is None:
+            continue
+        before, now = head.values.get(key, MISSING), later.values.get(key, MISSING)
+        change = channel.reducer.diff(before, now)
+        if change:
+            writes[key] = change[0]
+    return writes
+
+
 def _next_saved(graph: GraphCore, frontier: list[dict[str, Any]]) -> tuple[str, ...]:
     """A saved frontier's nodes in LangGraph's order (``shown``)."""
     order = {node: i for i, node in enumerate(graph.nodes)}
@@ -89,19 +116,28 @@ async def _snapshot(
     else:
         next_nodes = tuple(p.node for p in shown(graph, head.frontier))
     states = []
+    # a past checkpoint: what its step did, as LangGraph shows it (the step's one task's
+    # writes are in the checkpoint after it, not in pending writes; every question it asked,
+    # answered since or not)
+    past = checkpoint_id is not None
+    after = await _step_after(graph, cp, head) if past else None
     waiting = pending_input(head)
     if waiting is not None:  # an input's checkpoint: the input is the task to run
         next_nodes = (START,)
         start = task_id((head.lineage, ns, head.step + 1), START, 0)
-        states.append(TaskState(id=start, name=START))
+        applied = dict(waiting) if after is not None else None
+        states.append(TaskState(id=start, name=START, result=applied))
     for t in tasks:
         subs = await _sub_states(run, cp, t) if subgraphs else ()
+        result = dict(t.writes) if t.writes is not None else None
+        if result is None and after is not None and len(tasks) == 1 and not t.interrupts:
+            result = after
         states.append(
             TaskState(
                 id=t.id,
                 name=t.node,
-                interrupts=tuple(i for i in t.interrupts if i.id not in t.resume),
-                result=dict(t.writes) if t.writes is not None else None,
+                interrupts=tuple(i for i in t.interrupts if past or i.id not in t.resume),
+                result=result,
                 states=subs,
                 error=errors.get(t.id) if t.writes is None and not t.interrupts else None,
             )
@@ -113,7 +149,7 @@ async def _snapshot(
         parent_id=head.parent_id,
         step=head.step,
         source=head.source,
-        interrupts=unanswered(tasks),
+        interrupts=[i for t in tasks for i in t.interrupts] if past else unanswered(tasks),
         completed_tasks=tuple(t.id for t in tasks if t.writes is not None),
         created_at=head.created_at,
         metadata=head.metadata,
