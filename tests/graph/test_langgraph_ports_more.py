@@ -215,7 +215,9 @@ async def test_a_past_checkpoint_shows_what_its_step_did(checkpointer: Checkpoin
     def build(g: Any) -> Any:
         graph = g.StateGraph(Log).add_node("a", logger("a"))
         graph.add_node("b", lambda s: {"log": ["b:" + g.interrupt("q")]})
-        graph.add_node("c", logger("c")).add_edge(g.START, "a").add_edge("a", "b").add_edge("a", "c")
+        graph.add_node("c", logger("c")).add_edge(g.START, "a").add_edge("a", "b").add_edge(
+            "a", "c"
+        )
         return graph.add_edge("b", g.END).add_edge("c", g.END)
 
     ours, theirs = pair(build, checkpointer)
