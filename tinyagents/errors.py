@@ -68,18 +68,19 @@ class TinyAgentsError(Exception):
     """Base class of every error raised by tinyagents."""
 
 
-class ConfigurationError(TinyAgentsError, ValueError):
-    """A component was wired or configured wrongly. Also a ``ValueError`` (a wrong value
-    given), which LangGraph raises for a graph that does not compile: ported ``except
-    ValueError`` and ``pytest.raises(ValueError)`` still catch it."""
+class ConfigurationError(TinyAgentsError):
+    """A component was wired or configured wrongly."""
 
 
 class RuntimeClosed(ConfigurationError):
     """The runtime is closing or closed: it takes no new command, run or child run."""
 
 
-class GraphValidationError(ConfigurationError):
-    """A graph failed validation at ``compile()``; ``nodes`` names the offending nodes."""
+class GraphValidationError(ConfigurationError, ValueError):
+    """A graph that cannot be built or compiled (an unknown or duplicate node, a reserved
+    name, an unreachable node, a bad compile option); ``nodes`` names the offending nodes.
+    Also a ``ValueError``, which LangGraph raises there: ported ``except ValueError`` and
+    ``pytest.raises(ValueError)`` still catch it."""
 
     def __init__(self, message: str, *, nodes: list[str] | None = None) -> None:
         super().__init__(message)

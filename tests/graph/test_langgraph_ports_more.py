@@ -1112,8 +1112,8 @@ async def test_a_router_outside_its_path_map_is_a_key_error() -> None:
 
 @pytest.mark.parametrize("mistake", ["unknown_edge_node", "duplicate_node", "breakpoint"])
 def test_a_graph_that_does_not_compile_is_a_value_error(mistake: str) -> None:
-    # LangGraph raises ValueError for these; ours raises a ConfigurationError (its
-    # GraphValidationError), which is now a ValueError too
+    # LangGraph raises ValueError for these; ours raises GraphValidationError (a
+    # ConfigurationError), which is now a ValueError too
     def attempt(g: Any) -> None:
         graph = g.StateGraph(Log).add_node("a", logger("a")).add_edge(g.START, "a")
         if mistake == "unknown_edge_node":

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import GraphValidationError
 from tinyagents.graph import mermaid
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
@@ -115,18 +115,18 @@ class StateGraph:
         """
         if action is None:
             if not callable(name):
-                raise ConfigurationError(f"add_node({name!r}) needs a function or a graph")
+                raise GraphValidationError(f"add_node({name!r}) needs a function or a graph")
             action, name = name, getattr(name, "__name__", None) or repr(name)
         assert isinstance(name, str)
         if name in (START, END) or not name:
-            raise ConfigurationError(f"{name!r} is reserved and cannot be a node name")
+            raise GraphValidationError(f"{name!r} is reserved and cannot be a node name")
         if name in self.nodes:
-            raise ConfigurationError(f"node {name!r} is already defined")
+            raise GraphValidationError(f"node {name!r} is already defined")
         if timeout is not None and timeout <= 0:
-            raise ConfigurationError(f"node {name!r}: timeout must be positive")
+            raise GraphValidationError(f"node {name!r}: timeout must be positive")
         if retry_policy is not None:
             if retry is not None:
-                raise ConfigurationError(
+                raise GraphValidationError(
                     f"node {name!r}: give retry= or retry_policy= (LangGraph's name), not both"
                 )
             retry = _one_policy(name, retry_policy)
@@ -162,7 +162,7 @@ class StateGraph:
                 retry is None and timeout is None and not spec.takes_ctx and spec.input is None
             )
         else:
-            raise ConfigurationError(
+            raise GraphValidationError(
                 f"node {name!r} must be a function, a compiled graph or an Agent, "
                 f"got {type(action).__name__}"
             )
@@ -210,14 +210,14 @@ class StateGraph:
         """``source`` → ``target``; a list of sources waits for all of them (a join)."""
         if isinstance(source, str):
             if source == END:
-                raise ConfigurationError("END has no outgoing edges")
+                raise GraphValidationError("END has no outgoing edges")
             if target == START:
-                raise ConfigurationError("START has no incoming edges")
+                raise GraphValidationError("START has no incoming edges")
             self.edges.append((source, target))
         else:
             sources = tuple(source)
             if not sources:
-                raise ConfigurationError("add_edge needs at least one source")
+                raise GraphValidationError("add_edge needs at least one source")
             if len(sources) == 1:
                 return self.add_edge(sources[0], target)
             self.joins.append((sources, target))
@@ -235,7 +235,7 @@ class StateGraph:
         ``path_map`` is LangGraph's name for it)."""
         if path_map is not None:
             if mapping is not None:
-                raise ConfigurationError(
+                raise GraphValidationError(
                     "give a conditional edge's mapping or path_map (LangGraph's name), not both"
                 )
             mapping = path_map
@@ -255,7 +255,7 @@ class StateGraph:
         """Add ``nodes`` (functions, named by ``__name__``, or ``(name, action)`` pairs) and
         chain them with edges, in order; connect the first and last yourself."""
         if not nodes:
-            raise ConfigurationError("add_sequence needs at least one node")
+            raise GraphValidationError("add_sequence needs at least one node")
         previous: str | None = None
         for node in nodes:
             if isinstance(node, tuple):
@@ -316,22 +316,22 @@ class StateGraph:
         after = breakpoint_nodes(interrupt_after, self.nodes)
         unknown = sorted((before | after) - self.nodes.keys())
         if unknown:
-            raise ConfigurationError(
+            raise GraphValidationError(
                 f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
                 f"has {sorted(self.nodes)}"
             )
         if recursion_limit < 1:
-            raise ConfigurationError(f"recursion_limit must be at least 1, got {recursion_limit}")
+            raise GraphValidationError(f"recursion_limit must be at least 1, got {recursion_limit}")
         if task_cancel_policy not in ("skip", "fail_run"):
-            raise ConfigurationError("task_cancel_policy must be 'skip' or 'fail_run'")
+            raise GraphValidationError("task_cancel_policy must be 'skip' or 'fail_run'")
         if redirect_conflict not in ("first_accepted", "highest_priority", "error"):
-            raise ConfigurationError(
+            raise GraphValidationError(
                 "redirect_conflict must be 'first_accepted', 'highest_priority' or 'error'"
             )
         # Duck-typed: the supervision layer sits above the graph runtime.
         check_graph = getattr(supervisor, "check_graph", None)
         if supervisor is not None and check_graph is None:
-            raise ConfigurationError(
+            raise GraphValidationError(
                 f"compile(supervisor=...) takes a SupervisorSpec, got {type(supervisor).__name__}"
             )
         graph = CompiledGraph(
@@ -361,7 +361,7 @@ class StateGraph:
         sources |= {s for joined, _ in self.joins for s in joined}
         clash = sorted(routing & sources)
         if clash:
-            raise ConfigurationError(
+            raise GraphValidationError(
                 f"agent node(s) {clash} route their outcomes (AgentNode(on_aborted=...)) and "
                 "also have edges, which would be followed after an abort too: name the next "
                 "node of a completed run with AgentNode(then=...) instead of add_edge"
@@ -378,7 +378,7 @@ def _one_policy(node: str, policy: RetryPolicy | Sequence[RetryPolicy]) -> Retry
     policies = list(policy)
     if len(policies) == 1 and isinstance(policies[0], RetryPolicy):
         return policies[0]
-    raise ConfigurationError(
+    raise GraphValidationError(
         f"node {node!r}: retry_policy takes one RetryPolicy (its retry_on may list several "
         f"exception types), got {policy!r}"
     )
