@@ -312,3 +312,22 @@ def test_importing_tinyagents_does_not_load_litellm_or_aiohttp():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("reported", [-1000, None])
+async def test_a_token_count_that_is_no_count_is_zero(reported: object) -> None:
+    # a server reporting -1000 prompt tokens refilled the run's token budget (usage went
+    # negative, and max_tokens was never reached)
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": reported, "completion_tokens": 3, "total_tokens": 3},
+    }
+    async with OpenAICompatServer([body]) as server:
+        response = await model_for(server, stream=False).request(ask("hi"))
+    assert response.usage.input_tokens == 0 and response.usage.output_tokens == 3

@@ -59,6 +59,25 @@ async def test_messages_only_yields_nothing_but_deltas() -> None:
     assert events and {e.type for e in events} == {"model.delta"}
 
 
+@pytest.mark.parametrize("messages_only", [False, True])
+async def test_a_consumer_slower_than_the_run_gets_each_event_once(messages_only: bool) -> None:
+    # the events still queued when the run ended were yielded twice ("quick quick brown
+    # brown"), run.completed too
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("billing", script(stream=True), tools=[lookup]), "go")
+        stream = handle.stream("messages" if messages_only else "values")
+        first = await anext(stream)  # subscribed; the rest queues while the run finishes
+        await handle.result()
+        events = [first, *[e async for e in stream]]
+    offsets = [e.offset for e in events]
+    assert len(offsets) == len(set(offsets))
+    text = "".join(getattr(e, "text", "") or "" for e in events if e.type == "model.delta")
+    assert text.endswith("the invoice was charged twice")
+    if not messages_only:
+        assert [e.type for e in events].count("run.completed") == 1
+        assert events[-1].type == "run.completed"
+
+
 async def test_a_model_that_does_not_stream_publishes_no_deltas() -> None:
     agent = Agent("billing", script(stream=False), tools=[lookup])
     events = [e async for e in agent.run_stream("go")]

@@ -338,6 +338,31 @@ async def test_exceptions_become_error_results_with_type_and_message():
     )
 
 
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(
+    "value", [_circular(), 10**5000, _Unprintable()], ids=["circular", "huge-int", "str-raises"]
+)
+async def test_a_return_value_that_cannot_be_text_is_an_error_result(value: Any) -> None:
+    # it failed the whole run (execute_tool_call says it never raises)
+    @tool
+    def odd() -> Any:
+        """Return something odd."""
+        return value
+
+    result = await execute_tool_call(odd, call("odd"), timeout_s=None)
+    assert result.error and "cannot be made text" in result.content
+
+
 async def test_a_tool_error_is_passed_to_the_model_verbatim():
     @tool
     def picky() -> None:

@@ -334,9 +334,19 @@ def _usage(raw_usage: Any) -> Usage:
     if raw_usage is None:
         return Usage()
     return Usage(
-        input_tokens=getattr(raw_usage, "prompt_tokens", 0) or 0,
-        output_tokens=getattr(raw_usage, "completion_tokens", 0) or 0,
+        input_tokens=_token_count(getattr(raw_usage, "prompt_tokens", 0)),
+        output_tokens=_token_count(getattr(raw_usage, "completion_tokens", 0)),
     )
+
+
+def _token_count(value: Any) -> int:
+    """A provider's token count as a count: a negative, non-numeric or non-finite one is 0
+    (a server reporting -6000 tokens would otherwise refill the run's token budget)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if value != value or value in (float("inf"), float("-inf")):
+        return 0
+    return max(0, int(value))
 
 
 def _cost(raw: Any, litellm: Any) -> float | None:

@@ -556,13 +556,7 @@ class AgentRun(RunDriver):
             while (event := events.get_nowait()) is not None:
                 if keep(event):
                     yield event
-                if not only_deltas or event.type == "model.delta":
-                    yield event
-                if (
-                    event.run_id == root
-                    and event.type.startswith("run.")
-                    and handle.status.finished
-                ):
+                if event.run_id == root and event.type in _RUN_ENDS:
                     return
 
 

@@ -211,7 +211,15 @@ async def execute_tool_call(
         # run was cancelled: a tool failure like any other.
         detail = f": {exc}" if str(exc) else ""
         return _error(call, f"tool {call.name!r} raised CancelledError{detail}")
-    return ToolResult(call_id=call.id, name=call.name, content=_to_text(value))
+    try:
+        content = _to_text(value)
+    except Exception as exc:  # a circular dict, an int past 4300 digits, a __str__ that raises
+        return _error(
+            call,
+            f"tool {call.name!r} returned a {type(value).__name__} that cannot be made text "
+            f"({type(exc).__name__}: {exc}); return a string or JSON-able data",
+        )
+    return ToolResult(call_id=call.id, name=call.name, content=content)
 
 
 def _being_cancelled() -> bool:
