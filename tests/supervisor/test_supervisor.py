@@ -4,6 +4,7 @@ fail-open and fail-closed, the dwell cap, and trust bound to the runtime's own s
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -22,12 +23,14 @@ from tinyagents import (
 )
 from tinyagents.errors import ConfigurationError
 from tinyagents.events import SupervisorEvent
-from tinyagents.harness import ModelRequest, ModelResponse, Usage
+from tinyagents.harness import Middleware, ModelRequest, ModelResponse, Usage
 from tinyagents.protocol import ReceiptStatus
+from tinyagents.steering import Decision
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
     FunctionModel,
+    Gate,
     ScriptedModel,
     reply,
     tool_call,
@@ -262,3 +265,92 @@ async def test_a_failed_verdict_steers_with_its_reason_inside_the_template() -> 
     assert first.response_format is not None
     assert "Answer within two searches." in first.messages[0].content
     assert '"tool_calls": {"search": 0}' in first.messages[1].content
+
+
+# --------------------------------------------------------------------------- own commands
+
+
+class _NoSupervisorPause(Middleware):
+    """A run whose own policy refuses the supervisor's pauses."""
+
+    name = "no-supervisor-pause"
+
+    async def steering(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is SteeringKind.PAUSE and "supervisor" in cmd.actor.describe():
+            return Decision.reject(cmd, "not paused by the supervisor", "middleware:no-pause")
+        return await call_next(cmd)
+
+
+async def test_a_human_pause_after_a_refused_supervisor_pause_is_not_timed_out() -> None:
+    # the supervisor remembered "a pause of ours is on its way" although the run refused
+    # it; a human's later pause then counted as the supervisor's, and its dwell cap aborted
+    # the run for a pause the supervisor never made
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=0.05)
+    gate = Gate()
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        model = ScriptedModel([tool_call("hold"), reply("done")])
+        agent = Agent("a", model, tools=[gate.tool()], middleware=[_NoSupervisorPause()])
+        handle = await rt.start(agent, "go")
+        await gate.entered.wait()
+        assert [e.type for e in rt.steering_history(handle.run_id)][-1] == "steering.rejected"
+        await handle.pause(reason="human review")
+        gate.open()
+        await waiter.event("run.paused", handle.run_id)
+        await asyncio.sleep(0.3)  # past the dwell cap: a pause of the supervisor's would end
+        assert handle.status is RunStatus.PAUSED
+        await handle.resume()
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert not recorder.of_type("supervisor.escalated")
+
+
+@pytest.mark.parametrize("action", ["abort", "steer", "pause"])
+@pytest.mark.parametrize("reason", ["policy violated. " * 1200, "bad \ud800 run"])
+async def test_a_judge_reason_too_long_or_not_utf8_still_acts(action: str, reason: str) -> None:
+    # the reason went into the command as written, 20 KB past the payload limit, and the
+    # command was rejected (an abort also stopped all later supervision); a verdict whose
+    # reason is not UTF-8 is no verdict: a judge error, which on_judge_error acts on
+    failed = f'{{"passed": false, "reason": {json.dumps(reason)}}}'
+    on_error = "ignore" if action == "steer" else action
+    spec = SupervisorSpec(
+        model=FunctionModel(lambda r: failed), on_violation=action, on_judge_error=on_error
+    )
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        model = ScriptedModel([tool_call("search"), tool_call("search"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[search]), "go")
+        if action == "pause":
+            await waiter.event("run.paused", handle.run_id)
+            assert handle.status is RunStatus.PAUSED
+            await handle.cancel()
+        result = await handle.result()
+    refused = [e for e in recorder.steering() if e.type in ("steering.rejected", "steering.failed")]
+    assert refused == []
+    if action == "abort":
+        assert result.status is RunStatus.ABORTED
+    if reason.isascii() or action != "steer":
+        sent = actions(recorder)[0]["reason"]
+        assert len(sent) <= 2_000 and sent.encode("utf-8")
+
+
+async def test_a_judge_that_cannot_be_made_is_a_judge_error_not_a_stuck_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # making the judge raised inside rt.start after the run was registered: the run stayed
+    # in the registry as running, with nothing driving it, and its result never came
+    from tinyagents.supervisor.supervisor import Supervisor
+
+    def broken(self: Any, spec: Any) -> Any:
+        raise ConfigurationError("no such model")
+
+    monkeypatch.setattr(Supervisor, "_judge_for", broken)
+    spec = SupervisorSpec(model="openai/judge", criteria="x")
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        handle = await rt.start(Agent("a", ScriptedModel([reply("done")])), "go")
+        result = await asyncio.wait_for(handle.result(), 10)
+    assert result.status is RunStatus.COMPLETED  # fail-open: on_judge_error is "ignore"
+    assert [e.data["error"] for e in recorder.of_type("supervisor.judge_error")] == [
+        "ConfigurationError"
+    ]

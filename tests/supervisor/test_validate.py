@@ -59,6 +59,43 @@ def test_errors_name_their_line(name: str, line: int, words: str) -> None:
     assert caught.value.line == line
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        # PyYAML keeps the last of a key given twice: an abort quietly became a pause
+        ("rules: []\non_violation: abort\non_violation: pause\n", 3, "duplicate key"),
+        ("rules:\n  - kind: max_tool_calls\n    count: 3\n    count: 1\n", 4, "first on line 3"),
+        # a blank judge model passed, and left a run registered that nothing drove
+        ('rules: []\nmodel: "  "\n', 2, "must not be blank"),
+        ('rules: []\nmodels:\n  j: ""\n', 2, "'j' must not be blank"),
+        ('rules: []\nsteer_message: "   "\n', 2, "must not be blank"),
+        # the OS refuses a NUL in a path: a bare ValueError traceback from validate
+        ('rules: []\nmodels_file: "\\0"\n', 2, "NUL"),
+        ('rules: []\ncriteria_file: "a\\0b"\n', 2, "NUL"),
+    ],
+)
+def test_odd_values_are_errors_on_their_line(
+    tmp_path: Path, text: str, line: int, words: str
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    findings = validate_file(spec)
+    assert [f.severity for f in findings] == ["error"], findings
+    assert findings[0].line == line and words in findings[0].message, findings
+    with pytest.raises(SupervisorSpecError, match=words):
+        SupervisorSpec.from_yaml(spec)
+
+
+def test_a_merge_key_may_override_what_it_merges(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "base: &base {kind: max_tool_calls, count: 3, then: pause}\n"
+        "rules:\n  - <<: *base\n    count: 1\n"
+    )
+    findings = validate_file(spec)
+    assert not [f for f in findings if f.severity == "error" and "duplicate" in f.message]
+
+
 def test_every_error_is_reported_not_only_the_first(tmp_path: Path) -> None:
     spec = tmp_path / "two.yaml"
     spec.write_text("on_violation: nope\nevery_n_iterations: 0\n")

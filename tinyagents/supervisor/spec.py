@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -37,6 +38,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -126,10 +128,30 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+def _shown(value: str) -> str:
+    """Text that says something: not blank (a blank judge model name passed, and left a run
+    registered that nothing drove)."""
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _a_path(value: str) -> str:
+    """A path as text: no NUL character (the OS refuses it, as a bare ValueError)."""
+    if "\x00" in value:
+        raise ValueError("a path holds no NUL character")
+    return value
+
+
+#: Text that shows something; a file path the OS can take.
+ShownText = Annotated[str, AfterValidator(_shown)]
+PathText = Annotated[str, AfterValidator(_a_path)]
+
+
 class ModelEntry(_Strict):
     """A named model of a models registry: a litellm model string and where it is served."""
 
-    model: str = Field(min_length=1)
+    model: ShownText
     api_base: str | None = None
     api_key_env: str | None = None
 
@@ -153,13 +175,13 @@ class SupervisorSpec(_Strict):
     api_base: str | None = None
     api_key_env: str | None = None
     criteria: str | None = None
-    criteria_file: str | None = None
+    criteria_file: PathText | None = None
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
     #: (or the working directory for a spec built in Python or from text).
-    steering_dir: str | None = None
+    steering_dir: PathText | None = None
     every_n_iterations: int = Field(default=1, ge=1)
     on_judge_error: JudgeErrorAction = "ignore"
-    steer_message: str = Field(default=DEFAULT_STEER_MESSAGE, min_length=1)
+    steer_message: ShownText = DEFAULT_STEER_MESSAGE
     pause_max_s: float | None = Field(default=None, gt=0)
     judge_timeout_s: float | None = Field(default=None, gt=0)
     #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A
@@ -167,9 +189,28 @@ class SupervisorSpec(_Strict):
     models: dict[str, str | ModelEntry] = Field(default_factory=dict)
     #: A YAML file of named models (the same mapping, optionally under a ``models:`` key),
     #: relative to the spec's YAML file (or the working directory).
-    models_file: str | None = None
+    models_file: PathText | None = None
     #: The YAML file's directory (relative ``steering_dir`` is resolved against it).
     _base_dir: Path | None = PrivateAttr(default=None)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _a_model_name(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(
+                "must not be blank: name a litellm model (e.g. 'openai/gpt-4o-mini') or leave "
+                "'model' out for no judge"
+            )
+        return value
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _named_models(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for name, entry in value.items():
+                if isinstance(entry, str) and not entry.strip():
+                    raise ValueError(f"model {name!r} must not be blank: name a litellm model")
+        return value
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> SupervisorSpec:
@@ -437,7 +478,26 @@ def _loader() -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # a key given twice is an error naming both lines: PyYAML keeps the last one,
+            # so "on_violation: abort" followed by "on_violation: pause" quietly paused
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # "<<": a merge's keys may be overridden, as YAML means it
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    line = first.setdefault(key, key_node.start_mark.line)
+                except TypeError:
+                    continue  # an unhashable key: PyYAML's own error says so
+                if line != key_node.start_mark.line:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first on line {line + 1}): give it once",
+                        key_node.start_mark,
+                    )
+            return super().construct_mapping(node, deep)
 
     exponent = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789."))

@@ -39,7 +39,7 @@ from tinyagents.runs.info import RunStatus, run_event
 from tinyagents.supervisor._eager import start_eagerly
 from tinyagents.supervisor.judge import Judge, JudgeInput, judge_model
 from tinyagents.supervisor.rules import RunCounters, check
-from tinyagents.supervisor.spec import Action, SupervisorSpec, SupervisorSpecError
+from tinyagents.supervisor.spec import Action, SupervisorSpec
 
 log = logging.getLogger("tinyagents.supervisor")
 
@@ -64,11 +64,35 @@ class _Watch:
     judge: Judge | None
     counters: RunCounters
     judge_task: asyncio.Task[Any] | None = None
-    #: A pause of ours is on its way: the dwell cap starts when the run pauses.
-    pause_sent: bool = False
+    #: The correlation id of a pause of ours on its way: the dwell cap starts when it is
+    #: applied (not when the run pauses: a human's pause is not ours to time out), and a
+    #: pause of ours that is refused starts nothing.
+    pause_cid: str | None = None
+    #: Our pause was applied before the run's ``run.paused`` was seen (a pause applied to a
+    #: run already paused publishes none): the dwell cap starts at whichever comes second.
+    pause_applied: bool = False
     dwell_task: asyncio.Task[Any] | None = None
+    #: Our abort is on its way (nothing more is said to the run); a refused one clears it.
     aborted: bool = False
+    abort_cid: str | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+#: The ends of a command that was not applied.
+_REFUSED = frozenset({"steering.rejected", "steering.failed", "steering.superseded"})
+#: The longest reason the supervisor puts in a command (a judge may write pages; a command's
+#: payload is bounded, and a refused abort would leave the run unsupervised).
+MAX_REASON = 2_000
+
+
+def _clip(reason: str) -> str:
+    """``reason`` as a command carries it: at most ``MAX_REASON`` characters, UTF-8 (a lone
+    surrogate a judge wrote is replaced; a command refuses text that is not UTF-8)."""
+    if len(reason) > MAX_REASON:
+        reason = reason[: MAX_REASON - 1] + "…"
+    if not reason.isascii():
+        reason = reason.encode("utf-8", "replace").decode("utf-8")
+    return reason
 
 
 class Supervisor:
@@ -115,7 +139,9 @@ class Supervisor:
         )
         try:
             judge, failed = self._judge_for(spec), None
-        except SupervisorSpecError as exc:  # its criteria file went missing, say
+        except Exception as exc:  # its criteria file went missing, a model it cannot make:
+            # a judge error (on_judge_error says what then), never a run registered but
+            # left undriven because watching it raised
             judge, failed = None, exc
         w = self._watches[handle.run_id] = _Watch(
             handle=handle,
@@ -157,10 +183,13 @@ class Supervisor:
     # ------------------------------------------------------------------ events
 
     def _on_event(self, event: Event) -> None:
-        if isinstance(event, SteeringEvent | SupervisorEvent) or event.run_id is None:
-            return  # its own events (and every command's) never trip a rule
+        if isinstance(event, SupervisorEvent) or event.run_id is None:
+            return  # its own events never trip a rule
         w = self._watches.get(event.run_id)
         if w is None:
+            return
+        if isinstance(event, SteeringEvent):  # commands never trip a rule; ours are followed
+            self._own_command(w, event)
             return
         if isinstance(event, RunEvent):
             self._run_changed(w, event)
@@ -179,10 +208,29 @@ class Supervisor:
         if event.type == "model.response":
             self._maybe_judge(w)
 
-    def _run_changed(self, w: _Watch, event: RunEvent) -> None:
-        if event.type == "run.paused" and w.pause_sent and w.dwell_task is None:
-            w.pause_sent = False
+    def _own_command(self, w: _Watch, event: SteeringEvent) -> None:
+        """Follow the supervisor's own pause and abort to their end."""
+        cid, kind = event.correlation_id, event.type
+        if cid == w.pause_cid:
+            if kind == "steering.applied":
+                w.pause_cid = None
+                if w.handle.info.status is RunStatus.PAUSED:
+                    self._start_dwell(w)
+                else:  # applied before the run says it paused: start when it does
+                    w.pause_applied = True
+            elif kind in _REFUSED:
+                w.pause_cid = None  # refused: nothing of ours to time out
+        elif cid == w.abort_cid and kind in _REFUSED:
+            w.aborted, w.abort_cid = False, None  # refused: the run may still be told
+
+    def _start_dwell(self, w: _Watch) -> None:
+        w.pause_applied = False
+        if w.dwell_task is None:
             w.dwell_task = self._spawn(w, self._dwell(w, w.spec.effective_pause_max_s()))
+
+    def _run_changed(self, w: _Watch, event: RunEvent) -> None:
+        if event.type == "run.paused" and w.pause_applied:
+            self._start_dwell(w)
         elif event.type == "run.resumed" and w.dwell_task is not None:
             w.dwell_task.cancel()
             w.dwell_task = None
@@ -197,6 +245,7 @@ class Supervisor:
         """Announce the action and queue its command now (see ``start_eagerly``)."""
         if w.aborted:
             return  # the run is ending: nothing more to say to it
+        reason = _clip(reason)  # a judge's long reason still fits a command's payload
         self.actions += 1
         iteration = w.counters.iteration
         self._emit(
@@ -208,7 +257,6 @@ class Supervisor:
         )
         payload: dict[str, Any]
         if action == "pause":
-            w.pause_sent = True
             kind, payload = SteeringKind.PAUSE, {"reason": reason}
         elif action == "steer":
             message = reason if source in ("llm",) else w.spec.steer_message
@@ -217,7 +265,6 @@ class Supervisor:
                 {"text": STEER_TEMPLATE.format(message=message)},
             )
         else:
-            w.aborted = True
             kind, payload = SteeringKind.CANCEL, {"reason": reason, "abort": True}
         cmd = SteeringCommand(
             target=SteeringTarget.agent_run(w.handle.run_id),
@@ -226,6 +273,10 @@ class Supervisor:
             payload=payload,
             priority=SteeringPriority.CRITICAL,
         )
+        if kind is SteeringKind.PAUSE:
+            w.pause_cid = cmd.correlation_id
+        elif kind is SteeringKind.CANCEL:
+            w.aborted, w.abort_cid = True, cmd.correlation_id
         # Not one of the run's tasks: a command on its way (a durable store's write) is not
         # cancelled when the run ends; the router settles it (``target finished``).
         start_eagerly(self._send(cmd), lambda coro: self.host.spawn(coro, name="supervisor-send"))
