@@ -339,7 +339,7 @@ async def test_a_judge_that_cannot_be_made_is_a_judge_error_not_a_stuck_run(
 ) -> None:
     # making the judge raised inside rt.start after the run was registered: the run stayed
     # in the registry as running, with nothing driving it, and its result never came
-    from tinyagents.supervisor.supervisor import Supervisor
+    from tinyagents.supervisor import Supervisor
 
     def broken(self: Any, spec: Any) -> Any:
         raise ConfigurationError("no such model")
