@@ -331,3 +331,22 @@ async def test_a_token_count_that_is_no_count_is_zero(reported: object) -> None:
     async with OpenAICompatServer([body]) as server:
         response = await model_for(server, stream=False).request(ask("hi"))
     assert response.usage.input_tokens == 0 and response.usage.output_tokens == 3
+
+
+@pytest.mark.parametrize(
+    "choices",
+    [
+        [{"index": 0, "finish_reason": "stop"}],  # a choice without a message
+    ],
+)
+async def test_json_that_is_no_completion_is_a_response_error_not_retried(choices: object) -> None:
+    # litellm labels it HTTP 500: it was a retryable ModelServerError ("if it is overloaded
+    # retry later"), retried max_retries times for the same body each time
+    from tinyagents.errors import ModelResponseError
+
+    body = {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": choices}
+    async with OpenAICompatServer([body] * 3) as server:
+        with pytest.raises(ModelResponseError) as caught:
+            await model_for(server, stream=False, max_retries=2).request(ask("hi"))
+        assert len(server.requests) == 1
+    assert not caught.value.retryable and "not a chat completion" in str(caught.value)

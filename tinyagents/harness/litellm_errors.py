@@ -11,8 +11,9 @@ What is retried, and why:
   or still loading its model refuses connections for a moment; a busy one times out or
   answers 429/503. A few retries with backoff cost little and often succeed.
 - **not retried**: a missing or refused key (401/403), an unknown model or wrong path (404),
-  any other 4xx, a 200 that is not JSON, a completion without choices, and anything litellm
-  could not classify. The same request would fail the same way; retrying hides the mistake.
+  any other 4xx, a 200 that is not JSON, or JSON that is no completion (litellm's "Invalid
+  response object", which it labels HTTP 500), a completion without choices, and anything
+  litellm could not classify. The same request would fail the same way; retrying hides the mistake.
 - **streams**: opening a stream, up to its first piece, is retried as above; a stream that
   breaks off after its first piece is typed the same way but not retried (``broke_off``):
   its pieces were already handed out. A body that is not server-sent events, or a stream
@@ -41,6 +42,9 @@ from tinyagents.errors import (
 
 #: litellm's message for a 200 whose body it could not parse as a completion.
 _NOT_JSON_MARKER = "empty or invalid response from llm endpoint"
+#: litellm's message for a 200 whose JSON is no completion (a choice without a message,
+#: usage that is not numbers): it labels it HTTP 500, but the same request gets the same body.
+_MALFORMED_MARKERS = ("invalid response object", "provider returned 'choices' that is not")
 _MISSING_KEY_MARKERS = (
     "missing credentials",
     "api_key client option must be set",
@@ -132,6 +136,16 @@ def classify(
             f"{at} answered model {model!r} with a body that is not a JSON completion "
             f"({_detail(exc)}); not retried: api_base must be the root of an OpenAI-compatible "
             "API (it usually ends in /v1), not a web page or another service",
+            model=model,
+            api_base=api_base,
+            status=status,
+        )
+    if any(marker in text for marker in _MALFORMED_MARKERS):
+        return ModelResponseError(
+            f"{at} answered model {model!r} with JSON that is not a chat completion (litellm "
+            "could not read it: a choice without a message, usage that is not numbers, "
+            "choices that are not a list); not retried: the same request gets the same body, "
+            "check that the server speaks the OpenAI chat completions format",
             model=model,
             api_base=api_base,
             status=status,
