@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import threading
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -18,6 +19,7 @@ from tinyagents.graph import (
     RetryPolicy,
     Send,
     StateGraph,
+    interrupt,
 )
 from tinyagents.graph.reducers import Append
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -225,6 +227,35 @@ async def test_timeout_cancels_a_hung_node_and_the_retry_runs_it_again() -> None
     assert result.status == "failed" and isinstance(result.error, TimeoutError)
 
 
+async def test_a_sync_node_with_a_timeout_is_bounded_by_it() -> None:
+    # a sync node was called inline on the event loop: a blocking one held the loop, and
+    # its timeout= could not fire (LangGraph runs sync nodes in a thread pool)
+    release = threading.Event()
+
+    def blocks(state: Any) -> dict[str, Any]:
+        release.wait(30)
+        return {"log": ["late"]}
+
+    graph = StateGraph(LogState).add_node("n", blocks, timeout=0.05)
+    try:
+        result = await graph.add_edge(START, "n").add_edge("n", END).compile().run({})
+    finally:
+        release.set()  # the worker thread runs on to its end
+    assert result.status == "failed" and isinstance(result.error, TimeoutError)
+
+
+async def test_a_threaded_sync_node_emits_to_the_stream_and_reads_its_context() -> None:
+    def talks(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        ctx.emit(f"working in {ctx.node}")
+        return {"log": [f"attempt {ctx.attempt}"]}
+
+    graph = StateGraph(LogState).add_node("n", talks, timeout=5)
+    compiled = graph.add_edge(START, "n").add_edge("n", END).compile()
+    items = [item async for item in compiled.stream({}, mode=["custom", "values"])]
+    assert ("custom", "working in n") in items
+    assert items[-1] == ("values", {"log": ["attempt 1"]})
+
+
 async def test_step_limit_stops_an_endless_loop() -> None:
     graph = StateGraph(LogState).add_node("spin", logger("spin")).add_edge(START, "spin")
     graph.add_conditional_edges("spin", lambda s: "spin", ["spin", END])
@@ -310,3 +341,18 @@ async def test_a_step_costs_its_writes_not_tasks_times_writes_or_the_state_size(
     record = await cp.get("t", step.checkpoint_id)
     assert record is not None and not record.snapshot
     assert record.values == {"items": list(range(50))}  # the delta, not the 10,000-item list
+
+
+async def test_a_threaded_sync_node_can_ask_and_be_answered() -> None:
+    # interrupt() finds its task's scope in the worker thread (the context is copied)
+    def asks(state: Any) -> dict[str, Any]:
+        return {"log": [f"answer {interrupt('ok?')}"]}
+
+    graph = StateGraph(LogState).add_node("n", asks, timeout=5)
+    compiled = (
+        graph.add_edge(START, "n").add_edge("n", END).compile(checkpointer=MemoryCheckpointer())
+    )
+    first = await compiled.run({}, thread_id="t")
+    assert [i.value for i in first.interrupts] == ["ok?"]
+    done = await compiled.run(Command(resume="yes"), thread_id="t")
+    assert done.state == {"log": ["answer yes"]}

@@ -36,6 +36,9 @@ class NodeContext:
     run_id: str | None = None
     runtime: RunHost | None = None
     _run: Any = field(default=None, repr=False)
+    #: the event loop of the run, when the node runs in a worker thread (a sync node with a
+    #: ``timeout``): what it emits is handed to the loop's thread
+    _loop: Any = field(default=None, repr=False)
 
     def tasks_of(self, node: str) -> list[str]:
         """Task ids of ``node`` in the current superstep."""
@@ -44,7 +47,11 @@ class NodeContext:
     def emit(self, value: Any) -> None:
         """Send ``value`` to the run's stream (``graph.stream(..., mode="custom")``): progress,
         partial results. Nothing happens when the run is not streamed."""
-        if self._run is not None:
+        if self._run is None:
+            return
+        if self._loop is not None:  # from a worker thread: the stream is the loop's
+            self._loop.call_soon_threadsafe(self._run.emit, self.task_id, value)
+        else:
             self._run.emit(self.task_id, value)
 
     def agent_run_id(self, node: str) -> str | None:

@@ -231,6 +231,7 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
     arg = run.view_for(spec) if task.arg is UNSET else task.arg
     fn = spec.fn
     assert fn is not None
+    threaded = spec.timeout is not None and not spec.is_async
     if spec.takes_ctx:
         ctx = NodeContext(
             task_id=task.id,
@@ -243,7 +244,16 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
             runtime=run.runtime,
             _run=run,
         )
-        out = fn(arg, ctx)
+        if threaded:
+            ctx._loop = asyncio.get_running_loop()
+            out = await asyncio.to_thread(fn, arg, ctx)
+        else:
+            out = fn(arg, ctx)
+    elif threaded:
+        # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
+        # for it (inline it would hold the event loop past it); on a timeout the thread runs
+        # on to its end and its result is dropped
+        out = await asyncio.to_thread(fn, arg)
     else:
         out = fn(arg)
     if spec.is_async or inspect.isawaitable(out):
