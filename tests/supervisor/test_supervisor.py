@@ -24,7 +24,7 @@ from tinyagents import (
 from tinyagents.errors import ConfigurationError
 from tinyagents.events import SupervisorEvent
 from tinyagents.harness import Middleware, ModelRequest, ModelResponse, Usage
-from tinyagents.protocol import ReceiptStatus
+from tinyagents.protocol import ReceiptStatus, SteeringDelivery
 from tinyagents.steering import Decision
 from tinyagents.testkit import (
     EventRecorder,
@@ -354,3 +354,24 @@ async def test_a_judge_that_cannot_be_made_is_a_judge_error_not_a_stuck_run(
     assert [e.data["error"] for e in recorder.of_type("supervisor.judge_error")] == [
         "ConfigurationError"
     ]
+
+
+async def test_a_run_given_another_turn_is_supervised_again() -> None:
+    # the watch ended when the run completed; an END_OF_TURN message reopened it, and its
+    # second turn ran unsupervised (a "count: 1, then: abort" rule never fired)
+
+    spec = SupervisorSpec(
+        rules=[{"when": "tool_repeated", "tool": "search", "count": 1, "then": "abort"}]
+    )
+    model = ScriptedModel(
+        [reply("first answer"), tool_call("search"), tool_call("search"), reply("second")]
+    )
+    waiter = EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[waiter]) as rt:
+        handle = await rt.start(Agent("a", model, tools=[search]), "go")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        await handle.steer("now look it up", delivery=SteeringDelivery.END_OF_TURN)
+        await waiter.event("run.resumed", handle.run_id)  # the late command reopened it
+        result = await handle.result()
+    assert result.status is RunStatus.ABORTED
+    assert CALLS == ["search"]  # aborted after the first call, as in a first turn

@@ -187,6 +187,8 @@ class Supervisor:
             return  # its own events never trip a rule
         w = self._watches.get(event.run_id)
         if w is None:
+            if event.type == "run.resumed" and isinstance(event, RunEvent):
+                self._rewatch(event)  # a completed run given another turn
             return
         if isinstance(event, SteeringEvent):  # commands never trip a rule; ours are followed
             self._own_command(w, event)
@@ -207,6 +209,15 @@ class Supervisor:
             self._act(w, rule.then or w.spec.on_violation, rule.when, reason)
         if event.type == "model.response":
             self._maybe_judge(w)
+
+    def _rewatch(self, event: RunEvent) -> None:
+        """A completed run an END_OF_TURN message gave another turn is watched again (its
+        watch ended with the run; the new turn's counters start from zero)."""
+        if not event.detail.get("another_turn") or event.run_id is None:
+            return
+        handle = self.host.runs.get(event.run_id)
+        if handle is not None:
+            self.watch(handle)
 
     def _own_command(self, w: _Watch, event: SteeringEvent) -> None:
         """Follow the supervisor's own pause and abort to their end."""
