@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.errors import RunLimitExceeded
-from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 
 
 @tool
@@ -53,3 +55,35 @@ async def test_subagent_tool_marks_partial_output_for_the_parent() -> None:
     assert tool_message.content.startswith("[partial: sub-agent 'child'")
     assert "max_model_calls" in tool_message.content
     assert tool_message.content.endswith("partial findings so far")
+
+
+async def test_a_deadline_ends_a_model_call_that_never_answers() -> None:
+    # the deadline was checked before calls only: a model that never answered held the run
+    # "running" forever, long past deadline_s
+    async def never(request: object) -> str:
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    async with Runtime() as rt:
+        agent = Agent("a", FunctionModel(never), limits=RunLimits(deadline_s=0.2))
+        handle = await rt.start(agent, "go")
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "deadline_s" in (result.error or "")
+
+
+async def test_a_deadline_bounds_a_tool_that_hangs() -> None:
+    # tool_timeout_s (300 s here) was the only bound on a tool in flight
+    @tool
+    async def hangs() -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    model = ScriptedModel([tool_call("hangs"), reply("done")])
+    limits = RunLimits(deadline_s=0.2, tool_timeout_s=300)
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("a", model, tools=[hangs], limits=limits), "go")
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "deadline_s" in (result.error or "")

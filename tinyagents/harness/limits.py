@@ -25,6 +25,15 @@ def check_deadline(info: RunInfo) -> None:
         )
 
 
+def deadline_left(info: RunInfo) -> float | None:
+    """Seconds left before the run's ``deadline_s`` (None: it has none): what a model or
+    tool call in flight may still take."""
+    limits, usage = info.limits, info.usage
+    if limits.deadline_s is None or usage.started_at is None:
+        return None
+    return max(0.0, limits.deadline_s - (_clock.monotonic() - usage.started_at))
+
+
 def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     """Charge one model call to the run and every ancestor, or raise if any has none left.
     Returns the tokens the call may use: the smallest token budget left up the chain (None

@@ -37,6 +37,7 @@ from tinyagents.harness.context import AgentView, RunContext
 from tinyagents.harness.limits import (
     check_token_budget,
     child_limits,
+    deadline_left,
     record_model_usage,
     reserve_model_call,
     reserve_tool_call,
@@ -233,8 +234,17 @@ class AgentRun(RunDriver):
         handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
         task = asyncio.ensure_future(handler(request))
         self._model_task = task
+        # the deadline bounds the call in flight too (a model that never answers would hold
+        # the run past it); its end is a limit, not the model's own timeout
+        deadline = asyncio.timeout(deadline_left(self.info))
         try:
-            response = await task
+            async with deadline:
+                response = await task
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the model's own
+            limit = self.info.limits.deadline_s
+            raise RunLimitExceeded("deadline_s", limit, limit, run_id=self.info.run_id) from None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if task is self._interrupted and current is not None and not current.cancelling():
@@ -314,11 +324,16 @@ class AgentRun(RunDriver):
             args_summary=summarize(call.args),
         )
 
+        left = deadline_left(self.info)
+        limit = self.info.limits.tool_timeout_s
+        if left is not None:  # a tool may take no longer than the run has left
+            limit = left if limit is None else min(limit, left)
+
         async def dispatch(c: ToolCall) -> ToolResult:
             return await execute_tool_call(
                 tool,
                 c,
-                timeout_s=self.info.limits.tool_timeout_s,
+                timeout_s=limit,
                 available=sorted(allowed),
                 ctx=self.ctx,
             )
