@@ -1913,6 +1913,25 @@ async def test_a_node_may_return_a_list_of_commands(checkpointer: Checkpointer) 
     assert result.state == out == {"log": ["a1", "a2", "b", "c1"], "x": "v"}
 
 
+async def test_an_update_at_the_inputs_checkpoint_takes_the_inputs_place(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: update_state at the first input's checkpoint (step -1) counts as START's
+    # output, so the graph's first nodes are next and the old input is not applied again;
+    # ours kept the input pending (next ('__start__',)) and ran it after the update
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
+    await theirs.ainvoke({"log": ["in"]}, cfg())
+    await ours.run({"log": ["in"]}, thread_id="1")
+    theirs_first = [s async for s in theirs.aget_state_history(cfg())][-1]
+    ours_first = (await ours.history("1"))[-1]
+    forked = await theirs.aupdate_state(theirs_first.config, {"log": ["U"]})
+    await ours.update_state("1", {"log": ["U"]}, checkpoint_id=ours_first.checkpoint_id)
+    assert (await ours.get_state("1")).next == (await theirs.aget_state(forked)).next == ("a",)
+    out = await theirs.ainvoke(None, forked)
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"log": ["U", "a", "b", "c"]}
+
+
 async def test_an_update_on_a_new_thread_is_its_input(checkpointer: Checkpointer) -> None:
     # LangGraph: update_state on a thread with no checkpoint, no as_node: taken as START's
     # output, so the graph's first nodes are next and run(None) runs them

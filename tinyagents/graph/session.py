@@ -27,6 +27,7 @@ from tinyagents.graph.checkpointing import (
     interrupt_write,
     load_head,
     new_frontier_id,
+    pending_input,
     save,
 )
 from tinyagents.graph.executor import GraphRun
@@ -214,6 +215,8 @@ class GraphSession:
             # thread with no checkpoint), so its edges decide again what is next (while a
             # step is part-way through, its tasks stay)
             ran: list[str] = head.metadata.get("ran") or ([START] if head.seq < 0 else [])
+            if pending_input(head) is not None:
+                ran = [START]  # an input's checkpoint: the update takes the input's place
             as_node = ran[0] if len(ran) == 1 else None
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
