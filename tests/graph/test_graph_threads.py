@@ -16,7 +16,7 @@ from tinyagents.errors import (
     ThreadBusy,
     UnknownTargetError,
 )
-from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.graph import END, START, Command, Send, StateGraph, interrupt
 from tinyagents.store.checkpoint import Checkpointer, CheckpointRecord, MemoryCheckpointer
 
 
@@ -136,6 +136,36 @@ async def test_fork_copies_the_thread_at_a_checkpoint(checkpointer: Checkpointer
     assert (await graph.get_state("t")).values == {"x": 1, "log": ["a", "b"]}  # untouched
     with pytest.raises(UnknownTargetError):
         await graph.fork("t", "missing")
+
+
+async def test_a_fork_of_a_paused_step_keeps_what_its_finished_tasks_wrote(
+    checkpointer: Checkpointer,
+) -> None:
+    # the fork copied the paused task's question but not its finished siblings' writes: on
+    # the fork they ran again (their side effects twice), half a copy and half a replay
+    calls: list[str] = []
+
+    def work(arg: int) -> dict[str, Any]:
+        calls.append(f"w{arg}")
+        if arg == 1:
+            return {"log": [f"w1:{interrupt('ok?')}"]}
+        return {"log": [f"w{arg}"]}
+
+    graph = StateGraph(LogState).add_node("w", work).add_node("fin", logger("fin"))
+    graph.add_conditional_edges(START, lambda s: [Send("w", i) for i in range(3)])
+    compiled = graph.add_edge("w", "fin").add_edge("fin", END).compile(checkpointer=checkpointer)
+    await compiled.run({}, thread_id="t")
+    paused = await compiled.get_state("t")
+    fork = await compiled.fork("t", paused.checkpoint_id)
+    copied = await compiled.get_state(fork)
+    assert [(t.result, [i.value for i in t.interrupts]) for t in copied.tasks] == [
+        (t.result, [i.value for i in t.interrupts]) for t in paused.tasks
+    ]
+    assert copied.values == paused.values and copied.next == ("w",)
+    calls.clear()
+    result = await compiled.run(Command(resume="yes"), thread_id=fork)
+    assert calls == ["w1"]  # only the paused task runs again, as on the original thread
+    assert result.state["log"] == ["w0", "w1:yes", "w2", "fin"]
 
 
 async def test_forking_one_checkpoint_twice_makes_two_threads(checkpointer: Checkpointer) -> None:

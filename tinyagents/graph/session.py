@@ -24,10 +24,12 @@ from tinyagents.graph.checkpointing import (
     Head,
     Planned,
     TaskRecords,
+    encode,
     interrupt_write,
     load_head,
     new_frontier_id,
     pending_input,
+    result_write,
     save,
 )
 from tinyagents.graph.executor import GraphRun
@@ -390,8 +392,24 @@ async def record_resume(
             records.resume[w.key] = w.value
 
 
-def carry_interrupts(head: Head) -> list[Any]:
-    """Interrupt records to copy when ``head`` moves to a new frontier id (fork, rewind)."""
-    paused = {tid: rec.interrupts for tid, rec in head.records.items() if rec.interrupts}
-    head.records = {tid: TaskRecords(interrupts=list(i)) for tid, i in paused.items()}
-    return [interrupt_write(tid, i) for tid, i in paused.items()]
+def carry_records(graph: GraphCore, head: Head) -> list[Any]:
+    """The pending writes to copy when ``head`` moves to a new frontier id (a fork): what
+    the step's finished tasks wrote (they do not run again on the copy), the questions its
+    paused tasks ask and the answers already given to them."""
+    writes: list[Any] = []
+    kept: dict[str, TaskRecords] = {}
+    for tid, rec in head.records.items():
+        carried = TaskRecords(interrupts=list(rec.interrupts), resume=dict(rec.resume))
+        if rec.writes is not None:
+            carried.writes, carried.goto, carried.skipped = rec.writes, rec.goto, rec.skipped
+            writes.append(result_write(graph, tid, rec.writes, rec.goto, skipped=rec.skipped))
+        if rec.interrupts:
+            writes.append(interrupt_write(tid, rec.interrupts))
+        writes += [
+            WriteRecord(task_id=tid, kind="resume", key=iid, value=encode(value))
+            for iid, value in rec.resume.items()
+        ]
+        if rec.writes is not None or rec.interrupts or rec.resume:
+            kept[tid] = carried
+    head.records = kept
+    return writes

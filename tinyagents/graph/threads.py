@@ -23,7 +23,7 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.reducers import MISSING
-from tinyagents.graph.session import GraphSession, carry_interrupts, check_as_node
+from tinyagents.graph.session import GraphSession, carry_records, check_as_node
 from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, shown, task_id
 from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
@@ -348,7 +348,7 @@ async def fork(
         raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
     if new_thread_id is not None and await cp.latest(new_thread_id) is not None:
         raise GraphError(f"cannot fork into thread {new_thread_id!r}: it exists already")
-    paused = carry_interrupts(head)
+    carried = carry_records(graph, head)
     new_thread = new_thread_id
     if new_thread is None:
         new_thread = f"{thread_id}~{_clock.new_id('fork')}"
@@ -357,8 +357,8 @@ async def fork(
     head.seq, head.checkpoint_id = -1, None
     head.frontier_id = new_frontier_id()
     meta = {"forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
-    # The interrupts first: the fork exists once its checkpoint does, and then with them
-    # (a crash in between leaves writes no checkpoint refers to, which nothing reads).
-    await cp.put_writes(new_thread, "", head.frontier_id, paused)
+    # The step's pending writes first: the fork exists once its checkpoint does, and then
+    # with them (a crash in between leaves writes no checkpoint refers to, which nothing reads).
+    await cp.put_writes(new_thread, "", head.frontier_id, carried)
     await save(cp, head, delta=None, source="fork", metadata=meta)
     return new_thread
