@@ -253,8 +253,8 @@ class CompiledGraph(GraphCore):
     ) -> str:
         """Copy the thread as it was at ``checkpoint_id`` into a new thread; return its id.
 
-        The fork keeps the step that was part-way there whole (its finished tasks' writes,
-        its pending interrupts, the answers given); sub-graph namespaces are not
+        The fork keeps the step that was part-way there (its finished tasks' writes, its
+        pending interrupts, which ask again); sub-graph namespaces are not
         copied (a sub-graph task on the fork runs again). Its id is ``new_thread_id`` when
         given (a thread that has no checkpoints yet, else ``GraphError``), else
         ``<thread_id>~fork-<12 random hex digits>``.

@@ -24,7 +24,6 @@ from tinyagents.graph.checkpointing import (
     Head,
     Planned,
     TaskRecords,
-    encode,
     interrupt_write,
     load_head,
     new_frontier_id,
@@ -394,22 +393,20 @@ async def record_resume(
 
 def carry_records(graph: GraphCore, head: Head) -> list[Any]:
     """The pending writes to copy when ``head`` moves to a new frontier id (a fork): what
-    the step's finished tasks wrote (they do not run again on the copy), the questions its
-    paused tasks ask and the answers already given to them."""
+    the step's finished tasks wrote (they do not run again on the copy) and the questions
+    its paused tasks ask. Answers given to them are not copied: on the fork they ask again
+    (as a fork of the past replays the steps after it)."""
     writes: list[Any] = []
     kept: dict[str, TaskRecords] = {}
     for tid, rec in head.records.items():
-        carried = TaskRecords(interrupts=list(rec.interrupts), resume=dict(rec.resume))
+        carried = TaskRecords(interrupts=list(rec.interrupts))
         if rec.writes is not None:
             carried.writes, carried.goto, carried.skipped = rec.writes, rec.goto, rec.skipped
             writes.append(result_write(graph, tid, rec.writes, rec.goto, skipped=rec.skipped))
-        if rec.interrupts:
+        elif rec.interrupts:
             writes.append(interrupt_write(tid, rec.interrupts))
-        writes += [
-            WriteRecord(task_id=tid, kind="resume", key=iid, value=encode(value))
-            for iid, value in rec.resume.items()
-        ]
-        if rec.writes is not None or rec.interrupts or rec.resume:
-            kept[tid] = carried
+        else:
+            continue
+        kept[tid] = carried
     head.records = kept
     return writes
