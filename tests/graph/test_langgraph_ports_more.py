@@ -1913,6 +1913,43 @@ async def test_a_node_may_return_a_list_of_commands(checkpointer: Checkpointer) 
     assert result.state == out == {"log": ["a1", "a2", "b", "c1"], "x": "v"}
 
 
+async def test_run_none_at_the_head_checkpoint_replays_a_paused_step(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: invoke(None, <the head's config>) on a step part-way through replays it (a
+    # fork checkpoint; every task runs again and asks again); ours did nothing and returned
+    # the old question. A Command there (a client naming the head it resumes) resumes
+    calls: dict[str, list[str]] = {"ours": [], "theirs": []}
+
+    def build(g: Any) -> Any:
+        seen = calls["ours" if g is OURS else "theirs"]
+
+        def work(arg: int) -> dict[str, Any]:
+            seen.append(f"w{arg}")
+            if arg == 1:
+                return {"log": [f"w1:{g.interrupt('ok?')}"]}
+            return {"log": [f"w{arg}"]}
+
+        graph = g.StateGraph(Log).add_node("w", work)
+        return graph.add_conditional_edges(g.START, lambda s: [g.Send("w", i) for i in (0, 1, 2)])
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    calls["ours"].clear(), calls["theirs"].clear()
+    head = (await ours.get_state("1")).checkpoint_id
+    out = await theirs.ainvoke(None, (await theirs.aget_state(cfg())).config)
+    result = await ours.run(None, thread_id="1", checkpoint_id=head)
+    assert sorted(calls["ours"]) == sorted(calls["theirs"]) == ["w0", "w1", "w2"]
+    assert result.status == "interrupted" and result.state == values(out)
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    # a Command naming the head resumes it (nothing runs again but the paused task)
+    calls["ours"].clear()
+    head = (await ours.get_state("1")).checkpoint_id
+    done = await ours.run(Command(resume="yes"), thread_id="1", checkpoint_id=head)
+    assert calls["ours"] == ["w1"] and done.state["log"] == ["w0", "w1:yes", "w2"]
+
+
 async def test_an_update_at_the_inputs_checkpoint_takes_the_inputs_place(
     checkpointer: Checkpointer,
 ) -> None:

@@ -104,7 +104,9 @@ class GraphSession:
         self.run_id = run_kwargs.get("run_id")
         head = await self.load() if self.cp is not None else None
         if checkpoint_id is not None:
-            head = await self._rewind(head, checkpoint_id)
+            # run(None, checkpoint_id=<the head>) on a step part-way through replays it, as
+            # LangGraph's; a Command there (a client that names the head it resumes) resumes
+            head = await self._rewind(head, checkpoint_id, replay_head=input is None)
         written: frozenset[str] | None = None  # the keys an input wrote
         if isinstance(input, Command):
             head = await self._command(head, input)
@@ -133,8 +135,10 @@ class GraphSession:
         run.input_written = written
         return run
 
-    async def _rewind(self, head: Head | None, checkpoint_id: str) -> Head:
-        target = await self._rewound(head, checkpoint_id)
+    async def _rewind(
+        self, head: Head | None, checkpoint_id: str, *, replay_head: bool = False
+    ) -> Head:
+        target = await self._rewound(head, checkpoint_id, replay_head=replay_head)
         if target is head:
             return target
         assert self.cp is not None  # _rewound refuses a graph without one
@@ -143,12 +147,17 @@ class GraphSession:
         )
         return target
 
-    async def _rewound(self, head: Head | None, checkpoint_id: str) -> Head:
-        """The thread as it was at ``checkpoint_id``, as the next head (not saved yet)."""
+    async def _rewound(
+        self, head: Head | None, checkpoint_id: str, *, replay_head: bool = False
+    ) -> Head:
+        """The thread as it was at ``checkpoint_id``, as the next head (not saved yet); the
+        head itself when it is that checkpoint, unless ``replay_head`` and a step is part-way
+        through there (then it is replayed like any past checkpoint)."""
         if self.cp is None:
             raise GraphError("checkpoint_id needs a checkpointer: compile(checkpointer=...)")
         if head is not None and head.checkpoint_id == checkpoint_id:
-            return head
+            if not (replay_head and head.records):
+                return head
         target = await load_head(self.graph, self.cp, self.thread_id, "", checkpoint_id)
         if target is None or head is None:
             raise UnknownTargetError(
