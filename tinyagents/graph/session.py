@@ -220,17 +220,24 @@ class GraphSession:
             # the update applies to the state there, and what follows runs again from it
             head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
             rewound_to = checkpoint_id
-        if as_node is None and not head.records:
-            # as LangGraph infers it: the output of the one node that ran last (START on a
-            # thread with no checkpoint), so its edges decide again what is next (while a
-            # step is part-way through, its tasks stay)
-            ran: list[str] = head.metadata.get("ran") or ([START] if head.seq < 0 else [])
-            if pending_input(head) is not None:
-                ran = [START]  # an input's checkpoint: the update takes the input's place
-            as_node = ran[0] if len(ran) == 1 else None
+        if as_node is None:
+            as_node = inferred_as_node(head)
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
         return staged.checkpoint_id
+
+
+def inferred_as_node(head: Head) -> str | None:
+    """The node an ``update_state`` without ``as_node`` counts as, as LangGraph infers it:
+    the one node that ran last (``START`` on a thread with no checkpoint, or at an input's
+    checkpoint, whose input the update replaces), so its edges decide again what is next;
+    None while a step is part-way through (its tasks stay) or after a step of several."""
+    if head.records:
+        return None
+    if head.seq < 0 or pending_input(head) is not None:
+        return START
+    ran: list[str] = head.metadata.get("ran") or []
+    return ran[0] if len(ran) == 1 else None
 
 
 async def update_state(

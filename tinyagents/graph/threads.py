@@ -23,7 +23,12 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
 from tinyagents.graph.reducers import MISSING
-from tinyagents.graph.session import GraphSession, carry_records, check_as_node
+from tinyagents.graph.session import (
+    GraphSession,
+    carry_records,
+    check_as_node,
+    inferred_as_node,
+)
 from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, shown, task_id
 from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
@@ -163,11 +168,7 @@ async def _sub_states(run: GraphRun, cp: Checkpointer, task: Task) -> tuple[Stat
     graph, spec = run.graph, task.spec
     found = []
     for index in itertools.count():
-        sub = spec.subgraph if index == 0 else None
-        if sub is None:
-            sub = graph.called.get((task.node, index))
-        if sub is None and index == 0 and spec.fn is not None:
-            sub = referenced_graph(spec.fn)  # a process that has not run the call yet
+        sub = _sub_graph(graph, task.node, index)
         if sub is None:
             break
         segment = f"{task.node}:{task.id}" + (f"#{index}" if index else "")
@@ -178,6 +179,21 @@ async def _sub_states(run: GraphRun, cp: Checkpointer, task: Task) -> tuple[Stat
         if spec.subgraph is not None:
             break
     return tuple(found)
+
+
+def _sub_graph(graph: GraphCore, node: str, index: int) -> GraphCore | None:
+    """The sub-graph ``node`` of ``graph`` runs: the graph it is (``index`` 0), or the
+    ``index``-th one its function calls (known once called, or from what the function refers
+    to, for a process that has not run the call yet); None if there is none."""
+    spec = graph.nodes.get(node)
+    if spec is None:
+        return None
+    sub = spec.subgraph if index == 0 else None
+    if sub is None:
+        sub = graph.called.get((node, index))
+    if sub is None and index == 0 and spec.fn is not None:
+        sub = referenced_graph(spec.fn)
+    return sub
 
 
 def referenced_graph(fn: Callable[..., Any]) -> GraphCore | None:
@@ -272,9 +288,8 @@ async def _update_sub_graph(
                 "update_state(ns=...) changes a sub-graph's state at its head: forking its "
                 f"past ({checkpoint_id!r}) is not supported; fork the thread's instead"
             )
-        if as_node is None and not head.records:
-            ran: list[str] = head.metadata.get("ran") or []
-            as_node = ran[0] if len(ran) == 1 else None
+        if as_node is None:
+            as_node = inferred_as_node(head)
         staged = await save_update(cp, sub, head, update, as_node)
         pending = {i.id for rec in staged.records.values() for i in rec.interrupts}
         await _drop_dropped_interrupts(graph, cp, thread_id, ns, pending)
@@ -318,14 +333,7 @@ def sub_graph_at(graph: GraphCore, ns: str) -> GraphCore:
         node, _, rest = segment.partition(":")
         _, mark, call = rest.rpartition("#")
         index = int(call) if mark and call.isdigit() else 0
-        spec = current.nodes.get(node)
-        sub = None
-        if spec is not None and rest:
-            sub = spec.subgraph if index == 0 else None
-            if sub is None:
-                sub = current.called.get((node, index))
-            if sub is None and index == 0 and spec.fn is not None:
-                sub = referenced_graph(spec.fn)
+        sub = _sub_graph(current, node, index) if rest else None
         if sub is None:
             raise UnknownTargetError(
                 f"graph {graph.name!r} has no sub-graph at {ns!r} (segment {segment!r}): "

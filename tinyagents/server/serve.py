@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
@@ -41,6 +40,7 @@ from tinyagents.server.auth import (
 )
 from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
+from tinyagents.server.loopback import is_loopback
 from tinyagents.server.workers import run_workers
 
 if TYPE_CHECKING:
@@ -156,15 +156,6 @@ def url_of(sock: socket.socket) -> str:
     if host in ("0.0.0.0", "::"):
         shown = "127.0.0.1"
     return f"http://{shown}:{port}"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def resolve_auth(options: ServeOptions) -> Auth | None:
