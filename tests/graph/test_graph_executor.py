@@ -19,6 +19,7 @@ from tinyagents.graph import (
     RetryPolicy,
     Send,
     StateGraph,
+    default_retry_on,
     interrupt,
 )
 from tinyagents.graph.reducers import Append
@@ -356,3 +357,56 @@ async def test_a_threaded_sync_node_can_ask_and_be_answered() -> None:
     assert [i.value for i in first.interrupts] == ["ok?"]
     done = await compiled.run(Command(resume="yes"), thread_id="t")
     assert done.state == {"log": ["answer yes"]}
+
+
+class _Flaky(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        # LangGraph's default_retry_on: a bug in the node is not retried, a transient
+        # failure is
+        (ValueError("bad input"), False),
+        (KeyError("missing"), False),
+        (TypeError("wrong type"), False),
+        (RuntimeError("broken"), False),
+        (OSError("disk"), False),
+        (ZeroDivisionError(), False),
+        (ConnectionError("reset"), True),
+        (TimeoutError("slow"), True),  # ours: a node's timeout= is worth another attempt
+        (_Flaky("a user's own error"), True),
+    ],
+)
+async def test_the_default_retry_policy_retries_what_langgraph_retries(
+    error: Exception, retried: bool
+) -> None:
+    calls: list[int] = []
+
+    def node(state: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return {"log": ["ok"]}
+
+    assert default_retry_on(error) is retried
+    graph = StateGraph(LogState).add_node("n", node, retry=RetryPolicy())
+    result = await graph.add_edge(START, "n").add_edge("n", END).compile().run({})
+    assert len(calls) == (2 if retried else 1)
+    assert result.status == ("completed" if retried else "failed")
+
+
+def test_default_retry_on_retries_http_errors_only_on_5xx() -> None:
+    import httpx
+
+    request = httpx.Request("GET", "http://127.0.0.1/x")
+
+    def status_error(code: int) -> httpx.HTTPStatusError:
+        response = httpx.Response(code, request=request)
+        return httpx.HTTPStatusError("status", request=request, response=response)
+
+    assert default_retry_on(status_error(503)) is True
+    assert default_retry_on(status_error(404)) is False
+    assert default_retry_on(httpx.ConnectError("refused")) is True  # a transport error
+    assert RetryPolicy().retry_on is default_retry_on

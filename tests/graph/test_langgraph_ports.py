@@ -1029,9 +1029,8 @@ async def test_retry_policy_retries_a_failing_node(checkpointer: Checkpointer) -
         def flaky(state: Any) -> dict[str, Any]:
             attempts.append(1)
             if len(attempts) < 3:
-                # not a ValueError: LangGraph's default retry_on does not retry those (nor
-                # RuntimeError, OSError, ...); ours retries any Exception by default
-                # (docs/graph.md, "Nodes")
+                # not a ValueError: neither default retry_on retries those (nor
+                # RuntimeError, OSError, ...; docs/graph.md, "Nodes")
                 raise Flaky("not yet")
             return {"log": [f"ok after {len(attempts)}"]}
 

@@ -32,6 +32,7 @@ from tinyagents.graph.types import (
     Send,
     StateSnapshot,
     TaskState,
+    default_retry_on,
     interrupt,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "TaskState",
     "add_messages",
     "append",
+    "default_retry_on",
     "interrupt",
     "overwrite",
     "union",

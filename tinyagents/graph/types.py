@@ -9,6 +9,7 @@ nothing here is validated per superstep.
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -94,13 +95,62 @@ def interrupt(value: Any = None) -> Any:
     return scope.interrupt(value)
 
 
+#: Errors that say the node is wrong, not that the world was: another attempt would fail the
+#: same way (LangGraph's list; ``ConnectionError`` and ``TimeoutError``, both ``OSError``s,
+#: are checked first and retried).
+_NOT_TRANSIENT: Final = (
+    ValueError,
+    TypeError,
+    ArithmeticError,
+    ImportError,
+    LookupError,
+    NameError,
+    SyntaxError,
+    RuntimeError,
+    ReferenceError,
+    StopIteration,
+    StopAsyncIteration,
+    OSError,
+)
+
+
+def default_retry_on(exc: BaseException) -> bool:
+    """``RetryPolicy``'s default ``retry_on``, LangGraph's ``default_retry_on``: retry a
+    ``ConnectionError``, an HTTP error of httpx or requests with a 5xx status (or, from
+    requests, none) and any exception that is not a programming error (``ValueError``,
+    ``TypeError``, ``LookupError``, ``RuntimeError``, ``OSError``, ...). Ours also retries a
+    ``TimeoutError`` (LangGraph's counts it with ``OSError``): a node's ``timeout=`` raises
+    one, and a hung attempt is what another attempt is for."""
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    status = _http_status(exc)
+    if status is not None:
+        return status == "none" or 500 <= status < 600
+    return not isinstance(exc, _NOT_TRANSIENT)
+
+
+def _http_status(exc: BaseException) -> int | Literal["none"] | None:
+    """The status of an httpx or requests HTTP error (``"none"`` for a requests error with no
+    response), None for any other exception. Neither library is imported here: an error of one
+    exists only once it is loaded."""
+    httpx = sys.modules.get("httpx")
+    if httpx is not None and isinstance(exc, httpx.HTTPStatusError):
+        return int(exc.response.status_code)
+    requests = sys.modules.get("requests")
+    if requests is not None and isinstance(exc, requests.HTTPError):
+        response = exc.response
+        return "none" if response is None else int(response.status_code)
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
     """Retry a failing node: ``max_attempts`` in total, exponential backoff between them.
 
     LangGraph's fields and names: ``retry_on`` is an exception type, a tuple or list of
-    them, or a predicate; ``jitter=True`` adds up to a second at random to each wait (off
-    by default here: the waits start at 0 s)."""
+    them, or a predicate, by default ``default_retry_on`` (LangGraph's: transient errors,
+    not programming errors such as ``ValueError``); ``jitter=True`` adds up to a second at
+    random to each wait (off by default here: the waits start at 0 s)."""
 
     max_attempts: int = 3
     initial_interval: float = 0.0
@@ -112,7 +162,7 @@ class RetryPolicy:
         | tuple[type[BaseException], ...]
         | list[type[BaseException]]
         | Callable[[BaseException], bool]
-    ) = Exception
+    ) = default_retry_on
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
