@@ -20,7 +20,7 @@ from tinyagents.graph import (
     add_messages,
     union,
 )
-from tinyagents.graph.reducers import Append, Binary, Extreme, Messages, Overwrite, Union
+from tinyagents.graph.reducers import Append, Binary, Extreme, LastValue, Messages, Union
 
 
 class TDState(TypedDict, total=False):
@@ -37,7 +37,7 @@ def test_typeddict_fields_get_their_reducers() -> None:
     channels = StateGraph(TDState).schema.channels
     kinds = {name: type(ch.reducer) for name, ch in channels.items()}
     assert kinds == {
-        "plain": Overwrite,
+        "plain": LastValue,
         "log": Append,
         "messages": Messages,
         "tags": Union,

@@ -7,21 +7,23 @@ import operator
 import pytest
 
 from tinyagents.errors import InvalidUpdateError
-from tinyagents.graph import add_messages, union
+from tinyagents.graph import Overwrite, add_messages, union
 from tinyagents.graph.reducers import (
     MISSING,
     Append,
+    LastValue,
     Messages,
-    Overwrite,
+    Replaced,
     Union,
+    reduce,
     resolve,
 )
 
 
 def test_overwrite_takes_one_write_and_refuses_two() -> None:
-    assert Overwrite().apply("k", 1, [2]) == (2, 2)
+    assert LastValue().apply("k", 1, [2]) == (2, 2)
     with pytest.raises(InvalidUpdateError, match="'k' received 2 writes"):
-        Overwrite().apply("k", 1, [2, 3])
+        LastValue().apply("k", 1, [2, 3])
 
 
 def test_append_stores_only_the_new_items_as_delta() -> None:
@@ -80,15 +82,28 @@ def test_union_min_max_and_custom_binary() -> None:
 def test_diff_gives_a_subgraph_output_as_writes() -> None:
     assert Append().diff(["a"], ["a", "b", "c"]) == [["b", "c"]]
     assert Append().diff(["a"], ["a"]) == []
-    with pytest.raises(InvalidUpdateError):
-        Append().diff(["a", "b"], ["x"])
+    # a sub-graph that overwrote the list (not an extension): the parent's is overwritten
+    assert Append().diff(["a", "b"], ["x"]) == [Overwrite(["x"])]
     assert Messages().diff([{"id": "1", "t": "x"}], [{"id": "1", "t": "y"}, {"id": "2"}]) == [
         [{"id": "1", "t": "y"}, {"id": "2"}]
     ]
     assert Union().diff({"a"}, {"a", "b"}) == [{"b"}]
-    assert Overwrite().diff(1, 1) == [] and Overwrite().diff(1, 2) == [2]
+    assert LastValue().diff(1, 1) == [] and LastValue().diff(1, 2) == [2]
 
 
 def test_a_non_callable_annotation_is_not_a_reducer() -> None:
     with pytest.raises(TypeError, match="not a reducer"):
         resolve(42, int)
+
+
+def test_reduce_applies_an_overwrite_past_any_reducer() -> None:
+    value, delta = reduce(Append(), "k", ["a"], [["b"], Overwrite(["x"]), ["after"]])
+    assert value == ["x"] and type(delta) is Replaced and delta.value == ["x"]
+    assert reduce(Union(), "s", {"a"}, [Overwrite(["b"])])[0] == {"b"}
+    assert reduce(LastValue(), "v", 1, [{"__overwrite__": 2}])[0] == 2
+    with pytest.raises(InvalidUpdateError, match="'v' received 2 writes"):
+        reduce(LastValue(), "v", 1, [Overwrite(2), 3])
+    with pytest.raises(InvalidUpdateError, match="only one Overwrite"):
+        reduce(Append(), "k", [], [Overwrite([1]), {"type": "__overwrite__", "value": [2]}])
+    # a dict that merely has a "type" key is a plain write
+    assert reduce(LastValue(), "v", 1, [{"type": "__overwrite__"}])[0] == {"type": "__overwrite__"}

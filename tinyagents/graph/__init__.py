@@ -19,7 +19,14 @@ from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.reducers import REMOVE_ALL_MESSAGES, add_messages, append, overwrite, union
+from tinyagents.graph.reducers import (
+    REMOVE_ALL_MESSAGES,
+    Overwrite,
+    add_messages,
+    append,
+    overwrite,
+    union,
+)
 from tinyagents.graph.state import IsLastStep, RemainingSteps
 from tinyagents.graph.types import (
     END,
@@ -49,6 +56,7 @@ __all__ = [
     "Interrupt",
     "IsLastStep",
     "NodeContext",
+    "Overwrite",
     "RemainingSteps",
     "RetryPolicy",
     "Send",

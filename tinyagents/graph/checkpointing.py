@@ -20,12 +20,19 @@ from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.reducers import MISSING, detach
+from tinyagents.graph.reducers import (
+    MISSING,
+    OVERWRITE,
+    Overwrite,
+    Replaced,
+    detach,
+    normalize_write,
+)
 from tinyagents.graph.types import START, UNSET, Send
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:
-    from tinyagents.graph.state import StateSchema
+    from tinyagents.graph.state import Channel, StateSchema
     from tinyagents.store.checkpoint.base import Checkpointer
 
 
@@ -268,7 +275,7 @@ async def load_records(
     for w in await checkpointer.get_writes(head.thread_id, head.ns, head.frontier_id):
         rec = records.setdefault(w.task_id, TaskRecords())
         if w.kind == "result":
-            rec.writes = [(k, channels[k].decode(v)) for k, v in w.value["writes"]]
+            rec.writes = [(k, _decode_write(channels[k], v)) for k, v in w.value["writes"]]
             rec.goto = decode_goto(w.value["goto"], graph)
             rec.skipped = bool(w.value.get("skipped"))
         elif w.kind == "interrupt":
@@ -282,6 +289,14 @@ async def load_records(
     return records
 
 
+def _decode_write(channel: Channel, value: Any) -> Any:
+    """A saved pending write back to Python; an ``Overwrite`` (saved in its dict form) comes
+    back as one, its value decoded as the channel's."""
+    if type(value) is dict and len(value) == 1 and OVERWRITE in value:
+        return Overwrite(channel.decode(value[OVERWRITE]))
+    return channel.decode(value)
+
+
 def result_write(
     graph: GraphCodec,
     task_id: str,
@@ -292,7 +307,7 @@ def result_write(
 ) -> WriteRecord:
     channels = graph.schema.channels
     payload: dict[str, Any] = {
-        "writes": [[k, encode(channels[k].reducer.normalize(v))] for k, v in writes],
+        "writes": [[k, encode(normalize_write(channels[k].reducer, v))] for k, v in writes],
         "goto": encode_goto(goto),
     }
     if skipped:
@@ -333,7 +348,11 @@ async def save(
     ``StaleCheckpointError`` leaves the head as it was.
     """
     seq = head.seq + 1
-    snapshot = delta is None or seq % checkpointer.snapshot_every == 0
+    snapshot = (
+        delta is None
+        or seq % checkpointer.snapshot_every == 0
+        or any(type(d) is Replaced for d in delta.values())  # an Overwrite: no delta says it
+    )
     metadata = dict(metadata or {})
     if ran is not None:
         metadata["ran"] = list(dict.fromkeys(ran))

@@ -28,7 +28,7 @@ from tinyagents.graph.checkpointing import (
     pending_input,
     save,
 )
-from tinyagents.graph.reducers import MISSING, Overwrite, detach
+from tinyagents.graph.reducers import MISSING, LastValue, detach, reduce
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send
 from tinyagents.store.checkpoint.base import WriteRecord
@@ -266,7 +266,7 @@ class GraphCore:
         if len(writes) == 1:
             key, value = writes[0]
             current = values.get(key, MISSING)
-            new, delta = channels[key].reducer.apply(key, current, [value])
+            new, delta = reduce(channels[key].reducer, key, current, [value])
             values[key] = new
             if current is MISSING:
                 self.schema.in_field_order(values)
@@ -276,12 +276,12 @@ class GraphCore:
         for key, value in writes:
             grouped.setdefault(key, []).append(value)
         for key, batch in grouped.items():
-            if len(batch) > 1 and isinstance(channels[key].reducer, Overwrite):
+            if len(batch) > 1 and isinstance(channels[key].reducer, LastValue):
                 channels[key].reducer.apply(key, MISSING, batch)  # raises InvalidUpdateError
         deltas = {}
         for key, batch in grouped.items():
-            values[key], deltas[key] = channels[key].reducer.apply(
-                key, values.get(key, MISSING), batch
+            values[key], deltas[key] = reduce(
+                channels[key].reducer, key, values.get(key, MISSING), batch
             )
         if len(values) != before:
             self.schema.in_field_order(values)

@@ -11,6 +11,10 @@ what keeps checkpoint storage proportional to what was written.
 
 Writes are applied in place where that is safe (lists and sets the channel owns), so a step
 costs O(its writes), not O(state size).
+
+``Overwrite(value)`` (LangGraph's) is a write that bypasses the reducer: the channel takes
+``value`` as it is (``reduce`` applies it; its delta is ``Replaced``, which the checkpoint
+stores as a snapshot).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import collections.abc
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from typing import Any, Final, get_origin
+from dataclasses import dataclass
+from typing import Any, Final, Literal, get_origin
 
 from pydantic import TypeAdapter
 
@@ -37,6 +42,49 @@ class _Missing:
 
 #: A channel that has never been written.
 MISSING: Final = _Missing()
+
+
+#: The key of an ``Overwrite``'s dict forms (LangGraph's ``{"__overwrite__": value}`` and
+#: ``{"type": "__overwrite__", "value": value}``, an ``Overwrite`` that went through JSON).
+OVERWRITE: Final = "__overwrite__"
+
+
+@dataclass(slots=True)
+class Overwrite:
+    """A write that bypasses the channel's reducer: the channel's value becomes ``value``
+    (LangGraph's ``Overwrite``)::
+
+        def reset(state):
+            return {"log": Overwrite(["started over"])}  # not appended: replaces the list
+
+    One per channel per step (two are an ``InvalidUpdateError``); writes of the same step
+    after it, in task order, are dropped, as LangGraph's. ``{"__overwrite__": value}`` does
+    the same where a value must be plain JSON (a ``Command`` sent over HTTP)."""
+
+    value: Any
+    type: Literal["__overwrite__"] = OVERWRITE
+
+
+def overwritten(write: Any) -> tuple[bool, Any]:
+    """``(True, value)`` for an ``Overwrite`` or one of its dict forms, else ``(False, None)``."""
+    if type(write) is Overwrite:
+        return True, write.value
+    if isinstance(write, dict):
+        if len(write) == 1 and OVERWRITE in write:
+            return True, write[OVERWRITE]
+        if write.get("type") == OVERWRITE and "value" in write:
+            return True, write["value"]
+    return False, None
+
+
+class Replaced:
+    """The delta of a step that overwrote a channel: its whole new value (a checkpoint with
+    one is saved as a snapshot, which a reducer's delta cannot express)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
 class Reducer(ABC):
@@ -63,6 +111,10 @@ class Reducer(ABC):
         """The form a write is persisted in (pending writes of an unfinished step)."""
         return write
 
+    def replace(self, value: Any) -> Any:
+        """The channel's value once an ``Overwrite(value)`` bypassed this reducer."""
+        return value
+
 
 def _same(a: Any, b: Any) -> bool:
     try:
@@ -71,7 +123,7 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
 
 
-class Overwrite(Reducer):
+class LastValue(Reducer):
     name = "overwrite"
 
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
@@ -123,12 +175,13 @@ class Append(Reducer):
         n = len(before)
         if len(after) >= n and all(a is b or a == b for a, b in zip(before, after, strict=False)):
             return [list(after[n:])] if len(after) > n else []
-        raise InvalidUpdateError(
-            "a sub-graph rewrote the history of an append channel; use an overwrite channel"
-        )
+        return [Overwrite(list(after))]  # not an extension (an Overwrite wrote it)
 
     def normalize(self, write: Any) -> Any:
         return _items(write)
+
+    def replace(self, value: Any) -> Any:
+        return _items(value)  # a list the channel owns
 
 
 def message_id(message: Any) -> Any:
@@ -312,6 +365,9 @@ class Messages(Reducer):
     def normalize(self, write: Any) -> Any:
         return with_message_ids(_items(write))  # a task's saved result holds the ids
 
+    def replace(self, value: Any) -> Any:
+        return self.replay(MISSING, with_message_ids(_items(value)))
+
 
 def union(left: Any, right: Any) -> set[Any]:
     """Set union; a non-collection ``right`` adds one item."""
@@ -350,6 +406,9 @@ class Union(Reducer):
 
     def normalize(self, write: Any) -> Any:
         return list(_set_items(write))
+
+    def replace(self, value: Any) -> Any:
+        return set(_set_items(value))
 
 
 class Extreme(Reducer):
@@ -422,13 +481,49 @@ def empty_value(annotation: Any) -> Callable[[], Any] | None:
     return factory
 
 
+def reduce(reducer: Reducer, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+    """``reducer.apply`` unless a write is an ``Overwrite``: then the channel takes its value
+    (as LangGraph's: the writes after it in the step are dropped, a second one is an
+    ``InvalidUpdateError``) and the delta is ``Replaced``."""
+    for write in writes:
+        if type(write) is Overwrite or (type(write) is dict and _maybe_overwrite(write)):
+            break
+    else:
+        return reducer.apply(key, current, writes)
+    if isinstance(reducer, LastValue) and len(writes) > 1:
+        reducer.apply(key, current, writes)  # raises: two writes to a channel with no reducer
+    found = [value for is_overwrite, value in map(overwritten, writes) if is_overwrite]
+    if not found:  # a dict that only looked like one
+        return reducer.apply(key, current, writes)
+    if len(found) > 1:
+        raise InvalidUpdateError(
+            f"channel {key!r} received {len(found)} Overwrite values in one superstep; "
+            "Can receive only one Overwrite value per super-step."
+        )
+    value = reducer.replace(found[0])
+    return value, Replaced(value)
+
+
+def _maybe_overwrite(write: dict[Any, Any]) -> bool:
+    return OVERWRITE in write or write.get("type") == OVERWRITE
+
+
+def normalize_write(reducer: Reducer, write: Any) -> Any:
+    """The form a write is persisted in: ``reducer.normalize``'s, an ``Overwrite`` as its
+    dict form (plain JSON) around the normalized value."""
+    is_overwrite, value = overwritten(write)
+    if is_overwrite:
+        return {OVERWRITE: reducer.normalize(value)}
+    return reducer.normalize(write)
+
+
 def resolve(fn: Any, annotation: Any) -> Reducer:
     """The ``Reducer`` for the callable found in ``Annotated[annotation, fn]``."""
     if isinstance(fn, Reducer):
         return fn
     origin = get_origin(annotation) or annotation
     if fn is overwrite:
-        return Overwrite()
+        return LastValue()
     if fn is append or (fn is operator.add and origin in (list, tuple)):
         return Append()
     if fn is add_messages:

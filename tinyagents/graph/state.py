@@ -26,8 +26,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
 from tinyagents.graph.reducers import (
     MISSING,
+    LastValue,
     Messages,
-    Overwrite,
     Reducer,
     empty_value,
     resolve,
@@ -167,7 +167,7 @@ class StateSchema:
         return {
             name: ch.default()
             for name, ch in self.channels.items()
-            if ch.default is not None and not isinstance(ch.reducer, Overwrite)
+            if ch.default is not None and not isinstance(ch.reducer, LastValue)
         }
 
     def view(self, values: dict[str, Any]) -> Any:
@@ -369,7 +369,7 @@ def read_schema(cls: Any) -> StateSchema:
             continue
         base, fn = _split(annotation)
         base = _without_required(base)
-        reducer = Overwrite() if fn is None else resolve(fn, base)
+        reducer = LastValue() if fn is None else resolve(fn, base)
         default = None
         if kind == "dataclass" and name in dc_fields:
             default = _dataclass_default(dc_fields[name])

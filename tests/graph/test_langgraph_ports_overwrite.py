@@ -1,0 +1,169 @@
+"""LangGraph's ``Overwrite``: a write that bypasses a reducer (``langgraph.types.Overwrite``,
+ported from its docstring's example and ``test_channels``' ``BinaryOperatorAggregate`` cases).
+Each program runs on both libraries (``langgraph_kit``); ours on every checkpointer backend."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph_kit import OURS, cfg, lg_errors, lg_types, pair
+
+from tinyagents.errors import InvalidUpdateError
+from tinyagents.graph import Command, Overwrite, add_messages
+from tinyagents.store.checkpoint import Checkpointer
+
+
+class State(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]
+    total: Annotated[int, operator.add]
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+
+
+def overwrite_of(g: Any) -> Any:
+    return Overwrite if g is OURS else lg_types.Overwrite
+
+
+def docstring_graph(g: Any) -> Any:
+    """LangGraph's own example: node_b's Overwrite replaces what operator.add built."""
+    wrap = overwrite_of(g)
+    graph = g.StateGraph(State)
+    graph.add_node("node_a", lambda s: {"items": ["a"], "total": 1})
+    graph.add_node("node_b", lambda s: {"items": wrap(["b"]), "total": wrap(10)})
+    graph.add_edge(g.START, "node_a").add_edge("node_a", "node_b")
+    return graph.add_edge("node_b", g.END)
+
+
+async def test_overwrite_replaces_a_reducer_channels_value(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(docstring_graph, checkpointer)
+    expected = await theirs.ainvoke({"items": ["START"], "total": 5}, cfg())
+    assert expected == {"items": ["b"], "total": 10}  # not ["START", "a", "b"], 6
+    result = await ours.run({"items": ["START"], "total": 5}, thread_id="1")
+    assert result.state == expected
+    # the checkpoint holds the replaced value: a reload, the history and later steps agree
+    assert (await ours.get_state("1")).values == expected
+    past = [
+        (await ours.get_state("1", checkpoint_id=c.checkpoint_id)).values
+        for c in await ours.history("1")
+    ]
+    assert past == [s.values async for s in theirs.aget_state_history(cfg())]
+    assert [state["items"] for state in past] == [["b"], ["START", "a"], ["START"], []]
+    again = await ours.run({"items": ["more"]}, thread_id="1")
+    assert again.state["items"] == (await theirs.ainvoke({"items": ["more"]}, cfg()))["items"]
+
+
+def parallel_graph(g: Any, *, twice: bool = False) -> Any:
+    """Three writers in one step: an append before the Overwrite (in task order), the
+    Overwrite, an append after it; with ``twice`` the last one overwrites too."""
+    wrap = overwrite_of(g)
+    graph = g.StateGraph(State)
+    graph.add_node("a_before", lambda s: {"items": ["before"]})
+    graph.add_node("b_over", lambda s: {"items": wrap(["over"])})
+    graph.add_node("c_after", lambda s: {"items": wrap(["again"]) if twice else ["after"]})
+    for name in ("a_before", "b_over", "c_after"):
+        graph.add_edge(g.START, name).add_edge(name, g.END)
+    return graph
+
+
+async def test_the_writes_after_an_overwrite_in_its_step_are_dropped(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(parallel_graph, checkpointer)
+    expected = await theirs.ainvoke({"items": ["x"]}, cfg())
+    assert expected == {"items": ["over"], "total": 0}
+    assert (await ours.run({"items": ["x"]}, thread_id="1")).state == expected
+    assert (await ours.get_state("1")).values == expected
+
+
+async def test_two_overwrites_of_a_channel_in_one_step_fail_it() -> None:
+    ours, theirs = pair(lambda g: parallel_graph(g, twice=True), None)
+    with pytest.raises(lg_errors.InvalidUpdateError, match="only one Overwrite"):
+        await theirs.ainvoke({"items": []})
+    result = await ours.run({"items": []})
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "only one Overwrite value per super-step" in str(result.error)
+    assert "'items'" in str(result.error)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [{"__overwrite__": ["json"]}, {"type": "__overwrite__", "value": ["json"]}],
+    ids=["sentinel-key", "serialized-dataclass"],
+)
+async def test_the_dict_forms_of_an_overwrite_work_as_plain_json(
+    form: dict[str, Any], checkpointer: Checkpointer
+) -> None:
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(State).add_node("n", lambda s: {"items": dict(form)})
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    expected = await theirs.ainvoke({"items": ["x"]}, cfg())
+    assert expected == {"items": ["json"], "total": 0}
+    assert (await ours.run({"items": ["x"]}, thread_id="1")).state == expected
+
+
+async def test_an_overwrite_of_messages_gives_them_ids_a_later_removal_can_use(
+    checkpointer: Checkpointer,
+) -> None:
+    from langchain_core.messages import HumanMessage, RemoveMessage
+
+    def build(g: Any) -> Any:
+        wrap = overwrite_of(g)
+        graph = g.StateGraph(Chat)
+        graph.add_node("reset", lambda s: {"messages": wrap([HumanMessage("only this")])})
+        graph.add_edge(g.START, "reset").add_edge("reset", g.END)
+        return graph
+
+    ours = build(OURS).compile(checkpointer=checkpointer)
+    result = await ours.run({"messages": [HumanMessage("old")]}, thread_id="1")
+    [message] = result.state["messages"]
+    assert message.content == "only this" and message.id
+    await ours.update_state("1", {"messages": [RemoveMessage(id=message.id)]}, as_node="reset")
+    assert (await ours.get_state("1")).values["messages"] == []
+
+
+async def test_an_overwrite_in_a_paused_steps_saved_writes_survives_the_resume(
+    checkpointer: Checkpointer,
+) -> None:
+    # the step's other task pauses: the Overwrite is saved as a pending write (plain JSON),
+    # read back on resume and applied as an Overwrite, not appended as a dict
+    def build(g: Any) -> Any:
+        wrap = overwrite_of(g)
+
+        def ask(state: Any) -> dict[str, Any]:
+            return {"items": [g.interrupt("more?")]}
+
+        graph = g.StateGraph(State)
+        graph.add_node("over", lambda s: {"items": wrap(["over"])})
+        graph.add_node("ask", ask)
+        for name in ("over", "ask"):
+            graph.add_edge(g.START, name).add_edge(name, g.END)
+        return graph
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"items": ["x"]}, cfg())
+    expected = await theirs.ainvoke(lg_types.Command(resume="yes"), cfg())
+    assert expected == {"items": ["over"], "total": 0}  # "over" drops the answer written after it
+    paused = await ours.run({"items": ["x"]}, thread_id="1")
+    assert paused.status == "interrupted"
+    result = await ours.run(Command(resume="yes"), thread_id="1")
+    assert result.state == expected
+
+
+async def test_update_state_with_an_overwrite_replaces_the_value(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(docstring_graph, checkpointer)
+    await theirs.ainvoke({"items": ["x"]}, cfg())
+    await theirs.aupdate_state(cfg(), {"items": lg_types.Overwrite(["edited"])}, as_node="node_b")
+    await ours.run({"items": ["x"]}, thread_id="1")
+    await ours.update_state("1", {"items": Overwrite(["edited"])}, as_node="node_b")
+    expected = (await theirs.aget_state(cfg())).values
+    assert expected["items"] == ["edited"]
+    assert (await ours.get_state("1")).values == expected
