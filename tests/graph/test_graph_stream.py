@@ -330,9 +330,10 @@ async def test_the_last_values_item_is_the_state_the_run_returns_and_saves(
     result = await graph.run({"results": [1]}, thread_id="r")
     assert values[-1] == result.state == (await graph.get_state("s")).values
     assert values[-1] == {"results": [1, 0, 10, 20], "total": 31}
-    if isinstance(mode, list):  # the updates, folded by the reducers, give the same state
+    if isinstance(mode, list):  # the updates hold what the state got, as the tasks finished
         updates = [p for m, p in items if m == "updates"]
-        assert sum((u[n].get("results", []) for u in updates for n in u), [1]) == [1, 0, 10, 20]
+        got = sum((u[n].get("results", []) for u in updates for n in u), [1])
+        assert sorted(got) == sorted([1, 0, 10, 20])  # finishing order, not the state's
 
 
 async def test_a_bad_mode_is_refused_before_anything_runs(checkpointer: Checkpointer) -> None:

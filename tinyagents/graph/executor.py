@@ -87,6 +87,15 @@ class StreamSink(Protocol):
 
     def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None: ...
 
+    def wrote(self, run: GraphRun, task: Task) -> None:
+        """``task``'s node returned (its writes are known, and about to be saved) or paused
+        on an interrupt (``task.interrupts``)."""
+
+    def cached(self, run: GraphRun, task: Task) -> None:
+        """A task of a step that goes on (after a pause or a failure) that had finished
+        before: it does not run again, and its result is shown again (LangGraph's cached
+        writes)."""
+
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None: ...
 
     def subgraph_started(self, run: GraphRun) -> None: ...
@@ -328,9 +337,12 @@ class GraphRun:
                 await self.run_tasks(tasks)
                 if self._stopping or self.cancelling:
                     await self._settle_stops(tasks)
+            else:
+                self._show_cached(tasks)
             return any(t.writes is None for t in tasks)
         # the common case: one task, no TaskGroup, no pending write (the checkpoint follows)
         if not runnable:  # paused, or finished before (its result kept): the step can end
+            self._show_cached(tasks)
             return tasks[0].writes is None
         self._count_step()
         task = tasks[0]
@@ -431,6 +443,7 @@ class GraphRun:
         if stream is not None:  # every start of the step first, in LangGraph's order
             for task in shown(self.graph, runnable):
                 stream.task_started(self, task)
+            self._show_cached(tasks)
         try:
             async with asyncio.TaskGroup() as group:
                 for task in runnable:
@@ -441,6 +454,14 @@ class GraphRun:
             raise _first_failure(eg) from None
         finally:
             self.running.clear()
+
+    def _show_cached(self, tasks: list[Task]) -> None:
+        """Tell the stream of the tasks of this step that finished in an earlier call."""
+        stream = self.stream
+        if stream is not None and self.head.records:
+            for task in tasks:
+                if task.writes is not None and not task.skipped:
+                    stream.cached(self, task)
 
     async def _run_one(self, task: Task, *, save_result: bool, announced: bool = False) -> None:
         """Run one task; ``announced``: the stream has its start already (``run_tasks``)."""
@@ -463,6 +484,7 @@ class GraphRun:
                 # finished, its result saved, when a sibling's failure cancelled the wait:
                 # the result is kept (the task does not run again), so it did not fail
                 error = None
+            stream = self.stream  # a stream attached while the task ran (handle.stream())
             if stream is not None:
                 failure = error.error if isinstance(error, _TaskFailed) else error
                 stream.task_finished(self, task, failure)
@@ -479,6 +501,9 @@ class GraphRun:
             await call_node(self, task)
         except NodeInterrupt as ni:
             task.interrupts = ni.interrupts
+            stream = self.stream
+            if stream is not None:
+                stream.wrote(self, task)
             if self.checkpointer is not None:
                 await self.checkpointer.put_writes(
                     self.head.thread_id,
@@ -493,6 +518,9 @@ class GraphRun:
             if not save_result:  # a step of one task: its error is the step's
                 raise
             raise _TaskFailed(task.index, exc) from exc
+        stream = self.stream
+        if stream is not None:  # as the node returns, as LangGraph's: not once it is saved
+            stream.wrote(self, task)
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
             saving = asyncio.ensure_future(

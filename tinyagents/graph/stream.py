@@ -38,6 +38,8 @@ MODES: tuple[str, ...] = ("values", "updates", "tasks", "messages", "custom", "s
 #: modes that have items while a node runs: the run needs its own task
 LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering"})
 INTERRUPT_KEY = "__interrupt__"
+#: the key of an ``updates`` item that shows a result again (LangGraph's ``__metadata__``)
+CACHED_KEY = "__metadata__"
 
 
 def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
@@ -105,6 +107,7 @@ class GraphStream:
     """The ``StreamSink`` of one streamed run (and of its sub-graph runs)."""
 
     __slots__ = (
+        "asked",
         "items",
         "live",
         "modes",
@@ -125,7 +128,12 @@ class GraphStream:
         else:
             self.single = True
         self.modes, self.live, self.values, self.updates, self.tasks = one
+        # a sub-graph's items come while its parent's step still runs: the run needs a task
+        # of its own, as for the live modes
+        self.live = self.live or subgraphs
         self.subgraphs = subgraphs
+        #: the ids of the interrupts shown as their tasks paused, until their step ends
+        self.asked: set[str] = set()
         self.items: deque[Any] = deque()
         #: the namespace of the run the stream follows (a sub-graph streamed in a node)
         self.root = ""
@@ -159,46 +167,43 @@ class GraphStream:
     # -- StreamSink ------------------------------------------------------------------------
 
     def step(self, run: GraphRun, step: Step) -> None:
+        # a task's update went out as it finished (task_finished), as LangGraph's: what is
+        # left for the step's end is the state (values) and, at a pause, the questions of
+        # the tasks that did not run again
         kind = step.kind
         if kind == "applied":
-            ns = run.head.ns
-            if self.updates:
-                keys = self._keys(run)
-                for task in step.tasks:
-                    writes = task.writes
-                    if writes is not None and not task.skipped:
-                        self.put(ns, "updates", {task.node: _update(writes, keys)})
             if self.values:
                 # as LangGraph: a step whose tasks wrote nothing (nodes returning None, a
                 # goto alone) changed no value, so it has no values item
                 keys = self._keys(run)
                 for task in step.tasks:
                     if task.writes and (keys is None or any(k in keys for k, _ in task.writes)):
-                        self.put(ns, "values", snapshot(_only(run.head.values, keys)))
+                        self.put(run.head.ns, "values", snapshot(_only(run.head.values, keys)))
                         break
         elif kind == "interrupted" and (self.updates or self.values):
             ns = run.head.ns
             result = step.result
             assert result is not None
+            asked, self.asked = self.asked, set()
             interrupts = tuple(result.interrupts)
-            if self.updates:
-                keys = self._keys(run)
-                for task in step.tasks:
-                    if task.writes is not None and not task.skipped:
-                        self.put(ns, "updates", {task.node: _update(task.writes, keys)})
-                self.put(ns, "updates", {INTERRUPT_KEY: interrupts})
-            if self.values and interrupts:
-                # as LangGraph: the state before the step with the questions, then (when the
-                # step's finished tasks wrote) the state with their writes, as result.state;
-                # nothing at a breakpoint, which asks no question
-                keys = self._keys(run)
-                before = snapshot(_only(run.head.values, keys))
-                self.put(ns, "values", {**before, INTERRUPT_KEY: interrupts})
+            waiting = tuple(i for i in interrupts if i.id not in asked)
+            keys = self._keys(run)
+            if self.updates and (waiting or not interrupts):  # a breakpoint: ()
+                self.put(ns, "updates", {INTERRUPT_KEY: waiting})
+            if self.values:
+                # as LangGraph: the state before the step with each question (as its task
+                # paused), then (when the step's finished tasks wrote) the state with their
+                # writes, as result.state; a breakpoint asks no question
+                if waiting:
+                    before = snapshot(_only(run.head.values, keys))
+                    self.put(ns, "values", {**before, INTERRUPT_KEY: waiting})
                 if any(t.writes and not t.skipped for t in step.tasks):
                     state = result.state  # the output schema's keys: the whole state needed
                     if run.graph.schema.output_keys is not None:
                         state = run.state_of(run.plan())
                     self.put(ns, "values", snapshot(_only(state, keys)))
+        elif self.asked:
+            self.asked.clear()
 
     def _keys(self, run: GraphRun) -> frozenset[str] | None:
         """The keys of ``run``'s values and updates items: all, but a sub-graph's stream shows
@@ -228,6 +233,36 @@ class GraphStream:
                 ],
             }
             self.put(run.head.ns, "tasks", payload)
+
+    def _ask(self, run: GraphRun, task: Task) -> None:
+        """A paused task's questions, one item for the task, as LangGraph's: in ``updates``
+        alone, in ``values`` with the state before the step."""
+        asking = tuple(i for i in task.interrupts if i.id not in task.resume)
+        if not asking:
+            return
+        self.asked.update(i.id for i in asking)
+        ns = run.head.ns
+        if self.updates:
+            self.put(ns, "updates", {INTERRUPT_KEY: asking})
+        if self.values:
+            before = snapshot(_only(run.head.values, self._keys(run)))
+            self.put(ns, "values", {**before, INTERRUPT_KEY: asking})
+
+    def wrote(self, run: GraphRun, task: Task) -> None:
+        # as the node returns or pauses, as LangGraph's: not once its result is saved
+        if task.writes is not None:
+            if self.updates:
+                update = {task.node: _update(task.writes, self._keys(run))}
+                self.put(run.head.ns, "updates", update)
+        elif task.interrupts and (self.updates or self.values):
+            self._ask(run, task)
+
+    def cached(self, run: GraphRun, task: Task) -> None:
+        if self.updates:
+            assert task.writes is not None
+            update = {task.node: _update(task.writes, self._keys(run))}
+            update[CACHED_KEY] = {"cached": True}
+            self.put(run.head.ns, "updates", update)
 
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         if "custom" in self.modes:
@@ -275,6 +310,14 @@ class Tee:
         self.first.task_finished(run, task, error)
         self.second.task_finished(run, task, error)
 
+    def wrote(self, run: GraphRun, task: Task) -> None:
+        self.first.wrote(run, task)
+        self.second.wrote(run, task)
+
+    def cached(self, run: GraphRun, task: Task) -> None:
+        self.first.cached(run, task)
+        self.second.cached(run, task)
+
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         self.first.custom(run, task_id, value)
         self.second.custom(run, task_id, value)
@@ -308,26 +351,31 @@ async def read(
             async for item in live(asyncio.create_task(run.outcome()), sink):
                 yield item
             return
-        if sink.subgraphs and also is None:
-            run.stream = sink  # for the sub-graph runs; the top-level steps are read here
-        token = set_scope(UNSAVED) if run.checkpointer is None else None
-        try:
-            sink.begin(run)
-            items = sink.items
-            while True:
+        if also is None:
+            run.stream = sink  # for its tasks' updates; the steps are read here
+        sink.begin(run)
+        items = sink.items
+        unsaved = run.checkpointer is None
+        while True:
+            while items:  # the input's state comes before the first step runs
+                yield items.popleft()
+            # the scope is set around the step only: a reader that stops early closes this
+            # generator in another context, where a token from this one cannot be reset
+            token = set_scope(UNSAVED) if unsaved else None
+            try:
                 step = await run.next()
-                sink.step(run, step)
-                if also is not None:
-                    also.step(run, step)
-                while items:
-                    yield items.popleft()
-                if step.result is not None:
-                    if step.error is not None:
-                        raise step.error
-                    return
-        finally:
-            if token is not None:
-                reset_scope(token)
+            finally:
+                if token is not None:
+                    reset_scope(token)
+            sink.step(run, step)
+            if also is not None:
+                also.step(run, step)
+            while items:
+                yield items.popleft()
+            if step.result is not None:
+                if step.error is not None:
+                    raise step.error
+                return
 
 
 async def live(
@@ -387,6 +435,7 @@ async def follow(
 
 
 __all__ = [
+    "CACHED_KEY",
     "INTERRUPT_KEY",
     "LIVE_MODES",
     "MODES",

@@ -1,0 +1,268 @@
+"""The ``updates`` and ``values`` streams item by item as LangGraph's ``astream`` gives them
+(ported from ``test_pregel_async.py``: ``test_dynamic_interrupt``,
+``test_nested_graph_interrupts_parallel``, ``test_stream_subgraphs_during_execution``, and
+the shapes ``_loop.output_writes`` makes): a task's update as the task finishes, the updates
+of tasks finished before a pause again (marked cached) when the step goes on, one
+``__interrupt__`` item per paused task. Each program runs on both libraries."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph_kit import OURS, THEIRS, cfg, pair
+
+from tinyagents.graph import NodeContext, StateGraph
+from tinyagents.store.checkpoint import Checkpointer
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+async def theirs_items(graph: Any, data: Any, mode: Any, **kw: Any) -> list[Any]:
+    return [item async for item in graph.astream(data, cfg(), stream_mode=mode, **kw)]
+
+
+async def ours_items(graph: Any, data: Any, mode: Any, **kw: Any) -> list[Any]:
+    return [item async for item in graph.stream(data, thread_id="1", mode=mode, **kw)]
+
+
+def plain(items: list[Any]) -> list[Any]:
+    """Items with each ``Interrupt`` as its value (ids and classes are each library's)."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: [i.value for i in v] if k == "__interrupt__" else one(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, tuple):
+            return tuple(one(v) for v in value)
+        return value
+
+    return [one(item) for item in items]
+
+
+def half_paused_graph(g: Any) -> Any:
+    """``asker`` pauses while ``other`` finishes, then both lead to ``after``."""
+
+    def asker(state: Any) -> dict[str, Any]:
+        return {"log": ["asker:" + g.interrupt("q")]}
+
+    graph = g.StateGraph(Log)
+    graph.add_node("asker", asker).add_node("other", lambda s: {"log": ["other"]})
+    graph.add_node("after", lambda s: {"log": ["after"]})
+    graph.add_edge(g.START, "asker").add_edge(g.START, "other")
+    return graph.add_edge(["asker", "other"], "after")
+
+
+async def test_a_resumed_step_streams_its_finished_tasks_updates_again_as_cached(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(half_paused_graph, checkpointer)
+    first = await theirs_items(theirs, {"log": []}, "updates")
+    assert plain(first) == [{"__interrupt__": ["q"]}, {"other": {"log": ["other"]}}]
+    assert plain(await ours_items(ours, {"log": []}, "updates")) == plain(first)
+
+    expected = await theirs_items(theirs, THEIRS.Command(resume="yes"), "updates")
+    assert expected == [
+        {"other": {"log": ["other"]}, "__metadata__": {"cached": True}},
+        {"asker": {"log": ["asker:yes"]}},
+        {"after": {"log": ["after"]}},
+    ]
+    assert await ours_items(ours, OURS.Command(resume="yes"), "updates") == expected
+
+
+async def test_continuing_a_paused_step_streams_the_cached_updates_before_asking_again(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(half_paused_graph, checkpointer)
+    await theirs_items(theirs, {"log": []}, "updates")
+    await ours_items(ours, {"log": []}, "updates")
+    expected = plain(await theirs_items(theirs, None, "updates"))
+    assert expected == [
+        {"other": {"log": ["other"]}, "__metadata__": {"cached": True}},
+        {"__interrupt__": ["q"]},
+    ]
+    assert plain(await ours_items(ours, None, "updates")) == expected
+
+
+def two_askers_graph(g: Any) -> Any:
+    def a(state: Any) -> dict[str, Any]:
+        return {"log": [g.interrupt("qa")]}
+
+    def b(state: Any) -> dict[str, Any]:
+        return {"log": [g.interrupt("qb")]}
+
+    graph = g.StateGraph(Log).add_node("a", a).add_node("b", b)
+    return graph.add_edge(g.START, "a").add_edge(g.START, "b")
+
+
+@pytest.mark.parametrize("mode", ["updates", "values"])
+async def test_each_paused_task_streams_its_own_interrupt_item(
+    mode: str, checkpointer: Checkpointer
+) -> None:
+    ours, theirs = pair(two_askers_graph, checkpointer)
+    expected = plain(await theirs_items(theirs, {"log": []}, mode))
+    if mode == "updates":
+        assert expected == [{"__interrupt__": ["qa"]}, {"__interrupt__": ["qb"]}]
+    else:
+        assert expected == [
+            {"log": []},
+            {"log": [], "__interrupt__": ["qa"]},
+            {"log": [], "__interrupt__": ["qb"]},
+        ]
+    assert plain(await ours_items(ours, {"log": []}, mode)) == expected
+
+
+def racing_graph(g: Any, *, fail: bool = False) -> Any:
+    """``a_slow`` finishes only once ``b_fast`` has (it waits for b's event); with ``fail``
+    it then raises."""
+    b_done = asyncio.Event()
+
+    async def a_slow(state: Any) -> dict[str, Any]:
+        await b_done.wait()
+        if fail:
+            raise ValueError("a failed")
+        return {"log": ["a"]}
+
+    async def b_fast(state: Any) -> dict[str, Any]:
+        b_done.set()
+        return {"log": ["b"]}
+
+    graph = g.StateGraph(Log).add_node("a_slow", a_slow).add_node("b_fast", b_fast)
+    return graph.add_edge(g.START, "a_slow").add_edge(g.START, "b_fast")
+
+
+async def test_a_tasks_update_streams_when_it_finishes_not_in_task_order() -> None:
+    ours, theirs = pair(racing_graph, None)
+    expected = await theirs_items(theirs, {"log": []}, "updates")
+    assert expected == [{"b_fast": {"log": ["b"]}}, {"a_slow": {"log": ["a"]}}]
+    assert await ours_items(ours, {"log": []}, "updates") == expected
+
+
+async def test_a_finished_tasks_update_streams_before_its_siblings_error() -> None:
+    ours, theirs = pair(lambda g: racing_graph(g, fail=True), None)
+    for graph in (theirs, ours):
+        seen: list[Any] = []
+        with pytest.raises(ValueError, match="a failed"):
+            async for item in (
+                graph.astream({"log": []}, stream_mode="updates")
+                if graph is theirs
+                else graph.stream({"log": []}, mode="updates")
+            ):
+                seen.append(item)
+        assert seen == [{"b_fast": {"log": ["b"]}}]
+
+
+async def test_updates_interleave_with_the_custom_items_of_the_node_that_wrote_them() -> None:
+    b_done = asyncio.Event()
+
+    async def a_slow(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        await b_done.wait()
+        ctx.emit("a done")
+        return {"log": ["a"]}
+
+    async def b_fast(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        ctx.emit("b done")
+        b_done.set()
+        return {"log": ["b"]}
+
+    graph = StateGraph(Log).add_node("a_slow", a_slow).add_node("b_fast", b_fast)
+    graph.add_edge("__start__", "a_slow").add_edge("__start__", "b_fast")
+    items = await ours_items(graph.compile(), {"log": []}, ["updates", "custom"])
+    assert items == [
+        ("custom", "b done"),
+        ("updates", {"b_fast": {"log": ["b"]}}),
+        ("custom", "a done"),
+        ("updates", {"a_slow": {"log": ["a"]}}),
+    ]
+
+
+async def test_the_input_values_item_comes_before_the_first_step_runs() -> None:
+    calls: list[str] = []
+
+    def build(g: Any) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            calls.append("n")
+            return {"log": ["n"]}
+
+        graph = g.StateGraph(Log).add_node("n", node)
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    ours, theirs = pair(build, None)
+    async for item in theirs.astream({"log": ["in"]}, stream_mode="values"):
+        assert item == {"log": ["in"]}
+        break
+    assert calls == []
+    async for item in ours.stream({"log": ["in"]}, mode="values"):
+        assert item == {"log": ["in"]}
+        break
+    assert calls == []  # the reader stopped before the run stepped
+
+
+async def test_subgraph_items_arrive_while_the_parent_step_still_runs() -> None:
+    # LangGraph's test_stream_subgraphs_during_execution: the parent's other node waits for
+    # the reader to have seen the sub-graph's first update; a stream that held sub-graph
+    # items until the parent step ended would never get there (the wait_for fails it)
+    seen_inner = asyncio.Event()
+
+    async def outer(state: Any) -> dict[str, Any]:
+        await seen_inner.wait()
+        return {"log": ["outer"]}
+
+    inner = StateGraph(Log).add_node("i1", lambda s: {"log": ["i1"]})
+    inner.add_node("i2", lambda s: {"log": ["i2"]}).add_edge("__start__", "i1")
+    inner.add_edge("i1", "i2")
+    graph = StateGraph(Log).add_node("inner", inner.compile()).add_node("outer", outer)
+    graph.add_edge("__start__", "inner").add_edge("__start__", "outer")
+
+    async def read() -> list[Any]:
+        items = []
+        async for ns, item in graph.compile().stream({"log": []}, mode="updates", subgraphs=True):
+            items.append((tuple(part.split(":")[0] for part in ns), item))
+            if "i1" in item:
+                seen_inner.set()
+        return items
+
+    items = await asyncio.wait_for(read(), timeout=30)
+    assert items[0] == (("inner",), {"i1": {"log": ["i1"]}})
+    assert ((), {"outer": {"log": ["outer"]}}) in items
+
+
+def test_leaving_a_stream_early_in_a_script_logs_nothing() -> None:
+    # the generator is closed by asyncio.run's shutdown, in another context: the interrupt
+    # scope it had set across a yield could not be reset there ("Token was created in a
+    # different Context", logged as an error of the loop)
+    problems: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: problems.append(ctx))
+        graph = StateGraph(Log).add_node("a", lambda s: {"log": ["a"]})
+        graph.add_node("b", lambda s: {"log": ["b"]}).add_edge("__start__", "a")
+        async for item in graph.add_edge("a", "b").compile().stream({"log": []}):
+            assert item == {"log": []}
+            break
+
+    asyncio.run(main())
+    assert problems == []
+
+
+async def test_a_subgraph_stopped_at_its_breakpoint_streams_its_siblings_writes(
+    checkpointer: Checkpointer,
+) -> None:
+    def build(g: Any) -> Any:
+        sub = g.StateGraph(Log).add_node("s1", lambda s: {"log": ["s1"]})
+        sub.add_node("s2", lambda s: {"log": ["s2"]}).add_edge(g.START, "s1")
+        sub.add_edge("s1", "s2")
+        graph = g.StateGraph(Log).add_node("sub", sub.compile(interrupt_before=["s2"]))
+        graph.add_node("o", lambda s: {"log": ["o"]})
+        return graph.add_edge(g.START, "sub").add_edge(g.START, "o")
+
+    ours, theirs = pair(build, checkpointer)
+    expected = await theirs_items(theirs, {"log": []}, "values")
+    assert expected == [{"log": []}, {"log": ["o"]}]
+    assert await ours_items(ours, {"log": []}, "values") == expected
