@@ -145,6 +145,9 @@ async def test_parallel_tool_calls_and_odd_arguments_are_parsed():
     assert not_object.parse_error == "arguments must be a JSON object, got list"
     reported = await execute_tool_call(add, bad_json, timeout_s=None)
     assert reported.error and "not valid JSON" in reported.content
+    # the conversation carries the call with {} (strict servers refuse text that is not
+    # JSON): the error quotes what the model sent, so it can see what to correct
+    assert reported.content.endswith(": '{oops'")
 
 
 async def test_settings_and_model_override_reach_the_provider():

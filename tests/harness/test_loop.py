@@ -18,9 +18,9 @@ from tinyagents import (
     SteeringPriority,
     tool,
 )
-from tinyagents.errors import RunLimitExceeded
+from tinyagents.errors import ConfigurationError, RunLimitExceeded
 from tinyagents.events import SteeringEvent
-from tinyagents.harness import ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
+from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand
 from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.testkit import (
@@ -704,3 +704,32 @@ async def test_end_of_turn_waits_for_the_agent_to_finish(rt: Runtime, recorder: 
         True,
         True,
     ]
+
+
+async def test_a_run_continued_from_a_history_without_a_system_prompt_keeps_the_instructions(
+    rt: Runtime,
+):
+    # history= dropped the agent's instructions when it held no system message of its own
+    model = ScriptedModel(["again"])
+    agent = Agent("terse", model, instructions="Be terse.")
+    history = [Message(role="user", content="one"), Message(role="assistant", content="hi")]
+    await (await rt.start(agent, "two", history=history)).result()
+    assert [(m.role, m.content) for m in model.requests[0].messages] == [
+        ("system", "Be terse."),
+        ("user", "one"),
+        ("assistant", "hi"),
+        ("user", "two"),
+    ]
+    # a history with a system prompt (a session's first turn) keeps its own
+    model = ScriptedModel(["again"])
+    agent = Agent("terse", model, instructions="Be terse.")
+    history = [Message(role="system", content="Earlier prompt."), *history]
+    await (await rt.start(agent, "two", history=history)).result()
+    assert [m.content for m in model.requests[0].messages if m.role == "system"] == [
+        "Earlier prompt."
+    ]
+
+
+def test_instructions_must_be_text():
+    with pytest.raises(ConfigurationError, match="instructions must be text"):
+        Agent("a", ScriptedModel(["x"]), instructions=lambda: "dynamic")  # type: ignore[arg-type]

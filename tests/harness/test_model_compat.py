@@ -262,3 +262,51 @@ def test_consecutive_user_messages_are_joined_and_nothing_else_is() -> None:
     assert out[4]["content"] == "steer 3"
     assert out[5] == {"role": "user", "content": "named", "name": "alice"}
     assert messages[1].content == "task"  # the run's own history is untouched
+
+
+def open_calls(messages: list[Message]) -> list[str]:
+    """The ids of tool calls in ``messages`` that no tool message answers."""
+    open_ids: list[str] = []
+    for m in messages:
+        open_ids += [c.id for c in m.tool_calls]
+        if m.role == "tool":
+            open_ids = [i for i in open_ids if i != m.tool_call_id]
+    return open_ids
+
+
+@pytest.mark.parametrize("stop", ["max_tool_calls", "max_tokens", "cancel"])
+async def test_a_run_stopped_part_way_through_its_tool_calls_answers_every_one(stop: str) -> None:
+    # a limit or a cancel between a response's tool calls left the rest unanswered in the
+    # transcript: a session's next turn sent it on, and strict servers refuse such a request
+    from tinyagents import SubAgent
+    from tinyagents.runs import RunLimits
+
+    gate = Gate("slow")
+    batch = tool_calls(tool_call("slow"), tool_call("add", a=1, b=2))
+    if stop == "max_tokens":
+        batch.usage.output_tokens = 10_000  # past the budget: its tools are never run
+    limits = {
+        "max_tool_calls": RunLimits(max_tool_calls=1),
+        "max_tokens": RunLimits(max_tokens=5_000),
+    }
+    async with (
+        OpenAICompatServer([batch, reply("next turn")], mode="llama.cpp") as server,
+        Runtime(testing=True) as rt,
+    ):
+        agent = Agent(
+            "calc", model_for(server), tools=[gate.tool("slow done"), add], limits=limits.get(stop)
+        )
+        session = SubAgent(agent).session(runtime=rt)
+        turn = asyncio.ensure_future(session.send("go"))
+        if stop == "cancel":
+            await gate.entered.wait()
+            await rt.runs.get(session.runs[0]).cancel("stop")
+        gate.open()
+        with pytest.raises(Exception, match=r"max_tool_calls|max_tokens|stop"):
+            await turn
+        assert open_calls(session.messages) == []
+        stand_in = session.messages[-1]
+        assert stand_in.role == "tool" and stand_in.content.startswith("not run: the run ended")
+        assert stand_in.metadata == {"error": True}
+        assert await session.send("again") == "next turn"
+    assert server.refusals == []

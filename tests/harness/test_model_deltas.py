@@ -49,6 +49,7 @@ async def test_run_stream_yields_the_deltas_of_text_and_tool_arguments_then_the_
     assert order.index("model.delta") > order.index("model.request")
     assert order.index("model.response") > order.index("model.delta")
     assert events[-1].type == "run.completed"
+    assert events[0].type == "run.started"  # subscribed before the run started
     # A delta is an event like any other: JSON out and back.
     assert parse_event(second[0].to_json()) == second[0]
 

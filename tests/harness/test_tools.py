@@ -11,7 +11,16 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tinyagents.errors import ConfigurationError, ToolError
-from tinyagents.harness import FunctionTool, Message, Tool, ToolCall, ToolResult, ToolSpec, tool
+from tinyagents.harness import (
+    FunctionTool,
+    Message,
+    RunContext,
+    Tool,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    tool,
+)
 from tinyagents.harness.tools import execute_tool_call
 
 
@@ -108,6 +117,57 @@ def test_a_ctx_parameter_is_hidden_from_the_model():
 
     assert list(whoami.parameters["properties"]) == ["greeting"]
     assert whoami.takes_ctx
+
+
+async def test_a_parameter_annotated_run_context_receives_it_whatever_its_name():
+    # pydantic-ai finds its RunContext by the annotation; ours failed with a raw pydantic
+    # error ("not fully defined") when it was not called ctx
+    @tool
+    def lookup(run_ctx: RunContext, key: str) -> str:
+        """Look a key up."""
+        return f"{key} for {run_ctx}"
+
+    assert lookup.takes_ctx and list(lookup.parameters["properties"]) == ["key"]
+    result = await execute_tool_call(lookup, call("lookup", key="k"), timeout_s=None, ctx="run-7")
+    assert result.content == "k for run-7"
+
+    with pytest.raises(ConfigurationError, match="context twice"):
+
+        @tool
+        def twice(ctx: Any, other: RunContext) -> str:
+            return ""
+
+
+class Opaque:
+    """A class pydantic cannot make a schema of."""
+
+
+def test_a_parameter_no_schema_can_describe_is_a_configuration_error():
+    with pytest.raises(ConfigurationError, match="parameters cannot be arguments"):
+
+        @tool
+        def use(thing: Opaque) -> str:
+            return ""
+
+
+def test_values_in_a_schema_keep_their_title_keys():
+    # the generated titles go; a default, an example or a constant is the user's data
+    @tool
+    def greet(
+        person: Annotated[dict[str, Any], Field(examples=[{"title": "Dr", "name": "Who"}])] = {  # noqa: B006
+            "title": "Dr",
+            "x": 1,
+        },
+        title: str = "Mx",
+    ) -> str:
+        """Greet someone."""
+        return ""
+
+    properties = greet.parameters["properties"]
+    assert properties["person"]["default"] == {"title": "Dr", "x": 1}
+    assert properties["person"]["examples"] == [{"title": "Dr", "name": "Who"}]
+    assert "title" not in properties["person"] and "title" not in properties["title"]
+    assert list(properties) == ["person", "title"]
 
 
 def test_a_function_without_docstring_or_arguments_gets_an_empty_object_schema():

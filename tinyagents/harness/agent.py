@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError
 from tinyagents.harness.litellm_model import as_model
-from tinyagents.harness.loop import start_agent_run
+from tinyagents.harness.loop import run_events, start_agent_run, subscribe_run
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.render import SteeringRenderer
@@ -51,6 +52,12 @@ class Agent:
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
+            )
+        if not isinstance(instructions, str):
+            raise ConfigurationError(
+                f"agent {name!r}: instructions must be text (the system prompt), got "
+                f"{type(instructions).__name__}; for instructions that change per run, steer "
+                "the run (add_instruction) or build the Agent per run"
             )
         self.name = name
         self.model = as_model(model)
@@ -102,10 +109,12 @@ class Agent:
                 ):
                     yield event
             return
-        handle = await start_agent_run(runtime, self, input, **kwargs)
-        stream = handle.stream("messages" if messages_only else "events")
-        async for event in stream:
-            yield event
+        # subscribed before the run starts: its run.started is the stream's first event
+        run_id = kwargs.pop("run_id", None) or _clock.new_id("r")
+        async with subscribe_run(runtime, run_id) as events:
+            handle = await start_agent_run(runtime, self, input, run_id=run_id, **kwargs)
+            async for event in run_events(events, handle, only_deltas=messages_only):
+                yield event
         await handle.result()
 
     def run_sync(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:

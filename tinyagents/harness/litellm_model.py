@@ -320,7 +320,13 @@ def _parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall
     try:
         args = json.loads(text)
     except json.JSONDecodeError as exc:
-        return ToolCall(id=call_id, name=name, parse_error=f"arguments are not valid JSON ({exc})")
+        # the text is quoted in the error: the conversation carries the call with {} (strict
+        # servers refuse arguments that are not JSON), so the model sees what it sent here
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error=f"arguments are not valid JSON ({exc}): {_quoted(text)}",
+        )
     if not isinstance(args, dict):
         return ToolCall(
             id=call_id,
@@ -328,6 +334,19 @@ def _parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall
             parse_error=f"arguments must be a JSON object, got {type(args).__name__}",
         )
     return ToolCall(id=call_id, name=name, args=args)
+
+
+#: How much of a tool call's unreadable arguments its error result quotes.
+_QUOTED_ARGUMENTS = 500
+
+
+def _quoted(text: str) -> str:
+    if len(text) > _QUOTED_ARGUMENTS:
+        return (
+            repr(text[:_QUOTED_ARGUMENTS])
+            + f" (and {len(text) - _QUOTED_ARGUMENTS} more characters)"
+        )
+    return repr(text)
 
 
 def _usage(raw_usage: Any) -> Usage:

@@ -59,6 +59,7 @@ from tinyagents.runs.info import RunInfo, RunStatus, run_event, subagent_event
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
+    from tinyagents.events.bus import Subscription
     from tinyagents.runs.host import RunHost
 
 
@@ -517,6 +518,7 @@ class AgentRun(RunDriver):
         for cmd, _ in self.staged:
             self.handle.inbox.failed(cmd, "the run ended before the message reached the model")
         self.staged.clear()
+        self._answer_open_calls(result)
         self.emit(
             RunEvent,
             type=f"run.{result.status.value}",
@@ -531,6 +533,31 @@ class AgentRun(RunDriver):
                 subagent_event(info, "subagent.completed", status=result.status.value)
             )
         await self.runtime.finish(self.handle, result)
+
+    def _answer_open_calls(self, result: RunResult) -> None:
+        """Give each tool call of the last model response that got no result (the run ended
+        part-way through the batch: a limit, a cancel, a failure, or a response past the token
+        budget whose tools never ran) an error result that says so. A transcript with an
+        unanswered call is one providers refuse, and a session sends it on its next turn."""
+        messages = self.messages
+        at = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), -1
+        )
+        if at < 0 or not messages[at].tool_calls:
+            return
+        last = messages[at]
+        end = start = at + 1  # the results follow the response
+        while end < len(messages) and messages[end].role == "tool":
+            end += 1
+        answered = {m.tool_call_id for m in messages[start:end]}
+        why = f"the run ended ({result.status.value}"
+        why += f": {result.error})" if result.error else ")"
+        stand_ins = [
+            ToolResult(call_id=c.id, name=c.name, content=f"not run: {why}", error=True)
+            for c in last.tool_calls
+            if c.id not in answered
+        ]
+        messages[end:end] = [r.to_message() for r in stand_ins]
 
     def emit(self, cls: type[Event], **fields: Any) -> None:
         self.runtime.bus.publish(run_event(self.info, cls, **fields))
@@ -549,30 +576,47 @@ class AgentRun(RunDriver):
         return self._events(only_deltas=modes == {"messages"})
 
     async def _events(self, *, only_deltas: bool) -> AsyncIterator[Event]:
-        root, tree, handle = self.info.run_id, self.runtime.runs.tree, self.handle
+        async with subscribe_run(self.runtime, self.info.run_id) as events:
+            async for event in run_events(events, self.handle, only_deltas=only_deltas):
+                yield event
 
-        def ours(event: Event) -> bool:
-            run_id = event.run_id
-            return run_id == root or (run_id is not None and tree.is_descendant(run_id, of=root))
 
-        def keep(event: Event) -> bool:
-            return not only_deltas or event.type == "model.delta"
+def subscribe_run(runtime: RunHost, root: str) -> Subscription:
+    """A bus subscription to the events of run ``root`` and of the runs below it (open it
+    before the run starts to have its ``run.started`` too)."""
+    tree = runtime.runs.tree
 
-        async with self.runtime.bus.subscribe(where=ours) as events:
-            while not handle.status.finished:
-                event = await events.get()
-                if event is None:
-                    return
-                if keep(event):
-                    yield event
-                if event.run_id == root and event.type in _RUN_ENDS:
-                    return
-            # It ended before we looked: what it published since we subscribed is queued.
-            while (event := events.get_nowait()) is not None:
-                if keep(event):
-                    yield event
-                if event.run_id == root and event.type in _RUN_ENDS:
-                    return
+    def ours(event: Event) -> bool:
+        run_id = event.run_id
+        return run_id == root or (run_id is not None and tree.is_descendant(run_id, of=root))
+
+    return runtime.bus.subscribe(where=ours)
+
+
+async def run_events(
+    events: Subscription, handle: RunHandle, *, only_deltas: bool = False
+) -> AsyncIterator[Event]:
+    """What ``events`` (``subscribe_run``) gets until ``handle``'s run ends (its own
+    ``run.*`` end event is the last); ``only_deltas``: the ``model.delta`` pieces only."""
+    root = handle.run_id
+
+    def keep(event: Event) -> bool:
+        return not only_deltas or event.type == "model.delta"
+
+    while not handle.status.finished:
+        event = await events.get()
+        if event is None:
+            return
+        if keep(event):
+            yield event
+        if event.run_id == root and event.type in _RUN_ENDS:
+            return
+    # It ended before we looked: what it published since we subscribed is queued.
+    while (event := events.get_nowait()) is not None:
+        if keep(event):
+            yield event
+        if event.run_id == root and event.type in _RUN_ENDS:
+            return
 
 
 #: The events a run's end publishes (the stream of an agent run stops at its own).
@@ -706,10 +750,12 @@ def _initial_messages(
     agent: AgentRecipe, input: str | list[Message], history: list[Message] | None
 ) -> list[Message]:
     messages: list[Message] = []
+    # the agent's instructions lead, unless the history carries a system prompt of its own
+    # (a session's, from its first turn)
+    if agent.instructions and not (history and any(m.role == "system" for m in history)):
+        messages.append(Message(role="system", content=agent.instructions))
     if history:
         messages.extend(history)
-    elif agent.instructions:
-        messages.append(Message(role="system", content=agent.instructions))
     if isinstance(input, str):
         messages.append(Message(role="user", content=input))
     else:

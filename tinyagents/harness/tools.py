@@ -22,7 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticUserError,
+    ValidationError,
+    create_model,
+)
 from pydantic_core import to_jsonable_python
 
 from tinyagents.errors import ConfigurationError, ToolError
@@ -157,7 +164,8 @@ def tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
 
-    A parameter named ``ctx`` is not offered to the model; it receives the run context.
+    A parameter named ``ctx`` (or of any name, annotated ``RunContext``) is not offered to the
+    model; it receives the run context.
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
@@ -277,7 +285,12 @@ def _arguments_model(
                 f"tool {name!r} takes *{param.name}: a tool's arguments must be named; "
                 "list them as parameters"
             )
-        if param.name == CTX_PARAM:
+        if param.name == CTX_PARAM or _is_run_context(param.annotation):
+            if takes_ctx:
+                raise ConfigurationError(
+                    f"tool {name!r} takes the run's context twice ({param.name!r} too): one "
+                    "parameter named ctx (or annotated RunContext) receives it"
+                )
             takes_ctx = True
             params.append((CTX_PARAM, param))
             continue
@@ -291,8 +304,26 @@ def _arguments_model(
         info = Field(default, alias=param.name, **extra)
         fields[field_name] = (annotation, info)
         params.append((field_name, param))
-    model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
+    try:
+        model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
+        model.model_json_schema(by_alias=True)
+    except PydanticUserError as exc:  # a type pydantic cannot make a schema of
+        raise ConfigurationError(
+            f"tool {name!r}: its parameters cannot be arguments a model gives ({exc}); "
+            "annotate each with a JSON type (str, int, a pydantic model, ...), and name the "
+            f"parameter that receives the run's context {CTX_PARAM!r} (or annotate it RunContext)"
+        ) from exc
     return model, params, takes_ctx
+
+
+def _is_run_context(annotation: Any) -> bool:
+    """Whether a parameter's annotation is ``RunContext`` (a parameter of any name that
+    receives the run's context, as pydantic-ai finds its ``RunContext`` by its type). Matched
+    by name: ``harness.context`` imports this module."""
+    return isinstance(annotation, type) and any(
+        c.__name__ == "RunContext" and c.__module__ == "tinyagents.harness.context"
+        for c in annotation.__mro__
+    )
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -301,17 +332,29 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def _drop_titles(node: Any) -> None:
-    """Remove pydantic's generated ``title``s: noise in every prompt that carries the schema."""
+def _drop_titles(node: Any, *, named: bool = False) -> None:
+    """Remove pydantic's generated ``title``s: noise in every prompt that carries the schema.
+    Values in the schema (a default, an example, a constant) are the user's, kept as given;
+    ``named``: ``node`` maps names to schemas (``properties``, ``$defs``)."""
     if isinstance(node, dict):
+        if named:
+            for value in node.values():
+                _drop_titles(value)
+            return
         if isinstance(node.get("title"), str):
             del node["title"]
-        for value in node.values():
-            _drop_titles(value)
+        for key, value in node.items():
+            if key not in _SCHEMA_VALUES:
+                _drop_titles(value, named=key in _SCHEMA_NAMES)
     elif isinstance(node, list):
         for item in node:
             _drop_titles(item)
 
+
+#: The keys of a JSON Schema whose value is data, not schema.
+_SCHEMA_VALUES = frozenset({"default", "examples", "example", "const", "enum"})
+#: The keys of a JSON Schema whose value maps names to schemas.
+_SCHEMA_NAMES = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
 _SECTION_RE = re.compile(r"^(\w+):$")
 _ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters"})
