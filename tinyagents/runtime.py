@@ -317,6 +317,8 @@ class Runtime:
                 if now >= snapshot_due:
                     heartbeat = now >= heartbeat_due
                     await self.write_live_snapshots(heartbeat=heartbeat)
+                    if self._unsaved:  # released runs: their final state, for other readers
+                        await self._save_unsaved()
                     snapshot_due = now + SNAPSHOT_EVERY_S
                     if heartbeat:
                         heartbeat_due = now + HEARTBEAT_S
@@ -386,6 +388,23 @@ class Runtime:
         except BaseException:
             live.dirty |= due
             raise
+
+    async def flush(self) -> None:
+        """Write now what the runtime holds for its durable store: the events and command
+        states its store writer batches (every 50 ms), and the snapshots of runs that changed
+        or were released. Without a durable store, nothing to do."""
+        if not self._durable or not self._open:
+            return
+        if self._writer is not None:
+            await self._writer.flush()
+        await self.write_live_snapshots()
+        if self._unsaved:
+            snapshots, self._unsaved = self._unsaved, []
+            try:
+                await self.store.save_runs(snapshots)
+            except BaseException:
+                self._unsaved.extend(snapshots)
+                raise
 
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order, while it is in memory (a released run

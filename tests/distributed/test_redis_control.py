@@ -20,6 +20,7 @@ from tinyagents.distributed.wire import Keys
 
 T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
+GLOBEX = SteeringActor.human("gus", tenant_id="globex", scopes=["agent:control"])
 
 
 def command(
@@ -51,6 +52,15 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened; last value: {value!r}")
         await asyncio.sleep(0.05)
+
+
+def slow_agent_for_listing() -> Any:
+    """An agent that stays running (held in a tool) until its runtime closes."""
+    from tinyagents import Agent
+    from tinyagents.testkit import Gate
+
+    gate = Gate("hold")
+    return Agent("holder", gate.model(), tools=[gate.tool()])
 
 
 def terminal_counts(history: list[dict[str, Any]], cid: str) -> dict[str, int]:
@@ -124,6 +134,40 @@ async def test_a_command_for_an_unknown_or_foreign_run_is_rejected_as_not_found(
         foreign["reason"] == "not found: run run-2" and missing["reason"] == "not found: run ghost"
     )
     assert await a.call("status", run_id=run_id) == "running"
+
+
+async def test_a_thread_command_reaches_the_senders_tenants_run_on_that_thread(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    # two tenants each have a live run on thread "t"; the lookup matched the thread alone, so
+    # acme's command went to globex's worker (rejected: not found) or stayed with the
+    # sender's own globex run (deferred there), and never reached acme's run
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    c = await workers("c", redis_url, prefix)
+    ours = await a.call("start", run_id="acme-t", tenant="acme", turns=400, tick_s=0.02, thread="t")
+    await b.call("start", run_id="globex-t", tenant="globex", turns=400, tick_s=0.02, thread="t")
+    await listed(c, ours)
+    await listed(c, "globex-t", tenant="globex")
+
+    def on_thread(kind: str) -> dict[str, Any]:
+        cmd = SteeringCommand(
+            target=SteeringTarget.thread("t"), actor=OPERATOR, kind=SteeringKind(kind), payload={}
+        )
+        return as_json(cmd)
+
+    from_c = await c.call("submit", command=on_thread("pause"))
+    from_b = await b.call("submit", command=on_thread("resume"))  # b holds globex's run on "t"
+    assert (from_c["status"], from_b["status"]) == ("accepted", "accepted"), (from_c, from_b)
+    assert from_c["run_id"] == from_b["run_id"] == ours
+    for receipt in (from_c, from_b):  # applied by acme's run, on worker a
+        await eventually(
+            lambda: a.call("history", run_id=ours),
+            lambda h, r=receipt: terminal_counts(h, r["correlation_id"]) == {"steering.applied": 1},
+        )
+    assert await b.call("status", run_id="globex-t") == "running"
+    await a.call("submit", command=as_json(command(ours, "cancel")))
+    await b.call("submit", command=as_json(command("globex-t", "cancel", actor=GLOBEX)))
 
 
 async def test_directives_written_straight_into_redis_are_checked_by_the_owner(
@@ -354,3 +398,84 @@ async def test_no_connection_outlives_aclose_even_across_a_redis_restart(
         assert await ours() <= control.max_connections
         await control.aclose()
         assert await eventually(ours, lambda n: n == 0) == 0
+
+
+async def test_a_worker_restarted_under_its_id_lists_only_its_own_runs(
+    redis_url: str, prefix: str
+) -> None:
+    # a killed worker's runs stayed in its hash (shown as running, forever) when the next
+    # process under the same worker id came up before the hash expired: it only added its own
+    import redis.asyncio as aioredis
+
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    ghost = {"run_id": "ghost", "status": "running", "tenant_id": "acme", "worker": "w"}
+    try:
+        await client.hset(keys.runs("w"), "ghost", json.dumps(ghost))  # the dead process's
+        async with Runtime() as rt, Runtime() as other_rt:
+            await rt.start(slow_agent_for_listing(), "work", tenant_id="acme", run_id="alive")
+            mine = RedisControl(rt, redis_url, worker_id="w", prefix=prefix, heartbeat_s=0.1)
+            other = RedisControl(other_rt, redis_url, worker_id="o", prefix=prefix)
+            await mine.start()
+            await other.start()
+            try:
+                runs = await eventually(
+                    lambda: other.list_runs("acme"),
+                    lambda rs: any(r["run_id"] == "alive" for r in rs),
+                )
+                assert [r["run_id"] for r in runs] == ["alive"]
+                assert set(await client.hkeys(keys.runs("w"))) == {b"alive"}
+            finally:
+                await other.aclose()
+                await mine.aclose()
+    finally:
+        await client.delete(keys.runs("w"))
+        await client.aclose()
+
+
+async def test_heartbeats_are_scored_by_redis_clock_not_the_workers(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a worker whose clock ran 20 s ahead scored its heartbeat (and pruned the others') by
+    # it: it never saw the other workers' runs, and took them off the worker set every second
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(redis_url)
+    ahead = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: ahead)
+    try:
+        async with Runtime() as rt:
+            control = RedisControl(rt, redis_url, worker_id="w", prefix=prefix, heartbeat_s=0.1)
+            await control.start()
+            try:
+                score = await eventually(
+                    lambda: client.zscore(Keys(prefix).workers, "w"), lambda s: s is not None
+                )
+                seconds, _ = await client.time()
+                assert abs(score - seconds) < 60  # Redis's clock, not the worker's (an hour on)
+            finally:
+                await control.aclose()
+    finally:
+        await client.aclose()
+
+
+async def test_aclose_ends_even_when_a_job_swallows_its_cancel(redis_url: str, prefix: str) -> None:
+    # redis-py 8.1 can swallow a cancel that lands as a blocking read starts, and the job
+    # reads on: aclose waited for it forever (a worker stopped then was killed, unclosed)
+    async with Runtime() as rt:
+        control = RedisControl(rt, redis_url, worker_id="w", prefix=prefix, block_s=0.2)
+        await control.start()
+        stop = asyncio.Event()
+
+        async def stubborn() -> None:
+            while not stop.is_set():
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:  # as redis-py did: swallowed once
+                    stop.set()
+                    await asyncio.sleep(3600)
+
+        job = asyncio.create_task(stubborn())
+        control._tasks.append(job)
+        await asyncio.wait_for(control.aclose(), timeout=30)
+        assert job.done()

@@ -40,9 +40,11 @@ class Worker:
         self.rt = rt
         self.control = control
 
-    async def op_start(self, run_id: str, tenant: str, turns: int, tick_s: float) -> str:
+    async def op_start(
+        self, run_id: str, tenant: str, turns: int, tick_s: float, thread: str | None = None
+    ) -> str:
         handle = await self.rt.start(
-            slow_agent(turns, tick_s), "work", tenant_id=tenant, run_id=run_id
+            slow_agent(turns, tick_s), "work", tenant_id=tenant, run_id=run_id, thread_id=thread
         )
         return handle.run_id
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,32 @@ async def test_a_released_runs_history_is_read_from_the_store(tmp_path: Path) ->
         assert [r["run_id"] for r in await store.load_runs()] == ["r-1"]
     finally:
         await store.close()
+
+
+async def test_a_released_runs_final_state_reaches_the_shared_store_while_it_runs_on(
+    tmp_path: Path,
+) -> None:
+    # a released run's final snapshot waited for 256 more or for close: other processes on
+    # the store listed it "running" meanwhile (and forever, if this one was then killed)
+    db = tmp_path / "x.db"
+    async with Runtime(store=f"sqlite:///{db}", retain_finished=0) as rt:
+        await _steered_run(rt, "r-1")
+        assert rt.runs.get("r-1") is None
+        reader = SqliteStore(db)
+        await reader.open()
+        try:
+            for _ in range(200):  # the runtime's snapshot tick (a bound against hangs)
+                snapshot = await reader.load_run("r-1")
+                if snapshot is not None and snapshot["status"] == "completed":
+                    break
+                await asyncio.sleep(0.05)
+            assert snapshot is not None and snapshot["status"] == "completed"
+            await _steered_run(rt, "r-2")
+            await rt.flush()  # at once, on request
+            snapshot = await reader.load_run("r-2")
+            assert snapshot is not None and snapshot["status"] == "completed"
+        finally:
+            await reader.close()
 
 
 async def test_without_a_store_a_released_runs_history_is_gone() -> None:

@@ -14,6 +14,7 @@ from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.errors import RuntimeClosed, StoreError
 from tinyagents.protocol import (
+    CommandState,
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
@@ -130,6 +131,51 @@ async def test_two_runtimes_on_one_file_never_take_the_same_correlation_id(tmp_p
         await finish_run(first, one)
 
 
+async def test_a_command_another_runtime_settled_is_not_handed_to_a_run_again(
+    tmp_path: Path,
+) -> None:
+    """Item 5: a runtime that opened on the shared log while a command was open there
+    restored it; the runtime that had accepted it then applied it. When the run is started
+    again under its id (crash recovery) on the second runtime, the log says the command is
+    settled: it is not applied a second time (it was, from the stale copy)."""
+    db = tmp_path / "shared.db"
+    async with Runtime(store=url(db), testing=True) as first:
+        run = await start_run(first, "r-1")
+        cmd = make_command("r-1", correlation_id="once")
+        assert (await first.submit(cmd)).accepted
+        async with Runtime(store=url(db), testing=True) as second:  # restores "once"
+            apply_ready(run)
+            await finish_run(first, run)
+            await first.flush()  # the log says applied
+            again = await start_run(second, "r-1")
+            assert apply_ready(again) == []
+            assert second.router.open_commands() == []
+            assert second.router.state("once") is CommandState.APPLIED
+            await finish_run(second, again)
+        stored = await first.store.get_command("once", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"
+
+
+async def test_a_deferred_thread_command_is_applied_by_one_runtime_only(tmp_path: Path) -> None:
+    """Item 5: a command deferred for a thread with no live run waits in the log; a runtime
+    that opened on the log since has it too. A run of the thread on either takes it, and a
+    later run of the thread on the other must not take it again."""
+    db = tmp_path / "shared.db"
+    thread = SteeringTarget.thread("t-1")
+    async with Runtime(store=url(db), testing=True) as first:
+        cmd = make_command(target=thread, correlation_id="deferred-once")
+        assert (await first.submit(cmd)).status is ReceiptStatus.DEFERRED
+        async with Runtime(store=url(db), testing=True) as second:
+            taker = await start_run(second, "r-2", thread_id="t-1")
+            assert [c.correlation_id for c in apply_ready(taker)] == ["deferred-once"]
+            await finish_run(second, taker)
+            await second.flush()
+        later = await start_run(first, "r-3", thread_id="t-1")
+        assert apply_ready(later) == []
+        assert first.router.open_commands() == []
+        await finish_run(first, later)
+
+
 # --------------------------------------------------------------------------- item 16 / 17
 
 
@@ -184,6 +230,19 @@ async def test_two_senders_may_queue_commands_with_one_id_on_one_run(
         for scope in ("", "tenant:acme"):
             assert rt.router.state("k", scope=scope) == "applied"
         assert not rt.router.open_commands()
+
+
+async def test_a_thread_command_goes_to_the_senders_tenants_run_on_a_shared_thread_id() -> None:
+    """Item 17: thread ids are each tenant's own; with another tenant's run newer on the
+    same thread id, the command was deferred (it looked at the newest run only)."""
+    async with Runtime() as rt:
+        ours = await start_run(rt, "r-acme", tenant_id="acme", thread_id="t")
+        await start_run(rt, "r-evil", tenant_id="evil", thread_id="t")
+        cmd = make_command(target=SteeringTarget.thread("t"), actor=ACME)
+        receipt = await rt.submit(cmd)
+        assert (receipt.status, receipt.run_id) == (ReceiptStatus.ACCEPTED, "r-acme")
+        assert [c.correlation_id for c in apply_ready(ours)] == [cmd.correlation_id]
+        assert rt.steering_history("r-evil") == []
 
 
 @pytest.mark.parametrize("durable", [False, True])

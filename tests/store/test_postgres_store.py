@@ -84,6 +84,35 @@ def test_open_store_reads_postgres_urls() -> None:
     assert isinstance(plain, PostgresStore) and plain.schema is None
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://me@db/agents?password=secret",
+        "postgresql://me@db/agents?sslmode=require&sslpassword=secret&PASSWORD=secret",
+        "postgresql://me:secret@db/agents?password=secret",
+    ],
+)
+async def test_a_password_in_the_query_never_shows_in_url_or_errors(url: str) -> None:
+    # only the user part's password was masked: ?password= showed in store.url and errors
+    store = open_store(url.replace("@db/", "@127.0.0.1:1/"))  # nothing listens on port 1
+    assert "secret" not in store.url and "***" in store.url
+    with pytest.raises(StoreError) as caught:
+        await store.open()
+    assert "secret" not in str(caught.value)
+
+
+def test_the_serve_banner_shows_the_store_without_its_password() -> None:
+    import io
+
+    from tinyagents.server import ServeOptions
+    from tinyagents.server.serve import _announce
+
+    out = io.StringIO()
+    options = ServeOptions(store="postgresql://me:secret@db/agents?password=secret")
+    _announce(options, None, "http://127.0.0.1:8000", out)
+    assert "secret" not in out.getvalue() and "postgresql://me:***@db/agents" in out.getvalue()
+
+
 async def test_migrations_are_recorded_once_in_the_schema(
     make: Callable[[], PostgresStore], schema: str
 ) -> None:

@@ -48,6 +48,10 @@ class RunMirror:
         #: runtime holds plus those released since the last heartbeat).
         self._dirty: set[str] = set()
         self._mirrored: set[str] = set()
+        #: The hash may hold entries that are not this runtime's: those of a process that ran
+        #: before under the same worker id (restarted faster than the hash expires) are
+        #: dropped, and the hash is written afresh, at the next write.
+        self._stale = True
 
     def open(self) -> None:
         """Follow the runtime's events from now on; every run it holds is written first."""
@@ -55,6 +59,7 @@ class RunMirror:
         # first write instead, an interrupt reported before it would never be listed.
         self.runtime.live_runs()
         self._sub = self.runtime.subscribe(maxsize=10_000, where=_has_run)
+        self._stale = True
         self._dirty.update(i.run_id for i in self.runtime.runs.list())
 
     def close(self) -> None:
@@ -113,6 +118,9 @@ class RunMirror:
 
     async def _write(self, redis: Redis, *, beat: bool) -> None:
         key = self.keys.runs(self.worker_id)
+        stale = self._stale
+        if stale:  # the hash afresh: every run this runtime holds, nothing else
+            self._dirty.update(i.run_id for i in self.runtime.runs.list())
         dirty, self._dirty = self._dirty, set()
         if beat:  # and the released runs still listed, to take them off
             dirty |= {r for r in self._mirrored if r not in self.runtime.runs}
@@ -121,14 +129,20 @@ class RunMirror:
                 s["run_id"]: json.dumps(self.stamp(s)) for s in self.runtime.live_snapshots(dirty)
             }
             gone = [r for r in dirty if r not in snapshots and r in self._mirrored]
-            pipe = redis.pipeline(transaction=False)
+            # one transaction when the hash is replaced: no reader sees it empty between
+            pipe = redis.pipeline(transaction=stale)
+            if stale:
+                pipe.delete(key)
             if snapshots:
                 pipe.hset(key, mapping=snapshots)
-            if gone:
+            if gone and not stale:
                 pipe.hdel(key, *gone)
             if beat:
-                pipe.zadd(self.keys.workers, {self.worker_id: time.time()})
-                pipe.zremrangebyscore(self.keys.workers, 0, time.time() - self.ttl_s)
+                # scored by Redis's clock, as the readers compare with it: workers whose
+                # clocks differ still see each other
+                now = await redis_now(redis)
+                pipe.zadd(self.keys.workers, {self.worker_id: now})
+                pipe.zremrangebyscore(self.keys.workers, 0, now - self.ttl_s)
             if snapshots or beat:
                 pipe.pexpire(key, int(self.ttl_s * 1000))
             if beat:
@@ -137,11 +151,23 @@ class RunMirror:
         except BaseException:
             self._dirty |= dirty
             raise
-        self._mirrored.update(snapshots)
-        self._mirrored.difference_update(gone)
+        if stale:
+            self._stale = False
+            self._mirrored = set(snapshots)
+        else:
+            self._mirrored.update(snapshots)
+            self._mirrored.difference_update(gone)
         self.counters.mirror_writes += 1
-        if beat and replies[-1] != len(self._mirrored):  # Redis lost the hash (restarted empty)
-            self._dirty.update(i.run_id for i in self.runtime.runs.list())
+        if beat and replies[-1] != len(self._mirrored):
+            # Redis lost the hash (restarted empty), or it holds entries not ours: write it
+            # afresh at the next tick
+            self._stale = True
+
+
+async def redis_now(redis: Redis) -> float:
+    """Redis's clock, in seconds: the one clock every worker shares."""
+    seconds, micros = await redis.time()
+    return float(seconds) + float(micros) / 1_000_000
 
 
 def _has_run(event: Event) -> bool:

@@ -166,7 +166,9 @@ class CommandReader:
         if run_id is not None:
             handle = self.runtime.runs.get(run_id)
         else:
-            handle = self.runtime.runs.for_thread(thread_id) if thread_id else None
+            handle = (
+                self.runtime.runs.for_thread(thread_id, cmd.actor.tenant_id) if thread_id else None
+            )
         if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
             return not_found(cmd)  # never confirm that another tenant's run exists
         return None

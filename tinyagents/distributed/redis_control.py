@@ -28,8 +28,8 @@ worker's run raises ``ControlPlaneUnavailable``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,17 +44,27 @@ from tinyagents.distributed._base import (
     refuse,
     target_run,
 )
-from tinyagents.distributed.mirror import RunMirror
+from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.wire import Envelope, Keys, parse_reply
 from tinyagents.errors import ControlPlaneUnavailable, ReceiptTimeout
-from tinyagents.protocol.commands import HumanActor, SteeringCommand, SteeringReceipt
+from tinyagents.protocol.commands import (
+    HumanActor,
+    SteeringCommand,
+    SteeringReceipt,
+    sender_tenant,
+)
 from tinyagents.steering.policies import not_found
 
 #: How many entries of a command stream Redis keeps at most.
 _STREAM_MAXLEN = 100_000
 _JOBS = ("mirror", "commands", "replies")
 _LIVE = frozenset({"running", "paused", "interrupted"})
+
+
+#: How ``aclose`` waits for a job to stop: attempts, and seconds each.
+_STOP_ATTEMPTS = 5
+_STOP_WAIT_S = 1.0
 
 
 class RedisControl:
@@ -163,10 +173,7 @@ class RedisControl:
 
     async def aclose(self) -> None:
         """Stop the jobs, take this worker's runs off the listing and close every connection."""
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._stop_jobs()
         self.mirror.close()
         for future in self._waiting.values():
             if not future.done():
@@ -186,6 +193,31 @@ class RedisControl:
         finally:
             await redis.aclose()
             await redis.connection_pool.disconnect()
+
+    async def _stop_jobs(self) -> None:
+        """Cancel the jobs and wait for them, boundedly. redis-py (8.1) can swallow a cancel
+        that lands while a blocking read starts, and the job reads on: such a job is cancelled
+        again, and its connections are dropped under it (the read fails, the cancel lands)."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        pending = {t for t in tasks if not t.done()}
+        for _ in range(_STOP_ATTEMPTS):
+            if not pending:
+                return
+            _, pending = await asyncio.wait(pending, timeout=_STOP_WAIT_S)
+            if pending and self._redis is not None:
+                with contextlib.suppress(Exception):
+                    await self._redis.connection_pool.disconnect()
+            for task in pending:
+                task.cancel()
+        if pending:
+            log.warning(
+                "worker %s: %d Redis job(s) did not stop: %s",
+                self.worker_id,
+                len(pending),
+                ", ".join(t.get_name() for t in pending),
+            )
 
     # ------------------------------------------------------------------ operator calls
 
@@ -307,14 +339,19 @@ class RedisControl:
         if run_id is not None:
             return None if run_id in self.runtime.runs else run_id
         thread_id = getattr(cmd.target, "thread_id", None)
-        if thread_id is None or self.runtime.runs.for_thread(thread_id) is not None:
+        tenant = sender_tenant(cmd.actor)  # thread ids are the tenants' own
+        if thread_id is None or self.runtime.runs.for_thread(thread_id, tenant) is not None:
             return None
         try:
             snapshots = await self._remote_snapshots()
         except Exception as exc:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
         for snapshot in snapshots:
-            if snapshot.get("thread_id") == thread_id and snapshot.get("status") in _LIVE:
+            if (
+                snapshot.get("thread_id") == thread_id
+                and snapshot.get("status") in _LIVE
+                and (tenant is None or snapshot.get("tenant_id") == tenant)
+            ):
                 return str(snapshot["run_id"])
         return None
 
@@ -337,7 +374,8 @@ class RedisControl:
 
     async def _live_workers(self) -> list[str]:
         assert self._redis is not None
-        raw = await self._redis.zrangebyscore(self.keys.workers, time.time() - self.ttl_s, "+inf")
+        now = await redis_now(self._redis)  # the heartbeats are scored by Redis's clock
+        raw = await self._redis.zrangebyscore(self.keys.workers, now - self.ttl_s, "+inf")
         return [w.decode() for w in raw]
 
     async def _remote_snapshots(self) -> Iterable[dict[str, Any]]:

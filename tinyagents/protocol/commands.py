@@ -970,3 +970,11 @@ def dedupe_scope(actor: SteeringActor) -> str:
     if type(actor) is HumanActor:
         return f"tenant:{actor.tenant_id}"  # type: ignore[attr-defined]
     return ""
+
+
+def sender_tenant(actor: SteeringActor) -> str | None:
+    """The tenant whose runs a command's sender may reach: a human's own; None for every
+    other actor (code inside the runtime's process, not held to a tenant)."""
+    if type(actor) is HumanActor:
+        return actor.tenant_id  # type: ignore[attr-defined,no-any-return]
+    return None

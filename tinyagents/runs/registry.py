@@ -92,11 +92,14 @@ class RunRegistry:
     def __len__(self) -> int:
         return len(self._handles)
 
-    def for_thread(self, thread_id: str) -> RunHandle | None:
-        """The newest run on the thread that has not finished, if any."""
+    def for_thread(self, thread_id: str, tenant_id: str | None = None) -> RunHandle | None:
+        """The newest run on the thread that has not finished, if any (of ``tenant_id``'s
+        runs only, when given: thread ids are the tenants' own, two may use the same one)."""
         for run_id in reversed(self._threads.get(thread_id, ())):
             handle = self._handles[run_id]
-            if not handle.status.finished:
+            if not handle.status.finished and (
+                tenant_id is None or handle.info.tenant_id == tenant_id
+            ):
                 return handle
         return None
 

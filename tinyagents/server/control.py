@@ -34,6 +34,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     ThreadTarget,
     dedupe_scope,
+    sender_tenant,
 )
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
@@ -403,7 +404,7 @@ class Control:
 def _holds(runtime: Runtime, cmd: SteeringCommand) -> bool:
     target = cmd.target
     if isinstance(target, ThreadTarget):
-        return runtime.runs.for_thread(target.thread_id) is not None
+        return runtime.runs.for_thread(target.thread_id, sender_tenant(cmd.actor)) is not None
     return target.run_id in runtime.runs
 
 

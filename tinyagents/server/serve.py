@@ -42,6 +42,7 @@ from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
 from tinyagents.server.loopback import is_loopback
 from tinyagents.server.workers import run_workers
+from tinyagents.store._postgres import redacted
 
 if TYPE_CHECKING:
     import uvicorn
@@ -256,6 +257,7 @@ def _stop_on_signals(server: Any) -> None:
 
 
 def _announce(options: ServeOptions, auth: Auth | None, url: str, out: IO[str]) -> None:
+    shown_store = redacted(options.store)  # a terminal's scrollback is no place for a password
     lines = [f"tinyagents serve: the operator console and API at {url}/"]
     if auth is None:
         lines += [
@@ -277,11 +279,11 @@ def _announce(options: ServeOptions, auth: Auth | None, url: str, out: IO[str]) 
             f"  operator token (user {options.user}, tenant {options.tenant}, "
             f"{OBSERVE_RIGHT} {CONTROL_RIGHT}); send it as",
             f"    Authorization: Bearer {token}",
-            f"  key: {key} (tinyagents token mint --store {options.store} ... makes more)",
+            f"  key: {key} (tinyagents token mint --store {shown_store} ... makes more)",
         ]
     lines += [
         f"  API:      {url}{BASE}  (OpenAPI {url}{BASE}/openapi.json, docs {url}{BASE}/docs)",
-        f"  store:    {options.store}" + ("  (demo runs: on)" if options.demo else ""),
+        f"  store:    {shown_store}" + ("  (demo runs: on)" if options.demo else ""),
         "  Ctrl+C stops the server.",
     ]
     out.write("\n".join(lines) + "\n")

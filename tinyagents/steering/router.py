@@ -7,6 +7,7 @@ makes a bookkeeping bug loud instead of silent.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from tinyagents.protocol.commands import (
     SubAgentRunTarget,
     ThreadTarget,
     dedupe_scope,
+    sender_tenant,
 )
 from tinyagents.protocol.state import CommandState
 from tinyagents.runs.handle import RunHandle
@@ -46,6 +48,8 @@ from tinyagents.steering.policy import PolicyContext, PolicyPipeline, first_refu
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
+
+_log = logging.getLogger("tinyagents.steering")
 
 #: Where a correlation id is unique: (``dedupe_scope(actor)``, correlation id).
 _Key = tuple[str, str]
@@ -243,6 +247,15 @@ class SteeringRouter:
                     # of its events reaches this run's history
                     self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
                     continue
+                try:
+                    if tracked.persisted and await self._settled_elsewhere(tracked):
+                        continue
+                except StoreError as exc:
+                    # the log cannot say: the command waits on for the next run (a second
+                    # application is worse than a late one)
+                    _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
+                    self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+                    continue
                 tracked.info = handle.info
                 if tracked.early:  # its requested/deferred, emitted before it had a run
                     self._history.setdefault(handle.run_id, []).extend(tracked.early)
@@ -255,6 +268,22 @@ class SteeringRouter:
                 except StoreError as exc:
                     if not tracked.state.terminal:
                         self._finish(tracked, "failed", reason=f"store error: {exc}")
+
+    async def _settled_elsewhere(self, tracked: _Tracked) -> bool:
+        """Whether another runtime sharing the steering log settled ``tracked`` (a command
+        this one restored when it opened, or deferred and left waiting) since: then it is
+        done here too, with no event (the one that settled it emitted them). Read from the
+        log just before the command is handed to a run, so a copy of it is never applied
+        twice (a runtime that opened while it was open, a run of its thread on each)."""
+        assert self.store is not None
+        cmd = tracked.cmd
+        stored = await self.store.get_command(cmd.correlation_id, scope=tracked.key[0])
+        state = CommandState(stored.state) if stored is not None else None
+        if state is None or not state.terminal:
+            return False
+        del self._tracked[tracked.key]
+        self._terminal[tracked.key] = state
+        return True
 
     async def target_finished(self, handle: RunHandle) -> None:
         """The run reached its last boundary: fail what is pending, settle what waits on it."""
@@ -318,7 +347,7 @@ class SteeringRouter:
         # ``type(...) is`` first: an isinstance that fails on a pydantic class runs the ABC
         # check in Python, and nearly every command names an agent run.
         if type(target) is not AgentRunTarget and isinstance(target, ThreadTarget):
-            handle = self.registry.for_thread(target.thread_id)
+            handle = self.registry.for_thread(target.thread_id, sender_tenant(cmd.actor))
             if handle is None or _hidden(cmd, handle):
                 return None, None, None
             return handle, None, handle.info

@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tinyagents.errors import StoreError
 
@@ -68,12 +68,25 @@ def lock_key(*parts: str) -> int:
 
 
 def redacted(dsn: str) -> str:
-    """``dsn`` without its password, for messages and ``url``."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """``dsn`` without its password (in its user part, or a ``password=`` / ``sslpassword=``
+    query parameter), for messages, banners and ``url``."""
+    try:
+        parts = urlsplit(dsn)
+        password = parts.password
+    except ValueError:  # not a URL we can read: show none of it
+        return "<unreadable store URL>"
+    if password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1))
+    if parts.query:
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if any(k.lower() in _SECRET_PARAMS for k, _ in query):
+            shown = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
+            parts = parts._replace(query=urlencode(shown, safe="*"))
+    return urlunsplit(parts)
+
+
+#: Query parameters of a PostgreSQL URL that hold a secret.
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
 
 
 async def open_pool(
