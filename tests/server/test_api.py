@@ -154,6 +154,16 @@ async def test_commands_take_the_target_from_the_path_and_the_actor_from_the_tok
     assert r.status_code == 200 and r.json()["correlation_id"] == "ops-1"
     again = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
     assert again.json()["status"] == "duplicate"
+    # a priority as the JSON number operator.md and the OpenAPI schema allow (every number
+    # was refused: the strict enum wanted an instance, and the body is validated as Python)
+    for number in (0, 50, 100, 200):
+        numbered = {**body, "priority": number, "correlation_id": f"ops-n{number}"}
+        r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", numbered)
+        assert r.status_code == 200, r.text
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/pause", {"priority": 200})
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+    sent = {e.correlation_id: e for e in served.runtime.steering_history(run.run_id)}
+    assert sent["ops-n200"].kind == "constrain_tools"
 
     # A body naming a target or an actor is refused: they come from the path and the token.
     for extra in ({"target": {"type": "agent_run", "run_id": "r-x"}}, {"actor": {"type": "test"}}):
@@ -338,11 +348,14 @@ async def test_another_tenant_gets_404_everywhere_and_changes_nothing(served: Se
         for method, path, body in run_paths(run.run_id):
             r = await call(served, "bob", method, path, body)
             assert r.status_code == 404, (method, path, r.status_code, r.text)
-            assert r.json() == {"detail": "run not found"}
+            assert r.json() == {"detail": "run not found", "message": "run not found"}
     # Unknown ids answer exactly the same.
     for method, path, body in run_paths("r-does-not-exist"):
         r = await call(served, "alice", method, path, body)
-        assert (r.status_code, r.json()) == (404, {"detail": "run not found"}), (method, path)
+        assert (r.status_code, r.json()) == (
+            404,
+            {"detail": "run not found", "message": "run not found"},
+        ), (method, path)
     listed = (await call(served, "bob", "GET", f"{BASE}/runs")).json()
     assert listed == []
     r = await call(served, "bob", "GET", f"{BASE}/events?follow=false")
@@ -451,6 +464,42 @@ async def test_the_openapi_document_is_published(served: Served, kind: SteeringK
         "/api/agents/events",
     } <= paths
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
+
+
+async def test_the_openapi_document_is_valid_and_lists_what_the_server_answers(
+    served: Served,
+) -> None:
+    # a client generated from the document met statuses it did not list (400 and 413 on
+    # every POST, 403 on the reads, 503 on /readyz), and a validator refused it (the Link
+    # header had no schema)
+    from openapi_spec_validator import validate
+
+    doc = (await served.client.get(f"{BASE}/openapi.json")).json()
+    validate(doc)
+    paths = doc["paths"]
+    for path, item in paths.items():
+        for method, operation in item.items():
+            answers = set(operation["responses"])
+            if method == "post":
+                assert {"400", "401", "403", "404", "413", "422"} <= answers, (path, answers)
+            elif path.startswith(f"{BASE}/runs") or path == f"{BASE}/events":
+                assert {"401", "403"} <= answers, (path, answers)
+    assert "503" in paths["/readyz"]["get"]["responses"]
+
+
+async def test_every_error_body_says_its_problem_in_one_message_line(served: Served) -> None:
+    # operator.md: "detail lists the problems, message says them in one line"; a command the
+    # protocol refused (a pause delivered immediately) came back as {"detail": "<text>"}
+    run = await served.start_run("acme")
+    bad = {"kind": "pause", "delivery": "immediate"}
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", bad)
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert isinstance(body["detail"], list) and body["detail"][0]["msg"] == body["message"]
+    assert "immediate" in body["message"]
+    for method, path in (("GET", f"{BASE}/runs/nope"), ("DELETE", f"{BASE}/runs")):
+        r = await call(served, "alice", method, path, None)
+        assert r.status_code in (404, 405) and r.json()["message"] == r.json()["detail"]
 
 
 def test_a_token_of_text_that_is_not_utf8_is_a_configuration_error(served: Served) -> None:

@@ -113,6 +113,8 @@ BAD_FIELDS: list[tuple[str, dict[str, Any]]] = [
     ("commands", {"kind": "pause", "priority": "100"}),
     ("commands", {"kind": "pause", "priority": " 100 "}),
     ("commands", {"kind": "pause", "priority": "1_00"}),
+    ("commands", {"kind": "pause", "priority": 100.0}),
+    ("commands", {"kind": "pause", "priority": False}),
     ("commands", {"kind": "cancel", "payload": {"abort": "yes"}}),
     ("commands", {"kind": "cancel", "payload": {"abort": 1}}),
     ("pause", {"priority": "100"}),

@@ -16,6 +16,7 @@ import pytest
 from tinyagents.errors import StoreError
 from tinyagents.events import Event, RunEvent, SteeringEvent, ToolEvent
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.runs import RunInfo
 from tinyagents.store import SqliteStore, StoreWriter
 
 #: Fast retries for tests: a held lock is noticed after 10 ms, retried every few ms.
@@ -300,3 +301,38 @@ def test_a_runtime_that_is_never_closed_does_not_keep_the_process_alive(tmp_path
         str(tmp_path / "runs.db"),
     )
     assert done.stdout == "open\n"
+
+
+async def test_two_processes_on_one_file_read_and_write_at_once_without_lock_errors(
+    tmp_path: Path,
+) -> None:
+    # a write that began while a read of the same connection was part-way through ran on the
+    # read's snapshot; after the other connection's commit SQLite refused it at once
+    # ("database is locked", HTTP 503 from serve) instead of waiting out the busy timeout
+    db = tmp_path / "shared.db"
+    mine, other = SqliteStore(db), SqliteStore(db)
+    await mine.open()
+    await other.open()
+
+    def snapshot(run_id: str) -> dict[str, object]:
+        info = RunInfo(run_id=run_id, tenant_id="acme")
+        return {**info.snapshot(), "updated_at": 0.0}
+
+    async def reads() -> None:
+        for _ in range(60):
+            await mine.load_runs(tenant_id="acme")
+            await mine.open_commands()
+
+    async def writes(store: SqliteStore, name: str) -> None:
+        for i in range(60):
+            await store.save_runs([snapshot(f"{name}-{i}")])
+            await store.inbox_put(
+                owner=name, request_id=f"{name}-{i}", command=_command(f"{name}-{i}")
+            )
+
+    try:
+        await asyncio.gather(reads(), writes(mine, "mine"), writes(other, "other"), reads())
+        assert len(await mine.load_runs()) == 120
+    finally:
+        await mine.close()
+        await other.close()

@@ -36,7 +36,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from tinyagents import __version__
 from tinyagents.errors import (
@@ -86,6 +86,18 @@ MAX_RUNS_PAGE = 1000
 # --------------------------------------------------------------------------- bodies
 
 PriorityName = Literal["low", "normal", "high", "critical"]
+
+
+def _a_json_integer(value: Any) -> Any:
+    if type(value) is not int and not isinstance(value, SteeringPriority):
+        raise ValueError(
+            "a priority is a JSON integer (0, 50, 100, 200) or a name (low, normal, high, critical)"
+        )
+    return value
+
+
+#: A priority as a number: an integer of the four (not true, 100.0 or "100").
+PriorityNumber = Annotated[Literal[0, 50, 100, 200], BeforeValidator(_a_json_integer)]
 _PRIORITY_NAMES: dict[str, SteeringPriority] = {p.name.lower(): p for p in SteeringPriority}
 
 
@@ -114,8 +126,9 @@ class _Body(BaseModel):
 class CommandOptions(_Body):
     """The optional fields of every command a body can send (never target or actor)."""
 
-    # a number of the four (JSON 100) or a name: not "100", which lax parsing took
-    priority: Annotated[SteeringPriority, Strict()] | PriorityName = SteeringPriority.NORMAL
+    # a number of the four (JSON 100) or a name: not "100", 100.0 or false, which lax
+    # parsing took (a strict enum took no number at all: the body is validated as Python)
+    priority: PriorityNumber | PriorityName = 50
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
     correlation_id: IdText | None = Field(
         default=None,
@@ -127,7 +140,9 @@ class CommandOptions(_Body):
     def command_fields(self) -> dict[str, Any]:
         priority = self.priority
         fields: dict[str, Any] = {
-            "priority": _PRIORITY_NAMES[priority] if isinstance(priority, str) else priority,
+            "priority": _PRIORITY_NAMES[priority]
+            if isinstance(priority, str)
+            else SteeringPriority(priority),
             "delivery": self.delivery,
         }
         if self.correlation_id is not None:
@@ -167,12 +182,17 @@ class CommandBody(CommandOptions):
 
 
 class Problem(Exception):
-    """An answer other than 200, with its JSON body."""
+    """An answer other than 200, with its JSON body: ``message`` says it in one line, as
+    every error body of the API does; ``detail`` is that line too, except for a 422, where
+    it lists the problems as a request validation error does (``loc``, ``msg``, ``type``)."""
 
     def __init__(self, status: int, detail: str, *, extra: dict[str, Any] | None = None) -> None:
         super().__init__(detail)
         self.status = status
-        self.body: dict[str, Any] = {"detail": detail, **(extra or {})}
+        listed: Any = detail
+        if status == 422:
+            listed = [{"loc": ["body"], "msg": detail, "type": "value_error"}]
+        self.body: dict[str, Any] = {"detail": listed, "message": detail, **(extra or {})}
 
 
 NOT_FOUND = "run not found"
@@ -584,7 +604,12 @@ def create_app(
         if exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
             detail = _unreadable_body(exc.__cause__)
             return JSONResponse({"detail": detail, "message": detail}, status_code=400)
-        return await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
+        response = await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
+        if isinstance(exc.detail, str) and isinstance(response, JSONResponse):
+            # with the one-line message every error body of the API has
+            body = {"detail": exc.detail, "message": exc.detail}
+            return JSONResponse(body, status_code=exc.status_code, headers=dict(exc.headers or {}))
+        return response
 
     async def caller(
         request: Request,
@@ -601,11 +626,15 @@ def create_app(
     router = APIRouter(prefix=BASE)
     run_responses: dict[int | str, dict[str, Any]] = {
         401: {"description": "no token, or not one of this server's"},
+        403: {"description": "the token may not observe runs (no agent:observe right)"},
         404: {"description": "no such run, or not one this token may see"},
     }
+    unreadable = "the body is not UTF-8 JSON"
     command_responses: dict[int | str, dict[str, Any]] = {
         **run_responses,
+        400: {"description": unreadable},
         403: {"description": "the token may see the run but not send it this command"},
+        413: {"description": "the body is larger than the server takes"},
         422: {"description": "the body is invalid"},
         503: {"description": "the runtime or its store cannot take commands now"},
         504: {"description": "the run's owner did not answer in time (may still apply it)"},
@@ -618,7 +647,12 @@ def create_app(
             200: {
                 "description": "a page of runs, newest first; the next page's URL is in the "
                 '`Link: <...>; rel="next"` header (none on the last page)',
-                "headers": {"Link": {"description": 'the next page: <URL>; rel="next"'}},
+                "headers": {
+                    "Link": {
+                        "description": 'the next page: <URL>; rel="next"',
+                        "schema": {"type": "string"},
+                    }
+                },
             },
             422: {"description": "a limit out of range, or a cursor this server never gave"},
         },
@@ -719,7 +753,10 @@ def create_app(
 
     @router.post(
         "/runs/{run_id}/steer",
-        responses={**command_responses, 400: {"description": "the message is only whitespace"}},
+        responses={
+            **command_responses,
+            400: {"description": f"{unreadable}, or the message is only whitespace"},
+        },
         response_model=SteeringReceipt,
         summary="Send the run's model an instruction",
     )
@@ -828,7 +865,12 @@ def create_app(
         """200 while the process answers HTTP."""
         return JSONResponse({"status": "ok"}, headers=no_store)
 
-    @app.get("/readyz", tags=["probes"], summary="Readiness")
+    @app.get(
+        "/readyz",
+        tags=["probes"],
+        summary="Readiness",
+        responses={503: {"description": "the runtime, the store or Redis does not answer"}},
+    )
     async def readyz() -> JSONResponse:
         """200 when the runtime, the store and Redis (those this server uses) answer; else 503,
         naming which does not."""

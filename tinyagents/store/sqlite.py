@@ -9,7 +9,7 @@ import logging
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,9 +159,12 @@ class SqliteStore(Store):
         #: How long a write waits for a lock another connection holds before it fails.
         self.busy_timeout_s = busy_timeout_s
         self._db: aiosqlite.Connection | None = None
-        #: One write (execute, commit, or rollback) at a time on the shared connection: a
-        #: rollback after one write failed must never undo another's uncommitted row.
-        self._write_lock = asyncio.Lock()
+        #: One statement at a time on the shared connection: a rollback after one write
+        #: failed must never undo another's uncommitted row, and no read may be part-way
+        #: through when a write begins (its open snapshot would make the write's transaction
+        #: a stale one: SQLite then refuses it at once, "database is locked", without waiting
+        #: out the busy timeout, whenever another process wrote since).
+        self._lock = asyncio.Lock()
 
     async def open(self) -> None:
         """Connect, then create or migrate the schema. A file that is not a SQLite database is
@@ -239,7 +242,7 @@ class SqliteStore(Store):
         await self._write(*_settling(updates), what=f"settle {len(updates)} command(s)", many=True)
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
-        async with self.db.execute(
+        async with self._reading(
             "SELECT command, state, run_id, reason FROM steering_log"
             " WHERE scope = ? AND correlation_id = ?",
             (scope, correlation_id),
@@ -254,7 +257,7 @@ class SqliteStore(Store):
 
     async def open_commands(self) -> list[StoredCommand]:
         marks = ",".join("?" for _ in _OPEN)
-        async with self.db.execute(
+        async with self._reading(
             "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
             f" WHERE state IN ({marks}) ORDER BY seq",
             _OPEN,
@@ -274,8 +277,14 @@ class SqliteStore(Store):
         return readable
 
     async def command_ids(self) -> set[str]:
-        async with self.db.execute("SELECT DISTINCT correlation_id FROM steering_log") as cur:
+        async with self._reading("SELECT DISTINCT correlation_id FROM steering_log") as cur:
             return {r[0] for r in await cur.fetchall()}
+
+    @contextlib.asynccontextmanager
+    async def _reading(self, sql: str, args: Sequence[Any] = ()) -> AsyncIterator[aiosqlite.Cursor]:
+        """A read's cursor, under the connection's lock (see ``_lock``)."""
+        async with self._lock, self.db.execute(sql, args) as cursor:
+            yield cursor
 
     async def _write(
         self, sql: str, args: Sequence[Any], *, what: str, many: bool = False
@@ -288,7 +297,7 @@ class SqliteStore(Store):
     async def _write_returning(self, sql: str, args: Sequence[Any], *, what: str) -> list[Any]:
         """``_write`` for one statement with RETURNING: its rows, read before the commit."""
         db = self.db
-        async with self._write_lock:
+        async with self._lock:
             try:
                 async with db.execute(sql, args) as cursor:
                     rows = list(await cursor.fetchall())
@@ -305,7 +314,7 @@ class SqliteStore(Store):
         """``_write`` for several statements (sql, args, executemany?) committed as one; returns
         the last statement's cursor."""
         db = self.db
-        async with self._write_lock:
+        async with self._lock:
             try:
                 for sql, args, many in statements:
                     if many:
@@ -359,7 +368,7 @@ class SqliteStore(Store):
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY id"
         )
-        async with self.db.execute(sql, args) as cur:
+        async with self._reading(sql, args) as cur:
             rows = await cur.fetchall()
         return [parse_event(r[0]) for r in rows]
 
@@ -393,7 +402,7 @@ class SqliteStore(Store):
         args: tuple[str, ...] = ()
         if tenant_id is not None:
             sql, args = sql + " WHERE tenant_id = ?", (tenant_id,)
-        async with self.db.execute(sql + " ORDER BY rowid", args) as cur:
+        async with self._reading(sql + " ORDER BY rowid", args) as cur:
             return [json.loads(r[0]) for r in await cur.fetchall()]
 
     async def list_runs(
@@ -409,7 +418,7 @@ class SqliteStore(Store):
         sql = "SELECT data FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
             sql, args = sql + " LIMIT ?", [*args, limit]
-        async with self.db.execute(sql, args) as cur:
+        async with self._reading(sql, args) as cur:
             return [json.loads(r[0]) for r in await cur.fetchall()]
 
     async def run_commands(
@@ -418,7 +427,7 @@ class SqliteStore(Store):
         if not states:
             return []
         marks = ",".join("?" for _ in states)
-        async with self.db.execute(
+        async with self._reading(
             "SELECT command, state, run_id, reason FROM steering_log"
             f" WHERE run_id = ? AND state IN ({marks}) ORDER BY seq",
             (run_id, *states),
@@ -433,7 +442,7 @@ class SqliteStore(Store):
         return commands
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
-        async with self.db.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
+        async with self._reading("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
             row = await cur.fetchone()
         return json.loads(row[0]) if row is not None else None
 
@@ -457,7 +466,7 @@ class SqliteStore(Store):
                 where.append(f"{column} = ?")
                 args.append(value)
         sql = f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
-        async with self.db.execute(sql, [*args, max(limit, 0)]) as cur:
+        async with self._reading(sql, [*args, max(limit, 0)]) as cur:
             rows = await cur.fetchall()
         return [(r[0], parse_event(r[1])) for r in rows]
 
@@ -471,7 +480,7 @@ class SqliteStore(Store):
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         # A read first: an empty inbox (the usual answer to a poll) costs no write lock.
-        async with self.db.execute(
+        async with self._reading(
             "SELECT 1 FROM inbox WHERE owner = ? AND state = 'pending' LIMIT 1", (owner,)
         ) as cur:
             if await cur.fetchone() is None:
@@ -522,7 +531,7 @@ class SqliteStore(Store):
         )
 
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
-        async with self.db.execute(
+        async with self._reading(
             "SELECT receipt FROM inbox WHERE request_id = ?", (request_id,)
         ) as cur:
             row = await cur.fetchone()
