@@ -18,6 +18,7 @@ import pytest
 from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair, shape
 from pydantic import BaseModel
 
+from tinyagents.graph import StateGraph
 from tinyagents.store.checkpoint import Checkpointer
 
 
@@ -385,3 +386,17 @@ async def test_values_keep_the_field_order_across_checkpoint_deltas(
     assert list(result.state) == list(out) == ["x", "q"]
     assert list((await ours.get_state("1")).values) == ["x", "q"]
     assert list((await theirs.aget_state(cfg())).values) == ["x", "q"]
+
+
+@pytest.mark.parametrize("channel", ["EphemeralValue", "Topic", "UntrackedValue"])
+def test_a_langgraph_channel_in_a_state_annotation_is_refused_by_name(channel: str) -> None:
+    # LangGraph's channels were skipped as "not a reducer": the field silently kept the last
+    # value (a Topic(accumulate=True) gave 'b' where LangGraph gives ['in', 'a', 'b'])
+    import langgraph.channels as lg_channels
+
+    from tinyagents.errors import GraphValidationError
+
+    made = getattr(lg_channels, channel)(str)
+    state = TypedDict("State", {"x": Annotated[str, made]})  # type: ignore[operator]
+    with pytest.raises(GraphValidationError, match=f"State.x: LangGraph's channel {channel}"):
+        StateGraph(state)

@@ -231,6 +231,28 @@ async def test_a_pending_interrupt_is_listed_and_answered_through_its_task(
     assert result.output["answer"] == {"approved": True, "value": "yes"}
 
 
+async def test_aborting_a_graph_tasks_own_entry_cancels_that_task(served: Served) -> None:
+    # the console's Cancel on a task row sent the command to the task's entry as to an agent
+    # run: an entry has no loop, so it sat pending until the graph ended ("target finished")
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    run = await served.runtime.start_graph(
+        compiled, {"amount": "12 EUR"}, thread_id="refund-2", tenant_id="acme"
+    )
+
+    async def entry() -> Any:
+        kids = served.runtime.runs.tree.children(run.run_id)
+        return kids[0].run_id if kids and kids[0].status.value == "interrupted" else None
+
+    task_run_id = await eventually(entry)
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{task_run_id}/abort", None)
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+    result = await run.result()  # the task was the graph's last: skipped, the graph ends
+    assert result.status.value == "completed"
+    applied = [e for e in served.runtime.steering_history(run.run_id) if e.type == "steering.applied"]
+    assert [e.correlation_id for e in applied] == [r.json()["correlation_id"]]
+
+
 async def test_steer_body_rules_422_and_400(served: Served) -> None:
     run = await served.start_run("acme")
     path = f"{BASE}/runs/{run.run_id}/steer"

@@ -324,6 +324,60 @@ def test_an_observe_only_token_watches_and_its_commands_are_refused_on_the_page(
         assert browser.find_element(By.ID, "run-status").text == "running"
 
 
+def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears_the_page(
+    browser: Any, tmp_path: Path
+) -> None:
+    # the page followed the selected run's root over SSE, which a token narrowed to a child
+    # may not see (404): the timeline stayed offline; "Forget token" left the last session's
+    # timeline and commands on the page for the next token; an empty tool list took every
+    # tool away without asking
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        child = wait.until(fresh("research", child=True))
+        child_id = child.get_attribute("data-run-id")
+        token = url.split("#token=")[1]
+        narrowed = subprocess.run(
+            [
+                str(TINYAGENTS),
+                "token",
+                "attenuate",
+                token,
+                "--run",
+                child_id,
+                "--store",
+                f"sqlite:///{tmp_path / 'serve.db'}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()[-1]
+        browser_click(browser, "sign-out")
+        browser.get("about:blank")  # a new hash alone would not load the page again
+        browser.get(url.split("#")[0] + f"#token={narrowed}")
+        row = wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, f'[data-run-id="{child_id}"]')
+        )
+        row.click()
+        wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="timeline-event"]'))
+
+        tools = browser.find_element(By.ID, "tools-input")
+        tools.clear()
+        browser_click(browser, "tools-btn")
+        browser.switch_to.alert.dismiss()  # "Take every tool away from research? ..."
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="sent-command"]')
+        browser_click(browser, "pause-btn")
+        wait.until(lambda d: _sent(d, "pause"))
+
+        browser_click(browser, "sign-out")
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="timeline-event"]')
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="sent-command"]')
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="run-row"]')
+
+
 def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

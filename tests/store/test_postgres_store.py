@@ -111,6 +111,9 @@ def test_the_serve_banner_shows_the_store_without_its_password() -> None:
     options = ServeOptions(store="postgresql://me:secret@db/agents?password=secret")
     _announce(options, None, "http://127.0.0.1:8000", out)
     assert "secret" not in out.getvalue() and "postgresql://me:***@db/agents" in out.getvalue()
+    out = io.StringIO()  # a URL with nothing to hide is shown as given
+    _announce(ServeOptions(store="sqlite:////abs/serve.db"), None, "http://h", out)
+    assert "store:    sqlite:////abs/serve.db" in out.getvalue()
 
 
 async def test_migrations_are_recorded_once_in_the_schema(

@@ -23,7 +23,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from tinyagents.errors import ConfigurationError, InvalidUpdateError
+from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
 from tinyagents.graph.reducers import (
     MISSING,
     LastValue,
@@ -305,6 +305,23 @@ def _managed(annotation: Any) -> str | None:
     return None
 
 
+def _refuse_langgraph_channel(cls: type, name: str, annotation: Any) -> None:
+    """A LangGraph channel instance in ``Annotated[...]`` (``EphemeralValue(str)``,
+    ``Topic(str)``, ...) is not a reducer: it was skipped, and the field silently kept the
+    last value."""
+    if get_origin(annotation) is not Annotated:
+        return
+    for extra in get_args(annotation)[1:]:
+        module = type(extra).__module__
+        if module == "langgraph.channels" or module.startswith("langgraph.channels."):
+            raise GraphValidationError(
+                f"state field {cls.__name__}.{name}: LangGraph's channel "
+                f"{type(extra).__name__} has no equivalent here; give the field a reducer "
+                "(Annotated[list[T], operator.add], add_messages, any function "
+                "(current, update) -> new) or none (the last write wins)"
+            )
+
+
 def _split(annotation: Any) -> tuple[Any, Any]:
     """``Annotated[T, fn, ...]`` → ``(T, fn)``; the last callable wins."""
     if get_origin(annotation) is Annotated:
@@ -367,6 +384,7 @@ def read_schema(cls: Any) -> StateSchema:
         if managed is not None:
             schema.managed[name] = managed
             continue
+        _refuse_langgraph_channel(cls, name, annotation)
         base, fn = _split(annotation)
         base = _without_required(base)
         reducer = LastValue() if fn is None else resolve(fn, base)

@@ -75,13 +75,15 @@ def redacted(dsn: str) -> str:
         password = parts.password
     except ValueError:  # not a URL we can read: show none of it
         return "<unreadable store URL>"
+    query = parse_qsl(parts.query, keep_blank_values=True) if parts.query else []
+    secret_query = any(k.lower() in _SECRET_PARAMS for k, _ in query)
+    if password is None and not secret_query:
+        return dsn  # as given: rebuilt, sqlite:////abs/path would lose a slash
     if password is not None:
         parts = parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1))
-    if parts.query:
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        if any(k.lower() in _SECRET_PARAMS for k, _ in query):
-            shown = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
-            parts = parts._replace(query=urlencode(shown, safe="*"))
+    if secret_query:
+        shown = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
+        parts = parts._replace(query=urlencode(shown, safe="*"))
     return urlunsplit(parts)
 
 

@@ -182,6 +182,17 @@
 
   function signIn(message) {
     stopFollowing();
+    // nothing of the last session stays on the page: the next token may be another tenant's
+    state.runs = new Map();
+    state.selected = null;
+    state.seen.clear();
+    state.outcomes.clear();
+    state.sent = [];
+    state.more = false;
+    $("timeline").replaceChildren();
+    renderTree();
+    renderDetail();
+    renderSent();
     $("app").hidden = true;
     $("login").hidden = false;
     $("sign-out").hidden = true;
@@ -357,7 +368,7 @@
   function select(runId) {
     state.selected = runId;
     const run = state.runs.get(runId);
-    if (run) follow(run.root_run_id || run.run_id);
+    if (run) follow(run.root_run_id || run.run_id, run.run_id);
     renderTree();
     renderDetail();
     applyTimelineFilter();
@@ -547,6 +558,8 @@
       event.preventDefault();
       if (!state.selected) return;
       const tools = $("tools-input").value.split(",").map((name) => name.trim()).filter(Boolean);
+      // narrowing is for good: an empty list takes every tool away, so it is asked first
+      if (!tools.length && !window.confirm(`Take every tool away from ${nameOf(state.selected)}? Tools narrowed away do not come back.`)) return;
       send(`narrow tools to ${tools.join(", ") || "none"}`, state.selected, `${runPath(state.selected)}/commands`,
         { kind: "constrain_tools", payload: { tools } });
     });
@@ -581,21 +594,35 @@
     state.root = null;
   }
 
-  function follow(rootId) {
+  // The selected run's events: its whole tree (by its root), or, when the token may not see
+  // the root (a token narrowed to a subtree: the server answers 404), the run's own.
+  function follow(rootId, runId) {
     if (state.source && state.root === rootId) return;
     stopFollowing();
     state.root = rootId;
     state.seen.clear();
     $("timeline").replaceChildren();
-    const query = new URLSearchParams({ root_run_id: rootId });
+    listen({ root_run_id: rootId }, runId && runId !== rootId ? runId : null);
+  }
+
+  function listen(params, fallbackRunId) {
+    const query = new URLSearchParams(params);
     if (state.token) query.set("access_token", state.token);
     const source = new EventSource(`${API}/events?${query}`);
     state.source = source;
+    let opened = false;
     setConnection("connecting");
     for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
     source.onmessage = onEvent;
-    source.onopen = () => setConnection("live");
+    source.onopen = () => {
+      opened = true;
+      setConnection("live");
+    };
     source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED && !opened && fallbackRunId && state.source === source) {
+        listen({ run_id: fallbackRunId }, null); // refused outright: the root is not ours to see
+        return;
+      }
       // EventSource reconnects by itself, sending Last-Event-ID; say so meanwhile.
       setConnection(source.readyState === EventSource.CLOSED ? "offline" : "connecting");
       if (source.readyState === EventSource.CLOSED) setTimeout(poll, 0);
