@@ -397,6 +397,6 @@ def test_a_langgraph_channel_in_a_state_annotation_is_refused_by_name(channel: s
     from tinyagents.errors import GraphValidationError
 
     made = getattr(lg_channels, channel)(str)
-    state = TypedDict("State", {"x": Annotated[str, made]})  # type: ignore[operator]
+    state = TypedDict("State", {"x": Annotated[str, made]})  # type: ignore[operator]  # noqa: UP013
     with pytest.raises(GraphValidationError, match=f"State.x: LangGraph's channel {channel}"):
         StateGraph(state)

@@ -249,7 +249,9 @@ async def test_aborting_a_graph_tasks_own_entry_cancels_that_task(served: Served
     assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
     result = await run.result()  # the task was the graph's last: skipped, the graph ends
     assert result.status.value == "completed"
-    applied = [e for e in served.runtime.steering_history(run.run_id) if e.type == "steering.applied"]
+    applied = [
+        e for e in served.runtime.steering_history(run.run_id) if e.type == "steering.applied"
+    ]
     assert [e.correlation_id for e in applied] == [r.json()["correlation_id"]]
 
 

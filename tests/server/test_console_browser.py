@@ -357,9 +357,7 @@ def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears
         browser_click(browser, "sign-out")
         browser.get("about:blank")  # a new hash alone would not load the page again
         browser.get(url.split("#")[0] + f"#token={narrowed}")
-        row = wait.until(
-            lambda d: d.find_element(By.CSS_SELECTOR, f'[data-run-id="{child_id}"]')
-        )
+        row = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'[data-run-id="{child_id}"]'))
         row.click()
         wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="timeline-event"]'))
