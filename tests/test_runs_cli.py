@@ -230,6 +230,9 @@ async def test_the_same_actions_over_http() -> None:
                 "steer", agent.run_id, "note http", "--url", url, "--json", token=reader
             )
             assert code == 1 and json.loads(out)["status"] == "rejected"
+            # the receipt the CLI makes of a 403 has no id of the server's: "command None"
+            code, out, _ = await cli("pause", agent.run_id, "--url", url, token=reader)
+            assert code == 1 and "None" not in out and out.startswith("rejected command: forbidden")
             code, out, _ = await cli(
                 "steer", agent.run_id, "x", "--url", url, "--json", token=globex
             )
@@ -270,6 +273,21 @@ async def test_the_same_actions_over_http() -> None:
             assert "target finished" in (late[-1].reason or "")
         code, _, err = await cli("list", "--url", url, token=acme)
         assert code == 2 and "cannot reach" in err
+
+    # a server that is not a tinyagents one: its 404 is no "not found" (exit 1, refused) but
+    # no answer (exit 2); an error body that is not JSON is quoted, not printed as None
+    async def plain(scope: Any, receive: Any, send: Any) -> None:
+        status = 404 if scope["path"].endswith("r-1") else 501
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"<h1>Nope</h1> plain text"})
+
+    sock = bind("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with serving(plain, sock):
+        code, _, err = await cli("show", "r-1", "--url", url, token=acme)
+        assert code == 2 and "is --url a tinyagents server" in err, err
+        code, _, err = await cli("steer", "r-2", "hi", "--url", url, token=acme)
+        assert code == 2 and "501: <h1>Nope</h1> plain text" in err and "None" not in err
         code, _, err = await cli("list", "--url", url, token="")
         assert code == 2 and "TINYAGENTS_TOKEN" in err
 

@@ -459,8 +459,8 @@ class HttpClient:
             raise CliError(f"cannot reach {self.base}: {exc}") from exc
         try:
             data = response.json()
-        except ValueError:
-            data = None
+        except ValueError:  # not JSON (a proxy's page, not a tinyagents server): say what came
+            data = " ".join(response.text.split())[:200] or response.reason_phrase or None
         if response.status_code == 401:
             raise CliError(f"the server refused the token: {_detail(data)}")
         return response.status_code, data, response.links
@@ -486,11 +486,23 @@ class HttpClient:
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}")
-        return None if code == 404 else _ok(code, data)
+        return None if self._run_not_found(code, data) else _ok(code, data)
 
     async def tree(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}/tree")
-        return None if code == 404 else _ok(code, data)
+        return None if self._run_not_found(code, data) else _ok(code, data)
+
+    def _run_not_found(self, code: int, data: Any) -> bool:
+        """A 404 of this API (its JSON error body): the run is not there. Any other 404 (a
+        server that is not a tinyagents one, a wrong --url path) is no answer at all."""
+        if code != 404:
+            return False
+        if isinstance(data, dict) and "detail" in data:
+            return True
+        raise CliError(
+            f"{self.base} answered 404 without the API's error body ({_detail(data)}): is "
+            "--url a tinyagents server (the address serve printed)?"
+        )
 
     async def command(
         self,
@@ -517,9 +529,15 @@ class HttpClient:
         code, data = await self._request("POST", path, body=body)
         if isinstance(data, dict) and "status" in data and "correlation_id" in data:
             return data  # a receipt, whatever the HTTP status
-        if code in (403, 404):  # not allowed to control; not found (or another tenant's)
+        if code == 403 or (code == 404 and self._run_not_found(code, data)):
+            # not allowed to control; not found (or another tenant's): no receipt was made
             reason = f"not found: run {run_id}" if code == 404 else f"forbidden: {_detail(data)}"
-            return {"status": "rejected", "reason": reason, "run_id": None}
+            return {
+                "status": "rejected",
+                "reason": reason,
+                "run_id": None,
+                "correlation_id": correlation_id,
+            }
         if code == 504:
             raise CliError(f"the run's owner did not answer in time: {_detail(data)}")
         raise CliError(f"the server answered {code}: {_detail(data)}")
@@ -658,7 +676,8 @@ def receipt_line(receipt: dict[str, Any]) -> str:
     """A receipt in one line: status, command id, run and (when refused) why."""
     status = str(receipt.get("status"))
     color = "green" if status in _DONE else "red"
-    line = f"[{color}]{status}[/{color}] command {escape(str(receipt.get('correlation_id')))}"
+    cid = receipt.get("correlation_id")
+    line = f"[{color}]{status}[/{color}] command" + (f" {escape(str(cid))}" if cid else "")
     if receipt.get("run_id"):
         line += f" for run {escape(str(receipt['run_id']))}"
     if receipt.get("reason"):
