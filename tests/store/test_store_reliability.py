@@ -336,3 +336,34 @@ async def test_two_processes_on_one_file_read_and_write_at_once_without_lock_err
     finally:
         await mine.close()
         await other.close()
+
+
+@pytest.mark.parametrize(
+    ("asked", "index"),
+    [({"root_run_id": "root-1"}, "events_root"), ({"run_id": "r-1"}, "events_run")],
+)
+async def test_a_stream_of_one_tree_reads_that_trees_index_not_the_tenants(
+    tmp_path: Path, asked: dict[str, str], index: str
+) -> None:
+    # SQLite chose the tenant's index for tenant_id = ? AND root_run_id = ?: a console
+    # following a quiet tree read every later event of its tenant at each 50 ms poll
+    from tinyagents.store.sqlite import events_query
+
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        events = [
+            RunEvent(
+                type="run.status", run_id=f"r-{i}", root_run_id=f"root-{i % 50}", tenant_id="acme"
+            )
+            for i in range(500)
+        ]
+        await store.append_events(events)
+        sql, args = events_query(0, "acme", asked.get("run_id"), asked.get("root_run_id"), 100)
+        async with store.db.execute(f"EXPLAIN QUERY PLAN {sql}", args) as cur:
+            plan = " ".join(str(row[-1]) for row in await cur.fetchall())
+        assert f"INDEX {index}" in plan, plan
+        read = await store.read_events(tenant_id="acme", limit=100, **asked)  # type: ignore[arg-type]
+        assert read and all(e.tenant_id == "acme" for _, e in read)
+    finally:
+        await store.close()
