@@ -104,6 +104,42 @@ async def test_a_store_closed_under_the_runtime_is_a_store_error_not_a_driver_er
     assert not rt._open
 
 
+class LostReplyStore(SqliteStore):
+    """A real SQLite store whose next ``append_command`` commits the row and then fails as a
+    dropped connection does after COMMIT: the caller cannot tell it was written."""
+
+    lose_next = False
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        inserted = await super().append_command(cmd, state=state, run_id=run_id)
+        if self.lose_next:
+            self.lose_next = False
+            raise StoreError("connection was closed in the middle of operation")
+        return inserted
+
+
+async def test_a_retry_after_a_lost_reply_takes_its_own_logged_row_over(tmp_path: Path) -> None:
+    """Item 3: the INSERT committed but its reply was lost, so submit raised StoreError and
+    freed the id. The documented retry was answered duplicate (the row was there), and the
+    command sat open in the log, never applied. The retry of the same command takes the
+    row over; another command under that id is still a duplicate."""
+    store = LostReplyStore(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True) as rt:
+        handle = await start_run(rt, "r-1")
+        cmd = make_command("r-1", correlation_id="lost-reply")
+        store.lose_next = True
+        with pytest.raises(StoreError):
+            await rt.submit(cmd)
+        assert (await rt.submit(cmd)).status is ReceiptStatus.ACCEPTED
+        assert [c.correlation_id for c in apply_ready(handle)] == ["lost-reply"]
+        other = make_command("r-1", correlation_id="lost-reply", payload={"text": "other"})
+        assert (await rt.submit(other)).status is ReceiptStatus.DUPLICATE
+        await finish_run(rt, handle)
+        await rt.flush()
+        stored = await store.get_command("lost-reply", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"
+
+
 # --------------------------------------------------------------------------- item 5
 
 

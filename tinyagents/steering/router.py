@@ -503,12 +503,35 @@ class SteeringRouter:
                 await store.update_command(command, state=state, run_id=run_id)
                 return True
             inserted = await store.append_command(command, state=state, run_id=run_id)
+            if not inserted:
+                inserted = await self._ours_after_all(tracked, state, run_id, command)
         except StoreError:
             raise
         except Exception as exc:  # a backend that let its driver's error through
             raise StoreError(f"could not log command {command.correlation_id}: {exc}") from exc
         tracked.persisted = inserted
         return inserted
+
+    async def _ours_after_all(
+        self, tracked: _Tracked, state: str, run_id: str | None, command: SteeringCommand
+    ) -> bool:
+        """Whether the row the log already holds under this id is this very command, written
+        by an earlier submit of it whose reply was lost (the INSERT committed, the connection
+        dropped: that submit raised ``StoreError`` and freed the id, as promised). Then this
+        retry takes the row over instead of being answered ``duplicate`` while the command
+        sits open in the log, never applied. A command this router already knew of is a
+        duplicate as ever."""
+        assert self.store is not None
+        key = tracked.key
+        if key in self._tracked or key in self._terminal:
+            return False
+        stored = await self.store.get_command(command.correlation_id, scope=key[0])
+        return (
+            stored is not None
+            and stored.state == state
+            and stored.run_id == run_id
+            and stored.command == command
+        )
 
     def _announce(self, tracked: _Tracked) -> None:
         """Emit ``steering.requested``: from here on the command is open until terminal."""
