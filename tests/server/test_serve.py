@@ -199,3 +199,50 @@ def test_importing_the_cli_and_the_server_loads_no_web_or_token_library(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_ctrl_c_with_event_streams_open_stops_cleanly(tmp_path: Path) -> None:
+    # each open stream (a console tab) only checked for its client going away: Ctrl+C
+    # waited out the grace period, then cancelled it, logging "Exception in ASGI application"
+    # with a traceback per stream
+    import socket
+
+    store = f"sqlite:///{tmp_path / 'dev.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tinyagents.cli", "serve", "--port", "0", "--store", store],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        printed = ""
+        while "Ctrl+C" not in printed:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "serve exited"
+            printed += line
+        port = int(re.search(r"at http://127\.0\.0\.1:(\d+)/", printed).group(1))  # type: ignore[union-attr]
+        token = re.search(r"Authorization: Bearer (\S+)", printed).group(1)  # type: ignore[union-attr]
+        streams = []
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(
+                f"GET /api/agents/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
+                "\r\n\r\n".encode()
+            )
+            assert b"200" in sock.recv(200)  # the stream is open
+            streams.append(sock)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(60)
+        errors = proc.stderr.read() if proc.stderr else ""
+        assert code == 0, errors
+        assert "Exception in ASGI application" not in errors, errors
+        assert "CancelledError" not in errors, errors
+        for sock in streams:
+            sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

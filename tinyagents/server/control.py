@@ -122,6 +122,8 @@ class Control:
         if runtime is None and store is None:
             raise ConfigurationError("Control needs a runtime, a store, or both")
         self.runtime = runtime
+        #: set by ``end_streams``: the event streams end
+        self.streams_ended = False
         if store is None and runtime is not None and runtime.durable:
             store = runtime.store
         self.store = store
@@ -138,6 +140,11 @@ class Control:
     def _keep(self, event: Event) -> None:
         assert self._ring is not None
         self._ring.append((next(self._ids), event))
+
+    def end_streams(self) -> None:
+        """End every event stream at its next poll (the server is stopping: a stream left
+        open would be cancelled when the grace period runs out, logged as an error)."""
+        self.streams_ended = True
 
     def close(self) -> None:
         """Stop keeping the runtime's events (the runtime and store stay open)."""

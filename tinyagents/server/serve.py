@@ -230,6 +230,7 @@ async def serve_worker(
                     if demo is not None and demo.done():
                         demo.result()  # the demo failed: say why, and stop
                     await asyncio.sleep(0.2)
+                control.end_streams()  # open consoles' streams close before the grace ends
         finally:
             if demo is not None:
                 demo.cancel()

@@ -80,7 +80,7 @@ async def event_stream(
                 yield format_event(event_id, event)
         if len(rows) == BATCH:
             continue  # more backlog: read on before waiting
-        if not follow or await request.is_disconnected():
+        if not follow or control.streams_ended or await request.is_disconnected():
             return
         if rows:
             quiet = 0.0
