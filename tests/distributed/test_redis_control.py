@@ -479,3 +479,52 @@ async def test_aclose_ends_even_when_a_job_swallows_its_cancel(redis_url: str, p
         control._tasks.append(job)
         await asyncio.wait_for(control.aclose(), timeout=30)
         assert job.done()
+
+
+async def test_a_restarted_owner_answers_from_its_log_not_not_found(
+    redis_url: str, prefix: str, tmp_path: Any
+) -> None:
+    # the owner's earlier process accepted a command (logged it) and died before it answered:
+    # the entry waits in the group's backlog. Read again before the run is back, it was
+    # answered "rejected: not found" though it was then applied when the run came back. And
+    # the same command sent again was refused the same way, not answered duplicate.
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import GROUP, Envelope
+    from tinyagents.store import SqliteStore
+
+    db = tmp_path / "owner.db"
+    cmd = command("run-back", "add_instruction")
+    store = SqliteStore(db)
+    await store.open()
+    await store.append_command(cmd, state="accepted", run_id="run-back")  # the dead process's
+    await store.close()
+    keys = Keys(prefix)
+    stream = keys.commands("a")
+    client = aioredis.from_url(redis_url)
+    try:
+        await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        first = Envelope(request_id="req-1", reply_to="tester", to="a", command=cmd)
+        await client.xadd(stream, first.fields())
+        await client.xreadgroup(GROUP, "a", {stream: ">"}, count=10)  # read, never answered
+        async with Runtime(store=f"sqlite:///{db}") as rt:
+            control = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
+            await control.start()
+            try:
+                again = Envelope(request_id="req-2", reply_to="tester", to="a", command=cmd)
+                await client.xadd(stream, again.fields())
+
+                async def replies() -> dict[str, dict[str, Any]]:
+                    entries = await client.xrange(keys.replies("tester"))
+                    return {
+                        f[b"request_id"].decode(): json.loads(f[b"receipt"]) for _, f in entries
+                    }
+
+                answers = await eventually(replies, lambda r: len(r) == 2)
+                assert answers["req-1"]["status"] == "accepted", answers  # as it was then
+                assert answers["req-1"]["run_id"] == "run-back"
+                assert answers["req-2"]["status"] == "duplicate", answers  # sent again
+            finally:
+                await control.aclose()
+    finally:
+        await client.aclose()

@@ -28,8 +28,15 @@ from tinyagents.distributed._base import (
 )
 from tinyagents.distributed.wire import GROUP, Envelope, Keys, MalformedEnvelope, reply_fields
 from tinyagents.errors import RuntimeClosed
-from tinyagents.protocol.commands import HumanActor, ReceiptStatus, SteeringReceipt
+from tinyagents.protocol.commands import (
+    HumanActor,
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringReceipt,
+    dedupe_scope,
+)
 from tinyagents.steering.policies import not_found
+from tinyagents.store.memory import MemoryStore
 
 JOB = "commands"
 #: How many entries of a reply stream Redis keeps at most.
@@ -87,7 +94,7 @@ class CommandReader:
                 if backlog and not entries:
                     backlog = False
                     continue
-                await self._answer_all(redis, stream, entries)
+                await self._answer_all(redis, stream, entries, again=backlog)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -100,9 +107,13 @@ class CommandReader:
             self.outages.recovered(JOB)
             backoff.reset()
 
-    async def _answer_all(self, redis: Redis, stream: str, entries: list[Any]) -> None:
+    async def _answer_all(
+        self, redis: Redis, stream: str, entries: list[Any], *, again: bool = False
+    ) -> None:
+        """Answer ``entries``; ``again``: read from the backlog (read before, by this worker's
+        earlier process perhaps, and never acknowledged)."""
         self.counters.received += len(entries)
-        answers = await asyncio.gather(*(self._answer(fields) for _, fields in entries))
+        answers = await asyncio.gather(*(self._answer(fields, again) for _, fields in entries))
         pipe = redis.pipeline(transaction=False)
         done: list[Any] = []
         for (entry_id, _), answer in zip(entries, answers, strict=True):
@@ -120,7 +131,7 @@ class CommandReader:
         if len(pipe):
             await pipe.execute()
 
-    async def _answer(self, raw: dict[bytes, bytes] | None) -> _Answer:
+    async def _answer(self, raw: dict[bytes, bytes] | None, again: bool = False) -> _Answer:
         try:
             envelope = Envelope.parse(raw)
         except MalformedEnvelope as exc:
@@ -137,7 +148,13 @@ class CommandReader:
         if earlier is not None:  # read again (its acknowledgement was lost): same answer
             return envelope.reply_to, envelope.request_id, earlier
         refusal = self._refusal(envelope)
-        if refusal is not None:
+        logged = await self._logged_receipt(cmd, again) if refusal is not None else None
+        if logged is not None:
+            # this worker's earlier process took it: the log says what it answered then (an
+            # entry read again), or that it is a duplicate (sent again), though the run is
+            # not back (yet)
+            receipt = logged
+        elif refusal is not None:
             self.counters.foreign += 1
             log.warning("refused command %s from Redis: %s", cmd.correlation_id, refusal)
             receipt = refuse(cmd, refusal)
@@ -153,6 +170,42 @@ class CommandReader:
         if len(self._answered) > _REMEMBER_ANSWERS:
             self._answered.popitem(last=False)
         return envelope.reply_to, envelope.request_id, receipt
+
+    async def _logged_receipt(self, cmd: SteeringCommand, again: bool) -> SteeringReceipt | None:
+        """For a command in this runtime's steering log (under its sender's scope): the
+        receipt it got when it was taken, for an entry read ``again``; ``duplicate`` for one
+        sent again. None: not logged, or no durable log."""
+        store = getattr(self.runtime, "store", None)
+        if store is None or not isinstance(cmd.actor, HumanActor) or isinstance(store, MemoryStore):
+            return None
+        try:
+            stored = await store.get_command(cmd.correlation_id, scope=dedupe_scope(cmd.actor))
+        except Exception as exc:  # the log cannot say: refuse as before
+            log.warning("could not read command %s from the log: %s", cmd.correlation_id, exc)
+            return None
+        if stored is None or stored.command.target != cmd.target:
+            return None
+        if not again:
+            return SteeringReceipt.issue(
+                ReceiptStatus.DUPLICATE,
+                cmd.correlation_id,
+                None,
+                "duplicate correlation id: the first command's outcome stands",
+                None,
+            )
+        if stored.state == "deferred":
+            status = ReceiptStatus.DEFERRED
+        elif stored.state == "rejected":
+            status = ReceiptStatus.REJECTED
+        else:  # accepted, and perhaps applied (or failed, superseded) since
+            status = ReceiptStatus.ACCEPTED
+        return SteeringReceipt.issue(
+            status,
+            cmd.correlation_id,
+            stored.run_id,
+            stored.reason if status is ReceiptStatus.REJECTED else None,
+            None,
+        )
 
     def _refusal(self, envelope: Envelope) -> str | None:
         """Why the owner refuses this command outright, or ``None`` to submit it."""
