@@ -480,3 +480,39 @@ async def test_the_store_writer_keeps_every_event_when_its_connection_drops(
         assert await store.pool.fetchval("SELECT pg_backend_pid()") != pid
     finally:
         await store.close()
+
+
+class LostCommitStore(PostgresStore):
+    """A real PostgreSQL store whose next ``append_events`` commits and then fails as a
+    connection dropped after COMMIT does (an ``OSError``: a failure the writer retries)."""
+
+    lose_next = False
+
+    async def append_events(self, events: list[Any]) -> None:
+        await super().append_events(events)
+        if self.lose_next:
+            self.lose_next = False
+            raise ConnectionResetError("connection was closed in the middle of operation")
+
+
+async def test_a_batch_retried_after_a_lost_commit_reply_is_stored_once(schema: str) -> None:
+    # the writer retried the committed batch: every event was stored twice (two
+    # steering.applied for one command; an SSE client got each event under two ids)
+    from tinyagents.events import RunEvent
+    from tinyagents.store import StoreWriter
+
+    store = LostCommitStore(postgres_dsn(), schema=schema)
+    await store.open()
+    try:
+        writer = StoreWriter(store, flush_every_s=0.001, retry_first_s=0.001, retry_max_s=0.005)
+        writer.start()
+        store.lose_next = True
+        for i in range(5):
+            writer(RunEvent(type="run.status", run_id=f"r-{i}", root_run_id="r-0", tenant_id="a"))
+        await writer.flush()
+        await writer.aclose()
+        assert writer.errors == 1  # it was retried
+        stored = await store.load_events(root_run_id="r-0")
+        assert [e.run_id for e in stored] == [f"r-{i}" for i in range(5)]
+    finally:
+        await store.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -134,7 +135,25 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX runs_root_created ON runs (root_run_id, created_at, run_id);
         """,
     ),
+    (
+        4,
+        # The batches of events written lately, by digest: a batch whose COMMIT went through
+        # but whose reply was lost (a dropped connection) is retried by the store writer, and
+        # is then found here instead of being written twice.
+        """
+        CREATE TABLE event_batches (
+            digest TEXT PRIMARY KEY,
+            written_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        CREATE INDEX event_batches_written ON event_batches (written_at);
+        """,
+    ),
 ]
+
+#: How long a written batch's digest is kept (a retry comes within seconds), and how many
+#: batches are written between two sweeps of the old ones.
+_BATCH_MEMORY = "1 hour"
+_SWEEP_EVERY = 1000
 
 _SETTLE = "UPDATE steering_log SET state = $1, reason = $2 WHERE scope = $3 AND correlation_id = $4"
 
@@ -168,6 +187,7 @@ class PostgresStore(Store):
         self._pool: Any = None
         self._open_lock = asyncio.Lock()
         self._events_key = 0
+        self._batches = 0  # appended by this store: every _SWEEP_EVERY-th sweeps old digests
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -330,9 +350,26 @@ class PostgresStore(Store):
             return
         rows = [(e.type, e.run_id, e.root_run_id, e.tenant_id, e.to_json()) for e in events]
         updates = terminal_updates(events)
+        # the batch's own text names it: a retry of it has the same digest (its events carry
+        # their times and offsets, so two batches never do)
+        digest = hashlib.sha256(
+            "\n".join(row[4] for row in rows).encode("utf-8", "surrogatepass")
+        ).hexdigest()
+        self._batches += 1
         async with self._transaction(f"append {len(events)} event(s)") as conn:
             # Appends commit one at a time, so ids become visible in order (see the module).
             await conn.execute("SELECT pg_advisory_xact_lock($1)", self._events_key)
+            claimed = await conn.fetchval(
+                "INSERT INTO event_batches (digest) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1",
+                digest,
+            )
+            if claimed is None:
+                return  # written already: this is the retry of a batch whose reply was lost
+            if self._batches % _SWEEP_EVERY == 0:
+                await conn.execute(
+                    "DELETE FROM event_batches"
+                    f" WHERE written_at < now() - interval '{_BATCH_MEMORY}'"
+                )
             await conn.executemany(
                 "INSERT INTO events (type, run_id, root_run_id, tenant_id, data)"
                 " VALUES ($1, $2, $3, $4, $5)",
