@@ -733,3 +733,12 @@ async def test_a_run_continued_from_a_history_without_a_system_prompt_keeps_the_
 def test_instructions_must_be_text():
     with pytest.raises(ConfigurationError, match="instructions must be text"):
         Agent("a", ScriptedModel(["x"]), instructions=lambda: "dynamic")  # type: ignore[arg-type]
+
+
+async def test_a_tool_call_limit_of_zero_forbids_every_tool_call(rt: Runtime):
+    # refused as "must be greater than 0"; pydantic-ai takes tool_calls_limit=0
+    agent = fake_agent("worker", turns=1, limits=RunLimits(max_tool_calls=0))
+    result = await (await rt.start(agent, "go")).result()
+    assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tool_calls" in (result.error or "")
+    with pytest.raises(ValueError):
+        RunLimits(max_tool_calls=-1)

@@ -28,7 +28,8 @@ class RunLimits(BaseModel):
 
     # strict: a boolean is no count (True was a limit of one); finite: a snapshot is JSON
     max_model_calls: int | None = Field(default=None, gt=0, strict=True)
-    max_tool_calls: int | None = Field(default=None, gt=0, strict=True)
+    # 0: the run may call no tool (its first call ends it limit_exceeded), as pydantic-ai allows
+    max_tool_calls: int | None = Field(default=None, ge=0, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
     deadline_s: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     max_depth: int = Field(default=8, ge=0, strict=True)
