@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph_kit import OURS, cfg, lg_errors, lg_types, pair
+from pydantic import BaseModel
 
 from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import Command, Overwrite, add_messages
@@ -167,3 +168,25 @@ async def test_update_state_with_an_overwrite_replaces_the_value(
     expected = (await theirs.aget_state(cfg())).values
     assert expected["items"] == ["edited"]
     assert (await ours.get_state("1")).values == expected
+
+
+class PydanticItems(BaseModel):
+    items: Annotated[list[str], operator.add] = []
+
+
+async def test_an_overwrite_in_a_pydantic_states_input_and_update_state(
+    checkpointer: Checkpointer,
+) -> None:
+    # each value was validated as the field's type: Overwrite([...]) was "not a valid list"
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(PydanticItems).add_node("a", lambda s: {"items": ["a"]})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    expected = await theirs.ainvoke({"items": lg_types.Overwrite(["in"])}, cfg())
+    assert expected == {"items": ["in", "a"]}
+    assert (await ours.run({"items": Overwrite(["in"])}, thread_id="1")).state == expected
+    await ours.update_state("1", {"items": {"__overwrite__": ["reset"]}}, as_node="a")
+    assert (await ours.get_state("1")).values == {"items": ["reset"]}
+    with pytest.raises(InvalidUpdateError, match="items"):
+        await ours.update_state("1", {"items": Overwrite([1])}, as_node="a")  # still checked

@@ -266,3 +266,23 @@ async def test_a_subgraph_stopped_at_its_breakpoint_streams_its_siblings_writes(
     expected = await theirs_items(theirs, {"log": []}, "values")
     assert expected == [{"log": []}, {"log": ["o"]}]
     assert await ours_items(ours, {"log": []}, "values") == expected
+
+
+@pytest.mark.parametrize("mode", ["updates", "values"])
+async def test_a_paused_sibling_sub_graph_does_not_ask_its_siblings_question_again(
+    mode: str, checkpointer: Checkpointer
+) -> None:
+    # the sub-graph's own pause cleared the questions its parent's step had shown, and the
+    # parent's step end showed the sibling's question a second time
+    def build(g: Any) -> Any:
+        sub = g.StateGraph(Log).add_node("inner", lambda s: {"log": [g.interrupt("inner?")]})
+        sub.add_edge(g.START, "inner").add_edge("inner", g.END)
+        graph = g.StateGraph(Log).add_node("a", lambda s: {"log": [g.interrupt("a?")]})
+        graph.add_node("b", sub.compile()).add_edge(g.START, "a").add_edge(g.START, "b")
+        return graph.add_edge("a", g.END).add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    expected = plain(await theirs_items(theirs, {"log": []}, mode))
+    asked = [item["__interrupt__"] for item in expected if "__interrupt__" in item]
+    assert asked == [["a?"], ["inner?"]]
+    assert plain(await ours_items(ours, {"log": []}, mode)) == expected

@@ -742,3 +742,7 @@ async def test_a_tool_call_limit_of_zero_forbids_every_tool_call(rt: Runtime):
     assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tool_calls" in (result.error or "")
     with pytest.raises(ValueError):
         RunLimits(max_tool_calls=-1)
+
+
+def test_instructions_none_means_no_system_prompt():
+    assert Agent("a", ScriptedModel(["x"]), instructions=None).instructions == ""

@@ -140,6 +140,45 @@ async def test_a_retry_after_a_lost_reply_takes_its_own_logged_row_over(tmp_path
         assert stored is not None and stored.state == "applied"
 
 
+async def test_the_same_command_sent_to_two_runtimes_on_one_log_is_a_duplicate_there(
+    tmp_path: Path,
+) -> None:
+    """Item 5: a client's retry through another runtime (a load balancer) is a duplicate:
+    only a write of this runtime's own that failed may be taken over by its retry."""
+    db = tmp_path / "shared.db"
+    async with (
+        Runtime(store=url(db), testing=True) as first,
+        Runtime(store=url(db), testing=True) as second,
+    ):
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="once")
+        assert (await first.submit(cmd)).status is ReceiptStatus.DEFERRED
+        assert (await second.submit(cmd)).status is ReceiptStatus.DUPLICATE
+        a = await start_run(first, "r-a", thread_id="t-1")
+        b = await start_run(second, "r-b", thread_id="t-1")
+        assert [c.correlation_id for c in apply_ready(a)] == ["once"]
+        assert apply_ready(b) == []
+        await finish_run(first, a)
+        await finish_run(second, b)
+
+
+async def test_a_deferred_command_another_runtime_took_is_not_taken_again(tmp_path: Path) -> None:
+    """Item 5: taken (accepted for its run) by the other runtime but not applied yet: it is
+    that runtime's to settle, not this one's to hand to its own run of the thread."""
+    db = tmp_path / "shared.db"
+    async with Runtime(store=url(db), testing=True) as first:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="taken")
+        assert (await first.submit(cmd)).status is ReceiptStatus.DEFERRED
+        async with Runtime(store=url(db), testing=True) as second:
+            taker = await start_run(second, "r-b", thread_id="t-1")  # takes it, not applied
+            await second.flush()
+            later = await start_run(first, "r-a", thread_id="t-1")
+            assert apply_ready(later) == []
+            assert first.router.open_commands() == []
+            assert [c.correlation_id for c in apply_ready(taker)] == ["taken"]
+            await finish_run(second, taker)
+            await finish_run(first, later)
+
+
 # --------------------------------------------------------------------------- item 5
 
 

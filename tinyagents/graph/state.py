@@ -28,8 +28,10 @@ from tinyagents.graph.reducers import (
     MISSING,
     LastValue,
     Messages,
+    Overwrite,
     Reducer,
     empty_value,
+    overwritten,
     resolve,
     revive_messages,
 )
@@ -273,7 +275,9 @@ class StateSchema:
         ``InvalidUpdateError``. The values stay as given (as LangGraph keeps them); a field
         the input leaves out is no error (it keeps the thread's value or its default)."""
         try:
-            self.cls.model_validate(writes)
+            self.cls.model_validate(
+                {k: v.value if type(v) is Overwrite else v for k, v in writes.items()}
+            )
         except ValidationError as exc:
             problems = [e for e in exc.errors() if e["type"] != "missing"]
             if problems:
@@ -288,12 +292,17 @@ class StateSchema:
         self.check_keys(update, who)
         if self.kind != "pydantic":
             return dict(update)
-        writes = {}
+        writes: dict[str, Any] = {}
         for key, value in update.items():
+            is_overwrite, inner = overwritten(value)
             try:
-                writes[key] = self.channels[key].adapter().validate_python(value)
+                checked = (
+                    self.channels[key].adapter().validate_python(inner if is_overwrite else value)
+                )
             except ValidationError as exc:
                 raise InvalidUpdateError(f"invalid {what} for {key!r}: {exc}") from None
+            # an Overwrite's value is checked as the field's, and stays an Overwrite
+            writes[key] = Overwrite(checked) if is_overwrite else checked
         return writes
 
 

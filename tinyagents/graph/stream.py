@@ -132,8 +132,9 @@ class GraphStream:
         # of its own, as for the live modes
         self.live = self.live or subgraphs
         self.subgraphs = subgraphs
-        #: the ids of the interrupts shown as their tasks paused, until their step ends
-        self.asked: set[str] = set()
+        #: the ids of the interrupts shown as their tasks paused, until their step ends, by
+        #: run (namespace): a sub-graph's step ends inside its parent's
+        self.asked: dict[str, set[str]] = {}
         self.items: deque[Any] = deque()
         #: the namespace of the run the stream follows (a sub-graph streamed in a node)
         self.root = ""
@@ -184,7 +185,7 @@ class GraphStream:
             ns = run.head.ns
             result = step.result
             assert result is not None
-            asked, self.asked = self.asked, set()
+            asked = self.asked.pop(ns, set())
             interrupts = tuple(result.interrupts)
             waiting = tuple(i for i in interrupts if i.id not in asked)
             keys = self._keys(run)
@@ -203,7 +204,7 @@ class GraphStream:
                         state = run.state_of(run.plan())
                     self.put(ns, "values", snapshot(_only(state, keys)))
         elif self.asked:
-            self.asked.clear()
+            self.asked.pop(run.head.ns, None)
 
     def _keys(self, run: GraphRun) -> frozenset[str] | None:
         """The keys of ``run``'s values and updates items: all, but a sub-graph's stream shows
@@ -240,8 +241,8 @@ class GraphStream:
         asking = tuple(i for i in task.interrupts if i.id not in task.resume)
         if not asking:
             return
-        self.asked.update(i.id for i in asking)
         ns = run.head.ns
+        self.asked.setdefault(ns, set()).update(i.id for i in asking)
         if self.updates:
             self.put(ns, "updates", {INTERRUPT_KEY: asking})
         if self.values:

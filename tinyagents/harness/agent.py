@@ -37,7 +37,7 @@ class Agent:
         name: str,
         model: Model | str,
         *,
-        instructions: str = "",
+        instructions: str | None = "",
         tools: Sequence[Tool | Any] = (),
         limits: RunLimits | None = None,
         middleware: Sequence[Middleware] = (),
@@ -53,6 +53,8 @@ class Agent:
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
             )
+        if instructions is None:  # no system prompt, as ""
+            instructions = ""
         if not isinstance(instructions, str):
             raise ConfigurationError(
                 f"agent {name!r}: instructions must be text (the system prompt), got "

@@ -55,6 +55,8 @@ _log = logging.getLogger("tinyagents.steering")
 _Key = tuple[str, str]
 #: The reason every command still open when an in-memory runtime closes fails with.
 CLOSED = "runtime closed before delivery"
+#: How many commands whose log write failed the router remembers (a retry takes its row over).
+_UNSURE_KEPT = 10_000
 #: How many of the latest command ids an in-memory router remembers to answer duplicates.
 DEDUPE_HORIZON = 100_000
 
@@ -129,6 +131,9 @@ class SteeringRouter:
         # Steering events by run: dropped with the run when the registry releases it.
         self._history: dict[str, list[SteeringEvent]] = {}
         self._waiting: dict[str, dict[str, _Tracked]] = {}  # deferred + restored, by target key
+        #: commands whose log write failed, so it may have been written (a lost reply): in
+        #: insertion order, at most ``_UNSURE_KEPT``
+        self._unsure: dict[_Key, None] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -279,11 +284,18 @@ class SteeringRouter:
         cmd = tracked.cmd
         stored = await self.store.get_command(cmd.correlation_id, scope=tracked.key[0])
         state = CommandState(stored.state) if stored is not None else None
-        if state is None or not state.terminal:
+        if state is None:
             return False
-        del self._tracked[tracked.key]
-        self._terminal[tracked.key] = state
-        return True
+        if state.terminal:
+            del self._tracked[tracked.key]
+            self._terminal[tracked.key] = state
+            return True
+        if tracked.state is CommandState.DEFERRED and state is not CommandState.DEFERRED:
+            # another runtime took it from the log (it is theirs to settle) since it was
+            # deferred here
+            del self._tracked[tracked.key]
+            return True
+        return False
 
     async def target_finished(self, handle: RunHandle) -> None:
         """The run reached its last boundary: fail what is pending, settle what waits on it."""
@@ -502,7 +514,15 @@ class SteeringRouter:
             if tracked.persisted:
                 await store.update_command(command, state=state, run_id=run_id)
                 return True
-            inserted = await store.append_command(command, state=state, run_id=run_id)
+            try:
+                inserted = await store.append_command(command, state=state, run_id=run_id)
+            except Exception:
+                # the row may be written all the same (a reply lost after COMMIT): a retry
+                # of this very command may take it over (``_ours_after_all``)
+                self._unsure[tracked.key] = None
+                if len(self._unsure) > _UNSURE_KEPT:
+                    self._unsure.pop(next(iter(self._unsure)))
+                raise
             if not inserted:
                 inserted = await self._ours_after_all(tracked, state, run_id, command)
         except StoreError:
@@ -523,15 +543,18 @@ class SteeringRouter:
         duplicate as ever."""
         assert self.store is not None
         key = tracked.key
-        if key in self._tracked or key in self._terminal:
-            return False
+        if key not in self._unsure or key in self._tracked or key in self._terminal:
+            return False  # not a write of ours that failed: another's row (a runtime sharing it)
         stored = await self.store.get_command(command.correlation_id, scope=key[0])
-        return (
+        ours = (
             stored is not None
             and stored.state == state
             and stored.run_id == run_id
             and stored.command == command
         )
+        if ours:
+            del self._unsure[key]
+        return ours
 
     def _announce(self, tracked: _Tracked) -> None:
         """Emit ``steering.requested``: from here on the command is open until terminal."""

@@ -236,12 +236,15 @@
   async function poll() {
     if ((!state.token && !state.open) || state.polling) return;
     state.polling = true;
+    const token = state.token;
     try {
       const live = LIVE.map((status) => `status=${status}`).join("&");
       const asks = [api(`/runs?limit=${PAGE}`), api(`/runs?${live}&limit=${PAGE}`)];
       const root = state.root; // the selected run's tree (followed over SSE)
       if (root) asks.push(api(`/runs?root_run_id=${encodeURIComponent(root)}&limit=${TREE_PAGE}`));
       const results = await Promise.all(asks);
+      // signed out (or in with another token) meanwhile: this answer is the last session's
+      if (state.token !== token || (!state.token && !state.open)) return;
       // The tree is asked for by its root, which a token narrowed to a subtree may not see:
       // then the tree is what the other two listings hold of it.
       const failed = results.slice(0, 2).find((result) => !result.ok || !Array.isArray(result.data));
@@ -592,12 +595,22 @@
     if (state.source) state.source.close();
     state.source = null;
     state.root = null;
+    state.followedRun = null; // set when the root was refused: the one run followed instead
   }
 
   // The selected run's events: its whole tree (by its root), or, when the token may not see
   // the root (a token narrowed to a subtree: the server answers 404), the run's own.
   function follow(rootId, runId) {
-    if (state.source && state.root === rootId) return;
+    if (state.source && state.root === rootId) {
+      if (!state.followedRun || !runId || state.followedRun === runId) return;
+      // the root is not ours to see: another run of the tree is followed by its own events
+      state.source.close();
+      state.seen.clear();
+      $("timeline").replaceChildren();
+      state.followedRun = runId;
+      listen({ run_id: runId }, null);
+      return;
+    }
     stopFollowing();
     state.root = rootId;
     state.seen.clear();
@@ -620,6 +633,7 @@
     };
     source.onerror = () => {
       if (source.readyState === EventSource.CLOSED && !opened && fallbackRunId && state.source === source) {
+        state.followedRun = fallbackRunId;
         listen({ run_id: fallbackRunId }, null); // refused outright: the root is not ours to see
         return;
       }
