@@ -28,7 +28,7 @@ from tinyagents.graph.checkpointing import (
     pending_input,
     save,
 )
-from tinyagents.graph.reducers import MISSING, LastValue, detach, reduce
+from tinyagents.graph.reducers import MISSING, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send
 from tinyagents.store.checkpoint.base import WriteRecord
@@ -266,7 +266,11 @@ class GraphCore:
         if len(writes) == 1:
             key, value = writes[0]
             current = values.get(key, MISSING)
-            new, delta = reduce(channels[key].reducer, key, current, [value])
+            reducer = channels[key].reducer
+            if type(value) is Overwrite or type(value) is dict:  # perhaps an Overwrite
+                new, delta = reduce(reducer, key, current, [value])
+            else:  # the hot path: one plain write, straight to the reducer
+                new, delta = reducer.apply(key, current, [value])
             values[key] = new
             if current is MISSING:
                 self.schema.in_field_order(values)
