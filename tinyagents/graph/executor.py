@@ -79,7 +79,11 @@ class TaskHooks(Protocol):
 
 class StreamSink(Protocol):
     """Where a streamed run reports (``graph/stream.py``): its steps, its tasks as they start
-    and finish, and what its nodes emit (``NodeContext.emit``)."""
+    and finish, and what its nodes emit (``NodeContext.emit``). ``live``: it wants items
+    while a node runs (task starts and ends, custom values), so every task reports them;
+    otherwise a plain node's step may skip those hooks (it reports ``wrote`` only)."""
+
+    live: bool
 
     def step(self, run: GraphRun, step: Step) -> None: ...
 
@@ -347,7 +351,8 @@ class GraphRun:
         self._count_step()
         task = tasks[0]
         spec = task.spec
-        if not spec.plain or self.checkpointer is not None or self.stream is not None:
+        stream = self.stream
+        if not spec.plain or self.checkpointer is not None or (stream is not None and stream.live):
             await self._run_one(task, save_result=False)
             return task.writes is None
         # a function node without retry, timeout or context, in a run that saves nothing:
@@ -370,6 +375,8 @@ class GraphRun:
                     "is not running as a sub-graph"
                 ) from None
             raise
+        if stream is not None:  # a values/updates stream read between steps: its update
+            stream.wrote(self, task)
         return False
 
     def stop(self, task_id: str) -> bool:

@@ -294,10 +294,11 @@ class Tee:
     """Two sinks as one: a sub-graph a node streams reports to the node's stream and to the
     stream of the run that called it (where ``subgraphs=True`` shows it)."""
 
-    __slots__ = ("first", "second")
+    __slots__ = ("first", "live", "second")
 
     def __init__(self, first: StreamSink, second: StreamSink) -> None:
         self.first, self.second = first, second
+        self.live = first.live or second.live
 
     def step(self, run: GraphRun, step: Step) -> None:
         self.first.step(run, step)
@@ -352,8 +353,9 @@ async def read(
             async for item in live(asyncio.create_task(run.outcome()), sink):
                 yield item
             return
-        if also is None:
-            run.stream = sink  # for its tasks' updates; the steps are read here
+        if also is None and (sink.updates or run.checkpointer is not None):
+            # for its tasks' updates and questions as they come; the steps are read here
+            run.stream = sink
         sink.begin(run)
         items = sink.items
         unsaved = run.checkpointer is None
