@@ -317,8 +317,7 @@ class Runtime:
                 if now >= snapshot_due:
                     heartbeat = now >= heartbeat_due
                     await self.write_live_snapshots(heartbeat=heartbeat)
-                    if self._unsaved:  # released runs: their final state, for other readers
-                        await self._save_unsaved()
+                    await self._save_unsaved()  # released runs' final state, for other readers
                     snapshot_due = now + SNAPSHOT_EVERY_S
                     if heartbeat:
                         heartbeat_due = now + HEARTBEAT_S
@@ -398,13 +397,7 @@ class Runtime:
         if self._writer is not None:
             await self._writer.flush()
         await self.write_live_snapshots()
-        if self._unsaved:
-            snapshots, self._unsaved = self._unsaved, []
-            try:
-                await self.store.save_runs(snapshots)
-            except BaseException:
-                self._unsaved.extend(snapshots)
-                raise
+        await self._save_unsaved(strict=True)
 
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order, while it is in memory (a released run
@@ -494,12 +487,18 @@ class Runtime:
             assert live is not None
             self._unsaved.extend(live.snapshot(i) for i in infos)
 
-    async def _save_unsaved(self) -> None:
+    async def _save_unsaved(self, *, strict: bool = False) -> None:
+        """Save the released runs' snapshots; on failure they stay due, and only ``strict``
+        (an explicit ``flush``) raises: a run's end must not fail for its snapshot."""
+        if not self._unsaved:
+            return
         snapshots, self._unsaved = self._unsaved, []
         try:
             await self.store.save_runs(snapshots)
-        except Exception as exc:  # a run's end must not fail for its snapshot; close retries
+        except Exception as exc:
             self._unsaved.extend(snapshots)
+            if strict:
+                raise
             _log.warning("could not save %d released run snapshot(s): %s", len(snapshots), exc)
 
     async def save_runs(self) -> None:

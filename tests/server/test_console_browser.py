@@ -288,25 +288,9 @@ def test_an_observe_only_token_watches_and_its_commands_are_refused_on_the_page(
     from selenium.webdriver.common.by import By
 
     with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
-        minted = subprocess.run(
-            [
-                str(TINYAGENTS),
-                "token",
-                "mint",
-                "--tenant",
-                "default",
-                "--user",
-                "olga",
-                "--rights",
-                "agent:observe",
-                "--store",
-                f"sqlite:///{tmp_path / 'serve.db'}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
+        token = token_cli(
+            tmp_path, "mint", "--tenant", "default", "--user", "olga", "--rights", "agent:observe"
         )
-        token = minted.stdout.split()[-1]
         browser.get(url.split("#")[0] + f"?token={token}")
         wait = waiter(browser)
         wait.until(lambda d: "token" not in d.current_url)
@@ -339,21 +323,7 @@ def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears
         child = wait.until(fresh("research", child=True))
         child_id = child.get_attribute("data-run-id")
         token = url.split("#token=")[1]
-        narrowed = subprocess.run(
-            [
-                str(TINYAGENTS),
-                "token",
-                "attenuate",
-                token,
-                "--run",
-                child_id,
-                "--store",
-                f"sqlite:///{tmp_path / 'serve.db'}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()[-1]
+        narrowed = token_cli(tmp_path, "attenuate", token, "--run", child_id)
         browser_click(browser, "sign-out")
         browser.get("about:blank")  # a new hash alone would not load the page again
         browser.get(url.split("#")[0] + f"#token={narrowed}")
@@ -410,6 +380,17 @@ def save_screenshot(driver: Any, path: Path) -> None:
     driver.set_window_size(1280, max(900, min(int(height) + 140, 4000)))
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 0
+
+
+def token_cli(tmp_path: Path, *args: str) -> str:
+    """``tinyagents token <args> --store <the demo server's store>``: the token it prints."""
+    done = subprocess.run(
+        [str(TINYAGENTS), "token", *args, "--store", f"sqlite:///{tmp_path / 'serve.db'}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split()[-1]
 
 
 def waiter(driver: Any) -> Any:

@@ -13,6 +13,7 @@ from tinyagents.events.bus import Subscription
 from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
 from tinyagents.runs.live import LiveRuns
 from tinyagents.runs.registry import RunRegistry
+from tinyagents.store.base import Store
 
 #: ``redis.asyncio.Redis``: its stubs type every reply as a union of the sync and async
 #: clients' answers, so the client is handled untyped here (the replies are checked instead).
@@ -28,6 +29,10 @@ class ControlledRuntime(Protocol):
     """What ``RedisControl`` uses of a ``Runtime``."""
 
     runs: RunRegistry
+    store: Store
+
+    @property
+    def durable(self) -> bool: ...
 
     def subscribe(self, *, maxsize: int = ..., where: Any = ...) -> Subscription: ...
 

@@ -36,7 +36,6 @@ from tinyagents.protocol.commands import (
     dedupe_scope,
 )
 from tinyagents.steering.policies import not_found
-from tinyagents.store.memory import MemoryStore
 
 JOB = "commands"
 #: How many entries of a reply stream Redis keeps at most.
@@ -175,11 +174,12 @@ class CommandReader:
         """For a command in this runtime's steering log (under its sender's scope): the
         receipt it got when it was taken, for an entry read ``again``; ``duplicate`` for one
         sent again. None: not logged, or no durable log."""
-        store = getattr(self.runtime, "store", None)
-        if store is None or not isinstance(cmd.actor, HumanActor) or isinstance(store, MemoryStore):
+        if not self.runtime.durable or not isinstance(cmd.actor, HumanActor):
             return None
         try:
-            stored = await store.get_command(cmd.correlation_id, scope=dedupe_scope(cmd.actor))
+            stored = await self.runtime.store.get_command(
+                cmd.correlation_id, scope=dedupe_scope(cmd.actor)
+            )
         except Exception as exc:  # the log cannot say: refuse as before
             log.warning("could not read command %s from the log: %s", cmd.correlation_id, exc)
             return None

@@ -103,6 +103,11 @@ def _update(
     return dict(writes) if writes else None
 
 
+def _asking(task: Task) -> tuple[Any, ...]:
+    """The questions ``task`` still asks (a resumed task asks its answered ones no more)."""
+    return tuple(i for i in task.interrupts if i.id not in task.resume)
+
+
 class GraphStream:
     """The ``StreamSink`` of one streamed run (and of its sub-graph runs)."""
 
@@ -168,7 +173,7 @@ class GraphStream:
     # -- StreamSink ------------------------------------------------------------------------
 
     def step(self, run: GraphRun, step: Step) -> None:
-        # a task's update went out as it finished (task_finished), as LangGraph's: what is
+        # a task's update went out as its node returned (``wrote``), as LangGraph's: what is
         # left for the step's end is the state (values) and, at a pause, the questions of
         # the tasks that did not run again
         kind = step.kind
@@ -227,18 +232,14 @@ class GraphStream:
                 "name": task.node,
                 "result": _update(task.writes) or {},
                 "error": error,
-                "interrupts": [
-                    {"value": i.value, "id": i.id}
-                    for i in task.interrupts
-                    if i.id not in task.resume  # still asking (a resumed task asks no more)
-                ],
+                "interrupts": [{"value": i.value, "id": i.id} for i in _asking(task)],
             }
             self.put(run.head.ns, "tasks", payload)
 
     def _ask(self, run: GraphRun, task: Task) -> None:
         """A paused task's questions, one item for the task, as LangGraph's: in ``updates``
         alone, in ``values`` with the state before the step."""
-        asking = tuple(i for i in task.interrupts if i.id not in task.resume)
+        asking = _asking(task)
         if not asking:
             return
         ns = run.head.ns
@@ -253,17 +254,20 @@ class GraphStream:
         # as the node returns or pauses, as LangGraph's: not once its result is saved
         if task.writes is not None:
             if self.updates:
-                update = {task.node: _update(task.writes, self._keys(run))}
-                self.put(run.head.ns, "updates", update)
+                self.put(run.head.ns, "updates", self._task_update(run, task))
         elif task.interrupts and (self.updates or self.values):
             self._ask(run, task)
 
     def cached(self, run: GraphRun, task: Task) -> None:
         if self.updates:
-            assert task.writes is not None
-            update = {task.node: _update(task.writes, self._keys(run))}
+            update = self._task_update(run, task)
             update[CACHED_KEY] = {"cached": True}
             self.put(run.head.ns, "updates", update)
+
+    def _task_update(self, run: GraphRun, task: Task) -> dict[str, Any]:
+        """A finished task's ``updates`` item: ``{node: its writes}``."""
+        assert task.writes is not None
+        return {task.node: _update(task.writes, self._keys(run))}
 
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         if "custom" in self.modes:

@@ -112,7 +112,9 @@ class Agent:
                     yield event
             return
         # subscribed before the run starts: its run.started is the stream's first event
-        run_id = kwargs.pop("run_id", None) or _clock.new_id("r")
+        run_id = kwargs.pop("run_id", None)
+        if run_id is None:  # "" is refused by start_agent_run, as ever, not replaced
+            run_id = _clock.new_id("r")
         async with subscribe_run(runtime, run_id) as events:
             handle = await start_agent_run(runtime, self, input, run_id=run_id, **kwargs)
             async for event in run_events(events, handle, only_deltas=messages_only):

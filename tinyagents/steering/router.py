@@ -25,7 +25,6 @@ from tinyagents.protocol.commands import (
     AnyTarget,
     GraphNodeTarget,
     GraphTaskTarget,
-    HumanActor,
     MiddlewareActor,
     ParentAgentActor,
     ReceiptStatus,
@@ -696,8 +695,7 @@ def _events_for(tracked: _Tracked) -> dict[str, Any]:
         # unknown or another tenant's): the events name no run, so no run's history files
         # them, and they belong to the sender's tenant.
         run_id = root_run_id = parent_run_id = None
-        actor = cmd.actor
-        tenant_id = actor.tenant_id if isinstance(actor, HumanActor) else None
+        tenant_id = sender_tenant(cmd.actor)
     else:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
@@ -742,8 +740,8 @@ def _task_and_node(target: AnyTarget) -> tuple[str | None, str | None]:
 
 def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
     """A human never sees another tenant's runs (the authority policy checks this again)."""
-    actor = cmd.actor
-    return isinstance(actor, HumanActor) and actor.tenant_id != handle.info.tenant_id
+    tenant = sender_tenant(cmd.actor)
+    return tenant is not None and tenant != handle.info.tenant_id
 
 
 def _thread_key(thread_id: str) -> str:
