@@ -179,6 +179,36 @@ async def test_a_deferred_command_another_runtime_took_is_not_taken_again(tmp_pa
             await finish_run(first, later)
 
 
+async def test_a_deferred_command_two_runtimes_claim_at_once_is_taken_by_one(
+    tmp_path: Path,
+) -> None:
+    """Item 5: two runtimes on one log each hold the deferred command (one deferred it, the
+    other restored it) and each gets a run of the thread at the same moment: both read
+    "deferred" from the log before either wrote. The log's state moves deferred → accepted
+    for one of them only (a compare-and-set); the other drops its copy, with no event."""
+    db = tmp_path / "shared.db"
+    recorder = EventRecorder()
+    async with Runtime(store=url(db), testing=True, sinks=[recorder]) as first:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="contested")
+        assert (await first.submit(cmd)).status is ReceiptStatus.DEFERRED
+        async with Runtime(store=url(db), testing=True, sinks=[recorder]) as second:
+            a, b = await asyncio.gather(
+                start_run(first, "r-a", thread_id="t-1"),
+                start_run(second, "r-b", thread_id="t-1"),
+            )
+            taken = [c.correlation_id for c in apply_ready(a) + apply_ready(b)]
+            assert taken == ["contested"]
+            assert first.router.open_commands() == second.router.open_commands() == []
+            await finish_run(first, a)
+            await finish_run(second, b)
+            await first.flush()
+            await second.flush()
+        accepted = [e for e in recorder.steering("contested") if e.type == "steering.accepted"]
+        assert len(accepted) == 1
+        stored = await first.store.get_command("contested", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"
+
+
 # --------------------------------------------------------------------------- item 5
 
 

@@ -96,12 +96,42 @@ async def test_appending_a_logged_id_again_changes_nothing(store: Store) -> None
 async def test_update_moves_a_command_on_and_keeps_its_place(store: Store) -> None:
     await store.append_command(command("c-1", text="first"), state="deferred", run_id=None)
     await store.append_command(command("c-2"), state="accepted", run_id="r-1")
-    await store.update_command(command("c-1", text="second"), state="accepted", run_id="r-9")
+    moved = await store.update_command(
+        command("c-1", text="second"), state="accepted", run_id="r-9", from_state="deferred"
+    )
+    assert moved
     stored = await store.get_command("c-1")
     assert stored is not None
     assert (stored.state, stored.run_id) == ("accepted", "r-9")
     assert stored.command.payload == {"text": "second"}
     assert [s.command.correlation_id for s in await store.open_commands()] == ["c-1", "c-2"]
+
+
+async def test_update_is_a_compare_and_set_on_the_logged_state(store: Store) -> None:
+    """Two runtimes sharing the log may both hold a deferred copy: only the first to move
+    it on from 'deferred' gets it; the second changes nothing and is told so."""
+    await store.append_command(command("c-1", text="first"), state="deferred", run_id=None)
+    assert await store.update_command(
+        command("c-1"), state="accepted", run_id="r-1", from_state="deferred"
+    )
+    assert not await store.update_command(
+        command("c-1", text="other"), state="accepted", run_id="r-2", from_state="deferred"
+    )
+    assert not await store.update_command(
+        command("c-9"), state="accepted", run_id="r-2", from_state="deferred"
+    )
+    await store.set_command_states([("", "c-1", "applied", None)])
+    assert not await store.update_command(
+        command("c-1"), state="rejected", run_id="r-1", from_state="accepted"
+    )
+    stored = await store.get_command("c-1")
+    assert stored is not None
+    assert (stored.state, stored.run_id, stored.command.payload) == (
+        "applied",
+        "r-1",
+        {"text": "focus"},
+    )
+    assert await store.get_command("c-9") is None
 
 
 async def test_correlation_ids_are_unique_per_tenant_scope(store: Store) -> None:

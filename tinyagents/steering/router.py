@@ -504,15 +504,21 @@ class SteeringRouter:
     ) -> bool:
         """Write the command's new state to the steering log; False if the log already holds
         another command under its id (from a previous process, or another one sharing the
-        store). Raises ``StoreError`` when the store fails."""
+        store), or — for a command logged before — if another runtime sharing the log took or
+        settled it since (then it is dropped here, with no event: it is theirs). Raises
+        ``StoreError`` when the store fails."""
         store = self.store
         if store is None:
             return True
         command = command if command is not None else tracked.cmd
         try:
             if tracked.persisted:
-                await store.update_command(command, state=state, run_id=run_id)
-                return True
+                moved = await store.update_command(
+                    command, state=state, run_id=run_id, from_state=tracked.state.value
+                )
+                if not moved:
+                    self._tracked.pop(tracked.key, None)
+                return moved
             try:
                 inserted = await store.append_command(command, state=state, run_id=run_id)
             except Exception:

@@ -84,9 +84,18 @@ class Store(ABC):
         """
 
     @abstractmethod
-    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
-        """Move a command this process inserted to a new open state (deferred → accepted),
-        keeping its place in the log; ``cmd`` may be a policy's transform of the original."""
+    async def update_command(
+        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+    ) -> bool:
+        """Move a logged command from ``from_state`` to ``state`` (deferred → accepted or
+        rejected), keeping its place in the log; ``cmd`` may be a policy's transform of the
+        original.
+
+        A compare-and-set: returns False, and changes nothing, when the log no longer holds
+        the command in ``from_state`` — another runtime sharing the log took it or settled it
+        first, so it is that runtime's (two runtimes that both held a deferred copy must not
+        both hand it to a run). Raises ``StoreError`` when the write fails.
+        """
 
     @abstractmethod
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:

@@ -46,10 +46,14 @@ class MemoryStore(Store):
         self._commands[key] = StoredCommand(command=cmd, state=state, run_id=run_id)
         return True
 
-    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
+    async def update_command(
+        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+    ) -> bool:
         stored = self._commands.get((dedupe_scope(cmd.actor), cmd.correlation_id))
-        if stored is not None:
-            stored.command, stored.state, stored.run_id = cmd, state, run_id
+        if stored is None or stored.state != from_state:
+            return False
+        stored.command, stored.state, stored.run_id = cmd, state, run_id
+        return True
 
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
         for scope, cid, state, reason in updates:

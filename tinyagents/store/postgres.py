@@ -264,17 +264,21 @@ class PostgresStore(Store):
         )
         return len(rows) == 1
 
-    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
-        await self._fetch(
+    async def update_command(
+        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+    ) -> bool:
+        rows = await self._fetch(
             f"update command {cmd.correlation_id}",
             "UPDATE steering_log SET state = $1, run_id = $2, command = $3"
-            " WHERE scope = $4 AND correlation_id = $5",
+            " WHERE scope = $4 AND correlation_id = $5 AND state = $6 RETURNING 1",
             state,
             run_id,
             cmd.model_dump_json(),
             dedupe_scope(cmd.actor),
             cmd.correlation_id,
+            from_state,
         )
+        return len(rows) == 1
 
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
         if not updates:

@@ -255,13 +255,23 @@ class SqliteStore(Store):
         )
         return cursor.rowcount == 1
 
-    async def update_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> None:
-        await self._write(
+    async def update_command(
+        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+    ) -> bool:
+        cursor = await self._write(
             "UPDATE steering_log SET state = ?, run_id = ?, command = ?"
-            " WHERE scope = ? AND correlation_id = ?",
-            (state, run_id, cmd.model_dump_json(), dedupe_scope(cmd.actor), cmd.correlation_id),
+            " WHERE scope = ? AND correlation_id = ? AND state = ?",
+            (
+                state,
+                run_id,
+                cmd.model_dump_json(),
+                dedupe_scope(cmd.actor),
+                cmd.correlation_id,
+                from_state,
+            ),
             what=f"update command {cmd.correlation_id}",
         )
+        return cursor.rowcount == 1
 
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
         if not updates:
