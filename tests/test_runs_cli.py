@@ -127,6 +127,40 @@ def test_list_show_tree_and_steer_through_a_store(
     assert code == 1 and late["status"] == "rejected" and "target finished" in late["reason"]
 
 
+def test_a_run_whose_owner_died_is_listed_as_owner_silent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 'running' run whose process was killed minutes ago (no heartbeat since): the table
+    and the panel say "(owner silent)", the JSON has owner_silent."""
+    from tinyagents.store import SqliteStore
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def save() -> None:
+        store = SqliteStore(tmp_path / "runs.db")
+        await store.open()
+        snap = {"run_id": "r-1", "root_run_id": "r-1", "tenant_id": "acme"}
+        await store.save_runs(
+            [
+                {
+                    **snap,
+                    "status": "running",
+                    "owner": "rt-x",
+                    "updated_at": "2026-01-01T00:00:00+00:00",
+                }
+            ]
+        )
+        await store.close()
+
+    asyncio.run(save())
+    code, table = runs(capsys, "list", "--store", url)
+    assert code == 0 and "(owner silent)" in table
+    code, panel = runs(capsys, "show", "r-1", "--store", url)
+    assert code == 0 and "(owner silent)" in panel
+    code, snap = runs_json(capsys, "show", "r-1", "--store", url)
+    assert code == 0 and snap["owner_silent"] is True and snap["status"] == "running"
+
+
 def test_tenants_unknown_runs_and_missing_stores(
     owner: Owner, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -176,6 +176,26 @@ def test_the_console_keeps_live_trees_when_newer_runs_fill_a_page(
 
 
 def _save_finished_runs(path: Path, count: int) -> None:
+    _save_runs(
+        path,
+        [
+            {
+                "run_id": f"old-{i:04d}",
+                "root_run_id": f"old-{i:04d}",
+                "parent_run_id": None,
+                "tenant_id": "default",
+                "agent_id": "archived",
+                "kind": "agent",
+                "status": "completed",
+                "created_at": f"2099-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
+            }
+            for i in range(count)
+        ],
+    )
+
+
+def _save_runs(path: Path, snapshots: list[dict[str, Any]]) -> None:
+    """Write run snapshots into the demo server's store before it starts."""
     import asyncio
 
     from tinyagents.store import SqliteStore
@@ -183,24 +203,47 @@ def _save_finished_runs(path: Path, count: int) -> None:
     async def save() -> None:
         store = SqliteStore(path)
         await store.open()
-        await store.save_runs(
-            [
-                {
-                    "run_id": f"old-{i:04d}",
-                    "root_run_id": f"old-{i:04d}",
-                    "parent_run_id": None,
-                    "tenant_id": "default",
-                    "agent_id": "archived",
-                    "kind": "agent",
-                    "status": "completed",
-                    "created_at": f"2099-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00",
-                }
-                for i in range(count)
-            ]
-        )
+        await store.save_runs(snapshots)
         await store.close()
 
     asyncio.run(save())
+
+
+def test_a_run_whose_process_died_shows_its_owner_silent(browser: Any, tmp_path: Path) -> None:
+    """A run another process owned, still 'running' in the store with no heartbeat for
+    minutes (that process was killed): its row and its details say "(owner silent)"."""
+    from selenium.webdriver.common.by import By
+
+    _save_runs(
+        tmp_path / "serve.db",
+        [
+            {
+                "run_id": "orphan",
+                "root_run_id": "orphan",
+                "parent_run_id": None,
+                "tenant_id": "default",
+                "agent_id": "orphaned",
+                "kind": "agent",
+                "status": "running",
+                "owner": "rt-killed",
+                "created_at": "2099-01-01T00:00:00+00:00",
+                "updated_at": "2026-01-01T00:00:00+00:00",
+            }
+        ],
+    )
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR, '[data-testid="run-row"][data-run-id="orphan"]'
+            )
+        )
+        wait.until(lambda d: "running (owner silent)" in row.text)
+        row.click()
+        status = wait.until(lambda d: d.find_element(By.ID, "run-status"))
+        wait.until(lambda d: status.text == "running (owner silent)")
+        assert "rt-killed" in (status.get_attribute("title") or "")
 
 
 def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_path: Path) -> None:

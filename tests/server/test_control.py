@@ -252,6 +252,50 @@ async def test_no_answer_from_the_owner_is_a_receipt_timeout(tmp_path: Path) -> 
         await store.close()
 
 
+async def test_a_run_whose_owner_went_silent_is_marked_so(tmp_path: Path) -> None:
+    """A run of a process that died stays 'running' in the store for ever: its snapshots say
+    ``owner_silent`` once no heartbeat came for OWNER_SILENT_S, in the listing, the run and
+    its tree, so an operator can tell it from a live one."""
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    try:
+        now = datetime.now(UTC)
+        old = (now - timedelta(minutes=5)).isoformat()
+
+        def run(run_id: str, status: str, updated_at: str, parent: str | None = None) -> dict:
+            return {
+                "run_id": run_id,
+                "root_run_id": "r-gone",
+                "parent_run_id": parent,
+                "tenant_id": "acme",
+                "status": status,
+                "owner": "rt-1",
+                "updated_at": updated_at,
+            }
+
+        await store.save_runs(
+            [
+                run("r-gone", "running", old),
+                run("r-done", "completed", old, parent="r-gone"),
+                run("r-live", "running", now.isoformat(), parent="r-gone"),
+            ]
+        )
+        control = Control(store=store)
+        page = await control.page_runs(tenant_id="acme")
+        assert {s["run_id"]: s["owner_silent"] for s in page.runs} == {
+            "r-gone": True,
+            "r-done": False,
+            "r-live": False,
+        }
+        gone = await control.get_run("r-gone", tenant_id="acme")
+        assert gone is not None and gone["owner_silent"] and gone["status"] == "running"
+        tree = await control.tree("r-gone", tenant_id="acme")
+        assert tree is not None and tree["owner_silent"]
+        assert [c["owner_silent"] for c in tree["children"]] == [False, False]
+    finally:
+        await store.close()
+
+
 async def test_closing_writes_final_snapshots_and_stops_the_poller(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     rt = Runtime(store=url)

@@ -38,7 +38,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
-from tinyagents.steering.remote import submit_through_store
+from tinyagents.steering.remote import owner_silent, submit_through_store
 from tinyagents.store.base import RunKey, Store, run_key, runs_match
 
 _log = logging.getLogger("tinyagents.server")
@@ -229,7 +229,7 @@ class Control:
             key=run_key,
             reverse=True,
         )
-        page = kept[:limit]
+        page = [_with_liveness(s) for s in kept[:limit]]
         if len(kept) > limit:
             last: RunKey | None = run_key(page[-1])
         else:
@@ -287,7 +287,7 @@ class Control:
             snap = await self.store.load_run(run_id)
         if snap is None or (tenant_id is not None and snap["tenant_id"] != tenant_id):
             return None
-        return snap
+        return _with_liveness(snap)
 
     async def tree(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
         """The run with its descendants: its snapshot plus ``children``, nested."""
@@ -449,3 +449,10 @@ def command_history(events: list[SteeringEvent]) -> list[dict[str, Any]]:
         entry.setdefault("reason", None)
         entry.setdefault("policy_id", None)
     return list(commands.values())
+
+
+def _with_liveness(snap: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot with ``owner_silent``: True for an unfinished run whose owner wrote no
+    heartbeat for ``OWNER_SILENT_S`` (its process is likely gone: the run stays in its last
+    status for ever, and commands to it are refused). A copy: live snapshots are shared."""
+    return {**snap, "owner_silent": owner_silent(snap)}

@@ -589,7 +589,7 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> Table:
         table.add_row(
             escape(str(r.get("run_id"))),
             escape(str(r.get("agent_id") or r.get("node_id") or r.get("kind") or "-")),
-            _status(str(r.get("status", ""))),
+            _status(str(r.get("status", "")), silent=r.get("owner_silent") is True),
             escape(str(r.get("tenant_id", ""))),
             f"{usage.get('model_calls', 0)}/{usage.get('tool_calls', 0)}",
             ", ".join(waiting) or "-",
@@ -622,7 +622,10 @@ def run_panel(snap: dict[str, Any]) -> Table:
     ):
         value = snap.get(key)
         if value is not None:
-            text = _status(str(value)) if key == "status" else escape(str(value))
+            if key == "status":
+                text = _status(str(value), silent=snap.get("owner_silent") is True)
+            else:
+                text = escape(str(value))
             table.add_row(key, text)
     usage = snap.get("usage") or {}
     if usage:
@@ -697,9 +700,12 @@ _STATUS_COLORS = {
 }
 
 
-def _status(status: str) -> str:
+def _status(status: str, *, silent: bool = False) -> str:
+    """The status, coloured; "(owner silent)" after it for a run whose process is likely gone
+    (the API's ``owner_silent``: no heartbeat for 30 s)."""
     color = _STATUS_COLORS.get(status)
-    return f"[{color}]{escape(status)}[/{color}]" if color else escape(status)
+    text = f"[{color}]{escape(status)}[/{color}]" if color else escape(status)
+    return f"{text} [red](owner silent)[/red]" if silent else text
 
 
 def _clock_time(at: Any) -> str:

@@ -104,8 +104,9 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
     owner = snapshot.get("owner")
     if not owner:
         return _rejected(cmd, f"run {run_id} has no owning runtime to steer it", run_id)
-    updated_at = _time(snapshot.get("updated_at"))
-    if updated_at is not None and (_clock.now() - updated_at).total_seconds() > OWNER_SILENT_S:
+    if owner_silent(snapshot):
+        updated_at = _time(snapshot.get("updated_at"))
+        assert updated_at is not None
         return _rejected(
             cmd,
             f"run {run_id}'s owner (runtime {owner}) has written no heartbeat since "
@@ -113,6 +114,16 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
             run_id,
         )
     return None
+
+
+def owner_silent(snapshot: dict[str, Any]) -> bool:
+    """Whether an unfinished run's owner has written no heartbeat for ``OWNER_SILENT_S``: its
+    process is likely gone (killed, or its machine lost), and the run will not go on. A
+    finished run, or a snapshot with no time, is never silent."""
+    if _finished(snapshot):
+        return False
+    updated_at = _time(snapshot.get("updated_at"))
+    return updated_at is not None and (_clock.now() - updated_at).total_seconds() > OWNER_SILENT_S
 
 
 def _time(value: Any) -> datetime | None:

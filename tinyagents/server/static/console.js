@@ -329,8 +329,9 @@
     row.dataset.modelCalls = String((run.counters || run.usage || {}).model_calls ?? "");
     row.setAttribute("aria-pressed", selected ? "true" : "false");
     row.setAttribute("aria-label", `${runName(run)}, ${run.status}, ${counters(run)}`);
-    node.badge.textContent = run.status;
+    node.badge.textContent = statusText(run);
     node.badge.className = `badge status-${run.status}`;
+    node.badge.title = silentNote(run);
     node.name.textContent = runName(run);
     node.meta.textContent = counters(run);
     const pending = (run.pending_commands || []).length;
@@ -377,6 +378,17 @@
     applyTimelineFilter();
   }
 
+  // A run whose process died stays in its last status: the server marks it owner_silent.
+  function statusText(run) {
+    return run.owner_silent ? `${run.status} (owner silent)` : run.status;
+  }
+
+  function silentNote(run) {
+    return run.owner_silent
+      ? `No heartbeat from its runtime (${run.owner || "?"}) since ${run.updated_at || "?"}: its process is likely gone, and commands to it are refused.`
+      : "";
+  }
+
   function renderDetail() {
     const run = state.runs.get(state.selected);
     $("detail-body").hidden = !run;
@@ -387,8 +399,9 @@
     }
     $("detail-title").textContent = runName(run);
     const status = $("run-status");
-    status.textContent = run.status;
+    status.textContent = statusText(run);
     status.className = `badge status-${run.status}`;
+    status.title = silentNote(run);
     $("run-id").textContent = run.run_id;
     const where = run.parent_run_id ? `, started by ${nameOf(run.parent_run_id)}` : ", a top-level run";
     $("run-kind").textContent = `${run.kind || "agent"} run, tenant ${run.tenant_id || "?"}${where}`;
