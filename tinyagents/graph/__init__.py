@@ -27,7 +27,7 @@ from tinyagents.graph.reducers import (
     overwrite,
     union,
 )
-from tinyagents.graph.state import IsLastStep, RemainingSteps
+from tinyagents.graph.state import IsLastStep, RemainingSteps, StateView
 from tinyagents.graph.types import (
     END,
     START,
@@ -62,6 +62,7 @@ __all__ = [
     "Send",
     "StateGraph",
     "StateSnapshot",
+    "StateView",
     "TaskState",
     "add_messages",
     "append",

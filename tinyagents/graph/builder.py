@@ -7,8 +7,9 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import typing_extensions
 from pydantic import BaseModel
 
 from tinyagents.errors import GraphValidationError
@@ -20,9 +21,7 @@ from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
-
-if TYPE_CHECKING:
-    from tinyagents.store.checkpoint.base import Checkpointer
+from tinyagents.store.checkpoint.base import Checkpointer
 
 
 def is_async_callable(fn: Any) -> bool:
@@ -183,7 +182,7 @@ class StateGraph:
         hint = hints.get(first) if first is not None else None
         if not isinstance(hint, type) or hint is self.schema.cls:
             return None
-        if typing.is_typeddict(hint) or dataclasses.is_dataclass(hint):
+        if typing_extensions.is_typeddict(hint) or dataclasses.is_dataclass(hint):
             return hint
         if issubclass(hint, BaseModel):
             return hint
@@ -311,6 +310,7 @@ class StateGraph:
         graph does not route is logged as a warning (``validate_graph`` lists them); route it
         with ``AgentNode(..., on_aborted=...)``."""
         self._check_routing_agents()
+        _check_checkpointer(checkpointer)
         validate(self)
         before = breakpoint_nodes(interrupt_before, self.nodes)
         after = breakpoint_nodes(interrupt_after, self.nodes)
@@ -381,4 +381,24 @@ def _one_policy(node: str, policy: RetryPolicy | Sequence[RetryPolicy]) -> Retry
     raise GraphValidationError(
         f"node {node!r}: retry_policy takes one RetryPolicy (its retry_on may list several "
         f"exception types), got {policy!r}"
+    )
+
+
+def _check_checkpointer(checkpointer: object) -> None:
+    """A checkpointer is a tinyagents ``Checkpointer`` or None; LangGraph's ``True``/``False``
+    (a sub-graph that keeps its own state between calls, or none) is refused by name."""
+    if checkpointer is None or isinstance(checkpointer, Checkpointer):
+        return
+    if isinstance(checkpointer, bool):
+        raise GraphValidationError(
+            f"compile(checkpointer={checkpointer}) is LangGraph's switch for a sub-graph that "
+            "keeps its own state between calls (True) or never checkpoints (False); it is not "
+            "supported: a sub-graph always checkpoints with its parent's checkpointer, in a "
+            "fresh namespace per call, so keep what must outlive a call in the parent's "
+            "channels. Pass a Checkpointer (MemoryCheckpointer(), SqliteCheckpointer(path)) "
+            "or None"
+        )
+    raise GraphValidationError(
+        "compile(checkpointer=...) takes a tinyagents Checkpointer (MemoryCheckpointer, "
+        f"SqliteCheckpointer, PostgresCheckpointer) or None, got {type(checkpointer).__name__}"
     )

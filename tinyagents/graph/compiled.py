@@ -223,13 +223,15 @@ class CompiledGraph(GraphCore):
     async def update_state(
         self,
         thread_id: str,
-        update: dict[str, Any],
+        update: dict[str, Any] | None,
         *,
         as_node: str | None = None,
         checkpoint_id: str | None = None,
         ns: str = "",
     ) -> str:
         """Apply ``update`` through the reducers as its own checkpoint; return its id.
+        ``None`` writes nothing: with ``as_node``, that node counts as run with no output
+        (LangGraph's way to pass a breakpoint without running the node).
 
         With ``as_node`` the update counts as that node's output and the next superstep
         follows that node's edges; without it the pending tasks stay as they are. With
@@ -245,7 +247,12 @@ class CompiledGraph(GraphCore):
         from the changed state when the thread goes on.
         """
         return await threads.update_state(
-            self, thread_id, update, as_node=as_node, checkpoint_id=checkpoint_id, ns=ns
+            self,
+            thread_id,
+            {} if update is None else update,
+            as_node=as_node,
+            checkpoint_id=checkpoint_id,
+            ns=ns,
         )
 
     async def fork(

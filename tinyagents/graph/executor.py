@@ -584,9 +584,9 @@ class GraphRun:
         else:
             writes = [w for t in tasks for w in t.writes or ()]
         delta = graph.apply_writes(head.values, writes) if writes else {}
-        if graph.schema.kind != "dict" or self.checkpointer is not None or graph.schema.managed:
-            # instances, and the copies a saving run hands out, are rebuilt per step; a
-            # dict view of a run that saves nothing is a live proxy
+        if writes or graph.schema.kind != "dict" or self.checkpointer is not None:
+            # a dict view (a snapshot of its step's values) is rebuilt once they changed;
+            # instances, and the copies a saving run hands out, every step
             self._view = None
         frontier = self.graph.simple_next.get(tasks[0].node) if len(tasks) == 1 else None
         if frontier is None or tasks[0].goto:

@@ -18,9 +18,9 @@ import dataclasses
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, NoReturn, get_args, get_origin
 
+import typing_extensions
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
@@ -176,7 +176,7 @@ class StateSchema:
         """What a node receives: no copy of the values, no validation; an instance of a
         dataclass or pydantic state has the defaults of the fields not written yet."""
         if self.kind == "dict":
-            return MappingProxyType(values)
+            return StateView(values)
         if self.kind == "pydantic":
             return self.cls.model_construct(**values)  # fills in the defaults
         obj = object.__new__(self.cls)
@@ -365,13 +365,37 @@ def _pydantic_default(model: type[BaseModel], name: str) -> Callable[[], Any] | 
     return lambda: info.get_default(call_default_factory=True)
 
 
+def _refuse_change(self: object, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(
+        "a node's state is read-only: return the update (a dict of the keys to write) "
+        "instead of changing it; dict(state) is a copy you may change"
+    )
+
+
+class StateView(dict[str, Any]):
+    """What a node (or router) of a ``TypedDict`` state receives: a dict of this step's
+    values that refuses changes. A dict, as LangGraph's (``isinstance(state, dict)``,
+    ``json.dumps(state)``), and a snapshot of its step: written into the state, handed to
+    ``interrupt()`` or a ``Send``, it stays what it was. ``dict(state)``, ``{**state}`` and
+    ``copy.deepcopy(state)`` give ordinary dicts."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse_change
+    __ior__ = _refuse_change
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:
+        # copy, deepcopy and pickle give a plain dict (refilling a StateView item by item is
+        # refused)
+        return (dict, (dict(self),))
+
+
 def read_schema(cls: Any) -> StateSchema:
     """Read the channels of ``cls``; a plain ``dict`` gives an empty, open-ended schema."""
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         kind = "pydantic"
     elif dataclasses.is_dataclass(cls):
         kind = "dataclass"
-    elif typing.is_typeddict(cls):
+    elif typing_extensions.is_typeddict(cls):
         kind = "dict"
     else:
         raise ConfigurationError(

@@ -12,11 +12,11 @@ import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.state import StateView
 
 START: Final = "__start__"
 END: Final = "__end__"
@@ -47,7 +47,7 @@ class Send:
     arg: Any
 
     def __post_init__(self) -> None:
-        if isinstance(self.arg, MappingProxyType):
+        if type(self.arg) is StateView:
             # a router's or node's view of a TypedDict state: send (and checkpoint) a copy
             object.__setattr__(self, "arg", dict(self.arg))
 

@@ -1,0 +1,165 @@
+"""LangGraph idioms found by a side-by-side probe: the same program on LangGraph and on
+``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``.
+
+- a state declared with ``typing_extensions.TypedDict`` (LangGraph's own ``MessagesState`` is
+  one), refused as "not a TypedDict" on Python 3.11;
+- ``update_state(thread, None, as_node=...)``, LangGraph's way to pass a breakpoint without
+  running the node (it raised ``AttributeError``);
+- the state a node of a ``TypedDict`` graph receives is a dict, a snapshot of its step: passed
+  to ``interrupt()``, written into the state, sent or dumped as JSON it is what the node saw
+  (it was a live read-only view: "cannot checkpoint a mappingproxy", a self-referencing
+  value, ``json.dumps`` refused);
+- ``compile(checkpointer=True)`` (LangGraph's persistent sub-graph switch) is refused by name
+  (it was accepted and ignored, or failed with ``AttributeError``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+import typing_extensions
+from langgraph_kit import OURS, THEIRS, Log, abc_graph, cfg, lg_message, pair, values
+
+from tinyagents.errors import GraphValidationError
+from tinyagents.graph import Command, StateGraph, StateView
+from tinyagents.store.checkpoint import Checkpointer
+
+
+class ExtLog(typing_extensions.TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+async def test_a_typing_extensions_typeddict_state(checkpointer: Checkpointer) -> None:
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(ExtLog).add_node("a", lambda s: {"log": ["a"]})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    assert (await ours.run({"log": []}, thread_id="1")).state == await theirs.ainvoke(
+        {"log": []}, cfg()
+    )
+
+
+async def test_langgraphs_messages_state_runs_on_ours() -> None:
+    """``MessagesState`` is a typing_extensions TypedDict with LangGraph's ``add_messages``."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(lg_message.MessagesState)
+        graph.add_node("a", lambda s: {"messages": [("ai", "hello")]})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, None)
+    mine = (await ours.run({"messages": [("user", "hi")]})).state["messages"]
+    their = (await theirs.ainvoke({"messages": [("user", "hi")]}))["messages"]
+    assert [(m.type, m.content) for m in mine] == [(m.type, m.content) for m in their]
+    assert [(m.type, m.content) for m in mine] == [("human", "hi"), ("ai", "hello")]
+
+
+@pytest.mark.parametrize("as_node", ["a", None])
+async def test_update_state_with_none_at_a_breakpoint(
+    checkpointer: Checkpointer, as_node: str | None
+) -> None:
+    """``update_state(None, as_node="a")`` marks ``a`` done with no output: the run goes on
+    at ``b``; with no ``as_node`` it changes nothing."""
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer, interrupt_before=["a"])
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.update_state("1", None, as_node=as_node)
+    await theirs.aupdate_state(cfg(), None, as_node=as_node)
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert (mine.next, mine.values) == (their.next, their.values)
+    assert mine.next == (("b",) if as_node else ("a",))
+    result = await ours.run(None, thread_id="1")
+    assert result.state == await theirs.ainvoke(None, cfg())
+
+
+class Snap(TypedDict, total=False):
+    x: int
+    snap: Any
+    log: Annotated[list[str], operator.add]
+
+
+def pass_the_state_on(g: Any, how: str) -> Any:
+    """a writes x=1; then b passes the state it got on: to interrupt(), into the state, as a
+    Send's argument, or as JSON text."""
+
+    def b(state: Any) -> Any:
+        if how == "interrupt":
+            return {"log": [f"answer={g.interrupt(state)}"]}
+        if how == "write":
+            return {"snap": state}
+        return {"log": [json.dumps(state, sort_keys=True)]}
+
+    graph = g.StateGraph(Snap).add_node("a", lambda s: {"x": 1})
+    if how == "send":
+        graph.add_node("w", lambda arg: {"log": [f"{type(arg).__name__} {sorted(arg.items())}"]})
+        graph.add_edge(g.START, "a").add_conditional_edges("a", lambda s: [g.Send("w", s)])
+        return graph.add_edge("w", g.END)
+    graph.add_node("b", b)
+    return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", g.END)
+
+
+@pytest.mark.parametrize("how", ["write", "send", "json"])
+@pytest.mark.parametrize("saved", [True, False], ids=["checkpointer", "in-memory"])
+async def test_the_state_a_node_gets_is_a_snapshot_it_may_pass_on(
+    checkpointer: Checkpointer, how: str, saved: bool
+) -> None:
+    ours, theirs = pair(lambda g: pass_the_state_on(g, how), checkpointer if saved else None)
+    mine = (await ours.run({"x": 0}, thread_id="1" if saved else None)).state
+    assert mine == await theirs.ainvoke({"x": 0}, cfg() if saved else None)
+    if how == "write":
+        assert mine["snap"] == {"x": 1, "log": []}  # what b saw, not a view of what came after
+
+
+async def test_the_state_a_node_gets_may_be_asked_with_interrupt(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(lambda g: pass_the_state_on(g, "interrupt"), checkpointer)
+    paused = await ours.run({"x": 0}, thread_id="1")
+    their_pause = await theirs.ainvoke({"x": 0}, cfg())
+    assert [i.value for i in paused.interrupts] == [i.value for i in their_pause["__interrupt__"]]
+    assert paused.interrupts[0].value == {"x": 1, "log": []}
+    done = await ours.run(Command(resume="ok"), thread_id="1")
+    assert done.state == values(await theirs.ainvoke(THEIRS.Command(resume="ok"), cfg()))
+
+
+async def test_a_node_cannot_change_its_state_but_may_copy_it() -> None:
+    seen: list[Any] = []
+
+    def node(state: Any) -> dict[str, Any]:
+        assert isinstance(state, dict) and type(state) is StateView
+        for change in (
+            lambda: state.__setitem__("log", []),
+            lambda: state.update(log=[]),
+            lambda: state.pop("log"),
+            lambda: state.setdefault("x", 1),
+            lambda: state.clear(),
+        ):
+            with pytest.raises(TypeError, match="state is read-only"):
+                change()
+        for mine in (dict(state), {**state}, copy.copy(state), copy.deepcopy(state)):
+            assert type(mine) is dict and mine == {"log": ["start"]}
+            mine["log"] = ["changed"]  # a copy: the state stays as it was
+        seen.append(state | {"x": 1})
+        return {"log": ["node"]}
+
+    graph = StateGraph(Log).add_node("node", node)
+    compiled = graph.add_edge(OURS.START, "node").add_edge("node", OURS.END).compile()
+    assert (await compiled.run({"log": ["start"]})).state == {"log": ["start", "node"]}
+    # ``|`` makes a plain dict (its lists are the state's own: without a checkpointer an
+    # append reducer extends them in place, docs/graph.md "State")
+    assert [sorted(d) for d in seen] == [["log", "x"]] and type(seen[0]) is dict
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_langgraphs_checkpointer_switch_is_refused_by_name(flag: bool) -> None:
+    graph = StateGraph(Log).add_node("a", lambda s: {"log": ["a"]})
+    graph.add_edge(OURS.START, "a").add_edge("a", OURS.END)
+    with pytest.raises(GraphValidationError, match=rf"checkpointer={flag}\) is LangGraph's"):
+        graph.compile(checkpointer=flag)  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match="takes a tinyagents Checkpointer"):
+        graph.compile(checkpointer=THEIRS.StateGraph)  # type: ignore[arg-type]
