@@ -10,6 +10,7 @@ safe boundary (its in-flight model request and tool finish; nothing after them r
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tinyagents import (
     Agent,
@@ -23,7 +24,7 @@ from tinyagents import (
 )
 from tinyagents.errors import RunCancelled
 from tinyagents.events import SteeringEvent
-from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness import Middleware, ModelRequest, ModelResponse, ToolCall
 from tinyagents.protocol import SteeringActor, SteeringDelivery, SteeringKind
 from tinyagents.testkit import (
     EventRecorder,
@@ -308,4 +309,91 @@ async def test_a_child_started_after_the_cancel_arrived_is_cancelled_before_it_w
     assert late_info.agent_id == "late" and late_info.status is RunStatus.CANCELLED
     assert late_model.requests == [] and effects.calls == []
     assert endings(recorder)[-1] == ("run.cancelled", parent.run_id)
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_cancel_for_a_boundary_that_never_comes_changes_nothing_below(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A cancel for after the next tool result, queued while the parent is in a model call
+    that answers without a tool call: it never reaches its boundary and fails, so the child
+    running in the background must not have been cancelled by it (it was)."""
+    child_gate, parent_gate = Gate("child"), Gate("parent")
+    child = SubAgent(Agent("child", child_gate.model("child answer")), description="works")
+    calls = 0
+
+    async def plan(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return tool_call("spawn_subagent", name="child", input="go")
+        await parent_gate.wait()
+        return reply("parent done")
+
+    parent = await rt.start(
+        Agent("parent", FunctionModel(plan), tools=orchestrator_tools([child])), "go"
+    )
+    await child_gate.entered.wait()
+    await parent_gate.entered.wait()
+    (kid,) = rt.runs.tree.children(parent.run_id)
+    receipt = await parent.cancel(
+        "stop", actor=OPERATOR, delivery=SteeringDelivery.AFTER_TOOL_RESULT
+    )
+    parent_gate.open()
+    assert (await parent.result()).status is RunStatus.COMPLETED
+    recorder.assert_lifecycle(receipt.correlation_id, ["requested", "accepted", "failed"])
+    child_gate.open()
+    child_handle = rt.runs.get(kid.run_id)
+    if child_handle is not None:
+        await child_handle.result()
+    assert kid.status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_child_policy_that_raises_on_its_cancel_does_not_hang_the_parent(
+    rt: Runtime, recorder: EventRecorder
+):
+    """The child's steering middleware raises on the cancel passed down to it: that cancel
+    is rejected (the child carries on, as with any refused cancel) and the parent ends
+    cancelled once it has. The error escaped the parent's cancel, which never ended."""
+
+    class Buggy(Middleware):
+        name = "buggy"
+
+        async def steering(self, cmd: Any, ctx: Any, call_next: Any) -> Any:
+            raise RuntimeError("policy bug")
+
+    child_gate, parent_gate = Gate("child"), Gate("parent")
+    child = SubAgent(
+        Agent("child", child_gate.model("child answer"), middleware=[Buggy()]), description="c"
+    )
+    calls = 0
+
+    async def plan(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return tool_call("spawn_subagent", name="child", input="go")
+        await parent_gate.wait()
+        return reply("parent done")
+
+    parent = await rt.start(
+        Agent("parent", FunctionModel(plan), tools=orchestrator_tools([child])), "go"
+    )
+    await child_gate.entered.wait()
+    await parent_gate.entered.wait()
+    (kid,) = rt.runs.tree.children(parent.run_id)
+    await parent.cancel("stop", actor=OPERATOR)
+    parent_gate.open()
+    child_gate.open()
+    result = await parent.result()
+    assert result.status is RunStatus.CANCELLED
+    assert kid.status is RunStatus.COMPLETED  # its cancel was refused: it finished its work
+    refused = [
+        e
+        for e in recorder.events
+        if isinstance(e, SteeringEvent) and e.type == "steering.rejected" and e.run_id == kid.run_id
+    ]
+    # refused when passed down, and again when the parent applied its own cancel
+    assert refused and all("policy bug" in (e.reason or "") for e in refused)
     recorder.assert_every_command_terminal()

@@ -649,3 +649,26 @@ def test_a_human_names_a_user_and_a_tenant(field: str, value: str) -> None:
                 "kind": "pause",
             }
         )
+
+
+@pytest.mark.parametrize("payload", [[], "", 0, False, (), [1], "x", 1.5])
+def test_a_payload_that_is_not_an_object_is_refused_even_when_empty(payload: Any) -> None:
+    """An empty list, string, zero or False was taken for "no payload" (``or {}``)."""
+    with pytest.raises(
+        InvalidCommandError, match="invalid payload for request_status: must be an object"
+    ):
+        SteeringCommand(target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS, payload=payload)
+    data = {
+        "target": RUN.model_dump(mode="json"),
+        "actor": ACTOR.model_dump(mode="json"),
+        "kind": "request_status",
+        "payload": list(payload) if isinstance(payload, tuple) else payload,
+    }
+    with pytest.raises(InvalidCommandError, match="must be an object"):
+        SteeringCommand.model_validate_json(json.dumps(data))
+
+
+def test_a_left_out_or_null_payload_is_no_payload() -> None:
+    left_out = SteeringCommand(target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS)
+    null = SteeringCommand(target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS, payload=None)
+    assert left_out.payload == null.payload == {}

@@ -210,6 +210,22 @@ async def test_an_open_commands_id_is_never_forgotten() -> None:
         assert (await rt.submit(pending)).status == "duplicate"
 
 
+async def test_more_open_commands_than_the_horizon_keep_every_id_taken() -> None:
+    """Past the horizon with every older id open, the id being submitted was the one
+    forgotten: a resend of it (still open) was taken as new, replaced the first in the
+    router's books, and the run failed at delivery ("command ... is not open")."""
+    async with Runtime(dedupe_horizon=2) as rt:
+        handle = await start_run(rt, "r-1")
+        sent = [make_command("r-1", correlation_id=f"c-{n}") for n in range(4)]
+        for cmd in sent:
+            assert (await rt.submit(cmd)).accepted
+        for cmd in sent:
+            assert (await rt.submit(cmd)).status == "duplicate"
+        assert [c.correlation_id for c in apply_ready(handle)] == ["c-0", "c-1", "c-2", "c-3"]
+        assert not rt.router.open_commands()
+        await finish_run(rt, handle)
+
+
 async def test_duplicates_are_answered_by_the_store_past_the_horizon(tmp_path: Path) -> None:
     async with Runtime(
         store=f"sqlite:///{tmp_path / 'x.db'}", retain_finished=0, dedupe_horizon=1

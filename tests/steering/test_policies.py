@@ -583,6 +583,93 @@ async def test_a_transform_keeps_the_commands_identity(
     recorder.assert_lifecycle(cmd.correlation_id, ["requested", "accepted", "delivered", "applied"])
 
 
+class Impersonate:
+    """A transform that hands on the command as if someone else had sent it."""
+
+    policy_id = "impersonate"
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        other = SteeringActor.human(
+            "mallory", tenant_id=OPERATOR.tenant_id, scopes=["agent:control"]
+        )
+        return await call_next(cmd.model_copy(update={"actor": other}))
+
+
+async def test_a_transform_that_changes_the_sender_is_refused(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    """A command is filed (and deduplicated) under its sender: a transform that changed the
+    actor was accepted, then the run failed at delivery ("command ... is not open")."""
+    handle = await make_run("r-1")
+    rt.router.pipeline.insert(Impersonate(), before="payload")
+    cmd = make_command("r-1")
+    receipt = await rt.submit(cmd)
+    assert (receipt.status, receipt.policy_id) == (ReceiptStatus.REJECTED, "impersonate")
+    assert "a transform keeps the command's actor" in (receipt.reason or "")
+    assert apply_ready(handle) == []
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "rejected"])
+
+
+class Broken:
+    """A policy with a bug: it raises (or forgets to return the decision)."""
+
+    def __init__(self, policy_id: str, *, returns_nothing: bool = False) -> None:
+        self.policy_id = policy_id
+        self.returns_nothing = returns_nothing
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext) -> Any:
+        if self.returns_nothing:
+            await call_next(cmd)
+            return None
+        raise RuntimeError("policy bug")
+
+
+class BrokenCheck(CheckPolicy):
+    policy_id = "broken-check"
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        raise KeyError("oops")
+
+
+@pytest.mark.parametrize(
+    ("policy", "reason"),
+    [
+        (Broken("raises"), "policy 'raises' failed (RuntimeError: policy bug)"),
+        (Broken("forgets", returns_nothing=True), "policy 'forgets' returned NoneType"),
+        (BrokenCheck(), "policy 'broken-check' failed (KeyError: 'oops')"),
+    ],
+    ids=["raises", "returns-nothing", "check-raises"],
+)
+@pytest.mark.parametrize("where", ["pipeline", "run"])
+async def test_a_policy_that_raises_rejects_the_command(
+    rt: Runtime,
+    make_run: MakeRun,
+    recorder: EventRecorder,
+    policy: Any,
+    reason: str,
+    where: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Fail closed, with a receipt: the error reached the sender (a parent cancelling its
+    subtree stayed running for ever) and nothing said what became of the command."""
+    handle = await make_run("r-1")
+    if where == "pipeline":
+        rt.router.pipeline.insert(policy, before="payload")
+    else:
+        handle.policies.append(policy)
+    cmd = make_command("r-1")
+    receipt = await rt.submit(cmd)
+    assert (receipt.status, receipt.policy_id) == (ReceiptStatus.REJECTED, policy.policy_id)
+    assert reason in (receipt.reason or "")
+    assert apply_ready(handle) == []
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "rejected"])
+    assert not rt.router.open_commands()
+    if not isinstance(policy, Broken) or not policy.returns_nothing:
+        assert "raised on command" in caplog.text  # with its traceback, for whoever debugs it
+
+
 class NoShouting(CheckPolicy):
     """A check: rejects upper-case text; the pipeline runs it inline."""
 

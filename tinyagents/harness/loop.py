@@ -12,6 +12,7 @@ IMMEDIATE cancel interrupts, and only an in-flight model request.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
     from tinyagents.events.bus import Subscription
     from tinyagents.runs.host import RunHost
 
+_log = logging.getLogger(__name__)
+
 
 class AgentRecipe(AgentView, Protocol):
     """What the loop reads of the agent it runs: its view plus its middleware. ``Agent`` is
@@ -98,6 +101,7 @@ class AgentRun(RunDriver):
         self._poke: asyncio.Event | None = None  # set when a command is queued (``wake``)
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
+        self._in_tool = False  # a tool call is under way (its result boundary will come)
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -108,8 +112,13 @@ class AgentRun(RunDriver):
             output = await self._loop(another_turn=another_turn)
             result = self._result(RunStatus.COMPLETED, output)
         except apply.Stop as stop:
-            await self._cancel_children(stop.reason, immediate=stop.immediate)
-            result = self._result(stop.status, self.last_text, stop.reason)
+            reason = stop.reason
+            try:
+                await self._cancel_children(stop.reason, immediate=stop.immediate)
+            except Exception as exc:  # the run still ends as it was told to, and says so
+                _log.error("run %s: cancelling its sub-runs failed", self.info.run_id, exc_info=exc)
+                reason = f"{reason or stop.status.value} (cancelling its sub-runs failed: {exc})"
+            result = self._result(stop.status, self.last_text, reason)
         except RunLimitExceeded as exc:
             self.emit(
                 LimitEvent,
@@ -340,7 +349,11 @@ class AgentRun(RunDriver):
             )
 
         handler = fold(self._tool_hooks, self.ctx, dispatch) if self._tool_hooks else dispatch
-        result = await handler(call)
+        self._in_tool = True
+        try:
+            result = await handler(call)
+        finally:
+            self._in_tool = False
         self.messages.append(result.to_message())
         self.emit(
             ToolEvent,
@@ -377,13 +390,21 @@ class AgentRun(RunDriver):
 
         A cancel supersedes every other queued command, so the first cancel queued is the
         queue's only command: this costs one length check for every other command. An
-        IMMEDIATE cancel is left to ``interrupt_now``.
+        IMMEDIATE cancel is left to ``interrupt_now``. One for a later boundary is passed down
+        only when that boundary is sure to come (after the result of the tool under way): the
+        run may end before a model call or the end of a turn, and then its cancel fails and
+        must have changed nothing (its subtree is cancelled when the run applies it).
         """
         inbox = self.handle.inbox
         if len(inbox) != 1:
             return
         (cmd,) = inbox.queue.pending()
-        if cmd.kind is not SteeringKind.CANCEL or cmd.delivery is SteeringDelivery.IMMEDIATE:
+        if cmd.kind is not SteeringKind.CANCEL:
+            return
+        delivery = cmd.delivery
+        if delivery is not SteeringDelivery.NEXT_BOUNDARY and not (
+            delivery is SteeringDelivery.AFTER_TOOL_RESULT and self._in_tool
+        ):
             return
         self.passed_down = (cmd.payload.get("reason"), False)
         marked = self._freeze_subtree()

@@ -829,8 +829,10 @@ class SteeringCommand(_CommandPart):
         if not isinstance(data, dict):
             return data
         kind = _parse_kind(data.get("kind"))
-        payload = data.get("payload") or {}
-        if not isinstance(payload, dict):
+        payload = data.get("payload")
+        if payload is None:  # left out (or null): no payload
+            payload = {}
+        elif not isinstance(payload, dict):
             raise InvalidCommandError(f"invalid payload for {kind.value}: must be an object")
         data = {**data, "kind": kind, "payload": validate_payload(kind, payload)}
         delivery = data.get("delivery")

@@ -14,6 +14,7 @@ The built-ins, in their default order, are in ``tinyagents.steering.policies``.
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
+
+_log = logging.getLogger(__name__)
 
 CallNext = Callable[[SteeringCommand], Awaitable["Decision"]]
 
@@ -306,12 +309,29 @@ def _accept(pipeline_id: str) -> Step:
 def first_refusal(
     checks: Sequence[CheckPolicy], cmd: SteeringCommand, ctx: PolicyContext
 ) -> tuple[str, str] | None:
-    """The first of ``checks`` that rejects ``cmd``: (its reason, its policy id), or None."""
+    """The first of ``checks`` that rejects ``cmd``: (its reason, its policy id), or None. A
+    check that raises rejects it (``broken``)."""
     for check in checks:
-        reason = check.check(cmd, ctx)
+        try:
+            reason = check.check(cmd, ctx)
+        except Exception as exc:
+            return broken(check.policy_id, cmd, exc), check.policy_id
         if reason is not None:
             return reason, check.policy_id
     return None
+
+
+def broken(policy_id: str, cmd: SteeringCommand, exc: Exception) -> str:
+    """The rejection reason for a command whose policy raised instead of deciding (logged with
+    its traceback). Fail closed: a policy's bug must neither let a command through nor reach
+    the sender (or the parent run cancelling its subtree) as an exception."""
+    _log.error(
+        "steering policy %r raised on command %s; the command is rejected",
+        policy_id,
+        cmd.correlation_id,
+        exc_info=exc,
+    )
+    return f"policy {policy_id!r} failed ({type(exc).__name__}: {exc}); the command is refused"
 
 
 def _checks(checks: tuple[CheckPolicy, ...], nxt: Step | None, pipeline_id: str) -> Step:
@@ -341,7 +361,18 @@ def _bind(policy: Policy, nxt: Step) -> Step:
                 return decision
             return await nxt(passed, ctx)
 
-        return await policy(cmd, ctx, call_next)
+        # What escapes ``policy`` is its own error: every step after it decides, never raises.
+        try:
+            decision = await policy(cmd, ctx, call_next)
+        except Exception as exc:
+            return Decision.reject(cmd, broken(policy.policy_id, cmd, exc), policy.policy_id)
+        if not isinstance(decision, Decision):
+            reason = (
+                f"policy {policy.policy_id!r} returned {type(decision).__name__}, not a Decision "
+                "(return await call_next(cmd), or Decision.reject/defer); the command is refused"
+            )
+            return Decision.reject(cmd, reason, policy.policy_id)
+        return decision
 
     return step
 
@@ -349,7 +380,15 @@ def _bind(policy: Policy, nxt: Step) -> Step:
 def _transformed(passed: SteeringCommand, received: SteeringCommand) -> SteeringCommand:
     """What a policy handed on instead of ``received``, validated like a newly built command
     (a policy may have made it with ``model_copy``, which validates nothing), under the
-    correlation id of ``received``: a transform is the same request in a new shape."""
+    correlation id of ``received``: a transform is the same request in a new shape, so it keeps
+    the sender and the target too (authority was checked for them, and the command is filed
+    under them)."""
+    for name in ("actor", "target"):
+        if getattr(passed, name) != getattr(received, name):
+            raise InvalidCommandError(
+                f"a transform keeps the command's {name} ({getattr(received, name).describe()}); "
+                f"it changed it to {getattr(passed, name).describe()}"
+            )
     values = passed.model_dump(warnings=False)
     values["correlation_id"] = received.correlation_id
     return SteeringCommand.model_validate(values)

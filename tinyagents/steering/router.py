@@ -152,7 +152,7 @@ class SteeringRouter:
         self._seen.add(key)
         self._seen_order.append(key)
         if len(self._seen_order) > self.dedupe_horizon:
-            self._forget_oldest_ids()
+            self._forget_oldest_ids(key)
         tracked = _Tracked(cmd, CommandState.REQUESTED, key)
         if capability is not None:
             tracked.trusted = self._holds(cmd, capability)
@@ -569,14 +569,18 @@ class SteeringRouter:
         self._tracked[tracked.key] = tracked
         self._emit("steering.requested", tracked)
 
-    def _forget_oldest_ids(self) -> None:
+    def _forget_oldest_ids(self, newest: _Key) -> None:
         """Forget the oldest ids past the horizon; an open command's id goes to the back
-        instead (it stays taken until the command ends), so at most ``dedupe_horizon`` ids
-        plus those of the open commands are kept."""
+        instead (it stays taken until the command ends), and so does ``newest``, the id being
+        submitted (not open yet), so at most ``dedupe_horizon`` ids plus those of the open
+        commands are kept."""
         order, tracked = self._seen_order, self._tracked
         spared = 0
         while len(order) > self.dedupe_horizon and spared <= len(tracked):
             key = order.popleft()
+            if key == newest:  # every older id was open: nothing more to forget
+                order.append(key)
+                break
             if key in tracked:
                 order.append(key)
                 spared += 1
