@@ -35,7 +35,12 @@ from tinyagents.events.otel import OTelSink
 from tinyagents.events.otel import default_sink as otel_default_sink
 from tinyagents.graph.driver import start_graph_run
 from tinyagents.harness.loop import start_agent_run
-from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
+from tinyagents.protocol.commands import (
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringReceipt,
+    sender_tenant,
+)
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
 from tinyagents.runs.info import RunInfo
@@ -426,10 +431,19 @@ class Runtime:
         (execution layer)."""
         await self.router.target_changed(handle)
 
-    async def applied_commands(self, run_id: str) -> list[SteeringCommand]:
+    async def applied_commands(self, run_id: str, tenant_id: str) -> list[SteeringCommand]:
         """The commands ``run_id`` applied, as the store logged them (execution layer: a run
-        started again under its id gets them back)."""
-        return [c.command for c in await self.store.run_commands(run_id)]
+        started again under its id gets them back). Nothing when the id was another tenant's
+        run: its steering (instructions, narrowed tools) is that tenant's alone; and never a
+        command a human of another tenant sent."""
+        snapshot = await self.store.load_run(run_id)
+        if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
+            return []
+        return [
+            c.command
+            for c in await self.store.run_commands(run_id)
+            if sender_tenant(c.command.actor) in (None, tenant_id)
+        ]
 
     # ------------------------------------------------------------------ runs
 

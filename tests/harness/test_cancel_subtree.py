@@ -15,6 +15,7 @@ from typing import Any
 from tinyagents import (
     Agent,
     RunContext,
+    RunLimits,
     RunStatus,
     Runtime,
     SubAgent,
@@ -396,4 +397,62 @@ async def test_a_child_policy_that_raises_on_its_cancel_does_not_hang_the_parent
     ]
     # refused when passed down, and again when the parent applied its own cancel
     assert refused and all("policy bug" in (e.reason or "") for e in refused)
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_child_whose_subagent_tool_call_timed_out_is_cancelled(
+    rt: Runtime, recorder: EventRecorder
+):
+    """The parent's tool call gives up on the child (``timeout_s``) and the parent goes on
+    and ends: the child was left running (and spending) under a finished parent."""
+    gate = Gate("child")
+    child = SubAgent(Agent("child", gate.model("child answer")), description="slow")
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(child, timeout_s=0.05)]), "go"
+    )
+    result = await parent.result()
+    assert result.status is RunStatus.COMPLETED
+    (kid,) = rt.runs.tree.children(parent.run_id)
+    waiter = EventWaiter()
+    rt.bus.add_sink(waiter)
+    if not kid.status.finished:
+        await waiter.event("run.cancelled", kid.run_id)
+    assert kid.status is RunStatus.CANCELLED
+    cancels = [
+        e
+        for e in recorder.events
+        if isinstance(e, SteeringEvent) and e.type == "steering.applied" and e.run_id == kid.run_id
+    ]
+    assert len(cancels) == 1 and cancels[0].kind is SteeringKind.CANCEL
+    gate.open()
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_run_that_fails_or_hits_a_limit_cancels_its_background_children(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A child spawned in the background outlived its parent's limit_exceeded ending."""
+    gate = Gate("child")
+    child = SubAgent(Agent("child", gate.model("child answer")), description="slow")
+    parent_model = ScriptedModel(
+        [tool_call("spawn_subagent", name="child", input="go"), tool_call("wait_subagents")]
+    )
+    parent = await rt.start(
+        Agent(
+            "parent",
+            parent_model,
+            tools=orchestrator_tools([child]),
+            limits=RunLimits(max_tool_calls=1),
+        ),
+        "go",
+    )
+    await gate.entered.wait()
+    assert (await parent.result()).status is RunStatus.LIMIT_EXCEEDED
+    (kid,) = rt.runs.tree.children(parent.run_id)
+    handle = rt.runs.get(kid.run_id)
+    assert handle is not None
+    gate.open()
+    assert (await handle.result()).status is RunStatus.CANCELLED
+    assert "ended limit_exceeded" in ((await handle.result()).error or "")
     recorder.assert_every_command_terminal()

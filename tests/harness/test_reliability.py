@@ -395,6 +395,38 @@ async def test_a_restarted_run_keeps_the_steering_its_earlier_incarnation_applie
         ]
 
 
+async def test_a_run_id_another_tenant_used_gets_none_of_its_steering(tmp_path: Path):
+    """Run ids are the caller's to choose: a run of tenant globex started under the id an acme
+    run had on the same store got acme's instructions (secret text) and narrowed tools."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    alice = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+    gate = Gate("hold")
+    tools = [search, delete, gate.tool()]
+    async with Runtime(store) as rt:
+        model = ScriptedModel([tool_call("hold"), reply("done")])
+        handle = await rt.start(
+            Agent("clerk", model, tools=tools), "acme work", run_id="job-1", tenant_id="acme"
+        )
+        await gate.entered.wait()
+        await handle.steer("ACME SECRET: the vault code is 1234", actor=alice)
+        await handle.constrain_tools(["search"], actor=alice)
+        gate.open()
+        assert (await handle.result()).status is RunStatus.COMPLETED
+
+    recorder = EventRecorder()
+    async with Runtime(store, sinks=[recorder]) as rt:
+        model = ScriptedModel([reply("done")])
+        handle = await rt.start(
+            Agent("clerk", model, tools=tools), "globex work", run_id="job-1", tenant_id="globex"
+        )
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        (request,) = model.requests
+        assert steering_messages(request) == []
+        assert {t.name for t in request.tools} == {"search", "delete", "hold"}
+        (started,) = [e for e in recorder.events if e.type == "run.started"]
+        assert "restored_steering" not in started.detail
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 async def test_run_commands_lists_a_runs_commands_by_state_in_log_order(
     tmp_path: Path, backend: str

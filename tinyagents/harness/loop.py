@@ -148,6 +148,9 @@ class AgentRun(RunDriver):
         except Exception as exc:
             self.failure = exc
             result = self._result(RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {exc}")
+        if result.status in (RunStatus.LIMIT_EXCEEDED, RunStatus.FAILED):
+            # nobody will wait for what it started: its sub-runs must not work on for nothing
+            self.abandon(self._freeze_subtree(), f"ended {result.status.value}")
         await self._end(result)
         return result
 
@@ -496,8 +499,24 @@ class AgentRun(RunDriver):
             frontier = below
         return marked
 
+    def abandon(self, handles: list[RunHandle], why: str) -> None:
+        """Cancel runs below this one (marked, as ``_freeze_subtree`` marks them) that nobody
+        will wait for any more — this run ended on a limit or a failure, or the tool call that
+        started a child timed out — at once, in-flight model requests too, without waiting
+        for them to end."""
+        if handles:
+            self.runtime.spawn(
+                self._send_cancels(handles, None, immediate=True, why=why),
+                name=f"abandon-{self.info.run_id}",
+            )
+
     async def _send_cancels(
-        self, handles: list[RunHandle], reason: str | None, *, immediate: bool
+        self,
+        handles: list[RunHandle],
+        reason: str | None,
+        *,
+        immediate: bool,
+        why: str = "was cancelled",
     ) -> None:
         """Send each marked run a cancel from this run's agent (an ancestor of each of them):
         IMMEDIATE if this run's was, else one for its next boundary. A run whose cancel is
@@ -512,8 +531,7 @@ class AgentRun(RunDriver):
                 actor=actor,
                 kind=SteeringKind.CANCEL,
                 payload={
-                    "reason": f"{relation} run {me} was cancelled"
-                    + (f": {reason}" if reason else "")
+                    "reason": f"{relation} run {me} {why}" + (f": {reason}" if reason else "")
                 },
                 delivery=delivery,
             )
@@ -711,7 +729,9 @@ async def start_agent_run(
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log.
     restored = (
-        apply.restore(run, await runtime.applied_commands(run_id)) if run_id is not None else []
+        apply.restore(run, await runtime.applied_commands(run_id, info.tenant_id))
+        if run_id is not None
+        else []
     )
     await runtime.register(handle)
     run.emit(
@@ -755,6 +775,19 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
         parent_run._send_cancels([handle], reason, immediate=immediate),
         name=f"cancel-late-child-{handle.run_id}",
     )
+
+
+def abandon_child(runtime: RunHost, handle: RunHandle, why: str) -> None:
+    """Cancel a child run whose caller stopped waiting for it (the tool call that started it
+    timed out or was cancelled), at once: it must not work on, and spend, for nobody."""
+    parent = runtime.runs.get(handle.info.parent_run_id or "")
+    parent_run = parent.driver if parent is not None else None
+    if handle.status.finished or handle.cancelling or not isinstance(parent_run, AgentRun):
+        return
+    handle.cancelling = True
+    if isinstance(handle.driver, AgentRun):
+        handle.driver.frozen = True
+    parent_run.abandon([handle], why)
 
 
 def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | None:

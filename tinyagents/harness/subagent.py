@@ -18,7 +18,7 @@ from tinyagents import _clock
 from tinyagents.errors import RunCancelled, RunFailed, RunLimitExceeded, ToolError
 from tinyagents.events.models import Event
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.loop import start_agent_run
+from tinyagents.harness.loop import abandon_child, start_agent_run
 from tinyagents.harness.model import Message
 from tinyagents.harness.tools import Tool
 from tinyagents.runs.handle import RunHandle, RunResult
@@ -171,7 +171,11 @@ class SubAgentTool(Tool):
                 f"configured limit {exc.limit} (would use {exc.used}, allowed {exc.allowed}), "
                 "so it did not run, let alone complete. Do the task here or split it differently."
             ) from None
-        result = await handle.result()
+        try:
+            result = await handle.result()
+        except BaseException:  # the call timed out (timeout_s) or was cancelled: nobody waits
+            abandon_child(ctx.runtime, handle, f"stopped waiting for it (tool {self.name!r})")
+            raise
         if (
             result.status is RunStatus.LIMIT_EXCEEDED
             and handle.info.limits.behavior == "stop_with_partial"

@@ -62,9 +62,10 @@ class RunHost(Protocol):
     def open_commands(self) -> list[SteeringCommand]:
         """Every command that has not reached a terminal state yet."""
 
-    async def applied_commands(self, run_id: str) -> list[SteeringCommand]:
-        """The commands a run applied, as logged (a run started again under its id after a
-        crash gets them back); empty without a durable store."""
+    async def applied_commands(self, run_id: str, tenant_id: str) -> list[SteeringCommand]:
+        """The commands a run of ``tenant_id`` applied, as logged (a run started again under
+        its id after a crash gets them back); empty without a durable store, and when the id
+        was another tenant's run."""
 
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         """Allow one run's agent to steer another it has no authority over (a sibling)."""
