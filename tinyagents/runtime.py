@@ -48,6 +48,7 @@ from tinyagents.runs.live import LiveRuns, pending_by_run
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
+from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policy import PolicyPipeline
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
 from tinyagents.store.base import Store, StoreWriter
@@ -444,6 +445,37 @@ class Runtime:
             for c in await self.store.run_commands(run_id)
             if sender_tenant(c.command.actor) in (None, tenant_id)
         ]
+
+    async def restarted(self, run_id: str) -> None:
+        """An agent run is started again under ``run_id`` (after a crash; execution layer).
+        The runs its earlier incarnation started died with it and never come back (a child
+        started now gets a new id): the commands restored for them, which waited for their
+        ids, fail — "none stays open" (docs/guarantees.md, Crashes)."""
+        gone = [
+            waiting
+            for waiting in self.router.waiting_run_ids()
+            if waiting not in self.runs and await self._started_below(waiting, run_id)
+        ]
+        if gone:
+            self.router.fail_waiting(
+                gone,
+                f"{LATE}: its run was started by an earlier incarnation of run {run_id}, which "
+                "was restarted; that run is gone",
+            )
+
+    async def _started_below(self, run_id: str, ancestor: str) -> bool:
+        """Whether the stored snapshots say ``run_id`` was started below ``ancestor``."""
+        seen: set[str] = set()
+        while run_id not in seen and len(seen) < 64:  # a tree is never deeper (max_depth)
+            seen.add(run_id)
+            snapshot = await self.store.load_run(run_id)
+            parent = snapshot.get("parent_run_id") if snapshot is not None else None
+            if parent is None:
+                return False
+            if parent == ancestor:
+                return True
+            run_id = str(parent)
+        return False
 
     # ------------------------------------------------------------------ runs
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_sigkill_worker import EXTRA_TOOLS, note
 
 from tinyagents.events import SteeringEvent
@@ -307,3 +308,55 @@ async def test_a_command_applied_just_before_a_crash_has_one_terminal_event(
     finally:
         await store.close()
     assert {cid: n for cid, n in terminal.items() if n > 1} == {}
+
+
+async def test_a_command_for_a_child_of_a_killed_run_fails_when_the_run_restarts(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL while a ``SubAgentTool`` child holds an accepted command; the parent restarts
+    under its run id (its new child gets a new id). The old child never comes back: its
+    command stayed open in the log for ever. It fails, and the parent's own is applied."""
+    from tinyagents import Agent, Runtime, SubAgent, SubAgentTool
+    from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+    db = tmp_path / "runs.db"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WORKER.with_name("subagent_crash_worker.py")),
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    if not line.startswith(b"ready "):
+        proc.kill()
+        pytest.fail(f"worker: {line!r} {(await proc.stderr.read()).decode()}")
+    _, old_child, for_child, for_parent = line.decode().split()
+    proc.kill()
+    await proc.wait()
+
+    child = SubAgent(Agent("child", ScriptedModel([reply("child done")])), description="works")
+    parent = Agent(
+        "parent",
+        ScriptedModel([tool_call("child", input="go"), reply("parent done")]),
+        tools=[SubAgentTool(child)],
+    )
+    async with Runtime(f"sqlite:///{db}") as rt:
+        assert {c.correlation_id for c in rt.open_commands()} == {for_child, for_parent}
+        handle = await rt.start(parent, "task", run_id="root-1")
+        assert (await handle.result()).status.value == "completed"
+        assert rt.open_commands() == []
+        (new_child,) = rt.runs.tree.children("root-1")
+        assert new_child.run_id != old_child
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        assert await store.open_commands() == []
+        (failed,) = await store.run_commands(old_child, states=("failed",))
+        applied = await store.run_commands("root-1", states=("applied",))
+    finally:
+        await store.close()
+    assert failed.command.correlation_id == for_child
+    assert "earlier incarnation of run root-1" in (failed.reason or "")
+    assert [c.command.correlation_id for c in applied] == [for_parent]

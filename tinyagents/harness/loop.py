@@ -727,7 +727,10 @@ async def start_agent_run(
     handle.driver = run
     handle.policies = [SteeringHook(m) for m in agent.middleware if overrides(m, "steering")]
     # A run started under an id it had before (a restart after a crash) gets back the steering
-    # its earlier incarnation applied; a new id has nothing in the log.
+    # its earlier incarnation applied; a new id has nothing in the log. The runs that
+    # incarnation started are gone: what waited for them fails.
+    if run_id is not None:
+        await runtime.restarted(run_id)
     restored = (
         apply.restore(run, await runtime.applied_commands(run_id, info.tenant_id))
         if run_id is not None

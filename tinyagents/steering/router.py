@@ -175,6 +175,18 @@ class SteeringRouter:
     def history(self, run_id: str) -> list[SteeringEvent]:
         return list(self._history.get(run_id, ()))
 
+    def waiting_run_ids(self) -> list[str]:
+        """The run ids (not threads) that commands wait for: restored after a restart, or
+        deferred by a policy."""
+        return [key for key in self._waiting if not key.startswith("thread:")]
+
+    def fail_waiting(self, run_ids: Iterable[str], reason: str) -> None:
+        """Fail the commands waiting for runs that will never come (with ``reason``)."""
+        for run_id in run_ids:
+            for tracked in (self._waiting.pop(run_id, None) or {}).values():
+                if not tracked.state.terminal:
+                    self._finish(tracked, "failed", reason=reason)
+
     def busy_runs(self) -> set[str]:
         """The runs something still waits on: an open command's run, or commands waiting
         (deferred or restored) for that run id. They must not be released."""
