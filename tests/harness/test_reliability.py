@@ -532,3 +532,26 @@ async def test_a_frozen_run_resumed_from_a_pause_still_waits_for_its_cancel(
     assert (await root.result()).status is RunStatus.CANCELLED
     assert mid_info.status is RunStatus.CANCELLED
     assert mid_info.usage.model_calls == 1  # resumed, but no more work before the cancel
+
+
+async def test_a_graph_task_or_node_of_an_agent_run_is_not_found(tmp_path: Path):
+    """A graph target naming an agent run was accepted and applied to the agent run (an
+    update_state then failed with a reason that contradicted the receipt)."""
+    gate = Gate("hold")
+    async with Runtime(testing=True) as rt:
+        model = ScriptedModel([tool_call("hold"), reply("done")])
+        handle = await rt.start(Agent("clerk", model, tools=[search, gate.tool()]), "go")
+        await gate.entered.wait()
+        for target, kind, payload in [
+            (SteeringTarget.graph_node(handle.run_id, "nope"), "constrain_tools", {"tools": []}),
+            (SteeringTarget.graph_task(handle.run_id, "t-1"), "update_state", {"update": {"a": 1}}),
+        ]:
+            cmd = SteeringCommand(
+                target=target, actor=SteeringActor.test(), kind=kind, payload=payload
+            )
+            receipt = await rt.submit(cmd)
+            assert receipt.status == "rejected" and receipt.reason is not None
+            assert receipt.reason.startswith(f"not found: run {handle.run_id} is an agent run")
+        gate.open()
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        assert handle.info.tools is None or "search" in handle.info.tools

@@ -22,9 +22,10 @@ def handle(run_id: str, parent: str | None = None, **info: object) -> RunHandle:
 
 @pytest.fixture
 def registry() -> RunRegistry:
-    """root ─┬─ a ─┬─ a1 ── a1x
+    """root ─┬─ a ─┬─ a1 ── a1x      (tenant acme)
     │     └─ a2
-    └─ b"""
+    └─ b
+    g                             (tenant globex)"""
     reg = RunRegistry()
     for run_id, parent in [
         ("root", None),
@@ -33,8 +34,9 @@ def registry() -> RunRegistry:
         ("a1", "a"),
         ("a2", "a"),
         ("a1x", "a1"),
+        ("g", None),
     ]:
-        reg.register(handle(run_id, parent, tenant_id="acme" if run_id != "b" else "globex"))
+        reg.register(handle(run_id, parent, tenant_id="acme" if run_id != "g" else "globex"))
     return reg
 
 
@@ -85,13 +87,24 @@ def test_subtree_walk_and_json_snapshot(registry: RunRegistry) -> None:
 
 
 def test_registry_lists_and_snapshots_by_tenant(registry: RunRegistry) -> None:
-    assert ids(registry.list()) == ["root", "a", "b", "a1", "a2", "a1x"]
-    assert ids(registry.list(tenant_id="globex")) == ["b"]
+    assert ids(registry.list()) == ["root", "a", "b", "a1", "a2", "a1x", "g"]
+    assert ids(registry.list(tenant_id="globex")) == ["g"]
     assert registry.list(tenant_id="initech") == []
     snaps = registry.snapshot(tenant_id="acme")
-    assert [s["run_id"] for s in snaps] == ["root", "a", "a1", "a2", "a1x"]
+    assert [s["run_id"] for s in snaps] == ["root", "a", "b", "a1", "a2", "a1x"]
     assert json.loads(json.dumps(snaps)) == snaps
-    assert len(registry) == 6 and "a" in registry and registry.get("zz") is None
+    assert len(registry) == 7 and "a" in registry and registry.get("zz") is None
+
+
+def test_a_child_of_another_tenants_run_is_refused(registry: RunRegistry) -> None:
+    """Tenants never share a tree: a human of the child's tenant could have cancelled or
+    narrowed work the parent's tenant started."""
+    with pytest.raises(ConfigurationError, match="belongs to its parent's tenant"):
+        registry.register(handle("intruder", "a", tenant_id="globex"))
+    assert "intruder" not in registry and registry.tree.children("a") == [
+        registry.get(r).info
+        for r in ("a1", "a2")  # type: ignore[union-attr]
+    ]
 
 
 def test_registering_twice_is_refused(registry: RunRegistry) -> None:

@@ -266,3 +266,38 @@ async def test_memory_is_flat_in_the_number_of_finished_runs(tmp_path: Path, dur
 def test_bad_retention_settings_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError):
         Runtime(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_run_reopened_while_its_tree_left_the_window_is_released_when_it_ends() -> None:
+    """An END_OF_TURN message reopens a finished run; another run finishing meanwhile sweeps
+    its tree from the window (not released: a run of it is going). When the reopened run
+    ended again, its tree never re-entered the window: held for ever."""
+    from tinyagents import Agent
+    from tinyagents.protocol import SteeringDelivery
+    from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, reply
+
+    async with Runtime(retain_finished=1) as rt:
+        gate = Gate("second turn")
+        turns = 0
+
+        async def answer(request: object) -> object:
+            nonlocal turns
+            turns += 1
+            if turns == 2:
+                await gate.wait()
+            return reply(f"turn {turns}")
+
+        handle = await rt.start(Agent("talker", FunctionModel(answer)), "hi")
+        await handle.result()
+        await handle.steer("one more thing", delivery=SteeringDelivery.END_OF_TURN)  # reopens
+        await gate.entered.wait()
+        filler = await rt.start(Agent("filler", ScriptedModel([reply("x")])), "go")
+        await filler.result()
+        await rt.release_finished()
+        assert handle.run_id in rt.runs  # going: not released
+        gate.open()
+        assert (await handle.result()).output == "turn 2"
+        for _ in range(2):
+            await (await rt.start(Agent("filler", ScriptedModel([reply("x")])), "go")).result()
+        await rt.release_finished()
+        assert handle.run_id not in rt.runs and len(rt.runs) == 1

@@ -49,6 +49,8 @@ from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
+    GraphNodeTarget,
+    GraphTaskTarget,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -416,6 +418,16 @@ class AgentRun(RunDriver):
                 self._send_cancels(marked, cmd.payload.get("reason"), immediate=False),
                 name=f"cancel-subtree-{self.info.run_id}",
             )
+
+    def check_target(self, cmd: SteeringCommand) -> str | None:
+        """A graph task or node of an agent run does not exist (it was accepted, and applied
+        to the agent run as if it were aimed at it)."""
+        target = cmd.target
+        if isinstance(target, GraphTaskTarget):
+            return f"not found: run {self.info.run_id} is an agent run, with no graph task {target.task_id!r}"
+        if isinstance(target, GraphNodeTarget):
+            return f"not found: run {self.info.run_id} is an agent run, with no graph node {target.node!r}"
+        return None
 
     def interrupt_now(self, cmd: SteeringCommand) -> None:
         """Cancel the in-flight model request, and freeze the whole subtree in this same call:

@@ -65,6 +65,14 @@ class RunRegistry:
         if info.parent_run_id is not None:
             parent = self.tree.get(info.parent_run_id)
             if parent is not None:
+                if info.tenant_id != parent.tenant_id:
+                    # tenants never share a tree: a human of the child's tenant could steer
+                    # (cancel, narrow) work the parent's tenant started
+                    raise ConfigurationError(
+                        f"run {info.run_id!r} of tenant {info.tenant_id!r} cannot be a child "
+                        f"of run {parent.run_id!r} of tenant {parent.tenant_id!r}: a sub-run "
+                        "belongs to its parent's tenant (leave tenant_id unset to inherit it)"
+                    )
                 info.root_run_id = parent.root_run_id
                 info.depth = parent.depth + 1
         self.tree.add(info)
@@ -124,6 +132,14 @@ class RunRegistry:
         root = info.root_run_id
         live = self._live.get(root)
         if live is None:
+            # A run of a finished tree took another turn (END_OF_TURN steering) and ended
+            # again. Swept from the window meanwhile, its tree was never released: back in.
+            if (
+                root in self.tree
+                and root not in self._finished
+                and all(i.status.finished for i in self._subtree(root))
+            ):
+                self._enter_window(root, now)
             return
         live.discard(info.run_id)
         if live:
@@ -131,9 +147,12 @@ class RunRegistry:
         del self._live[root]
         if root in self.tree:
             self._unqueue(root)
-            runs = 1 + len(self.tree.descendants(root))
-            self._finished[root] = _Finished(now, runs)
-            self._retained += runs
+            self._enter_window(root, now)
+
+    def _enter_window(self, root: str, now: float) -> None:
+        runs = 1 + len(self.tree.descendants(root))
+        self._finished[root] = _Finished(now, runs)
+        self._retained += runs
 
     def release_due(self, now: float, busy: Busy) -> builtins.list[RunInfo]:
         """Release the finished trees past the retention window; returns the runs released."""
