@@ -163,3 +163,65 @@ def test_langgraphs_checkpointer_switch_is_refused_by_name(flag: bool) -> None:
         graph.compile(checkpointer=flag)  # type: ignore[arg-type]
     with pytest.raises(GraphValidationError, match="takes a tinyagents Checkpointer"):
         graph.compile(checkpointer=THEIRS.StateGraph)  # type: ignore[arg-type]
+
+
+class Foo(TypedDict):
+    foo: str
+
+
+def two_nodes(g: Any) -> Any:
+    graph = g.StateGraph(Foo)
+    graph.add_node("node1", lambda s: {"foo": s["foo"] + "|node-1"})
+    graph.add_node("node2", lambda s: {"foo": s["foo"] + "|node-2"})
+    return graph.add_edge(g.START, "node1").add_edge("node1", "node2").add_edge("node2", g.END)
+
+
+async def test_command_with_static_breakpoints(checkpointer: Checkpointer) -> None:
+    """LangGraph's test: a ``Command(update=...)`` sent to a thread stopped before ``node1``
+    applies the update and runs on past the breakpoint (it stopped there again)."""
+    ours, theirs = pair(two_nodes, checkpointer, interrupt_before=["node1"])
+    first = await ours.run({"foo": "abc"}, thread_id="1")
+    await theirs.ainvoke({"foo": "abc"}, cfg())
+    assert first.status == "interrupted" and (await ours.get_state("1")).next == ("node1",)
+    result = await ours.run(Command(update={"foo": "def"}), thread_id="1")
+    expected = await theirs.ainvoke(THEIRS.Command(update={"foo": "def"}), cfg())
+    assert (result.status, result.state) == ("completed", expected)
+    assert expected == {"foo": "def|node-1|node-2"}
+    assert (await ours.get_state("1")).next == (await theirs.aget_state(cfg())).next == ()
+
+
+class Joined(TypedDict):
+    foo: Annotated[str, operator.add]
+
+
+def multiple_updates(g: Any) -> Any:
+    graph = g.StateGraph(Joined)
+    graph.add_node(
+        "node_a", lambda s: [g.Command(update={"foo": "a1"}), g.Command(update={"foo": "a2"})]
+    )
+    graph.add_node("node_b", lambda s: {"foo": "b"})
+    return graph.add_edge(g.START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", g.END)
+
+
+@pytest.mark.parametrize("saved", [True, False], ids=["checkpointer", "in-memory"])
+async def test_multiple_updates_in_the_streams(checkpointer: Checkpointer, saved: bool) -> None:
+    """LangGraph's test_multiple_updates: a node returning a list of Commands streams one
+    update per Command, and its ``tasks`` result holds every value of a key written twice
+    (only the last one was shown)."""
+    ours, theirs = pair(multiple_updates, checkpointer if saved else None)
+    mine = [
+        u async for u in ours.stream({"foo": ""}, thread_id="1" if saved else None, mode="updates")
+    ]
+    their = [u async for u in theirs.astream({"foo": ""}, cfg("1") if saved else None)]
+    assert mine == their == [{"node_a": [{"foo": "a1"}, {"foo": "a2"}]}, {"node_b": {"foo": "b"}}]
+    mine_tasks = [
+        t["result"]
+        async for t in ours.stream({"foo": ""}, thread_id="2" if saved else None, mode="tasks")
+        if "result" in t
+    ]
+    their_tasks = [
+        t["result"]
+        async for t in theirs.astream({"foo": ""}, cfg("2") if saved else None, stream_mode="tasks")
+        if "result" in t
+    ]
+    assert mine_tasks == their_tasks == [{"foo": {"$writes": ["a1", "a2"]}}, {"foo": "b"}]

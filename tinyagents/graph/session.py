@@ -194,7 +194,11 @@ class GraphSession:
             if goto:
                 delta.update(jump(graph, head, goto))
             if self.cp is not None:
-                meta = {"goto": [g if isinstance(g, str) else g.node for g in goto]}
+                meta: dict[str, Any] = {"goto": [g if isinstance(g, str) else g.node for g in goto]}
+                if not goto and head.metadata.get("at_breakpoint"):
+                    # an update sent to a run stopped at a breakpoint continues it, as
+                    # run(None) does (LangGraph's test_command_with_static_breakpoints)
+                    meta["at_breakpoint"] = True
                 await save(
                     self.cp,
                     head,

@@ -103,6 +103,22 @@ def _update(
     return dict(writes) if writes else None
 
 
+def _collected(writes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """A task's writes as a ``tasks`` item's result, as LangGraph's: a key written more than
+    once holds ``{"$writes": [each value]}``."""
+    result: dict[str, Any] = {}
+    many: set[str] = set()
+    for key, value in writes:
+        if key not in result:
+            result[key] = value
+            continue
+        if key not in many:
+            many.add(key)
+            result[key] = {"$writes": [result[key]]}
+        result[key]["$writes"].append(value)
+    return result
+
+
 def _asking(task: Task) -> tuple[Any, ...]:
     """The questions ``task`` still asks (a resumed task asks its answered ones no more)."""
     return tuple(i for i in task.interrupts if i.id not in task.resume)
@@ -230,7 +246,7 @@ class GraphStream:
             payload = {
                 "id": task.id,
                 "name": task.node,
-                "result": _update(task.writes) or {},
+                "result": _collected(task.writes or ()),
                 "error": error,
                 "interrupts": [{"value": i.value, "id": i.id} for i in _asking(task)],
             }
@@ -267,7 +283,15 @@ class GraphStream:
     def _task_update(self, run: GraphRun, task: Task) -> dict[str, Any]:
         """A finished task's ``updates`` item: ``{node: its writes}``."""
         assert task.writes is not None
-        return {task.node: _update(task.writes, self._keys(run))}
+        keys = self._keys(run)
+        if task.parts is None:
+            return {task.node: _update(task.writes, keys)}
+        # a list of Commands: one update per Command, as LangGraph's
+        updates, at = [], 0
+        for size in task.parts:
+            updates.append(_update(task.writes[at : at + size], keys))
+            at += size
+        return {task.node: updates}
 
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         if "custom" in self.modes:

@@ -47,6 +47,7 @@ class Task:
         "interrupts",
         "key",
         "node",
+        "parts",
         "resume",
         "skipped",
         "spec",
@@ -63,6 +64,9 @@ class Task:
         self.spec = spec
         self.arg = arg
         self.writes: list[tuple[str, Any]] | None = None
+        #: For a node that returned a list of Commands: how many of ``writes`` each one made
+        #: (its ``updates`` stream item is one dict per Command, as LangGraph's).
+        self.parts: list[int] | None = None
         self.goto: list[str | Send] = _EMPTY
         self.interrupts: list[Interrupt] = _EMPTY
         self.resume: dict[str, Any] = {}
@@ -188,7 +192,8 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
         task.writes, task.goto = out.writes, out.goto
     elif isinstance(out, list | tuple) and out and all(isinstance(c, Command) for c in out):
         # several Commands, as LangGraph takes them: their updates in order, all their gotos
-        task.writes, task.goto = [], []
+        # (``parts`` is set here only: a retried attempt that returned a list again resets it)
+        task.writes, task.goto, task.parts = [], [], []
         for cmd in out:
             if cmd.graph == Command.PARENT:
                 raise GraphError(
@@ -198,6 +203,7 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
             writes, goto = _read_command(run, task, cmd)
             task.writes.extend(writes)
             task.goto.extend(goto)
+            task.parts.append(len(writes))
     elif isinstance(out, Send):
         raise InvalidUpdateError(
             f"node {task.node!r} returned a Send; a node routes with Command(goto=Send(...)) "
