@@ -112,7 +112,7 @@ async def test_resume_errors_change_nothing(checkpointer: Checkpointer) -> None:
     with pytest.raises(InterruptError, match="ambiguous"):
         await compiled.run(Command(resume="x", goto="ask"), thread_id="t")
     assert await compiled.history("t") == before
-    assert (await compiled.get_state("t")).interrupts == result.interrupts
+    assert (await compiled.get_state("t")).interrupts == tuple(result.interrupts)
 
 
 async def test_a_dict_answer_that_is_not_an_id_map_is_a_plain_value(

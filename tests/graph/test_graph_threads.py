@@ -203,7 +203,7 @@ async def test_fork_keeps_pending_interrupts(checkpointer: Checkpointer) -> None
     assert pending.id == paused.interrupts[0].id  # ids are stable across the fork
     done = await compiled.run(Command(resume={pending.id: "fork"}), thread_id=fork)
     assert done.state["log"] == ["fork"]
-    assert (await compiled.get_state("t")).interrupts == paused.interrupts
+    assert (await compiled.get_state("t")).interrupts == tuple(paused.interrupts)
 
 
 async def test_rewind_to_an_older_checkpoint_keeps_history_linear(

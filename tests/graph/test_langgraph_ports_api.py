@@ -225,3 +225,24 @@ async def test_multiple_updates_in_the_streams(checkpointer: Checkpointer, saved
         if "result" in t
     ]
     assert mine_tasks == their_tasks == [{"foo": {"$writes": ["a1", "a2"]}}, {"foo": "b"}]
+
+
+async def test_snapshot_metadata_has_source_and_step_and_interrupts_is_a_tuple(
+    checkpointer: Checkpointer,
+) -> None:
+    """LangGraph keeps a checkpoint's source and step in its metadata (``metadata["step"]``
+    raised KeyError), and a snapshot's interrupts are a tuple (``== ()`` was False)."""
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.ainvoke({"log": []}, cfg())
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert (mine.metadata["source"], mine.metadata["step"]) == (
+        their.metadata["source"],
+        their.metadata["step"],
+    )
+    assert mine.interrupts == their.interrupts == ()
+    mine_history = [(c.metadata["source"], c.metadata["step"]) for c in await ours.history("1")]
+    their_history = [
+        (s.metadata["source"], s.metadata["step"]) async for s in theirs.aget_state_history(cfg())
+    ]
+    assert mine_history == their_history

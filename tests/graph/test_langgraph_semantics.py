@@ -217,7 +217,7 @@ async def test_update_state_as_end_clears_pending_tasks(checkpointer: Checkpoint
     assert (await compiled.get_state("t")).next == ("ask",)
     await compiled.update_state("t", {"log": ["closed"]}, as_node=END)
     snapshot = await compiled.get_state("t")
-    assert snapshot.next == () and snapshot.interrupts == []
+    assert snapshot.next == () and snapshot.interrupts == ()
     assert snapshot.values == {"log": ["closed"]}
     result = await compiled.run(None, thread_id="t")
     assert result.status == "completed" and result.state == {"log": ["closed"]}

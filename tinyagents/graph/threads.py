@@ -154,10 +154,12 @@ async def _snapshot(
         parent_id=head.parent_id,
         step=head.step,
         source=head.source,
-        interrupts=[i for t in tasks for i in t.interrupts] if past else unanswered(tasks),
+        interrupts=tuple(i for t in tasks for i in t.interrupts)
+        if past
+        else tuple(unanswered(tasks)),
         completed_tasks=tuple(t.id for t in tasks if t.writes is not None),
         created_at=head.created_at,
-        metadata=head.metadata,
+        metadata={**head.metadata, "source": head.source, "step": head.step},
         tasks=tuple(states),
         ns=ns,
     )
@@ -234,7 +236,7 @@ async def history(
             written=tuple(r.written),
             tasks=tuple(r.tasks),
             created_at=r.created_at,
-            metadata=r.metadata,
+            metadata={**r.metadata, "source": r.source, "step": r.step},
         )
         for r in await cp.list(thread_id, ns, limit=limit)
     ]

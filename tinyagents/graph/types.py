@@ -233,7 +233,8 @@ class StateSnapshot:
     parent_id: str | None
     step: int
     source: str
-    interrupts: list[Interrupt] = field(default_factory=list)
+    #: A tuple, as LangGraph's (``snapshot.interrupts == ()`` on a thread that waits on none).
+    interrupts: tuple[Interrupt, ...] = ()
     completed_tasks: tuple[str, ...] = ()
     created_at: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
