@@ -246,3 +246,20 @@ async def test_snapshot_metadata_has_source_and_step_and_interrupts_is_a_tuple(
         (s.metadata["source"], s.metadata["step"]) async for s in theirs.aget_state_history(cfg())
     ]
     assert mine_history == their_history
+
+
+async def test_interrupt_in_a_router_says_where_to_ask_instead(checkpointer: Checkpointer) -> None:
+    """LangGraph lets a router ask (its routers run inside the node's task); ours run after
+    the step: the run fails with an error that says so (documented in docs/graph.md)."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", lambda s: {"log": ["a"]})
+        graph.add_node("x", lambda s: {"log": ["x"]})
+        graph.add_node("y", lambda s: {"log": ["y"]})
+        graph.add_edge(g.START, "a").add_edge("x", g.END).add_edge("y", g.END)
+        return graph.add_conditional_edges("a", lambda s: g.interrupt("which?"), ["x", "y"])
+
+    graph = build(OURS).compile(checkpointer=checkpointer)
+    result = await graph.run({"log": []}, thread_id="1")
+    assert result.status == "failed"
+    assert "not in a router of add_conditional_edges" in str(result.error)

@@ -119,7 +119,11 @@ _scope: ContextVar[TaskScope | _Unsaved | None] = ContextVar("tinyagents_graph_t
 def current_scope() -> TaskScope | _Unsaved:
     scope = _scope.get()
     if scope is None:
-        raise GraphError("interrupt() can only be called inside a running graph node")
+        raise GraphError(
+            "interrupt() can only be called inside a running graph node (not in a router of "
+            "add_conditional_edges, which runs after the step: ask in the node and route on "
+            "its answer)"
+        )
     return scope
 
 
