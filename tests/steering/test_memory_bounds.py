@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from steerkit import apply_ready, finish_run, make_command, start_run
@@ -301,3 +302,35 @@ async def test_a_run_reopened_while_its_tree_left_the_window_is_released_when_it
             await (await rt.start(Agent("filler", ScriptedModel([reply("x")])), "go")).result()
         await rt.release_finished()
         assert handle.run_id not in rt.runs and len(rt.runs) == 1
+
+
+async def test_a_command_logged_while_its_run_is_released_leaves_no_history_behind(
+    tmp_path: Path,
+) -> None:
+    """The store's write of a command was under way while its run finished and was released
+    (retain_finished=0): its events started a steering history for the released run that
+    nothing dropped again."""
+    from tinyagents import Agent
+    from tinyagents.testkit import Gate
+
+    async with Runtime(f"sqlite:///{tmp_path / 'x.db'}", retain_finished=0) as rt:
+        gate, writing, go_on = Gate("model"), asyncio.Event(), asyncio.Event()
+        append = rt.store.append_command
+
+        async def slow_append(cmd: Any, **kw: Any) -> bool:  # the real write, held back
+            writing.set()
+            await go_on.wait()
+            return await append(cmd, **kw)
+
+        rt.store.append_command = slow_append  # type: ignore[method-assign]
+        handle = await rt.start(Agent("a", gate.model("x")), "go")
+        await gate.entered.wait()
+        late = asyncio.create_task(handle.steer("late one", check=False))
+        await writing.wait()
+        gate.open()
+        await handle.result()
+        assert handle.run_id not in rt.runs  # released
+        go_on.set()
+        await late
+        assert rt.steering_history(handle.run_id) == []
+        assert not [run_id for run_id in rt.router._history if run_id not in rt.runs]

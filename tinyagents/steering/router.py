@@ -686,9 +686,12 @@ class SteeringRouter:
         run_id = event.run_id
         if run_id is not None:
             history = self._history.get(run_id)
-            if history is None:
+            if history is None and run_id in self.registry:
+                # (a run released while a store write or an async policy was under way has
+                # no history any more: none is started for it again)
                 history = self._history[run_id] = []
-            history.append(event)
+            if history is not None:
+                history.append(event)
         terminal = _TERMINAL_OF[type_]
         if terminal is not None:
             tracked.state = terminal
