@@ -9,6 +9,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +258,44 @@ async def test_a_criteria_file_that_cannot_be_read_is_a_judge_error(tmp_path: Pa
         assert rt.supervisor.judge_failures == 1
     assert result.status is RunStatus.ABORTED
     assert result.error == "judge unavailable (SupervisorSpecError)"
+
+
+_COLD_JUDGE = """
+import asyncio, json, os, sys
+from tinyagents import Agent, Runtime, SupervisorSpec, tool
+from tinyagents.testkit import EventRecorder, EventWaiter, OpenAICompatServer, ScriptedModel
+from tinyagents.testkit import reply, tool_call
+
+async def main():
+    assert "litellm" not in sys.modules
+    os.environ["JUDGE_KEY"] = "sk-judge"
+    waiter, recorder = EventWaiter(), EventRecorder()
+
+    @tool
+    async def work() -> str:
+        '''Work until the judge said something.'''
+        await waiter.until(lambda e: e.type.startswith("supervisor.judge_"))
+        return "ok"
+
+    async with OpenAICompatServer(['{"passed": true, "reason": "fine"}']) as server:
+        spec = SupervisorSpec(
+            model="openai/judge", api_base=server.base_url, api_key_env="JUDGE_KEY",
+            judge_timeout_s=1.5,  # the import alone takes longer; the call ~0.3 s
+        )
+        async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+            model = ScriptedModel([tool_call("work"), reply("done")])
+            await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+    print(json.dumps([e.type for e in recorder.events if e.type.startswith("supervisor.")]))
+
+asyncio.run(main())
+"""
+
+
+def test_the_first_litellm_judge_call_does_not_spend_its_timeout_importing_litellm() -> None:
+    # litellm takes seconds to import: imported inside the judge's timeout, on the event
+    # loop, the first verdict of a process was a TimeoutError however fast the judge was
+    done = subprocess.run(
+        [sys.executable, "-c", _COLD_JUDGE], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == ["supervisor.judge_verdict"]

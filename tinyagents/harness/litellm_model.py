@@ -255,6 +255,19 @@ def _future_iterator(awaited: Any) -> bool:
     return inspect.isgenerator(awaited) and awaited.gi_code.co_name == "__await__"
 
 
+async def import_litellm() -> None:
+    """Import litellm in a worker thread, once: it takes seconds, which a caller that times
+    its call (the supervisor's judge) must not spend inside its timeout, nor block the event
+    loop with."""
+    global _imported
+    if not _imported:
+        await asyncio.to_thread(_litellm)
+        _imported = True
+
+
+_imported = False
+
+
 def _litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tinyagents.errors import TinyAgentsError
-from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.harness.litellm_model import LiteLLMModel, import_litellm
 from tinyagents.harness.model import Message, Model, ModelRequest
 from tinyagents.supervisor.spec import SupervisorSpec
 
@@ -105,6 +105,8 @@ class Judge:
 
     async def verdict(self, data: JudgeInput) -> Verdict:
         """The verdict; raises ``TimeoutError``, a ``ModelError`` or ``JudgeError``."""
+        if isinstance(self.model, LiteLLMModel):
+            await import_litellm()  # seconds the first time: not the judge's time to spend
         async with asyncio.timeout(self.timeout_s):
             response = await self.model.request(self.request(data))
         try:
