@@ -201,6 +201,20 @@ async def test_a_pause_past_its_dwell_cap_becomes_an_abort() -> None:
     assert len(recorder.of_type("supervisor.escalated")) == 1
 
 
+@pytest.mark.parametrize("name", ["TINYAGENTS_PAUSE_MAX_S", "TINYAGENTS_JUDGE_TIMEOUT_S"])
+@pytest.mark.parametrize("value", ["0.2s", "inf"])
+def test_a_bad_default_in_the_environment_is_refused_when_the_runtime_is_made(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    # it was read only when a pause of the supervisor's landed, inside the bus sink: the
+    # error was swallowed there and the run stayed paused for good
+    monkeypatch.setenv(name, value)
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}])
+    for supervisor in (spec, None):  # an agent's own spec may use the default later
+        with pytest.raises(ConfigurationError, match=name):
+            Runtime(supervisor=supervisor)
+
+
 # --------------------------------------------------------------------------- trust
 
 

@@ -128,6 +128,17 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+def env_pause_max_s() -> float:
+    """``TINYAGENTS_PAUSE_MAX_S`` (default 300 s); ``ConfigurationError`` if it is not a
+    finite number of seconds > 0."""
+    return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S)
+
+
+def env_judge_timeout_s() -> float:
+    """``TINYAGENTS_JUDGE_TIMEOUT_S`` (default 30 s), checked as ``env_pause_max_s``."""
+    return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S)
+
+
 def _shown(value: str) -> str:
     """Text that says something: not blank (a blank judge model name passed, and left a run
     registered that nothing drove)."""
@@ -250,15 +261,17 @@ class SupervisorSpec(_Strict):
             return self.criteria or ""
         return read_text(path, f"criteria_file {self.criteria_file!r} ({path})")
 
-    def effective_pause_max_s(self) -> float:
+    def effective_pause_max_s(self, default: float | None = None) -> float:
+        """``pause_max_s``, else ``default``, else ``TINYAGENTS_PAUSE_MAX_S`` or 300 s."""
         if self.pause_max_s is not None:
             return self.pause_max_s
-        return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S)
+        return default if default is not None else env_pause_max_s()
 
-    def effective_judge_timeout_s(self) -> float:
+    def effective_judge_timeout_s(self, default: float | None = None) -> float:
+        """``judge_timeout_s``, else ``default``, else ``TINYAGENTS_JUDGE_TIMEOUT_S`` or 30 s."""
         if self.judge_timeout_s is not None:
             return self.judge_timeout_s
-        return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S)
+        return default if default is not None else env_judge_timeout_s()
 
     def models_path(self) -> Path | None:
         """The resolved ``models_file``."""

@@ -39,7 +39,12 @@ from tinyagents.runs.info import RunStatus, run_event
 from tinyagents.supervisor._eager import start_eagerly
 from tinyagents.supervisor.judge import Judge, JudgeInput, judge_model
 from tinyagents.supervisor.rules import RunCounters, check
-from tinyagents.supervisor.spec import Action, SupervisorSpec
+from tinyagents.supervisor.spec import (
+    Action,
+    SupervisorSpec,
+    env_judge_timeout_s,
+    env_pause_max_s,
+)
 
 log = logging.getLogger("tinyagents.supervisor")
 
@@ -109,6 +114,10 @@ class Supervisor:
         if spec is not None:
             spec.criteria_text()  # a runtime's unreadable criteria file is refused at once
             spec.judge_target()  # and so is its unreadable models file
+        #: The environment's defaults, read (and refused) now: read later, a bad one raised
+        #: inside the bus sink that starts a pause's dwell cap, and the run stayed paused.
+        self.pause_max_s = env_pause_max_s()
+        self.judge_timeout_s = env_judge_timeout_s()
         self.spec = spec
         self.host = host
         self._submit = submit
@@ -177,7 +186,9 @@ class Supervisor:
         if model is None:
             return None
         return Judge(
-            model, criteria=spec.criteria_text(), timeout_s=spec.effective_judge_timeout_s()
+            model,
+            criteria=spec.criteria_text(),
+            timeout_s=spec.effective_judge_timeout_s(self.judge_timeout_s),
         )
 
     # ------------------------------------------------------------------ events
@@ -237,7 +248,9 @@ class Supervisor:
     def _start_dwell(self, w: _Watch) -> None:
         w.pause_applied = False
         if w.dwell_task is None:
-            w.dwell_task = self._spawn(w, self._dwell(w, w.spec.effective_pause_max_s()))
+            w.dwell_task = self._spawn(
+                w, self._dwell(w, w.spec.effective_pause_max_s(self.pause_max_s))
+            )
 
     def _run_changed(self, w: _Watch, event: RunEvent) -> None:
         if event.type == "run.paused" and w.pause_applied:
