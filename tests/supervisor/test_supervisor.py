@@ -215,6 +215,17 @@ def test_a_bad_default_in_the_environment_is_refused_when_the_runtime_is_made(
             Runtime(supervisor=supervisor)
 
 
+@pytest.mark.parametrize("wrong", ["supervisor.yaml", {"rules": []}])
+def test_a_supervisor_that_is_not_a_spec_is_refused_by_its_type(wrong: Any) -> None:
+    # a YAML path or a dict given to Agent(supervisor=...) left the agent unsupervised
+    # without a word; Runtime(supervisor=...) raised an AttributeError
+    name = type(wrong).__name__
+    with pytest.raises(ConfigurationError, match=f"got {name}.*SupervisorSpec.from_yaml"):
+        Agent("a", ScriptedModel([]), supervisor=wrong)
+    with pytest.raises(ConfigurationError, match=f"got {name}.*SupervisorSpec.from_yaml"):
+        Runtime(supervisor=wrong)
+
+
 # --------------------------------------------------------------------------- trust
 
 

@@ -53,6 +53,14 @@ class Agent:
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
             )
+        # Duck-typed, as compile(supervisor=...) does: the supervision layer sits above the
+        # harness. A YAML path or a dict here left the agent unsupervised without a word.
+        if supervisor is not None and getattr(supervisor, "check_graph", None) is None:
+            raise ConfigurationError(
+                f"agent {name!r}: supervisor= takes a SupervisorSpec, got "
+                f"{type(supervisor).__name__}; load one with SupervisorSpec.from_yaml(<file or "
+                "YAML text>) or build one with SupervisorSpec(rules=[...], ...)"
+            )
         if instructions is None:  # no system prompt, as ""
             instructions = ""
         if not isinstance(instructions, str):

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
 from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.harness.loop import AgentRun
@@ -111,6 +112,12 @@ class Supervisor:
         host: RunHost,
         submit: Submit,
     ) -> None:
+        if spec is not None and not isinstance(spec, SupervisorSpec):
+            raise ConfigurationError(
+                f"Runtime(supervisor=...) takes a SupervisorSpec, got {type(spec).__name__}; "
+                "load one with SupervisorSpec.from_yaml(<file or YAML text>) or build one with "
+                "SupervisorSpec(rules=[...], ...)"
+            )
         if spec is not None:
             spec.criteria_text()  # a runtime's unreadable criteria file is refused at once
             spec.judge_target()  # and so is its unreadable models file
