@@ -137,6 +137,54 @@ async def test_the_graphs_spec_wins_over_the_runtimes() -> None:
     assert plain.status.value == "completed"
 
 
+@pytest.mark.parametrize("outer_spec", [None, STEER_AT_FIRST])
+async def test_a_sub_graphs_own_spec_watches_its_agent_nodes(
+    outer_spec: SupervisorSpec | None,
+) -> None:
+    # the nearest graph's spec: a sub-graph's compile(supervisor=...) was ignored, so its
+    # agent nodes ran under the outer graph's spec (or none)
+    outer = StateGraph(Doc).add_node("inner", graph_of(looper(), ABORT_ON_LOOP))
+    graph = outer.add_edge(START, "inner").add_edge("inner", END)
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await graph.compile(supervisor=outer_spec).run({"topic": "t"}, runtime=rt)
+        runs = agent_runs(rt)
+
+    assert actions(recorder.events) == [(runs["writer"], "abort", "tool_repeated")]
+    assert result.status == "failed" and "ended aborted" in str(result.error)
+
+
+async def test_an_outer_graphs_spec_watches_the_nodes_of_a_sub_graph_without_one() -> None:
+    inner = graph_of(looper())
+    outer = StateGraph(Doc).add_node("inner", inner)
+    graph = outer.add_edge(START, "inner").add_edge("inner", END).compile(supervisor=ABORT_ON_LOOP)
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        await graph.run({"topic": "t"}, runtime=rt)
+        runs = agent_runs(rt)
+
+    assert actions(recorder.events) == [(runs["writer"], "abort", "tool_repeated")]
+
+
+@pytest.mark.parametrize(
+    ("outer_spec", "inner_spec", "warned"),
+    [
+        (None, ABORT_ON_LOOP, True),
+        (STEER_AT_FIRST, ABORT_ON_LOOP, True),
+        (ABORT_ON_LOOP, STEER_AT_FIRST, False),
+        (ABORT_ON_LOOP, None, True),
+    ],
+)
+def test_validate_graph_judges_each_agent_node_under_its_nearest_spec(
+    outer_spec: SupervisorSpec | None, inner_spec: SupervisorSpec | None, warned: bool
+) -> None:
+    outer = StateGraph(Doc).add_node("inner", graph_of(looper(), inner_spec))
+    graph = outer.add_edge(START, "inner").add_edge("inner", END).compile(supervisor=outer_spec)
+    messages = [f.message for f in validate_graph(graph)]
+    assert [m for m in messages if "'inner/writer'" in m] == ([messages[0]] if warned else [])
+    assert len(messages) == int(warned)
+
+
 def test_compile_refuses_what_is_not_a_spec() -> None:
     graph = StateGraph(Doc).add_node("writer", AgentNode(looper(), input="topic"))
     with pytest.raises(ConfigurationError, match="takes a SupervisorSpec, got str"):

@@ -18,21 +18,23 @@ if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore
 
 
-def agent_nodes(graph: GraphCore, prefix: str = "", *, unrouted: bool = False) -> Iterator[str]:
-    """The agent nodes of ``graph`` and of its sub-graphs, as ``"node"`` / ``"sub/node"``
-    (``unrouted``: only those that do not route their ``aborted`` outcome)."""
+def abortable_nodes(graph: GraphCore, *, can_abort: bool, prefix: str = "") -> Iterator[str]:
+    """The agent nodes of ``graph`` (and of its sub-graphs) that do not route their
+    ``aborted`` outcome and that the nearest spec above them can abort: a sub-graph's own
+    ``compile(supervisor=...)`` spec replaces ``can_abort`` (``SupervisorSpec.can_abort``)
+    of the graph's for its nodes."""
     for name, node in graph.nodes.items():
-        if node.agent is not None and not (unrouted and node.agent.routes):
+        if can_abort and node.agent is not None and not node.agent.routes:
             yield f"{prefix}{name}"
         if node.subgraph is not None:
-            yield from agent_nodes(node.subgraph, f"{prefix}{name}/", unrouted=unrouted)
+            spec = getattr(node.subgraph, "supervisor", None)  # a SupervisorSpec, or None
+            inner = can_abort if spec is None else bool(spec.can_abort())
+            yield from abortable_nodes(node.subgraph, can_abort=inner, prefix=f"{prefix}{name}/")
 
 
 def graph_findings(graph: GraphCore, *, can_abort: bool) -> list[Finding]:
     """A warning for each agent node of ``graph`` whose ``aborted`` outcome is not routed,
-    under a spec that ``can_abort`` (``SupervisorSpec.can_abort``)."""
-    if not can_abort:
-        return []
+    under the nearest spec: ``graph``'s (which ``can_abort`` says of) or a sub-graph's."""
     return [
         Finding(
             "warning",
@@ -41,5 +43,5 @@ def graph_findings(graph: GraphCore, *, can_abort: bool) -> list[Finding]:
             "graph run; to route it, add the node as AgentNode(agent, then=<next node>, "
             "on_aborted=<node for an aborted run>) instead of an edge",
         )
-        for path in agent_nodes(graph, unrouted=True)
+        for path in abortable_nodes(graph, can_abort=can_abort)
     ]

@@ -24,7 +24,9 @@ from typing import Any
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
+from tinyagents.graph._context import enclosing_scope
 from tinyagents.graph.driver import GraphRunDriver
+from tinyagents.graph.executor import GraphRun
 from tinyagents.harness.loop import AgentRun
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -101,6 +103,25 @@ def _clip(reason: str) -> str:
     return reason
 
 
+def _nearest_graph_spec(driver: GraphRunDriver) -> SupervisorSpec | None:
+    """The spec of the innermost graph with one that the run being registered runs in.
+
+    A sub-graph runs inside its parent's graph run (one run in the tree), so the run tree
+    cannot tell it: the graph node running here (``enclosing_scope``, which the task of an
+    agent node, and so its agent run and that run's sub-agents, inherit) can. Registered
+    from anywhere else (another run's turn), the run gets the top graph's spec."""
+    scope = enclosing_scope()
+    graph_run = getattr(scope, "run", None)
+    if not isinstance(graph_run, GraphRun) or graph_run.run_id != driver.run.run_id:
+        graph_run = driver.run
+    while graph_run is not None:
+        spec = getattr(graph_run.graph, "supervisor", None)
+        if isinstance(spec, SupervisorSpec):
+            return spec
+        graph_run = graph_run.parent
+    return None
+
+
 class Supervisor:
     """Watches the agent runs of ``host`` and acts on them with ``submit`` (which carries the
     runtime's trust). ``spec`` applies to runs whose agent has none."""
@@ -170,17 +191,15 @@ class Supervisor:
         return True
 
     def _graph_spec(self, handle: RunHandle) -> SupervisorSpec | None:
-        """The spec of the nearest graph run above ``handle`` compiled with a supervisor:
-        it watches the graph's agent nodes and their sub-agents."""
+        """The spec of the nearest graph above ``handle`` compiled with a supervisor: it
+        watches the graph's agent nodes (in sub-graphs too) and their sub-agents."""
         parent_id = handle.info.parent_run_id
         while parent_id is not None:
             parent = self.host.runs.get(parent_id)
             if parent is None:
                 return None
             if isinstance(parent.driver, GraphRunDriver):
-                spec = getattr(parent.driver.graph, "supervisor", None)
-                if isinstance(spec, SupervisorSpec):
-                    return spec
+                return _nearest_graph_spec(parent.driver)
             parent_id = parent.info.parent_run_id
         return None
 

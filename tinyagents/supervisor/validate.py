@@ -78,7 +78,12 @@ def validate_graph(graph: GraphCore, spec: SupervisorSpec | None = None) -> list
     ``compile(supervisor=...)`` spec): the spec's own, then each agent node whose ``aborted``
     outcome is not routed. Graphs have no YAML form, so this is the Python API only."""
     spec = spec if spec is not None else getattr(graph, "supervisor", None)
-    if spec is None:
+    if spec is not None:
+        return [
+            *_warnings(spec, lambda key: None),
+            *graph_findings(graph, can_abort=spec.can_abort()),
+        ]
+    if not _has_spec(graph):
         return [
             Finding(
                 "warning",
@@ -86,7 +91,16 @@ def validate_graph(graph: GraphCore, spec: SupervisorSpec | None = None) -> list
                 "validate_graph(graph, spec)",
             )
         ]
-    return [*_warnings(spec, lambda key: None), *graph_findings(graph, can_abort=spec.can_abort())]
+    return graph_findings(graph, can_abort=False)  # its sub-graphs' specs watch their nodes
+
+
+def _has_spec(graph: GraphCore) -> bool:
+    """Whether a sub-graph of ``graph`` (at any depth) was compiled with a supervisor."""
+    return any(
+        getattr(node.subgraph, "supervisor", None) is not None or _has_spec(node.subgraph)
+        for node in graph.nodes.values()
+        if node.subgraph is not None
+    )
 
 
 def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
