@@ -65,6 +65,9 @@ def test_errors_name_their_line(name: str, line: int, words: str) -> None:
         # PyYAML keeps the last of a key given twice: an abort quietly became a pause
         ("rules: []\non_violation: abort\non_violation: pause\n", 3, "duplicate key"),
         ("rules:\n  - kind: max_tool_calls\n    count: 3\n    count: 1\n", 4, "first on line 3"),
+        # the same on one line, in flow style, was accepted
+        ("{rules: [], on_violation: abort, on_violation: pause}\n", 1, "duplicate key"),
+        ("rules: [{when: tool_repeated, then: abort, then: steer}]\n", 1, "duplicate key"),
         # a blank judge model passed, and left a run registered that nothing drove
         ('rules: []\nmodel: "  "\n', 2, "must not be blank"),
         ('rules: []\nmodels:\n  j: ""\n', 2, "'j' must not be blank"),

@@ -494,16 +494,18 @@ def _loader() -> Any:
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             # a key given twice is an error naming both lines: PyYAML keeps the last one,
             # so "on_violation: abort" followed by "on_violation: pause" quietly paused
+            # (by key, not by line: "{a: 1, a: 2}" gives both on one line)
             first: dict[Any, int] = {}
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue  # "<<": a merge's keys may be overridden, as YAML means it
                 key = self.construct_object(key_node, deep=deep)
                 try:
-                    line = first.setdefault(key, key_node.start_mark.line)
+                    line = first.get(key)
+                    first.setdefault(key, key_node.start_mark.line)
                 except TypeError:
                     continue  # an unhashable key: PyYAML's own error says so
-                if line != key_node.start_mark.line:
+                if line is not None:
                     raise yaml.constructor.ConstructorError(
                         None,
                         None,
