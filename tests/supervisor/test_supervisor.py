@@ -359,6 +359,21 @@ async def test_a_judge_reason_too_long_or_not_utf8_still_acts(action: str, reaso
         assert len(sent) <= 2_000 and sent.encode("utf-8")
 
 
+async def test_the_verdict_event_carries_the_judges_reason_cut_as_the_commands_do() -> None:
+    # the supervisor.judge_verdict event carried a judge's reason whole: a megabyte in the
+    # event log of the run for every verdict
+    failed = verdict(False, "policy violated. " * 1200)
+    spec = SupervisorSpec(model=FunctionModel(lambda r: failed), on_violation="steer")
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([tool_call("search"), reply("done")])
+        await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    [event] = recorder.of_type("supervisor.judge_verdict")
+    assert isinstance(event, SupervisorEvent)
+    assert event.data["reason"] == actions(recorder)[0]["reason"]
+    assert len(event.data["reason"]) == 2_000 and event.data["reason"].endswith("…")
+
+
 async def test_a_judge_that_cannot_be_made_is_a_judge_error_not_a_stuck_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -376,17 +376,14 @@ class Supervisor:
         except Exception as exc:
             self._judge_failed(w, exc, iteration=data.iteration)
             return
+        said = _clip(verdict.reason)  # the event log keeps what a command would carry
         self._emit(
             w,
             "supervisor.judge_verdict",
-            data={
-                "passed": verdict.passed,
-                "reason": verdict.reason,
-                "iteration": data.iteration,
-            },
+            data={"passed": verdict.passed, "reason": said, "iteration": data.iteration},
         )
         if not verdict.passed and w.handle.run_id in self._watches:
-            reason = verdict.reason or "the judge found the run violating its policy"
+            reason = said or "the judge found the run violating its policy"
             self._act(w, w.spec.on_violation, "llm", reason)
 
     def _judge_failed(self, w: _Watch, exc: Exception, *, iteration: int) -> None:
