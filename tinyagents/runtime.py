@@ -97,6 +97,7 @@ class Runtime:
         runtime-level middleware actors trusted *by name* (anyone who can submit can use
         them); the runtime's own supervisor is trusted through a capability instead, so the
         name ``"supervisor"`` cannot be listed here."""
+        trusted_middleware = frozenset(trusted_middleware)  # a generator is read once
         if SUPERVISOR in trusted_middleware:
             raise ConfigurationError(
                 f"trusted_middleware may not list {SUPERVISOR!r}: the runtime's supervisor is "
@@ -127,7 +128,7 @@ class Runtime:
             pipeline=policies,
             store=self.store if self._durable else None,
             testing=testing,
-            trusted_middleware=frozenset(trusted_middleware),
+            trusted_middleware=trusted_middleware,
             dedupe_horizon=dedupe_horizon,
         )
         sinks = list(sinks)

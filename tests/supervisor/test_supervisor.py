@@ -259,6 +259,14 @@ async def test_a_forged_supervisor_actor_is_not_trusted() -> None:
 def test_the_supervisor_name_cannot_be_trusted_by_name() -> None:
     with pytest.raises(ConfigurationError, match="capability"):
         Runtime(trusted_middleware=["supervisor"])
+    with pytest.raises(ConfigurationError, match="capability"):
+        Runtime(trusted_middleware=(name for name in ["audit", "supervisor"]))
+
+
+def test_trusted_middleware_may_be_a_generator() -> None:
+    # the check for "supervisor" consumed it: no name was trusted
+    rt = Runtime(trusted_middleware=(name for name in ["audit"]))
+    assert rt.router.trusted_middleware == frozenset({"audit"})
 
 
 # --------------------------------------------------------------------------- judge
