@@ -12,6 +12,7 @@ from tinyagents import SupervisorSpec
 from tinyagents.errors import ConfigurationError
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.spec import BudgetFraction, IterationReached, ToolRepeated
+from tinyagents.supervisor.validate import validate_file
 
 GOOD = """\
 supervisor:
@@ -148,3 +149,23 @@ def test_a_symlink_pointing_out_of_the_steering_directory_is_refused(tmp_path: P
 def test_criteria_and_criteria_file_exclude_each_other() -> None:
     with pytest.raises(SupervisorSpecError, match="not both"):
         SupervisorSpec.from_yaml("criteria: x\ncriteria_file: y.md\n")
+
+
+@pytest.mark.parametrize("missing", ["supervisr.yaml", "conf/supervisor.yml", "PATH"])
+def test_a_file_that_is_not_there_is_no_such_file_not_yaml_text(
+    tmp_path: Path, missing: str
+) -> None:
+    # a missing path was read as YAML text: "a supervisor spec is a mapping, got str"
+    source: str | Path = tmp_path / "gone.yaml" if missing == "PATH" else missing
+    with pytest.raises(SupervisorSpecError, match="no such file") as caught:
+        SupervisorSpec.from_yaml(source)
+    assert str(source) in str(caught.value)
+    [finding] = validate_file(source)
+    assert finding.severity == "error" and "no such file" in finding.message
+    with pytest.raises(SupervisorSpecError, match="a directory, not a file"):
+        SupervisorSpec.from_yaml(tmp_path)
+
+
+def test_bytes_are_a_typed_error_saying_to_decode_them() -> None:
+    with pytest.raises(SupervisorSpecError, match=r"got bytes; decode it"):
+        SupervisorSpec.from_yaml(b"on_violation: abort\n")  # type: ignore[arg-type]

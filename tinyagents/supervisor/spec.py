@@ -329,8 +329,8 @@ class SupervisorSpec(_Strict):
 
     @classmethod
     def from_yaml(cls, source: str | Path) -> SupervisorSpec:
-        """Read a spec from a YAML file (a ``Path``, or a string naming an existing ``.yaml``/
-        ``.yml`` file) or from YAML text. A ``supervisor:`` top-level key may wrap it."""
+        """Read a spec from a YAML file (a ``Path``, or a string of one line ending in
+        ``.yaml``/``.yml``) or from YAML text. A ``supervisor:`` top-level key may wrap it."""
         text, base_dir, name = read_source(source)
         data, lines = parse_yaml(text, name)
         return cls.from_data(data, lines=lines, base_dir=base_dir, name=name)
@@ -431,13 +431,30 @@ _QUOTED = 120
 
 
 def read_source(source: str | Path) -> tuple[str, Path | None, str]:
-    """(text, directory of the file or None, a name for messages)."""
+    """(text, directory of the file or None, a name for messages). A ``Path``, or a string of
+    one line ending in ``.yaml``/``.yml``, names a file, which must be there (a mistyped
+    name was read as YAML text: "a spec is a mapping, got str")."""
     if isinstance(source, Path) or (
-        "\n" not in source and source.endswith((".yaml", ".yml")) and Path(source).is_file()
+        isinstance(source, str) and "\n" not in source and source.endswith((".yaml", ".yml"))
     ):
         path = Path(source)
+        if not path.is_file():
+            raise SupervisorSpecError(not_a_file(path), source=str(path))
         return read_text(path, str(path)), path.resolve().parent, str(path)
+    if not isinstance(source, str):
+        raise SupervisorSpecError(
+            f"a spec is read from YAML text (a str) or from a file (a Path), got "
+            f"{type(source).__name__}"
+            + ("; decode it first: source.decode('utf-8')" if isinstance(source, bytes) else "")
+        )
     return source, None, "<yaml>"
+
+
+def not_a_file(path: Path) -> str:
+    """Why ``path`` (not a regular file) cannot be read as a spec."""
+    if path.is_dir():
+        return "a directory, not a file"
+    return "not a regular file" if path.exists() else "no such file"
 
 
 def read_text(path: Path, what: str) -> str:

@@ -28,6 +28,7 @@ from tinyagents.supervisor.spec import (
     SupervisorSpecError,
     describe_error,
     line_of,
+    not_a_file,
     parse_yaml,
     read_source,
     yaml_loc,
@@ -172,14 +173,7 @@ def validate_command(source: str, out: TextIO) -> int:
     """``tinyagents validate FILE.yaml``: print each finding; 1 if any is an error."""
     path = Path(source)
     if not path.is_file():
-        what = (
-            "a directory, not a file"
-            if path.is_dir()
-            else "not a regular file"
-            if path.exists()
-            else "no such file"
-        )
-        print(f"{source}: error: {what}", file=out)
+        print(f"{source}: error: {not_a_file(path)}", file=out)
         return 1
     findings = validate_file(Path(source))
     for finding in findings:
