@@ -108,3 +108,25 @@ async def test_the_judge_reaches_the_registered_model_at_its_api_base(
     assert result.status is RunStatus.ABORTED and result.error == "off topic"
     [request] = server.requests
     assert request["model"] == "registered-judge"
+
+
+@pytest.mark.parametrize(
+    ("entry", "line", "words"),
+    [
+        ("    model: ' '\n", 4, "models.judge.model: must not be blank"),
+        ("    model: openai/x\n    api_bse: http://h\n", 5, "unknown key 'models.judge.api_bse'"),
+        ("    - openai/x\n", 3, "models.judge: Input should be a valid string"),
+    ],
+)
+def test_a_mistake_in_an_inline_entry_is_reported_as_a_models_file_one(
+    entry: str, line: int, words: str
+) -> None:
+    # the error of the string branch was reported for an entry written as a mapping:
+    # "models.judge.str: Input should be a valid string"
+    text = f"model: judge\nmodels:\n  judge:\n{entry}"
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == line and words in str(caught.value), str(caught.value)
+    assert ".str" not in str(caught.value) and "ModelEntry" not in str(caught.value)
+    findings = validate_file(text)
+    assert [(f.line, words in f.message) for f in findings] == [(line, True)], findings

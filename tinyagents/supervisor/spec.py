@@ -366,7 +366,7 @@ class SupervisorSpec(_Strict):
                 exc.problem, line=lines.get((*prefix, "criteria_file")), source=source
             ) from None
         except ValidationError as exc:
-            err = exc.errors()[0]
+            err = meant_errors(exc.errors(), data)[0]
             line = line_of((*prefix, *yaml_loc(err["loc"])), lines)
             raise SupervisorSpecError(describe_error(err), line=line, source=source) from None
 
@@ -400,6 +400,27 @@ def _entry_error(errors: list[Any], data: dict[str, Any]) -> Any:
         if branch == meant:
             return {**err, "loc": (name, *err["loc"][2:])}
     return errors[0]
+
+
+def meant_errors(errors: list[Any], data: dict[str, Any]) -> list[Any]:
+    """A spec's ``errors``, each inline ``models`` entry's narrowed to the one error of the
+    branch it was meant as (``_entry_error``, as for a models file): pydantic lists the
+    string branch's first, "should be a valid string", for an entry written as a mapping."""
+    models = data.get("models")
+    if not isinstance(models, dict):
+        return errors
+    out: list[Any] = []
+    seen: set[Any] = set()
+    for err in errors:
+        loc = err["loc"]
+        if loc[:1] != ("models",) or len(loc) < 3:
+            out.append(err)
+        elif loc[1] not in seen:
+            seen.add(loc[1])
+            entry = [{**e, "loc": e["loc"][1:]} for e in errors if e["loc"][:2] == loc[:2]]
+            meant = _entry_error(entry, models)
+            out.append({**meant, "loc": ("models", *meant["loc"])})
+    return out
 
 
 _MODELS: TypeAdapter[dict[str, str | ModelEntry]] = TypeAdapter(

@@ -28,6 +28,7 @@ from tinyagents.supervisor.spec import (
     SupervisorSpecError,
     describe_error,
     line_of,
+    meant_errors,
     not_a_file,
     parse_yaml,
     read_source,
@@ -69,7 +70,7 @@ def validate_file(source: str | Path) -> list[Finding]:
                 describe_error(err),
                 line_of((*prefix, *yaml_loc(err["loc"])), lines),
             )
-            for err in exc.errors()
+            for err in meant_errors(exc.errors(), data)
         ]
     return _warnings(spec, lambda key: lines.get((*prefix, key)))
 
