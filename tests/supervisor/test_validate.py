@@ -72,6 +72,8 @@ def test_errors_name_their_line(name: str, line: int, words: str) -> None:
         ('rules: []\nmodel: "  "\n', 2, "must not be blank"),
         ('rules: []\nmodels:\n  j: ""\n', 2, "'j' must not be blank"),
         ('rules: []\nsteer_message: "   "\n', 2, "must not be blank"),
+        # a steer carrying it was refused at run time (payload too large), long after
+        ("rules: []\nsteer_message: " + "Stay on billing. " * 200 + "\n", 2, "at most 2,000"),
         # the OS refuses a NUL in a path: a bare ValueError traceback from validate
         ('rules: []\nmodels_file: "\\0"\n', 2, "NUL"),
         ('rules: []\ncriteria_file: "a\\0b"\n', 2, "NUL"),

@@ -62,6 +62,9 @@ DEFAULT_STEER_MESSAGE = (
     "You appear to be drifting from the task. Stop repeating what has not worked, "
     "re-read the task and take the most direct next step towards it."
 )
+#: The longest text the supervisor puts in a command: a reason (a judge's is cut to it) or a
+#: ``steer_message`` (refused above it): well inside a command's payload limit (16 KiB).
+MAX_MESSAGE = 2_000
 #: How long a supervisor's pause may last before it becomes an abort (``TINYAGENTS_PAUSE_MAX_S``).
 DEFAULT_PAUSE_MAX_S = 300.0
 #: How long one judge call may take (``TINYAGENTS_JUDGE_TIMEOUT_S``).
@@ -147,6 +150,14 @@ def _shown(value: str) -> str:
     return value
 
 
+def _fits_a_command(value: str) -> str:
+    """Text the supervisor sends in a command: a longer one was refused when sent (payload
+    too large), at run time, where no one reads why."""
+    if len(value) > MAX_MESSAGE:
+        raise ValueError(f"must be at most {MAX_MESSAGE:,} characters, a steer carries it")
+    return value
+
+
 def _a_path(value: str) -> str:
     """A path as text: no NUL character (the OS refuses it, as a bare ValueError)."""
     if "\x00" in value:
@@ -192,7 +203,7 @@ class SupervisorSpec(_Strict):
     steering_dir: PathText | None = None
     every_n_iterations: int = Field(default=1, ge=1)
     on_judge_error: JudgeErrorAction = "ignore"
-    steer_message: ShownText = DEFAULT_STEER_MESSAGE
+    steer_message: Annotated[ShownText, AfterValidator(_fits_a_command)] = DEFAULT_STEER_MESSAGE
     pause_max_s: float | None = Field(default=None, gt=0)
     judge_timeout_s: float | None = Field(default=None, gt=0)
     #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A

@@ -43,6 +43,7 @@ from tinyagents.supervisor._eager import start_eagerly
 from tinyagents.supervisor.judge import Judge, JudgeInput, judge_model
 from tinyagents.supervisor.rules import RunCounters, check
 from tinyagents.supervisor.spec import (
+    MAX_MESSAGE,
     Action,
     SupervisorSpec,
     env_judge_timeout_s,
@@ -88,16 +89,15 @@ class _Watch:
 
 #: The ends of a command that was not applied.
 _REFUSED = frozenset({"steering.rejected", "steering.failed", "steering.superseded"})
-#: The longest reason the supervisor puts in a command (a judge may write pages; a command's
-#: payload is bounded, and a refused abort would leave the run unsupervised).
-MAX_REASON = 2_000
 
 
 def _clip(reason: str) -> str:
-    """``reason`` as a command carries it: at most ``MAX_REASON`` characters, UTF-8 (a lone
-    surrogate a judge wrote is replaced; a command refuses text that is not UTF-8)."""
-    if len(reason) > MAX_REASON:
-        reason = reason[: MAX_REASON - 1] + "…"
+    """``reason`` as a command carries it: at most ``MAX_MESSAGE`` characters (a judge may
+    write pages; a command's payload is bounded, and a refused abort would leave the run
+    unsupervised), UTF-8 (a lone surrogate a judge wrote is replaced; a command refuses text
+    that is not UTF-8)."""
+    if len(reason) > MAX_MESSAGE:
+        reason = reason[: MAX_MESSAGE - 1] + "…"
     if not reason.isascii():
         reason = reason.encode("utf-8", "replace").decode("utf-8")
     return reason
