@@ -72,6 +72,35 @@ def test_numbers_in_exponent_form_are_numbers(text: str, seconds: float) -> None
     assert SupervisorSpec.from_yaml("watches: [agents]\nmodel: '1e3'\n").model == "1e3"
 
 
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        # YAML 1.1 (PyYAML's default) read 010 as octal 8, 1:30 as 90 (sexagesimal), 1_000
+        # as 1000, yes/no/on/off as booleans and a date as a date; YAML 1.2 does not
+        ("every_n_iterations: 010", {"every_n_iterations": 10}),
+        ("every_n_iterations: 0o17", {"every_n_iterations": 15}),
+        ("every_n_iterations: 0x10", {"every_n_iterations": 16}),
+        ("pause_max_s: -.5e1", {"pause_max_s": "error"}),
+        ("every_n_iterations: 1:30", {"every_n_iterations": "error"}),
+        ("pause_max_s: 1_000", {"pause_max_s": "error"}),
+        ("rules: [{when: tool_repeated, tool: no}]", {"tool": "no"}),
+        ("rules: [{when: tool_repeated, tool: off}]", {"tool": "off"}),
+        ("rules: [{when: tool_repeated, tool: Yes}]", {"tool": "Yes"}),
+        ("criteria: 2024-01-01", {"criteria": "2024-01-01"}),
+        ("criteria: =", {"criteria": "="}),
+    ],
+)
+def test_scalars_are_read_as_yaml_1_2_reads_them(text: str, read: dict[str, object]) -> None:
+    [(key, value)] = read.items()
+    if value == "error":
+        with pytest.raises(SupervisorSpecError, match=key):
+            SupervisorSpec.from_yaml(text)
+        return
+    spec = SupervisorSpec.from_yaml(text)
+    got = spec.rules[0].tool if key == "tool" else getattr(spec, key)  # type: ignore[union-attr]
+    assert (got, type(got)) == (value, type(value))
+
+
 def test_environment_sets_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINYAGENTS_JUDGE_TIMEOUT_S", "2.5")
     monkeypatch.setenv("TINYAGENTS_PAUSE_MAX_S", "7")

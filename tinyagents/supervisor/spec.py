@@ -534,9 +534,11 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
 
 @functools.cache
 def _loader() -> Any:
-    """PyYAML's safe loader, reading numbers in exponent form as YAML 1.2 does: ``1e3`` and
-    ``1.0e2`` are floats (YAML 1.1, PyYAML's default, wants a dot and a signed exponent,
-    ``1.0e+2``, and reads the others as text, which a number field then refused)."""
+    """PyYAML's safe loader, reading plain scalars as YAML 1.2's core schema does: numbers
+    are decimal (``010`` is 10), ``0o17``/``0x1f`` or floats (``1e3`` too); only
+    ``true``/``false`` are booleans; everything else is text. YAML 1.1, PyYAML's default,
+    read ``010`` as 8, ``1:30`` as 90, ``1_000`` as 1000, ``yes``/``no``/``on``/``off`` as
+    booleans (a tool named ``no`` became ``False``), a date as a date, and ``1e3`` as text."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -563,9 +565,39 @@ def _loader() -> Any:
                     )
             return super().construct_mapping(node, deep)
 
-    exponent = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float", exponent, list("-+0123456789."))
+    Loader.yaml_implicit_resolvers = {  # PyYAML's, but its 1.1 numbers, booleans, dates
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML_11_TAGS]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    for tag, pattern, first in _YAML_12_SCALARS:  # in this order: "10" is an int
+        Loader.add_implicit_resolver(tag, re.compile(pattern), list(first))
+    Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
     return Loader
+
+
+#: PyYAML's YAML 1.1 resolvers a spec does without ("=" is the 1.1 "value" type).
+_YAML_11_TAGS = frozenset(
+    f"tag:yaml.org,2002:{kind}" for kind in ("bool", "int", "float", "timestamp", "value")
+)
+#: YAML 1.2's core schema: (tag, pattern, the characters a match may start with).
+_YAML_12_SCALARS = (
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        "tag:yaml.org,2002:float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+0123456789.",
+    ),
+)
+
+
+def _construct_int(loader: Any, node: Any) -> int:
+    """An int as YAML 1.2 reads it (PyYAML's reads a leading 0 as octal)."""
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text)
 
 
 #: How many values a spec's YAML may hold once its aliases are expanded, and how deep it may
