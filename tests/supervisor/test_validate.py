@@ -208,3 +208,22 @@ def test_yaml_that_refers_to_itself_is_refused(tmp_path: Path) -> None:
     spec.write_text("rules: &r [*r]\n")
     [finding] = validate_file(spec)
     assert "refers to itself" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "words"),
+    [
+        # only criteria, criteria_file, every_n_iterations and on_judge_error were checked
+        ("judge_timeout_s: 5\n", 3, "'judge_timeout_s' configures the judge"),
+        ("api_base: http://127.0.0.1:8080/v1\n", 3, "'api_base' configures the judge"),
+        ("api_key_env: JUDGE_KEY\n", 3, "'api_key_env' configures the judge"),
+        ("models:\n  judge: openai/gpt-4o-mini\n", 3, "'models' configures the judge"),
+        # an empty watches list watches nothing: the rules never run
+        ("watches: []\n", 3, "watches no runs"),
+    ],
+)
+def test_settings_that_cannot_act_are_warned_about(extra: str, line: int, words: str) -> None:
+    findings = validate_file("rules:\n  - when: iteration_reached\n" + extra)
+    assert [(f.severity, f.line, words in f.message) for f in findings] == [
+        ("warning", line, True)
+    ], findings

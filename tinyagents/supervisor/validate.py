@@ -8,7 +8,8 @@ Errors (the spec cannot be used): malformed YAML, unknown keys, unknown actions 
 Warnings (it loads, but probably not as meant): a ``criteria_file`` that does not exist, a
 bare judge model name the models registry (``models``, ``models_file``) does not resolve, a
 ``models_file`` that does not exist, a judge setting (``criteria``, ``every_n_iterations``,
-``on_judge_error``) without a judge ``model``; for a compiled graph (``validate_graph``),
+``on_judge_error``, ``judge_timeout_s``, ``api_base``, ``api_key_env``, ``models``...) without
+a judge ``model``, an empty ``watches``; for a compiled graph (``validate_graph``),
 each agent node whose ``aborted`` outcome is not routed. A ``models_file`` that cannot be
 read as a registry is an error.
 """
@@ -119,7 +120,7 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
         )
     found.extend(_model_warnings(spec, at))
     if spec.model is None:
-        for key in ("criteria", "criteria_file", "every_n_iterations", "on_judge_error"):
+        for key in _JUDGE_SETTINGS:
             if key in spec.model_fields_set:
                 found.append(
                     Finding(
@@ -129,11 +130,34 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
                         at(key),
                     )
                 )
-    if not spec.rules and spec.model is None:
+    if not spec.watches:
+        found.append(
+            Finding(
+                "warning",
+                "'watches' is empty: the supervisor watches no runs, so its rules and judge "
+                "never act; leave it out to watch agent runs",
+                at("watches"),
+            )
+        )
+    elif not spec.rules and spec.model is None:
         found.append(
             Finding("warning", "no rules and no judge 'model': this supervisor does nothing")
         )
     return found
+
+
+#: The keys that only the judge reads: without a judge ``model`` they do nothing.
+_JUDGE_SETTINGS = (
+    "criteria",
+    "criteria_file",
+    "every_n_iterations",
+    "on_judge_error",
+    "judge_timeout_s",
+    "api_base",
+    "api_key_env",
+    "models",
+    "models_file",
+)
 
 
 def _missing(path: Path) -> str:
