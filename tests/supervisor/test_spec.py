@@ -198,3 +198,14 @@ def test_a_file_that_is_not_there_is_no_such_file_not_yaml_text(
 def test_bytes_are_a_typed_error_saying_to_decode_them() -> None:
     with pytest.raises(SupervisorSpecError, match=r"got bytes; decode it"):
         SupervisorSpec.from_yaml(b"on_violation: abort\n")  # type: ignore[arg-type]
+
+
+def test_a_control_character_is_an_error_naming_its_line() -> None:
+    # PyYAML's reader error is not a marked one: it named no line, and its message ran over
+    # two lines with '<unicode string>' in it
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml('rules:\n  - when: tool_repeated\n    tool: "se\x01arch"\n')
+    assert caught.value.line == 3
+    assert "#x0001" in str(caught.value) and "\n" not in str(caught.value)
+    [finding] = validate_file("rules: []\n\non_violation: \x07abort\n")
+    assert (finding.severity, finding.line) == ("error", 3)

@@ -517,6 +517,13 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
         raise SupervisorSpecError(
             f"malformed YAML: {exc.problem or exc.context}", line=line, source=source
         ) from None
+    except yaml.reader.ReaderError as exc:  # not a MarkedYAMLError: its line is counted here
+        raise SupervisorSpecError(
+            f"malformed YAML: unacceptable character {_char(exc.character)} ({exc.reason}); "
+            'remove it, or write it escaped in a double-quoted string ("\\x01")',
+            line=text.count("\n", 0, exc.position) + 1,
+            source=None if name == "<yaml>" else name,
+        ) from None
     except yaml.YAMLError as exc:
         raise SupervisorSpecError(f"malformed YAML: {exc}", source=name) from None
     except RecursionError:  # PyYAML composes nested collections recursively
@@ -530,6 +537,11 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
             raise SupervisorSpecError(problem, source=None if name == "<yaml>" else name)
         _collect_lines(node, (), lines, set())
     return data, lines
+
+
+def _char(character: Any) -> str:
+    """A character PyYAML's reader refused, as it names one (a code point for text)."""
+    return f"#x{character:04x}" if isinstance(character, int) else repr(character)
 
 
 @functools.cache
