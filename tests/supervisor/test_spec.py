@@ -209,3 +209,14 @@ def test_a_control_character_is_an_error_naming_its_line() -> None:
     assert "#x0001" in str(caught.value) and "\n" not in str(caught.value)
     [finding] = validate_file("rules: []\n\non_violation: \x07abort\n")
     assert (finding.severity, finding.line) == ("error", 3)
+
+
+def test_a_spec_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    big = "rules: []\n" + "# padding\n" * 100_001
+    spec_file = tmp_path / "big.yaml"
+    spec_file.write_text(big)
+    for source in (spec_file, big):
+        with pytest.raises(SupervisorSpecError, match=r"more than 1,000,000"):
+            SupervisorSpec.from_yaml(source)
+    [finding] = validate_file(spec_file)
+    assert finding.severity == "error" and "1,000,000" in finding.message

@@ -489,9 +489,26 @@ def not_a_file(path: Path) -> str:
     return "not a regular file" if path.exists() else "no such file"
 
 
+#: The largest spec, models or criteria file (or spec text) read: a spec is small, and a
+#: file this big is a wrong path (a log, a data file), not one to parse.
+MAX_SPEC_BYTES = 1_000_000
+
+
+def _too_long(size: int, what: str, unit: str = "bytes") -> SupervisorSpecError | None:
+    if size <= MAX_SPEC_BYTES:
+        return None
+    return SupervisorSpecError(
+        f"{what} is {size:,} {unit}, more than {MAX_SPEC_BYTES:,}: a spec is small; check "
+        "that this is what you meant to read"
+    )
+
+
 def read_text(path: Path, what: str) -> str:
     """The text of a spec or models file; what cannot be read is a ``SupervisorSpecError``."""
     try:
+        too_long = _too_long(path.stat().st_size, what)
+        if too_long is not None:
+            raise too_long
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SupervisorSpecError(f"cannot read {what}: {exc.strerror}") from None
@@ -506,6 +523,9 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
     """The data of a YAML document and the line of every key and list item in it."""
     import yaml  # ~35 ms: loaded by the first spec read from YAML, not by import tinyagents
 
+    too_long = _too_long(len(text), "the YAML text", "characters")
+    if too_long is not None:
+        raise too_long
     loader = _loader()
     try:
         node = yaml.compose(text, Loader=loader)
