@@ -21,6 +21,7 @@ from tinyagents.graph._context import (
     CalledCommand,
     NodeInterrupt,
     ParentCommand,
+    enclosing_scope,
     reset_scope,
     set_scope,
 )
@@ -821,6 +822,13 @@ class GraphRun:
         )
 
 
+def running_graph_run() -> GraphRun | None:
+    """The graph run whose node is running in this context (a sub-graph's own run inside
+    its parent's), or None outside any graph node."""
+    run = getattr(enclosing_scope(), "run", None)
+    return run if isinstance(run, GraphRun) else None
+
+
 def unanswered(tasks: list[Task]) -> list[Interrupt]:
     """The interrupts of an unfinished step's ``tasks`` that still wait for an answer."""
     return [i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume]
@@ -846,4 +854,12 @@ def _first_failure(eg: BaseExceptionGroup) -> BaseException:
     return others[0]
 
 
-__all__ = ["GraphRun", "Step", "StepKind", "StreamSink", "TaskHooks", "unanswered"]
+__all__ = [
+    "GraphRun",
+    "Step",
+    "StepKind",
+    "StreamSink",
+    "TaskHooks",
+    "running_graph_run",
+    "unanswered",
+]

@@ -24,9 +24,8 @@ from typing import Any
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
-from tinyagents.graph._context import enclosing_scope
 from tinyagents.graph.driver import GraphRunDriver
-from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.executor import running_graph_run
 from tinyagents.harness.loop import AgentRun
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -107,12 +106,11 @@ def _nearest_graph_spec(driver: GraphRunDriver) -> SupervisorSpec | None:
     """The spec of the innermost graph with one that the run being registered runs in.
 
     A sub-graph runs inside its parent's graph run (one run in the tree), so the run tree
-    cannot tell it: the graph node running here (``enclosing_scope``, which the task of an
+    cannot tell it: the graph node running here (``running_graph_run``, which the task of an
     agent node, and so its agent run and that run's sub-agents, inherit) can. Registered
     from anywhere else (another run's turn), the run gets the top graph's spec."""
-    scope = enclosing_scope()
-    graph_run = getattr(scope, "run", None)
-    if not isinstance(graph_run, GraphRun) or graph_run.run_id != driver.run.run_id:
+    graph_run = running_graph_run()
+    if graph_run is None or graph_run.run_id != driver.run.run_id:
         graph_run = driver.run
     while graph_run is not None:
         spec = getattr(graph_run.graph, "supervisor", None)
