@@ -631,3 +631,56 @@ async def test_graph_completed_of_a_failed_run_says_why(
     [completed] = [e for e in recorder.events if e.type == "graph.completed"]
     assert completed.data["status"] == "failed"
     assert completed.data["error"] == "ValueError: the ledger is locked"
+
+
+async def test_cancelling_one_paused_task_leaves_the_approval_of_the_other(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """A reviewer approves LEFT and cancels RIGHT, back to back: the cancel aimed at task
+    RIGHT superseded the approval aimed at LEFT (one queue per run), and the run waited on
+    LEFT for ever."""
+    graph = two_questions(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.APPROVE
+    )
+    cancel = command(
+        SteeringTarget.graph_task(handle.run_id, paused["right"].task_id), SteeringKind.CANCEL
+    )
+    assert (await rt.submit(approve)).accepted and (await rt.submit(cancel)).accepted
+    assert await settled(waiter, approve.correlation_id) == "steering.applied"
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == ["left:True", "after_left"]
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_fork_of_a_graph_run_without_checkpointer_is_rejected_at_submit(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    """``fork=True`` skips the staleness check, so a fork of a run that saves nothing was
+    accepted, and the run itself then failed on an AssertionError."""
+    gate = asyncio.Event()
+
+    async def slow(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["a"]}
+
+    graph = StateGraph(LogState).add_node("a", slow).add_node("b", logger("b"))
+    compiled = graph.add_edge(START, "a").add_edge("a", "b").add_edge("b", END).compile()
+    handle = await rt.start_graph(compiled, {})
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    fork = command(
+        SteeringTarget.agent_run(handle.run_id),
+        SteeringKind.UPDATE_STATE,
+        {"update": {"log": ["x"]}},
+        checkpoint_id="cp-any",
+        fork=True,
+    )
+    receipt = await rt.submit(fork)
+    assert receipt.status == "rejected" and "has no checkpointer" in (receipt.reason or "")
+    gate.set()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b"]

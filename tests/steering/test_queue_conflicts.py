@@ -18,6 +18,7 @@ from tinyagents.protocol import (
     SteeringDelivery,
     SteeringKind,
     SteeringPriority,
+    SteeringTarget,
 )
 from tinyagents.runs import RunDriver, RunHandle
 from tinyagents.runtime import Runtime
@@ -527,3 +528,51 @@ async def test_late_command_fails_when_the_driver_does_not_take_it(
     assert late.status is ReceiptStatus.ACCEPTED
     recorder.assert_lifecycle(late.correlation_id, ["requested", "accepted", "failed"])
     assert recorder.steering(late.correlation_id)[-1].reason == "target finished before delivery"
+
+
+def _aimed(c: SteeringCommand, target: object) -> SteeringCommand:
+    return c.model_copy(update={"target": target})
+
+
+def test_a_task_or_node_cancel_supersedes_only_what_is_aimed_at_that_task_or_node() -> None:
+    """One queue per run: a cancel for graph task RIGHT superseded the approval queued for
+    task LEFT (the run then waited for ever) and an update of the run's state."""
+    left, right = (
+        SteeringTarget.graph_task("r-1", "left"),
+        SteeringTarget.graph_task("r-1", "right"),
+    )
+    node_c = SteeringTarget.graph_node("r-1", "c")
+    q = SteeringQueue()
+    approve_left = _aimed(cmd(K.APPROVE, cid="approve-left", at=0), left)
+    approve_right = _aimed(cmd(K.APPROVE, cid="approve-right", at=1), right)
+    update_run = cmd(K.ADD_INSTRUCTION, cid="run-wide", at=2)
+    for c in (approve_left, approve_right, update_run):
+        assert q.put_nowait(c).queued
+    outcome = q.put_nowait(_aimed(cmd(K.CANCEL, cid="cancel-right", at=3), right))
+    assert outcome.queued and [(l.correlation_id, w) for l, w in outcome.superseded] == [
+        ("approve-right", "cancel-right")
+    ]
+    # a later command for the cancelled task is superseded; others are queued
+    late = q.put_nowait(_aimed(cmd(K.APPROVE, cid="late-right", at=4), right))
+    assert not late.queued and late.superseded[0][1] == "cancel-right"
+    assert q.put_nowait(_aimed(cmd(K.CANCEL, cid="cancel-c", at=5), node_c)).superseded == []
+    assert q.put_nowait(_aimed(cmd(K.ADD_INSTRUCTION, cid="for-c", at=6), node_c)).superseded
+    assert ids(q.pending()) == ["approve-left", "run-wide", "cancel-right", "cancel-c"]
+    # the run's own cancel supersedes everything that is not a cancel
+    whole = q.put_nowait(cmd(K.CANCEL, cid="cancel-run", at=7))
+    assert sorted(l.correlation_id for l, _ in whole.superseded) == ["approve-left", "run-wide"]
+
+
+def test_a_forks_redirect_conflicts_with_no_other_redirect() -> None:
+    """A ``fork=True`` redirect applies on a thread of its own: it was superseded by (or,
+    under 'error', rejected for) a redirect pending for the live run."""
+    for policy in RedirectConflict:
+        q = SteeringQueue(redirect_conflict=policy)
+        assert q.put_nowait(cmd(K.REDIRECT, cid="live", at=0)).queued
+        fork = cmd(K.REDIRECT, cid="fork", at=1).model_copy(
+            update={"fork": True, "checkpoint_id": "cp-1"}
+        )
+        assert q.conflict(fork) is None
+        outcome = q.put_nowait(fork)
+        assert outcome.queued and outcome.superseded == [], policy
+        assert ids(q.pending()) == ["live", "fork"]

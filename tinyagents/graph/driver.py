@@ -63,15 +63,22 @@ _STATUS = {
 class GraphCommandCheck(CheckPolicy):
     """A graph run's own policy: refuses at submit, whatever the target's form (task, node,
     run or thread), a command the run could only accept and never apply — a delivery class
-    it never reaches, a redirect to no node or to an unknown one."""
+    it never reaches, a redirect to no node or to an unknown one, a fork of a run that saves
+    no checkpoints."""
 
     policy_id = "graph"
 
-    def __init__(self, graph: GraphCore, run_id: str) -> None:
+    def __init__(self, graph: GraphCore, run_id: str, *, saves: bool = True) -> None:
         self.graph = graph
         self.run_id = run_id
+        self.saves = saves
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        if cmd.fork and not self.saves:
+            return (
+                f"graph run {self.run_id} has no checkpointer: there is no checkpoint to fork "
+                "from (fork=True needs compile(checkpointer=...))"
+            )
         problem = undeliverable(cmd, self.run_id)
         if problem is None and cmd.kind is SteeringKind.REDIRECT:
             problem = goto_problem(self.graph, cmd.payload.get("goto"))
@@ -219,7 +226,7 @@ async def start_graph_run(
         entries = TaskEntries(runtime, handle, events, graph.name)
         run.task_hooks = entries
         handle.driver = GraphRunDriver(runtime, graph, run, steering, entries)
-        handle.policies = [GraphCommandCheck(graph, run_id)]
+        handle.policies = [GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None)]
         if run_id in runtime.runs:
             handle.reopen()
         else:

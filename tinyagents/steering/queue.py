@@ -15,6 +15,8 @@ from datetime import datetime
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     CONTROL_KINDS,
+    GraphNodeTarget,
+    GraphTaskTarget,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
@@ -23,6 +25,21 @@ from tinyagents.protocol.commands import (
 from tinyagents.steering.conflicts import RedirectConflict
 
 OrderKey = tuple[int, int, datetime, str]
+
+
+def _covers(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
+    """Whether ``cancel`` ends what ``cmd`` is aimed at, so that it supersedes it: a run's
+    cancel covers every command queued for the run; a graph task's (or node's) cancel only
+    the commands aimed at that same task (or node) — an approval for a sibling task, or an
+    update of the run's state, still stands."""
+    target = cancel.target
+    if isinstance(target, GraphTaskTarget):
+        other = cmd.target
+        return isinstance(other, GraphTaskTarget) and other.task_id == target.task_id
+    if isinstance(target, GraphNodeTarget):
+        other = cmd.target
+        return isinstance(other, GraphNodeTarget) and other.node == target.node
+    return True
 
 
 def order_key(cmd: SteeringCommand, depth: int) -> OrderKey:
@@ -93,14 +110,14 @@ class SteeringQueue:
         """
         if _id(cmd) in self._by_id:
             return f"duplicate correlation id {cmd.correlation_id}"
-        redirects = self._by_kind.get(SteeringKind.REDIRECT)
         if (
             cmd.kind is SteeringKind.REDIRECT
-            and redirects
+            and not cmd.fork
             and self.redirect_conflict is RedirectConflict.ERROR
-            and not self._by_kind.get(SteeringKind.CANCEL)
+            and self._pending(SteeringKind.REDIRECT)
+            and self._covering_cancel(cmd) is None
         ):
-            _, _, pending = next(iter(redirects.values()))
+            pending = self._pending(SteeringKind.REDIRECT)[0]
             return (
                 f"a redirect ({pending.correlation_id}) is already pending for this target "
                 "and redirect_conflict is 'error'"
@@ -134,13 +151,12 @@ class SteeringQueue:
         outcome = PutOutcome(queued=True)
         if kind is SteeringKind.CANCEL:
             for _, _, old in list(self._by_id.values()):
-                if old.kind is not SteeringKind.CANCEL:
+                if old.kind is not SteeringKind.CANCEL and _covers(new, old):
                     self._forget(old)
                     outcome.superseded.append((old, new.correlation_id))
             return outcome
-        cancels = self._by_kind.get(SteeringKind.CANCEL)
-        if cancels:
-            _, _, cancel = next(iter(cancels.values()))
+        cancel = self._covering_cancel(new)
+        if cancel is not None:
             outcome.queued = False
             outcome.superseded.append((new, cancel.correlation_id))
             return outcome
@@ -148,8 +164,9 @@ class SteeringQueue:
             for old in self._pending(SteeringKind.REPLACE_INSTRUCTION):
                 loser, winner = (old, new) if _age(old) < _age(new) else (new, old)
                 self._lose(loser, winner, outcome)
-        elif kind is SteeringKind.REDIRECT:  # under 'error', conflict() refused it already
-            for old in self._pending(SteeringKind.REDIRECT):
+        elif kind is SteeringKind.REDIRECT and not new.fork:  # 'error': conflict() refused it
+            # a fork's redirect applies on a thread of its own: it conflicts with no other
+            for old in (r for r in self._pending(SteeringKind.REDIRECT) if not r.fork):
                 if self.redirect_conflict is RedirectConflict.FIRST_ACCEPTED:
                     self._lose(new, old, outcome)
                 else:
@@ -163,6 +180,13 @@ class SteeringQueue:
         else:
             outcome.queued = False
         outcome.superseded.append((loser, winner.correlation_id))
+
+    def _covering_cancel(self, cmd: SteeringCommand) -> SteeringCommand | None:
+        """A queued cancel that ends what ``cmd`` is aimed at, if any."""
+        for _, _, cancel in self._by_kind.get(SteeringKind.CANCEL, {}).values():
+            if _covers(cancel, cmd):
+                return cancel
+        return None
 
     def _pending(self, kind: SteeringKind) -> list[SteeringCommand]:
         """The queued commands of a conflict kind (a copy: the caller may drop some)."""
