@@ -549,7 +549,7 @@ def test_a_task_or_node_cancel_supersedes_only_what_is_aimed_at_that_task_or_nod
     for c in (approve_left, approve_right, update_run):
         assert q.put_nowait(c).queued
     outcome = q.put_nowait(_aimed(cmd(K.CANCEL, cid="cancel-right", at=3), right))
-    assert outcome.queued and [(l.correlation_id, w) for l, w in outcome.superseded] == [
+    assert outcome.queued and [(lost.correlation_id, w) for lost, w in outcome.superseded] == [
         ("approve-right", "cancel-right")
     ]
     # a later command for the cancelled task is superseded; others are queued
@@ -560,7 +560,10 @@ def test_a_task_or_node_cancel_supersedes_only_what_is_aimed_at_that_task_or_nod
     assert ids(q.pending()) == ["approve-left", "run-wide", "cancel-right", "cancel-c"]
     # the run's own cancel supersedes everything that is not a cancel
     whole = q.put_nowait(cmd(K.CANCEL, cid="cancel-run", at=7))
-    assert sorted(l.correlation_id for l, _ in whole.superseded) == ["approve-left", "run-wide"]
+    assert sorted(lost.correlation_id for lost, _ in whole.superseded) == [
+        "approve-left",
+        "run-wide",
+    ]
 
 
 def test_a_forks_redirect_conflicts_with_no_other_redirect() -> None:
