@@ -684,3 +684,40 @@ async def test_a_fork_of_a_graph_run_without_checkpointer_is_rejected_at_submit(
     gate.set()
     result = await handle.result()
     assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b"]
+
+
+async def test_a_resting_run_whose_thread_was_finished_through_the_api_goes_on(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """A foreground run rests interrupted with a command queued for it; the thread is then
+    finished through the API (``update_state(as_node=END)``). The next start of the thread
+    got a new run id: the resting run stayed interrupted and its command open for ever."""
+    graph = StateGraph(LogState).add_node("a", asker("a")).add_node("b", logger("b"))
+    compiled = (
+        graph.add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", END)
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    rested = await compiled.run({}, thread_id="t", runtime=rt)
+    assert rested.status == "interrupted"
+    (resting,) = [i for i in rt.runs.list() if i.kind == "graph" and i.task_id is None]
+    queued = command(
+        SteeringTarget.agent_run(resting.run_id), SteeringKind.UPDATE_STATE, {"update": {"x": 7}}
+    )
+    assert (await rt.submit(queued)).accepted
+    await compiled.update_state("t", {"log": ["closed by api"]}, as_node=END)
+    mark = recorder.events[-1].offset
+    handle = await rt.start_graph(compiled, {"log": ["next"]}, thread_id="t")
+    assert handle.run_id == resting.run_id  # the resting run goes on, with its queue
+    asked = await waiter.until(
+        lambda e: e.type == "graph.interrupt" and e.offset > mark and e.run_id == handle.run_id
+    )
+    await rt.submit(
+        command(SteeringTarget.graph_task(handle.run_id, asked.task_id), SteeringKind.REJECT)
+    )
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert rt.router.state(queued.correlation_id) in ("applied", "failed")
+    assert rt.open_commands() == []
+    recorder.assert_every_command_terminal()

@@ -70,8 +70,11 @@ def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
         return None
     if previous.frontier:
         return previous.run_id
-    if runtime.runs.get(previous.run_id) is not None:
-        return None  # it finished in this runtime: the next start is a new run
+    handle = runtime.runs.get(previous.run_id)
+    if handle is not None:
+        # finished in this runtime: the next start is a new run; at rest (interrupted, its
+        # thread finished since through the API), it goes on, with what waits in its queue
+        return None if handle.status.finished else previous.run_id
     for cmd in runtime.open_commands():
         target = cmd.target
         if getattr(target, "run_id", None) == previous.run_id or (
