@@ -30,6 +30,7 @@ from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
 from tinyagents.harness.litellm_model import LiteLLMModel
 from tinyagents.server.commands import add_commands as add_server_commands
+from tinyagents.server.commands import missing_extra
 from tinyagents.server.commands import run_command as run_server_command
 from tinyagents.server.runs_cli import add_runs_command, run_runs_command
 from tinyagents.supervisor.validate import validate_command
@@ -123,6 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"tinyagents: error: argument {arg!r} is not UTF-8 text", file=sys.stderr)
             return 2
     args = parser.parse_args(argv)
+    try:
+        return dispatch(args)
+    except ImportError as exc:  # an optional library (fastapi, biscuit_auth, redis...) is not here
+        line = missing_extra(exc)
+        if line is None:
+            raise
+        print(f"tinyagents {args.command}: {line}", file=sys.stderr)
+        return 2
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command."""
     served = run_server_command(args)
     if served is not None:
         return served

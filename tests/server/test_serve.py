@@ -246,3 +246,65 @@ def test_ctrl_c_with_event_streams_open_stops_cleanly(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def without(*modules: str) -> list[str]:
+    """A ``python -c`` prefix running the CLI as if ``modules`` were not installed."""
+    block = "".join(f"sys.modules[{m!r}] = None; " for m in modules)
+    return [
+        sys.executable,
+        "-c",
+        f"import sys; {block}from tinyagents.cli import main; raise SystemExit(main())",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("missing", "args", "extra"),
+    [
+        ("biscuit_auth", ["serve", "--port", "0"], "server"),
+        ("fastapi", ["serve", "--port", "0"], "server"),
+        ("uvicorn", ["serve", "--port", "0"], "server"),
+        ("biscuit_auth", ["token", "mint", "--tenant", "t", "--user", "u"], "server"),
+        ("redis", ["serve", "--port", "0", "--redis", "redis://127.0.0.1:1/0"], "redis"),
+    ],
+)
+def test_a_missing_extra_is_one_line_and_leaves_no_key_file(
+    tmp_path: Path, missing: str, args: list[str], extra: str
+) -> None:
+    """Without the ``server`` (or ``redis``) extra the command says which extra to install,
+    in one line, exit code 2: no traceback, and no empty key file that would make the next
+    ``serve`` refuse "not an Ed25519 private key"."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = subprocess.run(
+        [*without(missing), *args, "--store", store],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"install 'tinyagents[{extra}]'" in lines[0], done.stderr
+    assert missing in lines[0]
+    assert not (tmp_path / "runs.db.server-key").exists()
+    assert not (tmp_path / "runs.db").exists()
+
+
+def test_an_empty_key_file_is_treated_as_absent(tmp_path: Path) -> None:
+    """An empty key file (left by an older version that failed between creating the file and
+    writing the key) gets a key, rather than refusing every later start."""
+    (tmp_path / "runs.db.server-key").write_bytes(b"")
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    minted = tinyagents(
+        "token", "mint", "--tenant", "t", "--user", "u", "--store", store, cwd=tmp_path
+    )
+    assert minted.returncode == 0, minted.stderr
+    key = (tmp_path / "runs.db.server-key").read_text()
+    assert len(key.strip()) == 64
+    with serve("--store", store, cwd=tmp_path) as (url, _token, _lines):
+        r = httpx.get(
+            f"{url}/api/agents/runs", headers={"Authorization": f"Bearer {minted.stdout.strip()}"}
+        )
+        assert r.status_code == 200

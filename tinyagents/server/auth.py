@@ -138,18 +138,15 @@ class Auth:
 
     @classmethod
     def from_key_file(cls, path: str | Path) -> Auth:
-        """The key in ``path``, written there (mode 0600) when the file does not exist."""
+        """The key in ``path``, written there (mode 0600) when the file does not exist or is
+        empty."""
         path = Path(path)
-        try:
-            # O_EXCL: two processes starting at once agree on one key (the second reads it).
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            raise ConfigurationError(f"cannot create the server key file {path}: {exc}") from None
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(cls.generate_key() + "\n")
+        if _empty(path):
+            # An older version could leave an empty file (it created the file, then failed to
+            # make the key): it holds no key, so it is not there.
+            path.unlink(missing_ok=True)
+        if not path.exists():
+            _create_key_file(path, cls.generate_key())
         try:
             text = path.read_text(encoding="ascii")
         except (OSError, UnicodeDecodeError) as exc:
@@ -316,6 +313,34 @@ class Auth:
         if command is not None:
             builder.add_fact(Fact("command({kind})", {"kind": command}))
         return builder.build(token)
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def _create_key_file(path: Path, key: str) -> None:
+    """Write ``key`` to ``path`` whole or not at all: a temporary file beside it, linked into
+    place. The link fails when the file exists, so two processes starting at once agree on
+    one key (the second reads the first's)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    except OSError as exc:
+        raise ConfigurationError(f"cannot create the server key file {path}: {exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def default_key_file(store: str | None) -> Path | None:

@@ -13,12 +13,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import sys
 from typing import IO, Any
 
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
 from tinyagents.server.auth import RIGHTS, Auth
 from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
+
+#: The optional libraries a command may need, and the extra that installs each.
+EXTRAS = {
+    "fastapi": "server",
+    "starlette": "server",
+    "uvicorn": "server",
+    "biscuit_auth": "server",
+    "httpx": "server",
+    "redis": "redis",
+    "asyncpg": "postgres",
+}
+
+
+def missing_extra(exc: ImportError) -> str | None:
+    """One line naming the extra to install for ``exc`` (None: not an optional library)."""
+    module = (exc.name or "").partition(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is None:
+        return None
+    return f"{module} is not installed: install 'tinyagents[{extra}]'"
+
+
+def _require(*modules: str) -> None:
+    """Fail before anything is created (a store file, a key file) when a library is missing."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
 def add_commands(sub: Any) -> None:
@@ -89,6 +117,9 @@ def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | No
         return None
     try:
         if args.command == "serve":
+            _require("fastapi", "uvicorn", *(() if args.insecure_dev else ("biscuit_auth",)))
+            if args.redis is not None:
+                _require("redis")
             options = ServeOptions(
                 host=args.host,
                 port=args.port,
@@ -106,6 +137,7 @@ def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | No
                 return asyncio.run(serve(options, out))
             except KeyboardInterrupt:
                 return 0
+        _require("biscuit_auth")
         return token_command(args, out)
     except (ConfigurationError, AuthError, StoreError) as exc:  # StoreError: cannot open it
         print(f"tinyagents {args.command}: {exc}", file=sys.stderr)
