@@ -502,6 +502,10 @@ class Runtime:
     async def finish(self, handle: RunHandle, result: RunResult) -> None:
         """Record how a run ended and settle the commands still waiting for it (execution layer)."""
         handle.finish(result)
+        if self._live is not None:
+            # a graph task's entry ends without an event naming it (the graph's events name
+            # the graph run): its final snapshot is due at the next tick all the same
+            self._live.dirty.add(handle.run_id)
         await self.router.target_finished(handle)
         self.runs.finished(handle, _clock.monotonic())
         await self.release_finished()

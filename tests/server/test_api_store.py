@@ -8,14 +8,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import pytest
 from operator_server import BASE, Served, eventually
 
+from tinyagents import Runtime
+from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Auth, Control, bind, create_app, serving
 from tinyagents.store import SqliteStore
+from tinyagents.store.checkpoint import MemoryCheckpointer
 
 
 @dataclass(slots=True)
@@ -116,3 +119,46 @@ async def test_an_attenuation_on_command_kinds_is_honoured(served: Served) -> No
     r = await served.client.post(f"{BASE}/runs/{run.run_id}/pause", headers=headers)
     assert r.json()["status"] == "accepted"
     await eventually(lambda: run.info.status.value == "paused")
+
+
+class Refund(TypedDict, total=False):
+    amount: str
+    answer: Any
+
+
+def ask(state: Refund) -> Refund:
+    return {"answer": interrupt(f"refund {state['amount']}?")}
+
+
+async def test_a_graph_tasks_entry_is_written_when_it_ends(
+    over_store: StoreServed, tmp_path: Path
+) -> None:
+    """A task entry ends without an event of its own (the graph's events name the graph run):
+    its final snapshot must still reach the store at the next tick, not only at close, or
+    another process sees the graph completed and its task still ``interrupted``."""
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    c, alice = over_store.client, over_store.alice
+    async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as rt:
+        run = await rt.start_graph(compiled, {"amount": "9 EUR"}, thread_id="t", tenant_id="acme")
+
+        async def tree() -> dict[str, str]:
+            r = await c.get(f"{BASE}/runs", params={"root_run_id": run.run_id}, headers=alice)
+            return {s["run_id"]: s["status"] for s in r.json()}
+
+        async def asked() -> Any:
+            r = await c.get(f"{BASE}/runs/{run.run_id}", headers=alice)
+            return r.status_code == 200 and r.json().get("interrupts")
+
+        (pending,) = await eventually(asked)
+        body = {"kind": "approve", "payload": {"interrupt_id": pending["id"], "value": "yes"}}
+        path = f"{BASE}/runs/{run.run_id}/tasks/{pending['task_id']}/commands"
+        r = await c.post(path, json=body, headers=alice)
+        assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+        assert (await run.result()).status.value == "completed"
+
+        async def all_completed() -> bool:
+            statuses = await tree()
+            return len(statuses) == 2 and set(statuses.values()) == {"completed"}
+
+        await eventually(all_completed, timeout_s=5)
