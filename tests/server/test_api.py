@@ -264,8 +264,13 @@ async def test_steer_body_rules_422_and_400(served: Served) -> None:
         assert "message" in r.json()["message"] or "body" in r.json()["message"]
     r = await call(served, "alice", "POST", path, {"message": "  \n\t "})
     assert r.status_code == 400 and "whitespace" in r.json()["detail"]
+    json_type = {"content-type": "application/json"}
     r = await served.client.post(path, content=b"{not json", headers=served.as_("alice"))
-    assert r.status_code == 422
+    assert r.status_code == 422 and "Content-Type" in r.json()["message"]  # not sent as JSON
+    r = await served.client.post(
+        path, content=b"{not json", headers={**served.as_("alice"), **json_type}
+    )
+    assert r.status_code == 400 and "not valid JSON" in r.json()["message"]
     # Invalid command fields are 422 with a readable message, never 500.
     bad = [
         {"kind": "nope"},

@@ -14,6 +14,8 @@ from operator_server import BASE, Served, _serve, eventually
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 from test_api import call, run_paths, unchanged
 
+from tinyagents.server import Auth
+
 JSON = {"content-type": "application/json"}
 
 
@@ -36,12 +38,12 @@ def problem(r: httpx.Response, status: int | tuple[int, ...]) -> dict[str, Any]:
 
 # (endpoint under the run, raw body, content type, status)
 BAD_BODIES: list[tuple[str, bytes, str, int | tuple[int, ...]]] = [
-    ("commands", b"{not json", "application/json", 422),
+    ("commands", b"{not json", "application/json", 400),
     ("commands", b"[1, 2]", "application/json", 422),
     ("commands", b'"pause"', "application/json", 422),
     ("commands", b"null", "application/json", 422),
     ("pause", b"[1]", "application/json", 422),
-    ("pause", b"{", "application/json", 422),
+    ("pause", b"{", "application/json", 400),
     ("pause", b"hello", "text/plain", 422),
     ("steer", b'{"message": "x"}', "text/plain", 422),
     ("steer", b'{"message": "\xff\xfe"}', "application/json", 400),
@@ -420,13 +422,47 @@ async def test_a_task_command_to_an_agent_run_is_404_not_a_command_that_fails_la
 async def test_a_body_the_json_reader_gives_up_on_says_why(
     served: Served, endpoint: str, content: bytes, said: str
 ) -> None:
-    """The reader's own refusals (not a JSON syntax error, which is a 422 with its position)
+    """The reader's own refusals (not a JSON syntax error, which is a 400 with its position)
     are a 400 that says what stopped it, not only "There was an error parsing the body"."""
     run = await served.start_run("acme")
     path = f"{BASE}/runs/{run.run_id}/{endpoint}"
     r = await raw(served, "alice", "POST", path, content=content, headers=JSON)
     body = problem(r, 400)
     assert said in body["detail"] and body["message"] == body["detail"], body
+    await unchanged(served, run)
+
+
+async def test_a_body_that_is_not_json_is_a_400_that_says_where(served: Served) -> None:
+    """A JSON syntax error is the docs' 400 "not UTF-8 JSON", with where and what, not a 422
+    "body.11: JSON decode error"."""
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/steer"
+    r = await raw(served, "alice", "POST", path, content=b'{"message":', headers=JSON)
+    body = problem(r, 400)
+    assert body["message"].startswith("the body is not valid JSON (at character 11): "), body
+    assert body["detail"] == body["message"]
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize(
+    "content", [b'{"message":', b"{not json", b'{"message": "\xff\xfe"}', b"[" * 200_000]
+)
+@pytest.mark.parametrize("token", [None, "forged"])
+async def test_a_bad_body_without_a_valid_token_is_a_401(
+    served: Served, content: bytes, token: str | None
+) -> None:
+    """The token is checked before the body is read as JSON: a caller without one learns
+    nothing about the body (nor that the endpoint parses it), only that it needs a token."""
+    run = await served.start_run("acme")
+    headers = dict(JSON)
+    if token is not None:
+        headers["Authorization"] = "Bearer " + Auth(Auth.generate_key()).mint(
+            user="eve", tenant="acme", rights=["iam:admin"]
+        )
+    path = f"{BASE}/runs/{run.run_id}/steer"
+    r = await served.client.post(path, content=content, headers=headers)
+    problem(r, 401)
+    assert r.headers["www-authenticate"] == "Bearer"
     await unchanged(served, run)
 
 

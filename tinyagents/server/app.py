@@ -479,7 +479,7 @@ def _is_json_type(content_type: str | None) -> bool:
 
 
 #: FastAPI's answer when reading the JSON of a body raised something other than a syntax
-#: error (a 422 with its position): the cause is looked up to say what it was.
+#: error (a 400 with its position): the cause is looked up to say what it was.
 _UNREADABLE_BODY = "There was an error parsing the body"
 
 
@@ -603,8 +603,29 @@ def create_app(
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return JSONResponse(exc.body, status_code=exc.status, headers=headers)
 
+    async def unauthenticated(request: Request) -> JSONResponse | None:
+        """The 401 of a request without a valid token, or None. A body is read (as JSON)
+        before the endpoint's dependencies run, so a body the reader refuses is answered
+        here only after the token was checked: a caller without one learns nothing else."""
+        credentials = await bearer(request)
+        token = credentials.credentials if credentials is not None else None
+        try:
+            api.principal(token or request.query_params.get("access_token"))
+        except Problem as exc:
+            return await _problem(request, exc)
+        return None
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        syntax = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+        if syntax is not None:
+            refused = await unauthenticated(request)
+            if refused is not None:
+                return refused
+            where = syntax.get("loc", ("body", "?"))[-1]
+            why = (syntax.get("ctx") or {}).get("error", "")
+            message = f"the body is not valid JSON (at character {where}): {why}"
+            return JSONResponse({"detail": message, "message": message}, status_code=400)
         errors = [
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": e.get("type")}
             for e in exc.errors()
@@ -615,6 +636,9 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
+            refused = await unauthenticated(request)
+            if refused is not None:
+                return refused
             detail = _unreadable_body(exc.__cause__)
             return JSONResponse({"detail": detail, "message": detail}, status_code=400)
         response = await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
