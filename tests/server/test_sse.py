@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import httpx
 import pytest
 from operator_server import BASE, Served, eventually
+
+from tinyagents.events import RunEvent
+from tinyagents.server.sse import event_stream
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -238,3 +242,54 @@ async def test_a_run_scoped_stream_shows_nothing_once_its_token_expired(served: 
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
     assert len(seen) == count  # nothing logged after the expiry was shown
+
+
+async def test_a_client_that_hangs_up_stops_its_stream(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client gone in the middle of a long backlog stops the stream: the server neither
+    goes on reading the log for nobody nor writes into the closed socket (asyncio logs
+    "socket.send() raised exception." for each write)."""
+    big = "x" * 2000  # a backlog far larger than the socket buffers
+    events = [
+        RunEvent(type="run.status", run_id="r-big", tenant_id="acme", detail={"pad": big})
+        for _ in range(6000)
+    ]
+    await served.runtime.store.append_events(events)
+    reads = 0
+    read_events = served.control.read_events
+
+    async def counted(**kw: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read_events(**kw)
+
+    served.control.read_events = counted  # type: ignore[method-assign]
+    caplog.set_level(logging.WARNING)
+    async with served.client.stream("GET", f"{BASE}/events", headers=served.as_("alice")) as r:
+        async for _chunk in r.aiter_bytes():
+            break  # hang up after the first bytes
+    await asyncio.sleep(1.5)
+    assert reads < 12, reads  # 12 batches of 500 is the whole backlog
+    assert not [rec for rec in caplog.records if "socket.send()" in rec.getMessage()]
+
+
+async def test_the_backlog_is_not_read_on_for_a_client_that_is_gone(served: Served) -> None:
+    """The stream asks whether its client is still there between batches of the backlog,
+    not only once it caught up: a console closed during a long replay stops the reading."""
+    await served.runtime.store.append_events(
+        [RunEvent(type="run.status", run_id="r-big", tenant_id="acme") for _ in range(6000)]
+    )
+
+    class Hangs:
+        gone = False
+
+        async def is_disconnected(self) -> bool:
+            return self.gone
+
+    request, sent = Hangs(), 0
+    async for message in event_stream(served.control, request, tenant_id="acme"):
+        sent += message.startswith("id: ")
+        if sent == 10:
+            request.gone = True
+    assert sent < 1000, sent  # at most the batch it was in (500), not the 6000

@@ -78,9 +78,16 @@ async def event_stream(
             last = event_id
             if visible is None or await visible(event.get("run_id")):
                 yield format_event(event_id, event)
+                # A write to a socket the client closed fails inside the transport, which
+                # learns it is gone only at its next turn of the loop: a backlog written in
+                # one go would go on writing (asyncio logs "socket.send() raised exception."
+                # for each write). One turn per message lets the server see the close.
+                await asyncio.sleep(0)
+        if control.streams_ended or await request.is_disconnected():
+            return  # the client is gone: read no more of the log for nobody
         if len(rows) == BATCH:
             continue  # more backlog: read on before waiting
-        if not follow or control.streams_ended or await request.is_disconnected():
+        if not follow:
             return
         if rows:
             quiet = 0.0
