@@ -432,6 +432,26 @@ async def test_a_body_the_json_reader_gives_up_on_says_why(
     await unchanged(served, run)
 
 
+@pytest.mark.parametrize(
+    ("priority", "got"),
+    [("100", '"100"'), (100.0, "100.0"), (True, "true"), (7, "7"), ("urgent", '"urgent"')],
+)
+async def test_a_bad_priority_is_one_plain_message(served: Served, priority: Any, got: str) -> None:
+    """One message naming what a priority may be and what was sent, never pydantic's union
+    internals ("function-before[_a_json_integer(), literal[...]]")."""
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/commands"
+    body = problem(
+        await call(served, "alice", "POST", path, {"kind": "pause", "priority": priority}), 422
+    )
+    assert body["message"] == (
+        "body.priority: a JSON integer (0, 50, 100, 200) or a name (low, normal, high, "
+        f"critical); got {got}"
+    ), body
+    assert [e["loc"] for e in body["detail"]] == [["body", "priority"]]
+    await unchanged(served, run)
+
+
 async def test_a_body_that_is_not_json_is_a_400_that_says_where(served: Served) -> None:
     """A JSON syntax error is the docs' 400 "not UTF-8 JSON", with where and what, not a 422
     "body.11: JSON decode error"."""

@@ -34,9 +34,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
 
 from tinyagents import __version__
 from tinyagents.errors import (
@@ -86,20 +95,44 @@ MAX_RUNS_PAGE = 1000
 
 # --------------------------------------------------------------------------- bodies
 
-PriorityName = Literal["low", "normal", "high", "critical"]
-
-
-def _a_json_integer(value: Any) -> Any:
-    if type(value) is not int and not isinstance(value, SteeringPriority):
-        raise ValueError(
-            "a priority is a JSON integer (0, 50, 100, 200) or a name (low, normal, high, critical)"
-        )
-    return value
-
-
-#: A priority as a number: an integer of the four (not true, 100.0 or "100").
-PriorityNumber = Annotated[Literal[0, 50, 100, 200], BeforeValidator(_a_json_integer)]
+_PRIORITY_NUMBERS = (0, 50, 100, 200)
 _PRIORITY_NAMES: dict[str, SteeringPriority] = {p.name.lower(): p for p in SteeringPriority}
+
+
+def _a_priority(value: Any) -> int | str:
+    """A priority as a JSON integer of the four or a name: not "100", 100.0 or true, which
+    lax parsing took. One check with one message, where a union of the two would list each
+    branch's failure under its internal name."""
+    if isinstance(value, SteeringPriority):
+        return int(value)
+    if (type(value) is int and value in _PRIORITY_NUMBERS) or (
+        type(value) is str and value in _PRIORITY_NAMES
+    ):
+        return value
+    try:
+        got = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        got = repr(value)
+    raise PydanticCustomError(
+        "priority",
+        "a JSON integer (0, 50, 100, 200) or a name (low, normal, high, critical); got {got}",
+        {"got": got[:100]},
+    )
+
+
+#: A priority: the JSON number 0, 50, 100 or 200, or low, normal, high, critical.
+Priority = Annotated[
+    int | str,
+    PlainValidator(_a_priority),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"enum": list(_PRIORITY_NUMBERS), "type": "integer"},
+                {"enum": ["low", "normal", "high", "critical"], "type": "string"},
+            ]
+        }
+    ),
+]
 
 
 def _no_nul(value: str) -> str:
@@ -129,7 +162,7 @@ class CommandOptions(_Body):
 
     # a number of the four (JSON 100) or a name: not "100", 100.0 or false, which lax
     # parsing took (a strict enum took no number at all: the body is validated as Python)
-    priority: PriorityNumber | PriorityName = 50
+    priority: Priority = 50
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
     correlation_id: IdText | None = Field(
         default=None,
