@@ -296,10 +296,12 @@ async def test_no_token_or_a_foreign_token_is_401(served: Served) -> None:
     for headers in ({}, {"Authorization": "Bearer garbage"}, served.as_(other_key)):
         r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=headers)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    # a token in the query is the event stream's only (an EventSource cannot send headers):
+    # elsewhere it would only end up in access logs and browser history
     r = await served.client.get(
         f"{BASE}/runs/{run.run_id}", params={"access_token": served.tokens["alice"]}
     )
-    assert r.status_code == 200
+    assert r.status_code == 401 and "/events" in r.json()["message"]
     expired = served.auth.mint(user="x", tenant="acme", rights=["agent:observe"], ttl_s=0.001)
     await asyncio.sleep(1.1)  # the token's expiry is to the second
     r = await served.client.get(f"{BASE}/runs", headers=served.as_(expired))
@@ -514,6 +516,24 @@ async def test_the_openapi_document_is_valid_and_lists_what_the_server_answers(
             elif path.startswith(f"{BASE}/runs") or path == f"{BASE}/events":
                 assert {"401", "403"} <= answers, (path, answers)
     assert "503" in paths["/readyz"]["get"]["responses"]
+    # every error answer of the API has one declared body: message and detail
+    error = doc["components"]["schemas"]["ErrorBody"]
+    assert {"message", "detail"} <= set(error["required"]), error
+    for path, item in paths.items():
+        if not path.startswith(BASE):
+            continue
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                if int(status) >= 400:
+                    schema = response.get("content", {}).get("application/json", {})
+                    assert schema.get("schema") == {"$ref": "#/components/schemas/ErrorBody"}, (
+                        path,
+                        method,
+                        status,
+                        response,
+                    )
+            names = {p["name"] for p in operation.get("parameters", ())}
+            assert ("access_token" in names) == (path == f"{BASE}/events"), (path, names)
 
 
 async def test_every_error_body_says_its_problem_in_one_message_line(served: Served) -> None:

@@ -95,7 +95,7 @@ async def json_answer(
 
 @pytest.mark.parametrize("size", [MAX_TOKEN_BYTES + 1, 150_000])
 async def test_a_huge_access_token_in_the_query_is_a_json_401(served: Served, size: int) -> None:
-    status, body = await json_answer(served, f"{BASE}/runs?access_token={'A' * size}", {})
+    status, body = await json_answer(served, f"{BASE}/events?access_token={'A' * size}", {})
     assert status == 401 and isinstance(body, dict), (status, body)
     assert str(MAX_TOKEN_BYTES) in body["detail"]
 

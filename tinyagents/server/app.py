@@ -16,8 +16,8 @@ Endpoints, under ``/api/agents`` (OpenAPI at ``/api/agents/openapi.json``, docs 
     POST /runs/{id}/tasks/{task}/commands   the same, for one task of a graph run
     GET  /events                        Server-Sent Events (see ``tinyagents.server.sse``)
 
-Every request carries a Biscuit token (``Authorization: Bearer <token>``, or
-``?access_token=`` where a header cannot be set, as for ``EventSource``). A run the caller may
+Every request carries a Biscuit token (``Authorization: Bearer <token>``; the event stream
+also takes ``?access_token=``, as an ``EventSource`` cannot set a header). A run the caller may
 not see — another tenant's, one outside an attenuated token's scope, or no run at all — is 404
 on every endpoint, the same answer with the same body. The target of a command comes from the
 path and its actor from the token; a body naming either is refused (422).
@@ -213,6 +213,28 @@ class CommandBody(CommandOptions):
 
 
 # --------------------------------------------------------------------------- problems
+
+
+class ProblemItem(BaseModel):
+    """One problem of a 422: where (``loc``), what (``msg``) and its kind (``type``)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer of the API."""
+
+    message: str = Field(description="the problem, in one line")
+    detail: str | list[ProblemItem] = Field(
+        description="the same line; for a 422, the list of problems"
+    )
+    receipt: SteeringReceipt | None = Field(
+        default=None,
+        description="a command's receipt, when it was refused because its target does not "
+        "exist (a 404)",
+    )
 
 
 class Problem(Exception):
@@ -641,9 +663,8 @@ def create_app(
         before the endpoint's dependencies run, so a body the reader refuses is answered
         here only after the token was checked: a caller without one learns nothing else."""
         credentials = await bearer(request)
-        token = credentials.credentials if credentials is not None else None
         try:
-            api.principal(token or request.query_params.get("access_token"))
+            await caller(request, credentials)
         except Problem as exc:
             return await _problem(request, exc)
         return None
@@ -684,9 +705,21 @@ def create_app(
     async def caller(
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+    ) -> Principal:
+        if credentials is None and "access_token" in request.query_params:
+            raise Problem(
+                401,
+                "a token in the query (?access_token=) is taken by /events only, where an "
+                "EventSource cannot send headers (a URL ends up in logs): send "
+                "'Authorization: Bearer <token>'",
+            )
+        return api.principal(credentials.credentials if credentials is not None else None)
+
+    async def stream_caller(
+        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
         access_token: str | None = Query(
             default=None,
-            description="the token, where an Authorization header cannot be sent (EventSource)",
+            description="the token, as an EventSource cannot send an Authorization header",
         ),
     ) -> Principal:
         token = credentials.credentials if credentials is not None else access_token
@@ -694,20 +727,25 @@ def create_app(
 
     Caller = Depends(caller)
     router = APIRouter(prefix=BASE)
+
+    def error(description: str) -> dict[str, Any]:
+        return {"description": description, "model": ErrorBody}
+
     run_responses: dict[int | str, dict[str, Any]] = {
-        401: {"description": "no token, or not one of this server's"},
-        403: {"description": "the token may not observe runs (no agent:observe right)"},
-        404: {"description": "no such run, or not one this token may see"},
+        401: error("no token, or not one of this server's"),
+        403: error("the token may not observe runs (no agent:observe right)"),
+        404: error("no such run, or not one this token may see"),
+        422: error("a parameter is invalid"),
     }
     unreadable = "the body is not UTF-8 JSON"
     command_responses: dict[int | str, dict[str, Any]] = {
         **run_responses,
-        400: {"description": unreadable},
-        403: {"description": "the token may see the run but not send it this command"},
-        413: {"description": "the body is larger than the server takes"},
-        422: {"description": "the body is invalid"},
-        503: {"description": "the runtime or its store cannot take commands now"},
-        504: {"description": "the run's owner did not answer in time (may still apply it)"},
+        400: error(unreadable),
+        403: error("the token may see the run but not send it this command"),
+        413: error("the body is larger than the server takes"),
+        422: error("the body is invalid"),
+        503: error("the runtime or its store cannot take commands now"),
+        504: error("the run's owner did not answer in time (may still apply it)"),
     }
 
     @router.get(
@@ -724,7 +762,7 @@ def create_app(
                     }
                 },
             },
-            422: {"description": "a limit out of range, or a cursor this server never gave"},
+            422: error("a limit out of range, or a cursor this server never gave"),
         },
         summary="List runs, a page at a time",
     )
@@ -825,7 +863,7 @@ def create_app(
         "/runs/{run_id}/steer",
         responses={
             **command_responses,
-            400: {"description": f"{unreadable}, or the message is only whitespace"},
+            400: error(f"{unreadable}, or the message is only whitespace"),
         },
         response_model=SteeringReceipt,
         summary="Send the run's model an instruction",
@@ -895,7 +933,7 @@ def create_app(
             description="keep the stream open for new events (false: the "
             "backlog, then the stream ends)",
         ),
-        p: Principal = Caller,
+        p: Principal = Depends(stream_caller),
     ) -> StreamingResponse:
         for run in (run_id, root_run_id):
             if run is not None:
