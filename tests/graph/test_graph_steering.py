@@ -721,3 +721,31 @@ async def test_a_resting_run_whose_thread_was_finished_through_the_api_goes_on(
     assert rt.router.state(queued.correlation_id) in ("applied", "failed")
     assert rt.open_commands() == []
     recorder.assert_every_command_terminal()
+
+
+async def test_cancelling_a_task_by_its_id_inside_a_sub_graph_skips_the_sub_graph(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """The task id a sub-graph's ``graph.interrupt`` event gives names that question for an
+    approval; a cancel by the same id failed "already finished; nothing to cancel" and the
+    question stayed pending. It cancels the top-level task running the sub-graph."""
+    inner = StateGraph(LogState).add_node("i1", asker("i1")).add_edge(START, "i1")
+    graph = StateGraph(LogState).add_node("sub", inner.add_edge("i1", END).compile())
+    graph.add_node("top", asker("top")).add_edge(START, "sub").add_edge(START, "top")
+    compiled = (
+        graph.add_edge("sub", END).add_edge("top", END).compile(checkpointer=MemoryCheckpointer())
+    )
+    handle = await rt.start_graph(compiled, {}, thread_id="t")
+    asked = await waiter.event("graph.interrupt", handle.run_id, node="i1")
+    await waiter.event("graph.interrupt", handle.run_id, node="top")
+    cancel = command(SteeringTarget.graph_task(handle.run_id, asked.task_id), SteeringKind.CANCEL)
+    assert (await rt.submit(cancel)).accepted
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    assert [i.node for i in (await compiled.get_state("t")).interrupts] == ["top"]
+    top = next(i for i in (await compiled.get_state("t")).interrupts if i.node == "top")
+    await rt.submit(
+        command(SteeringTarget.graph_task(handle.run_id, top.task_id), SteeringKind.APPROVE)
+    )
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["top:True"]
+    recorder.assert_every_command_terminal()

@@ -315,6 +315,15 @@ def node_of_task(run: GraphRun, task_id: str) -> str | None:
     return None
 
 
+def _top_task_id(run: GraphRun, task_id: str) -> str:
+    """The top-level task of the current step that is, or runs the sub-graph of, ``task_id``
+    (``task_id`` itself when no pending interrupt names it)."""
+    for task in run.plan():
+        if task.id == task_id or any(names_task(i, task_id) for i in task.interrupts):
+            return task.id
+    return task_id
+
+
 def resume_value(cmd: SteeringCommand) -> Any:
     """What the answered ``interrupt()`` returns to its node: the node's to change, so a
     mutable copy (a command's payload is read-only)."""
@@ -400,7 +409,9 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     target = cmd.target
     if isinstance(target, GraphTaskTarget):
-        task_ids = [target.task_id]
+        # a task inside a sub-graph (the id its graph.interrupt event gives) is cancelled by
+        # cancelling the top-level task that runs the sub-graph
+        task_ids = [_top_task_id(run, target.task_id)]
     elif isinstance(target, GraphNodeTarget):
         # an immediate cancel already stopped the node's running tasks; otherwise it takes
         # the node's tasks of the superstep this boundary precedes (paused ones included)
