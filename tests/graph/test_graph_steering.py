@@ -749,3 +749,51 @@ async def test_cancelling_a_task_by_its_id_inside_a_sub_graph_skips_the_sub_grap
     result = await handle.result()
     assert result.status is RunStatus.COMPLETED and result.output["log"] == ["top:True"]
     recorder.assert_every_command_terminal()
+
+
+async def test_two_senders_forks_under_one_correlation_id_are_two_forks(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """Two scopes' commands under one id are two commands: both forked into one thread named
+    after the id, so the second was reported applied (``applied_before_restart``, with no
+    restart) on the first one's fork and its own answer was never given."""
+    graph = StateGraph(LogState).add_node("prep", logger("prep")).add_node("ask", asker("ask"))
+    compiled = (
+        graph.add_edge(START, "prep")
+        .add_edge("prep", "ask")
+        .add_edge("ask", END)
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    handle = await rt.start_graph(compiled, {}, thread_id="t", tenant_id="acme")
+    stale = (await waiter.event("graph.interrupt", handle.run_id)).checkpoint_id
+    moved_on = command(
+        SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"x": 0}}
+    )
+    await rt.submit(moved_on)
+    await settled(waiter, moved_on.correlation_id)
+    human = SteeringActor.human("dana", tenant_id="acme", scopes=["agent:control"])
+    forks = {}
+    for actor, kind in ((human, SteeringKind.APPROVE), (TEST, SteeringKind.REJECT)):
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=actor,
+            kind=kind,
+            checkpoint_id=stale,
+            fork=True,
+            correlation_id="c-same",
+        )
+        assert (await rt.submit(cmd)).accepted
+        applied = await waiter.until(
+            lambda e, a=actor: (
+                e.type == "steering.applied" and e.correlation_id == "c-same" and e.actor == a
+            )
+        )
+        assert "applied_before_restart" not in applied.affected
+        fork_run = rt.runs.get(applied.affected["fork_run_id"])
+        assert fork_run is not None
+        forks[kind] = (applied.affected["fork_thread_id"], (await fork_run.result()).output)
+    (human_thread, approved), (test_thread, rejected) = forks.values()
+    assert human_thread != test_thread and test_thread == "t~c-same"
+    assert approved["log"] == ["prep", "ask:True"] and rejected["log"] == ["prep", "ask:False"]
+    await handle.cancel()
+    await handle.result()

@@ -32,6 +32,7 @@ Everything here changes the run through its public methods and properties (``hea
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ from tinyagents.protocol.commands import (
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
+    dedupe_scope,
     mutable_copy,
 )
 from tinyagents.runs.info import RunStatus
@@ -510,14 +512,19 @@ def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:
 async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     """Apply a command made against an older checkpoint on a fork of the thread there.
 
-    The fork's thread is named after the command (``<thread>~<correlation id>``): a command
-    handed over again after a crash finds the fork an earlier process made, and continues it
-    (or reports it, if it ran to its end) instead of forking a second time.
+    The fork's thread is named after the command (``<thread>~<correlation id>``, plus a tag of
+    the sender's scope for a human's: two senders' commands under one id are two commands, and
+    two forks): a command handed over again after a crash finds the fork an earlier process
+    made, and continues it (or reports it, if it ran to its end) instead of forking a second
+    time.
     """
     graph, checkpointer = run.graph, run.checkpointer
     assert cmd.checkpoint_id is not None
-    assert checkpointer is not None  # a command naming a checkpoint passed the staleness check
+    assert checkpointer is not None  # GraphCommandCheck refuses a fork of a run saving nothing
     fork = f"{run.head.thread_id}~{cmd.correlation_id}"
+    scope = dedupe_scope(cmd.actor)
+    if scope:
+        fork += "~" + hashlib.sha256(scope.encode()).hexdigest()[:8]
     affected: dict[str, Any] = {"fork_thread_id": fork, "forked_at": cmd.checkpoint_id}
     made = await checkpointer.latest(fork)
     if made is None:
