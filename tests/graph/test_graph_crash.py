@@ -238,3 +238,31 @@ async def test_sigkill_while_steering_loses_no_command_and_applies_none_twice(
     finally:
         await log_store.close()
     assert kills >= 20 and len(accepted) > 0
+
+
+CANCEL_CRASH_WORKER = Path(__file__).with_name("graph_cancel_crash_worker.py")
+
+
+@pytest.mark.parametrize("by", ["task", "node"])
+async def test_a_task_cancel_saved_just_before_a_sigkill_is_reported_applied(
+    tmp_path: Path, by: str
+) -> None:
+    """The cancel skipped ``right`` (saved), then the process died before the store heard:
+    after the restart ``right`` stays skipped, but the command was reported failed ("already
+    finished; nothing to cancel") though it had done just what it asked."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, str(CANCEL_CRASH_WORKER), str(store), str(db), "first", by,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, errors = await asyncio.wait_for(first.communicate(), 60)
+    assert first.returncode == -9, errors.decode()  # SIGKILL, by its own hand
+    second = await asyncio.create_subprocess_exec(
+        sys.executable, str(CANCEL_CRASH_WORKER), str(store), str(db), "restart", by,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, errors = await asyncio.wait_for(second.communicate(), 60)
+    assert second.returncode == 0, errors.decode()
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["pending"] == ["left"] and outcome["log"] == ["left:True"]
+    assert outcome["victim"] == ["applied", None]

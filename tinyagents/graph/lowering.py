@@ -424,7 +424,7 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
         raise RunCancelled(run.run_id or "?", cmd.payload.get("reason") or "cancelled by steering")
     policy = run.graph.task_cancel_policy
     cancelled: dict[str, str] = {}  # task id -> node
-    was_running = False
+    was_running = before_restart = False
     tasks: list[Any] | None = None
     for task_id in task_ids:
         node = run.stopped.pop(task_id, None)
@@ -437,6 +437,11 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
         if task is not None and task.writes is None:
             await run.skip(task)
             cancelled[task_id] = task.node
+        elif task is not None and task.skipped and steering.recovery.continued:
+            # skipped by this very cancel in a process killed before it reported it applied
+            # (a cancel is no kind EarlierApplied finds: its effect is the task's skip record)
+            cancelled[task_id] = task.node
+            before_restart = True
     if tasks is not None:
         run.keep_records(tasks)
     if not cancelled:
@@ -447,14 +452,22 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
             f"task {names} was cancelled by steering and the graph's task_cancel_policy is "
             "'fail_run'"
         )
+    extra = {"applied_before_restart": True} if before_restart else {}
     if isinstance(target, GraphTaskTarget):
         [(task_id, node)] = cancelled.items()
-        return {"task_id": task_id, "node": node, "policy": policy, "was_running": was_running}
+        return {
+            "task_id": task_id,
+            "node": node,
+            "policy": policy,
+            "was_running": was_running,
+            **extra,
+        }
     return {
         "node": target.node,
         "task_ids": list(cancelled),
         "policy": policy,
         "was_running": was_running,
+        **extra,
     }
 
 
