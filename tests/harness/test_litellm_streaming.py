@@ -316,3 +316,121 @@ async def test_a_stream_without_usage_has_its_tokens_counted() -> None:
     assert final is not None and final.text == "one two three four"
     # No usage chunk was sent: litellm's tokenizer counted prompt and completion.
     assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+
+
+# --------------------------------------------------------------------------- found by a probe
+
+
+def nameless_call_body(stream: bool, *, name: str | None = "add") -> Fault:
+    """A completion whose one tool call carries no id (and, with ``name=None``, no name), as
+    some servers send it: raw, so no client or test helper fills them in."""
+    function = {"arguments": '{"a": 2, "b": 3}', **({"name": name} if name else {})}
+    if not stream:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"type": "function", "function": function}],
+        }
+        body = {
+            "id": "x", "object": "chat.completion", "created": 1, "model": "test-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        }  # fmt: skip
+        return Fault(body=json.dumps(body), content_type="application/json")
+    head = {
+        "index": 0,
+        "type": "function",
+        "function": {k: v for k, v in function.items() if k == "name"},
+    }
+    chunks = [
+        {"role": "assistant", "content": ""},
+        {"tool_calls": [{**head, "function": {**head["function"], "arguments": '{"a": 2,'}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": ' "b": 3}'}}]},
+    ]
+    events = [
+        {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "test-model",
+         "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        for delta in chunks
+    ]  # fmt: skip
+    events.append(
+        {**events[0], "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    )
+    text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return Fault(body=text, content_type="text/event-stream")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_a_tool_call_without_an_id_runs_streamed_or_not(stream: bool) -> None:
+    """A server that sends no id for a tool call: the whole response gave it ``call_0``, the
+    stream dropped the call (litellm's assembly keeps only calls with an id), so the run
+    completed with an empty answer and no tool run."""
+    async with OpenAICompatServer(
+        [nameless_call_body(stream), reply("5")], mode="llama.cpp"
+    ) as server:
+        agent = Agent("calc", model_for(server, stream=stream), tools=[add])
+        result = await agent.run("2+3?")
+    assert result.status is RunStatus.COMPLETED and result.output == "5"
+    assert server.refusals == []
+    (call,) = server.requests[1]["messages"][1]["tool_calls"]
+    # streamed: ``call_<index>``; whole: litellm makes one up
+    assert call["id"] and call["function"]["name"] == "add"
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("mode", ["llama.cpp", "vllm"])
+async def test_a_tool_call_without_a_name_gets_an_error_result(stream: bool, mode: str) -> None:
+    """A call naming no tool was sent back with ``"name": null``, which strict servers refuse
+    (the run failed), or dropped from a stream: it is answered with an error result the model
+    can correct itself from."""
+    script = [nameless_call_body(stream, name=None), reply("sorry")]
+    async with OpenAICompatServer(script, mode=mode) as server:  # type: ignore[arg-type]
+        agent = Agent("calc", model_for(server, stream=stream), tools=[add])
+        result = await agent.run("1+2?")
+    assert result.status is RunStatus.COMPLETED and result.output == "sorry"
+    assert server.refusals == []
+    assistant, tool_result = server.requests[1]["messages"][1:3]
+    assert assistant["tool_calls"][0]["function"]["name"] == litellm_model.NAMELESS
+    assert f"unknown tool {litellm_model.NAMELESS!r}" in tool_result["content"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_a_lone_surrogate_in_a_tool_result_does_not_break_the_next_request(
+    stream: bool,
+) -> None:
+    """Text UTF-8 cannot carry (a tool's output with a lone surrogate) failed every later
+    request of the run before it was sent, reported as the server's HTTP 500 and retried."""
+
+    @tool
+    def odd() -> str:
+        """Return odd text."""
+        return "half an emoji: \ud83d."
+
+    script = [tool_calls(tool_call("odd", id="call_1")), reply("done")]
+    async with OpenAICompatServer(script, mode="llama.cpp") as server:
+        agent = Agent("odd", model_for(server, stream=stream), tools=[odd])
+        result = await agent.run("go")
+    assert result.status is RunStatus.COMPLETED and result.output == "done"
+    assert server.requests[1]["messages"][2]["content"] == "half an emoji: \ufffd."
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize(
+    ("finish_reason", "why"),
+    [
+        ("content_filter", "the provider's content filter blocked the answer"),
+        ("length", "the output token limit was reached before any output"),
+    ],
+)
+async def test_an_answer_cut_off_before_it_began_is_a_failure(
+    stream: bool, finish_reason: str, why: str
+) -> None:
+    """An empty answer whose finish_reason says it was blocked or cut off ended the run
+    ``completed`` with output '' (pydantic-ai raises)."""
+    from tinyagents.harness import ModelResponse
+
+    script = [ModelResponse(text="", finish_reason=finish_reason)]
+    async with OpenAICompatServer(script) as server:
+        agent = Agent("writer", model_for(server, stream=stream))
+        result = await agent.run("write")
+    assert result.status is RunStatus.FAILED
+    assert "ModelResponseError" in (result.error or "") and why in (result.error or "")
+    assert len(server.requests) == 1  # not retried

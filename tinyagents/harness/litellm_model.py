@@ -36,6 +36,7 @@ from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
 from tinyagents.harness.litellm_errors import (
     broke_off,
     classify,
+    cut_off,
     empty_response,
     not_a_stream,
     where,
@@ -111,7 +112,7 @@ class LiteLLMModel(Model):
         raw = await self._with_retries(kwargs["model"], lambda: litellm.acompletion(**kwargs))
         if not getattr(raw, "choices", None):
             raise empty_response(kwargs["model"], self.api_base)
-        return _parse_response(raw, litellm)
+        return _answered(_parse_response(raw, litellm), kwargs["model"], self.api_base)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Yield each piece of text and of tool-call arguments as the provider sends it; the
@@ -148,6 +149,7 @@ class LiteLLMModel(Model):
             # A consumer that stops early (or is cancelled) must still release the connection.
             await chunks.aclose()
         try:
+            _name_tool_calls(received)
             raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
             response = _parse_response(raw, litellm)
         except Exception as exc:
@@ -158,7 +160,7 @@ class LiteLLMModel(Model):
                 model=model,
                 api_base=self.api_base,
             ) from exc
-        yield StreamChunk(response=response)
+        yield StreamChunk(response=_answered(response, model, self.api_base))
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -298,7 +300,7 @@ def _plain_user(message: dict[str, Any]) -> bool:
 def _message_to_openai(message: Message) -> dict[str, Any]:
     # Always a string, "" next to tool calls: litellm drops a None content, and llama.cpp's
     # templates fail on a missing one; OpenAI, vLLM and litellm's converters accept "".
-    out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
+    out: dict[str, Any] = {"role": message.role, "content": _sendable(message.content or "")}
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id
     elif message.name is not None:
@@ -313,6 +315,19 @@ def _message_to_openai(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return out
+
+
+def _sendable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (``'\\ud800'``, from a model's or a
+    tool's output) becomes U+FFFD. Left in, it failed every later request of the run, or of
+    its session, before anything was sent (reported as the server's HTTP 500, and retried)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:
@@ -388,13 +403,21 @@ def _cost(raw: Any, litellm: Any) -> float | None:
         return None  # a model missing from litellm's price map (local or private models)
 
 
+#: The name a tool call that came without one is given in the conversation (strict servers
+#: refuse a null name); its result says it is an unknown tool, and which ones there are.
+NAMELESS = "unnamed_tool"
+
+
 def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
     choice = raw.choices[0]
     message = choice.message
-    tool_calls = [
-        _parse_arguments(call.id or f"call_{index}", call.function.name, call.function.arguments)
-        for index, call in enumerate(message.tool_calls or [])
-    ]
+    tool_calls = []
+    for index, call in enumerate(message.tool_calls or []):
+        # a call that names no tool is answered "unknown tool" (the model can correct itself)
+        name = call.function.name or NAMELESS
+        tool_calls.append(
+            _parse_arguments(call.id or f"call_{index}", name, call.function.arguments)
+        )
     usage = _usage(getattr(raw, "usage", None))
     usage.cost = _cost(raw, litellm)
     return ModelResponse(
@@ -405,6 +428,39 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
         finish_reason=choice.finish_reason,
         raw=raw,
     )
+
+
+def _answered(response: ModelResponse, model: str, api_base: str | None) -> ModelResponse:
+    """``response``, unless it stopped before it held anything (no text, no tool call) for a
+    reason other than having answered: then a ``ModelResponseError`` says why (it ended the
+    run ``completed`` with an empty answer)."""
+    reason = response.finish_reason
+    if reason in ("content_filter", "length") and not response.text and not response.tool_calls:
+        raise cut_off(model, api_base, reason)
+    return response
+
+
+def _name_tool_calls(chunks: list[Any]) -> None:
+    """Give each streamed tool call an id and a name before ``stream_chunk_builder`` puts
+    them together: it drops a call whose fragments carry no id or no name (some servers send
+    neither), which a whole response keeps (``call_<index>``; ``NAMELESS``)."""
+    named: dict[int, list[Any]] = {}  # index -> [id seen?, name seen?, first fragment]
+    for chunk in chunks:
+        if not chunk.choices:
+            continue
+        for position, fragment in enumerate(
+            getattr(chunk.choices[0].delta, "tool_calls", None) or []
+        ):
+            index = fragment.index if fragment.index is not None else position
+            seen = named.setdefault(index, [False, False, fragment])
+            seen[0] = seen[0] or bool(fragment.id)
+            function = fragment.function
+            seen[1] = seen[1] or bool(function is not None and function.name)
+    for index, (has_id, has_name, first) in named.items():
+        if not has_id:
+            first.id = f"call_{index}"
+        if not has_name and first.function is not None:
+            first.function.name = NAMELESS
 
 
 @dataclass(slots=True, kw_only=True)
