@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.services import drop_pg_schemas, pg_schema, postgres_dsn
 from tests.slow_agent import slow_agent
 from tinyagents import Runtime
 from tinyagents.cli import main
@@ -184,6 +185,57 @@ def test_tenants_unknown_runs_and_missing_stores(
         runs_json(capsys, "cancel", owner.run_id, "--store", owner.url)[1]["status"] == "accepted"
     )
     assert owner.result()["status"] == "cancelled"
+
+
+async def _schema_exists(name: str) -> bool:
+    return bool(await _sql(f"SELECT 1 FROM pg_namespace WHERE nspname = '{name}'"))
+
+
+async def _sql(query: str) -> Any:
+    import asyncpg
+
+    conn = await asyncpg.connect(postgres_dsn())
+    try:
+        return await conn.fetchval(query)
+    finally:
+        await conn.close()
+
+
+def test_a_missing_postgres_schema_is_refused_never_created(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A typo in ``?schema=`` is an error, like a missing SQLite file: the read-only commands
+    must not create the schema and its tables and then report an empty store."""
+    typo, real = pg_schema(), pg_schema()
+    try:
+        where = ["--store", f"{postgres_dsn()}?schema={typo}"]
+        for argv in (["list"], ["show", "r-1"], ["tree", "r-1"], ["steer", "r-1", "x"]):
+            code = main(["runs", *argv, *where])
+            err = capsys.readouterr().err
+            assert code == 2, (argv, err)
+            assert typo in err and "no schema" in err and len(err.strip().splitlines()) == 1
+            assert not asyncio.run(_schema_exists(typo)), argv
+        code = main(["inspect", f"{postgres_dsn()}?schema={typo}"])
+        assert code == 2 and not asyncio.run(_schema_exists(typo))
+        assert "tinyagents runs show RUN_ID --store" in capsys.readouterr().out
+        # a schema that exists but holds no store: refused too, and left without tables
+        asyncio.run(_sql(f'CREATE SCHEMA "{typo}"'))
+        assert main(["runs", "list", *where]) == 2
+        assert f"no tinyagents store in schema '{typo}'" in capsys.readouterr().err
+        tables = f"SELECT count(*) FROM pg_tables WHERE schemaname = '{typo}'"
+        assert asyncio.run(_sql(tables)) == 0
+        # a schema a runtime made is read as before; a runtime still creates its schema
+        url = f"{postgres_dsn()}?schema={real}"
+
+        async def make() -> None:
+            async with Runtime(store=url):
+                pass
+
+        asyncio.run(make())
+        assert asyncio.run(_schema_exists(real))
+        assert runs_json(capsys, "list", "--store", url) == (0, [])
+    finally:
+        asyncio.run(drop_pg_schemas())
 
 
 def test_approve_a_pending_interrupt_through_a_store(

@@ -188,6 +188,17 @@ async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool =
     """Print the run tree (with why runs did not complete) and the steering history of a store
     file, or with ``as_json`` the whole record as JSON; never writes to the file."""
     console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
+    if file.startswith("sqlite://"):
+        file = file.removeprefix("sqlite://").removeprefix("/")  # sqlite:///rel.db → rel.db
+    elif "://" in file:  # a PostgreSQL store: read (never created) by 'runs'
+        console.print(
+            f"{file} is not a store file: inspect reads SQLite files; for this store use "
+            f"'tinyagents runs list --store URL' and 'tinyagents runs show RUN_ID --store URL'",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 2
     try:
         runs, events, unreadable = await asyncio.to_thread(
             read_store, Path(file), run_id, everything=as_json

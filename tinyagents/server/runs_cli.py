@@ -208,7 +208,8 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
     if args.url is not None:
         return await _act(HttpClient(args.url, _token(), timeout_s=args.timeout), args, console)
     try:
-        store = open_store(_existing_store(args.store))
+        # create=False: a typo (a file, a PostgreSQL ?schema=) must not make an empty store
+        store = open_store(_existing_store(args.store), create=False)
         await store.open()
     except TinyAgentsError as exc:
         raise CliError(str(exc)) from exc

@@ -99,10 +99,12 @@ async def open_pool(
     max_size: int,
     command_timeout: float | None,
     settings: dict[str, str] | None = None,
+    create_schema: bool = True,
 ) -> tuple[Any, str]:
-    """A connection pool whose connections use ``schema`` (created if missing; None: the
-    DSN's own search path) and the server ``settings`` given, and the name of the schema
-    they write to."""
+    """A connection pool whose connections use ``schema`` (created if missing, unless
+    ``create_schema`` is false: then a missing one is a ``StoreError``; None: the DSN's own
+    search path) and the server ``settings`` given, and the name of the schema they write
+    to."""
     import asyncpg
 
     settings = dict(settings or {})
@@ -114,6 +116,11 @@ async def open_pool(
             # Looked up first: CREATE needs a privilege a user of an existing schema may lack.
             # Two processes creating it at once: one of them meets a unique violation.
             if not await conn.fetchval("SELECT 1 FROM pg_namespace WHERE nspname = $1", schema):
+                if not create_schema:
+                    raise StoreError(
+                        f"no schema {schema!r} in the database at {redacted(dsn)} (nothing "
+                        "was created; is the runtime's store URL the same?)"
+                    )
                 with contextlib.suppress(asyncpg.UniqueViolationError):
                     await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)}")
         finally:

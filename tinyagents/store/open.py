@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.postgres import PostgresStore
 from tinyagents.store.sqlite import SqliteStore
 
 
-def open_store(spec: str | Store | None) -> Store:
+def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
     """``None``/``"memory://"`` → MemoryStore; ``"sqlite:///path.db"`` → SqliteStore;
     ``"postgresql://user@host/db"`` (or ``postgres://``; ``?schema=name`` keeps the tables in
-    that schema) → PostgresStore."""
+    that schema) → PostgresStore.
+
+    ``create=False`` (tools that read or steer a store a runtime made): a SQLite file that
+    does not exist is a ``StoreError`` here, and a PostgreSQL schema (or its tables) that
+    does not exist is one when the store is opened; nothing is created."""
     if isinstance(spec, Store):
         return spec
     if spec is None or spec in ("memory", "memory://"):
@@ -24,20 +29,23 @@ def open_store(spec: str | Store | None) -> Store:
         path = (
             path[1:] if path.startswith("/") else path
         )  # sqlite:///rel.db → rel.db; sqlite:////abs
+        if not create and not Path(path).is_file():
+            raise StoreError(f"no store file at {path!r} (nothing was created)")
         return SqliteStore(path)
     if spec.startswith(("postgresql://", "postgres://")):
-        return _postgres(spec)
+        return _postgres(spec, create=create)
     raise ConfigurationError(
         f"unknown store {spec!r}: use None (in memory), 'sqlite:///path.db', "
         "'postgresql://user@host/db' or a Store instance"
     )
 
 
-def _postgres(url: str) -> PostgresStore:
+def _postgres(url: str, *, create: bool) -> PostgresStore:
     """A PostgresStore for ``url``, its ``schema`` query parameter taken out of the DSN (the
     other parameters are asyncpg's: sslmode, server settings...)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((value for key, value in query if key == "schema"), None)
     rest = urlencode([(key, value) for key, value in query if key != "schema"])
-    return PostgresStore(urlunsplit(parts._replace(query=rest)), schema=schema or None)
+    dsn = urlunsplit(parts._replace(query=rest))
+    return PostgresStore(dsn, schema=schema or None, create=create)

@@ -163,7 +163,9 @@ class PostgresStore(Store):
 
     ``dsn`` is a libpq URL (``postgresql://user:password@host:5432/db``); ``schema`` a
     PostgreSQL schema to keep the tables in (created on open; default: the DSN's search path,
-    usually ``public``). The pool holds ``min_size`` to ``max_size`` connections; a statement
+    usually ``public``). With ``create=False`` a store that is not there yet (no such schema,
+    or no store's tables in it) is refused with ``StoreError`` on open, and nothing is
+    created: for tools that only read or steer an existing store. The pool holds ``min_size`` to ``max_size`` connections; a statement
     that takes longer than ``command_timeout`` seconds fails with ``StoreError``.
     """
 
@@ -175,8 +177,10 @@ class PostgresStore(Store):
         min_size: int = 1,
         max_size: int = 10,
         command_timeout: float | None = 60.0,
+        create: bool = True,
     ) -> None:
         self.dsn = dsn
+        self.create = create
         self.url = redacted(dsn)
         self.schema = schema
         self.min_size = min_size
@@ -206,8 +210,11 @@ class PostgresStore(Store):
                         min_size=self.min_size,
                         max_size=self.max_size,
                         command_timeout=self.command_timeout,
+                        create_schema=self.create,
                     )
                     async with pool.acquire() as conn:
+                        if not self.create:
+                            await self._exists(conn, schema)
                         await migrate(conn, schema, "store", MIGRATIONS)
             except BaseException:
                 if pool is not None:
@@ -217,6 +224,17 @@ class PostgresStore(Store):
             self.schema_name = schema
             self._events_key = lock_key(schema, "events")
             self._pool = pool
+
+    async def _exists(self, conn: Any, schema: str) -> None:
+        """Refuse a schema without this store's tables (``create=False``)."""
+        made = await conn.fetchval("SELECT to_regclass('tinyagents_migrations') IS NOT NULL")
+        if not made or not await conn.fetchval(
+            "SELECT 1 FROM tinyagents_migrations WHERE component = 'store'"
+        ):
+            raise StoreError(
+                f"no tinyagents store in schema {schema!r} of the database at {self.url} "
+                "(nothing was created; is the runtime's store URL the same?)"
+            )
 
     async def close(self) -> None:
         if self._pool is not None:
