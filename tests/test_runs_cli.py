@@ -104,6 +104,11 @@ def test_list_show_tree_and_steer_through_a_store(
     assert code == 0 and "owner" in shown and "running" in shown
     code, tree = runs(capsys, "tree", owner.run_id, *where)
     assert code == 0 and owner.run_id in tree and "slow" in tree
+    # an agent run never asks: naming an interrupt cannot help, so the error does not say to
+    assert main(["runs", "approve", owner.run_id, *where]) == 2
+    err = capsys.readouterr().err
+    assert f"run {owner.run_id} is an agent run" in err and "only graph runs" in err
+    assert "--interrupt" not in err
 
     code, receipt = runs_json(
         capsys, "steer", owner.run_id, "note billing", *where, "--correlation-id", "c-cli"

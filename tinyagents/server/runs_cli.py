@@ -289,6 +289,11 @@ async def _command_of(
     if snap is None:
         return None, {}, None
     pending = snap.get("interrupts") or []
+    if snap.get("kind", "agent") != "graph" and not pending:
+        raise CliError(
+            f"run {args.run_id} is an agent run: it has no interrupts to answer (only graph "
+            "runs ask; steer, pause, resume or cancel it instead)"
+        )
     if args.interrupt is not None:
         pending = [i for i in pending if i.get("id") == args.interrupt]
     if len(pending) != 1:
