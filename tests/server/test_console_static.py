@@ -173,3 +173,26 @@ async def test_an_insecure_dev_server_answers_this_machine_only(
         assert (post.status_code == 403) == (status == 403)
         if status == 403:
             assert "--insecure-dev" in r.json()["detail"]
+
+
+async def test_the_api_docs_page_loads_nothing_from_another_host(base_url: str) -> None:
+    # FastAPI's page loads Swagger UI from a CDN: blank offline, and a third party sees
+    # every operator who opens it. Ours is one self-contained page over openapi.json.
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        page = await client.get("/api/agents/docs")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        document = (await client.get("/api/agents/openapi.json")).json()
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/|@import", page.text), (
+        "the docs page names another host"
+    )
+    parser = Assets()
+    parser.feed(page.text)
+    # one link, to the document beside it; nothing else (scripts, styles) from anywhere
+    assert parser.urls == ["openapi.json"], f"the docs page loads {parser.urls}"
+    assert "api-docs.html" in {p.name for p in STATIC.iterdir()}  # package data: *.html
+    assert '"openapi.json"' in page.text  # beside it, wherever the API is mounted
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in page.text, f"the docs page uses {sink}: write text, not HTML"
+    assert "/api/agents/runs/{run_id}/steer" in document["paths"]

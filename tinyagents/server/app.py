@@ -644,7 +644,7 @@ def create_app(
         description="Watch and steer agent runs while they run. Authenticate with a "
         "Biscuit token: `Authorization: Bearer <token>` (tinyagents token mint).",
         openapi_url=f"{BASE}/openapi.json",
-        docs_url=f"{BASE}/docs",
+        docs_url=None,  # FastAPI's page loads Swagger UI from a CDN: ours is self-contained
         redoc_url=None,
     )
     app.state.operator = api
@@ -993,9 +993,27 @@ def create_app(
     for path, probe in (("/healthz", healthz), ("/readyz", readyz)):  # HEAD too: some balancers
         app.add_api_route(path, probe, methods=["HEAD"], include_in_schema=False)
 
+    _serve_api_docs(app)
     if console:
         _mount_console(app)
     return app
+
+
+def _serve_api_docs(app: "FastAPI") -> None:
+    """``/api/agents/docs``: ``static/api-docs.html``, one page that lists the endpoints of
+    ``openapi.json`` and loads nothing from anywhere else (it works offline)."""
+    from fastapi.responses import HTMLResponse
+
+    try:
+        page = (files("tinyagents.server") / "static" / "api-docs.html").read_text("utf-8")
+    except OSError as exc:
+        _log.warning("the API docs page is missing (%s): serving none", exc)
+        return
+
+    async def api_docs() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    app.add_api_route(f"{BASE}/docs", api_docs, methods=["GET", "HEAD"], include_in_schema=False)
 
 
 def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:
