@@ -559,3 +559,25 @@ def test_a_token_of_text_that_is_not_utf8_is_a_configuration_error(served: Serve
         served.auth.mint(user="u", tenant="\udce9", rights=["agent:observe"])
     with pytest.raises(ConfigurationError, match=r"run id .* is not UTF-8"):
         served.auth.attenuate(served.tokens["alice"], run_id="r-\udcff")
+
+
+async def test_a_trailing_slash_is_a_404_that_names_the_path_not_a_redirect(
+    served: Served,
+) -> None:
+    # It was a 307 to an absolute http:// URL: wrong behind a TLS proxy (and a client that
+    # follows it sends its token to another scheme).
+    run = await served.start_run("acme")
+    for method, path in (
+        ("GET", f"{BASE}/runs/"),
+        ("GET", f"{BASE}/runs/{run.run_id}/"),
+        ("POST", f"{BASE}/runs/{run.run_id}/pause/"),
+    ):
+        r = await call(served, "alice", method, path)
+        assert r.status_code == 404, (path, r.status_code)
+        assert "location" not in r.headers
+        right = path.rstrip("/")
+        assert r.json()["message"] == r.json()["detail"]
+        assert f"use {right}" in r.json()["message"] and "trailing slash" in r.json()["message"]
+    r = await call(served, "alice", "GET", f"{BASE}/nothing/")
+    assert r.status_code == 404 and "trailing slash" not in r.json()["message"]
+    assert run.info.status.value == "running"

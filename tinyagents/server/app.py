@@ -636,6 +636,7 @@ def create_app(
     from fastapi.responses import JSONResponse, StreamingResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.routing import Match, Route
 
     api = OperatorApi(control, auth)
     app = FastAPI(
@@ -646,6 +647,8 @@ def create_app(
         openapi_url=f"{BASE}/openapi.json",
         docs_url=None,  # FastAPI's page loads Swagger UI from a CDN: ours is self-contained
         redoc_url=None,
+        # no 307 to an absolute http:// URL (wrong behind a TLS proxy): a 404 naming the path
+        redirect_slashes=False,
     )
     app.state.operator = api
     app.add_middleware(BodyLimit, limit=max_body_bytes)
@@ -698,9 +701,24 @@ def create_app(
         response = await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
         if isinstance(exc.detail, str) and isinstance(response, JSONResponse):
             # with the one-line message every error body of the API has
-            body = {"detail": exc.detail, "message": exc.detail}
+            detail = exc.detail
+            right = _without_slash(request) if exc.status_code == 404 else None
+            if right is not None:
+                detail = f"no such path: {request.url.path}; use {right} (no trailing slash)"
+            body = {"detail": detail, "message": detail}
             return JSONResponse(body, status_code=exc.status_code, headers=dict(exc.headers or {}))
         return response
+
+    def _without_slash(request: Request) -> str | None:
+        """The path a request with a trailing slash meant, when that path is a route."""
+        sent = request.url.path
+        if sent == "/" or not sent.endswith("/"):
+            return None
+        scope = {**request.scope, "path": request.scope["path"].rstrip("/")}
+        for route in (*router.routes, *app.router.routes):  # the API's, the probes', docs
+            if isinstance(route, Route) and route.matches(scope)[0] is not Match.NONE:
+                return sent.rstrip("/")
+        return None
 
     async def caller(
         request: Request,
