@@ -45,7 +45,7 @@ def test_wheel_contains_every_package_and_imports_testkit(tmp_path: Path) -> Non
     assert not missing, f"packages missing from the wheel (add them to pyproject.toml): {missing}"
     assert "tinyagents/testkit/models.py" in names
     assert "tinyagents/py.typed" in names
-    for page in ("index.html", "console.js", "console.css"):  # the web console
+    for page in ("index.html", "console.js", "console.css", "api-docs.html"):  # console, API docs
         assert f"tinyagents/server/static/{page}" in names
     # Import from the wheel itself, ahead of the editable install.
     code = (
