@@ -101,6 +101,13 @@ def test_serve_prints_a_url_and_a_token_the_api_accepts(tmp_path: Path) -> None:
         ).stdout.strip()
         r = httpx.get(f"{api}/runs/r-2", headers={"Authorization": f"Bearer {narrowed}"})
         assert r.status_code == 404
+        # with no key at hand it says what to give, and makes no key file where it runs
+        # (it made one, then refused the token as not signed by that new key)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        keyless = tinyagents("token", "attenuate", alice, "--run", "r-1", cwd=elsewhere)
+        assert keyless.returncode == 2 and "no server key at hand" in keyless.stderr
+        assert list(elsewhere.iterdir()) == []
     key = tmp_path / "runs.db.server-key"
     assert key.stat().st_mode & 0o777 == 0o600
 
@@ -151,7 +158,7 @@ def test_insecure_dev_binds_the_loopback_address_it_is_given(tmp_path: Path) -> 
             "no server key",
         ),
         (["token", "mint", "--tenant", "a", "--user", "u", "--rights", "root"], "unknown right"),
-        (["token", "attenuate", "not-a-token"], "not a valid Biscuit"),
+        (["token", "attenuate", "not-a-token"], "no server key at hand"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(

@@ -138,6 +138,9 @@ class ModelEvent(Event):
     usage: dict[str, Any] = field(default_factory=dict)
     text_summary: str | None = None
     error: str | None = None
+    #: Why the model stopped (``model.response``): ``stop``, ``tool_calls``, ``length`` (the
+    #: answer was cut at the output token limit), ``content_filter`` …, as the model said.
+    finish_reason: str | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

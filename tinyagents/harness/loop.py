@@ -286,6 +286,7 @@ class AgentRun(RunDriver):
                 "output_tokens": response.usage.output_tokens,
             },
             text_summary=summarize(response.text) if response.text else None,
+            finish_reason=response.finish_reason,
         )
         # Past the budget anyway (the prompt counts too): the answer is kept as the run's
         # output, but the run ends limit_exceeded, not completed, and runs none of its tools.

@@ -214,19 +214,10 @@ class Auth:
         ttl_s: float | None = None,
     ) -> str:
         """``token`` narrowed: to reading only, to ``run_id`` and the runs below it, to a
-        lifetime. (Needs no key: any holder can attenuate; this verifies it first.)"""
-        from biscuit_auth import BlockBuilder
-
-        parsed = self._parse(token)
-        block = BlockBuilder("")
-        if observe_only:
-            block.add_code('check if operation("observe");')
-        if run_id is not None:
-            _check_text(run_id, "run id")
-            block.add_code("check if within({run});", {"run": run_id})
-        if ttl_s is not None:
-            block.add_code("check if time($t), $t < {exp};", {"exp": _expiry(ttl_s)})
-        return str(parsed.append(block).to_base64())
+        lifetime. Biscuit lets any holder append such a block; this checks the token against
+        the server's key first (biscuit-python reads a token only with the key's public half,
+        so the command needs the server's key at hand: its store, key file or environment)."""
+        return _narrowed(self._parse(token), observe_only, run_id, ttl_s)
 
     # ------------------------------------------------------------------ verifying
 
@@ -341,6 +332,21 @@ def _create_key_file(path: Path, key: str) -> None:
         raise ConfigurationError(f"cannot create the server key file {path}: {exc}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _narrowed(parsed: Any, observe_only: bool, run_id: str | None, ttl_s: float | None) -> str:
+    """A parsed token (verified or not) with one more block of checks."""
+    from biscuit_auth import BlockBuilder
+
+    block = BlockBuilder("")
+    if observe_only:
+        block.add_code('check if operation("observe");')
+    if run_id is not None:
+        _check_text(run_id, "run id")
+        block.add_code("check if within({run});", {"run": run_id})
+    if ttl_s is not None:
+        block.add_code("check if time($t), $t < {exp};", {"exp": _expiry(ttl_s)})
+    return str(parsed.append(block).to_base64())
 
 
 def default_key_file(store: str | None) -> Path | None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import os
 import sys
 from typing import IO, Any
 
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
-from tinyagents.server.auth import RIGHTS, Auth
+from tinyagents.server.auth import KEY_ENV, RIGHTS, Auth, default_key_file
 from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
 
 #: The optional libraries a command may need, and the extra that installs each.
@@ -145,6 +146,13 @@ def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | No
 
 
 def token_command(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.token_command == "attenuate" and not _key_at_hand(args):
+        # looking the default store's key up would make a new key (and refuse the token)
+        raise ConfigurationError(
+            f"no server key at hand for {args.store!r}: attenuate reads the token with the "
+            "server's key; give the server's --store (its key sits beside it), --key-file "
+            "FILE or TINYAGENTS_SERVER_KEY. Nothing was written"
+        )
     auth = Auth.resolve(store=args.store, key_file=args.key_file)
     if auth is None:
         raise ConfigurationError(
@@ -160,3 +168,12 @@ def token_command(args: argparse.Namespace, out: IO[str]) -> int:
         )
     out.write(token + "\n")
     return 0
+
+
+def _key_at_hand(args: argparse.Namespace) -> bool:
+    """Whether a server key is configured for ``token``: a key file given, the environment's
+    key, or an existing key file beside the store (never created here)."""
+    if args.key_file is not None or os.environ.get(KEY_ENV):
+        return True
+    path = default_key_file(args.store)
+    return path is not None and path.exists()
