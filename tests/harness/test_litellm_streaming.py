@@ -434,3 +434,20 @@ async def test_an_answer_cut_off_before_it_began_is_a_failure(
     assert result.status is RunStatus.FAILED
     assert "ModelResponseError" in (result.error or "") and why in (result.error or "")
     assert len(server.requests) == 1  # not retried
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_an_answer_cut_at_the_token_limit_says_so_in_its_response_event(
+    stream: bool,
+) -> None:
+    """Text cut off by ``finish_reason="length"`` looked like any completed answer: the
+    ``model.response`` event now says why the model stopped."""
+    from tinyagents.harness import ModelResponse
+
+    script = [ModelResponse(text="the first half of", finish_reason="length")]
+    async with OpenAICompatServer(script) as server:
+        agent = Agent("writer", model_for(server, stream=stream))
+        events = [e async for e in agent.run_stream("write")]
+    (response,) = [e for e in events if e.type == "model.response"]
+    assert response.finish_reason == "length"  # type: ignore[attr-defined]
+    assert events[-1].type == "run.completed"
