@@ -189,6 +189,12 @@ def test_cursors_round_trip_and_garbage_is_refused() -> None:
     for bad in ("", "x", "!!!!", encode_cursor(key)[:-3], "eyJhIjoxfQ", "WzEsMl0"):
         with pytest.raises(ValueError):
             decode_cursor(bad)
+    # the right shape, but no place a next link ever held: a time that is not one (it was
+    # answered 200, compared as text)
+    for made_up in (("not a date", "r-x"), ("2026-13-45T99:00:00", "r")):
+        with pytest.raises(ValueError, match="not a cursor this server handed out"):
+            decode_cursor(encode_cursor(made_up))
+    assert decode_cursor(encode_cursor(("", "r-1"))) == ("", "r-1")  # a run saved with no time
 
 
 # --------------------------------------------------------------------------- HTTP

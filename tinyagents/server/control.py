@@ -24,6 +24,7 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from tinyagents.distributed import RedisControl
@@ -83,9 +84,22 @@ def decode_cursor(cursor: str) -> RunKey:
         not isinstance(key, list)
         or len(key) != 2
         or not all(isinstance(part, str) and _storable(part) for part in key)
+        or not _a_time(key[0])
     ):
         raise ValueError("not a cursor this server handed out: use the one from a next link")
     return (key[0], key[1])
+
+
+def _a_time(text: str) -> bool:
+    """Whether a cursor's first part is a run's ``created_at`` as written: an ISO time (or
+    empty, for a run saved without one)."""
+    if not text:
+        return True
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _storable(text: str) -> bool:
