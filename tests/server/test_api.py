@@ -408,6 +408,23 @@ async def test_observe_only_tokens_read_but_cannot_control(served: Served) -> No
     await unchanged(served, run)
 
 
+async def test_a_control_only_token_may_steer_but_observes_nothing(served: Served) -> None:
+    """A token with agent:control and no agent:observe: every read is the 403 the OpenAPI
+    document declares, as the listing already was (single runs answered 404 while a steer
+    of the same run was accepted)."""
+    run = await served.start_run("acme")
+    served.mint("carl", tenant="acme", rights="agent:control")
+    for path in (f"{BASE}/runs", f"{BASE}/runs/{run.run_id}", f"{BASE}/runs/{run.run_id}/tree",
+                 f"{BASE}/runs/{run.run_id}/steering", f"{BASE}/runs/no-such-run"):  # fmt: skip
+        r = await call(served, "carl", "GET", path)
+        assert r.status_code == 403, (path, r.text)
+        assert r.json()["message"] == "this token does not grant agent:observe"
+    steer = await call(
+        served, "carl", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "finish"}
+    )
+    assert steer.status_code == 200 and steer.json()["status"] == "accepted"
+
+
 async def test_a_forged_block_grants_nothing(served: Served) -> None:
     from biscuit_auth import Biscuit, BlockBuilder
 

@@ -336,7 +336,15 @@ class OperatorApi:
         self, p: Principal, run_id: str, op: Operation = "observe", command: str | None = None
     ) -> dict[str, Any]:
         """The run's snapshot if the caller may do ``op`` on it; 404 when it may not see it,
-        403 when it may see it but not control it."""
+        403 when it may see it but not control it, and when the token may observe no run at
+        all (as the listing answers it: whether the run exists is not its to learn)."""
+        if (
+            op == "observe"
+            and self.auth is not None
+            and not self._attenuated(p)
+            and not self._allows(p, "observe")
+        ):
+            raise Problem(403, "this token does not grant agent:observe")
         if not _plausible_id(run_id):
             raise not_found()
         snap = await self.control.get_run(run_id, tenant_id=p.tenant_scope)
