@@ -17,6 +17,7 @@ from operator_server import BASE, Served, eventually
 from tinyagents import Runtime
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.server.app import ErrorBody
 from tinyagents.store import SqliteStore
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
@@ -86,6 +87,9 @@ async def test_a_run_whose_owner_does_not_answer_is_a_504(over_store: StoreServe
     )
     assert r.status_code == 504 and r.json()["correlation_id"] == "ops-7"
     assert "may still be applied" in r.json()["detail"]
+    assert r.json()["message"].count("may still be applied") == 1  # said once
+    # the body is the declared ErrorBody, correlation_id included
+    assert ErrorBody.model_validate(r.json()).correlation_id == "ops-7"
     # Another tenant's command never reaches the inbox.
     r = await c.post(f"{BASE}/runs/r-ghost/pause", headers=over_store.bob)
     assert r.status_code == 404

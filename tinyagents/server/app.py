@@ -235,6 +235,11 @@ class ErrorBody(BaseModel):
         description="a command's receipt, when it was refused because its target does not "
         "exist (a 404)",
     )
+    correlation_id: str | None = Field(
+        default=None,
+        description="the command's id, when its owner did not answer in time (a 504): send "
+        "it again with this id to learn its receipt",
+    )
 
 
 class Problem(Exception):
@@ -473,12 +478,8 @@ class OperatorApi:
         try:
             receipt = await self.control.submit(cmd)
         except ReceiptTimeout as exc:
-            raise Problem(
-                504,
-                f"{exc}; the command may still be applied: send it again with the same "
-                "correlation_id to learn its receipt",
-                extra={"correlation_id": cmd.correlation_id},
-            ) from None
+            # (the error says it may still be applied, and how to learn its outcome)
+            raise Problem(504, str(exc), extra={"correlation_id": cmd.correlation_id}) from None
         except (StoreError, RuntimeClosed, ControlPlaneUnavailable) as exc:
             raise Problem(503, f"the runtime cannot take commands now: {exc}") from None
         body = receipt.model_dump(mode="json")
