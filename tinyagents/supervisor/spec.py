@@ -204,8 +204,8 @@ class SupervisorSpec(_Strict):
     every_n_iterations: int = Field(default=1, ge=1)
     on_judge_error: JudgeErrorAction = "ignore"
     steer_message: Annotated[ShownText, AfterValidator(_fits_a_command)] = DEFAULT_STEER_MESSAGE
-    pause_max_s: float | None = Field(default=None, gt=0)
-    judge_timeout_s: float | None = Field(default=None, gt=0)
+    pause_max_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    judge_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A
     #: bare judge ``model`` (no ``/``) is looked up here, then in ``models_file``.
     models: dict[str, str | ModelEntry] = Field(default_factory=dict)
