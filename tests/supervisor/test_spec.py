@@ -228,5 +228,5 @@ def test_a_spec_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Pat
 def test_a_timeout_that_is_no_finite_number_is_refused(text: str) -> None:
     """``.inf`` was taken for ``pause_max_s`` (a pause that never escalates), while the same
     value in ``TINYAGENTS_PAUSE_MAX_S`` is refused."""
-    with pytest.raises(SupervisorSpecError, match="finite number|greater than 0"):
+    with pytest.raises(SupervisorSpecError, match=r"finite number|greater than 0"):
         SupervisorSpec.from_yaml(text)
