@@ -252,6 +252,52 @@ async def test_no_answer_from_the_owner_is_a_receipt_timeout(tmp_path: Path) -> 
         await store.close()
 
 
+async def test_a_thread_command_skips_a_dead_workers_run_for_a_live_one(tmp_path: Path) -> None:
+    """A worker died with a run on the thread, newer than a live run of another worker: a
+    thread command through the store went to the dead one (a receipt timeout, then "owner
+    silent" refusals), never to the live run."""
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    try:
+        now = datetime.now(UTC)
+
+        def run(run_id: str, owner: str, created: int, updated: datetime) -> dict[str, Any]:
+            return {
+                "run_id": run_id,
+                "root_run_id": run_id,
+                "tenant_id": "acme",
+                "thread_id": "t-1",
+                "status": "running",
+                "owner": owner,
+                "created_at": (now - timedelta(minutes=created)).isoformat(),
+                "updated_at": updated.isoformat(),
+            }
+
+        await store.save_runs(
+            [
+                run("r-live", "rt-live", 10, now),
+                run("r-dead", "rt-dead", 5, now - timedelta(minutes=4)),
+            ]
+        )
+        control = Control(store=store, receipt_timeout_s=0.1)
+        command = SteeringCommand(
+            target=SteeringTarget.thread("t-1"),
+            actor=OPS,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "to whoever runs the thread"},
+        )
+        with pytest.raises(ReceiptTimeout, match="rt-live"):
+            await control.submit(command)
+        assert len(await store.inbox_take("rt-live")) == 1
+        assert await store.inbox_take("rt-dead") == []
+        # with only the dead worker's run on the thread, the refusal says why
+        await store.save_runs([{**run("r-live", "rt-live", 10, now), "status": "completed"}])
+        refused = await control.submit(command.model_copy(update={"correlation_id": "c-2"}))
+        assert refused.status == "rejected" and "no heartbeat since" in (refused.reason or "")
+    finally:
+        await store.close()
+
+
 async def test_a_run_whose_owner_went_silent_is_marked_so(tmp_path: Path) -> None:
     """A run of a process that died stays 'running' in the store for ever: its snapshots say
     ``owner_silent`` once no heartbeat came for OWNER_SILENT_S, in the listing, the run and

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
@@ -206,6 +207,64 @@ async def test_a_deferred_command_two_runtimes_claim_at_once_is_taken_by_one(
         accepted = [e for e in recorder.steering("contested") if e.type == "steering.accepted"]
         assert len(accepted) == 1
         stored = await first.store.get_command("contested", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"
+
+
+async def test_a_deferred_command_whose_take_fails_on_the_store_waits_not_fails(
+    tmp_path: Path,
+) -> None:
+    """Item 5: runtime A read "deferred" from the shared log, then B took the command and
+    applied it, then A's compare-and-set met a real SQLITE_BUSY: A failed its copy, a second
+    terminal state, and its "failed" overwrote "applied" in the log. A's copy waits on."""
+    import sqlite3
+
+    db = tmp_path / "shared.db"
+    recorder = EventRecorder()
+
+    class Ordered(SqliteStore):
+        """Scheduling only: after A's read of the log, B takes and applies the command, and
+        a third connection holds the write lock past A's busy timeout."""
+
+        hook: Any = None
+
+        async def get_command(self, correlation_id: str, *, scope: str = "") -> Any:
+            stored = await super().get_command(correlation_id, scope=scope)
+            if self.hook is not None:
+                hook, self.hook = self.hook, None
+                await hook()
+            return stored
+
+    store_a = Ordered(db, busy_timeout_s=0.2)
+    async with Runtime(store=store_a, testing=True, sinks=[recorder]) as first:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="shared")
+        assert (await first.submit(cmd)).status is ReceiptStatus.DEFERRED
+        await first.flush()
+        async with Runtime(store=url(db), testing=True, sinks=[recorder]) as second:
+            locker: list[sqlite3.Connection] = []
+
+            async def b_takes_it_first() -> None:
+                taker = await start_run(second, "r-b", thread_id="t-1")
+                assert [c.correlation_id for c in apply_ready(taker)] == ["shared"]
+                await finish_run(second, taker)
+                await second.flush()
+                hold = sqlite3.connect(db, timeout=0, isolation_level=None)
+                hold.execute("BEGIN IMMEDIATE")
+                locker.append(hold)
+
+            store_a.hook = b_takes_it_first
+            late = await start_run(first, "r-a", thread_id="t-1")
+            locker[0].execute("COMMIT")
+            locker[0].close()
+            assert apply_ready(late) == []
+            await finish_run(first, late)
+            await first.flush()
+        terminal = [
+            e.type
+            for e in recorder.steering("shared")
+            if e.type in ("steering.applied", "steering.failed")
+        ]
+        assert terminal == ["steering.applied"]
+        stored = await store_a.get_command("shared", scope=dedupe_scope(OPERATOR))
         assert stored is not None and stored.state == "applied"
 
 

@@ -134,6 +134,25 @@ async def test_update_is_a_compare_and_set_on_the_logged_state(store: Store) -> 
     assert await store.get_command("c-9") is None
 
 
+async def test_a_terminal_state_is_never_overwritten(store: Store) -> None:
+    """Two runtimes share the log: one applied the command, the other (whose copy failed on
+    a store error) then wrote "failed" over "applied". The first terminal state stands."""
+    await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+    await store.set_command_states([("", "c-1", "applied", None)])
+    await store.set_command_states([("", "c-1", "failed", "store error: database is locked")])
+    stored = await store.get_command("c-1")
+    assert stored is not None and (stored.state, stored.reason) == ("applied", None)
+    # the same terminal state again only gives its reason (a rejection is logged before its
+    # event, which carries the reason)
+    await store.append_command(command("c-2"), state="rejected", run_id=None)
+    await store.set_command_states([("", "c-2", "rejected", "forbidden: not yours")])
+    rejected = await store.get_command("c-2")
+    assert rejected is not None and (rejected.state, rejected.reason) == (
+        "rejected",
+        "forbidden: not yours",
+    )
+
+
 async def test_correlation_ids_are_unique_per_tenant_scope(store: Store) -> None:
     def human(cid: str, tenant: str) -> SteeringCommand:
         return command(cid).model_copy(
@@ -141,7 +160,7 @@ async def test_correlation_ids_are_unique_per_tenant_scope(store: Store) -> None
         )
 
     assert await store.append_command(human("same", "acme"), state="accepted", run_id="r-1")
-    assert await store.append_command(human("same", "evil"), state="rejected", run_id=None)
+    assert await store.append_command(human("same", "evil"), state="deferred", run_id=None)
     assert await store.append_command(command("same"), state="accepted", run_id="r-2")
     assert not await store.append_command(human("same", "acme"), state="accepted", run_id="r-3")
     await store.set_command_states([("tenant:evil", "same", "failed", "x")])

@@ -67,22 +67,30 @@ async def submit_through_store(
 
 
 async def target_snapshot(store: Store, cmd: SteeringCommand) -> dict[str, Any] | None:
-    """The snapshot of the run ``cmd`` targets (for a thread: its newest unfinished run)."""
+    """The snapshot of the run ``cmd`` targets (for a thread: its newest unfinished run whose
+    owner is alive; the newest one whose owner went silent when there is no other, which
+    ``refuse`` then answers)."""
     target = cmd.target
     if not isinstance(target, ThreadTarget):
         return await store.load_run(target.run_id)
     tenant = cmd.actor.tenant_id if isinstance(cmd.actor, HumanActor) else None
     # The tenant's unfinished runs, newest first, a page at a time (never every run it had).
+    # A run of a process that died stays unfinished in the store for ever: it must not hide
+    # an older live run of the thread (the command went nowhere).
     before = None
+    silent: dict[str, Any] | None = None
     while True:
         page = await store.list_runs(
             tenant_id=tenant, statuses=_UNFINISHED, before=before, limit=_THREAD_PAGE
         )
         for snapshot in page:
-            if snapshot.get("thread_id") == target.thread_id:
+            if snapshot.get("thread_id") != target.thread_id:
+                continue
+            if not owner_silent(snapshot):
                 return snapshot
+            silent = silent or snapshot
         if len(page) < _THREAD_PAGE:
-            return None
+            return silent
         before = run_key(page[-1])
 
 

@@ -282,7 +282,14 @@ class SteeringRouter:
                     else:
                         await self._evaluate(tracked, handle)
                 except StoreError as exc:
-                    if not tracked.state.terminal:
+                    if tracked.state is CommandState.DEFERRED and tracked.persisted:
+                        # its take (a compare-and-set on the shared log) failed: another
+                        # runtime may hold a copy, and may have applied it meanwhile. It waits
+                        # on here, as when the log cannot be read (a late application is
+                        # better than a second one, or a "failed" over an "applied")
+                        _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
+                        self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+                    elif not tracked.state.terminal:
                         self._finish(tracked, "failed", reason=f"store error: {exc}")
 
     async def _settled_elsewhere(self, tracked: _Tracked) -> bool:

@@ -99,7 +99,9 @@ class Store(ABC):
 
     @abstractmethod
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
-        """Set (scope, correlation_id, state, reason) for commands already in the log."""
+        """Set (scope, correlation_id, state, reason) for commands already in the log, unless
+        a command's logged state is terminal already: the first terminal state stands (a
+        runtime sharing the log may settle its copy of a command another one applied)."""
 
     @abstractmethod
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:

@@ -58,7 +58,9 @@ class MemoryStore(Store):
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
         for scope, cid, state, reason in updates:
             stored = self._commands.get((scope, cid))
-            if stored is not None:
+            if stored is not None and (
+                stored.state == state or not CommandState(stored.state).terminal
+            ):
                 stored.state = state
                 stored.reason = reason
 

@@ -155,7 +155,12 @@ MIGRATIONS: list[tuple[int, str]] = [
 _BATCH_MEMORY = "1 hour"
 _SWEEP_EVERY = 1000
 
-_SETTLE = "UPDATE steering_log SET state = $1, reason = $2 WHERE scope = $3 AND correlation_id = $4"
+#: A terminal state is never overwritten: a runtime sharing the log that settled a command
+#: first (applied it) stands against a later one's "failed" for its own copy.
+_SETTLE = (
+    "UPDATE steering_log SET state = $1, reason = $2 WHERE scope = $3 AND correlation_id = $4"
+    " AND (state = $1 OR state NOT IN ('applied', 'rejected', 'superseded', 'failed'))"
+)
 
 
 class PostgresStore(Store):

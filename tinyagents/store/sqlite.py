@@ -594,7 +594,10 @@ def _run_filters(
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> tuple[str, list[Any]]:
     """The statement (for executemany) that sets (scope, id, state, reason) in the log."""
     return (
-        "UPDATE steering_log SET state = ?, reason = ? WHERE scope = ? AND correlation_id = ?",
+        "UPDATE steering_log SET state = ?1, reason = ?2 WHERE scope = ?3 AND correlation_id = ?4"
+        # a terminal state stands (another runtime's later "failed" for its copy changes
+        # nothing); the same state again only gives its reason (a rejection logged first)
+        " AND (state = ?1 OR state NOT IN ('applied', 'rejected', 'superseded', 'failed'))",
         [(state, reason, scope, cid) for scope, cid, state, reason in updates],
     )
 
