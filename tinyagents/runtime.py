@@ -447,21 +447,24 @@ class Runtime:
             if sender_tenant(c.command.actor) in (None, tenant_id)
         ]
 
-    async def restarted(self, run_id: str) -> None:
-        """An agent run is started again under ``run_id`` (after a crash; execution layer).
-        The runs its earlier incarnation started died with it and never come back (a child
-        started now gets a new id): the commands restored for them, which waited for their
-        ids, fail — "none stays open" (docs/guarantees.md, Crashes)."""
-        gone = [
-            waiting
-            for waiting in self.router.waiting_run_ids()
-            if waiting not in self.runs and await self._started_below(waiting, run_id)
-        ]
+    async def _fail_orphans(self, run_id: str) -> None:
+        """Run ``run_id`` ended: the runs below it that are not live (started by an earlier
+        incarnation of it, killed with it, and not started again under their ids by now) can
+        no longer come back, so the commands restored for them, which waited for their ids,
+        fail — "none stays open" (docs/guarantees.md, Crashes)."""
+        waiting = [w for w in self.router.waiting_run_ids() if w not in self.runs]
+        if not waiting:  # nearly every run: nothing restored waits
+            return
+        try:
+            gone = [w for w in waiting if await self._started_below(w, run_id)]
+        except StoreError as exc:  # they wait on, for the next runtime on this store
+            _log.warning("commands for the runs below %s wait on: %s", run_id, exc)
+            return
         if gone:
             self.router.fail_waiting(
                 gone,
                 f"{LATE}: its run was started by an earlier incarnation of run {run_id}, which "
-                "was restarted; that run is gone",
+                "has ended since; that run is gone",
             )
 
     async def _started_below(self, run_id: str, ancestor: str) -> bool:
@@ -501,6 +504,7 @@ class Runtime:
 
     async def finish(self, handle: RunHandle, result: RunResult) -> None:
         """Record how a run ended and settle the commands still waiting for it (execution layer)."""
+        await self._fail_orphans(handle.run_id)
         handle.finish(result)
         if self._live is not None:
             # a graph task's entry ends without an event naming it (the graph's events name

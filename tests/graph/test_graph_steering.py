@@ -797,3 +797,21 @@ async def test_two_senders_forks_under_one_correlation_id_are_two_forks(
     assert approved["log"] == ["prep", "ask:True"] and rejected["log"] == ["prep", "ask:False"]
     await handle.cancel()
     await handle.result()
+
+
+async def test_a_graph_run_below_a_run_takes_its_parents_tenant(rt: Runtime) -> None:
+    """``start_graph(..., parent=<an acme run>)`` with no tenant_id registered the graph run
+    as tenant "default" (refused now: a sub-run belongs to its parent's tenant); a tenant
+    given that is not the parent's is refused before anything is saved on the thread."""
+    from tinyagents.errors import ConfigurationError
+    from tinyagents.runs import RunHandle, RunInfo
+
+    parent = await rt.register(RunHandle(RunInfo(run_id="p-1", tenant_id="acme"), submitter=rt))
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    compiled = graph.add_edge("a", END).compile(checkpointer=MemoryCheckpointer())
+    child = await rt.start_graph(compiled, {}, thread_id="t", parent=parent)
+    assert child.info.tenant_id == "acme" and child.info.parent_run_id == "p-1"
+    assert (await child.result()).status is RunStatus.COMPLETED
+    with pytest.raises(ConfigurationError, match="belongs to its parent's tenant"):
+        await rt.start_graph(compiled, {}, thread_id="t-2", parent=parent, tenant_id="globex")
+    assert (await compiled.get_state("t-2")).checkpoint_id is None  # nothing saved

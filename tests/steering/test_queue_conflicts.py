@@ -579,3 +579,9 @@ def test_a_forks_redirect_conflicts_with_no_other_redirect() -> None:
         outcome = q.put_nowait(fork)
         assert outcome.queued and outcome.superseded == [], policy
         assert ids(q.pending()) == ["live", "fork"]
+        # and the other way round: a pending fork does not hold up the run's own redirect
+        q = SteeringQueue(redirect_conflict=policy)
+        assert q.put_nowait(fork).queued
+        live = cmd(K.REDIRECT, cid="live", at=2)
+        assert q.conflict(live) is None, policy
+        assert q.put_nowait(live).queued and ids(q.pending()) == ["fork", "live"]

@@ -693,3 +693,34 @@ async def test_a_failed_write_never_rolls_back_another_writes_row(tmp_path: Path
         assert await store.get_command("c-small", scope=dedupe_scope(OPERATOR)) is not None
     finally:
         await store.close()
+
+
+async def test_a_take_whose_reply_was_lost_is_still_settled(tmp_path: Path) -> None:
+    """Item 5: the compare-and-set taking a deferred command committed, but its reply was
+    lost (StoreError): the copy waited, and when the run ended the log's "accepted" was read
+    as another runtime's take, so the command was dropped with no terminal state."""
+    recorder = EventRecorder()
+
+    class LostReply(SqliteStore):
+        fail_once = False
+
+        async def update_command(self, cmd: SteeringCommand, **kw: Any) -> bool:
+            moved = await super().update_command(cmd, **kw)
+            if self.fail_once:
+                self.fail_once = False
+                raise StoreError("the connection dropped after COMMIT (reply lost)")
+            return moved
+
+    store = LostReply(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True, sinks=[recorder]) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="lost")
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        store.fail_once = True
+        run = await start_run(rt, "r-a", thread_id="t-1")
+        assert apply_ready(run) == []  # it waits: the take may or may not have happened
+        await finish_run(rt, run)
+        await rt.flush()
+        assert recorder.lifecycle("lost")[-1] in ("failed", "applied")
+        assert rt.router.open_commands() == []
+        stored = await store.get_command("lost", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == recorder.lifecycle("lost")[-1]

@@ -162,17 +162,28 @@ async def start_graph_run(
     input: Any,
     *,
     thread_id: str | None = None,
-    tenant_id: str = "default",
+    tenant_id: str | None = None,
     parent: RunHandle | str | None = None,
     checkpoint_id: str | None = None,
     recursion_limit: int | None = None,
     wait_on_interrupt: bool = True,
 ) -> RunHandle:
     """Register a graph run and start it in the background; returns its handle at once.
+    Its tenant is ``tenant_id``, else its parent's, else ``"default"``.
 
     Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
     """
     runtime.require_open()
+    parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
+    parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
+    if tenant_id is None:
+        tenant_id = parent_handle.info.tenant_id if parent_handle is not None else "default"
+    elif parent_handle is not None and parent_handle.info.tenant_id != tenant_id:
+        raise ConfigurationError(  # before anything is saved on the thread
+            f"a graph run of tenant {tenant_id!r} cannot be a child of run {parent_id!r} of "
+            f"tenant {parent_handle.info.tenant_id!r}: a sub-run belongs to its parent's "
+            "tenant (leave tenant_id unset to inherit it)"
+        )
     session = GraphSession(graph, thread_id)
     await session.__aenter__()
     try:
@@ -184,7 +195,6 @@ async def start_graph_run(
         ):
             raise ConfigurationError(f"run {run_id} cannot be continued as a graph run")
         if handle is None:  # before the input is applied: a bad tenant id changes nothing
-            parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
             info = RunInfo(
                 run_id=run_id,
                 parent_run_id=parent_id,

@@ -740,10 +740,8 @@ async def start_agent_run(
     handle.driver = run
     handle.policies = [SteeringHook(m) for m in agent.middleware if overrides(m, "steering")]
     # A run started under an id it had before (a restart after a crash) gets back the steering
-    # its earlier incarnation applied; a new id has nothing in the log. The runs that
-    # incarnation started are gone: what waited for them fails.
-    if run_id is not None:
-        await runtime.restarted(run_id)
+    # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
+    # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
     restored = (
         apply.restore(run, await runtime.applied_commands(run_id, info.tenant_id))
         if run_id is not None

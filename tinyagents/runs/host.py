@@ -67,11 +67,6 @@ class RunHost(Protocol):
         its id after a crash gets them back); empty without a durable store, and when the id
         was another tenant's run."""
 
-    async def restarted(self, run_id: str) -> None:
-        """An agent run is started again under ``run_id`` (after a crash): the runs its
-        earlier incarnation started are gone (a new child gets a new id), so the commands
-        still waiting for them fail."""
-
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         """Allow one run's agent to steer another it has no authority over (a sibling)."""
 

@@ -114,10 +114,10 @@ class SteeringQueue:
             cmd.kind is SteeringKind.REDIRECT
             and not cmd.fork
             and self.redirect_conflict is RedirectConflict.ERROR
-            and self._pending(SteeringKind.REDIRECT)
+            and self._live_redirects()
             and self._covering_cancel(cmd) is None
         ):
-            pending = self._pending(SteeringKind.REDIRECT)[0]
+            pending = self._live_redirects()[0]
             return (
                 f"a redirect ({pending.correlation_id}) is already pending for this target "
                 "and redirect_conflict is 'error'"
@@ -165,8 +165,7 @@ class SteeringQueue:
                 loser, winner = (old, new) if _age(old) < _age(new) else (new, old)
                 self._lose(loser, winner, outcome)
         elif kind is SteeringKind.REDIRECT and not new.fork:  # 'error': conflict() refused it
-            # a fork's redirect applies on a thread of its own: it conflicts with no other
-            for old in (r for r in self._pending(SteeringKind.REDIRECT) if not r.fork):
+            for old in self._live_redirects():
                 if self.redirect_conflict is RedirectConflict.FIRST_ACCEPTED:
                     self._lose(new, old, outcome)
                 else:
@@ -180,6 +179,11 @@ class SteeringQueue:
         else:
             outcome.queued = False
         outcome.superseded.append((loser, winner.correlation_id))
+
+    def _live_redirects(self) -> list[SteeringCommand]:
+        """The queued redirects of the run itself: a fork's (``fork=True``) applies on a
+        thread of its own, and conflicts with no other redirect."""
+        return [r for r in self._pending(SteeringKind.REDIRECT) if not r.fork]
 
     def _covering_cancel(self, cmd: SteeringCommand) -> SteeringCommand | None:
         """A queued cancel that ends what ``cmd`` is aimed at, if any."""

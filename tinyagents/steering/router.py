@@ -96,6 +96,9 @@ class _Tracked:
     events_info: RunInfo | None = None
     #: Submitted with a capability this router issued for the command's actor.
     trusted: bool = False
+    #: Its take from the shared log (deferred → accepted, for ``info``'s run) failed on a
+    #: store error: it may have been written all the same (a reply lost after COMMIT).
+    unsure_take: bool = False
 
 
 class SteeringRouter:
@@ -288,6 +291,7 @@ class SteeringRouter:
                         # on here, as when the log cannot be read (a late application is
                         # better than a second one, or a "failed" over an "applied")
                         _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
+                        tracked.unsure_take = True
                         self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
                     elif not tracked.state.terminal:
                         self._finish(tracked, "failed", reason=f"store error: {exc}")
@@ -309,6 +313,16 @@ class SteeringRouter:
             self._terminal[tracked.key] = state
             return True
         if tracked.state is CommandState.DEFERRED and state is not CommandState.DEFERRED:
+            if (
+                tracked.unsure_take
+                and state is CommandState.ACCEPTED
+                and tracked.info is not None
+                and stored is not None
+                and stored.run_id == tracked.info.run_id
+            ):
+                # our own take, whose reply was lost: it is this runtime's to hand over
+                tracked.state, tracked.unsure_take = CommandState.ACCEPTED, False
+                return False
             # another runtime took it from the log (it is theirs to settle) since it was
             # deferred here
             del self._tracked[tracked.key]
