@@ -27,7 +27,7 @@ import json
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
@@ -49,6 +49,8 @@ class ErrorReply:
     status: int = 500
     message: str = "scripted server error"
     type: str = "server_error"
+    #: Response headers, e.g. ``{"Retry-After": "2"}`` on a 429.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -198,7 +200,7 @@ class OpenAICompatServer:
             reply = reply.then
         if isinstance(reply, ErrorReply):
             error = {"error": {"message": reply.message, "type": reply.type, "code": None}}
-            return web.json_response(error, status=reply.status)
+            return web.json_response(error, status=reply.status, headers=reply.headers)
         if isinstance(reply, dict):
             return web.json_response(reply)
         response = ModelResponse(text=reply) if isinstance(reply, str) else reply

@@ -259,3 +259,56 @@ async def test_an_immediate_cancel_of_a_run_waiting_on_a_real_model_is_clean() -
 
     assert result.status is RunStatus.CANCELLED
     assert unawaited(caught) == []
+
+
+async def _rate_limited(headers: dict[str, str]) -> BaseException:
+    """The exception litellm raises for a real 429 with ``headers``."""
+    import litellm
+
+    async with OpenAICompatServer([ErrorReply(status=429, headers=headers)]) as server:
+        try:
+            await litellm.acompletion(
+                model="openai/m",
+                api_base=server.base_url,
+                api_key="sk-test",
+                messages=[{"role": "user", "content": "hi"}],
+                max_retries=0,
+            )
+        except Exception as exc:
+            return exc
+    raise AssertionError("the 429 was not raised")
+
+
+async def test_a_429_retry_after_is_waited_for_up_to_a_cap() -> None:
+    """A rate limit's ``Retry-After`` was ignored (0.5 s, then 1 s, whatever the server
+    asked): the next attempt waits what it asks, in seconds or as an HTTP date, up to
+    ``MAX_RETRY_AFTER_S``; without one (or with garbage, or a past date) the backoff."""
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    from tinyagents.harness.litellm_model import MAX_RETRY_AFTER_S, retry_delay
+
+    assert retry_delay(await _rate_limited({"Retry-After": "7"}), 0.5) == 7.0
+    assert retry_delay(await _rate_limited({"Retry-After": "0"}), 0.5) == 0.5
+    assert retry_delay(await _rate_limited({"Retry-After": "3600"}), 0.5) == MAX_RETRY_AFTER_S
+    soon = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 20 < retry_delay(await _rate_limited({"Retry-After": soon}), 0.5) <= 30
+    past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
+    assert retry_delay(await _rate_limited({"Retry-After": past}), 0.5) == 0.5
+    assert retry_delay(await _rate_limited({"Retry-After": "soon"}), 0.5) == 0.5
+    assert retry_delay(await _rate_limited({}), 0.5) == 0.5
+
+
+async def test_a_429_with_retry_after_is_retried_and_then_answered() -> None:
+    script = [ErrorReply(status=429, headers={"Retry-After": "0.05"}), "fine"]
+    async with OpenAICompatServer(script) as server:
+        model = LiteLLMModel(
+            "openai/m",
+            api_base=server.base_url,
+            api_key="sk-test",
+            max_retries=1,
+            retry_backoff_s=0,
+        )
+        result = await Agent("a", model).run("hi")
+    assert result.status is RunStatus.COMPLETED and result.output == "fine"
+    assert len(server.requests) == 2

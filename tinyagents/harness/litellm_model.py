@@ -24,12 +24,14 @@ calls, usage, cost) that ``request`` returns. ``stream=False`` asks for whole re
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import inspect
 import json
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
@@ -189,12 +191,14 @@ class LiteLLMModel(Model):
     async def _with_retries(self, model: str, call: Callable[[], Awaitable[Any]]) -> Any:
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
+            wait = self.retry_backoff_s * 2 ** (attempt - 1)
             try:
                 return await _hold_cancel_while_preparing(call())
             except ModelError as exc:  # already typed (a stream that is not one)
                 if not exc.retryable or attempt == attempts:
                     raise
             except Exception as exc:
+                wait = retry_delay(exc, wait)
                 error = classify(
                     exc,
                     model=model,
@@ -204,8 +208,43 @@ class LiteLLMModel(Model):
                 )
                 if not error.retryable or attempt == attempts:
                     raise error from exc
-            await asyncio.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+            await asyncio.sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+#: The longest wait between two attempts a server's ``Retry-After`` may ask for: a longer one
+#: is cut to this (a rate limit of minutes is the caller's to plan around, not a run's to sit in).
+MAX_RETRY_AFTER_S = 60.0
+
+
+def retry_delay(exc: BaseException, backoff_s: float) -> float:
+    """How long to wait before the next attempt after ``exc``: the backoff, or longer when
+    the server said how long (``Retry-After`` on a 429 or 503, in seconds or as an HTTP
+    date), up to ``MAX_RETRY_AFTER_S``."""
+    asked = _retry_after(exc)
+    return backoff_s if asked is None else max(backoff_s, min(asked, MAX_RETRY_AFTER_S))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
+    if not headers or not hasattr(headers, "get"):
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(seconds, 0.0) if seconds == seconds and seconds != float("inf") else None
 
 
 async def _hold_cancel_while_preparing(call: Awaitable[T]) -> T:
