@@ -438,14 +438,13 @@ class Runtime:
         started again under its id gets them back). Nothing when the id was another tenant's
         run: its steering (instructions, narrowed tools) is that tenant's alone; and never a
         command a human of another tenant sent."""
+        logged = await self.store.run_commands(run_id)
+        if not logged:  # a new run id (every sub-agent call names one): nothing more to read
+            return []
         snapshot = await self.store.load_run(run_id)
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
-        return [
-            c.command
-            for c in await self.store.run_commands(run_id)
-            if sender_tenant(c.command.actor) in (None, tenant_id)
-        ]
+        return [c.command for c in logged if sender_tenant(c.command.actor) in (None, tenant_id)]
 
     async def _fail_orphans(self, run_id: str) -> None:
         """Run ``run_id`` ended: the runs below it that are not live (started by an earlier

@@ -313,6 +313,22 @@ async def test_a_child_started_after_the_cancel_arrived_is_cancelled_before_it_w
     recorder.assert_every_command_terminal()
 
 
+def spawns_then_answers(gate: Gate) -> FunctionModel:
+    """A parent's model: starts ``child`` in the background, then answers (no tool call)
+    once ``gate`` opens."""
+    calls = 0
+
+    async def plan(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return tool_call("spawn_subagent", name="child", input="go")
+        await gate.wait()
+        return reply("parent done")
+
+    return FunctionModel(plan)
+
+
 async def test_a_cancel_for_a_boundary_that_never_comes_changes_nothing_below(
     rt: Runtime, recorder: EventRecorder
 ):
@@ -321,18 +337,9 @@ async def test_a_cancel_for_a_boundary_that_never_comes_changes_nothing_below(
     running in the background must not have been cancelled by it (it was)."""
     child_gate, parent_gate = Gate("child"), Gate("parent")
     child = SubAgent(Agent("child", child_gate.model("child answer")), description="works")
-    calls = 0
-
-    async def plan(request: ModelRequest) -> ModelResponse:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            return tool_call("spawn_subagent", name="child", input="go")
-        await parent_gate.wait()
-        return reply("parent done")
-
     parent = await rt.start(
-        Agent("parent", FunctionModel(plan), tools=orchestrator_tools([child])), "go"
+        Agent("parent", spawns_then_answers(parent_gate), tools=orchestrator_tools([child])),
+        "go",
     )
     await child_gate.entered.wait()
     await parent_gate.entered.wait()
@@ -368,18 +375,9 @@ async def test_a_child_policy_that_raises_on_its_cancel_does_not_hang_the_parent
     child = SubAgent(
         Agent("child", child_gate.model("child answer"), middleware=[Buggy()]), description="c"
     )
-    calls = 0
-
-    async def plan(request: ModelRequest) -> ModelResponse:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            return tool_call("spawn_subagent", name="child", input="go")
-        await parent_gate.wait()
-        return reply("parent done")
-
     parent = await rt.start(
-        Agent("parent", FunctionModel(plan), tools=orchestrator_tools([child])), "go"
+        Agent("parent", spawns_then_answers(parent_gate), tools=orchestrator_tools([child])),
+        "go",
     )
     await child_gate.entered.wait()
     await parent_gate.entered.wait()

@@ -43,6 +43,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.registry import check_parent_tenant
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
@@ -178,12 +179,8 @@ async def start_graph_run(
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
     if tenant_id is None:
         tenant_id = parent_handle.info.tenant_id if parent_handle is not None else "default"
-    elif parent_handle is not None and parent_handle.info.tenant_id != tenant_id:
-        raise ConfigurationError(  # before anything is saved on the thread
-            f"a graph run of tenant {tenant_id!r} cannot be a child of run {parent_id!r} of "
-            f"tenant {parent_handle.info.tenant_id!r}: a sub-run belongs to its parent's "
-            "tenant (leave tenant_id unset to inherit it)"
-        )
+    elif parent_handle is not None:  # as register would, before anything is saved
+        check_parent_tenant("(a graph run)", tenant_id, parent_handle.info)
     session = GraphSession(graph, thread_id)
     await session.__aenter__()
     try:

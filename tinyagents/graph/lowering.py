@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.recovery import EarlierApplied
     from tinyagents.graph.run_events import GraphEvents
+    from tinyagents.graph.tasks import Task
     from tinyagents.runs.handle import RunHandle
 
 RESUME_KINDS = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT})
@@ -309,21 +310,19 @@ def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
     return out
 
 
-def node_of_task(run: GraphRun, task_id: str) -> str | None:
-    """The (top-level) node of a task of the current step, or of a pending interrupt."""
+def owning_task(run: GraphRun, task_id: str) -> Task | None:
+    """The top-level task of the current step that is ``task_id``, or that runs the
+    sub-graph asking a pending interrupt of ``task_id``; None for neither."""
     for task in run.plan():
         if task.id == task_id or any(names_task(i, task_id) for i in task.interrupts):
-            return task.node
+            return task
     return None
 
 
-def _top_task_id(run: GraphRun, task_id: str) -> str:
-    """The top-level task of the current step that is, or runs the sub-graph of, ``task_id``
-    (``task_id`` itself when no pending interrupt names it)."""
-    for task in run.plan():
-        if task.id == task_id or any(names_task(i, task_id) for i in task.interrupts):
-            return task.id
-    return task_id
+def node_of_task(run: GraphRun, task_id: str) -> str | None:
+    """The (top-level) node of a task of the current step, or of a pending interrupt."""
+    task = owning_task(run, task_id)
+    return None if task is None else task.node
 
 
 def resume_value(cmd: SteeringCommand) -> Any:
@@ -413,7 +412,8 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
     if isinstance(target, GraphTaskTarget):
         # a task inside a sub-graph (the id its graph.interrupt event gives) is cancelled by
         # cancelling the top-level task that runs the sub-graph
-        task_ids = [_top_task_id(run, target.task_id)]
+        owner = owning_task(run, target.task_id)
+        task_ids = [target.task_id if owner is None else owner.id]
     elif isinstance(target, GraphNodeTarget):
         # an immediate cancel already stopped the node's running tasks; otherwise it takes
         # the node's tasks of the superstep this boundary precedes (paused ones included)

@@ -65,14 +65,7 @@ class RunRegistry:
         if info.parent_run_id is not None:
             parent = self.tree.get(info.parent_run_id)
             if parent is not None:
-                if info.tenant_id != parent.tenant_id:
-                    # tenants never share a tree: a human of the child's tenant could steer
-                    # (cancel, narrow) work the parent's tenant started
-                    raise ConfigurationError(
-                        f"run {info.run_id!r} of tenant {info.tenant_id!r} cannot be a child "
-                        f"of run {parent.run_id!r} of tenant {parent.tenant_id!r}: a sub-run "
-                        "belongs to its parent's tenant (leave tenant_id unset to inherit it)"
-                    )
+                check_parent_tenant(info.run_id, info.tenant_id, parent)
                 info.root_run_id = parent.root_run_id
                 info.depth = parent.depth + 1
         self.tree.add(info)
@@ -223,3 +216,15 @@ class RunRegistry:
                     runs.remove(info.run_id)
                     if not runs:
                         del self._threads[info.thread_id]
+
+
+def check_parent_tenant(run_id: str, tenant_id: str, parent: RunInfo) -> None:
+    """Refuse a run of ``tenant_id`` below ``parent`` of another tenant: tenants never share
+    a tree (a human of the child's tenant could steer — cancel, narrow — work the parent's
+    tenant started)."""
+    if tenant_id != parent.tenant_id:
+        raise ConfigurationError(
+            f"run {run_id!r} of tenant {tenant_id!r} cannot be a child of run "
+            f"{parent.run_id!r} of tenant {parent.tenant_id!r}: a sub-run belongs to its "
+            "parent's tenant (leave tenant_id unset to inherit it)"
+        )

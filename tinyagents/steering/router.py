@@ -181,7 +181,7 @@ class SteeringRouter:
     def waiting_run_ids(self) -> list[str]:
         """The run ids (not threads) that commands wait for: restored after a restart, or
         deferred by a policy."""
-        return [key for key in self._waiting if not key.startswith("thread:")]
+        return [key for key in self._waiting if not key.startswith(_THREAD)]
 
     def fail_waiting(self, run_ids: Iterable[str], reason: str) -> None:
         """Fail the commands waiting for runs that will never come (with ``reason``)."""
@@ -790,8 +790,12 @@ def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
     return tenant is not None and tenant != handle.info.tenant_id
 
 
+#: The prefix of a thread's key among the run ids commands wait for.
+_THREAD = "thread:"
+
+
 def _thread_key(thread_id: str) -> str:
-    return f"thread:{thread_id}"
+    return _THREAD + thread_id
 
 
 def _target_key(cmd: SteeringCommand) -> str:
