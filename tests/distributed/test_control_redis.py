@@ -223,3 +223,36 @@ async def test_while_redis_is_down_control_sends_through_the_shared_store(
             assert receipt.status == "accepted" and rc_b.counters.sent == 0
             assert (await handle.result()).status is RunStatus.CANCELLED
             control.close()
+
+
+
+async def test_a_thread_command_reaches_the_threads_newest_run_not_an_older_one(
+    redis_url: str, prefix: str
+) -> None:
+    """Thread "t" has an older unfinished run on worker a and a newer one on worker c (two
+    turns of a conversation; or a's run is the ghost of a worker that just died, listed for
+    ``ttl_s`` more). A command for the thread sent on worker b goes to the newest run, as in
+    one process (``RunRegistry.for_thread``) and through the store: the lookup took the
+    first snapshot that matched, and a's heartbeat (held back here) lists a first."""
+    kw: dict[str, Any] = {"prefix": prefix, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
+    async with Runtime() as rt_a, Runtime() as rt_b, Runtime() as rt_c:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", heartbeat_s=5.0, **kw),  # type: ignore[arg-type]
+            RedisControl(rt_c, redis_url, worker_id="c", heartbeat_s=0.2, **kw),  # type: ignore[arg-type]
+            RedisControl(rt_b, redis_url, worker_id="b", heartbeat_s=0.2, **kw) as rc_b,  # type: ignore[arg-type]
+        ):
+            agent = slow_agent(400, 0.02)
+            old = await rt_a.start(agent, "turn 1", tenant_id="acme", thread_id="t")
+            await eventually(lambda: rc_b.get_run(old.run_id), lambda s: s is not None)
+            new = await rt_c.start(agent, "turn 2", tenant_id="acme", thread_id="t")
+            await eventually(lambda: rc_b.get_run(new.run_id), lambda s: s is not None)
+
+            cancel = SteeringCommand(
+                target=SteeringTarget.thread("t"), actor=OPERATOR, kind=SteeringKind.CANCEL
+            )
+            receipt = await rc_b.submit(cancel)
+            assert receipt.status == "accepted" and receipt.run_id == new.run_id, receipt
+            assert (await new.result()).status is RunStatus.CANCELLED
+            assert old.status is RunStatus.RUNNING
+            await old.cancel()
+            await old.result()

@@ -55,6 +55,7 @@ from tinyagents.protocol.commands import (
     sender_tenant,
 )
 from tinyagents.steering.policies import not_found
+from tinyagents.store.base import run_key
 
 #: How many entries of a command stream Redis keeps at most.
 _STREAM_MAXLEN = 100_000
@@ -346,14 +347,17 @@ class RedisControl:
             snapshots = await self._remote_snapshots()
         except Exception as exc:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
-        for snapshot in snapshots:
-            if (
-                snapshot.get("thread_id") == thread_id
-                and snapshot.get("status") in _LIVE
-                and (tenant is None or snapshot.get("tenant_id") == tenant)
-            ):
-                return str(snapshot["run_id"])
-        return None
+        on_thread = [
+            s
+            for s in snapshots
+            if s.get("thread_id") == thread_id
+            and s.get("status") in _LIVE
+            and (tenant is None or s.get("tenant_id") == tenant)
+        ]
+        # The thread's newest run, as in one process (``RunRegistry.for_thread``) and through
+        # the store: an older one may be an earlier turn, or a dead worker's ghost still listed.
+        newest = max(on_thread, key=run_key, default=None)
+        return None if newest is None else str(newest["run_id"])
 
     async def _find(self, run_id: str) -> dict[str, Any] | None:
         assert self._redis is not None
