@@ -158,6 +158,23 @@ async def test_an_unreachable_database_is_a_store_error_that_may_pass() -> None:
     await store.close()
 
 
+async def test_asyncpg_errors_that_are_not_postgres_errors_are_store_errors_too() -> None:
+    """asyncpg raises some failures from outside its PostgresError and InterfaceError trees
+    (InternalClientError: here the server is not the kind the URL asks for, as a primary
+    mid-failover is not a standby); they escaped as raw asyncpg errors."""
+    dsn = postgres_dsn() + ("&" if "?" in postgres_dsn() else "?") + "target_session_attrs=standby"
+    store = PostgresStore(dsn)
+    with pytest.raises(StoreError, match="could not open the store") as refused:
+        await store.open()
+    assert isinstance(refused.value.__cause__, ConnectionError)  # may pass: a failover ends
+    assert _may_pass(refused.value)
+    await store.close()
+    cp = PostgresCheckpointer(dsn)
+    with pytest.raises(StoreError, match="could not open the checkpointer"):
+        await cp.setup()
+    await cp.aclose()
+
+
 def test_lost_connections_and_full_disks_may_pass_bad_data_does_not() -> None:
     lost = asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed")
     full = asyncpg.exceptions.DiskFullError("no space left")

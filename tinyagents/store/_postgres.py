@@ -22,8 +22,16 @@ def db_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a database call may raise that mean "this call failed"."""
     import asyncpg
 
-    # ValueError: text asyncpg cannot encode (a lone surrogate); OSError: the socket.
-    return (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError)
+    # ValueError: text asyncpg cannot encode (a lone surrogate); OSError: the socket;
+    # InternalClientError: asyncpg's own failures outside both trees (a protocol error, a
+    # server that is not the kind ``target_session_attrs`` asks for).
+    return (
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.InternalClientError,
+        OSError,
+        ValueError,
+    )
 
 
 def may_pass(exc: BaseException) -> bool:
@@ -35,8 +43,13 @@ def may_pass(exc: BaseException) -> bool:
         return state.startswith(_PASSING_CLASSES) or state in _PASSING_CODES
     import asyncpg
 
-    # the pool or connection was closed under the call
-    return isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError)
+    # the pool or connection was closed under the call; no server of the kind asked for
+    # (``target_session_attrs``) answers yet, as while a standby is promoted
+    return isinstance(
+        exc,
+        asyncpg.exceptions.ConnectionDoesNotExistError
+        | asyncpg.exceptions.TargetServerAttributeNotMatched,
+    )
 
 
 def cause(exc: BaseException) -> BaseException:
