@@ -225,7 +225,6 @@ async def test_while_redis_is_down_control_sends_through_the_shared_store(
             control.close()
 
 
-
 async def test_a_thread_command_reaches_the_threads_newest_run_not_an_older_one(
     redis_url: str, prefix: str
 ) -> None:

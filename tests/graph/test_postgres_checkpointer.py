@@ -19,7 +19,7 @@ from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents.errors import StoreError, ThreadBusy
 from tinyagents.graph import END, START, StateGraph
-from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer
+from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer, WriteRecord
 from tinyagents.store.checkpoint.postgres import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -275,6 +275,31 @@ async def test_a_writer_that_lost_its_lock_can_no_longer_write(schema: str) -> N
             await old.renew("t", "old")
         await new.put(record(1, checkpoint_id="c1"))
         assert [r.checkpoint_id for r in await new.list("t")] == ["c1", "c0"]
+
+
+async def test_a_writer_that_lost_its_lock_can_no_longer_write_pending_writes(
+    schema: str,
+) -> None:
+    """Fencing covers pending writes as it covers checkpoints: the first writer, taken over,
+    cannot replace the new holder's task results at the frontier both run from (they would
+    be read back on a resume: two histories in one thread)."""
+    dsn = postgres_dsn()
+    async with (
+        PostgresCheckpointer(dsn, schema=schema, lease_ttl=0.0) as old,
+        PostgresCheckpointer(dsn, schema=schema) as new,
+    ):
+        await old.acquire("t", "old")
+        await old.put(record(0))
+        await _terminate_lease_connections(schema)
+        await new.acquire("t", "new")
+        await new.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result", value=1)])
+        with pytest.raises(ThreadBusy):
+            await old.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result", value=2)])
+        with pytest.raises(ThreadBusy):
+            await old.put_writes("t", "", "f0", [WriteRecord(task_id="b", kind="result")])
+        assert [(w.task_id, w.value) for w in await new.get_writes("t", "", "f0")] == [("a", 1)]
+        await new.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result", value=3)])
+        assert [w.value for w in await new.get_writes("t", "", "f0")] == [3]
 
 
 async def test_renew_takes_the_lock_again_when_nobody_took_the_thread(schema: str) -> None:

@@ -16,9 +16,10 @@ One writer per thread, enforced by the database:
   holder dies its connection closes and the lock is free at once; when its machine vanishes,
   within the TCP keepalive window (about ``lease_ttl`` seconds).
 - The holder also writes a lease row with a *fencing token* (a sequence number, new at each
-  acquisition). Every checkpoint it puts is conditional on the row still holding its token, so
-  a writer that lost its lock (its connection dropped and someone else took the thread) can
-  never append another checkpoint: it gets ``ThreadBusy``. ``renew`` checks the same, and
+  acquisition). Every checkpoint and pending write it puts is conditional on the row still
+  holding its token, so a writer that lost its lock (its connection dropped and someone else
+  took the thread) can never append another checkpoint nor replace the new holder's pending
+  writes: it gets ``ThreadBusy``. ``renew`` checks the same, and
   takes the lock again on a new connection when the old one dropped and nobody took over.
 
 The advisory lock lives in a session: behind a pooler (PgBouncer) the lease connection needs
@@ -304,15 +305,7 @@ class PostgresCheckpointer(Checkpointer):
         for w in writes:
             latest[(w.task_id, w.kind, w.key)] = w
         writes = builtins.list(latest.values())
-        # one statement: the writes of a task land together or not at all
-        await self._fetch(
-            f"save pending writes of thread {thread_id}",
-            "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
-            "value) SELECT $1, $2, $3, w.task_id, w.kind, w.key, w.value "
-            "FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) "
-            "WITH ORDINALITY AS w(task_id, kind, key, value, n) ORDER BY w.n "
-            "ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, key) "
-            "DO UPDATE SET value = excluded.value",
+        args: list[Any] = [
             thread_id,
             ns,
             frontier_id,
@@ -320,7 +313,27 @@ class PostgresCheckpointer(Checkpointer):
             [w.kind for w in writes],
             [w.key for w in writes],
             [compact_json(w.value) for w in writes],
+        ]
+        held = self._tokens.get(thread_id)
+        fence = ""
+        if held is not None:  # fenced like ``put``: a writer taken over changes nothing
+            args.append(held[1])
+            fence = (
+                "WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $8) "
+            )
+        # one statement: the writes of a task land together or not at all
+        saved = await self._fetch(
+            f"save pending writes of thread {thread_id}",
+            "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
+            "value) SELECT $1, $2, $3, w.task_id, w.kind, w.key, w.value "
+            "FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) "
+            f"WITH ORDINALITY AS w(task_id, kind, key, value, n) {fence}ORDER BY w.n "
+            "ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, key) "
+            "DO UPDATE SET value = excluded.value RETURNING 1",
+            *args,
         )
+        if not saved:  # every row is inserted or updated unless the fence held them back
+            raise ThreadBusy(thread_id)
 
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str
