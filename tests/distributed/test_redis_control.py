@@ -433,6 +433,30 @@ async def test_a_worker_restarted_under_its_id_lists_only_its_own_runs(
         await client.aclose()
 
 
+async def test_a_gone_workers_command_stream_expires_an_hour_after_its_last_heartbeat(
+    redis_url: str, prefix: str
+) -> None:
+    # the stream (and its consumer group) of a worker name that never came back stayed in
+    # Redis for ever, with whatever commands were left in it: one more key per worker name
+    import redis.asyncio as aioredis
+
+    stream = Keys(prefix).commands("w")
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt:
+            control = RedisControl(rt, redis_url, worker_id="w", prefix=prefix, heartbeat_s=0.1)
+            await control.start()
+            try:
+                ttl = await eventually(lambda: client.ttl(stream), lambda t: t > 0)
+                assert 3500 < ttl <= 3600  # renewed at every heartbeat while the worker lives
+            finally:
+                await control.aclose()
+        assert 0 < await client.ttl(stream) <= 3600  # left for the worker's next process
+    finally:
+        await client.delete(stream)
+        await client.aclose()
+
+
 async def test_heartbeats_are_scored_by_redis_clock_not_the_workers(
     redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

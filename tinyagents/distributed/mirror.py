@@ -2,8 +2,8 @@
 
 The worker's runs are written to a hash of its own (``Keys.runs(worker)``) as the runtime's
 live snapshots plus ``worker``, rewritten when an event says a run moved (at most every
-``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set and the
-hash's expiry, takes released runs off, and rewrites the hash if Redis lost it (a Redis
+``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set, the
+hash's expiry and its command stream's (``COMMANDS_TTL_S``), takes released runs off, and rewrites the hash if Redis lost it (a Redis
 restarted empty); the hash expires ``ttl_s`` after the last heartbeat, so a dead worker's
 runs leave the listing by themselves. A failed write is logged and retried after a backoff;
 it never touches a run.
@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from tinyagents.distributed._base import Backoff, ControlledRuntime, Outages, Redis, RedisCounters
-from tinyagents.distributed.wire import Keys
+from tinyagents.distributed.wire import COMMANDS_TTL_S, Keys
 from tinyagents.events.bus import Subscription
 from tinyagents.events.models import Event
 
@@ -143,6 +143,7 @@ class RunMirror:
                 now = await redis_now(redis)
                 pipe.zadd(self.keys.workers, {self.worker_id: now})
                 pipe.zremrangebyscore(self.keys.workers, 0, now - self.ttl_s)
+                pipe.expire(self.keys.commands(self.worker_id), COMMANDS_TTL_S)
             if snapshots or beat:
                 pipe.pexpire(key, int(self.ttl_s * 1000))
             if beat:

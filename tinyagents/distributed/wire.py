@@ -6,7 +6,8 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
     {prefix}:runs:{worker}         hash: run id -> JSON snapshot (owner, updated_at, counters);
                                    expires ``ttl_s`` after the worker's last heartbeat
     {prefix}:cmd:{worker}          stream of commands for the runs that worker owns
-                                   (consumer group ``owners``, one consumer: the worker)
+                                   (consumer group ``owners``, one consumer: the worker);
+                                   expires ``COMMANDS_TTL_S`` after its last heartbeat
     {prefix}:reply:{worker}        stream of receipts for the commands that worker sent
 
 A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
@@ -24,6 +25,10 @@ from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
 GROUP = "owners"
 #: The envelope version this code writes and reads.
 VERSION = "1"
+#: How long a worker's command stream outlives its last heartbeat: what was left in it waits
+#: that long for the worker's next process (the store's inbox keeps an unanswered command an
+#: hour too), and the stream of a worker name that never comes back does not stay for ever.
+COMMANDS_TTL_S = 3600
 
 
 @dataclass(frozen=True, slots=True)
