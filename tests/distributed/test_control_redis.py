@@ -69,6 +69,29 @@ async def test_control_lists_and_steers_another_workers_run_through_redis(
     assert (await handle.result()).status is RunStatus.CANCELLED
 
 
+async def test_a_command_sent_as_soon_as_another_worker_starts_the_run_reaches_it(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """The run is registered on worker a (its start answered) but not listed yet (a's mirror
+    writes it within ``throttle_s``): a command for it sent on worker b at once was answered
+    ``rejected`` "not found", as for a run that does not exist; it now waits for the listing
+    that long. A run that is nowhere is still not found, as is another tenant's."""
+    rt_a, control, rc_b = pair
+    handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+    assert await rc_b.get_run(handle.run_id) is None  # not listed yet
+    receipt = await control.submit(command(handle.run_id, "pause"))
+    assert receipt.status == "accepted", receipt
+    await eventually(lambda: asyncio.sleep(0, handle.status), lambda s: s is RunStatus.PAUSED)
+
+    missing = await control.submit(command("r-nowhere", "pause"))
+    assert missing.status == "rejected" and missing.reason == "not found: run r-nowhere"
+    outsider = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
+    foreign = await rc_b.submit(command(handle.run_id, "cancel", actor=outsider))
+    assert foreign.status == "rejected" and foreign.reason == f"not found: run {handle.run_id}"
+    await handle.cancel()
+    await handle.result()
+
+
 async def test_another_workers_live_run_joins_the_page_it_sorts_into(
     pair: tuple[Runtime, Control, RedisControl],
 ) -> None:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tinyagents import _clock
@@ -232,8 +233,8 @@ class RedisControl:
         run_id = await self._local_or_remote_run(cmd)
         if run_id is None or self._redis is None:
             return await self.runtime.submit(cmd)
-        snapshot = await self._find(run_id)
-        if snapshot is None or not _visible(cmd, snapshot):
+        snapshot = await self._listed(run_id, lambda s: _visible(cmd, s))
+        if snapshot is None:
             return refuse(cmd, not_found(cmd))
         owner = str(snapshot["worker"])
         request_id = _clock.new_id("req")
@@ -283,7 +284,7 @@ class RedisControl:
         """Whether another live worker holds ``cmd``'s run (by the mirror); raises
         ``ControlPlaneUnavailable`` when Redis cannot be reached."""
         run_id = await self._local_or_remote_run(cmd)
-        return run_id is not None and await self._find(run_id) is not None
+        return run_id is not None and await self._listed(run_id, lambda s: True) is not None
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         """One run's snapshot from the mirror (``None`` if no live worker has it); raises
@@ -375,6 +376,23 @@ class RedisControl:
                 if snapshot is not None:
                     return snapshot
         return None
+
+    async def _listed(
+        self, run_id: str, wanted: Callable[[dict[str, Any]], bool]
+    ) -> dict[str, Any] | None:
+        """``run_id``'s ``wanted`` snapshot, looked for again until ``throttle_s +
+        heartbeat_s`` have passed: a run another worker started a moment ago (its start
+        already answered) is listed at that worker's next mirror write, within its
+        ``throttle_s``; until then it would be taken for a run that does not exist. (A run
+        that is not ``wanted``, another tenant's, waits as long: no answer tells it apart.)"""
+        deadline = time.monotonic() + self.throttle_s + self.heartbeat_s
+        while True:
+            snapshot = await self._find(run_id)
+            if snapshot is not None and wanted(snapshot):
+                return snapshot
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(self.throttle_s / 2)
 
     async def _live_workers(self) -> list[str]:
         assert self._redis is not None
