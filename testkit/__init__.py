@@ -13,7 +13,8 @@
 - runs: ``fake_agent``, ``BoundaryProbe`` (hold a run at a boundary), ``Gate``,
   ``EventWaiter``, ``EventRecorder``;
 - ``OpenAICompatServer``: a local OpenAI-compatible HTTP server, for driving
-  ``LiteLLMModel`` end to end.
+  ``LiteLLMModel`` end to end (``ErrorReply``, ``Fault`` and ``RawStream`` script how it
+  misbehaves).
 
 ``import tinyagents`` never loads the testkit; importing it loads aiohttp (~0.1 s, installed
 with litellm) for ``OpenAICompatServer``.
@@ -44,7 +45,7 @@ from .models import (
     tool_call,
     tool_calls,
 )
-from .openai_server import ErrorReply, Fault, OpenAICompatServer
+from .openai_server import ErrorReply, Fault, OpenAICompatServer, RawStream
 from .recorder import EventRecorder
 
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "Gate",
     "Hold",
     "OpenAICompatServer",
+    "RawStream",
     "ScriptExhaustedError",
     "ScriptedModel",
     "SequentialIds",

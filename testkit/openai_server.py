@@ -10,7 +10,9 @@ text), a ``ModelResponse`` (text and tool calls, e.g. from ``reply``/``tool_call
 ``ErrorReply`` (an HTTP error), a ``dict`` (returned verbatim as the JSON body), a ``Fault``
 (faulty mode: a delay, a body that is not JSON, an empty ``choices`` list, any status), or a
 callable of the request body returning one of those. ``stream: true`` is answered with
-server-sent events, tool-call arguments split across deltas the way OpenAI sends them.
+server-sent events, tool-call arguments split across deltas the way OpenAI sends them; a
+``RawStream`` sends deltas exactly as given instead (tool-call fragments the way a faulty
+server or proxy sends them).
 
 ``mode`` makes the server as strict as a real one: ``"llama.cpp"`` refuses what llama.cpp's
 message parser and the Jinja chat templates of llama-cpp-python refuse (HTTP 500, as
@@ -84,7 +86,26 @@ class Fault:
     then: str | ModelResponse | ErrorReply | dict[str, Any] = ""
 
 
-ServerReply = str | ModelResponse | ErrorReply | Fault | dict[str, Any]
+@dataclass(slots=True, kw_only=True)
+class RawStream:
+    """Answer one streamed request with ``deltas`` exactly as given, one chunk each.
+
+    They follow a ``{"role": "assistant"}`` chunk and are followed by an empty delta with
+    ``finish_reason`` (and the usage chunk, if asked for), as OpenAI frames a stream; nothing
+    in them is filled in, so a test can send tool-call fragments with a repeated ``index``, no
+    ``index``, no ``id`` or no name. ``piece_bytes`` writes the body in pieces of that many
+    bytes, a short pause apart (a proxy that flushes in the middle of a character). A request
+    without ``stream: true`` is answered with an HTTP 400.
+
+        RawStream(deltas=[{"tool_calls": [{"index": 0, "id": "call_1", "function": {...}}]}])
+    """
+
+    deltas: list[dict[str, Any]]
+    finish_reason: str = "tool_calls"
+    piece_bytes: int | None = None
+
+
+ServerReply = str | ModelResponse | ErrorReply | Fault | RawStream | dict[str, Any]
 ScriptedServerReply = ServerReply | Callable[[dict[str, Any]], ServerReply]
 ServerMode = Literal["default", "llama.cpp", "vllm"]
 
@@ -203,6 +224,8 @@ class OpenAICompatServer:
             return web.json_response(error, status=reply.status, headers=reply.headers)
         if isinstance(reply, dict):
             return web.json_response(reply)
+        if isinstance(reply, RawStream):
+            return await self._stream_raw(request, body, number, reply)
         response = ModelResponse(text=reply) if isinstance(reply, str) else reply
         completion_id = f"chatcmpl-{number:04d}"
         usage = _usage(body, response)
@@ -247,6 +270,40 @@ class OpenAICompatServer:
         await _send(stream, chunk)
         await stream.write(b"data: [DONE]\n\n")
         await stream.write_eof()
+        return stream
+
+    async def _stream_raw(
+        self, request: web.Request, body: dict[str, Any], number: int, raw: RawStream
+    ) -> web.StreamResponse:
+        if not body.get("stream"):
+            error = {"error": {"message": "a RawStream answers only streamed requests"}}
+            return web.json_response(error, status=400)
+        base = {
+            "id": f"chatcmpl-{number:04d}",
+            "object": "chat.completion.chunk",
+            "created": _CREATED,
+            "model": body.get("model") or self.model,
+        }
+        deltas = [({"role": "assistant"}, None), *((d, None) for d in raw.deltas)]
+        chunks = [
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+            for delta, reason in [*deltas, ({}, raw.finish_reason)]
+        ]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": _usage(body, ModelResponse())})
+        text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+        data = text.encode()
+        size = raw.piece_bytes or len(data)
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        try:
+            await stream.prepare(request)
+            for start in range(0, len(data), size):
+                await stream.write(data[start : start + size])
+                if raw.piece_bytes:
+                    await asyncio.sleep(0.001)  # so the client reads each piece on its own
+            await stream.write_eof()
+        except ConnectionResetError:
+            pass
         return stream
 
     def _refuse(self, problem: str) -> web.Response:
