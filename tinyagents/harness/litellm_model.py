@@ -18,7 +18,9 @@ are joined into one, as templates that require user/assistant alternation demand
 It streams by default (``stream=True``): the agent loop then publishes each piece of text and
 of a tool call's arguments as a ``model.delta`` event while the provider generates it, and
 ``litellm.stream_chunk_builder`` assembles the chunks into the same ``ModelResponse`` (tool
-calls, usage, cost) that ``request`` returns. ``stream=False`` asks for whole responses.
+calls, usage, cost) that ``request`` returns, once ``litellm_stream.ToolCallFragments`` has
+told the tool calls apart (the builder joins fragments by index alone, and some servers send
+every call at index 0). ``stream=False`` asks for whole responses.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import inspect
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -43,6 +45,7 @@ from tinyagents.harness.litellm_errors import (
     not_a_stream,
     where,
 )
+from tinyagents.harness.litellm_stream import NAMELESS, ToolCallFragments, pieces
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -130,14 +133,17 @@ class LiteLLMModel(Model):
             model, lambda: _open_stream(litellm, kwargs, model, self.api_base)
         )
         chunks, received = opened.chunks, opened.received
+        calls = ToolCallFragments()
         try:
             for chunk in received:
-                for piece in _pieces(chunk):
+                calls.see(chunk)
+                for piece in pieces(chunk):
                     yield piece
             if not opened.ended:
                 async for chunk in chunks:
                     received.append(chunk)
-                    for piece in _pieces(chunk):
+                    calls.see(chunk)
+                    for piece in pieces(chunk):
                         yield piece
         except Exception as exc:
             raise broke_off(
@@ -151,7 +157,7 @@ class LiteLLMModel(Model):
             # A consumer that stops early (or is cancelled) must still release the connection.
             await chunks.aclose()
         try:
-            _name_tool_calls(received)
+            calls.name_calls()
             raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
             response = _parse_response(raw, litellm)
         except Exception as exc:
@@ -442,11 +448,6 @@ def _cost(raw: Any, litellm: Any) -> float | None:
         return None  # a model missing from litellm's price map (local or private models)
 
 
-#: The name a tool call that came without one is given in the conversation (strict servers
-#: refuse a null name); its result says it is an unknown tool, and which ones there are.
-NAMELESS = "unnamed_tool"
-
-
 def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
     choice = raw.choices[0]
     message = choice.message
@@ -479,29 +480,6 @@ def _answered(response: ModelResponse, model: str, api_base: str | None) -> Mode
     return response
 
 
-def _name_tool_calls(chunks: list[Any]) -> None:
-    """Give each streamed tool call an id and a name before ``stream_chunk_builder`` puts
-    them together: it drops a call whose fragments carry no id or no name (some servers send
-    neither), which a whole response keeps (``call_<index>``; ``NAMELESS``)."""
-    named: dict[int, list[Any]] = {}  # index -> [id seen?, name seen?, first fragment]
-    for chunk in chunks:
-        if not chunk.choices:
-            continue
-        for position, fragment in enumerate(
-            getattr(chunk.choices[0].delta, "tool_calls", None) or []
-        ):
-            index = fragment.index if fragment.index is not None else position
-            seen = named.setdefault(index, [False, False, fragment])
-            seen[0] = seen[0] or bool(fragment.id)
-            function = fragment.function
-            seen[1] = seen[1] or bool(function is not None and function.name)
-    for index, (has_id, has_name, first) in named.items():
-        if not has_id:
-            first.id = f"call_{index}"
-        if not has_name and first.function is not None:
-            first.function.name = NAMELESS
-
-
 @dataclass(slots=True, kw_only=True)
 class _Opened:
     """A stream up to its first piece: the chunks received so far, and whether it ended."""
@@ -527,7 +505,7 @@ async def _open_stream(
                 opened.ended = True
                 break
             opened.received.append(chunk)
-            if any(True for _ in _pieces(chunk)):
+            if any(True for _ in pieces(chunk)):
                 break
     except BaseException as exc:
         await chunks.aclose()
@@ -539,23 +517,6 @@ async def _open_stream(
         await chunks.aclose()
         raise not_a_stream(_content_type(chunks), model, api_base)
     return opened
-
-
-def _pieces(chunk: Any) -> Iterator[StreamChunk]:
-    """The ``StreamChunk``s of one litellm chunk: its text, then each tool-call fragment."""
-    if not chunk.choices:
-        return
-    delta = chunk.choices[0].delta
-    if delta.content:
-        yield StreamChunk(text_delta=delta.content)
-    for position, fragment in enumerate(getattr(delta, "tool_calls", None) or []):
-        function = fragment.function
-        yield StreamChunk(
-            tool_call_index=fragment.index if fragment.index is not None else position,
-            tool_call_id=fragment.id or None,
-            tool_name=(function.name if function is not None else None) or None,
-            args_delta=(function.arguments if function is not None else None) or "",
-        )
 
 
 def _carries_content(chunk: Any) -> bool:

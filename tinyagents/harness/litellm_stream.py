@@ -1,0 +1,114 @@
+"""How the chunks of a litellm stream become ``StreamChunk`` pieces and tool calls.
+
+litellm's ``stream_chunk_builder`` joins tool-call fragments by their ``index`` alone and drops
+a call that never got an id or a name; ``ToolCallFragments`` numbers the calls of a stream as
+its chunks arrive (telling apart calls a server sent at one index) and names the nameless,
+so the pieces handed out and the response assembled at the end hold the same calls.
+Nothing here imports litellm: it reads the chunks litellm hands over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinyagents.harness.model import StreamChunk
+
+#: The name a tool call that came without one is given in the conversation (strict servers
+#: refuse a null name); its result says it is an unknown tool, and which ones there are.
+NAMELESS = "unnamed_tool"
+
+
+@dataclass(slots=True, kw_only=True)
+class _StreamedCall:
+    """What one streamed tool call has sent so far."""
+
+    index: int
+    first: Any  # its first fragment, which is given an id and a name if it never got them
+    id: str = ""
+    named: bool = False
+    arguments: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallFragments:
+    """Tells a stream's tool calls apart, chunk by chunk, and numbers them in order.
+
+    A fragment belongs to the call at its ``index`` (litellm gives one without an index its
+    position in the chunk, as its ``Delta`` does), unless it starts a new one there: it
+    carries an id other than that call's (Ollama, and proxies translating the Responses API,
+    send every parallel call at index 0), or, in a stream without ids, a name once that call
+    has whole JSON arguments. Each fragment's ``index`` is rewritten to its call's number, so
+    the ``model.delta`` pieces and ``stream_chunk_builder`` (which joins fragments by index
+    alone) see the same calls.
+    """
+
+    calls: list[_StreamedCall] = field(default_factory=list)
+    #: The call each index the server used belongs to now (one stream's worth: dropped with it).
+    latest: dict[int, _StreamedCall] = field(default_factory=dict)
+
+    def see(self, chunk: Any) -> None:
+        """Number the tool-call fragments of ``chunk``, the next chunk of the stream."""
+        if not chunk.choices:
+            return
+        for position, fragment in enumerate(
+            getattr(chunk.choices[0].delta, "tool_calls", None) or []
+        ):
+            function = getattr(fragment, "function", None)  # a custom tool call has none
+            name = (function.name if function is not None else None) or ""
+            server_index = fragment.index if fragment.index is not None else position
+            call = self.latest.get(server_index)
+            if call is None or _starts_new_call(call, fragment.id or "", name):
+                call = _StreamedCall(index=len(self.calls), first=fragment)
+                self.calls.append(call)
+                self.latest[server_index] = call
+            fragment.index = call.index
+            call.id = call.id or fragment.id or ""
+            call.named = call.named or bool(name)
+            call.arguments += (function.arguments if function is not None else None) or ""
+
+    def name_calls(self) -> None:
+        """Give each call an id and a name before ``stream_chunk_builder`` puts them
+        together: it drops a call whose fragments carry no id or no name (some servers send
+        neither), which a whole response keeps (``call_<index>``; ``NAMELESS``)."""
+        for call in self.calls:
+            if not call.id:
+                call.first.id = f"call_{call.index}"
+            if not call.named and getattr(call.first, "function", None) is not None:
+                call.first.function.name = NAMELESS
+
+
+def _starts_new_call(call: _StreamedCall, fragment_id: str, name: str) -> bool:
+    if fragment_id and call.id:
+        return fragment_id != call.id
+    if call.id:  # a fragment without an id goes on with the call that has one
+        return False
+    # Without ids, only a name can tell; one repeated while the arguments come is the same call.
+    return bool(name) and call.named and _whole_json(call.arguments)
+
+
+def _whole_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def pieces(chunk: Any) -> Iterator[StreamChunk]:
+    """The ``StreamChunk``s of one litellm chunk: its text, then each tool-call fragment."""
+    if not chunk.choices:
+        return
+    delta = chunk.choices[0].delta
+    if delta.content:
+        yield StreamChunk(text_delta=delta.content)
+    for position, fragment in enumerate(getattr(delta, "tool_calls", None) or []):
+        function = getattr(fragment, "function", None)  # a custom tool call has none
+        yield StreamChunk(
+            tool_call_index=fragment.index if fragment.index is not None else position,
+            tool_call_id=fragment.id or None,
+            tool_name=(function.name if function is not None else None) or None,
+            args_delta=(function.arguments if function is not None else None) or "",
+        )
