@@ -681,6 +681,53 @@ async def test_replay_from_a_checkpoint_runs_the_rest_again(checkpointer: Checkp
     assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
 
 
+async def test_a_replay_numbers_its_steps_as_langgraph_does(checkpointer: Checkpointer) -> None:
+    # LangGraph saves a replay's start as a "fork" checkpoint one step past the checkpoint it
+    # replays, and numbers the steps that run again from there; ours saved its "rewind" at
+    # the replayed checkpoint's own step, so every step after a replay was one lower.
+    ran = await abc_ran_on_both(checkpointer)
+    await ran.theirs.ainvoke(None, ran.theirs_before_b.config)
+    await ran.ours.run(None, thread_id="1", checkpoint_id=ran.ours_before_b.checkpoint_id)
+    theirs = [s.metadata["step"] async for s in ran.theirs.aget_state_history(cfg())]
+    ours = [h.step for h in await ran.ours.history("1")]
+    assert ours == theirs == [4, 3, 2, 3, 2, 1, 0, -1]
+    assert (await ran.ours.get_state("1")).metadata["step"] == 4
+    # a later input goes on from there, as LangGraph's
+    await ran.theirs.ainvoke({"log": ["again"]}, cfg())
+    await ran.ours.run({"log": ["again"]}, thread_id="1")
+    theirs = [s.metadata["step"] async for s in ran.theirs.aget_state_history(cfg())]
+    assert [h.step for h in await ran.ours.history("1")] == theirs
+
+
+async def test_a_replay_of_an_input_and_of_a_paused_head_number_their_steps_as_langgraph(
+    checkpointer: Checkpointer,
+) -> None:
+    ran = await abc_ran_on_both(checkpointer)
+    theirs_input = [s async for s in ran.theirs.aget_state_history(cfg())][-1]
+    await ran.theirs.ainvoke(None, theirs_input.config)
+    await ran.ours.run(
+        None, thread_id="1", checkpoint_id=(await ran.ours.history("1"))[-1].checkpoint_id
+    )
+    theirs = [s.metadata["step"] async for s in ran.theirs.aget_state_history(cfg())]
+    assert [h.step for h in await ran.ours.history("1")] == theirs
+
+    def asks(g: Any) -> Any:
+        def ask(state: Any) -> dict[str, Any]:
+            return {"log": [g.interrupt("?")]}
+
+        graph = g.StateGraph(Log).add_node("ask", ask).add_edge(g.START, "ask")
+        return graph.add_edge("ask", g.END)
+
+    ours, theirs_graph = pair(asks, checkpointer)
+    await theirs_graph.ainvoke({"log": []}, cfg("2"))
+    await ours.run({"log": []}, thread_id="2")
+    head = [s async for s in theirs_graph.aget_state_history(cfg("2"))][0]
+    await theirs_graph.ainvoke(None, head.config)
+    await ours.run(None, thread_id="2", checkpoint_id=(await ours.history("2"))[0].checkpoint_id)
+    theirs = [s.metadata["step"] async for s in theirs_graph.aget_state_history(cfg("2"))]
+    assert [h.step for h in await ours.history("2")] == theirs == [1, 0, -1]
+
+
 async def test_update_state_at_an_old_checkpoint_forks(checkpointer: Checkpointer) -> None:
     # LangGraph: test_checkpoint_fork / update_state(config with checkpoint_id) then
     # invoke(None, the new config)

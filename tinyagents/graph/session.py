@@ -106,7 +106,12 @@ class GraphSession:
         if checkpoint_id is not None:
             # run(None, checkpoint_id=<the head>) on a step part-way through replays it, as
             # LangGraph's; a Command there (a client that names the head it resumes) resumes
-            head = await self._rewind(head, checkpoint_id, replay_head=input is None)
+            head = await self._rewind(
+                head,
+                checkpoint_id,
+                replay_head=input is None,
+                replays=input is None or (isinstance(input, Command) and input.resume is UNSET),
+            )
         written: frozenset[str] | None = None  # the keys an input wrote
         if isinstance(input, Command):
             head = await self._command(head, input)
@@ -136,12 +141,18 @@ class GraphSession:
         return run
 
     async def _rewind(
-        self, head: Head | None, checkpoint_id: str, *, replay_head: bool = False
+        self, head: Head | None, checkpoint_id: str, *, replay_head: bool, replays: bool
     ) -> Head:
+        """Make the thread as it was at ``checkpoint_id`` its head, saved as a ``rewind``.
+        ``replays`` (time travel: no answer to give there) numbers the rewind one step past
+        that checkpoint, as LangGraph numbers the ``fork`` checkpoint its replay saves, so
+        the steps that run again are numbered as LangGraph's are."""
         target = await self._rewound(head, checkpoint_id, replay_head=replay_head)
         if target is head:
             return target
         assert self.cp is not None  # _rewound refuses a graph without one
+        if replays:
+            target.step += 1
         await save(
             self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
         )
