@@ -396,6 +396,24 @@ async def test_two_senders_may_queue_commands_with_one_id_on_one_run(
         assert not rt.router.open_commands()
 
 
+@pytest.mark.parametrize("durable", [False, True])
+async def test_two_senders_commands_with_one_id_both_wait_for_a_thread_run(
+    tmp_path: Path, durable: bool
+) -> None:
+    """Commands waiting for a run (deferred for a thread, or restored after a restart) were
+    kept by correlation id alone: the second sender's replaced the first's, which stayed
+    open and was never delivered."""
+    store = url(tmp_path / "x.db") if durable else None
+    async with Runtime(store=store, testing=True) as rt:
+        for actor in (SteeringActor.test(), ACME):
+            cmd = make_command(target=SteeringTarget.thread("t"), actor=actor, correlation_id="k")
+            assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        run = await start_run(rt, "r", tenant_id="acme", thread_id="t")
+        taken = apply_ready(run)
+        assert sorted(dedupe_scope(c.actor) for c in taken) == ["", "tenant:acme"]
+        assert not rt.router.open_commands()
+
+
 async def test_a_thread_command_goes_to_the_senders_tenants_run_on_a_shared_thread_id() -> None:
     """Item 17: thread ids are each tenant's own; with another tenant's run newer on the
     same thread id, the command was deferred (it looked at the newest run only)."""

@@ -132,7 +132,9 @@ class SteeringRouter:
         self._seen_order: deque[_Key] = deque()
         # Steering events by run: dropped with the run when the registry releases it.
         self._history: dict[str, list[SteeringEvent]] = {}
-        self._waiting: dict[str, dict[str, _Tracked]] = {}  # deferred + restored, by target key
+        # deferred + restored, by target key, then by command (its id in its sender's scope:
+        # two senders' commands under one id both wait)
+        self._waiting: dict[str, dict[_Key, _Tracked]] = {}
         #: commands whose log write failed, so it may have been written (a lost reply): in
         #: insertion order, at most ``_UNSURE_KEPT``
         self._unsure: dict[_Key, None] = {}
@@ -264,7 +266,7 @@ class SteeringRouter:
                     # another tenant's run on the thread: to the sender there is still no
                     # run there (as ``_resolve`` answers), so the command waits on, and none
                     # of its events reaches this run's history
-                    self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+                    self._waiting.setdefault(key, {})[tracked.key] = tracked
                     continue
                 try:
                     if tracked.persisted and await self._settled_elsewhere(tracked):
@@ -273,7 +275,7 @@ class SteeringRouter:
                     # the log cannot say: the command waits on for the next run (a second
                     # application is worse than a late one)
                     _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
-                    self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+                    self._waiting.setdefault(key, {})[tracked.key] = tracked
                     continue
                 tracked.info = handle.info
                 if tracked.early:  # its requested/deferred, emitted before it had a run
@@ -292,7 +294,7 @@ class SteeringRouter:
                         # better than a second one, or a "failed" over an "applied")
                         _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
                         tracked.unsure_take = True
-                        self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+                        self._waiting.setdefault(key, {})[tracked.key] = tracked
                     elif not tracked.state.terminal:
                         self._finish(tracked, "failed", reason=f"store error: {exc}")
 
@@ -354,7 +356,7 @@ class SteeringRouter:
             )
             self._tracked[key] = tracked
             waiting_key = run_id or _target_key(cmd)
-            self._waiting.setdefault(waiting_key, {})[cmd.correlation_id] = tracked
+            self._waiting.setdefault(waiting_key, {})[key] = tracked
 
     # ------------------------------------------------------------------ execution reports
 
@@ -487,7 +489,7 @@ class SteeringRouter:
             return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
         tracked.state = CommandState.DEFERRED
         key = handle.run_id if handle is not None else _target_key(tracked.cmd)
-        self._waiting.setdefault(key, {})[tracked.cmd.correlation_id] = tracked
+        self._waiting.setdefault(key, {})[tracked.key] = tracked
         if first_time:
             self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
