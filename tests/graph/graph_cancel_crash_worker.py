@@ -6,8 +6,9 @@ learnt the cancel was applied, for ``test_graph_crash.py``.
 ``first`` starts two parallel questions (``left``, ``right``) on thread ``t``, cancels
 ``right`` (by its task id or its node), and kills itself from a bus sink the moment the
 cancel's ``steering.applied`` is published (its skip is saved; the store has not heard yet).
-``restart`` continues the thread, approves what is still pending and prints the outcome as
-JSON: the run's log and the cancel's state in the steering log.
+``restart`` continues the thread, cancels ``right`` again (``again``), approves what is still
+pending and prints the outcome as JSON: the run's log and both cancels' states in the
+steering log.
 """
 
 from __future__ import annotations
@@ -80,7 +81,18 @@ async def main(store: str, db: str, mode: str, by: str) -> None:
             await asyncio.sleep(30)  # killed long before
             return
         handle = await rt.start_graph(graph, None, thread_id="t")
-        pending = (await graph.get_state("t")).interrupts
+        state = await graph.get_state("t")
+        pending = state.interrupts
+        [right] = [t.id for t in state.tasks if t.name == "right"]
+        target = (
+            SteeringTarget.graph_task(handle.run_id, right)
+            if by == "task"
+            else SteeringTarget.graph_node(handle.run_id, "right")
+        )
+        again = SteeringCommand(
+            target=target, actor=TEST, kind=SteeringKind.CANCEL, correlation_id="again"
+        )
+        await rt.submit(again)
         for question in pending:
             approve = SteeringCommand(
                 target=SteeringTarget.agent_run(handle.run_id),
@@ -92,13 +104,16 @@ async def main(store: str, db: str, mode: str, by: str) -> None:
         result = await handle.result()
         await rt.flush()
         logged = await rt.store.get_command("victim")
-        assert logged is not None
+        again_logged = await rt.store.get_command("again")
+        assert logged is not None and again_logged is not None
         print(
             json.dumps(
                 {
                     "pending": [q.node for q in pending],
                     "log": result.output["log"],
                     "victim": [logged.state, logged.reason],
+                    "again": [again_logged.state, again_logged.reason],
+                    "target": target.describe(),
                 }
             ),
             flush=True,

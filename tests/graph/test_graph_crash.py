@@ -266,3 +266,39 @@ async def test_a_task_cancel_saved_just_before_a_sigkill_is_reported_applied(
     outcome = json.loads(out.decode().strip().splitlines()[-1])
     assert outcome["pending"] == ["left"] and outcome["log"] == ["left:True"]
     assert outcome["victim"] == ["applied", None]
+    # another cancel of the skipped task after the restart is reported as one before it is
+    # (test_graph_steering.py::test_a_second_cancel_of_a_skipped_task_fails): it was
+    # reported applied, as if it had been the cancel that skipped it
+    assert outcome["again"] == [
+        "failed",
+        f"{outcome['target']} already finished; nothing to cancel",
+    ]
+
+
+SCOPE_CRASH_WORKER = Path(__file__).with_name("graph_scope_crash_worker.py")
+
+
+async def test_a_command_applied_before_a_sigkill_is_not_another_senders_under_its_id(
+    tmp_path: Path,
+) -> None:
+    """A human's update and the test actor's, both ``c-same``: the human's was saved, then the
+    process died. After the restart the recovery matched checkpoints by correlation id only,
+    so the test actor's (never lowered) was reported applied before the restart and its
+    update was lost."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, str(SCOPE_CRASH_WORKER), str(store), str(db), "first",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, errors = await asyncio.wait_for(first.communicate(), 60)
+    assert first.returncode == -9, errors.decode()  # SIGKILL, by its own hand
+    second = await asyncio.create_subprocess_exec(
+        sys.executable, str(SCOPE_CRASH_WORKER), str(store), str(db), "restart",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, errors = await asyncio.wait_for(second.communicate(), 60)
+    assert second.returncode == 0, errors.decode()
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["log"] == ["slow", "human", "test", "done"]
+    assert outcome["human"] == ["applied", [True]]  # its saved checkpoint, reported once
+    assert outcome["test"] == ["applied", [False]]  # applied now, for the first time

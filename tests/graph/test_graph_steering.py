@@ -20,7 +20,7 @@ from tinyagents.protocol import (
     SteeringTarget,
 )
 from tinyagents.runs import RunStatus
-from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.testkit import EventRecorder, EventWaiter
 
 TEST = SteeringActor.test()
@@ -274,6 +274,39 @@ async def test_cancel_a_paused_task_skips_it(rt: Runtime, waiter: EventWaiter) -
         ("left", RunStatus.CANCELLED),
         ("right", RunStatus.COMPLETED),
     ]
+
+
+@pytest.mark.parametrize("by", ["task", "node"])
+async def test_a_second_cancel_of_a_skipped_task_fails(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, tmp_path: Any, by: str
+) -> None:
+    """What a second cancel of a skipped task is answered before a restart; after one it is
+    answered the same (``test_graph_crash.py::test_a_task_cancel_saved_just_before_a_sigkill_
+    is_reported_applied``), not taken for the cancel that skipped it."""
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        graph = two_questions(cp, policy="skip")
+        handle = await rt.start_graph(graph, {}, thread_id="t")
+        paused = await both_paused(waiter, handle.run_id)
+        target = (
+            SteeringTarget.graph_task(handle.run_id, paused["right"].task_id)
+            if by == "task"
+            else SteeringTarget.graph_node(handle.run_id, "right")
+        )
+        first, again = command(target, SteeringKind.CANCEL), command(target, SteeringKind.CANCEL)
+        await rt.submit(first)
+        assert await settled(waiter, first.correlation_id) == "steering.applied"
+        await rt.submit(again)
+        assert await settled(waiter, again.correlation_id) == "steering.failed"
+        assert recorder.steering(again.correlation_id)[-1].reason == (
+            f"{target.describe()} already finished; nothing to cancel"
+        )
+        await rt.submit(
+            command(
+                SteeringTarget.graph_task(handle.run_id, paused["left"].task_id),
+                SteeringKind.APPROVE,
+            )
+        )
+        assert (await handle.result()).output["log"] == ["left:True", "after_left"]
 
 
 async def test_cancel_a_task_with_fail_run_policy_fails_the_run(

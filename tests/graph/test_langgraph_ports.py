@@ -721,7 +721,7 @@ async def test_a_replay_of_an_input_and_of_a_paused_head_number_their_steps_as_l
     ours, theirs_graph = pair(asks, checkpointer)
     await theirs_graph.ainvoke({"log": []}, cfg("2"))
     await ours.run({"log": []}, thread_id="2")
-    head = [s async for s in theirs_graph.aget_state_history(cfg("2"))][0]
+    head = await theirs_graph.aget_state(cfg("2"))
     await theirs_graph.ainvoke(None, head.config)
     await ours.run(None, thread_id="2", checkpoint_id=(await ours.history("2"))[0].checkpoint_id)
     theirs = [s.metadata["step"] async for s in theirs_graph.aget_state_history(cfg("2"))]

@@ -145,9 +145,11 @@ class TaskRecords:
     goto: list[str | Send] = field(default_factory=list)
     interrupts: list[Interrupt] = field(default_factory=list)
     resume: dict[str, Any] = field(default_factory=dict)
-    #: correlation id -> interrupt id: the steering commands whose answers ``resume`` holds
+    #: ``steering_ref`` -> interrupt id: the steering commands whose answers ``resume`` holds
     steered: dict[str, str] = field(default_factory=dict)
     skipped: bool = False
+    #: the ``steering_ref`` of the cancel that skipped the task (None: not saved with one)
+    skipped_by: str | None = None
     #: ``repr`` of the exception the task's last attempt failed with (LangGraph's task error)
     error: str | None = None
 
@@ -277,7 +279,9 @@ async def load_records(
         if w.kind == "result":
             rec.writes = [(k, _decode_write(channels[k], v)) for k, v in w.value["writes"]]
             rec.goto = decode_goto(w.value["goto"], graph)
-            rec.skipped = bool(w.value.get("skipped"))
+            skipped = w.value.get("skipped")
+            rec.skipped = bool(skipped)
+            rec.skipped_by = skipped if isinstance(skipped, str) else None
         elif w.kind == "interrupt":
             rec.interrupts = [Interrupt.from_json(i) for i in w.value]
         elif w.kind == "resume":
@@ -304,6 +308,7 @@ def result_write(
     goto: list[Any],
     *,
     skipped: bool = False,
+    skipped_by: str | None = None,
 ) -> WriteRecord:
     channels = graph.schema.channels
     payload: dict[str, Any] = {
@@ -311,8 +316,18 @@ def result_write(
         "goto": encode_goto(goto),
     }
     if skipped:
-        payload["skipped"] = True  # cancelled by steering: no successors either
+        # cancelled by steering (no successors either), named by the cancel when known: a
+        # cancel handed over again after a crash knows its own skip from another's
+        payload["skipped"] = skipped_by or True
     return WriteRecord(task_id=task_id, kind="result", value=payload)
+
+
+def steering_ref(correlation_id: str, scope: str = "") -> str:
+    """How a thread's records name the steering command that made them: its correlation id,
+    and its sender's scope (``dedupe_scope``) after a separator no id holds (ids are
+    printable), for two senders' commands under one id are two commands; the id alone for
+    the shared empty scope."""
+    return f"{correlation_id}\x1f{scope}" if scope else correlation_id
 
 
 def error_write(task_id: str, error: BaseException) -> WriteRecord:

@@ -194,7 +194,7 @@ class GraphRun:
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
         #: tasks of the running step that ``stop`` cancelled; emptied when the step's tasks end
-        self._stopping: set[str] = set()
+        self._stopping: dict[str, str | None] = {}  # task id -> the stopping cancel's ref
         #: stopped tasks that ended skipped: task id -> node (a steering cancel reads them out)
         self.stopped: dict[str, str] = {}
         #: ``stop_all`` was called: the step it interrupts ends the run with ``RunCancelled``
@@ -380,13 +380,14 @@ class GraphRun:
             stream.wrote(self, task)
         return False
 
-    def stop(self, task_id: str) -> bool:
+    def stop(self, task_id: str, *, by: str | None = None) -> bool:
         """Cancel task ``task_id`` of the running step; it ends skipped (no writes, no
-        successors; ``stopped`` names it) unless it finished first. Whether it was running."""
+        successors; ``stopped`` names it) unless it finished first. Whether it was running.
+        ``by``: the ``steering_ref`` of the cancel, saved with the skip."""
         running = self.running.get(task_id)
         if running is None or running.done():
             return False
-        self._stopping.add(task_id)
+        self._stopping[task_id] = by
         running.cancel()
         return True
 
@@ -403,7 +404,7 @@ class GraphRun:
         for task in tasks:
             if task.id in self._stopping and task.writes is None and not task.interrupts:
                 self.stopped[task.id] = task.node
-                await self.skip(task)
+                await self.skip(task, by=self._stopping[task.id])
         self._stopping.clear()
 
     def keep_records(self, tasks: list[Task]) -> None:
@@ -415,6 +416,7 @@ class GraphRun:
                 interrupts=t.interrupts,
                 resume=t.resume,
                 skipped=t.skipped,
+                skipped_by=t.skipped_by,
             )
             for t in tasks
             if t.writes is not None or t.interrupts or t.resume
@@ -568,12 +570,13 @@ class GraphRun:
         except Exception as store_exc:
             _log.warning("could not record the error of task %s: %s", task.id, store_exc)
 
-    async def skip(self, task: Task) -> None:
-        """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``)."""
-        task.writes, task.goto, task.skipped = [], [], True
+    async def skip(self, task: Task, *, by: str | None = None) -> None:
+        """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``);
+        ``by``: the ``steering_ref`` of the cancel."""
+        task.writes, task.goto, task.skipped, task.skipped_by = [], [], True, by
         task.interrupts = []
         if self.checkpointer is not None:
-            record = result_write(self.graph, task.id, [], [], skipped=True)
+            record = result_write(self.graph, task.id, [], [], skipped=True, skipped_by=by)
             await self.checkpointer.put_writes(
                 self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
             )

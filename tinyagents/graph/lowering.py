@@ -41,6 +41,7 @@ from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
 from tinyagents.graph import threads
 from tinyagents.graph.checkpointing import save
 from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.types import Command
 from tinyagents.protocol.boundary import Boundary
@@ -178,11 +179,11 @@ class GraphSteering:
         recorded as stopped, so the command is lowered (and fails) like a late cancel."""
         target = cmd.target
         if isinstance(target, GraphTaskTarget):
-            if run.stop(target.task_id):
+            if run.stop(target.task_id, by=command_ref(cmd)):
                 self.cancelled[target.task_id] = cmd
         elif isinstance(target, GraphNodeTarget):
             for task in run.plan():
-                if task.node == target.node and run.stop(task.id):
+                if task.node == target.node and run.stop(task.id, by=command_ref(cmd)):
                     self.cancelled[task.id] = cmd
         else:
             run.stop_all()
@@ -358,7 +359,7 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         )
     [chosen] = candidates
     writes = run.graph.map_resume(run.head, {chosen.id: resume_value(cmd)})
-    await record_resume(run.checkpointer, run.head, writes, correlation_id=cmd.correlation_id)
+    await record_resume(run.checkpointer, run.head, writes, steered_by=command_ref(cmd))
     return {
         "task_id": chosen.task_id,
         "node": chosen.node,
@@ -387,7 +388,7 @@ async def _redirect(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         delta = jump(run.graph, staged, list(targets))
     except Exception as exc:  # the kept writes of the step a reducer now refuses
         raise CannotApply(f"redirect was not applied: {type(exc).__name__}: {exc}") from exc
-    meta = {"goto": targets, "correlation_id": cmd.correlation_id}
+    meta = {"goto": targets, **steered_by(cmd)}
     if run.checkpointer is not None:
         await save(run.checkpointer, staged, delta=delta, source="steering", metadata=meta)
     run.adopt(staged)
@@ -401,7 +402,7 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     as_node = cmd.payload.get("as_node")
     # bad keys, values, reducer or router errors: InvalidUpdateError, the command's fault
     staged = await update_state(
-        run.checkpointer, run.graph, run.head, update, as_node, correlation_id=cmd.correlation_id
+        run.checkpointer, run.graph, run.head, update, as_node, steered_by=steered_by(cmd)
     )
     run.adopt(staged)
     return {"checkpoint_id": run.head.checkpoint_id, "keys": sorted(update)}
@@ -435,11 +436,12 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
         tasks = tasks if tasks is not None else run.plan()
         task = next((t for t in tasks if t.id == task_id), None)
         if task is not None and task.writes is None:
-            await run.skip(task)
+            await run.skip(task, by=command_ref(cmd))
             cancelled[task_id] = task.node
-        elif task is not None and task.skipped and steering.recovery.continued:
+        elif task is not None and task.skipped and task.skipped_by == command_ref(cmd):
             # skipped by this very cancel in a process killed before it reported it applied
-            # (a cancel is no kind EarlierApplied finds: its effect is the task's skip record)
+            # (a cancel is no kind EarlierApplied finds: its effect is the task's skip record,
+            # which names it; a skip by another cancel is "already finished", as before)
             cancelled[task_id] = task.node
             before_restart = True
     if tasks is not None:

@@ -6,13 +6,16 @@ killed after saving a steering checkpoint or an interrupt's answer, but before t
 learnt that the command was applied, hands the command over again after the restart;
 ``EarlierApplied`` finds its effect in the checkpoints, so it is reported applied instead of
 being applied twice (an update appended twice, an approve failing on an answered interrupt).
+A command is known by its correlation id in its sender's scope (``command_ref``), as
+everywhere: another sender's command under the same id is another command.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.protocol.commands import SteeringCommand, SteeringKind, ThreadTarget
+from tinyagents.graph.checkpointing import steering_ref
+from tinyagents.protocol.commands import SteeringCommand, SteeringKind, ThreadTarget, dedupe_scope
 
 if TYPE_CHECKING:
     from tinyagents.graph.checkpointing import Head
@@ -32,6 +35,19 @@ APPLIED_ONCE_KINDS = frozenset(
 )
 
 
+def command_ref(cmd: SteeringCommand) -> str:
+    """How the thread's records name ``cmd`` (``checkpointing.steering_ref``)."""
+    return steering_ref(cmd.correlation_id, dedupe_scope(cmd.actor))
+
+
+def steered_by(cmd: SteeringCommand) -> dict[str, str]:
+    """The metadata a checkpoint made by ``cmd`` names it with: its correlation id, and its
+    sender's scope when it has one (``applied_by_steering`` reads them back)."""
+    scope = dedupe_scope(cmd.actor)
+    named = {"correlation_id": cmd.correlation_id}
+    return {**named, "sender_scope": scope} if scope else named
+
+
 class EarlierApplied:
     """What an earlier process of a continued run did with the commands it was handed."""
 
@@ -48,17 +64,17 @@ class EarlierApplied:
         with, if an earlier process applied it; else None."""
         if not self.continued or cmd.fork or cmd.kind not in APPLIED_ONCE_KINDS:
             return None
-        cid = cmd.correlation_id
+        ref = command_ref(cmd)
         for records in run.head.records.values():  # answered; its task has not run again yet
-            if cid in records.steered:
+            if ref in records.steered:
                 return {
                     "checkpoint_id": run.head.checkpoint_id,
-                    "interrupt_id": records.steered[cid],
+                    "interrupt_id": records.steered[ref],
                 }
         if self._found is None:
             assert self.cp is not None and self.thread_id is not None
             self._found = await applied_by_steering(self.cp, self.thread_id, self.run_id)
-        checkpoint_id = self._found.get(cid)
+        checkpoint_id = self._found.get(ref)
         return None if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
 
 
@@ -85,9 +101,9 @@ def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
 
 
 async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> dict[str, str]:
-    """Correlation id -> checkpoint id of the steering checkpoints run ``run_id`` saved (and of
-    the steps that consumed a steering answer), reading the thread's history newest first only
-    as far back as that run goes."""
+    """``command_ref`` -> checkpoint id of the steering checkpoints run ``run_id`` saved (and
+    of the steps that consumed a steering answer), reading the thread's history newest first
+    only as far back as that run goes."""
     found: dict[str, str] = {}
     limit = 64
     while True:
@@ -97,7 +113,8 @@ async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> 
                 return found
             correlation_id = record.metadata.get("correlation_id")
             if correlation_id is not None:
-                found.setdefault(correlation_id, record.checkpoint_id)
+                scope = record.metadata.get("sender_scope", "")
+                found.setdefault(steering_ref(correlation_id, scope), record.checkpoint_id)
             for answered_by in record.metadata.get("resumed_by", ()):
                 found.setdefault(answered_by, record.checkpoint_id)
         if len(records) < limit:
@@ -105,4 +122,11 @@ async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> 
         limit *= 4
 
 
-__all__ = ["APPLIED_ONCE_KINDS", "EarlierApplied", "applied_by_steering", "continued_run_id"]
+__all__ = [
+    "APPLIED_ONCE_KINDS",
+    "EarlierApplied",
+    "applied_by_steering",
+    "command_ref",
+    "continued_run_id",
+    "steered_by",
+]

@@ -263,15 +263,15 @@ async def update_state(
     as_node: str | None,
     *,
     rewound_to: str | None = None,
-    correlation_id: str | None = None,
+    steered_by: dict[str, str] | None = None,
 ) -> Head:
     """The one ``update_state``, for the API (``GraphSession.update_state``) and for steering
     (``lowering``): ``update`` through the reducers, routed as ``as_node``'s output when
     given (``START``: from the start; ``END``: the thread's last word), saved as its own
     checkpoint (with a checkpointer). Returns the changed copy of ``head``, which the caller
     adopts; bad input raises and changes nothing. ``rewound_to``: ``head`` is the thread's
-    past at that checkpoint (saved whole, as a fork); ``correlation_id``: the steering
-    command that made it. An update at a breakpoint keeps the mark, also with ``as_node`` (an
+    past at that checkpoint (saved whole, as a fork); ``steered_by``: the metadata that
+    names the steering command that made it (its correlation id and sender scope). An update at a breakpoint keeps the mark, also with ``as_node`` (an
     edit made as the node before the stop, LangGraph's human-in-the-loop pattern), so the run
     that continues passes the breakpoint, as LangGraph's resumed run passes its first one."""
     check_as_node(graph, as_node)
@@ -281,8 +281,8 @@ async def update_state(
         meta["rewound_to"] = rewound_to
     elif head.metadata.get("at_breakpoint"):
         meta["at_breakpoint"] = True
-    if correlation_id is not None:
-        meta["correlation_id"] = correlation_id
+    if steered_by is not None:
+        meta.update(steered_by)
     if cp is not None:
         whole = staged.seq < 0 or rewound_to is not None
         ran = None if as_node is None else [] if as_node == END else [as_node]
@@ -399,18 +399,19 @@ async def record_resume(
     head: Head,
     resume: list[WriteRecord],
     *,
-    correlation_id: str | None = None,
+    steered_by: str | None = None,
 ) -> None:
     """Persist answers (from ``map_resume``) before the tasks that get them run again.
 
-    With ``correlation_id`` (an answer from a steering command) the same writes record which
-    command gave it, so a command handed over again after a crash is known as applied.
+    With ``steered_by`` (the ``steering_ref`` of the steering command that answers) the same
+    writes record which command gave it, so a command handed over again after a crash is
+    known as applied.
     """
     assert cp is not None  # interrupts exist only with a checkpointer
     writes = list(resume)
-    if correlation_id is not None:
+    if steered_by is not None:
         writes += [
-            WriteRecord(task_id=w.task_id, kind="steered", key=correlation_id, value=w.key)
+            WriteRecord(task_id=w.task_id, kind="steered", key=steered_by, value=w.key)
             for w in resume
         ]
     await cp.put_writes(head.thread_id, head.ns, head.frontier_id, writes)

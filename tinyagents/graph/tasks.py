@@ -50,6 +50,7 @@ class Task:
         "parts",
         "resume",
         "skipped",
+        "skipped_by",
         "spec",
         "writes",
     )
@@ -72,6 +73,8 @@ class Task:
         self.resume: dict[str, Any] = {}
         self.attempts = 0
         self.skipped = False
+        #: the ``steering_ref`` of the cancel that skipped it, when known
+        self.skipped_by: str | None = None
 
     @property
     def id(self) -> str:
@@ -131,6 +134,7 @@ def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
             task.interrupts = rec.interrupts
             task.resume = rec.resume
             task.skipped = rec.skipped
+            task.skipped_by = rec.skipped_by
         tasks.append(task)
     return tasks
 
