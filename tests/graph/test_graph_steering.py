@@ -252,6 +252,52 @@ async def test_stale_checkpoint_is_rejected_and_the_fork_variant_applied(
     assert (await handle.result()).status is RunStatus.CANCELLED
 
 
+@pytest.mark.parametrize(
+    ("kind", "payload", "reason"),
+    [
+        (SteeringKind.APPROVE, {}, "2 matching interrupts"),
+        (SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}, "zzz"),
+        (SteeringKind.CANCEL, {}, "cannot be applied on a fork"),
+    ],
+)
+async def test_a_fork_command_that_fails_leaves_no_fork_thread(
+    rt: Runtime,
+    waiter: EventWaiter,
+    recorder: EventRecorder,
+    tmp_path: Any,
+    kind: SteeringKind,
+    payload: dict[str, Any],
+    reason: str,
+) -> None:
+    """The fork was made before the command was tried on it: a command that then failed left
+    a thread ``t~<id>`` nobody had asked for, which a retry (a new id) never reused."""
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        graph = two_questions(cp)
+        handle = await rt.start_graph(graph, {}, thread_id="t")
+        stale = (await both_paused(waiter, handle.run_id))["right"].checkpoint_id
+        moved_on = command(
+            SteeringTarget.agent_run(handle.run_id),
+            SteeringKind.UPDATE_STATE,
+            {"update": {"log": ["moved"]}},
+        )
+        await rt.submit(moved_on)
+        assert await settled(waiter, moved_on.correlation_id) == "steering.applied"
+        forked = command(
+            SteeringTarget.agent_run(handle.run_id),
+            kind,
+            payload,
+            checkpoint_id=stale,
+            fork=True,
+        )
+        assert (await rt.submit(forked)).accepted
+        assert await settled(waiter, forked.correlation_id) == "steering.failed"
+        assert reason in (recorder.steering(forked.correlation_id)[-1].reason or "")
+        assert await cp.latest(f"t~{forked.correlation_id}") is None
+        assert await cp.list(f"t~{forked.correlation_id}") == []
+        await handle.cancel()
+        await handle.result()
+
+
 async def test_cancel_a_paused_task_skips_it(rt: Runtime, waiter: EventWaiter) -> None:
     graph = two_questions(MemoryCheckpointer(), policy="skip")
     handle = await rt.start_graph(graph, {}, thread_id="t")

@@ -531,7 +531,7 @@ async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand)
     the sender's scope for a human's: two senders' commands under one id are two commands, and
     two forks): a command handed over again after a crash finds the fork an earlier process
     made, and continues it (or reports it, if it ran to its end) instead of forking a second
-    time.
+    time. A command that fails on the fork it just made deletes that fork.
     """
     graph, checkpointer = run.graph, run.checkpointer
     assert cmd.checkpoint_id is not None
@@ -544,14 +544,23 @@ async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand)
     made = await checkpointer.latest(fork)
     if made is None:
         await threads.fork(graph, run.head.thread_id, cmd.checkpoint_id, new_thread_id=fork)
-        first = await _first_on_fork(graph, fork, cmd)
-    else:  # forked by a process that died before it reported the command applied
-        affected["applied_before_restart"] = True
-        snapshot = await threads.get_state(graph, fork)
-        if not snapshot.next and not snapshot.interrupts:  # and its run got to the end
-            return {**affected, "fork_run_id": made.metadata.get("run_id")}
-        untouched = made.source == "fork"  # nothing was done on it yet (an answer, at most)
-        first = await _first_on_fork(graph, fork, cmd, again=True) if untouched else None
+        try:
+            first = await _first_on_fork(graph, fork, cmd)
+            handle = await steering.start_fork(first, fork)
+        except Exception:
+            # the command fails, and the fork made for it goes with it: no thread is left
+            # that nobody asked for (a crash before this leaves it to the command handed
+            # over again, which continues it)
+            await checkpointer.delete_thread(fork)
+            raise
+        return {**affected, "fork_run_id": handle.run_id}
+    # forked by a process that died before it reported the command applied
+    affected["applied_before_restart"] = True
+    snapshot = await threads.get_state(graph, fork)
+    if not snapshot.next and not snapshot.interrupts:  # and its run got to the end
+        return {**affected, "fork_run_id": made.metadata.get("run_id")}
+    untouched = made.source == "fork"  # nothing was done on it yet (an answer, at most)
+    first = await _first_on_fork(graph, fork, cmd, again=True) if untouched else None
     handle = await steering.start_fork(first, fork)
     return {**affected, "fork_run_id": handle.run_id}
 
