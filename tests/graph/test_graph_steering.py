@@ -214,6 +214,31 @@ def ask_after_prep(cp: Checkpointer) -> Any:
     return graph.compile(checkpointer=cp)
 
 
+async def test_a_checkpoint_id_is_judged_when_the_command_is_accepted(
+    rt: Runtime, waiter: EventWaiter, tmp_path: Any
+) -> None:
+    """Staleness is a policy, judged at submit (DESIGN.md, docs/graph.md): a command that
+    names the latest checkpoint while a step runs is accepted, and lands at the boundary after
+    that step, whose checkpoint is newer. (Judged again at delivery, every command pinned
+    while a step ran would fail.)"""
+    gate = asyncio.Event()
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        graph = gated_chain(gate, cp)
+        handle = await rt.start_graph(graph, {}, thread_id="t")
+        await waiter.event("graph.task_started", handle.run_id, node="a")
+        latest = (await graph.get_state("t")).checkpoint_id
+        update = command(
+            SteeringTarget.agent_run(handle.run_id),
+            SteeringKind.UPDATE_STATE,
+            {"update": {"log": ["pinned"]}},
+            checkpoint_id=latest,
+        )
+        assert (await rt.submit(update)).status == "accepted"
+        gate.set()
+        assert await settled(waiter, update.correlation_id) == "steering.applied"
+        assert (await handle.result()).output["log"] == ["a", "pinned", "b", "c"]
+
+
 async def test_stale_checkpoint_is_rejected_and_the_fork_variant_applied(
     rt: Runtime, waiter: EventWaiter
 ) -> None:
