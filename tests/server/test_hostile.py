@@ -47,6 +47,11 @@ BAD_BODIES: list[tuple[str, bytes, str, int | tuple[int, ...]]] = [
     ("pause", b"hello", "text/plain", 422),
     ("steer", b'{"message": "x"}', "text/plain", 422),
     ("steer", b'{"message": "\xff\xfe"}', "application/json", 400),
+    # UTF-16 and UTF-32 (which json.loads of bytes reads) are not UTF-8 either: they were taken
+    ("steer", '{"message": "x"}'.encode("utf-16"), "application/json", 400),
+    ("steer", '{"message": "x"}'.encode("utf-16-le"), "application/json", 400),
+    ("commands", '{"kind": "pause"}'.encode("utf-32"), "application/json", 400),
+    ("steer", b'{"message": "\xed\xa0\x80"}', "application/json", 400),  # a surrogate's bytes
     ("steer", b'{"message": "\\ud800 hi"}', "application/json", 422),
     # 400 where the JSON parser gives up on the depth, else 422 from the payload's own check
     ("commands", b'{"kind": "pause", "payload": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}", "application/json", (400, 422)),
@@ -269,13 +274,45 @@ async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:
     assert "query" in problem(r, 422)["message"]
 
 
-@pytest.mark.parametrize("header", ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3"])
-async def test_a_garbage_last_event_id_header_still_streams(served: Served, header: str) -> None:
+@pytest.mark.parametrize(
+    "header", ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3", "1.5", ""]
+)
+async def test_a_last_event_id_header_that_is_no_event_id_is_422(
+    served: Served, header: str
+) -> None:
+    """As the query parameter is: it was ignored, so the client got the tenant's whole log
+    again from the start, every event it had already seen shown twice."""
     await served.start_run("acme")
     r = await raw(
         served, "alice", "GET", f"{BASE}/events?follow=false", headers={"Last-Event-ID": header}
     )
-    assert r.status_code == 200 and r.text.startswith("retry:"), r.text[:300]
+    body = problem(r, 422)
+    assert "last-event-id" in body["message"].lower(), body
+
+
+async def test_a_last_event_id_in_the_query_wins_over_the_header(served: Served) -> None:
+    """``?last_event_id=0`` asks for everything: it was read as no answer (0 is falsy), and
+    the header's id was used instead."""
+    run = await served.start_run("acme")
+    await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "x"})
+
+    async def ids(query: str, header: str) -> list[str]:
+        r = await raw(
+            served,
+            "alice",
+            "GET",
+            f"{BASE}/events?follow=false&run_id={run.run_id}{query}",
+            headers={"Last-Event-ID": header},
+        )
+        assert r.status_code == 200, r.text[:300]
+        return [line for line in r.text.splitlines() if line.startswith("id:")]
+
+    everything = await eventually(lambda: ids("", "0"))  # (the run goes on logging)
+    last = everything[-1]
+    assert (await ids("&last_event_id=0", last.removeprefix("id: ")))[: len(everything)] == (
+        everything
+    )
+    assert last not in await ids("", last.removeprefix("id: "))
 
 
 # --------------------------------------------------------------------------- tokens
@@ -330,10 +367,20 @@ async def test_bad_tokens_are_401_and_observe_only_tokens_cannot_control(served:
 )
 async def test_a_wrong_method_is_405(served: Served, method: str, path: str) -> None:
     run = await served.start_run("acme")
-    r = await raw(served, "alice", method, f"{BASE}/" + path.format(run=run.run_id))
+    url = f"{BASE}/" + path.format(run=run.run_id)
+    r = await raw(served, "alice", method, url)
     assert r.status_code == 405, (r.status_code, r.text)
     if method != "HEAD":
         problem(r, 405)
+    # Allow names every method the path takes (HEAD beside GET; it named GET alone), and
+    # each of them is taken.
+    allowed = r.headers["allow"].split(", ")
+    assert allowed == sorted(allowed) and method not in allowed
+    assert ("HEAD" in allowed) == ("GET" in allowed and not path.startswith("events")), allowed
+    taken = url if "?" in url else f"{url}?follow=false"  # (a followed stream never ends)
+    for other in allowed:  # (a body no command takes: a 422 that changes nothing)
+        got = await raw(served, "alice", other, taken, json=[])
+        assert got.status_code != 405, (other, url, got.text[:300])
     await unchanged(served, run)
 
 

@@ -639,7 +639,7 @@ def create_app(
     loopback address is a 403 (``LoopbackOnly``: DNS rebinding, cross-site forms). A request
     body past ``max_body_bytes`` is a 413.
     """
-    from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request, Response
+    from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
     from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, StreamingResponse
@@ -715,8 +715,20 @@ def create_app(
             if right is not None:
                 detail = f"no such path: {request.url.path}; use {right} (no trailing slash)"
             body = {"detail": detail, "message": detail}
-            return JSONResponse(body, status_code=exc.status_code, headers=dict(exc.headers or {}))
+            headers = dict(exc.headers or {})
+            if exc.status_code == 405:
+                headers["Allow"] = ", ".join(_allowed(request))
+            return JSONResponse(body, status_code=exc.status_code, headers=headers)
         return response
+
+    def _allowed(request: Request) -> list[str]:
+        """Every method a route of the request's path takes: a GET's HEAD is a route of its
+        own (``_answer_head``), and Starlette's ``Allow`` names the first route's alone."""
+        methods: set[str] = set()
+        for route in (*router.routes, *app.router.routes):  # the API's, the probes', docs
+            if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
+                methods |= route.methods or set()
+        return sorted(methods)
 
     def _without_slash(request: Request) -> str | None:
         """The path a request with a trailing slash meant, when that path is a route."""
@@ -753,7 +765,7 @@ def create_app(
         return api.principal(token)
 
     Caller = Depends(caller)
-    router = APIRouter(prefix=BASE)
+    router = APIRouter(prefix=BASE, route_class=_utf8_json_route())
 
     def error(description: str) -> dict[str, Any]:
         return {"description": description, "model": ErrorBody}
@@ -953,7 +965,15 @@ def create_app(
             default=None,
             ge=0,
             le=_MAX_EVENT_ID,
-            description="resume after this id (or send Last-Event-ID)",
+            description="resume after this id (or send Last-Event-ID; this wins over it)",
+        ),
+        last_event_id_header: int | None = Header(
+            default=None,
+            alias="last-event-id",
+            ge=0,
+            le=_MAX_EVENT_ID,
+            description="resume after this id, as a reconnecting EventSource sends it; one "
+            "that is no event id is a 422, as in the query (ignored, it replayed the log)",
         ),
         follow: bool = Query(
             default=True,
@@ -965,7 +985,7 @@ def create_app(
         for run in (run_id, root_run_id):
             if run is not None:
                 await api.visible_run(p, run)
-        after = last_event_id or _last_event_id(request.headers.get("last-event-id"))
+        after = last_event_id if last_event_id is not None else last_event_id_header or 0
         visible = await api.observe_filter(p)
         stream = event_stream(
             control,
@@ -1043,6 +1063,32 @@ def _serve_api_docs(app: "FastAPI") -> None:
     app.add_api_route(f"{BASE}/docs", api_docs, methods=["GET", "HEAD"], include_in_schema=False)
 
 
+def _utf8_json_route() -> Any:
+    """An ``APIRoute`` whose JSON bodies are read as UTF-8 only (a byte-order mark allowed),
+    as RFC 8259 has it and the docs say: ``json.loads`` of bytes also reads UTF-16 and UTF-32,
+    which a 400 should have refused as the other encodings are."""
+    from fastapi import Request
+    from fastapi.routing import APIRoute
+
+    class Utf8Request(Request):
+        async def json(self) -> Any:
+            if not hasattr(self, "_json"):
+                # UnicodeDecodeError: FastAPI's 400, which ``_unreadable_body`` explains
+                self._json = json.loads((await self.body()).decode("utf-8-sig"))
+            return self._json
+
+    class Utf8JsonRoute(APIRoute):
+        def get_route_handler(self) -> Any:
+            handler = super().get_route_handler()
+
+            async def route(request: Request) -> Any:
+                return await handler(Utf8Request(request.scope, request.receive))
+
+            return route
+
+    return Utf8JsonRoute
+
+
 def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:
     """Let every GET route of ``router`` answer HEAD too, as HTTP has it (headers, no body;
     FastAPI's GET routes do not): a route of its own per path, kept out of the OpenAPI
@@ -1061,16 +1107,6 @@ def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:
                 methods=["HEAD"],
                 include_in_schema=False,
             )
-
-
-def _last_event_id(header: str | None) -> int:
-    """The id a reconnecting ``EventSource`` sent; one that is no event-log id (garbage, or
-    beyond what a store holds) is ignored, as the browser cannot be told to send another."""
-    try:
-        value = int(header) if header else 0
-    except ValueError:
-        return 0
-    return value if 0 <= value <= _MAX_EVENT_ID else 0
 
 
 def _mount_console(app: "FastAPI") -> None:
