@@ -302,3 +302,34 @@ async def test_a_command_applied_before_a_sigkill_is_not_another_senders_under_i
     assert outcome["log"] == ["slow", "human", "test", "done"]
     assert outcome["human"] == ["applied", [True]]  # its saved checkpoint, reported once
     assert outcome["test"] == ["applied", [False]]  # applied now, for the first time
+
+
+ANSWER_CRASH_WORKER = Path(__file__).with_name("graph_answer_crash_worker.py")
+
+
+async def test_approvals_a_step_took_before_a_sigkill_are_reported_applied(
+    tmp_path: Path,
+) -> None:
+    """LEFT was approved and ran, then RIGHT was approved, the step that took both answers
+    was saved, and the process died before the store heard of either approval. The step's
+    checkpoint named RIGHT's approval only (the records of the unfinished step had been
+    rebuilt without who answered LEFT), so after the restart LEFT's approval was handed over
+    again and failed: nothing to approve."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    first = await asyncio.create_subprocess_exec(
+        sys.executable, str(ANSWER_CRASH_WORKER), str(store), str(db), "first",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, errors = await asyncio.wait_for(first.communicate(), 60)
+    assert first.returncode == -9, errors.decode()  # SIGKILL, by its own hand
+    second = await asyncio.create_subprocess_exec(
+        sys.executable, str(ANSWER_CRASH_WORKER), str(store), str(db), "restart",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, errors = await asyncio.wait_for(second.communicate(), 60)
+    assert second.returncode == 0, errors.decode()
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["log"] == ["left:True", "right:True", "after_left"]
+    # each applied once, before the restart, and reported so once
+    assert outcome["c-left"] == ["applied", None, [True]]
+    assert outcome["c-right"] == ["applied", None, [True]]

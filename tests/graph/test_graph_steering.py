@@ -11,6 +11,7 @@ from graphkit import LogState, logger
 from tinyagents import Runtime
 from tinyagents.errors import ThreadBusy
 from tinyagents.graph import END, START, Send, StateGraph, interrupt
+from tinyagents.graph.recovery import applied_by_steering
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -759,6 +760,40 @@ async def test_cancelling_one_paused_task_leaves_the_approval_of_the_other(
     assert result.status is RunStatus.COMPLETED
     assert result.output["log"] == ["left:True", "after_left"]
     recorder.assert_every_command_terminal()
+
+
+@pytest.mark.parametrize("then", ["approve", "cancel"])
+async def test_the_step_that_takes_an_answer_names_its_command_in_its_checkpoint(
+    rt: Runtime, waiter: EventWaiter, then: str
+) -> None:
+    """LEFT is approved, then RIGHT is approved after LEFT ran (or cancelled at the same
+    boundary). The records of the unfinished step were rebuilt without the commands that
+    gave their answers, so the step's checkpoint named none of LEFT's approval in
+    ``resumed_by``: after a crash before the store heard it was applied, the approval was
+    handed over again and failed (no pending interrupt) instead of being reported applied."""
+    cp = MemoryCheckpointer()
+    handle = await rt.start_graph(two_questions(cp), {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.APPROVE
+    )
+    right = SteeringTarget.graph_task(handle.run_id, paused["right"].task_id)
+    if then == "approve":
+        await rt.submit(approve)
+        applied = await waiter.event("steering.applied", correlation_id=approve.correlation_id)
+        await waiter.until(  # LEFT ran; the step waits on RIGHT alone
+            lambda e: e.type == "graph.interrupt" and e.offset > applied.offset
+        )
+        other = command(right, SteeringKind.APPROVE)
+    else:
+        other = command(right, SteeringKind.CANCEL)
+        await rt.submit(approve)
+    await rt.submit(other)
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    found = await applied_by_steering(cp, "t", handle.run_id)
+    assert approve.correlation_id in found
+    if then == "approve":
+        assert found[approve.correlation_id] == found[other.correlation_id]  # the same step
 
 
 async def test_a_fork_of_a_graph_run_without_checkpointer_is_rejected_at_submit(

@@ -409,12 +409,17 @@ class GraphRun:
 
     def keep_records(self, tasks: list[Task]) -> None:
         """Remember what the tasks of an unfinished step did, for the next plan()."""
+        before = self.head.records
         self.head.records = {
             t.id: TaskRecords(
                 writes=t.writes,
                 goto=t.goto,
                 interrupts=t.interrupts,
                 resume=t.resume,
+                # a task holds its answers, not who gave them: the step's checkpoint names
+                # those commands (``finish_step``), so a crash before the store heard they
+                # were applied does not hand them over again to fail
+                steered=before[t.id].steered if t.id in before else {},
                 skipped=t.skipped,
                 skipped_by=t.skipped_by,
             )
