@@ -50,6 +50,7 @@ from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policy import PolicyPipeline
+from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
 from tinyagents.store.base import Store, StoreWriter
 from tinyagents.store.open import open_store
@@ -63,11 +64,10 @@ _log = logging.getLogger("tinyagents.runtime")
 #: Released runs' snapshots are saved this many at a time (and the rest on close), like the
 #: snapshots of the runs still in memory, which are saved on close.
 _SAVE_BATCH = 256
-#: With a durable store: how often the inbox is polled (``wake_inbox`` wakes it at once), how
-#: often changed runs' snapshots are written, and how often every live run's is (heartbeat).
+#: With a durable store: how often the inbox is polled (``wake_inbox`` wakes it at once).
+#: How often changed runs' snapshots are written, and every live run's (heartbeat), is
+#: ``SNAPSHOT_EVERY_S`` and ``HEARTBEAT_S`` of ``steering.remote``, whose senders wait for them.
 INBOX_POLL_S = 0.05
-SNAPSHOT_EVERY_S = 0.1
-HEARTBEAT_S = 1.0
 
 
 class Runtime:

@@ -9,12 +9,15 @@ which this side waits for. Only obviously hopeless commands are answered here: a
 run, another tenant's run (both ``not found``), a finished run, and a run whose owner has
 stopped writing its heartbeat (``OWNER_SILENT_S``) — unless the steering log
 already holds the command's correlation id: then a retry is answered ``duplicate``, as the
-owner would have answered it.
+owner would have answered it. A run is in the store only from its owner's next snapshot
+write, a moment after its ``start`` returned: one that is not there (or not steerable yet) is
+looked for again for ``LISTING_WAIT_S`` before it is answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,17 +37,33 @@ from tinyagents.store.base import Store, run_key
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
-#: A live run's owner rewrites its snapshot every second (``Runtime`` heartbeat); one silent
-#: for this long is taken for gone (its inbox would never be read), with room for clock skew.
+#: How often a runtime with a durable store writes the snapshots of its runs that changed,
+#: and of every live run (its heartbeat). ``Runtime`` writes them; the senders here read them.
+SNAPSHOT_EVERY_S = 0.1
+HEARTBEAT_S = 1.0
+#: A live run's owner rewrites its snapshot every ``HEARTBEAT_S``; one silent for this long
+#: is taken for gone (its inbox would never be read), with room for clock skew.
 OWNER_SILENT_S = 30.0
+#: A run another process has just started (its ``start`` answered) is in the store from its
+#: owner's next snapshot write, within ``SNAPSHOT_EVERY_S`` (``HEARTBEAT_S`` if that write
+#: failed and is retried), and a run restarted under its id shows its dead incarnation's owner
+#: until then: the sender looks again this long, every ``LISTING_POLL_S``, before it answers
+#: "not found" (as the Redis path waits for a worker's mirror).
+LISTING_WAIT_S = SNAPSHOT_EVERY_S + HEARTBEAT_S
+LISTING_POLL_S = SNAPSHOT_EVERY_S / 2
 
 
 async def submit_through_store(
-    store: Store, cmd: SteeringCommand, *, timeout_s: float = 5.0
+    store: Store,
+    cmd: SteeringCommand,
+    *,
+    timeout_s: float = 5.0,
+    listing_wait_s: float = LISTING_WAIT_S,
 ) -> SteeringReceipt:
     """The receipt the owning runtime gives ``cmd``; raises ``ReceiptTimeout`` when none
-    comes within ``timeout_s`` (the command may still be applied later)."""
-    snapshot = await target_snapshot(store, cmd)
+    comes within ``timeout_s`` (the command may still be applied later). A target not in the
+    store is looked for again for ``listing_wait_s`` (``listed_snapshot``)."""
+    snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
     refusal = refuse(cmd, snapshot)
     if refusal is not None:
         if snapshot is not None and await _logged(store, cmd):
@@ -64,6 +83,27 @@ async def submit_through_store(
                 await asyncio.sleep(RECEIPT_POLL_S)
     except TimeoutError:
         raise ReceiptTimeout(cmd.correlation_id, owner, timeout_s) from None
+
+
+async def listed_snapshot(
+    store: Store, cmd: SteeringCommand, *, wait_s: float = LISTING_WAIT_S
+) -> dict[str, Any] | None:
+    """``target_snapshot``, looked for again until ``wait_s`` have passed while there is none
+    the sender may see or its owner is silent: a run another process started a moment ago
+    is not in the store until its owner's next snapshot write, and would be taken for a run
+    that does not exist. Another tenant's run is ``None`` and waits as long, so the answer
+    tells it apart from an unknown run by nothing; a silent owner's run is returned at the
+    end, for ``refuse`` to answer."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        snapshot = await target_snapshot(store, cmd)
+        if snapshot is not None and not _visible(cmd, snapshot):
+            snapshot = None
+        if snapshot is not None and not owner_silent(snapshot):
+            return snapshot
+        if time.monotonic() >= deadline:
+            return snapshot
+        await asyncio.sleep(LISTING_POLL_S)
 
 
 async def target_snapshot(store: Store, cmd: SteeringCommand) -> dict[str, Any] | None:
@@ -101,10 +141,7 @@ _THREAD_PAGE = 200
 
 def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringReceipt | None:
     """The rejection the submitting side gives without asking the owner, or None."""
-    actor = cmd.actor
-    if snapshot is None or (
-        isinstance(actor, HumanActor) and actor.tenant_id != snapshot.get("tenant_id")
-    ):
+    if snapshot is None or not _visible(cmd, snapshot):
         return _rejected(cmd, not_found(cmd), None)  # the same words for both
     run_id = snapshot.get("run_id")
     if _finished(snapshot):
@@ -122,6 +159,12 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
             run_id,
         )
     return None
+
+
+def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:
+    """Whether ``cmd``'s sender may learn the run exists: a human only in its own tenant."""
+    actor = cmd.actor
+    return not isinstance(actor, HumanActor) or actor.tenant_id == snapshot.get("tenant_id")
 
 
 def owner_silent(snapshot: dict[str, Any]) -> bool:
