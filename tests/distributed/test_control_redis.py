@@ -278,3 +278,36 @@ async def test_a_thread_command_reaches_the_threads_newest_run_not_an_older_one(
             assert old.status is RunStatus.RUNNING
             await old.cancel()
             await old.result()
+
+
+async def test_over_redis_and_a_store_an_unknown_run_waits_once_as_another_tenants_does(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """With Redis and a shared store, a command for an unknown run waited for the Redis
+    listing, then for the store's again: twice as long as for another tenant's run on
+    another worker (answered after the Redis wait alone), which the time told apart."""
+    import time
+
+    from tinyagents.steering.remote import LISTING_WAIT_S
+
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 1.0, "block_s": 0.2}
+    async with Runtime(store=store) as rt_a, Runtime(store=store) as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", **kw),  # type: ignore[arg-type]
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,  # type: ignore[arg-type]
+        ):
+            control = Control(rt_b, redis=rc_b)
+            handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+            await eventually(lambda: rc_b.get_run(handle.run_id), lambda s: s is not None)
+            outsider = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
+            took: list[float] = []
+            for run_id in (handle.run_id, "r-nowhere"):
+                began = time.monotonic()
+                receipt = await control.submit(command(run_id, "pause", actor=outsider))
+                took.append(time.monotonic() - began)
+                assert receipt.status == "rejected" and receipt.reason == f"not found: run {run_id}"
+            assert abs(took[0] - took[1]) < LISTING_WAIT_S / 2, took
+            await handle.cancel()
+            await handle.result()
+            control.close()

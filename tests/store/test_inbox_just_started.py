@@ -120,3 +120,23 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
         for run in (handle, theirs):
             await run.cancel()
             await run.result()
+
+
+async def test_another_tenants_run_held_here_waits_as_an_unknown_run_does(
+    tmp_path: Path,
+) -> None:
+    """The sender's own runtime holds another tenant's run: the command went to that runtime,
+    which answered "not found" at once, while an unknown run is answered after the listing
+    wait; the time told the two apart. Both now go the same way."""
+    async with Runtime(store=SqliteStore(tmp_path / "x.db")) as rt:
+        control = Control(rt, receipt_timeout_s=30)
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await until(lambda: rt.runs.get(handle.run_id))
+        foreign, foreign_s = await timed(control, pause(handle.run_id, OUTSIDER))
+        missing, missing_s = await timed(control, pause("r-nowhere", OUTSIDER))
+        assert foreign.status == missing.status == "rejected"
+        assert foreign.reason == f"not found: run {handle.run_id}"
+        assert foreign_s >= LISTING_WAIT_S and missing_s >= LISTING_WAIT_S
+        assert (await control.submit(pause(handle.run_id))).status == "accepted"  # its own
+        await handle.cancel()
+        await handle.result()

@@ -39,7 +39,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
-from tinyagents.steering.remote import owner_silent, submit_through_store
+from tinyagents.steering.remote import LISTING_WAIT_S, owner_silent, submit_through_store
 from tinyagents.store.base import RunKey, Store, run_key, runs_match
 
 _log = logging.getLogger("tinyagents.server")
@@ -409,6 +409,7 @@ class Control:
         runtime = self.runtime
         if runtime is not None and _holds(runtime, cmd):
             return await runtime.submit(cmd)
+        listing_wait_s = LISTING_WAIT_S
         if self.redis is not None:
             try:
                 if await self.redis.holds_elsewhere(cmd):
@@ -416,17 +417,30 @@ class Control:
             except ControlPlaneUnavailable:
                 if self.store is None:
                     raise
+            else:
+                # a run neither here nor listed on Redis was looked for there for its listing
+                # wait: the store is read once, not waited on again (an unknown run would take
+                # twice as long as another tenant's, which Redis answers after one wait)
+                run_id = getattr(cmd.target, "run_id", None)
+                if run_id is not None and (runtime is None or run_id not in runtime.runs):
+                    listing_wait_s = 0.0
         if runtime is not None and self.store is None:
             return await runtime.submit(cmd)
         assert self.store is not None
-        return await submit_through_store(self.store, cmd, timeout_s=self.receipt_timeout_s)
+        return await submit_through_store(
+            self.store, cmd, timeout_s=self.receipt_timeout_s, listing_wait_s=listing_wait_s
+        )
 
 
 def _holds(runtime: Runtime, cmd: SteeringCommand) -> bool:
+    """Whether ``runtime`` holds a run ``cmd``'s sender may see: another tenant's run here is
+    answered "not found" where an unknown one is, after the same listing wait."""
     target = cmd.target
+    tenant = sender_tenant(cmd.actor)
     if isinstance(target, ThreadTarget):
-        return runtime.runs.for_thread(target.thread_id, sender_tenant(cmd.actor)) is not None
-    return target.run_id in runtime.runs
+        return runtime.runs.for_thread(target.thread_id, tenant) is not None
+    handle = runtime.runs.get(target.run_id)
+    return handle is not None and (tenant is None or handle.info.tenant_id == tenant)
 
 
 def _frame(event_id: int, event: Event) -> dict[str, Any]:
