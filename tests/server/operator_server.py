@@ -86,7 +86,9 @@ async def served_app(tmp_path: Path) -> AsyncIterator[Served]:
 async def _serve(tmp_path: Path, *, store: str | None) -> AsyncIterator[Served]:
     auth = Auth(Auth.generate_key())
     async with Runtime(store=store) as runtime:
-        control = Control(runtime)
+        # a command for a run not listed is looked for again this long before its 404 (short
+        # here: each unknown run's command waits it; test_api_just_started covers the wait)
+        control = Control(runtime, listing_wait_s=0.2)
         app = create_app(control, auth=auth)
         sock = bind("127.0.0.1", 0)
         async with serving(app, sock):

@@ -48,7 +48,7 @@ def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Background]
                     await runtime.start(busy_agent(think_s=0.05), "work", tenant_id="acme")
                     for _ in range(3)
                 ]
-                control = Control(runtime)
+                control = Control(runtime, listing_wait_s=0.05)  # most runs it names: none
                 sock = bind("127.0.0.1", 0)
                 async with serving(create_app(control, auth=auth), sock):
                     host, port = sock.getsockname()[:2]

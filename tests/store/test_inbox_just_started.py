@@ -11,15 +11,12 @@ store in that window.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from services import postgres_dsn
-
+from tests.held_writes import snapshot_writes_held
 from tests.slow_agent import slow_agent
 from tinyagents import (
     RunStatus,
@@ -31,7 +28,7 @@ from tinyagents import (
 )
 from tinyagents.server import Control
 from tinyagents.steering.remote import LISTING_WAIT_S
-from tinyagents.store import SqliteStore, Store
+from tinyagents.store import SqliteStore
 
 OPS = SteeringActor.human("ops", tenant_id="acme", scopes=["agent:control"])
 OUTSIDER = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
@@ -41,30 +38,6 @@ def pause(run_id: str, actor: Any = OPS, **fields: Any) -> SteeringCommand:
     return SteeringCommand(
         target=SteeringTarget.agent_run(run_id), actor=actor, kind=SteeringKind.PAUSE, **fields
     )
-
-
-@contextlib.asynccontextmanager
-async def snapshot_writes_held(store: Store) -> AsyncIterator[None]:
-    """Until the block ends, every write of a run snapshot waits for a lock another
-    connection holds (readers go on), as it would behind a long write of another process."""
-    if isinstance(store, SqliteStore):
-        conn = sqlite3.connect(store.path, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")  # the file's write lock; WAL readers go on
-            yield
-        finally:
-            conn.close()  # rolls the empty transaction back, and the lock goes
-        return
-    import asyncpg
-
-    pg = await asyncpg.connect(postgres_dsn())
-    try:
-        async with pg.transaction():
-            schema = store.schema_name  # type: ignore[attr-defined]
-            await pg.execute(f'LOCK TABLE "{schema}".runs IN SHARE ROW EXCLUSIVE MODE')
-            yield
-    finally:
-        await pg.close()
 
 
 async def until(check: Callable[[], Any], *, timeout_s: float = 10.0) -> Any:

@@ -342,7 +342,8 @@ class OperatorApi:
     ) -> dict[str, Any]:
         """The run's snapshot if the caller may do ``op`` on it; 404 when it may not see it,
         403 when it may see it but not control it, and when the token may observe no run at
-        all (as the listing answers it: whether the run exists is not its to learn)."""
+        all (as the listing answers it: whether the run exists is not its to learn). For
+        ``"control"`` a run not listed yet is waited for (``Control.listed_run``)."""
         if (
             op == "observe"
             and self.auth is not None
@@ -352,7 +353,10 @@ class OperatorApi:
             raise Problem(403, "this token does not grant agent:observe")
         if not _plausible_id(run_id):
             raise not_found()
-        snap = await self.control.get_run(run_id, tenant_id=p.tenant_scope)
+        # a command may be for a run another process started a moment ago: it is looked for
+        # again until it is listed (``Control.listed_run``); a read answers what is there
+        lookup = self.control.listed_run if op == "control" else self.control.get_run
+        snap = await lookup(run_id, tenant_id=p.tenant_scope)
         if snap is None:
             raise not_found()
         if self.auth is None:

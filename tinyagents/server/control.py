@@ -21,6 +21,7 @@ import binascii
 import itertools
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +40,12 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.state import CommandState
 from tinyagents.runtime import Runtime
-from tinyagents.steering.remote import LISTING_WAIT_S, owner_silent, submit_through_store
+from tinyagents.steering.remote import (
+    LISTING_POLL_S,
+    LISTING_WAIT_S,
+    owner_silent,
+    submit_through_store,
+)
 from tinyagents.store.base import RunKey, Store, run_key, runs_match
 
 _log = logging.getLogger("tinyagents.server")
@@ -130,9 +136,15 @@ class Control:
         receipt_timeout_s: float = 5.0,
         ring_size: int = RING_SIZE,
         redis: RedisControl | None = None,
+        listing_wait_s: float = LISTING_WAIT_S,
     ) -> None:
         """``redis``: this worker's seat on the Redis control plane (started and closed by
-        its owner): runs of every live worker are listed, and their commands sent there."""
+        its owner): runs of every live worker are listed, and their commands sent there.
+
+        ``listing_wait_s``: how long a command for a run that is not listed (in the store, on
+        Redis) looks for it again before it is answered "not found": another process's run
+        is listed from its owner's next snapshot write, a moment after its ``start`` returned
+        (``steering.remote.LISTING_WAIT_S``)."""
         if runtime is None and store is None:
             raise ConfigurationError("Control needs a runtime, a store, or both")
         self.runtime = runtime
@@ -142,6 +154,7 @@ class Control:
             store = runtime.store
         self.store = store
         self.receipt_timeout_s = receipt_timeout_s
+        self.listing_wait_s = listing_wait_s
         self.redis = redis if redis is not None and redis.enabled else None
         self._ring: deque[tuple[int, Event]] | None = None
         self._ids = itertools.count(1)
@@ -303,6 +316,21 @@ class Control:
             return None
         return _with_liveness(snap)
 
+    async def listed_run(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
+        """``get_run`` for a run about to be sent a command: one that is not there is looked
+        for again, every ``LISTING_POLL_S`` for ``listing_wait_s``, when another process could
+        hold it (there is a store or Redis), since a run started a moment ago is listed only
+        from its owner's next snapshot write. An unknown run and another tenant's wait alike,
+        so the time tells them apart by nothing."""
+        snap = await self.get_run(run_id, tenant_id=tenant_id)
+        if snap is not None or (self.store is None and self.redis is None):
+            return snap
+        deadline = time.monotonic() + self.listing_wait_s
+        while snap is None and time.monotonic() < deadline:
+            await asyncio.sleep(LISTING_POLL_S)
+            snap = await self.get_run(run_id, tenant_id=tenant_id)
+        return snap
+
     async def tree(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
         """The run with its descendants: its snapshot plus ``children``, nested."""
         snap = await self.get_run(run_id, tenant_id=tenant_id)
@@ -409,7 +437,7 @@ class Control:
         runtime = self.runtime
         if runtime is not None and _holds(runtime, cmd):
             return await runtime.submit(cmd)
-        listing_wait_s = LISTING_WAIT_S
+        listing_wait_s = self.listing_wait_s
         if self.redis is not None:
             try:
                 if await self.redis.holds_elsewhere(cmd):

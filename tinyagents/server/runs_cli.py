@@ -419,7 +419,8 @@ class StoreClient:
     ) -> dict[str, Any]:
         tenant = self.tenant_id
         if tenant is None:  # the store's admin acts in the run's own tenant
-            snap = await self.control.get_run(run_id, tenant_id=None)
+            # (a run another process started a moment ago is waited for, as it is below)
+            snap = await self.control.listed_run(run_id, tenant_id=None)
             tenant = snap["tenant_id"] if snap is not None else "default"
         cmd = SteeringCommand(
             target=(

@@ -1,0 +1,140 @@
+"""A command sent over the operator API (and the ``runs --store`` CLI) for a run another
+runtime has just started.
+
+The owner's ``start`` returns before the run's snapshot is in the store; a client that learnt
+the run id (from the worker that started it, from the event log) and steered it at once was
+answered 404 "not found", as for a run that does not exist. The API now looks for a run it is
+sent a command for again, for ``Control.listing_wait_s``, before it answers 404; an unknown
+run and another tenant's run are answered after the same wait. The owner's snapshot writes
+are held with SQLite's real write lock, taken by another connection, so the window is as wide
+as the test needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from operator_server import BASE
+
+from tests.held_writes import snapshot_writes_held
+from tests.slow_agent import slow_agent
+from tinyagents import RunStatus, Runtime, SteeringKind
+from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.server.runs_cli import StoreClient
+from tinyagents.store import SqliteStore
+
+#: Short enough for a quick test, long enough for the held write to be released inside it.
+WAIT_S = 3.0
+
+
+async def until(check: Any, *, timeout_s: float = 10.0) -> Any:
+    async with asyncio.timeout(timeout_s):
+        while True:
+            value = check()
+            if value:
+                return value
+            await asyncio.sleep(0.01)
+
+
+def bearer(auth: Auth, user: str, tenant: str) -> dict[str, str]:
+    token = auth.mint(user=user, tenant=tenant, rights=["agent:observe", "agent:control"])
+    return {"Authorization": f"Bearer {token}"}
+
+
+@contextlib.asynccontextmanager
+async def serve(control: Control, auth: Auth) -> AsyncIterator[httpx.AsyncClient]:
+    sock = bind("127.0.0.1", 0)
+    async with serving(create_app(control, auth=auth, console=False), sock):
+        host, port = sock.getsockname()[:2]
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
+            yield client
+
+
+async def test_a_command_posted_as_soon_as_another_runtime_starts_the_run_reaches_it(
+    tmp_path: Path,
+) -> None:
+    """The run's start is answered, its snapshot not in the store: the POST waits for the
+    owner's snapshot write and is accepted. An unknown run and another tenant's run are 404
+    with the same body, neither before the listing wait is over."""
+    owner = Runtime(store=SqliteStore(tmp_path / "runs.db"))
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    auth = Auth(Auth.generate_key())
+    control = Control(store=store, receipt_timeout_s=30, listing_wait_s=WAIT_S)
+    alice, bob = bearer(auth, "alice", "acme"), bearer(auth, "bob", "globex")
+    try:
+        async with owner:
+            async with serve(control, auth) as client:
+                async with snapshot_writes_held(owner.store):
+                    handle = await owner.start(slow_agent(), "work", tenant_id="acme")
+                    assert await store.load_run(handle.run_id) is None  # not listed yet
+                    sent = asyncio.create_task(
+                        client.post(f"{BASE}/runs/{handle.run_id}/pause", headers=alice)
+                    )
+                    done, _ = await asyncio.wait([sent], timeout=0.3)
+                    assert not done, sent.result().text  # it looked, found nothing, waits
+                response = await sent
+                assert response.status_code == 200, response.text
+                assert response.json()["status"] == "accepted"
+                await until(lambda: handle.status is RunStatus.PAUSED)
+
+                timed: dict[str, tuple[httpx.Response, float]] = {}
+                for name, path, headers in (
+                    ("missing", f"{BASE}/runs/r-nowhere/pause", alice),
+                    ("foreign", f"{BASE}/runs/{handle.run_id}/pause", bob),
+                ):
+                    began = time.monotonic()
+                    answer = await client.post(path, headers=headers)
+                    timed[name] = answer, time.monotonic() - began
+                missing, foreign = timed["missing"][0], timed["foreign"][0]
+                assert missing.status_code == foreign.status_code == 404
+                assert missing.json()["detail"] == foreign.json()["detail"]
+                # neither is answered before the wait is over: the time tells them apart by
+                # nothing (a lower bound, which a slow machine only makes longer)
+                assert all(spent >= WAIT_S for _, spent in timed.values())
+                # a read answers what is there, at once: no wait for an unknown run's GET
+                assert (
+                    await client.get(f"{BASE}/runs/r-nowhere", headers=alice)
+                ).status_code == 404
+                await handle.cancel()
+                await handle.result()
+    finally:
+        await store.close()
+
+
+async def test_the_store_cli_steers_a_run_as_soon_as_another_runtime_starts_it(
+    tmp_path: Path,
+) -> None:
+    """``tinyagents runs pause RUN --store URL`` as the store's administrator acts in the
+    run's own tenant, which it read from the run's snapshot: a run not in the store yet was
+    taken for a run of tenant ``default`` and answered "not found". It now waits for the
+    snapshot, then steers the run in its tenant."""
+    owner = Runtime(store=SqliteStore(tmp_path / "runs.db"))
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    client = StoreClient(
+        Control(store=store, receipt_timeout_s=30, listing_wait_s=WAIT_S),
+        tenant_id=None,
+        user="ops",
+    )
+    try:
+        async with owner:
+            async with snapshot_writes_held(owner.store):
+                handle = await owner.start(slow_agent(), "work", tenant_id="acme")
+                assert await store.load_run(handle.run_id) is None
+                sent = asyncio.create_task(client.command(handle.run_id, SteeringKind.PAUSE, {}))
+                done, _ = await asyncio.wait([sent], timeout=0.3)
+                assert not done, sent.result()
+            receipt = await sent
+            assert receipt["status"] == "accepted", receipt
+            await until(lambda: handle.status is RunStatus.PAUSED)
+            await handle.cancel()
+            await handle.result()
+    finally:
+        await store.close()
