@@ -252,12 +252,12 @@ class GraphCore:
         head.records = {}
         return delta
 
-    def router_view(self, values: dict[str, Any], remaining: int) -> Callable[[], Any]:
+    def router_view(self, values: dict[str, Any], remaining: int) -> Callable[[int], Any]:
         """The state a router outside a step sees (``route``'s ``view``), with ``remaining``
         steps to go for its managed values (``state.RemainingSteps``, ``IsLastStep``)."""
         if self.schema.managed:
             values = {**values, **managed_values(self.schema.managed, remaining)}
-        return lambda: self.schema.view(values)
+        return lambda _: self.schema.view(values)
 
     def apply_writes(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """Apply writes (in order) through the reducers; return the per-channel deltas. The
@@ -309,9 +309,10 @@ class GraphCore:
         finished: list[tuple[str, list[str | Send]]],
         values: dict[str, Any],
         barriers: dict[str, set[str]],
-        view: Callable[[], Any] | None = None,
+        view: Callable[[int], Any] | None = None,
     ) -> list[Planned]:
-        """The next frontier after ``finished`` nodes (with their gotos) ran."""
+        """The next frontier after ``finished`` nodes (with their gotos) ran. ``view(i)`` is
+        the state the routers of ``finished[i]`` see (by default, ``values``)."""
         pulls: dict[str, None] = {}
         pushes: list[Planned] = []
 
@@ -321,13 +322,13 @@ class GraphCore:
             else:
                 pulls[target] = None
 
-        state: Any = None
-        for node, goto in finished:
+        for i, (node, goto) in enumerate(finished):
             for target in self.static.get(node, ()):
                 pulls[target] = None
+            state: Any = None
             for branch in self.branches.get(node, ()):
                 if state is None:
-                    state = view() if view is not None else self.schema.view(values)
+                    state = view(i) if view is not None else self.schema.view(values)
                 for routed in await self.evaluate(branch, state):
                     add(routed)
             for jumped in goto:

@@ -588,10 +588,13 @@ class GraphRun:
 
     async def finish_step(self, tasks: list[Task]) -> None:
         head, graph = self.head, self.graph
+        before: dict[str, Any] | None = None
         if len(tasks) == 1:
             writes = tasks[0].writes or []
         else:
             writes = [w for t in tasks for w in t.writes or ()]
+            if any(t.node in graph.branches for t in tasks):
+                before = self._values_before(writes)
         delta = graph.apply_writes(head.values, writes) if writes else {}
         if writes or graph.schema.kind != "dict" or self.checkpointer is not None:
             # a dict view (a snapshot of its step's values) is rebuilt once they changed;
@@ -600,7 +603,7 @@ class GraphRun:
         frontier = self.graph.simple_next.get(tasks[0].node) if len(tasks) == 1 else None
         if frontier is None or tasks[0].goto:
             try:
-                frontier = await self.route(tasks)
+                frontier = await self.route(tasks, before)
             except Exception:
                 # the step's nodes ran: their writes are kept (as a parallel step's are), so
                 # get_state shows them and a run that continues routes again without running
@@ -645,12 +648,26 @@ class GraphRun:
 
     # -- routing ---------------------------------------------------------------------------
 
-    async def route(self, tasks: list[Task]) -> list[Planned]:
+    async def route(self, tasks: list[Task], before: dict[str, Any] | None = None) -> list[Planned]:
         """The frontier after ``tasks`` (``finish_step`` takes a node's constant successors,
-        ``GraphCore.simple_next``, without calling this)."""
-        head = self.head
-        finished = [(t.node, t.goto) for t in tasks if not t.skipped]
-        return await self.graph.route(finished, head.values, head.barriers, self.view)
+        ``GraphCore.simple_next``, without calling this). With ``before`` (the values the
+        step started from) each router sees them with its own task's writes applied, as
+        LangGraph's routers, which run in their node's task, never see a sibling's writes."""
+        head, graph = self.head, self.graph
+        done = [t for t in tasks if not t.skipped]
+        finished = [(t.node, t.goto) for t in done]
+        if before is None:
+            return await graph.route(finished, head.values, head.barriers, lambda _: self.view())
+
+        def view(i: int) -> Any:
+            return self._view_of(graph.schema, graph.preview(before, done[i].writes or []))
+
+        return await graph.route(finished, head.values, head.barriers, view)
+
+    def _values_before(self, writes: list[tuple[str, Any]]) -> dict[str, Any]:
+        """The step's starting values, with copies of what ``writes`` will change in place."""
+        written = {key for key, _ in writes}
+        return {k: detach(v) if k in written else v for k, v in self.head.values.items()}
 
     def view(self) -> Any:
         """The state as nodes and routers see it this step. A run that saves its steps hands
