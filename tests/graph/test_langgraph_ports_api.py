@@ -10,7 +10,9 @@
   (it was a live read-only view: "cannot checkpoint a mappingproxy", a self-referencing
   value, ``json.dumps`` refused);
 - ``compile(checkpointer=True)`` (LangGraph's persistent sub-graph switch) is refused by name
-  (it was accepted and ignored, or failed with ``AttributeError``).
+  (it was accepted and ignored, or failed with ``AttributeError``);
+- a node name with ``:`` or ``|`` (a namespace's separators) is refused, as LangGraph's
+  ``add_node`` refuses it (a sub-graph so named could not be found by its namespace).
 """
 
 from __future__ import annotations
@@ -263,3 +265,16 @@ async def test_interrupt_in_a_router_says_where_to_ask_instead(checkpointer: Che
     result = await graph.run({"log": []}, thread_id="1")
     assert result.status == "failed"
     assert "not in a router of add_conditional_edges" in str(result.error)
+
+
+@pytest.mark.parametrize("name", ["review:legal", "a|b"])
+def test_a_node_name_with_a_namespace_separator_is_refused(name: str) -> None:
+    """LangGraph's ``add_node`` refuses ``:`` and ``|`` in a node name: they separate a
+    namespace's segments (``node:task_id``, ``|``-joined). Ours took them, and then could not
+    find such a sub-graph by its namespace (``update_state(ns=...)`` said it had none)."""
+    with pytest.raises(ValueError, match="reserved character") as theirs:
+        THEIRS.StateGraph(Log).add_node(name, lambda s: {})
+    with pytest.raises(GraphValidationError) as ours:
+        OURS.StateGraph(Log).add_node(name, lambda s: {})
+    assert str(ours.value) == str(theirs.value)
+    assert isinstance(ours.value, ValueError)

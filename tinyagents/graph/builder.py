@@ -23,6 +23,10 @@ from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 from tinyagents.store.checkpoint.base import Checkpointer
 
+#: The characters a namespace is built with (``"node:task_id"`` segments, ``|``-joined): no
+#: node name may hold one, as in LangGraph, or its sub-graph's namespace would not parse.
+NS_SEPARATORS = ("|", ":")
+
 
 def is_async_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
@@ -119,6 +123,11 @@ class StateGraph:
         assert isinstance(name, str)
         if name in (START, END) or not name:
             raise GraphValidationError(f"{name!r} is reserved and cannot be a node name")
+        for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
+            if sep in name:
+                raise GraphValidationError(
+                    f"'{sep}' is a reserved character and is not allowed in the node names."
+                )
         if name in self.nodes:
             raise GraphValidationError(f"node {name!r} is already defined")
         if timeout is not None and timeout <= 0:
