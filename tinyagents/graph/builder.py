@@ -114,7 +114,8 @@ class StateGraph:
         ``input_schema`` (a TypedDict, dataclass or pydantic model): the node sees that
         schema's keys only (an instance of it for a dataclass or pydantic schema); its fields
         join the graph's channels, as LangGraph's ``add_node(..., input_schema=...)``.
-        ``retry_policy`` is LangGraph's name for ``retry`` (one policy, or a list of one).
+        ``retry_policy`` is LangGraph's name for ``retry``: one policy, or a list of them, of
+        which the first whose ``retry_on`` takes an error decides (attempts count across them).
         """
         if action is None:
             if not callable(name):
@@ -132,15 +133,16 @@ class StateGraph:
             raise GraphValidationError(f"node {name!r} is already defined")
         if timeout is not None and timeout <= 0:
             raise GraphValidationError(f"node {name!r}: timeout must be positive")
+        policies: tuple[RetryPolicy, ...] = () if retry is None else (retry,)
         if retry_policy is not None:
             if retry is not None:
                 raise GraphValidationError(
                     f"node {name!r}: give retry= or retry_policy= (LangGraph's name), not both"
                 )
-            retry = _one_policy(name, retry_policy)
+            policies = _policies(name, retry_policy)
         spec = NodeSpec(
             name=name,
-            retry=retry,
+            retry=policies,
             timeout=timeout,
             destinations=tuple(destinations),
             supervises=tuple(supervises),
@@ -167,7 +169,7 @@ class StateGraph:
             spec.is_async = is_async_callable(action)
             spec.takes_ctx = positional_arity(action) >= 2
             spec.plain = (
-                retry is None and timeout is None and not spec.takes_ctx and spec.input is None
+                not policies and timeout is None and not spec.takes_ctx and spec.input is None
             )
         else:
             raise GraphValidationError(
@@ -380,17 +382,14 @@ class StateGraph:
         return mermaid.to_mermaid(self)
 
 
-def _one_policy(node: str, policy: RetryPolicy | Sequence[RetryPolicy]) -> RetryPolicy:
-    """``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them (here: one)."""
-    if isinstance(policy, RetryPolicy):
-        return policy
-    policies = list(policy)
-    if len(policies) == 1 and isinstance(policies[0], RetryPolicy):
-        return policies[0]
-    raise GraphValidationError(
-        f"node {node!r}: retry_policy takes one RetryPolicy (its retry_on may list several "
-        f"exception types), got {policy!r}"
-    )
+def _policies(node: str, policy: RetryPolicy | Sequence[RetryPolicy]) -> tuple[RetryPolicy, ...]:
+    """``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them."""
+    policies = (policy,) if isinstance(policy, RetryPolicy) else tuple(policy)
+    if not policies or not all(isinstance(p, RetryPolicy) for p in policies):
+        raise GraphValidationError(
+            f"node {node!r}: retry_policy takes a RetryPolicy or a list of them, got {policy!r}"
+        )
+    return policies
 
 
 def _check_checkpointer(checkpointer: object) -> None:

@@ -49,7 +49,8 @@ class NodeSpec:
     fn: Callable[..., Any] | None = None
     subgraph: GraphCore | None = None
     agent: Any = None  # an ``AgentNode``
-    retry: RetryPolicy | None = None
+    #: for each error the first policy whose ``retry_on`` takes it decides (LangGraph's list)
+    retry: tuple[RetryPolicy, ...] = ()
     timeout: float | None = None
     destinations: tuple[str, ...] = ()
     supervises: tuple[str, ...] = ()

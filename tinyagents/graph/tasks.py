@@ -298,7 +298,7 @@ async def call_node(run: TaskRun, task: Task) -> None:
     )
     token = set_scope(scope)
     try:
-        if spec.retry is None and spec.timeout is None:
+        if not spec.retry and spec.timeout is None:
             task.attempts = 1
             try:
                 out = await _invoke(run, task, 1)
@@ -327,13 +327,12 @@ async def call_node(run: TaskRun, task: Task) -> None:
                 _check_parent(run, task)
                 raise
             except Exception as exc:
-                retry = spec.retry
-                if (
-                    retry is None
-                    or attempt >= retry.max_attempts
-                    or isinstance(exc, TinyAgentsError)
-                    or not retry.should_retry(exc)
-                ):
+                # as LangGraph's: the first policy that takes the error decides, and the
+                # attempts count across the policies
+                retry = None
+                if not isinstance(exc, TinyAgentsError):
+                    retry = next((p for p in spec.retry if p.should_retry(exc)), None)
+                if retry is None or attempt >= retry.max_attempts:
                     raise
                 await asyncio.sleep(retry.interval(attempt))
     finally:
