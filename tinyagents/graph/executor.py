@@ -327,10 +327,12 @@ class GraphRun:
     def breaks_after(self, tasks: list[Task]) -> bool:
         """Whether the run stops after the step ``tasks`` just finished: one of them is a node
         of ``interrupt_after`` and the graph goes on (its checkpoint is saved: ``run(None)``
-        continues with the next step). No steering boundary comes between them."""
+        continues with the next step). No steering boundary comes between them. A sub-graph
+        stops there even after its last step, as LangGraph's: its parent waits on it, and
+        the sub-graph, continued, finishes with nothing more to run."""
         return (
             bool(self.interrupt_after)
-            and bool(self.head.frontier)
+            and (bool(self.head.frontier) or self.nested)
             and any(t.node in self.interrupt_after and not t.skipped for t in tasks)
         )
 

@@ -210,7 +210,9 @@ class GraphStream:
             interrupts = tuple(result.interrupts)
             waiting = tuple(i for i in interrupts if i.id not in asked)
             keys = self._keys(run)
-            if self.updates and (waiting or not interrupts):  # a breakpoint: ()
+            # a breakpoint: (), from the graph streamed only (as LangGraph's: a sub-graph's
+            # stop shows as its parent's)
+            if self.updates and (waiting or (not interrupts and ns == self.root)):
                 self.put(ns, "updates", {INTERRUPT_KEY: waiting})
             if self.values:
                 # as LangGraph: the state before the step with each question (as its task
