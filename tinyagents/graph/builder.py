@@ -251,12 +251,14 @@ class StateGraph:
             mapping = path_map
         if mapping is not None and not isinstance(mapping, dict):
             mapping = {name: name for name in mapping}
+        hinted = self._hinted_input(router)
         self.branches.append(
             Branch(
                 source=source,
                 router=router,
                 mapping=mapping,
                 is_async=is_async_callable(router),
+                input=self._node_input(hinted) if hinted is not None else None,
             )
         )
         return self

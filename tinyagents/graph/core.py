@@ -40,6 +40,10 @@ _INTERRUPT_ID = re.compile(r"^i-[0-9a-f]{16}$")
 #: the ``Head.barriers`` entry of the deferred nodes waiting to run (joins use their index)
 DEFERRED = "deferred"
 
+#: ``view(i, schema)``: the state the routers of the ``i``-th finished task see, as
+#: ``schema`` hands it (a router's own input schema, or None for the state's)
+RouterView = Callable[[int, StateSchema | None], Any]
+
 
 @dataclass(slots=True, kw_only=True)
 class NodeSpec:
@@ -73,6 +77,9 @@ class Branch:
     router: Callable[..., Any]
     mapping: dict[Hashable, str] | None
     is_async: bool
+    #: the schema its first parameter is annotated with, when not the state's: the router
+    #: sees that schema's keys only (LangGraph's inferred branch input schema)
+    input: StateSchema | None = None
 
     def targets(self, all_nodes: Sequence[str]) -> list[str]:
         """Where the router may lead, for validation (anywhere when there is no mapping)."""
@@ -248,17 +255,25 @@ class GraphCore:
             # a router on START runs before the first step: as LangGraph's, it sees the
             # whole limit still to go
             view = self.router_view(head.values, recursion_limit)
-            frontier = await self.route([(START, [])], head.values, head.barriers, view)
+            frontier = await self.route([(START, [])], head.barriers, view)
         head.frontier = frontier
         head.records = {}
         return delta
 
-    def router_view(self, values: dict[str, Any], remaining: int) -> Callable[[int], Any]:
+    def router_view(self, values: dict[str, Any], remaining: int) -> RouterView:
         """The state a router outside a step sees (``route``'s ``view``), with ``remaining``
         steps to go for its managed values (``state.RemainingSteps``, ``IsLastStep``)."""
-        if self.schema.managed:
-            values = {**values, **managed_values(self.schema.managed, remaining)}
-        return lambda _: self.schema.view(values)
+
+        def view(_: int, schema: StateSchema | None) -> Any:
+            schema = schema or self.schema
+            seen = values
+            if schema is not self.schema:
+                seen = {k: v for k, v in values.items() if k in schema.channels}
+            if schema.managed:
+                seen = {**seen, **managed_values(schema.managed, remaining)}
+            return schema.view(seen)
+
+        return view
 
     def apply_writes(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """Apply writes (in order) through the reducers; return the per-channel deltas. The
@@ -308,12 +323,12 @@ class GraphCore:
     async def route(
         self,
         finished: list[tuple[str, list[str | Send]]],
-        values: dict[str, Any],
         barriers: dict[str, set[str]],
-        view: Callable[[int], Any] | None = None,
+        view: RouterView,
     ) -> list[Planned]:
-        """The next frontier after ``finished`` nodes (with their gotos) ran. ``view(i)`` is
-        the state the routers of ``finished[i]`` see (by default, ``values``)."""
+        """The next frontier after ``finished`` nodes (with their gotos) ran. ``view(i,
+        schema)`` is the state the routers of ``finished[i]`` see, as ``schema`` (a router's
+        own, or None: the state's) hands it."""
         pulls: dict[str, None] = {}
         pushes: list[Planned] = []
 
@@ -328,9 +343,13 @@ class GraphCore:
                 pulls[target] = None
             state: Any = None
             for branch in self.branches.get(node, ()):
-                if state is None:
-                    state = view(i) if view is not None else self.schema.view(values)
-                for routed in await self.evaluate(branch, state):
+                if branch.input is not None:
+                    seen = view(i, branch.input)
+                else:
+                    if state is None:
+                        state = view(i, None)
+                    seen = state
+                for routed in await self.evaluate(branch, seen):
                     add(routed)
             for jumped in goto:
                 add(jumped)

@@ -658,13 +658,19 @@ class GraphRun:
         head, graph = self.head, self.graph
         done = [t for t in tasks if not t.skipped]
         finished = [(t.node, t.goto) for t in done]
-        if before is None:
-            return await graph.route(finished, head.values, head.barriers, lambda _: self.view())
 
-        def view(i: int) -> Any:
-            return self._view_of(graph.schema, graph.preview(before, done[i].writes or []))
+        def view(i: int, schema: StateSchema | None) -> Any:
+            if before is None:
+                if schema is None:
+                    return self.view()
+                values = head.values
+            else:
+                values = graph.preview(before, done[i].writes or [])
+            if schema is None:
+                return self._view_of(graph.schema, values)
+            return self._view_of(schema, {k: v for k, v in values.items() if k in schema.channels})
 
-        return await graph.route(finished, head.values, head.barriers, view)
+        return await graph.route(finished, head.barriers, view)
 
     def _values_before(self, writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """The step's starting values, with copies of what ``writes`` will change in place."""

@@ -338,9 +338,7 @@ async def stage_update(
         # an update is no step of a run: its router sees what LangGraph's sees then
         view = graph.router_view(staged.values, UPDATE_REMAINING_STEPS)
         try:
-            staged.frontier = await graph.route(
-                [(as_node, [])], staged.values, staged.barriers, view
-            )
+            staged.frontier = await graph.route([(as_node, [])], staged.barriers, view)
         except TinyAgentsError:
             raise
         except Exception as exc:
