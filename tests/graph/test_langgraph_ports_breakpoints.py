@@ -85,3 +85,33 @@ async def test_a_subgraphs_breakpoint_in_the_streams(
             ]
         )
     assert got == expected
+
+
+@pytest.mark.parametrize("when", ["interrupt_before", "interrupt_after"])
+async def test_a_subgraphs_stop_beside_a_sibling_streams_the_state_then_the_stop(
+    checkpointer: Checkpointer, when: str
+) -> None:
+    # with "updates" and "values", a step that stops at a sub-graph's breakpoint beside a
+    # sibling that wrote ends with the state holding that write, then the stop, as
+    # LangGraph's; ours gave the stop first
+    def build(g: Any) -> Any:
+        graph = sub_then_z(g, "s2" if when == "interrupt_before" else "s1", when)
+        return graph.add_node("o", lambda s: {"log": ["o"]}).add_edge(g.START, "o")
+
+    ours, theirs = pair(build, checkpointer)
+    modes = ["updates", "values"]
+    expected = [
+        (shape(ns), mode, item)
+        async for ns, mode, item in theirs.astream(
+            {"log": []}, cfg(), stream_mode=modes, subgraphs=True
+        )
+    ]
+    assert expected[-2:] == [((), "values", {"log": ["o"]}), ((), "updates", {"__interrupt__": ()})]
+    got = [
+        (shape(ns), mode, item)
+        async for ns, mode, item in ours.stream(
+            {"log": []}, thread_id="1", mode=modes, subgraphs=True
+        )
+    ]
+    assert got[-2:] == expected[-2:]
+    assert sorted(map(repr, got)) == sorted(map(repr, expected))  # the rest, in any order

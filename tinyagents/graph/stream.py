@@ -210,9 +210,7 @@ class GraphStream:
             interrupts = tuple(result.interrupts)
             waiting = tuple(i for i in interrupts if i.id not in asked)
             keys = self._keys(run)
-            # a breakpoint: (), from the graph streamed only (as LangGraph's: a sub-graph's
-            # stop shows as its parent's)
-            if self.updates and (waiting or (not interrupts and ns == self.root)):
+            if self.updates and waiting:
                 self.put(ns, "updates", {INTERRUPT_KEY: waiting})
             if self.values:
                 # as LangGraph: the state before the step with each question (as its task
@@ -226,6 +224,10 @@ class GraphStream:
                     if run.graph.schema.output_keys is not None:
                         state = run.state_of(run.plan())
                     self.put(ns, "values", snapshot(_only(state, keys)))
+            if self.updates and not interrupts and ns == self.root:
+                # a breakpoint: (), after the state, from the graph streamed only (as
+                # LangGraph's: a sub-graph's stop shows as its parent's)
+                self.put(ns, "updates", {INTERRUPT_KEY: ()})
         elif self.asked:
             self.asked.pop(run.head.ns, None)
 
