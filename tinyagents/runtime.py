@@ -153,6 +153,10 @@ class Runtime:
         #: ``submit`` calls under way; close waits for them before closing the store.
         self._submitting = 0
         self._submits_done: asyncio.Event | None = None
+        #: Tasks inside ``finish`` (a run's end hands its waiting commands over, through the
+        #: policies): close waits for them. A run that an END_OF_TURN message reopened runs on
+        #: in a new task while the old one is still here, where no handle names it.
+        self._ending: set[asyncio.Task[Any]] = set()
         #: Snapshots of released runs not yet saved (``forget`` is synchronous).
         self._unsaved: list[dict[str, Any]] = []
 
@@ -199,7 +203,8 @@ class Runtime:
 
         In this order: ``submit``/``start``/``register`` raise ``RuntimeClosed`` from the first
         line on; the submits under way finish; runs still going are cancelled (their children
-        too) and awaited, each with its terminal event; the runtime's own tasks are awaited;
+        too) and awaited, each with its terminal event; the runtime's own tasks are awaited,
+        and so are runs still ending (handing their waiting commands over);
         then every command still open fails with ``runtime closed before delivery`` — unless
         the store is durable, where accepted and deferred commands stay open in the steering
         log for the next runtime on that store to hand over. Closing twice (or concurrently)
@@ -226,11 +231,16 @@ class Runtime:
         if self._submitting:
             self._submits_done = asyncio.Event()
             await self._submits_done.wait()
+        me = asyncio.current_task()
         while True:  # a run may spawn a task while it is being cancelled: go until none is left
             tasks = [
                 h.task for h in self.runs.handles() if h.task is not None and not h.task.done()
             ]
-            pending: list[asyncio.Task[Any]] = [*tasks, *(t for t in self._tasks if not t.done())]
+            pending: list[asyncio.Task[Any]] = [
+                *tasks,
+                *(t for t in self._tasks if not t.done()),
+                *(t for t in self._ending if not t.done() and t is not me),
+            ]
             if not pending:
                 break
             for task in tasks:
@@ -503,6 +513,17 @@ class Runtime:
 
     async def finish(self, handle: RunHandle, result: RunResult) -> None:
         """Record how a run ended and settle the commands still waiting for it (execution layer)."""
+        task = asyncio.current_task()
+        if task is None:
+            await self._finish(handle, result)
+            return
+        self._ending.add(task)
+        try:
+            await self._finish(handle, result)
+        finally:
+            self._ending.discard(task)
+
+    async def _finish(self, handle: RunHandle, result: RunResult) -> None:
         await self._fail_orphans(handle.run_id)
         handle.finish(result)
         if self._live is not None:

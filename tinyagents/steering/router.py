@@ -477,6 +477,7 @@ class SteeringRouter:
     async def _defer(
         self, tracked: _Tracked, reason: str, policy_id: str | None, handle: RunHandle | None = None
     ) -> SteeringReceipt:
+        _still_open(tracked, "steering.deferred")
         first_time = tracked.state is not CommandState.DEFERRED
         if first_time:
             if not await self._persist(tracked, "deferred", None):
@@ -503,6 +504,7 @@ class SteeringRouter:
         transforms: list[tuple[str, SteeringCommand]] | None = None,
     ) -> SteeringReceipt:
         original = tracked.cmd
+        _still_open(tracked, "steering.accepted")
         refused = handle.inbox.conflict(command)
         if refused is not None:
             # The target's queue would refuse it (a second redirect under
@@ -692,7 +694,7 @@ class SteeringRouter:
 
     def _emit(self, type_: str, tracked: _Tracked, **fields: Any) -> None:
         # Four times per command: dict lookups on the event type, no enum properties.
-        if tracked.state in _TERMINAL:
+        if tracked.state in _TERMINAL:  # ``_still_open`` inline
             raise SteeringInvariantError(
                 f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
                 f"{tracked.state}"
@@ -725,6 +727,17 @@ class SteeringRouter:
             if tracked.early is None:
                 tracked.early = []
             tracked.early.append(event)
+
+
+def _still_open(tracked: _Tracked, type_: str) -> None:
+    """Raise unless ``tracked`` is still open: checked before its state is moved on (an
+    evaluation that awaited a policy while something settled the command), not only when an
+    event is emitted, or the move would hide the terminal state."""
+    if tracked.state in _TERMINAL:
+        raise SteeringInvariantError(
+            f"{type_} for command {tracked.cmd.correlation_id} after its terminal state "
+            f"{tracked.state}"
+        )  # a bookkeeping bug: never let it pass silently
 
 
 #: The terminal state each ``steering.*`` event type records, None for the others (a dict

@@ -1,0 +1,91 @@
+"""``Runtime.close`` against work still under way in a run's last steps."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tinyagents import Agent
+from tinyagents.protocol import SteeringCommand, SteeringDelivery
+from tinyagents.runtime import Runtime
+from tinyagents.steering import CallNext, Decision, PolicyContext
+from tinyagents.testkit import EventRecorder, EventWaiter, FunctionModel, reply
+
+
+class HoldOnReturn:
+    """Defers each command once; when a command named ``held`` comes back (its run ended), its
+    evaluation waits for ``release``."""
+
+    policy_id = "hold-on-return"
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.task: asyncio.Task[object] | None = None
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if cmd.correlation_id not in self.seen:
+            self.seen.add(cmd.correlation_id)
+            return Decision.defer(cmd, "until the run ends", self.policy_id)
+        if cmd.correlation_id == "held":
+            self.task = asyncio.current_task()
+            self.entered.set()
+            await self.release.wait()
+        return await call_next(cmd)
+
+
+async def test_close_waits_for_the_end_of_a_run_that_another_turn_reopened() -> None:
+    """A run's end hands its deferred commands over: the first, an END_OF_TURN message, gives
+    the run another turn (a new task) while the ending task still evaluates the next one.
+    ``close`` must wait for that task too: it failed the command under evaluation, which was
+    then accepted and failed a second time (a KeyError in the run's task)."""
+    recorder, waiter = EventRecorder(), EventWaiter()
+    hold = HoldOnReturn()
+    second_turn = asyncio.Event()
+    calls = 0
+
+    async def model(_: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            second_turn.set()
+            await asyncio.Event().wait()  # the second turn's model call never answers
+        return reply("done")
+
+    rt = Runtime(testing=True, sinks=[recorder, waiter])
+    rt.router.pipeline.insert(hold, after="authority")
+    await rt.open()
+    gate = asyncio.Event()
+
+    async def first_call(request: object) -> object:
+        await gate.wait()
+        return await model(request)
+
+    agent = Agent("a", model=FunctionModel(first_call))
+    handle = await rt.start(agent, "go")
+    again = await handle.steer(
+        "one more thing", delivery=SteeringDelivery.END_OF_TURN, correlation_id="again"
+    )
+    held = await handle.steer("and this", correlation_id="held")
+    assert again.status.value == held.status.value == "deferred"
+    gate.set()
+    await hold.entered.wait()
+    await second_turn.wait()
+    closing = asyncio.create_task(rt.close())
+    await waiter.event("run.cancelled", handle.run_id)
+    assert handle.task is not None
+    await asyncio.wait([handle.task])  # the second turn's task ended
+    for _ in range(100):  # let close go as far as it will without the held evaluation
+        if closing.done():
+            break
+        await asyncio.sleep(0)
+    hold.release.set()
+    await closing
+    assert hold.task is not None
+    (outcome,) = await asyncio.gather(hold.task, return_exceptions=True)
+    assert not isinstance(outcome, BaseException), outcome
+    recorder.assert_every_command_terminal()
+    assert recorder.lifecycle("held") == ["requested", "deferred", "accepted", "failed"]
+    assert rt.router.open_commands() == []
