@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
-from tinyagents import Agent
+from tinyagents import Agent, RunStatus
 from tinyagents.protocol import SteeringCommand, SteeringDelivery
 from tinyagents.runtime import Runtime
 from tinyagents.steering import CallNext, Decision, PolicyContext
@@ -89,3 +90,59 @@ async def test_close_waits_for_the_end_of_a_run_that_another_turn_reopened() -> 
     recorder.assert_every_command_terminal()
     assert recorder.lifecycle("held") == ["requested", "deferred", "accepted", "failed"]
     assert rt.router.open_commands() == []
+
+
+class HoldNamed:
+    """Holds the evaluation of the command with correlation id ``slow`` until ``release``."""
+
+    policy_id = "hold-named"
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        if cmd.correlation_id == "slow":
+            self.entered.set()
+            await self.release.wait()
+        return await call_next(cmd)
+
+
+async def test_a_cancel_passed_down_while_the_runtime_closes_raises_nothing_unseen() -> None:
+    """A parent's cancel is passed down to its child in a task of the runtime's; when close
+    began before that task sent it, its submit raised ``RuntimeClosed`` and the task died
+    with it, logged as "Task exception was never retrieved" (close cancels the child anyway)."""
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    try:
+        hold = HoldNamed()
+        rt = Runtime(testing=True)
+        rt.router.pipeline.insert(hold, after="authority")
+        await rt.open()
+
+        async def never(_: object) -> object:
+            await asyncio.Event().wait()
+            return reply("never")
+
+        parent = await rt.start(Agent("p", model=FunctionModel(never)), "go")
+        child = await rt.start(Agent("c", model=FunctionModel(never)), "go", parent=parent)
+        slow = asyncio.create_task(parent.steer("later", correlation_id="slow"))
+        await hold.entered.wait()  # a submit under way: close waits for it
+        cancelling = asyncio.create_task(parent.cancel())
+        closing = asyncio.create_task(rt.close())
+        assert (await cancelling).accepted  # queued; its pass-down to the child is spawned
+        for _ in range(100):  # the pass-down runs while close waits for the slow submit
+            await asyncio.sleep(0)
+        hold.release.set()
+        await closing
+        await slow
+        gc.collect()
+        assert unhandled == []
+        assert (await child.result()).status is RunStatus.CANCELLED
+        assert (await parent.result()).status is RunStatus.CANCELLED
+    finally:
+        loop.set_exception_handler(previous)

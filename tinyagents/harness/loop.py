@@ -21,6 +21,7 @@ from tinyagents.errors import (
     ConfigurationError,
     ModelResponseError,
     RunLimitExceeded,
+    RuntimeClosed,
     ToolError,
     UnknownTargetError,
 )
@@ -550,6 +551,13 @@ class AgentRun(RunDriver):
             )
             try:
                 receipt = await self.runtime.submit(cmd)
+            except RuntimeClosed:
+                # The runtime began to close after the cancel was queued: its close cancels
+                # every run still going, these included. Nothing is left to send, nor an
+                # error for anyone to read (this is a task of the runtime's).
+                for unsent in handles[index:]:
+                    _unfreeze(unsent)
+                return
             except BaseException:
                 for unsent in handles[index:]:
                     _unfreeze(unsent)
