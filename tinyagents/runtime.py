@@ -549,7 +549,7 @@ class Runtime:
         """Release a finished run and everything under it now: its handle, tree node and
         steering history (the store keeps them). A no-op for an unknown (or released) id;
         ``ConfigurationError`` if it or a run under it is still running, or a command for one
-        of them is still open."""
+        of them is still open or still being submitted (in the policies)."""
         self._released(self.runs.forget(run_id, self.router.busy_runs))
 
     def _released(self, infos: list[RunInfo]) -> None:

@@ -309,7 +309,8 @@ async def test_a_command_logged_while_its_run_is_released_leaves_no_history_behi
 ) -> None:
     """The store's write of a command was under way while its run finished and was released
     (retain_finished=0): its events started a steering history for the released run that
-    nothing dropped again."""
+    nothing dropped again. A run a command is being submitted to is now kept until the
+    command has its outcome, and released by the next pass of the window."""
     from tinyagents import Agent
     from tinyagents.testkit import Gate
 
@@ -328,9 +329,13 @@ async def test_a_command_logged_while_its_run_is_released_leaves_no_history_behi
         late = asyncio.create_task(handle.steer("late one", check=False))
         await writing.wait()
         gate.open()
-        await handle.result()
-        assert handle.run_id not in rt.runs  # released
-        go_on.set()
+        try:
+            await handle.result()
+            assert handle.run_id in rt.runs  # kept: a command is on its way to it
+        finally:
+            go_on.set()
         await late
+        assert await rt.release_finished() == 1
+        assert handle.run_id not in rt.runs  # released
         assert rt.steering_history(handle.run_id) == []
         assert not [run_id for run_id in rt.router._history if run_id not in rt.runs]

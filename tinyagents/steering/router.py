@@ -138,6 +138,10 @@ class SteeringRouter:
         #: commands whose log write failed, so it may have been written (a lost reply): in
         #: insertion order, at most ``_UNSURE_KEPT``
         self._unsure: dict[_Key, None] = {}
+        #: How many submits are between resolving their run and its receipt (a policy may
+        #: await meanwhile), by run id: such a run is busy (not released under them). An
+        #: entry goes when its count is back to 0.
+        self._evaluating: dict[str, int] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -170,7 +174,17 @@ class SteeringRouter:
                         tracked, f"no live run on {cmd.target.describe()}", "router"
                     )
                 return await self._reject(tracked, reason, "router")
-            return await self._evaluate(tracked, handle)
+            run_id = handle.run_id
+            evaluating = self._evaluating
+            evaluating[run_id] = evaluating.get(run_id, 0) + 1
+            try:
+                return await self._evaluate(tracked, handle)
+            finally:
+                left = evaluating[run_id] - 1
+                if left:
+                    evaluating[run_id] = left
+                else:
+                    del evaluating[run_id]
         except BaseException:
             if not tracked.announced:
                 # Nothing was emitted, kept or written: the id stays free for a retry.
@@ -193,10 +207,12 @@ class SteeringRouter:
                     self._finish(tracked, "failed", reason=reason)
 
     def busy_runs(self) -> set[str]:
-        """The runs something still waits on: an open command's run, or commands waiting
-        (deferred or restored) for that run id. They must not be released."""
+        """The runs something still waits on: an open command's run, a command being
+        submitted to it (in the policies), or commands waiting (deferred or restored) for that
+        run id. They must not be released."""
         busy = {t.info.run_id for t in self._tracked.values() if t.info is not None}
         busy.update(self._waiting)
+        busy.update(self._evaluating)
         return busy
 
     def release(self, run_ids: Iterable[str]) -> None:
