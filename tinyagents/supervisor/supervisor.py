@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, RuntimeClosed
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
 from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.graph.executor import running_graph_run
@@ -330,7 +330,18 @@ class Supervisor:
         start_eagerly(self._send(cmd), lambda coro: self.host.spawn(coro, name="supervisor-send"))
 
     async def _send(self, cmd: SteeringCommand) -> None:
-        receipt = await self._submit(cmd)
+        try:
+            receipt = await self._submit(cmd)
+        except RuntimeClosed:
+            # The runtime began to close (a rule or a verdict landed while it waits for the
+            # submits under way): its close cancels the run, so nothing is left to send, and
+            # the error would only escape into the event bus or a task nobody awaits.
+            log.info(
+                "the supervisor's %s for %s was not sent: the runtime is closing",
+                cmd.kind.value,
+                cmd.target.describe(),
+            )
+            return
         if not receipt.accepted:
             log.warning(
                 "the supervisor's %s for %s was %s: %s",
