@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
+from tests.holds import HoldNamed
 from tinyagents import Agent, RunStatus
 from tinyagents.protocol import SteeringCommand, SteeringDelivery
 from tinyagents.runtime import Runtime
@@ -90,24 +91,6 @@ async def test_close_waits_for_the_end_of_a_run_that_another_turn_reopened() -> 
     recorder.assert_every_command_terminal()
     assert recorder.lifecycle("held") == ["requested", "deferred", "accepted", "failed"]
     assert rt.router.open_commands() == []
-
-
-class HoldNamed:
-    """Holds the evaluation of the command with correlation id ``slow`` until ``release``."""
-
-    policy_id = "hold-named"
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
-        if cmd.correlation_id == "slow":
-            self.entered.set()
-            await self.release.wait()
-        return await call_next(cmd)
 
 
 async def test_a_cancel_passed_down_while_the_runtime_closes_raises_nothing_unseen() -> None:

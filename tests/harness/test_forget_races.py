@@ -7,30 +7,12 @@ import asyncio
 
 import pytest
 
+from tests.holds import HoldNamed
 from tinyagents import Agent
 from tinyagents.errors import ConfigurationError
-from tinyagents.protocol import ReceiptStatus, SteeringCommand, SteeringDelivery
+from tinyagents.protocol import ReceiptStatus, SteeringDelivery
 from tinyagents.runtime import Runtime
-from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.testkit import EventRecorder, FunctionModel, reply
-
-
-class HoldNamed:
-    """Holds the evaluation of the command with correlation id ``slow`` until ``release``."""
-
-    policy_id = "hold-named"
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
-        if cmd.correlation_id == "slow":
-            self.entered.set()
-            await self.release.wait()
-        return await call_next(cmd)
 
 
 async def test_a_run_is_not_released_while_a_command_for_it_is_evaluated() -> None:

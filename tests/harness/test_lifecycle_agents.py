@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import TinyAgentsError
 from tinyagents.protocol import (
+    CommandState,
     ReceiptStatus,
     SteeringActor,
     SteeringCommand,
@@ -36,7 +37,7 @@ from tinyagents.testkit import EventRecorder, FunctionModel, reply, tool_call
 
 T = TypeVar("T")
 K = SteeringKind
-TERMINAL = {"rejected", "applied", "superseded", "failed"}
+TERMINAL = {state.value for state in CommandState if state.terminal}
 PAYLOADS: dict[SteeringKind, list[dict[str, Any]]] = {
     K.ADD_INSTRUCTION: [{"text": "more"}],
     K.REPLACE_INSTRUCTION: [{"text": "new goal"}],

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from operator_server import BASE
 
-from tests.held_writes import snapshot_writes_held
+from tests.holds import snapshot_writes_held
 from tests.slow_agent import slow_agent
 from tinyagents import RunStatus, Runtime, SteeringKind
 from tinyagents.server import Auth, Control, bind, create_app, serving

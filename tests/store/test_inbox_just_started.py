@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.held_writes import snapshot_writes_held
+from tests.holds import snapshot_writes_held
 from tests.slow_agent import slow_agent
 from tinyagents import (
     RunStatus,

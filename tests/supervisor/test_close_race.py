@@ -6,34 +6,12 @@ from __future__ import annotations
 import asyncio
 import gc
 
+from tests.holds import HoldNamed
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec
-from tinyagents.protocol import SteeringCommand
-from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.testkit import EventRecorder, FunctionModel, reply
 
 
-class HoldNamed:
-    """Holds the evaluation of the command with correlation id ``slow`` until ``release``
-    (``close`` waits for the submits under way, so the run goes on meanwhile)."""
-
-    policy_id = "hold-named"
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def __call__(
-        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
-    ) -> Decision:
-        if cmd.correlation_id == "slow":
-            self.entered.set()
-            await self.release.wait()
-        return await call_next(cmd)
-
-
-async def test_a_rule_that_fires_while_the_runtime_closes_sends_nothing_and_raises_nothing() -> (
-    None
-):
+async def test_a_rule_fired_during_close_sends_nothing_and_raises_nothing() -> None:
     """The run reaches its first iteration after close began: the rule fires, the supervisor's
     abort met ``RuntimeClosed`` and escaped into the event bus ("the event sink ... failed",
     counted in ``sink_errors``). It is now dropped quietly; close cancels the run."""

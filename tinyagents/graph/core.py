@@ -266,9 +266,7 @@ class GraphCore:
 
         def view(_: int, schema: StateSchema | None) -> Any:
             schema = schema or self.schema
-            seen = values
-            if schema is not self.schema:
-                seen = {k: v for k, v in values.items() if k in schema.channels}
+            seen = values if schema is self.schema else schema.own(values)
             if schema.managed:
                 seen = {**seen, **managed_values(schema.managed, remaining)}
             return schema.view(seen)

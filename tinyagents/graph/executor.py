@@ -661,14 +661,8 @@ class GraphRun:
 
         def view(i: int, schema: StateSchema | None) -> Any:
             if before is None:
-                if schema is None:
-                    return self.view()
-                values = head.values
-            else:
-                values = graph.preview(before, done[i].writes or [])
-            if schema is None:
-                return self._view_of(graph.schema, values)
-            return self._view_of(schema, {k: v for k, v in values.items() if k in schema.channels})
+                return self.view() if schema is None else self._view_in(schema, head.values)
+            return self._view_in(schema, graph.preview(before, done[i].writes or []))
 
         return await graph.route(finished, head.barriers, view)
 
@@ -689,12 +683,16 @@ class GraphRun:
         """The state as node ``spec`` sees it: ``view()``, or with ``add_node(...,
         input_schema=...)`` that schema's keys only, as an instance of it for a dataclass or
         pydantic schema (defaults filled in, no validation), as LangGraph's node input."""
-        schema = spec.input
-        if schema is None:
+        if spec.input is None:
             return self.view()
-        return self._view_of(
-            schema, {k: v for k, v in self.head.values.items() if k in schema.channels}
-        )
+        return self._view_in(spec.input, self.head.values)
+
+    def _view_in(self, schema: StateSchema | None, values: dict[str, Any]) -> Any:
+        """``values`` as a node's or router's own input ``schema`` hands them (None: the
+        state's)."""
+        if schema is None:
+            return self._view_of(self.graph.schema, values)
+        return self._view_of(schema, schema.own(values))
 
     def _view_of(self, schema: StateSchema, values: dict[str, Any]) -> Any:
         """``values`` as ``schema`` hands them to a node or router: copies for a run that

@@ -114,6 +114,11 @@ class StateSchema:
     #: the keys a run's result holds (``StateGraph(output_schema=...)``); None: all
     output_keys: frozenset[str] | None = None
 
+    def own(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with this schema's channels only: what a node or router whose input
+        schema this is sees of the state."""
+        return {k: v for k, v in values.items() if k in self.channels}
+
     def with_io(self, input_schema: Any, output_schema: Any) -> StateSchema:
         """This schema with LangGraph's input and output schemas: the channels are the union
         of the three schemas' fields (the state's own channel wins for a shared name); input

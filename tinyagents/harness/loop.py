@@ -551,16 +551,14 @@ class AgentRun(RunDriver):
             )
             try:
                 receipt = await self.runtime.submit(cmd)
-            except RuntimeClosed:
-                # The runtime began to close after the cancel was queued: its close cancels
-                # every run still going, these included. Nothing is left to send, nor an
-                # error for anyone to read (this is a task of the runtime's).
+            except BaseException as exc:
                 for unsent in handles[index:]:
                     _unfreeze(unsent)
-                return
-            except BaseException:
-                for unsent in handles[index:]:
-                    _unfreeze(unsent)
+                if isinstance(exc, RuntimeClosed):
+                    # The runtime began to close after the cancel was queued: its close
+                    # cancels every run still going, these included. Nothing is left to send,
+                    # nor an error for anyone to read (this is a task of the runtime's).
+                    return
                 raise
             if not receipt.accepted:
                 _unfreeze(handle)
