@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
+from tests.holds import HoldNamed
 from tinyagents.errors import RuntimeClosed, StoreError
 from tinyagents.protocol import (
     CommandState,
@@ -742,3 +743,114 @@ async def test_a_take_whose_reply_was_lost_is_still_settled(tmp_path: Path) -> N
         assert rt.router.open_commands() == []
         stored = await store.get_command("lost", scope=dedupe_scope(OPERATOR))
         assert stored is not None and stored.state == recorder.lifecycle("lost")[-1]
+
+
+class FailingLog(SqliteStore):
+    """A real SQLite store whose next ``append_command`` (with ``fail_next``) waits for
+    ``gate`` and then fails with nothing written, as a full disk does."""
+
+    fail_next = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        if self.fail_next:
+            self.fail_next = False
+            self.entered.set()
+            await self.gate.wait()
+            raise StoreError("database or disk is full")
+        return await super().append_command(cmd, state=state, run_id=run_id)
+
+
+@pytest.mark.parametrize("held_in", ["store", "policy"])
+async def test_a_resend_while_the_first_submit_fails_is_not_told_duplicate(
+    tmp_path: Path, held_in: str
+) -> None:
+    """Item 3: a resend of a correlation id whose first submit was still under way (in an
+    async policy, or in its store write) was answered ``duplicate`` at once; the first then
+    failed on a StoreError and freed the id, so nothing recorded the command the resend was
+    told already existed. The resend waits for the first's outcome: here a failure, so the
+    resend is submitted afresh and applied once."""
+    recorder = EventRecorder()
+    hold = HoldNamed()
+    store = FailingLog(tmp_path / "x.db")
+    rt = Runtime(store=store, testing=True, sinks=[recorder])
+    rt.router.pipeline.insert(hold, after="authority")
+    async with rt:
+        handle = await start_run(rt, "r-1")
+        cmd = make_command("r-1", correlation_id="slow")
+        store.fail_next = True
+        if held_in == "store":
+            hold.release.set()
+        first = asyncio.create_task(rt.submit(cmd))
+        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+            await (store.entered if held_in == "store" else hold.entered).wait()
+        resend = asyncio.create_task(rt.submit(cmd))
+        await asyncio.sleep(0.01)
+        hold.release.set()
+        store.gate.set()
+        with pytest.raises(StoreError):
+            await first
+        receipt = await resend
+        assert receipt.status is ReceiptStatus.ACCEPTED
+        assert [c.correlation_id for c in apply_ready(handle)] == ["slow"]
+        await finish_run(rt, handle)
+        await rt.flush()
+        assert recorder.lifecycle("slow") == ["requested", "accepted", "delivered", "applied"]
+        stored = await store.get_command("slow", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"
+
+
+async def test_a_resend_while_the_first_submit_succeeds_is_a_duplicate(tmp_path: Path) -> None:
+    """The other side of the item above: the resend waits for the first submit, which is
+    accepted, and is then answered ``duplicate`` (the command is applied once)."""
+    recorder = EventRecorder()
+    hold = HoldNamed()
+    rt = Runtime(store=url(tmp_path / "x.db"), testing=True, sinks=[recorder])
+    rt.router.pipeline.insert(hold, after="authority")
+    async with rt:
+        handle = await start_run(rt, "r-1")
+        cmd = make_command("r-1", correlation_id="slow")
+        first = asyncio.create_task(rt.submit(cmd))
+        async with asyncio.timeout(10):
+            await hold.entered.wait()
+        resend = asyncio.create_task(rt.submit(cmd))
+        await asyncio.sleep(0.01)
+        hold.release.set()
+        assert (await first).status is ReceiptStatus.ACCEPTED
+        assert (await resend).status is ReceiptStatus.DUPLICATE
+        assert [c.correlation_id for c in apply_ready(handle)] == ["slow"]
+        await finish_run(rt, handle)
+        recorder.assert_every_command_terminal()
+        assert recorder.lifecycle("slow").count("requested") == 1
+
+
+async def test_an_id_under_way_is_not_forgotten_past_the_dedupe_horizon(
+    recorder: EventRecorder,
+) -> None:
+    """An in-memory router forgot the id of a submit still in the policies once newer ids
+    pushed it past the horizon, so a resend of it was taken as a new command (rejected by
+    the queue, for an id it already held, while the first was accepted). An id under way
+    stays taken like an open one: the resend waits for the first and is a duplicate."""
+    hold = HoldNamed()
+    rt = Runtime(testing=True, sinks=[recorder], dedupe_horizon=1)
+    rt.router.pipeline.insert(hold, after="authority")
+    async with rt:
+        handle = await start_run(rt, "r-1")
+        cmd = make_command("r-1", correlation_id="slow")
+        first = asyncio.create_task(rt.submit(cmd))
+        async with asyncio.timeout(10):
+            await hold.entered.wait()
+        for _ in range(2):
+            await rt.submit(make_command("r-1"))
+        resend = asyncio.create_task(rt.submit(cmd))
+        await asyncio.sleep(0.01)
+        hold.release.set()
+        assert (await first).status is ReceiptStatus.ACCEPTED
+        assert (await resend).status is ReceiptStatus.DUPLICATE
+        assert [c.correlation_id for c in apply_ready(handle)].count("slow") == 1
+        await finish_run(rt, handle)
+        recorder.assert_every_command_terminal()

@@ -7,6 +7,7 @@ makes a bookkeeping bug loud instead of silent.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import Iterable
@@ -142,6 +143,11 @@ class SteeringRouter:
         #: await meanwhile), by run id: such a run is busy (not released under them). An
         #: entry goes when its count is back to 0.
         self._evaluating: dict[str, int] = {}
+        #: The ids whose first submit is under way and not yet announced (a policy or the
+        #: store write is awaited; it may still fail and leave no trace), each with the
+        #: event a resend of that id waits on (made by the first resend): gone when the
+        #: submit returns or raises.
+        self._under_way: dict[_Key, asyncio.Event | None] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -155,10 +161,17 @@ class SteeringRouter:
     async def submit(
         self, cmd: SteeringCommand, *, capability: MiddlewareCapability | None = None
     ) -> SteeringReceipt:
+        """The receipt of ``cmd``; ``duplicate`` for an id already taken, once the submit that
+        took it is done (a resend during that submit waits: if it fails, the id is free)."""
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
-        if key in self._seen:
-            return self._duplicate(cmd)
+        while key in self._seen:
+            if key not in self._under_way:
+                return self._duplicate(cmd)
+            # The first submit of this id is still under way: its outcome decides (a failure
+            # frees the id, and this resend is then submitted as the first).
+            await self._wait_for_first(key)
         self._seen.add(key)
+        self._under_way[key] = None
         self._seen_order.append(key)
         if len(self._seen_order) > self.dedupe_horizon:
             self._forget_oldest_ids(key)
@@ -190,6 +203,17 @@ class SteeringRouter:
                 # Nothing was emitted, kept or written: the id stays free for a retry.
                 self._seen.discard(key)
             raise
+        finally:
+            waiting = self._under_way.pop(key)
+            if waiting is not None:
+                waiting.set()
+
+    async def _wait_for_first(self, key: _Key) -> None:
+        """Wait until the submit under way for ``key`` has returned or raised."""
+        waiting = self._under_way[key]
+        if waiting is None:
+            waiting = self._under_way[key] = asyncio.Event()
+        await waiting.wait()
 
     def history(self, run_id: str) -> list[SteeringEvent]:
         return list(self._history.get(run_id, ()))
@@ -624,17 +648,17 @@ class SteeringRouter:
 
     def _forget_oldest_ids(self, newest: _Key) -> None:
         """Forget the oldest ids past the horizon; an open command's id goes to the back
-        instead (it stays taken until the command ends), and so does ``newest``, the id being
-        submitted (not open yet), so at most ``dedupe_horizon`` ids plus those of the open
-        commands are kept."""
-        order, tracked = self._seen_order, self._tracked
+        instead (it stays taken until the command ends), and so do the ids of the submits
+        under way (not open yet, ``newest`` among them), so at most ``dedupe_horizon`` ids
+        plus those of the open commands and of the submits under way are kept."""
+        order, tracked, under_way = self._seen_order, self._tracked, self._under_way
         spared = 0
-        while len(order) > self.dedupe_horizon and spared <= len(tracked):
+        while len(order) > self.dedupe_horizon and spared <= len(tracked) + len(under_way):
             key = order.popleft()
             if key == newest:  # every older id was open: nothing more to forget
                 order.append(key)
                 break
-            if key in tracked:
+            if key in tracked or key in under_way:
                 order.append(key)
                 spared += 1
                 continue
