@@ -854,3 +854,52 @@ async def test_an_id_under_way_is_not_forgotten_past_the_dedupe_horizon(
         assert [c.correlation_id for c in apply_ready(handle)].count("slow") == 1
         await finish_run(rt, handle)
         recorder.assert_every_command_terminal()
+
+
+class ReplyNeverComes(SqliteStore):
+    """A real SQLite store whose next ``append_command`` (with ``hang_next``) commits the
+    row and then never answers, as a reply held up on the network: the caller's task is
+    cancelled (a client gone, a request timeout) while the row is already in the log."""
+
+    hang_next = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.written = asyncio.Event()
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        inserted = await super().append_command(cmd, state=state, run_id=run_id)
+        if self.hang_next:
+            self.hang_next = False
+            self.written.set()
+            await asyncio.Event().wait()
+        return inserted
+
+
+async def test_a_retry_after_a_cancelled_submit_takes_its_own_logged_row_over(
+    tmp_path: Path,
+) -> None:
+    """Item 3: a submit cancelled while its store write was under way freed the id (nothing
+    was emitted) but did not note that the write may have reached the log, as a write that
+    raised does. The row was there: the retry was answered ``duplicate`` and the command sat
+    open in the log, never applied. The retry takes the row over and is applied once."""
+    recorder = EventRecorder()
+    store = ReplyNeverComes(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True, sinks=[recorder]) as rt:
+        handle = await start_run(rt, "r-1")
+        cmd = make_command("r-1", correlation_id="cancelled")
+        store.hang_next = True
+        first = asyncio.create_task(rt.submit(cmd))
+        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+            await store.written.wait()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert recorder.steering("cancelled") == []
+        assert (await rt.submit(cmd)).status is ReceiptStatus.ACCEPTED
+        assert [c.correlation_id for c in apply_ready(handle)] == ["cancelled"]
+        await finish_run(rt, handle)
+        await rt.flush()
+        assert recorder.lifecycle("cancelled") == ["requested", "accepted", "delivered", "applied"]
+        stored = await store.get_command("cancelled", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"

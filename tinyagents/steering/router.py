@@ -598,9 +598,10 @@ class SteeringRouter:
                 return moved
             try:
                 inserted = await store.append_command(command, state=state, run_id=run_id)
-            except Exception:
-                # the row may be written all the same (a reply lost after COMMIT): a retry
-                # of this very command may take it over (``_ours_after_all``)
+            except BaseException:
+                # the row may be written all the same (a reply lost after COMMIT, or the
+                # submit cancelled while its write went on): a retry of this very command
+                # may take it over (``_ours_after_all``)
                 self._unsure[tracked.key] = None
                 if len(self._unsure) > _UNSURE_KEPT:
                     self._unsure.pop(next(iter(self._unsure)))
