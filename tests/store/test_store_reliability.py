@@ -367,3 +367,33 @@ async def test_a_stream_of_one_tree_reads_that_trees_index_not_the_tenants(
         assert read and all(e.tenant_id == "acme" for _, e in read)
     finally:
         await store.close()
+
+
+async def test_a_write_cancelled_mid_statement_is_not_committed_by_the_next_write(
+    tmp_path: Path,
+) -> None:
+    """A write whose caller was cancelled while SQLite ran its statement (on the connection's
+    thread, which goes on) was neither committed nor rolled back: the connection stayed in
+    its transaction, and the next write's COMMIT carried the cancelled row along, so a write
+    nobody waited for (or half of a batch) became durable behind another one's back. It is
+    rolled back now; the next write commits only itself."""
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        cancelled = asyncio.create_task(
+            store.append_command(_command("c-cancelled"), state="accepted", run_id="r-1")
+        )
+        await asyncio.sleep(0)  # its INSERT is on the connection's thread now
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert await store.append_command(_command("c-next"), state="accepted", run_id="r-1")
+        reader = SqliteStore(tmp_path / "x.db")
+        await reader.open()
+        try:
+            assert await reader.get_command("c-next") is not None
+            assert await reader.get_command("c-cancelled") is None
+        finally:
+            await reader.close()
+    finally:
+        await store.close()

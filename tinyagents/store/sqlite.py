@@ -344,6 +344,9 @@ class SqliteStore(Store):
                 with contextlib.suppress(sqlite3.Error, ValueError):
                     await db.rollback()
                 raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
+            except BaseException:
+                await _undo_cancelled(db)
+                raise
 
     async def _transaction(
         self, statements: list[tuple[str, Sequence[Any], bool]], *, what: str
@@ -364,6 +367,9 @@ class SqliteStore(Store):
                 with contextlib.suppress(sqlite3.Error, ValueError):
                     await db.rollback()
                 raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
+            except BaseException:
+                await _undo_cancelled(db)
+                raise
 
     async def append_events(self, events: list[Event]) -> None:
         # Through _write: a batch that fails half-way (an event SQLite cannot encode, a lock
@@ -565,6 +571,16 @@ class SqliteStore(Store):
         if row is None or row[0] is None:
             return None
         return SteeringReceipt.model_validate_json(row[0])
+
+
+async def _undo_cancelled(db: aiosqlite.Connection) -> None:
+    """Roll back a write whose caller was cancelled (or interrupted) while its statements ran
+    on the connection's thread, which finishes them all the same: left in its transaction,
+    the next write's COMMIT would carry them along. A COMMIT already under way wins (the
+    write is then durable, as a write whose reply was lost). The ROLLBACK is queued on the
+    thread as this is awaited, ahead of any later write, even if the wait is cancelled again."""
+    with contextlib.suppress(sqlite3.Error, ValueError):
+        await db.rollback()
 
 
 def _run_filters(
