@@ -68,6 +68,9 @@ _SAVE_BATCH = 256
 #: How often changed runs' snapshots are written, and every live run's (heartbeat), is
 #: ``SNAPSHOT_EVERY_S`` and ``HEARTBEAT_S`` of ``steering.remote``, whose senders wait for them.
 INBOX_POLL_S = 0.05
+#: How long the receipt of an inbox item whose write keeps failing is tried again before it
+#: is dropped: past a sender's usual wait (``Control(receipt_timeout_s=5.0)``).
+RECEIPT_RETRY_S = 10.0
 
 
 class Runtime:
@@ -159,6 +162,11 @@ class Runtime:
         self._ending: set[asyncio.Task[Any]] = set()
         #: Snapshots of released runs not yet saved (``forget`` is synchronous).
         self._unsaved: list[dict[str, Any]] = []
+        #: Receipts of inbox items answered here and not written yet, by request id, with
+        #: when their writes began to fail: tried again at each inbox pass, each for at most
+        #: ``RECEIPT_RETRY_S`` (an item pruned meanwhile is answered by a write that changes
+        #: nothing, and goes).
+        self._unwritten_receipts: dict[str, tuple[SteeringReceipt, float | None]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -354,7 +362,11 @@ class Runtime:
 
     async def answer_inbox(self) -> int:
         """Take the commands other processes put in the store's inbox for this runtime, submit
-        each (own policies, own deduplication) and write its receipt back; returns how many."""
+        each (own policies, own deduplication) and write its receipt back; returns how many.
+
+        A receipt that cannot be written is kept and written again at the next calls, for
+        ``RECEIPT_RETRY_S`` (its command is not submitted again); the rest of the batch is
+        submitted and answered all the same. Only a failed take raises."""
         items = await self.store.inbox_take(self.runtime_id)
         for item in items:
             cmd = item.command
@@ -367,8 +379,42 @@ class Runtime:
             except Exception as exc:  # a bug: the submitter must still get an answer
                 _log.exception("runtime %s: inbox command %s", self.runtime_id, cmd.correlation_id)
                 receipt = _refused(cmd, f"internal error: {type(exc).__name__}")
-            await self.store.inbox_answer(item.request_id, receipt)
+            self._unwritten_receipts[item.request_id] = (receipt, None)
+        await self._write_receipts()
         return len(items)
+
+    async def _write_receipts(self) -> None:
+        """Write the receipts of the inbox items answered here and not yet written. One that
+        fails is logged and kept for the next call; after ``RECEIPT_RETRY_S`` of failures it
+        is dropped with a warning (its sender stopped waiting long before, and a retry of its
+        command is answered ``duplicate``). Never raises: a receipt the store refuses for good
+        must not stop the passes, which also write the runs' snapshots (their heartbeats)."""
+        unwritten = self._unwritten_receipts
+        now = _clock.monotonic()
+        for request_id, (receipt, failing_since) in list(unwritten.items()):
+            try:
+                await self.store.inbox_answer(request_id, receipt)
+            except Exception as exc:
+                if failing_since is None:
+                    _log.warning(
+                        "runtime %s: receipt of inbox request %s not written, retrying: %s",
+                        self.runtime_id,
+                        request_id,
+                        exc,
+                    )
+                    unwritten[request_id] = (receipt, now)
+                elif now - failing_since >= RECEIPT_RETRY_S:
+                    _log.warning(
+                        "runtime %s: receipt of inbox request %s dropped after %.0f s of "
+                        "failures: %s",
+                        self.runtime_id,
+                        request_id,
+                        now - failing_since,
+                        exc,
+                    )
+                    del unwritten[request_id]
+            else:
+                del unwritten[request_id]
 
     def live_runs(self) -> LiveRuns:
         """The live-snapshot books (dirty runs, pending interrupts). Kept from ``open`` with a

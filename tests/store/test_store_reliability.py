@@ -10,13 +10,21 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tinyagents.errors import StoreError
 from tinyagents.events import Event, RunEvent, SteeringEvent, ToolEvent
-from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringTarget
-from tinyagents.runs import RunInfo
+from tinyagents.protocol import (
+    Boundary,
+    ReceiptStatus,
+    SteeringActor,
+    SteeringCommand,
+    SteeringTarget,
+)
+from tinyagents.runs import RunHandle, RunInfo
+from tinyagents.runtime import Runtime
 from tinyagents.store import SqliteStore, StoreWriter
 
 #: Fast retries for tests: a held lock is noticed after 10 ms, retried every few ms.
@@ -397,3 +405,90 @@ async def test_a_write_cancelled_mid_statement_is_not_committed_by_the_next_writ
             await reader.close()
     finally:
         await store.close()
+
+
+async def test_a_receipt_that_cannot_be_written_neither_strands_its_batch_nor_is_lost(
+    tmp_path: Path,
+) -> None:
+    """The owner of a run answers its inbox in batches. A receipt write that failed (a full
+    disk, a dropped connection) ended the pass: the rest of the batch, already taken, was
+    never submitted nor answered (nothing takes a taken item again), so those commands were
+    lost while their senders timed out on "may still be applied later"; the failed receipt
+    was never written either. The batch goes on now, and an unwritten receipt is written
+    again at the next pass."""
+
+    class AnswerFailsOnce(SqliteStore):
+        fail_next = False
+
+        async def inbox_answer(self, request_id: str, receipt: Any) -> None:
+            if self.fail_next:
+                self.fail_next = False
+                raise StoreError("database or disk is full")
+            await super().inbox_answer(request_id, receipt)
+
+    store = AnswerFailsOnce(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True) as rt:
+        handle = await rt.register(RunHandle(RunInfo(run_id="r-1"), submitter=rt))
+        store.fail_next = True
+        for n in range(3):
+            cmd = SteeringCommand(
+                target=SteeringTarget.agent_run("r-1"),
+                actor=SteeringActor.test(),
+                kind="add_instruction",
+                payload={"text": f"say {n}"},
+                correlation_id=f"c-{n}",
+            )
+            await store.inbox_put(owner=rt.runtime_id, request_id=f"q-{n}", command=cmd)
+        rt.wake_inbox()
+        receipts: list[Any] = []
+        for _ in range(1000):  # up to 10 s: a hang guard, not a timing assertion
+            receipts = [await store.inbox_receipt(f"q-{n}") for n in range(3)]
+            if None not in receipts:
+                break
+            await asyncio.sleep(0.01)
+        assert [r and r.status for r in receipts] == [ReceiptStatus.ACCEPTED] * 3
+        queued = handle.inbox.take(Boundary.BEFORE_MODEL_CALL)
+        assert sorted(c.correlation_id for c in queued) == ["c-0", "c-1", "c-2"]
+
+
+async def test_a_receipt_that_can_never_be_written_stops_neither_snapshots_nor_the_inbox(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A receipt the store refuses for good (text one backend cannot hold) is tried again for
+    ``RECEIPT_RETRY_S`` and then dropped with a warning; meanwhile the runtime's passes go
+    on: the other items are answered and the run snapshots (the heartbeats other processes
+    read to tell a live owner from a dead one) are still written."""
+
+    class RefusesOne(SqliteStore):
+        async def inbox_answer(self, request_id: str, receipt: Any) -> None:
+            if request_id == "q-bad":
+                raise StoreError("text the store cannot hold")
+            await super().inbox_answer(request_id, receipt)
+
+    store = RefusesOne(tmp_path / "x.db")
+    caplog.set_level(logging.WARNING, logger="tinyagents")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("tinyagents.runtime.RECEIPT_RETRY_S", 0.3)
+        async with Runtime(store=store, testing=True) as rt:
+            await rt.register(RunHandle(RunInfo(run_id="r-1"), submitter=rt))
+            for n in ("bad", "good"):
+                cmd = SteeringCommand(
+                    target=SteeringTarget.agent_run("r-1"),
+                    actor=SteeringActor.test(),
+                    kind="pause",
+                    correlation_id=f"c-{n}",
+                )
+                await store.inbox_put(owner=rt.runtime_id, request_id=f"q-{n}", command=cmd)
+            rt.wake_inbox()
+            await rt.register(RunHandle(RunInfo(run_id="r-2"), submitter=rt))
+            answered = snapshot = None
+            for _ in range(1000):  # up to 10 s: a hang guard, not a timing assertion
+                answered = await store.inbox_receipt("q-good")
+                snapshot = await store.load_run("r-2")
+                if answered and snapshot and "dropped" in caplog.text:
+                    break
+                await asyncio.sleep(0.01)
+            assert answered is not None and answered.status is ReceiptStatus.ACCEPTED
+            assert snapshot is not None
+            assert "receipt of inbox request q-bad dropped" in caplog.text
+            assert await store.inbox_receipt("q-bad") is None
