@@ -26,7 +26,7 @@ from tinyagents.protocol import (
 from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.runtime import Runtime
 from tinyagents.store import SqliteStore
-from tinyagents.testkit import EventRecorder, EventWaiter
+from tinyagents.testkit import EventRecorder, EventWaiter, FakeClock, use_clock
 
 K = SteeringKind
 ACME = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
@@ -903,3 +903,43 @@ async def test_a_retry_after_a_cancelled_submit_takes_its_own_logged_row_over(
         assert recorder.lifecycle("cancelled") == ["requested", "accepted", "delivered", "applied"]
         stored = await store.get_command("cancelled", scope=dedupe_scope(OPERATOR))
         assert stored is not None and stored.state == "applied"
+
+
+async def test_a_rebuilt_retry_after_a_lost_reply_takes_its_logged_row_over(
+    tmp_path: Path,
+) -> None:
+    """Item 3, as an HTTP client retries: the request is sent again with the same correlation
+    id, and the server builds the command again, with a new ``created_at``. Only a retry equal
+    to the logged command in every field took its row over, so this one was answered
+    ``duplicate`` and the command sat open in the log, never applied. A retry that differs from
+    the logged command only in ``created_at`` is the same request; any other difference is
+    another command under that id, a duplicate."""
+    store = LostReplyStore(tmp_path / "x.db")
+    clock = FakeClock()
+    with use_clock(clock):
+        async with Runtime(store=store, testing=True) as rt:
+            handle = await start_run(rt, "r-1")
+            store.lose_next = True
+            with pytest.raises(StoreError):
+                await rt.submit(make_command("r-1", correlation_id="lost-reply"))
+            clock.advance(1.0)
+            retry = make_command("r-1", correlation_id="lost-reply")
+            assert (await rt.submit(retry)).status is ReceiptStatus.ACCEPTED
+            assert [c.correlation_id for c in apply_ready(handle)] == ["lost-reply"]
+            await finish_run(rt, handle)
+            await rt.flush()
+            stored = await store.get_command("lost-reply", scope=dedupe_scope(OPERATOR))
+            assert stored is not None and stored.state == "applied"
+
+
+async def test_a_retry_that_asks_for_something_else_is_a_duplicate_after_a_lost_reply(
+    tmp_path: Path,
+) -> None:
+    store = LostReplyStore(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True) as rt:
+        await start_run(rt, "r-1")
+        store.lose_next = True
+        with pytest.raises(StoreError):
+            await rt.submit(make_command("r-1", correlation_id="lost-reply"))
+        other = make_command("r-1", correlation_id="lost-reply", payload={"text": "other"})
+        assert (await rt.submit(other)).status is ReceiptStatus.DUPLICATE

@@ -622,8 +622,10 @@ class SteeringRouter:
         by an earlier submit of it whose reply was lost (the INSERT committed, the connection
         dropped: that submit raised ``StoreError`` and freed the id, as promised). Then this
         retry takes the row over instead of being answered ``duplicate`` while the command
-        sits open in the log, never applied. A command this router already knew of is a
-        duplicate as ever."""
+        sits open in the log, never applied. The retry may be built again (an HTTP client
+        sends its request again, and the command gets a new ``created_at``): it is the same
+        command if it differs from the logged one in nothing else. A command this router
+        already knew of is a duplicate as ever."""
         assert self.store is not None
         key = tracked.key
         if key not in self._unsure or key in self._tracked or key in self._terminal:
@@ -633,7 +635,8 @@ class SteeringRouter:
             stored is not None
             and stored.state == state
             and stored.run_id == run_id
-            and stored.command == command
+            and stored.command
+            == command.model_copy(update={"created_at": stored.command.created_at})
         )
         if ours:
             del self._unsure[key]
