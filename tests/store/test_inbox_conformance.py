@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from tinyagents.errors import StoreError
 from tinyagents.events import RunEvent
 from tinyagents.protocol import (
     SteeringActor,
@@ -200,3 +201,31 @@ async def test_read_events_pages_by_id_with_filters(store: Store) -> None:
     await store.append_events([event("r-3", "r-3", "acme")])
     (newer,) = await store.read_events(after_id=ids[-1])
     assert newer[0] > ids[-1] and newer[1].run_id == "r-3"
+
+
+async def test_an_unreadable_row_whose_answer_fails_strands_no_readable_item(
+    tmp_path: Path,
+) -> None:
+    """Taking a batch marks every row of it taken; an unreadable row is answered on the way.
+    When that answer failed (a full disk, a dropped connection), the take raised and the
+    readable rows of the batch, taken already, were never handed out: their commands were
+    lost (nothing takes a taken row again). The readable rows are returned all the same; the
+    unreadable row stays without an answer (its sender times out, as for a row nobody can
+    read)."""
+
+    class AnswerFails(SqliteStore):
+        async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
+            raise StoreError("database or disk is full")
+
+    path = tmp_path / "store.db"
+    store = AnswerFails(path)
+    await store.open()
+    try:
+        await store.inbox_put(owner="rt-a", request_id="q-bad", command=command("c-bad"))
+        await store.inbox_put(owner="rt-a", request_id="q-good", command=command("c-good"))
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE inbox SET command = '{\"kind\": 1}' WHERE request_id = 'q-bad'")
+        assert [i.request_id for i in await store.inbox_take("rt-a")] == ["q-good"]
+        assert await store.inbox_receipt("q-bad") is None
+    finally:
+        await store.close()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
 from tinyagents.protocol.commands import (
     ReceiptStatus,
@@ -206,7 +207,8 @@ class Store(ABC):
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         """Claim up to ``limit`` pending items addressed to ``owner``, oldest first, atomically:
         two pollers never both get one. A row that no longer reads as a command is answered
-        ``rejected`` with the reason instead of being returned."""
+        ``rejected`` with the reason instead of being returned (``answer_unreadable``: an
+        answer that fails is logged, and the batch's other rows are returned all the same)."""
 
     @abstractmethod
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
@@ -273,6 +275,18 @@ def unreadable_receipt(request_id: str, exc: Exception) -> SteeringReceipt:
         reason=f"unreadable in the inbox: {_first_line(exc)}",
         policy_id="store",
     )
+
+
+async def answer_unreadable(store: Store, request_id: str, exc: Exception) -> None:
+    """Answer an inbox row that ``inbox_take`` took but cannot read (``unreadable_receipt``).
+    A failed answer is logged, never raised: the readable rows of the batch are taken too,
+    and a take that raised would strand them (nothing takes a taken row again)."""
+    try:
+        await store.inbox_answer(request_id, unreadable_receipt(request_id, exc))
+    except StoreError as error:
+        _log.warning(
+            "inbox request %s is unreadable and could not be answered: %s", request_id, error
+        )
 
 
 def unreadable_reason(exc: Exception) -> str:

@@ -26,10 +26,10 @@ from tinyagents.store.base import (
     RunKey,
     Store,
     StoredCommand,
+    answer_unreadable,
     run_key,
     terminal_updates,
     unreadable_reason,
-    unreadable_receipt,
 )
 
 if TYPE_CHECKING:
@@ -532,7 +532,7 @@ class SqliteStore(Store):
             try:
                 cmd = SteeringCommand.model_validate_json(command)
             except ValueError as exc:  # written by an older version, or damaged
-                await self.inbox_answer(request_id, unreadable_receipt(request_id, exc))
+                await answer_unreadable(self, request_id, exc)
                 continue
             items.append(
                 InboxItem(
