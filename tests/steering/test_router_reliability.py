@@ -6,6 +6,7 @@ Each test names the reliability item it pins down (see docs/guarantees.md).
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -943,3 +944,81 @@ async def test_a_retry_that_asks_for_something_else_is_a_duplicate_after_a_lost_
             await rt.submit(make_command("r-1", correlation_id="lost-reply"))
         other = make_command("r-1", correlation_id="lost-reply", payload={"text": "other"})
         assert (await rt.submit(other)).status is ReceiptStatus.DUPLICATE
+
+
+class ChaosLog(SqliteStore):
+    """A real SQLite store whose command writes take a random moment and then, by a seeded
+    draw, fail before writing (a full disk), fail after COMMIT (a lost reply) or answer."""
+
+    def __init__(self, path: Path, rng: random.Random) -> None:
+        super().__init__(path)
+        self.rng = rng
+
+    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+        draw = self.rng.random()
+        await asyncio.sleep(self.rng.random() * 0.002)
+        if draw < 0.15:
+            raise StoreError("database or disk is full")
+        inserted = await super().append_command(cmd, state=state, run_id=run_id)
+        if draw < 0.3:
+            raise StoreError("connection was closed in the middle of operation")
+        return inserted
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_resends_under_store_faults_and_cancellations_lose_no_command(
+    tmp_path: Path, seed: int
+) -> None:
+    """Senders resend each command (the same object or one built again) concurrently, after a
+    StoreError, after cancelling their own submit, and after a ``duplicate``, while the
+    store's writes fail at random before or after COMMIT. No command is told ``duplicate``
+    while it sits open in the log, none is requested or applied twice, and the log ends with
+    the state of its last event."""
+    rng = random.Random(seed)
+
+    class Dawdle:
+        policy_id = "dawdle"
+
+        async def __call__(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+            await asyncio.sleep(rng.random() * 0.002)
+            return await call_next(cmd)
+
+    recorder = EventRecorder()
+    store = ChaosLog(tmp_path / "x.db", rng)
+    rt = Runtime(store=store, testing=True, sinks=[recorder])
+    rt.router.pipeline.insert(Dawdle(), after="authority")
+    told: dict[str, list[ReceiptStatus]] = {}
+    async with rt:
+        handle = await start_run(rt, "r-1")
+
+        async def sender(cid: str) -> None:
+            cmd = make_command("r-1", correlation_id=cid)
+            for _ in range(8):
+                if rng.random() < 0.5:
+                    cmd = make_command("r-1", correlation_id=cid)  # as an HTTP retry is
+                submit = asyncio.ensure_future(rt.submit(cmd))
+                if rng.random() < 0.2:
+                    await asyncio.sleep(rng.random() * 0.003)
+                    submit.cancel()
+                try:
+                    receipt = await submit
+                except (StoreError, asyncio.CancelledError):
+                    continue
+                told.setdefault(cid, []).append(receipt.status)
+                if receipt.status is not ReceiptStatus.DUPLICATE or rng.random() < 0.5:
+                    return
+
+        cids = [f"c-{n}" for n in range(6)]
+        await asyncio.gather(*(sender(cid) for cid in cids for _ in range(2)))
+        apply_ready(handle)
+        await finish_run(rt, handle)
+        await rt.flush()
+        for cid in cids:
+            lifecycle = recorder.lifecycle(cid)
+            assert lifecycle.count("requested") <= 1 and lifecycle.count("applied") <= 1
+            stored = await store.get_command(cid, scope=dedupe_scope(OPERATOR))
+            if told.get(cid):  # someone was answered: the command exists and ended
+                assert lifecycle[-1] in ("applied", "rejected"), (cid, lifecycle, told[cid])
+                assert stored is not None and stored.state == lifecycle[-1]
+            else:  # every attempt failed: no trace, or a row the log still holds open
+                assert lifecycle == []
