@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from tinyagents import (
     SubAgent,
     SubAgentTool,
 )
-from tinyagents.errors import ConfigurationError, ReceiptTimeout
+from tinyagents.errors import ConfigurationError, ReceiptTimeout, StoreError
 from tinyagents.server import Control
 from tinyagents.server.demo import refund_graph
 from tinyagents.store import SqliteStore
@@ -405,3 +406,49 @@ async def test_a_paused_run_keeps_its_heartbeat(tmp_path: Path) -> None:
 async def _updated_after(control: Control, run_id: str, at: str) -> dict[str, Any] | None:
     snap = await control.get_run(run_id, tenant_id=None)
     return snap if snap is not None and snap["updated_at"] > at else None
+
+
+async def test_a_log_that_cannot_be_read_is_no_duplicate_for_a_finished_run(
+    tmp_path: Path,
+) -> None:
+    """A command for a finished run is refused by the sender's side, unless the steering log
+    holds its id (a retry of what the owner took): then it is a duplicate. When that lookup
+    failed (a locked database, a dropped connection), the command was answered ``duplicate``
+    all the same, telling its sender that an earlier attempt was taken when none may have
+    been. A failed lookup is a ``StoreError`` now (the sender tries again); a row that is there
+    but no longer reads is still a duplicate."""
+
+    class LogUnreadable(SqliteStore):
+        locked = True
+
+        async def get_command(self, correlation_id: str, *, scope: str = "") -> Any:
+            if self.locked:
+                raise StoreError(f"SQLite store {self.path!r}: database is locked")
+            return await super().get_command(correlation_id, scope=scope)
+
+    store = LogUnreadable(tmp_path / "runs.db")
+    await store.open()
+    try:
+        await store.save_runs(
+            [
+                {
+                    "run_id": "r-1",
+                    "root_run_id": "r-1",
+                    "tenant_id": "acme",
+                    "status": "completed",
+                    "owner": "rt-a",
+                }
+            ]
+        )
+        control = Control(store=store, receipt_timeout_s=0.1, listing_wait_s=0)
+        with pytest.raises(StoreError, match="locked"):
+            await control.submit(steer("r-1", "x", cid="c-never-sent"))
+
+        store.locked = False
+        taken = steer("r-1", "x", cid="c-taken")
+        await store.append_command(taken, state="applied", run_id="r-1")
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            db.execute("UPDATE steering_log SET command = '{\"kind\": 1}'")
+        assert (await control.submit(taken)).status == "duplicate"
+    finally:
+        await store.close()

@@ -9,7 +9,7 @@ which this side waits for. Only obviously hopeless commands are answered here: a
 run, another tenant's run (both ``not found``), a finished run, and a run whose owner has
 stopped writing its heartbeat (``OWNER_SILENT_S``) — unless the steering log
 already holds the command's correlation id: then a retry is answered ``duplicate``, as the
-owner would have answered it. A run is in the store only from its owner's next snapshot
+owner would have answered it (a log that cannot be read raises ``StoreError``). A run is in the store only from its owner's next snapshot
 write, a moment after its ``start`` returned: one that is not there (or not steerable yet) is
 looked for again for ``LISTING_WAIT_S`` before it is answered.
 """
@@ -61,8 +61,9 @@ async def submit_through_store(
     listing_wait_s: float = LISTING_WAIT_S,
 ) -> SteeringReceipt:
     """The receipt the owning runtime gives ``cmd``; raises ``ReceiptTimeout`` when none
-    comes within ``timeout_s`` (the command may still be applied later). A target not in the
-    store is looked for again for ``listing_wait_s`` (``listed_snapshot``)."""
+    comes within ``timeout_s`` (the command may still be applied later), and ``StoreError``
+    when the store fails. A target not in the store is looked for again for
+    ``listing_wait_s`` (``listed_snapshot``)."""
     snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
     refusal = refuse(cmd, snapshot)
     if refusal is not None:
@@ -186,12 +187,17 @@ def _time(value: Any) -> datetime | None:
 
 
 async def _logged(store: Store, cmd: SteeringCommand) -> bool:
+    """Whether the steering log holds ``cmd``'s id. A lookup that fails raises: answered
+    ``duplicate``, the sender would take a command none of its attempts may have sent for
+    one its owner took."""
     try:
         return (
             await store.get_command(cmd.correlation_id, scope=dedupe_scope(cmd.actor)) is not None
         )
-    except StoreError:  # logged, though no longer readable
-        return True
+    except StoreError as exc:
+        if isinstance(exc.__cause__, ValueError):  # logged, though it no longer reads
+            return True
+        raise
 
 
 def duplicate(cmd: SteeringCommand) -> SteeringReceipt:
