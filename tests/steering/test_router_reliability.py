@@ -1022,3 +1022,25 @@ async def test_resends_under_store_faults_and_cancellations_lose_no_command(
                 assert stored is not None and stored.state == lifecycle[-1]
             else:  # every attempt failed: no trace, or a row the log still holds open
                 assert lifecycle == []
+
+
+async def test_a_store_that_fails_a_read_when_a_run_registers_keeps_the_commands_waiting(
+    tmp_path: Path,
+) -> None:
+    """A run registering on a thread reads the steering log for each command deferred there
+    (another runtime may have settled it). SQLite's reads let the driver's error through (a
+    write is a StoreError): the register raised ``ValueError`` at the new run, and the
+    commands waiting on the thread, already taken off their list, were never evaluated again.
+    The read is a StoreError, and the commands wait on (a second application is worse than a
+    late one)."""
+    store = SqliteStore(tmp_path / "x.db")
+    rt = Runtime(store=store, testing=True)
+    await rt.open()
+    for cid in ("a", "b"):
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id=cid)
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+    await store.db.close()  # the connection dies under it
+    await start_run(rt, "r-1", thread_id="t-1")
+    assert sorted(cid for (_, cid) in rt.router._waiting["thread:t-1"]) == ["a", "b"]
+    with pytest.raises(StoreError):
+        await rt.close()

@@ -319,9 +319,17 @@ class SqliteStore(Store):
 
     @contextlib.asynccontextmanager
     async def _reading(self, sql: str, args: Sequence[Any] = ()) -> AsyncIterator[aiosqlite.Cursor]:
-        """A read's cursor, under the connection's lock (see ``_lock``)."""
-        async with self._lock, self.db.execute(sql, args) as cursor:
-            yield cursor
+        """A read's cursor, under the connection's lock (see ``_lock``). A read that fails
+        (a closed database, a lock held past the busy timeout) raises ``StoreError``, as a
+        write does: never the driver's own error."""
+        async with self._lock:
+            try:
+                async with self.db.execute(sql, args) as cursor:
+                    yield cursor
+            except (sqlite3.Error, ValueError) as exc:
+                if isinstance(exc, StoreError):
+                    raise
+                raise StoreError(f"SQLite store {self.path!r}: could not read: {exc}") from exc
 
     async def _write(
         self, sql: str, args: Sequence[Any], *, what: str, many: bool = False
