@@ -1044,3 +1044,35 @@ async def test_a_store_that_fails_a_read_when_a_run_registers_keeps_the_commands
     assert sorted(cid for (_, cid) in rt.router._waiting["thread:t-1"]) == ["a", "b"]
     with pytest.raises(StoreError):
         await rt.close()
+
+
+async def test_commands_waiting_for_a_thread_outlive_a_cancelled_handover(
+    recorder: EventRecorder,
+) -> None:
+    """A run registering on a thread takes the commands waiting there off their list and
+    evaluates them one by one (a policy may await). When the registering task was cancelled
+    meanwhile (``rt.start`` under a request timeout), the command being evaluated and those
+    after it were on no list any more: never evaluated again, open until the runtime closed.
+    They wait on, and the thread's next run takes them."""
+    hold = HoldNamed()
+    rt = Runtime(testing=True, sinks=[recorder])
+    rt.router.pipeline.insert(hold, after="authority")
+    async with rt:
+        for cid in ("slow", "after"):
+            cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id=cid)
+            assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        first = asyncio.create_task(start_run(rt, "r-1", thread_id="t-1"))
+        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+            await hold.entered.wait()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        hold.release.set()
+        second = await start_run(rt, "r-2", thread_id="t-1")
+        assert sorted(c.correlation_id for c in apply_ready(second)) == ["after", "slow"]
+        await finish_run(rt, second)
+        stale = rt.runs.get("r-1")  # the run the cancelled start left behind
+        assert stale is not None
+        await finish_run(rt, stale)
+        assert recorder.terminal_state("slow") == recorder.terminal_state("after") == "applied"
+        recorder.assert_every_command_terminal()

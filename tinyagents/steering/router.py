@@ -301,42 +301,67 @@ class SteeringRouter:
             keys.append(_thread_key(handle.info.thread_id))
         for key in keys:
             waiting = self._waiting.pop(key, None)
-            for tracked in (waiting or {}).values():
-                if _hidden(tracked.cmd, handle):
-                    # another tenant's run on the thread: to the sender there is still no
-                    # run there (as ``_resolve`` answers), so the command waits on, and none
-                    # of its events reaches this run's history
+            if not waiting:
+                continue
+            queue = list(waiting.values())
+            try:
+                while queue:
+                    await self._hand_over(key, queue[0], handle)
+                    del queue[0]
+            except BaseException:
+                # Interrupted (the registering or finishing task cancelled, or a bug raised):
+                # what it did not reach waits on, and so does the command it was on unless
+                # that one moved on (settled, or handed to the run)
+                current = queue[0]
+                if current.key in self._tracked and (
+                    current.state is CommandState.DEFERRED or current.info is not handle.info
+                ):
+                    if current.persisted and current.state is CommandState.DEFERRED:
+                        current.unsure_take = True  # its take may have reached the log
+                else:
+                    del queue[0]
+                for tracked in queue:
                     self._waiting.setdefault(key, {})[tracked.key] = tracked
-                    continue
-                try:
-                    if tracked.persisted and await self._settled_elsewhere(tracked):
-                        continue
-                except StoreError as exc:
-                    # the log cannot say: the command waits on for the next run (a second
-                    # application is worse than a late one)
-                    _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
-                    self._waiting.setdefault(key, {})[tracked.key] = tracked
-                    continue
-                tracked.info = handle.info
-                if tracked.early:  # its requested/deferred, emitted before it had a run
-                    self._history.setdefault(handle.run_id, []).extend(tracked.early)
-                    tracked.early = None
-                try:
-                    if tracked.state is CommandState.ACCEPTED:  # restored after a restart
-                        await self._enqueue(tracked, handle)
-                    else:
-                        await self._evaluate(tracked, handle)
-                except StoreError as exc:
-                    if tracked.state is CommandState.DEFERRED and tracked.persisted:
-                        # its take (a compare-and-set on the shared log) failed: another
-                        # runtime may hold a copy, and may have applied it meanwhile. It waits
-                        # on here, as when the log cannot be read (a late application is
-                        # better than a second one, or a "failed" over an "applied")
-                        _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
-                        tracked.unsure_take = True
-                        self._waiting.setdefault(key, {})[tracked.key] = tracked
-                    elif not tracked.state.terminal:
-                        self._finish(tracked, "failed", reason=f"store error: {exc}")
+                raise
+
+    async def _hand_over(self, key: str, tracked: _Tracked, handle: RunHandle) -> None:
+        """Give ``tracked``, waiting under ``key``, to ``handle``'s run: evaluated (a deferred
+        command) or queued (a restored one); back to waiting if it cannot be yet."""
+        if _hidden(tracked.cmd, handle):
+            # another tenant's run on the thread: to the sender there is still no run there
+            # (as ``_resolve`` answers), so the command waits on, and none of its events
+            # reaches this run's history
+            self._waiting.setdefault(key, {})[tracked.key] = tracked
+            return
+        try:
+            if tracked.persisted and await self._settled_elsewhere(tracked):
+                return
+        except StoreError as exc:
+            # the log cannot say: the command waits on for the next run (a second
+            # application is worse than a late one)
+            _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
+            self._waiting.setdefault(key, {})[tracked.key] = tracked
+            return
+        tracked.info = handle.info
+        if tracked.early:  # its requested/deferred, emitted before it had a run
+            self._history.setdefault(handle.run_id, []).extend(tracked.early)
+            tracked.early = None
+        try:
+            if tracked.state is CommandState.ACCEPTED:  # restored after a restart
+                await self._enqueue(tracked, handle)
+            else:
+                await self._evaluate(tracked, handle)
+        except StoreError as exc:
+            if tracked.state is CommandState.DEFERRED and tracked.persisted:
+                # its take (a compare-and-set on the shared log) failed: another runtime
+                # may hold a copy, and may have applied it meanwhile. It waits on here, as
+                # when the log cannot be read (a late application is better than a second
+                # one, or a "failed" over an "applied")
+                _log.warning("command %s waits: %s", tracked.cmd.correlation_id, exc)
+                tracked.unsure_take = True
+                self._waiting.setdefault(key, {})[tracked.key] = tracked
+            elif not tracked.state.terminal:
+                self._finish(tracked, "failed", reason=f"store error: {exc}")
 
     async def _settled_elsewhere(self, tracked: _Tracked) -> bool:
         """Whether another runtime sharing the steering log settled ``tracked`` (a command
