@@ -1076,3 +1076,26 @@ async def test_commands_waiting_for_a_thread_outlive_a_cancelled_handover(
         await finish_run(rt, stale)
         assert recorder.terminal_state("slow") == recorder.terminal_state("after") == "applied"
         recorder.assert_every_command_terminal()
+
+
+async def test_a_thread_command_retried_after_a_lost_reply_and_a_new_run_is_applied(
+    tmp_path: Path,
+) -> None:
+    """Item 3 for a thread command: its first submit logged it ``deferred`` (no run on the
+    thread yet) but the reply was lost; a run then started on the thread, and the retry,
+    accepted for that run now, found the log's row ``deferred`` where it looked for
+    ``accepted``: answered ``duplicate``, while the command sat in the log, never applied.
+    The retry takes its own row over from ``deferred``."""
+    store = LostReplyStore(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="lost-reply")
+        store.lose_next = True
+        with pytest.raises(StoreError):
+            await rt.submit(cmd)
+        handle = await start_run(rt, "r-1", thread_id="t-1")
+        assert (await rt.submit(cmd)).status is ReceiptStatus.ACCEPTED
+        assert [c.correlation_id for c in apply_ready(handle)] == ["lost-reply"]
+        await finish_run(rt, handle)
+        await rt.flush()
+        stored = await store.get_command("lost-reply", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"

@@ -649,20 +649,28 @@ class SteeringRouter:
         retry takes the row over instead of being answered ``duplicate`` while the command
         sits open in the log, never applied. The retry may be built again (an HTTP client
         sends its request again, and the command gets a new ``created_at``): it is the same
-        command if it differs from the logged one in nothing else. A command this router
+        command if it differs from the logged one in nothing else. A row logged ``deferred``
+        (no run on its thread then) is moved on to the retry's state. A command this router
         already knew of is a duplicate as ever."""
         assert self.store is not None
         key = tracked.key
         if key not in self._unsure or key in self._tracked or key in self._terminal:
             return False  # not a write of ours that failed: another's row (a runtime sharing it)
         stored = await self.store.get_command(command.correlation_id, scope=key[0])
-        ours = (
-            stored is not None
-            and stored.state == state
-            and stored.run_id == run_id
-            and stored.command
-            == command.model_copy(update={"created_at": stored.command.created_at})
-        )
+        if stored is None or stored.command != command.model_copy(
+            update={"created_at": stored.command.created_at}
+        ):
+            return False
+        if stored.state == state and stored.run_id == run_id:
+            ours = True
+        elif stored.state == CommandState.DEFERRED and state != CommandState.DEFERRED:
+            # logged deferred (a thread with no run then), and a run came since: the retry
+            # moves it on, as a take from the log (a compare-and-set)
+            ours = await self.store.update_command(
+                command, state=state, run_id=run_id, from_state=CommandState.DEFERRED.value
+            )
+        else:
+            ours = False
         if ours:
             del self._unsure[key]
         return ours
