@@ -33,6 +33,7 @@
     ├── ToolError                      a tool could not be called (unknown name, bad arguments, timeout)
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached (also a RecursionError)
+        ├── InvalidRouteError          a route to no node or outside a path_map (a KeyError, a ValueError)
         ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step
         └── InterruptError             a resume did not match the pending interrupts (also a RuntimeError)
 
@@ -291,10 +292,12 @@ class GraphRecursionError(GraphError, RecursionError):
     LangGraph's is, so ``except RecursionError`` in ported code still catches it)."""
 
 
-class InvalidRouteError(GraphError, KeyError):
-    """A router returned a name outside its ``path_map``, or a router or ``Command(goto=...)``
-    sent the graph to a node it does not have. Also a ``KeyError``, which LangGraph raises
-    for a name outside the path map, so ``except KeyError`` in ported code still catches it."""
+class InvalidRouteError(GraphError, KeyError, ValueError):
+    """A router returned a name outside its ``path_map`` or no destination at all (``None``,
+    ``START``), or a router or ``Command(goto=...)`` sent the graph to a node it does not
+    have. Also a ``KeyError``, which LangGraph raises for a name outside the path map, and a
+    ``ValueError``, which it raises for a router that returns no destination, so ported code's
+    ``except KeyError`` / ``except ValueError`` still catch it."""
 
     def __str__(self) -> str:  # the message, not KeyError's repr of it
         return Exception.__str__(self)

@@ -398,12 +398,18 @@ class GraphCore:
                     )
                 result = branch.mapping[result]
             targets.append(result)
-        self.check_goto(targets, f"router {getattr(branch.router, '__name__', 'router')!r}")
+        name = getattr(branch.router, "__name__", "router")
+        self.check_goto(targets, f"router {name!r} after {branch.source!r}")
         return targets
 
     def check_goto(self, targets: list[str | Send], who: str) -> None:
         for target in targets:
             node = target.node if isinstance(target, Send) else target
+            if node is None or node == START:  # LangGraph's "did not return a valid destination"
+                raise InvalidRouteError(
+                    f"{who} returned {node!r}, which is not a valid destination: "
+                    "return a node name, END, a Send or a list of them"
+                )
             if node != END and node not in self.nodes:
                 raise InvalidRouteError(f"{who} sent the graph to unknown node {node!r}")
             if isinstance(target, Send) and node == END:

@@ -1,0 +1,55 @@
+"""Still more ports of LangGraph's own tests and of the behaviour of its code
+(``libs/langgraph/tests/test_pregel_async.py``, ``langgraph/graph/_branch.py``,
+``langgraph/graph/state.py``): the same program on LangGraph and on ``tinyagents.graph``,
+compared, as in ``test_langgraph_ports.py``.
+
+This file covers what the others do not:
+
+- a router that returns no destination (``None``, ``START``): a ``ValueError``, as LangGraph's.
+
+Each test's comment names the LangGraph test or code it ports.
+
+LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
+``checkpointer`` fixture). A difference docs/graph.md documents is asserted as ours, with a
+comment naming the section.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from graphkit import logger
+from langgraph_kit import Log, pair
+
+from tinyagents.errors import InvalidRouteError
+
+# -- routers that name no destination ------------------------------------------------------
+
+
+def route_to(g: Any, result: Any) -> Any:
+    """START → a, a's router returns ``result``; b → END."""
+    graph = g.StateGraph(Log).add_node("a", logger("a")).add_node("b", logger("b"))
+    graph.add_edge(g.START, "a").add_edge("b", g.END)
+
+    def router(state: Any) -> Any:
+        return result
+
+    return graph.add_conditional_edges("a", router)
+
+
+@pytest.mark.parametrize("result", [None, "__start__", ["b", None]])
+async def test_a_router_returning_no_destination_is_a_value_error(result: Any) -> None:
+    # LangGraph's Branch (graph/_branch.py, _finish) raises ValueError("Branch did not return
+    # a valid destination") for None and START; ours is an InvalidRouteError, which is a
+    # KeyError (a result outside a path_map, as LangGraph's) and a ValueError both
+    ours, theirs = pair(lambda g: route_to(g, result), None)
+    with pytest.raises(ValueError, match="valid destination"):
+        await theirs.ainvoke({"log": []})
+    outcome = await ours.run({"log": []})
+    assert isinstance(outcome.error, InvalidRouteError)
+    assert isinstance(outcome.error, ValueError) and isinstance(outcome.error, KeyError)
+    assert "router 'router' after 'a' returned" in str(outcome.error)
+    assert outcome.state == {"log": ["a"]}
+    with pytest.raises(ValueError):
+        outcome.raise_for_status()
