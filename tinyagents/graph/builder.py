@@ -251,6 +251,14 @@ class StateGraph:
             mapping = path_map
         if mapping is not None and not isinstance(mapping, dict):
             mapping = {name: name for name in mapping}
+        if any(b.source == source and b.router is router for b in self.branches):
+            # each of its results would be routed twice (LangGraph refuses a second branch
+            # of the same name on a node)
+            name = getattr(router, "__name__", repr(router))
+            raise GraphValidationError(
+                f"router {name!r} is already a conditional edge of {source!r}; add it once",
+                nodes=[source],
+            )
         hinted = self._hinted_input(router)
         self.branches.append(
             Branch(
