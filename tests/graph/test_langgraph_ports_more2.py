@@ -13,13 +13,18 @@ comment naming the section.
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from graphkit import logger
-from langgraph_kit import OURS, THEIRS, Log, pair
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_message, pair
+from test_langgraph_ports_stream import plain
 
-from tinyagents.errors import GraphValidationError, InvalidRouteError
+from tinyagents.errors import GraphValidationError, InterruptError, InvalidRouteError
+from tinyagents.graph import Command
+from tinyagents.store.checkpoint import Checkpointer
 
 # -- routers that name no destination ------------------------------------------------------
 
@@ -71,3 +76,512 @@ def test_the_same_router_added_twice_to_a_node_is_refused() -> None:
         ours.add_conditional_edges("a", router, {"b": "b"})
     ours.add_conditional_edges("a", lambda s: "b").add_conditional_edges("a", lambda s: "b")
     ours.add_conditional_edges("b", router)  # the same router on another node is fine
+
+
+# -- time travel: a replay from an older checkpoint, a fork by update_state ------------------
+
+
+class Switch(TypedDict, total=False):
+    myval: Annotated[int, operator.add]
+    otherval: bool
+
+
+async def values_of(graph: Any, history: list[Any]) -> list[dict[str, Any]]:
+    """The values at each of our ``history`` entries."""
+    return [(await graph.get_state("1", h.checkpoint_id)).values for h in history]
+
+
+def switch_graph(g: Any) -> Any:
+    """LangGraph: test_run_from_checkpoint_id_retains_previous_writes (one callable object
+    shared by two nodes, flipping a switch on each call)."""
+
+    class Anode:
+        def __init__(self) -> None:
+            self.switch = False
+
+        async def __call__(self, state: Any) -> dict[str, Any]:
+            self.switch = not self.switch
+            return {"myval": 2 if self.switch else 1, "otherval": self.switch}
+
+    builder = g.StateGraph(Switch)
+    thenode = Anode()
+    builder.add_node("node_one", thenode).add_node("node_two", thenode)
+    builder.add_edge(g.START, "node_one")
+
+    def edge_of(src: str) -> Any:
+        swap = "node_one" if src == "node_two" else "node_two"
+
+        def _edge(st: Any) -> Literal["__end__", "node_one", "node_two"]:
+            if st["myval"] > 3:
+                return g.END
+            if st["otherval"]:
+                return swap
+            return src
+
+        return _edge
+
+    builder.add_conditional_edges("node_one", edge_of("node_one"))
+    return builder.add_conditional_edges("node_two", edge_of("node_two"))
+
+
+async def test_a_replay_from_an_older_checkpoint_keeps_the_writes_before_it(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_run_from_checkpoint_id_retains_previous_writes
+    ours, theirs = pair(switch_graph, checkpointer)
+    out = await theirs.ainvoke({"myval": 1}, cfg())
+    result = await ours.run({"myval": 1}, thread_id="1")
+    assert result.state == out == {"myval": 4, "otherval": False}
+    history = [c async for c in theirs.aget_state_history(cfg())]
+    ours_history = await ours.history("1")
+    assert await values_of(ours, ours_history) == [h.values for h in history]
+    assert [h.next for h in ours_history] == [h.next for h in history]
+    assert [h.step for h in ours_history] == [h.metadata["step"] for h in history]
+
+    old = history[1].config["configurable"]["checkpoint_id"]
+    out = await theirs.ainvoke(None, cfg(checkpoint_id=old))
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_history[1].checkpoint_id)
+    assert result.state == out == {"myval": 5, "otherval": True}
+    new_history = [c async for c in theirs.aget_state_history(cfg())]
+    ours_new = await ours.history("1")
+    assert len(ours_new) == len(new_history) == len(history) + 2
+    # the checkpoint a replay starts from is LangGraph's "fork", our "rewind" (docs/graph.md,
+    # "Reading and changing a thread": history's sources)
+    assert new_history[1].metadata["source"] == "fork"
+    assert ours_new[1].source == "rewind"
+    assert await values_of(ours, ours_new) == [h.values for h in new_history]
+    assert [h.next for h in ours_new] == [h.next for h in new_history]
+    assert [h.step for h in ours_new] == [h.metadata["step"] for h in new_history]
+
+
+async def test_an_update_at_an_older_checkpoint_drops_what_ran_after_it(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_fork_does_not_apply_pending_writes
+    class Total(TypedDict):
+        value: Annotated[int, operator.add]
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Total).add_node("node_a", lambda s: {"value": 10})
+        graph.add_node("node_b", lambda s: {"value": 100})
+        return graph.add_edge(g.START, "node_a").add_edge("node_a", "node_b")
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"value": 1}, cfg())
+    await ours.run({"value": 1}, thread_id="1")
+    [before_a] = [s async for s in theirs.aget_state_history(cfg()) if s.next == ("node_a",)]
+    fork = await theirs.aupdate_state(before_a.config, {"value": 20}, as_node="node_a")
+    ours_before_a = next(h for h in await ours.history("1") if h.next == ("node_a",))
+    await ours.update_state(
+        "1", {"value": 20}, as_node="node_a", checkpoint_id=ours_before_a.checkpoint_id
+    )
+    out = await theirs.ainvoke(None, fork)
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"value": 121}
+
+
+# -- interrupts: asked in a loop, asked twice, asked by parallel nodes ------------------------
+
+
+class Age(TypedDict, total=False):
+    age: int
+    other: str
+
+
+async def test_a_node_asking_again_in_a_loop(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_interrupt_loop
+    def build(g: Any) -> Any:
+        async def ask_age(s: Any) -> dict[str, Any]:
+            question = "How old are you?"
+            value = None
+            for _ in range(10):
+                value = g.interrupt(question)
+                if not value.isdigit() or int(value) < 18:
+                    question = "invalid response"
+                    value = None
+                else:
+                    break
+            assert value is not None
+            return {"age": int(value)}
+
+        return g.StateGraph(Age).add_node("node", ask_age).add_edge(g.START, "node")
+
+    ours, theirs = pair(build, checkpointer)
+    for data, expected in [
+        ({"other": ""}, [{"__interrupt__": ["How old are you?"]}]),
+        ("13", [{"__interrupt__": ["invalid response"]}]),
+        ("15", [{"__interrupt__": ["invalid response"]}]),
+        ("19", [{"node": {"age": 19}}]),
+    ]:
+        theirs_in = data if isinstance(data, dict) else THEIRS.Command(resume=data)
+        ours_in = data if isinstance(data, dict) else Command(resume=data)
+        theirs_items = [e async for e in theirs.astream(theirs_in, cfg())]
+        ours_items = [e async for e in ours.stream(ours_in, thread_id="1", mode="updates")]
+        assert plain(theirs_items) == plain(ours_items) == expected
+
+
+async def test_a_node_asking_twice_writes_nothing_until_it_returns(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_multiple_interrupt_state_persistence
+    class Steps(TypedDict):
+        steps: Annotated[list[str], operator.add]
+
+    def build(g: Any) -> Any:
+        def interruptible_node(state: Any) -> dict[str, Any]:
+            first = g.interrupt("First interrupt")
+            second = g.interrupt("Second interrupt")
+            return {"steps": [first, second]}
+
+        graph = g.StateGraph(Steps).add_node("node", interruptible_node)
+        return graph.add_edge(g.START, "node")
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"steps": []}, cfg())
+    await ours.run({"steps": []}, thread_id="1")
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+    await theirs.ainvoke(THEIRS.Command(resume="step1"), cfg())
+    await ours.run(Command(resume="step1"), thread_id="1")
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+    assert (await ours.get_state("1")).values == {"steps": []}
+    out = await theirs.ainvoke(THEIRS.Command(resume="step2"), cfg())
+    result = await ours.run(Command(resume="step2"), thread_id="1")
+    assert result.state == out == {"steps": ["step1", "step2"]}
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+class Texts(TypedDict, total=False):
+    text_1: str
+    text_2: str
+
+
+def two_humans(g: Any) -> Any:
+    async def human_node_1(state: Any) -> dict[str, Any]:
+        return {"text_1": g.interrupt(state["text_1"])}
+
+    async def human_node_2(state: Any) -> dict[str, Any]:
+        return {"text_2": g.interrupt(state["text_2"])}
+
+    graph = g.StateGraph(Texts).add_node("human_node_1", human_node_1)
+    graph.add_node("human_node_2", human_node_2)
+    return graph.add_edge(g.START, "human_node_1").add_edge(g.START, "human_node_2")
+
+
+async def test_a_single_resume_with_several_interrupts_pending_is_refused(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_null_resume_disallowed_with_multiple_interrupts
+    ours, theirs = pair(two_humans, checkpointer)
+    data = {"text_1": "original text 1", "text_2": "original text 2"}
+    await theirs.ainvoke(data, cfg())
+    await ours.run(data, thread_id="1")
+    with pytest.raises(RuntimeError, match="multiple pending interrupts"):
+        await theirs.ainvoke(THEIRS.Command(resume="singular resume"), cfg())
+    # ours raises InterruptError (a RuntimeError) listing the ids (docs/graph.md, "Command")
+    with pytest.raises(RuntimeError) as raised:
+        await ours.run(Command(resume="singular resume"), thread_id="1")
+    assert isinstance(raised.value, InterruptError)
+    pending = (await ours.get_state("1")).interrupts
+    assert all(i.id in str(raised.value) for i in pending)
+    theirs_map = {
+        i.id: f"resume for prompt: {i.value}" for i in (await theirs.aget_state(cfg())).interrupts
+    }
+    ours_map = {i.id: f"resume for prompt: {i.value}" for i in pending}
+    out = await theirs.ainvoke(THEIRS.Command(resume=theirs_map), cfg())
+    result = await ours.run(Command(resume=ours_map), thread_id="1")
+    assert (
+        result.state
+        == out
+        == {
+            "text_1": "resume for prompt: original text 1",
+            "text_2": "resume for prompt: original text 2",
+        }
+    )
+
+
+async def test_interrupts_in_the_values_and_updates_streams(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_interrupt_stream_mode_values
+    class Robot(TypedDict, total=False):
+        robot_input: str
+        human_input: str
+
+    def build(g: Any) -> Any:
+        def robot_input_node(state: Any) -> dict[str, Any]:
+            return {"robot_input": "beep boop i am a robot"}
+
+        def human_input_node(state: Any) -> Any:
+            return g.Command(update={"human_input": g.interrupt("interrupt")})
+
+        graph = g.StateGraph(Robot).add_node(robot_input_node).add_node(human_input_node)
+        graph.add_edge(g.START, "robot_input_node")
+        return graph.add_edge("robot_input_node", "human_input_node")
+
+    ours, theirs = pair(build, checkpointer)
+    modes = ["updates", "values"]
+    theirs_items = [e async for e in theirs.astream({}, cfg(), stream_mode=modes)]
+    ours_items = [e async for e in ours.stream({}, thread_id="1", mode=modes)]
+    assert plain(ours_items) == plain(theirs_items)
+    assert len(ours_items) == 4
+    theirs_items = [
+        e
+        async for e in theirs.astream(
+            THEIRS.Command(resume="i am a human"), cfg(), stream_mode=modes
+        )
+    ]
+    ours_items = [
+        e async for e in ours.stream(Command(resume="i am a human"), thread_id="1", mode=modes)
+    ]
+    assert plain(ours_items) == plain(theirs_items)
+    assert ours_items[-1] == (
+        "values",
+        {"robot_input": "beep boop i am a robot", "human_input": "i am a human"},
+    )
+
+
+async def test_a_router_after_sends(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_cond_edge_after_send, with a TypedDict state (a root-channel state such
+    # as StateGraph(Annotated[list, operator.add]) is not supported: docs/graph.md, "State")
+    def build(g: Any) -> Any:
+        async def send_for_fun(state: Any) -> list[Any]:
+            return [g.Send("2", state), g.Send("2", state)]
+
+        async def route_to_three(state: Any) -> Literal["3"]:
+            return "3"
+
+        graph = g.StateGraph(Log)
+        for name in ("1", "2", "3"):
+            graph.add_node(name, logger(name))
+        graph.add_edge(g.START, "1").add_conditional_edges("1", send_for_fun)
+        return graph.add_conditional_edges("2", route_to_three)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"log": ["0"]}, cfg())
+    result = await ours.run({"log": ["0"]}, thread_id="1")
+    assert result.state == out == {"log": ["0", "1", "2", "2", "3"]}
+
+
+# -- a node that ran before the node that asks -----------------------------------------------
+
+
+class Topics(TypedDict, total=False):
+    topics: list[str]
+    answers: Annotated[list[str], operator.add]
+
+
+async def test_a_node_before_the_asking_node_does_not_run_again(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_node_before_interrupt_resume_graph_api
+    calls: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+
+    def build(g: Any) -> Any:
+        def setup(state: Any) -> dict[str, Any]:
+            calls[id(g)].append("setup")
+            return {"topics": [f"topic {i + 1}" for i in range(len(state["topics"]))]}
+
+        def ask(state: Any) -> dict[str, Any]:
+            calls[id(g)].append("ask")
+            return {"answers": [g.interrupt(f"Whats the answer for {t}?") for t in state["topics"]]}
+
+        graph = g.StateGraph(Topics).add_node("setup", setup).add_node("ask", ask)
+        return graph.add_edge(g.START, "setup").add_edge("setup", "ask").add_edge("ask", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"topics": ["a", "b"], "answers": []}, cfg())
+    result = await ours.run({"topics": ["a", "b"], "answers": []}, thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert [i.value for i in result.interrupts] == ["Whats the answer for topic 1?"]
+    out = await theirs.ainvoke(THEIRS.Command(resume="answer1"), cfg())
+    result = await ours.run(Command(resume="answer1"), thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert [i.value for i in result.interrupts] == ["Whats the answer for topic 2?"]
+    out = await theirs.ainvoke(THEIRS.Command(resume="answer2"), cfg())
+    result = await ours.run(Command(resume="answer2"), thread_id="1")
+    assert (
+        result.state == out == {"topics": ["topic 1", "topic 2"], "answers": ["answer1", "answer2"]}
+    )
+    assert calls[id(OURS)] == calls[id(THEIRS)] == ["setup", "ask", "ask", "ask"]
+
+
+async def test_nodes_before_a_node_asking_twice(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_multiple_nodes_before_interrupt_resume_graph_api and
+    # test_node_before_multiple_interrupt_cycles_graph_api
+    class Count(TypedDict, total=False):
+        value: int
+        data: str
+
+    def build(g: Any) -> Any:
+        def multi_interrupt(state: Any) -> dict[str, Any]:
+            first = g.interrupt(f"Result so far is {state['value']}. First?")
+            second = g.interrupt("Second question?")
+            return {"data": f"{first},{second}"}
+
+        graph = g.StateGraph(Count).add_node("step_a", lambda s: {"value": s["value"] + 1})
+        graph.add_node("step_b", lambda s: {"value": s["value"] * 2})
+        graph.add_node("multi_interrupt", multi_interrupt).add_edge(g.START, "step_a")
+        graph.add_edge("step_a", "step_b").add_edge("step_b", "multi_interrupt")
+        return graph.add_edge("multi_interrupt", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"value": 5, "data": ""}, cfg())
+    result = await ours.run({"value": 5, "data": ""}, thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert [i.value for i in result.interrupts] == ["Result so far is 12. First?"]
+    out = await theirs.ainvoke(THEIRS.Command(resume="first_answer"), cfg())
+    result = await ours.run(Command(resume="first_answer"), thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    out = await theirs.ainvoke(THEIRS.Command(resume="second_answer"), cfg())
+    result = await ours.run(Command(resume="second_answer"), thread_id="1")
+    assert result.state == out == {"value": 12, "data": "first_answer,second_answer"}
+
+
+async def test_history_tasks_hold_what_each_task_wrote(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_supersteps_populate_task_results (its reference run; ours has no
+    # bulk_update_state)
+    class NumText(TypedDict, total=False):
+        num: int
+        text: str
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(NumText)
+        graph.add_node("double", lambda s: {"num": s["num"] * 2, "text": s["text"] * 2})
+        return graph.add_edge(g.START, "double").add_edge("double", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"num": 1, "text": "one"}, cfg())
+    await ours.run({"num": 1, "text": "one"}, thread_id="1")
+
+    def first_result(snapshots: list[Any], node: str) -> Any:
+        return next((t.result for s in snapshots for t in s.tasks if t.name == node), None)
+
+    theirs_history = [s async for s in theirs.aget_state_history(cfg())]
+    ours_history = [await ours.get_state("1", h.checkpoint_id) for h in await ours.history("1")]
+    for node, expected in [
+        ("__start__", {"num": 1, "text": "one"}),
+        ("double", {"num": 2, "text": "oneone"}),
+    ]:
+        assert first_result(ours_history, node) == first_result(theirs_history, node) == expected
+
+
+# -- Command(graph=PARENT) -----------------------------------------------------------------
+
+
+async def test_a_parent_command_goto_from_a_sub_graph(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_parent_command_goto (without its step timeouts): the parent takes the
+    # command's update as the sub-graph node's output; what the sub-graph wrote before is
+    # not given back
+    class Dialog(TypedDict):
+        dialog_state: Annotated[list[str], operator.add]
+
+    def build(g: Any) -> Any:
+        async def node_b_child(state: Any) -> Any:
+            return g.Command(
+                graph=g.Command.PARENT,
+                goto="node_b_parent",
+                update={"dialog_state": ["b_child_state"]},
+            )
+
+        sub = g.StateGraph(Dialog).add_node(
+            "node_a_child", lambda s: {"dialog_state": ["a_child_state"]}
+        )
+        sub.add_node(node_b_child).add_edge(g.START, "node_a_child")
+        sub.add_edge("node_a_child", "node_b_child")
+        main = g.StateGraph(Dialog).add_node(
+            "node_b_parent", lambda s: {"dialog_state": ["node_b_parent"]}
+        )
+        main.add_node("subgraph_node", sub.compile(), destinations=("node_b_parent",))
+        return main.add_edge(g.START, "subgraph_node")
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"dialog_state": ["init_state"]}, cfg())
+    result = await ours.run({"dialog_state": ["init_state"]}, thread_id="1")
+    assert result.state == out == {"dialog_state": ["init_state", "b_child_state", "node_b_parent"]}
+
+
+# -- Sends pending at a breakpoint, and update_state ---------------------------------------
+
+
+def react_graph(g: Any, called: list[str]) -> Any:
+    """LangGraph: test_send_react_interrupt. ``agent`` answers with a tool call, its router
+    sends each call to its tool (``foo``)."""
+    ai_message = AIMessage(
+        "", id="ai1", tool_calls=[ToolCall(name="foo", args={"hi": [1, 2, 3]}, id="")]
+    )
+
+    async def agent(state: Any) -> dict[str, Any]:
+        return {"messages": ai_message}
+
+    def route(state: Any) -> Any:
+        if isinstance(state["messages"][-1], AIMessage):
+            return [g.Send(call["name"], call) for call in state["messages"][-1].tool_calls]
+        return None
+
+    async def foo(call: Any) -> dict[str, Any]:
+        called.append(str(call["args"]))
+        return {"messages": ToolMessage(str(call["args"]), tool_call_id=call["id"])}
+
+    builder = g.StateGraph(lg_message.MessagesState).add_node(agent).add_node(foo)
+    return builder.add_edge(g.START, "agent").add_conditional_edges("agent", route)
+
+
+def said(messages: list[Any]) -> list[tuple[str, Any, Any]]:
+    return [(m.type, m.content, getattr(m, "tool_calls", None)) for m in messages]
+
+
+async def test_a_pending_send_at_a_breakpoint_then_continue(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_send_react_interrupt, the "simple interrupt-resume flow"
+    called: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = (
+        react_graph(g, called[id(g)]).compile(checkpointer=cp, interrupt_before=["foo"])
+        for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver()))
+    )
+    hello = {"messages": [HumanMessage("hello")]}
+    out = await theirs.ainvoke(hello, cfg())
+    result = await ours.run(hello, thread_id="1")
+    assert said(result.state["messages"]) == said(out["messages"])
+    assert len(out["messages"]) == 2 and called[id(OURS)] == called[id(THEIRS)] == []
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert said(result.state["messages"]) == said(out["messages"])
+    assert called[id(OURS)] == called[id(THEIRS)] == ["{'hi': [1, 2, 3]}"]
+
+
+@pytest.mark.parametrize("replace", ["drop the call", "new call"])
+async def test_an_update_at_a_breakpoint_routes_the_sends_again(
+    checkpointer: Checkpointer, replace: str
+) -> None:
+    # LangGraph: test_send_react_interrupt, the "interrupt-update-resume flow" (the update
+    # drops the tool call: the pending Send goes) and the one "creating new Send in update
+    # call" (the update changes it: the old Send goes, a new one comes)
+    called: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = (
+        react_graph(g, called[id(g)]).compile(checkpointer=cp, interrupt_before=["foo"])
+        for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver()))
+    )
+    hello = {"messages": [HumanMessage("hello")]}
+    await theirs.ainvoke(hello, cfg())
+    await ours.run(hello, thread_id="1")
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert mine.next == their.next == ("foo",)
+    assert [t.name for t in mine.tasks] == [t.name for t in their.tasks] == ["foo"]
+    # a stop before a step is a checkpoint of its own, source "breakpoint" (docs/graph.md,
+    # "Breakpoints"); LangGraph's head is the step's "loop" checkpoint
+    assert (mine.step, mine.source, their.metadata["source"]) == (1, "breakpoint", "loop")
+    assert mine.step == their.metadata["step"]
+    if replace == "drop the call":
+        update = AIMessage("Bye now", id="ai1", tool_calls=[])
+    else:
+        call = ToolCall(name="foo", args={"hi": [4, 5, 6]}, id="tool1")
+        update = AIMessage("", id="ai1", tool_calls=[call])
+    await theirs.aupdate_state(cfg(), {"messages": update})
+    await ours.update_state("1", {"messages": update})
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert said(mine.values["messages"]) == said(their.values["messages"])
+    assert mine.next == their.next
+    assert [t.name for t in mine.tasks] == [t.name for t in their.tasks]
+    assert (mine.step, mine.source) == (their.metadata["step"], their.metadata["source"])
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert said(result.state["messages"]) == said(out["messages"])
+    expected = [] if replace == "drop the call" else ["{'hi': [4, 5, 6]}"]
+    assert called[id(OURS)] == called[id(THEIRS)] == expected
