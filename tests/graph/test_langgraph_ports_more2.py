@@ -585,3 +585,41 @@ async def test_an_update_at_a_breakpoint_routes_the_sends_again(
     assert said(result.state["messages"]) == said(out["messages"])
     expected = [] if replace == "drop the call" else ["{'hi': [4, 5, 6]}"]
     assert called[id(OURS)] == called[id(THEIRS)] == expected
+
+
+# -- START and END where an edge cannot take them ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mistake", "message"),
+    [
+        ("a join from END", "END has no outgoing edges"),
+        ("a join to START", "START has no incoming edges"),
+        ("a router on END", "END has no outgoing edges"),
+        ("a path_map to START", "START has no incoming edges"),
+    ],
+)
+def test_start_and_end_are_refused_where_an_edge_cannot_take_them(
+    mistake: str, message: str
+) -> None:
+    # LangGraph's add_edge (graph/state.py) refuses END as a source and START as a target, in
+    # a join too ("END cannot be a start node", "START cannot be an end node"); ours refused
+    # them in a single edge only: a join from END was taken (its target never ran, silently),
+    # a join to START failed compile() as "no path to END". A router on END and a path_map to
+    # START are refused too (LangGraph's compile() refuses the first as an unknown node, the
+    # second as an unknown target), where ours reported unreachable nodes.
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", logger("a")).add_node("b", logger("b"))
+        graph.add_edge(g.START, "a").add_edge(g.START, "b")
+        if mistake == "a join from END":
+            return graph.add_edge(["a", g.END], "b")
+        if mistake == "a join to START":
+            return graph.add_edge(["a", "b"], g.START)
+        if mistake == "a router on END":
+            return graph.add_conditional_edges(g.END, lambda s: "a")
+        return graph.add_conditional_edges("a", lambda s: "x", {"x": g.START, "y": "b"})
+
+    with pytest.raises(ValueError):
+        build(THEIRS).compile()
+    with pytest.raises(GraphValidationError, match=message):
+        build(OURS)

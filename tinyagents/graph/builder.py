@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 import types
 import typing
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any, Literal
 
 import typing_extensions
@@ -218,18 +218,13 @@ class StateGraph:
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """``source`` → ``target``; a list of sources waits for all of them (a join)."""
-        if isinstance(source, str):
-            if source == END:
-                raise GraphValidationError("END has no outgoing edges")
-            if target == START:
-                raise GraphValidationError("START has no incoming edges")
-            self.edges.append((source, target))
+        sources = (source,) if isinstance(source, str) else tuple(source)
+        if not sources:
+            raise GraphValidationError("add_edge needs at least one source")
+        _check_ends(sources, [target])
+        if len(sources) == 1:
+            self.edges.append((sources[0], target))
         else:
-            sources = tuple(source)
-            if not sources:
-                raise GraphValidationError("add_edge needs at least one source")
-            if len(sources) == 1:
-                return self.add_edge(sources[0], target)
             self.joins.append((sources, target))
         return self
 
@@ -251,6 +246,7 @@ class StateGraph:
             mapping = path_map
         if mapping is not None and not isinstance(mapping, dict):
             mapping = {name: name for name in mapping}
+        _check_ends([source], mapping.values() if mapping is not None else [])
         if any(b.source == source and b.router is router for b in self.branches):
             # each of its results would be routed twice (LangGraph refuses a second branch
             # of the same name on a node)
@@ -420,3 +416,12 @@ def _check_checkpointer(checkpointer: object) -> None:
         "compile(checkpointer=...) takes a tinyagents Checkpointer (MemoryCheckpointer, "
         f"SqliteCheckpointer, PostgresCheckpointer) or None, got {type(checkpointer).__name__}"
     )
+
+
+def _check_ends(sources: Collection[Hashable], targets: Collection[Hashable]) -> None:
+    """An edge (a join's too) leaves END and leads to START nowhere, as LangGraph's; a
+    router's mapping is its edges' targets."""
+    if END in sources:
+        raise GraphValidationError("END has no outgoing edges")
+    if START in targets:
+        raise GraphValidationError("START has no incoming edges")
