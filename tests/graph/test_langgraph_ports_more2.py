@@ -13,16 +13,23 @@ comment naming the section.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from graphkit import logger
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_message, pair
 from test_langgraph_ports_stream import plain
 
-from tinyagents.errors import GraphValidationError, InterruptError, InvalidRouteError
+from tinyagents.errors import (
+    GraphValidationError,
+    InterruptError,
+    InvalidRouteError,
+    InvalidUpdateError,
+)
 from tinyagents.graph import Command
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -623,3 +630,279 @@ def test_start_and_end_are_refused_where_an_edge_cannot_take_them(
         build(THEIRS).compile()
     with pytest.raises(GraphValidationError, match=message):
         build(OURS)
+
+
+# -- test_state.py: schemas read from the annotations of nodes and routers -----------------
+
+
+class Question(TypedDict):
+    question: str
+
+
+class Output(TypedDict):
+    input_state: Question
+
+
+class FooState(Question):
+    foo: str
+
+
+async def test_state_schema_with_type_hint() -> None:
+    # LangGraph: test_state.py::test_state_schema_with_type_hint (the nodes whose first
+    # parameter says FooState see its keys; a second parameter without a hint is the config
+    # there, our NodeContext here)
+    def build(g: Any) -> Any:
+        def complete_hint(state: Question) -> Output:
+            return {"input_state": state}
+
+        def miss_first_hint(state, config) -> Output:
+            return {"input_state": dict(state)}
+
+        def miss_all_hint(state, config):
+            return {"input_state": dict(state)}
+
+        def pre_foo(_: Any) -> FooState:
+            return {"foo": "bar"}
+
+        def pre_bar(_: Any) -> FooState:
+            return {"foo": "bar"}
+
+        class Foo:
+            def __call__(self, state: FooState) -> Output:
+                state = dict(state)
+                assert state.pop("foo") == "bar"
+                return {"input_state": state}
+
+        class Bar:
+            def my_node(self, state: FooState) -> Output:
+                state = dict(state)
+                assert state.pop("foo") == "bar"
+                return {"input_state": state}
+
+        graph = g.StateGraph(Question, output_schema=Output)
+        actions = [complete_hint, miss_first_hint, miss_all_hint, pre_foo, Foo(), pre_bar]
+        actions.append(Bar().my_node)
+        names = [getattr(a, "__name__", type(a).__name__) for a in actions]
+        for name, action in zip(names, actions, strict=True):
+            graph.add_node(name, action)
+        graph.set_entry_point(names[0])
+        for before, after in itertools.pairwise(names):
+            graph.add_edge(before, after)
+        return graph.set_finish_point(names[-1])
+
+    ours, theirs = pair(build, None)
+    data = {"question": "Hello World!"}
+    theirs_items = [c async for c in theirs.astream(data, stream_mode="updates")]
+    ours_items = [c async for c in ours.stream(data, mode="updates")]
+    assert ours_items == theirs_items
+    assert ours_items[3] == {"pre_foo": {"foo": "bar"}}
+    assert ours_items[4] == {"Foo": {"input_state": data}}
+
+
+class Overall(TypedDict, total=False):
+    foo: Annotated[int, operator.add]
+    bar: str
+
+
+class Private(TypedDict):
+    baz: str
+
+
+async def test_input_schema_conditional_edge() -> None:
+    # LangGraph: test_state.py::test_input_schema_conditional_edge (a node's private key
+    # "baz"; node_2 writes a key of no schema, which LangGraph drops; ours refuses an unknown
+    # key, docs/graph.md "State": "a key that is not a field is an InvalidUpdateError")
+    def build(g: Any, extra: dict[str, Any]) -> Any:
+        def node_1(state: Overall) -> dict[str, Any]:
+            return {"foo": 1, "baz": "bar"}
+
+        def node_2(state: Private) -> dict[str, Any]:
+            return {"foo": 1, "bar": state["baz"], **extra}
+
+        def node_3(state: Overall) -> dict[str, Any]:
+            return {"foo": 1}
+
+        def router(state: Overall) -> str:
+            assert state == {"foo": 2, "bar": "bar"}
+            return "node_3" if state["foo"] == 2 else "__end__"
+
+        graph = g.StateGraph(Overall).add_node(node_1).add_node(node_2).add_node(node_3)
+        graph.add_conditional_edges("node_2", router)
+        return graph.add_edge("__start__", "node_1").add_edge("node_1", "node_2")
+
+    theirs = build(THEIRS, {"something_else": "meow"}).compile()
+    assert await theirs.ainvoke({"foo": 0}) == {"foo": 3, "bar": "bar"}
+    ours = build(OURS, {}).compile()
+    assert (await ours.run({"foo": 0})).state == {"foo": 3, "bar": "bar"}
+    refused = await build(OURS, {"something_else": "meow"}).compile().run({"foo": 0})
+    assert isinstance(refused.error, InvalidUpdateError)
+    assert "something_else" in str(refused.error)
+
+
+class Node2State(TypedDict):
+    foo: Annotated[int, operator.add]
+    baz: str
+
+
+async def test_private_input_schema_conditional_edge() -> None:
+    # LangGraph: test_state.py::test_private_input_schema_conditional_edge
+    def build(g: Any) -> Any:
+        def node_1(state: Overall) -> dict[str, Any]:
+            return {"foo": 1, "baz": "meow"}
+
+        def node_2(state: Node2State) -> dict[str, Any]:
+            return {"foo": 1, "bar": state["baz"]}
+
+        def router(state: Private) -> str:
+            assert state == {"baz": "meow"}
+            return "node_2" if state["baz"] == "meow" else "__end__"
+
+        graph = g.StateGraph(Overall).add_node(node_1).add_node(node_2)
+        graph.add_conditional_edges("node_1", router)
+        return graph.add_edge("__start__", "node_1")
+
+    ours, theirs = pair(build, None)
+    result = await ours.run({"foo": 0})
+    assert result.state == await theirs.ainvoke({"foo": 0}) == {"foo": 2, "bar": "meow"}
+
+
+async def test_interruption_without_state_updates(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_interruption.py::test_interruption_without_state_updates (nodes that
+    # write nothing, interrupt_after="*")
+    class Input(TypedDict):
+        input: str
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Input)
+        for name in ("step_1", "step_2", "step_3"):
+            graph.add_node(name, lambda s: None)
+        graph.add_edge(g.START, "step_1").add_edge("step_1", "step_2")
+        return graph.add_edge("step_2", "step_3").add_edge("step_3", g.END)
+
+    ours, theirs = pair(build, checkpointer, interrupt_after="*")
+    data: Any = {"input": "hello world"}
+    for expected_next in [("step_2",), ("step_3",), ()]:
+        await theirs.ainvoke(data, cfg())
+        await ours.run(data, thread_id="1")
+        data = None
+        mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+        assert mine.next == their.next == expected_next
+        assert [(h.step, h.next) for h in await ours.history("1")] == [
+            (h.metadata["step"], h.next) async for h in theirs.aget_state_history(cfg())
+        ]
+
+
+async def test_parent_command_from_nested_subgraph() -> None:
+    # LangGraph: test_parent_command_async.py::test_parent_command_from_nested_subgraph (two
+    # graphs called from a node; one returns Command(graph=PARENT, goto=...), and the calling
+    # node stops there). Ours needs the goto target declared on the calling node, or
+    # compile() refuses it as unreachable (docs/graph.md, "Nodes": destinations=)
+    class Parent(TypedDict):
+        jump_from_idx: int
+
+    class Child(TypedDict):
+        jump: bool
+
+    def build(g: Any) -> Any:
+        async def child_node(state: Any) -> Any:
+            if state["jump"]:
+                return g.Command(graph=g.Command.PARENT, goto="parent_second")
+            return state
+
+        child_0 = g.StateGraph(Child).add_node("node", child_node).add_edge(g.START, "node")
+        child_1 = g.StateGraph(Child).add_node("node", child_node).add_edge(g.START, "node")
+        child_0, child_1 = child_0.compile(), child_1.compile()
+
+        async def parent_first(state: Any, *config: Any) -> Any:
+            call = child_0.run if g is OURS else child_0.ainvoke
+            await call({"jump": state["jump_from_idx"] == 1}, *config)
+            if state["jump_from_idx"] == 1:
+                raise AssertionError("Shouldn't be here")
+            call = child_1.run if g is OURS else child_1.ainvoke
+            await call({"jump": state["jump_from_idx"] == 2}, *config)
+            if state["jump_from_idx"] == 2:
+                raise AssertionError("Shouldn't be here")
+            return state
+
+        async def first_with_config(state: Any, config: RunnableConfig) -> Any:
+            return await parent_first(state, config)
+
+        graph = g.StateGraph(Parent)
+        if g is OURS:
+            graph.add_node("parent_first", parent_first, destinations=["parent_second"])
+        else:
+            graph.add_node("parent_first", first_with_config)
+        graph.add_node("parent_second", lambda s: s).add_edge(g.START, "parent_first")
+        return graph.add_edge("parent_second", g.END)
+
+    ours, theirs = pair(build, None)
+    for idx in (1, 2, 3):
+        out = await theirs.ainvoke({"jump_from_idx": idx}, {"recursion_limit": 10})
+        result = await ours.run({"jump_from_idx": idx}, recursion_limit=10)
+        assert result.state == out == {"jump_from_idx": idx}
+
+
+class Asked(TypedDict, total=False):
+    q: str
+
+
+class AskedOut(TypedDict, total=False):
+    q: str
+    extra: str
+
+
+class AskedIn(TypedDict, total=False):
+    q: str
+    inonly: str
+
+
+class Secret(TypedDict, total=False):
+    secret: str
+
+
+async def test_nodes_and_routers_see_the_state_schemas_keys_only() -> None:
+    # LangGraph (graph/state.py: a node's input schema defaults to the state schema, and its
+    # reader reads those channels only): the keys of the input and output schemas and the
+    # private keys of other nodes' input schemas are channels, yet a node or router without
+    # a schema of its own does not see them; one annotated with a schema sees its keys
+    def build(g: Any, seen: list[Any]) -> Any:
+        def one(state: Asked) -> dict[str, Any]:
+            seen.append(("one", sorted(state)))
+            return {"extra": "E", "secret": "s"}
+
+        def two(state: Secret) -> dict[str, Any]:
+            seen.append(("two", sorted(state)))
+            return {"q": "2"}
+
+        def three(state):
+            seen.append(("three", sorted(state)))
+            return {}
+
+        def four(state: AskedOut) -> dict[str, Any]:
+            seen.append(("four", sorted(state)))
+            return {}
+
+        def route(state):
+            seen.append(("route", sorted(state)))
+            return "four"
+
+        graph = g.StateGraph(Asked, input_schema=AskedIn, output_schema=AskedOut)
+        graph.add_node("one", one).add_node("two", two).add_node("three", three)
+        graph.add_node("four", four).add_edge(g.START, "one").add_edge("one", "two")
+        return graph.add_edge("two", "three").add_conditional_edges("three", route)
+
+    theirs_seen: list[Any] = []
+    ours_seen: list[Any] = []
+    theirs = build(THEIRS, theirs_seen).compile()
+    ours = build(OURS, ours_seen).compile()
+    out = await theirs.ainvoke({"q": "x", "inonly": "i"})
+    result = await ours.run({"q": "x", "inonly": "i"})
+    assert result.state == out == {"q": "2", "extra": "E"}
+    assert ours_seen == theirs_seen
+    assert ours_seen == [
+        ("one", ["q"]),
+        ("two", ["secret"]),
+        ("three", ["q"]),
+        ("route", ["q"]),
+        ("four", ["extra", "q"]),
+    ]

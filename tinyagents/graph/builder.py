@@ -81,7 +81,8 @@ class StateGraph:
     ) -> None:
         """``input_schema`` / ``output_schema`` (TypedDicts, dataclasses or pydantic models,
         as LangGraph's): run input is read through the first's keys, a run's result holds the
-        second's; their fields join the state's channels, and nodes see the whole state."""
+        second's; their fields join the state's channels, and nodes and routers without an
+        input schema of their own see the state's keys."""
         schema = read_schema(state_schema)
         if input_schema is not None or output_schema is not None:
             schema = schema.with_io(input_schema, output_schema)
@@ -182,9 +183,11 @@ class StateGraph:
     def _hinted_input(self, fn: Any) -> Any:
         """The input schema LangGraph infers from a node function's first parameter: its
         type hint, when that is a TypedDict, dataclass or pydantic model other than the
-        state's."""
+        state's (of its ``__call__`` for a callable object, as LangGraph reads it)."""
         if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
-            return None
+            if not inspect.ismethod(getattr(fn, "__call__", None)):  # noqa: B004
+                return None
+            fn = fn.__call__
         try:
             hints = typing.get_type_hints(fn)
             first = next(iter(inspect.signature(fn).parameters), None)
@@ -207,6 +210,8 @@ class StateGraph:
         schema = self.schema
         added = [name for name in node_input.channels if name not in schema.channels]
         if added:
+            if schema.state is None:
+                schema.state = schema.own_schema()
             state_keys = frozenset(schema.channels)
             if schema.input_keys is None:
                 schema.input_keys = state_keys

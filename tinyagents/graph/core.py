@@ -9,6 +9,7 @@ so none of them imports the module that imports them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import typing
 import weakref
@@ -144,6 +145,17 @@ class GraphCore:
         self.interrupt_after = frozenset(interrupt_after)
         self.schema = builder.schema
         self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
+        own = self.schema.state
+        if own is not None:
+            # the channels hold more than the state's keys (input/output schemas, private
+            # keys): a function node or router without a schema of its own reads the state's
+            # keys, as LangGraph's default input schema is the state schema
+            self.nodes = {
+                name: dataclasses.replace(spec, input=own, plain=False)
+                if spec.fn is not None and spec.input is None
+                else spec
+                for name, spec in self.nodes.items()
+            }
         self.checkpointer = checkpointer
         self.name = name
         self.recursion_limit = recursion_limit
@@ -157,6 +169,8 @@ class GraphCore:
         self.static: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in static.items()}
         branches: dict[str, list[Branch]] = {}
         for branch in builder.branches:
+            if own is not None and branch.input is None:
+                branch = dataclasses.replace(branch, input=own)
             branches.setdefault(branch.source, []).append(branch)
         self.branches: dict[str, tuple[Branch, ...]] = {k: tuple(v) for k, v in branches.items()}
         self.joins: list[tuple[frozenset[str], str]] = [

@@ -113,11 +113,22 @@ class StateSchema:
     input_keys: frozenset[str] | None = None
     #: the keys a run's result holds (``StateGraph(output_schema=...)``); None: all
     output_keys: frozenset[str] | None = None
+    #: the state class's own schema, once the channels hold more (the input and output
+    #: schemas' keys, nodes' private keys): what a node or router without a schema of its
+    #: own sees, as LangGraph's default node input is the state schema; None: all channels
+    state: StateSchema | None = None
 
     def own(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` with this schema's channels only: what a node or router whose input
         schema this is sees of the state."""
         return {k: v for k, v in values.items() if k in self.channels}
+
+    def own_schema(self) -> StateSchema:
+        """A copy of this schema as the state class alone has it (``state``), before other
+        schemas' keys join the channels."""
+        return dataclasses.replace(
+            self, channels=dict(self.channels), input_keys=None, output_keys=None
+        )
 
     def with_io(self, input_schema: Any, output_schema: Any) -> StateSchema:
         """This schema with LangGraph's input and output schemas: the channels are the union
@@ -141,6 +152,7 @@ class StateSchema:
             else:
                 schema.output_keys = keys
         if len(schema.channels) > len(self.channels):  # the other schema's keys stay its own
+            schema.state = self
             state_keys = frozenset(self.channels)
             if schema.input_keys is None:
                 schema.input_keys = state_keys
