@@ -13,6 +13,7 @@ comment naming the section.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import operator
 from typing import Annotated, Any, Literal, TypedDict
@@ -906,3 +907,171 @@ async def test_nodes_and_routers_see_the_state_schemas_keys_only() -> None:
         ("route", ["q"]),
         ("four", ["extra", "q"]),
     ]
+
+
+# -- fan-outs: Sends from two routers, a join after a router, a conditional entry point -------
+
+
+async def test_concurrent_emit_sends() -> None:
+    # LangGraph: test_concurrent_emit_sends, with a TypedDict state (a root-channel state is
+    # not supported: docs/graph.md, "State")
+    def build(g: Any) -> Any:
+        def node(name: str) -> Any:
+            async def call(state: Any) -> dict[str, Any]:
+                if isinstance(state, dict) and "log" in state:
+                    return {"log": [name]}
+                return {"log": [f"{name}|{state['n']}"]}
+
+            return call
+
+        async def send_for_fun(state: Any) -> list[Any]:
+            return [g.Send("2", {"n": 1}), g.Send("2", {"n": 2}), "3.1"]
+
+        async def send_for_profit(state: Any) -> list[Any]:
+            return [g.Send("2", {"n": 3}), g.Send("2", {"n": 4})]
+
+        async def route_to_three(state: Any) -> Literal["3"]:
+            return "3"
+
+        graph = g.StateGraph(Log)
+        for name in ("1", "1.1", "2", "3", "3.1"):
+            graph.add_node(name, node(name))
+        graph.add_edge(g.START, "1").add_edge(g.START, "1.1")
+        graph.add_conditional_edges("1", send_for_fun)
+        graph.add_conditional_edges("1.1", send_for_profit)
+        return graph.add_conditional_edges("2", route_to_three)
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke({"log": ["0"]})
+    result = await ours.run({"log": ["0"]})
+    assert result.state == out
+    assert out["log"] == ["0", "1", "1.1", "3.1", "2|1", "2|2", "2|3", "2|4", "3"]
+
+
+def sorted_add(x: list[str], y: list[str] | list[tuple[str, str]]) -> list[str]:
+    if isinstance(y[0], tuple):
+        for rem, _ in y:
+            x.remove(rem)
+        y = [t[1] for t in y]
+    return sorted(operator.add(x, y))
+
+
+class Query(TypedDict, total=False):
+    query: str
+    answer: str
+    docs: Annotated[list[str], sorted_add]
+
+
+async def test_in_one_fan_out_state_graph_waiting_edge_multiple_cond_edge() -> None:
+    # LangGraph: test_in_one_fan_out_state_graph_waiting_edge_multiple_cond_edge
+    def build(g: Any) -> Any:
+        async def rewrite_query(data: Query) -> Query:
+            return {"query": f"query: {data['query']}"}
+
+        async def retriever_picker(data: Query) -> list[str]:
+            return ["analyzer_one", "retriever_two"]
+
+        async def analyzer_one(data: Query) -> Query:
+            return {"query": f"analyzed: {data['query']}"}
+
+        async def retriever_one(data: Query) -> Query:
+            return {"docs": ["doc1", "doc2"]}
+
+        async def retriever_two(data: Query) -> Query:
+            await asyncio.sleep(0.05)
+            return {"docs": ["doc3", "doc4"]}
+
+        async def qa(data: Query) -> Query:
+            return {"answer": ",".join(data["docs"])}
+
+        async def decider(data: Query) -> None:
+            return None
+
+        def decider_cond(data: Query) -> str:
+            return "qa" if data["query"].count("analyzed") > 1 else "rewrite_query"
+
+        workflow = g.StateGraph(Query)
+        for fn in (rewrite_query, analyzer_one, retriever_one, retriever_two, decider, qa):
+            workflow.add_node(fn.__name__, fn)
+        workflow.set_entry_point("rewrite_query")
+        workflow.add_conditional_edges("rewrite_query", retriever_picker)
+        workflow.add_edge("analyzer_one", "retriever_one")
+        workflow.add_edge(["retriever_one", "retriever_two"], "decider")
+        workflow.add_conditional_edges("decider", decider_cond)
+        return workflow.set_finish_point("qa")
+
+    ours, theirs = pair(build, None)
+    data = {"query": "what is weather in sf"}
+    out = await theirs.ainvoke(data)
+    assert (await ours.run(data)).state == out
+    assert out["answer"] == "doc1,doc1,doc2,doc2,doc3,doc3,doc4,doc4"
+    theirs_items = [c async for c in theirs.astream(data)]
+    assert [c async for c in ours.stream(data, mode="updates")] == theirs_items
+    assert {"decider": None} in theirs_items
+
+
+async def test_conditional_entrypoint_graph_state() -> None:
+    # LangGraph: test_conditional_entrypoint_graph_state
+    class Agent(TypedDict, total=False):
+        input: str
+        output: str
+        steps: Annotated[list[str], operator.add]
+
+    def build(g: Any) -> Any:
+        async def left(data: Any) -> dict[str, Any]:
+            return {"output": data["input"] + "->left"}
+
+        async def right(data: Any) -> dict[str, Any]:
+            return {"output": data["input"] + "->right"}
+
+        def should_start(data: Any) -> str:
+            assert data["steps"] == [], "Expected input to be read from the state"
+            return "go-right" if len(data["input"]) > 10 else "go-left"
+
+        workflow = g.StateGraph(Agent).add_node("left", left).add_node("right", right)
+        workflow.set_conditional_entry_point(should_start, {"go-left": "left", "go-right": "right"})
+        workflow.add_conditional_edges("left", lambda data: g.END)
+        return workflow.add_edge("right", g.END)
+
+    ours, theirs = pair(build, None)
+    data = {"input": "what is weather in sf"}
+    out = await theirs.ainvoke(data)
+    assert (
+        (await ours.run(data)).state
+        == out
+        == {**data, "output": data["input"] + "->right", "steps": []}
+    )
+    theirs_items = [c async for c in theirs.astream(data)]
+    assert [c async for c in ours.stream(data, mode="updates")] == theirs_items
+
+
+# -- a resume map naming a task's first interrupt ------------------------------------------
+
+
+@pytest.mark.parametrize("nested", [False, True])
+async def test_a_tasks_first_interrupt_id_answers_its_next_interrupt(
+    checkpointer: Checkpointer, nested: bool
+) -> None:
+    # LangGraph's resume map (pregel/_algo.py, _scratchpad: "Older versions gave all of a
+    # task's interrupts the first id") reads a task's first interrupt id as its next
+    # interrupt's, so code that keeps the id of a node's first question answers the node's
+    # later ones with it; ours refused it as "no pending interrupt with id ..."
+    def build(g: Any) -> Any:
+        def ask(state: Any) -> dict[str, Any]:
+            return {"log": [g.interrupt("first?"), g.interrupt("second?")]}
+
+        graph = g.StateGraph(Log).add_node("ask", ask).add_edge(g.START, "ask")
+        if not nested:
+            return graph
+        return g.StateGraph(Log).add_node("sub", graph.compile()).add_edge(g.START, "sub")
+
+    ours, theirs = pair(build, checkpointer)
+    first_theirs = (await theirs.ainvoke({"log": []}, cfg()))["__interrupt__"][0].id
+    first_ours = (await ours.run({"log": []}, thread_id="1")).interrupts[0].id
+    out = await theirs.ainvoke(THEIRS.Command(resume={first_theirs: "A"}), cfg())
+    result = await ours.run(Command(resume={first_ours: "A"}), thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert result.interrupts[0].id != first_ours  # each question has an id of its own
+    out = await theirs.ainvoke(THEIRS.Command(resume={first_theirs: "B"}), cfg())
+    result = await ours.run(Command(resume={first_ours: "B"}), thread_id="1")
+    assert result.state == out == {"log": ["A", "B"]}

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from tinyagents.errors import GraphError, InterruptError, InvalidRouteError
+from tinyagents.graph._context import stable_id
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -452,17 +453,22 @@ class GraphCore:
     def map_resume(self, head: Head | None, resume: Any) -> list[WriteRecord]:
         """``Command.resume`` → resume records for the tasks that own those interrupts."""
         pending: dict[str, str] = {}
+        #: a task's first interrupt id -> the later interrupt of that task now pending
+        later: dict[str, str] = {}
         if head is not None:
             for task_id, rec in head.records.items():
                 if rec.writes is None:
-                    pending.update(
-                        {i.id: task_id for i in rec.interrupts if i.id not in rec.resume}
-                    )
+                    for i in rec.interrupts:
+                        if i.id not in rec.resume:
+                            pending[i.id] = task_id
+                            if i.index:
+                                later[stable_id("i-", i.task_id, 0)] = i.id
         if (
             isinstance(resume, dict)
             and resume
             and all(isinstance(k, str) and _INTERRUPT_ID.match(k) for k in resume)
         ):
+            resume = _first_ids_answer_later(resume, later)
             unknown = sorted(set(resume) - set(pending))
             if unknown:
                 raise InterruptError(
@@ -484,6 +490,20 @@ class GraphCore:
             WriteRecord(task_id=pending[iid], kind="resume", key=iid, value=encode(value))
             for iid, value in answers.items()
         ]
+
+
+def _first_ids_answer_later(resume: dict[str, Any], later: dict[str, str]) -> dict[str, Any]:
+    """``resume`` with each task's first interrupt id read as the id of that task's interrupt
+    now pending (``later``), as LangGraph reads a resume map (older LangGraph versions gave
+    all of a task's interrupts the first one's id); the pending id itself wins."""
+    if not later or not any(iid in later for iid in resume):
+        return resume
+    answers: dict[str, Any] = {}
+    for iid, value in resume.items():
+        target = later.get(iid, iid)
+        if target == iid or target not in resume:
+            answers[target] = value
+    return answers
 
 
 #: A ``TypeAdapter`` per class a ``Send`` argument was saved as (``_class_adapter``).
