@@ -22,7 +22,7 @@ import pytest
 from graphkit import logger
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_message, pair
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_errors, lg_memory, lg_message, pair
 from test_langgraph_ports_stream import plain
 
 from tinyagents.errors import (
@@ -1075,3 +1075,18 @@ async def test_a_tasks_first_interrupt_id_answers_its_next_interrupt(
     out = await theirs.ainvoke(THEIRS.Command(resume={first_theirs: "B"}), cfg())
     result = await ours.run(Command(resume={first_ours: "B"}), thread_id="1")
     assert result.state == out == {"log": ["A", "B"]}
+
+
+async def test_update_state_as_a_node_the_graph_does_not_have(checkpointer: Checkpointer) -> None:
+    # LangGraph's update_state (pregel/main.py) raises InvalidUpdateError("Node zzz does not
+    # exist"); ours raised a bare GraphError: it is an InvalidUpdateError now (still a
+    # GraphError), naming the nodes there are, and changes nothing
+    ours, theirs = pair(lambda g: route_to(g, "b"), checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    with pytest.raises(lg_errors.InvalidUpdateError, match="does not exist"):
+        await theirs.aupdate_state(cfg(), {"log": ["x"]}, as_node="zzz")
+    head = (await ours.get_state("1")).checkpoint_id
+    with pytest.raises(InvalidUpdateError, match=r"as_node='zzz'\): no such node \(nodes: a, b"):
+        await ours.update_state("1", {"log": ["x"]}, as_node="zzz")
+    assert (await ours.get_state("1")).checkpoint_id == head

@@ -299,7 +299,7 @@ UPDATE_REMAINING_STEPS = 2
 
 def check_as_node(graph: GraphCore, as_node: str | None) -> None:
     if as_node is not None and as_node not in (START, END) and as_node not in graph.nodes:
-        raise GraphError(
+        raise InvalidUpdateError(  # LangGraph's error there
             f"update_state(as_node={as_node!r}): no such node (nodes: {', '.join(graph.nodes)}; "
             "START to route the update from the start, END to finish the thread)"
         )
