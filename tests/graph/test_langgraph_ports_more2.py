@@ -22,7 +22,18 @@ import pytest
 from graphkit import logger
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph_kit import OURS, THEIRS, Log, cfg, lg_errors, lg_memory, lg_message, pair
+from langgraph_kit import (
+    OURS,
+    THEIRS,
+    Log,
+    cfg,
+    lg_errors,
+    lg_memory,
+    lg_message,
+    lg_types,
+    pair,
+    values,
+)
 from test_langgraph_ports_stream import plain
 
 from tinyagents.errors import (
@@ -31,7 +42,7 @@ from tinyagents.errors import (
     InvalidRouteError,
     InvalidUpdateError,
 )
-from tinyagents.graph import Command
+from tinyagents.graph import END, Command, RetryPolicy
 from tinyagents.store.checkpoint import Checkpointer
 
 # -- routers that name no destination ------------------------------------------------------
@@ -1090,3 +1101,145 @@ async def test_update_state_as_a_node_the_graph_does_not_have(checkpointer: Chec
     with pytest.raises(InvalidUpdateError, match=r"as_node='zzz'\): no such node \(nodes: a, b"):
         await ours.update_state("1", {"log": ["x"]}, as_node="zzz")
     assert (await ours.get_state("1")).checkpoint_id == head
+
+
+# -- a step part-way through: a Send and a node, one of them asking ------------------------
+
+
+class Market(TypedDict, total=False):
+    my_key: Annotated[str, operator.add]
+    market: str
+
+
+def market_graph(g: Any, calls: list[str]) -> Any:
+    """LangGraph: test_partial_pending_checkpoint. START sends ``tool_one`` the state and
+    triggers ``tool_two``, which asks in the DE market (it has a retry policy: an interrupt
+    is not retried)."""
+
+    def tool_one(s: Any) -> dict[str, Any]:
+        return {"my_key": " one"}
+
+    def tool_two_node(s: Any) -> dict[str, Any]:
+        calls.append("tool_two")
+        answer = g.interrupt("Just because...") if s["market"] == "DE" else " all good"
+        return {"my_key": answer}
+
+    def start(state: Any) -> list[Any]:
+        return ["tool_two", g.Send("tool_one", state)]
+
+    policy = lg_types.RetryPolicy() if g is THEIRS else RetryPolicy()
+    graph = g.StateGraph(Market).add_node("tool_two", tool_two_node, retry_policy=policy)
+    return graph.add_node("tool_one", tool_one).set_conditional_entry_point(start)
+
+
+async def test_partial_pending_checkpoint(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_partial_pending_checkpoint (its runs with a checkpointer; ours refuses
+    # interrupt() without one, docs/graph.md "Running")
+    calls: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = (
+        market_graph(g, calls[id(g)]).compile(checkpointer=cp)
+        for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver()))
+    )
+    data = {"my_key": "value ⛰️", "market": "DE"}
+    theirs_items = [c async for c in theirs.astream(data, cfg("2"))]
+    ours_items = [c async for c in ours.stream(data, thread_id="2", mode="updates")]
+    assert sorted(map(repr, plain(ours_items))) == sorted(map(repr, plain(theirs_items)))
+    assert calls[id(OURS)] == calls[id(THEIRS)] == ["tool_two"]  # an interrupt is not retried
+    resume = " my answer"
+    theirs_items = [c async for c in theirs.astream(THEIRS.Command(resume=resume), cfg("2"))]
+    ours_items = [
+        c async for c in ours.stream(Command(resume=resume), thread_id="2", mode="updates")
+    ]
+    assert (
+        ours_items
+        == theirs_items
+        == [
+            {"tool_one": {"my_key": " one"}, "__metadata__": {"cached": True}},
+            {"tool_two": {"my_key": " my answer"}},
+        ]
+    )
+
+    # interrupt, then clear the interrupt and the next tasks: finished tasks are kept
+    out = await theirs.ainvoke(data, cfg("1"))
+    result = await ours.run(data, thread_id="1")
+    assert result.state == values(out) == {"my_key": "value ⛰️ one", "market": "DE"}
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg("1"))
+    assert mine.values == their.values and mine.next == their.next == ("tool_two",)
+    assert [(t.name, t.result) for t in mine.tasks] == [(t.name, t.result) for t in their.tasks]
+    await theirs.aupdate_state(cfg("1"), None, as_node=THEIRS.END)
+    await ours.update_state("1", None, as_node=END)
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg("1"))
+    assert mine.values == their.values == {"my_key": "value ⛰️ one", "market": "DE"}
+    assert mine.next == their.next == () and mine.tasks == their.tasks == ()
+    assert mine.interrupts == their.interrupts == ()
+    assert (mine.source, mine.step) == (their.metadata["source"], their.metadata["step"])
+
+
+async def test_node_not_cancelled_on_other_node_interrupted(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_node_not_cancelled_on_other_node_interrupted
+    class Hello(TypedDict):
+        hello: Annotated[str, operator.add]
+
+    runs: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+
+    def build(g: Any) -> Any:
+        async def awhile(state: Any) -> dict[str, Any]:
+            try:
+                await asyncio.sleep(0.2)
+            except asyncio.CancelledError:
+                runs[id(g)].append("cancelled")
+                raise
+            runs[id(g)].append("awhile")
+            return {"hello": " again"}
+
+        async def iambad(state: Any) -> dict[str, Any]:
+            return {"hello": g.interrupt("I am bad")}
+
+        graph = g.StateGraph(Hello).add_node("agent", awhile).add_node("bad", iambad)
+        return graph.set_conditional_entry_point(lambda _: ["agent", "bad"])
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"hello": "world"}, cfg())
+    result = await ours.run({"hello": "world"}, thread_id="1")
+    assert result.state == values(out) == {"hello": "world again"}
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == values(out) == {"hello": "world again"}
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    out = await theirs.ainvoke(THEIRS.Command(resume=" okay"), cfg())
+    result = await ours.run(Command(resume=" okay"), thread_id="1")
+    assert result.state == out == {"hello": "world again okay"}
+    assert runs[id(OURS)] == runs[id(THEIRS)] == ["awhile"]
+
+
+async def test_update_state_as_end_keeps_what_the_finished_tasks_wrote(
+    make_checkpointer: Any,
+) -> None:
+    # the update of test_partial_pending_checkpoint given values too (LangGraph refuses
+    # values with as_node=END; ours takes them as the thread's last word, docs/graph.md
+    # "Reading and changing a thread"): the finished task's write stays, then the update's,
+    # in one channel, and a checkpoint of deltas or a snapshot reads them back alike
+    for snapshot_every in (1, 50):
+        cp = await make_checkpointer(snapshot_every=snapshot_every)
+        thread = f"t{snapshot_every}"
+        graph = half_paused(OURS).compile(checkpointer=cp)
+        await graph.run({"log": []}, thread_id=thread)
+        assert (await graph.get_state(thread)).values == {"log": ["other"]}
+        await graph.update_state(thread, {"log": ["closed"]}, as_node=END)
+        snapshot = await graph.get_state(thread)
+        assert snapshot.values == {"log": ["other", "closed"]}
+        assert snapshot.next == () and snapshot.interrupts == ()
+        result = await graph.run(None, thread_id=thread)
+        assert result.status == "completed" and result.state == {"log": ["other", "closed"]}
+        again = half_paused(OURS).compile(checkpointer=cp)
+        assert (await again.get_state(thread)).values == {"log": ["other", "closed"]}
+
+
+def half_paused(g: Any) -> Any:
+    """``asker`` pauses while ``other`` finishes, in one step."""
+
+    def asker(state: Any) -> dict[str, Any]:
+        return {"log": ["asker:" + g.interrupt("q")]}
+
+    graph = g.StateGraph(Log).add_node("asker", asker).add_node("other", logger("other"))
+    return graph.add_edge(g.START, "asker").add_edge(g.START, "other")

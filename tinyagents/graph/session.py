@@ -32,6 +32,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send
 from tinyagents.runs.info import check_id
@@ -315,11 +316,17 @@ async def stage_update(
     is saved. A reducer's or router's own error comes back as ``InvalidUpdateError`` naming it.
     """
     writes = graph.schema.check_update(update, "update_state", "update_state value")
-    staged = head.staged(writes)
-    delta: dict[str, Any] = {}
+    # the thread's last word ends its step: what its finished tasks wrote stays (the values
+    # get_state showed), as LangGraph's update_state(None, as_node=END) keeps it
+    finished = finished_writes(graph, head) if as_node == END else []
+    staged = head.staged([*writes, *(key for key, _ in finished)])
+    delta: dict[str, Any] = graph.apply_writes(staged.values, finished) if finished else {}
     for key, value in writes.items():
         try:
-            delta.update(graph.apply_writes(staged.values, [(key, value)]))
+            written = graph.apply_writes(staged.values, [(key, value)])
+            if key in delta:  # two deltas of one channel: save its whole value
+                written[key] = Replaced(staged.values[key])
+            delta.update(written)
         except InvalidUpdateError:
             raise
         except Exception as exc:
@@ -373,13 +380,18 @@ def goto_problem(graph: GraphCore, goto: Any) -> str | None:
     return None
 
 
+def finished_writes(graph: GraphCore, head: Head) -> list[tuple[str, Any]]:
+    """What the tasks of an unfinished step that already finished wrote, in task order."""
+    if not head.records:
+        return []
+    return [w for t in plan_tasks(graph, head) if not t.skipped for w in t.writes or ()]
+
+
 def jump(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]:
     """Make ``goto`` the next superstep. Tasks of an unfinished step that already finished
     keep their writes (applied now, in task order); paused or unstarted ones are dropped.
     Returns the deltas of those writes."""
-    writes: list[tuple[str, Any]] = []
-    if head.records:
-        writes = [w for t in plan_tasks(graph, head) if not t.skipped for w in t.writes or ()]
+    writes = finished_writes(graph, head)
     delta = graph.apply_writes(head.values, writes) if writes else {}
     # a node named twice runs once; every Send is a task of its own (and unhashable)
     named = dict.fromkeys(g for g in goto if not isinstance(g, Send) and g != END)
