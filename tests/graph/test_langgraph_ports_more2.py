@@ -1243,3 +1243,54 @@ def half_paused(g: Any) -> Any:
 
     graph = g.StateGraph(Log).add_node("asker", asker).add_node("other", logger("other"))
     return graph.add_edge(g.START, "asker").add_edge(g.START, "other")
+
+
+class SubMarket(TypedDict, total=False):
+    my_key: str
+    market: str
+
+
+async def test_dynamic_interrupt_subgraph(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_dynamic_interrupt_subgraph (its runs with a checkpointer)
+    calls: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+
+    def build(g: Any) -> Any:
+        def tool_two_node(s: Any) -> dict[str, Any]:
+            calls[id(g)].append("do")
+            answer = g.interrupt("Just because...") if s["market"] == "DE" else " all good"
+            return {"my_key": answer}
+
+        policy = lg_types.RetryPolicy() if g is THEIRS else RetryPolicy()
+        sub = g.StateGraph(SubMarket).add_node("do", tool_two_node, retry_policy=policy)
+        sub.add_edge(g.START, "do")
+        graph = g.StateGraph(Market).add_node("tool_two", sub.compile())
+        return graph.add_edge(g.START, "tool_two")
+
+    ours, theirs = pair(build, checkpointer)
+    data = {"my_key": "value ⛰️", "market": "DE"}
+    theirs_items = [c async for c in theirs.astream(data, cfg("2"))]
+    ours_items = [c async for c in ours.stream(data, thread_id="2", mode="updates")]
+    assert plain(ours_items) == plain(theirs_items) == [{"__interrupt__": ["Just because..."]}]
+    assert calls[id(OURS)] == calls[id(THEIRS)] == ["do"]  # an interrupt is not retried
+    theirs_items = [c async for c in theirs.astream(THEIRS.Command(resume=" my answer"), cfg("2"))]
+    ours_items = [
+        c async for c in ours.stream(Command(resume=" my answer"), thread_id="2", mode="updates")
+    ]
+    # a sub-graph gives back what it changed, LangGraph's its whole output (docs/graph.md,
+    # "Sub-graphs"): "market" it was given is not in our update
+    assert theirs_items == [{"tool_two": {"my_key": " my answer", "market": "DE"}}]
+    assert ours_items == [{"tool_two": {"my_key": " my answer"}}]
+    assert (await ours.get_state("2")).values == (await theirs.aget_state(cfg("2"))).values
+
+    # interrupt, then clear it and the next tasks
+    await theirs.ainvoke(data, cfg("1"))
+    await ours.run(data, thread_id="1")
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg("1"))
+    assert mine.values == their.values and mine.next == their.next == ("tool_two",)
+    assert [i.value for i in mine.interrupts] == [i.value for i in their.interrupts]
+    await theirs.aupdate_state(cfg("1"), None, as_node=THEIRS.END)
+    await ours.update_state("1", None, as_node=END)
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg("1"))
+    assert mine.values == their.values == data
+    assert mine.next == their.next == () and mine.interrupts == their.interrupts == ()
+    assert (mine.source, mine.step) == (their.metadata["source"], their.metadata["step"])
