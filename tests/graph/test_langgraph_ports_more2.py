@@ -14,6 +14,7 @@ comment naming the section.
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import operator
 from typing import Annotated, Any, Literal, TypedDict
@@ -1294,3 +1295,71 @@ async def test_dynamic_interrupt_subgraph(checkpointer: Checkpointer) -> None:
     assert mine.values == their.values == data
     assert mine.next == their.next == () and mine.interrupts == their.interrupts == ()
     assert (mine.source, mine.step) == (their.metadata["source"], their.metadata["step"])
+
+
+# -- node names given as a str enum --------------------------------------------------------
+
+
+class NodeName(str, enum.Enum):  # noqa: UP042 (a StrEnum's str() is its value; this one's is not)
+    BAZ = "baz"
+    QUX = "qux"
+
+
+class FooBar(TypedDict, total=False):
+    foo: str
+    bar: str
+
+
+class FooBarLog(FooBar, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+async def test_enum_node_names() -> None:
+    # LangGraph: test_pregel.py::test_enum_node_names
+    def build(g: Any) -> Any:
+        def baz(state: Any) -> dict[str, Any]:
+            return {"bar": state["foo"] + "!"}
+
+        graph = g.StateGraph(FooBar).add_node(NodeName.BAZ, baz)
+        return graph.add_edge(g.START, NodeName.BAZ).add_edge(NodeName.BAZ, g.END)
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke({"foo": "hello"})
+    assert (await ours.run({"foo": "hello"})).state == out == {"foo": "hello", "bar": "hello!"}
+
+
+@pytest.mark.parametrize("how", ["edge", "router", "send", "goto"])
+async def test_enum_node_names_across_an_interrupt(checkpointer: Checkpointer, how: str) -> None:
+    # test_enum_node_names with a question: the node named by an enum member (by an edge, a
+    # router's result, a Send or a Command's goto) pauses, and the answer reaches it. Ours
+    # gave its task another id once the name came back from the checkpoint as plain text
+    # ("baz", not NodeName.BAZ), so the answer never reached it: the run asked again
+    def build(g: Any) -> Any:
+        def baz(state: Any) -> dict[str, Any]:
+            return {"bar": state["foo"] + "!" + g.interrupt("q?")}
+
+        def start(state: Any) -> Any:
+            if how == "goto":
+                return g.Command(goto=NodeName.BAZ)
+            return {"log": ["start"]}
+
+        graph = g.StateGraph(FooBarLog).add_node(NodeName.BAZ, baz)
+        graph.add_node("start", start, destinations=[NodeName.BAZ]).add_edge(g.START, "start")
+        graph.add_node(NodeName.QUX, logger("qux")).add_edge(NodeName.BAZ, NodeName.QUX)
+        if how == "edge":
+            graph.add_edge("start", NodeName.BAZ)
+        elif how == "router":
+            graph.add_conditional_edges("start", lambda s: NodeName.BAZ, [NodeName.BAZ])
+        elif how == "send":
+            graph.add_conditional_edges("start", lambda s: [g.Send(NodeName.BAZ, dict(s))])
+        return graph
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"foo": "hello"}, cfg())
+    result = await ours.run({"foo": "hello"}, thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    out = await theirs.ainvoke(THEIRS.Command(resume="x"), cfg())
+    result = await ours.run(Command(resume="x"), thread_id="1")
+    assert result.status == "completed"
+    assert result.state == out
+    assert out["bar"] == "hello!x" and out["log"][-1] == "qux"

@@ -18,7 +18,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes
 from tinyagents.graph.state import StateSchema, read_schema
-from tinyagents.graph.types import END, START, Command, RetryPolicy
+from tinyagents.graph.types import END, START, Command, RetryPolicy, node_name
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 from tinyagents.store.checkpoint.base import Checkpointer
@@ -123,6 +123,7 @@ class StateGraph:
                 raise GraphValidationError(f"add_node({name!r}) needs a function or a graph")
             action, name = name, getattr(name, "__name__", None) or repr(name)
         assert isinstance(name, str)
+        name = node_name(name)
         if name in (START, END) or not name:
             raise GraphValidationError(f"{name!r} is reserved and cannot be a node name")
         for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
@@ -145,7 +146,7 @@ class StateGraph:
             name=name,
             retry=policies,
             timeout=timeout,
-            destinations=tuple(destinations),
+            destinations=tuple(map(node_name, destinations)),
             supervises=tuple(supervises),
             metadata=dict(metadata or {}),
             defer=defer,
@@ -223,7 +224,8 @@ class StateGraph:
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """``source`` → ``target``; a list of sources waits for all of them (a join)."""
-        sources = (source,) if isinstance(source, str) else tuple(source)
+        sources = tuple(map(node_name, (source,) if isinstance(source, str) else source))
+        target = node_name(target)
         if not sources:
             raise GraphValidationError("add_edge needs at least one source")
         _check_ends(sources, [target])
@@ -251,6 +253,9 @@ class StateGraph:
             mapping = path_map
         if mapping is not None and not isinstance(mapping, dict):
             mapping = {name: name for name in mapping}
+        if mapping is not None:
+            mapping = {key: node_name(target) for key, target in mapping.items()}
+        source = node_name(source)
         _check_ends([source], mapping.values() if mapping is not None else [])
         if any(b.source == source and b.router is router for b in self.branches):
             # each of its results would be routed twice (LangGraph refuses a second branch

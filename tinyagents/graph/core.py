@@ -32,7 +32,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.reducers import MISSING, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import StateSchema, managed_values
-from tinyagents.graph.types import END, START, RetryPolicy, Send
+from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def breakpoint_nodes(value: Collection[str] | str, nodes: Collection[str]) -> fr
     LangGraph spells it), another string one node's name."""
     if value == "*":
         return frozenset(nodes)
-    return frozenset([value] if isinstance(value, str) else value)
+    return frozenset(map(node_name, [value] if isinstance(value, str) else value))
 
 
 class GraphCore:
@@ -412,7 +412,7 @@ class GraphCore:
                         f"{result!r}, which is not in its mapping {sorted(map(str, branch.mapping))}"
                     )
                 result = branch.mapping[result]
-            targets.append(result)
+            targets.append(node_name(result) if isinstance(result, str) else result)
         name = getattr(branch.router, "__name__", "router")
         self.check_goto(targets, f"router {name!r} after {branch.source!r}")
         return targets

@@ -21,6 +21,13 @@ from tinyagents.graph.state import StateView
 START: Final = "__start__"
 END: Final = "__end__"
 
+
+def node_name(name: str) -> str:
+    """A node name as plain text: a member of a ``(str, Enum)`` (LangGraph's
+    test_enum_node_names names nodes so) is its value, as a checkpoint gives it back."""
+    return name if type(name) is str or not isinstance(name, str) else str.__str__(name)
+
+
 #: The statuses of ``GraphResult.status`` (a subset of ``RunStatus``).
 GraphStatus = Literal["completed", "interrupted", "failed", "cancelled"]
 
@@ -47,6 +54,7 @@ class Send:
     arg: Any
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "node", node_name(self.node))
         if type(self.arg) is StateView:
             # a router's or node's view of a TypedDict state: send (and checkpoint) a copy
             object.__setattr__(self, "arg", dict(self.arg))
@@ -80,9 +88,11 @@ class Command(Generic[N]):
     graph: str | None = None
 
     def goto_list(self) -> list[str | Send]:
-        if isinstance(self.goto, str | Send):
+        if isinstance(self.goto, str):
+            return [node_name(self.goto)]
+        if isinstance(self.goto, Send):
             return [self.goto]
-        return list(self.goto)
+        return [node_name(g) if isinstance(g, str) else g for g in self.goto]
 
 
 def interrupt(value: Any = None) -> Any:
