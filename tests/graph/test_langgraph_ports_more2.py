@@ -38,6 +38,7 @@ from langgraph_kit import (
 from test_langgraph_ports_stream import plain
 
 from tinyagents.errors import (
+    ConfigurationError,
     GraphValidationError,
     InterruptError,
     InvalidRouteError,
@@ -1363,3 +1364,53 @@ async def test_enum_node_names_across_an_interrupt(checkpointer: Checkpointer, h
     assert result.status == "completed"
     assert result.state == out
     assert out["bar"] == "hello!x" and out["log"][-1] == "qux"
+
+
+# -- a reducer that cannot take (current, update) ------------------------------------------
+
+
+def one_arg_reducer(a: Any) -> Any:
+    return a
+
+
+def three_arg_reducer(a: Any, b: Any, c: Any) -> Any:
+    return a
+
+
+class OneArg(TypedDict):
+    hello: Annotated[str, one_arg_reducer]
+
+
+class ThreeArgs(TypedDict):
+    hello: Annotated[str, three_arg_reducer]
+
+
+@pytest.mark.parametrize("state", [OneArg, ThreeArgs])
+def test_a_reducer_that_cannot_take_two_values_is_refused(state: Any) -> None:
+    # LangGraph: test_pregel.py::test_graph_validation ("Invalid reducer signature. Expected
+    # (a, b) -> c"), raised by StateGraph(); ours took such a reducer and failed the first
+    # step that wrote the channel. It is a ConfigurationError now (ours, like every schema
+    # error; LangGraph's is a ValueError), naming the field
+    with pytest.raises(ValueError, match="Invalid reducer signature"):
+        THEIRS.StateGraph(state)
+    with pytest.raises(ConfigurationError, match=r"reducer of 'hello'.*\(current, update\)"):
+        OURS.StateGraph(state)
+
+
+def with_default(a: Any, b: Any, c: Any = None) -> Any:
+    return a + b
+
+
+def varargs(*values: Any) -> Any:
+    return values[0] + values[1]
+
+
+class Fine(TypedDict):
+    a: Annotated[int, with_default]
+    b: Annotated[int, varargs]
+    c: Annotated[set[str], set.union]  # a builtin whose signature cannot be read
+    d: Annotated[int, max]
+
+
+def test_reducers_that_take_two_values_are_taken() -> None:
+    OURS.StateGraph(Fine)

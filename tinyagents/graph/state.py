@@ -15,6 +15,7 @@ enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -359,6 +360,26 @@ def _split(annotation: Any) -> tuple[Any, Any]:
     return annotation, None
 
 
+def _check_reducer(cls: Any, name: str, fn: Any) -> None:
+    """A reducer function is called ``fn(current, update)``: one that cannot take two values
+    is refused when the schema is read, as LangGraph's ``StateGraph`` refuses it, not at the
+    first step that writes the channel. A builtin whose signature cannot be read is taken."""
+    if isinstance(fn, Reducer):
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None, None)
+    except TypeError:
+        raise ConfigurationError(
+            f"the reducer of {name!r} in {getattr(cls, '__name__', cls)} must take "
+            f"(current, update), got {getattr(fn, '__name__', fn)}{sig} (Invalid reducer "
+            "signature, in LangGraph's words)"
+        ) from None
+
+
 def _without_required(annotation: Any) -> Any:
     """``Required[T]`` / ``NotRequired[T]`` (a TypedDict's key markers) → ``T``."""
     while get_origin(annotation) in (typing.Required, typing.NotRequired):
@@ -437,6 +458,8 @@ def read_schema(cls: Any) -> StateSchema:
         _refuse_langgraph_channel(cls, name, annotation)
         base, fn = _split(annotation)
         base = _without_required(base)
+        if fn is not None:
+            _check_reducer(cls, name, fn)
         reducer = LastValue() if fn is None else resolve(fn, base)
         default = None
         if kind == "dataclass" and name in dc_fields:
