@@ -35,6 +35,7 @@ from langgraph_kit import (
     pair,
     values,
 )
+from pydantic import BaseModel, Field
 from test_langgraph_ports_stream import plain
 
 from tinyagents.errors import (
@@ -1414,3 +1415,78 @@ class Fine(TypedDict):
 
 def test_reducers_that_take_two_values_are_taken() -> None:
     OURS.StateGraph(Fine)
+
+
+# -- Sends to a pydantic sub-graph whose nodes ask, answered one at a time -----------------
+
+
+class ChildPrompt(BaseModel):
+    prompt: str = Field(..., description="What is going to be asked to the user?")
+    human_input: str | None = Field(None, description="What the human said")
+    human_inputs: Annotated[list[str], operator.add] = Field(default_factory=list)
+
+
+class ParentPrompts(BaseModel):
+    prompts: list[str] = Field(..., description="What is going to be asked to the user?")
+    human_inputs: Annotated[list[str], operator.add] = Field(default_factory=list)
+
+
+def prompts_graph(g: Any, askers: int) -> Any:
+    """LangGraph: test_pregel.py::test_parallel_interrupts (``askers=1``) and
+    test_parallel_interrupts_double (``askers=2``: two parallel nodes of the child ask)."""
+
+    def get_human_input(state: ChildPrompt) -> dict[str, Any]:
+        human_input = g.interrupt(state.prompt)
+        return {"human_input": human_input, "human_inputs": [human_input]}
+
+    def get_dolphin_input(state: ChildPrompt) -> dict[str, Any]:
+        return {"human_inputs": [g.interrupt(state.prompt)]}
+
+    child = g.StateGraph(ChildPrompt).add_node("get_human_input", get_human_input)
+    child.add_edge(g.START, "get_human_input")
+    if askers == 2:
+        child.add_node("get_dolphin_input", get_dolphin_input)
+        child.add_edge(g.START, "get_dolphin_input")
+
+    def assign_workers(state: ParentPrompts) -> list[Any]:
+        return [g.Send("child_graph", {"prompt": prompt}) for prompt in state.prompts]
+
+    def cleanup(state: ParentPrompts) -> None:
+        assert len(state.human_inputs) == len(state.prompts) * askers
+
+    parent = g.StateGraph(ParentPrompts).add_node("child_graph", child.compile())
+    parent.add_node("cleanup", cleanup)
+    parent.add_conditional_edges(g.START, assign_workers, ["child_graph"])
+    return parent.add_edge("child_graph", "cleanup").add_edge("cleanup", g.END)
+
+
+@pytest.mark.parametrize("askers", [1, 2])
+async def test_parallel_interrupts(checkpointer: Checkpointer, askers: int) -> None:
+    # LangGraph: test_parallel_interrupts / test_parallel_interrupts_double: answer the first
+    # question streamed each time, until no question is left
+    async def drive(graph: Any, stream: Any, command: Any) -> list[list[Any]]:
+        data: Any = {"prompts": ["a", "b"]}
+        rounds: list[list[Any]] = []
+        for _ in range(10):
+            events = [e async for e in stream(graph, data)]
+            rounds.append(sorted(map(repr, plain(events))))
+            asked = [i for e in events if "__interrupt__" in e for i in e["__interrupt__"]]
+            if not asked:
+                return rounds
+            data = command(resume={asked[0].id: f"Resume #{len(rounds)}"})
+        raise AssertionError("Detected infinite loop")
+
+    ours, theirs = pair(lambda g: prompts_graph(g, askers), checkpointer)
+    theirs_rounds = await drive(
+        theirs, lambda gr, d: gr.astream(d, cfg(), stream_mode="updates"), THEIRS.Command
+    )
+    ours_rounds = await drive(
+        ours, lambda gr, d: gr.stream(d, thread_id="1", mode="updates"), Command
+    )
+    assert len(ours_rounds) == len(theirs_rounds) == 2 * askers + 1
+    # which question streams first (and so which gets which answer) is the tasks' timing
+    final = (await ours.get_state("1")).values
+    theirs_final = (await theirs.aget_state(cfg())).values
+    assert final["prompts"] == theirs_final["prompts"] == ["a", "b"]
+    answers = [f"Resume #{n}" for n in range(1, 2 * askers + 1)]
+    assert sorted(final["human_inputs"]) == sorted(theirs_final["human_inputs"]) == answers
