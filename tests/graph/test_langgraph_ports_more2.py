@@ -1490,3 +1490,43 @@ async def test_parallel_interrupts(checkpointer: Checkpointer, askers: int) -> N
     assert final["prompts"] == theirs_final["prompts"] == ["a", "b"]
     answers = [f"Resume #{n}" for n in range(1, 2 * askers + 1)]
     assert sorted(final["human_inputs"]) == sorted(theirs_final["human_inputs"]) == answers
+
+
+class Dialog(TypedDict):
+    dialog_state: Annotated[list[str], operator.add]
+
+
+async def test_parent_command_goto_deeply_nested(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_parent_command_goto_deeply_nested: Command.PARENT from
+    # a sub-sub-graph goes to its immediate parent's node. LangGraph's sub-graph gives back
+    # its whole state, so its input shows twice ("State duplication occurs due to
+    # operator.add merging behavior"); ours gives back what it changed (docs/graph.md,
+    # "Sub-graphs")
+    def build(g: Any) -> Any:
+        def sub_sub_child_node(state: Any) -> Any:
+            return g.Command(
+                graph=g.Command.PARENT,
+                goto="sub_child_3",
+                update={"dialog_state": ["sub_sub_child"]},
+            )
+
+        sub_sub = g.StateGraph(Dialog).add_node("sub_sub_child", sub_sub_child_node)
+        sub_sub = sub_sub.add_edge(g.START, "sub_sub_child").compile(name="sub_sub_graph")
+        sub = g.StateGraph(Dialog)
+        sub.add_node("sub_child_1", lambda s: {"dialog_state": ["sub_child_1"]})
+        sub.add_node("sub_child_2", sub_sub, destinations=("sub_child_3",))
+        sub.add_node("sub_child_3", lambda s: {"dialog_state": ["sub_child_3"]})
+        sub.add_edge(g.START, "sub_child_1").add_edge("sub_child_1", "sub_child_2")
+        graph = g.StateGraph(Dialog).add_node("child_1", lambda s: {"dialog_state": ["child_1"]})
+        graph.add_node("child_2", sub.compile(name="sub_graph"))
+        return graph.add_edge(g.START, "child_1").add_edge("child_1", "child_2")
+
+    ours, theirs = pair(build, checkpointer, name="main_graph")
+    out = await theirs.ainvoke({"dialog_state": ["init"]}, cfg())
+    result = await ours.run({"dialog_state": ["init"]}, thread_id="1")
+    assert out["dialog_state"] == [
+        "init", "child_1", "init", "child_1", "sub_child_1", "sub_sub_child", "sub_child_3"
+    ]  # fmt: skip
+    assert result.state["dialog_state"] == [
+        "init", "child_1", "sub_child_1", "sub_sub_child", "sub_child_3"
+    ]  # fmt: skip
