@@ -1530,3 +1530,31 @@ async def test_parent_command_goto_deeply_nested(checkpointer: Checkpointer) -> 
     assert result.state["dialog_state"] == [
         "init", "child_1", "sub_child_1", "sub_sub_child", "sub_child_3"
     ]  # fmt: skip
+
+
+# -- a node returning Commands and dicts in one list ---------------------------------------
+
+
+class FooAdd(TypedDict):
+    foo: Annotated[str, operator.add]
+
+
+@pytest.mark.parametrize("case", range(4))
+async def test_the_update_of_a_list_of_commands_in_the_stream(case: int) -> None:
+    # LangGraph's updates stream (pregel/_io.py, map_output_updates) shows a node's list of
+    # Commands as the updates of those that wrote: a list of several, one alone as the
+    # node's update, None for none; ours listed every Command's, None for those that did not
+    # write ({"n": [{"foo": "a"}, None]})
+    def build(g: Any) -> Any:
+        returned = [
+            [g.Command(update={"foo": "a"}), g.Command(goto="n2")],
+            [g.Command(goto="n2"), g.Command(update={"foo": "a"})],
+            [g.Command(update={"foo": "a"}), g.Command(update={"foo": "b"}, goto="n2")],
+            [g.Command(goto="n2"), g.Command(goto="n2")],
+        ][case]
+        graph = g.StateGraph(FooAdd).add_node("n", lambda s: returned, destinations=["n2"])
+        return graph.add_node("n2", lambda s: {"foo": "n2"}).add_edge(g.START, "n")
+
+    ours, theirs = pair(build, None)
+    theirs_items = [c async for c in theirs.astream({"foo": ""})]
+    assert [c async for c in ours.stream({"foo": ""}, mode="updates")] == theirs_items

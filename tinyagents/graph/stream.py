@@ -290,12 +290,16 @@ class GraphStream:
         keys = self._keys(run)
         if task.parts is None:
             return {task.node: _update(task.writes, keys)}
-        # a list of Commands: one update per Command, as LangGraph's
-        updates, at = [], 0
+        # a list of Commands: one update per Command that wrote, as LangGraph's (one alone is
+        # the node's update, as if it had returned it by itself)
+        chunks, at = [], 0
         for size in task.parts:
-            updates.append(_update(task.writes[at : at + size], keys))
+            if size:
+                chunks.append(task.writes[at : at + size])
             at += size
-        return {task.node: updates}
+        if len(chunks) <= 1:
+            return {task.node: _update(chunks[0] if chunks else [], keys)}
+        return {task.node: [_update(chunk, keys) for chunk in chunks]}
 
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         if "custom" in self.modes:
