@@ -45,7 +45,7 @@ from tinyagents.errors import (
     InvalidRouteError,
     InvalidUpdateError,
 )
-from tinyagents.graph import END, Command, RetryPolicy
+from tinyagents.graph import END, START, Command, RetryPolicy, StateGraph
 from tinyagents.store.checkpoint import Checkpointer
 
 # -- routers that name no destination ------------------------------------------------------
@@ -1539,6 +1539,43 @@ class FooAdd(TypedDict):
     foo: Annotated[str, operator.add]
 
 
+async def test_dict_mixed_return(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_dict_mixed_return: a node's list holding a Command and a
+    # dict of updates (LangGraph reads each item that is no Command as a node's output); ours
+    # took a list of Commands only and failed the node
+    def build(g: Any) -> Any:
+        def my_node(state: Any) -> Any:
+            return [g.Command(update={"foo": "a"}), {"foo": "b"}, None]
+
+        return g.StateGraph(FooAdd).add_node(my_node).add_edge(g.START, "my_node")
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"foo": ""}, cfg())
+    result = await ours.run({"foo": ""}, thread_id="1")
+    assert result.state == out == {"foo": "ab"}
+    theirs_items = [c async for c in theirs.astream({"foo": ""}, cfg("2"))]
+    ours_items = [c async for c in ours.stream({"foo": ""}, thread_id="2", mode="updates")]
+    assert ours_items == theirs_items
+
+
+async def test_a_send_in_a_nodes_list_fails() -> None:
+    # LangGraph drops a Send in a node's list of Commands silently (it reads the item as a
+    # node's output, and a Send writes nothing); ours refuses it as it refuses a node that
+    # returns a Send, with an InvalidUpdateError that says how to route
+    def build(g: Any) -> Any:
+        def my_node(state: Any) -> Any:
+            return [g.Command(update={"foo": "a"}), g.Send("my_node", {})]
+
+        return g.StateGraph(FooAdd).add_node(my_node).add_edge(g.START, "my_node")
+
+    ours, theirs = pair(build, None)
+    assert await theirs.ainvoke({"foo": ""}) == {"foo": "a"}
+    result = await ours.run({"foo": ""})
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "holding a Send" in str(result.error)
+    assert result.state == {"foo": ""}
+
+
 @pytest.mark.parametrize("case", range(4))
 async def test_the_update_of_a_list_of_commands_in_the_stream(case: int) -> None:
     # LangGraph's updates stream (pregel/_io.py, map_output_updates) shows a node's list of
@@ -1558,3 +1595,16 @@ async def test_the_update_of_a_list_of_commands_in_the_stream(case: int) -> None
     ours, theirs = pair(build, None)
     theirs_items = [c async for c in theirs.astream({"foo": ""})]
     assert [c async for c in ours.stream({"foo": ""}, mode="updates")] == theirs_items
+
+
+async def test_a_bad_command_in_a_nodes_list_writes_nothing(checkpointer: Checkpointer) -> None:
+    # a list whose second Command goes to a node the graph does not have fails the node; the
+    # first Command's update was applied all the same in ours (the run's state held it)
+    def bad(state: Any) -> Any:
+        return [Command(update={"foo": "a"}), Command(goto="nowhere")]
+
+    graph = StateGraph(FooAdd).add_node("bad", bad).add_edge(START, "bad")
+    compiled = graph.compile(checkpointer=checkpointer)
+    result = await compiled.run({"foo": ""}, thread_id="1")
+    assert isinstance(result.error, InvalidRouteError)
+    assert result.state == (await compiled.get_state("1")).values == {"foo": ""}

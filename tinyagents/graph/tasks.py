@@ -194,20 +194,30 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
         task.writes, task.goto = _read_command(run, task, out)
     elif isinstance(out, Writes):
         task.writes, task.goto = out.writes, out.goto
-    elif isinstance(out, list | tuple) and out and all(isinstance(c, Command) for c in out):
-        # several Commands, as LangGraph takes them: their updates in order, all their gotos
-        # (``parts`` is set here only: a retried attempt that returned a list again resets it)
-        task.writes, task.goto, task.parts = [], [], []
-        for cmd in out:
-            if cmd.graph == Command.PARENT:
+    elif isinstance(out, list | tuple) and out and any(isinstance(c, Command) for c in out):
+        # several Commands, as LangGraph takes them: their updates in order, all their gotos;
+        # an item that is no Command is read as a node's output (a dict, None, a state
+        # instance), as LangGraph reads it (``parts`` is set here only: a retried attempt
+        # that returned a list again resets it)
+        all_writes: list[Any] = []
+        all_goto: list[str | Send] = []
+        parts: list[int] = []
+        for item in out:
+            goto: list[str | Send] = []
+            if not isinstance(item, Command):
+                writes = _read_plain(run, task, item)
+            elif item.graph == Command.PARENT:
                 raise GraphError(
                     f"node {task.node!r}: Command(graph=Command.PARENT) in a list of Commands "
                     "is not supported; return it alone"
                 )
-            writes, goto = _read_command(run, task, cmd)
-            task.writes.extend(writes)
-            task.goto.extend(goto)
-            task.parts.append(len(writes))
+            else:
+                writes, goto = _read_command(run, task, item)
+            all_writes.extend(writes)
+            all_goto.extend(goto)
+            parts.append(len(writes))
+        # set once all are read: a bad item fails the node with nothing written
+        task.writes, task.goto, task.parts = all_writes, all_goto, parts
     elif isinstance(out, Send):
         raise InvalidUpdateError(
             f"node {task.node!r} returned a Send; a node routes with Command(goto=Send(...)) "
@@ -216,6 +226,23 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
     else:  # a state instance, or a clear InvalidUpdateError ((key, value) pairs too)
         who = f"node {task.node!r}"
         task.writes = run.graph.schema.writes_of(out, who, pairs=False)
+
+
+def _read_plain(run: TaskRun, task: Task, out: Any) -> list[Any]:
+    """The writes of an item of a node's list that is no ``Command``: a dict, None or a state
+    instance (anything else is an ``InvalidUpdateError``)."""
+    who = f"node {task.node!r}"
+    if out is None:
+        return []
+    if isinstance(out, Mapping):
+        run.graph.schema.check_keys(out, who)
+        return list(out.items())
+    if isinstance(out, Send | list | tuple):
+        raise InvalidUpdateError(
+            f"{who} returned a list holding a {type(out).__name__}; beside its Commands a "
+            "list may hold dicts of state updates (or None)"
+        )
+    return run.graph.schema.writes_of(out, who, pairs=False)
 
 
 def _read_command(
