@@ -1608,3 +1608,94 @@ async def test_a_bad_command_in_a_nodes_list_writes_nothing(checkpointer: Checkp
     result = await compiled.run({"foo": ""}, thread_id="1")
     assert isinstance(result.error, InvalidRouteError)
     assert result.state == (await compiled.get_state("1")).values == {"foo": ""}
+
+
+# -- a pydantic state with input and output schemas, a node returning another model --------
+
+
+class InnerObject(BaseModel):
+    yo: int
+
+
+class QueryModel(BaseModel):
+    query: str
+
+
+class PydQuery(QueryModel):
+    inner: InnerObject
+    answer: str | None = None
+    docs: Annotated[list[str], sorted_add]
+
+
+class PydQueryUpdate(BaseModel):
+    query: str | None = None
+    answer: str | None = None
+    docs: list[str] | None = None
+
+
+class PydQueryInput(QueryModel):
+    inner: InnerObject
+
+
+class PydQueryOutput(BaseModel):
+    answer: str
+    docs: list[str]
+
+
+def pydantic_fan_out(g: Any) -> Any:
+    """LangGraph: test_pregel.py::test_in_one_fan_out_state_graph_waiting_edge_custom_state_
+    class_pydantic_input (``analyzer_one`` returns an instance of another model)."""
+
+    def rewrite_query(data: PydQuery) -> dict[str, Any]:
+        return {"query": f"query: {data.query}"}
+
+    def analyzer_one(data: PydQuery) -> Any:
+        return PydQueryUpdate(query=f"analyzed: {data.query}")
+
+    def retriever_one(data: PydQuery) -> dict[str, Any]:
+        return {"docs": ["doc1", "doc2"]}
+
+    async def retriever_two(data: PydQuery) -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"docs": ["doc3", "doc4"]}
+
+    def qa(data: PydQuery) -> dict[str, Any]:
+        return {"answer": ",".join(data.docs)}
+
+    def decider(data: PydQuery) -> str:
+        assert isinstance(data, PydQuery)
+        return "retriever_two"
+
+    workflow = g.StateGraph(PydQuery, input_schema=PydQueryInput, output_schema=PydQueryOutput)
+    for fn in (rewrite_query, analyzer_one, retriever_one, retriever_two, qa):
+        workflow.add_node(fn.__name__, fn)
+    workflow.set_entry_point("rewrite_query")
+    workflow.add_edge("rewrite_query", "analyzer_one").add_edge("analyzer_one", "retriever_one")
+    workflow.add_conditional_edges("rewrite_query", decider, {"retriever_two": "retriever_two"})
+    workflow.add_edge(["retriever_one", "retriever_two"], "qa")
+    return workflow.set_finish_point("qa")
+
+
+async def test_in_one_fan_out_state_graph_waiting_edge_custom_state_class_pydantic_input(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_in_one_fan_out_state_graph_waiting_edge_custom_state_
+    # class_pydantic_input
+    data = PydQueryInput(query="what is weather in sf", inner=InnerObject(yo=1))
+    ours, theirs = pair(pydantic_fan_out, None)
+    out = await theirs.ainvoke(data)
+    assert (await ours.run(data)).state == out
+    assert out == {"docs": ["doc1", "doc2", "doc3", "doc4"], "answer": "doc1,doc2,doc3,doc4"}
+    theirs_items = [c async for c in theirs.astream(data)]
+    assert [c async for c in ours.stream(data, mode="updates")] == theirs_items
+
+    ours, theirs = pair(pydantic_fan_out, checkpointer, interrupt_after=["retriever_one"])
+    theirs_items = [c async for c in theirs.astream(data, cfg())]
+    assert [c async for c in ours.stream(data, thread_id="1", mode="updates")] == theirs_items
+    assert theirs_items[-1] == {"__interrupt__": ()}
+    theirs_items = [c async for c in theirs.astream(None, cfg())]
+    assert [c async for c in ours.stream(None, thread_id="1", mode="updates")] == theirs_items
+    await theirs.aupdate_state(cfg(), {"docs": ["doc5"]}, as_node="rewrite_query")
+    await ours.update_state("1", {"docs": ["doc5"]}, as_node="rewrite_query")
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert mine.values == their.values and mine.next == their.next
