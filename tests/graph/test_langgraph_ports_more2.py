@@ -1699,3 +1699,40 @@ async def test_in_one_fan_out_state_graph_waiting_edge_custom_state_class_pydant
     await ours.update_state("1", {"docs": ["doc5"]}, as_node="rewrite_query")
     mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
     assert mine.values == their.values and mine.next == their.next
+
+
+# -- a failing node cancels its running siblings -------------------------------------------
+
+
+class Hello(TypedDict, total=False):
+    hello: str
+
+
+async def test_node_cancellation_on_other_node_exception(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_node_cancellation_on_other_node_exception(_two): a node that fails
+    # cancels its sibling still running, and the run fails with that node's error at once
+    cancelled: list[str] = []
+
+    def build(g: Any) -> Any:
+        async def awhile(state: Any) -> None:
+            try:
+                await asyncio.sleep(5)
+            except asyncio.CancelledError:
+                cancelled.append("agent")
+                raise
+
+        async def iambad(state: Any) -> None:
+            raise ValueError("I am bad")
+
+        graph = g.StateGraph(Hello).add_node("agent", awhile).add_node("bad", iambad)
+        return graph.set_conditional_entry_point(lambda _: ["agent", "bad"])
+
+    ours, theirs = pair(build, checkpointer)
+    with pytest.raises(ValueError, match="I am bad"):
+        await asyncio.wait_for(theirs.ainvoke({"hello": "world"}, cfg()), 2)
+    assert cancelled == ["agent"]
+    result = await asyncio.wait_for(ours.run({"hello": "world"}, thread_id="1"), 2)
+    assert isinstance(result.error, ValueError) and str(result.error) == "I am bad"
+    assert cancelled == ["agent", "agent"]
+    snapshot = await ours.get_state("1")
+    assert snapshot.next == ("agent", "bad")  # both run again on run(None)
