@@ -1736,3 +1736,42 @@ async def test_node_cancellation_on_other_node_exception(checkpointer: Checkpoin
     assert cancelled == ["agent", "agent"]
     snapshot = await ours.get_state("1")
     assert snapshot.next == ("agent", "bad")  # both run again on run(None)
+
+
+class ChildSecret(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    secret: str
+
+
+class LogExtra(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    extra: str
+
+
+@pytest.mark.parametrize("key", ["private", "output only"])
+async def test_a_sub_graph_node_starts_from_the_state_schemas_keys(key: str) -> None:
+    # as a function node (test_nodes_and_routers_see_the_state_schemas_keys_only), a
+    # sub-graph node without an input schema of its own starts from the parent's state
+    # schema keys, as LangGraph's: a private key of another node, or a key only the output
+    # schema has, does not reach the sub-graph even when its state has it
+    def build(g: Any) -> Any:
+        def writer(state: Log) -> dict[str, Any]:
+            return {"secret": "s"} if key == "private" else {"extra": "E"}
+
+        def reader(state: Secret) -> dict[str, Any]:
+            return {"log": [f"reader {state.get('secret')}"]}
+
+        def child(state: Any) -> dict[str, Any]:
+            return {"log": [f"child sees {sorted(k for k in state if k != 'log')}"]}
+
+        child_state = ChildSecret if key == "private" else LogExtra
+        sub = g.StateGraph(child_state).add_node("c", child).add_edge(g.START, "c")
+        io = {"output_schema": LogExtra} if key == "output only" else {}
+        graph = g.StateGraph(Log, **io).add_node("writer", writer).add_node("reader", reader)
+        graph.add_node("sub", sub.compile()).add_edge(g.START, "writer")
+        return graph.add_edge("writer", "reader").add_edge("reader", "sub")
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke({"log": []})
+    result = await ours.run({"log": []})
+    assert out["log"][-1] == result.state["log"][-1] == "child sees []"

@@ -149,11 +149,12 @@ class GraphCore:
         own = self.schema.state
         if own is not None:
             # the channels hold more than the state's keys (input/output schemas, private
-            # keys): a function node or router without a schema of its own reads the state's
-            # keys, as LangGraph's default input schema is the state schema
+            # keys): a function node, a sub-graph node or a router without a schema of its
+            # own reads the state's keys, as LangGraph's default input schema is the state
+            # schema (an agent node reads the key it names)
             self.nodes = {
                 name: dataclasses.replace(spec, input=own, plain=False)
-                if spec.fn is not None and spec.input is None
+                if spec.agent is None and spec.input is None
                 else spec
                 for name, spec in self.nodes.items()
             }
