@@ -1,0 +1,255 @@
+"""pydantic-ai's own agent tests, ported: what a pydantic-ai user expects of an agent loop.
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/...``). Where we
+behave differently on purpose, the test asserts our documented behaviour and says why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
+from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
+from tinyagents.testkit import (
+    EventRecorder,
+    ScriptedModel,
+    reply,
+    tool_call,
+    tool_calls,
+)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+def tool_messages(request: ModelRequest) -> list[Message]:
+    return [m for m in request.messages if m.role == "tool"]
+
+
+# --- tool arguments ------------------------------------------------------------------------
+
+
+async def test_invalid_arguments_are_fed_back_and_the_model_corrects_itself() -> None:
+    # ports tests/test_agent.py::test_result_pydantic_model_retry (tool flavour) and
+    # tests/test_tools.py::test_tool_retries: a validation error goes back to the model, which
+    # calls again; the run completes with the corrected call's result.
+    model = ScriptedModel(
+        [tool_call("add", a="one", b=2), tool_call("add", a=1, b=2), reply("three")]
+    )
+    result = await Agent("a", model, tools=[add]).run("1 + 2")
+    assert result.status is RunStatus.COMPLETED and result.output == "three"
+    (error,) = tool_messages(model.requests[1])
+    assert error.metadata == {"error": True}
+    assert "invalid arguments for tool 'add'" in error.content and "a:" in error.content
+    assert tool_messages(model.requests[2])[-1].content == "3"
+
+
+async def test_arguments_the_model_should_not_send_are_refused() -> None:
+    # ports tests/test_tools.py::test_tool_call_part_args_as_dict (extra keys). Kept on
+    # purpose: pydantic-ai drops an unknown argument silently; we refuse it (tools.py,
+    # ``_Arguments``) so a misspelled argument is heard about instead of ignored.
+    model = ScriptedModel([tool_call("add", a=1, b=2, c=3), reply("done")])
+    await Agent("a", model, tools=[add]).run("go")
+    (error,) = tool_messages(model.requests[1])
+    assert (
+        error.metadata == {"error": True} and "c: Extra inputs are not permitted" in error.content
+    )
+
+
+async def test_retries_per_tool_have_no_cap() -> None:
+    # ports tests/test_tools.py::test_tool_retries. Kept on purpose (a product decision): no
+    # per-tool retry cap, so where pydantic-ai raises UnexpectedModelBehavior after its
+    # ``retries``, our model may keep correcting itself; RunLimits bound the run instead.
+    script: list[Any] = [tool_call("add", a="x", b=1) for _ in range(4)]
+    model = ScriptedModel([*script, tool_call("add", a=1, b=1), reply("two")])
+    result = await Agent("a", model, tools=[add]).run("go")
+    assert result.status is RunStatus.COMPLETED and result.output == "two"
+    limited = ScriptedModel([*script, reply("never")])
+    bounded = await Agent("a", limited, tools=[add], limits=RunLimits(max_model_calls=3)).run("go")
+    assert bounded.status is RunStatus.LIMIT_EXCEEDED and "max_model_calls" in (bounded.error or "")
+
+
+# --- unknown tools -------------------------------------------------------------------------
+
+
+async def test_an_unknown_tool_is_an_error_result_naming_the_tools_there_are() -> None:
+    # ports tests/test_agent.py::test_unknown_tool_fix: the model hears the name is unknown,
+    # which tools exist, and can call one of those.
+    model = ScriptedModel([tool_call("foobar"), tool_call("ping"), reply("done")])
+    result = await Agent("a", model, tools=[ping]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    (unknown,) = tool_messages(model.requests[1])
+    assert "unknown tool 'foobar'" in unknown.content and "ping" in unknown.content
+
+
+async def test_an_unknown_tool_called_again_and_again_is_not_capped() -> None:
+    # ports tests/test_agent.py::test_unknown_tool and ::test_unknown_tool_multiple_retries.
+    # Kept on purpose: pydantic-ai raises "Tool 'foobar' exceeded max retries count of 1";
+    # we have no per-tool retry cap (RunLimits bound the run) and
+    # Agent(unknown_tools="fail") ends the run at the first unknown call instead.
+    model = ScriptedModel([tool_call("foobar") for _ in range(3)] + [reply("done")])
+    assert (await Agent("a", model, tools=[ping]).run("go")).status is RunStatus.COMPLETED
+    strict = Agent("a", ScriptedModel([tool_call("foobar")]), tools=[ping], unknown_tools="fail")
+    assert (await strict.run("go")).status is RunStatus.FAILED
+
+
+# --- exceptions from tools ----------------------------------------------------------------
+
+
+async def test_an_exception_raised_by_a_tool_is_reported_to_the_model() -> None:
+    # ports tests/test_agent.py::test_tool_exception_captures_partial_request. Kept on purpose
+    # (docs/harness.md "Starting runs"): pydantic-ai lets a tool's exception end the run; ours
+    # comes back as an error result with its type, and the model goes on.
+    @tool
+    def explode() -> str:
+        """Fail."""
+        raise ValueError("the ledger is locked")
+
+    model = ScriptedModel([tool_call("explode"), reply("could not read the ledger")])
+    result = await Agent("a", model, tools=[explode]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    (error,) = tool_messages(model.requests[1])
+    assert error.content == "tool 'explode' raised ValueError: the ledger is locked"
+
+
+# --- parallel tool calls and their ids ----------------------------------------------------
+
+
+async def test_parallel_tool_calls_are_answered_in_the_order_they_were_made() -> None:
+    # ports tests/test_tools.py::test_tool_failed_parallel: every call of a response gets its
+    # result, matched by id, in the order of the calls (a failing one included). Ours run one
+    # after another (each has its own safe boundaries); pydantic-ai's run concurrently.
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("add", a=1, b=1, id="c1"),
+                tool_call("add", a="x", b=1, id="c2"),
+                tool_call("ping", id="c3"),
+            ),
+            reply("done"),
+        ]
+    )
+    await Agent("a", model, tools=[add, ping]).run("go")
+    results = tool_messages(model.requests[1])
+    assert [(m.tool_call_id, m.name) for m in results] == [
+        ("c1", "add"),
+        ("c2", "add"),
+        ("c3", "ping"),
+    ]
+    assert [m.metadata.get("error", False) for m in results] == [False, True, False]
+
+
+# --- the final answer ---------------------------------------------------------------------
+
+
+async def test_text_next_to_a_tool_call_is_not_the_answer() -> None:
+    # ports tests/test_agent.py::test_heterogeneous_responses_non_streaming: tool calls win
+    # over text in the same response; the run goes on to the model's final response.
+    model = ScriptedModel(
+        [
+            ModelResponse(text="foo", tool_calls=[ToolCall(id="c1", name="ping")]),
+            reply("final response"),
+        ]
+    )
+    result = await Agent("a", model, tools=[ping]).run("Hello")
+    assert result.output == "final response"
+    assert tool_messages(model.requests[1])[0].content == "pong"
+
+
+# --- usage limits -------------------------------------------------------------------------
+
+
+async def test_a_request_limit_refuses_the_next_request() -> None:
+    # ports tests/test_usage_limits.py::test_retry_limit / request_limit: the limit is on
+    # requests sent; the one past it is refused before it is sent.
+    model = ScriptedModel([tool_call("ping"), reply("never sent")])
+    result = await Agent("a", model, tools=[ping], limits=RunLimits(max_model_calls=1)).run("go")
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "max_model_calls" in (result.error or "") and len(model.requests) == 1
+
+
+async def test_tool_call_limit_zero_and_one() -> None:
+    # ports tests/test_usage_limits.py::test_tool_call_limit: a limit of 0 refuses the first
+    # call; a limit of 1 lets one call run, and usage counts it.
+    zero = Agent(
+        "a", ScriptedModel([tool_call("ping")]), tools=[ping], limits=RunLimits(max_tool_calls=0)
+    )
+    refused = await zero.run("go")
+    assert refused.status is RunStatus.LIMIT_EXCEEDED and "max_tool_calls" in (refused.error or "")
+    one = Agent(
+        "a",
+        ScriptedModel([tool_call("ping"), reply("done")]),
+        tools=[ping],
+        limits=RunLimits(max_tool_calls=1),
+    )
+    result = await one.run("go")
+    assert result.status is RunStatus.COMPLETED
+    assert (result.usage["model_calls"], result.usage["tool_calls"]) == (2, 1)
+
+
+async def test_total_token_limit() -> None:
+    # ports tests/test_usage_limits.py::test_total_token_limit: a response that takes the run
+    # past its token budget ends it; its text is kept as partial output, not an answer.
+    model = ScriptedModel([reply("one two three four five six")])
+    result = await Agent("a", model, limits=RunLimits(max_tokens=5)).run("count")
+    assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tokens" in (result.error or "")
+    assert result.output == "one two three four five six"
+
+
+# --- message history ----------------------------------------------------------------------
+
+
+async def test_a_second_run_continues_the_first_runs_messages() -> None:
+    # ports tests/test_agent.py::test_run_with_history_new: the second run sees the first
+    # run's conversation (the system prompt once) and then its own prompt.
+    first_model = ScriptedModel([tool_call("ping", id="c1"), reply("pong it is")])
+    agent = Agent("a", first_model, tools=[ping], instructions="be brief")
+    async with Runtime() as rt:
+        handle = await rt.start(agent, "Hello")
+        await handle.result()
+        history = list(handle.driver.messages)  # type: ignore[attr-defined]
+    second_model = ScriptedModel([reply("again")])
+    again = Agent("a", second_model, tools=[ping], instructions="be brief")
+    result = await again.run("Hello again", history=history)
+    assert result.output == "again"
+    seen = second_model.requests[0].messages
+    assert [(m.role, m.content) for m in seen] == [
+        ("system", "be brief"),
+        ("user", "Hello"),
+        ("assistant", ""),
+        ("tool", "pong"),
+        ("assistant", "pong it is"),
+        ("user", "Hello again"),
+    ]
+    assert seen[2].tool_calls[0].id == seen[3].tool_call_id == "c1"
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+async def test_streamed_text_and_tool_call_pieces_join_to_the_response() -> None:
+    # ports tests/test_streaming.py::test_streamed_text_response and
+    # ::test_function_tool_event_tool_call_id_properties: the text pieces join to the text,
+    # a tool call's argument pieces to its JSON arguments, each under the call's id.
+    model = ScriptedModel(
+        [tool_call("add", a=1, b=2, id="c1"), reply("the sum is three")], stream=True
+    )
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await (await rt.start(Agent("a", model, tools=[add]), "add")).result()
+    assert result.output == "the sum is three"
+    deltas = recorder.of_type("model.delta")
+    first = [d for d in deltas if d.tool_call_index == 0]
+    assert first[0].tool_call_id == "c1" and first[0].tool_name == "add"
+    assert json.loads("".join(d.args_delta for d in first)) == {"a": 1, "b": 2}
+    assert "".join(d.text for d in deltas) == "the sum is three"
