@@ -149,6 +149,59 @@ async def test_parallel_tool_calls_are_answered_in_the_order_they_were_made() ->
     assert [m.metadata.get("error", False) for m in results] == [False, True, False]
 
 
+async def test_a_tool_call_without_an_id_gets_one() -> None:
+    # ports the default of pydantic-ai's ToolCallPart.tool_call_id (messages.py,
+    # ``_generate_tool_call_id``), which tests/models/test_function.py relies on: a model
+    # that sends a call without an id still gets a transcript whose call and result are
+    # matched by one, as every provider requires.
+    model = ScriptedModel([ModelResponse(tool_calls=[ToolCall(id="", name="ping")]), reply("done")])
+    await Agent("a", model, tools=[ping]).run("go")
+    (call,) = model.requests[1].messages[-2].tool_calls
+    (result,) = tool_messages(model.requests[1])
+    assert call.id and result.tool_call_id == call.id
+
+
+async def test_tool_calls_with_the_same_id_get_ids_of_their_own() -> None:
+    # ports tests/test_agent.py::test_deferred_tool_results_reject_duplicate_tool_call_ids_in_history
+    # (pydantic-ai refuses to match results to calls that share an id). A model that gives
+    # two calls one id (or reuses an earlier call's) left results no provider could match,
+    # and a run that ended part-way left the second call without an answer.
+    model = ScriptedModel(
+        [
+            tool_calls(tool_call("add", a=1, b=1, id="x"), tool_call("add", a=2, b=2, id="x")),
+            tool_call("ping", id="x"),
+            reply("done"),
+        ]
+    )
+    await Agent("a", model, tools=[add, ping]).run("go")
+    messages = model.requests[2].messages
+    call_ids = [c.id for m in messages for c in m.tool_calls]
+    assert len(set(call_ids)) == 3 and call_ids[0] == "x"  # the first keeps its id
+    assert [m.tool_call_id for m in messages if m.role == "tool"] == call_ids
+    assert [m.content for m in messages if m.role == "tool"] == ["2", "4", "pong"]
+
+
+async def test_a_run_stopped_part_way_answers_every_call_even_with_shared_ids() -> None:
+    # ports tests/test_usage_limits.py::test_parallel_tool_calls_limit_enforced. pydantic-ai
+    # refuses the whole batch when it would pass tool_calls_limit; ours runs calls until the
+    # budget is used (docs/harness.md "Limits") and answers the rest "not run", each by its id.
+    model = ScriptedModel(
+        [tool_calls(*(tool_call("ping", id="same") for _ in range(3))), reply("never")]
+    )
+    agent = Agent("a", model, tools=[ping], limits=RunLimits(max_tool_calls=1))
+    async with Runtime() as rt:
+        handle = await rt.start(agent, "go")
+        result = await handle.result()
+        messages = handle.driver.messages  # type: ignore[attr-defined]
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    calls = [c.id for m in messages for c in m.tool_calls]
+    answers = [
+        (m.tool_call_id, m.content.startswith("not run")) for m in messages if m.role == "tool"
+    ]
+    assert [cid for cid, _ in answers] == calls and len(set(calls)) == 3
+    assert [stood_in for _, stood_in in answers] == [False, True, True]
+
+
 # --- the final answer ---------------------------------------------------------------------
 
 

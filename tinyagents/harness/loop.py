@@ -12,6 +12,7 @@ IMMEDIATE cancel interrupts, and only an in-flight model request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -105,6 +106,8 @@ class AgentRun(RunDriver):
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
         self._in_tool = False  # a tool call is under way (its result boundary will come)
+        #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
+        self._call_ids = {c.id for m in messages for c in m.tool_calls}
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -272,6 +275,7 @@ class AgentRun(RunDriver):
             raise
         finally:
             self._model_task = self._interrupted = None
+        response = self._own_call_ids(response)
         record_model_usage(self.info, tree, response.usage)
         self.messages.append(response.to_message())
         if response.text:
@@ -293,6 +297,23 @@ class AgentRun(RunDriver):
         # output, but the run ends limit_exceeded, not completed, and runs none of its tools.
         check_token_budget(self.info, tree)
         return response, rid
+
+    def _own_call_ids(self, response: ModelResponse) -> ModelResponse:
+        """``response`` with a new id for each tool call that has none, or one an earlier call
+        of the conversation (or of this response) already has. Results are matched to calls by
+        id: providers refuse a call without one, cannot pair results to calls that share one,
+        and the loop's boundaries and stand-in results go by them. A model's own ids are kept
+        (the first call with an id keeps it); its response object is not changed."""
+        seen = self._call_ids
+        calls: list[ToolCall] = []
+        for call in response.tool_calls:
+            if not call.id or call.id in seen:
+                call = dataclasses.replace(call, id=_clock.new_id("call"))
+            seen.add(call.id)
+            calls.append(call)
+        if all(a is b for a, b in zip(calls, response.tool_calls, strict=True)):
+            return response
+        return dataclasses.replace(response, tool_calls=calls)
 
     async def _streamed(self, request: ModelRequest) -> ModelResponse:
         """The innermost model call of a model that streams: each piece becomes a

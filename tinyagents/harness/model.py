@@ -22,7 +22,9 @@ class ToolCall:
     """One call of a tool requested by the model.
 
     ``parse_error`` is set (and ``args`` is empty) when the provider sent arguments that are
-    not a JSON object; executing the call then reports that error back to the model.
+    not a JSON object; executing the call then reports that error back to the model. ``id``
+    pairs the call with its result: the agent loop gives a call with an empty id, or one an
+    earlier call of the conversation has, a new one.
     """
 
     id: str
