@@ -13,6 +13,7 @@ from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.testkit import (
     EventRecorder,
+    FunctionModel,
     ScriptedModel,
     reply,
     tool_call,
@@ -203,6 +204,47 @@ async def test_a_run_stopped_part_way_answers_every_call_even_with_shared_ids() 
 
 
 # --- the final answer ---------------------------------------------------------------------
+
+
+async def test_an_empty_answer_is_asked_for_again() -> None:
+    # ports tests/test_agent.py::test_empty_response: a response with neither text nor a tool
+    # call is not an answer; the model is asked again and its next answer is the output
+    # (it ended the run ``completed`` with output "").
+    model = ScriptedModel([ModelResponse(text=""), reply("ok here is text")])
+    result = await Agent("a", model).run("Hello")
+    assert result.status is RunStatus.COMPLETED and result.output == "ok here is text"
+    asked = model.requests[1].messages
+    assert [m.role for m in asked] == ["user", "user"]  # the empty answer carries nothing
+    assert "no text and no tool call" in asked[-1].content
+
+
+async def test_an_empty_answer_after_a_tool_call_with_text_is_asked_for_again() -> None:
+    # ports tests/test_agent.py::test_empty_final_response: text sent alongside a tool call is
+    # not reused as the answer; the model is asked for one.
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                text="foo", tool_calls=[ToolCall(id="c1", name="add", args={"a": 1, "b": 1})]
+            ),
+            ModelResponse(text=""),
+            reply("baz"),
+        ]
+    )
+    result = await Agent("a", model, tools=[add]).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "baz")
+
+
+async def test_a_model_that_keeps_answering_nothing_fails_the_run() -> None:
+    # ports tests/test_agent.py::test_empty_response_exceeds_max_retries: asked again once
+    # (pydantic-ai's default output retries), a second empty answer ends the run ``failed``,
+    # saying so, rather than spending model calls without end.
+    model = FunctionModel(lambda request: ModelResponse(text=""))
+    result = await Agent("a", model).run("Hello")
+    assert result.status is RunStatus.FAILED
+    assert "ModelResponseError" in (result.error or "") and "no text and no tool call" in (
+        result.error or ""
+    )
+    assert len(model.requests) == 2
 
 
 async def test_text_next_to_a_tool_call_is_not_the_answer() -> None:

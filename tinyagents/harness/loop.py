@@ -70,6 +70,13 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
+#: ``metadata["retry"]`` of the message that asks a model which answered nothing for an answer.
+EMPTY_ANSWER = "empty_answer"
+ASK_FOR_AN_ANSWER = (
+    "Your last response had no text and no tool call. Answer with text, or call a tool."
+)
+
+
 class AgentRecipe(AgentView, Protocol):
     """What the loop reads of the agent it runs: its view plus its middleware. ``Agent`` is
     one; the loop is typed against this so that ``Agent`` (which starts loops) can sit above it."""
@@ -168,6 +175,10 @@ class AgentRun(RunDriver):
             await self.at(Boundary.BEFORE_MODEL_CALL)
             response, request_id = await self._call_model()
             await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=request_id)
+            if not response.tool_calls and not response.text:
+                self._ask_for_an_answer(response)  # not an answer: ask once more for one
+                await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+                continue
             if not response.tool_calls:
                 # Steering delivered after the answer (here or just after the response) has
                 # not reached the model yet: the agent gets another turn for it.
@@ -179,6 +190,24 @@ class AgentRun(RunDriver):
                 await self._run_tool(call)
                 await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
             await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+
+    def _ask_for_an_answer(self, response: ModelResponse) -> None:
+        """The model gave no text and no tool call: the run cannot end on that (it ended
+        ``completed`` with output ''), so the model is asked once more for an answer, as
+        pydantic-ai asks; a second empty answer in a row raises ``ModelResponseError`` (the run
+        ends ``failed``). The empty response leaves the conversation: it carries nothing."""
+        messages = self.messages
+        messages.pop()  # the empty assistant message _call_model appended
+        if messages and messages[-1].metadata.get("retry") == EMPTY_ANSWER:
+            messages.pop()
+            raise ModelResponseError(
+                f"model {response.model or self.agent.model.name!r} gave no text and no tool "
+                "call, and again when asked once more for an answer; an agent run ends on text",
+                model=response.model,
+            )
+        messages.append(
+            Message(role="user", content=ASK_FOR_AN_ANSWER, metadata={"retry": EMPTY_ANSWER})
+        )
 
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
         """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
