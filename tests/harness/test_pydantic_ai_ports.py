@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.testkit import (
     EventRecorder,
@@ -327,6 +330,35 @@ async def test_a_second_run_continues_the_first_runs_messages() -> None:
         ("user", "Hello again"),
     ]
     assert seen[2].tool_calls[0].id == seen[3].tool_call_id == "c1"
+
+
+async def test_a_history_with_unanswered_tool_calls_is_refused() -> None:
+    # ports tests/test_agent.py::
+    # test_run_with_history_ending_on_model_response_with_tool_calls_and_user_prompt:
+    # pydantic-ai raises UserError. Ours sent the conversation on, and the provider refused
+    # it (OpenAI: an assistant message with tool_calls must be followed by their results)
+    # after the run had started; now nothing starts and the error says which call.
+    history = [
+        Message(role="user", content="Hello"),
+        Message(role="assistant", tool_calls=[ToolCall(id="call_123", name="ping")]),
+    ]
+    model = ScriptedModel([reply("never")])
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match="call_123"):
+            await rt.start(Agent("a", model, tools=[ping]), "New question", history=history)
+        assert rt.runs.list() == []
+    assert model.requests == []
+
+
+async def test_a_result_for_no_call_is_refused() -> None:
+    # the other half of the same rule: a tool message must answer a call just before it
+    # (OpenAI: messages with role 'tool' must be a response to a preceding 'tool_calls').
+    stray = [
+        Message(role="user", content="Hi"),
+        Message(role="tool", content="x", tool_call_id="c9"),
+    ]
+    with pytest.raises(ConfigurationError, match="c9"):
+        await Agent("a", ScriptedModel([reply("never")])).run("go", history=stray)
 
 
 # --- streaming ----------------------------------------------------------------------------

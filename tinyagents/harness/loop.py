@@ -756,7 +756,10 @@ async def start_agent_run(
     task_id: str | None = None,
     node_id: str | None = None,
 ) -> RunHandle:
-    """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop."""
+    """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
+
+    ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
+    calls and results must pair up, else ``ConfigurationError`` and nothing starts."""
     runtime.require_open()
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
@@ -884,4 +887,37 @@ def _initial_messages(
         messages.append(Message(role="user", content=input))
     else:
         messages.extend(input)
+    _check_tool_results(messages)
     return messages
+
+
+def _check_tool_results(messages: Sequence[Message]) -> None:
+    """Refuse a conversation (a run's history and input) whose tool calls and results do not
+    pair up, before the run starts: each call of an assistant message is answered by a
+    ``tool`` message with its id right after it, and a ``tool`` message answers such a call.
+    Providers refuse anything else (OpenAI: tool calls must be followed by their results),
+    and they did so only once the run had started; pydantic-ai refuses a new prompt after
+    unprocessed tool calls the same way. A run's own transcript always pairs up."""
+    pending: list[str] = []
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            if message.tool_call_id not in pending:
+                raise ConfigurationError(
+                    f"message {index} is a tool result for call {message.tool_call_id!r}, which "
+                    "is not a call of the assistant message before it (or was answered "
+                    "already); a tool message must follow the call it answers"
+                )
+            pending.remove(message.tool_call_id)
+            continue
+        _refuse_unanswered(pending, index)
+        pending = [c.id for c in message.tool_calls] if message.role == "assistant" else []
+    _refuse_unanswered(pending, len(messages))
+
+
+def _refuse_unanswered(pending: list[str], index: int) -> None:
+    if pending:
+        raise ConfigurationError(
+            f"the conversation has tool calls without a result before message {index}: "
+            f"{pending}; answer each with Message(role='tool', tool_call_id=<its id>, "
+            "content=...) right after the assistant message, or leave that message out"
+        )
