@@ -310,3 +310,13 @@ class InvalidUpdateError(GraphError):
 class InterruptError(GraphError, RuntimeError):
     """A resume value did not match the pending interrupts. Also a ``RuntimeError``, which
     LangGraph raises for a resume that cannot choose among several interrupts."""
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, for an error someone else raised (a tool's, a model's): an exception
+    whose ``__str__`` itself raises is named by its type instead, so reporting it cannot
+    fail in turn (a run whose model raised one never ended)."""
+    try:
+        return str(exc)
+    except Exception as broken:
+        return f"<{type(exc).__name__}: its message cannot be read ({type(broken).__name__})>"

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, field_validator
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
@@ -34,6 +35,17 @@ def add(a: int, b: int) -> int:
 def ping() -> str:
     """Answer pong."""
     return "pong"
+
+
+class Foo(BaseModel):
+    bar: int
+
+    @field_validator("bar")
+    @classmethod
+    def not_zero(cls, v: int) -> int:
+        if v == 0:
+            raise ValueError("bar cannot be 0")
+        return v
 
 
 def tool_messages(request: ModelRequest) -> list[Message]:
@@ -124,6 +136,57 @@ async def test_an_exception_raised_by_a_tool_is_reported_to_the_model() -> None:
     assert result.status is RunStatus.COMPLETED
     (error,) = tool_messages(model.requests[1])
     assert error.content == "tool 'explode' raised ValueError: the ledger is locked"
+
+
+async def test_a_validator_error_in_an_argument_is_fed_back() -> None:
+    # ports tests/test_agent.py::test_tool_call_with_validation_value_error_serializable: a
+    # ValueError raised by an argument's validator reaches the model as a validation error,
+    # and the model's corrected call runs.
+    @tool
+    def foo_tool(foo: Foo) -> int:
+        """Read a foo."""
+        return foo.bar
+
+    model = ScriptedModel(
+        [tool_call("foo_tool", foo={"bar": 0}), tool_call("foo_tool", foo={"bar": 1}), "done"]
+    )
+    await Agent("a", model, tools=[foo_tool]).run("Hello")
+    (error,) = tool_messages(model.requests[1])
+    assert "foo.bar: Value error, bar cannot be 0" in error.content
+    assert tool_messages(model.requests[2])[-1].content == "1"
+
+
+class Unprintable(Exception):
+    """An exception whose message cannot be made text (its ``__str__`` raises)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+async def test_an_exception_whose_message_cannot_be_made_text_is_still_reported() -> None:
+    # same port, the other way round: whatever a tool raises reaches the model as an error
+    # result (docs/harness.md). One whose __str__ raised ended the run failed instead.
+    @tool
+    def explode() -> str:
+        """Fail."""
+        raise Unprintable()
+
+    model = ScriptedModel([tool_call("explode"), reply("noted")])
+    result = await Agent("a", model, tools=[explode]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    (error,) = tool_messages(model.requests[1])
+    assert error.metadata == {"error": True} and "Unprintable" in error.content
+
+
+async def test_a_model_error_whose_message_cannot_be_made_text_still_ends_the_run() -> None:
+    # ports tests/models/test_function.py's failing FunctionModel: an exception from the model
+    # ends the run (pydantic-ai raises it). One whose __str__ raised left the run running
+    # forever: the loop raised again while writing its error, and never ended.
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise Unprintable()
+
+    result = await Agent("a", FunctionModel(broken)).run("go")
+    assert result.status is RunStatus.FAILED and "Unprintable" in (result.error or "")
 
 
 # --- parallel tool calls and their ids ----------------------------------------------------

@@ -25,6 +25,7 @@ from tinyagents.errors import (
     RuntimeClosed,
     ToolError,
     UnknownTargetError,
+    message_of,
 )
 from tinyagents.events.models import (
     Event,
@@ -130,7 +131,7 @@ class AgentRun(RunDriver):
                 await self._cancel_children(stop.reason, immediate=stop.immediate)
             except Exception as exc:  # the run still ends as it was told to, and says so
                 _log.error("run %s: cancelling its sub-runs failed", self.info.run_id, exc_info=exc)
-                reason = f"{reason or stop.status.value} (cancelling its sub-runs failed: {exc})"
+                reason = f"{reason or stop.status.value} (cancelling its sub-runs failed: {message_of(exc)})"
             result = self._result(stop.status, self.last_text, reason)
         except RunLimitExceeded as exc:
             self.emit(
@@ -156,11 +157,13 @@ class AgentRun(RunDriver):
             result = self._result(
                 RunStatus.FAILED,
                 self.last_text,
-                f"CancelledError raised inside the run (it was not cancelled): {exc}",
+                f"CancelledError raised inside the run (it was not cancelled): {message_of(exc)}",
             )
         except Exception as exc:
             self.failure = exc
-            result = self._result(RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {exc}")
+            result = self._result(
+                RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {message_of(exc)}"
+            )
         if result.status in (RunStatus.LIMIT_EXCEEDED, RunStatus.FAILED):
             # nobody will wait for what it started: its sub-runs must not work on for nothing
             self.abandon(self._freeze_subtree(), f"ended {result.status.value}")

@@ -32,7 +32,7 @@ from pydantic import (
 )
 from pydantic_core import to_jsonable_python
 
-from tinyagents.errors import ConfigurationError, ToolError
+from tinyagents.errors import ConfigurationError, ToolError, message_of
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
 #: What OpenAI and most providers accept as a function name.
@@ -202,22 +202,22 @@ async def execute_tool_call(
             value = await tool.call(call.args, ctx=ctx)
     except TimeoutError as exc:
         if not deadline.expired():
-            return _error(call, f"tool {call.name!r} raised TimeoutError: {exc}")
+            return _error(call, f"tool {call.name!r} raised TimeoutError: {message_of(exc)}")
         return _error(
             call,
             f"tool {call.name!r} timed out after {limit:g} s and was abandoned; "
             "try a smaller request or another tool",
         )
     except ToolError as exc:
-        return _error(call, str(exc))
+        return _error(call, message_of(exc))
     except Exception as exc:
-        return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {message_of(exc)}")
     except asyncio.CancelledError as exc:
         if _being_cancelled():
             raise
         # Raised by the tool's own code (a library cancelling its own work), not because the
         # run was cancelled: a tool failure like any other.
-        detail = f": {exc}" if str(exc) else ""
+        detail = f": {text}" if (text := message_of(exc)) else ""
         return _error(call, f"tool {call.name!r} raised CancelledError{detail}")
     try:
         content = _to_text(value)
@@ -225,7 +225,7 @@ async def execute_tool_call(
         return _error(
             call,
             f"tool {call.name!r} returned a {type(value).__name__} that cannot be made text "
-            f"({type(exc).__name__}: {exc}); return a string or JSON-able data",
+            f"({type(exc).__name__}: {message_of(exc)}); return a string or JSON-able data",
         )
     return ToolResult(call_id=call.id, name=call.name, content=content)
 
