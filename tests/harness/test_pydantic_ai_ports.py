@@ -15,6 +15,7 @@ from pydantic import BaseModel, field_validator
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness.model import CUT_OFF
 from tinyagents.testkit import (
     EventRecorder,
     FunctionModel,
@@ -311,6 +312,19 @@ async def test_a_model_that_keeps_answering_nothing_fails_the_run() -> None:
         result.error or ""
     )
     assert len(model.requests) == 2
+
+
+@pytest.mark.parametrize("finish_reason", ["length", "content_filter"])
+async def test_an_empty_answer_cut_off_is_not_asked_for_again(finish_reason: str) -> None:
+    # ports tests/test_agent.py::test_empty_response_with_finish_reason_length: an empty
+    # answer the model stopped on for want of output tokens (or blocked by a content filter)
+    # would stop the same way if asked again; the run fails at once, saying why (as
+    # LiteLLMModel's responses already did).
+    model = FunctionModel(lambda request: ModelResponse(finish_reason=finish_reason))
+    result = await Agent("a", model).run("Hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert CUT_OFF[finish_reason] in (result.error or "")
+    assert len(model.requests) == 1
 
 
 async def test_text_next_to_a_tool_call_is_not_the_answer() -> None:

@@ -39,6 +39,7 @@ from tinyagents.errors import (
     ModelServerError,
     ModelTimeoutError,
 )
+from tinyagents.harness.model import CUT_OFF
 
 #: litellm's message for a 200 whose body it could not parse as a completion.
 _NOT_JSON_MARKER = "empty or invalid response from llm endpoint"
@@ -228,10 +229,7 @@ def empty_response(model: str, api_base: str | None) -> ModelEmptyResponse:
 def cut_off(model: str, api_base: str | None, finish_reason: str) -> ModelResponseError:
     """The error for a completion that stopped before it held anything (no text, no tool
     call): blocked by the provider's content filter, or out of output tokens at once."""
-    why = {
-        "content_filter": "the provider's content filter blocked the answer",
-        "length": "the output token limit was reached before any output (raise max_tokens)",
-    }.get(finish_reason, f"finish_reason {finish_reason!r}")
+    why = CUT_OFF.get(finish_reason, f"finish_reason {finish_reason!r}")
     return ModelResponseError(
         f"model {model!r} at {where(api_base, model)} stopped before it answered anything: "
         f"{why}; not retried",

@@ -47,7 +47,14 @@ from tinyagents.harness.limits import (
     reserve_tool_call,
 )
 from tinyagents.harness.middleware import Middleware, SteeringHook, fold, overrides
-from tinyagents.harness.model import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
+from tinyagents.harness.model import (
+    CUT_OFF,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    ToolCall,
+)
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -197,15 +204,23 @@ class AgentRun(RunDriver):
     def _ask_for_an_answer(self, response: ModelResponse) -> None:
         """The model gave no text and no tool call: the run cannot end on that (it ended
         ``completed`` with output ''), so the model is asked once more for an answer, as
-        pydantic-ai asks; a second empty answer in a row raises ``ModelResponseError`` (the run
+        pydantic-ai asks. A second empty answer in a row, or one it stopped on for a reason
+        asking again would meet again (``CUT_OFF``), raises ``ModelResponseError`` (the run
         ends ``failed``). The empty response leaves the conversation: it carries nothing."""
         messages = self.messages
         messages.pop()  # the empty assistant message _call_model appended
+        model = response.model or self.agent.model.name
+        why = CUT_OFF.get(response.finish_reason or "")
+        if why is not None:
+            raise ModelResponseError(
+                f"model {model!r} stopped before it answered anything: {why}; not asked again",
+                model=response.model,
+            )
         if messages and messages[-1].metadata.get("retry") == EMPTY_ANSWER:
             messages.pop()
             raise ModelResponseError(
-                f"model {response.model or self.agent.model.name!r} gave no text and no tool "
-                "call, and again when asked once more for an answer; an agent run ends on text",
+                f"model {model!r} gave no text and no tool call, and again when asked once "
+                "more for an answer; an agent run ends on text",
                 model=response.model,
             )
         messages.append(

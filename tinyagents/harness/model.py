@@ -100,6 +100,14 @@ class ModelRequest:
     response_format: dict[str, Any] | type | None = None
 
 
+#: Why a model stopped before it answered anything (no text, no tool call), by
+#: ``finish_reason``: reasons that asking it again would meet again.
+CUT_OFF = {
+    "content_filter": "the provider's content filter blocked the answer",
+    "length": "the output token limit was reached before any output (raise max_tokens)",
+}
+
+
 @dataclass(slots=True, kw_only=True)
 class ModelResponse:
     """What the model answered: text, tool calls, or both."""
