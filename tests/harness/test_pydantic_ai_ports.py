@@ -327,6 +327,37 @@ async def test_an_empty_answer_cut_off_is_not_asked_for_again(finish_reason: str
     assert len(model.requests) == 1
 
 
+async def test_a_tool_call_cut_off_by_the_token_limit_ends_the_run() -> None:
+    # ports tests/test_agent.py::test_tool_exceeds_token_limit_error: a response that ran out
+    # of output tokens while writing a call's arguments (pydantic-ai: IncompleteToolCall).
+    # The unreadable arguments went back as an error result, the model wrote the same call,
+    # ran out again, and so on: with no default request limit, without end.
+    cut = ToolCall(id="c1", name="add", parse_error="arguments are not valid JSON: '{\"a\": 1,'")
+    model = FunctionModel(lambda request: ModelResponse(tool_calls=[cut], finish_reason="length"))
+    bounded = RunLimits(max_model_calls=3)  # so that the endless version of this test ends
+    result = await Agent("a", model, tools=[add], limits=bounded).run("Hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert "'add'" in (result.error or "") and "max_tokens" in (result.error or "")
+    assert len(model.requests) == 1
+
+
+async def test_a_tool_call_complete_at_the_token_limit_runs() -> None:
+    # ports tests/test_agent.py::test_tool_exceeds_token_limit_but_complete_args: arguments
+    # that are whole are run, whatever the finish_reason.
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[ToolCall(id="c1", name="add", args={"a": 1, "b": 2})],
+                finish_reason="length",
+            ),
+            reply("done"),
+        ]
+    )
+    result = await Agent("a", model, tools=[add]).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    assert tool_messages(model.requests[1])[0].content == "3"
+
+
 async def test_text_next_to_a_tool_call_is_not_the_answer() -> None:
     # ports tests/test_agent.py::test_heterogeneous_responses_non_streaming: tool calls win
     # over text in the same response; the run goes on to the model's final response.

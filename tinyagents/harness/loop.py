@@ -343,6 +343,7 @@ class AgentRun(RunDriver):
         # Past the budget anyway (the prompt counts too): the answer is kept as the run's
         # output, but the run ends limit_exceeded, not completed, and runs none of its tools.
         check_token_budget(self.info, tree)
+        _refuse_cut_off_calls(response, request)
         return response, rid
 
     def _own_call_ids(self, response: ModelResponse) -> ModelResponse:
@@ -705,6 +706,25 @@ class AgentRun(RunDriver):
         async with subscribe_run(self.runtime, self.info.run_id) as events:
             async for event in run_events(events, self.handle, only_deltas=only_deltas):
                 yield event
+
+
+def _refuse_cut_off_calls(response: ModelResponse, request: ModelRequest) -> None:
+    """Raise ``ModelResponseError`` for a response that ran out of output tokens
+    (``finish_reason`` ``length``) while it wrote a tool call's arguments: they are cut off.
+    Their error result had the model write the call again and run out again, without end
+    (nothing caps a run's requests by default); pydantic-ai raises ``IncompleteToolCall``.
+    Whole arguments are run, whatever the finish_reason."""
+    if response.finish_reason != "length":
+        return
+    cut = [call.name for call in response.tool_calls if call.parse_error is not None]
+    if cut:
+        sent = request.settings.get("max_tokens", "the model's default")
+        raise ModelResponseError(
+            f"model {response.model or request.model!r} ran out of output tokens (max_tokens: "
+            f"{sent}) while writing the arguments of tool call(s) {cut}, which are cut off; "
+            "raise the model's max_tokens (or the run's RunLimits.max_tokens budget)",
+            model=response.model,
+        )
 
 
 def subscribe_run(runtime: RunHost, root: str) -> Subscription:
