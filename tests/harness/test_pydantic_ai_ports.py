@@ -440,6 +440,28 @@ async def test_a_second_run_continues_the_first_runs_messages() -> None:
     assert seen[2].tool_calls[0].id == seen[3].tool_call_id == "c1"
 
 
+async def test_instructions_and_a_history_with_a_system_prompt() -> None:
+    # ports tests/test_agent.py::test_instructions_with_message_history. Kept as documented
+    # (docs/harness.md "Starting runs"; test_loop.py): pydantic-ai sends the agent's
+    # instructions with every request, whatever system prompt the history holds; ours lead
+    # the conversation only when the history has no system message of its own (a session's
+    # history carries its first turn's), so a history from another agent keeps that agent's.
+    history = [Message(role="system", content="You are a helpful assistant")]
+    model = ScriptedModel([reply("success")])
+    agent = Agent("a", model, instructions="You are a helpful assistant.")
+    await agent.run("Hello", history=history)
+    assert [(m.role, m.content) for m in model.requests[0].messages] == [
+        ("system", "You are a helpful assistant"),
+        ("user", "Hello"),
+    ]
+    # without one in the history, the instructions lead, as pydantic-ai's do
+    model = ScriptedModel([reply("summary")])
+    summarize = Agent("summarize", model, instructions="Summarize the conversation.")
+    chat = [Message(role="user", content="Hi, I am James"), Message(role="assistant", content="Hi")]
+    await summarize.run("Summarize it.", history=chat)
+    assert model.requests[0].messages[0].content == "Summarize the conversation."
+
+
 async def test_a_history_with_unanswered_tool_calls_is_refused() -> None:
     # ports tests/test_agent.py::
     # test_run_with_history_ending_on_model_response_with_tool_calls_and_user_prompt:
@@ -467,6 +489,28 @@ async def test_a_result_for_no_call_is_refused() -> None:
     ]
     with pytest.raises(ConfigurationError, match="c9"):
         await Agent("a", ScriptedModel([reply("never")])).run("go", history=stray)
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+async def test_each_tool_call_event_comes_before_its_result() -> None:
+    # ports tests/test_streaming.py::test_event_ordering_call_before_result and
+    # ::test_unknown_tool_call_events: each call has a tool.call then a tool.result event, by
+    # its id, in the order of the calls; an unknown tool's result is marked as an error.
+    recorder = EventRecorder()
+    model = ScriptedModel(
+        [tool_calls(tool_call("foobar", id="c1"), tool_call("ping", id="c2")), reply("done")]
+    )
+    async with Runtime(sinks=[recorder]) as rt:
+        await (await rt.start(Agent("a", model, tools=[ping]), "go")).result()
+    tool_events = [e for e in recorder.events if e.type in ("tool.call", "tool.result")]
+    assert [(e.type, e.tool_call_id, e.error) for e in tool_events] == [  # type: ignore[attr-defined]
+        ("tool.call", "c1", False),
+        ("tool.result", "c1", True),
+        ("tool.call", "c2", False),
+        ("tool.result", "c2", False),
+    ]
 
 
 # --- streaming ----------------------------------------------------------------------------
