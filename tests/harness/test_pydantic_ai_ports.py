@@ -532,3 +532,28 @@ async def test_streamed_text_and_tool_call_pieces_join_to_the_response() -> None
     assert first[0].tool_call_id == "c1" and first[0].tool_name == "add"
     assert json.loads("".join(d.args_delta for d in first)) == {"a": 1, "b": 2}
     assert "".join(d.text for d in deltas) == "the sum is three"
+
+
+async def test_a_streamed_call_has_the_same_id_in_its_pieces_and_its_events() -> None:
+    # ports tests/test_streaming.py::test_function_tool_event_tool_call_id_properties: the id
+    # a UI sees on a call's streamed pieces is the id of its tool.call and tool.result events.
+    # A call the loop gave a new id (none, or a shared one) was streamed under its old one,
+    # so two calls sharing an id ran their argument pieces together.
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("add", a=1, b=2, id="x"),
+                tool_call("add", a=3, b=4, id="x"),
+                ModelResponse(tool_calls=[ToolCall(id="", name="ping")]),
+            ),
+            reply("done"),
+        ],
+        stream=True,
+    )
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        await (await rt.start(Agent("a", model, tools=[add, ping]), "go")).result()
+    firsts = [d for d in recorder.of_type("model.delta") if d.tool_name]  # type: ignore[attr-defined]
+    streamed = [d.tool_call_id for d in firsts]  # type: ignore[attr-defined]
+    called = [e.tool_call_id for e in recorder.of_type("tool.call")]  # type: ignore[attr-defined]
+    assert streamed == called and len(set(called)) == 3 and called[0] == "x"

@@ -123,6 +123,8 @@ class AgentRun(RunDriver):
         self._in_tool = False  # a tool call is under way (its result boundary will come)
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
+        #: The ids the tool calls of the response being streamed were published with, by index.
+        self._streamed_ids: dict[int, str] = {}
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -351,13 +353,18 @@ class AgentRun(RunDriver):
         of the conversation (or of this response) already has. Results are matched to calls by
         id: providers refuse a call without one, cannot pair results to calls that share one,
         and the loop's boundaries and stand-in results go by them. A model's own ids are kept
-        (the first call with an id keeps it); its response object is not changed."""
+        (the first call with an id keeps it); its response object is not changed. A streamed
+        call keeps the id its pieces were published with (``_streamed``)."""
         seen = self._call_ids
+        streamed, self._streamed_ids = self._streamed_ids, {}
         calls: list[ToolCall] = []
-        for call in response.tool_calls:
-            if not call.id or call.id in seen:
-                call = dataclasses.replace(call, id=_clock.new_id("call"))
-            seen.add(call.id)
+        for index, call in enumerate(response.tool_calls):
+            own = streamed.get(index, call.id)
+            if not own or own in seen:
+                own = _clock.new_id("call")
+            if own != call.id:
+                call = dataclasses.replace(call, id=own)
+            seen.add(own)
             calls.append(call)
         if all(a is b for a, b in zip(calls, response.tool_calls, strict=True)):
             return response
@@ -365,9 +372,21 @@ class AgentRun(RunDriver):
 
     async def _streamed(self, request: ModelRequest) -> ModelResponse:
         """The innermost model call of a model that streams: each piece becomes a
-        ``model.delta`` event; the last chunk's complete response is the answer."""
+        ``model.delta`` event; the last chunk's complete response is the answer. A call's
+        first piece is published with the id the call will have in the conversation
+        (``_own_call_ids`` gives the same one), so a UI pairs the pieces with its events."""
         response: ModelResponse | None = None
+        named = self._streamed_ids = {}
+        for_this: set[str] = set()
         async for chunk in self.agent.model.stream(request):
+            index = chunk.tool_call_index
+            if index is not None and index not in named and (chunk.tool_call_id or chunk.tool_name):
+                call_id = chunk.tool_call_id
+                if not call_id or call_id in self._call_ids or call_id in for_this:
+                    call_id = _clock.new_id("call")
+                    chunk = dataclasses.replace(chunk, tool_call_id=call_id)
+                named[index] = call_id
+                for_this.add(call_id)
             if chunk.text_delta or chunk.args_delta or chunk.tool_name:
                 self._emit_delta(request.request_id, chunk)
             if chunk.response is not None:
