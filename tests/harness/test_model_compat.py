@@ -19,7 +19,7 @@ import pytest
 
 from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime, tool
 from tinyagents.errors import ModelRequestRejected, ModelServerError
-from tinyagents.harness import Message, ModelRequest, ToolCall
+from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.litellm_model import _messages_to_openai
 from tinyagents.testkit import Gate, OpenAICompatServer, reply, tool_call, tool_calls
 from tinyagents.testkit.server_rules import llama_cpp_violation, vllm_violation
@@ -310,3 +310,18 @@ async def test_a_run_stopped_part_way_through_its_tool_calls_answers_every_one(s
         assert stand_in.metadata == {"error": True}
         assert await session.send("again") == "next turn"
     assert server.refusals == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_empty_answer_asked_for_again_passes_against_every_server_mode(
+    mode: str,
+) -> None:
+    # The loop asks a model that answered nothing for an answer: the request that asks
+    # (the task, then the ask, as user messages) must pass the strict servers too.
+    script = [ModelResponse(text="", finish_reason="stop"), reply("ok here is text")]
+    async with OpenAICompatServer(script, mode=mode) as server:  # type: ignore[arg-type]
+        agent = Agent("a", model_for(server), instructions="Answer.")
+        result = await agent.run("Hello")
+    assert server.refusals == []
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "ok here is text")
+    assert [m["role"] for m in server.requests[1]["messages"]] == ["system", "user"]
