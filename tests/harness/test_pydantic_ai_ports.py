@@ -7,18 +7,24 @@ behave differently on purpose, the test asserts our documented behaviour and say
 from __future__ import annotations
 
 import json
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, field_validator
 
-from tinyagents import Agent, RunLimits, RunStatus, Runtime, tool
+from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.model import CUT_OFF
 from tinyagents.testkit import (
     EventRecorder,
     FunctionModel,
+    OpenAICompatServer,
+    RawStream,
     ScriptedModel,
     reply,
     tool_call,
@@ -339,6 +345,33 @@ async def test_a_tool_call_cut_off_by_the_token_limit_ends_the_run() -> None:
     assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
     assert "'add'" in (result.error or "") and "max_tokens" in (result.error or "")
     assert len(model.requests) == 1
+
+
+async def test_a_streamed_tool_call_cut_off_by_the_token_limit_ends_the_run() -> None:
+    # the same over litellm's real streaming path: the server stops mid-arguments.
+    cut = RawStream(
+        deltas=[
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 1, "b"'},
+                    }
+                ]
+            }
+        ],
+        finish_reason="length",
+    )
+    async with OpenAICompatServer([cut, cut, cut]) as server:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", max_retries=0
+        )
+        agent = Agent("a", model, tools=[add], limits=RunLimits(max_model_calls=3))
+        result = await agent.run("Hello")
+    assert result.status is RunStatus.FAILED and "cut off" in (result.error or "")
+    assert len(server.requests) == 1
 
 
 async def test_a_tool_call_complete_at_the_token_limit_runs() -> None:
