@@ -186,9 +186,10 @@ async def test_an_exception_whose_message_cannot_be_made_text_is_still_reported(
 
 
 async def test_a_model_error_whose_message_cannot_be_made_text_still_ends_the_run() -> None:
-    # ports tests/models/test_function.py's failing FunctionModel: an exception from the model
-    # ends the run (pydantic-ai raises it). One whose __str__ raised left the run running
-    # forever: the loop raised again while writing its error, and never ended.
+    # same port, for the model: an exception a FunctionModel raises ends the run (pydantic-ai
+    # raises it from agent.run; ours ends the run failed with its type and message). One whose
+    # __str__ raised left the run running forever: the loop raised again while writing its
+    # error, and never ended.
     def broken(request: ModelRequest) -> ModelResponse:
         raise Unprintable()
 
@@ -225,9 +226,9 @@ async def test_parallel_tool_calls_are_answered_in_the_order_they_were_made() ->
 
 async def test_a_tool_call_without_an_id_gets_one() -> None:
     # ports the default of pydantic-ai's ToolCallPart.tool_call_id (messages.py,
-    # ``_generate_tool_call_id``), which tests/models/test_function.py relies on: a model
-    # that sends a call without an id still gets a transcript whose call and result are
-    # matched by one, as every provider requires.
+    # ``_generate_tool_call_id``), which its FunctionModel tests rely on (tests/test_agent.py
+    # builds ToolCallPart('foobar', '{}') without one): a model that sends a call without an
+    # id still gets a transcript whose call and result are matched by one, as providers need.
     model = ScriptedModel([ModelResponse(tool_calls=[ToolCall(id="", name="ping")]), reply("done")])
     await Agent("a", model, tools=[ping]).run("go")
     (call,) = model.requests[1].messages[-2].tool_calls
