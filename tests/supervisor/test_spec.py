@@ -138,6 +138,32 @@ def test_bad_yaml_is_a_typed_error_naming_the_line(text: str, line: int, words: 
     assert str(caught.value).startswith(f"line {line}: ")  # text: no file name
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "!!float abc",
+        '!!float ""',
+        "!!int abc",
+        "!!int 0xZZ",
+        "!!int 0b101",
+        "!!bool maybe",
+        "!!timestamp nope",
+        "!!set [a]",
+        "!!map [a]",
+    ],
+)
+def test_a_tag_its_value_does_not_fit_is_a_typed_error_naming_the_line(value: str) -> None:
+    # PyYAML's constructors raise ValueError, KeyError, TypeError... for these: a traceback
+    # out of from_yaml and out of 'tinyagents validate'
+    text = f"rules: []\non_violation: {value}\n"
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == 2, str(caught.value)
+    assert "malformed YAML" in str(caught.value) and value.split()[0] in str(caught.value)
+    [finding] = validate_file(text)
+    assert (finding.severity, finding.line) == ("error", 2)
+
+
 @given(st.text(max_size=200))
 def test_any_text_is_a_spec_or_a_typed_error(text: str) -> None:
     try:

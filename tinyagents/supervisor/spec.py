@@ -529,6 +529,10 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
     loader = _loader()
     try:
         node = yaml.compose(text, Loader=loader)
+        # measured before it is built: an alias bomb or a self-reference is never constructed
+        problem = None if node is None else _too_big(node)
+        if problem is not None:
+            raise SupervisorSpecError(problem, source=None if name == "<yaml>" else name)
         data = yaml.load(text, Loader=loader)  # a SafeLoader: see _loader
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -552,9 +556,6 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
         ) from None
     lines: dict[tuple[str | int, ...], int] = {}
     if node is not None:
-        problem = _too_big(node)
-        if problem is not None:
-            raise SupervisorSpecError(problem, source=None if name == "<yaml>" else name)
         _collect_lines(node, (), lines, set())
     return data, lines
 
@@ -596,6 +597,25 @@ def _loader() -> Any:
                         key_node.start_mark,
                     )
             return super().construct_mapping(node, deep)
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            # deep: a collection is filled here, not later, so what its tag cannot read is
+            # raised while its node is known. PyYAML's constructors raise ValueError,
+            # KeyError, TypeError... for a tag its value does not fit ("!!float abc",
+            # "!!bool maybe", "!!set [a]"): a YAML error on the value's line instead
+            try:
+                return super().construct_object(node, deep=True)
+            except yaml.YAMLError:
+                raise
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+                what = repr(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
+                tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"{tag} cannot read {what}; drop the tag or give it a value it reads",
+                    node.start_mark,
+                ) from None
 
     Loader.yaml_implicit_resolvers = {  # PyYAML's, but its 1.1 numbers, booleans, dates
         first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML_11_TAGS]
