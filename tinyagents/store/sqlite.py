@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import sqlite3
@@ -642,12 +643,28 @@ async def connect(path: str, **kwargs: Any) -> aiosqlite.Connection:
     is closed, and Python waits for such threads *before* it runs ``atexit`` handlers: a store
     or checkpointer that a script never closed (or one whose open failed half-way) hung the
     process at exit. ``_EXIT_GUARD`` stops those connections once their program is over.
+
+    The file is opened (``sqlite3.connect``) in a worker thread before aiosqlite's thread
+    starts: when aiosqlite's own connect fails, its thread stops after the error was raised
+    and reports that to the event loop, closed by then in a CLI that printed the error and
+    ended ("RuntimeError: Event loop is closed" tracebacks after the one-line error).
     """
     import aiosqlite  # lazy, like every driver
 
-    conn = await aiosqlite.connect(path, **kwargs)
+    raw = await asyncio.to_thread(functools.partial(_sqlite_connect, path, **kwargs))
+    conn = await aiosqlite.Connection(lambda: raw, _ITER_CHUNK_SIZE)
     _EXIT_GUARD.watch(conn)
     return conn
+
+
+def _sqlite_connect(path: str, **kwargs: Any) -> sqlite3.Connection:
+    # check_same_thread: made here, used only on aiosqlite's thread, one call at a time
+    conn: sqlite3.Connection = sqlite3.connect(path, check_same_thread=False, **kwargs)
+    return conn
+
+
+#: Rows aiosqlite fetches at a time when a cursor is iterated (``aiosqlite.connect``'s).
+_ITER_CHUNK_SIZE = 64
 
 
 class _ExitGuard:
