@@ -183,6 +183,18 @@ async def test_an_agents_own_spec_supervises_it_in_a_plain_runtime() -> None:
     assert result.status is RunStatus.ABORTED
 
 
+def test_an_agents_spec_counting_a_tool_the_agent_lacks_is_refused() -> None:
+    # its runs only ever narrow the agent's tools, so the rule could never fire: a misspelt
+    # tool name left the agent without that rule, and nothing said so
+    spec = SupervisorSpec(rules=[{"when": "tool_repeated", "tool": "serach", "count": 2}])
+    with pytest.raises(ConfigurationError, match=r"'serach'.*\(search\)"):
+        Agent("a", ScriptedModel([reply("x")]), tools=[search], supervisor=spec)
+    with pytest.raises(ConfigurationError, match="no tools"):
+        Agent("a", ScriptedModel([reply("x")]), supervisor=spec)
+    fine = SupervisorSpec(rules=[{"when": "tool_repeated", "tool": "search"}])
+    assert Agent("a", ScriptedModel([reply("x")]), tools=[search], supervisor=fine).supervisor
+
+
 # --------------------------------------------------------------------------- pause dwell cap
 
 

@@ -78,6 +78,9 @@ class Agent:
             if t.name in self.tools:
                 raise ConfigurationError(f"agent {name!r} has two tools named {t.name!r}")
             self.tools[t.name] = t
+        check_agent = getattr(supervisor, "check_agent", None)
+        if check_agent is not None:  # a rule for a tool the agent lacks would never fire
+            check_agent(name, frozenset(self.tools))
         self.limits = limits or RunLimits()
         self.middleware = list(middleware)
         self.models = tuple(models) if models else None

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -327,6 +328,19 @@ class SupervisorSpec(_Strict):
         if self.model is not None:
             actions.add(self.on_judge_error)
         return bool(actions & {"abort", "pause"})
+
+    def check_agent(self, name: str, tools: Collection[str]) -> None:
+        """What ``Agent(name, tools=..., supervisor=self)`` calls: a ``tool_repeated`` rule
+        counting a tool the agent does not have is a ``SupervisorSpecError`` (the agent's
+        runs only ever narrow its tools, so the rule could never fire)."""
+        for index, rule in enumerate(self.rules):
+            if isinstance(rule, ToolRepeated) and rule.tool is not None and rule.tool not in tools:
+                has = ", ".join(sorted(tools)) or "no tools"
+                raise SupervisorSpecError(
+                    f"agent {name!r}: rules.{index} (tool_repeated) counts tool {rule.tool!r}, "
+                    f"which the agent does not have ({has}), so it could never fire; name one "
+                    "of its tools, or leave 'tool' out to count each of them"
+                )
 
     def check_graph(self, graph: GraphCore) -> list[Finding]:
         """What ``compile(supervisor=self)`` calls: each agent node whose ``aborted`` outcome
