@@ -153,7 +153,10 @@ def test_a_yaml_alias_bomb_is_refused_not_expanded(tmp_path: Path) -> None:
 
 def test_aliases_that_stay_small_are_still_read(tmp_path: Path) -> None:
     spec = tmp_path / "aliases.yaml"
-    spec.write_text("rules:\n  - &loop {when: tool_repeated, tool: search, count: 3}\n  - *loop\n")
+    spec.write_text(
+        "rules:\n  - &loop {when: tool_repeated, tool: search, count: 3}\n"
+        "  - {<<: *loop, count: 5, then: abort}\n"
+    )
     assert validate_file(spec) == []
     assert len(SupervisorSpec.from_yaml(spec).rules) == 2
 
@@ -227,3 +230,16 @@ def test_settings_that_cannot_act_are_warned_about(extra: str, line: int, words:
     assert [(f.severity, f.line, words in f.message) for f in findings] == [
         ("warning", line, True)
     ], findings
+
+
+def test_a_rule_given_twice_is_warned_about_on_its_line() -> None:
+    # both copies fire on the same event: the run was paused or steered twice for one reason
+    findings = validate_file(
+        "rules:\n"
+        "  - when: tool_repeated\n"
+        "    tool: search\n"
+        "  - when: iteration_reached\n"
+        "  - {when: tool_repeated, tool: search, count: 3}\n"
+    )
+    assert [(f.severity, f.line) for f in findings] == [("warning", 5)]
+    assert "rules.2 repeats rules.0" in findings[0].message

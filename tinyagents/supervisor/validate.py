@@ -9,7 +9,7 @@ Warnings (it loads, but probably not as meant): a ``criteria_file`` that does no
 bare judge model name the models registry (``models``, ``models_file``) does not resolve, a
 ``models_file`` that does not exist, a judge setting (``criteria``, ``every_n_iterations``,
 ``on_judge_error``, ``judge_timeout_s``, ``api_base``, ``api_key_env``, ``models``...) without
-a judge ``model``, an empty ``watches``; for a compiled graph (``validate_graph``),
+a judge ``model``, an empty ``watches``, a rule given twice; for a compiled graph (``validate_graph``),
 each agent node whose ``aborted`` outcome is not routed. A ``models_file`` that cannot be
 read as a registry is an error.
 """
@@ -73,7 +73,7 @@ def validate_file(source: str | Path) -> list[Finding]:
             )
             for err in meant_errors(exc.errors(), data)
         ]
-    return _warnings(spec, lambda key: lines.get((*prefix, key)))
+    return _warnings(spec, lambda *path: lines.get((*prefix, *path)))
 
 
 def validate_graph(graph: GraphCore, spec: SupervisorSpec | None = None) -> list[Finding]:
@@ -83,7 +83,7 @@ def validate_graph(graph: GraphCore, spec: SupervisorSpec | None = None) -> list
     spec = spec if spec is not None else getattr(graph, "supervisor", None)
     if spec is not None:
         return [
-            *_warnings(spec, lambda key: None),
+            *_warnings(spec, lambda *path: None),
             *graph_findings(graph, can_abort=spec.can_abort()),
         ]
     if not _has_spec(graph):
@@ -106,7 +106,11 @@ def _has_spec(graph: GraphCore) -> bool:
     )
 
 
-def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
+#: The YAML line of a key path of the spec (``at("model")``, ``at("rules", 2)``), if known.
+LineOf = Callable[..., int | None]
+
+
+def _warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
     found: list[Finding] = []
     path = spec.criteria_path()
     if path is not None and not path.is_file():
@@ -119,6 +123,18 @@ def _warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Fin
             )
         )
     found.extend(_model_warnings(spec, at))
+    first: dict[object, int] = {}
+    for index, rule in enumerate(spec.rules):
+        seen = first.setdefault(rule, index)  # frozen models: equal fields, equal rules
+        if seen != index:
+            found.append(
+                Finding(
+                    "warning",
+                    f"rules.{index} repeats rules.{seen}: both fire on the same event, so "
+                    "the run is acted on twice for one reason; give it once",
+                    at("rules", index),
+                )
+            )
     if spec.model is None:
         for key in _JUDGE_SETTINGS:
             if key in spec.model_fields_set:
@@ -165,7 +181,7 @@ def _missing(path: Path) -> str:
     return "is not a regular file" if path.exists() else "does not exist"
 
 
-def _model_warnings(spec: SupervisorSpec, at: Callable[[str], int | None]) -> list[Finding]:
+def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
     path = spec.models_path()
     if path is not None and not path.is_file():
         return [
