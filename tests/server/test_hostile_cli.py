@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from operator_server import Served
 
+from tinyagents.store.sqlite import SqliteStore
+
 
 def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "40"}
@@ -66,6 +68,25 @@ def test_cli_bad_arguments_are_one_line_and_a_nonzero_exit(
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_cli_a_blank_correlation_id_is_refused_not_replaced(tmp_path: Path, blank: str) -> None:
+    # it was dropped for a generated id: a retry with the same (unset) id was a new command,
+    # applied again, where --correlation-id promises it is applied once
+    async def make_store() -> None:
+        store = SqliteStore(tmp_path / "runs.db")
+        await store.open()
+        await store.close()
+
+    asyncio.run(make_store())
+    for action in (("pause", "r-1"), ("steer", "r-1", "hi"), ("approve", "r-1")):
+        done = tinyagents(
+            "runs", *action, "--correlation-id", blank, "--store", "sqlite:///runs.db",
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+        assert "--correlation-id" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_cli_an_unknown_status_is_refused_by_the_parser(tmp_path: Path) -> None:

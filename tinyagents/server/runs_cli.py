@@ -75,6 +75,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _correlation_id(text: str) -> str:
+    """A ``--correlation-id``: not blank (an empty one was dropped for a generated id, so a
+    retry under the same unset variable was a new command, applied again)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "must not be blank: give the id to retry under, or leave it out for a new one"
+        )
+    return text
+
+
 def add_runs_command(sub: Any) -> None:
     """Add ``runs`` and its actions to the ``tinyagents`` argument parser."""
     where = argparse.ArgumentParser(add_help=False)
@@ -164,6 +174,7 @@ def add_runs_command(sub: Any) -> None:
     for act in (steer, approve, *(actions.choices[n] for n in ("pause", "resume", "cancel"))):
         act.add_argument(
             "--correlation-id",
+            type=_correlation_id,
             default=None,
             help="the command's id: send the same id again to retry safely (applied once)",
         )
