@@ -82,6 +82,21 @@ def test_a_broken_models_file_is_an_error_and_a_missing_one_a_warning(tmp_path: 
     assert "'a-folder' is not a regular file" in folder.message
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_models_or_criteria_file_that_is_no_regular_file_is_refused_not_read(
+    tmp_path: Path,
+) -> None:
+    # its size is 0, so the size check passed, and reading a pipe no one writes waited for
+    # ever: Runtime(supervisor=spec) hung (and a run's watch would have hung its event loop)
+    os.mkfifo(tmp_path / "models.yaml")
+    os.mkfifo(tmp_path / "policy.md")
+    (tmp_path / "a.yaml").write_text("model: judge\nmodels_file: models.yaml\n")
+    (tmp_path / "b.yaml").write_text("model: openai/judge\ncriteria_file: policy.md\n")
+    for name in ("a.yaml", "b.yaml"):
+        with pytest.raises(SupervisorSpecError, match="not a regular file"):
+            Runtime(supervisor=SupervisorSpec.from_yaml(tmp_path / name))
+
+
 async def test_the_judge_reaches_the_registered_model_at_its_api_base(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -518,8 +518,12 @@ def _too_long(size: int, what: str, unit: str = "bytes") -> SupervisorSpecError 
 
 
 def read_text(path: Path, what: str) -> str:
-    """The text of a spec or models file; what cannot be read is a ``SupervisorSpecError``."""
+    """The text of a spec, models or criteria file; what cannot be read is a
+    ``SupervisorSpecError``, and so is what is not a regular file: a named pipe or a device
+    has no size to check, and reading one (a pipe no one writes, ``/dev/zero``) never ends."""
     try:
+        if not path.is_file():
+            raise SupervisorSpecError(f"cannot read {what}: {not_a_file(path)}")
         too_long = _too_long(path.stat().st_size, what)
         if too_long is not None:
             raise too_long
