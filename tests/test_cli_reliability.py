@@ -140,6 +140,18 @@ def test_demo_keeps_earlier_runs_unless_fresh(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db"]
 
 
+def test_demo_takes_the_store_url_the_other_commands_take(tmp_path: Path) -> None:
+    # 'sqlite:///demo.db' made a directory named 'sqlite:' and a store inside it, which
+    # 'tinyagents runs --store sqlite:///demo.db' then did not find
+    done = tinyagents("demo", "--db", "sqlite:///demo.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db"]
+    assert "tinyagents inspect demo.db" in done.stdout
+    error = one_line_error(tinyagents("demo", "--db", "postgresql://x/y", cwd=tmp_path))
+    assert "postgresql://x/y" in error and "SQLite" in error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db"]
+
+
 def test_demo_help_documents_fresh(tmp_path: Path) -> None:
     proc = tinyagents("demo", "--help", cwd=tmp_path)
     assert proc.returncode == 0

@@ -56,8 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument(
         "--db",
         default="tinyagents-demo.db",
-        help="SQLite store file for the runs; kept across demos, and a file that is not a "
-        "tinyagents store is refused, never overwritten",
+        help="SQLite store file for the runs (a path, or sqlite:///PATH as --store takes it); "
+        "kept across demos, and a file that is not a tinyagents store is refused, never "
+        "overwritten",
     )
     demo.add_argument(
         "--fresh",
@@ -153,14 +154,27 @@ def demo_command(args: argparse.Namespace) -> int:
     """``tinyagents demo``: 0 when the orchestrator completed, 1 when it did not, 2 for bad
     arguments or a file the demo may not write (one line, nothing touched)."""
     try:
+        db = sqlite_file(args.db)
+        if db is None:
+            raise ConfigurationError(
+                f"--db {args.db}: the demo writes a SQLite file; give its path (or sqlite:///PATH)"
+            )
         model = demo_model(args.model, args.api_base, args.api_key_env)
-        summary = asyncio.run(run_demo(db=args.db, model=model, fresh=args.fresh))
+        summary = asyncio.run(run_demo(db=db, model=model, fresh=args.fresh))
     except (StoreError, ConfigurationError) as exc:
         print(f"tinyagents demo: {exc}")
         return 2
     if "MissingAPIKeyError" in str(summary.get("error")):
         print("tinyagents demo: name the variable that holds the key with --api-key-env NAME")
     return 0 if summary["status"] == "completed" else 1
+
+
+def sqlite_file(store: str) -> str | None:
+    """The file a store argument names: a path, or a ``sqlite:///PATH`` URL as ``--store``
+    takes it (``sqlite:////abs.db`` is absolute); None for any other URL (PostgreSQL)."""
+    if store.startswith("sqlite://"):
+        return store.removeprefix("sqlite://").removeprefix("/")  # sqlite:///rel.db → rel.db
+    return None if "://" in store else store
 
 
 def demo_model(
@@ -188,9 +202,8 @@ async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool =
     """Print the run tree (with why runs did not complete) and the steering history of a store
     file, or with ``as_json`` the whole record as JSON; never writes to the file."""
     console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
-    if file.startswith("sqlite://"):
-        file = file.removeprefix("sqlite://").removeprefix("/")  # sqlite:///rel.db → rel.db
-    elif "://" in file:  # a PostgreSQL store: read (never created) by 'runs'
+    path = sqlite_file(file)
+    if path is None:  # a PostgreSQL store: read (never created) by 'runs'
         console.print(
             f"{file} is not a store file: inspect reads SQLite files; for this store use "
             f"'tinyagents runs list --store URL' and 'tinyagents runs show RUN_ID --store URL'",
@@ -199,6 +212,7 @@ async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool =
             soft_wrap=True,
         )
         return 2
+    file = path
     try:
         runs, events, unreadable = await asyncio.to_thread(
             read_store, Path(file), run_id, everything=as_json
