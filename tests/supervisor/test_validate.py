@@ -243,3 +243,19 @@ def test_a_rule_given_twice_is_warned_about_on_its_line() -> None:
     )
     assert [(f.severity, f.line) for f in findings] == [("warning", 5)]
     assert "rules.2 repeats rules.0" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [(b"\xff\xfe policy", "not UTF-8"), (b"x" * 1_000_001, "more than 1,000,000")],
+)
+def test_a_criteria_file_the_judge_cannot_read_is_an_error(
+    tmp_path: Path, content: bytes, words: str
+) -> None:
+    # validate said "ok" and Runtime(supervisor=spec) then refused the spec
+    (tmp_path / "policy.md").write_bytes(content)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: openai/judge\ncriteria_file: policy.md\n")
+    [finding] = validate_file(spec)
+    assert (finding.severity, finding.line) == ("error", 2) and words in finding.message
+    assert validate_command(str(spec), io.StringIO()) == 1

@@ -4,7 +4,8 @@
     if any(f.severity == "error" for f in findings): ...
 
 Errors (the spec cannot be used): malformed YAML, unknown keys, unknown actions or rule kinds,
-``every_n_iterations`` not an integer >= 1, a ``criteria_file`` outside its steering directory.
+``every_n_iterations`` not an integer >= 1, a ``criteria_file`` outside its steering directory
+or one that cannot be read (not UTF-8, too big).
 Warnings (it loads, but probably not as meant): a ``criteria_file`` that does not exist, a
 bare judge model name the models registry (``models``, ``models_file``) does not resolve, a
 ``models_file`` that does not exist, a judge setting (``criteria``, ``every_n_iterations``,
@@ -122,6 +123,11 @@ def _warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
                 at("criteria_file"),
             )
         )
+    elif path is not None:
+        try:  # what Runtime(supervisor=spec) reads at once, and refuses if it cannot
+            spec.criteria_text()
+        except SupervisorSpecError as exc:
+            found.append(Finding("error", exc.problem, at("criteria_file")))
     found.extend(_model_warnings(spec, at))
     first: dict[object, int] = {}
     for index, rule in enumerate(spec.rules):
