@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from operator_server import Served
 
-from tinyagents.store.sqlite import SqliteStore
+from tinyagents.store import SqliteStore
 
 
 def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
