@@ -316,6 +316,29 @@ async def test_renew_takes_the_lock_again_when_nobody_took_the_thread(schema: st
         await cp.put(record(0))
 
 
+async def test_renew_takes_every_threads_lock_again_after_the_lease_connection_dropped(
+    schema: str,
+) -> None:
+    """One lease connection holds the locks of every thread a checkpointer writes. When it
+    drops, the first renewal opens a new one; the renewals of the other threads found it
+    open and only read their lease rows, never taking their locks again: another process
+    then took such a thread from its live holder, which failed with ``ThreadBusy`` mid-run."""
+    dsn = postgres_dsn()
+    async with (
+        PostgresCheckpointer(dsn, schema=schema, lease_ttl=0.0) as cp,
+        PostgresCheckpointer(dsn, schema=schema) as other,
+    ):
+        await cp.acquire("t", "me")
+        await cp.acquire("u", "me")
+        await _terminate_lease_connections(schema)
+        await cp.renew("t", "me")  # a new lease connection
+        await cp.renew("u", "me")
+        for thread in ("t", "u"):
+            with pytest.raises(ThreadBusy):
+                await other.acquire(thread, "someone")
+        await cp.put(record(0))
+
+
 async def test_renew_notices_a_lease_row_taken_by_another_owner(
     schema: str, cp: PostgresCheckpointer
 ) -> None:

@@ -143,6 +143,9 @@ class PostgresCheckpointer(Checkpointer):
         self._lease_lock = asyncio.Lock()  # one statement at a time on the lease connection
         self._tokens: dict[str, tuple[str, int]] = {}  # thread -> (owner, fencing token)
         self._renew_after: dict[str, float] = {}
+        #: thread -> the lease connection its lock was taken on: the lock went with that
+        #: connection, so a thread whose lock is on an older one takes it again at renewal.
+        self._locked_on: dict[str, Any] = {}
 
     # -- connection and schema -------------------------------------------------------------
 
@@ -187,6 +190,7 @@ class PostgresCheckpointer(Checkpointer):
             await self._drop_lease_connection()
         self._tokens.clear()
         self._renew_after.clear()
+        self._locked_on.clear()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -432,10 +436,12 @@ class PostgresCheckpointer(Checkpointer):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
                 raise
         self._tokens[thread_id] = (owner, token)
+        self._locked_on[thread_id] = conn
         self._renew_after[thread_id] = time.monotonic() + self.lease_ttl / 2
 
     async def _release_lease(self, thread_id: str, owner: str) -> None:
         self._renew_after.pop(thread_id, None)
+        locked_on = self._locked_on.pop(thread_id, None)
         held = self._tokens.pop(thread_id, None)
         if held is None:
             return
@@ -449,7 +455,8 @@ class PostgresCheckpointer(Checkpointer):
                     thread_id,
                     held[1],
                 )
-                await conn.execute("SELECT pg_advisory_unlock($1)", self._key(thread_id))
+                if conn is locked_on:  # else the lock went with the connection it was on
+                    await conn.execute("SELECT pg_advisory_unlock($1)", self._key(thread_id))
 
     async def _holds(self, thread_id: str, token: int) -> bool:
         rows = await self._fetch(
@@ -463,7 +470,8 @@ class PostgresCheckpointer(Checkpointer):
     async def renew(self, thread_id: str, owner: str) -> None:
         """Check, at most every ``lease_ttl / 2`` seconds, that ``owner`` still holds the
         thread: ``ThreadBusy`` when another writer took it over. A lease connection that
-        dropped is replaced and the lock taken again if nobody took the thread meanwhile."""
+        dropped is replaced and the lock taken again if nobody took the thread meanwhile,
+        also when another thread's acquire or renewal replaced the connection first."""
         held = self._tokens.get(thread_id)
         if held is None or held[0] != owner:
             raise ThreadBusy(thread_id)
@@ -475,7 +483,9 @@ class PostgresCheckpointer(Checkpointer):
         async with self._lease_lock, mapped_errors(f"renew the lease of thread {thread_id}"):
             conn = self._lease_conn
             still = None
-            if conn is not None and not conn.is_closed():
+            if conn is not None and conn is not self._locked_on.get(thread_id):
+                conn = None  # the lock went with an older connection: take it again
+            elif conn is not None and not conn.is_closed():
                 try:
                     still = await conn.fetchval(check, thread_id, held[1], owner)
                 except db_errors() as exc:
@@ -487,6 +497,7 @@ class PostgresCheckpointer(Checkpointer):
                 conn, locked = await self._try_lock(key)
                 if not locked:
                     self._lost(thread_id)
+                self._locked_on[thread_id] = conn
                 still = await conn.fetchval(check, thread_id, held[1], owner)
             if not still:
                 with contextlib.suppress(*db_errors()):
@@ -496,5 +507,6 @@ class PostgresCheckpointer(Checkpointer):
 
     def _lost(self, thread_id: str) -> None:
         self._tokens.pop(thread_id, None)
+        self._locked_on.pop(thread_id, None)
         self._renew_after.pop(thread_id, None)
         raise ThreadBusy(thread_id)
