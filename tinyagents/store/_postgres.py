@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -45,11 +46,25 @@ def may_pass(exc: BaseException) -> bool:
 
     # the pool or connection was closed under the call; no server of the kind asked for
     # (``target_session_attrs``) answers yet, as while a standby is promoted
-    return isinstance(
+    if isinstance(
         exc,
         asyncpg.exceptions.ConnectionDoesNotExistError
         | asyncpg.exceptions.TargetServerAttributeNotMatched,
+    ):
+        return True
+    # A connection the server ended (pg_terminate_backend, a restart) while it sat idle in the
+    # pool fails its next use with one of these, which carry no SQLSTATE nor a type of their
+    # own; the pool replaces the connection, so the same call works again.
+    return (
+        isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError)
+        and _CLOSED_UNDER.search(str(exc)) is not None
     )
+
+
+#: asyncpg's words for a connection closed under a call: "connection is closed", "the
+#: underlying connection is closed", and its protocol still consuming the server's parting
+#: error (state 2, ``PROTOCOL_ERROR_CONSUME``) when the next call begins.
+_CLOSED_UNDER = re.compile(r"connection is closed|another operation \(2\) is in progress")
 
 
 def cause(exc: BaseException) -> BaseException:
