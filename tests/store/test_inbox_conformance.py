@@ -18,7 +18,7 @@ from tinyagents.protocol import (
     SteeringTarget,
 )
 from tinyagents.store import MemoryStore, PostgresStore, SqliteStore, Store
-from tinyagents.store.base import INBOX_RETENTION_S
+from tinyagents.store.base import INBOX_LEASE_S, INBOX_RETENTION_S
 from tinyagents.testkit import EPOCH, FakeClock, use_clock
 
 OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
@@ -229,3 +229,71 @@ async def test_an_unreadable_row_whose_answer_fails_strands_no_readable_item(
         assert await store.inbox_receipt("q-bad") is None
     finally:
         await store.close()
+
+
+async def test_an_item_taken_and_not_answered_is_taken_again_after_its_lease(
+    store: Store,
+) -> None:
+    # The owner took the item and died (or the reply to its take was lost after COMMIT): the
+    # item was never handed out again and its command was lost. A lease lets it go again.
+    clock = FakeClock()
+    with use_clock(clock):
+        await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-1"))
+        assert [i.request_id for i in await store.inbox_take("rt-a")] == ["q-1"]
+        clock.advance(INBOX_LEASE_S - 1)
+        assert await store.inbox_take("rt-a") == []  # within the lease: still the first taker's
+        clock.advance(2)
+        again = await store.inbox_take("rt-a")
+        assert [(i.request_id, i.command) for i in again] == [("q-1", command("c-1"))]
+        assert await store.inbox_take("rt-a") == []  # the new take holds a new lease
+        await store.inbox_answer("q-1", accepted("c-1"))
+        assert await store.inbox_receipt("q-1") == accepted("c-1")
+
+
+async def test_answered_items_are_never_taken_again(store: Store) -> None:
+    clock = FakeClock()
+    with use_clock(clock):
+        await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-1"))
+        await store.inbox_take("rt-a")
+        await store.inbox_answer("q-1", accepted("c-1"))
+        clock.advance(INBOX_LEASE_S * 10)
+        assert await store.inbox_take("rt-a") == []
+        assert await store.inbox_receipt("q-1") == accepted("c-1")
+
+
+async def test_the_new_owner_of_a_run_takes_what_its_dead_owner_left(store: Store) -> None:
+    # A restarted run has a new owner (a new runtime id); the items addressed to the dead one
+    # (taken and never answered, or never taken) go to the run's new owner once their lease
+    # (or, never taken, their age) passes the lease time, and to nobody else.
+    clock = FakeClock()
+    with use_clock(clock):
+        await store.save_runs([snapshot("r-1", owner="rt-dead")])
+        await store.inbox_put(owner="rt-dead", request_id="q-taken", command=command("c-1"))
+        await store.inbox_take("rt-dead")  # ... and dies
+        await store.inbox_put(owner="rt-dead", request_id="q-pending", command=command("c-2"))
+        await store.inbox_put(
+            owner="rt-dead", request_id="q-other", command=command("c-3", run_id="r-2")
+        )
+        await store.save_runs([snapshot("r-1", owner="rt-new")])  # restarted elsewhere
+        assert await store.inbox_take("rt-new") == []  # the dead owner's lease still runs
+        clock.advance(INBOX_LEASE_S + 1)
+        assert await store.inbox_take("rt-stranger") == []
+        taken = await store.inbox_take("rt-new")
+        assert [(i.request_id, i.owner) for i in taken] == [
+            ("q-taken", "rt-new"),
+            ("q-pending", "rt-new"),
+        ]
+        assert await store.inbox_take("rt-new") == []
+        # the new owner holds the lease now; the dead owner's other run was not restarted
+        assert [i.request_id for i in await store.inbox_take("rt-dead")] == ["q-other"]
+
+
+def snapshot(run_id: str, *, owner: str) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "root_run_id": run_id,
+        "tenant_id": "acme",
+        "status": "running",
+        "owner": owner,
+        "created_at": EPOCH.isoformat(),
+    }

@@ -24,6 +24,7 @@ from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
     SteeringReceipt,
+    ThreadTarget,
     dedupe_scope,
 )
 from tinyagents.protocol.state import CommandState
@@ -54,6 +55,14 @@ class InboxItem:
 #: within this long after it was put (its owner died after taking it, or never came back)
 #: goes too: its submitter stopped waiting (``ReceiptTimeout``) long before.
 INBOX_RETENTION_S = 3600.0
+
+#: How long a taken inbox item stays its taker's: one not answered within this long (its
+#: owner died between taking and answering, or the reply to the take was lost after COMMIT)
+#: is handed out again, to its owner or to the new owner of its target run. Taking twice is
+#: safe: the second submit finds the command in the steering log and answers ``duplicate``.
+#: Far above an answer's usual ~50 ms, and above ``RECEIPT_RETRY_S`` (a receipt whose write
+#: fails is retried that long by the owner that took it).
+INBOX_LEASE_S = 30.0
 
 #: What an answer deletes besides, in the SQL backends: ``?1`` is now - INBOX_RETENTION_S
 #: (PostgreSQL spells it ``$1``).
@@ -205,10 +214,15 @@ class Store(ABC):
 
     @abstractmethod
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
-        """Claim up to ``limit`` pending items addressed to ``owner``, oldest first, atomically:
-        two pollers never both get one. A row that no longer reads as a command is answered
-        ``rejected`` with the reason instead of being returned (``answer_unreadable``: an
-        answer that fails is logged, and the batch's other rows are returned all the same)."""
+        """Claim up to ``limit`` items for ``owner``, oldest first, atomically: two pollers
+        never both get one. An item is ``owner``'s when it is addressed to ``owner`` and was
+        never taken, or its lease (``INBOX_LEASE_S`` since its last take, unanswered) ran
+        out; or when it targets a run whose snapshot names ``owner`` and it waited (untaken,
+        or since its last take) longer than ``INBOX_LEASE_S``: the run's dead owner left it.
+        A claimed item is addressed to ``owner`` from then on, under a new lease. A row that
+        no longer reads as a command is answered ``rejected`` with the reason instead of being
+        returned (``answer_unreadable``: an answer that fails is logged, and the batch's other
+        rows are returned all the same)."""
 
     @abstractmethod
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
@@ -267,6 +281,11 @@ def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | Non
     return updates
 
 
+def target_run_id(cmd: SteeringCommand) -> str | None:
+    """The run ``cmd`` targets (None for a thread): whose new owner may take its inbox item."""
+    return None if isinstance(cmd.target, ThreadTarget) else cmd.target.run_id
+
+
 def unreadable_receipt(request_id: str, exc: Exception) -> SteeringReceipt:
     """The answer to an inbox row whose command no longer reads as one."""
     return SteeringReceipt(
@@ -280,7 +299,7 @@ def unreadable_receipt(request_id: str, exc: Exception) -> SteeringReceipt:
 async def answer_unreadable(store: Store, request_id: str, exc: Exception) -> None:
     """Answer an inbox row that ``inbox_take`` took but cannot read (``unreadable_receipt``).
     A failed answer is logged, never raised: the readable rows of the batch are taken too,
-    and a take that raised would strand them (nothing takes a taken row again)."""
+    and a take that raised would strand them until their lease ran out."""
     try:
         await store.inbox_answer(request_id, unreadable_receipt(request_id, exc))
     except StoreError as error:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
@@ -12,12 +12,14 @@ from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
+    INBOX_LEASE_S,
     INBOX_RETENTION_S,
     InboxItem,
     RunKey,
     Store,
     StoredCommand,
     newest_runs,
+    target_run_id,
     terminal_updates,
 )
 
@@ -25,7 +27,8 @@ from tinyagents.store.base import (
 @dataclass(slots=True)
 class _Request:
     item: InboxItem
-    taken: bool = False
+    #: When it was last taken (its lease runs ``INBOX_LEASE_S`` from then); None: never.
+    taken_at: datetime | None = None
     receipt: SteeringReceipt | None = None
     answered_at: datetime | None = None
 
@@ -157,21 +160,36 @@ class MemoryStore(Store):
             self._inbox[request_id] = _Request(item)
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
+        now = _clock.now()
+        expired = now - timedelta(seconds=INBOX_LEASE_S)
         taken: list[InboxItem] = []
         for request in self._inbox.values():
             if len(taken) >= limit:
                 break
-            if not request.taken and request.item.owner == owner:
-                request.taken = True
+            if request.receipt is None and self._claimable(request, owner, expired):
+                request.item = replace(request.item, owner=owner)
+                request.taken_at = now
                 taken.append(request.item)
         return taken
+
+    def _claimable(self, request: _Request, owner: str, expired: datetime) -> bool:
+        """Whether an unanswered ``request`` is ``owner``'s to take (``Store.inbox_take``)."""
+        item = request.item
+        if item.owner == owner and request.taken_at is None:
+            return True
+        if (request.taken_at or item.submitted_at) >= expired:
+            return False
+        if item.owner == owner:
+            return True
+        run = self._runs.get(target_run_id(item.command) or "")
+        return run is not None and run.get("owner") == owner
 
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
         request = self._inbox.get(request_id)
         if request is None:
             return
         now = _clock.now()
-        request.taken, request.receipt, request.answered_at = True, receipt, now
+        request.receipt, request.answered_at = receipt, now
         stale = [
             rid
             for rid, r in self._inbox.items()

@@ -39,6 +39,7 @@ from tinyagents.store._postgres import (
     redacted,
 )
 from tinyagents.store.base import (
+    INBOX_LEASE_S,
     INBOX_RETENTION_S,
     PRUNE_INBOX,
     InboxItem,
@@ -47,6 +48,7 @@ from tinyagents.store.base import (
     StoredCommand,
     answer_unreadable,
     run_key,
+    target_run_id,
     terminal_updates,
     unreadable_reason,
 )
@@ -148,7 +150,30 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX event_batches_written ON event_batches (written_at);
         """,
     ),
+    (
+        5,
+        # A lease on taken inbox items: an item taken and not answered within INBOX_LEASE_S
+        # (its owner died in between) is taken again, by its owner or by the new owner of its
+        # target run, found by the run id the row now carries (read out of the command text
+        # for the rows put before: a regular expression, as for runs.created_at).
+        """
+        ALTER TABLE inbox ADD COLUMN taken_at TIMESTAMPTZ;
+        ALTER TABLE inbox ADD COLUMN run_id TEXT COLLATE "C";
+        UPDATE inbox SET run_id = substring(command from '"target":[{][^}]*"run_id":"([^"]*)"');
+        """,
+    ),
 ]
+
+#: The inbox rows ``$1`` may take (``Store.inbox_take``), ``$2`` being now - INBOX_LEASE_S:
+#: its own never taken, and those unanswered past their lease that are its own or target a
+#: run it now owns (its snapshot's top-level owner, read as text: a cast to JSON fails on an
+#: escaped lone surrogate).
+_TAKEABLE = (
+    "(owner = $1 AND state = 'pending') OR (answered_at IS NULL AND submitted_at < $2"
+    " AND (state = 'pending' OR taken_at IS NULL OR taken_at < $2) AND (owner = $1"
+    " OR EXISTS (SELECT 1 FROM runs WHERE runs.run_id = inbox.run_id"
+    """ AND substring(runs.data from '"owner": "([^"]*)"') = $1)))"""
+)
 
 #: How long a written batch's digest is kept (a retry comes within seconds), and how many
 #: batches are written between two sweeps of the old ones.
@@ -541,24 +566,30 @@ class PostgresStore(Store):
         # and a request id seen before neither changes the row nor wakes anyone.
         await self._fetch(
             f"put inbox request {request_id}",
-            "WITH put AS (INSERT INTO inbox (request_id, owner, state, command, submitted_at)"
-            " VALUES ($1, $2, 'pending', $3, $4) ON CONFLICT (request_id) DO NOTHING"
+            "WITH put AS (INSERT INTO inbox"
+            " (request_id, owner, state, command, submitted_at, run_id)"
+            " VALUES ($1, $2, 'pending', $3, $4, $6) ON CONFLICT (request_id) DO NOTHING"
             " RETURNING owner) SELECT pg_notify($5, owner) FROM put",
             request_id,
             owner,
             command.model_dump_json(),
             _clock.now(),
             self.inbox_channel,
+            target_run_id(command),
         )
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         # SKIP LOCKED: two pollers (in any processes) never claim the same row, nor wait.
+        now = _clock.now()
         rows = await self._fetch(
             f"take the inbox of {owner}",
-            "UPDATE inbox SET state = 'taken' WHERE request_id IN (SELECT request_id FROM inbox"
-            " WHERE owner = $1 AND state = 'pending' ORDER BY seq LIMIT $2"
-            " FOR UPDATE SKIP LOCKED) RETURNING seq, request_id, command, submitted_at",
+            "UPDATE inbox SET state = 'taken', owner = $1, taken_at = $3"
+            f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
+            " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
+            " RETURNING seq, request_id, command, submitted_at",
             owner,
+            now - timedelta(seconds=INBOX_LEASE_S),
+            now,
             max(limit, 0),
         )
         items: list[InboxItem] = []

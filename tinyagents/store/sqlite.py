@@ -21,6 +21,7 @@ from tinyagents.events.models import Event, parse_event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
+    INBOX_LEASE_S,
     INBOX_RETENTION_S,
     PRUNE_INBOX,
     InboxItem,
@@ -29,6 +30,7 @@ from tinyagents.store.base import (
     StoredCommand,
     answer_unreadable,
     run_key,
+    target_run_id,
     terminal_updates,
     unreadable_reason,
 )
@@ -150,7 +152,32 @@ MIGRATIONS: list[tuple[int, str]] = [
         COMMIT;
         """,
     ),
+    (
+        5,
+        # A lease on taken inbox items: an item taken and not answered within INBOX_LEASE_S
+        # (its owner died in between) is taken again, by its owner or by the new owner of its
+        # target run, found by the run id the row now carries (read out of the command for
+        # the rows put before).
+        """
+        BEGIN;
+        ALTER TABLE inbox ADD COLUMN taken_at TEXT;
+        ALTER TABLE inbox ADD COLUMN run_id TEXT;
+        UPDATE inbox SET run_id = json_extract(command, '$.target.run_id')
+            WHERE json_valid(command);
+        COMMIT;
+        """,
+    ),
 ]
+
+#: The inbox rows ``?1`` may take (``Store.inbox_take``), ``?2`` being now - INBOX_LEASE_S:
+#: its own never taken, and those unanswered past their lease that are its own or target a
+#: run it now owns (a CASE, as json_extract raises on a damaged snapshot).
+_TAKEABLE = (
+    "(owner = ?1 AND state = 'pending') OR (answered_at IS NULL AND submitted_at < ?2"
+    " AND (state = 'pending' OR taken_at IS NULL OR taken_at < ?2) AND (owner = ?1"
+    " OR EXISTS (SELECT 1 FROM runs WHERE runs.run_id = inbox.run_id AND CASE"
+    " WHEN json_valid(runs.data) THEN json_extract(runs.data, '$.owner') END = ?1)))"
+)
 
 
 def events_query(
@@ -514,26 +541,34 @@ class SqliteStore(Store):
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         await self._write(
-            "INSERT INTO inbox (request_id, owner, state, command, submitted_at)"
-            " VALUES (?, ?, 'pending', ?, ?) ON CONFLICT(request_id) DO NOTHING",
-            (request_id, owner, command.model_dump_json(), _clock.now().isoformat()),
+            "INSERT INTO inbox (request_id, owner, state, command, submitted_at, run_id)"
+            " VALUES (?, ?, 'pending', ?, ?, ?) ON CONFLICT(request_id) DO NOTHING",
+            (
+                request_id,
+                owner,
+                command.model_dump_json(),
+                _clock.now().isoformat(),
+                target_run_id(command),
+            ),
             what=f"put inbox request {request_id}",
         )
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
+        now = _clock.now()
+        expired = (now - timedelta(seconds=INBOX_LEASE_S)).isoformat()
         # A read first: an empty inbox (the usual answer to a poll) costs no write lock.
         async with self._reading(
-            "SELECT 1 FROM inbox WHERE owner = ? AND state = 'pending' LIMIT 1", (owner,)
+            f"SELECT 1 FROM inbox WHERE {_TAKEABLE} LIMIT 1", (owner, expired)
         ) as cur:
             if await cur.fetchone() is None:
                 return []
         # One UPDATE ... RETURNING: SQLite runs it under the write lock of the file, so two
         # pollers (in any processes) never claim the same row.
         rows = await self._write_returning(
-            "UPDATE inbox SET state = 'taken' WHERE request_id IN (SELECT request_id FROM inbox"
-            " WHERE owner = ? AND state = 'pending' ORDER BY rowid LIMIT ?)"
-            " RETURNING rowid, request_id, command, submitted_at",
-            (owner, limit),
+            "UPDATE inbox SET state = 'taken', owner = ?1, taken_at = ?3"
+            f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
+            " ORDER BY rowid LIMIT ?4) RETURNING rowid, request_id, command, submitted_at",
+            (owner, expired, now.isoformat(), limit),
             what=f"take the inbox of {owner}",
         )
         items: list[InboxItem] = []
