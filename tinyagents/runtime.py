@@ -366,7 +366,10 @@ class Runtime:
 
         A receipt that cannot be written is kept and written again at the next calls, for
         ``RECEIPT_RETRY_S`` (its command is not submitted again); the rest of the batch is
-        submitted and answered all the same. Only a failed take raises."""
+        submitted and answered all the same. Only a failed take raises. An item left
+        unanswered (this pass died, or its receipt was dropped) is taken again once its lease
+        (``INBOX_LEASE_S``) runs out: its command is submitted again and answered
+        ``duplicate``, applied once."""
         items = await self.store.inbox_take(self.runtime_id)
         for item in items:
             cmd = item.command
