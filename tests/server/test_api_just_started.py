@@ -14,19 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from operator_server import BASE
 
 from tests.holds import snapshot_writes_held
 from tests.slow_agent import slow_agent
 from tinyagents import RunStatus, Runtime, SteeringKind
+from tinyagents.cli import main
 from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.server.demo import refund_graph
 from tinyagents.server.runs_cli import StoreClient
+from tinyagents.steering.remote import LISTING_WAIT_S
 from tinyagents.store import SqliteStore
 
 #: Short enough for a quick test, long enough for the held write to be released inside it.
@@ -138,3 +143,35 @@ async def test_the_store_cli_steers_a_run_as_soon_as_another_runtime_starts_it(
             await handle.result()
     finally:
         await store.close()
+
+
+async def test_the_store_cli_approves_a_graph_run_as_soon_as_another_runtime_starts_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tinyagents runs approve RUN --store URL`` reads the run's pending interrupts before
+    it answers one: it read them once, so a run not in the store yet was "not found" (exit 1)
+    while ``pause`` waited for it. It now waits the same listing wait; an unknown run is
+    still refused after it, as before."""
+    db = tmp_path / "runs.db"
+    owner = Runtime(store=SqliteStore(db))
+    where = ["--store", f"sqlite:///{db}", "--json"]
+    async with owner:
+        async with snapshot_writes_held(owner.store):
+            handle = await owner.start_graph(
+                refund_graph(), {"invoice": "#7", "amount": "5 EUR"}, thread_id="refund-7"
+            )
+            await until(lambda: owner.live_snapshots([handle.run_id])[0]["interrupts"])
+            capsys.readouterr()
+            sent = asyncio.create_task(
+                asyncio.to_thread(main, ["runs", "approve", handle.run_id, *where])
+            )
+            done, _ = await asyncio.wait([sent], timeout=0.3)
+            assert not done, capsys.readouterr()  # it looked, found nothing, waits
+        assert await sent == 0, capsys.readouterr()
+        assert json.loads(capsys.readouterr().out)["status"] == "accepted"
+        assert (await handle.result()).output["decision"] == "refunded"
+
+        began = time.monotonic()
+        code = await asyncio.to_thread(main, ["runs", "approve", "r-nowhere", *where])
+        assert code == 1 and json.loads(capsys.readouterr().out)["error"] == "not found"
+        assert time.monotonic() - began >= LISTING_WAIT_S

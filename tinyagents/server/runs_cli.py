@@ -203,6 +203,11 @@ class Client(Protocol):
         ...
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
+    async def listed_run(self, run_id: str) -> dict[str, Any] | None:
+        """``get_run`` for a run about to be sent a command: one another process has just
+        started is waited for (as the command itself is) before it is "not found"."""
+        ...
+
     async def tree(self, run_id: str) -> dict[str, Any] | None: ...
     async def command(
         self,
@@ -296,7 +301,7 @@ async def _command_of(
     if action != "approve":
         kinds = {"pause": SteeringKind.PAUSE, "resume": SteeringKind.RESUME}
         return kinds.get(action, SteeringKind.CANCEL), payload, None
-    snap = await client.get_run(args.run_id)
+    snap = await client.listed_run(args.run_id)
     if snap is None:
         return None, {}, None
     pending = snap.get("interrupts") or []
@@ -416,6 +421,9 @@ class StoreClient:
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         return await self.control.get_run(run_id, tenant_id=self.tenant_id)
 
+    async def listed_run(self, run_id: str) -> dict[str, Any] | None:
+        return await self.control.listed_run(run_id, tenant_id=self.tenant_id)
+
     async def tree(self, run_id: str) -> dict[str, Any] | None:
         return await self.control.tree(run_id, tenant_id=self.tenant_id)
 
@@ -505,6 +513,9 @@ class HttpClient:
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}")
         return None if self._run_not_found(code, data) else _ok(code, data)
+
+    async def listed_run(self, run_id: str) -> dict[str, Any] | None:
+        return await self.get_run(run_id)  # the server's reads answer what is there, at once
 
     async def tree(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}/tree")
