@@ -89,6 +89,24 @@ def test_cli_a_blank_correlation_id_is_refused_not_replaced(tmp_path: Path, blan
         assert "--correlation-id" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_cli_a_blank_run_in_attenuate_is_refused(tmp_path: Path, blank: str) -> None:
+    # it made a token limited to a run named "" (a check no run passes), handed over as if
+    # it were narrowed to the run the operator meant: an unset variable, as for the id above
+    minted = tinyagents(
+        "token", "mint", "--tenant", "a", "--user", "u", "--key-file", "k", cwd=tmp_path
+    )  # fmt: skip
+    assert minted.returncode == 0, minted.stderr
+    done = tinyagents(
+        "token", "attenuate", minted.stdout.strip(), "--run", blank, "--key-file", "k",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "--run" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stdout == ""
+
+
 def test_cli_an_unknown_status_is_refused_by_the_parser(tmp_path: Path) -> None:
     (tmp_path / "runs.db").touch()
     done = tinyagents(

@@ -342,6 +342,10 @@ def _narrowed(parsed: Any, observe_only: bool, run_id: str | None, ttl_s: float 
     if observe_only:
         block.add_code('check if operation("observe");')
     if run_id is not None:
+        if not run_id.strip():  # a check no run passes, handed over as if it were narrowed
+            raise ConfigurationError(
+                "a blank run id (--run): give the run the token is for, or leave it out"
+            )
         _check_text(run_id, "run id")
         block.add_code("check if within({run});", {"run": run_id})
     if ttl_s is not None:
