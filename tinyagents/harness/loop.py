@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents import _clock
@@ -359,9 +359,7 @@ class AgentRun(RunDriver):
         streamed, self._streamed_ids = self._streamed_ids, {}
         calls: list[ToolCall] = []
         for index, call in enumerate(response.tool_calls):
-            own = streamed.get(index, call.id)
-            if not own or own in seen:
-                own = _clock.new_id("call")
+            own = _fresh_call_id(streamed.get(index, call.id), seen)
             if own != call.id:
                 call = dataclasses.replace(call, id=own)
             seen.add(own)
@@ -381,9 +379,8 @@ class AgentRun(RunDriver):
         async for chunk in self.agent.model.stream(request):
             index = chunk.tool_call_index
             if index is not None and index not in named and (chunk.tool_call_id or chunk.tool_name):
-                call_id = chunk.tool_call_id
-                if not call_id or call_id in self._call_ids or call_id in for_this:
-                    call_id = _clock.new_id("call")
+                call_id = _fresh_call_id(chunk.tool_call_id, self._call_ids, for_this)
+                if call_id != chunk.tool_call_id:
                     chunk = dataclasses.replace(chunk, tool_call_id=call_id)
                 named[index] = call_id
                 for_this.add(call_id)
@@ -725,6 +722,13 @@ class AgentRun(RunDriver):
         async with subscribe_run(self.runtime, self.info.run_id) as events:
             async for event in run_events(events, self.handle, only_deltas=only_deltas):
                 yield event
+
+
+def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
+    """``call_id``, or a new one where it is empty or one of ``taken`` holds it already."""
+    if not call_id or any(call_id in ids for ids in taken):
+        return _clock.new_id("call")
+    return call_id
 
 
 def _refuse_cut_off_calls(response: ModelResponse, request: ModelRequest) -> None:

@@ -376,12 +376,12 @@ class SqliteStore(Store):
                     rows = list(await cursor.fetchall())
                 await db.commit()
                 return rows
-            except (sqlite3.Error, ValueError) as exc:
-                with contextlib.suppress(sqlite3.Error, ValueError):
-                    await db.rollback()
-                raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
-            except BaseException:
-                await _undo_cancelled(db)
+            except BaseException as exc:
+                await _roll_back(db)
+                if isinstance(exc, sqlite3.Error | ValueError):  # UnicodeEncodeError is one
+                    raise StoreError(
+                        f"SQLite store {self.path!r}: could not {what}: {exc}"
+                    ) from exc
                 raise
 
     async def _transaction(
@@ -399,12 +399,12 @@ class SqliteStore(Store):
                         cursor = await db.execute(sql, args)
                 await db.commit()
                 return cursor
-            except (sqlite3.Error, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-                with contextlib.suppress(sqlite3.Error, ValueError):
-                    await db.rollback()
-                raise StoreError(f"SQLite store {self.path!r}: could not {what}: {exc}") from exc
-            except BaseException:
-                await _undo_cancelled(db)
+            except BaseException as exc:
+                await _roll_back(db)
+                if isinstance(exc, sqlite3.Error | ValueError):  # UnicodeEncodeError is one
+                    raise StoreError(
+                        f"SQLite store {self.path!r}: could not {what}: {exc}"
+                    ) from exc
                 raise
 
     async def append_events(self, events: list[Event]) -> None:
@@ -617,12 +617,13 @@ class SqliteStore(Store):
         return SteeringReceipt.model_validate_json(row[0])
 
 
-async def _undo_cancelled(db: aiosqlite.Connection) -> None:
-    """Roll back a write whose caller was cancelled (or interrupted) while its statements ran
-    on the connection's thread, which finishes them all the same: left in its transaction,
-    the next write's COMMIT would carry them along. A COMMIT already under way wins (the
-    write is then durable, as a write whose reply was lost). The ROLLBACK is queued on the
-    thread as this is awaited, ahead of any later write, even if the wait is cancelled again."""
+async def _roll_back(db: aiosqlite.Connection) -> None:
+    """Roll back a write that failed, or whose caller was cancelled (or interrupted) while its
+    statements ran on the connection's thread, which finishes them all the same: left in its
+    transaction, the next write's COMMIT would carry them along. A COMMIT already under way
+    wins (the write is then durable, as a write whose reply was lost). The ROLLBACK is queued
+    on the thread as this is awaited, ahead of any later write, even if the wait is cancelled
+    again."""
     with contextlib.suppress(sqlite3.Error, ValueError):
         await db.rollback()
 
