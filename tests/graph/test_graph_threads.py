@@ -40,6 +40,37 @@ async def test_get_state_and_history(checkpointer: Checkpointer) -> None:
         await graph.get_state("t", "no-such-checkpoint")
 
 
+async def test_history_before_and_filter_as_langgraphs_get_state_history(
+    checkpointer: Checkpointer,
+) -> None:
+    """LangGraph's ``get_state_history(config, before=, filter=, limit=)``: the checkpoints
+    older than ``before``, those whose metadata holds every item of ``filter``, and ``limit``
+    counted after both."""
+    graph = chain("a", "b", "c").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    everything = await graph.history("t")
+    assert [h.step for h in everything] == [3, 2, 1, 0, -1]
+    ids = [h.checkpoint_id for h in everything]
+
+    older = await graph.history("t", before=ids[1])
+    assert [h.checkpoint_id for h in older] == ids[2:]
+    assert [h.step for h in await graph.history("t", before=ids[1], limit=2)] == [1, 0]
+    assert await graph.history("t", before=ids[-1]) == []
+
+    loops = await graph.history("t", filter={"source": "loop"})
+    assert [h.step for h in loops] == [3, 2, 1, 0]
+    assert [h.step for h in await graph.history("t", filter={"source": "loop", "step": 1})] == [1]
+    assert await graph.history("t", filter={"source": "update"}) == []
+    assert await graph.history("t", filter={"no_such_key": None}) == everything
+    assert [h.step for h in await graph.history("t", filter={"source": "loop"}, limit=1)] == [3]
+    assert [h.step for h in await graph.history("t", before=ids[0], filter={"step": 0})] == [0]
+
+    with pytest.raises(UnknownTargetError, match="no checkpoint 'nope'"):
+        await graph.history("t", before="nope")
+    with pytest.raises(TypeError, match="filter"):
+        await graph.history("t", filter=[("source", "loop")])  # type: ignore[arg-type]
+
+
 class FailsAfterInput(MemoryCheckpointer):
     """A store that fails once, on the write after an input's own checkpoint: a run stopped
     between saving its input and its first step."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -214,11 +214,22 @@ class CompiledGraph(GraphCore):
         return await threads.get_state(self, thread_id, checkpoint_id, subgraphs=subgraphs)
 
     async def history(
-        self, thread_id: str, *, limit: int | None = None, ns: str = ""
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        ns: str = "",
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,  # LangGraph's name for it
     ) -> list[CheckpointInfo]:
         """The thread's checkpoints, newest first (values via ``get_state(checkpoint_id=)``);
-        with ``ns`` (an ``Interrupt.ns``, a ``StateSnapshot.ns``) a sub-graph's."""
-        return await threads.history(self, thread_id, limit=limit, ns=ns)
+        with ``ns`` (an ``Interrupt.ns``, a ``StateSnapshot.ns``) a sub-graph's. As
+        LangGraph's ``get_state_history``: ``before`` (a checkpoint id of the thread) keeps
+        the older ones only, ``filter`` those whose ``metadata`` holds each of its items,
+        and ``limit`` counts what is left."""
+        return await threads.history(
+            self, thread_id, limit=limit, ns=ns, before=before, filter=filter
+        )
 
     async def update_state(
         self,

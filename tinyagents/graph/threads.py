@@ -7,7 +7,7 @@ to apply a command made against an older checkpoint on a fork of the thread.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
@@ -35,7 +35,7 @@ from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskSta
 from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
-    from tinyagents.store.checkpoint.base import Checkpointer
+    from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord
 
 
 def require_checkpointer(graph: GraphCore, what: str) -> Checkpointer:
@@ -220,26 +220,52 @@ def _filled(cell: Any) -> bool:
 
 
 async def history(
-    graph: GraphCore, thread_id: str, *, limit: int | None = None, ns: str = ""
+    graph: GraphCore,
+    thread_id: str,
+    *,
+    limit: int | None = None,
+    ns: str = "",
+    before: str | None = None,
+    filter: Mapping[str, Any] | None = None,  # LangGraph's name for it
 ) -> list[CheckpointInfo]:
-    """The thread's checkpoints, newest first (of a sub-graph's namespace with ``ns``)."""
+    """The thread's checkpoints, newest first (of a sub-graph's namespace with ``ns``): only
+    those older than the checkpoint ``before`` and whose metadata holds every item of
+    ``filter``, at most ``limit`` of them (counted after both)."""
     cp = require_checkpointer(graph, "history")
     check_id(thread_id, "thread_id")
-    return [
-        CheckpointInfo(
-            checkpoint_id=r.checkpoint_id,
-            parent_id=r.parent_id,
-            step=r.step,
-            source=r.source,
-            snapshot=r.snapshot,
-            next=_next_saved(graph, r.frontier),
-            written=tuple(r.written),
-            tasks=tuple(r.tasks),
-            created_at=r.created_at,
-            metadata={**r.metadata, "source": r.source, "step": r.step},
-        )
-        for r in await cp.list(thread_id, ns, limit=limit)
-    ]
+    if filter is not None and not isinstance(filter, Mapping):
+        raise TypeError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
+    if before is None and not filter:
+        return [_info(graph, r) for r in await cp.list(thread_id, ns, limit=limit)]
+    records = await cp.list(thread_id, ns)
+    if before is not None:
+        at = next((i for i, r in enumerate(records) if r.checkpoint_id == before), None)
+        if at is None:
+            raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {before!r}")
+        records = records[at + 1 :]
+    found = []
+    for record in records:
+        if limit is not None and len(found) >= limit:
+            break
+        info = _info(graph, record)
+        if not filter or all(info.metadata.get(k) == v for k, v in filter.items()):
+            found.append(info)
+    return found
+
+
+def _info(graph: GraphCore, r: CheckpointRecord) -> CheckpointInfo:
+    return CheckpointInfo(
+        checkpoint_id=r.checkpoint_id,
+        parent_id=r.parent_id,
+        step=r.step,
+        source=r.source,
+        snapshot=r.snapshot,
+        next=_next_saved(graph, r.frontier),
+        written=tuple(r.written),
+        tasks=tuple(r.tasks),
+        created_at=r.created_at,
+        metadata={**r.metadata, "source": r.source, "step": r.step},
+    )
 
 
 async def update_state(
