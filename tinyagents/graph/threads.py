@@ -243,7 +243,7 @@ async def history(
         if at is None:
             raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {before!r}")
         records = records[at + 1 :]
-    found = []
+    found: list[CheckpointInfo] = []
     for record in records:
         if limit is not None and len(found) >= limit:
             break
