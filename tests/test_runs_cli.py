@@ -267,6 +267,31 @@ def test_approve_a_pending_interrupt_through_a_store(
         graph_owner.stop()
 
 
+def test_approve_through_the_tasks_own_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `runs list` shows the waiting task's entry (gt-...) as `interrupted`: approving it said
+    # it had no pending interrupt (the graph run holds them), and a command sent to it stayed
+    # `accepted` on the entry, which has no loop, until the graph ended
+    graph_owner = Owner(tmp_path, mode="own-graph")
+    try:
+        where = ["--store", graph_owner.url]
+        deadline = time.monotonic() + 20
+        while True:
+            _, listed = runs_json(capsys, "list", *where, "--root", graph_owner.run_id)
+            entries = [r for r in listed if r["task_id"] and r["status"] == "interrupted"]
+            if entries or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        (entry,) = entries
+        code, receipt = runs_json(capsys, "approve", entry["run_id"], *where, "--value", '"ok"')
+        assert code == 0 and receipt["status"] == "accepted", receipt
+        assert receipt["run_id"] == graph_owner.run_id
+        assert graph_owner.result()["output"]["decision"] == "refunded"
+    finally:
+        graph_owner.stop()
+
+
 async def cli(*argv: str, token: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         CLI,

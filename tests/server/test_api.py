@@ -255,6 +255,38 @@ async def test_aborting_a_graph_tasks_own_entry_cancels_that_task(served: Served
     assert [e.correlation_id for e in applied] == [r.json()["correlation_id"]]
 
 
+async def test_a_task_command_sent_to_the_tasks_own_entry_answers_its_interrupt(
+    served: Served,
+) -> None:
+    # `runs list` shows a task's entry (gt-...) as `interrupted`: a task command sent under
+    # it was accepted as a command to a graph run of that id, which has no loop, and stayed
+    # `accepted` forever while the question went unanswered
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    run = await served.runtime.start_graph(
+        compiled, {"amount": "12 EUR"}, thread_id="refund-3", tenant_id="acme"
+    )
+
+    async def asked() -> Any:
+        r = await call(served, "alice", "GET", f"{BASE}/runs/{run.run_id}")
+        return r.json().get("interrupts")
+
+    (pending,) = await eventually(asked)
+    (entry,) = served.runtime.runs.tree.children(run.run_id)
+    assert entry.task_id == pending["task_id"]
+    other_task = f"{BASE}/runs/{entry.run_id}/tasks/t-other/commands"
+    r = await call(served, "alice", "POST", other_task, {"kind": "approve", "payload": {}})
+    assert r.status_code == 404 and "task not found" in r.json()["message"], r.text
+    path = f"{BASE}/runs/{entry.run_id}/tasks/{entry.task_id}/commands"
+    body = {"kind": "approve", "payload": {"interrupt_id": pending["id"], "value": "yes"}}
+    r = await call(served, "alice", "POST", path, body)
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+    result = await run.result()
+    assert result.status.value == "completed"
+    assert result.output["answer"] == {"approved": True, "value": "yes"}
+    assert served.runtime.open_commands() == []
+
+
 async def test_steer_body_rules_422_and_400(served: Served) -> None:
     run = await served.start_run("acme")
     path = f"{BASE}/runs/{run.run_id}/steer"

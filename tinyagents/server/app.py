@@ -57,18 +57,16 @@ from tinyagents.errors import (
     StoreError,
 )
 from tinyagents.protocol.commands import (
-    AnyTarget,
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringPriority,
     SteeringReceipt,
-    SteeringTarget,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
-from tinyagents.server.control import MAX_CURSOR, decode_cursor
+from tinyagents.server.control import MAX_CURSOR, command_target, decode_cursor
 from tinyagents.server.loopback import LoopbackOnly
 from tinyagents.server.sse import event_stream
 
@@ -461,14 +459,13 @@ class OperatorApi:
                 f"task not found: run {run_id} is an agent run, which has no graph tasks "
                 f"(send the command to /runs/{run_id}/commands)",
             )
-        if task_id is not None:
-            target: AnyTarget = SteeringTarget.graph_task(run_id, task_id)
-        elif _task_entry(snap):
-            # a graph task's own entry in the tree (the console's task row) has no loop of its
-            # own to take a command: its graph runs it, as the command to that task
-            target = SteeringTarget.graph_task(snap["parent_run_id"], snap["task_id"])
-        else:
-            target = SteeringTarget.agent_run(run_id)
+        target = command_target(snap, task_id)
+        if target is None:
+            raise Problem(
+                404,
+                f"task not found: run {run_id} is the entry of task {snap['task_id']} of graph "
+                f"run {snap['parent_run_id']} (send its commands to /runs/{run_id}/commands)",
+            )
         try:
             cmd = SteeringCommand(
                 target=target,
@@ -491,15 +488,6 @@ class OperatorApi:
         if status == 404:
             raise Problem(404, receipt.reason or NOT_FOUND, extra={"receipt": body})
         return status, body
-
-
-def _task_entry(snap: dict[str, Any]) -> bool:
-    """Whether a run's snapshot is a graph task's entry in the tree (not a run of its own)."""
-    return (
-        snap.get("kind") == "graph"
-        and bool(snap.get("task_id"))
-        and bool(snap.get("parent_run_id"))
-    )
 
 
 def _receipt_status(receipt: SteeringReceipt) -> int:

@@ -32,8 +32,10 @@ from tinyagents.distributed import RedisControl
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, RuntimeClosed
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.protocol.commands import (
+    AnyTarget,
     SteeringCommand,
     SteeringReceipt,
+    SteeringTarget,
     ThreadTarget,
     dedupe_scope,
     sender_tenant,
@@ -458,6 +460,34 @@ class Control:
         return await submit_through_store(
             self.store, cmd, timeout_s=self.receipt_timeout_s, listing_wait_s=listing_wait_s
         )
+
+
+def command_target(snap: dict[str, Any], task_id: str | None = None) -> AnyTarget | None:
+    """The target of a command sent to the run of ``snap`` (to its task ``task_id`` if
+    given); None when ``task_id`` is no task of that run.
+
+    A graph task's own entry in the run tree (``gt-...``, the console's task row, listed
+    ``interrupted`` while its question waits) has no loop to take a command: its graph runs
+    it, so a command to the entry, or to the entry's task, goes to that task of its graph
+    run. A command queued on the entry itself would stay ``accepted`` until the graph ended.
+    """
+    run_id = snap["run_id"]
+    if task_entry(snap):
+        if task_id is not None and task_id != snap["task_id"]:
+            return None
+        return SteeringTarget.graph_task(snap["parent_run_id"], snap["task_id"])
+    if task_id is not None:
+        return SteeringTarget.graph_task(run_id, task_id)
+    return SteeringTarget.agent_run(run_id)
+
+
+def task_entry(snap: dict[str, Any]) -> bool:
+    """Whether a run's snapshot is a graph task's entry in the tree (not a run of its own)."""
+    return (
+        snap.get("kind") == "graph"
+        and bool(snap.get("task_id"))
+        and bool(snap.get("parent_run_id"))
+    )
 
 
 def _holds(runtime: Runtime, cmd: SteeringCommand) -> bool:

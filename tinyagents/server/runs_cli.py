@@ -35,7 +35,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.info import RunStatus
-from tinyagents.server.control import Control, decode_cursor
+from tinyagents.server.control import Control, command_target, decode_cursor, task_entry
 from tinyagents.store.open import open_store
 
 #: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
@@ -305,6 +305,12 @@ async def _command_of(
     if snap is None:
         return None, {}, None
     pending = snap.get("interrupts") or []
+    if task_entry(snap) and not pending:
+        # a graph task's entry (listed `interrupted`): its graph run holds its questions
+        graph = await client.listed_run(snap["parent_run_id"])
+        asks = (graph or {}).get("interrupts") or []
+        pending = [i for i in asks if i.get("task_id") == snap["task_id"]]
+        snap = {**snap, "interrupts": pending}
     if snap.get("kind", "agent") != "graph" and not pending:
         raise CliError(
             f"run {args.run_id} is an agent run: it has no interrupts to answer (only graph "
@@ -436,17 +442,16 @@ class StoreClient:
         task_id: str | None = None,
         correlation_id: str | None = None,
     ) -> dict[str, Any]:
-        tenant = self.tenant_id
-        if tenant is None:  # the store's admin acts in the run's own tenant
-            # (a run another process started a moment ago is waited for, as it is below)
-            snap = await self.control.listed_run(run_id, tenant_id=None)
-            tenant = snap["tenant_id"] if snap is not None else "default"
+        # (a run another process started a moment ago is waited for, as it is below)
+        snap = await self.control.listed_run(run_id, tenant_id=self.tenant_id)
+        # the store's admin acts in the run's own tenant
+        tenant = self.tenant_id or (snap["tenant_id"] if snap is not None else "default")
+        # a graph task's entry takes its commands as that task of its graph run
+        target = command_target(snap, task_id) if snap is not None else None
+        if target is None and task_id is not None:
+            target = SteeringTarget.graph_task(run_id, task_id)
         cmd = SteeringCommand(
-            target=(
-                SteeringTarget.graph_task(run_id, task_id)
-                if task_id is not None
-                else SteeringTarget.agent_run(run_id)
-            ),
+            target=target or SteeringTarget.agent_run(run_id),
             actor=SteeringActor.human(self.user, tenant_id=tenant, scopes=["agent:control"]),
             kind=kind,
             payload=payload,
