@@ -113,6 +113,24 @@ async def base_url() -> AsyncIterator[str]:
             control.close()
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS"])
+@pytest.mark.parametrize("path", ["/", "/console.js", "/index.html"])
+async def test_a_wrong_method_on_the_console_names_the_methods_it_takes(
+    base_url: str, method: str, path: str
+) -> None:
+    import httpx
+
+    # the 405 of the console's files had an empty `Allow:`, which tells a client (and a
+    # proxy) that no method at all is taken there
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        r = await client.request(method, path)
+        assert r.status_code == 405, r.text
+        assert r.headers["allow"] == "GET, HEAD"
+        assert r.json()["message"]
+        for other in r.headers["allow"].split(", "):
+            assert (await client.request(other, path)).status_code == 200
+
+
 async def test_the_app_serves_the_console_at_the_root(base_url: str) -> None:
     import httpx
 

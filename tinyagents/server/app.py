@@ -637,7 +637,7 @@ def create_app(
     from fastapi.responses import JSONResponse, StreamingResponse
     from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
     from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.routing import Match, Route
+    from starlette.routing import Match, Mount, Route
 
     api = OperatorApi(control, auth)
     app = FastAPI(
@@ -720,6 +720,8 @@ def create_app(
         for route in (*router.routes, *app.router.routes):  # the API's, the probes', docs
             if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
                 methods |= route.methods or set()
+            elif isinstance(route, Mount) and route.matches(request.scope)[0] is Match.FULL:
+                methods |= {"GET", "HEAD"}  # the console's files (StaticFiles takes these)
         return sorted(methods)
 
     def _without_slash(request: Request) -> str | None:
