@@ -138,6 +138,38 @@ async def test_cli_a_run_id_is_one_path_segment_over_http(served: Served) -> Non
     assert served.runtime.steering_history(b.run_id) == []
 
 
+async def test_cli_takes_the_api_url_serve_prints_and_never_calls_a_wrong_url_not_found(
+    served: Served,
+) -> None:
+    """``serve`` prints ``API: http://HOST:PORT/api/agents``: given as ``--url`` it found no
+    run at all ("not found: run r-...", exit 1, and a command "rejected") for runs that
+    exist, as did any --url whose path is not the server's root."""
+    run = await served.start_run("acme")
+    env = {**os.environ, "TINYAGENTS_TOKEN": served.tokens["alice"], "COLUMNS": "200"}
+
+    async def cli(*argv: str) -> tuple[int | None, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tinyagents.cli", "runs", *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, err = await proc.communicate()
+        return proc.returncode, out.decode(), err.decode()
+
+    for url in (f"{served.url}/api/agents", f"{served.url}/api/agents/"):
+        code, out, err = await cli("show", run.run_id, "--url", url, "--json")
+        assert code == 0 and run.run_id in out, (url, out, err)
+        code, out, err = await cli("pause", run.run_id, "--url", url)
+        assert code == 0 and "accepted" in out, (url, out, err)
+    for url in (f"{served.url}/console", f"{served.url}/api"):
+        for argv in (("show", run.run_id), ("steer", run.run_id, "hi"), ("list",)):
+            code, out, err = await cli(*argv, "--url", url)
+            assert code == 2 and "not found" not in out, (url, argv, out, err)
+            assert "--url" in err, (url, argv, err)
+    paused = [e.type for e in served.runtime.steering_history(run.run_id)]
+    assert paused.count("steering.accepted") == 2, paused
+
+
 @pytest.mark.parametrize("timeout", ["nan", "-10", "0", "inf", "soon"])
 def test_cli_a_timeout_that_is_no_positive_number_is_refused(tmp_path: Path, timeout: str) -> None:
     done = tinyagents(

@@ -465,7 +465,9 @@ class HttpClient:
     """Talks to a tinyagents server's operator API with a bearer token."""
 
     def __init__(self, url: str, token: str, *, timeout_s: float) -> None:
-        self.base = url.rstrip("/") + API_BASE
+        root = url.rstrip("/")
+        # the API's own address (serve prints it as "API: http://HOST:PORT/api/agents")
+        self.base = root if root.endswith(API_BASE) else root + API_BASE
         self.headers = {"Authorization": f"Bearer {token}"}
         self.timeout_s = timeout_s
 
@@ -510,6 +512,8 @@ class HttpClient:
             if v is not None
         }
         code, data, links = await self._request_links("GET", "/runs", params=params)
+        if code == 404 and isinstance(data, dict) and _no_such_path(data):
+            raise self._wrong_url(code, data)
         runs = _ok(code, data)
         following = parse_qs(urlsplit(links.get("next", {}).get("url", "")).query)
         cursors = following.get("cursor") or []
@@ -517,25 +521,35 @@ class HttpClient:
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}")
-        return None if self._run_not_found(code, data) else _ok(code, data)
+        return None if self._run_not_found(code, data, run_id) else _ok(code, data)
 
     async def listed_run(self, run_id: str) -> dict[str, Any] | None:
         return await self.get_run(run_id)  # the server's reads answer what is there, at once
 
     async def tree(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}/tree")
-        return None if self._run_not_found(code, data) else _ok(code, data)
+        return None if self._run_not_found(code, data, run_id) else _ok(code, data)
 
-    def _run_not_found(self, code: int, data: Any) -> bool:
-        """A 404 of this API (its JSON error body): the run is not there. Any other 404 (a
-        server that is not a tinyagents one, a wrong --url path) is no answer at all."""
+    def _run_not_found(self, code: int, data: Any, run_id: str) -> bool:
+        """A 404 of this API about the run: it is not there. A 404 for the path itself (no
+        such endpoint: --url is not the server's root) or without the API's body (a server
+        that is not a tinyagents one) is no answer at all: "not found" would say the run does
+        not exist. (An id holding ``/`` reaches no endpoint: that run is not found.)"""
         if code != 404:
             return False
         if isinstance(data, dict) and "detail" in data:
-            return True
+            if "/" in run_id or not _no_such_path(data):
+                return True
+            raise self._wrong_url(code, data)
         raise CliError(
             f"{self.base} answered 404 without the API's error body ({_detail(data)}): is "
             "--url a tinyagents server (the address serve printed)?"
+        )
+
+    def _wrong_url(self, code: int, data: Any) -> CliError:
+        return CliError(
+            f"{self.base} has no such endpoint (HTTP {code}: {_detail(data)}): is --url the "
+            "address serve printed (http://HOST:PORT)?"
         )
 
     async def command(
@@ -563,7 +577,9 @@ class HttpClient:
         code, data = await self._request("POST", path, body=body)
         if isinstance(data, dict) and "status" in data and "correlation_id" in data:
             return data  # a receipt, whatever the HTTP status
-        if code == 403 or (code == 404 and self._run_not_found(code, data)):
+        if code == 405:  # the path is no command endpoint: --url is not the server's root
+            raise self._wrong_url(code, data)
+        if code == 403 or (code == 404 and self._run_not_found(code, data, run_id)):
             # not allowed to control; not found (or another tenant's): no receipt was made
             reason = f"not found: run {run_id}" if code == 404 else f"forbidden: {_detail(data)}"
             return {
@@ -581,6 +597,12 @@ def _segment(value: str) -> str:
     """``value`` as one path segment: an id holding ``/``, ``..``, ``?`` or ``#`` must name no
     run rather than another run's endpoint (``A/../B`` would reach B)."""
     return quote(value, safe="")
+
+
+def _no_such_path(data: dict[str, Any]) -> bool:
+    """Whether a 404 body of the API says the path names no endpoint (not "run not found")."""
+    detail = str(data.get("detail"))
+    return detail == "Not Found" or detail.startswith("no such path")
 
 
 def _ok(code: int, data: Any) -> Any:
