@@ -4,6 +4,7 @@ and a client that reconnects with Last-Event-ID gets exactly what came after."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -12,6 +13,7 @@ import httpx
 import pytest
 from operator_server import BASE, Served, eventually
 
+from tinyagents import RunInfo
 from tinyagents.events import RunEvent
 from tinyagents.server.sse import event_stream
 
@@ -293,3 +295,60 @@ async def test_the_backlog_is_not_read_on_for_a_client_that_is_gone(served: Serv
         if sent == 10:
             request.gone = True
     assert sent < 1000, sent  # at most the batch it was in (500), not the 6000
+
+
+async def test_a_narrowed_stream_shows_a_run_another_process_has_not_listed_yet(
+    served: Served,
+) -> None:
+    """Another process logs a new run's events (every 50 ms) before its snapshot (every
+    100 ms tick): a token narrowed to the tree asked whether that run is in it, found no
+    snapshot, and left its first events out of the stream for good."""
+    root = await served.start_run("acme")
+    scoped = served.auth.attenuate(served.tokens["alice"], run_id=root.run_id)
+    served.control.listing_wait_s = 30.0  # a bound on the wait, not a timing
+    store = served.runtime.store
+    elsewhere = RunInfo(
+        run_id="r-elsewhere",
+        root_run_id=root.run_id,
+        parent_run_id=root.run_id,
+        tenant_id="acme",
+        depth=1,
+    )
+    await store.append_events(
+        [
+            RunEvent(
+                type="run.started",
+                run_id=elsewhere.run_id,
+                root_run_id=root.run_id,
+                parent_run_id=root.run_id,
+                tenant_id="acme",
+            )
+        ]
+    )
+    ((logged, _),) = await served.control.read_events(tenant_id="acme", run_id="r-elsewhere")
+    seen: list[dict[str, Any]] = []
+    buffer = ""
+    async with served.client.stream(
+        "GET", f"{BASE}/events", params={"root_run_id": root.run_id}, headers=served.as_(scoped)
+    ) as r:
+        assert r.status_code == 200
+
+        async def read() -> None:
+            nonlocal buffer
+            async for chunk in r.aiter_text():
+                buffer += chunk
+                done, _, buffer = buffer.rpartition("\n\n")
+                if done:
+                    seen.extend(parse(done + "\n\n"))
+
+        reader = asyncio.create_task(read())
+        try:
+            # past the run's event (it was left out) or held at it (looked for): either way,
+            # its owner lists it now, as its next tick would
+            with contextlib.suppress(TimeoutError):
+                await eventually(lambda: any(m["id"] > logged for m in seen), timeout_s=1.0)
+            await store.save_runs([elsewhere.snapshot()])
+            await eventually(lambda: any(m["id"] > logged for m in seen))
+        finally:
+            reader.cancel()
+    assert [m["id"] for m in seen if m["data"]["run_id"] == "r-elsewhere"] == [logged]

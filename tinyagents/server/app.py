@@ -336,12 +336,19 @@ class OperatorApi:
         )
 
     async def visible_run(
-        self, p: Principal, run_id: str, op: Operation = "observe", command: str | None = None
+        self,
+        p: Principal,
+        run_id: str,
+        op: Operation = "observe",
+        command: str | None = None,
+        *,
+        wait: bool = False,
     ) -> dict[str, Any]:
         """The run's snapshot if the caller may do ``op`` on it; 404 when it may not see it,
         403 when it may see it but not control it, and when the token may observe no run at
         all (as the listing answers it: whether the run exists is not its to learn). For
-        ``"control"`` a run not listed yet is waited for (``Control.listed_run``)."""
+        ``"control"`` (or with ``wait``) a run not listed yet is waited for
+        (``Control.listed_run``)."""
         if (
             op == "observe"
             and self.auth is not None
@@ -353,7 +360,7 @@ class OperatorApi:
             raise not_found()
         # a command may be for a run another process started a moment ago: it is looked for
         # again until it is listed (``Control.listed_run``); a read answers what is there
-        lookup = self.control.listed_run if op == "control" else self.control.get_run
+        lookup = self.control.listed_run if op == "control" or wait else self.control.get_run
         snap = await lookup(run_id, tenant_id=p.tenant_scope)
         if snap is None:
             raise not_found()
@@ -415,6 +422,8 @@ class OperatorApi:
                 raise Problem(403, "this token does not grant agent:observe")
             return None
         seen: dict[str, bool] = {}
+        #: runs waited for in vain (their process died before listing them): not again
+        unlisted: set[str] = set()
         fresh_until = time.monotonic() + _RECHECK_S
 
         async def visible(run_id: str | None) -> bool:
@@ -427,11 +436,19 @@ class OperatorApi:
             if run_id not in seen:
                 if len(seen) > 10_000:
                     seen.clear()
+                if len(unlisted) > 10_000:
+                    unlisted.clear()
+                wait = run_id not in unlisted
                 try:
-                    await self.visible_run(p, run_id)
+                    # the event log names runs of this tenant only, but another process logs
+                    # a new run's events (every 50 ms) before its snapshot (every 100 ms):
+                    # one not listed yet is waited for, not left out of the stream for good
+                    await self.visible_run(p, run_id, wait=wait)
                     seen[run_id] = True
                 except Problem:
                     seen[run_id] = False
+                    if wait:
+                        unlisted.add(run_id)
             return seen[run_id]
 
         return visible
