@@ -115,7 +115,8 @@ def add_runs_command(sub: Any) -> None:
         "--timeout",
         type=_seconds,
         default=10.0,
-        help="seconds to wait for the run's owner to answer a command (default 10)",
+        help="seconds to wait for the run's owner to answer a command (default 10; with "
+        "--url, for the server's answer: the server waits for the owner itself)",
     )
     runs = sub.add_parser(
         "runs",
