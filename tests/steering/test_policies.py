@@ -424,6 +424,22 @@ async def test_checkpoint_of_a_target_without_checkpoints_is_rejected(
     assert receipt.policy_id == "staleness"
 
 
+async def test_a_fork_of_a_target_without_checkpoints_is_rejected(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """``fork=True`` asks for the command to be applied on a fork at its checkpoint: a target
+    with no checkpoints (an agent run, a graph thread with none yet) has none to fork from, so
+    the command is refused, not applied to the run itself as if it had named no checkpoint."""
+    await make_run("r-1", driver=CheckpointedDriver(None))
+    receipt = await rt.submit(
+        make_command("r-1", K.ADD_INSTRUCTION, {"text": "x"}, checkpoint_id="ck-1", fork=True)
+    )
+    assert receipt.status is ReceiptStatus.REJECTED
+    assert receipt.policy_id == "staleness"
+    assert receipt.reason is not None and "no checkpoints" in receipt.reason
+    assert "fork" in receipt.reason
+
+
 async def test_latest_checkpoint_is_looked_up_only_for_commands_that_name_one(
     rt: Runtime, make_run: MakeRun
 ) -> None:

@@ -201,14 +201,24 @@ def _used(ctx: PolicyContext) -> dict[str, float]:
 
 class StalenessPolicy(CheckPolicy):
     """A command naming a checkpoint that is not the thread's latest is rejected, unless it
-    asks for a fork (it is then applied on a new thread forked from that checkpoint)."""
+    asks for a fork (it is then applied on a new thread forked from that checkpoint). An agent
+    run has no checkpoints: a fork of it is rejected too."""
 
     policy_id = "staleness"
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
-        if cmd.checkpoint_id is None or cmd.fork:
+        if cmd.checkpoint_id is None:
             return None
         latest = ctx.latest_checkpoint_id
+        if cmd.fork:
+            # a graph run's own policy judges its forks (a graph without a checkpointer says
+            # so); an agent run has no checkpoints at all
+            if latest is None and ctx.target.kind != "graph":
+                return (
+                    f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints "
+                    "to fork from"
+                )
+            return None
         if latest is None:
             return f"unknown checkpoint {cmd.checkpoint_id}: the target has no checkpoints"
         if cmd.checkpoint_id != latest:
