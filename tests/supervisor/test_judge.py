@@ -18,9 +18,9 @@ import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
 from tinyagents.events import SupervisorEvent
-from tinyagents.harness import ModelRequest
+from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, ToolCall
 from tinyagents.supervisor import SupervisorSpecError
-from tinyagents.supervisor.judge import JudgeInput
+from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -299,3 +299,57 @@ def test_the_first_litellm_judge_call_does_not_spend_its_timeout_importing_litel
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == ["supervisor.judge_verdict"]
+
+
+_FENCED_VERDICTS = [
+    '```json\n{"passed": false, "reason": "off topic"}\n```',
+    '```\n{"passed": false, "reason": "off topic"}\n```\n',
+    'Here is my verdict:\n{"passed": false, "reason": "off topic"}\nThanks.',
+    ' \n{"passed": false, "reason": "off topic"}\n ',
+]
+
+
+@pytest.mark.parametrize("answer", _FENCED_VERDICTS)
+async def test_a_verdict_in_a_markdown_fence_or_prose_is_still_a_verdict(answer: str) -> None:
+    # Local servers (Ollama, LM Studio, llama.cpp without a grammar) often ignore
+    # response_format and fence the JSON: every verdict was a JudgeError, so a judge that
+    # found a violation never acted (fail-open) or, fail-closed, aborted every run.
+    async with OpenAICompatServer([answer]) as server:
+        model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
+        judge = Judge(model, criteria="Stay on topic.", timeout_s=30)
+        verdict = await judge.verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "off topic")
+
+
+async def test_a_verdict_answered_as_a_tool_call_is_still_a_verdict() -> None:
+    answer = ModelResponse(
+        text="",
+        tool_calls=[ToolCall(id="c1", name="verdict", args={"passed": False, "reason": "no"})],
+    )
+    async with OpenAICompatServer([answer]) as server:
+        model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
+        verdict = await Judge(model, criteria="", timeout_s=30).verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "no")
+
+
+async def test_a_verdict_with_a_null_reason_is_a_verdict_without_one() -> None:
+    judge = Judge(ScriptedModel(['{"passed": false, "reason": null}']), criteria="", timeout_s=30)
+    verdict = await judge.verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['{"ok": true}', "[]", "I cannot judge this.", '```json\n{"reason": "x"}\n```', ""],
+)
+async def test_an_answer_that_is_no_verdict_is_a_judge_error_quoting_it(answer: str) -> None:
+    judge = Judge(ScriptedModel([answer]), criteria="", timeout_s=30)
+    with pytest.raises(JudgeError, match="did not answer a verdict") as caught:
+        await judge.verdict(_metadata())
+    assert repr(answer[:20])[1:-1] in str(caught.value)
+
+
+def _metadata() -> JudgeInput:
+    return JudgeInput(
+        iteration=1, tokens_used=0, token_budget=None, tool_calls={}, undeclared_tool_calls=0
+    )

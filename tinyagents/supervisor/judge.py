@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from tinyagents.errors import TinyAgentsError
 from tinyagents.harness.litellm_model import LiteLLMModel, import_litellm
-from tinyagents.harness.model import Message, Model, ModelRequest
+from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse
 from tinyagents.supervisor.spec import SupervisorSpec
 
 SYSTEM_PROMPT = (
@@ -51,6 +54,58 @@ class Verdict(BaseModel):
 
     passed: bool
     reason: str = ""
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _no_reason(cls, value: Any) -> Any:
+        return "" if value is None else value  # ``"reason": null`` is a verdict without one
+
+
+#: A markdown code fence around the verdict (```json ... ```), as models that ignore
+#: ``response_format`` write it.
+_FENCE = re.compile(r"```[\w-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
+#: How much of an answer that is no verdict its ``JudgeError`` quotes.
+_QUOTED = 200
+
+
+def parse_verdict(response: ModelResponse) -> Verdict | None:
+    """The verdict in ``response``, or None.
+
+    Servers that ignore ``response_format`` (Ollama, LM Studio, llama.cpp without a grammar)
+    wrap the JSON in a markdown fence or a sentence, and some answer it as the arguments of a
+    tool call: each is read as the verdict it holds."""
+    for candidate in _candidates(response):
+        try:
+            if isinstance(candidate, str):
+                return Verdict.model_validate_json(candidate)
+            return Verdict.model_validate(candidate)
+        except ValidationError:
+            continue
+    return None
+
+
+def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
+    text = response.text.strip()
+    if text:
+        yield text
+        fenced = _FENCE.search(text)
+        if fenced is not None:
+            yield fenced.group(1).strip()
+        start, end = text.find("{"), text.rfind("}")
+        if 0 <= start < end:
+            yield text[start : end + 1]
+    elif len(response.tool_calls) == 1 and response.tool_calls[0].parse_error is None:
+        yield response.tool_calls[0].args
+
+
+def _what(response: ModelResponse) -> str:
+    """What the judge answered, as its error quotes it."""
+    text = response.text
+    if not text.strip() and response.tool_calls:
+        return f"a call of tool {response.tool_calls[0].name[:_QUOTED]!r}"
+    if len(text) > _QUOTED:
+        return f"{text[:_QUOTED]!r} (and {len(text) - _QUOTED} more characters)"
+    return repr(text)
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)
@@ -109,10 +164,10 @@ class Judge:
             await import_litellm()  # seconds the first time: not the judge's time to spend
         async with asyncio.timeout(self.timeout_s):
             response = await self.model.request(self.request(data))
-        try:
-            return Verdict.model_validate_json(response.text)
-        except ValidationError:
+        verdict = parse_verdict(response)
+        if verdict is None:
             raise JudgeError(
                 f"the judge {self.model.name!r} did not answer a verdict "
-                '{"passed": bool, "reason": str}'
-            ) from None
+                f'{{"passed": bool, "reason": str}}: it answered {_what(response)}'
+            )
+        return verdict
