@@ -218,9 +218,10 @@ async def test_the_judge_through_litellm_uses_the_specs_api_base_and_key(
     assert request["model"] == "judge-model"
     assert request["response_format"]["type"] == "json_schema"
     assert "Stay on topic." in request["messages"][0]["content"]
-    assert supervisor_data(recorder, "supervisor.judge_verdict") == [
-        {"passed": False, "reason": "off topic", "iteration": 1}
-    ]
+    [verdict] = supervisor_data(recorder, "supervisor.judge_verdict")
+    usage = verdict.pop("usage")
+    assert verdict == {"passed": False, "reason": "off topic", "iteration": 1}
+    assert usage["input_tokens"] > 0 and usage["cost"] is None  # a model without a price
 
 
 async def test_a_judge_without_its_key_fails_open_with_a_typed_error(
@@ -349,7 +350,50 @@ async def test_an_answer_that_is_no_verdict_is_a_judge_error_quoting_it(answer: 
     assert repr(answer[:20])[1:-1] in str(caught.value)
 
 
+def judged(recorder: EventRecorder) -> int:
+    return sum(e.type.startswith("supervisor.judge_") for e in recorder.events)
+
+
 def _metadata() -> JudgeInput:
     return JudgeInput(
         iteration=1, tokens_used=0, token_budget=None, tool_calls={}, undeclared_tool_calls=0
     )
+
+
+async def test_the_judges_tokens_and_cost_are_accounted_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every judge call spends tokens (and money) that showed up nowhere: not in the events,
+    # not on the supervisor, so a judge on every iteration was an invisible bill
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge")
+    waiter, recorder = EventWaiter(), EventRecorder()
+    answers = ['{"passed": true, "reason": "fine"}', "not a verdict"]
+    async with OpenAICompatServer(answers) as server:
+        spec = SupervisorSpec(
+            model="openai/gpt-4o-mini", api_base=server.base_url, api_key_env="JUDGE_KEY"
+        )
+
+        seen: list[int] = []
+
+        @tool
+        async def work() -> str:
+            """Work until the judge answered this iteration."""
+            seen.append(1)
+            await waiter.until(lambda e: judged(recorder) >= len(seen))
+            return "ok"
+
+        async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+            model = ScriptedModel([tool_call("work"), tool_call("work"), reply("done")])
+            await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+            total = rt.supervisor.judge_usage
+    [verdict] = supervisor_data(recorder, "supervisor.judge_verdict")
+    [error] = supervisor_data(recorder, "supervisor.judge_error")
+    assert error["error"] == "JudgeError"
+    for data in (verdict, error):
+        assert data["usage"]["input_tokens"] > 0 and data["usage"]["output_tokens"] > 0
+        assert data["usage"]["cost"] > 0  # gpt-4o-mini is in litellm's price map
+    assert total.input_tokens == verdict["usage"]["input_tokens"] + error["usage"]["input_tokens"]
+    assert total.output_tokens == (
+        verdict["usage"]["output_tokens"] + error["usage"]["output_tokens"]
+    )
+    assert total.cost == pytest.approx(verdict["usage"]["cost"] + error["usage"]["cost"])

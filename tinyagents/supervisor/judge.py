@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from tinyagents.errors import TinyAgentsError
 from tinyagents.harness.litellm_model import LiteLLMModel, import_litellm
-from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse
+from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse, Usage
 from tinyagents.supervisor.spec import SupervisorSpec
 
 SYSTEM_PROMPT = (
@@ -46,7 +46,11 @@ VERDICT_FORMAT = {
 
 
 class JudgeError(TinyAgentsError):
-    """The judge answered something that is not a verdict."""
+    """The judge answered something that is not a verdict (``usage``: what that answer cost)."""
+
+    def __init__(self, message: str, *, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 class Verdict(BaseModel):
@@ -160,6 +164,12 @@ class Judge:
 
     async def verdict(self, data: JudgeInput) -> Verdict:
         """The verdict; raises ``TimeoutError``, a ``ModelError`` or ``JudgeError``."""
+        verdict, _ = await self.ask(data)
+        return verdict
+
+    async def ask(self, data: JudgeInput) -> tuple[Verdict, Usage]:
+        """The verdict and what the call cost (tokens, and USD when litellm knows the
+        price); raises like ``verdict`` (a ``JudgeError`` carries the cost too)."""
         if isinstance(self.model, LiteLLMModel):
             await import_litellm()  # seconds the first time: not the judge's time to spend
         async with asyncio.timeout(self.timeout_s):
@@ -168,6 +178,16 @@ class Judge:
         if verdict is None:
             raise JudgeError(
                 f"the judge {self.model.name!r} did not answer a verdict "
-                f'{{"passed": bool, "reason": str}}: it answered {_what(response)}'
+                f'{{"passed": bool, "reason": str}}: it answered {_what(response)}',
+                usage=response.usage,
             )
-        return verdict
+        return verdict, response.usage
+
+
+def usage_data(usage: Usage) -> dict[str, Any]:
+    """``usage`` as the judge's events carry it."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost": usage.cost,
+    }

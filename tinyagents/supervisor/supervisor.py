@@ -27,6 +27,7 @@ from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorE
 from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.graph.executor import running_graph_run
 from tinyagents.harness.loop import AgentRun
+from tinyagents.harness.model import Usage
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -39,7 +40,7 @@ from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.host import RunHost
 from tinyagents.runs.info import RunStatus, run_event
 from tinyagents.supervisor._eager import start_eagerly
-from tinyagents.supervisor.judge import Judge, JudgeInput, judge_model
+from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, judge_model, usage_data
 from tinyagents.supervisor.rules import RunCounters, check
 from tinyagents.supervisor.spec import (
     MAX_MESSAGE,
@@ -154,6 +155,9 @@ class Supervisor:
         self.actions = 0
         self.judge_failures = 0
         self.judge_skipped = 0
+        #: What the judge's calls cost, all runs together: the tokens (and USD, when litellm
+        #: knows the price) of every answer, verdict or not. Never part of a run's usage.
+        self.judge_usage = Usage()
 
     # ------------------------------------------------------------------ watching
 
@@ -381,15 +385,21 @@ class Supervisor:
 
     async def _judge(self, w: _Watch, judge: Judge, data: JudgeInput) -> None:
         try:
-            verdict = await judge.verdict(data)
+            verdict, usage = await judge.ask(data)
         except Exception as exc:
             self._judge_failed(w, exc, iteration=data.iteration)
             return
+        self.judge_usage += usage
         said = _clip(verdict.reason)  # the event log keeps what a command would carry
         self._emit(
             w,
             "supervisor.judge_verdict",
-            data={"passed": verdict.passed, "reason": said, "iteration": data.iteration},
+            data={
+                "passed": verdict.passed,
+                "reason": said,
+                "iteration": data.iteration,
+                "usage": usage_data(usage),
+            },
         )
         if not verdict.passed and w.handle.run_id in self._watches:
             reason = said or "the judge found the run violating its policy"
@@ -401,7 +411,11 @@ class Supervisor:
         self.judge_failures += 1
         error = type(exc).__name__
         log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, exc)
-        self._emit(w, "supervisor.judge_error", data={"error": error, "iteration": iteration})
+        data: dict[str, Any] = {"error": error, "iteration": iteration}
+        if isinstance(exc, JudgeError) and exc.usage is not None:  # it answered, at a cost
+            self.judge_usage += exc.usage
+            data["usage"] = usage_data(exc.usage)
+        self._emit(w, "supervisor.judge_error", data=data)
         if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
             self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({error})")
 
