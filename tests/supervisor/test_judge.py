@@ -57,7 +57,9 @@ def supervisor_data(recorder: EventRecorder, type_: str) -> list[dict[str, Any]]
     return [e.data for e in recorder.of_type(type_) if isinstance(e, SupervisorEvent)]
 
 
-async def test_a_judge_timeout_is_logged_and_the_run_continues_by_default() -> None:
+async def test_a_judge_timeout_is_logged_and_the_run_continues_by_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     spec = SupervisorSpec(model=hung(), judge_timeout_s=0.01)
     waiter, recorder = EventWaiter(), EventRecorder()
     work = waiting_tool(waiter, "supervisor.judge_error")
@@ -72,6 +74,9 @@ async def test_a_judge_timeout_is_logged_and_the_run_continues_by_default() -> N
         "iteration": 1,
     }
     assert recorder.of_type("supervisor.action") == []
+    # the log line said "the supervisor's judge failed on run r-...: " and nothing more
+    [logged] = [r.getMessage() for r in caplog.records if "judge failed" in r.getMessage()]
+    assert logged.endswith("TimeoutError: no answer within 0.01 s")
 
 
 @pytest.mark.parametrize("on_error", ["pause", "abort"])

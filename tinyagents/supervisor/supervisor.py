@@ -410,7 +410,11 @@ class Supervisor:
         says ``on_judge_error: pause|abort`` (fail-closed)."""
         self.judge_failures += 1
         error = type(exc).__name__
-        log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, exc)
+        if isinstance(exc, TimeoutError) and w.judge is not None:
+            said = f"{error}: no answer within {w.judge.timeout_s:g} s"
+        else:
+            said = str(exc) or error
+        log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, said)
         data: dict[str, Any] = {"error": error, "iteration": iteration}
         if isinstance(exc, JudgeError) and exc.usage is not None:  # it answered, at a cost
             self.judge_usage += exc.usage
