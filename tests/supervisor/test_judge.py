@@ -20,7 +20,7 @@ from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
 from tinyagents.events import SupervisorEvent
 from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, ToolCall
 from tinyagents.supervisor import SupervisorSpecError
-from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput
+from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, judge_model
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -402,3 +402,17 @@ async def test_the_judges_tokens_and_cost_are_accounted_for(
         verdict["usage"]["output_tokens"] + error["usage"]["output_tokens"]
     )
     assert total.cost == pytest.approx(verdict["usage"]["cost"] + error["usage"]["cost"])
+
+
+async def test_a_judge_whose_provider_takes_no_response_format_still_judges() -> None:
+    # litellm refuses response_format for some providers (sagemaker, replicate, cohere_chat)
+    # before anything is sent: every call of such a judge was a ModelRequestRejected. The
+    # parameter is dropped there, and the prompt itself asks for the verdict's JSON.
+    model = judge_model(SupervisorSpec(model="sagemaker/judge"))
+    assert isinstance(model, LiteLLMModel)
+    model.litellm_kwargs["mock_response"] = '{"passed": false, "reason": "mocked"}'
+    judge = Judge(model, criteria="Stay on topic.", timeout_s=30)
+    verdict = await judge.verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "mocked")
+    system = judge.request(_metadata()).messages[0].content
+    assert '{"passed": true or false, "reason": "..."}' in system

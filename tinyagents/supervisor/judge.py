@@ -26,7 +26,8 @@ SYSTEM_PROMPT = (
     "You are a conservative supervisor of an autonomous agent run. You see only metadata "
     "about the run: never its messages. Judge the metadata against the policy below. Answer "
     "passed=false ONLY when the run is violating the policy now, not when it merely could; "
-    "when in doubt, answer passed=true. Give a one-sentence reason the agent can act on.\n\n"
+    "when in doubt, answer passed=true. Give a one-sentence reason the agent can act on.\n"
+    'Answer with only this JSON object: {{"passed": true or false, "reason": "..."}}\n\n'
     "Policy:\n{criteria}"
 )
 
@@ -142,7 +143,9 @@ def judge_model(spec: SupervisorSpec) -> Model | None:
     if target is None or isinstance(target, Model):
         return target
     api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
-    return LiteLLMModel(target.model, api_base=target.api_base, api_key=api_key)
+    # drop_params: litellm refuses response_format for some providers (sagemaker, replicate,
+    # cohere_chat) before sending anything; the prompt asks for the JSON there.
+    return LiteLLMModel(target.model, api_base=target.api_base, api_key=api_key, drop_params=True)
 
 
 class Judge:
