@@ -416,3 +416,31 @@ async def test_a_judge_whose_provider_takes_no_response_format_still_judges() ->
     assert (verdict.passed, verdict.reason) == (False, "mocked")
     system = judge.request(_metadata()).messages[0].content
     assert '{"passed": true or false, "reason": "..."}' in system
+
+
+async def test_a_judge_whose_key_variable_is_unset_never_sends_another_key(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # JUDGE_KEY unset: litellm fell back to OPENAI_API_KEY and sent that key to the judge's
+    # api_base (another host, maybe another company's)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-openai-key")
+    monkeypatch.delenv("JUDGE_KEY", raising=False)
+    waiter, recorder = EventWaiter(), EventRecorder()
+    async with OpenAICompatServer(['{"passed": true, "reason": "ok"}']) as server:
+        spec = SupervisorSpec(
+            model="openai/judge-model", api_base=server.base_url, api_key_env="JUDGE_KEY"
+        )
+        async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+            model = ScriptedModel([tool_call("work"), reply("done")])
+
+            @tool
+            async def work() -> str:
+                """Work until the judge said something."""
+                await waiter.until(lambda e: e.type.startswith("supervisor.judge_"))
+                return "ok"
+
+            result = await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+    assert result.status is RunStatus.COMPLETED
+    assert server.requests == []
+    assert supervisor_data(recorder, "supervisor.judge_error")[0]["error"] == "MissingAPIKeyError"
+    assert any("JUDGE_KEY" in r.getMessage() for r in caplog.records)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from tinyagents.errors import TinyAgentsError
+from tinyagents.errors import MissingAPIKeyError, TinyAgentsError
 from tinyagents.harness.litellm_model import LiteLLMModel, import_litellm
 from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse, Usage
 from tinyagents.supervisor.spec import SupervisorSpec
@@ -143,6 +143,15 @@ def judge_model(spec: SupervisorSpec) -> Model | None:
     if target is None or isinstance(target, Model):
         return target
     api_key = os.environ.get(target.api_key_env) if target.api_key_env else None
+    if target.api_key_env and not api_key:
+        # litellm would fall back to the provider's variable (OPENAI_API_KEY) and send that
+        # key to this judge's api_base: the spec named the key to use, and it is not there
+        raise MissingAPIKeyError(
+            f"the judge {target.model!r} takes its key from ${target.api_key_env}, which is "
+            "not set (or empty); nothing was sent, and no other key is used instead",
+            model=target.model,
+            api_base=target.api_base,
+        )
     # drop_params: litellm refuses response_format for some providers (sagemaker, replicate,
     # cohere_chat) before sending anything; the prompt asks for the JSON there.
     return LiteLLMModel(target.model, api_base=target.api_base, api_key=api_key, drop_params=True)
