@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyagents.errors import ConfigurationError, RuntimeClosed
+from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
 from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.graph.executor import running_graph_run
@@ -86,6 +86,12 @@ class _Watch:
     abort_cid: str | None = None
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
+
+#: The first wait before a command the store could not log is sent again, and the longest.
+_RESEND_FIRST_S = 0.05
+_RESEND_MAX_S = 2.0
+#: A store down for long is said once a minute or so (every 30th attempt), not every 2 s.
+_RESEND_LOG_EVERY = 30
 
 #: The ends of a command that was not applied.
 _REFUSED = frozenset({"steering.rejected", "steering.failed", "steering.superseded"})
@@ -331,21 +337,60 @@ class Supervisor:
             w.aborted, w.abort_cid = True, cmd.correlation_id
         # Not one of the run's tasks: a command on its way (a durable store's write) is not
         # cancelled when the run ends; the router settles it (``target finished``).
-        start_eagerly(self._send(cmd), lambda coro: self.host.spawn(coro, name="supervisor-send"))
+        start_eagerly(
+            self._send(w, cmd), lambda coro: self.host.spawn(coro, name="supervisor-send")
+        )
 
-    async def _send(self, cmd: SteeringCommand) -> None:
-        try:
-            receipt = await self._submit(cmd)
-        except RuntimeClosed:
-            # The runtime began to close (a rule or a verdict landed while it waits for the
-            # submits under way): its close cancels the run, so nothing is left to send, and
-            # the error would only escape into the event bus or a task nobody awaits.
-            log.info(
-                "the supervisor's %s for %s was not sent: the runtime is closing",
-                cmd.kind.value,
-                cmd.target.describe(),
-            )
-            return
+    async def _send(self, w: _Watch, cmd: SteeringCommand) -> None:
+        delay, attempt = _RESEND_FIRST_S, 0
+        while True:
+            attempt += 1
+            try:
+                receipt = await self._submit(cmd)
+                break
+            except RuntimeClosed:
+                # The runtime began to close (a rule or a verdict landed while it waits for the
+                # submits under way): its close cancels the run, so nothing is left to send, and
+                # the error would only escape into the event bus or a task nobody awaits.
+                log.info(
+                    "the supervisor's %s for %s was not sent: the runtime is closing",
+                    cmd.kind.value,
+                    cmd.target.describe(),
+                )
+                return
+            except StoreError as exc:
+                # The store could not log it (a database locked by another process past its
+                # busy timeout, a connection lost): the same command is sent again, which the
+                # router takes as a retry of it, until it is logged or its run has ended.
+                # Given up, a rule that fires once would never act.
+                if w.handle.info.status.finished:
+                    log.warning(
+                        "the supervisor's %s for %s was not sent: its run ended before the "
+                        "store could log it (%s)",
+                        cmd.kind.value,
+                        cmd.target.describe(),
+                        exc,
+                    )
+                    self._unsent(w, cmd)
+                    return
+                log.log(
+                    logging.WARNING if attempt % _RESEND_LOG_EVERY == 1 else logging.DEBUG,
+                    "the supervisor's %s for %s could not be logged (attempt %d: %s); sending "
+                    "it again in %g s",
+                    cmd.kind.value,
+                    cmd.target.describe(),
+                    attempt,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RESEND_MAX_S)
+            except Exception:
+                log.exception(
+                    "the supervisor's %s for %s failed", cmd.kind.value, cmd.target.describe()
+                )
+                self._unsent(w, cmd)
+                return
         if not receipt.accepted:
             log.warning(
                 "the supervisor's %s for %s was %s: %s",
@@ -354,6 +399,13 @@ class Supervisor:
                 receipt.status.value,
                 receipt.reason,
             )
+
+    def _unsent(self, w: _Watch, cmd: SteeringCommand) -> None:
+        """``cmd`` was never submitted: nothing of ours is on its way to the run."""
+        if cmd.correlation_id == w.pause_cid:
+            w.pause_cid = None
+        elif cmd.correlation_id == w.abort_cid:
+            w.aborted, w.abort_cid = False, None
 
     async def _dwell(self, w: _Watch, cap: float) -> None:
         await asyncio.sleep(cap)
