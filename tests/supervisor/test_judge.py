@@ -444,3 +444,23 @@ async def test_a_judge_whose_key_variable_is_unset_never_sends_another_key(
     assert server.requests == []
     assert supervisor_data(recorder, "supervisor.judge_error")[0]["error"] == "MissingAPIKeyError"
     assert any("JUDGE_KEY" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_verdict_whose_reason_escapes_a_lone_surrogate_is_a_verdict() -> None:
+    # JSON may escape a lone surrogate ("\ud800"), which pydantic's JSON parser refuses: the
+    # judge's answer was a JudgeError, and its verdict was lost
+    answer = '{"passed": false, "reason": "bad \\ud800 run"}'
+    verdict = await Judge(ScriptedModel([answer]), criteria="", timeout_s=30).verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "bad \ud800 run")
+
+
+async def test_a_blank_reason_of_a_failed_verdict_is_replaced_like_an_empty_one() -> None:
+    judge = ScriptedModel(['{"passed": false, "reason": "  \\n "}'])
+    spec = SupervisorSpec(model=judge, on_violation="abort")
+    waiter = EventWaiter()
+    work = waiting_tool(waiter, "supervisor.action")
+    async with Runtime(supervisor=spec, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        result = await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "the judge found the run violating its policy"

@@ -80,9 +80,18 @@ def parse_verdict(response: ModelResponse) -> Verdict | None:
     wrap the JSON in a markdown fence or a sentence, and some answer it as the arguments of a
     tool call: each is read as the verdict it holds."""
     for candidate in _candidates(response):
-        try:
-            if isinstance(candidate, str):
+        if isinstance(candidate, str):
+            try:
                 return Verdict.model_validate_json(candidate)
+            except ValidationError:
+                # pydantic's parser refuses an escaped lone surrogate ("\ud800") that JSON
+                # allows: read by the json module, it is a verdict (its reason is made UTF-8
+                # where a command carries it)
+                try:
+                    candidate = json.loads(candidate)
+                except (ValueError, RecursionError):
+                    continue
+        try:
             return Verdict.model_validate(candidate)
         except ValidationError:
             continue

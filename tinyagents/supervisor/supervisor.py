@@ -454,7 +454,7 @@ class Supervisor:
             },
         )
         if not verdict.passed and w.handle.run_id in self._watches:
-            reason = said or "the judge found the run violating its policy"
+            reason = said if said.strip() else "the judge found the run violating its policy"
             self._act(w, w.spec.on_violation, "llm", reason)
 
     def _judge_failed(self, w: _Watch, exc: Exception, *, iteration: int) -> None:
