@@ -121,7 +121,9 @@ async def test_a_hung_judge_never_delays_a_rule_and_skips_its_busy_slots() -> No
 
         handle = await rt.start(Agent("a", model, tools=[work]), "go")
         result = await handle.result()
-        assert rt.supervisor.judge_skipped == 2  # iterations 2 and 3: one verdict in flight
+        # iteration 2: one verdict in flight; iteration 3 fires the abort, and a run being
+        # aborted is not judged at all
+        assert rt.supervisor.judge_skipped == 1
     assert result.status is RunStatus.ABORTED
     assert result.error == "iteration 3 reached (limit 3)"
     assert recorder.of_type("supervisor.judge_verdict") == []
@@ -464,3 +466,33 @@ async def test_a_blank_reason_of_a_failed_verdict_is_replaced_like_an_empty_one(
         result = await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
     assert result.status is RunStatus.ABORTED
     assert result.error == "the judge found the run violating its policy"
+
+
+async def test_no_judge_is_asked_about_a_run_whose_abort_is_on_its_way(tmp_path: Path) -> None:
+    """A rule's abort goes through the durable store (written before its receipt) while the
+    run takes its next step: the judge was still asked about that run — a model call paid
+    for, and a verdict no action could follow."""
+    asked: list[ModelRequest] = []
+
+    async def judge(request: ModelRequest) -> str:
+        asked.append(request)
+        return '{"passed": true, "reason": "fine"}'
+
+    spec = SupervisorSpec(
+        model=FunctionModel(judge),
+        rules=[{"when": "iteration_reached", "gte": 1, "then": "abort"}],
+    )
+    waiter = EventWaiter()
+
+    @tool
+    async def work() -> str:
+        """Work."""
+        await waiter.event("steering.accepted")  # the abort is logged and on its way
+        return "ok"
+
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(supervisor=spec, store=store, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("work"), tool_call("work"), reply("done")])
+        result = await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+    assert result.status is RunStatus.ABORTED
+    assert asked == []

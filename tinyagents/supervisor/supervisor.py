@@ -422,6 +422,8 @@ class Supervisor:
         iteration = w.counters.iteration
         if w.judge is None or iteration % w.spec.every_n_iterations:
             return
+        if w.aborted:
+            return  # our abort is on its way: no verdict could be acted on, none is paid for
         if w.judge_task is not None and not w.judge_task.done():
             self.judge_skipped += 1  # at most one verdict in flight: this slot is skipped
             return
