@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from tinyagents.protocol import SteeringActor
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
+    FunctionModel,
     Gate,
     ScriptedModel,
     fake_agent,
@@ -61,6 +63,39 @@ async def test_session_keeps_the_transcript_across_sends(rt: Runtime):
     ]
     assert len(session.runs) == 2 and session.runs[0] != session.runs[1]
     assert roles_and_text(session.messages)[-1] == ("assistant", "about two million")
+
+
+async def test_sends_at_the_same_time_take_turns_and_lose_none(rt: Runtime):
+    # Two sends at once each started from the same transcript, and the one that ended last
+    # overwrote the other's turn: a forked history, one exchange silently lost. Turns are
+    # taken one at a time, in the order they were sent, each continuing the one before.
+    gate = Gate("first-turn")
+    seen: list[list[tuple[str, str]]] = []
+
+    async def answer(request: Any) -> str:
+        seen.append(roles_and_text(request.messages))
+        if len(seen) == 1:
+            await gate.wait()  # the first turn is still running when the second is sent
+        return f"re: {request.messages[-1].content}"
+
+    session = SubAgent(Agent("chat", FunctionModel(answer))).session(runtime=rt)
+    first = asyncio.ensure_future(session.send("one"))
+    await gate.entered.wait()
+    second = asyncio.ensure_future(session.send("two"))
+    gate.open()
+    assert (await first, await second) == ("re: one", "re: two")
+    assert seen[1] == [("user", "one"), ("assistant", "re: one"), ("user", "two")]
+    assert roles_and_text(session.messages) == [*seen[1], ("assistant", "re: two")]
+    assert len(session.runs) == 2
+
+
+async def test_a_failed_turn_does_not_block_the_next_one(rt: Runtime):
+    model = ScriptedModel([tool_call("step"), reply("second")])
+    agent = Agent("chat", model, limits=RunLimits(max_tool_calls=0))
+    session = SubAgent(agent).session(runtime=rt)
+    with pytest.raises(Exception, match="max_tool_calls"):
+        await session.send("first")
+    assert await session.send("again") == "second"  # the first turn left no lock held
 
 
 async def test_session_under_a_parent_registers_each_turn_as_a_child(rt: Runtime):

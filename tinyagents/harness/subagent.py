@@ -11,6 +11,7 @@ id without touching the parent; the parent hears about it through ``subagent.*``
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,15 +115,26 @@ class SubAgent:
 @dataclass(slots=True, kw_only=True)
 class SubAgentSession:
     """A multi-turn conversation with one sub-agent: each ``send`` is a run that continues the
-    transcript of the previous ones."""
+    transcript of the previous ones.
+
+    Turns are taken one at a time: a ``send`` made while another is under way waits for it
+    and continues its transcript (two turns started from one transcript would fork it, and
+    the one that ended last would drop the other's exchange)."""
 
     subagent: SubAgent
     runtime: RunHost
     parent: RunHandle | str | None = None
     messages: list[Message] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+    _turn: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     async def send(self, text: str, **kw: Any) -> Any:
+        """Run one turn: ``text`` after the transcript so far; returns the run's output (or
+        raises its error, as ``SubAgent.invoke`` does). The transcript keeps the turn either way."""
+        async with self._turn:
+            return await self._send(text, **kw)
+
+    async def _send(self, text: str, **kw: Any) -> Any:
         agent = self.subagent.agent
         history = list(self.messages)
         if not history and agent.instructions:
