@@ -100,10 +100,16 @@ class ScriptedModel(Model):
         stream: bool = False,
         args_piece: int = 8,
     ) -> None:
-        if args_piece < 1:
-            raise ConfigurationError(f"args_piece must be at least 1, got {args_piece}")
+        _check_args_piece(args_piece)
         self.name = name
         self.responses: list[ScriptedResponse] = list(responses)
+        for index, scripted in enumerate(self.responses, start=1):
+            if not isinstance(scripted, ModelResponse | str) and not callable(scripted):
+                raise ConfigurationError(
+                    f"ScriptedModel {name!r}: response {index} is a {type(scripted).__name__}; "
+                    "each must be a ModelResponse, a string or a callable "
+                    "(ModelRequest) -> ModelResponse | str"
+                )
         self.requests: list[ModelRequest] = []
         self.streams = stream
         self.args_piece = args_piece
@@ -111,7 +117,7 @@ class ScriptedModel(Model):
     @property
     def remaining(self) -> int:
         """How many scripted responses have not been used yet."""
-        return len(self.responses) - len(self.requests)
+        return max(0, len(self.responses) - len(self.requests))
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         index = len(self.requests)
@@ -129,23 +135,57 @@ class ScriptedModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         response = await self.request(request)
-        if self.streams:
-            for chunk in stream_chunks(response, args_piece=self.args_piece):
-                yield chunk
-        yield StreamChunk(text_delta="" if self.streams else response.text, response=response)
+        for chunk in _chunks(response, self.streams, self.args_piece):
+            yield chunk
 
 
 class FunctionModel(Model):
-    """Answers each request by calling ``fn(request)`` (sync or async); records the requests."""
+    """Answers each request by calling ``fn(request)`` (sync or async); records the requests.
 
-    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+    With ``stream=True`` it streams each answer in pieces, as ``ScriptedModel(stream=True)``
+    does (pydantic-ai's ``FunctionModel(stream_function=...)`` covers the same need).
+    """
+
+    def __init__(
+        self,
+        fn: ModelFunction,
+        *,
+        name: str = "function",
+        stream: bool = False,
+        args_piece: int = 8,
+    ) -> None:
+        if not callable(fn):
+            raise ConfigurationError(
+                f"FunctionModel needs a callable (ModelRequest) -> ModelResponse | str, "
+                f"sync or async; got a {type(fn).__name__}"
+            )
+        _check_args_piece(args_piece)
         self.name = name
         self.fn = fn
         self.requests: list[ModelRequest] = []
+        self.streams = stream
+        self.args_piece = args_piece
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(snapshot(request))
         return _finish(request, await _resolve(self.fn(request)), self.name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        response = await self.request(request)
+        for chunk in _chunks(response, self.streams, self.args_piece):
+            yield chunk
+
+
+def _chunks(response: ModelResponse, streams: bool, args_piece: int) -> list[StreamChunk]:
+    """What a fake model's ``stream()`` yields: the pieces when it streams, then the whole
+    response (which alone carries the text when it does not)."""
+    pieces = stream_chunks(response, args_piece=args_piece) if streams else []
+    return [*pieces, StreamChunk(text_delta="" if streams else response.text, response=response)]
+
+
+def _check_args_piece(args_piece: int) -> None:
+    if args_piece < 1:
+        raise ConfigurationError(f"args_piece must be at least 1, got {args_piece}")
 
 
 def stream_text(text: str) -> list[str]:

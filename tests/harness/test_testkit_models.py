@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tinyagents import _clock
-from tinyagents.errors import ModelError
+from tinyagents import Agent, RunStatus, Runtime, _clock, tool
+from tinyagents.errors import ConfigurationError, ModelError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 from tinyagents.testkit import (
     FakeClock,
@@ -109,6 +109,15 @@ async def test_running_out_of_script_names_how_many_were_scripted():
     assert "user 'again please'" in message
     assert isinstance(caught.value, ModelError)
     assert len(model.requests) == 2  # the failed request is still recorded for assertions
+    assert model.remaining == 0  # none left, not -1
+
+
+@pytest.mark.parametrize("entry", [42, None, b"bytes", Message(role="assistant", content="x")])
+def test_a_script_entry_that_is_no_response_is_refused_when_the_model_is_made(entry):
+    # Refused at the first request only, as a TypeError inside the run: a typo in a script
+    # surfaced as a failed run a long way from the line that made it.
+    with pytest.raises(ConfigurationError, match=r"response 2 .*ModelResponse, a string or"):
+        ScriptedModel(["fine", entry])
 
 
 async def test_default_usage_counts_words_so_token_limits_are_testable():
@@ -193,6 +202,46 @@ async def test_function_model_accepts_async_and_sync_functions():
     assert called.usage == Usage(input_tokens=1, output_tokens=1 + 2)
     assert counted.text == "1 tools"
     assert [len(m.requests) for m in (async_model, sync_model)] == [1, 1]
+
+
+@pytest.mark.parametrize("fn", ["not callable", None, 42])
+def test_function_model_refuses_a_function_it_cannot_call(fn):
+    # pydantic-ai raises TypeError at construction; ours was made and then failed the run
+    # with "'str' object is not callable" from inside the model call.
+    with pytest.raises(ConfigurationError, match="FunctionModel needs a callable"):
+        FunctionModel(fn)
+
+
+async def test_function_model_streams_its_answers_in_pieces_like_a_scripted_one():
+    # pydantic-ai's FunctionModel(stream_function=...) lets a test stream a computed answer;
+    # ours had no stream mode, so only a fixed script could drive a streaming run.
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        if request.messages[-1].role == "user":
+            return tool_call("lookup", id="c1", key=request.messages[-1].content)
+        return f"found {request.messages[-1].content}"
+
+    model = FunctionModel(answer, stream=True, args_piece=4)
+    assert model.streams
+    chunks = [chunk async for chunk in model.stream(ask("abc"))]
+    assert [c.text_delta for c in chunks] == [""] * len(chunks)
+    assert (chunks[0].tool_call_id, chunks[0].tool_name) == ("c1", "lookup")
+    assert "".join(c.args_delta for c in chunks) == '{"key": "abc"}'
+    assert chunks[-1].response is not None and len(model.requests) == 1
+
+    deltas: list[str] = []
+    async with Runtime() as rt:
+
+        @tool
+        def lookup(key: str) -> str:
+            """Look a key up."""
+            return key.upper()
+
+        handle = await rt.start(Agent("a", model, tools=[lookup]), "abc")
+        async for event in handle.stream("messages"):
+            deltas.append(event.text)
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "found ABC")
+    assert "".join(deltas) == "found ABC"
 
 
 # --- FakeClock ------------------------------------------------------------------------------
