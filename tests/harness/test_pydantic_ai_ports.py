@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, field_validator
 
-from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, tool
+from tinyagents import (
+    Agent,
+    LiteLLMModel,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    SubAgentTool,
+    tool,
+)
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.model import CUT_OFF
@@ -435,6 +444,52 @@ async def test_tool_call_limit_zero_and_one() -> None:
     result = await one.run("go")
     assert result.status is RunStatus.COMPLETED
     assert (result.usage["model_calls"], result.usage["tool_calls"]) == (2, 1)
+
+
+async def test_calls_refused_before_the_tool_runs_are_not_counted() -> None:
+    # ports tests/test_usage_limits.py::test_failed_tool_calls_not_counted: a call the model
+    # must correct (invalid or unreadable arguments, an unknown tool) never ran the tool, so
+    # it does not spend max_tool_calls. It did: with max_tool_calls=1, one argument typo
+    # ended the run limit_exceeded before the tool had run at all.
+    unreadable = ModelResponse(
+        tool_calls=[ToolCall(id="c2", name="add", parse_error="not JSON: '{a: 1'")]
+    )
+    model = ScriptedModel(
+        [
+            tool_call("add", a="one", b=2),
+            unreadable,
+            tool_call("nope"),
+            tool_call("add", a=1, b=2),
+            reply("three"),
+        ]
+    )
+    result = await Agent("a", model, tools=[add], limits=RunLimits(max_tool_calls=1)).run("1+2")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "three")
+    assert (result.usage["model_calls"], result.usage["tool_calls"]) == (5, 1)
+    assert [len(tool_messages(r)) for r in model.requests] == [0, 1, 2, 3, 4]
+    # the limit still holds: the next call that would run is refused before it is sent
+    again = ScriptedModel([tool_call("add", a=1, b=2), tool_call("add", a=2, b=2)])
+    stopped = await Agent("a", again, tools=[add], limits=RunLimits(max_tool_calls=1)).run("go")
+    assert stopped.status is RunStatus.LIMIT_EXCEEDED and stopped.usage["tool_calls"] == 1
+
+
+async def test_a_childs_refused_calls_are_not_counted_on_its_parent_either() -> None:
+    # usage rolls up to the parent, and so does the refund of a call that never ran
+    child = SubAgent(
+        Agent(
+            "child",
+            ScriptedModel([tool_call("add", a="x", b=1), tool_call("add", a=1, b=1), "2"]),
+            tools=[add],
+        )
+    )
+    parent_model = ScriptedModel([tool_call("child", input="1+1"), reply("two")])
+    parent = Agent(
+        "p", parent_model, tools=[SubAgentTool(child)], limits=RunLimits(max_tool_calls=2)
+    )
+    result = await parent.run("go")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "two")
+    assert tool_messages(parent_model.requests[1])[0].content == "2"
+    assert result.usage["tool_calls"] == 2  # the parent's call of the child, the child's add
 
 
 async def test_total_token_limit() -> None:

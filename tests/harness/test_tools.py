@@ -310,6 +310,7 @@ async def test_unknown_tool_lists_the_available_ones():
         name="delete_all",
         content="unknown tool 'delete_all'; available: add, search. Call one of those.",
         error=True,
+        refused=True,  # no tool ran: the call is not counted against max_tool_calls
     )
     none_left = await execute_tool_call(None, call("x"), timeout_s=None)
     assert "available: none" in none_left.content

@@ -77,6 +77,14 @@ def reserve_tool_call(info: RunInfo, tree: RunTree) -> None:
         target.usage.tool_calls += 1
 
 
+def release_tool_call(info: RunInfo, tree: RunTree) -> None:
+    """Give back a tool call ``reserve_tool_call`` charged, to the run and every ancestor: the
+    call was refused before its tool ran (``ToolResult.refused``), as pydantic-ai does not
+    count a call the model must correct."""
+    for target in (info, *tree.ancestors(info.run_id)):
+        target.usage.tool_calls = max(target.usage.tool_calls - 1, 0)
+
+
 def record_model_usage(info: RunInfo, tree: RunTree, usage: Usage) -> None:
     """Count a model call's tokens and cost on the run and every ancestor (usage rolls up)."""
     for target in (info, *tree.ancestors(info.run_id)):

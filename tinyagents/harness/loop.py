@@ -43,6 +43,7 @@ from tinyagents.harness.limits import (
     child_limits,
     deadline_left,
     record_model_usage,
+    release_tool_call,
     reserve_model_call,
     reserve_tool_call,
 )
@@ -446,6 +447,8 @@ class AgentRun(RunDriver):
             result = await handler(call)
         finally:
             self._in_tool = False
+        if result.refused:  # the tool never ran: the call does not spend the tool budget
+            release_tool_call(self.info, self.runtime.runs.tree)
         self.messages.append(result.to_message())
         self.emit(
             ToolEvent,

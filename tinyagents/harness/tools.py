@@ -49,6 +49,9 @@ class ToolResult:
     name: str
     content: str
     error: bool = False
+    #: The call was refused before the tool ran (an unknown tool, arguments that are not a
+    #: JSON object or do not validate): it is not counted against ``max_tool_calls``.
+    refused: bool = False
 
     def to_message(self) -> Message:
         """The ``tool`` message that answers the call in the conversation."""
@@ -136,7 +139,7 @@ class FunctionTool(Tool):
         try:
             validated = self._args_model.model_validate(args)
         except ValidationError as exc:
-            raise ToolError(_validation_message(self.name, exc)) from exc
+            raise _InvalidArguments(_validation_message(self.name, exc)) from exc
         positional: list[Any] = []
         keyword: dict[str, Any] = {}
         for field_name, param in self._params:
@@ -191,9 +194,9 @@ async def execute_tool_call(
     """
     if tool is None:
         names = ", ".join(available) or "none"
-        return _error(call, f"unknown tool {call.name!r}; available: {names}. Call one of those.")
+        return _refused(call, f"unknown tool {call.name!r}; available: {names}. Call one of those.")
     if call.parse_error is not None:
-        return _error(
+        return _refused(
             call, f"could not read the arguments for tool {call.name!r}: {call.parse_error}"
         )
     limit = _smaller(timeout_s, tool.timeout_s)
@@ -208,6 +211,8 @@ async def execute_tool_call(
             f"tool {call.name!r} timed out after {limit:g} s and was abandoned; "
             "try a smaller request or another tool",
         )
+    except _InvalidArguments as exc:
+        return _refused(call, message_of(exc))
     except ToolError as exc:
         return _error(call, message_of(exc))
     except Exception as exc:
@@ -238,6 +243,14 @@ def _being_cancelled() -> bool:
 
 def _error(call: ToolCall, text: str) -> ToolResult:
     return ToolResult(call_id=call.id, name=call.name, content=text, error=True)
+
+
+def _refused(call: ToolCall, text: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=text, error=True, refused=True)
+
+
+class _InvalidArguments(ToolError):
+    """A ``FunctionTool``'s arguments did not validate: its function was not called."""
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:
