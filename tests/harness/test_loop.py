@@ -744,5 +744,27 @@ async def test_a_tool_call_limit_of_zero_forbids_every_tool_call(rt: Runtime):
         RunLimits(max_tool_calls=-1)
 
 
+async def test_update_budget_can_take_every_further_tool_call_away(
+    rt: Runtime, recorder: EventRecorder
+):
+    # RunLimits(max_tool_calls=0) is a limit a run may start with, but update_budget refused
+    # the same number ("greater than 0"): a run that had made no tool call yet could not be
+    # stopped from making one by its budget, only by narrowing its tools.
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.BEFORE_MODEL_CALL)
+    handle = await rt.start(fake_agent("worker", turns=1), "go")
+    await hold.reached.wait()
+    receipt = await handle.update_budget(max_tool_calls=0)
+    hold.release()
+    result = await handle.result()
+    assert steering_event(recorder, receipt.correlation_id, "applied").affected["limits"] == {
+        "max_tool_calls": 0
+    }
+    assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tool_calls" in (result.error or "")
+    assert result.usage["tool_calls"] == 0
+    with pytest.raises(TypeError, match=r"limits it can change are deadline_s, max_model_calls"):
+        await handle.update_budget(max_depth=2)
+
+
 def test_instructions_none_means_no_system_prompt():
     assert Agent("a", ScriptedModel(["x"]), instructions=None).instructions == ""

@@ -649,7 +649,8 @@ class StatusPayload(_Payload):
 class BudgetPayload(_Payload):
     # strict: a boolean is no count (True was a budget of one call), nor is text or 2.0
     max_model_calls: int | None = Field(default=None, gt=0, strict=True)
-    max_tool_calls: int | None = Field(default=None, gt=0, strict=True)
+    # 0: no further tool call, as RunLimits(max_tool_calls=0) allows at the start
+    max_tool_calls: int | None = Field(default=None, ge=0, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
     deadline_s: float | None = Field(default=None, gt=0, strict=True)
 

@@ -27,7 +27,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.limits import RunLimits
+from tinyagents.runs.limits import BUDGET_FIELDS, RunLimits
 from tinyagents.steering.inbox import Inbox
 from tinyagents.steering.policy import Policy, PolicyChain, PolicyList
 
@@ -198,11 +198,17 @@ class RunHandle:
         The keywords named like ``RunLimits`` fields are the new limits; the others are the
         command fields every control method takes (``actor``, ``priority``, ...)."""
         limits = {k: limits_and_fields.pop(k) for k in _LIMIT_NAMES & limits_and_fields.keys()}
+        fixed = limits.keys() - set(BUDGET_FIELDS)
         unknown = limits_and_fields.keys() - _SUBMIT_KEYWORDS - SteeringCommand.model_fields.keys()
-        if unknown:
+        if fixed or unknown:
+            what = (
+                f"cannot change {', '.join(sorted(fixed))}"
+                if fixed
+                else f"got unexpected keyword(s) {', '.join(sorted(unknown))}"
+            )
             raise TypeError(
-                f"update_budget() got unexpected keyword(s) {', '.join(sorted(unknown))}: "
-                f"limits are {', '.join(sorted(_LIMIT_NAMES))}"
+                f"update_budget() {what}: the limits it can change are "
+                f"{', '.join(sorted(BUDGET_FIELDS))}"
             )
         return await self.submit(SteeringKind.UPDATE_BUDGET, limits, **limits_and_fields)
 
