@@ -27,7 +27,7 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from tinyagents.harness.model import CUT_OFF
 from tinyagents.testkit import (
     EventRecorder,
@@ -499,6 +499,69 @@ async def test_total_token_limit() -> None:
     result = await Agent("a", model, limits=RunLimits(max_tokens=5)).run("count")
     assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tokens" in (result.error or "")
     assert result.output == "one two three four five six"
+
+
+def used(input_tokens: int, output_tokens: int, response: ModelResponse) -> ModelResponse:
+    response.usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    return response
+
+
+async def test_input_token_limit() -> None:
+    # ports tests/test_usage_limits.py::test_request_token_limit and
+    # ::test_per_request_input_tokens_limit_is_not_cumulative (the cumulative half): the input
+    # tokens of every request of the run count against max_input_tokens; past it the run ends,
+    # and the output it had is kept, not reported as an answer.
+    model = ScriptedModel([used(30, 2, tool_call("ping")), used(45, 3, reply("pong it is"))])
+    limits = RunLimits(max_input_tokens=60)
+    result = await Agent("a", model, tools=[ping], limits=limits).run("Hello")
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert result.error is not None and "'max_input_tokens'" in result.error
+    assert "used 75, allowed 60" in result.error and result.output == "pong it is"
+    # within it, the run completes; using it exactly is allowed
+    model = ScriptedModel([used(30, 2, tool_call("ping")), used(30, 3, reply("pong"))])
+    done = await Agent("a", model, tools=[ping], limits=limits).run("Hello")
+    assert (done.status, done.usage["input_tokens"]) == (RunStatus.COMPLETED, 60)
+    # and the request after that is refused before it is sent
+    model = ScriptedModel([used(60, 2, tool_call("ping")), reply("never sent")])
+    refused = await Agent("a", model, tools=[ping], limits=limits).run("Hello")
+    assert refused.status is RunStatus.LIMIT_EXCEEDED and len(model.requests) == 1
+
+
+async def test_output_token_limit() -> None:
+    # ports tests/test_usage_limits.py::test_response_token_limit: output tokens count
+    # against max_output_tokens; what is left of it goes to the provider as max_tokens.
+    model = ScriptedModel([used(100, 4, tool_call("ping")), used(200, 9, reply("a long answer"))])
+    limits = RunLimits(max_output_tokens=10, max_tokens=1000)
+    result = await Agent("a", model, tools=[ping], limits=limits).run("Hello")
+    assert [r.settings["max_tokens"] for r in model.requests] == [10, 6]
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "'max_output_tokens'" in (result.error or "") and "used 13, allowed 10" in (
+        result.error or ""
+    )
+
+
+async def test_token_limits_of_a_parent_bound_its_child() -> None:
+    # ports tests/test_usage_limits.py::test_multi_agent_usage_no_incr (usage passed down):
+    # a child's tokens count against its parent's limits, and the child's own limits are
+    # never above what its parent has left.
+    child_model = ScriptedModel([used(5, 40, reply("a long delegated answer"))])
+    child = SubAgent(Agent("child", child_model))
+    parent_model = ScriptedModel([used(10, 2, tool_call("child", input="go")), reply("never")])
+    limits = RunLimits(max_output_tokens=30, max_input_tokens=100)
+    parent = Agent("p", parent_model, tools=[SubAgentTool(child)], limits=limits)
+    result = await parent.run("go")
+    assert child_model.requests[0].settings["max_tokens"] == 28  # 30 less the parent's 2
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "max_output_tokens" in (result.error or "") and len(parent_model.requests) == 1
+    assert result.usage["output_tokens"] == 42
+
+
+def test_token_limits_are_positive_counts() -> None:
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ValueError):
+            RunLimits(max_input_tokens=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            RunLimits(max_output_tokens=bad)  # type: ignore[arg-type]
 
 
 # --- message history ----------------------------------------------------------------------

@@ -186,6 +186,8 @@ def test_remaining_budget_counts_usage_and_time() -> None:
             "max_model_calls": 6,
             "max_tool_calls": None,
             "max_tokens": 0,  # never negative
+            "max_input_tokens": None,
+            "max_output_tokens": None,
             "deadline_s": 18.0,
         }
         clock.advance(100)

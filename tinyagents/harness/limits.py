@@ -10,7 +10,7 @@ from tinyagents import _clock
 from tinyagents.errors import RunLimitExceeded
 from tinyagents.harness.model import Usage
 from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits
+from tinyagents.runs.limits import RunLimits, RunUsage
 from tinyagents.runs.tree import RunTree
 
 
@@ -36,9 +36,9 @@ def deadline_left(info: RunInfo) -> float | None:
 
 def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     """Charge one model call to the run and every ancestor, or raise if any has none left.
-    Returns the tokens the call may use: the smallest token budget left up the chain (None
-    when no run in it has ``max_tokens``), which the loop sends as the request's
-    ``max_tokens``.
+    Returns the tokens the call may use: the smallest ``max_tokens`` or ``max_output_tokens``
+    budget left up the chain (None when no run in it has either), which the loop sends as the
+    request's ``max_tokens``.
 
     Check and charge happen together, with no await between them, so runs of one tree going
     concurrently can never make more calls than any ancestor's limit between them. Tokens are
@@ -50,10 +50,11 @@ def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     tokens_left: int | None = None
     for target in chain:
         _check_model_budget(target)
-        limit = target.limits.max_tokens
-        if limit is not None:
-            left = limit - target.usage.total_tokens
-            tokens_left = left if tokens_left is None else min(tokens_left, left)
+        for name, used in _token_counts(target.usage).items():
+            limit = getattr(target.limits, name)
+            if limit is not None and name != "max_input_tokens":  # the output is what it bounds
+                left = limit - used
+                tokens_left = left if tokens_left is None else min(tokens_left, left)
     for target in chain:
         target.usage.model_calls += 1
     return tokens_left
@@ -61,11 +62,22 @@ def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
 
 def check_token_budget(info: RunInfo, tree: RunTree) -> None:
     """After a call was counted: raise if the run or an ancestor has used more tokens than
-    its ``max_tokens`` (using all of it exactly is allowed; the next call is then refused)."""
+    its ``max_tokens``, ``max_input_tokens`` or ``max_output_tokens`` (using all of one exactly
+    is allowed; the next call is then refused)."""
     for target in (info, *tree.ancestors(info.run_id)):
-        limit, used = target.limits.max_tokens, target.usage.total_tokens
-        if limit is not None and used > limit:
-            raise RunLimitExceeded("max_tokens", used, limit, run_id=target.run_id)
+        for name, used in _token_counts(target.usage).items():
+            limit = getattr(target.limits, name)
+            if limit is not None and used > limit:
+                raise RunLimitExceeded(name, used, limit, run_id=target.run_id)
+
+
+def _token_counts(usage: RunUsage) -> dict[str, int]:
+    """What each token limit counts."""
+    return {
+        "max_tokens": usage.total_tokens,
+        "max_input_tokens": usage.input_tokens,
+        "max_output_tokens": usage.output_tokens,
+    }
 
 
 def reserve_tool_call(info: RunInfo, tree: RunTree) -> None:
@@ -100,10 +112,10 @@ def _check_model_budget(info: RunInfo) -> None:
         raise RunLimitExceeded(
             "max_model_calls", usage.model_calls, limits.max_model_calls, run_id=info.run_id
         )
-    if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
-        raise RunLimitExceeded(
-            "max_tokens", usage.total_tokens, limits.max_tokens, run_id=info.run_id
-        )
+    for name, used in _token_counts(usage).items():
+        limit = getattr(limits, name)
+        if limit is not None and used >= limit:
+            raise RunLimitExceeded(name, used, limit, run_id=info.run_id)
     check_deadline(info)
 
 

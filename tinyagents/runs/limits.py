@@ -31,6 +31,10 @@ class RunLimits(BaseModel):
     # 0: the run may call no tool (its first call ends it limit_exceeded), as pydantic-ai allows
     max_tool_calls: int | None = Field(default=None, ge=0, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    # input (prompt) and output tokens on their own, as pydantic-ai's input_tokens_limit and
+    # output_tokens_limit; max_tokens bounds their sum
+    max_input_tokens: int | None = Field(default=None, gt=0, strict=True)
+    max_output_tokens: int | None = Field(default=None, gt=0, strict=True)
     deadline_s: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     max_depth: int = Field(default=8, ge=0, strict=True)
     tool_timeout_s: float | None = Field(default=300, gt=0, strict=True, allow_inf_nan=False)
@@ -69,7 +73,8 @@ class RunUsage:
     def remaining(
         self, limits: RunLimits, now: float | None = None
     ) -> dict[str, float | int | None]:
-        """Remaining budget per ``BUDGET_FIELDS`` entry (``None`` = unbounded)."""
+        """Remaining budget per ``BUDGET_FIELDS`` entry and token limit (``None`` =
+        unbounded): what a child's limits are bounded by."""
         elapsed = (
             (now - self.started_at) if (now is not None and self.started_at is not None) else 0.0
         )
@@ -77,6 +82,8 @@ class RunUsage:
             "max_model_calls": _left(limits.max_model_calls, self.model_calls),
             "max_tool_calls": _left(limits.max_tool_calls, self.tool_calls),
             "max_tokens": _left(limits.max_tokens, self.total_tokens),
+            "max_input_tokens": _left(limits.max_input_tokens, self.input_tokens),
+            "max_output_tokens": _left(limits.max_output_tokens, self.output_tokens),
             "deadline_s": None
             if limits.deadline_s is None
             else max(limits.deadline_s - elapsed, 0.0),
