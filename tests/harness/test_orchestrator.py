@@ -196,3 +196,42 @@ async def test_orchestrator_tools_need_an_agent_run():
         ToolCall(id="c1", name="steer_subagent", args={"run_id": "r-1", "text": "x"}),
     )
     assert result.error and result.content == "steer_subagent must be called from an agent run"
+
+
+async def test_calls_with_missing_or_wrong_arguments_are_refused_and_start_nothing(rt: Runtime):
+    # spawn_subagent without an input started a child on "" (and input=null on "None"),
+    # spending budget on no task; a missing run_id or text was "raised KeyError: 'run_id'";
+    # run_ids given as one string waited for each of its characters ("run r is not ...").
+    # Each is now an error result saying what the tool needs, and no tool call is spent.
+    seen: list[str] = []
+    critic = SubAgent(
+        Agent("critic", FunctionModel(lambda r: seen.append(r.messages[-1].content) or "ok")),
+        description="checks",
+    )
+    calls = [
+        tool_call("spawn_subagent", name="critic"),
+        tool_call("spawn_subagent", name="critic", input=None),
+        tool_call("spawn_subagent", name=["critic"], input="x"),
+        tool_call("steer_subagent", text="focus"),
+        tool_call("steer_subagent", run_id="r-1"),
+        tool_call("wait_subagents", run_ids="r-abc"),
+        tool_call("wait_subagents"),
+        tool_call("cancel_subagent"),
+        tool_call("cancel_subagent", run_id="r-1", reason=5),
+    ]
+    model = ScriptedModel([*calls, "done"])
+    orchestrator = Agent("o", model, tools=orchestrator_tools([critic]))
+    result = await (await rt.start(orchestrator, "go")).result()
+    assert (result.status, result.usage["tool_calls"], seen) == (RunStatus.COMPLETED, 0, [])
+    errors = [tool_error(request) for request in model.requests[1:]]
+    assert errors == [
+        "tool 'spawn_subagent' needs a non-empty string 'input'",
+        "tool 'spawn_subagent' needs a non-empty string 'input'",
+        "no sub-agent ['critic']; available: ['critic']",
+        "tool 'steer_subagent' needs a non-empty string 'run_id'",
+        "tool 'steer_subagent' needs a non-empty string 'text'",
+        "tool 'wait_subagents' needs 'run_ids': a list of run id strings",
+        "tool 'wait_subagents' needs 'run_ids': a list of run id strings",
+        "tool 'cancel_subagent' needs a non-empty string 'run_id'",
+        "tool 'cancel_subagent' takes an optional string 'reason'",
+    ]

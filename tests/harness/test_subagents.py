@@ -98,6 +98,22 @@ async def test_a_failed_turn_does_not_block_the_next_one(rt: Runtime):
     assert await session.send("again") == "second"  # the first turn left no lock held
 
 
+async def test_a_subagent_tool_call_without_input_is_refused_and_not_counted(rt: Runtime):
+    # A SubAgentTool call with no usable input starts no child: like a call whose arguments
+    # do not validate, it is an error result the model corrects, and spends no tool call.
+    child_model = ScriptedModel([reply("found it")])
+    child = SubAgent(Agent("finder", child_model), description="finds things")
+    model = ScriptedModel(
+        [tool_call("finder", input="  "), tool_call("finder", input="the invoice"), reply("ok")]
+    )
+    parent = Agent("lead", model, tools=[SubAgentTool(child)], limits=RunLimits(max_tool_calls=1))
+    result = await (await rt.start(parent, "go")).result()
+    assert (result.status, result.usage["tool_calls"]) == (RunStatus.COMPLETED, 1)
+    refused = model.requests[1].messages[-1]
+    assert refused.metadata == {"error": True} and "non-empty string 'input'" in refused.content
+    assert len(child_model.requests) == 1
+
+
 async def test_session_under_a_parent_registers_each_turn_as_a_child(rt: Runtime):
     gate = Gate("parent")
     parent = await rt.start(Agent("orchestrator", gate.model()), "go")

@@ -15,7 +15,7 @@ from typing import Any
 from tinyagents.errors import ToolError
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.subagent import SubAgent
-from tinyagents.harness.tools import Tool
+from tinyagents.harness.tools import InvalidArguments, Tool
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -40,6 +40,14 @@ class _OrchestratorTool(Tool):
             description=description,
             parameters={"type": "object", "properties": properties, "required": required},
         )
+
+    def text(self, args: dict[str, Any], key: str) -> str:
+        """A required string argument; anything else is refused before the tool does a thing
+        (a child started on "" or "None" works, and spends, on no task)."""
+        value = args.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidArguments(f"tool {self.name!r} needs a non-empty string {key!r}")
+        return value
 
 
 class OrchestratorToolkit:
@@ -92,12 +100,14 @@ class SpawnTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
-        sub = self.toolkit.subagents.get(str(args.get("name")))
+        name = args.get("name")
+        sub = self.toolkit.subagents.get(name) if isinstance(name, str) else None
         if sub is None:
-            raise ToolError(
-                f"no sub-agent {args.get('name')!r}; available: {sorted(self.toolkit.subagents)}"
+            raise InvalidArguments(
+                f"no sub-agent {name!r}; available: {sorted(self.toolkit.subagents)}"
             )
-        handle = await sub.start(str(args.get("input", "")), runtime=ctx.runtime, parent=ctx.handle)
+        task = self.text(args, "input")
+        handle = await sub.start(task, runtime=ctx.runtime, parent=ctx.handle)
         return {"run_id": handle.run_id, "name": sub.name}
 
 
@@ -113,9 +123,8 @@ class SteerTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
-        return await self.toolkit.send(
-            ctx, str(args["run_id"]), SteeringKind.ADD_INSTRUCTION, {"text": args["text"]}
-        )
+        run_id, text = self.text(args, "run_id"), self.text(args, "text")
+        return await self.toolkit.send(ctx, run_id, SteeringKind.ADD_INSTRUCTION, {"text": text})
 
 
 class WaitTool(_OrchestratorTool):
@@ -130,8 +139,11 @@ class WaitTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
+        run_ids = args.get("run_ids")
+        if not isinstance(run_ids, list) or not all(isinstance(r, str) for r in run_ids):
+            raise InvalidArguments(f"tool {self.name!r} needs 'run_ids': a list of run id strings")
         handles = []
-        for run_id in args.get("run_ids") or []:
+        for run_id in run_ids:
             handle = ctx.runtime.runs.get(run_id)
             if handle is None or not ctx.runtime.runs.tree.is_descendant(run_id, of=ctx.run_id):
                 raise ToolError(f"run {run_id} is not a sub-agent of this run")
@@ -155,8 +167,11 @@ class CancelTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
-        payload = {"reason": args["reason"]} if args.get("reason") else {}
-        return await self.toolkit.send(ctx, str(args["run_id"]), SteeringKind.CANCEL, payload)
+        run_id, reason = self.text(args, "run_id"), args.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidArguments(f"tool {self.name!r} takes an optional string 'reason'")
+        payload = {"reason": reason} if reason else {}
+        return await self.toolkit.send(ctx, run_id, SteeringKind.CANCEL, payload)
 
 
 def orchestrator_tools(subagents: Sequence[SubAgent]) -> list[Tool]:

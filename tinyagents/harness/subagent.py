@@ -21,7 +21,7 @@ from tinyagents.events.models import Event
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.loop import abandon_child, start_agent_run
 from tinyagents.harness.model import Message
-from tinyagents.harness.tools import Tool
+from tinyagents.harness.tools import InvalidArguments, Tool
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
 from tinyagents.runs.info import RunStatus
@@ -172,7 +172,7 @@ class SubAgentTool(Tool):
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         text = args.get("input")
         if not isinstance(text, str) or not text.strip():
-            raise ToolError(f"tool {self.name!r} needs a non-empty string 'input'")
+            raise InvalidArguments(f"tool {self.name!r} needs a non-empty string 'input'")
         if not isinstance(ctx, RunContext):
             raise ToolError(f"tool {self.name!r} must be called from an agent run")
         try:

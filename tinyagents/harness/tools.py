@@ -139,7 +139,7 @@ class FunctionTool(Tool):
         try:
             validated = self._args_model.model_validate(args)
         except ValidationError as exc:
-            raise _InvalidArguments(_validation_message(self.name, exc)) from exc
+            raise InvalidArguments(_validation_message(self.name, exc)) from exc
         positional: list[Any] = []
         keyword: dict[str, Any] = {}
         for field_name, param in self._params:
@@ -211,7 +211,7 @@ async def execute_tool_call(
             f"tool {call.name!r} timed out after {limit:g} s and was abandoned; "
             "try a smaller request or another tool",
         )
-    except _InvalidArguments as exc:
+    except InvalidArguments as exc:
         return _refused(call, message_of(exc))
     except ToolError as exc:
         return _error(call, message_of(exc))
@@ -249,8 +249,9 @@ def _refused(call: ToolCall, text: str) -> ToolResult:
     return ToolResult(call_id=call.id, name=call.name, content=text, error=True, refused=True)
 
 
-class _InvalidArguments(ToolError):
-    """A ``FunctionTool``'s arguments did not validate: its function was not called."""
+class InvalidArguments(ToolError):
+    """Raised by a tool whose arguments it cannot use, before it does anything: the call is
+    an error result for the model to correct (``ToolResult.refused``), not a tool call run."""
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:
