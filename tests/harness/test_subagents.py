@@ -19,7 +19,7 @@ from tinyagents import (
 )
 from tinyagents.errors import RunCancelled, RunFailed
 from tinyagents.harness import Message
-from tinyagents.protocol import SteeringActor
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -28,6 +28,7 @@ from tinyagents.testkit import (
     ScriptedModel,
     fake_agent,
     reply,
+    steering_messages,
     tool_call,
 )
 
@@ -87,6 +88,34 @@ async def test_sends_at_the_same_time_take_turns_and_lose_none(rt: Runtime):
     assert seen[1] == [("user", "one"), ("assistant", "re: one"), ("user", "two")]
     assert roles_and_text(session.messages) == [*seen[1], ("assistant", "re: two")]
     assert len(session.runs) == 2
+
+
+async def test_a_sessions_turns_run_on_one_thread_that_steering_can_address(
+    rt: Runtime, recorder: EventRecorder
+):
+    # Each turn was a run on no thread, so a command for "the conversation" could only name
+    # one turn's run, and between turns there was none to name. The turns now share the
+    # session's thread: a command addressed to it between turns waits for the next turn.
+    model = ScriptedModel([reply("Paris"), reply("Paris, France")])
+    session = SubAgent(Agent("geo", model)).session(runtime=rt, thread_id="chat-7")
+    assert session.thread_id == "chat-7"
+    await session.send("capital of France?")
+    receipt = await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.thread("chat-7"),
+            actor=OPERATOR,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "name the country too"},
+        )
+    )
+    assert receipt.status.value == "deferred"  # no turn is running now
+    assert await session.send("and again?") == "Paris, France"
+    assert [rt.runs.get(r).info.thread_id for r in session.runs] == ["chat-7", "chat-7"]
+    assert "name the country too" in steering_messages(model.requests[1])[0].content
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
+    # without a thread_id of its own, a session gets a new one
+    other = SubAgent(Agent("geo", ScriptedModel(["x"]))).session(runtime=rt)
+    assert other.thread_id and other.thread_id != "chat-7"
 
 
 async def test_a_failed_turn_does_not_block_the_next_one(rt: Runtime):

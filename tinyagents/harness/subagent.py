@@ -107,9 +107,20 @@ class SubAgent:
         return await self.invoke(input, runtime=ctx.runtime, parent=ctx.handle, **kw)
 
     def session(
-        self, *, runtime: RunHost, parent: RunHandle | str | None = None
+        self,
+        *,
+        runtime: RunHost,
+        parent: RunHandle | str | None = None,
+        thread_id: str | None = None,
     ) -> SubAgentSession:
-        return SubAgentSession(subagent=self, runtime=runtime, parent=parent)
+        """A multi-turn conversation with this sub-agent, its turns on ``thread_id`` (a new
+        thread id if not given)."""
+        return SubAgentSession(
+            subagent=self,
+            runtime=runtime,
+            parent=parent,
+            thread_id=thread_id or _clock.new_id("th"),
+        )
 
 
 @dataclass(slots=True, kw_only=True)
@@ -119,11 +130,14 @@ class SubAgentSession:
 
     Turns are taken one at a time: a ``send`` made while another is under way waits for it
     and continues its transcript (two turns started from one transcript would fork it, and
-    the one that ended last would drop the other's exchange)."""
+    the one that ended last would drop the other's exchange). Each turn runs on the
+    session's ``thread_id``, so steering addressed to that thread
+    (``SteeringTarget.thread``) reaches the turn under way, or waits for the next one."""
 
     subagent: SubAgent
     runtime: RunHost
     parent: RunHandle | str | None = None
+    thread_id: str | None = None
     messages: list[Message] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     _turn: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
@@ -139,6 +153,7 @@ class SubAgentSession:
         history = list(self.messages)
         if not history and agent.instructions:
             history.append(Message(role="system", content=agent.instructions))
+        kw.setdefault("thread_id", self.thread_id)
         handle = await start_agent_run(
             self.runtime, agent, text, parent=self.parent, history=history, **kw
         )
