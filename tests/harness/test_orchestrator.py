@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, orchestrator_tools
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import execute_tool_call
 from tinyagents.protocol import SteeringActor
@@ -235,3 +238,17 @@ async def test_calls_with_missing_or_wrong_arguments_are_refused_and_start_nothi
         "tool 'cancel_subagent' needs a non-empty string 'run_id'",
         "tool 'cancel_subagent' takes an optional string 'reason'",
     ]
+
+
+def test_two_subagents_of_one_name_or_none_at_all_are_refused():
+    # Two sub-agents named alike: the second silently replaced the first, which the model
+    # could then never spawn (Agent refuses two tools of one name the same way). No
+    # sub-agent at all: spawn_subagent offered an empty enum, a schema providers refuse.
+    first = SubAgent(fake_agent("helper"), description="first")
+    second = SubAgent(fake_agent("helper"), description="second")
+    with pytest.raises(ConfigurationError, match="two sub-agents named 'helper'"):
+        orchestrator_tools([first, second])
+    with pytest.raises(ConfigurationError, match="at least one sub-agent"):
+        orchestrator_tools([])
+    renamed = SubAgent(fake_agent("helper"), name="helper-2", description="second")
+    assert len(orchestrator_tools([first, renamed])) == 4

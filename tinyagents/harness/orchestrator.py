@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from tinyagents.errors import ToolError
+from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.subagent import SubAgent
 from tinyagents.harness.tools import InvalidArguments, Tool
@@ -54,7 +54,19 @@ class OrchestratorToolkit:
     """Holds the sub-agents a parent may spawn; ``tools()`` returns the four tools."""
 
     def __init__(self, subagents: Sequence[SubAgent]) -> None:
-        self.subagents = {s.name: s for s in subagents}
+        if not subagents:
+            raise ConfigurationError(
+                "orchestrator_tools needs at least one sub-agent to spawn (spawn_subagent "
+                "would offer an empty list of names, a schema providers refuse)"
+            )
+        self.subagents: dict[str, SubAgent] = {}
+        for sub in subagents:
+            if sub.name in self.subagents:
+                raise ConfigurationError(
+                    f"orchestrator_tools got two sub-agents named {sub.name!r}; the model picks "
+                    "one by name: give one another with SubAgent(agent, name=...)"
+                )
+            self.subagents[sub.name] = sub
 
     def tools(self) -> list[Tool]:
         names = sorted(self.subagents)
