@@ -5,14 +5,24 @@ as they arrive; steering lands at the same boundaries as without streaming."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tinyagents import Agent, Runtime, SubAgent, SubAgentTool, tool
+from tinyagents import Agent, Model, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.events import Event, ModelDeltaEvent, parse_event
-from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.harness import ModelRequest, ModelResponse, StreamChunk
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    Gate,
+    ScriptedModel,
+    reply,
+    steering_messages,
+    tool_call,
+)
 
 
 @tool
@@ -133,3 +143,60 @@ async def test_steering_lands_at_the_same_boundaries_with_and_without_streaming(
             assert any("check the second charge first" in t for t in texts)
     assert trails[stream] == trails[False]
     assert ("steering.applied", None) in trails[False]
+
+
+class HalfwayStream(Model):
+    """Streams half of its first answer, then waits at a gate until the test opens it."""
+
+    name = "halfway"
+    streams = True
+
+    def __init__(self) -> None:
+        self.gate = Gate("mid-stream")
+        self.requests: list[ModelRequest] = []
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise AssertionError("a streaming model is asked through stream()")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            yield StreamChunk(text_delta="the invoice ")
+            await self.gate.wait()
+            yield StreamChunk(text_delta="was charged twice")
+            yield StreamChunk(response=ModelResponse(text="the invoice was charged twice"))
+        else:
+            yield StreamChunk(text_delta="sorry", response=ModelResponse(text="sorry"))
+
+
+async def test_steering_sent_during_a_stream_lands_after_the_response() -> None:
+    # Nothing is applied inside a provider stream: an instruction, a pause and a status
+    # request sent after the first piece wait for the end of the stream, are delivered at
+    # after_model_response of that request, and the instruction reaches the next request.
+    model = HalfwayStream()
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        handle = await rt.start(Agent("billing", model), "why two charges?")
+        await model.gate.entered.wait()  # one piece out, the stream still open
+        cids = [
+            (await handle.steer("apologise first")).correlation_id,
+            (await handle.pause("a human looks first")).correlation_id,
+            (await handle.request_status()).correlation_id,
+        ]
+        assert [recorder.terminal_state(c) for c in cids] == [None, None, None]
+        model.gate.open()
+        waiter = EventWaiter()
+        rt.bus.add_sink(waiter)
+        await waiter.event("run.paused", handle.run_id)
+        await handle.resume()
+        result = await handle.result()
+    assert (result.status.value, result.output) == ("completed", "sorry")
+    first = model.requests[0].request_id
+    for cid in cids:
+        (delivered,) = [e for e in recorder.steering(cid) if e.type == "steering.delivered"]
+        assert delivered.boundary == "after_model_response"
+        assert delivered.affected.get("model_request_id") == first
+    types = recorder.types()
+    assert types.index("model.response") < types.index("steering.delivered")
+    assert "apologise first" in steering_messages(model.requests[1])[0].content
+    recorder.assert_every_command_terminal()
