@@ -118,6 +118,50 @@ async def test_a_sessions_turns_run_on_one_thread_that_steering_can_address(
     assert other.thread_id and other.thread_id != "chat-7"
 
 
+async def test_a_turn_whose_caller_stops_waiting_is_cancelled_not_left_running(rt: Runtime):
+    # asyncio.wait_for(session.send(...), 30) timing out left the turn's run working, and
+    # spending, for nobody; the session's lock was free again, so the next turn ran beside
+    # it on the same thread. The run is now cancelled (in-flight model request included),
+    # as a SubAgentTool's child is when its tool call is cancelled.
+    gate = Gate("slow-model")
+    model = ScriptedModel([lambda request: gate.wait(), reply("second")])
+    session = SubAgent(Agent("chat", FunctionModel(lambda r: model.request(r)))).session(runtime=rt)
+    turn = asyncio.ensure_future(session.send("first"))
+    await gate.entered.wait()
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    abandoned = rt.runs.get(session.runs[0])
+    assert abandoned is not None
+    result = await abandoned.result()
+    assert result.status is RunStatus.CANCELLED and gate.cancelled
+    assert session.messages == []  # the turn left nothing in the transcript
+    assert await session.send("again") == "second"
+
+
+async def test_an_invoke_whose_caller_stops_waiting_cancels_its_run(rt: Runtime):
+    gate = Gate("child-model")
+    parent_gate = Gate("parent")
+    parent = await rt.start(Agent("lead", parent_gate.model()), "go")
+    for under in (None, parent):  # a run of its own, and a child of a live run
+        call = asyncio.ensure_future(
+            SubAgent(Agent("child", gate.model())).invoke("go", runtime=rt, parent=under)
+        )
+        await gate.entered.wait()
+        gate.entered.clear()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    children = [h for h in rt.runs.list() if h.agent_id == "child"]
+    assert len(children) == 2
+    for info in children:
+        handle = rt.runs.get(info.run_id)
+        assert handle is not None
+        assert (await handle.result()).status is RunStatus.CANCELLED
+    parent_gate.open()
+    await parent.result()
+
+
 async def test_a_failed_turn_does_not_block_the_next_one(rt: Runtime):
     model = ScriptedModel([tool_call("step"), reply("second")])
     agent = Agent("chat", model, limits=RunLimits(max_tool_calls=0))

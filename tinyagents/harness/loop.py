@@ -915,11 +915,18 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
 
 
 def abandon_child(runtime: RunHost, handle: RunHandle, why: str) -> None:
-    """Cancel a child run whose caller stopped waiting for it (the tool call that started it
-    timed out or was cancelled), at once: it must not work on, and spend, for nobody."""
+    """Cancel a run whose caller stopped waiting for it (the tool call that started it timed
+    out or was cancelled, a ``SubAgent.invoke`` or session turn whose caller was cancelled),
+    at once: it must not work on, and spend, for nobody. A child of an agent run is
+    cancelled by that run's agent; any other run by its handle's own operator."""
     parent = runtime.runs.get(handle.info.parent_run_id or "")
     parent_run = parent.driver if parent is not None else None
-    if handle.status.finished or handle.cancelling or not isinstance(parent_run, AgentRun):
+    if handle.status.finished or handle.cancelling:
+        return
+    if not isinstance(parent_run, AgentRun):
+        runtime.spawn(
+            handle.cancel(why, immediate=True, check=False), name=f"abandon-{handle.run_id}"
+        )
         return
     handle.cancelling = True
     if isinstance(handle.driver, AgentRun):

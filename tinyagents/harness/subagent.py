@@ -66,7 +66,7 @@ class SubAgent:
             async with private_host() as host:
                 return await self.invoke(input, runtime=host, parent=parent, **kw)
         handle = await self.start(input, runtime=runtime, parent=parent, **kw)
-        return output_or_raise(handle, await handle.result())
+        return output_or_raise(handle, await _wait(runtime, handle, "SubAgent.invoke"))
 
     async def invoke_with_events(
         self,
@@ -97,7 +97,7 @@ class SubAgent:
             child_id = kw.pop("run_id", None) or _new_run_id()
             mine.add(child_id)
             handle = await self.start(input, runtime=runtime, parent=parent, run_id=child_id, **kw)
-            result = await handle.result()
+            result = await _wait(runtime, handle, "SubAgent.invoke_with_events")
         finally:
             runtime.bus.remove_sink(collect)
         return result, events
@@ -144,7 +144,8 @@ class SubAgentSession:
 
     async def send(self, text: str, **kw: Any) -> Any:
         """Run one turn: ``text`` after the transcript so far; returns the run's output (or
-        raises its error, as ``SubAgent.invoke`` does). The transcript keeps the turn either way."""
+        raises its error, as ``SubAgent.invoke`` does). The transcript keeps the turn either
+        way, unless the caller stops waiting: the turn's run is then cancelled, and left out."""
         async with self._turn:
             return await self._send(text, **kw)
 
@@ -158,7 +159,7 @@ class SubAgentSession:
             self.runtime, agent, text, parent=self.parent, history=history, **kw
         )
         self.runs.append(handle.run_id)
-        result = await handle.result()
+        result = await _wait(self.runtime, handle, "SubAgentSession.send")
         run = handle.driver
         self.messages = list(getattr(run, "messages", history))
         return output_or_raise(handle, result)
@@ -198,11 +199,8 @@ class SubAgentTool(Tool):
                 f"configured limit {exc.limit} (would use {exc.used}, allowed {exc.allowed}), "
                 "so it did not run, let alone complete. Do the task here or split it differently."
             ) from None
-        try:
-            result = await handle.result()
-        except BaseException:  # the call timed out (timeout_s) or was cancelled: nobody waits
-            abandon_child(ctx.runtime, handle, f"stopped waiting for it (tool {self.name!r})")
-            raise
+        # the call timed out (timeout_s) or was cancelled: nobody waits for the child
+        result = await _wait(ctx.runtime, handle, f"tool {self.name!r}")
         if (
             result.status is RunStatus.LIMIT_EXCEEDED
             and handle.info.limits.behavior == "stop_with_partial"
@@ -247,6 +245,16 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
         raise RunCancelled(handle.run_id, result.error)
     cause = getattr(handle.driver, "failure", None)
     raise RunFailed(f"run {handle.run_id} failed: {result.error}") from cause
+
+
+async def _wait(runtime: RunHost, handle: RunHandle, caller: str) -> RunResult:
+    """The run's result; if the caller is cancelled meanwhile (a timeout around it), the run
+    is cancelled too rather than left working, and spending, for nobody."""
+    try:
+        return await handle.result()
+    except BaseException:
+        abandon_child(runtime, handle, f"stopped waiting for it ({caller})")
+        raise
 
 
 def _new_run_id() -> str:
