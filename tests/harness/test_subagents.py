@@ -15,9 +15,10 @@ from tinyagents import (
     Runtime,
     SubAgent,
     SubAgentTool,
+    orchestrator_tools,
     tool,
 )
-from tinyagents.errors import RunCancelled, RunFailed
+from tinyagents.errors import ConfigurationError, RunCancelled, RunFailed
 from tinyagents.harness import Message
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.testkit import (
@@ -185,6 +186,29 @@ async def test_a_subagent_tool_call_without_input_is_refused_and_not_counted(rt:
     refused = model.requests[1].messages[-1]
     assert refused.metadata == {"error": True} and "non-empty string 'input'" in refused.content
     assert len(child_model.requests) == 1
+
+
+async def test_an_agent_given_where_a_sub_agent_goes_works_and_anything_else_is_refused(
+    rt: Runtime,
+):
+    # SubAgentTool(agent) was accepted and then failed every call with "tool 'helper' raised
+    # AttributeError: 'Agent' object has no attribute 'start'"; SubAgent("helper") raised a
+    # bare AttributeError. An Agent is now taken as SubAgent(agent); anything else is a
+    # ConfigurationError that says what to pass.
+    helper = Agent("helper", ScriptedModel(["found it"]), description="finds things")
+    model = ScriptedModel([tool_call("helper", input="the invoice"), reply("done")])
+    parent = Agent("lead", model, tools=[SubAgentTool(helper)])
+    assert (await (await rt.start(parent, "go")).result()).output == "done"
+    assert model.requests[1].messages[-1].content == "found it"
+    assert model.requests[0].tools[0].description == "finds things"
+    assert orchestrator_tools([helper])[0].toolkit.subagents["helper"].agent is helper
+    for wrong in ("helper", None, SubAgentTool(helper)):
+        with pytest.raises(ConfigurationError, match="SubAgent wraps an Agent"):
+            SubAgent(wrong)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="takes a SubAgent or an Agent"):
+            SubAgentTool(wrong)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="takes a SubAgent or an Agent"):
+            orchestrator_tools([wrong])  # type: ignore[list-item]
 
 
 async def test_session_under_a_parent_registers_each_turn_as_a_child(rt: Runtime):

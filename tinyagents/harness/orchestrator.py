@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinyagents.errors import ConfigurationError, ToolError
+from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.subagent import SubAgent
+from tinyagents.harness.subagent import SubAgent, as_subagent
 from tinyagents.harness.tools import InvalidArguments, Tool
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -53,7 +54,8 @@ class _OrchestratorTool(Tool):
 class OrchestratorToolkit:
     """Holds the sub-agents a parent may spawn; ``tools()`` returns the four tools."""
 
-    def __init__(self, subagents: Sequence[SubAgent]) -> None:
+    def __init__(self, children: Sequence[SubAgent | Agent]) -> None:
+        subagents = [as_subagent(c, taker="orchestrator_tools") for c in children]
         if not subagents:
             raise ConfigurationError(
                 "orchestrator_tools needs at least one sub-agent to spawn (spawn_subagent "
@@ -186,6 +188,7 @@ class CancelTool(_OrchestratorTool):
         return await self.toolkit.send(ctx, run_id, SteeringKind.CANCEL, payload)
 
 
-def orchestrator_tools(subagents: Sequence[SubAgent]) -> list[Tool]:
-    """``spawn_subagent``, ``steer_subagent``, ``wait_subagents``, ``cancel_subagent``."""
+def orchestrator_tools(subagents: Sequence[SubAgent | Agent]) -> list[Tool]:
+    """``spawn_subagent``, ``steer_subagent``, ``wait_subagents``, ``cancel_subagent``. An
+    ``Agent`` is taken as ``SubAgent(agent)``."""
     return OrchestratorToolkit(subagents).tools()

@@ -16,8 +16,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import RunCancelled, RunFailed, RunLimitExceeded, ToolError
+from tinyagents.errors import (
+    ConfigurationError,
+    RunCancelled,
+    RunFailed,
+    RunLimitExceeded,
+    ToolError,
+)
 from tinyagents.events.models import Event
+from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.loop import abandon_child, start_agent_run
 from tinyagents.harness.model import Message
@@ -27,7 +34,6 @@ from tinyagents.runs.host import private_host
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
-    from tinyagents.harness.agent import Agent
     from tinyagents.runs.host import RunHost
 
 
@@ -37,6 +43,11 @@ class SubAgent:
     def __init__(
         self, agent: Agent, *, description: str | None = None, name: str | None = None
     ) -> None:
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(
+                f"SubAgent wraps an Agent, got {type(agent).__name__}: SubAgent(Agent(name, "
+                "model, ...), description=...)"
+            )
         self.agent = agent
         self.name = name or agent.name
         self.description = (
@@ -165,12 +176,30 @@ class SubAgentSession:
         return output_or_raise(handle, result)
 
 
+def as_subagent(child: SubAgent | Agent, *, taker: str) -> SubAgent:
+    """``child`` as a ``SubAgent``: an ``Agent`` is taken as ``SubAgent(agent)``."""
+    if isinstance(child, SubAgent):
+        return child
+    if isinstance(child, Agent):
+        return SubAgent(child)
+    raise ConfigurationError(
+        f"{taker} takes a SubAgent or an Agent, got {type(child).__name__}: "
+        f"{taker}(SubAgent(agent, description=...))"
+    )
+
+
 class SubAgentTool(Tool):
-    """Exposes a sub-agent to a parent model as a tool taking ``{"input": "..."}``."""
+    """Exposes a sub-agent to a parent model as a tool taking ``{"input": "..."}``. An
+    ``Agent`` is taken as ``SubAgent(agent)``."""
 
     def __init__(
-        self, subagent: SubAgent, *, name: str | None = None, timeout_s: float | None = None
+        self,
+        subagent: SubAgent | Agent,
+        *,
+        name: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
+        subagent = as_subagent(subagent, taker="SubAgentTool")
         self.subagent = subagent
         super().__init__(
             name=name or subagent.name,
