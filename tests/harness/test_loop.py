@@ -762,8 +762,24 @@ async def test_update_budget_can_take_every_further_tool_call_away(
     }
     assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tool_calls" in (result.error or "")
     assert result.usage["tool_calls"] == 0
-    with pytest.raises(TypeError, match=r"limits it can change are deadline_s, max_model_calls"):
+    with pytest.raises(TypeError, match=r"limits it can change are deadline_s, max_input_tok"):
         await handle.update_budget(max_depth=2)
+
+
+async def test_update_budget_changes_the_input_and_output_token_limits(
+    rt: Runtime, recorder: EventRecorder
+):
+    probe = BoundaryProbe(rt)
+    hold = probe.hold(Boundary.BEFORE_MODEL_CALL)
+    handle = await rt.start(fake_agent("worker", turns=1), "go")
+    await hold.reached.wait()
+    receipt = await handle.update_budget(max_input_tokens=1_000, max_output_tokens=200)
+    hold.release()
+    await handle.result()
+    applied = steering_event(recorder, receipt.correlation_id, "applied")
+    assert applied.affected["limits"] == {"max_input_tokens": 1_000, "max_output_tokens": 200}
+    assert handle.info.limits.max_input_tokens == 1_000
+    assert handle.info.limits.max_output_tokens == 200
 
 
 def test_instructions_none_means_no_system_prompt():

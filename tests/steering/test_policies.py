@@ -330,6 +330,22 @@ async def test_what_the_child_already_used_counts_towards_its_ceiling(
     assert over.status is ReceiptStatus.REJECTED
 
 
+async def test_input_and_output_token_budgets_are_bounded_by_the_parents_too(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """``RunLimits(max_input_tokens=, max_output_tokens=)`` bound a run as ``max_tokens``
+    does, so ``update_budget`` takes them too, held to what the parent has left."""
+    parent = await make_run("parent", limits=RunLimits(max_output_tokens=100))
+    parent.info.usage = RunUsage(output_tokens=60)
+    child = await make_run("child", parent="parent")
+    child.info.usage = RunUsage(output_tokens=10)
+    over = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_output_tokens": 51}))
+    assert over.status is ReceiptStatus.REJECTED and over.policy_id == "budget"
+    assert over.reason is not None and "max_output_tokens=51" in over.reason
+    fits = make_command("child", K.UPDATE_BUDGET, {"max_output_tokens": 50, "max_input_tokens": 7})
+    assert (await rt.submit(fits)).accepted
+
+
 async def test_budget_of_a_root_run_or_an_unbounded_field_is_not_capped(
     rt: Runtime, make_run: MakeRun
 ) -> None:

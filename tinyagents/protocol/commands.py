@@ -652,6 +652,8 @@ class BudgetPayload(_Payload):
     # 0: no further tool call, as RunLimits(max_tool_calls=0) allows at the start
     max_tool_calls: int | None = Field(default=None, ge=0, strict=True)
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    max_input_tokens: int | None = Field(default=None, gt=0, strict=True)
+    max_output_tokens: int | None = Field(default=None, gt=0, strict=True)
     deadline_s: float | None = Field(default=None, gt=0, strict=True)
 
     @model_validator(mode="after")

@@ -12,7 +12,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 #: The limit fields that budgets (``update_budget``) may change.
-BUDGET_FIELDS = ("max_model_calls", "max_tool_calls", "max_tokens", "deadline_s")
+BUDGET_FIELDS = (
+    "max_model_calls",
+    "max_tool_calls",
+    "max_tokens",
+    "max_input_tokens",
+    "max_output_tokens",
+    "deadline_s",
+)
 
 
 class RunLimits(BaseModel):

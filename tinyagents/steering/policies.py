@@ -195,6 +195,8 @@ def _used(ctx: PolicyContext) -> dict[str, float]:
         "max_model_calls": usage.model_calls,
         "max_tool_calls": usage.tool_calls,
         "max_tokens": usage.total_tokens,
+        "max_input_tokens": usage.input_tokens,
+        "max_output_tokens": usage.output_tokens,
         "deadline_s": elapsed,
     }
 
