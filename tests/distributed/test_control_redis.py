@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
 from conftest import RedisServer
-from test_redis_control import OPERATOR, command, eventually
+from test_redis_control import OPERATOR, command, eventually, slow_agent_for_listing
 from worker import slow_agent
 
 from tinyagents import (
@@ -26,6 +27,7 @@ from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
 from tinyagents.store import MemoryStore
 from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import FakeClock, use_clock
 
 
 @pytest.fixture
@@ -311,3 +313,30 @@ async def test_over_redis_and_a_store_an_unknown_run_waits_once_as_another_tenan
             await handle.cancel()
             await handle.result()
             control.close()
+
+
+async def test_an_idle_run_of_a_live_worker_is_not_listed_as_owner_silent(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """A run that does not move (waiting on an interrupt, paused, in a long tool call) is
+    rewritten in its worker's mirror only when it changes, so its ``updated_at`` there grows
+    old; the worker still beats. Seen through another worker it was marked ``owner_silent``
+    (the console and ``tinyagents runs list`` said "(owner silent)") once that snapshot was
+    OWNER_SILENT_S old, while its owner was alive and answered its commands. A run listed on
+    Redis is a live worker's run: never silent."""
+    rt_a, control, _ = pair
+    handle = await rt_a.start(slow_agent_for_listing(), "hold", tenant_id="acme")
+    await eventually(
+        lambda: control.get_run(handle.run_id, tenant_id="acme"),
+        lambda snap: snap is not None,
+    )
+    # the idle run's mirrored snapshot, read a minute later (the worker still beats)
+    with use_clock(FakeClock(datetime.now(UTC) + timedelta(minutes=1))):
+        runs = await control.list_runs(tenant_id="acme")
+        snap = await control.get_run(handle.run_id, tenant_id="acme")
+        tree = await control.tree(handle.run_id, tenant_id="acme")
+    listed = next(r for r in runs if r["run_id"] == handle.run_id)
+    assert listed["worker"] == "a" and listed["owner_silent"] is False
+    assert snap is not None and snap["owner_silent"] is False
+    assert tree is not None and tree["owner_silent"] is False
+    await handle.cancel()

@@ -295,7 +295,7 @@ class Control:
         fresh: dict[str, dict[str, Any]] = {}
         if self.redis is not None:
             for snap in await self.redis.list_runs(tenant_id):
-                fresh[snap["run_id"]] = snap
+                fresh[snap["run_id"]] = _heard_from(snap)
         if self.runtime is not None:
             for snap in self.runtime.live_snapshots():
                 if tenant_id is None or snap["tenant_id"] == tenant_id:
@@ -312,6 +312,8 @@ class Control:
                 snap = await self.redis.get_run(run_id)
             except ControlPlaneUnavailable:
                 snap = None
+            if snap is not None:
+                snap = _heard_from(snap)
         if snap is None and self.store is not None:
             snap = await self.store.load_run(run_id)
         if snap is None or (tenant_id is not None and snap["tenant_id"] != tenant_id):
@@ -540,5 +542,16 @@ def command_history(events: list[SteeringEvent]) -> list[dict[str, Any]]:
 def _with_liveness(snap: dict[str, Any]) -> dict[str, Any]:
     """The snapshot with ``owner_silent``: True for an unfinished run whose owner wrote no
     heartbeat for ``OWNER_SILENT_S`` (its process is likely gone: the run stays in its last
-    status for ever, and commands to it are refused). A copy: live snapshots are shared."""
+    status for ever, and commands to it are refused). A copy: live snapshots are shared. A
+    snapshot ``_heard_from`` a live worker keeps its ``owner_silent`` (False)."""
+    if "owner_silent" in snap:
+        return dict(snap)
     return {**snap, "owner_silent": owner_silent(snap)}
+
+
+def _heard_from(snap: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot read from the Redis mirror, marked ``owner_silent`` False: Redis lists only
+    the runs of workers that beat within its ``ttl_s``, so its owner is alive. (Its
+    ``updated_at`` is when the run last moved: the mirror rewrites an idle run only on its
+    next change, so that time says nothing of its owner.)"""
+    return {**snap, "owner_silent": False}
