@@ -169,6 +169,29 @@ def test_bad_input_is_one_line_and_exit_code_2(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "store", ["postgresql://nobody@127.0.0.1:1/nothing", "sqlite:///a-file/runs.db"]
+)
+def test_workers_that_cannot_open_the_store_stop_serve_with_one_line(
+    tmp_path: Path, store: str
+) -> None:
+    """Each worker opens the store itself, after ``serve`` has spawned it: a store no worker
+    could open printed a traceback from every worker process (hundreds of lines), after the
+    server had been announced with its URL and token as if it served; then ``serve`` started
+    the workers again when their start-up outlasted ``STARTUP_S``. Now: the server is
+    announced once every worker serves; a worker that fails before it does stops ``serve``
+    with its one-line reason, exit code 2, as one process does."""
+    (tmp_path / "a-file").write_text("not a directory")
+    done = tinyagents(
+        "serve", "--port", "0", "--workers", "2", "--insecure-dev", "--store", store, cwd=tmp_path
+    )
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tinyagents serve: "), done.stderr
+    assert "operator console" not in done.stdout and "starting it again" not in done.stderr
+
+
 def test_the_listening_socket_says_it_is_tcp() -> None:
     """asyncio sets TCP_NODELAY on accepted sockets only when the listening socket's proto is
     IPPROTO_TCP; without it each response on a kept-alive connection waits for a delayed ACK."""

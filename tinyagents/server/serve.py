@@ -23,12 +23,12 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from tinyagents.distributed import RedisControl
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import AuthError, ConfigurationError, StoreError
 from tinyagents.runtime import Runtime
 from tinyagents.server.app import BASE, create_app
 from tinyagents.server.auth import (
@@ -41,7 +41,7 @@ from tinyagents.server.auth import (
 from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
 from tinyagents.server.loopback import is_loopback
-from tinyagents.server.workers import run_workers
+from tinyagents.server.workers import Reports, run_workers
 from tinyagents.store._postgres import redacted
 
 if TYPE_CHECKING:
@@ -200,16 +200,29 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     return await serve_worker(options, sock, 0, out)
 
 
-def _worker_main(options: ServeOptions, sock: socket.socket, index: int) -> int:
-    """A worker process of ``serve --workers N`` (the parent announces the server)."""
-    return asyncio.run(serve_worker(options, sock, index, None))
+def _worker_main(options: ServeOptions, sock: socket.socket, index: int, reports: Reports) -> int:
+    """A worker process of ``serve --workers N``: it reports to the parent when it serves (the
+    parent announces the server) or why it cannot (a bad store, ...: one line, exit code 2)."""
+    try:
+        return asyncio.run(serve_worker(options, sock, index, None, ready=reports.ready))
+    except (ConfigurationError, AuthError, StoreError) as exc:
+        reports.failed(str(exc))
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:  # Ctrl+C reaches the whole process group: the parent stops us
+        return 0
 
 
 async def serve_worker(
-    options: ServeOptions, sock: socket.socket, index: int, out: IO[str] | None
+    options: ServeOptions,
+    sock: socket.socket,
+    index: int,
+    out: IO[str] | None,
+    *,
+    ready: Callable[[], None] | None = None,
 ) -> int:
     """One worker: a runtime (and its seat on Redis, with ``--redis``) serving on ``sock``;
-    ``out``: where to announce the server (``None``: the parent process does)."""
+    ``out``: where to announce the server (``None``: the parent process does); ``ready``:
+    called once it serves."""
     auth = resolve_auth(options)
     worker_id = f"{socket.gethostname()}-{sock.getsockname()[1]}-{index}"
     async with (
@@ -225,6 +238,8 @@ async def serve_worker(
             async with serving(app, sock) as server:
                 if out is not None:
                     _announce(options, auth, url_of(sock), out)
+                if ready is not None:
+                    ready()
                 _stop_on_signals(server)
                 while not server.should_exit:
                     if demo is not None and demo.done():
