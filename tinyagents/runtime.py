@@ -43,7 +43,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
-from tinyagents.runs.info import RunInfo
+from tinyagents.runs.info import RunInfo, RunStatus
 from tinyagents.runs.live import LiveRuns, pending_by_run
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
@@ -52,7 +52,7 @@ from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policy import PolicyPipeline
 from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
-from tinyagents.store.base import Store, StoreWriter
+from tinyagents.store.base import Store, StoreWriter, run_key
 from tinyagents.store.open import open_store
 from tinyagents.supervisor.spec import SupervisorSpec
 from tinyagents.supervisor.supervisor import SUPERVISOR, Supervisor
@@ -64,6 +64,8 @@ _log = logging.getLogger("tinyagents.runtime")
 #: Released runs' snapshots are saved this many at a time (and the rest on close), like the
 #: snapshots of the runs still in memory, which are saved on close.
 _SAVE_BATCH = 256
+#: Stored task entries ``resting_tasks`` reads at once.
+_RESTING_PAGE = 200
 #: With a durable store: how often the inbox is polled (``wake_inbox`` wakes it at once).
 #: How often changed runs' snapshots are written, and every live run's (heartbeat), is
 #: ``SNAPSHOT_EVERY_S`` and ``HEARTBEAT_S`` of ``steering.remote``, whose senders wait for them.
@@ -504,6 +506,39 @@ class Runtime:
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
         return [c.command for c in logged if sender_tenant(c.command.actor) in (None, tenant_id)]
+
+    async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
+        """Task id -> (run id, node) of graph run ``run_id``'s task entries that an earlier runtime
+        left ``interrupted`` in the durable store (execution layer: a graph thread continued
+        by another process resumes its tasks under their entries, never leaving the old ones
+        interrupted for ever); entries this runtime holds are not among them."""
+        if not self._durable:
+            return {}
+        snapshot = await self.store.load_run(run_id)
+        if snapshot is None or snapshot.get("tenant_id") != tenant_id:
+            return {}
+        found: dict[str, tuple[str, str | None]] = {}
+        before = None
+        while True:
+            page = await self.store.list_runs(
+                tenant_id=tenant_id,
+                statuses=(RunStatus.INTERRUPTED.value,),
+                root_run_id=str(snapshot.get("root_run_id") or run_id),
+                before=before,
+                limit=_RESTING_PAGE,
+            )
+            for snap in page:
+                task_id = snap.get("task_id")
+                if (
+                    snap.get("parent_run_id") == run_id
+                    and task_id
+                    and snap["run_id"] not in self.runs
+                ):
+                    node = snap.get("node_id")
+                    found.setdefault(str(task_id), (str(snap["run_id"]), node and str(node)))
+            if len(page) < _RESTING_PAGE:
+                return found
+            before = run_key(page[-1])
 
     async def _fail_orphans(self, run_id: str) -> None:
         """Run ``run_id`` ended: the runs below it that are not live (started by an earlier

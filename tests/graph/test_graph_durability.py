@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from tinyagents import Runtime
+from tinyagents import RunStatus, Runtime
 from tinyagents.events import Event, SteeringEvent
-from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store import SqliteStore, open_store
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
@@ -168,6 +168,60 @@ async def test_answer_to_a_run_at_rest_waits_in_the_store_for_the_next_process(
         assert result.status == "completed" and result.state["log"] == ["ask:1042"]
         assert rt.steering_history(run.run_id)[-1].type == "steering.applied"
     assert await open_commands(url) == []
+
+
+async def test_a_task_resumed_by_the_next_process_keeps_its_run_entry(tmp_path: Path) -> None:
+    """docs/postgres.md's flow: one process runs the thread until a task asks, another answers
+    it and the thread goes on (the graph run keeps its id). The task's entry in the run tree
+    was registered anew under another id there, and the first one stayed ``interrupted`` in
+    the store for ever: a run no process would ever end, listed by every worker (after 30 s
+    as "owner silent"), and a command sent to it went nowhere. Now the task resumes under
+    its entry, as it does in one process."""
+
+    def ask(state: State) -> dict[str, Any]:
+        return {"log": [f"ask:{interrupt('which invoice?')}"]}
+
+    def asking(cp: SqliteCheckpointer) -> Any:
+        graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask")
+        return graph.add_edge("ask", END).compile(checkpointer=cp)
+
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    async with Runtime(store=url) as rt, SqliteCheckpointer(db) as cp:
+        paused = await asking(cp).run({}, thread_id="t", runtime=rt)
+        [task] = [i for i in rt.runs.list() if i.task_id is not None]
+        assert task.status is RunStatus.INTERRUPTED
+    async with Runtime(store=url) as rt, SqliteCheckpointer(db) as cp:
+        result = await asking(cp).run(Command(resume=1042), thread_id="t", runtime=rt)
+        assert result.status == "completed" and result.state["log"] == ["ask:1042"]
+        [again] = [i for i in rt.runs.list() if i.task_id is not None]
+        assert (again.run_id, again.task_id) == (task.run_id, paused.interrupts[0].task_id)
+    store = open_store(url)
+    await store.open()
+    try:
+        runs = await store.list_runs(tenant_id=None, limit=100)
+    finally:
+        await store.close()
+    assert {r["run_id"]: r["status"] for r in runs if r.get("task_id")} == {
+        task.run_id: "completed"
+    }
+
+    # a thread continued by a third process and cancelled there: its task entry ends with it
+    async with Runtime(store=url) as rt, SqliteCheckpointer(db) as cp:
+        first = await asking(cp).run({}, thread_id="t2", runtime=rt)
+        [task] = [i for i in rt.runs.list() if i.task_id == first.interrupts[0].task_id]
+    async with Runtime(store=url) as rt, SqliteCheckpointer(db) as cp:
+        handle = await rt.start_graph(asking(cp), None, thread_id="t2")
+        await handle.cancel()
+        assert (await handle.result()).status is RunStatus.CANCELLED
+    store = open_store(url)
+    await store.open()
+    try:
+        runs = await store.list_runs(tenant_id=None, root_run_id=handle.run_id, limit=100)
+    finally:
+        await store.close()
+    assert {r["run_id"]: r["status"] for r in runs if r.get("task_id")} == {
+        task.run_id: "cancelled"
+    }
 
 
 # -- answers (approve / reject / provide_context) across a crash --------------------------------

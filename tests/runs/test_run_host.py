@@ -65,6 +65,9 @@ class FakeHost:
     async def applied_commands(self, run_id: str, tenant_id: str) -> list[SteeringCommand]:
         return []
 
+    async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
+        return {}
+
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         self.router.grant(from_run_id, to_run_id)
 

@@ -230,7 +230,7 @@ async def start_graph_run(
             start_fork=start_fork,
             wait_on_interrupt=wait_on_interrupt,
         )
-        entries = TaskEntries(runtime, handle, events, graph.name)
+        entries = TaskEntries(runtime, handle, events, graph.name, continued=recovery.continued)
         run.task_hooks = entries
         handle.driver = GraphRunDriver(runtime, graph, run, steering, entries)
         handle.policies = [GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None)]

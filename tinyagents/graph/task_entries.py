@@ -49,12 +49,24 @@ class TaskEntries:
     run ends (a task that never resumed was skipped)."""
 
     def __init__(
-        self, runtime: RunHost, handle: RunHandle, events: GraphEvents, graph_name: str
+        self,
+        runtime: RunHost,
+        handle: RunHandle,
+        events: GraphEvents,
+        graph_name: str,
+        *,
+        continued: bool = False,
     ) -> None:
+        """``continued``: the run is one an earlier runtime ran (its id came from the
+        thread's checkpoints): the task entries it left resting on interrupts in the store
+        are taken back by the tasks that resume here."""
         self.runtime = runtime
         self.handle = handle
         self.events = events
         self.graph_name = graph_name
+        #: task id -> (run id, node) of the entries an earlier runtime left (read at the
+        #: first task)
+        self._resting: dict[str, tuple[str, str | None]] | None = None if continued else {}
         self.task_runs: dict[str, RunHandle] = {}
         self.agent_runs: dict[str, RunHandle] = {}
         #: entries of paused tasks, by task id; a continued run takes over its own
@@ -69,19 +81,27 @@ class TaskEntries:
         if entry is not None:  # a paused task resumes: the same entry runs again
             entry.reopen()
         else:
-            entry = await self._register(task)
+            if self._resting is None:
+                info = self.handle.info
+                self._resting = await self.runtime.resting_tasks(info.run_id, info.tenant_id)
+            run_id, _ = self._resting.pop(task.id, (None, None))
+            entry = await self._register(task, run_id)
         self.task_runs[task.id] = entry
         self.events.emit(
             "graph.task_started", step=run.head.step + 1, task_id=task.id, node=task.node
         )
 
-    async def _register(self, task: Task) -> RunHandle:
+    async def _register(self, task: Task, run_id: str | None = None) -> RunHandle:
+        """A new entry for ``task``, under ``run_id`` when an earlier runtime left it one."""
+        return await self._register_entry(run_id or _clock.new_id("gt"), task.id, task.node)
+
+    async def _register_entry(self, run_id: str, task_id: str, node: str | None) -> RunHandle:
         parent = self.handle.info
         info = RunInfo(
-            run_id=_clock.new_id("gt"),
+            run_id=run_id,
             parent_run_id=parent.run_id,
-            task_id=task.id,
-            node_id=task.node,
+            task_id=task_id,
+            node_id=node,
             tenant_id=parent.tenant_id,
             kind="graph",
             agent_id=self.graph_name,
@@ -122,6 +142,12 @@ class TaskEntries:
         if status is RunStatus.INTERRUPTED:
             return
         paused, self.paused = self.paused, {}
+        if self._resting is None:
+            info = self.handle.info
+            self._resting = await self.runtime.resting_tasks(info.run_id, info.tenant_id)
+        resting, self._resting = self._resting, {}
+        for task_id, (run_id, node) in resting.items():  # an earlier runtime's, not resumed
+            paused[task_id] = await self._register_entry(run_id, task_id, node)
         for entry in paused.values():
             result = RunResult(run_id=entry.run_id, status=RunStatus.CANCELLED)
             await self.runtime.finish(entry, result)

@@ -67,6 +67,11 @@ class RunHost(Protocol):
         its id after a crash gets them back); empty without a durable store, and when the id
         was another tenant's run."""
 
+    async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
+        """Task id -> (run id, node) of the task entries graph run ``run_id`` (of ``tenant_id``) had
+        when an earlier runtime left it resting on interrupts, as the durable store holds
+        them (a task resumed here takes its entry back); empty without a durable store."""
+
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         """Allow one run's agent to steer another it has no authority over (a sibling)."""
 
