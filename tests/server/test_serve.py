@@ -170,6 +170,28 @@ def test_bad_input_is_one_line_and_exit_code_2(
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--store", "postgresql://olga:s3cret-pw@127.0.0.1:1/db"],
+        ["serve", "--store", "postgresql+asyncpg://olga:s3cret-pw@127.0.0.1:1/db"],
+        ["serve", "--store", "postgresql://olga@127.0.0.1:1/db?password=s3cret-pw"],
+        ["token", "mint", "--tenant", "a", "--user", "u", "--store", "postgres://o:s3cret-pw@h/d"],
+        ["token", "attenuate", "tok", "--store", "postgresql://o:s3cret-pw@h/d"],
+        ["serve", "--insecure-dev", "--redis", "redis+tls://:s3cret-pw@127.0.0.1:1/0"],
+    ],
+)
+def test_a_store_password_never_shows_in_an_error(tmp_path: Path, args: list[str]) -> None:
+    """docs/postgres.md: "the password never shows in ``store.url`` or in errors". A server
+    without a key for a PostgreSQL store, a store URL of no known scheme (SQLAlchemy's
+    ``postgresql+asyncpg://``) and a ``--redis`` URL of no Redis scheme printed the URL as
+    given, password and all, to a terminal or a deployment log."""
+    done = tinyagents(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "s3cret" not in done.stderr + done.stdout, done.stderr
+    assert "***" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
     "store", ["postgresql://nobody@127.0.0.1:1/nothing", "sqlite:///a-file/runs.db"]
 )
 def test_workers_that_cannot_open_the_store_stop_serve_with_one_line(

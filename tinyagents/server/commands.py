@@ -21,6 +21,7 @@ from typing import IO, Any
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
 from tinyagents.server.auth import KEY_ENV, RIGHTS, Auth, default_key_file
 from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
+from tinyagents.store._postgres import redacted
 
 #: The optional libraries a command may need, and the extra that installs each.
 EXTRAS = {
@@ -149,14 +150,14 @@ def token_command(args: argparse.Namespace, out: IO[str]) -> int:
     if args.token_command == "attenuate" and not _key_at_hand(args):
         # looking the default store's key up would make a new key (and refuse the token)
         raise ConfigurationError(
-            f"no server key at hand for {args.store!r}: attenuate reads the token with the "
+            f"no server key at hand for {redacted(args.store)!r}: attenuate reads the token with the "
             "server's key; give the server's --store (its key sits beside it), --key-file "
             "FILE or TINYAGENTS_SERVER_KEY. Nothing was written"
         )
     auth = Auth.resolve(store=args.store, key_file=args.key_file)
     if auth is None:
         raise ConfigurationError(
-            f"no server key for the store {args.store!r}: give --key-file FILE, set "
+            f"no server key for the store {redacted(args.store)!r}: give --key-file FILE, set "
             "TINYAGENTS_SERVER_KEY, or --store sqlite:///FILE.db (its key sits beside it)"
         )
     if args.token_command == "mint":

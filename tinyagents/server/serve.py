@@ -173,7 +173,7 @@ def resolve_auth(options: ServeOptions) -> Auth | None:
     auth = Auth.resolve(store=options.store, key_file=options.key_file)
     if auth is None:
         raise ConfigurationError(
-            f"no server key for the store {options.store!r}: set TINYAGENTS_SERVER_KEY (an "
+            f"no server key for the store {redacted(options.store)!r}: set TINYAGENTS_SERVER_KEY (an "
             "Ed25519 private key in hex) or --key-file FILE (created if missing); or, on "
             "your own machine only, --insecure-dev"
         )
@@ -186,7 +186,7 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
         raise ConfigurationError(f"--workers must be 1 or more, got {options.workers}")
     if options.redis is not None and not options.redis.startswith(_REDIS_SCHEMES):
         raise ConfigurationError(
-            f"--redis {options.redis!r} is not a Redis URL: use redis://HOST:PORT/DB "
+            f"--redis {redacted(options.redis)!r} is not a Redis URL: use redis://HOST:PORT/DB "
             "(or rediss://, unix://)"
         )
     auth = resolve_auth(options)

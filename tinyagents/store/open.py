@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.store._postgres import redacted
 from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.postgres import PostgresStore
@@ -35,7 +36,7 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
     if spec.startswith(("postgresql://", "postgres://")):
         return _postgres(spec, create=create)
     raise ConfigurationError(
-        f"unknown store {spec!r}: use None (in memory), 'sqlite:///path.db', "
+        f"unknown store {redacted(spec)!r}: use None (in memory), 'sqlite:///path.db', "
         "'postgresql://user@host/db' or a Store instance"
     )
 
