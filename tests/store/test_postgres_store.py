@@ -14,7 +14,7 @@ import pytest
 from services import pg_schema, postgres_dsn
 
 from tinyagents import Runtime
-from tinyagents.errors import StoreError
+from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events import RunEvent
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import (
@@ -82,6 +82,33 @@ def test_open_store_reads_postgres_urls() -> None:
     assert "secret" not in store.url and store.url.startswith("postgresql://me:***@db")
     plain = open_store("postgres://db/agents")
     assert isinstance(plain, PostgresStore) and plain.schema is None
+
+
+async def test_a_schema_in_the_url_is_taken_by_the_store_and_checkpointer_built_by_hand(
+    schema: str,
+) -> None:
+    """docs/postgres.md: ``?schema=`` in ``Runtime(store=URL)``, and ``PostgresStore(dsn,
+    ...)`` "the same, built by hand". Given that URL, ``PostgresStore`` and
+    ``PostgresCheckpointer`` handed ``schema`` to the server as a setting and failed to open
+    ("unrecognized configuration parameter"). They take it as ``schema=``; a URL and a
+    keyword naming two schemas is refused."""
+    dsn = postgres_dsn()
+    url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+    store = PostgresStore(url)
+    assert store.schema == schema and "schema=" not in store.dsn
+    await store.open()
+    try:
+        assert store.schema_name == schema
+    finally:
+        await store.close()
+    async with PostgresCheckpointer(url) as cp:
+        assert cp.schema == schema
+        await cp.setup()
+        assert cp.schema_name == schema
+    assert PostgresStore(url, schema=schema).schema == schema
+    for make in (PostgresStore, PostgresCheckpointer):
+        with pytest.raises(ConfigurationError, match="two schemas"):
+            make(url, schema="another")
 
 
 @pytest.mark.parametrize(

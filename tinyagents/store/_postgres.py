@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from tinyagents.errors import StoreError
+from tinyagents.errors import ConfigurationError, StoreError
 
 #: SQLSTATE classes and codes a later attempt may not meet: a lost or refused connection
 #: (08), insufficient resources such as a full disk (53), a server shutting down or starting
@@ -113,6 +113,28 @@ def redacted(dsn: str) -> str:
         shown = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
         parts = parts._replace(query=urlencode(shown, safe="*"))
     return urlunsplit(parts)
+
+
+def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
+    """``dsn`` without its ``schema`` query parameter (ours, not asyncpg's: the server would
+    refuse it as a setting), and the schema to use: ``schema``, else the URL's. A URL and a
+    ``schema`` that name two schemas is a ``ConfigurationError``."""
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:
+        return dsn, schema  # asyncpg says what is wrong with it when it connects
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for key, value in query if key == "schema"]
+    if not named:
+        return dsn, schema
+    in_url = named[-1] or None
+    if schema is not None and in_url is not None and schema != in_url:
+        raise ConfigurationError(
+            f"two schemas for one PostgreSQL backend: schema={schema!r}, and ?schema="
+            f"{in_url!r} in {redacted(dsn)}; give one"
+        )
+    rest = urlencode([(key, value) for key, value in query if key != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema if schema is not None else in_url
 
 
 #: Query parameters of a PostgreSQL URL that hold a secret.

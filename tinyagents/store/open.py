@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.store._postgres import redacted
@@ -44,9 +43,4 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
 def _postgres(url: str, *, create: bool) -> PostgresStore:
     """A PostgresStore for ``url``, its ``schema`` query parameter taken out of the DSN (the
     other parameters are asyncpg's: sslmode, server settings...)."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((value for key, value in query if key == "schema"), None)
-    rest = urlencode([(key, value) for key, value in query if key != "schema"])
-    dsn = urlunsplit(parts._replace(query=rest))
-    return PostgresStore(dsn, schema=schema or None, create=create)
+    return PostgresStore(url, create=create)

@@ -37,6 +37,7 @@ from tinyagents.store._postgres import (
     open_pool,
     quote_ident,
     redacted,
+    split_schema,
 )
 from tinyagents.store.base import (
     INBOX_LEASE_S,
@@ -209,10 +210,9 @@ class PostgresStore(Store):
         command_timeout: float | None = 60.0,
         create: bool = True,
     ) -> None:
-        self.dsn = dsn
-        self.create = create
         self.url = redacted(dsn)
-        self.schema = schema
+        self.dsn, self.schema = split_schema(dsn, schema)
+        self.create = create
         self.min_size = min_size
         self.max_size = max_size
         self.command_timeout = command_timeout

@@ -46,6 +46,7 @@ from tinyagents.store._postgres import (
     open_pool,
     quote_ident,
     redacted,
+    split_schema,
 )
 from tinyagents.store.checkpoint._lease import HOST
 from tinyagents.store.checkpoint.base import (
@@ -127,9 +128,8 @@ class PostgresCheckpointer(Checkpointer):
         command_timeout: float | None = 60.0,
     ) -> None:
         super().__init__(snapshot_every=snapshot_every)
-        self.dsn = dsn
         self.url = redacted(dsn)
-        self.schema = schema
+        self.dsn, self.schema = split_schema(dsn, schema)
         self.lease_ttl = lease_ttl
         self.synchronous_commit = synchronous_commit
         self.min_size = min_size
