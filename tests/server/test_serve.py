@@ -214,6 +214,32 @@ def test_workers_that_cannot_open_the_store_stop_serve_with_one_line(
     assert "operator console" not in done.stdout and "starting it again" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:notaport/0",
+        "redis://[::1",
+        "redis://:s3cret-pw@127.0.0.1:6379/0?socket_timeout=soon",
+    ],
+)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_redis_url_that_does_not_parse_is_one_line(
+    tmp_path: Path, url: str, workers: str
+) -> None:
+    """A --redis URL the Redis client cannot read (a port that is no number, a broken IPv6
+    host, a bad option) raised the client's ValueError as a traceback from serve, or from
+    every worker; it is one line naming the URL (without its password), exit code 2."""
+    done = tinyagents(
+        "serve", "--port", "0", "--workers", workers, "--insecure-dev",
+        "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--redis", url,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a usable Redis URL" in lines[0], done.stderr
+    assert "s3cret" not in done.stderr
+
+
 def test_the_listening_socket_says_it_is_tcp() -> None:
     """asyncio sets TCP_NODELAY on accepted sockets only when the listening socket's proto is
     IPPROTO_TCP; without it each response on a kept-alive connection waits for a delayed ACK."""

@@ -48,7 +48,7 @@ from tinyagents.distributed._base import (
 from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.wire import Envelope, Keys, parse_reply
-from tinyagents.errors import ControlPlaneUnavailable, ReceiptTimeout
+from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
 from tinyagents.protocol.commands import (
     HumanActor,
     SteeringCommand,
@@ -56,6 +56,7 @@ from tinyagents.protocol.commands import (
     sender_tenant,
 )
 from tinyagents.steering.policies import not_found
+from tinyagents.store._postgres import redacted
 from tinyagents.store.base import run_key
 
 #: How many entries of a command stream Redis keeps at most.
@@ -146,7 +147,8 @@ class RedisControl:
 
     async def start(self) -> None:
         """Connect and start the three jobs. Redis being down is not an error here: the jobs
-        keep retrying with backoff."""
+        keep retrying with backoff. A URL the Redis client cannot read is a
+        ``ConfigurationError``."""
         if self.url is None or self._tasks:
             return
         from redis.asyncio import BlockingConnectionPool
@@ -154,15 +156,21 @@ class RedisControl:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
-        pool = BlockingConnectionPool.from_url(
-            self.url,
-            max_connections=self.max_connections,
-            timeout=self.receipt_timeout_s,
-            socket_connect_timeout=2.0,
-            socket_timeout=self.block_s + 5.0,
-            client_name=f"tinyagents:{self.keys.prefix}:{self.worker_id}",
-            retry=Retry(NoBackoff(), 0),  # our jobs back off themselves
-        )
+        try:
+            pool = BlockingConnectionPool.from_url(
+                self.url,
+                max_connections=self.max_connections,
+                timeout=self.receipt_timeout_s,
+                socket_connect_timeout=2.0,
+                socket_timeout=self.block_s + 5.0,
+                client_name=f"tinyagents:{self.keys.prefix}:{self.worker_id}",
+                retry=Retry(NoBackoff(), 0),  # our jobs back off themselves
+            )
+        except (ValueError, TypeError) as exc:  # the client cannot read the URL at all
+            raise ConfigurationError(
+                f"not a usable Redis URL {redacted(self.url)!r}: {exc}; use "
+                "redis://[:PASSWORD@]HOST:PORT/DB (or rediss://, unix://PATH)"
+            ) from None
         self._redis = redis = RedisClient(connection_pool=pool)
         self.mirror.open()
         reply_after = await self._first_reply_id()
