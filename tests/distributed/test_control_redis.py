@@ -4,6 +4,7 @@ sends commands for another worker's runs there (two runtimes in this process, on
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -340,3 +341,39 @@ async def test_an_idle_run_of_a_live_worker_is_not_listed_as_owner_silent(
     assert snap is not None and snap["owner_silent"] is False
     assert tree is not None and tree["owner_silent"] is False
     await handle.cancel()
+
+
+async def test_an_idle_run_listed_on_redis_shows_its_workers_last_heartbeat(
+    pair: tuple[Runtime, Control, RedisControl], redis_url: str, prefix: str
+) -> None:
+    """docs/operator.md: a live run's ``updated_at`` "is never more than ~1 s old, so an
+    older one means its process is gone". The mirror rewrites a run only when it moves, so
+    through another worker an idle run kept the time of its last move (while its own worker
+    and the store showed its heartbeat). It shows its worker's last heartbeat now."""
+    import redis.asyncio as aioredis
+
+    rt_a, control, _ = pair
+    handle = await rt_a.start(slow_agent_for_listing(), "hold", tenant_id="acme")
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+
+        async def mirrored() -> Any:
+            raw = await client.hget(f"{prefix}:runs:a", handle.run_id)
+            return None if raw is None else json.loads(raw)["updated_at"]
+
+        written = await eventually(mirrored, lambda at: at is not None)
+        # the run is held in its tool: the mirror is not rewritten, the worker beats on
+        snap = await eventually(
+            lambda: control.get_run(handle.run_id, tenant_id="acme"),
+            lambda s: s is not None and s["updated_at"] > written,
+        )
+        assert snap is not None and snap["worker"] == "a"
+        assert await mirrored() == written
+        runs = await eventually(
+            lambda: control.list_runs(tenant_id="acme"),
+            lambda runs: any(r["updated_at"] > written for r in runs),
+        )
+        assert [r["run_id"] for r in runs] == [handle.run_id]
+    finally:
+        await client.aclose()
+        await handle.cancel()

@@ -32,6 +32,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from tinyagents import _clock
@@ -55,6 +56,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     sender_tenant,
 )
+from tinyagents.runs.info import RunStatus
 from tinyagents.steering.policies import not_found
 from tinyagents.store._postgres import redacted
 from tinyagents.store.base import run_key
@@ -378,11 +380,11 @@ class RedisControl:
             found = await pipe.execute()
         except Exception as exc:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
-        for raw in found:
+        for beat, raw in zip(workers.values(), found, strict=True):
             if raw is not None:
                 snapshot = _load(raw)
                 if snapshot is not None:
-                    return snapshot
+                    return _beaten(snapshot, beat)
         return None
 
     async def _listed(
@@ -402,21 +404,24 @@ class RedisControl:
                 return None
             await asyncio.sleep(self.throttle_s / 2)
 
-    async def _live_workers(self) -> list[str]:
+    async def _live_workers(self) -> dict[str, float]:
+        """The live workers and the time of each one's last heartbeat (Redis's clock)."""
         assert self._redis is not None
         now = await redis_now(self._redis)  # the heartbeats are scored by Redis's clock
-        raw = await self._redis.zrangebyscore(self.keys.workers, now - self.ttl_s, "+inf")
-        return [w.decode() for w in raw]
+        raw = await self._redis.zrangebyscore(
+            self.keys.workers, now - self.ttl_s, "+inf", withscores=True
+        )
+        return {w.decode(): float(beat) for w, beat in raw}
 
     async def _remote_snapshots(self) -> Iterable[dict[str, Any]]:
         assert self._redis is not None
-        workers = [w for w in await self._live_workers() if w != self.worker_id]
+        workers = {w: b for w, b in (await self._live_workers()).items() if w != self.worker_id}
         pipe = self._redis.pipeline(transaction=False)
         for worker in workers:
             pipe.hvals(self.keys.runs(worker))
         found: list[dict[str, Any]] = []
-        for values in await pipe.execute():
-            found.extend(s for s in map(_load, values) if s is not None)
+        for beat, values in zip(workers.values(), await pipe.execute(), strict=True):
+            found.extend(_beaten(s, beat) for s in map(_load, values) if s is not None)
         return found
 
     def _local_snapshots(self, tenant_id: str | None) -> list[dict[str, Any]]:
@@ -431,6 +436,27 @@ def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:
     """An operator sees only their tenant's runs (the owner checks again)."""
     actor = cmd.actor
     return not isinstance(actor, HumanActor) or snapshot.get("tenant_id") == actor.tenant_id
+
+
+def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
+    """A mirrored snapshot whose ``updated_at`` is its worker's last heartbeat when that is
+    later: the mirror rewrites a run only when it moves, and an idle run of a live worker is
+    as fresh as its worker's beat (the store's copy is rewritten at every heartbeat too)."""
+    try:
+        if RunStatus(str(snapshot.get("status"))).finished:
+            return snapshot
+    except ValueError:
+        return snapshot
+    beaten = datetime.fromtimestamp(beat, UTC)
+    try:
+        updated = datetime.fromisoformat(str(snapshot.get("updated_at")))
+    except ValueError:
+        updated = None
+    if updated is not None and updated.tzinfo is None:
+        updated = updated.replace(tzinfo=UTC)
+    if updated is None or beaten > updated:
+        snapshot["updated_at"] = beaten.isoformat()
+    return snapshot
 
 
 def _load(raw: bytes | str) -> dict[str, Any] | None:
