@@ -220,6 +220,7 @@ def test_workers_that_cannot_open_the_store_stop_serve_with_one_line(
         "redis://127.0.0.1:notaport/0",
         "redis://[::1",
         "redis://:s3cret-pw@127.0.0.1:6379/0?socket_timeout=soon",
+        "redis://127.0.0.1:6379/l",  # the client took a database that is no number for 0
     ],
 )
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from tinyagents import _clock
 from tinyagents.distributed._base import (
@@ -159,6 +160,7 @@ class RedisControl:
         from redis.backoff import NoBackoff
 
         try:
+            _check_database(self.url)
             pool = BlockingConnectionPool.from_url(
                 self.url,
                 max_connections=self.max_connections,
@@ -436,6 +438,16 @@ def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:
     """An operator sees only their tenant's runs (the owner checks again)."""
     actor = cmd.actor
     return not isinstance(actor, HumanActor) or snapshot.get("tenant_id") == actor.tenant_id
+
+
+def _check_database(url: str) -> None:
+    """``ValueError`` for a ``redis://`` URL whose path is no database number: the client
+    takes database 0 for it (``/l`` for ``/1``), so two deployments meant apart would meet."""
+    if not url.startswith(("redis://", "rediss://")):
+        return
+    path = urlsplit(url).path.strip("/")
+    if path and not path.isdigit():
+        raise ValueError(f"the database {path!r} is not a number")
 
 
 def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
