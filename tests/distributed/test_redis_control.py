@@ -451,7 +451,9 @@ async def test_a_gone_workers_command_stream_expires_an_hour_after_its_last_hear
                 assert 3500 < ttl <= 3600  # renewed at every heartbeat while the worker lives
             finally:
                 await control.aclose()
-        assert 0 < await client.ttl(stream) <= 3600  # left for the worker's next process
+        # a graceful close answered everything in it and deleted it (a crashed worker's
+        # stream keeps the TTL above, for its next process)
+        assert await client.ttl(stream) == -2
     finally:
         await client.delete(stream)
         await client.aclose()
@@ -552,3 +554,51 @@ async def test_a_restarted_owner_answers_from_its_log_not_not_found(
                 await control.aclose()
     finally:
         await client.aclose()
+
+
+@pytest.mark.slow
+async def test_sigterm_during_a_burst_answers_every_command_and_leaves_none_behind(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    """A worker stopped gracefully drains its stream: a command that reached it after its
+    last read is answered (or handed back at once), never left for its next process while
+    the sender waits for a receipt that does not come."""
+    import signal
+
+    import redis.asyncio as aioredis
+
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-term", tenant="acme", turns=400, tick_s=0.02)
+    await listed(b, run_id)
+    await b.call("submit", command=as_json(command(run_id, "pause")))
+    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
+
+    assert a.proc is not None
+    owner = a.proc
+    steers: list[dict[str, Any]] = []
+    sent: list[asyncio.Task[dict[str, Any]]] = []
+    while owner.returncode is None and len(steers) < 2000:
+        steer = as_json(command(run_id, "add_instruction", {"text": f"s{len(steers)}"}))
+        steers.append(steer)
+        sent.append(asyncio.create_task(b.call_raw("submit", command=steer)))
+        if len(steers) == 20:
+            owner.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.005)
+    assert await asyncio.wait_for(owner.wait(), 60) == 0
+    answers = await asyncio.gather(*sent)
+    assert all("ok" in x or x["type"] == "ControlPlaneUnavailable" for x in answers), [
+        x for x in answers if "ok" not in x and x["type"] != "ControlPlaneUnavailable"
+    ]
+    client = aioredis.from_url(redis_url)
+    try:  # nothing waits in the stopped worker's stream for its next process
+        assert await client.xlen(Keys(prefix).commands("a")) == 0
+    finally:
+        await client.aclose()
+
+    restarted = await workers("a", redis_url, prefix)  # same worker id and SQLite file
+    history = await restarted.call("history", run_id=run_id)
+    for answer in answers:
+        if answer.get("ok", {}).get("status") == "accepted":
+            counts = terminal_counts(history, answer["ok"]["correlation_id"])
+            assert sum(counts.values()) == 1, (answer, counts)

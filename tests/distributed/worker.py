@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -110,18 +112,34 @@ async def serve(args: argparse.Namespace) -> None:
                 sys.stdout.write(json.dumps(out) + "\n")
                 sys.stdout.flush()
 
+        # SIGTERM stops the worker gracefully (as ``serve`` does): the loop ends and the
+        # RedisControl, then the runtime, close.
+        stop = asyncio.Event()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        stopping = asyncio.create_task(stop.wait())
         sys.stdout.write(json.dumps({"ready": args.worker_id}) + "\n")
         sys.stdout.flush()
-        while line := await reader.readline():
+        while True:
+            reading = asyncio.create_task(reader.readline())
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+                break
+            line = reading.result()
+            if not line:
+                break
             request = json.loads(line)
             if request.get("op") == "quit":
                 break
             task = asyncio.create_task(answer(request))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+        stopping.cancel()
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, stopping, return_exceptions=True)
 
 
 def main() -> None:

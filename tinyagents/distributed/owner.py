@@ -7,6 +7,11 @@ worker, a human operator's command, the run here and of the operator's tenant), 
 the worker's own runtime (its policy pipeline, deduplication and steering log), and its
 receipt is sent to the sender's reply stream; only then is the entry acknowledged and
 deleted. Refused entries are counted (``malformed``, ``foreign``) and logged.
+
+When the worker stops gracefully, ``drain`` answers what is still in the stream (what arrived
+after the job's last read included) and deletes the stream, so that a command sent after
+that fails at once at its sender (who appends with ``NOMKSTREAM``) instead of waiting for a
+receipt: every command gets an answer, none is left for the worker's next process.
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from tinyagents.distributed._base import (
     refuse,
     target_run,
 )
-from tinyagents.distributed.wire import GROUP, Envelope, Keys, MalformedEnvelope, reply_fields
+from tinyagents.distributed.wire import (
+    GROUP,
+    Envelope,
+    HandedBack,
+    Keys,
+    MalformedEnvelope,
+    reply_fields,
+)
 from tinyagents.errors import RuntimeClosed
 from tinyagents.protocol.commands import (
     HumanActor,
@@ -43,6 +55,14 @@ _REPLY_MAXLEN = 10_000
 #: A reply stream nobody reads any more (its worker is gone) disappears after this long.
 _REPLY_TTL_S = 300
 _REMEMBER_ANSWERS = 10_000
+#: Deletes a command stream only when nothing is left in it (answered entries are deleted),
+#: atomically with respect to a sender's append: 1 or 0 once gone, -1 when entries arrived.
+_DELETE_IF_EMPTY = """
+if redis.call('XLEN', KEYS[1]) == 0 then return redis.call('DEL', KEYS[1]) end
+return -1
+"""
+#: Why a command the stopping worker's runtime no longer took is handed back.
+STOPPING = "the owning worker is stopping"
 
 
 class _Later:
@@ -51,7 +71,7 @@ class _Later:
 
 _LATER = _Later()
 #: (reply_to, request_id, receipt), or ``None``: acknowledge without an answer.
-_Answer = tuple[str, str, SteeringReceipt] | _Later | None
+_Answer = tuple[str, str, SteeringReceipt | HandedBack] | _Later | None
 
 
 class CommandReader:
@@ -106,18 +126,43 @@ class CommandReader:
             self.outages.recovered(JOB)
             backoff.reset()
 
+    async def drain(self, redis: Redis) -> None:
+        """Answer every entry left in the stream (the job stopped), then delete the stream.
+        Entries keep being read until the stream is empty at the moment it is deleted; an
+        entry the runtime no longer takes (it closed) is handed back to its sender."""
+        stream = self.keys.commands(self.worker_id)
+        while True:
+            entries: list[Any] = []
+            for after in ("0", ">"):  # read by the stopped job and unanswered, then new ones
+                read = await redis.xreadgroup(GROUP, self.worker_id, {stream: after}, count=100)
+                entries = read[0][1] if read else []
+                if entries:
+                    await self._answer_all(redis, stream, entries, again=after == "0", closing=True)
+                    break
+            if not entries and await redis.eval(_DELETE_IF_EMPTY, 1, stream) != -1:
+                return
+
     async def _answer_all(
-        self, redis: Redis, stream: str, entries: list[Any], *, again: bool = False
+        self,
+        redis: Redis,
+        stream: str,
+        entries: list[Any],
+        *,
+        again: bool = False,
+        closing: bool = False,
     ) -> None:
         """Answer ``entries``; ``again``: read from the backlog (read before, by this worker's
-        earlier process perhaps, and never acknowledged)."""
+        earlier process perhaps, and never acknowledged); ``closing``: the worker is stopping,
+        and an entry its runtime no longer takes is handed back rather than left."""
         self.counters.received += len(entries)
         answers = await asyncio.gather(*(self._answer(fields, again) for _, fields in entries))
         pipe = redis.pipeline(transaction=False)
         done: list[Any] = []
-        for (entry_id, _), answer in zip(entries, answers, strict=True):
+        for (entry_id, fields), answer in zip(entries, answers, strict=True):
             if isinstance(answer, _Later):
-                continue  # this worker is closing: its next process answers it
+                if not closing:
+                    continue  # the runtime closed first: the worker's next process answers it
+                answer = _handed_back(fields)
             done.append(entry_id)
             if answer is not None:
                 reply_to, request_id, receipt = answer
@@ -225,6 +270,12 @@ class CommandReader:
         if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
             return not_found(cmd)  # never confirm that another tenant's run exists
         return None
+
+
+def _handed_back(raw: dict[bytes, bytes] | None) -> tuple[str, str, HandedBack]:
+    """The hand-back of an entry (it read as an envelope before: its runtime refused it)."""
+    envelope = Envelope.parse(raw)
+    return envelope.reply_to, envelope.request_id, HandedBack(STOPPING)
 
 
 async def _ensure_group(redis: Redis, stream: str) -> None:

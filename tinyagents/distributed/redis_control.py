@@ -49,7 +49,7 @@ from tinyagents.distributed._base import (
 )
 from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
-from tinyagents.distributed.wire import Envelope, Keys, parse_reply
+from tinyagents.distributed.wire import Envelope, HandedBack, Keys, parse_reply
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
 from tinyagents.protocol.commands import (
     HumanActor,
@@ -71,6 +71,8 @@ _LIVE = frozenset({"running", "paused", "interrupted"})
 #: How ``aclose`` waits for a job to stop: attempts, and seconds each.
 _STOP_ATTEMPTS = 5
 _STOP_WAIT_S = 1.0
+#: How long ``aclose`` answers the commands left in this worker's stream, at most.
+_DRAIN_S = 10.0
 
 
 class RedisControl:
@@ -186,7 +188,10 @@ class RedisControl:
             self._tasks.append(asyncio.create_task(job, name=f"redis-{name}-{self.worker_id}"))
 
     async def aclose(self) -> None:
-        """Stop the jobs, take this worker's runs off the listing and close every connection."""
+        """Stop the jobs, take this worker's runs off the listing, answer the commands left in
+        its stream (``CommandReader.drain``: a command that arrived after the last read gets
+        its receipt too, and one sent later fails at once with ``ControlPlaneUnavailable``)
+        and close every connection. Close it before its runtime: the runtime answers them."""
         await self._stop_jobs()
         self.mirror.close()
         for future in self._waiting.values():
@@ -197,13 +202,17 @@ class RedisControl:
             return
         redis, self._redis = self._redis, None
         try:
-            async with asyncio.timeout(2.0):
+            async with asyncio.timeout(2.0):  # first: no sender picks this worker any more
                 pipe = redis.pipeline(transaction=False)
                 pipe.delete(self.keys.runs(self.worker_id))
                 pipe.zrem(self.keys.workers, self.worker_id)
                 await pipe.execute()
-        except Exception as exc:  # the TTL takes them off instead
-            log.info("could not remove worker %s from the listing: %s", self.worker_id, exc)
+            async with asyncio.timeout(_DRAIN_S):
+                await self.reader.drain(redis)
+        except Exception as exc:  # the TTL takes them off; the next process answers the rest
+            log.info(
+                "worker %s: could not leave the control plane cleanly: %s", self.worker_id, exc
+            )
         finally:
             await redis.aclose()
             await redis.connection_pool.disconnect()
@@ -241,7 +250,9 @@ class RedisControl:
 
         Raises ``ReceiptTimeout`` when the owner did not answer within ``receipt_timeout_s``
         (the command may still be applied later: its stream entry stays until answered) and
-        ``ControlPlaneUnavailable`` when Redis cannot be reached."""
+        ``ControlPlaneUnavailable`` when Redis cannot be reached, or when the owner stopped
+        before it took the command (its stream is gone, or it handed the command back: then
+        the command was not applied, and the caller may send it elsewhere, e.g. the store)."""
         run_id = await self._local_or_remote_run(cmd)
         if run_id is None or self._redis is None:
             return await self.runtime.submit(cmd)
@@ -255,13 +266,23 @@ class RedisControl:
         self._waiting[request_id] = future
         try:
             try:
-                await self._redis.xadd(
-                    self.keys.commands(owner), envelope.fields(), maxlen=_STREAM_MAXLEN
+                # NOMKSTREAM: a worker that stopped gracefully deleted its stream once it had
+                # answered all of it; nobody would read an entry appended now
+                added = await self._redis.xadd(
+                    self.keys.commands(owner),
+                    envelope.fields(),
+                    maxlen=_STREAM_MAXLEN,
+                    nomkstream=True,
                 )
             except Exception as exc:
                 raise ControlPlaneUnavailable(
                     f"could not send the command to worker {owner!r}: {exc}"
                 ) from exc
+            if added is None:
+                raise ControlPlaneUnavailable(
+                    f"worker {owner!r} has stopped (its command stream is gone); the command "
+                    "was not sent"
+                )
             self.counters.sent += 1
             try:
                 async with asyncio.timeout(self.receipt_timeout_s):
@@ -339,8 +360,15 @@ class RedisControl:
                     self.counters.malformed += 1
                     continue
                 future = self._waiting.get(reply[0])
-                if future is not None and not future.done():
-                    future.set_result(reply[1])
+                if future is None or future.done():
+                    continue
+                answer = reply[1]
+                if isinstance(answer, HandedBack):
+                    future.set_exception(
+                        ControlPlaneUnavailable(f"the command was not taken: {answer.reason}")
+                    )
+                else:
+                    future.set_result(answer)
 
     # ------------------------------------------------------------------ lookups
 

@@ -11,7 +11,12 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
     {prefix}:reply:{worker}        stream of receipts for the commands that worker sent
 
 A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
-``receipt`` (``SteeringReceipt`` as JSON).
+``receipt`` (``SteeringReceipt`` as JSON), or ``request_id`` and ``handed_back`` (why the
+owner, stopping, could not take it: the sender raises ``ControlPlaneUnavailable``).
+
+A worker that stops gracefully answers what is left in its stream and then deletes the
+stream; senders append with ``NOMKSTREAM``, so a command sent after that finds no stream and
+fails at once instead of waiting for a receipt nobody will write.
 """
 
 from __future__ import annotations
@@ -112,14 +117,25 @@ class Envelope:
         )
 
 
-def reply_fields(request_id: str, receipt: SteeringReceipt) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class HandedBack:
+    """The owner's answer to a command it did not take because it was stopping."""
+
+    reason: str
+
+
+def reply_fields(request_id: str, receipt: SteeringReceipt | HandedBack) -> dict[str, str]:
+    if isinstance(receipt, HandedBack):
+        return {"request_id": request_id, "handed_back": receipt.reason}
     return {"request_id": request_id, "receipt": receipt.model_dump_json()}
 
 
-def parse_reply(raw: dict[bytes, bytes]) -> tuple[str, SteeringReceipt] | None:
-    """(request id, receipt) of a reply entry, or ``None`` for anything else."""
+def parse_reply(raw: dict[bytes, bytes]) -> tuple[str, SteeringReceipt | HandedBack] | None:
+    """(request id, receipt or hand-back) of a reply entry, or ``None`` for anything else."""
     try:
         request_id = raw[b"request_id"].decode()
+        if b"handed_back" in raw:
+            return request_id, HandedBack(raw[b"handed_back"].decode())
         receipt = SteeringReceipt.model_validate_json(raw[b"receipt"])
     except (KeyError, UnicodeDecodeError, ValueError):
         return None
