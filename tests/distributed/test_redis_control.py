@@ -602,3 +602,25 @@ async def test_sigterm_during_a_burst_answers_every_command_and_leaves_none_behi
         if answer.get("ok", {}).get("status") == "accepted":
             counts = terminal_counts(history, answer["ok"]["correlation_id"])
             assert sum(counts.values()) == 1, (answer, counts)
+
+
+async def test_a_worker_logs_one_line_when_it_loses_redis_and_one_when_it_is_back(
+    private_redis: RedisServer, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/deploy.md: every worker "logs once when it loses Redis and once when it is back"
+    (it logged once per job: three lines each way)."""
+    await private_redis.stop()
+    caplog.set_level("WARNING", logger="tinyagents.distributed")
+    async with Runtime() as rt:
+        kw: dict[str, Any] = {"prefix": prefix, "block_s": 0.1, "backoff_s": (0.05, 0.1)}
+        async with RedisControl(rt, private_redis.url, worker_id="w", **kw) as control:
+            await eventually(
+                lambda: asyncio.sleep(0, control.counters.redis_errors), lambda n: n >= 6
+            )
+            lost = [r for r in caplog.records if "retrying with backoff" in r.getMessage()]
+            assert len(lost) == 1, [r.getMessage() for r in lost]
+            await private_redis.start()
+            await eventually(lambda: asyncio.sleep(0, control.connected), bool)
+            await asyncio.sleep(0.5)  # let every job make a few more calls
+            back = [r for r in caplog.records if "reconnected" in r.getMessage()]
+            assert len(back) == 1, [r.getMessage() for r in back]

@@ -73,7 +73,8 @@ class Backoff:
 
 
 class Outages:
-    """Which jobs of one worker are without Redis; logs each change once."""
+    """Which jobs of one worker are without Redis. The worker logs one line when its first
+    job loses Redis and one when its last is back (not one per job: they lose it together)."""
 
     def __init__(self, worker_id: str, counters: RedisCounters) -> None:
         self.worker_id = worker_id
@@ -82,20 +83,22 @@ class Outages:
 
     def failed(self, job: str, exc: Exception) -> None:
         self.counters.redis_errors += 1
-        if job not in self._down:
-            self._down.add(job)
+        if job in self._down:
+            return
+        if not self._down:
             log.warning(
-                "Redis control (%s, worker %s): %s: %s; retrying with backoff",
-                job,
+                "Redis control (worker %s): %s: %s; retrying with backoff",
                 self.worker_id,
                 type(exc).__name__,
                 exc,
             )
+        self._down.add(job)
 
     def recovered(self, job: str) -> None:
         if job in self._down:
             self._down.discard(job)
-            log.warning("Redis control (%s, worker %s): reconnected", job, self.worker_id)
+            if not self._down:
+                log.warning("Redis control (worker %s): reconnected", self.worker_id)
 
     def down(self, jobs: Iterable[str]) -> bool:
         return any(job in self._down for job in jobs)
