@@ -217,7 +217,8 @@ class Runtime:
         and so are runs still ending (handing their waiting commands over);
         then every command still open fails with ``runtime closed before delivery`` — unless
         the store is durable, where accepted and deferred commands stay open in the steering
-        log for the next runtime on that store to hand over. Closing twice (or concurrently)
+        log for the next runtime on that store to hand over, and a run left at rest (a graph
+        run ``interrupted``) is released: its snapshot is written without an owner. Closing twice (or concurrently)
         waits for the first close.
         """
         if self._closed is not None:
@@ -262,7 +263,7 @@ class Runtime:
         # connection open); the first failure is raised once all of them have run.
         failures: list[BaseException] = []
         if self._writer is not None:
-            for step in (self.save_runs, self._writer.aclose):
+            for step in (self._release_runs, self._writer.aclose):
                 try:
                     await step()
                 except Exception as exc:
@@ -665,6 +666,17 @@ class Runtime:
             await self.store.save_runs([*self._unsaved, *self.live_snapshots()])
             self._unsaved = []
 
+    async def _release_runs(self) -> None:
+        """The closing write of the runs' snapshots. A run still unfinished (a graph run at
+        rest, ``interrupted``) is written without an ``owner``: this runtime reads its inbox
+        no more, and a command sent to the run through the store is answered at once (how
+        to continue its thread) instead of waiting for a receipt nobody would write."""
+        if self._durable:
+            snapshots = [*self._unsaved, *self.live_snapshots()]
+            released = [s if _finished(s) else {**s, "owner": None} for s in snapshots]
+            await self.store.save_runs(released)
+            self._unsaved = []
+
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
         """Start ``agent`` on ``input`` in the background; returns its handle at once."""
         self.require_open()
@@ -712,3 +724,10 @@ def _refused(cmd: SteeringCommand, reason: str) -> SteeringReceipt:
 
 # ``Agent.run(...)`` and ``SubAgent.invoke(...)`` without a runtime run in a private one.
 provide_private_host(Runtime)
+
+
+def _finished(snapshot: dict[str, Any]) -> bool:
+    try:
+        return RunStatus(str(snapshot.get("status"))).finished
+    except ValueError:
+        return True  # a status this version does not know: written as it is

@@ -6,7 +6,8 @@ The command goes into the store's inbox, addressed to the runtime that owns the 
 ``owner`` of its snapshot); that runtime takes it within ~50 ms, runs it through its own
 ``submit`` (its policies, its deduplication by correlation id) and writes the receipt back,
 which this side waits for. Only obviously hopeless commands are answered here: an unknown
-run, another tenant's run (both ``not found``), a finished run, and a run whose owner has
+run, another tenant's run (both ``not found``), a finished run, a run at rest whose runtime
+closed cleanly (it released the run: continue its thread first), and a run whose owner has
 stopped writing its heartbeat (``OWNER_SILENT_S``) — unless the steering log
 already holds the command's correlation id: then a retry is answered ``duplicate``, as the
 owner would have answered it (a log that cannot be read raises ``StoreError``). A run is in the store only from its owner's next snapshot
@@ -93,14 +94,15 @@ async def listed_snapshot(
     the sender may see or its owner is silent: a run another process started a moment ago
     is not in the store until its owner's next snapshot write, and would be taken for a run
     that does not exist. Another tenant's run is ``None`` and waits as long, so the answer
-    tells it apart from an unknown run by nothing; a silent owner's run is returned at the
-    end, for ``refuse`` to answer."""
+    tells it apart from an unknown run by nothing; a silent owner's run, and a run its
+    runtime released (the thread continued elsewhere a moment ago is listed with its new
+    owner at that owner's next write), are returned at the end, for ``refuse`` to answer."""
     deadline = time.monotonic() + wait_s
     while True:
         snapshot = await target_snapshot(store, cmd)
         if snapshot is not None and not _visible(cmd, snapshot):
             snapshot = None
-        if snapshot is not None and not owner_silent(snapshot):
+        if snapshot is not None and (_finished(snapshot) or _owned(snapshot)):
             return snapshot
         if time.monotonic() >= deadline:
             return snapshot
@@ -148,8 +150,14 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
     if _finished(snapshot):
         return _rejected(cmd, f"target finished: run {run_id} is {snapshot['status']}", run_id)
     owner = snapshot.get("owner")
-    if not owner:
-        return _rejected(cmd, f"run {run_id} has no owning runtime to steer it", run_id)
+    if not owner:  # released by its runtime's clean close (a graph run at rest)
+        return _rejected(
+            cmd,
+            f"run {run_id} is at rest ({snapshot.get('status')}): the runtime that held it "
+            f"has closed; continue its thread {snapshot.get('thread_id')!r} (start_graph("
+            "graph, None, thread_id=...)) and send the command again",
+            run_id,
+        )
     if owner_silent(snapshot):
         updated_at = _time(snapshot.get("updated_at"))
         assert updated_at is not None
@@ -171,11 +179,17 @@ def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:
 def owner_silent(snapshot: dict[str, Any]) -> bool:
     """Whether an unfinished run's owner has written no heartbeat for ``OWNER_SILENT_S``: its
     process is likely gone (killed, or its machine lost), and the run will not go on. A
-    finished run, or a snapshot with no time, is never silent."""
-    if _finished(snapshot):
+    finished run, a run its runtime released on a clean close (no ``owner``) or a snapshot
+    with no time is never silent."""
+    if _finished(snapshot) or not snapshot.get("owner"):  # no owner: released, not silent
         return False
     updated_at = _time(snapshot.get("updated_at"))
     return updated_at is not None and (_clock.now() - updated_at).total_seconds() > OWNER_SILENT_S
+
+
+def _owned(snapshot: dict[str, Any]) -> bool:
+    """Whether an unfinished run has an owner that is not silent (its inbox is read)."""
+    return bool(snapshot.get("owner")) and not owner_silent(snapshot)
 
 
 def _time(value: Any) -> datetime | None:
