@@ -270,6 +270,14 @@ class Runtime:
                     failures.append(exc)
             self.bus.remove_sink(self._writer)
             self._writer = None
+        if self._durable:
+            # Senders that read this runtime as a run's owner before its final snapshot put
+            # their commands in the inbox after its last regular pass: refused (runtime
+            # closed), never left to their sender's ReceiptTimeout.
+            try:
+                await self.answer_inbox()
+            except Exception as exc:
+                failures.append(exc)
         if self._inbox_listener is not None:
             listener, self._inbox_listener = self._inbox_listener, None
             try:

@@ -1,0 +1,68 @@
+"""A command put in a closing runtime's store inbox after its last regular pass (while it
+waits for its runs to stop) still gets an answer, not a ``ReceiptTimeout`` from an inbox
+nobody reads any more (real SQLite file, a second connection as the sending process)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tinyagents import (
+    Agent,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    tool,
+)
+from tinyagents.store import open_store
+from tinyagents.testkit import EventWaiter, ScriptedModel, reply, tool_call
+
+OPS = SteeringActor.human("ops", tenant_id="default", scopes=["agent:control"])
+
+
+async def test_a_command_put_in_the_inbox_while_the_runtime_closes_is_answered(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    stopping, go_on = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def work() -> str:
+        """Work for ever; on cancel, hold the close in its wait for the runs."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopping.set()
+            await go_on.wait()
+            raise
+        return "never"  # pragma: no cover
+
+    waiter = EventWaiter()
+    rt = Runtime(store=url, sinks=[waiter])
+    await rt.open()
+    agent = Agent("a", ScriptedModel([tool_call("work"), reply("done")]), tools=[work])
+    handle = await rt.start(agent, "go")
+    await waiter.event("tool.call", handle.run_id)
+    closing = asyncio.create_task(rt.close())
+    await stopping.wait()  # the inbox had its last regular pass; the runs are being stopped
+
+    sender = open_store(url)
+    await sender.open()
+    try:
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=OPS,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "late"},
+        )
+        await sender.inbox_put(owner=rt.runtime_id, request_id="req-late", command=cmd)
+        go_on.set()
+        await closing
+        receipt = await sender.inbox_receipt("req-late")
+    finally:
+        await sender.close()
+    assert receipt is not None, "the closing runtime never answered the command"
+    assert receipt.status == "rejected"
+    assert "runtime closed" in (receipt.reason or "")
