@@ -267,6 +267,32 @@ def test_the_listening_socket_says_it_is_tcp() -> None:
             taken.close()
 
 
+def test_a_port_it_cannot_bind_leaves_no_key_file_behind(tmp_path: Path) -> None:
+    """``serve`` on a taken port says so and exits 2: the key file beside the store is not
+    created for a server that never ran (one that was there already stays)."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = str(taken.getsockname()[1])
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    key = tmp_path / "runs.db.server-key"
+    with taken:
+        done = tinyagents("serve", "--port", port, "--store", store, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "cannot listen" in done.stderr and "Traceback" not in done.stderr
+        assert not key.exists()
+        minted = tinyagents(
+            "token", "mint", "--tenant", "t", "--user", "u", "--store", store, cwd=tmp_path
+        )
+        assert minted.returncode == 0, minted.stderr
+        before = key.read_text()
+        done = tinyagents("serve", "--port", port, "--store", store, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert key.read_text() == before
+
+
 def test_importing_the_cli_and_the_server_loads_no_web_or_token_library(tmp_path: Path) -> None:
     probe = (
         "import sys, tinyagents, tinyagents.cli, tinyagents.server\n"

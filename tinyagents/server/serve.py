@@ -189,8 +189,16 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
             f"--redis {redacted(options.redis)!r} is not a Redis URL: use redis://HOST:PORT/DB "
             "(or rediss://, unix://)"
         )
-    auth = resolve_auth(options)
-    sock = bind(options.host, options.port)  # --insecure-dev: a loopback host, checked above
+    if options.insecure_dev:
+        resolve_auth(options)  # refuses a host that is not loopback before it is bound
+    # Bound before the key is resolved: a port it cannot take must not leave a key file
+    # created for a server that never ran.
+    sock = bind(options.host, options.port)
+    try:
+        auth = resolve_auth(options)
+    except BaseException:
+        sock.close()
+        raise
     if options.workers > 1:
         return await run_workers(
             _worker_main,
