@@ -150,3 +150,27 @@ async def test_an_orchestrator_cancelled_as_its_critic_starts_ends_its_tree(
         await stop(task)
     assert result.status.value == "cancelled"
     assert critic.status.finished
+
+
+async def test_stopping_the_demo_leaves_a_clean_command_history(tmp_path: Any) -> None:
+    """Stopping the demo cancels its runs with a cancel that applies (not one failed "target
+    finished before delivery" by the runtime closing under it), and a command that cancel
+    superseded says by which command."""
+    from tinyagents.events import SteeringEvent
+
+    seen: list[SteeringEvent] = []
+    async with Runtime(store=f"sqlite:///{tmp_path / 'demo.db'}") as rt:
+        rt.bus.add_sink(lambda e: seen.append(e) if isinstance(e, SteeringEvent) else None)
+        task = demo.start_demo(rt, tenant_id=TENANT, think_s=30.0)
+        try:
+            (first,) = await until(lambda: runs(rt, "orchestrator", "running", depth=0))
+            handle = rt.runs.get(first.run_id)
+            assert handle is not None
+            # the model thinks for 30 s: the steer waits, queued, for the next boundary
+            steer = await handle.steer("be brief", actor=OPERATOR)
+            assert steer.status.value == "accepted"
+        finally:
+            await stop(task)
+    tree = {e.correlation_id: e for e in seen if e.run_id == first.run_id}
+    cancels = [e for e in tree.values() if e.kind is SteeringKind.CANCEL]
+    assert [e.type for e in cancels] == ["steering.applied"], [(e.type, e.reason) for e in cancels]

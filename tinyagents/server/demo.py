@@ -33,6 +33,8 @@ THINK_S = 5.0
 BETWEEN_S = 3.0
 #: Seconds after which a tree that has not ended (paused and forgotten) gets a sibling tree.
 STUCK_S = 120.0
+#: Seconds the demo's stop waits for each of its runs to end on its cancel.
+STOP_S = 10.0
 #: At most this many demo trees run at once.
 MAX_LIVE = 3
 TASK = "Customer says invoice #1042 was charged twice. Investigate."
@@ -105,13 +107,19 @@ async def research_tree(runtime: Runtime, tenant_id: str, think_s: float) -> Non
 
 
 async def until_ended(handle: RunHandle) -> None:
-    """Wait until the run ends; when the demo is stopped meanwhile, the run is cancelled too."""
+    """Wait until the run ends; when the demo is stopped meanwhile, the run is cancelled too,
+    and ends before the demo does (for ``STOP_S`` at most)."""
     try:
         await handle.result()
     except asyncio.CancelledError:
         if not handle.status.finished:
+            # Immediate, and waited for: a cancel left queued behind a model call would be
+            # failed "target finished before delivery" by the runtime closing under it, the
+            # last word in the run's history after the commands it superseded.
             with contextlib.suppress(Exception):
-                await handle.cancel("the serve demo stopped")
+                await handle.cancel("the serve demo stopped", immediate=True)
+                async with asyncio.timeout(STOP_S):
+                    await handle.result()
         raise
 
 
