@@ -174,3 +174,6 @@ async def test_stopping_the_demo_leaves_a_clean_command_history(tmp_path: Any) -
     tree = {e.correlation_id: e for e in seen if e.run_id == first.run_id}
     cancels = [e for e in tree.values() if e.kind is SteeringKind.CANCEL]
     assert [e.type for e in cancels] == ["steering.applied"], [(e.type, e.reason) for e in cancels]
+    superseded = tree[steer.correlation_id]
+    assert superseded.type == "steering.superseded"
+    assert superseded.reason == f"superseded by {cancels[0].correlation_id}"

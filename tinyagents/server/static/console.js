@@ -40,7 +40,7 @@
     "steering.delivered": "delivered to the run",
     "steering.applied": "applied",
     "steering.rejected": "rejected",
-    "steering.superseded": "superseded by a later command",
+    "steering.superseded": "superseded",
     "steering.failed": "failed",
   };
 
@@ -506,8 +506,11 @@
     if (entry.receipt === "duplicate") return { text: "already sent once (duplicate)", terminal: true, type: "duplicate" };
     const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
     if (!event) return { text: entry.correlationId ? "waiting for the run" : "", terminal: false, type: "" };
-    const reason = event.reason ? `: ${event.reason}` : "";
-    return { text: `${OUTCOME_TEXT[event.type] || event.type}${reason}`, terminal: TERMINAL.has(event.type), type: event.type };
+    const said = OUTCOME_TEXT[event.type] || event.type;
+    // "superseded by c-...": the reason already says what happened
+    const text = event.reason && event.reason.startsWith(said) ? event.reason
+      : `${said}${event.reason ? `: ${event.reason}` : ""}`;
+    return { text, terminal: TERMINAL.has(event.type), type: event.type };
   }
 
   function renderSent() {
