@@ -454,7 +454,9 @@ class Runtime:
         """Write the snapshots of the runs that changed (with ``heartbeat``, of every live
         run too) in one batch; on failure they stay due."""
         live = self.live_runs()
+        asked = [c for r in live.asked for c in self.runs.tree.children(r) if c.task_id]
         due = live.take_dirty()
+        due.update(c.run_id for c in asked)  # a task's entry lists its task's interrupts
         if heartbeat:
             due.update(h.run_id for h in self.runs.handles() if not h.status.finished)
         if not due:

@@ -281,6 +281,61 @@ def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_pat
         save_screenshot(browser, tmp_path / "approved.png")
 
 
+def test_a_token_narrowed_to_the_refund_task_answers_its_question_from_the_console(
+    browser: Any, tmp_path: Path
+) -> None:
+    # the task's own entry listed no interrupts (its graph run above held them, which this
+    # token may not see), and Approve posted to the graph run's path: a 404 for this token
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        task_row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR,
+                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
+                '[data-status="interrupted"]:not([data-questions="0"])',
+            )
+        )
+        entry_id = task_row.get_attribute("data-run-id")
+        narrowed = token_cli(tmp_path, "attenuate", url.split("#token=")[1], "--run", entry_id)
+        base = url.split("#")[0].rstrip("/")
+        snap = httpx.get(
+            f"{base}/api/agents/runs/{entry_id}", headers={"Authorization": f"Bearer {narrowed}"}
+        ).json()
+        assert [i["value"] for i in snap["interrupts"]] == [
+            {"question": "Refund 129.00 EUR for invoice #1042?"}
+        ], snap
+
+        browser_click(browser, "sign-out")
+        browser.get("about:blank")
+        browser.get(f"{base}/#token={narrowed}")
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR,
+                f'[data-testid="run-row"][data-run-id="{entry_id}"]:not([data-questions="0"])',
+            )
+        )
+        row.click()
+        question = wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="interrupt"]')
+        )
+        assert "Refund 129.00 EUR for invoice #1042?" in question.text
+        browser_click(browser, "approve-btn")
+        approve = wait.until(lambda d: _sent(d, "approve"))
+        assert approve["receipt"] == "accepted", approve
+        wait.until(
+            lambda d: (
+                d.find_element(
+                    By.CSS_SELECTOR, f'[data-testid="run-row"][data-run-id="{entry_id}"]'
+                ).get_attribute("data-status")
+                == "completed"
+            )
+        )
+
+
 def test_narrow_the_tools_then_cancel_an_orchestrator_from_the_console(
     browser: Any, tmp_path: Path
 ) -> None:

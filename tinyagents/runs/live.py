@@ -32,6 +32,9 @@ class LiveRuns:
         self.dirty: set[str] = set()
         #: run id -> (step, {interrupt id: interrupt}) of the pause the run rests in
         self._interrupts: dict[str, tuple[int | None, dict[str, dict[str, Any]]]] = {}
+        #: graph runs whose pending interrupts changed since ``take_dirty``: their tasks'
+        #: entries list them too, so those are due as well
+        self.asked: set[str] = set()
 
     def __call__(self, event: Event) -> None:
         """The bus sink: note that the event's run changed."""
@@ -55,20 +58,33 @@ class LiveRuns:
                 "value": event.data.get("value"),
             }
             self._interrupts[run_id] = (event.step, pending)
+            self.asked.add(run_id)
         elif event.type in _INTERRUPTS_END:
-            self._interrupts.pop(run_id, None)
+            if self._interrupts.pop(run_id, None) is not None:
+                self.asked.add(run_id)
 
     def take_dirty(self) -> set[str]:
         dirty, self.dirty = self.dirty, set()
+        self.asked.clear()
         return dirty
 
     def forget(self, run_id: str) -> None:
         self.dirty.discard(run_id)
+        self.asked.discard(run_id)
         self._interrupts.pop(run_id, None)
 
     def interrupts(self, run_id: str) -> list[dict[str, Any]]:
         entry = self._interrupts.get(run_id)
         return list(entry[1].values()) if entry is not None else []
+
+    def interrupts_of(self, info: RunInfo) -> list[dict[str, Any]]:
+        """The run's pending interrupts; for a graph task's entry in the tree (``gt-...``),
+        those of its task in its graph run: a token narrowed to the entry may not see the
+        graph run, and answers the question from the entry."""
+        if info.kind == "graph" and info.task_id and info.parent_run_id:
+            asks = self.interrupts(info.parent_run_id)
+            return [i for i in asks if i["task_id"] == info.task_id]
+        return self.interrupts(info.run_id)
 
     def snapshot(
         self, info: RunInfo, pending: list[dict[str, Any]] | None = None
@@ -79,7 +95,7 @@ class LiveRuns:
         snap["owner"] = self.owner
         snap["updated_at"] = _clock.now().isoformat()
         snap["pending_commands"] = pending or []
-        snap["interrupts"] = self.interrupts(info.run_id)
+        snap["interrupts"] = self.interrupts_of(info)
         return snap
 
 

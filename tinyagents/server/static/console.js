@@ -540,11 +540,12 @@
   }
 
   function answer(run, ask, kind) {
-    // An interrupt belongs to a graph task: the command goes to that task of its graph run.
+    // An interrupt belongs to a graph task: the command goes to that task of its graph run,
+    // through the row it was asked from (a task's own row: its entry, which the server sends
+    // on to its graph run; a token narrowed to the entry may not see the graph run).
     const taskId = ask.task_id || run.task_id;
-    const graphRun = run.task_id && run.parent_run_id ? run.parent_run_id : run.run_id;
     const path = taskId
-      ? `${runPath(graphRun)}/tasks/${encodeURIComponent(taskId)}/commands`
+      ? `${runPath(run.run_id)}/tasks/${encodeURIComponent(taskId)}/commands`
       : `${runPath(run.run_id)}/commands`;
     const payload = ask.id ? { interrupt_id: ask.id } : {};
     send(`${kind} ${ask.node || "question"}`, run.run_id, path, { kind, payload });
