@@ -336,6 +336,60 @@ def test_a_token_narrowed_to_the_refund_task_answers_its_question_from_the_conso
         )
 
 
+def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_path: Path) -> None:
+    # every SSE id and every correlation id seen was kept for as long as one tree was
+    # followed (only the timeline was capped): a console left open grew without end
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR,
+                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]'
+                '[data-status="interrupted"]',
+            )
+        )
+        graph_id = row.get_attribute("data-run-id")
+        row.click()
+        wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+        browser_click(browser, "pause-btn")
+        mine = wait.until(lambda d: _sent(d, "pause"))
+        assert mine["receipt"] == "accepted", mine
+        outcome = f'[data-testid="sent-command"][data-correlation-id="{mine["correlation_id"]}"] [data-testid="outcome"]'
+        said = wait.until(
+            lambda d: (
+                (text := d.find_element(By.CSS_SELECTOR, outcome).text) != "waiting for the run"
+                and text
+            )
+        )
+
+        base = url.split("#")[0].rstrip("/")
+        headers = {"Authorization": f"Bearer {url.split('#token=')[1]}"}
+        with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=30) as client:
+            for _ in range(300):  # other operators' commands to the same run
+                r = client.post(f"/runs/{graph_id}/commands", json={"kind": "request_status"})
+                assert r.status_code in (200, 202), r.text
+            last = r.json()["correlation_id"]
+        wait.until(
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, f'[data-testid="timeline-event"][data-correlation-id="{last}"]'
+            )
+        )
+        memory = browser.execute_script("return window.tinyagentsConsole.memory()")
+        assert memory["outcomes"] <= 200 + memory["sent"], memory
+        assert memory["timeline"] <= 500, memory
+        assert browser.find_element(By.CSS_SELECTOR, outcome).text == said  # its own: kept
+        ids = [
+            e.get_attribute("data-event-id")
+            for e in browser.find_elements(By.CSS_SELECTOR, '[data-testid="timeline-event"]')
+        ]
+        assert len(ids) == len(set(ids))
+        assert memory["last_event_id"] == max(int(i) for i in ids), memory
+
+
 def test_narrow_the_tools_then_cancel_an_orchestrator_from_the_console(
     browser: Any, tmp_path: Path
 ) -> None:

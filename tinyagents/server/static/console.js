@@ -14,6 +14,9 @@
   const TREE_PAGE = 1000;
   const LIVE = ["running", "paused", "interrupted"];
   const MAX_EVENTS = 500;
+  // Outcomes kept of commands other pages sent (those of this page's own are always kept):
+  // an event of a command this page sends can arrive before its receipt names it.
+  const MAX_OUTCOMES = 200;
   const FINISHED = new Set(["completed", "cancelled", "aborted", "limit_exceeded", "failed"]);
   const TERMINAL = new Set(["steering.rejected", "steering.applied", "steering.superseded", "steering.failed"]);
   // The server names each SSE message after its event type; EventSource only hands named
@@ -51,8 +54,11 @@
     selected: null, // run_id
     root: null, // root_run_id followed over SSE
     source: null, // EventSource
-    seen: new Set(), // SSE ids already shown (a reconnect may replay some)
-    outcomes: new Map(), // correlation_id -> last steering event seen
+    // The highest SSE id shown: the server sends a stream's events in id order, so what a
+    // reconnect (with Last-Event-ID) replays is at or below it. A number, not a set of every
+    // id: the page may follow one tree for days.
+    lastSeen: 0,
+    outcomes: new Map(), // correlation_id -> last steering event seen (bounded: keepOutcome)
     sent: [], // commands sent from this page, newest first
     polling: false,
     more: false, // the server has older runs than the newest page shows
@@ -185,7 +191,7 @@
     // nothing of the last session stays on the page: the next token may be another tenant's
     state.runs = new Map();
     state.selected = null;
-    state.seen.clear();
+    state.lastSeen = 0;
     state.outcomes.clear();
     state.sent = [];
     state.more = false;
@@ -622,7 +628,7 @@
       if (!state.followedRun || !runId || state.followedRun === runId) return;
       // the root is not ours to see: another run of the tree is followed by its own events
       state.source.close();
-      state.seen.clear();
+      state.lastSeen = 0;
       $("timeline").replaceChildren();
       state.followedRun = runId;
       listen({ run_id: runId }, null);
@@ -630,7 +636,7 @@
     }
     stopFollowing();
     state.root = rootId;
-    state.seen.clear();
+    state.lastSeen = 0;
     $("timeline").replaceChildren();
     listen({ root_run_id: rootId }, runId && runId !== rootId ? runId : null);
   }
@@ -661,8 +667,11 @@
   }
 
   function onEvent(message) {
-    if (message.lastEventId && state.seen.has(message.lastEventId)) return;
-    if (message.lastEventId) state.seen.add(message.lastEventId);
+    const id = Number(message.lastEventId);
+    if (message.lastEventId && Number.isSafeInteger(id)) {
+      if (id <= state.lastSeen) return; // replayed after a reconnect: shown already
+      state.lastSeen = id;
+    }
     let event;
     try {
       event = JSON.parse(message.data);
@@ -672,12 +681,24 @@
     if (!event || typeof event !== "object") return;
     event.type = event.type || message.type;
     if (String(event.type).startsWith("steering.") && event.correlation_id) {
-      const before = state.outcomes.get(event.correlation_id);
-      if (!before || !TERMINAL.has(before.type)) state.outcomes.set(event.correlation_id, event);
+      keepOutcome(event);
       renderSent();
     }
     addToTimeline(event, message.lastEventId);
     if (/^(run|subagent|graph)\./.test(event.type) || TERMINAL.has(event.type)) setTimeout(poll, 100);
+  }
+
+  function keepOutcome(event) {
+    const before = state.outcomes.get(event.correlation_id);
+    if (before && TERMINAL.has(before.type)) return;
+    state.outcomes.set(event.correlation_id, event);
+    if (state.outcomes.size <= MAX_OUTCOMES + state.sent.length) return;
+    // the oldest first (a Map keeps insertion order), sparing the commands this page sent
+    const mine = new Set(state.sent.map((entry) => entry.correlationId));
+    for (const id of state.outcomes.keys()) {
+      if (state.outcomes.size <= MAX_OUTCOMES) break;
+      if (!mine.has(id)) state.outcomes.delete(id);
+    }
   }
 
   function summary(e) {
@@ -757,6 +778,16 @@
   }
 
   // ------------------------------------------------------------------ start
+
+  // What the page holds, for tests and for a look from the browser's devtools.
+  window.tinyagentsConsole = Object.freeze({
+    memory: () => ({
+      last_event_id: state.lastSeen,
+      outcomes: state.outcomes.size,
+      sent: state.sent.length,
+      timeline: $("timeline").childElementCount,
+    }),
+  });
 
   document.addEventListener("DOMContentLoaded", () => {
     wireControls();
