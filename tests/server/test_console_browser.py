@@ -334,6 +334,20 @@ def test_a_token_narrowed_to_the_refund_task_answers_its_question_from_the_conso
                 == "completed"
             )
         )
+        # its outcome, though its events are the graph run's (which this token may not see)
+        outcome = browser.find_element(
+            By.CSS_SELECTOR,
+            f'[data-testid="sent-command"][data-correlation-id="{approve["correlation_id"]}"]'
+            ' [data-testid="outcome"]',
+        )
+        wait.until(lambda d: outcome.text == "applied")
+        history = httpx.get(
+            f"{base}/api/agents/runs/{entry_id}/steering",
+            headers={"Authorization": f"Bearer {narrowed}"},
+        ).json()
+        assert [(c["correlation_id"], c["state"]) for c in history] == [
+            (approve["correlation_id"], "applied")
+        ]
 
 
 def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_path: Path) -> None:

@@ -370,17 +370,24 @@ class Control:
 
     async def steering(self, run_id: str, *, tenant_id: str | None) -> list[dict[str, Any]] | None:
         """The commands sent to the run, oldest first, each with its current state (terminal
-        or not) and the steps it went through; None for an unknown or foreign run."""
-        if await self.get_run(run_id, tenant_id=tenant_id) is None:
+        or not) and the steps it went through; None for an unknown or foreign run. A graph
+        task's entry (``gt-...``) has those sent to its task: its graph run takes them (see
+        ``command_target``), and a token narrowed to the entry may not read the graph run."""
+        snap = await self.get_run(run_id, tenant_id=tenant_id)
+        if snap is None:
             return None
-        events: list[SteeringEvent]
+        if not task_entry(snap):
+            return command_history(await self._steering_events(run_id))
+        task_id = snap["task_id"]
+        events = await self._steering_events(snap["parent_run_id"])
+        return command_history([e for e in events if getattr(e.target, "task_id", None) == task_id])
+
+    async def _steering_events(self, run_id: str) -> list[SteeringEvent]:
         if self.runtime is not None and (run_id in self.runtime.runs or self.store is None):
-            events = await self.runtime.load_steering_history(run_id)
-        else:
-            assert self.store is not None
-            logged = await self.store.load_events(run_id=run_id, type_prefix="steering.")
-            events = [e for e in logged if isinstance(e, SteeringEvent)]
-        return command_history(events)
+            return await self.runtime.load_steering_history(run_id)
+        assert self.store is not None
+        logged = await self.store.load_events(run_id=run_id, type_prefix="steering.")
+        return [e for e in logged if isinstance(e, SteeringEvent)]
 
     async def read_events(
         self,

@@ -263,11 +263,33 @@
         state.more = Boolean(results[0].next);
         renderTree();
         renderDetail();
+        await pollOutcomes(token);
       } else if (failed.status !== 401) {
         setConnection("error", problem(failed));
       }
     } finally {
       state.polling = false;
+    }
+  }
+
+  // A command sent from a graph task's row goes to its graph run, whose events a token
+  // narrowed to the task's entry does not receive: its outcome is read from the row's
+  // command history instead (the server lists there what was sent to the task).
+  async function pollOutcomes(token) {
+    const rows = new Set();
+    for (const entry of state.sent) {
+      const run = state.runs.get(entry.runId);
+      const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
+      if (run && run.task_id && entry.correlationId && !(event && TERMINAL.has(event.type))) rows.add(entry.runId);
+    }
+    for (const runId of rows) {
+      const result = await api(`${runPath(runId)}/steering`);
+      if (state.token !== token || !result.ok || !Array.isArray(result.data)) continue;
+      for (const command of result.data) {
+        const last = command.events && command.events[command.events.length - 1];
+        if (last) keepOutcome({ ...last, correlation_id: command.correlation_id });
+      }
+      renderSent();
     }
   }
 
