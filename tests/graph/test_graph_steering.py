@@ -954,3 +954,43 @@ async def test_a_graph_run_below_a_run_takes_its_parents_tenant(rt: Runtime) -> 
     with pytest.raises(ConfigurationError, match="belongs to its parent's tenant"):
         await rt.start_graph(compiled, {}, thread_id="t-2", parent=parent, tenant_id="globex")
     assert (await compiled.get_state("t-2")).checkpoint_id is None  # nothing saved
+
+
+@pytest.mark.parametrize("how", ["redirect", "cancel"])
+async def test_a_paused_task_the_run_leaves_behind_ends_cancelled_at_once(
+    rt: Runtime, waiter: EventWaiter, how: str
+) -> None:
+    """A task paused on its interrupt that a redirect drops, or a cancel skips, never resumes:
+    its entry ends ``cancelled`` (with a ``graph.task_cancelled`` event) at that boundary,
+    not left ``interrupted`` beside the tasks the run still waits on until the run ends."""
+    graph = two_questions(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    run = SteeringTarget.agent_run(handle.run_id)
+    steer = (
+        command(run, SteeringKind.REDIRECT, {"goto": "right"})
+        if how == "redirect"
+        else command(
+            SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.CANCEL
+        )
+    )
+    await rt.submit(steer)
+    applied = await waiter.event("steering.applied", correlation_id=steer.correlation_id)
+    # paused again, on right alone (for a redirect: a new task of the next step)
+    asked = await waiter.until(
+        lambda e: e.type == "graph.interrupt" and e.offset > applied.offset and e.node == "right"
+    )
+    tree = rt.tree(handle.run_id)
+    assert tree is not None
+    interrupted = [c.info.task_id for c in tree.children if c.info.status is RunStatus.INTERRUPTED]
+    assert interrupted == [asked.task_id]  # only the task the run still waits on
+    assert {c.info.task_id: c.info.status for c in tree.children}[paused["left"].task_id] is (
+        RunStatus.CANCELLED
+    )
+    dropped = [paused["left"].task_id] + ([paused["right"].task_id] if how == "redirect" else [])
+    cancelled = [e.task_id for e in waiter.events if e.type == "graph.task_cancelled"]
+    assert sorted(cancelled) == sorted(dropped)
+    await rt.submit(
+        command(SteeringTarget.graph_node(handle.run_id, "right"), SteeringKind.APPROVE)
+    )
+    assert (await handle.result()).output["log"] == ["right:True"]

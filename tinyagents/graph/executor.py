@@ -77,6 +77,8 @@ class TaskHooks(Protocol):
 
     def agent_started(self, task: Task, handle: RunHandle) -> None: ...
 
+    async def steered(self, run: GraphRun) -> None: ...
+
 
 class StreamSink(Protocol):
     """Where a streamed run reports (``graph/stream.py``): its steps, its tasks as they start

@@ -129,6 +129,8 @@ class GraphSteering:
             self._fail_undeliverable()
             if cmds:
                 await lower_all(self, run, cmds)
+                if run.task_hooks is not None:  # paused tasks a redirect or cancel dropped
+                    await run.task_hooks.steered(run)
 
     def _fail_undeliverable(self) -> None:
         """Fail what waits for an agent-loop boundary: a graph run never reaches one. (Refused

@@ -136,6 +136,26 @@ class TaskEntries:
                 kind, step=run.head.step + 1, task_id=task.id, node=task.node, data=data
             )
 
+    async def steered(self, run: GraphRun) -> None:
+        """Commands were lowered at a boundary: a paused task the run no longer waits on (a
+        redirect dropped it, a cancel skipped it) never resumes, so its entry ends
+        ``cancelled`` now, with a ``graph.task_cancelled`` event, rather than staying
+        ``interrupted`` beside the tasks still waiting until the run ends."""
+        if not self.paused:
+            return
+        waiting = {task.id for task in run.plan() if task.writes is None}
+        for task_id in [t for t in self.paused if t not in waiting]:
+            entry = self.paused.pop(task_id)
+            result = RunResult(run_id=entry.run_id, status=RunStatus.CANCELLED)
+            await self.runtime.finish(entry, result)
+            self.events.emit(
+                "graph.task_cancelled",
+                step=run.head.step,
+                task_id=task_id,
+                node=entry.info.node_id,
+                data={"reason": "dropped by steering"},
+            )
+
     async def close(self, status: RunStatus) -> None:
         """The graph run ended with ``status``: unless it rests on interrupts (its paused
         tasks resume when it continues), a paused task that never resumed was skipped."""
