@@ -994,3 +994,29 @@ async def test_a_paused_task_the_run_leaves_behind_ends_cancelled_at_once(
         command(SteeringTarget.graph_node(handle.run_id, "right"), SteeringKind.APPROVE)
     )
     assert (await handle.result()).output["log"] == ["right:True"]
+
+
+@pytest.mark.parametrize("kind", [SteeringKind.REDIRECT, SteeringKind.UPDATE_STATE])
+async def test_a_command_sent_while_paused_lands_at_the_boundary_the_run_is_held_at(
+    rt: Runtime, waiter: EventWaiter, kind: SteeringKind
+) -> None:
+    """Pause, look, steer, resume: what was sent while the run was held at a boundary is
+    applied at that boundary when it resumes, before the next superstep runs — not one step
+    later, after a node already ran on the state it was meant to change."""
+    gate = asyncio.Event()
+    handle = await rt.start_graph(gated_chain(gate), {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    run = SteeringTarget.agent_run(handle.run_id)
+    pause = command(run, SteeringKind.PAUSE)
+    await rt.submit(pause)
+    gate.set()
+    await waiter.event("steering.applied", correlation_id=pause.correlation_id)
+    payload = {"goto": "c"} if kind is SteeringKind.REDIRECT else {"update": {"log": ["human"]}}
+    steer = command(run, kind, payload)
+    assert (await rt.submit(steer)).status == "accepted"
+    await rt.submit(command(run, SteeringKind.RESUME))
+    result = await handle.result()
+    applied = await waiter.event("steering.applied", correlation_id=steer.correlation_id)
+    assert applied.affected["checkpoint_id"]
+    expected = ["a", "c"] if kind is SteeringKind.REDIRECT else ["a", "human", "b", "c"]
+    assert result.output["log"] == expected

@@ -117,6 +117,8 @@ class GraphSteering:
         self.resting = False
         #: tasks an immediate cancel stopped: task id -> the command (read out when lowered)
         self.cancelled: dict[str, SteeringCommand] = {}
+        #: a pause held the run at the boundary being lowered
+        self.held = False
 
     async def boundary(self, run: GraphRun) -> None:
         """Lower the commands due between supersteps. END_OF_TURN lands where the graph
@@ -124,13 +126,18 @@ class GraphSteering:
         gives it another turn)."""
         inbox = self.handle.inbox
         final, self.resting = self.resting or not run.head.frontier, False
-        if len(inbox):
+        while len(inbox):
             cmds = inbox.take(Boundary.BETWEEN_SUPERSTEPS, final=final)
             self._fail_undeliverable()
-            if cmds:
-                await lower_all(self, run, cmds)
-                if run.task_hooks is not None:  # paused tasks a redirect or cancel dropped
-                    await run.task_hooks.steered(run)
+            if not cmds:
+                return
+            self.held = False
+            await lower_all(self, run, cmds)
+            if run.task_hooks is not None:  # paused tasks a redirect or cancel dropped
+                await run.task_hooks.steered(run)
+            if not self.held:
+                return
+            # a pause held the run at this boundary: what was sent meanwhile lands here too
 
     def _fail_undeliverable(self) -> None:
         """Fail what waits for an agent-loop boundary: a graph run never reaches one. (Refused
@@ -209,6 +216,7 @@ async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringC
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
                 inbox.applied(cmd, paused=True, step=run.head.step)
                 await wait_while_paused(steering, run)
+                steering.held = True
                 continue
             earlier = await steering.recovery.find(run, cmd)
             if earlier is not None:  # re-delivered after a crash: its effect is saved
