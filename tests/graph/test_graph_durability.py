@@ -453,3 +453,49 @@ async def test_a_fork_that_ran_before_a_crash_is_reported_not_run_again(tmp_path
             r.checkpoint_id for r in before
         ]  # nothing ran on the fork again
     assert forked.correlation_id not in await open_commands(url)
+
+
+async def test_a_command_applied_before_a_crash_is_reported_with_what_it_did(
+    tmp_path: Path,
+) -> None:
+    """``steering.applied`` of a redirect or an update whose checkpoint was saved just before
+    the crash names what it did (a redirect's ``goto`` and ``step``, an update's ``keys``) as
+    it does when applied in one process, not only the checkpoint: a consumer reading
+    ``affected["goto"]`` must not break on a re-delivered command."""
+    url, db = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "cp.db"
+    cases = (
+        ("steering", SteeringKind.REDIRECT, {"goto": "b"}, {"goto": ["b"]}),
+        ("update", SteeringKind.UPDATE_STATE, {"update": {"log": ["s"]}}, {"keys": ["log"]}),
+    )
+    for source, kind, payload, did in cases:
+        gate = asyncio.Event()
+        dies = DiesAfter(db, lambda r, source=source: r.source == source)  # type: ignore[misc]
+        async with Runtime(store=url, testing=True) as rt:
+            handle = await rt.start_graph(build(dies, gate), {}, thread_id=source)
+            cmd = SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.test(),
+                kind=kind,
+                payload=payload,
+            )
+            assert (await rt.submit(cmd)).status == "accepted"
+            gate.set()
+            await dies.dead.wait()
+        await dies.aclose()
+        async with Runtime(store=url, testing=True) as rt, SqliteCheckpointer(db) as cp:
+            handle = await rt.start_graph(build(cp), None, thread_id=source)
+            await handle.result()
+            [applied] = [
+                e
+                for e in rt.steering_history(handle.run_id)
+                if e.correlation_id == cmd.correlation_id and e.type == "steering.applied"
+            ]
+            saved = await cp.get(source, applied.affected["checkpoint_id"])
+        assert saved is not None and saved.source == source
+        step = {"step": saved.step} if kind is SteeringKind.REDIRECT else {}
+        assert applied.affected == {
+            **did,
+            **step,
+            "checkpoint_id": saved.checkpoint_id,
+            "applied_before_restart": True,
+        }

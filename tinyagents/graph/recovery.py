@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tinyagents.graph.checkpointing import Head
     from tinyagents.graph.executor import GraphRun
     from tinyagents.runs.host import RunHost
-    from tinyagents.store.checkpoint.base import Checkpointer
+    from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord
 
 #: Kinds whose effect a checkpoint (or an answer's write) records: applied at most once.
 APPLIED_ONCE_KINDS = frozenset(
@@ -57,7 +57,7 @@ class EarlierApplied:
         self.cp = cp
         self.thread_id = thread_id
         self.run_id = run_id
-        self._found: dict[str, str] | None = None  # read once, on the first command asked
+        self._found: dict[str, dict[str, Any]] | None = None  # read once, when first asked
 
     async def find(self, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any] | None:
         """The checkpoint (and, for an answer, the interrupt) to report ``cmd`` applied
@@ -74,8 +74,8 @@ class EarlierApplied:
         if self._found is None:
             assert self.cp is not None and self.thread_id is not None
             self._found = await applied_by_steering(self.cp, self.thread_id, self.run_id)
-        checkpoint_id = self._found.get(ref)
-        return None if checkpoint_id is None else {"checkpoint_id": checkpoint_id}
+        found = self._found.get(ref)
+        return None if found is None else dict(found)
 
 
 def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
@@ -100,11 +100,15 @@ def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
     return None
 
 
-async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> dict[str, str]:
-    """``command_ref`` -> checkpoint id of the steering checkpoints run ``run_id`` saved (and
-    of the steps that consumed a steering answer), reading the thread's history newest first
-    only as far back as that run goes."""
-    found: dict[str, str] = {}
+async def applied_by_steering(
+    cp: Checkpointer, thread_id: str, run_id: str
+) -> dict[str, dict[str, Any]]:
+    """``command_ref`` -> what the steering checkpoints run ``run_id`` saved (and the steps
+    that consumed a steering answer) record of the command: its ``checkpoint_id``, and, as
+    ``steering.applied`` reports them when applied in one process, a redirect's ``goto`` and
+    ``step`` and an update's ``keys``. Reads the thread's history newest first only as far
+    back as that run goes."""
+    found: dict[str, dict[str, Any]] = {}
     limit = 64
     while True:
         records = await cp.list(thread_id, limit=limit)
@@ -114,12 +118,27 @@ async def applied_by_steering(cp: Checkpointer, thread_id: str, run_id: str) -> 
             correlation_id = record.metadata.get("correlation_id")
             if correlation_id is not None:
                 scope = record.metadata.get("sender_scope", "")
-                found.setdefault(steering_ref(correlation_id, scope), record.checkpoint_id)
+                found.setdefault(steering_ref(correlation_id, scope), _what_it_did(record))
             for answered_by in record.metadata.get("resumed_by", ()):
-                found.setdefault(answered_by, record.checkpoint_id)
+                found.setdefault(answered_by, {"checkpoint_id": record.checkpoint_id})
         if len(records) < limit:
             return found
         limit *= 4
+
+
+def _what_it_did(record: CheckpointRecord) -> dict[str, Any]:
+    """The ``affected`` of the command that saved ``record`` (``lowering._redirect`` and
+    ``_update`` report the same fields)."""
+    meta = record.metadata
+    if record.source == "steering" and "goto" in meta:
+        return {
+            "goto": list(meta["goto"]),
+            "checkpoint_id": record.checkpoint_id,
+            "step": record.step,
+        }
+    if record.source == "update" and "keys" in meta:
+        return {"checkpoint_id": record.checkpoint_id, "keys": list(meta["keys"])}
+    return {"checkpoint_id": record.checkpoint_id}
 
 
 __all__ = [
