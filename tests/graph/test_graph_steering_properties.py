@@ -1,0 +1,203 @@
+"""Property tests of steering a graph run: whatever mix of commands is ready at one
+superstep boundary, every command reaches exactly one terminal state, and the order they
+were submitted in changes nothing (DESIGN.md, "Ordering and conflicts")."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from graphkit import LogState, logger
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinyagents import Runtime
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringPriority,
+    SteeringTarget,
+)
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import EventRecorder, EventWaiter
+
+TERMINAL = ("steering.applied", "steering.failed", "steering.rejected", "steering.superseded")
+PRIORITIES = st.sampled_from(list(SteeringPriority))
+RUN, NODE_B = "run", "node_b"
+
+# (kind, target, payload) templates: the run id is filled in once the run has started
+menu = st.one_of(
+    st.tuples(
+        st.just(SteeringKind.UPDATE_STATE),
+        st.just(RUN),
+        st.sampled_from(["u1", "u2", "u3"]).map(lambda t: {"update": {"log": [t]}}),
+    ),
+    st.tuples(
+        st.just(SteeringKind.REDIRECT),
+        st.sampled_from([RUN, NODE_B]),
+        st.sampled_from(["c", "d", ["c", "d"], END]).map(lambda g: {"goto": g}),
+    ),
+    st.tuples(st.just(SteeringKind.REQUEST_STATUS), st.just(RUN), st.just({})),
+    st.tuples(st.just(SteeringKind.CANCEL), st.sampled_from([RUN, NODE_B]), st.just({})),
+    st.tuples(st.just(SteeringKind.APPROVE), st.just(RUN), st.just({})),
+    st.tuples(st.just(SteeringKind.ADD_INSTRUCTION), st.just(RUN), st.just({"text": "hi"})),
+)
+
+
+def gated(gate: asyncio.Event) -> Any:
+    """a (held by ``gate``) → b → END; a may also go to c or d."""
+
+    async def a(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["a"]}
+
+    graph = StateGraph(LogState).add_node("a", a, destinations=["c", "d"])
+    for name in "bcd":
+        graph.add_node(name, logger(name)).add_edge(name, END)
+    graph.add_edge(START, "a").add_edge("a", "b")
+    return graph.compile(checkpointer=MemoryCheckpointer(), redirect_conflict="highest_priority")
+
+
+def build(spec: list[tuple[Any, ...]], run_id: str) -> list[SteeringCommand]:
+    cmds = []
+    for (kind, where, payload), priority in spec:
+        target = (
+            SteeringTarget.agent_run(run_id)
+            if where == RUN
+            else SteeringTarget.graph_node(run_id, "b")
+        )
+        cmds.append(
+            SteeringCommand(
+                target=target,
+                actor=SteeringActor.test(),
+                kind=kind,
+                payload=payload,
+                priority=priority,
+            )
+        )
+    return cmds
+
+
+async def steer(spec: list[tuple[Any, ...]], order: list[int]) -> dict[str, Any]:
+    """Run the graph with the commands of ``spec`` submitted in ``order`` while its first
+    step runs; what happened, by command position (ids differ between runs)."""
+    async with Runtime(testing=True) as rt:
+        waiter, recorder = EventWaiter(), EventRecorder()
+        rt.bus.add_sink(waiter)
+        rt.bus.add_sink(recorder)
+        gate = asyncio.Event()
+        handle = await rt.start_graph(gated(gate), {}, thread_id="t")
+        await waiter.event("graph.task_started", handle.run_id, node="a")
+        cmds = build(spec, handle.run_id)
+        receipts = {i: (await rt.submit(cmds[i])).status.value for i in order}
+        gate.set()
+        result = await handle.result()
+        recorder.assert_every_command_terminal()
+        outcomes = []
+        for i, cmd in enumerate(cmds):
+            ends = [e.type for e in recorder.steering(cmd.correlation_id) if e.type in TERMINAL]
+            assert len(ends) == 1, (cmd.kind, ends)
+            outcomes.append((receipts[i], ends[0]))
+        return {"status": result.status, "output": result.output, "outcomes": outcomes}
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+async def test_commands_at_one_boundary_end_once_whatever_the_submit_order(
+    data: st.DataObject,
+) -> None:
+    spec = data.draw(st.lists(st.tuples(menu, PRIORITIES), min_size=1, max_size=6))
+    order = data.draw(st.permutations(range(len(spec))))
+    in_order = await steer(spec, list(range(len(spec))))
+    shuffled = await steer(spec, list(order))
+    assert shuffled == in_order
+
+
+def asker(name: str) -> Any:
+    def node(state: Any) -> dict[str, Any]:
+        from tinyagents.graph import interrupt
+
+        return {"log": [f"{name}:{interrupt(name)}"]}
+
+    node.__name__ = name
+    return node
+
+
+def two_questions(policy: str) -> Any:
+    graph = StateGraph(LogState).add_node("left", asker("left")).add_node("right", asker("right"))
+    graph.add_node("after", logger("after")).add_edge("left", "after").add_edge("after", END)
+    graph.add_edge(START, "left").add_edge(START, "right").add_edge("right", END)
+    return graph.compile(checkpointer=MemoryCheckpointer(), task_cancel_policy=policy)
+
+
+answers = st.tuples(
+    st.sampled_from(
+        [
+            SteeringKind.APPROVE,
+            SteeringKind.REJECT,
+            SteeringKind.PROVIDE_CONTEXT,
+            SteeringKind.CANCEL,
+            SteeringKind.UPDATE_STATE,
+            SteeringKind.REDIRECT,
+            SteeringKind.REQUEST_STATUS,
+            SteeringKind.PAUSE,
+            SteeringKind.RESUME,
+        ]
+    ),
+    st.sampled_from(["task:left", "task:right", "node:left", "node:right", "run"]),
+    st.booleans(),  # name the left interrupt's id in the payload
+)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    policy=st.sampled_from(["skip", "fail_run"]),
+    spec=st.lists(answers, min_size=1, max_size=6),
+)
+async def test_commands_to_a_run_resting_on_interrupts_each_end_once(
+    policy: str, spec: list[tuple[SteeringKind, str, bool]]
+) -> None:
+    async with Runtime(testing=True) as rt:
+        waiter, recorder = EventWaiter(), EventRecorder()
+        rt.bus.add_sink(waiter)
+        rt.bus.add_sink(recorder)
+        handle = await rt.start_graph(two_questions(policy), {}, thread_id="t")
+        asked = {
+            node: await waiter.event("graph.interrupt", handle.run_id, node=node)
+            for node in ("left", "right")
+        }
+        for kind, where, named in spec:
+            if where == "run":
+                target = SteeringTarget.agent_run(handle.run_id)
+            elif where.startswith("task:"):
+                target = SteeringTarget.graph_task(handle.run_id, asked[where[5:]].task_id)
+            else:
+                target = SteeringTarget.graph_node(handle.run_id, where[5:])
+            payload: dict[str, Any] = {}
+            if kind is SteeringKind.PROVIDE_CONTEXT:
+                payload["text"] = "ctx"
+            if kind is SteeringKind.UPDATE_STATE:
+                payload["update"] = {"log": ["u"]}
+            if kind is SteeringKind.REDIRECT:
+                payload["goto"] = "after"
+            if named and kind in (SteeringKind.APPROVE, SteeringKind.REJECT):
+                payload["interrupt_id"] = asked["left"].data["interrupt_id"]
+            cmd = SteeringCommand(
+                target=target, actor=SteeringActor.test(), kind=kind, payload=payload
+            )
+            await rt.submit(cmd)
+        # whatever is left pending ends the run
+        await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.CANCEL,
+            )
+        )
+        await handle.result()
+        recorder.assert_every_command_terminal()
+        for cid in {e.correlation_id for e in recorder.events if e.type.startswith("steering.")}:
+            ends = [e.type for e in recorder.steering(cid) if e.type in TERMINAL]
+            assert len(ends) == 1, ends
