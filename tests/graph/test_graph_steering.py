@@ -382,18 +382,21 @@ async def test_a_second_cancel_of_a_skipped_task_fails(
 
 
 async def test_cancel_a_task_with_fail_run_policy_fails_the_run(
-    rt: Runtime, waiter: EventWaiter
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
 ) -> None:
     graph = two_questions(MemoryCheckpointer(), policy="fail_run")
     handle = await rt.start_graph(graph, {}, thread_id="t")
     paused = await both_paused(waiter, handle.run_id)
-    cancel = command(
-        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id), SteeringKind.CANCEL
-    )
+    task_id = paused["left"].task_id
+    cancel = command(SteeringTarget.graph_task(handle.run_id, task_id), SteeringKind.CANCEL)
     await rt.submit(cancel)
     result = await handle.result()
     assert result.status is RunStatus.FAILED and "fail_run" in (result.error or "")
     assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    # it names the task it cancelled, as a ``skip`` cancel does, and the run it ended
+    affected = recorder.steering(cancel.correlation_id)[-1].affected
+    assert affected["task_id"] == task_id and affected["node"] == "left"
+    assert affected["policy"] == "fail_run" and affected["run_id"] == handle.run_id
 
 
 async def test_immediate_cancel_stops_a_running_task_only(rt: Runtime, waiter: EventWaiter) -> None:

@@ -90,7 +90,12 @@ class CannotApply(Exception):
 
 
 class TaskCancelled(GraphError):
-    """A task was cancelled by steering under ``task_cancel_policy="fail_run"``."""
+    """A task was cancelled by steering under ``task_cancel_policy="fail_run"``; ``affected``
+    names the tasks, as the ``steering.applied`` of a ``skip`` cancel does."""
+
+    def __init__(self, message: str, affected: dict[str, Any] | None = None) -> None:
+        super().__init__(message)  # (rebuilt from its message alone when copied or pickled)
+        self.affected = affected or {}
 
 
 class GraphSteering:
@@ -226,8 +231,9 @@ async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringC
         except CannotApply as exc:
             inbox.failed(cmd, str(exc))
             continue
-        except (RunCancelled, TaskCancelled):
-            inbox.applied(cmd, run_id=steering.handle.run_id, step=run.head.step)
+        except (RunCancelled, TaskCancelled) as exc:
+            tasks = exc.affected if isinstance(exc, TaskCancelled) else {}
+            inbox.applied(cmd, **tasks, run_id=steering.handle.run_id, step=run.head.step)
             _fail_rest(steering, cmds[pos + 1 :])
             raise
         except _Stopped as stop:  # cancelled while paused: that command reported itself
@@ -458,29 +464,22 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
         run.keep_records(tasks)
     if not cancelled:
         raise CannotApply(f"{target.describe()} already finished; nothing to cancel")
-    names = ", ".join(f"{tid} ({node!r})" for tid, node in cancelled.items())
-    if policy == "fail_run":
-        raise TaskCancelled(
-            f"task {names} was cancelled by steering and the graph's task_cancel_policy is "
-            "'fail_run'"
-        )
     extra = {"applied_before_restart": True} if before_restart else {}
+    affected: dict[str, Any]
     if isinstance(target, GraphTaskTarget):
         [(task_id, node)] = cancelled.items()
-        return {
-            "task_id": task_id,
-            "node": node,
-            "policy": policy,
-            "was_running": was_running,
-            **extra,
-        }
-    return {
-        "node": target.node,
-        "task_ids": list(cancelled),
-        "policy": policy,
-        "was_running": was_running,
-        **extra,
-    }
+        affected = {"task_id": task_id, "node": node}
+    else:
+        affected = {"node": target.node, "task_ids": list(cancelled)}
+    affected.update(policy=policy, was_running=was_running, **extra)
+    if policy == "fail_run":
+        names = ", ".join(f"{tid} ({node!r})" for tid, node in cancelled.items())
+        raise TaskCancelled(
+            f"task {names} was cancelled by steering and the graph's task_cancel_policy is "
+            "'fail_run'",
+            affected,
+        )
+    return affected
 
 
 # -- run-level control ------------------------------------------------------------------------
