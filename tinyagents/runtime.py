@@ -218,8 +218,8 @@ class Runtime:
         then every command still open fails with ``runtime closed before delivery`` — unless
         the store is durable, where accepted and deferred commands stay open in the steering
         log for the next runtime on that store to hand over, and a run left at rest (a graph
-        run ``interrupted``) is released: its snapshot is written without an owner. Closing twice (or concurrently)
-        waits for the first close.
+        run ``interrupted``) is released: its snapshot is written without an owner. Closing
+        twice (or concurrently) waits for the first close.
         """
         if self._closed is not None:
             await asyncio.shield(self._closed)
@@ -670,11 +670,6 @@ class Runtime:
             if strict:
                 raise
             _log.warning("could not save %d released run snapshot(s): %s", len(snapshots), exc)
-
-    async def save_runs(self) -> None:
-        if self._durable:
-            await self.store.save_runs([*self._unsaved, *self.live_snapshots()])
-            self._unsaved = []
 
     async def _release_runs(self) -> None:
         """The closing write of the runs' snapshots. A run still unfinished (a graph run at

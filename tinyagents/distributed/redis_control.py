@@ -59,8 +59,8 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.policies import not_found
-from tinyagents.store._postgres import redacted
 from tinyagents.store.base import run_key
+from tinyagents.store.urls import redacted
 
 #: How many entries of a command stream Redis keeps at most.
 _STREAM_MAXLEN = 100_000

@@ -21,7 +21,7 @@ from typing import IO, Any
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
 from tinyagents.server.auth import KEY_ENV, RIGHTS, Auth, default_key_file
 from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
-from tinyagents.store._postgres import redacted
+from tinyagents.store.urls import redacted
 
 #: The optional libraries a command may need, and the extra that installs each.
 EXTRAS = {

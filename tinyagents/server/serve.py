@@ -42,7 +42,7 @@ from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
 from tinyagents.server.loopback import is_loopback
 from tinyagents.server.workers import Reports, run_workers
-from tinyagents.store._postgres import redacted
+from tinyagents.store.urls import redacted
 
 if TYPE_CHECKING:
     import uvicorn

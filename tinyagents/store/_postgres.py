@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.store.urls import redacted
 
 #: SQLSTATE classes and codes a later attempt may not meet: a lost or refused connection
 #: (08), insufficient resources such as a full disk (53), a server shutting down or starting
@@ -95,26 +96,6 @@ def lock_key(*parts: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def redacted(dsn: str) -> str:
-    """``dsn`` without its password (in its user part, or a ``password=`` / ``sslpassword=``
-    query parameter), for messages, banners and ``url``."""
-    try:
-        parts = urlsplit(dsn)
-        password = parts.password
-    except ValueError:  # not a URL we can read: show none of it
-        return "<unreadable store URL>"
-    query = parse_qsl(parts.query, keep_blank_values=True) if parts.query else []
-    secret_query = any(k.lower() in _SECRET_PARAMS for k, _ in query)
-    if password is None and not secret_query:
-        return dsn  # as given: rebuilt, sqlite:////abs/path would lose a slash
-    if password is not None:
-        parts = parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1))
-    if secret_query:
-        shown = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
-        parts = parts._replace(query=urlencode(shown, safe="*"))
-    return urlunsplit(parts)
-
-
 def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
     """``dsn`` without its ``schema`` query parameter (ours, not asyncpg's: the server would
     refuse it as a setting), and the schema to use: ``schema``, else the URL's. A URL and a
@@ -138,7 +119,6 @@ def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
 
 
 #: Query parameters of a PostgreSQL URL that hold a secret.
-_SECRET_PARAMS = frozenset({"password", "sslpassword"})
 
 
 async def open_pool(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinyagents.errors import ConfigurationError, StoreError
-from tinyagents.store._postgres import redacted
 from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.postgres import PostgresStore
 from tinyagents.store.sqlite import SqliteStore
+from tinyagents.store.urls import redacted
 
 
 def open_store(spec: str | Store | None, *, create: bool = True) -> Store:

@@ -36,7 +36,6 @@ from tinyagents.store._postgres import (
     migrate,
     open_pool,
     quote_ident,
-    redacted,
     split_schema,
 )
 from tinyagents.store.base import (
@@ -53,6 +52,7 @@ from tinyagents.store.base import (
     terminal_updates,
     unreadable_reason,
 )
+from tinyagents.store.urls import redacted
 
 _log = logging.getLogger("tinyagents.store")
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError
+from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError, message_of
 from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
 from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.graph.executor import running_graph_run
@@ -267,17 +267,14 @@ class Supervisor:
     def _own_command(self, w: _Watch, event: SteeringEvent) -> None:
         """Follow the supervisor's own pause and abort to their end."""
         cid, kind = event.correlation_id, event.type
-        if cid == w.pause_cid:
-            if kind == "steering.applied":
-                w.pause_cid = None
-                if w.handle.info.status is RunStatus.PAUSED:
-                    self._start_dwell(w)
-                else:  # applied before the run says it paused: start when it does
-                    w.pause_applied = True
-            elif kind in _REFUSED:
-                w.pause_cid = None  # refused: nothing of ours to time out
-        elif cid == w.abort_cid and kind in _REFUSED:
-            w.aborted, w.abort_cid = False, None  # refused: the run may still be told
+        if kind in _REFUSED:
+            self._not_coming(w, cid)
+        elif cid == w.pause_cid and kind == "steering.applied":
+            w.pause_cid = None
+            if w.handle.info.status is RunStatus.PAUSED:
+                self._start_dwell(w)
+            else:  # applied before the run says it paused: start when it does
+                w.pause_applied = True
 
     def _start_dwell(self, w: _Watch) -> None:
         w.pause_applied = False
@@ -371,7 +368,7 @@ class Supervisor:
                         cmd.target.describe(),
                         exc,
                     )
-                    self._unsent(w, cmd)
+                    self._not_coming(w, cmd.correlation_id)
                     return
                 log.log(
                     logging.WARNING if attempt % _RESEND_LOG_EVERY == 1 else logging.DEBUG,
@@ -389,7 +386,7 @@ class Supervisor:
                 log.exception(
                     "the supervisor's %s for %s failed", cmd.kind.value, cmd.target.describe()
                 )
-                self._unsent(w, cmd)
+                self._not_coming(w, cmd.correlation_id)
                 return
         if not receipt.accepted:
             log.warning(
@@ -400,11 +397,13 @@ class Supervisor:
                 receipt.reason,
             )
 
-    def _unsent(self, w: _Watch, cmd: SteeringCommand) -> None:
-        """``cmd`` was never submitted: nothing of ours is on its way to the run."""
-        if cmd.correlation_id == w.pause_cid:
+    def _not_coming(self, w: _Watch, correlation_id: str) -> None:
+        """Our command ``correlation_id`` will not reach the run (refused, or never
+        submitted): a pause of ours leaves nothing to time out, and after an abort of ours
+        the run may still be told."""
+        if correlation_id == w.pause_cid:
             w.pause_cid = None
-        elif cmd.correlation_id == w.abort_cid:
+        elif correlation_id == w.abort_cid:
             w.aborted, w.abort_cid = False, None
 
     async def _dwell(self, w: _Watch, cap: float) -> None:
@@ -467,7 +466,7 @@ class Supervisor:
         if isinstance(exc, TimeoutError) and w.judge is not None:
             said = f"{error}: no answer within {w.judge.timeout_s:g} s"
         else:
-            said = str(exc) or error
+            said = message_of(exc) or error
         log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, said)
         data: dict[str, Any] = {"error": error, "iteration": iteration}
         if isinstance(exc, JudgeError) and exc.usage is not None:  # it answered, at a cost

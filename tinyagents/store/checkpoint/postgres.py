@@ -45,7 +45,6 @@ from tinyagents.store._postgres import (
     migrate,
     open_pool,
     quote_ident,
-    redacted,
     split_schema,
 )
 from tinyagents.store.checkpoint._lease import HOST
@@ -57,6 +56,7 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     stale_message,
 )
+from tinyagents.store.urls import redacted
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
