@@ -271,8 +271,13 @@ class EventWaiter:
             if pred(event):
                 return event
         fut: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
-        self._waiting.append((pred, fut))
-        return await fut
+        entry = (pred, fut)
+        self._waiting.append(entry)
+        try:
+            return await fut
+        finally:  # answered, timed out or cancelled: a wait given up is not kept
+            if entry in self._waiting:
+                self._waiting.remove(entry)
 
     async def event(self, type_: str, run_id: str | None = None, **fields: Any) -> Event:
         """The first event of ``type_`` (on ``run_id``) whose attributes equal ``fields``."""
