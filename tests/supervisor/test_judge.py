@@ -496,3 +496,30 @@ async def test_no_judge_is_asked_about_a_run_whose_abort_is_on_its_way(tmp_path:
         result = await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
     assert result.status is RunStatus.ABORTED
     assert asked == []
+
+
+async def test_a_final_answer_is_not_judged() -> None:
+    """The model's final answer (no tool call) ends the run: the judge was still asked about
+    it — a paid call whose verdict could no longer steer the run's work. Here a rule pauses
+    the run on that answer, so the judge's task had all the time it needed to be asked."""
+    asked: list[ModelRequest] = []
+
+    async def judge(request: ModelRequest) -> str:
+        asked.append(request)
+        return '{"passed": true, "reason": "fine"}'
+
+    spec = SupervisorSpec(
+        model=FunctionModel(judge), rules=[{"when": "iteration_reached", "gte": 2}]
+    )
+    waiter, recorder = EventWaiter(), EventRecorder()
+    work = waiting_tool(waiter, "supervisor.judge_verdict")
+    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[work]), "go")
+        await waiter.event("run.paused", handle.run_id)  # the rule's pause, on the answer
+        await handle.resume()
+        result = await handle.result()
+        assert (rt.supervisor.judge_skipped, rt.supervisor.judge_failures) == (0, 0)
+    assert result.status is RunStatus.COMPLETED
+    assert len(asked) == 1  # iteration 1 (a tool call) only
+    assert [d["iteration"] for d in supervisor_data(recorder, "supervisor.judge_verdict")] == [1]

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError, message_of
-from tinyagents.events.models import Event, RunEvent, SteeringEvent, SupervisorEvent
+from tinyagents.events.models import (
+    Event,
+    ModelEvent,
+    RunEvent,
+    SteeringEvent,
+    SupervisorEvent,
+)
 from tinyagents.graph.driver import GraphRunDriver
 from tinyagents.graph.executor import running_graph_run
 from tinyagents.harness.loop import AgentRun
@@ -107,6 +113,14 @@ def _clip(reason: str) -> str:
     if not reason.isascii():
         reason = reason.encode("utf-8", "replace").decode("utf-8")
     return reason
+
+
+def _final_answer(event: Event) -> bool:
+    """Whether a ``model.response`` is the run's answer (text, no tool call): the run is
+    finishing, so it is not judged; a verdict would come when nothing is left to steer, a
+    paid call for nothing. (A response with neither text nor a tool call is no answer: the
+    run asks again.)"""
+    return isinstance(event, ModelEvent) and not event.tool_calls and event.text_summary is not None
 
 
 def _nearest_graph_spec(driver: GraphRunDriver) -> SupervisorSpec | None:
@@ -252,7 +266,7 @@ class Supervisor:
             w.counters.fired.add(index)
             self._emit(w, "supervisor.rule_fired", rule=rule.when, data={"reason": reason})
             self._act(w, rule.then or w.spec.on_violation, rule.when, reason)
-        if event.type == "model.response":
+        if event.type == "model.response" and not _final_answer(event):
             self._maybe_judge(w)
 
     def _rewatch(self, event: RunEvent) -> None:
