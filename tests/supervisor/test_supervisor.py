@@ -350,6 +350,44 @@ async def test_a_human_pause_after_a_refused_supervisor_pause_is_not_timed_out()
     assert not recorder.of_type("supervisor.escalated")
 
 
+class _NoBudgetPause(Middleware):
+    """A run whose own policy refuses the supervisor's pauses about its token budget."""
+
+    name = "no-budget-pause"
+
+    async def steering(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is SteeringKind.PAUSE and "tokens used" in cmd.payload.get("reason", ""):
+            return Decision.reject(cmd, "no budget pauses here", "middleware:no-budget-pause")
+        return await call_next(cmd)
+
+
+async def test_a_pause_of_ours_is_timed_out_when_a_later_one_of_ours_is_refused() -> None:
+    # the supervisor followed one pause of its own per run: two rules paused on the same
+    # response, the second pause (refused by the run's policy) took the place of the first
+    # in its book, and its refusal cleared it; the first pause landed untracked, and the run
+    # stayed paused for good, past the dwell cap that should have ended it
+    spec = SupervisorSpec(
+        rules=[{"when": "iteration_reached", "gte": 1}, {"when": "budget_fraction", "gt": 0.1}],
+        pause_max_s=0.05,
+    )
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([used(tool_call("search"), 50), reply("done")])
+        agent = Agent(
+            "a",
+            model,
+            tools=[search],
+            limits=RunLimits(max_tokens=100),
+            middleware=[_NoBudgetPause()],
+        )
+        handle = await rt.start(agent, "go")
+        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
+    refused = [e for e in recorder.steering() if e.type == "steering.rejected"]
+    assert [e.reason for e in refused] == ["no budget pauses here"]
+
+
 @pytest.mark.parametrize("action", ["abort", "steer", "pause"])
 @pytest.mark.parametrize("reason", ["policy violated. " * 1200, "bad \ud800 run"])
 async def test_a_judge_reason_too_long_or_not_utf8_still_acts(action: str, reason: str) -> None:

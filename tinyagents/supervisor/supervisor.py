@@ -79,10 +79,11 @@ class _Watch:
     judge: Judge | None
     counters: RunCounters
     judge_task: asyncio.Task[Any] | None = None
-    #: The correlation id of a pause of ours on its way: the dwell cap starts when it is
+    #: The correlation ids of our pauses on their way (two rules, or a rule and the judge,
+    #: may each send one; each leaves when it ends): the dwell cap starts when one of them is
     #: applied (not when the run pauses: a human's pause is not ours to time out), and a
-    #: pause of ours that is refused starts nothing.
-    pause_cid: str | None = None
+    #: pause of ours that is refused starts nothing, whatever became of the others.
+    pauses: set[str] = field(default_factory=set)
     #: Our pause was applied before the run's ``run.paused`` was seen (a pause applied to a
     #: run already paused publishes none): the dwell cap starts at whichever comes second.
     pause_applied: bool = False
@@ -283,8 +284,8 @@ class Supervisor:
         cid, kind = event.correlation_id, event.type
         if kind in _REFUSED:
             self._not_coming(w, cid)
-        elif cid == w.pause_cid and kind == "steering.applied":
-            w.pause_cid = None
+        elif cid in w.pauses and kind == "steering.applied":
+            w.pauses.discard(cid)
             if w.handle.info.status is RunStatus.PAUSED:
                 self._start_dwell(w)
             else:  # applied before the run says it paused: start when it does
@@ -343,7 +344,7 @@ class Supervisor:
             priority=SteeringPriority.CRITICAL,
         )
         if kind is SteeringKind.PAUSE:
-            w.pause_cid = cmd.correlation_id
+            w.pauses.add(cmd.correlation_id)
         elif kind is SteeringKind.CANCEL:
             w.aborted, w.abort_cid = True, cmd.correlation_id
         # Not one of the run's tasks: a command on its way (a durable store's write) is not
@@ -415,8 +416,8 @@ class Supervisor:
         """Our command ``correlation_id`` will not reach the run (refused, or never
         submitted): a pause of ours leaves nothing to time out, and after an abort of ours
         the run may still be told."""
-        if correlation_id == w.pause_cid:
-            w.pause_cid = None
+        if correlation_id in w.pauses:
+            w.pauses.discard(correlation_id)
         elif correlation_id == w.abort_cid:
             w.aborted, w.abort_cid = False, None
 
