@@ -208,7 +208,9 @@ class ModelError(TinyAgentsError):
     """A model call failed (after its retries, when the failure is one worth retrying).
 
     ``model`` and ``api_base`` name what was called, ``status`` the HTTP status if there was
-    one; ``retryable`` says whether ``LiteLLMModel`` retries this kind of failure.
+    one; ``retryable`` says whether ``LiteLLMModel`` retries this kind of failure;
+    ``retry_after_s`` how long the server asked to wait before another attempt (the
+    ``Retry-After`` of a 429 or a 503), when it said.
     """
 
     retryable: bool = False
@@ -220,11 +222,13 @@ class ModelError(TinyAgentsError):
         model: str | None = None,
         api_base: str | None = None,
         status: int | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.model = model
         self.api_base = api_base
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 class ModelConnectionError(ModelError):

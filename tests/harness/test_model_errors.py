@@ -312,3 +312,22 @@ async def test_a_429_with_retry_after_is_retried_and_then_answered() -> None:
         result = await Agent("a", model).run("hi")
     assert result.status is RunStatus.COMPLETED and result.output == "fine"
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_retry_past_the_requests_deadline_is_not_waited_for(stream: bool) -> None:
+    """A 429 asking for 120 s was slept out (cut to 60 s) even when the caller would stop
+    waiting long before: its timeout then hid the rate limit. With ``deadline``, the rate
+    limit is raised at once, with how long the server asked to wait."""
+    limited = ErrorReply(status=429, headers={"Retry-After": "120"})
+    async with OpenAICompatServer([limited, "never asked"]) as server:
+        model = LiteLLMModel("openai/m", api_base=server.base_url, api_key="sk-test", stream=stream)
+        request = ask()
+        request.deadline = asyncio.get_running_loop().time() + 30
+        with pytest.raises(ModelRateLimitError, match="asked to wait 120 s") as caught:
+            if stream:
+                [_ async for _ in model.stream(request)]
+            else:
+                await model.request(request)
+    assert caught.value.retry_after_s == 120.0
+    assert len(server.requests) == 1

@@ -22,6 +22,7 @@ from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, ToolCa
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, judge_model
 from tinyagents.testkit import (
+    ErrorReply,
     EventRecorder,
     EventWaiter,
     FunctionModel,
@@ -523,3 +524,33 @@ async def test_a_final_answer_is_not_judged() -> None:
     assert result.status is RunStatus.COMPLETED
     assert len(asked) == 1  # iteration 1 (a tool call) only
     assert [d["iteration"] for d in supervisor_data(recorder, "supervisor.judge_verdict")] == [1]
+
+
+async def test_a_rate_limit_longer_than_the_judge_timeout_is_reported_as_one(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The provider answered 429 with a Retry-After past the judge's timeout: the judge's
+    model slept it out inside that timeout, and the supervisor said TimeoutError (no answer
+    within N s), never that the provider was rate-limiting it, nor for how long."""
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge")
+    waiter, recorder = EventWaiter(), EventRecorder()
+    work = waiting_tool(waiter, "supervisor.action")
+    limited = ErrorReply(status=429, message="slow down", headers={"Retry-After": "120"})
+    async with OpenAICompatServer([limited]) as server:
+        spec = SupervisorSpec(
+            model="openai/gpt-4o-mini",
+            api_base=server.base_url,
+            api_key_env="JUDGE_KEY",
+            judge_timeout_s=5,
+            on_judge_error="abort",
+        )
+        async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+            model = ScriptedModel([tool_call("work"), reply("done")])
+            result = await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+    assert len(server.requests) == 1  # no retry the timeout could not wait for
+    [error] = supervisor_data(recorder, "supervisor.judge_error")
+    assert error == {"error": "ModelRateLimitError", "iteration": 1, "retry_after_s": 120.0}
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "judge unavailable (ModelRateLimitError: retry after 120 s)"
+    [logged] = [r.getMessage() for r in caplog.records if "judge failed" in r.getMessage()]
+    assert "rate-limiting" in logged and "asked to wait 120 s" in logged

@@ -114,7 +114,9 @@ class LiteLLMModel(Model):
     async def request(self, request: ModelRequest) -> ModelResponse:
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
-        raw = await self._with_retries(kwargs["model"], lambda: litellm.acompletion(**kwargs))
+        raw = await self._with_retries(
+            kwargs["model"], lambda: litellm.acompletion(**kwargs), request.deadline
+        )
         if not getattr(raw, "choices", None):
             raise empty_response(kwargs["model"], self.api_base)
         return _answered(_parse_response(raw, litellm), kwargs["model"], self.api_base)
@@ -130,7 +132,7 @@ class LiteLLMModel(Model):
         # Opening the stream, up to its first piece, is retried like a request; after that a
         # retry would show the caller the same text twice.
         opened: _Opened = await self._with_retries(
-            model, lambda: _open_stream(litellm, kwargs, model, self.api_base)
+            model, lambda: _open_stream(litellm, kwargs, model, self.api_base), request.deadline
         )
         chunks, received = opened.chunks, opened.received
         calls = ToolCallFragments()
@@ -194,7 +196,9 @@ class LiteLLMModel(Model):
             kwargs["timeout"] = self.timeout_s
         return kwargs
 
-    async def _with_retries(self, model: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _with_retries(
+        self, model: str, call: Callable[[], Awaitable[Any]], deadline: float | None = None
+    ) -> Any:
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             wait = self.retry_backoff_s * 2 ** (attempt - 1)
@@ -203,6 +207,9 @@ class LiteLLMModel(Model):
             except ModelError as exc:  # already typed (a stream that is not one)
                 if not exc.retryable or attempt == attempts:
                     raise
+                late = _past(deadline, wait, exc)
+                if late is not None:
+                    raise late from exc
             except Exception as exc:
                 wait = retry_delay(exc, wait)
                 error = classify(
@@ -212,10 +219,37 @@ class LiteLLMModel(Model):
                     attempts=attempt,
                     timeout_s=self.timeout_s,
                 )
+                error.retry_after_s = _retry_after(exc)
                 if not error.retryable or attempt == attempts:
                     raise error from exc
+                late = _past(deadline, wait, error)
+                if late is not None:
+                    raise late from exc
             await asyncio.sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+def _past(deadline: float | None, wait: float, error: ModelError) -> ModelError | None:
+    """``error``, saying why it is not retried, when waiting ``wait`` s for the next attempt
+    would pass the caller's ``deadline`` (``ModelRequest.deadline``); else None."""
+    if deadline is None:
+        return None
+    left = deadline - asyncio.get_running_loop().time()
+    if wait < left:
+        return None
+    asked = error.retry_after_s
+    why = (
+        f"the server asked to wait {asked:g} s before another attempt"
+        if asked is not None
+        else f"the next attempt would wait {wait:g} s"
+    )
+    return type(error)(
+        f"{error}; not retried: {why}, and the caller stops waiting in {max(left, 0):.3g} s",
+        model=error.model,
+        api_base=error.api_base,
+        status=error.status,
+        retry_after_s=asked,
+    )
 
 
 #: The longest wait between two attempts a server's ``Retry-After`` may ask for: a longer one

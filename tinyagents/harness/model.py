@@ -88,7 +88,10 @@ class ModelRequest:
 
     ``model`` overrides the model's default name (``constrain_model`` steering sets it);
     ``settings`` are provider options such as ``temperature``; ``response_format`` is a JSON
-    schema dict or a pydantic model class asking for structured output.
+    schema dict or a pydantic model class asking for structured output. ``deadline`` (event
+    loop time, ``loop.time()``) is when the caller stops waiting: ``LiteLLMModel`` makes no
+    retry whose wait would end past it, and raises the failure it would have retried instead
+    (a caller's timeout would otherwise end the wait and hide what went wrong).
     """
 
     messages: list[Message]
@@ -98,6 +101,7 @@ class ModelRequest:
     run_id: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     response_format: dict[str, Any] | type | None = None
+    deadline: float | None = None
 
 
 #: Why a model stopped before it answered anything (no text, no tool call), by

@@ -174,17 +174,20 @@ class Judge:
         self.system = SYSTEM_PROMPT.format(criteria=criteria or "(no policy given: pass)")
         self.timeout_s = timeout_s
 
-    def request(self, data: JudgeInput) -> ModelRequest:
+    def request(self, data: JudgeInput, *, deadline: float | None = None) -> ModelRequest:
         return ModelRequest(
             messages=[
                 Message(role="system", content=self.system),
                 Message(role="user", content="Run metadata (JSON):\n" + data.to_prompt()),
             ],
             response_format=VERDICT_FORMAT,
+            deadline=deadline,
         )
 
     async def verdict(self, data: JudgeInput) -> Verdict:
-        """The verdict; raises ``TimeoutError``, a ``ModelError`` or ``JudgeError``."""
+        """The verdict; raises ``TimeoutError``, a ``ModelError`` (a ``ModelRateLimitError``
+        with its ``retry_after_s`` when the provider asks to wait past the timeout) or
+        ``JudgeError``."""
         verdict, _ = await self.ask(data)
         return verdict
 
@@ -193,8 +196,10 @@ class Judge:
         price); raises like ``verdict`` (a ``JudgeError`` carries the cost too)."""
         if isinstance(self.model, LiteLLMModel):
             await import_litellm()  # seconds the first time: not the judge's time to spend
-        async with asyncio.timeout(self.timeout_s):
-            response = await self.model.request(self.request(data))
+        # The deadline goes with the request: a retry the timeout cannot wait for (a rate
+        # limit's Retry-After past it) is not slept into a TimeoutError that hides it.
+        async with asyncio.timeout(self.timeout_s) as scope:
+            response = await self.model.request(self.request(data, deadline=scope.when()))
         verdict = parse_verdict(response)
         if verdict is None:
             raise JudgeError(

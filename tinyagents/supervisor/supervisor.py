@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError, message_of
+from tinyagents.errors import (
+    ConfigurationError,
+    ModelError,
+    RuntimeClosed,
+    StoreError,
+    message_of,
+)
 from tinyagents.events.models import (
     Event,
     ModelEvent,
@@ -484,12 +490,16 @@ class Supervisor:
             said = message_of(exc) or error
         log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, said)
         data: dict[str, Any] = {"error": error, "iteration": iteration}
+        why = error
         if isinstance(exc, JudgeError) and exc.usage is not None:  # it answered, at a cost
             self.judge_usage += exc.usage
             data["usage"] = usage_data(exc.usage)
+        if isinstance(exc, ModelError) and exc.retry_after_s is not None:  # a rate limit
+            data["retry_after_s"] = exc.retry_after_s
+            why = f"{error}: retry after {exc.retry_after_s:g} s"
         self._emit(w, "supervisor.judge_error", data=data)
         if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
-            self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({error})")
+            self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({why})")
 
     # ------------------------------------------------------------------ helpers
 
