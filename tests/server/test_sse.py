@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import pytest
@@ -15,7 +15,9 @@ from operator_server import BASE, Served, eventually
 
 from tinyagents import RunInfo
 from tinyagents.events import RunEvent
+from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server.sse import event_stream
+from tinyagents.store.checkpoint import MemoryCheckpointer
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -352,3 +354,72 @@ async def test_a_narrowed_stream_shows_a_run_another_process_has_not_listed_yet(
         finally:
             reader.cancel()
     assert [m["id"] for m in seen if m["data"]["run_id"] == "r-elsewhere"] == [logged]
+
+
+class Refund(TypedDict, total=False):
+    amount: str
+    answer: Any
+
+
+def ask(state: Refund) -> Refund:
+    return {"answer": interrupt(f"refund {state['amount']}?")}
+
+
+@pytest.mark.parametrize("who", ["alice", "narrowed to the entry"])
+async def test_a_graph_tasks_entry_streams_the_steering_of_its_commands(
+    served: Served, who: str
+) -> None:
+    # a command sent to a task's own entry (gt-..., the row `runs list` shows interrupted) is
+    # taken by its graph run, and its steering events were filed under the graph run only:
+    # a client following the entry's stream never saw its command accepted or applied
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    run = await served.runtime.start_graph(
+        compiled, {"amount": "12 EUR"}, thread_id="refund-sse", tenant_id="acme"
+    )
+
+    async def waiting() -> Any:
+        kids = served.runtime.runs.tree.children(run.run_id)
+        return kids[0] if kids and kids[0].status.value == "interrupted" else None
+
+    entry = await eventually(waiting)
+    (pending,) = (
+        await served.client.get(f"{BASE}/runs/{entry.run_id}", headers=served.as_("alice"))
+    ).json()["interrupts"]
+    token = served.tokens["alice"]
+    if who != "alice":
+        token = served.auth.attenuate(token, run_id=entry.run_id)
+    headers = served.as_(token)
+
+    async def answer() -> str:
+        path = f"{BASE}/runs/{entry.run_id}/tasks/{entry.task_id}/commands"
+        body = {"kind": "approve", "payload": {"interrupt_id": pending["id"], "value": "yes"}}
+        r = await served.client.post(path, json=body, headers=headers)
+        assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+        return str(r.json()["correlation_id"])
+
+    def steering(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [
+            (m["event"], m["data"]["correlation_id"])
+            for m in messages
+            if m["event"].startswith("steering.")
+        ]
+
+    async with asyncio.TaskGroup() as group:
+        reader = group.create_task(
+            asyncio.wait_for(  # a failsafe only
+                follow(
+                    served.client,
+                    {"run_id": entry.run_id},
+                    headers,
+                    lambda m: "steering.applied" in {e for e, _ in steering(m)},
+                ),
+                20,
+            )
+        )
+        correlation_id = await answer()
+    seen = steering(reader.result())
+    assert ("steering.accepted", correlation_id) in seen
+    assert ("steering.applied", correlation_id) in seen
+    assert {c for _, c in seen} == {correlation_id}  # the graph run's other commands: none
+    assert (await run.result()).status.value == "completed"

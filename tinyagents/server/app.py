@@ -66,7 +66,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
-from tinyagents.server.control import MAX_CURSOR, command_target, decode_cursor
+from tinyagents.server.control import MAX_CURSOR, EntryScope, command_target, decode_cursor
 from tinyagents.server.loopback import LoopbackOnly
 from tinyagents.server.sse import event_stream
 
@@ -993,9 +993,12 @@ def create_app(
         ),
         p: Principal = Depends(stream_caller),
     ) -> StreamingResponse:
+        entry = None
         for run in (run_id, root_run_id):
             if run is not None:
-                await api.visible_run(p, run)
+                snap = await api.visible_run(p, run)
+                if run == run_id:
+                    entry = EntryScope.of(snap)
         after = last_event_id if last_event_id is not None else last_event_id_header or 0
         visible = await api.observe_filter(p)
         stream = event_stream(
@@ -1005,6 +1008,7 @@ def create_app(
             after_id=after,
             run_id=run_id,
             root_run_id=root_run_id,
+            entry=entry,
             visible=visible,
             follow=follow,
             # a token checked at connect only would be good for as long as the stream

@@ -397,15 +397,32 @@ class Control:
         run_id: str | None = None,
         root_run_id: str | None = None,
         limit: int = 1000,
+        entry: EntryScope | None = None,
     ) -> list[tuple[int, dict[str, Any]]]:
-        """Events with id > ``after_id``, in id order, as (id, event as JSON-safe dict)."""
-        rows = await self._events(
-            after_id=after_id,
-            tenant_id=tenant_id,
-            run_id=run_id,
-            root_run_id=root_run_id,
-            limit=limit,
-        )
+        """Events with id > ``after_id``, in id order, as (id, event as JSON-safe dict). With
+        ``entry`` (a graph task's entry), those of the entry and of its graph run: the caller
+        keeps what ``entry.keeps``."""
+        if entry is None:
+            rows = await self._events(
+                after_id=after_id,
+                tenant_id=tenant_id,
+                run_id=run_id,
+                root_run_id=root_run_id,
+                limit=limit,
+            )
+        else:
+            rows = []
+            for of in (entry.run_id, entry.graph_run_id):
+                rows += await self._events(
+                    after_id=after_id,
+                    tenant_id=tenant_id,
+                    run_id=of,
+                    root_run_id=root_run_id,
+                    limit=limit,
+                )
+            # Each read stops at ``limit``; the first ``limit`` of both together are all
+            # there are up to the last of them (no row either read left out is older).
+            rows = sorted(rows, key=lambda row: row[0])[:limit]
         return [(i, e.to_dict(mode="json")) for i, e in rows]
 
     async def _events(
@@ -488,6 +505,38 @@ def command_target(snap: dict[str, Any], task_id: str | None = None) -> AnyTarge
     if task_id is not None:
         return SteeringTarget.graph_task(run_id, task_id)
     return SteeringTarget.agent_run(run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryScope:
+    """What the event stream of a graph task's entry (``gt-...``) shows: the entry's own
+    events and the steering events of the commands sent to its task, which its graph run
+    takes and files under its own id (see ``command_target``)."""
+
+    run_id: str
+    graph_run_id: str
+    task_id: str
+
+    @classmethod
+    def of(cls, snap: dict[str, Any]) -> EntryScope | None:
+        """The scope of ``snap``'s run when it is a task's entry, else None."""
+        if not task_entry(snap):
+            return None
+        return cls(
+            run_id=snap["run_id"], graph_run_id=snap["parent_run_id"], task_id=snap["task_id"]
+        )
+
+    def keeps(self, event: dict[str, Any]) -> bool:
+        if event.get("run_id") == self.run_id:
+            return True
+        target = event.get("target")
+        return (
+            event.get("run_id") == self.graph_run_id
+            and str(event.get("type", "")).startswith("steering.")
+            and isinstance(target, dict)
+            and target.get("type") == "graph_task"
+            and target.get("task_id") == self.task_id
+        )
 
 
 def task_entry(snap: dict[str, Any]) -> bool:

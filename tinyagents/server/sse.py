@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from tinyagents.server.control import Control
+    from tinyagents.server.control import Control, EntryScope
 
 #: Rows read from the log per query.
 BATCH = 500
@@ -45,6 +45,7 @@ async def event_stream(
     after_id: int = 0,
     run_id: str | None = None,
     root_run_id: str | None = None,
+    entry: EntryScope | None = None,
     visible: Callable[[str | None], Awaitable[bool]] | None = None,
     follow: bool = True,
     poll_s: float = 0.05,
@@ -53,7 +54,9 @@ async def event_stream(
     recheck_s: float = 1.0,
 ) -> AsyncIterator[str]:
     """The SSE messages of the events after ``after_id`` (of ``tenant_id``; None: every
-    tenant), filtered by run or root and by ``visible`` (a run-scoped token's view); with
+    tenant), filtered by run or root and by ``visible`` (a run-scoped token's view). With
+    ``entry`` (``run_id`` is a graph task's entry), the entry's events and its task's
+    commands' steering events, which its graph run logs; each is shown as the entry's. With
     ``follow``, new events as they are logged until the client goes away. ``valid`` (asked
     every ``recheck_s``) says whether the caller's token still holds: once it does not (it
     expired), an ``expired`` message ends the stream, and the client's reconnect is a 401."""
@@ -73,10 +76,14 @@ async def event_stream(
             run_id=run_id,
             root_run_id=root_run_id,
             limit=BATCH,
+            entry=entry,
         )
         for event_id, event in rows:
             last = event_id
-            if visible is None or await visible(event.get("run_id")):
+            if entry is not None and not entry.keeps(event):
+                continue  # the graph run's own, or another task's
+            shown_as = event.get("run_id") if entry is None else entry.run_id
+            if visible is None or await visible(shown_as):
                 yield format_event(event_id, event)
                 # A write to a socket the client closed fails inside the transport, which
                 # learns it is gone only at its next turn of the loop: a backlog written in
