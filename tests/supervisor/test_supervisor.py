@@ -473,3 +473,64 @@ async def test_a_run_given_another_turn_is_supervised_again() -> None:
         result = await handle.result()
     assert result.status is RunStatus.ABORTED
     assert CALLS == ["search"]  # aborted after the first call, as in a first turn
+
+
+async def test_a_pause_of_ours_landing_on_a_humans_pause_is_not_timed_out() -> None:
+    # a human paused the run; the judge's failed verdict paused it too, on top (a pause of a
+    # paused run changes nothing); the supervisor started its dwell cap all the same and
+    # aborted the run under the human, whose pause "is never timed out"
+    verdict_gate = asyncio.Event()
+
+    async def judge(request: ModelRequest) -> str:
+        await verdict_gate.wait()
+        return verdict(False, "off track")
+
+    spec = SupervisorSpec(model=FunctionModel(judge), on_violation="pause", pause_max_s=0.05)
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        handle: Any = None
+
+        async def agent_model(request: ModelRequest) -> ModelResponse:
+            if len(request.messages) == 1:
+                await handle.pause(reason="human review")  # lands right after this answer
+                return tool_call("search")
+            return reply("done")
+
+        handle = await rt.start(Agent("a", FunctionModel(agent_model), tools=[search]), "go")
+        await waiter.event("run.paused", handle.run_id)
+        verdict_gate.set()
+        ours = await waiter.event("supervisor.action", handle.run_id)
+        await asyncio.sleep(0.3)  # past the dwell cap: a pause of the supervisor's would end
+        assert handle.status is RunStatus.PAUSED
+        pauses = [
+            e
+            for e in recorder.steering()
+            if e.type == "steering.applied" and e.kind is SteeringKind.PAUSE
+        ]
+        # the human's paused the run, the supervisor's found it paused already
+        assert [e.affected["paused"] for e in pauses] == [True, False]
+        assert [e.actor.type for e in pauses] == ["human", "middleware"]
+        await handle.resume()
+        result = await handle.result()
+    assert ours.data["action"] == "pause"
+    assert result.status is RunStatus.COMPLETED
+    assert not recorder.of_type("supervisor.escalated")
+
+
+async def test_a_human_pausing_a_run_the_supervisor_paused_takes_it_over() -> None:
+    # the supervisor paused the run and its dwell cap began; a human then paused it too (an
+    # operator looking at it): the cap went on and aborted the run the human was holding
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=0.2)
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        model = ScriptedModel([tool_call("search"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[search]), "go")
+        await waiter.event("run.paused", handle.run_id)
+        receipt = await handle.pause(reason="operator looks into it")
+        await waiter.event("steering.applied", handle.run_id, correlation_id=receipt.correlation_id)
+        await asyncio.sleep(0.5)  # past the dwell cap the supervisor's pause started
+        assert handle.status is RunStatus.PAUSED
+        await handle.resume()
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert not recorder.of_type("supervisor.escalated")

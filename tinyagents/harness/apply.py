@@ -61,9 +61,10 @@ async def apply(
         info.limits = info.limits.replace(**payload)
         inbox.applied(cmd, limits=payload, **where)
     elif kind is SteeringKind.PAUSE:
-        if not run.paused:
+        was_paused = run.paused
+        if not was_paused:
             await run.set_paused(True)
-        inbox.applied(cmd, boundary=boundary.value, **where)
+        inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **where)
     elif kind is SteeringKind.RESUME:
         was_paused = run.paused
         if was_paused:

@@ -290,8 +290,16 @@ class Supervisor:
         cid, kind = event.correlation_id, event.type
         if kind in _REFUSED:
             self._not_coming(w, cid)
-        elif cid in w.pauses and kind == "steering.applied":
+        elif kind != "steering.applied" or event.kind is not SteeringKind.PAUSE:
+            return
+        elif cid not in w.pauses:
+            # someone else's pause (a human's, an operator's): whoever paused the run now
+            # holds it, and a human's pause is never timed out, even on top of ours
+            self._stop_dwell(w)
+        else:
             w.pauses.discard(cid)
+            if event.affected.get("paused") is False and w.dwell_task is None:
+                return  # the run was paused already, by someone else: theirs holds it
             if w.handle.info.status is RunStatus.PAUSED:
                 self._start_dwell(w)
             else:  # applied before the run says it paused: start when it does
@@ -304,12 +312,17 @@ class Supervisor:
                 w, self._dwell(w, w.spec.effective_pause_max_s(self.pause_max_s))
             )
 
+    def _stop_dwell(self, w: _Watch) -> None:
+        w.pause_applied = False
+        if w.dwell_task is not None:
+            w.dwell_task.cancel()
+            w.dwell_task = None
+
     def _run_changed(self, w: _Watch, event: RunEvent) -> None:
         if event.type == "run.paused" and w.pause_applied:
             self._start_dwell(w)
-        elif event.type == "run.resumed" and w.dwell_task is not None:
-            w.dwell_task.cancel()
-            w.dwell_task = None
+        elif event.type == "run.resumed":
+            self._stop_dwell(w)
         elif event.type in _ENDED:
             del self._watches[w.handle.run_id]
             for task in list(w.tasks):
