@@ -164,13 +164,26 @@ class RunError(TinyAgentsError):
 class RunLimitExceeded(RunError):
     """A run hit one of its ``RunLimits``."""
 
-    def __init__(self, limit: str, used: Any, allowed: Any, *, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        limit: str,
+        used: Any,
+        allowed: Any,
+        *,
+        run_id: str | None = None,
+        detail: str | None = None,
+    ) -> None:
         where = f" in run {run_id}" if run_id else ""
-        super().__init__(f"run limit {limit!r} exceeded{where}: used {used}, allowed {allowed}")
+        more = f" ({detail})" if detail else ""
+        super().__init__(
+            f"run limit {limit!r} exceeded{where}: used {used}, allowed {allowed}{more}"
+        )
         self.limit = limit
         self.used = used
         self.allowed = allowed
         self.run_id = run_id
+        #: More on what was counted (e.g. the tool calls of a response checked together).
+        self.detail = detail
 
 
 class RunCancelled(RunError):

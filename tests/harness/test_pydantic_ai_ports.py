@@ -266,9 +266,8 @@ async def test_tool_calls_with_the_same_id_get_ids_of_their_own() -> None:
 
 
 async def test_a_run_stopped_part_way_answers_every_call_even_with_shared_ids() -> None:
-    # ports tests/test_usage_limits.py::test_parallel_tool_calls_limit_enforced. pydantic-ai
-    # refuses the whole batch when it would pass tool_calls_limit; ours runs calls until the
-    # budget is used (docs/harness.md "Limits") and answers the rest "not run", each by its id.
+    # ports tests/test_usage_limits.py::test_parallel_tool_calls_limit_enforced: a batch past
+    # max_tool_calls runs none of its calls, and each is answered "not run", by its own id.
     model = ScriptedModel(
         [tool_calls(*(tool_call("ping", id="same") for _ in range(3))), reply("never")]
     )
@@ -283,7 +282,7 @@ async def test_a_run_stopped_part_way_answers_every_call_even_with_shared_ids() 
         (m.tool_call_id, m.content.startswith("not run")) for m in messages if m.role == "tool"
     ]
     assert [cid for cid, _ in answers] == calls and len(set(calls)) == 3
-    assert [stood_in for _, stood_in in answers] == [False, True, True]
+    assert [stood_in for _, stood_in in answers] == [True, True, True]
 
 
 # --- the final answer ---------------------------------------------------------------------
@@ -444,6 +443,103 @@ async def test_tool_call_limit_zero_and_one() -> None:
     result = await one.run("go")
     assert result.status is RunStatus.COMPLETED
     assert (result.usage["model_calls"], result.usage["tool_calls"]) == (2, 1)
+
+
+class Outbox:
+    """A side-effecting tool that records each message it sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+
+        @tool
+        def send(n: int) -> str:
+            """Send message n."""
+            self.sent.append(n)
+            return f"sent {n}"
+
+        self.tool = send
+
+
+def sends(*numbers: int) -> ModelResponse:
+    return tool_calls(*(tool_call("send", n=n, id=f"c{n}") for n in numbers))
+
+
+async def test_a_batch_of_tool_calls_past_the_limit_runs_none_of_them() -> None:
+    # ports tests/test_usage_limits.py::test_parallel_tool_calls_limit_enforced: the calls of
+    # one response are checked against max_tool_calls together, before any of them runs. A
+    # batch of three with two calls left ran two, then stopped on the third: a side-effecting
+    # tool did half its work on a limit known before the first call.
+    outbox = Outbox()
+    model = ScriptedModel([sends(1, 2), sends(3, 4, 5), reply("never sent")])
+    recorder = EventRecorder()
+    agent = Agent("a", model, tools=[outbox.tool], limits=RunLimits(max_tool_calls=3))
+    async with Runtime(sinks=[recorder]) as rt:
+        handle = await rt.start(agent, "go")
+        result = await handle.result()
+    assert outbox.sent == [1, 2] and len(model.requests) == 2
+    assert result.status is RunStatus.LIMIT_EXCEEDED and result.usage["tool_calls"] == 2
+    assert result.error is not None and "'max_tool_calls'" in result.error
+    assert "used 5, allowed 3" in result.error and "none of them was run" in result.error
+    (event,) = recorder.of_type("limit.exceeded")
+    assert (event.used, event.allowed) == (5, 3)  # type: ignore[attr-defined]
+    assert [e.tool_call_id for e in recorder.of_type("tool.call")] == ["c1", "c2"]  # type: ignore[attr-defined]
+    # each call of the refused batch is answered in the transcript, none with a tool's result
+    results = [m for m in handle.driver.messages if m.role == "tool"][2:]  # type: ignore[union-attr]
+    assert [m.tool_call_id for m in results] == ["c3", "c4", "c5"]
+    assert all(m.content.startswith("not run: the run ended (limit_exceeded") for m in results)
+
+
+async def test_a_batch_that_fits_the_tool_call_limit_exactly_runs() -> None:
+    outbox = Outbox()
+    model = ScriptedModel([sends(1, 2, 3), reply("done")])
+    agent = Agent("a", model, tools=[outbox.tool], limits=RunLimits(max_tool_calls=3))
+    result = await agent.run("go")
+    assert (result.status, outbox.sent, result.usage["tool_calls"]) == (
+        RunStatus.COMPLETED,
+        [1, 2, 3],
+        3,
+    )
+
+
+async def test_a_childs_batch_is_checked_against_its_parents_tool_calls_left() -> None:
+    # the child's limits are bounded by what its parent has left, so its batch of two (the
+    # parent has one call left after the one that started the child) runs none of it
+    outbox = Outbox()
+    child = SubAgent(Agent("child", ScriptedModel([sends(1, 2), "never"]), tools=[outbox.tool]))
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("done")])
+    parent = Agent(
+        "p", parent_model, tools=[SubAgentTool(child)], limits=RunLimits(max_tool_calls=2)
+    )
+    result = await parent.run("go")
+    assert outbox.sent == []
+    # the parent's model reads what stopped the child, the calls it asked for included
+    told = tool_messages(parent_model.requests[1])[0].content
+    assert "limit max_tool_calls (used 2 of 1; 0 made; the 2 tool calls left" in told
+    assert "none of them was run" in told
+    assert result.usage["tool_calls"] == 1
+
+
+async def test_a_budget_lowered_mid_batch_stops_the_batch_before_the_next_call() -> None:
+    # steering may lower max_tool_calls while a batch runs (update_budget at the boundary
+    # after a call's result): the calls left are checked again before the next one, so the
+    # batch stops there as a whole, not part-way into what is left of it.
+    outbox = Outbox()
+    handles = []
+
+    @tool
+    async def first() -> str:
+        """Lower the budget while it runs."""
+        await handles[0].update_budget(max_tool_calls=2)
+        return "budget lowered"
+
+    batch = tool_calls(tool_call("first", id="c0"), tool_call("send", n=1), tool_call("send", n=2))
+    model = ScriptedModel([batch, reply("never sent")])
+    agent = Agent("a", model, tools=[first, outbox.tool], limits=RunLimits(max_tool_calls=10))
+    async with Runtime() as rt:
+        handles.append(await rt.start(agent, "go"))
+        result = await handles[0].result()
+    assert outbox.sent == [] and result.status is RunStatus.LIMIT_EXCEEDED
+    assert "used 3, allowed 2" in (result.error or "")
 
 
 async def test_calls_refused_before_the_tool_runs_are_not_counted() -> None:

@@ -80,11 +80,18 @@ def _token_counts(usage: RunUsage) -> dict[str, int]:
     }
 
 
-def reserve_tool_call(info: RunInfo, tree: RunTree) -> None:
-    """Charge one tool call to the run and every ancestor, or raise if any has none left."""
+def reserve_tool_call(info: RunInfo, tree: RunTree, *, calls_left: int = 1) -> None:
+    """Charge one tool call to the run and every ancestor, or raise if any has none left.
+
+    ``calls_left`` is how many calls of the model's response are still to run, this one
+    included: they are checked together, so a batch that does not fit the budget of the run
+    or of an ancestor stops before its next call, not part-way into it (a side-effecting tool
+    would have done half its work on a limit known before the call). pydantic-ai checks a
+    response's calls against ``tool_calls_limit`` together the same way.
+    """
     chain = (info, *tree.ancestors(info.run_id))
     for target in chain:
-        _check_tool_budget(target)
+        _check_tool_budget(target, calls_left)
     for target in chain:
         target.usage.tool_calls += 1
 
@@ -119,11 +126,19 @@ def _check_model_budget(info: RunInfo) -> None:
     check_deadline(info)
 
 
-def _check_tool_budget(info: RunInfo) -> None:
+def _check_tool_budget(info: RunInfo, calls: int) -> None:
     limits, usage = info.limits, info.usage
-    if limits.max_tool_calls is not None and usage.tool_calls >= limits.max_tool_calls:
+    limit, made = limits.max_tool_calls, usage.tool_calls
+    if limit is not None and made + calls > limit:
+        if calls == 1:
+            raise RunLimitExceeded("max_tool_calls", made, limit, run_id=info.run_id)
         raise RunLimitExceeded(
-            "max_tool_calls", usage.tool_calls, limits.max_tool_calls, run_id=info.run_id
+            "max_tool_calls",
+            made + calls,
+            limit,
+            run_id=info.run_id,
+            detail=f"{made} made; the {calls} tool calls left in the model's response would "
+            f"make {made + calls}, so none of them was run",
         )
     check_deadline(info)
 

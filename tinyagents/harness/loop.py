@@ -198,9 +198,10 @@ class AgentRun(RunDriver):
                 if await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True) or self.staged:
                     continue
                 return response.text
-            for call in response.tool_calls:
+            calls = response.tool_calls
+            for index, call in enumerate(calls):
                 await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
-                await self._run_tool(call)
+                await self._run_tool(call, calls_left=len(calls) - index)
                 await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
             await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
 
@@ -410,8 +411,10 @@ class AgentRun(RunDriver):
             args_delta=chunk.args_delta,
         )
 
-    async def _run_tool(self, call: ToolCall) -> ToolResult:
-        reserve_tool_call(self.info, self.runtime.runs.tree)
+    async def _run_tool(self, call: ToolCall, *, calls_left: int = 1) -> ToolResult:
+        """Run ``call``, the first of the ``calls_left`` calls of the response still to run
+        (they must all fit the tool budget, or none of them runs)."""
+        reserve_tool_call(self.info, self.runtime.runs.tree, calls_left=calls_left)
         allowed = self.allowed_tools()
         tool = allowed.get(call.name)
         if tool is None and self.agent.unknown_tools == "fail":

@@ -244,10 +244,11 @@ class SubAgentTool(Tool):
             return output_or_raise(handle, result)
         except RunLimitExceeded as exc:
             partial = f" Its partial output: {result.output!r}." if result.output else ""
+            detail = f"; {exc.detail}" if exc.detail else ""
             raise ToolError(
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped because it hit "
-                f"its configured limit {exc.limit} (used {exc.used} of {exc.allowed}), not because "
-                f"it completed.{partial} Retry with a narrower task or a larger budget."
+                f"its configured limit {exc.limit} (used {exc.used} of {exc.allowed}{detail}), "
+                f"not because it completed.{partial} Retry with a narrower task or a larger budget."
             ) from None
         except RunCancelled as exc:
             raise ToolError(
