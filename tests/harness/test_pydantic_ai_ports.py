@@ -652,6 +652,33 @@ async def test_token_limits_of_a_parent_bound_its_child() -> None:
     assert result.usage["output_tokens"] == 42
 
 
+async def test_a_run_a_child_took_past_its_token_budget_runs_no_more_tools() -> None:
+    # ports tests/test_usage_limits.py::test_multi_agent_usage_no_incr (a delegate's tokens
+    # end its parent's run): a child's response that took its parent past max_tokens ended
+    # the child, but the parent went on running the rest of its batch, side effects and all,
+    # on a budget known to be spent; only its next model request was refused.
+    outbox = Outbox()
+    child = SubAgent(Agent("child", ScriptedModel([used(5, 100, reply("a long answer"))])))
+    batch = tool_calls(tool_call("child", input="go", id="c0"), tool_call("send", n=1, id="c1"))
+    parent_model = ScriptedModel([used(10, 2, batch), reply("never sent")])
+    parent = Agent(
+        "p",
+        parent_model,
+        tools=[SubAgentTool(child), outbox.tool],
+        limits=RunLimits(max_tokens=60),
+    )
+    async with Runtime() as rt:
+        handle = await rt.start(parent, "go")
+        result = await handle.result()
+    assert outbox.sent == [] and len(parent_model.requests) == 1
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert f"'max_tokens' exceeded in run {handle.run_id}: used 117, allowed 60" in (
+        result.error or ""
+    )
+    (answer,) = [m for m in handle.driver.messages if m.tool_call_id == "c1"]  # type: ignore[union-attr]
+    assert answer.content.startswith("not run: the run ended (limit_exceeded")
+
+
 def test_token_limits_are_positive_counts() -> None:
     for bad in (0, -1, True, 2.5):
         with pytest.raises(ValueError):

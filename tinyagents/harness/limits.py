@@ -88,10 +88,15 @@ def reserve_tool_call(info: RunInfo, tree: RunTree, *, calls_left: int = 1) -> N
     or of an ancestor stops before its next call, not part-way into it (a side-effecting tool
     would have done half its work on a limit known before the call). pydantic-ai checks a
     response's calls against ``tool_calls_limit`` together the same way.
+
+    A run that a child took past a token budget (its own or an ancestor's) runs no further
+    tool either: the budget is known to be spent, and the run ends at once, as it does when
+    its own response goes past it.
     """
     chain = (info, *tree.ancestors(info.run_id))
     for target in chain:
         _check_tool_budget(target, calls_left)
+    check_token_budget(info, tree)
     for target in chain:
         target.usage.tool_calls += 1
 
