@@ -5,6 +5,7 @@ output kept but not reported as a completed answer."""
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
@@ -13,6 +14,8 @@ import pytest
 from tinyagents import (
     Agent,
     LiteLLMModel,
+    Model,
+    ModelRequest,
     RunLimits,
     RunStatus,
     Runtime,
@@ -23,7 +26,7 @@ from tinyagents import (
 )
 from tinyagents.errors import RunLimitExceeded
 from tinyagents.events import LimitEvent
-from tinyagents.harness import ModelResponse
+from tinyagents.harness import ModelResponse, StreamChunk
 from tinyagents.testkit import EventRecorder, OpenAICompatServer, ScriptedModel, reply, tool_call
 
 
@@ -164,3 +167,68 @@ async def test_litellm_sends_the_smaller_of_the_budget_and_its_own_max_tokens(ow
         agent = Agent("worker", model, limits=RunLimits(max_tokens=50))
         assert (await (await rt.start(agent, "go")).result()).status is RunStatus.COMPLETED
     assert server.requests[0]["max_tokens"] == sent
+
+
+class UsageReportingStream(Model):
+    """Streams its words one by one, each chunk with the usage of the response so far (as a
+    provider that reports usage while it streams does); records whether its stream was closed."""
+
+    name = "usage-stream"
+    streams = True
+
+    def __init__(self, words: list[str], input_tokens: int = 1) -> None:
+        self.words = words
+        self.input_tokens = input_tokens
+        self.closed = False
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise AssertionError("a streaming model is asked through stream()")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        try:
+            for count, word in enumerate(self.words, start=1):
+                usage = Usage(input_tokens=self.input_tokens, output_tokens=count)
+                yield StreamChunk(text_delta=word, usage=usage)
+            text = "".join(self.words)
+            usage = Usage(input_tokens=self.input_tokens, output_tokens=len(self.words))
+            yield StreamChunk(response=ModelResponse(text=text, usage=usage))
+        finally:
+            self.closed = True
+
+
+async def test_a_stream_past_the_output_budget_is_stopped_mid_stream(
+    rt: Runtime, recorder: EventRecorder
+):
+    # ports tests/test_usage_limits.py::test_stream_text_enforces_output_token_limit_mid_stream:
+    # a stream whose chunks report usage is stopped on the chunk that takes the run past a
+    # token budget. It was checked only once the stream had ended: every piece past the
+    # budget was still generated (and paid for) and published to the run's subscribers.
+    model = UsageReportingStream(["one ", "two ", "three ", "four"])
+    agent = Agent("worker", model, limits=RunLimits(max_output_tokens=2))
+    handle = await rt.start(agent, "count")
+    result = await handle.result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "'max_output_tokens'" in (result.error or "") and "used 3, allowed 2" in (
+        result.error or ""
+    )
+    assert [d.text for d in recorder.of_type("model.delta")] == ["one ", "two "]  # type: ignore[attr-defined]
+    assert model.closed and not recorder.of_type("model.response")
+    assert result.usage["output_tokens"] == 3  # what the provider reported it had spent
+    (event,) = limit_events(recorder)
+    assert (event.limit, event.used, event.allowed) == ("max_output_tokens", 3, 2)
+
+
+async def test_a_stream_that_reports_an_input_past_the_budget_is_stopped_at_once(
+    rt: Runtime, recorder: EventRecorder
+):
+    # ports tests/test_usage_limits.py::test_per_request_input_tokens_limit_streaming (the
+    # cumulative limit): a provider that reports the prompt's tokens on its first chunk
+    # stops the stream there, before any of the answer is published.
+    model = UsageReportingStream(["a ", "long ", "answer"], input_tokens=500)
+    agent = Agent("worker", model, limits=RunLimits(max_input_tokens=100))
+    result = await (await rt.start(agent, "go")).result()
+    assert result.status is RunStatus.LIMIT_EXCEEDED and "used 500, allowed 100" in (
+        result.error or ""
+    )
+    assert not recorder.of_type("model.delta") and model.closed

@@ -60,19 +60,28 @@ def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     return tokens_left
 
 
-def check_token_budget(info: RunInfo, tree: RunTree) -> None:
+def check_token_budget(info: RunInfo, tree: RunTree, *, streaming: Usage | None = None) -> None:
     """After a call was counted: raise if the run or an ancestor has used more tokens than
     its ``max_tokens``, ``max_input_tokens`` or ``max_output_tokens`` (using all of one exactly
-    is allowed; the next call is then refused)."""
+    is allowed; the next call is then refused).
+
+    ``streaming``: what the response being streamed has used so far (not counted yet), added
+    to what each run has used; on the chunk that takes one past a budget, it is counted (the
+    provider spent it) and the stream is stopped by the raise."""
+    extra = _token_counts(streaming) if streaming is not None else None
     for target in (info, *tree.ancestors(info.run_id)):
         for name, used in _token_counts(target.usage).items():
             limit = getattr(target.limits, name)
+            if extra is not None:
+                used += extra[name]
             if limit is not None and used > limit:
+                if streaming is not None:
+                    record_model_usage(info, tree, streaming)
                 raise RunLimitExceeded(name, used, limit, run_id=target.run_id)
 
 
-def _token_counts(usage: RunUsage) -> dict[str, int]:
-    """What each token limit counts."""
+def _token_counts(usage: RunUsage | Usage) -> dict[str, int]:
+    """What each token limit counts (of a run's usage, or of one response's)."""
     return {
         "max_tokens": usage.total_tokens,
         "max_input_tokens": usage.input_tokens,

@@ -376,20 +376,19 @@ class AgentRun(RunDriver):
         first piece is published with the id the call will have in the conversation
         (``_own_call_ids`` gives the same one), so a UI pairs the pieces with its events."""
         response: ModelResponse | None = None
-        named = self._streamed_ids = {}
+        self._streamed_ids = {}
         for_this: set[str] = set()
-        async for chunk in self.agent.model.stream(request):
-            index = chunk.tool_call_index
-            if index is not None and index not in named and (chunk.tool_call_id or chunk.tool_name):
-                call_id = _fresh_call_id(chunk.tool_call_id, self._call_ids, for_this)
-                if call_id != chunk.tool_call_id:
-                    chunk = dataclasses.replace(chunk, tool_call_id=call_id)
-                named[index] = call_id
-                for_this.add(call_id)
-            if chunk.text_delta or chunk.args_delta or chunk.tool_name:
-                self._emit_delta(request.request_id, chunk)
-            if chunk.response is not None:
-                response = chunk.response
+        stream = self.agent.model.stream(request)
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None and chunk.response is None:
+                    # past a token budget mid-stream: stop it here, nothing more is published
+                    check_token_budget(self.info, self.runtime.runs.tree, streaming=chunk.usage)
+                response = self._streamed_chunk(request.request_id, chunk, for_this) or response
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:  # a stream stopped early lets go of its connection now
+                await close()
         if response is None:
             raise ModelResponseError(
                 f"model {self.agent.model.name!r} ended its stream without a complete response "
@@ -397,6 +396,23 @@ class AgentRun(RunDriver):
                 model=request.model,
             )
         return response
+
+    def _streamed_chunk(
+        self, request_id: str, chunk: StreamChunk, for_this: set[str]
+    ) -> ModelResponse | None:
+        """Publish one piece of a stream (a call's first piece with the id it will have);
+        returns the complete response the last chunk carries."""
+        named = self._streamed_ids
+        index = chunk.tool_call_index
+        if index is not None and index not in named and (chunk.tool_call_id or chunk.tool_name):
+            call_id = _fresh_call_id(chunk.tool_call_id, self._call_ids, for_this)
+            if call_id != chunk.tool_call_id:
+                chunk = dataclasses.replace(chunk, tool_call_id=call_id)
+            named[index] = call_id
+            for_this.add(call_id)
+        if chunk.text_delta or chunk.args_delta or chunk.tool_name:
+            self._emit_delta(request_id, chunk)
+        return chunk.response
 
     def _emit_delta(self, request_id: str, chunk: StreamChunk) -> None:
         self.emit(

@@ -136,6 +136,10 @@ class StreamChunk:
     first piece of a call also carries its ``tool_call_id`` and ``tool_name``, and the
     ``args_delta``s of one call, joined, are its arguments as JSON text (the way OpenAI streams
     them).
+
+    ``usage`` is what the response has used so far, for a provider that reports it while it
+    streams (the prompt's tokens on the first chunk, say): the agent loop stops the stream on
+    the chunk that takes the run past a token budget, before that chunk is published.
     """
 
     text_delta: str = ""
@@ -143,6 +147,7 @@ class StreamChunk:
     tool_call_id: str | None = None
     tool_name: str | None = None
     args_delta: str = ""
+    usage: Usage | None = None
     response: ModelResponse | None = None
 
 
