@@ -297,7 +297,24 @@ async def test_an_empty_answer_is_asked_for_again() -> None:
     assert result.status is RunStatus.COMPLETED and result.output == "ok here is text"
     asked = model.requests[1].messages
     assert [m.role for m in asked] == ["user", "user"]  # the empty answer carries nothing
-    assert "no text and no tool call" in asked[-1].content
+    assert asked[-1].content == "Your last response had no text. Answer with text."
+
+
+async def test_the_ask_for_an_answer_suggests_a_tool_only_when_the_run_has_one() -> None:
+    # ports tests/test_agent.py::test_retry_message_no_tools: a model asked again for an
+    # answer is told it may call a tool only if it has one to call. It was told "or call a
+    # tool" with none offered, an invitation to invent one.
+    model = ScriptedModel([ModelResponse(text=""), reply("ok")])
+    await Agent("a", model, tools=[ping]).run("Hello")
+    assert model.requests[1].messages[-1].content == (
+        "Your last response had no text and no tool call. Answer with text, or call a tool."
+    )
+    narrowed = ScriptedModel([ModelResponse(text=""), reply("ok")])
+    await Agent("a", narrowed, tools=[ping]).run("Hello", tools=[])  # granted none of them
+    assert not narrowed.requests[0].tools
+    assert narrowed.requests[1].messages[-1].content == (
+        "Your last response had no text. Answer with text."
+    )
 
 
 async def test_an_empty_answer_after_a_tool_call_with_text_is_asked_for_again() -> None:

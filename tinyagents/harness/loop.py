@@ -84,6 +84,8 @@ EMPTY_ANSWER = "empty_answer"
 ASK_FOR_AN_ANSWER = (
     "Your last response had no text and no tool call. Answer with text, or call a tool."
 )
+#: The same, to a run that has no tool to call (it is not invited to invent one).
+ASK_FOR_TEXT = "Your last response had no text. Answer with text."
 
 
 class AgentRecipe(AgentView, Protocol):
@@ -227,9 +229,8 @@ class AgentRun(RunDriver):
                 "more for an answer; an agent run ends on text",
                 model=response.model,
             )
-        messages.append(
-            Message(role="user", content=ASK_FOR_AN_ANSWER, metadata={"retry": EMPTY_ANSWER})
-        )
+        ask = ASK_FOR_AN_ANSWER if self.allowed_tools() else ASK_FOR_TEXT
+        messages.append(Message(role="user", content=ask, metadata={"retry": EMPTY_ANSWER}))
 
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
         """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
