@@ -577,6 +577,40 @@ async def test_end_of_turn_instruction_after_completion_gives_another_turn(
     assert result.usage["model_calls"] == 2
 
 
+@pytest.mark.parametrize(
+    "limits",
+    [RunLimits(max_model_calls=1), RunLimits(max_output_tokens=2)],
+    ids=["model_calls", "tokens"],
+)
+async def test_end_of_turn_instruction_to_a_run_with_no_model_call_left_leaves_it_completed(
+    rt: Runtime, recorder: EventRecorder, limits: RunLimits
+):
+    # A run that completed on the last model call its budget allowed was reopened for the
+    # turn, which its budget refused before any request: the completed answer was turned
+    # into limit_exceeded by a message the model never saw. The message now fails like any
+    # late command, and the run stays completed.
+    model = ScriptedModel([reply("first answer"), reply("never sent")])
+    handle = await rt.start(Agent("worker", model, limits=limits), "go")
+    first = await handle.result()
+    assert first.status is RunStatus.COMPLETED
+
+    receipt = await handle.steer(
+        "now include refunds", actor=OPERATOR, delivery=SteeringDelivery.END_OF_TURN
+    )
+    result = await handle.result()
+
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "first answer")
+    assert len(model.requests) == 1
+    assert recorder.lifecycle(receipt.correlation_id) == ["requested", "accepted", "failed"]
+    assert steering_event(recorder, receipt.correlation_id, "failed").reason == (
+        "target finished before delivery"
+    )
+    assert [e.type for e in events_of(recorder, "run.completed", handle.run_id)] == [
+        "run.completed"
+    ]
+    assert not events_of(recorder, "run.limit_exceeded", handle.run_id)
+
+
 # --------------------------------------------------------------------------- 13
 
 

@@ -60,6 +60,17 @@ def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     return tokens_left
 
 
+def model_call_left(info: RunInfo, tree: RunTree) -> bool:
+    """Whether ``reserve_model_call`` would let the run (and every ancestor) make one more
+    model call now: no call, token or time budget up the chain is spent. Charges nothing."""
+    try:
+        for target in (info, *tree.ancestors(info.run_id)):
+            _check_model_budget(target)
+    except RunLimitExceeded:
+        return False
+    return True
+
+
 def check_token_budget(info: RunInfo, tree: RunTree, *, streaming: Usage | None = None) -> None:
     """After a call was counted: raise if the run or an ancestor has used more tokens than
     its ``max_tokens``, ``max_input_tokens`` or ``max_output_tokens`` (using all of one exactly

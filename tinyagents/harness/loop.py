@@ -42,6 +42,7 @@ from tinyagents.harness.limits import (
     check_token_budget,
     child_limits,
     deadline_left,
+    model_call_left,
     record_model_usage,
     release_tool_call,
     reserve_model_call,
@@ -555,11 +556,15 @@ class AgentRun(RunDriver):
             )
 
     async def on_late_command(self, cmd: SteeringCommand) -> bool:
-        """An END_OF_TURN message after the run completed gives the agent another turn."""
+        """An END_OF_TURN message after the run completed gives the agent another turn, if
+        its budget has a model call left for it: a turn its budget would refuse before any
+        request turned the completed answer into ``limit_exceeded`` for a message the model
+        never saw; the message fails like any late command instead."""
         if (
             cmd.delivery is SteeringDelivery.END_OF_TURN
             and cmd.kind in MESSAGE_KINDS
             and self.handle.status is RunStatus.COMPLETED
+            and model_call_left(self.info, self.runtime.runs.tree)
         ):
             self.handle.reopen()
             self.emit(
