@@ -77,6 +77,57 @@ def test_name_description_and_argument_docs_come_from_the_function():
     )
 
 
+def test_sphinx_and_numpy_argument_docs_describe_the_arguments_too():
+    # ports tests/test_tools.py::test_docstring_sphinx and ::test_docstring_numpy (pydantic-ai
+    # reads all three styles): only Google-style "Args:" reached the schema, so a tool
+    # documented ":param foo:" or in a numpy "Parameters" section offered the model
+    # arguments without a word on what they are.
+    @tool
+    def sphinx_style(foo: int, bar: str = "x") -> str:
+        """Sphinx style docstring.
+
+        :param foo: The foo thing: a number,
+            spread over two lines.
+        :param str bar: The bar thing.
+        :returns: Both.
+        """
+        return f"{foo} {bar}"
+
+    @tool
+    def numpy_style(*, foo: int, bar: str) -> str:
+        """Numpy style docstring.
+
+        Parameters
+        ----------
+        foo : int
+            The foo thing.
+        bar : str
+            The bar thing,
+            on two lines.
+
+        Returns
+        -------
+        str
+            Both.
+        """
+        return f"{foo} {bar}"
+
+    for documented in (sphinx_style, numpy_style):
+        style = documented.name.split("_")[0].capitalize()
+        assert documented.description == f"{style} style docstring."
+    assert sphinx_style.parameters["properties"] == {
+        "foo": {
+            "type": "integer",
+            "description": "The foo thing: a number, spread over two lines.",
+        },
+        "bar": {"type": "string", "default": "x", "description": "The bar thing."},
+    }
+    assert numpy_style.parameters["properties"] == {
+        "foo": {"type": "integer", "description": "The foo thing."},
+        "bar": {"type": "string", "description": "The bar thing, on two lines."},
+    }
+
+
 def test_schema_covers_optional_pydantic_literal_and_constrained_arguments():
     schema = search.parameters
 

@@ -4,7 +4,8 @@
     async def search(query: str, limit: int = 5) -> list[str]:
         \"\"\"Search the billing archive.\"\"\"
 
-``@tool`` reads the name, the docstring's first paragraph and the signature once, at
+``@tool`` reads the name, the docstring's first paragraph and its argument descriptions
+(Google ``Args:``, Sphinx ``:param x:`` or NumPy ``Parameters`` style) and the signature once, at
 decoration time, and builds a pydantic model of the arguments: its JSON Schema is what the
 model is offered, its validator checks every call. ``execute_tool_call`` never raises for a
 bad call: unknown names, invalid arguments, timeouts and exceptions all come back as an error
@@ -373,24 +374,51 @@ _SCHEMA_NAMES = frozenset({"properties", "$defs", "definitions", "patternPropert
 _SECTION_RE = re.compile(r"^(\w+):$")
 _ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters"})
 _PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+#: ``:param foo: ...`` or ``:param int foo: ...`` (Sphinx); any other ``:field:`` ends one.
+_SPHINX_PARAM_RE = re.compile(r"^:param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$")
+#: ``foo : int`` (or just ``foo``), at the left margin of a NumPy ``Parameters`` section.
+_NUMPY_PARAM_RE = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
+_UNDERLINE_RE = re.compile(r"^\s*-{3,}\s*$")
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The first paragraph (as one line) and the ``Args:`` entries of a Google-style docstring."""
-    summary = " ".join(doc.split("\n\n", 1)[0].split())
+    """The first paragraph (as one line) and the argument descriptions of a docstring in any
+    of the styles pydantic-ai reads: Google (``Args:``), Sphinx (``:param foo:``) or NumPy (a
+    ``Parameters`` section underlined with dashes). A description may go on over more lines,
+    indented under its first."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    for line in lines:
+        if not line.strip() or line.startswith(":"):
+            break
+        summary.append(line)
     params: dict[str, str] = {}
-    in_args = False
+    style: str | None = None  # the argument section we are in: "google", "numpy", "sphinx"
     current: str | None = None
-    for line in doc.splitlines():
-        header = _SECTION_RE.match(line)
-        if header:
-            in_args, current = header.group(1) in _ARG_SECTIONS, None
-        elif in_args and (match := _PARAM_RE.match(line)):
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if _UNDERLINE_RE.match(line):
+            continue
+        if line.strip() and _UNDERLINE_RE.match(following):  # a NumPy section's title
+            style = "numpy" if line.strip() in _ARG_SECTIONS else None
+            current = None
+        elif header := _SECTION_RE.match(line):
+            style = "google" if header.group(1) in _ARG_SECTIONS else None
+            current = None
+        elif match := _SPHINX_PARAM_RE.match(line):
+            style, current = "sphinx", match.group(1)
+            params[current] = match.group(2).strip()
+        elif line.startswith(":"):  # :returns:, :type foo:, :raises: ...
+            current = None
+        elif style == "google" and (match := _PARAM_RE.match(line)):
             current = match.group(1)
             params[current] = match.group(2).strip()
-        elif in_args and current and line.strip():
+        elif style == "numpy" and (match := _NUMPY_PARAM_RE.match(line)):
+            current = match.group(1)
+            params[current] = ""
+        elif current and line.strip() and (style == "google" or line[0].isspace()):
             params[current] = f"{params[current]} {line.strip()}".strip()
-    return summary, params
+    return " ".join(" ".join(summary).split()), params
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:
