@@ -26,7 +26,7 @@ from tinyagents import (
     SubAgentTool,
     tool,
 )
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from tinyagents.harness.model import CUT_OFF
 from tinyagents.testkit import (
@@ -109,6 +109,21 @@ async def test_retries_per_tool_have_no_cap() -> None:
     limited = ScriptedModel([*script, reply("never")])
     bounded = await Agent("a", limited, tools=[add], limits=RunLimits(max_model_calls=3)).run("go")
     assert bounded.status is RunStatus.LIMIT_EXCEEDED and "max_model_calls" in (bounded.error or "")
+
+
+async def test_optional_arguments_the_model_leaves_out_take_their_defaults() -> None:
+    # ports tests/test_tools.py::test_json_schema_required_parameters and
+    # ::test_call_tool_without_unrequired_parameters: only arguments without a default are
+    # required, and a call that leaves the others out runs with their defaults.
+    @tool
+    def greet(name: str, greeting: str = "Hello", times: int | None = None) -> str:
+        """Greet someone."""
+        return f"{greeting} {name} x{times}"
+
+    assert greet.parameters["required"] == ["name"]
+    model = ScriptedModel([tool_call("greet", name="Ada"), reply("done")])
+    await Agent("a", model, tools=[greet]).run("go")
+    assert tool_messages(model.requests[1])[0].content == "Hello Ada xNone"
 
 
 # --- unknown tools -------------------------------------------------------------------------
@@ -204,6 +219,25 @@ async def test_a_model_error_whose_message_cannot_be_made_text_still_ends_the_ru
 
     result = await Agent("a", FunctionModel(broken)).run("go")
     assert result.status is RunStatus.FAILED and "Unprintable" in (result.error or "")
+
+
+async def test_one_failing_call_of_a_batch_does_not_keep_the_others_from_the_model() -> None:
+    # ports tests/test_tools.py::test_tool_failed_parallel: a ToolError (pydantic-ai's
+    # ToolFailed) from one call of a response is that call's error result, verbatim; the
+    # other call's result reaches the model too, and the run goes on.
+    @tool
+    def failing() -> str:
+        """Always fails."""
+        raise ToolError("Disk full")
+
+    model = ScriptedModel(
+        [tool_calls(tool_call("ping", id="ok"), tool_call("failing", id="bad")), reply("Done.")]
+    )
+    result = await Agent("a", model, tools=[ping, failing]).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "Done.")
+    answers = {m.tool_call_id: m for m in tool_messages(model.requests[1])}
+    assert (answers["ok"].content, answers["ok"].metadata) == ("pong", {})
+    assert (answers["bad"].content, answers["bad"].metadata) == ("Disk full", {"error": True})
 
 
 # --- parallel tool calls and their ids ----------------------------------------------------
@@ -694,6 +728,23 @@ async def test_a_run_a_child_took_past_its_token_budget_runs_no_more_tools() -> 
     )
     (answer,) = [m for m in handle.driver.messages if m.tool_call_id == "c1"]  # type: ignore[union-attr]
     assert answer.content.startswith("not run: the run ended (limit_exceeded")
+
+
+async def test_a_streamed_run_past_its_output_token_limit_ends_after_its_tool_ran() -> None:
+    # ports tests/test_usage_limits.py::test_streamed_text_limits: streamed, the token limits
+    # hold as they do without streaming. The tool call's response is within the limit and its
+    # tool runs; the answer after it takes the run past max_output_tokens and it ends there.
+    model = ScriptedModel(
+        [used(51, 5, tool_call("add", a=1, b=2)), used(52, 6, reply("three it is"))], stream=True
+    )
+    limits = RunLimits(max_output_tokens=10)
+    result = await Agent("a", model, tools=[add], limits=limits).run("Hello")
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "'max_output_tokens'" in (result.error or "") and "used 11, allowed 10" in (
+        result.error or ""
+    )
+    assert (result.usage["tool_calls"], result.usage["model_calls"]) == (1, 2)
+    assert tool_messages(model.requests[1])[0].content == "3"
 
 
 def test_token_limits_are_positive_counts() -> None:
