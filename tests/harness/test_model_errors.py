@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import tinyagents
-from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime
+from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime
 from tinyagents.errors import (
     MissingAPIKeyError,
     ModelAuthenticationError,
@@ -330,4 +330,21 @@ async def test_a_retry_past_the_requests_deadline_is_not_waited_for(stream: bool
             else:
                 await model.request(request)
     assert caught.value.retry_after_s == 120.0
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_run_deadline_shorter_than_a_retry_after_reports_the_rate_limit(
+    stream: bool,
+) -> None:
+    """The agent loop did not tell the model its run's deadline: a 429 asking for 120 s was
+    slept out until ``deadline_s`` ended the run as ``limit_exceeded``, hiding that the
+    provider was rate-limiting it. The model call now carries the run's deadline, and the run
+    fails at once with the rate limit and how long the server asked to wait."""
+    limited = ErrorReply(status=429, headers={"Retry-After": "120"})
+    async with OpenAICompatServer([limited, "never asked"]) as server:
+        model = LiteLLMModel("openai/m", api_base=server.base_url, api_key="sk-test", stream=stream)
+        result = await Agent("a", model, limits=RunLimits(deadline_s=3)).run("hi")
+    assert result.status is RunStatus.FAILED
+    assert "asked to wait 120 s" in (result.error or "")
     assert len(server.requests) == 1

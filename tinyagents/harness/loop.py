@@ -301,6 +301,9 @@ class AgentRun(RunDriver):
             message_count=len(request.messages),
             tool_names=[t.name for t in request.tools],
         )
+        left = deadline_left(self.info)
+        if left is not None:  # no retry the run cannot wait for (``LiteLLMModel``)
+            request.deadline = asyncio.get_running_loop().time() + left
         model = self.agent.model
         call = self._streamed if model.streams else model.request
         handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
@@ -308,7 +311,7 @@ class AgentRun(RunDriver):
         self._model_task = task
         # the deadline bounds the call in flight too (a model that never answers would hold
         # the run past it); its end is a limit, not the model's own timeout
-        deadline = asyncio.timeout(deadline_left(self.info))
+        deadline = asyncio.timeout(left)
         try:
             async with deadline:
                 response = await task
