@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError
 from tinyagents.harness.litellm_model import as_model
-from tinyagents.harness.loop import run_events, start_agent_run, subscribe_run
+from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.render import SteeringRenderer
@@ -97,11 +97,17 @@ class Agent:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"
 
     async def run(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:
-        """Run to the end and return the result (a private in-memory runtime if none is given)."""
+        """Run to the end and return the result (a private in-memory runtime if none is given).
+        A caller that stops waiting (a timeout around it, a cancel) cancels the run."""
         if runtime is None:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
-        return await (await start_agent_run(runtime, self, input, **kwargs)).result()
+        handle = await start_agent_run(runtime, self, input, **kwargs)
+        try:
+            return await handle.result()
+        except BaseException:  # the caller stopped waiting (a timeout around it, a cancel)
+            abandon_child(runtime, handle, "its caller stopped waiting for it (Agent.run)")
+            raise
 
     async def run_stream(
         self,
@@ -114,7 +120,8 @@ class Agent:
         """Run to the end, yielding the events of the run and its children as they happen:
         ``model.delta`` pieces while a streaming model answers (``messages_only=True``: only
         those), tool calls, steering, the run's end. ``RunResult`` is in the last ``run.*``
-        event's fields; ``await agent.run(...)`` when only the result matters."""
+        event's fields; ``await agent.run(...)`` when only the result matters. Leaving the
+        loop early (``break`` then ``aclose()``, or a cancel) cancels the run."""
         if runtime is None:
             async with private_host() as host:
                 async for event in self.run_stream(
@@ -128,8 +135,12 @@ class Agent:
             run_id = _clock.new_id("r")
         async with subscribe_run(runtime, run_id) as events:
             handle = await start_agent_run(runtime, self, input, run_id=run_id, **kwargs)
-            async for event in run_events(events, handle, only_deltas=messages_only):
-                yield event
+            try:
+                async for event in run_events(events, handle, only_deltas=messages_only):
+                    yield event
+            except BaseException:  # the reader left early (``break``, ``aclose``, a cancel)
+                abandon_child(runtime, handle, "its reader stopped (Agent.run_stream)")
+                raise
         await handle.result()
 
     def run_sync(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:
