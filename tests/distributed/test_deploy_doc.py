@@ -32,6 +32,7 @@ def test_the_documented_keys_are_the_ones_written() -> None:
         keys.runs("{worker}"),
         keys.commands("{worker}"),
         keys.replies("{worker}"),
+        keys.seat("{worker}"),
     ):
         assert f"`{key}`" in text
     assert f"consumer group `{GROUP}`" in text

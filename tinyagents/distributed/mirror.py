@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from tinyagents.distributed._base import Backoff, ControlledRuntime, Outages, Redis, RedisCounters
+from tinyagents.distributed.seat import RENEW, Seat
 from tinyagents.distributed.wire import COMMANDS_TTL_S, Keys
 from tinyagents.events.bus import Subscription
 from tinyagents.events.models import Event
@@ -38,8 +39,10 @@ class RunMirror:
         backoff_s: tuple[float, float],
         counters: RedisCounters,
         outages: Outages,
+        seat: Seat,
     ) -> None:
         self.runtime, self.keys, self.worker_id = runtime, keys, worker_id
+        self.seat = seat
         self.throttle_s, self.heartbeat_s, self.ttl_s = throttle_s, heartbeat_s, ttl_s
         self.backoff_s = backoff_s
         self.counters, self.outages = counters, outages
@@ -78,7 +81,7 @@ class RunMirror:
         assert self._sub is not None
         backoff = Backoff(*self.backoff_s)
         next_beat = 0.0
-        while True:
+        while not self.seat.lost:  # another process holds the worker id: its hash, not ours
             wait = max(0.0, next_beat - time.monotonic())
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait if not self._dirty else 0):
@@ -118,6 +121,12 @@ class RunMirror:
 
     async def _write(self, redis: Redis, *, beat: bool) -> None:
         key = self.keys.runs(self.worker_id)
+        if beat:  # first: a process that lost its worker id writes nothing under it
+            self.seat.renewed(
+                await redis.eval(RENEW, 1, self.seat.key, self.seat.token, self.seat.ttl_ms)
+            )
+            if self.seat.lost:
+                return
         stale = self._stale
         if stale:  # the hash afresh: every run this runtime holds, nothing else
             self._dirty.update(i.run_id for i in self.runtime.runs.list())

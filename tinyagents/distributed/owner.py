@@ -31,6 +31,7 @@ from tinyagents.distributed._base import (
     refuse,
     target_run,
 )
+from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import (
     GROUP,
     Envelope,
@@ -85,8 +86,10 @@ class CommandReader:
         backoff_s: tuple[float, float],
         counters: RedisCounters,
         outages: Outages,
+        seat: Seat,
     ) -> None:
         self.runtime, self.keys, self.worker_id = runtime, keys, worker_id
+        self.seat = seat
         self.block_s, self.backoff_s = block_s, backoff_s
         self.counters, self.outages = counters, outages
         #: Receipts of the latest entries answered, by request id: an entry read again
@@ -100,6 +103,8 @@ class CommandReader:
         backlog = True  # first the entries read before a crash and never acknowledged
         while True:
             try:
+                if not await self.seat.check(redis):
+                    return  # another process holds the worker id: the stream is its now
                 if backlog:
                     await _ensure_group(redis, stream)
                 read = await redis.xreadgroup(

@@ -49,6 +49,7 @@ from tinyagents.distributed._base import (
 )
 from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
+from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import Envelope, HandedBack, Keys, parse_reply
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
 from tinyagents.protocol.commands import (
@@ -106,6 +107,7 @@ class RedisControl:
         self.max_connections = max_connections
         self.counters = RedisCounters()
         self.outages = Outages(own, self.counters)
+        self.seat = Seat(self.keys.seat(own), own, ttl_s=ttl_s, heartbeat_s=heartbeat_s)
         self.mirror = RunMirror(
             runtime,
             self.keys,
@@ -116,6 +118,7 @@ class RedisControl:
             backoff_s=backoff_s,
             counters=self.counters,
             outages=self.outages,
+            seat=self.seat,
         )
         self.reader = CommandReader(
             runtime,
@@ -125,6 +128,7 @@ class RedisControl:
             backoff_s=backoff_s,
             counters=self.counters,
             outages=self.outages,
+            seat=self.seat,
         )
         self._redis: Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -151,9 +155,10 @@ class RedisControl:
         await self.aclose()
 
     async def start(self) -> None:
-        """Connect and start the three jobs. Redis being down is not an error here: the jobs
-        keep retrying with backoff. A URL the Redis client cannot read is a
-        ``ConfigurationError``."""
+        """Connect, take this worker id's seat and start the three jobs. Redis being down is
+        not an error here: the jobs keep retrying with backoff (and the mirror takes the seat
+        once it is back). A URL the Redis client cannot read, or a worker id a live process
+        holds (``tinyagents.distributed.seat``), is a ``ConfigurationError``."""
         if self.url is None or self._tasks:
             return
         from redis.asyncio import BlockingConnectionPool
@@ -177,7 +182,16 @@ class RedisControl:
                 f"not a usable Redis URL {redacted(self.url)!r}: {exc}; use "
                 "redis://[:PASSWORD@]HOST:PORT/DB (or rediss://, unix://PATH)"
             ) from None
-        self._redis = redis = RedisClient(connection_pool=pool)
+        redis = RedisClient(connection_pool=pool)
+        try:
+            await self.seat.claim(redis)
+        except ConfigurationError:
+            await redis.aclose()
+            await pool.disconnect()
+            raise
+        except Exception as exc:  # Redis down: the mirror's first heartbeat takes the seat
+            self.outages.failed("mirror", exc)
+        self._redis = redis
         self.mirror.open()
         reply_after = await self._first_reply_id()
         for job, name in (
@@ -201,6 +215,11 @@ class RedisControl:
         if self._redis is None:
             return
         redis, self._redis = self._redis, None
+        if self.seat.lost:  # the keys under this worker id are another process's now
+            self.seat.forget()
+            await redis.aclose()
+            await redis.connection_pool.disconnect()
+            return
         try:
             async with asyncio.timeout(2.0):  # first: no sender picks this worker any more
                 pipe = redis.pipeline(transaction=False)
@@ -209,11 +228,13 @@ class RedisControl:
                 await pipe.execute()
             async with asyncio.timeout(_DRAIN_S):
                 await self.reader.drain(redis)
+            await self.seat.release(redis)
         except Exception as exc:  # the TTL takes them off; the next process answers the rest
             log.info(
                 "worker %s: could not leave the control plane cleanly: %s", self.worker_id, exc
             )
         finally:
+            self.seat.forget()
             await redis.aclose()
             await redis.connection_pool.disconnect()
 

@@ -9,6 +9,9 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
                                    (consumer group ``owners``, one consumer: the worker);
                                    expires ``COMMANDS_TTL_S`` after its last heartbeat
     {prefix}:reply:{worker}        stream of receipts for the commands that worker sent
+    {prefix}:seat:{worker}         HOST:PID:NONCE of the one live process under that worker
+                                   id (``tinyagents.distributed.seat``); expires ``ttl_s``
+                                   after its last heartbeat
 
 A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
 ``receipt`` (``SteeringReceipt`` as JSON), or ``request_id`` and ``handed_back`` (why the
@@ -52,6 +55,9 @@ class Keys:
 
     def replies(self, worker: str) -> str:
         return f"{self.prefix}:reply:{worker}"
+
+    def seat(self, worker: str) -> str:
+        return f"{self.prefix}:seat:{worker}"
 
 
 class MalformedEnvelope(ValueError):
