@@ -211,7 +211,8 @@ def _save_runs(path: Path, snapshots: list[dict[str, Any]]) -> None:
 
 def test_a_run_whose_process_died_shows_its_owner_silent(browser: Any, tmp_path: Path) -> None:
     """A run another process owned, still 'running' in the store with no heartbeat for
-    minutes (that process was killed): its row and its details say "(owner silent)"."""
+    minutes (that process was killed): its row and its details say "(owner silent)", and
+    Cancel declares it dead."""
     from selenium.webdriver.common.by import By
 
     _save_runs(
@@ -244,6 +245,12 @@ def test_a_run_whose_process_died_shows_its_owner_silent(browser: Any, tmp_path:
         status = wait.until(lambda d: d.find_element(By.ID, "run-status"))
         wait.until(lambda d: status.text == "running (owner silent)")
         assert "rt-killed" in (status.get_attribute("title") or "")
+        # its process is gone for good: Cancel declares it dead (it was refused before)
+        browser_click(browser, "cancel-btn")
+        browser.switch_to.alert.accept()
+        cancel = wait.until(lambda d: _sent(d, "cancel"))
+        assert cancel["receipt"] == "accepted", cancel
+        wait.until(lambda d: status.text == "cancelled")
 
 
 def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_path: Path) -> None:

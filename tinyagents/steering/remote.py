@@ -10,7 +10,9 @@ run, another tenant's run (both ``not found``), a finished run, a run at rest wh
 closed cleanly (it released the run: continue its thread first), and a run whose owner has
 stopped writing its heartbeat (``OWNER_SILENT_S``) — unless the steering log
 already holds the command's correlation id: then a retry is answered ``duplicate``, as the
-owner would have answered it (a log that cannot be read raises ``StoreError``). A run is in the store only from its owner's next snapshot
+owner would have answered it (a log that cannot be read raises ``StoreError``). An
+operator's cancel of a run whose owner is silent declares the run dead and settles it here
+(``tinyagents.steering.dead``): its open commands fail, and it is ``cancelled``. A run is in the store only from its owner's next snapshot
 write, a moment after its ``start`` returned: one that is not there (or not steerable yet) is
 looked for again for ``LISTING_WAIT_S`` before it is answered.
 """
@@ -33,6 +35,7 @@ from tinyagents.protocol.commands import (
     dedupe_scope,
 )
 from tinyagents.runs.info import RunStatus
+from tinyagents.steering.dead import declares_dead, forbidden, settle_dead_run
 from tinyagents.steering.policies import not_found
 from tinyagents.store.base import Store, run_key
 
@@ -71,6 +74,12 @@ async def submit_through_store(
         if snapshot is not None and await _logged(store, cmd):
             # A retry of a command its owner already took: the first outcome stands.
             return duplicate(cmd)
+        if snapshot is not None and owner_silent(snapshot) and declares_dead(cmd):
+            # Its owner is gone: a cancel settles the run and its open commands here.
+            why = forbidden(cmd)
+            if why is not None:
+                return _rejected(cmd, why, str(snapshot["run_id"]))
+            return await settle_dead_run(store, cmd, snapshot)
         return refusal
     assert snapshot is not None
     owner = str(snapshot["owner"])

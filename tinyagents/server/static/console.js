@@ -413,7 +413,7 @@
 
   function silentNote(run) {
     return run.owner_silent
-      ? `No heartbeat from its runtime (${run.owner || "?"}) since ${run.updated_at || "?"}: its process is likely gone, and commands to it are refused.`
+      ? `No heartbeat from its runtime (${run.owner || "?"}) since ${run.updated_at || "?"}: its process is likely gone, and commands to it are refused; Cancel declares it dead (the commands it had accepted fail).`
       : "";
   }
 

@@ -1,0 +1,143 @@
+"""A run whose process was killed (SIGKILL) and is never started again: the commands it had
+accepted stayed ``accepted`` in the steering log for ever (every runtime opened on the store
+restored them and waited for the run), and an operator could do nothing about it — a cancel
+was refused because the owner is silent. Cancelling such a run now declares it dead: its
+open commands fail, the run is ``cancelled`` in the store, and every command has one
+terminal state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
+from test_cross_process import OPS, Owner, instruction
+
+from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.steering import remote
+from tinyagents.steering.remote import owner_silent, submit_through_store
+from tinyagents.store import open_store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    dsn = postgres_dsn()
+    sep = "&" if "?" in dsn else "?"
+    yield f"{dsn}{sep}schema={pg_schema()}"
+    await drop_pg_schemas()
+
+
+def cancel(run_id: str, cid: str, actor: SteeringActor = OPS) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=actor,
+        kind=SteeringKind.CANCEL,
+        payload={},
+        correlation_id=cid,
+    )
+
+
+async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
+    owner = Owner(tmp_path)
+    owner.url = store_url
+    store = open_store(store_url)
+    async with owner:
+        await store.open()
+        run_id = owner.run_id
+        pause = SteeringCommand(
+            target=SteeringTarget.agent_run(run_id), actor=OPS, kind=SteeringKind.PAUSE
+        )
+        assert (await submit_through_store(store, pause)).status == "accepted"
+        async with asyncio.timeout(30):
+            while (await store.load_run(run_id) or {}).get("status") != "paused":  # noqa: ASYNC110 - another process writes it
+                await asyncio.sleep(0.05)
+        cids = [f"ghost-{i}" for i in range(3)]
+        for cid in cids:  # queued on the paused run
+            receipt = await submit_through_store(store, instruction(run_id, cid, cid))
+            assert receipt.status == "accepted"
+        assert owner.proc is not None
+        owner.proc.kill()
+        await owner.proc.wait()
+    try:
+        async with asyncio.timeout(30):
+            while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
+                await asyncio.sleep(0.1)
+        steer = await submit_through_store(store, instruction(run_id, "late", "late-1"))
+        assert steer.status == "rejected" and "no heartbeat since" in (steer.reason or "")
+        assert {c.command.correlation_id for c in await store.open_commands()} == set(cids)
+
+        receipt = await submit_through_store(store, cancel(run_id, "declare-dead"))
+        assert receipt.status == "accepted" and receipt.run_id == run_id
+
+        assert await store.open_commands() == []
+        for cid in cids:
+            stored = await store.get_command(cid, scope="tenant:acme")
+            assert stored is not None and stored.state == "failed", stored
+            assert "target finished before delivery" in (stored.reason or "")
+            assert "no heartbeat since" in (stored.reason or "")
+        logged = await store.get_command("declare-dead", scope="tenant:acme")
+        assert logged is not None and logged.state == "applied"
+        snapshot = await store.load_run(run_id)
+        assert snapshot is not None and snapshot["status"] == "cancelled"
+        assert not snapshot.get("owner") and not owner_silent(snapshot)
+        events = await store.load_events(type_prefix="steering.")
+        for cid in [*cids, "declare-dead"]:
+            terminal = [
+                e.type
+                for e in events
+                if getattr(e, "correlation_id", None) == cid
+                and e.type in ("steering.applied", "steering.failed", "steering.rejected")
+            ]
+            assert terminal == (
+                ["steering.applied"] if cid == "declare-dead" else ["steering.failed"]
+            )
+
+        # the next runtime on the store waits for none of them; the run takes nothing more
+        async with Runtime(store=store_url) as rt:
+            assert rt.open_commands() == []
+        again = await submit_through_store(store, instruction(run_id, "after", "after-1"))
+        assert again.status == "rejected" and "target finished" in (again.reason or "")
+        retried = await submit_through_store(store, cancel(run_id, "declare-dead"))
+        assert retried.status == "duplicate"
+    finally:
+        await store.close()
+
+
+async def test_a_cancel_without_the_control_scope_declares_nothing(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
+    owner = Owner(tmp_path)
+    owner.url = store_url
+    store = open_store(store_url)
+    async with owner:
+        await store.open()
+        assert owner.proc is not None
+        owner.proc.kill()
+        await owner.proc.wait()
+    try:
+        run_id = owner.run_id
+        async with asyncio.timeout(30):
+            while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
+                await asyncio.sleep(0.1)
+        observer = SteeringActor.human("obs", tenant_id="acme", scopes=["agent:observe"])
+        refused = await submit_through_store(store, cancel(run_id, "c-obs", observer))
+        assert refused.status == "rejected" and "agent:control" in (refused.reason or "")
+        stranger = SteeringActor.human("gus", tenant_id="globex", scopes=["agent:control"])
+        hidden = await submit_through_store(
+            store, cancel(run_id, "c-globex", stranger), listing_wait_s=0
+        )
+        assert hidden.status == "rejected" and "not found" in (hidden.reason or "")
+        snapshot = await store.load_run(run_id)
+        assert snapshot is not None and snapshot["status"] == "running"
+        assert await store.get_command("c-obs", scope="tenant:acme") is None
+    finally:
+        await store.close()

@@ -1,0 +1,162 @@
+"""Declaring a run dead: an operator's cancel of a run whose owner went silent.
+
+A run whose process was killed and is never started again under its id stays unfinished in
+the store, and the commands it had accepted stay open in the steering log: no runtime will
+ever deliver them (every runtime opened on the store restores them and waits for the run).
+Its owner cannot take a cancel (``remote.refuse``: silent owner), so the submitting side
+settles the run itself, in the store the runtimes share:
+
+- the cancel is logged (its correlation id: a retry is ``duplicate``) and ends ``applied``;
+- every command still open for the run, and for the unfinished runs below it of the same
+  owner (they died with it), ends ``failed``, ``target finished before delivery``, with the
+  owner's last heartbeat in the reason; events and states are one write (``append_events``);
+- their snapshots become ``cancelled``, without an owner.
+
+Only a human with ``agent:control`` in the run's tenant may do it, and only once the owner
+has been silent for ``OWNER_SILENT_S``. Nothing fences an owner that was merely cut off that
+long and then goes on: it keeps running the run, and a command it applies then gets a second
+terminal event (the steering log keeps the first state: ``Store.set_command_states``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyagents import _clock
+from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.protocol.commands import (
+    AgentRunTarget,
+    HumanActor,
+    ReceiptStatus,
+    SteeringCommand,
+    SteeringKind,
+    SteeringReceipt,
+    SubAgentRunTarget,
+)
+from tinyagents.runs.info import RunStatus
+from tinyagents.steering.inbox import LATE
+from tinyagents.steering.policies import CONTROL_SCOPE
+from tinyagents.store.base import Store, run_key
+
+#: The ``policy_id`` of a declaration's receipt and events.
+POLICY = "dead-owner"
+#: How many runs of the dead run's tree are read at once.
+_PAGE = 500
+_OPEN = ("accepted", "deferred")
+_UNFINISHED = frozenset(status.value for status in RunStatus if not status.finished)
+
+
+def declares_dead(cmd: SteeringCommand) -> bool:
+    """Whether ``cmd`` is a cancel of a run itself (not of a graph task or node, not of a
+    thread): the one command a run whose owner is gone can still be given."""
+    return cmd.kind is SteeringKind.CANCEL and type(cmd.target) in (
+        AgentRunTarget,
+        SubAgentRunTarget,
+    )
+
+
+def forbidden(cmd: SteeringCommand) -> str | None:
+    """Why ``cmd``'s sender may not declare a run dead, or None."""
+    actor = cmd.actor
+    if not isinstance(actor, HumanActor):
+        return "only an operator (a human actor) may cancel a run whose owner is gone"
+    if CONTROL_SCOPE not in actor.scopes:
+        return f"forbidden: {actor.describe()} lacks the scope {CONTROL_SCOPE!r}"
+    return None
+
+
+async def settle_dead_run(
+    store: Store, cmd: SteeringCommand, snapshot: dict[str, Any]
+) -> SteeringReceipt:
+    """Cancel the run of ``snapshot`` (its owner silent) in ``store``: see the module."""
+    run_id = str(snapshot["run_id"])
+    if not await store.append_command(cmd, state="accepted", run_id=run_id):
+        return SteeringReceipt(
+            status=ReceiptStatus.DUPLICATE,
+            correlation_id=cmd.correlation_id,
+            reason="duplicate correlation id: the first command's outcome stands",
+        )
+    owner = snapshot.get("owner")
+    reason = (
+        f"{LATE}: run {run_id}'s owner (runtime {owner}) is gone (no heartbeat since "
+        f"{snapshot.get('updated_at')}); {cmd.actor.describe()} cancelled it"
+    )
+    runs = [snapshot, *await _dead_below(store, snapshot)]
+    events: list[Event] = []
+    for run in runs:
+        for stored in await store.run_commands(str(run["run_id"]), states=_OPEN):
+            if stored.command.correlation_id != cmd.correlation_id:
+                events.append(_event("steering.failed", stored.command, run, reason=reason))
+    events += [
+        _event("steering.accepted", cmd, snapshot),
+        _event(
+            "steering.applied",
+            cmd,
+            snapshot,
+            affected={"declared_dead": True, "runs": [str(r["run_id"]) for r in runs]},
+        ),
+    ]
+    await store.append_events(events)  # the commands' states with their events
+    now = _clock.now().isoformat()
+    await store.save_runs(
+        [
+            {
+                **r,
+                "status": RunStatus.CANCELLED.value,
+                "owner": None,
+                "updated_at": now,
+                "error": reason,
+                "pending_commands": [],
+                "interrupts": [],
+            }
+            for r in runs
+        ]
+    )
+    return SteeringReceipt.issue(ReceiptStatus.ACCEPTED, cmd.correlation_id, run_id, None, POLICY)
+
+
+async def _dead_below(store: Store, snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The unfinished runs below ``snapshot``'s run that its owner started (gone with it)."""
+    run_id, owner = snapshot["run_id"], snapshot.get("owner")
+    tree: dict[str, dict[str, Any]] = {}
+    before = None
+    while True:
+        page = await store.list_runs(
+            root_run_id=str(snapshot.get("root_run_id") or run_id), before=before, limit=_PAGE
+        )
+        tree.update((str(s["run_id"]), s) for s in page)
+        if len(page) < _PAGE:
+            break
+        before = run_key(page[-1])
+
+    def below(child: dict[str, Any]) -> bool:
+        seen: set[str] = set()
+        parent = child.get("parent_run_id")
+        while parent is not None and parent not in seen:
+            if parent == run_id:
+                return True
+            seen.add(parent)
+            parent = tree.get(parent, {}).get("parent_run_id")
+        return False
+
+    return [
+        s
+        for s in tree.values()
+        if s.get("owner") == owner and s.get("status") in _UNFINISHED and below(s)
+    ]
+
+
+def _event(type_: str, cmd: SteeringCommand, run: dict[str, Any], **fields: Any) -> SteeringEvent:
+    return SteeringEvent(
+        type=type_,  # type: ignore[arg-type]
+        target=cmd.target,
+        actor=cmd.actor,
+        kind=cmd.kind,
+        correlation_id=cmd.correlation_id,
+        run_id=str(run["run_id"]),
+        root_run_id=run.get("root_run_id"),
+        parent_run_id=run.get("parent_run_id"),
+        tenant_id=run.get("tenant_id"),
+        policy_id=POLICY,
+        **fields,
+    )
