@@ -413,3 +413,61 @@ async def _terminate_lease_connections(schema: str) -> None:
             await conn.execute("SELECT pg_terminate_backend($1, 10000)", pid)  # and wait
     finally:
         await conn.close()
+
+
+# A holder whose event loop stalls (a blocking call) for many times its lease_ttl: it says
+# "held", blocks until its stdin says "wake" (time.sleep-like: nothing of the loop runs), then
+# renews and puts the next checkpoint and says what happened.
+STALLER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from tinyagents.errors import ThreadBusy
+    from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer
+
+    def rec(seq):
+        return CheckpointRecord(thread_id="t", checkpoint_id=f"c{seq}",
+            parent_id=f"c{seq - 1}" if seq else None, seq=seq, step=seq, snapshot=seq == 0,
+            values={"x": seq}, frontier=[], frontier_id=f"f{seq}", lineage="L", source="loop")
+
+    async def main():
+        async with PostgresCheckpointer(sys.argv[1], schema=sys.argv[2], lease_ttl=0.3) as cp:
+            await cp.acquire("t", "stalled")
+            await cp.put(rec(0))
+            print("held", flush=True)
+            sys.stdin.readline()  # the event loop stalls here
+            try:
+                await cp.renew("t", "stalled")
+                await cp.put(rec(1))
+                print("wrote", flush=True)
+            except ThreadBusy:
+                print("busy", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_holder_whose_event_loop_stalls_past_its_lease_ttl_keeps_the_thread(
+    schema: str,
+) -> None:
+    """A stall of the holder's event loop (a blocking call) much longer than ``lease_ttl``
+    does not let another writer take the thread: the advisory lock lives on the holder's
+    lease connection, which its kernel keeps alive, so there are never two writers (the
+    fencing token covers a connection that did drop: see the tests above)."""
+    proc = await spawn(STALLER, schema)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"held"
+        async with PostgresCheckpointer(postgres_dsn(), schema=schema, lease_ttl=0.3) as other:
+            for _ in range(5):  # the holder is stalled all along (it waits for our line)
+                with pytest.raises(ThreadBusy):
+                    await other.acquire("t", "thief")
+                await asyncio.sleep(0.3)
+            proc.stdin.write(b"wake\n")
+            await proc.stdin.drain()
+            assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"wrote"
+            assert [r.checkpoint_id for r in await other.list("t")] == ["c1", "c0"]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
