@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
+from slow_agent import slow_agent
 from test_cross_process import OPS, Owner, instruction
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -107,6 +108,42 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
         assert again.status == "rejected" and "target finished" in (again.reason or "")
         retried = await submit_through_store(store, cancel(run_id, "declare-dead"))
         assert retried.status == "duplicate"
+    finally:
+        await store.close()
+
+
+async def test_a_killed_run_started_again_under_its_id_applies_each_accepted_command_once(
+    store_url: str, tmp_path: Path
+) -> None:
+    owner = Owner(tmp_path)
+    owner.url = store_url
+    store = open_store(store_url)
+    async with owner:
+        await store.open()
+        run_id = owner.run_id
+        pause = SteeringCommand(
+            target=SteeringTarget.agent_run(run_id), actor=OPS, kind=SteeringKind.PAUSE
+        )
+        assert (await submit_through_store(store, pause)).status == "accepted"
+        async with asyncio.timeout(30):
+            while (await store.load_run(run_id) or {}).get("status") != "paused":  # noqa: ASYNC110 - another process writes it
+                await asyncio.sleep(0.05)
+        texts = {"ghost-0": "note a", "ghost-1": "note b", "ghost-2": "finish"}
+        for cid, text in texts.items():
+            receipt = await submit_through_store(store, instruction(run_id, text, cid))
+            assert receipt.status == "accepted"
+        assert owner.proc is not None
+        owner.proc.kill()
+        await owner.proc.wait()
+    try:
+        async with Runtime(store=store_url) as rt:
+            handle = await rt.start(slow_agent(), "again", tenant_id="acme", run_id=run_id)
+            result = await handle.result()
+            assert result.status == "completed", result
+        assert await store.open_commands() == []
+        events = await store.load_events(type_prefix="steering.applied")
+        applied = [getattr(e, "correlation_id", None) for e in events]
+        assert sorted(c for c in applied if c in texts) == sorted(texts)
     finally:
         await store.close()
 
