@@ -624,3 +624,43 @@ async def test_a_worker_logs_one_line_when_it_loses_redis_and_one_when_it_is_bac
             await asyncio.sleep(0.5)  # let every job make a few more calls
             back = [r for r in caplog.records if "reconnected" in r.getMessage()]
             assert len(back) == 1, [r.getMessage() for r in back]
+
+
+async def test_a_redis_that_refuses_the_urls_database_is_a_configuration_error(
+    redis_url: str, prefix: str
+) -> None:
+    # a database number the server does not have (or credentials it refuses) never heals:
+    # the worker served as if Redis were down, retrying for ever, and cross-worker control
+    # never worked; it is now a ConfigurationError at start (serve: one line, exit code 2)
+    from urllib.parse import urlsplit
+
+    from tinyagents.errors import ConfigurationError
+
+    parts = urlsplit(redis_url)
+    url = parts._replace(path="/99999").geturl()
+    async with Runtime() as rt:
+        control = RedisControl(rt, url, worker_id="w", prefix=prefix)
+        with pytest.raises(ConfigurationError, match="DB index is out of range"):
+            await control.start()
+        await control.aclose()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_with_a_database_redis_does_not_have_is_one_line(
+    redis_url: str, prefix: str, tmp_path: Any, workers: str
+) -> None:
+    from urllib.parse import urlsplit
+
+    url = urlsplit(redis_url)._replace(path="/99999").geturl()
+    done = subprocess.run(
+        [
+            sys.executable, "-c", "import sys; from tinyagents.cli import main; sys.exit(main())",
+            "serve", "--port", "0", "--workers", workers, "--insecure-dev",
+            "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--redis", url,
+            "--redis-prefix", prefix,
+        ],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "DB index is out of range" in lines[0], done.stderr

@@ -158,7 +158,9 @@ class RedisControl:
         """Connect, take this worker id's seat and start the three jobs. Redis being down is
         not an error here: the jobs keep retrying with backoff (and the mirror takes the seat
         once it is back). A URL the Redis client cannot read, or a worker id a live process
-        holds (``tinyagents.distributed.seat``), is a ``ConfigurationError``."""
+        holds (``tinyagents.distributed.seat``), or one Redis answers refusing (a database
+        number it does not have, credentials it does not take), is a
+        ``ConfigurationError``."""
         if self.url is None or self._tasks:
             return
         from redis.asyncio import BlockingConnectionPool
@@ -185,12 +187,19 @@ class RedisControl:
         redis = RedisClient(connection_pool=pool)
         try:
             await self.seat.claim(redis)
-        except ConfigurationError:
-            await redis.aclose()
-            await pool.disconnect()
-            raise
-        except Exception as exc:  # Redis down: the mirror's first heartbeat takes the seat
-            self.outages.failed("mirror", exc)
+        except Exception as exc:
+            if not isinstance(exc, ConfigurationError) and not _refused(exc):
+                # Redis down: the jobs retry, and the mirror's first heartbeat takes the seat
+                self.outages.failed("mirror", exc)
+            else:
+                await redis.aclose()
+                await pool.disconnect()
+                if isinstance(exc, ConfigurationError):
+                    raise
+                raise ConfigurationError(
+                    f"Redis at {redacted(self.url)!r} refuses this worker: {exc}; check the "
+                    "URL's database number, user and password"
+                ) from None
         self._redis = redis
         self.mirror.open()
         reply_after = await self._first_reply_id()
@@ -497,6 +506,16 @@ def _check_database(url: str) -> None:
     path = urlsplit(url).path.strip("/")
     if path and not path.isdigit():
         raise ValueError(f"the database {path!r} is not a number")
+
+
+def _refused(exc: Exception) -> bool:
+    """Whether Redis answered, refusing what the URL asks for (a database it does not have,
+    credentials or ACL rights it does not grant): no retry heals that, unlike an outage."""
+    from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+    if isinstance(exc, AuthenticationError | NoPermissionError):
+        return True
+    return isinstance(exc, ResponseError) and "DB index is out of range" in str(exc)
 
 
 def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
