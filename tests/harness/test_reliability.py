@@ -555,3 +555,44 @@ async def test_a_graph_task_or_node_of_an_agent_run_is_not_found(tmp_path: Path)
         gate.open()
         assert (await handle.result()).status is RunStatus.COMPLETED
         assert handle.info.tools is None or "search" in handle.info.tools
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+async def test_a_restarted_run_an_operator_had_paused_comes_back_paused(
+    tmp_path: Path, resumed: bool
+) -> None:
+    """An operator paused a run; its process stopped; the run started again under its id came
+    back running (a pause was not restored with the rest of its steering) and went on with the
+    work the operator had stopped. It now comes back paused until resumed; a pause that was
+    resumed before the stop is not brought back."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    gate = Gate("hold")
+    tools = [search, gate.tool()]
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("hold"), reply("never")])
+        handle = await rt.start(Agent("clerk", model, tools=tools), "tidy up", run_id="r-job")
+        await gate.entered.wait()
+        await handle.pause(reason="looking into it", actor=OPERATOR)
+        gate.open()
+        await waiter.event("run.paused", "r-job")
+        if resumed:
+            await handle.resume(actor=OPERATOR)
+            await waiter.event("run.resumed", "r-job")
+            await asyncio.sleep(0)
+        # The process stops here.
+
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        model = ScriptedModel([reply("done")])
+        handle = await rt.start(Agent("clerk", model, tools=tools), "tidy up", run_id="r-job")
+        if not resumed:
+            # (a failsafe only: without the fix the run never pauses)
+            paused = await asyncio.wait_for(waiter.event("run.paused", "r-job"), 10)
+            assert paused.detail.get("restored") is True
+            assert handle.status is RunStatus.PAUSED
+            await asyncio.sleep(0.05)
+            assert model.requests == []  # nothing done while the operator's pause holds
+            await handle.resume(actor=OPERATOR)
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        assert len(model.requests) == 1

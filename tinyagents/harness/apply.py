@@ -125,6 +125,19 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
     return restored
 
 
+def holding_pause(cmds: list[SteeringCommand]) -> SteeringCommand | None:
+    """The pause that held the run when its earlier incarnation stopped (the last ``pause``
+    its log applied, with no ``resume`` applied after it), or None: a run started again after
+    a crash comes back paused rather than going on with work an operator had stopped."""
+    holding = None
+    for cmd in cmds:
+        if cmd.kind is SteeringKind.PAUSE:
+            holding = cmd
+        elif cmd.kind is SteeringKind.RESUME:
+            holding = None
+    return holding
+
+
 def _not_for_agents(cmd: SteeringCommand) -> str:
     if cmd.kind is SteeringKind.REDIRECT:
         return "redirect with 'goto' needs a graph target; for an agent run send 'instruction'"

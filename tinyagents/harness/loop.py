@@ -893,12 +893,16 @@ async def start_agent_run(
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
-    restored = (
-        apply.restore(run, await runtime.applied_commands(run_id, info.tenant_id))
-        if run_id is not None
-        else []
-    )
+    applied = await runtime.applied_commands(run_id, info.tenant_id) if run_id is not None else []
+    restored = apply.restore(run, applied)
+    pause = apply.holding_pause(applied)
+    if pause is not None:  # an operator's pause held it: it comes back paused
+        run.paused = True
+        info.status = RunStatus.PAUSED
+        restored.append(pause)
     await runtime.register(handle)
+    if pause is not None:
+        handle.inbox.paused = True
     run.emit(
         RunEvent,
         type="run.started",
@@ -914,6 +918,13 @@ async def start_agent_run(
         if restored
         else {},
     )
+    if pause is not None:
+        run.emit(
+            RunEvent,
+            type="run.paused",
+            status="paused",
+            detail={"restored": True, "correlation_id": pause.correlation_id},
+        )
     if parent_info is not None:
         runtime.bus.publish(subagent_event(info, "subagent.started", status="running"))
         _join_a_cancelled_parent(runtime, handle, run)
