@@ -335,6 +335,9 @@ async def test_a_killed_owner_applies_every_accepted_command_once_after_its_rest
 
     restarted = await workers("a", redis_url, prefix)  # same worker id and SQLite file
     await restarted.call("start", run_id=run_id, tenant="acme", turns=5, tick_s=0.01)
+    # the operator's pause held it when its process died: it comes back paused
+    assert await restarted.call("status", run_id=run_id) == "paused"
+    await restarted.call("submit", command=as_json(command(run_id, "resume")))
     assert await restarted.call("wait", run_id=run_id) == "completed"
     history = await restarted.call("history", run_id=run_id)
     for cid in accepted:
