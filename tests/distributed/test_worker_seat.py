@@ -109,7 +109,10 @@ async def test_a_worker_whose_id_was_taken_while_it_stalled_leaves_the_new_holde
             await client.set(keys.seat("w"), "elsewhere:1:seat-x", px=60_000)
             await client.delete(keys.runs("w"))
             await client.hset(keys.runs("w"), "theirs", theirs)
+            assert control.connected
             await eventually(lambda: asyncio.sleep(0, control.seat.lost), lambda lost: lost)
+            # it serves no cross-worker control any more: /readyz must not say it is ready
+            assert not control.connected
             await asyncio.sleep(0.5)  # five heartbeats of the stalled one
             assert await client.hkeys(keys.runs("w")) == [b"theirs"]
             await control.aclose()

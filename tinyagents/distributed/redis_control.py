@@ -142,8 +142,10 @@ class RedisControl:
 
     @property
     def connected(self) -> bool:
-        """None of the three jobs is in an outage (true before ``start`` and without Redis)."""
-        return not self.outages.down(_JOBS)
+        """None of the three jobs is in an outage (true before ``start`` and without Redis),
+        and this process still holds its worker id (one that lost it to another process
+        serves no cross-worker control: ``/readyz`` says Redis is unavailable)."""
+        return not self.seat.lost and not self.outages.down(_JOBS)
 
     # ------------------------------------------------------------------ lifecycle
 
