@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from graphkit import LogState, logger
 
-from tinyagents import Runtime
+from tinyagents import Agent, Runtime
 from tinyagents.errors import ThreadBusy
-from tinyagents.graph import END, START, Send, StateGraph, interrupt
+from tinyagents.graph import END, START, AgentNode, Send, StateGraph, interrupt
 from tinyagents.graph.recovery import applied_by_steering
 from tinyagents.protocol import (
     SteeringActor,
@@ -22,7 +22,7 @@ from tinyagents.protocol import (
 )
 from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
-from tinyagents.testkit import EventRecorder, EventWaiter
+from tinyagents.testkit import EventRecorder, EventWaiter, ScriptedModel
 
 TEST = SteeringActor.test()
 
@@ -283,7 +283,6 @@ async def test_stale_checkpoint_is_rejected_and_the_fork_variant_applied(
     [
         (SteeringKind.APPROVE, {}, "2 matching interrupts"),
         (SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}, "zzz"),
-        (SteeringKind.CANCEL, {}, "cannot be applied on a fork"),
     ],
 )
 async def test_a_fork_command_that_fails_leaves_no_fork_thread(
@@ -322,6 +321,30 @@ async def test_a_fork_command_that_fails_leaves_no_fork_thread(
         assert await cp.list(f"t~{forked.correlation_id}") == []
         await handle.cancel()
         await handle.result()
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [(SteeringKind.CANCEL, {}), (SteeringKind.PAUSE, {}), (SteeringKind.REQUEST_STATUS, {})],
+)
+async def test_a_fork_of_a_kind_no_fork_takes_is_refused_at_submit(
+    rt: Runtime, waiter: EventWaiter, kind: SteeringKind, payload: dict[str, Any]
+) -> None:
+    """Only answers, redirects and updates can be applied on a fork: the others were accepted,
+    then failed ("cannot be applied on a fork") — or, for a pause, paused the run itself."""
+    graph = two_questions(MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    stale = (await both_paused(waiter, handle.run_id))["right"].checkpoint_id
+    forked = command(
+        SteeringTarget.agent_run(handle.run_id), kind, payload, checkpoint_id=stale, fork=True
+    )
+    receipt = await rt.submit(forked)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    assert f"{kind.value} cannot be applied on a fork" in (receipt.reason or "")
+    assert await graph.checkpointer.latest(f"t~{forked.correlation_id}") is None
+    assert handle.status is RunStatus.INTERRUPTED
+    await handle.cancel()
+    await handle.result()
 
 
 async def test_cancel_a_paused_task_skips_it(rt: Runtime, waiter: EventWaiter) -> None:
@@ -1023,3 +1046,84 @@ async def test_a_command_sent_while_paused_lands_at_the_boundary_the_run_is_held
     assert applied.affected["checkpoint_id"]
     expected = ["a", "c"] if kind is SteeringKind.REDIRECT else ["a", "human", "b", "c"]
     assert result.output["log"] == expected
+
+
+AGENT_ONLY = [
+    (SteeringKind.ADD_INSTRUCTION, {"text": "be brief"}),
+    (SteeringKind.REPLACE_INSTRUCTION, {"text": "be brief"}),
+    (SteeringKind.ASK_CLARIFYING_QUESTION, {"question": "why?"}),
+    (SteeringKind.CONSTRAIN_TOOLS, {"tools": ["search"]}),
+    (SteeringKind.CONSTRAIN_MODEL, {"models": ["m"]}),
+    (SteeringKind.UPDATE_BUDGET, {"max_model_calls": 2}),
+    (SteeringKind.PAUSE, {}),
+]
+
+
+@pytest.mark.parametrize(("kind", "payload"), AGENT_ONLY)
+async def test_agent_only_commands_to_a_function_node_are_refused_at_submit(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, kind: SteeringKind, payload: Any
+) -> None:
+    """Only an agent node's child run takes these; a function node has none. They were
+    accepted, then failed at the next boundary ("has no meaning for ...")."""
+    handle = await rt.start_graph(two_questions(MemoryCheckpointer()), {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    for target in (
+        SteeringTarget.graph_node(handle.run_id, "left"),
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id),
+    ):
+        cmd = command(target, kind, payload)
+        receipt = await rt.submit(cmd)
+        assert receipt.status == "rejected" and receipt.policy_id == "graph"
+        reason = receipt.reason or ""
+        assert "node 'left'" in reason and "not an agent node" in reason
+        assert "update_state" in reason  # what to send instead
+        assert [e.type for e in recorder.steering(cmd.correlation_id)][-1] == "steering.rejected"
+    await rt.submit(command(SteeringTarget.agent_run(handle.run_id), SteeringKind.CANCEL))
+    assert (await handle.result()).status is RunStatus.CANCELLED
+    recorder.assert_every_command_terminal()
+
+
+@pytest.mark.parametrize(("kind", "payload"), [k for k in AGENT_ONLY if k[0] != "pause"])
+async def test_agent_only_commands_to_a_graph_run_or_its_thread_are_refused_at_submit(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, kind: SteeringKind, payload: Any
+) -> None:
+    handle = await rt.start_graph(two_questions(MemoryCheckpointer()), {}, thread_id="t")
+    await both_paused(waiter, handle.run_id)
+    for target in (SteeringTarget.agent_run(handle.run_id), SteeringTarget.thread("t")):
+        receipt = await rt.submit(command(target, kind, payload))
+        assert receipt.status == "rejected" and receipt.policy_id == "graph"
+        assert f"graph run {handle.run_id} itself" in (receipt.reason or "")
+        assert "graph_node" in (receipt.reason or "")
+    await rt.submit(command(SteeringTarget.agent_run(handle.run_id), SteeringKind.CANCEL))
+    assert (await handle.result()).status is RunStatus.CANCELLED
+    recorder.assert_every_command_terminal()
+
+
+async def test_an_instruction_for_an_agent_node_not_running_yet_is_accepted_and_fails_late(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    """Whether an agent node is running when the command lands depends on timing: that one
+    is accepted, and fails at the boundary with its reason, as documented."""
+    gate = asyncio.Event()
+
+    async def first(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": ["first"]}
+
+    graph = StateGraph(LogState).add_node("first", first)
+    writer = Agent("writer", model=ScriptedModel(["x"]))
+    graph.add_node(
+        "writer", AgentNode(writer, input=lambda s: "go", output=lambda o, s: {"log": [o]})
+    )
+    graph.add_edge(START, "first").add_edge("first", "writer").add_edge("writer", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    await waiter.event("graph.task_started", handle.run_id, node="first")
+    cmd = command(
+        SteeringTarget.graph_node(handle.run_id, "writer"),
+        SteeringKind.ADD_INSTRUCTION,
+        {"text": "hi"},
+    )
+    assert (await rt.submit(cmd)).status == "accepted"
+    gate.set()
+    assert await settled(waiter, cmd.correlation_id) == "steering.failed"
+    assert (await handle.result()).output["log"] == ["first", "x"]

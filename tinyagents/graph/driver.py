@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled
-from tinyagents.graph.lowering import GraphSteering, node_of_task, undeliverable
+from tinyagents.graph.lowering import GraphSteering, never_applied, node_of_task, undeliverable
 from tinyagents.graph.managed import drive
 from tinyagents.graph.recovery import EarlierApplied, continued_run_id
 from tinyagents.graph.run_events import GraphEvents
@@ -65,14 +65,19 @@ class GraphCommandCheck(CheckPolicy):
     """A graph run's own policy: refuses at submit, whatever the target's form (task, node,
     run or thread), a command the run could only accept and never apply — a delivery class
     it never reaches, a redirect to no node or to an unknown one, a fork of a run that saves
-    no checkpoints."""
+    no checkpoints or of a kind no fork takes, an instruction (or tool, model, budget
+    change, node pause) for a node that is not an agent node or for the graph run itself."""
 
     policy_id = "graph"
 
-    def __init__(self, graph: GraphCore, run_id: str, *, saves: bool = True) -> None:
+    def __init__(
+        self, graph: GraphCore, run_id: str, *, saves: bool = True, run: GraphRun | None = None
+    ) -> None:
         self.graph = graph
         self.run_id = run_id
         self.saves = saves
+        #: the run, to find the node of a task target
+        self.run = run
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         if cmd.fork and not self.saves:
@@ -83,7 +88,16 @@ class GraphCommandCheck(CheckPolicy):
         problem = undeliverable(cmd, self.run_id)
         if problem is None and cmd.kind is SteeringKind.REDIRECT:
             problem = goto_problem(self.graph, cmd.payload.get("goto"))
-        return problem
+        if problem is not None:
+            return problem
+        target, node = cmd.target, None
+        if isinstance(target, GraphNodeTarget):
+            node = target.node
+        elif isinstance(target, GraphTaskTarget):
+            node = node_of_task(self.run, target.task_id) if self.run is not None else None
+            if node is None:  # not pending (the router says so): nothing to judge here
+                return None
+        return never_applied(self.graph, cmd, self.run_id, node)
 
 
 class GraphRunDriver(RunDriver):
@@ -233,7 +247,9 @@ async def start_graph_run(
         entries = TaskEntries(runtime, handle, events, graph.name, continued=recovery.continued)
         run.task_hooks = entries
         handle.driver = GraphRunDriver(runtime, graph, run, steering, entries)
-        handle.policies = [GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None)]
+        handle.policies = [
+            GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None, run=run)
+        ]
         if run_id in runtime.runs:
             handle.reopen()
         else:

@@ -74,6 +74,58 @@ AGENT_BOUNDARIES = {
 }
 
 
+#: What a graph run lowers itself (and a pause of the whole run); any other kind is for an
+#: agent node's child run, to which it is routed while that node runs (``TaskEntries.route``).
+GRAPH_KINDS = RESUME_KINDS | {
+    SteeringKind.REDIRECT,
+    SteeringKind.UPDATE_STATE,
+    SteeringKind.CANCEL,
+    SteeringKind.RESUME,
+    SteeringKind.REQUEST_STATUS,
+}
+#: What can be applied on a fork of the thread (``fork=True``).
+FORK_KINDS = RESUME_KINDS | {SteeringKind.REDIRECT, SteeringKind.UPDATE_STATE}
+_INSTEAD = (
+    "to steer the graph itself send update_state or redirect, or approve / reject / "
+    "provide_context to answer an interrupt"
+)
+
+
+def never_applied(
+    graph: GraphCore, cmd: SteeringCommand, run_id: str, node: str | None
+) -> str | None:
+    """Why graph run ``run_id`` could only accept ``cmd`` and never apply it, whatever the
+    timing, or None. ``node``: the node a task or node target names (None for the run or
+    its thread). Only an agent node's child run takes instructions, tool, model and budget
+    changes (or a pause of one node); a function or sub-graph node has none, nor has the
+    graph run itself. (An agent node's run exists only while the node runs: a command for an
+    agent node that is not running is accepted, and fails when it lands.)"""
+    kind = cmd.kind
+    if cmd.fork and kind not in FORK_KINDS:
+        names = ", ".join(sorted(k.value for k in FORK_KINDS))
+        return f"{kind.value} cannot be applied on a fork: fork=True takes {names}"
+    if kind in GRAPH_KINDS:
+        return None
+    if node is None:
+        if kind is SteeringKind.PAUSE:
+            return None
+        agents = [name for name, spec in graph.nodes.items() if spec.agent is not None]
+        which = f"its agent nodes: {', '.join(agents)}" if agents else "it has no agent nodes"
+        return (
+            f"{kind.value} cannot be applied to graph run {run_id} itself: only an agent "
+            f"node's run takes it, while the node runs (send it to "
+            f"SteeringTarget.graph_node(run_id, node); {which}); {_INSTEAD}"
+        )
+    spec = graph.nodes.get(node)
+    if spec is None or spec.agent is not None:
+        return None
+    what = "a sub-graph" if spec.subgraph is not None else "a function"
+    return (
+        f"{kind.value} cannot reach node {node!r} of graph run {run_id}: it is not an agent "
+        f"node ({what}), and only an agent node's run takes {kind.value}; {_INSTEAD}"
+    )
+
+
 def undeliverable(cmd: SteeringCommand, run_id: str) -> str | None:
     """Why ``cmd``'s delivery class can never be met by graph run ``run_id``, or None."""
     if cmd.delivery not in AGENT_BOUNDARIES:
