@@ -1127,3 +1127,36 @@ async def test_an_instruction_for_an_agent_node_not_running_yet_is_accepted_and_
     gate.set()
     assert await settled(waiter, cmd.correlation_id) == "steering.failed"
     assert (await handle.result()).output["log"] == ["first", "x"]
+
+
+async def test_a_run_cancel_supersedes_what_was_delivered_with_the_pause_holding_the_run(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """Commands taken at the boundary together with a pause wait behind it; a run cancel
+    sent while paused ended them ``failed`` ("the graph run ended before this command"),
+    where DESIGN.md says a cancel supersedes every pending non-cancel command of its target."""
+    gate = asyncio.Event()
+    handle = await rt.start_graph(gated_chain(gate), {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    run = SteeringTarget.agent_run(handle.run_id)
+    pause = command(run, SteeringKind.PAUSE, priority=SteeringPriority.HIGH)
+    behind = [
+        command(run, SteeringKind.UPDATE_STATE, {"update": {"log": ["u"]}}),
+        command(
+            SteeringTarget.graph_node(handle.run_id, "b"), SteeringKind.REDIRECT, {"goto": "c"}
+        ),
+        command(run, SteeringKind.REQUEST_STATUS),
+    ]
+    for cmd in (pause, *behind):
+        assert (await rt.submit(cmd)).status == "accepted"
+    gate.set()
+    assert await settled(waiter, pause.correlation_id) == "steering.applied"
+    cancel = command(run, SteeringKind.CANCEL)
+    await rt.submit(cancel)
+    assert (await handle.result()).status is RunStatus.CANCELLED
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    for cmd in behind:
+        last = recorder.steering(cmd.correlation_id)[-1]
+        assert last.type == "steering.superseded", (cmd.kind, last.type, last.reason)
+        assert cancel.correlation_id in (last.reason or "")
+    recorder.assert_every_command_terminal()

@@ -201,3 +201,58 @@ async def test_commands_to_a_run_resting_on_interrupts_each_end_once(
         for cid in {e.correlation_id for e in recorder.events if e.type.startswith("steering.")}:
             ends = [e.type for e in recorder.steering(cid) if e.type in TERMINAL]
             assert len(ends) == 1, ends
+
+
+async def steer_with_pause(
+    spec: list[tuple[Any, ...]], pause_priority: SteeringPriority, order: list[int]
+) -> dict[str, Any]:
+    """As ``steer``, with a run pause among the commands: the commands ordered after it wait
+    behind it at the boundary; once it holds the run, a run cancel ends the run."""
+    async with Runtime(testing=True) as rt:
+        waiter, recorder = EventWaiter(), EventRecorder()
+        rt.bus.add_sink(waiter)
+        rt.bus.add_sink(recorder)
+        gate = asyncio.Event()
+        handle = await rt.start_graph(gated(gate), {}, thread_id="t")
+        await waiter.event("graph.task_started", handle.run_id, node="a")
+        run = SteeringTarget.agent_run(handle.run_id)
+        pause = SteeringCommand(
+            target=run, actor=SteeringActor.test(), kind=SteeringKind.PAUSE, priority=pause_priority
+        )
+        cmds = [*build(spec, handle.run_id), pause]
+        receipts = {i: (await rt.submit(cmds[i])).status.value for i in order}
+        gate.set()
+        paused = await waiter.until(
+            lambda e: (
+                e.type in TERMINAL and getattr(e, "correlation_id", None) == pause.correlation_id
+            )
+        )
+        if paused.type == "steering.applied" and not handle.done:
+            cancel = SteeringCommand(
+                target=run, actor=SteeringActor.test(), kind=SteeringKind.CANCEL
+            )
+            await rt.submit(cancel)
+        result = await handle.result()
+        recorder.assert_every_command_terminal()
+        outcomes = []
+        for i, cmd in enumerate(cmds):
+            ends = [e for e in recorder.steering(cmd.correlation_id) if e.type in TERMINAL]
+            assert len(ends) == 1, (cmd.kind, [e.type for e in ends])
+            if cmd.kind is not SteeringKind.CANCEL:
+                # a run cancel supersedes what waits behind the pause; nothing "ran out"
+                assert "ended before" not in (ends[0].reason or ""), (cmd.kind, ends[0].reason)
+            outcomes.append((receipts[i], ends[0].type))
+        return {"status": result.status, "output": result.output, "outcomes": outcomes}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+async def test_a_cancel_while_paused_ends_each_command_once_whatever_the_submit_order(
+    data: st.DataObject,
+) -> None:
+    spec = data.draw(st.lists(st.tuples(menu, PRIORITIES), min_size=1, max_size=5))
+    pause_priority = data.draw(PRIORITIES)
+    order = data.draw(st.permutations(range(len(spec) + 1)))
+    in_order = await steer_with_pause(spec, pause_priority, list(range(len(spec) + 1)))
+    shuffled = await steer_with_pause(spec, pause_priority, list(order))
+    assert shuffled == in_order

@@ -286,10 +286,10 @@ async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringC
         except (RunCancelled, TaskCancelled) as exc:
             tasks = exc.affected if isinstance(exc, TaskCancelled) else {}
             inbox.applied(cmd, **tasks, run_id=steering.handle.run_id, step=run.head.step)
-            _fail_rest(steering, cmds[pos + 1 :])
+            _end_rest(steering, cmds[pos + 1 :], cmd if isinstance(exc, RunCancelled) else None)
             raise
         except _Stopped as stop:  # cancelled while paused: that command reported itself
-            _fail_rest(steering, cmds[pos + 1 :])
+            _end_rest(steering, cmds[pos + 1 :], stop.cancel)
             raise stop.error from None
         except TinyAgentsError as exc:  # bad update keys, unknown nodes: the command's fault
             inbox.failed(cmd, str(exc))
@@ -297,9 +297,18 @@ async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringC
         inbox.applied(cmd, **affected)
 
 
-def _fail_rest(steering: GraphSteering, cmds: list[SteeringCommand]) -> None:
+def _end_rest(
+    steering: GraphSteering, cmds: list[SteeringCommand], cancel: SteeringCommand | None
+) -> None:
+    """The run ended before ``cmds``, delivered with the command that ended it: a run
+    ``cancel`` supersedes every one that is not a cancel (DESIGN.md, "Conflicts"), as it does
+    those still queued; otherwise (a task cancel under ``fail_run``) they fail."""
+    inbox = steering.handle.inbox
     for cmd in cmds:
-        steering.handle.inbox.failed(cmd, "the graph run ended before this command")
+        if cancel is not None and cmd.kind is not SteeringKind.CANCEL:
+            inbox.superseded(cmd, cancel.correlation_id)
+        else:
+            inbox.failed(cmd, "the graph run ended before this command")
 
 
 def _run_level(cmd: SteeringCommand) -> bool:
@@ -538,9 +547,12 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
 
 
 class _Stopped(Exception):
-    def __init__(self, error: BaseException) -> None:
+    """The run was stopped while paused, by ``error``; ``cancel``: the run cancel that did."""
+
+    def __init__(self, error: BaseException, cancel: SteeringCommand | None = None) -> None:
         super().__init__(str(error))
         self.error = error
+        self.cancel = cancel
 
 
 async def wait_while_paused(steering: GraphSteering, run: GraphRun) -> None:
@@ -554,20 +566,22 @@ async def wait_while_paused(steering: GraphSteering, run: GraphRun) -> None:
                 taken = inbox.take(Boundary.WHILE_PAUSED)
                 for pos, ctl in enumerate(taken):
                     stop: BaseException | None = None
+                    cancel: SteeringCommand | None = None
                     if ctl.kind is SteeringKind.RESUME:
                         inbox.paused = False
                         inbox.applied(ctl, paused=False)
                     elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
                         inbox.applied(ctl, run_id=handle.run_id)
                         stop = RunCancelled(handle.run_id, "cancelled while paused")
+                        cancel = ctl
                     else:
                         try:
                             await lower_all(steering, run, [ctl])
                         except (RunCancelled, TaskCancelled) as exc:
                             stop = exc
                     if stop is not None:
-                        _fail_rest(steering, taken[pos + 1 :])
-                        raise _Stopped(stop)
+                        _end_rest(steering, taken[pos + 1 :], cancel)
+                        raise _Stopped(stop, cancel)
     finally:
         inbox.paused = False
 

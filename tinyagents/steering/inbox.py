@@ -31,6 +31,8 @@ class Reports(Protocol):
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None: ...
 
+    def mark_superseded(self, cmd: SteeringCommand, by: str) -> None: ...
+
 
 class Inbox:
     """One run's queue. ``depth`` is the run's depth in its tree (the queue orders commands of
@@ -91,6 +93,11 @@ class Inbox:
 
     def failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._router.mark_failed(cmd, reason)
+
+    def superseded(self, cmd: SteeringCommand, by: str) -> None:
+        """``cmd`` was delivered, and a cancel (correlation id ``by``) ended its target
+        before it was applied."""
+        self._router.mark_superseded(cmd, by)
 
     async def wait(self) -> None:
         """Wait until a command is queued (used while paused)."""

@@ -439,6 +439,9 @@ class SteeringRouter:
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd), "failed", reason=reason)
 
+    def mark_superseded(self, cmd: SteeringCommand, by: str) -> None:
+        self._finish(self._open(cmd), "superseded", reason=f"superseded by {by}", superseded_by=by)
+
     # ------------------------------------------------------------------ internals
 
     def _holds(self, cmd: SteeringCommand, capability: MiddlewareCapability) -> bool:
