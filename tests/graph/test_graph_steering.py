@@ -10,7 +10,7 @@ from graphkit import LogState, logger
 
 from tinyagents import Agent, Runtime
 from tinyagents.errors import ThreadBusy
-from tinyagents.graph import END, START, AgentNode, Send, StateGraph, interrupt
+from tinyagents.graph import END, START, AgentNode, Command, Send, StateGraph, interrupt
 from tinyagents.graph.recovery import applied_by_steering
 from tinyagents.protocol import (
     SteeringActor,
@@ -1160,3 +1160,55 @@ async def test_a_run_cancel_supersedes_what_was_delivered_with_the_pause_holding
         assert last.type == "steering.superseded", (cmd.kind, last.type, last.reason)
         assert cancel.correlation_id in (last.reason or "")
     recorder.assert_every_command_terminal()
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "answer"),
+    [
+        (SteeringKind.APPROVE, {}, True),
+        (SteeringKind.REJECT, {"reason": "no"}, False),
+    ],
+)
+async def test_an_answer_sent_to_a_thread_before_its_run_resumes_is_used_when_it_does(
+    tmp_path: Any, kind: SteeringKind, payload: dict[str, Any], answer: bool
+) -> None:
+    """A restart: the thread's last checkpoint holds a pending interrupt and no run is live.
+    The operator's answer to the thread waits for the thread (as LangGraph's
+    ``Command(resume=...)`` waits for the next invoke) and answers the interrupt when a run
+    resumes it — in the new process, with a durable store."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with SqliteCheckpointer(tmp_path / "cp.db") as cp:
+        graph = ask_after_prep(cp)
+        async with Runtime(testing=True, store=store) as first:
+            assert (await graph.run({}, thread_id="t", runtime=first)).status == "interrupted"
+        async with Runtime(testing=True, store=store) as rt:
+            recorder = EventRecorder()
+            rt.bus.add_sink(recorder)
+            cmd = command(SteeringTarget.thread("t"), kind, payload)
+            assert (await rt.submit(cmd)).status == "deferred"  # no live run on the thread
+            result = await graph.run(None, thread_id="t", runtime=rt)
+            assert result.status == "completed"
+            assert result.state["log"] == ["prep", f"ask:{answer}"]
+            assert recorder.steering(cmd.correlation_id)[-1].type == "steering.applied"
+            recorder.assert_every_command_terminal()
+
+
+async def test_a_held_thread_answer_the_resumed_run_made_moot_says_how_to_answer(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    """The run resumed with its own ``Command(resume=...)``: the held answer has nothing left
+    to answer, and its reason says how a thread's interrupt is answered (it only said "no
+    pending interrupt")."""
+    graph = ask_after_prep(MemoryCheckpointer())
+    assert (await graph.run({}, thread_id="t")).status == "interrupted"  # no runtime: no run
+    pending = (await graph.get_state("t")).interrupts[0]
+    cmd = command(SteeringTarget.thread("t"), SteeringKind.APPROVE)
+    assert (await rt.submit(cmd)).status == "deferred"
+    own = Command(resume={pending.id: {"approved": False}})
+    result = await graph.run(own, thread_id="t", runtime=rt)
+    assert result.state["log"] == ["prep", "ask:False"]  # the run's own answer
+    last = recorder.steering(cmd.correlation_id)[-1]
+    assert last.type == "steering.failed"
+    reason = last.reason or ""
+    assert "thread t has no pending interrupt to approve" in reason
+    assert "graph.run(None, thread_id=" in reason and "Command(resume=" in reason

@@ -51,6 +51,7 @@ from tinyagents.protocol.commands import (
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
+    ThreadTarget,
     dedupe_scope,
     mutable_copy,
 )
@@ -372,6 +373,15 @@ def answers(cmd: SteeringCommand, interrupt: Interrupt, owner_node: str) -> bool
     return True  # the whole run: any pending interrupt (disambiguated by interrupt_id)
 
 
+#: How an answer sent to a thread is used (said when it found nothing to answer).
+_THREAD_ANSWER = (
+    ": an answer sent to a thread with no live run waits for the run that resumes it, "
+    "graph.run(None, thread_id=...) or rt.start_graph(graph, None, thread_id=...); a run "
+    "started with its own Command(resume=...) answers the interrupt itself, and one started "
+    "with new input leaves it behind"
+)
+
+
 def _answered(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> list[Interrupt]:
     """The pending interrupts (with their top-level node) ``cmd`` answers."""
     found = [i for node, i in pending if answers(cmd, i, node)]
@@ -427,7 +437,10 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
                 f"{cmd.target.describe()} has no pending interrupt {wanted!r} to "
                 f"{cmd.kind.value} (pending: {', '.join(there)})"
             )
-        raise CannotApply(f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}")
+        reason = f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}"
+        if isinstance(cmd.target, ThreadTarget):
+            reason += _THREAD_ANSWER
+        raise CannotApply(reason)
     if len(candidates) > 1:
         ids = ", ".join(i.id for i in candidates)
         raise CannotApply(
