@@ -266,10 +266,35 @@ def detach(value: Any) -> Any:
 
 def add_messages(left: Any, right: Any) -> list[Any]:
     """Merge message lists by id: a message whose ``id`` exists replaces it, others append.
-    A message object without an id gets one first (``with_message_ids``), as LangGraph's."""
-    merged = MessageList(with_message_ids(_items(left or [])))
-    merged.merge(with_message_ids(_items(right)))
+    A message object without an id gets one first (``with_message_ids``), as LangGraph's.
+    A ``(role, content)`` tuple is one message, a LangChain one when ``langchain_core`` is
+    installed (``message_items``)."""
+    merged = MessageList(with_message_ids(message_items(left or [])))
+    merged.merge(with_message_ids(message_items(right)))
     return merged
+
+
+def message_items(write: Any) -> list[Any]:
+    """The messages of an ``add_messages`` write: a list's items, or the write as one
+    message. A ``(role, content)`` tuple is one message (LangGraph's shorthand, e.g.
+    ``("user", "hi")``), made a LangChain message as LangGraph makes it when
+    ``langchain_core`` is installed, else kept as written; another tuple (of messages) is
+    several. Strings and dicts are left as written: a dict's keys go to a provider's API."""
+    if isinstance(write, list) or (isinstance(write, tuple) and not _role_pair(write)):
+        items = list(write)
+    else:
+        items = [write]
+    if not any(_role_pair(m) for m in items):
+        return items
+    try:
+        from langchain_core.messages import convert_to_messages
+    except ImportError:
+        return items
+    return [convert_to_messages([m])[0] if _role_pair(m) else m for m in items]
+
+
+def _role_pair(item: Any) -> bool:
+    return type(item) is tuple and len(item) == 2 and isinstance(item[0], str)
 
 
 #: The keys every LangChain message has when pydantic dumps it (``to_jsonable_python``), and
@@ -335,7 +360,7 @@ class Messages(Reducer):
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
         new: list[Any] = []
         for write in writes:
-            new.extend(_items(write))
+            new.extend(message_items(write))
         return self.replay(current, with_message_ids(new)), new
 
     def replay(self, current: Any, delta: Any) -> Any:
@@ -363,10 +388,10 @@ class Messages(Reducer):
         return [changed] if changed else []
 
     def normalize(self, write: Any) -> Any:
-        return with_message_ids(_items(write))  # a task's saved result holds the ids
+        return with_message_ids(message_items(write))  # a task's saved result holds the ids
 
     def replace(self, value: Any) -> Any:
-        return self.replay(MISSING, with_message_ids(_items(value)))
+        return self.replay(MISSING, with_message_ids(message_items(value)))
 
 
 def union(left: Any, right: Any) -> set[Any]:

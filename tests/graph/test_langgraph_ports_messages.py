@@ -1,0 +1,121 @@
+"""Ports of LangGraph's ``add_messages`` tests (libs/langgraph/tests/test_messages.py), run
+against ``tinyagents.graph.add_messages`` and LangGraph's side by side.
+
+LangGraph turns a ``(role, content)`` tuple into a LangChain message; so does ours when
+``langchain_core`` is installed (an optional dependency: without it the tuple stays one
+item). Strings and dicts are ours to leave as written (docs/graph.md, "Reducers").
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph_kit import THEIRS, cfg, lg_message, pair
+
+from tinyagents.graph import add_messages
+from tinyagents.store.checkpoint import Checkpointer
+
+messages = pytest.importorskip("langchain_core.messages")
+
+
+def shape(merged: list[Any]) -> list[tuple[str, Any]]:
+    return [(type(m).__name__, m.content) for m in merged]
+
+
+def test_add_single_message() -> None:
+    left = [messages.HumanMessage("Hello", id="1")]
+    right = messages.AIMessage("Hi there!", id="2")
+    assert add_messages(left, right) == lg_message.add_messages(left, right)
+
+
+def test_add_multiple_messages() -> None:
+    left = [messages.HumanMessage("Hello", id="1")]
+    right = [messages.AIMessage("Hi there!", id="2"), messages.SystemMessage("Sys", id="3")]
+    assert add_messages(left, right) == lg_message.add_messages(left, right)
+
+
+def test_update_existing_message() -> None:
+    left = [messages.HumanMessage("Hello", id="1")]
+    right = messages.HumanMessage("Hello again", id="1")
+    assert add_messages(left, right) == [messages.HumanMessage("Hello again", id="1")]
+    assert add_messages(left, right) == lg_message.add_messages(left, right)
+
+
+def test_missing_ids() -> None:
+    left = [messages.HumanMessage("Hello")]
+    right = [messages.AIMessage("Hi there!")]
+    ours, theirs = add_messages(left, right), lg_message.add_messages(left, right)
+    assert shape(ours) == shape(theirs)
+    assert all(uuid.UUID(m.id).version == 4 for m in ours)
+
+
+def test_remove_message() -> None:
+    left = [messages.HumanMessage("Hello", id="1"), messages.AIMessage("Hi there!", id="2")]
+    right = messages.RemoveMessage(id="2")
+    assert add_messages(left, right) == lg_message.add_messages(left, right)
+
+
+def test_a_role_content_tuple_is_one_message() -> None:
+    """LangGraph's shorthand: ``("user", "hi")`` is a HumanMessage. Ours took the tuple for a
+    sequence of two messages, ``"user"`` and ``"hi"``."""
+    ours = add_messages([], ("user", "hi"))
+    theirs = lg_message.add_messages([], ("user", "hi"))
+    assert shape(ours) == shape(theirs) == [("HumanMessage", "hi")]
+    assert uuid.UUID(ours[0].id).version == 4
+
+
+def test_role_content_tuples_in_a_list() -> None:
+    right = [("user", "hi"), ("assistant", "hello"), ("system", "be brief")]
+    ours = add_messages([messages.HumanMessage("a", id="1")], right)
+    theirs = lg_message.add_messages([messages.HumanMessage("a", id="1")], right)
+    assert shape(ours) == shape(theirs)
+    assert shape(ours)[1:] == [
+        ("HumanMessage", "hi"),
+        ("AIMessage", "hello"),
+        ("SystemMessage", "be brief"),
+    ]
+
+
+def test_a_role_content_tuple_without_langchain_stays_one_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LangChain is optional: without it a tuple is one message, as written."""
+    monkeypatch.setitem(sys.modules, "langchain_core.messages", None)  # import fails
+    assert add_messages([], ("user", "hi")) == [("user", "hi")]
+    assert add_messages([], [("user", "hi")]) == [("user", "hi")]
+
+
+def test_a_tuple_of_messages_is_still_several_messages() -> None:
+    pair_of = (messages.HumanMessage("a", id="1"), messages.AIMessage("b", id="2"))
+    assert add_messages([], pair_of) == list(pair_of)
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+
+
+class LgChat(TypedDict, total=False):
+    messages: Annotated[list[Any], lg_message.add_messages]
+
+
+async def test_a_node_returning_role_content_tuples(checkpointer: Checkpointer) -> None:
+    """LangGraph's own docstring example: ``lambda state: {"messages": [("assistant",
+    "Hello")]}``. The channel holds LangChain messages, with ids, read back the same."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(LgChat if g is THEIRS else Chat)
+        graph.add_node("chatbot", lambda state: {"messages": [("assistant", "Hello")]})
+        return graph.add_edge(g.START, "chatbot").add_edge("chatbot", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"messages": [("user", "hi")]}, cfg())
+    result = await ours.run({"messages": [("user", "hi")]}, thread_id="1")
+    assert result.status == "completed", result.error
+    assert shape(result.state["messages"]) == shape(out["messages"])
+    assert shape(out["messages"]) == [("HumanMessage", "hi"), ("AIMessage", "Hello")]
+    assert all(uuid.UUID(m.id).version == 4 for m in result.state["messages"])
+    saved = (await ours.get_state("1")).values["messages"]
+    assert saved == result.state["messages"]
