@@ -106,7 +106,6 @@ async def approve_and_finish(rt: Runtime, handle: Any, task_id: str) -> Any:
     ("update", "says"),
     [
         ({"log": ["half"], "score": "ten"}, "score takes an int"),  # the reducer raises
-        ({"log": ["half"], "nope": 1}, "unknown state key"),  # InvalidUpdateError
     ],
 )
 async def test_a_rejected_update_fails_the_command_and_changes_nothing(
@@ -136,6 +135,29 @@ async def test_a_rejected_update_fails_the_command_and_changes_nothing(
     recorder.assert_every_command_terminal()
 
 
+async def test_an_update_with_an_unknown_key_is_refused_at_submit_and_changes_nothing(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, checkpointer: Checkpointer
+) -> None:
+    """Known wrong whatever the state (the schema has no such key): refused by the run's
+    graph policy at submit; it used to be accepted, then fail at the next boundary."""
+    graph = asking_graph(checkpointer)
+    handle, asked = await waiting(rt, waiter, graph, {"log": ["seed"], "score": 1, "mode": "fast"})
+    before = await graph.get_state("t")
+    bad = command(
+        SteeringTarget.agent_run(handle.run_id),
+        SteeringKind.UPDATE_STATE,
+        {"update": {"log": ["half"], "nope": 1}},
+    )
+    receipt = await rt.submit(bad)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    assert "unknown state key" in (receipt.reason or "")
+    after = await graph.get_state("t")
+    assert after.values == before.values and after.checkpoint_id == before.checkpoint_id
+    result = await approve_and_finish(rt, handle, asked.task_id)
+    assert result.output == {"log": ["seed", "ask:True", "done"], "score": 1, "mode": "fast"}
+    recorder.assert_every_command_terminal()
+
+
 async def test_an_update_whose_as_node_routing_raises_fails_the_command_only(
     rt: Runtime, waiter: EventWaiter, checkpointer: Checkpointer
 ) -> None:
@@ -161,7 +183,7 @@ class Counted(BaseModel):
     log: Annotated[list[str], operator.add] = []
 
 
-async def test_an_update_that_fails_a_pydantic_state_fails_the_command_only(
+async def test_an_update_that_fails_a_pydantic_state_is_refused_at_submit(
     rt: Runtime, waiter: EventWaiter, checkpointer: Checkpointer
 ) -> None:
     def ask_count(state: Counted) -> dict[str, Any]:
@@ -177,9 +199,9 @@ async def test_an_update_that_fails_a_pydantic_state_fails_the_command_only(
         SteeringKind.UPDATE_STATE,
         {"update": {"log": ["half"], "count": "many"}},
     )
-    await rt.submit(bad)
-    event = await outcome(waiter, bad)
-    assert event.type == "steering.failed" and "count" in (event.reason or "")
+    receipt = await rt.submit(bad)  # the schema refuses it whatever the state: at submit
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    assert "'count'" in (receipt.reason or "")
     good = command(
         SteeringTarget.agent_run(handle.run_id),
         SteeringKind.UPDATE_STATE,

@@ -192,21 +192,32 @@ async def test_update_state_through_steering_uses_the_reducers(
     bad = command(
         SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}
     )
-    assert (await rt.submit(bad)).status in ("accepted", "rejected")
+    assert (await rt.submit(bad)).status == "rejected"
 
 
-async def test_bad_update_fails_the_command_not_the_run(rt: Runtime, waiter: EventWaiter) -> None:
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ({"update": {"zzz": 1}}, "unknown state key"),
+        ({"update": {"log": ["x"]}, "as_node": "ghost"}, "as_node='ghost'): no such node"),
+    ],
+)
+async def test_an_update_the_graph_can_never_take_is_refused_at_submit(
+    rt: Runtime, waiter: EventWaiter, payload: dict[str, Any], says: str
+) -> None:
+    """A key the state does not have, or an ``as_node`` the graph does not have, is known
+    wrong when the command is sent: it was accepted, then failed at the next boundary."""
     gate = asyncio.Event()
     graph = gated_chain(gate)
     handle = await rt.start_graph(graph, {}, thread_id="t")
     await waiter.event("graph.task_started", handle.run_id, node="a")
-    bad = command(
-        SteeringTarget.agent_run(handle.run_id), SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}
-    )
-    await rt.submit(bad)
+    for target in (SteeringTarget.agent_run(handle.run_id), SteeringTarget.thread("t")):
+        receipt = await rt.submit(command(target, SteeringKind.UPDATE_STATE, payload))
+        assert receipt.status == "rejected" and receipt.policy_id == "graph"
+        assert says in (receipt.reason or "")
     gate.set()
-    assert await settled(waiter, bad.correlation_id) == "steering.failed"
-    assert (await handle.result()).status is RunStatus.COMPLETED
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b", "c"]
 
 
 def ask_after_prep(cp: Checkpointer) -> Any:
@@ -282,7 +293,6 @@ async def test_stale_checkpoint_is_rejected_and_the_fork_variant_applied(
     ("kind", "payload", "reason"),
     [
         (SteeringKind.APPROVE, {}, "2 matching interrupts"),
-        (SteeringKind.UPDATE_STATE, {"update": {"zzz": 1}}, "zzz"),
     ],
 )
 async def test_a_fork_command_that_fails_leaves_no_fork_thread(

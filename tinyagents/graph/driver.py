@@ -31,7 +31,7 @@ from tinyagents.graph.lowering import GraphSteering, never_applied, node_of_task
 from tinyagents.graph.managed import drive
 from tinyagents.graph.recovery import EarlierApplied, continued_run_id
 from tinyagents.graph.run_events import GraphEvents
-from tinyagents.graph.session import GraphSession, goto_problem
+from tinyagents.graph.session import GraphSession, goto_problem, update_problem
 from tinyagents.graph.stream import GraphStream, follow
 from tinyagents.graph.task_entries import TaskEntries
 from tinyagents.protocol.commands import (
@@ -40,6 +40,7 @@ from tinyagents.protocol.commands import (
     GraphTaskTarget,
     SteeringCommand,
     SteeringKind,
+    mutable_copy,
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.info import RunInfo, RunStatus
@@ -65,8 +66,10 @@ class GraphCommandCheck(CheckPolicy):
     """A graph run's own policy: refuses at submit, whatever the target's form (task, node,
     run or thread), a command the run could only accept and never apply — a delivery class
     it never reaches, a redirect to no node or to an unknown one, a fork of a run that saves
-    no checkpoints or of a kind no fork takes, an instruction (or tool, model, budget
-    change, node pause) for a node that is not an agent node or for the graph run itself."""
+    no checkpoints or of a kind no fork takes, an update with a key the state does not have
+    (or a value its schema refuses, or an unknown ``as_node``), an instruction (or tool,
+    model, budget change, node pause) for a node that is not an agent node or for the graph
+    run itself."""
 
     policy_id = "graph"
 
@@ -88,6 +91,10 @@ class GraphCommandCheck(CheckPolicy):
         problem = undeliverable(cmd, self.run_id)
         if problem is None and cmd.kind is SteeringKind.REDIRECT:
             problem = goto_problem(self.graph, cmd.payload.get("goto"))
+        if problem is None and cmd.kind is SteeringKind.UPDATE_STATE:
+            payload = cmd.payload
+            update = mutable_copy(payload["update"])  # validated as it will be applied
+            problem = update_problem(self.graph, update, payload.get("as_node"))
         if problem is not None:
             return problem
         target, node = cmd.target, None

@@ -380,6 +380,19 @@ def goto_problem(graph: GraphCore, goto: Any) -> str | None:
     return None
 
 
+def update_problem(graph: GraphCore, update: Any, as_node: Any) -> str | None:
+    """Why a steering ``update_state`` can never be applied to ``graph``, whatever its state,
+    or None: an ``as_node`` the graph does not have, a key its state does not have, a value
+    its schema refuses. (A reducer or a router that refuses it depends on the state: that is
+    found when it is applied.)"""
+    try:
+        check_as_node(graph, as_node)
+        graph.schema.check_update(update, "update_state", "update_state value")
+    except InvalidUpdateError as exc:
+        return str(exc)
+    return None
+
+
 def finished_writes(graph: GraphCore, head: Head) -> list[tuple[str, Any]]:
     """What the tasks of an unfinished step that already finished wrote, in task order."""
     if not head.records:
