@@ -1222,3 +1222,34 @@ async def test_a_held_thread_answer_the_resumed_run_made_moot_says_how_to_answer
     reason = last.reason or ""
     assert "thread t has no pending interrupt to approve" in reason
     assert "graph.run(None, thread_id=" in reason and "Command(resume=" in reason
+
+
+async def test_a_task_cancel_while_paused_supersedes_what_waits_behind_the_pause_for_it(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """An approval of a task, delivered with a pause and held behind it, is a pending command
+    of that task: a cancel of the task sent while paused supersedes it (it failed after the
+    resume: "no pending interrupt"), and leaves the approval of the other task alone."""
+    graph = two_questions(MemoryCheckpointer(), policy="skip")
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    paused = await both_paused(waiter, handle.run_id)
+    run = SteeringTarget.agent_run(handle.run_id)
+    left = SteeringTarget.graph_task(handle.run_id, paused["left"].task_id)
+    right = SteeringTarget.graph_task(handle.run_id, paused["right"].task_id)
+    pause = command(run, SteeringKind.PAUSE, priority=SteeringPriority.HIGH)
+    approve_left = command(left, SteeringKind.APPROVE)
+    approve_right = command(right, SteeringKind.APPROVE)
+    for cmd in (pause, approve_left, approve_right):
+        assert (await rt.submit(cmd)).status == "accepted"
+    assert await settled(waiter, pause.correlation_id) == "steering.applied"
+    cancel = command(left, SteeringKind.CANCEL)
+    await rt.submit(cancel)
+    assert await settled(waiter, cancel.correlation_id) == "steering.applied"
+    await rt.submit(command(run, SteeringKind.RESUME))
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["right:True"]
+    last = recorder.steering(approve_left.correlation_id)[-1]
+    assert last.type == "steering.superseded", (last.type, last.reason)
+    assert cancel.correlation_id in (last.reason or "")
+    assert recorder.steering(approve_right.correlation_id)[-1].type == "steering.applied"
+    recorder.assert_every_command_terminal()

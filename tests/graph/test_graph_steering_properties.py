@@ -256,3 +256,75 @@ async def test_a_cancel_while_paused_ends_each_command_once_whatever_the_submit_
     in_order = await steer_with_pause(spec, pause_priority, list(range(len(spec) + 1)))
     shuffled = await steer_with_pause(spec, pause_priority, list(order))
     assert shuffled == in_order
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    policy=st.sampled_from(["skip", "fail_run"]),
+    spec=st.lists(answers, min_size=1, max_size=5),
+)
+async def test_a_task_cancel_while_paused_supersedes_what_waits_for_that_task(
+    policy: str, spec: list[tuple[SteeringKind, str, bool]]
+) -> None:
+    """Commands delivered behind a pause, then a cancel of the left task while paused: each
+    command ends once, and none aimed at the left task is applied to it afterwards (each is
+    superseded by the cancel, unless it is a cancel or a control kind taken while paused)."""
+    async with Runtime(testing=True) as rt:
+        waiter, recorder = EventWaiter(), EventRecorder()
+        rt.bus.add_sink(waiter)
+        rt.bus.add_sink(recorder)
+        handle = await rt.start_graph(two_questions(policy), {}, thread_id="t")
+        asked = {
+            node: await waiter.event("graph.interrupt", handle.run_id, node=node)
+            for node in ("left", "right")
+        }
+        run = SteeringTarget.agent_run(handle.run_id)
+        left = SteeringTarget.graph_task(handle.run_id, asked["left"].task_id)
+
+        def make(kind: SteeringKind, target: Any, payload: dict[str, Any], **kw: Any) -> Any:
+            return SteeringCommand(
+                target=target, actor=SteeringActor.test(), kind=kind, payload=payload, **kw
+            )
+
+        pause = make(SteeringKind.PAUSE, run, {}, priority=SteeringPriority.CRITICAL)
+        cmds = [pause]
+        for kind, where, named in spec:
+            if where == "run":
+                target = run
+            elif where.startswith("task:"):
+                target = SteeringTarget.graph_task(handle.run_id, asked[where[5:]].task_id)
+            else:
+                target = SteeringTarget.graph_node(handle.run_id, where[5:])
+            payload: dict[str, Any] = {}
+            if kind is SteeringKind.PROVIDE_CONTEXT:
+                payload["text"] = "ctx"
+            if kind is SteeringKind.UPDATE_STATE:
+                payload["update"] = {"log": ["u"]}
+            if kind is SteeringKind.REDIRECT:
+                payload["goto"] = "after"
+            if named and kind in (SteeringKind.APPROVE, SteeringKind.REJECT):
+                payload["interrupt_id"] = asked["left"].data["interrupt_id"]
+            cmds.append(make(kind, target, payload))
+        for cmd in cmds:
+            await rt.submit(cmd)
+        held = await waiter.until(
+            lambda e: (
+                e.type in TERMINAL and getattr(e, "correlation_id", None) == pause.correlation_id
+            )
+        )
+        if held.type == "steering.applied":
+            cancel = make(SteeringKind.CANCEL, left, {})
+            await rt.submit(cancel)
+            await rt.submit(make(SteeringKind.RESUME, run, {}))
+        await rt.submit(make(SteeringKind.CANCEL, run, {}))  # whatever is left ends the run
+        await handle.result()
+        recorder.assert_every_command_terminal()
+        for cmd in cmds[1:]:
+            ends = [e for e in recorder.steering(cmd.correlation_id) if e.type in TERMINAL]
+            assert len(ends) == 1, [e.type for e in ends]
+            control = (SteeringKind.REQUEST_STATUS, SteeringKind.RESUME, SteeringKind.PAUSE)
+            if held.type == "steering.applied" and cmd.target == left and cmd.kind not in control:
+                # control kinds are taken while paused, before the cancel; a cancel is no
+                # command a cancel supersedes
+                if cmd.kind is not SteeringKind.CANCEL:
+                    assert ends[0].type == "steering.superseded", (cmd.kind, ends[0].reason)

@@ -56,6 +56,7 @@ from tinyagents.protocol.commands import (
     mutable_copy,
 )
 from tinyagents.runs.info import RunStatus
+from tinyagents.steering.queue import covers
 
 if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore
@@ -266,19 +267,26 @@ async def holding(handle: RunHandle, status: RunStatus) -> AsyncIterator[None]:
         handle.info.status = RunStatus.RUNNING
 
 
-async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringCommand]) -> None:
-    """Apply ``cmds`` in order; each ends applied or failed (a run cancel ends the run)."""
+async def lower_all(
+    steering: GraphSteering, run: GraphRun, cmds: list[SteeringCommand]
+) -> list[SteeringCommand]:
+    """Apply ``cmds`` in order; each ends applied or failed, or superseded by a cancel of its
+    target applied while a pause held it (a run cancel ends the run). Returns the applied."""
     inbox = steering.handle.inbox
-    for pos, cmd in enumerate(cmds):
+    pending, done = list(cmds), []
+    while pending:
+        cmd = pending.pop(0)
         try:
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
                 inbox.applied(cmd, paused=True, step=run.head.step)
-                await wait_while_paused(steering, run)
+                done.append(cmd)
+                await wait_while_paused(steering, run, behind=pending)
                 steering.held = True
                 continue
             earlier = await steering.recovery.find(run, cmd)
             if earlier is not None:  # re-delivered after a crash: its effect is saved
                 inbox.applied(cmd, **earlier, applied_before_restart=True)
+                done.append(cmd)
                 continue
             affected = await lower(steering, run, cmd)
         except CannotApply as exc:
@@ -287,29 +295,46 @@ async def lower_all(steering: GraphSteering, run: GraphRun, cmds: list[SteeringC
         except (RunCancelled, TaskCancelled) as exc:
             tasks = exc.affected if isinstance(exc, TaskCancelled) else {}
             inbox.applied(cmd, **tasks, run_id=steering.handle.run_id, step=run.head.step)
-            _end_rest(steering, cmds[pos + 1 :], cmd if isinstance(exc, RunCancelled) else None)
+            _end_rest(steering, pending, cmd)
             raise
         except _Stopped as stop:  # cancelled while paused: that command reported itself
-            _end_rest(steering, cmds[pos + 1 :], stop.cancel)
+            _end_rest(steering, pending, stop.cancel)
             raise stop.error from None
         except TinyAgentsError as exc:  # bad update keys, unknown nodes: the command's fault
             inbox.failed(cmd, str(exc))
             continue
         inbox.applied(cmd, **affected)
+        done.append(cmd)
+    return done
 
 
 def _end_rest(
     steering: GraphSteering, cmds: list[SteeringCommand], cancel: SteeringCommand | None
 ) -> None:
-    """The run ended before ``cmds``, delivered with the command that ended it: a run
-    ``cancel`` supersedes every one that is not a cancel (DESIGN.md, "Conflicts"), as it does
-    those still queued; otherwise (a task cancel under ``fail_run``) they fail."""
+    """The run ended before ``cmds``, delivered with the command that ended it: what that
+    ``cancel`` covers (a run cancel: all; a task's or node's: that task's or node's commands)
+    it supersedes unless it is a cancel too (DESIGN.md, "Conflicts"), as it does those still
+    queued; the others fail."""
     inbox = steering.handle.inbox
     for cmd in cmds:
-        if cancel is not None and cmd.kind is not SteeringKind.CANCEL:
+        if cancel is not None and cmd.kind is not SteeringKind.CANCEL and covers(cancel, cmd):
             inbox.superseded(cmd, cancel.correlation_id)
         else:
             inbox.failed(cmd, "the graph run ended before this command")
+
+
+def _supersede_behind(
+    steering: GraphSteering, behind: list[SteeringCommand], cancel: SteeringCommand
+) -> None:
+    """A task's or node's ``cancel`` was applied while a pause held ``behind`` (delivered at
+    the same boundary): it supersedes those aimed at its task or node, which are taken out."""
+    kept = []
+    for cmd in behind:
+        if cmd.kind is not SteeringKind.CANCEL and covers(cancel, cmd):
+            steering.handle.inbox.superseded(cmd, cancel.correlation_id)
+        else:
+            kept.append(cmd)
+    behind[:] = kept
 
 
 def _run_level(cmd: SteeringCommand) -> bool:
@@ -560,7 +585,8 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
 
 
 class _Stopped(Exception):
-    """The run was stopped while paused, by ``error``; ``cancel``: the run cancel that did."""
+    """The run was stopped while paused, by ``error``; ``cancel``: the cancel that did it (a
+    run's, or a task's or node's under ``fail_run``)."""
 
     def __init__(self, error: BaseException, cancel: SteeringCommand | None = None) -> None:
         super().__init__(str(error))
@@ -568,8 +594,12 @@ class _Stopped(Exception):
         self.cancel = cancel
 
 
-async def wait_while_paused(steering: GraphSteering, run: GraphRun) -> None:
-    """Hold the run at this boundary until a resume (or a cancel) arrives."""
+async def wait_while_paused(
+    steering: GraphSteering, run: GraphRun, *, behind: list[SteeringCommand]
+) -> None:
+    """Hold the run at this boundary until a resume (or a run cancel) arrives. ``behind``:
+    the commands delivered with the pause, applied after it; a cancel applied meanwhile takes
+    out (supersedes) those aimed at what it cancelled."""
     handle, inbox = steering.handle, steering.handle.inbox
     inbox.paused = True
     try:
@@ -589,9 +619,12 @@ async def wait_while_paused(steering: GraphSteering, run: GraphRun) -> None:
                         cancel = ctl
                     else:
                         try:
-                            await lower_all(steering, run, [ctl])
+                            applied = await lower_all(steering, run, [ctl])
                         except (RunCancelled, TaskCancelled) as exc:
-                            stop = exc
+                            stop, cancel = exc, ctl
+                        else:
+                            if applied and ctl.kind is SteeringKind.CANCEL:
+                                _supersede_behind(steering, behind, ctl)
                     if stop is not None:
                         _end_rest(steering, taken[pos + 1 :], cancel)
                         raise _Stopped(stop, cancel)
