@@ -138,6 +138,9 @@ async def test_a_killed_run_started_again_under_its_id_applies_each_accepted_com
     try:
         async with Runtime(store=store_url) as rt:
             handle = await rt.start(slow_agent(), "again", tenant_id="acme", run_id=run_id)
+            # the operator's pause held it when its process was killed: it comes back paused
+            assert handle.status == "paused"
+            await handle.resume(actor=OPS)
             result = await handle.result()
             assert result.status == "completed", result
         assert await store.open_commands() == []
