@@ -256,3 +256,29 @@ def test_a_timeout_that_is_no_finite_number_is_refused(text: str) -> None:
     value in ``TINYAGENTS_PAUSE_MAX_S`` is refused."""
     with pytest.raises(SupervisorSpecError, match=r"finite number|greater than 0"):
         SupervisorSpec.from_yaml(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ('on_violation: steer\nsteer_message: "stop \\ud800 now"\n', 2, "steer_message"),
+        ('rules:\n  - when: tool_repeated\n    tool: "se\\udc00"\n', 3, "rules.0.tool"),
+        ('model: "openai/\\ud800"\n', 1, "model"),
+        ('model: openai/x\ncriteria: "be \\ud800 brief"\n', 2, "criteria"),
+        ('models:\n  judge: "openai/\\ud800"\n', 1, "model 'judge'"),
+    ],
+)
+def test_text_holding_a_lone_surrogate_is_refused_naming_the_line(
+    text: str, line: int, field: str
+) -> None:
+    """A double-quoted "\\ud800" escape was taken: a steer_message holding one made every
+    steer of its rule an InvalidCommandError at run time, logged and skipped (the rule never
+    acted), a judge model or criteria failed at the judge's first call."""
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == line, str(caught.value)
+    assert field in str(caught.value) and "UTF-8" in str(caught.value)
+    errors = [f for f in validate_file(text) if f.severity == "error"]
+    assert [f.line for f in errors] == [line]
+    with pytest.raises(ValueError, match="UTF-8"):
+        SupervisorSpec(steer_message="stop \ud800 now")

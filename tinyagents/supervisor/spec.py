@@ -94,7 +94,7 @@ class ToolRepeated(_Strict):
     """The named tool (or any single tool) was called ``count`` times in the run."""
 
     when: Literal["tool_repeated"]
-    tool: str | None = None
+    tool: Text | None = None
     count: int = Field(default=3, ge=1)
     then: Action | None = None
 
@@ -143,6 +143,25 @@ def env_judge_timeout_s() -> float:
     return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S)
 
 
+_NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"
+
+
+def _is_utf8(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _utf8(value: str) -> str:
+    """Text that can be written as UTF-8: a lone surrogate (a YAML "\\ud800" escape) made
+    every steer carrying it an ``InvalidCommandError`` at run time, logged and skipped."""
+    if not _is_utf8(value):
+        raise ValueError(_NOT_UTF8)
+    return value
+
+
 def _shown(value: str) -> str:
     """Text that says something: not blank (a blank judge model name passed, and left a run
     registered that nothing drove)."""
@@ -166,17 +185,18 @@ def _a_path(value: str) -> str:
     return value
 
 
-#: Text that shows something; a file path the OS can take.
-ShownText = Annotated[str, AfterValidator(_shown)]
-PathText = Annotated[str, AfterValidator(_a_path)]
+#: Text that is UTF-8; that shows something; a file path the OS can take.
+Text = Annotated[str, AfterValidator(_utf8)]
+ShownText = Annotated[Text, AfterValidator(_shown)]
+PathText = Annotated[Text, AfterValidator(_a_path)]
 
 
 class ModelEntry(_Strict):
     """A named model of a models registry: a litellm model string and where it is served."""
 
     model: ShownText
-    api_base: str | None = None
-    api_key_env: str | None = None
+    api_base: Text | None = None
+    api_key_env: Text | None = None
 
 
 def _agents() -> list[Literal["agents"]]:
@@ -195,9 +215,9 @@ class SupervisorSpec(_Strict):
     #: ``Model`` (a test's ``ScriptedModel``); no model, no judge.
     model: str | Model | None = None
     #: Where the judge's model is served, and the environment variable holding its key.
-    api_base: str | None = None
-    api_key_env: str | None = None
-    criteria: str | None = None
+    api_base: Text | None = None
+    api_key_env: Text | None = None
+    criteria: Text | None = None
     criteria_file: PathText | None = None
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
     #: (or the working directory for a spec built in Python or from text).
@@ -224,7 +244,7 @@ class SupervisorSpec(_Strict):
                 "must not be blank: name a litellm model (e.g. 'openai/gpt-4o-mini') or leave "
                 "'model' out for no judge"
             )
-        return value
+        return _utf8(value) if isinstance(value, str) else value
 
     @field_validator("models", mode="before")
     @classmethod
@@ -233,6 +253,9 @@ class SupervisorSpec(_Strict):
             for name, entry in value.items():
                 if isinstance(entry, str) and not entry.strip():
                     raise ValueError(f"model {name!r} must not be blank: name a litellm model")
+                for text in (name, entry):
+                    if isinstance(text, str) and not _is_utf8(text):
+                        raise ValueError(f"model {name!r}: {_NOT_UTF8}")
         return value
 
     @model_validator(mode="after")
