@@ -784,3 +784,41 @@ async def test_update_budget_changes_the_input_and_output_token_limits(
 
 def test_instructions_none_means_no_system_prompt():
     assert Agent("a", ScriptedModel(["x"]), instructions=None).instructions == ""
+
+
+@pytest.mark.parametrize("limits", [{"max_model_calls": 3}, 5, "max_model_calls=3"])
+def test_an_agent_refuses_limits_that_are_not_run_limits(limits: Any):
+    # taken, and every run of the agent then failed with "AttributeError: 'dict' object has
+    # no attribute 'max_model_calls'"
+    with pytest.raises(ConfigurationError, match=r"limits must be a RunLimits"):
+        Agent("a", ScriptedModel(["x"]), limits=limits)
+
+
+@pytest.mark.parametrize(
+    ("agent", "input", "kwargs", "words"),
+    [
+        ("ok", "go", {"limits": {"max_model_calls": 3}}, r"limits must be a RunLimits"),
+        (None, "go", {}, r"rt.start takes an Agent, got NoneType"),
+        ("ok", None, {}, r"input must be text or a list of Messages, got NoneType"),
+        ("ok", 5, {}, r"input must be text or a list of Messages, got int"),
+        ("ok", ["hi"], {}, r"input\[0\] must be a Message, got str"),
+        ("ok", "go", {"history": "earlier"}, r"history must be a list of Messages, got str"),
+        ("ok", "go", {"history": [{"role": "user"}]}, r"history\[0\] must be a Message, got dict"),
+    ],
+)
+async def test_start_refuses_arguments_of_the_wrong_kind_before_anything_runs(
+    rt: Runtime, agent: Any, input: Any, kwargs: dict[str, Any], words: str
+):
+    # each of these started a run that failed at once with an AttributeError or TypeError
+    # from inside the loop (or raised one out of rt.start)
+    agent = Agent("a", ScriptedModel(["x"])) if agent == "ok" else agent
+    with pytest.raises(ConfigurationError, match=words):
+        await rt.start(agent, input, **kwargs)
+    assert rt.runs.list() == []
+
+
+async def test_start_refuses_a_blank_thread_id(rt: Runtime):
+    # taken as "no thread", as graph runs no longer do
+    with pytest.raises(ValueError, match=r"thread_id must be a non-blank string"):
+        await rt.start(Agent("a", ScriptedModel(["x"])), "go", thread_id=" ")
+    assert rt.runs.list() == []

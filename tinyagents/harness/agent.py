@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError
+from tinyagents.harness.limits import check_limits
 from tinyagents.harness.litellm_model import as_model
 from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
 from tinyagents.harness.middleware import Middleware
@@ -69,6 +70,7 @@ class Agent:
                 f"{type(instructions).__name__}; for instructions that change per run, steer "
                 "the run (add_instruction) or build the Agent per run"
             )
+        check_limits(limits)
         self.name = name
         self.model = as_model(model)
         self.instructions = instructions

@@ -7,11 +7,21 @@ too); this module is where a running agent loop spends against them.
 from __future__ import annotations
 
 from tinyagents import _clock
-from tinyagents.errors import RunLimitExceeded
+from tinyagents.errors import ConfigurationError, RunLimitExceeded
 from tinyagents.harness.model import Usage
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.limits import RunLimits, RunUsage
 from tinyagents.runs.tree import RunTree
+
+
+def check_limits(limits: object) -> None:
+    """Refuse ``limits`` that are not a ``RunLimits`` (or None): a dict was taken, and every
+    run given it failed with an AttributeError at its first boundary."""
+    if limits is not None and not isinstance(limits, RunLimits):
+        raise ConfigurationError(
+            f"limits must be a RunLimits, got {type(limits).__name__}; e.g. "
+            "limits=RunLimits(max_model_calls=10) (RunLimits(**d) for a dict d)"
+        )
 
 
 def check_deadline(info: RunInfo) -> None:

@@ -39,6 +39,7 @@ from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
 from tinyagents.harness.context import AgentView, RunContext
 from tinyagents.harness.limits import (
+    check_limits,
     check_token_budget,
     child_limits,
     deadline_left,
@@ -70,7 +71,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, run_event, subagent_event
+from tinyagents.runs.info import RunInfo, RunStatus, check_id, run_event, subagent_event
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
@@ -853,6 +854,7 @@ async def start_agent_run(
     ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
     calls and results must pair up, else ``ConfigurationError`` and nothing starts."""
     runtime.require_open()
+    _check_start(agent, input, limits, history, thread_id)
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
     if tools is not None:
@@ -981,6 +983,36 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
     if handle is None:
         raise UnknownTargetError(f"parent run {run_id} is not registered in this runtime")
     return handle.info
+
+
+def _check_start(
+    agent: object, input: object, limits: object, history: object, thread_id: object
+) -> None:
+    """Refuse arguments of the wrong kind before a run is registered: each one started a run
+    that failed at once with an AttributeError or TypeError from inside the loop."""
+    if not isinstance(getattr(agent, "tools", None), Mapping):
+        raise ConfigurationError(
+            f"rt.start takes an Agent, got {type(agent).__name__}; start a compiled graph "
+            "with rt.start_graph"
+        )
+    check_limits(limits)
+    if not isinstance(input, str):
+        _check_messages(input, "input", "text or a list of Messages")
+    if history is not None:
+        _check_messages(history, "history", "a list of Messages")
+    if thread_id is not None:
+        check_id(thread_id, "thread_id")
+
+
+def _check_messages(value: object, name: str, expected: str) -> None:
+    if not isinstance(value, list | tuple):
+        raise ConfigurationError(f"{name} must be {expected}, got {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, Message):
+            raise ConfigurationError(
+                f"{name}[{index}] must be a Message, got {type(item).__name__}; e.g. "
+                'Message(role="user", content="...")'
+            )
 
 
 def _initial_messages(
