@@ -299,8 +299,9 @@ class Runtime:
         """Send a command through the policy pipeline to its target's queue.
 
         Raises ``StoreError`` when a durable store cannot log the command (then nothing was
-        emitted or kept, and the same correlation id can be submitted again), and
-        ``RuntimeClosed`` once ``close()`` has begun.
+        emitted or kept, and the same correlation id can be submitted again),
+        ``RuntimeClosed`` once ``close()`` has begun, and ``InvalidCommandError`` for anything
+        that is not a ``SteeringCommand`` (a dict: ``SteeringCommand.model_validate(data)``).
         """
         # ``_submit(cmd, None)`` written out: one coroutine fewer for every command.
         if self._closing or not self._open:

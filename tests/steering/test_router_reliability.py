@@ -15,7 +15,7 @@ import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tests.holds import HoldNamed
-from tinyagents.errors import RuntimeClosed, StoreError
+from tinyagents.errors import InvalidCommandError, RuntimeClosed, StoreError
 from tinyagents.protocol import (
     CommandState,
     ReceiptStatus,
@@ -1099,3 +1099,18 @@ async def test_a_thread_command_retried_after_a_lost_reply_and_a_new_run_is_appl
         await rt.flush()
         stored = await store.get_command("lost-reply", scope=dedupe_scope(OPERATOR))
         assert stored is not None and stored.state == "applied"
+
+
+@pytest.mark.parametrize("bad", [None, "pause r-1", "dump"])
+async def test_submitting_what_is_not_a_command_is_an_invalid_command_error(bad: Any) -> None:
+    """``rt.submit(cmd.model_dump())`` (or None) raised AttributeError: 'dict' object has no
+    attribute 'actor', from inside the router."""
+    cmd = SteeringCommand(
+        target=SteeringTarget.agent_run("r-1"), actor=ACME, kind=K.PAUSE, payload={}
+    )
+    bad = cmd.model_dump() if bad == "dump" else bad
+    async with Runtime() as rt:
+        with pytest.raises(InvalidCommandError, match=r"submit takes a SteeringCommand, got"):
+            await rt.submit(bad)
+        receipt = await rt.submit(cmd)  # nothing was kept of it: the real one is new
+        assert (receipt.status, receipt.reason) == (ReceiptStatus.REJECTED, "not found: run r-1")

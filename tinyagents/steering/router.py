@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import StoreError, TinyAgentsError
+from tinyagents.errors import InvalidCommandError, StoreError, TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     SteeringEvent,
@@ -163,6 +163,12 @@ class SteeringRouter:
     ) -> SteeringReceipt:
         """The receipt of ``cmd``; ``duplicate`` for an id already taken, once the submit that
         took it is done (a resend during that submit waits: if it fails, the id is free)."""
+        if not isinstance(cmd, SteeringCommand):  # an AttributeError from in here, otherwise
+            raise InvalidCommandError(
+                f"submit takes a SteeringCommand, got {type(cmd).__name__}; build one with "
+                "SteeringCommand(target=..., actor=..., kind=..., payload=...) or "
+                "SteeringCommand.model_validate(data)"
+            )
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         while key in self._seen:
             if key not in self._under_way:
