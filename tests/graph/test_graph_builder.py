@@ -279,3 +279,30 @@ async def test_managed_values_in_a_pydantic_state_are_read_not_written() -> None
     assert seen == [5, 4, 3] and result.state == {"log": ["w", "w", "w"]}
     with pytest.raises(InvalidUpdateError, match="remaining_steps"):
         await graph.compile().run({"remaining_steps": 99})
+
+
+def test_a_node_name_that_is_not_text_is_refused_by_name() -> None:
+    # add_node(5, f) was an AssertionError with no message; add_edge(None, "a") a TypeError
+    # ("'NoneType' object is not iterable"); add_edge("a", 5) was taken
+    graph = StateGraph(LogState).add_node("a", logger("a"))
+    with pytest.raises(GraphValidationError, match=r"a node name is text, got int: 5"):
+        graph.add_node(5, logger("x"))  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match=r"a node name is text, got NoneType"):
+        graph.add_edge(None, "a")  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match=r"a node name is text, got int"):
+        graph.add_edge("a", 5)  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match=r"a node name is text, got int"):
+        graph.add_edge(["a", 7], "a")  # type: ignore[list-item]
+    with pytest.raises(GraphValidationError, match=r"a node name is text, got NoneType"):
+        graph.add_conditional_edges("a", lambda s: "a", {"x": None})  # type: ignore[dict-item]
+    assert (graph.edges, graph.joins, graph.branches) == ([], [], [])
+
+
+def test_a_router_that_cannot_be_called_is_refused_when_added() -> None:
+    # taken: the graph compiled, and its run failed on "'str' object is not callable"
+    graph = StateGraph(LogState).add_node("a", logger("a"))
+    with pytest.raises(
+        GraphValidationError, match=r"router of 'a' must be a function of the state, got str"
+    ):
+        graph.add_conditional_edges("a", "a")  # type: ignore[arg-type]
+    assert graph.branches == []

@@ -6,7 +6,7 @@ import dataclasses
 import inspect
 import types
 import typing
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from typing import Any, Literal
 
 import typing_extensions
@@ -122,8 +122,7 @@ class StateGraph:
             if not callable(name):
                 raise GraphValidationError(f"add_node({name!r}) needs a function or a graph")
             action, name = name, getattr(name, "__name__", None) or repr(name)
-        assert isinstance(name, str)
-        name = node_name(name)
+        name = _text_name(name)
         if name in (START, END) or not name:
             raise GraphValidationError(f"{name!r} is reserved and cannot be a node name")
         for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
@@ -224,8 +223,10 @@ class StateGraph:
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """``source`` → ``target``; a list of sources waits for all of them (a join)."""
-        sources = tuple(map(node_name, (source,) if isinstance(source, str) else source))
-        target = node_name(target)
+        if not isinstance(source, str | Iterable):
+            source = _text_name(source)  # refused with its type, not "is not iterable"
+        sources = tuple(map(_text_name, (source,) if isinstance(source, str) else source))
+        target = _text_name(target)
         if not sources:
             raise GraphValidationError("add_edge needs at least one source")
         _check_ends(sources, [target])
@@ -254,8 +255,14 @@ class StateGraph:
         if mapping is not None and not isinstance(mapping, dict):
             mapping = {name: name for name in mapping}
         if mapping is not None:
-            mapping = {key: node_name(target) for key, target in mapping.items()}
-        source = node_name(source)
+            mapping = {key: _text_name(target) for key, target in mapping.items()}
+        source = _text_name(source)
+        if not callable(router):
+            raise GraphValidationError(
+                f"the router of {source!r} must be a function of the state, got "
+                f"{type(router).__name__}",
+                nodes=[source],
+            )
         _check_ends([source], mapping.values() if mapping is not None else [])
         if any(b.source == source and b.router is router for b in self.branches):
             # each of its results would be routed twice (LangGraph refuses a second branch
@@ -435,3 +442,10 @@ def _check_ends(sources: Collection[Hashable], targets: Collection[Hashable]) ->
         raise GraphValidationError("END has no outgoing edges")
     if START in targets:
         raise GraphValidationError("START has no incoming edges")
+
+
+def _text_name(name: object) -> str:
+    """A node name as plain text (``node_name``); anything but text is refused by its type."""
+    if not isinstance(name, str):
+        raise GraphValidationError(f"a node name is text, got {type(name).__name__}: {name!r}")
+    return node_name(name)
