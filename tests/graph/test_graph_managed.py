@@ -15,7 +15,7 @@ import pytest
 from graphkit import LogState, logger
 
 from tinyagents import Runtime
-from tinyagents.errors import GraphError
+from tinyagents.errors import ConfigurationError, GraphError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -150,3 +150,14 @@ async def test_a_stream_attached_to_a_running_run_gets_the_steps_from_then_on(
     stream = handle.stream("updates")
     gate.set()
     assert [item async for item in stream] == [{"a": {"log": ["a"]}}, {"b": {"log": ["b"]}}]
+
+
+async def test_start_graph_refuses_what_is_not_a_compiled_graph() -> None:
+    # a builder (compile() forgotten), an Agent or None raised AttributeError: '...' object
+    # has no attribute 'checkpointer'
+    builder = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    async with Runtime() as rt:
+        for graph, name in ((builder, "StateGraph"), (None, "NoneType")):
+            with pytest.raises(ConfigurationError, match=rf"takes a compiled graph, got {name}"):
+                await rt.start_graph(graph, {"log": []}, thread_id="t-1")
+        assert rt.runs.list() == []

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled
+from tinyagents.graph.core import GraphCore
 from tinyagents.graph.lowering import GraphSteering, never_applied, node_of_task, undeliverable
 from tinyagents.graph.managed import drive
 from tinyagents.graph.recovery import EarlierApplied, continued_run_id
@@ -49,7 +50,6 @@ from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
 if TYPE_CHECKING:
-    from tinyagents.graph.core import GraphCore
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.types import GraphResult
     from tinyagents.runs.host import RunHost
@@ -196,6 +196,12 @@ async def start_graph_run(
     Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
     """
     runtime.require_open()
+    if not isinstance(graph, GraphCore):  # an AttributeError from the session, otherwise
+        hint = "; call .compile() on it first" if hasattr(graph, "compile") else ""
+        raise ConfigurationError(
+            f"rt.start_graph takes a compiled graph, got {type(graph).__name__}{hint} (an "
+            "Agent starts with rt.start)"
+        )
     parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
     if tenant_id is None:
