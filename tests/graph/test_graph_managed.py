@@ -15,7 +15,7 @@ import pytest
 from graphkit import LogState, logger
 
 from tinyagents import Runtime
-from tinyagents.errors import ConfigurationError, GraphError
+from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -160,4 +160,13 @@ async def test_start_graph_refuses_what_is_not_a_compiled_graph() -> None:
         for graph, name in ((builder, "StateGraph"), (None, "NoneType")):
             with pytest.raises(ConfigurationError, match=rf"takes a compiled graph, got {name}"):
                 await rt.start_graph(graph, {"log": []}, thread_id="t-1")
+        assert rt.runs.list() == []
+
+
+async def test_start_graph_refuses_a_parent_the_runtime_does_not_have() -> None:
+    # taken: the graph ran as a root whose parent_run_id named no run (rt.start refuses one)
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a").compile()
+    async with Runtime() as rt:
+        with pytest.raises(UnknownTargetError, match=r"parent run r-nope is not registered"):
+            await rt.start_graph(graph, {"log": []}, thread_id="t-1", parent="r-nope")
         assert rt.runs.list() == []

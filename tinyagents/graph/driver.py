@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, RunCancelled
+from tinyagents.errors import ConfigurationError, RunCancelled, UnknownTargetError
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.lowering import GraphSteering, never_applied, node_of_task, undeliverable
 from tinyagents.graph.managed import drive
@@ -204,6 +204,8 @@ async def start_graph_run(
         )
     parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
+    if parent_id is not None and parent_handle is None:  # as rt.start: never a dangling link
+        raise UnknownTargetError(f"parent run {parent_id} is not registered in this runtime")
     if tenant_id is None:
         tenant_id = parent_handle.info.tenant_id if parent_handle is not None else "default"
     elif parent_handle is not None:  # as register would, before anything is saved
