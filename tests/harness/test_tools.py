@@ -551,3 +551,13 @@ def test_tool_result_becomes_a_tool_message():
 def test_timeouts_must_be_positive():
     with pytest.raises(ConfigurationError, match="timeout_s"):
         tool(timeout_s=0)(add.fn)
+
+
+def test_an_async_generator_function_is_refused_at_decoration():
+    # taken: each call answered the model with '"<async_generator object stream at 0x…>"'
+    async def stream(query: str):  # type: ignore[no-untyped-def]
+        """Stream results."""
+        yield query
+
+    with pytest.raises(ConfigurationError, match=r"tool 'stream' is an async generator"):
+        tool(stream)

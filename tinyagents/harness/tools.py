@@ -118,6 +118,11 @@ class FunctionTool(Tool):
         timeout_s: float | None = None,
     ) -> None:
         tool_name: str = name or str(getattr(fn, "__name__", ""))
+        if inspect.isasyncgenfunction(fn):  # its calls answered with the generator's repr
+            raise ConfigurationError(
+                f"tool {tool_name!r} is an async generator function: a tool returns its "
+                "result; collect the items and return them (a list)"
+            )
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.fn = fn
         self.is_async = _is_async_callable(fn)
