@@ -30,6 +30,22 @@ def test_open_store_urls(tmp_path: Path) -> None:
         open_store("redis://x")
 
 
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("sqlite:///", r"names no file"),
+        ("sqlite://", r"names no file"),
+        (Path("runs.db"), r"a store is a URL or a Store, got PosixPath: 'sqlite:///runs.db'"),
+        (5, r"a store is a URL or a Store, got int"),
+    ],
+)
+def test_a_store_that_names_no_file_or_is_no_url_is_refused(spec: object, words: str) -> None:
+    # "sqlite:///" opened SQLite's private temporary database (gone at close: nothing was
+    # durable); a Path or a number raised AttributeError: no attribute 'startswith'
+    with pytest.raises(ConfigurationError, match=words):
+        open_store(spec)  # type: ignore[arg-type]
+
+
 async def test_sqlite_uses_wal_and_records_its_migrations_once(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "x.db"  # parent directories are created
     for _ in range(2):

@@ -24,11 +24,22 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
         return spec
     if spec is None or spec in ("memory", "memory://"):
         return MemoryStore()
+    if not isinstance(spec, str):  # an AttributeError ("no attribute 'startswith'") otherwise
+        hint = f": {f'sqlite:///{spec}'!r}" if isinstance(spec, Path) else ""
+        raise ConfigurationError(
+            f"a store is a URL or a Store, got {type(spec).__name__}{hint}; e.g. "
+            "'sqlite:///runs.db'"
+        )
     if spec.startswith("sqlite://"):
         path = spec.removeprefix("sqlite://")
         path = (
             path[1:] if path.startswith("/") else path
         )  # sqlite:///rel.db → rel.db; sqlite:////abs
+        if not path:  # SQLite reads "" as a private temporary database, gone at close
+            raise ConfigurationError(
+                f"store {spec!r} names no file: 'sqlite:///runs.db' (relative) or "
+                "'sqlite:////abs/runs.db'; None keeps everything in memory"
+            )
         if not create and not Path(path).is_file():
             raise StoreError(f"no store file at {path!r} (nothing was created)")
         return SqliteStore(path)
