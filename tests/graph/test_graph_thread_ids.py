@@ -164,3 +164,18 @@ async def test_a_recursion_limit_below_one_is_refused_for_a_called_graph(
         result = await outer.run({"log": []}, thread_id="t")
         assert isinstance(result.error, ValueError), result.error
         assert "recursion_limit" in str(result.error)
+
+
+@pytest.mark.parametrize("limit", [float("nan"), float("inf"), 2.5, True, "10", None])
+async def test_a_recursion_limit_that_is_no_whole_number_is_refused(
+    checkpointer: Checkpointer, limit: Any
+) -> None:
+    # nan compared false with every step count: the step limit was off and a looping graph
+    # ran on; 2.5 and True were taken as limits, "10" raised TypeError ('<' not supported)
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    if limit is not None:  # None at run time: the graph's own limit
+        with pytest.raises(ValueError, match=r"recursion_limit must be a whole number"):
+            await graph.run({"log": []}, thread_id="t", recursion_limit=limit)
+        assert await checkpointer.latest("t") is None
+    with pytest.raises(ConfigurationError, match=r"recursion_limit must be a whole number"):
+        chain("a").compile(recursion_limit=limit)

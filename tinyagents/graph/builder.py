@@ -16,7 +16,7 @@ from tinyagents.errors import GraphValidationError
 from tinyagents.graph import mermaid
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
-from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes
+from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes, recursion_limit_problem
 from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy, node_name
 from tinyagents.graph.validation import validate
@@ -354,8 +354,9 @@ class StateGraph:
                 f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
                 f"has {sorted(self.nodes)}"
             )
-        if recursion_limit < 1:
-            raise GraphValidationError(f"recursion_limit must be at least 1, got {recursion_limit}")
+        problem = recursion_limit_problem(recursion_limit)
+        if problem is not None:
+            raise GraphValidationError(problem)
         if task_cancel_policy not in ("skip", "fail_run"):
             raise GraphValidationError("task_cancel_policy must be 'skip' or 'fail_run'")
         if redirect_conflict not in ("first_accepted", "highest_priority", "error"):

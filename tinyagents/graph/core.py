@@ -203,8 +203,9 @@ class GraphCore:
         """A run's step limit: ``recursion_limit`` when given (at least 1), else the graph's."""
         if recursion_limit is None:
             return self.recursion_limit
-        if recursion_limit < 1:  # LangGraph's ValueError; 0 used to mean the default
-            raise ValueError(f"recursion_limit must be at least 1, got {recursion_limit}")
+        problem = recursion_limit_problem(recursion_limit)
+        if problem is not None:  # LangGraph's ValueError; 0 used to mean the default
+            raise ValueError(problem)
         return recursion_limit
 
     async def start_input(
@@ -538,3 +539,13 @@ def _arg_adapter(spec: NodeSpec) -> TypeAdapter[Any] | None:
         return TypeAdapter(annotation)
     except Exception:
         return None
+
+
+def recursion_limit_problem(limit: object) -> str | None:
+    """What is wrong with a step limit, or None: a whole number >= 1. NaN compared false with
+    every step count and so switched the limit off; 2.5 and True were taken as limits."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        return f"recursion_limit must be a whole number of steps (>= 1), got {limit!r}"
+    if limit < 1:
+        return f"recursion_limit must be at least 1, got {limit}"
+    return None
