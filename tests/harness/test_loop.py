@@ -822,3 +822,27 @@ async def test_start_refuses_a_blank_thread_id(rt: Runtime):
     with pytest.raises(ValueError, match=r"thread_id must be a non-blank string"):
         await rt.start(Agent("a", ScriptedModel(["x"])), "go", thread_id=" ")
     assert rt.runs.list() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        # a string was read as its characters: the run's models were ('o', 'p', 'e', ...)
+        ({"models": "openai/gpt-4o-mini"}, r"models must be a list of model names, got str"),
+        ({"models": ["openai/x", 5]}, r"models\[1\] must be a non-blank model name, got 5"),
+        ({"models": ["openai/x", " "]}, r"models\[1\] must be a non-blank model name"),
+        # taken: the run then failed with "type object 'int' has no attribute 'model'"
+        ({"middleware": [5]}, r"middleware\[0\] must be a Middleware, got int"),
+        ({"middleware": Middleware()}, r"middleware must be a list of Middleware, got Middleware"),
+    ],
+)
+def test_an_agent_refuses_models_and_middleware_of_the_wrong_kind(
+    kwargs: dict[str, Any], words: str
+):
+    with pytest.raises(ConfigurationError, match=words):
+        Agent("a", ScriptedModel(["x"]), **kwargs)
+
+
+def test_an_agent_name_is_text():
+    with pytest.raises(ConfigurationError, match=r"an Agent's name is text, got int"):
+        Agent(5, ScriptedModel(["x"]))  # type: ignore[arg-type]

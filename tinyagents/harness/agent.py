@@ -50,6 +50,8 @@ class Agent:
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
+        if not isinstance(name, str):
+            raise ConfigurationError(f"an Agent's name is text, got {type(name).__name__}")
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
@@ -84,8 +86,8 @@ class Agent:
         if check_agent is not None:  # a rule for a tool the agent lacks would never fire
             check_agent(name, frozenset(self.tools))
         self.limits = limits or RunLimits()
-        self.middleware = list(middleware)
-        self.models = tuple(models) if models else None
+        self.middleware = _middleware_list(middleware)
+        self.models = _model_names(models) if models else None
         self.renderer = renderer or SteeringRenderer()
         self.description = description
         #: What a call to a tool the run does not have does: an error result the model can
@@ -154,3 +156,34 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+def _middleware_list(middleware: object) -> list[Middleware]:
+    """``middleware`` as a list, each a ``Middleware``: anything else failed the agent's first
+    run with an AttributeError (the loop reads each one's hooks from its class)."""
+    if not isinstance(middleware, list | tuple):
+        raise ConfigurationError(
+            f"middleware must be a list of Middleware, got {type(middleware).__name__}"
+        )
+    for index, item in enumerate(middleware):
+        if not isinstance(item, Middleware):
+            raise ConfigurationError(
+                f"middleware[{index}] must be a Middleware, got {type(item).__name__}; "
+                "subclass tinyagents.Middleware and override the hooks you need"
+            )
+    return list(middleware)
+
+
+def _model_names(models: object) -> tuple[str, ...]:
+    """``models`` as a tuple of names: a string was read as its characters."""
+    if isinstance(models, str) or not isinstance(models, list | tuple):
+        raise ConfigurationError(
+            f"models must be a list of model names, got {type(models).__name__}; e.g. "
+            "models=['openai/gpt-4o-mini', 'openai/gpt-4o']"
+        )
+    for index, name in enumerate(models):
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(
+                f"models[{index}] must be a non-blank model name, got {name!r}"
+            )
+    return tuple(models)
