@@ -561,3 +561,15 @@ def test_an_async_generator_function_is_refused_at_decoration():
 
     with pytest.raises(ConfigurationError, match=r"tool 'stream' is an async generator"):
         tool(stream)
+
+
+@pytest.mark.parametrize("timeout_s", [float("nan"), float("inf"), "30", True])
+def test_a_tool_timeout_that_is_no_finite_number_of_seconds_is_refused(timeout_s):
+    # nan and inf were taken (a call that never times out), "30" raised TypeError ('<='
+    # not supported), True was a timeout of one second
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        return url
+
+    with pytest.raises(ConfigurationError, match=r"timeout_s must be a finite number of sec"):
+        tool(timeout_s=timeout_s)(fetch)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -87,8 +88,15 @@ class Tool(ABC):
                 f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
                 "digits, '_' or '-' (pass name=... to @tool)"
             )
-        if timeout_s is not None and timeout_s <= 0:
-            raise ConfigurationError(f"tool {name!r}: timeout_s must be positive, got {timeout_s}")
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not 0 < timeout_s < math.inf  # nan too: a call that never timed out
+        ):
+            raise ConfigurationError(
+                f"tool {name!r}: timeout_s must be a finite number of seconds > 0, got "
+                f"{timeout_s!r}"
+            )
         self.name = name
         self.description = description
         self.parameters = parameters or {"type": "object", "properties": {}}
