@@ -353,3 +353,25 @@ async def test_json_that_is_no_completion_is_a_response_error_not_retried(choice
             await model_for(server, stream=False, max_retries=2).request(ask("hi"))
         assert len(server.requests) == 1
     assert not caught.value.retryable and "not a chat completion" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        # taken: NaN/inf never timed out, 0 or -1 timed every call out (retried, then failed)
+        ({"timeout_s": float("nan")}, r"timeout_s must be None or a finite number of seconds"),
+        ({"timeout_s": -1}, r"timeout_s must be None or a finite number of seconds"),
+        ({"timeout_s": "30"}, r"timeout_s must be None or a finite number of seconds"),
+        ({"retry_backoff_s": float("nan")}, r"retry_backoff_s must be a finite number"),
+        # 2.5 and True were taken as retry counts; "2" raised TypeError ('<' not supported)
+        ({"max_retries": 2.5}, r"max_retries must be a whole number, not negative, got 2.5"),
+        ({"max_retries": True}, r"max_retries must be a whole number, not negative, got True"),
+        ({"max_retries": "2"}, r"max_retries must be a whole number, not negative, got '2'"),
+        ({"max_retries": -1}, r"max_retries must be a whole number, not negative, got -1"),
+    ],
+)
+def test_retry_and_timeout_settings_of_the_wrong_kind_are_refused(
+    kwargs: dict[str, object], words: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=words):
+        LiteLLMModel("openai/gpt-4o-mini", **kwargs)  # type: ignore[arg-type]

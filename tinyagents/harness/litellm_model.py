@@ -29,6 +29,7 @@ import asyncio
 import email.utils
 import inspect
 import json
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -97,8 +98,7 @@ class LiteLLMModel(Model):
             raise ConfigurationError(
                 f"LiteLLMModel needs a model name such as 'openai/gpt-4o-mini', got {model!r}"
             )
-        if max_retries < 0 or retry_backoff_s < 0:
-            raise ConfigurationError("max_retries and retry_backoff_s must not be negative")
+        _check_settings(max_retries, retry_backoff_s, timeout_s)
         self.name = model
         self.api_base = api_base
         self.api_key = api_key
@@ -577,3 +577,25 @@ def as_model(model: Model | str) -> Model:
         f"expected a Model or a model name such as 'openai/gpt-4o-mini', got "
         f"{type(model).__name__}; pass a tinyagents Model instance or a litellm model string"
     )
+
+
+def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: object) -> None:
+    """Refuse retry and timeout settings that are no number of the right kind: NaN or inf
+    never timed out, 0 or a negative timeout timed every call out, 2.5 or True retried."""
+
+    def seconds(value: object) -> bool:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and math.isfinite(value)  # type: ignore[arg-type]
+
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigurationError(
+            f"max_retries must be a whole number, not negative, got {max_retries!r}"
+        )
+    if not seconds(retry_backoff_s) or retry_backoff_s < 0:  # type: ignore[operator]
+        raise ConfigurationError(
+            f"retry_backoff_s must be a finite number of seconds, not negative, got {retry_backoff_s!r}"
+        )
+    if timeout_s is not None and (not seconds(timeout_s) or timeout_s <= 0):  # type: ignore[operator]
+        raise ConfigurationError(
+            f"timeout_s must be None or a finite number of seconds > 0, got {timeout_s!r}"
+        )
