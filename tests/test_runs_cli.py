@@ -493,3 +493,17 @@ async def test_list_follows_the_servers_pages() -> None:
                 assert code == 2 and "422" in err and "next link" in err
         finally:
             await store.close()
+
+
+@pytest.mark.parametrize("option", ["--tenant", "--user"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_a_blank_tenant_or_user_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    # --tenant "" (an unset variable) listed nothing and answered every run "not found",
+    # exit 0 or 1: as if the store were empty; --user "" named nobody in the audit trail
+    where = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    with pytest.raises(SystemExit) as exited:
+        main(["runs", "list", *where, option, value])
+    assert exited.value.code == 2
+    assert f"argument {option}: must not be blank" in capsys.readouterr().err

@@ -85,6 +85,14 @@ def _correlation_id(text: str) -> str:
     return text
 
 
+def _name(text: str) -> str:
+    """A ``--tenant`` or ``--user``: not blank (an unset variable gave "", a tenant that
+    owns nothing: every run was "not found", as if the store were empty)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be blank: name one, or leave the option out")
+    return text
+
+
 def add_runs_command(sub: Any) -> None:
     """Add ``runs`` and its actions to the ``tinyagents`` argument parser."""
     where = argparse.ArgumentParser(add_help=False)
@@ -102,12 +110,14 @@ def add_runs_command(sub: Any) -> None:
     where.add_argument("--json", action="store_true", help="print JSON instead of tables")
     where.add_argument(
         "--tenant",
+        type=_name,
         default=None,
         help="with --store: see and act as this tenant only (default: every tenant, "
         "acting in the run's own tenant; whoever can write the store file is its admin)",
     )
     where.add_argument(
         "--user",
+        type=_name,
         default=None,
         help="with --store: the user named in the commands' audit trail (default: $USER)",
     )
