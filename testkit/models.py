@@ -101,6 +101,11 @@ class ScriptedModel(Model):
         args_piece: int = 8,
     ) -> None:
         _check_args_piece(args_piece)
+        if isinstance(responses, str | bytes) or not isinstance(responses, Iterable):
+            raise ConfigurationError(
+                f"ScriptedModel takes a list of responses (ModelResponse, text or a callable), "
+                f"got {type(responses).__name__}; one reply is ScriptedModel([reply(...)])"
+            )
         self.name = name
         self.responses: list[ScriptedResponse] = list(responses)
         for index, scripted in enumerate(self.responses, start=1):

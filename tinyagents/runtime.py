@@ -102,6 +102,10 @@ class Runtime:
         runtime-level middleware actors trusted *by name* (anyone who can submit can use
         them); the runtime's own supervisor is trusted through a capability instead, so the
         name ``"supervisor"`` cannot be listed here."""
+        if not isinstance(testing, bool):  # "no" or 0 would be taken as their truth
+            raise ConfigurationError(
+                f"testing= must be True or False, got {type(testing).__name__} {testing!r}"
+            )
         trusted_middleware = frozenset(trusted_middleware)  # a generator is read once
         if SUPERVISOR in trusted_middleware:
             raise ConfigurationError(

@@ -15,13 +15,12 @@ from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool
-from tinyagents.runs.host import private_host
+from tinyagents.runs.host import RunHost, private_host
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
     from tinyagents.events.models import Event
     from tinyagents.runs.handle import RunResult
-    from tinyagents.runs.host import RunHost
 
 
 class Agent:
@@ -73,6 +72,11 @@ class Agent:
                 "the run (add_instruction) or build the Agent per run"
             )
         check_limits(limits)
+        if not isinstance(description, str):
+            raise ConfigurationError(
+                f"agent {name!r}: description must be text (what the agent does, shown to a "
+                f"parent model), got {type(description).__name__}"
+            )
         self.name = name
         self.model = as_model(model)
         self.instructions = instructions
@@ -106,6 +110,7 @@ class Agent:
         if runtime is None:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
+        _check_runtime(runtime)
         handle = await start_agent_run(runtime, self, input, **kwargs)
         try:
             return await handle.result()
@@ -133,6 +138,7 @@ class Agent:
                 ):
                     yield event
             return
+        _check_runtime(runtime)
         # subscribed before the run starts: its run.started is the stream's first event
         run_id = kwargs.pop("run_id", None)
         if run_id is None:  # "" is refused by start_agent_run, as ever, not replaced
@@ -187,3 +193,11 @@ def _model_names(models: object) -> tuple[str, ...]:
                 f"models[{index}] must be a non-blank model name, got {name!r}"
             )
     return tuple(models)
+
+
+def _check_runtime(runtime: object) -> None:
+    if not isinstance(runtime, RunHost):  # an AttributeError from deep inside, otherwise
+        raise ConfigurationError(
+            f"runtime= takes a Runtime (or None for a private in-memory one), got "
+            f"{type(runtime).__name__}; a store URL goes to Runtime(store=...)"
+        )
