@@ -61,3 +61,34 @@ async def test_a_runtime_refuses_a_blank_tenant_before_anything_runs() -> None:
         with pytest.raises(ValueError, match="tenant_id"):
             await rt.start(Agent("a", model), "go", tenant_id="")
         assert rt.runs.handles() == [] and model.requests == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"max_model_calls": -1},  # was taken: a limit no call could meet
+        {"deadline_s": math.nan},  # switched the deadline off
+        {"max_tokens": "100"},
+        {"max_model_call": 3},  # a misspelt name was dropped without a word
+    ],
+)
+def test_replace_checks_the_changes_as_the_constructor_does(changes: dict[str, Any]) -> None:
+    limits = RunLimits(max_model_calls=3)
+    with pytest.raises(ValidationError, match=next(iter(changes))):
+        limits.replace(**changes)
+    assert limits.replace(max_model_calls=5, deadline_s=2) == RunLimits(
+        max_model_calls=5, deadline_s=2.0
+    )
+
+
+def test_a_child_bounded_by_a_spent_parent_gets_a_budget_of_nothing() -> None:
+    # bounded_by may lower a limit to 0 (the parent has nothing left), which the constructor
+    # refuses for max_model_calls: the child's first call then ends it limit_exceeded
+    bounded = RunLimits(max_model_calls=5).bounded_by({"max_model_calls": 0})
+    assert bounded.max_model_calls == 0
+
+
+def test_replace_on_limits_bounded_to_nothing_keeps_them() -> None:
+    bounded = RunLimits(max_model_calls=5).bounded_by({"max_model_calls": 0})
+    changed = bounded.replace(max_tool_calls=2)
+    assert (changed.max_model_calls, changed.max_tool_calls) == (0, 2)

@@ -48,7 +48,11 @@ class RunLimits(BaseModel):
     behavior: Literal["error", "stop_with_partial"] = "error"
 
     def replace(self, **changes: Any) -> RunLimits:
-        return self.model_copy(update=changes)
+        """These limits with ``changes``, checked as the constructor checks them (an unknown
+        name or a value it refuses is a ``ValidationError``)."""
+        checked = RunLimits.model_validate(changes)  # the changes alone: a limit bounded_by
+        # lowered to 0 stays as it is
+        return self.model_copy(update={name: getattr(checked, name) for name in changes})
 
     def bounded_by(self, remaining: dict[str, float | int | None]) -> RunLimits:
         """These limits, lowered where the parent's remaining budget is smaller."""
@@ -59,7 +63,9 @@ class RunLimits(BaseModel):
             mine = getattr(self, name)
             if mine is None or mine > left:
                 changes[name] = left
-        return self.replace(**changes) if changes else self
+        # model_copy, not replace: a parent with nothing left lowers a limit to 0, which the
+        # constructor refuses for some (the child's first call then ends it limit_exceeded)
+        return self.model_copy(update=changes) if changes else self
 
 
 @dataclass(slots=True, kw_only=True)
