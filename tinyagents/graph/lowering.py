@@ -56,7 +56,7 @@ from tinyagents.protocol.commands import (
     mutable_copy,
 )
 from tinyagents.runs.info import RunStatus
-from tinyagents.steering.queue import covers
+from tinyagents.steering.queue import supersedes
 
 if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore
@@ -311,13 +311,12 @@ async def lower_all(
 def _end_rest(
     steering: GraphSteering, cmds: list[SteeringCommand], cancel: SteeringCommand | None
 ) -> None:
-    """The run ended before ``cmds``, delivered with the command that ended it: what that
-    ``cancel`` covers (a run cancel: all; a task's or node's: that task's or node's commands)
-    it supersedes unless it is a cancel too (DESIGN.md, "Conflicts"), as it does those still
-    queued; the others fail."""
+    """The run ended before ``cmds``, delivered with the command that ended it: those that
+    ``cancel`` supersedes (a run cancel: every non-cancel; a task's or node's: that task's or
+    node's) end superseded, as they would have in the queue; the others fail."""
     inbox = steering.handle.inbox
     for cmd in cmds:
-        if cancel is not None and cmd.kind is not SteeringKind.CANCEL and covers(cancel, cmd):
+        if cancel is not None and supersedes(cancel, cmd):
             inbox.superseded(cmd, cancel.correlation_id)
         else:
             inbox.failed(cmd, "the graph run ended before this command")
@@ -330,7 +329,7 @@ def _supersede_behind(
     the same boundary): it supersedes those aimed at its task or node, which are taken out."""
     kept = []
     for cmd in behind:
-        if cmd.kind is not SteeringKind.CANCEL and covers(cancel, cmd):
+        if supersedes(cancel, cmd):
             steering.handle.inbox.superseded(cmd, cancel.correlation_id)
         else:
             kept.append(cmd)

@@ -27,7 +27,14 @@ from tinyagents.steering.conflicts import RedirectConflict
 OrderKey = tuple[int, int, datetime, str]
 
 
-def covers(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
+def supersedes(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
+    """Whether ``cancel`` supersedes ``cmd`` (DESIGN.md, "Conflicts"): ``cmd`` is no cancel,
+    and ``cancel`` ends what it is aimed at (``_covers``). The queue applies it to what is
+    queued; a graph run to what a pause holds behind it."""
+    return cmd.kind is not SteeringKind.CANCEL and _covers(cancel, cmd)
+
+
+def _covers(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
     """Whether ``cancel`` ends what ``cmd`` is aimed at, so that it supersedes it: a run's
     cancel covers every command queued for the run; a graph task's (or node's) cancel only
     the commands aimed at that same task (or node) — an approval for a sibling task, or an
@@ -151,7 +158,7 @@ class SteeringQueue:
         outcome = PutOutcome(queued=True)
         if kind is SteeringKind.CANCEL:
             for _, _, old in list(self._by_id.values()):
-                if old.kind is not SteeringKind.CANCEL and covers(new, old):
+                if supersedes(new, old):
                     self._forget(old)
                     outcome.superseded.append((old, new.correlation_id))
             return outcome
@@ -188,7 +195,7 @@ class SteeringQueue:
     def _covering_cancel(self, cmd: SteeringCommand) -> SteeringCommand | None:
         """A queued cancel that ends what ``cmd`` is aimed at, if any."""
         for _, _, cancel in self._by_kind.get(SteeringKind.CANCEL, {}).values():
-            if covers(cancel, cmd):
+            if supersedes(cancel, cmd):
                 return cancel
         return None
 

@@ -728,12 +728,7 @@ class SteeringRouter:
         cmd = tracked.cmd
         outcome = handle.inbox.put(cmd)
         for loser, winner in outcome.superseded:
-            self._finish(
-                self._open(loser),
-                "superseded",
-                reason=f"superseded by {winner}",
-                superseded_by=winner,
-            )
+            self.mark_superseded(loser, winner)
         if outcome.rejected is not None:
             # _accept checked for this; the queue changed while the store was being written.
             self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")

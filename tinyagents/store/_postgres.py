@@ -118,9 +118,6 @@ def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=rest)), schema if schema is not None else in_url
 
 
-#: Query parameters of a PostgreSQL URL that hold a secret.
-
-
 async def open_pool(
     dsn: str,
     *,
