@@ -27,6 +27,7 @@ END = "<!-- imports-graph:end -->"
 #: protocol layer can take ids and time and raise ``InvalidCommandError``.
 LAYERS: dict[str, float] = {
     "tinyagents._clock": 0,
+    "tinyagents._record": 0,
     "tinyagents.errors": 0,
     "tinyagents.protocol": 1,
     "tinyagents.events": 2,

@@ -4,9 +4,20 @@ tests assert no times), so these hold the causes rather than the figure."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tinyagents._record import FrozenRecord, Record
+from tinyagents.events import EVENT_CLASSES
 
 _PROBE = """
 import gc, json, sys
@@ -31,6 +42,102 @@ def test_importing_the_package_builds_no_pydantic_model() -> None:
     assert seen == {"built": [], "plugins": False}
 
 
+def _package_dataclasses() -> list[type]:
+    import tinyagents
+
+    found = []
+    for info in pkgutil.walk_packages(tinyagents.__path__, "tinyagents."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and dataclasses.is_dataclass(value)
+                and value.__module__ == info.name
+            ):
+                found.append(value)
+    return found
+
+
+#: Dataclasses that compare by identity on purpose.
+_BY_IDENTITY = {"tinyagents.steering.router.MiddlewareCapability"}
+
+
+def test_every_dataclass_of_the_package_shares_one_eq_and_repr() -> None:
+    """Dataclasses get only their ``__init__`` (and a frozen one its guards) generated:
+    equality, repr and hash come from ``Record`` / ``FrozenRecord``, in the dataclass shape
+    (on CPython 3.11 each generated method is an ``exec``: sixty-odd classes paid it at import)."""
+    classes = _package_dataclasses()
+    assert len(classes) > 60 and EVENT_CLASSES[0] in classes
+    for cls in classes:
+        if f"{cls.__module__}.{cls.__qualname__}" in _BY_IDENTITY:
+            assert cls.__eq__ is object.__eq__, cls
+            continue
+        frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        assert issubclass(cls, FrozenRecord if frozen else Record), cls
+        assert cls.__eq__ is Record.__eq__, cls
+        if "__repr__" not in vars(cls):  # its own repr, written for it
+            assert cls.__repr__ is Record.__repr__, cls
+        assert cls.__hash__ is (FrozenRecord.__hash__ if frozen else None), cls
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class _Generated:
+    a: int
+    b: Any = None
+    hidden: str = dataclasses.field(default="h", repr=False)
+    ignored: str = dataclasses.field(default="i", compare=False)
+
+
+@dataclasses.dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class _Shared(Record):
+    a: int
+    b: Any = None
+    hidden: str = dataclasses.field(default="h", repr=False)
+    ignored: str = dataclasses.field(default="i", compare=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _GeneratedFrozen:
+    a: int
+    b: Any = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)
+class _SharedFrozen(FrozenRecord):
+    a: int
+    b: Any = None
+
+
+_values = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.floats(allow_nan=True))
+
+
+@given(st.integers(), _values, st.text(max_size=3), st.integers(), _values, st.text(max_size=3))
+def test_record_eq_repr_and_hash_agree_with_what_dataclass_generates(
+    a1: int, b1: Any, i1: str, a2: int, b2: Any, i2: str
+) -> None:
+    gen1, gen2 = _Generated(a=a1, b=b1, ignored=i1), _Generated(a=a2, b=b2, ignored=i2)
+    own1, own2 = _Shared(a=a1, b=b1, ignored=i1), _Shared(a=a2, b=b2, ignored=i2)
+    assert (own1 == own2) is (gen1 == gen2)
+    assert (own1 == own1) is (gen1 == gen1)  # NaN: the same object compares equal
+    assert repr(own1).replace("_Shared", "_Generated") == repr(gen1)
+    assert own1 != gen1 and own1 != (a1, b1)
+    assert _Shared.__hash__ is None and _Generated.__hash__ is None
+
+    fg1, fg2 = _GeneratedFrozen(a1, b1), _GeneratedFrozen(a2, b2)
+    fo1, fo2 = _SharedFrozen(a1, b1), _SharedFrozen(a2, b2)
+    assert (fo1 == fo2) is (fg1 == fg2)
+    assert hash(fo1) == hash(fg1)
+    assert repr(fo1).replace("_SharedFrozen", "_GeneratedFrozen") == repr(fg1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fo1.a = 0  # type: ignore[misc]
+
+
+def test_a_record_that_holds_itself_has_a_finite_repr() -> None:
+    loop = _Shared(a=1)
+    loop.b = loop
+    assert repr(loop) == "_Shared(a=1, b=..., ignored='i')"
+
+
 def test_event_classes_share_one_eq_and_repr() -> None:
     """Event classes get only their ``__init__`` generated; equality and repr keep the
     dataclass shape (same class, same field values in order)."""
@@ -39,7 +146,7 @@ def test_event_classes_share_one_eq_and_repr() -> None:
     from tinyagents.events import EVENT_CLASSES, Event, GraphEvent, RunEvent
 
     assert all(
-        cls.__eq__ is Event.__eq__ and cls.__repr__ is Event.__repr__ for cls in EVENT_CLASSES
+        cls.__eq__ is Record.__eq__ and cls.__repr__ is Record.__repr__ for cls in EVENT_CLASSES
     )
     at = datetime(2026, 1, 1, tzinfo=UTC)
     one = RunEvent(type="run.started", run_id="r", at=at)

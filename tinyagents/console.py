@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from tinyagents._record import Record
 from tinyagents.events.models import Event, SteeringEvent
 
 #: The steering events that end a command's lifecycle.
@@ -40,8 +41,8 @@ _COLOUR = {
 }
 
 
-@dataclass(slots=True, kw_only=True)
-class RunRow:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RunRow(Record):
     """One run as a line of a run tree."""
 
     run_id: str

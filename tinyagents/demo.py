@@ -53,6 +53,7 @@ from tinyagents import (
     tool,
 )
 from tinyagents._clock import new_id
+from tinyagents._record import Record
 from tinyagents.console import TERMINAL, RunRow, Story, audit_table, describe, run_tree
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelEvent, RunEvent, SteeringEvent, SubAgentEvent
@@ -74,8 +75,8 @@ async def search(query: str) -> str:
     return "\n".join(hits) or "no notes found"
 
 
-@dataclass
-class Cues:
+@dataclass(eq=False, repr=False)
+class Cues(Record):
     """Events the scripted actors wait on, so the story plays out the same way every time."""
 
     research_started: asyncio.Event = field(default_factory=asyncio.Event)

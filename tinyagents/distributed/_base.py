@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tinyagents._record import Record
 from tinyagents.events.bus import Subscription
 from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
 from tinyagents.runs.live import LiveRuns
@@ -43,8 +44,8 @@ class ControlledRuntime(Protocol):
     async def submit(self, cmd: SteeringCommand) -> SteeringReceipt: ...
 
 
-@dataclass(slots=True)
-class RedisCounters:
+@dataclass(slots=True, eq=False, repr=False)
+class RedisCounters(Record):
     """What went through this worker's seat (for tests, logs and metrics)."""
 
     sent: int = 0  # commands sent to another worker

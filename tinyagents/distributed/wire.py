@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinyagents._record import FrozenRecord
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
 
@@ -39,8 +40,8 @@ VERSION = "1"
 COMMANDS_TTL_S = 3600
 
 
-@dataclass(frozen=True, slots=True)
-class Keys:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Keys(FrozenRecord):
     prefix: str
 
     @property
@@ -70,8 +71,8 @@ class MalformedEnvelope(ValueError):
         self.reply_to = reply_to
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Envelope:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class Envelope(FrozenRecord):
     """One command on its way to the worker that owns its run."""
 
     request_id: str
@@ -123,8 +124,8 @@ class Envelope:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class HandedBack:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class HandedBack(FrozenRecord):
     """The owner's answer to a command it did not take because it was stopping."""
 
     reason: str

@@ -16,18 +16,19 @@ router does four times per command (``benchmarks/steering_throughput.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, TypeAdapter
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.protocol.commands import AnyActor, AnyTarget, SteeringKind
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
-class Event:
+class Event(Record):
     type: str
     offset: int = -1
     at: datetime = field(default_factory=_clock.now)
@@ -35,20 +36,6 @@ class Event:
     root_run_id: str | None = None
     parent_run_id: str | None = None
     tenant_id: str | None = None
-
-    # One __eq__ and __repr__ for every event class, in the dataclass's shape (fields in
-    # order): generating them for each class was a tenth of ``import tinyagents``.
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return _values(self) == _values(other)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable records, as a dataclass with eq
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
-        return f"{type(self).__name__}({shown})"
 
     def to_dict(
         self, *, mode: Literal["python", "json"] = "python", exclude_none: bool = False
@@ -261,10 +248,6 @@ EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(
 )
 
 E = TypeVar("E", bound=Event)
-
-
-def _values(event: Event) -> tuple[Any, ...]:
-    return tuple(getattr(event, f.name) for f in fields(event))
 
 
 def parse_event(data: str | bytes | dict[str, Any]) -> AnyEvent:

@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from tinyagents._record import Record
 from tinyagents.errors import GraphError
 from tinyagents.graph.interrupts import Interrupt
 
@@ -54,8 +55,8 @@ def stable_id(prefix: str, *parts: object) -> str:
     return f"{prefix}{hashlib.blake2b(raw, digest_size=8).hexdigest()}"
 
 
-@dataclass(slots=True, kw_only=True)
-class TaskScope:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class TaskScope(Record):
     """What ``interrupt()`` needs to know about the task that is running."""
 
     task: Any  # tasks.Task: its id is computed only if an interrupt needs it

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tinyagents._record import FrozenRecord
 from tinyagents.errors import ConfigurationError, GraphError, RunFailed, RunLimitExceeded
 from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
 
 
-@dataclass(frozen=True, slots=True)
-class AgentNode:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class AgentNode(FrozenRecord):
     """How an agent node reads its input from the state and writes its output back.
 
     ``input``: a state key holding the prompt, or ``state -> str | list[Message]``.

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import (
     MISSING,
@@ -63,8 +64,8 @@ def _unencodable(value: Any) -> Any:
     )
 
 
-@dataclass(slots=True, kw_only=True)
-class Planned:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Planned(Record):
     """One entry of the frontier: a node to run, with a ``Send`` argument or the state."""
 
     node: str
@@ -137,8 +138,8 @@ def decode_goto(data: list[Any], graph: GraphCodec) -> list[str | Send]:
     return [g if isinstance(g, str) else Send(g["node"], _decode_send(g, graph)) for g in data]
 
 
-@dataclass(slots=True, kw_only=True)
-class TaskRecords:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class TaskRecords(Record):
     """What the pending writes say about one task of an unfinished superstep."""
 
     writes: list[tuple[str, Any]] | None = None
@@ -154,8 +155,8 @@ class TaskRecords:
     error: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
-class Head:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Head(Record):
     """The latest state of one thread namespace, as a run holds it in memory."""
 
     thread_id: str

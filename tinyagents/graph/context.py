@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tinyagents._record import Record
 from tinyagents.errors import GraphError
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
 
 
-@dataclass(slots=True, kw_only=True)
-class NodeContext:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class NodeContext(Record):
     """Where and what a node is running as; ``run_id``/``runtime`` only in a runtime."""
 
     task_id: str

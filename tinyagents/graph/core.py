@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
+from tinyagents._record import Record
 from tinyagents.errors import GraphError, InterruptError, InvalidRouteError
 from tinyagents.graph._context import stable_id
 from tinyagents.graph.checkpointing import (
@@ -47,8 +48,8 @@ DEFERRED = "deferred"
 RouterView = Callable[[int, StateSchema | None], Any]
 
 
-@dataclass(slots=True, kw_only=True)
-class NodeSpec:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class NodeSpec(Record):
     """A node: a function ``(state[, ctx]) -> dict | Command | None``, a sub-graph or an agent."""
 
     name: str
@@ -71,8 +72,8 @@ class NodeSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True)
-class Branch:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Branch(Record):
     """A conditional edge: ``router(state)`` names the next node(s) or returns ``Send``s."""
 
     source: str

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from tinyagents._record import Record
 from tinyagents.errors import GraphError, GraphRecursionError, RunCancelled
 from tinyagents.graph._context import (
     UNSAVED,
@@ -111,8 +112,8 @@ class StreamSink(Protocol):
 StepKind = Literal["started", "applied", "completed", "interrupted", "failed"]
 
 
-@dataclass(slots=True, kw_only=True)
-class Step:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Step(Record):
     """What one call of ``GraphRun.next()`` (one item of ``supersteps()``) says happened.
 
     ``started``: ``tasks`` are about to run. ``applied``: they ran and their writes went

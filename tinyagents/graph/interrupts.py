@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tinyagents._record import FrozenRecord
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Interrupt:
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class Interrupt(FrozenRecord):
     """A pending question from a node: answer it with ``Command(resume={id: value})``.
 
     ``ns`` is empty for the graph's own nodes and ``"node:task_id"`` (``|``-joined when

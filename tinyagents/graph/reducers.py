@@ -30,6 +30,7 @@ from typing import Any, Final, Literal, get_origin
 from pydantic import TypeAdapter
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.errors import InvalidUpdateError
 
 
@@ -49,8 +50,8 @@ MISSING: Final = _Missing()
 OVERWRITE: Final = "__overwrite__"
 
 
-@dataclass(slots=True)
-class Overwrite:
+@dataclass(slots=True, eq=False, repr=False)
+class Overwrite(Record):
     """A write that bypasses the channel's reducer: the channel's value becomes ``value``
     (LangGraph's ``Overwrite``)::
 

@@ -24,6 +24,7 @@ from typing import Annotated, Any, NoReturn, get_args, get_origin
 import typing_extensions
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
 from tinyagents.graph.reducers import (
     MISSING,
@@ -38,8 +39,8 @@ from tinyagents.graph.reducers import (
 )
 
 
-@dataclass(slots=True, kw_only=True)
-class Channel:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Channel(Record):
     """One state field: its reducer, default and JSON decoder."""
 
     name: str
@@ -101,8 +102,8 @@ def managed_values(managed: dict[str, str], remaining: int) -> dict[str, Any]:
     }
 
 
-@dataclass(slots=True, kw_only=True)
-class StateSchema:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class StateSchema(Record):
     """The channels of a state class and how nodes see its values."""
 
     cls: Any

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from tinyagents._record import Record
 from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
     CalledCommand,
@@ -170,8 +171,8 @@ class TaskRun(Protocol):
     async def run_agent(self, task: Task) -> Any: ...
 
 
-@dataclass(slots=True, kw_only=True)
-class Writes:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Writes(Record):
     """Writes already in channel form (a sub-graph's output: several per channel allowed)."""
 
     writes: list[tuple[str, Any]]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
+from tinyagents._record import FrozenRecord, Record
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.state import StateView
@@ -46,8 +47,8 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Send(FrozenRecord):
     """Run ``node`` once more in the next superstep with ``arg`` as its input (fan-out)."""
 
     node: str
@@ -64,8 +65,8 @@ class Send:
 N = TypeVar("N")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Command(Generic[N]):
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class Command(FrozenRecord, Generic[N]):
     """What a node (or the caller) wants the graph to do next.
 
     - ``update``: channel writes, applied through the reducers;
@@ -153,8 +154,8 @@ def _http_status(exc: BaseException) -> int | Literal["none"] | None:
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class RetryPolicy(FrozenRecord):
     """Retry a failing node: ``max_attempts`` in total, exponential backoff between them.
 
     LangGraph's fields and names: ``retry_on`` is an exception type, a tuple or list of
@@ -193,8 +194,8 @@ class RetryPolicy:
         return wait + random.uniform(0, 1) if self.jitter else wait
 
 
-@dataclass(slots=True, kw_only=True)
-class GraphResult:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class GraphResult(Record):
     """What ``graph.run`` returns: the final (or paused) state and any pending interrupts."""
 
     status: GraphStatus
@@ -212,8 +213,8 @@ class GraphResult:
         return self
 
 
-@dataclass(slots=True, kw_only=True)
-class TaskState:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class TaskState(Record):
     """A task of a ``StateSnapshot``'s step (LangGraph's ``PregelTask``): finished (with its
     ``result``), paused on ``interrupts``, failed (``error``), or still to run. ``states`` are the states of the
     sub-graphs it ran (a sub-graph node, or the graphs its function called, in call order),
@@ -232,8 +233,8 @@ class TaskState:
         return self.states[0] if self.states else None
 
 
-@dataclass(slots=True, kw_only=True)
-class StateSnapshot:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class StateSnapshot(Record):
     """A thread's state at one checkpoint, as ``graph.get_state`` returns it; ``ns`` is the
     namespace of a sub-graph's state (``""`` for the graph's own)."""
 
@@ -252,8 +253,8 @@ class StateSnapshot:
     ns: str = ""
 
 
-@dataclass(slots=True, kw_only=True)
-class CheckpointInfo:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class CheckpointInfo(Record):
     """One entry of ``graph.history``: which checkpoint, what wrote it, what runs next."""
 
     checkpoint_id: str

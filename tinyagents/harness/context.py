@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from tinyagents._record import Record
 from tinyagents.harness.model import Message, Model
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import Tool
@@ -72,8 +73,8 @@ class ActiveRun(Protocol):
     def emit(self, cls: type[Event], **fields: Any) -> None: ...
 
 
-@dataclass(slots=True, kw_only=True)
-class RunContext:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RunContext(Record):
     runtime: RunHost
     handle: RunHandle
     agent: AgentView

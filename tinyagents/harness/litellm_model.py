@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
 from tinyagents.harness.litellm_errors import (
     broke_off,
@@ -514,8 +515,8 @@ def _answered(response: ModelResponse, model: str, api_base: str | None) -> Mode
     return response
 
 
-@dataclass(slots=True, kw_only=True)
-class _Opened:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class _Opened(Record):
     """A stream up to its first piece: the chunks received so far, and whether it ended."""
 
     chunks: Any

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyagents._record import Record
 from tinyagents.harness.model import StreamChunk
 
 #: The name a tool call that came without one is given in the conversation (strict servers
@@ -21,8 +22,8 @@ from tinyagents.harness.model import StreamChunk
 NAMELESS = "unnamed_tool"
 
 
-@dataclass(slots=True, kw_only=True)
-class _StreamedCall:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class _StreamedCall(Record):
     """What one streamed tool call has sent so far."""
 
     index: int
@@ -32,8 +33,8 @@ class _StreamedCall:
     arguments: str = ""
 
 
-@dataclass(slots=True, kw_only=True)
-class ToolCallFragments:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ToolCallFragments(Record):
     """Tells a stream's tool calls apart, chunk by chunk, and numbers them in order.
 
     A fragment belongs to the call at its ``index`` (litellm gives one without an index its

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tinyagents._clock import new_id
+from tinyagents._record import Record
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(slots=True, kw_only=True)
-class ToolCall:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ToolCall(Record):
     """One call of a tool requested by the model.
 
     ``parse_error`` is set (and ``args`` is empty) when the provider sent arguments that are
@@ -33,8 +34,8 @@ class ToolCall:
     parse_error: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
-class Message:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Message(Record):
     """One entry of a conversation, in the provider-neutral shape of the OpenAI chat format."""
 
     role: Role
@@ -45,8 +46,8 @@ class Message:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True)
-class Usage:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Usage(Record):
     """Tokens (and, when the provider's price is known, cost in USD) spent by model calls."""
 
     input_tokens: int = 0
@@ -73,8 +74,8 @@ class Usage:
         )
 
 
-@dataclass(slots=True, kw_only=True)
-class ToolSpec:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ToolSpec(Record):
     """A tool as offered to the model: its name, description and JSON Schema of arguments."""
 
     name: str
@@ -82,8 +83,8 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
-@dataclass(slots=True, kw_only=True)
-class ModelRequest:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ModelRequest(Record):
     """One call to a model: the conversation so far and the tools offered on this call.
 
     ``model`` overrides the model's default name (``constrain_model`` steering sets it);
@@ -112,8 +113,8 @@ CUT_OFF = {
 }
 
 
-@dataclass(slots=True, kw_only=True)
-class ModelResponse:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ModelResponse(Record):
     """What the model answered: text, tool calls, or both."""
 
     text: str = ""
@@ -128,8 +129,8 @@ class ModelResponse:
         return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
 
 
-@dataclass(slots=True, kw_only=True)
-class StreamChunk:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class StreamChunk(Record):
     """A piece of a streamed response; the last chunk carries the complete ``response``.
 
     A piece of a tool call names it by ``tool_call_index`` (its position in the response); the

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tinyagents._record import Record
 from tinyagents.harness.model import Message
 from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
 
@@ -69,8 +70,8 @@ def describe_actor(actor: SteeringActor) -> str:
     return actor.model_copy(update=safe).describe()
 
 
-@dataclass(slots=True, kw_only=True)
-class SteeringRenderer:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class SteeringRenderer(Record):
     """Turns a command into the message the model sees. Template and role are configurable."""
 
     template: str = DEFAULT_TEMPLATE

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.errors import (
     ConfigurationError,
     RunCancelled,
@@ -134,8 +135,8 @@ class SubAgent:
         )
 
 
-@dataclass(slots=True, kw_only=True)
-class SubAgentSession:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class SubAgentSession(Record):
     """A multi-turn conversation with one sub-agent: each ``send`` is a run that continues the
     transcript of the previous ones.
 

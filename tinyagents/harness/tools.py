@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_core import to_jsonable_python
 
+from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, ToolError, message_of
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
@@ -43,8 +44,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CTX_PARAM = "ctx"
 
 
-@dataclass(slots=True, kw_only=True)
-class ToolResult:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ToolResult(Record):
     """The outcome of one tool call, as the model will see it."""
 
     call_id: str

@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any, Literal
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.events.models import E, SubAgentEvent
 from tinyagents.runs.limits import RunLimits, RunUsage
 
@@ -56,8 +57,8 @@ def check_id(value: object, name: str, hint: str = "") -> str:
     return value
 
 
-@dataclass(slots=True, kw_only=True)
-class RunInfo:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RunInfo(Record):
     """Identity and live state of one run (agent loop or graph run).
 
     ``tools``/``models`` are the run's allowlists: the names it may use. ``None`` means the run

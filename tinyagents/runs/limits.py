@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tinyagents._record import Record
+
 #: The limit fields that budgets (``update_budget``) may change.
 BUDGET_FIELDS = (
     "max_model_calls",
@@ -68,8 +70,8 @@ class RunLimits(BaseModel):
         return self.model_copy(update=changes) if changes else self
 
 
-@dataclass(slots=True, kw_only=True)
-class RunUsage:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RunUsage(Record):
     """What a run has used. Children roll their usage up into their ancestors."""
 
     model_calls: int = 0

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo
@@ -25,8 +26,8 @@ from tinyagents.runs.tree import RunTree
 Busy = Callable[[], set[str]]
 
 
-@dataclass(slots=True)
-class _Finished:
+@dataclass(slots=True, eq=False, repr=False)
+class _Finished(Record):
     """A tree all of whose runs have finished, waiting in the retention window."""
 
     at: float  # monotonic time its last run finished

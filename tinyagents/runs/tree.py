@@ -12,11 +12,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyagents._record import Record
 from tinyagents.runs.info import RunInfo
 
 
-@dataclass(slots=True, kw_only=True)
-class RunTreeNode:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RunTreeNode(Record):
     """One run and its children, as returned by ``Runtime.tree(root_run_id)``."""
 
     info: RunInfo

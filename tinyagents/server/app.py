@@ -48,6 +48,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from tinyagents import __version__
+from tinyagents._record import Record
 from tinyagents.errors import (
     AuthError,
     ControlPlaneUnavailable,
@@ -277,8 +278,8 @@ def not_found() -> Problem:
 # --------------------------------------------------------------------------- the API
 
 
-@dataclass(slots=True)
-class OperatorApi:
+@dataclass(slots=True, eq=False, repr=False)
+class OperatorApi(Record):
     """What the endpoints do, apart from HTTP: who may see which run, and the commands."""
 
     control: "Control"

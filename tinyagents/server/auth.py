@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from tinyagents._record import FrozenRecord
 from tinyagents.errors import AuthError, ConfigurationError
 from tinyagents.protocol.commands import HumanActor, SteeringActor
 
@@ -61,8 +62,8 @@ allow if operation("control"), right("agent:control");
 """
 
 
-@dataclass(frozen=True, slots=True)
-class RunFacts:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RunFacts(FrozenRecord):
     """What the authorizer is told about the run a request is about."""
 
     run_id: str
@@ -71,8 +72,8 @@ class RunFacts:
     lineage: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Principal:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class Principal(FrozenRecord):
     """The caller a verified token names (its authority block)."""
 
     user: str

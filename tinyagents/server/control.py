@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tinyagents._record import FrozenRecord
 from tinyagents.distributed import RedisControl
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, RuntimeClosed
 from tinyagents.events.models import Event, SteeringEvent
@@ -60,8 +61,8 @@ RING_SIZE = 10_000
 MAX_CURSOR = 2048
 
 
-@dataclass(frozen=True, slots=True)
-class RunPage:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class RunPage(FrozenRecord):
     """One page of a run listing; ``next_cursor`` None on the last."""
 
     runs: list[dict[str, Any]]
@@ -507,8 +508,8 @@ def command_target(snap: dict[str, Any], task_id: str | None = None) -> AnyTarge
     return SteeringTarget.agent_run(run_id)
 
 
-@dataclass(frozen=True, slots=True)
-class EntryScope:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class EntryScope(FrozenRecord):
     """What the event stream of a graph task's entry (``gt-...``) shows: the entry's own
     events and the steering events of the commands sent to its task, which its graph run
     takes and files under its own id (see ``command_target``)."""

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from tinyagents._record import Record
 from tinyagents.distributed import RedisControl
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
 from tinyagents.runtime import Runtime
@@ -62,8 +63,8 @@ GRACEFUL_S = 1.0
 MAX_REQUEST_HEAD_BYTES = 256 * 1024
 
 
-@dataclass(slots=True, kw_only=True)
-class ServeOptions:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class ServeOptions(Record):
     host: str = "127.0.0.1"
     port: int = 8000
     store: str = DEFAULT_STORE

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Self, SupportsIndex
 
+from tinyagents._record import Record
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.runs.info import RunInfo
@@ -30,8 +31,8 @@ _log = logging.getLogger(__name__)
 CallNext = Callable[[SteeringCommand], Awaitable["Decision"]]
 
 
-@dataclass(slots=True, kw_only=True)
-class Decision:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Decision(Record):
     status: Literal["accept", "reject", "defer"]
     command: SteeringCommand
     reason: str | None = None
@@ -52,8 +53,8 @@ class Decision:
         return cls(status="defer", command=command, reason=reason, policy_id=policy_id)
 
 
-@dataclass(slots=True, kw_only=True)
-class PolicyContext:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class PolicyContext(Record):
     """What a policy may look at: the resolved target and the run tree around it."""
 
     target: RunInfo
@@ -178,8 +179,8 @@ class PolicyList(list[Policy]):
 Step = Callable[[SteeringCommand, "PolicyContext"], Awaitable[Decision]]
 
 
-@dataclass(slots=True, kw_only=True)
-class PolicyChain:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class PolicyChain(Record):
     """Policies folded once into one ``Step``, and what they were folded from: the chain is
     reused for every command until ``stale`` says one of its lists changed."""
 

@@ -12,6 +12,7 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tinyagents._record import Record
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     CONTROL_KINDS,
@@ -68,8 +69,8 @@ def _id(cmd: SteeringCommand) -> _Id:
     return (dedupe_scope(cmd.actor), cmd.correlation_id)
 
 
-@dataclass(slots=True)
-class PutOutcome:
+@dataclass(slots=True, eq=False, repr=False)
+class PutOutcome(Record):
     """What ``put_nowait`` did: ``superseded`` pairs (old command, id of the one that won)."""
 
     queued: bool

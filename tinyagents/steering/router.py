@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tinyagents._record import Record
 from tinyagents.errors import InvalidCommandError, StoreError, TinyAgentsError
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
@@ -75,8 +76,8 @@ class SteeringInvariantError(TinyAgentsError):
     """A command would get a second terminal state or an event after its terminal one (a bug)."""
 
 
-@dataclass(slots=True)
-class _Tracked:
+@dataclass(slots=True, eq=False, repr=False)
+class _Tracked(Record):
     cmd: SteeringCommand
     state: CommandState
     key: _Key

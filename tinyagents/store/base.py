@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from tinyagents._record import Record
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
 from tinyagents.protocol.commands import (
@@ -32,16 +33,16 @@ from tinyagents.protocol.state import CommandState
 _log = logging.getLogger("tinyagents.store")
 
 
-@dataclass(slots=True, kw_only=True)
-class StoredCommand:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class StoredCommand(Record):
     command: SteeringCommand
     state: str
     run_id: str | None
     reason: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
-class InboxItem:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class InboxItem(Record):
     """A command another process submitted, through the store, for a run ``owner`` holds."""
 
     request_id: str

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
@@ -24,8 +25,8 @@ from tinyagents.store.base import (
 )
 
 
-@dataclass(slots=True)
-class _Request:
+@dataclass(slots=True, eq=False, repr=False)
+class _Request(Record):
     item: InboxItem
     #: When it was last taken (its lease runs ``INBOX_LEASE_S`` from then); None: never.
     taken_at: datetime | None = None

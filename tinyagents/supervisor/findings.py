@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tinyagents._record import FrozenRecord
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Finding(FrozenRecord):
     """An ``error`` (the spec cannot be used) or a ``warning`` (it loads, but probably not as
     meant), with the YAML line when there is one."""
 

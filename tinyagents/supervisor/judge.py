@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from tinyagents._record import FrozenRecord
 from tinyagents.errors import MissingAPIKeyError, TinyAgentsError
 from tinyagents.harness.litellm_model import LiteLLMModel, import_litellm
 from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse, Usage
@@ -122,8 +123,8 @@ def _what(response: ModelResponse) -> str:
     return repr(text)
 
 
-@dataclass(slots=True, kw_only=True, frozen=True)
-class JudgeInput:
+@dataclass(slots=True, kw_only=True, frozen=True, eq=False, repr=False)
+class JudgeInput(FrozenRecord):
     """Everything the judge is told about a run."""
 
     iteration: int

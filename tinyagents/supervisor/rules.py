@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tinyagents._record import Record
 from tinyagents.events.models import Event, ModelEvent, ToolEvent
 from tinyagents.runs.info import RunInfo
 from tinyagents.supervisor.spec import BudgetFraction, IterationReached, Rule, ToolRepeated
 
 
-@dataclass(slots=True, kw_only=True)
-class RunCounters:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RunCounters(Record):
     """What the supervisor counted of one run. Tool names count only when the run was granted
     them (declared); any other name a model makes up only adds to ``undeclared_calls``, so a
     model-chosen string is never kept, shown to the judge or used as a key."""

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyagents._record import Record
 from tinyagents.errors import (
     ConfigurationError,
     ModelError,
@@ -76,8 +77,8 @@ _ENDED = frozenset(f"run.{s.value}" for s in RunStatus if s.finished)
 Submit = Callable[[SteeringCommand], Awaitable[SteeringReceipt]]
 
 
-@dataclass(slots=True, kw_only=True)
-class _Watch:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class _Watch(Record):
     """One watched run: its spec, counters and the supervisor's tasks for it."""
 
     handle: RunHandle

@@ -7,6 +7,7 @@ import socket
 from dataclasses import dataclass
 
 from tinyagents import _clock
+from tinyagents._record import Record
 
 HOST = socket.gethostname()
 
@@ -34,8 +35,8 @@ def pid_alive(pid: int) -> bool:
         return True  # no /proc (macOS): trust kill(0)
 
 
-@dataclass(slots=True, kw_only=True)
-class Lease:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Lease(Record):
     owner: str
     host: str
     pid: int

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from tinyagents._record import Record
 from tinyagents.errors import ThreadBusy
 
 
-@dataclass(slots=True, kw_only=True)
-class CheckpointRecord:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class CheckpointRecord(Record):
     """One checkpoint of one thread namespace, with JSON-able ``values``."""
 
     thread_id: str
@@ -115,8 +116,8 @@ def stale_message(record: CheckpointRecord) -> str:
     )
 
 
-@dataclass(slots=True, kw_only=True)
-class WriteRecord:
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class WriteRecord(Record):
     """A pending write of a task: ``kind`` is ``result``, ``interrupt``, ``resume`` or
     ``steered`` (key: the correlation id of the steering command that gave a resume answer;
     value: the interrupt id)."""
