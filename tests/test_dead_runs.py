@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
@@ -17,7 +18,8 @@ from slow_agent import slow_agent
 from test_cross_process import OPS, Owner, instruction
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
-from tinyagents.steering import remote
+from tinyagents.errors import StoreError
+from tinyagents.steering import dead, remote
 from tinyagents.steering.remote import owner_silent, submit_through_store
 from tinyagents.store import open_store
 
@@ -108,6 +110,118 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
         assert again.status == "rejected" and "target finished" in (again.reason or "")
         retried = await submit_through_store(store, cancel(run_id, "declare-dead"))
         assert retried.status == "duplicate"
+    finally:
+        await store.close()
+
+
+async def killed_with_open_commands(owner: Owner, store: Any, cids: list[str]) -> str:
+    """The run of ``owner`` paused, ``cids`` queued on it, its process killed and silent."""
+    async with owner:
+        await store.open()
+        run_id = owner.run_id
+        pause = SteeringCommand(
+            target=SteeringTarget.agent_run(run_id), actor=OPS, kind=SteeringKind.PAUSE
+        )
+        assert (await submit_through_store(store, pause)).status == "accepted"
+        async with asyncio.timeout(30):
+            while (await store.load_run(run_id) or {}).get("status") != "paused":  # noqa: ASYNC110 - another process writes it
+                await asyncio.sleep(0.05)
+        for cid in cids:
+            receipt = await submit_through_store(store, instruction(run_id, cid, cid))
+            assert receipt.status == "accepted"
+        assert owner.proc is not None
+        owner.proc.kill()
+        await owner.proc.wait()
+    async with asyncio.timeout(30):
+        while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
+            await asyncio.sleep(0.1)
+    return run_id
+
+
+async def terminal_events(store: Any, cids: list[str]) -> dict[str, list[str]]:
+    events = await store.load_events(type_prefix="steering.")
+    ends = ("steering.applied", "steering.failed", "steering.rejected", "steering.superseded")
+    return {
+        cid: [
+            e.type for e in events if getattr(e, "correlation_id", None) == cid and e.type in ends
+        ]
+        for cid in cids
+    }
+
+
+async def test_two_operators_cancelling_a_dead_run_at_once_settle_it_once(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two API workers that take a cancel of the same dead run at the same moment: one
+    declares it dead, the other is refused; every command keeps one terminal state."""
+    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
+    owner = Owner(tmp_path)
+    owner.url = store_url
+    store, other = open_store(store_url), open_store(store_url)
+    await other.open()
+    cids = [f"ghost-{i}" for i in range(3)]
+    try:
+        run_id = await killed_with_open_commands(owner, store, cids)
+        first, second = await asyncio.gather(
+            submit_through_store(store, cancel(run_id, "dead-1")),
+            submit_through_store(other, cancel(run_id, "dead-2")),
+        )
+        assert sorted([first.status, second.status]) == ["accepted", "rejected"], (first, second)
+        winner, loser = ("dead-1", second) if first.status == "accepted" else ("dead-2", first)
+        assert "cancelled" in (loser.reason or ""), loser
+
+        ends = await terminal_events(store, [*cids, "dead-1", "dead-2"])
+        assert ends == {
+            **{cid: ["steering.failed"] for cid in cids},
+            winner: ["steering.applied"],
+            loser.correlation_id: [],
+        }
+        snapshot = await store.load_run(run_id)
+        assert snapshot is not None and snapshot["status"] == "cancelled"
+        assert await store.open_commands() == []
+        # the one refused is not in the log: sent again, it is answered as the run is now
+        again = await submit_through_store(other, cancel(run_id, loser.correlation_id))
+        assert again.status == "rejected" and "target finished" in (again.reason or "")
+    finally:
+        await store.close()
+        await other.close()
+
+
+async def test_a_declaration_that_failed_midway_is_taken_over_by_the_next_cancel(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store fails while a cancel settles a dead run (after it claimed the run): a cancel
+    sent later, once the claim is stale, settles the run and the first cancel with it."""
+    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
+    owner = Owner(tmp_path)
+    owner.url = store_url
+    store = open_store(store_url)
+    cids = [f"ghost-{i}" for i in range(2)]
+    try:
+        run_id = await killed_with_open_commands(owner, store, cids)
+        append_events = store.append_events
+
+        async def fails(events: Any) -> None:
+            raise StoreError("PostgreSQL: could not append: connection lost")
+
+        monkeypatch.setattr(store, "append_events", fails)
+        with pytest.raises(StoreError):
+            await submit_through_store(store, cancel(run_id, "dead-1"))
+        monkeypatch.setattr(store, "append_events", append_events)
+        busy = await submit_through_store(store, cancel(run_id, "dead-2"))
+        assert busy.status == "rejected" and "being cancelled" in (busy.reason or ""), busy
+
+        monkeypatch.setattr(dead, "CLAIM_STALE_S", 0.0)
+        taken = await submit_through_store(store, cancel(run_id, "dead-3"))
+        assert taken.status == "accepted", taken
+        assert await terminal_events(store, [*cids, "dead-1", "dead-2", "dead-3"]) == {
+            **{cid: ["steering.failed"] for cid in [*cids, "dead-1"]},
+            "dead-2": [],
+            "dead-3": ["steering.applied"],
+        }
+        snapshot = await store.load_run(run_id)
+        assert snapshot is not None and snapshot["status"] == "cancelled"
+        assert await store.open_commands() == []
     finally:
         await store.close()
 

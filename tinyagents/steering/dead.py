@@ -12,6 +12,13 @@ settles the run itself, in the store the runtimes share:
   owner's last heartbeat in the reason; events and states are one write (``append_events``);
 - their snapshots become ``cancelled``, without an owner.
 
+One declaration settles a run: it first logs a claim on the run's dead incarnation (a row
+keyed by the run and the owner's last heartbeat, state ``applied``, no run id), and a cancel
+taken at the same moment by another process that finds the claim there is refused and logs
+nothing. A declaration that fails midway (a store error, its sender killed) leaves its claim
+behind: a cancel sent ``CLAIM_STALE_S`` later takes the run over under a claim of its own,
+and fails the open commands the first one left, its own cancel among them.
+
 Only a human with ``agent:control`` in the run's tenant may do it, and only once the owner
 has been silent for ``OWNER_SILENT_S``. Nothing fences an owner that was merely cut off that
 long and then goes on: it keeps running the run, and a command it applies then gets a second
@@ -32,6 +39,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     SteeringReceipt,
     SubAgentRunTarget,
+    dedupe_scope,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.inbox import LATE
@@ -40,6 +48,8 @@ from tinyagents.store.base import Store, run_key
 
 #: The ``policy_id`` of a declaration's receipt and events.
 POLICY = "dead-owner"
+#: How long a declaration has to settle the run once it holds its claim (``_claim``).
+CLAIM_STALE_S = 30.0
 #: How many runs of the dead run's tree are read at once.
 _PAGE = 500
 _OPEN = ("accepted", "deferred")
@@ -70,12 +80,11 @@ async def settle_dead_run(
 ) -> SteeringReceipt:
     """Cancel the run of ``snapshot`` (its owner silent) in ``store``: see the module."""
     run_id = str(snapshot["run_id"])
+    refused = await _claim(store, cmd, snapshot)
+    if refused is not None:
+        return refused
     if not await store.append_command(cmd, state="accepted", run_id=run_id):
-        return SteeringReceipt(
-            status=ReceiptStatus.DUPLICATE,
-            correlation_id=cmd.correlation_id,
-            reason="duplicate correlation id: the first command's outcome stands",
-        )
+        return _duplicate(cmd)
     owner = snapshot.get("owner")
     reason = (
         f"{LATE}: run {run_id}'s owner (runtime {owner}) is gone (no heartbeat since "
@@ -113,6 +122,47 @@ async def settle_dead_run(
         ]
     )
     return SteeringReceipt.issue(ReceiptStatus.ACCEPTED, cmd.correlation_id, run_id, None, POLICY)
+
+
+async def _claim(
+    store: Store, cmd: SteeringCommand, snapshot: dict[str, Any]
+) -> SteeringReceipt | None:
+    """Make ``cmd`` the one declaration of this incarnation of the run (its owner's last
+    heartbeat), by logging a claim row for it: None once it holds it, else the receipt to
+    answer. Of two cancels taken at once, the second to log the claim is refused, so no
+    command of the run gets a second terminal event. A claim older than ``CLAIM_STALE_S``
+    on a run still unfinished was left by a declaration that failed midway (a store error,
+    its process killed): the next cancel takes the run over under the next claim."""
+    run_id = str(snapshot["run_id"])
+    scope = dedupe_scope(cmd.actor)
+    generation = 0
+    while True:
+        key = f"{POLICY}:{run_id}@{snapshot.get('updated_at')}#{generation}"
+        claim = cmd.model_copy(update={"correlation_id": key, "created_at": _clock.now()})
+        if await store.append_command(claim, state="applied", run_id=None):
+            return None
+        if await store.get_command(cmd.correlation_id, scope=scope) is not None:
+            return _duplicate(cmd)  # this very command, sent twice at once
+        held = await store.get_command(key, scope=scope)
+        age = (_clock.now() - held.command.created_at).total_seconds() if held else 0.0
+        if age < CLAIM_STALE_S:
+            return SteeringReceipt.issue(
+                ReceiptStatus.REJECTED,
+                cmd.correlation_id,
+                run_id,
+                f"target finished: run {run_id} is being cancelled (another command "
+                "declared its owner gone a moment ago)",
+                POLICY,
+            )
+        generation += 1
+
+
+def _duplicate(cmd: SteeringCommand) -> SteeringReceipt:
+    return SteeringReceipt(
+        status=ReceiptStatus.DUPLICATE,
+        correlation_id=cmd.correlation_id,
+        reason="duplicate correlation id: the first command's outcome stands",
+    )
 
 
 async def _dead_below(store: Store, snapshot: dict[str, Any]) -> list[dict[str, Any]]:
