@@ -17,6 +17,7 @@ from conftest import RedisServer, WorkerError, WorkerProcess
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
 from tinyagents.distributed.wire import Keys
+from tinyagents.errors import ConfigurationError
 
 T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
@@ -367,6 +368,42 @@ def test_without_a_url_it_is_a_no_op_and_never_imports_redis() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ({"ttl_s": 0}, "ttl_s"),
+        ({"ttl_s": -1.0}, "ttl_s"),
+        ({"ttl_s": float("nan")}, "ttl_s"),
+        ({"ttl_s": "10"}, "ttl_s"),
+        ({"ttl_s": 1.0, "heartbeat_s": 2.0}, "ttl_s"),  # off the listing between two beats
+        ({"heartbeat_s": 0}, "heartbeat_s"),
+        ({"heartbeat_s": float("inf")}, "heartbeat_s"),
+        ({"throttle_s": -0.1}, "throttle_s"),
+        ({"block_s": 0}, "block_s"),  # BLOCK 0 waits for ever
+        ({"receipt_timeout_s": 0}, "receipt_timeout_s"),
+        ({"backoff_s": (0, 0)}, "backoff_s"),
+        ({"backoff_s": (5.0, 1.0)}, "backoff_s"),
+        ({"backoff_s": 1.0}, "backoff_s"),
+        ({"max_connections": 0}, "max_connections"),
+        ({"max_connections": True}, "max_connections"),
+        ({"worker_id": ""}, "worker_id"),
+        ({"worker_id": "  "}, "worker_id"),
+        ({"prefix": ""}, "prefix"),
+        ({"prefix": 5}, "prefix"),
+    ],
+)
+async def test_settings_that_cannot_work_are_refused_when_it_is_made(
+    redis_url: str, setting: dict[str, Any], named: str
+) -> None:
+    """A TTL of 0 or NaN, a zero block or backoff, a blank worker id...: each used to start,
+    then retry Redis for ever, flap off the listing, or take another name, without a word."""
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match=named):
+            RedisControl(rt, redis_url, **setting)
+        with pytest.raises(ConfigurationError, match=named):  # refused without Redis too
+            RedisControl(rt, None, **setting)
 
 
 async def test_no_connection_outlives_aclose_even_across_a_redis_restart(

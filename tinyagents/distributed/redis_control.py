@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -94,7 +95,20 @@ class RedisControl:
     ) -> None:
         """``worker_id``: this worker's name on the control plane (default: the runtime's
         ``runtime_id``); give a restarted worker the same one so that it reads the commands
-        its previous process left unacknowledged."""
+        its previous process left unacknowledged. Settings that cannot work (a TTL not
+        longer than a heartbeat, a zero ``block_s``, which Redis reads as "wait for ever", a
+        blank name...) are a ``ConfigurationError`` naming the argument."""
+        _check_settings(
+            worker_id=worker_id,
+            prefix=prefix,
+            throttle_s=throttle_s,
+            heartbeat_s=heartbeat_s,
+            ttl_s=ttl_s,
+            backoff_s=backoff_s,
+            receipt_timeout_s=receipt_timeout_s,
+            block_s=block_s,
+            max_connections=max_connections,
+        )
         self.runtime = runtime
         self.url = url
         own = worker_id or getattr(runtime, "runtime_id", None) or _clock.new_id("worker")
@@ -498,6 +512,67 @@ def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:
     """An operator sees only their tenant's runs (the owner checks again)."""
     actor = cmd.actor
     return not isinstance(actor, HumanActor) or snapshot.get("tenant_id") == actor.tenant_id
+
+
+def _check_settings(
+    *,
+    worker_id: object,
+    prefix: object,
+    throttle_s: object,
+    heartbeat_s: object,
+    ttl_s: object,
+    backoff_s: object,
+    receipt_timeout_s: object,
+    block_s: object,
+    max_connections: object,
+) -> None:
+    """``ConfigurationError`` for a setting the jobs cannot work with. Each used to be taken:
+    a TTL of 0 or NaN retried Redis for ever, one shorter than a heartbeat dropped the
+    worker's runs off the listing between two beats, a zero ``block_s`` blocked the readers
+    for ever (Redis's ``BLOCK 0``), a zero backoff hammered a Redis that was down, and a blank
+    worker id was replaced by the runtime's."""
+
+    def seconds(name: str, value: object, *, zero: bool = False) -> float:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):  # type: ignore[arg-type, operator]
+            least = ">= 0" if zero else "> 0"
+            raise ConfigurationError(
+                f"{name} must be a finite number of seconds {least}, got {value!r}"
+            )
+        return float(value)  # type: ignore[arg-type]
+
+    for name, text in (("worker_id", worker_id), ("prefix", prefix)):
+        if (text is not None or name == "prefix") and (
+            not isinstance(text, str) or not text.strip()
+        ):
+            raise ConfigurationError(f"{name} must be a non-blank string, got {text!r}")
+    seconds("throttle_s", throttle_s, zero=True)
+    beat = seconds("heartbeat_s", heartbeat_s)
+    if seconds("ttl_s", ttl_s) <= beat:
+        raise ConfigurationError(
+            f"ttl_s ({ttl_s!r}) must be longer than heartbeat_s ({heartbeat_s!r}): the "
+            "worker's runs would leave the listing between two heartbeats"
+        )
+    seconds("receipt_timeout_s", receipt_timeout_s)
+    seconds("block_s", block_s)
+    if not isinstance(backoff_s, tuple | list) or len(backoff_s) != 2:
+        raise ConfigurationError(
+            f"backoff_s must be a pair (low, high) of seconds, got {backoff_s!r}"
+        )
+    low, high = (seconds("backoff_s", b) for b in backoff_s)
+    if low > high:
+        raise ConfigurationError(
+            f"backoff_s must be (low, high) with low <= high, got {backoff_s!r}"
+        )
+    if (
+        isinstance(max_connections, bool)
+        or not isinstance(max_connections, int)
+        or max_connections < 3
+    ):
+        raise ConfigurationError(
+            "max_connections must be a whole number >= 3 (two jobs each hold a connection "
+            f"while they wait for entries), got {max_connections!r}"
+        )
 
 
 def _check_database(url: str) -> None:
