@@ -172,6 +172,31 @@ async def test_racing_opens_on_a_new_schema_migrate_once(
     assert rows[0][0] == len(MIGRATIONS)
 
 
+@pytest.mark.parametrize(
+    ("cls", "setting", "named"),
+    [
+        (PostgresStore, {"command_timeout": float("nan")}, "command_timeout"),
+        (PostgresStore, {"command_timeout": 0}, "command_timeout"),
+        (PostgresStore, {"min_size": 5, "max_size": 2}, "min_size"),
+        (PostgresStore, {"max_size": 0}, "max_size"),
+        (PostgresStore, {"min_size": 1.5}, "min_size"),
+        (PostgresCheckpointer, {"lease_ttl": float("nan")}, "lease_ttl"),
+        (PostgresCheckpointer, {"lease_ttl": -1.0}, "lease_ttl"),
+        (PostgresCheckpointer, {"lease_ttl": True}, "lease_ttl"),
+        (PostgresCheckpointer, {"command_timeout": float("inf")}, "command_timeout"),
+        (PostgresCheckpointer, {"max_size": 0}, "max_size"),
+    ],
+)
+def test_pool_and_lease_settings_that_cannot_work_are_refused_when_made(
+    cls: type[Any], setting: dict[str, Any], named: str
+) -> None:
+    """A NaN ``command_timeout`` or ``lease_ttl`` was taken (every lease of the checkpointer
+    then failed: "cannot convert float NaN to integer"), and a pool of 0 connections, or
+    ``min_size`` above ``max_size``, was found out only at ``open``, as a failing store."""
+    with pytest.raises(ConfigurationError, match=named):
+        cls(postgres_dsn(), **setting)
+
+
 async def test_a_store_that_is_not_open_says_so(make: Callable[[], PostgresStore]) -> None:
     with pytest.raises(StoreError, match="not open"):
         await make().command_ids()

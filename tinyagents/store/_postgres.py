@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -77,6 +78,33 @@ def cause(exc: BaseException) -> BaseException:
     passing = ConnectionError(first_line(exc))
     passing.__cause__ = exc
     return passing
+
+
+def check_settings(
+    *, min_size: object, max_size: object, command_timeout: object, lease_ttl: object = 0.0
+) -> None:
+    """``ConfigurationError`` for pool settings asyncpg refuses only when the pool opens (or
+    takes, as a NaN ``command_timeout``), and for a ``lease_ttl`` that is not a finite number
+    of seconds >= 0 (0: the lease is checked at every write)."""
+    for name, size, least in (("min_size", min_size, 0), ("max_size", max_size, 1)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < least:
+            raise ConfigurationError(f"{name} must be a whole number >= {least}, got {size!r}")
+    if min_size > max_size:  # type: ignore[operator]
+        raise ConfigurationError(
+            f"min_size ({min_size}) must not be greater than max_size ({max_size})"
+        )
+    for name, value, zero in (
+        ("command_timeout", command_timeout, False),  # asyncpg refuses 0
+        ("lease_ttl", lease_ttl, True),
+    ):
+        if value is None and name == "command_timeout":
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):  # type: ignore[arg-type, operator]
+            raise ConfigurationError(
+                f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0, "
+                f"got {value!r}"
+            )
 
 
 def first_line(exc: BaseException) -> str:

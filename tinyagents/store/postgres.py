@@ -29,6 +29,7 @@ from tinyagents.events.models import Event, parse_event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store._postgres import (
+    check_settings,
     db_errors,
     first_line,
     lock_key,
@@ -210,6 +211,7 @@ class PostgresStore(Store):
         command_timeout: float | None = 60.0,
         create: bool = True,
     ) -> None:
+        check_settings(min_size=min_size, max_size=max_size, command_timeout=command_timeout)
         self.url = redacted(dsn)
         self.dsn, self.schema = split_schema(dsn, schema)
         self.create = create

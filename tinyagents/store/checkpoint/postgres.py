@@ -38,6 +38,7 @@ from typing import Any
 
 from tinyagents.errors import StaleCheckpointError, ThreadBusy
 from tinyagents.store._postgres import (
+    check_settings,
     db_errors,
     lock_key,
     mapped_errors,
@@ -127,6 +128,12 @@ class PostgresCheckpointer(Checkpointer):
         max_size: int = 10,
         command_timeout: float | None = 60.0,
     ) -> None:
+        check_settings(
+            min_size=min_size,
+            max_size=max_size,
+            command_timeout=command_timeout,
+            lease_ttl=lease_ttl,
+        )
         super().__init__(snapshot_every=snapshot_every)
         self.url = redacted(dsn)
         self.dsn, self.schema = split_schema(dsn, schema)
