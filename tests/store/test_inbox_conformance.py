@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tinyagents.errors import StoreError
 from tinyagents.events import RunEvent
 from tinyagents.protocol import (
@@ -155,6 +157,28 @@ async def _unreadable_row_is_rejected(store: Store, path: Path) -> None:
     receipt = await store.inbox_receipt("q-bad")
     assert receipt is not None and receipt.status == "rejected"
     assert receipt.reason is not None and receipt.reason.startswith("unreadable in the inbox")
+
+
+async def test_a_receipt_that_does_not_read_is_a_store_error_naming_the_request(
+    tmp_path: Path,
+) -> None:
+    """A receipt written by another version of the owner (a status this one does not know,
+    during a rolling upgrade) made ``inbox_receipt`` raise pydantic's ``ValidationError``:
+    the sender's API answered 500. It is a ``StoreError`` now, saying how to learn the
+    outcome. (PostgreSQL's own test is in test_postgres_store.py.)"""
+    store = SqliteStore(tmp_path / "store.db")
+    await store.open()
+    try:
+        await store.inbox_put(owner="rt-a", request_id="q-new", command=command("c-new"))
+        await store.inbox_answer("q-new", accepted("c-new"))
+        with sqlite3.connect(tmp_path / "store.db") as db:
+            db.execute(
+                "UPDATE inbox SET receipt = '{\"status\": \"queued\"}' WHERE request_id = 'q-new'"
+            )
+        with pytest.raises(StoreError, match=r"q-new.*same correlation id"):
+            await store.inbox_receipt("q-new")
+    finally:
+        await store.close()
 
 
 async def test_load_run_reads_one_snapshot(store: Store) -> None:

@@ -300,6 +300,18 @@ async def test_an_unreadable_inbox_row_is_answered_rejected(
     assert receipt.reason is not None and "unreadable in the inbox" in receipt.reason
 
 
+async def test_a_receipt_that_does_not_read_is_a_store_error(
+    store: PostgresStore, schema: str
+) -> None:
+    await store.inbox_put(owner="me", request_id="q-1", command=command("c-1"))
+    await sql(
+        f'UPDATE "{schema}".inbox SET state = \'answered\', receipt = \'{{"status": "queued"}}\''
+        " WHERE request_id = 'q-1'"
+    )
+    with pytest.raises(StoreError, match=r"q-1.*same correlation id"):
+        await store.inbox_receipt("q-1")
+
+
 # --------------------------------------------------------------------------- many processes
 
 

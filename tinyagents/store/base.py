@@ -297,6 +297,20 @@ def unreadable_receipt(request_id: str, exc: Exception) -> SteeringReceipt:
     )
 
 
+def read_receipt(request_id: str, text: str) -> SteeringReceipt:
+    """The receipt an owner wrote for inbox request ``request_id``; ``StoreError`` when it
+    does not read as one (written by another version of the owner): the command may have
+    been taken, so the sender is told how to learn its outcome, not that it was refused."""
+    try:
+        return SteeringReceipt.model_validate_json(text)
+    except ValueError as exc:
+        raise StoreError(
+            f"the receipt of inbox request {request_id} does not read as one "
+            f"({_first_line(exc)}): send the command again with the same correlation id to "
+            "learn its outcome ('duplicate' if it was taken)"
+        ) from exc
+
+
 async def answer_unreadable(store: Store, request_id: str, exc: Exception) -> None:
     """Answer an inbox row that ``inbox_take`` took but cannot read (``unreadable_receipt``).
     A failed answer is logged, never raised: the readable rows of the batch are taken too,

@@ -48,6 +48,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    read_receipt,
     run_key,
     target_run_id,
     terminal_updates,
@@ -630,7 +631,7 @@ class PostgresStore(Store):
         )
         if not rows or rows[0][0] is None:
             return None
-        return SteeringReceipt.model_validate_json(rows[0][0])
+        return read_receipt(request_id, rows[0][0])
 
     async def listen_inbox(self, owner: str, wake: Callable[[], None]) -> InboxListener:
         """Call ``wake()`` whenever a command for ``owner`` is put in the inbox, by any

@@ -29,6 +29,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    read_receipt,
     run_key,
     target_run_id,
     terminal_updates,
@@ -614,7 +615,7 @@ class SqliteStore(Store):
             row = await cur.fetchone()
         if row is None or row[0] is None:
             return None
-        return SteeringReceipt.model_validate_json(row[0])
+        return read_receipt(request_id, row[0])
 
 
 async def _roll_back(db: aiosqlite.Connection) -> None:
