@@ -377,3 +377,45 @@ async def test_an_idle_run_listed_on_redis_shows_its_workers_last_heartbeat(
     finally:
         await client.aclose()
         await handle.cancel()
+
+
+async def test_a_run_started_again_on_another_worker_is_steered_there_not_at_its_ghost(
+    redis_url: str, prefix: str
+) -> None:
+    """Worker "ghost" was killed with run r-1; r-1 was started again under its id on worker b
+    at once. Until the ghost's listing expires (``ttl_s``) both list r-1: a command for it
+    went to the worker whose heartbeat is oldest, the dead one (its stream is still there),
+    and timed out, while b's live run took nothing; the listing showed the ghost's copy."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.mirror import redis_now
+    from tinyagents.distributed.wire import GROUP, Keys
+
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    async with Runtime() as rt_b, Runtime() as rt_c:
+        async with (
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+            RedisControl(rt_c, redis_url, worker_id="c", receipt_timeout_s=2.0, **kw) as rc_c,
+        ):
+            handle = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", run_id="r-1")
+            live = await eventually(lambda: rc_c.get_run("r-1"), lambda s: s is not None)
+            keys = Keys(prefix)
+            client = aioredis.from_url(redis_url)
+            try:  # the killed worker's leftovers: its listing, last beat, stream and group
+                ghost = {**live, "worker": "ghost", "owner": "rt-ghost"}
+                await client.hset(keys.runs("ghost"), "r-1", json.dumps(ghost))
+                await client.zadd(keys.workers, {"ghost": await redis_now(client) - 2.0})
+                await client.xgroup_create(keys.commands("ghost"), GROUP, id="0", mkstream=True)
+
+                listed = [r for r in await rc_c.list_runs("acme") if r["run_id"] == "r-1"]
+                assert [r["worker"] for r in listed] == ["b"], listed
+                assert (await rc_c.get_run("r-1") or {}).get("worker") == "b"
+                receipt = await rc_c.submit(command("r-1", "cancel"))
+                assert receipt.status == "accepted", receipt
+                assert (await handle.result()).status is RunStatus.CANCELLED
+                assert await client.xlen(keys.commands("ghost")) == 0
+            finally:
+                await client.delete(keys.runs("ghost"), keys.commands("ghost"))
+                await client.zrem(keys.workers, "ghost")
+                await client.aclose()
+            assert rc_b.counters.answered == 1

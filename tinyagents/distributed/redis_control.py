@@ -481,11 +481,14 @@ class RedisControl:
             await asyncio.sleep(self.throttle_s / 2)
 
     async def _live_workers(self) -> dict[str, float]:
-        """The live workers and the time of each one's last heartbeat (Redis's clock)."""
+        """The live workers and the time of each one's last heartbeat (Redis's clock), the
+        latest first: a run listed by two of them (started again under its id on another
+        worker just after its first worker died) is the one of the worker that beat last,
+        not the dead one's, still listed until its ``ttl_s`` runs out."""
         assert self._redis is not None
         now = await redis_now(self._redis)  # the heartbeats are scored by Redis's clock
-        raw = await self._redis.zrangebyscore(
-            self.keys.workers, now - self.ttl_s, "+inf", withscores=True
+        raw = await self._redis.zrevrangebyscore(
+            self.keys.workers, "+inf", now - self.ttl_s, withscores=True
         )
         return {w.decode(): float(beat) for w, beat in raw}
 
