@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 from conftest import RedisServer, WorkerError, WorkerProcess
+from worker import slow_agent
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
@@ -590,6 +591,59 @@ async def test_a_restarted_owner_answers_from_its_log_not_not_found(
                 assert answers["req-1"]["status"] == "accepted", answers  # as it was then
                 assert answers["req-1"]["run_id"] == "run-back"
                 assert answers["req-2"]["status"] == "duplicate", answers  # sent again
+            finally:
+                await control.aclose()
+    finally:
+        await client.aclose()
+
+
+async def test_an_entry_read_again_gets_its_first_receipt_when_the_run_is_back_too(
+    redis_url: str, prefix: str, tmp_path: Any
+) -> None:
+    # as above, but the run is back (started again under its id) when the restarted owner
+    # reads its backlog: the entry was submitted again and answered "duplicate", as if its
+    # sender had sent it twice, instead of the "accepted" it got the first time
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import GROUP, Envelope
+    from tinyagents.store import SqliteStore
+
+    db = tmp_path / "owner.db"
+    cmd = command("run-back", "add_instruction")
+    store = SqliteStore(db)
+    await store.open()
+    await store.append_command(cmd, state="accepted", run_id="run-back")  # the dead process's
+    await store.close()
+    keys = Keys(prefix)
+    stream = keys.commands("a")
+    client = aioredis.from_url(redis_url)
+    try:
+        await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        first = Envelope(request_id="req-1", reply_to="tester", to="a", command=cmd)
+        await client.xadd(stream, first.fields())
+        await client.xreadgroup(GROUP, "a", {stream: ">"}, count=10)  # read, never answered
+        async with Runtime(store=f"sqlite:///{db}") as rt:
+            handle = await rt.start(
+                slow_agent(400, 0.02), "again", tenant_id="acme", run_id="run-back"
+            )
+            control = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
+            await control.start()
+            try:
+
+                async def replies() -> dict[str, dict[str, Any]]:
+                    entries = await client.xrange(keys.replies("tester"))
+                    return {
+                        f[b"request_id"].decode(): json.loads(f[b"receipt"]) for _, f in entries
+                    }
+
+                answers = await eventually(replies, lambda r: len(r) == 1)
+                assert answers["req-1"]["status"] == "accepted", answers  # as it was then
+                assert answers["req-1"]["run_id"] == "run-back"
+                await handle.cancel()
+                await handle.result()
+                history = await rt.load_steering_history("run-back")
+                applied = [e for e in history if e.correlation_id == cmd.correlation_id]
+                assert [e.type for e in applied].count("steering.applied") <= 1
             finally:
                 await control.aclose()
     finally:

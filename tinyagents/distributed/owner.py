@@ -197,11 +197,12 @@ class CommandReader:
         if earlier is not None:  # read again (its acknowledgement was lost): same answer
             return envelope.reply_to, envelope.request_id, earlier
         refusal = self._refusal(envelope)
-        logged = await self._logged_receipt(cmd, again) if refusal is not None else None
+        # an entry read again (this worker's earlier process took it, and died before it
+        # answered) gets from the log what it was answered then, whether its run is back or
+        # not; a command sent again is a duplicate, though its run is not back (yet)
+        ask_log = again or refusal is not None
+        logged = await self._logged_receipt(cmd, again) if ask_log else None
         if logged is not None:
-            # this worker's earlier process took it: the log says what it answered then (an
-            # entry read again), or that it is a duplicate (sent again), though the run is
-            # not back (yet)
             receipt = logged
         elif refusal is not None:
             self.counters.foreign += 1
