@@ -215,6 +215,25 @@ async def test_an_odd_task_id_is_404(served: Served, task_id: str) -> None:
     await unchanged(served, run)
 
 
+async def test_a_root_run_id_that_is_no_root_is_a_422_naming_the_root(served: Served) -> None:
+    # ?root_run_id= of a sub-agent kept nothing: GET /runs answered [] and the event stream
+    # stayed silent, as if the visible, running child had no runs and no events
+    root = await served.start_run("acme")
+    child = await served.start_run("acme", parent=root, name="kid")
+    for path in (
+        f"{BASE}/runs?root_run_id={child.run_id}",
+        f"{BASE}/events?follow=false&root_run_id={child.run_id}",
+    ):
+        body = problem(await call(served, "alice", "GET", path), 422)
+        assert body["detail"][0]["loc"] == ["query", "root_run_id"], body
+        assert f"run {child.run_id} is not the root of its tree" in body["message"], body
+        assert f"its root is {root.run_id}" in body["message"], body
+    # the root itself is a tree, and another tenant's child is the 404 it always was
+    r = await call(served, "alice", "GET", f"{BASE}/runs?root_run_id={root.run_id}")
+    assert r.status_code == 200 and {x["run_id"] for x in r.json()} >= {root.run_id}, r.text
+    problem(await call(served, "bob", "GET", f"{BASE}/runs?root_run_id={child.run_id}"), 404)
+
+
 @pytest.fixture
 async def pg_served(tmp_path: Path) -> AsyncIterator[Served]:
     """As ``served``, over PostgreSQL (which refuses NUL in text, unlike SQLite)."""

@@ -246,12 +246,19 @@ class Problem(Exception):
     every error body of the API does; ``detail`` is that line too, except for a 422, where
     it lists the problems as a request validation error does (``loc``, ``msg``, ``type``)."""
 
-    def __init__(self, status: int, detail: str, *, extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        extra: dict[str, Any] | None = None,
+        loc: tuple[str, ...] = ("body",),
+    ) -> None:
         super().__init__(detail)
         self.status = status
         listed: Any = detail
-        if status == 422:
-            listed = [{"loc": ["body"], "msg": detail, "type": "value_error"}]
+        if status == 422:  # ``loc``: where the problem is, as a validation error says it
+            listed = [{"loc": list(loc), "msg": detail, "type": "value_error"}]
         self.body: dict[str, Any] = {"detail": listed, "message": detail, **(extra or {})}
 
 
@@ -377,6 +384,21 @@ class OperatorApi(Record):
                 "(it needs agent:control, and no attenuation that forbids it)",
             )
         raise not_found()
+
+    async def visible_root(self, p: Principal, run_id: str) -> dict[str, Any]:
+        """The snapshot of a ``?root_run_id=`` filter's run, as ``visible_run``; a run that is
+        not the root of its tree is a 422 naming its root (the filter would keep nothing:
+        runs and events are filed under their root)."""
+        snap = await self.visible_run(p, run_id)
+        root = snap.get("root_run_id") or run_id
+        if root != run_id:
+            raise Problem(
+                422,
+                f"run {run_id} is not the root of its tree (its root is {root}): "
+                f"?root_run_id= takes a root; /runs/{run_id}/tree lists the run and its subtree",
+                loc=("query", "root_run_id"),
+            )
+        return snap
 
     async def visible_runs(self, p: Principal, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The snapshots (of the caller's tenant already) the token lets it observe. A parent
@@ -833,7 +855,7 @@ def create_app(
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
         if root_run_id is not None:
-            await api.visible_run(p, root_run_id)
+            await api.visible_root(p, root_run_id)
         page = await control.page_runs(
             tenant_id=p.tenant_scope,
             statuses=tuple(dict.fromkeys(s.value for s in status or ())),
@@ -995,11 +1017,10 @@ def create_app(
         p: Principal = Depends(stream_caller),
     ) -> StreamingResponse:
         entry = None
-        for run in (run_id, root_run_id):
-            if run is not None:
-                snap = await api.visible_run(p, run)
-                if run == run_id:
-                    entry = EntryScope.of(snap)
+        if run_id is not None:
+            entry = EntryScope.of(await api.visible_run(p, run_id))
+        if root_run_id is not None:
+            await api.visible_root(p, root_run_id)
         after = last_event_id if last_event_id is not None else last_event_id_header or 0
         visible = await api.observe_filter(p)
         stream = event_stream(
