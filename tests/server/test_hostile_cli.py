@@ -107,6 +107,24 @@ def test_cli_a_blank_run_in_attenuate_is_refused(tmp_path: Path, blank: str) -> 
     assert done.stdout == ""
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_cli_a_blank_run_id_is_a_usage_error_not_a_wrong_url(tmp_path: Path, blank: str) -> None:
+    # an unset variable ("$RUN") over --url was told "--url has no such endpoint: is --url the
+    # address serve printed?" (the path /runs//pause), and over --store "not found: run " or
+    # "invalid target": each way a different wrong story for one mistake
+    actions = [
+        ("show", blank), ("tree", blank), ("pause", blank), ("resume", blank),
+        ("cancel", blank), ("steer", blank, "hi"), ("approve", blank), ("list", "--root", blank),
+    ]  # fmt: skip
+    for action in actions:
+        for where in (("--url", "http://127.0.0.1:1"), ("--store", "sqlite:///missing.db")):
+            done = tinyagents("runs", *action, *where, cwd=tmp_path)
+            assert done.returncode == 2, (action, where, done.stdout, done.stderr)
+            assert "must not be blank" in done.stderr, (action, where, done.stderr)
+            assert "is --url" not in done.stderr, done.stderr
+            assert "Traceback" not in done.stderr and done.stdout == ""
+
+
 def test_cli_an_unknown_status_is_refused_by_the_parser(tmp_path: Path) -> None:
     (tmp_path / "runs.db").touch()
     done = tinyagents(

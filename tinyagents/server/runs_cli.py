@@ -93,6 +93,16 @@ def _name(text: str) -> str:
     return text
 
 
+def _run_id(text: str) -> str:
+    """A ``RUN_ID`` or ``--root``: not blank (an unset variable gave "", which over --url
+    was blamed on the URL, the path ``/runs//pause`` being no endpoint)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "must not be blank: give a run id (tinyagents runs list shows them)"
+        )
+    return text
+
+
 def add_runs_command(sub: Any) -> None:
     """Add ``runs`` and its actions to the ``tinyagents`` argument parser."""
     where = argparse.ArgumentParser(add_help=False)
@@ -142,7 +152,9 @@ def add_runs_command(sub: Any) -> None:
         choices=[status.value for status in RunStatus],
         help="only runs in this status",
     )
-    listing.add_argument("--root", default=None, help="only the runs of this tree (a root id)")
+    listing.add_argument(
+        "--root", type=_run_id, default=None, help="only the runs of this tree (a root id)"
+    )
     pages = listing.add_mutually_exclusive_group()
     pages.add_argument(
         "--limit",
@@ -158,9 +170,9 @@ def add_runs_command(sub: Any) -> None:
         help="start after the runs listed before (the cursor a previous list printed)",
     )
     for name, text in (("show", "one run's snapshot"), ("tree", "a run and its descendants")):
-        actions.add_parser(name, parents=[where], help=text).add_argument("run_id")
+        actions.add_parser(name, parents=[where], help=text).add_argument("run_id", type=_run_id)
     steer = actions.add_parser("steer", parents=[where], help="send the run an instruction")
-    steer.add_argument("run_id")
+    steer.add_argument("run_id", type=_run_id)
     steer.add_argument("message", help="the instruction, e.g. 'focus on billing'")
     for name, text in (
         ("pause", "pause the run at its next safe boundary"),
@@ -168,12 +180,12 @@ def add_runs_command(sub: Any) -> None:
         ("cancel", "stop the run for good"),
     ):
         act = actions.add_parser(name, parents=[where], help=text)
-        act.add_argument("run_id")
+        act.add_argument("run_id", type=_run_id)
         act.add_argument("--reason", default=None, help="why (kept in the audit trail)")
     approve = actions.add_parser(
         "approve", parents=[where], help="answer a graph run's pending interrupt"
     )
-    approve.add_argument("run_id")
+    approve.add_argument("run_id", type=_run_id)
     approve.add_argument(
         "--interrupt", default=None, help="the interrupt id (needed when several are pending)"
     )
