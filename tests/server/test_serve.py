@@ -267,6 +267,29 @@ def test_the_listening_socket_says_it_is_tcp() -> None:
             taken.close()
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_host_is_refused_not_every_interface(tmp_path: Path, blank: str) -> None:
+    """``--host ""`` (an unset variable) bound every interface (the socket's "" is
+    INADDR_ANY) while serve printed ``http://127.0.0.1:PORT/``: a server the operator meant
+    for this machine listened on the network. A blank host is refused, as ``bind`` refuses
+    it, and nothing is created."""
+    from tinyagents.errors import ConfigurationError
+    from tinyagents.server import bind
+
+    with pytest.raises(ConfigurationError, match="blank host"):
+        bind(blank, 0).close()
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    for extra in ((), ("--insecure-dev",)):
+        done = tinyagents(
+            "serve", "--port", "0", "--host", blank, "--store", store, *extra, cwd=tmp_path
+        )
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert "--host" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert done.stdout == ""
+    assert not (tmp_path / "runs.db.server-key").exists()
+
+
 def test_a_port_it_cannot_bind_leaves_no_key_file_behind(tmp_path: Path) -> None:
     """``serve`` on a taken port says so and exits 2: the key file beside the store is not
     created for a server that never ran (one that was there already stays)."""

@@ -86,7 +86,13 @@ _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port`` (port 0: a free one); ``ConfigurationError`` when
-    the address is taken or not this machine's."""
+    the address is taken or not this machine's, or blank (which a socket takes for every
+    interface: an unset ``--host "$HOST"`` must not put the server on the network)."""
+    if not host.strip():
+        raise ConfigurationError(
+            f"--host {host!r} is a blank host, which listens on every interface: name the "
+            "address (127.0.0.1 for this machine only, 0.0.0.0 for every interface)"
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
     # without it a kept-alive connection waits ~40 ms per response (Nagle and delayed ACKs).
@@ -190,7 +196,7 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
             f"--redis {redacted(options.redis)!r} is not a Redis URL: use redis://HOST:PORT/DB "
             "(or rediss://, unix://)"
         )
-    if options.insecure_dev:
+    if options.insecure_dev and options.host.strip():  # (a blank one: bind says why)
         resolve_auth(options)  # refuses a host that is not loopback before it is bound
     # Bound before the key is resolved: a port it cannot take must not leave a key file
     # created for a server that never ran.
