@@ -166,3 +166,23 @@ async def test_a_graph_tasks_entry_is_written_when_it_ends(
             return len(statuses) == 2 and set(statuses.values()) == {"completed"}
 
         await eventually(all_completed, timeout_s=5)
+
+
+async def test_a_store_that_fails_makes_every_read_a_json_503(over_store: StoreServed) -> None:
+    # with the database gone from under the server, every read was a text/plain 500
+    # "Internal Server Error" (the StoreError went up to uvicorn), where a command got the
+    # 503 the docs promise
+    await over_store.store.save_runs([snapshot("r-1")])
+    c = over_store.client
+    await over_store.store.close()
+    for path in ("/runs", "/runs/r-1", "/runs/r-1/tree", "/runs/r-1/trace", "/runs/r-1/steering"):
+        r = await c.get(f"{BASE}{path}", headers=over_store.alice)
+        assert r.status_code == 503, (path, r.status_code, r.text)
+        body = ErrorBody.model_validate(r.json())
+        assert body.message == body.detail and "store" in body.message, body
+    r = await c.post(f"{BASE}/runs/r-1/pause", headers=over_store.alice)
+    assert r.status_code == 503 and ErrorBody.model_validate(r.json()).message, r.text
+    # the event stream has begun its answer: it ends saying why (it was cut off mid-body)
+    r = await c.get(f"{BASE}/events?follow=false", headers=over_store.alice)
+    assert r.status_code == 200 and "event: unavailable\n" in r.text, r.text
+    assert "the store cannot be read now" in r.text, r.text

@@ -702,6 +702,13 @@ def create_app(
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return JSONResponse(exc.body, status_code=exc.status, headers=headers)
 
+    @app.exception_handler(StoreError)
+    async def _store_failed(request: Request, exc: StoreError) -> JSONResponse:
+        # a read the store could not answer (a command's failure is answered by ``command``,
+        # which says it was not taken): a 503 to retry, as the docs promise, not a 500
+        _log.warning("the store failed %s %s: %s", request.method, request.url.path, exc)
+        return await _problem(request, Problem(503, f"the store cannot be read now: {exc}"))
+
     async def unauthenticated(request: Request) -> JSONResponse | None:
         """The 401 of a request without a valid token, or None. A body is read (as JSON)
         before the endpoint's dependencies run, so a body the reader refuses is answered
@@ -809,6 +816,7 @@ def create_app(
         403: error("the token may not observe runs (no agent:observe right)"),
         404: error("no such run, or not one this token may see"),
         422: error("a parameter is invalid"),
+        503: error("the store cannot be read now"),
     }
     unreadable = "the body is not UTF-8 JSON"
     command_responses: dict[int | str, dict[str, Any]] = {

@@ -20,6 +20,8 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tinyagents.errors import StoreError
+
 if TYPE_CHECKING:
     from tinyagents.server.control import Control, EntryScope
 
@@ -59,48 +61,55 @@ async def event_stream(
     commands' steering events, which its graph run logs; each is shown as the entry's. With
     ``follow``, new events as they are logged until the client goes away. ``valid`` (asked
     every ``recheck_s``) says whether the caller's token still holds: once it does not (it
-    expired), an ``expired`` message ends the stream, and the client's reconnect is a 401."""
+    expired), an ``expired`` message ends the stream, and the client's reconnect is a 401. A
+    store that fails to read ends it with an ``unavailable`` message (the reconnect resumes)."""
     last = after_id
     yield "retry: 1000\n\n"  # opens the stream at once and sets the client's reconnect delay
     quiet = checked = 0.0
-    while True:
-        if valid is not None and checked >= recheck_s:
-            checked = 0.0
-            if not valid():
-                detail = json.dumps({"detail": "the token expired; mint a new one"})
-                yield f"event: expired\ndata: {detail}\n\n"
+    try:
+        while True:
+            if valid is not None and checked >= recheck_s:
+                checked = 0.0
+                if not valid():
+                    detail = json.dumps({"detail": "the token expired; mint a new one"})
+                    yield f"event: expired\ndata: {detail}\n\n"
+                    return
+            rows = await control.read_events(
+                tenant_id=tenant_id,
+                after_id=last,
+                run_id=run_id,
+                root_run_id=root_run_id,
+                limit=BATCH,
+                entry=entry,
+            )
+            for event_id, event in rows:
+                last = event_id
+                if entry is not None and not entry.keeps(event):
+                    continue  # the graph run's own, or another task's
+                shown_as = event.get("run_id") if entry is None else entry.run_id
+                if visible is None or await visible(shown_as):
+                    yield format_event(event_id, event)
+                    # A write to a socket the client closed fails inside the transport, which
+                    # learns it is gone only at its next turn of the loop: a backlog written in
+                    # one go would go on writing (asyncio logs "socket.send() raised exception."
+                    # for each write). One turn per message lets the server see the close.
+                    await asyncio.sleep(0)
+            if control.streams_ended or await request.is_disconnected():
+                return  # the client is gone: read no more of the log for nobody
+            if len(rows) == BATCH:
+                continue  # more backlog: read on before waiting
+            if not follow:
                 return
-        rows = await control.read_events(
-            tenant_id=tenant_id,
-            after_id=last,
-            run_id=run_id,
-            root_run_id=root_run_id,
-            limit=BATCH,
-            entry=entry,
-        )
-        for event_id, event in rows:
-            last = event_id
-            if entry is not None and not entry.keeps(event):
-                continue  # the graph run's own, or another task's
-            shown_as = event.get("run_id") if entry is None else entry.run_id
-            if visible is None or await visible(shown_as):
-                yield format_event(event_id, event)
-                # A write to a socket the client closed fails inside the transport, which
-                # learns it is gone only at its next turn of the loop: a backlog written in
-                # one go would go on writing (asyncio logs "socket.send() raised exception."
-                # for each write). One turn per message lets the server see the close.
-                await asyncio.sleep(0)
-        if control.streams_ended or await request.is_disconnected():
-            return  # the client is gone: read no more of the log for nobody
-        if len(rows) == BATCH:
-            continue  # more backlog: read on before waiting
-        if not follow:
-            return
-        if rows:
-            quiet = 0.0
-        elif quiet >= keepalive_s:
-            quiet = 0.0
-            yield ": keep-alive\n\n"
-        await asyncio.sleep(poll_s)
-        checked += poll_s
-        quiet += poll_s
+            if rows:
+                quiet = 0.0
+            elif quiet >= keepalive_s:
+                quiet = 0.0
+                yield ": keep-alive\n\n"
+            await asyncio.sleep(poll_s)
+            checked += poll_s
+            quiet += poll_s
+    except StoreError as exc:
+        # the answer has begun: say why it ends; the client's reconnect (after ``retry``, with
+        # the last id it saw) goes on from there once the store answers
+        detail = json.dumps({"detail": f"the store cannot be read now: {exc}"})
+        yield f"event: unavailable\ndata: {detail}\n\n"
