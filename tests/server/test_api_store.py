@@ -186,3 +186,27 @@ async def test_a_store_that_fails_makes_every_read_a_json_503(over_store: StoreS
     r = await c.get(f"{BASE}/events?follow=false", headers=over_store.alice)
     assert r.status_code == 200 and "event: unavailable\n" in r.text, r.text
     assert "the store cannot be read now" in r.text, r.text
+
+
+async def test_a_run_that_ended_while_asking_lists_no_question(
+    over_store: StoreServed, tmp_path: Path
+) -> None:
+    """A graph run that waited on an interrupt and was cancelled when its runtime closed (its
+    checkpointer was in memory: nothing to continue) was listed ``cancelled`` with its
+    question still in ``interrupts``: the console and ``runs list`` showed a finished run
+    waiting for an answer, and ``runs approve`` picked the question only to be refused."""
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    c, alice = over_store.client, over_store.alice
+    async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as rt:
+        run = await rt.start_graph(compiled, {"amount": "9 EUR"}, thread_id="t", tenant_id="acme")
+
+        async def asked() -> Any:
+            r = await c.get(f"{BASE}/runs/{run.run_id}", headers=alice)
+            return r.status_code == 200 and r.json().get("interrupts")
+
+        await eventually(asked)
+    r = await c.get(f"{BASE}/runs", params={"root_run_id": run.run_id}, headers=alice)
+    listed = {s["run_id"]: (s["status"], s["interrupts"]) for s in r.json()}
+    assert len(listed) == 2, listed  # the graph run and its task's entry
+    assert list(listed.values()) == [("cancelled", [])] * 2, listed

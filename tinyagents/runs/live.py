@@ -90,12 +90,13 @@ class LiveRuns:
         self, info: RunInfo, pending: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
         """``info.snapshot()`` with the live keys: ``owner``, ``updated_at`` (now),
-        ``pending_commands`` and ``interrupts``."""
+        ``pending_commands`` and ``interrupts`` (none once the run finished: a run cancelled
+        while it asked, which no event of an answer reached, waits on nothing)."""
         snap = info.snapshot()
         snap["owner"] = self.owner
         snap["updated_at"] = _clock.now().isoformat()
         snap["pending_commands"] = pending or []
-        snap["interrupts"] = self.interrupts_of(info)
+        snap["interrupts"] = [] if info.status.finished else self.interrupts_of(info)
         return snap
 
 
