@@ -125,6 +125,19 @@ def test_cli_a_blank_run_id_is_a_usage_error_not_a_wrong_url(tmp_path: Path, bla
             assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_cli_a_blank_interrupt_is_refused_not_looked_for(tmp_path: Path, blank: str) -> None:
+    # --interrupt "" was looked for among the run's questions and reported as "no one
+    # pending interrupt to answer (pending: i-...)", naming the one question it could answer
+    done = tinyagents(
+        "runs", "approve", "g-1", "--interrupt", blank, "--store", "sqlite:///missing.db",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "--interrupt" in done.stderr and "must not be blank" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
 def test_cli_an_unknown_status_is_refused_by_the_parser(tmp_path: Path) -> None:
     (tmp_path / "runs.db").touch()
     done = tinyagents(

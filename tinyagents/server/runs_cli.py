@@ -86,8 +86,9 @@ def _correlation_id(text: str) -> str:
 
 
 def _name(text: str) -> str:
-    """A ``--tenant`` or ``--user``: not blank (an unset variable gave "", a tenant that
-    owns nothing: every run was "not found", as if the store were empty)."""
+    """A ``--tenant``, ``--user`` or ``--interrupt``: not blank (an unset variable gave "", a
+    tenant that owns nothing: every run was "not found", as if the store were empty; an
+    interrupt no run has, reported beside the one question there was)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be blank: name one, or leave the option out")
     return text
@@ -187,7 +188,10 @@ def add_runs_command(sub: Any) -> None:
     )
     approve.add_argument("run_id", type=_run_id)
     approve.add_argument(
-        "--interrupt", default=None, help="the interrupt id (needed when several are pending)"
+        "--interrupt",
+        type=_name,
+        default=None,
+        help="the interrupt id (needed when several are pending)",
     )
     approve.add_argument(
         "--value", default=None, help="a JSON value handed to the task with the answer"
