@@ -507,3 +507,34 @@ def test_a_blank_tenant_or_user_is_a_usage_error(
         main(["runs", "list", *where, option, value])
     assert exited.value.code == 2
     assert f"argument {option}: must not be blank" in capsys.readouterr().err
+
+
+def test_list_root_of_a_sub_run_says_its_root_over_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--root` of a sub-agent listed nothing over --store (runs are filed under their root),
+    # where the server answers a 422 naming the root
+    from tinyagents.store import SqliteStore
+
+    async def save() -> None:
+        store = SqliteStore(tmp_path / "tree.db")
+        await store.open()
+        base = {"tenant_id": "acme", "status": "completed", "kind": "agent"}
+        await store.save_runs(
+            [
+                {**base, "run_id": "r-root", "root_run_id": "r-root", "parent_run_id": None,
+                 "created_at": "2026-12-01T00:00:00+00:00"},
+                {**base, "run_id": "r-kid", "root_run_id": "r-root", "parent_run_id": "r-root",
+                 "created_at": "2026-12-01T00:00:01+00:00"},
+            ]
+        )  # fmt: skip
+        await store.close()
+
+    asyncio.run(save())
+    where = ["--store", f"sqlite:///{tmp_path / 'tree.db'}"]
+    code, listed = runs_json(capsys, "list", *where, "--root", "r-root")
+    assert code == 0 and {r["run_id"] for r in listed} == {"r-root", "r-kid"}
+    assert main(["runs", "list", *where, "--root", "r-kid"]) == 2
+    err = capsys.readouterr().err
+    assert "r-kid is not the root of its tree (its root is r-root)" in err, err
+    assert "runs tree r-kid" in err, err

@@ -439,6 +439,14 @@ class StoreClient:
                 decode_cursor(cursor)
             except ValueError as exc:
                 raise CliError(f"--cursor: {exc}") from exc
+        if root is not None:  # runs are filed under their root: a sub-run's id keeps none
+            snap = await self.control.get_run(root, tenant_id=self.tenant_id)
+            if snap is not None and (snap.get("root_run_id") or root) != root:
+                raise CliError(
+                    f"run {root} is not the root of its tree (its root is "
+                    f"{snap['root_run_id']}): --root takes a root; `tinyagents runs tree "
+                    f"{root}` shows the run and its subtree"
+                )
         try:
             page = await self.control.page_runs(
                 tenant_id=self.tenant_id,
