@@ -201,6 +201,32 @@ async def test_cli_takes_the_api_url_serve_prints_and_never_calls_a_wrong_url_no
     assert paused.count("steering.accepted") == 2, paused
 
 
+async def test_cli_a_url_with_a_query_or_the_console_link_is_refused_not_a_traceback(
+    served: Served,
+) -> None:
+    """``--url`` given the console link serve prints (``http://HOST:PORT/#token=...``) or any
+    URL with a query reached the console's page (the fragment and query swallowed the API's
+    path): ``runs list`` / ``show`` crashed with an AttributeError on its HTML, and ``pause``
+    blamed the URL with a 405. Each is one line, exit 2, naming what to give, never echoing
+    the token."""
+    run = await served.start_run("acme")
+    env = {**os.environ, "TINYAGENTS_TOKEN": served.tokens["alice"], "COLUMNS": "200"}
+    secret = served.tokens["alice"][:40]
+    for url in (f"{served.url}/#token={served.tokens['alice']}", f"{served.url}/?x=1"):
+        for argv in (("list",), ("show", run.run_id), ("pause", run.run_id)):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tinyagents.cli", "runs", *argv, "--url", url,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+            )  # fmt: skip
+            async with asyncio.timeout(60):
+                out, err = await proc.communicate()
+            text = err.decode()
+            assert proc.returncode == 2 and out == b"", (url, argv, out, text)
+            assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+            assert "--url" in text and secret not in text, text
+    assert served.runtime.steering_history(run.run_id) == []
+
+
 @pytest.mark.parametrize("timeout", ["nan", "-10", "0", "inf", "soon"])
 def test_cli_a_timeout_that_is_no_positive_number_is_refused(tmp_path: Path, timeout: str) -> None:
     done = tinyagents(

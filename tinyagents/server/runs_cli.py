@@ -500,6 +500,19 @@ class HttpClient:
     """Talks to a tinyagents server's operator API with a bearer token."""
 
     def __init__(self, url: str, token: str, *, timeout_s: float) -> None:
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # an unclosed IPv6 bracket
+            raise CliError(f"--url {url!r} is not a URL: {exc}") from None
+        if parts.query or parts.fragment:
+            # the console link (http://HOST:PORT/#token=...) or a page's URL: the API's path
+            # would follow its ``?``/``#`` and every request would reach the console's page
+            bare = parts._replace(query="", fragment="").geturl()
+            raise CliError(
+                f"--url {bare!r} is given with a ?query or #fragment: give the server's "
+                f"address alone (http://HOST:PORT); a console link's #token=... is a token: "
+                f"set it in ${TOKEN_ENV}"
+            )
         root = url.rstrip("/")
         # the API's own address (serve prints it as "API: http://HOST:PORT/api/agents")
         self.base = root if root.endswith(API_BASE) else root + API_BASE
@@ -643,6 +656,11 @@ def _no_such_path(data: dict[str, Any]) -> bool:
 def _ok(code: int, data: Any) -> Any:
     if code >= 400:
         raise CliError(f"the server answered {code}: {_detail(data)}")
+    if not isinstance(data, dict | list):  # a page, not the API's JSON: another server
+        raise CliError(
+            f"the server answered {code} without the API's JSON ({_detail(data)[:80]}): is "
+            "--url the address serve printed (http://HOST:PORT)?"
+        )
     return data
 
 
