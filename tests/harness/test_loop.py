@@ -375,27 +375,50 @@ async def test_redirect_with_an_instruction_sets_a_new_goal(rt: Runtime, recorde
         ),
     ],
 )
-async def test_graph_only_commands_fail_clearly_on_an_agent_run(
+async def test_graph_only_commands_are_refused_at_submit_on_an_agent_run(
     rt: Runtime, recorder: EventRecorder, kind: SteeringKind, payload: dict[str, Any], reason: str
 ):
+    """An agent run could only accept these and fail them at its next boundary: its own
+    ``agent`` policy refuses them at submit, with the reason, and the run goes on."""
     gate = Gate()
     model = ScriptedModel([tool_call("hold"), reply("done")])
     handle = await rt.start(Agent("worker", model, tools=[gate.tool()]), "go")
     await gate.entered.wait()
-    receipt = await handle.submit(kind, payload, actor=OPERATOR)
+    receipt = await handle.submit(kind, payload, actor=OPERATOR, check=False)
     gate.open()
     result = await handle.result()
 
-    assert receipt.accepted  # nothing in the policies objects; the run cannot act on it
-    assert recorder.lifecycle(receipt.correlation_id) == [
-        "requested",
-        "accepted",
-        "delivered",
-        "failed",
-    ]
-    assert steering_event(recorder, receipt.correlation_id, "failed").reason == reason
+    assert receipt.status == "rejected" and receipt.reason == reason
+    assert receipt.policy_id == "agent"
+    assert recorder.lifecycle(receipt.correlation_id) == ["requested", "rejected"]
     assert result.status is RunStatus.COMPLETED
     assert not any(steering_messages(r) for r in model.requests)
+
+
+async def test_a_middleware_that_turns_an_approve_into_an_instruction_is_obeyed(
+    rt: Runtime, recorder: EventRecorder
+):
+    """The agent policy judges the command the run's middleware passes on, not the one sent."""
+
+    class ApprovalsAsInstructions(Middleware):
+        async def steering(self, cmd, ctx, call_next):  # type: ignore[no-untyped-def]
+            if cmd.kind is SteeringKind.APPROVE:
+                cmd = cmd.model_copy(
+                    update={"kind": SteeringKind.ADD_INSTRUCTION, "payload": {"text": "go on"}}
+                )
+            return await call_next(cmd)
+
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    agent = Agent("worker", model, tools=[gate.tool()], middleware=[ApprovalsAsInstructions()])
+    handle = await rt.start(agent, "go")
+    await gate.entered.wait()
+    receipt = await handle.submit(SteeringKind.APPROVE, {}, actor=OPERATOR)
+    gate.open()
+    await handle.result()
+
+    assert receipt.accepted
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
 
 
 async def test_escaped_fence_and_configurable_role(rt: Runtime):

@@ -15,6 +15,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
+from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
 
 class Stop(Exception):
@@ -136,6 +137,26 @@ def holding_pause(cmds: list[SteeringCommand]) -> SteeringCommand | None:
         elif cmd.kind is SteeringKind.RESUME:
             holding = None
     return holding
+
+
+class AgentCommandCheck(CheckPolicy):
+    """An agent run's own policy (after its middleware's): refuses at submit a command the
+    run could only accept and fail at its next boundary — ``approve``, ``reject`` and
+    ``update_state`` (an agent run has no interrupt and no graph state) and a ``redirect``
+    without an ``instruction`` (a ``goto`` needs a graph)."""
+
+    policy_id = "agent"
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        if cmd.kind in _GRAPH_ONLY or (
+            cmd.kind is SteeringKind.REDIRECT and "instruction" not in cmd.payload
+        ):
+            return _not_for_agents(cmd)
+        return None
+
+
+AGENT_COMMAND_CHECK = AgentCommandCheck()
+_GRAPH_ONLY = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.UPDATE_STATE})
 
 
 def _not_for_agents(cmd: SteeringCommand) -> str:

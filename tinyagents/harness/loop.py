@@ -891,7 +891,10 @@ async def start_agent_run(
     handle = RunHandle(info, submitter=runtime)
     run = AgentRun(runtime, agent, handle, messages)
     handle.driver = run
-    handle.policies = [SteeringHook(m) for m in agent.middleware if overrides(m, "steering")]
+    handle.policies = [
+        *(SteeringHook(m) for m in agent.middleware if overrides(m, "steering")),
+        apply.AGENT_COMMAND_CHECK,
+    ]
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
