@@ -16,6 +16,7 @@ from tinyagents.graph import (
     START,
     Command,
     RemainingSteps,
+    RetryPolicy,
     StateGraph,
     add_messages,
     union,
@@ -306,3 +307,22 @@ def test_a_router_that_cannot_be_called_is_refused_when_added() -> None:
     ):
         graph.add_conditional_edges("a", "a")  # type: ignore[arg-type]
     assert graph.branches == []
+
+
+def test_add_node_refuses_a_retry_timeout_or_metadata_of_the_wrong_kind() -> None:
+    # retry=5 was taken (and a failing node then crashed on it), timeout=nan failed every run
+    # at once with TimeoutError, timeout=True was one second, timeout="3" and metadata=5 were a
+    # TypeError from inside add_node
+    graph = StateGraph(LogState)
+    with pytest.raises(GraphValidationError, match=r"node 'a': retry takes a RetryPolicy"):
+        graph.add_node("a", logger("a"), retry=5)  # type: ignore[arg-type]
+    for bad in (float("nan"), float("inf"), True, "3", 0, -1):
+        with pytest.raises(
+            GraphValidationError, match=r"node 'a': timeout must be a finite number of seconds"
+        ):
+            graph.add_node("a", logger("a"), timeout=bad)  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match=r"node 'a': metadata must be a dict, got int"):
+        graph.add_node("a", logger("a"), metadata=5)  # type: ignore[arg-type]
+    assert graph.nodes == {}
+    graph.add_node("a", logger("a"), retry=[RetryPolicy()], timeout=2, metadata={"k": 1})
+    assert graph.nodes["a"].timeout == 2

@@ -7,6 +7,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from math import inf
 from typing import Any, Literal
 
 import typing_extensions
@@ -132,15 +133,20 @@ class StateGraph:
                 )
         if name in self.nodes:
             raise GraphValidationError(f"node {name!r} is already defined")
-        if timeout is not None and timeout <= 0:
-            raise GraphValidationError(f"node {name!r}: timeout must be positive")
-        policies: tuple[RetryPolicy, ...] = () if retry is None else (retry,)
+        _check_timeout(name, timeout)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise GraphValidationError(
+                f"node {name!r}: metadata must be a dict, got {type(metadata).__name__}"
+            )
+        policies: tuple[RetryPolicy, ...] = ()
+        if retry is not None:
+            policies = _policies(name, retry, "retry")
         if retry_policy is not None:
             if retry is not None:
                 raise GraphValidationError(
                     f"node {name!r}: give retry= or retry_policy= (LangGraph's name), not both"
                 )
-            policies = _policies(name, retry_policy)
+            policies = _policies(name, retry_policy, "retry_policy")
         spec = NodeSpec(
             name=name,
             retry=policies,
@@ -406,14 +412,29 @@ class StateGraph:
         return mermaid.to_mermaid(self)
 
 
-def _policies(node: str, policy: RetryPolicy | Sequence[RetryPolicy]) -> tuple[RetryPolicy, ...]:
-    """``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them."""
-    policies = (policy,) if isinstance(policy, RetryPolicy) else tuple(policy)
+def _policies(
+    node: str, policy: RetryPolicy | Sequence[RetryPolicy], arg: str
+) -> tuple[RetryPolicy, ...]:
+    """``retry=`` / ``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them."""
+    if isinstance(policy, RetryPolicy):
+        return (policy,)
+    policies = tuple(policy) if isinstance(policy, list | tuple) else ()
     if not policies or not all(isinstance(p, RetryPolicy) for p in policies):
         raise GraphValidationError(
-            f"node {node!r}: retry_policy takes a RetryPolicy or a list of them, got {policy!r}"
+            f"node {node!r}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
         )
     return policies
+
+
+def _check_timeout(node: str, timeout: object) -> None:
+    """``timeout=`` is None or a finite number of seconds > 0 (NaN failed every attempt at
+    once, infinity never timed out, ``True`` was one second)."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < inf:
+        raise GraphValidationError(
+            f"node {node!r}: timeout must be a finite number of seconds > 0, got {timeout!r}"
+        )
 
 
 def _check_checkpointer(checkpointer: object) -> None:
