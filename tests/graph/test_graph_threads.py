@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -123,6 +124,40 @@ async def test_update_state_goes_through_reducers_as_its_own_checkpoint(
     with pytest.raises(InvalidUpdateError, match="unknown state key"):
         await graph.update_state("t", {"nope": 1})
     assert (await graph.get_state("t")).checkpoint_id == checkpoint_id
+
+
+async def test_update_state_of_the_wrong_kind_is_an_invalid_update_error(
+    checkpointer: Checkpointer,
+) -> None:
+    # update_state("t", 5) or a list of (key, value) pairs was an AttributeError ("'int'
+    # object has no attribute 'keys'") from inside the schema; LangGraph's is an
+    # InvalidUpdateError ("Expected dict, got 5")
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    result = await graph.run({"x": 1}, thread_id="t")
+    for bad in (5, "x", [("x", 2)], ["log"]):
+        with pytest.raises(InvalidUpdateError, match=r"update_state takes a dict of state"):
+            await graph.update_state("t", bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidUpdateError, match=r"got int"):
+        await graph.update_state("new", 5)  # type: ignore[arg-type]
+    assert (await graph.get_state("t")).checkpoint_id == result.checkpoint_id
+    assert await graph.history("new") == []
+
+
+@dataclass
+class Counted:
+    x: int = 0
+    log: Annotated[list[str], operator.add] = field(default_factory=list)
+
+
+async def test_update_state_takes_an_instance_of_the_state_class(
+    checkpointer: Checkpointer,
+) -> None:
+    # as LangGraph's update_state reads one (and as run input and a node's return are read)
+    graph = StateGraph(Counted).add_node("a", lambda s: {"log": ["a"]})
+    compiled = graph.add_edge(START, "a").compile(checkpointer=checkpointer)
+    await compiled.run({"x": 1}, thread_id="t")
+    await compiled.update_state("t", Counted(x=7, log=["edited"]))  # type: ignore[arg-type]
+    assert (await compiled.get_state("t")).values == {"x": 7, "log": ["a", "edited"]}
 
 
 async def test_update_state_as_node_continues_from_that_node(checkpointer: Checkpointer) -> None:

@@ -240,8 +240,8 @@ class CompiledGraph(GraphCore):
         checkpoint_id: str | None = None,
         ns: str = "",
     ) -> str:
-        """Apply ``update`` through the reducers as its own checkpoint; return its id.
-        ``None`` writes nothing: with ``as_node``, that node counts as run with no output
+        """Apply ``update`` (a dict, or an instance of a dataclass / pydantic state) through
+        the reducers as its own checkpoint; return its id. ``None`` writes nothing: with ``as_node``, that node counts as run with no output
         (LangGraph's way to pass a breakpoint without running the node).
 
         With ``as_node`` the update counts as that node's output and the next superstep

@@ -276,6 +276,7 @@ async def update_state(
     edit made as the node before the stop, LangGraph's human-in-the-loop pattern), so the run
     that continues passes the breakpoint, as LangGraph's resumed run passes its first one."""
     check_as_node(graph, as_node)
+    update = graph.schema.update_of(update)
     staged, delta = await stage_update(graph, head, update, as_node)
     meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
     if rewound_to is not None:

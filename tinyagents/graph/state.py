@@ -254,6 +254,21 @@ class StateSchema(Record):
             f"a {self.cls.__name__}, a Command or None"
         )
 
+    def update_of(self, update: Any) -> dict[str, Any]:
+        """What ``update_state`` was given → a dict of state keys: a mapping, or an instance
+        of a dataclass / pydantic state, read as a node's return is (LangGraph's reads one
+        so); anything else is an ``InvalidUpdateError``, as LangGraph's "Expected dict"."""
+        if isinstance(update, Mapping):
+            return dict(update)
+        if isinstance(update, BaseModel) or (
+            dataclasses.is_dataclass(update) and not isinstance(update, type)
+        ):
+            return dict(self.writes_of(update, "update_state", pairs=False))
+        raise InvalidUpdateError(
+            f"update_state takes a dict of state updates or a {self.cls.__name__}, "
+            f"got {type(update).__name__}"
+        )
+
     def coerce_input(self, data: Any) -> dict[str, Any]:
         """Run input → channel writes; validated here, at the boundary, for pydantic states.
         With an input schema, state keys outside it are left out (as LangGraph reads input
