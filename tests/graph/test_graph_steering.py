@@ -333,6 +333,38 @@ async def test_a_fork_command_that_fails_leaves_no_fork_thread(
         await handle.result()
 
 
+@pytest.mark.parametrize("fork", [False, True])
+async def test_a_checkpoint_the_thread_does_not_have_is_rejected_as_unknown(
+    rt: Runtime, waiter: EventWaiter, fork: bool
+) -> None:
+    """A checkpoint id of another thread (or of none) was taken for a fork, accepted, and
+    failed once applied ("thread 't' has no checkpoint ..."); without fork it was called
+    stale and the reason told the sender to set fork=True, which then failed."""
+    cp = MemoryCheckpointer()
+    graph = two_questions(cp)
+    other = await graph.run({}, thread_id="other")
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await both_paused(waiter, handle.run_id)
+    for foreign in (other.checkpoint_id, "ck-nope"):
+        assert foreign is not None
+        cmd = command(
+            SteeringTarget.agent_run(handle.run_id),
+            SteeringKind.APPROVE,
+            {"interrupt_id": "x"},
+            checkpoint_id=foreign,
+            fork=fork,
+        )
+        receipt = await rt.submit(cmd)
+        assert receipt.status == "rejected" and receipt.policy_id == "staleness"
+        assert receipt.reason == (
+            f"unknown checkpoint {foreign}: thread 't' has no such checkpoint"
+        )
+        assert await cp.latest(f"t~{cmd.correlation_id}") is None
+    assert handle.status is RunStatus.INTERRUPTED
+    await handle.cancel()
+    await handle.result()
+
+
 @pytest.mark.parametrize(
     ("kind", "payload"),
     [(SteeringKind.CANCEL, {}), (SteeringKind.PAUSE, {}), (SteeringKind.REQUEST_STATUS, {})],

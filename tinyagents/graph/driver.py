@@ -136,6 +136,10 @@ class GraphRunDriver(RunDriver):
     async def latest_checkpoint_id(self) -> str | None:
         return self.run.head.checkpoint_id
 
+    async def has_checkpoint(self, checkpoint_id: str) -> bool:
+        cp = self.run.checkpointer
+        return cp is not None and await cp.get(self.run.head.thread_id, checkpoint_id) is not None
+
     def check_target(self, cmd: SteeringCommand) -> str | None:
         target = cmd.target
         run_id = self.handle.run_id

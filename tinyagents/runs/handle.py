@@ -65,6 +65,12 @@ class RunDriver:
     async def latest_checkpoint_id(self) -> str | None:
         return None
 
+    async def has_checkpoint(self, checkpoint_id: str) -> bool:
+        """Whether ``checkpoint_id`` is a checkpoint of this run's thread (one a command
+        names that is not the latest: stale, or the point to fork at). A driver that cannot
+        tell says True: the command is then judged as stale (or forked)."""
+        return True
+
     def check_target(self, cmd: SteeringCommand) -> str | None:
         """A reason the command's task/node does not exist in this run, or None."""
         return None

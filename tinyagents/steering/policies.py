@@ -203,8 +203,9 @@ def _used(ctx: PolicyContext) -> dict[str, float]:
 
 class StalenessPolicy(CheckPolicy):
     """A command naming a checkpoint that is not the thread's latest is rejected, unless it
-    asks for a fork (it is then applied on a new thread forked from that checkpoint). An agent
-    run has no checkpoints: a fork of it is rejected too."""
+    asks for a fork (it is then applied on a new thread forked from that checkpoint). A
+    checkpoint the thread does not have (another thread's, or none) is rejected as unknown,
+    fork or not. An agent run has no checkpoints: a fork of it is rejected too."""
 
     policy_id = "staleness"
 
@@ -212,6 +213,11 @@ class StalenessPolicy(CheckPolicy):
         if cmd.checkpoint_id is None:
             return None
         latest = ctx.latest_checkpoint_id
+        if latest is not None and not ctx.checkpoint_known:
+            return (
+                f"unknown checkpoint {cmd.checkpoint_id}: thread {ctx.target.thread_id!r} has "
+                "no such checkpoint"
+            )
         if cmd.fork:
             # a graph run's own policy judges its forks (a graph without a checkpointer says
             # so); an agent run has no checkpoints at all

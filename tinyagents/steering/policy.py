@@ -66,6 +66,8 @@ class PolicyContext(Record):
     trusted_middleware: frozenset[str] = frozenset()
     #: The target thread's latest checkpoint id, looked up only when the command names one.
     latest_checkpoint_id: str | None = None
+    #: Whether the command's checkpoint id (not the latest) is one of the target thread's.
+    checkpoint_known: bool = True
     task_id: str | None = None
     node_id: str | None = None
 

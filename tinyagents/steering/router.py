@@ -512,7 +512,9 @@ class SteeringRouter:
             node_id=node_id,
         )
         if cmd.checkpoint_id is not None:
-            ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
+            latest = ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
+            if latest is not None and cmd.checkpoint_id != latest:
+                ctx.checkpoint_known = await handle.driver.has_checkpoint(cmd.checkpoint_id)
         run_policies = handle.policies
         if run_policies:  # folded once per run (again only if either list changes)
             chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
