@@ -34,7 +34,7 @@
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached (also a RecursionError)
         ├── InvalidRouteError          a route to no node or outside a path_map (a KeyError, a ValueError)
-        ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step
+        ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step, an unknown key, a value no checkpoint holds
         └── InterruptError             a resume did not match the pending interrupts (also a RuntimeError)
 
 Errors say what was wrong and what to do about it.
@@ -321,7 +321,8 @@ class InvalidRouteError(GraphError, KeyError, ValueError):
 
 
 class InvalidUpdateError(GraphError):
-    """Conflicting writes to an overwrite channel in one superstep, or an update to an unknown key."""
+    """Conflicting writes to an overwrite channel in one superstep, an update to an unknown
+    key, or a value a checkpoint cannot hold (not JSON-able)."""
 
 
 class InterruptError(GraphError, RuntimeError):

@@ -23,7 +23,7 @@ from tinyagents.graph import (
     interrupt,
 )
 from tinyagents.graph.reducers import Append
-from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 
 async def test_chain_runs_nodes_in_order() -> None:
@@ -410,3 +410,47 @@ def test_default_retry_on_retries_http_errors_only_on_5xx() -> None:
     assert default_retry_on(status_error(404)) is False
     assert default_retry_on(httpx.ConnectError("refused")) is True  # a transport error
     assert RetryPolicy().retry_on is default_retry_on
+
+
+class Loose(TypedDict, total=False):
+    blob: Any
+    log: Annotated[list[str], operator.add]
+
+
+async def test_a_value_no_checkpoint_can_hold_fails_its_node_by_name(
+    checkpointer: Checkpointer,
+) -> None:
+    # an object() was a TypeError that named no key, bytes that are not UTF-8 a bare
+    # UnicodeDecodeError; in a step of several tasks the node that wrote it counted as
+    # finished (its entry completed, no error on its TaskState) while the run failed
+    def ask(state: Loose) -> dict[str, Any]:
+        return {"log": [interrupt("go?")]}
+
+    for bad, why in (
+        (object(), "a object is not JSON-able"),
+        (b"\xff", "bytes that are not UTF-8"),
+    ):
+        graph = StateGraph(Loose).add_node("w", lambda s, bad=bad: {"blob": bad, "log": ["w"]})
+        graph = graph.add_node("ask", ask).add_edge(START, "w").add_edge(START, "ask")
+        compiled = graph.compile(checkpointer=checkpointer)
+        thread = f"t-{why[:5]}"
+        finished: list[tuple[str, Any]] = []
+        with pytest.raises(InvalidUpdateError):  # a stream raises the run's error
+            async for item in compiled.stream({"log": ["in"]}, thread_id=thread, mode="tasks"):
+                if "result" in item:
+                    finished.append((item["name"], item["error"]))
+        result = await compiled.run(None, thread_id=thread)
+        assert result.status == "failed"
+        assert isinstance(result.error, InvalidUpdateError)
+        assert f"cannot checkpoint the write to 'blob': {why}" in str(result.error)
+        assert result.state == {"log": ["in"]}  # what was saved: nothing of 'w'
+        assert ("w", None) not in finished
+        state = await compiled.get_state(thread)
+        assert state.values == {"log": ["in"]} and set(state.next) == {"w", "ask"}
+        failed = next(t for t in state.tasks if t.name == "w")
+        assert failed.error is not None and "cannot checkpoint" in failed.error
+        single = StateGraph(Loose).add_node("w", lambda s, bad=bad: {"blob": bad})
+        single_run = single.add_edge(START, "w").compile(checkpointer=checkpointer)
+        one = await single_run.run({"log": ["in"]}, thread_id=f"one-{thread}")
+        assert isinstance(one.error, InvalidUpdateError)
+        assert "cannot checkpoint 'blob'" in str(one.error)

@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
 from tinyagents._record import Record
+from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import (
     MISSING,
@@ -52,16 +53,21 @@ def new_frontier_id() -> str:
     return _clock.new_id("fr")
 
 
-def encode(value: Any) -> Any:
-    """Python → JSON-able, for checkpoints (pydantic models, dataclasses, sets, ...)."""
-    return to_jsonable_python(value, fallback=_unencodable)
+def encode(value: Any, what: str = "a value") -> Any:
+    """Python → JSON-able, for checkpoints (pydantic models, dataclasses, sets, ...). A value
+    no checkpoint can hold is an ``InvalidUpdateError`` naming ``what`` it is (a key)."""
+    try:
+        return to_jsonable_python(value, fallback=_unencodable)
+    except (TypeError, ValueError) as exc:
+        why = "bytes that are not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
+        raise InvalidUpdateError(
+            f"cannot checkpoint {what}: {why}; state values must be JSON-able, pydantic "
+            "models or dataclasses"
+        ) from exc
 
 
 def _unencodable(value: Any) -> Any:
-    raise TypeError(
-        f"cannot checkpoint a {type(value).__name__}: state values must be JSON-able, "
-        "pydantic models or dataclasses"
-    )
+    raise TypeError(f"a {type(value).__name__} is not JSON-able")
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -93,7 +99,7 @@ def _encode_send(node: str, arg: Any) -> dict[str, Any]:
     """A ``Send``'s node and argument as JSON; an argument that is a pydantic model or a
     dataclass instance also names its class, so it comes back as one (not a dict) where the
     node's parameter has no annotation to say so."""
-    out = {"node": node, "arg": encode(arg)}
+    out = {"node": node, "arg": encode(arg, f"the argument of a Send to {node!r}")}
     cls = type(arg)
     if isinstance(arg, BaseModel) or (dataclasses.is_dataclass(arg) and not isinstance(arg, type)):
         ref = f"{cls.__module__}:{cls.__qualname__}"
@@ -313,7 +319,10 @@ def result_write(
 ) -> WriteRecord:
     channels = graph.schema.channels
     payload: dict[str, Any] = {
-        "writes": [[k, encode(normalize_write(channels[k].reducer, v))] for k, v in writes],
+        "writes": [
+            [k, encode(normalize_write(channels[k].reducer, v), f"the write to {k!r}")]
+            for k, v in writes
+        ],
         "goto": encode_goto(goto),
     }
     if skipped:
@@ -338,7 +347,9 @@ def error_write(task_id: str, error: BaseException) -> WriteRecord:
 
 def interrupt_write(task_id: str, interrupts: list[Interrupt]) -> WriteRecord:
     return WriteRecord(
-        task_id=task_id, kind="interrupt", value=[encode(i.to_json()) for i in interrupts]
+        task_id=task_id,
+        kind="interrupt",
+        value=[encode(i.to_json(), "an interrupt() value") for i in interrupts],
     )
 
 
@@ -384,7 +395,7 @@ async def save(
         seq=seq,
         step=head.step,
         snapshot=snapshot,
-        values={k: encode(v) for k, v in values.items()},
+        values={k: encode(v, repr(k)) for k, v in values.items()},
         frontier=[p.to_json() for p in head.frontier],
         frontier_id=head.frontier_id,
         lineage=head.lineage,

@@ -490,7 +490,9 @@ class GraphCore:
             )
         # resume values go through JSON now, so a node sees the same value after a restart
         return [
-            WriteRecord(task_id=pending[iid], kind="resume", key=iid, value=encode(value))
+            WriteRecord(
+                task_id=pending[iid], kind="resume", key=iid, value=encode(value, "a resume value")
+            )
             for iid, value in answers.items()
         ]
 

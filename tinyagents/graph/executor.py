@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tinyagents._record import Record
-from tinyagents.errors import GraphError, GraphRecursionError, RunCancelled
+from tinyagents.errors import GraphError, GraphRecursionError, InvalidUpdateError, RunCancelled
 from tinyagents.graph._context import (
     UNSAVED,
     CalledCommand,
@@ -538,17 +538,23 @@ class GraphRun:
             if not save_result:  # a step of one task: its error is the step's
                 raise
             raise _TaskFailed(task.index, exc) from exc
+        record = None
+        if save_result and self.checkpointer is not None:
+            assert task.writes is not None
+            try:
+                record = result_write(self.graph, task.id, task.writes, task.goto)
+            except InvalidUpdateError as exc:  # a write no checkpoint holds: the node failed
+                task.writes = None
+                await self._save_error(task, exc)
+                raise _TaskFailed(task.index, exc) from exc
         stream = self.stream
         if stream is not None:  # as the node returns, as LangGraph's: not once it is saved
             stream.wrote(self, task)
-        if save_result and self.checkpointer is not None:
-            assert task.writes is not None
+        if record is not None:
+            assert self.checkpointer is not None
             saving = asyncio.ensure_future(
                 self.checkpointer.put_writes(
-                    self.head.thread_id,
-                    self.head.ns,
-                    self.head.frontier_id,
-                    [result_write(self.graph, task.id, task.writes, task.goto)],
+                    self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
                 )
             )
             try:
