@@ -192,6 +192,36 @@ async def test_command_with_static_breakpoints(checkpointer: Checkpointer) -> No
     assert (await ours.get_state("1")).next == (await theirs.aget_state(cfg())).next == ()
 
 
+class Counted(TypedDict, total=False):
+    x: int
+    log: Annotated[list[str], operator.add]
+
+
+def counted_chain(g: Any) -> Any:
+    graph = g.StateGraph(Counted).add_node("a", lambda s: {"log": ["a"]})
+    graph.add_node("b", lambda s: {"log": [f"b{s.get('x')}"]})
+    return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", g.END)
+
+
+async def test_a_command_update_starts_a_new_thread_from_start(checkpointer: Checkpointer) -> None:
+    """A ``Command(update=...)`` as the first input of a thread ran nothing here (the run
+    completed with the update alone, and ``run(None)`` after it ran nothing either), while
+    ``update_state`` on a new thread makes START's nodes next; LangGraph's runs the graph
+    from START with the update written first."""
+    ours, theirs = pair(counted_chain, checkpointer)
+    expected = await theirs.ainvoke(THEIRS.Command(update={"x": 3}), cfg())
+    result = await ours.run(Command(update={"x": 3}), thread_id="1")
+    assert (result.status, result.state) == ("completed", expected)
+    assert expected == {"x": 3, "log": ["a", "b3"]}
+    theirs_history = [h async for h in theirs.aget_state_history(cfg())]
+    ours_history = await ours.history("1")
+    assert [(h.source, h.step, h.next) for h in ours_history] == [
+        (h.metadata["source"], h.metadata["step"], h.next) for h in theirs_history
+    ]
+    alone = await counted_chain(OURS).compile().run(Command(update={"x": 4}))  # no checkpointer
+    assert alone.state == {"x": 4, "log": ["a", "b4"]}
+
+
 class Joined(TypedDict):
     foo: Annotated[str, operator.add]
 

@@ -220,7 +220,13 @@ class GraphCore:
         on a new thread, the head's step + 1 on a thread that has one. The first step's
         checkpoint (source ``"loop"``) follows; a run continued or replayed from the input's
         checkpoint applies the input then (``take_pending_input``)."""
-        writes = self.schema.coerce_input(data)
+        return await self.start_writes(head, self.schema.coerce_input(data), cp, recursion_limit)
+
+    async def start_writes(
+        self, head: Head, writes: dict[str, Any], cp: Checkpointer | None, recursion_limit: int
+    ) -> frozenset[str]:
+        """``start_input`` of writes already read from the input (a new thread's
+        ``Command(update=...)`` writes the state's keys, not the input schema's)."""
         if cp is None:
             head.step += 1
             await self._first_step(head, writes, recursion_limit)

@@ -114,7 +114,13 @@ class GraphSession:
                 replays=input is None or (isinstance(input, Command) and input.resume is UNSET),
             )
         written: frozenset[str] | None = None  # the keys an input wrote
-        if isinstance(input, Command):
+        if head is None and starts_thread(input):
+            # a new thread's first Command(update=...) is its input, as LangGraph's: the
+            # update is written, then the graph runs from START
+            update = graph.schema.writes_of(input.update, "Command.update")
+            head = self.fresh()
+            written = await graph.start_writes(head, dict(update), self.cp, limit)
+        elif isinstance(input, Command):
             head = await self._command(head, input)
             # an input's checkpoint continued: its input first
             written = await graph.take_pending_input(head, self.cp, limit)
@@ -241,6 +247,18 @@ class GraphSession:
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
         return staged.checkpoint_id
+
+
+def starts_thread(input: Any) -> bool:
+    """Whether ``input`` is a ``Command`` that only updates: on a thread with no checkpoint
+    it is the thread's input (with a ``goto``, a ``resume`` or for a parent it is not)."""
+    return (
+        isinstance(input, Command)
+        and input.update is not None
+        and not input.goto_list()
+        and input.resume is UNSET
+        and input.graph is None
+    )
 
 
 def inferred_as_node(head: Head) -> str | None:
