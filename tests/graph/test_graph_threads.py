@@ -87,6 +87,20 @@ class FailsAfterInput(MemoryCheckpointer):
         await super().put(record)
 
 
+async def test_a_history_limit_is_a_whole_number_not_below_zero(
+    checkpointer: Checkpointer,
+) -> None:
+    # limit=-1 was a slice: all checkpoints but the oldest in memory, every one in SQLite
+    # (LIMIT -1); "2" and 1.5 were a TypeError from the slice
+    graph = chain("a").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    assert await graph.history("t", limit=0) == []
+    assert len(await graph.history("t", limit=2)) == 2
+    for bad in (-1, "2", 1.5, True):
+        with pytest.raises(ValueError, match=r"history\(limit=\.\.\.\) must be None or a whole"):
+            await graph.history("t", limit=bad)  # type: ignore[arg-type]
+
+
 async def test_an_input_saved_before_a_failure_is_applied_by_the_next_run() -> None:
     cp = FailsAfterInput()
     graph = chain("a", "b").compile(checkpointer=cp)

@@ -233,6 +233,8 @@ async def history(
     ``filter``, at most ``limit`` of them (counted after both)."""
     cp = require_checkpointer(graph, "history")
     check_id(thread_id, "thread_id")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"history(limit=...) must be None or a whole number >= 0, got {limit!r}")
     if filter is not None and not isinstance(filter, Mapping):
         raise TypeError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
     if before is None and not filter:
