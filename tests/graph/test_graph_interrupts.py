@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from graphkit import LogState, chain, logger
 
-from tinyagents.errors import GraphError, InterruptError
+from tinyagents.errors import GraphError, GraphValidationError, InterruptError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
@@ -197,3 +197,17 @@ async def test_concurrent_parallel_interrupts_all_surface(checkpointer: Checkpoi
         graph.add_edge(START, name).add_edge(name, END)
     result = await graph.compile(checkpointer=checkpointer).run({}, thread_id="t")
     assert sorted(i.value for i in result.interrupts) == ["early?", "late?"]
+
+
+async def test_a_per_run_breakpoint_on_an_unknown_node_is_refused(
+    checkpointer: Checkpointer,
+) -> None:
+    # compile(interrupt_before=["zz"]) is refused, but run(..., interrupt_before=["zz"]) (a
+    # misspelt node) was taken and the run went through without stopping
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    for where in ("interrupt_before", "interrupt_after"):
+        with pytest.raises(GraphValidationError, match=r"unknown node\(s\) \['zz'\]"):
+            await graph.run({"x": 1}, thread_id="t", **{where: ["zz"]})
+    assert await graph.history("t") == []
+    stopped = await graph.run({"x": 1}, thread_id="t", interrupt_before=["b"])
+    assert stopped.status == "interrupted" and (await graph.get_state("t")).next == ("b",)

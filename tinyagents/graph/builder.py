@@ -354,12 +354,6 @@ class StateGraph:
         validate(self)
         before = breakpoint_nodes(interrupt_before, self.nodes)
         after = breakpoint_nodes(interrupt_after, self.nodes)
-        unknown = sorted((before | after) - self.nodes.keys())
-        if unknown:
-            raise GraphValidationError(
-                f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
-                f"has {sorted(self.nodes)}"
-            )
         problem = recursion_limit_problem(recursion_limit)
         if problem is not None:
             raise GraphValidationError(problem)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import calls, mermaid, threads
 from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set_scope
-from tinyagents.graph.core import GraphCore
+from tinyagents.graph.core import GraphCore, breakpoint_nodes
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
@@ -63,6 +63,8 @@ class CompiledGraph(GraphCore):
             return await calls.run(self, caller, input, recursion_limit)
         breakpoints = {"interrupt_before": interrupt_before, "interrupt_after": interrupt_after}
         if interrupt_before or interrupt_after:
+            for value in (interrupt_before, interrupt_after):
+                breakpoint_nodes(value, self.nodes)  # a misspelt node: before anything is saved
             if runtime is not None:
                 raise GraphError(
                     "per-run interrupt_before/interrupt_after are not supported with runtime= "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from tinyagents._record import Record
-from tinyagents.errors import GraphError, InterruptError, InvalidRouteError
+from tinyagents.errors import GraphError, GraphValidationError, InterruptError, InvalidRouteError
 from tinyagents.graph._context import stable_id
 from tinyagents.graph.checkpointing import (
     Head,
@@ -120,10 +120,18 @@ def dead_ends(graph: DeclaredGraph) -> list[str]:
 
 def breakpoint_nodes(value: Collection[str] | str, nodes: Collection[str]) -> frozenset[str]:
     """``interrupt_before`` / ``interrupt_after`` as node names: ``"*"`` is every node (as
-    LangGraph spells it), another string one node's name."""
+    LangGraph spells it), another string one node's name; a name the graph does not have is
+    a ``GraphValidationError`` (at ``compile`` and per run alike)."""
     if value == "*":
         return frozenset(nodes)
-    return frozenset(map(node_name, [value] if isinstance(value, str) else value))
+    names = frozenset(map(node_name, [value] if isinstance(value, str) else value))
+    unknown = sorted(names.difference(nodes))
+    if unknown:
+        raise GraphValidationError(
+            f"interrupt_before/interrupt_after name unknown node(s) {unknown}; the graph "
+            f"has {sorted(nodes)}"
+        )
+    return names
 
 
 class GraphCore:
