@@ -12,7 +12,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, pair
+from langgraph_kit import OURS, THEIRS, abc_graph, cfg, pair
 
 from tinyagents.graph import NodeContext, StateGraph
 from tinyagents.store.checkpoint import Checkpointer
@@ -286,3 +286,25 @@ async def test_a_paused_sibling_sub_graph_does_not_ask_its_siblings_question_aga
     asked = [item["__interrupt__"] for item in expected if "__interrupt__" in item]
     assert asked == [["a?"], ["inner?"]]
     assert plain(await ours_items(ours, {"log": []}, mode)) == expected
+
+
+async def test_stream_takes_per_run_breakpoints_as_astream(checkpointer: Checkpointer) -> None:
+    """LangGraph's ``astream(..., interrupt_before=[...])``; ``stream`` "takes the arguments
+    of ``run``" but refused ``interrupt_before`` / ``interrupt_after`` (a ``TypeError``)."""
+    ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
+    for where, thread in (("interrupt_before", "1"), ("interrupt_after", "2")):
+        items = [
+            item
+            async for item in ours.stream(
+                {"log": []}, thread_id=thread, mode="updates", **{where: ["b"]}
+            )
+        ]
+        expected = [
+            item
+            async for item in theirs.astream(
+                {"log": []}, cfg(thread), stream_mode="updates", **{where: ["b"]}
+            )
+        ]
+        assert items == expected
+        rest = [item async for item in ours.stream(None, thread_id=thread, mode="updates")]
+        assert rest == [i async for i in theirs.astream(None, cfg(thread), stream_mode="updates")]

@@ -55,26 +55,12 @@ class CompiledGraph(GraphCore):
         Its interrupts pause the calling node, and a failing node of it raises its error.
         """
         caller = enclosing_scope()
-        if caller is not None and thread_id is None and runtime is None and checkpoint_id is None:
-            if interrupt_before or interrupt_after:
-                raise GraphError(
-                    "a sub-graph called from a node takes its breakpoints from its compile()"
-                )
+        is_call = thread_id is None and runtime is None and checkpoint_id is None
+        breakpoints = self._breakpoints(
+            interrupt_before, interrupt_after, runtime, is_call and caller is not None
+        )
+        if caller is not None and is_call:
             return await calls.run(self, caller, input, recursion_limit)
-        breakpoints = {"interrupt_before": interrupt_before, "interrupt_after": interrupt_after}
-        if interrupt_before or interrupt_after:
-            for value in (interrupt_before, interrupt_after):
-                breakpoint_nodes(value, self.nodes)  # a misspelt node: before anything is saved
-            if runtime is not None:
-                raise GraphError(
-                    "per-run interrupt_before/interrupt_after are not supported with runtime= "
-                    "yet; set them at compile(...)"
-                )
-            if self.checkpointer is None:
-                raise GraphError(
-                    "interrupt_before/interrupt_after need a checkpointer to continue from: "
-                    "compile(checkpointer=...)"
-                )
         if runtime is not None:
             return await run_with_runtime(
                 self,
@@ -88,6 +74,35 @@ class CompiledGraph(GraphCore):
             run = await session.prepare(input, checkpoint_id, recursion_limit, **breakpoints)
             return await run.outcome()
 
+    def _breakpoints(
+        self,
+        interrupt_before: Collection[str] | str,
+        interrupt_after: Collection[str] | str,
+        runtime: RunHost | None,
+        is_call: bool,
+    ) -> dict[str, Any]:
+        """A run's own breakpoints, checked before anything runs or is saved."""
+        breakpoints = {"interrupt_before": interrupt_before, "interrupt_after": interrupt_after}
+        if not (interrupt_before or interrupt_after):
+            return breakpoints
+        if is_call:
+            raise GraphError(
+                "a sub-graph called from a node takes its breakpoints from its compile()"
+            )
+        for value in (interrupt_before, interrupt_after):
+            breakpoint_nodes(value, self.nodes)  # a misspelt node: before anything is saved
+        if runtime is not None:
+            raise GraphError(
+                "per-run interrupt_before/interrupt_after are not supported with runtime= "
+                "yet; set them at compile(...)"
+            )
+        if self.checkpointer is None:
+            raise GraphError(
+                "interrupt_before/interrupt_after need a checkpointer to continue from: "
+                "compile(checkpointer=...)"
+            )
+        return breakpoints
+
     def stream(
         self,
         input: Any = None,
@@ -98,6 +113,8 @@ class CompiledGraph(GraphCore):
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
     ) -> AsyncIterator[Any]:
         """``run``, yielding what happens as it happens (LangGraph's ``astream``):
         ``async for item in graph.stream(input, thread_id=..., mode="updates"): ...``.
@@ -111,11 +128,16 @@ class CompiledGraph(GraphCore):
         payload)`` pairs; ``subgraphs=True`` adds sub-graph items, each led by its namespace.
         A failing node's error is raised after the items before it; leaving the loop early
         stops the run. A bad mode raises ``ConfigurationError`` here, before anything runs.
+        ``interrupt_before`` / ``interrupt_after`` add breakpoints for this run, as for ``run``.
         Inside a node of a running graph it is a sub-graph call, as for ``run``.
         """
         sink = GraphStream(mode, subgraphs=subgraphs)
         caller = enclosing_scope()
-        if caller is not None and thread_id is None and runtime is None and checkpoint_id is None:
+        is_call = thread_id is None and runtime is None and checkpoint_id is None
+        breakpoints = self._breakpoints(
+            interrupt_before, interrupt_after, runtime, is_call and caller is not None
+        )
+        if caller is not None and is_call:
             return calls.stream(self, caller, input, sink, recursion_limit)
         if runtime is not None:
             if thread_id is not None:  # here, not when the stream is first read
@@ -125,7 +147,9 @@ class CompiledGraph(GraphCore):
             )
         session = GraphSession(self, thread_id)
         return read(
-            lambda: session.prepare(input, checkpoint_id, recursion_limit), sink, hold=session
+            lambda: session.prepare(input, checkpoint_id, recursion_limit, **breakpoints),
+            sink,
+            hold=session,
         )
 
     async def _stream_managed(
