@@ -382,3 +382,30 @@ async def test_unknown_node_in_history_and_mermaid_are_independent(
     compiled = graph.add_edge("a", END).compile(checkpointer=checkpointer)
     assert "n_a" in compiled.to_mermaid()
     assert await compiled.history("nothing") == []
+
+
+class Other(TypedDict, total=False):
+    y: str
+
+
+async def test_a_thread_pending_on_a_node_the_graph_lacks_is_a_clear_graph_error(
+    checkpointer: Checkpointer,
+) -> None:
+    # a thread written by another graph (or before a node was renamed) with a task of "q"
+    # pending: get_state raised a bare KeyError('q'), run(None) failed with it
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [interrupt("go?")]}
+
+    first = StateGraph(LogState).add_node("a", logger("a")).add_node("q", ask)
+    first_run = first.add_edge(START, "a").add_edge("a", "q").compile(checkpointer=checkpointer)
+    paused = await first_run.run({"x": 1}, thread_id="t")
+    other = StateGraph(Other).add_node("b", lambda s: {"y": "b"}).add_edge(START, "b")
+    second = other.compile(checkpointer=checkpointer)
+    message = r"thread 't' has a pending task of node 'q', which graph 'graph' does not have"
+    with pytest.raises(GraphError, match=message):
+        await second.get_state("t")
+    with pytest.raises(GraphError, match=message):
+        await second.run(None, thread_id="t")
+    with pytest.raises(GraphError, match=message):
+        await second.update_state("t", {"y": "u"})
+    assert (await first_run.get_state("t")).checkpoint_id == paused.checkpoint_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,7 +20,7 @@ from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
 from tinyagents._record import Record
-from tinyagents.errors import InvalidUpdateError
+from tinyagents.errors import GraphError, InvalidUpdateError
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import (
     MISSING,
@@ -44,6 +44,12 @@ class GraphCodec(Protocol):
 
     @property
     def schema(self) -> StateSchema: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def nodes(self) -> Mapping[str, Any]: ...
 
     def decode_arg(self, node: str, value: Any, arg_type: str | None = None) -> Any: ...
 
@@ -216,6 +222,20 @@ class Head(Record):
         )
 
 
+def _check_frontier(graph: GraphCodec, thread_id: str, frontier: list[dict[str, Any]]) -> None:
+    """A pending task of a node the graph does not have (a thread another graph wrote, or
+    one saved before a node was renamed) cannot be planned: say so, not ``KeyError``."""
+    for planned in frontier:
+        node = planned["node"]
+        if node != START and node not in graph.nodes:
+            raise GraphError(
+                f"thread {thread_id!r} has a pending task of node {node!r}, which graph "
+                f"{graph.name!r} does not have (nodes: {', '.join(graph.nodes)}): the thread "
+                "was written by another graph, or before the node was renamed; continue it "
+                "with the graph that wrote it"
+            )
+
+
 async def load_head(
     graph: GraphCodec,
     checkpointer: Checkpointer,
@@ -240,6 +260,7 @@ async def load_head(
     if deltas:  # a key a delta added goes where its field is, as a live run keeps them
         graph.schema.in_field_order(values)
     last = chain[-1]
+    _check_frontier(graph, thread_id, last.frontier)
     head = Head(
         thread_id=thread_id,
         ns=ns,
