@@ -54,6 +54,18 @@ async def test_a_bad_thread_id_is_refused_by_every_entry_point(
     assert await checkpointer.latest(thread_id if isinstance(thread_id, str) else "") is None
 
 
+@pytest.mark.parametrize("thread_id", ["t\x00x", "t\ud800"], ids=["nul", "lone-surrogate"])
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+async def test_a_thread_id_no_database_can_store_is_refused_alike(
+    checkpointer: Checkpointer, entry: str, thread_id: str
+) -> None:
+    # a NUL was taken by memory and SQLite and a StoreError from PostgreSQL; a lone
+    # surrogate a UnicodeEncodeError from SQLite, a StoreError from PostgreSQL
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    with pytest.raises(ValueError, match=r"thread_id must be text without NUL"):
+        await ENTRY_POINTS[entry](graph, thread_id)
+
+
 @pytest.mark.parametrize("entry", ["get_state", "history", "update_state", "fork"])
 async def test_the_thread_methods_need_a_thread_id(checkpointer: Checkpointer, entry: str) -> None:
     # update_state(None, ...) used to write its checkpoint to a new thread nobody could name

@@ -54,7 +54,21 @@ def check_id(value: object, name: str, hint: str = "") -> str:
     "no id" (a blank ``thread_id`` used to start a fresh thread under a random id)."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-blank string, got {value!r}{hint}")
+    if "\x00" in value or (not value.isascii() and not _encodable(value)):
+        # stored as a key by every backend: SQLite took a NUL, PostgreSQL refused it, and a
+        # lone surrogate was a UnicodeEncodeError from one and a StoreError from the other
+        raise ValueError(
+            f"{name} must be text without NUL characters or lone surrogates, got {value!r}"
+        )
     return value
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
