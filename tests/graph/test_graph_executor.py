@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from graphkit import LogState, chain, logger
 
-from tinyagents.errors import GraphError, GraphRecursionError, InvalidUpdateError
+from tinyagents.errors import GraphError, GraphRecursionError, InvalidRouteError, InvalidUpdateError
 from tinyagents.graph import (
     END,
     START,
@@ -454,3 +454,16 @@ async def test_a_value_no_checkpoint_can_hold_fails_its_node_by_name(
         one = await single_run.run({"log": ["in"]}, thread_id=f"one-{thread}")
         assert isinstance(one.error, InvalidUpdateError)
         assert "cannot checkpoint 'blob'" in str(one.error)
+
+
+async def test_a_command_goto_that_names_no_node_fails_the_node_by_name() -> None:
+    # Command(goto=5) failed the run with TypeError("'int' object is not iterable"), and
+    # goto=[None] with an AttributeError from deep inside
+    for bad in (5, [None], {"b": 1}):
+        graph = StateGraph(LogState).add_node("a", lambda s, bad=bad: Command(goto=bad))
+        result = await graph.add_edge(START, "a").compile().run({"x": 1})
+        assert result.status == "failed"
+        assert isinstance(result.error, InvalidRouteError)
+        assert "Command.goto takes a node name, a Send or a list of them" in str(result.error)
+    with pytest.raises(InvalidRouteError, match=r"Command.goto takes a node name"):
+        await chain("a").compile().run(Command(goto=7))  # type: ignore[arg-type]

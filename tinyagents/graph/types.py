@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from tinyagents._record import FrozenRecord, Record
+from tinyagents.errors import InvalidRouteError
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.state import StateView
@@ -89,11 +90,18 @@ class Command(FrozenRecord, Generic[N]):
     graph: str | None = None
 
     def goto_list(self) -> list[str | Send]:
-        if isinstance(self.goto, str):
-            return [node_name(self.goto)]
-        if isinstance(self.goto, Send):
-            return [self.goto]
-        return [node_name(g) if isinstance(g, str) else g for g in self.goto]
+        goto = self.goto
+        if isinstance(goto, str):
+            return [node_name(goto)]
+        if isinstance(goto, Send):
+            return [goto]
+        if not isinstance(goto, list | tuple | set | frozenset) or not all(
+            isinstance(g, str | Send) for g in goto
+        ):
+            raise InvalidRouteError(
+                f"Command.goto takes a node name, a Send or a list of them, got {goto!r}"
+            )
+        return [node_name(g) if isinstance(g, str) else g for g in goto]
 
 
 def interrupt(value: Any = None) -> Any:
