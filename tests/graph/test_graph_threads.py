@@ -12,6 +12,8 @@ from graphkit import LogState, chain, logger
 
 from tinyagents.errors import (
     GraphError,
+    InterruptError,
+    InvalidRouteError,
     InvalidUpdateError,
     StoreError,
     ThreadBusy,
@@ -300,6 +302,29 @@ async def test_rewind_to_an_older_checkpoint_keeps_history_linear(
     assert history[3].next == ("__start__",)
     ids = [h.checkpoint_id for h in history]
     assert all(h.parent_id == ids[i + 1] for i, h in enumerate(history[:-1]))
+
+
+async def test_bad_input_at_an_older_checkpoint_changes_nothing(
+    checkpointer: Checkpointer,
+) -> None:
+    # run(bad, checkpoint_id=<older>) saved the rewind to that checkpoint, then raised: the
+    # thread's head had moved back although the call was refused
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    done = await graph.run({"x": 1}, thread_id="t")
+    older = (await graph.history("t"))[1].checkpoint_id
+    refused: list[tuple[Any, type[Exception]]] = [
+        ({"nope": 1}, InvalidUpdateError),
+        (Command(goto="zz"), InvalidRouteError),
+        (Command(update={"nope": 1}), InvalidUpdateError),
+        (Command(resume="yes"), InterruptError),
+    ]
+    for bad, error in refused:
+        with pytest.raises(error):
+            await graph.run(bad, thread_id="t", checkpoint_id=older)
+        assert (await graph.get_state("t")).checkpoint_id == done.checkpoint_id
+    assert len(await graph.history("t")) == 4
+    replayed = await graph.run(None, thread_id="t", checkpoint_id=older)  # still rewinds
+    assert replayed.status == "completed" and (await graph.history("t"))[0].source == "loop"
 
 
 async def test_second_concurrent_run_on_a_thread_is_thread_busy(checkpointer: Checkpointer) -> None:

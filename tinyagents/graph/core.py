@@ -230,6 +230,12 @@ class GraphCore:
         checkpoint applies the input then (``take_pending_input``)."""
         return await self.start_writes(head, self.schema.coerce_input(data), cp, recursion_limit)
 
+    async def check_input(self, head: Head, data: Any, recursion_limit: int) -> None:
+        """Raise what ``start_input`` would raise for ``data`` on ``head`` (the schema, a
+        reducer, a router on START), on a copy: ``head`` is left as it was."""
+        writes = self.schema.coerce_input(data)
+        await self._first_step(head.staged(writes), writes, recursion_limit)
+
     async def start_writes(
         self, head: Head, writes: dict[str, Any], cp: Checkpointer | None, recursion_limit: int
     ) -> frozenset[str]:

@@ -112,6 +112,8 @@ class GraphSession:
                 checkpoint_id,
                 replay_head=input is None,
                 replays=input is None or (isinstance(input, Command) and input.resume is UNSET),
+                input=input,
+                limit=limit,
             )
         written: frozenset[str] | None = None  # the keys an input wrote
         if head is None and starts_thread(input):
@@ -148,16 +150,25 @@ class GraphSession:
         return run
 
     async def _rewind(
-        self, head: Head | None, checkpoint_id: str, *, replay_head: bool, replays: bool
+        self,
+        head: Head | None,
+        checkpoint_id: str,
+        *,
+        replay_head: bool,
+        replays: bool,
+        input: Any,
+        limit: int,
     ) -> Head:
         """Make the thread as it was at ``checkpoint_id`` its head, saved as a ``rewind``.
         ``replays`` (time travel: no answer to give there) numbers the rewind one step past
         that checkpoint, as LangGraph numbers the ``fork`` checkpoint its replay saves, so
-        the steps that run again are numbered as LangGraph's are."""
+        the steps that run again are numbered as LangGraph's are. ``input`` (the run's) is
+        read against that state first: input that would be refused there saves nothing."""
         target = await self._rewound(head, checkpoint_id, replay_head=replay_head)
         if target is head:
             return target
         assert self.cp is not None  # _rewound refuses a graph without one
+        await self._check_input(target, input, limit)
         if replays:
             target.step += 1
         await save(
@@ -191,6 +202,19 @@ class GraphSession:
         target.seq, target.checkpoint_id = head.seq, head.checkpoint_id
         target.frontier_id = new_frontier_id()
         return target
+
+    async def _check_input(self, head: Head, input: Any, limit: int) -> None:
+        """Raise what applying ``input`` to ``head`` would raise, on copies: nothing changes
+        and nothing is saved."""
+        graph = self.graph
+        if isinstance(input, Command):
+            if input.resume is not UNSET:
+                graph.map_resume(head, input.resume)
+            update = graph.schema.writes_of(input.update or {}, "Command.update")
+            graph.check_goto(input.goto_list(), "Command.goto")
+            graph.apply_writes(head.staged([k for k, _ in update]).values, update)
+        elif input is not None:
+            await graph.check_input(head, input, limit)
 
     async def _command(self, head: Head | None, cmd: Command[Any]) -> Head:
         graph = self.graph
