@@ -467,3 +467,30 @@ async def test_a_command_goto_that_names_no_node_fails_the_node_by_name() -> Non
         assert "Command.goto takes a node name, a Send or a list of them" in str(result.error)
     with pytest.raises(InvalidRouteError, match=r"Command.goto takes a node name"):
         await chain("a").compile().run(Command(goto=7))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"max_attempts": 2.5},
+        {"max_attempts": True},
+        {"max_attempts": "3"},
+        {"max_attempts": float("inf")},
+        {"initial_interval": float("nan")},
+        {"initial_interval": -1.0},
+        {"max_interval": float("nan")},
+        {"max_interval": float("inf")},
+        {"backoff_factor": -2.0},
+        {"backoff_factor": "2"},
+        {"retry_on": 5},
+        {"retry_on": "ConnectionError"},
+        {"retry_on": (ConnectionError, "x")},
+    ],
+    ids=repr,
+)
+def test_a_retry_policy_of_the_wrong_kind_is_refused_when_made(fields: dict[str, Any]) -> None:
+    # each was taken: a NaN interval hung the run in its first wait, max_attempts=inf retried
+    # until an OverflowError, 2.5 made three attempts and True one, and a retry_on that is not
+    # an exception type or a predicate failed the node with TypeError at its first error
+    with pytest.raises(ValueError, match=r"RetryPolicy\."):
+        RetryPolicy(**fields)

@@ -8,6 +8,7 @@ nothing here is validated per superstep.
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -184,10 +185,28 @@ class RetryPolicy(FrozenRecord):
     ) = default_retry_on
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("RetryPolicy.max_attempts must be at least 1")
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(
+                f"RetryPolicy.max_attempts must be a whole number, at least 1, got {attempts!r}"
+            )
+        for name in ("initial_interval", "backoff_factor", "max_interval"):
+            value = getattr(self, name)
+            # a NaN wait never ended; infinity and negatives are no wait anyone means
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"RetryPolicy.{name} must be a number, got {value!r}")
+            if not 0 <= value < math.inf:
+                raise ValueError(f"RetryPolicy.{name} must be finite and >= 0, got {value!r}")
         if isinstance(self.retry_on, list):  # LangGraph takes a sequence of types
             object.__setattr__(self, "retry_on", tuple(self.retry_on))
+        check = self.retry_on
+        kinds = check if isinstance(check, tuple) else (check,)
+        takes = all(isinstance(k, type) and issubclass(k, BaseException) for k in kinds)
+        if not takes and (isinstance(check, tuple | type) or not callable(check)):
+            raise ValueError(
+                "RetryPolicy.retry_on takes an exception type, a tuple or list of them, or a "
+                f"function of the exception, got {check!r}"
+            )
 
     def should_retry(self, exc: BaseException) -> bool:
         check = self.retry_on
