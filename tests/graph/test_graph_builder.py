@@ -326,3 +326,15 @@ def test_add_node_refuses_a_retry_timeout_or_metadata_of_the_wrong_kind() -> Non
     assert graph.nodes == {}
     graph.add_node("a", logger("a"), retry=[RetryPolicy()], timeout=2, metadata={"k": 1})
     assert graph.nodes["a"].timeout == 2
+
+
+def test_compile_takes_langgraphs_none_breakpoints_and_refuses_other_kinds() -> None:
+    # compile(interrupt_before=None), LangGraph's default spelled out, was a TypeError
+    # ("'NoneType' object is not iterable"), and so was interrupt_before=5; name=5 was taken
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    compiled = graph.compile(interrupt_before=None, interrupt_after=None)  # type: ignore[arg-type]
+    assert compiled.interrupt_before == compiled.interrupt_after == frozenset()
+    with pytest.raises(GraphValidationError, match=r"take node names \(a list, or '\*'\), got 5"):
+        graph.compile(interrupt_before=5)  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match=r"compile\(name=...\) is text, got int"):
+        graph.compile(name=5)  # type: ignore[arg-type]

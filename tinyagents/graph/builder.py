@@ -332,8 +332,8 @@ class StateGraph:
         recursion_limit: int = 25,
         task_cancel_policy: str = "skip",
         redirect_conflict: str = "first_accepted",
-        interrupt_before: Sequence[str] | str = (),
-        interrupt_after: Sequence[str] | str = (),
+        interrupt_before: Sequence[str] | str | None = (),
+        interrupt_after: Sequence[str] | str | None = (),
         supervisor: Any = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
@@ -351,6 +351,8 @@ class StateGraph:
         with ``AgentNode(..., on_aborted=...)``."""
         self._check_routing_agents()
         _check_checkpointer(checkpointer)
+        if name is not None and not isinstance(name, str):
+            raise GraphValidationError(f"compile(name=...) is text, got {type(name).__name__}")
         validate(self)
         before = breakpoint_nodes(interrupt_before, self.nodes)
         after = breakpoint_nodes(interrupt_after, self.nodes)

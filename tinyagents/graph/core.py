@@ -118,12 +118,19 @@ def dead_ends(graph: DeclaredGraph) -> list[str]:
     return [n for n, spec in graph.nodes.items() if n not in leaving and not spec.destinations]
 
 
-def breakpoint_nodes(value: Collection[str] | str, nodes: Collection[str]) -> frozenset[str]:
+def breakpoint_nodes(value: Collection[str] | str | None, nodes: Collection[str]) -> frozenset[str]:
     """``interrupt_before`` / ``interrupt_after`` as node names: ``"*"`` is every node (as
-    LangGraph spells it), another string one node's name; a name the graph does not have is
-    a ``GraphValidationError`` (at ``compile`` and per run alike)."""
+    LangGraph spells it), another string one node's name, None none (LangGraph's default);
+    a name the graph does not have is a ``GraphValidationError`` (at ``compile`` and per
+    run alike)."""
+    if value is None:
+        return frozenset()
     if value == "*":
         return frozenset(nodes)
+    if not isinstance(value, str | Collection):
+        raise GraphValidationError(
+            f"interrupt_before/interrupt_after take node names (a list, or '*'), got {value!r}"
+        )
     names = frozenset(map(node_name, [value] if isinstance(value, str) else value))
     unknown = sorted(names.difference(nodes))
     if unknown:
