@@ -494,3 +494,15 @@ def test_a_retry_policy_of_the_wrong_kind_is_refused_when_made(fields: dict[str,
     # an exception type or a predicate failed the node with TypeError at its first error
     with pytest.raises(ValueError, match=r"RetryPolicy\."):
         RetryPolicy(**fields)
+
+
+async def test_a_router_result_that_is_no_name_fails_the_run_with_an_invalid_route() -> None:
+    # a router returning a dict failed the run with TypeError("unhashable type: 'dict'"),
+    # with or without a mapping
+    for mapping in (None, {"a": END}):
+        graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+        graph.add_conditional_edges("a", lambda s: {"b": 1}, mapping)
+        result = await graph.compile().run({"x": 1})
+        assert result.status == "failed"
+        assert isinstance(result.error, InvalidRouteError), result.error
+        assert "{'b': 1}" in str(result.error)

@@ -436,7 +436,7 @@ class GraphCore:
                 targets.append(result)
                 continue
             if branch.mapping is not None:
-                if result not in branch.mapping:
+                if not isinstance(result, Hashable) or result not in branch.mapping:
                     raise InvalidRouteError(
                         f"router {branch.router.__name__!r} after {branch.source!r} returned "
                         f"{result!r}, which is not in its mapping {sorted(map(str, branch.mapping))}"
@@ -450,7 +450,8 @@ class GraphCore:
     def check_goto(self, targets: list[str | Send], who: str) -> None:
         for target in targets:
             node = target.node if isinstance(target, Send) else target
-            if node is None or node == START:  # LangGraph's "did not return a valid destination"
+            if not isinstance(node, str) or node == START:
+                # LangGraph's "did not return a valid destination" (None, a dict, ...)
                 raise InvalidRouteError(
                     f"{who} returned {node!r}, which is not a valid destination: "
                     "return a node name, END, a Send or a list of them"
