@@ -454,6 +454,8 @@ async def test_a_value_no_checkpoint_can_hold_fails_its_node_by_name(
         one = await single_run.run({"log": ["in"]}, thread_id=f"one-{thread}")
         assert isinstance(one.error, InvalidUpdateError)
         assert "cannot checkpoint 'blob'" in str(one.error)
+        with pytest.raises(InvalidUpdateError, match=r"cannot checkpoint the input's 'blob'"):
+            await single_run.run({"blob": bad}, thread_id=f"input-{thread}")
 
 
 async def test_a_command_goto_that_names_no_node_fails_the_node_by_name() -> None:

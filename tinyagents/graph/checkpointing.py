@@ -105,6 +105,9 @@ def _encode_send(node: str, arg: Any) -> dict[str, Any]:
     """A ``Send``'s node and argument as JSON; an argument that is a pydantic model or a
     dataclass instance also names its class, so it comes back as one (not a dict) where the
     node's parameter has no annotation to say so."""
+    if node == START:  # an input's writes, waiting for its first step: name the key
+        encoded = {k: encode(v, f"the input's {k!r}") for k, v in arg.items()}
+        return {"node": node, "arg": encoded}
     out = {"node": node, "arg": encode(arg, f"the argument of a Send to {node!r}")}
     cls = type(arg)
     if isinstance(arg, BaseModel) or (dataclasses.is_dataclass(arg) and not isinstance(arg, type)):
