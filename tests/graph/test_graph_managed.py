@@ -163,6 +163,18 @@ async def test_start_graph_refuses_what_is_not_a_compiled_graph() -> None:
         assert rt.runs.list() == []
 
 
+async def test_start_graph_refuses_a_wait_on_interrupt_that_is_not_a_bool() -> None:
+    # "no" was taken as true: the run waited on its interrupts for steering
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    async with Runtime() as rt:
+        for bad in ("no", 0, None):
+            with pytest.raises(ConfigurationError, match=r"wait_on_interrupt=\.\.\.\) is True or"):
+                await rt.start_graph(compiled, {"log": []}, thread_id="t", wait_on_interrupt=bad)  # type: ignore[arg-type]
+        assert rt.runs.list() == []
+        assert await compiled.history("t") == []
+
+
 async def test_start_graph_refuses_a_parent_the_runtime_does_not_have() -> None:
     # taken: the graph ran as a root whose parent_run_id named no run (rt.start refuses one)
     graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a").compile()

@@ -206,6 +206,10 @@ async def start_graph_run(
             f"rt.start_graph takes a compiled graph, got {type(graph).__name__}{hint} (an "
             "Agent starts with rt.start)"
         )
+    if not isinstance(wait_on_interrupt, bool):  # "no" was taken as true
+        raise ConfigurationError(
+            f"rt.start_graph(wait_on_interrupt=...) is True or False, got {wait_on_interrupt!r}"
+        )
     parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
     if parent_id is not None and parent_handle is None:  # as rt.start: never a dangling link
