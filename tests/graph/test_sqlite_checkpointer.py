@@ -14,7 +14,7 @@ import pytest
 
 from tinyagents.errors import ThreadBusy
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
-from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.store.checkpoint.sqlite import MIGRATIONS
 
 
@@ -129,3 +129,21 @@ async def test_renew_notices_a_lost_lease(tmp_path: Path) -> None:
 async def test_storage_bytes_reports_the_file_size(tmp_path: Path) -> None:
     async with SqliteCheckpointer(tmp_path / "db.sqlite") as cp:
         assert await cp.storage_bytes() > 0
+
+
+def test_settings_of_the_wrong_kind_are_refused_when_made(tmp_path: Path) -> None:
+    # lease_ttl=-1 or NaN was taken (every lease counted as expired, or never), synchronous
+    # "BOGUS" was handed to a PRAGMA that ignores what it does not know (and "OFF; ..." to
+    # SQLite as a second statement), snapshot_every="x" was a TypeError, 2.5 taken
+    path = tmp_path / "cp.db"
+    for ttl in (-1, float("nan"), float("inf"), "60", True):
+        with pytest.raises(ValueError, match=r"lease_ttl must be a finite number of seconds"):
+            SqliteCheckpointer(path, lease_ttl=ttl)  # type: ignore[arg-type]
+    for sync in ("BOGUS", "OFF; DROP TABLE checkpoints", 1):
+        with pytest.raises(ValueError, match=r"synchronous must be one of OFF, NORMAL, FULL"):
+            SqliteCheckpointer(path, synchronous=sync)  # type: ignore[arg-type]
+    for every in ("x", 2.5, 0, True):
+        with pytest.raises(ValueError, match=r"snapshot_every must be a whole number"):
+            MemoryCheckpointer(snapshot_every=every)  # type: ignore[arg-type]
+    assert SqliteCheckpointer(path, synchronous="full", lease_ttl=5).synchronous == "FULL"
+    assert not path.exists()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -128,12 +129,29 @@ class WriteRecord(Record):
     value: Any = None
 
 
+def check_lease_ttl(lease_ttl: object) -> float:
+    """A backend's ``lease_ttl``: a finite number of seconds >= 0 (0: a lease of another host
+    is taken over at once; a negative one was that by accident, NaN or infinity a lease that
+    never expired)."""
+    if (
+        isinstance(lease_ttl, bool)
+        or not isinstance(lease_ttl, int | float)
+        or not (0 <= lease_ttl < math.inf)
+    ):
+        raise ValueError(f"lease_ttl must be a finite number of seconds >= 0, got {lease_ttl!r}")
+    return float(lease_ttl)
+
+
 class Checkpointer(ABC):
     """Stores graph checkpoints and pending writes; one writer per thread."""
 
     def __init__(self, *, snapshot_every: int = 50) -> None:
-        if snapshot_every < 1:
-            raise ValueError("snapshot_every must be at least 1")
+        if (
+            isinstance(snapshot_every, bool)
+            or not isinstance(snapshot_every, int)
+            or (snapshot_every < 1)
+        ):
+            raise ValueError(f"snapshot_every must be a whole number >= 1, got {snapshot_every!r}")
         self.snapshot_every = snapshot_every
         self._owners: dict[str, str] = {}
 

@@ -54,6 +54,7 @@ from tinyagents.store.checkpoint.base import (
     Checkpointer,
     CheckpointRecord,
     WriteRecord,
+    check_lease_ttl,
     compact_json,
     stale_message,
 )
@@ -137,7 +138,7 @@ class PostgresCheckpointer(Checkpointer):
         super().__init__(snapshot_every=snapshot_every)
         self.url = redacted(dsn)
         self.dsn, self.schema = split_schema(dsn, schema)
-        self.lease_ttl = lease_ttl
+        self.lease_ttl = check_lease_ttl(lease_ttl)
         self.synchronous_commit = synchronous_commit
         self.min_size = min_size
         self.max_size = max_size

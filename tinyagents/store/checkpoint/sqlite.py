@@ -30,10 +30,14 @@ from tinyagents.store.checkpoint.base import (
     Checkpointer,
     CheckpointRecord,
     WriteRecord,
+    check_lease_ttl,
     compact_json,
     stale_message,
 )
 from tinyagents.store.sqlite import connect
+
+#: SQLite's ``synchronous`` levels
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -94,9 +98,14 @@ class SqliteCheckpointer(Checkpointer):
         synchronous: str = "NORMAL",
     ) -> None:
         super().__init__(snapshot_every=snapshot_every)
+        self.lease_ttl = check_lease_ttl(lease_ttl)
+        # it goes into a PRAGMA, which ignores a value it does not know
+        if not isinstance(synchronous, str) or synchronous.upper() not in _SYNCHRONOUS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
+            )
+        self.synchronous = synchronous.upper()
         self.path = _path(os.fspath(path))
-        self.lease_ttl = lease_ttl
-        self.synchronous = synchronous
         self._conn: Any = None
         self._setup_lock = asyncio.Lock()
         self._renew_after: dict[str, float] = {}
