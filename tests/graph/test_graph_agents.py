@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 import pytest
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.errors import GraphError
+from tinyagents.errors import ConfigurationError, GraphError
 from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
 from tinyagents.harness import ModelRequest
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -183,3 +183,14 @@ async def test_an_agent_node_cancelled_with_its_graph_says_why_not_runtime_close
     assert result.status is RunStatus.CANCELLED
     assert "runtime closed" not in str(result.error)
     assert "writer" in str(result.error)
+
+
+def test_an_agent_node_of_the_wrong_kind_is_refused_when_made() -> None:
+    # AgentNode(None), input=5, output=5 or on_aborted=5 were taken: the graph compiled and
+    # its run failed later, from inside the node
+    agent = Agent("w", model=ScriptedModel(["done"]))
+    with pytest.raises(ConfigurationError, match=r"AgentNode takes an Agent, got NoneType"):
+        AgentNode(None)  # type: ignore[arg-type]
+    for field in ("input", "output", "on_aborted"):
+        with pytest.raises(ConfigurationError, match=rf"AgentNode\({field}=...\) is a"):
+            AgentNode(agent, **{field: 5})  # type: ignore[arg-type]

@@ -53,6 +53,16 @@ class AgentNode(FrozenRecord):
     aborted_key: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.agent, Agent):
+            raise ConfigurationError(f"AgentNode takes an Agent, got {type(self.agent).__name__}")
+        for name, what in (("input", "state key"), ("output", "state key"), ("on_aborted", "node")):
+            value = getattr(self, name)
+            if value is None and name == "on_aborted":
+                continue
+            if not isinstance(value, str) and not callable(value):
+                raise ConfigurationError(
+                    f"AgentNode({name}=...) is a {what} name or a function, got {value!r}"
+                )
         if self.on_aborted is None and (self.then != END or self.aborted_key is not None):
             raise ConfigurationError(
                 "AgentNode(then=..., aborted_key=...) go with on_aborted=...: without it the "
