@@ -585,3 +585,69 @@ def test_a_forks_redirect_conflicts_with_no_other_redirect() -> None:
         live = cmd(K.REDIRECT, cid="live", at=2)
         assert q.conflict(live) is None, policy
         assert q.put_nowait(live).queued and ids(q.pending()) == ["fork", "live"]
+
+
+def _node(
+    kind: SteeringKind, node: str, cid: str, at: int, payload: dict[str, object]
+) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.graph_node("r-1", node),
+        actor=cmd().actor,
+        kind=kind,
+        payload=payload,
+        correlation_id=cid,
+        created_at=EPOCH + timedelta(seconds=at),
+    )
+
+
+def _settled(
+    policy: RedirectConflict, order: list[SteeringCommand]
+) -> tuple[list[str], dict[str, str]]:
+    """What one boundary takes after ``order`` was put, and who superseded whom."""
+    queue, superseded = SteeringQueue(redirect_conflict=policy), {}
+    for c in order:
+        for loser, by in queue.put_nowait(c).superseded:
+            superseded[loser.correlation_id] = by
+    for loser, by in queue.settle():
+        superseded[loser.correlation_id] = by
+    taken = [c.correlation_id for c in queue.pop_ready(Boundary.BEFORE_MODEL_CALL)]
+    return taken, superseded
+
+
+@pytest.mark.parametrize("policy", [RedirectConflict.HIGHEST_PRIORITY])
+@pytest.mark.parametrize("kind", [K.REDIRECT, K.REPLACE_INSTRUCTION])
+def test_a_winner_a_later_cancel_ends_alone_does_not_decide_the_conflict_at_submit(
+    policy: RedirectConflict, kind: SteeringKind
+) -> None:
+    """A command for node b beats one for the run, then a cancel of b ends it: the run's
+    command stands, whatever order the three were submitted in (hypothesis found [0, 1, 2]
+    dropping both and [0, 2, 1] keeping the run's)."""
+    from itertools import permutations
+
+    payload = {"goto": "c"} if kind is K.REDIRECT else {"text": "goal"}
+    # for replace_instruction the newer stands: the node's is the newer one
+    node_at, run_at = (0, 1) if kind is K.REDIRECT else (1, 0)
+    for_node = _node(kind, "b", "for-node", node_at, payload)
+    for_run = cmd(kind, at=run_at, cid="for-run", payload=payload)
+    cancel_b = _node(K.CANCEL, "b", "cancel-b", 2, {})
+    outcomes = {
+        tuple(c.correlation_id for c in order): _settled(policy, list(order))
+        for order in permutations([for_node, for_run, cancel_b])
+    }
+    taken, superseded = outcomes[("for-node", "for-run", "cancel-b")]
+    assert set(taken) == {"for-run", "cancel-b"}
+    assert superseded == {"for-node": "cancel-b"}
+    assert all(o[0] == taken and set(o[1]) == {"for-node"} for o in outcomes.values()), outcomes
+
+
+def test_a_conflict_left_open_is_settled_at_the_boundary() -> None:
+    """Without the cancel, the pair left open at submit is settled when a boundary takes:
+    the stronger stands and the other is reported superseded, once."""
+    queue = SteeringQueue(redirect_conflict=RedirectConflict.HIGHEST_PRIORITY)
+    for_node = _node(K.REDIRECT, "b", "for-node", 0, {"goto": "c"})
+    for_run = cmd(K.REDIRECT, at=1, cid="for-run", payload={"goto": "d"})
+    assert queue.put_nowait(for_node).superseded == []
+    assert queue.put_nowait(for_run).superseded == []  # node b's could still be cancelled
+    assert queue.settle() == [(for_run, "for-node")]
+    assert queue.settle() == []
+    assert [c.correlation_id for c in queue.pop_ready(Boundary.BEFORE_MODEL_CALL)] == ["for-node"]

@@ -80,6 +80,8 @@ class Inbox:
         model request / tool call the boundary is attached to, for the event)."""
         if not len(self.queue):
             return []
+        for loser, winner in self.queue.settle():
+            self._router.mark_superseded(loser, winner)
         cmds = self.queue.pop_ready(boundary, final=final, paused=self.paused)
         for cmd in cmds:
             self._router.mark_delivered(cmd, boundary, where)

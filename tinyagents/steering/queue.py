@@ -2,8 +2,9 @@
 
 Ordering (DESIGN.md): target depth ascending → priority descending → ``created_at`` →
 ``correlation_id``. The key depends only on the commands, so any submission order drains the
-same way. Conflict rules run at ``put_nowait`` and report what they superseded or refused;
-the async side (waiting for work) lives in ``Inbox``.
+same way. Conflict rules run at ``put_nowait`` and report what they superseded or refused; a
+conflict a later cancel could still turn is left to ``settle``, at the boundary. The async
+side (waiting for work) lives in ``Inbox``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,19 @@ def _covers(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
     cancel covers every command queued for the run; a graph task's (or node's) cancel only
     the commands aimed at that same task (or node) — an approval for a sibling task, or an
     update of the run's state, still stands."""
-    target = cancel.target
+    return _scope_covers(cancel.target, cmd)
+
+
+def _final(winner: SteeringCommand, loser: SteeringCommand) -> bool:
+    """Whether ``loser``'s defeat by ``winner`` stands whatever arrives later: every cancel
+    that could end the winner ends the loser too. A redirect for the run beats one for node
+    ``b`` for good; a redirect for node ``b`` beats one for the run only until a cancel of
+    ``b`` arrives, so such a pair stays queued and is settled at the boundary (``settle``):
+    the outcome is the same whatever order the three were submitted in."""
+    return _scope_covers(winner.target, loser)
+
+
+def _scope_covers(target: object, cmd: SteeringCommand) -> bool:
     if isinstance(target, GraphTaskTarget):
         other = cmd.target
         return isinstance(other, GraphTaskTarget) and other.task_id == target.task_id
@@ -169,17 +182,29 @@ class SteeringQueue:
             outcome.superseded.append((new, cancel.correlation_id))
             return outcome
         if kind is SteeringKind.REPLACE_INSTRUCTION:
-            for old in self._pending(SteeringKind.REPLACE_INSTRUCTION):
-                loser, winner = (old, new) if _age(old) < _age(new) else (new, old)
-                self._lose(loser, winner, outcome)
+            rivals = self._pending(SteeringKind.REPLACE_INSTRUCTION)
         elif kind is SteeringKind.REDIRECT and not new.fork:  # 'error': conflict() refused it
-            for old in self._live_redirects():
-                if self.redirect_conflict is RedirectConflict.FIRST_ACCEPTED:
-                    self._lose(new, old, outcome)
-                else:
-                    loser, winner = (new, old) if _rank(old) < _rank(new) else (old, new)
-                    self._lose(loser, winner, outcome)
+            rivals = self._live_redirects()
+        else:
+            return outcome
+        for old in rivals:
+            winner, loser = self._stronger(old, new)
+            if not _final(winner, loser):
+                continue  # both stay queued: ``settle`` decides at the boundary
+            self._lose(loser, winner, outcome)
+            if loser is new:
+                break
         return outcome
+
+    def _stronger(
+        self, old: SteeringCommand, new: SteeringCommand
+    ) -> tuple[SteeringCommand, SteeringCommand]:
+        """(winner, loser) of a conflict between a queued command and a newer arrival."""
+        if new.kind is SteeringKind.REPLACE_INSTRUCTION:  # the newer instruction stands
+            return (new, old) if _age(old) < _age(new) else (old, new)
+        if self.redirect_conflict is RedirectConflict.FIRST_ACCEPTED:
+            return old, new
+        return (old, new) if _rank(old) < _rank(new) else (new, old)
 
     def _lose(self, loser: SteeringCommand, winner: SteeringCommand, outcome: PutOutcome) -> None:
         if _id(loser) in self._by_id:
@@ -187,6 +212,26 @@ class SteeringQueue:
         else:
             outcome.queued = False
         outcome.superseded.append((loser, winner.correlation_id))
+
+    def settle(self) -> list[tuple[SteeringCommand, str]]:
+        """Settle the conflicts ``put_nowait`` left open (a winner a later cancel could still
+        end alone): of the redirects (and of the replace_instructions) still queued, one
+        stands and the others are dropped. Called before ``pop_ready`` at a boundary; returns
+        the ``(loser, winner's correlation id)`` pairs to report as superseded."""
+        lost: list[tuple[SteeringCommand, str]] = []
+        if not self._by_kind:  # never held a redirect or replace_instruction: most queues
+            return lost
+        for rivals in (self._live_redirects(), self._pending(SteeringKind.REPLACE_INSTRUCTION)):
+            if len(rivals) < 2:
+                continue
+            winner = rivals[0]  # queued first: the first accepted
+            for other in rivals[1:]:
+                winner = self._stronger(winner, other)[0]
+            for cmd in rivals:
+                if cmd is not winner:
+                    self._forget(cmd)
+                    lost.append((cmd, winner.correlation_id))
+        return lost
 
     def _live_redirects(self) -> list[SteeringCommand]:
         """The queued redirects of the run itself: a fork's (``fork=True``) applies on a
