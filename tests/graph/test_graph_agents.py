@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 import pytest
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.errors import ConfigurationError, GraphError
+from tinyagents.errors import ConfigurationError, GraphError, GraphValidationError
 from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
 from tinyagents.harness import ModelRequest
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -194,3 +194,33 @@ def test_an_agent_node_of_the_wrong_kind_is_refused_when_made() -> None:
     for field in ("input", "output", "on_aborted"):
         with pytest.raises(ConfigurationError, match=rf"AgentNode\({field}=...\) is a"):
             AgentNode(agent, **{field: 5})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("node", "key"),
+    [
+        ({"output": "summary"}, "summary"),
+        ({"input": "prompt", "output": "draft"}, "prompt"),
+        ({"output": "draft", "on_aborted": END, "aborted_key": "why"}, "why"),
+    ],
+)
+def test_an_agent_node_naming_a_key_the_state_lacks_is_refused_at_compile(
+    node: dict[str, Any], key: str
+) -> None:
+    """The graph used to compile, the agent ran and spent its model calls, and only writing
+    its answer (or reading its prompt) failed the run."""
+    node = {"input": "topic", **node}
+    agent = Agent("writer", model=ScriptedModel(["done"]))
+    graph = StateGraph(Doc).add_node("writer", AgentNode(agent, **node))
+    if "on_aborted" not in node:
+        graph.add_edge("writer", END)
+    graph.add_edge(START, "writer")
+    with pytest.raises(GraphValidationError, match=rf"agent node 'writer' .* {key!r}") as caught:
+        graph.compile()
+    assert caught.value.nodes == ["writer"]
+
+
+def test_an_agent_node_with_functions_for_input_and_output_is_not_checked_by_key() -> None:
+    agent = Agent("writer", model=ScriptedModel(["done"]))
+    node = AgentNode(agent, input=lambda s: s["topic"], output=lambda out, s: {"draft": out})
+    StateGraph(Doc).add_node("writer", node).add_edge(START, "writer").compile()

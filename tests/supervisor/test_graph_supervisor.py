@@ -186,7 +186,7 @@ def test_validate_graph_judges_each_agent_node_under_its_nearest_spec(
 
 
 def test_compile_refuses_what_is_not_a_spec() -> None:
-    graph = StateGraph(Doc).add_node("writer", AgentNode(looper(), input="topic"))
+    graph = StateGraph(Doc).add_node("writer", AgentNode(looper(), input="topic", output="draft"))
     with pytest.raises(ConfigurationError, match="takes a SupervisorSpec, got str"):
         graph.add_edge(START, "writer").add_edge("writer", END).compile(
             supervisor="abort"  # type: ignore[arg-type]
@@ -196,7 +196,9 @@ def test_compile_refuses_what_is_not_a_spec() -> None:
 def test_compile_warns_on_each_agent_node_whose_aborted_outcome_is_not_routed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    inner = StateGraph(Doc).add_node("lead", AgentNode(looper("lead"), input="topic"))
+    inner = StateGraph(Doc).add_node(
+        "lead", AgentNode(looper("lead"), input="topic", output="draft")
+    )
     inner_graph = inner.add_edge(START, "lead").add_edge("lead", END).compile(name="inner")
 
     def plain(state: Doc) -> dict[str, str]:
@@ -204,7 +206,7 @@ def test_compile_warns_on_each_agent_node_whose_aborted_outcome_is_not_routed(
 
     outer = (
         StateGraph(Doc)
-        .add_node("writer", AgentNode(looper(), input="topic"))
+        .add_node("writer", AgentNode(looper(), input="topic", output="draft"))
         .add_node("inner", inner_graph)
         .add_node("plain", plain)
         .add_edge(START, "writer")

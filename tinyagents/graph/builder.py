@@ -350,6 +350,7 @@ class StateGraph:
         graph does not route is logged as a warning (``validate_graph`` lists them); route it
         with ``AgentNode(..., on_aborted=...)``."""
         self._check_routing_agents()
+        self._check_agent_keys()
         _check_checkpointer(checkpointer)
         if name is not None and not isinstance(name, str):
             raise GraphValidationError(f"compile(name=...) is text, got {type(name).__name__}")
@@ -403,6 +404,28 @@ class StateGraph:
                 "also have edges, which would be followed after an abort too: name the next "
                 "node of a completed run with AgentNode(then=...) instead of add_edge"
             )
+
+    def _check_agent_keys(self) -> None:
+        """An agent node's ``input``, ``output`` and ``aborted_key`` given as state keys
+        name keys the state has: otherwise the agent would run, spend its model calls, and
+        the run fail only when its prompt is read or its answer written."""
+        channels = self.schema.channels
+        for name, spec in self.nodes.items():
+            node = spec.agent
+            if node is None:
+                continue
+            for role, key in (
+                ("reads its prompt from", node.input),
+                ("writes its answer to", node.output),
+                ("writes its abort reason to", node.aborted_key),
+            ):
+                if isinstance(key, str) and key not in channels:
+                    raise GraphValidationError(
+                        f"agent node {name!r} {role} state key {key!r}, which the state does "
+                        f"not have (it has {sorted(channels)}); name one of them, or pass a "
+                        "function",
+                        nodes=[name],
+                    )
 
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self)
