@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +64,50 @@ async def test_a_migration_and_its_record_are_one_transaction(
     with sqlite3.connect(path) as db:
         assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'half_done'").fetchall()
         assert not db.execute("SELECT 1 FROM migrations WHERE version = 4").fetchall()
+
+
+# Several processes opening one *new* file at once (``serve --workers N`` with a SQLite store,
+# workers sharing a checkpointer file): every one of them opens it. The race is real, so the
+# test runs it a few rounds; before the fix about one round in twenty of four processes failed
+# ("database is locked" from the switch to WAL, which SQLite answers without its busy handler,
+# or "duplicate column name" once three migration attempts were not enough for eight).
+
+_OPEN = """
+import asyncio, sys, time
+from tinyagents.store import SqliteStore
+from tinyagents.store.checkpoint import SqliteCheckpointer
+
+async def main(kind, path):
+    opened = SqliteStore(path) if kind == "store" else SqliteCheckpointer(path)
+    if kind == "store":
+        await opened.open()
+        await opened.close()
+    else:
+        await opened.setup()
+        await opened.aclose()
+
+start = float(sys.argv[3])
+while time.time() < start:
+    pass
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+print("opened")
+"""
+
+
+@pytest.mark.parametrize("kind", ["store", "checkpointer"])
+def test_processes_opening_one_new_file_at_once_all_open_it(kind: str, tmp_path: Path) -> None:
+    for round_ in range(6):
+        path = tmp_path / f"{round_}.db"
+        start = time.time() + 1.5  # every process is up and waiting by then
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN, kind, str(path), str(start)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        outcomes = [p.communicate(timeout=120) for p in procs]
+        failed = [err.strip().splitlines()[-1] for out, err in outcomes if "opened" not in out]
+        assert not failed, f"round {round_}: {failed}"

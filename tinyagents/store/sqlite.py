@@ -237,7 +237,7 @@ class SqliteStore(Store):
             await db.execute(f"PRAGMA busy_timeout={round(self.busy_timeout_s * 1000)}")
             # Read before anything writes: a file that is not a database fails here untouched.
             await db.execute_fetchall("SELECT count(*) FROM sqlite_master")
-            await db.execute("PRAGMA journal_mode=WAL")
+            await use_wal(db, self.busy_timeout_s)
             await db.execute("PRAGMA synchronous=NORMAL")
             await migrate(db, MIGRATIONS, name="steering")
         except BaseException as exc:
@@ -743,6 +743,22 @@ class _ExitGuard:
 _EXIT_GUARD = _ExitGuard()
 
 
+async def use_wal(db: aiosqlite.Connection, timeout_s: float) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again for up to ``timeout_s`` while the file is
+    locked: SQLite answers a journal-mode change "database is locked" at once, without its
+    busy handler, while another connection opens the same new file (``serve --workers``
+    opening one SQLite store failed on it now and then)."""
+    deadline = _clock.monotonic() + timeout_s
+    while True:
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or _clock.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.01)
+
+
 async def migrate(
     db: aiosqlite.Connection, migrations: list[tuple[int, str]], *, name: str
 ) -> None:
@@ -753,14 +769,17 @@ async def migrate(
     time), so a crash leaves both or neither. Processes opening an older file at once may both
     find a migration missing: the second to take the lock fails on what the first did (its
     ``ADD COLUMN`` exists, or the record's key), rolls back and reads again, finding the work
-    done."""
-    for attempt in range(3):
+    done. Each such failure means another process applied a migration, so with N migrations
+    N + 2 attempts are enough however many processes open the file at once (three were not:
+    eight ``serve`` workers opening a new file failed with "duplicate column name")."""
+    attempts = len(migrations) + 2
+    for attempt in range(attempts):
         try:
             await _migrate_once(db, migrations, name=name)
             return
         except (sqlite3.IntegrityError, sqlite3.OperationalError):
             await db.rollback()
-            if attempt == 2:
+            if attempt == attempts - 1:
                 raise
 
 

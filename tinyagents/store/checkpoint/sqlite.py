@@ -34,7 +34,7 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     stale_message,
 )
-from tinyagents.store.sqlite import connect
+from tinyagents.store.sqlite import connect, use_wal
 
 #: SQLite's ``synchronous`` levels
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -127,7 +127,7 @@ class SqliteCheckpointer(Checkpointer):
                 await conn.execute("PRAGMA busy_timeout=10000")
                 # Read before anything writes: a file that is not a database fails untouched.
                 await conn.execute_fetchall("SELECT count(*) FROM sqlite_master")
-                await conn.execute("PRAGMA journal_mode=WAL")
+                await use_wal(conn, 10.0)
                 await conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 await self._migrate(conn)
             except BaseException as exc:
