@@ -237,13 +237,7 @@ class CommandReader:
         if stored is None or stored.command.target != cmd.target:
             return None
         if not again:
-            return SteeringReceipt.issue(
-                ReceiptStatus.DUPLICATE,
-                cmd.correlation_id,
-                None,
-                "duplicate correlation id: the first command's outcome stands",
-                None,
-            )
+            return SteeringReceipt.duplicate(cmd.correlation_id)
         if stored.state == "deferred":
             status = ReceiptStatus.DEFERRED
         elif stored.state == "rejected":

@@ -139,6 +139,10 @@ def holding_pause(cmds: list[SteeringCommand]) -> SteeringCommand | None:
     return holding
 
 
+#: Kinds an agent run has nothing to act on: no interrupt to answer, no graph state.
+_GRAPH_ONLY = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.UPDATE_STATE})
+
+
 class AgentCommandCheck(CheckPolicy):
     """An agent run's own policy (after its middleware's): refuses at submit a command the
     run could only accept and fail at its next boundary — ``approve``, ``reject`` and
@@ -156,7 +160,6 @@ class AgentCommandCheck(CheckPolicy):
 
 
 AGENT_COMMAND_CHECK = AgentCommandCheck()
-_GRAPH_ONLY = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.UPDATE_STATE})
 
 
 def _not_for_agents(cmd: SteeringCommand) -> str:

@@ -926,6 +926,18 @@ class SteeringReceipt(BaseModel):
         return self.status is ReceiptStatus.ACCEPTED
 
     @classmethod
+    def duplicate(cls, correlation_id: str) -> SteeringReceipt:
+        """The receipt of a command whose correlation id was already taken: it changes
+        nothing, and the first command's outcome stands."""
+        return cls.issue(
+            ReceiptStatus.DUPLICATE,
+            correlation_id,
+            None,
+            "duplicate correlation id: the first command's outcome stands",
+            None,
+        )
+
+    @classmethod
     def issue(
         cls,
         status: ReceiptStatus,

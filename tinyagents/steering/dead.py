@@ -84,7 +84,7 @@ async def settle_dead_run(
     if refused is not None:
         return refused
     if not await store.append_command(cmd, state="accepted", run_id=run_id):
-        return _duplicate(cmd)
+        return SteeringReceipt.duplicate(cmd.correlation_id)
     owner = snapshot.get("owner")
     reason = (
         f"{LATE}: run {run_id}'s owner (runtime {owner}) is gone (no heartbeat since "
@@ -142,7 +142,9 @@ async def _claim(
         if await store.append_command(claim, state="applied", run_id=None):
             return None
         if await store.get_command(cmd.correlation_id, scope=scope) is not None:
-            return _duplicate(cmd)  # this very command, sent twice at once
+            return SteeringReceipt.duplicate(
+                cmd.correlation_id
+            )  # this very command, sent twice at once
         held = await store.get_command(key, scope=scope)
         age = (_clock.now() - held.command.created_at).total_seconds() if held else 0.0
         if age < CLAIM_STALE_S:
@@ -155,14 +157,6 @@ async def _claim(
                 POLICY,
             )
         generation += 1
-
-
-def _duplicate(cmd: SteeringCommand) -> SteeringReceipt:
-    return SteeringReceipt(
-        status=ReceiptStatus.DUPLICATE,
-        correlation_id=cmd.correlation_id,
-        reason="duplicate correlation id: the first command's outcome stands",
-    )
 
 
 async def _dead_below(store: Store, snapshot: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,15 +33,7 @@ def supersedes(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
     """Whether ``cancel`` supersedes ``cmd`` (DESIGN.md, "Conflicts"): ``cmd`` is no cancel,
     and ``cancel`` ends what it is aimed at (``_covers``). The queue applies it to what is
     queued; a graph run to what a pause holds behind it."""
-    return cmd.kind is not SteeringKind.CANCEL and _covers(cancel, cmd)
-
-
-def _covers(cancel: SteeringCommand, cmd: SteeringCommand) -> bool:
-    """Whether ``cancel`` ends what ``cmd`` is aimed at, so that it supersedes it: a run's
-    cancel covers every command queued for the run; a graph task's (or node's) cancel only
-    the commands aimed at that same task (or node) — an approval for a sibling task, or an
-    update of the run's state, still stands."""
-    return _scope_covers(cancel.target, cmd)
+    return cmd.kind is not SteeringKind.CANCEL and _covers(cancel.target, cmd)
 
 
 def _final(winner: SteeringCommand, loser: SteeringCommand) -> bool:
@@ -50,10 +42,14 @@ def _final(winner: SteeringCommand, loser: SteeringCommand) -> bool:
     ``b`` for good; a redirect for node ``b`` beats one for the run only until a cancel of
     ``b`` arrives, so such a pair stays queued and is settled at the boundary (``settle``):
     the outcome is the same whatever order the three were submitted in."""
-    return _scope_covers(winner.target, loser)
+    return _covers(winner.target, loser)
 
 
-def _scope_covers(target: object, cmd: SteeringCommand) -> bool:
+def _covers(target: object, cmd: SteeringCommand) -> bool:
+    """Whether a cancel aimed at ``target`` ends what ``cmd`` is aimed at: a run's cancel
+    covers every command queued for the run; a graph task's (or node's) cancel only the
+    commands aimed at that same task (or node) — an approval for a sibling task, or an update
+    of the run's state, still stands."""
     if isinstance(target, GraphTaskTarget):
         other = cmd.target
         return isinstance(other, GraphTaskTarget) and other.task_id == target.task_id
@@ -219,7 +215,7 @@ class SteeringQueue:
         stands and the others are dropped. Called before ``pop_ready`` at a boundary; returns
         the ``(loser, winner's correlation id)`` pairs to report as superseded."""
         lost: list[tuple[SteeringCommand, str]] = []
-        if not self._by_kind:  # never held a redirect or replace_instruction: most queues
+        if not self._by_kind:  # never held a conflict kind: most queues
             return lost
         for rivals in (self._live_redirects(), self._pending(SteeringKind.REPLACE_INSTRUCTION)):
             if len(rivals) < 2:

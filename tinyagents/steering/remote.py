@@ -73,7 +73,7 @@ async def submit_through_store(
     if refusal is not None:
         if snapshot is not None and await _logged(store, cmd):
             # A retry of a command its owner already took: the first outcome stands.
-            return duplicate(cmd)
+            return SteeringReceipt.duplicate(cmd.correlation_id)
         if snapshot is not None and owner_silent(snapshot) and declares_dead(cmd):
             # Its owner is gone: a cancel settles the run and its open commands here.
             why = forbidden(cmd)
@@ -221,15 +221,6 @@ async def _logged(store: Store, cmd: SteeringCommand) -> bool:
         if isinstance(exc.__cause__, ValueError):  # logged, though it no longer reads
             return True
         raise
-
-
-def duplicate(cmd: SteeringCommand) -> SteeringReceipt:
-    """The receipt of a command whose correlation id the steering log already holds."""
-    return SteeringReceipt(
-        status=ReceiptStatus.DUPLICATE,
-        correlation_id=cmd.correlation_id,
-        reason="duplicate correlation id: the first command's outcome stands",
-    )
 
 
 def _finished(snapshot: dict[str, Any]) -> bool:

@@ -173,7 +173,7 @@ class SteeringRouter:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         while key in self._seen:
             if key not in self._under_way:
-                return self._duplicate(cmd)
+                return SteeringReceipt.duplicate(cmd.correlation_id)
             # The first submit of this id is still under way: its outcome decides (a failure
             # frees the id, and this resend is then submitted as the first).
             await self._wait_for_first(key)
@@ -546,7 +546,7 @@ class SteeringRouter:
         # duplicate: the first outcome stands.
         run_id = tracked.info.run_id if tracked.info else None
         if not await self._persist(tracked, "rejected", run_id):
-            return self._duplicate(tracked.cmd)
+            return SteeringReceipt.duplicate(tracked.cmd.correlation_id)
         self._announce(tracked)
         self._finish(tracked, "rejected", reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
@@ -558,7 +558,7 @@ class SteeringRouter:
         first_time = tracked.state is not CommandState.DEFERRED
         if first_time:
             if not await self._persist(tracked, "deferred", None):
-                return self._duplicate(tracked.cmd)
+                return SteeringReceipt.duplicate(tracked.cmd.correlation_id)
             self._announce(tracked)
         if handle is not None and handle.status.finished:
             self._finish(
@@ -592,7 +592,7 @@ class SteeringRouter:
         if self.store is not None and not await self._persist(
             tracked, "accepted", handle.run_id, command
         ):
-            return self._duplicate(original)
+            return SteeringReceipt.duplicate(original.correlation_id)
         self._announce(tracked)  # requested names the command as submitted
         tracked.cmd = command
         tracked.state = CommandState.ACCEPTED
@@ -713,13 +713,6 @@ class SteeringRouter:
                 continue
             self._seen.discard(key)
             self._terminal.pop(key, None)
-
-    def _duplicate(self, cmd: SteeringCommand) -> SteeringReceipt:
-        return SteeringReceipt(
-            status=ReceiptStatus.DUPLICATE,
-            correlation_id=cmd.correlation_id,
-            reason="duplicate correlation id: the first command's outcome stands",
-        )
 
     async def _enqueue(self, tracked: _Tracked, handle: RunHandle) -> None:
         if handle.status.finished and not await handle.driver.on_late_command(tracked.cmd):
