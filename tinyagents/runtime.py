@@ -50,9 +50,10 @@ from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policy import PolicyPipeline
-from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S
+from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S, owner_silent
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
 from tinyagents.store.base import Store, StoreWriter, run_key
+from tinyagents.store.checkpoint._lease import holder_gone, process_token
 from tinyagents.store.open import open_store
 from tinyagents.supervisor.spec import SupervisorSpec
 from tinyagents.supervisor.supervisor import SUPERVISOR, Supervisor
@@ -60,6 +61,8 @@ from tinyagents.supervisor.supervisor import SUPERVISOR, Supervisor
 if TYPE_CHECKING:
     from tinyagents.harness.agent import Agent
 
+#: The ``runtime_id`` of every runtime of this process that is open.
+_OPEN_HERE: set[str] = set()
 _log = logging.getLogger("tinyagents.runtime")
 #: Released runs' snapshots are saved this many at a time (and the rest on close), like the
 #: snapshots of the runs still in memory, which are saved on close.
@@ -120,7 +123,8 @@ class Runtime:
         #: Unique per runtime instance: the ``owner`` of its runs' snapshots, and the address
         #: other processes put commands for those runs under in the store's inbox.
         # Not the id source: a test's deterministic ids would give two processes one owner id.
-        self.runtime_id = f"rt-{uuid.uuid4().hex[:12]}"
+        # ``HOST:PID:rt-…``: another runtime can tell at once that a crashed owner is gone.
+        self.runtime_id = process_token(f"rt-{uuid.uuid4().hex[:12]}")
         self._live: LiveRuns | None = None
         self._serving: asyncio.Task[None] | None = None
         self._inbox_wake: asyncio.Event | None = None
@@ -211,6 +215,7 @@ class Runtime:
                 except Exception as exc:
                     _log.warning("inbox notifications unavailable, polling only: %s", exc)
         self._open = True
+        _OPEN_HERE.add(self.runtime_id)
 
     async def close(self) -> None:
         """Stop taking work, settle every run and command, then flush and close the store.
@@ -235,6 +240,7 @@ class Runtime:
         try:
             await self._settle()
         finally:
+            _OPEN_HERE.discard(self.runtime_id)
             self._closed.set_result(None)
 
     async def _settle(self) -> None:
@@ -514,14 +520,36 @@ class Runtime:
         """The commands ``run_id`` applied, as the store logged them (execution layer: a run
         started again under its id gets them back). Nothing when the id was another tenant's
         run: its steering (instructions, narrowed tools) is that tenant's alone; and never a
-        command a human of another tenant sent."""
+        command a human of another tenant sent.
+
+        ``ConfigurationError`` when the run is running in another runtime on the store (its
+        owner's heartbeat is fresh): started here too, it would run twice and apply what was
+        sent to it twice."""
+        snapshot = await self.store.load_run(run_id) if self._durable else None
+        if snapshot is not None and self._running_elsewhere(snapshot):
+            raise ConfigurationError(
+                f"run {run_id!r} is running in another runtime on this store (owner "
+                f"{snapshot['owner']}, heartbeat at {snapshot.get('updated_at')}); wait for it "
+                f"to finish, or give this run its own run_id"
+            )
         logged = await self.store.run_commands(run_id)
         if not logged:  # a new run id (every sub-agent call names one): nothing more to read
             return []
-        snapshot = await self.store.load_run(run_id)
+        if not self._durable:
+            snapshot = await self.store.load_run(run_id)
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
         return [c.command for c in logged if sender_tenant(c.command.actor) in (None, tenant_id)]
+
+    def _running_elsewhere(self, snapshot: dict[str, Any]) -> bool:
+        """Whether the run of ``snapshot`` is running in another runtime: it is unfinished and
+        its owner is neither silent (``OWNER_SILENT_S`` without a heartbeat) nor known to be
+        gone (a runtime of this process that closed, or of a process of this host that
+        ended: a run killed with its process may be started again at once)."""
+        owner = snapshot.get("owner")
+        if not owner or owner == self.runtime_id or _finished(snapshot):
+            return False
+        return not owner_silent(snapshot) and not holder_gone(str(owner), _OPEN_HERE)
 
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         """Task id -> (run id, node) of graph run ``run_id``'s task entries that an earlier runtime

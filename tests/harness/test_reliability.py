@@ -4,13 +4,16 @@ restarts and misbehaving tools. Each test here failed before the fix it pins dow
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
-from tinyagents.errors import InvalidCommandError
+from tinyagents.errors import ConfigurationError, InvalidCommandError
 from tinyagents.harness import Middleware, ModelRequest, SteeringRenderer, Usage
 from tinyagents.protocol import (
     SteeringActor,
@@ -19,7 +22,7 @@ from tinyagents.protocol import (
     SteeringKind,
     SteeringTarget,
 )
-from tinyagents.runs import RunHandle
+from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.store import MemoryStore, SqliteStore
 from tinyagents.testkit import (
@@ -596,3 +599,65 @@ async def test_a_restarted_run_an_operator_had_paused_comes_back_paused(
             await handle.resume(actor=OPERATOR)
         assert (await handle.result()).status is RunStatus.COMPLETED
         assert len(model.requests) == 1
+
+
+async def test_a_run_id_running_in_another_runtime_cannot_be_started_again(tmp_path: Path):
+    """Two runtimes on one store: a run id that is running in the first (its owner writes
+    heartbeats) is refused by the second, which would otherwise run the agent twice and apply
+    every command logged for it a second time. Once the first run has finished, the id may
+    be started again (a restart gets its steering back)."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    gate = Gate("hold")
+    async with Runtime(store) as first, Runtime(store) as second:
+        held = await first.start(
+            fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")]),
+            "work",
+            run_id="job-1",
+        )
+        await gate.entered.wait()
+        assert (await held.steer("be brief", actor=OPERATOR)).accepted
+        await first.flush()  # its snapshot names its owner, with a fresh heartbeat
+        again = ScriptedModel([reply("twice")])
+        with pytest.raises(ConfigurationError, match=r"job-1.*running in another runtime"):
+            await second.start(Agent("clerk", again), "work", run_id="job-1")
+        assert again.requests == []
+        assert second.runs.get("job-1") is None
+        gate.open()
+        assert (await held.result()).status is RunStatus.COMPLETED
+        await first.flush()
+        restarted = await second.start(Agent("clerk", again), "work", run_id="job-1")
+        assert (await restarted.result()).status is RunStatus.COMPLETED
+        (request,) = again.requests
+        assert any("be brief" in str(m.content) for m in steering_messages(request))
+
+
+@pytest.mark.parametrize(
+    ("owner", "heartbeat_s_ago", "refused"),
+    [
+        ("far-host:4242:rt-elsewhere", 1, True),  # another host, beating: running there
+        ("far-host:4242:rt-elsewhere", 45, False),  # silent past OWNER_SILENT_S: gone
+        ("rt-old-format", 1, True),  # an owner that names no process: its heartbeat decides
+        (f"{socket.gethostname()}:{2**22 + 7}:rt-dead", 1, False),  # this host, no such pid
+        (f"{socket.gethostname()}:{os.getpid()}:rt-closed", 1, False),  # closed, this process
+    ],
+)
+async def test_whether_a_run_is_running_elsewhere_is_read_from_its_owner(
+    tmp_path: Path, owner: str, heartbeat_s_ago: int, refused: bool
+):
+    """Starting a run id that the store shows unfinished: refused while its owner may still
+    run it; started at once when the owner is known gone (a process of this host that ended,
+    a runtime of this process that closed) and, elsewhere, once its heartbeat is silent."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(store) as rt:
+        beat = datetime.now(UTC) - timedelta(seconds=heartbeat_s_ago)
+        info = RunInfo(run_id="job-7", agent_id="clerk", kind="agent")
+        snapshot = {**info.snapshot(), "owner": owner, "updated_at": beat.isoformat()}
+        await rt.store.save_runs([snapshot])
+        model = ScriptedModel([reply("done")])
+        if refused:
+            with pytest.raises(ConfigurationError, match=r"'job-7' is running in another"):
+                await rt.start(Agent("clerk", model), "work", run_id="job-7")
+            assert model.requests == []
+        else:
+            handle = await rt.start(Agent("clerk", model), "work", run_id="job-7")
+            assert (await handle.result()).status is RunStatus.COMPLETED

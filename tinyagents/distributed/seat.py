@@ -18,13 +18,12 @@ process took the id meanwhile) is ``lost``: it stops writing and reading under t
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 from tinyagents import _clock
 from tinyagents.distributed._base import Redis, log
 from tinyagents.errors import ConfigurationError
-from tinyagents.store.checkpoint._lease import HOST, pid_alive
+from tinyagents.store.checkpoint._lease import HOST, holder_gone, process_token, token_process
 
 #: Renews the seat of ``ARGV[1]`` (or takes it, free): 1, or 0 when another process holds it.
 RENEW = """
@@ -56,7 +55,7 @@ class Seat:
     def __init__(self, key: str, worker_id: str, *, ttl_s: float, heartbeat_s: float) -> None:
         self.key, self.worker_id = key, worker_id
         self.ttl_s, self.heartbeat_s = ttl_s, heartbeat_s
-        self.token = f"{HOST}:{os.getpid()}:{_clock.new_id('seat')}"
+        self.token = process_token(_clock.new_id("seat"))
         #: Another live process holds the id now: this one must not write or read under it.
         self.lost = False
         #: When the seat was last found ours (``time.monotonic``).
@@ -120,21 +119,11 @@ class Seat:
         _HELD.discard(self.token)
 
 
-def _parse(holder: str) -> tuple[str, int] | None:
-    host, _, rest = holder.partition(":")
-    pid, _, _ = rest.partition(":")
-    return (host, int(pid)) if pid.isdigit() else None
-
-
 def _gone(holder: str) -> bool:
     """Whether the holder is a process of this host that is no longer running."""
-    parsed = _parse(holder)
-    if parsed is None or parsed[0] != HOST:
-        return False
-    pid = parsed[1]
-    return holder not in _HELD if pid == os.getpid() else not pid_alive(pid)
+    return holder_gone(holder, _HELD)
 
 
 def _here(holder: str) -> bool:
-    parsed = _parse(holder)
+    parsed = token_process(holder)
     return parsed is not None and parsed[0] == HOST

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Container
 from dataclasses import dataclass
 
 from tinyagents import _clock
@@ -15,6 +16,31 @@ HOST = socket.gethostname()
 def new_owner() -> str:
     """An owner token unique to one run: host, pid and an id."""
     return f"{HOST}:{os.getpid()}:{_clock.new_id('lease')}"
+
+
+def process_token(name: str) -> str:
+    """``HOST:PID:name``: a holder (a runtime, a worker's seat) named with its process, so that
+    another process of this host can tell at once when it is gone (``holder_gone``)."""
+    return f"{HOST}:{os.getpid()}:{name}"
+
+
+def token_process(token: str) -> tuple[str, int] | None:
+    """(host, pid) of a ``process_token``, or None for a token not in that form."""
+    host, _, rest = token.partition(":")
+    pid, _, _ = rest.partition(":")
+    return (host, int(pid)) if pid.isdigit() else None
+
+
+def holder_gone(token: str, held_here: Container[str]) -> bool:
+    """Whether ``token`` names a holder known to be gone: a process of this host that is no
+    longer running, or a holder of this very process that is not in ``held_here`` any more.
+    A holder on another host (or a token not in ``process_token`` form) is never known gone
+    here: only its expiry can tell."""
+    parsed = token_process(token)
+    if parsed is None or parsed[0] != HOST:
+        return False
+    pid = parsed[1]
+    return token not in held_here if pid == os.getpid() else not pid_alive(pid)
 
 
 def pid_alive(pid: int) -> bool:
