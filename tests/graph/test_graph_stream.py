@@ -343,6 +343,18 @@ async def test_a_bad_mode_is_refused_before_anything_runs(checkpointer: Checkpoi
     assert await graph.history("t") == []
 
 
+@pytest.mark.parametrize("mode", ["messages", "steering", ["values", "messages"]])
+async def test_a_mode_that_reads_the_runtime_needs_one(
+    checkpointer: Checkpointer, mode: str | list[str]
+) -> None:
+    """Without a runtime a graph run has no steering and no agent nodes: a stream of their
+    events would end empty, as if nothing happened. It is refused before anything runs."""
+    graph = chain("a").compile(checkpointer=checkpointer)
+    with pytest.raises(ConfigurationError, match=r"reads the runtime's events.*runtime="):
+        await collect(graph.stream({}, thread_id="t", mode=mode))
+    assert await graph.history("t") == []
+
+
 async def test_leaving_a_live_stream_early_stops_its_run(checkpointer: Checkpointer) -> None:
     graph = chain("a", "b", "c").compile(checkpointer=checkpointer)
     stream = graph.stream({}, thread_id="t", mode="tasks")

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator, Collection, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from tinyagents.errors import GraphError, SyncInAsyncError
+from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
 from tinyagents.graph import calls, mermaid, threads
 from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set_scope
 from tinyagents.graph.core import GraphCore, breakpoint_nodes
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
-from tinyagents.graph.stream import GraphStream, follow, read
+from tinyagents.graph.stream import RUNTIME_MODES, GraphStream, follow, read
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
 from tinyagents.runs.info import check_id
 
@@ -124,7 +124,7 @@ class CompiledGraph(GraphCore):
         when the run stops on interrupts), ``"tasks"`` (each task's start and its result,
         error or interrupts), ``"custom"`` (what nodes send with ``ctx.emit``), ``"steering"``
         and ``"messages"`` (the runtime's ``steering.*`` and ``model.delta`` events of this
-        run and its agent nodes; with ``runtime=`` only). A list of modes yields ``(mode,
+        run and its agent nodes; with ``runtime=`` only, else ``ConfigurationError``). A list of modes yields ``(mode,
         payload)`` pairs; ``subgraphs=True`` adds sub-graph items, each led by its namespace.
         A failing node's error is raised after the items before it; leaving the loop early
         stops the run. A bad mode raises ``ConfigurationError`` here, before anything runs.
@@ -144,6 +144,11 @@ class CompiledGraph(GraphCore):
                 check_id(thread_id, "thread_id")
             return self._stream_managed(
                 sink, input, runtime, thread_id, checkpoint_id, recursion_limit
+            )
+        if needs := [m for m in RUNTIME_MODES if m in sink.modes]:
+            raise ConfigurationError(
+                f"stream mode {needs[0]!r} reads the runtime's events, and a graph run without "
+                "one has no steering and no agent nodes: pass runtime=rt"
             )
         session = GraphSession(self, thread_id)
         return read(

@@ -37,6 +37,8 @@ StreamMode = Literal["values", "updates", "tasks", "messages", "custom", "steeri
 MODES: tuple[str, ...] = ("values", "updates", "tasks", "messages", "custom", "steering")
 #: modes that have items while a node runs: the run needs its own task
 LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering"})
+#: The modes made of the runtime's events: a stream without a runtime refuses them.
+RUNTIME_MODES = ("steering", "messages")
 INTERRUPT_KEY = "__interrupt__"
 #: the key of an ``updates`` item that shows a result again (LangGraph's ``__metadata__``)
 CACHED_KEY = "__metadata__"
