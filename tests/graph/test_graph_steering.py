@@ -594,25 +594,62 @@ async def test_provide_context_resumes_with_its_value_or_text(
     assert answers == [{"invoice": 1042}, {"invoice": 1042}, "no, thanks"]
 
 
-async def test_an_approve_naming_another_interrupt_says_which_are_pending(
-    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+@pytest.mark.parametrize("by", ["task", "node"])
+async def test_an_approve_naming_another_interrupt_is_refused_saying_which_are_pending(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, by: str
 ) -> None:
-    # the reason named no pending interrupt at all ("has no pending interrupt to approve")
-    # while one was pending: it names the id asked for and the pending ones
+    # It was accepted, then failed at once: a paused task asks what it asks until it is
+    # answered, so an answer to another question can never apply. Refused at submit, the
+    # reason names the id asked for and the pending ones.
     graph = two_questions(MemoryCheckpointer())
     handle = await rt.start_graph(graph, {}, thread_id="t")
     paused = await both_paused(waiter, handle.run_id)
-    approve = command(
-        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id),
-        SteeringKind.APPROVE,
-        {"interrupt_id": "i-not-this-one"},
+    target = (
+        SteeringTarget.graph_task(handle.run_id, paused["left"].task_id)
+        if by == "task"
+        else SteeringTarget.graph_node(handle.run_id, "left")
     )
-    await rt.submit(approve)
-    assert await settled(waiter, approve.correlation_id) == "steering.failed"
-    reason = recorder.steering(approve.correlation_id)[-1].reason
-    assert "'i-not-this-one'" in reason
-    assert paused["left"].data["interrupt_id"] in reason
+    approve = command(target, SteeringKind.APPROVE, {"interrupt_id": "i-not-this-one"})
+    receipt = await rt.submit(approve)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    assert receipt.reason is not None and "'i-not-this-one'" in receipt.reason
+    assert paused["left"].data["interrupt_id"] in receipt.reason
+    assert paused["right"].data["interrupt_id"] not in receipt.reason  # not this target's
+    assert [e.type for e in recorder.steering(approve.correlation_id)] == [
+        "steering.requested",
+        "steering.rejected",
+    ]
     assert handle.status is RunStatus.INTERRUPTED  # nothing answered
+    right = command(
+        SteeringTarget.graph_task(handle.run_id, paused["right"].task_id),
+        SteeringKind.APPROVE,
+        {"interrupt_id": paused["right"].data["interrupt_id"]},
+    )
+    assert (await rt.submit(right)).accepted  # the pending one is taken
+
+
+async def test_an_answer_naming_an_interrupt_its_running_task_has_not_asked_yet_is_taken(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    """While a task runs, the question an answer names may still come: judged when it does."""
+    gate = asyncio.Event()
+
+    async def ask(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": [str(interrupt("ok?")["approved"])]}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    started = await waiter.event("graph.task_started", handle.run_id)
+    approve = command(
+        SteeringTarget.graph_task(handle.run_id, started.task_id),
+        SteeringKind.APPROVE,
+        {"interrupt_id": "i-not-asked-yet"},
+    )
+    assert (await rt.submit(approve)).accepted
+    gate.set()
+    assert await settled(waiter, approve.correlation_id) == "steering.failed"
+    await handle.cancel()
 
 
 async def test_a_task_command_reaches_the_interrupt_inside_its_sub_graph(

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled, UnknownTargetError
 from tinyagents.graph.core import GraphCore
-from tinyagents.graph.lowering import GraphSteering, never_applied, node_of_task, undeliverable
+from tinyagents.graph.lowering import (
+    RESUME_KINDS,
+    GraphSteering,
+    never_applied,
+    node_of_task,
+    unasked_interrupt,
+    undeliverable,
+)
 from tinyagents.graph.managed import drive
 from tinyagents.graph.recovery import EarlierApplied, continued_run_id
 from tinyagents.graph.run_events import GraphEvents
@@ -69,7 +76,8 @@ class GraphCommandCheck(CheckPolicy):
     no checkpoints or of a kind no fork takes, an update with a key the state does not have
     (or a value its schema refuses, or an unknown ``as_node``), an instruction (or tool,
     model, budget change, node pause) for a node that is not an agent node or for the graph
-    run itself."""
+    run itself, an answer to a task or node that waits on another question than the one it
+    names (``interrupt_id``)."""
 
     policy_id = "graph"
 
@@ -95,6 +103,13 @@ class GraphCommandCheck(CheckPolicy):
             payload = cmd.payload
             update = mutable_copy(payload["update"])  # validated as it will be applied
             problem = update_problem(self.graph, update, payload.get("as_node"))
+        if (
+            problem is None
+            and cmd.kind in RESUME_KINDS
+            and self.run is not None
+            and ctx.target.status is RunStatus.INTERRUPTED  # every task of the step stopped
+        ):
+            problem = unasked_interrupt(self.run, cmd)
         if problem is not None:
             return problem
         target, node = cmd.target, None

@@ -413,6 +413,23 @@ def _answered(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> lis
     return found if wanted is None else [i for i in found if i.id == wanted]
 
 
+def unasked_interrupt(run: GraphRun, cmd: SteeringCommand) -> str | None:
+    """Why an answer to a task or a node, naming an ``interrupt_id``, can never apply, or
+    None: the run waits on its interrupts, its target asks, but not that question (a paused
+    task asks nothing else until it is answered). While the target runs, or asks nothing,
+    the question may still come: judged then."""
+    wanted = cmd.payload.get("interrupt_id")
+    if wanted is None or _run_level(cmd):
+        return None
+    there = [i.id for node, i in pending_interrupts(run) if answers(cmd, i, node)]
+    if not there or wanted in there:
+        return None
+    return (
+        f"{cmd.target.describe()} has no pending interrupt {wanted!r} to {cmd.kind.value} "
+        f"(pending: {', '.join(there)})"
+    )
+
+
 def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
     """(top-level node, interrupt) for every unanswered interrupt of the paused step."""
     out = []
