@@ -340,6 +340,21 @@ async def test_no_token_or_a_foreign_token_is_401(served: Served) -> None:
     assert r.status_code == 401 and "expired" in r.json()["detail"]
 
 
+@pytest.mark.parametrize("header", ["Basic YWxpY2U6c2VjcmV0", "Token abc", "Bearer", "bearer"])
+async def test_an_authorization_header_that_is_no_bearer_token_says_so(
+    served: Served, header: str
+) -> None:
+    # It was told "no token", as if the header had not been sent: a client sending its
+    # token under another scheme (or the scheme alone) did not learn what to change.
+    run = await served.start_run("acme")
+    for path in (f"/runs/{run.run_id}", "/events"):
+        r = await served.client.get(f"{BASE}{path}", headers={"Authorization": header})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        message = r.json()["message"]
+        assert "not a Bearer token" in message and header.split()[0] in message, message
+        assert "YWxpY2U6c2VjcmV0" not in r.text  # what was sent is not echoed
+
+
 @pytest.mark.parametrize(
     "code",
     [

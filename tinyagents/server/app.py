@@ -292,9 +292,13 @@ class OperatorApi(Record):
     control: "Control"
     auth: Auth | None
 
-    def principal(self, token: str | None) -> Principal:
+    def principal(self, token: str | None, authorization: str | None = None) -> Principal:
+        """Who sends ``token``; ``authorization``, the request's header of that name when
+        it held no Bearer token (said in the 401)."""
         if self.auth is None:
             return INSECURE_DEV
+        if not token and authorization:
+            raise Problem(401, _not_bearer(authorization))
         if not token:
             raise Problem(
                 401,
@@ -793,9 +797,12 @@ def create_app(
                 "EventSource cannot send headers (a URL ends up in logs): send "
                 "'Authorization: Bearer <token>'",
             )
-        return api.principal(credentials.credentials if credentials is not None else None)
+        if credentials is None:
+            return api.principal(None, request.headers.get("authorization"))
+        return api.principal(credentials.credentials)
 
     async def stream_caller(
+        request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
         access_token: str | None = Query(
             default=None,
@@ -803,7 +810,7 @@ def create_app(
         ),
     ) -> Principal:
         token = credentials.credentials if credentials is not None else access_token
-        return api.principal(token)
+        return api.principal(token, request.headers.get("authorization"))
 
     Caller = Depends(caller)
     router = APIRouter(prefix=BASE, route_class=_utf8_json_route())
@@ -1175,4 +1182,19 @@ def _mount_console(app: "FastAPI") -> None:
         return
     app.router.routes.append(
         Console("/", app=StaticFiles(directory=static, html=True), name="console")
+    )
+
+
+def _not_bearer(header: str) -> str:
+    """The 401 of an ``Authorization`` header that holds no Bearer token (what was sent is
+    not echoed beyond its scheme: it may be a password)."""
+    scheme = header.split(maxsplit=1)[0][:32] if header.strip() else ""
+    what = (
+        f"{scheme!r} with no token after it"
+        if scheme.lower() == "bearer"
+        else f"its scheme is {scheme!r}"
+    )
+    return (
+        f"the Authorization header is not a Bearer token ({what}): send "
+        "'Authorization: Bearer <token>' (tinyagents token mint)"
     )
