@@ -234,6 +234,24 @@ async def test_a_root_run_id_that_is_no_root_is_a_422_naming_the_root(served: Se
     problem(await call(served, "bob", "GET", f"{BASE}/runs?root_run_id={child.run_id}"), 404)
 
 
+async def test_events_of_a_run_outside_the_root_filtered_on_are_a_422(served: Served) -> None:
+    # ?run_id= and ?root_run_id= of two different trees kept nothing: the stream stayed
+    # silent for ever, as if the visible, running run had no events
+    one = await served.start_run("acme")
+    other = await served.start_run("acme")
+    child = await served.start_run("acme", parent=one, name="kid")
+    path = f"{BASE}/events?follow=false&run_id={child.run_id}&root_run_id={other.run_id}"
+    body = problem(await call(served, "alice", "GET", path), 422)
+    assert body["detail"][0]["loc"] == ["query", "root_run_id"], body
+    assert f"run {child.run_id} is not in the tree of {other.run_id}" in body["message"], body
+    assert f"its root is {one.run_id}" in body["message"], body
+    # a run of that tree (the root itself too) streams as before
+    for run_id in (child.run_id, one.run_id):
+        path = f"{BASE}/events?follow=false&run_id={run_id}&root_run_id={one.run_id}"
+        r = await call(served, "alice", "GET", path)
+        assert r.status_code == 200 and f'"run_id":"{run_id}"' in r.text, r.text
+
+
 @pytest.fixture
 async def pg_served(tmp_path: Path) -> AsyncIterator[Served]:
     """As ``served``, over PostgreSQL (which refuses NUL in text, unlike SQLite)."""

@@ -1031,11 +1031,19 @@ def create_app(
         ),
         p: Principal = Depends(stream_caller),
     ) -> StreamingResponse:
-        entry = None
+        entry = snap = None
         if run_id is not None:
-            entry = EntryScope.of(await api.visible_run(p, run_id))
+            snap = await api.visible_run(p, run_id)
+            entry = EntryScope.of(snap)
         if root_run_id is not None:
             await api.visible_root(p, root_run_id)
+            if snap is not None and (snap.get("root_run_id") or run_id) != root_run_id:
+                raise Problem(  # both filters together keep nothing: not a silent stream
+                    422,
+                    f"run {run_id} is not in the tree of {root_run_id} (its root is "
+                    f"{snap.get('root_run_id') or run_id}): pass ?run_id= or ?root_run_id=",
+                    loc=("query", "root_run_id"),
+                )
         after = last_event_id if last_event_id is not None else last_event_id_header or 0
         visible = await api.observe_filter(p)
         stream = event_stream(
