@@ -573,3 +573,23 @@ def test_a_tool_timeout_that_is_no_finite_number_of_seconds_is_refused(timeout_s
 
     with pytest.raises(ConfigurationError, match=r"timeout_s must be a finite number of sec"):
         tool(timeout_s=timeout_s)(fetch)
+
+
+async def test_a_huge_invalid_argument_is_quoted_only_in_part():
+    # the whole value (or one line per bad item) was echoed back to the model, in every retry
+    @tool
+    def ids(numbers: list[int], count: int = 0) -> int:
+        """Count ids."""
+        return count
+
+    huge = await execute_tool_call(ids, call("ids", numbers=[], count="x" * 100_000))
+    many = await execute_tool_call(ids, call("ids", numbers=["a"] * 5_000))
+
+    assert huge.refused and many.refused
+    assert "count: Input should be a valid integer" in huge.content
+    assert "(and 99802 more characters))" in huge.content and len(huge.content) < 1_000
+    assert "numbers.9: Input should be a valid integer" in many.content
+    assert "numbers.10:" not in many.content and len(many.content) < 2_000
+    assert "; and 4990 more problems." in many.content
+    for result in (huge, many):
+        assert result.content.endswith("Call it again with arguments that match its schema.")

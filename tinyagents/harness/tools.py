@@ -435,15 +435,31 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(" ".join(summary).split()), params
 
 
+#: How many of a call's argument problems its error result names, and how much of each bad
+#: value it quotes: the model reads the result, and a 100 000-character value (or a list of
+#: 5 000 bad items) echoed back whole filled its context on every retry.
+_SHOWN_PROBLEMS = 10
+_QUOTED_VALUE = 200
+
+
 def _validation_message(name: str, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
     problems = []
-    for error in exc.errors(include_url=False):
+    for error in errors[:_SHOWN_PROBLEMS]:
         where = ".".join(str(part) for part in error["loc"]) or "arguments"
         got = ""
         if error["type"] not in ("missing", "extra_forbidden") and "input" in error:
-            got = f" (got {error['input']!r})"
+            got = f" (got {_quoted(repr(error['input']))})"
         problems.append(f"{where}: {error['msg']}{got}")
+    if len(errors) > _SHOWN_PROBLEMS:
+        problems.append(f"and {len(errors) - _SHOWN_PROBLEMS} more problems")
     return (
         f"invalid arguments for tool {name!r}: " + "; ".join(problems) + ". "
         "Call it again with arguments that match its schema."
     )
+
+
+def _quoted(text: str) -> str:
+    if len(text) <= _QUOTED_VALUE:
+        return text
+    return f"{text[:_QUOTED_VALUE]}… (and {len(text) - _QUOTED_VALUE} more characters)"
