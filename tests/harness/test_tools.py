@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import threading
 from typing import Annotated, Any, Literal
 
@@ -593,3 +594,20 @@ async def test_a_huge_invalid_argument_is_quoted_only_in_part():
     assert "; and 4990 more problems." in many.content
     for result in (huge, many):
         assert result.content.endswith("Call it again with arguments that match its schema.")
+
+
+async def test_a_sync_generator_tool_runs_in_a_worker_thread_and_returns_its_items():
+    # its body ran on the event loop's thread (a blocking read there froze every run) when
+    # the result was made text
+    @tool
+    def lines(count: int):  # type: ignore[no-untyped-def]
+        """Read lines."""
+        for number in range(count):
+            yield [number, threading.get_ident()]
+
+    result = await execute_tool_call(lines, call("lines", count=2), timeout_s=None)
+
+    assert not result.error
+    items = json.loads(result.content)
+    assert [number for number, _ in items] == [0, 1]
+    assert all(thread != threading.get_ident() for _, thread in items)

@@ -20,7 +20,7 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -148,7 +148,7 @@ class FunctionTool(Tool):
         if self.is_async:
             return await self.fn(*call_args, **call_kwargs)
         # A sync tool must not block the event loop; to_thread also copies the contextvars.
-        return await asyncio.to_thread(self.fn, *call_args, **call_kwargs)
+        return await asyncio.to_thread(_run_sync, self.fn, call_args, call_kwargs)
 
     def _bind(self, args: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
         try:
@@ -164,6 +164,13 @@ class FunctionTool(Tool):
             else:
                 keyword[param.name] = value
         return positional, keyword
+
+
+def _run_sync(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Call a sync tool in its worker thread; a generator's items are taken there too (they
+    were taken on the event loop's thread, when the result was made text)."""
+    value = fn(*args, **kwargs)
+    return list(value) if isinstance(value, Generator) else value
 
 
 @overload
