@@ -42,6 +42,12 @@ from tinyagents.testkit import (
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
 
 
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
 def steering_event(recorder: EventRecorder, correlation_id: str, state: str) -> SteeringEvent:
     found = [e for e in recorder.steering(correlation_id) if e.type == f"steering.{state}"]
     assert len(found) == 1, f"{correlation_id}: {recorder.lifecycle(correlation_id)}"
@@ -857,13 +863,23 @@ async def test_start_refuses_a_blank_thread_id(rt: Runtime):
         # taken: the run then failed with "type object 'int' has no attribute 'model'"
         ({"middleware": [5]}, r"middleware\[0\] must be a Middleware, got int"),
         ({"middleware": Middleware()}, r"middleware must be a list of Middleware, got Middleware"),
+        # a TypeError ("'FunctionTool' object is not iterable"), or, for a string, a tool
+        # made of each of its characters ("cannot read the signature of tool ''")
+        ({"tools": echo}, r"tools must be a list of tools, got FunctionTool; tools=\[echo\]"),
+        ({"tools": "echo"}, r"tools must be a list of tools, got str"),
+        ({"tools": 5}, r"tools must be a list of tools, got int"),
+        ({"tools": [5]}, r"tools\[0\] must be a Tool or a function, got int"),
     ],
 )
-def test_an_agent_refuses_models_and_middleware_of_the_wrong_kind(
+def test_an_agent_refuses_models_middleware_and_tools_of_the_wrong_kind(
     kwargs: dict[str, Any], words: str
 ):
     with pytest.raises(ConfigurationError, match=words):
         Agent("a", ScriptedModel(["x"]), **kwargs)
+
+
+def test_an_agent_takes_tools_none_as_no_tools():
+    assert Agent("a", ScriptedModel(["x"]), tools=None).tools == {}  # type: ignore[arg-type]
 
 
 def test_an_agent_name_is_text():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents import _clock
@@ -80,12 +80,7 @@ class Agent:
         self.name = name
         self.model = as_model(model)
         self.instructions = instructions
-        self.tools: dict[str, Tool] = {}
-        for t in tools:
-            t = t if isinstance(t, Tool) else FunctionTool(t)
-            if t.name in self.tools:
-                raise ConfigurationError(f"agent {name!r} has two tools named {t.name!r}")
-            self.tools[t.name] = t
+        self.tools = _tool_dict(name, tools)
         check_agent = getattr(supervisor, "check_agent", None)
         if check_agent is not None:  # a rule for a tool the agent lacks would never fire
             check_agent(name, frozenset(self.tools))
@@ -162,6 +157,32 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+def _tool_dict(agent: str, tools: object) -> dict[str, Tool]:
+    """``tools`` (any iterable of them) by name, each a ``Tool`` (a function is made one):
+    a single tool raised a TypeError, and a string was read as one tool per character."""
+    if tools is None:
+        return {}
+    single = isinstance(tools, Tool) or callable(tools)
+    if single or isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        one = getattr(tools, "name", None) or getattr(tools, "__name__", None)
+        hint = f"; tools=[{one}]" if isinstance(one, str) and single else ""
+        raise ConfigurationError(
+            f"agent {agent!r}: tools must be a list of tools, got {type(tools).__name__}{hint}"
+        )
+    by_name: dict[str, Tool] = {}
+    for index, item in enumerate(tools):
+        if not isinstance(item, Tool) and not callable(item):
+            raise ConfigurationError(
+                f"agent {agent!r}: tools[{index}] must be a Tool or a function, got "
+                f"{type(item).__name__}"
+            )
+        t = item if isinstance(item, Tool) else FunctionTool(item)
+        if t.name in by_name:
+            raise ConfigurationError(f"agent {agent!r} has two tools named {t.name!r}")
+        by_name[t.name] = t
+    return by_name
 
 
 def _middleware_list(middleware: object) -> list[Middleware]:
