@@ -833,6 +833,27 @@ def test_an_agent_refuses_limits_that_are_not_run_limits(limits: Any):
         ("ok", ["hi"], {}, r"input\[0\] must be a Message, got str"),
         ("ok", "go", {"history": "earlier"}, r"history must be a list of Messages, got str"),
         ("ok", "go", {"history": [{"role": "user"}]}, r"history\[0\] must be a Message, got dict"),
+        # taken: a provider refused the role only once the run had started, and a content of
+        # None or of parts failed the run with "AttributeError: ... has no attribute 'split'"
+        (
+            "ok",
+            [Message(role="User", content="hi")],  # type: ignore[arg-type]
+            {},
+            r"input\[0\] has role 'User'; a Message's role is one of 'system', 'user', "
+            r"'assistant', 'tool'",
+        ),
+        (
+            "ok",
+            "go",
+            {"history": [Message(role="user", content=None)]},  # type: ignore[arg-type]
+            r"history\[0\] has content of type NoneType; a Message's content is text",
+        ),
+        (
+            "ok",
+            [Message(role="user", content=["part"])],  # type: ignore[arg-type]
+            {},
+            r"input\[0\] has content of type list; a Message's content is text",
+        ),
     ],
 )
 async def test_start_refuses_arguments_of_the_wrong_kind_before_anything_runs(

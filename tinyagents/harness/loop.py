@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Container, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from tinyagents import _clock
 from tinyagents.errors import (
@@ -55,6 +55,7 @@ from tinyagents.harness.model import (
     Message,
     ModelRequest,
     ModelResponse,
+    Role,
     StreamChunk,
     ToolCall,
 )
@@ -1016,6 +1017,19 @@ def _check_messages(value: object, name: str, expected: str) -> None:
                 f"{name}[{index}] must be a Message, got {type(item).__name__}; e.g. "
                 'Message(role="user", content="...")'
             )
+        if item.role not in _ROLES:
+            raise ConfigurationError(
+                f"{name}[{index}] has role {item.role!r}; a Message's role is one of "
+                + ", ".join(map(repr, _ROLES))
+            )
+        if not isinstance(item.content, str):
+            raise ConfigurationError(
+                f"{name}[{index}] has content of type {type(item.content).__name__}; a "
+                "Message's content is text ('' for none)"
+            )
+
+
+_ROLES: tuple[str, ...] = get_args(Role)
 
 
 def _initial_messages(
