@@ -40,6 +40,9 @@ from tinyagents.harness.model import ModelResponse, Usage
 from .models import count_tokens
 from .server_rules import llama_cpp_violation, vllm_violation
 
+#: The largest request body the server reads (aiohttp's default is 1 MiB).
+_MAX_BODY_BYTES = 256 * 1024 * 1024
+
 #: ``created`` of every completion: fixed so recorded responses are deterministic.
 _CREATED = 1_700_000_000
 
@@ -169,7 +172,9 @@ class OpenAICompatServer:
         return f"http://127.0.0.1:{self._port}/v1"
 
     async def __aenter__(self) -> OpenAICompatServer:
-        app = web.Application()
+        # aiohttp refuses a body over 1 MiB (HTTP 413) by default; OpenAI-compatible servers
+        # take long conversations, so this one does too.
+        app = web.Application(client_max_size=_MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._handle)
         self._runner = web.AppRunner(app)
         await self._runner.setup()

@@ -64,6 +64,19 @@ async def test_plain_reply_with_usage():
     ]
 
 
+# aiohttp (litellm's transport) warns about a body this large; the warning is not the test's
+@pytest.mark.filterwarnings("ignore:Sending a large body directly:ResourceWarning")
+async def test_a_long_conversation_reaches_the_testkit_server():
+    # aiohttp's default 1 MiB body limit answered it with HTTP 413, which no OpenAI-compatible
+    # server does at this size (a tool that returned a long page failed the run)
+    text = "ü€😀 " * 50_000  # 1.25 MB of JSON
+    async with OpenAICompatServer(["read it"]) as server:
+        response = await model_for(server, max_retries=0).request(ask(text))
+
+    assert response.text == "read it"
+    assert server.requests[0]["messages"][1]["content"] == text
+
+
 async def test_tool_call_round_trip():
     async with OpenAICompatServer([tool_call("add", id="call_1", a=2, b=3), reply("5")]) as server:
         model = model_for(server)
