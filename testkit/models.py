@@ -11,6 +11,7 @@ Responses without usage get a deterministic count, one token per whitespace-sepa
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import json
 import re
@@ -217,15 +218,13 @@ def stream_chunks(response: ModelResponse, *, args_piece: int = 8) -> list[Strea
 
 
 def snapshot(request: ModelRequest) -> ModelRequest:
-    """A copy of ``request`` that later changes to the loop's message list cannot alter."""
-    return ModelRequest(
+    """A copy of ``request`` that later changes to the loop's message list cannot alter
+    (every field kept: one left out, ``deadline``, read None in ``requests``)."""
+    return dataclasses.replace(
+        request,
         messages=[copy.copy(message) for message in request.messages],
         tools=list(request.tools),
-        model=request.model,
-        request_id=request.request_id,
-        run_id=request.run_id,
         settings=dict(request.settings),
-        response_format=request.response_format,
     )
 
 

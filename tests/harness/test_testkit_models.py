@@ -97,6 +97,15 @@ async def test_scripted_model_records_a_snapshot_of_each_request():
     assert (recorded.run_id, recorded.model, recorded.tools) == ("r-1", "m", [spec])
 
 
+async def test_a_recorded_request_keeps_its_deadline():
+    # left out of the snapshot: a test of a run's deadline_s read None in model.requests
+    model = FunctionModel(lambda request: "ok")
+    await model.request(ask("hi", deadline=1234.5, response_format={"type": "json_object"}))
+
+    recorded = model.requests[0]
+    assert (recorded.deadline, recorded.response_format) == (1234.5, {"type": "json_object"})
+
+
 async def test_running_out_of_script_names_how_many_were_scripted():
     model = ScriptedModel(["only one"], name="researcher")
     await model.request(ask("a"))
