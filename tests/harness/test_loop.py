@@ -635,6 +635,36 @@ async def test_middleware_wraps_model_and_tool_calls_outermost_first(rt: Runtime
     ]
 
 
+class Cache(Middleware):
+    """Answers a repeated call with the result of the first one (its own call id)."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, ToolResult] = {}
+
+    async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+        key = f"{call.name}:{call.args}"
+        if key not in self.results:
+            self.results[key] = await call_next(call)
+        return self.results[key]
+
+
+async def test_a_result_a_tool_middleware_returns_answers_the_call_it_was_given(
+    rt: Runtime, recorder: EventRecorder
+):
+    # the cached result kept the first call's id: the second call went unanswered in the
+    # transcript (a provider refuses the next request) and had a result for the first twice
+    model = ScriptedModel(
+        [tool_call("echo", id="c1", text="x"), tool_call("echo", id="c2", text="x"), "done"]
+    )
+    handle = await rt.start(Agent("a", model, tools=[echo], middleware=[Cache()]), "go")
+    result = await handle.result()
+
+    assert result.status is RunStatus.COMPLETED
+    answers = [(m.tool_call_id, m.content) for m in model.requests[-1].messages if m.role == "tool"]
+    assert answers == [("c1", "x"), ("c2", "x")]
+    assert [e.tool_call_id for e in events_of(recorder, "tool.result")] == ["c1", "c2"]
+
+
 class NoDeletions(Middleware):
     name = "guard"
 

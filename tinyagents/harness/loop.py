@@ -473,6 +473,10 @@ class AgentRun(RunDriver):
             result = await handler(call)
         finally:
             self._in_tool = False
+        if result.call_id != call.id or result.name != call.name:
+            # It answers this call, whatever call a middleware took it from (a cache): a
+            # result under another id leaves this call unanswered, which providers refuse.
+            result = dataclasses.replace(result, call_id=call.id, name=call.name)
         if result.refused:  # the tool never ran: the call does not spend the tool budget
             release_tool_call(self.info, self.runtime.runs.tree)
         self.messages.append(result.to_message())
