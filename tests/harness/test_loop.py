@@ -665,6 +665,41 @@ async def test_a_result_a_tool_middleware_returns_answers_the_call_it_was_given(
     assert [e.tool_call_id for e in events_of(recorder, "tool.result")] == ["c1", "c2"]
 
 
+class Forgetful(Middleware):
+    name = "forgetful"
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+
+    async def model(self, request: ModelRequest, ctx: Any, call_next: Any) -> ModelResponse:
+        response = await call_next(request)
+        return None if self.hook == "model" else response  # type: ignore[return-value]
+
+    async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+        result = await call_next(call)
+        return "cached" if self.hook == "tool" else result  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("hook", "words"),
+    [
+        ("model", "a model call of agent 'a' returned NoneType, not a ModelResponse"),
+        ("tool", "a tool call of agent 'a' returned str, not a ToolResult"),
+    ],
+)
+async def test_a_middleware_that_returns_no_result_fails_the_run_saying_so(
+    rt: Runtime, hook: str, words: str
+):
+    # the run failed with "AttributeError: 'NoneType' object has no attribute 'tool_calls'"
+    model = ScriptedModel([tool_call("echo", text="x"), "done"])
+    agent = Agent("a", model, tools=[echo], middleware=[Forgetful(hook)])
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.FAILED
+    assert words in (result.error or "")
+    assert "did a hook forget to return call_next's result?)" in (result.error or "")
+
+
 class NoDeletions(Middleware):
     name = "guard"
 

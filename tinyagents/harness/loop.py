@@ -333,6 +333,8 @@ class AgentRun(RunDriver):
             raise
         finally:
             self._model_task = self._interrupted = None
+        if not isinstance(response, ModelResponse):
+            raise _returned(self.agent.name, "model", response, ModelResponse)
         response = self._own_call_ids(response)
         record_model_usage(self.info, tree, response.usage)
         self.messages.append(response.to_message())
@@ -473,6 +475,8 @@ class AgentRun(RunDriver):
             result = await handler(call)
         finally:
             self._in_tool = False
+        if not isinstance(result, ToolResult):
+            raise _returned(self.agent.name, "tool", result, ToolResult)
         if result.call_id != call.id or result.name != call.name:
             # It answers this call, whatever call a middleware took it from (a cache): a
             # result under another id leaves this call unanswered, which providers refuse.
@@ -759,6 +763,16 @@ class AgentRun(RunDriver):
         async with subscribe_run(self.runtime, self.info.run_id) as events:
             async for event in run_events(events, self.handle, only_deltas=only_deltas):
                 yield event
+
+
+def _returned(agent: str, hook: str, value: object, expected: type) -> TypeError:
+    """The error for a model call or tool call that came back as something else than its
+    result (a middleware that forgot to return ``call_next``'s, a model returning text)."""
+    return TypeError(
+        f"a {hook} call of agent {agent!r} returned {type(value).__name__}, not a "
+        f"{expected.__name__} (its {hook}, or a middleware around it: did a hook forget to "
+        "return call_next's result?)"
+    )
 
 
 def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
