@@ -665,6 +665,30 @@ async def test_a_result_a_tool_middleware_returns_answers_the_call_it_was_given(
     assert [e.tool_call_id for e in events_of(recorder, "tool.result")] == ["c1", "c2"]
 
 
+class Renamer(Middleware):
+    """Sends calls of a retired tool to its successor."""
+
+    async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+        if call.name == "old_echo":
+            call = ToolCall(id=call.id, name="echo", args=call.args)
+        return await call_next(call)
+
+
+async def test_a_call_a_tool_middleware_renames_runs_the_tool_it_names_now(rt: Runtime):
+    # the tool looked up for the model's call ran, with the new call's arguments
+    @tool
+    def old_echo(text: str) -> str:
+        """The retired echo."""
+        return f"old {text}"
+
+    model = ScriptedModel([tool_call("old_echo", id="c1", text="x"), "done"])
+    agent = Agent("a", model, tools=[echo, old_echo], middleware=[Renamer()])
+    await (await rt.start(agent, "go")).result()
+
+    (answer,) = [m for m in model.requests[-1].messages if m.role == "tool"]
+    assert (answer.tool_call_id, answer.name, answer.content) == ("c1", "old_echo", "x")
+
+
 class Forgetful(Middleware):
     name = "forgetful"
 

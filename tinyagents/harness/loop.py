@@ -461,8 +461,9 @@ class AgentRun(RunDriver):
             limit = left if limit is None else min(limit, left)
 
         async def dispatch(c: ToolCall) -> ToolResult:
+            # the call as the middleware passed it on: a renamed call runs the tool it names
             return await execute_tool_call(
-                tool,
+                tool if c.name == call.name else allowed.get(c.name),
                 c,
                 timeout_s=limit,
                 available=sorted(allowed),
