@@ -611,3 +611,25 @@ async def test_a_sync_generator_tool_runs_in_a_worker_thread_and_returns_its_ite
     items = json.loads(result.content)
     assert [number for number, _ in items] == [0, 1]
     assert all(thread != threading.get_ident() for _, thread in items)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "words"),
+    [
+        # taken: every request then failed at the provider, a pydantic class as an HTTP 500
+        # ("ModelMetaclass is not JSON serializable"), retried as a server error
+        (Filters, r"parameters must be a JSON Schema dict, got ModelMetaclass; for a pydantic "),
+        ('{"type": "object"}', r"parameters must be a JSON Schema dict, got str"),
+        (
+            {"type": "array"},
+            r"parameters must describe an object \(\"type\": \"object\"\), got 'array'",
+        ),
+    ],
+)
+def test_tool_parameters_that_are_no_object_schema_are_refused(parameters: Any, words: str):
+    class Lookup(Tool):
+        async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+            return args
+
+    with pytest.raises(ConfigurationError, match=r"tool 'lookup': " + words):
+        Lookup(name="lookup", parameters=parameters)

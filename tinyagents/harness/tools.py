@@ -98,6 +98,7 @@ class Tool(ABC):
                 f"tool {name!r}: timeout_s must be a finite number of seconds > 0, got "
                 f"{timeout_s!r}"
             )
+        _check_parameters(name, parameters)
         self.name = name
         self.description = description
         self.parameters = parameters or {"type": "object", "properties": {}}
@@ -113,6 +114,24 @@ class Tool(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _check_parameters(name: str, parameters: object) -> None:
+    """Refuse a schema providers refuse, at construction: every request of a run offering the
+    tool failed at the provider (a pydantic class as an HTTP 500, retried)."""
+    if parameters is None:
+        return
+    if not isinstance(parameters, dict):
+        raise ConfigurationError(
+            f"tool {name!r}: parameters must be a JSON Schema dict, got "
+            f"{type(parameters).__name__}; for a pydantic model pass Model.model_json_schema()"
+        )
+    kind = parameters.get("type", "object")
+    if kind != "object":
+        raise ConfigurationError(
+            f'tool {name!r}: parameters must describe an object ("type": "object"), got '
+            f"{kind!r}: a model calls a tool with named arguments"
+        )
 
 
 class FunctionTool(Tool):
