@@ -221,6 +221,7 @@ async def test_calls_with_missing_or_wrong_arguments_are_refused_and_start_nothi
         tool_call("wait_subagents"),
         tool_call("cancel_subagent"),
         tool_call("cancel_subagent", run_id="r-1", reason=5),
+        tool_call("spawn_subagent", name="critic", input="x", priority="high"),
     ]
     model = ScriptedModel([*calls, "done"])
     orchestrator = Agent("o", model, tools=orchestrator_tools([critic]))
@@ -237,6 +238,8 @@ async def test_calls_with_missing_or_wrong_arguments_are_refused_and_start_nothi
         "tool 'wait_subagents' needs 'run_ids': a list of run id strings",
         "tool 'cancel_subagent' needs a non-empty string 'run_id'",
         "tool 'cancel_subagent' takes an optional string 'reason'",
+        "tool 'spawn_subagent' takes no argument 'priority'; its arguments: ['input', 'name']. "
+        "Call it again with those.",
     ]
 
 

@@ -188,6 +188,30 @@ async def test_a_subagent_tool_call_without_input_is_refused_and_not_counted(rt:
     assert len(child_model.requests) == 1
 
 
+async def test_a_subagent_tool_call_with_an_argument_it_does_not_take_is_refused(rt: Runtime):
+    # taken, and the extra argument dropped: the child never saw the context the model sent
+    child_model = ScriptedModel([reply("found it")])
+    finder = SubAgentTool(Agent("finder", child_model))
+    model = ScriptedModel(
+        [
+            tool_call("finder", input="the invoice", context="customer acme"),
+            tool_call("finder", input="the invoice of customer acme"),
+            reply("ok"),
+        ]
+    )
+    result = await (await rt.start(Agent("lead", model, tools=[finder]), "go")).result()
+
+    assert (result.status, result.usage["tool_calls"]) == (RunStatus.COMPLETED, 1)
+    assert tool_message(model, 1).content == (
+        "tool 'finder' takes no argument 'context'; its arguments: ['input']. "
+        "Call it again with those."
+    )
+    assert finder.parameters["additionalProperties"] is False
+    assert [r.messages[-1].content for r in child_model.requests] == [
+        "the invoice of customer acme"
+    ]
+
+
 async def test_an_agent_given_where_a_sub_agent_goes_works_and_anything_else_is_refused(
     rt: Runtime,
 ):

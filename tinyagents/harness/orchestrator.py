@@ -16,7 +16,7 @@ from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.subagent import SubAgent, as_subagent
-from tinyagents.harness.tools import InvalidArguments, Tool
+from tinyagents.harness.tools import InvalidArguments, Tool, refuse_unknown_arguments
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -39,7 +39,12 @@ class _OrchestratorTool(Tool):
         super().__init__(
             name=name,
             description=description,
-            parameters={"type": "object", "properties": properties, "required": required},
+            parameters={
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
         )
 
     def text(self, args: dict[str, Any], key: str) -> str:
@@ -114,6 +119,7 @@ class SpawnTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
+        refuse_unknown_arguments(self, args)
         name = args.get("name")
         sub = self.toolkit.subagents.get(name) if isinstance(name, str) else None
         if sub is None:
@@ -137,6 +143,7 @@ class SteerTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
+        refuse_unknown_arguments(self, args)
         run_id, text = self.text(args, "run_id"), self.text(args, "text")
         return await self.toolkit.send(ctx, run_id, SteeringKind.ADD_INSTRUCTION, {"text": text})
 
@@ -153,6 +160,7 @@ class WaitTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
+        refuse_unknown_arguments(self, args)
         run_ids = args.get("run_ids")
         if not isinstance(run_ids, list) or not all(isinstance(r, str) for r in run_ids):
             raise InvalidArguments(f"tool {self.name!r} needs 'run_ids': a list of run id strings")
@@ -181,6 +189,7 @@ class CancelTool(_OrchestratorTool):
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         ctx = self.toolkit.context(ctx, self.name)
+        refuse_unknown_arguments(self, args)
         run_id, reason = self.text(args, "run_id"), args.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise InvalidArguments(f"tool {self.name!r} takes an optional string 'reason'")

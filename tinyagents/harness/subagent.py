@@ -29,7 +29,7 @@ from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.loop import abandon_child, start_agent_run
 from tinyagents.harness.model import Message
-from tinyagents.harness.tools import InvalidArguments, Tool
+from tinyagents.harness.tools import InvalidArguments, Tool, refuse_unknown_arguments
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
 from tinyagents.runs.info import RunStatus
@@ -211,11 +211,13 @@ class SubAgentTool(Tool):
                     "input": {"type": "string", "description": "The task for the sub-agent."}
                 },
                 "required": ["input"],
+                "additionalProperties": False,
             },
             timeout_s=timeout_s,
         )
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        refuse_unknown_arguments(self, args)
         text = args.get("input")
         if not isinstance(text, str) or not text.strip():
             raise InvalidArguments(f"tool {self.name!r} needs a non-empty string 'input'")

@@ -295,6 +295,19 @@ class InvalidArguments(ToolError):
     an error result for the model to correct (``ToolResult.refused``), not a tool call run."""
 
 
+def refuse_unknown_arguments(tool: Tool, args: dict[str, Any]) -> None:
+    """Raise ``InvalidArguments`` for an argument ``tool``'s schema does not name: dropped,
+    what the model sent in it was lost without a word (``@tool`` refuses them the same way)."""
+    known = tool.parameters.get("properties") or {}
+    unknown = [name for name in args if name not in known]
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise InvalidArguments(
+            f"tool {tool.name!r} takes no argument {names}; its arguments: {sorted(known)}. "
+            "Call it again with those."
+        )
+
+
 def _smaller(a: float | None, b: float | None) -> float | None:
     if a is None:
         return b
