@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import dataclasses
+import io
 import json
+import sys
 import threading
 from typing import Annotated, Any, Literal
 
@@ -633,3 +637,29 @@ def test_tool_parameters_that_are_no_object_schema_are_refused(parameters: Any, 
 
     with pytest.raises(ConfigurationError, match=r"tool 'lookup': " + words):
         Lookup(name="lookup", parameters=parameters)
+
+
+async def test_a_tool_that_tries_to_exit_the_process_is_an_error_result():
+    # SystemExit (argparse on arguments it cannot parse, a sys.exit in a library) went through
+    # the run's task to the event loop: the run stayed 'running' and asyncio.run ended
+    @tool
+    def cli(argv: str) -> str:
+        """Run the report command line."""
+        parser = argparse.ArgumentParser(prog="report", exit_on_error=True)
+        parser.add_argument("--year", type=int, required=True)
+        return str(parser.parse_args(argv.split()).year)
+
+    @tool
+    async def stop(code: int) -> str:
+        """Stop."""
+        sys.exit(code)
+
+    with contextlib.redirect_stderr(io.StringIO()):  # argparse prints its usage there
+        parsed = await execute_tool_call(cli, call("cli", argv="--year 2024"), timeout_s=None)
+        bad = await execute_tool_call(cli, call("cli", argv="--yaer 2024"), timeout_s=None)
+    stopped = await execute_tool_call(stop, call("stop", code=3), timeout_s=None)
+
+    assert (parsed.error, parsed.content) == (False, "2024")
+    assert bad.error and not bad.refused
+    assert bad.content == "tool 'cli' tried to exit the process (SystemExit: 2)"
+    assert stopped.content == "tool 'stop' tried to exit the process (SystemExit: 3)"

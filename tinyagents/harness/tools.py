@@ -258,6 +258,12 @@ async def execute_tool_call(
         return _error(call, message_of(exc))
     except Exception as exc:
         return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {message_of(exc)}")
+    except SystemExit as exc:
+        # argparse given arguments it cannot parse, a library's sys.exit: a tool failure.
+        # Passed on, it ended the event loop under every run, and left this one 'running'.
+        return _error(
+            call, f"tool {call.name!r} tried to exit the process (SystemExit: {exc.code})"
+        )
     except asyncio.CancelledError as exc:
         if _being_cancelled():
             raise
