@@ -194,6 +194,18 @@ async def test_a_parameter_annotated_run_context_receives_it_whatever_its_name()
             return ""
 
 
+async def test_a_parameter_annotated_optional_run_context_receives_it_too():
+    # refused: "cannot be arguments a model gives (... not fully defined ...)"
+    @tool
+    def lookup(key: str, context: RunContext | None = None) -> str:
+        """Look a key up."""
+        return f"{key} for {context}"
+
+    assert lookup.takes_ctx and list(lookup.parameters["properties"]) == ["key"]
+    result = await execute_tool_call(lookup, call("lookup", key="k"), timeout_s=None, ctx="run-7")
+    assert result.content == "k for run-7"
+
+
 class Opaque:
     """A class pydantic cannot make a schema of."""
 

@@ -22,7 +22,8 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, overload
 
 from pydantic import (
     BaseModel,
@@ -208,8 +209,8 @@ def tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
 
-    A parameter named ``ctx`` (or of any name, annotated ``RunContext``) is not offered to the
-    model; it receives the run context.
+    A parameter named ``ctx`` (or of any name, annotated ``RunContext`` or ``RunContext | None``)
+    is not offered to the model; it receives the run context.
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
@@ -393,7 +394,10 @@ def _arguments_model(
 def _is_run_context(annotation: Any) -> bool:
     """Whether a parameter's annotation is ``RunContext`` (a parameter of any name that
     receives the run's context, as pydantic-ai finds its ``RunContext`` by its type). Matched
-    by name: ``harness.context`` imports this module."""
+    by name: ``harness.context`` imports this module. ``RunContext | None`` counts too."""
+    if get_origin(annotation) in (Union, UnionType):
+        kinds = [a for a in get_args(annotation) if a is not type(None)]
+        return len(kinds) == 1 and _is_run_context(kinds[0])
     return isinstance(annotation, type) and any(
         c.__name__ == "RunContext" and c.__module__ == "tinyagents.harness.context"
         for c in annotation.__mro__
