@@ -349,6 +349,29 @@ async def test_a_token_count_that_is_no_count_is_zero(reported: object) -> None:
     assert response.usage.input_tokens == 0 and response.usage.output_tokens == 3
 
 
+async def test_a_tool_call_that_is_no_function_call_is_answered_as_an_unknown_tool() -> None:
+    # a "custom" tool call (OpenAI's free-form tools, a proxy passing them on) has no
+    # "function": the run failed with AttributeError, where a stream names it unnamed_tool
+    call = {"id": "c1", "type": "custom", "custom": {"name": "grep", "input": "x"}}
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    async with OpenAICompatServer([body]) as server:
+        response = await model_for(server, stream=False).request(ask("hi"))
+
+    assert [(c.id, c.name, c.args) for c in response.tool_calls] == [("c1", "unnamed_tool", {})]
+
+
 @pytest.mark.parametrize(
     "choices",
     [

@@ -488,11 +488,13 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
     message = choice.message
     tool_calls = []
     for index, call in enumerate(message.tool_calls or []):
-        # a call that names no tool is answered "unknown tool" (the model can correct itself)
-        name = call.function.name or NAMELESS
-        tool_calls.append(
-            _parse_arguments(call.id or f"call_{index}", name, call.function.arguments)
-        )
+        # a call that names no tool is answered "unknown tool" (the model can correct itself);
+        # so is one that is no function call (a "custom" tool call has no function), as in
+        # a stream
+        function = getattr(call, "function", None)
+        name = (function.name if function is not None else None) or NAMELESS
+        arguments = function.arguments if function is not None else None
+        tool_calls.append(_parse_arguments(call.id or f"call_{index}", name, arguments))
     usage = _usage(getattr(raw, "usage", None))
     usage.cost = _cost(raw, litellm)
     return ModelResponse(
