@@ -169,6 +169,20 @@ async def test_litellm_sends_the_smaller_of_the_budget_and_its_own_max_tokens(ow
     assert server.requests[0]["max_tokens"] == sent
 
 
+@pytest.mark.parametrize(("budget", "sent"), [(1_000_000, 16_384), (900, 900)])
+async def test_litellm_sends_no_more_max_tokens_than_the_model_can_write(budget: int, sent: int):
+    # a run-wide budget of a million tokens was sent whole as max_tokens: OpenAI refuses every
+    # request of gpt-4o-mini with it ("max_tokens is too large: 1000000. This model supports
+    # at most 16384 completion tokens"), so a generous budget failed the run at once
+    async with OpenAICompatServer([used(5, 5, reply("ok"))]) as server, Runtime() as rt:
+        model = LiteLLMModel(
+            "openai/gpt-4o-mini", api_base=server.base_url, api_key="sk-test", max_retries=0
+        )
+        agent = Agent("worker", model, limits=RunLimits(max_tokens=budget))
+        assert (await (await rt.start(agent, "go")).result()).status is RunStatus.COMPLETED
+    assert server.requests[0]["max_tokens"] == sent
+
+
 class UsageReportingStream(Model):
     """Streams its words one by one, each chunk with the usage of the response so far (as a
     provider that reports usage while it streams does); records whether its stream was closed."""

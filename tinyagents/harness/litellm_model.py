@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import inspect
 import json
 import math
@@ -181,10 +182,17 @@ class LiteLLMModel(Model):
             "messages": _messages_to_openai(request.messages),
             "max_retries": 0,
         }
-        own_max = self.litellm_kwargs.get("max_tokens")
-        if own_max is not None and "max_tokens" in request.settings:
-            # The loop sends the run's remaining token budget: a cap, never a raise.
-            kwargs["max_tokens"] = min(own_max, request.settings["max_tokens"])
+        budget = request.settings.get("max_tokens")
+        if budget is not None:
+            # The loop sends the run's remaining token budget: a cap, never a raise, and no
+            # more than the model can write (OpenAI refuses every request with a max_tokens
+            # above that: a run-wide budget of a million tokens failed the run at once).
+            caps = (
+                budget,
+                self.litellm_kwargs.get("max_tokens"),
+                _max_output_tokens(kwargs["model"]),
+            )
+            kwargs["max_tokens"] = min(cap for cap in caps if cap is not None)
         if request.tools:
             kwargs["tools"] = [_tool_to_openai(spec) for spec in request.tools]
         if request.response_format is not None:
@@ -358,6 +366,17 @@ def _litellm() -> Any:
     # ModelError already carries the message.
     litellm.suppress_debug_info = True
     return litellm
+
+
+@functools.lru_cache(maxsize=128)
+def _max_output_tokens(model: str) -> int | None:
+    """How many tokens ``model`` can write in one response, by litellm's model map (read
+    from the installed package); None for a model it does not know (a local one)."""
+    try:
+        value = _litellm().get_model_info(model).get("max_output_tokens")
+    except Exception:
+        return None  # not in the map
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
