@@ -921,6 +921,9 @@ def test_an_agent_refuses_limits_that_are_not_run_limits(limits: Any):
         ("ok", 5, {}, r"input must be text or a list of Messages, got int"),
         ("ok", ["hi"], {}, r"input\[0\] must be a Message, got str"),
         ("ok", "go", {"history": "earlier"}, r"history must be a list of Messages, got str"),
+        # taken as its characters: "agent 'a' has no tools ['a', 'c', 'e', 'h', 'r', 's']"
+        ("ok", "go", {"tools": "search"}, r"tools must be a list of tool names, got str"),
+        ("ok", "go", {"tools": [echo]}, r"tools\[0\] must be a tool name, got FunctionTool"),
         ("ok", "go", {"history": [{"role": "user"}]}, r"history\[0\] must be a Message, got dict"),
         # taken: a provider refused the role only once the run had started, and a content of
         # None or of parts failed the run with "AttributeError: ... has no attribute 'split'"

@@ -874,7 +874,7 @@ async def start_agent_run(
     ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
     calls and results must pair up, else ``ConfigurationError`` and nothing starts."""
     runtime.require_open()
-    _check_start(agent, input, limits, history, thread_id)
+    _check_start(agent, input, limits, history, thread_id, tools)
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
     if tools is not None:
@@ -1009,7 +1009,12 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
 
 
 def _check_start(
-    agent: object, input: object, limits: object, history: object, thread_id: object
+    agent: object,
+    input: object,
+    limits: object,
+    history: object,
+    thread_id: object,
+    tools: object,
 ) -> None:
     """Refuse arguments of the wrong kind before a run is registered: each one started a run
     that failed at once with an AttributeError or TypeError from inside the loop."""
@@ -1025,6 +1030,16 @@ def _check_start(
         _check_messages(history, "history", "a list of Messages")
     if thread_id is not None:
         check_id(thread_id, "thread_id")
+    if tools is not None:  # a grant of some of the agent's tools, by name
+        if not isinstance(tools, list | tuple | set | frozenset):
+            raise ConfigurationError(
+                f"tools must be a list of tool names, got {type(tools).__name__}"
+            )
+        for index, name in enumerate(tools):
+            if not isinstance(name, str):
+                raise ConfigurationError(
+                    f"tools[{index}] must be a tool name, got {type(name).__name__}"
+                )
 
 
 def _check_messages(value: object, name: str, expected: str) -> None:
