@@ -330,6 +330,38 @@ def test_importing_tinyagents_does_not_load_litellm_or_aiohttp():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_first_request_imports_litellm_off_the_event_loop(stream: bool):
+    # litellm was imported on the event loop's thread inside the first request: seconds in
+    # which no other run, heartbeat or timeout of the process moved (a run's deadline_s of
+    # 1.5 s ended after 11 s)
+    code = (
+        "import asyncio, os, sys, threading\n"
+        "os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = 'True'\n"
+        "where = []\n"
+        "def hook(event, args):\n"
+        "    if event == 'import' and args[0] == 'litellm' and not where:\n"
+        "        where.append(threading.current_thread() is threading.main_thread())\n"
+        "sys.addaudithook(hook)\n"
+        "from tinyagents.harness import LiteLLMModel, Message, ModelRequest\n"
+        "from tinyagents.testkit import OpenAICompatServer\n"
+        "async def main():\n"
+        "    async with OpenAICompatServer(['hi']) as server:\n"
+        "        model = LiteLLMModel('openai/test-model', api_base=server.base_url,\n"
+        f"            api_key='sk-test', max_retries=0, stream={stream})\n"
+        "        request = ModelRequest(messages=[Message(role='user', content='hi')])\n"
+        "        if model.streams:\n"
+        "            [chunk async for chunk in model.stream(request)]\n"
+        "        else:\n"
+        "            await model.request(request)\n"
+        "asyncio.run(main())\n"
+        "print('on the loop' if where[0] else 'off the loop')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert out.stdout.strip() == "off the loop"
+
+
 @pytest.mark.parametrize("reported", [-1000, None])
 async def test_a_token_count_that_is_no_count_is_zero(reported: object) -> None:
     # a server reporting -1000 prompt tokens refilled the run's token budget (usage went

@@ -1,7 +1,7 @@
 """``LiteLLMModel``: any provider litellm speaks, behind the ``Model`` interface.
 
-litellm takes seconds to import, so it is imported inside the first call, never by
-``import tinyagents``. Its cost map is read from the installed package
+litellm takes seconds to import, so it is imported inside the first call (in a worker
+thread: the event loop goes on meanwhile), never by ``import tinyagents``. Its cost map is read from the installed package
 (``LITELLM_LOCAL_MODEL_COST_MAP``) instead of being fetched over the network at import.
 
 Retries are ours, not the OpenAI SDK's (whose own retries are switched off with
@@ -114,6 +114,7 @@ class LiteLLMModel(Model):
         return f"LiteLLMModel({self.name!r})"
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        await import_litellm()  # seconds the first time: not on the event loop's thread
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
         raw = await self._with_retries(
@@ -126,6 +127,7 @@ class LiteLLMModel(Model):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Yield each piece of text and of tool-call arguments as the provider sends it; the
         last chunk carries the complete response (assembled by ``stream_chunk_builder``)."""
+        await import_litellm()
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
         kwargs["stream"] = True
