@@ -6,7 +6,7 @@ import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
-from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.testkit import Gate, ScriptedModel, reply, tool_call, tool_calls
 
 
 @tool
@@ -38,3 +38,30 @@ async def test_unknown_tool_can_fail_the_run() -> None:
 def test_unknown_tools_setting_is_checked() -> None:
     with pytest.raises(ConfigurationError, match="unknown_tools"):
         Agent("a", ScriptedModel([]), unknown_tools="ignore")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("unknown_tools", ["error_result", "fail"])
+async def test_a_call_to_a_tool_steering_withdrew_after_the_model_called_it_is_an_error_result(
+    unknown_tools: str,
+) -> None:
+    # the model called a tool it was offered; an operator narrowed the run's tools while the
+    # call before it ran: with unknown_tools="fail" the run failed ("the model called
+    # 'lookup', which run ... does not have"), and by default the model was told it had
+    # called an unknown tool
+    gate = Gate()
+    model = ScriptedModel([tool_calls(tool_call("hold"), tool_call("lookup", key="k")), "ok"])
+    agent = Agent("a", model, tools=[gate.tool(), lookup], unknown_tools=unknown_tools)  # type: ignore[arg-type]
+    async with Runtime() as rt:
+        handle = await rt.start(agent, "go")
+        await gate.entered.wait()
+        await handle.constrain_tools(["hold"])
+        gate.open()
+        result = await handle.result()
+
+    assert (result.status, result.usage["tool_calls"]) == (RunStatus.COMPLETED, 1)
+    answer = model.requests[1].messages[-1]
+    assert answer.metadata == {"error": True}
+    assert answer.content == (
+        "tool 'lookup' was withdrawn from this run (its tools were narrowed) after you called "
+        "it; available: hold. Call one of those."
+    )

@@ -131,6 +131,8 @@ class AgentRun(RunDriver):
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
         self._streamed_ids: dict[int, str] = {}
+        #: The tools offered in the last model request (its calls were made from these).
+        self._offered: frozenset[str] = frozenset()
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -292,6 +294,7 @@ class AgentRun(RunDriver):
             settings={} if tokens_left is None else {"max_tokens": tokens_left},
         )
         rid = request.request_id
+        self._offered = frozenset(t.name for t in request.tools)
         for cmd, _ in self.staged:
             self.handle.inbox.applied(cmd, model_request_id=rid)
         self.staged.clear()
@@ -442,7 +445,10 @@ class AgentRun(RunDriver):
         reserve_tool_call(self.info, self.runtime.runs.tree, calls_left=calls_left)
         allowed = self.allowed_tools()
         tool = allowed.get(call.name)
-        if tool is None and self.agent.unknown_tools == "fail":
+        # offered to the model, then taken away by steering before the call ran: the model
+        # did nothing wrong, and is told what happened (never a failed run)
+        withdrawn = tool is None and call.name in self._offered
+        if tool is None and not withdrawn and self.agent.unknown_tools == "fail":
             raise ToolError(
                 f"the model called {call.name!r}, which run {self.info.run_id} does not have "
                 f"(available: {sorted(allowed)}); Agent(unknown_tools='fail') ends the run"
@@ -461,6 +467,16 @@ class AgentRun(RunDriver):
             limit = left if limit is None else min(limit, left)
 
         async def dispatch(c: ToolCall) -> ToolResult:
+            if withdrawn and c.name == call.name:
+                return ToolResult(
+                    call_id=c.id,
+                    name=c.name,
+                    content=f"tool {c.name!r} was withdrawn from this run (its tools were "
+                    f"narrowed) after you called it; available: {', '.join(sorted(allowed)) or 'none'}. "
+                    "Call one of those.",
+                    error=True,
+                    refused=True,
+                )
             # the call as the middleware passed it on: a renamed call runs the tool it names
             return await execute_tool_call(
                 tool if c.name == call.name else allowed.get(c.name),
