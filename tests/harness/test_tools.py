@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import sys
@@ -675,3 +676,26 @@ async def test_a_tool_that_tries_to_exit_the_process_is_an_error_result():
     assert bad.error and not bad.refused
     assert bad.content == "tool 'cli' tried to exit the process (SystemExit: 2)"
     assert stopped.content == "tool 'stop' tried to exit the process (SystemExit: 3)"
+
+
+async def test_an_async_tool_behind_a_plain_decorator_is_awaited():
+    # a decorator with a sync wrapper hides that the function is async: the wrapper ran in a
+    # worker thread and its coroutine was the result ('"<coroutine object search at 0x…>"',
+    # never awaited)
+    def logged(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    @tool
+    @logged
+    async def search(query: str) -> str:
+        """Search."""
+        await asyncio.sleep(0)
+        return f"found {query}"
+
+    result = await execute_tool_call(search, call("search", query="acme"), timeout_s=None)
+
+    assert (result.error, result.content) == (False, "found acme")

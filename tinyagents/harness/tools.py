@@ -168,7 +168,10 @@ class FunctionTool(Tool):
         if self.is_async:
             return await self.fn(*call_args, **call_kwargs)
         # A sync tool must not block the event loop; to_thread also copies the contextvars.
-        return await asyncio.to_thread(_run_sync, self.fn, call_args, call_kwargs)
+        value = await asyncio.to_thread(_run_sync, self.fn, call_args, call_kwargs)
+        if inspect.isawaitable(value):  # an async function behind a plain sync decorator
+            value = await value
+        return value
 
     def _bind(self, args: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
         try:
