@@ -235,6 +235,26 @@ async def test_an_agent_given_where_a_sub_agent_goes_works_and_anything_else_is_
             orchestrator_tools([wrong])  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        # taken: the description went to the provider as a number (refused on every request),
+        # and a name of 5 raised "expected string or bytes-like object" from SubAgentTool
+        (
+            {"description": 5},
+            r"SubAgent 'helper': description must be text \(what it does.*got int",
+        ),
+        ({"name": 5}, r"SubAgent 'helper': name must be a non-blank string, got 5"),
+        ({"name": " "}, r"SubAgent 'helper': name must be a non-blank string, got ' '"),
+    ],
+)
+def test_a_subagent_refuses_a_name_or_description_that_is_no_text(
+    kwargs: dict[str, Any], words: str
+):
+    with pytest.raises(ConfigurationError, match=words):
+        SubAgent(Agent("helper", ScriptedModel(["x"])), **kwargs)
+
+
 async def test_session_under_a_parent_registers_each_turn_as_a_child(rt: Runtime):
     gate = Gate("parent")
     parent = await rt.start(Agent("orchestrator", gate.model()), "go")

@@ -49,6 +49,15 @@ class SubAgent:
                 f"SubAgent wraps an Agent, got {type(agent).__name__}: SubAgent(Agent(name, "
                 "model, ...), description=...)"
             )
+        if description is not None and not isinstance(description, str):
+            raise ConfigurationError(
+                f"SubAgent {agent.name!r}: description must be text (what it does, shown to "
+                f"the parent model), got {type(description).__name__}"
+            )
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigurationError(
+                f"SubAgent {agent.name!r}: name must be a non-blank string, got {name!r}"
+            )
         self.agent = agent
         self.name = name or agent.name
         self.description = (
