@@ -699,3 +699,9 @@ async def test_an_async_tool_behind_a_plain_decorator_is_awaited():
     result = await execute_tool_call(search, call("search", query="acme"), timeout_s=None)
 
     assert (result.error, result.content) == (False, "found acme")
+
+
+def test_a_tool_description_that_is_no_text_is_refused():
+    # taken, and offered to the model as a number: providers refuse the tool on every request
+    with pytest.raises(ConfigurationError, match=r"tool 'add': description must be text, got int"):
+        tool(description=5)(add.fn)  # type: ignore[arg-type]

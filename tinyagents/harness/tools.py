@@ -99,6 +99,10 @@ class Tool(ABC):
                 f"tool {name!r}: timeout_s must be a finite number of seconds > 0, got "
                 f"{timeout_s!r}"
             )
+        if not isinstance(description, str):  # providers refuse a tool described otherwise
+            raise ConfigurationError(
+                f"tool {name!r}: description must be text, got {type(description).__name__}"
+            )
         _check_parameters(name, parameters)
         self.name = name
         self.description = description
