@@ -248,7 +248,7 @@ def test_a_function_without_docstring_or_arguments_gets_an_empty_object_schema()
     assert ping.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-@pytest.mark.parametrize("name", ["has space", "x" * 65, "dotted.name"])
+@pytest.mark.parametrize("name", ["has space", "x" * 65, "dotted.name", 5, b"raw"])
 def test_names_providers_would_refuse_are_rejected_at_decoration(name):
     def fn() -> None:
         """Do nothing."""

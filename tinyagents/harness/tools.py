@@ -85,7 +85,7 @@ class Tool(ABC):
         parameters: dict[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        if not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.match(name):
             raise ConfigurationError(
                 f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
                 "digits, '_' or '-' (pass name=... to @tool)"
