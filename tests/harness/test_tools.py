@@ -705,3 +705,21 @@ def test_a_tool_description_that_is_no_text_is_refused():
     # taken, and offered to the model as a number: providers refuse the tool on every request
     with pytest.raises(ConfigurationError, match=r"tool 'add': description must be text, got int"):
         tool(description=5)(add.fn)  # type: ignore[arg-type]
+
+
+async def test_a_sync_tool_whose_iterator_runs_out_is_an_error_result():
+    # next() on an empty iterator raised StopIteration in the worker thread, which asyncio
+    # cannot hand to the awaiting future: the call never ended (until its timeout)
+    @tool
+    def first_overdue(invoices: list[str]) -> str:
+        """The first overdue invoice."""
+        return next(i for i in invoices if i.endswith("!"))
+
+    result = await execute_tool_call(
+        first_overdue, call("first_overdue", invoices=["a", "b"]), timeout_s=5
+    )
+
+    assert result.error
+    assert result.content == (
+        "tool 'first_overdue' raised StopIteration: an iterator ran out (next() on an empty one?)"
+    )

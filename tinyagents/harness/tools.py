@@ -172,7 +172,7 @@ class FunctionTool(Tool):
         if self.is_async:
             return await self.fn(*call_args, **call_kwargs)
         # A sync tool must not block the event loop; to_thread also copies the contextvars.
-        value = await asyncio.to_thread(_run_sync, self.fn, call_args, call_kwargs)
+        value = await asyncio.to_thread(_run_sync, self.name, self.fn, call_args, call_kwargs)
         if inspect.isawaitable(value):  # an async function behind a plain sync decorator
             value = await value
         return value
@@ -193,11 +193,18 @@ class FunctionTool(Tool):
         return positional, keyword
 
 
-def _run_sync(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _run_sync(name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Call a sync tool in its worker thread; a generator's items are taken there too (they
     were taken on the event loop's thread, when the result was made text)."""
-    value = fn(*args, **kwargs)
-    return list(value) if isinstance(value, Generator) else value
+    try:
+        value = fn(*args, **kwargs)
+        return list(value) if isinstance(value, Generator) else value
+    except StopIteration:
+        # asyncio cannot hand StopIteration from the thread to the awaiting future: the call
+        # never ended (until its timeout)
+        raise ToolError(
+            f"tool {name!r} raised StopIteration: an iterator ran out (next() on an empty one?)"
+        ) from None
 
 
 @overload
