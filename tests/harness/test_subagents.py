@@ -255,6 +255,17 @@ def test_a_subagent_refuses_a_name_or_description_that_is_no_text(
         SubAgent(Agent("helper", ScriptedModel(["x"])), **kwargs)
 
 
+@pytest.mark.parametrize("kwarg", ["history", "parent"])
+async def test_a_session_turn_refuses_a_history_or_parent_of_its_own(rt: Runtime, kwarg: str):
+    # a TypeError ("got multiple values for keyword argument 'history'") from inside
+    session = SubAgent(Agent("helper", ScriptedModel(["one"]))).session(runtime=rt)
+
+    with pytest.raises(ConfigurationError, match=rf"SubAgentSession.send takes no {kwarg}="):
+        await session.send("hi", **{kwarg: []})
+    assert session.runs == []  # nothing started
+    assert await session.send("hi") == "one"
+
+
 async def test_session_under_a_parent_registers_each_turn_as_a_child(rt: Runtime):
     gate = Gate("parent")
     parent = await rt.start(Agent("orchestrator", gate.model()), "go")

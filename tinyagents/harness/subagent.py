@@ -167,6 +167,12 @@ class SubAgentSession(Record):
         """Run one turn: ``text`` after the transcript so far; returns the run's output (or
         raises its error, as ``SubAgent.invoke`` does). The transcript keeps the turn either
         way, unless the caller stops waiting: the turn's run is then cancelled, and left out."""
+        for own in ("history", "parent"):
+            if own in kw:  # a TypeError ("got multiple values") from inside, otherwise
+                raise ConfigurationError(
+                    f"SubAgentSession.send takes no {own}=: the session's transcript is the "
+                    "history of each turn, and its parent is given to SubAgent.session(...)"
+                )
         async with self._turn:
             return await self._send(text, **kw)
 
