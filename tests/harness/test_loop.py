@@ -16,6 +16,7 @@ from tinyagents import (
     SteeringDelivery,
     SteeringKind,
     SteeringPriority,
+    SteeringRenderer,
     tool,
 )
 from tinyagents.errors import ConfigurationError, RunLimitExceeded
@@ -989,6 +990,25 @@ def test_an_agent_refuses_models_middleware_and_tools_of_the_wrong_kind(
 ):
     with pytest.raises(ConfigurationError, match=words):
         Agent("a", ScriptedModel(["x"]), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        # taken: every run of the agent failed at its first steering, with KeyError:
+        # 'instruction' or "ValueError: expected '}' before end of string"
+        ({"template": "{instruction}"}, r"template has a field \{instruction\} that is not one of"),
+        ({"template": "{text"}, r"template cannot be filled in \(expected '\}' before end"),
+        ({"template": 5}, r"template must be text, got int"),
+        # taken: the model read steering as its own words
+        ({"role": "assistant"}, r"role must be 'user' or 'system', got 'assistant'"),
+    ],
+)
+def test_a_steering_renderer_that_cannot_render_is_refused_when_made(
+    kwargs: dict[str, Any], words: str
+):
+    with pytest.raises(ConfigurationError, match=r"SteeringRenderer: " + words):
+        SteeringRenderer(**kwargs)
 
 
 def test_an_agent_takes_tools_none_as_no_tools():

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tinyagents._record import Record
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Message
 from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
 
@@ -35,6 +36,8 @@ DEFAULT_TEMPLATE = (
     "<steering>\n{text}\n</steering>\n"
     "{footer}"
 )
+#: The fields a template may use.
+_FIELDS = ("kind", "actor", "correlation_id", "text", "footer")
 FOOTER = "This steering does not change your tools, limits or task contract."
 _FOOTERS = {
     SteeringKind.REPLACE_INSTRUCTION: "These instructions replace your previous standing "
@@ -76,6 +79,31 @@ class SteeringRenderer(Record):
 
     template: str = DEFAULT_TEMPLATE
     role: Literal["system", "user"] = "user"
+
+    def __post_init__(self) -> None:
+        # Checked here: a template that cannot be filled in failed every steered run at its
+        # first steering (KeyError), and an 'assistant' role had the model read steering as
+        # its own words.
+        if self.role not in ("user", "system"):
+            raise ConfigurationError(
+                f"SteeringRenderer: role must be 'user' or 'system', got {self.role!r}"
+            )
+        if not isinstance(self.template, str):
+            raise ConfigurationError(
+                f"SteeringRenderer: template must be text, got {type(self.template).__name__}"
+            )
+        try:
+            self.template.format(**dict.fromkeys(_FIELDS, ""))
+        except KeyError as exc:
+            raise ConfigurationError(
+                f"SteeringRenderer: template has a field {{{exc.args[0]}}} that is not one of "
+                f"{', '.join('{' + name + '}' for name in _FIELDS)}"
+            ) from None
+        except (ValueError, IndexError) as exc:
+            raise ConfigurationError(
+                f"SteeringRenderer: template cannot be filled in ({exc}); write a literal "
+                "brace as {{ or }}"
+            ) from None
 
     def text_of(self, cmd: SteeringCommand) -> str:
         p = cmd.payload
