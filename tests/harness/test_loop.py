@@ -983,6 +983,9 @@ async def test_start_refuses_a_blank_thread_id(rt: Runtime):
         ({"tools": "echo"}, r"tools must be a list of tools, got str"),
         ({"tools": 5}, r"tools must be a list of tools, got int"),
         ({"tools": [5]}, r"tools\[0\] must be a Tool or a function, got int"),
+        # taken: every run then failed at its first steering ("'str' object has no attribute
+        # 'render'")
+        ({"renderer": "system"}, r"renderer must be a SteeringRenderer, got str"),
     ],
 )
 def test_an_agent_refuses_models_middleware_and_tools_of_the_wrong_kind(

@@ -72,6 +72,11 @@ class Agent:
                 "the run (add_instruction) or build the Agent per run"
             )
         check_limits(limits)
+        if renderer is not None and not callable(getattr(renderer, "render", None)):
+            raise ConfigurationError(
+                f"agent {name!r}: renderer must be a SteeringRenderer, got "
+                f"{type(renderer).__name__}; e.g. renderer=SteeringRenderer(role='system')"
+            )
         if not isinstance(description, str):
             raise ConfigurationError(
                 f"agent {name!r}: description must be text (what the agent does, shown to a "
