@@ -190,8 +190,12 @@ def _chunks(response: ModelResponse, streams: bool, args_piece: int) -> list[Str
 
 
 def _check_args_piece(args_piece: int) -> None:
-    if args_piece < 1:
-        raise ConfigurationError(f"args_piece must be at least 1, got {args_piece}")
+    whole = isinstance(args_piece, int) and not isinstance(args_piece, bool)
+    if not whole or args_piece < 1:
+        raise ConfigurationError(
+            f"args_piece must be a whole number of at least 1 (characters of a tool call's "
+            f"arguments per piece), got {args_piece!r}"
+        )
 
 
 def stream_text(text: str) -> list[str]:

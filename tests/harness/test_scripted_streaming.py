@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
-from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 from tinyagents.testkit.models import stream_text
 
 
@@ -74,9 +74,14 @@ async def test_a_streamed_request_is_recorded_and_counted_like_any_other():
     assert chunks[-1].response.usage.output_tokens == 2  # the testkit's one token per word
 
 
-def test_args_piece_must_be_positive():
-    with pytest.raises(ConfigurationError, match="args_piece"):
-        ScriptedModel([], stream=True, args_piece=0)
+@pytest.mark.parametrize("args_piece", [0, "8", 2.5, True])
+def test_args_piece_must_be_a_positive_whole_number(args_piece: object):
+    # "8" raised TypeError ('<' not supported), 2.5 failed the first streamed tool call
+    # (slice indices must be integers), True was a piece of one character
+    with pytest.raises(ConfigurationError, match="args_piece must be a whole number of at least 1"):
+        ScriptedModel([], stream=True, args_piece=args_piece)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="args_piece must be a whole number of at least 1"):
+        FunctionModel(lambda request: "x", stream=True, args_piece=args_piece)  # type: ignore[arg-type]
 
 
 @given(st.text())
