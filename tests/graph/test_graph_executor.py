@@ -245,6 +245,28 @@ async def test_a_sync_node_with_a_timeout_is_bounded_by_it() -> None:
     assert result.status == "failed" and isinstance(result.error, TimeoutError)
 
 
+@pytest.mark.parametrize("node_timeout", [None, 30])
+@pytest.mark.parametrize("with_ctx", [False, True])
+async def test_a_sync_node_whose_iterator_runs_out_fails_at_once(
+    node_timeout: float | None, with_ctx: bool
+) -> None:
+    # With a timeout (a worker thread), StopIteration could not be handed from the thread
+    # to the awaiting future: the node hung until its timeout and failed with TimeoutError.
+    # Inline, Python made it the coroutine's RuntimeError. Both now fail at once, alike.
+    def first_overdue(state: Any) -> dict[str, Any]:
+        return {"log": [next(x for x in state["log"] if x.endswith("!"))]}
+
+    def node(state: Any, *ctx: Any) -> dict[str, Any]:
+        return first_overdue(state)
+
+    fn = (lambda s, ctx: node(s, ctx)) if with_ctx else first_overdue
+    graph = StateGraph(LogState).add_node("n", fn, timeout=node_timeout)
+    result = await graph.add_edge(START, "n").add_edge("n", END).compile().run({"log": ["a"]})
+    assert result.status == "failed" and isinstance(result.error, RuntimeError)
+    assert "StopIteration" in str(result.error)
+    assert isinstance(result.error.__cause__, StopIteration)
+
+
 async def test_a_threaded_sync_node_emits_to_the_stream_and_reads_its_context() -> None:
     def talks(state: Any, ctx: NodeContext) -> dict[str, Any]:
         ctx.emit(f"working in {ctx.node}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -284,14 +284,14 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
         )
         if threaded:
             ctx._loop = asyncio.get_running_loop()
-            out = await asyncio.to_thread(fn, arg, ctx)
+            out = await asyncio.to_thread(_threaded, fn, arg, ctx)
         else:
             out = fn(arg, ctx)
     elif threaded:
         # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
         # for it (inline it would hold the event loop past it); on a timeout the thread runs
         # on to its end and its result is dropped
-        out = await asyncio.to_thread(fn, arg)
+        out = await asyncio.to_thread(_threaded, fn, arg)
     else:
         out = fn(arg)
     if spec.is_async or inspect.isawaitable(out):
@@ -385,3 +385,14 @@ __all__ = [
     "shown",
     "task_id",
 ]
+
+
+def _threaded(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync node in its worker thread. A ``StopIteration`` it raises cannot be handed
+    from the thread to the awaiting future (asyncio refuses it, and the wait would last
+    until the node's timeout): it is raised as the ``RuntimeError`` Python makes of it in a
+    coroutine, where the node runs without a timeout."""
+    try:
+        return fn(*args)
+    except StopIteration as exc:
+        raise RuntimeError("the node raised StopIteration (next() on an empty iterator?)") from exc
