@@ -940,6 +940,20 @@ async def test_thread_target_with_a_live_run_goes_straight_to_it(
     assert len(handle.inbox) == 1
 
 
+async def test_a_thread_command_never_goes_to_a_run_whose_id_looks_like_its_thread_key(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    # commands waiting for thread "x" were kept under the key "thread:x", which is also a
+    # valid run id: a run started as "thread:x" (no thread at all) took them
+    cmd = make_command(target=SteeringTarget.thread("x"))
+    assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+    impostor = await make_run("thread:x")
+    assert apply_ready(impostor) == []
+    assert rt.router.state(cmd.correlation_id) == "deferred"
+    owner = await make_run("r-1", thread_id="x")
+    assert [c.correlation_id for c in apply_ready(owner)] == [cmd.correlation_id]
+
+
 async def test_per_run_policies_apply_to_that_run_only(rt: Runtime, make_run: MakeRun) -> None:
     class NoPause:
         policy_id = "no-pause"

@@ -26,6 +26,7 @@ from tinyagents.protocol import (
 )
 from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.runtime import Runtime
+from tinyagents.steering.router import _thread_key
 from tinyagents.store import SqliteStore
 from tinyagents.testkit import EventRecorder, EventWaiter, FakeClock, use_clock
 
@@ -1041,7 +1042,7 @@ async def test_a_store_that_fails_a_read_when_a_run_registers_keeps_the_commands
         assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
     await store.db.close()  # the connection dies under it
     await start_run(rt, "r-1", thread_id="t-1")
-    assert sorted(cid for (_, cid) in rt.router._waiting["thread:t-1"]) == ["a", "b"]
+    assert sorted(cid for (_, cid) in rt.router._waiting[_thread_key("t-1")]) == ["a", "b"]
     with pytest.raises(StoreError):
         await rt.close()
 

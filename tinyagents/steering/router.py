@@ -887,8 +887,10 @@ def _hidden(cmd: SteeringCommand, handle: RunHandle) -> bool:
     return tenant is not None and tenant != handle.info.tenant_id
 
 
-#: The prefix of a thread's key among the run ids commands wait for.
-_THREAD = "thread:"
+#: The prefix of a thread's key among the run ids commands wait for. It starts with a NUL,
+#: which no run id may hold (``check_id``): a run named ``thread:x`` must not take the
+#: commands waiting for thread ``x``.
+_THREAD = "\x00thread:"
 
 
 def _thread_key(thread_id: str) -> str:
