@@ -644,6 +644,51 @@ async def test_a_transform_that_changes_the_sender_is_refused(
     recorder.assert_lifecycle(cmd.correlation_id, ["requested", "rejected"])
 
 
+class AcceptAnother:
+    """Accepts a command it built itself instead of handing one on through ``call_next``."""
+
+    policy_id = "accept-another"
+
+    def __init__(self, **changes: Any) -> None:
+        self.changes = changes
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        return Decision.accept(cmd.model_copy(update=self.changes), self.policy_id)
+
+
+async def test_a_policy_that_accepts_another_command_has_it_taken_as_a_transform(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    """A policy's ``Decision.accept`` of a command it built (a new correlation id) was queued
+    as it was: the run failed at delivery ("command ... is not open") and the command sent
+    stayed open. It is a transform: the command sent, in its new shape."""
+    handle = await make_run("r-1")
+    rt.router.pipeline.insert(
+        AcceptAnother(correlation_id="other", payload={"text": "LOUD"}), before="payload"
+    )
+    cmd = make_command("r-1")
+    assert (await rt.submit(cmd)).accepted
+    (delivered,) = apply_ready(handle)
+    assert (delivered.correlation_id, delivered.payload) == (cmd.correlation_id, {"text": "LOUD"})
+    assert recorder.steering(cmd.correlation_id)[1].transformed_by == "accept-another"
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "accepted", "delivered", "applied"])
+
+
+async def test_a_policy_that_accepts_an_invalid_command_has_it_refused(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    handle = await make_run("r-1")
+    rt.router.pipeline.insert(AcceptAnother(payload={"text": ""}), before="payload")
+    cmd = make_command("r-1")
+    receipt = await rt.submit(cmd)
+    assert (receipt.status, receipt.policy_id) == (ReceiptStatus.REJECTED, "accept-another")
+    assert "invalid command" in (receipt.reason or "")
+    assert apply_ready(handle) == []
+    recorder.assert_lifecycle(cmd.correlation_id, ["requested", "rejected"])
+
+
 class Broken:
     """A policy with a bug: it raises (or forgets to return the decision)."""
 

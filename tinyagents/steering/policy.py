@@ -4,7 +4,8 @@ A policy is ``async (cmd, ctx, call_next) -> Decision``. It passes a command on 
 ``await call_next(cmd)``, transforms it with ``await call_next(new_cmd)`` (the pipeline records
 which policy did, and validates ``new_cmd`` like a newly built command: an invalid one is
 rejected by that policy), or stops it by returning ``Decision.reject(...)`` /
-``Decision.defer(...)``.
+``Decision.defer(...)`` (or ``Decision.accept(...)``, which skips the policies after it; an
+accept of a command other than the one it was given is a transform, checked as one).
 A policy that only lets commands through or rejects them can subclass ``CheckPolicy`` and
 write a synchronous ``check``; the chain then runs it inline, with no coroutine of its own.
 A pipeline is folded into one ``PolicyChain`` when its list changes, not for every command;
@@ -351,7 +352,10 @@ def _checks(checks: tuple[CheckPolicy, ...], nxt: Step | None, pipeline_id: str)
 
 def _bind(policy: Policy, nxt: Step) -> Step:
     async def step(cmd: SteeringCommand, ctx: PolicyContext) -> Decision:
+        handed_on: Decision | None = None  # what call_next answered
+
         async def call_next(passed: SteeringCommand) -> Decision:
+            nonlocal handed_on
             if passed is not cmd:
                 try:
                     passed = _transformed(passed, cmd)
@@ -361,8 +365,10 @@ def _bind(policy: Policy, nxt: Step) -> Step:
                 decision = await nxt(passed, ctx)
                 # Outer policies' transforms are inserted later, in front: pipeline order.
                 decision.transforms.insert(0, (policy.policy_id, cmd))
-                return decision
-            return await nxt(passed, ctx)
+            else:
+                decision = await nxt(passed, ctx)
+            handed_on = decision
+            return decision
 
         # What escapes ``policy`` is its own error: every step after it decides, never raises.
         try:
@@ -375,6 +381,24 @@ def _bind(policy: Policy, nxt: Step) -> Step:
                 "(return await call_next(cmd), or Decision.reject/defer); the command is refused"
             )
             return Decision.reject(cmd, reason, policy.policy_id)
+        if (
+            decision.status == "accept"
+            and decision.command is not cmd
+            and decision is not handed_on
+        ):
+            # It accepted a command of its own making: a transform all the same (checked like
+            # one; the policies after it were skipped, as by any accept of its own)
+            try:
+                accepted = _transformed(decision.command, cmd)
+            except InvalidCommandError as exc:
+                reason = f"policy {policy.policy_id!r} accepted an invalid command: {exc}"
+                return Decision.reject(cmd, reason, policy.policy_id)
+            decision = Decision(
+                status="accept",
+                command=accepted,
+                policy_id=decision.policy_id,
+                transforms=[(policy.policy_id, cmd)],
+            )
         return decision
 
     return step
