@@ -227,6 +227,15 @@ async def test_read_events_pages_by_id_with_filters(store: Store) -> None:
     assert newer[0] > ids[-1] and newer[1].run_id == "r-3"
 
 
+async def test_read_events_with_a_limit_of_zero_or_less_reads_nothing(store: Store) -> None:
+    # the memory store checked the limit only after taking a row: limit=0 read one
+    await store.append_events(
+        [RunEvent(type="run.started", run_id="r-1", root_run_id="r-1", at=EPOCH)] * 2
+    )
+    assert await store.read_events(limit=0) == []
+    assert await store.read_events(limit=-1) == []
+
+
 async def test_an_unreadable_row_whose_answer_fails_strands_no_readable_item(
     tmp_path: Path,
 ) -> None:

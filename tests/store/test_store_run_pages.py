@@ -56,6 +56,13 @@ async def test_newest_first_one_page_at_a_time(store: Store) -> None:
     assert len(await store.list_runs()) == 11  # an administrator: every tenant
 
 
+async def test_a_limit_of_zero_or_less_lists_nothing(store: Store) -> None:
+    # SQLite read LIMIT -1 as no limit at all (every run), PostgreSQL refused it
+    await store.save_runs([snap(f"r-{i}", i) for i in range(3)])
+    assert await store.list_runs(limit=0) == []
+    assert await store.list_runs(limit=-1) == []
+
+
 async def test_ties_on_created_at_are_broken_by_run_id(store: Store) -> None:
     await store.save_runs([snap(f"r-{c}", 1) for c in "dacbe"])
     assert await walk(store, 2, tenant_id="acme") == ["r-e", "r-d", "r-c", "r-b", "r-a"]

@@ -141,6 +141,8 @@ class MemoryStore(Store):
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
         rows: list[tuple[int, Event]] = []
+        if limit <= 0:  # as the SQL stores' LIMIT: nothing
+            return rows
         for index in range(max(after_id, 0), len(self._events)):  # ids are positions + 1
             e = self._events[index]
             if (

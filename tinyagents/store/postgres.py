@@ -519,7 +519,7 @@ class PostgresStore(Store):
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
-            sql += f" LIMIT {arg(limit)}"
+            sql += f" LIMIT {arg(max(limit, 0))}"  # PostgreSQL refuses a negative LIMIT
         rows = await self._fetch("list runs", sql, *args)
         return [json.loads(r[0]) for r in rows]
 

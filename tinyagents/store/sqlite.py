@@ -497,7 +497,7 @@ class SqliteStore(Store):
         where, args = _run_filters(tenant_id, statuses, root_run_id, before)
         sql = "SELECT data FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
-            sql, args = sql + " LIMIT ?", [*args, limit]
+            sql, args = sql + " LIMIT ?", [*args, max(limit, 0)]  # SQLite's LIMIT -1: no limit
         async with self._reading(sql, args) as cur:
             return [json.loads(r[0]) for r in await cur.fetchall()]
 
