@@ -295,3 +295,49 @@ async def test_a_cancel_without_the_control_scope_declares_nothing(
         assert await store.get_command("c-obs", scope="tenant:acme") is None
     finally:
         await store.close()
+
+
+async def test_a_declared_dead_runs_steering_events_tell_each_commands_whole_story(
+    tmp_path: Path,
+) -> None:
+    """The declaring cancel was logged ``accepted`` then ``applied`` with no ``requested``
+    (every other command's history starts there), and none of the events written for the
+    dead run carried its command's payload summary."""
+    store = open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    await store.open()
+    try:
+        snapshot = {
+            "run_id": "r-dead",
+            "root_run_id": "r-dead",
+            "parent_run_id": None,
+            "tenant_id": "acme",
+            "status": "running",
+            "owner": "rt-gone",
+            "updated_at": "2026-01-01T00:00:00+00:00",
+            "created_at": "2026-01-01T00:00:00+00:00",
+        }
+        await store.save_runs([snapshot])
+        ghost = instruction("r-dead", "note the api_key", "ghost")
+        assert await store.append_command(ghost, state="accepted", run_id="r-dead")
+        declare = cancel("r-dead", "declare-dead").model_copy(
+            update={"payload": {"reason": "hung"}}
+        )
+        receipt = await dead.settle_dead_run(store, declare, snapshot)
+        assert receipt.status == "accepted"
+        events = [
+            e for e in await store.load_events(type_prefix="steering.") if e.run_id == "r-dead"
+        ]
+        story = {
+            cid: [(e.type, e.payload_summary) for e in events if e.correlation_id == cid]
+            for cid in ("ghost", "declare-dead")
+        }
+        assert story == {
+            "ghost": [("steering.failed", {"text": "note the api_key"})],
+            "declare-dead": [
+                ("steering.requested", {"reason": "hung"}),
+                ("steering.accepted", {"reason": "hung"}),
+                ("steering.applied", {"reason": "hung"}),
+            ],
+        }
+    finally:
+        await store.close()

@@ -6,7 +6,8 @@ ever deliver them (every runtime opened on the store restores them and waits for
 Its owner cannot take a cancel (``remote.refuse``: silent owner), so the submitting side
 settles the run itself, in the store the runtimes share:
 
-- the cancel is logged (its correlation id: a retry is ``duplicate``) and ends ``applied``;
+- the cancel is logged (its correlation id: a retry is ``duplicate``) and ends ``applied``
+  (its events ``requested``, ``accepted``, ``applied``);
 - every command still open for the run, and for the unfinished runs below it of the same
   owner (they died with it), ends ``failed``, ``target finished before delivery``, with the
   owner's last heartbeat in the reason; events and states are one write (``append_events``);
@@ -31,6 +32,7 @@ from typing import Any
 
 from tinyagents import _clock
 from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.events.redact import summarize
 from tinyagents.protocol.commands import (
     AgentRunTarget,
     HumanActor,
@@ -97,6 +99,7 @@ async def settle_dead_run(
             if stored.command.correlation_id != cmd.correlation_id:
                 events.append(_event("steering.failed", stored.command, run, reason=reason))
     events += [
+        _event("steering.requested", cmd, snapshot),
         _event("steering.accepted", cmd, snapshot),
         _event(
             "steering.applied",
@@ -202,5 +205,7 @@ def _event(type_: str, cmd: SteeringCommand, run: dict[str, Any], **fields: Any)
         parent_run_id=run.get("parent_run_id"),
         tenant_id=run.get("tenant_id"),
         policy_id=POLICY,
+        checkpoint_id=cmd.checkpoint_id,
+        payload_summary=summarize(cmd.payload),
         **fields,
     )
