@@ -672,3 +672,19 @@ def test_a_left_out_or_null_payload_is_no_payload() -> None:
     left_out = SteeringCommand(target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS)
     null = SteeringCommand(target=RUN, actor=ACTOR, kind=K.REQUEST_STATUS, payload=None)
     assert left_out.payload == null.payload == {}
+
+
+@pytest.mark.parametrize("thread_id", ["   ", "t-1\x00"])
+def test_a_thread_no_run_can_have_is_refused_when_built(thread_id: str) -> None:
+    """A run's thread id is never blank and never holds a NUL (``check_id``): a command for
+    such a thread was deferred, and waited (in a durable store's log too) for ever."""
+    with pytest.raises(InvalidCommandError, match="invalid target: thread_id"):
+        SteeringTarget.thread(thread_id)
+    with pytest.raises(InvalidCommandError, match=r"target\.thread\.thread_id"):
+        SteeringCommand.model_validate(
+            {
+                "target": {"type": "thread", "thread_id": thread_id},
+                "actor": ACTOR.model_dump(mode="json"),
+                "kind": "pause",
+            }
+        )

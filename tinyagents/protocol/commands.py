@@ -209,6 +209,15 @@ class ThreadTarget(SteeringTarget):
     type: Literal["thread"] = "thread"
     thread_id: str = Field(min_length=1)
 
+    @field_validator("thread_id")
+    @classmethod
+    def _a_run_can_have_it(cls, value: str) -> str:
+        # as a run's thread id is checked (``check_id``): a command for a thread no run can
+        # have would wait for one for ever (and in a durable store's log, be restored for ever)
+        if not value.strip() or "\x00" in value:
+            raise ValueError("must be a non-blank thread id without NUL characters")
+        return value
+
     def describe(self) -> str:
         return f"thread {self.thread_id}"
 
