@@ -9,7 +9,18 @@ import logging
 
 import pytest
 
-from tinyagents import Agent, RunStatus, Runtime, tool
+from tinyagents import (
+    Agent,
+    RunStatus,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    SubAgent,
+    SubAgentTool,
+    tool,
+)
 from tinyagents.events import (
     MASK,
     Event,
@@ -30,6 +41,55 @@ class BrokenSink:
     def __call__(self, event: Event) -> None:
         self.calls += 1
         raise RuntimeError("sink is down")
+
+
+# ---------------------------------------------------------------- provenance
+
+
+async def test_every_event_of_a_run_names_the_runs_parent_and_root() -> None:
+    """The ``subagent.*`` events reported on a middle run of a tree (its child started,
+    completed, was steered) named no ``parent_run_id``, unlike every other event of it."""
+    recorder = EventRecorder()
+    leaf = Agent("leaf", model=ScriptedModel(["done"]))
+    mid = Agent(
+        "mid",
+        model=ScriptedModel([tool_call("leaf", {"input": "x"}), "ok"]),
+        tools=[SubAgentTool(SubAgent(leaf))],
+    )
+    top = Agent(
+        "top",
+        model=ScriptedModel([tool_call("mid", {"input": "y"}), "fin"]),
+        tools=[SubAgentTool(SubAgent(mid))],
+    )
+    async with Runtime(testing=True, sinks=[recorder]) as rt:
+        handle = await rt.start(top, "go")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        tree = {
+            e.run_id: (e.root_run_id, e.parent_run_id)
+            for e in recorder.events
+            if e.type == "run.started"
+        }
+        (mid_run,) = [r for r, (root, parent) in tree.items() if parent == handle.run_id]
+        (leaf_run,) = [r for r, (_, parent) in tree.items() if parent == mid_run]
+        await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(leaf_run),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.PAUSE,
+            )
+        )
+    on_mid = [e for e in recorder.events if isinstance(e, SubAgentEvent) and e.run_id == mid_run]
+    assert {e.type for e in on_mid} == {
+        "subagent.started",
+        "subagent.completed",
+        "subagent.steered",
+    }
+    wrong = [
+        (e.type, e.run_id, e.root_run_id, e.parent_run_id)
+        for e in recorder.events
+        if e.run_id in tree and (e.root_run_id, e.parent_run_id) != tree[e.run_id]
+    ]
+    assert wrong == []
 
 
 # ---------------------------------------------------------------- sinks and subscribers

@@ -731,7 +731,12 @@ class AgentRun(RunDriver):
         info = self.info
         if info.parent_run_id is not None:
             self.runtime.bus.publish(
-                subagent_event(info, "subagent.completed", status=result.status.value)
+                subagent_event(
+                    info,
+                    self.runtime.runs.tree.get(info.parent_run_id),
+                    "subagent.completed",
+                    status=result.status.value,
+                )
             )
         await self.runtime.finish(self.handle, result)
 
@@ -967,7 +972,7 @@ async def start_agent_run(
             detail={"restored": True, "correlation_id": pause.correlation_id},
         )
     if parent_info is not None:
-        runtime.bus.publish(subagent_event(info, "subagent.started", status="running"))
+        runtime.bus.publish(subagent_event(info, parent_info, "subagent.started", status="running"))
         _join_a_cancelled_parent(runtime, handle, run)
     handle.task = asyncio.ensure_future(run.main())
     return handle

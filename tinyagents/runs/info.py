@@ -138,12 +138,17 @@ def run_event(info: RunInfo, cls: type[E], **fields: Any) -> E:
     )
 
 
-def subagent_event(child: RunInfo, type_: str, **fields: Any) -> SubAgentEvent:
-    """A ``subagent.*`` event about ``child``, reported on its parent's run."""
+def subagent_event(
+    child: RunInfo, parent: RunInfo | None, type_: str, **fields: Any
+) -> SubAgentEvent:
+    """A ``subagent.*`` event about ``child``, reported on its parent's run (``parent``, the
+    parent's info: the event names the parent's own parent, as every event of that run does;
+    None when the parent is not in this runtime's tree)."""
     return SubAgentEvent(
         type=type_,  # type: ignore[arg-type]  # one of SubAgentEvent's types, by the caller
         run_id=child.parent_run_id,
         root_run_id=child.root_run_id,
+        parent_run_id=parent.parent_run_id if parent is not None else None,
         tenant_id=child.tenant_id,
         child_run_id=child.run_id,
         agent_id=child.agent_id,

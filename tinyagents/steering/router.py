@@ -742,6 +742,7 @@ class SteeringRouter:
         self.bus.publish(
             subagent_event(
                 info,
+                self.registry.tree.get(info.parent_run_id),
                 "subagent.steered",
                 correlation_id=tracked.cmd.correlation_id,
                 steering_kind=tracked.cmd.kind.value,
