@@ -376,6 +376,25 @@ async def test_deadline_budget_uses_the_parents_remaining_time(
     assert ok.accepted
 
 
+async def test_a_deadline_counts_the_time_the_child_ran_without_one(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """A child's ``deadline_s`` runs from its start. One that had no deadline was taken to
+    have used no time: after 20 s of a parent's 60, a deadline of 60 (the parent's end) was
+    refused, and a clamp cut it to 40, ending the child 20 s before its parent had to."""
+    clock = FakeClock()
+    with use_clock(clock):
+        parent = await make_run("parent", limits=RunLimits(deadline_s=60))
+        parent.info.usage = RunUsage(started_at=clock.monotonic())
+        child = await make_run("child", parent="parent")
+        child.info.usage = RunUsage(started_at=clock.monotonic())
+        clock.advance(20)
+        fits = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"deadline_s": 60}))
+        late = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"deadline_s": 61}))
+    assert fits.accepted, fits.reason
+    assert late.status is ReceiptStatus.REJECTED and late.policy_id == "budget"
+
+
 async def test_clamping_budget_policy_transforms_and_records_the_original(
     recorder: EventRecorder,
 ) -> None:

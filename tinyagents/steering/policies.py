@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tinyagents import _clock
 from tinyagents.protocol.commands import (
     GraphSupervisorActor,
     HumanActor,
@@ -186,11 +187,9 @@ def _excess(
 
 def _used(ctx: PolicyContext) -> dict[str, float]:
     usage = ctx.target.usage
-    remaining = ctx.target.remaining()
-    limits = ctx.target.limits
-    elapsed = 0.0
-    if limits.deadline_s is not None and remaining["deadline_s"] is not None:
-        elapsed = limits.deadline_s - float(remaining["deadline_s"])
+    # a deadline runs from the run's start, whether or not it had one until now
+    started = usage.started_at
+    elapsed = max(_clock.monotonic() - started, 0.0) if started is not None else 0.0
     return {
         "max_model_calls": usage.model_calls,
         "max_tool_calls": usage.tool_calls,
