@@ -116,8 +116,14 @@ class Runtime:
                 "trusted through the capability the runtime gives it, not by its name; pass "
                 "Runtime(supervisor=SupervisorSpec(...)) to supervise runs"
             )
-        if dedupe_horizon < 1:
-            raise ConfigurationError(f"dedupe_horizon must be >= 1, got {dedupe_horizon}")
+        if (
+            isinstance(dedupe_horizon, bool)
+            or not isinstance(dedupe_horizon, int)
+            or dedupe_horizon < 1
+        ):
+            raise ConfigurationError(
+                f"dedupe_horizon must be a whole number >= 1, got {dedupe_horizon!r}"
+            )
         self.store: Store = open_store(store)
         self._durable = store is not None
         #: Unique per runtime instance: the ``owner`` of its runs' snapshots, and the address

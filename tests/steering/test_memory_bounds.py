@@ -284,9 +284,26 @@ async def test_memory_is_flat_in_the_number_of_finished_runs(tmp_path: Path, dur
 
 
 @pytest.mark.parametrize(
-    "bad", [{"retain_finished": -1}, {"retain_finished_s": -1.0}, {"dedupe_horizon": 0}]
+    "bad",
+    [
+        {"retain_finished": -1},
+        {"retain_finished_s": -1.0},
+        {"dedupe_horizon": 0},
+        # of the wrong kind: a TypeError from a comparison, or taken (NaN released every
+        # finished run at once, True kept one, 2.5 was a horizon of three ids)
+        {"retain_finished": "5"},
+        {"retain_finished": True},
+        {"retain_finished": 2.5},
+        {"retain_finished": float("nan")},
+        {"retain_finished_s": "1"},
+        {"retain_finished_s": float("nan")},
+        {"retain_finished_s": True},
+        {"dedupe_horizon": "9"},
+        {"dedupe_horizon": 2.5},
+        {"dedupe_horizon": True},
+    ],
 )
-def test_bad_retention_settings_are_refused(bad: dict[str, float]) -> None:
+def test_bad_retention_settings_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         Runtime(**bad)  # type: ignore[arg-type]
 

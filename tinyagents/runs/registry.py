@@ -38,11 +38,18 @@ class RunRegistry:
     def __init__(
         self, *, retain_finished: int = 1000, retain_finished_s: float | None = None
     ) -> None:
-        if retain_finished < 0:
-            raise ConfigurationError(f"retain_finished must be >= 0, got {retain_finished}")
-        if retain_finished_s is not None and retain_finished_s < 0:
+        if not _count(retain_finished) or retain_finished < 0:
             raise ConfigurationError(
-                f"retain_finished_s must be >= 0 or None, got {retain_finished_s}"
+                f"retain_finished must be a whole number >= 0, got {retain_finished!r}"
+            )
+        if retain_finished_s is not None and (
+            isinstance(retain_finished_s, bool)
+            or not isinstance(retain_finished_s, int | float)
+            or not retain_finished_s >= 0  # NaN too
+        ):
+            raise ConfigurationError(
+                f"retain_finished_s must be a number of seconds >= 0 or None, "
+                f"got {retain_finished_s!r}"
             )
         self.tree = RunTree()
         self.retain_finished = retain_finished
@@ -217,6 +224,11 @@ class RunRegistry:
                     runs.remove(info.run_id)
                     if not runs:
                         del self._threads[info.thread_id]
+
+
+def _count(value: object) -> bool:
+    """Whether ``value`` is a whole number (an int, not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_parent_tenant(run_id: str, tenant_id: str, parent: RunInfo) -> None:
