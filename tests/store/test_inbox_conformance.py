@@ -75,6 +75,15 @@ async def test_take_honours_its_limit_oldest_first(store: Store) -> None:
     ]
 
 
+async def test_a_take_limit_of_zero_or_less_takes_nothing(store: Store) -> None:
+    # SQLite read LIMIT -1 as no limit: the take claimed every item of the inbox
+    for n in range(3):
+        await store.inbox_put(owner="rt-a", request_id=f"q-{n}", command=command(f"c-{n}"))
+    assert await store.inbox_take("rt-a", limit=0) == []
+    assert await store.inbox_take("rt-a", limit=-1) == []
+    assert len(await store.inbox_take("rt-a")) == 3  # nothing was claimed meanwhile
+
+
 async def test_concurrent_takers_never_share_an_item(store: Store) -> None:
     for n in range(40):
         await store.inbox_put(owner="rt-a", request_id=f"q-{n:02d}", command=command(f"c-{n}"))

@@ -569,7 +569,7 @@ class SqliteStore(Store):
             "UPDATE inbox SET state = 'taken', owner = ?1, taken_at = ?3"
             f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
             " ORDER BY rowid LIMIT ?4) RETURNING rowid, request_id, command, submitted_at",
-            (owner, expired, now.isoformat(), limit),
+            (owner, expired, now.isoformat(), max(limit, 0)),  # LIMIT -1: no limit
             what=f"take the inbox of {owner}",
         )
         items: list[InboxItem] = []
