@@ -31,6 +31,8 @@ from tinyagents.events import (
     SubAgentEvent,
     summarize,
 )
+from tinyagents.events.redact import MAX_SUMMARY_DEPTH
+from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH
 from tinyagents.testkit import EventRecorder, ScriptedModel, tool_call
 
 
@@ -90,6 +92,37 @@ async def test_every_event_of_a_run_names_the_runs_parent_and_root() -> None:
         if e.run_id in tree and (e.root_run_id, e.parent_run_id) != tree[e.run_id]
     ]
     assert wrong == []
+
+
+async def test_a_tool_call_with_deeply_nested_arguments_does_not_fail_the_run() -> None:
+    """A model may send tool arguments nested hundreds of levels deep (valid JSON): their
+    summary for the ``tool.call`` event recursed once per level, and the run failed with
+    ``RecursionError``. A summary shows that deep data as a marker instead."""
+
+    @tool
+    async def store_it(x: object = None) -> str:
+        return "stored"
+
+    deep = json.loads("[" * 600 + "]" * 600)
+    recorder = EventRecorder()
+    agent = Agent(
+        "a", model=ScriptedModel([tool_call("store_it", {"x": deep}), "done"]), tools=[store_it]
+    )
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await (await rt.start(agent, "go")).result()
+    assert result.status is RunStatus.COMPLETED, result.error
+    (call,) = recorder.of_type("tool.call")
+    summary = call.to_dict(mode="json")["args_summary"]["x"]
+    for _ in range(MAX_SUMMARY_DEPTH - 2):  # args (level 1) and x (2) to level 32
+        (summary,) = summary
+    assert summary == [f"… (1 item nested deeper than {MAX_SUMMARY_DEPTH} levels)"]
+
+
+def test_a_summary_keeps_a_payload_nested_to_the_command_limit_whole() -> None:
+    payload: dict[str, object] = {"v": 1}
+    for _ in range(MAX_PAYLOAD_DEPTH - 1):
+        payload = {"k": payload}
+    assert summarize(payload) == payload
 
 
 # ---------------------------------------------------------------- sinks and subscribers

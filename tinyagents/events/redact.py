@@ -61,6 +61,11 @@ TOKEN_COUNTER_WORDS = frozenset(
     }
 )
 MASK = "***"
+#: How many levels of containers a summary keeps (the value summarised is the first): deeper
+#: ones are shown as a marker. A command's payload is never that deep (``MAX_PAYLOAD_DEPTH``),
+#: but a model's tool arguments or a tool's result may be, and a summary must not recurse
+#: once per level (a run failed on ``RecursionError`` summarising them).
+MAX_SUMMARY_DEPTH = 32
 
 
 def summarize(
@@ -69,15 +74,20 @@ def summarize(
     max_chars: int = 200,
     secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS,
 ) -> Any:
-    """A JSON-safe copy of ``value`` with secret-named keys masked and strings cut to
-    ``max_chars`` (the cut says how long the original was)."""
-    return _summary(value, max_chars, secret_keys)
+    """A JSON-safe copy of ``value`` with secret-named keys masked, strings cut to
+    ``max_chars`` (the cut says how long the original was) and containers nested deeper than
+    ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held)."""
+    return _summary(value, max_chars, secret_keys, 1)
 
 
-def _summary(value: Any, max_chars: int, secret_keys: frozenset[str]) -> Any:
-    # Positional recursion: every steering command's payload goes through here.
+def _summary(value: Any, max_chars: int, secret_keys: frozenset[str], level: int) -> Any:
+    # Positional recursion, at most MAX_SUMMARY_DEPTH deep: every steering command's payload
+    # goes through here.
     if isinstance(value, str):
         return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
+    if isinstance(value, dict | list | tuple | set | frozenset) and level > MAX_SUMMARY_DEPTH:
+        items = f"{len(value)} {'item' if len(value) == 1 else 'items'}"
+        return f"… ({items} nested deeper than {MAX_SUMMARY_DEPTH} levels)"
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -87,13 +97,13 @@ def _summary(value: Any, max_chars: int, secret_keys: frozenset[str]) -> Any:
             elif type(v) is str and len(v) <= max_chars:  # the usual value: kept as it is
                 out[key] = v
             else:
-                out[key] = _summary(v, max_chars, secret_keys)
+                out[key] = _summary(v, max_chars, secret_keys, level + 1)
         return out
     if isinstance(value, list | tuple | set | frozenset):
-        return [_summary(v, max_chars, secret_keys) for v in value]
+        return [_summary(v, max_chars, secret_keys, level + 1) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
-    return _summary(repr(value), max_chars, secret_keys)
+    return _summary(repr(value), max_chars, secret_keys, level)
 
 
 def mask(value: Any, *, secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS) -> Any:
