@@ -496,3 +496,44 @@ async def test_a_receipt_that_can_never_be_written_stops_neither_snapshots_nor_t
             assert snapshot is not None
             assert "receipt of inbox request q-bad dropped" in caplog.text
             assert await store.inbox_receipt("q-bad") is None
+
+
+async def test_an_event_row_that_no_longer_reads_as_one_blocks_no_reader(tmp_path: Path) -> None:
+    """A damaged event row, or one of a type this version does not know (written by a newer
+    one), made ``load_events`` and ``read_events`` raise pydantic's ``ValidationError`` at
+    every call: a history or an event stream could never read past it. It is left out."""
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        events = [
+            RunEvent(type="run.started", run_id=f"r-{i}", root_run_id="r-0") for i in range(4)
+        ]
+        await store.append_events(events)
+        await store.db.execute("UPDATE events SET data = '{broken' WHERE run_id = 'r-1'")
+        await store.db.execute(
+            "UPDATE events SET data = json_set(data, '$.type', 'run.hibernated')"
+            " WHERE run_id = 'r-2'"
+        )
+        await store.db.commit()
+        assert [e.run_id for e in await store.load_events()] == ["r-0", "r-3"]
+        assert [e.run_id for _, e in await store.read_events()] == ["r-0", "r-3"]
+        # a page is filled past the rows left out: a reader paging by id never stalls
+        page = await store.read_events(root_run_id="r-0", limit=2)
+        assert [e.run_id for _, e in page] == ["r-0", "r-3"]
+        assert await store.read_events(after_id=page[0][0], limit=1) == [page[1]]
+    finally:
+        await store.close()
+
+
+async def test_a_run_snapshot_that_no_longer_reads_is_a_store_error(tmp_path: Path) -> None:
+    # load_runs and list_runs said so with a StoreError; load_run let json's error through
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        await store.save_runs([RunInfo(run_id="r-1").snapshot()])
+        await store.db.execute("UPDATE runs SET data = '{broken'")
+        await store.db.commit()
+        with pytest.raises(StoreError, match="could not read"):
+            await store.load_run("r-1")
+    finally:
+        await store.close()

@@ -146,7 +146,8 @@ class Store(ABC):
         root_run_id: str | None = None,
         type_prefix: str | None = None,
     ) -> list[Event]:
-        """Events in the order they were written, filtered by run, tree or type prefix."""
+        """Events in the order they were written, filtered by run, tree or type prefix. A row
+        that no longer reads as an event is left out (``readable_events``)."""
 
     @abstractmethod
     async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
@@ -231,7 +232,9 @@ class Store(ABC):
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
         """Event-log rows with id > ``after_id``, in id order, as (id, event): at most
-        ``limit``, filtered by tenant, run and tree. Ids only grow (they are SSE ids)."""
+        ``limit``, filtered by tenant, run and tree. Ids only grow (they are SSE ids). A row
+        that no longer reads as an event is left out, and the page is filled from the rows
+        after it: a short page means there are no more rows."""
 
     # ------------------------------------------------------------------ inbox
 
@@ -311,6 +314,23 @@ def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | Non
 
 def _command_key(event: SteeringEvent) -> tuple[str, str]:
     return (dedupe_scope(event.actor), event.correlation_id)
+
+
+def readable_events(rows: Iterable[tuple[int, str | bytes]]) -> list[tuple[int, Event]]:
+    """The (id, event) of event-log rows (id, JSON), leaving out, with a warning, a row
+    that no longer reads as an event (damaged, or of a type a newer version wrote): one
+    such row must not stop every reader of the log at it."""
+    events: list[tuple[int, Event]] = []
+    for event_id, data in rows:
+        try:
+            events.append((event_id, parse_event(data)))
+        except ValueError as exc:  # pydantic's ValidationError (JSON or schema)
+            _log.warning(
+                "event log row %s does not read as an event, left out: %s",
+                event_id,
+                _first_line(exc),
+            )
+    return events
 
 
 def target_run_id(cmd: SteeringCommand) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from tinyagents import _clock
 from tinyagents.errors import StoreError
-from tinyagents.events.models import Event, parse_event
+from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store._postgres import (
@@ -49,6 +49,7 @@ from tinyagents.store.base import (
     StoredCommand,
     answer_unreadable,
     read_receipt,
+    readable_events,
     run_key,
     target_run_id,
     terminal_updates,
@@ -449,9 +450,9 @@ class PostgresStore(Store):
         if type_prefix is not None:
             args.append(type_prefix)  # not LIKE: "_" and "%" are no wildcards here
             where.append(f"starts_with(type, ${len(args)})")
-        sql = "SELECT data FROM events" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = "SELECT id, data FROM events" + (" WHERE " + " AND ".join(where) if where else "")
         rows = await self._fetch("read events", sql + " ORDER BY id", *args)
-        return [parse_event(r[0]) for r in rows]
+        return [event for _, event in readable_events((r[0], r[1]) for r in rows)]
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -539,23 +540,27 @@ class PostgresStore(Store):
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
         where: list[str] = ["id > $1"]
-        args: list[int | str] = [after_id]
+        filters: list[int | str] = []
         for column, value in (
             ("tenant_id", tenant_id),
             ("run_id", run_id),
             ("root_run_id", root_run_id),
         ):
             if value is not None:
-                args.append(value)
-                where.append(f"{column} = ${len(args)}")
-        args.append(max(limit, 0))
-        rows = await self._fetch(
-            "read events",
+                filters.append(value)
+                where.append(f"{column} = ${len(filters) + 1}")
+        sql = (
             f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id"
-            f" LIMIT ${len(args)}",
-            *args,
+            f" LIMIT ${len(filters) + 2}"
         )
-        return [(r[0], parse_event(r[1])) for r in rows]
+        events: list[tuple[int, Event]] = []
+        while (want := limit - len(events)) > 0:
+            rows = await self._fetch("read events", sql, after_id, *filters, want)
+            events += readable_events((r[0], r[1]) for r in rows)
+            if len(rows) < want:
+                break
+            after_id = rows[-1][0]  # rows were left out: read on, a page is never short
+        return events
 
     # -- inbox -----------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents.errors import StoreError
-from tinyagents.events.models import Event, parse_event
+from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
@@ -30,6 +30,7 @@ from tinyagents.store.base import (
     StoredCommand,
     answer_unreadable,
     read_receipt,
+    readable_events,
     run_key,
     target_run_id,
     terminal_updates,
@@ -444,13 +445,13 @@ class SqliteStore(Store):
             where.append("substr(type, 1, ?) = ?")
             args.extend([len(type_prefix), type_prefix])
         sql = (
-            "SELECT data FROM events"
+            "SELECT id, data FROM events"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY id"
         )
         async with self._reading(sql, args) as cur:
-            rows = await cur.fetchall()
-        return [parse_event(r[0]) for r in rows]
+            rows = [(r[0], r[1]) for r in await cur.fetchall()]
+        return [event for _, event in readable_events(rows)]
 
     async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
         if not snapshots:
@@ -524,7 +525,8 @@ class SqliteStore(Store):
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         async with self._reading("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
             row = await cur.fetchone()
-        return json.loads(row[0]) if row is not None else None
+            # read in here, as load_runs does: a damaged snapshot is a StoreError
+            return json.loads(row[0]) if row is not None else None
 
     async def read_events(
         self,
@@ -535,10 +537,16 @@ class SqliteStore(Store):
         root_run_id: str | None = None,
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
-        sql, args = events_query(after_id, tenant_id, run_id, root_run_id, limit)
-        async with self._reading(sql, args) as cur:
-            rows = await cur.fetchall()
-        return [(r[0], parse_event(r[1])) for r in rows]
+        events: list[tuple[int, Event]] = []
+        while (want := limit - len(events)) > 0:
+            sql, args = events_query(after_id, tenant_id, run_id, root_run_id, want)
+            async with self._reading(sql, args) as cur:
+                rows = [(r[0], r[1]) for r in await cur.fetchall()]
+            events += readable_events(rows)
+            if len(rows) < want:
+                break
+            after_id = rows[-1][0]  # rows were left out: read on, a page is never short
+        return events
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         await self._write(
