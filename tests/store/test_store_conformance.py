@@ -303,6 +303,31 @@ async def test_runs_are_upserted_and_filtered_by_tenant(store: Store) -> None:
     await store.save_runs([])
 
 
+async def test_what_a_store_returns_or_was_given_is_never_shared_with_it(store: Store) -> None:
+    """The memory store kept the snapshot dicts it was given and handed out its own dicts and
+    log entries: a caller changing one changed the store (a durable store reads a copy)."""
+    given = snapshots()[0]
+    await store.save_runs([given])
+    given["status"] = "changed"
+    given["limits"]["max_depth"] = 99
+    for got in (await store.load_runs(), await store.list_runs(), [await store.load_run("r-1")]):
+        got[0]["status"] = "changed"
+        got[0]["limits"]["max_depth"] = 99
+    kept = await store.load_run("r-1")
+    assert kept is not None and (kept["status"], kept["limits"]["max_depth"]) == ("running", 8)
+
+    await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+    for stored in (
+        await store.get_command("c-1"),
+        *(await store.open_commands()),
+        *(await store.run_commands("r-1", states=("accepted",))),
+    ):
+        assert stored is not None
+        stored.state, stored.run_id = "applied", "r-other"
+    again = await store.get_command("c-1")
+    assert again is not None and (again.state, again.run_id) == ("accepted", "r-1")
+
+
 # --------------------------------------------------------------------------- durability
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -69,10 +70,11 @@ class MemoryStore(Store):
                 stored.reason = reason
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
-        return self._commands.get((scope, correlation_id))
+        stored = self._commands.get((scope, correlation_id))
+        return replace(stored) if stored is not None else None  # the caller's own, as read
 
     async def open_commands(self) -> list[StoredCommand]:
-        return [c for c in self._commands.values() if not CommandState(c.state).terminal]
+        return [replace(c) for c in self._commands.values() if not CommandState(c.state).terminal]
 
     async def command_ids(self) -> set[str]:
         return {cid for _, cid in self._commands}
@@ -97,11 +99,17 @@ class MemoryStore(Store):
         ]
 
     async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
+        # copies at every level, given and handed out: a durable store's are (the caller
+        # may change what it gave or got, and the store must not change with it)
         for snap in snapshots:
-            self._runs[snap["run_id"]] = dict(snap)
+            self._runs[snap["run_id"]] = copy.deepcopy(snap)
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
-        return [r for r in self._runs.values() if tenant_id is None or r["tenant_id"] == tenant_id]
+        return [
+            copy.deepcopy(r)
+            for r in self._runs.values()
+            if tenant_id is None or r["tenant_id"] == tenant_id
+        ]
 
     async def list_runs(
         self,
@@ -120,16 +128,18 @@ class MemoryStore(Store):
             root_run_id=root_run_id,
             before=before,
         )
-        return [dict(r) for r in newest]  # copies, as a durable store's are
+        return [copy.deepcopy(r) for r in newest]
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
     ) -> list[StoredCommand]:
-        return [c for c in self._commands.values() if c.run_id == run_id and c.state in states]
+        return [
+            replace(c) for c in self._commands.values() if c.run_id == run_id and c.state in states
+        ]
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         snap = self._runs.get(run_id)
-        return dict(snap) if snap is not None else None
+        return copy.deepcopy(snap) if snap is not None else None
 
     async def read_events(
         self,
