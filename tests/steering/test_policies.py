@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from steerkit import OPERATOR, MakeRun, apply_ready, finish_run, make_command, start_run
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.events import MASK, SteeringEvent
 from tinyagents.protocol import (
     ReceiptStatus,
@@ -1016,6 +1017,16 @@ async def test_a_thread_command_never_goes_to_a_run_whose_id_looks_like_its_thre
     assert rt.router.state(cmd.correlation_id) == "deferred"
     owner = await make_run("r-1", thread_id="x")
     assert [c.correlation_id for c in apply_ready(owner)] == [cmd.correlation_id]
+
+
+@pytest.mark.parametrize("policies", [default_policies(), "authority", 5])
+def test_a_runtime_given_policies_that_are_no_pipeline_says_how_to_give_them(
+    policies: object,
+) -> None:
+    # a plain list of policies failed with "AttributeError: 'list' object has no attribute
+    # 'chain'" when the runtime was built
+    with pytest.raises(ConfigurationError, match=r"PolicyPipeline\(\[\.\.\.\]\)"):
+        Runtime(policies=policies)  # type: ignore[arg-type]
 
 
 async def test_per_run_policies_apply_to_that_run_only(rt: Runtime, make_run: MakeRun) -> None:

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinyagents._record import Record
-from tinyagents.errors import InvalidCommandError, StoreError, TinyAgentsError
+from tinyagents.errors import (
+    ConfigurationError,
+    InvalidCommandError,
+    StoreError,
+    TinyAgentsError,
+)
 from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     SteeringEvent,
@@ -115,6 +120,12 @@ class SteeringRouter:
         trusted_middleware: frozenset[str] = frozenset(),
         dedupe_horizon: int = DEDUPE_HORIZON,
     ) -> None:
+        if pipeline is not None and not isinstance(pipeline, PolicyPipeline):
+            raise ConfigurationError(
+                f"policies= takes a PolicyPipeline, got {type(pipeline).__name__}; wrap a "
+                "list of policies as PolicyPipeline([...]) (default_policies() gives the "
+                "built-in ones, to extend)"
+            )
         self.registry = registry
         self.bus = bus
         self.pipeline = pipeline if pipeline is not None else default_pipeline()
