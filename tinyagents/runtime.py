@@ -507,7 +507,8 @@ class Runtime:
             return self.router.history(run_id)
         if self._writer is not None:
             await self._writer.flush()
-        return await self.store.load_steering_history(run_id)
+        events = await self.store.load_events(run_id=run_id, type_prefix="steering.")
+        return [e for e in events if isinstance(e, SteeringEvent)]
 
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
         self.router.grant(from_run_id, to_run_id)

@@ -150,28 +150,6 @@ async def test_a_released_runs_history_is_read_from_the_store(tmp_path: Path) ->
         await store.close()
 
 
-async def test_a_released_runs_history_from_the_store_keeps_a_thread_commands_first_steps(
-    tmp_path: Path,
-) -> None:
-    # a command that waited for a run on its thread was requested and deferred before it had
-    # a run: those events name no run, so the store's history of the run began at accepted
-    async with Runtime(store=f"sqlite:///{tmp_path / 'x.db'}", testing=True) as rt:
-        waiting = make_command(target=SteeringTarget.thread("t-1"))
-        assert (await rt.submit(waiting)).status == "deferred"
-        handle = await start_run(rt, "r-1", thread_id="t-1")
-        assert (await rt.submit(make_command(target=SteeringTarget.thread("t-1")))).accepted
-        apply_ready(handle)
-        await finish_run(rt, handle)
-        in_memory = [(e.type, e.correlation_id) for e in rt.steering_history("r-1")]
-        assert in_memory[:2] == [
-            ("steering.requested", waiting.correlation_id),
-            ("steering.deferred", waiting.correlation_id),
-        ]
-        rt.forget("r-1")
-        stored = await rt.load_steering_history("r-1")
-        assert [(e.type, e.correlation_id) for e in stored] == in_memory
-
-
 async def test_a_released_runs_final_state_reaches_the_shared_store_while_it_runs_on(
     tmp_path: Path,
 ) -> None:

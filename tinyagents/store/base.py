@@ -182,33 +182,6 @@ class Store(ABC):
             before=before,
         )
 
-    async def load_steering_history(self, run_id: str) -> list[SteeringEvent]:
-        """Run ``run_id``'s ``steering.*`` events, in order, as the runtime kept them in
-        memory: with the ``requested`` and ``deferred`` events of the commands that waited for
-        a run on their thread, which name no run (they were emitted before the command had
-        one; the runtime files them in the run's history when it takes the command)."""
-        events = [
-            e
-            for e in await self.load_events(run_id=run_id, type_prefix="steering.")
-            if isinstance(e, SteeringEvent)
-        ]
-        requested = {_command_key(e) for e in events if e.type == "steering.requested"}
-        waited = {
-            _command_key(e)
-            for e in events
-            if isinstance(e.target, ThreadTarget) and _command_key(e) not in requested
-        }
-        if not waited:  # nearly every run: no command of it waited for a run
-            return events
-        # Only the events that name no run (a scan of the log's steering events): a command's
-        # id is unique in its scope, so none of them belongs to another command.
-        return [
-            e
-            for e in await self.load_events(type_prefix="steering.")
-            if isinstance(e, SteeringEvent)
-            and (e.run_id == run_id or (e.run_id is None and _command_key(e) in waited))
-        ]
-
     @abstractmethod
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
@@ -310,10 +283,6 @@ def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | Non
             if state.terminal:
                 updates.append((dedupe_scope(e.actor), e.correlation_id, state.value, e.reason))
     return updates
-
-
-def _command_key(event: SteeringEvent) -> tuple[str, str]:
-    return (dedupe_scope(event.actor), event.correlation_id)
 
 
 def readable_events(rows: Iterable[tuple[int, str | bytes]]) -> list[tuple[int, Event]]:
