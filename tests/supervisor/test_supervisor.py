@@ -534,3 +534,47 @@ async def test_a_human_pausing_a_run_the_supervisor_paused_takes_it_over() -> No
         result = await handle.result()
     assert result.status is RunStatus.COMPLETED
     assert not recorder.of_type("supervisor.escalated")
+
+
+async def test_a_humans_older_resume_does_not_undo_the_supervisors_later_pause() -> None:
+    # a human paused and resumed the run while its model was answering; the answer tripped a
+    # rule, and the supervisor's pause (critical, so applied first at that boundary) paused
+    # the run; the human's older pause and resume were applied after it, and the resume
+    # undid the supervisor's pause: the run went on and completed, the violation unheeded
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=30)
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        handle: Any = None
+        sent: list[str] = []
+
+        async def agent_model(request: ModelRequest) -> ModelResponse:
+            if len(request.messages) == 1:
+                await handle.pause(reason="a look")  # both land right after this answer
+                sent.append((await handle.resume()).correlation_id)
+                return tool_call("search")
+            return reply("done")
+
+        handle = await rt.start(Agent("a", FunctionModel(agent_model), tools=[search]), "go")
+        ours = await waiter.event("supervisor.action", handle.run_id)
+        await waiter.until(
+            lambda e: (
+                e.type in ("steering.applied", "steering.superseded")
+                and getattr(e, "correlation_id", None) == sent[0]
+            )
+        )
+        assert handle.status is RunStatus.PAUSED
+        ends = {
+            (e.kind, e.actor.type): e.type
+            for e in rt.steering_history(handle.run_id)
+            if e.type in ("steering.applied", "steering.superseded")
+        }
+        assert ends == {
+            (SteeringKind.PAUSE, "middleware"): "steering.applied",
+            (SteeringKind.PAUSE, "human"): "steering.superseded",
+            (SteeringKind.RESUME, "human"): "steering.superseded",
+        }
+        await handle.resume()  # a resume sent after it does resume the run
+        result = await handle.result()
+    assert ours.data["action"] == "pause"
+    assert result.status is RunStatus.COMPLETED
+    assert CALLS == ["search"]

@@ -61,12 +61,21 @@ async def apply(
     elif kind is SteeringKind.UPDATE_BUDGET:
         info.limits = info.limits.replace(**payload)
         inbox.applied(cmd, limits=payload, **where)
+    elif (kind is SteeringKind.PAUSE or kind is SteeringKind.RESUME) and (
+        newer := _newer_word(run, cmd)
+    ) is not None:
+        # the run is paused or not as the newest of the two words said: a resume sent before
+        # a pause (a human's, ordered after a supervisor's critical pause at one boundary)
+        # would undo a pause it never saw
+        inbox.superseded(cmd, newer.correlation_id)
     elif kind is SteeringKind.PAUSE:
+        run.pause_word = cmd
         was_paused = run.paused
         if not was_paused:
             await run.set_paused(True)
         inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **where)
     elif kind is SteeringKind.RESUME:
+        run.pause_word = cmd
         was_paused = run.paused
         if was_paused:
             await run.set_paused(False)
@@ -99,6 +108,18 @@ async def apply(
     return False
 
 
+def _newer_word(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None:
+    """The last pause or resume applied to the run if ``cmd`` (a pause or resume) is older
+    (by ``created_at``, then correlation id): that one was said later and stands."""
+    last = run.pause_word
+    if last is None or (cmd.created_at, cmd.correlation_id) >= (
+        last.created_at,
+        last.correlation_id,
+    ):
+        return None
+    return last
+
+
 def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
     """Re-apply, before the first boundary, the state changes of commands an earlier
     incarnation of this run applied (a restart after a crash): narrowed tools and models,
@@ -120,8 +141,11 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
         elif kind in MESSAGE_KINDS or (kind is SteeringKind.REDIRECT and "instruction" in payload):
             if cmd.correlation_id not in seen:  # a history passed in may carry it already
                 run.messages.append(run.agent.renderer.render(cmd))
+        elif kind is SteeringKind.PAUSE or kind is SteeringKind.RESUME:
+            run.pause_word = cmd  # a word sent before it is still overtaken after the restart
+            continue  # whether the run is paused is ``holding_pause``'s to say
         else:
-            continue  # pause, cancel, status …: events of that incarnation, not run state
+            continue  # cancel, status …: events of that incarnation, not run state
         restored.append(cmd)
     return restored
 
