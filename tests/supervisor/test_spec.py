@@ -282,3 +282,26 @@ def test_text_holding_a_lone_surrogate_is_refused_naming_the_line(
     assert [f.line for f in errors] == [line]
     with pytest.raises(ValueError, match="UTF-8"):
         SupervisorSpec(steer_message="stop \ud800 now")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        ("model: openai/x\napi_key_env: ''\n", 2, "api_key_env"),
+        ("model: openai/x\napi_base: ' '\n", 2, "api_base"),
+        ("models:\n  judge: {model: openai/x, api_key_env: ''}\n", 2, "models.judge.api_key_env"),
+        ("models:\n  judge: {model: openai/x, api_base: ''}\n", 2, "models.judge.api_base"),
+    ],
+)
+def test_a_blank_api_key_env_or_api_base_is_refused_naming_the_line(
+    text: str, line: int, field: str
+) -> None:
+    """``api_key_env: ''`` was taken as no key variable at all: the judge then sent litellm's
+    usual key (``OPENAI_API_KEY``) to its ``api_base``; a blank ``api_base`` sent the judge
+    to the provider's own endpoint (or, in a spec, let a registry entry's win)."""
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == line, str(caught.value)
+    assert field in str(caught.value) and "blank" in str(caught.value)
+    with pytest.raises(ValueError, match="blank"):
+        SupervisorSpec(model="openai/x", api_key_env="")

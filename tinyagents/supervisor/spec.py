@@ -195,8 +195,8 @@ class ModelEntry(_Strict):
     """A named model of a models registry: a litellm model string and where it is served."""
 
     model: ShownText
-    api_base: Text | None = None
-    api_key_env: Text | None = None
+    api_base: ShownText | None = None
+    api_key_env: ShownText | None = None
 
 
 def _agents() -> list[Literal["agents"]]:
@@ -215,8 +215,10 @@ class SupervisorSpec(_Strict):
     #: ``Model`` (a test's ``ScriptedModel``); no model, no judge.
     model: str | Model | None = None
     #: Where the judge's model is served, and the environment variable holding its key.
-    api_base: Text | None = None
-    api_key_env: Text | None = None
+    api_base: ShownText | None = None
+    #: A blank one would be no variable at all: litellm's own (``OPENAI_API_KEY``) sent to
+    #: ``api_base``.
+    api_key_env: ShownText | None = None
     criteria: Text | None = None
     criteria_file: PathText | None = None
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
