@@ -315,6 +315,10 @@ _FENCED_VERDICTS = [
     '```\n{"passed": false, "reason": "off topic"}\n```\n',
     'Here is my verdict:\n{"passed": false, "reason": "off topic"}\nThanks.',
     ' \n{"passed": false, "reason": "off topic"}\n ',
+    # a brace in the sentence around it: the text from the first "{" to the last was no JSON
+    'Verdict for {run}: {"passed": false, "reason": "off topic"}',
+    '{"passed": false, "reason": "off topic"} (see {policy})',
+    'The format {"passed": "a bool"} asks for: {"passed": false, "reason": "off topic"}',
 ]
 
 

@@ -72,6 +72,9 @@ class Verdict(BaseModel):
 _FENCE = re.compile(r"```[\w-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 #: How much of an answer that is no verdict its ``JudgeError`` quotes.
 _QUOTED = 200
+#: How many "{" of an answer are tried as the start of the verdict's JSON object.
+_OBJECTS_TRIED = 20
+_DECODER = json.JSONDecoder()
 
 
 def parse_verdict(response: ModelResponse) -> Verdict | None:
@@ -106,9 +109,19 @@ def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
         fenced = _FENCE.search(text)
         if fenced is not None:
             yield fenced.group(1).strip()
-        start, end = text.find("{"), text.rfind("}")
-        if 0 <= start < end:
-            yield text[start : end + 1]
+        # each JSON object in the text: a brace in the sentence around the verdict (``for
+        # run {id}: {...}``) made the span from the first "{" to the last no JSON
+        start = text.find("{")
+        for _ in range(_OBJECTS_TRIED):
+            if start < 0:
+                break
+            try:
+                found, end = _DECODER.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                found, end = None, start + 1
+            if isinstance(found, dict):
+                yield found
+            start = text.find("{", end)
     elif len(response.tool_calls) == 1 and response.tool_calls[0].parse_error is None:
         yield response.tool_calls[0].args
 
