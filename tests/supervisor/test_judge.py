@@ -362,6 +362,31 @@ async def test_an_answer_that_is_no_verdict_is_a_judge_error_quoting_it(answer: 
     assert repr(answer[:20])[1:-1] in str(caught.value)
 
 
+async def test_a_judge_that_refuses_is_a_judge_error_quoting_its_refusal() -> None:
+    # OpenAI answers a request it will not serve under a response_format with content null
+    # and a "refusal": the JudgeError quoted only "it answered ''", and why was lost
+    refused = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "judge",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+    async with OpenAICompatServer([refused]) as server:
+        model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
+        with pytest.raises(JudgeError) as caught:
+            await Judge(model, criteria="", timeout_s=30).verdict(_metadata())
+    assert str(caught.value).endswith('it answered a refusal: "I can\'t help."')
+    assert caught.value.usage is not None and caught.value.usage.output_tokens == 3
+
+
 def judged(recorder: EventRecorder) -> int:
     return sum(e.type.startswith("supervisor.judge_") for e in recorder.events)
 

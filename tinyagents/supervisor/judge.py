@@ -131,9 +131,21 @@ def _what(response: ModelResponse) -> str:
     text = response.text
     if not text.strip() and response.tool_calls:
         return f"a call of tool {response.tool_calls[0].name[:_QUOTED]!r}"
+    refusal = _refusal(response)
+    if not text.strip() and refusal is not None:
+        return f"a refusal: {json.dumps(refusal[:_QUOTED], ensure_ascii=False)}"
     if len(text) > _QUOTED:
         return f"{text[:_QUOTED]!r} (and {len(text) - _QUOTED} more characters)"
     return repr(text)
+
+
+def _refusal(response: ModelResponse) -> str | None:
+    """The refusal an OpenAI-style answer gave instead of content (``message.refusal``)."""
+    try:
+        refusal = response.raw.choices[0].message.refusal
+    except (AttributeError, IndexError, TypeError, KeyError):
+        return None
+    return refusal if isinstance(refusal, str) and refusal.strip() else None
 
 
 @dataclass(slots=True, kw_only=True, frozen=True, eq=False, repr=False)
