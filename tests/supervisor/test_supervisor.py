@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -578,3 +579,59 @@ async def test_a_humans_older_resume_does_not_undo_the_supervisors_later_pause()
     assert ours.data["action"] == "pause"
     assert result.status is RunStatus.COMPLETED
     assert CALLS == ["search"]
+
+
+async def test_a_run_restarted_under_the_supervisors_pause_is_still_timed_out(
+    tmp_path: Path,
+) -> None:
+    # the supervisor paused a run and its process stopped; started again under its id, the
+    # run came back paused (its pause restored from the log) but with no dwell cap: the
+    # supervisor's pause held it for good, never escalated to the abort the spec promises
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=30)
+    gate = Gate()
+    waiter = EventWaiter()
+    async with Runtime(store, supervisor=spec, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("hold"), reply("never")])
+        await rt.start(Agent("a", model, tools=[gate.tool()]), "go", run_id="r-held")
+        await waiter.event("steering.accepted", "r-held", kind=SteeringKind.PAUSE)  # logged
+        gate.open()
+        await waiter.event("run.paused", "r-held")
+        # The process stops here, the supervisor's pause holding the run.
+
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=0.05)
+    recorder = EventRecorder()
+    async with Runtime(store, supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([reply("never")])
+        handle = await rt.start(Agent("a", model, tools=[gate.tool()]), "go", run_id="r-held")
+        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
+    assert model.requests == []
+    assert len(recorder.of_type("supervisor.escalated")) == 1
+
+
+async def test_a_run_restarted_under_a_humans_pause_is_not_timed_out(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    gate = Gate()
+    waiter = EventWaiter()
+    async with Runtime(store, sinks=[waiter]) as rt:
+        model = ScriptedModel([tool_call("hold"), reply("never")])
+        handle = await rt.start(Agent("a", model, tools=[gate.tool()]), "go", run_id="r-human")
+        await gate.entered.wait()
+        await handle.pause(reason="human review")
+        gate.open()
+        await waiter.event("run.paused", "r-human")
+
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 5}], pause_max_s=0.05)
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(store, supervisor=spec, sinks=[recorder, waiter]) as rt:
+        model = ScriptedModel([reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[gate.tool()]), "go", run_id="r-human")
+        await waiter.event("run.paused", "r-human")
+        await asyncio.sleep(0.3)  # past the dwell cap: a pause of the supervisor's would end
+        assert handle.status is RunStatus.PAUSED
+        await handle.resume()
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert not recorder.of_type("supervisor.escalated")

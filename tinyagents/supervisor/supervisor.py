@@ -42,6 +42,7 @@ from tinyagents.graph.executor import running_graph_run
 from tinyagents.harness.loop import AgentRun
 from tinyagents.harness.model import Usage
 from tinyagents.protocol.commands import (
+    MiddlewareActor,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
@@ -131,6 +132,16 @@ def _final_answer(event: Event) -> bool:
     return isinstance(event, ModelEvent) and not event.tool_calls and event.text_summary is not None
 
 
+def _ours(cmd: SteeringCommand | None) -> bool:
+    """Whether ``cmd`` is a pause the supervisor sent (in this process or, restored from the
+    log, an earlier one): the router applies a command from its actor only when it carried
+    the runtime's capability."""
+    if cmd is None or cmd.kind is not SteeringKind.PAUSE:
+        return False
+    actor = cmd.actor
+    return isinstance(actor, MiddlewareActor) and actor.name == SUPERVISOR and actor.run_id is None
+
+
 def _nearest_graph_spec(driver: GraphRunDriver) -> SupervisorSpec | None:
     """The spec of the innermost graph with one that the run being registered runs in.
 
@@ -218,6 +229,10 @@ class Supervisor:
         )
         if failed is not None:
             self._judge_failed(w, failed, iteration=0)
+        if driver.paused and _ours(driver.pause_word):
+            # started again after a crash, held by a pause of the supervisor's (restored from
+            # the log): its dwell cap starts when the run says it is paused, as for a new one
+            w.pause_applied = True
         return True
 
     def _graph_spec(self, handle: RunHandle) -> SupervisorSpec | None:
