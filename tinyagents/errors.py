@@ -330,6 +330,14 @@ class InterruptError(GraphError, RuntimeError):
     LangGraph raises for a resume that cannot choose among several interrupts."""
 
 
+def kind_of(value: object) -> str:
+    """What ``value`` is, for an error refusing it: its type's name, or ``the class X`` for a
+    class given where an instance was meant (``supervisor=SupervisorSpec``, no call)."""
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    return type(value).__name__
+
+
 def message_of(exc: BaseException) -> str:
     """``str(exc)``, for an error someone else raised (a tool's, a model's): an exception
     whose ``__str__`` itself raises is named by its type instead, so reporting it cannot

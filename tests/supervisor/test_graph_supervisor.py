@@ -191,6 +191,8 @@ def test_compile_refuses_what_is_not_a_spec() -> None:
         graph.add_edge(START, "writer").add_edge("writer", END).compile(
             supervisor="abort"  # type: ignore[arg-type]
         )
+    with pytest.raises(ConfigurationError, match="got the class SupervisorSpec"):
+        graph.compile(supervisor=SupervisorSpec)  # type: ignore[arg-type]
 
 
 def test_compile_warns_on_each_agent_node_whose_aborted_outcome_is_not_routed(

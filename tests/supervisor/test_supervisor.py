@@ -228,11 +228,12 @@ def test_a_bad_default_in_the_environment_is_refused_when_the_runtime_is_made(
             Runtime(supervisor=supervisor)
 
 
-@pytest.mark.parametrize("wrong", ["supervisor.yaml", {"rules": []}])
+@pytest.mark.parametrize("wrong", ["supervisor.yaml", {"rules": []}, SupervisorSpec])
 def test_a_supervisor_that_is_not_a_spec_is_refused_by_its_type(wrong: Any) -> None:
     # a YAML path or a dict given to Agent(supervisor=...) left the agent unsupervised
-    # without a word; Runtime(supervisor=...) raised an AttributeError
-    name = type(wrong).__name__
+    # without a word; Runtime(supervisor=...) raised an AttributeError; the class itself
+    # (no call) was a TypeError "check_agent() missing 1 required positional argument"
+    name = "the class SupervisorSpec" if wrong is SupervisorSpec else type(wrong).__name__
     with pytest.raises(ConfigurationError, match=f"got {name}.*SupervisorSpec.from_yaml"):
         Agent("a", ScriptedModel([]), supervisor=wrong)
     with pytest.raises(ConfigurationError, match=f"got {name}.*SupervisorSpec.from_yaml"):

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import typing_extensions
 from pydantic import BaseModel
 
-from tinyagents.errors import GraphValidationError
+from tinyagents.errors import GraphValidationError, kind_of
 from tinyagents.graph import mermaid
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
@@ -368,9 +368,9 @@ class StateGraph:
             )
         # Duck-typed: the supervision layer sits above the graph runtime.
         check_graph = getattr(supervisor, "check_graph", None)
-        if supervisor is not None and check_graph is None:
+        if supervisor is not None and (isinstance(supervisor, type) or check_graph is None):
             raise GraphValidationError(
-                f"compile(supervisor=...) takes a SupervisorSpec, got {type(supervisor).__name__}"
+                f"compile(supervisor=...) takes a SupervisorSpec, got {kind_of(supervisor)}"
             )
         graph = CompiledGraph(
             self,

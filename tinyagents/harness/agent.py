@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, SyncInAsyncError
+from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
 from tinyagents.harness.limits import check_limits
 from tinyagents.harness.litellm_model import as_model
 from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
@@ -57,10 +57,12 @@ class Agent:
             )
         # Duck-typed, as compile(supervisor=...) does: the supervision layer sits above the
         # harness. A YAML path or a dict here left the agent unsupervised without a word.
-        if supervisor is not None and getattr(supervisor, "check_graph", None) is None:
+        if supervisor is not None and (
+            isinstance(supervisor, type) or getattr(supervisor, "check_graph", None) is None
+        ):
             raise ConfigurationError(
                 f"agent {name!r}: supervisor= takes a SupervisorSpec, got "
-                f"{type(supervisor).__name__}; load one with SupervisorSpec.from_yaml(<file or "
+                f"{kind_of(supervisor)}; load one with SupervisorSpec.from_yaml(<file or "
                 "YAML text>) or build one with SupervisorSpec(rules=[...], ...)"
             )
         if instructions is None:  # no system prompt, as ""

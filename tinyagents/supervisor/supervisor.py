@@ -28,6 +28,7 @@ from tinyagents.errors import (
     ModelError,
     RuntimeClosed,
     StoreError,
+    kind_of,
     message_of,
 )
 from tinyagents.events.models import (
@@ -173,7 +174,7 @@ class Supervisor:
     ) -> None:
         if spec is not None and not isinstance(spec, SupervisorSpec):
             raise ConfigurationError(
-                f"Runtime(supervisor=...) takes a SupervisorSpec, got {type(spec).__name__}; "
+                f"Runtime(supervisor=...) takes a SupervisorSpec, got {kind_of(spec)}; "
                 "load one with SupervisorSpec.from_yaml(<file or YAML text>) or build one with "
                 "SupervisorSpec(rules=[...], ...)"
             )
