@@ -201,6 +201,36 @@ def test_a_symlink_pointing_out_of_the_steering_directory_is_refused(tmp_path: P
         SupervisorSpec(steering_dir=str(steering), criteria_file="policy.md")
 
 
+@pytest.mark.parametrize(
+    ("key", "line"),
+    [("criteria_file: loop.md", 2), ("steering_dir: loop.md\ncriteria_file: x.md", 3)],
+)
+def test_a_symlink_loop_is_a_spec_error_not_a_runtime_error(
+    tmp_path: Path, key: str, line: int
+) -> None:
+    """A path that is a symlink loop raised pathlib's RuntimeError ("Symlink loop from ...")
+    out of from_yaml, and a traceback out of `tinyagents validate` (Python 3.11 and 3.12;
+    3.13 resolves it as it stands, and reading it then fails as for a missing file)."""
+    (tmp_path / "loop.md").symlink_to(tmp_path / "loop.md")
+    spec = tmp_path / "supervisor.yaml"
+    spec.write_text(f"model: openai/judge\n{key}\n")
+    with pytest.raises(SupervisorSpecError):
+        SupervisorSpec.from_yaml(spec).criteria_text()
+    [finding] = validate_file(spec)
+    assert finding.line == line  # criteria_file's, where the loop is met
+
+
+def test_a_models_file_that_is_a_symlink_loop_is_a_spec_error(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    path = tmp_path / "supervisor.yaml"
+    path.write_text("model: judge\nmodels_file: loop.yaml\n")
+    spec = SupervisorSpec.from_yaml(path)
+    with pytest.raises(SupervisorSpecError):
+        spec.judge_target()
+    [finding] = validate_file(path)
+    assert finding.line == 2
+
+
 def test_criteria_and_criteria_file_exclude_each_other() -> None:
     with pytest.raises(SupervisorSpecError, match="not both"):
         SupervisorSpec.from_yaml("criteria: x\ncriteria_file: y.md\n")

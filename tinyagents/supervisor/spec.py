@@ -275,7 +275,7 @@ class SupervisorSpec(_Strict):
         base_dir = base_dir if base_dir is not None else self._base_dir
         base = Path(base_dir) if base_dir is not None else Path.cwd()
         root = Path(self.steering_dir) if self.steering_dir is not None else Path()
-        return (base / root).resolve()
+        return resolved(base / root, "steering_dir")
 
     def criteria_path(self, base_dir: str | Path | None = None) -> Path | None:
         """The resolved ``criteria_file``; ``SupervisorSpecError`` if it resolves outside the
@@ -283,7 +283,7 @@ class SupervisorSpec(_Strict):
         if self.criteria_file is None:
             return None
         root = self.steering_root(base_dir)
-        path = (root / self.criteria_file).resolve()
+        path = resolved(root / self.criteria_file, "criteria_file")
         if not path.is_relative_to(root):
             raise SupervisorSpecError(
                 f"criteria_file {self.criteria_file!r} resolves to {path}, outside the steering "
@@ -315,7 +315,7 @@ class SupervisorSpec(_Strict):
         if self.models_file is None:
             return None
         base = self._base_dir if self._base_dir is not None else Path.cwd()
-        return (base / self.models_file).resolve()
+        return resolved(base / self.models_file, "models_file")
 
     def registry(self) -> dict[str, ModelEntry]:
         """The named models: ``models_file``'s, then the inline ``models`` (which win)."""
@@ -419,6 +419,17 @@ class SupervisorSpec(_Strict):
             err = meant_errors(exc.errors(), data)[0]
             line = line_of((*prefix, *yaml_loc(err["loc"])), lines)
             raise SupervisorSpecError(describe_error(err), line=line, source=source) from None
+
+
+def resolved(path: Path, what: str) -> Path:
+    """``path.resolve()``; one that cannot be resolved is a ``SupervisorSpecError`` (a
+    symlink loop raised pathlib's RuntimeError out of ``from_yaml`` and ``validate``)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise SupervisorSpecError(f"cannot resolve {what} {str(path)!r}: a symlink loop") from None
+    except OSError as exc:
+        raise SupervisorSpecError(f"cannot resolve {what} {str(path)!r}: {exc.strerror}") from None
 
 
 def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:

@@ -188,7 +188,10 @@ def _missing(path: Path) -> str:
 
 
 def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
-    path = spec.models_path()
+    try:
+        path = spec.models_path()
+    except SupervisorSpecError as exc:
+        return [Finding("error", exc.problem, at("models_file"))]
     if path is not None and not path.is_file():
         return [
             Finding(
