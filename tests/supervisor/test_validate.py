@@ -259,3 +259,19 @@ def test_a_criteria_file_the_judge_cannot_read_is_an_error(
     [finding] = validate_file(spec)
     assert (finding.severity, finding.line) == ("error", 2) and words in finding.message
     assert validate_command(str(spec), io.StringIO()) == 1
+
+
+def test_a_file_name_too_long_for_the_os_is_a_finding_not_a_traceback(tmp_path: Path) -> None:
+    # Path.is_file() raises OSError(ENAMETOOLONG) where it returns False for a missing file
+    # (Python 3.11, 3.12): from_yaml raised a bare OSError, and 'tinyagents validate'
+    # crashed with a traceback
+    long = "a" * 300
+    out = io.StringIO()
+    assert validate_command(f"{long}.yaml", out) == 1
+    assert out.getvalue().startswith(f"{long}.yaml: error: ")
+    with pytest.raises(SupervisorSpecError):
+        SupervisorSpec.from_yaml(f"{long}.yaml")
+    spec = tmp_path / "supervisor.yaml"
+    spec.write_text(f"model: judge\ncriteria_file: {long}.md\nmodels_file: {long}.yaml\n")
+    findings = validate_file(spec)
+    assert [(f.severity, f.line) for f in findings] == [("warning", 2), ("warning", 3)]

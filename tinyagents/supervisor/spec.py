@@ -520,7 +520,7 @@ def read_source(source: str | Path) -> tuple[str, Path | None, str]:
         isinstance(source, str) and "\n" not in source and source.endswith((".yaml", ".yml"))
     ):
         path = Path(source)
-        if not path.is_file():
+        if not is_file(path):
             raise SupervisorSpecError(not_a_file(path), source=str(path))
         return read_text(path, str(path)), path.resolve().parent, str(path)
     if not isinstance(source, str):
@@ -532,11 +532,23 @@ def read_source(source: str | Path) -> tuple[str, Path | None, str]:
     return source, None, "<yaml>"
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False where it raises: it says False for a missing file but raises
+    for a name the OS refuses (``File name too long``)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def not_a_file(path: Path) -> str:
     """Why ``path`` (not a regular file) cannot be read as a spec."""
-    if path.is_dir():
-        return "a directory, not a file"
-    return "not a regular file" if path.exists() else "no such file"
+    try:
+        if path.is_dir():
+            return "a directory, not a file"
+        return "not a regular file" if path.exists() else "no such file"
+    except OSError as exc:  # a name the OS refuses
+        return exc.strerror or type(exc).__name__
 
 
 #: The largest spec, models or criteria file (or spec text) read: a spec is small, and a

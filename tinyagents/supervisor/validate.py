@@ -29,6 +29,7 @@ from tinyagents.supervisor.spec import (
     SupervisorSpec,
     SupervisorSpecError,
     describe_error,
+    is_file,
     line_of,
     meant_errors,
     not_a_file,
@@ -114,7 +115,7 @@ LineOf = Callable[..., int | None]
 def _warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
     found: list[Finding] = []
     path = spec.criteria_path()
-    if path is not None and not path.is_file():
+    if path is not None and not is_file(path):
         found.append(
             Finding(
                 "warning",
@@ -184,7 +185,10 @@ _JUDGE_SETTINGS = (
 
 def _missing(path: Path) -> str:
     """Why ``path`` (not a regular file) cannot be read as one."""
-    return "is not a regular file" if path.exists() else "does not exist"
+    try:
+        return "is not a regular file" if path.exists() else "does not exist"
+    except OSError as exc:  # a name the OS refuses
+        return f"cannot be read ({exc.strerror})"
 
 
 def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
@@ -192,7 +196,7 @@ def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
         path = spec.models_path()
     except SupervisorSpecError as exc:
         return [Finding("error", exc.problem, at("models_file"))]
-    if path is not None and not path.is_file():
+    if path is not None and not is_file(path):
         return [
             Finding(
                 "warning",
@@ -222,7 +226,7 @@ def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
 def validate_command(source: str, out: TextIO) -> int:
     """``tinyagents validate FILE.yaml``: print each finding; 1 if any is an error."""
     path = Path(source)
-    if not path.is_file():
+    if not is_file(path):
         print(f"{source}: error: {not_a_file(path)}", file=out)
         return 1
     findings = validate_file(Path(source))
