@@ -335,3 +335,18 @@ def test_a_blank_api_key_env_or_api_base_is_refused_naming_the_line(
     assert field in str(caught.value) and "blank" in str(caught.value)
     with pytest.raises(ValueError, match="blank"):
         SupervisorSpec(model="openai/x", api_key_env="")
+
+
+@pytest.mark.parametrize("base", ["not a url", "localhost:8080/v1", "ftp://host/v1", "http://[::1"])
+def test_an_api_base_that_is_no_http_url_is_refused_naming_the_line(base: str) -> None:
+    """It was taken, and every judge call failed after three attempts as an "HTTP 500"
+    whose message sent the reader to a server's log (litellm posted to '/not%20a%20url')."""
+    text = f"model: openai/x\napi_base: '{base}'\n"
+    with pytest.raises(SupervisorSpecError, match=r"http\(s\) URL") as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == 2
+    with pytest.raises(SupervisorSpecError, match=r"http\(s\) URL") as caught:
+        SupervisorSpec.from_yaml(f"models:\n  judge: {{model: openai/x, api_base: '{base}'}}\n")
+    assert caught.value.line == 2
+    spec = SupervisorSpec(model="openai/x", api_base="http://127.0.0.1:8080/v1")
+    assert spec.api_base == "http://127.0.0.1:8080/v1"

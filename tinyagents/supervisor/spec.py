@@ -29,6 +29,7 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -185,17 +186,31 @@ def _a_path(value: str) -> str:
     return value
 
 
-#: Text that is UTF-8; that shows something; a file path the OS can take.
+def _a_url(value: str) -> str:
+    """An ``api_base``: an http(s) URL with a host. Anything else was posted to as a path
+    ('/not%20a%20url/chat/completions'), and every judge call failed as an "HTTP 500"."""
+    try:
+        parts = urlsplit(value.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # "http://[::1": an unclosed IPv6 address
+        ok = False
+    if not ok:
+        raise ValueError("must be an http(s) URL, such as http://127.0.0.1:8080/v1")
+    return value
+
+
+#: Text that is UTF-8; that shows something; a file path the OS can take; an http(s) URL.
 Text = Annotated[str, AfterValidator(_utf8)]
 ShownText = Annotated[Text, AfterValidator(_shown)]
 PathText = Annotated[Text, AfterValidator(_a_path)]
+UrlText = Annotated[ShownText, AfterValidator(_a_url)]
 
 
 class ModelEntry(_Strict):
     """A named model of a models registry: a litellm model string and where it is served."""
 
     model: ShownText
-    api_base: ShownText | None = None
+    api_base: UrlText | None = None
     api_key_env: ShownText | None = None
 
 
@@ -215,7 +230,7 @@ class SupervisorSpec(_Strict):
     #: ``Model`` (a test's ``ScriptedModel``); no model, no judge.
     model: str | Model | None = None
     #: Where the judge's model is served, and the environment variable holding its key.
-    api_base: ShownText | None = None
+    api_base: UrlText | None = None
     #: A blank one would be no variable at all: litellm's own (``OPENAI_API_KEY``) sent to
     #: ``api_base``.
     api_key_env: ShownText | None = None
