@@ -321,9 +321,11 @@ def test_text_holding_a_lone_surrogate_is_refused_naming_the_line(
         ("model: openai/x\napi_base: ' '\n", 2, "api_base"),
         ("models:\n  judge: {model: openai/x, api_key_env: ''}\n", 2, "models.judge.api_key_env"),
         ("models:\n  judge: {model: openai/x, api_base: ''}\n", 2, "models.judge.api_base"),
+        # a rule counting the tool named "" never fired, and nothing said why
+        ("rules:\n  - when: tool_repeated\n    tool: ' '\n", 3, "rules.0.tool"),
     ],
 )
-def test_a_blank_api_key_env_or_api_base_is_refused_naming_the_line(
+def test_a_blank_api_key_env_api_base_or_rule_tool_is_refused_naming_the_line(
     text: str, line: int, field: str
 ) -> None:
     """``api_key_env: ''`` was taken as no key variable at all: the judge then sent litellm's

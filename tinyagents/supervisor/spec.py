@@ -95,7 +95,7 @@ class ToolRepeated(_Strict):
     """The named tool (or any single tool) was called ``count`` times in the run."""
 
     when: Literal["tool_repeated"]
-    tool: Text | None = None
+    tool: ShownText | None = None
     count: int = Field(default=3, ge=1)
     then: Action | None = None
 
