@@ -128,6 +128,8 @@ def test_environment_sets_the_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
         ("rules: [\n", 2, "malformed YAML"),
         ("a: b: c\n", 1, "malformed YAML"),
         ("- just\n- a list\n", 1, "mapping"),
+        # the wrapper beside another key: "unknown key 'supervisor'", the one key that was right
+        ("supervisor:\n  on_violation: abort\nversion: 1\n", 1, "move 'version' under it"),
     ],
 )
 def test_bad_yaml_is_a_typed_error_naming_the_line(text: str, line: int, words: str) -> None:

@@ -77,6 +77,7 @@ def test_errors_name_their_line(name: str, line: int, words: str) -> None:
         # the OS refuses a NUL in a path: a bare ValueError traceback from validate
         ('rules: []\nmodels_file: "\\0"\n', 2, "NUL"),
         ('rules: []\ncriteria_file: "a\\0b"\n', 2, "NUL"),
+        ("models: {j: openai/x}\nsupervisor:\n  model: j\n", 2, "move 'models' under it"),
     ],
 )
 def test_odd_values_are_errors_on_their_line(

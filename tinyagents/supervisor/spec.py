@@ -412,11 +412,14 @@ class SupervisorSpec(_Strict):
         """Validate already-parsed data; ``lines`` maps key paths to YAML lines."""
         lines = lines or {}
         prefix: tuple[str | int, ...] = ()
+        source = None if name == "<yaml>" else name
+        beside = wrapper_problem(data)
+        if beside is not None:
+            raise SupervisorSpecError(beside, line=lines.get(("supervisor",)), source=source)
         if isinstance(data, dict) and set(data) == {"supervisor"}:
             data, prefix = data["supervisor"], ("supervisor",)
         if data is None:
             data = {}
-        source = None if name == "<yaml>" else name
         if not isinstance(data, dict):
             raise SupervisorSpecError(
                 "a supervisor spec is a mapping of keys (rules, on_violation, ...), "
@@ -445,6 +448,18 @@ def resolved(path: Path, what: str) -> Path:
         raise SupervisorSpecError(f"cannot resolve {what} {str(path)!r}: a symlink loop") from None
     except OSError as exc:
         raise SupervisorSpecError(f"cannot resolve {what} {str(path)!r}: {exc.strerror}") from None
+
+
+def wrapper_problem(data: Any) -> str | None:
+    """Why a ``supervisor:`` key beside other top-level keys is refused, or None: it wraps the
+    whole spec (pydantic called it the unknown key, the one key that was right)."""
+    if not isinstance(data, dict) or "supervisor" not in data or len(data) == 1:
+        return None
+    others = ", ".join(repr(str(key)) for key in data if key != "supervisor")
+    return (
+        "'supervisor' wraps the whole spec, so it is the only top-level key: move "
+        f"{others} under it (or drop the wrapper)"
+    )
 
 
 def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:

@@ -35,6 +35,7 @@ from tinyagents.supervisor.spec import (
     not_a_file,
     parse_yaml,
     read_source,
+    wrapper_problem,
     yaml_loc,
 )
 
@@ -49,6 +50,9 @@ def validate_file(source: str | Path) -> list[Finding]:
         data, lines = parse_yaml(text, name)
     except SupervisorSpecError as exc:
         return [Finding("error", exc.problem, exc.line)]
+    beside = wrapper_problem(data)
+    if beside is not None:
+        return [Finding("error", beside, lines.get(("supervisor",)))]
     prefix: tuple[str, ...] = ()
     if isinstance(data, dict) and set(data) == {"supervisor"}:
         data, prefix = data["supervisor"], ("supervisor",)
