@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from tinyagents import (
 from tinyagents.errors import ConfigurationError, RunLimitExceeded
 from tinyagents.events import SteeringEvent
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
-from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand
+from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringTarget
 from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.testkit import (
     BoundaryProbe,
@@ -101,6 +102,43 @@ async def test_steering_while_held_at_a_boundary_is_delivered_there(
 
 
 # --------------------------------------------------------------------------- control kinds
+
+
+async def test_a_pause_delivered_after_a_newer_resume_still_pauses(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """Only a resume is overtaken by a newer word (a pause): a pause sent before a resume
+    that reached the run first (its submit was slow) still pauses it, failing safe. It was
+    superseded by that resume, so the pause was lost while the run went on."""
+    probe = BoundaryProbe(rt)
+    first = probe.hold(Boundary.AFTER_TOOL_RESULT)
+    agent = fake_agent("worker", turns=2)
+    handle = await rt.start(agent, "go")
+    await first.reached.wait()
+    written_before = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.PAUSE,
+        payload={"reason": "a look"},
+        created_at=datetime.now(UTC) - timedelta(seconds=5),
+    )
+    resume = await handle.resume(actor=OPERATOR)  # a no-op: the run is not paused
+    second = probe.hold(Boundary.BEFORE_MODEL_CALL)
+    first.release()
+    await waiter.event("steering.applied", handle.run_id, correlation_id=resume.correlation_id)
+    await second.reached.wait()
+    assert (await rt.submit(written_before)).accepted
+    second.release()
+    await waiter.until(
+        lambda e: (
+            getattr(e, "correlation_id", None) == written_before.correlation_id
+            and e.type in ("steering.applied", "steering.superseded")
+        )
+    )
+    assert recorder.lifecycle(written_before.correlation_id)[-1] == "applied"
+    assert handle.status is RunStatus.PAUSED
+    await handle.resume(actor=OPERATOR)
+    assert (await handle.result()).status is RunStatus.COMPLETED
 
 
 async def test_pause_parks_the_loop_and_resume_continues(

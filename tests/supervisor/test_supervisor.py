@@ -572,7 +572,7 @@ async def test_a_humans_older_resume_does_not_undo_the_supervisors_later_pause()
         }
         assert ends == {
             (SteeringKind.PAUSE, "middleware"): "steering.applied",
-            (SteeringKind.PAUSE, "human"): "steering.superseded",
+            (SteeringKind.PAUSE, "human"): "steering.applied",  # a pause always pauses
             (SteeringKind.RESUME, "human"): "steering.superseded",
         }
         await handle.resume()  # a resume sent after it does resume the run

@@ -61,21 +61,19 @@ async def apply(
     elif kind is SteeringKind.UPDATE_BUDGET:
         info.limits = info.limits.replace(**payload)
         inbox.applied(cmd, limits=payload, **where)
-    elif (kind is SteeringKind.PAUSE or kind is SteeringKind.RESUME) and (
-        newer := _newer_word(run, cmd)
-    ) is not None:
-        # the run is paused or not as the newest of the two words said: a resume sent before
-        # a pause (a human's, ordered after a supervisor's critical pause at one boundary)
-        # would undo a pause it never saw
+    elif kind is SteeringKind.RESUME and (newer := _newer_pause(run, cmd)) is not None:
+        # a resume sent before the last pause applied (a human's, ordered after a
+        # supervisor's critical pause at one boundary) would undo a pause it never saw. Not
+        # the other way round: a pause sent before a resume still pauses (failing safe)
         inbox.superseded(cmd, newer.correlation_id)
     elif kind is SteeringKind.PAUSE:
-        run.pause_word = cmd
+        if _newer_pause(run, cmd) is None:
+            run.last_pause = cmd
         was_paused = run.paused
         if not was_paused:
             await run.set_paused(True)
         inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **where)
     elif kind is SteeringKind.RESUME:
-        run.pause_word = cmd
         was_paused = run.paused
         if was_paused:
             await run.set_paused(False)
@@ -108,10 +106,10 @@ async def apply(
     return False
 
 
-def _newer_word(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None:
-    """The last pause or resume applied to the run if ``cmd`` (a pause or resume) is older
-    (by ``created_at``, then correlation id): that one was said later and stands."""
-    last = run.pause_word
+def _newer_pause(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None:
+    """The last pause applied to the run if ``cmd`` is older (by ``created_at``, then
+    correlation id): that pause was said after it."""
+    last = run.last_pause
     if last is None or (cmd.created_at, cmd.correlation_id) >= (
         last.created_at,
         last.correlation_id,
@@ -141,11 +139,12 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
         elif kind in MESSAGE_KINDS or (kind is SteeringKind.REDIRECT and "instruction" in payload):
             if cmd.correlation_id not in seen:  # a history passed in may carry it already
                 run.messages.append(run.agent.renderer.render(cmd))
-        elif kind is SteeringKind.PAUSE or kind is SteeringKind.RESUME:
-            run.pause_word = cmd  # a word sent before it is still overtaken after the restart
+        elif kind is SteeringKind.PAUSE:
+            if _newer_pause(run, cmd) is None:  # an older resume is still overtaken
+                run.last_pause = cmd
             continue  # whether the run is paused is ``holding_pause``'s to say
         else:
-            continue  # cancel, status …: events of that incarnation, not run state
+            continue  # resume, cancel, status …: events of that incarnation, not run state
         restored.append(cmd)
     return restored
 

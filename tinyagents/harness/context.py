@@ -69,8 +69,8 @@ class ActiveRun(Protocol):
     @property
     def paused(self) -> bool: ...
 
-    #: The last pause or resume applied: one sent before it and delivered after is superseded.
-    pause_word: SteeringCommand | None
+    #: The newest pause applied: a resume sent before it and delivered after is superseded.
+    last_pause: SteeringCommand | None
 
     async def set_paused(self, paused: bool) -> None: ...
     def allowed_tools(self) -> Mapping[str, Tool]: ...

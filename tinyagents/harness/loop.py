@@ -112,8 +112,8 @@ class AgentRun(RunDriver):
         self.messages = messages
         self.ctx = RunContext(runtime=runtime, handle=handle, agent=agent, run=self)
         self.paused = False
-        #: The last pause or resume applied (``apply``): an older one is superseded by it.
-        self.pause_word: SteeringCommand | None = None
+        #: The newest pause applied (``apply``): an older resume is superseded by it.
+        self.last_pause: SteeringCommand | None = None
         self.last_text = ""
         self.limit_error: RunLimitExceeded | None = None
         self.failure: BaseException | None = None

@@ -230,7 +230,7 @@ class Supervisor:
         )
         if failed is not None:
             self._judge_failed(w, failed, iteration=0)
-        if driver.paused and _ours(driver.pause_word):
+        if driver.paused and _ours(driver.last_pause):
             # started again after a crash, held by a pause of the supervisor's (restored from
             # the log): its dwell cap starts when the run says it is paused, as for a new one
             w.pause_applied = True
