@@ -171,6 +171,31 @@ async def test_a_lock_held_past_the_busy_timeout_loses_nothing_once_released(
     await store.close()
 
 
+async def test_a_flush_while_the_writer_retries_a_batch_writes_after_it(tmp_path: Path) -> None:
+    """``flush()`` (``Runtime.flush``) while the writer's own loop waited to retry a batch
+    wrote the newer events first and returned with the older ones not written yet: the log
+    held them out of order, and a flush did not mean what it was flushed was stored."""
+    path = tmp_path / "x.db"
+    store = await _opened(path, busy_timeout_s=0.01)
+    writer = StoreWriter(store, flush_every_s=0.001, retry_first_s=0.3, retry_max_s=0.3)
+    writer.start()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        writer(_run_event(1))
+        writer(_run_event(2))
+        while writer.errors < 1:  # the loop took s1, s2 and waits to try again  # noqa: ASYNC110
+            await asyncio.sleep(0.001)
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    writer(_run_event(3))
+    await writer.flush()
+    assert [_describe(e) for e in await store.load_events()] == ["s1", "s2", "s3"]
+    await writer.aclose()
+    await store.close()
+
+
 async def test_closing_while_the_lock_is_still_held_gives_up_without_raising(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

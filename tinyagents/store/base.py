@@ -443,6 +443,9 @@ class StoreWriter:
         self.errors = 0
         self._buffer: list[Event] = []
         self._wakeup = asyncio.Event()
+        #: One flush at a time: a second one would write later events before a batch the
+        #: first still retries.
+        self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._given_up = False  # closing, and the store kept failing: drop what is left
@@ -484,13 +487,16 @@ class StoreWriter:
                 _log.exception("store writer: unexpected error; still writing")
 
     async def flush(self) -> None:
-        """Write the events buffered now. Never raises for a write error (see the counters)."""
-        left = len(self._buffer)
-        while left > 0 and self._buffer:
-            batch = self._buffer[: min(left, self.max_batch)]
-            del self._buffer[: len(batch)]
-            left -= len(batch)
-            await self._append(batch)  # settles the batch's commands in the same write
+        """Write the events buffered now, after a batch a flush under way (the writer's own)
+        is still writing: the log keeps their order, and what was buffered before the call
+        is stored when it returns. Never raises for a write error (see the counters)."""
+        async with self._flushing:
+            left = len(self._buffer)
+            while left > 0 and self._buffer:
+                batch = self._buffer[: min(left, self.max_batch)]
+                del self._buffer[: len(batch)]
+                left -= len(batch)
+                await self._append(batch)  # settles the batch's commands in the same write
         if self._full and len(self._buffer) < self.max_buffer:
             self._full = False
             _log.warning("store writer: caught up; %d event(s) dropped so far", self.dropped)
