@@ -974,6 +974,26 @@ async def test_deferred_command_fails_when_the_target_finishes(
     recorder.assert_every_command_terminal()
 
 
+async def test_a_thread_command_a_policy_deferred_waits_for_the_threads_next_run(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
+) -> None:
+    """A command for a thread is the thread's, not its current run's: deferred by a policy
+    while one run of the thread ran, it failed ("target finished before delivery") when that
+    run ended, where a thread command deferred for want of a run waits for the next one."""
+    hold = Hold()
+    rt.router.pipeline.insert(hold, after="authority")
+    first = await make_run("r-first", thread_id="t-1")
+    cmd = make_command(target=SteeringTarget.thread("t-1"))
+    assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+    await finish(first)
+    assert rt.router.state(cmd.correlation_id) == "deferred"
+    hold.holding = False
+    second = await make_run("r-second", thread_id="t-1")
+    assert recorder.lifecycle(cmd.correlation_id) == ["requested", "deferred", "accepted"]
+    assert [c.correlation_id for c in apply_ready(second)] == [cmd.correlation_id]
+    recorder.assert_every_command_terminal()
+
+
 async def test_thread_target_defers_until_a_run_on_that_thread_registers(
     rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
 ) -> None:

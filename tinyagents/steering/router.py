@@ -319,6 +319,8 @@ class SteeringRouter:
             keys.append(_thread_key(handle.info.thread_id))
         for key in keys:
             waiting = self._waiting.pop(key, None)
+            if waiting and key != handle.run_id and handle.status.finished:
+                waiting = self._left_to_the_next_run(key, waiting, handle)
             if not waiting:
                 continue
             queue = list(waiting.values())
@@ -341,6 +343,18 @@ class SteeringRouter:
                 for tracked in queue:
                     self._waiting.setdefault(key, {})[tracked.key] = tracked
                 raise
+
+    def _left_to_the_next_run(
+        self, key: str, waiting: dict[_Key, _Tracked], ended: RunHandle
+    ) -> dict[_Key, _Tracked]:
+        """Of the commands waiting for the thread of a run that ended, those it still settles
+        (its own take of one, whose reply was lost); the others wait for the thread's next
+        run: an ended run takes no command of its thread."""
+        mine = {k: t for k, t in waiting.items() if t.unsure_take and t.info is ended.info}
+        rest = {k: t for k, t in waiting.items() if k not in mine}
+        if rest:
+            self._waiting.setdefault(key, {}).update(rest)
+        return mine
 
     async def _hand_over(self, key: str, tracked: _Tracked, handle: RunHandle) -> None:
         """Give ``tracked``, waiting under ``key``, to ``handle``'s run: evaluated (a deferred
@@ -572,10 +586,12 @@ class SteeringRouter:
                 return SteeringReceipt.duplicate(tracked.cmd.correlation_id)
             self._announce(tracked)
         if handle is not None and handle.status.finished:
-            self._finish(
-                tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
-            )
-            return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
+            if not isinstance(tracked.cmd.target, ThreadTarget):
+                self._finish(
+                    tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
+                )
+                return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
+            handle = None  # the thread's, not that run's: it waits for the thread's next run
         tracked.state = CommandState.DEFERRED
         key = handle.run_id if handle is not None else _target_key(tracked.cmd)
         self._waiting.setdefault(key, {})[tracked.key] = tracked
