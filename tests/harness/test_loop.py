@@ -30,6 +30,7 @@ from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
     FakeClock,
+    FunctionModel,
     Gate,
     ScriptedModel,
     fake_agent,
@@ -1059,3 +1060,34 @@ def test_an_agent_takes_tools_none_as_no_tools():
 def test_an_agent_name_is_text():
     with pytest.raises(ConfigurationError, match=r"an Agent's name is text, got int"):
         Agent(5, ScriptedModel(["x"]))  # type: ignore[arg-type]
+
+
+async def test_a_model_that_exits_the_process_fails_its_run_alone(rt: Runtime):
+    """A model (or a middleware) calling ``sys.exit`` let ``SystemExit`` out of the run's
+    task: the event loop under every run of the runtime ended, and the run stayed running.
+    It now fails that run, as a tool that exits is an error result; the runtime goes on."""
+
+    def exits(request: ModelRequest) -> ModelResponse:
+        raise SystemExit(3)
+
+    failing = await rt.start(Agent("quits", FunctionModel(exits)), "go")
+    result = await failing.result()
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and "SystemExit" in result.error and "3" in result.error
+    other = await rt.start(fake_agent("worker", turns=1), "go")
+    assert (await other.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_tool_middleware_that_exits_the_process_fails_its_run_alone(rt: Runtime):
+    class Quits(Middleware):
+        async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+            raise SystemExit("bye")
+
+    agent = fake_agent("worker", turns=1)
+    tools = list(agent.tools.values())
+    failing = await rt.start(Agent("quits", agent.model, tools=tools, middleware=[Quits()]), "go")
+    result = await failing.result()
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and "SystemExit" in result.error and "bye" in result.error
+    other = await rt.start(fake_agent("worker", turns=1), "go")
+    assert (await other.result()).status is RunStatus.COMPLETED

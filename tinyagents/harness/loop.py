@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Container, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from tinyagents import _clock
@@ -178,7 +178,9 @@ class AgentRun(RunDriver):
                 self.last_text,
                 f"CancelledError raised inside the run (it was not cancelled): {message_of(exc)}",
             )
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
+            # SystemExit too (a model or middleware calling sys.exit): let out of the run's
+            # task, it would end the event loop under every run of the runtime
             self.failure = exc
             result = self._result(
                 RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {message_of(exc)}"
@@ -314,7 +316,7 @@ class AgentRun(RunDriver):
         model = self.agent.model
         call = self._streamed if model.streams else model.request
         handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
-        task = asyncio.ensure_future(handler(request))
+        task = asyncio.ensure_future(_no_exit(handler(request)))
         self._model_task = task
         # the deadline bounds the call in flight too (a model that never answers would hold
         # the run past it); its end is a limit, not the model's own timeout
@@ -978,6 +980,16 @@ async def start_agent_run(
         _join_a_cancelled_parent(runtime, handle, run)
     handle.task = asyncio.ensure_future(run.main())
     return handle
+
+
+async def _no_exit(call: Awaitable[ModelResponse]) -> ModelResponse:
+    """The model call, in a task of its own: a ``SystemExit`` from it (a model or middleware
+    calling ``sys.exit``) would end the event loop under every run of the runtime; it fails
+    this run instead."""
+    try:
+        return await call
+    except SystemExit as exc:
+        raise RuntimeError(f"the model call tried to exit the process (SystemExit: {exc})") from exc
 
 
 def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun) -> None:
