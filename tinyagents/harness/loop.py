@@ -14,7 +14,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Container, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Container,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from tinyagents import _clock
@@ -316,7 +324,7 @@ class AgentRun(RunDriver):
         model = self.agent.model
         call = self._streamed if model.streams else model.request
         handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
-        task = asyncio.ensure_future(_no_exit(handler(request)))
+        task = asyncio.ensure_future(_no_exit(handler, request))
         self._model_task = task
         # the deadline bounds the call in flight too (a model that never answers would hold
         # the run past it); its end is a limit, not the model's own timeout
@@ -982,12 +990,15 @@ async def start_agent_run(
     return handle
 
 
-async def _no_exit(call: Awaitable[ModelResponse]) -> ModelResponse:
+async def _no_exit(
+    call: Callable[[ModelRequest], Awaitable[ModelResponse]], request: ModelRequest
+) -> ModelResponse:
     """The model call, in a task of its own: a ``SystemExit`` from it (a model or middleware
     calling ``sys.exit``) would end the event loop under every run of the runtime; it fails
-    this run instead."""
+    this run instead. (The call is made here: a task cancelled before it starts leaves no
+    coroutine never awaited.)"""
     try:
-        return await call
+        return await call(request)
     except SystemExit as exc:
         raise RuntimeError(f"the model call tried to exit the process (SystemExit: {exc})") from exc
 
