@@ -33,6 +33,7 @@ from tinyagents.graph.lowering import (
     GraphSteering,
     never_applied,
     node_of_task,
+    pending_interrupts,
     unasked_interrupt,
     undeliverable,
 )
@@ -106,10 +107,12 @@ class GraphCommandCheck(CheckPolicy):
         if (
             problem is None
             and cmd.kind in RESUME_KINDS
+            and isinstance(cmd.target, GraphTaskTarget | GraphNodeTarget)
             and self.run is not None
             and ctx.target.status is RunStatus.INTERRUPTED  # every task of the step stopped
         ):
-            problem = unasked_interrupt(self.run, cmd)
+            # a paused task asks nothing else until it is answered
+            problem = unasked_interrupt(cmd, pending_interrupts(self.run))
         if problem is not None:
             return problem
         target, node = cmd.target, None

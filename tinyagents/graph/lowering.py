@@ -413,15 +413,14 @@ def _answered(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> lis
     return found if wanted is None else [i for i in found if i.id == wanted]
 
 
-def unasked_interrupt(run: GraphRun, cmd: SteeringCommand) -> str | None:
-    """Why an answer to a task or a node, naming an ``interrupt_id``, can never apply, or
-    None: the run waits on its interrupts, its target asks, but not that question (a paused
-    task asks nothing else until it is answered). While the target runs, or asks nothing,
-    the question may still come: judged then."""
+def unasked_interrupt(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> str | None:
+    """Why an answer naming an ``interrupt_id`` does not answer ``pending`` (the run's pending
+    interrupts), or None: its target asks, but not that question. A target that asks
+    nothing yet may still ask it."""
     wanted = cmd.payload.get("interrupt_id")
-    if wanted is None or _run_level(cmd):
+    if wanted is None:
         return None
-    there = [i.id for node, i in pending_interrupts(run) if answers(cmd, i, node)]
+    there = [i.id for node, i in pending if answers(cmd, i, node)]
     if not there or wanted in there:
         return None
     return (
@@ -471,13 +470,9 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     pending = pending_interrupts(run)
     candidates = _answered(cmd, pending)
     if not candidates:
-        wanted = cmd.payload.get("interrupt_id")
-        there = [i.id for node, i in pending if answers(cmd, i, node)]
-        if wanted is not None and there:  # the target asks, but not that question
-            raise CannotApply(
-                f"{cmd.target.describe()} has no pending interrupt {wanted!r} to "
-                f"{cmd.kind.value} (pending: {', '.join(there)})"
-            )
+        unasked = unasked_interrupt(cmd, pending)
+        if unasked is not None:
+            raise CannotApply(unasked)
         reason = f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}"
         if isinstance(cmd.target, ThreadTarget):
             reason += _THREAD_ANSWER

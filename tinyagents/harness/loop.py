@@ -66,6 +66,7 @@ from tinyagents.harness.model import (
     Role,
     StreamChunk,
     ToolCall,
+    ToolSpec,
 )
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call
 from tinyagents.protocol.boundary import Boundary
@@ -142,7 +143,7 @@ class AgentRun(RunDriver):
         #: The ids the tool calls of the response being streamed were published with, by index.
         self._streamed_ids: dict[int, str] = {}
         #: The tools offered in the last model request (its calls were made from these).
-        self._offered: frozenset[str] = frozenset()
+        self._offered: Sequence[ToolSpec] = ()
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -306,7 +307,7 @@ class AgentRun(RunDriver):
             settings={} if tokens_left is None else {"max_tokens": tokens_left},
         )
         rid = request.request_id
-        self._offered = frozenset(t.name for t in request.tools)
+        self._offered = request.tools
         for cmd, _ in self.staged:
             self.handle.inbox.applied(cmd, model_request_id=rid)
         self.staged.clear()
@@ -459,7 +460,7 @@ class AgentRun(RunDriver):
         tool = allowed.get(call.name)
         # offered to the model, then taken away by steering before the call ran: the model
         # did nothing wrong, and is told what happened (never a failed run)
-        withdrawn = tool is None and call.name in self._offered
+        withdrawn = tool is None and any(t.name == call.name for t in self._offered)
         if tool is None and not withdrawn and self.agent.unknown_tools == "fail":
             raise ToolError(
                 f"the model called {call.name!r}, which run {self.info.run_id} does not have "

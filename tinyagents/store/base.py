@@ -302,6 +302,24 @@ def readable_events(rows: Iterable[tuple[int, str | bytes]]) -> list[tuple[int, 
     return events
 
 
+async def read_page(
+    fetch: Callable[[int, int], Awaitable[list[tuple[int, str | bytes]]]],
+    after_id: int,
+    limit: int,
+) -> list[tuple[int, Event]]:
+    """A page of at most ``limit`` readable events after ``after_id``, from ``fetch(after_id,
+    n)`` (at most ``n`` raw rows, in id order): rows left out as unreadable are made up from
+    the rows after them, so a short page still means there are no more."""
+    events: list[tuple[int, Event]] = []
+    while (want := limit - len(events)) > 0:
+        rows = await fetch(after_id, want)
+        events += readable_events(rows)
+        if len(rows) < want:
+            break
+        after_id = rows[-1][0]
+    return events
+
+
 def target_run_id(cmd: SteeringCommand) -> str | None:
     """The run ``cmd`` targets (None for a thread): whose new owner may take its inbox item."""
     return None if isinstance(cmd.target, ThreadTarget) else cmd.target.run_id

@@ -48,6 +48,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    read_page,
     read_receipt,
     readable_events,
     run_key,
@@ -553,14 +554,12 @@ class PostgresStore(Store):
             f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id"
             f" LIMIT ${len(filters) + 2}"
         )
-        events: list[tuple[int, Event]] = []
-        while (want := limit - len(events)) > 0:
-            rows = await self._fetch("read events", sql, after_id, *filters, want)
-            events += readable_events((r[0], r[1]) for r in rows)
-            if len(rows) < want:
-                break
-            after_id = rows[-1][0]  # rows were left out: read on, a page is never short
-        return events
+
+        async def fetch(after: int, want: int) -> list[tuple[int, str | bytes]]:
+            rows = await self._fetch("read events", sql, after, *filters, want)
+            return [(r[0], r[1]) for r in rows]
+
+        return await read_page(fetch, after_id, limit)
 
     # -- inbox -----------------------------------------------------------------------------
 

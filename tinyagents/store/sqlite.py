@@ -29,6 +29,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    read_page,
     read_receipt,
     readable_events,
     run_key,
@@ -537,16 +538,13 @@ class SqliteStore(Store):
         root_run_id: str | None = None,
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
-        events: list[tuple[int, Event]] = []
-        while (want := limit - len(events)) > 0:
-            sql, args = events_query(after_id, tenant_id, run_id, root_run_id, want)
+
+        async def fetch(after: int, want: int) -> list[tuple[int, str | bytes]]:
+            sql, args = events_query(after, tenant_id, run_id, root_run_id, want)
             async with self._reading(sql, args) as cur:
-                rows = [(r[0], r[1]) for r in await cur.fetchall()]
-            events += readable_events(rows)
-            if len(rows) < want:
-                break
-            after_id = rows[-1][0]  # rows were left out: read on, a page is never short
-        return events
+                return [(r[0], r[1]) for r in await cur.fetchall()]
+
+        return await read_page(fetch, after_id, limit)
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         await self._write(

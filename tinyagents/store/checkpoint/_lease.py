@@ -15,7 +15,7 @@ HOST = socket.gethostname()
 
 def new_owner() -> str:
     """An owner token unique to one run: host, pid and an id."""
-    return f"{HOST}:{os.getpid()}:{_clock.new_id('lease')}"
+    return process_token(_clock.new_id("lease"))
 
 
 def process_token(name: str) -> str:
