@@ -630,6 +630,10 @@ class GraphRun:
             steered = [cid for rec in head.records.values() for cid in rec.steered]
             head.records = {}
         if self.checkpointer is not None:
+            if len(tasks) == 1 and self._writes_lost(writes):
+                # the checkpoint's delta is the new value, not what the task wrote, which a
+                # past checkpoint's tasks show (as LangGraph's): keep the result beside it
+                await self._keep_results(tasks)
             head.frontier_id = new_frontier_id()
             await save(
                 self.checkpointer,
@@ -642,6 +646,14 @@ class GraphRun:
             )
             if self.owner is not None:
                 await self.checkpointer.renew(head.thread_id, self.owner)
+
+    def _writes_lost(self, writes: list[tuple[str, Any]]) -> bool:
+        """Whether a channel in ``writes`` has a reducer whose saved change is not the write."""
+        channels = self.graph.schema.channels
+        return any(
+            (channel := channels.get(key)) is not None and not channel.reducer.diff_gives_writes
+            for key, _ in writes
+        )
 
     async def _keep_results(self, tasks: list[Task]) -> None:
         """Save the results of a step of one task (a parallel step saved each as it finished)

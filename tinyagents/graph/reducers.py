@@ -94,6 +94,8 @@ class Reducer(ABC):
     name = "reducer"
     #: True if the stored delta is the whole new value (replay = overwrite).
     delta_is_value = True
+    #: False if ``diff`` cannot give back the writes (a fold's new value is not its write).
+    diff_gives_writes = True
 
     @abstractmethod
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
@@ -440,6 +442,8 @@ class Union(Reducer):
 class Extreme(Reducer):
     """``min`` or ``max`` of the current value and every write."""
 
+    diff_gives_writes = False
+
     def __init__(self, pick: Callable[..., Any]) -> None:
         self.pick = pick
         self.name = pick.__name__
@@ -451,6 +455,8 @@ class Extreme(Reducer):
 
 class Binary(Reducer):
     """Any ``(current, update) -> new`` function, folded over the step's writes in order."""
+
+    diff_gives_writes = False
 
     def __init__(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None) -> None:
         self.fn = fn

@@ -1,0 +1,432 @@
+"""Ports of LangGraph's time-travel tests (``libs/langgraph/tests/test_time_travel_async.py``)
+and of other ``test_pregel_async.py`` cases not ported elsewhere, on ``tinyagents.graph``.
+
+Each test names the LangGraph test it ports. LangGraph's ``ainvoke(None, config)`` at a
+checkpoint is our ``run(None, thread_id=..., checkpoint_id=...)`` (a replay); its
+``aupdate_state(config_at_a_checkpoint, update)`` is our ``update_state(thread_id, update,
+checkpoint_id=...)`` (a fork of the past, which becomes the thread's head: our history stays
+one line, where LangGraph's branches). Every test runs on every checkpointer backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import Annotated, Any, TypedDict
+
+from tinyagents.graph import START, Command, Send, StateGraph, interrupt
+from tinyagents.store.checkpoint import Checkpointer
+
+
+class State(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+def chain(*nodes: tuple[str, Any]) -> StateGraph:
+    """START → the nodes in order (the last one ends the run)."""
+    graph = StateGraph(State)
+    for name, fn in nodes:
+        graph.add_node(name, fn)
+    graph.add_edge(START, nodes[0][0])
+    for (a, _), (b, _) in itertools.pairwise(nodes):
+        graph.add_edge(a, b)
+    return graph
+
+
+def logging_node(name: str, called: list[str]) -> Any:
+    def node(state: State) -> dict[str, Any]:
+        called.append(name)
+        return {"value": [name]}
+
+    return node
+
+
+def asking_node(name: str, question: str, prefix: str, called: list[str]) -> Any:
+    def node(state: State) -> dict[str, Any]:
+        called.append(name)
+        return {"value": [f"{prefix}:{interrupt(question)}"]}
+
+    return node
+
+
+async def last_with_next(graph: Any, thread: str, nxt: tuple[str, ...]) -> str:
+    """The oldest checkpoint whose ``next`` is ``nxt`` (LangGraph's ``[... ][-1]``)."""
+    return [h for h in await graph.history(thread) if h.next == nxt][-1].checkpoint_id
+
+
+def a_b(called: list[str]) -> StateGraph:
+    return chain(("a", logging_node("a", called)), ("b", logging_node("b", called)))
+
+
+def a_ask_b(called: list[str]) -> StateGraph:
+    return chain(
+        ("a", logging_node("a", called)),
+        ("ask", asking_node("ask", "What is your input?", "human", called)),
+        ("b", logging_node("b", called)),
+    )
+
+
+# test_time_travel_async.py::test_replay_reruns_nodes_after_checkpoint
+async def test_replay_reruns_nodes_after_checkpoint(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = a_b(called).compile(checkpointer=checkpointer)
+    assert (await graph.run({"value": []}, thread_id="1")).state == {"value": ["a", "b"]}
+    before_b = await last_with_next(graph, "1", ("b",))
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_b)
+    assert replay.state == {"value": ["a", "b"]}
+    assert called == ["b"]
+
+
+# test_time_travel_async.py::test_replay_from_final_checkpoint_is_noop
+async def test_replay_from_final_checkpoint_is_noop(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = chain(("a", logging_node("a", called))).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    state = await graph.get_state("1")
+    assert state.next == ()
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=state.checkpoint_id)
+    assert replay.status == "completed"
+    assert replay.state == {"value": ["a"]}
+    assert called == []
+
+
+# test_time_travel_async.py::test_fork_reruns_with_modified_state
+async def test_fork_reruns_with_modified_state(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = a_b(called).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    before_b = await last_with_next(graph, "1", ("b",))
+    called.clear()
+    fork = await graph.update_state("1", {"value": ["x"]}, checkpoint_id=before_b)
+    result = await graph.run(None, thread_id="1", checkpoint_id=fork)
+    assert called == ["b"]
+    assert result.state == {"value": ["a", "x", "b"]}
+
+
+# test_time_travel_async.py::test_multiple_forks_from_same_checkpoint
+async def test_multiple_forks_from_same_checkpoint(checkpointer: Checkpointer) -> None:
+    graph = a_b([]).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    before_b = await last_with_next(graph, "1", ("b",))
+    fork1 = await graph.update_state("1", {"value": ["fork1"]}, checkpoint_id=before_b)
+    result1 = await graph.run(None, thread_id="1", checkpoint_id=fork1)
+    fork2 = await graph.update_state("1", {"value": ["fork2"]}, checkpoint_id=before_b)
+    result2 = await graph.run(None, thread_id="1", checkpoint_id=fork2)
+    assert result1.state == {"value": ["a", "fork1", "b"]}
+    assert result2.state == {"value": ["a", "fork2", "b"]}
+
+
+# test_time_travel_async.py::test_replay_from_before_interrupt_refires
+async def test_replay_from_before_interrupt_refires(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = a_ask_b(called).compile(checkpointer=checkpointer)
+    assert (await graph.run({"value": []}, thread_id="1")).status == "interrupted"
+    done = await graph.run(Command(resume="hello"), thread_id="1")
+    assert done.state == {"value": ["a", "human:hello", "b"]}
+    assert called == ["a", "ask", "ask", "b"]
+    before_ask = await last_with_next(graph, "1", ("ask",))
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_ask)
+    assert replay.status == "interrupted"
+    assert [i.value for i in replay.interrupts] == ["What is your input?"]
+    assert replay.state == {"value": ["a"]}
+    assert called == ["a", "ask", "ask", "b", "ask"]
+
+
+# test_time_travel_async.py::test_replay_interrupt_stable_across_replays
+async def test_replay_interrupt_stable_across_replays(checkpointer: Checkpointer) -> None:
+    graph = a_ask_b([]).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    await graph.run(Command(resume="cached_answer"), thread_id="1")
+    before_ask = await last_with_next(graph, "1", ("ask",))
+    results = [await graph.run(None, thread_id="1", checkpoint_id=before_ask) for _ in range(3)]
+    assert [[i.value for i in r.interrupts] for r in results] == [["What is your input?"]] * 3
+    assert [r.state for r in results] == [{"value": ["a"]}] * 3
+
+
+# test_time_travel_async.py::test_fork_from_before_interrupt_refires
+async def test_fork_from_before_interrupt_refires(checkpointer: Checkpointer) -> None:
+    graph = a_ask_b([]).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    await graph.run(Command(resume="hello"), thread_id="1")
+    before_ask = await last_with_next(graph, "1", ("ask",))
+    fork = await graph.update_state("1", {"value": ["forked"]}, checkpoint_id=before_ask)
+    result = await graph.run(None, thread_id="1", checkpoint_id=fork)
+    assert [i.value for i in result.interrupts] == ["What is your input?"]
+    final = await graph.run(Command(resume="world"), thread_id="1", checkpoint_id=fork)
+    assert final.state == {"value": ["a", "forked", "human:world", "b"]}
+
+
+# test_time_travel_async.py::test_fork_from_interrupt_checkpoint_refires
+async def test_fork_from_interrupt_checkpoint_refires(checkpointer: Checkpointer) -> None:
+    graph = a_ask_b([]).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    await graph.run(Command(resume="hello"), thread_id="1")
+    asked = []
+    for h in await graph.history("1"):
+        snapshot = await graph.get_state("1", h.checkpoint_id)
+        if snapshot.next == ("ask",) and any(t.interrupts for t in snapshot.tasks):
+            asked.append(h.checkpoint_id)
+    at_interrupt = asked[0]
+    fork = await graph.update_state("1", {"value": ["forked"]}, checkpoint_id=at_interrupt)
+    result = await graph.run(None, thread_id="1", checkpoint_id=fork)
+    assert result.status == "interrupted"
+    final = await graph.run(Command(resume="different"), thread_id="1")
+    assert "human:different" in final.state["value"]
+
+
+# test_time_travel_async.py::test_sequential_interrupts_fork_from_middle
+async def test_sequential_interrupts_fork_from_middle(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = chain(
+        ("a", logging_node("a", called)),
+        ("i1", asking_node("i1", "First question?", "i1", called)),
+        ("i2", asking_node("i2", "Second question?", "i2", called)),
+        ("b", logging_node("b", called)),
+    ).compile(checkpointer=checkpointer)
+    r1 = await graph.run({"value": []}, thread_id="1")
+    assert [i.value for i in r1.interrupts] == ["First question?"]
+    r2 = await graph.run(Command(resume="ans1"), thread_id="1")
+    assert [i.value for i in r2.interrupts] == ["Second question?"]
+    r3 = await graph.run(Command(resume="ans2"), thread_id="1")
+    assert r3.state == {"value": ["a", "i1:ans1", "i2:ans2", "b"]}
+
+    between = await last_with_next(graph, "1", ("i2",))
+    before_i1 = await last_with_next(graph, "1", ("i1",))
+    fork = await graph.update_state("1", {"value": ["mid_fork"]}, checkpoint_id=between)
+    forked = await graph.run(None, thread_id="1", checkpoint_id=fork)
+    assert [i.value for i in forked.interrupts] == ["Second question?"]
+    final = await graph.run(Command(resume="new_b"), thread_id="1", checkpoint_id=fork)
+    assert final.state == {"value": ["a", "i1:ans1", "mid_fork", "i2:new_b", "b"]}
+
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_i1)
+    assert [i.value for i in replay.interrupts] == ["First question?"]
+    assert called == ["i1"]
+
+
+# test_time_travel_async.py::test_multiple_interrupts_in_one_node
+async def test_multiple_interrupts_in_one_node(checkpointer: Checkpointer) -> None:
+    def ask(state: State) -> dict[str, Any]:
+        first = interrupt("First question?")
+        second = interrupt("Second question?")
+        return {"value": [f"a1:{first}", f"a2:{second}"]}
+
+    graph = chain(("ask", ask), ("after", lambda s: {"value": ["done"]}))
+    compiled = graph.compile(checkpointer=checkpointer)
+    result = await compiled.run({"value": []}, thread_id="1")
+    assert [i.value for i in result.interrupts] == ["First question?"]
+    head = (await compiled.get_state("1")).checkpoint_id
+    result = await compiled.run(Command(resume="ans1"), thread_id="1", checkpoint_id=head)
+    assert [i.value for i in result.interrupts] == ["Second question?"]
+    head = (await compiled.get_state("1")).checkpoint_id
+    result = await compiled.run(Command(resume="ans2"), thread_id="1", checkpoint_id=head)
+    assert result.state == {"value": ["a1:ans1", "a2:ans2", "done"]}
+    before_ask = await last_with_next(compiled, "1", ("ask",))
+    replay = await compiled.run(None, thread_id="1", checkpoint_id=before_ask)
+    assert [i.value for i in replay.interrupts] == ["First question?"]
+
+
+def sub_with(called: list[str], *, ask: bool) -> Any:
+    """The sub-graph of LangGraph's section 4/5: step_a (→ ask_human) → step_b."""
+    nodes = [("step_a", logging_node("step_a", called))]
+    if ask:
+        nodes.append(("ask_human", asking_node("ask_human", "Provide input:", "human", called)))
+    nodes.append(("step_b", logging_node("step_b", called)))
+    return chain(*nodes).compile()
+
+
+def parent_of(sub: Any, called: list[str], checkpointer: Checkpointer) -> Any:
+    return chain(
+        ("router", logging_node("router", called)),
+        ("subgraph_node", sub),
+        ("post", logging_node("post", called)),
+    ).compile(checkpointer=checkpointer)
+
+
+# test_time_travel_async.py::test_subgraph_replay_from_before. The sub-graph gives back what
+# it appended (LangGraph's gives back its whole list, which the parent's reducer appends
+# again): our values are exact, theirs only checked with `in`.
+async def test_subgraph_replay_from_before(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = parent_of(sub_with(called, ask=False), called, checkpointer)
+    result = await graph.run({"value": []}, thread_id="1")
+    assert result.state == {"value": ["router", "step_a", "step_b", "post"]}
+    before_sub = await last_with_next(graph, "1", ("subgraph_node",))
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_sub)
+    assert replay.state == {"value": ["router", "step_a", "step_b", "post"]}
+    assert called == ["step_a", "step_b", "post"]
+
+
+# test_time_travel_async.py::test_subgraph_fork_from_before
+async def test_subgraph_fork_from_before(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = parent_of(sub_with(called, ask=False), called, checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    before_sub = await last_with_next(graph, "1", ("subgraph_node",))
+    called.clear()
+    fork = await graph.update_state("1", {"value": ["forked"]}, checkpoint_id=before_sub)
+    result = await graph.run(None, thread_id="1", checkpoint_id=fork)
+    assert called == ["step_a", "step_b", "post"]
+    assert result.state == {"value": ["router", "forked", "step_a", "step_b", "post"]}
+
+
+# test_time_travel_async.py::test_subgraph_interrupt_replay_from_parent (and
+# ::test_subgraph_interrupt_replay_from_interrupt_checkpoint: ours has one checkpoint there)
+async def test_subgraph_interrupt_replay_from_parent(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = parent_of(sub_with(called, ask=True), called, checkpointer)
+    assert (await graph.run({"value": []}, thread_id="1")).status == "interrupted"
+    state = await graph.get_state("1", subgraphs=True)
+    assert state.tasks[0].state is not None
+    assert state.tasks[0].state.next == ("ask_human",)
+    done = await graph.run(Command(resume="answer"), thread_id="1")
+    assert done.state == {"value": ["router", "step_a", "human:answer", "step_b", "post"]}
+    before_sub = await last_with_next(graph, "1", ("subgraph_node",))
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_sub)
+    assert [i.value for i in replay.interrupts] == ["Provide input:"]
+    assert called == ["step_a", "ask_human"]
+    final = await graph.run(Command(resume="again"), thread_id="1")
+    assert final.state == {"value": ["router", "step_a", "human:again", "step_b", "post"]}
+
+
+# test_time_travel_async.py::test_subgraph_interrupt_full_flow: LangGraph's update at the
+# sub-graph's checkpoint is our update_state with the sub-graph's ``ns`` (at its head).
+async def test_subgraph_interrupt_full_flow(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = parent_of(sub_with(called, ask=True), called, checkpointer)
+    result = await graph.run({"value": []}, thread_id="1")
+    assert result.status == "interrupted"
+    assert called == ["router", "step_a", "ask_human"]
+    sub_state = (await graph.get_state("1", subgraphs=True)).tasks[0].state
+    assert sub_state is not None
+    called.clear()
+    await graph.update_state("1", {"value": ["sub_forked"]}, ns=sub_state.ns)
+    forked = await graph.run(None, thread_id="1")
+    assert [i.value for i in forked.interrupts] == ["Provide input:"]
+    called.clear()
+    final = await graph.run(Command(resume="new_answer"), thread_id="1")
+    assert called == ["ask_human", "step_b", "post"]
+    assert final.state == {
+        "value": ["router", "step_a", "sub_forked", "human:new_answer", "step_b", "post"]
+    }
+
+
+# test_time_travel_async.py::test_subgraph_time_travel_after_completion_async
+async def test_subgraph_time_travel_after_completion(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+
+    async def ask(state: State, name: str, question: str) -> dict[str, Any]:
+        called.append(name)
+        return {"value": [f"{name}:{interrupt(question)}"]}
+
+    executor = chain(
+        ("step_a", logging_node("step_a", called)),
+        ("ask_1", lambda s: ask(s, "ask_1", "Question 1?")),
+        ("ask_2", lambda s: ask(s, "ask_2", "Question 2?")),
+    ).compile()
+    graph = chain(("executor", executor)).compile(checkpointer=checkpointer)
+    first = await graph.run({"value": []}, thread_id="1")
+    assert [i.value for i in first.interrupts] == ["Question 1?"]
+    second = await graph.run(Command(resume="answer_1"), thread_id="1")
+    assert [i.value for i in second.interrupts] == ["Question 2?"]
+    await graph.run(Command(resume="answer_2"), thread_id="1")
+    final = await graph.get_state("1")
+    assert final.tasks == ()
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=final.checkpoint_id)
+    assert replay.status == "completed"
+    assert called == []
+    assert replay.state == {"value": ["step_a", "ask_1:answer_1", "ask_2:answer_2"]}
+
+
+# test_time_travel_async.py::test_replay_from_before_interrupt_then_resume_async. Our replay
+# saves a ``rewind`` where LangGraph saves a ``fork``, and keeps one line of history: the
+# replayed branch follows the original instead of hanging beside it.
+async def test_replay_from_before_interrupt_then_resume(checkpointer: Checkpointer) -> None:
+    called: list[str] = []
+    graph = a_ask_b(called).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    await graph.run(Command(resume="old_answer"), thread_id="1")
+
+    async def summary() -> list[tuple[str, tuple[str, ...], list[str]]]:
+        out = []
+        for h in await graph.history("1"):
+            values = (await graph.get_state("1", h.checkpoint_id)).values
+            out.append((h.source, h.next, values["value"]))
+        return out
+
+    original = [
+        ("loop", (), ["a", "human:old_answer", "b"]),
+        ("loop", ("b",), ["a", "human:old_answer"]),
+        ("loop", ("ask",), ["a"]),
+        ("loop", ("a",), []),
+        ("input", ("__start__",), []),
+    ]
+    assert await summary() == original
+    before_ask = await last_with_next(graph, "1", ("ask",))
+    called.clear()
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_ask)
+    assert [i.value for i in replay.interrupts] == ["What is your input?"]
+    assert called == ["ask"]
+    assert await summary() == [("rewind", ("ask",), ["a"]), *original]
+    called.clear()
+    final = await graph.run(Command(resume="new_answer"), thread_id="1")
+    assert final.state == {"value": ["a", "human:new_answer", "b"]}
+    assert called == ["ask", "b"]
+    assert await summary() == [
+        ("loop", (), ["a", "human:new_answer", "b"]),
+        ("loop", ("b",), ["a", "human:new_answer"]),
+        ("rewind", ("ask",), ["a"]),
+        *original,
+    ]
+
+
+class Named(TypedDict):
+    name: Annotated[str, lambda a, b: " > ".join([a, b]) if a else b]
+
+
+def one_two_three() -> StateGraph:
+    def one(state: Named) -> Command:
+        return Command(goto=[Send("two", {})], update={"name": "one"})
+
+    graph = StateGraph(Named).add_node("one", one)
+    graph.add_node("two", lambda s: {"name": "two"}).add_node("three", lambda s: {"name": "three"})
+    return graph.add_edge(START, "one").add_edge("one", "two").add_edge("two", "three")
+
+
+# test_pregel_async.py::test_fork_and_update_task_results (its first history tree; its
+# ``__copy__`` and bulk updates are not ours): each past checkpoint's tasks hold what each
+# task wrote, not what the channel's reducer made of it.
+async def test_history_tasks_hold_each_tasks_write(checkpointer: Checkpointer) -> None:
+    graph = one_two_three().compile(checkpointer=checkpointer)
+    result = await graph.run({"name": "start"}, thread_id="1")
+    assert result.state == {"name": "start > one > two > two > three"}
+    tree = []
+    for h in reversed(await graph.history("1")):
+        snapshot = await graph.get_state("1", h.checkpoint_id)
+        tree.append(("checkpoint", snapshot.values))
+        tree.extend(("task", t.name, t.result) for t in snapshot.tasks)
+    assert tree == [
+        ("checkpoint", {"name": ""}),
+        ("task", "__start__", {"name": "start"}),
+        ("checkpoint", {"name": "start"}),
+        ("task", "one", {"name": "one"}),
+        ("checkpoint", {"name": "start > one"}),
+        ("task", "two", {"name": "two"}),
+        ("task", "two", {"name": "two"}),
+        ("checkpoint", {"name": "start > one > two > two"}),
+        ("task", "three", {"name": "three"}),
+        ("checkpoint", {"name": "start > one > two > two > three"}),
+    ]
+    # the kept results do not stop a replay or a fork of the past from running the step again
+    before_three = await last_with_next(graph, "1", ("three",))
+    fork = await graph.fork("1", before_three)
+    assert (await graph.run(None, thread_id=fork)).state == {
+        "name": "start > one > two > two > three"
+    }
+    replay = await graph.run(None, thread_id="1", checkpoint_id=before_three)
+    assert replay.state == {"name": "start > one > two > two > three"}
