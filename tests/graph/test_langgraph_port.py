@@ -14,7 +14,9 @@ import itertools
 import operator
 from typing import Annotated, Any, TypedDict
 
-from tinyagents.graph import START, Command, Send, StateGraph, interrupt
+import pytest
+
+from tinyagents.graph import START, Command, Send, StateGraph, add_messages, interrupt
 from tinyagents.store.checkpoint import Checkpointer
 
 
@@ -430,3 +432,48 @@ async def test_history_tasks_hold_each_tasks_write(checkpointer: Checkpointer) -
     }
     replay = await graph.run(None, thread_id="1", checkpoint_id=before_three)
     assert replay.state == {"name": "start > one > two > two > three"}
+
+
+# test_messages_state.py::test_duplicate_remove_message, ::test_duplicates_in_input_with_remove
+def test_add_messages_removes_at_the_end_of_a_write() -> None:
+    messages = pytest.importorskip("langchain_core.messages")
+    hello = messages.HumanMessage(content="Hello", id="1")
+    hi = messages.AIMessage(content="Hi there!", id="2")
+    twice = [messages.RemoveMessage(id="2"), messages.RemoveMessage(id="2")]
+    assert add_messages([hello, hi], twice) == [hello]
+    # a message removed and written again in one write keeps its place, as LangGraph's
+    again = messages.HumanMessage(content="Hello again", id="1")
+    assert add_messages([hello, hi], [messages.RemoveMessage(id="1"), again]) == [again, hi]
+    with pytest.raises(ValueError, match="Attempting to delete a message with an ID"):
+        add_messages([hello], messages.RemoveMessage(id="2"))
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+# the same in a graph: each node's write is merged as one add_messages call (LangGraph folds
+# a step's writes one by one), and the state a run returns is the state it saved
+async def test_add_messages_writes_of_a_step_merge_one_by_one(checkpointer: Checkpointer) -> None:
+    messages = pytest.importorskip("langchain_core.messages")
+    remove = messages.RemoveMessage
+    graph = StateGraph(Chat)
+    graph.add_node("twice", lambda s: {"messages": [remove(id="2"), remove(id="2")]})
+    graph.add_node("edit", lambda s: {"messages": [remove(id="1"), ("user", "edited")]})
+    graph.add_node("drop", lambda s: {"messages": [remove(id="3")]})
+    graph.add_node("readd", lambda s: {"messages": [messages.AIMessage(content="back", id="3")]})
+    graph.add_edge(START, "twice").add_edge("twice", "edit")
+    graph.add_edge("edit", "drop").add_edge("edit", "readd")
+    compiled = graph.compile(checkpointer=checkpointer)
+    start = [
+        messages.HumanMessage(content="a", id="1"),
+        messages.AIMessage(content="b", id="2"),
+        messages.AIMessage(content="c", id="3"),
+        messages.HumanMessage(content="d", id="4"),
+    ]
+    result = await compiled.run({"messages": start}, thread_id="1")
+    assert result.status == "completed", result.error
+    contents = [m.content for m in result.state["messages"]]
+    assert contents == ["d", "edited", "back"]  # LangGraph's result
+    saved = (await compiled.get_state("1")).values["messages"]
+    assert [m.content for m in saved] == contents

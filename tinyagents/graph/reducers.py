@@ -211,41 +211,45 @@ class MessageList(list[Any]):
                 self._index[mid] = pos
 
     def merge(self, messages: Iterable[Any]) -> None:
-        """Replace messages whose id is already present; append the others; a removal (a
-        message whose ``type`` is ``"remove"``, as LangChain's ``RemoveMessage``) deletes the
-        message with its id, or with ``REMOVE_ALL_MESSAGES`` every message before it.
-        O(len(messages)), and O(len(self)) for each removal."""
+        """One ``add_messages`` write, as LangGraph merges it: a message whose id is present
+        replaces it, others append; a removal (a message whose ``type`` is ``"remove"``, as
+        LangChain's ``RemoveMessage``) deletes the message with its id once the write is
+        merged (so the same removal twice is one, and a message removed and written again
+        keeps its place), or with ``REMOVE_ALL_MESSAGES`` every message before it.
+        O(len(messages)), and O(len(self)) when the write removes something."""
+        doomed: set[Any] = set()
         for message in messages:
             mid = message_id(message)
             if _is_removal(message):
-                self._remove(mid)
+                if mid == REMOVE_ALL_MESSAGES:
+                    self.clear()
+                    self._index = {}
+                    doomed.clear()
+                elif self._position(mid) is None:  # LangGraph's words: ported matches hold
+                    raise ValueError(
+                        f"Attempting to delete a message with an ID that doesn't exist ({mid!r})"
+                    )
+                else:
+                    doomed.add(mid)
                 continue
-            pos = self._index.get(mid) if mid is not None else None
-            if pos is not None and (pos >= len(self) or message_id(self[pos]) != mid):
-                self._reindex()  # someone edited the list behind our back
-                pos = self._index.get(mid)
+            pos = self._position(mid) if mid is not None else None
             if pos is None:
                 if mid is not None:
                     self._index[mid] = len(self)
                 self.append(message)
             else:
                 self[pos] = message
-
-    def _remove(self, mid: Any) -> None:
-        if mid == REMOVE_ALL_MESSAGES:
-            self.clear()
-            self._index = {}
-            return
-        pos = self._index.get(mid)
-        if pos is None or pos >= len(self) or message_id(self[pos]) != mid:
+                doomed.discard(mid)
+        if doomed:
+            self[:] = [m for m in self if message_id(m) not in doomed]
             self._reindex()
+
+    def _position(self, mid: Any) -> int | None:
+        pos = self._index.get(mid)
+        if pos is not None and (pos >= len(self) or message_id(self[pos]) != mid):
+            self._reindex()  # someone edited the list behind our back
             pos = self._index.get(mid)
-        if pos is None:  # LangGraph's words, so ported ``match=``es hold
-            raise ValueError(
-                f"Attempting to delete a message with an ID that doesn't exist ({mid!r})"
-            )
-        del self[pos]
-        self._reindex()
+        return pos
 
 
 #: The id of a removal that deletes every message before it (LangGraph's name and value).
@@ -361,10 +365,16 @@ class Messages(Reducer):
     delta_is_value = False
 
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
-        new: list[Any] = []
-        for write in writes:
-            new.extend(message_items(write))
-        return self.replay(current, with_message_ids(new)), new
+        items = [with_message_ids(message_items(write)) for write in writes]
+        new = [m for write in items for m in write]
+        if len(items) == 1 or not any(_is_removal(m) for m in new):
+            return self.replay(current, new), new
+        # several writes that remove: each is merged on its own, as LangGraph folds them,
+        # which one merge of them all (the delta's replay) may not give: saved whole
+        value = current if isinstance(current, MessageList) else self.replay(current, [])
+        for write in items:
+            value.merge(write)
+        return value, Replaced(value)
 
     def replay(self, current: Any, delta: Any) -> Any:
         if not isinstance(current, MessageList):
