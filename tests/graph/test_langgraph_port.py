@@ -477,3 +477,83 @@ async def test_add_messages_writes_of_a_step_merge_one_by_one(checkpointer: Chec
     assert contents == ["d", "edited", "back"]  # LangGraph's result
     saved = (await compiled.get_state("1")).values["messages"]
     assert [m.content for m in saved] == contents
+
+
+class Result(TypedDict):
+    result: str
+
+
+# test_subgraph_persistence_async.py::test_stateless_state_resets_with_interrupt_async (and
+# ::test_stateless_interrupt_resume_async): a graph run from a node without a thread id is
+# that node's sub-graph call; it pauses and resumes with its caller (a resumed call goes on
+# from its checkpoint, whatever input it is given) and starts afresh on the next input.
+async def test_a_called_sub_graph_resets_between_inputs(checkpointer: Checkpointer) -> None:
+    messages = pytest.importorskip("langchain_core.messages")
+
+    def process(state: Chat) -> dict[str, Any]:
+        interrupt("continue?")
+        said = state["messages"][-1].content
+        return {"messages": [messages.AIMessage(content=f"Processing: {said}")]}
+
+    inner_graph = (
+        StateGraph(Chat)
+        .add_node("process", process)
+        .add_node("respond", lambda s: {"messages": [messages.AIMessage(content="Done")]})
+        .add_edge(START, "process")
+        .add_edge("process", "respond")
+        .compile()
+    )
+    seen: list[list[str]] = []
+    calls = 0
+
+    async def call_inner(state: Result) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        topic = "apples" if calls == 1 else "bananas"
+        asked = messages.HumanMessage(content=f"tell me about {topic}")
+        out = await inner_graph.run({"messages": [asked]})
+        seen.append([m.content for m in out.state["messages"]])
+        return {"result": out.state["messages"][-1].content}
+
+    parent = StateGraph(Result).add_node("call_inner", call_inner).add_edge(START, "call_inner")
+    graph = parent.compile(checkpointer=checkpointer)
+    for _ in range(2):
+        paused = await graph.run({"result": ""}, thread_id="1")
+        assert paused.state == {"result": ""}
+        assert [i.value for i in paused.interrupts] == ["continue?"]
+        done = await graph.run(Command(resume=True), thread_id="1")
+        assert done.state == {"result": "Done"}
+    assert seen == [
+        ["tell me about apples", "Processing: tell me about apples", "Done"],
+        ["tell me about bananas", "Processing: tell me about bananas", "Done"],
+    ]
+
+
+class Joined(TypedDict):
+    foo: Annotated[str, lambda a, b: ", ".join([x for x in [a, b] if x])]
+
+
+def one_writes_twice() -> Any:
+    def one(state: Joined) -> Command:
+        return Command(update=[("foo", "one.0"), ("foo", "one.1")])
+
+    graph = StateGraph(Joined).add_node("one", one).add_node("two", lambda s: {"foo": "two"})
+    return graph.add_edge(START, "one").add_edge("one", "two")
+
+
+# test_pregel.py::test_multiple_writes_same_channel_from_same_node (its history)
+async def test_history_shows_each_write_of_a_key_written_twice(
+    checkpointer: Checkpointer,
+) -> None:
+    graph = one_writes_twice().compile(checkpointer=checkpointer)
+    await graph.run({"foo": "input"}, thread_id="1")
+    history = []
+    for h in await graph.history("1"):
+        snapshot = await graph.get_state("1", h.checkpoint_id)
+        history.append(([(t.name, t.result) for t in snapshot.tasks], snapshot.values))
+    assert history == [
+        ([], {"foo": "input, one.0, one.1, two"}),
+        ([("two", {"foo": "two"})], {"foo": "input, one.0, one.1"}),
+        ([("one", {"foo": {"$writes": ["one.0", "one.1"]}})], {"foo": "input"}),
+        ([("__start__", {"foo": "input"})], {"foo": ""}),
+    ]

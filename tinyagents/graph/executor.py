@@ -631,8 +631,8 @@ class GraphRun:
             head.records = {}
         if self.checkpointer is not None:
             if len(tasks) == 1 and self._writes_lost(writes):
-                # the checkpoint's delta is the new value, not what the task wrote, which a
-                # past checkpoint's tasks show (as LangGraph's): keep the result beside it
+                # the checkpoint's delta does not say what the task wrote, which a past
+                # checkpoint's tasks show (as LangGraph's): keep the result beside it
                 await self._keep_results(tasks)
             head.frontier_id = new_frontier_id()
             await save(
@@ -648,9 +648,10 @@ class GraphRun:
                 await self.checkpointer.renew(head.thread_id, self.owner)
 
     def _writes_lost(self, writes: list[tuple[str, Any]]) -> bool:
-        """Whether a channel in ``writes`` has a reducer whose saved change is not the write."""
+        """Whether the saved change of a channel does not say what ``writes`` wrote to it: a
+        key written twice, or a reducer whose change is its new value (a fold)."""
         channels = self.graph.schema.channels
-        return any(
+        return len({key for key, _ in writes}) < len(writes) or any(
             (channel := channels.get(key)) is not None and not channel.reducer.diff_gives_writes
             for key, _ in writes
         )

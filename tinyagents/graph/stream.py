@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tinyagents.errors import ConfigurationError
 from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
 from tinyagents.graph.executor import GraphRun, Step, StreamSink
+from tinyagents.graph.tasks import collected
 from tinyagents.graph.types import UNSET
 
 if TYPE_CHECKING:
@@ -103,22 +104,6 @@ def _update(
     if keys is not None and writes:
         writes = [(k, v) for k, v in writes if k in keys]
     return dict(writes) if writes else None
-
-
-def _collected(writes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
-    """A task's writes as a ``tasks`` item's result, as LangGraph's: a key written more than
-    once holds ``{"$writes": [each value]}``."""
-    result: dict[str, Any] = {}
-    many: set[str] = set()
-    for key, value in writes:
-        if key not in result:
-            result[key] = value
-            continue
-        if key not in many:
-            many.add(key)
-            result[key] = {"$writes": [result[key]]}
-        result[key]["$writes"].append(value)
-    return result
 
 
 def _asking(task: Task) -> tuple[Any, ...]:
@@ -252,7 +237,7 @@ class GraphStream:
             payload = {
                 "id": task.id,
                 "name": task.node,
-                "result": _collected(task.writes or ()),
+                "result": collected(task.writes or ()),
                 "error": error,
                 "interrupts": [{"value": i.value, "id": i.id} for i in _asking(task)],
             }

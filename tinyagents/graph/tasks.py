@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -106,6 +106,22 @@ def task_id(key: tuple[str, str, int], node: str, index: int) -> str:
 
 
 _Shown = TypeVar("_Shown", Task, Planned)
+
+
+def collected(writes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """A task's writes as its result (a ``tasks`` stream item's, a ``TaskState``'s), as
+    LangGraph's: a key written more than once holds ``{"$writes": [each value]}``."""
+    result: dict[str, Any] = {}
+    many: set[str] = set()
+    for key, value in writes:
+        if key not in result:
+            result[key] = value
+            continue
+        if key not in many:
+            many.add(key)
+            result[key] = {"$writes": [result[key]]}
+        result[key]["$writes"].append(value)
+    return result
 
 
 def shown(graph: GraphCore, tasks: list[_Shown]) -> list[_Shown]:

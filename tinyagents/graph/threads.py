@@ -30,7 +30,7 @@ from tinyagents.graph.session import (
     inferred_as_node,
 )
 from tinyagents.graph.session import update_state as save_update
-from tinyagents.graph.tasks import Task, shown, task_id
+from tinyagents.graph.tasks import Task, collected, shown, task_id
 from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
 from tinyagents.runs.info import check_id
 
@@ -134,7 +134,7 @@ async def _snapshot(
         states.append(TaskState(id=start, name=START, result=applied))
     for t in tasks:
         subs = await _sub_states(run, cp, t) if subgraphs else ()
-        result = dict(t.writes) if t.writes is not None else None
+        result = collected(t.writes) if t.writes is not None else None
         if result is None and after is not None and len(tasks) == 1 and not t.interrupts:
             result = after
         states.append(
