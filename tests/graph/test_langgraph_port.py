@@ -557,3 +557,55 @@ async def test_history_shows_each_write_of_a_key_written_twice(
         ([("one", {"foo": {"$writes": ["one.0", "one.1"]}})], {"foo": "input"}),
         ([("__start__", {"foo": "input"})], {"foo": ""}),
     ]
+
+
+# test_pregel.py::test_multiple_writes_same_channel_from_same_node (its stream; our ``tasks``
+# start items have no ``triggers``), and LangGraph's map_output_updates for a node's list of
+# Commands: one dict per write once a key is written twice, else the writes in one dict
+async def test_updates_stream_shows_each_write_of_a_key_written_twice() -> None:
+    events = [
+        (mode, {k: v for k, v in item.items() if k != "id"})
+        async for mode, item in one_writes_twice()
+        .compile()
+        .stream({"foo": "input"}, mode=["updates", "tasks"])
+    ]
+    assert events == [
+        ("tasks", {"name": "one", "input": {"foo": "input"}}),
+        ("updates", {"one": [{"foo": "one.0"}, {"foo": "one.1"}]}),
+        (
+            "tasks",
+            {
+                "name": "one",
+                "error": None,
+                "result": {"foo": {"$writes": ["one.0", "one.1"]}},
+                "interrupts": [],
+            },
+        ),
+        ("tasks", {"name": "two", "input": {"foo": "input, one.0, one.1"}}),
+        ("updates", {"two": {"foo": "two"}}),
+        ("tasks", {"name": "two", "error": None, "result": {"foo": "two"}, "interrupts": []}),
+    ]
+
+
+class FooBar(TypedDict, total=False):
+    foo: Annotated[str, operator.add]
+    bar: int
+
+
+async def test_updates_stream_of_a_list_of_commands_as_langgraphs() -> None:
+    returns = [
+        [Command(update={"foo": "a"}), Command(update={"bar": 1})],
+        [Command(update={"foo": "a", "bar": 1}), Command(update={"foo": "b"})],
+        Command(update=[("foo", "a"), ("bar", 1), ("foo", "b")]),
+        [{"foo": "a"}, Command(update={"foo": "b"})],
+    ]
+    seen = []
+    for returned in returns:
+        graph = StateGraph(FooBar).add_node("n", lambda s, r=returned: r).add_edge(START, "n")
+        seen.append([u async for u in graph.compile().stream({"foo": ""}, mode="updates")])
+    assert seen == [  # what LangGraph's astream gives
+        [{"n": {"foo": "a", "bar": 1}}],
+        [{"n": [{"foo": "a"}, {"bar": 1}, {"foo": "b"}]}],
+        [{"n": [{"foo": "a"}, {"bar": 1}, {"foo": "b"}]}],
+        [{"n": [{"foo": "a"}, {"foo": "b"}]}],
+    ]

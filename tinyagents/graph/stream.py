@@ -96,16 +96,6 @@ def _only(values: dict[str, Any], keys: frozenset[str] | None) -> dict[str, Any]
     return values if keys is None else {k: v for k, v in values.items() if k in keys}
 
 
-def _update(
-    writes: list[tuple[str, Any]] | None, keys: frozenset[str] | None = None
-) -> dict[str, Any] | None:
-    """A task's ``updates`` payload: its writes (of ``keys``, for a sub-graph with an output
-    schema, as LangGraph's), or None when it wrote none."""
-    if keys is not None and writes:
-        writes = [(k, v) for k, v in writes if k in keys]
-    return dict(writes) if writes else None
-
-
 def _asking(task: Task) -> tuple[Any, ...]:
     """The questions ``task`` still asks (a resumed task asks its answered ones no more)."""
     return tuple(i for i in task.interrupts if i.id not in task.resume)
@@ -272,21 +262,17 @@ class GraphStream:
             self.put(run.head.ns, "updates", update)
 
     def _task_update(self, run: GraphRun, task: Task) -> dict[str, Any]:
-        """A finished task's ``updates`` item: ``{node: its writes}``."""
+        """A finished task's ``updates`` item: ``{node: its writes}``, or, when it wrote a key
+        more than once (a list of Commands, a ``Command`` update of pairs), one dict per
+        write, as LangGraph's (``map_output_updates``)."""
         assert task.writes is not None
+        writes = task.writes
         keys = self._keys(run)
-        if task.parts is None:
-            return {task.node: _update(task.writes, keys)}
-        # a list of Commands: one update per Command that wrote, as LangGraph's (one alone is
-        # the node's update, as if it had returned it by itself)
-        chunks, at = [], 0
-        for size in task.parts:
-            if size:
-                chunks.append(task.writes[at : at + size])
-            at += size
-        if len(chunks) <= 1:
-            return {task.node: _update(chunks[0] if chunks else [], keys)}
-        return {task.node: [_update(chunk, keys) for chunk in chunks]}
+        if keys is not None:
+            writes = [(k, v) for k, v in writes if k in keys]
+        if len({k for k, _ in writes}) < len(writes):
+            return {task.node: [{k: v} for k, v in writes]}
+        return {task.node: dict(writes) if writes else None}
 
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
         if "custom" in self.modes:

@@ -48,7 +48,6 @@ class Task:
         "interrupts",
         "key",
         "node",
-        "parts",
         "resume",
         "skipped",
         "skipped_by",
@@ -66,9 +65,6 @@ class Task:
         self.spec = spec
         self.arg = arg
         self.writes: list[tuple[str, Any]] | None = None
-        #: For a node that returned a list of Commands: how many of ``writes`` each one made
-        #: (its ``updates`` stream item is one dict per Command, as LangGraph's).
-        self.parts: list[int] | None = None
         self.goto: list[str | Send] = _EMPTY
         self.interrupts: list[Interrupt] = _EMPTY
         self.resume: dict[str, Any] = {}
@@ -214,11 +210,9 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
     elif isinstance(out, list | tuple) and out and any(isinstance(c, Command) for c in out):
         # several Commands, as LangGraph takes them: their updates in order, all their gotos;
         # an item that is no Command is read as a node's output (a dict, None, a state
-        # instance), as LangGraph reads it (``parts`` is set here only: a retried attempt
-        # that returned a list again resets it)
+        # instance), as LangGraph reads it
         all_writes: list[Any] = []
         all_goto: list[str | Send] = []
-        parts: list[int] = []
         for item in out:
             goto: list[str | Send] = []
             if not isinstance(item, Command):
@@ -232,9 +226,8 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
                 writes, goto = _read_command(run, task, item)
             all_writes.extend(writes)
             all_goto.extend(goto)
-            parts.append(len(writes))
         # set once all are read: a bad item fails the node with nothing written
-        task.writes, task.goto, task.parts = all_writes, all_goto, parts
+        task.writes, task.goto = all_writes, all_goto
     elif isinstance(out, Send):
         raise InvalidUpdateError(
             f"node {task.node!r} returned a Send; a node routes with Command(goto=Send(...)) "
