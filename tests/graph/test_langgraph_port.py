@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from tinyagents.graph import START, Command, Send, StateGraph, add_messages, interrupt
+from tinyagents.graph import START, Command, NodeContext, Send, StateGraph, add_messages, interrupt
 from tinyagents.store.checkpoint import Checkpointer
 
 
@@ -609,3 +609,48 @@ async def test_updates_stream_of_a_list_of_commands_as_langgraphs() -> None:
         [{"n": [{"foo": "a"}, {"bar": 1}, {"foo": "b"}]}],
         [{"n": [{"foo": "a"}, {"foo": "b"}]}],
     ]
+
+
+# test_time_travel_async.py::test_update_state_with_none_values
+async def test_update_state_with_none_at_a_past_checkpoint(checkpointer: Checkpointer) -> None:
+    graph = a_ask_b([]).compile(checkpointer=checkpointer)
+    await graph.run({"value": []}, thread_id="1")
+    await graph.run(Command(resume="hello"), thread_id="1")
+    before_ask = await last_with_next(graph, "1", ("ask",))
+    fork = await graph.update_state("1", None, checkpoint_id=before_ask)
+    result = await graph.run(None, thread_id="1", checkpoint_id=fork)
+    assert [i.value for i in result.interrupts] == ["What is your input?"]
+    assert result.state == {"value": ["a"]}
+    assert (await graph.get_state("1", fork)).metadata["source"] == "update"
+
+
+class Data(TypedDict):
+    data: str
+
+
+# test_time_travel_async.py::test_get_state_with_subgraphs_returns_subgraph_state and
+# ::test_checkpoint_ns_accessible_in_subgraph (our NodeContext holds what LangGraph's config
+# does)
+async def test_a_sub_graphs_state_and_namespace(checkpointer: Checkpointer) -> None:
+    seen: dict[str, Any] = {}
+
+    def process(state: Data, ctx: NodeContext) -> dict[str, Any]:
+        seen.update(ns=ctx.ns, thread_id=ctx.thread_id)
+        interrupt("Continue?")
+        return {"data": "processed"}
+
+    sub = StateGraph(Data).add_node("process", process).add_edge(START, "process").compile()
+    graph = StateGraph(Data).add_node("sub", sub).add_edge(START, "sub")
+    compiled = graph.compile(checkpointer=checkpointer)
+    await compiled.run({"data": "input"}, thread_id="1")
+    assert seen["thread_id"] == "1"
+    assert seen["ns"].startswith("sub:")
+    state = await compiled.get_state("1", subgraphs=True)
+    sub_state = state.tasks[0].state
+    assert sub_state is not None
+    assert sub_state.ns == seen["ns"]
+    assert sub_state.values == {"data": "input"}
+    assert sub_state.next == ("process",)
+    assert [i.value for i in sub_state.interrupts] == ["Continue?"]
+    done = await compiled.run(Command(resume=True), thread_id="1")
+    assert done.state == {"data": "processed"}
