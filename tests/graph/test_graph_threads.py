@@ -288,6 +288,27 @@ async def test_fork_keeps_pending_interrupts(checkpointer: Checkpointer) -> None
     assert (await compiled.get_state("t")).interrupts == tuple(paused.interrupts)
 
 
+async def test_fork_of_a_task_on_its_second_question_waits_on_that_question(
+    checkpointer: Checkpointer,
+) -> None:
+    # the fork showed the second question pending but dropped the first one's answer, so
+    # answering it ran the node into its first question again and the answer was lost
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [f"{interrupt('first?')}+{interrupt('second?')}"]}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=checkpointer)
+    await compiled.run({}, thread_id="t")
+    paused = await compiled.run(Command(resume="one"), thread_id="t")
+    assert [i.value for i in paused.interrupts] == ["second?"]
+    fork = await compiled.fork("t", paused.checkpoint_id or "")
+    [pending] = (await compiled.get_state(fork)).interrupts
+    assert (pending.id, pending.value) == (paused.interrupts[0].id, "second?")
+    done = await compiled.run(Command(resume={pending.id: "two"}), thread_id=fork)
+    assert done.status == "completed"
+    assert done.state["log"] == ["one+two"]
+
+
 async def test_rewind_to_an_older_checkpoint_keeps_history_linear(
     checkpointer: Checkpointer,
 ) -> None:

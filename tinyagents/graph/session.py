@@ -492,8 +492,10 @@ async def record_resume(
 def carry_records(graph: GraphCore, head: Head) -> list[Any]:
     """The pending writes to copy when ``head`` moves to a new frontier id (a fork): what
     the step's finished tasks wrote (they do not run again on the copy) and the questions
-    its paused tasks ask. Answers given to them are not copied: on the fork they ask again
-    (as a fork of the past replays the steps after it)."""
+    its paused tasks ask, with the answers to the questions each asked before them (a task
+    paused on its second question is copied waiting on it). Answers given to the questions
+    they ask are not copied: on the fork they ask again (as a fork of the past replays the
+    steps after it)."""
     writes: list[Any] = []
     kept: dict[str, TaskRecords] = {}
     for tid, rec in head.records.items():
@@ -503,6 +505,11 @@ def carry_records(graph: GraphCore, head: Head) -> list[Any]:
             writes.append(result_write(graph, tid, rec.writes, rec.goto, skipped=rec.skipped))
         elif rec.interrupts:
             writes.append(interrupt_write(tid, rec.interrupts))
+            asking = {i.id for i in rec.interrupts}
+            for iid, value in rec.resume.items():
+                if iid not in asking:
+                    carried.resume[iid] = value
+                    writes.append(WriteRecord(task_id=tid, kind="resume", key=iid, value=value))
         else:
             continue
         kept[tid] = carried
