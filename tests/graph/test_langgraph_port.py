@@ -10,11 +10,13 @@ one line, where LangGraph's branches). Every test runs on every checkpointer bac
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
+from pydantic import BaseModel
 
 from tinyagents.graph import START, Command, NodeContext, Send, StateGraph, add_messages, interrupt
 from tinyagents.store.checkpoint import Checkpointer
@@ -654,3 +656,164 @@ async def test_a_sub_graphs_state_and_namespace(checkpointer: Checkpointer) -> N
     assert [i.value for i in sub_state.interrupts] == ["Continue?"]
     done = await compiled.run(Command(resume=True), thread_id="1")
     assert done.state == {"data": "processed"}
+
+
+class ChildState(TypedDict, total=False):
+    prompt: str
+    human_input: str
+    human_inputs: list[str]
+
+
+class ParentState(TypedDict, total=False):
+    prompts: list[str]
+    human_inputs: Annotated[list[str], operator.add]
+
+
+# test_pregel.py::test_multi_resume: five sub-graph tasks paused at once, resumed by one map
+async def test_multi_resume(checkpointer: Checkpointer) -> None:
+    def get_human_input(state: ChildState) -> dict[str, Any]:
+        human_input = interrupt(state["prompt"])
+        return {"human_input": human_input, "human_inputs": [human_input]}
+
+    child = StateGraph(ChildState).add_node("get_human_input", get_human_input)
+    child.add_edge(START, "get_human_input")
+
+    def cleanup(state: ParentState) -> None:
+        assert len(state["human_inputs"]) == len(state["prompts"])
+
+    parent = StateGraph(ParentState).add_node("child_graph", child.compile())
+    parent.add_node("cleanup", cleanup)
+    parent.add_conditional_edges(
+        START, lambda s: [Send("child_graph", {"prompt": p}) for p in s["prompts"]], ["child_graph"]
+    )
+    graph = parent.add_edge("child_graph", "cleanup").compile(checkpointer=checkpointer)
+    prompts = ["a", "b", "c", "d", "e"]
+    paused = await graph.run({"prompts": prompts}, thread_id="1")
+    assert {i.value for i in paused.interrupts} == set(prompts)
+    answers = {
+        i.id: f"human input for prompt {i.value}" for i in (await graph.get_state("1")).interrupts
+    }
+    result = await graph.run(Command(resume=answers), thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == {
+        "prompts": prompts,
+        "human_inputs": [f"human input for prompt {p}" for p in prompts],
+    }
+
+
+def sorted_add(x: list[str], y: list[str]) -> list[str]:
+    return sorted(operator.add(x, y))
+
+
+class Rag(TypedDict, total=False):
+    query: str
+    answer: str
+    docs: Annotated[list[str], sorted_add]
+
+
+# test_pregel_async.py::test_in_one_fan_out_state_graph_waiting_edge_plus_regular (the
+# sleeps that order its updates are left out: a parallel step's updates come as its tasks
+# finish, so only each step's set of updates is compared)
+async def test_in_one_fan_out_state_graph_waiting_edge_plus_regular(
+    checkpointer: Checkpointer,
+) -> None:
+    workflow = StateGraph(Rag)
+    workflow.add_node("rewrite_query", lambda d: {"query": f"query: {d['query']}"})
+    workflow.add_node("analyzer_one", lambda d: {"query": f"analyzed: {d['query']}"})
+    workflow.add_node("retriever_one", lambda d: {"docs": ["doc1", "doc2"]})
+    workflow.add_node("retriever_two", lambda d: {"docs": ["doc3", "doc4"]})
+    workflow.add_node("qa", lambda d: {"answer": ",".join(d["docs"])})
+    workflow.set_entry_point("rewrite_query")
+    workflow.add_edge("rewrite_query", "analyzer_one")
+    workflow.add_edge("analyzer_one", "retriever_one")
+    workflow.add_edge("rewrite_query", "retriever_two")
+    workflow.add_edge(["retriever_one", "retriever_two"], "qa")
+    workflow.set_finish_point("qa")
+    workflow.add_edge("rewrite_query", "qa")  # a silly edge: the join still waits for both
+
+    app = workflow.compile()
+    assert (await app.run({"query": "what is weather in sf"})).state == {
+        "query": "analyzed: query: what is weather in sf",
+        "docs": ["doc1", "doc2", "doc3", "doc4"],
+        "answer": "doc1,doc2,doc3,doc4",
+    }
+    paused = workflow.compile(checkpointer=checkpointer, interrupt_after=["retriever_one"])
+    items = [u async for u in paused.stream({"query": "q"}, thread_id="1", mode="updates")]
+    assert items[0] == {"rewrite_query": {"query": "query: q"}}
+    assert sorted(map(str, items[1:3])) == sorted(
+        map(str, [{"qa": {"answer": ""}}, {"analyzer_one": {"query": "analyzed: query: q"}}])
+    )
+    assert sorted(map(str, items[3:5])) == sorted(
+        map(
+            str,
+            [
+                {"retriever_two": {"docs": ["doc3", "doc4"]}},
+                {"retriever_one": {"docs": ["doc1", "doc2"]}},
+            ],
+        )
+    )
+    assert items[5:] == [{"__interrupt__": ()}]
+    assert [u async for u in paused.stream(None, thread_id="1", mode="updates")] == [
+        {"qa": {"answer": "doc1,doc2,doc3,doc4"}}
+    ]
+
+
+class Inner(BaseModel):
+    a: int = 0
+
+
+class Outer(BaseModel):
+    inner: Inner = Inner()
+    outer: int = 0
+
+
+# test_pregel.py::test_pydantic_state_mutation_command (and ::test_pydantic_state_mutation)
+@pytest.mark.parametrize("as_command", [False, True])
+async def test_pydantic_state_mutation(checkpointer: Checkpointer, as_command: bool) -> None:
+    def my_node(state: Outer) -> Any:
+        state.inner.a = 5
+        state.outer = 10
+        return Command(update=state) if as_command else state
+
+    graph = StateGraph(Outer).add_node("my_node", my_node).add_edge(START, "my_node")
+    result = await graph.compile(checkpointer=checkpointer).run({"outer": 1}, thread_id="1")
+    assert result.state == {"outer": 10, "inner": Inner(a=5)}
+
+
+class Foo(BaseModel):
+    foo: str
+
+
+@dataclasses.dataclass
+class FooDataclass:
+    foo: str
+
+
+# test_pregel.py::test_command_pydantic_dataclass
+@pytest.mark.parametrize("state_cls", [Foo, FooDataclass])
+async def test_command_pydantic_dataclass(state_cls: Any) -> None:
+    def node_a(state: Any) -> Command[Literal["node_b"]]:
+        return Command(update=state_cls(foo="foo"), goto="node_b")
+
+    builder = StateGraph(state_cls).add_edge(START, "node_a")
+    builder.add_node("node_a", node_a).add_node("node_b", lambda s: {"foo": s.foo + "bar"})
+    assert (await builder.compile().run(state_cls(foo=""))).state == {"foo": "foobar"}
+
+
+class MyKey(TypedDict):
+    my_key: Annotated[str, operator.add]
+
+
+# test_pregel.py::test_simple_multi_edge
+async def test_simple_multi_edge() -> None:
+    graph = StateGraph(MyKey)
+    graph.add_node("up", lambda s: None).add_node("side", lambda s: None)
+    graph.add_node("other", lambda s: {"my_key": "_more"}).add_node("down", lambda s: None)
+    graph.set_entry_point("up")
+    graph.add_edge("up", "side").add_edge("up", "other").add_edge(["up", "side"], "down")
+    app = graph.set_finish_point("down").compile()
+    assert (await app.run({"my_key": "my_value"})).state == {"my_key": "my_value_more"}
+    assert [u async for u in app.stream({"my_key": "my_value"}, mode="updates")] in (
+        [{"up": None}, {"side": None}, {"other": {"my_key": "_more"}}, {"down": None}],
+        [{"up": None}, {"other": {"my_key": "_more"}}, {"side": None}, {"down": None}],
+    )
