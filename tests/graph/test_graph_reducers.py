@@ -107,3 +107,19 @@ def test_reduce_applies_an_overwrite_past_any_reducer() -> None:
         reduce(Append(), "k", [], [Overwrite([1]), {"type": "__overwrite__", "value": [2]}])
     # a dict that merely has a "type" key is a plain write
     assert reduce(LastValue(), "v", 1, [{"type": "__overwrite__"}])[0] == {"type": "__overwrite__"}
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        [[{"id": "9"}, {"type": "remove", "id": "nope"}]],  # one write
+        [[{"type": "remove", "id": "1"}], [{"type": "remove", "id": "1"}]],  # two tasks' writes
+    ],
+)
+def test_an_add_messages_removal_that_fails_changes_nothing(writes: list[object]) -> None:
+    # the step failed, but the removal and the message written before it were applied to the
+    # channel's list in place: a run returned (and a no-checkpointer run kept) half a step
+    current = Messages().replay(MISSING, [{"id": "1"}, {"id": "2"}])
+    with pytest.raises(ValueError, match="Attempting to delete a message with an ID"):
+        Messages().apply("messages", current, writes)
+    assert current == [{"id": "1"}, {"id": "2"}]

@@ -216,7 +216,10 @@ class MessageList(list[Any]):
         LangChain's ``RemoveMessage``) deletes the message with its id once the write is
         merged (so the same removal twice is one, and a message removed and written again
         keeps its place), or with ``REMOVE_ALL_MESSAGES`` every message before it.
-        O(len(messages)), and O(len(self)) when the write removes something."""
+        O(len(messages)), and O(len(self)) when the write removes something. A removal of an
+        id that is not there raises before anything changes."""
+        messages = list(messages)
+        self._check_removals(messages)
         doomed: set[Any] = set()
         for message in messages:
             mid = message_id(message)
@@ -225,10 +228,6 @@ class MessageList(list[Any]):
                     self.clear()
                     self._index = {}
                     doomed.clear()
-                elif self._position(mid) is None:  # LangGraph's words: ported matches hold
-                    raise ValueError(
-                        f"Attempting to delete a message with an ID that doesn't exist ({mid!r})"
-                    )
                 else:
                     doomed.add(mid)
                 continue
@@ -243,6 +242,22 @@ class MessageList(list[Any]):
         if doomed:
             self[:] = [m for m in self if message_id(m) not in doomed]
             self._reindex()
+
+    def _check_removals(self, messages: list[Any]) -> None:
+        """Raise, as LangGraph's, for a removal of an id neither here nor written before it."""
+        written: set[Any] = set()
+        cleared = False
+        for message in messages:
+            mid = message_id(message)
+            if not _is_removal(message):
+                if mid is not None:
+                    written.add(mid)
+            elif mid == REMOVE_ALL_MESSAGES:
+                written, cleared = set(), True
+            elif mid not in written and (cleared or self._position(mid) is None):
+                raise ValueError(  # LangGraph's words: ported matches hold
+                    f"Attempting to delete a message with an ID that doesn't exist ({mid!r})"
+                )
 
     def _position(self, mid: Any) -> int | None:
         pos = self._index.get(mid)
@@ -371,8 +386,8 @@ class Messages(Reducer):
             return self.replay(current, new), new
         # several writes that remove: each is merged on its own, as LangGraph folds them,
         # which one merge of them all (the delta's replay) may not give: saved whole
-        value = current if isinstance(current, MessageList) else self.replay(current, [])
-        for write in items:
+        value = self.replay(MISSING, [] if current is MISSING or current is None else current)
+        for write in items:  # on a copy: a write that fails leaves the channel as it was
             value.merge(write)
         return value, Replaced(value)
 
