@@ -817,3 +817,25 @@ async def test_simple_multi_edge() -> None:
         [{"up": None}, {"side": None}, {"other": {"my_key": "_more"}}, {"down": None}],
         [{"up": None}, {"other": {"my_key": "_more"}}, {"side": None}, {"down": None}],
     )
+
+
+class FooAdd(TypedDict):
+    foo: Annotated[str, operator.add]
+
+
+# test_pregel_async.py::test_command_goto_with_static_breakpoints. LangGraph runs the goto
+# beside the step the breakpoint held ("abc|node-1|node-2|node-2"); our Command(goto=...) as
+# input replaces the pending tasks (docs/graph.md, "Interrupts and Command"), so node1 is
+# skipped and node2 runs once.
+async def test_command_goto_with_static_breakpoints(checkpointer: Checkpointer) -> None:
+    builder = StateGraph(FooAdd)
+    builder.add_node("node1", lambda s: {"foo": "|node-1"})
+    builder.add_node("node2", lambda s: {"foo": "|node-2"})
+    builder.add_edge(START, "node1").add_edge("node1", "node2")
+    graph = builder.compile(checkpointer=checkpointer, interrupt_before=["node1"])
+    paused = await graph.run({"foo": "abc"}, thread_id="1")
+    assert paused.status == "interrupted"
+    assert (await graph.get_state("1")).next == ("node1",)
+    result = await graph.run(Command(goto=["node2"]), thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == {"foo": "abc|node-2"}
