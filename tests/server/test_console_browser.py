@@ -411,6 +411,55 @@ def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_
         assert memory["last_event_id"] == max(int(i) for i in ids), memory
 
 
+def test_a_command_to_a_run_of_another_tree_is_followed_to_its_end(
+    browser: Any, tmp_path: Path
+) -> None:
+    # its outcome came only from the event stream of the tree followed: once the operator
+    # picked a run of another tree, a command still open stayed "accepted, waiting for the
+    # run's next safe point" for good, though the run had long applied it
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        base = url.split("#")[0].rstrip("/")
+        headers = {"Authorization": f"Bearer {url.split('#token=')[1]}"}
+        for _ in range(3):
+            row = wait.until(fresh("research", child=True))
+            run_id = row.get_attribute("data-run-id")
+            row.click()
+            wait.until(lambda d, run_id=run_id: d.find_element(By.ID, "run-id").text == run_id)
+            browser_click(browser, "pause-btn")
+            wait.until(lambda d: d.find_element(By.ID, "run-status").text in ("paused", *_FINISHED))
+            if browser.find_element(By.ID, "run-status").text == "paused":
+                break
+        else:
+            pytest.fail("three demo children in a row finished before they could be paused")
+        browser.find_element(By.ID, "steer-input").send_keys("focus only on billing evidence")
+        browser_click(browser, "steer-btn")
+        steer = wait.until(lambda d: _sent(d, "steer"))
+        assert steer["receipt"] == "accepted", steer
+        outcome = browser.find_element(
+            By.CSS_SELECTOR,
+            f'[data-testid="sent-command"][data-correlation-id="{steer["correlation_id"]}"]'
+            ' [data-testid="outcome"]',
+        )
+        wait.until(lambda d: outcome.text.startswith("accepted"))  # queued while paused
+
+        other = browser.find_element(
+            By.CSS_SELECTOR, '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]'
+        )
+        other.click()  # another tree: its events are followed now
+        wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+        r = httpx.post(f"{base}/api/agents/runs/{run_id}/resume", headers=headers, json={})
+        assert r.json()["status"] == "accepted", r.text
+        wait.until(lambda d: outcome.get_attribute("class") == "terminal")
+        history = httpx.get(f"{base}/api/agents/runs/{run_id}/steering", headers=headers).json()
+        state = next(c["state"] for c in history if c["correlation_id"] == steer["correlation_id"])
+        assert outcome.text.startswith(state), (outcome.text, state)
+
+
 def test_narrow_the_tools_then_cancel_an_orchestrator_from_the_console(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -272,15 +272,17 @@
     }
   }
 
-  // A command sent from a graph task's row goes to its graph run, whose events a token
-  // narrowed to the task's entry does not receive: its outcome is read from the row's
-  // command history instead (the server lists there what was sent to the task).
+  // The outcome of a command the event stream does not bring is read from its run's command
+  // history: one sent to a run of another tree than the one followed now (the operator
+  // picked another run since), or from a graph task's row (it goes to its graph run, whose
+  // events a token narrowed to the task's entry does not receive; the server lists there
+  // what was sent to the task).
   async function pollOutcomes(token) {
     const rows = new Set();
     for (const entry of state.sent) {
+      if (!entry.correlationId || outcome(entry).terminal) continue;
       const run = state.runs.get(entry.runId);
-      const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
-      if (run && run.task_id && entry.correlationId && !(event && TERMINAL.has(event.type))) rows.add(entry.runId);
+      if ((run && run.task_id) || !streamed(entry)) rows.add(entry.runId);
     }
     for (const runId of rows) {
       const result = await api(`${runPath(runId)}/steering`);
@@ -291,6 +293,13 @@
       }
       renderSent();
     }
+  }
+
+  // Whether the open event stream brings the events of the command ``entry`` sent.
+  function streamed(entry) {
+    if (!state.source || state.source.readyState === EventSource.CLOSED) return false;
+    if (state.followedRun) return entry.runId === state.followedRun;
+    return entry.rootId === state.root;
   }
 
   function treesOf(runs) {
@@ -507,7 +516,9 @@
   // ------------------------------------------------------------------ commands
 
   async function send(label, runId, path, body) {
-    const entry = { label, runId, receipt: "sending…", correlationId: null, error: null };
+    const run = state.runs.get(runId);
+    const rootId = run ? run.root_run_id || run.run_id : runId;
+    const entry = { label, runId, rootId, receipt: "sending…", correlationId: null, error: null };
     state.sent.unshift(entry);
     state.sent.length = Math.min(state.sent.length, 50);
     renderSent();
