@@ -9,6 +9,7 @@ or its driver is missing (fails when ``CI=true``: ``make browser`` installs them
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -582,6 +583,46 @@ def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> 
                     By.CSS_SELECTOR, '[data-testid="run-row"][data-agent="orchestrator"]'
                 )
             )
+
+
+def test_a_page_of_another_site_cannot_frame_the_console(browser: Any, tmp_path: Path) -> None:
+    # the console answered without X-Frame-Options or a frame-ancestors policy: a page of
+    # any site could show it in a frame (in the tab that had signed in, or against an
+    # --insecure-dev server, with no token at all) and have the operator click its Pause,
+    # Cancel or Approve under something else (clickjacking)
+    import http.server
+
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path, "--insecure-dev") as (url, printed):
+        (tmp_path / "evil").mkdir()
+        (tmp_path / "evil" / "index.html").write_text(
+            f'<!doctype html><p>win a prize</p><iframe id="f" src="{url}"></iframe>'
+        )
+        handler = functools.partial(
+            http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "evil")
+        )
+        evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=evil.serve_forever, daemon=True).start()
+        try:
+            with screenshot_on_failure(browser, tmp_path, printed):
+                # the console itself still works (under its content security policy)
+                browser.get(url)
+                waiter(browser).until(
+                    lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="run-row"]')
+                )
+                # localhost: another origin than the console's 127.0.0.1
+                browser.get(f"http://localhost:{evil.server_address[1]}/")
+                browser.switch_to.frame(browser.find_element(By.ID, "f"))
+                waiter(browser).until(
+                    lambda d: d.execute_script("return document.readyState") == "complete"
+                )
+                # the frame holds no console at all (the browser refused to show it there)
+                assert not browser.find_elements(By.ID, "app")
+                assert not browser.find_elements(By.ID, "pause-btn")
+        finally:
+            evil.shutdown()
+            evil.server_close()
 
 
 @contextlib.contextmanager

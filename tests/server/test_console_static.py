@@ -139,6 +139,10 @@ async def test_the_app_serves_the_console_at_the_root(base_url: str) -> None:
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")
         assert page.text == text("index.html")
+        # shown in no other site's frame (clickjacking), loading this server's files only
+        assert page.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert "default-src 'self'" in page.headers["content-security-policy"]
         for name, kind in (("console.js", "javascript"), ("console.css", "text/css")):
             served = await client.get(f"/{name}")
             assert served.status_code == 200
@@ -201,6 +205,7 @@ async def test_the_api_docs_page_loads_nothing_from_another_host(base_url: str) 
     async with httpx.AsyncClient(base_url=base_url) as client:
         page = await client.get("/api/agents/docs")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert page.headers["x-frame-options"] == "DENY"
         document = (await client.get("/api/agents/openapi.json")).json()
     assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/|@import", page.text), (
         "the docs page names another host"

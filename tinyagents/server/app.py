@@ -1106,6 +1106,33 @@ def create_app(
     return app
 
 
+#: Headers of the console's files and the docs page: a browser shows them in no frame (a
+#: page of another site could frame the console and have the operator click its buttons
+#: under something else) and reads a file only as the type it is served as.
+_PAGE_HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff"}
+#: The console loads only this server's files and calls only its API.
+_CONSOLE_POLICY = (
+    "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+
+
+class _WithHeaders:
+    """ASGI middleware: every HTTP answer of ``app`` carries ``headers`` too."""
+
+    def __init__(self, app: Any, headers: dict[str, str]) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 def _serve_api_docs(app: "FastAPI") -> None:
     """``/api/agents/docs``: ``static/api-docs.html``, one page that lists the endpoints of
     ``openapi.json`` and loads nothing from anywhere else (it works offline)."""
@@ -1118,7 +1145,10 @@ def _serve_api_docs(app: "FastAPI") -> None:
         return
 
     async def api_docs() -> HTMLResponse:
-        return HTMLResponse(page)
+        # (its script and style are inline: the policy only keeps it out of frames)
+        return HTMLResponse(
+            page, headers={**_PAGE_HEADERS, "Content-Security-Policy": "frame-ancestors 'none'"}
+        )
 
     app.add_api_route(f"{BASE}/docs", api_docs, methods=["GET", "HEAD"], include_in_schema=False)
 
@@ -1189,7 +1219,14 @@ def _mount_console(app: "FastAPI") -> None:
         _log.warning("the console's files are missing (%s): serving the API only", static)
         return
     app.router.routes.append(
-        Console("/", app=StaticFiles(directory=static, html=True), name="console")
+        Console(
+            "/",
+            app=_WithHeaders(
+                StaticFiles(directory=static, html=True),
+                {**_PAGE_HEADERS, "Content-Security-Policy": _CONSOLE_POLICY},
+            ),
+            name="console",
+        )
     )
 
 
