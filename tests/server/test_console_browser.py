@@ -289,6 +289,61 @@ def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_pat
         save_screenshot(browser, tmp_path / "approved.png")
 
 
+def test_a_question_answered_meanwhile_shows_the_servers_receipt(
+    browser: Any, tmp_path: Path
+) -> None:
+    # another operator (or another tab) answered the question first: the server answers the
+    # second answer 404 with a rejected receipt, which the page showed as "not sent: no such
+    # run (or not yours): ...", though the run was there and the command was refused
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR,
+                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
+                '[data-status="interrupted"]:not([data-questions="0"])',
+            )
+        )
+        entry_id = row.get_attribute("data-run-id")
+        row.click()
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="interrupt"]'))
+        # the page learns nothing new from here on (its listings fail), as between two polls
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/api/agents/runs?*"]})
+
+        base = url.split("#")[0].rstrip("/")
+        headers = {"Authorization": f"Bearer {url.split('#token=')[1]}"}
+        snap = httpx.get(f"{base}/api/agents/runs/{entry_id}", headers=headers).json()
+        ask = snap["interrupts"][0]
+        first = httpx.post(
+            f"{base}/api/agents/runs/{entry_id}/tasks/{ask['task_id']}/commands",
+            headers=headers,
+            json={"kind": "approve", "payload": {"interrupt_id": ask["id"]}},
+        )
+        assert first.json()["status"] == "accepted", first.text
+        wait.until(
+            lambda d: (
+                not httpx.get(f"{base}/api/agents/runs/{entry_id}", headers=headers).json()[
+                    "interrupts"
+                ]
+            )
+        )
+
+        browser_click(browser, "approve-btn")
+        late = wait.until(lambda d: _sent(d, "approve"))
+        assert late["receipt"] == "rejected", late
+        assert late["correlation_id"]
+        outcome = browser.find_element(
+            By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+        )
+        assert outcome.text.startswith("rejected: not found: task "), outcome.text
+        assert "no such run" not in outcome.text
+
+
 def test_a_token_narrowed_to_the_refund_task_answers_its_question_from_the_console(
     browser: Any, tmp_path: Path
 ) -> None:

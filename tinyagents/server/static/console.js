@@ -523,10 +523,12 @@
     state.sent.length = Math.min(state.sent.length, 50);
     renderSent();
     const result = await api(path, { method: "POST", body });
-    if (result.ok && result.data && result.data.status) {
-      entry.receipt = result.data.status;
-      entry.reason = result.data.reason || null;
-      entry.correlationId = result.data.correlation_id;
+    // a target that is not there (a question answered meanwhile) is a 404 with its receipt
+    const receipt = result.data && (result.ok ? result.data : result.data.receipt);
+    if (receipt && receipt.status) {
+      entry.receipt = receipt.status;
+      entry.reason = receipt.reason || null;
+      entry.correlationId = receipt.correlation_id;
     } else {
       entry.receipt = "not sent";
       entry.error = problem(result);
