@@ -624,6 +624,114 @@ def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears
         assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="run-row"]')
 
 
+class Gateway:
+    """A TCP relay in front of the server, as a reverse proxy would be; ``down()`` cuts the
+    open connections and answers ``502 Bad Gateway`` (the server restarting behind it) until
+    ``up()``."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.is_down = False
+        self.open: list[socket.socket] = []
+        self.refused: list[str] = []  # the request lines answered 502
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.is_down:
+                with contextlib.suppress(OSError):
+                    self.refused.append(client.recv(65536).split(b"\r\n", 1)[0].decode())
+                    client.sendall(
+                        b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n"
+                        b"Connection: close\r\n\r\n"
+                    )
+                client.close()
+                continue
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self.open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def down(self) -> None:
+        self.is_down = True
+        for sock in self.open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self.open.clear()
+
+    def up(self) -> None:
+        self.is_down = False
+
+    def close(self) -> None:
+        self.down()
+        self.listener.close()
+
+
+def test_the_timeline_comes_back_after_a_proxy_answered_502(browser: Any, tmp_path: Path) -> None:
+    # a stream whose reconnect is answered with an error status (a proxy's 502 while the
+    # server restarts) is closed for good by the browser: the timeline stayed "offline", with
+    # no new event, until the operator picked a run of another tree
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        port = int(re.search(r":(\d+)/", url).group(1))  # type: ignore[union-attr]
+        gateway = Gateway(port)
+        try:
+            wait = waiter(browser)
+            browser.get(url.replace(f":{port}/", f":{gateway.port}/"))
+            row = wait.until(
+                lambda d: d.find_element(
+                    By.CSS_SELECTOR,
+                    '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]'
+                    '[data-status="interrupted"]',
+                )
+            )
+            graph_id = row.get_attribute("data-run-id")
+            row.click()
+            connection = browser.find_element(By.ID, "connection")
+            wait.until(lambda d: connection.text == "live")
+            gateway.down()
+            # the stream's reconnect got the 502
+            wait.until(lambda d: any("/api/agents/events?" in line for line in gateway.refused))
+            wait.until(lambda d: connection.text != "live")
+            gateway.up()
+            wait.until(lambda d: connection.text == "live")
+            # and what happens from now on shows
+            browser_click(browser, "pause-btn")
+            pause = wait.until(lambda d: _sent(d, "pause"))
+            assert pause["receipt"] == "accepted", pause
+            wait.until(
+                lambda d: d.find_elements(
+                    By.CSS_SELECTOR,
+                    '[data-testid="timeline-event"][data-type="steering.applied"]'
+                    f'[data-correlation-id="{pause["correlation_id"]}"]',
+                )
+            )
+            ids = [
+                e.get_attribute("data-event-id")
+                for e in browser.find_elements(By.CSS_SELECTOR, '[data-testid="timeline-event"]')
+            ]
+            assert len(ids) == len(set(ids))  # nothing shown twice
+            assert graph_id
+        finally:
+            gateway.close()
+
+
 def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

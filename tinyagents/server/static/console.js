@@ -261,6 +261,7 @@
         }
         state.runs = runs;
         state.more = Boolean(results[0].next);
+        resumeStream();
         renderTree();
         renderDetail();
         await pollOutcomes(token);
@@ -654,6 +655,24 @@
     state.source = null;
     state.root = null;
     state.followedRun = null; // set when the root was refused: the one run followed instead
+    state.streamed = null; // the query of the stream followed once it has opened
+  }
+
+  // The server answers again (a poll went through). A stream the browser closed for good
+  // (its reconnect got an error status: a proxy's 502 while the server restarted) is opened
+  // again after the last event shown; otherwise the pill says what the stream is doing.
+  function resumeStream() {
+    const source = state.source;
+    if (source && source.readyState === EventSource.CLOSED && state.streamed) {
+      const query = { ...state.streamed };
+      if (state.lastSeen) query.last_event_id = String(state.lastSeen);
+      listen(query, null);
+    } else if (!source) {
+      if ($("connection").classList.contains("conn-error")) setConnection("idle");
+    } else {
+      const mode = { [EventSource.OPEN]: "live", [EventSource.CONNECTING]: "connecting" };
+      setConnection(mode[source.readyState] || "offline");
+    }
   }
 
   // The selected run's events: its whole tree (by its root), or, when the token may not see
@@ -666,6 +685,7 @@
       state.lastSeen = 0;
       $("timeline").replaceChildren();
       state.followedRun = runId;
+      state.streamed = null;
       listen({ run_id: runId }, null);
       return;
     }
@@ -687,6 +707,9 @@
     source.onmessage = onEvent;
     source.onopen = () => {
       opened = true;
+      if (state.source !== source) return;
+      const { last_event_id: _, ...followed } = params;
+      state.streamed = followed;
       setConnection("live");
     };
     source.onerror = () => {
