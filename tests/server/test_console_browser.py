@@ -732,6 +732,29 @@ def test_the_timeline_comes_back_after_a_proxy_answered_502(browser: Any, tmp_pa
             gateway.close()
 
 
+def test_the_token_line_serve_prints_can_be_pasted_whole(browser: Any, tmp_path: Path) -> None:
+    # serve prints "Authorization: Bearer <token>"; pasted whole (or from "Bearer") into the
+    # sign-in form it was sent as "Bearer Authorization: Bearer ...": a 401, "paste another
+    # one", for the right token
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        token = url.split("#token=")[1]
+        assert f"Authorization: Bearer {token}" in printed()
+        wait = waiter(browser)
+        for pasted in (f"Authorization: Bearer {token}", f"Bearer  {token}"):
+            browser.get(url.split("#")[0])
+            wait.until(lambda d: d.find_element(By.ID, "token-input").is_displayed())
+            field = browser.find_element(By.ID, "token-input")
+            field.send_keys(f"  {pasted} ")
+            browser.find_element(By.CSS_SELECTOR, '#login-form button[type="submit"]').click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="run-row"]'))
+            assert browser.find_element(By.ID, "app").is_displayed()
+            stored = browser.execute_script("return sessionStorage.getItem('tinyagents.token')")
+            assert stored == token
+            browser_click(browser, "sign-out")
+
+
 def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

@@ -630,7 +630,8 @@
     $("sign-out").addEventListener("click", () => signIn("Token forgotten."));
     $("login-form").addEventListener("submit", (event) => {
       event.preventDefault();
-      const token = $("token-input").value.trim();
+      // the line `tinyagents serve` prints, "Authorization: Bearer <token>", pasted whole
+      const token = $("token-input").value.trim().replace(/^(authorization:\s*)?bearer\s+/i, "");
       $("token-input").value = "";
       if (!token) return;
       sessionStorage.setItem(TOKEN_KEY, token);
