@@ -755,6 +755,38 @@ def test_the_token_line_serve_prints_can_be_pasted_whole(browser: Any, tmp_path:
             browser_click(browser, "sign-out")
 
 
+def test_an_instruction_that_could_not_be_sent_stays_in_its_field(
+    browser: Any, tmp_path: Path
+) -> None:
+    # the field was emptied as the instruction left, whatever came back: when it did not
+    # reach the server (network down, 503), the text written was gone with it
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(fresh("orchestrator", child=False))
+        row.click()
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/steer"]})
+        text = "check the invoice against the contract, then ask finance before any refund"
+        field = browser.find_element(By.ID, "steer-input")
+        field.send_keys(text)
+        browser_click(browser, "steer-btn")
+        sent = wait.until(lambda d: _sent(d, "steer"))
+        assert sent["receipt"] == "not sent", sent
+        assert browser.find_element(By.ID, "steer-input").get_attribute("value") == text
+
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        browser_click(browser, "steer-btn")  # sent again as it is
+        receipt = '[data-testid="sent-command"] [data-testid="receipt"]'
+        wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, receipt).text not in ("sending…", "not sent")
+        )
+        assert browser.find_element(By.CSS_SELECTOR, receipt).text == "accepted"
+        assert browser.find_element(By.ID, "steer-input").get_attribute("value") == ""
+
+
 def test_an_insecure_dev_server_needs_no_token(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

@@ -613,8 +613,13 @@
         toast("Write an instruction first.");
         return;
       }
-      send(`steer: “${text.trim().slice(0, 60)}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text });
-      $("steer-input").value = "";
+      const field = $("steer-input");
+      field.value = "";
+      send(`steer: “${text.trim().slice(0, 60)}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
+        .then((entry) => {
+          // it did not reach the server: the text written is not lost with it
+          if (entry.error && !field.value) field.value = text;
+        });
     });
     $("tools-form").addEventListener("submit", (event) => {
       event.preventDefault();
