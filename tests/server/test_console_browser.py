@@ -254,6 +254,53 @@ def test_a_run_whose_process_died_shows_its_owner_silent(browser: Any, tmp_path:
         wait.until(lambda d: status.text == "cancelled")
 
 
+def test_a_command_its_runs_owner_did_not_answer_in_time_is_not_called_unsent(
+    browser: Any, tmp_path: Path
+) -> None:
+    # a run another process owns, which does not answer within the server's wait: the server
+    # answers 504 with the command's correlation id, as the command may still be applied;
+    # the page said "not sent" and dropped the id, so its outcome was never followed
+    from datetime import UTC, datetime
+
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        _save_runs(
+            tmp_path / "serve.db",
+            [
+                {
+                    "run_id": "elsewhere",
+                    "root_run_id": "elsewhere",
+                    "parent_run_id": None,
+                    "tenant_id": "default",
+                    "agent_id": "busy-elsewhere",
+                    "kind": "agent",
+                    "status": "running",
+                    "owner": "rt-busy",  # alive (a fresh heartbeat), but it reads no inbox
+                    "created_at": "2099-01-01T00:00:00+00:00",
+                    "updated_at": datetime.now(UTC).isoformat(),
+                }
+            ],
+        )
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR, '[data-testid="run-row"][data-run-id="elsewhere"]'
+            )
+        )
+        row.click()
+        browser_click(browser, "pause-btn")
+        pause = wait.until(lambda d: _sent(d, "pause"))
+        assert pause["receipt"] == "no answer", pause
+        assert pause["correlation_id"].startswith("c-"), pause
+        outcome = browser.find_element(
+            By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+        )
+        assert "may still be applied" in outcome.text, outcome.text
+        assert outcome.get_attribute("class") != "terminal"
+
+
 def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 

@@ -530,6 +530,11 @@
       entry.receipt = receipt.status;
       entry.reason = receipt.reason || null;
       entry.correlationId = receipt.correlation_id;
+    } else if (result.status === 504 && result.data && result.data.correlation_id) {
+      // the run's owner (another process) did not answer in time: the command may still be
+      // applied, and its outcome is followed by its correlation id
+      entry.receipt = "no answer";
+      entry.correlationId = result.data.correlation_id;
     } else {
       entry.receipt = "not sent";
       entry.error = problem(result);
@@ -547,6 +552,9 @@
     }
     if (entry.receipt === "duplicate") return { text: "already sent once (duplicate)", terminal: true, type: "duplicate" };
     const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
+    if (!event && entry.receipt === "no answer") {
+      return { text: "its run's owner did not answer in time: it may still be applied", terminal: false, type: "" };
+    }
     if (!event) return { text: entry.correlationId ? "waiting for the run" : "", terminal: false, type: "" };
     const said = OUTCOME_TEXT[event.type] || event.type;
     // "superseded by c-...": the reason already says what happened
@@ -569,7 +577,7 @@
       entry.row.dataset.outcome = end.type;
       entry.cells[0].textContent = entry.label;
       entry.cells[1].textContent = nameOf(entry.runId);
-      entry.badge.className = `badge receipt-${entry.receipt}`;
+      entry.badge.className = `badge receipt-${entry.receipt.replace(/ /g, "-")}`;
       entry.badge.textContent = entry.receipt;
       entry.cells[3].textContent = end.text;
       entry.cells[3].className = end.terminal ? "terminal" : "";
