@@ -14,6 +14,8 @@
   const TREE_PAGE = 1000;
   const LIVE = ["running", "paused", "interrupted"];
   const MAX_EVENTS = 500;
+  // How often a stream the browser gave up on is opened again.
+  const REOPEN_MS = 3000;
   // Outcomes kept of commands other pages sent (those of this page's own are always kept):
   // an event of a command this page sends can arrive before its receipt names it.
   const MAX_OUTCOMES = 200;
@@ -678,6 +680,9 @@
   function resumeStream() {
     const source = state.source;
     if (source && source.readyState === EventSource.CLOSED && state.streamed) {
+      // at most every few seconds: the stream alone may keep failing while the polls pass
+      if (Date.now() - (state.reopenedAt || 0) < REOPEN_MS) return;
+      state.reopenedAt = Date.now();
       const query = { ...state.streamed };
       if (state.lastSeen) query.last_event_id = String(state.lastSeen);
       listen(query, null);
