@@ -210,6 +210,46 @@ def _save_runs(path: Path, snapshots: list[dict[str, Any]]) -> None:
     asyncio.run(save())
 
 
+def test_every_live_tree_is_shown(browser: Any, tmp_path: Path) -> None:
+    # the tree showed at most 12 trees, live ones included: with more runs going at once the
+    # others were nowhere on the page (nor said to be missing), so they could not be steered
+    from selenium.webdriver.common.by import By
+
+    _save_runs(
+        tmp_path / "serve.db",
+        [
+            {
+                "run_id": f"live-{i:02d}",
+                "root_run_id": f"live-{i:02d}",
+                "parent_run_id": None,
+                "tenant_id": "default",
+                "agent_id": "elsewhere",
+                "kind": "agent",
+                "status": "paused",
+                "owner": "rt-gone",
+                "created_at": f"2026-01-01T00:00:{i:02d}+00:00",
+                "updated_at": "2026-01-01T00:01:00+00:00",
+            }
+            for i in range(15)
+        ],
+    )
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-agent="refund-approval"]'))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-agent="orchestrator"]'))
+        wait.until(
+            lambda d: (
+                len(
+                    d.find_elements(
+                        By.CSS_SELECTOR, '[data-testid="run-row"][data-agent="elsewhere"]'
+                    )
+                )
+                == 15
+            )
+        )
+
+
 def test_a_run_whose_process_died_shows_its_owner_silent(browser: Any, tmp_path: Path) -> None:
     """A run another process owned, still 'running' in the store with no heartbeat for
     minutes (that process was killed): its row and its details say "(owner silent)", and

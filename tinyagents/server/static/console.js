@@ -262,7 +262,8 @@
           if (result.ok && Array.isArray(result.data)) for (const run of result.data) runs.set(run.run_id, run);
         }
         state.runs = runs;
-        state.more = Boolean(results[0].next);
+        // (the live runs too fill more than a page: the newest of them are shown)
+        state.more = Boolean(results[0].next || results[1].next);
         resumeStream();
         renderTree();
         renderDetail();
@@ -335,8 +336,9 @@
   function renderTree() {
     const { roots, children } = treesOf(state.runs);
     const showFinished = $("show-finished").checked;
-    // Live trees and the selected run's tree always; finished ones (newest first) fill the rest.
-    const keep = new Set(roots.filter((root) => liveTree(root, children)).slice(0, MAX_TREES));
+    // Every live tree and the selected run's tree; finished ones (newest first) fill the rest
+    // up to MAX_TREES.
+    const keep = new Set(roots.filter((root) => liveTree(root, children)));
     for (const root of roots) if (root.run_id === state.root) keep.add(root);
     for (const root of roots) {
       if (!showFinished || keep.size >= MAX_TREES) break;
