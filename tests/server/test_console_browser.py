@@ -673,6 +673,25 @@ def test_an_observe_only_token_watches_and_its_commands_are_refused_on_the_page(
         assert browser.find_element(By.ID, "run-status").text == "running"
 
 
+def test_a_token_that_may_not_observe_is_told_what_it_lacks(browser: Any, tmp_path: Path) -> None:
+    # every 403 was prefixed "(it needs agent:control)": a control-only token, refused the
+    # listing for lacking agent:observe, read "it needs agent:control: this token does not
+    # grant agent:observe"
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        token = token_cli(
+            tmp_path, "mint", "--tenant", "default", "--user", "carl", "--rights", "agent:control"
+        )
+        browser.get(url.split("#")[0] + f"#token={token}")
+        pill = waiter(browser).until(
+            lambda d: (e := d.find_element(By.ID, "connection")).text == "error" and e
+        )
+        said = pill.get_attribute("title")
+        assert "agent:observe" in said, said
+        assert "agent:control" not in said, said
+
+
 def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears_the_page(
     browser: Any, tmp_path: Path
 ) -> None:

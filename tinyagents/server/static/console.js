@@ -179,7 +179,8 @@
       0: "network error",
       400: "bad request",
       401: "not signed in",
-      403: "this token may not do that (it needs agent:control)",
+      // (the server's text says which right is missing: agent:control, or agent:observe)
+      403: "this token may not do that",
       404: "no such run (or not yours)",
       422: "invalid input",
     }[result.status] || `HTTP ${result.status}`;
