@@ -692,6 +692,32 @@ def test_a_token_that_may_not_observe_is_told_what_it_lacks(browser: Any, tmp_pa
         assert "agent:control" not in said, said
 
 
+def test_a_token_that_expires_while_the_page_is_open_is_said_to_have_expired(
+    browser: Any, tmp_path: Path
+) -> None:
+    # the sign-in form said "The server did not accept this token (401)" whatever the
+    # server's reason: an expired token read as one of another server
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        token = token_cli(
+            tmp_path,
+            "mint",
+            "--tenant",
+            "default",
+            "--user",
+            "dana",
+            "--rights",
+            "agent:observe,agent:control",
+            "--ttl",
+            "3",
+        )
+        browser.get(url.split("#")[0] + f"#token={token}")
+        error = browser.find_element(By.ID, "login-error")
+        waiter(browser).until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        assert "expired" in error.text, error.text
+
+
 def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears_the_page(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -162,7 +162,11 @@
     } catch (_) {
       data = null;
     }
-    if (response.status === 401) signIn("The server did not accept this token (401). Paste another one.");
+    if (response.status === 401) {
+      // the server's reason: expired, signed by another server's key, ...
+      const why = data && typeof data.message === "string" ? ` (${data.message})` : "";
+      signIn(`The server did not accept this token${why}. Paste another one.`);
+    }
     return { ok: response.ok, status: response.status, data, next: nextLink(response.headers.get("Link")) };
   }
 
