@@ -1006,6 +1006,16 @@ async def test_start_refuses_a_blank_thread_id(rt: Runtime):
     assert rt.runs.list() == []
 
 
+@pytest.mark.parametrize("run_id", ["job/42", "<b>x</b>", ".", ".."])
+async def test_start_refuses_a_run_id_no_url_can_name(rt: Runtime, run_id: str):
+    # taken: the run was listed by the HTTP API and the console, but every URL of it
+    # (/runs/job%2F42/pause: the server decodes %2F before routing; a client folds /./ and
+    # /../) answered 404, so no operator could inspect or steer it
+    with pytest.raises(ValueError, match=r"run_id .* a URL path segment"):
+        await rt.start(Agent("a", ScriptedModel(["x"])), "go", run_id=run_id)
+    assert rt.runs.list() == []
+
+
 @pytest.mark.parametrize(
     ("kwargs", "words"),
     [

@@ -98,6 +98,12 @@ class RunInfo(Record):
 
     def __post_init__(self) -> None:
         check_id(self.run_id, "run_id")
+        if "/" in self.run_id or self.run_id in (".", ".."):
+            # the operator API and the console name a run by its id in the path
+            raise ValueError(
+                f"run_id must fit in a URL path segment (no '/', not '.' or '..'), "
+                f"got {self.run_id!r}"
+            )
         check_id(self.tenant_id, "tenant_id")  # a blank one names nobody (no token has one)
         if not self.root_run_id:
             self.root_run_id = self.run_id
