@@ -72,6 +72,12 @@ async def test_history_before_and_filter_as_langgraphs_get_state_history(
         await graph.history("t", before="nope")
     with pytest.raises(TypeError, match="filter"):
         await graph.history("t", filter=[("source", "loop")])  # type: ignore[arg-type]
+    # a namespace or a checkpoint id of another type listed nothing (or, for before=, said
+    # the thread has no such checkpoint), as if the thread had no history there
+    with pytest.raises(TypeError, match=r"history\(ns=\.\.\.\) takes a namespace"):
+        await graph.history("t", ns=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"history\(before=\.\.\.\) takes a checkpoint id"):
+        await graph.history("t", before=3)  # type: ignore[arg-type]
 
 
 class FailsAfterInput(MemoryCheckpointer):

@@ -237,6 +237,10 @@ async def history(
         raise ValueError(f"history(limit=...) must be None or a whole number >= 0, got {limit!r}")
     if filter is not None and not isinstance(filter, Mapping):
         raise TypeError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
+    if not isinstance(ns, str):
+        raise TypeError(f"history(ns=...) takes a namespace (text, '' for the root), got {ns!r}")
+    if before is not None and not isinstance(before, str):
+        raise TypeError(f"history(before=...) takes a checkpoint id (text), got {before!r}")
     if before is None and not filter:
         return [_info(graph, r) for r in await cp.list(thread_id, ns, limit=limit)]
     records = await cp.list(thread_id, ns)
