@@ -243,6 +243,33 @@ def test_a_missing_postgres_schema_is_refused_never_created(
         asyncio.run(drop_pg_schemas())
 
 
+def test_a_sqlite_file_that_is_no_store_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SQLite side of a missing schema: a file of another program (or an empty one, a
+    typo'd path created by ``touch``) is refused, never turned into a store."""
+    import sqlite3
+
+    other, empty = tmp_path / "other.db", tmp_path / "empty.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.close()
+    empty.touch()
+    before = other.read_bytes()
+    for db in (other, empty):
+        for argv in (["list"], ["show", "r-1"], ["steer", "r-1", "x"]):
+            code = main(["runs", *argv, "--store", f"sqlite:///{db}"])
+            err = capsys.readouterr().err
+            assert code == 2, (db, argv, err)
+            assert "no tinyagents store" in err and len(err.strip().splitlines()) == 1
+    assert other.read_bytes() == before and empty.stat().st_size == 0
+    assert not (tmp_path / "other.db-wal").exists()
+    with sqlite3.connect(other) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert tables == {"notes"}
+
+
 def test_approve_a_pending_interrupt_through_a_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,8 +18,9 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
     that schema) → PostgresStore.
 
     ``create=False`` (tools that read or steer a store a runtime made): a SQLite file that
-    does not exist is a ``StoreError`` here, and a PostgreSQL schema (or its tables) that
-    does not exist is one when the store is opened; nothing is created."""
+    does not exist is a ``StoreError`` here; a SQLite file that holds no store, and a
+    PostgreSQL schema (or its tables) that does not exist, are one when the store is opened;
+    nothing is created."""
     if isinstance(spec, Store):
         return spec
     if spec is None or spec in ("memory", "memory://"):
@@ -42,7 +43,7 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
             )
         if not create and not Path(path).is_file():
             raise StoreError(f"no store file at {path!r} (nothing was created)")
-        return SqliteStore(path)
+        return SqliteStore(path, create=create)
     if spec.startswith(("postgresql://", "postgres://")):
         return _postgres(spec, create=create)
     raise ConfigurationError(

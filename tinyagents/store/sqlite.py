@@ -211,9 +211,14 @@ def events_query(
 
 
 class SqliteStore(Store):
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_s: float = 5.0, create: bool = True
+    ) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
+        #: ``False`` (tools that read or steer a store a runtime made): a file that holds no
+        #: store is refused at open, untouched, never made into one.
+        self.create = create
         #: How long a write waits for a lock another connection holds before it fails.
         self.busy_timeout_s = busy_timeout_s
         self._db: aiosqlite.Connection | None = None
@@ -227,7 +232,8 @@ class SqliteStore(Store):
     async def open(self) -> None:
         """Connect, then create or migrate the schema. A file that is not a SQLite database is
         refused with ``StoreError`` and left as it was; a SQLite database with tables of its
-        own is fine (ours join them, as the checkpointer's do). A failed open leaves no
+        own is fine (ours join them, as the checkpointer's do), unless ``create=False``: then
+        a file without our tables is refused as well, untouched. A failed open leaves no
         connection (and so no thread) behind."""
         if self._db is not None:
             return
@@ -239,6 +245,8 @@ class SqliteStore(Store):
             await db.execute(f"PRAGMA busy_timeout={round(self.busy_timeout_s * 1000)}")
             # Read before anything writes: a file that is not a database fails here untouched.
             await db.execute_fetchall("SELECT count(*) FROM sqlite_master")
+            if not self.create:
+                await self._exists(db)
             await use_wal(db, self.busy_timeout_s)
             await db.execute("PRAGMA synchronous=NORMAL")
             await migrate(db, MIGRATIONS, name="steering")
@@ -250,6 +258,19 @@ class SqliteStore(Store):
                 raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
             raise
         self._db = db
+
+    async def _exists(self, db: aiosqlite.Connection) -> None:
+        """Refuse a file without this store's tables (``create=False``), before any write."""
+        made = await db.execute_fetchall(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+        )
+        if not made or not await db.execute_fetchall(
+            "SELECT 1 FROM migrations WHERE name = 'steering'"
+        ):
+            raise StoreError(
+                f"no tinyagents store in {self.path!r} (nothing was written; is the runtime's "
+                "store URL the same?)"
+            )
 
     async def close(self) -> None:
         if self._db is not None:
