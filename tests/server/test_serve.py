@@ -158,7 +158,9 @@ def test_insecure_dev_binds_the_loopback_address_it_is_given(tmp_path: Path) -> 
             "no server key",
         ),
         (["token", "mint", "--tenant", "a", "--user", "u", "--rights", "root"], "unknown right"),
+        (["token", "mint", "--tenant", " ", "--user", "u"], "non-blank tenant"),
         (["token", "attenuate", "not-a-token"], "no server key at hand"),
+        (["token", "attenuate", "tok", "--key-file", "typo.key"], "no key file at 'typo.key'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(
@@ -167,6 +169,9 @@ def test_bad_input_is_one_line_and_exit_code_2(
     done = tinyagents(*args, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+    # and it changes nothing: a refused mint made the store's key file, and attenuate a new
+    # key in a mistyped --key-file (a key no token was ever signed with)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

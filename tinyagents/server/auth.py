@@ -184,16 +184,7 @@ class Auth:
         """A token (URL-safe base64) for ``user`` of ``tenant`` holding ``rights``."""
         from biscuit_auth import BiscuitBuilder, Fact
 
-        rights = sorted(set(rights))
-        unknown = [r for r in rights if r not in RIGHTS]
-        if unknown:
-            raise ConfigurationError(f"unknown right(s) {unknown}; rights are {list(RIGHTS)}")
-        if not rights:
-            raise ConfigurationError(f"a token needs at least one right of {list(RIGHTS)}")
-        for name, value in (("user", user), ("tenant", tenant)):
-            if not value or not value.strip():
-                raise ConfigurationError(f"a token needs a non-blank {name}")
-            _check_text(value, name)
+        rights = check_claims(user=user, tenant=tenant, rights=rights, ttl_s=ttl_s)
         builder = BiscuitBuilder(
             "user({user}); tenant({tenant});", {"user": user, "tenant": tenant}
         )
@@ -414,6 +405,27 @@ def _attenuated_expiries(token: Any) -> list[datetime]:
             except ValueError:
                 continue  # a check written by another tool: the authorizer still applies it
     return expiries
+
+
+def check_claims(
+    *, user: str, tenant: str, rights: Iterable[str], ttl_s: float | None = None
+) -> list[str]:
+    """The rights of a token for ``user`` of ``tenant``, sorted, once every claim is one a
+    token may hold; ``ConfigurationError`` otherwise (``token mint`` asks before it reads or
+    makes a key, so bad input changes nothing)."""
+    rights = sorted(set(rights))
+    unknown = [r for r in rights if r not in RIGHTS]
+    if unknown:
+        raise ConfigurationError(f"unknown right(s) {unknown}; rights are {list(RIGHTS)}")
+    if not rights:
+        raise ConfigurationError(f"a token needs at least one right of {list(RIGHTS)}")
+    for name, value in (("user", user), ("tenant", tenant)):
+        if not value or not value.strip():
+            raise ConfigurationError(f"a token needs a non-blank {name}")
+        _check_text(value, name)
+    if ttl_s is not None:
+        _expiry(ttl_s)
+    return rights
 
 
 def _expiry(ttl_s: float) -> datetime:

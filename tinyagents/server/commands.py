@@ -16,10 +16,11 @@ import asyncio
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
-from tinyagents.server.auth import KEY_ENV, RIGHTS, Auth, default_key_file
+from tinyagents.server.auth import KEY_ENV, RIGHTS, Auth, check_claims, default_key_file
 from tinyagents.server.serve import DEFAULT_STORE, ServeOptions, serve
 from tinyagents.store.urls import redacted
 
@@ -147,7 +148,16 @@ def run_command(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int | No
 
 
 def token_command(args: argparse.Namespace, out: IO[str]) -> int:
-    if args.token_command == "attenuate" and not _key_at_hand(args):
+    if args.token_command == "mint":  # before the key: a refused mint makes no key file
+        rights = [r.strip() for r in args.rights.split(",") if r.strip()]
+        check_claims(user=args.user, tenant=args.tenant, rights=rights, ttl_s=args.ttl)
+    elif args.key_file is not None and not Path(args.key_file).is_file():
+        # a new key in a mistyped path could read no token: attenuate never makes one
+        raise ConfigurationError(
+            f"no key file at {args.key_file!r}: attenuate reads the token with the server's "
+            "key; give the --key-file the server uses. Nothing was written"
+        )
+    elif not _key_at_hand(args):
         # looking the default store's key up would make a new key (and refuse the token)
         raise ConfigurationError(
             f"no server key at hand for {redacted(args.store)!r}: attenuate reads the token with the "
@@ -161,7 +171,6 @@ def token_command(args: argparse.Namespace, out: IO[str]) -> int:
             "TINYAGENTS_SERVER_KEY, or --store sqlite:///FILE.db (its key sits beside it)"
         )
     if args.token_command == "mint":
-        rights = [r.strip() for r in args.rights.split(",") if r.strip()]
         token = auth.mint(user=args.user, tenant=args.tenant, rights=rights, ttl_s=args.ttl)
     else:
         token = auth.attenuate(
