@@ -73,3 +73,17 @@ async def test_run_sync_inside_a_running_loop_raises_and_runs_nothing() -> None:
     # and the graph still runs the async way in this loop
     assert (await graph.run({"draft": "v1"}, thread_id="t")).status == "completed"
     assert len(calls) == 1
+
+
+def test_run_sync_takes_every_argument_of_run() -> None:
+    """docs/graph.md: ``run_sync`` takes "the arguments of run()"; ``interrupt_before`` and
+    ``interrupt_after`` were missing (a ``TypeError``)."""
+    import inspect
+
+    graph = chain("a", "b").compile(checkpointer=MemoryCheckpointer())
+    run_args = inspect.signature(graph.run).parameters
+    assert list(inspect.signature(graph.run_sync).parameters) == list(run_args)
+    paused = graph.run_sync({"x": 1}, thread_id="t", interrupt_before=["b"])
+    assert paused.status == "interrupted" and paused.state["log"] == ["a"]
+    assert graph.run_sync({"x": 2}, thread_id="u", interrupt_after="a").state["log"] == ["a"]
+    assert graph.run_sync(None, thread_id="t").state["log"] == ["a", "b"]

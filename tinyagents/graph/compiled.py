@@ -216,6 +216,8 @@ class CompiledGraph(GraphCore):
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
     ) -> GraphResult:
         """``run`` for code without an event loop (a script, a REPL): runs it to its end with
         ``asyncio.run`` and returns its ``GraphResult``.
@@ -231,6 +233,8 @@ class CompiledGraph(GraphCore):
                 runtime=runtime,
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
+                interrupt_before=interrupt_before,
+                interrupt_after=interrupt_after,
             )
         )
 
