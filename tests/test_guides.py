@@ -32,3 +32,26 @@ def test_a_runnable_block_runs(
     done = run_script(code, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), "a guide's program shows what it did"
+
+
+FRAGMENTS = [
+    pytest.param(code, id=f"{doc.name}-{index}")
+    for doc in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]
+    for index, code in enumerate(re.findall(r"```python\n(.*?)```", doc.read_text(), re.S))
+]
+
+
+@pytest.mark.parametrize("code", FRAGMENTS)
+def test_every_python_block_parses_and_imports_names_that_exist(code: str) -> None:
+    """The blocks that are fragments (an ``await`` at top level, names defined elsewhere)
+    cannot run alone, but a renamed or unexported name they import still fails here."""
+    import ast
+    import importlib
+
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT | ast.PyCF_ONLY_AST
+    tree = compile(code, "<doc>", "exec", flags=flags)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tinyagents"):
+            module = importlib.import_module(str(node.module))
+            missing = [a.name for a in node.names if not hasattr(module, a.name)]
+            assert not missing, f"{node.module} has no {missing}"
