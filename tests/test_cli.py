@@ -110,6 +110,17 @@ def test_demo_with_an_unset_key_variable_is_a_one_line_error(
     assert list(tmp_path.iterdir()) == []  # no store file was created
 
 
+def test_demo_with_an_api_base_that_is_no_url_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it ran the demo, and its run failed as the server's "HTTP 500", with no server anywhere
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--model", "openai/x", "--api-base", "127.0.0.1:8080/v1"]) == 2
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) == 1 and "api_base must be an http" in out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_api_base_without_a_model_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="--model"):
         demo_model(None, "http://127.0.0.1:8080/v1", None)

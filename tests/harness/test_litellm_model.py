@@ -308,6 +308,12 @@ def test_construction_is_validated():
         LiteLLMModel("")
     with pytest.raises(ConfigurationError, match="negative"):
         LiteLLMModel("openai/x", max_retries=-1)
+    # an api_base that is no http(s) URL was sent as is, and its failure reported as the
+    # server's "HTTP 500" ("the server's log says why"), with no server anywhere
+    for base in ("127.0.0.1:8080/v1", "notaurl", "ftp://host/v1", "http://"):
+        with pytest.raises(ConfigurationError, match="api_base must be an http"):
+            LiteLLMModel("openai/x", api_base=base)
+    assert LiteLLMModel("openai/x", api_base="https://host/v1").api_base == "https://host/v1"
     assert repr(LiteLLMModel("openai/x")) == "LiteLLMModel('openai/x')"
 
 

@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
@@ -101,6 +102,7 @@ class LiteLLMModel(Model):
                 f"LiteLLMModel needs a model name such as 'openai/gpt-4o-mini', got {model!r}"
             )
         _check_settings(max_retries, retry_backoff_s, timeout_s)
+        _check_api_base(api_base)
         self.name = model
         self.api_base = api_base
         self.api_key = api_key
@@ -601,6 +603,27 @@ def as_model(model: Model | str) -> Model:
         f"expected a Model or a model name such as 'openai/gpt-4o-mini', got "
         f"{type(model).__name__}; pass a tinyagents Model instance or a litellm model string"
     )
+
+
+def is_http_url(value: str) -> bool:
+    """Whether ``value`` is an http(s) URL with a host, as an ``api_base`` must be: anything
+    else was posted to as a path ('/notaurl/chat/completions'), and litellm reported each
+    call's failure as the server's "HTTP 500" when no server was ever asked."""
+    try:
+        parts = urlsplit(value.strip())
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # "http://[::1": an unclosed IPv6 address
+        return False
+
+
+def _check_api_base(api_base: object) -> None:
+    if api_base is None or api_base == "":
+        return
+    if not isinstance(api_base, str) or not is_http_url(api_base):
+        raise ConfigurationError(
+            "api_base must be an http:// or https:// URL such as 'http://127.0.0.1:8080/v1', "
+            f"got {api_base!r}"
+        )
 
 
 def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: object) -> None:

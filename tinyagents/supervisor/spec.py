@@ -29,7 +29,6 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -45,6 +44,7 @@ from pydantic import (
 )
 
 from tinyagents.errors import ConfigurationError
+from tinyagents.harness.litellm_model import is_http_url
 from tinyagents.harness.model import Model
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings
@@ -187,14 +187,8 @@ def _a_path(value: str) -> str:
 
 
 def _a_url(value: str) -> str:
-    """An ``api_base``: an http(s) URL with a host. Anything else was posted to as a path
-    ('/not%20a%20url/chat/completions'), and every judge call failed as an "HTTP 500"."""
-    try:
-        parts = urlsplit(value.strip())
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # "http://[::1": an unclosed IPv6 address
-        ok = False
-    if not ok:
+    """An ``api_base``: an http(s) URL with a host, as ``LiteLLMModel`` takes."""
+    if not is_http_url(value):
         raise ValueError("must be an http(s) URL, such as http://127.0.0.1:8080/v1")
     return value
 
