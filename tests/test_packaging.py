@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -60,3 +62,26 @@ def test_editable_install_imports_testkit() -> None:
     import tinyagents.testkit as t
 
     assert Path(t.__file__).parent == ROOT / "testkit"
+
+
+def test_files_the_cli_writes_in_a_checkout_are_ignored_by_git() -> None:
+    """``make demo``, ``tinyagents serve`` and the docs' scripts run from the repo root write
+    a store, its WAL side files and the server's signing key there: the key is a secret
+    (whoever holds it mints tokens), and ``git add -A`` took it."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    written = [
+        "tinyagents-demo.db",
+        "tinyagents.db",
+        "tinyagents.db-wal",
+        "tinyagents.db-shm",
+        "tinyagents.db.server-key",
+        "runs.db.server-key",
+    ]
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", *written],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert sorted(done.stdout.split()) == sorted(written)
