@@ -95,6 +95,17 @@ def test_inspect_refuses_what_is_not_a_store_and_changes_nothing(
     assert fingerprint(tmp_path) == before
 
 
+@pytest.mark.parametrize("command", ["inspect", "demo --db"])
+@pytest.mark.parametrize("blank", ["", "sqlite:///", "sqlite://"])
+def test_a_store_argument_that_names_no_file_says_so(
+    tmp_path: Path, command: str, blank: str
+) -> None:
+    # it was read as the directory ".": ". is not a tinyagents store: it is not a file"
+    error = one_line_error(tinyagents(*command.split(), blank, cwd=tmp_path))
+    assert "names no file" in error and ". is not" not in error
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_inspect_reads_a_store_without_writing_to_it(store: Path) -> None:
     before = fingerprint(store.parent)
     proc = tinyagents("inspect", store.name, cwd=store.parent)

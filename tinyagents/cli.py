@@ -171,10 +171,17 @@ def demo_command(args: argparse.Namespace) -> int:
 
 def sqlite_file(store: str) -> str | None:
     """The file a store argument names: a path, or a ``sqlite:///PATH`` URL as ``--store``
-    takes it (``sqlite:////abs.db`` is absolute); None for any other URL (PostgreSQL)."""
+    takes it (``sqlite:////abs.db`` is absolute); None for any other URL (PostgreSQL).
+    ``StoreError`` for one that names no file (it was read as the directory ".")."""
     if store.startswith("sqlite://"):
-        return store.removeprefix("sqlite://").removeprefix("/")  # sqlite:///rel.db → rel.db
-    return None if "://" in store else store
+        path = store.removeprefix("sqlite://").removeprefix("/")  # sqlite:///rel.db → rel.db
+    elif "://" in store:
+        return None
+    else:
+        path = store
+    if not path.strip():
+        raise StoreError(f"{store!r} names no file: give the store's path, e.g. runs.db")
+    return path
 
 
 def demo_model(
@@ -202,7 +209,11 @@ async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool =
     """Print the run tree (with why runs did not complete) and the steering history of a store
     file, or with ``as_json`` the whole record as JSON; never writes to the file."""
     console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
-    path = sqlite_file(file)
+    try:
+        path = sqlite_file(file)
+    except StoreError as exc:
+        console.print(str(exc), markup=False, highlight=False, soft_wrap=True)
+        return 2
     if path is None:  # a PostgreSQL store: read (never created) by 'runs'
         console.print(
             f"{file} is not a store file: inspect reads SQLite files; for this store use "
