@@ -204,3 +204,40 @@ async def test_inspect_reads_a_store_another_connection_is_writing(
         await store.close()
     printed = capsys.readouterr().out
     assert "writer · r-1" in printed and "c-live" in printed
+
+
+def test_text_from_the_store_never_reaches_the_terminal_as_control_codes(tmp_path: Path) -> None:
+    """A model server's error, an actor's or an agent's name are text from elsewhere: an
+    escape sequence in them (a window title, a cleared screen, a fake prompt) was written to
+    the operator's terminal as is by ``inspect`` and ``runs list/show/tree``."""
+    import asyncio
+
+    from tinyagents import Agent, Runtime, SteeringActor
+    from tinyagents.testkit import FunctionModel, ScriptedModel
+
+    evil = "\x1b]0;owned\x07\x1b[2J\x1b[31m\x9b1m"
+
+    async def fails(request: object) -> str:
+        raise RuntimeError(f"the server said {evil}")
+
+    async def make() -> list[str]:
+        async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as rt:
+            named = await rt.start(Agent(f"agent{evil}", ScriptedModel(["ok"])), "x")
+            await named.steer(
+                "hi", actor=SteeringActor.human(f"ana{evil}", scopes=["agent:control"])
+            )
+            failing = await rt.start(Agent("b", FunctionModel(fails)), "x")
+            for handle in (named, failing):
+                await handle.result()
+            return [named.run_id, failing.run_id]
+
+    run_ids = asyncio.run(make())
+    outputs = [tinyagents("inspect", "runs.db", cwd=tmp_path)]
+    store = ["--store", "sqlite:///runs.db"]
+    outputs.append(tinyagents("runs", "list", *store, cwd=tmp_path))
+    for run_id in run_ids:
+        outputs += [tinyagents("runs", a, run_id, *store, cwd=tmp_path) for a in ("show", "tree")]
+    assert "agent" in outputs[0].stdout and "the server said" in outputs[0].stdout
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+        assert not {"\x1b", "\x07", "\x9b"} & set(done.stdout + done.stderr), done.args

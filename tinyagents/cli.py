@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from rich.console import Console
 from rich.markup import escape
 
 from tinyagents import __version__
 from tinyagents.console import (
+    TerminalConsole,
     audit_table,
     lifecycles,
     run_rows_from_records,
@@ -208,7 +208,11 @@ def demo_model(
 async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool = False) -> int:
     """Print the run tree (with why runs did not complete) and the steering history of a store
     file, or with ``as_json`` the whole record as JSON; never writes to the file."""
-    console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
+    console = (
+        TerminalConsole()
+        if sys.stdout.isatty() or "COLUMNS" in os.environ
+        else TerminalConsole(width=100)
+    )
     try:
         path = sqlite_file(file)
     except StoreError as exc:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
+from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
@@ -22,6 +23,26 @@ from rich.tree import Tree
 
 from tinyagents._record import Record
 from tinyagents.events.models import Event, SteeringEvent
+
+#: Control characters (C0 but tab and newline, DEL, C1) dropped from text before it is shown.
+_UNSHOWN = dict.fromkeys([*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)])
+
+
+class TerminalConsole(Console):
+    """A rich ``Console`` that writes text it was given without its control characters.
+
+    What the commands show comes from elsewhere (a model server's error, an agent's, actor's
+    or tenant's name, a store another process wrote): an escape sequence in it would reach the
+    operator's terminal as a command (a window title, a cleared screen, a forged line). Rich
+    drops only a few control codes; this drops every one, after layout (rich measures them
+    as zero cells), and leaves rich's own styles and cursor controls alone."""
+
+    def render(self, renderable: Any, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and not segment.text.isprintable():
+                segment = Segment(segment.text.translate(_UNSHOWN), segment.style)
+            yield segment
+
 
 #: The steering events that end a command's lifecycle.
 TERMINAL = frozenset(

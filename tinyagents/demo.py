@@ -54,7 +54,15 @@ from tinyagents import (
 )
 from tinyagents._clock import new_id
 from tinyagents._record import Record
-from tinyagents.console import TERMINAL, RunRow, Story, audit_table, describe, run_tree
+from tinyagents.console import (
+    TERMINAL,
+    RunRow,
+    Story,
+    TerminalConsole,
+    audit_table,
+    describe,
+    run_tree,
+)
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelEvent, RunEvent, SteeringEvent, SubAgentEvent
 from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
@@ -331,7 +339,9 @@ async def run_demo(
     if console is None:
         # Piped output (CI, `| tee`) gets a fixed width so the audit table stays readable.
         console = (
-            Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else Console(width=100)
+            TerminalConsole()
+            if sys.stdout.isatty() or "COLUMNS" in os.environ
+            else TerminalConsole(width=100)
         )
     db = Path(db)
     prepare_db(db, fresh=fresh)

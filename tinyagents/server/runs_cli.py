@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from tinyagents.console import TerminalConsole
 from tinyagents.errors import ReceiptTimeout, TinyAgentsError
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -211,14 +212,14 @@ def run_runs_command(args: argparse.Namespace) -> int | None:
     """Run ``tinyagents runs ...``; None when ``args`` is another command."""
     if args.command != "runs":
         return None
-    console = Console(soft_wrap=True)
+    console = TerminalConsole(soft_wrap=True)
     try:
         if getattr(args, "value", None) is not None:
             _json_value(args.value)  # a bad --value is told before any store or server is asked
         return asyncio.run(_run(args, console))
     except (CliError, TinyAgentsError) as exc:  # a command the store's side refused, too
         # soft_wrap: one line whatever the terminal's width (scripts grep it).
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(str(exc))}")
+        TerminalConsole(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
 
 
@@ -270,7 +271,7 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
         runs, cursor = await _list(client, args)
         _print_json(console, runs) if args.json else console.print(runs_table(runs))
         if cursor is not None:
-            Console(stderr=True, soft_wrap=True).print(
+            TerminalConsole(stderr=True, soft_wrap=True).print(
                 f"more runs: list the next ones with --cursor {cursor} (or every one with --all)",
                 highlight=False,
             )
