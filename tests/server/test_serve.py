@@ -159,6 +159,8 @@ def test_insecure_dev_binds_the_loopback_address_it_is_given(tmp_path: Path) -> 
         ),
         (["token", "mint", "--tenant", "a", "--user", "u", "--rights", "root"], "unknown right"),
         (["token", "mint", "--tenant", " ", "--user", "u"], "non-blank tenant"),
+        # a store that is no URL was told it had "no server key"
+        (["serve", "--store", "runs.db"], "unknown store 'runs.db'"),
         (["token", "attenuate", "not-a-token"], "no server key at hand"),
         (["token", "attenuate", "tok", "--key-file", "typo.key"], "no key file at 'typo.key'"),
     ],
@@ -172,6 +174,13 @@ def test_bad_input_is_one_line_and_exit_code_2(
     # and it changes nothing: a refused mint made the store's key file, and attenuate a new
     # key in a mistyped --key-file (a key no token was ever signed with)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_on_a_file_that_is_no_database_makes_no_key_for_it(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("a week of notes")
+    done = tinyagents("serve", "--port", "0", "--store", "sqlite:///notes.txt", cwd=tmp_path)
+    assert done.returncode == 2 and "file is not a database" in done.stderr, done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]  # no notes.txt.server-key
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
 from tinyagents.server.loopback import is_loopback
 from tinyagents.server.workers import Reports, run_workers
+from tinyagents.store.open import open_store
 from tinyagents.store.urls import redacted
 
 if TYPE_CHECKING:
@@ -198,6 +199,7 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
         )
     if options.insecure_dev and options.host.strip():  # (a blank one: bind says why)
         resolve_auth(options)  # refuses a host that is not loopback before it is bound
+    await _check_store(options.store)
     # Bound before the key is resolved: a port it cannot take must not leave a key file
     # created for a server that never ran.
     sock = bind(options.host, options.port)
@@ -213,6 +215,14 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
             started=lambda: _announce(options, auth, url_of(sock), out),
         )
     return await serve_worker(options, sock, 0, out)
+
+
+async def _check_store(url: str) -> None:
+    """Open the store once before a key is made for it: a URL that names no store was told it
+    had "no server key", and a file that is no database got a key file beside it."""
+    store = open_store(url)
+    await store.open()
+    await store.close()
 
 
 def _worker_main(options: ServeOptions, sock: socket.socket, index: int, reports: Reports) -> int:
