@@ -43,6 +43,7 @@ from tinyagents.server.control import Control
 from tinyagents.server.demo import start_demo
 from tinyagents.server.loopback import is_loopback
 from tinyagents.server.workers import Reports, run_workers
+from tinyagents.store.memory import MemoryStore
 from tinyagents.store.open import open_store
 from tinyagents.store.urls import redacted
 
@@ -192,6 +193,12 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
     if options.workers < 1:
         raise ConfigurationError(f"--workers must be 1 or more, got {options.workers}")
+    if options.workers > 1 and isinstance(open_store(options.store), MemoryStore):
+        raise ConfigurationError(
+            f"--workers {options.workers} with a memory store: it lives in one process, so each "
+            "worker would list and steer only its own runs; give them a shared store "
+            "(--store sqlite:///FILE)"
+        )
     if options.redis is not None and not options.redis.startswith(_REDIS_SCHEMES):
         raise ConfigurationError(
             f"--redis {redacted(options.redis)!r} is not a Redis URL: use redis://HOST:PORT/DB "
