@@ -452,3 +452,45 @@ def test_an_empty_key_file_is_treated_as_absent(tmp_path: Path) -> None:
             f"{url}/api/agents/runs", headers={"Authorization": f"Bearer {minted.stdout.strip()}"}
         )
         assert r.status_code == 200
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_workers_stop_when_serve_is_killed(tmp_path: Path) -> None:
+    """A ``serve`` killed outright (SIGKILL: an OOM kill, a test's timeout, ``kill -9``) left
+    its workers serving on the port, answering with nobody to restart or stop them, and the
+    next ``serve`` on that port failed with "Address already in use"."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tinyagents.cli", "serve", "--port", "0", "--workers", "2",
+         "--insecure-dev", "--store", f"sqlite:///{tmp_path / 'runs.db'}"],
+        cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "Ctrl+C" in line:
+                break
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        workers = [
+            pid
+            for pid in map(int, children)
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(workers) == 2, children
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 60  # a hang guard, not a timing claim
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:  # never leave them behind, whatever the outcome
+        os.kill(pid, signal.SIGKILL)
+    assert left == []

@@ -236,7 +236,9 @@ def _worker_main(options: ServeOptions, sock: socket.socket, index: int, reports
     """A worker process of ``serve --workers N``: it reports to the parent when it serves (the
     parent announces the server) or why it cannot (a bad store, ...: one line, exit code 2)."""
     try:
-        return asyncio.run(serve_worker(options, sock, index, None, ready=reports.ready))
+        return asyncio.run(
+            serve_worker(options, sock, index, None, ready=reports.ready, parent=os.getppid())
+        )
     except (ConfigurationError, AuthError, StoreError) as exc:
         reports.failed(str(exc))
         raise SystemExit(2) from None
@@ -251,10 +253,12 @@ async def serve_worker(
     out: IO[str] | None,
     *,
     ready: Callable[[], None] | None = None,
+    parent: int | None = None,
 ) -> int:
     """One worker: a runtime (and its seat on Redis, with ``--redis``) serving on ``sock``;
     ``out``: where to announce the server (``None``: the parent process does); ``ready``:
-    called once it serves."""
+    called once it serves; ``parent``: the pid of the ``serve`` that started it, which it
+    outlives by a tick at most (killed outright, it can stop no worker)."""
     auth = resolve_auth(options)
     worker_id = f"{socket.gethostname()}-{sock.getsockname()[1]}-{index}"
     async with (
@@ -274,6 +278,8 @@ async def serve_worker(
                     ready()
                 _stop_on_signals(server)
                 while not server.should_exit:
+                    if parent is not None and os.getppid() != parent:
+                        server.should_exit = True  # its parent is gone: nobody runs it now
                     if demo is not None and demo.done():
                         demo.result()  # the demo failed: say why, and stop
                     await asyncio.sleep(0.2)
