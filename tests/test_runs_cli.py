@@ -435,6 +435,29 @@ async def test_the_same_actions_over_http() -> None:
         assert code == 2 and "TINYAGENTS_TOKEN" in err
 
 
+async def test_a_server_answering_json_of_another_shape_is_no_traceback() -> None:
+    """A server (or a proxy) that answers JSON, but not the API's: a list of runs that is an
+    object, a run that is a list. ``runs list`` died in the table with an AttributeError."""
+    bodies = {"/api/agents/runs": b'{"runs": []}', "/api/agents/runs/r-1": b"[1, 2]"}
+
+    async def other(scope: Any, receive: Any, send: Any) -> None:
+        body = bodies.get(scope["path"], b'["x"]')
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    sock = bind("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with serving(other, sock):
+        for argv in (["list"], ["show", "r-1"], ["tree", "r-1"]):
+            for shown in ([], ["--json"]):
+                code, _, err = await cli(*argv, *shown, "--url", url, token="t")
+                assert code == 2 and "Traceback" not in err, (argv, err)
+                assert "is --url" in err and len(err.strip().splitlines()) == 1, err
+        bodies["/api/agents/runs"] = b'[{"run_id": "r-1"}, "r-2"]'  # one row is no run
+        code, _, err = await cli("list", "--url", url, token="t")
+        assert code == 2 and "Traceback" not in err, err
+
+
 def _saved_runs(tmp_path: Path, count: int) -> str:
     """A store file holding ``count`` finished runs of acme (and one of globex)."""
     from tinyagents.store import SqliteStore

@@ -563,21 +563,21 @@ class HttpClient:
         code, data, links = await self._request_links("GET", "/runs", params=params)
         if code == 404 and isinstance(data, dict) and _no_such_path(data):
             raise self._wrong_url(code, data)
-        runs = _ok(code, data)
+        runs = _ok(code, data, list)
         following = parse_qs(urlsplit(links.get("next", {}).get("url", "")).query)
         cursors = following.get("cursor") or []
         return runs, cursors[0] if cursors else None
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}")
-        return None if self._run_not_found(code, data, run_id) else _ok(code, data)
+        return None if self._run_not_found(code, data, run_id) else _ok(code, data, dict)
 
     async def listed_run(self, run_id: str) -> dict[str, Any] | None:
         return await self.get_run(run_id)  # the server's reads answer what is there, at once
 
     async def tree(self, run_id: str) -> dict[str, Any] | None:
         code, data = await self._request("GET", f"/runs/{_segment(run_id)}/tree")
-        return None if self._run_not_found(code, data, run_id) else _ok(code, data)
+        return None if self._run_not_found(code, data, run_id) else _ok(code, data, dict)
 
     def _run_not_found(self, code: int, data: Any, run_id: str) -> bool:
         """A 404 of this API about the run: it is not there. A 404 for the path itself (no
@@ -654,10 +654,13 @@ def _no_such_path(data: dict[str, Any]) -> bool:
     return detail == "Not Found" or detail.startswith("no such path")
 
 
-def _ok(code: int, data: Any) -> Any:
+def _ok(code: int, data: Any, shape: type[dict[str, Any]] | type[list[Any]]) -> Any:
+    """``data`` once it is the API's answer: a run (``dict``) or a list of runs (``list``)."""
     if code >= 400:
         raise CliError(f"the server answered {code}: {_detail(data)}")
-    if not isinstance(data, dict | list):  # a page, not the API's JSON: another server
+    rows = data if isinstance(data, list) else [data]
+    if not isinstance(data, shape) or not all(isinstance(row, dict) for row in rows):
+        # a page, or JSON of another shape: not the API's answer, another server
         raise CliError(
             f"the server answered {code} without the API's JSON ({_detail(data)[:80]}): is "
             "--url the address serve printed (http://HOST:PORT)?"
