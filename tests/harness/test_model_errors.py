@@ -348,3 +348,15 @@ async def test_a_run_deadline_shorter_than_a_retry_after_reports_the_rate_limit(
     assert result.status is RunStatus.FAILED
     assert "asked to wait 120 s" in (result.error or "")
     assert len(server.requests) == 1
+
+
+async def test_a_model_name_litellm_cannot_place_says_so_and_that_nothing_was_sent() -> None:
+    """``tinyagents demo --model gpt-nonexistent`` was told that "the default endpoint of
+    'its provider'" refused the request with an HTTP 400, when litellm sent nothing: it did
+    not know which provider serves that name."""
+    model = LiteLLMModel("gpt-nonexistent-xyz", max_retries=0, api_key="sk-test")
+    with pytest.raises(ModelNotFoundError) as caught:
+        await model.request(ask())
+    message = str(caught.value)
+    assert "nothing was sent" in message and "'openai/gpt-nonexistent-xyz'" in message
+    assert "HTTP" not in message and "its provider" not in message

@@ -53,6 +53,10 @@ _MISSING_KEY_MARKERS = (
 )
 
 
+#: litellm's words when a model name has no provider it can place (raised before any request).
+_NO_PROVIDER_MARKER = "llm provider not provided"
+
+
 def where(api_base: str | None, model: str) -> str:
     """``api_base 'http://...'``, or the provider's default endpoint when there is none."""
     if api_base:
@@ -113,6 +117,14 @@ def classify(
             "pass LiteLLMModel(..., api_key=...) or set the provider's key variable (e.g. "
             "OPENAI_API_KEY); a local server that checks no key still needs a placeholder "
             "such as api_key='sk-local'",
+            model=model,
+            api_base=api_base,
+        )
+    if _NO_PROVIDER_MARKER in text:  # litellm's own refusal: it sent nothing (its "400")
+        return ModelNotFoundError(
+            f"litellm does not know which provider serves model {model!r}; nothing was sent: "
+            f"give the name a provider prefix, e.g. 'openai/{model}' (and api_base for an "
+            "OpenAI-compatible server of your own)",
             model=model,
             api_base=api_base,
         )
