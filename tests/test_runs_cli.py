@@ -456,6 +456,13 @@ async def test_a_server_answering_json_of_another_shape_is_no_traceback() -> Non
         bodies["/api/agents/runs"] = b'[{"run_id": "r-1"}, "r-2"]'  # one row is no run
         code, _, err = await cli("list", "--url", url, token="t")
         assert code == 2 and "Traceback" not in err, err
+        # a graph run whose interrupts are not the API's (approve read each one's "id")
+        for interrupts in (b'["x"]', b'[{"task_id": "t-1"}]', b'"x"'):
+            bodies["/api/agents/runs/r-2"] = b'{"run_id": "r-2", "kind": "graph", "interrupts": '
+            bodies["/api/agents/runs/r-2"] += interrupts + b"}"
+            code, _, err = await cli("approve", "r-2", "--url", url, token="t")
+            assert code == 2 and "Traceback" not in err, (interrupts, err)
+            assert "is --url" in err, err
 
 
 def _saved_runs(tmp_path: Path, count: int) -> str:

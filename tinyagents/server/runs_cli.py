@@ -332,11 +332,11 @@ async def _command_of(
     snap = await client.listed_run(args.run_id)
     if snap is None:
         return None, {}, None
-    pending = snap.get("interrupts") or []
+    pending = _interrupts(snap)
     if task_entry(snap) and not pending:
         # a graph task's entry (listed `interrupted`): its graph run holds its questions
         graph = await client.listed_run(snap["parent_run_id"])
-        asks = (graph or {}).get("interrupts") or []
+        asks = _interrupts(graph or {})
         pending = [i for i in asks if i.get("task_id") == snap["task_id"]]
         snap = {**snap, "interrupts": pending}
     if snap.get("kind", "agent") != "graph" and not pending:
@@ -359,6 +359,19 @@ async def _command_of(
         payload["value"] = _json_value(args.value)  # checked before anything was read
     kind = SteeringKind.REJECT if args.reject else SteeringKind.APPROVE
     return kind, payload, interrupt.get("task_id")
+
+
+def _interrupts(snap: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run's pending interrupts, once they are the API's (each a mapping with an ``id``)."""
+    pending = snap.get("interrupts") or []
+    if not isinstance(pending, list) or not all(
+        isinstance(i, dict) and isinstance(i.get("id"), str) for i in pending
+    ):  # only a server that is not a tinyagents one lists interrupts of another shape
+        raise CliError(
+            f"run {snap.get('run_id')}'s interrupts are not the API's ({str(pending)[:80]}): "
+            "is --url the address serve printed (http://HOST:PORT)?"
+        )
+    return pending
 
 
 def _json_value(text: str) -> Any:
