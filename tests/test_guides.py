@@ -55,3 +55,16 @@ def test_every_python_block_parses_and_imports_names_that_exist(code: str) -> No
             module = importlib.import_module(str(node.module))
             missing = [a.name for a in node.names if not hasattr(module, a.name)]
             assert not missing, f"{node.module} has no {missing}"
+
+
+def test_the_supervisor_guides_spec_reference_validates(tmp_path: Path) -> None:
+    """docs/supervisor.md's "The spec" block lists every key: copied into a file it must pass
+    ``tinyagents validate`` (it gave both ``criteria`` and ``criteria_file``, an error)."""
+    from tinyagents.supervisor.validate import validate_file
+
+    text = (DOCS / "supervisor.md").read_text()
+    reference = text.split("## The spec", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = tmp_path / "supervisor.yaml"
+    spec.write_text(reference)
+    errors = [f for f in validate_file(spec) if f.severity == "error"]
+    assert errors == []
