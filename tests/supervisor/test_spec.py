@@ -234,8 +234,10 @@ def test_a_models_file_that_is_a_symlink_loop_is_a_spec_error(tmp_path: Path) ->
 
 
 def test_criteria_and_criteria_file_exclude_each_other() -> None:
-    with pytest.raises(SupervisorSpecError, match="not both"):
-        SupervisorSpec.from_yaml("criteria: x\ncriteria_file: y.md\n")
+    with pytest.raises(SupervisorSpecError, match="not both") as caught:
+        SupervisorSpec.from_yaml("criteria: x\ncriteria_file: y.md\nrules: []\n")
+    # a check of the whole spec quoted the whole spec back ("(got {'criteria': ...})")
+    assert "got {" not in str(caught.value) and "rules" not in str(caught.value)
 
 
 @pytest.mark.parametrize("missing", ["supervisr.yaml", "conf/supervisor.yml", "PATH"])

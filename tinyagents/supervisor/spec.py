@@ -526,6 +526,8 @@ def describe_error(err: Any) -> str:
     msg = str(err["msg"])
     if err["type"].startswith("value_error"):
         msg = msg.removeprefix("Value error, ")
+    if not err["loc"]:  # a check of the whole spec: its input is the spec, not one value
+        return f"{where}: {msg}"
     got = repr(err.get("input"))
     if len(got) > _QUOTED:
         got = f"{got[:_QUOTED]}… ({len(got):,} characters)"
