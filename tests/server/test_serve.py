@@ -161,6 +161,8 @@ def test_insecure_dev_binds_the_loopback_address_it_is_given(tmp_path: Path) -> 
         (["token", "mint", "--tenant", " ", "--user", "u"], "non-blank tenant"),
         # a store that is no URL was told it had "no server key"
         (["serve", "--store", "runs.db"], "unknown store 'runs.db'"),
+        # the printed token's claims were checked after the store and key were made
+        (["serve", "--tenant", " "], "non-blank tenant"),
         # each worker had a memory of its own: a request saw only the runs of its worker
         (["serve", "--workers", "2", "--store", "memory://", "--insecure-dev"], "one process"),
         (["token", "attenuate", "not-a-token"], "no server key at hand"),

@@ -37,6 +37,7 @@ from tinyagents.server.auth import (
     KEY_ENV,
     OBSERVE_RIGHT,
     Auth,
+    check_claims,
     default_key_file,
 )
 from tinyagents.server.control import Control
@@ -168,6 +169,10 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+#: The rights of the operator token ``serve`` prints.
+_OPERATOR_RIGHTS = (OBSERVE_RIGHT, CONTROL_RIGHT)
+
+
 def resolve_auth(options: ServeOptions) -> Auth | None:
     """The key the server signs with, or None for ``--insecure-dev``; refuses what would be
     an open server."""
@@ -193,6 +198,8 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
     if options.workers < 1:
         raise ConfigurationError(f"--workers must be 1 or more, got {options.workers}")
+    if not options.insecure_dev:  # the printed token's: refused before anything is made
+        check_claims(user=options.user, tenant=options.tenant, rights=_OPERATOR_RIGHTS)
     if options.workers > 1 and isinstance(open_store(options.store), MemoryStore):
         raise ConfigurationError(
             f"--workers {options.workers} with a memory store: it lives in one process, so each "
@@ -319,9 +326,7 @@ def _announce(options: ServeOptions, auth: Auth | None, url: str, out: IO[str]) 
             f"  console:  {url}/",
         ]
     else:
-        token = auth.mint(
-            user=options.user, tenant=options.tenant, rights=(OBSERVE_RIGHT, CONTROL_RIGHT)
-        )
+        token = auth.mint(user=options.user, tenant=options.tenant, rights=_OPERATOR_RIGHTS)
         if options.key_file:
             key = options.key_file
         elif os.environ.get(KEY_ENV):
