@@ -324,6 +324,7 @@ def test_a_port_it_cannot_bind_leaves_no_key_file_behind(tmp_path: Path) -> None
         assert done.returncode == 2, done.stderr
         assert "cannot listen" in done.stderr and "Traceback" not in done.stderr
         assert not key.exists()
+        assert not (tmp_path / "runs.db").exists()  # nor the store it would have served
         minted = tinyagents(
             "token", "mint", "--tenant", "t", "--user", "u", "--store", store, cwd=tmp_path
         )

@@ -213,11 +213,11 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
         )
     if options.insecure_dev and options.host.strip():  # (a blank one: bind says why)
         resolve_auth(options)  # refuses a host that is not loopback before it is bound
-    await _check_store(options.store)
-    # Bound before the key is resolved: a port it cannot take must not leave a key file
-    # created for a server that never ran.
+    # Bound before the store is opened and the key resolved: a port it cannot take must not
+    # leave a store or a key file created for a server that never ran.
     sock = bind(options.host, options.port)
     try:
+        await _check_store(options.store)
         auth = resolve_auth(options)
     except BaseException:
         sock.close()
