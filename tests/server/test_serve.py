@@ -497,3 +497,16 @@ def test_workers_stop_when_serve_is_killed(tmp_path: Path) -> None:
     for pid in left:  # never leave them behind, whatever the outcome
         os.kill(pid, signal.SIGKILL)
     assert left == []
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_attenuate_with_an_empty_key_file_makes_no_key(tmp_path: Path, given: bool) -> None:
+    """An empty key file holds no key (docs/operator.md): attenuate took it for one at hand,
+    wrote a new key into it, then refused the token as not signed by that new key."""
+    key = tmp_path / ("given.key" if given else "runs.db.server-key")
+    key.touch()
+    where = ["--key-file", key.name] if given else ["--store", "sqlite:///runs.db"]
+    done = tinyagents("token", "attenuate", "tok", "--observe-only", *where, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "no key file" in done.stderr or "no server key at hand" in done.stderr, done.stderr
+    assert key.read_bytes() == b""

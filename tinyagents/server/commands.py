@@ -151,7 +151,7 @@ def token_command(args: argparse.Namespace, out: IO[str]) -> int:
     if args.token_command == "mint":  # before the key: a refused mint makes no key file
         rights = [r.strip() for r in args.rights.split(",") if r.strip()]
         check_claims(user=args.user, tenant=args.tenant, rights=rights, ttl_s=args.ttl)
-    elif args.key_file is not None and not Path(args.key_file).is_file():
+    elif args.key_file is not None and not _holds_key(Path(args.key_file)):
         # a new key in a mistyped path could read no token: attenuate never makes one
         raise ConfigurationError(
             f"no key file at {args.key_file!r}: attenuate reads the token with the server's "
@@ -186,4 +186,9 @@ def _key_at_hand(args: argparse.Namespace) -> bool:
     if args.key_file is not None or os.environ.get(KEY_ENV):
         return True
     path = default_key_file(args.store)
-    return path is not None and path.exists()
+    return path is not None and _holds_key(path)
+
+
+def _holds_key(path: Path) -> bool:
+    """A key file there to read (an empty one holds no key: reading it would make one)."""
+    return path.is_file() and path.stat().st_size > 0
