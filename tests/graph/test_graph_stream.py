@@ -15,7 +15,7 @@ import pytest
 from graphkit import LogState, chain, logger
 
 from tinyagents import Agent, Runtime
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, GraphValidationError
 from tinyagents.graph import END, START, Command, NodeContext, Send, StateGraph, interrupt
 from tinyagents.graph.stream import INTERRUPT_KEY
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -424,6 +424,21 @@ async def test_next_stops_after_a_breakpoint_node_once_it_is_applied(
         assert stop.result.interrupts == [] and stop.tasks == []
     result = await graph.run(None, thread_id="t")
     assert result.status == "completed" and result.state["log"] == ["a", "b"]
+
+
+async def test_iter_takes_the_breakpoints_run_takes(checkpointer: Checkpointer) -> None:
+    # "the run that run would make": interrupt_before= was a TypeError from iter
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    async with graph.iter({}, thread_id="t", interrupt_before=["b"]) as run:
+        steps = [s async for s in run.supersteps()]
+    assert [s.kind for s in steps] == ["started", "applied", "interrupted"]
+    assert (await graph.get_state("t")).next == ("b",)
+    with pytest.raises(GraphValidationError, match="nope"):  # a misspelt node: nothing runs
+        async with graph.iter(None, thread_id="t", interrupt_after=["nope"]):
+            pass
+    async with graph.iter({}, thread_id="u", interrupt_after="a") as run:
+        steps = [s async for s in run.supersteps()]
+    assert steps[-1].kind == "interrupted" and run.head.values["log"] == ["a"]
 
 
 async def test_a_failed_step_ends_the_steps_without_raising(checkpointer: Checkpointer) -> None:

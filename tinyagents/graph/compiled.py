@@ -190,15 +190,18 @@ class CompiledGraph(GraphCore):
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
     ) -> AsyncIterator[GraphRun]:
         """The run ``run`` would make, to drive step by step (pydantic-graph's ``Graph.iter``):
         ``async with graph.iter(input, thread_id=...) as run: async for step in
         run.supersteps(): ...``. The thread is held (its lease) inside the block; a failing
-        node ends the steps with a ``"failed"`` item instead of raising. Input is handled as
-        by ``run`` (bad input raises here and changes nothing).
+        node ends the steps with a ``"failed"`` item instead of raising. Input and
+        breakpoints are handled as by ``run`` (bad input raises here and changes nothing).
         """
+        breakpoints = self._breakpoints(interrupt_before, interrupt_after, None, False)
         async with GraphSession(self, thread_id) as session:
-            run = await session.prepare(input, checkpoint_id, recursion_limit)
+            run = await session.prepare(input, checkpoint_id, recursion_limit, **breakpoints)
             if run.checkpointer is not None:
                 yield run
                 return
