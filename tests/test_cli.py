@@ -83,6 +83,21 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"tinyagents {__version__}"
 
 
+def test_python_dash_m_tinyagents_is_the_command() -> None:
+    # "No module named tinyagents.__main__": the command only as the installed script
+    import subprocess
+
+    from tinyagents import __version__
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tinyagents", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"tinyagents {__version__}"
+    bad = subprocess.run([sys.executable, "-m", "tinyagents", "nope"], capture_output=True)
+    assert bad.returncode == 2  # argparse's usage error, as the script gives
+
+
 def test_demo_model_reads_the_key_from_the_named_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
