@@ -41,13 +41,17 @@ def _unreachable(url: str, default_port: int) -> str | None:
         return f"{host}:{port}: {exc}"
 
 
+def skip_unless_ci(message: str) -> None:
+    """Skip the test, saying why; under ``CI=true`` fail it instead (never a silent skip)."""
+    if _in_ci():
+        pytest.fail(f"CI=true and {message}", pytrace=False)
+    pytest.skip(message)
+
+
 def _require(name: str, env: str, url: str, default_port: int) -> str:
     why = _unreachable(url, default_port)
     if why is not None:
-        message = f"{name} is unreachable ({why}); set {env} or start it (make services)"
-        if _in_ci():
-            pytest.fail(f"CI=true and {message}", pytrace=False)
-        pytest.skip(message)
+        skip_unless_ci(f"{name} is unreachable ({why}); set {env} or start it (make services)")
     return url
 
 

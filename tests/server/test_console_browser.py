@@ -347,13 +347,7 @@ def test_approve_the_demo_refund_question_from_the_console(browser: Any, tmp_pat
     with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
         wait = waiter(browser)
         browser.get(url)
-        row = wait.until(
-            lambda d: d.find_element(
-                By.CSS_SELECTOR,
-                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
-                '[data-status="interrupted"]:not([data-questions="0"])',
-            )
-        )
+        row = wait.until(_refund_question_row)
         # The question is answered from its task's row; the graph run above it completes.
         run_id = row.get_attribute("data-root-run-id")
         row.click()
@@ -388,13 +382,7 @@ def test_a_question_answered_meanwhile_shows_the_servers_receipt(
     with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
         wait = waiter(browser)
         browser.get(url)
-        row = wait.until(
-            lambda d: d.find_element(
-                By.CSS_SELECTOR,
-                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
-                '[data-status="interrupted"]:not([data-questions="0"])',
-            )
-        )
+        row = wait.until(_refund_question_row)
         entry_id = row.get_attribute("data-run-id")
         row.click()
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="interrupt"]'))
@@ -402,8 +390,7 @@ def test_a_question_answered_meanwhile_shows_the_servers_receipt(
         browser.execute_cdp_cmd("Network.enable", {})
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/api/agents/runs?*"]})
 
-        base = url.split("#")[0].rstrip("/")
-        headers = {"Authorization": f"Bearer {url.split('#token=')[1]}"}
+        base, headers = _api_of(url)
         snap = httpx.get(f"{base}/api/agents/runs/{entry_id}", headers=headers).json()
         ask = snap["interrupts"][0]
         first = httpx.post(
@@ -442,13 +429,7 @@ def test_a_token_narrowed_to_the_refund_task_answers_its_question_from_the_conso
     with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
         wait = waiter(browser)
         browser.get(url)
-        task_row = wait.until(
-            lambda d: d.find_element(
-                By.CSS_SELECTOR,
-                '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
-                '[data-status="interrupted"]:not([data-questions="0"])',
-            )
-        )
+        task_row = wait.until(_refund_question_row)
         entry_id = task_row.get_attribute("data-run-id")
         narrowed = token_cli(tmp_path, "attenuate", url.split("#token=")[1], "--run", entry_id)
         base = url.split("#")[0].rstrip("/")
@@ -530,8 +511,7 @@ def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_
             )
         )
 
-        base = url.split("#")[0].rstrip("/")
-        headers = {"Authorization": f"Bearer {url.split('#token=')[1]}"}
+        base, headers = _api_of(url)
         with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=30) as client:
             for _ in range(300):  # other operators' commands to the same run
                 r = client.post(f"/runs/{graph_id}/commands", json={"kind": "request_status"})
@@ -566,8 +546,7 @@ def test_a_command_to_a_run_of_another_tree_is_followed_to_its_end(
     with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
         wait = waiter(browser)
         browser.get(url)
-        base = url.split("#")[0].rstrip("/")
-        headers = {"Authorization": f"Bearer {url.split('#token=')[1]}"}
+        base, headers = _api_of(url)
         for _ in range(3):
             row = wait.until(fresh("research", child=True))
             run_id = row.get_attribute("data-run-id")
@@ -1111,6 +1090,22 @@ def fresh(agent: str, *, child: bool) -> Callable[[Any], Any]:
         return False
 
     return find
+
+
+def _refund_question_row(driver: Any) -> Any:
+    """The demo's refund-approval task row once its question is waiting (for ``wait.until``)."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(
+        By.CSS_SELECTOR,
+        '[data-testid="run-row"][data-agent="refund-approval"][data-depth="1"]'
+        '[data-status="interrupted"]:not([data-questions="0"])',
+    )
+
+
+def _api_of(url: str) -> tuple[str, dict[str, str]]:
+    """The server's base URL and the Authorization header of the token in a console URL."""
+    return url.split("#")[0].rstrip("/"), {"Authorization": f"Bearer {url.split('#token=')[1]}"}
 
 
 def _sent(driver: Any, label: str) -> dict[str, str] | bool:
