@@ -219,3 +219,20 @@ async def test_the_api_docs_page_loads_nothing_from_another_host(base_url: str) 
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in page.text, f"the docs page uses {sink}: write text, not HTML"
     assert "/api/agents/runs/{run_id}/steer" in document["paths"]
+
+
+async def test_the_api_docs_file_beside_the_console_leads_to_the_docs_page(
+    base_url: str,
+) -> None:
+    # /api-docs.html was the file itself, served under the console's policy: its inline
+    # script was blocked (a blank page) and its "openapi.json" pointed at /openapi.json (a 404)
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        moved = await client.get("/api-docs.html")
+        assert moved.status_code == 308
+        assert moved.headers["location"] == "api/agents/docs"  # relative: wherever it is mounted
+        page = await client.get("/api-docs.html", follow_redirects=True)
+        assert page.status_code == 200 and str(page.url).endswith("/api/agents/docs")
+        assert "script-src" not in page.headers["content-security-policy"]
+        assert page.text == (await client.get("/api/agents/docs")).text

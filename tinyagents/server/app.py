@@ -1201,6 +1201,7 @@ def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:
 
 def _mount_console(app: "FastAPI") -> None:
     """Serve ``tinyagents/server/static/`` at ``/`` (index.html for ``/``)."""
+    from fastapi.responses import RedirectResponse
     from fastapi.staticfiles import StaticFiles
     from starlette.routing import Match, Mount
 
@@ -1218,6 +1219,15 @@ def _mount_console(app: "FastAPI") -> None:
     if not static.is_dir():
         _log.warning("the console's files are missing (%s): serving the API only", static)
         return
+
+    async def api_docs_moved() -> RedirectResponse:
+        # the docs page lives with the API: as a console file its inline script was blocked
+        # by the console's policy, and its "openapi.json" named a path that is not there
+        return RedirectResponse(f"{BASE.lstrip('/')}/docs", status_code=308)
+
+    app.add_api_route(
+        "/api-docs.html", api_docs_moved, methods=["GET", "HEAD"], include_in_schema=False
+    )
     app.router.routes.append(
         Console(
             "/",
