@@ -16,10 +16,12 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
+from tinyagents import Agent, RunLimits, RunStatus, SubAgentTool
 from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness import (
     FunctionTool,
     Message,
+    ModelResponse,
     RunContext,
     Tool,
     ToolCall,
@@ -28,6 +30,7 @@ from tinyagents.harness import (
     tool,
 )
 from tinyagents.harness.tools import execute_tool_call
+from tinyagents.testkit import ScriptedModel
 
 
 def call(name: str, **args: Any) -> ToolCall:
@@ -723,3 +726,51 @@ async def test_a_sync_tool_whose_iterator_runs_out_is_an_error_result():
     assert result.content == (
         "tool 'first_overdue' raised StopIteration: an iterator ran out (next() on an empty one?)"
     )
+
+
+@pytest.mark.parametrize("args", [None, [1, 2], "a=1"])
+async def test_arguments_that_are_no_object_are_refused_before_any_tool_runs(args: Any):
+    # A custom model (or middleware) handing a call arguments that are not a JSON object:
+    # a Tool of its own (a SubAgentTool here) got them as they were, raised a TypeError that
+    # the model heard as the tool's own failure, and the call counted as one the tool made.
+    ran: list[dict[str, Any]] = []
+
+    class Echo(Tool):
+        def __init__(self) -> None:
+            super().__init__(name="echo")
+
+        async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+            ran.append(dict(args))
+            return "echoed"
+
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[
+                    ToolCall(id="c1", name="echo", args=args),
+                    ToolCall(id="c2", name="child", args=args),
+                ]
+            ),
+            "done",
+        ]
+    )
+    child = Agent("child", ScriptedModel(["never asked"]))
+    agent = Agent(
+        "parent",
+        model,
+        tools=[Echo(), SubAgentTool(child)],
+        limits=RunLimits(max_tool_calls=2),
+    )
+
+    result = await agent.run("go")
+
+    assert result.status is RunStatus.COMPLETED and result.output == "done"
+    assert ran == [] and child.model.requests == []
+    answers = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert [m.metadata for m in answers] == [{"error": True}, {"error": True}]
+    for answer in answers:
+        assert answer.content == (
+            f"could not read the arguments for tool {answer.name!r}: arguments must be a "
+            f"JSON object, got {type(args).__name__}. Call it again with an object."
+        )
+    assert result.usage["tool_calls"] == 0  # refused: neither call spent the budget

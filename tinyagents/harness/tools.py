@@ -255,6 +255,12 @@ async def execute_tool_call(
         return _refused(
             call, f"could not read the arguments for tool {call.name!r}: {call.parse_error}"
         )
+    if not isinstance(call.args, dict):  # from a custom model or middleware: no tool runs
+        return _refused(
+            call,
+            f"could not read the arguments for tool {call.name!r}: arguments must be a JSON "
+            f"object, got {type(call.args).__name__}. Call it again with an object.",
+        )
     limit = _smaller(timeout_s, tool.timeout_s)
     try:
         async with asyncio.timeout(limit) as deadline:
