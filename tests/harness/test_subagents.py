@@ -20,7 +20,13 @@ from tinyagents import (
 )
 from tinyagents.errors import ConfigurationError, RunCancelled, RunFailed
 from tinyagents.harness import Message
-from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -89,6 +95,44 @@ async def test_sends_at_the_same_time_take_turns_and_lose_none(rt: Runtime):
     assert seen[1] == [("user", "one"), ("assistant", "re: one"), ("user", "two")]
     assert roles_and_text(session.messages) == [*seen[1], ("assistant", "re: two")]
     assert len(session.runs) == 2
+
+
+async def test_a_turn_reopened_by_end_of_turn_steering_stays_in_the_transcript(rt: Runtime):
+    # An END_OF_TURN instruction sent to a turn's run after send() returned reopens that run
+    # for another exchange. The session had already taken the transcript, so the next turn
+    # started beside the reopened run, from a history without its exchange: a forked
+    # conversation, the instruction and its answer lost to every later turn. The next turn
+    # now waits for the reopened run and continues its transcript.
+    gate = Gate("reopened-turn")
+    seen: list[list[tuple[str, str]]] = []
+
+    async def answer(request: Any) -> str:
+        seen.append(roles_and_text(request.messages))
+        if len(seen) == 2:
+            await gate.wait()  # the reopened turn is still running when "two" is sent
+        return f"answer {len(seen)}"
+
+    session = SubAgent(Agent("chat", FunctionModel(answer))).session(runtime=rt)
+    assert await session.send("one") == "answer 1"
+    receipt = await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.agent_run(session.runs[0]),
+            actor=OPERATOR,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "add the source"},
+            delivery=SteeringDelivery.END_OF_TURN,
+        )
+    )
+    assert receipt.status.value == "accepted"
+    await gate.entered.wait()
+    second = asyncio.ensure_future(session.send("two"))
+    gate.open()
+
+    assert await second == "answer 3"
+    assert [role for role, _ in seen[2]] == ["user", "assistant", "user", "assistant", "user"]
+    assert seen[2][3] == ("assistant", "answer 2")  # the reopened exchange, then "two"
+    assert "add the source" in seen[2][2][1] and seen[2][4] == ("user", "two")
+    assert roles_and_text(session.messages) == [*seen[2], ("assistant", "answer 3")]
 
 
 async def test_a_sessions_turns_run_on_one_thread_that_steering_can_address(

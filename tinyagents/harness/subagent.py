@@ -149,7 +149,8 @@ class SubAgentSession(Record):
     """A multi-turn conversation with one sub-agent: each ``send`` is a run that continues the
     transcript of the previous ones.
 
-    Turns are taken one at a time: a ``send`` made while another is under way waits for it
+    Turns are taken one at a time: a ``send`` made while another is under way (or while the
+    last turn's run, reopened by END_OF_TURN steering, takes another exchange) waits for it
     and continues its transcript (two turns started from one transcript would fork it, and
     the one that ended last would drop the other's exchange). Each turn runs on the
     session's ``thread_id``, so steering addressed to that thread
@@ -162,6 +163,10 @@ class SubAgentSession(Record):
     messages: list[Message] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     _turn: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
+    #: The last turn's run and how much of its transcript ``messages`` has taken: an
+    #: END_OF_TURN instruction can reopen that run for another exchange after ``send`` returned.
+    _last: RunHandle | None = field(default=None, init=False, repr=False)
+    _taken: int = field(default=0, init=False, repr=False)
 
     async def send(self, text: str, **kw: Any) -> Any:
         """Run one turn: ``text`` after the transcript so far; returns the run's output (or
@@ -177,6 +182,7 @@ class SubAgentSession(Record):
             return await self._send(text, **kw)
 
     async def _send(self, text: str, **kw: Any) -> Any:
+        await self._catch_up()
         agent = self.subagent.agent
         history = list(self.messages)
         if not history and agent.instructions:
@@ -187,9 +193,22 @@ class SubAgentSession(Record):
         )
         self.runs.append(handle.run_id)
         result = await _wait(self.runtime, handle, "SubAgentSession.send")
-        run = handle.driver
-        self.messages = list(getattr(run, "messages", history))
+        transcript = getattr(handle.driver, "messages", history)
+        self.messages = list(transcript)
+        self._last, self._taken = handle, len(transcript)
         return output_or_raise(handle, result)
+
+    async def _catch_up(self) -> None:
+        """The last turn's run, reopened by END_OF_TURN steering after its ``send`` returned,
+        is part of the conversation: wait for it to end, and take the exchange it added (the
+        next turn started beside it, from a transcript without it: a forked history)."""
+        last = self._last
+        if last is None:
+            return
+        await last.result()
+        transcript = getattr(last.driver, "messages", [])
+        self.messages.extend(transcript[self._taken :])
+        self._taken = len(transcript)
 
 
 def as_subagent(child: SubAgent | Agent, *, taker: str) -> SubAgent:
