@@ -465,6 +465,76 @@ async def test_text_next_to_a_tool_call_is_not_the_answer() -> None:
     assert tool_messages(model.requests[1])[0].content == "pong"
 
 
+# --- structured output --------------------------------------------------------------------
+
+
+async def test_structured_output_is_asked_for_and_validated() -> None:
+    # ports tests/test_agent.py::test_result_pydantic_model and ::test_native_output:
+    # Agent(output_type=Foo) asks the model for Foo's JSON (response_format, which
+    # LiteLLMModel sends on) and the run's output is a Foo. There was no way to ask: every
+    # request's response_format was None, and the output was the text to parse by hand.
+    model = ScriptedModel(['{"bar": 1}'])
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert result.status is RunStatus.COMPLETED
+    assert isinstance(result.output, Foo) and result.output.bar == 1
+    assert model.requests[0].response_format is Foo
+    assert Agent("b", model).output_type is None  # text, as ever
+
+
+async def test_structured_output_that_does_not_validate_is_fed_back() -> None:
+    # ports tests/test_agent.py::test_result_pydantic_model_retry: an answer that is not
+    # valid output is answered with what is wrong (pydantic-ai's RetryPromptPart), and the
+    # model's next answer is the output.
+    model = ScriptedModel(['{"bar": 0}', '{"bar": 2}'])
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Foo(bar=2))
+    asked = model.requests[1].messages
+    assert [(m.role, m.content) for m in asked[:2]] == [
+        ("user", "Hello"),
+        ("assistant", '{"bar": 0}'),
+    ]
+    assert asked[2].role == "user" and asked[2].metadata == {"retry": "invalid_output"}
+    assert "bar: Value error, bar cannot be 0" in asked[2].content
+    assert model.requests[1].response_format is Foo
+
+
+@pytest.mark.parametrize("answer", ['{"bar": 0}', "not json", '{"bar": "x"}'])
+async def test_structured_output_invalid_again_fails_the_run(answer: str) -> None:
+    # ports tests/test_agent.py::test_result_pydantic_model_validation_error: asked again once
+    # (pydantic-ai's default output retries), a second invalid answer in a row ends the run
+    # ``failed`` with a ModelResponseError saying why, its text kept as the partial output.
+    model = FunctionModel(lambda request: answer)
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert result.status is RunStatus.FAILED and result.output == answer
+    assert "ModelResponseError" in (result.error or "")
+    assert "is not valid Foo output, again" in (result.error or "")
+    assert len(model.requests) == 2
+
+
+async def test_structured_output_of_a_sub_agent_reaches_its_parent_as_json() -> None:
+    child = Agent("child", ScriptedModel(['{"bar": 3}']), output_type=Foo)
+    assert await SubAgent(child).invoke("go") == Foo(bar=3)
+    parent_model = ScriptedModel([tool_call("child", input="go"), "done"])
+    child = Agent("child", ScriptedModel(['{"bar": 3}']), output_type=Foo)
+    await Agent("p", parent_model, tools=[SubAgentTool(child)]).run("go")
+    assert tool_messages(parent_model.requests[1])[0].content == '{"bar": 3}'
+
+
+async def test_structured_output_over_http_sends_the_schema() -> None:
+    async with OpenAICompatServer(['{"bar": 5}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert result.output == Foo(bar=5)
+    sent = server.requests[0]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Foo"
+
+
+@pytest.mark.parametrize("output_type", [int, "Foo", Foo(bar=1), dict])
+def test_an_output_type_that_is_no_pydantic_model_is_refused(output_type: Any) -> None:
+    with pytest.raises(ConfigurationError, match="output_type"):
+        Agent("a", ScriptedModel(["x"]), output_type=output_type)
+
+
 # --- usage limits -------------------------------------------------------------------------
 
 

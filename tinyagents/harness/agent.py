@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel
+
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
 from tinyagents.harness.limits import check_limits
@@ -29,7 +31,8 @@ class Agent:
     ``model`` is a ``Model`` or a litellm model string (``"openai/gpt-4o-mini"``); ``models``
     optionally lists the model names the run may be switched between (``constrain_model``
     narrows it; the first allowed one is used). Without it a run may use ``model``'s name
-    only, so no steering command can switch it to another model.
+    only, so no steering command can switch it to another model. ``output_type`` (a pydantic
+    model class) asks for structured output: the run's output is the validated object.
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class Agent:
         description: str = "",
         unknown_tools: Literal["error_result", "fail"] = "error_result",
         supervisor: Any = None,
+        output_type: type[BaseModel] | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
@@ -74,6 +78,14 @@ class Agent:
                 "the run (add_instruction) or build the Agent per run"
             )
         check_limits(limits)
+        if output_type is not None and not (
+            isinstance(output_type, type) and issubclass(output_type, BaseModel)
+        ):
+            raise ConfigurationError(
+                f"agent {name!r}: output_type takes a pydantic model class (the output's JSON "
+                f"schema is sent as response_format), got {kind_of(output_type)}; wrap other "
+                "types in one, e.g. class Answer(BaseModel): value: int"
+            )
         if renderer is not None and not callable(getattr(renderer, "render", None)):
             raise ConfigurationError(
                 f"agent {name!r}: renderer must be a SteeringRenderer, got "
@@ -102,6 +114,9 @@ class Agent:
         #: A ``SupervisorSpec`` watching this agent's runs (hosted by a ``Runtime``); it
         #: replaces the runtime's spec for them.
         self.supervisor = supervisor
+        #: A pydantic model the final answer must be the JSON of: each request asks for it
+        #: (``response_format``) and the run's output is the validated object.
+        self.output_type = output_type
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"

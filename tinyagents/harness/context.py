@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from pydantic import BaseModel
+
 from tinyagents._record import Record
 from tinyagents.harness.model import Message, Model
 from tinyagents.harness.render import SteeringRenderer
@@ -47,6 +49,8 @@ class AgentView(Protocol):
     def renderer(self) -> SteeringRenderer: ...
     @property
     def unknown_tools(self) -> Literal["error_result", "fail"]: ...
+    @property
+    def output_type(self) -> type[BaseModel] | None: ...
 
 
 class ActiveRun(Protocol):

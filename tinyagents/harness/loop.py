@@ -25,6 +25,8 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
+from pydantic import ValidationError
+
 from tinyagents import _clock
 from tinyagents.errors import (
     ConfigurationError,
@@ -68,7 +70,7 @@ from tinyagents.harness.model import (
     ToolCall,
     ToolSpec,
 )
-from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call
+from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
@@ -98,6 +100,8 @@ ASK_FOR_AN_ANSWER = (
 )
 #: The same, to a run that has no tool to call (it is not invited to invent one).
 ASK_FOR_TEXT = "Your last response had no text. Answer with text."
+#: ``metadata["retry"]`` of the message that tells the model its answer is not valid output.
+INVALID_OUTPUT = "invalid_output"
 
 
 class AgentRecipe(AgentView, Protocol):
@@ -200,7 +204,7 @@ class AgentRun(RunDriver):
         await self._end(result)
         return result
 
-    async def _loop(self, *, another_turn: bool = False) -> str:
+    async def _loop(self, *, another_turn: bool = False) -> Any:
         # Reopened by END_OF_TURN steering: take it where the run finished, before any call.
         if another_turn and not await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
             return self.last_text
@@ -217,7 +221,11 @@ class AgentRun(RunDriver):
                 # not reached the model yet: the agent gets another turn for it.
                 if await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True) or self.staged:
                     continue
-                return response.text
+                output = self._output_of(response)
+                if output is None:  # not valid output: asked once more for it
+                    await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+                    continue
+                return output
             calls = response.tool_calls
             for index, call in enumerate(calls):
                 await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
@@ -249,6 +257,33 @@ class AgentRun(RunDriver):
             )
         ask = ASK_FOR_AN_ANSWER if self.allowed_tools() else ASK_FOR_TEXT
         messages.append(Message(role="user", content=ask, metadata={"retry": EMPTY_ANSWER}))
+
+    def _output_of(self, response: ModelResponse) -> Any:
+        """The run's output from its final answer: the text, or with
+        ``Agent(output_type=...)`` the object its JSON validates to. An answer that does not
+        validate is answered with what is wrong and None is returned (the model is asked once
+        more, as pydantic-ai asks); a second in a row raises ``ModelResponseError``."""
+        output_type = self.agent.output_type
+        if output_type is None:
+            return response.text
+        try:
+            return output_type.model_validate_json(response.text)
+        except ValidationError as exc:
+            problems = validation_problems(exc)
+        messages = self.messages
+        if len(messages) > 1 and messages[-2].metadata.get("retry") == INVALID_OUTPUT:
+            raise ModelResponseError(
+                f"model {response.model or self.agent.model.name!r}: its answer is not valid "
+                f"{output_type.__name__} output, again after it was told what was wrong: "
+                f"{problems}",
+                model=response.model,
+            )
+        ask = (
+            f"Your answer is not valid {output_type.__name__} output: {problems}. Answer "
+            "again with only the JSON of the response format, fixed."
+        )
+        messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
+        return None
 
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
         """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
@@ -305,6 +340,7 @@ class AgentRun(RunDriver):
             run_id=self.info.run_id,
             # The token budget holds on the last call too: the provider is told what is left.
             settings={} if tokens_left is None else {"max_tokens": tokens_left},
+            response_format=self.agent.output_type,
         )
         rid = request.request_id
         self._offered = request.tools

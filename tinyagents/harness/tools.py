@@ -512,6 +512,15 @@ _QUOTED_VALUE = 200
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:
+    return (
+        f"invalid arguments for tool {name!r}: {validation_problems(exc)}. "
+        "Call it again with arguments that match its schema."
+    )
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """What is wrong, for a model to read: each problem's place, message and (shortened)
+    value, at most ``_SHOWN_PROBLEMS`` of them."""
     errors = exc.errors(include_url=False)
     problems = []
     for error in errors[:_SHOWN_PROBLEMS]:
@@ -522,10 +531,7 @@ def _validation_message(name: str, exc: ValidationError) -> str:
         problems.append(f"{where}: {error['msg']}{got}")
     if len(errors) > _SHOWN_PROBLEMS:
         problems.append(f"and {len(errors) - _SHOWN_PROBLEMS} more problems")
-    return (
-        f"invalid arguments for tool {name!r}: " + "; ".join(problems) + ". "
-        "Call it again with arguments that match its schema."
-    )
+    return "; ".join(problems)
 
 
 def _quoted(text: str) -> str:
