@@ -831,12 +831,12 @@ def test_token_limits_are_positive_counts() -> None:
 async def test_a_second_run_continues_the_first_runs_messages() -> None:
     # ports tests/test_agent.py::test_run_with_history_new: the second run sees the first
     # run's conversation (the system prompt once) and then its own prompt.
+    # The first run's transcript is its RunResult's ``messages`` (pydantic-ai's
+    # ``result.all_messages()``): there was no public way to it, so the conversation of an
+    # ``agent.run(...)`` could not be continued, although ``history=`` says it takes one.
     first_model = ScriptedModel([tool_call("ping", id="c1"), reply("pong it is")])
     agent = Agent("a", first_model, tools=[ping], instructions="be brief")
-    async with Runtime() as rt:
-        handle = await rt.start(agent, "Hello")
-        await handle.result()
-        history = list(handle.driver.messages)  # type: ignore[attr-defined]
+    history = (await agent.run("Hello")).messages
     second_model = ScriptedModel([reply("again")])
     again = Agent("a", second_model, tools=[ping], instructions="be brief")
     result = await again.run("Hello again", history=history)
@@ -851,6 +851,23 @@ async def test_a_second_run_continues_the_first_runs_messages() -> None:
         ("user", "Hello again"),
     ]
     assert seen[2].tool_calls[0].id == seen[3].tool_call_id == "c1"
+
+
+async def test_a_results_messages_are_the_whole_transcript_also_of_a_run_stopped_part_way() -> None:
+    # ports tests/test_agent.py::test_run_with_history_new (all_messages / new_messages): the
+    # transcript is what the model saw and said, in order; a run stopped part-way through a
+    # batch gives each call it did not run its stand-in result, so it can be sent on.
+    model = ScriptedModel([tool_calls(tool_call("ping"), tool_call("ping")), reply("never")])
+    result = await Agent("a", model, tools=[ping], limits=RunLimits(max_tool_calls=1)).run("Hi")
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "tool"]
+    assert all(m.content.startswith("not run: the run ended") for m in result.messages[2:])
+    again = ScriptedModel([reply("fine")])
+    assert (await Agent("a", again).run("go on", history=result.messages)).output == "fine"
+    assert [m.role for m in again.requests[0].messages] == [
+        *(m.role for m in result.messages),
+        "user",
+    ]
 
 
 async def test_instructions_and_a_history_with_a_system_prompt() -> None:

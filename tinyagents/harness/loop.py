@@ -201,8 +201,7 @@ class AgentRun(RunDriver):
         if result.status in (RunStatus.LIMIT_EXCEEDED, RunStatus.FAILED):
             # nobody will wait for what it started: its sub-runs must not work on for nothing
             self.abandon(self._freeze_subtree(), f"ended {result.status.value}")
-        await self._end(result)
-        return result
+        return await self._end(result)
 
     async def _loop(self, *, another_turn: bool = False) -> Any:
         # Reopened by END_OF_TURN steering: take it where the run finished, before any call.
@@ -764,11 +763,13 @@ class AgentRun(RunDriver):
             usage=self.info.usage.snapshot(),
         )
 
-    async def _end(self, result: RunResult) -> None:
+    async def _end(self, result: RunResult) -> RunResult:
         for cmd, _ in self.staged:
             self.handle.inbox.failed(cmd, "the run ended before the message reached the model")
         self.staged.clear()
         self._answer_open_calls(result)
+        # the transcript as it ends, every call answered: a conversation to continue
+        result = result.model_copy(update={"messages": list(self.messages)})
         self.emit(
             RunEvent,
             type=f"run.{result.status.value}",
@@ -788,6 +789,7 @@ class AgentRun(RunDriver):
                 )
             )
         await self.runtime.finish(self.handle, result)
+        return result
 
     def _answer_open_calls(self, result: RunResult) -> None:
         """Give each tool call of the last model response that got no result (the run ended

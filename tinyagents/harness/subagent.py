@@ -193,9 +193,8 @@ class SubAgentSession(Record):
         )
         self.runs.append(handle.run_id)
         result = await _wait(self.runtime, handle, "SubAgentSession.send")
-        transcript = getattr(handle.driver, "messages", history)
-        self.messages = list(transcript)
-        self._last, self._taken = handle, len(transcript)
+        self.messages = list(result.messages)
+        self._last, self._taken = handle, len(result.messages)
         return output_or_raise(handle, result)
 
     async def _catch_up(self) -> None:
@@ -205,8 +204,7 @@ class SubAgentSession(Record):
         last = self._last
         if last is None:
             return
-        await last.result()
-        transcript = getattr(last.driver, "messages", [])
+        transcript = (await last.result()).messages
         self.messages.extend(transcript[self._taken :])
         self._taken = len(transcript)
 

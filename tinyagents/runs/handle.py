@@ -33,7 +33,9 @@ from tinyagents.steering.policy import Policy, PolicyChain, PolicyList
 
 
 class RunResult(BaseModel):
-    """How a run ended: ``status``, its ``output`` (or partial output), ``error`` and ``usage``."""
+    """How a run ended: ``status``, its ``output`` (or partial output), ``error`` and ``usage``;
+    for an agent run, ``messages``: its transcript (``tinyagents.harness.Message``s, what the
+    model saw and said), to continue the conversation with ``history=``."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
@@ -42,6 +44,8 @@ class RunResult(BaseModel):
     output: Any = None
     error: str | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
+    # Any: Message belongs to the harness, a layer above this one
+    messages: list[Any] = Field(default_factory=list)
 
 
 class Submitter(Protocol):
