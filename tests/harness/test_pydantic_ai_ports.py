@@ -511,6 +511,17 @@ async def test_structured_output_invalid_again_fails_the_run(answer: str) -> Non
     assert len(model.requests) == 2
 
 
+async def test_structured_output_is_asked_for_again_once_per_prompt() -> None:
+    # pydantic-ai's output retries count over the run, not in a row: a model that answered
+    # invalid output, then nothing (or a tool call), then invalid output again, was asked
+    # again and again without end.
+    script = ['{"bar": 0}', ModelResponse(text=""), tool_call("ping"), '{"bar": 0}', "{}"]
+    model = ScriptedModel(script)
+    result = await Agent("a", model, tools=[ping], output_type=Foo).run("Hello")
+    assert result.status is RunStatus.FAILED and "again after it was told" in (result.error or "")
+    assert len(model.requests) == 4
+
+
 async def test_structured_output_of_a_sub_agent_reaches_its_parent_as_json() -> None:
     child = Agent("child", ScriptedModel(['{"bar": 3}']), output_type=Foo)
     assert await SubAgent(child).invoke("go") == Foo(bar=3)

@@ -261,7 +261,7 @@ class AgentRun(RunDriver):
         """The run's output from its final answer: the text, or with
         ``Agent(output_type=...)`` the object its JSON validates to. An answer that does not
         validate is answered with what is wrong and None is returned (the model is asked once
-        more, as pydantic-ai asks); a second in a row raises ``ModelResponseError``."""
+        more, as pydantic-ai asks); a second for the same prompt raises ``ModelResponseError``."""
         output_type = self.agent.output_type
         if output_type is None:
             return response.text
@@ -270,7 +270,7 @@ class AgentRun(RunDriver):
         except ValidationError as exc:
             problems = validation_problems(exc)
         messages = self.messages
-        if len(messages) > 1 and messages[-2].metadata.get("retry") == INVALID_OUTPUT:
+        if _asked_since_the_prompt(messages, INVALID_OUTPUT):
             raise ModelResponseError(
                 f"model {response.model or self.agent.model.name!r}: its answer is not valid "
                 f"{output_type.__name__} output, again after it was told what was wrong: "
@@ -853,6 +853,21 @@ def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
     if not call_id or any(call_id in ids for ids in taken):
         return _clock.new_id("call")
     return call_id
+
+
+def _asked_since_the_prompt(messages: Sequence[Message], retry: str) -> bool:
+    """Whether the model was asked again for ``retry``'s reason since the last prompt (a user
+    message that is no ask of ours): once per prompt, as pydantic-ai counts its retries over
+    the run, so that answers in between (a tool call, an empty answer) do not reset it."""
+    for message in reversed(messages):
+        if message.role != "user":
+            continue
+        asked = message.metadata.get("retry")
+        if asked is None:
+            return False
+        if asked == retry:
+            return True
+    return False
 
 
 def _refuse_cut_off_calls(response: ModelResponse, request: ModelRequest) -> None:
