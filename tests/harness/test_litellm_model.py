@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
+import datetime
 import json
 import subprocess
 import sys
@@ -449,3 +450,33 @@ def test_retry_and_timeout_settings_of_the_wrong_kind_are_refused(
 ) -> None:
     with pytest.raises(ConfigurationError, match=words):
         LiteLLMModel("openai/gpt-4o-mini", **kwargs)  # type: ignore[arg-type]
+
+
+async def test_tool_call_arguments_python_objects_are_sent_as_json() -> None:
+    # A conversation whose tool calls carry arguments a custom model, a middleware or a
+    # history built in Python gave as Python objects (a date, a tuple) or as no object at all:
+    # json.dumps raised a TypeError before anything was sent, and the run failed with it.
+    # They are sent as JSON (a date as its ISO text; arguments that are no object as {}).
+    conversation = [
+        Message(role="user", content="book it"),
+        Message(
+            role="assistant",
+            tool_calls=[
+                ToolCall(
+                    id="c1", name="book", args={"day": datetime.date(2024, 1, 2), "at": (9, 30)}
+                ),
+                ToolCall(id="c2", name="book", args=None),  # type: ignore[arg-type]
+            ],
+        ),
+        Message(role="tool", content="booked", tool_call_id="c1"),
+        Message(role="tool", content="not run", tool_call_id="c2"),
+    ]
+    async with OpenAICompatServer(["done"], mode="vllm") as server:
+        response = await model_for(server, max_retries=0).request(
+            ModelRequest(messages=conversation)
+        )
+
+    assert response.text == "done"
+    sent = server.requests[0]["messages"][1]["tool_calls"]
+    assert json.loads(sent[0]["function"]["arguments"]) == {"day": "2024-01-02", "at": [9, 30]}
+    assert sent[1]["function"]["arguments"] == "{}"

@@ -39,6 +39,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from pydantic_core import to_jsonable_python
+
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
 from tinyagents.harness.litellm_errors import (
@@ -413,11 +415,20 @@ def _message_to_openai(message: Message) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.args)},
+                "function": {"name": call.name, "arguments": _arguments_json(call.args)},
             }
             for call in message.tool_calls
         ]
     return out
+
+
+def _arguments_json(args: object) -> str:
+    """A call's arguments as the JSON object text providers take: Python values a custom
+    model, a middleware or a history gave them (a date, a tuple) as JSON (json.dumps raised
+    a TypeError before anything was sent), and arguments that are no object as ``{}``."""
+    if not isinstance(args, dict):
+        return "{}"
+    return json.dumps(to_jsonable_python(args, fallback=str))
 
 
 def _sendable(text: str) -> str:
