@@ -479,6 +479,13 @@ async def test_structured_output_is_asked_for_and_validated() -> None:
     assert isinstance(result.output, Foo) and result.output.bar == 1
     assert model.requests[0].response_format is Foo
     assert Agent("b", model).output_type is None  # text, as ever
+    # its run.completed event shows the answer, as for text (the console showed nothing)
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        agent = Agent("a", ScriptedModel(['{"bar": 1}']), output_type=Foo)
+        await (await rt.start(agent, "Hello")).result()
+    (completed,) = [e for e in recorder.events if e.type == "run.completed"]
+    assert completed.output_summary == '{"bar": 1}'
 
 
 async def test_structured_output_that_does_not_validate_is_fed_back() -> None:

@@ -768,13 +768,15 @@ class AgentRun(RunDriver):
             self.handle.inbox.failed(cmd, "the run ended before the message reached the model")
         self.staged.clear()
         self._answer_open_calls(result)
+        # structured output (Agent(output_type=...)) is shown as the text it was read from
+        text = result.output if isinstance(result.output, str) else self.last_text
         # the transcript as it ends, every call answered: a conversation to continue
         result = result.model_copy(update={"messages": list(self.messages)})
         self.emit(
             RunEvent,
             type=f"run.{result.status.value}",
             status=result.status.value,
-            output_summary=summarize(result.output) if isinstance(result.output, str) else None,
+            output_summary=summarize(text),
             error=result.error,
             usage=result.usage,
         )
