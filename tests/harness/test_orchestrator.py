@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tinyagents import Agent, RunStatus, Runtime, SubAgent, orchestrator_tools
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, orchestrator_tools
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.tools import execute_tool_call
@@ -79,6 +79,20 @@ async def test_spawning_an_unknown_subagent_is_an_error_result(rt: Runtime):
     agent = Agent("orchestrator", model, tools=orchestrator_tools([SubAgent(fake_agent("a"))]))
     await (await rt.start(agent, "go")).result()
     assert tool_error(model.requests[1]) == "no sub-agent 'nobody'; available: ['a']"
+
+
+async def test_a_child_past_the_depth_limit_is_reported_as_a_limit(rt: Runtime):
+    # spawn_subagent let the RunLimitExceeded out ("tool 'spawn_subagent' raised
+    # RunLimitExceeded: ..."): the model read it as the tool failing, where a SubAgentTool
+    # call says the child could not start, which limit, and what to do instead.
+    model = ScriptedModel([spawn("a", "x"), reply("ok")])
+    tools = orchestrator_tools([SubAgent(fake_agent("a"))])
+    agent = Agent("orchestrator", model, tools=tools, limits=RunLimits(max_depth=0))
+    await (await rt.start(agent, "go")).result()
+    error = tool_error(model.requests[1])
+    assert error.startswith("sub-agent 'a' could not start: it would exceed the configured limit")
+    assert "max_depth (would use 1, allowed 0)" in error
+    assert rt.runs.list() == [rt.runs.list()[0]]  # the orchestrator only
 
 
 async def test_a_parent_cannot_steer_a_run_that_is_not_its_descendant(

@@ -15,7 +15,7 @@ from typing import Any
 from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.subagent import SubAgent, as_subagent
+from tinyagents.harness.subagent import SubAgent, as_subagent, start_child
 from tinyagents.harness.tools import InvalidArguments, Tool, refuse_unknown_arguments
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -127,7 +127,7 @@ class SpawnTool(_OrchestratorTool):
                 f"no sub-agent {name!r}; available: {sorted(self.toolkit.subagents)}"
             )
         task = self.text(args, "input")
-        handle = await sub.start(task, runtime=ctx.runtime, parent=ctx.handle)
+        handle = await start_child(sub, task, ctx)
         return {"run_id": handle.run_id, "name": sub.name}
 
 

@@ -255,14 +255,7 @@ class SubAgentTool(Tool):
             raise InvalidArguments(f"tool {self.name!r} needs a non-empty string 'input'")
         if not isinstance(ctx, RunContext):
             raise ToolError(f"tool {self.name!r} must be called from an agent run")
-        try:
-            handle = await self.subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
-        except RunLimitExceeded as exc:  # max_depth, or no budget left: it could not start
-            raise ToolError(
-                f"sub-agent {self.subagent.name!r} could not start: it would exceed the "
-                f"configured limit {exc.limit} (would use {exc.used}, allowed {exc.allowed}), "
-                "so it did not run, let alone complete. Do the task here or split it differently."
-            ) from None
+        handle = await start_child(self.subagent, text, ctx)
         # the call timed out (timeout_s) or was cancelled: nobody waits for the child
         result = await _wait(ctx.runtime, handle, f"tool {self.name!r}")
         if (
@@ -293,6 +286,20 @@ class SubAgentTool(Tool):
             raise ToolError(
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: {exc}"
             ) from None
+
+
+async def start_child(subagent: SubAgent, text: str, ctx: RunContext) -> RunHandle:
+    """Start ``subagent`` on ``text`` as a child of the calling run, for a tool: a child that
+    cannot start (past ``max_depth``, or no budget left) is a ``ToolError`` the parent model
+    can act on."""
+    try:
+        return await subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
+    except RunLimitExceeded as exc:
+        raise ToolError(
+            f"sub-agent {subagent.name!r} could not start: it would exceed the configured "
+            f"limit {exc.limit} (would use {exc.used}, allowed {exc.allowed}), so it did not "
+            "run, let alone complete. Do the task here or split it differently."
+        ) from None
 
 
 def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
