@@ -515,3 +515,14 @@ async def test_subagent_tool_needs_an_input(rt: Runtime):
     assert message.metadata == {"error": True}
     assert "needs a non-empty string 'input'" in message.content
     assert rt.runs.tree.children(parent.run_id) == []
+
+
+def test_a_subagent_tool_whose_name_providers_refuse_says_how_to_name_it():
+    # The agent's name is the tool's name by default; one with a space was refused with
+    # "(pass name=... to @tool)", advice for a function tool that a SubAgentTool cannot take.
+    agent = Agent("billing expert", ScriptedModel(["x"]))
+    with pytest.raises(ConfigurationError) as refused:
+        SubAgentTool(agent)
+    assert "SubAgentTool(..., name='billing_expert')" in str(refused.value)
+    assert "@tool" not in str(refused.value)
+    assert SubAgentTool(agent, name="billing_expert").name == "billing_expert"

@@ -12,6 +12,7 @@ id without touching the parent; the parent hears about it through ``subagent.*``
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,12 @@ from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.loop import abandon_child, start_agent_run
 from tinyagents.harness.model import Message
-from tinyagents.harness.tools import InvalidArguments, Tool, refuse_unknown_arguments
+from tinyagents.harness.tools import (
+    InvalidArguments,
+    Tool,
+    is_tool_name,
+    refuse_unknown_arguments,
+)
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
 from tinyagents.runs.info import RunStatus
@@ -233,6 +239,13 @@ class SubAgentTool(Tool):
         timeout_s: float | None = None,
     ) -> None:
         subagent = as_subagent(subagent, taker="SubAgentTool")
+        if name is None and not is_tool_name(subagent.name):
+            fixed = re.sub(r"[^A-Za-z0-9_-]", "_", subagent.name)[:64]
+            raise ConfigurationError(
+                f"SubAgentTool: the sub-agent's name {subagent.name!r} is its tool's name, and "
+                "model providers accept only 1-64 letters, digits, '_' or '-'; name the tool: "
+                f"SubAgentTool(..., name={fixed!r})"
+            )
         self.subagent = subagent
         super().__init__(
             name=name or subagent.name,

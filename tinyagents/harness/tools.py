@@ -41,6 +41,13 @@ from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
 #: What OpenAI and most providers accept as a function name.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def is_tool_name(name: object) -> bool:
+    """Whether model providers accept ``name`` as a function name."""
+    return isinstance(name, str) and _NAME_RE.match(name) is not None
+
+
 #: A parameter with this name receives the call context instead of a model-supplied value.
 CTX_PARAM = "ctx"
 
@@ -85,7 +92,7 @@ class Tool(ABC):
         parameters: dict[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not is_tool_name(name):
             raise ConfigurationError(
                 f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
                 "digits, '_' or '-' (pass name=... to @tool)"
