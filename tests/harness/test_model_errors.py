@@ -77,6 +77,14 @@ CASES = {
         retried=True,
         settings={"timeout_s": 1},
     ),
+    # The server (or a proxy in front of it) answered 408 at once: it was told "did not answer
+    # within litellm's default timeout: raise timeout_s", which no timeout_s would change.
+    "HTTP 408 from the server": Case(
+        ErrorReply(status=408, message="upstream gave up", type="timeout"),
+        ModelTimeoutError,
+        "answered HTTP 408 (litellm.Timeout: Timeout Error: OpenAIException - upstream gave up)",
+        retried=True,
+    ),
     "HTTP 401": Case(
         ErrorReply(status=401, message="invalid key", type="authentication_error"),
         ModelAuthenticationError,

@@ -79,6 +79,11 @@ def _is_timeout(link: BaseException) -> bool:
     return isinstance(link, TimeoutError) or name in ("Timeout", "APITimeoutError")
 
 
+def _is_http_status(link: BaseException) -> bool:
+    """An HTTP error the server answered with (the OpenAI SDK's, or httpx's under it)."""
+    return type(link).__name__ in ("APIStatusError", "HTTPStatusError")
+
+
 def _is_connection(link: BaseException) -> bool:
     if isinstance(link, ConnectionError | socket.gaierror):
         return True
@@ -127,6 +132,16 @@ def classify(
             "OpenAI-compatible server of your own)",
             model=model,
             api_base=api_base,
+        )
+    if status == 408 and any(_is_http_status(link) for link in chain):
+        # the server (or a proxy in front of it) answered 408: no timeout of ours ran out
+        return ModelTimeoutError(
+            f"{at} answered HTTP 408 ({_detail(exc)}) for model {model!r} ({tries}): the "
+            "server, or a proxy in front of it, gave up on the request; check that the server "
+            "is not overloaded or stuck, and the proxy's own timeout",
+            model=model,
+            api_base=api_base,
+            status=status,
         )
     if any(_is_timeout(link) for link in chain) or status == 408:
         limit = f"{timeout_s:g} s" if timeout_s is not None else "litellm's default timeout"
