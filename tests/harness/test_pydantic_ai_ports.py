@@ -479,6 +479,7 @@ async def test_structured_output_is_asked_for_and_validated() -> None:
     assert isinstance(result.output, Foo) and result.output.bar == 1
     assert model.requests[0].response_format is Foo
     assert Agent("b", model).output_type is None  # text, as ever
+    assert Agent("c", model, output_type=str).output_type is None  # pydantic-ai's default
     # its run.completed event shows the answer, as for text (the console showed nothing)
     recorder = EventRecorder()
     async with Runtime(sinks=[recorder]) as rt:

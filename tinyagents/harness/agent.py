@@ -49,7 +49,7 @@ class Agent:
         description: str = "",
         unknown_tools: Literal["error_result", "fail"] = "error_result",
         supervisor: Any = None,
-        output_type: type[BaseModel] | None = None,
+        output_type: type[BaseModel] | type[str] | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
@@ -78,6 +78,8 @@ class Agent:
                 "the run (add_instruction) or build the Agent per run"
             )
         check_limits(limits)
+        if output_type is str:  # text, the default (pydantic-ai's output_type=str)
+            output_type = None
         if output_type is not None and not (
             isinstance(output_type, type) and issubclass(output_type, BaseModel)
         ):
