@@ -526,3 +526,13 @@ def test_a_subagent_tool_whose_name_providers_refuse_says_how_to_name_it():
     assert "SubAgentTool(..., name='billing_expert')" in str(refused.value)
     assert "@tool" not in str(refused.value)
     assert SubAgentTool(agent, name="billing_expert").name == "billing_expert"
+
+
+async def test_invoke_with_events_refuses_a_blank_run_id_as_start_does(rt: Runtime):
+    # invoke_with_events read run_id="" as "none given" and started the child under a new
+    # id, where rt.start, agent.run and run_stream refuse it: the caller, who collects the
+    # events by that id, never learnt which run it got.
+    sub = SubAgent(Agent("a", ScriptedModel(["x"])))
+    with pytest.raises(ValueError, match="run_id"):
+        await sub.invoke_with_events("go", runtime=rt, run_id="")
+    assert rt.runs.list() == []

@@ -121,7 +121,9 @@ class SubAgent:
         # The sink is attached before the start so the child's first events are caught.
         runtime.bus.add_sink(collect)
         try:
-            child_id = kw.pop("run_id", None) or _new_run_id()
+            child_id = kw.pop("run_id", None)
+            if child_id is None:  # "" is refused by start_agent_run, as ever, not replaced
+                child_id = _new_run_id()
             mine.add(child_id)
             handle = await self.start(input, runtime=runtime, parent=parent, run_id=child_id, **kw)
             result = await _wait(runtime, handle, "SubAgent.invoke_with_events")
