@@ -197,6 +197,47 @@ async def test_cancel_subagent_cancels_only_that_child(rt: Runtime, recorder: Ev
     assert [e.run_id for e in recorder.of_type("run.cancelled")] == [ids["held"]]
 
 
+@pytest.mark.parametrize("tool", ["steer_subagent", "cancel_subagent"])
+async def test_steering_a_child_that_has_ended_says_so(
+    rt: Runtime, recorder: EventRecorder, tool: str
+):
+    # The model was told "add_instruction accepted for run r-…" (or "cancel accepted") for a
+    # child that had already ended: the command then failed ("target finished before
+    # delivery") where the model could not see it, and it waited for a child that would
+    # never read the instruction. Now the call says the child has ended; nothing is sent.
+    ids: dict[str, str] = {}
+
+    async def orchestrate(request: ModelRequest) -> ModelResponse | str:
+        turn = len(model.requests)
+        if turn == 1:
+            return spawn("a", "go")
+        if turn == 2:
+            ids["a"] = json.loads(tool_output(request))["run_id"]
+            return tool_call("wait_subagents", run_ids=[ids["a"]])
+        if turn == 3:
+            return tool_call(tool, run_id=ids["a"], **args)
+        return reply("done")
+
+    args = {"text": "one more thing"} if tool == "steer_subagent" else {}
+    model = FunctionModel(orchestrate)
+    agent = Agent("orchestrator", model, tools=orchestrator_tools([fake_agent("a", answer="a")]))
+    await (await rt.start(agent, "go")).result()
+    error = tool_error(model.requests[3])
+    assert error == (
+        f"run {ids['a']} has already ended (completed): nothing was sent; spawn a new "
+        "sub-agent for more work"
+    )
+    assert recorder.of_type("steering.requested") == []
+    # a run that is not its descendant is refused by the authority policy, ended or not:
+    # whether it ended is none of the caller's business
+    stranger = await rt.start(fake_agent("stranger", answer="x"), "go")
+    await stranger.result()
+    model = ScriptedModel([tool_call(tool, run_id=stranger.run_id, **args), reply("ok")])
+    agent = Agent("orchestrator", model, tools=orchestrator_tools([fake_agent("a")]))
+    await (await rt.start(agent, "go")).result()
+    assert "was rejected: forbidden" in tool_error(model.requests[1])
+
+
 async def test_wait_for_a_run_that_is_not_a_child_is_an_error(rt: Runtime):
     other = await rt.start(fake_agent("other"), "go")
     await other.result()

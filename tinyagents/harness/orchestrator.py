@@ -93,6 +93,16 @@ class OrchestratorToolkit:
     async def send(
         self, ctx: RunContext, run_id: str, kind: SteeringKind, payload: dict[str, Any]
     ) -> str:
+        child = ctx.runtime.runs.get(run_id)
+        mine = ctx.runtime.runs.tree.is_descendant(run_id, of=ctx.run_id)
+        if child is not None and mine and child.status.finished:
+            # accepted, the command would fail later where the model cannot see it, and the
+            # model would wait for a child that never reads it (another run's end is not
+            # told: its commands are refused by the authority policy, as ever)
+            raise ToolError(
+                f"run {run_id} has already ended ({child.status.value}): nothing was sent; "
+                "spawn a new sub-agent for more work"
+            )
         receipt = await ctx.runtime.submit(
             SteeringCommand(
                 target=SteeringTarget.agent_run(run_id),
