@@ -481,8 +481,11 @@ async def test_subagent_tool_reports_cancelled_and_failed_children(
     )
     failed = tool_message(parent_model, 2)
     assert failed.metadata == {"error": True}
-    assert "sub-agent 'broken'" in failed.content and "failed" in failed.content
-    assert "ScriptExhaustedError" in failed.content
+    # the child's run id once, then its error (it read "failed: run r-… failed: ...")
+    broken_id = rt.runs.tree.children(parent.run_id)[1].run_id
+    assert failed.content.startswith(
+        f"sub-agent 'broken' (run {broken_id}) failed: ScriptExhaustedError: "
+    )
 
 
 async def test_subagent_invoke_raises_classified_errors(rt: Runtime):

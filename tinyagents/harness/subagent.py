@@ -297,9 +297,9 @@ class SubAgentTool(Tool):
             raise ToolError(
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) was cancelled: {exc.reason}"
             ) from None
-        except RunFailed as exc:
+        except RunFailed:
             raise ToolError(
-                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: {exc}"
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: {result.error}"
             ) from None
 
 
