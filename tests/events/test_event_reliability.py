@@ -285,3 +285,41 @@ def test_structlog_sink_masks_secrets_anywhere_in_the_event(
     assert started["detail"] == {"passwords": MASK, "config": {"api_keys": MASK}, "max_tokens": 5}
     assert completed["usage"] == {"total_tokens": 7, "tokens": MASK}
     assert completed["run_id"] == "r-1"
+
+
+def test_a_summary_of_a_huge_list_or_dict_is_bounded_and_says_how_many_it_held() -> None:
+    """A summary cut strings but kept every item: a rejected ``approve`` whose value was a
+    list of 900 000 numbers put the whole list in its ``steering.requested`` and
+    ``steering.rejected`` events (1.8 MB each, in memory and in the store's event log)."""
+    huge_list = summarize({"value": list(range(900_000))})
+    assert len(json.dumps(huge_list)) < 20_000
+    assert huge_list["value"][:3] == [0, 1, 2]
+    assert "900000 items in all" in huge_list["value"][-1]
+    huge_dict = summarize({"update": {f"k{i}": i for i in range(100_000)}})
+    assert len(json.dumps(huge_dict)) < 20_000
+    assert huge_dict["update"]["k0"] == 0
+    assert any("100000" in str(v) for v in huge_dict["update"].values())
+    # nested containers share one bound: a 300 x 300 grid is no 90 000 values either
+    grid = summarize([[0] * 300 for _ in range(300)])
+    assert len(json.dumps(grid)) < 20_000
+
+
+async def test_a_rejected_command_with_a_huge_list_has_bounded_events() -> None:
+    recorder = EventRecorder()
+    agent = Agent("a", model=ScriptedModel(["done"]))
+    async with Runtime(sinks=[recorder]) as rt:
+        handle = await rt.start(agent, "go")
+        receipt = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.human("ops", tenant_id="default", scopes=["agent:control"]),
+                kind=SteeringKind.APPROVE,
+                payload={"value": [0] * 900_000},
+            )
+        )
+        await handle.result()
+    assert receipt.status == "rejected" and "too large" in (receipt.reason or "")
+    events = [e for e in recorder.events if e.type.startswith("steering.")]
+    assert [e.type for e in events] == ["steering.requested", "steering.rejected"]
+    for event in events:
+        assert len(json.dumps(event.to_dict(mode="json"))) < 20_000

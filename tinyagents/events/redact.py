@@ -66,6 +66,13 @@ MASK = "***"
 #: but a model's tool arguments or a tool's result may be, and a summary must not recurse
 #: once per level (a run failed on ``RecursionError`` summarising them).
 MAX_SUMMARY_DEPTH = 32
+#: How many items (list items and dict entries, at every level together) a summary keeps;
+#: the rest of a container is shown as one marker saying how many it held. A summary goes into
+#: events (in memory and in the store's event log): a payload or a tool result of a million
+#: items must not be copied whole into each of them.
+MAX_SUMMARY_ITEMS = 256
+#: The key of the marker that stands for the entries a dict's summary leaves out.
+MORE_KEY = "…"
 
 
 def summarize(
@@ -75,14 +82,18 @@ def summarize(
     secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS,
 ) -> Any:
     """A JSON-safe copy of ``value`` with secret-named keys masked, strings cut to
-    ``max_chars`` (the cut says how long the original was) and containers nested deeper than
-    ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held)."""
-    return _summary(value, max_chars, secret_keys, 1)
+    ``max_chars`` (the cut says how long the original was), containers nested deeper than
+    ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held), and at
+    most ``MAX_SUMMARY_ITEMS`` items kept in all (a marker says how many a cut container
+    held)."""
+    return _summary(value, max_chars, secret_keys, 1, [MAX_SUMMARY_ITEMS])
 
 
-def _summary(value: Any, max_chars: int, secret_keys: frozenset[str], level: int) -> Any:
+def _summary(
+    value: Any, max_chars: int, secret_keys: frozenset[str], level: int, left: list[int]
+) -> Any:
     # Positional recursion, at most MAX_SUMMARY_DEPTH deep: every steering command's payload
-    # goes through here.
+    # goes through here. ``left`` counts down the items still to keep, shared by all levels.
     if isinstance(value, str):
         return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
     if isinstance(value, dict | list | tuple | set | frozenset) and level > MAX_SUMMARY_DEPTH:
@@ -91,19 +102,34 @@ def _summary(value: Any, max_chars: int, secret_keys: frozenset[str], level: int
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
+            if left[0] <= 0:
+                out[MORE_KEY] = _held(len(value), "entry", "entries")
+                break
+            left[0] -= 1
             key = k if type(k) is str else str(k)
             if _is_secret(key, secret_keys):
                 out[key] = MASK
             elif type(v) is str and len(v) <= max_chars:  # the usual value: kept as it is
                 out[key] = v
             else:
-                out[key] = _summary(v, max_chars, secret_keys, level + 1)
+                out[key] = _summary(v, max_chars, secret_keys, level + 1, left)
         return out
     if isinstance(value, list | tuple | set | frozenset):
-        return [_summary(v, max_chars, secret_keys, level + 1) for v in value]
+        kept: list[Any] = []
+        for v in value:
+            if left[0] <= 0:
+                kept.append(_held(len(value), "item", "items"))
+                break
+            left[0] -= 1
+            kept.append(_summary(v, max_chars, secret_keys, level + 1, left))
+        return kept
     if value is None or isinstance(value, bool | int | float):
         return value
-    return _summary(repr(value), max_chars, secret_keys, level)
+    return _summary(repr(value), max_chars, secret_keys, level, left)
+
+
+def _held(count: int, one: str, many: str) -> str:
+    return f"… ({count} {one if count == 1 else many} in all)"
 
 
 def mask(value: Any, *, secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS) -> Any:
