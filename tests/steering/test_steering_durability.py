@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,52 @@ async def test_memory_runtime_forgets_everything(tmp_path: Path) -> None:
     async with Runtime(testing=True) as rt:
         await start_run(rt, "r-1")
         assert (await rt.submit(cmd)).accepted
+
+
+@pytest.mark.parametrize(
+    ("run_id", "kind", "payload"),
+    [
+        ("r-1", K.ADD_INSTRUCTION, {"text": "x" * 3_000_000}),  # too large
+        ("r-1", K.APPROVE, {"value": [0] * 900_000}),
+        ("r-1", K.CONSTRAIN_TOOLS, {"tools": [f"t{i}" for i in range(300_000)]}),
+        ("r-1", K.UPDATE_STATE, {"update": {f"k{i}": "v" * 100 for i in range(20_000)}}),
+        ("nope", K.ADD_INSTRUCTION, {"text": "y" * 3_000_000}),  # no such run
+    ],
+)
+async def test_a_rejected_command_is_logged_as_a_bounded_summary(
+    db: Path, run_id: str, kind: SteeringKind, payload: dict[str, object]
+) -> None:
+    """A rejected command was written to the steering log whole: every refused 4 MiB request
+    of the operator API grew the store by 4 MiB. The log keeps what it must show — the id (a
+    retry is still a duplicate), the kind, the target, the state and the reason — and a
+    summary of the payload that says how large it was."""
+    async with Runtime(store=url(db), testing=True) as rt:
+        await start_run(rt, "r-1")
+        cmd = make_command(run_id, kind, payload)
+        receipt = await rt.submit(cmd)
+        assert receipt.status is ReceiptStatus.REJECTED, receipt
+        again = await rt.submit(cmd.model_copy(update={"payload": {"text": "retry"}}))
+        assert again.status is ReceiptStatus.DUPLICATE
+    reader = SqliteStore(db)
+    await reader.open()
+    try:
+        stored = await reader.get_command(cmd.correlation_id, scope=SCOPE)
+    finally:
+        await reader.close()
+    assert stored is not None and stored.state == "rejected"
+    assert stored.reason == receipt.reason
+    assert (stored.command.kind, stored.command.target) == (cmd.kind, cmd.target)
+    assert len(stored.command.model_dump_json()) < 64_000
+    assert "in all" in stored.command.model_dump_json() or "chars)" in str(stored.command.payload)
+    with sqlite3.connect(db) as conn:
+        ((size,),) = conn.execute("SELECT SUM(LENGTH(command)) FROM steering_log").fetchall()
+    assert size < 64_000
+
+
+async def test_a_small_rejected_command_is_logged_whole(db: Path) -> None:
+    async with Runtime(store=url(db), testing=True) as rt:
+        await start_run(rt, "r-1", models=["m-1"])
+        cmd = make_command("r-1", K.CONSTRAIN_MODEL, {"models": ["m-2"]})
+        assert (await rt.submit(cmd)).status is ReceiptStatus.REJECTED
+        stored = await rt.store.get_command(cmd.correlation_id, scope=SCOPE)  # type: ignore[union-attr]
+    assert stored is not None and stored.command == cmd

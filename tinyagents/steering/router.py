@@ -49,7 +49,12 @@ from tinyagents.runs.info import RunInfo, subagent_event
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import LATE, Inbox
-from tinyagents.steering.policies import default_pipeline, not_found
+from tinyagents.steering.policies import (
+    DEFAULT_MAX_TEXT_BYTES,
+    default_pipeline,
+    json_bytes,
+    not_found,
+)
 from tinyagents.steering.policy import PolicyContext, PolicyPipeline, first_refusal
 
 if TYPE_CHECKING:
@@ -652,6 +657,8 @@ class SteeringRouter:
         if store is None:
             return True
         command = command if command is not None else tracked.cmd
+        if state == CommandState.REJECTED:
+            command = _as_logged_rejection(command)
         try:
             if tracked.persisted:
                 moved = await store.update_command(
@@ -894,6 +901,22 @@ def _events_for(tracked: _Tracked) -> dict[str, Any]:
     tracked.events = events
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
+
+
+def _as_logged_rejection(cmd: SteeringCommand) -> SteeringCommand:
+    """``cmd`` as the steering log keeps it once rejected: whole up to the payload policy's
+    default bound, else with its payload's summary (long text cut, saying how long it was;
+    long lists cut, saying how many items they held). A rejected command is never applied:
+    the log keeps it for its id (a retry stays a duplicate), kind, target, state and reason,
+    and a refused 4 MiB request must not grow the store by 4 MiB."""
+    if json_bytes(cmd.payload, stop_above=DEFAULT_MAX_TEXT_BYTES) <= DEFAULT_MAX_TEXT_BYTES:
+        return cmd
+    values = cmd.model_dump(warnings=False)
+    values["payload"] = summarize(cmd.payload)
+    try:
+        return SteeringCommand.model_validate(values)
+    except InvalidCommandError:  # a summary its kind does not take: keep the command as sent
+        return cmd
 
 
 def _task_and_node(target: AnyTarget) -> tuple[str | None, str | None]:
