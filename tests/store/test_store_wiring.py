@@ -12,8 +12,10 @@ from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events import Event, RunEvent, SteeringEvent
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringTarget
 from tinyagents.protocol.commands import dedupe_scope
+from tinyagents.runtime import Runtime
 from tinyagents.store import MemoryStore, SqliteStore, StoreWriter, open_store
 from tinyagents.store.base import terminal_updates
+from tinyagents.store.checkpoint import PostgresCheckpointer
 from tinyagents.store.sqlite import MIGRATIONS
 
 
@@ -172,3 +174,16 @@ async def test_closing_while_a_flush_runs_loses_neither_events_nor_settled_state
         "steering.applied",
         "run.completed",
     ]
+
+
+@pytest.mark.parametrize("port", ["99999", "65536"])
+async def test_a_postgres_url_with_a_port_out_of_range_is_a_store_error(port: str) -> None:
+    """asyncpg's connect raised the socket's ``OverflowError`` ("port must be 0-65535") through
+    the store and the checkpointer: no ``StoreError``, so ``Runtime(store=...)`` and the CLI
+    showed a traceback for a mistyped port."""
+    url = f"postgresql://127.0.0.1:{port}/test"
+    with pytest.raises(StoreError, match="port must be 0-65535"):
+        async with Runtime(store=url):
+            pass
+    with pytest.raises(StoreError, match="port must be 0-65535"):
+        await PostgresCheckpointer(url).setup()

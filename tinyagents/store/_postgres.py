@@ -26,13 +26,15 @@ def db_errors() -> tuple[type[BaseException], ...]:
     import asyncpg
 
     # ValueError: text asyncpg cannot encode (a lone surrogate); OSError: the socket;
-    # InternalClientError: asyncpg's own failures outside both trees (a protocol error, a
-    # server that is not the kind ``target_session_attrs`` asks for).
+    # OverflowError: the socket's word for a port past 65535 in the URL; InternalClientError:
+    # asyncpg's own failures outside both trees (a protocol error, a server that is not the
+    # kind ``target_session_attrs`` asks for).
     return (
         asyncpg.PostgresError,
         asyncpg.InterfaceError,
         asyncpg.InternalClientError,
         OSError,
+        OverflowError,
         ValueError,
     )
 
