@@ -91,6 +91,36 @@ async def test_a_body_that_is_not_a_valid_json_object_is_refused(
     await unchanged(served, run)
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "content", "key"),
+    [
+        ("commands", b'{"kind": "pause", "kind": "cancel"}', "kind"),
+        ("steer", b'{"message": "a", "message": "b"}', "message"),
+        ("commands", b'{"kind": "add_instruction", "payload": {"text": "a", "text": "b"}}', "text"),
+        (
+            "pause",
+            b'{"reason": "a", "correlation_id": "k", "correlation_id": "k2"}',
+            "correlation_id",
+        ),
+    ],
+)
+async def test_a_key_given_twice_in_a_body_is_a_400_that_names_it(
+    served: Served, endpoint: str, content: bytes, key: str
+) -> None:
+    """JSON with a key given twice was read as its last value: ``{"kind": "pause", "kind":
+    "cancel"}`` cancelled the run, while a proxy, a log or a reviewer reading the first
+    value saw a pause. Which one a reader keeps is up to the reader (RFC 8259): refused."""
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/{endpoint}"
+    r = await raw(served, "alice", "POST", path, content=content, headers=JSON)
+    body = problem(r, 400)
+    assert f"{key!r} is given twice" in body["detail"], body
+    await unchanged(served, run)
+    # without a valid token, the token is what is wrong (as for any unreadable body)
+    r = await raw(served, "nobody", "POST", path, content=content, headers=JSON)
+    problem(r, 401)
+
+
 BAD_FIELDS: list[tuple[str, dict[str, Any]]] = [
     ("commands", {"kind": "explode"}),
     ("commands", {"kind": 5}),

@@ -583,9 +583,29 @@ def _is_json_type(content_type: str | None) -> bool:
 _UNREADABLE_BODY = "There was an error parsing the body"
 
 
+class _KeyGivenTwice(ValueError):
+    """A JSON object of a body names one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of a body as a dict, refusing a key given twice: JSON readers differ on
+    which value they keep (``json`` the last), so ``{"kind": "pause", "kind": "cancel"}``
+    would be a cancel here and a pause to a proxy or a log that keeps the first."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _KeyGivenTwice(f"the key {key!r} is given twice in one object; give it once")
+            seen.add(key)
+    return obj
+
+
 def _unreadable_body(cause: BaseException | None) -> str:
     """Why the JSON reader gave up on a body, for its 400."""
-    if isinstance(cause, RecursionError):
+    if isinstance(cause, _KeyGivenTwice):
+        why = str(cause)
+    elif isinstance(cause, RecursionError):
         why = "it is nested too deep for the JSON reader"
     elif isinstance(cause, UnicodeDecodeError):
         why = "it is not UTF-8 text"
@@ -1156,7 +1176,8 @@ def _serve_api_docs(app: "FastAPI") -> None:
 def _utf8_json_route() -> Any:
     """An ``APIRoute`` whose JSON bodies are read as UTF-8 only (a byte-order mark allowed),
     as RFC 8259 has it and the docs say: ``json.loads`` of bytes also reads UTF-16 and UTF-32,
-    which a 400 should have refused as the other encodings are."""
+    which a 400 should have refused as the other encodings are. A key given twice in one
+    object is a 400 too (``_unique_keys``)."""
     from fastapi import Request
     from fastapi.routing import APIRoute
 
@@ -1164,7 +1185,9 @@ def _utf8_json_route() -> Any:
         async def json(self) -> Any:
             if not hasattr(self, "_json"):
                 # UnicodeDecodeError: FastAPI's 400, which ``_unreadable_body`` explains
-                self._json = json.loads((await self.body()).decode("utf-8-sig"))
+                self._json = json.loads(
+                    (await self.body()).decode("utf-8-sig"), object_pairs_hook=_unique_keys
+                )
             return self._json
 
     class Utf8JsonRoute(APIRoute):
