@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import aiosqlite
@@ -187,3 +188,64 @@ async def test_a_postgres_url_with_a_port_out_of_range_is_a_store_error(port: st
             pass
     with pytest.raises(StoreError, match="port must be 0-65535"):
         await PostgresCheckpointer(url).setup()
+
+
+def _schema_and_rows(path: Path) -> tuple[object, ...]:
+    with sqlite3.connect(path) as conn:
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        tables = [name for kind, name, _ in schema if kind == "table"]
+        rows = [conn.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables]
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+    return schema, rows, mode
+
+
+@pytest.mark.parametrize(
+    ("table", "ddl"),
+    [
+        ("events", "CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT, payload BLOB)"),
+        # the same columns as ours: the open went through and wrote into the other program's
+        # table (an index, a tenant_id column filled by an UPDATE, then tinyagents' events)
+        (
+            "events",
+            "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL,"
+            " run_id TEXT, root_run_id TEXT, data TEXT NOT NULL)",
+        ),
+        ("runs", "CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)"),
+        (
+            "migrations",
+            "CREATE TABLE migrations (id INTEGER PRIMARY KEY, migration TEXT, batch INT)",
+        ),
+        ("inbox", "CREATE TABLE inbox (id INTEGER PRIMARY KEY, subject TEXT)"),
+    ],
+)
+async def test_a_sqlite_file_whose_tables_of_our_names_are_another_programs_is_refused_untouched(
+    tmp_path: Path, table: str, ddl: str
+) -> None:
+    """A SQLite file of another program with a table named as one of ours (``events``,
+    ``runs``: common names) was migrated around it: the open failed half-way with "no such
+    column: run_id" after creating tables, an index and a ``migrations`` table in that file
+    and switching it to WAL, or, when the columns matched, went through and wrote into the
+    other program's table. It is refused before anything is written, naming the table."""
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(ddl)
+        if table != "events":  # (its NOT NULL columns take no default row)
+            conn.execute(f"INSERT INTO {table} DEFAULT VALUES")
+    before = _schema_and_rows(path)
+    with pytest.raises(StoreError, match=f"table '{table}'.*another program") as caught:
+        async with Runtime(store=f"sqlite:///{path}"):
+            pass
+    assert "file of its own" in str(caught.value)
+    assert _schema_and_rows(path) == before
+
+
+async def test_a_sqlite_file_with_other_tables_of_its_own_takes_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    for _ in range(2):  # and opens it again, as its own
+        async with Runtime(store=f"sqlite:///{path}"):
+            pass
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"users", "events", "runs", "steering_log", "migrations"} <= tables

@@ -47,6 +47,9 @@ _log = logging.getLogger("tinyagents.store")
 _OPEN = tuple(state.value for state in CommandState if not state.terminal)
 
 #: Ordered schema migrations; each runs once, recorded in the ``migrations`` table.
+#: The tables of a store (beside the ``migrations`` table every schema in the file shares).
+_TABLES = ("steering_log", "events", "runs", "inbox")
+
 MIGRATIONS: list[tuple[int, str]] = [
     (
         1,
@@ -247,6 +250,7 @@ class SqliteStore(Store):
             await db.execute_fetchall("SELECT count(*) FROM sqlite_master")
             if not self.create:
                 await self._exists(db)
+            await self._refuse_foreign_tables(db)
             await use_wal(db, self.busy_timeout_s)
             await db.execute("PRAGMA synchronous=NORMAL")
             await migrate(db, MIGRATIONS, name="steering")
@@ -271,6 +275,34 @@ class SqliteStore(Store):
                 f"no tinyagents store in {self.path!r} (nothing was written; is the runtime's "
                 "store URL the same?)"
             )
+
+    async def _refuse_foreign_tables(self, db: aiosqlite.Connection) -> None:
+        """Refuse, before any write, a file where a table of one of our names (``events``,
+        ``runs``: common names) is another program's: migrating around it would change that
+        table, write into it, or fail half-way with tables of ours left beside it. A file whose
+        ``migrations`` record this store's schema is ours (``migrate`` brings it up to date)."""
+        tables = {
+            row[0]
+            for row in await db.execute_fetchall(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+        if "migrations" in tables:
+            columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(migrations)")}
+            if not {"name", "version"} <= columns:
+                raise StoreError(self._foreign("migrations"))
+            if await db.execute_fetchall("SELECT 1 FROM migrations WHERE name = 'steering'"):
+                return
+        for table in _TABLES:
+            if table in tables:
+                raise StoreError(self._foreign(table))
+
+    def _foreign(self, table: str) -> str:
+        return (
+            f"it holds a table '{table}' of another program, and a tinyagents store "
+            f"keeps its own tables ({', '.join(_TABLES)}, migrations) under these names: give "
+            "the store a file of its own (nothing was written)"
+        )
 
     async def close(self) -> None:
         if self._db is not None:
