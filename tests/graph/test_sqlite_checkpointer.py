@@ -12,7 +12,7 @@ from typing import TypedDict
 
 import pytest
 
-from tinyagents.errors import ThreadBusy
+from tinyagents.errors import StoreError, ThreadBusy
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.store.checkpoint.sqlite import MIGRATIONS
@@ -147,3 +147,48 @@ def test_settings_of_the_wrong_kind_are_refused_when_made(tmp_path: Path) -> Non
             MemoryCheckpointer(snapshot_every=every)  # type: ignore[arg-type]
     assert SqliteCheckpointer(path, synchronous="full", lease_ttl=5).synchronous == "FULL"
     assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "ddl"),
+    [
+        # LangGraph's SqliteSaver keeps its checkpoints under this name
+        (
+            "checkpoints",
+            "CREATE TABLE checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL"
+            " DEFAULT '', checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT,"
+            " checkpoint BLOB, metadata BLOB,"
+            " PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))",
+        ),
+        ("thread_leases", "CREATE TABLE thread_leases (id INTEGER PRIMARY KEY, who TEXT)"),
+        ("checkpoint_migrations", "CREATE TABLE checkpoint_migrations (id INTEGER, what TEXT)"),
+    ],
+)
+async def test_another_programs_table_of_a_checkpointer_name_is_refused_untouched(
+    tmp_path: Path, table: str, ddl: str
+) -> None:
+    """A file with another program's ``checkpoints`` table (LangGraph's, from a project being
+    ported) was taken: setup created the other tables beside it and said nothing, and the
+    graph's first checkpoint failed ("table checkpoints has no column named ns")."""
+    path = tmp_path / "graphs.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(ddl)
+    with sqlite3.connect(path) as conn:
+        before = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    saver = SqliteCheckpointer(path)
+    with pytest.raises(StoreError, match=f"table '{table}' of another program"):
+        await saver.setup()
+    with sqlite3.connect(path) as conn:
+        after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+    assert (after, mode) == (before, "delete")
+
+
+async def test_a_checkpointer_shares_a_file_with_the_store_and_other_tables(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    for _ in range(2):
+        saver = SqliteCheckpointer(path)
+        await saver.setup()
+        await saver.aclose()

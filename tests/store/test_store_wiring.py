@@ -235,7 +235,7 @@ async def test_a_sqlite_file_whose_tables_of_our_names_are_another_programs_is_r
     with pytest.raises(StoreError, match=f"table '{table}'.*another program") as caught:
         async with Runtime(store=f"sqlite:///{path}"):
             pass
-    assert "file of its own" in str(caught.value)
+    assert "a file of its own" in str(caught.value)
     assert _schema_and_rows(path) == before
 
 

@@ -250,7 +250,13 @@ class SqliteStore(Store):
             await db.execute_fetchall("SELECT count(*) FROM sqlite_master")
             if not self.create:
                 await self._exists(db)
-            await self._refuse_foreign_tables(db)
+            await refuse_foreign_tables(
+                db,
+                _TABLES,
+                record="migrations",
+                record_columns=frozenset({"name", "version"}),
+                ours="SELECT 1 FROM migrations WHERE name = 'steering'",
+            )
             await use_wal(db, self.busy_timeout_s)
             await db.execute("PRAGMA synchronous=NORMAL")
             await migrate(db, MIGRATIONS, name="steering")
@@ -275,34 +281,6 @@ class SqliteStore(Store):
                 f"no tinyagents store in {self.path!r} (nothing was written; is the runtime's "
                 "store URL the same?)"
             )
-
-    async def _refuse_foreign_tables(self, db: aiosqlite.Connection) -> None:
-        """Refuse, before any write, a file where a table of one of our names (``events``,
-        ``runs``: common names) is another program's: migrating around it would change that
-        table, write into it, or fail half-way with tables of ours left beside it. A file whose
-        ``migrations`` record this store's schema is ours (``migrate`` brings it up to date)."""
-        tables = {
-            row[0]
-            for row in await db.execute_fetchall(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-            )
-        }
-        if "migrations" in tables:
-            columns = {row[1] for row in await db.execute_fetchall("PRAGMA table_info(migrations)")}
-            if not {"name", "version"} <= columns:
-                raise StoreError(self._foreign("migrations"))
-            if await db.execute_fetchall("SELECT 1 FROM migrations WHERE name = 'steering'"):
-                return
-        for table in _TABLES:
-            if table in tables:
-                raise StoreError(self._foreign(table))
-
-    def _foreign(self, table: str) -> str:
-        return (
-            f"it holds a table '{table}' of another program, and a tinyagents store "
-            f"keeps its own tables ({', '.join(_TABLES)}, migrations) under these names: give "
-            "the store a file of its own (nothing was written)"
-        )
 
     async def close(self) -> None:
         if self._db is not None:
@@ -800,6 +778,39 @@ class _ExitGuard:
 
 
 _EXIT_GUARD = _ExitGuard()
+
+
+async def refuse_foreign_tables(
+    db: aiosqlite.Connection,
+    tables: tuple[str, ...],
+    *,
+    record: str,
+    record_columns: frozenset[str],
+    ours: str,
+) -> None:
+    """Raise ``StoreError``, before anything writes, when a table of one of our names
+    (``tables``, or the ``record`` of our migrations) is another program's: migrating around
+    it would change that table, write into it, or fail half-way with tables of ours beside
+    it. The file is ours when ``record`` has our columns and the query ``ours`` finds our
+    migrations in it (the migrations then bring it up to date); other tables are no matter."""
+    present = {
+        row[0]
+        for row in await db.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    foreign = None
+    if record in present:
+        columns = {row[1] for row in await db.execute_fetchall(f"PRAGMA table_info({record})")}
+        if not record_columns <= columns:
+            foreign = record
+        elif await db.execute_fetchall(ours):
+            return
+    foreign = foreign or next((table for table in tables if table in present), None)
+    if foreign is not None:
+        raise StoreError(
+            f"it holds a table '{foreign}' of another program, and tinyagents keeps its own "
+            f"tables ({', '.join((*tables, record))}) under these names: give it a file of its "
+            "own (nothing was written)"
+        )
 
 
 async def use_wal(db: aiosqlite.Connection, timeout_s: float) -> None:

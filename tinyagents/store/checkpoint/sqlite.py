@@ -34,7 +34,7 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     stale_message,
 )
-from tinyagents.store.sqlite import connect, use_wal
+from tinyagents.store.sqlite import connect, refuse_foreign_tables, use_wal
 
 #: SQLite's ``synchronous`` levels
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -127,6 +127,13 @@ class SqliteCheckpointer(Checkpointer):
                 await conn.execute("PRAGMA busy_timeout=10000")
                 # Read before anything writes: a file that is not a database fails untouched.
                 await conn.execute_fetchall("SELECT count(*) FROM sqlite_master")
+                await refuse_foreign_tables(
+                    conn,
+                    ("checkpoints", "checkpoint_writes", "thread_leases"),
+                    record="checkpoint_migrations",
+                    record_columns=frozenset({"version", "name", "applied_at"}),
+                    ours="SELECT 1 FROM checkpoint_migrations WHERE version = 1",
+                )
                 await use_wal(conn, 10.0)
                 await conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 await self._migrate(conn)
