@@ -595,3 +595,19 @@ def test_list_root_of_a_sub_run_says_its_root_over_the_store(
     err = capsys.readouterr().err
     assert "r-kid is not the root of its tree (its root is r-root)" in err, err
     assert "runs tree r-kid" in err, err
+
+
+def test_runs_a_sqlite_store_url_with_a_query_is_refused_naming_it(tmp_path: Path) -> None:
+    """``--store sqlite:///runs.db?mode=ro`` was looked up as a file named 'runs.db?mode=ro'
+    ("no store file"), and a runtime given it made that file."""
+    (tmp_path / "runs.db").touch()
+    url = f"sqlite:///{tmp_path}/runs.db?mode=ro"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tinyagents", "runs", "list", "--store", url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc
+    assert "takes no query ('?mode=ro')" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]

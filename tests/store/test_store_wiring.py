@@ -40,6 +40,9 @@ def test_open_store_urls(tmp_path: Path) -> None:
         ("sqlite://", r"names no file"),
         (Path("runs.db"), r"a store is a URL or a Store, got PosixPath: 'sqlite:///runs.db'"),
         (5, r"a store is a URL or a Store, got int"),
+        # SQLite's URI options were no options: a new file named 'runs.db?mode=ro' was made
+        ("sqlite:///runs.db?mode=ro", r"takes no query \('\?mode=ro'\).*'sqlite:///runs.db'"),
+        ("sqlite:////tmp/x.db?cache=shared&mode=rwc", r"takes no query"),
     ],
 )
 def test_a_store_that_names_no_file_or_is_no_url_is_refused(spec: object, words: str) -> None:

@@ -37,7 +37,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.control import Control, command_target, decode_cursor, task_entry
-from tinyagents.store.open import open_store
+from tinyagents.store.open import open_store, sqlite_path
 
 #: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
 API_BASE = "/api/agents"
@@ -420,8 +420,7 @@ def _token() -> str:
 def _existing_store(url: str) -> str:
     """``url``, once it names a store that exists (a typo must not make an empty store)."""
     if url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite://")
-        path = path[1:] if path.startswith("/") else path
+        path = sqlite_path(url)
         if not Path(path).is_file():
             raise CliError(f"no store file at {path!r} (is the runtime's --store the same?)")
         return url
