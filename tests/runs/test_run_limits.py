@@ -92,3 +92,18 @@ def test_replace_on_limits_bounded_to_nothing_keeps_them() -> None:
     bounded = RunLimits(max_model_calls=5).bounded_by({"max_model_calls": 0})
     changed = bounded.replace(max_tool_calls=2)
     assert (changed.max_model_calls, changed.max_tool_calls) == (0, 2)
+
+
+@pytest.mark.parametrize(
+    "field", ["max_model_calls", "max_tool_calls", "max_tokens", "max_output_tokens", "max_depth"]
+)
+def test_a_limit_too_long_to_write_as_json_is_refused(field: str) -> None:
+    """``RunLimits(max_model_calls=10**5000)`` was taken: the run's snapshot could then not be
+    written as JSON (Python writes no integer past 4300 digits), so a durable runtime never
+    saved the run and its close raised a bare ValueError."""
+    with pytest.raises(ValidationError, match=f"(?s){field}.*more than 4000 digits"):
+        RunLimits(**{field: 10**5000})
+    with pytest.raises(ValidationError, match="more than 4000 digits"):
+        RunLimits().replace(**{field: 10**4000})
+    huge = RunLimits(**{field: 10**3999})  # as large as a command's integers may be
+    assert RunLimits.model_validate_json(huge.model_dump_json()) == huge

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tinyagents._record import Record
+from tinyagents.protocol.commands import MAX_INT_DIGITS
+
+_INT_BOUND = 10**MAX_INT_DIGITS
 
 #: The limit fields that budgets (``update_budget``) may change.
 BUDGET_FIELDS = (
@@ -48,6 +51,25 @@ class RunLimits(BaseModel):
     max_depth: int = Field(default=8, ge=0, strict=True)
     tool_timeout_s: float | None = Field(default=300, gt=0, strict=True, allow_inf_nan=False)
     behavior: Literal["error", "stop_with_partial"] = "error"
+
+    @field_validator(
+        "max_model_calls",
+        "max_tool_calls",
+        "max_tokens",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_depth",
+    )
+    @classmethod
+    def _writable(cls, value: int | None) -> int | None:
+        # a run's snapshot is JSON, and Python writes no integer past 4300 digits: a durable
+        # runtime could not save the run (as a command's integers, at most MAX_INT_DIGITS)
+        if value is not None and value >= _INT_BOUND:
+            raise ValueError(
+                f"more than {MAX_INT_DIGITS} digits: a run's snapshot could not be written as "
+                "JSON; give a smaller number"
+            )
+        return value
 
     def replace(self, **changes: Any) -> RunLimits:
         """These limits with ``changes``, checked as the constructor checks them (an unknown
