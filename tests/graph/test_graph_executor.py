@@ -530,3 +530,23 @@ async def test_a_router_result_that_is_no_name_fails_the_run_with_an_invalid_rou
         assert result.status == "failed"
         assert isinstance(result.error, InvalidRouteError), result.error
         assert "{'b': 1}" in str(result.error)
+
+
+async def test_an_integer_too_long_for_json_is_an_invalid_update_not_a_bare_value_error(
+    checkpointer: Checkpointer,
+) -> None:
+    """An integer of more than 4300 digits (which Python writes as no JSON) in the input or a
+    node's write raised a bare ``ValueError`` out of ``run`` ("Exceeds the limit (4300
+    digits) for integer string conversion"), where any other value no checkpoint can hold
+    is an ``InvalidUpdateError`` that fails the run and keeps what was saved."""
+    huge = 10**5000
+    graph = StateGraph(Loose).add_node("w", lambda s: {"blob": huge, "log": ["w"]})
+    compiled = graph.add_edge(START, "w").compile(checkpointer=checkpointer)
+    with pytest.raises(InvalidUpdateError, match=r"cannot checkpoint.*more than 4300 digits"):
+        await compiled.run({"blob": huge}, thread_id="input")
+    result = await compiled.run({"log": ["in"]}, thread_id="write")
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError), result.error
+    assert "more than 4300 digits" in str(result.error)
+    state = await compiled.get_state("write")  # what was saved: nothing of 'w'
+    assert state.values == {"log": ["in"]} and set(state.next) == {"w"}

@@ -27,13 +27,14 @@ from __future__ import annotations
 import builtins
 import json
 import math
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
 from tinyagents._record import Record
-from tinyagents.errors import ThreadBusy
+from tinyagents.errors import InvalidUpdateError, ThreadBusy
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -105,8 +106,16 @@ ROW_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at
 
 
 def compact_json(value: Any) -> str:
-    """JSON text as the checkpointers store it: no spaces."""
-    return json.dumps(value, separators=(",", ":"))
+    """JSON text as the checkpointers store it: no spaces. An integer Python writes as no
+    JSON (more digits than ``sys.get_int_max_str_digits()``, 4300 by default) is an
+    ``InvalidUpdateError``, as any other value no checkpoint can hold."""
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except ValueError as exc:
+        raise InvalidUpdateError(
+            f"cannot checkpoint an integer of more than {sys.get_int_max_str_digits()} "
+            "digits (Python writes none as JSON); keep such a number as text"
+        ) from exc
 
 
 def stale_message(record: CheckpointRecord) -> str:
