@@ -36,3 +36,31 @@ def test_a_scripted_model_needs_a_list_of_responses() -> None:
 def test_an_agent_description_is_text(description: object) -> None:
     with pytest.raises(ConfigurationError, match="description must be text"):
         Agent("a", ScriptedModel([]), description=description)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("trusted", "words"),
+    [
+        # a name given alone was read letter by letter: "auditor" trusted the middleware
+        # named "a", "u", "d"... and not the one named "auditor"
+        ("auditor", r"trusted_middleware= takes a list of names, got str 'auditor'; "),
+        ([5], r"trusted_middleware= holds names \(non-blank text\), got int 5"),
+        (["auditor", " "], r"trusted_middleware= holds names \(non-blank text\), got str ' '"),
+    ],
+)
+def test_runtime_trusted_middleware_is_a_list_of_names(trusted: object, words: str) -> None:
+    with pytest.raises(ConfigurationError, match=words):
+        Runtime(trusted_middleware=trusted)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sinks", "words"),
+    [
+        (None, r"sinks= takes a list of sinks, got NoneType"),  # a TypeError: not iterable
+        # taken, then every event failed in it
+        ([5], r"sinks= holds callables \(event\) -> None, got int"),
+    ],
+)
+def test_runtime_sinks_are_callables(sinks: object, words: str) -> None:
+    with pytest.raises(ConfigurationError, match=words):
+        Runtime(sinks=sinks)  # type: ignore[arg-type]

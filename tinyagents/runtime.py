@@ -109,7 +109,7 @@ class Runtime:
             raise ConfigurationError(
                 f"testing= must be True or False, got {type(testing).__name__} {testing!r}"
             )
-        trusted_middleware = frozenset(trusted_middleware)  # a generator is read once
+        trusted_middleware = _names(trusted_middleware)
         if SUPERVISOR in trusted_middleware:
             raise ConfigurationError(
                 f"trusted_middleware may not list {SUPERVISOR!r}: the runtime's supervisor is "
@@ -150,7 +150,7 @@ class Runtime:
             trusted_middleware=trusted_middleware,
             dedupe_horizon=dedupe_horizon,
         )
-        sinks = list(sinks)
+        sinks = _sinks(sinks)
         for sink in sinks:
             self.bus.add_sink(sink)
         # A program that set an OpenTelemetry SDK provider gets its runs traced and counted
@@ -775,3 +775,37 @@ def _finished(snapshot: dict[str, Any]) -> bool:
         return RunStatus(str(snapshot.get("status"))).finished
     except ValueError:
         return True  # a status this version does not know: written as it is
+
+
+def _names(trusted: Iterable[str]) -> frozenset[str]:
+    """``trusted_middleware`` as a set of names, read once (it may be a generator). A str is
+    refused: read letter by letter, ``"auditor"`` trusted the middleware named ``"a"``..."""
+    if isinstance(trusted, str | bytes) or not isinstance(trusted, Iterable):
+        raise ConfigurationError(
+            f"trusted_middleware= takes a list of names, got {type(trusted).__name__} "
+            f"{trusted!r}; e.g. trusted_middleware=[{trusted!r}]"
+        )
+    names = frozenset(trusted)
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(
+                f"trusted_middleware= holds names (non-blank text), got {type(name).__name__} "
+                f"{name!r}"
+            )
+    return names
+
+
+def _sinks(sinks: Iterable[Sink]) -> list[Sink]:
+    """``sinks`` as a list, each a callable (an event sink is called with every event)."""
+    if not isinstance(sinks, Iterable) or isinstance(sinks, str | bytes):
+        raise ConfigurationError(
+            f"sinks= takes a list of sinks, got {type(sinks).__name__}; e.g. "
+            "sinks=[EventRecorder()]"
+        )
+    listed = list(sinks)
+    for sink in listed:
+        if not callable(sink):
+            raise ConfigurationError(
+                f"sinks= holds callables (event) -> None, got {type(sink).__name__} {sink!r}"
+            )
+    return listed
