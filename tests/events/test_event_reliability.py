@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ from tinyagents.events import (
 )
 from tinyagents.events.redact import MAX_SUMMARY_DEPTH
 from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH
-from tinyagents.testkit import EventRecorder, ScriptedModel, tool_call
+from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, tool_call
 
 
 class BrokenSink:
@@ -323,3 +324,31 @@ async def test_a_rejected_command_with_a_huge_list_has_bounded_events() -> None:
     assert [e.type for e in events] == ["steering.requested", "steering.rejected"]
     for event in events:
         assert len(json.dumps(event.to_dict(mode="json"))) < 20_000
+
+
+async def test_a_huge_error_message_is_cut_in_the_events_of_a_failed_run() -> None:
+    """A model or tool error's message (a provider's error body may echo the whole request)
+    went whole into ``run.failed`` and ``subagent.*`` events: 5 MB in memory, in every
+    subscriber's queue and in the store's event log. Events keep its head and its length;
+    ``RunResult.error`` keeps it all."""
+
+    async def broken(request: Any) -> Any:
+        raise RuntimeError("M" * 5_000_000)
+
+    child = SubAgent(Agent("child", model=FunctionModel(broken)), description="fails")
+    parent = Agent(
+        "parent",
+        model=ScriptedModel([tool_call("child", {"input": "x"}), "done"]),
+        tools=[SubAgentTool(child)],
+    )
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        alone = await (await rt.start(Agent("alone", model=FunctionModel(broken)), "go")).result()
+        await (await rt.start(parent, "go")).result()
+    assert alone.status is RunStatus.FAILED and len(alone.error or "") > 5_000_000
+    failed = [e for e in recorder.events if e.type == "run.failed"]
+    assert len(failed) == 2  # the lone run and the child
+    for event in recorder.events:
+        assert len(json.dumps(event.to_dict(mode="json"))) < 20_000, event.type
+    error = failed[0].to_dict(mode="json")["error"]
+    assert error.startswith("RuntimeError: MMM") and error.endswith("(5000014 chars)")

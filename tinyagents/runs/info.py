@@ -133,14 +133,27 @@ class RunInfo(Record):
         }
 
 
+#: How much of an error message a run's events keep (a provider's error may echo the whole
+#: request): its head, and how long it was. ``RunResult.error`` keeps it all.
+MAX_EVENT_ERROR_CHARS = 4000
+
+
+def _cut_error(fields: dict[str, Any]) -> dict[str, Any]:
+    error = fields.get("error")
+    if type(error) is str and len(error) > MAX_EVENT_ERROR_CHARS:
+        fields["error"] = f"{error[:MAX_EVENT_ERROR_CHARS]}… ({len(error)} chars)"
+    return fields
+
+
 def run_event(info: RunInfo, cls: type[E], **fields: Any) -> E:
-    """An event of ``cls`` that happened on run ``info``, with its place in the run tree."""
+    """An event of ``cls`` that happened on run ``info``, with its place in the run tree (an
+    ``error`` longer than ``MAX_EVENT_ERROR_CHARS`` cut to its head)."""
     return cls(
         run_id=info.run_id,
         root_run_id=info.root_run_id,
         parent_run_id=info.parent_run_id,
         tenant_id=info.tenant_id,
-        **fields,
+        **_cut_error(fields),
     )
 
 
@@ -158,5 +171,5 @@ def subagent_event(
         tenant_id=child.tenant_id,
         child_run_id=child.run_id,
         agent_id=child.agent_id,
-        **fields,
+        **_cut_error(fields),
     )
