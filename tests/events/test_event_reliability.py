@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -33,6 +33,7 @@ from tinyagents.events import (
     summarize,
 )
 from tinyagents.events.redact import MAX_SUMMARY_DEPTH
+from tinyagents.graph import START, StateGraph
 from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, tool_call
 
@@ -352,3 +353,20 @@ async def test_a_huge_error_message_is_cut_in_the_events_of_a_failed_run() -> No
         assert len(json.dumps(event.to_dict(mode="json"))) < 20_000, event.type
     error = failed[0].to_dict(mode="json")["error"]
     assert error.startswith("RuntimeError: MMM") and error.endswith("(5000014 chars)")
+
+
+async def test_a_huge_error_message_is_cut_in_the_events_of_a_failed_graph_run() -> None:
+    class State(TypedDict):
+        x: int
+
+    def broken(state: State) -> dict[str, int]:
+        raise RuntimeError("M" * 5_000_000)
+
+    graph = StateGraph(State).add_node("a", broken).add_edge(START, "a").compile()
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await (await rt.start_graph(graph, {"x": 1})).result()
+    assert result.status is RunStatus.FAILED
+    assert "graph.completed" in {e.type for e in recorder.events}
+    for event in recorder.events:
+        assert len(json.dumps(event.to_dict(mode="json"))) < 20_000, event.type

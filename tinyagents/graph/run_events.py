@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.events.models import GraphEvent
-from tinyagents.runs.info import run_event
+from tinyagents.runs.info import event_error, run_event
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
@@ -70,7 +70,7 @@ class GraphEvents:
         }
         error = result.error
         if error is not None:
-            data["error"] = f"{type(error).__name__}: {error}"
+            data["error"] = event_error(f"{type(error).__name__}: {error}")
         self.emit(
             "graph.completed", step=run.head.step, checkpoint_id=result.checkpoint_id, data=data
         )

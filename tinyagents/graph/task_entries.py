@@ -21,7 +21,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
 )
 from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunInfo, RunStatus, event_error
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
@@ -131,7 +131,7 @@ class TaskEntries:
                 entry, RunResult(run_id=entry.run_id, status=status, error=err)
             )
         if kind:
-            data = {"error": repr(error)} if error is not None else {}
+            data = {"error": event_error(repr(error))} if error is not None else {}
             self.events.emit(
                 kind, step=run.head.step + 1, task_id=task.id, node=task.node, data=data
             )

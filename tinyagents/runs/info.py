@@ -138,10 +138,18 @@ class RunInfo(Record):
 MAX_EVENT_ERROR_CHARS = 4000
 
 
+def event_error(error: str) -> str:
+    """``error`` as a run's events keep it: at most ``MAX_EVENT_ERROR_CHARS``, then its
+    length."""
+    if len(error) <= MAX_EVENT_ERROR_CHARS:
+        return error
+    return f"{error[:MAX_EVENT_ERROR_CHARS]}… ({len(error)} chars)"
+
+
 def _cut_error(fields: dict[str, Any]) -> dict[str, Any]:
     error = fields.get("error")
-    if type(error) is str and len(error) > MAX_EVENT_ERROR_CHARS:
-        fields["error"] = f"{error[:MAX_EVENT_ERROR_CHARS]}… ({len(error)} chars)"
+    if type(error) is str:
+        fields["error"] = event_error(error)
     return fields
 
 
