@@ -178,3 +178,16 @@ async def test_a_small_rejected_command_is_logged_whole(db: Path) -> None:
         assert (await rt.submit(cmd)).status is ReceiptStatus.REJECTED
         stored = await rt.store.get_command(cmd.correlation_id, scope=SCOPE)  # type: ignore[union-attr]
     assert stored is not None and stored.command == cmd
+
+
+async def test_a_deferred_command_rejected_later_is_logged_as_a_bounded_summary(db: Path) -> None:
+    """Deferred (no run on its thread yet), a command is logged whole: it may be applied.
+    Rejected once a run comes (too large for its policies), the log keeps its summary."""
+    async with Runtime(store=url(db), testing=True) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t1"), payload={"text": "x" * 3_000_000})
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        await start_run(rt, "r-1", thread_id="t1")
+        assert [e.type for e in rt.steering_history("r-1")][-1] == "steering.rejected"
+    with sqlite3.connect(db) as conn:
+        ((state, size),) = conn.execute("SELECT state, LENGTH(command) FROM steering_log")
+    assert state == "rejected" and size < 64_000
