@@ -539,3 +539,23 @@ async def test_invoke_with_events_refuses_a_blank_run_id_as_start_does(rt: Runti
     with pytest.raises(ValueError, match="run_id"):
         await sub.invoke_with_events("go", runtime=rt, run_id="")
     assert rt.runs.list() == []
+
+
+async def test_a_childs_huge_error_reaches_the_parent_model_cut(rt: Runtime):
+    # a child's error went whole into the parent's conversation: a provider error echoing a
+    # large request (5 MB here) overflowed the parent's next model call
+    def explode(request: Any) -> str:
+        raise RuntimeError("echo " + "x" * 5_000_000)
+
+    child = SubAgent(Agent("child", FunctionModel(explode)))
+    parent_model = ScriptedModel([tool_call("child", input="try"), reply("done")])
+    parent = await rt.start(Agent("orchestrator", parent_model, tools=[SubAgentTool(child)]), "go")
+    assert (await parent.result()).status is RunStatus.COMPLETED
+    failed = tool_message(parent_model, 1)
+    assert failed.metadata == {"error": True}
+    assert "failed: RuntimeError: echo xxx" in failed.content
+    assert len(failed.content) < 5_000
+    assert failed.content.endswith(f"({len('RuntimeError: echo ') + 5_000_000} chars)")
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+    child_result = await rt.runs.get(child_info.run_id).result()
+    assert child_result.error is not None and len(child_result.error) > 5_000_000  # kept whole

@@ -38,7 +38,7 @@ from tinyagents.harness.tools import (
 )
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs.info import RunStatus, event_error
 
 if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
@@ -281,7 +281,7 @@ class SubAgentTool(Tool):
             # that this is partial work.
             return (
                 f"[partial: sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped at "
-                f"its configured limit: {result.error}]\n{result.output or ''}"
+                f"its configured limit: {_told(result.error)}]\n{result.output or ''}"
             )
         try:
             return output_or_raise(handle, result)
@@ -295,12 +295,20 @@ class SubAgentTool(Tool):
             ) from None
         except RunCancelled as exc:
             raise ToolError(
-                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) was cancelled: {exc.reason}"
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) was cancelled: "
+                f"{_told(exc.reason)}"
             ) from None
         except RunFailed:
             raise ToolError(
-                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: {result.error}"
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: "
+                f"{_told(result.error)}"
             ) from None
+
+
+def _told(error: str | None) -> str | None:
+    """A child's error as its parent's model reads it: cut as the run's events cut it (a
+    provider's error can echo a whole request; ``RunResult.error`` keeps it all)."""
+    return error if error is None else event_error(error)
 
 
 async def start_child(subagent: SubAgent, text: str, ctx: RunContext) -> RunHandle:
