@@ -9,12 +9,15 @@ import os
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 from services import pg_schema, postgres_dsn
 
 from tests.slow_agent import slow_agent
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.protocol import ReceiptStatus, SteeringReceipt
 from tinyagents.server import Control
+from tinyagents.steering.remote import submit_through_store
 from tinyagents.store import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,3 +107,60 @@ async def test_notify_wakes_the_owning_runtime_without_waiting_for_its_poll(
             assert "please finish" in json.loads(str(result.output))["steered"][0]
         finally:
             await elsewhere.close()
+
+
+async def test_a_connection_lost_while_waiting_for_the_receipt_still_gets_the_receipt() -> None:
+    """The sender's connection is terminated while it polls for the receipt of a command
+    already in the inbox. That failure passes (the pool opens another connection), but it
+    ended ``submit_through_store`` with a ``StoreError``: the operator was told the command
+    failed although its owner took it a moment later (and a retry came back ``duplicate``)."""
+    schema = pg_schema()
+    name = f"ta-{schema}"  # the sender's connections, and no other test's
+    sender = PostgresStore(f"{postgres_dsn()}?application_name={name}", schema=schema, max_size=1)
+    owner = PostgresStore(postgres_dsn(), schema=schema)  # the owning process, played here
+    await sender.open()
+    await owner.open()
+    admin = await asyncpg.connect(postgres_dsn())
+    locker = await asyncpg.connect(postgres_dsn())
+    try:
+        async with Runtime() as rt:  # a real run's snapshot, listed as the far owner's
+            handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+            snapshot = {**rt.live_snapshots([handle.run_id])[0], "owner": "rt-far"}
+            await handle.cancel()
+        await owner.save_runs([snapshot])
+        cmd = finish(handle.run_id)
+        sending = asyncio.ensure_future(submit_through_store(sender, cmd, timeout_s=60))
+        async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+            while not await admin.fetch(f'SELECT 1 FROM "{schema}".inbox'):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            # the next poll waits on a lock: terminate its connection in the middle of it
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute(f'LOCK TABLE "{schema}".inbox IN ACCESS EXCLUSIVE MODE')
+            while not (pids := await admin.fetch(_WAITING_ON_A_LOCK, name)):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            await admin.execute("SELECT pg_terminate_backend($1, 10000)", pids[0][0])
+            await tx.rollback()
+            (item,) = await owner.inbox_take("rt-far")
+            assert item.command.correlation_id == cmd.correlation_id
+            await owner.inbox_answer(
+                item.request_id,
+                SteeringReceipt.issue(
+                    ReceiptStatus.ACCEPTED, cmd.correlation_id, handle.run_id, None, None
+                ),
+            )
+            receipt = await sending
+        assert receipt.status == "accepted" and receipt.correlation_id == cmd.correlation_id
+    finally:
+        if not sending.done():
+            sending.cancel()
+        await locker.close()
+        await admin.close()
+        await owner.close()
+        await sender.close()
+
+
+#: The backends of the connections named ``$1`` that wait on a lock.
+_WAITING_ON_A_LOCK = (
+    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'"
+)

@@ -27,7 +27,7 @@ from tinyagents.protocol import (
 )
 from tinyagents.store import PostgresStore, StoreWriter, open_store
 from tinyagents.store._postgres import cause
-from tinyagents.store.base import _may_pass
+from tinyagents.store.base import may_pass
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer
 from tinyagents.store.postgres import MIGRATIONS
 
@@ -202,11 +202,11 @@ async def test_a_store_that_is_not_open_says_so(make: Callable[[], PostgresStore
         await make().command_ids()
 
 
-async def test_an_unreachable_database_is_a_store_error_that_may_pass() -> None:
+async def test_an_unreachable_database_is_a_store_error_thatmay_pass() -> None:
     store = PostgresStore("postgresql://nobody@127.0.0.1:1/none")
     with pytest.raises(StoreError, match="could not open the store") as refused:
         await store.open()
-    assert _may_pass(refused.value)  # the store writer would retry it
+    assert may_pass(refused.value)  # the store writer would retry it
     await store.close()
 
 
@@ -219,7 +219,7 @@ async def test_asyncpg_errors_that_are_not_postgres_errors_are_store_errors_too(
     with pytest.raises(StoreError, match="could not open the store") as refused:
         await store.open()
     assert isinstance(refused.value.__cause__, ConnectionError)  # may pass: a failover ends
-    assert _may_pass(refused.value)
+    assert may_pass(refused.value)
     await store.close()
     cp = PostgresCheckpointer(dsn)
     with pytest.raises(StoreError, match="could not open the checkpointer"):
@@ -237,8 +237,8 @@ def test_lost_connections_and_full_disks_may_pass_bad_data_does_not() -> None:
         err.__cause__ = cause(exc)
         return err
 
-    assert _may_pass(wrapped(lost)) and _may_pass(wrapped(full))
-    assert not _may_pass(wrapped(bad))
+    assert may_pass(wrapped(lost)) and may_pass(wrapped(full))
+    assert not may_pass(wrapped(bad))
     # what asyncpg raises for a connection the server ended while it sat idle in the pool
     ended = [
         asyncpg.InternalClientError(
@@ -249,9 +249,9 @@ def test_lost_connections_and_full_disks_may_pass_bad_data_does_not() -> None:
         ),
         asyncpg.InterfaceError("connection is closed"),
     ]
-    assert all(_may_pass(wrapped(exc)) for exc in ended)
+    assert all(may_pass(wrapped(exc)) for exc in ended)
     busy = asyncpg.InterfaceError("cannot perform operation: another operation is in progress")
-    assert not _may_pass(wrapped(busy))  # two calls on one connection: a bug, not an outage
+    assert not may_pass(wrapped(busy))  # two calls on one connection: a bug, not an outage
 
 
 # --------------------------------------------------------------------------- bad data
@@ -576,7 +576,7 @@ async def test_the_store_writer_keeps_every_event_when_its_connection_drops(
         await store.close()
 
 
-async def test_a_connection_terminated_while_idle_is_a_failure_that_may_pass(
+async def test_a_connection_terminated_while_idle_is_a_failure_thatmay_pass(
     schema: str,
 ) -> None:
     """A pooled connection the server terminated while it sat idle fails its next use with

@@ -37,7 +37,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.dead import declares_dead, forbidden, settle_dead_run
 from tinyagents.steering.policies import not_found
-from tinyagents.store.base import Store, run_key
+from tinyagents.store.base import Store, may_pass, run_key
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
@@ -66,7 +66,8 @@ async def submit_through_store(
 ) -> SteeringReceipt:
     """The receipt the owning runtime gives ``cmd``; raises ``ReceiptTimeout`` when none
     comes within ``timeout_s`` (the command may still be applied later), and ``StoreError``
-    when the store fails. A target not in the store is looked for again for
+    when the store fails (a failure that may pass, such as a lost connection, while the
+    receipt is awaited is read past: the command is in the inbox already). A target not in the store is looked for again for
     ``listing_wait_s`` (``listed_snapshot``)."""
     snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
     refusal = refuse(cmd, snapshot)
@@ -88,7 +89,14 @@ async def submit_through_store(
     try:
         async with asyncio.timeout(timeout_s):
             while True:
-                receipt = await store.inbox_receipt(request_id)
+                try:
+                    receipt = await store.inbox_receipt(request_id)
+                except StoreError as exc:
+                    # the command is in the inbox: a lost connection or a busy database
+                    # must not tell the sender it failed; the next poll reads again
+                    if not may_pass(exc):
+                        raise
+                    receipt = None
                 if receipt is not None:
                     return receipt
                 await asyncio.sleep(RECEIPT_POLL_S)

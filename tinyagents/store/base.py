@@ -374,7 +374,7 @@ _REPORT_LIMIT = 20
 _T = TypeVar("_T")
 
 
-def _may_pass(exc: BaseException) -> bool:
+def may_pass(exc: BaseException) -> bool:
     """Whether a failed write may succeed when tried again unchanged: a lock another
     connection held past the busy timeout, an I/O error, a full disk, a lost connection."""
     seen: BaseException | None = exc
@@ -528,7 +528,7 @@ class StoreWriter:
         error = await self._attempt(self.store.append_events, events)
         if error is None:
             return
-        if _may_pass(error):  # only when closing has used its attempts
+        if may_pass(error):  # only when closing has used its attempts
             self._given_up = True
             self.dropped += len(events)
             _log.warning(
@@ -560,7 +560,7 @@ class StoreWriter:
                 await write(items)
             except Exception as exc:
                 self.errors += 1
-                if not _may_pass(exc):
+                if not may_pass(exc):
                     return exc
                 if self._closing:
                     attempts_closing += 1
