@@ -758,3 +758,37 @@ def test_serve_with_a_database_redis_does_not_have_is_one_line(
     assert done.returncode == 2, (done.returncode, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "DB index is out of range" in lines[0], done.stderr
+
+
+@pytest.mark.slow
+async def test_a_sender_started_while_redis_was_down_gets_the_receipts_of_its_first_commands(
+    private_redis: RedisServer, prefix: str
+) -> None:
+    """A worker that started while Redis was down began to read its replies at Redis's clock
+    once its reply job was back from its backoff: a command it sent meanwhile (Redis was
+    back, the send worked) was answered before that instant, its receipt skipped, and the
+    operator got ``ReceiptTimeout`` for a command its owner had accepted."""
+    await private_redis.stop()
+    async with Runtime() as sender_rt, Runtime() as owner_rt:
+        sender = RedisControl(
+            sender_rt,
+            private_redis.url,
+            worker_id="sender",
+            prefix=prefix,
+            backoff_s=(10.0, 10.0),  # the reply job waits this long between attempts
+            receipt_timeout_s=60.0,
+        )
+        await sender.start()
+        try:
+            await eventually(
+                lambda: asyncio.sleep(0, sender.counters.redis_errors), lambda n: n >= 1
+            )
+            await private_redis.start()
+            async with RedisControl(owner_rt, private_redis.url, worker_id="owner", prefix=prefix):
+                handle = await owner_rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+                pause = command(handle.run_id, "pause")
+                receipt = await sender.submit(pause)  # answered while the reply job waits
+                assert receipt.status == "accepted"
+                assert receipt.correlation_id == pause.correlation_id
+        finally:
+            await sender.aclose()

@@ -373,13 +373,16 @@ class RedisControl:
     # ------------------------------------------------------------------ reply job
 
     async def _first_reply_id(self) -> str:
-        """Read replies from now on (Redis's clock: the ids are its own)."""
+        """Read replies from now on (Redis's clock: the ids are its own). With Redis down,
+        from the stream's start: a command sent once Redis is back, before the reply job's
+        first read, is answered before any "now" that job could take then (older replies,
+        a previous process's, match no waiting request and are skipped)."""
         assert self._redis is not None
         try:
             seconds, micros = await self._redis.time()
         except Exception as exc:
             self.outages.failed("replies", exc)
-            return "$"
+            return "0-0"
         return f"{seconds * 1000 + micros // 1000}-0"
 
     async def _reply_job(self, after: str) -> None:
@@ -387,8 +390,6 @@ class RedisControl:
         redis, stream = self._redis, self.keys.replies(self.worker_id)
         backoff = Backoff(*self.backoff_s)
         while True:
-            if after == "$":  # Redis was down at start: read from its clock's now, once back
-                after = await self._first_reply_id()
             try:
                 read = await redis.xread({stream: after}, count=500, block=int(self.block_s * 1000))
             except asyncio.CancelledError:
