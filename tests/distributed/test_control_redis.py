@@ -24,6 +24,7 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.distributed import RedisControl
+from tinyagents.distributed.wire import Keys
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
 from tinyagents.store import MemoryStore
@@ -419,3 +420,41 @@ async def test_a_run_started_again_on_another_worker_is_steered_there_not_at_its
                 await client.zrem(keys.workers, "ghost")
                 await client.aclose()
             assert rc_b.counters.answered == 1
+
+
+async def test_listing_entries_of_another_shape_are_skipped_not_a_500_or_an_empty_list(
+    pair: tuple[Runtime, Control, RedisControl], redis_url: str, prefix: str
+) -> None:
+    """A live worker's hash holding entries of another shape (another version's worker, a
+    hand edit) made ``get_run`` and ``submit`` raise ``KeyError`` (HTTP 500), and one entry
+    whose ``run_id`` was no string made the listing drop every other worker's runs (logged
+    as a Redis outage). Such entries are skipped."""
+    import redis.asyncio as aioredis
+
+    rt_a, control, rc_b = pair
+    handle = await rt_a.start(slow_agent_for_listing(), "work", tenant_id="acme")
+    await eventually(
+        lambda: control.list_runs(tenant_id="acme"),
+        lambda runs: [r["run_id"] for r in runs] == [handle.run_id],
+    )
+    keys = Keys(prefix)
+    odd = {
+        "g-list": {"run_id": ["g-list"], "tenant_id": "acme", "status": "running"},
+        "g-tenantless": {"run_id": "g-tenantless", "status": "running", "worker": "odd"},
+        "g-workerless": {"run_id": "g-workerless", "tenant_id": "acme", "status": "running"},
+    }
+    client = aioredis.from_url(redis_url)
+    try:
+        seconds, micros = await client.time()
+        await client.zadd(keys.workers, {"odd": seconds + micros / 1_000_000})
+        await client.hset(keys.runs("odd"), mapping={k: json.dumps(v) for k, v in odd.items()})
+        runs = await control.list_runs(tenant_id="acme")
+        assert [r["run_id"] for r in runs] == [handle.run_id]
+        assert rc_b.connected
+        for run_id in odd:
+            assert await control.get_run(run_id, tenant_id="acme") is None
+            receipt = await control.submit(command(run_id, "pause"))
+            assert receipt.status == "rejected" and receipt.reason == f"not found: run {run_id}"
+        assert rc_b.counters.malformed >= len(odd)
+    finally:
+        await client.aclose()

@@ -51,7 +51,7 @@ class RedisCounters(Record):
     sent: int = 0  # commands sent to another worker
     received: int = 0  # command entries read from this worker's stream
     answered: int = 0  # of them, answered with the runtime's receipt
-    malformed: int = 0  # entries that did not read as a command envelope
+    malformed: int = 0  # entries that read as no command envelope, reply or run snapshot
     foreign: int = 0  # addressed to another worker, not an operator's, or another tenant's run
     mirror_writes: int = 0
     mirror_errors: int = 0

@@ -459,8 +459,8 @@ class RedisControl:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
         for beat, raw in zip(workers.values(), found, strict=True):
             if raw is not None:
-                snapshot = _load(raw)
-                if snapshot is not None:
+                snapshot = self._loaded(raw)
+                if snapshot is not None and snapshot["run_id"] == run_id:
                     return _beaten(snapshot, beat)
         return None
 
@@ -501,8 +501,15 @@ class RedisControl:
             pipe.hvals(self.keys.runs(worker))
         found: list[dict[str, Any]] = []
         for beat, values in zip(workers.values(), await pipe.execute(), strict=True):
-            found.extend(_beaten(s, beat) for s in map(_load, values) if s is not None)
+            found.extend(_beaten(s, beat) for s in map(self._loaded, values) if s is not None)
         return found
+
+    def _loaded(self, raw: bytes | str) -> dict[str, Any] | None:
+        """``_load``, counting an entry of another shape as ``malformed``."""
+        snapshot = _load(raw)
+        if snapshot is None:
+            self.counters.malformed += 1
+        return snapshot
 
     def _local_snapshots(self, tenant_id: str | None) -> list[dict[str, Any]]:
         return [
@@ -620,12 +627,20 @@ def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
     return snapshot
 
 
+#: The fields of a mirrored snapshot that its readers index, each a string.
+_IDENTITY = ("run_id", "root_run_id", "tenant_id", "status", "worker")
+
+
 def _load(raw: bytes | str) -> dict[str, Any] | None:
+    """A mirrored snapshot, or ``None`` for an entry of another shape (another version's
+    worker, a hand edit): the listing, lookups and sends skip it rather than fail on it."""
     try:
         value = json.loads(raw)
     except ValueError:
         return None
-    return value if isinstance(value, dict) and "run_id" in value else None
+    if not isinstance(value, dict):
+        return None
+    return value if all(isinstance(value.get(k), str) for k in _IDENTITY) else None
 
 
 __all__ = ["RedisControl"]
