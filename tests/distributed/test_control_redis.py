@@ -458,3 +458,46 @@ async def test_listing_entries_of_another_shape_are_skipped_not_a_500_or_an_empt
         assert rc_b.counters.malformed >= len(odd)
     finally:
         await client.aclose()
+
+
+class Dated(TypedDict):
+    due: str
+
+
+async def ask_with_a_date(state: Dated) -> dict[str, Any]:
+    when = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    return {"due": interrupt({"question": "pay on?", "when": when})}
+
+
+async def test_an_interrupt_whose_value_holds_a_datetime_is_listed_on_redis_and_stored(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """An interrupt value the checkpointer takes (a ``datetime`` in it) made every snapshot
+    write of its runtime fail with "not JSON serializable": the mirror retried it for ever
+    as a Redis outage (the worker's runs left the listing, ``/readyz`` said Redis was
+    unavailable) and the store never got the runtime's changed runs."""
+    graph = StateGraph(Dated).add_node("ask", ask_with_a_date)
+    graph.add_edge(START, "ask").add_edge("ask", END)
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    store = f"sqlite:///{tmp_path / 'a.db'}"
+    async with Runtime(store=store) as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.1), **kw) as rc_a,
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+        ):
+            run = await rt_a.start_graph(
+                graph.compile(checkpointer=MemoryCheckpointer()),
+                {"due": ""},
+                thread_id="pay-1",
+                tenant_id="acme",
+            )
+            snap = await eventually(
+                lambda: rc_b.get_run(run.run_id),
+                lambda s: s is not None and s["status"] == "interrupted",
+            )
+            (pending,) = snap["interrupts"]
+            assert pending["value"] == {"question": "pay on?", "when": "2030-01-02T03:04:05Z"}
+            assert rc_a.connected and rc_a.counters.mirror_errors == 0
+            await rt_a.write_live_snapshots(heartbeat=True)
+            stored = await rt_a.store.load_run(run.run_id)
+            assert stored is not None and stored["interrupts"] == snap["interrupts"]

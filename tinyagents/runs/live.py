@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from tinyagents import _clock
 from tinyagents.events.models import Event, GraphEvent
 from tinyagents.protocol.commands import SteeringCommand
@@ -55,7 +57,9 @@ class LiveRuns:
                 "id": interrupt_id,
                 "task_id": event.task_id,
                 "node": event.node,
-                "value": event.data.get("value"),
+                # as JSON has it (a datetime as its ISO text, ...), as the checkpoint and the
+                # event log do: the snapshot is written as JSON to the store and to Redis
+                "value": to_jsonable_python(event.data.get("value"), fallback=repr),
             }
             self._interrupts[run_id] = (event.step, pending)
             self.asked.add(run_id)
