@@ -471,3 +471,48 @@ async def test_a_holder_whose_event_loop_stalls_past_its_lease_ttl_keeps_the_thr
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+
+
+@pytest.mark.parametrize("table", ["checkpoints", "checkpoint_writes"])
+async def test_a_connection_ended_in_the_middle_of_a_write_does_not_fail_it(
+    schema: str, table: str
+) -> None:
+    """The server ends the pooled connection while a checkpoint (or a task's pending
+    writes) is being written: a failure the next connection does not meet, but it failed the
+    graph run ("could not save pending writes of thread ...: cannot switch to state 12").
+    The write is tried once more on another connection (both are idempotent)."""
+    name = f"ta-{schema}"  # the checkpointer's connections, and no other test's
+    dsn = postgres_dsn() + ("&" if "?" in postgres_dsn() else "?") + f"application_name={name}"
+    admin = await asyncpg.connect(postgres_dsn())
+    locker = await asyncpg.connect(postgres_dsn())
+    try:
+        async with PostgresCheckpointer(dsn, schema=schema, max_size=1) as cp:
+            await cp.acquire("t", "me")
+            await cp.put(record(0))
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute(f'LOCK TABLE "{schema}".{table} IN ACCESS EXCLUSIVE MODE')
+            if table == "checkpoints":
+                writing = asyncio.ensure_future(cp.put(record(1)))
+            else:
+                write = WriteRecord(task_id="k", kind="result", key="x", value=1)
+                writing = asyncio.ensure_future(cp.put_writes("t", "", "f0", [write]))
+            async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+                while not (pids := await admin.fetch(_WAITING_ON_A_LOCK, name)):  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            await admin.execute("SELECT pg_terminate_backend($1, 10000)", pids[0][0])
+            await tx.rollback()
+            await writing
+            if table == "checkpoints":
+                assert [r.checkpoint_id for r in await cp.list("t")] == ["c1", "c0"]
+            else:
+                assert [(w.key, w.value) for w in await cp.get_writes("t", "", "f0")] == [("x", 1)]
+    finally:
+        await locker.close()
+        await admin.close()
+
+
+#: The backends of the connections named ``$1`` that wait on a lock.
+_WAITING_ON_A_LOCK = (
+    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'"
+)

@@ -60,6 +60,11 @@ from tinyagents.store.checkpoint.base import (
 )
 from tinyagents.store.urls import redacted
 
+#: How many times a statement that failed in a way that may pass is tried again, and the
+#: pause before the first retry (doubled for each next one).
+_AGAIN = 2
+_AGAIN_AFTER_S = 0.05
+
 MIGRATIONS: list[tuple[int, str]] = [
     (
         1,
@@ -204,9 +209,25 @@ class PostgresCheckpointer(Checkpointer):
             await pool.close()
 
     async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
+        return (await self._fetch_again(what, sql, *args))[0]
+
+    async def _fetch_again(self, what: str, sql: str, *args: Any) -> tuple[list[Any], bool]:
+        """One statement's rows, and whether it was tried again: an attempt that failed in a
+        way that may pass (the server ended the connection under it, and perhaps the pool's
+        other connections with it) is tried again on another connection, ``_AGAIN`` times at
+        most. Every statement here is a read or an idempotent write, and a graph run must not
+        fail for a dropped connection."""
         pool = await self._db()
         async with mapped_errors(what):
-            return list(await pool.fetch(sql, *args))
+            for attempt in range(_AGAIN):
+                try:
+                    return list(await pool.fetch(sql, *args)), attempt > 0
+                except db_errors() as exc:
+                    if not may_pass(exc):
+                        raise
+                # the pool learns of its other ended connections meanwhile
+                await asyncio.sleep(_AGAIN_AFTER_S * 2**attempt)
+            return list(await pool.fetch(sql, *args)), True
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -242,12 +263,27 @@ class PostgresCheckpointer(Checkpointer):
             "$5::text, $6::integer, $7::boolean, $8::text, $9::float8, $10::text "
             f"WHERE {guard} ON CONFLICT DO NOTHING RETURNING seq"
         )
-        inserted = await self._fetch(f"save checkpoint {record.checkpoint_id}", sql, *args)
-        if inserted:
-            return
+        inserted, again = await self._fetch_again(
+            f"save checkpoint {record.checkpoint_id}", sql, *args
+        )
+        if inserted or (again and await self._saved(record)):
+            return  # saved now, or by the first attempt (its reply lost with its connection)
         if held is not None and not await self._holds(record.thread_id, held[1]):
             raise ThreadBusy(record.thread_id)
         raise StaleCheckpointError(stale_message(record))
+
+    async def _saved(self, record: CheckpointRecord) -> bool:
+        """Whether the thread holds ``record`` at its place in the chain already."""
+        rows = await self._fetch(
+            f"read checkpoint {record.checkpoint_id}",
+            "SELECT 1 FROM checkpoints WHERE thread_id = $1 AND ns = $2 AND seq = $3 "
+            "AND checkpoint_id = $4",
+            record.thread_id,
+            record.ns,
+            record.seq,
+            record.checkpoint_id,
+        )
+        return bool(rows)
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         rows = await self._fetch(
