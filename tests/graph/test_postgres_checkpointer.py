@@ -11,12 +11,13 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import asyncpg
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
+from tinyagents import Runtime
 from tinyagents.errors import StoreError, ThreadBusy
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer, WriteRecord
@@ -516,3 +517,40 @@ async def test_a_connection_ended_in_the_middle_of_a_write_does_not_fail_it(
 _WAITING_ON_A_LOCK = (
     "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'"
 )
+
+
+class Flaky(TypedDict):
+    done: list[str]
+
+
+async def test_a_graph_run_that_failed_is_taken_on_from_its_checkpoint_in_the_same_runtime(
+    schema: str,
+) -> None:
+    """A node failed once (its own connection dropped); continuing the thread in the runtime
+    that ran it raised ``ConfigurationError`` "run ... cannot be continued as a graph run"
+    (a new process could, a restart of the worker was the only way). A new run takes the
+    thread on from its last checkpoint, and the step that failed runs again."""
+    calls: list[str] = []
+
+    async def first(state: Flaky) -> dict[str, Any]:
+        calls.append("a")
+        return {"done": [*state["done"], "a"]}
+
+    async def second(state: Flaky) -> dict[str, Any]:
+        calls.append("b")
+        if calls.count("b") == 1:
+            raise ConnectionResetError("the node's own connection dropped")
+        return {"done": [*state["done"], "b"]}
+
+    builder = StateGraph(Flaky).add_node("a", first).add_node("b", second)
+    builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    async with (
+        PostgresCheckpointer(postgres_dsn(), schema=schema) as cp,
+        Runtime() as rt,
+    ):
+        graph = builder.compile(checkpointer=cp)
+        failed = await graph.run({"done": []}, thread_id="t", runtime=rt)
+        assert failed.status == "failed"
+        again = await graph.run(None, thread_id="t", runtime=rt)
+        assert again.status == "completed" and again.state == {"done": ["a", "b"]}
+        assert calls == ["a", "b", "b"]  # from the checkpoint: "a" did not run again

@@ -84,9 +84,11 @@ def continued_run_id(runtime: RunHost, previous: Head | None) -> str | None:
     (it saved its last checkpoint but was stopped before its final boundary)."""
     if previous is None or previous.run_id is None:
         return None
-    if previous.frontier:
-        return previous.run_id
     handle = runtime.runs.get(previous.run_id)
+    if previous.frontier:
+        # tasks left: the run that wrote them goes on, unless it ended in this runtime (it
+        # failed, or was cancelled): a run ends once, so a new run takes the thread on
+        return None if handle is not None and handle.status.finished else previous.run_id
     if handle is not None:
         # finished in this runtime: the next start is a new run; at rest (interrupted, its
         # thread finished since through the API), it goes on, with what waits in its queue
