@@ -792,3 +792,37 @@ async def test_a_sender_started_while_redis_was_down_gets_the_receipts_of_its_fi
                 assert receipt.correlation_id == pause.correlation_id
         finally:
             await sender.aclose()
+
+
+async def test_a_command_sent_once_redis_is_back_gets_its_receipt_while_replies_back_off(
+    private_redis: RedisServer, prefix: str
+) -> None:
+    """After an outage, a worker's reply job slept out its backoff (up to ``backoff_s[1]``,
+    30 s by default) while its sends worked again: every command it sent meanwhile was
+    answered by its owner, and the operator got ``ReceiptTimeout`` all the same. A command
+    sent wakes the reply job."""
+    async with Runtime() as sender_rt, Runtime() as owner_rt:
+        fast: dict[str, Any] = {"prefix": prefix, "backoff_s": (0.05, 0.1), "block_s": 0.2}
+        async with (
+            RedisControl(owner_rt, private_redis.url, worker_id="owner", **fast) as owner,
+            RedisControl(
+                sender_rt,
+                private_redis.url,
+                worker_id="sender",
+                prefix=prefix,
+                backoff_s=(600.0, 600.0),  # out of its outage only when woken
+                block_s=0.2,
+                receipt_timeout_s=60.0,
+            ) as sender,
+        ):
+            handle = await owner_rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            await eventually(lambda: sender.get_run(handle.run_id), lambda s: s is not None)
+            await private_redis.stop()
+            await eventually(lambda: asyncio.sleep(0, sender.connected), lambda c: c is False)
+            await private_redis.start()
+            await eventually(lambda: asyncio.sleep(0, owner.connected), bool)
+            await eventually(lambda: sender.get_run(handle.run_id), lambda s: s is not None)
+            pause = command(handle.run_id, "pause")
+            receipt = await sender.submit(pause)
+            assert receipt.status == "accepted"
+            assert receipt.correlation_id == pause.correlation_id

@@ -4,6 +4,7 @@ the outage log (each job logs once when it loses Redis and once when it is back)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -68,9 +69,16 @@ class Backoff:
     def reset(self) -> None:
         self.delay = self.low
 
-    async def wait(self) -> None:
+    async def wait(self, wake: asyncio.Event | None = None) -> None:
+        """Sleep out the next delay; ``wake``: or until it is set (a sign Redis is back; the
+        caller clears it before the call that failed, so a sign given meanwhile counts)."""
         delay, self.delay = self.delay, min(self.delay * 2, self.high)
-        await asyncio.sleep(delay)
+        if wake is None:
+            await asyncio.sleep(delay)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await wake.wait()
 
 
 class Outages:

@@ -149,6 +149,9 @@ class RedisControl:
         #: Sent commands waiting for their receipt, by request id (removed when answered or
         #: when the sender stops waiting).
         self._waiting: dict[str, asyncio.Future[SteeringReceipt]] = {}
+        #: Set by a command sent: Redis is back, the reply job stops its backoff to read the
+        #: receipt (it would sleep out up to ``backoff_s[1]``, past ``receipt_timeout_s``).
+        self._sent = asyncio.Event()
 
     @property
     def enabled(self) -> bool:
@@ -330,6 +333,7 @@ class RedisControl:
                     "was not sent"
                 )
             self.counters.sent += 1
+            self._sent.set()
             try:
                 async with asyncio.timeout(self.receipt_timeout_s):
                     return await future
@@ -390,13 +394,14 @@ class RedisControl:
         redis, stream = self._redis, self.keys.replies(self.worker_id)
         backoff = Backoff(*self.backoff_s)
         while True:
+            self._sent.clear()  # a command sent from now on shows that Redis is back
             try:
                 read = await redis.xread({stream: after}, count=500, block=int(self.block_s * 1000))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.outages.failed("replies", exc)
-                await backoff.wait()
+                await backoff.wait(self._sent)
                 continue
             self.outages.recovered("replies")
             backoff.reset()
