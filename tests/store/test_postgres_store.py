@@ -623,6 +623,43 @@ async def test_a_connection_terminated_while_idle_is_a_failure_thatmay_pass(
         await store.close()
 
 
+async def test_a_read_whose_connection_the_server_ends_is_read_again(schema: str) -> None:
+    """The server ends the pooled connection in the middle of a read (a restart, a failover,
+    ``pg_terminate_backend``): ``load_run`` raised ``StoreError`` (an operator's page or
+    command answered 503) though the next connection would have read it. A read is tried
+    again on another connection."""
+    name = f"ta-{schema}"  # the store's connections, and no other test's
+    dsn = postgres_dsn() + ("&" if "?" in postgres_dsn() else "?") + f"application_name={name}"
+    store = PostgresStore(dsn, schema=schema, max_size=1)
+    await store.open()
+    admin = await asyncpg.connect(postgres_dsn())
+    locker = await asyncpg.connect(postgres_dsn())
+    try:
+        snapshot = {"run_id": "r-1", "root_run_id": "r-1", "tenant_id": "acme"}
+        await store.save_runs([{**snapshot, "status": "running"}])
+        tx = locker.transaction()
+        await tx.start()
+        await locker.execute(f'LOCK TABLE "{schema}".runs IN ACCESS EXCLUSIVE MODE')
+        reading = asyncio.ensure_future(store.load_run("r-1"))
+        async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+            while not (pids := await admin.fetch(_WAITING_ON_A_LOCK, name)):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        await admin.execute("SELECT pg_terminate_backend($1, 10000)", pids[0][0])
+        await tx.rollback()
+        loaded = await reading
+        assert loaded is not None and loaded["status"] == "running"
+    finally:
+        await locker.close()
+        await admin.close()
+        await store.close()
+
+
+#: The backends of the connections named ``$1`` that wait on a lock.
+_WAITING_ON_A_LOCK = (
+    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'"
+)
+
+
 #: The backends of the connections named ``$1`` (their ``application_name``).
 _POOL_PIDS = "SELECT pid FROM pg_stat_activity WHERE application_name = $1"
 

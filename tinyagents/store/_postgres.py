@@ -3,6 +3,7 @@ a schema of one's own, versioned migrations, advisory-lock keys and the error ma
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import math
@@ -107,6 +108,28 @@ def check_settings(
                 f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0, "
                 f"got {value!r}"
             )
+
+
+#: How many times ``fetch_again`` tries a statement again, and its pause before the first
+#: retry (doubled for each next one).
+AGAIN = 2
+AGAIN_AFTER_S = 0.05
+
+
+async def fetch_again(pool: Any, sql: str, *args: Any) -> tuple[list[Any], bool]:
+    """A statement's rows, and whether it was tried again: an attempt that failed in a way
+    that may pass (the server ended the connection under it, and perhaps the pool's other
+    connections with it) is tried again on another connection, ``AGAIN`` times at most. For
+    reads and idempotent writes only: an attempt whose reply was lost may have committed."""
+    for attempt in range(AGAIN):
+        try:
+            return list(await pool.fetch(sql, *args)), attempt > 0
+        except db_errors() as exc:
+            if not may_pass(exc):
+                raise
+        # the pool learns of its other ended connections meanwhile
+        await asyncio.sleep(AGAIN_AFTER_S * 2**attempt)
+    return list(await pool.fetch(sql, *args)), True
 
 
 def first_line(exc: BaseException) -> str:

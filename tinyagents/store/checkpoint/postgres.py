@@ -40,6 +40,7 @@ from tinyagents.errors import StaleCheckpointError, ThreadBusy
 from tinyagents.store._postgres import (
     check_settings,
     db_errors,
+    fetch_again,
     lock_key,
     mapped_errors,
     may_pass,
@@ -59,11 +60,6 @@ from tinyagents.store.checkpoint.base import (
     stale_message,
 )
 from tinyagents.store.urls import redacted
-
-#: How many times a statement that failed in a way that may pass is tried again, and the
-#: pause before the first retry (doubled for each next one).
-_AGAIN = 2
-_AGAIN_AFTER_S = 0.05
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -212,22 +208,11 @@ class PostgresCheckpointer(Checkpointer):
         return (await self._fetch_again(what, sql, *args))[0]
 
     async def _fetch_again(self, what: str, sql: str, *args: Any) -> tuple[list[Any], bool]:
-        """One statement's rows, and whether it was tried again: an attempt that failed in a
-        way that may pass (the server ended the connection under it, and perhaps the pool's
-        other connections with it) is tried again on another connection, ``_AGAIN`` times at
-        most. Every statement here is a read or an idempotent write, and a graph run must not
-        fail for a dropped connection."""
+        """``fetch_again``: every statement here is a read or an idempotent write, and a graph
+        run must not fail for a dropped connection."""
         pool = await self._db()
         async with mapped_errors(what):
-            for attempt in range(_AGAIN):
-                try:
-                    return list(await pool.fetch(sql, *args)), attempt > 0
-                except db_errors() as exc:
-                    if not may_pass(exc):
-                        raise
-                # the pool learns of its other ended connections meanwhile
-                await asyncio.sleep(_AGAIN_AFTER_S * 2**attempt)
-            return list(await pool.fetch(sql, *args)), True
+            return await fetch_again(pool, sql, *args)
 
     # -- checkpoints -----------------------------------------------------------------------
 
