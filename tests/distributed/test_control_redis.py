@@ -501,3 +501,31 @@ async def test_an_interrupt_whose_value_holds_a_datetime_is_listed_on_redis_and_
             await rt_a.write_live_snapshots(heartbeat=True)
             stored = await rt_a.store.load_run(run.run_id)
             assert stored is not None and stored["interrupts"] == snap["interrupts"]
+
+
+async def test_a_worker_name_that_is_not_utf8_does_not_cut_every_worker_off(
+    pair: tuple[Runtime, Control, RedisControl], redis_url: str, prefix: str
+) -> None:
+    """A member of the worker set that is no UTF-8 text (written by hand or by something
+    else sharing the prefix) made every read of the set fail: no other worker's run was
+    listed (a Redis outage was logged) and every cross-worker command failed with
+    ``ControlPlaneUnavailable``. Such a member is skipped."""
+    import redis.asyncio as aioredis
+
+    rt_a, control, rc_b = pair
+    handle = await rt_a.start(slow_agent_for_listing(), "work", tenant_id="acme")
+    await eventually(
+        lambda: control.list_runs(tenant_id="acme"),
+        lambda runs: [r["run_id"] for r in runs] == [handle.run_id],
+    )
+    client = aioredis.from_url(redis_url)
+    try:
+        seconds, micros = await client.time()
+        await client.zadd(Keys(prefix).workers, {b"\xff\xfe": seconds + micros / 1_000_000})
+        runs = await control.list_runs(tenant_id="acme")
+        assert [r["run_id"] for r in runs] == [handle.run_id]
+        receipt = await control.submit(command(handle.run_id, "pause"))
+        assert receipt.status == "accepted" and rc_b.counters.sent == 1
+        assert rc_b.connected and rc_b.counters.malformed >= 1
+    finally:
+        await client.aclose()

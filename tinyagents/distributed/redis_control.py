@@ -496,7 +496,13 @@ class RedisControl:
         raw = await self._redis.zrevrangebyscore(
             self.keys.workers, "+inf", now - self.ttl_s, withscores=True
         )
-        return {w.decode(): float(beat) for w, beat in raw}
+        workers: dict[str, float] = {}
+        for member, beat in raw:
+            try:
+                workers[member.decode()] = float(beat)
+            except UnicodeDecodeError:  # no worker's name: skipped, not a failed read
+                self.counters.malformed += 1
+        return workers
 
     async def _remote_snapshots(self) -> Iterable[dict[str, Any]]:
         assert self._redis is not None
