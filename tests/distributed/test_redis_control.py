@@ -826,3 +826,62 @@ async def test_a_command_sent_once_redis_is_back_gets_its_receipt_while_replies_
             receipt = await sender.submit(pause)
             assert receipt.status == "accepted"
             assert receipt.correlation_id == pause.correlation_id
+
+
+async def test_a_command_logged_as_the_worker_stops_is_taken_not_only_answered(
+    redis_url: str, prefix: str, tmp_path: Any
+) -> None:
+    """A worker stopping while its reader was inside ``submit`` (the command logged, the reply
+    of the write not back yet) cut that submit off: its drain read the entry again, found it
+    ``accepted`` in the log and answered so, yet the runtime had never taken the command — no
+    event, no delivery, no terminal state (the one-terminal-state rule broken, under load, by
+    test_sigterm_during_a_burst_answers_every_command_and_leaves_none_behind)."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import Envelope
+    from tinyagents.store import SqliteStore
+
+    class SlowReply(SqliteStore):
+        """The write commits, then its reply is slow in coming."""
+
+        written = asyncio.Event()
+        release = asyncio.Event()
+
+        async def append_command(self, cmd: SteeringCommand, **kw: Any) -> bool:
+            done = await super().append_command(cmd, **kw)
+            if cmd.kind is SteeringKind.ADD_INSTRUCTION:
+                self.written.set()
+                await self.release.wait()
+            return done
+
+    store = SlowReply(tmp_path / "owner.db")
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime(store=store) as rt:
+            handle = await rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            control = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
+            await control.start()
+            cmd = command(handle.run_id, "add_instruction")
+            stream = keys.commands("a")
+            await client.xadd(
+                stream, Envelope(request_id="req-1", reply_to="t", to="a", command=cmd).fields()
+            )
+            await asyncio.wait_for(store.written.wait(), 20)  # logged; submit not returned
+            closing = asyncio.create_task(control.aclose())
+            # the reader's job stopped, the drain read the entry again and answered it
+            replies = await eventually(lambda: client.xrange(keys.replies("t")), bool)
+            assert [json.loads(f[b"receipt"])["status"] for _, f in replies] == ["accepted"]
+            store.release.set()
+            await closing
+
+            async def taken() -> list[str]:
+                history = await rt.load_steering_history(handle.run_id)
+                return [e.type for e in history if e.correlation_id == cmd.correlation_id]
+
+            mine = await eventually(taken, lambda types: len(types) >= 2, within=5)
+            assert mine[:2] == ["steering.requested", "steering.accepted"], mine
+            assert await client.xlen(stream) == 0  # answered and acknowledged
+            assert cmd.correlation_id in {c.correlation_id for c in rt.open_commands()}
+    finally:
+        await client.aclose()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Coroutine
 from typing import Any
 
 from tinyagents.distributed._base import (
@@ -210,7 +211,7 @@ class CommandReader:
             receipt = refuse(cmd, refusal)
         else:
             try:
-                receipt = await self.runtime.submit(cmd)
+                receipt = await _to_its_end(self.runtime.submit(cmd))
             except RuntimeClosed:
                 return _LATER
             except Exception as exc:  # a store that cannot log it: the sender learns why
@@ -270,6 +271,27 @@ class CommandReader:
         if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
             return not_found(cmd)  # never confirm that another tenant's run exists
         return None
+
+
+async def _to_its_end(submit: Coroutine[Any, Any, SteeringReceipt]) -> SteeringReceipt:
+    """``submit``'s receipt; when the job is stopped meanwhile (the worker is stopping), the
+    submit still runs to its end. Cut off after its command was logged, it left a command the
+    runtime never took (no event, no delivery, no end) that the drain, reading the entry again,
+    answered ``accepted`` from the log; run to its end, the command is the runtime's, and the
+    runtime's close waits for it."""
+    task = asyncio.ensure_future(submit)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_retrieve)
+        raise
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    # the drain answers the entry (from the log, or by submitting it again): what this
+    # submit raised, if anything, is told there
+    if not task.cancelled():
+        task.exception()
 
 
 def _handed_back(raw: dict[bytes, bytes] | None) -> tuple[str, str, HandedBack]:
