@@ -192,3 +192,21 @@ async def test_a_checkpointer_shares_a_file_with_the_store_and_other_tables(tmp_
         saver = SqliteCheckpointer(path)
         await saver.setup()
         await saver.aclose()
+
+
+async def test_a_file_another_checkpointer_is_migrating_is_opened(tmp_path: Path) -> None:
+    # a checkpointer opening a new file while another process migrates it finds the
+    # checkpoint tables before their migration's record (a statement later): it was refused
+    # as another program's (test_sqlite_migration_race.py, round 3 of 6 under load)
+    path = tmp_path / "graphs.db"
+    with sqlite3.connect(path) as conn:  # the other process, between its two statements
+        conn.execute(
+            "CREATE TABLE checkpoint_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        conn.executescript(MIGRATIONS[0][2])
+    saver = SqliteCheckpointer(path)
+    await saver.setup()
+    await saver.aclose()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM checkpoint_migrations").fetchall() == [(1,)]

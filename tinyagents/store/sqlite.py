@@ -786,13 +786,16 @@ async def refuse_foreign_tables(
     *,
     record: str,
     record_columns: frozenset[str],
-    ours: str,
+    ours: str | None,
 ) -> None:
     """Raise ``StoreError``, before anything writes, when a table of one of our names
     (``tables``, or the ``record`` of our migrations) is another program's: migrating around
     it would change that table, write into it, or fail half-way with tables of ours beside
     it. The file is ours when ``record`` has our columns and the query ``ours`` finds our
-    migrations in it (the migrations then bring it up to date); other tables are no matter."""
+    migrations in it (the migrations then bring it up to date), or, with ``ours=None``, when
+    ``record`` has our columns alone: for a schema whose record is made before its tables and
+    its rows after them (another process migrating the file at this moment shows tables but
+    no row yet). Other tables are no matter."""
     present = {
         row[0]
         for row in await db.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -802,7 +805,7 @@ async def refuse_foreign_tables(
         columns = {row[1] for row in await db.execute_fetchall(f"PRAGMA table_info({record})")}
         if not record_columns <= columns:
             foreign = record
-        elif await db.execute_fetchall(ours):
+        elif ours is None or await db.execute_fetchall(ours):
             return
     foreign = foreign or next((table for table in tables if table in present), None)
     if foreign is not None:

@@ -132,7 +132,9 @@ class SqliteCheckpointer(Checkpointer):
                     ("checkpoints", "checkpoint_writes", "thread_leases"),
                     record="checkpoint_migrations",
                     record_columns=frozenset({"version", "name", "applied_at"}),
-                    ours="SELECT 1 FROM checkpoint_migrations WHERE version = 1",
+                    # its record is made first and its rows after the tables (_migrate): a
+                    # process migrating beside this one shows tables with no row yet
+                    ours=None,
                 )
                 await use_wal(conn, 10.0)
                 await conn.execute(f"PRAGMA synchronous={self.synchronous}")
