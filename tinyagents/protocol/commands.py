@@ -334,7 +334,8 @@ MAX_PAYLOAD_DEPTH = 32
 MAX_PAYLOAD_VALUES = 1_000_000
 #: Integers must stay below this many digits: JSON readers (Python's included) refuse longer.
 MAX_INT_DIGITS = 4_000
-_INT_BOUND = 10**MAX_INT_DIGITS
+#: Integers this large (in magnitude) or larger are refused, in commands and in run limits.
+INT_BOUND = 10**MAX_INT_DIGITS
 _NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"
 
 
@@ -393,7 +394,7 @@ def _json_problem(payload: dict[str, Any]) -> str | None:
                 stack.append((value, depth + 1, (*path, key)))
                 continue
             elif isinstance(value, int):
-                if -_INT_BOUND < value < _INT_BOUND:
+                if -INT_BOUND < value < INT_BOUND:
                     continue
                 problem = f"an integer longer than {MAX_INT_DIGITS} digits cannot be read back"
             elif isinstance(value, float):

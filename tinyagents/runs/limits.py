@@ -12,9 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tinyagents._record import Record
-from tinyagents.protocol.commands import MAX_INT_DIGITS
-
-_INT_BOUND = 10**MAX_INT_DIGITS
+from tinyagents.protocol.commands import INT_BOUND, MAX_INT_DIGITS
 
 #: The limit fields that budgets (``update_budget``) may change.
 BUDGET_FIELDS = (
@@ -64,7 +62,7 @@ class RunLimits(BaseModel):
     def _writable(cls, value: int | None) -> int | None:
         # a run's snapshot is JSON, and Python writes no integer past 4300 digits: a durable
         # runtime could not save the run (as a command's integers, at most MAX_INT_DIGITS)
-        if value is not None and value >= _INT_BOUND:
+        if value is not None and value >= INT_BOUND:
             raise ValueError(
                 f"more than {MAX_INT_DIGITS} digits: a run's snapshot could not be written as "
                 "JSON; give a smaller number"
