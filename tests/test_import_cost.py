@@ -42,6 +42,16 @@ def test_importing_the_package_builds_no_pydantic_model() -> None:
     assert seen == {"built": [], "plugins": False}
 
 
+def test_importing_the_package_loads_no_graph_runtime() -> None:
+    """The graph runtime (about a tenth of the import) loads with the first graph built:
+    ``rt.start_graph`` calls the graph's own ``start`` and the supervisor asks a run's driver
+    for the spec its graph gives (``RunDriver.supervisor_spec``)."""
+    probe = "import json, sys, tinyagents; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout)
+    assert [m for m in loaded if m.startswith("tinyagents.graph")] == []
+
+
 def _package_dataclasses() -> list[type]:
     import tinyagents
 

@@ -33,8 +33,9 @@ from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
 from tinyagents.events.otel import OTelSink
 from tinyagents.events.otel import default_sink as otel_default_sink
-from tinyagents.graph.driver import start_graph_run
+from tinyagents.harness.agent import Agent
 from tinyagents.harness.loop import start_agent_run
+from tinyagents.harness.subagent import SubAgent
 from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
@@ -59,7 +60,7 @@ from tinyagents.supervisor.spec import SupervisorSpec
 from tinyagents.supervisor.supervisor import SUPERVISOR, Supervisor
 
 if TYPE_CHECKING:
-    from tinyagents.harness.agent import Agent
+    from tinyagents.graph import CompiledGraph
 
 #: The ``runtime_id`` of every runtime of this process that is open.
 _OPEN_HERE: set[str] = set()
@@ -726,13 +727,23 @@ class Runtime:
         self.require_open()
         return await start_agent_run(self, agent, input, **kwargs)
 
-    async def start_graph(self, graph: Any, input: Any, **kwargs: Any) -> RunHandle:
-        """Start a compiled graph on ``input`` in the background; returns its handle at once.
+    async def start_graph(self, graph: CompiledGraph, input: Any, **kwargs: Any) -> RunHandle:
+        """Start a compiled graph on ``input`` in the background; returns its handle at once
+        (``CompiledGraph.start``, which takes the keyword arguments).
 
         The run pauses on interrupts and continues when steering answers them.
         """
         self.require_open()
-        return await start_graph_run(self, graph, input, **kwargs)
+        start = getattr(graph, "start", None)
+        if isinstance(graph, (Agent, SubAgent)) or not callable(start):
+            # the graph layer loads with the first graph built, not with the runtime
+            hint = "; call .compile() on it first" if hasattr(graph, "compile") else ""
+            raise ConfigurationError(
+                f"rt.start_graph takes a compiled graph, got {type(graph).__name__}{hint} (an "
+                "Agent starts with rt.start)"
+            )
+        handle: RunHandle = await start(input, runtime=self, **kwargs)
+        return handle
 
     def spawn(
         self, coro: Coroutine[Any, Any, Any], *, name: str | None = None

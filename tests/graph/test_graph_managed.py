@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from graphkit import LogState, logger
 
-from tinyagents import Runtime
+from tinyagents import Agent, Runtime, SubAgent
 from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventWaiter
+from tinyagents.testkit import EventWaiter, ScriptedModel
 
 
 def update(run_id: str, payload: dict[str, Any]) -> SteeringCommand:
@@ -157,10 +157,25 @@ async def test_start_graph_refuses_what_is_not_a_compiled_graph() -> None:
     # has no attribute 'checkpointer'
     builder = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
     async with Runtime() as rt:
-        for graph, name in ((builder, "StateGraph"), (None, "NoneType")):
+        agent = Agent("helper", model=ScriptedModel(["done"]))
+        refused = ((builder, "StateGraph"), (None, "NoneType"), (agent, "Agent"))
+        # a SubAgent has a start(input, runtime=...) of its own: it is still no graph
+        for graph, name in (*refused, (SubAgent(agent), "SubAgent")):
             with pytest.raises(ConfigurationError, match=rf"takes a compiled graph, got {name}"):
                 await rt.start_graph(graph, {"log": []}, thread_id="t-1")
         assert rt.runs.list() == []
+
+
+async def test_a_compiled_graph_starts_itself_on_a_runtime_as_start_graph_does() -> None:
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    async with Runtime() as rt:
+        handle = await compiled.start({"log": ["seed"]}, runtime=rt, thread_id="t")
+        assert handle.info.kind == "graph" and rt.runs.get(handle.run_id) is handle
+        result = await handle.result()
+        assert result.output == {"log": ["seed", "a"]}
+        again = await rt.start_graph(compiled, None, thread_id="t")  # the same thread, continued
+        assert (await again.result()).output == {"log": ["seed", "a"]}
 
 
 async def test_start_graph_refuses_a_wait_on_interrupt_that_is_not_a_bool() -> None:

@@ -19,6 +19,7 @@ from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
 from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
+    from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
 
 
@@ -73,6 +74,34 @@ class CompiledGraph(GraphCore):
         async with GraphSession(self, thread_id) as session:
             run = await session.prepare(input, checkpoint_id, recursion_limit, **breakpoints)
             return await run.outcome()
+
+    async def start(
+        self,
+        input: Any = None,
+        *,
+        runtime: RunHost,
+        thread_id: str | None = None,
+        tenant_id: str | None = None,
+        parent: RunHandle | str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+        wait_on_interrupt: bool = True,
+    ) -> RunHandle:
+        """Start (or continue) a thread on ``runtime`` in the background and return the run's
+        handle at once: ``rt.start_graph(graph, input, ...)`` (docs/graph.md, "Steering a
+        graph run"). The run pauses on interrupts and continues when steering answers them;
+        ``wait_on_interrupt=False`` ends it ``interrupted`` instead."""
+        return await start_graph_run(
+            runtime,
+            self,
+            input,
+            thread_id=thread_id,
+            tenant_id=tenant_id,
+            parent=parent,
+            checkpoint_id=checkpoint_id,
+            recursion_limit=recursion_limit,
+            wait_on_interrupt=wait_on_interrupt,
+        )
 
     def _breakpoints(
         self,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled, UnknownTargetError
 from tinyagents.graph.core import GraphCore
+from tinyagents.graph.executor import GraphRun, running_graph_run
 from tinyagents.graph.lowering import (
     RESUME_KINDS,
     GraphSteering,
@@ -58,7 +59,6 @@ from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
 if TYPE_CHECKING:
-    from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.types import GraphResult
     from tinyagents.runs.host import RunHost
 
@@ -150,6 +150,24 @@ class GraphRunDriver(RunDriver):
 
     def interrupt_now(self, cmd: SteeringCommand) -> None:
         self.steering.interrupt_now(self.run, cmd)
+
+    def supervisor_spec(self) -> Any:
+        """The spec of the innermost graph with one (``compile(supervisor=...)``) that the run
+        being registered runs in, or None.
+
+        A sub-graph runs inside its parent's graph run (one run in the tree), so the run tree
+        cannot tell it: the graph node running here (``running_graph_run``, which the task of
+        an agent node, and so its agent run and that run's sub-agents, inherit) can.
+        Registered from anywhere else (another run's turn), the run gets the top graph's."""
+        graph_run = running_graph_run()
+        if graph_run is None or graph_run.run_id != self.run.run_id:
+            graph_run = self.run
+        while graph_run is not None:
+            spec = getattr(graph_run.graph, "supervisor", None)
+            if spec is not None:
+                return spec
+            graph_run = graph_run.parent
+        return None
 
     async def latest_checkpoint_id(self) -> str | None:
         return self.run.head.checkpoint_id

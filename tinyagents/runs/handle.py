@@ -83,6 +83,12 @@ class RunDriver:
         """The run whose queue should take ``cmd`` (e.g. an agent node's child run), or None."""
         return None
 
+    def supervisor_spec(self) -> Any:
+        """The supervisor spec this run's execution layer gives the agent runs started inside
+        it (a graph compiled with ``supervisor=...``), or None. The supervisor checks its type.
+        """
+        return None
+
     def stream(self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False) -> Any:
         """The run's stream (``RunHandle.stream``); a run whose execution layer does not
         stream raises ``ConfigurationError``."""

@@ -38,8 +38,6 @@ from tinyagents.events.models import (
     SteeringEvent,
     SupervisorEvent,
 )
-from tinyagents.graph.driver import GraphRunDriver
-from tinyagents.graph.executor import running_graph_run
 from tinyagents.harness.loop import AgentRun
 from tinyagents.harness.model import Usage
 from tinyagents.protocol.commands import (
@@ -143,24 +141,6 @@ def _ours(cmd: SteeringCommand | None) -> bool:
     return isinstance(actor, MiddlewareActor) and actor.name == SUPERVISOR and actor.run_id is None
 
 
-def _nearest_graph_spec(driver: GraphRunDriver) -> SupervisorSpec | None:
-    """The spec of the innermost graph with one that the run being registered runs in.
-
-    A sub-graph runs inside its parent's graph run (one run in the tree), so the run tree
-    cannot tell it: the graph node running here (``running_graph_run``, which the task of an
-    agent node, and so its agent run and that run's sub-agents, inherit) can. Registered
-    from anywhere else (another run's turn), the run gets the top graph's spec."""
-    graph_run = running_graph_run()
-    if graph_run is None or graph_run.run_id != driver.run.run_id:
-        graph_run = driver.run
-    while graph_run is not None:
-        spec = getattr(graph_run.graph, "supervisor", None)
-        if isinstance(spec, SupervisorSpec):
-            return spec
-        graph_run = graph_run.parent
-    return None
-
-
 class Supervisor:
     """Watches the agent runs of ``host`` and acts on them with ``submit`` (which carries the
     runtime's trust). ``spec`` applies to runs whose agent has none."""
@@ -236,16 +216,18 @@ class Supervisor:
             w.pause_applied = True
         return True
 
-    def _graph_spec(self, handle: RunHandle) -> SupervisorSpec | None:
-        """The spec of the nearest graph above ``handle`` compiled with a supervisor: it
-        watches the graph's agent nodes (in sub-graphs too) and their sub-agents."""
+    def _graph_spec(self, handle: RunHandle) -> Any:
+        """The spec of the nearest graph above ``handle`` compiled with a supervisor (its
+        run's driver says, ``RunDriver.supervisor_spec``): it watches the graph's agent nodes
+        (in sub-graphs too) and their sub-agents."""
         parent_id = handle.info.parent_run_id
         while parent_id is not None:
             parent = self.host.runs.get(parent_id)
             if parent is None:
                 return None
-            if isinstance(parent.driver, GraphRunDriver):
-                return _nearest_graph_spec(parent.driver)
+            spec = parent.driver.supervisor_spec()
+            if spec is not None:
+                return spec
             parent_id = parent.info.parent_run_id
         return None
 
