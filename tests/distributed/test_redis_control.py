@@ -18,7 +18,7 @@ from worker import slow_agent
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
 from tinyagents.distributed.wire import Keys
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
 
 T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
@@ -389,6 +389,8 @@ def test_without_a_url_it_is_a_no_op_and_never_imports_redis() -> None:
         ({"backoff_s": 1.0}, "backoff_s"),
         ({"max_connections": 0}, "max_connections"),
         ({"max_connections": True}, "max_connections"),
+        ({"max_unanswered": 0}, "max_unanswered"),
+        ({"max_unanswered": 10.5}, "max_unanswered"),
         ({"worker_id": ""}, "worker_id"),
         ({"worker_id": "  "}, "worker_id"),
         ({"prefix": ""}, "prefix"),
@@ -883,5 +885,69 @@ async def test_a_command_logged_as_the_worker_stops_is_taken_not_only_answered(
             assert mine[:2] == ["steering.requested", "steering.accepted"], mine
             assert await client.xlen(stream) == 0  # answered and acknowledged
             assert cmd.correlation_id in {c.correlation_id for c in rt.open_commands()}
+    finally:
+        await client.aclose()
+
+
+async def test_a_stuck_owners_oldest_commands_are_kept_and_a_sender_past_the_cap_is_told(
+    redis_url: str, prefix: str, tmp_path: Any
+) -> None:
+    """Senders appended with ``MAXLEN``: past it Redis trimmed the oldest entries of a stuck
+    (or stopped) owner's stream, commands its senders had sent, without a word to anyone;
+    their owner never saw them. Now a full stream keeps what it holds and the new command is
+    not sent (``ControlPlaneUnavailable``: the API hands it to the store, if there is one)."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.store import SqliteStore
+
+    class Stuck(SqliteStore):
+        """The owner's steering log stops answering until released."""
+
+        release = asyncio.Event()
+
+        async def append_command(self, cmd: SteeringCommand, **kw: Any) -> bool:
+            if cmd.kind is SteeringKind.ADD_INSTRUCTION:
+                await self.release.wait()
+            return await super().append_command(cmd, **kw)
+
+    store = Stuck(tmp_path / "owner.db")
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime(store=store) as owner_rt, Runtime() as sender_rt:
+            handle = await owner_rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            async with (
+                RedisControl(owner_rt, redis_url, worker_id="o", prefix=prefix),
+                RedisControl(
+                    sender_rt,
+                    redis_url,
+                    worker_id="s",
+                    prefix=prefix,
+                    receipt_timeout_s=0.3,
+                    max_unanswered=2,
+                ) as sender,
+            ):
+                await eventually(lambda: sender.get_run(handle.run_id), bool)
+                sent = [
+                    command(handle.run_id, "add_instruction", {"text": f"s{i}"}) for i in (1, 2)
+                ]
+                for cmd in sent:
+                    with pytest.raises(ReceiptTimeout):  # the owner is stuck on its log
+                        await sender.submit(cmd)
+                late = command(handle.run_id, "add_instruction", {"text": "late"})
+                with pytest.raises(ControlPlaneUnavailable, match="2 commands it has not answered"):
+                    await sender.submit(late)
+                assert sender.counters.refused_full == 1
+                stream = Keys(prefix).commands("o")
+                assert await client.xlen(stream) == 2  # nothing trimmed
+                store.release.set()
+
+                async def logged() -> set[str]:
+                    history = await owner_rt.load_steering_history(handle.run_id)
+                    return {e.correlation_id for e in history if e.type == "steering.accepted"}
+
+                mine = {c.correlation_id for c in sent}
+                assert await eventually(logged, lambda ids: mine <= ids, within=10) >= mine
+                assert late.correlation_id not in await logged()
+                await eventually(lambda: client.xlen(stream), lambda n: n == 0)
     finally:
         await client.aclose()

@@ -50,6 +50,7 @@ class RedisCounters(Record):
     """What went through this worker's seat (for tests, logs and metrics)."""
 
     sent: int = 0  # commands sent to another worker
+    refused_full: int = 0  # not sent: the owner's stream held ``max_unanswered`` commands
     received: int = 0  # command entries read from this worker's stream
     answered: int = 0  # of them, answered with the runtime's receipt
     malformed: int = 0  # entries that read as no command envelope, reply or run snapshot

@@ -64,8 +64,15 @@ from tinyagents.steering.policies import not_found
 from tinyagents.store.base import run_key
 from tinyagents.store.urls import redacted
 
-#: How many entries of a command stream Redis keeps at most.
-_STREAM_MAXLEN = 100_000
+#: Appends a command to a worker's stream unless the stream is gone (the worker stopped:
+#: nil) or holds ``ARGV[1]`` entries already (-1). Answered entries are deleted, so what a
+#: stream holds is what its worker has not answered; trimming it (``MAXLEN``) would drop the
+#: oldest of those without a word to their senders.
+_BOUNDED_XADD = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return -1 end
+return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+"""
 _JOBS = ("mirror", "commands", "replies")
 _LIVE = frozenset({"running", "paused", "interrupted"})
 
@@ -92,10 +99,13 @@ class RedisControl:
         receipt_timeout_s: float = 5.0,
         block_s: float = 1.0,
         max_connections: int = 32,
+        max_unanswered: int = 100_000,
     ) -> None:
         """``worker_id``: this worker's name on the control plane (default: the runtime's
         ``runtime_id``); give a restarted worker the same one so that it reads the commands
-        its previous process left unacknowledged. Settings that cannot work (a TTL not
+        its previous process left unacknowledged. ``max_unanswered``: a command for a worker
+        whose stream holds that many commands it has not answered (it is stuck, or stopped
+        with them left) is not sent: ``submit`` raises ``ControlPlaneUnavailable``. Settings that cannot work (a TTL not
         longer than a heartbeat, a zero ``block_s``, which Redis reads as "wait for ever", a
         blank name...) are a ``ConfigurationError`` naming the argument."""
         _check_settings(
@@ -108,6 +118,7 @@ class RedisControl:
             receipt_timeout_s=receipt_timeout_s,
             block_s=block_s,
             max_connections=max_connections,
+            max_unanswered=max_unanswered,
         )
         self.runtime = runtime
         self.url = url
@@ -119,6 +130,7 @@ class RedisControl:
         self.receipt_timeout_s = receipt_timeout_s
         self.block_s = block_s
         self.max_connections = max_connections
+        self.max_unanswered = max_unanswered
         self.counters = RedisCounters()
         self.outages = Outages(own, self.counters)
         self.seat = Seat(self.keys.seat(own), own, ttl_s=ttl_s, heartbeat_s=heartbeat_s)
@@ -315,13 +327,11 @@ class RedisControl:
         self._waiting[request_id] = future
         try:
             try:
-                # NOMKSTREAM: a worker that stopped gracefully deleted its stream once it had
-                # answered all of it; nobody would read an entry appended now
-                added = await self._redis.xadd(
-                    self.keys.commands(owner),
-                    envelope.fields(),
-                    maxlen=_STREAM_MAXLEN,
-                    nomkstream=True,
+                # no stream: a worker that stopped gracefully deleted it once it had answered
+                # all of it, and nobody would read an entry appended now (NOMKSTREAM)
+                fields = [x for pair in envelope.fields().items() for x in pair]
+                added = await self._redis.eval(
+                    _BOUNDED_XADD, 1, self.keys.commands(owner), self.max_unanswered, *fields
                 )
             except Exception as exc:
                 raise ControlPlaneUnavailable(
@@ -331,6 +341,12 @@ class RedisControl:
                 raise ControlPlaneUnavailable(
                     f"worker {owner!r} has stopped (its command stream is gone); the command "
                     "was not sent"
+                )
+            if added == -1:
+                self.counters.refused_full += 1
+                raise ControlPlaneUnavailable(
+                    f"worker {owner!r} has {self.max_unanswered} commands it has not answered "
+                    "yet (it is stuck or stopped); the command was not sent"
                 )
             self.counters.sent += 1
             self._sent.set()
@@ -547,6 +563,7 @@ def _check_settings(
     receipt_timeout_s: object,
     block_s: object,
     max_connections: object,
+    max_unanswered: object,
 ) -> None:
     """``ConfigurationError`` for a setting the jobs cannot work with. Each used to be taken:
     a TTL of 0 or NaN retried Redis for ever, one shorter than a heartbeat dropped the
@@ -594,6 +611,14 @@ def _check_settings(
         raise ConfigurationError(
             "max_connections must be a whole number >= 3 (two jobs each hold a connection "
             f"while they wait for entries), got {max_connections!r}"
+        )
+    if (
+        isinstance(max_unanswered, bool)
+        or not isinstance(max_unanswered, int)
+        or max_unanswered < 1
+    ):
+        raise ConfigurationError(
+            f"max_unanswered must be a whole number >= 1, got {max_unanswered!r}"
         )
 
 
