@@ -70,6 +70,20 @@ def test_cli_bad_arguments_are_one_line_and_a_nonzero_exit(
     assert done.stdout == ""
 
 
+def test_cli_a_value_giving_a_key_twice_is_refused_before_anything_is_asked(
+    tmp_path: Path,
+) -> None:
+    # the last one won, where the API refuses such a body with a 400: an approval read
+    # {"ok": true, "ok": false} as {"ok": false} without a word
+    value = '{"answer": {"ok": true, "ok": false}}'
+    done = tinyagents(
+        "runs", "approve", "r-1", "--value", value, "--store", "sqlite:///x.db", cwd=tmp_path
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: --value gives the key 'ok' twice in one object"
+    assert not (tmp_path / "x.db").exists()
+
+
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_cli_a_blank_correlation_id_is_refused_not_replaced(tmp_path: Path, blank: str) -> None:
     # it was dropped for a generated id: a retry with the same (unset) id was a new command,

@@ -376,13 +376,22 @@ def _interrupts(snap: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _json_value(text: str) -> Any:
     """``--value`` as strict JSON: no ``NaN``/``Infinity``, no number past a float's range,
-    no lone surrogate in a string (none of which survives the trip to a run)."""
+    no lone surrogate in a string (none of which survives the trip to a run), no key given
+    twice in one object."""
 
     def constant(name: str) -> Any:
         raise CliError(f"--value is not JSON: {name} is not a JSON number")
 
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, item in pairs:
+            if key in found:  # the API refuses such a body (400); here the last one won
+                raise CliError(f"--value gives the key {key!r} twice in one object")
+            found[key] = item
+        return found
+
     try:
-        value = json.loads(text, parse_constant=constant)
+        value = json.loads(text, parse_constant=constant, object_pairs_hook=once)
         json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except json.JSONDecodeError as exc:
         raise CliError(f"--value is not JSON: {exc}") from exc
