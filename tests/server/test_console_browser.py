@@ -504,9 +504,12 @@ def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_
         mine = wait.until(lambda d: _sent(d, "pause"))
         assert mine["receipt"] == "accepted", mine
         outcome = f'[data-testid="sent-command"][data-correlation-id="{mine["correlation_id"]}"] [data-testid="outcome"]'
+        # its final word: "delivered to the run" comes first and "applied" may follow after
+        # the flood below starts, which is not what this test is about
         said = wait.until(
             lambda d: (
-                (text := d.find_element(By.CSS_SELECTOR, outcome).text) != "waiting for the run"
+                (text := d.find_element(By.CSS_SELECTOR, outcome).text)
+                in ("applied", "rejected", "superseded", "failed")
                 and text
             )
         )
