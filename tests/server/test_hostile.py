@@ -176,6 +176,26 @@ async def test_a_field_of_the_wrong_type_or_shape_is_422(
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("correlation_id", "", "at least 1 character"),
+        ("correlation_id", "c" * 201, "at most 200 characters"),
+        ("checkpoint_id", "", "at least 1 character"),
+    ],
+)
+async def test_an_id_out_of_bounds_is_a_422_that_counts_characters(
+    served: Served, field: str, value: str, says: str
+) -> None:
+    # the bounds were put on the optional field, so pydantic spoke of "items" of a list
+    run = await served.start_run("acme")
+    body = {"kind": "pause", field: value}
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+    message = problem(r, 422)["message"]
+    assert field in message and says in message and "item" not in message, message
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize(
     "body",
     [
         {"kind": "add_instruction", "payload": {"text": "x" * 3_000_000}},

@@ -43,6 +43,7 @@ from pydantic import (
     Field,
     PlainValidator,
     StrictBool,
+    StringConstraints,
     WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError
@@ -141,7 +142,14 @@ def _no_nul(value: str) -> str:
     return value
 
 
-IdText = Annotated[str, AfterValidator(_no_nul)]
+# The bounds inside the type, before the check: put on the ``... | None`` field they applied
+# after it, and a blank id was "Value should have at least 1 item after validation, not 0".
+CorrelationId = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)
+]
+CheckpointId = Annotated[
+    str, StringConstraints(min_length=1, max_length=_MAX_ID), AfterValidator(_no_nul)
+]
 
 
 def _a_cursor(value: str) -> str:
@@ -163,10 +171,8 @@ class CommandOptions(_Body):
     # parsing took (a strict enum took no number at all: the body is validated as Python)
     priority: Priority = 50
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
-    correlation_id: IdText | None = Field(
+    correlation_id: CorrelationId | None = Field(
         default=None,
-        min_length=1,
-        max_length=200,
         description="your id for the command: sending it again is answered 'duplicate'",
     )
 
@@ -199,7 +205,7 @@ class CommandBody(CommandOptions):
     kind: SteeringKind
     payload: dict[str, Any] = Field(default_factory=dict)
     # Bounded: a rejection quotes it back (in the receipt and the audit trail).
-    checkpoint_id: IdText | None = Field(default=None, min_length=1, max_length=_MAX_ID)
+    checkpoint_id: CheckpointId | None = None
     fork: StrictBool = False  # true or false: not "true" or 1
 
     def command_fields(self) -> dict[str, Any]:
