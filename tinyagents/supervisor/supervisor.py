@@ -133,11 +133,14 @@ def _final_answer(event: Event) -> bool:
 
 def _ours(cmd: SteeringCommand | None) -> bool:
     """Whether ``cmd`` is a pause the supervisor sent (in this process or, restored from the
-    log, an earlier one): the router applies a command from its actor only when it carried
-    the runtime's capability."""
-    if cmd is None or cmd.kind is not SteeringKind.PAUSE:
-        return False
-    actor = cmd.actor
+    log, an earlier one)."""
+    return cmd is not None and cmd.kind is SteeringKind.PAUSE and _our_actor(cmd.actor)
+
+
+def _our_actor(actor: SteeringActor) -> bool:
+    """Whether ``actor`` is the supervisor's: the router applies a command from it only when
+    it carried the runtime's capability (this process's, or an earlier one's, whose logged
+    commands a restarted run gets back)."""
     return isinstance(actor, MiddlewareActor) and actor.name == SUPERVISOR and actor.run_id is None
 
 
@@ -291,11 +294,14 @@ class Supervisor:
             self._not_coming(w, cid)
         elif kind != "steering.applied" or event.kind is not SteeringKind.PAUSE:
             return
-        elif cid not in w.pauses:
+        elif cid not in w.pauses and not _our_actor(event.actor):
             # someone else's pause (a human's, an operator's): whoever paused the run now
             # holds it, and a human's pause is never timed out, even on top of ours
             self._stop_dwell(w)
         else:
+            # ours: sent here, or logged by a supervisor that crashed before the pause was
+            # applied (or before its "applied" was written): the restarted run gets it from
+            # the log and applies it now, and the dwell cap is still ours to start
             w.pauses.discard(cid)
             if event.affected.get("paused") is False and w.dwell_task is None:
                 return  # the run was paused already, by someone else: theirs holds it
