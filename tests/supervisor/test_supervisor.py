@@ -636,3 +636,49 @@ async def test_a_run_restarted_under_a_humans_pause_is_not_timed_out(tmp_path: P
         result = await handle.result()
     assert result.status is RunStatus.COMPLETED
     assert not recorder.of_type("supervisor.escalated")
+
+
+class _AbortToSteer(Middleware):
+    """A run whose own policy narrows the supervisor's abort to an instruction."""
+
+    name = "abort-to-steer"
+
+    async def steering(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is SteeringKind.CANCEL and "supervisor" in cmd.actor.describe():
+            narrowed = SteeringCommand(
+                target=cmd.target,
+                actor=cmd.actor,
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "wrap up instead"},
+                priority=cmd.priority,
+            )
+            return await call_next(narrowed)
+        return await call_next(cmd)
+
+
+async def test_an_abort_a_policy_turned_into_something_else_leaves_the_run_supervised() -> None:
+    # the supervisor took "our abort is on its way" for good: the transformed command (same
+    # correlation id, another kind) was applied, never refused, so every later rule and
+    # verdict of that run was dropped in silence although the run went on
+    spec = SupervisorSpec(
+        rules=[
+            {"when": "iteration_reached", "gte": 1, "then": "abort"},
+            {"when": "tool_repeated", "tool": "search", "count": 2, "then": "steer"},
+        ],
+        steer_message="answer now",
+    )
+    model = ScriptedModel([tool_call("search")] * 3 + [reply("done")])
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        agent = Agent("a", model, tools=[search], middleware=[_AbortToSteer()])
+        handle = await rt.start(agent, "go")
+        result = await handle.result()
+        history = rt.steering_history(handle.run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert [(a["action"], a["source"]) for a in actions(recorder)] == [
+        ("abort", "iteration_reached"),
+        ("steer", "tool_repeated"),
+    ]
+    applied = [e.kind for e in history if e.type == "steering.applied"]
+    assert applied == [SteeringKind.ADD_INSTRUCTION, SteeringKind.ADD_INSTRUCTION]
+    assert any("answer now" in m.content for m in model.requests[-1].messages)

@@ -292,6 +292,10 @@ class Supervisor:
         cid, kind = event.correlation_id, event.type
         if kind in _REFUSED:
             self._not_coming(w, cid)
+        elif cid == w.abort_cid and event.kind is not SteeringKind.CANCEL:
+            # a policy turned our abort into another command (same correlation id, another
+            # kind): the run is not ending, so it is still ours to supervise
+            self._not_coming(w, cid)
         elif kind != "steering.applied" or event.kind is not SteeringKind.PAUSE:
             return
         elif cid not in w.pauses and not _our_actor(event.actor):
