@@ -583,3 +583,28 @@ async def test_a_rate_limit_longer_than_the_judge_timeout_is_reported_as_one(
     assert result.error == "judge unavailable (ModelRateLimitError: retry after 120 s)"
     [logged] = [r.getMessage() for r in caplog.records if "judge failed" in r.getMessage()]
     assert "rate-limiting" in logged and "asked to wait 120 s" in logged
+
+
+@pytest.mark.parametrize("on_error", ["ignore", "abort"])
+async def test_a_judge_that_calls_sys_exit_is_a_judge_error(on_error: str) -> None:
+    # a judge callable that called sys.exit raised SystemExit out of the judge's task, which
+    # is no Exception: it ended the event loop under the supervisor and every run
+    def leave(request: ModelRequest) -> str:
+        sys.exit(3)
+
+    spec = SupervisorSpec(model=FunctionModel(leave), on_judge_error=on_error)
+    waiter, recorder = EventWaiter(), EventRecorder()
+    work = waiting_tool(waiter, "supervisor.judge_error")
+    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[work]), "go")
+        result = await handle.result()
+        assert rt.supervisor.judge_failures == 1
+    assert supervisor_data(recorder, "supervisor.judge_error") == [
+        {"error": "JudgeError", "iteration": 1}
+    ]
+    if on_error == "abort":
+        assert result.status is RunStatus.ABORTED
+        assert result.error == "judge unavailable (JudgeError)"
+    else:
+        assert result.status is RunStatus.COMPLETED

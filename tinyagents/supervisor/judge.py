@@ -213,7 +213,7 @@ class Judge:
     async def verdict(self, data: JudgeInput) -> Verdict:
         """The verdict; raises ``TimeoutError``, a ``ModelError`` (a ``ModelRateLimitError``
         with its ``retry_after_s`` when the provider asks to wait past the timeout) or
-        ``JudgeError``."""
+        ``JudgeError`` (no verdict, or a judge that called ``sys.exit``)."""
         verdict, _ = await self.ask(data)
         return verdict
 
@@ -225,7 +225,15 @@ class Judge:
         # The deadline goes with the request: a retry the timeout cannot wait for (a rate
         # limit's Retry-After past it) is not slept into a TimeoutError that hides it.
         async with asyncio.timeout(self.timeout_s) as scope:
-            response = await self.model.request(self.request(data, deadline=scope.when()))
+            try:
+                response = await self.model.request(self.request(data, deadline=scope.when()))
+            except SystemExit as exc:
+                # no Exception: out of the judge's task it would end the event loop under
+                # the supervisor and every run; it is a judge that did not answer
+                raise JudgeError(
+                    f"the judge {self.model.name!r} tried to exit the process (SystemExit: "
+                    f"{exc}); it gave no verdict"
+                ) from exc
         verdict = parse_verdict(response)
         if verdict is None:
             raise JudgeError(
