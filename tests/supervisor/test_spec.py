@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyagents import SupervisorSpec
+from tinyagents import LiteLLMModel, SupervisorSpec
 from tinyagents.errors import ConfigurationError
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.spec import BudgetFraction, IterationReached, ToolRepeated
@@ -356,3 +356,30 @@ def test_an_api_base_that_is_no_http_url_is_refused_naming_the_line(base: str) -
     assert caught.value.line == 2
     spec = SupervisorSpec(model="openai/x", api_base="http://127.0.0.1:8080/v1")
     assert spec.api_base == "http://127.0.0.1:8080/v1"
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "http://127.0.0.1:99999/v1",
+        "http://127.0.0.1:abc/v1",
+        "https://judge.example:0/v1",
+        "http://[::1]:65536/v1",
+    ],
+)
+def test_an_api_base_with_a_bad_port_is_refused_naming_the_line(base: str) -> None:
+    """It was taken (its scheme and host are fine), and the spec's judge failed only when it
+    was called, at run time, where nobody reads why."""
+    text = f"model: openai/x\napi_base: '{base}'\n"
+    with pytest.raises(SupervisorSpecError, match="port") as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == 2
+    assert "1 to 65535" in str(caught.value)
+    with pytest.raises(SupervisorSpecError, match="port") as caught:
+        SupervisorSpec.from_yaml(f"models:\n  judge: {{model: openai/x, api_base: '{base}'}}\n")
+    assert caught.value.line == 2
+    with pytest.raises(ValueError, match="port"):
+        SupervisorSpec(model="openai/x", api_base=base)
+    with pytest.raises(ConfigurationError, match="port"):
+        LiteLLMModel("openai/x", api_base=base)
+    assert SupervisorSpec(model="openai/x", api_base="http://h:65535/v1").api_base

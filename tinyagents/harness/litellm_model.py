@@ -616,25 +616,46 @@ def as_model(model: Model | str) -> Model:
     )
 
 
-def is_http_url(value: str) -> bool:
-    """Whether ``value`` is an http(s) URL with a host, as an ``api_base`` must be: anything
-    else was posted to as a path ('/notaurl/chat/completions'), and litellm reported each
-    call's failure as the server's "HTTP 500" when no server was ever asked."""
+def api_base_problem(value: str) -> str | None:
+    """What is wrong with ``value`` as an ``api_base``, or None. It must be an http(s) URL
+    with a host: anything else was posted to as a path ('/notaurl/chat/completions'), and
+    litellm reported each call's failure as the server's "HTTP 500" when no server was ever
+    asked. Its port, if it names one, is a number from 1 to 65535: another (``:99999``,
+    ``:abc``) was taken, and every call failed only when made."""
     try:
         parts = urlsplit(value.strip())
-        return parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:  # "http://[::1": an unclosed IPv6 address
-        return False
+        return _NO_HTTP_URL
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return _NO_HTTP_URL
+    try:
+        port = parts.port
+    except ValueError:  # "Port out of range 0-65535", "Port could not be cast to integer"
+        port = 0
+    if port == 0:
+        given = parts.netloc.rpartition(":")[2]
+        return (
+            f"has port {given!r}: a port is a whole number from 1 to 65535, as in "
+            "http://127.0.0.1:8080/v1"
+        )
+    return None
+
+
+_NO_HTTP_URL = "must be an http(s) URL, such as http://127.0.0.1:8080/v1"
 
 
 def _check_api_base(api_base: object) -> None:
     if api_base is None or api_base == "":
         return
-    if not isinstance(api_base, str) or not is_http_url(api_base):
-        raise ConfigurationError(
-            "api_base must be an http:// or https:// URL such as 'http://127.0.0.1:8080/v1', "
-            f"got {api_base!r}"
-        )
+    problem = api_base_problem(api_base) if isinstance(api_base, str) else _NO_HTTP_URL
+    if problem is None:
+        return
+    if problem != _NO_HTTP_URL:
+        raise ConfigurationError(f"api_base {api_base!r} {problem}")
+    raise ConfigurationError(
+        "api_base must be an http:// or https:// URL such as 'http://127.0.0.1:8080/v1', "
+        f"got {api_base!r}"
+    )
 
 
 def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: object) -> None:

@@ -44,7 +44,7 @@ from pydantic import (
 )
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness.litellm_model import is_http_url
+from tinyagents.harness.litellm_model import api_base_problem
 from tinyagents.harness.model import Model
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings
@@ -187,9 +187,11 @@ def _a_path(value: str) -> str:
 
 
 def _a_url(value: str) -> str:
-    """An ``api_base``: an http(s) URL with a host, as ``LiteLLMModel`` takes."""
-    if not is_http_url(value):
-        raise ValueError("must be an http(s) URL, such as http://127.0.0.1:8080/v1")
+    """An ``api_base``: an http(s) URL with a host (and a port from 1 to 65535, if it names
+    one), as ``LiteLLMModel`` takes."""
+    problem = api_base_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
