@@ -15,6 +15,7 @@ from tinyagents import (
     Runtime,
     SubAgent,
     SubAgentTool,
+    SupervisorSpec,
     orchestrator_tools,
     tool,
 )
@@ -485,6 +486,38 @@ async def test_subagent_tool_reports_cancelled_and_failed_children(
     broken_id = rt.runs.tree.children(parent.run_id)[1].run_id
     assert failed.content.startswith(
         f"sub-agent 'broken' (run {broken_id}) failed: ScriptExhaustedError: "
+    )
+
+
+async def test_subagent_tool_reports_a_child_its_supervisor_aborted_as_aborted(rt: Runtime):
+    # the parent's model read "sub-agent 'looper' (run r-…) was cancelled: tool 'search'
+    # called 2 times (limit 2)", as if someone had no more use for the work, with a reason
+    # that did not say the child had been stopped for breaking its policy
+    @tool
+    def search(query: str = "") -> str:
+        """Search."""
+        return "nothing"
+
+    spec = SupervisorSpec(
+        rules=[{"when": "tool_repeated", "tool": "search", "count": 2}], on_violation="abort"
+    )
+    looper = Agent(
+        "looper",
+        ScriptedModel([tool_call("search")] * 3 + [reply("never")]),
+        tools=[search],
+        supervisor=spec,
+    )
+    parent_model = ScriptedModel([tool_call("looper", input="find it"), reply("done")])
+    parent = await rt.start(Agent("orchestrator", parent_model, tools=[SubAgentTool(looper)]), "go")
+    assert (await parent.result()).status is RunStatus.COMPLETED
+
+    (child,) = rt.runs.tree.children(parent.run_id)
+    assert child.status is RunStatus.ABORTED
+    aborted = tool_message(parent_model, 1)
+    assert aborted.metadata == {"error": True}
+    assert aborted.content == (
+        f"sub-agent 'looper' (run {child.run_id}) was aborted, stopped by its supervision "
+        "before it completed: tool 'search' called 2 times (limit 2)"
     )
 
 

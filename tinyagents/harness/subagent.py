@@ -294,8 +294,15 @@ class SubAgentTool(Tool):
                 f"not because it completed.{partial} Retry with a narrower task or a larger budget."
             ) from None
         except RunCancelled as exc:
+            # an abort (a supervisor's, for a broken policy) is no cancellation: the parent's
+            # model must not read it as work nobody needed any more
+            ended = (
+                "was aborted, stopped by its supervision before it completed"
+                if result.status is RunStatus.ABORTED
+                else "was cancelled"
+            )
             raise ToolError(
-                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) was cancelled: "
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) {ended}: "
                 f"{_told(exc.reason)}"
             ) from None
         except RunFailed:
