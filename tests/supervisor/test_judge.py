@@ -608,3 +608,51 @@ async def test_a_judge_that_calls_sys_exit_is_a_judge_error(on_error: str) -> No
         assert result.error == "judge unavailable (JudgeError)"
     else:
         assert result.status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize("answer", ['{"passed": false, "reason": "off topic"}', "no verdict"])
+async def test_a_late_verdicts_action_names_the_iteration_that_was_judged(answer: str) -> None:
+    # a verdict on iteration 1 (or a judge error) that came back while the run was at a later
+    # iteration led to an action naming that later one, so the trace blamed a response the
+    # judge never saw
+    moved_on = asyncio.Event()
+    calls: list[int] = []
+
+    async def agent_model(request: ModelRequest) -> ModelResponse:
+        calls.append(1)
+        if len(calls) == 3:
+            moved_on.set()
+        return tool_call("search") if len(calls) < 4 else reply("done")
+
+    judged: list[int] = []
+
+    async def late_judge(request: ModelRequest) -> str:
+        judged.append(1)
+        if len(judged) > 1:
+            return '{"passed": true, "reason": "fine"}'
+        await moved_on.wait()
+        return answer
+
+    @tool
+    async def search() -> str:
+        """Search."""
+        return "nothing"
+
+    spec = SupervisorSpec(
+        model=FunctionModel(late_judge), on_violation="steer", on_judge_error="abort"
+    )
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = FunctionModel(agent_model)
+        result = await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    [action] = supervisor_data(recorder, "supervisor.action")
+    if answer == "no verdict":
+        assert result.status is RunStatus.ABORTED
+        [failed] = supervisor_data(recorder, "supervisor.judge_error")
+        assert failed["iteration"] == 1
+        assert (action["source"], action["iteration"]) == ("judge_error", 1)
+    else:
+        assert result.status is RunStatus.COMPLETED
+        first = supervisor_data(recorder, "supervisor.judge_verdict")[0]
+        assert (first["passed"], first["iteration"]) == (False, 1)
+        assert (action["source"], action["iteration"]) == ("llm", 1)

@@ -339,13 +339,24 @@ class Supervisor:
 
     # ------------------------------------------------------------------ actions
 
-    def _act(self, w: _Watch, action: Action, source: str, reason: str) -> None:
-        """Announce the action and queue its command now (see ``start_eagerly``)."""
+    def _act(
+        self,
+        w: _Watch,
+        action: Action,
+        source: str,
+        reason: str,
+        *,
+        iteration: int | None = None,
+    ) -> None:
+        """Announce the action and queue its command now (see ``start_eagerly``).
+        ``iteration``: the one the action is about (a verdict's, which may come back after
+        the run moved on), else the run's current one."""
         if w.aborted:
             return  # the run is ending: nothing more to say to it
         reason = _clip(reason)  # a judge's long reason still fits a command's payload
         self.actions += 1
-        iteration = w.counters.iteration
+        if iteration is None:
+            iteration = w.counters.iteration
         self._emit(
             w,
             "supervisor.action",
@@ -499,7 +510,7 @@ class Supervisor:
         )
         if not verdict.passed and w.handle.run_id in self._watches:
             reason = said if said.strip() else "the judge found the run violating its policy"
-            self._act(w, w.spec.on_violation, "llm", reason)
+            self._act(w, w.spec.on_violation, "llm", reason, iteration=data.iteration)
 
     def _judge_failed(self, w: _Watch, exc: Exception, *, iteration: int) -> None:
         """Logged, counted, published; then the run goes on (fail-open) unless the spec
@@ -521,7 +532,13 @@ class Supervisor:
             why = f"{error}: retry after {exc.retry_after_s:g} s"
         self._emit(w, "supervisor.judge_error", data=data)
         if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
-            self._act(w, w.spec.on_judge_error, "judge_error", f"judge unavailable ({why})")
+            self._act(
+                w,
+                w.spec.on_judge_error,
+                "judge_error",
+                f"judge unavailable ({why})",
+                iteration=iteration,
+            )
 
     # ------------------------------------------------------------------ helpers
 
