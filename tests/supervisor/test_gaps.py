@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
-from tinyagents.events import SupervisorEvent
+from tinyagents.events import SteeringEvent, SupervisorEvent
 from tinyagents.testkit import EventWaiter, ScriptedModel, reply, tool_call
 
 
@@ -58,13 +58,18 @@ async def test_supervisor_frames_reach_every_subscriber_and_the_stored_trace(
     assert seen == [["supervisor.rule_fired", "supervisor.action"]] * 2
     async with Runtime(url) as again:
         stored = await again.store.load_events(run_id=run_id, type_prefix="supervisor.")
+        steering = await again.store.load_events(run_id=run_id, type_prefix="steering.")
     [action] = [e for e in stored if e.type == "supervisor.action"]
-    assert isinstance(action, SupervisorEvent)
+    [paused] = [
+        e for e in steering if e.type == "steering.applied" and e.actor.type == "middleware"
+    ]
+    assert isinstance(action, SupervisorEvent) and isinstance(paused, SteeringEvent)
     assert action.data == {
         "action": "pause",
         "source": "tool_repeated",
         "reason": "tool 'search' called 2 times (limit 2)",
         "iteration": 2,
+        "correlation_id": paused.correlation_id,  # the trace finds the action's outcome
     }
 
 

@@ -93,12 +93,18 @@ async def test_a_judge_timeout_fails_closed_when_asked(on_error: str) -> None:
             assert handle.status is RunStatus.PAUSED
             await handle.cancel()
         result = await handle.result()
+    [sent] = [
+        e.correlation_id
+        for e in recorder.steering()
+        if e.type == "steering.requested" and e.actor.type == "middleware"
+    ]
     assert supervisor_data(recorder, "supervisor.action") == [
         {
             "action": on_error,
             "source": "judge_error",
             "reason": "judge unavailable (TimeoutError)",
             "iteration": 1,
+            "correlation_id": sent,
         }
     ]
     if on_error == "abort":

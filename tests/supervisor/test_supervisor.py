@@ -108,6 +108,7 @@ async def test_tool_repeated_pauses_once_after_the_third_call_and_the_run_resume
             "source": "tool_repeated",
             "reason": "tool 'search' called 3 times (limit 3)",
             "iteration": 3,
+            "correlation_id": applied.correlation_id,
         }
     ]
     assert len(recorder.of_type("supervisor.rule_fired")) == 1
@@ -301,11 +302,17 @@ async def test_a_failed_verdict_steers_with_its_reason_inside_the_template() -> 
     )
     carrying = [r for r in model.requests if any(text in m.content for m in r.messages)]
     assert carrying, [str(r.messages) for r in model.requests]
+    sent = [
+        e.correlation_id
+        for e in recorder.steering()
+        if e.type == "steering.requested" and e.actor.type == "middleware"
+    ]
     assert actions(recorder)[0] == {
         "action": "steer",
         "source": "llm",
         "reason": "stop searching and answer",
         "iteration": 1,
+        "correlation_id": sent[0],
     }
     # the judge saw metadata only, with the verdict schema asked for
     first = judge.requests[0]
@@ -682,3 +689,36 @@ async def test_an_abort_a_policy_turned_into_something_else_leaves_the_run_super
     applied = [e.kind for e in history if e.type == "steering.applied"]
     assert applied == [SteeringKind.ADD_INSTRUCTION, SteeringKind.ADD_INSTRUCTION]
     assert any("answer now" in m.content for m in model.requests[-1].messages)
+
+
+async def test_each_action_event_names_the_correlation_id_of_the_command_it_sent() -> None:
+    # an operator reading supervisor.action could not tell which steering.* events were its
+    # command's: two actions of one kind on one run looked alike
+    spec = SupervisorSpec(
+        rules=[
+            {"when": "iteration_reached", "gte": 1, "then": "steer"},
+            {"when": "iteration_reached", "gte": 2, "then": "pause"},
+            {"when": "tool_repeated", "tool": "search", "count": 2, "then": "abort"},
+        ],
+    )
+    model = ScriptedModel([tool_call("search")] * 3 + [reply("never")])
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+        handle = await rt.start(Agent("a", model, tools=[search]), "go")
+        await waiter.event("run.paused", handle.run_id)
+        await handle.resume()
+        result = await handle.result()
+        history = rt.steering_history(handle.run_id)
+    assert result.status is RunStatus.ABORTED
+    sent = [
+        (e.kind, e.correlation_id)
+        for e in history
+        if e.type == "steering.requested" and e.actor.type == "middleware"
+    ]
+    kinds = {"steer": SteeringKind.ADD_INSTRUCTION, "pause": SteeringKind.PAUSE}
+    named = [
+        (kinds.get(a["action"], SteeringKind.CANCEL), a["correlation_id"])
+        for a in actions(recorder)
+    ]
+    assert [a["action"] for a in actions(recorder)] == ["steer", "pause", "abort"]
+    assert named == sent

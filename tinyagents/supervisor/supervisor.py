@@ -11,7 +11,7 @@ The judge runs in a task of its own: a slow judge never delays a rule.
 Every action is a ``SteeringCommand`` from ``SteeringActor.middleware("supervisor")`` sent
 through the runtime's pipeline with the capability the runtime gave this object (a command
 from that actor sent by anyone else is not trusted), and is announced first by a
-``supervisor.action`` event ``{action, source, reason, iteration}``.
+``supervisor.action`` event ``{action, source, reason, iteration, correlation_id}``.
 """
 
 from __future__ import annotations
@@ -357,13 +357,6 @@ class Supervisor:
         self.actions += 1
         if iteration is None:
             iteration = w.counters.iteration
-        self._emit(
-            w,
-            "supervisor.action",
-            rule=source,
-            action=action,
-            data={"action": action, "source": source, "reason": reason, "iteration": iteration},
-        )
         payload: dict[str, Any]
         if action == "pause":
             kind, payload = SteeringKind.PAUSE, {"reason": reason}
@@ -381,6 +374,20 @@ class Supervisor:
             kind=kind,
             payload=payload,
             priority=SteeringPriority.CRITICAL,
+        )
+        self._emit(
+            w,
+            "supervisor.action",
+            rule=source,
+            action=action,
+            data={
+                "action": action,
+                "source": source,
+                "reason": reason,
+                "iteration": iteration,
+                # the command's steering.* events carry it: the action's outcome is found so
+                "correlation_id": cmd.correlation_id,
+            },
         )
         if kind is SteeringKind.PAUSE:
             w.pauses.add(cmd.correlation_id)
