@@ -6,6 +6,7 @@ behave differently on purpose, the test asserts our documented behaviour and say
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -1006,3 +1007,232 @@ async def test_a_streamed_call_has_the_same_id_in_its_pieces_and_its_events() ->
     streamed = [d.tool_call_id for d in firsts]  # type: ignore[attr-defined]
     called = [e.tool_call_id for e in recorder.of_type("tool.call")]  # type: ignore[attr-defined]
     assert streamed == called and len(set(called)) == 3 and called[0] == "x"
+
+
+# --- retries from inside a tool -------------------------------------------------------------
+
+
+async def test_a_tool_asking_for_a_retry_is_heard_and_its_call_counted() -> None:
+    # ports tests/test_usage_limits.py::test_failed_tool_calls_not_counted (a tool raising
+    # ModelRetry; ours raises ToolError, whose message the model reads as is). The model hears
+    # the message and calls again, and the run completes. Kept on purpose, a difference: the
+    # tool ran, so its call counts against max_tool_calls (docs/harness.md "Limits": only a
+    # call refused before its tool runs is given back). pydantic-ai counts only successful
+    # calls, and bounds a failing tool by its per-tool retries, which we do not have: a tool
+    # that fails every time would otherwise never spend a run bounded by max_tool_calls.
+    attempts: list[str] = []
+
+    @tool
+    def flaky_tool(x: str) -> str:
+        """Fail the first time."""
+        attempts.append(x)
+        if len(attempts) == 1:
+            raise ToolError("Temporary failure, please retry")
+        return f"{x}-success"
+
+    script = [tool_call("flaky_tool", x="a"), tool_call("flaky_tool", x="a"), reply("done")]
+    model = ScriptedModel(script)
+    result = await Agent("a", model, tools=[flaky_tool]).run("test")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    assert tool_messages(model.requests[1])[0].content == "Temporary failure, please retry"
+    assert tool_messages(model.requests[2])[-1].content == "a-success"
+    assert (result.usage["model_calls"], result.usage["tool_calls"]) == (3, 2)
+    # with max_tool_calls=1 the failed call spent it (pydantic-ai's run completes)
+    attempts.clear()
+    limited = Agent(
+        "a", ScriptedModel(script), tools=[flaky_tool], limits=RunLimits(max_tool_calls=1)
+    )
+    stopped = await limited.run("test")
+    assert stopped.status is RunStatus.LIMIT_EXCEEDED and attempts == ["a"]
+
+
+async def test_a_tool_past_its_timeout_is_an_error_result_and_the_model_goes_on() -> None:
+    # ports tests/test_tools.py::test_tool_timeout_triggers_retry and
+    # ::test_tool_timeout_message_format: a tool that takes longer than its timeout is
+    # abandoned; the model reads that it timed out (pydantic-ai: a RetryPromptPart "Timed
+    # out") and answers.
+    never = asyncio.Event()
+
+    @tool(timeout_s=0.05)
+    async def slow_tool() -> str:
+        """Wait for ever."""
+        await never.wait()
+        return "done"
+
+    model = ScriptedModel([tool_call("slow_tool", id="call-1"), reply("Tool timed out, giving up")])
+    result = await Agent("a", model, tools=[slow_tool]).run("call slow_tool")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "Tool timed out, giving up")
+    (timed_out,) = tool_messages(model.requests[1])
+    assert timed_out.tool_call_id == "call-1" and timed_out.metadata == {"error": True}
+    assert "tool 'slow_tool' timed out after 0.05 s" in timed_out.content
+
+
+async def test_an_unknown_tool_next_to_a_valid_one_does_not_stop_the_valid_one() -> None:
+    # ports tests/test_agent.py::test_unknown_tool_with_valid_tool_does_not_exhaust_retries:
+    # a response calling an unknown tool and a valid one, twice over, runs the valid one each
+    # time (the unknown one is an error result) and the run ends on the model's answer.
+    ran: list[int] = []
+
+    @tool
+    def valid_tool(x: int) -> str:
+        """Record x."""
+        ran.append(x)
+        return f"ok {x}"
+
+    both = [tool_calls(tool_call("nonexistent_tool"), tool_call("valid_tool", x=1)) for _ in "ab"]
+    model = ScriptedModel([*both, reply("done")])
+    result = await Agent("a", model, tools=[valid_tool]).run("go")
+    assert (result.status, result.output, ran) == (RunStatus.COMPLETED, "done", [1, 1])
+    answers = tool_messages(model.requests[2])
+    assert [m.metadata.get("error", False) for m in answers] == [True, False, True, False]
+    assert result.usage["tool_calls"] == 2  # the unknown calls are refused, not counted
+
+
+def test_two_tools_of_one_name_are_refused() -> None:
+    # ports tests/test_tools.py::test_repeat_tool and ::test_tool_name_conflict_hint:
+    # pydantic-ai raises UserError when two tools share a name; so do we, when the agent is
+    # made (ConfigurationError), not at its first run.
+    @tool(name="add")
+    def other_add(a: int, b: int) -> int:
+        """Add, again."""
+        return a + b
+
+    with pytest.raises(ConfigurationError, match="two tools named 'add'"):
+        Agent("a", ScriptedModel(["x"]), tools=[add, other_add])
+
+
+async def test_tool_results_of_structured_values_are_json() -> None:
+    # ports tests/test_tools.py::test_return_pydantic_model and ::test_return_unknown: what
+    # a tool returns reaches the model as JSON (a pydantic model, a dict, None), text as is.
+    @tool
+    def return_pydantic_model(x: int) -> Foo:
+        """A Foo."""
+        return Foo(bar=x)
+
+    @tool
+    def return_dict() -> dict[str, Any]:
+        """A dict."""
+        return {"a": [1, 2], "b": None}
+
+    @tool
+    def return_nothing() -> None:
+        """Nothing."""
+
+    calls = [tool_call("return_pydantic_model", x=3), tool_call("return_dict")]
+    model = ScriptedModel([tool_calls(*calls, tool_call("return_nothing")), reply("ok")])
+    tools = [return_pydantic_model, return_dict, return_nothing]
+    await Agent("a", model, tools=tools).run("go")
+    assert [m.content for m in tool_messages(model.requests[1])] == [
+        '{"bar": 3}',
+        '{"a": [1, 2], "b": null}',
+        "null",
+    ]
+
+
+# --- end strategy: tool calls beside an answer ------------------------------------------------
+
+
+async def test_every_tool_call_beside_an_answer_runs_and_the_answer_is_not_the_output() -> None:
+    # ports tests/test_agent.py's end_strategy tests (early / exhaustive) as far as they
+    # apply: we have no output tool, so a final answer is a response with text and no tool
+    # call. A response that carries valid output *and* tool calls is not final: every call of
+    # it runs (as pydantic-ai's 'exhaustive' runs the function tools), in order, and the run
+    # ends on the model's next answer.
+    outbox = Outbox()
+    beside = ModelResponse(
+        text='{"bar": 1}',
+        tool_calls=[
+            ToolCall(id="c1", name="send", args={"n": 1}),
+            ToolCall(id="c2", name="send", args={"n": 2}),
+        ],
+    )
+    model = ScriptedModel([beside, '{"bar": 2}'])
+    result = await Agent("a", model, tools=[outbox.tool], output_type=Foo).run("go")
+    assert (result.status, result.output, outbox.sent) == (RunStatus.COMPLETED, Foo(bar=2), [1, 2])
+    assert [m.tool_call_id for m in tool_messages(model.requests[1])] == ["c1", "c2"]
+
+
+# --- message history and usage across runs ----------------------------------------------------
+
+
+async def test_a_structured_run_continued_with_its_history() -> None:
+    # ports tests/test_agent.py::test_run_with_history_new_structured: the second run sees
+    # the first run's answer (its JSON) and gets an output of its own; each run's usage is
+    # its own (pydantic-ai's result.usage() of the second run counts its requests only).
+    first = Agent(
+        "a", ScriptedModel([tool_call("ping"), '{"bar": 1}']), tools=[ping], output_type=Foo
+    )
+    one = await first.run("Hello")
+    assert one.output == Foo(bar=1) and one.messages[-1].content == '{"bar": 1}'
+    model = ScriptedModel(['{"bar": 2}'])
+    two = await Agent("a", model, tools=[ping], output_type=Foo).run("again", history=one.messages)
+    assert two.output == Foo(bar=2)
+    assert [m.role for m in model.requests[0].messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert (one.usage["model_calls"], two.usage["model_calls"]) == (2, 1)
+    assert two.usage["tool_calls"] == 0
+    earlier = two.messages[: len(one.messages)]
+    assert [(m.role, m.content) for m in earlier] == [(m.role, m.content) for m in one.messages]
+
+
+async def test_a_history_ending_on_a_prompt_is_answered_without_a_new_one() -> None:
+    # ports tests/test_agent.py::test_run_with_history_ending_on_model_request_and_no_user_prompt:
+    # a run whose input is no message (input=[]) continues the history, which ends on the
+    # user's prompt; the model answers it.
+    model = ScriptedModel([reply("fine, thanks")])
+    history = [Message(role="user", content="Hello"), Message(role="user", content="How goes it?")]
+    result = await Agent("a", model, instructions="be brief").run([], history=history)  # type: ignore[arg-type]
+    assert result.output == "fine, thanks"
+    assert [(m.role, m.content) for m in model.requests[0].messages] == [
+        ("system", "be brief"),
+        ("user", "Hello"),
+        ("user", "How goes it?"),
+    ]
+
+
+async def test_a_session_keeps_the_conversation_across_turns() -> None:
+    # ports tests/test_agent.py::test_message_history and ::test_run_with_history_new (over a
+    # SubAgentSession, which passes each turn's transcript to the next): the second turn
+    # sees the first one's prompt, tool call, result and answer, with the system prompt once.
+    model = ScriptedModel([tool_call("ping", id="c1"), reply("pong it is"), reply("again")])
+    child = SubAgent(Agent("child", model, tools=[ping], instructions="be brief"))
+    async with Runtime() as rt:
+        session = child.session(runtime=rt)
+        assert await session.send("Hello") == "pong it is"
+        assert await session.send("Hello again") == "again"
+    assert [(m.role, m.content) for m in model.requests[2].messages] == [
+        ("system", "be brief"),
+        ("user", "Hello"),
+        ("assistant", ""),
+        ("tool", "pong"),
+        ("assistant", "pong it is"),
+        ("user", "Hello again"),
+    ]
+    assert len(session.runs) == 2 and session.messages[-1].content == "again"
+
+
+async def test_a_delegates_usage_rolls_up_into_its_parents() -> None:
+    # ports tests/test_usage_limits.py::test_multi_agent_usage_no_incr and
+    # ::test_multi_agent_usage_sync. Kept as documented (docs/harness.md "Limits": usage rolls
+    # up to every ancestor): pydantic-ai leaves a delegate's usage out of its parent's unless
+    # the tool passes usage=ctx.usage; a sub-agent of ours always spends its parent's budget,
+    # so the parent's usage includes the child's requests and tokens.
+    child_model = ScriptedModel([used(51, 4, reply("0"))])
+    child = SubAgent(Agent("delegate", child_model))
+    parent_model = ScriptedModel(
+        [used(10, 2, tool_call("delegate", input="a")), used(12, 3, reply("delegated"))]
+    )
+    result = await Agent("p", parent_model, tools=[SubAgentTool(child)]).run("foobar")
+    assert result.output == "delegated"
+    assert result.usage == {
+        "model_calls": 3,
+        "tool_calls": 1,
+        "input_tokens": 73,
+        "output_tokens": 9,
+        "cost": 0.0,
+    }
