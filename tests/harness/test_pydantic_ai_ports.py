@@ -1236,3 +1236,22 @@ async def test_a_delegates_usage_rolls_up_into_its_parents() -> None:
         "output_tokens": 9,
         "cost": 0.0,
     }
+
+
+async def test_a_run_with_nothing_to_send_is_refused() -> None:
+    # ports the UserError of pydantic-ai's ModelRequestNode ("No message history, user
+    # prompt, or instructions provided"): a run with no instructions, no history and no
+    # input (input=[]) sent the model an empty conversation, which providers refuse (OpenAI:
+    # messages must not be empty) once the run had started; a fake model answered it as if
+    # asked something. Now nothing starts and the error says what to give.
+    model = ScriptedModel([reply("never")])
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match="nothing to send"):
+            await rt.start(Agent("a", model), [])
+        with pytest.raises(ConfigurationError, match="nothing to send"):
+            await rt.start(Agent("a", model), [], history=[])
+        assert rt.runs.list() == []
+    assert model.requests == []
+    # instructions alone are something to send, as in pydantic-ai
+    briefed = ScriptedModel([reply("hello")])
+    assert (await Agent("a", briefed, instructions="greet").run([])).output == "hello"  # type: ignore[arg-type]

@@ -1182,6 +1182,13 @@ def _initial_messages(
         messages.append(Message(role="user", content=input))
     else:
         messages.extend(input)
+    if not messages:
+        # providers refuse an empty conversation (OpenAI: messages must not be empty), and
+        # only once the run had started; pydantic-ai refuses it before its first request
+        raise ConfigurationError(
+            f"agent {agent.name!r} has nothing to send: no instructions, no history and no "
+            "input; give the run a prompt (text or a list of Messages)"
+        )
     _check_tool_results(messages)
     return messages
 
