@@ -1255,3 +1255,40 @@ async def test_a_run_with_nothing_to_send_is_refused() -> None:
     # instructions alone are something to send, as in pydantic-ai
     briefed = ScriptedModel([reply("hello")])
     assert (await Agent("a", briefed, instructions="greet").run([])).output == "hello"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '```json\n{"bar": 1}\n```',
+        '```json\r\n{"bar": 1}\r\n```',
+        '```\n{\n  "bar": 1\n}',
+        'Here is the JSON:\n\n```json\n{"bar": 1}\n``` Nice, right?',
+    ],
+)
+async def test_structured_output_in_a_markdown_fence_is_read(answer: str) -> None:
+    # ports tests/test_utils.py::test_strip_markdown_fences, which pydantic-ai's native and
+    # prompted structured output go through (_output.py): a model that wraps its JSON in a
+    # ```json fence (many do, local models above all) gave an answer that "is not valid Foo
+    # output": it was asked again, a request spent, and a model that always fences failed
+    # the run. The JSON inside the fence is the answer now, streamed or not.
+    for stream in (False, True):
+        model = ScriptedModel([answer], stream=stream)
+        result = await Agent("a", model, output_type=Foo).run("Hello")
+        assert (result.status, result.output) == (RunStatus.COMPLETED, Foo(bar=1))
+        assert len(model.requests) == 1
+
+
+async def test_text_that_only_mentions_json_is_still_not_output() -> None:
+    # the fence is looked for only around a JSON object, as pydantic-ai looks: text without
+    # one is fed back as invalid output, and a JSON string holding a fence stays a string.
+    model = ScriptedModel(["No JSON to be found", '{"bar": 2}'])
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert result.output == Foo(bar=2) and len(model.requests) == 2
+
+    class Note(BaseModel):
+        text: str
+
+    fenced_inside = '{"text": "```json\\n{\\"bar\\": 1}\\n```"}'
+    note = await Agent("a", ScriptedModel([fenced_inside]), output_type=Note).run("Hello")
+    assert note.output == Note(text='```json\n{"bar": 1}\n```')

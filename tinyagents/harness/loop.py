@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -266,7 +267,7 @@ class AgentRun(RunDriver):
         if output_type is None:
             return response.text
         try:
-            return output_type.model_validate_json(response.text)
+            return output_type.model_validate_json(_unfenced(response.text))
         except ValidationError as exc:
             problems = validation_problems(exc)
         messages = self.messages
@@ -855,6 +856,20 @@ def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
     if not call_id or any(call_id in ids for ids in taken):
         return _clock.new_id("call")
     return call_id
+
+
+#: A JSON object in a markdown code fence (```json ... ```), the closing fence optional.
+_FENCED_JSON = re.compile(r"```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)", flags=re.DOTALL)
+
+
+def _unfenced(text: str) -> str:
+    """The JSON object of a structured answer the model wrapped in a markdown fence (many
+    do, asked for JSON), as pydantic-ai reads its native and prompted output; other text as
+    it is. An answer that starts with ``{`` is JSON already, whatever fences its strings hold."""
+    if text.startswith("{"):
+        return text
+    match = _FENCED_JSON.search(text)
+    return match.group(1) if match else text
 
 
 def _asked_since_the_prompt(messages: Sequence[Message], retry: str) -> bool:
