@@ -213,7 +213,8 @@ def stream_chunks(response: ModelResponse, *, args_piece: int = 8) -> list[Strea
     chunks = [StreamChunk(text_delta=piece) for piece in stream_text(response.text)]
     for index, call in enumerate(response.tool_calls):
         chunks.append(StreamChunk(tool_call_index=index, tool_call_id=call.id, tool_name=call.name))
-        arguments = json.dumps(call.args)
+        # a call may carry its arguments as JSON text already, as a provider sends them
+        arguments = call.args if isinstance(call.args, str) else json.dumps(call.args)
         chunks.extend(
             StreamChunk(tool_call_index=index, args_delta=arguments[start : start + args_piece])
             for start in range(0, len(arguments), args_piece)

@@ -1292,3 +1292,35 @@ async def test_text_that_only_mentions_json_is_still_not_output() -> None:
     fenced_inside = '{"text": "```json\\n{\\"bar\\": 1}\\n```"}'
     note = await Agent("a", ScriptedModel([fenced_inside]), output_type=Note).run("Hello")
     assert note.output == Note(text='```json\n{"bar": 1}\n```')
+
+
+async def test_arguments_a_custom_model_hands_over_as_json_text_are_read() -> None:
+    # ports the FunctionModel tests of tests/test_agent.py (e.g.
+    # ::test_unknown_tool_with_valid_tool_does_not_exhaust_retries), whose calls carry their
+    # arguments as the JSON text a provider sends: ToolCallPart('valid_tool', '{"x": 1}').
+    # A custom model of ours doing the same had every call refused with "arguments must be a
+    # JSON object, got str. Call it again with an object": the model had sent one, so it
+    # called again, and again. The text is read as the object it holds, for the tool and
+    # in the transcript; text that is no JSON object is an error result as from a provider.
+    def model_function(request: ModelRequest) -> ModelResponse:
+        if len(request.messages) > 1:
+            return reply("done")
+        calls = [
+            ToolCall(id="c1", name="add", args='{"a": 1, "b": 2}'),  # type: ignore[arg-type]
+            ToolCall(id="c2", name="ping", args=""),  # type: ignore[arg-type]
+            ToolCall(id="c3", name="add", args='{"a": 1,'),  # type: ignore[arg-type]
+            ToolCall(id="c4", name="add", args="[1, 2]"),  # type: ignore[arg-type]
+        ]
+        return ModelResponse(tool_calls=calls)
+
+    for stream in (False, True):
+        model = FunctionModel(model_function, stream=stream)
+        result = await Agent("a", model, tools=[add, ping]).run("1 + 2")
+        assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+        answers = tool_messages(model.requests[1])
+        assert [m.content for m in answers[:2]] == ["3", "pong"]
+        assert "not valid JSON" in answers[2].content and "'{\"a\": 1,'" in answers[2].content
+        assert "must be a JSON object, got list" in answers[3].content
+        (calls,) = [m.tool_calls for m in model.requests[1].messages if m.tool_calls]
+        assert [c.args for c in calls] == [{"a": 1, "b": 2}, {}, {}, {}]
+        assert result.usage["tool_calls"] == 2  # the unreadable ones are refused, not counted

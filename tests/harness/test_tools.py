@@ -769,6 +769,13 @@ async def test_arguments_that_are_no_object_are_refused_before_any_tool_runs(arg
     answers = [m for m in model.requests[1].messages if m.role == "tool"]
     assert [m.metadata for m in answers] == [{"error": True}, {"error": True}]
     for answer in answers:
+        if isinstance(args, str):  # JSON text is read as a provider's (test_pydantic_ai_ports)
+            assert answer.content.startswith(
+                f"could not read the arguments for tool {answer.name!r}: arguments are not "
+                "valid JSON"
+            )
+            assert answer.content.endswith("'a=1'")
+            continue
         assert answer.content == (
             f"could not read the arguments for tool {answer.name!r}: arguments must be a "
             f"JSON object, got {type(args).__name__}. Call it again with an object."

@@ -58,9 +58,9 @@ from tinyagents.harness.model import (
     ModelRequest,
     ModelResponse,
     StreamChunk,
-    ToolCall,
     ToolSpec,
     Usage,
+    parse_arguments,
 )
 
 T = TypeVar("T")
@@ -455,42 +455,6 @@ def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
-    text = (arguments or "").strip()
-    if not text:  # some providers send "" for a call without arguments
-        return ToolCall(id=call_id, name=name, args={})
-    try:
-        args = json.loads(text)
-    except json.JSONDecodeError as exc:
-        # the text is quoted in the error: the conversation carries the call with {} (strict
-        # servers refuse arguments that are not JSON), so the model sees what it sent here
-        return ToolCall(
-            id=call_id,
-            name=name,
-            parse_error=f"arguments are not valid JSON ({exc}): {_quoted(text)}",
-        )
-    if not isinstance(args, dict):
-        return ToolCall(
-            id=call_id,
-            name=name,
-            parse_error=f"arguments must be a JSON object, got {type(args).__name__}",
-        )
-    return ToolCall(id=call_id, name=name, args=args)
-
-
-#: How much of a tool call's unreadable arguments its error result quotes.
-_QUOTED_ARGUMENTS = 500
-
-
-def _quoted(text: str) -> str:
-    if len(text) > _QUOTED_ARGUMENTS:
-        return (
-            repr(text[:_QUOTED_ARGUMENTS])
-            + f" (and {len(text) - _QUOTED_ARGUMENTS} more characters)"
-        )
-    return repr(text)
-
-
 def _usage(raw_usage: Any) -> Usage:
     if raw_usage is None:
         return Usage()
@@ -528,7 +492,7 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
         function = getattr(call, "function", None)
         name = (function.name if function is not None else None) or NAMELESS
         arguments = function.arguments if function is not None else None
-        tool_calls.append(_parse_arguments(call.id or f"call_{index}", name, arguments))
+        tool_calls.append(parse_arguments(call.id or f"call_{index}", name, arguments))
     usage = _usage(getattr(raw, "usage", None))
     usage.cost = _cost(raw, litellm)
     return ModelResponse(

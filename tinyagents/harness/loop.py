@@ -70,6 +70,7 @@ from tinyagents.harness.model import (
     StreamChunk,
     ToolCall,
     ToolSpec,
+    parse_arguments,
 )
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
@@ -413,7 +414,8 @@ class AgentRun(RunDriver):
 
     def _own_call_ids(self, response: ModelResponse) -> ModelResponse:
         """``response`` with a new id for each tool call that has none, or one an earlier call
-        of the conversation (or of this response) already has. Results are matched to calls by
+        of the conversation (or of this response) already has, and arguments given as JSON
+        text read into the object they hold. Results are matched to calls by
         id: providers refuse a call without one, cannot pair results to calls that share one,
         and the loop's boundaries and stand-in results go by them. A model's own ids are kept
         (the first call with an id keeps it); its response object is not changed. A streamed
@@ -422,6 +424,10 @@ class AgentRun(RunDriver):
         streamed, self._streamed_ids = self._streamed_ids, {}
         calls: list[ToolCall] = []
         for index, call in enumerate(response.tool_calls):
+            if isinstance(call.args, str) and call.parse_error is None:
+                # the provider's JSON text, as a custom model may hand it over: refused as
+                # "not an object", the model was asked again for what it had sent
+                call = parse_arguments(call.id, call.name, call.args)
             own = _fresh_call_id(streamed.get(index, call.id), seen)
             if own != call.id:
                 call = dataclasses.replace(call, id=own)

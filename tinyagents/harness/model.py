@@ -7,6 +7,7 @@ extension point (an ABC): implement ``request`` and, if the provider streams, ``
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,7 +24,9 @@ class ToolCall(Record):
     """One call of a tool requested by the model.
 
     ``parse_error`` is set (and ``args`` is empty) when the provider sent arguments that are
-    not a JSON object; executing the call then reports that error back to the model. ``id``
+    not a JSON object; executing the call then reports that error back to the model. A
+    custom model may hand over ``args`` as the provider's JSON text (as pydantic-ai's
+    ``ToolCallPart`` takes it): the agent loop reads it with ``parse_arguments``. ``id``
     pairs the call with its result: the agent loop gives a call with an empty id, or one an
     earlier call of the conversation has, a new one.
     """
@@ -32,6 +35,44 @@ class ToolCall(Record):
     name: str
     args: dict[str, Any] = field(default_factory=dict)
     parse_error: str | None = None
+
+
+def parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
+    """The call whose arguments a provider sent as ``arguments``, JSON text: ``args`` is the
+    object it holds (``{}`` for none), or ``parse_error`` says why it holds none."""
+    text = (arguments or "").strip()
+    if not text:  # some providers send "" for a call without arguments
+        return ToolCall(id=call_id, name=name, args={})
+    try:
+        args = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # the text is quoted in the error: the conversation carries the call with {} (strict
+        # servers refuse arguments that are not JSON), so the model sees what it sent here
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error=f"arguments are not valid JSON ({exc}): {_quoted(text)}",
+        )
+    if not isinstance(args, dict):
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error=f"arguments must be a JSON object, got {type(args).__name__}",
+        )
+    return ToolCall(id=call_id, name=name, args=args)
+
+
+#: How much of a tool call's unreadable arguments its error result quotes.
+_QUOTED_ARGUMENTS = 500
+
+
+def _quoted(text: str) -> str:
+    if len(text) > _QUOTED_ARGUMENTS:
+        return (
+            repr(text[:_QUOTED_ARGUMENTS])
+            + f" (and {len(text) - _QUOTED_ARGUMENTS} more characters)"
+        )
+    return repr(text)
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
