@@ -7,11 +7,13 @@ behave differently on purpose, the test asserts our documented behaviour and say
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from pydantic import BaseModel, field_validator
 from tinyagents import (
     Agent,
     LiteLLMModel,
+    Model,
     RunLimits,
     RunStatus,
     Runtime,
@@ -28,7 +31,14 @@ from tinyagents import (
     tool,
 )
 from tinyagents.errors import ConfigurationError, ToolError
-from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from tinyagents.harness import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    ToolCall,
+    Usage,
+)
 from tinyagents.harness.model import CUT_OFF
 from tinyagents.testkit import (
     EventRecorder,
@@ -1324,3 +1334,50 @@ async def test_arguments_a_custom_model_hands_over_as_json_text_are_read() -> No
         (calls,) = [m.tool_calls for m in model.requests[1].messages if m.tool_calls]
         assert [c.args for c in calls] == [{"a": 1, "b": 2}, {}, {}, {}]
         assert result.usage["tool_calls"] == 2  # the unreadable ones are refused, not counted
+
+
+class EndlessStream(Model):
+    """Streams a few words, then waits for ever; notes when its stream is closed."""
+
+    name = "endless"
+    streams = True
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise NotImplementedError("streams only")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        try:
+            for piece in ["Hello", " ", "world", "!"]:
+                yield StreamChunk(text_delta=piece)
+            await asyncio.Event().wait()
+            yield StreamChunk(response=ModelResponse(text="never"))
+        finally:
+            self.closed = True
+
+
+async def test_leaving_run_stream_early_closes_the_models_stream_quietly() -> None:
+    # ports tests/test_streaming.py::test_stream_text_early_break_cleanup: breaking out of
+    # the stream closes the model's stream by the time aclose() returns (its finally ran).
+    # The run's cancel, sent while Agent.run_stream's private runtime was closing, failed
+    # with RuntimeClosed in a task nobody awaited: asyncio reported "Task exception was never
+    # retrieved" (with its traceback) after every such early exit.
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        model = EndlessStream()
+        stream = Agent("a", model).run_stream("test", messages_only=True)
+        async for event in stream:
+            assert event.text == "Hello"  # type: ignore[attr-defined]
+            break
+        await stream.aclose()
+        assert model.closed
+        for _ in range(3):  # let what the close left run, then collect it
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    assert [c.get("message") for c in reported] == []

@@ -1111,14 +1111,23 @@ def abandon_child(runtime: RunHost, handle: RunHandle, why: str) -> None:
     if handle.status.finished or handle.cancelling:
         return
     if not isinstance(parent_run, AgentRun):
-        runtime.spawn(
-            handle.cancel(why, immediate=True, check=False), name=f"abandon-{handle.run_id}"
-        )
+        runtime.spawn(_cancel_abandoned(handle, why), name=f"abandon-{handle.run_id}")
         return
     handle.cancelling = True
     if isinstance(handle.driver, AgentRun):
         handle.driver.frozen = True
     parent_run.abandon([handle], why)
+
+
+async def _cancel_abandoned(handle: RunHandle, why: str) -> None:
+    """Cancel a run nobody waits for, at once. A runtime that began to close meanwhile (the
+    private one of ``Agent.run_stream`` a reader left early) cancels every run still going
+    itself: its ``RuntimeClosed`` here is nothing to report, and, raised in this task nobody
+    awaits, asyncio reported it as "Task exception was never retrieved"."""
+    try:
+        await handle.cancel(why, immediate=True, check=False)
+    except RuntimeClosed:
+        return
 
 
 def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | None:
