@@ -1381,3 +1381,41 @@ async def test_leaving_run_stream_early_closes_the_models_stream_quietly() -> No
     finally:
         loop.set_exception_handler(None)
     assert [c.get("message") for c in reported] == []
+
+
+async def test_a_history_ending_on_unanswered_calls_without_a_prompt_is_refused() -> None:
+    # ports tests/test_agent.py::
+    # test_run_with_history_ending_on_model_response_with_tool_calls_and_no_user_prompt. Kept
+    # as documented (docs/harness.md "Starting runs": each tool call of a history must be
+    # answered): pydantic-ai runs the pending calls and goes on; we refuse the history before
+    # anything starts, whether a new prompt follows it or not.
+    history = [
+        Message(role="user", content="Hello"),
+        Message(role="assistant", tool_calls=[ToolCall(id="call_123", name="ping")]),
+    ]
+    model = ScriptedModel([reply("never")])
+    with pytest.raises(ConfigurationError, match="call_123"):
+        await Agent("a", model, tools=[ping]).run([], history=history)  # type: ignore[arg-type]
+    assert model.requests == []
+
+
+async def test_consecutive_answers_in_a_history_are_sent_on() -> None:
+    # ports tests/test_agent.py::test_consecutive_model_responses_in_history: a history with
+    # two assistant messages in a row is continued. pydantic-ai merges them into one
+    # response; ours are sent as they are (providers take consecutive assistant messages),
+    # and the new prompt follows them.
+    history = [
+        Message(role="user", content="Hello..."),
+        Message(role="assistant", content="...world!"),
+        Message(role="assistant", content="Anything else I can help with?"),
+    ]
+    model = ScriptedModel([reply("All right then, goodbye!")])
+    result = await Agent("a", model).run("No thanks", history=history)
+    assert result.output == "All right then, goodbye!"
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "Hello..."),
+        ("assistant", "...world!"),
+        ("assistant", "Anything else I can help with?"),
+        ("user", "No thanks"),
+        ("assistant", "All right then, goodbye!"),
+    ]
