@@ -365,6 +365,52 @@ async def test_leaving_a_live_stream_early_stops_its_run(checkpointer: Checkpoin
     assert (await graph.run(None, thread_id="t")).status in {"completed", "interrupted"}
 
 
+@pytest.mark.parametrize("mode", ["values", "updates", "tasks"])
+async def test_leaving_a_stream_with_break_frees_its_thread(
+    checkpointer: Checkpointer, mode: str
+) -> None:
+    """A reader that leaves the loop with ``break`` (no ``aclose``, as most readers do)
+    leaves a generator that Python closes later, from the event loop: the next run of the
+    thread must not be refused meanwhile (``ThreadBusy``)."""
+    graph = chain("a", "b", "c").compile(checkpointer=checkpointer)
+    async for _ in graph.stream({}, thread_id="t", mode=mode):
+        break
+    result = await graph.run(None, thread_id="t")
+    assert result.status == "completed" and result.state["log"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("managed", "mode"), [(False, "tasks"), (True, "values"), (True, "updates"), (True, "tasks")]
+)
+async def test_leaving_a_running_stream_with_break_stops_its_run_and_frees_its_thread(
+    rt: Runtime, checkpointer: Checkpointer, managed: bool, mode: str
+) -> None:
+    """The run goes on in a task of its own (a live mode, or a run in a runtime): leaving
+    the loop stops it, then frees the thread, though the node it runs would wait for ever."""
+    entered = asyncio.Event()
+    calls: list[int] = []
+
+    async def hold(state: Any) -> dict[str, Any]:
+        calls.append(1)
+        entered.set()
+        if len(calls) == 1:
+            await asyncio.Event().wait()  # only a stop ends the first run
+        return {"log": ["hold"]}
+
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_node("hold", hold)
+    graph.add_edge(START, "a").add_edge("a", "hold").add_edge("hold", END)
+    compiled = graph.compile(checkpointer=checkpointer)
+    runtime = rt if managed else None
+    async for _ in compiled.stream({}, thread_id="t", mode=mode, runtime=runtime):
+        await entered.wait()
+        break
+    result = await compiled.run(None, thread_id="t", runtime=runtime)
+    assert result.status == "completed" and result.state["log"] == ["a", "hold"]
+    if managed:
+        runs = [i for i in rt.runs.list() if i.kind == "graph" and i.parent_run_id is None]
+        assert sorted(i.status for i in runs) == [RunStatus.CANCELLED, RunStatus.COMPLETED]
+
+
 async def test_a_run_that_does_not_stream_says_so(rt: Runtime) -> None:
     # A run registered without an execution layer that streams (agent and graph runs do).
     handle = await rt.register(RunHandle(RunInfo(run_id="bare", tenant_id="t"), submitter=rt))

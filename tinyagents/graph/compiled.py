@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterable, Mapping
+from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
@@ -14,7 +14,7 @@ from tinyagents.graph.core import GraphCore, breakpoint_nodes
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
-from tinyagents.graph.stream import RUNTIME_MODES, GraphStream, follow, read
+from tinyagents.graph.stream import RUNTIME_MODES, GraphStream, Reader, follow, read
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
 from tinyagents.runs.info import check_id
 
@@ -171,8 +171,11 @@ class CompiledGraph(GraphCore):
         if runtime is not None:
             if thread_id is not None:  # here, not when the stream is first read
                 check_id(thread_id, "thread_id")
-            return self._stream_managed(
-                sink, input, runtime, thread_id, checkpoint_id, recursion_limit
+            return Reader(
+                self._stream_managed(
+                    sink, input, runtime, thread_id, checkpoint_id, recursion_limit
+                ),
+                sink,
             )
         if needs := [m for m in RUNTIME_MODES if m in sink.modes]:
             raise ConfigurationError(
@@ -180,11 +183,12 @@ class CompiledGraph(GraphCore):
                 "one has no steering and no agent nodes: pass runtime=rt"
             )
         session = GraphSession(self, thread_id)
-        return read(
+        items = read(
             lambda: session.prepare(input, checkpoint_id, recursion_limit, **breakpoints),
             sink,
             hold=session,
         )
+        return Reader(items, sink)
 
     async def _stream_managed(
         self,
@@ -194,7 +198,7 @@ class CompiledGraph(GraphCore):
         thread_id: str | None,
         checkpoint_id: str | None,
         recursion_limit: int | None,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         handle = await start_graph_run(
             runtime,
             self,
@@ -208,8 +212,9 @@ class CompiledGraph(GraphCore):
         assert isinstance(driven, GraphRun)
         driven.stream = sink  # its task has not started yet: no step is missed
         sink.begin(driven)
-        async for item in follow(runtime, handle, sink, owned=True):
-            yield item
+        async with aclosing(follow(runtime, handle, sink, owned=True)) as following:
+            async for item in following:
+                yield item
 
     @asynccontextmanager
     async def iter(

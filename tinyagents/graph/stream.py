@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
@@ -111,6 +111,7 @@ class GraphStream:
         "modes",
         "ready",
         "root",
+        "run",
         "single",
         "subgraphs",
         "tasks",
@@ -138,6 +139,8 @@ class GraphStream:
         self.root = ""
         #: set when an item arrives, for a reader that waits on the run's task (``live``)
         self.ready: asyncio.Event | None = None
+        #: the run the stream follows, once it has begun
+        self.run: GraphRun | None = None
 
     # -- items -----------------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class GraphStream:
     def begin(self, run: GraphRun) -> None:
         """The state the run starts from (``values``), before its first step."""
         self.root = run.head.ns
+        self.run = run
         self.subgraph_started(run)
 
     # -- StreamSink ------------------------------------------------------------------------
@@ -344,7 +348,7 @@ async def read(
     *,
     hold: AbstractAsyncContextManager[Any] | None = None,
     also: StreamSink | None = None,
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """The stream of the run ``prepare`` makes (inside ``hold``: a thread's lease).
 
     Without a live mode the reader's own task steps the run (``run.next()``) and yields each
@@ -359,8 +363,9 @@ async def read(
             if also is None:
                 run.stream = sink
             sink.begin(run)
-            async for item in live(asyncio.create_task(run.outcome()), sink):
-                yield item
+            async with aclosing(live(asyncio.create_task(run.outcome()), sink)) as running:
+                async for item in running:
+                    yield item
             return
         if also is None and (sink.updates or run.checkpointer is not None):
             # for its tasks' updates and questions as they come; the steps are read here
@@ -392,7 +397,7 @@ async def read(
 
 async def live(
     task: asyncio.Task[Any], sink: GraphStream, *, owned: bool = True
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """Yield ``sink``'s items while ``task`` (the run) goes on, then the rest; then raise
     the run's error, if it failed. An ``owned`` run is cancelled if the reader stops early
     (a stream that started it); a run followed through its handle goes on."""
@@ -421,7 +426,7 @@ async def live(
 
 async def follow(
     runtime: RunHost, handle: RunHandle, sink: GraphStream, *, owned: bool
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """The stream of a runtime-managed run: its own items, plus the runtime's events of it
     and of the runs below it (steering, model deltas) while ``live`` reads them."""
     task = handle.task
@@ -440,10 +445,48 @@ async def follow(
     bus = runtime.bus
     bus.add_sink(forward)
     try:
-        async for item in live(task, sink, owned=owned):
-            yield item
+        async with aclosing(live(task, sink, owned=owned)) as running:
+            async for item in running:
+                yield item
     finally:
         bus.remove_sink(forward)
+
+
+class Reader:
+    """What ``graph.stream(...)`` returns: the stream's items, read from ``items``.
+
+    A reader that leaves the loop with ``break`` does not close the stream: Python closes
+    the dropped generator later, from the event loop (the run stops, its thread's lease is
+    released). Until then the thread is still held, so when the reader is dropped the
+    checkpointer is told the holder is letting go, and a run of the thread that comes
+    meanwhile waits for that release instead of getting ``ThreadBusy``."""
+
+    __slots__ = ("done", "items", "sink")
+
+    def __init__(self, items: AsyncGenerator[Any, None], sink: GraphStream) -> None:
+        self.items = items
+        self.sink = sink
+        self.done = False
+
+    def __aiter__(self) -> Reader:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await anext(self.items)
+        except BaseException:  # the generator ended with it: nothing is held any more
+            self.done = True
+            raise
+
+    async def aclose(self) -> None:
+        self.done = True
+        await self.items.aclose()
+
+    def __del__(self) -> None:
+        run = self.sink.run
+        if self.done or run is None or run.owner is None or run.checkpointer is None:
+            return
+        run.checkpointer.letting_go(run.head.thread_id, run.owner)
 
 
 __all__ = [
@@ -452,6 +495,7 @@ __all__ = [
     "LIVE_MODES",
     "MODES",
     "GraphStream",
+    "Reader",
     "StreamMode",
     "Tee",
     "follow",

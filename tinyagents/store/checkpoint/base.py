@@ -24,6 +24,7 @@ given, as new objects.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import math
@@ -163,6 +164,9 @@ class Checkpointer(ABC):
             raise ValueError(f"snapshot_every must be a whole number >= 1, got {snapshot_every!r}")
         self.snapshot_every = snapshot_every
         self._owners: dict[str, str] = {}
+        #: owner -> set when it releases, for holders that are closing (``letting_go``);
+        #: an entry goes with its owner's release
+        self._letting_go: dict[str, asyncio.Event] = {}
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -214,10 +218,15 @@ class Checkpointer(ABC):
         """Forget a thread: every namespace, checkpoint and pending write."""
 
     async def acquire(self, thread_id: str, owner: str) -> None:
-        """Become the single writer of ``thread_id`` or raise ``ThreadBusy``."""
+        """Become the single writer of ``thread_id`` or raise ``ThreadBusy``; a holder that
+        is letting go (``letting_go``) is waited for instead."""
         holder = self._owners.get(thread_id)
-        if holder is not None and holder != owner:
-            raise ThreadBusy(thread_id)
+        while holder is not None and holder != owner:
+            released = self._letting_go.get(holder)
+            if released is None:
+                raise ThreadBusy(thread_id)
+            await released.wait()
+            holder = self._owners.get(thread_id)
         self._owners[thread_id] = owner
         try:
             await self._acquire_lease(thread_id, owner)
@@ -233,6 +242,17 @@ class Checkpointer(ABC):
             await self._release_lease(thread_id, owner)
         finally:
             del self._owners[thread_id]
+            released = self._letting_go.pop(owner, None)
+            if released is not None:
+                released.set()
+
+    def letting_go(self, thread_id: str, owner: str) -> None:
+        """Say that ``owner`` no longer writes ``thread_id`` and releases it as soon as its
+        closing code runs (a stream its reader left with ``break``, which Python closes later
+        from the event loop): a writer that comes meanwhile waits for that release instead of
+        getting ``ThreadBusy``."""
+        if self._owners.get(thread_id) == owner:
+            self._letting_go.setdefault(owner, asyncio.Event())
 
     async def _acquire_lease(self, thread_id: str, owner: str) -> None:
         """Cross-process exclusion; in-process backends need none."""
