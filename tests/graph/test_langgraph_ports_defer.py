@@ -192,6 +192,26 @@ async def test_update_state_as_a_node_that_triggers_a_deferred_one(
     assert out["log"][-2:] == ["again", "aggregate 5"]
 
 
+async def test_update_state_as_another_node_keeps_a_released_deferred_node(
+    checkpointer: Checkpointer,
+) -> None:
+    # aggregate was released (no other node ran) and waits at its breakpoint; an update as
+    # long1 routes to long2, and aggregate stays next beside it, as LangGraph's finished
+    # deferred channel keeps it triggered until it runs
+    ours, theirs = pair(uneven, checkpointer, interrupt_before=["aggregate"])
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    assert (await ours.get_state("1")).next == ("aggregate",)
+    await theirs.aupdate_state(cfg(), {"log": ["edit"]}, as_node="long1")
+    await ours.update_state("1", {"log": ["edit"]}, as_node="long1")
+    theirs_state, ours_state = await theirs.aget_state(cfg()), await ours.get_state("1")
+    assert ours_state.next == theirs_state.next == ("long2", "aggregate")
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == values(out)
+    assert "aggregate 4" in result.state["log"]
+
+
 async def test_a_goto_to_a_deferred_node_waits_too(checkpointer: Checkpointer) -> None:
     def build(g: Any) -> Any:
         graph = g.StateGraph(Log)

@@ -15,7 +15,8 @@ import operator
 from typing import Annotated, Any, NotRequired, Required, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair, shape
+from graphkit import logger
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, pair, shape, values
 from pydantic import BaseModel
 
 from tinyagents.graph import StateGraph
@@ -400,3 +401,32 @@ def test_a_langgraph_channel_in_a_state_annotation_is_refused_by_name(channel: s
     state = TypedDict("State", {"x": Annotated[str, made]})  # type: ignore[operator]  # noqa: UP013
     with pytest.raises(GraphValidationError, match=f"State.x: LangGraph's channel {channel}"):
         StateGraph(state)
+
+
+@pytest.mark.parametrize("as_node", ["a", "b", "c"])
+async def test_update_state_as_a_node_keeps_the_node_a_join_pulled(
+    checkpointer: Checkpointer, as_node: str
+) -> None:
+    """START → a, START → b, [a, b] → c, stopped before c. The join's barrier is spent and c
+    waits: an update as any node (one of the join's, or c itself) leaves c next, as
+    LangGraph's barrier channel keeps c triggered until c runs."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log)
+        for name in ("a", "b", "c"):
+            graph.add_node(name, logger(name))
+        graph.add_edge(g.START, "a").add_edge(g.START, "b").add_edge(["a", "b"], "c")
+        return graph.add_edge("c", g.END)
+
+    ours, theirs = pair(build, checkpointer, interrupt_before=["c"])
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.aupdate_state(cfg(), {"log": ["edit"]}, as_node=as_node)
+    await ours.update_state("1", {"log": ["edit"]}, as_node=as_node)
+    theirs_state, ours_state = await theirs.aget_state(cfg()), await ours.get_state("1")
+    assert ours_state.next == theirs_state.next == ("c",)
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.state == values(out) == {"log": ["a", "b", "edit", "c"]}
+    # c ran once: the update as a or b did not start the join over
+    assert (await ours.get_state("1")).next == ()

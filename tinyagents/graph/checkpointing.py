@@ -78,20 +78,24 @@ def _unencodable(value: Any) -> Any:
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Planned(Record):
-    """One entry of the frontier: a node to run, with a ``Send`` argument or the state."""
+    """One entry of the frontier: a node to run, with a ``Send`` argument or the state.
+    ``held``: a join or a deferral pulled it, whose barrier is spent; it waits until it runs,
+    whatever routes meanwhile (an ``update_state`` as another node keeps it, as LangGraph's
+    barrier channels keep their node triggered)."""
 
     node: str
     arg: Any = UNSET
+    held: bool = False
 
     def to_json(self) -> dict[str, Any]:
         if self.arg is UNSET:
-            return {"node": self.node}
+            return {"node": self.node, "held": True} if self.held else {"node": self.node}
         return _encode_send(self.node, self.arg)
 
     @classmethod
     def from_json(cls, data: dict[str, Any], graph: GraphCodec) -> Planned:
         if "arg" not in data:
-            return cls(node=data["node"])
+            return cls(node=data["node"], held=data.get("held", False))
         return cls(node=data["node"], arg=_decode_send(data, graph))
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import re
 import typing
 import weakref
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -368,22 +368,28 @@ class GraphCore:
         finished: list[tuple[str, list[str | Send]]],
         barriers: dict[str, set[str]],
         view: RouterView,
+        held: Iterable[str] = (),
     ) -> list[Planned]:
         """The next frontier after ``finished`` nodes (with their gotos) ran. ``view(i,
         schema)`` is the state the routers of ``finished[i]`` see, as ``schema`` (a router's
-        own, or None: the state's) hands it."""
-        pulls: dict[str, None] = {}
+        own, or None: the state's) hands it. ``held``: nodes a spent join or deferral pulled
+        that have not run yet (an ``update_state`` routes past them): they stay, and a join
+        into one of them is not counted again (LangGraph's barrier absorbs it until its node
+        runs)."""
+        waiting = frozenset(held)
+        #: node -> whether a join or a deferral pulled it (``Planned.held``)
+        pulls: dict[str, bool] = dict.fromkeys(waiting, True)
         pushes: list[Planned] = []
 
         def add(target: str | Send) -> None:
             if isinstance(target, Send):
                 pushes.append(Planned(node=target.node, arg=target.arg))
             else:
-                pulls[target] = None
+                pulls.setdefault(target, False)
 
         for i, (node, goto) in enumerate(finished):
             for target in self.static.get(node, ()):
-                pulls[target] = None
+                pulls.setdefault(target, False)
             state: Any = None
             for branch in self.branches.get(node, ()):
                 if branch.input is not None:
@@ -398,30 +404,34 @@ class GraphCore:
                 add(jumped)
             for join in self.joins_from.get(node, ()):
                 sources, joined = self.joins[join]
+                if joined in waiting:  # pulled already, not run yet: the join waits for it
+                    continue
                 seen = barriers.setdefault(str(join), set())
                 seen.add(node)
                 if seen.issuperset(sources):
                     del barriers[str(join)]
-                    pulls[joined] = None
+                    pulls[joined] = True
         pulls.pop(END, None)
         if self.deferred:
-            self._defer(pulls, barriers)
+            self._defer(pulls, barriers, waiting)
         # LangGraph's task order: the nodes an edge triggered, by name, then the Sends in the
         # order they were made. A step's writes go through the reducers in this order.
-        return [Planned(node=n) for n in sorted(pulls)] + pushes
+        return [Planned(node=n, held=pulls[n]) for n in sorted(pulls)] + pushes
 
-    def _defer(self, pulls: dict[str, None], barriers: dict[str, set[str]]) -> None:
+    def _defer(
+        self, pulls: dict[str, bool], barriers: dict[str, set[str]], waiting: frozenset[str]
+    ) -> None:
         """Hold the deferred nodes among ``pulls`` (in ``barriers``, so a checkpoint keeps
         them) until a step triggers no other node; then they all run, once each, as
         LangGraph's ``defer=True`` nodes do (its channels' ``finish()``). ``Send`` tasks do
-        not hold them back."""
-        triggered = self.deferred.intersection(pulls)
+        not hold them back; a deferred node released already (``waiting``) is not held again."""
+        triggered = self.deferred.intersection(pulls).difference(waiting)
         if triggered:
             barriers.setdefault(DEFERRED, set()).update(triggered)
             for node in triggered:
                 del pulls[node]
         if not pulls and DEFERRED in barriers:
-            pulls.update(dict.fromkeys(barriers.pop(DEFERRED)))
+            pulls.update(dict.fromkeys(barriers.pop(DEFERRED), True))
 
     async def evaluate(self, branch: Branch, state: Any) -> list[str | Send]:
         out = branch.router(state)

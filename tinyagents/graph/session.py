@@ -387,8 +387,10 @@ async def stage_update(
     elif as_node is not None:
         # an update is no step of a run: its router sees what LangGraph's sees then
         view = graph.router_view(staged.values, UPDATE_REMAINING_STEPS)
+        # what a spent join or deferral pulled waits still: no edge of as_node takes it away
+        held = [p.node for p in staged.frontier if p.held]
         try:
-            staged.frontier = await graph.route([(as_node, [])], staged.barriers, view)
+            staged.frontier = await graph.route([(as_node, [])], staged.barriers, view, held)
         except TinyAgentsError:
             raise
         except Exception as exc:
