@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from graphkit import LogState, chain, logger
 
-from tinyagents.errors import GraphError, GraphValidationError, InterruptError
+from tinyagents.errors import GraphError, GraphValidationError, InterruptError, InvalidUpdateError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.graph.stream import INTERRUPT_KEY
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 
@@ -135,6 +136,36 @@ async def test_interrupt_without_checkpointer_fails_clearly() -> None:
 def test_interrupt_outside_a_node_is_an_error() -> None:
     with pytest.raises(GraphError, match="inside a running graph node"):
         interrupt("x")
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+async def test_an_interrupt_value_no_checkpoint_holds_fails_the_node(
+    checkpointer: Checkpointer, parallel: bool
+) -> None:
+    """``interrupt(object())``: the question cannot be saved, so nobody could answer it. The
+    node fails with a typed error that says so, and no question shows anywhere (result,
+    stream, state), since none was saved; ``run(None)`` asks again."""
+    graph = StateGraph(LogState).add_node("ask", lambda s: {"log": [interrupt(object())]})
+    graph.add_edge(START, "ask").add_edge("ask", END)
+    if parallel:  # a step of several tasks: the others finish and are kept
+        graph.add_node("other", logger("other")).add_edge(START, "other")
+    compiled = graph.compile(checkpointer=checkpointer)
+    result = await compiled.run({"log": []}, thread_id="t")
+    assert result.status == "failed" and isinstance(result.error, InvalidUpdateError)
+    assert "cannot checkpoint an interrupt() value" in str(result.error)
+    assert result.interrupts == []
+    state = await compiled.get_state("t")
+    assert state.interrupts == () and state.next == ("ask",)
+    (failed,) = [t for t in state.tasks if t.name == "ask"]
+    assert failed.interrupts == () and failed.error is not None
+    assert "cannot checkpoint" in failed.error
+    items: list[Any] = []
+    with pytest.raises(InvalidUpdateError, match="cannot checkpoint an interrupt"):
+        async for item in compiled.stream({"log": []}, thread_id="u", mode="updates"):
+            items.append(item)
+    assert not any(INTERRUPT_KEY in item for item in items)
+    again = await compiled.run(None, thread_id="t")
+    assert again.status == "failed" and again.interrupts == []
 
 
 async def test_interrupt_is_not_swallowed_by_except_exception(checkpointer: Checkpointer) -> None:

@@ -520,16 +520,25 @@ class GraphRun:
         try:
             await call_node(self, task)
         except NodeInterrupt as ni:
+            asked = None
+            if self.checkpointer is not None:
+                try:
+                    asked = interrupt_write(task.id, ni.interrupts)
+                except InvalidUpdateError as exc:
+                    # a question no checkpoint holds could never be answered: the node
+                    # failed, and nothing shows it as asked (the result, the stream, the state)
+                    await self._save_error(task, exc)
+                    if not save_result:
+                        raise exc from None
+                    raise _TaskFailed(task.index, exc) from exc
             task.interrupts = ni.interrupts
             stream = self.stream
             if stream is not None:
                 stream.wrote(self, task)
-            if self.checkpointer is not None:
+            if asked is not None:
+                assert self.checkpointer is not None
                 await self.checkpointer.put_writes(
-                    self.head.thread_id,
-                    self.head.ns,
-                    self.head.frontier_id,
-                    [interrupt_write(task.id, ni.interrupts)],
+                    self.head.thread_id, self.head.ns, self.head.frontier_id, [asked]
                 )
             return
         except (Exception, ParentCommand) as exc:
