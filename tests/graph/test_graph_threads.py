@@ -315,6 +315,39 @@ async def test_fork_of_a_task_on_its_second_question_waits_on_that_question(
     assert done.state["log"] == ["one+two"]
 
 
+async def test_a_fork_of_a_step_answered_since_asks_again(checkpointer: Checkpointer) -> None:
+    # the step paused on ask beside a sibling that finished; ask was answered and the thread
+    # went on. A fork of the paused step copied ask's result, made with the other branch's
+    # answer: nothing was pending on the fork, and the answer was reused there
+    calls: list[str] = []
+
+    def ask(state: Any) -> dict[str, Any]:
+        calls.append("ask")
+        return {"log": [f"ask:{interrupt('ok?')}"]}
+
+    def other(state: Any) -> dict[str, Any]:
+        calls.append("other")
+        return {"log": ["other"]}
+
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_node("ask", ask)
+    graph.add_node("other", other).add_edge(START, "a").add_edge("a", "ask")
+    graph.add_edge("a", "other").add_edge("ask", END).add_edge("other", END)
+    compiled = graph.compile(checkpointer=checkpointer)
+    first = await compiled.run({}, thread_id="t")
+    (question,) = first.interrupts
+    answered = await compiled.run(Command(resume="yes"), thread_id="t")
+    assert answered.state["log"] == ["a", "ask:yes", "other"]
+    fork = await compiled.fork("t", first.checkpoint_id or "")
+    copied = await compiled.get_state(fork)
+    assert copied.next == ("ask",)  # other finished before the pause: kept, not run again
+    assert [(i.id, i.value) for i in copied.interrupts] == [(question.id, "ok?")]
+    calls.clear()
+    done = await compiled.run(Command(resume="no"), thread_id=fork)
+    assert done.state["log"] == ["a", "ask:no", "other"] and calls == ["ask"]
+    # the original thread keeps its own answer
+    assert (await compiled.get_state("t")).values["log"] == ["a", "ask:yes", "other"]
+
+
 async def test_rewind_to_an_older_checkpoint_keeps_history_linear(
     checkpointer: Checkpointer,
 ) -> None:

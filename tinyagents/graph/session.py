@@ -491,18 +491,20 @@ async def record_resume(
             records.resume[w.key] = w.value
 
 
-def carry_records(graph: GraphCore, head: Head) -> list[Any]:
+def carry_records(graph: GraphCore, head: Head, *, past: bool = False) -> list[Any]:
     """The pending writes to copy when ``head`` moves to a new frontier id (a fork): what
     the step's finished tasks wrote (they do not run again on the copy) and the questions
     its paused tasks ask, with the answers to the questions each asked before them (a task
     paused on its second question is copied waiting on it). Answers given to the questions
     they ask are not copied: on the fork they ask again (as a fork of the past replays the
-    steps after it)."""
+    steps after it). ``past``: the thread has gone on from ``head``, so a task that paused
+    there and finished once answered finished on the other branch: the fork asks it again.
+    """
     writes: list[Any] = []
     kept: dict[str, TaskRecords] = {}
     for tid, rec in head.records.items():
         carried = TaskRecords(interrupts=list(rec.interrupts))
-        if rec.writes is not None:
+        if rec.writes is not None and not (past and rec.interrupts and not rec.skipped):
             carried.writes, carried.goto, carried.skipped = rec.writes, rec.goto, rec.skipped
             writes.append(result_write(graph, tid, rec.writes, rec.goto, skipped=rec.skipped))
         elif rec.interrupts:

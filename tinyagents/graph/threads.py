@@ -390,7 +390,9 @@ async def fork(
         raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")
     if new_thread_id is not None and await cp.latest(new_thread_id) is not None:
         raise GraphError(f"cannot fork into thread {new_thread_id!r}: it exists already")
-    carried = carry_records(graph, head)
+    latest = await cp.latest(thread_id)
+    past = latest is not None and latest.checkpoint_id != head.checkpoint_id
+    carried = carry_records(graph, head, past=past)
     new_thread = new_thread_id
     if new_thread is None:
         new_thread = f"{thread_id}~{_clock.new_id('fork')}"
