@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from langgraph_kit import Log, cfg, pair, shape, values
 
+from tinyagents import Runtime
 from tinyagents.store.checkpoint import Checkpointer
 
 
@@ -115,3 +116,29 @@ async def test_a_subgraphs_stop_beside_a_sibling_streams_the_state_then_the_stop
     ]
     assert got[-2:] == expected[-2:]
     assert sorted(map(repr, got)) == sorted(map(repr, expected))  # the rest, in any order
+
+
+def a_then_b(g: Any) -> Any:
+    graph = g.StateGraph(Log).add_node("a", lambda s: {"log": ["a"]})
+    graph.add_node("b", lambda s: {"log": ["b"]}).add_edge(g.START, "a").add_edge("a", "b")
+    return graph.add_edge("b", g.END)
+
+
+@pytest.mark.parametrize("managed", [False, True])
+async def test_new_input_on_a_thread_with_a_checkpoint_stops_before_its_first_node(
+    checkpointer: Checkpointer, managed: bool
+) -> None:
+    """``interrupt_before`` the node that runs first: a run given new input on a thread that
+    has checkpoints (stopped at that very breakpoint, or finished) stops there again, as
+    LangGraph's (only a run that continues the thread, with None or a Command, passes it)."""
+    ours, theirs = pair(a_then_b, checkpointer, interrupt_before=["a"])
+    async with Runtime(testing=True) as rt:
+        runtime = rt if managed else None
+        for given in ({"log": []}, {"log": ["new"]}, None, {"log": ["again"]}):
+            out = values(await theirs.ainvoke(given, cfg()))
+            result = await ours.run(given, thread_id="1", runtime=runtime)
+            theirs_next = (await theirs.aget_state(cfg())).next
+            assert result.state == out
+            assert (await ours.get_state("1")).next == theirs_next
+            assert result.status == ("interrupted" if theirs_next else "completed")
+        assert out == {"log": ["new", "a", "b", "again"]} and theirs_next == ("a",)
