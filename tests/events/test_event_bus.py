@@ -72,3 +72,24 @@ async def test_closing_the_bus_ends_every_subscription_even_a_full_one() -> None
     assert [e.offset async for e in full] == [0]
     assert [e async for e in empty] == []
     bus.publish(run_event())  # nobody left to receive: fine
+
+
+def test_an_event_a_sink_publishes_reaches_everyone_after_the_one_it_handles() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, int | None]] = []
+
+    def echo(event: Event) -> None:
+        seen.append(("echo", event.offset))
+        if event.type == "run.started":
+            bus.publish(run_event(type_="run.status"))
+
+    def later(event: Event) -> None:
+        seen.append(("later", event.offset))
+
+    bus.add_sink(echo)
+    bus.add_sink(later)
+    sub = bus.subscribe()
+    bus.publish(run_event(type_="run.started"))
+    assert seen == [("echo", 0), ("later", 0), ("echo", 1), ("later", 1)]
+    assert [sub.get_nowait().offset for _ in range(2)] == [0, 1]  # type: ignore[union-attr]
+    assert bus.published == 2

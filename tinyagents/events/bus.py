@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -122,6 +123,9 @@ class EventBus:
         self._sinks: list[Sink] = []
         self._subscribers: list[Subscription] = []
         self._logged: dict[str, set[type[Exception]]] = {}
+        #: Events published but not yet handed to everyone; drained by the outermost publish.
+        self._undelivered: deque[Event] = deque()
+        self._delivering = False
         self.published = 0
         #: Events each sink raised on, by ``sink_name``; a sink that never raised is absent.
         self.sink_errors: dict[str, int] = {}
@@ -135,14 +139,28 @@ class EventBus:
     def publish(self, event: Event) -> Event:
         event.offset = next(self._offsets)
         self.published += 1
-        for sink in self._sinks:
-            try:
-                sink(event)
-            except Exception as exc:
-                self._sink_failed(sink, exc)
-        for sub in self._subscribers:
-            sub.offer(event)
+        self._undelivered.append(event)
+        if not self._delivering:
+            self._deliver()
         return event
+
+    def _deliver(self) -> None:
+        # An event a sink publishes while it handles another waits until that one has reached
+        # every sink and subscriber: delivered at once, the later sinks and the subscribers
+        # would see it before the event it answers, out of offset order.
+        self._delivering = True
+        try:
+            while self._undelivered:
+                event = self._undelivered.popleft()
+                for sink in self._sinks:
+                    try:
+                        sink(event)
+                    except Exception as exc:
+                        self._sink_failed(sink, exc)
+                for sub in self._subscribers:
+                    sub.offer(event)
+        finally:
+            self._delivering = False
 
     def _sink_failed(self, sink: Sink, exc: Exception) -> None:
         name = sink_name(sink)
