@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tinyagents.events import Event, EventBus, MemorySink, RunEvent
 
 
@@ -93,3 +95,32 @@ def test_an_event_a_sink_publishes_reaches_everyone_after_the_one_it_handles() -
     assert seen == [("echo", 0), ("later", 0), ("echo", 1), ("later", 1)]
     assert [sub.get_nowait().offset for _ in range(2)] == [0, 1]  # type: ignore[union-attr]
     assert bus.published == 2
+
+
+def test_sinks_added_or_removed_during_delivery_do_not_change_that_delivery() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, int | None]] = []
+
+    def record(name: str) -> Callable[[Event], None]:
+        def sink(event: Event) -> None:
+            seen.append((name, event.offset))
+
+        sink.__qualname__ = name
+        return sink
+
+    second, third, added = record("second"), record("third"), record("added")
+
+    def first(event: Event) -> None:
+        seen.append(("first", event.offset))
+        if event.offset == 0:
+            bus.remove_sink(second)  # removed while the bus iterates its sinks
+            bus.add_sink(added)
+
+    bus.add_sink(first)
+    bus.add_sink(second)
+    bus.add_sink(third)
+    bus.publish(run_event())
+    assert seen == [("first", 0), ("second", 0), ("third", 0)]
+    seen.clear()
+    bus.publish(run_event())
+    assert seen == [("first", 1), ("third", 1), ("added", 1)]

@@ -152,12 +152,14 @@ class EventBus:
         try:
             while self._undelivered:
                 event = self._undelivered.popleft()
-                for sink in self._sinks:
+                # A snapshot: a sink that adds or removes a sink (or a filter that closes a
+                # subscription) must not make this event skip, or reach twice, another one.
+                for sink in tuple(self._sinks):
                     try:
                         sink(event)
                     except Exception as exc:
                         self._sink_failed(sink, exc)
-                for sub in self._subscribers:
+                for sub in tuple(self._subscribers):
                     sub.offer(event)
         finally:
             self._delivering = False
