@@ -124,3 +124,13 @@ def test_sinks_added_or_removed_during_delivery_do_not_change_that_delivery() ->
     seen.clear()
     bus.publish(run_event())
     assert seen == [("first", 1), ("third", 1), ("added", 1)]
+
+
+async def test_a_subscription_made_after_the_bus_closed_ends_at_once() -> None:
+    bus = EventBus()
+    bus.close()
+    late = bus.subscribe()
+    assert late.closed
+    assert [e async for e in late] == []
+    bus.publish(run_event())
+    assert late.get_nowait() is None

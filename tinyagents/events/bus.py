@@ -126,6 +126,7 @@ class EventBus:
         #: Events published but not yet handed to everyone; drained by the outermost publish.
         self._undelivered: deque[Event] = deque()
         self._delivering = False
+        self.closed = False
         self.published = 0
         #: Events each sink raised on, by ``sink_name``; a sink that never raised is absent.
         self.sink_errors: dict[str, int] = {}
@@ -178,7 +179,10 @@ class EventBus:
                 "pass the largest backlog you accept (the default is 10_000)"
             )
         sub = Subscription(self, maxsize, where)
-        self._subscribers.append(sub)
+        if self.closed:
+            sub.close()  # no event will ever come: a reader must end, not wait forever
+        else:
+            self._subscribers.append(sub)
         return sub
 
     def _unsubscribe(self, sub: Subscription) -> None:
@@ -186,5 +190,7 @@ class EventBus:
             self._subscribers.remove(sub)
 
     def close(self) -> None:
+        """End every subscription (each drains what it holds); later ones end at once."""
+        self.closed = True
         for sub in list(self._subscribers):
             sub.close()
