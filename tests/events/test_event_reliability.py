@@ -236,6 +236,24 @@ SECRET_KEYS = [
     "aws_credentials",
     "passphrase",
     "access_key",
+    # spaces, dots and no separator at all: as a config file or a header may spell them
+    "api key",
+    "API Key",
+    "api.key",
+    "api-key",
+    "x-api-key",
+    "Api.Keys",
+    "accesskey",
+    "access key",
+    "access.key",
+    "AccessKey",
+    "accessKeys",
+    "aws_access_key_id",
+    "aws.secret access key",
+    "private key",
+    "private.key",
+    "auth token",
+    "auth.token",
 ]
 COUNTER_KEYS = [
     "max_tokens",
@@ -256,6 +274,9 @@ COUNTER_KEYS = [
     "secretary",
     "passwordless",
     "keys",
+    "max tokens",
+    "total.tokens",
+    "key.count",
 ]
 
 

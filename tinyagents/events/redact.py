@@ -1,7 +1,8 @@
 """Payload summaries for events: secrets masked, long text shortened.
 
-A key is secret when it contains one of ``DEFAULT_SECRET_KEYS`` (camelCase, kebab-case and
-plurals included: ``accessTokens``, ``client_secret``, ``Set-Cookie``, ``api_keys``), unless
+A key is secret when it contains one of ``DEFAULT_SECRET_KEYS`` (camelCase, kebab-case, words
+apart or run together and plurals included: ``accessTokens``, ``client_secret``,
+``Set-Cookie``, ``api_keys``, ``api key``, ``api.key``, ``accesskey``), unless
 the name runs on into a longer word (``tokenizer``, ``secretary``). One explicit exception:
 a ``token``/``tokens`` key that also names a count (``max_tokens``, ``total_tokens``,
 ``tokens_used``, ``token_count``: see ``TOKEN_COUNTER_WORDS``) is a usage counter, not a
@@ -146,6 +147,7 @@ def mask(value: Any, *, secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS) -> An
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[^a-z0-9]+")
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -154,14 +156,18 @@ _WORD = re.compile(r"[a-z0-9]+")
 @functools.lru_cache(maxsize=16)
 def _secret_pattern(secret_keys: frozenset[str]) -> re.Pattern[str]:
     # A secret name, or its plural, anywhere in the key ("userpassword", "github_token",
-    # "api_keys"), but not running on into a longer word: "tokenizer" is not a secret.
-    names = "|".join(re.escape(s) for s in sorted(secret_keys, key=len, reverse=True))
+    # "api_keys"), but not running on into a longer word: "tokenizer" is not a secret. The
+    # words of a name may also be run together: "access_key" finds "accesskey" too.
+    names = "|".join(
+        re.escape(s).replace("_", "_?") for s in sorted(secret_keys, key=len, reverse=True)
+    )
     return re.compile(f"(?:{names})s?(?![a-z])")
 
 
 @functools.lru_cache(maxsize=4096)
 def _is_secret(key: str, secret_keys: frozenset[str]) -> bool:
-    normalised = _CAMEL_HUMP.sub("_", key).lower().replace("-", "_")
+    # Any run of separators is one "_": "api key", "api.key" and "api-key" are "api_key".
+    normalised = _SEPARATORS.sub("_", _CAMEL_HUMP.sub("_", key).lower())
     hits = {m.group().removesuffix("s") for m in _secret_pattern(secret_keys).finditer(normalised)}
     if hits == {"token"} and not TOKEN_COUNTER_WORDS.isdisjoint(_WORD.findall(normalised)):
         return False  # "max_tokens", "tokens_used": a count of tokens, not a credential
