@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.events import (
     MASK,
     EventBus,
@@ -63,6 +64,13 @@ def test_structlog_sink_console_mode_and_level(capsys: pytest.CaptureFixture[str
     assert "steering.accepted" in out and "c-1" in out and "warning" in out
     with pytest.raises(json.JSONDecodeError):
         json.loads(out)
+
+
+@pytest.mark.parametrize("level", ["loud", "", "msg", "bind"])
+def test_structlog_sink_refuses_an_unknown_level_when_made(level: str) -> None:
+    # Not at the first event: there the bus would count the error and drop every log line.
+    with pytest.raises(ConfigurationError, match="level"):
+        StructlogSink(level=level)
 
 
 def test_memory_sink_keeps_events_in_order_and_clears() -> None:

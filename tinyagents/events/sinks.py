@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event
 from tinyagents.events.redact import mask
+
+#: The level names ``StructlogSink`` logs at (the standard library's).
+LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class MemorySink:
@@ -36,6 +40,12 @@ class StructlogSink:
         level: str = "info",
         deltas: bool = False,
     ) -> None:
+        # Checked here: an unknown name would fail at every event, and the bus only counts a
+        # sink's errors, so the log would stay empty with no word why.
+        if level not in LEVELS:
+            raise ConfigurationError(
+                f"StructlogSink(level={level!r}): unknown log level; use one of {', '.join(LEVELS)}"
+            )
         import structlog
 
         processors: list[Any] = [structlog.processors.add_log_level]
