@@ -261,12 +261,23 @@ class EventWaiter:
         self.events.append(event)
         for entry in list(self._waiting):
             pred, fut = entry
-            if not fut.done() and pred(event):
+            if fut.done():
+                continue
+            try:
+                matched = pred(event)
+            except Exception as exc:
+                # The wait fails with its predicate's error: raised here it would only reach
+                # the bus (counted, the later waits skipped) and the test would hang.
+                fut.set_exception(exc)
+                self._waiting.remove(entry)
+                continue
+            if matched:
                 fut.set_result(event)
                 self._waiting.remove(entry)
 
     async def until(self, pred: Callable[[Event], bool]) -> Event:
-        """The first event, already seen or still to come, for which ``pred`` holds."""
+        """The first event, already seen or still to come, for which ``pred`` holds; an error
+        ``pred`` raises is raised here."""
         for event in self.events:
             if pred(event):
                 return event

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tinyagents.events import RunEvent
+from tinyagents.events import Event, EventBus, RunEvent
 from tinyagents.testkit import EventWaiter
 
 
@@ -32,4 +32,32 @@ async def test_a_cancelled_wait_is_forgotten() -> None:
     given_up.cancel()
     with pytest.raises(asyncio.CancelledError):
         await given_up
+    assert waiter._waiting == []
+
+
+async def test_a_predicate_that_raises_fails_its_wait_with_that_error() -> None:
+    bus, waiter = EventBus(), EventWaiter()
+    bus.add_sink(waiter)
+
+    def broken(event: Event) -> bool:
+        raise KeyError("no such field")
+
+    failing = asyncio.ensure_future(waiter.until(broken))
+    fine = asyncio.ensure_future(waiter.event("run.started"))
+    await asyncio.sleep(0)
+    bus.publish(RunEvent(type="run.started", run_id="r-1", root_run_id="r-1"))
+    await asyncio.sleep(0)
+    assert failing.done(), "the wait hangs on, though its predicate raised"
+    with pytest.raises(KeyError, match="no such field"):
+        await failing
+    assert (await fine).run_id == "r-1"  # the other waits still get the event
+    assert waiter._waiting == []
+    assert bus.sink_errors == {}  # the error went to the wait, not to the bus
+
+
+async def test_a_predicate_that_raises_on_a_seen_event_fails_the_wait() -> None:
+    waiter = EventWaiter()
+    waiter(RunEvent(type="run.started", run_id="r-1", root_run_id="r-1"))
+    with pytest.raises(ZeroDivisionError):
+        await waiter.until(lambda e: 1 / 0 > 0)
     assert waiter._waiting == []
