@@ -11,12 +11,15 @@ time source); ``tinyagents.testkit`` exports them beside ``FakeClock``.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 __all__ = ["EPOCH", "FakeClock"]
 
 #: Where every ``FakeClock`` starts unless told otherwise: fixed, so timestamps are stable.
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+#: The most seconds a ``timedelta`` holds: a larger tick could never be added to a time.
+MAX_SECONDS = timedelta.max.total_seconds()
 
 
 class FakeClock:
@@ -30,8 +33,10 @@ class FakeClock:
     def __init__(self, start: datetime = EPOCH, *, tick: float = 0.0) -> None:
         if start.tzinfo is None:
             raise ValueError("FakeClock needs a timezone-aware start, e.g. tzinfo=UTC")
-        if tick < 0:
-            raise ValueError(f"tick must not be negative, got {tick}")
+        if not math.isfinite(tick) or tick < 0 or tick > MAX_SECONDS:
+            raise ValueError(
+                f"tick must be a finite number of seconds from 0 to {MAX_SECONDS:.0f}, got {tick}"
+            )
         self.start = start
         self.tick = tick
         self.elapsed = 0.0
@@ -48,6 +53,17 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         """Move time forward; a clock never goes backwards."""
+        if not math.isfinite(seconds):
+            raise ValueError(f"advance({seconds}): time moves by a finite number of seconds")
         if seconds < 0:
             raise ValueError(f"a clock cannot go backwards (advance({seconds}))")
-        self.elapsed += seconds
+        elapsed = self.elapsed + seconds
+        try:
+            # Refused here, not at the next now(): a clock past datetime.max cannot tell time.
+            self.start + timedelta(seconds=elapsed)
+        except OverflowError:
+            raise ValueError(
+                f"advance({seconds}) takes the clock past {datetime.max.year} AD; "
+                "advance by a finite number of seconds the calendar can hold"
+            ) from None
+        self.elapsed = elapsed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from tinyagents import Agent, RunStatus, Runtime, _clock, tool
 from tinyagents.errors import ConfigurationError, ModelError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 from tinyagents.testkit import (
+    EPOCH,
     FakeClock,
     FunctionModel,
     ScriptedModel,
@@ -281,6 +283,18 @@ def test_fake_clock_refuses_to_go_backwards_or_be_naive():
         FakeClock(datetime(2025, 1, 1))
     with pytest.raises(ValueError, match="tick"):
         FakeClock(tick=-1)
+
+
+@pytest.mark.parametrize("seconds", [math.nan, math.inf, -math.inf, 1e300])
+def test_fake_clock_refuses_time_that_is_no_number_or_past_the_calendar(seconds: float):
+    clock = FakeClock()
+    clock.advance(2)
+    with pytest.raises(ValueError, match="advance"):
+        clock.advance(seconds)
+    assert clock.monotonic() == 2.0  # unchanged: a refused advance moves nothing
+    assert clock.now() == EPOCH + timedelta(seconds=2)
+    with pytest.raises(ValueError, match="tick"):
+        FakeClock(tick=seconds)
 
 
 def test_fake_clock_drives_the_library_clock_inside_use_clock():
