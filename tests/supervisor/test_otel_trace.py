@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
-from tinyagents.events import StructlogSink
+from tinyagents.events import ModelEvent, StructlogSink
 from tinyagents.events.otel import OTelSink
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
+from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
 
 @tool
@@ -102,6 +102,34 @@ async def test_a_failed_runs_span_has_an_error_status_with_the_error() -> None:
     assert span.status.status_code is StatusCode.ERROR
     assert "the model is broken" in (span.status.description or "")
     assert span.attributes["tinyagents.error"] == result.error
+
+
+async def test_a_model_call_that_raises_is_a_model_error_event_and_an_error_span() -> None:
+    sink, exporter = traced()
+    recorder = EventRecorder()
+
+    async def broken(request: Any) -> str:
+        raise ValueError("the model is broken")
+
+    async with Runtime(sinks=[sink, recorder]) as rt:
+        handle = await rt.start(Agent("fragile", FunctionModel(broken)), "go")
+        result = await handle.result()
+
+    assert result.status is RunStatus.FAILED
+    [request] = recorder.of_type("model.request")
+    [error] = recorder.of_type("model.error")
+    assert isinstance(error, ModelEvent) and isinstance(request, ModelEvent)
+    assert error.request_id == request.request_id and error.run_id == handle.run_id
+    assert "ValueError" in (error.error or "") and "the model is broken" in (error.error or "")
+    types = recorder.types()
+    assert types.index("model.error") < types.index("run.failed")
+    [call] = [s for s in exporter.get_finished_spans() if s.name == "model call"]
+    assert call.status.status_code is StatusCode.ERROR
+    assert "the model is broken" in (call.status.description or "")
+    assert (
+        call.parent is not None
+        and call.parent.span_id == run_span(exporter, "fragile").context.span_id
+    )
 
 
 def _python(code: str) -> str:

@@ -7,7 +7,8 @@ Counters: ``tinyagents.agent.iterations``, ``.tool_calls``, ``.aborts``, ``.budg
 ``.supervisor_actions{action,source}``, ``.judge_failures``, and
 ``tinyagents.steering.commands{kind,status,actor}`` (one per lifecycle step). Spans: one per
 run (a child run's span is a child of its parent run's), per model call and per tool call,
-with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes. Every other
+with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes; a model call
+that raised (``model.error``) and a failed run end with an error status. Every other
 event of a run (``steering.*``, ``supervisor.*``, ``limit.*``, ``subagent.*``, ...) is a span
 event on the run's span, its attributes the fields the structlog sink logs for it (masked the
 same way, nested keys dotted, ``offset`` included): two views of one record. ``model.delta``
@@ -226,6 +227,9 @@ class OTelSink:
         if span is not None:
             for name, value in event.usage.items():
                 span.set_attribute(f"tinyagents.usage.{name}", value)
+            if event.type == "model.error":
+                span.set_attribute("tinyagents.error", event.error or "")
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.error))
             span.end(end_time=_ns(event))
 
     def _tool(self, event: ToolEvent) -> None:

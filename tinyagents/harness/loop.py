@@ -370,11 +370,17 @@ class AgentRun(RunDriver):
         try:
             async with deadline:
                 response = await task
-        except TimeoutError:
+        except TimeoutError as exc:
             if not deadline.expired():
+                self._model_failed(rid, request, exc)
                 raise  # the model's own
             limit = self.info.limits.deadline_s
-            raise RunLimitExceeded("deadline_s", limit, limit, run_id=self.info.run_id) from None
+            exceeded = RunLimitExceeded("deadline_s", limit, limit, run_id=self.info.run_id)
+            self._model_failed(rid, request, exceeded)
+            raise exceeded from None
+        except Exception as exc:
+            self._model_failed(rid, request, exc)
+            raise
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if task is self._interrupted and current is not None and not current.cancelling():
@@ -387,7 +393,9 @@ class AgentRun(RunDriver):
         finally:
             self._model_task = self._interrupted = None
         if not isinstance(response, ModelResponse):
-            raise _returned(self.agent.name, "model", response, ModelResponse)
+            wrong = _returned(self.agent.name, "model", response, ModelResponse)
+            self._model_failed(rid, request, wrong)
+            raise wrong
         response = self._own_call_ids(response)
         record_model_usage(self.info, tree, response.usage)
         self.messages.append(response.to_message())
@@ -411,6 +419,17 @@ class AgentRun(RunDriver):
         check_token_budget(self.info, tree)
         _refuse_cut_off_calls(response, request)
         return response, rid
+
+    def _model_failed(self, rid: str, request: ModelRequest, exc: BaseException) -> None:
+        # The call's own end: without it a trace holds a model call that never answered and a
+        # log no line saying which call failed (the run's end event comes later, if at all).
+        self.emit(
+            ModelEvent,
+            type="model.error",
+            request_id=rid,
+            model=request.model,
+            error=f"{type(exc).__name__}: {message_of(exc)}",
+        )
 
     def _own_call_ids(self, response: ModelResponse) -> ModelResponse:
         """``response`` with a new id for each tool call that has none, or one an earlier call
