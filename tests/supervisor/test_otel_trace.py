@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -23,6 +23,7 @@ from opentelemetry.trace import StatusCode
 from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
 from tinyagents.events import ModelEvent, StructlogSink
 from tinyagents.events.otel import OTelSink
+from tinyagents.graph import END, START, StateGraph
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
 
@@ -130,6 +131,42 @@ async def test_a_model_call_that_raises_is_a_model_error_event_and_an_error_span
         call.parent is not None
         and call.parent.span_id == run_span(exporter, "fragile").context.span_id
     )
+
+
+class Count(TypedDict):
+    x: int
+
+
+def _step(state: Count) -> dict[str, int]:
+    if state["x"] < 0:
+        raise ValueError("no negative counts")
+    return {"x": state["x"] + 1}
+
+
+async def test_a_graph_run_is_one_run_span() -> None:
+    sink, exporter = traced()
+    recorder = EventRecorder()
+    graph = StateGraph(Count).add_node("a", _step).add_edge(START, "a").add_edge("a", END)
+    compiled = graph.compile()
+    async with Runtime(sinks=[sink, recorder]) as rt:
+        await compiled.run({"x": 1}, thread_id="t1", runtime=rt)
+        handle = await rt.start_graph(compiled, {"x": 1}, thread_id="t2")
+        await handle.result()
+        failed = await compiled.run({"x": -1}, thread_id="t3", runtime=rt)
+
+    assert failed.status == "failed"
+    run_ids = list(dict.fromkeys(e.run_id for e in recorder.of_type("graph.started")))
+    assert len(run_ids) == 3
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("run ")]
+    assert sorted(s.attributes["tinyagents.run_id"] for s in spans) == sorted(run_ids)
+    for span in spans:
+        assert span.attributes["tinyagents.kind"] == "graph"
+        assert span.parent is None
+        assert "graph.task_started" in {e.name for e in span.events}
+    [bad] = [s for s in spans if s.attributes["tinyagents.run_id"] == run_ids[2]]
+    assert bad.status.status_code is StatusCode.ERROR
+    assert "no negative counts" in (bad.status.description or "")
+    assert [s.status.status_code for s in spans].count(StatusCode.ERROR) == 1
 
 
 def _python(code: str) -> str:

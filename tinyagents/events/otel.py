@@ -6,7 +6,8 @@
 Counters: ``tinyagents.agent.iterations``, ``.tool_calls``, ``.aborts``, ``.budget_exceeded``,
 ``.supervisor_actions{action,source}``, ``.judge_failures``, and
 ``tinyagents.steering.commands{kind,status,actor}`` (one per lifecycle step). Spans: one per
-run (a child run's span is a child of its parent run's), per model call and per tool call,
+run (a child run's span is a child of its parent run's; a graph run's goes from its
+``graph.started`` to its ``graph.completed``), per model call and per tool call,
 with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes; a model call
 that raised (``model.error``) and a failed run end with an error status. Every other
 event of a run (``steering.*``, ``supervisor.*``, ``limit.*``, ``subagent.*``, ...) is a span
@@ -30,6 +31,7 @@ from typing import Any
 
 from tinyagents.events.models import (
     Event,
+    GraphEvent,
     LimitEvent,
     ModelDeltaEvent,
     ModelEvent,
@@ -142,6 +144,8 @@ class OTelSink:
             if event.type == "limit.exceeded" and event.limit == "max_tokens":
                 self.budget_exceeded.add(1, {"limit": event.limit})
             self._span_event(event)
+        elif isinstance(event, GraphEvent):
+            self._graph(event)
         elif isinstance(event, SupervisorEvent):
             if event.type == "supervisor.action":
                 source = str(event.data.get("source", ""))
@@ -186,28 +190,46 @@ class OTelSink:
         if run_id is None:
             return
         if event.type == "run.started":
-            parent = self._runs.get(event.parent_run_id) if event.parent_run_id else None
-            self._runs[run_id] = self._start(
-                f"run {event.agent_id or run_id}",
-                event,
-                parent,
-                **{"tinyagents.kind": event.kind or "agent"},
-            )
+            self._open_run(run_id, event, event.agent_id or run_id, event.kind or "agent")
         elif event.type in _RUN_END:
             if event.type == "run.aborted":
                 self.aborts.add(1)
-            for key in [k for k in self._calls if k[0] == run_id]:
-                self._calls.pop(key).end(end_time=_ns(event))
-            span = self._runs.pop(run_id, None)
-            if span is not None:
-                span.set_attribute("tinyagents.status", event.status or "")
-                if event.error:
-                    span.set_attribute("tinyagents.error", event.error)
-                if event.type == "run.failed":
-                    span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.error))
-                span.end(end_time=_ns(event))
+            self._close_run(run_id, event, event.status, event.error, event.type == "run.failed")
         else:  # paused, resumed, a status change: moments in the run's span
             self._span_event(event)
+
+    def _graph(self, event: GraphEvent) -> None:
+        # A graph run has no run.* events: its graph.started and graph.completed are its span.
+        run_id = event.run_id
+        if run_id is None:
+            return
+        if event.type == "graph.started":
+            self._open_run(run_id, event, run_id, "graph")
+        elif event.type == "graph.completed":
+            status = event.data.get("status")
+            error = event.data.get("error")
+            self._close_run(run_id, event, status, error, status == "failed")
+        else:
+            self._span_event(event)
+
+    def _open_run(self, run_id: str, event: Event, name: str, kind: str) -> None:
+        if run_id in self._runs:
+            return  # one span per run, however often its start is reported
+        parent = self._runs.get(event.parent_run_id) if event.parent_run_id else None
+        self._runs[run_id] = self._start(f"run {name}", event, parent, **{"tinyagents.kind": kind})
+
+    def _close_run(self, run_id: str, event: Event, status: Any, error: Any, failed: bool) -> None:
+        for key in [k for k in self._calls if k[0] == run_id]:
+            self._calls.pop(key).end(end_time=_ns(event))
+        span = self._runs.pop(run_id, None)
+        if span is not None:
+            span.set_attribute("tinyagents.status", str(status or ""))
+            if error:
+                span.set_attribute("tinyagents.error", str(error))
+            if failed:
+                description = None if error is None else str(error)
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, description))
+            span.end(end_time=_ns(event))
 
     def _model(self, event: ModelEvent) -> None:
         if event.run_id is None:
