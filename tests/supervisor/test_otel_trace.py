@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
-from tinyagents.events import ModelEvent, StructlogSink
+from tinyagents import Agent, RunStatus, Runtime, SteeringDelivery, SupervisorSpec, tool
+from tinyagents.events import ModelEvent, RunEvent, StructlogSink
 from tinyagents.events.otel import OTelSink
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
@@ -167,6 +167,34 @@ async def test_a_graph_run_is_one_run_span() -> None:
     assert bad.status.status_code is StatusCode.ERROR
     assert "no negative counts" in (bad.status.description or "")
     assert [s.status.status_code for s in spans].count(StatusCode.ERROR) == 1
+
+
+async def test_another_turn_of_a_completed_run_is_traced_as_the_same_agent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sink, exporter = traced()
+    recorder = EventRecorder()
+    model = ScriptedModel([reply("first answer"), reply("second answer")])
+    async with Runtime(sinks=[sink, recorder, StructlogSink(json=True)]) as rt:
+        handle = await rt.start(Agent("worker", model), "go")
+        await handle.result()
+        receipt = await handle.steer("and refunds", delivery=SteeringDelivery.END_OF_TURN)
+        result = await handle.result()
+    assert receipt.accepted and result.output == "second answer"
+
+    [resumed] = recorder.of_type("run.resumed")
+    assert isinstance(resumed, RunEvent)
+    assert (resumed.agent_id, resumed.kind) == ("worker", "agent")
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    [logged] = [line for line in lines if line["event"] == "run.resumed"]
+    assert logged["agent_id"] == "worker"
+    # Each turn is a run span of the agent, and the second turn's model call is inside it.
+    turns = [s for s in exporter.get_finished_spans() if s.name == "run worker"]
+    assert [s.attributes["tinyagents.run_id"] for s in turns] == [handle.run_id] * 2
+    calls = [s for s in exporter.get_finished_spans() if s.name == "model call"]
+    assert [c.parent.span_id for c in calls if c.parent is not None] == [
+        t.context.span_id for t in turns
+    ]
 
 
 def _python(code: str) -> str:

@@ -189,8 +189,14 @@ class OTelSink:
         run_id = event.run_id
         if run_id is None:
             return
-        if event.type == "run.started":
+        if event.type == "run.started" or (
+            event.type == "run.resumed" and "another_turn" in event.detail
+        ):
+            # Another turn of a completed run: its span ended with the first turn, so the turn
+            # is a new span of the same agent and run.
             self._open_run(run_id, event, event.agent_id or run_id, event.kind or "agent")
+            if event.type == "run.resumed":
+                self._span_event(event)
         elif event.type in _RUN_END:
             if event.type == "run.aborted":
                 self.aborts.add(1)

@@ -671,10 +671,15 @@ class AgentRun(RunDriver):
             and model_call_left(self.info, self.runtime.runs.tree)
         ):
             self.handle.reopen()
+            # Its run.started said whose run this is; a trace or a log that closed the run at
+            # its end starts the turn from this event alone, so it says it again.
             self.emit(
                 RunEvent,
                 type="run.resumed",
                 status="running",
+                agent_id=self.agent.name,
+                thread_id=self.info.thread_id,
+                kind="agent",
                 detail={"another_turn": cmd.correlation_id},
             )
             self.handle.task = asyncio.ensure_future(self.main(another_turn=True))
