@@ -1322,3 +1322,33 @@ async def test_a_task_cancel_while_paused_supersedes_what_waits_behind_the_pause
     assert cancel.correlation_id in (last.reason or "")
     assert recorder.steering(approve_right.correlation_id)[-1].type == "steering.applied"
     recorder.assert_every_command_terminal()
+
+
+async def test_a_command_still_queued_when_the_run_ends_fails_before_graph_completed(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    gate = asyncio.Event()
+
+    async def last(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        raise ValueError("the last node fails")
+
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_node("last", last)
+    graph.add_edge(START, "a").add_edge("a", "last").add_edge("last", END)
+    handle = await rt.start_graph(graph.compile(), {}, thread_id="t")
+    await waiter.event("graph.task_started", handle.run_id, node="last")
+    # Due at the next superstep, which never comes: the run fails first.
+    redirect = command(
+        SteeringTarget.agent_run(handle.run_id), SteeringKind.REDIRECT, {"goto": "a"}
+    )
+    assert (await rt.submit(redirect)).status == "accepted"
+    gate.set()
+    result = await handle.result()
+
+    assert result.status is RunStatus.FAILED
+    assert recorder.lifecycle(redirect.correlation_id) == ["requested", "accepted", "failed"]
+    [failed] = recorder.steering(redirect.correlation_id)[-1:]
+    assert failed.reason == "target finished before delivery"
+    types = [e.type for e in recorder.events if e.run_id == handle.run_id]
+    assert types.index("steering.failed") < types.index("graph.completed")
+    assert types[-1] == "graph.completed"  # nothing of the run's after its end

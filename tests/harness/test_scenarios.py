@@ -678,3 +678,26 @@ async def test_subagent_target_names_the_parent(rt: Runtime, recorder: EventReco
     await child.result()
     assert wrong.status == "rejected" and wrong.reason.startswith("not found")
     assert right.accepted and recorder.terminal_state(right.correlation_id) == "applied"
+
+
+async def test_a_command_still_queued_when_the_run_ends_fails_before_the_runs_end_event(
+    rt: Runtime, recorder: EventRecorder
+):
+    # Waiting for a tool result the run never gets: the run completes with it still queued.
+    gate = Gate("think")
+    handle = await rt.start(Agent("worker", gate.model("the answer")), "go")
+    await gate.entered.wait()
+    receipt = await handle.steer(
+        "after the next tool", actor=OPERATOR, delivery=SteeringDelivery.AFTER_TOOL_RESULT
+    )
+    gate.open()
+    result = await handle.result()
+
+    assert receipt.accepted and result.status is RunStatus.COMPLETED
+    [failed] = [e for e in recorder.steering(receipt.correlation_id) if e.type == "steering.failed"]
+    assert failed.reason == "target finished before delivery"
+    ours = [e for e in recorder.events if e.run_id == handle.run_id]
+    types = [e.type for e in ours]
+    assert types.index("steering.failed") < types.index("run.completed")
+    assert types[-1] == "run.completed"  # nothing of the run's after its end
+    recorder.assert_every_command_terminal()

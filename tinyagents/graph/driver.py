@@ -347,8 +347,12 @@ async def _main(
     status = _STATUS[result.status]
     error = None if result.error is None else f"{type(result.error).__name__}: {result.error}"
     outcome = RunResult(run_id=handle.run_id, status=status, output=result.state, error=error)
-    steering.events.completed(run, result)
+    # Everything of the run ends before its graph.completed (a reader stops there): its
+    # paused tasks, and the commands still queued for it (an interrupted run keeps them).
     await entries.close(status)
+    if status is not RunStatus.INTERRUPTED:
+        handle.inbox.close()
+    steering.events.completed(run, result)
     if status is RunStatus.INTERRUPTED:
         handle.finish(outcome)  # not finished for the router: its inbox stays open
     else:

@@ -798,6 +798,9 @@ class AgentRun(RunDriver):
         for cmd, _ in self.staged:
             self.handle.inbox.failed(cmd, "the run ended before the message reached the model")
         self.staged.clear()
+        # What is still queued fails now, before the run's end event: a reader that stops at
+        # that event (a stream, a waiter, a log) must have seen every command of the run end.
+        self.handle.inbox.close()
         self._answer_open_calls(result)
         # structured output (Agent(output_type=...)) is shown as the text it was read from
         text = result.output if isinstance(result.output, str) else self.last_text
