@@ -16,6 +16,7 @@
     ├── RunError                       a run ended without a result
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
     │   ├── RunCancelled               the run was cancelled by a steering command
+    │   │   └── RunAborted              ... with abort: true (a supervisor stopping a broken run)
     │   └── RunFailed                  the run raised; the original error is the __cause__
     ├── SyncInAsyncError               run_sync() was called inside a running event loop (also a RuntimeError)
     ├── ModelError                     a model provider call failed (after its retries, if retryable)
@@ -189,10 +190,20 @@ class RunLimitExceeded(RunError):
 class RunCancelled(RunError):
     """The run was cancelled by a steering command (or its parent was)."""
 
+    _ended = "cancelled"
+
     def __init__(self, run_id: str, reason: str | None = None) -> None:
-        super().__init__(f"run {run_id} was cancelled" + (f": {reason}" if reason else ""))
+        super().__init__(f"run {run_id} was {self._ended}" + (f": {reason}" if reason else ""))
         self.run_id = run_id
         self.reason = reason
+
+
+class RunAborted(RunCancelled):
+    """The run was aborted: cancelled by a ``cancel`` command with ``abort: true`` (what a
+    supervisor sends for a run breaking its policy), so its work was stopped, not given up.
+    A ``RunCancelled``, for callers that handle both alike."""
+
+    _ended = "aborted"
 
 
 class RunFailed(RunError):

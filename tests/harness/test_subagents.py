@@ -19,8 +19,9 @@ from tinyagents import (
     orchestrator_tools,
     tool,
 )
-from tinyagents.errors import ConfigurationError, RunCancelled, RunFailed
+from tinyagents.errors import ConfigurationError, RunAborted, RunCancelled, RunFailed
 from tinyagents.harness import Message
+from tinyagents.harness.subagent import output_or_raise
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -532,10 +533,34 @@ async def test_subagent_invoke_raises_classified_errors(rt: Runtime):
     await gate.entered.wait()
     await handle.cancel("stop", actor=OPERATOR)
     gate.open()
-    from tinyagents.harness.subagent import output_or_raise
-
-    with pytest.raises(RunCancelled, match="stop"):
+    with pytest.raises(RunCancelled, match="stop") as cancelled:
         output_or_raise(handle, await handle.result())
+    assert not isinstance(cancelled.value, RunAborted)
+
+
+async def test_subagent_invoke_raises_run_aborted_for_a_child_its_supervisor_aborted(
+    rt: Runtime,
+):
+    # it raised RunCancelled ("was cancelled"), as for a caller that gave up on the work:
+    # a program could tell an abort only by reading the run's status
+    @tool
+    def search(query: str = "") -> str:
+        """Search."""
+        return "nothing"
+
+    spec = SupervisorSpec(
+        rules=[{"when": "tool_repeated", "tool": "search", "count": 2}], on_violation="abort"
+    )
+    looper = Agent(
+        "looper",
+        ScriptedModel([tool_call("search")] * 3 + [reply("never")]),
+        tools=[search],
+        supervisor=spec,
+    )
+    with pytest.raises(RunAborted) as aborted:
+        await SubAgent(looper).invoke("find it", runtime=rt)
+    assert isinstance(aborted.value, RunCancelled)  # handled alike by who does not care
+    assert str(aborted.value).endswith("was aborted: tool 'search' called 2 times (limit 2)")
 
 
 async def test_subagent_tool_needs_an_input(rt: Runtime):

@@ -4,7 +4,7 @@ Children are registered in the run tree, so anyone with authority can steer a ch
 id without touching the parent; the parent hears about it through ``subagent.*`` events.
 
 - ``SubAgent.invoke`` raises the child's classified error (``RunLimitExceeded``,
-  ``RunCancelled``, ``RunFailed``).
+  ``RunCancelled`` (``RunAborted`` for an abort), ``RunFailed``).
 - ``SubAgentTool`` turns those into an error tool result the parent model can read and act on
   (a limit stop says which limit and the numbers, and that the child did *not* complete).
 """
@@ -20,6 +20,7 @@ from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
     ConfigurationError,
+    RunAborted,
     RunCancelled,
     RunFailed,
     RunLimitExceeded,
@@ -298,7 +299,7 @@ class SubAgentTool(Tool):
             # model must not read it as work nobody needed any more
             ended = (
                 "was aborted, stopped by its supervision before it completed"
-                if result.status is RunStatus.ABORTED
+                if isinstance(exc, RunAborted)
                 else "was cancelled"
             )
             raise ToolError(
@@ -343,7 +344,9 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
         if isinstance(original, RunLimitExceeded):
             raise original
         raise RunLimitExceeded("unknown", None, None, run_id=handle.run_id)
-    if result.status in (RunStatus.CANCELLED, RunStatus.ABORTED):
+    if result.status is RunStatus.ABORTED:
+        raise RunAborted(handle.run_id, result.error)
+    if result.status is RunStatus.CANCELLED:
         raise RunCancelled(handle.run_id, result.error)
     cause = getattr(handle.driver, "failure", None)
     raise RunFailed(f"run {handle.run_id} failed: {result.error}") from cause
