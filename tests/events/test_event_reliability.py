@@ -198,7 +198,7 @@ async def test_subscribe_refuses_a_maxsize_below_one(maxsize: int) -> None:
     bus = EventBus()
     with pytest.raises(ValueError, match="maxsize"):
         bus.subscribe(maxsize=maxsize)
-    assert bus._subscribers == []
+    assert not bus._subscribers
     async with Runtime() as rt:
         with pytest.raises(ValueError, match="maxsize"):
             rt.subscribe(maxsize=maxsize)

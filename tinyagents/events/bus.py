@@ -120,8 +120,11 @@ class EventBus:
 
     def __init__(self) -> None:
         self._offsets = itertools.count()
-        self._sinks: list[Sink] = []
-        self._subscribers: list[Subscription] = []
+        # Tuples, replaced on change: delivery iterates the one it read, so a sink that adds or
+        # removes a sink (or a filter that closes a subscription) makes no event skip, or
+        # reach twice, another one.
+        self._sinks: tuple[Sink, ...] = ()
+        self._subscribers: tuple[Subscription, ...] = ()
         self._logged: dict[str, set[type[Exception]]] = {}
         #: Events published but not yet handed to everyone; drained by the outermost publish.
         self._undelivered: deque[Event] = deque()
@@ -132,38 +135,40 @@ class EventBus:
         self.sink_errors: dict[str, int] = {}
 
     def add_sink(self, sink: Sink) -> None:
-        self._sinks.append(sink)
+        self._sinks = (*self._sinks, sink)
 
     def remove_sink(self, sink: Sink) -> None:
-        self._sinks.remove(sink)
+        sinks = list(self._sinks)
+        sinks.remove(sink)  # ValueError for a sink never added, as list.remove says
+        self._sinks = tuple(sinks)
 
     def publish(self, event: Event) -> Event:
         event.offset = next(self._offsets)
         self.published += 1
-        self._undelivered.append(event)
-        if not self._delivering:
-            self._deliver()
-        return event
-
-    def _deliver(self) -> None:
-        # An event a sink publishes while it handles another waits until that one has reached
-        # every sink and subscriber: delivered at once, the later sinks and the subscribers
-        # would see it before the event it answers, out of offset order.
+        if self._delivering:
+            # A sink publishing while it handles another event: this one waits until that
+            # one has reached every sink and subscriber (delivered at once, the later sinks
+            # and the subscribers would see it before the event it answers, out of order).
+            self._undelivered.append(event)
+            return event
         self._delivering = True
         try:
-            while self._undelivered:
-                event = self._undelivered.popleft()
-                # A snapshot: a sink that adds or removes a sink (or a filter that closes a
-                # subscription) must not make this event skip, or reach twice, another one.
-                for sink in tuple(self._sinks):
-                    try:
-                        sink(event)
-                    except Exception as exc:
-                        self._sink_failed(sink, exc)
-                for sub in tuple(self._subscribers):
-                    sub.offer(event)
+            self._deliver(event)
+            undelivered = self._undelivered
+            while undelivered:
+                self._deliver(undelivered.popleft())
         finally:
             self._delivering = False
+        return event
+
+    def _deliver(self, event: Event) -> None:
+        for sink in self._sinks:
+            try:
+                sink(event)
+            except Exception as exc:
+                self._sink_failed(sink, exc)
+        for sub in self._subscribers:
+            sub.offer(event)
 
     def _sink_failed(self, sink: Sink, exc: Exception) -> None:
         name = sink_name(sink)
@@ -182,15 +187,15 @@ class EventBus:
         if self.closed:
             sub.close()  # no event will ever come: a reader must end, not wait forever
         else:
-            self._subscribers.append(sub)
+            self._subscribers = (*self._subscribers, sub)
         return sub
 
     def _unsubscribe(self, sub: Subscription) -> None:
         if sub in self._subscribers:
-            self._subscribers.remove(sub)
+            self._subscribers = tuple(s for s in self._subscribers if s is not sub)
 
     def close(self) -> None:
         """End every subscription (each drains what it holds); later ones end at once."""
         self.closed = True
-        for sub in list(self._subscribers):
+        for sub in self._subscribers:
             sub.close()
