@@ -490,10 +490,9 @@ async def test_subagent_tool_reports_cancelled_and_failed_children(
     )
 
 
-async def test_subagent_tool_reports_a_child_its_supervisor_aborted_as_aborted(rt: Runtime):
-    # the parent's model read "sub-agent 'looper' (run r-…) was cancelled: tool 'search'
-    # called 2 times (limit 2)", as if someone had no more use for the work, with a reason
-    # that did not say the child had been stopped for breaking its policy
+def looper_its_supervisor_aborts() -> Agent:
+    """An agent that calls ``search`` until its supervisor aborts it, at the second call."""
+
     @tool
     def search(query: str = "") -> str:
         """Search."""
@@ -502,12 +501,19 @@ async def test_subagent_tool_reports_a_child_its_supervisor_aborted_as_aborted(r
     spec = SupervisorSpec(
         rules=[{"when": "tool_repeated", "tool": "search", "count": 2}], on_violation="abort"
     )
-    looper = Agent(
+    return Agent(
         "looper",
         ScriptedModel([tool_call("search")] * 3 + [reply("never")]),
         tools=[search],
         supervisor=spec,
     )
+
+
+async def test_subagent_tool_reports_a_child_its_supervisor_aborted_as_aborted(rt: Runtime):
+    # the parent's model read "sub-agent 'looper' (run r-…) was cancelled: tool 'search'
+    # called 2 times (limit 2)", as if someone had no more use for the work, with a reason
+    # that did not say the child had been stopped for breaking its policy
+    looper = looper_its_supervisor_aborts()
     parent_model = ScriptedModel([tool_call("looper", input="find it"), reply("done")])
     parent = await rt.start(Agent("orchestrator", parent_model, tools=[SubAgentTool(looper)]), "go")
     assert (await parent.result()).status is RunStatus.COMPLETED
@@ -543,20 +549,7 @@ async def test_subagent_invoke_raises_run_aborted_for_a_child_its_supervisor_abo
 ):
     # it raised RunCancelled ("was cancelled"), as for a caller that gave up on the work:
     # a program could tell an abort only by reading the run's status
-    @tool
-    def search(query: str = "") -> str:
-        """Search."""
-        return "nothing"
-
-    spec = SupervisorSpec(
-        rules=[{"when": "tool_repeated", "tool": "search", "count": 2}], on_violation="abort"
-    )
-    looper = Agent(
-        "looper",
-        ScriptedModel([tool_call("search")] * 3 + [reply("never")]),
-        tools=[search],
-        supervisor=spec,
-    )
+    looper = looper_its_supervisor_aborts()
     with pytest.raises(RunAborted) as aborted:
         await SubAgent(looper).invoke("find it", runtime=rt)
     assert isinstance(aborted.value, RunCancelled)  # handled alike by who does not care
