@@ -20,6 +20,7 @@ import copy
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
+from types import AsyncGeneratorType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
@@ -461,32 +462,32 @@ class Reader:
     checkpointer is told the holder is letting go, and a run of the thread that comes
     meanwhile waits for that release instead of getting ``ThreadBusy``."""
 
-    __slots__ = ("done", "items", "sink")
+    __slots__ = ("items", "sink")
 
     def __init__(self, items: AsyncGenerator[Any, None], sink: GraphStream) -> None:
         self.items = items
         self.sink = sink
-        self.done = False
 
     def __aiter__(self) -> Reader:
         return self
 
-    async def __anext__(self) -> Any:
-        try:
-            return await anext(self.items)
-        except BaseException:  # the generator ended with it: nothing is held any more
-            self.done = True
-            raise
+    def __anext__(self) -> Awaitable[Any]:
+        # the generator's own awaitable: a coroutine here would cost every item a frame
+        return self.items.__anext__()
 
     async def aclose(self) -> None:
-        self.done = True
         await self.items.aclose()
 
     def __del__(self) -> None:
         run = self.sink.run
-        if self.done or run is None or run.owner is None or run.checkpointer is None:
+        if _finished(self.items) or run is None or run.owner is None or run.checkpointer is None:
             return
         run.checkpointer.letting_go(run.head.thread_id, run.owner)
+
+
+def _finished(items: AsyncGenerator[Any, None]) -> bool:
+    """Whether ``items`` has ended (returned, raised or been closed): then nothing is held."""
+    return isinstance(items, AsyncGeneratorType) and items.ag_frame is None
 
 
 __all__ = [
