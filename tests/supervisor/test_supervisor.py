@@ -691,6 +691,56 @@ async def test_an_abort_a_policy_turned_into_something_else_leaves_the_run_super
     assert any("answer now" in m.content for m in model.requests[-1].messages)
 
 
+class _HoldForReview(Middleware):
+    """A run whose own policy holds it for review instead of letting the supervisor abort it
+    (``turn``: what the supervisor's first ``times`` aborts become), then lets aborts through."""
+
+    name = "hold-for-review"
+
+    def __init__(self, turn: str, times: int) -> None:
+        self.turn, self.times = turn, times
+
+    async def steering(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is not SteeringKind.CANCEL or "supervisor" not in cmd.actor.describe():
+            return await call_next(cmd)
+        if self.times == 0:
+            return await call_next(cmd)
+        self.times -= 1
+        if self.turn == "reject":
+            return Decision.reject(cmd, "held for review", "middleware:hold-for-review")
+        held = cmd.model_copy(update={"kind": SteeringKind.PAUSE, "payload": {"reason": "review"}})
+        return await call_next(held)
+
+
+@pytest.mark.parametrize(
+    ("action", "turn", "times"),
+    [
+        ("abort", "pause", 2),  # the rule's abort, then the dwell cap's, become pauses
+        ("pause", "reject", 1),  # the dwell cap's abort is refused
+    ],
+)
+async def test_a_run_held_by_a_policy_instead_of_aborted_is_still_timed_out(
+    action: str, turn: str, times: int
+) -> None:
+    # a policy that turned every abort of the supervisor into a pause held the run for good:
+    # the dwell cap's own abort became a pause on a run already paused, which the
+    # supervisor took for someone else's, and nothing timed the run out again; a refused
+    # dwell-cap abort left it paused for good the same way
+    spec = SupervisorSpec(
+        rules=[{"when": "iteration_reached", "gte": 1, "then": action}], pause_max_s=0.01
+    )
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([tool_call("search"), reply("never")])
+        agent = Agent("a", model, tools=[search], middleware=[_HoldForReview(turn, times)])
+        handle = await rt.start(agent, "go")
+        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 0.01 s"
+    assert len(recorder.of_type("supervisor.escalated")) == 2
+    assert CALLS == []  # held from its first response on: the tool never ran
+
+
 async def test_each_action_event_names_the_correlation_id_of_the_command_it_sent() -> None:
     # an operator reading supervisor.action could not tell which steering.* events were its
     # command's: two actions of one kind on one run looked alike

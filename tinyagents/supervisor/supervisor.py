@@ -95,6 +95,11 @@ class _Watch(Record):
     #: run already paused publishes none): the dwell cap starts at whichever comes second.
     pause_applied: bool = False
     dwell_task: asyncio.Task[Any] | None = None
+    #: Our pause holds the run (its dwell cap is running, or ran out and its abort is on its
+    #: way): set when the cap starts, cleared by a resume or someone else's pause. An abort
+    #: of ours that does not end such a run (refused, or turned by a policy into a pause or
+    #: a steer) starts the cap again: nothing else would ever time the run out.
+    held: bool = False
     #: Our abort is on its way (nothing more is said to the run); a refused one clears it.
     aborted: bool = False
     abort_cid: str | None = None
@@ -315,14 +320,14 @@ class Supervisor:
                 w.pause_applied = True
 
     def _start_dwell(self, w: _Watch) -> None:
-        w.pause_applied = False
+        w.pause_applied, w.held = False, True
         if w.dwell_task is None:
             w.dwell_task = self._spawn(
                 w, self._dwell(w, w.spec.effective_pause_max_s(self.pause_max_s))
             )
 
     def _stop_dwell(self, w: _Watch) -> None:
-        w.pause_applied = False
+        w.pause_applied = w.held = False
         if w.dwell_task is not None:
             w.dwell_task.cancel()
             w.dwell_task = None
@@ -460,12 +465,15 @@ class Supervisor:
 
     def _not_coming(self, w: _Watch, correlation_id: str) -> None:
         """Our command ``correlation_id`` will not reach the run (refused, or never
-        submitted): a pause of ours leaves nothing to time out, and after an abort of ours
-        the run may still be told."""
+        submitted, or turned by a policy into another command): a pause of ours leaves
+        nothing to time out, and after an abort of ours the run may still be told, and is
+        timed out again if our pause still holds it (the abort was the dwell cap's, say)."""
         if correlation_id in w.pauses:
             w.pauses.discard(correlation_id)
         elif correlation_id == w.abort_cid:
             w.aborted, w.abort_cid = False, None
+            if w.held and w.handle.info.status is RunStatus.PAUSED:
+                self._start_dwell(w)
 
     async def _dwell(self, w: _Watch, cap: float) -> None:
         await asyncio.sleep(cap)
