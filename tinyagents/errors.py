@@ -16,7 +16,7 @@
     ├── RunError                       a run ended without a result
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
     │   ├── RunCancelled               the run was cancelled by a steering command
-    │   │   └── RunAborted              ... with abort: true (a supervisor stopping a broken run)
+    │   │   └── RunAborted              ... with abort: true (a run stopped for breaking a policy)
     │   └── RunFailed                  the run raised; the original error is the __cause__
     ├── SyncInAsyncError               run_sync() was called inside a running event loop (also a RuntimeError)
     ├── ModelError                     a model provider call failed (after its retries, if retryable)
@@ -188,20 +188,24 @@ class RunLimitExceeded(RunError):
 
 
 class RunCancelled(RunError):
-    """The run was cancelled by a steering command (or its parent was)."""
+    """The run was cancelled by a steering command (or its parent was); ``by`` names who
+    sent that command (``human "alice"``, ``middleware "supervisor"``), when it is known."""
 
     _ended = "cancelled"
 
-    def __init__(self, run_id: str, reason: str | None = None) -> None:
-        super().__init__(f"run {run_id} was {self._ended}" + (f": {reason}" if reason else ""))
+    def __init__(self, run_id: str, reason: str | None = None, *, by: str | None = None) -> None:
+        who = f" by {by}" if by else ""
+        super().__init__(f"run {run_id} was {self._ended}{who}" + (f": {reason}" if reason else ""))
         self.run_id = run_id
         self.reason = reason
+        self.by = by
 
 
 class RunAborted(RunCancelled):
     """The run was aborted: cancelled by a ``cancel`` command with ``abort: true`` (what a
-    supervisor sends for a run breaking its policy), so its work was stopped, not given up.
-    A ``RunCancelled``, for callers that handle both alike."""
+    supervisor sends for a run breaking its policy; a human or a parent may send one too, and
+    ``by`` says who did), so its work was stopped, not given up. A ``RunCancelled``, for
+    callers that handle both alike."""
 
     _ended = "aborted"
 

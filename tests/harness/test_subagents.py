@@ -478,8 +478,8 @@ async def test_subagent_tool_reports_cancelled_and_failed_children(
 
     cancelled = tool_message(parent_model, 1)
     assert cancelled.metadata == {"error": True}
-    assert f"sub-agent 'held' (run {held_info.run_id}) was cancelled: not needed" == (
-        cancelled.content
+    assert cancelled.content == (
+        f"sub-agent 'held' (run {held_info.run_id}) was cancelled by human \"alice\": not needed"
     )
     failed = tool_message(parent_model, 2)
     assert failed.metadata == {"error": True}
@@ -523,7 +523,7 @@ async def test_subagent_tool_reports_a_child_its_supervisor_aborted_as_aborted(r
     aborted = tool_message(parent_model, 1)
     assert aborted.metadata == {"error": True}
     assert aborted.content == (
-        f"sub-agent 'looper' (run {child.run_id}) was aborted, stopped by its supervision "
+        f"sub-agent 'looper' (run {child.run_id}) was aborted by middleware \"supervisor\" "
         "before it completed: tool 'search' called 2 times (limit 2)"
     )
 
@@ -553,7 +553,10 @@ async def test_subagent_invoke_raises_run_aborted_for_a_child_its_supervisor_abo
     with pytest.raises(RunAborted) as aborted:
         await SubAgent(looper).invoke("find it", runtime=rt)
     assert isinstance(aborted.value, RunCancelled)  # handled alike by who does not care
-    assert str(aborted.value).endswith("was aborted: tool 'search' called 2 times (limit 2)")
+    assert aborted.value.by == 'middleware "supervisor"'
+    assert str(aborted.value).endswith(
+        "was aborted by middleware \"supervisor\": tool 'search' called 2 times (limit 2)"
+    )
 
 
 async def test_subagent_tool_needs_an_input(rt: Runtime):

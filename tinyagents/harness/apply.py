@@ -9,6 +9,7 @@ from tinyagents.harness.context import ActiveRun
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
+    SteeringActor,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
@@ -20,15 +21,22 @@ from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
 class Stop(Exception):
     """Ends the loop early with a status (a cancel applied at a boundary). ``immediate`` says
-    the cancel was an IMMEDIATE one: the run's descendants are then cancelled the same way."""
+    the cancel was an IMMEDIATE one: the run's descendants are then cancelled the same way;
+    ``by`` is who sent the cancel, when it is known."""
 
     def __init__(
-        self, status: RunStatus, reason: str | None = None, *, immediate: bool = False
+        self,
+        status: RunStatus,
+        reason: str | None = None,
+        *,
+        immediate: bool = False,
+        by: SteeringActor | None = None,
     ) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.immediate = immediate
+        self.by = by
 
 
 async def apply(
@@ -80,10 +88,12 @@ async def apply(
         inbox.applied(cmd, resumed=was_paused, **where)
     elif kind is SteeringKind.CANCEL:
         inbox.applied(cmd, boundary=boundary.value, **where)
+        ended = RunStatus.ABORTED if payload.get("abort") else RunStatus.CANCELLED
         raise Stop(
-            RunStatus.ABORTED if payload.get("abort") else RunStatus.CANCELLED,
-            payload.get("reason") or f"cancelled by {cmd.actor.describe()}",
+            ended,
+            payload.get("reason") or f"{ended.value} by {cmd.actor.describe()}",
             immediate=cmd.delivery is SteeringDelivery.IMMEDIATE,
+            by=cmd.actor,
         )
     elif kind is SteeringKind.REQUEST_STATUS:
         status = {

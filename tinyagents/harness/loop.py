@@ -132,6 +132,8 @@ class AgentRun(RunDriver):
         self.last_text = ""
         self.limit_error: RunLimitExceeded | None = None
         self.failure: BaseException | None = None
+        #: Who sent the cancel (or abort) that ended the run, when one did.
+        self.stopped_by: SteeringActor | None = None
         #: Message commands delivered but not yet sent to the model: (command, message).
         self.staged: list[tuple[SteeringCommand, Message]] = []
         #: An ancestor is cancelling this run: it does no more work, and waits at its next
@@ -160,7 +162,7 @@ class AgentRun(RunDriver):
             output = await self._loop(another_turn=another_turn)
             result = self._result(RunStatus.COMPLETED, output)
         except apply.Stop as stop:
-            reason = stop.reason
+            reason, self.stopped_by = stop.reason, stop.by
             try:
                 await self._cancel_children(stop.reason, immediate=stop.immediate)
             except Exception as exc:  # the run still ends as it was told to, and says so

@@ -295,12 +295,14 @@ class SubAgentTool(Tool):
                 f"not because it completed.{partial} Retry with a narrower task or a larger budget."
             ) from None
         except RunCancelled as exc:
-            # an abort (a supervisor's, for a broken policy) is no cancellation: the parent's
-            # model must not read it as work nobody needed any more
+            # an abort (a supervisor's for a broken policy, or a human's) is no cancellation:
+            # the parent's model must not read it as work nobody needed any more; and it is
+            # told who stopped the child, not left to guess
+            who = f" by {exc.by}" if exc.by else ""
             ended = (
-                "was aborted, stopped by its supervision before it completed"
+                f"was aborted{who} before it completed"
                 if isinstance(exc, RunAborted)
-                else "was cancelled"
+                else f"was cancelled{who}"
             )
             raise ToolError(
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) {ended}: "
@@ -344,10 +346,10 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
         if isinstance(original, RunLimitExceeded):
             raise original
         raise RunLimitExceeded("unknown", None, None, run_id=handle.run_id)
-    if result.status is RunStatus.ABORTED:
-        raise RunAborted(handle.run_id, result.error)
-    if result.status is RunStatus.CANCELLED:
-        raise RunCancelled(handle.run_id, result.error)
+    if result.status in (RunStatus.ABORTED, RunStatus.CANCELLED):
+        by = getattr(handle.driver, "stopped_by", None)
+        ended = RunAborted if result.status is RunStatus.ABORTED else RunCancelled
+        raise ended(handle.run_id, result.error, by=by.describe() if by is not None else None)
     cause = getattr(handle.driver, "failure", None)
     raise RunFailed(f"run {handle.run_id} failed: {result.error}") from cause
 
