@@ -1,6 +1,7 @@
 """The supervisor's pause survives a real crash: a worker process (``supervisor_crash_worker.py``)
 is SIGKILLed on a SQLite store right after its supervisor's pause was logged (or applied),
-and the run, started again under its id, is still timed out by the dwell cap."""
+and the run, started again under its id, is still timed out by the dwell cap, and the rule
+that paused it does not act on it again."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec
-from tinyagents.testkit import EventRecorder, ScriptedModel, reply
+from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
+from tinyagents.testkit import EventRecorder, EventWaiter, ScriptedModel, reply, tool_call
 
 WORKER = Path(__file__).with_name("supervisor_crash_worker.py")
+
+
+@tool
+def search(query: str = "") -> str:
+    """Search for something."""
+    return "nothing found"
 
 
 async def crash_worker(db: Path, run_id: str, mode: str) -> None:
@@ -65,3 +72,28 @@ async def test_a_pause_logged_before_a_crash_is_still_timed_out_after_the_restar
     assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
     assert model.requests == []
     assert len(recorder.of_type("supervisor.escalated")) == 1
+
+
+@pytest.mark.parametrize("mode", ["accepted", "applied"])
+async def test_a_rule_whose_pause_was_logged_before_a_crash_does_not_fire_again(
+    tmp_path: Path, mode: str
+) -> None:
+    # the worker's rule paused the run on its first response; started again, the run got
+    # the pause back from the log, and the same rule, counting from zero, acted a second
+    # time on the restarted run's first response
+    db = tmp_path / "runs.db"
+    await crash_worker(db, "r-crash", mode)
+
+    # the worker's rule, acting by a steer: a second action would show without a resume
+    spec = SupervisorSpec(
+        rules=[{"when": "iteration_reached", "gte": 1}], on_violation="steer", pause_max_s=3600
+    )
+    recorder, waiter = EventRecorder(), EventWaiter()
+    model = ScriptedModel([tool_call("search"), reply("done")])
+    async with Runtime(f"sqlite:///{db}", supervisor=spec, sinks=[recorder, waiter]) as rt:
+        handle = await rt.start(Agent("a", model, tools=[search]), "go", run_id="r-crash")
+        await waiter.event("run.paused", "r-crash")  # the logged pause, applied now
+        await handle.resume()
+        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+    assert result.status is RunStatus.COMPLETED
+    assert not recorder.of_type("supervisor.action")

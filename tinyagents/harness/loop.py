@@ -129,6 +129,9 @@ class AgentRun(RunDriver):
         self.paused = False
         #: The newest pause applied (``apply``): an older resume is superseded by it.
         self.last_pause: SteeringCommand | None = None
+        #: The commands an earlier incarnation of this run applied, as the steering log gave
+        #: them back (a run started again under its id after a crash); empty for a new run.
+        self.earlier: list[SteeringCommand] = []
         self.last_text = ""
         self.limit_error: RunLimitExceeded | None = None
         self.failure: BaseException | None = None
@@ -1058,6 +1061,7 @@ async def start_agent_run(
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
     applied = await runtime.applied_commands(run_id, info.tenant_id) if run_id is not None else []
+    run.earlier = applied
     restored = apply.restore(run, applied)
     pause = apply.holding_pause(applied)
     if pause is not None:  # an operator's pause held it: it comes back paused

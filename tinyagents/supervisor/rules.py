@@ -2,7 +2,8 @@
 
 A run's ``RunCounters`` are kept from its own events (``model.response`` is one iteration,
 ``tool.call`` one call of a tool) and its live ``RunInfo`` (tokens used, token budget). Each
-rule of a spec fires at most once per run (``RunCounters.fired``).
+rule of a spec fires at most once per run (``RunCounters.fired``), and not again in a run
+started again under its id after a restart (``Supervisor`` reads the steering log it gets back).
 """
 
 from __future__ import annotations

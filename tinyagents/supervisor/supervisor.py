@@ -17,6 +17,7 @@ from that actor sent by anyone else is not trusted), and is announced first by a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
+    SteeringPolicyRef,
     SteeringPriority,
     SteeringReceipt,
     SteeringTarget,
@@ -58,6 +60,7 @@ from tinyagents.supervisor.rules import RunCounters, check
 from tinyagents.supervisor.spec import (
     MAX_MESSAGE,
     Action,
+    Rule,
     SupervisorSpec,
     env_judge_timeout_s,
     env_pause_max_s,
@@ -142,6 +145,15 @@ def _ours(cmd: SteeringCommand | None) -> bool:
     return cmd is not None and cmd.kind is SteeringKind.PAUSE and _our_actor(cmd.actor)
 
 
+def rule_policy_id(rule: Rule) -> str:
+    """The ``policy_ref.policy_id`` of a command a rule sent: the rule by what it says
+    (``supervisor:{"count":3,"tool":"search","when":"tool_repeated",...}``), not by its place
+    in the spec, which a spec changed between two incarnations of a run would give another
+    rule."""
+    said = json.dumps(rule.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return f"{SUPERVISOR}:{said}"
+
+
 def _our_actor(actor: SteeringActor) -> bool:
     """Whether ``actor`` is the supervisor's: the router applies a command from it only when
     it carried the runtime's capability (this process's, or an earlier one's, whose logged
@@ -192,6 +204,9 @@ class Supervisor:
     def watch(self, handle: RunHandle) -> bool:
         """Watch ``handle`` if it is an agent run with a spec (its agent's or the runtime's);
         True if it is watched. Called by the runtime for every run it registers."""
+        return self._watch(handle, another_turn=False)
+
+    def _watch(self, handle: RunHandle, *, another_turn: bool) -> bool:
         driver = handle.driver
         if not isinstance(driver, AgentRun):
             return False
@@ -218,11 +233,30 @@ class Supervisor:
         )
         if failed is not None:
             self._judge_failed(w, failed, iteration=0)
+        if not another_turn:
+            self._fired_before(w, [*driver.earlier, *handle.inbox.queue.pending()])
         if driver.paused and _ours(driver.last_pause):
             # started again after a crash, held by a pause of the supervisor's (restored from
             # the log): its dwell cap starts when the run says it is paused, as for a new one
             w.pause_applied = True
         return True
+
+    def _fired_before(self, w: _Watch, earlier: list[SteeringCommand]) -> None:
+        """Mark fired the rules that sent one of ``earlier``: the commands an earlier
+        incarnation of the run applied, or logged and left on their way (a run started again
+        under its id after a crash gets both back from the steering log). A rule fires once
+        per run, not once per process: counted again from zero, it would act again on the
+        trigger it acted on before the restart."""
+        sent = {
+            cmd.policy_ref.policy_id
+            for cmd in earlier
+            if cmd.policy_ref is not None and _our_actor(cmd.actor)
+        }
+        if not sent:
+            return  # nearly every run
+        for index, rule in enumerate(w.spec.rules):
+            if rule_policy_id(rule) in sent:
+                w.counters.fired.add(index)
 
     def _graph_spec(self, handle: RunHandle) -> Any:
         """The spec of the nearest graph above ``handle`` compiled with a supervisor (its
@@ -279,7 +313,13 @@ class Supervisor:
                 continue
             w.counters.fired.add(index)
             self._emit(w, "supervisor.rule_fired", rule=rule.when, data={"reason": reason})
-            self._act(w, rule.then or w.spec.on_violation, rule.when, reason)
+            self._act(
+                w,
+                rule.then or w.spec.on_violation,
+                rule.when,
+                reason,
+                policy_id=rule_policy_id(rule),
+            )
         if event.type == "model.response" and not _final_answer(event):
             self._maybe_judge(w)
 
@@ -290,7 +330,7 @@ class Supervisor:
             return
         handle = self.host.runs.get(event.run_id)
         if handle is not None:
-            self.watch(handle)
+            self._watch(handle, another_turn=True)
 
     def _own_command(self, w: _Watch, event: SteeringEvent) -> None:
         """Follow the supervisor's own pause and abort to their end."""
@@ -352,10 +392,12 @@ class Supervisor:
         reason: str,
         *,
         iteration: int | None = None,
+        policy_id: str | None = None,
     ) -> None:
         """Announce the action and queue its command now (see ``start_eagerly``).
         ``iteration``: the one the action is about (a verdict's, which may come back after
-        the run moved on), else the run's current one."""
+        the run moved on), else the run's current one. ``policy_id``: what the command's
+        ``policy_ref`` names (a rule's ``rule_policy_id``; else ``supervisor:<source>``)."""
         if w.aborted:
             return  # the run is ending: nothing more to say to it
         reason = _clip(reason)  # a judge's long reason still fits a command's payload
@@ -379,6 +421,7 @@ class Supervisor:
             kind=kind,
             payload=payload,
             priority=SteeringPriority.CRITICAL,
+            policy_ref=SteeringPolicyRef(policy_id=policy_id or f"{SUPERVISOR}:{source}"),
         )
         self._emit(
             w,
