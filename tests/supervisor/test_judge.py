@@ -340,6 +340,29 @@ async def test_a_verdict_in_a_markdown_fence_or_prose_is_still_a_verdict(answer:
     assert (verdict.passed, verdict.reason) == (False, "off topic")
 
 
+_VERDICTS_AFTER_AN_EXAMPLE = [
+    # an example in the prose, then the verdict: the first object was taken, a pass
+    'A pass reads {"passed": true, "reason": "on topic"}. Mine: {"passed": false, '
+    '"reason": "off topic"}',
+    '```json\n{"passed": true, "reason": "on topic"}\n```\nis the format; my verdict:\n'
+    '```json\n{"passed": false, "reason": "off topic"}\n```',
+    # the fenced verdict, then an example after it: the fence is the answer
+    '```json\n{"passed": false, "reason": "off topic"}\n```\n(A pass would read '
+    '{"passed": true, "reason": "on topic"}.)',
+    # a verdict with an object inside it: the inner one is no verdict
+    'Verdict: {"passed": false, "reason": "off topic", "seen": {"search": 3}}',
+]
+
+
+@pytest.mark.parametrize("answer", _VERDICTS_AFTER_AN_EXAMPLE)
+async def test_the_verdict_is_the_answer_not_an_example_before_it(answer: str) -> None:
+    # the first JSON object of the text that read as a verdict was taken: an example the
+    # judge gave before its answer (a passing one, say) overruled the answer it gave
+    judge = Judge(ScriptedModel([answer]), criteria="Stay on topic.", timeout_s=30)
+    verdict = await judge.verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "off topic")
+
+
 async def test_a_verdict_answered_as_a_tool_call_is_still_a_verdict() -> None:
     answer = ModelResponse(
         text="",
@@ -359,7 +382,14 @@ async def test_a_verdict_with_a_null_reason_is_a_verdict_without_one() -> None:
 
 @pytest.mark.parametrize(
     "answer",
-    ['{"ok": true}', "[]", "I cannot judge this.", '```json\n{"reason": "x"}\n```', ""],
+    [
+        '{"ok": true}',
+        "[]",
+        "I cannot judge this.",
+        '```json\n{"reason": "x"}\n```',
+        "",
+        'Either {"ok": true} or ```json\n{"reason": "x"}\n``` or {"passed": "maybe"}',
+    ],
 )
 async def test_an_answer_that_is_no_verdict_is_a_judge_error_quoting_it(answer: str) -> None:
     judge = Judge(ScriptedModel([answer]), criteria="", timeout_s=30)

@@ -72,8 +72,10 @@ class Verdict(BaseModel):
 _FENCE = re.compile(r"```[\w-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
 #: How much of an answer that is no verdict its ``JudgeError`` quotes.
 _QUOTED = 200
-#: How many "{" of an answer are tried as the start of the verdict's JSON object.
+#: How many "{" of an answer (the last ones) are tried as the start of the verdict's JSON
+#: object, and how many of its fenced blocks (the last ones) are read.
 _OBJECTS_TRIED = 20
+_FENCES_TRIED = 5
 _DECODER = json.JSONDecoder()
 
 
@@ -82,7 +84,11 @@ def parse_verdict(response: ModelResponse) -> Verdict | None:
 
     Servers that ignore ``response_format`` (Ollama, LM Studio, llama.cpp without a grammar)
     wrap the JSON in a markdown fence or a sentence, and some answer it as the arguments of a
-    tool call: each is read as the verdict it holds."""
+    tool call: each is read as the verdict it holds. Which one, when the text holds several
+    objects: the whole text if it is one; else a fenced block (pydantic-ai's and LangChain's
+    JSON parsers read a fence as the answer), else an object in the prose; of those, the
+    last that is a verdict. A judge states the format or gives an example before it
+    answers, so the first object was often the example (a pass) and not the verdict."""
     for candidate in _candidates(response):
         if isinstance(candidate, str):
             try:
@@ -103,27 +109,32 @@ def parse_verdict(response: ModelResponse) -> Verdict | None:
 
 
 def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
+    """What may be the verdict, in the order it is looked for (see ``parse_verdict``)."""
     text = response.text.strip()
     if text:
         yield text
-        fenced = _FENCE.search(text)
-        if fenced is not None:
-            yield fenced.group(1).strip()
-        # each JSON object in the text: a brace in the sentence around the verdict (``for
-        # run {id}: {...}``) made the span from the first "{" to the last no JSON
-        start = text.find("{")
-        for _ in range(_OBJECTS_TRIED):
-            if start < 0:
-                break
-            try:
-                found, end = _DECODER.raw_decode(text, start)
-            except (ValueError, RecursionError):
-                found, end = None, start + 1
-            if isinstance(found, dict):
-                yield found
-            start = text.find("{", end)
+        fences = [m.group(1).strip() for m in _FENCE.finditer(text)]
+        yield from reversed(fences[-_FENCES_TRIED:])
+        yield from _objects_from_the_end(text)
     elif len(response.tool_calls) == 1 and response.tool_calls[0].parse_error is None:
         yield response.tool_calls[0].args
+
+
+def _objects_from_the_end(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects in ``text``, the last first: one read from each "{", from the last
+    "{" back (an object inside the verdict comes before it, and is no verdict). A brace in
+    the sentence around the verdict (``for run {id}: {...}``) is no JSON and is passed."""
+    start = len(text)
+    for _ in range(_OBJECTS_TRIED):
+        start = text.rfind("{", 0, start)
+        if start < 0:
+            return
+        try:
+            found, _end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(found, dict):
+            yield found
 
 
 def _what(response: ModelResponse) -> str:
