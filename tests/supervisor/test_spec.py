@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from tinyagents import LiteLLMModel, SupervisorSpec
 from tinyagents.errors import ConfigurationError
@@ -314,7 +316,7 @@ def test_text_holding_a_lone_surrogate_is_refused_naming_the_line(
     assert field in str(caught.value) and "UTF-8" in str(caught.value)
     errors = [f for f in validate_file(text) if f.severity == "error"]
     assert [f.line for f in errors] == [line]
-    with pytest.raises(ValueError, match="UTF-8"):
+    with pytest.raises(SupervisorSpecError, match="UTF-8"):
         SupervisorSpec(steer_message="stop \ud800 now")
 
 
@@ -339,7 +341,7 @@ def test_a_blank_api_key_env_api_base_or_rule_tool_is_refused_naming_the_line(
         SupervisorSpec.from_yaml(text)
     assert caught.value.line == line, str(caught.value)
     assert field in str(caught.value) and "blank" in str(caught.value)
-    with pytest.raises(ValueError, match="blank"):
+    with pytest.raises(SupervisorSpecError, match="blank"):
         SupervisorSpec(model="openai/x", api_key_env="")
 
 
@@ -378,8 +380,48 @@ def test_an_api_base_with_a_bad_port_is_refused_naming_the_line(base: str) -> No
     with pytest.raises(SupervisorSpecError, match="port") as caught:
         SupervisorSpec.from_yaml(f"models:\n  judge: {{model: openai/x, api_base: '{base}'}}\n")
     assert caught.value.line == 2
-    with pytest.raises(ValueError, match="port"):
+    with pytest.raises(SupervisorSpecError, match="port"):
         SupervisorSpec(model="openai/x", api_base=base)
     with pytest.raises(ConfigurationError, match="port"):
         LiteLLMModel("openai/x", api_base=base)
     assert SupervisorSpec(model="openai/x", api_base="http://h:65535/v1").api_base
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda: SupervisorSpec(every_n_iterations=0), "every_n_iterations"),
+        (lambda: SupervisorSpec(on_violation="explode"), "on_violation"),
+        (lambda: SupervisorSpec(rules=[{"when": "tool_loops"}]), "unknown rule kind 'tool_loops'"),
+        (lambda: SupervisorSpec(rulez=[]), "unknown key 'rulez'"),
+        (lambda: SupervisorSpec(criteria="x", criteria_file="y.md"), "not both"),
+        (lambda: SupervisorSpec.model_validate({"pause_max_s": -1}), "pause_max_s"),
+        (lambda: SupervisorSpec.model_validate_json('{"rules": [{"when": 1}]}'), "rules.0"),
+        (lambda: SupervisorSpec.model_validate_strings({"every_n_iterations": "x"}), "every_n"),
+    ],
+)
+def test_a_spec_built_from_bad_values_is_a_typed_error_saying_what_was_wrong(
+    build: Any, words: str
+) -> None:
+    # SupervisorSpec(...) raised pydantic's ValidationError, where a YAML spec raised
+    # SupervisorSpecError: a program had to catch both, and Runtime(supervisor=...) callers
+    # handling ConfigurationError missed it
+    with pytest.raises(SupervisorSpecError) as caught:
+        build()
+    assert isinstance(caught.value, ConfigurationError)
+    assert words in str(caught.value)
+    assert str(caught.value).startswith("invalid supervisor spec: ")
+    assert isinstance(caught.value.__cause__, ValidationError)
+
+
+def test_every_problem_of_a_spec_built_in_python_is_named() -> None:
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec(every_n_iterations=0, on_violation="explode")
+    assert "every_n_iterations" in str(caught.value) and "on_violation" in str(caught.value)
+
+
+def test_a_yaml_spec_error_keeps_the_pydantic_error_as_its_cause() -> None:
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml("rules: []\nevery_n_iterations: 0\n")
+    assert caught.value.line == 2
+    assert isinstance(caught.value.__cause__, ValidationError)

@@ -17,6 +17,7 @@ Built in Python or read from YAML with ``SupervisorSpec.from_yaml(path_or_text)`
 
 Every problem in a YAML spec is a ``SupervisorSpecError`` naming the line: an unknown key, a
 value of the wrong type, malformed YAML, a ``criteria_file`` outside its steering directory.
+A spec built in Python raises it too (pydantic's ``ValidationError`` is its ``__cause__``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     TypeAdapter,
     ValidationError,
@@ -74,7 +76,11 @@ DEFAULT_JUDGE_TIMEOUT_S = 30.0
 
 
 class SupervisorSpecError(ConfigurationError):
-    """A supervisor spec that cannot be used; ``line`` is the YAML line (1-based) when known."""
+    """A supervisor spec that cannot be used; ``line`` is the YAML line (1-based) when known.
+
+    Raised by every way of building a spec, ``from_yaml`` as ``SupervisorSpec(...)`` and
+    ``model_validate*``; for values pydantic refused, its ``ValidationError`` is the
+    ``__cause__`` (``refused`` returns it)."""
 
     def __init__(self, message: str, *, line: int | None = None, source: str | None = None) -> None:
         where = " of ".join(
@@ -84,6 +90,11 @@ class SupervisorSpecError(ConfigurationError):
         self.line = line
         self.source = source
         self.problem = message
+
+    @property
+    def refused(self) -> ValidationError | None:
+        """Pydantic's error for the values that were refused, if that was the problem."""
+        return self.__cause__ if isinstance(self.__cause__, ValidationError) else None
 
 
 class _Strict(BaseModel):
@@ -279,6 +290,24 @@ class SupervisorSpec(_Strict):
         self.criteria_path()  # a criteria_file escaping its directory is refused now
         return self
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _typed_error(cls, data: Any, handler: ModelWrapValidatorHandler[SupervisorSpec]) -> Any:
+        # Every way of building a spec (SupervisorSpec(...), model_validate*, from_yaml)
+        # raises SupervisorSpecError, a ConfigurationError, naming each value refused, with
+        # pydantic's ValidationError as its __cause__ (from_yaml reads it for the lines). Not
+        # a ValueError: pydantic would wrap that in a ValidationError again.
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            errors = meant_errors(exc.errors(), data if isinstance(data, dict) else {})
+            problems = "; ".join(
+                # a check of the whole spec is said as such: "spec: give 'criteria' or ..."
+                describe_error(err).removeprefix("spec: ")
+                for err in errors
+            )
+            raise SupervisorSpecError(f"invalid supervisor spec: {problems}") from exc
+
     # ------------------------------------------------------------------ derived values
 
     def steering_root(self, base_dir: str | Path | None = None) -> Path:
@@ -426,13 +455,14 @@ class SupervisorSpec(_Strict):
         try:
             return cls.model_validate(data, context={"base_dir": base_dir})
         except SupervisorSpecError as exc:
-            raise SupervisorSpecError(
-                exc.problem, line=lines.get((*prefix, "criteria_file")), source=source
-            ) from None
-        except ValidationError as exc:
-            err = meant_errors(exc.errors(), data)[0]
+            refused = exc.refused
+            if refused is None:  # a check of the spec: a criteria_file outside its directory
+                raise SupervisorSpecError(
+                    exc.problem, line=lines.get((*prefix, "criteria_file")), source=source
+                ) from None
+            err = meant_errors(refused.errors(), data)[0]
             line = line_of((*prefix, *yaml_loc(err["loc"])), lines)
-            raise SupervisorSpecError(describe_error(err), line=line, source=source) from None
+            raise SupervisorSpecError(describe_error(err), line=line, source=source) from refused
 
 
 def resolved(path: Path, what: str) -> Path:

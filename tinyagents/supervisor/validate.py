@@ -21,8 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from pydantic import ValidationError
-
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings
 from tinyagents.supervisor.spec import (
@@ -69,15 +67,16 @@ def validate_file(source: str | Path) -> list[Finding]:
     try:
         spec = SupervisorSpec.model_validate(data, context={"base_dir": base_dir})
     except SupervisorSpecError as exc:
-        return [Finding("error", exc.problem, lines.get((*prefix, "criteria_file")))]
-    except ValidationError as exc:
+        refused = exc.refused
+        if refused is None:  # a check of the spec: a criteria_file outside its directory
+            return [Finding("error", exc.problem, lines.get((*prefix, "criteria_file")))]
         return [
             Finding(
                 "error",
                 describe_error(err),
                 line_of((*prefix, *yaml_loc(err["loc"])), lines),
             )
-            for err in meant_errors(exc.errors(), data)
+            for err in meant_errors(refused.errors(), data)
         ]
     return _warnings(spec, lambda *path: lines.get((*prefix, *path)))
 
