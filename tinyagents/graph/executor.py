@@ -207,6 +207,11 @@ class GraphRun:
         #: the keys the input this run started from wrote (None: it continues a thread), so
         #: a stream shows that input's values only if it wrote something, as LangGraph's
         self.input_written: frozenset[str] | None = None
+        #: the run continues its thread's checkpoint (``None`` or a ``Command``, no new
+        #: input): the first step it plans passes ``interrupt_before``, as LangGraph's
+        #: resuming run (which marks every channel seen, so ``should_interrupt`` finds no
+        #: change), wherever the thread stopped; cleared once that step is planned
+        self.continues = False
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -270,7 +275,8 @@ class GraphRun:
             if not self.head.frontier:
                 return Step(kind="completed", result=self.result("completed"))
             tasks = self.plan()
-            if self.interrupt_before and await self._break_before(tasks):
+            passes, self.continues = self.continues, False
+            if self.interrupt_before and not passes and await self._break_before(tasks):
                 return Step(kind="interrupted", result=self.result("interrupted"))
             if started and any(t.runnable for t in tasks):
                 self._planned = tasks
@@ -312,19 +318,17 @@ class GraphRun:
                 yield step
 
     async def _break_before(self, tasks: list[Task]) -> bool:
-        """Stop before a step that would run a node of ``interrupt_before``, once: the stop
-        is saved as a checkpoint marked ``at_breakpoint`` (an ``update_state`` keeps the mark),
-        and the run that continues from it passes. A step some of whose tasks already ran or
-        paused was passed already."""
+        """Stop before a step that would run a node of ``interrupt_before`` (not the first
+        step of a run that ``continues``: the run that continues from the stop passes it),
+        saved as a checkpoint of its own. A step some of whose tasks already ran or paused
+        was passed already."""
         hits = [t.node for t in tasks if t.node in self.interrupt_before]
         if not hits or any(t.writes is not None or t.interrupts for t in tasks):
             return False
-        head = self.head
-        if head.metadata.get("at_breakpoint"):
-            return False  # this run continues from the stop (perhaps after an update_state)
         assert self.checkpointer is not None  # checked when the run was made
-        meta = {"before": hits, "at_breakpoint": True}
-        await save(self.checkpointer, head, delta={}, source="breakpoint", metadata=meta)
+        await save(
+            self.checkpointer, self.head, delta={}, source="breakpoint", metadata={"before": hits}
+        )
         return True
 
     def breaks_after(self, tasks: list[Task]) -> bool:
@@ -819,6 +823,9 @@ class GraphRun:
             run_id=self.run_id,
         )
         child.input_written = written
+        # a sub-graph going on from its own checkpoint is continued, as LangGraph hands a
+        # resumed sub-graph CONFIG_KEY_RESUMING
+        child.continues = not fresh and written is None
         if child.stream is not None:
             child.stream.subgraph_started(child)
         return child, fresh

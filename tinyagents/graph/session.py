@@ -116,6 +116,7 @@ class GraphSession:
                 limit=limit,
             )
         written: frozenset[str] | None = None  # the keys an input wrote
+        continues = head is not None and (input is None or isinstance(input, Command))
         if head is None and starts_thread(input):
             # a new thread's first Command(update=...) is its input, as LangGraph's: the
             # update is written, then the graph runs from START
@@ -147,6 +148,8 @@ class GraphSession:
             **run_kwargs,
         )
         run.input_written = written
+        # not a thread's pending input, applied just now: its first step is a fresh one
+        run.continues = continues and written is None
         return run
 
     async def _rewind(
@@ -237,10 +240,6 @@ class GraphSession:
                 delta.update(jump(graph, head, goto))
             if self.cp is not None:
                 meta: dict[str, Any] = {"goto": [g if isinstance(g, str) else g.node for g in goto]}
-                if not goto and head.metadata.get("at_breakpoint"):
-                    # an update sent to a run stopped at a breakpoint continues it, as
-                    # run(None) does (LangGraph's test_command_with_static_breakpoints)
-                    meta["at_breakpoint"] = True
                 await save(
                     self.cp,
                     head,
@@ -314,17 +313,15 @@ async def update_state(
     checkpoint (with a checkpointer). Returns the changed copy of ``head``, which the caller
     adopts; bad input raises and changes nothing. ``rewound_to``: ``head`` is the thread's
     past at that checkpoint (saved whole, as a fork); ``steered_by``: the metadata that
-    names the steering command that made it (its correlation id and sender scope). An update at a breakpoint keeps the mark, also with ``as_node`` (an
-    edit made as the node before the stop, LangGraph's human-in-the-loop pattern), so the run
-    that continues passes the breakpoint, as LangGraph's resumed run passes its first one."""
+    names the steering command that made it (its correlation id and sender scope). The run
+    that continues from the update passes the breakpoint of its first step (an edit at a
+    stop, LangGraph's human-in-the-loop pattern), as any run that continues a thread does."""
     check_as_node(graph, as_node)
     update = graph.schema.update_of(update)
     staged, delta = await stage_update(graph, head, update, as_node)
     meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
     if rewound_to is not None:
         meta["rewound_to"] = rewound_to
-    elif head.metadata.get("at_breakpoint"):
-        meta["at_breakpoint"] = True
     if steered_by is not None:
         meta.update(steered_by)
     if cp is not None:
