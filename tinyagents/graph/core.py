@@ -491,19 +491,20 @@ class GraphCore:
         except ValidationError:
             return value
 
-    def map_resume(self, head: Head | None, resume: Any) -> list[WriteRecord]:
-        """``Command.resume`` → resume records for the tasks that own those interrupts."""
+    def map_resume(self, head: Head, resume: Any) -> list[WriteRecord]:
+        """``Command.resume`` → resume records for the tasks that own those interrupts. A
+        single value with no interrupt pending, at a stop with steps to run (a breakpoint),
+        answers nothing (no records): the run continues, as LangGraph's takes it there."""
         pending: dict[str, str] = {}
         #: a task's first interrupt id -> the later interrupt of that task now pending
         later: dict[str, str] = {}
-        if head is not None:
-            for task_id, rec in head.records.items():
-                if rec.writes is None:
-                    for i in rec.interrupts:
-                        if i.id not in rec.resume:
-                            pending[i.id] = task_id
-                            if i.index:
-                                later[stable_id("i-", i.task_id, 0)] = i.id
+        for task_id, rec in head.records.items():
+            if rec.writes is None:
+                for i in rec.interrupts:
+                    if i.id not in rec.resume:
+                        pending[i.id] = task_id
+                        if i.index:
+                            later[stable_id("i-", i.task_id, 0)] = i.id
         if (
             isinstance(resume, dict)
             and resume
@@ -520,7 +521,12 @@ class GraphCore:
         elif len(pending) == 1:
             answers = {next(iter(pending)): resume}
         elif not pending:
-            raise InterruptError("the thread has no pending interrupt to resume")
+            if head.frontier:
+                return []
+            raise InterruptError(
+                f"Command(resume=...): thread {head.thread_id!r} has no pending interrupt to "
+                "answer, and nothing to run: it has finished; give it new input to run it again"
+            )
         else:
             raise InterruptError(
                 f"{len(pending)} interrupts are pending ({', '.join(sorted(pending))}); "

@@ -171,7 +171,7 @@ class GraphSession:
         if target is head:
             return target
         assert self.cp is not None  # _rewound refuses a graph without one
-        await self._check_input(target, input, limit)
+        await self._check_input(target, input, limit, checkpoint_id)
         if replays:
             target.step += 1
         await save(
@@ -206,13 +206,17 @@ class GraphSession:
         target.frontier_id = new_frontier_id()
         return target
 
-    async def _check_input(self, head: Head, input: Any, limit: int) -> None:
-        """Raise what applying ``input`` to ``head`` would raise, on copies: nothing changes
-        and nothing is saved."""
+    async def _check_input(self, head: Head, input: Any, limit: int, checkpoint_id: str) -> None:
+        """Raise what applying ``input`` to ``head`` (the thread's past at ``checkpoint_id``)
+        would raise, on copies: nothing changes and nothing is saved."""
         graph = self.graph
         if isinstance(input, Command):
             if input.resume is not UNSET:
-                graph.map_resume(head, input.resume)
+                raise InterruptError(
+                    f"Command(resume=...): no pending interrupt to answer at checkpoint "
+                    f"{checkpoint_id!r}: a replay runs its step again, which asks its questions "
+                    "again; rewind without resume, then answer them"
+                )
             update = graph.schema.writes_of(input.update or {}, "Command.update")
             graph.check_goto(input.goto_list(), "Command.goto")
             graph.apply_writes(head.staged([k for k, _ in update]).values, update)
@@ -230,7 +234,12 @@ class GraphSession:
                 "Command(resume=..., goto=...) as input is ambiguous: resume first, then "
                 "redirect with a second Command(goto=...)"
             )
-        resume = graph.map_resume(head, cmd.resume) if has_resume else []
+        if has_resume and head is None:
+            raise InterruptError(
+                f"Command(resume=...): thread {self.thread_id!r} has no checkpoint, so no "
+                "pending interrupt to answer; start it with an input"
+            )
+        resume = graph.map_resume(head, cmd.resume) if head is not None and has_resume else []
         update = graph.schema.writes_of(cmd.update or {}, "Command.update")
         graph.check_goto(goto, "Command.goto")
         head = head or self.fresh()
