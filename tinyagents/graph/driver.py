@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, RunCancelled, UnknownTargetError
+from tinyagents.errors import ConfigurationError, RunCancelled, StoreError, UnknownTargetError
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, running_graph_run
 from tinyagents.graph.lowering import (
@@ -257,7 +257,11 @@ async def start_graph_run(
     session = GraphSession(graph, thread_id)
     await session.__aenter__()
     try:
-        previous = await session.load()
+        unread: StoreError | None = None
+        try:
+            previous = await session.load()
+        except StoreError as exc:
+            previous, unread = None, exc  # the run fails with it (a new run: no id to go on)
         run_id = continued_run_id(runtime, previous) or _clock.new_id("g")
         handle = runtime.runs.get(run_id)
         if handle is not None and (
@@ -275,7 +279,7 @@ async def start_graph_run(
             )
             handle = RunHandle(info, submitter=runtime)
         run = await session.prepare(
-            input, checkpoint_id, recursion_limit, runtime=runtime, run_id=run_id
+            input, checkpoint_id, recursion_limit, failure=unread, runtime=runtime, run_id=run_id
         )
         recovery = EarlierApplied(graph.checkpointer, handle.info.thread_id, run_id)
         # the run id came from the thread's checkpoints, not from this runtime: an earlier

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tinyagents._record import Record
-from tinyagents.errors import GraphError, GraphRecursionError, InvalidUpdateError, RunCancelled
+from tinyagents.errors import (
+    GraphError,
+    GraphRecursionError,
+    InvalidUpdateError,
+    RunCancelled,
+    StoreError,
+)
 from tinyagents.graph._context import (
     UNSAVED,
     CalledCommand,
@@ -212,6 +218,10 @@ class GraphRun:
         #: resuming run (which marks every channel seen, so ``should_interrupt`` finds no
         #: change), wherever the thread stopped; cleared once that step is planned
         self.continues = False
+        #: the store failed to read or write the thread before the first step (loading it,
+        #: saving the input): ``next`` reports it as the run's failure, as a failed save of
+        #: a step is reported, and runs nothing
+        self.failure: StoreError | None = None
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -256,6 +266,11 @@ class GraphRun:
         after a final item the next call goes on from there (from the paused step, once its
         interrupts got answers: ``record_resume``). Drive it inside the interrupt scope
         ``outcome`` sets when the graph has no checkpointer."""
+        if self.failure is not None:
+            unsaved, self.failure = self.failure, None
+            result = self.result("failed")
+            result.error = unsaved
+            return Step(kind="failed", result=result, error=unsaved)
         applied, self._applied = self._applied, None
         if applied is not None and self.interrupt_after and self.breaks_after(applied):
             return Step(kind="interrupted", result=self.result("interrupted"))

@@ -25,7 +25,10 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
     cancel), gives a ``"failed"`` result with ``.error`` (as ``GraphRun.outcome``)."""
     token = set_scope(UNSAVED) if run.checkpointer is None else None
     try:
-        await steering.boundary(run)  # commands that waited for the run, before its first step
+        # the commands that waited for the run, before its first step (none for a run that
+        # could not read or save its thread: it fails at once)
+        if run.failure is None:
+            await steering.boundary(run)
         while True:
             step = await run.next()
             if isinstance(step.error, RunCancelled) and run.cancelling:  # immediate cancel

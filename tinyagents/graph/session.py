@@ -17,6 +17,8 @@ from tinyagents.errors import (
     GraphError,
     InterruptError,
     InvalidUpdateError,
+    StoreError,
+    ThreadBusy,
     TinyAgentsError,
     UnknownTargetError,
 )
@@ -96,14 +98,50 @@ class GraphSession:
         input: Any,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        *,
+        failure: StoreError | None = None,
         **run_kwargs: Any,
     ) -> GraphRun:
         """The run that continues this thread after applying ``input``: the one entry of
-        every run (``run``, ``stream``, ``iter``, and a runtime's ``start_graph``)."""
+        every run (``run``, ``stream``, ``iter``, and a runtime's ``start_graph``). Bad input
+        raises; a store that fails to read or write the thread gives a run that fails at
+        once (``GraphRun.failure``), as a step whose checkpoint could not be saved does;
+        ``failure``: such a failure the caller met reading the thread first (nothing else
+        is read or saved then)."""
         graph = self.graph
         limit = graph.limit(recursion_limit)  # before anything is saved
         self.run_id = run_kwargs.get("run_id")
-        head = await self.load() if self.cp is not None else None
+        head: Head | None = None
+        written: frozenset[str] | None = None  # the keys an input wrote
+        continues = False
+        try:
+            if failure is None:
+                head = await self.load() if self.cp is not None else None
+                head, written, continues = await self._apply(head, input, checkpoint_id, limit)
+        except ThreadBusy:
+            raise  # another writer: no run begins
+        except StoreError as exc:
+            failure = exc  # what was saved stays: run(None) goes on from it
+        run = GraphRun(
+            graph,
+            head or self.fresh(),
+            checkpointer=self.cp,
+            recursion_limit=limit,
+            owner=self.owner,
+            **run_kwargs,
+        )
+        run.input_written = written
+        run.continues = continues
+        run.failure = failure
+        return run
+
+    async def _apply(
+        self, head: Head | None, input: Any, checkpoint_id: str | None, limit: int
+    ) -> tuple[Head, frozenset[str] | None, bool]:
+        """``input`` applied to the thread's ``head`` (rewound to ``checkpoint_id`` first):
+        (the head the run starts from, the keys an input wrote, whether the run continues
+        the thread: ``GraphRun.continues``)."""
+        graph = self.graph
         if checkpoint_id is not None:
             # run(None, checkpoint_id=<the head>) on a step part-way through replays it, as
             # LangGraph's; a Command there (a client that names the head it resumes) resumes
@@ -115,7 +153,7 @@ class GraphSession:
                 input=input,
                 limit=limit,
             )
-        written: frozenset[str] | None = None  # the keys an input wrote
+        written: frozenset[str] | None = None
         continues = head is not None and (input is None or isinstance(input, Command))
         if head is None and starts_thread(input):
             # a new thread's first Command(update=...) is its input, as LangGraph's: the
@@ -139,18 +177,8 @@ class GraphSession:
         else:
             head = head or self.fresh()
             written = await graph.start_input(head, input, self.cp, limit)
-        run = GraphRun(
-            graph,
-            head,
-            checkpointer=self.cp,
-            recursion_limit=limit,
-            owner=self.owner,
-            **run_kwargs,
-        )
-        run.input_written = written
         # not a thread's pending input, applied just now: its first step is a fresh one
-        run.continues = continues and written is None
-        return run
+        return head, written, continues and written is None
 
     async def _rewind(
         self,
