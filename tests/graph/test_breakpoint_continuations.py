@@ -21,7 +21,9 @@ from langgraph_kit import OURS, THEIRS, Log, cfg, pair, values
 
 from tinyagents import Runtime
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.testkit import EventWaiter
 
 Outcome = tuple[dict[str, Any], tuple[str, ...]]
 
@@ -181,3 +183,29 @@ async def test_a_run_redirected_at_a_breakpoint_passes_its_targets_interrupt_bef
         result = await ours.run(None, thread_id="1", runtime=rt)
         assert result.status == "completed", result.error
         assert result.state == {"log": ["a", "c"]}
+
+
+async def test_a_run_waiting_on_an_interrupt_redirected_passes_its_targets_interrupt_before(
+    checkpointer: Checkpointer, rt: Runtime, waiter: EventWaiter
+) -> None:
+    """A runtime run that waits on ``interrupt()`` (``wait_on_interrupt``) and is woken by a
+    redirect goes on as the thread continued with ``Command(goto=...)`` would (and as the
+    test above, where the run had ended): it passes the goto target's breakpoint."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [OURS.interrupt("ok?")]}
+
+    graph = abc(OURS).add_node("ask", ask).add_edge(OURS.START, "ask").add_edge("ask", "b")
+    ours = graph.compile(checkpointer=checkpointer, interrupt_before=["b", "c"])
+    handle = await rt.start_graph(ours, {"log": []}, thread_id="1")
+    await waiter.event("graph.interrupt", handle.run_id)
+    redirect = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.REDIRECT,
+        payload={"goto": "c"},
+    )
+    assert (await rt.submit(redirect)).status == "accepted"
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == {"log": ["a", "c"]}
