@@ -175,9 +175,10 @@ class RunLimitExceeded(RunError):
         detail: str | None = None,
     ) -> None:
         where = f" in run {run_id}" if run_id else ""
+        numbers = limit_usage(used, allowed)
         more = f" ({detail})" if detail else ""
         super().__init__(
-            f"run limit {limit!r} exceeded{where}: used {used}, allowed {allowed}{more}"
+            f"run limit {limit!r} exceeded{where}{': ' if numbers else ''}{numbers}{more}"
         )
         self.limit = limit
         self.used = used
@@ -185,6 +186,19 @@ class RunLimitExceeded(RunError):
         self.run_id = run_id
         #: More on what was counted (e.g. the tool calls of a response checked together).
         self.detail = detail
+
+
+def limit_usage(used: Any, allowed: Any) -> str:
+    """What a run used of a limit, as its messages say it: ``used 3, allowed 3``. A limit of 0
+    allows nothing (``max_tool_calls=0``, or a child's limit lowered to what its parent had
+    left), where "used 0, allowed 0" told nobody what happened: ``none allowed, its limit is
+    0``. Numbers nobody knows are left out ("" for both)."""
+    if used is None and allowed is None:
+        return ""
+    if allowed == 0 and not isinstance(allowed, bool):
+        nothing = "none allowed, its limit is 0"
+        return f"used {used}; {nothing}" if used else nothing
+    return f"used {used}, allowed {allowed}"
 
 
 class RunCancelled(RunError):

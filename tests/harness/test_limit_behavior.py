@@ -87,3 +87,44 @@ async def test_a_deadline_bounds_a_tool_that_hangs() -> None:
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.status is RunStatus.LIMIT_EXCEEDED
     assert "deadline_s" in (result.error or "")
+
+
+def test_a_limit_of_zero_says_none_was_allowed() -> None:
+    # "used 0, allowed 0" told nobody what happened: a limit of 0 allows nothing at all
+    assert str(RunLimitExceeded("max_tool_calls", 0, 0, run_id="r-1")) == (
+        "run limit 'max_tool_calls' exceeded in run r-1: none allowed, its limit is 0"
+    )
+    batch = RunLimitExceeded("max_tool_calls", 2, 0, detail="0 made; the 2 tool calls left")
+    assert str(batch) == (
+        "run limit 'max_tool_calls' exceeded: used 2; none allowed, its limit is 0 "
+        "(0 made; the 2 tool calls left)"
+    )
+    assert "used 3, allowed 3" in str(RunLimitExceeded("max_model_calls", 3, 3))
+    # a limit whose numbers are not known says so, rather than "used None, allowed None"
+    assert str(RunLimitExceeded("unknown", None, None, run_id="r-2")) == (
+        "run limit 'unknown' exceeded in run r-2"
+    )
+
+
+async def test_a_run_allowed_no_tool_call_says_so() -> None:
+    model = ScriptedModel([tool_call("note", text="a")])
+    agent = Agent("a", model, tools=[note], limits=RunLimits(max_tool_calls=0))
+    result = await agent.run("go")
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert result.error is not None and "used 0, allowed 0" not in result.error
+    assert result.error.endswith(f"exceeded in run {result.run_id}: none allowed, its limit is 0")
+
+
+async def test_a_child_left_no_budget_tells_its_parent_so() -> None:
+    # the parent's one tool call starts the child, whose limit is what the parent has left: 0
+    child = SubAgent(
+        Agent("child", ScriptedModel([tool_call("note", text="a"), "x"]), tools=[note])
+    )
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("done")])
+    parent = Agent(
+        "p", parent_model, tools=[SubAgentTool(child)], limits=RunLimits(max_tool_calls=1)
+    )
+    await parent.run("go")
+    told = next(m for m in parent_model.requests[1].messages if m.role == "tool").content
+    assert "used 0 of 0" not in told
+    assert "hit its configured limit max_tool_calls (none allowed, its limit is 0)," in told

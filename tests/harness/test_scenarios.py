@@ -385,7 +385,7 @@ async def test_subagent_tool_turns_a_limit_into_an_error_result(
     assert result.status is RunStatus.COMPLETED  # the parent carried on
     message = parent_model.requests[1].messages[-1]
     assert message.role == "tool" and message.metadata == {"error": True}
-    assert "hit its configured limit max_model_calls (used 2 of 2)" in message.content
+    assert "hit its configured limit max_model_calls (used 2, allowed 2)" in message.content
     assert "not because it completed" in message.content
     (child_info,) = rt.runs.tree.children(parent.run_id)
     assert child_info.status is RunStatus.LIMIT_EXCEEDED

@@ -25,6 +25,7 @@ from tinyagents.errors import (
     RunFailed,
     RunLimitExceeded,
     ToolError,
+    limit_usage,
 )
 from tinyagents.events.models import Event
 from tinyagents.harness.agent import Agent
@@ -291,7 +292,7 @@ class SubAgentTool(Tool):
             detail = f"; {exc.detail}" if exc.detail else ""
             raise ToolError(
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped because it hit "
-                f"its configured limit {exc.limit} (used {exc.used} of {exc.allowed}{detail}), "
+                f"its configured limit {exc.limit} ({limit_usage(exc.used, exc.allowed)}{detail}), "
                 f"not because it completed.{partial} Retry with a narrower task or a larger budget."
             ) from None
         except RunCancelled as exc:
