@@ -7,6 +7,7 @@ behave differently on purpose, the test asserts our documented behaviour and say
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import json
 import os
@@ -1185,6 +1186,54 @@ async def test_tool_results_of_structured_values_are_json() -> None:
         '{"bar": 3}',
         '{"a": [1, 2], "b": null}',
         "null",
+    ]
+
+
+async def test_tool_results_of_bytes_are_their_text_or_base64() -> None:
+    # ports tests/test_tools.py::test_return_bytes (pydantic-ai's tool_return_ta dumps bytes
+    # as base64, ser_json_bytes='base64'; a BinaryContent goes to the model as a file). Our
+    # messages carry text only: bytes that are UTF-8 text reach the model as that text (they
+    # went as a JSON string, quoted and escaped), other bytes as base64 that says what it is
+    # (they were an error result, "cannot be made text", for a tool that had done its work).
+    png = b"\x89PNG\r\n\x1a\n\x00"
+
+    @tool
+    def read_text() -> bytes:
+        """A text file's bytes."""
+        return 'h\u00e9llo "x"\n'.encode()
+
+    @tool
+    def read_image() -> bytes:
+        """An image's bytes."""
+        return png
+
+    @tool
+    def read_buffer() -> bytearray:
+        """A buffer."""
+        return bytearray(b"abc")
+
+    @tool
+    def read_view() -> memoryview:
+        """A view of bytes."""
+        return memoryview(b"abc")
+
+    @tool
+    def read_record() -> dict[str, Any]:
+        """Bytes inside a structure."""
+        return {"name": b"a", "raw": png}
+
+    names = ["read_text", "read_image", "read_buffer", "read_view", "read_record"]
+    model = ScriptedModel([tool_calls(*(tool_call(n) for n in names)), reply("ok")])
+    tools = [read_text, read_image, read_buffer, read_view, read_record]
+    await Agent("a", model, tools=tools).run("go")
+    answers = tool_messages(model.requests[1])
+    assert not any(m.metadata.get("error") for m in answers)
+    assert [m.content for m in answers] == [
+        'h\u00e9llo "x"\n',
+        f"[binary data: 9 bytes, base64]\n{base64.b64encode(png).decode()}",
+        "abc",
+        "abc",
+        json.dumps({"name": "YQ==", "raw": base64.b64encode(png).decode()}),
     ]
 
 

@@ -15,6 +15,7 @@ bad call: unknown names, invalid arguments, timeouts and exceptions all come bac
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import math
@@ -363,10 +364,26 @@ def _smaller(a: float | None, b: float | None) -> float | None:
 
 
 def _to_text(value: Any) -> str:
+    """What the model reads of a tool's return value: text as it is, anything else as JSON.
+
+    Messages carry text only (pydantic-ai sends a ``BinaryContent`` as a file): bytes that are
+    UTF-8 text are that text, other bytes base64 under a line that says so, as pydantic-ai
+    dumps a tool's bytes. Bytes inside a structure are its UTF-8 text if they all are, else
+    all base64."""
     if isinstance(value, str):
         return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return f"[binary data: {len(data)} bytes, base64]\n{base64.b64encode(data).decode()}"
     # fallback=str: a tool returning an object pydantic cannot serialize still gets through.
-    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    try:
+        jsonable = to_jsonable_python(value, fallback=str)
+    except UnicodeDecodeError:  # bytes that are no text, somewhere inside
+        jsonable = to_jsonable_python(value, fallback=str, bytes_mode="base64")
+    return json.dumps(jsonable, ensure_ascii=False)
 
 
 def _is_async_callable(fn: Callable[..., Any]) -> bool:
