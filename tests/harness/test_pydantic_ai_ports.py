@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import gc
 import json
 import os
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, field_validator
+from typing_extensions import TypedDict  # pydantic wants it on Python < 3.12
 
 from tinyagents import (
     Agent,
@@ -36,6 +38,7 @@ from tinyagents.harness import (
     Message,
     ModelRequest,
     ModelResponse,
+    RunContext,
     StreamChunk,
     ToolCall,
     Usage,
@@ -123,6 +126,100 @@ async def test_retries_per_tool_have_no_cap() -> None:
     assert bounded.status is RunStatus.LIMIT_EXCEEDED and "max_model_calls" in (bounded.error or "")
 
 
+class Point(BaseModel):
+    """A point on a labelled axis."""
+
+    x: int
+    y: str
+
+
+@dataclasses.dataclass
+class Box:
+    width: int
+
+
+class Span(TypedDict):
+    start: int
+
+
+async def test_a_tool_taking_just_a_model_is_offered_its_fields() -> None:
+    # ports tests/test_tools.py::test_takes_just_model: a tool whose one argument is a model
+    # is offered the model's fields (and, with no docstring of its own, the model's), not an
+    # object wrapping them; what the model sends is validated as that model.
+    @tool
+    def takes_just_model(model: Point) -> str:
+        return f"{model.x} {model.y}"
+
+    assert takes_just_model.description == "A point on a labelled axis."
+    assert takes_just_model.parameters == {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "string"}},
+        "required": ["x", "y"],
+        # refused, as every tool's unknown arguments are (pydantic-ai leaves the model's
+        # own config: extra keys ignored): a misspelled argument is heard of
+        "additionalProperties": False,
+    }
+    script = [
+        tool_call("takes_just_model", x=1, y="a"),
+        tool_call("takes_just_model", x="one", y="a"),
+        tool_call("takes_just_model", x=1, y="a", z=3),
+        # the wrapped shape, as the tool was offered before (pydantic-ai takes it too)
+        tool_call("takes_just_model", model={"x": 2, "y": "b"}),
+        reply("done"),
+    ]
+    model = ScriptedModel(script)
+    result = await Agent("a", model, tools=[takes_just_model]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    first, invalid, extra, wrapped = tool_messages(model.requests[4])
+    assert (first.content, wrapped.content) == ("1 a", "2 b")
+    assert invalid.metadata == {"error": True} and "x: Input should be a valid integer" in (
+        invalid.content
+    )
+    assert extra.metadata == {"error": True} and "takes no argument 'z'" in extra.content
+    assert result.usage["tool_calls"] == 2  # the invalid calls were refused
+
+
+async def test_a_tool_taking_a_model_and_the_context_is_offered_the_models_fields() -> None:
+    # the run's context is no argument for the model: the model is still the only one, and a
+    # dataclass or a TypedDict is a model as well (pydantic-ai's is_model_like)
+    @tool
+    def measure(ctx: RunContext, box: Box) -> str:
+        """Measure a box."""
+        return f"{box.width} in run {ctx.run_id}"
+
+    @tool
+    def spans(span: Span) -> int:
+        """Read a span."""
+        return span["start"]
+
+    assert measure.parameters["properties"] == {"width": {"type": "integer"}}
+    assert measure.description == "Measure a box."
+    assert spans.parameters["properties"] == {"start": {"type": "integer"}}
+    model = ScriptedModel(
+        [tool_calls(tool_call("measure", width=3), tool_call("spans", start=4)), "ok"]
+    )
+    result = await Agent("a", model, tools=[measure, spans]).run("go")
+    assert [m.content for m in tool_messages(model.requests[1])] == [
+        f"3 in run {result.run_id}",
+        "4",
+    ]
+
+
+def test_a_model_beside_another_argument_stays_an_argument() -> None:
+    # ports tests/test_tools.py::test_takes_model_and_int: with a second argument the model
+    # is one of the tool's arguments, its schema under $defs
+    @tool
+    def takes_model_and_int(model: Point, z: int) -> str:
+        return f"{model.x} {model.y} {z}"
+
+    parameters = takes_model_and_int.parameters
+    assert parameters["properties"] == {
+        "model": {"$ref": "#/$defs/Point"},
+        "z": {"type": "integer"},
+    }
+    assert parameters["required"] == ["model", "z"] and "Point" in parameters["$defs"]
+
+
 async def test_optional_arguments_the_model_leaves_out_take_their_defaults() -> None:
     # ports tests/test_tools.py::test_json_schema_required_parameters and
     # ::test_call_tool_without_unrequired_parameters: only arguments without a default are
@@ -184,18 +281,17 @@ async def test_an_exception_raised_by_a_tool_is_reported_to_the_model() -> None:
 async def test_a_validator_error_in_an_argument_is_fed_back() -> None:
     # ports tests/test_agent.py::test_tool_call_with_validation_value_error_serializable: a
     # ValueError raised by an argument's validator reaches the model as a validation error,
-    # and the model's corrected call runs.
+    # and the model's corrected call runs. The tool's one argument is a model, so its fields
+    # are the tool's arguments (pydantic-ai's loc is ['bar']).
     @tool
     def foo_tool(foo: Foo) -> int:
         """Read a foo."""
         return foo.bar
 
-    model = ScriptedModel(
-        [tool_call("foo_tool", foo={"bar": 0}), tool_call("foo_tool", foo={"bar": 1}), "done"]
-    )
+    model = ScriptedModel([tool_call("foo_tool", bar=0), tool_call("foo_tool", bar=1), "done"])
     await Agent("a", model, tools=[foo_tool]).run("Hello")
     (error,) = tool_messages(model.requests[1])
-    assert "foo.bar: Value error, bar cannot be 0" in error.content
+    assert "foo_tool': bar: Value error, bar cannot be 0" in error.content
     assert tool_messages(model.requests[2])[-1].content == "1"
 
 

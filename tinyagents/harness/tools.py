@@ -22,21 +22,23 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from types import UnionType
+from dataclasses import dataclass, is_dataclass
+from types import GenericAlias, UnionType
 from typing import Any, Union, get_args, get_origin, overload
 
+import typing_extensions
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PydanticUserError,
+    TypeAdapter,
     ValidationError,
     create_model,
 )
 from pydantic_core import to_jsonable_python
 
-from tinyagents._record import Record
+from tinyagents._record import FrozenRecord, Record
 from tinyagents.errors import ConfigurationError, ToolError, message_of
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
@@ -178,10 +180,18 @@ class FunctionTool(Tool):
         self.fn = fn
         self.is_async = _is_async_callable(fn)
         self._args_model, self._params, self.takes_ctx = _arguments_model(fn, tool_name, param_docs)
+        self._model_arg = _model_argument(self._params)
+        if self._model_arg is None:
+            parameters = _schema(self._args_model)
+        else:
+            parameters = self._model_arg.schema()
+            if not summary and isinstance(parameters.get("description"), str):
+                # pydantic-ai's too: a tool with no docstring is described by its model's
+                summary = parameters.pop("description")
         super().__init__(
             name=tool_name,
             description=summary if description is None else description,
-            parameters=_schema(self._args_model),
+            parameters=parameters,
             timeout_s=timeout_s,
         )
 
@@ -196,19 +206,89 @@ class FunctionTool(Tool):
         return value
 
     def _bind(self, args: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
-        try:
-            validated = self._args_model.model_validate(args)
-        except ValidationError as exc:
-            raise InvalidArguments(_validation_message(self.name, exc)) from exc
+        values = self._validated(args)
         positional: list[Any] = []
         keyword: dict[str, Any] = {}
         for field_name, param in self._params:
-            value = ctx if field_name == CTX_PARAM else getattr(validated, field_name)
+            value = ctx if field_name == CTX_PARAM else values[field_name]
             if param.kind is inspect.Parameter.POSITIONAL_ONLY:
                 positional.append(value)
             else:
                 keyword[param.name] = value
         return positional, keyword
+
+    def _validated(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The value of each argument (by field name) the model's ``args`` validate to."""
+        arg = self._model_arg
+        try:
+            if arg is None:
+                validated = self._args_model.model_validate(args)
+                return {n: getattr(validated, n) for n, _ in self._params if n != CTX_PARAM}
+            if list(args) == [arg.param] and arg.param not in arg.keys:
+                # the model's fields wrapped in the argument's name, as a model offered the
+                # tool the other way may send them (pydantic-ai takes this shape too)
+                args = args[arg.param]
+            if not arg.extra and isinstance(args, dict):
+                refuse_unknown_arguments(self, args)
+            return {arg.field: arg.adapter.validate_python(args)}
+        except ValidationError as exc:
+            raise InvalidArguments(_validation_message(self.name, exc)) from exc
+
+
+@dataclass(slots=True, kw_only=True, frozen=True, eq=False, repr=False)
+class _ModelArgument(FrozenRecord):
+    """A tool's only argument for the model, when that is a model (a pydantic model, a
+    dataclass, a TypedDict): its fields are offered as the tool's arguments, as pydantic-ai
+    offers a single model-like argument, rather than as one object wrapping them."""
+
+    field: str  # its field in the arguments model (``p0``, ...)
+    param: str  # the parameter's name
+    adapter: TypeAdapter[Any]
+    keys: frozenset[str]  # the keys its schema names
+    extra: bool  # whether the model takes keys its schema does not name
+
+    def schema(self) -> dict[str, Any]:
+        schema = self.adapter.json_schema(by_alias=True)
+        _drop_titles(schema)
+        if not self.extra:
+            # refused as every tool's unknown arguments are: a misspelled one is heard of
+            schema.setdefault("additionalProperties", False)
+        return schema
+
+
+def _model_argument(params: list[tuple[str, inspect.Parameter]]) -> _ModelArgument | None:
+    """The tool's argument whose fields the tool is offered with, if it has one."""
+    given = [(name, param) for name, param in params if name != CTX_PARAM]
+    if len(given) != 1:
+        return None
+    field_name, param = given[0]
+    kind = param.annotation
+    if not _is_model_like(kind):
+        return None
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+    schema = adapter.json_schema(by_alias=True)
+    if schema.get("type") != "object":  # a RootModel of a list, say: not named arguments
+        return None
+    return _ModelArgument(
+        field=field_name,
+        param=param.name,
+        adapter=adapter,
+        keys=frozenset(schema.get("properties") or ()),
+        extra=schema.get("additionalProperties", False) is not False,
+    )
+
+
+def _is_model_like(kind: Any) -> bool:
+    """A pydantic model, a dataclass or a TypedDict class (pydantic-ai's ``is_model_like``)."""
+    return (
+        isinstance(kind, type)
+        and not isinstance(kind, GenericAlias)
+        and (
+            issubclass(kind, BaseModel)
+            or is_dataclass(kind)
+            or typing_extensions.is_typeddict(kind)
+        )
+    )
 
 
 def _run_sync(name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
