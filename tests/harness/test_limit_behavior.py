@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import BaseModel
 
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.errors import RunLimitExceeded
+from tinyagents.harness import ModelResponse, Usage
 from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 
 
@@ -128,3 +130,41 @@ async def test_a_child_left_no_budget_tells_its_parent_so() -> None:
     told = next(m for m in parent_model.requests[1].messages if m.role == "tool").content
     assert "used 0 of 0" not in told
     assert "hit its configured limit max_tool_calls (none allowed, its limit is 0)," in told
+
+
+class Finding(BaseModel):
+    claim: str
+
+
+def typed_child(answer: str) -> SubAgent:
+    """A child with ``output_type=Finding`` whose answer ``answer`` takes it past its token
+    budget: the answer is its partial output."""
+    model = ScriptedModel(
+        [ModelResponse(text=answer, usage=Usage(input_tokens=5, output_tokens=50))]
+    )
+    limits = RunLimits(max_tokens=10, behavior="stop_with_partial")
+    return SubAgent(Agent("child", model, output_type=Finding, limits=limits))
+
+
+async def test_stop_with_partial_hands_back_typed_output_when_the_text_is_one() -> None:
+    # With Agent(output_type=...), SubAgent.invoke returned the partial output as raw text,
+    # so a caller typed for a Finding got a str; the text is now read as the run's answer is.
+    async with Runtime() as rt:
+        output = await typed_child('```json\n{"claim": "two charges"}\n```').invoke(
+            "go", runtime=rt
+        )
+    assert output == Finding(claim="two charges")
+
+
+async def test_stop_with_partial_without_typed_output_raises_the_limit() -> None:
+    # Text that is no Finding is no partial Finding: the limit is raised, saying why, rather
+    # than a str handed back where a Finding is expected.
+    async with Runtime() as rt:
+        child = typed_child('{"claim": "two cha')
+        with pytest.raises(RunLimitExceeded) as info:
+            await child.invoke("go", runtime=rt)
+        (run,) = [i for i in rt.runs.list() if i.agent_id == "child"]
+        assert run.status is RunStatus.LIMIT_EXCEEDED
+    assert info.value.limit == "max_tokens" and (info.value.used, info.value.allowed) == (55, 10)
+    assert "stop_with_partial" in str(info.value)
+    assert "its partial output is no valid Finding" in str(info.value)

@@ -26,7 +26,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tinyagents import _clock
 from tinyagents.errors import (
@@ -273,7 +273,7 @@ class AgentRun(RunDriver):
         if output_type is None:
             return response.text
         try:
-            return output_type.model_validate_json(_unfenced(response.text))
+            return read_output(output_type, response.text)
         except ValidationError as exc:
             problems = validation_problems(exc)
         messages = self.messages
@@ -898,6 +898,12 @@ def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
 
 #: A JSON object in a markdown code fence (```json ... ```), the closing fence optional.
 _FENCED_JSON = re.compile(r"```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)", flags=re.DOTALL)
+
+
+def read_output(output_type: type[BaseModel], text: str) -> Any:
+    """The ``output_type`` object ``text`` holds, as a run reads its answer (its JSON, in a
+    markdown fence or not); raises ``ValidationError`` for text that holds none."""
+    return output_type.model_validate_json(_unfenced(text))
 
 
 def _unfenced(text: str) -> str:

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
@@ -30,13 +32,14 @@ from tinyagents.errors import (
 from tinyagents.events.models import Event
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.loop import abandon_child, start_agent_run
+from tinyagents.harness.loop import abandon_child, read_output, start_agent_run
 from tinyagents.harness.model import Message
 from tinyagents.harness.tools import (
     InvalidArguments,
     Tool,
     is_tool_name,
     refuse_unknown_arguments,
+    validation_problems,
 )
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
@@ -341,18 +344,44 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
     if result.status is RunStatus.COMPLETED:
         return result.output
     if result.status is RunStatus.LIMIT_EXCEEDED:
-        if handle.info.limits.behavior == "stop_with_partial":
-            return result.output  # the caller asked for what there is rather than an error
         original = getattr(handle.driver, "limit_error", None)
-        if isinstance(original, RunLimitExceeded):
-            raise original
-        raise RunLimitExceeded("unknown", None, None, run_id=handle.run_id)
+        if not isinstance(original, RunLimitExceeded):
+            original = RunLimitExceeded("unknown", None, None, run_id=handle.run_id)
+        if handle.info.limits.behavior == "stop_with_partial":
+            # the caller asked for what there is rather than an error
+            return _partial_output(handle, result, original)
+        raise original
     if result.status in (RunStatus.ABORTED, RunStatus.CANCELLED):
         by = getattr(handle.driver, "stopped_by", None)
         ended = RunAborted if result.status is RunStatus.ABORTED else RunCancelled
         raise ended(handle.run_id, result.error, by=by.describe() if by is not None else None)
     cause = getattr(handle.driver, "failure", None)
     raise RunFailed(f"run {handle.run_id} failed: {result.error}") from cause
+
+
+def _partial_output(handle: RunHandle, result: RunResult, limit: RunLimitExceeded) -> Any:
+    """What ``stop_with_partial`` hands back: the run's text, or with ``Agent(output_type=...)``
+    the object that text holds, read as a completed answer is. Text that holds none is no
+    partial output of that type: the limit is raised, saying so (a caller typed for the
+    output got a ``str``)."""
+    output_type = getattr(getattr(handle.driver, "agent", None), "output_type", None)
+    if output_type is None or isinstance(result.output, output_type):
+        return result.output
+    try:
+        return read_output(output_type, result.output or "")
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+    why = (
+        f"stop_with_partial: its partial output is no valid {output_type.__name__} "
+        f"({problems}), so there is none to hand back"
+    )
+    raise RunLimitExceeded(
+        limit.limit,
+        limit.used,
+        limit.allowed,
+        run_id=limit.run_id,
+        detail=f"{limit.detail}; {why}" if limit.detail else why,
+    ) from limit
 
 
 async def _wait(runtime: RunHost, handle: RunHandle, caller: str) -> RunResult:

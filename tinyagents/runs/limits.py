@@ -31,7 +31,9 @@ class RunLimits(BaseModel):
     ``behavior`` says what a caller gets when a limit is hit: ``"error"`` (the default) makes
     ``SubAgent.invoke`` raise ``RunLimitExceeded`` and ``SubAgentTool`` return an error result;
     ``"stop_with_partial"`` returns the partial output instead (a ``SubAgentTool`` result is
-    prefixed with a ``[partial: …]`` line). The run's status is ``limit_exceeded`` either way.
+    prefixed with a ``[partial: …]`` line; with ``Agent(output_type=...)`` it is the typed
+    output the run's text holds, and text holding none raises ``RunLimitExceeded``). The run's
+    status is ``limit_exceeded`` either way.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
