@@ -66,11 +66,21 @@ def test_structlog_sink_console_mode_and_level(capsys: pytest.CaptureFixture[str
         json.loads(out)
 
 
-@pytest.mark.parametrize("level", ["loud", "", "msg", "bind"])
-def test_structlog_sink_refuses_an_unknown_level_when_made(level: str) -> None:
+@pytest.mark.parametrize("level", ["loud", "", "msg", "bind", "Bind", "INFOS", " info", None, 20])
+def test_structlog_sink_refuses_an_unknown_level_when_made(level: object) -> None:
     # Not at the first event: there the bus would count the error and drop every log line.
     with pytest.raises(ConfigurationError, match="level"):
-        StructlogSink(level=level)
+        StructlogSink(level=level)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("level", "logged"), [("INFO", "info"), ("Warning", "warning")])
+def test_structlog_sink_takes_a_level_in_any_case(
+    capsys: pytest.CaptureFixture[str], level: str, logged: str
+) -> None:
+    # The standard library's names are upper case (logging.INFO, "WARNING" in a config
+    # file): they were refused as unknown levels.
+    StructlogSink(level=level)(steering_event())
+    assert json.loads(capsys.readouterr().out)["level"] == logged
 
 
 def test_memory_sink_keeps_events_in_order_and_clears() -> None:

@@ -41,10 +41,13 @@ class StructlogSink:
         deltas: bool = False,
     ) -> None:
         # Checked here: an unknown name would fail at every event, and the bus only counts a
-        # sink's errors, so the log would stay empty with no word why.
-        if level not in LEVELS:
+        # sink's errors, so the log would stay empty with no word why. In any case: the
+        # standard library spells them in capitals ("INFO", logging.getLevelName).
+        name = level.lower() if isinstance(level, str) else level
+        if name not in LEVELS:
             raise ConfigurationError(
-                f"StructlogSink(level={level!r}): unknown log level; use one of {', '.join(LEVELS)}"
+                f"StructlogSink(level={level!r}): unknown log level; use one of "
+                f"{', '.join(LEVELS)} (in any case)"
             )
         import structlog
 
@@ -57,7 +60,7 @@ class StructlogSink:
         self._log = structlog.wrap_logger(
             structlog.PrintLogger(), processors=processors, logger_name=logger_name
         )
-        self._level = level
+        self._level = name
         self._deltas = deltas
 
     def __call__(self, event: Event) -> None:
