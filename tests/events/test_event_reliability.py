@@ -33,8 +33,9 @@ from tinyagents.events import (
     summarize,
 )
 from tinyagents.events.redact import MAX_SUMMARY_DEPTH
-from tinyagents.graph import START, StateGraph
+from tinyagents.graph import START, StateGraph, interrupt
 from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH
+from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, tool_call
 
 
@@ -391,3 +392,27 @@ async def test_a_huge_error_message_is_cut_in_the_events_of_a_failed_graph_run()
     assert "graph.completed" in {e.type for e in recorder.events}
     for event in recorder.events:
         assert len(json.dumps(event.to_dict(mode="json"))) < 20_000, event.type
+
+
+async def test_an_interrupts_value_is_masked_in_its_event_as_other_payloads_are() -> None:
+    # graph.interrupt carried the node's question as it was: a secret in it went to the
+    # store's event log, every subscriber (the operator API's event stream) and the run
+    # listing's pending interrupts, read from the event, in clear. The question itself is kept whole (a human must read all of it).
+    question = "Connect to the ledger? " + "q" * 1000
+
+    class State(TypedDict):
+        x: int
+
+    def ask(state: State) -> dict[str, int]:
+        interrupt({"question": question, "api_key": "sk-1", "db": [{"password": "p"}]})
+        return {}
+
+    graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask")
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        compiled = graph.compile(checkpointer=MemoryCheckpointer())
+        result = await compiled.run({"x": 1}, thread_id="t", runtime=rt)
+    (event,) = recorder.of_type("graph.interrupt")
+    masked = {"question": question, "api_key": MASK, "db": [{"password": MASK}]}
+    assert event.data["value"] == masked  # type: ignore[attr-defined]
+    assert result.interrupts[0].value["api_key"] == "sk-1"  # the graph's own stays as asked

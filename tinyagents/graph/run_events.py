@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
 from tinyagents.events.models import GraphEvent
+from tinyagents.events.redact import mask
 from tinyagents.runs.info import event_error, run_event
 
 if TYPE_CHECKING:
@@ -55,7 +58,7 @@ class GraphEvents:
                 task_id=i.task_id,
                 node=i.node,
                 checkpoint_id=run.head.checkpoint_id,
-                data={"interrupt_id": i.id, "ns": i.ns, "value": i.value},
+                data={"interrupt_id": i.id, "ns": i.ns, "value": _shown(i.value)},
             )
 
     def resumed(self, run: GraphRun) -> None:
@@ -74,6 +77,13 @@ class GraphEvents:
         self.emit(
             "graph.completed", step=run.head.step, checkpoint_id=result.checkpoint_id, data=data
         )
+
+
+def _shown(value: Any) -> Any:
+    """An interrupt's value as its event carries it: as JSON has it (a model's fields
+    reachable), secret-named keys masked as in every other event. Not shortened: a human
+    reads the whole question to answer it (the run listing's pending interrupts are these)."""
+    return mask(to_jsonable_python(value, fallback=repr))
 
 
 __all__ = ["GraphEvents"]
