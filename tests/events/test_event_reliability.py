@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from typing import Any, TypedDict
 
 import pytest
@@ -37,6 +38,12 @@ from tinyagents.graph import START, StateGraph, interrupt
 from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, tool_call
+
+
+@tool
+def noop() -> str:
+    """Do nothing."""
+    return "ok"
 
 
 class BrokenSink:
@@ -158,6 +165,70 @@ async def test_a_raising_sink_breaks_neither_the_run_nor_the_terminal_invariant(
     # The sink after the broken one still saw everything; every failure was counted.
     assert broken.calls == len(recorder.events) > 0
     assert errors == {"BrokenSink": broken.calls}
+
+
+def test_a_sink_that_exits_is_a_sink_error_like_any_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # SystemExit is no Exception: a sink calling sys.exit (a CLI library's, a failed
+    # config check) went through the bus into the publisher, a run or the steering router,
+    # and from a run's task it ends the event loop under every run of the runtime.
+    def exits(event: Event) -> None:
+        sys.exit(3)
+
+    def exiting_filter(event: Event) -> bool:
+        sys.exit(4)
+
+    bus = EventBus()
+    after = MemorySink()
+    bus.add_sink(exits)
+    bus.add_sink(after)
+    quitter = bus.subscribe(where=exiting_filter)
+    with caplog.at_level(logging.ERROR, logger="tinyagents.events"):
+        for _ in range(2):
+            bus.publish(RunEvent(type="run.status"))
+    assert len(after.events) == 2
+    assert bus.sink_errors == {exits.__qualname__: 2} and quitter.errors == 2
+    assert len(caplog.records) == 2 and "SystemExit" in caplog.records[0].getMessage()
+
+
+def test_a_sink_raising_cancelled_error_is_a_sink_error() -> None:
+    # A sink is called synchronously: no cancellation of the publisher's task can land
+    # inside it, so a CancelledError from one is its own fault (it would fail the run).
+    def cancels(event: Event) -> None:
+        raise asyncio.CancelledError("a library cancelled its own work")
+
+    bus = EventBus()
+    bus.add_sink(cancels)
+    bus.publish(RunEvent(type="run.status"))
+    assert bus.sink_errors == {cancels.__qualname__: 1}
+
+
+def test_a_sink_interrupted_by_the_user_still_stops_the_program() -> None:
+    # KeyboardInterrupt (Ctrl-C) is the user stopping the program, not a faulty sink
+    def interrupted(event: Event) -> None:
+        raise KeyboardInterrupt
+
+    bus = EventBus()
+    bus.add_sink(interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bus.publish(RunEvent(type="run.status"))
+    assert bus.sink_errors == {}
+
+
+async def test_a_run_goes_on_past_a_sink_that_exits() -> None:
+    exited: list[str] = []
+
+    def exits(event: Event) -> None:
+        exited.append(event.type)
+        raise SystemExit("sink gave up")
+
+    recorder = EventRecorder()
+    agent = Agent("a", ScriptedModel([tool_call("noop"), "done"]), tools=[noop])
+    async with Runtime(sinks=[exits, recorder]) as rt:
+        result = await (await rt.start(agent, "task")).result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    assert len(exited) == len(recorder.events) > 0
 
 
 def test_sink_errors_are_logged_once_per_sink_and_error_type(

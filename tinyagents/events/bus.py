@@ -5,9 +5,11 @@ its own bounded queue; when a subscriber's queue is full the event is dropped *f
 subscriber* and counted, so a slow reader can never stall a run.
 
 Nor can a broken one: an exception from a sink or from a subscription's ``where`` filter never
-reaches the publisher (a run, the steering router). It is counted (``EventBus.sink_errors``,
-``Subscription.errors``) and logged on the ``tinyagents.events`` logger the first time that
-sink or subscription raises that type of error.
+reaches the publisher (a run, the steering router), nor does a ``SystemExit`` (a library's
+``sys.exit``) or a ``CancelledError`` one raises of itself. It is counted
+(``EventBus.sink_errors``, ``Subscription.errors``) and logged on the ``tinyagents.events``
+logger the first time that sink or subscription raises that type of error. A
+``KeyboardInterrupt`` is the user stopping the program, and goes on to the publisher.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ EventFilter = Callable[[Event], bool]
 log = logging.getLogger("tinyagents.events")
 
 
-def _report(what: str, exc: Exception, logged: set[type[Exception]]) -> None:
+#: What a sink or a filter may raise without it reaching the publisher: its failures. A sink
+#: is called synchronously, so no cancellation of the publisher's task lands inside it and a
+#: ``CancelledError`` is its own; ``SystemExit`` let through a run's task ends the event loop
+#: under every run of the runtime. ``KeyboardInterrupt`` (the user) is not caught.
+SINK_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, asyncio.CancelledError)
+
+
+def _report(what: str, exc: BaseException, logged: set[type[BaseException]]) -> None:
     # Once per culprit and error type: a sink that fails on every event must not flood the log.
     if type(exc) in logged:
         return
@@ -55,7 +64,7 @@ class Subscription:
         self._bus = bus
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue(maxsize=maxsize)
         self._where = where
-        self._logged: set[type[Exception]] = set()
+        self._logged: set[type[BaseException]] = set()
         self.dropped = 0
         self.errors = 0
         self.closed = False
@@ -67,7 +76,7 @@ class Subscription:
             try:
                 if not self._where(event):
                     return
-            except Exception as exc:
+            except SINK_FAILURES as exc:
                 self.errors += 1
                 _report(f"the filter {sink_name(self._where)} of a subscription", exc, self._logged)
                 return
@@ -125,7 +134,7 @@ class EventBus:
         # reach twice, another one.
         self._sinks: tuple[Sink, ...] = ()
         self._subscribers: tuple[Subscription, ...] = ()
-        self._logged: dict[str, set[type[Exception]]] = {}
+        self._logged: dict[str, set[type[BaseException]]] = {}
         #: Events published but not yet handed to everyone; drained by the outermost publish.
         self._undelivered: deque[Event] = deque()
         self._delivering = False
@@ -165,12 +174,12 @@ class EventBus:
         for sink in self._sinks:
             try:
                 sink(event)
-            except Exception as exc:
+            except SINK_FAILURES as exc:
                 self._sink_failed(sink, exc)
         for sub in self._subscribers:
             sub.offer(event)
 
-    def _sink_failed(self, sink: Sink, exc: Exception) -> None:
+    def _sink_failed(self, sink: Sink, exc: BaseException) -> None:
         name = sink_name(sink)
         self.sink_errors[name] = self.sink_errors.get(name, 0) + 1
         _report(f"the event sink {name}", exc, self._logged.setdefault(name, set()))
