@@ -21,8 +21,7 @@ from tinyagents import Runtime
 from tinyagents.errors import StoreError, ThreadBusy
 from tinyagents.graph import Command, interrupt
 from tinyagents.runs import RunStatus
-from tinyagents.store.checkpoint import CheckpointRecord, MemoryCheckpointer
-from tinyagents.store.checkpoint.base import WriteRecord
+from tinyagents.store.checkpoint import CheckpointRecord, MemoryCheckpointer, WriteRecord
 
 
 class FailsOnce(MemoryCheckpointer):
