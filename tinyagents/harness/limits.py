@@ -133,9 +133,8 @@ def reserve_tool_call(info: RunInfo, tree: RunTree, *, calls_left: int = 1) -> N
 
 def release_tool_call(info: RunInfo, tree: RunTree) -> None:
     """Give back a tool call ``reserve_tool_call`` charged, to the run and every ancestor: the
-    call was refused before its tool ran (``ToolResult.refused``) or the tool asked for a
-    retry (``ToolResult.retry``), as pydantic-ai counts neither a call the model must correct
-    nor one that raised ``ModelRetry``."""
+    call was refused before its tool ran (``ToolResult.refused``), as pydantic-ai does not
+    count a call the model must correct."""
     for target in (info, *tree.ancestors(info.run_id)):
         target.usage.tool_calls = max(target.usage.tool_calls - 1, 0)
 

@@ -577,7 +577,7 @@ class AgentRun(RunDriver):
             # It answers this call, whatever call a middleware took it from (a cache): a
             # result under another id leaves this call unanswered, which providers refuse.
             result = dataclasses.replace(result, call_id=call.id, name=call.name)
-        if not result.counted:  # refused, or a retry: only calls that did their work count
+        if result.refused:  # the tool never ran: the call does not spend the tool budget
             release_tool_call(self.info, self.runtime.runs.tree)
         self.messages.append(result.to_message())
         self.emit(

@@ -66,16 +66,6 @@ class ToolResult(Record):
     #: The call was refused before the tool ran (an unknown tool, arguments that are not a
     #: JSON object or do not validate): it is not counted against ``max_tool_calls``.
     refused: bool = False
-    #: The tool ran and asks the model to make the call again: it raised ``ToolError``, or
-    #: it was abandoned at its timeout (what pydantic-ai answers with a retry prompt,
-    #: ``ModelRetry``). Not counted against ``max_tool_calls`` either, which, as
-    #: pydantic-ai's ``tool_calls_limit``, counts the calls that did their work.
-    retry: bool = False
-
-    @property
-    def counted(self) -> bool:
-        """Whether the call spends ``max_tool_calls``: neither refused nor asking for a retry."""
-        return not (self.refused or self.retry)
 
     def to_message(self) -> Message:
         """The ``tool`` message that answers the call in the conversation."""
@@ -93,8 +83,8 @@ class Tool(ABC):
 
     ``parameters`` is the JSON Schema of the arguments object. ``timeout_s`` bounds one call
     (the run's ``tool_timeout_s`` still applies; the smaller wins). A ``call`` that raises
-    ``ToolError`` sends its message to the model as is, asking it to call again (the call is
-    not counted against ``max_tool_calls``); any other exception is reported with its type.
+    ``ToolError`` sends its message to the model as is; any other exception is reported with
+    its type.
     """
 
     def __init__(
@@ -366,7 +356,7 @@ async def execute_tool_call(
     except TimeoutError as exc:
         if not deadline.expired():
             return _error(call, f"tool {call.name!r} raised TimeoutError: {message_of(exc)}")
-        return _retry(
+        return _error(
             call,
             f"tool {call.name!r} timed out after {limit:g} s and was abandoned; "
             "try a smaller request or another tool",
@@ -374,7 +364,7 @@ async def execute_tool_call(
     except InvalidArguments as exc:
         return _refused(call, message_of(exc))
     except ToolError as exc:
-        return _retry(call, message_of(exc))
+        return _error(call, message_of(exc))
     except Exception as exc:
         return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {message_of(exc)}")
     except SystemExit as exc:
@@ -413,10 +403,6 @@ def _error(call: ToolCall, text: str) -> ToolResult:
 
 def _refused(call: ToolCall, text: str) -> ToolResult:
     return ToolResult(call_id=call.id, name=call.name, content=text, error=True, refused=True)
-
-
-def _retry(call: ToolCall, text: str) -> ToolResult:
-    return ToolResult(call_id=call.id, name=call.name, content=text, error=True, retry=True)
 
 
 class InvalidArguments(ToolError):
