@@ -215,21 +215,25 @@ class MessageList(list[Any]):
         replaces it, others append; a removal (a message whose ``type`` is ``"remove"``, as
         LangChain's ``RemoveMessage``) deletes the message with its id once the write is
         merged (so the same removal twice is one, and a message removed and written again
-        keeps its place), or with ``REMOVE_ALL_MESSAGES`` every message before it.
-        O(len(messages)), and O(len(self)) when the write removes something. A removal of an
-        id that is not there raises before anything changes."""
+        keeps its place), or with ``REMOVE_ALL_MESSAGES`` every message before it, in the
+        list and in the write: what comes before the write's last remove-all is dropped
+        unread, as LangGraph's. What follows it is merged as any write (one message per id,
+        removals applied), where LangGraph keeps it as written. O(len(messages)), and
+        O(len(self)) when the write removes something. A removal of an id that is not there
+        raises before anything changes."""
         messages = list(messages)
-        self._check_removals(messages)
+        last_clear = _last_remove_all(messages)
+        if last_clear is not None:
+            messages = messages[last_clear + 1 :]
+        self._check_removals(messages, cleared=last_clear is not None)
+        if last_clear is not None:
+            self.clear()
+            self._index = {}
         doomed: set[Any] = set()
         for message in messages:
             mid = message_id(message)
             if _is_removal(message):
-                if mid == REMOVE_ALL_MESSAGES:
-                    self.clear()
-                    self._index = {}
-                    doomed.clear()
-                else:
-                    doomed.add(mid)
+                doomed.add(mid)
                 continue
             pos = self._position(mid) if mid is not None else None
             if pos is None:
@@ -243,17 +247,15 @@ class MessageList(list[Any]):
             self[:] = [m for m in self if message_id(m) not in doomed]
             self._reindex()
 
-    def _check_removals(self, messages: list[Any]) -> None:
-        """Raise, as LangGraph's, for a removal of an id neither here nor written before it."""
+    def _check_removals(self, messages: list[Any], *, cleared: bool) -> None:
+        """Raise, as LangGraph's, for a removal of an id neither written before it nor here
+        (``cleared``: the list is about to be emptied by a remove-all before ``messages``)."""
         written: set[Any] = set()
-        cleared = False
         for message in messages:
             mid = message_id(message)
             if not _is_removal(message):
                 if mid is not None:
                     written.add(mid)
-            elif mid == REMOVE_ALL_MESSAGES:
-                written, cleared = set(), True
             elif mid not in written and (cleared or self._position(mid) is None):
                 raise ValueError(  # LangGraph's words: ported matches hold
                     f"Attempting to delete a message with an ID that doesn't exist ({mid!r})"
@@ -269,6 +271,15 @@ class MessageList(list[Any]):
 
 #: The id of a removal that deletes every message before it (LangGraph's name and value).
 REMOVE_ALL_MESSAGES = "__remove_all__"
+
+
+def _last_remove_all(messages: list[Any]) -> int | None:
+    """The position of the last ``REMOVE_ALL_MESSAGES`` removal in ``messages``, if any."""
+    for pos in range(len(messages) - 1, -1, -1):
+        message = messages[pos]
+        if _is_removal(message) and message_id(message) == REMOVE_ALL_MESSAGES:
+            return pos
+    return None
 
 
 def _is_removal(message: Any) -> bool:
