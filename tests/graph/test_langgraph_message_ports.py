@@ -15,6 +15,7 @@ import pytest
 from langgraph_kit import OURS, cfg, lg_message, pair
 from pydantic import BaseModel
 
+from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import REMOVE_ALL_MESSAGES, add_messages
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -232,7 +233,7 @@ class TheirPydanticChat(BaseModel):
     messages: Annotated[list[messages.AnyMessage], lg_message.add_messages]
 
 
-@pytest.mark.parametrize("schemas", [(Chat, TheirChat)])
+@pytest.mark.parametrize("schemas", [(Chat, TheirChat), (PydanticChat, TheirPydanticChat)])
 async def test_messages_state(checkpointer: Checkpointer, schemas: tuple[type, type]) -> None:
     # LangGraph: test_messages_state (MessagesState and its pydantic form): a ("user", ...)
     # input is a HumanMessage and every message gets an id
@@ -282,3 +283,19 @@ async def test_a_node_resetting_the_history_mid_write(checkpointer: Checkpointer
     # a step's writes apply in task order ("note" before "reset"): the reset drops the note
     assert [m.id for m in out["messages"]] == ["s"]
     assert (await ours.get_state("1")).values["messages"] == result.state["messages"]
+
+
+async def test_a_pydantic_messages_field_refuses_what_is_no_message() -> None:
+    # LangGraph: test_messages_state (pydantic form), with input that is no message: LangGraph
+    # raises from its coercion (NotImplementedError, "Unsupported message type"). Ours raised
+    # LangChain's bare TypeError out of run(); it is an InvalidUpdateError naming the field.
+    # A role dict ({"role": "user", ...}) is refused too: ours keeps dicts as written
+    # (docs/graph.md, "Reducers"), which list[AnyMessage] does not take; LangGraph converts it.
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(PydanticChat).add_node("n", lambda state: {})
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    graph = build(OURS).compile()
+    for bad in ([42], [("user", "hi", "x")], [{"role": "user", "content": "hi"}]):
+        with pytest.raises(InvalidUpdateError, match="invalid graph input for 'messages'"):
+            await graph.run({"messages": bad})

@@ -33,6 +33,7 @@ from tinyagents.graph.reducers import (
     Overwrite,
     Reducer,
     empty_value,
+    message_items,
     overwritten,
     resolve,
     revive_messages,
@@ -328,12 +329,16 @@ class StateSchema(Record):
             return dict(update)
         writes: dict[str, Any] = {}
         for key, value in update.items():
+            if isinstance(self.channels[key].reducer, Messages) and not overwritten(value)[0]:
+                # what the reducer will merge: ("user", "hi") is a message before it is
+                # checked against list[AnyMessage], as LangGraph's MessagesState takes it
+                value = message_items(value)
             is_overwrite, inner = overwritten(value)
             try:
                 checked = (
                     self.channels[key].adapter().validate_python(inner if is_overwrite else value)
                 )
-            except ValidationError as exc:
+            except (ValidationError, TypeError) as exc:  # TypeError: LangChain's AnyMessage
                 raise InvalidUpdateError(f"invalid {what} for {key!r}: {exc}") from None
             # an Overwrite's value is checked as the field's, and stays an Overwrite
             writes[key] = Overwrite(checked) if is_overwrite else checked
