@@ -299,3 +299,15 @@ async def test_a_pydantic_messages_field_refuses_what_is_no_message() -> None:
     for bad in ([42], [("user", "hi", "x")], [{"role": "user", "content": "hi"}]):
         with pytest.raises(InvalidUpdateError, match="invalid graph input for 'messages'"):
             await graph.run({"messages": bad})
+
+
+def test_a_message_chunk_is_merged_as_a_message() -> None:
+    # LangGraph: test_messages_state's coercion (_coerce_to_messages): a streamed chunk a node
+    # returns (AIMessageChunk) is stored as the message it adds up to (AIMessage), so the
+    # state holds no chunks. Ours kept the chunk.
+    chunk = messages.AIMessageChunk("part", id="1")
+    ours, theirs = both([HumanMessage("hi", id="0")], [chunk])
+    assert ours == theirs == [HumanMessage("hi", id="0"), AIMessage("part", id="1")]
+    assert [type(m) for m in ours] == [HumanMessage, AIMessage]
+    (merged,) = add_messages([], messages.AIMessageChunk("x"))
+    assert type(merged) is AIMessage and uuid.UUID(merged.id).version == 4

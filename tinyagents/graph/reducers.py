@@ -22,6 +22,7 @@ from __future__ import annotations
 import builtins
 import collections.abc
 import operator
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -312,22 +313,37 @@ def message_items(write: Any) -> list[Any]:
     message. A ``(role, content)`` tuple is one message (LangGraph's shorthand, e.g.
     ``("user", "hi")``), made a LangChain message as LangGraph makes it when
     ``langchain_core`` is installed, else kept as written; another tuple (of messages) is
-    several. Strings and dicts are left as written: a dict's keys go to a provider's API."""
+    several. A LangChain message chunk (``AIMessageChunk``) is made the message it adds up to,
+    as LangGraph stores it. Strings and dicts are left as written: a dict's keys go to a
+    provider's API."""
     if isinstance(write, list) or (isinstance(write, tuple) and not _role_pair(write)):
         items = list(write)
     else:
         items = [write]
-    if not any(_role_pair(m) for m in items):
+    if not any(_role_pair(m) or _is_chunk(m) for m in items):
         return items
     try:
-        from langchain_core.messages import convert_to_messages
+        from langchain_core.messages import convert_to_messages, message_chunk_to_message
     except ImportError:
         return items
-    return [convert_to_messages([m])[0] if _role_pair(m) else m for m in items]
+    return [
+        convert_to_messages([m])[0]
+        if _role_pair(m)
+        else message_chunk_to_message(m)
+        if _is_chunk(m)
+        else m
+        for m in items
+    ]
 
 
 def _role_pair(item: Any) -> bool:
     return type(item) is tuple and len(item) == 2 and isinstance(item[0], str)
+
+
+def _is_chunk(item: Any) -> bool:
+    # no chunk exists unless langchain_core's messages are imported: nothing to import here
+    lc_messages = sys.modules.get("langchain_core.messages")
+    return lc_messages is not None and isinstance(item, lc_messages.BaseMessageChunk)
 
 
 #: The keys every LangChain message has when pydantic dumps it (``to_jsonable_python``), and
