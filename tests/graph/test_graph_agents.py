@@ -7,11 +7,16 @@ from typing import Any, TypedDict
 import pytest
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.errors import ConfigurationError, GraphError, GraphValidationError
+from tinyagents.errors import (
+    ConfigurationError,
+    GraphError,
+    GraphValidationError,
+    RunLimitExceeded,
+)
 from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
 from tinyagents.harness import ModelRequest
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
-from tinyagents.runs import RunStatus
+from tinyagents.runs import RunLimits, RunStatus
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, tool_call
 
@@ -224,3 +229,27 @@ def test_an_agent_node_with_functions_for_input_and_output_is_not_checked_by_key
     agent = Agent("writer", model=ScriptedModel(["done"]))
     node = AgentNode(agent, input=lambda s: s["topic"], output=lambda out, s: {"draft": out})
     StateGraph(Doc).add_node("writer", node).add_edge(START, "writer").compile()
+
+
+async def test_an_agent_node_over_its_limit_fails_the_graph_with_the_childs_own_limit_error(
+    rt: Runtime,
+) -> None:
+    """The graph's error is the child's ``RunLimitExceeded``: which limit, how much was used
+    and allowed, and the child's run id. It used to be rebuilt from the child's message, read
+    as the amount used ("used run limit '...' exceeded ..., allowed None")."""
+
+    @tool
+    async def search() -> str:
+        """Search."""
+        return "found"
+
+    model = ScriptedModel([tool_call("search", {}), tool_call("search", {}), "a draft"])
+    agent = Agent("writer", model=model, tools=[search], limits=RunLimits(max_model_calls=1))
+    result = await writer_graph(agent).run({"topic": "cats"}, runtime=rt)
+    assert result.status == "failed"
+    error = result.error
+    assert isinstance(error, RunLimitExceeded)
+    assert (error.limit, error.used, error.allowed) == ("max_model_calls", 1, 1)
+    [child] = [i for i in rt.runs.list() if i.kind == "agent"]
+    assert error.run_id == child.run_id
+    assert "allowed None" not in str(error) and "used run limit" not in str(error)

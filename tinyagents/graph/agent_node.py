@@ -132,7 +132,14 @@ async def run_agent_node(
         update = {node.aborted_key: result.error} if node.aborted_key is not None else None
         return Command(update=update, goto=node.on_aborted)
     if result.status is RunStatus.LIMIT_EXCEEDED:
-        raise RunLimitExceeded("agent run", result.error, None, run_id=handle.run_id)
+        # the child's own error: which limit, its numbers and its run (``SubAgent.invoke``
+        # raises the same one)
+        limit_error = getattr(handle.driver, "limit_error", None)
+        if isinstance(limit_error, RunLimitExceeded):
+            raise limit_error
+        raise RunLimitExceeded(
+            "unknown", None, None, run_id=handle.run_id, detail=result.error or None
+        )
     if result.status is not RunStatus.COMPLETED:
         raise RunFailed(
             f"agent node {task.node!r} (run {handle.run_id}) ended {result.status.value}: "
