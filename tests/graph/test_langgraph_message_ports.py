@@ -289,25 +289,70 @@ async def test_a_pydantic_messages_field_refuses_what_is_no_message() -> None:
     # LangGraph: test_messages_state (pydantic form), with input that is no message: LangGraph
     # raises from its coercion (NotImplementedError, "Unsupported message type"). Ours raised
     # LangChain's bare TypeError out of run(); it is an InvalidUpdateError naming the field.
-    # A role dict ({"role": "user", ...}) is refused too: ours keeps dicts as written
-    # (docs/graph.md, "Reducers"), which list[AnyMessage] does not take; LangGraph converts it.
+    # So is a dict LangChain cannot read as a message (no role, an unknown role), where
+    # LangGraph raises LangChain's ValueError.
     def build(g: Any) -> Any:
         graph = g.StateGraph(PydanticChat).add_node("n", lambda state: {})
         return graph.add_edge(g.START, "n").add_edge("n", g.END)
 
     graph = build(OURS).compile()
-    for bad in ([42], [("user", "hi", "x")], [{"role": "user", "content": "hi"}]):
+    no_role, odd_role = {"content": "hi"}, {"role": "weird", "content": "hi"}
+    for bad in ([42], [("user", "hi", "x")], [no_role], [odd_role]):
         with pytest.raises(InvalidUpdateError, match="invalid graph input for 'messages'"):
             await graph.run({"messages": bad})
 
 
-def test_a_message_chunk_is_merged_as_a_message() -> None:
-    # LangGraph: test_messages_state's coercion (_coerce_to_messages): a streamed chunk a node
-    # returns (AIMessageChunk) is stored as the message it adds up to (AIMessage), so the
-    # state holds no chunks. Ours kept the chunk.
-    chunk = messages.AIMessageChunk("part", id="1")
-    ours, theirs = both([HumanMessage("hi", id="0")], [chunk])
-    assert ours == theirs == [HumanMessage("hi", id="0"), AIMessage("part", id="1")]
-    assert [type(m) for m in ours] == [HumanMessage, AIMessage]
-    (merged,) = add_messages([], messages.AIMessageChunk("x"))
-    assert type(merged) is AIMessage and uuid.UUID(merged.id).version == 4
+@pytest.mark.parametrize(
+    "given",
+    [
+        [{"role": "user", "content": "hi"}],
+        {"role": "user", "content": "hi"},
+        [{"role": "assistant", "content": "hi", "id": "a1"}, {"role": "system", "content": "s"}],
+        ["hi"],
+        "hi",
+        [{"type": "human", "content": "hi"}],
+    ],
+)
+async def test_a_pydantic_messages_field_reads_role_dicts_as_langgraph(
+    checkpointer: Checkpointer, given: Any
+) -> None:
+    # LangGraph: test_messages_state (pydantic form) with the other message-like input its
+    # add_messages takes (convert_to_messages): a role dict, a string. A field typed as
+    # LangChain messages cannot hold a dict, so ours makes the LangChain message of it at the
+    # boundary, as LangGraph does; a TypedDict state keeps dicts as written (below).
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(PydanticChat if g is OURS else TheirPydanticChat)
+        graph.add_node("n", lambda state: {"messages": [AIMessage("yo", id="y")]})
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"messages": copy.deepcopy(given)}, cfg())
+    result = await ours.run({"messages": copy.deepcopy(given)}, thread_id="1")
+    assert result.status == "completed", result.error
+    got = result.state["messages"]
+    assert contents(got) == contents(out["messages"])
+    assert [m.id for m in got if m.id in ("a1", "y")] == [
+        m.id for m in out["messages"] if m.id in ("a1", "y")
+    ]
+    assert (await ours.get_state("1")).values["messages"] == got
+    # update_state reads it so too
+    await ours.update_state("1", {"messages": [{"role": "user", "content": "more"}]})
+    assert contents((await ours.get_state("1")).values["messages"])[-1] == (
+        "HumanMessage",
+        "more",
+    )
+
+
+async def test_a_typeddict_messages_field_keeps_role_dicts() -> None:
+    # docs/graph.md, "Reducers": in a TypedDict state (LangGraph's MessagesState too) a dict
+    # is kept as written, where LangGraph makes a LangChain message of it
+    class LangChainChat(TypedDict):
+        messages: Annotated[list[messages.AnyMessage], add_messages]
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(LangChainChat).add_node("n", lambda state: {})
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    given = {"role": "user", "content": "hi", "id": "u"}
+    result = await build(OURS).compile().run({"messages": [given]})
+    assert result.state["messages"] == [given]

@@ -336,6 +336,23 @@ def message_items(write: Any) -> list[Any]:
     ]
 
 
+def langchain_messages(items: list[Any]) -> list[Any]:
+    """``items`` for a field typed as LangChain messages: each role dict (``{"role": "user",
+    "content": "hi"}``), string and LangChain constructor envelope made the LangChain message
+    LangGraph's ``add_messages`` makes of it (``convert_to_messages``); other items as they
+    are (a dict with a ``type`` is read by the field's type, as a checkpoint's messages are).
+    LangChain's ``ValueError`` or ``NotImplementedError`` for what is no message."""
+    if not any(_message_like(m) for m in items):
+        return items
+    from langchain_core.messages import convert_to_messages
+
+    return [convert_to_messages([m])[0] if _message_like(m) else m for m in items]
+
+
+def _message_like(item: Any) -> bool:
+    return isinstance(item, str) or (type(item) is dict and ("role" in item or item.get("lc") == 1))
+
+
 def _role_pair(item: Any) -> bool:
     return type(item) is tuple and len(item) == 2 and isinstance(item[0], str)
 

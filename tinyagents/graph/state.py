@@ -14,8 +14,11 @@ enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import inspect
+import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +36,7 @@ from tinyagents.graph.reducers import (
     Overwrite,
     Reducer,
     empty_value,
+    langchain_messages,
     message_items,
     overwritten,
     resolve,
@@ -329,20 +333,29 @@ class StateSchema(Record):
             return dict(update)
         writes: dict[str, Any] = {}
         for key, value in update.items():
-            if isinstance(self.channels[key].reducer, Messages) and not overwritten(value)[0]:
-                # what the reducer will merge: ("user", "hi") is a message before it is
-                # checked against list[AnyMessage], as LangGraph's MessagesState takes it
-                value = message_items(value)
-            is_overwrite, inner = overwritten(value)
+            channel = self.channels[key]
             try:
-                checked = (
-                    self.channels[key].adapter().validate_python(inner if is_overwrite else value)
-                )
-            except (ValidationError, TypeError) as exc:  # TypeError: LangChain's AnyMessage
+                if isinstance(channel.reducer, Messages) and not overwritten(value)[0]:
+                    value = self._messages_update(channel, value)
+                is_overwrite, inner = overwritten(value)
+                checked = channel.adapter().validate_python(inner if is_overwrite else value)
+            # TypeError: LangChain's AnyMessage; ValueError (ValidationError is one) and
+            # NotImplementedError: LangChain's convert_to_messages
+            except (ValueError, TypeError, NotImplementedError) as exc:
                 raise InvalidUpdateError(f"invalid {what} for {key!r}: {exc}") from None
             # an Overwrite's value is checked as the field's, and stays an Overwrite
             writes[key] = Overwrite(checked) if is_overwrite else checked
         return writes
+
+    @staticmethod
+    def _messages_update(channel: Channel, value: Any) -> list[Any]:
+        """What an ``add_messages`` field's reducer will merge, before it is checked against
+        the field's type: ``("user", "hi")`` is a message, one message a list, as LangGraph's
+        pydantic ``MessagesState`` takes them; a field typed as LangChain messages, which
+        cannot hold a dict, takes a role dict or a string as the LangChain message LangGraph
+        makes of it."""
+        items = message_items(value)
+        return langchain_messages(items) if _langchain_typed(channel.annotation) else items
 
 
 def _managed(annotation: Any) -> str | None:
@@ -351,6 +364,29 @@ def _managed(annotation: Any) -> str | None:
             if isinstance(extra, Managed):
                 return extra.name
     return None
+
+
+def _langchain_typed(annotation: Any) -> bool:
+    """Whether every item ``annotation`` allows is a LangChain message (``list[AnyMessage]``,
+    ``Sequence[HumanMessage | AIMessage] | None``): such a field takes no dict."""
+    lc_messages = sys.modules.get("langchain_core.messages")  # no LangChain type without it
+    if lc_messages is None:
+        return False
+    items = _item_types(annotation)
+    return bool(items) and all(
+        isinstance(t, type) and issubclass(t, lc_messages.BaseMessage) for t in items
+    )
+
+
+def _item_types(annotation: Any) -> list[Any]:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _item_types(get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [t for a in get_args(annotation) if a is not type(None) for t in _item_types(a)]
+    if origin in (list, tuple, collections.abc.Sequence):
+        return [t for a in get_args(annotation) if a is not Ellipsis for t in _item_types(a)]
+    return [annotation]
 
 
 def _refuse_langgraph_channel(cls: type, name: str, annotation: Any) -> None:
