@@ -1284,6 +1284,34 @@ async def test_tool_results_of_bytes_are_their_text_or_base64() -> None:
     ]
 
 
+async def test_a_memoryview_inside_a_tool_result_is_read_as_bytes() -> None:
+    # a memoryview inside a structure reached the model as its repr ("<memory at 0x...>")
+    # where bytes there are their text, or all base64 when one is no text; it is read as
+    # the bytes it views, as a top-level one is
+    png = b"\x89PNG\r\n\x1a\n\x00"
+
+    @tool
+    def read_text() -> dict[str, Any]:
+        """Views of text bytes inside a structure."""
+        return {"data": memoryview(b"abc"), "parts": [memoryview(b"x"), b"y"]}
+
+    @tool
+    def read_image() -> dict[str, Any]:
+        """A view of bytes that are no text, beside text bytes."""
+        return {"name": b"a", "raw": memoryview(png)}
+
+    model = ScriptedModel(
+        [tool_calls(tool_call("read_text"), tool_call("read_image")), reply("ok")]
+    )
+    await Agent("a", model, tools=[read_text, read_image]).run("go")
+    answers = tool_messages(model.requests[1])
+    assert not any(m.metadata.get("error") for m in answers)
+    assert [m.content for m in answers] == [
+        json.dumps({"data": "abc", "parts": ["x", "y"]}),
+        json.dumps({"name": "YQ==", "raw": base64.b64encode(png).decode()}),
+    ]
+
+
 # --- end strategy: tool calls beside an answer ------------------------------------------------
 
 

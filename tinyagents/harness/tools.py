@@ -434,8 +434,8 @@ def _to_text(value: Any) -> str:
 
     Messages carry text only (pydantic-ai sends a ``BinaryContent`` as a file): bytes that are
     UTF-8 text are that text, other bytes base64 under a line that says so, as pydantic-ai
-    dumps a tool's bytes. Bytes inside a structure are its UTF-8 text if they all are, else
-    all base64."""
+    dumps a tool's bytes. Bytes (and views of bytes) inside a structure are its UTF-8 text if
+    they all are, else all base64."""
     if isinstance(value, str):
         return value
     if isinstance(value, bytes | bytearray | memoryview):
@@ -444,12 +444,18 @@ def _to_text(value: Any) -> str:
             return data.decode()
         except UnicodeDecodeError:
             return f"[binary data: {len(data)} bytes, base64]\n{base64.b64encode(data).decode()}"
-    # fallback=str: a tool returning an object pydantic cannot serialize still gets through.
     try:
-        jsonable = to_jsonable_python(value, fallback=str)
+        jsonable = to_jsonable_python(value, fallback=_unserializable)
     except UnicodeDecodeError:  # bytes that are no text, somewhere inside
-        jsonable = to_jsonable_python(value, fallback=str, bytes_mode="base64")
+        jsonable = to_jsonable_python(value, fallback=_unserializable, bytes_mode="base64")
     return json.dumps(jsonable, ensure_ascii=False)
+
+
+def _unserializable(value: Any) -> Any:
+    """What pydantic cannot serialize: a memoryview is the bytes it views (pydantic knows no
+    memoryview), read as the bytes beside it are; anything else its ``str``, so that a tool
+    returning such an object still gets through."""
+    return bytes(value) if isinstance(value, memoryview) else str(value)
 
 
 def _is_async_callable(fn: Callable[..., Any]) -> bool:
