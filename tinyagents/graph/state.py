@@ -29,6 +29,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
+from tinyagents.graph.langchain import langchain_messages, message_items, revive_messages
 from tinyagents.graph.reducers import (
     MISSING,
     LastValue,
@@ -36,11 +37,8 @@ from tinyagents.graph.reducers import (
     Overwrite,
     Reducer,
     empty_value,
-    langchain_messages,
-    message_items,
     overwritten,
     resolve,
-    revive_messages,
 )
 
 
