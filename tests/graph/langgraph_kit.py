@@ -66,8 +66,10 @@ class Log(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
 
 
-def abc_graph(g: Any, calls: list[str]) -> Any:
-    """START → a → b → c → END, each node logging its name and noting its call in ``calls``."""
+def abc_graph(g: Any, calls: list[str] | None = None) -> Any:
+    """START → a → b → c → END, each node logging its name and noting its call in ``calls``
+    (when given)."""
+    calls = [] if calls is None else calls
     graph = g.StateGraph(Log)
     for name in ("a", "b", "c"):
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langgraph_kit import OURS, THEIRS, Log, cfg, pair, values
+from langgraph_kit import OURS, THEIRS, Log, abc_graph, cfg, pair, values
 
 from tinyagents import Runtime
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -26,15 +26,6 @@ from tinyagents.store.checkpoint import Checkpointer
 from tinyagents.testkit import EventWaiter
 
 Outcome = tuple[dict[str, Any], tuple[str, ...]]
-
-
-def abc(g: Any) -> Any:
-    """START → a → b → c → END, each node logging its name."""
-    graph = g.StateGraph(Log)
-    for name in ("a", "b", "c"):
-        graph.add_node(name, lambda s, name=name: {"log": [name]})
-    graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", "c")
-    return graph.add_edge("c", g.END)
 
 
 async def both(ours: Any, theirs: Any, given: Any) -> tuple[Outcome, Outcome]:
@@ -63,7 +54,7 @@ def none(g: Any) -> Any:
 async def test_a_run_continued_after_interrupt_after_passes_the_next_nodes_interrupt_before(
     checkpointer: Checkpointer, given: Any, log: list[str]
 ) -> None:
-    ours, theirs = pair(abc, checkpointer, interrupt_after=["a"], interrupt_before=["b"])
+    ours, theirs = pair(abc_graph, checkpointer, interrupt_after=["a"], interrupt_before=["b"])
     expected, got = await both(ours, theirs, start)
     assert got == expected == ({"log": ["a"]}, ("b",))
     expected, got = await both(ours, theirs, given)
@@ -73,7 +64,7 @@ async def test_a_run_continued_after_interrupt_after_passes_the_next_nodes_inter
 async def test_a_goto_passes_its_targets_interrupt_before(checkpointer: Checkpointer) -> None:
     # a finished thread sent back to b: LangGraph runs b and c (the thread's next steps are
     # the goto's, nothing else pending there, so both libraries run the same tasks)
-    ours, theirs = pair(abc, checkpointer, interrupt_before=["b"])
+    ours, theirs = pair(abc_graph, checkpointer, interrupt_before=["b"])
     await both(ours, theirs, start)
     expected, got = await both(ours, theirs, none)
     assert got == expected == ({"log": ["a", "b", "c"]}, ())
@@ -86,7 +77,7 @@ async def test_a_replay_passes_the_interrupt_before_of_the_step_it_replays(
 ) -> None:
     # LangGraph's test_checkpoint_recovery-style time travel, with breakpoints: the replay of
     # the step that runs a passes a's breakpoint, and stops before b as the first run did
-    ours, theirs = pair(abc, checkpointer, interrupt_before=["a", "b"])
+    ours, theirs = pair(abc_graph, checkpointer, interrupt_before=["a", "b"])
     for given in (start, none, none):
         expected, got = await both(ours, theirs, given)
     assert got == expected == ({"log": ["a", "b", "c"]}, ())
@@ -102,7 +93,7 @@ async def test_a_replay_passes_the_interrupt_before_of_the_step_it_replays(
 async def test_a_past_changed_by_update_state_runs_on_past_the_breakpoint_there(
     checkpointer: Checkpointer,
 ) -> None:
-    ours, theirs = pair(abc, checkpointer, interrupt_before=["b"])
+    ours, theirs = pair(abc_graph, checkpointer, interrupt_before=["b"])
     for given in (start, none):
         await both(ours, theirs, given)
     theirs_at_b = [s async for s in theirs.aget_state_history(cfg()) if s.next == ("b",)][-1]
@@ -116,7 +107,7 @@ async def test_a_past_changed_by_update_state_runs_on_past_the_breakpoint_there(
 async def test_update_state_as_node_on_a_finished_thread_runs_on_past_the_breakpoint(
     checkpointer: Checkpointer,
 ) -> None:
-    ours, theirs = pair(abc, checkpointer, interrupt_before=["b"])
+    ours, theirs = pair(abc_graph, checkpointer, interrupt_before=["b"])
     for given in (start, none):
         await both(ours, theirs, given)
     await theirs.aupdate_state(cfg(), {"log": ["u"]}, as_node="a")
@@ -128,7 +119,7 @@ async def test_update_state_as_node_on_a_finished_thread_runs_on_past_the_breakp
 async def test_a_fork_of_a_breakpoint_runs_on_past_it(checkpointer: Checkpointer) -> None:
     # LangGraph has no fork(); a thread copied at a checkpoint and continued with None is a
     # resuming run there, as the replay above: it passes the first step's breakpoint
-    ours = abc(OURS).compile(checkpointer=checkpointer, interrupt_before=["b"])
+    ours = abc_graph(OURS).compile(checkpointer=checkpointer, interrupt_before=["b"])
     assert (await ours.run({"log": []}, thread_id="1")).status == "interrupted"
     assert (await ours.run(None, thread_id="1")).status == "completed"
     at_b = [h for h in await ours.history("1") if h.next == ("b",)][-1]
@@ -167,7 +158,7 @@ async def test_a_run_redirected_at_a_breakpoint_passes_its_targets_interrupt_bef
     """A runtime run stopped before b, redirected to c by steering (which has its own
     breakpoint) and continued: the redirect lands before the continued run's first step,
     which passes c's breakpoint as a ``Command(goto="c")`` does in LangGraph."""
-    ours = abc(OURS).compile(checkpointer=checkpointer, interrupt_before=["b", "c"])
+    ours = abc_graph(OURS).compile(checkpointer=checkpointer, interrupt_before=["b", "c"])
     async with Runtime(testing=True) as rt:
         first = await ours.run({"log": []}, thread_id="1", runtime=rt)
         assert first.status == "interrupted"
@@ -195,7 +186,7 @@ async def test_a_run_waiting_on_an_interrupt_redirected_passes_its_targets_inter
     def ask(state: Any) -> dict[str, Any]:
         return {"log": [OURS.interrupt("ok?")]}
 
-    graph = abc(OURS).add_node("ask", ask).add_edge(OURS.START, "ask").add_edge("ask", "b")
+    graph = abc_graph(OURS).add_node("ask", ask).add_edge(OURS.START, "ask").add_edge("ask", "b")
     ours = graph.compile(checkpointer=checkpointer, interrupt_before=["b", "c"])
     handle = await rt.start_graph(ours, {"log": []}, thread_id="1")
     await waiter.event("graph.interrupt", handle.run_id)

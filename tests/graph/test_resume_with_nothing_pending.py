@@ -16,10 +16,8 @@ has finished (LangGraph returns the state unchanged) and one on a thread with no
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from langgraph_kit import OURS, THEIRS, Log, cfg, pair, values
+from langgraph_kit import OURS, THEIRS, abc_graph, cfg, pair, values
 
 from tinyagents import Runtime
 from tinyagents.errors import InterruptError
@@ -27,21 +25,12 @@ from tinyagents.graph import Command
 from tinyagents.store.checkpoint import Checkpointer
 
 
-def abc(g: Any) -> Any:
-    """START → a → b → c → END, each node logging its name."""
-    graph = g.StateGraph(Log)
-    for name in ("a", "b", "c"):
-        graph.add_node(name, lambda s, name=name: {"log": [name]})
-    graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", "c")
-    return graph.add_edge("c", g.END)
-
-
 @pytest.mark.parametrize("stop", ["interrupt_before", "interrupt_after"])
 @pytest.mark.parametrize("managed", [False, True], ids=["plain", "runtime"])
 async def test_a_resume_value_at_a_breakpoint_continues_past_it(
     checkpointer: Checkpointer, stop: str, managed: bool
 ) -> None:
-    ours, theirs = pair(abc, checkpointer, **{stop: ["b"]})
+    ours, theirs = pair(abc_graph, checkpointer, **{stop: ["b"]})
     async with Runtime(testing=True) as rt:
         runtime = rt if managed else None
         expected = values(await theirs.ainvoke({"log": []}, cfg()))
@@ -59,7 +48,7 @@ async def test_a_resume_map_naming_no_pending_interrupt_is_refused_at_a_breakpoi
 ) -> None:
     # (already so) LangGraph's strict mode refuses it as "Unknown or already-consumed
     # interrupt"; an answer meant for a question nobody asks is not dropped in silence
-    ours = abc(OURS).compile(checkpointer=checkpointer, interrupt_before=["b"])
+    ours = abc_graph(OURS).compile(checkpointer=checkpointer, interrupt_before=["b"])
     await ours.run({"log": []}, thread_id="1")
     head = (await ours.get_state("1")).checkpoint_id
     with pytest.raises(
@@ -72,7 +61,7 @@ async def test_a_resume_map_naming_no_pending_interrupt_is_refused_at_a_breakpoi
 async def test_a_resume_on_a_finished_thread_says_it_has_finished(
     checkpointer: Checkpointer,
 ) -> None:
-    ours = abc(OURS).compile(checkpointer=checkpointer)
+    ours = abc_graph(OURS).compile(checkpointer=checkpointer)
     await ours.run({"log": []}, thread_id="1")
     head = (await ours.get_state("1")).checkpoint_id
     with pytest.raises(InterruptError) as raised:
@@ -87,7 +76,7 @@ async def test_a_resume_on_a_finished_thread_says_it_has_finished(
 async def test_a_resume_on_a_thread_with_no_checkpoint_says_to_start_it(
     checkpointer: Checkpointer,
 ) -> None:
-    ours = abc(OURS).compile(checkpointer=checkpointer)
+    ours = abc_graph(OURS).compile(checkpointer=checkpointer)
     with pytest.raises(InterruptError) as raised:
         await ours.run(Command(resume="x"), thread_id="new")
     assert str(raised.value) == (
@@ -102,7 +91,7 @@ async def test_a_resume_at_an_older_checkpoint_says_its_step_runs_again(
 ) -> None:
     # a replay runs that step again and asks its questions again: an answer given with the
     # rewind could only be lost (docs/graph.md, "Running")
-    ours = abc(OURS).compile(checkpointer=checkpointer, interrupt_before=["b"])
+    ours = abc_graph(OURS).compile(checkpointer=checkpointer, interrupt_before=["b"])
     await ours.run({"log": []}, thread_id="1")
     await ours.run(None, thread_id="1")
     at_b = [h for h in await ours.history("1") if h.next == ("b",)][-1]

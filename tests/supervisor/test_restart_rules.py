@@ -49,6 +49,18 @@ async def paused_resumed_then_stopped(store: str, run_id: str, rules: list[Any])
     assert actions(recorder) == [("pause", "iteration_reached")]
 
 
+async def restarted(store: str, run_id: str, spec: SupervisorSpec) -> list[tuple[str, str]]:
+    """Start run ``run_id`` again under ``spec`` (one tool call, then an answer) and let it
+    complete: the supervisor's actions on it."""
+    recorder = EventRecorder()
+    async with Runtime(store, supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([tool_call("search"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[search]), "go", run_id=run_id)
+        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+    assert result.status is RunStatus.COMPLETED
+    return actions(recorder)
+
+
 async def test_a_rule_that_acted_does_not_fire_again_after_a_restart(tmp_path: Path) -> None:
     # the restarted run's counters started from zero, and so did the rules that had fired:
     # its first response tripped "iteration_reached" again, a second pause for the trigger
@@ -58,13 +70,7 @@ async def test_a_rule_that_acted_does_not_fire_again_after_a_restart(tmp_path: P
 
     # the same rule; a short dwell cap would turn a second pause into an abort
     spec = SupervisorSpec(rules=[PAUSE_AT_FIRST], pause_max_s=0.01)
-    recorder = EventRecorder()
-    async with Runtime(store, supervisor=spec, sinks=[recorder]) as rt:
-        model = ScriptedModel([tool_call("search"), reply("done")])
-        handle = await rt.start(Agent("a", model, tools=[search]), "go", run_id="r-again")
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
-    assert result.status is RunStatus.COMPLETED
-    assert actions(recorder) == []
+    assert await restarted(store, "r-again", spec) == []
 
 
 async def test_rules_are_known_by_what_they_say_not_their_place_in_the_spec(
@@ -77,13 +83,7 @@ async def test_rules_are_known_by_what_they_say_not_their_place_in_the_spec(
 
     added = {"when": "iteration_reached", "gte": 1, "then": "steer"}
     spec = SupervisorSpec(rules=[added, PAUSE_AT_FIRST], pause_max_s=0.01)
-    recorder = EventRecorder()
-    async with Runtime(store, supervisor=spec, sinks=[recorder]) as rt:
-        model = ScriptedModel([tool_call("search"), reply("done")])
-        handle = await rt.start(Agent("a", model, tools=[search]), "go", run_id="r-spec")
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
-    assert result.status is RunStatus.COMPLETED
-    assert actions(recorder) == [("steer", "iteration_reached")]
+    assert await restarted(store, "r-spec", spec) == [("steer", "iteration_reached")]
 
 
 async def test_another_turn_of_a_restarted_run_is_watched_from_zero(tmp_path: Path) -> None:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tinyagents._record import FrozenRecord
-from tinyagents.errors import ConfigurationError, GraphError, RunFailed, RunLimitExceeded
+from tinyagents.errors import ConfigurationError, GraphError, RunFailed
 from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
-from tinyagents.harness.loop import start_agent_run
+from tinyagents.harness.loop import limit_error, start_agent_run
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
@@ -132,14 +132,7 @@ async def run_agent_node(
         update = {node.aborted_key: result.error} if node.aborted_key is not None else None
         return Command(update=update, goto=node.on_aborted)
     if result.status is RunStatus.LIMIT_EXCEEDED:
-        # the child's own error: which limit, its numbers and its run (``SubAgent.invoke``
-        # raises the same one)
-        limit_error = getattr(handle.driver, "limit_error", None)
-        if isinstance(limit_error, RunLimitExceeded):
-            raise limit_error
-        raise RunLimitExceeded(
-            "unknown", None, None, run_id=handle.run_id, detail=result.error or None
-        )
+        raise limit_error(handle, result)  # the child's own, as SubAgent.invoke raises it
     if result.status is not RunStatus.COMPLETED:
         raise RunFailed(
             f"agent node {task.node!r} (run {handle.run_id}) ended {result.status.value}: "

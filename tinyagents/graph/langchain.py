@@ -1,13 +1,16 @@
 """LangChain messages in ``add_messages`` channels: what LangGraph's reducer makes of its
 shorthands (``("user", "hi")``, role dicts, chunks) and how saved LangChain messages come back
-from a checkpoint. ``langchain_core`` is imported only when such a message is there, so dict
-messages never load it.
+from a checkpoint, and which state fields hold LangChain messages only. ``langchain_core`` is
+imported only when such a message is there, so dict messages never load it.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import sys
-from typing import Any
+import types
+import typing
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import TypeAdapter
 
@@ -102,3 +105,26 @@ def _is_langchain_dump(message: Any) -> bool:
         and message.keys() >= _LANGCHAIN_KEYS
         and message["type"] in _LANGCHAIN_TYPES
     )
+
+
+def langchain_typed(annotation: Any) -> bool:
+    """Whether every item ``annotation`` allows is a LangChain message (``list[AnyMessage]``,
+    ``Sequence[HumanMessage | AIMessage] | None``): such a field takes no dict."""
+    lc_messages = sys.modules.get("langchain_core.messages")  # no LangChain type without it
+    if lc_messages is None:
+        return False
+    items = _item_types(annotation)
+    return bool(items) and all(
+        isinstance(t, type) and issubclass(t, lc_messages.BaseMessage) for t in items
+    )
+
+
+def _item_types(annotation: Any) -> list[Any]:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _item_types(get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [t for a in get_args(annotation) if a is not type(None) for t in _item_types(a)]
+    if origin in (list, tuple, collections.abc.Sequence):
+        return [t for a in get_args(annotation) if a is not Ellipsis for t in _item_types(a)]
+    return [annotation]

@@ -14,11 +14,8 @@ enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import inspect
-import sys
-import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +26,12 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
-from tinyagents.graph.langchain import langchain_messages, message_items, revive_messages
+from tinyagents.graph.langchain import (
+    langchain_messages,
+    langchain_typed,
+    message_items,
+    revive_messages,
+)
 from tinyagents.graph.reducers import (
     MISSING,
     LastValue,
@@ -353,7 +355,7 @@ class StateSchema(Record):
         cannot hold a dict, takes a role dict or a string as the LangChain message LangGraph
         makes of it."""
         items = message_items(value)
-        return langchain_messages(items) if _langchain_typed(channel.annotation) else items
+        return langchain_messages(items) if langchain_typed(channel.annotation) else items
 
 
 def _managed(annotation: Any) -> str | None:
@@ -362,29 +364,6 @@ def _managed(annotation: Any) -> str | None:
             if isinstance(extra, Managed):
                 return extra.name
     return None
-
-
-def _langchain_typed(annotation: Any) -> bool:
-    """Whether every item ``annotation`` allows is a LangChain message (``list[AnyMessage]``,
-    ``Sequence[HumanMessage | AIMessage] | None``): such a field takes no dict."""
-    lc_messages = sys.modules.get("langchain_core.messages")  # no LangChain type without it
-    if lc_messages is None:
-        return False
-    items = _item_types(annotation)
-    return bool(items) and all(
-        isinstance(t, type) and issubclass(t, lc_messages.BaseMessage) for t in items
-    )
-
-
-def _item_types(annotation: Any) -> list[Any]:
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        return _item_types(get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        return [t for a in get_args(annotation) if a is not type(None) for t in _item_types(a)]
-    if origin in (list, tuple, collections.abc.Sequence):
-        return [t for a in get_args(annotation) if a is not Ellipsis for t in _item_types(a)]
-    return [annotation]
 
 
 def _refuse_langgraph_channel(cls: type, name: str, annotation: Any) -> None:

@@ -1002,6 +1002,17 @@ def _unfreeze(handle: RunHandle) -> None:
         driver.wake()
 
 
+def limit_error(handle: RunHandle, result: RunResult) -> RunLimitExceeded:
+    """The error of an agent run that ended ``limit_exceeded``: its own (which limit, used and
+    allowed), or, where the run was not hosted here, one that says what its result does."""
+    error = getattr(handle.driver, "limit_error", None)
+    if isinstance(error, RunLimitExceeded):
+        return error
+    return RunLimitExceeded(
+        "unknown", None, None, run_id=handle.run_id, detail=result.error or None
+    )
+
+
 async def start_agent_run(
     runtime: RunHost,
     agent: AgentRecipe,

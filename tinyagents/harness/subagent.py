@@ -32,7 +32,7 @@ from tinyagents.errors import (
 from tinyagents.events.models import Event
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.loop import abandon_child, read_output, start_agent_run
+from tinyagents.harness.loop import abandon_child, limit_error, read_output, start_agent_run
 from tinyagents.harness.model import Message
 from tinyagents.harness.tools import (
     InvalidArguments,
@@ -344,9 +344,7 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
     if result.status is RunStatus.COMPLETED:
         return result.output
     if result.status is RunStatus.LIMIT_EXCEEDED:
-        original = getattr(handle.driver, "limit_error", None)
-        if not isinstance(original, RunLimitExceeded):
-            original = RunLimitExceeded("unknown", None, None, run_id=handle.run_id)
+        original = limit_error(handle, result)
         if handle.info.limits.behavior == "stop_with_partial":
             # the caller asked for what there is rather than an error
             return _partial_output(handle, result, original)
