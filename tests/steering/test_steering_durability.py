@@ -10,7 +10,9 @@ from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.protocol import Boundary, ReceiptStatus, SteeringKind, SteeringTarget
 from tinyagents.protocol.commands import dedupe_scope
+from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
+from tinyagents.steering import PayloadPolicy, PolicyPipeline, default_policies
 from tinyagents.store import SqliteStore
 from tinyagents.testkit import EventRecorder
 
@@ -182,12 +184,30 @@ async def test_a_small_rejected_command_is_logged_whole(db: Path) -> None:
 
 async def test_a_deferred_command_rejected_later_is_logged_as_a_bounded_summary(db: Path) -> None:
     """Deferred (no run on its thread yet), a command is logged whole: it may be applied.
-    Rejected once a run comes (too large for its policies), the log keeps its summary."""
-    async with Runtime(store=url(db), testing=True) as rt:
+    Rejected once a run comes (too large for that run's own policies), the log keeps its
+    summary."""
+    pipeline = PolicyPipeline([*default_policies()[:-1], PayloadPolicy(max_text_bytes=10**7)])
+    async with Runtime(store=url(db), testing=True, policies=pipeline) as rt:
         cmd = make_command(target=SteeringTarget.thread("t1"), payload={"text": "x" * 3_000_000})
         assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
-        await start_run(rt, "r-1", thread_id="t1")
+        handle = RunHandle(RunInfo(run_id="r-1", thread_id="t1"), submitter=rt)
+        handle.policies = [PayloadPolicy()]
+        await rt.register(handle)
         assert [e.type for e in rt.steering_history("r-1")][-1] == "steering.rejected"
+    with sqlite3.connect(db) as conn:
+        ((state, size),) = conn.execute("SELECT state, LENGTH(command) FROM steering_log")
+    assert state == "rejected" and size < 64_000
+
+
+async def test_a_thread_command_too_large_for_any_run_is_refused_at_once_as_a_summary(
+    db: Path,
+) -> None:
+    """Too large for the runtime's own payload policy, a command for a thread with no run is
+    rejected at once, never logged whole."""
+    async with Runtime(store=url(db), testing=True) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t1"), payload={"text": "x" * 3_000_000})
+        receipt = await rt.submit(cmd)
+        assert (receipt.status, receipt.policy_id) == (ReceiptStatus.REJECTED, "payload")
     with sqlite3.connect(db) as conn:
         ((state, size),) = conn.execute("SELECT state, LENGTH(command) FROM steering_log")
     assert state == "rejected" and size < 64_000

@@ -35,6 +35,7 @@ from tinyagents.steering.policy import (
     Policy,
     PolicyContext,
     PolicyPipeline,
+    SenderContext,
 )
 from tinyagents.steering.queue import SteeringQueue, order_key
 
@@ -51,6 +52,7 @@ __all__ = [
     "PolicyContext",
     "PolicyPipeline",
     "RedirectConflict",
+    "SenderContext",
     "StalenessPolicy",
     "SteeringQueue",
     "default_pipeline",

@@ -23,6 +23,7 @@ from tinyagents.steering.policy import (
     Policy,
     PolicyContext,
     PolicyPipeline,
+    SenderContext,
 )
 
 CONTROL_SCOPE = "agent:control"
@@ -45,7 +46,7 @@ class AuthorityPolicy(CheckPolicy):
             if actor.tenant_id != target.tenant_id:
                 return not_found(cmd)  # never confirm that another tenant's run exists
             if CONTROL_SCOPE not in actor.scopes:
-                return f"forbidden: {actor.describe()} lacks the scope {CONTROL_SCOPE!r}"
+                return _lacks_scope(actor)
             return None
         if isinstance(actor, ParentAgentActor):
             if ctx.tree.is_descendant(target.run_id, of=actor.run_id):
@@ -69,24 +70,41 @@ class AuthorityPolicy(CheckPolicy):
             return f"forbidden: {actor.describe()} may steer only its own graph run and its tasks"
         if isinstance(actor, MiddlewareActor):
             if actor.run_id is None:
-                if actor.name in ctx.trusted_middleware:
-                    return None
-                return (
-                    f"forbidden: {actor.describe()} has no run and is not registered as "
-                    "runtime middleware"
-                )
+                return _untrusted(actor, ctx.trusted_middleware)
             if target.run_id == actor.run_id or ctx.tree.is_descendant(
                 target.run_id, of=actor.run_id
             ):
                 return None
             return f"forbidden: {actor.describe()} may steer only its own run and its descendants"
         if isinstance(actor, TestActor):
-            return (
-                None
-                if ctx.testing
-                else ("forbidden: the test actor is only allowed in a Runtime(testing=True)")
-            )
+            return None if ctx.testing else _NO_TEST_ACTOR
         return f"forbidden: unknown actor type {actor.type!r}"
+
+    def check_sender(self, cmd: SteeringCommand, ctx: SenderContext) -> str | None:
+        """What no run can change: a human's scope, an untrusted runtime middleware, the test
+        actor outside a testing runtime. (A human's tenant is the run's to judge: refused here,
+        a foreign tenant's thread would read differently from a thread with no run.)"""
+        actor = cmd.actor
+        if isinstance(actor, HumanActor) and CONTROL_SCOPE not in actor.scopes:
+            return _lacks_scope(actor)
+        if isinstance(actor, MiddlewareActor) and actor.run_id is None:
+            return _untrusted(actor, ctx.trusted_middleware)
+        if isinstance(actor, TestActor) and not ctx.testing:
+            return _NO_TEST_ACTOR
+        return None
+
+
+_NO_TEST_ACTOR = "forbidden: the test actor is only allowed in a Runtime(testing=True)"
+
+
+def _lacks_scope(actor: HumanActor) -> str:
+    return f"forbidden: {actor.describe()} lacks the scope {CONTROL_SCOPE!r}"
+
+
+def _untrusted(actor: MiddlewareActor, trusted: frozenset[str]) -> str | None:
+    if actor.name in trusted:
+        return None
+    return f"forbidden: {actor.describe()} has no run and is not registered as runtime middleware"
 
 
 class AllowlistPolicy(CheckPolicy):
@@ -249,7 +267,7 @@ class PayloadPolicy(CheckPolicy):
     def __init__(self, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
         self.max_text_bytes = max_text_bytes
 
-    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext | SenderContext) -> str | None:
         limit = self.max_text_bytes
         if json_bytes(cmd.payload, stop_above=limit) > limit:
             return (
@@ -257,6 +275,9 @@ class PayloadPolicy(CheckPolicy):
                 "reference instead"
             )
         return None
+
+    #: A payload's size needs no run: refused before a thread command is kept waiting.
+    check_sender = check
 
 
 def json_bytes(value: Any, *, stop_above: int | None = None) -> int:

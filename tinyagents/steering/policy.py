@@ -73,6 +73,17 @@ class PolicyContext(Record):
     node_id: str | None = None
 
 
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class SenderContext(Record):
+    """What a policy may look at before any run is known to take a command (one for a thread
+    with no live run, deferred until a run of that thread registers): the runtime's settings,
+    no run and no tree."""
+
+    testing: bool = False
+    #: Names of runtime-level middleware actors (run_id=None) that may steer any run.
+    trusted_middleware: frozenset[str] = frozenset()
+
+
 class Policy(Protocol):
     policy_id: str
 
@@ -102,6 +113,15 @@ class CheckPolicy(ABC):
     @abstractmethod
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         """Why ``cmd`` is rejected, or None to pass it on."""
+
+    def check_sender(self, cmd: SteeringCommand, ctx: SenderContext) -> str | None:
+        """Why ``cmd`` is rejected whatever run takes it, or None (the default: nothing to
+        judge without a run). Asked before a command for a thread with no live run is
+        deferred, so one that could never be accepted is refused at once rather than kept
+        for the thread's next run (whose evaluation then calls ``check`` as for any command).
+        It must not depend on the thread: a receipt for another tenant's thread has to read
+        as one for a thread with no run."""
+        return None
 
     async def __call__(
         self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
@@ -322,6 +342,24 @@ def first_refusal(
             return broken(check.policy_id, cmd, exc), check.policy_id
         if reason is not None:
             return reason, check.policy_id
+    return None
+
+
+def first_sender_refusal(
+    policies: Sequence[Policy], cmd: SteeringCommand, ctx: SenderContext
+) -> tuple[str, str] | None:
+    """The first ``CheckPolicy`` of ``policies`` whose ``check_sender`` rejects ``cmd``: (its
+    reason, its policy id), or None. One that raises rejects it (``broken``), as in
+    ``first_refusal``."""
+    for policy in policies:
+        if not isinstance(policy, CheckPolicy):
+            continue
+        try:
+            reason = policy.check_sender(cmd, ctx)
+        except Exception as exc:
+            return broken(policy.policy_id, cmd, exc), policy.policy_id
+        if reason is not None:
+            return reason, policy.policy_id
     return None
 
 

@@ -55,7 +55,13 @@ from tinyagents.steering.policies import (
     json_bytes,
     not_found,
 )
-from tinyagents.steering.policy import PolicyContext, PolicyPipeline, first_refusal
+from tinyagents.steering.policy import (
+    PolicyContext,
+    PolicyPipeline,
+    SenderContext,
+    first_refusal,
+    first_sender_refusal,
+)
 
 if TYPE_CHECKING:
     from tinyagents.store.base import Store
@@ -206,6 +212,9 @@ class SteeringRouter:
             tracked.info = info
             if handle is None:
                 if reason is None:  # a thread with no live run yet: wait for one
+                    refused = self._refused_by_sender(tracked)
+                    if refused is not None:  # ... unless no run could ever take it
+                        return await self._reject(tracked, *refused)
                     return await self._defer(
                         tracked, f"no live run on {cmd.target.describe()}", "router"
                     )
@@ -525,6 +534,20 @@ class SteeringRouter:
                 return routed, None, routed.info
         return handle, None, handle.info
 
+    def _trusted_middleware(self, tracked: _Tracked) -> frozenset[str]:
+        if tracked.trusted:
+            return self.trusted_middleware | {tracked.cmd.actor.name}  # type: ignore[union-attr]
+        return self.trusted_middleware
+
+    def _refused_by_sender(self, tracked: _Tracked) -> tuple[str, str] | None:
+        """(reason, policy id) if a policy of the pipeline refuses ``tracked``'s command before
+        any run is known to take it (``CheckPolicy.check_sender``): a sender without the
+        authority, a payload too large. Such a command is not kept waiting for a run."""
+        ctx = SenderContext(
+            testing=self.testing, trusted_middleware=self._trusted_middleware(tracked)
+        )
+        return first_sender_refusal(self.pipeline.policies, tracked.cmd, ctx)
+
     async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
         cmd = tracked.cmd
         task_id, node_id = _task_and_node(cmd.target)
@@ -533,11 +556,7 @@ class SteeringRouter:
             tree=self.registry.tree,
             testing=self.testing,
             grants=self.grants,
-            trusted_middleware=(
-                self.trusted_middleware | {cmd.actor.name}  # type: ignore[union-attr]
-                if tracked.trusted
-                else self.trusted_middleware
-            ),
+            trusted_middleware=self._trusted_middleware(tracked),
             task_id=task_id,
             node_id=node_id,
         )
