@@ -5,6 +5,7 @@
     │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
+    ├── InvalidIdError                 a run, thread or tenant id no run can have (also a ValueError)
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
     ├── SteeringRejected               a command was rejected by the policy pipeline (carries the receipt)
     ├── AuthError                      an operator API token is missing, unreadable or not signed by the server's key
@@ -95,6 +96,16 @@ class InvalidCommandError(TinyAgentsError, ValueError):
     Raised by every way of building a command (keywords, ``model_validate``,
     ``model_validate_json``); a ``ValueError``, like the errors of other validating code.
     """
+
+
+class InvalidIdError(TinyAgentsError, ValueError):
+    """An id given for a run, thread or tenant that no run can have: blank, not a string,
+    holding a NUL or a lone surrogate (or, for a run id, no URL path segment); ``field``
+    names the argument. A ``ValueError``, as it was before it had a type of its own."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class UnknownTargetError(TinyAgentsError, LookupError):

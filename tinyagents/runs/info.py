@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from tinyagents import _clock
 from tinyagents._record import Record
+from tinyagents.errors import InvalidIdError
 from tinyagents.events.models import E, SubAgentEvent
 from tinyagents.runs.limits import RunLimits, RunUsage
 
@@ -50,15 +51,17 @@ def _no_limits() -> RunLimits:
 
 
 def check_id(value: object, name: str, hint: str = "") -> str:
-    """``value``, an id the caller gave; a blank or non-string one is refused, never read as
-    "no id" (a blank ``thread_id`` used to start a fresh thread under a random id)."""
+    """``value``, an id the caller gave; a blank or non-string one is refused
+    (``InvalidIdError``), never read as "no id" (a blank ``thread_id`` used to start a fresh
+    thread under a random id)."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name} must be a non-blank string, got {value!r}{hint}")
+        raise InvalidIdError(f"{name} must be a non-blank string, got {value!r}{hint}", field=name)
     if "\x00" in value or (not value.isascii() and not _encodable(value)):
         # stored as a key by every backend: SQLite took a NUL, PostgreSQL refused it, and a
         # lone surrogate was a UnicodeEncodeError from one and a StoreError from the other
-        raise ValueError(
-            f"{name} must be text without NUL characters or lone surrogates, got {value!r}"
+        raise InvalidIdError(
+            f"{name} must be text without NUL characters or lone surrogates, got {value!r}",
+            field=name,
         )
     return value
 
@@ -100,9 +103,10 @@ class RunInfo(Record):
         check_id(self.run_id, "run_id")
         if "/" in self.run_id or self.run_id in (".", ".."):
             # the operator API and the console name a run by its id in the path
-            raise ValueError(
+            raise InvalidIdError(
                 f"run_id must fit in a URL path segment (no '/', not '.' or '..'), "
-                f"got {self.run_id!r}"
+                f"got {self.run_id!r}",
+                field="run_id",
             )
         check_id(self.tenant_id, "tenant_id")  # a blank one names nobody (no token has one)
         if not self.root_run_id:
