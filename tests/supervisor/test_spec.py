@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from tinyagents import LiteLLMModel, SupervisorSpec
 from tinyagents.errors import ConfigurationError
-from tinyagents.supervisor import SupervisorSpecError
+from tinyagents.supervisor import ModelEntry, SupervisorSpecError
 from tinyagents.supervisor.spec import BudgetFraction, IterationReached, ToolRepeated
 from tinyagents.supervisor.validate import validate_file
 
@@ -412,6 +412,83 @@ def test_a_spec_built_from_bad_values_is_a_typed_error_saying_what_was_wrong(
     assert words in str(caught.value)
     assert str(caught.value).startswith("invalid supervisor spec: ")
     assert isinstance(caught.value.__cause__, ValidationError)
+
+
+@pytest.mark.parametrize(
+    ("build", "start", "words"),
+    [
+        (lambda: ModelEntry(model=" "), "invalid model entry: ", "model: must not be blank"),
+        (
+            lambda: ModelEntry(model="openai/x", api_base="localhost:8080/v1"),
+            "invalid model entry: ",
+            "api_base: ",
+        ),
+        (lambda: ModelEntry.model_validate({"modle": "x"}), "invalid model entry: ", "'modle'"),
+        (
+            lambda: ModelEntry.model_validate_json('{"model": 5}'),
+            "invalid model entry: ",
+            "model: ",
+        ),
+        (
+            lambda: ToolRepeated(when="tool_repeated", count=0),
+            "invalid tool_repeated rule: ",
+            "count: Input should be greater than or equal to 1",
+        ),
+        (
+            lambda: BudgetFraction.model_validate({"when": "budget_fraction", "gt": 2}),
+            "invalid budget_fraction rule: ",
+            "gt: ",
+        ),
+        (
+            lambda: IterationReached(when="iteration_reached", gte=1, then="explode"),
+            "invalid iteration_reached rule: ",
+            "then: ",
+        ),
+    ],
+)
+def test_a_model_entry_or_a_rule_built_from_bad_values_is_a_typed_error(
+    build: Any, start: str, words: str
+) -> None:
+    # only SupervisorSpec(...) was converted: ModelEntry(...) and the rules built on their
+    # own raised pydantic's ValidationError, which a program catching ConfigurationError
+    # (as for a spec) missed
+    with pytest.raises(SupervisorSpecError) as caught:
+        build()
+    assert str(caught.value).startswith(start)
+    assert words in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValidationError)
+    assert caught.value.refused is caught.value.__cause__
+
+
+def test_a_bad_rule_or_entry_inside_a_spec_is_one_error_naming_where_it_is() -> None:
+    # each part converting its own error would have let the first one out, naming neither
+    # the rule's index nor the model's name, and hidden the spec's other problems
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec(
+            rules=[{"when": "tool_repeated", "count": 0}],
+            models={"judge": {"model": " "}},
+            every_n_iterations=0,
+        )
+    message = str(caught.value)
+    assert message.startswith("invalid supervisor spec: ")
+    assert "rules.0.count" in message and "models.judge.model" in message
+    assert "every_n_iterations" in message
+    assert message.count("invalid") == 1
+
+
+def test_a_bad_rule_or_entry_in_yaml_still_names_its_line(tmp_path: Path) -> None:
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml("rules:\n  - when: iteration_reached\n    gte: 0\n")
+    assert caught.value.line == 3 and "rules.0.gte" in str(caught.value)
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml("models:\n  judge:\n    model: openai/x\n    api_base: ftp://x\n")
+    assert caught.value.line == 4 and "models.judge.api_base" in str(caught.value)
+    models = tmp_path / "models.yaml"
+    models.write_text("plain: openai/y\njudge:\n  model: openai/x\n  api_key_env: ' '\n")
+    spec = SupervisorSpec(model="judge", models_file=str(models))
+    with pytest.raises(SupervisorSpecError) as caught:
+        spec.registry()
+    assert caught.value.line == 4 and "judge.api_key_env" in str(caught.value)
 
 
 def test_every_problem_of_a_spec_built_in_python_is_named() -> None:

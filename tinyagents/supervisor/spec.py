@@ -17,7 +17,8 @@ Built in Python or read from YAML with ``SupervisorSpec.from_yaml(path_or_text)`
 
 Every problem in a YAML spec is a ``SupervisorSpecError`` naming the line: an unknown key, a
 value of the wrong type, malformed YAML, a ``criteria_file`` outside its steering directory.
-A spec built in Python raises it too (pydantic's ``ValidationError`` is its ``__cause__``).
+A spec built in Python raises it too (pydantic's ``ValidationError`` is its ``__cause__``), and
+so does a rule or a ``ModelEntry`` built on its own.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import logging
 import math
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -97,14 +100,66 @@ class SupervisorSpecError(ConfigurationError):
         return self.__cause__ if isinstance(self.__cause__, ValidationError) else None
 
 
+#: Set while a spec model is validated: a model validated inside it (a rule, a ``models``
+#: entry) leaves its errors to the outermost, which names them all, each by where it is.
+_INSIDE_A_SPEC: ContextVar[bool] = ContextVar("tinyagents_inside_a_spec", default=False)
+
+
+@contextmanager
+def _inside_a_spec() -> Iterator[None]:
+    token = _INSIDE_A_SPEC.set(True)
+    try:
+        yield
+    finally:
+        _INSIDE_A_SPEC.reset(token)
+
+
 class _Strict(BaseModel):
+    """A part of a spec (the spec, a rule, a model entry): every way of building one raises
+    ``SupervisorSpecError``, as ``invalid <what>: <field>: <problem>; ...``."""
+
     # Built on first use: most programs that import tinyagents never make a spec.
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+    _what: ClassVar[str] = "supervisor spec"
+
+    def _check_whole(self, info: ValidationInfo) -> None:
+        """What the whole model must hold beyond its fields (a ``ValueError`` if not)."""
+
+    # Declared here, before the wrap below, so that a subclass's check is inside it: a
+    # model validator a subclass declares is applied outside its base's.
+    @model_validator(mode="after")
+    def _whole(self, info: ValidationInfo) -> Self:
+        self._check_whole(info)
+        return self
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _typed_error(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        # Every way of building one (Model(...), model_validate*, from_yaml) raises
+        # SupervisorSpecError, a ConfigurationError, naming each value refused, with
+        # pydantic's ValidationError as its __cause__ (from_yaml reads it for the lines). Not
+        # a ValueError: pydantic would wrap that in a ValidationError again. Nested in another
+        # spec model, pydantic's error goes up as it is, for the outer one to place and name:
+        # converted here it would escape at once, without its location or the other errors.
+        if _INSIDE_A_SPEC.get():
+            return handler(data)
+        with _inside_a_spec():
+            try:
+                return handler(data)
+            except ValidationError as exc:
+                errors = meant_errors(exc.errors(), data if isinstance(data, dict) else {})
+                problems = "; ".join(
+                    # a check of the whole model is said as such: "spec: give 'criteria' or ..."
+                    describe_error(err).removeprefix("spec: ")
+                    for err in errors
+                )
+                raise SupervisorSpecError(f"invalid {cls._what}: {problems}") from exc
 
 
 class ToolRepeated(_Strict):
     """The named tool (or any single tool) was called ``count`` times in the run."""
 
+    _what: ClassVar[str] = "tool_repeated rule"
     when: Literal["tool_repeated"]
     tool: ShownText | None = None
     count: int = Field(default=3, ge=1)
@@ -114,6 +169,7 @@ class ToolRepeated(_Strict):
 class BudgetFraction(_Strict):
     """Tokens used / the run's token budget went above ``gt`` (never fires without a budget)."""
 
+    _what: ClassVar[str] = "budget_fraction rule"
     when: Literal["budget_fraction"]
     gt: float = Field(default=0.8, gt=0, le=1)
     then: Action | None = None
@@ -122,6 +178,7 @@ class BudgetFraction(_Strict):
 class IterationReached(_Strict):
     """The run's model call number ``gte`` answered."""
 
+    _what: ClassVar[str] = "iteration_reached rule"
     when: Literal["iteration_reached"]
     gte: int = Field(default=1, ge=1)
     then: Action | None = None
@@ -216,6 +273,7 @@ UrlText = Annotated[ShownText, AfterValidator(_a_url)]
 class ModelEntry(_Strict):
     """A named model of a models registry: a litellm model string and where it is served."""
 
+    _what: ClassVar[str] = "model entry"
     model: ShownText
     api_base: UrlText | None = None
     api_key_env: ShownText | None = None
@@ -282,31 +340,11 @@ class SupervisorSpec(_Strict):
                         raise ValueError(f"model {name!r}: {_NOT_UTF8}")
         return value
 
-    @model_validator(mode="after")
-    def _check(self, info: ValidationInfo) -> SupervisorSpec:
+    def _check_whole(self, info: ValidationInfo) -> None:
         if self.criteria is not None and self.criteria_file is not None:
             raise ValueError("give 'criteria' or 'criteria_file', not both")
         self._base_dir = (info.context or {}).get("base_dir")
         self.criteria_path()  # a criteria_file escaping its directory is refused now
-        return self
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _typed_error(cls, data: Any, handler: ModelWrapValidatorHandler[SupervisorSpec]) -> Any:
-        # Every way of building a spec (SupervisorSpec(...), model_validate*, from_yaml)
-        # raises SupervisorSpecError, a ConfigurationError, naming each value refused, with
-        # pydantic's ValidationError as its __cause__ (from_yaml reads it for the lines). Not
-        # a ValueError: pydantic would wrap that in a ValidationError again.
-        try:
-            return handler(data)
-        except ValidationError as exc:
-            errors = meant_errors(exc.errors(), data if isinstance(data, dict) else {})
-            problems = "; ".join(
-                # a check of the whole spec is said as such: "spec: give 'criteria' or ..."
-                describe_error(err).removeprefix("spec: ")
-                for err in errors
-            )
-            raise SupervisorSpecError(f"invalid supervisor spec: {problems}") from exc
 
     # ------------------------------------------------------------------ derived values
 
@@ -501,7 +539,8 @@ def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:
             source=str(path),
         )
     try:
-        return _MODELS.validate_python(data)
+        with _inside_a_spec():  # each entry's error is placed here, by its name and line
+            return _MODELS.validate_python(data)
     except ValidationError as exc:
         err = _entry_error(exc.errors(), data)
         line = line_of((*prefix, *err["loc"]), lines)
@@ -510,11 +549,12 @@ def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:
 
 def _entry_error(errors: list[Any], data: dict[str, Any]) -> Any:
     """The error of the branch an entry was meant as (a mapping: ``ModelEntry``; else the
-    string), its location without pydantic's branch tag."""
+    string), its location without pydantic's branch tag (the string's is ``str``; the
+    model's names its wrap validator, ``function-wrap[_typed_error()]``)."""
     for err in errors:
         name, branch = err["loc"][0], err["loc"][1] if len(err["loc"]) > 1 else None
-        meant = "ModelEntry" if isinstance(data.get(name), dict) else "str"
-        if branch == meant:
+        as_text = not isinstance(data.get(name), dict)
+        if branch is not None and (branch == "str") == as_text:
             return {**err, "loc": (name, *err["loc"][2:])}
     return errors[0]
 
