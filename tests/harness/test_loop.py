@@ -563,6 +563,7 @@ async def test_max_depth_for_nested_children(rt: Runtime):
     with pytest.raises(RunLimitExceeded) as caught:
         await rt.start(fake_agent("leaf"), "y", parent=child)
     assert (caught.value.limit, caught.value.used, caught.value.allowed) == ("max_depth", 2, 1)
+    assert f"run {child.run_id} is at depth 1 and its max_depth is 1" in str(caught.value)
     assert [c.run_id for c in rt.runs.tree.children(child.run_id)] == []
 
 

@@ -90,8 +90,14 @@ async def test_a_child_past_the_depth_limit_is_reported_as_a_limit(rt: Runtime):
     agent = Agent("orchestrator", model, tools=tools, limits=RunLimits(max_depth=0))
     await (await rt.start(agent, "go")).result()
     error = tool_error(model.requests[1])
-    assert error.startswith("sub-agent 'a' could not start: it would exceed the configured limit")
-    assert "max_depth (would use 1, allowed 0)" in error
+    # it said "would exceed the configured limit max_depth (would use 1, allowed 0)": a
+    # count of something used, where nothing was used; now what the limit is and where the
+    # run stands, in words
+    assert error.startswith(
+        "sub-agent 'a' could not start: sub-agent depth limit reached: this run is at depth 0 "
+        "and its max_depth is 0, so it cannot start a sub-agent"
+    )
+    assert "would use" not in error
     assert rt.runs.list() == [rt.runs.list()[0]]  # the orchestrator only
 
 

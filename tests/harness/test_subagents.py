@@ -452,7 +452,10 @@ async def test_subagent_tool_reports_a_depth_limit_as_a_limit(rt: Runtime):
     message = mid_model.requests[1].messages[-1]
     assert message.role == "tool" and message.metadata == {"error": True}
     assert "sub-agent 'leaf' could not start" in message.content
-    assert "configured limit max_depth (would use 2, allowed 1)" in message.content
+    assert (
+        "sub-agent depth limit reached: this run is at depth 1 and its max_depth is 1, so it "
+        "cannot start a sub-agent"
+    ) in message.content
     (mid_info,) = rt.runs.tree.children(parent.run_id)
     assert rt.runs.tree.children(mid_info.run_id) == []
 

@@ -181,8 +181,14 @@ def _check_tool_budget(info: RunInfo, calls: int) -> None:
 def child_limits(requested: RunLimits, parent: RunInfo) -> RunLimits:
     """The limits a child of ``parent`` really gets: never above the parent's remaining."""
     if parent.depth + 1 > parent.limits.max_depth:
+        # used: the depth the child would have had
         raise RunLimitExceeded(
-            "max_depth", parent.depth + 1, parent.limits.max_depth, run_id=parent.run_id
+            "max_depth",
+            parent.depth + 1,
+            parent.limits.max_depth,
+            run_id=parent.run_id,
+            detail=f"run {parent.run_id} is at depth {parent.depth} and its max_depth is "
+            f"{parent.limits.max_depth}, so it cannot start a child run",
         )
     bounded = requested.bounded_by(parent.remaining())
     return bounded.replace(max_depth=min(bounded.max_depth, parent.limits.max_depth))

@@ -332,6 +332,15 @@ async def start_child(subagent: SubAgent, text: str, ctx: RunContext) -> RunHand
     try:
         return await subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
     except RunLimitExceeded as exc:
+        if exc.limit == "max_depth":
+            # "would use 1, allowed 0" read as a count of something spent: say where the run
+            # stands instead (the depth it is at, and the limit's value)
+            info = ctx.handle.info
+            raise ToolError(
+                f"sub-agent {subagent.name!r} could not start: sub-agent depth limit reached: "
+                f"this run is at depth {info.depth} and its max_depth is {exc.allowed}, so it "
+                "cannot start a sub-agent; nothing ran. Do the task here, without a sub-agent."
+            ) from None
         raise ToolError(
             f"sub-agent {subagent.name!r} could not start: it would exceed the configured "
             f"limit {exc.limit} (would use {exc.used}, allowed {exc.allowed}), so it did not "
