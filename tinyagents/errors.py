@@ -68,7 +68,22 @@ class RejectedReceipt(Protocol):
 
 
 class TinyAgentsError(Exception):
-    """Base class of every error raised by tinyagents."""
+    """Base class of every error raised by tinyagents.
+
+    Every one survives ``pickle`` and ``copy`` whole (its message and attributes), also one
+    whose constructor takes other arguments than its message (``RunLimitExceeded(limit, used,
+    allowed)``): it is rebuilt from what it holds, not by calling that constructor again with
+    its message, which failed or read the message as the first argument.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args), self.__dict__ or None)
+
+
+def _rebuild(cls: type[TinyAgentsError], args: tuple[Any, ...]) -> TinyAgentsError:
+    """A ``cls`` holding ``args``, made without its ``__init__`` (``__reduce__``; pickle then
+    sets its attributes)."""
+    return cls.__new__(cls, *args)
 
 
 class ConfigurationError(TinyAgentsError):
