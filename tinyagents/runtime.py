@@ -28,7 +28,7 @@ from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError
+from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError, SyncInAsyncError
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
 from tinyagents.events.otel import OTelSink
@@ -167,6 +167,8 @@ class Runtime:
         self._writer: StoreWriter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open = False
+        #: The event loop that opened the runtime: its runs, queues and wake-ups live there.
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: Set by ``close()``: from then on nothing new is taken (``RuntimeClosed``).
         self._closing = False
         self._closed: asyncio.Future[None] | None = None
@@ -199,6 +201,7 @@ class Runtime:
             return
         if self._closing:
             raise RuntimeClosed("this runtime was closed; make a new Runtime to start again")
+        self._loop = asyncio.get_running_loop()
         await self.store.open()
         if self._durable:
             try:
@@ -323,6 +326,14 @@ class Runtime:
         # ``_submit(cmd, None)`` written out: one coroutine fewer for every command.
         if self._closing or not self._open:
             self.require_open()
+        loop = self._loop
+        if asyncio.get_running_loop() is not loop:
+            # Another thread's event loop: submitted on the runtime's own, where the run's
+            # queue and wake-ups live (from here, a wake-up would not wake that loop).
+            assert loop is not None  # set by open()
+            return await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(self.submit(cmd), loop)
+            )
         self._submitting += 1
         try:
             return await self.router.submit(cmd)
@@ -330,6 +341,48 @@ class Runtime:
             self._submitting -= 1
             if not self._submitting and self._submits_done is not None:
                 self._submits_done.set()
+
+    def submit_threadsafe(
+        self, cmd: SteeringCommand, *, timeout: float | None = None
+    ) -> SteeringReceipt:
+        """``submit`` from a thread that runs no event loop (a web framework's worker thread,
+        a GUI callback): blocks until the runtime's loop has the receipt, and raises what
+        ``submit`` raises. From another thread's event loop, ``await rt.submit(cmd)`` does the
+        same without blocking; on the runtime's own loop this would block the run it steers,
+        and raises ``SyncInAsyncError``.
+
+        ``timeout`` (seconds): ``TimeoutError`` when no receipt came in time; the submit is
+        then cancelled, which leaves the command either not taken or settled as any submit
+        is: send it again with the same correlation id to learn which.
+        """
+        self.require_open()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: this thread may wait
+        else:
+            raise SyncInAsyncError(
+                "rt.submit_threadsafe() was called inside a running event loop, which it "
+                "would block; use 'await rt.submit(cmd)' there (from any thread's loop)"
+            )
+        assert self._loop is not None  # set by open()
+        future = asyncio.run_coroutine_threadsafe(self.submit(cmd), self._loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    def _on_own_loop(self, what: str) -> None:
+        """Raise unless called on the event loop that opened the runtime: a run started from
+        another would have its handle, queue and wake-ups on the wrong loop."""
+        if asyncio.get_running_loop() is not self._loop:
+            raise ConfigurationError(
+                f"{what} was called on another event loop than the runtime's (the one that "
+                "opened it, where its runs live): call it on that loop, e.g. from another "
+                "thread with asyncio.run_coroutine_threadsafe(..., loop); commands may be sent "
+                "from any thread: 'await rt.submit(cmd)' or rt.submit_threadsafe(cmd)"
+            )
 
     async def _submit_as_supervisor(self, cmd: SteeringCommand) -> SteeringReceipt:
         return await self._submit(cmd, self._supervisor_capability)
@@ -641,6 +694,7 @@ class Runtime:
     ) -> RunHandle:
         """Add a run to the tree and give it its steering inbox (execution layer)."""
         self.require_open()
+        self._on_own_loop("registering a run (rt.register(), graph.run(runtime=rt), ...)")
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
         self.supervisor.watch(handle)
@@ -725,6 +779,7 @@ class Runtime:
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
         """Start ``agent`` on ``input`` in the background; returns its handle at once."""
         self.require_open()
+        self._on_own_loop("rt.start()")
         return await start_agent_run(self, agent, input, **kwargs)
 
     async def start_graph(self, graph: CompiledGraph, input: Any, **kwargs: Any) -> RunHandle:
@@ -734,6 +789,7 @@ class Runtime:
         The run pauses on interrupts and continues when steering answers them.
         """
         self.require_open()
+        self._on_own_loop("rt.start_graph()")
         start = getattr(graph, "start", None)
         if isinstance(graph, (Agent, SubAgent)) or not callable(start):
             # the graph layer loads with the first graph built, not with the runtime
