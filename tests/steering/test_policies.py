@@ -331,6 +331,41 @@ async def test_what_the_child_already_used_counts_towards_its_ceiling(
     assert over.status is ReceiptStatus.REJECTED
 
 
+async def test_every_ancestors_remaining_budget_bounds_a_grandchild(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """A model call of a grandchild counts against every ancestor: the tightest of them
+    bounds what ``update_budget`` may give it, not only its parent (whose own limit, set
+    when the root had more left, or absent, says nothing of what the root has now)."""
+    root = await make_run("root", limits=RunLimits(max_model_calls=10))
+    root.info.usage = RunUsage(model_calls=8)
+    await make_run("parent", parent="root", limits=RunLimits(max_model_calls=10))
+    child = await make_run("child", parent="parent")
+    child.info.usage = RunUsage(model_calls=1)
+    over = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 4}))
+    assert over.status is ReceiptStatus.REJECTED and over.policy_id == "budget"
+    assert over.reason == (
+        "update_budget max_model_calls=4 exceeds what ancestor run root has left "
+        "(2; the child already used 1)"
+    )
+    assert (
+        await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_model_calls": 3}))
+    ).accepted
+
+
+async def test_an_unbounded_parent_does_not_lift_the_roots_bound(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    root = await make_run("root", limits=RunLimits(max_tokens=1_000))
+    root.info.usage = RunUsage(input_tokens=600, output_tokens=300)
+    parent = await make_run("parent", parent="root")
+    parent.info.limits = RunLimits()  # no token limit of its own
+    await make_run("child", parent="parent")
+    over = await rt.submit(make_command("child", K.UPDATE_BUDGET, {"max_tokens": 500}))
+    assert over.status is ReceiptStatus.REJECTED
+    assert over.reason is not None and "ancestor run root has left (100" in over.reason
+
+
 async def test_input_and_output_token_budgets_are_bounded_by_the_parents_too(
     rt: Runtime, make_run: MakeRun
 ) -> None:

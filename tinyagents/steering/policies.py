@@ -135,7 +135,7 @@ class AllowlistPolicy(CheckPolicy):
 
 
 class BudgetPolicy(CheckPolicy):
-    """A child's limits never exceed what its parent has left.
+    """A child's limits never exceed what its parent (and every ancestor above it) has left.
 
     By default an over-large ``update_budget`` is rejected (a check); with ``clamp=True`` it is
     transformed down to the parent's remaining budget instead (the event records both).
@@ -150,10 +150,10 @@ class BudgetPolicy(CheckPolicy):
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         if cmd.kind is not SteeringKind.UPDATE_BUDGET:
             return None
-        for name, wanted, _, parent, left, used in _excess(cmd, ctx):
+        for name, wanted, _, who, left, used in _excess(cmd, ctx):
             return (
-                f"update_budget {name}={wanted} exceeds what parent run {parent} "
-                f"has left ({left}; the child already used {used})"
+                f"update_budget {name}={wanted} exceeds what {who} has left ({left}; the "
+                f"child already used {used})"
             )
         return None
 
@@ -163,12 +163,12 @@ class BudgetPolicy(CheckPolicy):
         if not self.clamp:
             return await super().__call__(cmd, ctx, call_next)
         clamped = {}
-        for name, wanted, ceiling, parent, left, used in _excess(cmd, ctx):
+        for name, wanted, ceiling, who, left, used in _excess(cmd, ctx):
             if ceiling <= 0:  # a limit of 0 is no limit a command can carry: nothing to clamp to
                 return Decision.reject(
                     cmd,
-                    f"update_budget {name}={wanted} exceeds what parent run {parent} has left "
-                    f"({left}; the child already used {used}): nothing is left to clamp it to",
+                    f"update_budget {name}={wanted} exceeds what {who} has left ({left}; the "
+                    f"child already used {used}): nothing is left to clamp it to",
                     self.policy_id,
                 )
             clamped[name] = ceiling
@@ -182,24 +182,39 @@ class BudgetPolicy(CheckPolicy):
 def _excess(
     cmd: SteeringCommand, ctx: PolicyContext
 ) -> list[tuple[str, float, float, str, float | int, float]]:
-    """The limits an ``update_budget`` for a child sets above what its parent has left, as
-    (name, wanted, ceiling, parent run id, parent's remaining, child's usage)."""
+    """The limits an ``update_budget`` for a child sets above what an ancestor has left, as
+    (name, wanted, ceiling, who, that ancestor's remaining, child's usage); ``who`` is
+    ``"parent run <id>"`` or ``"ancestor run <id>"``. Each of the child's calls counts against
+    every ancestor, so the tightest of them bounds each limit: a parent's own limit may have
+    been set when the root had more left, or be absent."""
     if cmd.kind is not SteeringKind.UPDATE_BUDGET or ctx.target.parent_run_id is None:
         return []
-    parent = ctx.tree.get(ctx.target.parent_run_id)
-    if parent is None:
+    # per limit: (the least any ancestor has left, who has it), nearest ancestor first on ties
+    tightest: dict[str, tuple[float | int, str]] = {}
+    ancestor_id: str | None = ctx.target.parent_run_id
+    relation = "parent"
+    seen: set[str] = set()
+    while ancestor_id is not None and ancestor_id not in seen:
+        seen.add(ancestor_id)
+        ancestor = ctx.tree.get(ancestor_id)
+        if ancestor is None:
+            break
+        for name, left in ancestor.remaining().items():
+            if left is not None and (name not in tightest or left < tightest[name][0]):
+                tightest[name] = (left, f"{relation} run {ancestor.run_id}")
+        ancestor_id, relation = ancestor.parent_run_id, "ancestor"
+    if not tightest:
         return []
-    parent_left = parent.remaining()
     used = _used(ctx)
     excess = []
     for name in BUDGET_FIELDS:
         wanted = cmd.payload.get(name)
-        left = parent_left[name]
-        if wanted is None or left is None:
+        if wanted is None or name not in tightest:
             continue
+        left, who = tightest[name]
         ceiling = used[name] + left
         if wanted > ceiling:
-            excess.append((name, wanted, ceiling, parent.run_id, left, used[name]))
+            excess.append((name, wanted, ceiling, who, left, used[name]))
     return excess
 
 
