@@ -199,3 +199,14 @@ async def test_starting_a_run_from_another_threads_loop_is_refused_clearly() -> 
         await asyncio.to_thread(start)
     assert [type(e) for e in errors] == [ConfigurationError]
     assert "event loop" in str(errors[0]) and "run_coroutine_threadsafe" in str(errors[0])
+
+
+async def test_the_handles_helpers_work_from_another_threads_loop() -> None:
+    async with Runtime() as rt:
+        handle = await paused_run(rt)
+        receipts: list[SteeringReceipt] = []
+        thread = in_thread(lambda: receipts.append(asyncio.run(handle.resume(actor=OPERATOR))))
+        result = await asyncio.wait_for(handle.result(), FAILSAFE_S)
+        await asyncio.to_thread(thread.join)
+    assert [r.status for r in receipts] == [ReceiptStatus.ACCEPTED]
+    assert result.status is RunStatus.COMPLETED
