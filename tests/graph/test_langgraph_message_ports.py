@@ -318,8 +318,9 @@ async def test_a_pydantic_messages_field_reads_role_dicts_as_langgraph(
 ) -> None:
     # LangGraph: test_messages_state (pydantic form) with the other message-like input its
     # add_messages takes (convert_to_messages): a role dict, a string. A field typed as
-    # LangChain messages cannot hold a dict, so ours makes the LangChain message of it at the
-    # boundary, as LangGraph does; a TypedDict state keeps dicts as written (below).
+    # LangChain messages cannot hold a dict, so ours makes the LangChain message of it, as
+    # LangGraph does (a TypedDict or dataclass state's too, and a node's writes:
+    # test_langchain_typed_node_writes.py).
     def build(g: Any) -> Any:
         graph = g.StateGraph(PydanticChat if g is OURS else TheirPydanticChat)
         graph.add_node("n", lambda state: {"messages": [AIMessage("yo", id="y")]})
@@ -341,18 +342,3 @@ async def test_a_pydantic_messages_field_reads_role_dicts_as_langgraph(
         "HumanMessage",
         "more",
     )
-
-
-async def test_a_typeddict_messages_field_keeps_role_dicts() -> None:
-    # docs/graph.md, "Reducers": in a TypedDict state (LangGraph's MessagesState too) a dict
-    # is kept as written, where LangGraph makes a LangChain message of it
-    class LangChainChat(TypedDict):
-        messages: Annotated[list[messages.AnyMessage], add_messages]
-
-    def build(g: Any) -> Any:
-        graph = g.StateGraph(LangChainChat).add_node("n", lambda state: {})
-        return graph.add_edge(g.START, "n").add_edge("n", g.END)
-
-    given = {"role": "user", "content": "hi", "id": "u"}
-    result = await build(OURS).compile().run({"messages": [given]})
-    assert result.state["messages"] == [given]

@@ -1,7 +1,9 @@
 """LangChain messages in ``add_messages`` channels: what LangGraph's reducer makes of its
-shorthands (``("user", "hi")``, role dicts, chunks) and how saved LangChain messages come back
-from a checkpoint, and which state fields hold LangChain messages only. ``langchain_core`` is
-imported only when such a message is there, so dict messages never load it.
+shorthands (``("user", "hi")``, role dicts, strings, chunks) and how saved LangChain messages
+come back from a checkpoint, and which state fields hold LangChain messages only: there every
+write's role dicts and strings are made LangChain messages (``langchain_messages``, applied by
+``reducers.Messages``), as LangGraph stores them. ``langchain_core`` is imported only when such
+a message or field is there, so dict messages never load it.
 """
 
 from __future__ import annotations
@@ -44,20 +46,44 @@ def message_items(write: Any) -> list[Any]:
 
 
 def langchain_messages(items: list[Any]) -> list[Any]:
-    """``items`` for a field typed as LangChain messages: each role dict (``{"role": "user",
-    "content": "hi"}``), string and LangChain constructor envelope made the LangChain message
-    LangGraph's ``add_messages`` makes of it (``convert_to_messages``); other items as they
-    are (a dict with a ``type`` is read by the field's type, as a checkpoint's messages are).
-    LangChain's ``ValueError`` or ``NotImplementedError`` for what is no message."""
-    if not any(_message_like(m) for m in items):
+    """``items`` for a field typed as LangChain messages, which cannot hold a dict or a
+    string: each role dict (``{"role": "user", "content": "hi"}``), ``type`` dict, string and
+    LangChain constructor envelope made the LangChain message LangGraph's ``add_messages``
+    makes of it (``convert_to_messages``), a saved message's dump read back whole
+    (``revive_messages``); LangChain messages and removals (``{"type": "remove", "id": ...}``,
+    which the merge reads) as they are. LangChain's ``ValueError`` or
+    ``NotImplementedError`` (``NOT_A_MESSAGE``) for what is no message."""
+    lc_messages = sys.modules.get("langchain_core.messages")  # a LangChain-typed field: loaded
+    if lc_messages is None or all(_kept(m, lc_messages.BaseMessage) for m in items):
         return items
     from langchain_core.messages import convert_to_messages
 
-    return [convert_to_messages([m])[0] if _message_like(m) else m for m in items]
+    base = lc_messages.BaseMessage
+    return [
+        m
+        if _kept(m, base)
+        else revive_messages([m])[0]
+        if _is_langchain_dump(m)
+        else convert_to_messages([m])[0]
+        for m in items
+    ]
 
 
-def _message_like(item: Any) -> bool:
-    return isinstance(item, str) or (type(item) is dict and ("role" in item or item.get("lc") == 1))
+#: What LangChain raises for an item it cannot make a message of: ``convert_to_messages``'s
+#: ``ValueError`` and ``NotImplementedError``, and the ``TypeError`` of its ``AnyMessage``'s
+#: discriminator validating a dict with no ``type`` (pydantic's ``ValidationError`` is a
+#: ``ValueError``).
+NOT_A_MESSAGE = (ValueError, TypeError, NotImplementedError)
+
+#: What a field typed as LangChain messages takes, for the errors that refuse a write.
+TAKES = (
+    "a field typed as LangChain messages takes LangChain messages, role dicts "
+    "({'role': 'user', 'content': ...}), strings and (role, content) pairs"
+)
+
+
+def _kept(item: Any, base: type) -> bool:
+    return isinstance(item, base) or (type(item) is dict and item.get("type") == "remove")
 
 
 def _role_pair(item: Any) -> bool:
@@ -109,7 +135,9 @@ def _is_langchain_dump(message: Any) -> bool:
 
 def langchain_typed(annotation: Any) -> bool:
     """Whether every item ``annotation`` allows is a LangChain message (``list[AnyMessage]``,
-    ``Sequence[HumanMessage | AIMessage] | None``): such a field takes no dict."""
+    ``Sequence[HumanMessage | AIMessage] | None``): such a field takes no dict, and its
+    ``add_messages`` reducer makes LangChain messages of what is written to it (read once,
+    with the state schema: ``reducers.resolve``)."""
     lc_messages = sys.modules.get("langchain_core.messages")  # no LangChain type without it
     if lc_messages is None:
         return False

@@ -30,7 +30,13 @@ from typing import Any, Final, Literal, get_origin
 from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import InvalidUpdateError
-from tinyagents.graph.langchain import message_items
+from tinyagents.graph.langchain import (
+    NOT_A_MESSAGE,
+    TAKES,
+    langchain_messages,
+    langchain_typed,
+    message_items,
+)
 
 
 class _Missing:
@@ -326,11 +332,32 @@ def with_message_ids(messages: list[Any]) -> list[Any]:
 
 
 class Messages(Reducer):
+    """``add_messages``. Where the field is typed as LangChain messages (``langchain``), each
+    write's role dicts, strings and pairs are made LangChain messages, as LangGraph's
+    reducer makes them: every write to the channel passes here (a node's, a ``Command``'s,
+    run input, ``update_state``); elsewhere dicts and strings are kept as written."""
+
     name = "add_messages"
     delta_is_value = False
 
+    def __init__(self, *, langchain: bool = False) -> None:
+        #: the field holds LangChain messages only (``langchain_typed``), decided once when
+        #: the schema is read, so a write to another field pays nothing for it
+        self.langchain = langchain
+
+    def items(self, write: Any) -> list[Any]:
+        """The messages of one write, as the field holds them (LangChain's error,
+        ``NOT_A_MESSAGE``, for what a LangChain-typed field cannot take)."""
+        items = message_items(write)
+        return langchain_messages(items) if self.langchain else items
+
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
-        items = [with_message_ids(message_items(write)) for write in writes]
+        try:
+            items = [with_message_ids(self.items(write)) for write in writes]
+        except NOT_A_MESSAGE as exc:
+            if not self.langchain:
+                raise
+            raise InvalidUpdateError(f"invalid message for {key!r}: {exc} ({TAKES})") from None
         new = [m for write in items for m in write]
         if len(items) == 1 or not any(_is_removal(m) for m in new):
             return self.replay(current, new), new
@@ -534,7 +561,7 @@ def resolve(fn: Any, annotation: Any) -> Reducer:
     if fn is append or (fn is operator.add and origin in (list, tuple)):
         return Append()
     if fn is add_messages:
-        return Messages()
+        return Messages(langchain=langchain_typed(annotation))
     if fn is union or (fn in (operator.or_, set.union) and origin in (set, frozenset)):
         return Union()
     if fn is builtins.min or fn is builtins.max:

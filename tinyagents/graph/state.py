@@ -26,12 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
-from tinyagents.graph.langchain import (
-    langchain_messages,
-    langchain_typed,
-    message_items,
-    revive_messages,
-)
+from tinyagents.graph.langchain import NOT_A_MESSAGE, TAKES, revive_messages
 from tinyagents.graph.reducers import (
     MISSING,
     LastValue,
@@ -72,7 +67,9 @@ class Channel(Record):
         even where the field's type does not say so (``revive_messages``)."""
         try:
             value = self.adapter().validate_python(value)
-        except ValidationError:
+        # TypeError: LangChain's AnyMessage, reading a dict with no "type" (a role dict a
+        # field typed as LangChain messages once kept)
+        except (ValidationError, TypeError):
             return value
         if isinstance(self.reducer, Messages) and type(value) is list:
             return revive_messages(value)
@@ -124,6 +121,9 @@ class StateSchema(Record):
     #: schemas' keys, nodes' private keys): what a node or router without a schema of its
     #: own sees, as LangGraph's default node input is the state schema; None: all channels
     state: StateSchema | None = None
+    #: the ``add_messages`` channels typed as LangChain messages (``Messages.langchain``):
+    #: a node's writes to them are made LangChain messages as it returns (``node_writes``)
+    langchain_keys: frozenset[str] = frozenset()
 
     def own(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` with this schema's channels only: what a node or router whose input
@@ -153,6 +153,7 @@ class StateSchema(Record):
                 )
             for name, channel in other.channels.items():
                 schema.channels.setdefault(name, channel)
+            schema.langchain_keys = _langchain_keys(schema.channels)
             keys = frozenset(other.channels)
             if role == "input_schema":
                 schema.input_keys = keys
@@ -278,7 +279,12 @@ class StateSchema(Record):
         """Run input → channel writes; validated here, at the boundary, for pydantic states.
         With an input schema, state keys outside it are left out (as LangGraph reads input
         through its input schema); a key of no schema is refused either way."""
-        if type(data) is dict and self.kind == "dict" and self.input_keys is None:
+        if (
+            type(data) is dict
+            and self.kind == "dict"
+            and self.input_keys is None
+            and not self.langchain_keys
+        ):
             self.check_keys(data, "the input")
             return data
         if isinstance(data, BaseModel):
@@ -327,35 +333,53 @@ class StateSchema(Record):
 
     def check_update(self, update: Mapping[str, Any], who: str, what: str) -> dict[str, Any]:
         """An update from outside the graph (run input, ``update_state``, steering) → channel
-        writes: unknown keys refused, and values validated for pydantic states."""
+        writes: unknown keys refused, values validated for pydantic states, and the writes
+        to a field typed as LangChain messages made LangChain messages."""
         self.check_keys(update, who)
-        if self.kind != "pydantic":
+        if self.kind != "pydantic" and not self.langchain_keys:
             return dict(update)
         writes: dict[str, Any] = {}
         for key, value in update.items():
             channel = self.channels[key]
+            reducer = channel.reducer
             try:
-                if isinstance(channel.reducer, Messages) and not overwritten(value)[0]:
-                    value = self._messages_update(channel, value)
+                if isinstance(reducer, Messages) and not overwritten(value)[0]:
+                    # ("user", "hi") is a message, one message a list, as LangGraph's
+                    # pydantic MessagesState takes them; a role dict or a string the
+                    # LangChain message LangGraph makes of it, where only those fit
+                    value = reducer.items(value)
+                if self.kind != "pydantic":
+                    writes[key] = value
+                    continue
                 is_overwrite, inner = overwritten(value)
                 checked = channel.adapter().validate_python(inner if is_overwrite else value)
-            # TypeError: LangChain's AnyMessage; ValueError (ValidationError is one) and
-            # NotImplementedError: LangChain's convert_to_messages
-            except (ValueError, TypeError, NotImplementedError) as exc:
+            # LangChain's errors, and pydantic's (ValidationError is a ValueError)
+            except NOT_A_MESSAGE as exc:
                 raise InvalidUpdateError(f"invalid {what} for {key!r}: {exc}") from None
             # an Overwrite's value is checked as the field's, and stays an Overwrite
             writes[key] = Overwrite(checked) if is_overwrite else checked
         return writes
 
-    @staticmethod
-    def _messages_update(channel: Channel, value: Any) -> list[Any]:
-        """What an ``add_messages`` field's reducer will merge, before it is checked against
-        the field's type: ``("user", "hi")`` is a message, one message a list, as LangGraph's
-        pydantic ``MessagesState`` takes them; a field typed as LangChain messages, which
-        cannot hold a dict, takes a role dict or a string as the LangChain message LangGraph
-        makes of it."""
-        items = message_items(value)
-        return langchain_messages(items) if langchain_typed(channel.annotation) else items
+    def node_writes(self, writes: list[tuple[str, Any]], who: str) -> list[tuple[str, Any]]:
+        """``writes`` of a node (``who``) with those to a field typed as LangChain messages
+        made LangChain messages, as LangGraph's reducer makes them: read as the node returns,
+        so a write that is no message fails the node, named. (The reducer reads every write
+        so too; the messages it gets here are kept.)"""
+        keys = self.langchain_keys
+        if not any(key in keys for key, _ in writes):
+            return writes
+        read = []
+        for key, value in writes:
+            reducer = self.channels[key].reducer
+            if key in keys and isinstance(reducer, Messages) and not overwritten(value)[0]:
+                try:
+                    value = reducer.items(value)
+                except NOT_A_MESSAGE as exc:
+                    raise InvalidUpdateError(
+                        f"{who} wrote an invalid message to {key!r}: {exc} ({TAKES})"
+                    ) from None
+            read.append((key, value))
+        return read
 
 
 def _managed(annotation: Any) -> str | None:
@@ -508,7 +532,16 @@ def read_schema(cls: Any) -> StateSchema:
         schema.channels[name] = Channel(
             name=name, annotation=base, reducer=reducer, default=default, constraints=constraints
         )
+    schema.langchain_keys = _langchain_keys(schema.channels)
     return schema
+
+
+def _langchain_keys(channels: dict[str, Channel]) -> frozenset[str]:
+    return frozenset(
+        name
+        for name, channel in channels.items()
+        if isinstance(channel.reducer, Messages) and channel.reducer.langchain
+    )
 
 
 def _pairs(update: Any) -> bool:

@@ -193,13 +193,15 @@ class Writes(Record):
 
 def read_output(run: TaskRun, task: Task, out: Any) -> None:
     """Node return value → ``task.writes`` / ``task.goto``."""
+    schema = run.graph.schema
     if type(out) is dict:
-        run.graph.schema.check_keys(out, f"node {task.node!r}")
+        if not out.keys() <= schema.channels.keys():  # the hot path formats no error text
+            schema.check_keys(out, f"node {task.node!r}")
         task.writes = list(out.items())
     elif out is None:
         task.writes = []
     elif isinstance(out, Mapping):
-        run.graph.schema.check_keys(out, f"node {task.node!r}")
+        schema.check_keys(out, f"node {task.node!r}")
         task.writes = list(out.items())
     elif isinstance(out, Command):
         if out.graph == Command.PARENT:
@@ -235,7 +237,12 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
         )
     else:  # a state instance, or a clear InvalidUpdateError ((key, value) pairs too)
         who = f"node {task.node!r}"
-        task.writes = run.graph.schema.writes_of(out, who, pairs=False)
+        task.writes = schema.writes_of(out, who, pairs=False)
+    if schema.langchain_keys and task.writes:
+        # role dicts and strings for a field typed as LangChain messages: made messages now,
+        # so one that is no message fails this node, named, with nothing written
+        writes, task.writes = task.writes, None
+        task.writes = schema.node_writes(writes, f"node {task.node!r}")
 
 
 def _read_plain(run: TaskRun, task: Task, out: Any) -> list[Any]:
