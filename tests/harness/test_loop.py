@@ -24,6 +24,7 @@ from tinyagents.errors import ConfigurationError, RunLimitExceeded
 from tinyagents.events import SteeringEvent
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringTarget
+from tinyagents.runs import RunHandle, RunInfo, RunUsage
 from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.testkit import (
     BoundaryProbe,
@@ -565,6 +566,25 @@ async def test_max_depth_for_nested_children(rt: Runtime):
     assert (caught.value.limit, caught.value.used, caught.value.allowed) == ("max_depth", 2, 1)
     assert f"run {child.run_id} is at depth 1 and its max_depth is 1" in str(caught.value)
     assert [c.run_id for c in rt.runs.tree.children(child.run_id)] == []
+
+
+async def test_a_childs_limits_are_bounded_by_every_ancestors_remaining(rt: Runtime) -> None:
+    """A grandchild's calls count against the root too: its limits start no higher than the
+    least any ancestor has left, not only its parent (whose own limit was set when the root
+    had more left)."""
+    root = await rt.register(
+        RunHandle(RunInfo(run_id="root", limits=RunLimits(max_model_calls=10)), submitter=rt)
+    )
+    await rt.register(
+        RunHandle(
+            RunInfo(run_id="mid", parent_run_id="root", limits=RunLimits(max_model_calls=10)),
+            submitter=rt,
+        )
+    )
+    root.info.usage = RunUsage(model_calls=8)
+    leaf = await rt.start(fake_agent("leaf", turns=1), "go", parent="mid")
+    assert leaf.info.limits.max_model_calls == 2
+    await leaf.result()
 
 
 async def test_child_limits_are_bounded_by_the_parents_remaining_and_usage_rolls_up(

@@ -6,6 +6,8 @@ too); this module is where a running agent loop spends against them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunLimitExceeded
 from tinyagents.harness.model import Usage
@@ -178,8 +180,11 @@ def _check_tool_budget(info: RunInfo, calls: int) -> None:
     check_deadline(info)
 
 
-def child_limits(requested: RunLimits, parent: RunInfo) -> RunLimits:
-    """The limits a child of ``parent`` really gets: never above the parent's remaining."""
+def child_limits(
+    requested: RunLimits, parent: RunInfo, ancestors: Iterable[RunInfo] = ()
+) -> RunLimits:
+    """The limits a child of ``parent`` really gets: never above what the parent, or any of
+    its ``ancestors`` (the runs above it: the child's calls count against each), has left."""
     if parent.depth + 1 > parent.limits.max_depth:
         # used: the depth the child would have had
         raise RunLimitExceeded(
@@ -191,4 +196,6 @@ def child_limits(requested: RunLimits, parent: RunInfo) -> RunLimits:
             f"{parent.limits.max_depth}, so it cannot start a child run",
         )
     bounded = requested.bounded_by(parent.remaining())
+    for ancestor in ancestors:
+        bounded = bounded.bounded_by(ancestor.remaining())
     return bounded.replace(max_depth=min(bounded.max_depth, parent.limits.max_depth))
