@@ -110,8 +110,9 @@ async def test_resume_errors_change_nothing(checkpointer: Checkpointer) -> None:
     before = await compiled.history("t")
     with pytest.raises(InterruptError, match="no pending interrupt with id i-0000000000000000"):
         await compiled.run(Command(resume={"i-0000000000000000": "x"}), thread_id="t")
-    with pytest.raises(InterruptError, match="ambiguous"):
-        await compiled.run(Command(resume="x", goto="ask"), thread_id="t")
+    with pytest.raises(InterruptError, match="no pending interrupt with id i-0000000000000000"):
+        # a goto beside an answer is saved only once the answer is known to fit
+        await compiled.run(Command(resume={"i-0000000000000000": "x"}, goto="ask"), thread_id="t")
     assert await compiled.history("t") == before
     assert (await compiled.get_state("t")).interrupts == tuple(result.interrupts)
 
@@ -192,14 +193,21 @@ async def test_command_update_and_goto_as_input(checkpointer: Checkpointer) -> N
     assert (await compiled.history("t"))[0].source == "input"
 
 
-async def test_goto_as_input_replaces_pending_tasks(checkpointer: Checkpointer) -> None:
+async def test_goto_as_input_runs_beside_pending_tasks(checkpointer: Checkpointer) -> None:
+    # as LangGraph's: the goto joins the paused step; the question stays pending (same id)
     graph = StateGraph(LogState).add_node("ask", asker("ask"), destinations=["alt"])
     graph.add_node("alt", logger("alt"))
     graph.add_edge(START, "ask").add_edge("ask", END).add_edge("alt", END)
     compiled = graph.compile(checkpointer=checkpointer)
-    await compiled.run({}, thread_id="t")
+    paused = await compiled.run({}, thread_id="t")
     result = await compiled.run(Command(goto="alt"), thread_id="t")
-    assert result.status == "completed" and result.state["log"] == ["alt"]
+    assert result.status == "interrupted" and result.state["log"] == ["alt"]
+    assert result.interrupts == paused.interrupts
+    assert (await compiled.get_state("t")).next == ("ask",)
+    result = await compiled.run(Command(resume="yes", goto="alt"), thread_id="t")
+    assert result.status == "completed", result.error
+    # "alt" finished in that step already: named again, it does not run again
+    assert result.state["log"] == ["ask:yes", "alt"]
 
 
 async def test_new_input_on_a_paused_thread_starts_over() -> None:

@@ -823,10 +823,8 @@ class FooAdd(TypedDict):
     foo: Annotated[str, operator.add]
 
 
-# test_pregel_async.py::test_command_goto_with_static_breakpoints. LangGraph runs the goto
-# beside the step the breakpoint held ("abc|node-1|node-2|node-2"); our Command(goto=...) as
-# input replaces the pending tasks (docs/graph.md, "Interrupts and Command"), so node1 is
-# skipped and node2 runs once.
+# test_pregel_async.py::test_command_goto_with_static_breakpoints: the goto runs beside the
+# step the breakpoint held, so node2 runs twice (once from the goto, once after node1).
 async def test_command_goto_with_static_breakpoints(checkpointer: Checkpointer) -> None:
     builder = StateGraph(FooAdd)
     builder.add_node("node1", lambda s: {"foo": "|node-1"})
@@ -838,4 +836,4 @@ async def test_command_goto_with_static_breakpoints(checkpointer: Checkpointer) 
     assert (await graph.get_state("1")).next == ("node1",)
     result = await graph.run(Command(goto=["node2"]), thread_id="1")
     assert result.status == "completed", result.error
-    assert result.state == {"foo": "abc|node-2"}
+    assert result.state == {"foo": "abc|node-1|node-2|node-2"}

@@ -257,11 +257,6 @@ class GraphSession:
             raise GraphError("Command(graph=...) can only be returned by a node of a sub-graph")
         goto = cmd.goto_list()
         has_resume = cmd.resume is not UNSET
-        if has_resume and goto:
-            raise InterruptError(
-                "Command(resume=..., goto=...) as input is ambiguous: resume first, then "
-                "redirect with a second Command(goto=...)"
-            )
         if has_resume and head is None:
             raise InterruptError(
                 f"Command(resume=...): thread {self.thread_id!r} has no checkpoint, so no "
@@ -274,7 +269,7 @@ class GraphSession:
         if update or goto:
             delta = graph.apply_writes(head.values, update)
             if goto:
-                delta.update(jump(graph, head, goto))
+                delta.update(add_goto(graph, head, goto))
             if self.cp is not None:
                 meta: dict[str, Any] = {"goto": [g if isinstance(g, str) else g.node for g in goto]}
                 await save(
@@ -477,6 +472,26 @@ def finished_writes(graph: GraphCore, head: Head) -> list[tuple[str, Any]]:
     if not head.records:
         return []
     return [w for t in plan_tasks(graph, head) if not t.skipped for w in t.writes or ()]
+
+
+def add_goto(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]:
+    """A run input's ``goto``, as LangGraph's: its targets join the pending tasks, in the
+    same step (a finished one keeps its writes, a paused one waits for its answer); with
+    nothing pending they are the next step. Appended, so the pending tasks keep their ids, and with
+    them their writes, questions and answers. (A steering redirect replaces them: ``jump``.)
+    Returns the deltas of the writes it applied."""
+    if pending_input(head) is not None:
+        # an input's checkpoint not applied yet (a replay of it): the goto replaces the input
+        return jump(graph, head, goto)
+    pending = {p.node for p in head.frontier if p.arg is UNSET}
+    # a node named twice (or already pending) runs once; every Send is a task of its own
+    named = dict.fromkeys(g for g in goto if not isinstance(g, Send) and g not in pending)
+    head.frontier = [
+        *head.frontier,
+        *(Planned(node=g) for g in named if g != END),
+        *(Planned(node=g.node, arg=g.arg) for g in goto if isinstance(g, Send)),
+    ]
+    return {}
 
 
 def jump(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]:

@@ -73,7 +73,7 @@ class Command(FrozenRecord, Generic[N]):
 
     - ``update``: channel writes, applied through the reducers;
     - ``goto``: node name(s) or ``Send``s for the next superstep (from a node: added to its
-      edges; as run input: replaces the pending tasks);
+      edges; as run input: added to the pending tasks, in their step);
     - ``resume``: a value for the only pending interrupt, or ``{interrupt_id: value}``;
     - ``graph=Command.PARENT``: hand ``update``/``goto`` to the parent graph (from a sub-graph).
 
