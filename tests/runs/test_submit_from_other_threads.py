@@ -210,3 +210,51 @@ async def test_the_handles_helpers_work_from_another_threads_loop() -> None:
         await asyncio.to_thread(thread.join)
     assert [r.status for r in receipts] == [ReceiptStatus.ACCEPTED]
     assert result.status is RunStatus.COMPLETED
+
+
+class HoldingPolicy:
+    """A policy that holds every command until ``gate`` opens."""
+
+    policy_id = "hold"
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def __call__(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+        self.entered.set()
+        await self.gate.wait()
+        return await call_next(cmd)
+
+
+async def test_a_submit_threadsafe_that_times_out_is_cancelled_and_can_be_sent_again() -> None:
+    """No receipt in time: ``TimeoutError``, and the submit is cancelled on the runtime's loop
+    (it took nothing, so its correlation id is free); the same command sent again is then
+    accepted, once."""
+    async with Runtime() as rt:
+        handle = await paused_run(rt)
+        hold = HoldingPolicy()
+        rt.router.pipeline.insert(hold)  # type: ignore[arg-type]
+        cmd = command(handle.run_id, SteeringKind.ADD_INSTRUCTION, {"text": "later"})
+        errors: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                rt.submit_threadsafe(cmd, timeout=0.2)
+            except BaseException as exc:
+                errors.append(exc)
+
+        await asyncio.to_thread(send)
+        assert [type(e) for e in errors] == [TimeoutError]
+        assert rt.router.state(cmd.correlation_id) is None  # never taken
+        hold.gate.set()
+        again = await asyncio.to_thread(rt.submit_threadsafe, cmd)
+        assert again.status is ReceiptStatus.ACCEPTED
+        await rt.submit(command(handle.run_id, SteeringKind.RESUME))
+        await asyncio.wait_for(handle.result(), FAILSAFE_S)
+        applied = [
+            e
+            for e in rt.steering_history(handle.run_id)
+            if e.type == "steering.applied" and e.correlation_id == cmd.correlation_id
+        ]
+    assert len(applied) == 1
