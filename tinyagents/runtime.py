@@ -21,8 +21,10 @@ seconds), or at once with ``forget(run_id)``; with a store it stays readable the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
@@ -326,14 +328,10 @@ class Runtime:
         # ``_submit(cmd, None)`` written out: one coroutine fewer for every command.
         if self._closing or not self._open:
             self.require_open()
-        loop = self._loop
-        if asyncio.get_running_loop() is not loop:
+        if asyncio.get_running_loop() is not self._loop:
             # Another thread's event loop: submitted on the runtime's own, where the run's
             # queue and wake-ups live (from here, a wake-up would not wake that loop).
-            assert loop is not None  # set by open()
-            return await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(self.submit(cmd), loop)
-            )
+            return await asyncio.wrap_future(self._on_runtime_loop(cmd))
         self._submitting += 1
         try:
             return await self.router.submit(cmd)
@@ -365,13 +363,37 @@ class Runtime:
                 "rt.submit_threadsafe() was called inside a running event loop, which it "
                 "would block; use 'await rt.submit(cmd)' there (from any thread's loop)"
             )
-        assert self._loop is not None  # set by open()
-        future = asyncio.run_coroutine_threadsafe(self.submit(cmd), self._loop)
+        future = self._on_runtime_loop(cmd)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _LOOP_CHECK_S if deadline is None else deadline - time.monotonic()
+            try:
+                return future.result(max(min(left, _LOOP_CHECK_S), 0))
+            except TimeoutError:
+                if not self._loop_runs():  # it ended meanwhile: nothing will answer
+                    future.cancel()
+                    raise RuntimeClosed(_LOOP_ENDED) from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    future.cancel()
+                    raise
+
+    def _loop_runs(self) -> bool:
+        loop = self._loop
+        return loop is not None and loop.is_running() and not loop.is_closed()
+
+    def _on_runtime_loop(self, cmd: SteeringCommand) -> concurrent.futures.Future[SteeringReceipt]:
+        """``submit(cmd)`` scheduled on the runtime's loop from another thread; ``RuntimeClosed``
+        if that loop no longer runs (a program whose loop ended without closing the runtime:
+        the submit would be queued there and never run)."""
+        if not self._loop_runs():
+            raise RuntimeClosed(_LOOP_ENDED)
+        assert self._loop is not None
+        coro = self.submit(cmd)
         try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except RuntimeError:  # closed between the check and the call
+            coro.close()
+            raise RuntimeClosed(_LOOP_ENDED) from None
 
     def _on_own_loop(self, what: str) -> None:
         """Raise unless called on the event loop that opened the runtime: a run started from
@@ -822,6 +844,14 @@ class Runtime:
             raise RuntimeClosed("the runtime is closing or closed: it takes no new work")
         if not self._open:
             raise ConfigurationError("the runtime is not open: use 'async with Runtime(...) as rt'")
+
+
+#: How often a thread waiting in ``submit_threadsafe`` checks that the runtime's loop runs.
+_LOOP_CHECK_S = 0.5
+_LOOP_ENDED = (
+    "the runtime's event loop is not running (it ended without closing the runtime): "
+    "nothing was sent; open a runtime on a running loop"
+)
 
 
 def _refused(cmd: SteeringCommand, reason: str) -> SteeringReceipt:

@@ -258,3 +258,39 @@ async def test_a_submit_threadsafe_that_times_out_is_cancelled_and_can_be_sent_a
             if e.type == "steering.applied" and e.correlation_id == cmd.correlation_id
         ]
     assert len(applied) == 1
+
+
+def _left_open_on_an_ended_loop() -> Runtime:
+    """A runtime opened on a loop that ended without closing it (``asyncio.run`` returned)."""
+
+    async def open_and_leave() -> Runtime:
+        rt = Runtime()
+        await rt.open()
+        return rt
+
+    return asyncio.run(open_and_leave())
+
+
+def test_submit_threadsafe_to_a_runtime_whose_loop_ended_raises_runtime_closed() -> None:
+    rt = _left_open_on_an_ended_loop()
+    with pytest.raises(RuntimeClosed, match="event loop"):
+        rt.submit_threadsafe(command("r-1", SteeringKind.REQUEST_STATUS))
+
+
+def test_submit_from_another_loop_to_a_runtime_whose_loop_ended_raises_runtime_closed() -> None:
+    rt = _left_open_on_an_ended_loop()
+    with pytest.raises(RuntimeClosed, match="event loop"):
+        asyncio.run(rt.submit(command("r-1", SteeringKind.REQUEST_STATUS)))
+
+
+def test_submit_threadsafe_to_a_runtime_whose_loop_stopped_raises_runtime_closed() -> None:
+    """A loop stopped but not closed takes the submit's callback and never runs it: the
+    sender is told, not left waiting for ever."""
+    loop = asyncio.new_event_loop()
+    try:
+        rt = Runtime()
+        loop.run_until_complete(rt.open())  # the loop runs no more after this
+        with pytest.raises(RuntimeClosed, match="event loop"):
+            rt.submit_threadsafe(command("r-1", SteeringKind.REQUEST_STATUS))
+    finally:
+        loop.close()
