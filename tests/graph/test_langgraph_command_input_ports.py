@@ -102,7 +102,7 @@ class Side:
         assert [i.value for i in result.interrupts] == asked
         assert result.status == ("interrupted" if theirs_state.next else "completed")
         # the steps, as numbered, and what each left next (ours also saves the input's own
-        # checkpoint, and a breakpoint's, which LangGraph does not)
+        # checkpoint, which LangGraph does not)
         theirs_steps = [
             (h.metadata["step"], h.next)
             async for h in self.theirs.aget_state_history(cfg())

@@ -395,7 +395,7 @@ async def save(
 
     ``ran``: the nodes whose output this checkpoint holds (a step's nodes, ``START`` for an
     input's first step, an update's ``as_node``), kept as ``metadata["ran"]``; a checkpoint
-    that holds no node's output (a breakpoint, a rewind) keeps the head's. An
+    that holds no node's output (an input's command, a rewind) keeps the head's. An
     ``update_state`` without ``as_node`` counts as the output of the one node there, as
     LangGraph's infers it.
 

@@ -247,7 +247,7 @@ class GraphRun:
                 result = step.result
                 if result is not None:
                     return result
-        except Exception as exc:  # not a node's: planning, a breakpoint's save
+        except Exception as exc:  # not a node's: planning
             result = self.result("failed")
             result.error = exc
             return result
@@ -291,7 +291,7 @@ class GraphRun:
                 return Step(kind="completed", result=self.result("completed"))
             tasks = self.plan()
             passes, self.continues = self.continues, False
-            if self.interrupt_before and not passes and await self._break_before(tasks):
+            if self.interrupt_before and not passes and self._break_before(tasks):
                 return Step(kind="interrupted", result=self.result("interrupted"))
             if started and any(t.runnable for t in tasks):
                 self._planned = tasks
@@ -332,19 +332,15 @@ class GraphRun:
             if applied or step.kind == "started":
                 yield step
 
-    async def _break_before(self, tasks: list[Task]) -> bool:
-        """Stop before a step that would run a node of ``interrupt_before`` (not the first
-        step of a run that ``continues``: the run that continues from the stop passes it),
-        saved as a checkpoint of its own. A step some of whose tasks already ran or paused
-        was passed already."""
-        hits = [t.node for t in tasks if t.node in self.interrupt_before]
-        if not hits or any(t.writes is not None or t.interrupts for t in tasks):
+    def _break_before(self, tasks: list[Task]) -> bool:
+        """Whether the run stops before a step that would run a node of ``interrupt_before``
+        (not the first step of a run that ``continues``: the run that continues from the
+        stop passes it). Nothing is saved, as in LangGraph: the head, the previous step's
+        checkpoint, already has that step next. A step some of whose tasks already ran or
+        paused was passed already."""
+        if not any(t.node in self.interrupt_before for t in tasks):
             return False
-        assert self.checkpointer is not None  # checked when the run was made
-        await save(
-            self.checkpointer, self.head, delta={}, source="breakpoint", metadata={"before": hits}
-        )
-        return True
+        return not any(t.writes is not None or t.interrupts for t in tasks)
 
     def breaks_after(self, tasks: list[Task]) -> bool:
         """Whether the run stops after the step ``tasks`` just finished: one of them is a node
