@@ -294,3 +294,41 @@ def test_submit_threadsafe_to_a_runtime_whose_loop_stopped_raises_runtime_closed
             rt.submit_threadsafe(command("r-1", SteeringKind.REQUEST_STATUS))
     finally:
         loop.close()
+
+
+async def test_a_result_awaited_on_another_threads_loop_wakes_when_the_run_ends() -> None:
+    """The run ends on the runtime's loop; a waiter on another thread's loop is woken there
+    (it was woken from the wrong thread, and its idle loop slept on)."""
+    async with Runtime() as rt:
+        gate = asyncio.Event()
+
+        @tool
+        async def wait_for_gate() -> str:
+            """Wait until the test opens the gate."""
+            await gate.wait()
+            return "ok"
+
+        agent = Agent(
+            "worker",
+            model=ScriptedModel([tool_call("wait_for_gate"), reply("done")]),
+            tools=[wait_for_gate],
+            instructions="work",
+        )
+        handle = await rt.start(agent, "go")
+        waiting = threading.Event()
+        results: list[Any] = []
+
+        async def wait_there() -> Any:
+            pending = asyncio.ensure_future(handle.result())
+            await asyncio.sleep(0)  # the waiter is registered before the run can end
+            waiting.set()
+            return await pending
+
+        thread = in_thread(lambda: results.append(asyncio.run(wait_there())))
+        await asyncio.to_thread(waiting.wait, FAILSAFE_S)
+        gate.set()
+        await asyncio.to_thread(thread.join, FAILSAFE_S)
+        assert not thread.is_alive(), "the other thread's waiter was never woken"
+        # the runtime's own loop may wait on the same handle too
+        assert (await handle.result()).status is RunStatus.COMPLETED
+    assert [r.status for r in results] == [RunStatus.COMPLETED]

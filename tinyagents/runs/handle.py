@@ -8,6 +8,7 @@ audited exactly like a command from anyone else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
@@ -116,7 +117,8 @@ class RunHandle:
         self.driver = driver or _IDLE_DRIVER
         self._submitter = submitter
         self._result: RunResult | None = None  # set when the run ends: it is done
-        self._ended: asyncio.Event | None = None  # made by the first result() that waits
+        #: ``result()`` callers waiting for the run's end, each with the loop it waits on
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.task: asyncio.Task[Any] | None = None
         self.inbox: Inbox  # attached by the router when the run is registered
         self._policies = PolicyList()
@@ -240,26 +242,49 @@ class RunHandle:
     # ------------------------------------------------------------------ result
 
     async def result(self) -> RunResult:
-        """Wait for the run to end and return how it ended (never raises for the run's error)."""
+        """Wait for the run to end and return how it ended (never raises for the run's error).
+
+        May be awaited on any thread's event loop: the run ends on its runtime's loop, and a
+        waiter on another is woken on its own."""
         while self._result is None:  # again if it was reopened before this waiter woke
-            if self._ended is None:
-                self._ended = asyncio.Event()
-            await self._ended.wait()
+            loop = asyncio.get_running_loop()
+            waiter = (loop, loop.create_future())
+            self._waiters.append(waiter)
+            try:
+                if self._result is None:  # ended meanwhile, on another thread: no wait
+                    await waiter[1]
+            finally:
+                with contextlib.suppress(ValueError):  # woken: finish took it already
+                    self._waiters.remove(waiter)
         return self._result
 
     def finish(self, result: RunResult) -> None:
         """Called once by the execution layer when the run ends."""
         self.info.status = result.status
         self._result = result
-        if self._ended is not None:
-            self._ended.set()
+        waiters, self._waiters = self._waiters, []
+        if not waiters:
+            return
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for loop, waiter in waiters:
+            if loop is here:
+                _wake(waiter)
+            else:  # a waiter on another thread's loop: woken there, or it sleeps on
+                with contextlib.suppress(RuntimeError):  # that loop has closed
+                    loop.call_soon_threadsafe(_wake, waiter)
 
     def reopen(self) -> None:
         """The run takes another turn after it had finished (END_OF_TURN steering)."""
         self._result = None
-        if self._ended is not None:
-            self._ended.clear()
         self.info.status = RunStatus.RUNNING
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():  # (cancelled: its result() was)
+        waiter.set_result(None)
 
 
 _LIMIT_NAMES = frozenset(RunLimits.model_fields)
