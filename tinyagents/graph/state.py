@@ -370,8 +370,9 @@ class StateSchema(Record):
             return writes
         read = []
         for key, value in writes:
-            reducer = self.channels[key].reducer
-            if key in keys and isinstance(reducer, Messages) and not overwritten(value)[0]:
+            if key in keys and not overwritten(value)[0]:
+                reducer = self.channels[key].reducer
+                assert isinstance(reducer, Messages)  # what langchain_keys holds
                 try:
                     value = reducer.items(value)
                 except NOT_A_MESSAGE as exc:

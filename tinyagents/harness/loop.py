@@ -21,7 +21,6 @@ from collections.abc import (
     Callable,
     Container,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
@@ -1046,7 +1045,8 @@ async def start_agent_run(
         granted = frozenset(tools)
     run_limits = limits or agent.limits
     if parent_info is not None:
-        run_limits = child_limits(run_limits, parent_info, _ancestors(runtime, parent_info))
+        above = runtime.runs.tree.ancestors(parent_info.run_id)
+        run_limits = child_limits(run_limits, parent_info, above)
     info = RunInfo(
         run_id=_clock.new_id("r") if run_id is None else run_id,  # "" is refused, not replaced
         parent_run_id=parent_info.run_id if parent_info else None,
@@ -1189,19 +1189,6 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
     if handle is None:
         raise UnknownTargetError(f"parent run {run_id} is not registered in this runtime")
     return handle.info
-
-
-def _ancestors(runtime: RunHost, info: RunInfo) -> Iterator[RunInfo]:
-    """The runs above ``info`` in this runtime, nearest first."""
-    seen = {info.run_id}
-    run_id = info.parent_run_id
-    while run_id is not None and run_id not in seen:
-        seen.add(run_id)
-        handle = runtime.runs.get(run_id)
-        if handle is None:
-            return
-        yield handle.info
-        run_id = handle.info.parent_run_id
 
 
 def _check_start(

@@ -248,14 +248,14 @@ class RunHandle:
         waiter on another is woken on its own."""
         while self._result is None:  # again if it was reopened before this waiter woke
             loop = asyncio.get_running_loop()
-            waiter = (loop, loop.create_future())
-            self._waiters.append(waiter)
+            ended: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, ended))
             try:
                 if self._result is None:  # ended meanwhile, on another thread: no wait
-                    await waiter[1]
+                    await ended
             finally:
                 with contextlib.suppress(ValueError):  # woken: finish took it already
-                    self._waiters.remove(waiter)
+                    self._waiters.remove((loop, ended))
         return self._result
 
     def finish(self, result: RunResult) -> None:

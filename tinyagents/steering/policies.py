@@ -191,18 +191,11 @@ def _excess(
         return []
     # per limit: (the least any ancestor has left, who has it), nearest ancestor first on ties
     tightest: dict[str, tuple[float | int, str]] = {}
-    ancestor_id: str | None = ctx.target.parent_run_id
-    relation = "parent"
-    seen: set[str] = set()
-    while ancestor_id is not None and ancestor_id not in seen:
-        seen.add(ancestor_id)
-        ancestor = ctx.tree.get(ancestor_id)
-        if ancestor is None:
-            break
+    for nth, ancestor in enumerate(ctx.tree.ancestors(ctx.target.run_id)):
+        relation = "ancestor" if nth else "parent"
         for name, left in ancestor.remaining().items():
             if left is not None and (name not in tightest or left < tightest[name][0]):
                 tightest[name] = (left, f"{relation} run {ancestor.run_id}")
-        ancestor_id, relation = ancestor.parent_run_id, "ancestor"
     if not tightest:
         return []
     used = _used(ctx)
