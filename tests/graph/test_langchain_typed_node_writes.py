@@ -313,3 +313,51 @@ async def test_a_resume_command_update_reads_role_dicts(checkpointer: Checkpoint
     result = await ours.run(OURS.Command(resume="ok", update=copy.deepcopy(update)), thread_id="1")
     assert result.status == "completed", result.error
     assert shown(result.state["messages"]) == shown(out["messages"])
+
+
+def _items(items: list[Any]) -> list[Any]:
+    """Stream items with each LangChain message as ``shown`` gives it (ids made up apart)."""
+    out = []
+    for mode, item in items:
+        if mode == "tasks" and "result" in item:
+            item = {"name": item["name"], "result": item["result"]}
+        elif mode == "tasks":
+            continue  # a task's start: its input holds the state's messages
+        out.append((mode, _shown_in(item)))
+    return out
+
+
+def _shown_in(value: Any) -> Any:
+    if isinstance(value, messages.BaseMessage):
+        return shown([value])[0]
+    if isinstance(value, dict):
+        return {k: _shown_in(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_shown_in(v) for v in value)
+    return value
+
+
+@pytest.mark.parametrize("path", ["return", "command", "send"])
+@pytest.mark.parametrize("write", sorted(WRITES))
+@pytest.mark.parametrize("kind", sorted(STATES))
+async def test_updates_and_tasks_streams_show_the_write_as_the_node_returned_it(
+    kind: str, write: str, path: str
+) -> None:
+    # LangGraph streams a node's return as it was (role dicts, strings, pairs); the state
+    # holds the messages the reducer made of it
+    ours_state, theirs_state = STATES[kind]
+
+    def build(g: Any) -> Any:
+        return writer(g, ours_state if g is OURS else theirs_state, WRITES[write], path)
+
+    ours, theirs = pair(build, None)
+    modes = ["updates", "tasks", "values"]
+    their_items = [
+        item async for item in theirs.astream(copy.deepcopy(START_WITH), stream_mode=modes)
+    ]
+    our_items = [item async for item in ours.stream(copy.deepcopy(START_WITH), mode=modes)]
+    assert _items(our_items) == _items(their_items)
+    updates = [item for mode, item in our_items if mode == "updates"]
+    assert updates[-1]["n"] == {"messages": WRITES[write]}
+    final = [item for mode, item in our_items if mode == "values"][-1]
+    assert all(isinstance(m, messages.BaseMessage) for m in final["messages"])

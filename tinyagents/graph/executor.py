@@ -614,7 +614,7 @@ class GraphRun:
         """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``);
         ``by``: the ``steering_ref`` of the cancel."""
         task.writes, task.goto, task.skipped, task.skipped_by = [], [], True, by
-        task.interrupts = []
+        task.interrupts, task.returned = [], None
         if self.checkpointer is not None:
             record = result_write(self.graph, task.id, [], [], skipped=True, skipped_by=by)
             await self.checkpointer.put_writes(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tinyagents.errors import ConfigurationError
 from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
 from tinyagents.graph.executor import GraphRun, Step, StreamSink
-from tinyagents.graph.tasks import collected
+from tinyagents.graph.tasks import collected, shown_writes
 from tinyagents.graph.types import UNSET
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ class GraphStream:
             payload = {
                 "id": task.id,
                 "name": task.node,
-                "result": collected(task.writes or ()),
+                "result": collected(shown_writes(task) or ()),
                 "error": error,
                 "interrupts": [{"value": i.value, "id": i.id} for i in _asking(task)],
             }
@@ -270,8 +270,8 @@ class GraphStream:
         """A finished task's ``updates`` item: ``{node: its writes}``, or, when it wrote a key
         more than once (a list of Commands, a ``Command`` update of pairs), one dict per
         write, as LangGraph's (``map_output_updates``)."""
-        assert task.writes is not None
-        writes = task.writes
+        writes = shown_writes(task)
+        assert writes is not None
         keys = self._keys(run)
         if keys is not None:
             writes = [(k, v) for k, v in writes if k in keys]

@@ -49,6 +49,7 @@ class Task:
         "key",
         "node",
         "resume",
+        "returned",
         "skipped",
         "skipped_by",
         "spec",
@@ -65,6 +66,10 @@ class Task:
         self.spec = spec
         self.arg = arg
         self.writes: list[tuple[str, Any]] | None = None
+        #: the writes as the node returned them, where the state keeps them changed (role
+        #: dicts made LangChain messages): the ``updates`` and ``tasks`` streams show these,
+        #: as LangGraph's do; None when they are ``writes``
+        self.returned: list[tuple[str, Any]] | None = None
         self.goto: list[str | Send] = _EMPTY
         self.interrupts: list[Interrupt] = _EMPTY
         self.resume: dict[str, Any] = {}
@@ -102,6 +107,12 @@ def task_id(key: tuple[str, str, int], node: str, index: int) -> str:
 
 
 _Shown = TypeVar("_Shown", Task, Planned)
+
+
+def shown_writes(task: Task) -> list[tuple[str, Any]] | None:
+    """``task``'s writes as its node returned them: what the ``updates`` and ``tasks`` streams
+    show (LangGraph's show a node's return before its reducers read it)."""
+    return task.writes if task.returned is None else task.returned
 
 
 def collected(writes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
@@ -194,6 +205,7 @@ class Writes(Record):
 def read_output(run: TaskRun, task: Task, out: Any) -> None:
     """Node return value → ``task.writes`` / ``task.goto``."""
     schema = run.graph.schema
+    task.returned = None  # (an earlier attempt's, had it returned)
     if type(out) is dict:
         if not out.keys() <= schema.channels.keys():  # the hot path formats no error text
             schema.check_keys(out, f"node {task.node!r}")
@@ -243,6 +255,8 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
         # so one that is no message fails this node, named, with nothing written
         writes, task.writes = task.writes, None
         task.writes = schema.node_writes(writes, f"node {task.node!r}")
+        if task.writes is not writes:
+            task.returned = writes
 
 
 def _read_plain(run: TaskRun, task: Task, out: Any) -> list[Any]:
