@@ -308,3 +308,51 @@ async def test_stream_takes_per_run_breakpoints_as_astream(checkpointer: Checkpo
         assert items == expected
         rest = [item async for item in ours.stream(None, thread_id=thread, mode="updates")]
         assert rest == [i async for i in theirs.astream(None, cfg(thread), stream_mode="updates")]
+
+
+def sends_beside_nodes_graph(g: Any) -> Any:
+    """``d`` routes to ``c``, two ``Send``s to ``w`` and ``a``, ``b``; the nodes are added
+    out of name order (c, b, a). Every node is async and never waits, so each finishes in
+    the order it was started."""
+    graph = g.StateGraph(Log)
+    for name in ("c", "b", "a", "d", "w"):
+
+        async def node(arg: Any, name: str = name) -> dict[str, Any]:
+            return {"log": [f"{name}{arg.get('i', '')}"]}
+
+        graph.add_node(name, node)
+    graph.add_edge(g.START, "d")
+    return graph.add_conditional_edges(
+        "d", lambda s: ["c", g.Send("w", {"i": 1}), "a", g.Send("w", {"i": 2}), "b"]
+    )
+
+
+@pytest.mark.parametrize("mode", ["updates", "tasks"])
+async def test_a_steps_tasks_start_sends_first_then_nodes_by_name(
+    mode: str, checkpointer: Checkpointer
+) -> None:
+    # LangGraph starts a step's tasks in the order it prepares them: the Sends as they were
+    # made, then the nodes the edges triggered sorted by name (not add_node order); the
+    # updates come as the nodes return, so in that order here (the tasks' ends, once the
+    # results are saved, in the order the store answers). The writes are still applied in
+    # task order (the state is the same).
+    ours, theirs = pair(sends_beside_nodes_graph, checkpointer)
+
+    def names(items: list[Any]) -> list[Any]:
+        if mode == "updates":
+            return [next(iter(i.values()))["log"][0] for i in items]
+        return [(i["name"], "start" if "input" in i else "end") for i in items]
+
+    expected = names(await theirs_items(theirs, {"log": []}, mode))
+    if mode == "updates":
+        assert expected == ["d", "w1", "w2", "a", "b", "c"]
+    else:
+        assert expected[2:7] == [("w", "start")] * 2 + [(n, "start") for n in "abc"]
+        assert expected[7:] == [("w", "end")] * 2 + [(n, "end") for n in "abc"]
+    ours_names = names(await ours_items(ours, {"log": []}, mode))
+    if mode == "updates":
+        assert ours_names == expected
+    else:
+        assert ours_names[:7] == expected[:7]
+        assert sorted(ours_names[7:]) == sorted(expected[7:])
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values

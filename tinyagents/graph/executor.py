@@ -56,7 +56,7 @@ from tinyagents.graph.tasks import (
     called_output,
     plan_tasks,
     read_output,
-    shown,
+    started,
 )
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
@@ -473,10 +473,10 @@ class GraphRun:
         return tasks
 
     async def run_tasks(self, tasks: list[Task]) -> None:
-        runnable = [t for t in tasks if t.runnable]
+        runnable = started([t for t in tasks if t.runnable])  # in LangGraph's order
         stream = self.stream
-        if stream is not None:  # every start of the step first, in LangGraph's order
-            for task in shown(self.graph, runnable):
+        if stream is not None:  # every start of the step first
+            for task in runnable:
                 stream.task_started(self, task)
             self._show_cached(tasks)
         try:

@@ -139,6 +139,14 @@ def shown(graph: GraphCore, tasks: list[_Shown]) -> list[_Shown]:
     return sorted(tasks, key=lambda t: -1 if t.arg is not UNSET else order.get(t.node, 0))
 
 
+def started(tasks: list[Task]) -> list[Task]:
+    """``tasks`` of one step in the order LangGraph starts them (``prepare_next_tasks``): the
+    ``Send`` tasks as they were made, then the other nodes by name. Tasks that do not wait
+    finish in this order, so a step's ``updates`` items and ``tasks`` ends come in it; the
+    writes are applied in task order all the same."""
+    return sorted(tasks, key=lambda t: (0, "") if t.arg is not UNSET else (1, t.node))
+
+
 def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
     """The one task builder: the tasks of ``head``'s next superstep (its frontier), each with
     what it already did in an unfinished step (its records: writes, interrupts, answers)."""
