@@ -223,3 +223,23 @@ async def test_resume_with_a_goto_to_a_node_and_a_send(checkpointer: Checkpointe
     )
     assert out == {"log": ["ask:yes", "x", "other", "after"]}
     assert sorted(side.ours_calls) == [(0, "ask"), (0, "other"), (0, "x"), (3, "after")]
+
+
+async def test_a_gotos_nodes_write_in_name_order_beside_the_pending_ones(
+    checkpointer: Checkpointer,
+) -> None:
+    # a goto's nodes are triggered like any other, so LangGraph applies the step's writes
+    # with the nodes by name (then the Sends), whatever the goto's order or what was
+    # pending before it
+    side = Side(chain_graph, checkpointer, interrupt_before=["b"])
+    await side.both(start)
+    assert await side.both(lambda g, ids: g.Command(goto="a")) == {"log": ["a", "a", "b"]}
+
+
+async def test_a_gotos_nodes_write_in_name_order_then_its_sends(
+    checkpointer: Checkpointer,
+) -> None:
+    side = Side(chain_graph, checkpointer)
+    await side.both(start)
+    out = await side.both(lambda g, ids: g.Command(goto=["x", g.Send("b", {"log": []}), "c"]))
+    assert out == {"log": ["a", "b", "c", "c", "x", "b", "c"]}

@@ -168,7 +168,16 @@ def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
             task.skipped = rec.skipped
             task.skipped_by = rec.skipped_by
         tasks.append(task)
+    if len(tasks) > 1:
+        # LangGraph's task order, which a step's writes follow: the nodes by name, then the
+        # Sends as they were made. A step's own frontier is in it already; a run input's
+        # goto is appended to the pending tasks (their index is their id), so is sorted here
+        tasks.sort(key=_task_order)
     return tasks
+
+
+def _task_order(task: Task) -> tuple[bool, str, int]:
+    return (task.arg is not UNSET, "" if task.arg is not UNSET else task.node, task.index)
 
 
 class TaskRun(Protocol):
