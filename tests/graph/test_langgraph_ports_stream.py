@@ -356,3 +356,36 @@ async def test_a_steps_tasks_start_sends_first_then_nodes_by_name(
         assert ours_names[:7] == expected[:7]
         assert sorted(ours_names[7:]) == sorted(expected[7:])
     assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+async def test_a_resumed_step_lists_the_start_of_its_finished_tasks_too(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph lists every task of the step it goes on with, those that finished before
+    # the pause too (their updates come again, cached; they do not run, so have no end)
+    ours, theirs = pair(half_paused_graph, checkpointer)
+    await theirs_items(theirs, {"log": []}, "tasks")
+    await ours_items(ours, {"log": []}, "tasks")
+
+    def kind(item: tuple[str, Any]) -> tuple[str, Any]:
+        mode, payload = item
+        if mode == "updates":
+            return (mode, payload)
+        return (payload["name"], "start" if "input" in payload else "end")
+
+    expected = [
+        kind(i)
+        for i in await theirs_items(theirs, THEIRS.Command(resume="yes"), ["tasks", "updates"])
+    ]
+    assert expected == [
+        ("asker", "start"),
+        ("other", "start"),
+        ("updates", {"other": {"log": ["other"]}, "__metadata__": {"cached": True}}),
+        ("updates", {"asker": {"log": ["asker:yes"]}}),
+        ("asker", "end"),
+        ("after", "start"),
+        ("updates", {"after": {"log": ["after"]}}),
+        ("after", "end"),
+    ]
+    ours_items_ = await ours_items(ours, OURS.Command(resume="yes"), ["tasks", "updates"])
+    assert [kind(i) for i in ours_items_] == expected

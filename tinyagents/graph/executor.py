@@ -474,11 +474,7 @@ class GraphRun:
 
     async def run_tasks(self, tasks: list[Task]) -> None:
         runnable = started([t for t in tasks if t.runnable])  # in LangGraph's order
-        stream = self.stream
-        if stream is not None:  # every start of the step first
-            for task in runnable:
-                stream.task_started(self, task)
-            self._show_cached(tasks)
+        self._show_cached(tasks, runnable)
         try:
             async with asyncio.TaskGroup() as group:
                 for task in runnable:
@@ -490,13 +486,24 @@ class GraphRun:
         finally:
             self.running.clear()
 
-    def _show_cached(self, tasks: list[Task]) -> None:
-        """Tell the stream of the tasks of this step that finished in an earlier call."""
+    def _show_cached(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
+        """Tell the stream the starts of this step's tasks, as LangGraph lists every task of
+        the step before any runs: those about to run (``runnable``) and those that finished
+        in an earlier call, in the order LangGraph starts them; then the updates of the
+        latter again (marked cached)."""
         stream = self.stream
-        if stream is not None and self.head.records:
-            for task in tasks:
-                if task.writes is not None and not task.skipped:
-                    stream.cached(self, task)
+        if stream is None:
+            return
+        done = [t for t in tasks if t.writes is not None and not t.skipped]
+        if not done:
+            for task in runnable or ():
+                stream.task_started(self, task)
+            return
+        done = started(done)
+        for task in started([*(runnable or ()), *done]):
+            stream.task_started(self, task)
+        for task in done:
+            stream.cached(self, task)
 
     async def _run_one(self, task: Task, *, save_result: bool, announced: bool = False) -> None:
         """Run one task; ``announced``: the stream has its start already (``run_tasks``)."""
