@@ -389,3 +389,25 @@ async def test_a_resumed_step_lists_the_start_of_its_finished_tasks_too(
     ]
     ours_items_ = await ours_items(ours, OURS.Command(resume="yes"), ["tasks", "updates"])
     assert [kind(i) for i in ours_items_] == expected
+
+
+async def test_a_tasks_start_carries_its_nodes_metadata(checkpointer: Checkpointer) -> None:
+    # LangGraph's task start has the node's add_node(metadata=...) under "metadata" (and no
+    # such key for a node without any)
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", lambda s: {"log": ["a"]}, metadata={"team": "x"})
+        graph.add_node("b", lambda s: {"log": ["b"]})
+        return graph.add_edge(g.START, "a").add_edge("a", "b")
+
+    ours, theirs = pair(build, checkpointer)
+    expected = [
+        {k: v for k, v in i.items() if k not in ("id", "triggers")}
+        for i in await theirs_items(theirs, {"log": []}, "tasks")
+        if "input" in i
+    ]
+    assert expected == [
+        {"name": "a", "input": {"log": []}, "metadata": {"team": "x"}},
+        {"name": "b", "input": {"log": ["a"]}},
+    ]
+    starts = [i for i in await ours_items(ours, {"log": []}, "tasks") if "input" in i]
+    assert [{k: v for k, v in i.items() if k != "id"} for i in starts] == expected

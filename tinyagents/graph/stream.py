@@ -223,10 +223,14 @@ class GraphStream:
     def task_started(self, run: GraphRun, task: Task) -> None:
         if self.tasks:
             arg = snapshot(run.head.values) if task.arg is UNSET else task.arg
-            self.put(run.head.ns, "tasks", {"id": task.id, "name": task.node, "input": arg})
+            payload = {"id": task.id, "name": task.node, "input": arg}
+            if task.spec.metadata:  # add_node(metadata=...), as LangGraph's start has it
+                payload["metadata"] = dict(task.spec.metadata)
+            self.put(run.head.ns, "tasks", payload)
 
     def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
         if self.tasks:
+            asking = _asking(task)
             # as LangGraph's: the writes ({} for none: a failed or paused task), and each
             # interrupt as a dict of its value and id
             payload = {
@@ -234,7 +238,7 @@ class GraphStream:
                 "name": task.node,
                 "result": collected(shown_writes(task) or ()),
                 "error": error,
-                "interrupts": [{"value": i.value, "id": i.id} for i in _asking(task)],
+                "interrupts": [{"value": i.value, "id": i.id} for i in asking],
             }
             self.put(run.head.ns, "tasks", payload)
 
