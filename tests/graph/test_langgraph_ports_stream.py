@@ -12,7 +12,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, abc_graph, cfg, pair
+from langgraph_kit import OURS, THEIRS, abc_graph, cfg, pair, shape
 
 from tinyagents.graph import NodeContext, StateGraph
 from tinyagents.store.checkpoint import Checkpointer
@@ -411,3 +411,31 @@ async def test_a_tasks_start_carries_its_nodes_metadata(checkpointer: Checkpoint
     ]
     starts = [i for i in await ours_items(ours, {"log": []}, "tasks") if "input" in i]
     assert [{k: v for k, v in i.items() if k != "id"} for i in starts] == expected
+
+
+async def test_a_subgraph_stopped_at_its_breakpoint_has_no_task_end(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's sub-graph task that stops at the sub-graph's breakpoint asks nothing and
+    # has no result: its tasks stream has its start and no end
+    def build(g: Any) -> Any:
+        child = g.StateGraph(Log).add_node("c0", lambda s: {"log": ["c0"]})
+        child.add_node("c1", lambda s: {"log": ["c1"]}).add_edge(g.START, "c0")
+        child = child.add_edge("c0", "c1").compile(interrupt_before=["c1"])
+        graph = g.StateGraph(Log).add_node("sub", child).add_node("z", lambda s: {"log": ["z"]})
+        return graph.add_edge(g.START, "sub").add_edge("sub", "z")
+
+    ours, theirs = pair(build, checkpointer)
+
+    def kind(item: tuple[Any, dict[str, Any]]) -> tuple[Any, ...]:
+        ns, payload = item
+        return (shape(ns), payload["name"], "start" if "input" in payload else "end")
+
+    expected = [kind(i) for i in await theirs_items(theirs, {"log": []}, "tasks", subgraphs=True)]
+    assert expected == [
+        ((), "sub", "start"),
+        (("sub",), "c0", "start"),
+        (("sub",), "c0", "end"),
+    ]
+    items = await ours_items(ours, {"log": []}, "tasks", subgraphs=True)
+    assert [kind(i) for i in items] == expected

@@ -231,6 +231,10 @@ class GraphStream:
     def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
         if self.tasks:
             asking = _asking(task)
+            if task.writes is None and error is None and not asking:
+                # paused without a question (a sub-graph stopped at its breakpoint): as
+                # LangGraph's, such a task has no end
+                return
             # as LangGraph's: the writes ({} for none: a failed or paused task), and each
             # interrupt as a dict of its value and id
             payload = {
