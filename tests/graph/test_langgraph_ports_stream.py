@@ -439,3 +439,27 @@ async def test_a_subgraph_stopped_at_its_breakpoint_has_no_task_end(
     ]
     items = await ours_items(ours, {"log": []}, "tasks", subgraphs=True)
     assert [kind(i) for i in items] == expected
+
+
+async def test_a_paused_step_that_goes_on_paused_streams_its_finished_tasks_writes_last(
+    checkpointer: Checkpointer,
+) -> None:
+    # continuing a step whose finished task wrote while another still waits: LangGraph's
+    # values stream ends, as the first call's does, with the state holding that task's
+    # writes (the state the call returns), though no task of the step finished this time
+    ours, theirs = pair(half_paused_graph, checkpointer)
+    expected = plain(await theirs_items(theirs, {"log": []}, "values"))
+    assert expected == [{"log": []}, {"log": [], "__interrupt__": ["q"]}, {"log": ["other"]}]
+    assert plain(await ours_items(ours, {"log": []}, "values")) == expected
+
+    assert plain(await theirs_items(theirs, None, "values")) == expected
+    assert plain(await ours_items(ours, None, "values")) == expected
+
+    expected = plain(await theirs_items(theirs, THEIRS.Command(update={"log": ["u"]}), "values"))
+    assert expected == [
+        {"log": ["u"]},
+        {"log": ["u"], "__interrupt__": ["q"]},
+        {"log": ["u", "other"]},
+    ]
+    assert plain(await ours_items(ours, OURS.Command(update={"log": ["u"]}), "values")) == expected
+    assert (await ours.get_state("1")).values == expected[-1]

@@ -196,12 +196,16 @@ class GraphStream:
                 self.put(ns, "updates", {INTERRUPT_KEY: waiting})
             if self.values:
                 # as LangGraph: the state before the step with each question (as its task
-                # paused), then (when the step's finished tasks wrote) the state with their
-                # writes, as result.state; a breakpoint asks no question
+                # paused), then (when the step's finished tasks wrote, in this call or an
+                # earlier one) the state with their writes, as result.state; a breakpoint
+                # asks no question
                 if waiting:
                     before = snapshot(_only(run.head.values, keys))
                     self.put(ns, "values", {**before, INTERRUPT_KEY: waiting})
-                if any(t.writes and not t.skipped for t in step.tasks):
+                wrote = any(t.writes and not t.skipped for t in step.tasks) or any(
+                    r.writes and not r.skipped for r in (run.head.records or {}).values()
+                )
+                if wrote:
                     state = result.state  # the output schema's keys: the whole state needed
                     if run.graph.schema.output_keys is not None:
                         state = run.state_of(run.plan())
