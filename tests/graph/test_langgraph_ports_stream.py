@@ -463,3 +463,31 @@ async def test_a_paused_step_that_goes_on_paused_streams_its_finished_tasks_writ
     ]
     assert plain(await ours_items(ours, OURS.Command(update={"log": ["u"]}), "values")) == expected
     assert (await ours.get_state("1")).values == expected[-1]
+
+
+async def test_a_paused_subgraph_streams_no_state_of_its_finished_tasks_writes(
+    checkpointer: Checkpointer,
+) -> None:
+    # the last values item with the paused step's finished writes is the graph's own: a
+    # sub-graph's run hands its pause to its parent without one (LangGraph's nested loop
+    # does not suppress the interrupt, so it never streams that item)
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("sub", half_paused_graph(g).compile())
+        graph.add_node("side", lambda s: {"log": ["side"]})
+        return graph.add_edge(g.START, "sub").add_edge(g.START, "side")
+
+    ours, theirs = pair(build, checkpointer)
+
+    def shaped(items: list[Any]) -> list[Any]:
+        return [(shape(ns), payload) for ns, payload in plain(items)]
+
+    expected = shaped(await theirs_items(theirs, {"log": []}, "values", subgraphs=True))
+    assert expected == [
+        ((), {"log": []}),
+        (("sub",), {"log": []}),
+        (("sub",), {"log": [], "__interrupt__": ["q"]}),
+        ((), {"log": [], "__interrupt__": ["q"]}),
+        ((), {"log": ["side"]}),
+    ]
+    items = await ours_items(ours, {"log": []}, "values", subgraphs=True)
+    assert shaped(items) == expected

@@ -198,12 +198,14 @@ class GraphStream:
                 # as LangGraph: the state before the step with each question (as its task
                 # paused), then (when the step's finished tasks wrote, in this call or an
                 # earlier one) the state with their writes, as result.state; a breakpoint
-                # asks no question
+                # asks no question. A sub-graph hands its pause to its parent without that
+                # last item (LangGraph's nested loop does not stop there: it re-raises)
                 if waiting:
                     before = snapshot(_only(run.head.values, keys))
                     self.put(ns, "values", {**before, INTERRUPT_KEY: waiting})
-                wrote = any(t.writes and not t.skipped for t in step.tasks) or any(
-                    r.writes and not r.skipped for r in (run.head.records or {}).values()
+                wrote = not run.nested and (
+                    any(t.writes and not t.skipped for t in step.tasks)
+                    or any(r.writes and not r.skipped for r in (run.head.records or {}).values())
                 )
                 if wrote:
                     state = result.state  # the output schema's keys: the whole state needed
