@@ -15,7 +15,7 @@ import pytest
 from langgraph_kit import OURS, THEIRS, abc_graph, cfg, pair, shape
 
 from tinyagents.graph import NodeContext, StateGraph
-from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 
 class Log(TypedDict, total=False):
@@ -491,3 +491,38 @@ async def test_a_paused_subgraph_streams_no_state_of_its_finished_tasks_writes(
     ]
     items = await ours_items(ours, {"log": []}, "values", subgraphs=True)
     assert shaped(items) == expected
+
+
+async def test_a_tasks_end_streams_as_it_finishes_not_once_its_result_is_saved() -> None:
+    # LangGraph streams a task's end with its update, as the node returns (the result is
+    # saved in the background): "other" ends before its sibling sub-graph runs on, as in
+    # the updates stream, not once the checkpointer has taken its result
+    def build(g: Any) -> Any:
+        child = g.StateGraph(Log).add_node("c0", lambda s: {"log": ["c0"]})
+        child.add_node("c1", lambda s: {"log": [g.interrupt("q")]}).add_edge(g.START, "c0")
+        graph = g.StateGraph(Log).add_node("sub", child.add_edge("c0", "c1").compile())
+
+        async def other(state: Any) -> dict[str, Any]:
+            return {"log": ["other"]}
+
+        graph.add_node("other", other)
+        return graph.add_edge(g.START, "sub").add_edge(g.START, "other")
+
+    ours, theirs = pair(build, MemoryCheckpointer())
+
+    def kind(item: tuple[str, Any]) -> tuple[str, Any]:
+        mode, payload = item
+        if mode == "updates":
+            return (mode, next(iter(payload)))
+        return (payload["name"], "start" if "input" in payload else "end")
+
+    expected = [kind(i) for i in await theirs_items(theirs, {"log": []}, ["tasks", "updates"])]
+    assert expected == [
+        ("other", "start"),
+        ("sub", "start"),
+        ("updates", "other"),
+        ("other", "end"),
+        ("updates", "__interrupt__"),
+        ("sub", "end"),
+    ]
+    assert [kind(i) for i in await ours_items(ours, {"log": []}, ["tasks", "updates"])] == expected

@@ -204,6 +204,8 @@ class GraphRun:
         self.running: dict[str, asyncio.Task[None]] = {}
         #: tasks of the running step that ``stop`` cancelled; emptied when the step's tasks end
         self._stopping: dict[str, str | None] = {}  # task id -> the stopping cancel's ref
+        #: tasks whose end the stream has had (as the node returned or paused)
+        self._ended: set[str] = set()
         #: stopped tasks that ended skipped: task id -> node (a steering cancel reads them out)
         self.stopped: dict[str, str] = {}
         #: ``stop_all`` was called: the step it interrupts ends the run with ``RunCancelled``
@@ -509,7 +511,10 @@ class GraphRun:
         """Run one task; ``announced``: the stream has its start already (``run_tasks``)."""
         hooks, stream = self.task_hooks, self.stream
         if hooks is None and stream is None:
-            await self._attempt(task, save_result)
+            try:
+                await self._attempt(task, save_result)
+            finally:
+                self._ended.discard(task.id)  # a stream attached while it ran had its end
             return
         if hooks is not None:
             await hooks.task_started(self, task)
@@ -527,7 +532,9 @@ class GraphRun:
                 # the result is kept (the task does not run again), so it did not fail
                 error = None
             stream = self.stream  # a stream attached while the task ran (handle.stream())
-            if stream is not None:
+            if task.id in self._ended:
+                self._ended.discard(task.id)
+            elif stream is not None:
                 failure = error.error if isinstance(error, _TaskFailed) else error
                 stream.task_finished(self, task, failure)
             if hooks is not None:
@@ -557,6 +564,7 @@ class GraphRun:
             stream = self.stream
             if stream is not None:
                 stream.wrote(self, task)
+                self._end(stream, task)
             if asked is not None:
                 assert self.checkpointer is not None
                 await self.checkpointer.put_writes(
@@ -581,6 +589,7 @@ class GraphRun:
         stream = self.stream
         if stream is not None:  # as the node returns, as LangGraph's: not once it is saved
             stream.wrote(self, task)
+            self._end(stream, task)
         if record is not None:
             assert self.checkpointer is not None
             saving = asyncio.ensure_future(
@@ -602,6 +611,12 @@ class GraphRun:
                 if not saving.done() or saving.cancelled() or saving.exception() is not None:
                     task.writes = None  # not saved: it runs again on resume
                 raise
+
+    def _end(self, stream: StreamSink, task: Task) -> None:
+        """The stream's end of ``task``, with its update, as LangGraph's: as the node returns
+        or pauses, not once its result is saved (``_run_one`` then gives no other)."""
+        stream.task_finished(self, task, None)
+        self._ended.add(task.id)
 
     async def _save_error(self, task: Task, exc: BaseException) -> None:
         """Record why ``task`` failed (``get_state().tasks[i].error``); the node's own error
