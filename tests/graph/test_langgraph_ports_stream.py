@@ -526,3 +526,40 @@ async def test_a_tasks_end_streams_as_it_finishes_not_once_its_result_is_saved()
         ("sub", "end"),
     ]
     assert [kind(i) for i in await ours_items(ours, {"log": []}, ["tasks", "updates"])] == expected
+
+
+async def test_a_node_handing_a_command_to_its_parent_has_no_task_end(
+    checkpointer: Checkpointer,
+) -> None:
+    # a sub-graph's node that returns Command(graph=Command.PARENT) does not finish in the
+    # sub-graph: LangGraph streams its start only (its command is the parent task's
+    # result), never an end carrying the exception that took the command up
+    def build(g: Any) -> Any:
+        child = g.StateGraph(Log).add_node("c0", lambda s: {"log": ["c0"]})
+        child.add_node(
+            "c1", lambda s: g.Command(graph=g.Command.PARENT, goto="z", update={"log": ["up"]})
+        )
+        child = child.add_edge(g.START, "c0").add_edge("c0", "c1").compile()
+        graph = g.StateGraph(Log).add_node("sub", child, destinations=("z",))
+        return graph.add_node("z", lambda s: {"log": ["z"]}).add_edge(g.START, "sub")
+
+    ours, theirs = pair(build, checkpointer)
+
+    def kind(item: tuple[Any, dict[str, Any]]) -> tuple[Any, ...]:
+        ns, payload = item
+        if "input" in payload:
+            return (shape(ns), payload["name"], "start")
+        return (shape(ns), payload["name"], "end", payload["result"], payload["error"])
+
+    expected = [kind(i) for i in await theirs_items(theirs, {"log": []}, "tasks", subgraphs=True)]
+    assert expected == [
+        ((), "sub", "start"),
+        (("sub",), "c0", "start"),
+        (("sub",), "c0", "end", {"log": ["c0"]}, None),
+        (("sub",), "c1", "start"),
+        ((), "sub", "end", {"log": ["up"]}, None),
+        ((), "z", "start"),
+        ((), "z", "end", {"log": ["z"]}, None),
+    ]
+    items = await ours_items(ours, {"log": []}, "tasks", subgraphs=True)
+    assert [kind(i) for i in items] == expected

@@ -532,10 +532,12 @@ class GraphRun:
                 # the result is kept (the task does not run again), so it did not fail
                 error = None
             stream = self.stream  # a stream attached while the task ran (handle.stream())
+            failure = error.error if isinstance(error, _TaskFailed) else error
             if task.id in self._ended:
                 self._ended.discard(task.id)
-            elif stream is not None:
-                failure = error.error if isinstance(error, _TaskFailed) else error
+            elif stream is not None and not isinstance(failure, ParentCommand):
+                # a node that hands a command to the parent graph does not end here: the
+                # parent's task takes it as its result (LangGraph streams no end either)
                 stream.task_finished(self, task, failure)
             if hooks is not None:
                 await hooks.task_finished(self, task, error)
