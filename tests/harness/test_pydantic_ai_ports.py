@@ -1477,6 +1477,20 @@ async def test_text_that_only_mentions_json_is_still_not_output() -> None:
     assert note.output == Note(text='```json\n{"bar": 1}\n```')
 
 
+async def test_a_long_answer_with_many_unclosed_fences_is_read_in_linear_time() -> None:
+    # ports the linear-time search of pydantic-ai's strip_markdown_fences (_utils.py): the
+    # fenced JSON was searched for from every opening, and each opening without a closing
+    # scanned to the end of the answer. An answer of 1 MB made of ```json blocks whose
+    # objects are not followed by a closing fence held the event loop (and every run of the
+    # runtime) for minutes; it is now fed back as invalid output at once.
+    block = '```json\n{"bar": 1} and more text\n'
+    model = ScriptedModel([block * 40_000, '```json\n{"bar": 2}\n```'])
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Foo(bar=2))
+    ask = model.requests[1].messages[-1]
+    assert ask.metadata["retry"] == "invalid_output" and "not valid Foo output" in ask.content
+
+
 async def test_arguments_a_custom_model_hands_over_as_json_text_are_read() -> None:
     # ports the FunctionModel tests of tests/test_agent.py (e.g.
     # ::test_unknown_tool_with_valid_tool_does_not_exhaust_retries), whose calls carry their

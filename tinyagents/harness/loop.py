@@ -898,6 +898,8 @@ def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
 
 #: A JSON object in a markdown code fence (```json ... ```), the closing fence optional.
 _FENCED_JSON = re.compile(r"```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)", flags=re.DOTALL)
+#: Where such a fence can open: ``_FENCED_JSON`` is tried there only.
+_FENCE_OPENING = re.compile(r"```(?:\w+)?\r?\n\{")
 
 
 def read_output(output_type: type[BaseModel], text: str) -> Any:
@@ -912,7 +914,12 @@ def _unfenced(text: str) -> str:
     it is. An answer that starts with ``{`` is JSON already, whatever fences its strings hold."""
     if text.startswith("{"):
         return text
-    match = _FENCED_JSON.search(text)
+    # Tried at the first opening only, as pydantic-ai does: a search tried every opening, and
+    # each one without a closing scanned to the end of the text (quadratic: a 1 MB answer of
+    # unclosed blocks held the event loop for minutes). It finds the same: a ``}`` and fence
+    # that close a later opening's JSON close the first one's too.
+    opening = _FENCE_OPENING.search(text)
+    match = _FENCED_JSON.match(text, opening.start()) if opening else None
     return match.group(1) if match else text
 
 
