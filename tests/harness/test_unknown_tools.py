@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents import Agent, RunStatus, Runtime, tool
+from tinyagents import Agent, RunStatus, Runtime, SubAgentTool, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.testkit import Gate, ScriptedModel, reply, tool_call, tool_calls
 
@@ -33,6 +33,23 @@ async def test_unknown_tool_can_fail_the_run() -> None:
     assert result.status is RunStatus.FAILED
     assert "ToolError" in (result.error or "") and "delete_everything" in (result.error or "")
     assert len(model.requests) == 1
+
+
+async def test_an_unknown_tool_that_fails_the_run_spends_no_tool_call() -> None:
+    # the call never ran, as with the default error result (which gives the call back): it
+    # was still counted on the run and on every ancestor, so a parent's budget lost a tool
+    # call to a child that failed on a tool it does not have
+    child = Agent("child", ScriptedModel([tool_call("nope")]), unknown_tools="fail")
+    parent_model = ScriptedModel([tool_call("child", input="look it up"), "done"])
+    parent = Agent("parent", parent_model, tools=[SubAgentTool(child)])
+    async with Runtime() as rt:
+        handle = await rt.start(parent, "go")
+        result = await handle.result()
+        (child_info,) = rt.tree(handle.run_id).children
+        child_result = await rt.runs.get(child_info.info.run_id).result()  # type: ignore[union-attr]
+    assert child_result.status is RunStatus.FAILED and child_result.usage["tool_calls"] == 0
+    assert "failed: ToolError" in parent_model.requests[1].messages[-1].content
+    assert (result.status, result.usage["tool_calls"]) == (RunStatus.COMPLETED, 1)
 
 
 def test_unknown_tools_setting_is_checked() -> None:

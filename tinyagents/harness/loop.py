@@ -528,6 +528,8 @@ class AgentRun(RunDriver):
         # did nothing wrong, and is told what happened (never a failed run)
         withdrawn = tool is None and any(t.name == call.name for t in self._offered)
         if tool is None and not withdrawn and self.agent.unknown_tools == "fail":
+            # refused before it ran, as the error result is: no call spent, here or above
+            release_tool_call(self.info, self.runtime.runs.tree)
             raise ToolError(
                 f"the model called {call.name!r}, which run {self.info.run_id} does not have "
                 f"(available: {sorted(allowed)}); Agent(unknown_tools='fail') ends the run"
