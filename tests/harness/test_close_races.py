@@ -6,11 +6,19 @@ import asyncio
 import gc
 
 from tests.holds import HoldNamed
-from tinyagents import Agent, RunStatus
+from tinyagents import Agent, RunStatus, SubAgent, orchestrator_tools
 from tinyagents.protocol import SteeringCommand, SteeringDelivery
 from tinyagents.runtime import Runtime
 from tinyagents.steering import CallNext, Decision, PolicyContext
-from tinyagents.testkit import EventRecorder, EventWaiter, FunctionModel, reply
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    reply,
+    tool_call,
+)
 
 
 class HoldOnReturn:
@@ -129,3 +137,47 @@ async def test_a_cancel_passed_down_while_the_runtime_closes_raises_nothing_unse
         assert (await parent.result()).status is RunStatus.CANCELLED
     finally:
         loop.set_exception_handler(previous)
+
+
+async def test_a_cancelled_run_waiting_for_its_children_when_the_runtime_closes_ends_cancelled() -> (
+    None
+):
+    """A run that applied its cancel waits for its live children to end (a spawned child in
+    the middle of a tool call finishes the call first). Closing the runtime then cancelled
+    the run's task inside that wait: it left without its terminal event, ``status`` stayed
+    ``running`` and ``await handle.result()`` never returned. It ends ``cancelled`` now, with
+    its own reason, as its children do."""
+    recorder, waiter = EventRecorder(), EventWaiter()
+    gate = Gate("slow")
+    child = Agent("child", ScriptedModel([tool_call("slow"), "child done"]), tools=[gate.tool()])
+    parent_gate = Gate("parent-model")
+    parent_calls = 0
+
+    async def parent_model(_: object) -> object:
+        nonlocal parent_calls
+        parent_calls += 1
+        if parent_calls == 1:
+            return tool_call("spawn_subagent", name="child", input="look it up")
+        await parent_gate.wait()
+        return reply("never the answer")
+
+    parent = Agent(
+        "parent", FunctionModel(parent_model), tools=orchestrator_tools([SubAgent(child)])
+    )
+    rt = Runtime(testing=True, sinks=[recorder, waiter])
+    await rt.open()
+    handle = await rt.start(parent, "go")
+    await gate.entered.wait()  # the child is inside its tool call
+    await handle.cancel("stop the work")  # passed down: the child stops after its tool
+    parent_gate.open()
+    # the parent applies its cancel after its model call and waits for the child
+    await waiter.event("steering.applied", handle.run_id)
+    await rt.close()
+
+    assert handle.status is RunStatus.CANCELLED
+    result = await handle.result()
+    assert (result.status, result.error) == (RunStatus.CANCELLED, "stop the work")
+    ends = [
+        e.type for e in recorder.events if e.run_id == handle.run_id and e.type.startswith("run.")
+    ]
+    assert ends == ["run.started", "run.cancelled"]

@@ -168,6 +168,12 @@ class AgentRun(RunDriver):
             reason, self.stopped_by = stop.reason, stop.by
             try:
                 await self._cancel_children(stop.reason, immediate=stop.immediate)
+            except asyncio.CancelledError:
+                # The runtime closes while the run waits for its children to end (one still
+                # finishing a tool call): it ends as it was told to all the same, with its
+                # terminal event, rather than left 'running' with nobody's result to await.
+                await self._end(self._result(stop.status, self.last_text, reason))
+                raise
             except Exception as exc:  # the run still ends as it was told to, and says so
                 _log.error("run %s: cancelling its sub-runs failed", self.info.run_id, exc_info=exc)
                 reason = f"{reason or stop.status.value} (cancelling its sub-runs failed: {message_of(exc)})"
