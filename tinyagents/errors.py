@@ -278,10 +278,13 @@ class ModelError(TinyAgentsError):
     ``model`` and ``api_base`` name what was called, ``status`` the HTTP status if there was
     one; ``retryable`` says whether ``LiteLLMModel`` retries this kind of failure;
     ``retry_after_s`` how long the server asked to wait before another attempt (the
-    ``Retry-After`` of a 429 or a 503), when it said.
+    ``Retry-After`` of a 429 or a 503), when it said; ``usage`` what the failed call spent
+    (a ``Usage``), when the provider said: an answer it blocked still cost the prompt's
+    tokens, and the agent loop counts them on the run and its ancestors.
     """
 
     retryable: bool = False
+    usage: Any = None
 
     def __init__(
         self,

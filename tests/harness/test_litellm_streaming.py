@@ -437,6 +437,40 @@ async def test_an_answer_cut_off_before_it_began_is_a_failure(
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_the_tokens_of_an_answer_blocked_before_it_began_are_counted(stream: bool) -> None:
+    """The provider spent the prompt's tokens on an answer its content filter blocked: they
+    were left out of the run's usage and of its ancestors' (a run of a fake model counted
+    them), so a parent could call a child that failed this way again and again without its
+    token budget ever noticing. They are counted, as pydantic-ai counts a response's usage
+    before it raises for the blocked answer."""
+    from tinyagents.harness import ModelResponse
+
+    blocked = ModelResponse(
+        text="", finish_reason="content_filter", usage=Usage(input_tokens=120, output_tokens=0)
+    )
+    async with OpenAICompatServer([blocked]) as server:
+        writer = Agent("writer", model_for(server, stream=stream))
+        parent_model = ScriptedModel([tool_call("writer", input="write"), "done"])
+        parent = Agent(
+            "parent",
+            parent_model,
+            tools=[SubAgentTool(writer)],
+            limits=RunLimits(max_input_tokens=100),
+        )
+        async with Runtime() as rt:
+            handle = await rt.start(parent, "go")
+            result = await handle.result()
+            (child,) = rt.tree(handle.run_id).children
+            child_result = await rt.runs.get(child.info.run_id).result()  # type: ignore[union-attr]
+    assert child_result.status is RunStatus.FAILED
+    assert "content filter" in (child_result.error or "")
+    assert child_result.usage["input_tokens"] == 120
+    # the parent's budget saw them: its next request is refused
+    assert result.status is RunStatus.LIMIT_EXCEEDED and "max_input_tokens" in (result.error or "")
+    assert len(parent_model.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 async def test_an_answer_cut_at_the_token_limit_says_so_in_its_response_event(
     stream: bool,
 ) -> None:

@@ -511,7 +511,9 @@ def _answered(response: ModelResponse, model: str, api_base: str | None) -> Mode
     run ``completed`` with an empty answer)."""
     reason = response.finish_reason
     if reason in ("content_filter", "length") and not response.text and not response.tool_calls:
-        raise cut_off(model, api_base, reason)
+        error = cut_off(model, api_base, reason)
+        error.usage = response.usage  # the prompt was paid for all the same
+        raise error
     return response
 
 

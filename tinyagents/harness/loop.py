@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 from tinyagents import _clock
 from tinyagents.errors import (
     ConfigurationError,
+    ModelError,
     ModelResponseError,
     RunLimitExceeded,
     RuntimeClosed,
@@ -70,6 +71,7 @@ from tinyagents.harness.model import (
     StreamChunk,
     ToolCall,
     ToolSpec,
+    Usage,
     parse_arguments,
 )
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
@@ -390,6 +392,9 @@ class AgentRun(RunDriver):
             self._model_failed(rid, request, exceeded)
             raise exceeded from None
         except Exception as exc:
+            if isinstance(exc, ModelError) and isinstance(exc.usage, Usage):
+                # what the failed call cost, as the provider said (a blocked answer's prompt)
+                record_model_usage(self.info, tree, exc.usage)
             self._model_failed(rid, request, exc)
             raise
         except asyncio.CancelledError:
