@@ -611,6 +611,42 @@ async def test_end_of_turn_instruction_to_a_run_with_no_model_call_left_leaves_i
     assert not events_of(recorder, "run.limit_exceeded", handle.run_id)
 
 
+@pytest.mark.parametrize(
+    "delivery", [SteeringDelivery.NEXT_BOUNDARY, SteeringDelivery.END_OF_TURN], ids=str
+)
+@pytest.mark.parametrize(
+    "limits",
+    [RunLimits(max_model_calls=1), RunLimits(max_output_tokens=2)],
+    ids=["model_calls", "tokens"],
+)
+async def test_an_instruction_at_the_final_answer_with_no_model_call_left_leaves_it_completed(
+    rt: Runtime, recorder: EventRecorder, limits: RunLimits, delivery: SteeringDelivery
+):
+    # The same message as above, sent while the last model call the budget allowed was in
+    # flight: delivered at the answer, it gave the run another turn its budget refused before
+    # any request, so the completed answer ended limit_exceeded (SubAgent.invoke raised
+    # RunLimitExceeded for it) for a message the model never saw. The answer stands now, and
+    # the message fails saying why, as it does when it arrives after the run ended.
+    gate = Gate("answer")
+    handle = await rt.start(Agent("worker", gate.model("first answer"), limits=limits), "go")
+    await gate.entered.wait()  # the run is inside its last allowed model call
+    receipt = await handle.steer("now include refunds", actor=OPERATOR, delivery=delivery)
+    gate.open()
+    result = await handle.result()
+
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "first answer")
+    assert result.usage["model_calls"] == 1
+    assert recorder.lifecycle(receipt.correlation_id) == [
+        "requested",
+        "accepted",
+        "delivered",
+        "failed",
+    ]
+    reason = steering_event(recorder, receipt.correlation_id, "failed").reason or ""
+    assert "no model call left" in reason
+    assert not events_of(recorder, "run.limit_exceeded", handle.run_id)
+
+
 # --------------------------------------------------------------------------- 13
 
 

@@ -106,6 +106,12 @@ ASK_FOR_AN_ANSWER = (
 ASK_FOR_TEXT = "Your last response had no text. Answer with text."
 #: ``metadata["retry"]`` of the message that tells the model its answer is not valid output.
 INVALID_OUTPUT = "invalid_output"
+#: Why a message that reached a final answer fails when the budget has no turn left for it: a
+#: turn its budget refuses before any request turned the answer into ``limit_exceeded``.
+NO_TURN_LEFT = (
+    "the run completed with its answer: no model call left in its budget (or an ancestor's) "
+    "to send the message"
+)
 
 
 class AgentRecipe(AgentView, Protocol):
@@ -232,13 +238,16 @@ class AgentRun(RunDriver):
                 continue
             if not response.tool_calls:
                 # Steering delivered after the answer (here or just after the response) has
-                # not reached the model yet: the agent gets another turn for it.
-                if await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True) or self.staged:
+                # not reached the model yet: the agent gets another turn for it, if its
+                # budget has a model call left for one.
+                more = await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True)
+                if (more or self.staged) and model_call_left(self.info, self.runtime.runs.tree):
                     continue
                 output = self._output_of(response)
                 if output is None:  # not valid output: asked once more for it
                     await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
                     continue
+                self._fail_staged(NO_TURN_LEFT)
                 return output
             calls = response.tool_calls
             for index, call in enumerate(calls):
@@ -246,6 +255,12 @@ class AgentRun(RunDriver):
                 await self._run_tool(call, calls_left=len(calls) - index)
                 await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
             await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+
+    def _fail_staged(self, reason: str) -> None:
+        """Fail the messages staged for a model request that will not be made."""
+        for cmd, _ in self.staged:
+            self.handle.inbox.failed(cmd, reason)
+        self.staged.clear()
 
     def _ask_for_an_answer(self, response: ModelResponse) -> None:
         """The model gave no text and no tool call: the run cannot end on that (it ended
@@ -813,9 +828,7 @@ class AgentRun(RunDriver):
         )
 
     async def _end(self, result: RunResult) -> RunResult:
-        for cmd, _ in self.staged:
-            self.handle.inbox.failed(cmd, "the run ended before the message reached the model")
-        self.staged.clear()
+        self._fail_staged("the run ended before the message reached the model")
         # What is still queued fails now, before the run's end event: a reader that stops at
         # that event (a stream, a waiter, a log) must have seen every command of the run end.
         self.handle.inbox.close()
