@@ -1019,6 +1019,30 @@ async def test_instructions_and_a_history_with_a_system_prompt() -> None:
     assert model.requests[0].messages[0].content == "Summarize the conversation."
 
 
+async def test_instructions_and_an_input_conversation_with_a_system_prompt() -> None:
+    # the same conversation given as the run's input (a list of Messages) instead of as its
+    # history: the instructions were put before its own system prompt, two system messages,
+    # which chat templates that allow one leading system message refuse (llama.cpp: HTTP 500,
+    # retried as a server error, and the run failed). Its own system prompt leads it now, as
+    # a history's does.
+    conversation = [
+        Message(role="system", content="You are a pirate"),
+        Message(role="user", content="Hello"),
+    ]
+    async with OpenAICompatServer(["Arr"], mode="llama.cpp") as server:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", max_retries=0
+        )
+        agent = Agent("a", model, instructions="You are a helpful assistant.")
+        result = await agent.run(conversation)  # type: ignore[arg-type]
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "Arr")
+    assert [(m["role"], m["content"]) for m in server.requests[0]["messages"]] == [
+        ("system", "You are a pirate"),
+        ("user", "Hello"),
+    ]
+    assert server.refusals == []
+
+
 async def test_a_history_with_unanswered_tool_calls_is_refused() -> None:
     # ports tests/test_agent.py::
     # test_run_with_history_ending_on_model_response_with_tool_calls_and_user_prompt:

@@ -1286,9 +1286,11 @@ def _initial_messages(
     agent: AgentRecipe, input: str | list[Message], history: list[Message] | None
 ) -> list[Message]:
     messages: list[Message] = []
-    # the agent's instructions lead, unless the history carries a system prompt of its own
-    # (a session's, from its first turn)
-    if agent.instructions and not (history and any(m.role == "system" for m in history)):
+    # the agent's instructions lead, unless the conversation carries a system prompt of its
+    # own (a session's history, from its first turn; an input given as messages): put before
+    # it, two system messages were refused by templates that allow one leading (llama.cpp)
+    given = [*(history or ()), *(() if isinstance(input, str) else input)]
+    if agent.instructions and not any(m.role == "system" for m in given):
         messages.append(Message(role="system", content=agent.instructions))
     if history:
         messages.extend(history)
