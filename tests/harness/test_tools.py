@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import io
@@ -17,6 +19,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tinyagents import Agent, RunLimits, RunStatus, SubAgentTool
+from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness import (
     FunctionTool,
@@ -781,3 +784,63 @@ async def test_arguments_that_are_no_object_are_refused_before_any_tool_runs(arg
             f"JSON object, got {type(args).__name__}. Call it again with an object."
         )
     assert result.usage["tool_calls"] == 0  # refused: neither call spent the budget
+
+
+async def test_sync_tools_past_their_timeout_never_starve_the_loops_default_executor():
+    # A sync tool that never returns is abandoned at its timeout, but its thread runs on.
+    # On the event loop's default executor (asyncio.to_thread) a few of them took every
+    # worker, and every later sync tool, and litellm's request preparation, waited for ever.
+    release = threading.Event()
+
+    @tool(timeout_s=0.05)
+    def stuck() -> str:
+        """Never returns (until the test ends)."""
+        release.wait()
+        return "late"
+
+    @tool
+    def quick(x: int) -> int:
+        """Answers at once."""
+        return x + 1
+
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    loop.set_default_executor(pool)
+    try:
+        for _ in range(3):  # more than the pool has workers
+            result = await execute_tool_call(stuck, call("stuck"), timeout_s=None)
+            assert result.error and "timed out" in result.content
+        # the loop's executor is free for others (a guard, not a timing: it never waits)
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 30) == 42
+        later = await asyncio.wait_for(execute_tool_call(quick, call("quick", x=1)), 30)
+        assert later.content == "2"
+    finally:
+        release.set()
+
+
+async def test_a_sync_tool_sees_the_callers_context_variables_and_raises_through():
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+    @tool
+    def read() -> str:
+        """Reads the context."""
+        return seen.get()
+
+    @tool
+    def fails() -> str:
+        """Raises."""
+        raise ValueError("no such invoice")
+
+    seen.set("from the caller")
+    assert (await execute_tool_call(read, call("read"))).content == "from the caller"
+    failed = await execute_tool_call(fails, call("fails"))
+    assert failed.error and "no such invoice" in failed.content
+
+
+async def test_in_own_thread_hands_back_a_stop_iteration_as_a_runtime_error():
+    # a future refuses StopIteration: handed over as it is, the await would last for ever
+    def ends() -> None:
+        next(iter(()))
+
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        await asyncio.wait_for(in_own_thread(ends), 30)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tinyagents._record import Record
+from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
     CalledCommand,
@@ -331,14 +332,15 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
         )
         if threaded:
             ctx._loop = asyncio.get_running_loop()
-            out = await asyncio.to_thread(_threaded, fn, arg, ctx)
+            out = await in_own_thread(_threaded, fn, arg, ctx, name=f"node {task.node}")
         else:
             out = fn(arg, ctx)
     elif threaded:
         # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
         # for it (inline it would hold the event loop past it); on a timeout the thread runs
-        # on to its end and its result is dropped
-        out = await asyncio.to_thread(_threaded, fn, arg)
+        # on to its end and its result is dropped (a thread of its own: never one of the
+        # loop's executor's few workers, which a stuck node would hold)
+        out = await in_own_thread(_threaded, fn, arg, name=f"node {task.node}")
     else:
         out = fn(arg)
     if spec.is_async or inspect.isawaitable(out):

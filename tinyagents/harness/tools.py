@@ -39,6 +39,7 @@ from pydantic import (
 from pydantic_core import to_jsonable_python
 
 from tinyagents._record import FrozenRecord, Record
+from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError, message_of
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
@@ -189,8 +190,11 @@ class FunctionTool(Tool):
         call_args, call_kwargs = self._bind(args, ctx)
         if self.is_async:
             return await self.fn(*call_args, **call_kwargs)
-        # A sync tool must not block the event loop; to_thread also copies the contextvars.
-        value = await asyncio.to_thread(_run_sync, self.name, self.fn, call_args, call_kwargs)
+        # A sync tool must not block the event loop, nor (stuck past its timeout) hold one of
+        # the loop's few executor workers: a thread of its own, with the caller's contextvars
+        value = await in_own_thread(
+            _run_sync, self.name, self.fn, call_args, call_kwargs, name=f"tool {self.name}"
+        )
         if inspect.isawaitable(value):  # an async function behind a plain sync decorator
             value = await value
         return value
