@@ -244,3 +244,37 @@ async def test_unreadable_streamed_arguments_are_an_error_result_the_model_can_c
     assert answer["tool_call_id"] == "call_1"
     assert "could not read the arguments for tool 'add'" in answer["content"]
     assert "'{\"a\": 1'" in answer["content"]
+
+
+def test_a_long_call_whose_name_comes_with_every_fragment_is_read_once_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a server that repeats the name on every fragment and sends no ids: the arguments so far
+    # were joined and parsed at each fragment (quadratic: 400 KB in 20-byte pieces held the
+    # event loop for seconds); they are read only when they may be whole
+    from types import SimpleNamespace
+
+    from tinyagents.harness import litellm_stream
+
+    parsed: list[str] = []
+    real = litellm_stream._whole_json
+    monkeypatch.setattr(
+        litellm_stream, "_whole_json", lambda text: parsed.append(text) or real(text)
+    )
+
+    def chunk(arguments: str) -> Any:
+        function = SimpleNamespace(name="echo", arguments=arguments)
+        call = SimpleNamespace(index=None, id=None, function=function)
+        return SimpleNamespace(choices=[SimpleNamespace(delta=SimpleNamespace(tool_calls=[call]))])
+
+    text = "x" * 20_000
+    body = json.dumps({"text": text, "nested": {"a": 1}})
+    fragments = litellm_stream.ToolCallFragments()
+    for start in range(0, len(body), 20):
+        fragments.see(chunk(body[start : start + 20]))
+    fragments.see(chunk('{"text": "second"}'))  # the same name once the first is whole
+    assert len(fragments.calls) == 2
+    assert json.loads("".join(fragments.calls[0].parts)) == {"text": text, "nested": {"a": 1}}
+    assert "".join(fragments.calls[1].parts) == '{"text": "second"}'
+    # read where a fragment ended on "}" only: the nested object's end and the whole
+    assert len(parsed) <= 2

@@ -30,7 +30,11 @@ class _StreamedCall(Record):
     first: Any  # its first fragment, which is given an id and a name if it never got them
     id: str = ""
     named: bool = False
-    arguments: str = ""
+    #: its arguments' fragments so far (joined only when they may be whole JSON: joined and
+    #: parsed at every fragment, a long call in small pieces took quadratic time)
+    parts: list[str] = field(default_factory=list)
+    #: the last character of its arguments that is not white space ("" before any)
+    last: str = ""
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -68,7 +72,12 @@ class ToolCallFragments(Record):
             fragment.index = call.index
             call.id = call.id or fragment.id or ""
             call.named = call.named or bool(name)
-            call.arguments += (function.arguments if function is not None else None) or ""
+            arguments = (function.arguments if function is not None else None) or ""
+            if arguments:
+                call.parts.append(arguments)
+                tail = arguments.rstrip()
+                if tail:
+                    call.last = tail[-1]
 
     def name_calls(self) -> None:
         """Give each call an id and a name before ``stream_chunk_builder`` puts them
@@ -87,7 +96,11 @@ def _starts_new_call(call: _StreamedCall, fragment_id: str, name: str) -> bool:
     if call.id:  # a fragment without an id goes on with the call that has one
         return False
     # Without ids, only a name can tell; one repeated while the arguments come is the same call.
-    return bool(name) and call.named and _whole_json(call.arguments)
+    if not (name and call.named and call.last == "}"):  # no JSON object ends otherwise
+        return False
+    if len(call.parts) > 1:
+        call.parts[:] = ["".join(call.parts)]
+    return _whole_json(call.parts[0])
 
 
 def _whole_json(text: str) -> bool:
