@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -248,3 +249,38 @@ def test_cli_a_timeout_that_is_no_positive_number_is_refused(tmp_path: Path, tim
     )
     assert done.returncode == 2 and "--timeout" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _not_a_file(tmp_path: Path, kind: str) -> Path:
+    """A node at a key file's path that is not a regular file (size 0, as ``/dev/null``)."""
+    path = tmp_path / f"key.{kind}"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:  # a null device of its own: the real /dev/null is never risked
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+@pytest.mark.parametrize("command", ["mint", "serve"])
+def test_cli_a_key_file_that_is_no_regular_file_is_refused_and_left_in_place(
+    tmp_path: Path, kind: str, command: str
+) -> None:
+    # a device or a pipe has size 0, so it was taken for an empty key file "written as if
+    # it were missing": unlinked, and a new key linked in its place. Run as root,
+    # `serve --key-file /dev/null` deleted /dev/null and left a regular file there
+    node = _not_a_file(tmp_path, kind)
+    if command == "mint":
+        args: tuple[str, ...] = ("token", "mint", "--tenant", "a", "--user", "u")
+    else:
+        args = ("serve", "--port", "0", "--store", "sqlite:///runs.db")
+    done = tinyagents(*args, "--key-file", node.name, cwd=tmp_path)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    mode = node.lstat().st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISCHR(mode)
+    assert not list(tmp_path.glob(".key.*.tmp"))

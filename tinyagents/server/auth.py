@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -140,8 +141,11 @@ class Auth:
     @classmethod
     def from_key_file(cls, path: str | Path) -> Auth:
         """The key in ``path``, written there (mode 0600) when the file does not exist or is
-        empty."""
+        empty. Something there that is not a regular file (``/dev/null``, a pipe, a directory)
+        is a ``ConfigurationError`` and is left as it is: a device has size 0, and was taken
+        for an empty key file, unlinked and replaced (run as root, ``/dev/null`` was)."""
         path = Path(path)
+        _regular_or_absent(path)
         if _empty(path):
             # An older version could leave an empty file (it created the file, then failed to
             # make the key): it holds no key, so it is not there.
@@ -296,6 +300,23 @@ class Auth:
         if command is not None:
             builder.add_fact(Fact("command({kind})", {"kind": command}))
         return builder.build(token)
+
+
+def _regular_or_absent(path: Path) -> None:
+    """Refuse a key file path that names something other than a regular file (a symlink is
+    followed; one that leads nowhere counts as absent)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the server key file {path}: {exc}") from None
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else "a device, pipe or socket"
+        raise ConfigurationError(
+            f"the server key file {path} is not a regular file ({what}): give the path of "
+            "the file holding the key, or of one to create"
+        )
 
 
 def _empty(path: Path) -> bool:
