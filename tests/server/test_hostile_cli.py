@@ -284,3 +284,18 @@ def test_cli_a_key_file_that_is_no_regular_file_is_refused_and_left_in_place(
     mode = node.lstat().st_mode
     assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISCHR(mode)
     assert not list(tmp_path.glob(".key.*.tmp"))
+
+
+def test_cli_more_workers_than_a_machine_runs_is_refused_before_any_starts(
+    tmp_path: Path,
+) -> None:
+    # a slip of the keyboard (--workers 100000) started interpreters one after another, tens
+    # a second with nothing printed, until the machine ran out of memory
+    done = tinyagents(
+        "serve", "--workers", "100000", "--port", "0", "--store", "sqlite:///runs.db",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "--workers" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []  # no store, no key file

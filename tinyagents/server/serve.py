@@ -194,10 +194,28 @@ def resolve_auth(options: ServeOptions) -> Auth | None:
     return auth
 
 
+#: ``--workers`` takes at most this many per CPU (or ``_MIN_MAX_WORKERS``, if more): each is a
+#: Python process of its own, started one after another, so a slip (``--workers 100000``)
+#: started tens a second until the machine ran out of memory.
+_WORKERS_PER_CPU = 8
+_MIN_MAX_WORKERS = 64
+
+
+def max_workers() -> int:
+    """The most worker processes ``serve`` starts on this machine."""
+    return max(_MIN_MAX_WORKERS, _WORKERS_PER_CPU * (os.cpu_count() or 1))
+
+
 async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
     """Run the server until Ctrl+C (or SIGTERM); 0 when it stopped cleanly."""
     if options.workers < 1:
         raise ConfigurationError(f"--workers must be 1 or more, got {options.workers}")
+    if options.workers > max_workers():
+        raise ConfigurationError(
+            f"--workers {options.workers} is more than this machine runs (at most "
+            f"{max_workers()}: {_WORKERS_PER_CPU} per CPU, or {_MIN_MAX_WORKERS}); each worker "
+            "is a process with its own runtime, and one serves many runs at once"
+        )
     if not options.insecure_dev:  # the printed token's: refused before anything is made
         check_claims(user=options.user, tenant=options.tenant, rights=_OPERATOR_RIGHTS)
     if options.workers > 1 and isinstance(open_store(options.store), MemoryStore):
