@@ -297,6 +297,41 @@ async def test_another_tenants_cursor_leaks_nothing(served: Served) -> None:
     assert ids == [f"g-{i:02d}" for i in reversed(range(20)) if 2 * i + 1 < 2 * 15]
 
 
+async def test_a_narrowed_tokens_pages_and_cursors_name_only_runs_it_may_see(
+    served: Served,
+) -> None:
+    """A run outside a narrowed token's scope is answered as no run at all (404); the pages
+    of its listing were the store's, filtered: their next links held cursors naming the
+    last run of each store page, one the token may not see (its id and start time), and a
+    walk was a run of empty pages, one per page of runs it may not see."""
+    store = await _store(served)
+    family = [snap("root", 100)] + [snap(f"c-{i:02d}", 101 + i, root="root") for i in range(5)]
+    for s in family[1:]:
+        s["parent_run_id"] = "c-00" if s["run_id"] != "c-00" else "root"
+    before = [snap(f"x-{i:02d}", i) for i in range(30)]
+    after = [snap(f"y-{i:02d}", 200 + i) for i in range(30)]
+    await store.save_runs([*family, *before, *after])
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id="c-00")
+    url: str | None = f"{BASE}/runs?limit=2"
+    ids: list[str] = []
+    sizes: list[int] = []
+    named: list[str] = []
+    while url is not None:
+        r = await served.client.get(url, headers=served.as_(narrowed))
+        assert r.status_code == 200, r.text
+        ids += [run["run_id"] for run in r.json()]
+        sizes.append(len(r.json()))
+        url = next_link(r)
+        if url is not None:
+            named.append(decode_cursor(re.findall(r"cursor=([^&]+)", url)[0])[1])
+    assert ids == [f"c-{i:02d}" for i in reversed(range(5))]
+    assert sizes == [2, 2, 1]
+    assert set(named) <= set(ids), named
+    for hidden in ("x-00", "y-00"):
+        r = await served.client.get(f"{BASE}/runs/{hidden}", headers=served.as_(narrowed))
+        assert r.status_code == 404
+
+
 async def test_a_narrowed_token_sees_its_subtree_across_pages(served: Served) -> None:
     """The lineage of a run whose parent is on another page is still known."""
     store = await _store(served)

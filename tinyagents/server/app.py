@@ -68,9 +68,16 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
-from tinyagents.server.control import MAX_CURSOR, EntryScope, command_target, decode_cursor
+from tinyagents.server.control import (
+    MAX_CURSOR,
+    EntryScope,
+    command_target,
+    decode_cursor,
+    encode_cursor,
+)
 from tinyagents.server.loopback import LoopbackOnly
 from tinyagents.server.sse import event_stream
+from tinyagents.store.base import run_key
 
 if TYPE_CHECKING:
     from fastapi import APIRouter, FastAPI
@@ -442,6 +449,46 @@ class OperatorApi(Record):
             if self._allows(p, "observe", facts):
                 kept.append(snap)
         return kept
+
+    async def visible_page(
+        self,
+        p: Principal,
+        *,
+        statuses: tuple[str, ...],
+        root_run_id: str | None,
+        cursor: str | None,
+        limit: int,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the runs ``p`` may observe and the cursor of the next (None: no more of
+        them). For a narrowed token the store's pages are read on until ``limit`` + 1 such
+        runs (or the end), and the cursor is the last one shown: a store page's own cursor
+        names its last row, which may be a run the token may not see (its id and start time,
+        where ``/runs/{id}`` answers 404), and pages of such runs were empty pages."""
+        if self.auth is None or not self._attenuated(p):
+            page = await self.control.page_runs(
+                tenant_id=p.tenant_scope,
+                statuses=statuses,
+                root_run_id=root_run_id,
+                cursor=cursor,
+                limit=limit,
+            )
+            return await self.visible_runs(p, page.runs), page.next_cursor
+        kept: list[dict[str, Any]] = []
+        while len(kept) <= limit:
+            page = await self.control.page_runs(
+                tenant_id=p.tenant_scope,
+                statuses=statuses,
+                root_run_id=root_run_id,
+                cursor=cursor,
+                limit=max(limit + 1, RUNS_PAGE),
+            )
+            kept += await self.visible_runs(p, page.runs)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        if len(kept) <= limit:
+            return kept, None
+        return kept[:limit], encode_cursor(run_key(kept[limit - 1]))
 
     def still_observes(self, p: Principal) -> bool:
         """Whether ``p``'s token still lets it observe its tenant (not expired)."""
@@ -897,19 +944,19 @@ def create_app(
     ) -> list[dict[str, Any]]:
         if root_run_id is not None:
             await api.visible_root(p, root_run_id)
-        page = await control.page_runs(
-            tenant_id=p.tenant_scope,
+        runs, next_cursor = await api.visible_page(
+            p,
             statuses=tuple(dict.fromkeys(s.value for s in status or ())),
             root_run_id=root_run_id,
             cursor=cursor,
             limit=limit,
         )
-        if page.next_cursor is not None:
+        if next_cursor is not None:
             url = request.url.remove_query_params("access_token").include_query_params(
-                limit=limit, cursor=page.next_cursor
+                limit=limit, cursor=next_cursor
             )
             response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
-        return await api.visible_runs(p, page.runs)
+        return runs
 
     @router.get("/runs/{run_id}", responses=run_responses, summary="One run's snapshot")
     async def get_run(run_id: str, p: Principal = Caller) -> dict[str, Any]:
