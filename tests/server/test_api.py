@@ -522,6 +522,36 @@ async def test_a_token_narrowed_to_a_run_sees_that_run_and_its_subtree_only(
     assert r.status_code == 403
 
 
+async def test_a_tree_shows_only_the_runs_the_token_may_see(served: Served) -> None:
+    """A hand-written attenuation may admit a run and not those below it (``run(...)`` is
+    one of the facts its checks see): ``/runs/{id}`` of a run below is a 404, and the tree of
+    the run above showed that run's whole snapshot among its children."""
+    from biscuit_auth import Biscuit, BlockBuilder
+
+    root = await served.start_run("acme", name="root")
+    child = await served.start_run("acme", parent=root, name="child")
+    grandchild = await served.start_run("acme", parent=child, name="grandchild")
+    parsed = Biscuit.from_base64(served.tokens["alice"], served.auth._keypair.public_key)
+    two = parsed.append(
+        BlockBuilder(f'check if run("{root.run_id}") or run("{grandchild.run_id}");')
+    ).to_base64()
+    r = await call(served, two, "GET", f"{BASE}/runs/{child.run_id}")
+    assert r.status_code == 404, r.text
+    r = await call(served, two, "GET", f"{BASE}/runs/{grandchild.run_id}")
+    assert r.status_code == 200, r.text
+    r = await call(served, two, "GET", f"{BASE}/runs/{root.run_id}/tree")
+    assert r.status_code == 200, r.text
+    assert r.json()["run_id"] == root.run_id and r.json()["children"] == []
+    assert child.run_id not in r.text
+    # the tree of a run it may see below a hidden one is its own subtree
+    r = await call(served, two, "GET", f"{BASE}/runs/{grandchild.run_id}/tree")
+    assert r.status_code == 200 and r.json()["run_id"] == grandchild.run_id
+    # a token narrowed to a subtree (tinyagents token attenuate --run) sees it whole
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id=child.run_id)
+    r = await call(served, narrowed, "GET", f"{BASE}/runs/{child.run_id}/tree")
+    assert [c["run_id"] for c in r.json()["children"]] == [grandchild.run_id]
+
+
 async def test_iam_admin_sees_and_steers_every_tenant(served: Served) -> None:
     acme = await served.start_run("acme")
     globex = await served.start_run("globex")

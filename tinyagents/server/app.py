@@ -490,6 +490,26 @@ class OperatorApi(Record):
             return kept, None
         return kept[:limit], encode_cursor(run_key(kept[limit - 1]))
 
+    async def visible_tree(self, p: Principal, tree: dict[str, Any]) -> dict[str, Any]:
+        """``tree`` (a run the caller may see, nested ``children``) without the runs below
+        it that ``p`` may not observe, each with its subtree: a hand-written attenuation may
+        admit a run and not those below it (``/runs/{id}`` of which is a 404)."""
+        if self.auth is None or not self._attenuated(p):
+            return tree
+        nodes: list[dict[str, Any]] = []
+        below = [tree]
+        while below:
+            node = below.pop()
+            nodes.append(node)
+            below.extend(node.get("children", ()))
+        seen = {snap["run_id"] for snap in await self.visible_runs(p, nodes)}
+
+        def pruned(node: dict[str, Any]) -> dict[str, Any]:
+            kids = [pruned(c) for c in node.get("children", ()) if c["run_id"] in seen]
+            return {**node, "children": kids}
+
+        return pruned(tree)
+
     def still_observes(self, p: Principal) -> bool:
         """Whether ``p``'s token still lets it observe its tenant (not expired)."""
         return self._allows(p, "observe")
@@ -968,7 +988,7 @@ def create_app(
         tree = await control.tree(run_id, tenant_id=p.tenant_scope)
         if tree is None:
             raise not_found()
-        return tree
+        return await api.visible_tree(p, tree)
 
     @router.get("/runs/{run_id}/trace", responses=run_responses, summary="Progress frames")
     async def get_trace(
