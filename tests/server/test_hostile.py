@@ -14,6 +14,7 @@ from operator_server import BASE, Served, _serve, eventually
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 from test_api import call, run_paths, unchanged
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.server import Auth
 
 JSON = {"content-type": "application/json"}
@@ -328,6 +329,25 @@ async def test_nul_in_an_id_is_404_or_422_over_postgres(pg_served: Served) -> No
     ):
         problem(await call(s, "alice", "POST", f"{base}/commands", body), 422)
     await unchanged(s, run)
+
+
+async def test_a_token_whose_tenant_holds_nul_is_refused_not_a_store_outage(
+    pg_served: Served,
+) -> None:
+    """No run can belong to a tenant whose id holds NUL (``rt.start`` refuses it), yet such a
+    token was minted, and over PostgreSQL every listing it asked for was a 503 "the store
+    cannot be read now": an outage to wait out, for a request that could never succeed."""
+    from biscuit_auth import BiscuitBuilder
+
+    s = pg_served
+    with pytest.raises(ConfigurationError, match="tenant"):
+        s.auth.mint(user="u", tenant="ac\x00me", rights=["agent:observe"])
+    # one minted before mint refused it (as it was built then)
+    builder = BiscuitBuilder('user("u"); tenant({t}); right("agent:observe");', {"t": "ac\x00me"})
+    token = builder.build(s.auth._keypair.private_key).to_base64()
+    for path in ("runs", "events?follow=false"):
+        r = await raw(s, token, "GET", f"{BASE}/{path}")
+        assert "tenant" in problem(r, 401)["message"], r.text
 
 
 # --------------------------------------------------------------------------- queries

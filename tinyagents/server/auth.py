@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tinyagents._record import FrozenRecord
-from tinyagents.errors import AuthError, ConfigurationError
+from tinyagents.errors import AuthError, ConfigurationError, InvalidIdError
 from tinyagents.protocol.commands import HumanActor, SteeringActor
+from tinyagents.runs.info import check_id
 
 OBSERVE_RIGHT = "agent:observe"
 CONTROL_RIGHT = "agent:control"
@@ -232,6 +233,9 @@ class Auth:
             raise AuthError(f"the token could not be evaluated: {exc}") from None
         if len(users) != 1 or len(tenants) != 1:
             raise AuthError("the token must name exactly one user and one tenant")
+        problem = _tenant_problem(str(tenants[0]))
+        if problem is not None:  # minted before ``mint`` refused it
+            raise AuthError(f"{problem}; mint another token")
         minted = [f.terms[0] for f in authorizer.query(Rule("e($e) <- expires($e)"))]
         now = datetime.now(UTC)
         ends = [e for e in [*minted, *_attenuated_expiries(parsed)] if isinstance(e, datetime)]
@@ -444,9 +448,22 @@ def check_claims(
         if not value or not value.strip():
             raise ConfigurationError(f"a token needs a non-blank {name}")
         _check_text(value, name)
+    problem = _tenant_problem(tenant)
+    if problem is not None:
+        raise ConfigurationError(problem)
     if ttl_s is not None:
         _expiry(ttl_s)
     return rights
+
+
+def _tenant_problem(tenant: str) -> str | None:
+    """Why no run can be of ``tenant`` (``rt.start`` refuses it as a tenant id), or None: a
+    token for it could see nothing, and PostgreSQL refuses its NUL in every lookup."""
+    try:
+        check_id(tenant, "tenant")
+    except InvalidIdError as exc:
+        return f"a token's tenant is a run's tenant id: {exc}"
+    return None
 
 
 def _expiry(ttl_s: float) -> datetime:
