@@ -699,6 +699,30 @@ async def test_another_tenants_run_and_no_run_get_the_same_bytes(served: Served)
     await unchanged(served, theirs)
 
 
+async def test_another_tenants_run_is_looked_up_as_long_as_no_run(served: Served) -> None:
+    """The same bytes, after the same work: a run of this process was answered from memory
+    (another tenant's: 404 at once) while an id that names none asked the store first, so a
+    404 that came sooner told another tenant the run exists. Counted as lookups, not timed."""
+    store = served.runtime.store
+    asked: list[str] = []
+    load_run = store.load_run
+
+    async def counted(run_id: str) -> dict[str, Any] | None:
+        asked.append(run_id)
+        return await load_run(run_id)
+
+    store.load_run = counted  # type: ignore[method-assign]  # the same store, counted
+    theirs = await served.start_run("acme")
+    fake = "r-" + "0" * (len(theirs.run_id) - 2)
+    for suffix in ("", "/tree", "/trace", "/steering"):
+        lookups = []
+        for run_id in (theirs.run_id, fake):
+            asked.clear()
+            problem(await call(served, "bob", "GET", f"{BASE}/runs/{run_id}{suffix}", None), 404)
+            lookups.append(len(asked))
+        assert lookups[0] == lookups[1] > 0, (suffix, lookups)
+
+
 async def test_nul_in_command_text_is_kept_over_postgres(pg_served: Served) -> None:
     """PostgreSQL refuses NUL in text columns: a command whose text holds one is still
     accepted, applied and shown in the audit trail as sent (nothing lost on the way)."""

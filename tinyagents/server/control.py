@@ -304,21 +304,30 @@ class Control:
         return fresh
 
     async def get_run(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
-        """The run's snapshot; None for an unknown run and for another tenant's."""
+        """The run's snapshot; None for an unknown run and for another tenant's. Another
+        tenant's is looked for as far as an unknown one (Redis, then the store): found in
+        this process's memory, its None came a store lookup sooner, and the time told the
+        asker that the run exists."""
         snap: dict[str, Any] | None = None
+
+        def seen() -> bool:  # found, and the asker's (else: looked for further)
+            return snap is not None and (tenant_id is None or snap["tenant_id"] == tenant_id)
+
         if self.runtime is not None and run_id in self.runtime.runs:
             snap = self.runtime.live_snapshots([run_id])[0]
-        if snap is None and self.redis is not None:
+        if not seen() and self.redis is not None:
             try:
-                snap = await self.redis.get_run(run_id)
+                heard = await self.redis.get_run(run_id)
             except ControlPlaneUnavailable:
-                snap = None
-            if snap is not None:
-                snap = _heard_from(snap)
-        if snap is None and self.store is not None:
-            snap = await self.store.load_run(run_id)
-        if snap is None or (tenant_id is not None and snap["tenant_id"] != tenant_id):
+                heard = None
+            if snap is None and heard is not None:
+                snap = _heard_from(heard)
+        if not seen() and self.store is not None:
+            stored = await self.store.load_run(run_id)
+            snap = stored if snap is None else snap
+        if not seen():
             return None
+        assert snap is not None
         return _with_liveness(snap)
 
     async def listed_run(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
