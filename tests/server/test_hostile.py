@@ -199,6 +199,36 @@ async def test_an_id_out_of_bounds_is_a_422_that_counts_characters(
 @pytest.mark.parametrize(
     "body",
     [
+        {"kind": "add_instruction", "payload": {"text": "x", "k" * 1_000_000: 1}},
+        {
+            "kind": "add_instruction",
+            "payload": {"text": "x", **{f"k{i}": i for i in range(50_000)}},
+        },
+        {"kind": "pause", **{f"e{i}": 1 for i in range(50_000)}},
+        {"kind": "pause", "e" * 1_000_000: 1},
+    ],
+    ids=["long-payload-key", "many-payload-keys", "many-body-keys", "long-body-key"],
+)
+async def test_a_422_says_its_problems_in_a_few_lines_not_megabytes(
+    served: Served, body: dict[str, Any]
+) -> None:
+    """Each problem quoted what it was about: a body of 50,000 unknown keys (half a
+    megabyte) was answered with 6.7 MB, its one-line message 2.2 million characters, and a
+    key of a million characters came back twice."""
+    run = await served.start_run("acme")
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+    found = problem(r, 422)
+    assert len(r.content) < 16_384, len(r.content)
+    assert len(found["message"]) <= 2_000, len(found["message"])
+    assert "Extra inputs are not permitted" in found["message"], found["message"][:300]
+    if isinstance(found["detail"], list) and len(found["detail"]) > 1:
+        assert "more" in found["message"], found["message"][-300:]
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
         {"kind": "add_instruction", "payload": {"text": "x" * 3_000_000}},
         {"kind": "replace_instruction", "payload": {"text": "y" * 3_000_000}},
     ],

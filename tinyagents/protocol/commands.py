@@ -11,7 +11,7 @@ UTF-8); anything else raises ``InvalidCommandError`` when the command is built.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn, Self, TypeVar
@@ -713,12 +713,43 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
         # model_validate / model_dump without their Python wrappers: this runs for every command.
         parsed = model.__pydantic_validator__.validate_python(payload)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'payload'}: {err['msg']}"
-            for err in exc.errors()
-        )
+        problems = problems_line((err["loc"], err["msg"]) for err in exc.errors())
         raise InvalidCommandError(f"invalid payload for {kind.value}: {problems}") from None
     return _payload_dict(parsed)
+
+
+#: A refusal names at most this many problems, and each field name in it is cut to
+#: ``MAX_QUOTED_NAME`` characters: each of 50,000 unknown keys (or a key a megabyte long) was
+#: quoted whole, and an operator API answer of half a megabyte of keys was 6.7 MB.
+MAX_PROBLEMS = 10
+MAX_QUOTED_NAME = 80
+
+
+def quoted_name(part: object) -> str | int:
+    """One part of a problem's location as a refusal quotes it: an index as it is, a name
+    cut to ``MAX_QUOTED_NAME`` characters (saying how long it was)."""
+    if isinstance(part, int):
+        return part
+    text = str(part)
+    if len(text) <= MAX_QUOTED_NAME:
+        return text
+    return f"{text[:MAX_QUOTED_NAME]}... ({len(text):,} characters)"
+
+
+def problems_line(
+    problems: Iterable[tuple[Sequence[object], str]], default: str = "payload"
+) -> str:
+    """``where: what`` for each ``(location, message)`` problem, at most ``MAX_PROBLEMS`` of
+    them (then how many more there are), on one line."""
+    shown: list[str] = []
+    more = 0
+    for loc, message in problems:
+        if len(shown) == MAX_PROBLEMS:
+            more += 1
+            continue
+        where = ".".join(str(quoted_name(p)) for p in loc) or default
+        shown.append(f"{where}: {message}")
+    return "; ".join(shown) + (f"; and {more:,} more" if more else "")
 
 
 def _payload_dict(parsed: _Payload) -> ReadOnlyDict:
@@ -907,10 +938,9 @@ def _invalid(exc: ValidationError, what: str) -> InvalidCommandError:
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, InvalidCommandError):
             return InvalidCommandError(str(cause))
-        where = ".".join(str(p) for p in err["loc"]) or "command"
         message = _NOT_UTF8 if err["type"] == "string_unicode" else err["msg"]
-        problems.append(f"{where}: {message}")
-    return InvalidCommandError(f"invalid {what}: " + "; ".join(problems))
+        problems.append((err["loc"], message))
+    return InvalidCommandError(f"invalid {what}: " + problems_line(problems, "command"))
 
 
 class ReceiptStatus(StrEnum):

@@ -59,12 +59,14 @@ from tinyagents.errors import (
     StoreError,
 )
 from tinyagents.protocol.commands import (
+    MAX_PROBLEMS,
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
     SteeringPriority,
     SteeringReceipt,
+    quoted_name,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
@@ -254,6 +256,10 @@ class ErrorBody(BaseModel):
     )
 
 
+#: The longest message of an error answer (a message that quotes what it refuses is cut).
+_MAX_PROBLEM = 2000
+
+
 class Problem(Exception):
     """An answer other than 200, with its JSON body: ``message`` says it in one line, as
     every error body of the API does; ``detail`` is that line too, except for a 422, where
@@ -267,6 +273,8 @@ class Problem(Exception):
         extra: dict[str, Any] | None = None,
         loc: tuple[str, ...] = ("body",),
     ) -> None:
+        if len(detail) > _MAX_PROBLEM:  # a last bound: a message quoting what it refuses
+            detail = f"{detail[:_MAX_PROBLEM]}... ({len(detail):,} characters in all)"
         super().__init__(detail)
         self.status = status
         listed: Any = detail
@@ -828,11 +836,18 @@ def create_app(
             why = (syntax.get("ctx") or {}).get("error", "")
             message = f"the body is not valid JSON (at character {where}): {why}"
             return JSONResponse({"detail": message, "message": message}, status_code=400)
-        errors = [
-            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": e.get("type")}
-            for e in exc.errors()
+        found = exc.errors()
+        errors = [  # at most MAX_PROBLEMS, each name cut short: never the request echoed back
+            {
+                "loc": [quoted_name(part) for part in e.get("loc", ())],
+                "msg": str(e.get("msg")),
+                "type": e.get("type"),
+            }
+            for e in found[:MAX_PROBLEMS]
         ]
         message = _validation_message(errors, request.headers.get("content-type"))
+        if len(found) > MAX_PROBLEMS:
+            message += f"; and {len(found) - MAX_PROBLEMS:,} more"
         return JSONResponse({"detail": errors, "message": message}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
