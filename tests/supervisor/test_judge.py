@@ -646,6 +646,46 @@ async def test_a_judge_that_calls_sys_exit_is_a_judge_error(on_error: str) -> No
         assert result.status is RunStatus.COMPLETED
 
 
+@pytest.mark.parametrize("on_error", ["ignore", "abort"])
+async def test_a_judge_that_raises_cancelled_error_itself_is_a_judge_error(on_error: str) -> None:
+    # a judge whose own code raised CancelledError (a library cancelling its own work; the
+    # judge's task was not cancelled) ended the judge's task silently: no judge_error event,
+    # no failure counted, and "on_judge_error: abort" let the run complete
+    async def cancelled(request: ModelRequest) -> str:
+        raise asyncio.CancelledError("the client gave up")
+
+    spec = SupervisorSpec(model=FunctionModel(cancelled), on_judge_error=on_error)
+    waiter, recorder = EventWaiter(), EventRecorder()
+    work = waiting_tool(waiter, "supervisor.judge_error")
+    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[work]), "go")
+        result = await handle.result()
+        assert rt.supervisor.judge_failures == 1
+    assert supervisor_data(recorder, "supervisor.judge_error") == [
+        {"error": "JudgeError", "iteration": 1}
+    ]
+    if on_error == "abort":
+        assert result.status is RunStatus.ABORTED
+        assert result.error == "judge unavailable (JudgeError)"
+    else:
+        assert result.status is RunStatus.COMPLETED
+
+
+async def test_a_judge_cancelled_by_its_timeout_is_still_a_timeout() -> None:
+    judge = Judge(hung(), criteria="", timeout_s=0.01)
+    with pytest.raises(TimeoutError):
+        await judge.verdict(
+            JudgeInput(
+                iteration=1,
+                tokens_used=0,
+                token_budget=None,
+                tool_calls={},
+                undeclared_tool_calls=0,
+            )
+        )
+
+
 @pytest.mark.parametrize("answer", ['{"passed": false, "reason": "off topic"}', "no verdict"])
 async def test_a_late_verdicts_action_names_the_iteration_that_was_judged(answer: str) -> None:
     # a verdict on iteration 1 (or a judge error) that came back while the run was at a later

@@ -224,7 +224,8 @@ class Judge:
     async def verdict(self, data: JudgeInput) -> Verdict:
         """The verdict; raises ``TimeoutError``, a ``ModelError`` (a ``ModelRateLimitError``
         with its ``retry_after_s`` when the provider asks to wait past the timeout) or
-        ``JudgeError`` (no verdict, or a judge that called ``sys.exit``)."""
+        ``JudgeError`` (no verdict, or a judge that called ``sys.exit`` or raised a
+        ``CancelledError`` of its own)."""
         verdict, _ = await self.ask(data)
         return verdict
 
@@ -244,6 +245,18 @@ class Judge:
                 raise JudgeError(
                     f"the judge {self.model.name!r} tried to exit the process (SystemExit: "
                     f"{exc}); it gave no verdict"
+                ) from exc
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise  # the timeout's, or the run ended: a cancellation of the judge
+                # raised by the judge's own code (a library cancelling its own work): no
+                # Exception, it ended the judge's task without a judge error, so nothing was
+                # said and on_judge_error never acted
+                detail = f": {exc}" if str(exc) else ""
+                raise JudgeError(
+                    f"the judge {self.model.name!r} raised CancelledError{detail} (it was not "
+                    "cancelled); it gave no verdict"
                 ) from exc
         verdict = parse_verdict(response)
         if verdict is None:
