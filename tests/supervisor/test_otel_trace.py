@@ -89,6 +89,33 @@ async def test_supervisor_and_steering_events_are_in_the_runs_trace_as_they_are_
     assert "model.delta" not in {e.name for e in span.events}
 
 
+async def test_a_judge_that_cannot_start_is_in_the_runs_trace_after_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the judge is made when the run is registered, before its run.started: its
+    # supervisor.judge_error and the abort it led to (supervisor.action, steering.requested,
+    # steering.accepted) came before the run's start, so the run's span, opened by
+    # run.started, never had them: the trace said the run was aborted, not why
+    monkeypatch.delenv("NO_SUCH_JUDGE_KEY", raising=False)
+    sink, exporter = traced()
+    recorder = EventRecorder()
+    spec = SupervisorSpec(
+        model="openai/judge", api_key_env="NO_SUCH_JUDGE_KEY", on_judge_error="abort"
+    )
+    async with Runtime(supervisor=spec, sinks=[sink, recorder]) as rt:
+        handle = await rt.start(Agent("unjudged", ScriptedModel([reply("done")])), "go")
+        result = await handle.result()
+
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "judge unavailable (MissingAPIKeyError)"
+    types = [e.type for e in recorder.events if e.run_id == handle.run_id]
+    assert types[0] == "run.started"
+    assert types.index("supervisor.judge_error") < types.index("supervisor.action")
+    names = [e.name for e in run_span(exporter, "unjudged").events]
+    for name in ("supervisor.judge_error", "supervisor.action", "steering.accepted"):
+        assert name in names
+
+
 async def test_a_failed_runs_span_has_an_error_status_with_the_error() -> None:
     sink, exporter = traced()
 

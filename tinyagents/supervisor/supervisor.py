@@ -89,6 +89,9 @@ class _Watch(Record):
     judge: Judge | None
     counters: RunCounters
     judge_task: asyncio.Task[Any] | None = None
+    #: Why the judge could not be made when the run was registered, said when the run has
+    #: started (its ``run.started``): said before, it was missing from the run's trace.
+    judge_unmade: Exception | None = None
     #: The correlation ids of our pauses on their way (two rules, or a rule and the judge,
     #: may each send one; each leaves when it ends): the dwell cap starts when one of them is
     #: applied (not when the run pauses: a human's pause is not ours to time out), and a
@@ -231,8 +234,12 @@ class Supervisor:
             judge=judge,
             counters=RunCounters(declared=frozenset(tools)),
         )
-        if failed is not None:
-            self._judge_failed(w, failed, iteration=0)
+        if failed is not None and another_turn:
+            self._judge_failed(w, failed, iteration=0)  # the run is under way: said now
+        elif failed is not None:
+            # registered, not yet started: said (and acted on) at its run.started, so the
+            # judge error and the action it leads to are in the run's trace, after its start
+            w.judge_unmade = failed
         if not another_turn:
             self._fired_before(w, [*driver.earlier, *handle.inbox.queue.pending()])
         if driver.paused and _ours(driver.last_pause):
@@ -373,7 +380,10 @@ class Supervisor:
             w.dwell_task = None
 
     def _run_changed(self, w: _Watch, event: RunEvent) -> None:
-        if event.type == "run.paused" and w.pause_applied:
+        if event.type == "run.started" and w.judge_unmade is not None:
+            failed, w.judge_unmade = w.judge_unmade, None
+            self._judge_failed(w, failed, iteration=0)
+        elif event.type == "run.paused" and w.pause_applied:
             self._start_dwell(w)
         elif event.type == "run.resumed":
             self._stop_dwell(w)
