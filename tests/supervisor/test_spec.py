@@ -502,3 +502,24 @@ def test_a_yaml_spec_error_keeps_the_pydantic_error_as_its_cause() -> None:
         SupervisorSpec.from_yaml("rules: []\nevery_n_iterations: 0\n")
     assert caught.value.line == 2
     assert isinstance(caught.value.__cause__, ValidationError)
+
+
+@pytest.mark.parametrize("value", ["5", "true", "[openai/x]", "{name: openai/x}"])
+def test_a_judge_model_of_the_wrong_type_is_one_error_naming_the_model_key(value: str) -> None:
+    # `model` is a string or (in Python) a Model: pydantic reported one error per branch,
+    # at "model.str" and "model.is-instance[Model]", a key the YAML does not have, and told
+    # a YAML author to give a Python Model instance
+    text = f"rules: []\nmodel: {value}\n"
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == 2
+    assert caught.value.problem.startswith("model: ")
+    assert "model.str" not in str(caught.value) and "is-instance" not in str(caught.value)
+    assert "'openai/gpt-4o-mini'" in str(caught.value)
+    [finding] = validate_file(text)
+    assert finding.severity == "error" and finding.line == 2
+    assert finding.message == caught.value.problem
+    with pytest.raises(SupervisorSpecError) as built:
+        SupervisorSpec(model=5)
+    assert str(built.value).startswith("invalid supervisor spec: model: ")
+    assert "is-instance" not in str(built.value) and "model.str" not in str(built.value)

@@ -562,7 +562,10 @@ def _entry_error(errors: list[Any], data: dict[str, Any]) -> Any:
 def meant_errors(errors: list[Any], data: dict[str, Any]) -> list[Any]:
     """A spec's ``errors``, each inline ``models`` entry's narrowed to the one error of the
     branch it was meant as (``_entry_error``, as for a models file): pydantic lists the
-    string branch's first, "should be a valid string", for an entry written as a mapping."""
+    string branch's first, "should be a valid string", for an entry written as a mapping.
+    The judge ``model`` of a wrong type is one error at ``model``: pydantic gave one per
+    branch, at ``model.str`` and ``model.is-instance[Model]`` (no key of the YAML)."""
+    errors = _one_model_error(errors)
     models = data.get("models")
     if not isinstance(models, dict):
         return errors
@@ -577,6 +580,28 @@ def meant_errors(errors: list[Any], data: dict[str, Any]) -> list[Any]:
             entry = [{**e, "loc": e["loc"][1:]} for e in errors if e["loc"][:2] == loc[:2]]
             meant = _entry_error(entry, models)
             out.append({**meant, "loc": ("models", *meant["loc"])})
+    return out
+
+
+def _one_model_error(errors: list[Any]) -> list[Any]:
+    """``errors`` with those of the judge ``model``'s union branches made one, at ``model``
+    (the blank or non-UTF-8 name refused before the branches is kept as it is)."""
+    out: list[Any] = []
+    said = False
+    for err in errors:
+        if err["loc"][:1] != ("model",) or len(err["loc"]) < 2:
+            out.append(err)
+        elif not said:
+            said = True
+            out.append(
+                {
+                    **err,
+                    "type": "value_error",
+                    "loc": ("model",),
+                    "msg": "must be a litellm model string such as 'openai/gpt-4o-mini' (or, "
+                    "in Python, a Model)",
+                }
+            )
     return out
 
 
