@@ -523,3 +523,25 @@ def test_a_judge_model_of_the_wrong_type_is_one_error_naming_the_model_key(value
         SupervisorSpec(model=5)
     assert str(built.value).startswith("invalid supervisor spec: model: ")
     assert "is-instance" not in str(built.value) and "model.str" not in str(built.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("rules: []\n5: x\n", 2),
+        ("rules: []\nnull: x\n", 2),
+        ("rules: []\ntrue: x\n", 2),
+        ("models:\n  judge: openai/x\n  2024: openai/y\n", 3),
+        ("models:\n  judge: openai/x\n  ~: openai/y\n", 3),
+    ],
+)
+def test_a_key_that_is_no_string_is_refused_on_its_own_line(text: str, line: int) -> None:
+    # a key YAML reads as a number, a boolean or null was refused on line 1: the lines are
+    # kept by a key's text ("5", "true"), which pydantic's location (5, 1, 'None') never
+    # matched; and the error named the key as pydantic's location spells it ("1" for true)
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert caught.value.line == line
+    assert "quote it" in caught.value.problem
+    [finding] = validate_file(text)
+    assert finding.line == line and finding.message == caught.value.problem

@@ -620,6 +620,13 @@ def describe_error(err: Any) -> str:
         return f"{where}: unknown rule kind {tag!r}; use one of {', '.join(RULE_KINDS)}"
     if err["type"] == "union_tag_not_found":
         return f"{where}: a rule needs 'when' (one of {', '.join(RULE_KINDS)})"
+    loc = yaml_loc(err["loc"])
+    if err["type"] == "invalid_key" or loc[-1:] == ("[key]",):
+        # a key YAML read as a number, a boolean or null ("2024:", "true:", "~:"); pydantic
+        # names it by its own spelling ("1" for true), so the message names where it is
+        parent = loc[:-1] if err["type"] == "invalid_key" else loc[:-2]
+        said = f"the key {err.get('input')!r} is no text; quote it in the YAML"
+        return f"{'.'.join(str(p) for p in parent)}: {said}" if parent else said
     msg = str(err["msg"])
     if err["type"].startswith("value_error"):
         msg = msg.removeprefix("Value error, ")
@@ -912,6 +919,8 @@ def _collect_lines(
             key, value = child
             sub: tuple[str | int, ...] = (*path, str(key.value))
             lines[sub] = key.start_mark.line + 1
+            for form in _key_forms(key)[1:]:  # a key YAML reads as a number, bool or null
+                lines.setdefault((*path, form), key.start_mark.line + 1)
             _collect_lines(value, sub, lines, seen)
         else:
             _collect_lines(child, (*path, index), lines, seen)
@@ -924,8 +933,33 @@ def yaml_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def line_of(path: tuple[Any, ...], lines: dict[tuple[str | int, ...], int]) -> int | None:
+    """The YAML line of ``path`` (a pydantic location), or of the nearest part of it known.
+    A mapping key YAML read as a number, a boolean or null is in pydantic's location as a
+    number (``true`` as 1) or as text (``'None'``): ``_collect_lines`` keeps its line under
+    that spelling too (``_key_forms``)."""
     while path:
         if path in lines:
             return lines[path]
+        last = path[-1]  # a list index elsewhere in the path stays a number
+        as_text = (*path[:-1], str(int(last))) if isinstance(last, int) else path
+        if as_text in lines:
+            return lines[as_text]
         path = path[:-1]
     return lines.get(())
+
+
+def _key_forms(key: yaml.Node) -> tuple[str, ...]:
+    """How pydantic's location spells a mapping key that YAML reads as no string (its text
+    first: that is how the key's children are found)."""
+    text = str(key.value)
+    tag = str(getattr(key, "tag", ""))
+    if tag.endswith(":int"):
+        try:
+            return (text, str(int(text, 0) if text.startswith(("0o", "0x")) else int(text)))
+        except ValueError:
+            return (text,)
+    if tag.endswith(":bool"):
+        return (text, "1" if text.lower() == "true" else "0")
+    if tag.endswith(":null"):
+        return (text, "None")
+    return (text,)
