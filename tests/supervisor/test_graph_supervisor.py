@@ -329,3 +329,22 @@ def test_then_and_aborted_key_need_on_aborted() -> None:
         AgentNode(looper(), then="publish")
     with pytest.raises(ConfigurationError, match="goes with on_aborted=<node name>"):
         AgentNode(looper(), on_aborted=lambda r, s: Command(goto=END), aborted_key="why")
+
+
+def test_a_spec_whose_rules_all_steer_warns_about_no_node(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # every rule says "then: steer" and there is no judge, so on_violation (default pause)
+    # is never used: nothing can pause or abort a node's run, yet compile warned about each
+    # agent node as if the default pause could become an abort
+    steer_only = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1, "then": "steer"}])
+    assert not steer_only.can_abort()
+    with caplog.at_level(logging.WARNING, logger="tinyagents.supervisor"):
+        graph = graph_of(looper(), steer_only)
+    assert caplog.records == [] and validate_graph(graph) == []
+    # a rule without "then", or a judge, does use on_violation
+    assert SupervisorSpec(rules=[{"when": "iteration_reached"}]).can_abort()
+    judged = SupervisorSpec(
+        rules=[{"when": "iteration_reached", "then": "steer"}], model=ScriptedModel([])
+    )
+    assert judged.can_abort()

@@ -426,8 +426,11 @@ class SupervisorSpec(_Strict):
 
     def can_abort(self) -> bool:
         """Whether this spec may end a run ``aborted``: an ``abort`` action, or a ``pause``
-        (which becomes an abort after its dwell cap)."""
-        actions: set[str] = {self.on_violation, *(rule.then for rule in self.rules if rule.then)}
+        (which becomes an abort after its dwell cap). ``on_violation`` counts only when
+        something uses it: a rule without its own ``then``, or the judge."""
+        actions: set[str] = {rule.then for rule in self.rules if rule.then}
+        if self.model is not None or any(rule.then is None for rule in self.rules):
+            actions.add(self.on_violation)
         if self.model is not None:
             actions.add(self.on_judge_error)
         return bool(actions & {"abort", "pause"})
