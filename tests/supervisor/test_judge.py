@@ -381,6 +381,19 @@ async def test_a_verdict_with_a_null_reason_is_a_verdict_without_one() -> None:
 
 
 @pytest.mark.parametrize(
+    ("reason", "said"),
+    [("5", "5"), ("true", "True"), ('["loops", "spends"]', '["loops", "spends"]'),
+     ('{"why": "loops"}', '{"why": "loops"}')],
+)  # fmt: skip
+async def test_a_failed_verdict_whose_reason_is_no_text_still_fails(reason: str, said: str) -> None:
+    # the judge said the run violates the policy: a reason of the wrong type was a JudgeError,
+    # and the default on_judge_error ('ignore') let the run go on as if it had passed
+    answer = f'{{"passed": false, "reason": {reason}}}'
+    verdict = await Judge(ScriptedModel([answer]), criteria="", timeout_s=30).verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, said)
+
+
+@pytest.mark.parametrize(
     "answer",
     [
         '{"ok": true}',

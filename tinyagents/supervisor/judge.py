@@ -64,7 +64,15 @@ class Verdict(BaseModel):
     @field_validator("reason", mode="before")
     @classmethod
     def _no_reason(cls, value: Any) -> Any:
-        return "" if value is None else value  # ``"reason": null`` is a verdict without one
+        if value is None:  # ``"reason": null`` is a verdict without one
+            return ""
+        if isinstance(value, str):
+            return value
+        # a number, a boolean, a list or an object: the verdict stands, with its reason as
+        # text (refused, a failed verdict was a judge error, which the default ignores)
+        if isinstance(value, dict | list):
+            return json.dumps(value, ensure_ascii=False, default=str)
+        return str(value)
 
 
 #: A markdown code fence around the verdict (```json ... ```), as models that ignore
