@@ -403,6 +403,11 @@ async def test_a_token_whose_tenant_holds_nul_is_refused_not_a_store_outage(
         "runs/{run}/trace?limit=1e3",
         "events?last_event_id=&follow=false",
         "events?last_event_id=1.5&follow=false",
+        # read by int() as 30, 3 and 3: an event id is digits only
+        "events?last_event_id=3_0&follow=false",
+        "events?last_event_id=%2B3&follow=false",
+        "events?last_event_id=3.0&follow=false",
+        "events?last_event_id=%D9%A3&follow=false",  # an Arabic-Indic 3, which int() reads
     ],
 )
 async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:
@@ -412,7 +417,8 @@ async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "header", ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3", "1.5", ""]
+    "header",
+    ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3", "1.5", "", "3_0", "+3", "3.0"],
 )
 async def test_a_last_event_id_header_that_is_no_event_id_is_422(
     served: Served, header: str

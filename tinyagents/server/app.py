@@ -1152,6 +1152,18 @@ def create_app(
                     f"{snap.get('root_run_id') or run_id}): pass ?run_id= or ?root_run_id=",
                     loc=("query", "root_run_id"),
                 )
+        for where, name, text in (
+            ("query", "last_event_id", request.query_params.get("last_event_id")),
+            ("header", "last-event-id", request.headers.get("last-event-id")),
+        ):
+            # as int() reads it, "3_0" was 30 and "+3" or "3.0" was 3: an id is digits only
+            if text is not None and not (text.isascii() and text.isdigit()):
+                raise Problem(
+                    422,
+                    f"{where} {name}: {text[:40]!r} is no event id (one of the ids the stream "
+                    "sent: digits only)",
+                    loc=(where, name),
+                )
         after = last_event_id if last_event_id is not None else last_event_id_header or 0
         visible = await api.observe_filter(p)
         stream = event_stream(
