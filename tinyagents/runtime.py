@@ -51,7 +51,7 @@ from tinyagents.runs.live import LiveRuns, pending_by_run
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
-from tinyagents.steering.inbox import LATE
+from tinyagents.steering.inbox import DEFAULT_MAX_QUEUED, LATE
 from tinyagents.steering.policy import PolicyPipeline
 from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S, owner_silent
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
@@ -94,10 +94,14 @@ class Runtime:
         retain_finished: int = 1000,
         retain_finished_s: float | None = None,
         dedupe_horizon: int = DEDUPE_HORIZON,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
         """``retain_finished``/``retain_finished_s``: how many finished runs (counted in whole
         trees), and for how long, stay in memory before they are released; ``dedupe_horizon``:
-        how many of the latest command ids an in-memory runtime remembers as duplicates.
+        how many of the latest command ids an in-memory runtime remembers as duplicates;
+        ``max_queued``: how many accepted commands a run's queue holds while they wait for its
+        next boundary (a paused run, one in a long tool call); more are rejected (policy
+        ``queue``) until it takes them, except a cancel, which is taken up to twice as many.
 
         ``sinks``: event sinks besides the store's writer; when the program has set an
         OpenTelemetry SDK tracer or meter provider, an ``OTelSink`` on it is added unless one
@@ -127,6 +131,8 @@ class Runtime:
             raise ConfigurationError(
                 f"dedupe_horizon must be a whole number >= 1, got {dedupe_horizon!r}"
             )
+        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
+            raise ConfigurationError(f"max_queued must be a whole number >= 1, got {max_queued!r}")
         self.store: Store = open_store(store)
         self._durable = store is not None
         #: Unique per runtime instance: the ``owner`` of its runs' snapshots, and the address
@@ -152,6 +158,7 @@ class Runtime:
             testing=testing,
             trusted_middleware=trusted_middleware,
             dedupe_horizon=dedupe_horizon,
+            max_queued=max_queued,
         )
         sinks = _sinks(sinks)
         for sink in sinks:

@@ -10,6 +10,7 @@ from functools import reduce
 import pytest
 from steerkit import MakeRun, apply_ready, make_command, start_run
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.protocol import (
     CONTROL_KINDS,
     Boundary,
@@ -651,3 +652,55 @@ def test_a_conflict_left_open_is_settled_at_the_boundary() -> None:
     assert queue.settle() == [(for_run, "for-node")]
     assert queue.settle() == []
     assert [c.correlation_id for c in queue.pop_ready(Boundary.BEFORE_MODEL_CALL)] == ["for-node"]
+
+
+# ------------------------------------------------------------ a bounded queue
+
+
+async def test_a_run_queue_holds_at_most_max_queued_commands_then_refuses_more() -> None:
+    # a run that reaches no boundary (paused, or in a long tool call) took every command: 500
+    # steers of 15 KB each to a paused run were all accepted, held in memory until it went on
+    recorder = EventRecorder()
+    async with Runtime(testing=True, sinks=[recorder], max_queued=3) as rt:
+        handle = await start_run(rt, "r-1")
+        receipts = [await rt.submit(make_command("r-1")) for _ in range(4)]
+        assert [r.status for r in receipts[:3]] == [ReceiptStatus.ACCEPTED] * 3
+        refused = receipts[3]
+        assert (refused.status, refused.policy_id) == (ReceiptStatus.REJECTED, "queue")
+        assert "max_queued=3" in (refused.reason or "") and "3 commands" in (refused.reason or "")
+        assert len(handle.inbox) == 3
+        # a cancel is still taken (it supersedes what it ends), and so are commands again
+        # once the run has taken what waited
+        cancel = await rt.submit(make_command("r-1", K.CANCEL, {"reason": "stop"}))
+        assert cancel.status is ReceiptStatus.ACCEPTED
+        assert len(handle.inbox) == 1  # the three steers superseded
+        apply_ready(handle, Boundary.BEFORE_MODEL_CALL)
+        again = await rt.submit(make_command("r-1"))
+        assert again.status is ReceiptStatus.ACCEPTED
+        assert recorder.of_type("steering.rejected")[-1].policy_id == "queue"
+
+
+async def test_cancels_beyond_the_bound_stop_at_twice_it() -> None:
+    async with Runtime(testing=True, max_queued=2) as rt:
+        handle = await start_run(rt, "r-1")
+        statuses = [
+            (await rt.submit(make_command("r-1", K.CANCEL, {"reason": f"{i}"}))).status
+            for i in range(5)
+        ]
+        assert statuses == [ReceiptStatus.ACCEPTED] * 4 + [ReceiptStatus.REJECTED]
+        assert len(handle.inbox) == 4
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+async def test_max_queued_must_be_a_whole_number_of_at_least_one(bad: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_queued"):
+        Runtime(max_queued=bad)  # type: ignore[arg-type]
+
+
+async def test_the_default_bound_is_a_thousand() -> None:
+    async with Runtime(testing=True) as rt:
+        handle = await start_run(rt, "r-1")
+        for _ in range(1000):
+            assert (await rt.submit(make_command("r-1"))).status is ReceiptStatus.ACCEPTED
+        assert (await rt.submit(make_command("r-1"))).status is ReceiptStatus.REJECTED
+        assert len(handle.inbox) == 1000

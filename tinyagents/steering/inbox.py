@@ -12,11 +12,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tinyagents.protocol.boundary import Boundary
-from tinyagents.protocol.commands import SteeringCommand
+from tinyagents.protocol.commands import SteeringCommand, SteeringKind
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.queue import PutOutcome, SteeringQueue
 
 LATE = "target finished before delivery"
+#: How many commands a run's queue holds, waiting for its next boundary, before it refuses
+#: more (``Runtime(max_queued=...)``): a run that reaches no boundary (paused, or in a long
+#: tool call) would otherwise keep every command sent to it in memory.
+DEFAULT_MAX_QUEUED = 1000
 
 
 class Reports(Protocol):
@@ -45,8 +49,10 @@ class Inbox:
         depth: int,
         wake: Callable[[], None],
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
         self.queue = SteeringQueue(redirect_conflict=redirect_conflict)
+        self.max_queued = max_queued
         self.paused = False
         self._router = router
         self._depth = depth
@@ -61,8 +67,20 @@ class Inbox:
         return len(self.queue)
 
     def conflict(self, cmd: SteeringCommand) -> str | None:
-        """Why the queue would refuse ``cmd`` outright, or None (see ``SteeringQueue.conflict``)."""
-        return self.queue.conflict(cmd)
+        """Why the queue would refuse ``cmd`` outright, or None (see ``SteeringQueue.conflict``),
+        or refuses it for room: a queue holds at most ``max_queued`` commands that wait for
+        the run's next boundary. A cancel is taken beyond that, up to twice as many (it
+        supersedes what it ends, and a run must stay stoppable)."""
+        refused = self.queue.conflict(cmd)
+        if refused is None and len(self.queue) >= self.max_queued:
+            waiting = len(self.queue)
+            if cmd.kind is not SteeringKind.CANCEL or waiting >= 2 * self.max_queued:
+                return (
+                    f"the run's queue is full: {waiting} commands wait for its next boundary "
+                    f"(max_queued={self.max_queued}); send this once it has taken them, or "
+                    "cancel the run"
+                )
+        return refused
 
     def put(self, cmd: SteeringCommand) -> PutOutcome:
         outcome = self.queue.put_nowait(cmd, self._depth)

@@ -48,7 +48,7 @@ from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo, subagent_event
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
-from tinyagents.steering.inbox import LATE, Inbox
+from tinyagents.steering.inbox import DEFAULT_MAX_QUEUED, LATE, Inbox
 from tinyagents.steering.policies import (
     DEFAULT_MAX_TEXT_BYTES,
     default_pipeline,
@@ -130,6 +130,7 @@ class SteeringRouter:
         testing: bool = False,
         trusted_middleware: frozenset[str] = frozenset(),
         dedupe_horizon: int = DEDUPE_HORIZON,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
         if pipeline is not None and not isinstance(pipeline, PolicyPipeline):
             raise ConfigurationError(
@@ -144,6 +145,8 @@ class SteeringRouter:
         self.store = store
         self.testing = testing
         self.trusted_middleware = trusted_middleware
+        #: how many commands each run's queue holds before it refuses more (``Inbox``)
+        self.max_queued = max_queued
         self.grants: set[tuple[str, str]] = set()
         self._capabilities: set[MiddlewareCapability] = set()
         self._tracked: dict[_Key, _Tracked] = {}  # open commands only
@@ -322,7 +325,11 @@ class SteeringRouter:
     ) -> None:
         """Give a newly registered run its inbox and hand it any command waiting for it."""
         handle.inbox = Inbox(
-            self, depth=handle.info.depth, wake=handle.wake, redirect_conflict=redirect_conflict
+            self,
+            depth=handle.info.depth,
+            wake=handle.wake,
+            redirect_conflict=redirect_conflict,
+            max_queued=self.max_queued,
         )
         await self.target_changed(handle)
 
