@@ -284,6 +284,16 @@ def test_a_spec_past_the_size_limit_is_refused_before_it_is_parsed(tmp_path: Pat
     assert finding.severity == "error" and "1,000,000" in finding.message
 
 
+def test_inline_criteria_past_the_size_limit_are_refused_as_a_criteria_file_is() -> None:
+    # a criteria_file over 1 MB was refused, the same text inline was taken, and sent to the
+    # judge with every call
+    with pytest.raises(SupervisorSpecError, match=r"criteria: .*2,000,000 bytes, more than"):
+        SupervisorSpec(criteria="x" * 2_000_000)
+    with pytest.raises(SupervisorSpecError, match=r"criteria: .*more than 1,000,000"):
+        SupervisorSpec(criteria="é" * 500_001)  # counted in bytes, as a file is
+    assert SupervisorSpec(criteria="x" * 1_000_000).criteria_text() == "x" * 1_000_000
+
+
 @pytest.mark.parametrize(
     "text", ["pause_max_s: .inf", "judge_timeout_s: .nan", "pause_max_s: -.inf"]
 )

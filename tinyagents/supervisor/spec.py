@@ -263,6 +263,18 @@ def _a_url(value: str) -> str:
     return value
 
 
+def _not_too_long(value: str) -> str:
+    """Inline criteria no larger than a criteria file may be (``MAX_SPEC_BYTES``): the judge
+    is sent them with every call."""
+    size = len(value) if value.isascii() else len(value.encode())
+    if size > MAX_SPEC_BYTES:
+        raise ValueError(
+            f"is {size:,} bytes, more than {MAX_SPEC_BYTES:,}: the judge is sent the criteria "
+            "with every call; keep them short"
+        )
+    return value
+
+
 #: Text that is UTF-8; that shows something; a file path the OS can take; an http(s) URL.
 Text = Annotated[str, AfterValidator(_utf8)]
 ShownText = Annotated[Text, AfterValidator(_shown)]
@@ -299,7 +311,7 @@ class SupervisorSpec(_Strict):
     #: A blank one would be no variable at all: litellm's own (``OPENAI_API_KEY``) sent to
     #: ``api_base``.
     api_key_env: ShownText | None = None
-    criteria: Text | None = None
+    criteria: Annotated[Text, AfterValidator(_not_too_long)] | None = None
     criteria_file: PathText | None = None
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
     #: (or the working directory for a spec built in Python or from text).
