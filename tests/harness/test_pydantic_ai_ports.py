@@ -1630,3 +1630,24 @@ async def test_consecutive_answers_in_a_history_are_sent_on() -> None:
         ("user", "No thanks"),
         ("assistant", "All right then, goodbye!"),
     ]
+
+
+async def test_a_system_message_inside_a_history_is_no_system_prompt() -> None:
+    # a steering message rendered as 'system' (SteeringRenderer(role="system")) in the middle
+    # of a history was taken for the history's own system prompt: the new agent's
+    # instructions were dropped, and the model ran without them. Only a leading system
+    # message is the conversation's own prompt.
+    history = [
+        Message(role="user", content="Hi"),
+        Message(role="assistant", content="Hello"),
+        Message(role="system", content="[steering] focus on the invoice"),
+    ]
+    model = ScriptedModel([reply("ok")])
+    await Agent("a", model, instructions="You are a billing assistant.").run(
+        "Go on", history=history
+    )
+    assert [(m.role, m.content) for m in model.requests[0].messages] == [
+        ("system", "You are a billing assistant."),
+        *((m.role, m.content) for m in history),
+        ("user", "Go on"),
+    ]

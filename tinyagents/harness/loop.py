@@ -1288,9 +1288,11 @@ def _initial_messages(
     messages: list[Message] = []
     # the agent's instructions lead, unless the conversation carries a system prompt of its
     # own (a session's history, from its first turn; an input given as messages): put before
-    # it, two system messages were refused by templates that allow one leading (llama.cpp)
+    # it, two system messages were refused by templates that allow one leading (llama.cpp).
+    # Its own prompt is a leading system message: one further in (a steering message
+    # rendered as 'system') is no prompt, and the instructions were dropped for it.
     given = [*(history or ()), *(() if isinstance(input, str) else input)]
-    if agent.instructions and not any(m.role == "system" for m in given):
+    if agent.instructions and not (given and given[0].role == "system"):
         messages.append(Message(role="system", content=agent.instructions))
     if history:
         messages.extend(history)
