@@ -30,7 +30,7 @@ FastAPI is imported inside ``create_app``: this module imports without the ``ser
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -52,6 +52,7 @@ from tinyagents import __version__
 from tinyagents._record import Record
 from tinyagents.errors import (
     AuthError,
+    ConfigurationError,
     ControlPlaneUnavailable,
     InvalidCommandError,
     ReceiptTimeout,
@@ -272,7 +273,9 @@ class Problem(Exception):
         *,
         extra: dict[str, Any] | None = None,
         loc: tuple[str, ...] = ("body",),
+        headers: dict[str, str] | None = None,
     ) -> None:
+        self.headers = headers
         if len(detail) > _MAX_PROBLEM:  # a last bound: a message quoting what it refuses
             detail = f"{detail[:_MAX_PROBLEM]}... ({len(detail):,} characters in all)"
         super().__init__(detail)
@@ -284,6 +287,11 @@ class Problem(Exception):
 
 
 NOT_FOUND = "run not found"
+
+#: How many event streams one user of a tenant may hold open at once (a console tab holds
+#: one or two), and the server in all: each reads the store every 50 ms while it follows.
+MAX_STREAMS_PER_USER = 32
+MAX_STREAMS = 1000
 
 #: The longest token read (64 KiB; a token is URL-safe base64, so characters are bytes): a
 #: minted token is a few hundred bytes and each attenuation block adds about as much, so
@@ -768,14 +776,24 @@ def create_app(
     auth: Auth | None,
     console: bool = True,
     max_body_bytes: int = MAX_BODY_BYTES,
+    max_streams_per_user: int = MAX_STREAMS_PER_USER,
+    max_streams: int = MAX_STREAMS,
 ) -> "FastAPI":
     """The operator API (and, with ``console``, the web console at ``/``) over ``control``.
 
     ``auth=None`` serves everyone as an admin of every tenant: for ``serve --insecure-dev``
     on a loopback address only, and then a request whose ``Host`` or ``Origin`` is not a
     loopback address is a 403 (``LoopbackOnly``: DNS rebinding, cross-site forms). A request
-    body past ``max_body_bytes`` is a 413.
+    body past ``max_body_bytes`` is a 413. An event stream past ``max_streams_per_user`` open
+    for one user of a tenant, or ``max_streams`` for the server, is a 429 (each reads the
+    store every 50 ms while it follows the log).
     """
+    for name, bound in (
+        ("max_streams_per_user", max_streams_per_user),
+        ("max_streams", max_streams),
+    ):
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+            raise ConfigurationError(f"{name} must be a whole number >= 1, got {bound!r}")
     from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
     from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError
@@ -785,6 +803,8 @@ def create_app(
     from starlette.routing import Match, Mount, Route
 
     api = OperatorApi(control, auth)
+    #: the event streams open now, by (tenant, user)
+    streams: dict[tuple[str, str], int] = {}
     app = FastAPI(
         title="tinyagents operator API",
         version=__version__,
@@ -804,7 +824,7 @@ def create_app(
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else exc.headers
         return JSONResponse(exc.body, status_code=exc.status, headers=headers)
 
     @app.exception_handler(StoreError)
@@ -1105,6 +1125,7 @@ def create_app(
         "/events",
         responses={
             **run_responses,
+            429: error("too many event streams open for this user, or for the server"),
             200: {
                 "description": "Server-Sent Events: id = event-log id, event = type, "
                 "data = the event as JSON",
@@ -1165,6 +1186,20 @@ def create_app(
                     loc=(where, name),
                 )
         after = last_event_id if last_event_id is not None else last_event_id_header or 0
+        who = (p.tenant, p.user)
+        held, total = streams.get(who, 0), sum(streams.values())
+        if held >= max_streams_per_user or total >= max_streams:
+            why = (
+                f"{held} event streams of {p.user!r} are open (max_streams_per_user="
+                f"{max_streams_per_user})"
+                if held >= max_streams_per_user
+                else f"{total} event streams are open on this server (max_streams={max_streams})"
+            )
+            raise Problem(
+                429,
+                f"{why}: close one (each follows the log until its client goes), then retry",
+                headers={"Retry-After": "5"},
+            )
         visible = await api.observe_filter(p)
         stream = event_stream(
             control,
@@ -1183,8 +1218,24 @@ def create_app(
             else (lambda: not p.expired()),
             recheck_s=_RECHECK_S,
         )
+
+        async def counted() -> AsyncIterator[str]:
+            # counted from its first message to its end (a response never sent starts no
+            # generator, and would never give its place back)
+            streams[who] = streams.get(who, 0) + 1
+            try:
+                async for message in stream:
+                    yield message
+            finally:
+                left = streams[who] - 1
+                if left:
+                    streams[who] = left
+                else:
+                    del streams[who]
+                await stream.aclose()
+
         return StreamingResponse(
-            stream,
+            counted(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

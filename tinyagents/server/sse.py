@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import StoreError
@@ -54,7 +54,7 @@ async def event_stream(
     keepalive_s: float = 15.0,
     valid: Callable[[], bool] | None = None,
     recheck_s: float = 1.0,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The SSE messages of the events after ``after_id`` (of ``tenant_id``; None: every
     tenant), filtered by run or root and by ``visible`` (a run-scoped token's view). With
     ``entry`` (``run_id`` is a graph task's entry), the entry's events and its task's

@@ -1,0 +1,101 @@
+"""How many event streams one user may hold open, and the server in all: each follows the log,
+reading the store every 50 ms, so streams without a bound were a way to load the server (and
+its store) without end. Real HTTP, a real SQLite store."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.store import MemoryStore, SqliteStore
+
+EVENTS = "/api/agents/events"
+
+
+@contextlib.asynccontextmanager
+async def server(
+    tmp_path: Path, **limits: int
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, dict[str, str]]]]:
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    auth = Auth(Auth.generate_key())
+    sock = bind("127.0.0.1", 0)
+    try:
+        app = create_app(Control(store=store), auth=auth, console=False, **limits)
+        async with serving(app, sock):
+            host, port = sock.getsockname()[:2]
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
+                tokens = {
+                    user: {
+                        "Authorization": "Bearer "
+                        + auth.mint(user=user, tenant="acme", rights=["agent:observe"])
+                    }
+                    for user in ("alice", "bob", "carol")
+                }
+                yield client, tokens
+    finally:
+        await store.close()
+
+
+async def open_stream(
+    client: httpx.AsyncClient, stack: contextlib.AsyncExitStack, headers: dict[str, str]
+) -> httpx.Response:
+    """A following stream, open until ``stack`` closes (its first message read: it is served)."""
+    response = await stack.enter_async_context(client.stream("GET", EVENTS, headers=headers))
+    if response.status_code == 200:
+        lines = response.aiter_lines()
+        assert (await anext(lines)).startswith("retry:")
+        # held until the stack closes: a line iterator collected closes its stream
+        stack.push_async_callback(lines.aclose)
+    return response
+
+
+async def test_a_user_holds_at_most_max_streams_per_user_open(tmp_path: Path) -> None:
+    async with server(tmp_path, max_streams_per_user=2, max_streams=10) as (client, tokens):
+        async with contextlib.AsyncExitStack() as first:
+            async with contextlib.AsyncExitStack() as second:
+                assert (await open_stream(client, first, tokens["alice"])).status_code == 200
+                assert (await open_stream(client, second, tokens["alice"])).status_code == 200
+                third = await client.get(EVENTS, headers=tokens["alice"])
+                assert third.status_code == 429
+                body = third.json()
+                assert (
+                    "2 event streams" in body["message"]
+                    and "max_streams_per_user" in (body["message"])
+                )
+                assert third.headers["Retry-After"]
+                # another user of the tenant is not held back by alice's
+                with_bob = contextlib.AsyncExitStack()
+                async with with_bob:
+                    assert (await open_stream(client, with_bob, tokens["bob"])).status_code == 200
+            # alice closed one: she may open another
+            async with contextlib.AsyncExitStack() as again:
+                assert (await open_stream(client, again, tokens["alice"])).status_code == 200
+
+
+async def test_the_server_holds_at_most_max_streams_open(tmp_path: Path) -> None:
+    async with server(tmp_path, max_streams_per_user=5, max_streams=2) as (client, tokens):
+        async with contextlib.AsyncExitStack() as stack:
+            assert (await open_stream(client, stack, tokens["alice"])).status_code == 200
+            assert (await open_stream(client, stack, tokens["bob"])).status_code == 200
+            refused = await client.get(EVENTS, headers=tokens["carol"])
+            assert refused.status_code == 429 and "max_streams" in refused.json()["message"]
+        # all closed: a stream that ends (follow=false) frees its place too
+        for _ in range(3):
+            done = await client.get(EVENTS + "?follow=false", headers=tokens["carol"])
+            assert done.status_code == 200
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_the_bounds_are_whole_numbers_of_at_least_one(bad: object) -> None:
+    control = Control(store=MemoryStore())
+    with pytest.raises(ConfigurationError, match="max_streams must"):
+        create_app(control, auth=None, max_streams=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="max_streams_per_user must"):
+        create_app(control, auth=None, max_streams_per_user=bad)  # type: ignore[arg-type]
