@@ -514,7 +514,10 @@ class GraphRun:
             try:
                 await self._attempt(task, save_result)
             finally:
-                self._ended.discard(task.id)  # a stream attached while it ran had its end
+                # a stream attached while it ran had its end (``task.id`` is computed only
+                # then: a graph without checkpointer, runtime or stream never needs it)
+                if self._ended:
+                    self._ended.discard(task.id)
             return
         if hooks is not None:
             await hooks.task_started(self, task)
@@ -533,7 +536,7 @@ class GraphRun:
                 error = None
             stream = self.stream  # a stream attached while the task ran (handle.stream())
             failure = error.error if isinstance(error, _TaskFailed) else error
-            if task.id in self._ended:
+            if self._ended and task.id in self._ended:
                 self._ended.discard(task.id)
             elif stream is not None and not isinstance(failure, ParentCommand):
                 # a node that hands a command to the parent graph does not end here: the

@@ -7,6 +7,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tinyagents._record import Record
@@ -145,7 +146,18 @@ def started(tasks: list[Task]) -> list[Task]:
     ``Send`` tasks as they were made, then the other nodes by name. Tasks that do not wait
     finish in this order, so a step's ``updates`` items and ``tasks`` ends come in it; the
     writes are applied in task order all the same."""
-    return sorted(tasks, key=lambda t: (0, "") if t.arg is not UNSET else (1, t.node))
+    # two passes and a sort by a C key, no tuple per task: this runs for every step
+    sends = [t for t in tasks if t.arg is not UNSET]
+    if not sends:
+        return sorted(tasks, key=_NODE) if len(tasks) > 1 else tasks
+    nodes = [t for t in tasks if t.arg is UNSET]
+    nodes.sort(key=_NODE)
+    return sends + nodes
+
+
+#: a task's node name, as the sort key of LangGraph's orders (sorts are stable: tasks of one
+#: node keep their index order)
+_NODE = attrgetter("node")
 
 
 def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
@@ -173,12 +185,13 @@ def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
         # LangGraph's task order, which a step's writes follow: the nodes by name, then the
         # Sends as they were made. A step's own frontier is in it already; a run input's
         # goto is appended to the pending tasks (their index is their id), so is sorted here
-        tasks.sort(key=_task_order)
+        # (built in index order, and the sort is stable: a node's tasks keep it)
+        ordered = [t for t in tasks if t.arg is UNSET]
+        ordered.sort(key=_NODE)
+        if len(ordered) < len(tasks):
+            ordered += [t for t in tasks if t.arg is not UNSET]
+        return ordered
     return tasks
-
-
-def _task_order(task: Task) -> tuple[bool, str, int]:
-    return (task.arg is not UNSET, "" if task.arg is not UNSET else task.node, task.index)
 
 
 class TaskRun(Protocol):
