@@ -365,11 +365,11 @@ class GraphRun:
                 if self._stopping or self.cancelling:
                     await self._settle_stops(tasks)
             else:
-                self._show_cached(tasks)
+                self._show_started(tasks)
             return any(t.writes is None for t in tasks)
         # the common case: one task, no TaskGroup, no pending write (the checkpoint follows)
         if not runnable:  # paused, or finished before (its result kept): the step can end
-            self._show_cached(tasks)
+            self._show_started(tasks)
             return tasks[0].writes is None
         self._count_step()
         task = tasks[0]
@@ -476,7 +476,7 @@ class GraphRun:
 
     async def run_tasks(self, tasks: list[Task]) -> None:
         runnable = started([t for t in tasks if t.runnable])  # in LangGraph's order
-        self._show_cached(tasks, runnable)
+        self._show_started(tasks, runnable)
         try:
             async with asyncio.TaskGroup() as group:
                 for task in runnable:
@@ -488,7 +488,7 @@ class GraphRun:
         finally:
             self.running.clear()
 
-    def _show_cached(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
+    def _show_started(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
         """Tell the stream the starts of this step's tasks, as LangGraph lists every task of
         the step before any runs: those about to run (``runnable``) and those that finished
         in an earlier call, in the order LangGraph starts them; then the updates of the
