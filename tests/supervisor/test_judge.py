@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
+from tinyagents import (
+    Agent,
+    ModelRateLimitError,
+    ModelServerError,
+    RunStatus,
+    Runtime,
+    SupervisorSpec,
+    tool,
+)
 from tinyagents.events import SupervisorEvent
 from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, ToolCall
 from tinyagents.supervisor import SupervisorSpecError
@@ -25,11 +33,13 @@ from tinyagents.testkit import (
     ErrorReply,
     EventRecorder,
     EventWaiter,
+    FakeClock,
     FunctionModel,
     OpenAICompatServer,
     ScriptedModel,
     reply,
     tool_call,
+    use_clock,
 )
 
 
@@ -745,3 +755,121 @@ async def test_a_late_verdicts_action_names_the_iteration_that_was_judged(answer
         first = supervisor_data(recorder, "supervisor.judge_verdict")[0]
         assert (first["passed"], first["iteration"]) == (False, 1)
         assert (action["source"], action["iteration"]) == ("llm", 1)
+
+
+def _moving(clock: FakeClock, seconds: float) -> Any:
+    @tool
+    def advance() -> str:
+        """Let time pass."""
+        clock.advance(seconds)
+        return "later"
+
+    return advance
+
+
+def _waiting_for(waiter: EventWaiter, type_: str, name: str) -> Any:
+    async def wait() -> str:
+        await waiter.event(type_)
+        return "seen"
+
+    return tool(wait, name=name, description=f"Wait for {type_}.")
+
+
+async def test_a_judge_its_provider_rate_limits_is_not_asked_again_until_the_wait_is_over() -> None:
+    """A 429 asking to wait 120 s used to be answered by calling the judge again at the next
+    slot, of this run and of every other: each call another 429, hammering a provider that
+    had said when to come back. Until the wait is over a slot is a judge error without a
+    call (``on_judge_error`` acts on it as on the 429 itself); after it the judge is asked."""
+    clock, asked = FakeClock(), []
+
+    async def judge(request: ModelRequest) -> str:
+        asked.append(clock.monotonic())
+        if len(asked) == 1:
+            raise ModelRateLimitError("slow down", model="judge", retry_after_s=120)
+        return '{"passed": true, "reason": "fine"}'
+
+    waiter, recorder = EventWaiter(), EventRecorder()
+    tools = [
+        _waiting_for(waiter, "supervisor.judge_error", "work"),
+        _moving(clock, 121),
+        _waiting_for(waiter, "supervisor.judge_verdict", "check"),
+    ]
+    with use_clock(clock):
+        async with Runtime(
+            supervisor=SupervisorSpec(model=FunctionModel(judge)), sinks=[waiter, recorder]
+        ) as rt:
+            model = ScriptedModel(
+                [tool_call("work"), tool_call("advance"), tool_call("check"), reply("done")]
+            )
+            result = await (await rt.start(Agent("a", model, tools=tools), "go")).result()
+            assert rt.supervisor.judge_failures == 2
+    assert result.status is RunStatus.COMPLETED
+    assert asked == [0.0, 121.0]  # iteration 2 was not asked: the wait was not over
+    assert supervisor_data(recorder, "supervisor.judge_error") == [
+        {"error": "ModelRateLimitError", "iteration": 1, "retry_after_s": 120.0},
+        {"error": "ModelRateLimitError", "iteration": 2, "retry_after_s": 120.0},
+    ]
+    assert [d["iteration"] for d in supervisor_data(recorder, "supervisor.judge_verdict")] == [3]
+
+
+async def test_a_rate_limit_on_one_run_holds_the_judge_of_every_run_sharing_it() -> None:
+    clock, asked = FakeClock(), []
+
+    async def judge(request: ModelRequest) -> str:
+        asked.append(clock.monotonic())
+        raise ModelRateLimitError("slow down", model="judge", retry_after_s=30)
+
+    waiter, recorder = EventWaiter(), EventRecorder()
+    spec = SupervisorSpec(model=FunctionModel(judge), on_judge_error="abort")
+    work = _waiting_for(waiter, "supervisor.action", "work")
+    with use_clock(clock):
+        async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+            first = ScriptedModel([tool_call("work"), reply("done")])
+            one = await (await rt.start(Agent("a", first, tools=[work]), "go")).result()
+            clock.advance(10)
+            second = ScriptedModel([tool_call("work"), reply("done")])
+            two = await (await rt.start(Agent("b", second, tools=[work]), "go")).result()
+    assert len(asked) == 1
+    assert (one.status, two.status) == (RunStatus.ABORTED, RunStatus.ABORTED)
+    assert one.error == "judge unavailable (ModelRateLimitError: retry after 30 s)"
+    assert two.error == "judge unavailable (ModelRateLimitError: retry after 20 s)"
+
+
+async def test_a_failing_judge_is_logged_once_a_minute_not_once_a_slot(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A provider that is down failed every slot of every run, and each failure was a
+    warning: a thousand watched runs, a thousand warnings a round. One warning a minute per
+    judge now, saying how many failures it did not warn of; every failure is still
+    counted and published on its run."""
+    clock = FakeClock()
+
+    async def judge(request: ModelRequest) -> str:
+        raise ModelServerError("down", model="judge", status=503)
+
+    waiter, recorder = EventWaiter(), EventRecorder()
+
+    def failures(n: int, then_wait: float = 0) -> Any:
+        async def wait() -> str:
+            await waiter.until(lambda e: len(recorder.of_type("supervisor.judge_error")) >= n)
+            clock.advance(then_wait)
+            return "seen"
+
+        return tool(wait, name=f"w{n}", description="Wait for the judge.")
+
+    # slots 1-4 fail at the same time, slot 5 61 s later
+    tools = [failures(1), failures(2), failures(3), failures(4, then_wait=61), failures(5)]
+    script = [tool_call(t.name) for t in tools] + [reply("done")]
+    with use_clock(clock):
+        async with Runtime(
+            supervisor=SupervisorSpec(model=FunctionModel(judge)), sinks=[recorder, waiter]
+        ) as rt:
+            model = ScriptedModel(script)
+            result = await (await rt.start(Agent("a", model, tools=tools), "go")).result()
+            assert rt.supervisor.judge_failures == 5
+    assert result.status is RunStatus.COMPLETED
+    assert len(supervisor_data(recorder, "supervisor.judge_error")) == 5
+    logged = [r.getMessage() for r in caplog.records if "judge failed" in r.getMessage()]
+    assert len(logged) == 2
+    assert logged[0].endswith(": down")
+    assert "3 more judge failures" in logged[1]

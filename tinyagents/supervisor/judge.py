@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,6 +218,14 @@ class Judge:
         self.model = model
         self.system = SYSTEM_PROMPT.format(criteria=criteria or "(no policy given: pass)")
         self.timeout_s = timeout_s
+        #: What shares the provider's limits with this judge: the judges of every run of a
+        #: spec, and of other specs that call the same model at the same endpoint with the
+        #: same key (a ``Model`` object given as the judge: that object).
+        self.key: Hashable = (
+            (model.name, model.api_base, model.api_key)
+            if isinstance(model, LiteLLMModel)
+            else ("model", id(model))
+        )
 
     def request(self, data: JudgeInput, *, deadline: float | None = None) -> ModelRequest:
         return ModelRequest(

@@ -19,14 +19,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
     ConfigurationError,
     ModelError,
+    ModelRateLimitError,
     RuntimeClosed,
     StoreError,
     kind_of,
@@ -112,6 +115,11 @@ class _Watch(Record):
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
 
+#: A failing judge is warned of at most once in this many seconds (per provider it calls),
+#: the warning saying how many failures went unsaid since: a provider that is down fails
+#: every slot of every watched run. Each failure is still counted and published on its run.
+JUDGE_WARN_EVERY_S = 60.0
+
 #: The first wait before a command the store could not log is sent again, and the longest.
 _RESEND_FIRST_S = 0.05
 _RESEND_MAX_S = 2.0
@@ -120,6 +128,18 @@ _RESEND_LOG_EVERY = 30
 
 #: The ends of a command that was not applied.
 _REFUSED = frozenset({"steering.rejected", "steering.failed", "steering.superseded"})
+
+
+def _still_limited(judge: Judge, left_s: float) -> ModelRateLimitError:
+    """The judge error of a slot that falls in the wait its provider asked for (``left_s``
+    more seconds of it, said to a tenth of a second up): nothing is sent."""
+    left_s = math.ceil(left_s * 10) / 10
+    return ModelRateLimitError(
+        f"the judge {judge.model.name!r} was not asked: its provider is rate-limiting it and "
+        f"asked to wait {left_s:g} s more",
+        model=judge.model.name,
+        retry_after_s=left_s,
+    )
 
 
 def _clip(reason: str) -> str:
@@ -201,6 +221,11 @@ class Supervisor:
         #: What the judge's calls cost, all runs together: the tokens (and USD, when litellm
         #: knows the price) of every answer, verdict or not. Never part of a run's usage.
         self.judge_usage = Usage()
+        #: By judge (``Judge.key``): until when (``_clock.monotonic()``) its provider asked
+        #: not to be called (a 429's or a 503's ``Retry-After``), for every run it judges.
+        self._judge_waits: dict[Hashable, float] = {}
+        #: By judge: when a failure of it was last warned of, and the failures since.
+        self._judge_warned: dict[Hashable, tuple[float, int]] = {}
 
     # ------------------------------------------------------------------ watching
 
@@ -545,6 +570,14 @@ class Supervisor:
             return
         if w.aborted:
             return  # our abort is on its way: no verdict could be acted on, none is paid for
+        waited = self._judge_waits.get(w.judge.key)
+        if waited is not None:
+            left = waited - _clock.monotonic()
+            if left > 0:
+                # its provider asked to wait: this slot is a judge error, sent nowhere
+                self._judge_failed(w, _still_limited(w.judge, left), iteration=iteration)
+                return
+            del self._judge_waits[w.judge.key]
         if w.judge_task is not None and not w.judge_task.done():
             self.judge_skipped += 1  # at most one verdict in flight: this slot is skipped
             return
@@ -589,7 +622,7 @@ class Supervisor:
             said = f"{error}: no answer within {w.judge.timeout_s:g} s"
         else:
             said = message_of(exc) or error
-        log.warning("the supervisor's judge failed on run %s: %s", w.handle.run_id, said)
+        self._warn(w, said)
         data: dict[str, Any] = {"error": error, "iteration": iteration}
         why = error
         if isinstance(exc, JudgeError) and exc.usage is not None:  # it answered, at a cost
@@ -598,6 +631,10 @@ class Supervisor:
         if isinstance(exc, ModelError) and exc.retry_after_s is not None:  # a rate limit
             data["retry_after_s"] = exc.retry_after_s
             why = f"{error}: retry after {exc.retry_after_s:g} s"
+            if w.judge is not None:  # no call to it, from any run, before then
+                until = _clock.monotonic() + exc.retry_after_s
+                key = w.judge.key
+                self._judge_waits[key] = max(until, self._judge_waits.get(key, until))
         self._emit(w, "supervisor.judge_error", data=data)
         if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
             self._act(
@@ -607,6 +644,23 @@ class Supervisor:
                 f"judge unavailable ({why})",
                 iteration=iteration,
             )
+
+    def _warn(self, w: _Watch, said: str) -> None:
+        """Log a judge failure: a warning at most every ``JUDGE_WARN_EVERY_S`` per judge,
+        saying how many came since the last one; the others at debug level."""
+        key = w.judge.key if w.judge is not None else None  # (a judge that was not made)
+        now = _clock.monotonic()
+        warned = self._judge_warned.get(key)
+        if warned is not None and now - warned[0] < JUDGE_WARN_EVERY_S:
+            self._judge_warned[key] = (warned[0], warned[1] + 1)
+            log.debug("judge failure on run %s: %s", w.handle.run_id, said)
+            return
+        unsaid = warned[1] if warned is not None else 0
+        since = (
+            f" ({unsaid} more judge failures since the last warning, not logged)" if unsaid else ""
+        )
+        log.warning("the supervisor's judge failed on run %s: %s%s", w.handle.run_id, said, since)
+        self._judge_warned[key] = (now, 0)
 
     # ------------------------------------------------------------------ helpers
 
