@@ -18,7 +18,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
-from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
 from tinyagents.graph.reducers import (
     REMOVE_ALL_MESSAGES,
     Overwrite,
@@ -68,6 +68,7 @@ __all__ = [
     "append",
     "default_retry_on",
     "interrupt",
+    "is_invalid_resume",
     "overwrite",
     "union",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 from tinyagents._record import Record
 from tinyagents.errors import GraphError
-from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.interrupts import Interrupt, ResponseSchema
 
 
 class NodeInterrupt(BaseException):
@@ -74,13 +74,14 @@ class TaskScope(Record):
         self.counter = 0
         self.calls = 0
 
-    def interrupt(self, value: Any) -> Any:
+    def interrupt(self, value: Any, schema: ResponseSchema | None = None) -> Any:
         index = self.counter
         self.counter += 1
         task = self.task
         interrupt_id = stable_id("i-", task.id, index)
         if interrupt_id in self.resume:
-            return self.resume[interrupt_id]
+            answer = self.resume[interrupt_id]
+            return answer if schema is None else schema.check(answer, interrupt_id)
         if not self.checkpointed:
             raise GraphError(
                 f"interrupt() in node {task.node!r} needs a checkpointer to resume from: "
@@ -95,6 +96,7 @@ class TaskScope(Record):
                     node=task.node,
                     ns=self.ns,
                     index=index,
+                    response_schema=None if schema is None else schema.json,
                 )
             ]
         )
@@ -105,7 +107,7 @@ class _Unsaved:
 
     __slots__ = ()
 
-    def interrupt(self, value: Any) -> Any:
+    def interrupt(self, value: Any, schema: ResponseSchema | None = None) -> Any:
         raise GraphError(
             "interrupt() needs a checkpointer to resume from: "
             "compile(checkpointer=MemoryCheckpointer()) or a SqliteCheckpointer"

@@ -172,6 +172,9 @@ class TaskRecords(Record):
     skipped_by: str | None = None
     #: ``repr`` of the exception the task's last attempt failed with (LangGraph's task error)
     error: str | None = None
+    #: interrupt ids whose answer was withdrawn (``interrupt()``'s schema refused it): a new
+    #: answer to one of them clears its mark (``withdrawal_write``)
+    withdrawn: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -325,6 +328,11 @@ async def load_records(
             rec.steered[w.key] = w.value
         elif w.kind == "error":
             rec.error = w.value
+        elif w.kind == "withdrawn" and w.value:
+            rec.withdrawn.add(w.key)
+    for rec in records.values():
+        for iid in rec.withdrawn:  # (whichever of the two writes came first)
+            rec.resume.pop(iid, None)
     return records
 
 
@@ -371,6 +379,14 @@ def steering_ref(correlation_id: str, scope: str = "") -> str:
 def error_write(task_id: str, error: BaseException) -> WriteRecord:
     """The failure of a task's attempt, shown as ``TaskState.error`` (its ``repr``)."""
     return WriteRecord(task_id=task_id, kind="error", value=repr(error)[:2000])
+
+
+def withdrawal_write(task_id: str, interrupt_id: str, withdrawn: bool = True) -> WriteRecord:
+    """The answer to ``interrupt_id`` is withdrawn (the schema of the ``interrupt()`` it
+    answered refused it: the question waits for another), or, ``withdrawn=False``, a new
+    answer to it stands. One write per interrupt, overwritten in place, so the order in
+    which a backend lists writes does not matter."""
+    return WriteRecord(task_id=task_id, kind="withdrawn", key=interrupt_id, value=withdrawn)
 
 
 def interrupt_write(task_id: str, interrupts: list[Interrupt]) -> WriteRecord:

@@ -44,9 +44,10 @@ from tinyagents.graph.checkpointing import (
     new_frontier_id,
     result_write,
     save,
+    withdrawal_write,
 )
 from tinyagents.graph.core import breakpoint_nodes
-from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.tasks import (
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore, NodeSpec
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
-    from tinyagents.store.checkpoint.base import Checkpointer
+    from tinyagents.store.checkpoint.base import Checkpointer, WriteRecord
 
 _log = logging.getLogger("tinyagents.graph")
 
@@ -578,7 +579,7 @@ class GraphRun:
             return
         except (Exception, ParentCommand) as exc:
             if self.checkpointer is not None and not isinstance(exc, ParentCommand):
-                await self._save_error(task, exc)
+                await self._save_error(task, exc, self._withdrawn(task, exc))
             if not save_result:  # a step of one task: its error is the step's
                 raise
             raise _TaskFailed(task.index, exc) from exc
@@ -623,19 +624,35 @@ class GraphRun:
         stream.task_finished(self, task, None)
         self._ended.add(task.id)
 
-    async def _save_error(self, task: Task, exc: BaseException) -> None:
-        """Record why ``task`` failed (``get_state().tasks[i].error``); the node's own error
-        is what the run reports, so a store that cannot take the record only logs it."""
+    async def _save_error(
+        self, task: Task, exc: BaseException, withdrawn: WriteRecord | None = None
+    ) -> None:
+        """Record why ``task`` failed (``get_state().tasks[i].error``), and the answer its
+        failure ``withdrawn``; the node's own error is what the run reports, so a store that
+        cannot take the record only logs it."""
         assert self.checkpointer is not None
+        writes = [error_write(task.id, exc)]
+        if withdrawn is not None:
+            writes.append(withdrawn)
         try:
             await self.checkpointer.put_writes(
-                self.head.thread_id,
-                self.head.ns,
-                self.head.frontier_id,
-                [error_write(task.id, exc)],
+                self.head.thread_id, self.head.ns, self.head.frontier_id, writes
             )
         except Exception as store_exc:
             _log.warning("could not record the error of task %s: %s", task.id, store_exc)
+
+    def _withdrawn(self, task: Task, exc: BaseException) -> WriteRecord | None:
+        """If ``exc`` is an answer ``interrupt()``'s schema refused, take that answer back
+        from ``task`` (its question asks again) and return the write that says so."""
+        iid = invalid_resume_of(exc)
+        if iid is None or iid not in task.resume:
+            return None
+        del task.resume[iid]
+        records = self.head.records.get(task.id)
+        if records is not None:
+            records.resume.pop(iid, None)  # (the same dict, for a task planned from them)
+            records.withdrawn.add(iid)
+        return withdrawal_write(task.id, iid)
 
     async def skip(self, task: Task, *, by: str | None = None) -> None:
         """Finish ``task`` with no writes and no successors (a cancelled task, ``skip``);

@@ -1,9 +1,13 @@
-"""``Interrupt``: a node's pending question, as the graph records and surfaces it."""
+"""``Interrupt``: a node's pending question, as the graph records and surfaces it; and the
+typed answers of ``interrupt(value, response_schema=...)``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic.errors import PydanticUserError
 
 from tinyagents._record import FrozenRecord
 
@@ -13,7 +17,9 @@ class Interrupt(FrozenRecord):
     """A pending question from a node: answer it with ``Command(resume={id: value})``.
 
     ``ns`` is empty for the graph's own nodes and ``"node:task_id"`` (``|``-joined when
-    nested) for an interrupt raised inside a sub-graph.
+    nested) for an interrupt raised inside a sub-graph. ``response_schema``: the JSON Schema
+    of the answer the node expects (``interrupt(value, response_schema=...)``), for a client
+    to render a form; None when the node gave none.
     """
 
     id: str
@@ -22,9 +28,10 @@ class Interrupt(FrozenRecord):
     node: str
     ns: str = ""
     index: int = 0
+    response_schema: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "id": self.id,
             "value": self.value,
             "task_id": self.task_id,
@@ -32,7 +39,90 @@ class Interrupt(FrozenRecord):
             "ns": self.ns,
             "index": self.index,
         }
+        if self.response_schema is not None:
+            data["response_schema"] = self.response_schema
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Interrupt:
         return cls(**data)
+
+
+#: The attribute that marks a ``ValidationError`` as an answer ``interrupt()`` refused: the
+#: id of the interrupt it answered (the run withdraws that answer).
+_INVALID_RESUME = "_tinyagents_invalid_resume"
+
+
+def is_invalid_resume(error: BaseException) -> bool:
+    """Whether ``error`` is an answer to ``interrupt(..., response_schema=...)`` that did not
+    match the schema (LangGraph's ``langgraph.errors.is_invalid_resume``): the answer was not
+    kept, and the question waits for another ``Command(resume=...)``."""
+    return invalid_resume_of(error) is not None
+
+
+def invalid_resume_of(error: BaseException) -> str | None:
+    """The id of the interrupt whose answer ``error`` refused, if it is such an error."""
+    iid = getattr(error, _INVALID_RESUME, None)
+    return iid if isinstance(error, ValidationError) and isinstance(iid, str) else None
+
+
+class ResponseSchema:
+    """What ``interrupt(value, response_schema=...)`` was given: the JSON Schema the question
+    carries, and the adapter that checks an answer (None for a JSON Schema ``dict``, which is
+    surfaced as given and checks nothing, as LangGraph's)."""
+
+    __slots__ = ("adapter", "json")
+
+    def __init__(self, schema: Any) -> None:
+        self.adapter: TypeAdapter[Any] | None = None
+        if isinstance(schema, dict):
+            self.json: dict[str, Any] = schema
+            return
+        if isinstance(schema, str):  # pydantic would read it as a forward reference
+            raise TypeError(_unreadable(schema, "a string is no schema"))
+        try:
+            self.adapter = TypeAdapter(schema)
+            self.json = self.adapter.json_schema()
+        except (PydanticUserError, NameError, SyntaxError) as exc:
+            raise TypeError(_unreadable(schema, str(exc).splitlines()[0])) from exc
+
+    def check(self, answer: Any, interrupt_id: str) -> Any:
+        """``answer`` as the schema reads it; a ``ValidationError`` marked as an invalid
+        answer to ``interrupt_id`` when it does not match."""
+        if self.adapter is None:
+            return answer
+        try:
+            return self.adapter.validate_python(answer)
+        except ValidationError as exc:
+            setattr(exc, _INVALID_RESUME, interrupt_id)
+            raise
+
+
+def _unreadable(schema: Any, why: str) -> str:
+    return (
+        f"interrupt(response_schema={schema!r}): {why}; give a JSON Schema dict, or a type "
+        "pydantic validates (a BaseModel, a TypedDict, a dataclass, int, list[str], ...)"
+    )
+
+
+#: Schemas already read, by the object given (a type is read once, not at every call); at
+#: most ``_READ_KEPT`` (a program that makes its types at run time does not grow it for good).
+_READ: dict[Any, ResponseSchema] = {}
+_READ_KEPT = 256
+
+
+def read_response_schema(schema: Any) -> ResponseSchema | None:
+    """``schema`` read (once per hashable schema): None for no schema; a ``TypeError`` for
+    one pydantic cannot read."""
+    if schema is None:
+        return None
+    try:
+        read = _READ.get(schema)
+    except TypeError:  # unhashable (a dict): read each time
+        return ResponseSchema(schema)
+    if read is None:
+        read = ResponseSchema(schema)
+        if len(_READ) >= _READ_KEPT:
+            _READ.clear()
+        _READ[schema] = read
+    return read

@@ -52,13 +52,16 @@ class GraphEvents:
     def interrupted(self, run: GraphRun, result: GraphResult) -> None:
         """Every pause reports what it waits for, so a watcher can tell "paused again"."""
         for i in result.interrupts:
+            data = {"interrupt_id": i.id, "ns": i.ns, "value": _shown(i.value)}
+            if i.response_schema is not None:  # the answer's shape, for a client's form
+                data["response_schema"] = i.response_schema
             self.emit(
                 "graph.interrupt",
                 step=run.head.step + 1,
                 task_id=i.task_id,
                 node=i.node,
                 checkpoint_id=run.head.checkpoint_id,
-                data={"interrupt_id": i.id, "ns": i.ns, "value": _shown(i.value)},
+                data=data,
             )
 
     def resumed(self, run: GraphRun) -> None:

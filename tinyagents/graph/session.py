@@ -32,6 +32,7 @@ from tinyagents.graph.checkpointing import (
     pending_input,
     result_write,
     save,
+    withdrawal_write,
 )
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.reducers import Replaced
@@ -531,11 +532,19 @@ async def record_resume(
             WriteRecord(task_id=w.task_id, kind="steered", key=steered_by, value=w.key)
             for w in resume
         ]
+    # a question whose earlier answer was withdrawn (its schema refused it): this one stands
+    writes += [
+        withdrawal_write(w.task_id, w.key, withdrawn=False)
+        for w in resume
+        if w.task_id in head.records and w.key in head.records[w.task_id].withdrawn
+    ]
     await cp.put_writes(head.thread_id, head.ns, head.frontier_id, writes)
     for w in writes:
         records = head.records.setdefault(w.task_id, TaskRecords())
         if w.kind == "steered":
             records.steered[w.key] = w.value
+        elif w.kind == "withdrawn":
+            records.withdrawn.discard(w.key)
         else:
             records.resume[w.key] = w.value
 

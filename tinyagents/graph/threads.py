@@ -109,6 +109,8 @@ async def _snapshot(
     if head is None:
         return None
     errors = {task_id: rec.error for task_id, rec in head.records.items() if rec.error}
+    # a task asking again because its answer was refused shows why, beside its question
+    refused = {task_id for task_id, rec in head.records.items() if rec.withdrawn}
     run = GraphRun(graph, head, checkpointer=cp, recursion_limit=0)
     tasks = run.plan()
     values = run.state_of(tasks) if checkpoint_id is None else head.values
@@ -144,7 +146,9 @@ async def _snapshot(
                 interrupts=tuple(i for i in t.interrupts if past or i.id not in t.resume),
                 result=result,
                 states=subs,
-                error=errors.get(t.id) if t.writes is None and not t.interrupts else None,
+                error=errors.get(t.id)
+                if t.writes is None and (not t.interrupts or t.id in refused)
+                else None,
             )
         )
     return StateSnapshot(

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 from tinyagents._record import FrozenRecord, Record
 from tinyagents.errors import InvalidRouteError
 from tinyagents.graph._context import current_scope
-from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.interrupts import Interrupt, read_response_schema
 from tinyagents.graph.state import StateView
 
 START: Final = "__start__"
@@ -105,14 +105,23 @@ class Command(FrozenRecord, Generic[N]):
         return [node_name(g) if isinstance(g, str) else g for g in goto]
 
 
-def interrupt(value: Any = None) -> Any:
+def interrupt(value: Any = None, *, response_schema: Any = None) -> Any:
     """Pause the running node and surface ``value`` to the caller.
 
     On resume the node runs again from the top and the n-th ``interrupt()`` call returns the
     n-th answer; an unanswered call pauses the task again. Needs a checkpointer.
+
+    ``response_schema`` (LangGraph's): the answer the node expects. A JSON Schema ``dict``
+    goes out with the question as given (``Interrupt.response_schema``) and answers are not
+    checked; a pydantic model, ``TypedDict``, dataclass or other type pydantic validates goes
+    out as its JSON Schema, and the answer is validated: this call returns the validated value
+    (a model instance, say). An answer that does not match raises pydantic's
+    ``ValidationError`` in the node (``is_invalid_resume`` tells it apart); left uncaught it
+    fails the node, the answer is not kept, and the question waits for another
+    ``Command(resume=...)``. A schema pydantic cannot read is a ``TypeError``.
     """
     scope = current_scope()
-    return scope.interrupt(value)
+    return scope.interrupt(value, read_response_schema(response_schema))
 
 
 #: Errors that say the node is wrong, not that the world was: another attempt would fail the

@@ -61,6 +61,9 @@ class LiveRuns:
                 # event log do: the snapshot is written as JSON to the store and to Redis
                 "value": to_jsonable_python(event.data.get("value"), fallback=repr),
             }
+            schema = event.data.get("response_schema")
+            if schema is not None:  # interrupt(..., response_schema=...): the answer's shape
+                pending[interrupt_id]["response_schema"] = schema
             self._interrupts[run_id] = (event.step, pending)
             self.asked.add(run_id)
         elif event.type in _INTERRUPTS_END:
