@@ -9,11 +9,13 @@ safe boundary (its in-flight model request and tool finish; nothing after them r
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from tinyagents import (
     Agent,
+    Decision,
     RunContext,
     RunLimits,
     RunStatus,
@@ -313,6 +315,23 @@ async def test_a_child_started_after_the_cancel_arrived_is_cancelled_before_it_w
     recorder.assert_every_command_terminal()
 
 
+class RefusesCancel(Middleware):
+    """A run's policy that refuses every cancel, after ``ticks`` turns of the event loop (a
+    policy that asks a service before it decides)."""
+
+    name = "refuses-cancel"
+
+    def __init__(self, ticks: int = 0) -> None:
+        self.ticks = ticks
+
+    async def steering(self, cmd: Any, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is SteeringKind.CANCEL:
+            for _ in range(self.ticks):
+                await asyncio.sleep(0)
+            return Decision.reject(cmd, "this run is not cancelled", "middleware:refuses-cancel")
+        return await call_next(cmd)
+
+
 def spawns_then_answers(gate: Gate) -> FunctionModel:
     """A parent's model: starts ``child`` in the background, then answers (no tool call)
     once ``gate`` opens."""
@@ -363,7 +382,7 @@ async def test_a_child_policy_that_raises_on_its_cancel_does_not_hang_the_parent
 ):
     """The child's steering middleware raises on the cancel passed down to it: that cancel
     is rejected (the child carries on, as with any refused cancel) and the parent ends
-    cancelled once it has. The error escaped the parent's cancel, which never ended."""
+    cancelled. The error escaped the parent's cancel, which never ended."""
 
     class Buggy(Middleware):
         name = "buggy"
@@ -387,7 +406,9 @@ async def test_a_child_policy_that_raises_on_its_cancel_does_not_hang_the_parent
     child_gate.open()
     result = await parent.result()
     assert result.status is RunStatus.CANCELLED
-    assert kid.status is RunStatus.COMPLETED  # its cancel was refused: it finished its work
+    kid_handle = rt.runs.get(kid.run_id)
+    assert kid_handle is not None  # its cancel was refused: it finishes its work
+    assert (await kid_handle.result()).status is RunStatus.COMPLETED
     refused = [
         e
         for e in recorder.events
@@ -453,4 +474,70 @@ async def test_a_run_that_fails_or_hits_a_limit_cancels_its_background_children(
     gate.open()
     assert (await handle.result()).status is RunStatus.CANCELLED
     assert "ended limit_exceeded" in ((await handle.result()).error or "")
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_parent_does_not_wait_for_a_child_whose_cancel_was_refused(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A child's policy refuses the cancel its parent passes down: the child is let go and
+    carries on, and the parent ends ``cancelled`` without it. The parent applied its cancel
+    and then waited for the child to end of itself, however long that took (for ever, for a
+    child held by a human's pause): still ``running``, its result never came."""
+
+    child_gate, parent_gate = Gate("child"), Gate("parent")
+    child = SubAgent(
+        Agent("child", child_gate.model("child answer"), middleware=[RefusesCancel()]),
+        description="c",
+    )
+    parent = await rt.start(
+        Agent("parent", spawns_then_answers(parent_gate), tools=orchestrator_tools([child])),
+        "go",
+    )
+    await child_gate.entered.wait()
+    await parent_gate.entered.wait()
+    (kid,) = rt.runs.tree.children(parent.run_id)
+    await parent.cancel("stop", actor=OPERATOR)
+    parent_gate.open()
+    result = await parent.result()  # the child is still inside its model call
+    assert result.status is RunStatus.CANCELLED
+    assert not kid.status.finished
+    child_gate.open()
+    kid_handle = rt.runs.get(kid.run_id)
+    assert kid_handle is not None
+    assert (await kid_handle.result()).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_run_does_not_wait_for_a_child_an_ancestors_cancel_was_refused_for(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """The root's cancel is passed down to ``mid`` (paused at a boundary, so it applies its
+    cancel at once) and to ``leaf``, whose policy takes a while to refuse it: ``mid`` has
+    applied its cancel by then, and waited for the leaf it took for cancelled, for ever."""
+
+    leaf_gate, mid_gate = Gate("leaf"), Gate("mid")
+    leaf = SubAgent(
+        Agent("child", leaf_gate.model("leaf answer"), middleware=[RefusesCancel(ticks=10)]),
+        description="c",
+    )
+    mid = Agent("mid", spawns_then_answers(mid_gate), tools=orchestrator_tools([leaf]))
+    root_model = ScriptedModel([tool_call("mid", input="go"), reply("root done")])
+    root = await rt.start(Agent("root", root_model, tools=[SubAgentTool(SubAgent(mid))]), "go")
+    await leaf_gate.entered.wait()
+    (mid_info,) = rt.runs.tree.children(root.run_id)
+    (leaf_info,) = rt.runs.tree.children(mid_info.run_id)
+    mid_handle, leaf_handle = rt.runs.get(mid_info.run_id), rt.runs.get(leaf_info.run_id)
+    assert mid_handle is not None and leaf_handle is not None
+    await mid_gate.entered.wait()
+    await mid_handle.pause(actor=OPERATOR)
+    mid_gate.open()  # mid's answer comes, and mid is held at the boundary after it
+    await waiter.event("run.paused", mid_info.run_id)
+
+    await root.cancel("stop", actor=OPERATOR)
+    assert (await root.result()).status is RunStatus.CANCELLED
+    assert (await mid_handle.result()).status is RunStatus.CANCELLED
+    assert not leaf_info.status.finished  # let go: still inside its model call
+    leaf_gate.open()
+    assert (await leaf_handle.result()).status is RunStatus.COMPLETED
     recorder.assert_every_command_terminal()

@@ -732,13 +732,29 @@ class AgentRun(RunDriver):
 
     async def _cancel_children(self, reason: str | None, *, immediate: bool) -> None:
         """Cancel every live descendant (the way this run was cancelled) and wait for the
-        children to end."""
+        children that took their cancel to end. A child whose cancel was refused is let go
+        (``_send_cancels`` unmarked it): waiting for it held this run, cancelled, until the
+        child ended of itself, for ever for one a human's pause holds."""
         await self._send_cancels(self._freeze_subtree(), reason, immediate=immediate)
         runs = self.runtime.runs
         for info in runs.tree.children(self.info.run_id):
             child = runs.get(info.run_id)
-            if child is not None and not child.status.finished:
-                await child.result()
+            if child is not None:
+                await self._wait_unless_let_go(child)
+
+    async def _wait_unless_let_go(self, child: RunHandle) -> None:
+        """Wait for ``child`` to end, unless its cancel is refused, also one an ancestor's
+        cancel is still on its way with (``_unfreeze`` pokes this run when it lets go)."""
+        poke = self._poke = self._poke or asyncio.Event()
+        while child.cancelling and not child.status.finished:
+            poke.clear()
+            ended = asyncio.ensure_future(child.result())
+            let_go = asyncio.ensure_future(poke.wait())
+            try:
+                await asyncio.wait((ended, let_go), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                ended.cancel()
+                let_go.cancel()
 
     def _freeze_subtree(self) -> list[RunHandle]:
         """Mark every live descendant not yet being cancelled, parents first, and freeze the
@@ -808,7 +824,7 @@ class AgentRun(RunDriver):
                 receipt = await self.runtime.submit(cmd)
             except BaseException as exc:
                 for unsent in handles[index:]:
-                    _unfreeze(unsent)
+                    _unfreeze(unsent, self.runtime)
                 if isinstance(exc, RuntimeClosed):
                     # The runtime began to close after the cancel was queued: its close
                     # cancels every run still going, these included. Nothing is left to send,
@@ -816,7 +832,7 @@ class AgentRun(RunDriver):
                     return
                 raise
             if not receipt.accepted:
-                _unfreeze(handle)
+                _unfreeze(handle, self.runtime)
 
     def _result(self, status: RunStatus, output: Any, error: str | None = None) -> RunResult:
         return RunResult(
@@ -1027,12 +1043,18 @@ _RUN_ENDS = frozenset(
 )
 
 
-def _unfreeze(handle: RunHandle) -> None:
+def _unfreeze(handle: RunHandle, runtime: RunHost) -> None:
+    """Let go of a run whose cancel was refused (or never sent): it carries on, and its
+    parent, if it is waiting for it to end (``_wait_unless_let_go``), waits no more."""
     handle.cancelling = False
     driver = handle.driver
     if isinstance(driver, AgentRun) and driver.frozen:
         driver.frozen = False
         driver.wake()
+    parent = runtime.runs.get(handle.info.parent_run_id or "")
+    waiting = parent.driver if parent is not None else None
+    if isinstance(waiting, AgentRun) and waiting._poke is not None:
+        waiting._poke.set()
 
 
 def limit_error(handle: RunHandle, result: RunResult) -> RunLimitExceeded:
