@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
-from tinyagents import Agent, RunStatus, Runtime
+import pytest
+from pydantic import BaseModel
+
+from tinyagents import Agent, RunStatus, Runtime, SteeringRenderer
 from tinyagents.harness import ModelRequest
 from tinyagents.testkit import EventRecorder, FunctionModel
+
+
+class Bar(BaseModel):
+    bar: int
 
 
 async def test_instruction_delivered_after_a_final_answer_is_not_lost() -> None:
@@ -39,3 +47,35 @@ async def test_instruction_delivered_after_a_final_answer_is_not_lost() -> None:
         e for e in recorder.steering(receipt.correlation_id) if e.type == "steering.delivered"
     ]
     assert delivered.boundary == "after_model_response"
+
+
+@pytest.mark.parametrize("role", ["user", "system"])
+async def test_a_steering_message_is_a_new_prompt_for_structured_output_whatever_its_role(
+    role: Literal["user", "system"],
+) -> None:
+    """An instruction that reaches the model between two invalid structured answers is a new
+    prompt, which the model gets one more ask for, whichever role it is rendered as: rendered
+    as ``system``, it was not counted as one, and the second invalid answer failed the run."""
+    steered, entered = asyncio.Event(), asyncio.Event()
+    answers = iter(['{"bar": "x"}', '{"bar": "y"}', '{"bar": "z"}', '{"bar": 3}'])
+    model_calls = 0
+
+    async def model(request: ModelRequest) -> str:
+        nonlocal model_calls
+        model_calls += 1
+        if model_calls == 2:  # asked again for valid output: the instruction arrives
+            entered.set()
+            await steered.wait()
+        return next(answers)
+
+    agent = Agent("a", FunctionModel(model), output_type=Bar, renderer=SteeringRenderer(role=role))
+    async with Runtime() as rt:
+        handle = await rt.start(agent, "question")
+        await entered.wait()
+        await handle.steer("count in threes")
+        steered.set()
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Bar(bar=3))
+    asks = [m.metadata.get("retry", m.metadata.get("kind")) for m in result.messages[1:]]
+    assert asks[1::2] == ["invalid_output", "add_instruction", "invalid_output"]
+    assert model_calls == 4

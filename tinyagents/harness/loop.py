@@ -967,10 +967,11 @@ def _unfenced(text: str) -> str:
 
 def _asked_since_the_prompt(messages: Sequence[Message], retry: str) -> bool:
     """Whether the model was asked again for ``retry``'s reason since the last prompt (a user
-    message that is no ask of ours): once per prompt, as pydantic-ai counts its retries over
-    the run, so that answers in between (a tool call, an empty answer) do not reset it."""
+    message that is no ask of ours, or a steering message in whichever role it is rendered):
+    once per prompt, as pydantic-ai counts its retries over the run, so that answers in
+    between (a tool call, an empty answer) do not reset it."""
     for message in reversed(messages):
-        if message.role != "user":
+        if message.role != "user" and "steering" not in message.metadata:
             continue
         asked = message.metadata.get("retry")
         if asked is None:
