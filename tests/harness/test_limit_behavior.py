@@ -168,3 +168,38 @@ async def test_stop_with_partial_without_typed_output_raises_the_limit() -> None
     assert info.value.limit == "max_tokens" and (info.value.used, info.value.allowed) == (55, 10)
     assert "stop_with_partial" in str(info.value)
     assert "its partial output is no valid Finding" in str(info.value)
+
+
+class Total(BaseModel):
+    total: int
+
+
+@pytest.mark.parametrize(
+    ("first", "answers", "output"),
+    [
+        (ModelResponse(text=""), [ModelResponse(text=""), reply("42")], "42"),
+        ('{"total": "x"}', ['{"total": "y"}', '{"total": 42}'], Total(total=42)),
+    ],
+    ids=["empty_answer", "invalid_output"],
+)
+async def test_a_run_continued_after_an_ask_it_never_sent_gets_its_own_ask(
+    first: ModelResponse | str, answers: list[ModelResponse | str], output: object
+) -> None:
+    """A run whose budget ran out right after it asked the model for an answer (an empty
+    one, or one that is not valid output) ends on that ask; a run that continues its
+    transcript (``input=[]``) sends it. Its model's first unusable answer failed that run at
+    once, as if this run had asked already: asks are counted per run, as pydantic-ai counts
+    its retries."""
+    output_type = None if isinstance(output, str) else Total
+    one = await Agent(
+        "a",
+        ScriptedModel([first]),
+        output_type=output_type,
+        limits=RunLimits(max_model_calls=1),
+    ).run("total?")
+    assert one.status is RunStatus.LIMIT_EXCEEDED
+    assert one.messages[-1].metadata.get("retry") is not None  # it ends on the ask
+    model = ScriptedModel(answers)
+    two = await Agent("a", model, output_type=output_type).run([], history=one.messages)
+    assert (two.status, two.output) == (RunStatus.COMPLETED, output)
+    assert len(model.requests) == 2

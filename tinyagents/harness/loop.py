@@ -157,6 +157,9 @@ class AgentRun(RunDriver):
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
         self._in_tool = False  # a tool call is under way (its result boundary will come)
+        #: How many messages the run was given (history and input): an ask of ours among
+        #: them was another run's, and does not count against this run's asks.
+        self._given = len(messages)
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -277,7 +280,7 @@ class AgentRun(RunDriver):
                 f"model {model!r} stopped before it answered anything: {why}; not asked again",
                 model=response.model,
             )
-        if messages and messages[-1].metadata.get("retry") == EMPTY_ANSWER:
+        if len(messages) > self._given and messages[-1].metadata.get("retry") == EMPTY_ANSWER:
             messages.pop()
             raise ModelResponseError(
                 f"model {model!r} gave no text and no tool call, and again when asked once "
@@ -300,7 +303,7 @@ class AgentRun(RunDriver):
         except ValidationError as exc:
             problems = validation_problems(exc)
         messages = self.messages
-        if _asked_since_the_prompt(messages, INVALID_OUTPUT):
+        if _asked_since_the_prompt(messages, INVALID_OUTPUT, since=self._given):
             raise ModelResponseError(
                 f"model {response.model or self.agent.model.name!r}: its answer is not valid "
                 f"{output_type.__name__} output, again after it was told what was wrong: "
@@ -965,12 +968,14 @@ def _unfenced(text: str) -> str:
     return match.group(1) if match else text
 
 
-def _asked_since_the_prompt(messages: Sequence[Message], retry: str) -> bool:
+def _asked_since_the_prompt(messages: Sequence[Message], retry: str, *, since: int) -> bool:
     """Whether the model was asked again for ``retry``'s reason since the last prompt (a user
     message that is no ask of ours, or a steering message in whichever role it is rendered):
     once per prompt, as pydantic-ai counts its retries over the run, so that answers in
-    between (a tool call, an empty answer) do not reset it."""
-    for message in reversed(messages):
+    between (a tool call, an empty answer) do not reset it. Only ``messages[since:]`` are
+    the run's own: an ask in the history it continues is another run's."""
+    for index in range(len(messages) - 1, since - 1, -1):
+        message = messages[index]
         if message.role != "user" and "steering" not in message.metadata:
             continue
         asked = message.metadata.get("retry")
