@@ -541,3 +541,32 @@ async def test_a_run_does_not_wait_for_a_child_an_ancestors_cancel_was_refused_f
     leaf_gate.open()
     assert (await leaf_handle.result()).status is RunStatus.COMPLETED
     recorder.assert_every_command_terminal()
+
+
+async def test_a_plain_cancel_queued_behind_another_cancel_is_passed_down_too(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A cancel for the parent's next model call is queued (not passed down: the parent may
+    end before it), then a plain one: that one is passed down at once, as it would be
+    alone. Queued second, it was not, and the child did all its work first."""
+    gate, effects = Gate(), SideEffects()
+    child_model = ScriptedModel(
+        [tool_call("hold"), tool_call("write", note="after the hold"), reply("child done")]
+    )
+    child = Agent("child", child_model, tools=[gate.tool(), effects.tool])
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(SubAgent(child))]), "go"
+    )
+    await gate.entered.wait()
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+
+    await parent.cancel("later", actor=OPERATOR, delivery=SteeringDelivery.BEFORE_MODEL_CALL)
+    await parent.cancel("now", actor=OPERATOR)
+    gate.open()
+    result = await parent.result()
+
+    assert result.status is RunStatus.CANCELLED
+    assert child_info.status is RunStatus.CANCELLED
+    assert effects.calls == [] and len(child_model.requests) == 1
+    recorder.assert_every_command_terminal()

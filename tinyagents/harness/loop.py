@@ -644,23 +644,19 @@ class AgentRun(RunDriver):
         done all its work). The descendants are frozen in this same call, so none does more
         work while the cancels are on their way.
 
-        A cancel supersedes every other queued command, so the first cancel queued is the
-        queue's only command: this costs one length check for every other command. An
-        IMMEDIATE cancel is left to ``interrupt_now``. One for a later boundary is passed down
-        only when that boundary is sure to come (after the result of the tool under way): the
-        run may end before a model call or the end of a turn, and then its cancel fails and
-        must have changed nothing (its subtree is cancelled when the run applies it).
+        A cancel supersedes every other queued command, so only a queued cancel can wake
+        this with a cancel queued: every other command costs a look at the queue's index of
+        cancels (an empty one, mostly). An IMMEDIATE cancel is left to ``interrupt_now``. One
+        for a later boundary is passed down only when that boundary is sure to come (after
+        the result of the tool under way): the run may end before a model call or the end of
+        a turn, and then its cancel fails and must have changed nothing (its subtree is
+        cancelled when the run applies it). Such a cancel queued first does not keep a plain
+        one queued after it from being passed down.
         """
-        inbox = self.handle.inbox
-        if len(inbox) != 1:
+        if self.passed_down is not None:  # passed down already, by an earlier cancel
             return
-        (cmd,) = inbox.queue.pending()
-        if cmd.kind is not SteeringKind.CANCEL:
-            return
-        delivery = cmd.delivery
-        if delivery is not SteeringDelivery.NEXT_BOUNDARY and not (
-            delivery is SteeringDelivery.AFTER_TOOL_RESULT and self._in_tool
-        ):
+        cmd = next(filter(self._passes_down, self.handle.inbox.queue.cancels()), None)
+        if cmd is None:
             return
         self.passed_down = (cmd.payload.get("reason"), False)
         marked = self._freeze_subtree()
@@ -669,6 +665,14 @@ class AgentRun(RunDriver):
                 self._send_cancels(marked, cmd.payload.get("reason"), immediate=False),
                 name=f"cancel-subtree-{self.info.run_id}",
             )
+
+    def _passes_down(self, cmd: SteeringCommand) -> bool:
+        """Whether queued cancel ``cmd`` is passed down when it is queued: its boundary is
+        sure to come."""
+        delivery = cmd.delivery
+        return delivery is SteeringDelivery.NEXT_BOUNDARY or (
+            delivery is SteeringDelivery.AFTER_TOOL_RESULT and self._in_tool
+        )
 
     def check_target(self, cmd: SteeringCommand) -> str | None:
         """A graph task or node of an agent run does not exist (it was accepted, and applied

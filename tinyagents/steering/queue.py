@@ -115,6 +115,10 @@ class SteeringQueue:
     def pending(self) -> list[SteeringCommand]:
         return [cmd for _, _, cmd in sorted(self._by_id.values())]
 
+    def cancels(self) -> list[SteeringCommand]:
+        """The queued cancels, in order (from the index: no scan of the queue)."""
+        return [cmd for _, _, cmd in sorted(self._by_kind.get(SteeringKind.CANCEL, {}).values())]
+
     # ------------------------------------------------------------------ put
 
     def conflict(self, cmd: SteeringCommand) -> str | None:
