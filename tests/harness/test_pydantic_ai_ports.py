@@ -1547,6 +1547,24 @@ async def test_arguments_a_custom_model_hands_over_as_json_text_are_read() -> No
         assert result.usage["tool_calls"] == 2  # the unreadable ones are refused, not counted
 
 
+async def test_a_call_a_custom_model_hands_over_with_no_arguments_runs() -> None:
+    # pydantic-ai's ToolCallPart(tool_name) has args=None by default, read as {} (its
+    # args_as_dict): a tool without parameters called so runs. A custom model of ours handing
+    # over ToolCall(..., args=None) (a provider's "arguments": null, mapped as it came) had
+    # the call refused with "arguments must be a JSON object, got NoneType": the model, which
+    # had nothing to add, could only call it again the same way.
+    calls = [ToolCall(id="c1", name="ping", args=None)]  # type: ignore[arg-type]
+    for stream in (False, True):
+        model = ScriptedModel([ModelResponse(tool_calls=calls), reply("done")], stream=stream)
+        result = await Agent("a", model, tools=[ping]).run("ping")
+        assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+        (answer,) = tool_messages(model.requests[1])
+        assert (answer.content, answer.metadata) == ("pong", {})
+        (sent,) = [m.tool_calls for m in model.requests[1].messages if m.tool_calls]
+        assert [c.args for c in sent] == [{}]
+        assert result.usage["tool_calls"] == 1
+
+
 class EndlessStream(Model):
     """Streams a few words, then waits for ever; notes when its stream is closed."""
 

@@ -477,9 +477,10 @@ class AgentRun(RunDriver):
         streamed, self._streamed_ids = self._streamed_ids, {}
         calls: list[ToolCall] = []
         for index, call in enumerate(response.tool_calls):
-            if isinstance(call.args, str) and call.parse_error is None:
-                # the provider's JSON text, as a custom model may hand it over: refused as
-                # "not an object", the model was asked again for what it had sent
+            if (call.args is None or isinstance(call.args, str)) and call.parse_error is None:
+                # the provider's JSON text (or None for no arguments, pydantic-ai's default),
+                # as a custom model may hand it over: refused as "not an object", the model
+                # was asked again for what it had sent
                 call = parse_arguments(call.id, call.name, call.args)
             own = _fresh_call_id(streamed.get(index, call.id), seen)
             if own != call.id:

@@ -25,8 +25,8 @@ class ToolCall(Record):
 
     ``parse_error`` is set (and ``args`` is empty) when the provider sent arguments that are
     not a JSON object; executing the call then reports that error back to the model. A
-    custom model may hand over ``args`` as the provider's JSON text (as pydantic-ai's
-    ``ToolCallPart`` takes it): the agent loop reads it with ``parse_arguments``. ``id``
+    custom model may hand over ``args`` as the provider's JSON text, or ``None`` for none (as
+    pydantic-ai's ``ToolCallPart`` takes them): the agent loop reads it with ``parse_arguments``. ``id``
     pairs the call with its result: the agent loop gives a call with an empty id, or one an
     earlier call of the conversation has, a new one.
     """
