@@ -1109,6 +1109,18 @@ async def test_a_model_that_exits_the_process_fails_its_run_alone(rt: Runtime):
     assert (await other.result()).status is RunStatus.COMPLETED
 
 
+async def test_a_model_that_raises_generator_exit_fails_its_run(rt: Runtime):
+    """A model raising ``GeneratorExit`` (no ``Exception``) went past the run's handlers: its
+    task ended with it, and the run stayed ``running`` with nobody's result to await."""
+
+    def closes(request: ModelRequest) -> ModelResponse:
+        raise GeneratorExit("stream closed")
+
+    result = await (await rt.start(Agent("closes", FunctionModel(closes)), "go")).result()
+    assert result.status is RunStatus.FAILED
+    assert result.error == "GeneratorExit: stream closed"
+
+
 async def test_a_tool_middleware_that_exits_the_process_fails_its_run_alone(rt: Runtime):
     class Quits(Middleware):
         async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:

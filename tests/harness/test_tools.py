@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from tinyagents import Agent, RunLimits, RunStatus, SubAgentTool
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgentTool
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError
 from tinyagents.harness import (
@@ -33,7 +33,7 @@ from tinyagents.harness import (
     tool,
 )
 from tinyagents.harness.tools import execute_tool_call
-from tinyagents.testkit import ScriptedModel
+from tinyagents.testkit import ScriptedModel, tool_call
 
 
 def call(name: str, **args: Any) -> ToolCall:
@@ -682,6 +682,34 @@ async def test_a_tool_that_tries_to_exit_the_process_is_an_error_result():
     assert bad.error and not bad.refused
     assert bad.content == "tool 'cli' tried to exit the process (SystemExit: 2)"
     assert stopped.content == "tool 'stop' tried to exit the process (SystemExit: 3)"
+
+
+async def test_a_tool_that_raises_generator_exit_is_an_error_result(rt: Runtime):
+    # GeneratorExit (a BaseException: a library closing a generator by hand, a tool raising
+    # it to stop) went past every handler of the call and of the run: the run's task ended
+    # with it, the run stayed 'running' and `await handle.result()` never returned. A sync
+    # tool's came back through a future, thrown into the run's task, which closes every
+    # frame of the loop at once: it failed the run, where it is now the tool's error result.
+    @tool
+    def closes() -> str:
+        """Read a feed."""
+        raise GeneratorExit("feed closed")
+
+    @tool
+    async def closes_async() -> str:
+        """Read a feed."""
+        raise GeneratorExit("no more items")
+
+    model = ScriptedModel([tool_call("closes"), tool_call("closes_async"), "done"])
+    handle = await rt.start(Agent("a", model, tools=[closes, closes_async]), "go")
+    result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    answers = [m for m in result.messages if m.role == "tool"]
+    assert [m.content for m in answers] == [
+        "tool 'closes' raised GeneratorExit: feed closed",
+        "tool 'closes_async' raised GeneratorExit: no more items",
+    ]
+    assert all(m.metadata == {"error": True} for m in answers)
 
 
 async def test_an_async_tool_behind_a_plain_decorator_is_awaited():

@@ -215,9 +215,10 @@ class AgentRun(RunDriver):
                 self.last_text,
                 f"CancelledError raised inside the run (it was not cancelled): {message_of(exc)}",
             )
-        except (Exception, SystemExit) as exc:
+        except (Exception, SystemExit, GeneratorExit) as exc:
             # SystemExit too (a model or middleware calling sys.exit): let out of the run's
-            # task, it would end the event loop under every run of the runtime
+            # task, it would end the event loop under every run of the runtime; and
+            # GeneratorExit, which ended the task alone, the run left 'running' for ever
             self.failure = exc
             result = self._result(
                 RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {message_of(exc)}"
@@ -409,7 +410,7 @@ class AgentRun(RunDriver):
             exceeded = RunLimitExceeded("deadline_s", limit, limit, run_id=self.info.run_id)
             self._model_failed(rid, request, exceeded)
             raise exceeded from None
-        except Exception as exc:
+        except (Exception, GeneratorExit) as exc:
             if isinstance(exc, ModelError) and isinstance(exc.usage, Usage):
                 # what the failed call cost, as the provider said (a blocked answer's prompt)
                 record_model_usage(self.info, tree, exc.usage)

@@ -297,6 +297,11 @@ def _run_sync(name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[s
         raise ToolError(
             f"tool {name!r} raised StopIteration: an iterator ran out (next() on an empty one?)"
         ) from None
+    except GeneratorExit as exc:
+        # thrown into the awaiting run's task, it closed every frame of the run's loop at
+        # once, past the handler that makes a tool's error its result: the run failed
+        detail = f": {text}" if (text := message_of(exc)) else ""
+        raise ToolError(f"tool {name!r} raised GeneratorExit{detail}") from None
 
 
 @overload
@@ -369,7 +374,9 @@ async def execute_tool_call(
         return _refused(call, message_of(exc))
     except ToolError as exc:
         return _error(call, message_of(exc))
-    except Exception as exc:
+    except (Exception, GeneratorExit) as exc:
+        # GeneratorExit too (no Exception: a generator closed by hand, or raised to stop):
+        # let through, it ended the run's task, and the run was left 'running' for ever
         return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {message_of(exc)}")
     except SystemExit as exc:
         # argparse given arguments it cannot parse, a library's sys.exit: a tool failure.
