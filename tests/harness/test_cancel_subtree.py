@@ -570,3 +570,32 @@ async def test_a_plain_cancel_queued_behind_another_cancel_is_passed_down_too(
     assert child_info.status is RunStatus.CANCELLED
     assert effects.calls == [] and len(child_model.requests) == 1
     recorder.assert_every_command_terminal()
+
+
+async def test_an_immediate_cancel_after_a_plain_one_interrupts_a_childs_model_request(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A plain cancel lets the child's model request finish; the operator, tired of waiting
+    for it, sends an immediate one: that one interrupts the request, as it would alone. The
+    plain cancel had marked the child, so the immediate one was sent to nobody below."""
+    gate = Gate("child-model")
+    child = Agent("child", gate.model())
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("parent done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(SubAgent(child))]), "go"
+    )
+    await gate.entered.wait()
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+
+    await parent.cancel("when you can", actor=OPERATOR)
+    await parent.cancel("now", immediate=True, actor=OPERATOR)
+
+    assert (await parent.result()).status is RunStatus.CANCELLED  # the gate never opened
+    assert child_info.status is RunStatus.CANCELLED and gate.cancelled
+    sent = cancels_to(recorder, child_info.run_id, "steering.accepted")
+    reasons = [c.payload_summary.get("reason") for c in sent]
+    assert reasons == [  # one of each: the child's own immediate cancel sent it no other
+        f"parent run {parent.run_id} was cancelled: when you can",
+        f"parent run {parent.run_id} was cancelled: now",
+    ]
+    recorder.assert_every_command_terminal()

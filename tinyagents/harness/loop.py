@@ -153,6 +153,9 @@ class AgentRun(RunDriver):
         #: This run's cancel has been passed down to its subtree (its reason, and whether it
         #: was IMMEDIATE): a child it starts from now on is cancelled the same way at once.
         self.passed_down: tuple[str | None, bool] | None = None
+        #: An IMMEDIATE cancel was sent to this run (by an ancestor) or reached it: a later
+        #: one from above is not sent again (``_freeze_subtree(interrupt=True)``).
+        self.interrupted = False
         self._poke: asyncio.Event | None = None  # set when a command is queued (``wake``)
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
@@ -694,7 +697,8 @@ class AgentRun(RunDriver):
             self._interrupted = self._model_task
         reason = cmd.payload.get("reason")
         self.passed_down = (reason, True)
-        marked = self._freeze_subtree()
+        self.interrupted = True
+        marked = self._freeze_subtree(interrupt=True)
         if marked:
             self.runtime.spawn(
                 self._send_cancels(marked, reason, immediate=True),
@@ -765,7 +769,7 @@ class AgentRun(RunDriver):
                 ended.cancel()
                 let_go.cancel()
 
-    def _freeze_subtree(self) -> list[RunHandle]:
+    def _freeze_subtree(self, *, interrupt: bool = False) -> list[RunHandle]:
         """Mark every live descendant not yet being cancelled, parents first, and freeze the
         agent runs among them. Synchronous, so the whole subtree stops at once: cancelling
         one level per scheduled task let the deepest runs work on (and complete).
@@ -773,6 +777,11 @@ class AgentRun(RunDriver):
         A run already marked was walked by whoever marked it, and any child it starts later is
         cancelled when it ends, so its subtree is not walked again. A graph run is sent its
         cancel but not walked into: its driver cancels its own tasks.
+
+        ``interrupt`` (an IMMEDIATE cancel) also marks the agent runs a cancel for their next
+        boundary marked before, and walks below them, unless an IMMEDIATE cancel was sent to
+        them already: their in-flight model requests are to be cancelled too, and were not,
+        waiting for an answer nobody wanted any more.
         """
         runs = self.runtime.runs
         marked: list[RunHandle] = []
@@ -782,13 +791,19 @@ class AgentRun(RunDriver):
             for run_id in frontier:
                 for info in runs.tree.children(run_id):
                     handle = runs.get(info.run_id)
-                    if handle is None or handle.cancelling:
+                    if handle is None:
+                        continue
+                    run = handle.driver if isinstance(handle.driver, AgentRun) else None
+                    if handle.cancelling and not (
+                        interrupt and run is not None and not run.interrupted
+                    ):
                         continue
                     if not handle.status.finished:
                         handle.cancelling = True
                         marked.append(handle)
-                    if isinstance(handle.driver, AgentRun):
-                        handle.driver.frozen = not handle.status.finished
+                    if run is not None:
+                        run.frozen = not handle.status.finished
+                        run.interrupted = interrupt or run.interrupted
                         below.append(info.run_id)
             frontier = below
         return marked
@@ -1060,6 +1075,8 @@ def _unfreeze(handle: RunHandle, runtime: RunHost) -> None:
     parent, if it is waiting for it to end (``_wait_unless_let_go``), waits no more."""
     handle.cancelling = False
     driver = handle.driver
+    if isinstance(driver, AgentRun):
+        driver.interrupted = False
     if isinstance(driver, AgentRun) and driver.frozen:
         driver.frozen = False
         driver.wake()
