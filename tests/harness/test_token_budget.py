@@ -106,6 +106,25 @@ async def test_a_tool_call_past_the_budget_is_not_run(rt: Runtime):
     assert counter.calls == 0 and len(model.requests) == 1
 
 
+async def test_a_negative_token_count_from_a_custom_model_refills_no_budget(rt: Runtime):
+    # LiteLLMModel reads a server's -1000 tokens as 0 (test_litellm_model); a custom Model
+    # passing on such a count as it came lowered the run's usage, and its parent's: the run
+    # below was given 1000 tokens more than its budget, and completed past it.
+    counter = Counter()
+    model = ScriptedModel(
+        [
+            used(-1000, 0, tool_call("work")),
+            used(40, 20, tool_call("work")),
+            reply("past the budget"),
+        ]
+    )
+    agent = Agent("worker", model, tools=[counter.tool], limits=RunLimits(max_tokens=50))
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert result.usage["input_tokens"] == 40 and counter.calls == 1
+
+
 async def test_using_the_budget_exactly_completes(rt: Runtime):
     model = ScriptedModel([used(30, 20, reply("just fits"))])
     agent = Agent("worker", model, limits=RunLimits(max_tokens=50))

@@ -142,11 +142,14 @@ def release_tool_call(info: RunInfo, tree: RunTree) -> None:
 
 
 def record_model_usage(info: RunInfo, tree: RunTree, usage: Usage) -> None:
-    """Count a model call's tokens and cost on the run and every ancestor (usage rolls up)."""
+    """Count a model call's tokens and cost on the run and every ancestor (usage rolls up).
+    A count below 0 (a custom model passing on a server's bogus one) counts as 0, as
+    ``LiteLLMModel`` reads it: added as it came, it refilled every token budget up the tree."""
+    input_tokens, output_tokens = max(usage.input_tokens, 0), max(usage.output_tokens, 0)
     for target in (info, *tree.ancestors(info.run_id)):
         u = target.usage
-        u.input_tokens += usage.input_tokens
-        u.output_tokens += usage.output_tokens
+        u.input_tokens += input_tokens
+        u.output_tokens += output_tokens
         u.cost += usage.cost or 0.0
 
 
