@@ -179,6 +179,29 @@ async def test_a_tool_taking_just_a_model_is_offered_its_fields() -> None:
     assert result.usage["tool_calls"] == 2  # the invalid calls were refused
 
 
+async def test_a_tool_taking_just_a_model_is_told_every_problem_of_a_call_at_once() -> None:
+    # pydantic-ai's retry prompt lists every validation error of a call (test_tools.py's
+    # validation tests), as ours does for a tool of plain arguments ("c: Extra inputs are
+    # not permitted" beside a wrong value). A tool taking just a model refused an unknown
+    # argument before it looked at the others: the model fixed it, called again, and only
+    # then heard that `x` was wrong too, a request spent on what one answer could say.
+    @tool
+    def takes_just_model(model: Point) -> str:
+        return f"{model.x} {model.y}"
+
+    script = [tool_call("takes_just_model", x="one", y="a", z=3), reply("done")]
+    model = ScriptedModel(script)
+    result = await Agent("a", model, tools=[takes_just_model]).run("go")
+    (told,) = tool_messages(model.requests[1])
+    assert told.metadata == {"error": True}
+    assert told.content == (
+        "invalid arguments for tool 'takes_just_model': x: Input should be a valid integer, "
+        "unable to parse string as an integer (got 'one'); z: Extra inputs are not permitted. "
+        "Call it again with arguments that match its schema."
+    )
+    assert result.usage["tool_calls"] == 0
+
+
 async def test_a_tool_taking_a_model_and_the_context_is_offered_the_models_fields() -> None:
     # the run's context is no argument for the model: the model is still the only one, and a
     # dataclass or a TypedDict is a model as well (pydantic-ai's is_model_like)

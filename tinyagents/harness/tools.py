@@ -223,10 +223,27 @@ class FunctionTool(Tool):
                 # tool the other way may send them (pydantic-ai takes this shape too)
                 args = args[arg.param]
             if not arg.extra and isinstance(args, dict):
-                refuse_unknown_arguments(self, args)
+                self._refuse_unknown(arg, args)
             return {arg.field: arg.adapter.validate_python(args)}
         except ValidationError as exc:
             raise InvalidArguments(_validation_message(self.name, exc)) from exc
+
+    def _refuse_unknown(self, arg: _ModelArgument, args: dict[str, Any]) -> None:
+        """Raise ``InvalidArguments`` for keys of ``args`` the model argument does not name,
+        telling every other problem of the call with them, as a tool of plain arguments
+        tells them (told one at a time, the model spent a request on each)."""
+        unknown = [key for key in args if key not in arg.keys]
+        if not unknown:
+            return
+        try:
+            arg.adapter.validate_python({k: v for k, v in args.items() if k in arg.keys})
+        except ValidationError as exc:
+            extra = "".join(f"; {key}: Extra inputs are not permitted" for key in unknown)
+            raise InvalidArguments(
+                f"invalid arguments for tool {self.name!r}: {validation_problems(exc)}{extra}. "
+                "Call it again with arguments that match its schema."
+            ) from exc
+        refuse_unknown_arguments(self, args)
 
 
 @dataclass(slots=True, kw_only=True, frozen=True, eq=False, repr=False)
