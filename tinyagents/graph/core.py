@@ -494,7 +494,9 @@ class GraphCore:
     def map_resume(self, head: Head, resume: Any) -> list[WriteRecord]:
         """``Command.resume`` → resume records for the tasks that own those interrupts. A
         single value with no interrupt pending, at a stop with steps to run (a breakpoint),
-        answers nothing (no records): the run continues, as LangGraph's takes it there."""
+        answers nothing (no records): the run continues, as LangGraph's takes it there. So
+        does ``{}``, a map naming no interrupt (never a value, as LangGraph reads it): the
+        tasks that asked run again and ask again."""
         pending: dict[str, str] = {}
         #: a task's first interrupt id -> the later interrupt of that task now pending
         later: dict[str, str] = {}
@@ -505,10 +507,8 @@ class GraphCore:
                         pending[i.id] = task_id
                         if i.index:
                             later[stable_id("i-", i.task_id, 0)] = i.id
-        if (
-            isinstance(resume, dict)
-            and resume
-            and all(isinstance(k, str) and _INTERRUPT_ID.match(k) for k in resume)
+        if isinstance(resume, dict) and all(
+            isinstance(k, str) and _INTERRUPT_ID.match(k) for k in resume
         ):
             resume = _first_ids_answer_later(resume, later)
             unknown = sorted(set(resume) - set(pending))
