@@ -68,3 +68,68 @@ async def test_an_empty_resume_map_answers_nothing(checkpointer: Checkpointer, c
     after = await ours.run(Command(resume={}), thread_id="1")
     assert after.status == "completed" and after.state == done.state
     assert sorted(out["log"]) == sorted(done.state["log"])
+
+
+# -- a node that calls sub-graphs more than once --------------------------------------------
+
+
+def calling_twice(g: Any) -> Any:
+    """``outer`` calls ``sub`` (whose ``inner`` asks a question) twice, one call after the
+    other."""
+
+    def inner(state: Any) -> dict[str, Any]:
+        return {"log": ["inner:" + g.interrupt("q")]}
+
+    sub = g.StateGraph(Log).add_node("inner", inner).add_edge(g.START, "inner").compile()
+
+    async def outer(state: Any) -> dict[str, Any]:
+        if g is THEIRS:
+            first, second = await sub.ainvoke({"log": ["one"]}), await sub.ainvoke({"log": ["two"]})
+        else:
+            first, second = (
+                (await sub.run({"log": ["one"]})).state,
+                (await sub.run({"log": ["two"]})).state,
+            )
+        return {"log": first["log"] + second["log"]}
+
+    return g.StateGraph(Log).add_node("outer", outer).add_edge(g.START, "outer")
+
+
+async def test_a_second_call_of_a_task_checkpoints_under_the_first_calls_namespace(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's loop (pregel/_loop.py, the scratchpad's subgraph_counter) gives a task's
+    # first sub-graph call the task's namespace, "outer:<task id>", and its n-th one more a
+    # segment "n" under it, "outer:<task id>|1"; ours named it "outer:<task id>#1"
+    ours, theirs = pair(calling_twice, checkpointer)
+    seen: dict[str, list[tuple[str, ...]]] = {"ours": [], "theirs": []}
+    for theirs_in, ours_in in [
+        ({"log": []}, {"log": []}),
+        (THEIRS.Command(resume="x"), Command(resume="x")),
+        (THEIRS.Command(resume="y"), Command(resume="y")),
+    ]:
+        async for ns, _ in theirs.astream(theirs_in, cfg(), stream_mode="updates", subgraphs=True):
+            seen["theirs"].append(ns)
+        async for ns, _ in ours.stream(ours_in, thread_id="1", mode="updates", subgraphs=True):
+            seen["ours"].append(ns)
+        if ours_in == {"log": []}:
+            outer_id = (await ours.get_state("1")).tasks[0].id
+            theirs_id = (await theirs.aget_state(cfg())).tasks[0].id
+    first, second = (f"outer:{outer_id}",), (f"outer:{outer_id}", "1")
+    theirs_first, theirs_second = (f"outer:{theirs_id}",), (f"outer:{theirs_id}", "1")
+    assert seen["theirs"] == [theirs_first, (), theirs_first, theirs_second, (), theirs_second, ()]
+    assert seen["ours"] == [first, (), first, second, (), second, ()]
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+    # each call's checkpoints are read back from its namespace
+    theirs_steps = [
+        [
+            c.metadata["step"]
+            async for c in theirs.aget_state_history(cfg(checkpoint_ns="|".join(ns)))
+        ]
+        for ns in (theirs_first, theirs_second)
+    ]
+    ours_steps = [
+        [c.step for c in await ours.history("1", ns="|".join(ns))] for ns in (first, second)
+    ]
+    assert ours_steps == theirs_steps == [[1, 0, -1], [1, 0, -1]]

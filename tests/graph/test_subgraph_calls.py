@@ -178,9 +178,13 @@ async def test_each_call_of_a_node_has_its_own_namespace(checkpointer: Checkpoin
     graph = graph.add_edge("caller", END).compile(checkpointer=checkpointer)
     [q1] = (await graph.run({"log": []}, thread_id="t")).interrupts
     [q2] = (await graph.run(Command(resume="x"), thread_id="t")).interrupts
-    assert q2.ns == f"{q1.ns}#1" and q1.id != q2.id
+    assert q2.ns == f"{q1.ns}|1" and q1.id != q2.id  # LangGraph's namespace of a 2nd call
+    # the second call's state is read, and changed, in its namespace
+    states = (await graph.get_state("t", subgraphs=True)).tasks[0].states
+    assert [s.ns for s in states] == [q1.ns, q2.ns]
+    await graph.update_state("t", {"log": ["edited"]}, ns=q2.ns)
     result = await graph.run(Command(resume="y"), thread_id="t")
-    assert result.state == {"log": ["one", "prepare", "ask:x", "two", "prepare", "ask:y"]}
+    assert result.state == {"log": ["one", "prepare", "ask:x", "two", "prepare", "edited", "ask:y"]}
     # a finished call is not run again when the node runs again: it gives its final state
     assert first_calls == second_calls == ["prepare", "ask", "ask"]
 
@@ -676,3 +680,29 @@ async def test_doubly_nested_graph_interrupts(checkpointer: Checkpointer, kind: 
         {"my_key": "hi my value here and there"},
         {"my_key": "hi my value here and there and back again"},
     ]
+
+
+async def test_an_update_that_ends_a_second_call_drops_its_question(
+    checkpointer: Checkpointer,
+) -> None:
+    # an update as the paused second call's asking node ends that call (namespace
+    # "caller:<task id>|1"): its question is dropped, and run(None) finishes the caller
+    first_calls: list[str] = []
+    second_calls: list[str] = []
+    first, second = asking_child(first_calls), asking_child(second_calls)
+
+    async def caller(state: Any) -> dict[str, Any]:
+        one = await first.run({"log": ["one"]})
+        two = await second.run({"log": ["two"]})
+        return {"log": one.state["log"] + two.state["log"]}
+
+    graph = StateGraph(LogState).add_node("caller", caller).add_edge(START, "caller")
+    graph = graph.compile(checkpointer=checkpointer)
+    await graph.run({"log": []}, thread_id="t")
+    [q2] = (await graph.run(Command(resume="x"), thread_id="t")).interrupts
+    await graph.update_state("t", {"log": ["skipped"]}, ns=q2.ns, as_node="ask")
+    assert (await graph.get_state("t")).interrupts == ()
+    result = await graph.run(None, thread_id="t")
+    assert result.status == "completed"
+    assert result.state == {"log": ["one", "prepare", "ask:x", "two", "prepare", "skipped"]}
+    assert second_calls == ["prepare", "ask"]

@@ -5,7 +5,8 @@ sub-graph node runs (``GraphRun.child_run``): in a namespace of the caller's thr
 the caller's checkpointer, limits and answers. Its interrupts pause the calling task (and
 surface in the caller's result), a resume of the caller continues inside it from where it
 stopped, and its ``Command(graph=Command.PARENT)`` becomes the calling task's output. Each
-call of a task gets its own namespace: ``"node:task_id"``, then ``"node:task_id#1"``, ...
+call of a task gets its own namespace: ``"node:task_id"``, then ``"node:task_id|1"``, ...
+(LangGraph's).
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ async def prepare(
         graph.limit(recursion_limit)  # a bad one is refused before anything is recorded
     task, index = scope.task, scope.calls
     scope.calls += 1
-    segment = f"{task.node}:{task.id}" if index == 0 else f"{task.node}:{task.id}#{index}"
     caller.graph.called[(task.node, index)] = graph
-    child, _ = await caller.child_run(graph, task, caller.child_ns(segment), input, recursion_limit)
+    child, _ = await caller.child_run(
+        graph, task, caller.child_ns(task, index), input, recursion_limit
+    )
     return child
 
 

@@ -839,8 +839,11 @@ class GraphRun:
 
     # -- nested runs -----------------------------------------------------------------------
 
-    def child_ns(self, segment: str) -> str:
-        """The checkpoint namespace of a sub-graph run under this run's."""
+    def child_ns(self, task: Task, call: int = 0) -> str:
+        """The checkpoint namespace of ``task``'s sub-graph run under this run's: of its
+        ``call``-th sub-graph call, as LangGraph numbers a task's calls after its first,
+        ``node:task_id|1``, ``node:task_id|2``, ..."""
+        segment = f"{task.node}:{task.id}" if call == 0 else f"{task.node}:{task.id}|{call}"
         return f"{self.head.ns}|{segment}" if self.head.ns else segment
 
     async def child_run(
@@ -889,7 +892,7 @@ class GraphRun:
         """Run a compiled graph node as a child run in its own checkpoint namespace."""
         child_graph = task.spec.subgraph
         assert child_graph is not None
-        ns = self.child_ns(f"{task.node}:{task.id}")
+        ns = self.child_ns(task)
         # the child starts from its Send argument or from the parent's shared channels; its
         # output is what it changed relative to that start, applied by the parent's reducers
         if task.arg is not UNSET:

@@ -177,8 +177,7 @@ async def _sub_states(run: GraphRun, cp: Checkpointer, task: Task) -> tuple[Stat
         sub = _sub_graph(graph, task.node, index)
         if sub is None:
             break
-        segment = f"{task.node}:{task.id}" + (f"#{index}" if index else "")
-        snap = await _snapshot(sub, cp, run.head.thread_id, run.child_ns(segment), None, True)
+        snap = await _snapshot(sub, cp, run.head.thread_id, run.child_ns(task, index), None, True)
         if snap is None:
             break
         found.append(snap)
@@ -344,33 +343,42 @@ async def _drop_dropped_interrupts(
     changed state, as LangGraph's re-run task does."""
     segments = ns.split("|")
     while segments:
-        task_id = segments.pop().partition(":")[2].partition("#")[0]
+        if ":" not in segments[-1]:  # a call's number: the task is the segment before it
+            segments.pop()
+        task_id = segments.pop().partition(":")[2]
         parent_ns = "|".join(segments)
         parent = sub_graph_at(graph, parent_ns) if parent_ns else graph
         head = await load_head(parent, cp, thread_id, parent_ns)
         rec = head.records.get(task_id) if head is not None else None
         if head is None or rec is None:
             return
-        kept = [
-            i
-            for i in rec.interrupts
-            if i.id in pending or not (i.ns == ns or i.ns.startswith(ns + "|"))
-        ]
+        kept = [i for i in rec.interrupts if i.id in pending or not _within(i.ns, ns)]
         if len(kept) == len(rec.interrupts):
             return
         write = interrupt_write(task_id, kept)
         await cp.put_writes(thread_id, parent_ns, head.frontier_id, [write])
 
 
+def _within(inner: str, ns: str) -> bool:
+    """Whether namespace ``inner`` is ``ns`` or one under it: not another call of the same
+    task (``ns|1``)."""
+    rest = inner.removeprefix(ns + "|")
+    return inner == ns or (rest != inner and ":" in rest.partition("|")[0])
+
+
 def sub_graph_at(graph: GraphCore, ns: str) -> GraphCore:
-    """The graph whose state namespace ``ns`` holds: each ``node:task_id[#index]`` segment is
-    the sub-graph node ``node`` (or its function's ``index``-th call) of the graph before it;
-    ``UnknownTargetError`` for a namespace the graph cannot have."""
+    """The graph whose state namespace ``ns`` holds: each ``node:task_id`` segment is the
+    sub-graph node ``node`` of the graph before it, or its function's call (its first; a
+    segment ``n`` after it, its ``n``-th one more); ``UnknownTargetError`` for a namespace
+    the graph cannot have."""
     current = graph
-    for segment in ns.split("|"):
+    segments = ns.split("|")
+    for at, segment in enumerate(segments):
         node, _, rest = segment.partition(":")
-        _, mark, call = rest.rpartition("#")
-        index = int(call) if mark and call.isdigit() else 0
+        call = segments[at + 1] if at + 1 < len(segments) else ""
+        if not rest and at and ":" in segments[at - 1] and segment.isdigit():
+            continue  # the call number read with the segment before it
+        index = int(call) if call.isdigit() else 0
         sub = _sub_graph(current, node, index) if rest else None
         if sub is None:
             raise UnknownTargetError(
