@@ -45,7 +45,7 @@ from tinyagents.errors import (
     InvalidRouteError,
     InvalidUpdateError,
 )
-from tinyagents.graph import END, START, Command, RetryPolicy, StateGraph
+from tinyagents.graph import END, START, Command, RetryPolicy, Send, StateGraph
 from tinyagents.store.checkpoint import Checkpointer
 
 # -- routers that name no destination ------------------------------------------------------
@@ -77,6 +77,28 @@ async def test_a_router_returning_no_destination_is_a_value_error(result: Any) -
     assert outcome.state == {"log": ["a"]}
     with pytest.raises(ValueError):
         outcome.raise_for_status()
+
+
+async def test_a_send_to_end_is_an_invalid_update() -> None:
+    # LangGraph's Branch (graph/_branch.py, _finish) raises InvalidUpdateError("Cannot send a
+    # packet to the END node") for a router's Send(END, ...); ours raised a plain GraphError.
+    # A node's Command(goto=Send(END, ...)) LangGraph drops with a logged warning ("Ignoring
+    # unknown node name __end__ in pending sends"); ours refuses it the same way
+    ours, theirs = pair(lambda g: route_to(g, g.Send(g.END, {})), None)
+    with pytest.raises(lg_errors.InvalidUpdateError, match="END node"):
+        await theirs.ainvoke({"log": []})
+    outcome = await ours.run({"log": []})
+    assert isinstance(outcome.error, InvalidUpdateError)
+    assert "Send to END" in str(outcome.error) and outcome.state == {"log": ["a"]}
+
+    def command_graph(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", lambda s: g.Command(goto=g.Send(g.END, {})))
+        return graph.add_edge(g.START, "a")
+
+    outcome = await command_graph(OURS).compile().run({"log": []})
+    assert isinstance(outcome.error, InvalidUpdateError)
+    with pytest.raises(InvalidUpdateError, match="Send to END"):
+        await route_to(OURS, "b").compile().run(Command(goto=Send(END, {})))
 
 
 def test_the_same_router_added_twice_to_a_node_is_refused() -> None:

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from tinyagents._record import Record
-from tinyagents.errors import GraphError, GraphValidationError, InterruptError, InvalidRouteError
+from tinyagents.errors import (
+    GraphValidationError,
+    InterruptError,
+    InvalidRouteError,
+    InvalidUpdateError,
+)
 from tinyagents.graph._context import stable_id
 from tinyagents.graph.checkpointing import (
     Head,
@@ -468,8 +473,10 @@ class GraphCore:
                 )
             if node != END and node not in self.nodes:
                 raise InvalidRouteError(f"{who} sent the graph to unknown node {node!r}")
-            if isinstance(target, Send) and node == END:
-                raise GraphError(f"{who} sent a Send to END")
+            if isinstance(target, Send) and node == END:  # LangGraph's InvalidUpdateError
+                raise InvalidUpdateError(
+                    f"{who} sent a Send to END: a Send starts a node; return END itself to finish"
+                )
 
     def decode_arg(self, node: str, value: Any, arg_type: str | None = None) -> Any:
         """A checkpointed ``Send`` argument → the type of the node's first parameter, or,
