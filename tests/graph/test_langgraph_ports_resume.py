@@ -70,6 +70,51 @@ async def test_an_empty_resume_map_answers_nothing(checkpointer: Checkpointer, c
     assert sorted(out["log"]) == sorted(done.state["log"])
 
 
+# -- the order of a result's interrupts -----------------------------------------------------
+
+
+def sends_and_nodes_asking(g: Any) -> Any:
+    """``fan`` starts, in one step, ``mid`` and ``alpha`` (added in that order) by name and
+    ``alpha`` by a Send; each asks a question naming how many log entries it sees."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": ["ask:" + g.interrupt(f"q{len(state['log'])}")]}
+
+    graph = g.StateGraph(Log).add_node("fan", lambda s: {"log": ["fan"]})
+    graph.add_node("mid", ask).add_node("alpha", ask).add_edge(g.START, "fan")
+    return graph.add_conditional_edges(
+        "fan", lambda s: ["mid", "alpha", g.Send("alpha", {"log": ["a", "b"]})]
+    )
+
+
+async def test_a_results_interrupts_come_in_the_order_the_tasks_start(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's invoke lists "__interrupt__" in the order its tasks ask, the order it
+    # starts them (pregel/_algo.py, prepare_next_tasks): the Sends first, then the nodes by
+    # name. Its get_state lists them by task, nodes in add_node order, and so does ours. Our
+    # result listed the Sends last
+    ours, theirs = pair(sends_and_nodes_asking, checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    node_of = {t.interrupts[0].id: t.name for t in (await theirs.aget_state(cfg())).tasks}
+    asked = [(i.value, node_of[i.id]) for i in out["__interrupt__"]]
+    assert [(i.value, i.node) for i in result.interrupts] == asked
+    assert asked == [("q2", "alpha"), ("q1", "alpha"), ("q1", "mid")]
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert [(i.value, i.node) for i in mine.interrupts] == [
+        (i.value, node_of[i.id]) for i in their.interrupts
+    ]
+    assert [i.node for i in mine.interrupts] == ["alpha", "mid", "alpha"]
+
+    # the ones left after an answer keep that order
+    answered = next(i.id for i in out["__interrupt__"] if i.value == "q1")
+    out = await theirs.ainvoke(THEIRS.Command(resume={answered: "x"}), cfg())
+    result = await ours.run(Command(resume={result.interrupts[1].id: "x"}), thread_id="1")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert [(i.value, i.node) for i in result.interrupts] == [("q2", "alpha"), ("q1", "mid")]
+
+
 # -- a node that calls sub-graphs more than once --------------------------------------------
 
 

@@ -825,7 +825,8 @@ class GraphRun:
         return GraphResult(
             status=status,
             state=output(self.state_of(tasks)),
-            interrupts=unanswered(tasks),
+            # in the order the tasks ask, as LangGraph's invoke lists them
+            interrupts=unanswered(started(tasks)),
             thread_id=head.thread_id,
             checkpoint_id=head.checkpoint_id,
             steps=self.steps,
