@@ -243,3 +243,20 @@ async def test_a_gotos_nodes_write_in_name_order_then_its_sends(
     await side.both(start)
     out = await side.both(lambda g, ids: g.Command(goto=["x", g.Send("b", {"log": []}), "c"]))
     assert out == {"log": ["a", "b", "c", "c", "x", "b", "c"]}
+
+
+async def test_goto_as_a_new_threads_first_input(checkpointer: Checkpointer) -> None:
+    # (e) a thread with no checkpoint: LangGraph's START runs (its input the command's
+    # update, or nothing) and the goto joins its first step, beside the nodes START's edges
+    # start; ours ran the goto's node alone, as if the thread had finished
+    side = Side(chain_graph, checkpointer)
+    assert await side.both(lambda g, ids: g.Command(goto="x")) == {"log": ["a", "x", "b", "c"]}
+    assert sorted(side.ours_calls) == [(0, "a"), (0, "x"), (2, "b"), (3, "c")]
+
+
+async def test_goto_and_send_as_a_new_threads_first_input(checkpointer: Checkpointer) -> None:
+    side = Side(chain_graph, checkpointer)
+    out = await side.both(lambda g, ids: g.Command(goto=["a", g.Send("x", {"log": ["sent"]})]))
+    # "a" is START's already: it runs once
+    assert out == {"log": ["a", "x", "b", "c"]}
+    assert sorted(side.ours_calls) == [(0, "a"), (1, "x"), (2, "b"), (3, "c")]

@@ -30,7 +30,7 @@ from tinyagents.graph.reducers import (
     detach,
     normalize_write,
 )
-from tinyagents.graph.types import START, UNSET, Send
+from tinyagents.graph.types import END, START, UNSET, Send
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:
@@ -97,6 +97,21 @@ class Planned(Record):
         if "arg" not in data:
             return cls(node=data["node"], held=data.get("held", False))
         return cls(node=data["node"], arg=_decode_send(data, graph))
+
+
+def joined(frontier: list[Planned], goto: list[str | Send]) -> list[Planned]:
+    """``frontier`` with a ``goto``'s targets joining it, as LangGraph's: a node already in
+    it (or named twice) runs once, ``END`` adds nothing, and every ``Send`` is a task of its
+    own; appended, so the pending tasks keep their ids."""
+    pending = {p.node for p in frontier if p.arg is UNSET}
+    named = dict.fromkeys(
+        g for g in goto if not isinstance(g, Send) and g not in pending and g != END
+    )
+    return [
+        *frontier,
+        *(Planned(node=g) for g in named),
+        *(Planned(node=g.node, arg=g.arg) for g in goto if isinstance(g, Send)),
+    ]
 
 
 #: The classes of ``Send`` arguments saved in this process, by ``module:qualname``: a class

@@ -32,6 +32,7 @@ from tinyagents.graph.checkpointing import (
     Planned,
     arg_class,
     encode,
+    joined,
     new_frontier_id,
     pending_input,
     save,
@@ -249,17 +250,23 @@ class GraphCore:
         await self._first_step(head.staged(writes), writes, recursion_limit)
 
     async def start_writes(
-        self, head: Head, writes: dict[str, Any], cp: Checkpointer | None, recursion_limit: int
+        self,
+        head: Head,
+        writes: dict[str, Any],
+        cp: Checkpointer | None,
+        recursion_limit: int,
+        goto: list[str | Send] | None = None,
     ) -> frozenset[str]:
         """``start_input`` of writes already read from the input (a new thread's
-        ``Command(update=...)`` writes the state's keys, not the input schema's)."""
+        ``Command(update=...)`` writes the state's keys, not the input schema's; its
+        ``goto`` joins the first step)."""
         if cp is None:
             head.step += 1
-            await self._first_step(head, writes, recursion_limit)
+            await self._first_step(head, writes, recursion_limit, goto)
             return frozenset(writes)
         # the first step on a copy first: an input a reducer or a router refuses saves nothing
         applied = head.staged(writes)
-        delta = await self._first_step(applied, writes, recursion_limit)
+        delta = await self._first_step(applied, writes, recursion_limit, goto)
         head.step = head.step + 1 if head.checkpoint_id is not None else -1
         head.frontier = [Planned(node=START, arg=writes)]
         head.frontier_id = new_frontier_id()
@@ -295,10 +302,15 @@ class GraphCore:
         await save(cp, head, delta=delta if head.seq >= 0 else None, source="loop", ran=[START])
 
     async def _first_step(
-        self, head: Head, writes: dict[str, Any], recursion_limit: int
+        self,
+        head: Head,
+        writes: dict[str, Any],
+        recursion_limit: int,
+        goto: list[str | Send] | None = None,
     ) -> dict[str, Any]:
         """The first step of a run from input, on ``head`` (not saved): ``writes`` through
-        the reducers and the frontier from START. Returns the deltas of the writes."""
+        the reducers and the frontier from START (and ``goto``). Returns the deltas of the
+        writes."""
         delta = self.apply_writes(head.values, list(writes.items()))
         frontier = self.simple_next.get(START)
         if frontier is None:
@@ -306,7 +318,7 @@ class GraphCore:
             # whole limit still to go
             view = self.router_view(head.values, recursion_limit)
             frontier = await self.route([(START, [])], head.barriers, view)
-        head.frontier = frontier
+        head.frontier = joined(frontier, goto) if goto else frontier
         head.records = {}
         return delta
 

@@ -27,6 +27,7 @@ from tinyagents.graph.checkpointing import (
     Planned,
     TaskRecords,
     interrupt_write,
+    joined,
     load_head,
     new_frontier_id,
     pending_input,
@@ -157,11 +158,14 @@ class GraphSession:
         written: frozenset[str] | None = None
         continues = head is not None and (input is None or isinstance(input, Command))
         if head is None and starts_thread(input):
-            # a new thread's first Command(update=...) is its input, as LangGraph's: the
-            # update is written, then the graph runs from START
-            update = graph.schema.writes_of(input.update, "Command.update")
+            # a new thread's first Command(update=..., goto=...) is its input, as LangGraph's:
+            # the update is written, then the graph runs from START, the goto joining the
+            # first step
+            update = graph.schema.writes_of(input.update or {}, "Command.update")
+            goto = input.goto_list()
+            graph.check_goto(goto, "Command.goto")
             head = self.fresh()
-            written = await graph.start_writes(head, dict(update), self.cp, limit)
+            written = await graph.start_writes(head, dict(update), self.cp, limit, goto)
         elif isinstance(input, Command):
             head = await self._command(head, input)
             # an input's checkpoint continued: its input first
@@ -306,12 +310,11 @@ class GraphSession:
 
 
 def starts_thread(input: Any) -> bool:
-    """Whether ``input`` is a ``Command`` that only updates: on a thread with no checkpoint
-    it is the thread's input (with a ``goto``, a ``resume`` or for a parent it is not)."""
+    """Whether ``input`` is a ``Command`` that updates or goes somewhere: on a thread with no
+    checkpoint it is the thread's input (with a ``resume`` or for a parent it is not)."""
     return (
         isinstance(input, Command)
-        and input.update is not None
-        and not input.goto_list()
+        and (input.update is not None or bool(input.goto_list()))
         and input.resume is UNSET
         and input.graph is None
     )
@@ -484,14 +487,7 @@ def add_goto(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, 
     if pending_input(head) is not None:
         # an input's checkpoint not applied yet (a replay of it): the goto replaces the input
         return jump(graph, head, goto)
-    pending = {p.node for p in head.frontier if p.arg is UNSET}
-    # a node named twice (or already pending) runs once; every Send is a task of its own
-    named = dict.fromkeys(g for g in goto if not isinstance(g, Send) and g not in pending)
-    head.frontier = [
-        *head.frontier,
-        *(Planned(node=g) for g in named if g != END),
-        *(Planned(node=g.node, arg=g.arg) for g in goto if isinstance(g, Send)),
-    ]
+    head.frontier = joined(head.frontier, goto)
     return {}
 
 
