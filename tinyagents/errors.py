@@ -3,7 +3,8 @@
     TinyAgentsError
     ├── ConfigurationError            a component was wired or configured wrongly
     │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
-    │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes
+    │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes, or a
+    │                                  thread API was called on a graph compiled without checkpointer
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
     ├── InvalidIdError                 a run, thread or tenant id no run can have (also a ValueError)
     ├── UnknownTargetError             the run, task, node or thread named by a command does not exist
@@ -96,7 +97,8 @@ class RuntimeClosed(ConfigurationError):
 
 class GraphValidationError(ConfigurationError, ValueError):
     """A graph that cannot be built or compiled (an unknown or duplicate node, a reserved
-    name, an unreachable node, a bad compile option); ``nodes`` names the offending nodes.
+    name, an unreachable node, a bad compile option), or that was compiled without what a
+    call needs (``get_state`` without a checkpointer); ``nodes`` names the offending nodes.
     Also a ``ValueError``, which LangGraph raises there: ported ``except ValueError`` and
     ``pytest.raises(ValueError)`` still catch it."""
 

@@ -12,7 +12,9 @@
 - ``compile(checkpointer=True)`` (LangGraph's persistent sub-graph switch) is refused by name
   (it was accepted and ignored, or failed with ``AttributeError``);
 - a node name with ``:`` or ``|`` (a namespace's separators) is refused, as LangGraph's
-  ``add_node`` refuses it (a sub-graph so named could not be found by its namespace).
+  ``add_node`` refuses it (a sub-graph so named could not be found by its namespace);
+- reading or changing a thread of a graph without checkpointer is a ``ValueError``, as
+  LangGraph's "No checkpointer set" (it was a ``GraphError`` only).
 """
 
 from __future__ import annotations
@@ -308,3 +310,26 @@ def test_a_node_name_with_a_namespace_separator_is_refused(name: str) -> None:
         OURS.StateGraph(Log).add_node(name, lambda s: {})
     assert str(ours.value) == str(theirs.value)
     assert isinstance(ours.value, ValueError)
+
+
+async def test_thread_apis_without_a_checkpointer_are_a_value_error() -> None:
+    # LangGraph's get_state, get_state_history and update_state raise ValueError("No
+    # checkpointer set") on a graph compiled without one (pregel/main.py,
+    # _state_checkpointer); ours raised a GraphError, which is no ValueError
+    ours, theirs = pair(abc_graph, None)
+    with pytest.raises(ValueError, match="No checkpointer set"):
+        await theirs.aget_state(cfg())
+    with pytest.raises(ValueError, match="No checkpointer set"):
+        await theirs.aupdate_state(cfg(), {"log": ["x"]})
+    with pytest.raises(ValueError, match="No checkpointer set"):
+        [s async for s in theirs.aget_state_history(cfg())]
+    for call in (
+        lambda: ours.get_state("1"),
+        lambda: ours.update_state("1", {"log": ["x"]}),
+        lambda: ours.history("1"),
+        lambda: ours.fork("1", "c-1"),
+        lambda: ours.run(None, thread_id="1", checkpoint_id="c-1"),
+    ):
+        with pytest.raises(GraphValidationError, match="needs a checkpointer") as raised:
+            await call()
+        assert isinstance(raised.value, ValueError)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents import _clock
 from tinyagents.errors import (
     GraphError,
+    GraphValidationError,
     InterruptError,
     InvalidUpdateError,
     StoreError,
@@ -219,7 +220,9 @@ class GraphSession:
         head itself when it is that checkpoint, unless ``replay_head`` and a step is part-way
         through there (then it is replayed like any past checkpoint)."""
         if self.cp is None:
-            raise GraphError("checkpoint_id needs a checkpointer: compile(checkpointer=...)")
+            raise GraphValidationError(
+                "checkpoint_id needs a checkpointer: compile(checkpointer=...)"
+            )
         if head is not None and head.checkpoint_id == checkpoint_id:
             if not (replay_head and head.records):
                 return head
@@ -293,7 +296,9 @@ class GraphSession:
     ) -> str:
         graph = self.graph
         if self.cp is None:
-            raise GraphError("update_state needs a checkpointer: compile(checkpointer=...)")
+            raise GraphValidationError(
+                "update_state needs a checkpointer: compile(checkpointer=...)"
+            )
         check_as_node(graph, as_node)  # before anything is read
         head = await self.load() or self.fresh()
         rewound_to = None

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import GraphError, UnknownTargetError
+from tinyagents.errors import GraphError, GraphValidationError, UnknownTargetError
 from tinyagents.graph.checkpointing import (
     Head,
     interrupt_write,
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 
 def require_checkpointer(graph: GraphCore, what: str) -> Checkpointer:
-    if graph.checkpointer is None:
-        raise GraphError(f"{what} needs a checkpointer: compile(checkpointer=...)")
+    if graph.checkpointer is None:  # a ValueError, as LangGraph's "No checkpointer set"
+        raise GraphValidationError(f"{what} needs a checkpointer: compile(checkpointer=...)")
     return graph.checkpointer
 
 
