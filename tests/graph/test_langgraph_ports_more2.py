@@ -1268,6 +1268,42 @@ def half_paused(g: Any) -> Any:
     return graph.add_edge(g.START, "asker").add_edge(g.START, "other")
 
 
+async def test_update_state_as_end_follows_the_finished_tasks_edges(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's update_state(None, as_node=END) (pregel/main.py, "clear all tasks") applies
+    # the writes of the step's tasks that finished, their edges with them, and drops the
+    # unfinished ones: "other" finished, so "after" (its edge) and "jumped" (its Command's
+    # goto) are next, while the paused "asker" is dropped. Ours ended the thread there
+    def build(g: Any) -> Any:
+        def asker(state: Any) -> dict[str, Any]:
+            return {"log": ["asker:" + g.interrupt("q")]}
+
+        def other(state: Any) -> Any:
+            return g.Command(update={"log": ["other"]}, goto="jumped")
+
+        graph = g.StateGraph(Log).add_node("asker", asker)
+        graph.add_node("other", other, destinations=("jumped",))
+        graph.add_node("after", logger("after")).add_node("jumped", logger("j"))
+        graph.add_edge(g.START, "asker").add_edge(g.START, "other")
+        return graph.add_edge("other", "after")
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.aupdate_state(cfg(), None, as_node=THEIRS.END)
+    await ours.update_state("1", None, as_node=END)
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert mine.values == their.values == {"log": ["other"]}
+    assert mine.next == their.next == ("after", "jumped")
+    assert mine.interrupts == their.interrupts == ()
+    assert (mine.step, mine.source) == (their.metadata["step"], their.metadata["source"])
+    out = await theirs.ainvoke(None, cfg())
+    result = await ours.run(None, thread_id="1")
+    assert result.status == "completed"
+    assert result.state == values(out) == {"log": ["other", "after", "j"]}
+
+
 class SubMarket(TypedDict, total=False):
     my_key: str
     market: str

@@ -38,7 +38,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.reducers import Replaced
-from tinyagents.graph.tasks import plan_tasks
+from tinyagents.graph.tasks import Task, plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send
 from tinyagents.runs.info import check_id
 from tinyagents.store.checkpoint._lease import new_owner
@@ -397,9 +397,10 @@ async def stage_update(
     is saved. A reducer's or router's own error comes back as ``InvalidUpdateError`` naming it.
     """
     writes = graph.schema.check_update(update, "update_state", "update_state value")
-    # the thread's last word ends its step: what its finished tasks wrote stays (the values
-    # get_state showed), as LangGraph's update_state(None, as_node=END) keeps it
-    finished = finished_writes(graph, head) if as_node == END else []
+    # END ends the step: what its finished tasks wrote stays (the values get_state showed),
+    # as LangGraph's update_state(None, as_node=END) keeps it
+    done = finished_tasks(graph, head) if as_node == END else []
+    finished = [w for t in done for w in t.writes or ()]
     staged = head.staged([*writes, *(key for key, _ in finished)])
     delta: dict[str, Any] = graph.apply_writes(staged.values, finished) if finished else {}
     for key, value in writes.items():
@@ -416,25 +417,31 @@ async def stage_update(
                 f"the reducer of {key!r} ({reducer}) refused the update: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-    if as_node == END:
-        # the update is the thread's last word: its pending tasks (and interrupts) are dropped
-        staged.frontier = []
-        staged.step += 1
-        staged.frontier_id = new_frontier_id()
-        staged.records = {}
-    elif as_node is not None:
+    if as_node is not None:
+        if as_node == END:
+            # the step's unfinished tasks (and their questions) are dropped; the finished
+            # ones are done, so their edges lead on, as LangGraph's (with none, the thread
+            # has finished)
+            ran: list[tuple[str, list[str | Send]]] = [(t.node, t.goto) for t in done]
+            held: list[str] = []
+        else:
+            ran = [(as_node, [])]
+            # what a spent join or deferral pulled waits still: no edge of as_node takes it
+            held = [p.node for p in staged.frontier if p.held]
         # an update is no step of a run: its router sees what LangGraph's sees then
         view = graph.router_view(staged.values, UPDATE_REMAINING_STEPS)
-        # what a spent join or deferral pulled waits still: no edge of as_node takes it away
-        held = [p.node for p in staged.frontier if p.held]
         try:
-            staged.frontier = await graph.route([(as_node, [])], staged.barriers, view, held)
+            staged.frontier = await graph.route(ran, staged.barriers, view, held) if ran else []
         except TinyAgentsError:
             raise
         except Exception as exc:
+            routed = (
+                "the finished tasks' edges"
+                if as_node == END
+                else f"the update as node {as_node!r}'s output"
+            )
             raise InvalidUpdateError(
-                f"routing the update as node {as_node!r}'s output failed: "
-                f"{type(exc).__name__}: {exc}"
+                f"routing {routed} failed: {type(exc).__name__}: {exc}"
             ) from exc
         staged.step += 1
         staged.frontier_id = new_frontier_id()
@@ -476,11 +483,16 @@ def update_problem(graph: GraphCore, update: Any, as_node: Any) -> str | None:
     return None
 
 
-def finished_writes(graph: GraphCore, head: Head) -> list[tuple[str, Any]]:
-    """What the tasks of an unfinished step that already finished wrote, in task order."""
+def finished_tasks(graph: GraphCore, head: Head) -> list[Task]:
+    """The tasks of an unfinished step that already finished, in task order."""
     if not head.records:
         return []
-    return [w for t in plan_tasks(graph, head) if not t.skipped for w in t.writes or ()]
+    return [t for t in plan_tasks(graph, head) if t.writes is not None and not t.skipped]
+
+
+def finished_writes(graph: GraphCore, head: Head) -> list[tuple[str, Any]]:
+    """What the tasks of an unfinished step that already finished wrote, in task order."""
+    return [w for t in finished_tasks(graph, head) for w in t.writes or ()]
 
 
 def add_goto(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]:
