@@ -23,7 +23,7 @@ from tinyagents.graph import Command, StateGraph, interrupt, is_invalid_resume
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
-from tinyagents.testkit import EventWaiter
+from tinyagents.testkit import EventRecorder, EventWaiter
 
 
 class Age(BaseModel):
@@ -212,13 +212,13 @@ class Decision(BaseModel):
     value: int = 0
 
 
-async def test_a_steered_run_says_the_schema_and_a_wrong_answer_leaves_the_question(
-    rt: Runtime, waiter: EventWaiter
+async def test_a_steered_answer_the_schema_refuses_fails_and_the_question_waits(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
 ) -> None:
     """Through the runtime: the ``graph.interrupt`` event (and so the operator API's pending
-    interrupts) carries the schema; an approval whose payload does not match it fails the
-    run with the ``ValidationError`` and leaves the question pending on the thread, for a
-    run started with the right answer."""
+    interrupts) carries the schema, and an approval whose payload the schema refuses fails
+    (``steering.failed``, saying what is wrong) before anything is recorded: the run still
+    waits on the question, and a right answer completes it."""
 
     def ask(state: State) -> dict[str, Any]:
         return {"answer": interrupt("refund?", response_schema=Decision)}
@@ -233,19 +233,25 @@ async def test_a_steered_run_says_the_schema_and_a_wrong_answer_leaves_the_quest
     handle = await rt.start_graph(graph, {}, thread_id="t")
     event = await waiter.event("graph.interrupt", handle.run_id)
     assert event.data["response_schema"] == Decision.model_json_schema()
-    wrong = SteeringCommand(
-        target=SteeringTarget.graph_task(handle.run_id, event.task_id),
-        actor=SteeringActor.test(),
-        kind=SteeringKind.APPROVE,
-        payload={"value": "lots"},
-    )
+    target = SteeringTarget.graph_task(handle.run_id, event.task_id)
+
+    def approve(payload: dict[str, Any]) -> SteeringCommand:
+        return SteeringCommand(
+            target=target, actor=SteeringActor.test(), kind=SteeringKind.APPROVE, payload=payload
+        )
+
+    wrong = approve({"value": "lots"})
     assert (await rt.submit(wrong)).status == "accepted"
-    failed = await handle.result()
-    assert failed.status is RunStatus.FAILED and "validation error for Decision" in failed.error
+    failed = await waiter.event("steering.failed", handle.run_id)
+    assert failed.correlation_id == wrong.correlation_id
+    assert "does not match the response_schema" in failed.reason
+    assert "value: Input should be a valid integer" in failed.reason
+    assert handle.status is RunStatus.INTERRUPTED
     assert [i.value for i in (await graph.get_state("t")).interrupts] == ["refund?"]
-    again = await rt.start_graph(
-        graph, Command(resume={"approved": True, "value": 5}), thread_id="t"
-    )
-    done = await again.result()
+
+    right = approve({"value": 5})
+    await rt.submit(right)
+    done = await handle.result()
     assert done.status is RunStatus.COMPLETED
     assert done.output == {"answer": Decision(approved=True, value=5)}
+    assert recorder.steering(right.correlation_id)[-1].type == "steering.applied"

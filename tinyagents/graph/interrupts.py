@@ -3,7 +3,7 @@ typed answers of ``interrupt(value, response_schema=...)``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -29,6 +29,9 @@ class Interrupt(FrozenRecord):
     ns: str = ""
     index: int = 0
     response_schema: dict[str, Any] | None = None
+    #: what checks an answer, while the process that asked holds the question (never
+    #: saved): a steering answer is checked before it is recorded
+    check: ResponseSchema | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         data = {

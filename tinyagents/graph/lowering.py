@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from tinyagents.errors import GraphError, RunCancelled, TinyAgentsError
 from tinyagents.graph import threads
 from tinyagents.graph.checkpointing import save
@@ -484,7 +486,19 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
             "name one with payload interrupt_id"
         )
     [chosen] = candidates
-    writes = run.graph.map_resume(run.head, {chosen.id: resume_value(cmd)})
+    answer = resume_value(cmd)
+    if chosen.check is not None:
+        # the question's response_schema (known while the process that asked holds it):
+        # an answer it refuses is not recorded, and the question waits for another
+        try:
+            chosen.check.check(answer, chosen.id)
+        except ValidationError as exc:
+            raise CannotApply(
+                f"the answer does not match the response_schema of interrupt {chosen.id} "
+                f"(node {chosen.node!r}): {_problems(exc)}; nothing was recorded, the "
+                "question still waits"
+            ) from None
+    writes = run.graph.map_resume(run.head, {chosen.id: answer})
     await record_resume(run.checkpointer, run.head, writes, steered_by=command_ref(cmd))
     return {
         "task_id": chosen.task_id,
@@ -492,6 +506,15 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         "interrupt_id": chosen.id,
         "checkpoint_id": run.head.checkpoint_id,
     }
+
+
+def _problems(exc: ValidationError, shown: int = 3) -> str:
+    """What pydantic found wrong with an answer, in a line: ``loc: message``, the first few."""
+    errors = exc.errors(include_url=False)
+    said = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'the answer'}: {e['msg']}" for e in errors[:shown]
+    )
+    return said + (f"; and {len(errors) - shown} more" if len(errors) > shown else "")
 
 
 # -- goto, update, cancel ---------------------------------------------------------------------
