@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 
 import pytest
 from operator_server import BASE, Served, eventually
+from pydantic import BaseModel
 
 from tinyagents import RunHandle
 from tinyagents.graph import END, START, StateGraph, interrupt
@@ -229,6 +230,57 @@ async def test_a_pending_interrupt_is_listed_and_answered_through_its_task(
     result = await run.result()
     assert result.status.value == "completed"
     assert result.output["answer"] == {"approved": True, "value": "yes"}
+
+
+class RefundDecision(BaseModel):
+    approved: bool
+    value: int
+
+
+def ask_typed(state: Refund) -> Refund:
+    decision = interrupt(f"refund {state['amount']}?", response_schema=RefundDecision)
+    return {"answer": decision.value}
+
+
+async def test_a_pending_interrupt_shows_its_response_schema_and_a_wrong_answer_fails(
+    served: Served,
+) -> None:
+    """A client renders the answer's form from the pending interrupt's ``response_schema``;
+    an answer the schema refuses fails, saying why, and the question waits on."""
+    graph = StateGraph(Refund).add_node("ask", ask_typed).add_edge(START, "ask")
+    compiled = graph.add_edge("ask", END).compile(checkpointer=MemoryCheckpointer())
+    run = await served.runtime.start_graph(
+        compiled, {"amount": "12 EUR"}, thread_id="refund-typed", tenant_id="acme"
+    )
+
+    async def asked() -> Any:
+        r = await call(served, "alice", "GET", f"{BASE}/runs/{run.run_id}")
+        return r.json().get("interrupts")
+
+    (pending,) = await eventually(asked)
+    assert pending["response_schema"] == RefundDecision.model_json_schema()
+    path = f"{BASE}/runs/{run.run_id}/tasks/{pending['task_id']}/commands"
+    r = await call(served, "alice", "POST", path, {"kind": "approve", "payload": {"value": "x"}})
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+    wrong = r.json()["correlation_id"]
+
+    async def failed() -> Any:
+        return next(
+            (
+                e
+                for e in served.runtime.steering_history(run.run_id)
+                if e.type == "steering.failed" and e.correlation_id == wrong
+            ),
+            None,
+        )
+
+    event = await eventually(failed)
+    assert "value: Input should be a valid integer" in event.reason
+    assert run.status.value == "interrupted"
+    r = await call(served, "alice", "POST", path, {"kind": "approve", "payload": {"value": 12}})
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+    result = await run.result()
+    assert result.status.value == "completed" and result.output["answer"] == 12
 
 
 async def test_aborting_a_graph_tasks_own_entry_cancels_that_task(served: Served) -> None:
