@@ -20,6 +20,8 @@ import contextlib
 import os
 from typing import Any, TypedDict
 
+from pydantic import BaseModel, Field
+
 from tinyagents.demo import Cues, build_agents
 from tinyagents.events.models import Event, SteeringEvent, SubAgentEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
@@ -129,10 +131,24 @@ class Refund(TypedDict, total=False):
     decision: str
 
 
+class RefundAnswer(BaseModel):
+    """What the refund question takes (an ``approve``/``reject`` gives ``approved``, and the
+    command's ``value`` and ``reason``): its JSON Schema goes out with the question, and the
+    console shows what it expects."""
+
+    approved: bool
+    value: str | None = Field(default=None, description="the amount to refund, if not all")
+    reason: str | None = None
+
+
 def ask(state: Refund) -> dict[str, Any]:
-    answer = interrupt({"question": f"Refund {state['amount']} for invoice {state['invoice']}?"})
-    approved = isinstance(answer, dict) and answer.get("approved")
-    return {"decision": "refunded" if approved else "refused"}
+    answer = interrupt(
+        {"question": f"Refund {state['amount']} for invoice {state['invoice']}?"},
+        response_schema=RefundAnswer,
+    )
+    if not answer.approved:
+        return {"decision": f"refused: {answer.reason}" if answer.reason else "refused"}
+    return {"decision": f"refunded {answer.value or state['amount']}"}
 
 
 def refund_graph() -> Any:

@@ -486,20 +486,58 @@
     $("interrupts").replaceChildren(...list.map((ask) => {
       const value = questionText(ask.value);
       const label = `${ask.node || "task"}: ${value}`;
+      // the answer's value, optional: JSON (a number, an object) or plain text
+      const field = el("input", {
+        type: "text", class: "answer", "data-testid": "answer-value",
+        "aria-label": `Answer value: ${label}`, placeholder: valueHint(ask.response_schema),
+      });
       return el(
         "li",
         { "data-testid": "interrupt", "data-interrupt-id": ask.id },
         el("span", { class: "question", text: label }),
+        ask.response_schema
+          ? el("span", { class: "hint", "data-testid": "answer-schema", text: `expects ${schemaText(ask.response_schema)}` })
+          : null,
+        field,
         el("button", {
           type: "button", "data-testid": "approve-btn", "aria-label": `Approve: ${label}`,
-          onclick: () => answer(run, ask, "approve"),
+          onclick: () => answer(run, ask, "approve", field),
         }, "Approve"),
         el("button", {
           type: "button", class: "danger", "data-testid": "reject-btn", "aria-label": `Reject: ${label}`,
-          onclick: () => answer(run, ask, "reject"),
+          onclick: () => answer(run, ask, "reject", field),
         }, "Reject"),
       );
     }));
+  }
+
+  function schemaText(schema) {
+    // An object schema's fields, "{approved: boolean, value?: string}"; any other as its type.
+    const props = schema && typeof schema === "object" ? schema.properties : null;
+    if (!props || typeof props !== "object") return (schema && schema.type) || "an answer (see its JSON Schema)";
+    const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+    const fields = Object.entries(props).map(([name, spec]) => {
+      const type = spec && (spec.type || (spec.anyOf || []).map((s) => s.type).filter(Boolean).join(" | "));
+      return `${name}${required.has(name) ? "" : "?"}: ${type || "any"}`;
+    });
+    return `{${fields.join(", ")}}`;
+  }
+
+  function valueHint(schema) {
+    const spec = schema && schema.properties && schema.properties.value;
+    const said = spec && (spec.description || spec.title);
+    return said ? `value: ${said}` : "value (optional)";
+  }
+
+  function answerValue(field) {
+    // What the field holds, as the answer's "value": JSON when it reads as JSON, else text.
+    const text = field ? field.value.trim() : "";
+    if (!text) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch (_) {
+      return text;
+    }
   }
 
   function questionText(value) {
@@ -598,7 +636,7 @@
     return `/runs/${encodeURIComponent(runId)}`;
   }
 
-  function answer(run, ask, kind) {
+  function answer(run, ask, kind, field) {
     // An interrupt belongs to a graph task: the command goes to that task of its graph run,
     // through the row it was asked from (a task's own row: its entry, which the server sends
     // on to its graph run; a token narrowed to the entry may not see the graph run).
@@ -607,6 +645,8 @@
       ? `${runPath(run.run_id)}/tasks/${encodeURIComponent(taskId)}/commands`
       : `${runPath(run.run_id)}/commands`;
     const payload = ask.id ? { interrupt_id: ask.id } : {};
+    const value = answerValue(field);
+    if (value !== undefined) payload.value = value;
     send(`${kind} ${ask.node || "question"}`, run.run_id, path, { kind, payload });
   }
 
