@@ -10,8 +10,10 @@ Schema ``dict`` is surfaced as given, and answers are not checked against it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Any, TypedDict
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 import typing_extensions
@@ -43,6 +45,10 @@ class Point:
 class State(TypedDict, total=False):
     answer: Any
     kind: str
+
+
+class Ages(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
 
 
 def asking(schema: Any, calls: list[str] | None = None) -> Any:
@@ -161,6 +167,50 @@ async def test_only_the_wrong_answer_of_two_is_withdrawn(checkpointer: Checkpoin
     assert [i.value for i in state.interrupts] == ["age?"]
     done = await graph.run(Command(resume={"age": 30}), thread_id="1")
     assert done.state == {"answer": ["ann", Age(age=30)]}
+
+
+async def test_a_wrong_answer_does_not_cut_short_a_task_answered_in_the_same_resume(
+    checkpointer: Checkpointer,
+) -> None:
+    """Two parallel questions answered in one resume, one answer wrong: as LangGraph's, the
+    rightly answered task runs to its end (its side effects done once, its writes kept) and
+    the wrong answer fails the run after it; only its question is still pending."""
+    effects: list[tuple[str, int]] = []
+
+    def build(g: Any) -> Any:
+        def asker(name: str) -> Any:
+            async def node(state: Ages) -> dict[str, Any]:
+                age = g.interrupt(name, response_schema=Age)
+                await asyncio.sleep(0.01)  # a wrong answer elsewhere must not cancel this
+                effects.append((name, age.age))
+                return {"log": [f"{name}={age.age}"]}
+
+            return node
+
+        graph = g.StateGraph(Ages)
+        graph.add_node("a", asker("a")).add_node("b", asker("b"))
+        graph.add_edge(g.START, "a").add_edge(g.START, "b")
+        return graph.add_edge("a", g.END).add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    mine = {i.value: i.id for i in (await ours.run({}, thread_id="1")).interrupts}
+    their = {i.value: i.id for i in (await theirs.ainvoke({}, cfg()))["__interrupt__"]}
+    failed = await ours.run(
+        Command(resume={mine["a"]: {"age": "x"}, mine["b"]: {"age": 2}}), thread_id="1"
+    )
+    with pytest.raises(ValidationError):
+        await theirs.ainvoke(
+            THEIRS.Command(resume={their["a"]: {"age": "x"}, their["b"]: {"age": 2}}), cfg()
+        )
+    assert failed.status == "failed" and is_invalid_resume(failed.error)
+    assert effects == [("b", 2), ("b", 2)]  # once in each library
+    mine_state, their_state = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert mine_state.values == their_state.values == {"log": ["b=2"]}
+    assert mine_state.next == their_state.next == ("a",)
+    done = await ours.run(Command(resume={mine["a"]: {"age": 1}}), thread_id="1")
+    their_done = await theirs.ainvoke(THEIRS.Command(resume={their["a"]: {"age": 1}}), cfg())
+    assert done.state == their_done == {"log": ["a=1", "b=2"]}  # the step's task order
+    assert effects == [("b", 2), ("b", 2), ("a", 1), ("a", 1)]  # b did not run again
 
 
 async def test_a_node_may_catch_the_wrong_answer_itself(checkpointer: Checkpointer) -> None:

@@ -478,16 +478,29 @@ class GraphRun:
     async def run_tasks(self, tasks: list[Task]) -> None:
         runnable = started([t for t in tasks if t.runnable])  # in LangGraph's order
         self._show_started(tasks, runnable)
+        refused: list[_TaskFailed] = []  # answers interrupt()'s schema refused
+
+        async def run_one(task: Task) -> None:
+            try:
+                await self._run_one(task, save_result=True, announced=True)
+            except _TaskFailed as failed:
+                if invalid_resume_of(failed.error) is None:
+                    raise
+                # as LangGraph's: a wrong answer fails its task once the others have ended,
+                # so a task answered rightly in the same resume is not cut short after its
+                # side effects, to run them again
+                refused.append(failed)
+
         try:
             async with asyncio.TaskGroup() as group:
                 for task in runnable:
-                    self.running[task.id] = group.create_task(
-                        self._run_one(task, save_result=True, announced=True)
-                    )
+                    self.running[task.id] = group.create_task(run_one(task))
         except BaseExceptionGroup as eg:
-            raise _first_failure(eg) from None
+            raise _first_failure(eg, refused) from None
         finally:
             self.running.clear()
+        if refused:
+            raise min(refused, key=lambda f: f.index).error
 
     def _show_started(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
         """Tell the stream the starts of this step's tasks, as LangGraph lists every task of
@@ -962,9 +975,10 @@ def unanswered(tasks: list[Task]) -> list[Interrupt]:
     return [i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume]
 
 
-def _first_failure(eg: BaseExceptionGroup) -> BaseException:
-    """The error of the lowest-index failed task, so the reported error is deterministic."""
-    failed: list[_TaskFailed] = []
+def _first_failure(eg: BaseExceptionGroup, refused: list[_TaskFailed]) -> BaseException:
+    """The error of the lowest-index failed task (of ``eg``'s, and of the ``refused``
+    answers'), so the reported error is deterministic."""
+    failed: list[_TaskFailed] = list(refused)
     others: list[BaseException] = []
 
     def walk(group: BaseExceptionGroup) -> None:
