@@ -20,7 +20,7 @@ from tinyagents import (
     SteeringRenderer,
     tool,
 )
-from tinyagents.errors import ConfigurationError, RunLimitExceeded
+from tinyagents.errors import ConfigurationError, RunLimitExceeded, ToolError
 from tinyagents.events import SteeringEvent
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringTarget
@@ -783,6 +783,34 @@ async def test_a_middleware_that_returns_no_result_fails_the_run_saying_so(
     assert result.status is RunStatus.FAILED
     assert words in (result.error or "")
     assert "did a hook forget to return call_next's result?)" in (result.error or "")
+
+
+class Permission(Middleware):
+    """Lets a tool run only for the calls its check allows, telling the model why not."""
+
+    name = "permission"
+
+    async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+        if call.args.get("text") == "secret":
+            raise ToolError("echoing secrets is not allowed; echo something else")
+        return await call_next(call)
+
+
+async def test_a_tool_error_a_middleware_raises_is_told_to_the_model(
+    rt: Runtime, recorder: EventRecorder
+):
+    # it failed the run ("ToolError: echoing secrets ..."), where a tool's own ToolError is
+    # the call's error result: a permission check in a middleware could only end the run
+    model = ScriptedModel(
+        [tool_call("echo", id="c1", text="secret"), tool_call("echo", id="c2", text="hi"), "done"]
+    )
+    agent = Agent("a", model, tools=[echo], middleware=[Permission()])
+    result = await (await rt.start(agent, "go")).result()
+
+    assert result.status is RunStatus.COMPLETED
+    answers = [(m.tool_call_id, m.content) for m in model.requests[-1].messages if m.role == "tool"]
+    assert answers == [("c1", "echoing secrets is not allowed; echo something else"), ("c2", "hi")]
+    assert [e.error for e in events_of(recorder, "tool.result")] == [True, False]
 
 
 class NoDeletions(Middleware):

@@ -605,6 +605,12 @@ class AgentRun(RunDriver):
         self._in_tool = True
         try:
             result = await handler(call)
+        except ToolError as exc:
+            # a middleware's (the tool's own is its result already): told to the model, as
+            # a tool's is, so a permission check around a tool need not end the run
+            result = ToolResult(
+                call_id=call.id, name=call.name, content=message_of(exc), error=True
+            )
         finally:
             self._in_tool = False
         if not isinstance(result, ToolResult):
