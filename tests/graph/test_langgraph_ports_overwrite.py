@@ -190,3 +190,28 @@ async def test_an_overwrite_in_a_pydantic_states_input_and_update_state(
     assert (await ours.get_state("1")).values == {"items": ["reset"]}
     with pytest.raises(InvalidUpdateError, match="items"):
         await ours.update_state("1", {"items": Overwrite([1])}, as_node="a")  # still checked
+
+
+@pytest.mark.parametrize("value", [None, "text", 5], ids=["none", "str", "int"])
+async def test_an_overwrite_that_is_no_list_is_stored_as_it_is(
+    value: Any, checkpointer: Checkpointer
+) -> None:
+    # was wrapped as one item ([None]): LangGraph's Overwrite bypasses the reducer whole. The
+    # step's other task pauses, so the Overwrite goes through the saved pending writes too
+    def build(g: Any) -> Any:
+        wrap = overwrite_of(g)
+        graph = g.StateGraph(State).add_node("start", lambda s: {"items": ["a"]})
+        graph.add_node("over", lambda s: {"items": wrap(value)})
+        graph.add_node("ask", lambda s: {"total": len(g.interrupt("more?"))})
+        graph.add_edge(g.START, "start")
+        for name in ("over", "ask"):
+            graph.add_edge("start", name).add_edge(name, g.END)
+        return graph
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"items": ["x"]}, cfg())
+    expected = await theirs.ainvoke(lg_types.Command(resume="yes"), cfg())
+    assert expected == {"items": value, "total": 3}
+    assert (await ours.run({"items": ["x"]}, thread_id="1")).status == "interrupted"
+    assert (await ours.run(Command(resume="yes"), thread_id="1")).state == expected
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values

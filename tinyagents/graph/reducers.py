@@ -534,8 +534,14 @@ def reduce(reducer: Reducer, key: str, current: Any, writes: list[Any]) -> tuple
             f"channel {key!r} received {len(found)} Overwrite values in one superstep; "
             "Can receive only one Overwrite value per super-step."
         )
-    value = reducer.replace(found[0])
+    value = reducer.replace(found[0]) if _collection(found[0]) else found[0]
     return value, Replaced(value)
+
+
+def _collection(value: Any) -> bool:
+    """An ``Overwrite``'s value that its channel's reducer takes in (a list, tuple or set);
+    any other value (None, a string, one message) is stored as is, as LangGraph's."""
+    return isinstance(value, list | tuple | set | frozenset)
 
 
 def _maybe_overwrite(write: dict[Any, Any]) -> bool:
@@ -547,7 +553,7 @@ def normalize_write(reducer: Reducer, write: Any) -> Any:
     dict form (plain JSON) around the normalized value."""
     is_overwrite, value = overwritten(write)
     if is_overwrite:
-        return {OVERWRITE: reducer.normalize(value)}
+        return {OVERWRITE: reducer.normalize(value) if _collection(value) else value}
     return reducer.normalize(write)
 
 
