@@ -27,6 +27,7 @@ from langgraph_kit import (
     OURS,
     THEIRS,
     Log,
+    abc_graph,
     cfg,
     lg_errors,
     lg_memory,
@@ -40,6 +41,7 @@ from test_langgraph_ports_stream import plain
 
 from tinyagents.errors import (
     ConfigurationError,
+    GraphError,
     GraphValidationError,
     InterruptError,
     InvalidRouteError,
@@ -1302,6 +1304,31 @@ async def test_update_state_as_end_follows_the_finished_tasks_edges(
     result = await ours.run(None, thread_id="1")
     assert result.status == "completed"
     assert result.state == values(out) == {"log": ["other", "after", "j"]}
+
+
+@pytest.mark.parametrize("as_node", [END, "c"])
+async def test_a_thread_that_update_state_as_end_started_has_no_input_to_run(
+    as_node: str, checkpointer: Checkpointer
+) -> None:
+    # LangGraph's update_state(None, as_node=END) on a new thread (or as a node whose edges
+    # lead to END) saves a checkpoint that wrote nothing, and invoke(None) there raises
+    # EmptyInputError ("Received no input for __start__"), as on a thread with no checkpoint;
+    # ours completed with nothing run
+    calls: list[str] = []
+    ours, theirs = pair(lambda g: abc_graph(g, calls), checkpointer)
+    await theirs.aupdate_state(cfg(), None, as_node=as_node)
+    await ours.update_state("1", None, as_node=as_node)
+    mine, their = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert mine.values == their.values == {"log": []} and mine.next == their.next == ()
+    with pytest.raises(lg_errors.EmptyInputError, match="no input"):
+        await theirs.ainvoke(None, cfg())
+    with pytest.raises(GraphError, match="pass an input to start it"):
+        await ours.run(None, thread_id="1")
+    assert calls == []
+    # an input starts it, in both
+    out = await theirs.ainvoke({"log": ["go"]}, cfg())
+    result = await ours.run({"log": ["go"]}, thread_id="1")
+    assert result.state == out == {"log": ["go", "a", "b", "c"]}
 
 
 class SubMarket(TypedDict, total=False):

@@ -174,7 +174,7 @@ class GraphSession:
         elif input is None:
             if self.cp is None:
                 raise GraphError("a graph without checkpointer needs an input for every run")
-            if head is None:
+            if head is None or await self._blank(head):
                 raise GraphError(
                     f"thread {self.thread_id!r} has no checkpoint to continue from; "
                     "pass an input to start it"
@@ -185,6 +185,19 @@ class GraphSession:
             written = await graph.start_input(head, input, self.cp, limit)
         # not a thread's pending input, applied just now: its first step is a fresh one
         return head, written, continues and written is None
+
+    async def _blank(self, head: Head) -> bool:
+        """Whether the thread's checkpoints are updates that wrote nothing and made nothing
+        next (``update_state(None, as_node=END)`` on a new thread): it has no input to go on
+        from, as LangGraph's raises ``EmptyInputError`` for a thread with no channel written.
+        Read only for ``run(None)`` on such a head, which is no run's step."""
+        if head.source != "update" or head.frontier or head.records or head.metadata.get("keys"):
+            return False
+        assert self.cp is not None
+        records = await self.cp.list(self.thread_id)
+        return all(
+            r.source == "update" and not r.metadata.get("keys") and not r.frontier for r in records
+        )
 
     async def _rewind(
         self,
