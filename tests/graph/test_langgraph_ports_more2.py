@@ -1331,6 +1331,34 @@ async def test_a_thread_that_update_state_as_end_started_has_no_input_to_run(
     assert result.state == out == {"log": ["go", "a", "b", "c"]}
 
 
+async def test_update_state_as_end_at_a_past_checkpoint_applies_that_steps_writes(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's update_state(past config, None, as_node=END) takes that checkpoint's tasks
+    # as finished with the writes they recorded (they ran since), and follows their edges:
+    # at "next: b" the update holds b's write and c is next. Ours rewound there and ended the
+    # thread, dropping b (or, at the input's checkpoint, the input) and all that followed
+    for age in range(5):  # the head, each step's checkpoint, the input's
+        calls: list[str] = []
+        ours, theirs = pair(lambda g, calls=calls: abc_graph(g, calls), checkpointer)
+        thread = f"t{age}"
+        await theirs.ainvoke({"log": ["x"]}, cfg(thread))
+        await ours.run({"log": ["x"]}, thread_id=thread)
+        past = [s async for s in theirs.aget_state_history(cfg(thread))][age]
+        mine = (await ours.history(thread))[age]
+        assert mine.next == past.next and mine.source == past.metadata["source"]
+        await theirs.aupdate_state(past.config, None, as_node=THEIRS.END)
+        await ours.update_state(thread, None, as_node=END, checkpoint_id=mine.checkpoint_id)
+        their, now = await theirs.aget_state(cfg(thread)), await ours.get_state(thread)
+        assert (now.values, now.next) == (their.values, their.next), age
+        assert (now.step, now.source) == (their.metadata["step"], their.metadata["source"])
+        calls.clear()
+        out = await theirs.ainvoke(None, cfg(thread))
+        result = await ours.run(None, thread_id=thread)
+        assert result.state == out == {"log": ["x", "a", "b", "c"]}
+        assert calls[: len(calls) // 2] == calls[len(calls) // 2 :]  # the same nodes ran again
+
+
 class SubMarket(TypedDict, total=False):
     my_key: str
     market: str

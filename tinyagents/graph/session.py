@@ -46,7 +46,7 @@ from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore
-    from tinyagents.store.checkpoint.base import Checkpointer
+    from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord
 
 
 class GraphSession:
@@ -186,6 +186,15 @@ class GraphSession:
         # not a thread's pending input, applied just now: its first step is a fresh one
         return head, written, continues and written is None
 
+    async def _step_after(self, checkpoint_id: str) -> CheckpointRecord | None:
+        """The checkpoint the step run from ``checkpoint_id`` saved (its ``loop`` child), if
+        one was saved."""
+        assert self.cp is not None
+        records = await self.cp.list(self.thread_id)
+        return next(
+            (r for r in records if r.parent_id == checkpoint_id and r.source == "loop"), None
+        )
+
     async def _blank(self, head: Head) -> bool:
         """Whether the thread's checkpoints are updates that wrote nothing and made nothing
         next (``update_state(None, as_node=END)`` on a new thread): it has no input to go on
@@ -315,12 +324,23 @@ class GraphSession:
         check_as_node(graph, as_node)  # before anything is read
         head = await self.load() or self.fresh()
         rewound_to = None
+        infer = as_node is None
         if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
             # a fork of the thread's past, as LangGraph's update_state at an older checkpoint:
             # the update applies to the state there, and what follows runs again from it
-            head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
+            after = await self._step_after(checkpoint_id) if as_node == END else None
+            if after is None:
+                head = await self._rewound(head if head.seq >= 0 else None, checkpoint_id)
+            else:
+                # END there: that step's tasks ran since, so they are done, as LangGraph's
+                # applies their recorded writes and follows their edges; the checkpoint their
+                # step saved holds just that. The update is numbered as one at checkpoint_id
+                # (one past it: an update with tasks pending keeps its head's step)
+                head = await self._rewound(head, after.checkpoint_id, replay_head=True)
+                head.step = after.step - (0 if head.frontier else 1)
+                as_node = None  # routes nothing more: what that step made next stays next
             rewound_to = checkpoint_id
-        if as_node is None:
+        if infer:
             as_node = inferred_as_node(head)
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
