@@ -119,3 +119,32 @@ async def test_a_node_returning_role_content_tuples(checkpointer: Checkpointer) 
     assert all(uuid.UUID(m.id).version == 4 for m in result.state["messages"])
     saved = (await ours.get_state("1")).values["messages"]
     assert saved == result.state["messages"]
+
+
+def test_a_none_to_merge_is_langgraphs_value_error() -> None:
+    left = [messages.HumanMessage("Hello", id="1")]
+    with pytest.raises(ValueError, match="non-null arguments") as theirs:
+        lg_message.add_messages(left, None)
+    with pytest.raises(ValueError, match="non-null arguments") as ours:
+        add_messages(left, None)
+    assert str(ours.value) == str(theirs.value)
+
+
+async def test_a_node_that_writes_none_as_its_messages_fails(checkpointer: Checkpointer) -> None:
+    # LangGraph's add_messages refuses a None write ("Must specify non-null arguments for
+    # both 'left' and 'right'"), failing the step; ours appended None as a message
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(LgChat if g is THEIRS else Chat)
+        graph.add_node("chatbot", lambda state: {"messages": None})
+        return graph.add_edge(g.START, "chatbot").add_edge("chatbot", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    hello = [messages.HumanMessage("hi", id="1")]
+    with pytest.raises(ValueError, match="non-null arguments") as raised:
+        await theirs.ainvoke({"messages": hello}, cfg())
+    result = await ours.run({"messages": hello}, thread_id="1")
+    assert result.status == "failed"
+    assert isinstance(result.error, ValueError) and str(result.error) == str(raised.value)
+    # nothing of the step is applied (LangGraph's aget_state raises the error again there)
+    mine = await ours.get_state("1")
+    assert mine.values == {"messages": hello} and mine.next == ("chatbot",)

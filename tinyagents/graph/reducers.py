@@ -307,9 +307,20 @@ def add_messages(left: Any, right: Any) -> list[Any]:
     A message object without an id gets one first (``with_message_ids``), as LangGraph's.
     A ``(role, content)`` tuple is one message, a LangChain one when ``langchain_core`` is
     installed (``message_items``)."""
+    if right is None:
+        raise _no_messages(left)
     merged = MessageList(with_message_ids(message_items(left or [])))
     merged.merge(with_message_ids(message_items(right)))
     return merged
+
+
+def _no_messages(left: Any) -> ValueError:
+    """LangGraph's error for a ``None`` write to ``add_messages``, in its words (which name
+    ``'right'`` as the one received when ``left`` is empty)."""
+    return ValueError(
+        "Must specify non-null arguments for both 'left' and 'right'. Only received: "
+        f"'{'left' if left else 'right'}'."
+    )
 
 
 def with_message_ids(messages: list[Any]) -> list[Any]:
@@ -352,6 +363,8 @@ class Messages(Reducer):
         return langchain_messages(items) if self.langchain else items
 
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        if any(write is None for write in writes):
+            raise _no_messages(current if current is not MISSING else None)
         try:
             items = [with_message_ids(self.items(write)) for write in writes]
         except NOT_A_MESSAGE as exc:
