@@ -148,3 +148,57 @@ async def test_a_node_that_writes_none_as_its_messages_fails(checkpointer: Check
     # nothing of the step is applied (LangGraph's aget_state raises the error again there)
     mine = await ours.get_state("1")
     assert mine.values == {"messages": hello} and mine.next == ("chatbot",)
+
+
+class OpenAIChat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages(format="langchain-openai")]
+
+
+class LgOpenAIChat(TypedDict, total=False):
+    messages: Annotated[list[Any], lg_message.add_messages(format="langchain-openai")]
+
+
+async def test_add_messages_in_openai_format(checkpointer: Checkpointer) -> None:
+    # LangGraph's docstring example: add_messages(format="langchain-openai") stores the
+    # messages with their contents in OpenAI's format (an image block as "image_url"), made
+    # LangChain messages again (without ids, as LangGraph's conversion leaves them); ours
+    # refused the keyword (a TypeError when the state was read)
+    image = {"type": "image", "source_type": "base64", "data": "1234", "mime_type": "image/jpeg"}
+
+    def build(g: Any) -> Any:
+        def chatbot(state: Any) -> dict[str, Any]:
+            return {"messages": [messages.AIMessage("seen", id="2"), ("user", "and?")]}
+
+        graph = g.StateGraph(LgOpenAIChat if g is THEIRS else OpenAIChat)
+        graph.add_node("chatbot", chatbot)
+        return graph.add_edge(g.START, "chatbot").add_edge("chatbot", g.END)
+
+    def plain(merged: list[Any]) -> list[tuple[str, Any, Any]]:
+        return [(type(m).__name__, m.content, m.id) for m in merged]
+
+    ours, theirs = pair(build, checkpointer)
+    question = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, image]}]}
+    out = await theirs.ainvoke(question, cfg())
+    result = await ours.run(question, thread_id="1")
+    assert result.status == "completed", result.error
+    assert plain(result.state["messages"]) == plain(out["messages"])
+    assert out["messages"][0].content[1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/jpeg;base64,1234"},
+    }
+    saved = (await ours.get_state("1")).values["messages"]
+    assert plain(saved) == plain((await theirs.aget_state(cfg())).values["messages"])
+    # the thread goes on from its checkpoint: every merge formats the whole list again
+    out = await theirs.ainvoke({"messages": [("user", "more")]}, cfg())
+    result = await ours.run({"messages": [("user", "more")]}, thread_id="1")
+    assert plain(result.state["messages"]) == plain(out["messages"])
+    assert len(out["messages"]) == 6
+
+
+def test_an_unknown_message_format_is_langgraphs_value_error() -> None:
+    left, right = [messages.HumanMessage("hi", id="1")], [messages.AIMessage("yo", id="2")]
+    with pytest.raises(ValueError, match="Unrecognized format='xml'") as theirs:
+        lg_message.add_messages(format="xml")(left, right)
+    with pytest.raises(ValueError, match="Unrecognized format='xml'") as ours:
+        add_messages(left, right, format="xml")
+    assert str(ours.value) == str(theirs.value)

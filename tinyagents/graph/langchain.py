@@ -69,6 +69,24 @@ def langchain_messages(items: list[Any]) -> list[Any]:
     ]
 
 
+#: The message formats ``add_messages(format=...)`` takes, as LangGraph's.
+MESSAGE_FORMATS = (None, "langchain-openai")
+
+
+def check_message_format(format: str | None) -> None:
+    if format not in MESSAGE_FORMATS:
+        raise ValueError(f"Unrecognized {format=}. Expected one of 'langchain-openai', None.")
+
+
+def openai_formatted(messages: list[Any]) -> list[Any]:
+    """``messages`` with their contents in OpenAI's format (text, ``image_url`` blocks), made
+    LangChain messages again, as LangGraph's ``add_messages(format="langchain-openai")``
+    stores them (LangChain's conversion leaves them without ids)."""
+    from langchain_core.messages import convert_to_messages, convert_to_openai_messages
+
+    return convert_to_messages(convert_to_openai_messages(messages))
+
+
 #: What LangChain raises for an item it cannot make a message of: ``convert_to_messages``'s
 #: ``ValueError`` and ``NotImplementedError``, and the ``TypeError`` of its ``AnyMessage``'s
 #: discriminator validating a dict with no ``type`` (pydantic's ``ValidationError`` is a

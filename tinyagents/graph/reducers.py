@@ -33,9 +33,11 @@ from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph.langchain import (
     NOT_A_MESSAGE,
     TAKES,
+    check_message_format,
     langchain_messages,
     langchain_typed,
     message_items,
+    openai_formatted,
 )
 
 
@@ -302,16 +304,21 @@ def detach(value: Any) -> Any:
     return value
 
 
-def add_messages(left: Any, right: Any) -> list[Any]:
+def add_messages(left: Any = None, right: Any = None, *, format: str | None = None) -> Any:
     """Merge message lists by id: a message whose ``id`` exists replaces it, others append.
     A message object without an id gets one first (``with_message_ids``), as LangGraph's.
     A ``(role, content)`` tuple is one message, a LangChain one when ``langchain_core`` is
-    installed (``message_items``)."""
+    installed (``message_items``). ``add_messages(format="langchain-openai")`` (no lists) is
+    the reducer that stores LangChain messages with OpenAI-format contents, as LangGraph's:
+    ``Annotated[list, add_messages(format="langchain-openai")]``."""
+    check_message_format(format)
+    if left is None and right is None:
+        return Messages(langchain=True, format=format) if format else add_messages
     if right is None:
         raise _no_messages(left)
     merged = MessageList(with_message_ids(message_items(left or [])))
     merged.merge(with_message_ids(message_items(right)))
-    return merged
+    return MessageList(openai_formatted(merged)) if format else merged
 
 
 def _no_messages(left: Any) -> ValueError:
@@ -351,10 +358,13 @@ class Messages(Reducer):
     name = "add_messages"
     delta_is_value = False
 
-    def __init__(self, *, langchain: bool = False) -> None:
+    def __init__(self, *, langchain: bool = False, format: str | None = None) -> None:
+        check_message_format(format)
         #: the field holds LangChain messages only (``langchain_typed``), decided once when
         #: the schema is read, so a write to another field pays nothing for it
-        self.langchain = langchain
+        self.langchain = langchain or format is not None
+        #: ``add_messages(format="langchain-openai")``: the list is stored in OpenAI's format
+        self.format = format
 
     def items(self, write: Any) -> list[Any]:
         """The messages of one write, as the field holds them (LangChain's error,
@@ -379,12 +389,16 @@ class Messages(Reducer):
         value = self.replay(MISSING, [] if current is MISSING or current is None else current)
         for write in items:  # on a copy: a write that fails leaves the channel as it was
             value.merge(write)
+        if self.format:
+            value = MessageList(openai_formatted(value))
         return value, Replaced(value)
 
     def replay(self, current: Any, delta: Any) -> Any:
         if not isinstance(current, MessageList):
             current = MessageList(() if current is MISSING or current is None else current)
         current.merge(delta)
+        if self.format:  # the whole list, as LangGraph formats it at every merge
+            return MessageList(openai_formatted(current))
         return current
 
     def diff(self, before: Any, after: Any) -> list[Any]:
