@@ -879,6 +879,28 @@ async def test_parent_command_from_nested_subgraph() -> None:
         assert result.state == out == {"jump_from_idx": idx}
 
 
+async def test_a_node_reads_its_config_as_langgraphs_runnable_config(
+    checkpointer: Checkpointer,
+) -> None:
+    # a LangGraph node that takes `config: RunnableConfig` reads the thread, its node and
+    # step from it; ours got a NodeContext there, which `config["configurable"]` failed on
+    def build(g: Any) -> Any:
+        def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            meta = config.get("metadata", {})
+            ns = config["configurable"]["checkpoint_ns"]
+            seen = [config["configurable"]["thread_id"], meta["langgraph_node"]]
+            seen += [str(meta["langgraph_step"]), ns.split(":")[0], meta["thread_id"]]
+            return {"log": ["|".join(seen)]}
+
+        graph = g.StateGraph(Log).add_node("a", node).add_node("b", node)
+        return graph.add_edge(g.START, "a").add_edge("a", "b")
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg("t"))
+    result = await ours.run({"log": []}, thread_id="t")
+    assert result.state == out == {"log": ["t|a|1|a|t", "t|b|2|b|t"]}
+
+
 class Asked(TypedDict, total=False):
     q: str
 

@@ -41,6 +41,33 @@ class NodeContext(Record):
     #: ``timeout``): what it emits is handed to the loop's thread
     _loop: Any = field(default=None, repr=False)
 
+    # LangGraph's ``RunnableConfig``, read only: a node ported with ``config: RunnableConfig``
+    # as its second parameter gets this context there, and reads its thread, node and step
+    # as it did (``config["configurable"]["thread_id"]``, ``config["metadata"]
+    # ["langgraph_node"]``); built when read, so a node that does not pays nothing
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        ns = f"{self.node}:{self.task_id}"
+        ns = f"{self.ns}|{ns}" if self.ns else ns
+        if key == "configurable":
+            return {"thread_id": self.thread_id, "checkpoint_ns": ns}
+        if key == "metadata":
+            return {
+                "thread_id": self.thread_id,
+                "langgraph_step": self.step,
+                "langgraph_node": self.node,
+                "langgraph_checkpoint_ns": ns,
+            }
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``config.get(key)`` of LangGraph's ``RunnableConfig`` (``configurable``,
+        ``metadata``), ``default`` for any other key."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
     def tasks_of(self, node: str) -> list[str]:
         """Task ids of ``node`` in the current superstep."""
         return [t.id for t in self._run.plan() if t.node == node] if self._run else []
