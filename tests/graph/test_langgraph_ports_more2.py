@@ -901,6 +901,37 @@ async def test_a_node_reads_its_config_as_langgraphs_runnable_config(
     assert result.state == out == {"log": ["t|a|1|a|t", "t|b|2|b|t"]}
 
 
+async def test_a_router_reads_its_config_as_langgraphs_runnable_config(
+    checkpointer: Checkpointer,
+) -> None:
+    # a LangGraph router may take `config` too (it runs in its node's task, so it reads that
+    # task's node and step); ours called it with the state alone: a TypeError
+    seen: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+
+    def build(g: Any) -> Any:
+        def route(state: Any, config: RunnableConfig) -> Any:
+            meta = config["metadata"]
+            thread = config["configurable"]["thread_id"]
+            seen[id(g)].append(f"{thread} {meta['langgraph_node']}@{meta['langgraph_step']}")
+            if len(state["log"]) > 2:
+                return g.END
+            return "a" if thread == "t" else "b"
+
+        def node(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            return {"log": [config["metadata"]["langgraph_node"]]}
+
+        graph = g.StateGraph(Log).add_node("a", node).add_node("b", node)
+        graph.set_conditional_entry_point(route, ["a", "b"])
+        return graph.add_conditional_edges("a", route, ["a", "b", g.END])
+
+    ours, theirs = pair(build, checkpointer)
+    for thread in ("t", "u"):
+        out = await theirs.ainvoke({"log": []}, cfg(thread))
+        result = await ours.run({"log": []}, thread_id=thread)
+        assert result.state == out == {"log": ["a", "a", "a"] if thread == "t" else ["b"]}
+    assert seen[id(OURS)] == seen[id(THEIRS)]
+
+
 class Asked(TypedDict, total=False):
     q: str
 

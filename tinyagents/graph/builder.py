@@ -286,6 +286,7 @@ class StateGraph:
                 mapping=mapping,
                 is_async=is_async_callable(router),
                 input=self._node_input(hinted) if hinted is not None else None,
+                takes_config=positional_arity(router) >= 2,
             )
         )
         return self

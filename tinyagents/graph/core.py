@@ -37,6 +37,7 @@ from tinyagents.graph.checkpointing import (
     pending_input,
     save,
 )
+from tinyagents.graph.context import NodeContext
 from tinyagents.graph.reducers import MISSING, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
@@ -52,6 +53,22 @@ DEFERRED = "deferred"
 #: ``view(i, schema)``: the state the routers of the ``i``-th finished task see, as
 #: ``schema`` hands it (a router's own input schema, or None for the state's)
 RouterView = Callable[[int, StateSchema | None], Any]
+#: ``config(i)``: the context the routers of ``route``'s ``finished[i]`` are given, when they
+#: take a second argument (``Branch.takes_config``)
+RouterConfig = Callable[[int], NodeContext]
+
+
+def router_context(head: Head, node: str, task_id: str = "") -> NodeContext:
+    """The context of a router that runs outside a task of a step (on ``START`` or for an
+    ``update_state``): ``node``'s, at the step ``head`` goes on to."""
+    return NodeContext(
+        task_id=task_id,
+        node=node,
+        step=head.step + 1,
+        thread_id=head.thread_id,
+        ns=head.ns,
+        attempt=1,
+    )
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -89,6 +106,9 @@ class Branch(Record):
     #: the schema its first parameter is annotated with, when not the state's: the router
     #: sees that schema's keys only (LangGraph's inferred branch input schema)
     input: StateSchema | None = None
+    #: it takes a second argument, as a LangGraph router takes ``config``: its node task's
+    #: ``NodeContext``, which reads as LangGraph's ``RunnableConfig``
+    takes_config: bool = False
 
     def targets(self, all_nodes: Sequence[str]) -> list[str]:
         """Where the router may lead, for validation (anywhere when there is no mapping)."""
@@ -317,7 +337,8 @@ class GraphCore:
             # a router on START runs before the first step: as LangGraph's, it sees the
             # whole limit still to go
             view = self.router_view(head.values, recursion_limit)
-            frontier = await self.route([(START, [])], head.barriers, view)
+            config = lambda i: router_context(head, START)  # noqa: E731
+            frontier = await self.route([(START, [])], head.barriers, view, config=config)
         head.frontier = joined(frontier, goto) if goto else frontier
         head.records = {}
         return delta
@@ -386,6 +407,8 @@ class GraphCore:
         barriers: dict[str, set[str]],
         view: RouterView,
         held: Iterable[str] = (),
+        *,
+        config: RouterConfig | None = None,
     ) -> list[Planned]:
         """The next frontier after ``finished`` nodes (with their gotos) ran. ``view(i,
         schema)`` is the state the routers of ``finished[i]`` see, as ``schema`` (a router's
@@ -415,7 +438,8 @@ class GraphCore:
                     if state is None:
                         state = view(i, None)
                     seen = state
-                for routed in await self.evaluate(branch, seen):
+                context = config(i) if branch.takes_config and config is not None else None
+                for routed in await self.evaluate(branch, seen, context):
                     add(routed)
             for jumped in goto:
                 add(jumped)
@@ -450,8 +474,10 @@ class GraphCore:
         if not pulls and DEFERRED in barriers:
             pulls.update(dict.fromkeys(barriers.pop(DEFERRED), True))
 
-    async def evaluate(self, branch: Branch, state: Any) -> list[str | Send]:
-        out = branch.router(state)
+    async def evaluate(
+        self, branch: Branch, state: Any, context: NodeContext | None = None
+    ) -> list[str | Send]:
+        out = branch.router(state, context) if branch.takes_config else branch.router(state)
         if branch.is_async or hasattr(out, "__await__"):
             out = await out
         if isinstance(out, set | frozenset):  # node names, in a stable order

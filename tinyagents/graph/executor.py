@@ -46,6 +46,7 @@ from tinyagents.graph.checkpointing import (
     save,
     withdrawal_write,
 )
+from tinyagents.graph.context import NodeContext
 from tinyagents.graph.core import breakpoint_nodes
 from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
 from tinyagents.graph.reducers import MISSING, detach
@@ -767,7 +768,21 @@ class GraphRun:
                 return self.view() if schema is None else self._view_in(schema, head.values)
             return self._view_in(schema, graph.preview(before, done[i].writes or []))
 
-        return await graph.route(finished, head.barriers, view)
+        def config(i: int) -> NodeContext:  # a router's, as LangGraph's: its node task's
+            task = done[i]
+            return NodeContext(
+                task_id=task.id,
+                node=task.node,
+                step=head.step + 1,
+                thread_id=head.thread_id,
+                ns=head.ns,
+                attempt=1,
+                run_id=self.run_id,
+                runtime=self.runtime,
+                _run=self,
+            )
+
+        return await graph.route(finished, head.barriers, view, config=config)
 
     def _values_before(self, writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """The step's starting values, with copies of what ``writes`` will change in place."""

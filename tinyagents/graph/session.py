@@ -36,6 +36,7 @@ from tinyagents.graph.checkpointing import (
     save,
     withdrawal_write,
 )
+from tinyagents.graph.core import router_context
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import Task, plan_tasks
@@ -464,7 +465,10 @@ async def stage_update(
         # an update is no step of a run: its router sees what LangGraph's sees then
         view = graph.router_view(staged.values, UPDATE_REMAINING_STEPS)
         try:
-            staged.frontier = await graph.route(ran, staged.barriers, view, held) if ran else []
+            config = lambda i: router_context(staged, ran[i][0])  # noqa: E731
+            staged.frontier = (
+                await graph.route(ran, staged.barriers, view, held, config=config) if ran else []
+            )
         except TinyAgentsError:
             raise
         except Exception as exc:
