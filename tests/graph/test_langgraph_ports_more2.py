@@ -1412,6 +1412,44 @@ async def test_update_state_as_end_at_a_past_checkpoint_applies_that_steps_write
         assert calls[: len(calls) // 2] == calls[len(calls) // 2 :]  # the same nodes ran again
 
 
+async def test_update_state_as_end_at_a_past_fan_out_step(checkpointer: Checkpointer) -> None:
+    # the same at a step of two tasks, one of which paused and was answered later: both are
+    # done at that checkpoint, and the join after them is next
+    def build(g: Any) -> Any:
+        def asker(state: Any) -> dict[str, Any]:
+            return {"log": ["asker:" + g.interrupt("q")]}
+
+        graph = g.StateGraph(Log).add_node("first", logger("first")).add_node("asker", asker)
+        graph.add_node("other", logger("other")).add_node("join", logger("join"))
+        graph.add_edge(g.START, "first").add_edge("first", "asker").add_edge("first", "other")
+        return graph.add_edge(["asker", "other"], "join")
+
+    for age in (1, 2, 3):  # the checkpoints before join, before the fan-out, before first
+        ours, theirs = pair(build, checkpointer)
+        thread = f"t{age}"
+        for given in ({"log": ["x"]}, THEIRS.Command(resume="y")):
+            await theirs.ainvoke(given, cfg(thread))
+        for given in ({"log": ["x"]}, Command(resume="y")):
+            await ours.run(given, thread_id=thread)
+        past = [s async for s in theirs.aget_state_history(cfg(thread))][age]
+        mine = (await ours.history(thread))[age]
+        assert mine.next == past.next
+        await theirs.aupdate_state(past.config, None, as_node=THEIRS.END)
+        await ours.update_state(thread, None, as_node=END, checkpoint_id=mine.checkpoint_id)
+        their, now = await theirs.aget_state(cfg(thread)), await ours.get_state(thread)
+        assert (now.values, now.next, now.step) == (
+            their.values,
+            their.next,
+            their.metadata["step"],
+        )
+        out = await theirs.ainvoke(None, cfg(thread))
+        result = await ours.run(None, thread_id=thread)
+        assert result.state == values(out)
+        assert [i.value for i in result.interrupts] == [
+            i.value for i in out.get("__interrupt__", ())
+        ]
+
+
 class SubMarket(TypedDict, total=False):
     my_key: str
     market: str
