@@ -35,12 +35,21 @@ class TerminalConsole(Console):
     or tenant's name, a store another process wrote): an escape sequence in it would reach the
     operator's terminal as a command (a window title, a cleared screen, a forged line). Rich
     drops only a few control codes; this drops every one, after layout (rich measures them
-    as zero cells), and leaves rich's own styles and cursor controls alone."""
+    as zero cells), and leaves rich's own styles and cursor controls alone.
+
+    On a stream that cannot carry every character (``PYTHONIOENCODING=ascii``, a legacy code
+    page), what it cannot carry is shown as ``?``: rich would raise UnicodeEncodeError on the
+    first ``…`` of a table, leaving half of it and a traceback."""
 
     def render(self, renderable: Any, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        encoding = self.encoding
+        lossy = not encoding.startswith("utf")
         for segment in super().render(renderable, options):
             if segment.control is None and not segment.text.isprintable():
                 segment = Segment(segment.text.translate(_UNSHOWN), segment.style)
+            if lossy and segment.control is None:
+                text = segment.text.encode(encoding, "replace").decode(encoding)
+                segment = Segment(text, segment.style)
             yield segment
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import subprocess
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from operator_server import Served
+from operator_server import Served, busy_agent
 from services import skip_unless_ci
 
 from tinyagents.store import SqliteStore
@@ -300,3 +301,46 @@ def test_cli_more_workers_than_a_machine_runs_is_refused_before_any_starts(
     assert "--workers" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert list(tmp_path.iterdir()) == []  # no store, no key file
+
+
+async def test_cli_output_to_an_ascii_stream_is_shown_not_a_traceback(
+    served: Served, tmp_path: Path
+) -> None:
+    """A terminal or pipe that takes only ASCII (``PYTHONIOENCODING=ascii``, ``LANG=C`` in
+    some shells, an old Windows code page): ``runs list`` / ``show`` / ``tree`` and
+    ``inspect`` died with a UnicodeEncodeError traceback on the first ``…`` or ``·`` they
+    drew (exit 1, half a table). Text is shown with what the stream cannot carry replaced,
+    and ``--json`` stays valid JSON, the same values (``\\u`` escapes)."""
+    run = await served.runtime.start(busy_agent("café-bot"), "work", tenant_id="acme")
+    env = {
+        **os.environ,
+        "TINYAGENTS_TOKEN": served.tokens["alice"],
+        "COLUMNS": "60",
+        "PYTHONIOENCODING": "ascii",
+    }
+
+    async def cli(*argv: str) -> tuple[int | None, bytes, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tinyagents.cli", *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, err = await proc.communicate()
+        return proc.returncode, out, err.decode()
+
+    url = ("--url", served.url)
+    for argv in (
+        ("runs", "list", *url),
+        ("runs", "show", run.run_id, *url),
+        ("runs", "tree", run.run_id, *url),
+        ("inspect", str(tmp_path / "runs.db")),
+    ):
+        code, out, err = await cli(*argv)
+        assert code == 0 and "Traceback" not in err, (argv, out, err)
+        assert out.isascii() and run.run_id.encode() in out, (argv, out)
+    for argv in (("runs", "list", "--json", *url), ("runs", "show", run.run_id, "--json", *url)):
+        code, out, err = await cli(*argv)
+        assert code == 0 and "Traceback" not in err, (argv, out, err)
+        shown = json.loads(out)
+        agents = [r["agent_id"] for r in shown] if isinstance(shown, list) else [shown["agent_id"]]
+        assert agents == ["café-bot"], (argv, agents)

@@ -413,7 +413,9 @@ def _not_found(console: Console, args: argparse.Namespace) -> int:
 
 
 def _print_json(console: Console, value: Any) -> None:
-    console.print_json(json.dumps(value, default=str))
+    # on an ASCII stream, \u escapes keep the values (the console would show them as ``?``)
+    ascii_only = not console.encoding.startswith("utf")
+    console.print_json(json.dumps(value, default=str), ensure_ascii=ascii_only)
 
 
 def _token() -> str:
