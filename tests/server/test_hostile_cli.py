@@ -344,3 +344,37 @@ async def test_cli_output_to_an_ascii_stream_is_shown_not_a_traceback(
         shown = json.loads(out)
         agents = [r["agent_id"] for r in shown] if isinstance(shown, list) else [shown["agent_id"]]
         assert agents == ["café-bot"], (argv, agents)
+
+
+async def test_cli_list_of_a_root_it_cannot_find_is_not_found_either_way(
+    served: Served, tmp_path: Path
+) -> None:
+    """``runs list --root R`` of a run that is not there (or another tenant's): through
+    ``--url`` it was "error: the server answered 404: run not found", exit 2 (could not ask),
+    and through ``--store`` an empty table, exit 0, as if the tree had no runs. Both now say
+    what ``show`` says, ``not found: run R``, exit 1 (and ``--json`` the same object)."""
+    run = await served.start_run("acme")
+    store = ("--store", f"sqlite:///{tmp_path / 'runs.db'}")
+    env = {**os.environ, "TINYAGENTS_TOKEN": served.tokens["bob"], "COLUMNS": "200"}
+
+    async def cli(*argv: str) -> tuple[int | None, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tinyagents.cli", "runs", "list", *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, err = await proc.communicate()
+        return proc.returncode, out.decode(), err.decode()
+
+    for root, where in (
+        ("r-nonexist", ("--url", served.url)),
+        ("r-nonexist", store),
+        (run.run_id, ("--url", served.url)),  # bob's token is globex's
+        (run.run_id, (*store, "--tenant", "globex")),
+    ):
+        code, out, err = await cli("--root", root, *where)
+        assert (code, out.strip(), err) == (1, f"not found: run {root}", ""), (root, where)
+        code, out, err = await cli("--root", root, "--json", *where)
+        assert code == 1 and json.loads(out) == {"error": "not found", "run_id": root}, out
+    code, out, err = await cli("--root", run.run_id, "--json", *store)
+    assert code == 0 and [r["run_id"] for r in json.loads(out)] == [run.run_id], (out, err)

@@ -54,6 +54,14 @@ class CliError(Exception):
     """What to tell the operator (one line) when the CLI could not ask."""
 
 
+class RootNotFound(Exception):
+    """``list --root`` names a run the caller cannot see: "not found", as ``show`` says."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
 def _seconds(text: str) -> float:
     """A ``--timeout``: positive and finite (NaN made the HTTP client raise, a negative one
     failed every request at once with an empty message)."""
@@ -227,7 +235,8 @@ class Client(Protocol):
     async def list_runs(
         self, status: str | None, root: str | None, *, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of runs, newest first, and the cursor of the next (None: the last)."""
+        """A page of runs, newest first, and the cursor of the next (None: the last);
+        ``RootNotFound`` when there is no ``root`` run the caller may see."""
         ...
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
@@ -268,7 +277,10 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
 async def _act(client: Client, args: argparse.Namespace, console: Console) -> int:
     action = args.runs_action
     if action == "list":
-        runs, cursor = await _list(client, args)
+        try:
+            runs, cursor = await _list(client, args)
+        except RootNotFound as exc:
+            return _not_found(console, args, exc.run_id)
         _print_json(console, runs) if args.json else console.print(runs_table(runs))
         if cursor is not None:
             TerminalConsole(stderr=True, soft_wrap=True).print(
@@ -279,7 +291,7 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
     if action in ("show", "tree"):
         found = await (client.get_run if action == "show" else client.tree)(args.run_id)
         if found is None:
-            return _not_found(console, args)
+            return _not_found(console, args, args.run_id)
         if args.json:
             _print_json(console, found)
         else:
@@ -287,7 +299,7 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
         return 0
     kind, payload, task_id = await _command_of(client, args)
     if kind is None:
-        return _not_found(console, args)
+        return _not_found(console, args, args.run_id)
     try:
         receipt = await client.command(
             args.run_id, kind, payload, task_id=task_id, correlation_id=args.correlation_id
@@ -404,11 +416,11 @@ def _json_value(text: str) -> Any:
     return value
 
 
-def _not_found(console: Console, args: argparse.Namespace) -> int:
+def _not_found(console: Console, args: argparse.Namespace, run_id: str) -> int:
     if args.json:
-        _print_json(console, {"error": "not found", "run_id": args.run_id})
+        _print_json(console, {"error": "not found", "run_id": run_id})
     else:
-        console.print(f"[red]not found:[/red] run {escape(args.run_id)}")
+        console.print(f"[red]not found:[/red] run {escape(run_id)}")
     return 1
 
 
@@ -465,7 +477,9 @@ class StoreClient:
                 raise CliError(f"--cursor: {exc}") from exc
         if root is not None:  # runs are filed under their root: a sub-run's id keeps none
             snap = await self.control.get_run(root, tenant_id=self.tenant_id)
-            if snap is not None and (snap.get("root_run_id") or root) != root:
+            if snap is None:  # no tree to list: not an empty one
+                raise RootNotFound(root)
+            if (snap.get("root_run_id") or root) != root:
                 raise CliError(
                     f"run {root} is not the root of its tree (its root is "
                     f"{snap['root_run_id']}): --root takes a root; `tinyagents runs tree "
@@ -586,6 +600,8 @@ class HttpClient:
         code, data, links = await self._request_links("GET", "/runs", params=params)
         if code == 404 and isinstance(data, dict) and _no_such_path(data):
             raise self._wrong_url(code, data)
+        if root is not None and self._run_not_found(code, data, root):
+            raise RootNotFound(root)
         runs = _ok(code, data, list)
         following = parse_qs(urlsplit(links.get("next", {}).get("url", "")).query)
         cursors = following.get("cursor") or []
