@@ -4,6 +4,8 @@ changes nothing; a run the caller may not see is 404 everywhere (the CLI: test_h
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -674,6 +676,35 @@ async def test_a_bad_body_without_a_valid_token_is_a_401(
     problem(r, 401)
     assert r.headers["www-authenticate"] == "Bearer"
     await unchanged(served, run)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br", "x-custom, identity"])
+@pytest.mark.parametrize("endpoint", ["commands", "steer", "pause"])
+async def test_a_compressed_body_is_a_415_not_a_body_that_is_not_utf8(
+    served: Served, coding: str, endpoint: str
+) -> None:
+    """A client that compresses its bodies (``Content-Encoding: gzip``) was told "the body
+    could not be read as JSON: it is not UTF-8 text", a 400 blaming its JSON: the server
+    reads a body as sent. It is a 415 naming the coding, with ``Accept-Encoding: identity``
+    (RFC 9110); after the token check, and nothing is recorded."""
+    run = await served.start_run("acme")
+    sent = {"commands": {"kind": "pause"}, "steer": {"message": "hi"}, "pause": {"reason": "x"}}
+    content = gzip.compress(json.dumps(sent[endpoint]).encode())
+    path = f"{BASE}/runs/{run.run_id}/{endpoint}"
+    headers = {**JSON, "content-encoding": coding}
+    r = await raw(served, "alice", "POST", path, content=content, headers=headers)
+    body = problem(r, 415)
+    assert body["message"] == body["detail"] and repr(coding) in body["message"], body
+    assert "uncompressed" in body["message"], body
+    assert r.headers["accept-encoding"] == "identity"
+    await unchanged(served, run)
+    r = await served.client.post(path, content=content, headers=headers)
+    problem(r, 401)
+    await unchanged(served, run)
+    r = await raw(
+        served, "alice", "POST", path, json=sent[endpoint], headers={"content-encoding": "identity"}
+    )
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
 
 
 @pytest.mark.parametrize(

@@ -676,6 +676,27 @@ class _KeyGivenTwice(ValueError):
     """A JSON object of a body names one key twice."""
 
 
+class _EncodedBody(ValueError):
+    """A body sent with a ``Content-Encoding`` (gzip...): the server reads bodies as sent."""
+
+    def __init__(self, coding: str) -> None:
+        super().__init__(coding)
+        self.problem = Problem(
+            415,
+            f"the body is sent with Content-Encoding {coding[:80]!r}: this server reads "
+            "bodies as sent; send it uncompressed (no Content-Encoding)",
+            headers={"Accept-Encoding": "identity"},
+        )
+
+
+def _check_coding(coding: str | None) -> None:
+    """``_EncodedBody`` unless ``coding`` (a Content-Encoding header) leaves a body as is."""
+    if coding is not None and any(
+        part.strip().lower() not in ("", "identity") for part in coding.split(",")
+    ):
+        raise _EncodedBody(coding)
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object of a body as a dict, refusing a key given twice: JSON readers differ on
     which value they keep (``json`` the last), so ``{"kind": "pause", "kind": "cancel"}``
@@ -876,6 +897,8 @@ def create_app(
             refused = await unauthenticated(request)
             if refused is not None:
                 return refused
+            if isinstance(exc.__cause__, _EncodedBody):
+                return await _problem(request, exc.__cause__.problem)
             detail = _unreadable_body(exc.__cause__)
             return JSONResponse({"detail": detail, "message": detail}, status_code=400)
         response = await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
@@ -959,6 +982,7 @@ def create_app(
         400: error(unreadable),
         403: error("the token may see the run but not send it this command"),
         413: error("the body is larger than the server takes"),
+        415: error("the body is compressed (Content-Encoding): send it uncompressed"),
         422: error("the body is invalid"),
         503: error("the runtime or its store cannot take commands now"),
         504: error("the run's owner did not answer in time (may still apply it)"),
@@ -1335,6 +1359,7 @@ def _utf8_json_route() -> Any:
     class Utf8Request(Request):
         async def json(self) -> Any:
             if not hasattr(self, "_json"):
+                _check_coding(self.headers.get("content-encoding"))  # a 415, not "not UTF-8"
                 # UnicodeDecodeError: FastAPI's 400, which ``_unreadable_body`` explains
                 self._json = json.loads(
                     (await self.body()).decode("utf-8-sig"), object_pairs_hook=_unique_keys
