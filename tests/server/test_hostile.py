@@ -418,6 +418,49 @@ async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:
     assert "query" in problem(r, 422)["message"]
 
 
+async def test_a_query_parameter_given_twice_is_a_422_naming_it(served: Served) -> None:
+    """``?limit=1&limit=1000`` or ``/events?run_id=A&run_id=B`` was answered for the last
+    value, where a proxy, a cache key or an access log may read the first (the reason a
+    body's key given twice is refused). Every parameter of one value, as the OpenAPI
+    document lists them, given twice is a 422 naming it; ``status``, a list, may repeat."""
+    root = await served.start_run("acme")
+    await served.start_run("acme")
+    first = await call(served, "alice", "GET", f"{BASE}/runs?limit=1")
+    cursor = first.links["next"]["url"].split("cursor=", 1)[1]
+    given = {
+        "limit": ("1", "2"),
+        "cursor": (cursor, cursor),
+        "root_run_id": (root.run_id, root.run_id),
+        "run_id": (root.run_id, root.run_id),
+        "last_event_id": ("0", "5"),
+        "follow": ("false", "false"),
+        "access_token": (served.tokens["alice"], served.tokens["alice"]),
+    }
+    doc = (await served.client.get(f"{BASE}/openapi.json")).json()
+    asked = 0
+    for path, methods in doc["paths"].items():
+        for param in methods.get("get", {}).get("parameters", []):
+            schema = param["schema"]
+            if param["in"] != "query" or "array" in json.dumps(schema):
+                continue
+            name = param["name"]
+            assert name in given, f"{path}: a value to send for ?{name}="
+            a, b = given[name]
+            url = f"{path.format(run_id=root.run_id)}?{name}={a}&{name}={b}"
+            if path.endswith("/events"):
+                url += "&follow=false" if name != "follow" else ""
+            headers = {} if name == "access_token" else served.as_("alice")
+            body = problem(await served.client.get(url, headers=headers), 422)
+            assert [e["loc"] for e in body["detail"]] == [["query", name]], (url, body)
+            assert f"?{name}= is given 2 times" in body["message"], body
+            asked += 1
+    assert asked == 9, asked
+    r = await call(served, "alice", "GET", f"{BASE}/runs?status=running&status=paused")
+    assert r.status_code == 200 and {x["run_id"] for x in r.json()} >= {root.run_id}, r.text
+    r = await served.client.get(f"{BASE}/runs?limit=1&limit=2")
+    problem(r, 401)  # the token first, as for every other problem
+
+
 @pytest.mark.parametrize(
     "header",
     ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3", "1.5", "", "3_0", "+3", "3.0"],

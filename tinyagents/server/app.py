@@ -689,6 +689,27 @@ class _EncodedBody(ValueError):
         )
 
 
+#: The API's query parameters of one value: each given twice is a 422 (``status``, a list,
+#: may repeat). Web frameworks, proxies and logs differ on which of two values they read.
+_ONE_VALUE = frozenset(
+    {"limit", "cursor", "root_run_id", "run_id", "last_event_id", "follow", "access_token"}
+)
+
+
+def _given_once(query: Any) -> None:
+    """A 422 for a parameter of ``_ONE_VALUE`` given more than once in ``query`` (the
+    request's ``QueryParams``): ``?limit=1&limit=1000`` was read as 1000 here, and may be
+    read as 1 by whatever checked or logged the request on its way."""
+    names = [name for name, _ in query.multi_items() if name in _ONE_VALUE]
+    for name in dict.fromkeys(names):
+        if (count := names.count(name)) > 1:
+            raise Problem(
+                422,
+                f"query ?{name}= is given {count} times: give it once",
+                loc=("query", name),
+            )
+
+
 def _check_coding(coding: str | None) -> None:
     """``_EncodedBody`` unless ``coding`` (a Content-Encoding header) leaves a body as is."""
     if coding is not None and any(
@@ -949,8 +970,11 @@ def create_app(
                 "'Authorization: Bearer <token>'",
             )
         if credentials is None:
-            return api.principal(None, request.headers.get("authorization"))
-        return api.principal(credentials.credentials)
+            p = api.principal(None, request.headers.get("authorization"))
+        else:
+            p = api.principal(credentials.credentials)
+        _given_once(request.query_params)  # after the token: a caller without one learns less
+        return p
 
     async def stream_caller(
         request: Request,
@@ -961,7 +985,9 @@ def create_app(
         ),
     ) -> Principal:
         token = credentials.credentials if credentials is not None else access_token
-        return api.principal(token, request.headers.get("authorization"))
+        p = api.principal(token, request.headers.get("authorization"))
+        _given_once(request.query_params)
+        return p
 
     Caller = Depends(caller)
     router = APIRouter(prefix=BASE, route_class=_utf8_json_route())
