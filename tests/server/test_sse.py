@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import json
 import logging
+from pathlib import Path
 from typing import Any, TypedDict
 
 import httpx
 import pytest
-from operator_server import BASE, Served, eventually
+from operator_server import BASE, Served, _serve, eventually
 
 from tinyagents import RunInfo
 from tinyagents.events import RunEvent
@@ -423,3 +424,58 @@ async def test_a_graph_tasks_entry_streams_the_steering_of_its_commands(
     assert ("steering.applied", correlation_id) in seen
     assert {c for _, c in seen} == {correlation_id}  # the graph run's other commands: none
     assert (await run.result()).status.value == "completed"
+
+
+@pytest.mark.parametrize("store", ["sqlite", None])
+async def test_a_last_event_id_this_log_never_gave_replays_the_log_not_silence(
+    tmp_path: Path, store: str | None
+) -> None:
+    """A client that reconnects with an id of another log (the server restarted without a
+    store and counts from 1 again; the store file was replaced) was sent nothing, and then
+    only the events past that id: silence for as long as the new log takes to get there,
+    every event before it never shown. An id past the newest event of the caller's tenant
+    is one this log never gave it: the stream starts from the beginning. Another tenant's
+    ids do not count (they would say how much it logs)."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}" if store else None
+    async for s in _serve(tmp_path, store=url):
+        await _replays_from_the_start(s)
+
+
+async def _replays_from_the_start(s: Served) -> None:
+    headers = s.as_("alice")
+    run = await s.start_run("acme")
+    await s.client.post(
+        f"{BASE}/runs/{run.run_id}/steer", json={"message": "finish"}, headers=headers
+    )
+    async with asyncio.timeout(30):
+        await run.result()
+    await s.start_run("globex")  # logs on, after acme's last event
+
+    async def backlog(last: int | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"follow": "false"}
+        if last is not None:
+            params["last_event_id"] = last
+        r = await s.client.get(f"{BASE}/events", params=params, headers=headers)
+        assert r.status_code == 200, r.text
+        return parse(r.text)
+
+    async def logged() -> list[dict[str, Any]] | None:
+        messages = await backlog()  # the store's log is written a moment after the run
+        return messages if messages[-1:] and messages[-1]["event"] == "run.completed" else None
+
+    everything = await eventually(logged)
+    assert {m["data"]["run_id"] for m in everything} == {run.run_id}
+    newest = everything[-1]["id"]
+
+    async def globex_past_acme() -> int | None:
+        r = await s.client.get(f"{BASE}/events", params={"follow": "false"}, headers=bob)
+        ids = [m["id"] for m in parse(r.text)]
+        return max(ids) if ids and max(ids) > newest else None
+
+    bob = s.as_("bob")
+    beyond = await eventually(globex_past_acme)
+    assert beyond > newest
+    assert await backlog(newest) == []  # caught up: nothing again
+    assert await backlog(newest - 1) == everything[-1:]
+    for last in (newest + 1, beyond, 10**12):
+        assert await backlog(last) == everything, last

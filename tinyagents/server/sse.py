@@ -9,7 +9,9 @@ Each event is one SSE message::
 A client that reconnects sends the last id it saw (``Last-Event-ID``, which browsers'
 ``EventSource`` send by themselves, or ``?last_event_id=``) and gets every later event, in
 log order, before the new ones: nothing is missed while it was away (as long as the store
-keeps its event log). The stream polls the log (``poll_s``) and sends a comment every
+keeps its event log). An id past the newest event of the caller's tenant is none this log
+gave (the server restarted without a store, the store was replaced): the stream starts from
+the beginning, rather than wait in silence for the log to get there. The stream polls the log (``poll_s``) and sends a comment every
 ``keepalive_s`` while nothing happens, so proxies keep the connection open.
 """
 
@@ -67,6 +69,11 @@ async def event_stream(
     yield "retry: 1000\n\n"  # opens the stream at once and sets the client's reconnect delay
     quiet = checked = 0.0
     try:
+        if last and not await control.read_events(tenant_id=tenant_id, after_id=last - 1, limit=1):
+            # No event of the tenant has this id or a later one: it is no id this log gave the
+            # client (the server restarted without a store and counts from 1 again; the store
+            # was replaced). Resuming after it would show nothing until the log got there.
+            last = 0
         while True:
             if valid is not None and checked >= recheck_s:
                 checked = 0.0
