@@ -100,7 +100,7 @@ async def test_the_refund_question_waits_for_an_operator_then_the_next_one_asks(
         assert receipt.status.value == "accepted", receipt
         result = await asyncio.wait_for(graph.result(), 30)
         assert result.status.value == "completed"
-        assert result.output["decision"] == "refunded 129.00 EUR"
+        assert result.output["decision"] == "refunded"
         # the next question is asked, and waits again
         await until(
             lambda: [
