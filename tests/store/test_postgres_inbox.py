@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -164,3 +165,106 @@ async def test_a_connection_lost_while_waiting_for_the_receipt_still_gets_the_re
 _WAITING_ON_A_LOCK = (
     "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'"
 )
+
+
+class _LosingPool:
+    """A real pool whose next statement putting a command in the inbox commits, and then
+    fails as a connection dropped before its reply arrived does."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool, self.lose_next = pool, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        rows = await self.pool.fetch(sql, *args)
+        if self.lose_next and "INSERT INTO inbox" in sql:
+            self.lose_next = False
+            raise ConnectionResetError("connection was closed in the middle of operation")
+        return rows
+
+
+async def _answer_as_the_far_owner(owner: PostgresStore, cmd: SteeringCommand) -> None:
+    """Take ``cmd`` from the inbox of ``rt-far`` (the owner this module's runs are listed
+    with) and answer it ``accepted``, once its sender has put it there."""
+    async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+        while not (items := await owner.inbox_take("rt-far")):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    (item,) = items
+    assert item.command.correlation_id == cmd.correlation_id
+    await owner.inbox_answer(
+        item.request_id,
+        SteeringReceipt.issue(
+            ReceiptStatus.ACCEPTED, cmd.correlation_id, item.command.target.run_id, None, None
+        ),
+    )
+
+
+async def _far_run(owner: PostgresStore) -> str:
+    """A real run's snapshot, saved as the far owner ``rt-far``'s: its run id."""
+    async with Runtime() as rt:
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        snapshot = {**rt.live_snapshots([handle.run_id])[0], "owner": "rt-far"}
+        await handle.cancel()
+    await owner.save_runs([snapshot])
+    return handle.run_id
+
+
+async def test_a_command_put_in_the_inbox_whose_reply_was_lost_gets_its_receipt() -> None:
+    """The statement putting the command in the inbox committed and its reply was lost with
+    its connection: ``submit_through_store`` raised ``StoreError`` (the operator was told it
+    failed) while the owner took the command and applied it. The put is tried again (the
+    request id makes it a no-op), and the sender waits for the owner's receipt."""
+    schema = pg_schema()
+    sender = PostgresStore(postgres_dsn(), schema=schema)
+    owner = PostgresStore(postgres_dsn(), schema=schema)
+    await sender.open()
+    await owner.open()
+    try:
+        cmd = finish(await _far_run(owner))
+        sender._pool = _LosingPool(sender._pool)
+        sending = asyncio.ensure_future(submit_through_store(sender, cmd, timeout_s=60))
+        await _answer_as_the_far_owner(owner, cmd)
+        receipt = await sending
+        assert receipt.status == "accepted" and receipt.correlation_id == cmd.correlation_id
+        assert await owner.inbox_take("rt-far") == []  # put once
+    finally:
+        await owner.close()
+        await sender.close()
+
+
+async def test_a_connection_ended_while_putting_a_command_in_the_inbox_does_not_fail_it() -> None:
+    """The server ended the sender's connection while its put waited on a lock (before it
+    committed): a failure that passes, the pool opens another connection, but the sender
+    was told ``StoreError``. The put is tried again on another connection."""
+    schema = pg_schema()
+    name = f"ta-{schema}"  # the sender's connections, and no other test's
+    sender = PostgresStore(f"{postgres_dsn()}?application_name={name}", schema=schema, max_size=1)
+    owner = PostgresStore(postgres_dsn(), schema=schema)
+    await sender.open()
+    await owner.open()
+    admin = await asyncpg.connect(postgres_dsn())
+    locker = await asyncpg.connect(postgres_dsn())
+    sending: asyncio.Future[SteeringReceipt] | None = None
+    try:
+        cmd = finish(await _far_run(owner))
+        tx = locker.transaction()
+        await tx.start()
+        await locker.execute(f'LOCK TABLE "{schema}".inbox IN ACCESS EXCLUSIVE MODE')
+        sending = asyncio.ensure_future(submit_through_store(sender, cmd, timeout_s=60))
+        async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+            while not (pids := await admin.fetch(_WAITING_ON_A_LOCK, name)):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        await admin.execute("SELECT pg_terminate_backend($1, 10000)", pids[0][0])
+        await tx.rollback()
+        await _answer_as_the_far_owner(owner, cmd)
+        receipt = await sending
+        assert receipt.status == "accepted" and receipt.correlation_id == cmd.correlation_id
+    finally:
+        if sending is not None and not sending.done():
+            sending.cancel()
+        await locker.close()
+        await admin.close()
+        await owner.close()
+        await sender.close()

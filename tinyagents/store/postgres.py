@@ -298,9 +298,10 @@ class PostgresStore(Store):
         async with mapped_errors(what):
             return list(await self.pool.fetch(sql, *args))
 
-    async def _read(self, what: str, sql: str, *args: Any) -> list[Any]:
-        """``_fetch`` for a statement that only reads: tried again on another connection
-        when the server ended the first one under it (``fetch_again``)."""
+    async def _fetch_again(self, what: str, sql: str, *args: Any) -> list[Any]:
+        """``_fetch`` for a statement that only reads, or a write that changes nothing when
+        it is run again: tried again on another connection when the server ended the first
+        one under it (``fetch_again``)."""
         async with mapped_errors(what):
             return (await fetch_again(self.pool, sql, *args))[0]
 
@@ -347,7 +348,7 @@ class PostgresStore(Store):
             await conn.executemany(_SETTLE, _settling(updates))
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
-        rows = await self._read(
+        rows = await self._fetch_again(
             f"read command {correlation_id}",
             "SELECT command, state, run_id, reason FROM steering_log"
             " WHERE scope = $1 AND correlation_id = $2",
@@ -362,7 +363,7 @@ class PostgresStore(Store):
             raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
 
     async def open_commands(self) -> list[StoredCommand]:
-        rows = await self._read(
+        rows = await self._fetch_again(
             "read the open commands",
             "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
             " WHERE state = ANY($1::text[]) ORDER BY seq",
@@ -382,7 +383,7 @@ class PostgresStore(Store):
         return readable
 
     async def command_ids(self) -> set[str]:
-        rows = await self._read(
+        rows = await self._fetch_again(
             "read the command ids", "SELECT DISTINCT correlation_id FROM steering_log"
         )
         return {r[0] for r in rows}
@@ -392,7 +393,7 @@ class PostgresStore(Store):
     ) -> list[StoredCommand]:
         if not states:
             return []
-        rows = await self._read(
+        rows = await self._fetch_again(
             f"read the commands of run {run_id}",
             "SELECT command, state, run_id, reason FROM steering_log"
             " WHERE run_id = $1 AND state = ANY($2::text[]) ORDER BY seq",
@@ -459,7 +460,7 @@ class PostgresStore(Store):
             args.append(type_prefix)  # not LIKE: "_" and "%" are no wildcards here
             where.append(f"starts_with(type, ${len(args)})")
         sql = "SELECT id, data FROM events" + (" WHERE " + " AND ".join(where) if where else "")
-        rows = await self._read("read events", sql + " ORDER BY id", *args)
+        rows = await self._fetch_again("read events", sql + " ORDER BY id", *args)
         return [event for _, event in readable_events((r[0], r[1]) for r in rows)]
 
     # -- runs ------------------------------------------------------------------------------
@@ -490,9 +491,9 @@ class PostgresStore(Store):
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         if tenant_id is None:
-            rows = await self._read("read runs", "SELECT data FROM runs ORDER BY pos")
+            rows = await self._fetch_again("read runs", "SELECT data FROM runs ORDER BY pos")
         else:
-            rows = await self._read(
+            rows = await self._fetch_again(
                 "read runs",
                 "SELECT data FROM runs WHERE tenant_id = $1 ORDER BY pos",
                 tenant_id,
@@ -529,11 +530,11 @@ class PostgresStore(Store):
         sql += " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
             sql += f" LIMIT {arg(max(limit, 0))}"  # PostgreSQL refuses a negative LIMIT
-        rows = await self._read("list runs", sql, *args)
+        rows = await self._fetch_again("list runs", sql, *args)
         return [json.loads(r[0]) for r in rows]
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
-        rows = await self._read(
+        rows = await self._fetch_again(
             f"read run {run_id}", "SELECT data FROM runs WHERE run_id = $1", run_id
         )
         return json.loads(rows[0][0]) if rows else None
@@ -563,7 +564,7 @@ class PostgresStore(Store):
         )
 
         async def fetch(after: int, want: int) -> list[tuple[int, str | bytes]]:
-            rows = await self._read("read events", sql, after, *filters, want)
+            rows = await self._fetch_again("read events", sql, after, *filters, want)
             return [(r[0], r[1]) for r in rows]
 
         return await read_page(fetch, after_id, limit)
@@ -577,8 +578,11 @@ class PostgresStore(Store):
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         # One statement: the row and its NOTIFY commit together (a NOTIFY is sent at commit),
-        # and a request id seen before neither changes the row nor wakes anyone.
-        await self._fetch(
+        # and a request id seen before neither changes the row nor wakes anyone. That makes it
+        # safe to try again when its connection was lost (``fetch_again``): the first attempt
+        # may have committed, and the sender, told it failed, would not wait for the receipt
+        # of a command its owner applies.
+        await self._fetch_again(
             f"put inbox request {request_id}",
             "WITH put AS (INSERT INTO inbox"
             " (request_id, owner, state, command, submitted_at, run_id)"
@@ -635,7 +639,7 @@ class PostgresStore(Store):
             )
 
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
-        rows = await self._read(
+        rows = await self._fetch_again(
             f"read the receipt of inbox request {request_id}",
             "SELECT receipt FROM inbox WHERE request_id = $1",
             request_id,
