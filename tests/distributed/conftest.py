@@ -108,6 +108,91 @@ async def private_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
         await server.stop()
 
 
+class CuttingProxy:
+    """A TCP proxy of the test's own in front of the shared Redis, that can lose one reply:
+    ``lose_reply_to(marker)`` lets the next request holding ``marker`` through, waits for
+    Redis's reply (so Redis has run it) and then closes that client connection instead of
+    passing the reply on, as a connection dropped at that moment does."""
+
+    def __init__(self, upstream: str) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(upstream)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 6379
+        self.db = parts.path or "/0"
+        self.marker: bytes | None = None
+        self.cut = 0
+        self._server: asyncio.Server | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"redis://127.0.0.1:{port}{self.db}"
+
+    def lose_reply_to(self, marker: bytes) -> None:
+        self.marker = marker
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for pump in list(self._pumps):
+            pump.cancel()
+        await asyncio.gather(*self._pumps, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        lost = asyncio.Event()  # the reply to the marked request is due: drop it
+        to_redis = asyncio.create_task(self._pump(reader, up_writer, lost, marked=True))
+        to_client = asyncio.create_task(self._pump(up_reader, writer, lost, marked=False))
+        self._pumps |= {to_redis, to_client}
+        try:
+            await asyncio.wait({to_redis, to_client}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (to_redis, to_client):
+                task.cancel()
+            await asyncio.gather(to_redis, to_client, return_exceptions=True)
+            self._pumps -= {to_redis, to_client}
+            for w in (writer, up_writer):
+                w.close()
+                with contextlib.suppress(Exception):
+                    await w.wait_closed()
+
+    async def _pump(
+        self,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        lost: asyncio.Event,
+        *,
+        marked: bool,
+    ) -> None:
+        while data := await src.read(65536):
+            if not marked and lost.is_set():
+                self.cut += 1
+                return  # Redis has answered the marked request: its reply goes nowhere
+            if marked and self.marker is not None and self.marker in data:
+                self.marker = None
+                lost.set()
+            dst.write(data)
+            await dst.drain()
+
+
+@pytest.fixture
+async def cutting_proxy(redis_url: str) -> AsyncIterator[CuttingProxy]:
+    proxy = CuttingProxy(redis_url)
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.aclose()
+
+
 class WorkerProcess:
     """One worker (a separate Python process), called with ``await w.call(op, **args)``."""
 

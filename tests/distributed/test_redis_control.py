@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from conftest import RedisServer, WorkerError, WorkerProcess
+from conftest import CuttingProxy, RedisServer, WorkerError, WorkerProcess
 from worker import slow_agent
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -951,3 +951,29 @@ async def test_a_stuck_owners_oldest_commands_are_kept_and_a_sender_past_the_cap
                 await eventually(lambda: client.xlen(stream), lambda n: n == 0)
     finally:
         await client.aclose()
+
+
+async def test_a_command_whose_send_lost_its_reply_gets_its_receipt_and_applies_once(
+    redis_url: str, prefix: str, cutting_proxy: CuttingProxy
+) -> None:
+    """The append of a command to its owner's stream ran, and its reply was lost with the
+    sender's connection: ``submit`` raised ``ControlPlaneUnavailable`` ("could not send"),
+    while the owner took the command and applied it (the API then sent it again through the
+    store, if it had one, and told the operator ``duplicate``). The send is tried again on
+    another connection, finds its command sent already, and waits for the receipt."""
+    async with Runtime() as sender_rt, Runtime() as owner_rt:
+        async with (
+            RedisControl(owner_rt, redis_url, worker_id="owner", prefix=prefix),
+            RedisControl(sender_rt, cutting_proxy.url, worker_id="sender", prefix=prefix) as sender,
+        ):
+            handle = await owner_rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            await eventually(lambda: sender.get_run(handle.run_id), bool)
+            steer = command(handle.run_id, "add_instruction")
+            cutting_proxy.lose_reply_to(b"'XADD'")  # the bounded append's script
+            receipt = await sender.submit(steer)
+            assert cutting_proxy.cut == 1
+            assert receipt.status == "accepted"
+            assert receipt.correlation_id == steer.correlation_id
+            history = await owner_rt.load_steering_history(handle.run_id)
+            mine = [e.type for e in history if e.correlation_id == steer.correlation_id]
+            assert mine == ["steering.requested", "steering.accepted"]  # sent, taken, once

@@ -51,7 +51,7 @@ from tinyagents.distributed._base import (
 from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.seat import Seat
-from tinyagents.distributed.wire import Envelope, HandedBack, Keys, parse_reply
+from tinyagents.distributed.wire import SENT_TTL_S, Envelope, HandedBack, Keys, parse_reply
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
 from tinyagents.protocol.commands import (
     HumanActor,
@@ -65,13 +65,16 @@ from tinyagents.store.base import run_key
 from tinyagents.store.urls import redacted
 
 #: Appends a command to a worker's stream unless the stream is gone (the worker stopped:
-#: nil) or holds ``ARGV[1]`` entries already (-1). Answered entries are deleted, so what a
-#: stream holds is what its worker has not answered; trimming it (``MAXLEN``) would drop the
-#: oldest of those without a word to their senders.
+#: nil) or holds ``ARGV[1]`` entries already (-1), and marks its request sent (``KEYS[2]``):
+#: an append tried again because its reply was lost finds the mark and appends nothing (0).
+#: Answered entries are deleted, so what a stream holds is what its worker has not answered;
+#: trimming it (``MAXLEN``) would drop the oldest of those without a word to their senders.
 _BOUNDED_XADD = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then return -1 end
-return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
+return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
 """
 _JOBS = ("mirror", "commands", "replies")
 _LIVE = frozenset({"running", "paused", "interrupted"})
@@ -327,12 +330,7 @@ class RedisControl:
         self._waiting[request_id] = future
         try:
             try:
-                # no stream: a worker that stopped gracefully deleted it once it had answered
-                # all of it, and nobody would read an entry appended now (NOMKSTREAM)
-                fields = [x for pair in envelope.fields().items() for x in pair]
-                added = await self._redis.eval(
-                    _BOUNDED_XADD, 1, self.keys.commands(owner), self.max_unanswered, *fields
-                )
+                added = await self._append(owner, envelope)
             except Exception as exc:
                 raise ControlPlaneUnavailable(
                     f"could not send the command to worker {owner!r}: {exc}"
@@ -358,6 +356,29 @@ class RedisControl:
                 raise ReceiptTimeout(cmd.correlation_id, owner, self.receipt_timeout_s) from None
         finally:
             self._waiting.pop(request_id, None)
+
+    async def _append(self, owner: str, envelope: Envelope) -> Any:
+        """``_BOUNDED_XADD`` of ``envelope`` to ``owner``'s stream. No stream: a worker that
+        stopped gracefully deleted it once it had answered all of it, and nobody would read an
+        entry appended now. An attempt whose connection was lost may have appended (Redis ran
+        it, its reply was lost): it is tried again once, on another connection, and the mark
+        of the request tells that it was sent, lest the sender be told it was not while its
+        owner applies it (and the API send it again through the store)."""
+        from redis.exceptions import ConnectionError as Lost
+        from redis.exceptions import TimeoutError as Late
+
+        assert self._redis is not None
+        keys = (self.keys.commands(owner), self.keys.sent(envelope.request_id))
+        fields = [x for pair in envelope.fields().items() for x in pair]
+        for attempt in range(2):
+            try:
+                return await self._redis.eval(
+                    _BOUNDED_XADD, 2, *keys, self.max_unanswered, SENT_TTL_S, *fields
+                )
+            except (Lost, Late):
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     async def list_runs(
         self, tenant_id: str | None, *, status: str | None = None

@@ -12,6 +12,9 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
     {prefix}:seat:{worker}         HOST:PID:NONCE of the one live process under that worker
                                    id (``tinyagents.distributed.seat``); expires ``ttl_s``
                                    after its last heartbeat
+    {prefix}:sent:{request_id}     set when a command is appended to its owner's stream: a
+                                   send tried again (its reply was lost) finds it sent;
+                                   expires after ``SENT_TTL_S``
 
 A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
 ``receipt`` (``SteeringReceipt`` as JSON), or ``request_id`` and ``handed_back`` (why the
@@ -38,6 +41,8 @@ VERSION = "1"
 #: that long for the worker's next process (the store's inbox keeps an unanswered command an
 #: hour too), and the stream of a worker name that never comes back does not stay for ever.
 COMMANDS_TTL_S = 3600
+#: How long the mark of a command sent stays: its sender tries a send again at once.
+SENT_TTL_S = 300
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -59,6 +64,9 @@ class Keys(FrozenRecord):
 
     def seat(self, worker: str) -> str:
         return f"{self.prefix}:seat:{worker}"
+
+    def sent(self, request_id: str) -> str:
+        return f"{self.prefix}:sent:{request_id}"
 
 
 class MalformedEnvelope(ValueError):
