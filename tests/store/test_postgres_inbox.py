@@ -168,18 +168,18 @@ _WAITING_ON_A_LOCK = (
 
 
 class _LosingPool:
-    """A real pool whose next statement putting a command in the inbox commits, and then
-    fails as a connection dropped before its reply arrived does."""
+    """A real pool whose next statement holding ``marker`` commits, and then fails as a
+    connection dropped before its reply arrived does."""
 
-    def __init__(self, pool: Any) -> None:
-        self.pool, self.lose_next = pool, True
+    def __init__(self, pool: Any, marker: str = "INSERT INTO inbox") -> None:
+        self.pool, self.marker, self.lose_next = pool, marker, True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.pool, name)
 
     async def fetch(self, sql: str, *args: Any) -> Any:
         rows = await self.pool.fetch(sql, *args)
-        if self.lose_next and "INSERT INTO inbox" in sql:
+        if self.lose_next and self.marker in sql:
             self.lose_next = False
             raise ConnectionResetError("connection was closed in the middle of operation")
         return rows
@@ -268,3 +268,22 @@ async def test_a_connection_ended_while_putting_a_command_in_the_inbox_does_not_
         await admin.close()
         await owner.close()
         await sender.close()
+
+
+async def test_a_take_of_the_inbox_whose_reply_was_lost_gets_what_it_took() -> None:
+    """The owner's take committed (its items marked taken by it) and its reply was lost with
+    its connection: the take raised ``StoreError`` and the items waited out their lease
+    (``INBOX_LEASE_S``, 30 s) before anyone took them again, their senders long answered
+    ``ReceiptTimeout``. The take is tried again and gets the items its first attempt took."""
+    store = PostgresStore(postgres_dsn(), schema=pg_schema())
+    await store.open()
+    try:
+        cmd = finish("r-1")
+        await store.inbox_put(owner="rt-1", request_id="req-1", command=cmd)
+        losing = store._pool = _LosingPool(store._pool, "SET state = 'taken'")
+        (item,) = await store.inbox_take("rt-1")
+        assert not losing.lose_next  # its first reply was lost
+        assert item.request_id == "req-1" and item.command.correlation_id == cmd.correlation_id
+        assert await store.inbox_take("rt-1") == []  # taken once
+    finally:
+        await store.close()

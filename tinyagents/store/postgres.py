@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
@@ -228,6 +228,9 @@ class PostgresStore(Store):
         self._open_lock = asyncio.Lock()
         self._events_key = 0
         self._batches = 0  # appended by this store: every _SWEEP_EVERY-th sweeps old digests
+        #: The time of this store's latest inbox take: each take's is later, so that it names
+        #: the rows that take claimed (even on a clock that stands still, a test's).
+        self._last_take = datetime.min.replace(tzinfo=UTC)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -598,11 +601,16 @@ class PostgresStore(Store):
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         # SKIP LOCKED: two pollers (in any processes) never claim the same row, nor wait.
-        now = _clock.now()
-        rows = await self._fetch(
+        # A take's time (unique among this store's takes) names its rows: tried again when
+        # its connection was lost (it may have committed, and its reply was lost), it gets
+        # what its first attempt took, instead of leaving those rows to wait out their lease
+        # while their senders time out.
+        now = self._last_take = max(_clock.now(), self._last_take + timedelta(microseconds=1))
+        rows = await self._fetch_again(
             f"take the inbox of {owner}",
             "UPDATE inbox SET state = 'taken', owner = $1, taken_at = $3"
             f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
+            " OR (state = 'taken' AND owner = $1 AND taken_at = $3)"
             " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
             " RETURNING seq, request_id, command, submitted_at",
             owner,
