@@ -226,6 +226,59 @@ async def test_a_declaration_that_failed_midway_is_taken_over_by_the_next_cancel
         await store.close()
 
 
+async def test_a_cancel_sent_again_after_its_declaration_stopped_midway_settles_the_run(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel declaring a dead run was logged and then its reply lost (the store failed
+    right after): sent again under its correlation id, as an operator or an HTTP client
+    retrying does, it was answered ``duplicate`` for ever, while the run stayed unfinished
+    and its commands open, the cancel's own among them. Once its claim is stale, the cancel
+    sent again settles the run itself."""
+    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
+    owner = Owner(tmp_path)
+    owner.url = store_url
+    store = open_store(store_url)
+    cids = [f"ghost-{i}" for i in range(2)]
+    try:
+        run_id = await killed_with_open_commands(owner, store, cids)
+        append_command = store.append_command
+
+        async def reply_lost(cmd: SteeringCommand, **kw: Any) -> bool:
+            logged = await append_command(cmd, **kw)
+            if cmd.correlation_id == "dead-1":
+                raise StoreError("PostgreSQL: could not log command: connection lost")
+            return bool(logged)
+
+        monkeypatch.setattr(store, "append_command", reply_lost)
+        with pytest.raises(StoreError):
+            await submit_through_store(store, cancel(run_id, "dead-1"))
+        monkeypatch.setattr(store, "append_command", append_command)
+        # its claim is young: the first declaration may still be under way
+        under_way = await submit_through_store(store, cancel(run_id, "dead-1"))
+        assert under_way.status == "duplicate", under_way
+
+        monkeypatch.setattr(dead, "CLAIM_STALE_S", 0.0)
+        again = await submit_through_store(store, cancel(run_id, "dead-1"))
+        assert again.status == "accepted", again
+        assert await terminal_events(store, [*cids, "dead-1"]) == {
+            **{cid: ["steering.failed"] for cid in cids},
+            "dead-1": ["steering.applied"],
+        }
+        story = await store.load_events(run_id=run_id, type_prefix="steering.")
+        assert [e.type for e in story if getattr(e, "correlation_id", None) == "dead-1"] == [
+            "steering.requested",
+            "steering.accepted",
+            "steering.applied",
+        ]
+        snapshot = await store.load_run(run_id)
+        assert snapshot is not None and snapshot["status"] == "cancelled"
+        assert await store.open_commands() == []
+        done = await submit_through_store(store, cancel(run_id, "dead-1"))
+        assert done.status == "duplicate", done
+    finally:
+        await store.close()
+
+
 async def test_a_killed_run_started_again_under_its_id_applies_each_accepted_command_once(
     store_url: str, tmp_path: Path
 ) -> None:

@@ -18,7 +18,11 @@ keyed by the run and the owner's last heartbeat, state ``applied``, no run id), 
 taken at the same moment by another process that finds the claim there is refused and logs
 nothing. A declaration that fails midway (a store error, its sender killed) leaves its claim
 behind: a cancel sent ``CLAIM_STALE_S`` later takes the run over under a claim of its own,
-and fails the open commands the first one left, its own cancel among them.
+and fails the open commands the first one left, its own cancel among them — unless it is
+that very cancel sent again (the same correlation id, as a client retrying a request whose
+answer it lost does): it finishes its own declaration then, and ends ``applied``. So does a
+cancel the owner had accepted before it died, sent again; sent again while its claim is
+young (its first declaration may be under way), it is answered ``duplicate``.
 
 Only a human with ``agent:control`` in the run's tenant may do it, and only once the owner
 has been silent for ``OWNER_SILENT_S``. Nothing fences an owner that was merely cut off that
@@ -31,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyagents import _clock
+from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, SteeringEvent
 from tinyagents.events.redact import summarize
 from tinyagents.protocol.commands import (
@@ -46,7 +51,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policies import CONTROL_SCOPE
-from tinyagents.store.base import Store, run_key
+from tinyagents.store.base import Store, StoredCommand, run_key
 
 #: The ``policy_id`` of a declaration's receipt and events.
 POLICY = "dead-owner"
@@ -82,10 +87,19 @@ async def settle_dead_run(
 ) -> SteeringReceipt:
     """Cancel the run of ``snapshot`` (its owner silent) in ``store``: see the module."""
     run_id = str(snapshot["run_id"])
+    scope = dedupe_scope(cmd.actor)
+    try:
+        logged = await store.get_command(cmd.correlation_id, scope=scope)
+    except StoreError as exc:
+        if isinstance(exc.__cause__, ValueError):  # logged, though it no longer reads
+            return SteeringReceipt.duplicate(cmd.correlation_id)
+        raise
+    if logged is not None and not _resumes(logged, cmd, run_id):
+        return SteeringReceipt.duplicate(cmd.correlation_id)
     refused = await _claim(store, cmd, snapshot)
     if refused is not None:
         return refused
-    if not await store.append_command(cmd, state="accepted", run_id=run_id):
+    if logged is None and not await store.append_command(cmd, state="accepted", run_id=run_id):
         return SteeringReceipt.duplicate(cmd.correlation_id)
     owner = snapshot.get("owner")
     reason = (
@@ -98,15 +112,26 @@ async def settle_dead_run(
         for stored in await store.run_commands(str(run["run_id"]), states=_OPEN):
             if stored.command.correlation_id != cmd.correlation_id:
                 events.append(_event("steering.failed", stored.command, run, reason=reason))
+    told: set[str] = set()
+    if logged is not None:  # its owner, before it died, may have told part of its story
+        told = {
+            e.type
+            for e in await store.load_events(run_id=run_id, type_prefix="steering.")
+            if getattr(e, "correlation_id", None) == cmd.correlation_id
+        }
     events += [
-        _event("steering.requested", cmd, snapshot),
-        _event("steering.accepted", cmd, snapshot),
-        _event(
-            "steering.applied",
-            cmd,
-            snapshot,
-            affected={"declared_dead": True, "runs": [str(r["run_id"]) for r in runs]},
-        ),
+        e
+        for e in (
+            _event("steering.requested", cmd, snapshot),
+            _event("steering.accepted", cmd, snapshot),
+            _event(
+                "steering.applied",
+                cmd,
+                snapshot,
+                affected={"declared_dead": True, "runs": [str(r["run_id"]) for r in runs]},
+            ),
+        )
+        if e.type not in told
     ]
     await store.append_events(events)  # the commands' states with their events
     now = _clock.now().isoformat()
@@ -144,13 +169,13 @@ async def _claim(
         claim = cmd.model_copy(update={"correlation_id": key, "created_at": _clock.now()})
         if await store.append_command(claim, state="applied", run_id=None):
             return None
-        if await store.get_command(cmd.correlation_id, scope=scope) is not None:
-            return SteeringReceipt.duplicate(
-                cmd.correlation_id
-            )  # this very command, sent twice at once
         held = await store.get_command(key, scope=scope)
         age = (_clock.now() - held.command.created_at).total_seconds() if held else 0.0
         if age < CLAIM_STALE_S:
+            if await store.get_command(cmd.correlation_id, scope=scope) is not None:
+                # this very command, sent twice at once (or again while its first
+                # declaration may still be under way)
+                return SteeringReceipt.duplicate(cmd.correlation_id)
             return SteeringReceipt.issue(
                 ReceiptStatus.REJECTED,
                 cmd.correlation_id,
@@ -160,6 +185,19 @@ async def _claim(
                 POLICY,
             )
         generation += 1
+
+
+def _resumes(logged: StoredCommand, cmd: SteeringCommand, run_id: str) -> bool:
+    """Whether ``cmd``, found in the log already, is a cancel of the run still open there:
+    sent again after its declaration stopped midway (a store error, a reply lost, its sender
+    killed), or one the owner had taken before it died. It settles the run then, under a
+    claim of its own, rather than being answered ``duplicate`` while nothing settles it."""
+    return (
+        logged.state == "accepted"
+        and logged.run_id == run_id
+        and logged.command.kind is SteeringKind.CANCEL
+        and logged.command.target == cmd.target
+    )
 
 
 async def _dead_below(store: Store, snapshot: dict[str, Any]) -> list[dict[str, Any]]:

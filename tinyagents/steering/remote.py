@@ -12,7 +12,8 @@ stopped writing its heartbeat (``OWNER_SILENT_S``) — unless the steering log
 already holds the command's correlation id: then a retry is answered ``duplicate``, as the
 owner would have answered it (a log that cannot be read raises ``StoreError``). An
 operator's cancel of a run whose owner is silent declares the run dead and settles it here
-(``tinyagents.steering.dead``): its open commands fail, and it is ``cancelled``. A run is in the store only from its owner's next snapshot
+(``tinyagents.steering.dead``): its open commands fail, and it is ``cancelled`` (that cancel
+sent again, its declaration stopped midway, finishes it). A run is in the store only from its owner's next snapshot
 write, a moment after its ``start`` returned: one that is not there (or not steerable yet) is
 looked for again for ``LISTING_WAIT_S`` before it is answered.
 """
@@ -72,15 +73,18 @@ async def submit_through_store(
     snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
     refusal = refuse(cmd, snapshot)
     if refusal is not None:
+        dead = snapshot is not None and owner_silent(snapshot) and declares_dead(cmd)
+        if dead and forbidden(cmd) is None:
+            # Its owner is gone: a cancel settles the run and its open commands here (a
+            # retry of one its owner or an earlier declaration took is answered there).
+            assert snapshot is not None
+            return await settle_dead_run(store, cmd, snapshot)
         if snapshot is not None and await _logged(store, cmd):
             # A retry of a command its owner already took: the first outcome stands.
             return SteeringReceipt.duplicate(cmd.correlation_id)
-        if snapshot is not None and owner_silent(snapshot) and declares_dead(cmd):
-            # Its owner is gone: a cancel settles the run and its open commands here.
-            why = forbidden(cmd)
-            if why is not None:
-                return _rejected(cmd, why, str(snapshot["run_id"]))
-            return await settle_dead_run(store, cmd, snapshot)
+        if dead:
+            assert snapshot is not None
+            return _rejected(cmd, forbidden(cmd) or "", str(snapshot["run_id"]))
         return refusal
     assert snapshot is not None
     owner = str(snapshot["owner"])
