@@ -97,7 +97,7 @@ class TaskScope(Record):
                     ns=self.ns,
                     index=index,
                     response_schema=None if schema is None else schema.json,
-                    check=schema if schema is not None and schema.adapter is not None else None,
+                    check=schema,
                 )
             ]
         )

@@ -58,9 +58,10 @@ RouterView = Callable[[int, StateSchema | None], Any]
 RouterConfig = Callable[[int], NodeContext]
 
 
-def router_context(head: Head, node: str, task_id: str = "") -> NodeContext:
-    """The context of a router that runs outside a task of a step (on ``START`` or for an
-    ``update_state``): ``node``'s, at the step ``head`` goes on to."""
+def router_context(head: Head, node: str, task_id: str = "", **run: Any) -> NodeContext:
+    """The context a router of ``node`` is given, at the step ``head`` goes on to: its node
+    task's (``task_id``; ``run``: the run's ``run_id``, ``runtime`` and ``_run``), or, for
+    a router outside a step's tasks (on ``START``, for an ``update_state``), the node's."""
     return NodeContext(
         task_id=task_id,
         node=node,
@@ -68,6 +69,7 @@ def router_context(head: Head, node: str, task_id: str = "") -> NodeContext:
         thread_id=head.thread_id,
         ns=head.ns,
         attempt=1,
+        **run,
     )
 
 

@@ -47,7 +47,7 @@ from tinyagents.graph.checkpointing import (
     withdrawal_write,
 )
 from tinyagents.graph.context import NodeContext
-from tinyagents.graph.core import breakpoint_nodes
+from tinyagents.graph.core import breakpoint_nodes, router_context
 from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, managed_values
@@ -770,16 +770,8 @@ class GraphRun:
 
         def config(i: int) -> NodeContext:  # a router's, as LangGraph's: its node task's
             task = done[i]
-            return NodeContext(
-                task_id=task.id,
-                node=task.node,
-                step=head.step + 1,
-                thread_id=head.thread_id,
-                ns=head.ns,
-                attempt=1,
-                run_id=self.run_id,
-                runtime=self.runtime,
-                _run=self,
+            return router_context(
+                head, task.node, task.id, run_id=self.run_id, runtime=self.runtime, _run=self
             )
 
         return await graph.route(finished, head.barriers, view, config=config)

@@ -56,6 +56,7 @@ from tinyagents.protocol.commands import (
     ThreadTarget,
     dedupe_scope,
     mutable_copy,
+    problems_line,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.queue import supersedes
@@ -493,10 +494,11 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         try:
             chosen.check.check(answer, chosen.id)
         except ValidationError as exc:
+            problems = problems_line(((e["loc"], e["msg"]) for e in exc.errors()), "the answer")
             raise CannotApply(
                 f"the answer does not match the response_schema of interrupt {chosen.id} "
-                f"(node {chosen.node!r}): {_problems(exc)}; nothing was recorded, the "
-                "question still waits"
+                f"(node {chosen.node!r}): {problems}; nothing was recorded, the question "
+                "still waits"
             ) from None
     writes = run.graph.map_resume(run.head, {chosen.id: answer})
     await record_resume(run.checkpointer, run.head, writes, steered_by=command_ref(cmd))
@@ -506,15 +508,6 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         "interrupt_id": chosen.id,
         "checkpoint_id": run.head.checkpoint_id,
     }
-
-
-def _problems(exc: ValidationError, shown: int = 3) -> str:
-    """What pydantic found wrong with an answer, in a line: ``loc: message``, the first few."""
-    errors = exc.errors(include_url=False)
-    said = "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'the answer'}: {e['msg']}" for e in errors[:shown]
-    )
-    return said + (f"; and {len(errors) - shown} more" if len(errors) > shown else "")
 
 
 # -- goto, update, cancel ---------------------------------------------------------------------

@@ -117,7 +117,8 @@ class SteeringQueue:
 
     def cancels(self) -> list[SteeringCommand]:
         """The queued cancels, in order (from the index: no scan of the queue)."""
-        return [cmd for _, _, cmd in sorted(self._by_kind.get(SteeringKind.CANCEL, {}).values())]
+        cancels = self._by_kind.get(SteeringKind.CANCEL)
+        return [cmd for _, _, cmd in sorted(cancels.values())] if cancels else []
 
     # ------------------------------------------------------------------ put
 
