@@ -611,3 +611,31 @@ def test_runs_a_sqlite_store_url_with_a_query_is_refused_naming_it(tmp_path: Pat
     assert proc.returncode == 2, proc
     assert "takes no query ('?mode=ro')" in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+
+
+def test_show_says_what_a_typed_question_expects_as_its_answer() -> None:
+    """A question asked with ``response_schema`` shows that schema under it, so the operator
+    knows which ``--value`` the run will take before sending one it refuses."""
+    from rich.console import Console
+
+    from tinyagents.server.runs_cli import run_panel
+
+    schema = {"type": "object", "properties": {"approved": {"type": "boolean"}}}
+    asks = [
+        {"id": "i-1", "node": "approve", "task_id": "t-1", "value": "ok?"},
+        {
+            "id": "i-2",
+            "node": "refund",
+            "task_id": "t-2",
+            "value": "ok?",
+            "response_schema": schema,
+        },
+    ]
+    console = Console(width=300, record=True)
+    console.print(run_panel({"run_id": "g-1", "status": "interrupted", "interrupts": asks}))
+    lines = console.export_text().splitlines()
+    (answer,) = [line for line in lines if "answer" in line]
+    assert json.dumps(schema) in answer and "--value" in answer
+    assert [n for n, line in enumerate(lines) if "interrupt" in line and "i-2" in line] == [
+        lines.index(answer) - 1
+    ]

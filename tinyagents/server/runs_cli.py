@@ -801,6 +801,9 @@ def run_panel(snap: dict[str, Any]) -> Table:
                 f"{json.dumps(i.get('value'), default=str)}"
             ),
         )
+        schema = i.get("response_schema")
+        if schema is not None:  # a typed question: the JSON Schema its answer's value meets
+            table.add_row("  answer", escape(f"--value meeting {json.dumps(schema, default=str)}"))
     return table
 
 
