@@ -14,6 +14,7 @@ import sys
 import pytest
 from pydantic import BaseModel
 
+from tinyagents import Agent, RunLimits, RunStatus
 from tinyagents.errors import (
     ConfigurationError,
     ModelConnectionError,
@@ -23,7 +24,7 @@ from tinyagents.errors import (
 )
 from tinyagents.harness import LiteLLMModel, Message, ModelRequest, ToolCall, Usage, tool
 from tinyagents.harness.tools import execute_tool_call
-from tinyagents.testkit import ErrorReply, OpenAICompatServer, reply, tool_call
+from tinyagents.testkit import ErrorReply, Fault, OpenAICompatServer, reply, tool_call
 
 
 @tool
@@ -480,3 +481,87 @@ async def test_tool_call_arguments_python_objects_are_sent_as_json() -> None:
     sent = server.requests[0]["messages"][1]["tool_calls"]
     assert json.loads(sent[0]["function"]["arguments"]) == {"day": "2024-01-02", "at": [9, 30]}
     assert sent[1]["function"]["arguments"] == "{}"
+
+
+# --------------------------------------------------------------------------- no usage reported
+
+
+def completion_without_usage(message: dict[str, object], **usage: int) -> dict[str, object]:
+    """A whole completion with no ``usage`` (or with the counts given), as some servers and
+    proxies send it."""
+    body: dict[str, object] = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    if usage:
+        body["usage"] = {**usage, "total_tokens": sum(usage.values())}
+    return body
+
+
+def stream_with_zero_usage(text: str) -> Fault:
+    """A stream of ``text`` whose usage chunk says it used no tokens at all."""
+    base = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+    events = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}},
+    ]  # fmt: skip
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return Fault(body=body, content_type="text/event-stream")
+
+
+@pytest.mark.parametrize("usage", [{}, {"prompt_tokens": 0, "completion_tokens": 0}])
+async def test_a_whole_response_without_usage_has_its_tokens_counted(usage: dict[str, int]) -> None:
+    # A server that sends no usage (or says 0 and 0) was taken at its word: the response
+    # used no tokens, so a run's max_tokens budget was never reached however long it ran;
+    # a stream without usage was counted by litellm's tokenizer all along
+    body = completion_without_usage({"role": "assistant", "content": "one two three four"}, **usage)
+    async with OpenAICompatServer([body]) as server:
+        response = await model_for(server, stream=False).request(ask("count to four"))
+    assert response.text == "one two three four"
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+
+
+async def test_a_stream_whose_usage_says_zero_has_its_tokens_counted() -> None:
+    async with OpenAICompatServer([stream_with_zero_usage("one two three four")]) as server:
+        pieces = [chunk async for chunk in model_for(server).stream(ask("count to four"))]
+    final = pieces[-1].response
+    assert final is not None and final.text == "one two three four"
+    assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+async def test_a_server_that_never_reports_usage_still_runs_out_of_token_budget(
+    stream: bool,
+) -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
+    ]}  # fmt: skip
+
+    def answer(body: dict[str, object]) -> object:
+        if body.get("stream"):
+            return stream_call()
+        return completion_without_usage(call)
+
+    def stream_call() -> Fault:
+        base = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+        delta = {"role": "assistant", "tool_calls": [{"index": 0, **call["tool_calls"][0]}]}  # type: ignore[index]
+        events = [
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+            {**base, "choices": [], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}},
+        ]  # fmt: skip
+        text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return Fault(body=text, content_type="text/event-stream")
+
+    async with OpenAICompatServer([answer] * 20) as server:
+        model = model_for(server, stream=stream, max_retries=0)
+        agent = Agent("adder", model, tools=[add], limits=RunLimits(max_tokens=300))
+        result = await agent.run("add 1 and 2, again and again")
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "max_tokens" in (result.error or "")
+    assert len(server.requests) < 20

@@ -126,7 +126,8 @@ class LiteLLMModel(Model):
         )
         if not getattr(raw, "choices", None):
             raise empty_response(kwargs["model"], self.api_base)
-        return _answered(_parse_response(raw, litellm), kwargs["model"], self.api_base)
+        response = _parse_response(raw, litellm, kwargs)
+        return _answered(response, kwargs["model"], self.api_base)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Yield each piece of text and of tool-call arguments as the provider sends it; the
@@ -169,7 +170,7 @@ class LiteLLMModel(Model):
         try:
             calls.name_calls()
             raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
-            response = _parse_response(raw, litellm)
+            response = _parse_response(raw, litellm, kwargs)
         except Exception as exc:
             raise ModelResponseError(
                 f"model {model!r} at {where(self.api_base, model)} streamed chunks litellm "
@@ -464,6 +465,31 @@ def _usage(raw_usage: Any) -> Usage:
     )
 
 
+def _counted(raw: Any, litellm: Any, kwargs: dict[str, Any], message: Any) -> Usage:
+    """The tokens of a response whose server reported none (no ``usage``, or 0 and 0: no
+    request is free), counted by litellm's tokenizer as ``stream_chunk_builder`` counts a
+    stream sent without usage. Taken at its word, the run's token budget never ran down."""
+    model = kwargs["model"]
+    written = message.content or ""
+    for call in message.tool_calls or []:
+        function = getattr(call, "function", None)
+        if function is not None:
+            written += f"{function.name or ''}{function.arguments or ''}"
+    try:
+        prompt = litellm.token_counter(model=model, messages=kwargs["messages"])
+        completion = litellm.token_counter(model=model, text=written) if written else 0
+    except Exception:
+        return Usage()  # a tokenizer that fails: nothing better to say than the server did
+    usage = Usage(input_tokens=_token_count(prompt), output_tokens=_token_count(completion))
+    # the cost is read from the raw response's usage: counted, it is priced too
+    raw.usage = litellm.Usage(
+        prompt_tokens=usage.input_tokens,
+        completion_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+    )
+    return usage
+
+
 def _token_count(value: Any) -> int:
     """A provider's token count as a count: a negative, non-numeric or non-finite one is 0
     (a server reporting -6000 tokens would otherwise refill the run's token budget)."""
@@ -481,7 +507,7 @@ def _cost(raw: Any, litellm: Any) -> float | None:
         return None  # a model missing from litellm's price map (local or private models)
 
 
-def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
+def _parse_response(raw: Any, litellm: Any, kwargs: dict[str, Any]) -> ModelResponse:
     choice = raw.choices[0]
     message = choice.message
     tool_calls = []
@@ -494,6 +520,8 @@ def _parse_response(raw: Any, litellm: Any) -> ModelResponse:
         arguments = function.arguments if function is not None else None
         tool_calls.append(parse_arguments(call.id or f"call_{index}", name, arguments))
     usage = _usage(getattr(raw, "usage", None))
+    if usage.input_tokens == 0 and usage.output_tokens == 0:
+        usage = _counted(raw, litellm, kwargs, message)
     usage.cost = _cost(raw, litellm)
     return ModelResponse(
         text=message.content or "",
