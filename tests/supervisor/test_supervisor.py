@@ -174,6 +174,44 @@ async def test_budget_fraction_fires_once_past_its_fraction() -> None:
     assert CALLS == ["search"]  # the second turn's tool never ran
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "sent", "ended"),
+    [
+        # in the spec's order; an abort wins whatever came before it on that event ...
+        ("steer", "abort", ["steer", "abort"], "budget"),
+        ("pause", "abort", ["pause", "abort"], "budget"),
+        # ... and nothing is sent after it (the later rule has fired all the same)
+        ("abort", "pause", ["abort"], "iteration"),
+        ("abort", "steer", ["abort"], "iteration"),
+    ],
+)
+async def test_two_rules_firing_on_one_event_act_in_spec_order_and_an_abort_wins(
+    first: str, second: str, sent: list[str], ended: str
+) -> None:
+    spec = SupervisorSpec(
+        rules=[
+            {"when": "iteration_reached", "gte": 1, "then": first},
+            {"when": "budget_fraction", "gt": 0.1, "then": second},
+        ]
+    )
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([used(tool_call("search"), 50), reply("done")])
+        agent = Agent("a", model, tools=[search], limits=RunLimits(max_tokens=100))
+        result = await (await rt.start(agent, "go")).result()
+    fired = [e.rule for e in recorder.of_type("supervisor.rule_fired")]
+    assert fired == ["iteration_reached", "budget_fraction"]
+    assert [a["action"] for a in actions(recorder)] == sent
+    assert result.status is RunStatus.ABORTED
+    assert result.error is not None and result.error.startswith(
+        "50 of 100 tokens" if ended == "budget" else "iteration 1 reached"
+    )
+    assert CALLS == []  # the abort landed before the tool call of that response
+    # what the abort overtook on its way is superseded, never applied after it
+    applied = [e.kind for e in recorder.steering() if e.type == "steering.applied"]
+    assert applied == [SteeringKind.CANCEL]
+
+
 async def test_an_agents_own_spec_supervises_it_in_a_plain_runtime() -> None:
     spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], on_violation="abort")
     watched = Agent("watched", ScriptedModel([reply("x")]), supervisor=spec)
