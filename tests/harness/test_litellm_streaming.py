@@ -36,6 +36,7 @@ from tinyagents.errors import (
     ModelError,
     ModelResponseError,
     ModelResponseNotJSON,
+    ModelServerError,
     ModelTimeoutError,
 )
 from tinyagents.events import Event, ModelDeltaEvent
@@ -485,3 +486,44 @@ async def test_an_answer_cut_at_the_token_limit_says_so_in_its_response_event(
     (response,) = [e for e in events if e.type == "model.response"]
     assert response.finish_reason == "length"  # type: ignore[attr-defined]
     assert events[-1].type == "run.completed"
+
+
+def unfinished_stream(*deltas: dict[str, Any], done: bool) -> Fault:
+    """A stream that ends before any chunk gives a ``finish_reason`` (with or without its
+    ``[DONE]``): the server crashed, or a proxy cut the response, mid-answer."""
+    base = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+    events = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        for delta in [{"role": "assistant"}, *deltas]
+    ]
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+    return Fault(body=body + ("data: [DONE]\n\n" if done else ""), content_type="text/event-stream")
+
+
+CUT_CALL = {
+    "index": 0,
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "add", "arguments": "{"},
+}
+
+
+@pytest.mark.parametrize("done", [True, False], ids=["with-done", "no-done"])
+@pytest.mark.parametrize(
+    "delta", [{"content": "hello"}, {"tool_calls": [CUT_CALL]}], ids=["text", "tool-call"]
+)
+async def test_a_stream_cut_before_its_finish_reason_says_so_not_http_500(
+    delta: dict[str, Any], done: bool
+) -> None:
+    # litellm labels it HTTP 500 (MidStreamFallbackError): the error said the server "failed
+    # with HTTP 500" and to raise max_retries, where the server had answered 200 and its
+    # stream stopped mid-answer, and no retry of a stream under way is made
+    async with OpenAICompatServer([unfinished_stream(delta, done=done)]) as server:
+        with pytest.raises(ModelError) as caught:
+            [chunk async for chunk in model_for(server, max_retries=2).stream(ask())]
+    error = caught.value
+    assert type(error) is ModelServerError, error
+    assert "HTTP 500" not in str(error) and error.status is None
+    assert "ended its stream before it said it was finished (no finish_reason" in str(error)
+    assert "broke off after 2 chunk(s)" in str(error)
+    assert len(server.requests) == 1

@@ -53,6 +53,10 @@ _MISSING_KEY_MARKERS = (
 )
 
 
+#: litellm's words for a stream that ended before any chunk gave a ``finish_reason`` (it
+#: labels it HTTP 500, ``MidStreamFallbackError``, though the server answered 200).
+UNFINISHED_MARKER = "stream ended before a finish_reason"
+
 #: litellm's words when a model name has no provider it can place (raised before any request).
 _NO_PROVIDER_MARKER = "llm provider not provided"
 
@@ -177,6 +181,15 @@ def classify(
             model=model,
             api_base=api_base,
             status=status,
+        )
+    if UNFINISHED_MARKER in text:
+        return ModelServerError(
+            f"model {model!r} at {at} ended its stream before it said it was finished (no "
+            f"finish_reason; {tries}): the server stopped mid-answer (it crashed or was "
+            "restarted) or a proxy in front of it cut the response; the server's log (or the "
+            "proxy's) says why",
+            model=model,
+            api_base=api_base,
         )
     return _by_status(exc, status, model=model, api_base=api_base, at=at, tries=tries)
 

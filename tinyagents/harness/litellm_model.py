@@ -44,6 +44,7 @@ from pydantic_core import to_jsonable_python
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
 from tinyagents.harness.litellm_errors import (
+    UNFINISHED_MARKER,
     broke_off,
     classify,
     cut_off,
@@ -574,7 +575,9 @@ async def _open_stream(
                 break
     except BaseException as exc:
         await chunks.aclose()
-        if "before a finish_reason" in str(exc) and not any(map(_carries_content, opened.received)):
+        if UNFINISHED_MARKER in str(exc).lower() and not any(
+            map(_carries_content, opened.received)
+        ):
             # litellm's word for a stream that ended before any choice was streamed
             raise not_a_stream(_content_type(chunks), model, api_base) from exc
         raise
