@@ -345,7 +345,10 @@ class ModelRequestRejected(ModelError):
 
 
 class ModelResponseError(ModelError):
-    """The provider answered 200 with a body the client cannot use."""
+    """The provider answered 200 with a body the client cannot use. ``refusal``: what the
+    model said instead of an answer when it refused (OpenAI's ``message.refusal``)."""
+
+    refusal: str | None = None
 
 
 class ModelResponseNotJSON(ModelResponseError):

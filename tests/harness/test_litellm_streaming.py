@@ -527,3 +527,29 @@ async def test_a_stream_cut_before_its_finish_reason_says_so_not_http_500(
     assert "ended its stream before it said it was finished (no finish_reason" in str(error)
     assert "broke off after 2 chunk(s)" in str(error)
     assert len(server.requests) == 1
+
+
+def refusal_reply(refusal: str) -> Fault:
+    """A whole answer that is a refusal (OpenAI's ``message.refusal``, no content)."""
+    message = {"role": "assistant", "content": None, "refusal": refusal}
+    body = {
+        "id": "x", "object": "chat.completion", "created": 1, "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
+    }  # fmt: skip
+    return Fault(body=json.dumps(body), content_type="application/json")
+
+
+async def test_a_refusal_fails_the_run_saying_what_the_model_refused() -> None:
+    # a refusal has no content: it was taken for an empty answer and asked for again (a paid
+    # call that the model refuses the same way), then the run failed with "gave no text and
+    # no tool call", the refusal itself nowhere. (litellm's stream drops refusal deltas, so
+    # a streamed refusal is still an empty answer.)
+    refusal = "I'm sorry, I cannot help with that request."
+    async with OpenAICompatServer([refusal_reply(refusal)] * 2) as server:
+        result = await Agent("writer", model_for(server, stream=False)).run("write")
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and result.error.startswith("ModelResponseError")
+    assert "refused" in result.error and json.dumps(refusal) in result.error
+    assert len(server.requests) == 1  # not asked again: it would be refused the same way
+    assert result.usage["input_tokens"] == 40  # what it cost is counted

@@ -22,6 +22,7 @@ What is retried, and why:
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 
@@ -264,6 +265,24 @@ def empty_response(model: str, api_base: str | None) -> ModelEmptyResponse:
         model=model,
         api_base=api_base,
     )
+
+
+#: How much of a refusal its error quotes.
+_REFUSAL_QUOTED = 500
+
+
+def refused(model: str, api_base: str | None, refusal: str) -> ModelResponseError:
+    """The error for an answer that is a refusal (OpenAI's ``message.refusal``, no content)."""
+    said = refusal if len(refusal) <= _REFUSAL_QUOTED else refusal[:_REFUSAL_QUOTED] + "..."
+    error = ModelResponseError(
+        f"model {model!r} at {where(api_base, model)} refused to answer: "
+        f"{json.dumps(said, ensure_ascii=False)}; not retried: the same request would be "
+        "refused the same way (change the task, the instructions or the output type)",
+        model=model,
+        api_base=api_base,
+    )
+    error.refusal = refusal
+    return error
 
 
 def cut_off(model: str, api_base: str | None, finish_reason: str) -> ModelResponseError:

@@ -50,6 +50,7 @@ from tinyagents.harness.litellm_errors import (
     cut_off,
     empty_response,
     not_a_stream,
+    refused,
     where,
 )
 from tinyagents.harness.litellm_stream import NAMELESS, ToolCallFragments, pieces
@@ -537,13 +538,29 @@ def _parse_response(raw: Any, litellm: Any, kwargs: dict[str, Any]) -> ModelResp
 def _answered(response: ModelResponse, model: str, api_base: str | None) -> ModelResponse:
     """``response``, unless it stopped before it held anything (no text, no tool call) for a
     reason other than having answered: then a ``ModelResponseError`` says why (it ended the
-    run ``completed`` with an empty answer)."""
-    reason = response.finish_reason
-    if reason in ("content_filter", "length") and not response.text and not response.tool_calls:
-        error = cut_off(model, api_base, reason)
-        error.usage = response.usage  # the prompt was paid for all the same
-        raise error
-    return response
+    run ``completed`` with an empty answer). A refusal is such a reason: taken for an empty
+    answer, it was asked for again and refused again, and the run's error never said so.
+    (litellm's stream drops refusal deltas: a streamed refusal is an empty answer.)"""
+    if response.text or response.tool_calls:
+        return response
+    refusal = _refusal(response.raw)
+    if refusal is not None:
+        error = refused(model, api_base, refusal)
+    elif response.finish_reason in ("content_filter", "length"):
+        error = cut_off(model, api_base, response.finish_reason)
+    else:
+        return response
+    error.usage = response.usage  # the prompt was paid for all the same
+    raise error
+
+
+def _refusal(raw: Any) -> str | None:
+    """The refusal a whole answer gave instead of content (``message.refusal``)."""
+    try:
+        refusal = raw.choices[0].message.refusal
+    except (AttributeError, IndexError, TypeError, KeyError):
+        return None
+    return refusal if isinstance(refusal, str) and refusal.strip() else None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from tinyagents._record import FrozenRecord
-from tinyagents.errors import MissingAPIKeyError, TinyAgentsError
+from tinyagents.errors import MissingAPIKeyError, ModelResponseError, TinyAgentsError
 from tinyagents.harness.litellm_model import LiteLLMModel, import_litellm
 from tinyagents.harness.model import Message, Model, ModelRequest, ModelResponse, Usage
 from tinyagents.supervisor.spec import SupervisorSpec
@@ -255,6 +255,17 @@ class Judge:
         async with asyncio.timeout(self.timeout_s) as scope:
             try:
                 response = await self.model.request(self.request(data, deadline=scope.when()))
+            except ModelResponseError as exc:
+                if exc.refusal is None:
+                    raise
+                # a LiteLLMModel raises for a refusal; for a judge it is an answer that is
+                # no verdict, quoted as any other
+                refusal = json.dumps(exc.refusal[:_QUOTED], ensure_ascii=False)
+                raise JudgeError(
+                    f"the judge {self.model.name!r} did not answer a verdict "
+                    f'{{"passed": bool, "reason": str}}: it answered a refusal: {refusal}',
+                    usage=exc.usage,
+                ) from exc
             except SystemExit as exc:
                 # no Exception: out of the judge's task it would end the event loop under
                 # the supervisor and every run; it is a judge that did not answer
