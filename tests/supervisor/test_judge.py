@@ -670,6 +670,33 @@ async def test_a_judge_that_calls_sys_exit_is_a_judge_error(on_error: str) -> No
 
 
 @pytest.mark.parametrize("on_error", ["ignore", "abort"])
+async def test_a_judge_that_raises_generator_exit_is_a_judge_error(on_error: str) -> None:
+    # GeneratorExit (a generator or async generator closed under the judge's code) is no
+    # Exception either: it ended the judge's task silently ("Task exception was never
+    # retrieved"), no judge_error event, no failure counted, and "on_judge_error: abort"
+    # let the run complete
+    def closed(request: ModelRequest) -> str:
+        raise GeneratorExit
+
+    spec = SupervisorSpec(model=FunctionModel(closed), on_judge_error=on_error)
+    waiter, recorder = EventWaiter(), EventRecorder()
+    work = waiting_tool(waiter, "supervisor.judge_error")
+    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[work]), "go")
+        result = await handle.result()
+        assert rt.supervisor.judge_failures == 1
+    assert supervisor_data(recorder, "supervisor.judge_error") == [
+        {"error": "JudgeError", "iteration": 1}
+    ]
+    if on_error == "abort":
+        assert result.status is RunStatus.ABORTED
+        assert result.error == "judge unavailable (JudgeError)"
+    else:
+        assert result.status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize("on_error", ["ignore", "abort"])
 async def test_a_judge_that_raises_cancelled_error_itself_is_a_judge_error(on_error: str) -> None:
     # a judge whose own code raised CancelledError (a library cancelling its own work; the
     # judge's task was not cancelled) ended the judge's task silently: no judge_error event,

@@ -241,7 +241,7 @@ class Judge:
         """The verdict; raises ``TimeoutError``, a ``ModelError`` (a ``ModelRateLimitError``
         with its ``retry_after_s`` when the provider asks to wait past the timeout) or
         ``JudgeError`` (no verdict, or a judge that called ``sys.exit`` or raised a
-        ``CancelledError`` of its own)."""
+        ``CancelledError`` or ``GeneratorExit`` of its own)."""
         verdict, _ = await self.ask(data)
         return verdict
 
@@ -272,6 +272,13 @@ class Judge:
                 raise JudgeError(
                     f"the judge {self.model.name!r} tried to exit the process (SystemExit: "
                     f"{exc}); it gave no verdict"
+                ) from exc
+            except GeneratorExit as exc:
+                # no Exception either (a generator closed under the judge's code): it ended
+                # the judge's task without a judge error, so nothing was said and
+                # on_judge_error never acted
+                raise JudgeError(
+                    f"the judge {self.model.name!r} raised GeneratorExit; it gave no verdict"
                 ) from exc
             except asyncio.CancelledError as exc:
                 task = asyncio.current_task()
