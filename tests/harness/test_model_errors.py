@@ -307,6 +307,21 @@ async def test_a_429_retry_after_is_waited_for_up_to_a_cap() -> None:
     assert retry_delay(await _rate_limited({}), 0.5) == 0.5
 
 
+async def test_a_429_retry_after_ms_is_waited_for_as_openai_sends_it() -> None:
+    """OpenAI (and the OpenAI SDK, which honours it first) says how long to wait in
+    milliseconds, ``retry-after-ms``: it was ignored, and the retry came after the backoff
+    (0.5 s, 1 s, ...) however long the server asked, to be refused again."""
+    from tinyagents.harness.litellm_model import MAX_RETRY_AFTER_S, retry_delay
+
+    assert retry_delay(await _rate_limited({"retry-after-ms": "7000"}), 0.5) == 7.0
+    assert retry_delay(await _rate_limited({"retry-after-ms": "250"}), 0.5) == 0.5
+    both = {"retry-after-ms": "2500", "Retry-After": "3"}  # the finer one, as the SDK reads it
+    assert retry_delay(await _rate_limited(both), 0.5) == 2.5
+    assert retry_delay(await _rate_limited({"retry-after-ms": "9e9"}), 0.5) == MAX_RETRY_AFTER_S
+    assert retry_delay(await _rate_limited({"retry-after-ms": "soon"}), 0.5) == 0.5
+    assert retry_delay(await _rate_limited({"retry-after-ms": "-5"}), 0.5) == 0.5
+
+
 async def test_a_429_with_retry_after_is_retried_and_then_answered() -> None:
     script = [ErrorReply(status=429, headers={"Retry-After": "0.05"}), "fine"]
     async with OpenAICompatServer(script) as server:

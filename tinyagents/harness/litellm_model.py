@@ -278,7 +278,7 @@ MAX_RETRY_AFTER_S = 60.0
 def retry_delay(exc: BaseException, backoff_s: float) -> float:
     """How long to wait before the next attempt after ``exc``: the backoff, or longer when
     the server said how long (``Retry-After`` on a 429 or 503, in seconds or as an HTTP
-    date), up to ``MAX_RETRY_AFTER_S``."""
+    date, or OpenAI's ``retry-after-ms``), up to ``MAX_RETRY_AFTER_S``."""
     asked = _retry_after(exc)
     return backoff_s if asked is None else max(backoff_s, min(asked, MAX_RETRY_AFTER_S))
 
@@ -289,6 +289,16 @@ def _retry_after(exc: BaseException) -> float | None:
     )
     if not headers or not hasattr(headers, "get"):
         return None
+    # OpenAI says it in milliseconds too, and the OpenAI SDK reads that first
+    millis = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
+    if isinstance(millis, str):
+        try:
+            seconds = float(millis) / 1000
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(seconds):
+                return max(seconds, 0.0)
     value = headers.get("retry-after") or headers.get("Retry-After")
     if not isinstance(value, str) or not value.strip():
         return None
