@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tinyagents import Agent, LiteLLMModel, RunStatus, tool
-from tinyagents.harness import Message, ModelRequest, ModelResponse, StreamChunk
+from tinyagents.harness import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
 from tinyagents.testkit import OpenAICompatServer, RawStream, reply
 
 
@@ -278,3 +278,34 @@ def test_a_long_call_whose_name_comes_with_every_fragment_is_read_once_whole(
     assert "".join(fragments.calls[1].parts) == '{"text": "second"}'
     # read where a fragment ended on "}" only: the nested object's end and the whole
     assert len(parsed) <= 2
+
+
+#: Arguments nested deeper than Python's JSON reader can go (a model looping on "[").
+TOO_DEEP = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
+
+
+async def test_arguments_nested_too_deep_to_read_are_an_error_result_the_model_can_correct() -> (
+    None
+):
+    # json.loads raises RecursionError for them, no JSONDecodeError: it went through the
+    # arguments' reader and failed the run ("RecursionError: maximum recursion depth
+    # exceeded"), where arguments that cannot be read are the model's to correct
+    from tinyagents.testkit import FunctionModel
+
+    def calls_deep(request: ModelRequest) -> ModelResponse:
+        if len(request.messages) > 1:
+            return reply("oops")
+        return ModelResponse(tool_calls=[ToolCall(id="c1", name="add", args=TOO_DEEP)])  # type: ignore[arg-type]
+
+    model = FunctionModel(calls_deep)
+    result = await Agent("calc", model, tools=[add]).run("1?")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "oops")
+    [answer] = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert "could not read the arguments for tool 'add'" in answer.content
+    assert "nested too deep" in answer.content
+
+
+def test_a_streamed_call_nested_too_deep_is_not_whole_json() -> None:
+    from tinyagents.harness.litellm_stream import _whole_json
+
+    assert _whole_json(TOO_DEEP) is False  # raised RecursionError, failing the stream

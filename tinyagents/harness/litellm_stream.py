@@ -106,7 +106,7 @@ def _starts_new_call(call: _StreamedCall, fragment_id: str, name: str) -> bool:
 def _whole_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep to read is not whole either
         return False
     return True
 

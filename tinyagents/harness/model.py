@@ -53,6 +53,14 @@ def parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
             name=name,
             parse_error=f"arguments are not valid JSON ({exc}): {_quoted(text)}",
         )
+    except RecursionError:
+        # no JSONDecodeError: nested deeper than the reader goes (a model looping on "["),
+        # which failed the run; it is the model's to correct, like any unreadable arguments
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error=f"arguments are nested too deep to read: {_quoted(text)}",
+        )
     if not isinstance(args, dict):
         return ToolCall(
             id=call_id,
