@@ -637,6 +637,22 @@ async def test_structured_output_that_does_not_validate_is_fed_back() -> None:
     assert model.requests[1].response_format is Foo
 
 
+async def test_structured_output_cut_at_the_token_limit_says_so() -> None:
+    # an answer cut off by the output token limit (finish_reason "length") was fed back as
+    # "Invalid JSON: EOF while parsing", and the run's error said only that: neither the
+    # model nor the reader was told the answer had been cut, nor that max_tokens was why
+    cut = ModelResponse(text='{"bar": 1, "note": "a long no', finish_reason="length")
+    model = FunctionModel(lambda request: cut)
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert result.status is RunStatus.FAILED
+    ask = model.requests[1].messages[-1]
+    assert ask.metadata == {"retry": "invalid_output"}
+    assert "cut off at the output token limit" in ask.content and "shorter" in ask.content
+    assert "is not valid Foo output, again" in (result.error or "")
+    assert "ran out of output tokens (finish_reason 'length')" in (result.error or "")
+    assert "max_tokens" in (result.error or "")
+
+
 @pytest.mark.parametrize("answer", ['{"bar": 0}', "not json", '{"bar": "x"}'])
 async def test_structured_output_invalid_again_fails_the_run(answer: str) -> None:
     # ports tests/test_agent.py::test_result_pydantic_model_validation_error: asked again once

@@ -307,16 +307,25 @@ class AgentRun(RunDriver):
         except ValidationError as exc:
             problems = validation_problems(exc)
         messages = self.messages
+        # cut off by the output token limit: said, or the problem reads as bad JSON alone
+        cut = response.finish_reason == "length"
         if _asked_since_the_prompt(messages, INVALID_OUTPUT, since=self._given):
+            why = (
+                "; it ran out of output tokens (finish_reason 'length'): raise the model's "
+                "max_tokens (or the run's RunLimits.max_tokens budget)"
+                if cut
+                else ""
+            )
             raise ModelResponseError(
                 f"model {response.model or self.agent.model.name!r}: its answer is not valid "
                 f"{output_type.__name__} output, again after it was told what was wrong: "
-                f"{problems}",
+                f"{problems}{why}",
                 model=response.model,
             )
         ask = (
-            f"Your answer is not valid {output_type.__name__} output: {problems}. Answer "
-            "again with only the JSON of the response format, fixed."
+            f"Your answer is not valid {output_type.__name__} output: {problems}. "
+            + ("It was cut off at the output token limit: answer shorter. " if cut else "")
+            + "Answer again with only the JSON of the response format, fixed."
         )
         messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
         return None
