@@ -430,3 +430,28 @@ async def test_update_state_as_a_node_keeps_the_node_a_join_pulled(
     assert result.state == values(out) == {"log": ["a", "b", "edit", "c"]}
     # c ran once: the update as a or b did not start the join over
     assert (await ours.get_state("1")).next == ()
+
+
+class Documented(TypedDict, total=False):
+    # LangGraph reads the reducer from the last metadata item only (``_is_field_binop``:
+    # ``meta[-1]``): a note after the reducer leaves the field an overwrite one
+    noted: Annotated[list[str], operator.add, "a note after the reducer"]
+    first: Annotated[list[str], "a note before the reducer", operator.add]
+
+
+async def test_only_the_last_annotated_item_is_the_reducer(checkpointer: Checkpointer) -> None:
+    # ours took the last callable anywhere in Annotated[...]: 'noted' accumulated
+    # ['in', 'a', 'b'] where LangGraph's keeps the last write, ['b']
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Documented)
+        graph.add_node("a", lambda s: {"noted": ["a"], "first": ["a"]})
+        graph.add_node("b", lambda s: {"noted": ["b"], "first": ["b"]})
+        return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    given = {"noted": ["in"], "first": ["in"]}
+    out = await theirs.ainvoke(given, cfg())
+    result = await ours.run(given, thread_id="1")
+    assert out == {"noted": ["b"], "first": ["in", "a", "b"]}
+    assert result.state == out
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values

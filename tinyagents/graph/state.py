@@ -409,13 +409,12 @@ def _refuse_langgraph_channel(cls: type, name: str, annotation: Any) -> None:
 
 
 def _split(annotation: Any) -> tuple[Any, Any]:
-    """``Annotated[T, fn, ...]`` → ``(T, fn)``; the last callable wins."""
+    """``Annotated[T, ..., fn]`` → ``(T, fn)``: the reducer is the last item or none, as
+    LangGraph reads it (``Annotated[list, operator.add, "note"]`` has none there)."""
     if get_origin(annotation) is Annotated:
         base, *extras = get_args(annotation)
-        for extra in reversed(extras):
-            if callable(extra) or isinstance(extra, Reducer):
-                return base, extra
-        return base, None
+        last = extras[-1]
+        return base, last if callable(last) or isinstance(last, Reducer) else None
     return annotation, None
 
 
