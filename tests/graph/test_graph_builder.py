@@ -96,7 +96,7 @@ def test_builder_methods_chain_and_reject_bad_nodes() -> None:
         graph.add_node("a", logger("a"))
     with pytest.raises(ConfigurationError, match="reserved"):
         graph.add_node(END, logger("x"))
-    with pytest.raises(ConfigurationError, match="must be a function"):
+    with pytest.raises(TypeError, match="must be a function"):  # as LangGraph's
         graph.add_node("b", 42)
     with pytest.raises(ConfigurationError, match="TypedDict, a dataclass or a pydantic"):
         StateGraph(int)

@@ -312,6 +312,28 @@ def test_a_node_name_with_a_namespace_separator_is_refused(name: str) -> None:
     assert isinstance(ours.value, ValueError)
 
 
+@pytest.mark.parametrize("args", [("a", 5), ("a", "text"), (5,)], ids=["int", "str", "alone"])
+def test_a_node_that_is_not_callable_is_a_type_error(args: tuple[Any, ...]) -> None:
+    """LangGraph's ``add_node`` raises ``TypeError`` ("Expected a Runnable, callable or
+    dict") for a node that is no function; ours raised a ``GraphValidationError`` (a
+    ``ValueError``), which a ported ``except TypeError`` did not catch."""
+    with pytest.raises(TypeError, match="Expected a Runnable, callable or dict"):
+        THEIRS.StateGraph(Log).add_node(*args)
+    with pytest.raises(TypeError, match=r"must be a function, a compiled graph or an Agent, got"):
+        OURS.StateGraph(Log).add_node(*args)
+
+
+@pytest.mark.parametrize("name", [OURS.START, OURS.END])
+def test_start_and_end_are_reserved_node_names_as_langgraphs(name: str) -> None:
+    # LangGraph 1.2 reserves only these two (``__interrupt__`` and its other internal names
+    # are taken as node names by both)
+    with pytest.raises(ValueError, match="reserved"):
+        THEIRS.StateGraph(Log).add_node(name, lambda s: {})
+    with pytest.raises(GraphValidationError, match="reserved") as ours:
+        OURS.StateGraph(Log).add_node(name, lambda s: {})
+    assert isinstance(ours.value, ValueError)
+
+
 async def test_thread_apis_without_a_checkpointer_are_a_value_error() -> None:
     # LangGraph's get_state, get_state_history and update_state raise ValueError("No
     # checkpointer set") on a graph compiled without one (pregel/main.py,

@@ -8,7 +8,7 @@ import types
 import typing
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from math import inf
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import typing_extensions
 from pydantic import BaseModel
@@ -121,6 +121,8 @@ class StateGraph:
         """
         if action is None:
             if not callable(name):
+                if not isinstance(name, str):  # add_node(42): LangGraph's TypeError
+                    _not_a_node(name, name)
                 raise GraphValidationError(f"add_node({name!r}) needs a function or a graph")
             action, name = name, getattr(name, "__name__", None) or repr(name)
         name = _text_name(name)
@@ -179,10 +181,7 @@ class StateGraph:
                 not policies and timeout is None and not spec.takes_ctx and spec.input is None
             )
         else:
-            raise GraphValidationError(
-                f"node {name!r} must be a function, a compiled graph or an Agent, "
-                f"got {type(action).__name__}"
-            )
+            _not_a_node(name, action)
         self.nodes[name] = spec
         return self
 
@@ -444,6 +443,15 @@ def _policies(
             f"node {node!r}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
         )
     return policies
+
+
+def _not_a_node(name: Any, action: Any) -> NoReturn:
+    """A node that is no function, graph or agent: a ``TypeError``, as LangGraph's ("Expected
+    a Runnable, callable or dict"), so ported ``except TypeError`` code catches it."""
+    raise TypeError(
+        f"node {name!r} must be a function, a compiled graph or an Agent, "
+        f"got {type(action).__name__}"
+    )
 
 
 def _check_timeout(node: str, timeout: object) -> None:
