@@ -17,7 +17,7 @@ from typing import Annotated, Any, NotRequired, Required, TypedDict
 import pytest
 from graphkit import logger
 from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, pair, shape, values
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError, field_validator
 
 from tinyagents.graph import StateGraph
 from tinyagents.store.checkpoint import Checkpointer
@@ -455,3 +455,86 @@ async def test_only_the_last_annotated_item_is_the_reducer(checkpointer: Checkpo
     assert out == {"noted": ["b"], "first": ["in", "a", "b"]}
     assert result.state == out
     assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+class Checked(BaseModel):
+    n: int = 0
+    tag: str = ""
+
+    @field_validator("tag")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+
+def writes_then_reads(g: Any, bad: Any, seen: list[Any]) -> Any:
+    """START → write (n = ``bad``, tag = "x") → read → END; read notes what it sees."""
+
+    def read(state: Checked) -> dict[str, Any]:
+        seen.append((state.n, state.tag))
+        return {}
+
+    graph = g.StateGraph(Checked).add_node("write", lambda s: {"n": bad, "tag": "x"})
+    graph.add_node("read", read).add_edge(g.START, "write").add_edge("write", "read")
+    return graph.add_edge("read", g.END)
+
+
+@pytest.mark.parametrize("bad", ["5", 5.0])
+async def test_a_node_sees_its_pydantic_state_validated(
+    checkpointer: Checkpointer, bad: Any
+) -> None:
+    # LangGraph builds each node's pydantic input with the model (``schema(**values)``): a
+    # value another node wrote is coerced ("5" -> 5) and the field validators run, while
+    # the state keeps what was written. Ours built it with model_construct: read saw "5"
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = writes_then_reads(OURS, bad, ours_seen).compile(checkpointer=checkpointer)
+    theirs = writes_then_reads(THEIRS, bad, theirs_seen).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
+    out = await theirs.ainvoke({}, cfg())
+    result = await ours.run({}, thread_id="1")
+    assert ours_seen == theirs_seen == [(5, "X")]
+    assert result.state == out == {"n": bad, "tag": "x"}
+
+
+@pytest.mark.parametrize("bad", ["five", 5.5, None, [1]])
+async def test_a_value_the_pydantic_state_refuses_fails_the_node_that_reads_it(
+    checkpointer: Checkpointer, bad: Any
+) -> None:
+    # LangGraph raises pydantic's ValidationError when it builds the next node's input (the
+    # writer's step is saved, with the value); ours handed the reader the value unchecked
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = writes_then_reads(OURS, bad, ours_seen).compile(checkpointer=checkpointer)
+    theirs = writes_then_reads(THEIRS, bad, theirs_seen).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
+    with pytest.raises(ValidationError) as theirs_error:
+        await theirs.ainvoke({}, cfg())
+    result = await ours.run({}, thread_id="1")
+    assert ours_seen == theirs_seen == []
+    assert result.status == "failed"
+    assert isinstance(result.error, ValidationError)
+    assert result.error.errors() == theirs_error.value.errors()
+    saved = await ours.get_state("1")
+    assert saved.values == {"n": bad, "tag": "x"} and saved.next == ("read",)
+
+
+async def test_a_required_pydantic_field_no_one_wrote_fails_the_first_node(
+    checkpointer: Checkpointer,
+) -> None:
+    class Needs(BaseModel):
+        n: int
+        tag: str = ""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Needs).add_node("a", lambda s: {"tag": "a"})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    with pytest.raises(ValidationError, match="Field required"):
+        await theirs.ainvoke({"tag": "x"}, cfg())
+    result = await ours.run({"tag": "x"}, thread_id="1")
+    assert isinstance(result.error, ValidationError)
+    assert "Field required" in str(result.error)

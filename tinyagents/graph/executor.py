@@ -792,7 +792,8 @@ class GraphRun:
     def view_for(self, spec: NodeSpec) -> Any:
         """The state as node ``spec`` sees it: ``view()``, or with ``add_node(...,
         input_schema=...)`` that schema's keys only, as an instance of it for a dataclass or
-        pydantic schema (defaults filled in, no validation), as LangGraph's node input."""
+        pydantic schema (defaults filled in; a pydantic one validated), as LangGraph's node
+        input."""
         if spec.input is None:
             return self.view()
         return self._view_in(spec.input, self.head.values)

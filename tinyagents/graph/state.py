@@ -6,7 +6,8 @@ type's empty value, as LangGraph's) and a lazily built
 ``TypeAdapter`` that turns checkpointed JSON back into ``T``.
 
 Nodes see the state as a read-only mapping (TypedDict states) or as an instance of the
-schema class built without validation once per superstep (dataclass / pydantic states).
+schema class built once per superstep: without validation for a dataclass, validated by the
+model for a pydantic state (as LangGraph builds a node's input).
 Checkpoint values must survive ``pydantic_core.to_jsonable_python`` and come back through
 ``TypeAdapter(T)``: JSON types, pydantic models, dataclasses, TypedDicts, sets, tuples,
 enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
@@ -198,12 +199,16 @@ class StateSchema(Record):
         }
 
     def view(self, values: dict[str, Any]) -> Any:
-        """What a node receives: no copy of the values, no validation; an instance of a
-        dataclass or pydantic state has the defaults of the fields not written yet."""
+        """What a node receives: no copy of the values; an instance of a dataclass or
+        pydantic state has the defaults of the fields not written yet. A pydantic state is
+        validated, as LangGraph builds each node's input (``schema(**values)``): a value is
+        coerced (``"5"`` -> 5) and the model's validators run for the node, while the
+        channels keep what was written; a value the model refuses (or a required field no
+        one wrote) is pydantic's ``ValidationError`` for the node that reads it."""
         if self.kind == "dict":
             return StateView(values)
         if self.kind == "pydantic":
-            return self.cls.model_construct(**values)  # fills in the defaults
+            return self.cls.model_validate(values)
         obj = object.__new__(self.cls)
         for name, value in values.items():
             object.__setattr__(obj, name, value)
