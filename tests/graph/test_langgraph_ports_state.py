@@ -538,3 +538,56 @@ async def test_a_required_pydantic_field_no_one_wrote_fails_the_first_node(
     result = await ours.run({"tag": "x"}, thread_id="1")
     assert isinstance(result.error, ValidationError)
     assert "Field required" in str(result.error)
+
+
+@dataclasses.dataclass
+class Tagged:
+    n: int = 0
+    tag: str = ""
+
+    def __post_init__(self) -> None:
+        self.tag = self.tag.upper()
+
+
+async def test_a_node_gets_its_dataclass_state_from_the_constructor(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph builds a dataclass node input with the class (``schema(**values)``), so its
+    # __post_init__ runs (no types are checked); ours set the fields past __init__: read saw
+    # "x" where LangGraph's sees "X". The state keeps what was written
+    seen: dict[str, list[Any]] = {"ours": [], "theirs": []}
+
+    def build(g: Any) -> Any:
+        def read(state: Tagged) -> dict[str, Any]:
+            seen["ours" if g is OURS else "theirs"].append((state.n, state.tag))
+            return {}
+
+        graph = g.StateGraph(Tagged).add_node("write", lambda s: {"n": "5", "tag": "x"})
+        graph.add_node("read", read).add_edge(g.START, "write").add_edge("write", "read")
+        return graph.add_edge("read", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"tag": "in"}, cfg())
+    result = await ours.run({"tag": "in"}, thread_id="1")
+    assert seen["ours"] == seen["theirs"] == [("5", "X")]
+    assert result.state == out == {"n": "5", "tag": "x"}
+
+
+async def test_a_required_dataclass_field_no_one_wrote_fails_the_first_node(
+    checkpointer: Checkpointer,
+) -> None:
+    @dataclasses.dataclass
+    class Needs:
+        n: int
+        tag: str = ""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Needs).add_node("a", lambda s: {"tag": "a"})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'n'"):
+        await theirs.ainvoke({"tag": "x"}, cfg())
+    result = await ours.run({"tag": "x"}, thread_id="1")
+    assert isinstance(result.error, TypeError)
+    assert "missing 1 required positional argument: 'n'" in str(result.error)

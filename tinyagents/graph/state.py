@@ -6,8 +6,8 @@ type's empty value, as LangGraph's) and a lazily built
 ``TypeAdapter`` that turns checkpointed JSON back into ``T``.
 
 Nodes see the state as a read-only mapping (TypedDict states) or as an instance of the
-schema class built once per superstep: without validation for a dataclass, validated by the
-model for a pydantic state (as LangGraph builds a node's input).
+schema class made by the class once per superstep, as LangGraph builds a node's input (a
+dataclass's ``__post_init__`` runs, a pydantic model validates).
 Checkpoint values must survive ``pydantic_core.to_jsonable_python`` and come back through
 ``TypeAdapter(T)``: JSON types, pydantic models, dataclasses, TypedDicts, sets, tuples,
 enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
@@ -199,24 +199,16 @@ class StateSchema(Record):
         }
 
     def view(self, values: dict[str, Any]) -> Any:
-        """What a node receives: no copy of the values; an instance of a dataclass or
-        pydantic state has the defaults of the fields not written yet. A pydantic state is
-        validated, as LangGraph builds each node's input (``schema(**values)``): a value is
-        coerced (``"5"`` -> 5) and the model's validators run for the node, while the
-        channels keep what was written; a value the model refuses (or a required field no
-        one wrote) is pydantic's ``ValidationError`` for the node that reads it."""
+        """What a node receives: no copy of the values. A dataclass or pydantic state is an
+        instance made by its class, as LangGraph builds each node's input
+        (``schema(**values)``): the defaults of the fields not written yet filled in, a
+        dataclass's ``__post_init__`` run, a pydantic model's values coerced (``"5"`` -> 5)
+        and its validators run, while the channels keep what was written. A value the model
+        refuses (pydantic's ``ValidationError``) or a required field no one wrote fails the
+        node that reads it."""
         if self.kind == "dict":
             return StateView(values)
-        if self.kind == "pydantic":
-            return self.cls.model_validate(values)
-        obj = object.__new__(self.cls)
-        for name, value in values.items():
-            object.__setattr__(obj, name, value)
-        if len(values) < len(self.channels):
-            for name, channel in self.channels.items():
-                if name not in values and channel.default is not None:
-                    object.__setattr__(obj, name, channel.default())
-        return obj
+        return self.cls(**values)
 
     def check_keys(self, update: Mapping[str, Any], who: str) -> None:
         if update.keys() <= self.channels.keys():
