@@ -215,3 +215,30 @@ async def test_an_overwrite_that_is_no_list_is_stored_as_it_is(
     assert (await ours.run({"items": ["x"]}, thread_id="1")).status == "interrupted"
     assert (await ours.run(Command(resume="yes"), thread_id="1")).state == expected
     assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+
+
+async def test_an_overwrite_with_a_tuple_keeps_it_a_tuple_until_saved(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's Overwrite bypasses the reducer whole: the channel holds the tuple (the
+    # run's output and its values stream show it), and its checkpoint, read back, a list.
+    # Ours made it the list at once
+    def build(g: Any) -> Any:
+        wrap = overwrite_of(g)
+        graph = g.StateGraph(State).add_node("over", lambda s: {"items": wrap(("a", "b"))})
+        return graph.add_edge(g.START, "over").add_edge("over", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    expected = await theirs.ainvoke({"items": ["x"]}, cfg())
+    assert expected == {"items": ("a", "b"), "total": 0}
+    assert type(expected["items"]) is tuple
+    result = await ours.run({"items": ["x"]}, thread_id="1")
+    assert result.state == expected and type(result.state["items"]) is tuple
+    streamed = [i async for i in ours.stream({"items": ["x"]}, thread_id="2", mode="values")]
+    theirs_streamed = [
+        i async for i in theirs.astream({"items": ["x"]}, cfg("2"), stream_mode="values")
+    ]
+    assert streamed == theirs_streamed and type(streamed[-1]["items"]) is tuple
+    saved = (await theirs.aget_state(cfg())).values
+    assert saved == {"items": ["a", "b"], "total": 0}
+    assert (await ours.get_state("1")).values == saved

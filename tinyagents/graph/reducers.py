@@ -191,7 +191,9 @@ class Append(Reducer):
         return _items(write)
 
     def replace(self, value: Any) -> Any:
-        return _items(value)  # a list the channel owns
+        # a tuple is kept, as LangGraph's (its checkpoint reads back a list); a list is copied,
+        # so the channel owns it (it is extended in place)
+        return value if type(value) is tuple else _items(value)
 
 
 def message_id(message: Any) -> Any:
