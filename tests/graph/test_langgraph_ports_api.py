@@ -355,3 +355,46 @@ async def test_thread_apis_without_a_checkpointer_are_a_value_error() -> None:
         with pytest.raises(GraphValidationError, match="needs a checkpointer") as raised:
             await call()
         assert isinstance(raised.value, ValueError)
+
+
+async def test_checkpoint_metadata_names_the_parents_as_langgraphs(
+    checkpointer: Checkpointer,
+) -> None:
+    """LangGraph's checkpoint metadata has ``parents``: ``{}`` for the root graph's, and for
+    a sub-graph's the checkpoint of each graph above it that the sub-graph ran from
+    (``{"": <root checkpoint id>}``); ours had no such key (``metadata["parents"]`` raised
+    KeyError, ``filter={"parents": {}}`` matched nothing)."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("x", lambda s: {"log": ["x"]})
+        graph.add_node("p", abc_graph(g).compile())
+        return graph.add_edge(g.START, "x").add_edge("x", "p").add_edge("p", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    await ours.run({"log": []}, thread_id="1")
+    await theirs.ainvoke({"log": []}, cfg())
+    their_root = [s async for s in theirs.aget_state_history(cfg())]
+    mine_root = await ours.history("1")
+    assert [s.metadata["parents"] for s in their_root] == [{}] * 4
+    assert [c.metadata["parents"] for c in mine_root] == [{}] * 4
+    assert len(await ours.history("1", filter={"parents": {}})) == 4
+    # the sub-graph ran from the root's step-1 checkpoint (x done, p next)
+    their_ran_from = next(s for s in their_root if s.metadata["step"] == 1)
+    mine_ran_from = next(c for c in mine_root if c.step == 1)
+    sub = (await ours.get_state("1", mine_ran_from.checkpoint_id, subgraphs=True)).tasks[0].state
+    assert sub is not None
+    mine_sub = await ours.history("1", ns=sub.ns)
+    their_ns = next(ns for ns in theirs.checkpointer.storage["1"] if ns)
+    their_sub = [
+        s
+        async for s in theirs.aget_state_history(
+            {"configurable": {"thread_id": "1", "checkpoint_ns": their_ns}}
+        )
+    ]
+    assert len(mine_sub) == len(their_sub) == 5
+    assert all(
+        s.metadata["parents"] == {"": their_ran_from.config["configurable"]["checkpoint_id"]}
+        for s in their_sub
+    )
+    assert all(c.metadata["parents"] == {"": mine_ran_from.checkpoint_id} for c in mine_sub)
+    assert (await ours.get_state("1", subgraphs=True)).metadata["parents"] == {}

@@ -261,6 +261,12 @@ def _check_frontier(graph: GraphCodec, thread_id: str, frontier: list[dict[str, 
             )
 
 
+def with_parents(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's metadata as it is read, with LangGraph's ``parents`` (``{}`` for the
+    root graph's checkpoints, which do not store it)."""
+    return metadata if "parents" in metadata else {**metadata, "parents": {}}
+
+
 async def load_head(
     graph: GraphCodec,
     checkpointer: Checkpointer,
@@ -444,6 +450,8 @@ async def save(
         metadata["ran"] = list(dict.fromkeys(ran))
     elif "ran" in head.metadata:
         metadata.setdefault("ran", head.metadata["ran"])
+    if "parents" in head.metadata:  # a sub-graph's (``with_parents``); a root's has none
+        metadata.setdefault("parents", head.metadata["parents"])
     values = head.values if snapshot else delta
     assert values is not None
     record = CheckpointRecord(

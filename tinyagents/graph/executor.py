@@ -889,6 +889,11 @@ class GraphRun:
             written = await child_graph.take_pending_input(head, cp, limit)
         else:
             head = Head.fresh(child_graph, thread_id, ns, self.head.lineage, saved=cp is not None)
+            if cp is not None:
+                # LangGraph's metadata["parents"]: the checkpoint of each graph above this
+                # one that it runs from, kept with each of its checkpoints
+                parents = self.head.metadata.get("parents", {})
+                head.metadata = {"parents": {**parents, self.head.ns: self.head.checkpoint_id}}
             if data is None:
                 raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
             written = await child_graph.start_input(head, data, cp, limit)

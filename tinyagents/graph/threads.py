@@ -19,6 +19,7 @@ from tinyagents.graph.checkpointing import (
     new_frontier_id,
     pending_input,
     save,
+    with_parents,
 )
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, unanswered
@@ -163,7 +164,7 @@ async def _snapshot(
         else tuple(unanswered(tasks)),
         completed_tasks=tuple(t.id for t in tasks if t.writes is not None),
         created_at=head.created_at,
-        metadata={**head.metadata, "source": head.source, "step": head.step},
+        metadata={**with_parents(head.metadata), "source": head.source, "step": head.step},
         tasks=tuple(states),
         ns=ns,
     )
@@ -273,7 +274,7 @@ def _info(graph: GraphCore, r: CheckpointRecord) -> CheckpointInfo:
         written=tuple(r.written),
         tasks=tuple(r.tasks),
         created_at=r.created_at,
-        metadata={**r.metadata, "source": r.source, "step": r.step},
+        metadata={**with_parents(r.metadata), "source": r.source, "step": r.step},
     )
 
 
