@@ -328,7 +328,10 @@ async def test_events_of_a_run_outside_the_root_filtered_on_are_a_422(served: Se
     assert body["detail"][0]["loc"] == ["query", "root_run_id"], body
     assert f"run {child.run_id} is not in the tree of {other.run_id}" in body["message"], body
     assert f"its root is {one.run_id}" in body["message"], body
-    # a run of that tree (the root itself too) streams as before
+    # a run of that tree (the root itself too) streams as before, once its events are
+    # logged (a stream that does not follow reads the log, which the writer fills a moment
+    # after the events happen)
+    await served.runtime.flush()
     for run_id in (child.run_id, one.run_id):
         path = f"{BASE}/events?follow=false&run_id={run_id}&root_run_id={one.run_id}"
         r = await call(served, "alice", "GET", path)
