@@ -33,7 +33,7 @@ from tinyagents.harness import (
     tool,
 )
 from tinyagents.harness.tools import execute_tool_call
-from tinyagents.testkit import ScriptedModel, tool_call
+from tinyagents.testkit import ScriptedModel, tool_call, tool_calls
 
 
 def call(name: str, **args: Any) -> ToolCall:
@@ -710,6 +710,38 @@ async def test_a_tool_that_raises_generator_exit_is_an_error_result(rt: Runtime)
         "tool 'closes_async' raised GeneratorExit: no more items",
     ]
     assert all(m.metadata == {"error": True} for m in answers)
+
+
+async def test_an_async_tool_awaiting_a_future_that_raises_generator_exit_is_an_error_result(
+    rt: Runtime,
+):
+    # A future's GeneratorExit (a thread's, through run_in_executor) is thrown into the task
+    # awaiting it, which closes every frame of that task at once: with the tool in the run's
+    # task, the handler that makes a tool's error its result was closed past, and the run
+    # ended 'failed' instead of the model being told.
+    def read() -> str:
+        raise GeneratorExit("feed closed")
+
+    @tool
+    async def feed() -> str:
+        """Read a feed."""
+        return await asyncio.get_running_loop().run_in_executor(None, read)
+
+    @tool
+    async def note(text: str) -> str:
+        """Note something."""
+        return f"noted {text}"
+
+    batch = tool_calls(tool_call("feed"), tool_call("note", text="x"))
+    model = ScriptedModel([batch, tool_call("feed"), "done"])
+    handle = await rt.start(Agent("a", model, tools=[feed, note]), "go")
+    result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    answers = [(m.content, m.metadata) for m in result.messages if m.role == "tool"]
+    closed = ("tool 'feed' raised GeneratorExit: feed closed", {"error": True})
+    # the rest of the batch ran, and the run went on: every call answered once, in order
+    assert answers == [closed, ("noted x", {}), closed]
+    assert [len(r.messages) for r in model.requests] == [1, 4, 6]
 
 
 async def test_an_async_tool_behind_a_plain_decorator_is_awaited():

@@ -160,6 +160,8 @@ class AgentRun(RunDriver):
         self._model_task: asyncio.Task[ModelResponse] | None = None
         self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
         self._in_tool = False  # a tool call is under way (its result boundary will come)
+        #: The tool call whose frames a thrown GeneratorExit closed (``main`` answers it).
+        self._closed_call: ToolCall | None = None
         #: How many messages the run was given (history and input): an ask of ours among
         #: them was another run's, and does not count against this run's asks.
         self._given = len(messages)
@@ -175,8 +177,18 @@ class AgentRun(RunDriver):
     # ------------------------------------------------------------------ the loop
 
     async def main(self, *, another_turn: bool = False) -> RunResult:
+        after: tuple[Sequence[ToolCall], int] | None = None
         try:
-            output = await self._loop(another_turn=another_turn)
+            while True:
+                try:
+                    output = await self._loop(another_turn=another_turn, after=after)
+                    break
+                except GeneratorExit as exc:
+                    # Thrown into this task by a future a tool awaited (a thread's, through
+                    # run_in_executor): asyncio closed every frame below this one at once,
+                    # past the handler that makes a tool's error its result. Told to the
+                    # model here, and the loop goes on after that call.
+                    after, another_turn = self._answer_closed_call(exc), False
             result = self._result(RunStatus.COMPLETED, output)
         except apply.Stop as stop:
             reason, self.stopped_by = stop.reason, stop.by
@@ -231,10 +243,16 @@ class AgentRun(RunDriver):
             self.abandon(self._freeze_subtree(), f"ended {result.status.value}")
         return await self._end(result)
 
-    async def _loop(self, *, another_turn: bool = False) -> Any:
+    async def _loop(
+        self, *, another_turn: bool = False, after: tuple[Sequence[ToolCall], int] | None = None
+    ) -> Any:
         # Reopened by END_OF_TURN steering: take it where the run finished, before any call.
         if another_turn and not await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
             return self.last_text
+        if after is not None:  # the rest of a batch whose call ``index`` main answered
+            calls, index = after
+            await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=calls[index].id)
+            await self._run_calls(calls, index + 1)
         while True:
             await self.at(Boundary.BEFORE_MODEL_CALL)
             response, request_id = await self._call_model()
@@ -256,12 +274,37 @@ class AgentRun(RunDriver):
                     continue
                 self._fail_staged(NO_TURN_LEFT)
                 return output
-            calls = response.tool_calls
-            for index, call in enumerate(calls):
-                await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
-                await self._run_tool(call, calls_left=len(calls) - index)
-                await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
-            await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+            await self._run_calls(response.tool_calls)
+
+    async def _run_calls(self, calls: Sequence[ToolCall], start: int = 0) -> None:
+        """Run the tool calls of a response, from ``calls[start]``, each between its
+        boundaries."""
+        for index in range(start, len(calls)):
+            call = calls[index]
+            await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
+            await self._run_tool(call, calls_left=len(calls) - index)
+            await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
+        await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+
+    def _answer_closed_call(self, exc: GeneratorExit) -> tuple[Sequence[ToolCall], int]:
+        """Answer the tool call whose frames a thrown ``GeneratorExit`` closed with the error
+        result the tool's own would have been; its batch and index, to go on after it.
+        Raises ``exc`` when no tool call was closed (a model's or middleware's: the run
+        fails)."""
+        call, self._closed_call = self._closed_call, None
+        if call is None:
+            raise exc
+        detail = f": {text}" if (text := message_of(exc)) else ""
+        result = ToolResult(
+            call_id=call.id,
+            name=call.name,
+            content=f"tool {call.name!r} raised GeneratorExit{detail}",
+            error=True,
+        )
+        self._record_result(call, result)
+        last = next(m for m in reversed(self.messages) if m.role == "assistant")
+        calls = last.tool_calls
+        return calls, next(i for i, c in enumerate(calls) if c.id == call.id)
 
     def _fail_staged(self, reason: str) -> None:
         """Fail the messages staged for a model request that will not be made."""
@@ -602,13 +645,19 @@ class AgentRun(RunDriver):
                     refused=True,
                 )
             # the call as the middleware passed it on: a renamed call runs the tool it names
-            return await execute_tool_call(
-                tool if c.name == call.name else allowed.get(c.name),
-                c,
-                timeout_s=limit,
-                available=sorted(allowed),
-                ctx=self.ctx,
-            )
+            try:
+                return await execute_tool_call(
+                    tool if c.name == call.name else allowed.get(c.name),
+                    c,
+                    timeout_s=limit,
+                    available=sorted(allowed),
+                    ctx=self.ctx,
+                )
+            except GeneratorExit:
+                # execute_tool_call answers a tool's own: this one was thrown into the
+                # run's task, closing its frames (main answers the call)
+                self._closed_call = call
+                raise
 
         handler = fold(self._tool_hooks, self.ctx, dispatch) if self._tool_hooks else dispatch
         self._in_tool = True
@@ -630,6 +679,10 @@ class AgentRun(RunDriver):
             result = dataclasses.replace(result, call_id=call.id, name=call.name)
         if result.refused:  # the tool never ran: the call does not spend the tool budget
             release_tool_call(self.info, self.runtime.runs.tree)
+        self._record_result(call, result)
+        return result
+
+    def _record_result(self, call: ToolCall, result: ToolResult) -> None:
         self.messages.append(result.to_message())
         self.emit(
             ToolEvent,
@@ -639,7 +692,6 @@ class AgentRun(RunDriver):
             content_summary=summarize(result.content),
             error=result.error,
         )
-        return result
 
     def allowed_tools(self) -> Mapping[str, Tool]:
         grant = self.info.tools
