@@ -599,3 +599,76 @@ async def test_an_immediate_cancel_after_a_plain_one_interrupts_a_childs_model_r
         f"parent run {parent.run_id} was cancelled: now",
     ]
     recorder.assert_every_command_terminal()
+
+
+class HoldsCancels(Middleware):
+    """A run's policy that decides on a cancel only once the test lets it (a policy that asks
+    a service first); every other command goes through at once."""
+
+    name = "holds-cancels"
+
+    def __init__(self) -> None:
+        self.entered, self.release = asyncio.Event(), asyncio.Event()
+
+    async def steering(self, cmd: Any, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is SteeringKind.CANCEL:
+            self.entered.set()
+            await self.release.wait()
+        return await call_next(cmd)
+
+
+class SeesCancels(Middleware):
+    """A run's policy that notes how each cancel sent to its run is to be delivered."""
+
+    name = "sees-cancels"
+
+    def __init__(self) -> None:
+        self.deliveries: list[SteeringDelivery] = []
+        self.seen = asyncio.Event()
+
+    async def steering(self, cmd: Any, ctx: Any, call_next: Any) -> Any:
+        if cmd.kind is SteeringKind.CANCEL:
+            self.deliveries.append(cmd.delivery)
+            self.seen.set()
+        return await call_next(cmd)
+
+
+async def test_a_child_started_while_an_immediate_cancel_comes_down_gets_an_immediate_one(
+    rt: Runtime, recorder: EventRecorder
+):
+    """An immediate cancel of the root marks the whole subtree at once, then sends each run
+    its own immediate cancel, one after the other. A child that a run of the subtree starts
+    before its own cancel has reached it joins the cancel as its elder siblings do: it was
+    sent a plain cancel instead (the mode of a run an ancestor cancels was not looked at)."""
+    holds, sees = HoldsCancels(), SeesCancels()
+    late = SubAgent(Agent("late", ScriptedModel([reply("late")]), middleware=[sees]))
+    entered, go_on = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def delegate(ctx: RunContext) -> str:
+        """Ask a child, once told to."""
+        entered.set()
+        await go_on.wait()
+        try:
+            return str(await late.invoke_in_parent("go", ctx))
+        except RunCancelled as exc:
+            return f"late child cancelled: {exc.reason}"
+
+    middle_model = ScriptedModel([tool_call("delegate"), reply("middle done")])
+    middle = Agent("middle", middle_model, tools=[delegate], middleware=[holds])
+    root_model = ScriptedModel([tool_call("middle", input="go"), reply("root done")])
+    root = await rt.start(Agent("root", root_model, tools=[SubAgentTool(SubAgent(middle))]), "go")
+    await entered.wait()
+
+    await root.cancel("now", immediate=True, actor=OPERATOR)
+    await holds.entered.wait()  # the middle run's own cancel is still on its way
+    go_on.set()  # and its tool starts one more child
+    await sees.seen.wait()
+    holds.release.set()
+
+    assert (await root.result()).status is RunStatus.CANCELLED
+    middle_info = rt.runs.tree.children(root.run_id)[0]
+    (late_info,) = rt.runs.tree.children(middle_info.run_id)
+    assert late_info.status is RunStatus.CANCELLED
+    assert sees.deliveries == [SteeringDelivery.IMMEDIATE]
+    recorder.assert_every_command_terminal()

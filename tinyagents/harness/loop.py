@@ -1292,8 +1292,10 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
         return
     if parent_run.passed_down is not None:
         reason, immediate = parent_run.passed_down
-    elif parent.cancelling:  # the parent's own ancestor is cancelling it
-        reason, immediate = None, False
+    elif parent.cancelling:
+        # the parent's own ancestor is cancelling it, the way it marked it: an IMMEDIATE
+        # cancel marks the parent interrupted, and its children were sent IMMEDIATE ones
+        reason, immediate = None, parent_run.interrupted
     else:
         return
     handle.cancelling = run.frozen = True
