@@ -524,6 +524,21 @@ async def test_an_empty_answer_cut_off_is_not_asked_for_again(finish_reason: str
     assert len(model.requests) == 1
 
 
+@pytest.mark.parametrize("finish_reason", [None, "length", "content_filter"])
+async def test_an_ask_for_an_answer_answered_with_nothing_leaves_the_transcript(
+    finish_reason: str | None,
+) -> None:
+    # The ask after an empty answer leaves the transcript with the second empty answer, so a
+    # session's next turn does not send a question nobody answered. It stayed when that
+    # answer was cut off (out of output tokens, or blocked), though the model's empty answer
+    # left and the run failed the same way.
+    model = ScriptedModel([ModelResponse(text=""), ModelResponse(finish_reason=finish_reason)])
+    result = await Agent("a", model).run("Hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert [(m.role, m.content) for m in result.messages] == [("user", "Hello")]
+    assert len(model.requests) == 2
+
+
 async def test_a_tool_call_cut_off_by_the_token_limit_ends_the_run() -> None:
     # ports tests/test_agent.py::test_tool_exceeds_token_limit_error: a response that ran out
     # of output tokens while writing a call's arguments (pydantic-ai: IncompleteToolCall).

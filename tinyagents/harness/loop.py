@@ -321,14 +321,16 @@ class AgentRun(RunDriver):
         messages = self.messages
         messages.pop()  # the empty assistant message _call_model appended
         model = response.model or self.agent.model.name
+        asked = len(messages) > self._given and messages[-1].metadata.get("retry") == EMPTY_ANSWER
+        if asked:  # our ask, answered with nothing: it leaves with that answer, however cut
+            messages.pop()
         why = CUT_OFF.get(response.finish_reason or "")
         if why is not None:
             raise ModelResponseError(
                 f"model {model!r} stopped before it answered anything: {why}; not asked again",
                 model=response.model,
             )
-        if len(messages) > self._given and messages[-1].metadata.get("retry") == EMPTY_ANSWER:
-            messages.pop()
+        if asked:
             raise ModelResponseError(
                 f"model {model!r} gave no text and no tool call, and again when asked once "
                 "more for an answer; an agent run ends on text",
