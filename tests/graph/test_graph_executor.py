@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from graphkit import LogState, chain, logger
 
+from tinyagents import RunStatus, Runtime
 from tinyagents.errors import GraphError, GraphRecursionError, InvalidRouteError, InvalidUpdateError
 from tinyagents.graph import (
     END,
@@ -265,6 +266,49 @@ async def test_a_sync_node_whose_iterator_runs_out_fails_at_once(
     assert result.status == "failed" and isinstance(result.error, RuntimeError)
     assert "StopIteration" in str(result.error)
     assert isinstance(result.error.__cause__, StopIteration)
+
+
+def _closes_sync(state: Any) -> dict[str, Any]:
+    raise GeneratorExit("feed closed")
+
+
+async def _closes_async(state: Any) -> dict[str, Any]:
+    raise GeneratorExit("feed closed")
+
+
+@pytest.mark.parametrize(
+    ("fn", "node_timeout", "saved"),
+    [
+        (_closes_sync, None, False),  # inline, on the step's fast path
+        (_closes_sync, None, True),
+        (_closes_sync, 30, False),  # on a thread: its future threw it into the task
+        (_closes_async, None, False),
+        (_closes_async, None, True),
+    ],
+)
+async def test_a_node_raising_generator_exit_fails_the_run(
+    fn: Any, node_timeout: float | None, saved: bool, rt: Runtime
+) -> None:
+    # GeneratorExit is no Exception: it went past the handlers that make a node's error the
+    # run's, out of run() (a thread's, thrown into the task, closed its frames at once);
+    # under a runtime the run's task ended with it and the run stayed 'running' for ever.
+    # As LangGraph's, the node failed (ainvoke raises its error).
+    graph = StateGraph(LogState).add_node("n", fn, timeout=node_timeout)
+    compiled = (
+        graph.add_edge(START, "n")
+        .add_edge("n", END)
+        .compile(checkpointer=MemoryCheckpointer() if saved else None)
+    )
+    result = await compiled.run({"log": ["a"]}, thread_id="t" if saved else None)
+    assert result.status == "failed" and isinstance(result.error, GeneratorExit)
+    assert str(result.error) == "feed closed"
+    if saved:
+        state = await compiled.get_state("t")
+        assert [t.error for t in state.tasks] == ["GeneratorExit('feed closed')"]
+
+    handle = await compiled.start({"log": ["a"]}, runtime=rt, thread_id="t2")
+    ended = await handle.result()
+    assert (ended.status, ended.error) == (RunStatus.FAILED, "GeneratorExit: feed closed")
 
 
 async def test_a_threaded_sync_node_emits_to_the_stream_and_reads_its_context() -> None:

@@ -133,7 +133,7 @@ class Step(Record):
     kind: StepKind
     tasks: list[Task] = field(default_factory=list)
     result: GraphResult | None = None
-    error: Exception | None = None
+    error: BaseException | None = None
 
 
 class _TaskFailed(Exception):
@@ -304,7 +304,7 @@ class GraphRun:
         runnable = [t for t in tasks if t.runnable] if self.head.records else tasks
         try:
             unfinished = await self._run_step(tasks, runnable)
-        except Exception as exc:
+        except (Exception, GeneratorExit) as exc:  # a node's
             result = self.result("failed", tasks)  # with what its finished tasks wrote
             result.error = exc
             return Step(kind="failed", tasks=runnable, result=result, error=exc)
@@ -591,7 +591,9 @@ class GraphRun:
                     self.head.thread_id, self.head.ns, self.head.frontier_id, [asked]
                 )
             return
-        except (Exception, ParentCommand) as exc:
+        except (Exception, GeneratorExit, ParentCommand) as exc:
+            # GeneratorExit too (no Exception: a node closing a generator by hand, or raising
+            # it to stop): let through, it ended the run's task, and left the run 'running'
             if self.checkpointer is not None and not isinstance(exc, ParentCommand):
                 await self._save_error(task, exc, self._withdrawn(task, exc))
             if not save_result:  # a step of one task: its error is the step's

@@ -356,6 +356,8 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
         out = await in_own_thread(_threaded, fn, arg, name=f"node {task.node}")
     else:
         out = fn(arg)
+    if threaded and isinstance(out, _Closed):
+        raise out.exc
     if spec.is_async or inspect.isawaitable(out):
         out = await out
     return out
@@ -458,3 +460,15 @@ def _threaded(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except StopIteration as exc:
         raise RuntimeError("the node raised StopIteration (next() on an empty iterator?)") from exc
+    except GeneratorExit as exc:
+        # handed back through a future, asyncio throws it into the awaiting task, which
+        # closes every frame of the task at once, past the handlers of a node's error:
+        # returned instead, and raised by ``_invoke`` as the node raised it inline
+        return _Closed(exc)
+
+
+@dataclass(slots=True, frozen=True)
+class _Closed:
+    """The ``GeneratorExit`` a sync node raised on its thread (``_threaded``)."""
+
+    exc: GeneratorExit
