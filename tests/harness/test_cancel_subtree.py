@@ -672,3 +672,32 @@ async def test_a_child_started_while_an_immediate_cancel_comes_down_gets_an_imme
     assert late_info.status is RunStatus.CANCELLED
     assert sees.deliveries == [SteeringDelivery.IMMEDIATE]
     recorder.assert_every_command_terminal()
+
+
+async def test_an_immediate_cancel_does_not_wait_for_a_model_calls_cleanup(
+    rt: Runtime, recorder: EventRecorder
+):
+    """An immediate cancel cancels the in-flight request and "is applied right after": the
+    run waited for the request's task to end, for ever for a model whose cleanup (in
+    ``finally``) does not finish; that cleanup now goes on alone."""
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def sticky(request: ModelRequest) -> ModelResponse:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await release.wait()
+        return reply("unreachable")
+
+    handle = await rt.start(Agent("a", FunctionModel(sticky)), "go")
+    await entered.wait()
+    try:
+        await handle.cancel("now", immediate=True, actor=OPERATOR)
+        result = await asyncio.wait_for(handle.result(), 30)
+    finally:
+        release.set()
+    assert (result.status, result.error) == (RunStatus.CANCELLED, "now")
+    (delivered,) = cancels_to(recorder, handle.run_id, "steering.delivered")
+    assert delivered.boundary == "after_model_response"
+    recorder.assert_every_command_terminal()

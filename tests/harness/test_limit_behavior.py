@@ -91,6 +91,30 @@ async def test_a_deadline_bounds_a_tool_that_hangs() -> None:
     assert "deadline_s" in (result.error or "")
 
 
+async def test_a_deadline_bounds_a_model_call_whose_cancel_cleanup_does_not_finish() -> None:
+    # The deadline cancelled the request, then waited for it to end: a model whose cleanup
+    # (a connection it closes in ``finally``) never finished held the run past deadline_s
+    # for ever. The run no longer waits for that cleanup, which goes on alone.
+    release = asyncio.Event()
+
+    async def sticky(request: object) -> str:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await release.wait()
+        return "unreachable"
+
+    try:
+        async with Runtime() as rt:
+            agent = Agent("a", FunctionModel(sticky), limits=RunLimits(deadline_s=0.2))
+            handle = await rt.start(agent, "go")
+            result = await asyncio.wait_for(handle.result(), 30)
+    finally:
+        release.set()
+    assert result.status is RunStatus.LIMIT_EXCEEDED
+    assert "deadline_s" in (result.error or "")
+
+
 def test_a_limit_of_zero_says_none_was_allowed() -> None:
     # "used 0, allowed 0" told nobody what happened: a limit of 0 allows nothing at all
     assert str(RunLimitExceeded("max_tool_calls", 0, 0, run_id="r-1")) == (

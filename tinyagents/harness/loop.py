@@ -157,8 +157,9 @@ class AgentRun(RunDriver):
         #: one from above is not sent again (``_freeze_subtree(interrupt=True)``).
         self.interrupted = False
         self._poke: asyncio.Event | None = None  # set when a command is queued (``wake``)
-        self._model_task: asyncio.Task[ModelResponse] | None = None
-        self._interrupted: asyncio.Task[ModelResponse] | None = None  # cancelled by us
+        self._model_task: asyncio.Task[None] | None = None
+        self._interrupted: asyncio.Task[None] | None = None  # cancelled by us
+        self._model_answer: asyncio.Future[ModelResponse] | None = None  # what the run awaits
         self._in_tool = False  # a tool call is under way (its result boundary will come)
         #: The tool call whose frames a thrown GeneratorExit closed (``main`` answers it).
         self._closed_call: ToolCall | None = None
@@ -451,14 +452,18 @@ class AgentRun(RunDriver):
         model = self.agent.model
         call = self._streamed if model.streams else model.request
         handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
-        task = asyncio.ensure_future(_no_exit(handler, request))
-        self._model_task = task
+        # The run waits for ``answer``, which the call's task settles, not for the task: a
+        # call cancelled (by the deadline, an IMMEDIATE cancel, the runtime closing) is not
+        # waited for, so a cleanup of its that does not finish cannot hold the run.
+        answer: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(_no_exit(handler, request, answer))
+        self._model_task, self._model_answer = task, answer
         # the deadline bounds the call in flight too (a model that never answers would hold
         # the run past it); its end is a limit, not the model's own timeout
         deadline = asyncio.timeout(left)
         try:
             async with deadline:
-                response = await task
+                response = await answer
         except TimeoutError as exc:
             if not deadline.expired():
                 self._model_failed(rid, request, exc)
@@ -483,7 +488,9 @@ class AgentRun(RunDriver):
                 ) from None
             raise
         finally:
-            self._model_task = self._interrupted = None
+            self._model_task = self._interrupted = self._model_answer = None
+            if not task.done():  # the run stopped waiting for it: it ends alone
+                _let_go(task)
         if not isinstance(response, ModelResponse):
             wrong = _returned(self.agent.name, "model", response, ModelResponse)
             self._model_failed(rid, request, wrong)
@@ -762,6 +769,8 @@ class AgentRun(RunDriver):
         """Cancel the in-flight model request, and freeze the whole subtree in this same call:
         no descendant does more work while the cancels are sent to them, one by one."""
         if self._model_task is not None and not self._model_task.done():
+            assert self._model_answer is not None
+            self._model_answer.cancel()  # the run goes on at once, not after the call's cleanup
             self._model_task.cancel()
             self._interrupted = self._model_task
         reason = cmd.payload.get("reason")
@@ -1272,16 +1281,60 @@ async def start_agent_run(
 
 
 async def _no_exit(
-    call: Callable[[ModelRequest], Awaitable[ModelResponse]], request: ModelRequest
-) -> ModelResponse:
-    """The model call, in a task of its own: a ``SystemExit`` from it (a model or middleware
-    calling ``sys.exit``) would end the event loop under every run of the runtime; it fails
-    this run instead. (The call is made here: a task cancelled before it starts leaves no
-    coroutine never awaited.)"""
+    call: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    request: ModelRequest,
+    answer: asyncio.Future[ModelResponse],
+) -> None:
+    """The model call, in a task of its own, its outcome set on ``answer`` (unless the run
+    stopped waiting for it): a ``SystemExit`` from it (a model or middleware calling
+    ``sys.exit``) would end the event loop under every run of the runtime; it fails this run
+    instead. (The call is made here: a task cancelled before it starts leaves no coroutine
+    never awaited.)"""
     try:
-        return await call(request)
+        response = await call(request)
     except SystemExit as exc:
-        raise RuntimeError(f"the model call tried to exit the process (SystemExit: {exc})") from exc
+        error = RuntimeError(f"the model call tried to exit the process (SystemExit: {exc})")
+        error.__cause__ = exc
+        _settle(answer, error=error)
+    except asyncio.CancelledError as exc:
+        if answer.done():  # cancelled because the run stopped waiting: nobody to tell
+            raise
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            answer.cancel()  # cancelled from outside the run (a middleware's, a test's)
+            raise
+        _settle(answer, error=exc)  # raised by the model of itself
+    except BaseException as exc:  # GeneratorExit too: the run decides what it means
+        _settle(answer, error=exc)
+        if not isinstance(exc, Exception | GeneratorExit):
+            raise  # KeyboardInterrupt: the user stopping the program goes on
+    else:
+        _settle(answer, result=response)
+
+
+def _settle(
+    answer: asyncio.Future[ModelResponse],
+    *,
+    result: Any = None,
+    error: BaseException | None = None,
+) -> None:
+    if answer.done():  # the run stopped waiting (a deadline, a cancel)
+        return
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(result)
+
+
+#: Calls the run stopped waiting for (cancelled, ending alone): kept until they end, as asyncio
+#: keeps only weak references to tasks.
+_LET_GO: set[asyncio.Task[Any]] = set()
+
+
+def _let_go(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    _LET_GO.add(task)
+    task.add_done_callback(_LET_GO.discard)
 
 
 def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun) -> None:
