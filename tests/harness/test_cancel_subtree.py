@@ -701,3 +701,63 @@ async def test_an_immediate_cancel_does_not_wait_for_a_model_calls_cleanup(
     (delivered,) = cancels_to(recorder, handle.run_id, "steering.delivered")
     assert delivered.boundary == "after_model_response"
     recorder.assert_every_command_terminal()
+
+
+async def test_a_grandchild_started_while_a_failed_runs_subtree_is_cancelled_gets_it_at_once(
+    rt: Runtime, recorder: EventRecorder
+):
+    """A run that ends on a limit (or a failure) cancels what it started at once, in-flight
+    model requests too: each run below is sent an immediate cancel. A grandchild that a
+    child's tool starts before the child's own cancel reached it was sent a plain one."""
+    holds, sees = HoldsCancels(), SeesCancels()
+    late = SubAgent(Agent("late", ScriptedModel([reply("late")]), middleware=[sees]))
+    entered, go_on = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def delegate(ctx: RunContext) -> str:
+        """Ask a child, once told to."""
+        entered.set()
+        await go_on.wait()
+        try:
+            return str(await late.invoke_in_parent("go", ctx))
+        except RunCancelled as exc:
+            return f"late child cancelled: {exc.reason}"
+
+    child_model = ScriptedModel([tool_call("delegate"), reply("child done")])
+    child = SubAgent(
+        Agent("child", child_model, tools=[delegate], middleware=[holds]), description="x"
+    )
+    calls = 0
+
+    async def plan(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return tool_call("spawn_subagent", name="child", input="go")
+        await entered.wait()  # the child's tool call took the last one the parent had
+        return tool_call("wait_subagents")
+
+    parent = await rt.start(
+        Agent(
+            "parent",
+            FunctionModel(plan),
+            tools=orchestrator_tools([child]),
+            limits=RunLimits(max_tool_calls=2),
+        ),
+        "go",
+    )
+    await entered.wait()
+    try:
+        assert (await parent.result()).status is RunStatus.LIMIT_EXCEEDED
+        await holds.entered.wait()  # the child's cancel is still on its way
+        go_on.set()  # and its tool starts one more child
+        await sees.seen.wait()
+    finally:
+        holds.release.set()
+        go_on.set()
+
+    (kid,) = rt.runs.tree.children(parent.run_id)
+    handle = rt.runs.get(kid.run_id)
+    assert handle is not None and (await handle.result()).status is RunStatus.CANCELLED
+    assert sees.deliveries == [SteeringDelivery.IMMEDIATE]
+    recorder.assert_every_command_terminal()

@@ -241,7 +241,9 @@ class AgentRun(RunDriver):
             )
         if result.status in (RunStatus.LIMIT_EXCEEDED, RunStatus.FAILED):
             # nobody will wait for what it started: its sub-runs must not work on for nothing
-            self.abandon(self._freeze_subtree(), f"ended {result.status.value}")
+            # (marked as an IMMEDIATE cancel marks them: a child one of them starts before
+            # its own cancel reaches it is sent the same immediate cancel)
+            self.abandon(self._freeze_subtree(interrupt=True), f"ended {result.status.value}")
         return await self._end(result)
 
     async def _loop(
@@ -1374,7 +1376,7 @@ def abandon_child(runtime: RunHost, handle: RunHandle, why: str) -> None:
         return
     handle.cancelling = True
     if isinstance(handle.driver, AgentRun):
-        handle.driver.frozen = True
+        handle.driver.frozen = handle.driver.interrupted = True
     parent_run.abandon([handle], why)
 
 
