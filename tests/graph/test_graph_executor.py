@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import sys
 import threading
 from typing import Annotated, Any, TypedDict
 
@@ -309,6 +310,59 @@ async def test_a_node_raising_generator_exit_fails_the_run(
     handle = await compiled.start({"log": ["a"]}, runtime=rt, thread_id="t2")
     ended = await handle.result()
     assert (ended.status, ended.error) == (RunStatus.FAILED, "GeneratorExit: feed closed")
+
+
+def _exits_sync(state: Any) -> dict[str, Any]:
+    sys.exit(3)
+
+
+async def _exits_async(state: Any) -> dict[str, Any]:
+    sys.exit(3)
+
+
+@pytest.mark.parametrize(
+    ("fn", "node_timeout", "saved"),
+    [
+        (_exits_sync, None, False),  # inline, on the step's fast path
+        (_exits_sync, None, True),
+        (_exits_sync, 30, False),  # on a thread: its future hands it back
+        (_exits_async, None, False),
+        (_exits_async, 30, True),
+    ],
+)
+async def test_a_node_calling_sys_exit_fails_its_run_not_the_process(
+    fn: Any, node_timeout: float | None, saved: bool, rt: Runtime
+) -> None:
+    # SystemExit went out of run() and, in a runtime's task, stopped the event loop under
+    # every run of the runtime ("no running event loop" from a thread's). As a tool's or a
+    # model call's in the harness, a node's attempt to exit the process fails its run.
+    graph = StateGraph(LogState).add_node("n", fn, timeout=node_timeout)
+    compiled = (
+        graph.add_edge(START, "n")
+        .add_edge("n", END)
+        .compile(checkpointer=MemoryCheckpointer() if saved else None)
+    )
+    result = await compiled.run({"log": ["a"]}, thread_id="t" if saved else None)
+    assert result.status == "failed" and isinstance(result.error, RuntimeError)
+    assert str(result.error) == "node 'n' tried to exit the process (SystemExit: 3)"
+    assert isinstance(result.error.__cause__, SystemExit)
+    if saved:
+        state = await compiled.get_state("t")
+        assert [t.error for t in state.tasks] == [repr(result.error)]
+
+    other = await compiled.start({"log": ["a"]}, runtime=rt, thread_id="t2")
+    ended = await other.result()
+    assert ended.status is RunStatus.FAILED
+    assert ended.error == "RuntimeError: node 'n' tried to exit the process (SystemExit: 3)"
+    # the runtime goes on: another run of it still runs to its end
+    again = (
+        await StateGraph(LogState)
+        .add_node("m", logger("m"))
+        .add_edge(START, "m")
+        .compile()
+        .start({}, runtime=rt)
+    )
+    assert (await again.result()).status is RunStatus.COMPLETED
 
 
 async def test_a_threaded_sync_node_emits_to_the_stream_and_reads_its_context() -> None:

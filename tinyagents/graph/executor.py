@@ -56,6 +56,7 @@ from tinyagents.graph.tasks import (
     Writes,
     call_node,
     called_output,
+    exited,
     plan_tasks,
     read_output,
     started,
@@ -391,6 +392,8 @@ class GraphRun:
                 out = await out
         except CalledCommand as called:  # Command.PARENT of a sub-graph the node called
             out = called_output(called)
+        except SystemExit as exc:
+            raise exited(task.node, exc) from exc
         try:
             read_output(self, task, out)
         except ParentCommand:

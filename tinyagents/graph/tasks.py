@@ -327,40 +327,43 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
         return await run.run_subgraph(task)
     if spec.agent is not None:
         return await run.run_agent(task)
-    arg = run.view_for(spec) if task.arg is UNSET else task.arg
-    fn = spec.fn
-    assert fn is not None
-    threaded = spec.timeout is not None and not spec.is_async
-    if spec.takes_ctx:
-        ctx = NodeContext(
-            task_id=task.id,
-            node=task.node,
-            step=run.head.step + 1,
-            thread_id=run.head.thread_id,
-            ns=run.head.ns,
-            attempt=attempt,
-            run_id=run.run_id,
-            runtime=run.runtime,
-            _run=run,
-        )
-        if threaded:
-            ctx._loop = asyncio.get_running_loop()
-            out = await in_own_thread(_threaded, fn, arg, ctx, name=f"node {task.node}")
+    try:
+        arg = run.view_for(spec) if task.arg is UNSET else task.arg
+        fn = spec.fn
+        assert fn is not None
+        threaded = spec.timeout is not None and not spec.is_async
+        if spec.takes_ctx:
+            ctx = NodeContext(
+                task_id=task.id,
+                node=task.node,
+                step=run.head.step + 1,
+                thread_id=run.head.thread_id,
+                ns=run.head.ns,
+                attempt=attempt,
+                run_id=run.run_id,
+                runtime=run.runtime,
+                _run=run,
+            )
+            if threaded:
+                ctx._loop = asyncio.get_running_loop()
+                out = await in_own_thread(_threaded, fn, arg, ctx, name=f"node {task.node}")
+            else:
+                out = fn(arg, ctx)
+        elif threaded:
+            # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
+            # for it (inline it would hold the event loop past it); on a timeout the thread runs
+            # on to its end and its result is dropped (a thread of its own: never one of the
+            # loop's executor's few workers, which a stuck node would hold)
+            out = await in_own_thread(_threaded, fn, arg, name=f"node {task.node}")
         else:
-            out = fn(arg, ctx)
-    elif threaded:
-        # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
-        # for it (inline it would hold the event loop past it); on a timeout the thread runs
-        # on to its end and its result is dropped (a thread of its own: never one of the
-        # loop's executor's few workers, which a stuck node would hold)
-        out = await in_own_thread(_threaded, fn, arg, name=f"node {task.node}")
-    else:
-        out = fn(arg)
-    if threaded and isinstance(out, _Closed):
-        raise out.exc
-    if spec.is_async or inspect.isawaitable(out):
-        out = await out
-    return out
+            out = fn(arg)
+        if threaded and isinstance(out, _Closed):
+            raise out.exc
+        if spec.is_async or inspect.isawaitable(out):
+            out = await out
+        return out
+    except SystemExit as exc:
+        raise exited(task.node, exc) from exc
 
 
 async def _output(run: TaskRun, task: Task, attempt: int) -> Any:
@@ -465,6 +468,13 @@ def _threaded(fn: Callable[..., Any], *args: Any) -> Any:
         # closes every frame of the task at once, past the handlers of a node's error:
         # returned instead, and raised by ``_invoke`` as the node raised it inline
         return _Closed(exc)
+
+
+def exited(node: str, exc: SystemExit) -> RuntimeError:
+    """The error of a node that called ``sys.exit``: it fails the node (and so its run), as a
+    tool's or a model call's does in the harness. Let through, it went out of ``run()`` and,
+    in a runtime's task, stopped the event loop under every run of the runtime."""
+    return RuntimeError(f"node {node!r} tried to exit the process (SystemExit: {exc.code})")
 
 
 @dataclass(slots=True, frozen=True)
