@@ -289,6 +289,30 @@ async def test_an_odd_run_id_is_404_on_every_endpoint(served: Served, run_id: st
         )
 
 
+async def test_an_encoded_slash_in_an_id_is_the_apis_not_found(served: Served) -> None:
+    """``/runs/a%2Fb`` reached the router as ``/runs/a/b``, a path of no route: FastAPI's own
+    ``{"detail": "Not Found"}`` (no ``message``), where every other id that names no run is
+    the API's not-found answer. The id is the segment as sent: the token is asked first, and
+    the answer is that of any id that names no run."""
+    run = await served.start_run("acme")
+    slashed, plain = run_paths("a%2Fb"), run_paths("a-b")
+    for (method, path, body), (_, plain_path, _) in zip(slashed, plain, strict=True):
+        if "?" in path:
+            continue  # (in the query, %2F is a "/" of the value: no run either)
+        answers = []
+        for p in (path, plain_path):
+            r = await call(served, "alice", method, p, body)
+            answers.append((r.status_code, r.json()))
+        assert answers[0] == answers[1], (method, path, answers)
+        problem(r, 404)
+        assert (await served.client.request(method, path, json=body)).status_code == 401
+    for coded in ("a%2Fb", "a%2fb", "%2F"):
+        path = f"{BASE}/runs/{run.run_id}/tasks/{coded}/commands"
+        body = problem(await call(served, "alice", "POST", path, {"kind": "approve"}), 404)
+        assert body["message"].startswith("task not found"), body
+    await unchanged(served, run)
+
+
 @pytest.mark.parametrize("task_id", ["a%00b", "t" * 600])
 async def test_an_odd_task_id_is_404(served: Served, task_id: str) -> None:
     run = await served.start_run("acme")

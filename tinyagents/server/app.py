@@ -29,12 +29,14 @@ FastAPI is imported inside ``create_app``: this module imports without the ``ser
 # runtime, and the endpoints are defined inside ``create_app`` next to the FastAPI names.
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import unquote
 
 from pydantic import (
     AfterValidator,
@@ -802,6 +804,25 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+class EncodedSlash:
+    """ASGI middleware: a ``%2F`` in a segment of an API path stays in that segment.
+
+    The server hands the router the path percent-decoded, so ``/runs/a%2Fb`` was
+    ``/runs/a/b``, a path of no route, and its answer FastAPI's bare 404 rather than the one
+    every other id that names no run gets (the token asked first, then the API's not-found
+    body). Here the segment is the id as sent (``a%2Fb``, no run's id: ids hold no ``/``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw and b"%2f" in raw.lower() and scope["path"].startswith(f"{BASE}/"):
+            kept = re.sub(rb"%2[fF]", b"%252F", raw).decode("latin-1")
+            scope = {**scope, "path": unquote(kept)}
+        await self.app(scope, receive, send)
+
+
 def _replay(messages: list[Any], receive: Any) -> Any:
     """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
     pending = list(messages)
@@ -860,6 +881,7 @@ def create_app(
     )
     app.state.operator = api
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(EncodedSlash)
     if auth is None:  # no tokens: this machine's own clients only, not a page of another site
         app.add_middleware(LoopbackOnly)
     bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
