@@ -530,6 +530,26 @@ async def test_a_last_event_id_in_the_query_wins_over_the_header(served: Served)
     assert last not in await ids("", last.removeprefix("id: "))
 
 
+async def test_a_last_event_id_header_given_twice_is_a_422_naming_it(served: Served) -> None:
+    """Two ``Last-Event-ID`` headers were read as the first, silently, where a proxy or a log
+    may read the other (a query parameter of one value given twice is a 422 for that)."""
+    await served.start_run("acme")
+    for first, second in (("0", "5"), ("3", "3")):
+        headers = [
+            *served.as_("alice").items(),
+            ("Last-Event-ID", first),
+            ("Last-Event-ID", second),
+        ]
+        r = await served.client.get(f"{BASE}/events?follow=false", headers=headers)
+        body = problem(r, 422)
+        assert [e["loc"] for e in body["detail"]] == [["header", "last-event-id"]], body
+        assert "given 2 times" in body["message"], body
+    r = await served.client.get(
+        f"{BASE}/events?follow=false", headers=[("Last-Event-ID", "0"), ("Last-Event-ID", "1")]
+    )
+    problem(r, 401)  # the token first, as for every other problem
+
+
 # --------------------------------------------------------------------------- tokens
 
 

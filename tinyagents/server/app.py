@@ -1009,6 +1009,13 @@ def create_app(
         token = credentials.credentials if credentials is not None else access_token
         p = api.principal(token, request.headers.get("authorization"))
         _given_once(request.query_params)
+        if (count := len(request.headers.getlist("last-event-id"))) > 1:
+            # read as the first: a proxy or a log may read the other (as a query parameter)
+            raise Problem(
+                422,
+                f"header Last-Event-ID is given {count} times: give it once",
+                loc=("header", "last-event-id"),
+            )
         return p
 
     Caller = Depends(caller)
