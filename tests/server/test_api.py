@@ -564,7 +564,9 @@ async def test_a_token_narrowed_to_a_run_sees_that_run_and_its_subtree_only(
     r = await call(served, narrowed, "GET", f"{BASE}/events?follow=false")
     shown = {
         line.split('"run_id":"')[1].split('"')[0]
-        for line in r.text.splitlines()
+        for block in r.text.split("\n\n")
+        if block.startswith("id:")  # an event (the stream's opening message has no id)
+        for line in block.splitlines()
         if line.startswith("data:")
     }
     assert shown and shown <= {child.run_id, grandchild.run_id}

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -877,6 +878,82 @@ def test_the_timeline_comes_back_after_a_proxy_answered_502(browser: Any, tmp_pa
             assert graph_id
         finally:
             gateway.close()
+
+
+@contextlib.contextmanager
+def storeless_server(port: int, run_id: str, kind: str) -> Iterator[None]:
+    """``storeless_server.py`` (a server without a store: its event ids count from 1 again
+    in each process) on ``port``, with one ``busy`` or ``brief`` run named ``run_id``."""
+    script = Path(__file__).with_name("storeless_server.py")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port), run_id, kind],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "serving", line + proc.stdout.read()
+        yield
+    finally:
+        proc.kill()  # as a crash: no goodbye to the open stream
+        proc.wait()
+        proc.stdout.close()
+
+
+@pytest.mark.parametrize("then", ["brief", "ahead"])
+def test_the_timeline_starts_over_when_a_server_without_a_store_restarts(
+    browser: Any, tmp_path: Path, then: str
+) -> None:
+    # The page kept the highest event id it had shown and dropped every event at or below
+    # it as a replay: after a restart without a store the ids count from 1 again, and the
+    # timeline showed nothing of the new process until its ids got past the old ones
+    # (``brief``), or, when the new log was past the id the page sent already (``ahead``),
+    # went on from there, the new log's events before it never shown.
+    from selenium.webdriver.common.by import By
+
+    port, run_id = free_port(), "r-restarted"
+    wait = waiter(browser)
+    events = '[data-testid="timeline-event"]'
+    with storeless_server(port, run_id, "busy"):
+        browser.get(f"http://127.0.0.1:{port}/")
+        browser_click(browser, "run-row")
+        wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+        memory = "return window.tinyagentsConsole.memory()"
+        # far more events than the brief run below logs in all
+        wait.until(lambda d: d.execute_script(memory)["last_event_id"] >= 80)
+        assert not browser.find_elements(By.CSS_SELECTOR, f'{events}[data-type="run.completed"]')
+    restarted = datetime.now(UTC)
+    with storeless_server(port, run_id, then):
+        # the same run id, the new process's log: its run.started, not the old one's
+        # (read in one go: the timeline of a busy run changes under a reader)
+        timeline = (
+            "return [...document.querySelectorAll('[data-testid=\"timeline-event\"]')]"
+            ".map(e => [Number(e.dataset.eventId), e.dataset.type,"
+            " e.querySelector('time').getAttribute('datetime')])"
+        )
+
+        def started_anew(d: Any) -> list[int]:
+            return [
+                i
+                for i, kind, at in d.execute_script(timeline)
+                if kind == "run.started" and datetime.fromisoformat(at) > restarted
+            ]
+
+        assert wait.until(started_anew) == [1]
+        if then == "brief":  # it completes within a dozen events
+            done = wait.until(
+                lambda d: [
+                    i for i, kind, _ in d.execute_script(timeline) if kind == "run.completed"
+                ]
+            )
+            assert done[0] < 80
+        # what is shown is the new log's alone, each event once
+        ids = [i for i, _, _ in browser.execute_script(timeline)]
+        assert len(ids) == len(set(ids)), ids
 
 
 def test_the_token_line_serve_prints_can_be_pasted_whole(browser: Any, tmp_path: Path) -> None:

@@ -479,3 +479,57 @@ async def _replays_from_the_start(s: Served) -> None:
     assert await backlog(newest - 1) == everything[-1:]
     for last in (newest + 1, beyond, 10**12):
         assert await backlog(last) == everything, last
+
+
+def opening(text: str) -> dict[str, Any]:
+    """The data of a stream's ``event: stream`` message (it has no id: ``parse`` skips it)."""
+    for block in text.split("\n\n"):
+        if "event: stream\n" in f"{block}\n":
+            data = block.split("data: ", 1)[1]
+            return dict(json.loads(data))
+    raise AssertionError(f"no stream message in {text[:300]!r}")
+
+
+@pytest.mark.parametrize("store", ["sqlite", None])
+async def test_a_stream_names_its_log_and_where_it_resumes(
+    tmp_path: Path, store: str | None
+) -> None:
+    """A server without a store counts event ids from 1 again after a restart: a client that
+    kept the highest id it saw (the console) could not tell that the ids it gets now are of
+    another log, and ignored them. Each stream now opens with an ``event: stream`` message
+    naming the log (another after such a restart; the same over one store file) and the id it
+    resumes after (0 when the client's id is none this log gave)."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}" if store else None
+    logs = []
+    for _ in range(2):  # the same server, restarted
+        async for s in _serve(tmp_path, store=url):
+            headers = s.as_("alice")
+            run = await s.start_run("acme")
+            await s.client.post(
+                f"{BASE}/runs/{run.run_id}/steer", json={"message": "finish"}, headers=headers
+            )
+            async with asyncio.timeout(30):
+                await run.result()
+
+            async def read(last: int | None = None, *, s: Served = s) -> str:
+                params: dict[str, Any] = {"follow": "false"}
+                if last is not None:
+                    params["last_event_id"] = last
+                r = await s.client.get(f"{BASE}/events", params=params, headers=s.as_("alice"))
+                assert r.status_code == 200, r.text
+                return r.text
+
+            async def logged(read: Any = read) -> str | None:
+                text = str(await read())  # (the store's log is written a moment after)
+                return text if any(m["event"] == "run.completed" for m in parse(text)) else None
+
+            newest = await eventually(logged)
+            ids = [m["id"] for m in parse(newest)]
+            first = opening(newest)
+            assert first["after"] == 0
+            assert opening(await read(ids[0]))["after"] == ids[0]
+            assert opening(await read(ids[-1] + 10**6))["after"] == 0  # none this log gave
+            assert opening(await read(ids[0]))["log"] == first["log"]
+            logs.append(first["log"])
+    assert isinstance(logs[0], str) and logs[0]
+    assert (logs[0] == logs[1]) == (store is not None), logs

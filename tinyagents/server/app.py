@@ -1207,7 +1207,9 @@ def create_app(
             429: error("too many event streams open for this user, or for the server"),
             200: {
                 "description": "Server-Sent Events: id = event-log id, event = type, "
-                "data = the event as JSON",
+                "data = the event as JSON; first, one `event: stream` message without an id, "
+                'data = {"type": "stream", "log": the name of the log the ids count in, "after": the id the '
+                "stream resumes after (0: from the beginning)}",
                 "content": {"text/event-stream": {}},
             },
         },

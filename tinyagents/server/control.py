@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import itertools
 import json
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -166,6 +168,14 @@ class Control:
             if store is None:
                 self._ring = deque(maxlen=ring_size)
                 runtime.bus.add_sink(self._keep)
+        #: The name of the event log whose ids the event streams send: a log in memory counts
+        #: from 1 again in each process, so it is another name each time; a store's log keeps
+        #: its ids, and its name is its URL's (hashed: a path, a host are not the client's).
+        self.log_id = (
+            secrets.token_hex(8)
+            if store is None or not store.url or store.url.startswith("memory:")
+            else hashlib.sha256(store.url.encode()).hexdigest()[:16]
+        )
 
     def _keep(self, event: Event) -> None:
         assert self._ring is not None

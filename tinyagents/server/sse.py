@@ -13,6 +13,15 @@ keeps its event log). An id past the newest event of the caller's tenant is none
 gave (the server restarted without a store, the store was replaced): the stream starts from
 the beginning, rather than wait in silence for the log to get there. The stream polls the log (``poll_s``) and sends a comment every
 ``keepalive_s`` while nothing happens, so proxies keep the connection open.
+
+Before the events, one message without an id says which log the ids count in and where
+the stream resumes (``after``: the id sent, or 0 when that id is none this log gave)::
+
+    event: stream
+    data: {"type": "stream", "log": "5f0c...", "after": 1234}
+
+A server without a store counts from 1 again when it restarts, under another ``log``: a
+client that keeps the highest id it saw drops what it has of the old log and starts over.
 """
 
 from __future__ import annotations
@@ -74,6 +83,11 @@ async def event_stream(
             # client (the server restarted without a store and counts from 1 again; the store
             # was replaced). Resuming after it would show nothing until the log got there.
             last = 0
+        # which log the ids count in, and where this stream resumes in it: a client that kept
+        # ids of another log (the server restarted without a store) learns it from either
+        said = {"type": "stream", "log": control.log_id, "after": last}
+        opening = json.dumps(said, separators=(",", ":"))
+        yield f"event: stream\ndata: {opening}\n\n"
         while True:
             if valid is not None and checked >= recheck_s:
                 checked = 0.0

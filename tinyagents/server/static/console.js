@@ -60,6 +60,9 @@
     // reconnect (with Last-Event-ID) replays is at or below it. A number, not a set of every
     // id: the page may follow one tree for days.
     lastSeen: 0,
+    // The event log those ids count in (a stream's first message names it): a server without
+    // a store counts from 1 again when it restarts, under another name.
+    log: null,
     outcomes: new Map(), // correlation_id -> last steering event seen (bounded: keepOutcome)
     sent: [], // commands sent from this page, newest first
     polling: false,
@@ -199,6 +202,7 @@
     state.runs = new Map();
     state.selected = null;
     state.lastSeen = 0;
+    state.log = null;
     state.outcomes.clear();
     state.sent = [];
     state.more = false;
@@ -770,6 +774,7 @@
     let opened = false;
     setConnection("connecting");
     for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
+    source.addEventListener("stream", (message) => onOpening(source, params, message));
     source.onmessage = onEvent;
     source.onopen = () => {
       opened = true;
@@ -788,6 +793,34 @@
       setConnection(source.readyState === EventSource.CLOSED ? "offline" : "connecting");
       if (source.readyState === EventSource.CLOSED) setTimeout(poll, 0);
     };
+  }
+
+  // A stream's first message: which log its ids count in, and the id it resumes after. After
+  // a restart without a store the ids count from 1 again: what the timeline shows of the old
+  // log goes, or each new event (its id at or below the last one shown) would be dropped as
+  // a replay. A stream that resumed after an id of the old log is opened again from the start.
+  function onOpening(source, params, message) {
+    if (state.source !== source) return;
+    let said;
+    try {
+      said = JSON.parse(message.data);
+    } catch (_) {
+      return;
+    }
+    if (!said || typeof said !== "object") return;
+    const log = typeof said.log === "string" ? said.log : null;
+    const after = Number(said.after);
+    const another = log !== null && state.log !== null && log !== state.log;
+    if (log !== null) state.log = log;
+    // (the same log: the server starts over when the id sent is none it gave)
+    if (!another && !(Number.isSafeInteger(after) && after < state.lastSeen)) return;
+    state.lastSeen = 0;
+    $("timeline").replaceChildren();
+    if (another && after > 0) {
+      source.close();
+      const { last_event_id: _, ...query } = params;
+      listen(query, null);
+    }
   }
 
   function onEvent(message) {
