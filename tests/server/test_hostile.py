@@ -553,6 +553,22 @@ async def test_a_last_event_id_header_given_twice_is_a_422_naming_it(served: Ser
 # --------------------------------------------------------------------------- tokens
 
 
+async def test_two_authorization_headers_are_a_401_whichever_comes_first(served: Served) -> None:
+    """Two ``Authorization`` headers were read as the first, silently: bob's token then
+    alice's read alice's run as bob's (a 404), alice's then bob's showed it, while a proxy
+    or a log in front may have judged the request by the other token."""
+    run = await served.start_run("acme")
+    alice, bob = served.as_("alice")["Authorization"], served.as_("bob")["Authorization"]
+    for pair in ((alice, bob), (bob, alice), (alice, alice)):
+        headers = [("Authorization", value) for value in pair]
+        for method, path, body in run_paths(run.run_id):
+            r = await served.client.request(method, path, json=body, headers=headers)
+            message = problem(r, 401)["message"]
+            assert "Authorization header is given 2 times" in message, (path, message)
+            assert r.headers["www-authenticate"] == "Bearer"
+    await unchanged(served, run)
+
+
 async def test_bad_tokens_are_401_and_observe_only_tokens_cannot_control(served: Served) -> None:
     run = await served.start_run("acme")
     other = await served.start_run("globex")

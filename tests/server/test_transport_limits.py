@@ -162,11 +162,14 @@ async def test_many_headers_are_answered(served: Served, count: int) -> None:
     headers: Headers = [(f"x-h{i}", "v") for i in range(count)] + [alice]
     status, body = await json_answer(served, f"{BASE}/runs", headers)
     assert status == 200, (status, body)
-    # Many Authorization headers: the first one is the one read.
+    # Many Authorization headers: none is read (a proxy in front may have read another),
+    # whichever comes first.
     many = [alice] * (count // 20) + [("Authorization", "Bearer no")]
-    assert (await json_answer(served, f"{BASE}/runs", many))[0] == 200
     bad_first = [("Authorization", "Bearer no"), *many]
-    assert (await json_answer(served, f"{BASE}/runs", bad_first))[0] == 401
+    for given in (many, bad_first):
+        status, body = await json_answer(served, f"{BASE}/runs", given)
+        assert status == 401, (status, body)
+        assert isinstance(body, dict) and f"given {len(given)} times" in body["message"], body
 
 
 async def test_many_headers_with_a_bad_token_are_a_json_401(served: Served) -> None:

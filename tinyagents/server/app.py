@@ -980,10 +980,22 @@ def create_app(
                 return sent.rstrip("/")
         return None
 
+    def one_authorization(request: Request) -> None:
+        """A 401 for a request with two Authorization headers: the first was read, silently,
+        while a proxy or a log in front may have judged the request by the other token."""
+        count = len(request.headers.getlist("authorization"))
+        if count > 1 and api.auth is not None:
+            raise Problem(
+                401,
+                f"the Authorization header is given {count} times: send one "
+                "('Authorization: Bearer <token>')",
+            )
+
     async def caller(
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
     ) -> Principal:
+        one_authorization(request)
         if credentials is None and "access_token" in request.query_params:
             raise Problem(
                 401,
@@ -1006,6 +1018,7 @@ def create_app(
             description="the token, as an EventSource cannot send an Authorization header",
         ),
     ) -> Principal:
+        one_authorization(request)
         token = credentials.credentials if credentials is not None else access_token
         p = api.principal(token, request.headers.get("authorization"))
         _given_once(request.query_params)
