@@ -896,6 +896,41 @@ async def test_another_tenants_run_is_looked_up_as_long_as_no_run(served: Served
         assert lookups[0] == lookups[1] > 0, (suffix, lookups)
 
 
+async def test_a_run_outside_a_narrowed_token_is_looked_up_as_long_as_no_run(
+    served: Served,
+) -> None:
+    """A token narrowed to one run (an attenuation) was answered 404 for a run of its tenant
+    outside that subtree as soon as it was found in this process's memory, while an id that
+    names no run asked the store first and, for a command, looked again for the listing wait:
+    the time told the token which runs of its tenant exist. Counted as lookups, not timed."""
+    store = served.runtime.store
+    asked: list[str] = []
+    load_run = store.load_run
+
+    async def counted(run_id: str) -> dict[str, Any] | None:
+        asked.append(run_id)
+        return await load_run(run_id)
+
+    store.load_run = counted  # type: ignore[method-assign]  # the same store, counted
+    root = await served.start_run("acme", name="root")
+    child = await served.start_run("acme", parent=root, name="child")
+    sibling = await served.start_run("acme", parent=root, name="sibling")
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id=child.run_id)
+    fake = "r-" + "0" * (len(sibling.run_id) - 2)
+    for method, suffix in (("GET", ""), ("GET", "/steering"), ("POST", "/pause")):
+        lookups = []
+        for run_id in (sibling.run_id, fake):
+            asked.clear()
+            r = await call(served, narrowed, method, f"{BASE}/runs/{run_id}{suffix}", None)
+            assert problem(r, 404)["message"] == "run not found"
+            lookups.append(asked.count(run_id))
+        if method == "GET":
+            assert lookups[0] == lookups[1] > 0, (suffix, lookups)
+        else:  # looked for again until the listing wait ends (how often: the clock's say)
+            assert lookups[0] > 1 and lookups[1] > 1, (suffix, lookups)
+    await unchanged(served, sibling)
+
+
 async def test_nul_in_command_text_is_kept_over_postgres(pg_served: Served) -> None:
     """PostgreSQL refuses NUL in text columns: a command whose text holds one is still
     accepted, applied and shown in the audit trail as sent (nothing lost on the way)."""

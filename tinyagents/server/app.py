@@ -95,6 +95,9 @@ _log = logging.getLogger("tinyagents.server")
 _MAX_LINEAGE = 256
 #: Longer ids are no run's: answered 404 without asking the store.
 _MAX_ID = 512
+#: A tenant no run has (a tenant id holding NUL is refused): a lookup for it finds nothing,
+#: after every lookup an id that names no run takes.
+_NO_TENANT = "\x00"
 #: The largest event-log id a store can hold (a signed 64-bit integer in SQLite and
 #: PostgreSQL); a larger one would make the store's driver raise mid-stream.
 _MAX_EVENT_ID = 2**63 - 1
@@ -418,6 +421,10 @@ class OperatorApi(Record):
                 f"this token does not allow {command or 'commands'} on run {run_id} "
                 "(it needs agent:control, and no attenuation that forbids it)",
             )
+        # Found (in this process's memory, at once) but not the token's to see: answered
+        # after the lookups, and for a command the listing wait, that an unknown id takes,
+        # or the time would tell a narrowed token which runs of its tenant exist.
+        await lookup(run_id, tenant_id=_NO_TENANT)
         raise not_found()
 
     async def visible_root(self, p: Principal, run_id: str) -> dict[str, Any]:
