@@ -51,7 +51,7 @@ from tinyagents.steering.remote import (
     owner_silent,
     submit_through_store,
 )
-from tinyagents.store.base import RunKey, Store, run_key, runs_match
+from tinyagents.store.base import SILENCE_S, RunKey, Store, run_key, runs_match
 
 _log = logging.getLogger("tinyagents.server")
 #: How long a readiness probe waits for the store to answer a lookup.
@@ -619,10 +619,13 @@ def _with_liveness(snap: dict[str, Any]) -> dict[str, Any]:
     """The snapshot with ``owner_silent``: True for an unfinished run whose owner wrote no
     heartbeat for ``OWNER_SILENT_S`` (its process is likely gone: the run stays in its last
     status for ever, and commands to it are refused). A copy: live snapshots are shared. A
-    snapshot ``_heard_from`` a live worker keeps its ``owner_silent`` (False)."""
-    if "owner_silent" in snap:
-        return dict(snap)
-    return {**snap, "owner_silent": owner_silent(snap)}
+    snapshot ``_heard_from`` a live worker keeps its ``owner_silent`` (False). The store's
+    ``SILENCE_S``, which it is judged by, is not shown: stale once read."""
+    marked = dict(snap)
+    if "owner_silent" not in marked:
+        marked["owner_silent"] = owner_silent(snap)
+    marked.pop(SILENCE_S, None)
+    return marked
 
 
 def _heard_from(snap: dict[str, Any]) -> dict[str, Any]:

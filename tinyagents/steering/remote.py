@@ -38,7 +38,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.dead import declares_dead, forbidden, settle_dead_run
 from tinyagents.steering.policies import not_found
-from tinyagents.store.base import Store, may_pass, run_key
+from tinyagents.store.base import SILENCE_S, Store, may_pass, run_key
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
@@ -201,9 +201,14 @@ def owner_silent(snapshot: dict[str, Any]) -> bool:
     """Whether an unfinished run's owner has written no heartbeat for ``OWNER_SILENT_S``: its
     process is likely gone (killed, or its machine lost), and the run will not go on. A
     finished run, a run its runtime released on a clean close (no ``owner``) or a snapshot
-    with no time is never silent."""
+    with no time is never silent. Judged by one clock: the store's (``SILENCE_S``, how long
+    ago it heard the snapshot) when it keeps one (PostgreSQL), else this machine's against
+    ``updated_at`` (a store on this machine: the owner's clock is this one)."""
     if _finished(snapshot) or not snapshot.get("owner"):  # no owner: released, not silent
         return False
+    silence = snapshot.get(SILENCE_S)
+    if isinstance(silence, float):
+        return silence > OWNER_SILENT_S
     updated_at = _time(snapshot.get("updated_at"))
     return updated_at is not None and (_clock.now() - updated_at).total_seconds() > OWNER_SILENT_S
 

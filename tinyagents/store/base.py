@@ -15,9 +15,10 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
@@ -244,6 +245,30 @@ RunKey = tuple[str, str]
 def run_key(snapshot: dict[str, Any]) -> RunKey:
     """The listing key of a snapshot (newest first is descending)."""
     return (str(snapshot.get("created_at") or ""), str(snapshot["run_id"]))
+
+
+#: The key a store that keeps a clock of its own (PostgreSQL) adds to the snapshots it reads:
+#: how many seconds ago, by that one clock, it was written (its heartbeat's age as written
+#: subtracted). Owner silence is judged by it (``steering.remote.owner_silent``), not by
+#: comparing the owner's clock with the reader's: two machines' clocks differ. Never saved.
+SILENCE_S = "silence_s"
+
+
+def heartbeat_age(snapshot: dict[str, Any]) -> float | None:
+    """How old ``snapshot``'s ``updated_at`` is by the writer's own clock (the one that
+    stamped it; 0 for a time in its future), or None without a readable one: a store
+    stamping the write by its clock subtracts this, so a heartbeat written late (a retried
+    write, a snapshot saved by hand with an old time) is as old in the store as it was."""
+    value = snapshot.get("updated_at")
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    if at is None:
+        return None
+    if at.tzinfo is None:  # read as UTC, as ``owner_silent`` reads it
+        at = at.replace(tzinfo=UTC)
+    return max(0.0, (_clock.now() - at).total_seconds())
 
 
 def runs_match(

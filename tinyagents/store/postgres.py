@@ -44,11 +44,13 @@ from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
     PRUNE_INBOX,
+    SILENCE_S,
     InboxItem,
     RunKey,
     Store,
     StoredCommand,
     answer_unreadable,
+    heartbeat_age,
     read_page,
     read_receipt,
     readable_events,
@@ -168,7 +170,19 @@ MIGRATIONS: list[tuple[int, str]] = [
         UPDATE inbox SET run_id = substring(command from '"target":[{][^}]*"run_id":"([^"]*)"');
         """,
     ),
+    (
+        6,
+        # When the database heard each snapshot, by its own clock: owner silence is judged
+        # by that one clock (``SILENCE_S``), not by the owner's clock against the reader's.
+        # Rows written before have none: they are judged by their updated_at, as they were.
+        """
+        ALTER TABLE runs ADD COLUMN heard_at TIMESTAMPTZ;
+        """,
+    ),
 ]
+
+#: A runs row's snapshot and its ``SILENCE_S``: seconds since the database heard it.
+_RUN = "data, EXTRACT(EPOCH FROM clock_timestamp() - heard_at)"
 
 #: The inbox rows ``$1`` may take (``Store.inbox_take``), ``$2`` being now - INBOX_LEASE_S:
 #: its own never taken, and those unanswered past their lease that are its own or target a
@@ -473,20 +487,24 @@ class PostgresStore(Store):
             return
         async with self._transaction(f"save {len(snapshots)} run snapshot(s)") as conn:
             await conn.executemany(
-                "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6)"
+                "INSERT INTO runs"
+                " (run_id, root_run_id, tenant_id, status, data, created_at, heard_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6,"
+                " clock_timestamp() - make_interval(secs => $7::float8))"
                 # the listing's key follows the snapshot (a continued run is newer): a
                 # column the cursor does not read would repeat or skip pages
                 " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
-                " data = excluded.data, created_at = excluded.created_at",
+                " data = excluded.data, created_at = excluded.created_at,"
+                " heard_at = excluded.heard_at",
                 [
                     (
                         s["run_id"],
                         s["root_run_id"],
                         s["tenant_id"],
                         s["status"],
-                        json.dumps(s),
+                        json.dumps(s if SILENCE_S not in s else _unread(s)),
                         run_key(s)[0],
+                        heartbeat_age(s),
                     )
                     for s in snapshots
                 ],
@@ -494,14 +512,14 @@ class PostgresStore(Store):
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         if tenant_id is None:
-            rows = await self._fetch_again("read runs", "SELECT data FROM runs ORDER BY pos")
+            rows = await self._fetch_again("read runs", f"SELECT {_RUN} FROM runs ORDER BY pos")
         else:
             rows = await self._fetch_again(
                 "read runs",
-                "SELECT data FROM runs WHERE tenant_id = $1 ORDER BY pos",
+                f"SELECT {_RUN} FROM runs WHERE tenant_id = $1 ORDER BY pos",
                 tenant_id,
             )
-        return [json.loads(r[0]) for r in rows]
+        return [_snapshot(r) for r in rows]
 
     async def list_runs(
         self,
@@ -527,20 +545,20 @@ class PostgresStore(Store):
             clauses.append(f"root_run_id = {arg(root_run_id)}")
         if before is not None:
             clauses.append(f"(created_at, run_id) < ({arg(before[0])}, {arg(before[1])})")
-        sql = "SELECT data FROM runs"
+        sql = f"SELECT {_RUN} FROM runs"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
             sql += f" LIMIT {arg(max(limit, 0))}"  # PostgreSQL refuses a negative LIMIT
         rows = await self._fetch_again("list runs", sql, *args)
-        return [json.loads(r[0]) for r in rows]
+        return [_snapshot(r) for r in rows]
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         rows = await self._fetch_again(
-            f"read run {run_id}", "SELECT data FROM runs WHERE run_id = $1", run_id
+            f"read run {run_id}", f"SELECT {_RUN} FROM runs WHERE run_id = $1", run_id
         )
-        return json.loads(rows[0][0]) if rows else None
+        return _snapshot(rows[0]) if rows else None
 
     async def read_events(
         self,
@@ -670,6 +688,19 @@ class PostgresStore(Store):
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any, ...]]:
     """The argument rows of ``_SETTLE`` for (scope, id, state, reason) updates."""
     return [(state, reason, scope, cid) for scope, cid, state, reason in updates]
+
+
+def _snapshot(row: Any) -> dict[str, Any]:
+    """A snapshot read with ``_RUN``, with its ``SILENCE_S`` when the database heard it."""
+    snapshot: dict[str, Any] = json.loads(row[0])
+    if row[1] is not None:
+        snapshot[SILENCE_S] = float(row[1])
+    return snapshot
+
+
+def _unread(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot read before and saved again, without the silence it was read with."""
+    return {k: v for k, v in snapshot.items() if k != SILENCE_S}
 
 
 def _stored(row: Any) -> StoredCommand:
