@@ -24,7 +24,8 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.distributed import RedisControl
-from tinyagents.distributed.wire import Keys
+from tinyagents.distributed.wire import MAX_COMMAND_BYTES, Keys
+from tinyagents.errors import InvalidCommandError
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
 from tinyagents.store import MemoryStore
@@ -529,3 +530,75 @@ async def test_a_worker_name_that_is_not_utf8_does_not_cut_every_worker_off(
         assert rc_b.connected and rc_b.counters.malformed >= 1
     finally:
         await client.aclose()
+
+
+async def test_a_command_too_large_for_the_wire_is_refused_before_it_is_sent(
+    pair: tuple[Runtime, Control, RedisControl], redis_url: str, prefix: str
+) -> None:
+    """A command of many megabytes for another worker's run was appended to its stream
+    whole (200 MB took the owner ~8 s to read, its other commands waiting behind it) only
+    to be rejected there by its payload policy. The sender now refuses it with
+    ``InvalidCommandError`` naming the limit, and sends nothing; an entry that large written
+    by hand is answered ``rejected`` without being parsed, and the reader goes on."""
+    import redis.asyncio as aioredis
+
+    rt_a, control, rc_b = pair
+    handle = await rt_a.start(slow_agent(4000, 0.02), "work", tenant_id="acme")
+    await eventually(
+        lambda: control.list_runs(tenant_id="acme"),
+        lambda runs: any(r["run_id"] == handle.run_id for r in runs),
+    )
+    huge = command(handle.run_id, "add_instruction", {"text": "x" * (MAX_COMMAND_BYTES + 1)})
+    with pytest.raises(InvalidCommandError, match=r"too large to send between workers"):
+        await rc_b.submit(huge)
+    assert rc_b.counters.sent == 0
+
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    try:
+        assert await client.xlen(keys.commands("a")) == 0
+        fields = {
+            "v": "1",
+            "request_id": "r-huge",
+            "reply_to": "tester",
+            "to": "a",
+            "command": huge.model_dump_json(),
+        }
+        await client.xadd(keys.commands("a"), fields)  # type: ignore[arg-type]
+
+        async def replies() -> dict[str, dict[str, Any]]:
+            entries = await client.xrange(keys.replies("tester"))
+            return {f[b"request_id"].decode(): json.loads(f[b"receipt"]) for _, f in entries}
+
+        answers = await eventually(replies, lambda r: "r-huge" in r)
+        assert answers["r-huge"]["status"] == "rejected"
+        assert "too large" in answers["r-huge"]["reason"]
+    finally:
+        await client.aclose()
+    pause = await control.submit(command(handle.run_id, "pause"))
+    assert pause.status == "accepted"
+    await handle.cancel()
+
+
+async def test_the_api_answers_a_command_too_large_for_the_wire_422(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """Through the operator API, that refusal is a 422 naming the limit, not a 500."""
+    import httpx
+
+    from tinyagents.server import BASE, create_app
+
+    rt_a, control, _ = pair
+    handle = await rt_a.start(slow_agent(4000, 0.02), "work", tenant_id="acme")
+    await eventually(
+        lambda: control.list_runs(tenant_id="acme"),
+        lambda runs: any(r["run_id"] == handle.run_id for r in runs),
+    )
+    app = create_app(control, auth=None, console=False)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        body = {"kind": "add_instruction", "payload": {"text": "x" * (MAX_COMMAND_BYTES + 1)}}
+        response = await http.post(f"{BASE}/runs/{handle.run_id}/commands", json=body)
+    assert response.status_code == 422, response.text
+    assert "too large to send between workers" in response.text
+    await handle.cancel()

@@ -326,11 +326,12 @@ class RedisControl:
         owner = str(snapshot["worker"])
         request_id = _clock.new_id("req")
         envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
+        fields = envelope.fields()  # a command too large for the wire: InvalidCommandError
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         try:
             try:
-                added = await self._append(owner, envelope)
+                added = await self._append(owner, request_id, fields)
             except Exception as exc:
                 raise ControlPlaneUnavailable(
                     f"could not send the command to worker {owner!r}: {exc}"
@@ -357,8 +358,8 @@ class RedisControl:
         finally:
             self._waiting.pop(request_id, None)
 
-    async def _append(self, owner: str, envelope: Envelope) -> Any:
-        """``_BOUNDED_XADD`` of ``envelope`` to ``owner``'s stream. No stream: a worker that
+    async def _append(self, owner: str, request_id: str, envelope: dict[str, str]) -> Any:
+        """``_BOUNDED_XADD`` of ``envelope`` (an ``Envelope``'s fields) to ``owner``'s stream. No stream: a worker that
         stopped gracefully deleted it once it had answered all of it, and nobody would read an
         entry appended now. An attempt whose connection was lost may have appended (Redis ran
         it, its reply was lost): it is tried again once, on another connection, and the mark
@@ -368,8 +369,8 @@ class RedisControl:
         from redis.exceptions import TimeoutError as Late
 
         assert self._redis is not None
-        keys = (self.keys.commands(owner), self.keys.sent(envelope.request_id))
-        fields = [x for pair in envelope.fields().items() for x in pair]
+        keys = (self.keys.commands(owner), self.keys.sent(request_id))
+        fields = [x for pair in envelope.items() for x in pair]
         for attempt in range(2):
             try:
                 return await self._redis.eval(

@@ -43,6 +43,11 @@ VERSION = "1"
 COMMANDS_TTL_S = 3600
 #: How long the mark of a command sent stays: its sender tries a send again at once.
 SENT_TTL_S = 300
+#: The most bytes a command's JSON may take between workers (64 times ``PayloadPolicy``'s
+#: default bound): a larger one is refused by its sender (``InvalidCommandError``) and not
+#: sent, and an entry holding one is answered ``rejected`` unparsed. Its owner's reader takes
+#: up to 100 entries at once, and would hold them all in memory, its other commands waiting.
+MAX_COMMAND_BYTES = 2**20
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -89,12 +94,21 @@ class Envelope(FrozenRecord):
     command: SteeringCommand
 
     def fields(self) -> dict[str, str]:
+        """The entry's fields; ``InvalidCommandError`` for a command over ``MAX_COMMAND_BYTES``."""
+        command = self.command.model_dump_json()
+        size = len(command.encode())
+        if size > MAX_COMMAND_BYTES:
+            raise InvalidCommandError(
+                f"command {self.command.correlation_id} is too large to send between workers: "
+                f"its JSON is {size} bytes, the limit is {MAX_COMMAND_BYTES}; send a summary "
+                "or a reference (a URL, an id) instead of the data"
+            )
         return {
             "v": VERSION,
             "request_id": self.request_id,
             "reply_to": self.reply_to,
             "to": self.to,
-            "command": self.command.model_dump_json(),
+            "command": command,
         }
 
     @classmethod
@@ -102,6 +116,13 @@ class Envelope(FrozenRecord):
         """Read a stream entry; ``MalformedEnvelope`` for anything else."""
         if not raw:
             raise MalformedEnvelope("empty entry", request_id=None, reply_to=None)
+        size = len(raw.get(b"command") or b"")
+        if size > MAX_COMMAND_BYTES:  # not decoded nor parsed: answered, with what it says
+            raise MalformedEnvelope(
+                f"command too large: {size} bytes, the limit is {MAX_COMMAND_BYTES}",
+                request_id=_text(raw.get(b"request_id")),
+                reply_to=_text(raw.get(b"reply_to")),
+            )
         try:
             fields = {k.decode(): v.decode() for k, v in raw.items()}
         except (UnicodeDecodeError, AttributeError):
@@ -130,6 +151,13 @@ class Envelope(FrozenRecord):
             to=fields["to"],
             command=command,
         )
+
+
+def _text(value: bytes | None) -> str | None:
+    try:
+        return value.decode() or None if value is not None else None
+    except UnicodeDecodeError:
+        return None
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

@@ -625,6 +625,8 @@ class OperatorApi(Record):
             raise Problem(504, str(exc), extra={"correlation_id": cmd.correlation_id}) from None
         except (StoreError, RuntimeClosed, ControlPlaneUnavailable) as exc:
             raise Problem(503, f"the runtime cannot take commands now: {exc}") from None
+        except InvalidCommandError as exc:  # too large to send to the worker that owns the run
+            raise Problem(422, str(exc)) from None
         body = receipt.model_dump(mode="json")
         status = _receipt_status(receipt)
         if status == 404:
