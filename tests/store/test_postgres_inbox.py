@@ -287,3 +287,139 @@ async def test_a_take_of_the_inbox_whose_reply_was_lost_gets_what_it_took() -> N
         assert await store.inbox_take("rt-1") == []  # taken once
     finally:
         await store.close()
+
+
+async def _steered_once(store: PostgresStore, run_id: str, cid: str) -> list[str]:
+    """The terminal steering events of command ``cid`` on ``run_id``."""
+    events = await store.load_events(run_id=run_id, type_prefix="steering.")
+    return [
+        e.type
+        for e in events
+        if getattr(e, "correlation_id", None) == cid
+        and e.type in ("steering.applied", "steering.failed", "steering.rejected")
+    ]
+
+
+async def test_an_inbox_command_whose_log_write_lost_its_reply_is_accepted_and_applied() -> None:
+    """The owner logged a command taken from its inbox (the INSERT committed) and the reply
+    was lost with its connection: the command was answered ``rejected`` ("store error,
+    nothing was applied") — a final answer for a failure that passes, the operator not told
+    to send it again — while its row stayed ``accepted`` in the log, never delivered. The
+    owner submits it again at once: the row is its own, the command is accepted and
+    applied once."""
+    schema = pg_schema()
+    url = f"{postgres_dsn()}?schema={schema}"
+    sender = PostgresStore(postgres_dsn(), schema=schema)
+    async with Runtime(store=url) as rt:
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await sender.open()
+        try:
+            async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+                while await sender.load_run(handle.run_id) is None:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            owner_store: Any = rt.store
+            losing = owner_store._pool = _LosingPool(owner_store._pool, "INSERT INTO steering_log")
+            cmd = finish(handle.run_id, "c-lost-log")
+            receipt = await submit_through_store(sender, cmd, timeout_s=60)
+            assert not losing.lose_next  # the write's reply was lost
+            assert receipt.status == "accepted", receipt.reason
+            result = await handle.result()
+            assert "please finish" in json.dumps(result.output)
+        finally:
+            await sender.close()
+    store = PostgresStore(postgres_dsn(), schema=schema)
+    await store.open()
+    try:
+        assert await _steered_once(store, handle.run_id, "c-lost-log") == ["steering.applied"]
+        assert await store.open_commands() == []
+    finally:
+        await store.close()
+
+
+async def test_an_inbox_command_whose_log_write_the_server_ended_is_accepted() -> None:
+    """The server ended the owner's connection while it logged a command taken from its
+    inbox (``pg_terminate_backend`` while the INSERT waited on a lock): the command was
+    answered ``rejected`` ("store error, nothing was applied") though a write on the next
+    connection would have taken it. It is submitted again, and accepted."""
+    schema = pg_schema()
+    name = f"ta-{schema}"  # the owner's connections, and no other test's
+    url = f"{postgres_dsn()}?schema={schema}&application_name={name}"
+    sender = PostgresStore(postgres_dsn(), schema=schema)
+    admin = await asyncpg.connect(postgres_dsn())
+    locker = await asyncpg.connect(postgres_dsn())
+    sending: asyncio.Future[SteeringReceipt] | None = None
+    try:
+        async with Runtime(store=url) as rt:
+            handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+            await sender.open()
+            async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+                while await sender.load_run(handle.run_id) is None:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            tx = locker.transaction()
+            await tx.start()
+            # SHARE: reads of the log go on, its writes wait
+            await locker.execute(f'LOCK TABLE "{schema}".steering_log IN SHARE MODE')
+            cmd = finish(handle.run_id, "c-ended-log")
+            sending = asyncio.ensure_future(submit_through_store(sender, cmd, timeout_s=60))
+            async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+                while not (pids := await admin.fetch(_WAITING_ON_A_LOCK, name)):  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            for (pid,) in pids:
+                await admin.execute("SELECT pg_terminate_backend($1, 10000)", pid)
+            await tx.rollback()
+            receipt = await sending
+            assert receipt.status == "accepted", receipt.reason
+            result = await handle.result()
+            assert "please finish" in json.dumps(result.output)
+    finally:
+        if sending is not None and not sending.done():
+            sending.cancel()
+        await locker.close()
+        await admin.close()
+        await sender.close()
+
+
+class _DownPool(_LosingPool):
+    """A real pool whose next ``times`` statements holding ``marker`` fail, unrun, as on a
+    connection the server ended."""
+
+    def __init__(self, pool: Any, marker: str, times: int) -> None:
+        super().__init__(pool, marker)
+        self.times = times
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        if self.times and self.marker in sql:
+            self.times -= 1
+            raise ConnectionResetError("connection was closed in the middle of operation")
+        return await self.pool.fetch(sql, *args)
+
+
+async def test_an_inbox_command_the_owner_cannot_log_yet_is_taken_again_not_rejected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner's log stayed out of reach for both tries (a failover): the command was
+    answered ``rejected`` "nothing was applied", final to its sender. It is left in the
+    inbox instead, taken again once its lease runs out, and accepted then."""
+    from tinyagents.store import postgres
+
+    monkeypatch.setattr(postgres, "INBOX_LEASE_S", 0.5)
+    schema = pg_schema()
+    url = f"{postgres_dsn()}?schema={schema}"
+    sender = PostgresStore(postgres_dsn(), schema=schema)
+    async with Runtime(store=url) as rt:
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme")
+        await sender.open()
+        try:
+            async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+                while await sender.load_run(handle.run_id) is None:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            owner_store: Any = rt.store
+            down = owner_store._pool = _DownPool(owner_store._pool, "INSERT INTO steering_log", 2)
+            cmd = finish(handle.run_id, "c-down-log")
+            receipt = await submit_through_store(sender, cmd, timeout_s=60)
+            assert down.times == 0  # both tries failed
+            assert receipt.status == "accepted", receipt.reason
+            result = await handle.result()
+            assert "please finish" in json.dumps(result.output)
+        finally:
+            await sender.close()
