@@ -602,3 +602,54 @@ async def test_the_api_answers_a_command_too_large_for_the_wire_422(
     assert response.status_code == 422, response.text
     assert "too large to send between workers" in response.text
     await handle.cancel()
+
+
+async def test_a_command_whose_owner_lost_its_log_connection_once_is_accepted_not_refused(
+    redis_url: str, prefix: str
+) -> None:
+    """The owner's PostgreSQL connection was ended while it logged a command sent over
+    Redis (a failover, ``pg_terminate_backend``): the sender was answered ``rejected`` "the
+    owner could not take it", final, for a failure the next connection heals. The owner
+    submits it once more, and it is accepted and applied."""
+    from services import drop_pg_schemas, pg_schema, postgres_dsn
+
+    dsn = postgres_dsn()
+    url = f"{dsn}{'&' if '?' in dsn else '?'}schema={pg_schema()}"
+    kw: Any = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
+    try:
+        async with Runtime(store=url) as rt_a, Runtime() as rt_b:
+            async with RedisControl(rt_a, redis_url, worker_id="a", **kw):
+                async with RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b:
+                    handle = await rt_a.start(slow_agent(4000, 0.02), "work", tenant_id="acme")
+                    await eventually(
+                        lambda: rc_b.list_runs("acme"),
+                        lambda runs: any(r["run_id"] == handle.run_id for r in runs),
+                    )
+                    store: Any = rt_a.store
+                    store._pool = _EndedOnce(store._pool, "INSERT INTO steering_log")
+                    receipt = await rc_b.submit(command(handle.run_id, "pause"))
+                    assert store._pool.ended
+                    assert receipt.status == "accepted", receipt.reason
+                    await eventually(
+                        lambda: asyncio.sleep(0, handle.status), lambda s: s is RunStatus.PAUSED
+                    )
+                    await handle.cancel()
+    finally:
+        await drop_pg_schemas()
+
+
+class _EndedOnce:
+    """A real asyncpg pool whose next statement holding ``marker`` fails, unrun, as on a
+    connection the server ended."""
+
+    def __init__(self, pool: Any, marker: str) -> None:
+        self.pool, self.marker, self.ended = pool, marker, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        if not self.ended and self.marker in sql:
+            self.ended = True
+            raise ConnectionResetError("connection was closed in the middle of operation")
+        return await self.pool.fetch(sql, *args)
