@@ -24,11 +24,12 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.distributed import RedisControl
-from tinyagents.distributed.wire import MAX_COMMAND_BYTES, Keys
+from tinyagents.distributed.wire import Keys
 from tinyagents.errors import InvalidCommandError
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
 from tinyagents.store import MemoryStore
+from tinyagents.store.base import MAX_COMMAND_BYTES
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FakeClock, use_clock
 
@@ -549,7 +550,7 @@ async def test_a_command_too_large_for_the_wire_is_refused_before_it_is_sent(
         lambda runs: any(r["run_id"] == handle.run_id for r in runs),
     )
     huge = command(handle.run_id, "add_instruction", {"text": "x" * (MAX_COMMAND_BYTES + 1)})
-    with pytest.raises(InvalidCommandError, match=r"too large to send between workers"):
+    with pytest.raises(InvalidCommandError, match=r"too large to send to another process"):
         await rc_b.submit(huge)
     assert rc_b.counters.sent == 0
 
@@ -600,7 +601,7 @@ async def test_the_api_answers_a_command_too_large_for_the_wire_422(
         body = {"kind": "add_instruction", "payload": {"text": "x" * (MAX_COMMAND_BYTES + 1)}}
         response = await http.post(f"{BASE}/runs/{handle.run_id}/commands", json=body)
     assert response.status_code == 422, response.text
-    assert "too large to send between workers" in response.text
+    assert "too large to send to another process" in response.text
     await handle.cancel()
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
+from tinyagents.store.base import MAX_COMMAND_BYTES, sendable
 
 #: The consumer group of every command stream: the owning worker reads as its one consumer.
 GROUP = "owners"
@@ -43,11 +44,6 @@ VERSION = "1"
 COMMANDS_TTL_S = 3600
 #: How long the mark of a command sent stays: its sender tries a send again at once.
 SENT_TTL_S = 300
-#: The most bytes a command's JSON may take between workers (64 times ``PayloadPolicy``'s
-#: default bound): a larger one is refused by its sender (``InvalidCommandError``) and not
-#: sent, and an entry holding one is answered ``rejected`` unparsed. Its owner's reader takes
-#: up to 100 entries at once, and would hold them all in memory, its other commands waiting.
-MAX_COMMAND_BYTES = 2**20
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -94,15 +90,9 @@ class Envelope(FrozenRecord):
     command: SteeringCommand
 
     def fields(self) -> dict[str, str]:
-        """The entry's fields; ``InvalidCommandError`` for a command over ``MAX_COMMAND_BYTES``."""
-        command = self.command.model_dump_json()
-        size = len(command.encode())
-        if size > MAX_COMMAND_BYTES:
-            raise InvalidCommandError(
-                f"command {self.command.correlation_id} is too large to send between workers: "
-                f"its JSON is {size} bytes, the limit is {MAX_COMMAND_BYTES}; send a summary "
-                "or a reference (a URL, an id) instead of the data"
-            )
+        """The entry's fields; ``InvalidCommandError`` for a command over ``MAX_COMMAND_BYTES``
+        (``tinyagents.store.base``: an entry holding one is answered ``rejected`` unparsed)."""
+        command = sendable(self.command)
         return {
             "v": VERSION,
             "request_id": self.request_id,

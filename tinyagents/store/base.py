@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from tinyagents import _clock
 from tinyagents._record import Record
-from tinyagents.errors import StoreError
+from tinyagents.errors import InvalidCommandError, StoreError
 from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
 from tinyagents.protocol.commands import (
     ReceiptStatus,
@@ -65,6 +65,27 @@ INBOX_RETENTION_S = 3600.0
 #: Far above an answer's usual ~50 ms, and above ``RECEIPT_RETRY_S`` (a receipt whose write
 #: fails is retried that long by the owner that took it).
 INBOX_LEASE_S = 30.0
+
+#: The most bytes a command's JSON may take on its way to another process (the store's
+#: inbox, a worker's Redis stream): 64 times ``PayloadPolicy``'s default bound. A larger one
+#: is refused by its sender (``sendable``) and not sent: its owner's take reads up to 100
+#: items at once and would hold them all in memory, its other commands waiting, only for its
+#: payload policy to reject it.
+MAX_COMMAND_BYTES = 2**20
+
+
+def sendable(cmd: SteeringCommand) -> str:
+    """``cmd`` as JSON; ``InvalidCommandError`` when that is over ``MAX_COMMAND_BYTES``."""
+    text = cmd.model_dump_json()
+    size = len(text.encode())
+    if size > MAX_COMMAND_BYTES:
+        raise InvalidCommandError(
+            f"command {cmd.correlation_id} is too large to send to another process: its "
+            f"JSON is {size} bytes, the limit is {MAX_COMMAND_BYTES}; send a summary or a "
+            "reference (a URL, an id) instead of the data"
+        )
+    return text
+
 
 #: What an answer deletes besides, in the SQL backends: ``?1`` is now - INBOX_RETENTION_S
 #: (PostgreSQL spells it ``$1``).

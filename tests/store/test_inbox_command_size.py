@@ -1,0 +1,50 @@
+"""A command too large to travel between processes through the store's inbox is refused by
+its sender, as over Redis (``MAX_COMMAND_BYTES``), instead of being written whole into the
+inbox, where the owner's take reads up to 100 such rows at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tinyagents import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.errors import InvalidCommandError
+from tinyagents.steering.remote import submit_through_store
+from tinyagents.store import SqliteStore
+from tinyagents.store.base import MAX_COMMAND_BYTES
+
+OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+
+
+async def test_a_command_too_large_for_the_inbox_is_refused_before_it_is_put(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "store.db")
+    await store.open()
+    try:
+        await store.save_runs(
+            [
+                {
+                    "run_id": "r-far",
+                    "root_run_id": "r-far",
+                    "parent_run_id": None,
+                    "tenant_id": "acme",
+                    "status": "running",
+                    "owner": "rt-far",
+                    "updated_at": "2999-01-01T00:00:00+00:00",  # never silent
+                    "created_at": "2026-01-01T00:00:00+00:00",
+                }
+            ]
+        )
+        huge = SteeringCommand(
+            target=SteeringTarget.agent_run("r-far"),
+            actor=OPS,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "x" * (MAX_COMMAND_BYTES + 1)},
+        )
+        with pytest.raises(InvalidCommandError, match=r"too large to send to another process"):
+            await submit_through_store(store, huge, timeout_s=0.5)
+        assert await store.inbox_take("rt-far") == []
+    finally:
+        await store.close()
