@@ -55,7 +55,7 @@ from tinyagents.steering.inbox import DEFAULT_MAX_QUEUED, LATE
 from tinyagents.steering.policy import PolicyPipeline
 from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S, owner_silent
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
-from tinyagents.store.base import Store, StoreWriter, may_pass, run_key
+from tinyagents.store.base import Store, StoreWriter, may_pass, run_key, written_again
 from tinyagents.store.checkpoint._lease import holder_gone, process_token
 from tinyagents.store.open import open_store
 from tinyagents.supervisor.spec import SupervisorSpec
@@ -493,31 +493,28 @@ class Runtime:
     async def _inbox_receipt(self, cmd: SteeringCommand) -> SteeringReceipt | None:
         """The receipt of a command taken from the inbox, or None to leave it unanswered.
         One whose log write failed in a way that may pass (the server ended the connection,
-        perhaps after COMMIT: its reply was lost) is submitted once more at once, on another
-        connection (the router takes over the row its first write left); failing again so, it
-        is left to be taken again when its lease (``INBOX_LEASE_S``) runs out, its sender
-        meanwhile told ``ReceiptTimeout`` (it may still be applied). A ``rejected`` would be
-        final to its sender, and a row the first write committed would stay open, never
-        delivered."""
-        for attempt in range(2):
-            try:
-                return await self._submit(cmd, None)
-            except RuntimeClosed:
-                return _refused(cmd, "runtime closed: the run's owner is shutting down")
-            except StoreError as exc:
-                if not may_pass(exc):
-                    return _refused(cmd, f"store error, nothing was applied: {exc}")
-                if attempt:
-                    _log.warning(
-                        "runtime %s: inbox command %s left for its lease to run out: %s",
-                        self.runtime_id,
-                        cmd.correlation_id,
-                        exc,
-                    )
-            except Exception as exc:  # a bug: the submitter must still get an answer
-                _log.exception("runtime %s: inbox command %s", self.runtime_id, cmd.correlation_id)
-                return _refused(cmd, f"internal error: {type(exc).__name__}")
-        return None
+        perhaps after COMMIT: its reply was lost) is submitted again (``written_again``: the
+        router takes over the row its first write left); failing still, it is left to be
+        taken again when its lease (``INBOX_LEASE_S``) runs out, its sender meanwhile told
+        ``ReceiptTimeout`` (it may still be applied). A ``rejected`` would be final to its
+        sender, and a row a write committed would stay open, never delivered."""
+        try:
+            return await written_again(lambda: self._submit(cmd, None))
+        except RuntimeClosed:
+            return _refused(cmd, "runtime closed: the run's owner is shutting down")
+        except StoreError as exc:
+            if not may_pass(exc):
+                return _refused(cmd, f"store error, nothing was applied: {exc}")
+            _log.warning(
+                "runtime %s: inbox command %s left for its lease to run out: %s",
+                self.runtime_id,
+                cmd.correlation_id,
+                exc,
+            )
+            return None
+        except Exception as exc:  # a bug: the submitter must still get an answer
+            _log.exception("runtime %s: inbox command %s", self.runtime_id, cmd.correlation_id)
+            return _refused(cmd, f"internal error: {type(exc).__name__}")
 
     async def _write_receipts(self) -> None:
         """Write the receipts of the inbox items answered here and not yet written. One that

@@ -41,7 +41,7 @@ from tinyagents.distributed.wire import (
     MalformedEnvelope,
     reply_fields,
 )
-from tinyagents.errors import RuntimeClosed, StoreError
+from tinyagents.errors import RuntimeClosed
 from tinyagents.protocol.commands import (
     HumanActor,
     ReceiptStatus,
@@ -50,7 +50,7 @@ from tinyagents.protocol.commands import (
     dedupe_scope,
 )
 from tinyagents.steering.policies import not_found
-from tinyagents.store.base import may_pass
+from tinyagents.store.base import written_again
 
 JOB = "commands"
 #: How many entries of a reply stream Redis keeps at most.
@@ -224,15 +224,11 @@ class CommandReader:
         return envelope.reply_to, envelope.request_id, receipt
 
     async def _submit(self, cmd: SteeringCommand) -> SteeringReceipt:
-        """The runtime's receipt for ``cmd``, submitted once more at once when its log write
-        failed in a way that may pass (the server ended the connection, perhaps after COMMIT:
-        the router takes over the row its first write left), rather than refused for good."""
-        try:
-            return await _to_its_end(self.runtime.submit(cmd))
-        except StoreError as exc:
-            if not may_pass(exc):
-                raise
-        return await _to_its_end(self.runtime.submit(cmd))
+        """The runtime's receipt for ``cmd``, submitted again when its log write failed in a
+        way that may pass (the server ended the connection, perhaps after COMMIT: the router
+        takes over the row its first write left: ``written_again``), rather than refused for
+        good."""
+        return await written_again(lambda: _to_its_end(self.runtime.submit(cmd)))
 
     async def _logged_receipt(self, cmd: SteeringCommand, again: bool) -> SteeringReceipt | None:
         """For a command in this runtime's steering log (under its sender's scope): the

@@ -420,6 +420,27 @@ _REPORT_LIMIT = 20
 _T = TypeVar("_T")
 
 
+#: How many times ``written_again`` tries a write again, and its pause before the first retry
+#: (doubled for each next one): the pool learns meanwhile of the other connections the
+#: server ended with the first (a failover ends them all, and each fails its next use).
+WRITE_AGAIN = 2
+WRITE_AGAIN_AFTER_S = 0.05
+
+
+async def written_again(write: Callable[[], Awaitable[_T]]) -> _T:
+    """``write()``, called again (``WRITE_AGAIN`` times at most) while it raises a
+    ``StoreError`` that may pass. Only for a write its caller may repeat: the steering log's
+    router takes over a row whose first write committed and lost its reply."""
+    for attempt in range(WRITE_AGAIN):
+        try:
+            return await write()
+        except StoreError as exc:
+            if not may_pass(exc):
+                raise
+        await asyncio.sleep(WRITE_AGAIN_AFTER_S * 2**attempt)
+    return await write()
+
+
 def may_pass(exc: BaseException) -> bool:
     """Whether a failed write may succeed when tried again unchanged: a lock another
     connection held past the busy timeout, an I/O error, a full disk, a lost connection."""
