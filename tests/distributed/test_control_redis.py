@@ -657,3 +657,31 @@ class _EndedOnce:
             self.times -= 1
             raise ConnectionResetError("connection was closed in the middle of operation")
         return await self.pool.fetch(sql, *args)
+
+
+async def test_a_worker_that_sent_commands_stops_without_reporting_a_redis_outage(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopping a worker whose reply reader was waiting on Redis logged "Redis control
+    (worker b): ConnectionError: Connection closed by server.; retrying with backoff":
+    redis-py turns a cancel that lands in a blocking read into a ``ConnectionError``, which
+    the job took for an outage, and slept its backoff until it was cancelled again. A job
+    being stopped stops."""
+    caplog.set_level("WARNING", logger="tinyagents.distributed")
+    kw: Any = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with RedisControl(rt_a, redis_url, worker_id="a", **kw):
+            rc_b = RedisControl(rt_b, redis_url, worker_id="b", **kw)
+            async with rc_b:
+                handle = await rt_a.start(slow_agent(4000, 0.02), "work", tenant_id="acme")
+                await eventually(
+                    lambda: rc_b.list_runs("acme"),
+                    lambda runs: any(r["run_id"] == handle.run_id for r in runs),
+                )
+                for _ in range(3):
+                    receipt = await rc_b.submit(command(handle.run_id, "add_instruction"))
+                    assert receipt.status == "accepted"
+            await handle.cancel()
+    assert rc_b.counters.redis_errors == 0
+    outages = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert outages == []

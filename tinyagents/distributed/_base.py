@@ -92,6 +92,13 @@ class Outages:
         self._down: set[str] = set()
 
     def failed(self, job: str, exc: Exception) -> None:
+        """Count and log (once per outage) a failed Redis call of ``job``. Raises
+        ``CancelledError`` instead when the calling task is being cancelled: redis-py turns a
+        cancel that lands in a blocking read into a ``ConnectionError``, and a job being
+        stopped would log an outage and sleep its backoff until cancelled again."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError from exc
         self.counters.redis_errors += 1
         if job in self._down:
             return
