@@ -129,3 +129,35 @@ async def test_a_command_reaches_a_live_run_whose_owner_clock_is_behind(url: str
         await handle.cancel()
     finally:
         await owner.__aexit__(None, None, None)
+
+
+async def test_a_fresh_dead_run_claim_of_a_declarer_whose_clock_is_behind_stands(url: str) -> None:
+    """Two operators cancel one dead run at once through two API workers. The first holds
+    the run's claim (its declaration under way); the second judged the claim's age by the
+    first's clock against its own: 60 s behind, a claim a moment old looked stale, and the
+    second took the run over, failing its commands a second time. A claim's age is the
+    database's."""
+    from tinyagents.steering import dead
+
+    store = PostgresStore(url)
+    await store.open()
+    try:
+        snapshot = {
+            **live_snapshot("r-dead"),
+            "updated_at": "2026-01-01T00:00:00+00:00",  # long silent
+        }
+        await store.save_runs([snapshot])
+        first = SteeringCommand(
+            target=SteeringTarget.agent_run("r-dead"),
+            actor=OPS,
+            kind=SteeringKind.CANCEL,
+            correlation_id="cancel-first",
+        )
+        with use_clock(SkewedClock(-60.0)):  # the first declarer's machine
+            assert await dead._claim(store, first, snapshot) is None  # it holds the run
+        second = first.model_copy(update={"correlation_id": "cancel-second"})
+        receipt = await dead.settle_dead_run(store, second, snapshot)
+        assert receipt.status == "rejected", receipt
+        assert "is being cancelled" in (receipt.reason or "")
+    finally:
+        await store.close()

@@ -170,7 +170,7 @@ async def _claim(
         if await store.append_command(claim, state="applied", run_id=None):
             return None
         held = await store.get_command(key, scope=scope)
-        age = (_clock.now() - held.command.created_at).total_seconds() if held else 0.0
+        age = _age(held) if held else 0.0
         if age < CLAIM_STALE_S:
             if await store.get_command(cmd.correlation_id, scope=scope) is not None:
                 # this very command, sent twice at once (or again while its first
@@ -185,6 +185,14 @@ async def _claim(
                 POLICY,
             )
         generation += 1
+
+
+def _age(claim: StoredCommand) -> float:
+    """How old a claim is: by the store's clock when it keeps one (PostgreSQL: two
+    declarers' clocks may differ by more than ``CLAIM_STALE_S``), else by this machine's."""
+    if claim.age_s is not None:
+        return claim.age_s
+    return (_clock.now() - claim.command.created_at).total_seconds()
 
 
 def _resumes(logged: StoredCommand, cmd: SteeringCommand, run_id: str) -> bool:

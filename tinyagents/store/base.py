@@ -40,6 +40,10 @@ class StoredCommand(Record):
     state: str
     run_id: str | None
     reason: str | None = None
+    #: Seconds since the store logged it, by the store's own clock (PostgreSQL, from
+    #: ``get_command``), or None: then its age is judged by ``command.created_at``, stamped
+    #: by its sender's clock (a store on one machine).
+    age_s: float | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

@@ -179,6 +179,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE runs ADD COLUMN heard_at TIMESTAMPTZ;
         """,
     ),
+    (
+        7,
+        # When the database logged each command, by its own clock: a dead run's claim is
+        # judged stale by that one clock (``StoredCommand.age_s``). Rows logged before have
+        # none (the default is set after the column is added, not written into them).
+        """
+        ALTER TABLE steering_log ADD COLUMN logged_at TIMESTAMPTZ;
+        ALTER TABLE steering_log ALTER COLUMN logged_at SET DEFAULT clock_timestamp();
+        """,
+    ),
 ]
 
 #: A runs row's snapshot and its ``SILENCE_S``: seconds since the database heard it.
@@ -367,7 +377,8 @@ class PostgresStore(Store):
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         rows = await self._fetch_again(
             f"read command {correlation_id}",
-            "SELECT command, state, run_id, reason FROM steering_log"
+            "SELECT command, state, run_id, reason,"
+            " EXTRACT(EPOCH FROM clock_timestamp() - logged_at) FROM steering_log"
             " WHERE scope = $1 AND correlation_id = $2",
             scope,
             correlation_id,
@@ -375,7 +386,7 @@ class PostgresStore(Store):
         if not rows:
             return None
         try:
-            return _stored(rows[0])
+            return _stored(rows[0], rows[0][4])
         except ValueError as exc:
             raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
 
@@ -703,12 +714,14 @@ def _unread(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in snapshot.items() if k != SILENCE_S}
 
 
-def _stored(row: Any) -> StoredCommand:
+def _stored(row: Any, age: Any = None) -> StoredCommand:
+    """A steering log row (command, state, run id, reason) and its age, when read."""
     return StoredCommand(
         command=SteeringCommand.model_validate_json(row[0]),
         state=row[1],
         run_id=row[2],
         reason=row[3],
+        age_s=None if age is None else float(age),
     )
 
 
