@@ -550,6 +550,32 @@ async def test_a_last_event_id_header_given_twice_is_a_422_naming_it(served: Ser
     problem(r, 401)  # the token first, as for every other problem
 
 
+async def test_a_content_type_header_given_twice_is_a_422_naming_it(served: Served) -> None:
+    """Two ``Content-Type`` headers were read as the first: JSON then text was taken as JSON
+    (the command sent), text then JSON refused as no JSON, while a proxy or a log may read
+    the other. Either order is now a 422 naming the header, the token checked first."""
+    run = await served.start_run("acme")
+    url = f"{BASE}/runs/{run.run_id}/commands"
+    body = json.dumps({"kind": "pause"}).encode()
+    for pair in (("application/json", "text/plain"), ("text/plain", "application/json")):
+        headers = [*served.as_("alice").items(), *(("Content-Type", ct) for ct in pair)]
+        r = await served.client.post(url, content=body, headers=headers)
+        answer = problem(r, 422)
+        assert [e["loc"] for e in answer["detail"]] == [["header", "content-type"]], answer
+        assert "given 2 times" in answer["message"], answer
+    assert run.info.status.value == "running" and not served.runtime.router.open_commands()
+    r = await served.client.post(
+        url,
+        content=body,
+        headers=[("Content-Type", "application/json"), ("Content-Type", "application/json")],
+    )
+    problem(r, 401)  # the token first, as for every other problem
+    r = await served.client.post(
+        url, content=body, headers={**served.as_("alice"), "Content-Type": "application/json"}
+    )
+    assert r.status_code == 200, r.text
+
+
 # --------------------------------------------------------------------------- tokens
 
 

@@ -707,6 +707,16 @@ _ONE_VALUE = frozenset(
 )
 
 
+def _given_once_header(request: Any, name: str) -> None:
+    """A 422 for the header ``name`` given more than once: it was read as the first, where a
+    proxy or a log may read the other (``Last-Event-ID``, ``Content-Type``: JSON then text was
+    taken as JSON, text then JSON refused)."""
+    if (count := len(request.headers.getlist(name))) > 1:
+        raise Problem(
+            422, f"header {name} is given {count} times: give it once", loc=("header", name.lower())
+        )
+
+
 def _given_once(query: Any) -> None:
     """A 422 for a parameter of ``_ONE_VALUE`` given more than once in ``query`` (the
     request's ``QueryParams``): ``?limit=1&limit=1000`` was read as 1000 here, and may be
@@ -1017,6 +1027,7 @@ def create_app(
         else:
             p = api.principal(credentials.credentials)
         _given_once(request.query_params)  # after the token: a caller without one learns less
+        _given_once_header(request, "Content-Type")
         return p
 
     async def stream_caller(
@@ -1031,13 +1042,7 @@ def create_app(
         token = credentials.credentials if credentials is not None else access_token
         p = api.principal(token, request.headers.get("authorization"))
         _given_once(request.query_params)
-        if (count := len(request.headers.getlist("last-event-id"))) > 1:
-            # read as the first: a proxy or a log may read the other (as a query parameter)
-            raise Problem(
-                422,
-                f"header Last-Event-ID is given {count} times: give it once",
-                loc=("header", "last-event-id"),
-            )
+        _given_once_header(request, "Last-Event-ID")
         return p
 
     Caller = Depends(caller)
