@@ -41,6 +41,21 @@ def accepted(cid: str) -> SteeringReceipt:
     return SteeringReceipt(status="accepted", correlation_id=cid, run_id="r-1", policy_id="p")
 
 
+async def elapse(store: Store, clock: FakeClock, seconds: float) -> None:
+    """Let ``seconds`` pass for the inbox: on this machine's clock (``clock``, which the
+    memory and SQLite stores stamp and judge the inbox by) and, on PostgreSQL, whose inbox
+    is stamped and judged by the database's clock alone, by making its rows that much older
+    (``tests/store/test_inbox_clock_skew.py``)."""
+    clock.advance(seconds)
+    if isinstance(store, PostgresStore):
+        await store.pool.execute(
+            "UPDATE inbox SET submitted_at = submitted_at - make_interval(secs => $1),"
+            " taken_at = taken_at - make_interval(secs => $1),"
+            " answered_at = answered_at - make_interval(secs => $1)",
+            float(seconds),
+        )
+
+
 async def test_a_put_is_taken_once_by_its_owner_and_answered(store: Store) -> None:
     await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-1"))
     await store.inbox_put(owner="rt-a", request_id="q-2", command=command("c-2"))
@@ -104,9 +119,9 @@ async def test_items_nobody_answered_leave_after_the_retention_window(store: Sto
         await store.inbox_put(owner="rt-a", request_id="q-answered", command=command("c-3"))
         await store.inbox_take("rt-a")
         await store.inbox_answer("q-answered", accepted("c-3"))
-        clock.advance(INBOX_RETENTION_S / 2)
+        await elapse(store, clock, INBOX_RETENTION_S / 2)
         await store.inbox_put(owner="rt-a", request_id="q-young", command=command("c-4"))
-        clock.advance(INBOX_RETENTION_S / 2 + 1)
+        await elapse(store, clock, INBOX_RETENTION_S / 2 + 1)
         await store.inbox_put(owner="rt-a", request_id="q-new", command=command("c-5"))
         await store.inbox_take("rt-a")
         await store.inbox_answer("q-new", accepted("c-5"))
@@ -282,9 +297,9 @@ async def test_an_item_taken_and_not_answered_is_taken_again_after_its_lease(
     with use_clock(clock):
         await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-1"))
         assert [i.request_id for i in await store.inbox_take("rt-a")] == ["q-1"]
-        clock.advance(INBOX_LEASE_S - 1)
+        await elapse(store, clock, INBOX_LEASE_S - 1)
         assert await store.inbox_take("rt-a") == []  # within the lease: still the first taker's
-        clock.advance(2)
+        await elapse(store, clock, 2)
         again = await store.inbox_take("rt-a")
         assert [(i.request_id, i.command) for i in again] == [("q-1", command("c-1"))]
         assert await store.inbox_take("rt-a") == []  # the new take holds a new lease
@@ -298,7 +313,7 @@ async def test_answered_items_are_never_taken_again(store: Store) -> None:
         await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-1"))
         await store.inbox_take("rt-a")
         await store.inbox_answer("q-1", accepted("c-1"))
-        clock.advance(INBOX_LEASE_S * 10)
+        await elapse(store, clock, INBOX_LEASE_S * 10)
         assert await store.inbox_take("rt-a") == []
         assert await store.inbox_receipt("q-1") == accepted("c-1")
 
@@ -318,7 +333,7 @@ async def test_the_new_owner_of_a_run_takes_what_its_dead_owner_left(store: Stor
         )
         await store.save_runs([snapshot("r-1", owner="rt-new")])  # restarted elsewhere
         assert await store.inbox_take("rt-new") == []  # the dead owner's lease still runs
-        clock.advance(INBOX_LEASE_S + 1)
+        await elapse(store, clock, INBOX_LEASE_S + 1)
         assert await store.inbox_take("rt-stranger") == []
         taken = await store.inbox_take("rt-new")
         assert [(i.request_id, i.owner) for i in taken] == [

@@ -91,8 +91,9 @@ def sendable(cmd: SteeringCommand) -> str:
     return text
 
 
-#: What an answer deletes besides, in the SQL backends: ``?1`` is now - INBOX_RETENTION_S
-#: (PostgreSQL spells it ``$1``).
+#: What an answer deletes besides, in SQLite: ``?1`` is now - INBOX_RETENTION_S, by the
+#: answerer's clock (the file is one machine's, whose clock stamped its times too).
+#: PostgreSQL, shared by machines whose clocks differ, prunes by the database's clock.
 PRUNE_INBOX = (
     "DELETE FROM inbox WHERE answered_at < ?1 OR (answered_at IS NULL AND submitted_at < ?1)"
 )
@@ -249,7 +250,9 @@ class Store(ABC):
         never taken, or its lease (``INBOX_LEASE_S`` since its last take, unanswered) ran
         out; or when it targets a run whose snapshot names ``owner`` and it waited (untaken,
         or since its last take) longer than ``INBOX_LEASE_S``: the run's dead owner left it.
-        A claimed item is addressed to ``owner`` from then on, under a new lease. A row that
+        A claimed item is addressed to ``owner`` from then on, under a new lease. A store
+        shared by machines (PostgreSQL) times leases by its own clock, never by comparing the
+        taker's clock with times another machine wrote. A row that
         no longer reads as a command is answered ``rejected`` with the reason instead of being
         returned (``answer_unreadable``: an answer that fails is logged, and the batch's other
         rows are returned all the same)."""

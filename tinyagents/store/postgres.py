@@ -19,11 +19,10 @@ import contextlib
 import hashlib
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
@@ -43,7 +42,6 @@ from tinyagents.store._postgres import (
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
-    PRUNE_INBOX,
     SILENCE_S,
     InboxItem,
     RunKey,
@@ -189,20 +187,45 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE steering_log ALTER COLUMN logged_at SET DEFAULT clock_timestamp();
         """,
     ),
+    (
+        8,
+        # The inbox's times are the database's from now on (a lease and the retention are
+        # judged by that one clock, not by a taker's or an answerer's against the sender's),
+        # so a take can no longer be named by its time: it is named by an id of its own, and
+        # a take tried again after its reply was lost gets the rows its first attempt took.
+        """
+        ALTER TABLE inbox ADD COLUMN take_id TEXT;
+        """,
+    ),
 ]
 
 #: A runs row's snapshot and its ``SILENCE_S``: seconds since the database heard it.
 _RUN = "data, EXTRACT(EPOCH FROM clock_timestamp() - heard_at)"
 
-#: The inbox rows ``$1`` may take (``Store.inbox_take``), ``$2`` being now - INBOX_LEASE_S:
-#: its own never taken, and those unanswered past their lease that are its own or target a
-#: run it now owns (its snapshot's top-level owner, read as text: a cast to JSON fails on an
-#: escaped lone surrogate).
+#: The time ``{}`` seconds ago by the database's clock: the inbox's times are all stamped by
+#: it (``clock_timestamp()``), so its lease and retention never compare two machines' clocks.
+#: ``statement_timestamp()`` is stable within a statement: the inbox's indexes serve it.
+_AGO = "(statement_timestamp() - make_interval(secs => {}::float8))"
+
+#: The inbox rows ``$1`` may take (``Store.inbox_take``), ``$2`` being INBOX_LEASE_S: its own
+#: never taken, and those unanswered past their lease that are its own or target a run it now
+#: owns (its snapshot's top-level owner, read as text: a cast to JSON fails on an escaped
+#: lone surrogate).
+_LEASED = _AGO.format("$2")
 _TAKEABLE = (
-    "(owner = $1 AND state = 'pending') OR (answered_at IS NULL AND submitted_at < $2"
-    " AND (state = 'pending' OR taken_at IS NULL OR taken_at < $2) AND (owner = $1"
+    f"(owner = $1 AND state = 'pending') OR (answered_at IS NULL AND submitted_at < {_LEASED}"
+    f" AND (state = 'pending' OR taken_at IS NULL OR taken_at < {_LEASED}) AND (owner = $1"
     " OR EXISTS (SELECT 1 FROM runs WHERE runs.run_id = inbox.run_id"
     """ AND substring(runs.data from '"owner": "([^"]*)"') = $1)))"""
+)
+
+#: What an answer deletes besides: rows answered, or put and never answered, more than
+#: ``$1`` (INBOX_RETENTION_S) ago by the database's clock (SQLite's ``PRUNE_INBOX``, whose
+#: times are one machine's, compares them with the answerer's).
+_RETAINED = _AGO.format("$1")
+_PRUNE_INBOX = (
+    f"DELETE FROM inbox WHERE answered_at < {_RETAINED}"
+    f" OR (answered_at IS NULL AND submitted_at < {_RETAINED})"
 )
 
 #: How long a written batch's digest is kept (a retry comes within seconds), and how many
@@ -252,9 +275,6 @@ class PostgresStore(Store):
         self._open_lock = asyncio.Lock()
         self._events_key = 0
         self._batches = 0  # appended by this store: every _SWEEP_EVERY-th sweeps old digests
-        #: The time of this store's latest inbox take: each take's is later, so that it names
-        #: the rows that take claimed (even on a clock that stands still, a test's).
-        self._last_take = datetime.min.replace(tzinfo=UTC)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -618,33 +638,34 @@ class PostgresStore(Store):
             f"put inbox request {request_id}",
             "WITH put AS (INSERT INTO inbox"
             " (request_id, owner, state, command, submitted_at, run_id)"
-            " VALUES ($1, $2, 'pending', $3, $4, $6) ON CONFLICT (request_id) DO NOTHING"
-            " RETURNING owner) SELECT pg_notify($5, owner) FROM put",
+            " VALUES ($1, $2, 'pending', $3, clock_timestamp(), $5)"
+            " ON CONFLICT (request_id) DO NOTHING"
+            " RETURNING owner) SELECT pg_notify($4, owner) FROM put",
             request_id,
             owner,
             command.model_dump_json(),
-            _clock.now(),
             self.inbox_channel,
             target_run_id(command),
         )
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         # SKIP LOCKED: two pollers (in any processes) never claim the same row, nor wait.
-        # A take's time (unique among this store's takes) names its rows: tried again when
-        # its connection was lost (it may have committed, and its reply was lost), it gets
-        # what its first attempt took, instead of leaving those rows to wait out their lease
-        # while their senders time out.
-        now = self._last_take = max(_clock.now(), self._last_take + timedelta(microseconds=1))
+        # A take's id names its rows: tried again when its connection was lost (it may have
+        # committed, and its reply was lost), it gets what its first attempt took, instead
+        # of leaving those rows to wait out their lease while their senders time out. The
+        # lease is the database's clock's (``taken_at``), never this machine's.
+        take_id = uuid.uuid4().hex
         rows = await self._fetch_again(
             f"take the inbox of {owner}",
-            "UPDATE inbox SET state = 'taken', owner = $1, taken_at = $3"
+            "UPDATE inbox SET state = 'taken', owner = $1, taken_at = clock_timestamp(),"
+            " take_id = $3"
             f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
-            " OR (state = 'taken' AND owner = $1 AND taken_at = $3)"
+            " OR (state = 'taken' AND owner = $1 AND take_id = $3)"
             " ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)"
             " RETURNING seq, request_id, command, submitted_at",
             owner,
-            now - timedelta(seconds=INBOX_LEASE_S),
-            now,
+            INBOX_LEASE_S,
+            take_id,
             max(limit, 0),
         )
         items: list[InboxItem] = []
@@ -662,18 +683,14 @@ class PostgresStore(Store):
         return items
 
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
-        now = _clock.now()
         async with self._transaction(f"answer inbox request {request_id}") as conn:
             await conn.execute(
-                "UPDATE inbox SET state = 'answered', receipt = $1, answered_at = $2"
-                " WHERE request_id = $3",
+                "UPDATE inbox SET state = 'answered', receipt = $1,"
+                " answered_at = clock_timestamp() WHERE request_id = $2",
                 receipt.model_dump_json(),
-                now,
                 request_id,
             )
-            await conn.execute(
-                PRUNE_INBOX.replace("?1", "$1"), now - timedelta(seconds=INBOX_RETENTION_S)
-            )
+            await conn.execute(_PRUNE_INBOX, INBOX_RETENTION_S)
 
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
         rows = await self._fetch_again(
