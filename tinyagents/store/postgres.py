@@ -19,10 +19,10 @@ import contextlib
 import hashlib
 import json
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
@@ -654,7 +654,7 @@ class PostgresStore(Store):
         # committed, and its reply was lost), it gets what its first attempt took, instead
         # of leaving those rows to wait out their lease while their senders time out. The
         # lease is the database's clock's (``taken_at``), never this machine's.
-        take_id = uuid.uuid4().hex
+        take_id = _clock.new_id("take")  # unique among this owner's takes
         rows = await self._fetch_again(
             f"take the inbox of {owner}",
             "UPDATE inbox SET state = 'taken', owner = $1, taken_at = clock_timestamp(),"
