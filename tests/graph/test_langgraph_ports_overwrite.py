@@ -242,3 +242,70 @@ async def test_an_overwrite_with_a_tuple_keeps_it_a_tuple_until_saved(
     saved = (await theirs.aget_state(cfg())).values
     assert saved == {"items": ["a", "b"], "total": 0}
     assert (await ours.get_state("1")).values == saved
+
+
+def tuple_then_add_graph(g: Any, later: Any) -> Any:
+    """``over`` writes ``Overwrite(("a", "b"))``, then ``add`` writes ``later`` with the
+    channel's ``operator.add``."""
+    wrap = overwrite_of(g)
+    graph = g.StateGraph(State)
+    graph.add_node("over", lambda s: {"items": wrap(("a", "b"))})
+    graph.add_node("add", lambda s: {"items": later})
+    graph.add_edge(g.START, "over").add_edge("over", "add")
+    return graph.add_edge("add", g.END)
+
+
+@pytest.mark.parametrize("later", [["c"], "c"], ids=["list", "one-item"])
+async def test_adding_to_an_overwritten_tuple_fails_the_step_as_langgraphs(
+    later: Any, checkpointer: Checkpointer
+) -> None:
+    # LangGraph's operator.add on the tuple an Overwrite left is tuple + list: a TypeError
+    # that fails the step. Ours made the tuple a list and extended it: ("a", "b", "c")
+    ours, theirs = pair(lambda g: tuple_then_add_graph(g, later), checkpointer)
+    with pytest.raises(TypeError, match="can only concatenate tuple"):
+        await theirs.ainvoke({"items": ["x"]}, cfg())
+    result = await ours.run({"items": ["x"]}, thread_id="1")
+    assert result.status == "failed"
+    assert isinstance(result.error, TypeError)
+    assert "can only concatenate tuple" in str(result.error)
+    # the failed step changed nothing: the thread holds the Overwrite's value, read back a
+    # list, which a run that goes on extends, as LangGraph's (its node is not run again there:
+    # its write was saved; ours runs it again)
+    assert (await ours.get_state("1")).values == {"items": ["a", "b"], "total": 0}
+    if isinstance(later, list):
+        expected = await theirs.ainvoke(None, cfg())
+        assert expected == {"items": ["a", "b", "c"], "total": 0}
+        assert (await ours.run(None, thread_id="1")).state == expected
+
+
+async def test_a_tuple_added_to_an_overwritten_tuple_is_a_tuple_as_langgraphs(
+    checkpointer: Checkpointer,
+) -> None:
+    ours, theirs = pair(lambda g: tuple_then_add_graph(g, ("c",)), checkpointer)
+    expected = await theirs.ainvoke({"items": ["x"]}, cfg())
+    assert expected == {"items": ("a", "b", "c"), "total": 0}
+    result = await ours.run({"items": ["x"]}, thread_id="1")
+    assert result.state == expected and type(result.state["items"]) is tuple
+    saved = (await theirs.aget_state(cfg())).values
+    assert saved == {"items": ["a", "b", "c"], "total": 0}
+    assert (await ours.get_state("1")).values == saved
+    # read back a list, the channel is extended again, as LangGraph's
+    again = await theirs.ainvoke({"items": ["d"]}, cfg())
+    assert (await ours.run({"items": ["d"]}, thread_id="1")).state == again
+
+
+class Defaulted(BaseModel):
+    items: Annotated[list[str], operator.add] = ()  # type: ignore[assignment]
+
+
+async def test_a_list_channels_tuple_default_is_still_extended() -> None:
+    # LangGraph's channel starts from list(), whatever the default; ours from the default,
+    # made a list so that operator.add extends it rather than failing as a tuple would
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Defaulted).add_node("a", lambda s: {"items": ["a"]})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, None)
+    expected = await theirs.ainvoke({})
+    assert expected == {"items": ["a"]}
+    assert (await ours.run({})).state == expected

@@ -153,12 +153,19 @@ def _items(write: Any) -> list[Any]:
 
 
 class Append(Reducer):
-    """List concatenation; a non-list write appends one item."""
+    """List concatenation; a non-list write appends one item. ``add``: the reducer is
+    ``operator.add`` on a list, whose tuple value (an ``Overwrite``'s) is added to as Python
+    adds, as LangGraph's: a list or one item is a ``TypeError``, a tuple makes a tuple."""
 
     name = "append"
     delta_is_value = False
 
+    def __init__(self, *, add: bool = False) -> None:
+        self.add = add
+
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        if type(current) is tuple and self.add:
+            return _added(current, writes)
         new: list[Any] = []
         for write in writes:
             new.extend(_items(write))
@@ -194,6 +201,14 @@ class Append(Reducer):
         # a tuple is kept, as LangGraph's (its checkpoint reads back a list); a list is copied,
         # so the channel owns it (it is extended in place)
         return value if type(value) is tuple else _items(value)
+
+
+def _added(value: tuple[Any, ...], writes: list[Any]) -> tuple[Any, Any]:
+    """``value + write`` for each write, as LangGraph's ``operator.add`` folds them (raises
+    ``TypeError`` for one that is no tuple); the delta is the items added."""
+    for write in writes:
+        value = value + write
+    return value, [item for write in writes for item in write]
 
 
 def message_id(message: Any) -> Any:
@@ -593,8 +608,10 @@ def resolve(fn: Any, annotation: Any) -> Reducer:
     origin = get_origin(annotation) or annotation
     if fn is overwrite:
         return LastValue()
-    if fn is append or (fn is operator.add and origin in (list, tuple)):
+    if fn is append or (fn is operator.add and origin is tuple):
         return Append()
+    if fn is operator.add and origin is list:
+        return Append(add=True)
     if fn is add_messages:
         return Messages(langchain=langchain_typed(annotation))
     if fn is union or (fn in (operator.or_, set.union) and origin in (set, frozenset)):

@@ -30,6 +30,7 @@ from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidU
 from tinyagents.graph.langchain import NOT_A_MESSAGE, TAKES, revive_messages
 from tinyagents.graph.reducers import (
     MISSING,
+    Append,
     LastValue,
     Messages,
     Overwrite,
@@ -451,6 +452,17 @@ def _dataclass_default(f: dataclasses.Field[Any]) -> Callable[[], Any] | None:
     return None
 
 
+def _list_start(default: Callable[[], Any]) -> Callable[[], Any]:
+    """A list channel's ``operator.add`` start: a tuple default made a list, which the
+    channel extends (its reducer adds to a tuple as Python does, failing on a list)."""
+
+    def start() -> Any:
+        value = default()
+        return list(value) if type(value) is tuple else value
+
+    return start
+
+
 def _pydantic_default(model: type[BaseModel], name: str) -> Callable[[], Any] | None:
     info = model.model_fields.get(name)
     if info is None or info.is_required():
@@ -523,6 +535,8 @@ def read_schema(cls: Any) -> StateSchema:
             default = _pydantic_default(cls, name)
         if default is None and fn is not None:
             default = empty_value(base)
+        elif default is not None and isinstance(reducer, Append) and reducer.add:
+            default = _list_start(default)
         constraints: tuple[Any, ...] = ()
         if kind == "pydantic" and fn is None:
             constraints = tuple(cls.model_fields[name].metadata)
