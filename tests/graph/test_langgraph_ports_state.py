@@ -11,6 +11,7 @@ reads it. LangGraph runs on its ``InMemorySaver``; ours on every checkpointer ba
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import operator
 from typing import Annotated, Any, NotRequired, Required, TypedDict
 
@@ -591,3 +592,55 @@ async def test_a_required_dataclass_field_no_one_wrote_fails_the_first_node(
     result = await ours.run({"tag": "x"}, thread_id="1")
     assert isinstance(result.error, TypeError)
     assert "missing 1 required positional argument: 'n'" in str(result.error)
+
+
+class TypedKept(TypedDict, total=False):
+    n: int
+    ns: Annotated[list[int], operator.add]
+    when: datetime.datetime
+    place: Place
+
+
+class PydanticKept(BaseModel):
+    n: int = 0
+    ns: Annotated[list[int], operator.add] = []
+    when: datetime.datetime | None = None
+    place: Place = Place()
+
+
+@dataclasses.dataclass
+class DataclassKept:
+    n: int = 0
+    ns: Annotated[list[int], operator.add] = dataclasses.field(default_factory=list)
+    when: datetime.datetime | None = None
+    place: Place = dataclasses.field(default_factory=Place)
+
+
+WHEN = datetime.datetime(2026, 1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("schema", [TypedKept, PydanticKept, DataclassKept])
+async def test_a_wrong_typed_write_is_read_back_as_written(
+    checkpointer: Checkpointer, schema: Any
+) -> None:
+    # LangGraph's channels keep what a node wrote, checkpoint or not: "7" for an int is "7"
+    # in get_state and the next run's output. Ours read the checkpoint back through the
+    # field's type, leniently, and gave 7. Values whose JSON is their type's (a datetime, a
+    # model) still come back as that type
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(schema)
+        graph.add_node(
+            "a", lambda s: {"n": "7", "ns": ["8"], "when": WHEN, "place": Place(city="x")}
+        )
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({}, cfg())
+    expected = {"n": "7", "ns": ["8"], "when": WHEN, "place": Place(city="x")}
+    assert out == expected
+    assert (await ours.run({}, thread_id="1")).state == out
+    saved = (await theirs.aget_state(cfg())).values
+    assert saved == expected
+    assert (await ours.get_state("1")).values == saved
+    again = await theirs.ainvoke(None, cfg())
+    assert (await ours.run(None, thread_id="1")).state == again == expected

@@ -24,6 +24,7 @@ from typing import Annotated, Any, NoReturn, get_args, get_origin
 
 import typing_extensions
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import to_json
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
@@ -64,18 +65,28 @@ class Channel(Record):
         return self._adapter
 
     def decode(self, value: Any) -> Any:
-        """JSON → Python; values a custom reducer wrote in another shape stay plain JSON. An
-        ``add_messages`` channel's saved LangChain messages come back as LangChain messages
-        even where the field's type does not say so (``revive_messages``)."""
+        """JSON → Python, strictly: a value is read back as the field's type only where its
+        JSON is that type's (an ISO string a ``datetime``, a list a ``tuple``, an object a
+        model); one a node wrote of another type (``"7"`` for an ``int``) stays as written,
+        as LangGraph's channels keep it, and so do values a custom reducer wrote in another
+        shape. An ``add_messages`` channel's saved LangChain messages come back as LangChain
+        messages even where the field's type does not say so (``revive_messages``)."""
+        adapter = self.adapter()
         try:
-            value = self.adapter().validate_python(value)
+            if isinstance(self.reducer, Messages):
+                return _revived(adapter.validate_python(value))
+            try:  # JSON types: as fast as a lax read
+                return adapter.validate_python(value, strict=True)
+            except ValidationError:  # the JSON of another type, or not the field's type
+                return adapter.validate_json(to_json(value), strict=True)
         # TypeError: LangChain's AnyMessage, reading a dict with no "type" (a role dict a
         # field typed as LangChain messages once kept)
         except (ValidationError, TypeError):
             return value
-        if isinstance(self.reducer, Messages) and type(value) is list:
-            return revive_messages(value)
-        return value
+
+
+def _revived(value: Any) -> Any:
+    return revive_messages(value) if type(value) is list else value
 
 
 class Managed:
