@@ -334,6 +334,25 @@ def test_start_and_end_are_reserved_node_names_as_langgraphs(name: str) -> None:
     assert isinstance(ours.value, ValueError)
 
 
+async def test_an_empty_node_name_is_refused_where_langgraph_runs_it() -> None:
+    """A difference on purpose (docs/graph.md, "What it does not do"): LangGraph 1.2 takes
+    ``add_node("", f)`` and runs it (edges, routers, ``Send``, ``update_state(as_node="")``
+    and breakpoints all name it). Ours refuses it when it is added, as a ``ValueError`` that
+    says why: a node of a graph run is addressed by its name in steering commands (a
+    ``graph_node`` target, events, the operator API), where an empty one names nothing."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("", lambda s: {"log": ["empty"]})
+        graph.add_node("b", lambda s: {"log": ["b"]})
+        return graph.add_edge(g.START, "").add_edge("", "b").add_edge("b", g.END)
+
+    theirs = build(THEIRS).compile()
+    assert await theirs.ainvoke({"log": []}) == {"log": ["empty", "b"]}
+    with pytest.raises(GraphValidationError, match="a node name cannot be empty") as ours:
+        build(OURS)
+    assert isinstance(ours.value, ValueError)
+
+
 async def test_thread_apis_without_a_checkpointer_are_a_value_error() -> None:
     # LangGraph's get_state, get_state_history and update_state raise ValueError("No
     # checkpointer set") on a graph compiled without one (pregel/main.py,

@@ -126,8 +126,13 @@ class StateGraph:
                 raise GraphValidationError(f"add_node({name!r}) needs a function or a graph")
             action, name = name, getattr(name, "__name__", None) or repr(name)
         name = _text_name(name)
-        if name in (START, END) or not name:
+        if name in (START, END):
             raise GraphValidationError(f"{name!r} is reserved and cannot be a node name")
+        if not name:  # LangGraph's takes it; a steering command could not address the node
+            raise GraphValidationError(
+                "a node name cannot be empty: steering commands, events and the operator API "
+                "name a node by it"
+            )
         for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
             if sep in name:
                 raise GraphValidationError(
