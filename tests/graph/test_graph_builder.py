@@ -130,6 +130,20 @@ def test_unreachable_node_is_named() -> None:
     assert "unreachable" in str(err)
 
 
+def test_a_node_reached_by_an_undeclared_goto_is_refused_saying_how_to_declare_it() -> None:
+    # LangGraph compiles it (its Command(goto="b") reaches b at run time); ours must see every
+    # node reachable, and says how a ported program declares the goto
+    def a(state: Any) -> Command[Any]:
+        return Command(goto="b")
+
+    graph = StateGraph(LogState).add_node("a", a).add_node("b", logger("b")).add_edge(START, "a")
+    err = _error(graph)
+    assert err.nodes == ["b"]
+    assert "destinations=[...]" in str(err) and 'Command[Literal["..."]]' in str(err)
+    declared = StateGraph(LogState).add_node("a", a, destinations=["b"]).add_node("b", logger("b"))
+    declared.add_edge(START, "a").compile()
+
+
 async def test_a_node_no_edge_leaves_finishes_the_run() -> None:
     # LangGraph's rule: a node with no way out ends the run when it is done (it used to be
     # refused with "no path to END")

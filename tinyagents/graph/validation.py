@@ -77,7 +77,14 @@ def validate(graph: DeclaredGraph) -> None:
     reachable = nx.descendants(g, START)
     unreachable = [n for n in graph.nodes if n not in reachable]
     if unreachable:
-        raise _fail("nodes are unreachable from START", unreachable)
+        # LangGraph compiles such a graph (its Command(goto=...) reaches the node at run
+        # time): say how to declare that, the usual cause in a program ported from it
+        raise _fail(
+            "nodes are unreachable from START (a node that only a Command(goto=...) or a "
+            "steering redirect leads to must be declared: destinations=[...] on the node "
+            'that sends it there, or its function annotated -> Command[Literal["..."]])',
+            unreachable,
+        )
     # A node no edge leaves ends the run there (as LangGraph's): it finishes as if it had an
     # edge to END. Only a node whose every way out loops back is a dead end.
     g.add_edges_from((n, END) for n in dead_ends(graph))
