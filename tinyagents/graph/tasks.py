@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tinyagents._record import Record
+from tinyagents._record import FrozenRecord, Record
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
@@ -477,8 +477,8 @@ def exited(node: str, exc: SystemExit) -> RuntimeError:
     return RuntimeError(f"node {node!r} tried to exit the process (SystemExit: {exc.code})")
 
 
-@dataclass(slots=True, frozen=True)
-class _Closed:
+@dataclass(slots=True, frozen=True, eq=False, repr=False)
+class _Closed(FrozenRecord):
     """The ``GeneratorExit`` a sync node raised on its thread (``_threaded``)."""
 
     exc: GeneratorExit
