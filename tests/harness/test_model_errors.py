@@ -383,3 +383,53 @@ async def test_a_model_name_litellm_cannot_place_says_so_and_that_nothing_was_se
     message = str(caught.value)
     assert "nothing was sent" in message and "'openai/gpt-nonexistent-xyz'" in message
     assert "HTTP" not in message and "its provider" not in message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_cancel_during_a_retry_after_wait_stops_the_retries(stream: bool) -> None:
+    """A plain cancel sent while the model call waited out a 429's ``Retry-After`` waited the
+    whole 30 s, then sent one more (paid) request, and only then landed at the next boundary.
+    The cancel now stops the retrying: no further request is sent, and the cancel lands at the
+    boundary after the model call (applied, the run ``cancelled``)."""
+    from tinyagents.testkit import EventRecorder
+
+    recorder = EventRecorder()
+    limited = ErrorReply(status=429, headers={"Retry-After": "30"})
+    async with (
+        OpenAICompatServer([limited, "ok"]) as server,
+        Runtime(testing=True, sinks=[recorder]) as rt,
+    ):
+        model = LiteLLMModel(
+            MODEL, api_base=server.base_url, api_key="sk-test", max_retries=2, stream=stream
+        )
+        handle = await rt.start(Agent("a", model), "hi")
+        await server.wait_for_requests(1)
+        receipt = await handle.cancel("stop")
+        result = await asyncio.wait_for(handle.result(), 20)
+    assert result.status is RunStatus.CANCELLED
+    assert len(server.requests) == 1
+    assert recorder.terminal_state(receipt.correlation_id) == "applied"
+    recorder.assert_every_command_terminal()
+    ends = [
+        e.type for e in recorder.events if e.type.startswith("run.") and e.type != "run.started"
+    ]
+    assert ends == ["run.cancelled"]
+
+
+async def test_a_pause_during_a_retry_after_wait_does_not_stop_the_retries() -> None:
+    """Only a cancel stops the retrying: a paused run's model call still makes its next
+    attempt, and its answer is kept for when the run is resumed."""
+    limited = ErrorReply(status=429, headers={"Retry-After": "0.2"})
+    async with (
+        OpenAICompatServer([limited, "ok"]) as server,
+        Runtime(testing=True) as rt,
+    ):
+        model = LiteLLMModel(MODEL, api_base=server.base_url, api_key="sk-test", max_retries=2)
+        handle = await rt.start(Agent("a", model), "hi")
+        await server.wait_for_requests(1)
+        await handle.pause()
+        await asyncio.wait_for(server.wait_for_requests(2), 20)
+        await handle.resume()
+        result = await asyncio.wait_for(handle.result(), 20)
+    assert result.status is RunStatus.COMPLETED and result.output == "ok"
+    assert len(server.requests) == 2

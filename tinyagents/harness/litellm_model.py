@@ -124,7 +124,7 @@ class LiteLLMModel(Model):
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
         raw = await self._with_retries(
-            kwargs["model"], lambda: litellm.acompletion(**kwargs), request.deadline
+            kwargs["model"], lambda: litellm.acompletion(**kwargs), request
         )
         if not getattr(raw, "choices", None):
             raise empty_response(kwargs["model"], self.api_base)
@@ -143,7 +143,7 @@ class LiteLLMModel(Model):
         # Opening the stream, up to its first piece, is retried like a request; after that a
         # retry would show the caller the same text twice.
         opened: _Opened = await self._with_retries(
-            model, lambda: _open_stream(litellm, kwargs, model, self.api_base), request.deadline
+            model, lambda: _open_stream(litellm, kwargs, model, self.api_base), request
         )
         chunks, received = opened.chunks, opened.received
         calls = ToolCallFragments()
@@ -215,9 +215,10 @@ class LiteLLMModel(Model):
         return kwargs
 
     async def _with_retries(
-        self, model: str, call: Callable[[], Awaitable[Any]], deadline: float | None = None
+        self, model: str, call: Callable[[], Awaitable[Any]], request: ModelRequest
     ) -> Any:
         attempts = self.max_retries + 1
+        stop = request.stop_retrying
         for attempt in range(1, attempts + 1):
             wait = self.retry_backoff_s * 2 ** (attempt - 1)
             try:
@@ -225,9 +226,8 @@ class LiteLLMModel(Model):
             except ModelError as exc:  # already typed (a stream that is not one)
                 if not exc.retryable or attempt == attempts:
                     raise
-                late = _past(deadline, wait, exc)
-                if late is not None:
-                    raise late from exc
+                error = exc
+                cause: Exception = exc
             except Exception as exc:
                 wait = retry_delay(exc, wait)
                 error = classify(
@@ -240,11 +240,26 @@ class LiteLLMModel(Model):
                 error.retry_after_s = _retry_after(exc)
                 if not error.retryable or attempt == attempts:
                     raise error from exc
-                late = _past(deadline, wait, error)
-                if late is not None:
-                    raise late from exc
-            await asyncio.sleep(wait)
+                cause = exc
+            late = _past(request.deadline, wait, error)
+            if late is not None:
+                raise late from cause
+            if stop is None:
+                await asyncio.sleep(wait)
+            elif stop.is_set() or await _stopped_within(stop, wait):
+                raise _not_retried(error, "the caller asked for no more attempts") from cause
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+async def _stopped_within(stop: asyncio.Event, wait: float) -> bool:
+    """Wait ``wait`` s for the next attempt, or less if ``stop`` is set meanwhile: whether
+    it was (no task made, no polling)."""
+    try:
+        async with asyncio.timeout(wait):
+            await stop.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 def _past(deadline: float | None, wait: float, error: ModelError) -> ModelError | None:
@@ -261,12 +276,17 @@ def _past(deadline: float | None, wait: float, error: ModelError) -> ModelError 
         if asked is not None
         else f"the next attempt would wait {wait:g} s"
     )
+    return _not_retried(error, f"{why}, and the caller stops waiting in {max(left, 0):.3g} s")
+
+
+def _not_retried(error: ModelError, why: str) -> ModelError:
+    """``error``, saying why it is not retried."""
     return type(error)(
-        f"{error}; not retried: {why}, and the caller stops waiting in {max(left, 0):.3g} s",
+        f"{error}; not retried: {why}",
         model=error.model,
         api_base=error.api_base,
         status=error.status,
-        retry_after_s=asked,
+        retry_after_s=error.retry_after_s,
     )
 
 

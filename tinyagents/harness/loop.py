@@ -160,6 +160,9 @@ class AgentRun(RunDriver):
         self._model_task: asyncio.Task[None] | None = None
         self._interrupted: asyncio.Task[None] | None = None  # cancelled by us
         self._model_answer: asyncio.Future[ModelResponse] | None = None  # what the run awaits
+        #: Set while a model call is under way when a cancel for its next boundary is queued:
+        #: the call makes no further attempt (``ModelRequest.stop_retrying``). One per run.
+        self._stop_retrying: asyncio.Event | None = None
         self._in_tool = False  # a tool call is under way (its result boundary will come)
         #: The tool call whose frames a thrown GeneratorExit closed (``main`` answers it).
         self._closed_call: ToolCall | None = None
@@ -426,6 +429,8 @@ class AgentRun(RunDriver):
         tokens_left = reserve_model_call(self.info, tree)
         if self.staged:
             self.messages.extend(msg for _, msg in self.staged)
+        stop = self._stop_retrying = self._stop_retrying or asyncio.Event()
+        stop.clear()
         request = ModelRequest(
             messages=list(self.messages),
             tools=[t.spec() for t in self.allowed_tools().values()],
@@ -434,6 +439,7 @@ class AgentRun(RunDriver):
             # The token budget holds on the last call too: the provider is told what is left.
             settings={} if tokens_left is None else {"max_tokens": tokens_left},
             response_format=self.agent.output_type,
+            stop_retrying=stop,
         )
         rid = request.request_id
         self._offered = request.tools
@@ -479,6 +485,11 @@ class AgentRun(RunDriver):
                 # what the failed call cost, as the provider said (a blocked answer's prompt)
                 record_model_usage(self.info, tree, exc.usage)
             self._model_failed(rid, request, exc)
+            if stop.is_set() and isinstance(exc, Exception):
+                # A cancel is on its way, and the call stopped retrying for it: it lands at
+                # the boundary after the call, as it would after an answer (Stop), not after
+                # one more attempt, nor as a late command once the run failed.
+                await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=rid)
             raise
         except asyncio.CancelledError:
             current = asyncio.current_task()
@@ -735,11 +746,22 @@ class AgentRun(RunDriver):
         a turn, and then its cancel fails and must have changed nothing (its subtree is
         cancelled when the run applies it). Such a cancel queued first does not keep a plain
         one queued after it from being passed down.
+
+        A model call under way is told to stop retrying (``ModelRequest.stop_retrying``) by
+        the same cancel: its boundary comes right after the call, and a retry, after waiting
+        out a rate limit's ``Retry-After``, would be one more paid request for nothing.
         """
-        if self.passed_down is not None:  # passed down already, by an earlier cancel
+        stop = self._stop_retrying if self._model_answer is not None else None
+        if stop is not None and stop.is_set():
+            stop = None
+        if self.passed_down is not None and stop is None:  # passed down already
             return
         cmd = next(filter(self._passes_down, self.handle.inbox.queue.cancels()), None)
         if cmd is None:
+            return
+        if stop is not None:
+            stop.set()
+        if self.passed_down is not None:
             return
         self.passed_down = (cmd.payload.get("reason"), False)
         marked = self._freeze_subtree()

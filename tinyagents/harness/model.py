@@ -7,6 +7,7 @@ extension point (an ABC): implement ``request`` and, if the provider streams, ``
 
 from __future__ import annotations
 
+import asyncio
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -142,6 +143,10 @@ class ModelRequest(Record):
     loop time, ``loop.time()``) is when the caller stops waiting: ``LiteLLMModel`` makes no
     retry whose wait would end past it, and raises the failure it would have retried instead
     (a caller's timeout would otherwise end the wait and hide what went wrong).
+    ``stop_retrying`` is set by the caller when it no longer wants another attempt (the agent
+    loop sets it when a cancel for the boundary after this call is queued): ``LiteLLMModel``
+    then sends no further request, and raises the failure it would have retried, at once,
+    even in the middle of a wait between attempts. A pause does not set it.
     """
 
     messages: list[Message]
@@ -152,6 +157,7 @@ class ModelRequest(Record):
     settings: dict[str, Any] = field(default_factory=dict)
     response_format: dict[str, Any] | type | None = None
     deadline: float | None = None
+    stop_retrying: asyncio.Event | None = field(default=None, compare=False, repr=False)
 
 
 #: Why a model stopped before it answered anything (no text, no tool call), by
