@@ -24,6 +24,19 @@ from typing import Any, TypeVar
 _T = TypeVar("_T")
 
 
+def settle(
+    future: asyncio.Future[Any], *, result: Any = None, error: BaseException | None = None
+) -> None:
+    """Give ``future`` its outcome, unless its caller stopped waiting for it (a timeout, a
+    cancel: it is done already)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 async def in_own_thread(fn: Callable[..., _T], /, *args: Any, name: str = "tinyagents-call") -> _T:
     """``await asyncio.to_thread(fn, *args)`` on a new daemon thread (``name``): the caller's
     context variables are seen by ``fn``, its result or exception comes back here. Cancelling
@@ -32,13 +45,8 @@ async def in_own_thread(fn: Callable[..., _T], /, *args: Any, name: str = "tinya
     future: asyncio.Future[_T] = loop.create_future()
     context = contextvars.copy_context()
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.done():  # the caller stopped waiting (a timeout, a cancel)
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
+    def answer(result: Any, error: BaseException | None) -> None:
+        settle(future, result=result, error=error)
 
     def work() -> None:
         try:
@@ -50,7 +58,7 @@ async def in_own_thread(fn: Callable[..., _T], /, *args: Any, name: str = "tinya
         except BaseException as exc:  # handed to the caller, as to_thread hands it
             outcome = (None, exc)
         try:
-            loop.call_soon_threadsafe(settle, *outcome)
+            loop.call_soon_threadsafe(answer, *outcome)
         except RuntimeError:  # the loop has closed: nobody waits for it any more
             pass
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_args
 from pydantic import BaseModel, ValidationError
 
 from tinyagents import _clock
+from tinyagents._threads import settle
 from tinyagents.errors import (
     ConfigurationError,
     ModelError,
@@ -1319,7 +1320,7 @@ async def _no_exit(
     except SystemExit as exc:
         error = RuntimeError(f"the model call tried to exit the process (SystemExit: {exc})")
         error.__cause__ = exc
-        _settle(answer, error=error)
+        settle(answer, error=error)
     except asyncio.CancelledError as exc:
         if answer.done():  # cancelled because the run stopped waiting: nobody to tell
             raise
@@ -1327,27 +1328,13 @@ async def _no_exit(
         if task is not None and task.cancelling():
             answer.cancel()  # cancelled from outside the run (a middleware's, a test's)
             raise
-        _settle(answer, error=exc)  # raised by the model of itself
+        settle(answer, error=exc)  # raised by the model of itself
     except BaseException as exc:  # GeneratorExit too: the run decides what it means
-        _settle(answer, error=exc)
+        settle(answer, error=exc)
         if not isinstance(exc, Exception | GeneratorExit):
             raise  # KeyboardInterrupt: the user stopping the program goes on
     else:
-        _settle(answer, result=response)
-
-
-def _settle(
-    answer: asyncio.Future[ModelResponse],
-    *,
-    result: Any = None,
-    error: BaseException | None = None,
-) -> None:
-    if answer.done():  # the run stopped waiting (a deadline, a cancel)
-        return
-    if error is not None:
-        answer.set_exception(error)
-    else:
-        answer.set_result(result)
+        settle(answer, result=response)
 
 
 #: Calls the run stopped waiting for (cancelled, ending alone): kept until they end, as asyncio
