@@ -579,6 +579,27 @@ async def test_a_content_type_header_given_twice_is_a_422_naming_it(served: Serv
 # --------------------------------------------------------------------------- tokens
 
 
+async def test_a_stream_sent_two_different_tokens_is_a_401(served: Served) -> None:
+    """``/events`` with a Bearer header and another token in ``?access_token=`` streamed as
+    the header's, silently, while a proxy or a log may have judged it by the query's (as two
+    Authorization headers). Two different tokens are a 401; the same one twice still streams."""
+    run = await served.start_run("acme")
+    alice, bob = served.tokens["alice"], served.tokens["bob"]
+    for header, query in ((alice, bob), (bob, alice)):
+        r = await served.client.get(
+            f"{BASE}/events?follow=false&access_token={query}",
+            headers={"Authorization": f"Bearer {header}"},
+        )
+        body = problem(r, 401)
+        assert "?access_token=" in body["message"] and "Authorization" in body["message"], body
+    await served.runtime.flush()
+    r = await served.client.get(
+        f"{BASE}/events?follow=false&access_token={alice}",
+        headers={"Authorization": f"Bearer {alice}"},
+    )
+    assert r.status_code == 200 and run.run_id in r.text, r.text
+
+
 async def test_two_authorization_headers_are_a_401_whichever_comes_first(served: Served) -> None:
     """Two ``Authorization`` headers were read as the first, silently: bob's token then
     alice's read alice's run as bob's (a 404), alice's then bob's showed it, while a proxy

@@ -1039,6 +1039,13 @@ def create_app(
         ),
     ) -> Principal:
         one_authorization(request)
+        if credentials is not None and access_token and access_token != credentials.credentials:
+            if api.auth is not None:  # which one a proxy or a log judged it by is not known
+                raise Problem(
+                    401,
+                    "two tokens: the Authorization header and ?access_token= name different "
+                    "tokens; send one of them",
+                )
         token = credentials.credentials if credentials is not None else access_token
         p = api.principal(token, request.headers.get("authorization"))
         _given_once(request.query_params)
