@@ -55,6 +55,11 @@ async def in_own_thread(fn: Callable[..., _T], /, *args: Any, name: str = "tinya
             error = RuntimeError(f"{getattr(fn, '__name__', fn)!r} raised StopIteration")
             error.__cause__ = exc
             outcome = (None, error)
+        except GeneratorExit as exc:
+            # through the future, asyncio would throw it into the awaiting task, closing
+            # every frame of it at once, past the caller's handlers: carried, and raised in
+            # the caller's frame as ``fn`` raised it
+            outcome = (None, _Exited(exc))
         except BaseException as exc:  # handed to the caller, as to_thread hands it
             outcome = (None, exc)
         try:
@@ -63,4 +68,15 @@ async def in_own_thread(fn: Callable[..., _T], /, *args: Any, name: str = "tinya
             pass
 
     threading.Thread(target=work, name=name, daemon=True).start()
-    return await future
+    try:
+        return await future
+    except _Exited as exited:
+        raise exited.exc from None
+
+
+class _Exited(Exception):
+    """The ``GeneratorExit`` a call raised on its thread (``exc``), on its way to the caller."""
+
+    def __init__(self, exc: GeneratorExit) -> None:
+        super().__init__(exc)
+        self.exc = exc

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tinyagents._record import FrozenRecord, Record
+from tinyagents._record import Record
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
 from tinyagents.graph._context import (
@@ -357,8 +357,6 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
             out = await in_own_thread(_threaded, fn, arg, name=f"node {task.node}")
         else:
             out = fn(arg)
-        if threaded and isinstance(out, _Closed):
-            raise out.exc
         if spec.is_async or inspect.isawaitable(out):
             out = await out
         return out
@@ -463,11 +461,6 @@ def _threaded(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except StopIteration as exc:
         raise RuntimeError("the node raised StopIteration (next() on an empty iterator?)") from exc
-    except GeneratorExit as exc:
-        # handed back through a future, asyncio throws it into the awaiting task, which
-        # closes every frame of the task at once, past the handlers of a node's error:
-        # returned instead, and raised by ``_invoke`` as the node raised it inline
-        return _Closed(exc)
 
 
 def exited(node: str, exc: SystemExit) -> RuntimeError:
@@ -475,10 +468,3 @@ def exited(node: str, exc: SystemExit) -> RuntimeError:
     tool's or a model call's does in the harness. Let through, it went out of ``run()`` and,
     in a runtime's task, stopped the event loop under every run of the runtime."""
     return RuntimeError(f"node {node!r} tried to exit the process (SystemExit: {exc.code})")
-
-
-@dataclass(slots=True, frozen=True, eq=False, repr=False)
-class _Closed(FrozenRecord):
-    """The ``GeneratorExit`` a sync node raised on its thread (``_threaded``)."""
-
-    exc: GeneratorExit
