@@ -2104,3 +2104,48 @@ async def test_a_router_that_fails_after_its_node_keeps_the_nodes_write(
     done = await ours.run(None, thread_id="1")
     assert done.status == "completed" and done.state == {"log": ["a", "b"]}
     assert calls["ours"] == ["a", "route", "route"]  # the node ran once
+
+
+#: the calls of ``picky`` (a reducer must be a module's name for the state's annotations)
+_picky_calls: list[str] = []
+
+
+def picky(current: list[str], update: list[str]) -> list[str]:
+    """A reducer that raises the first time it is called after ``_picky_calls`` is cleared."""
+    _picky_calls.append("reduce")
+    if _picky_calls.count("reduce") == 1:
+        raise ValueError("reducer")
+    return current + update
+
+
+class Picky(TypedDict, total=False):
+    log: Annotated[list[str], picky]
+
+
+async def test_a_reducer_that_fails_on_a_lone_nodes_write_keeps_the_write(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph saves each task's write as it finishes, so a reducer that raises on it at the
+    # end of the step fails the run with the write kept: run(None) applies it again without
+    # running the node again. Ours did so for a step of several tasks only; a step of one
+    # ran the node again.
+    def build(g: Any) -> Any:
+        def a(state: Any) -> dict[str, Any]:
+            _picky_calls.append("a")
+            return {"log": ["a"]}
+
+        graph = g.StateGraph(Picky).add_node("a", a)
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    _picky_calls.clear()
+    with pytest.raises(ValueError, match="reducer"):
+        await theirs.ainvoke({}, cfg())
+    out = await theirs.ainvoke(None, cfg())
+    assert out == {"log": ["a"]} and _picky_calls == ["a", "reduce", "reduce"]
+    _picky_calls.clear()
+    result = await ours.run({}, thread_id="1")
+    assert result.status == "failed" and str(result.error) == "reducer"
+    done = await ours.run(None, thread_id="1")
+    assert done.status == "completed" and done.state == out
+    assert _picky_calls == ["a", "reduce", "reduce"]  # the node ran once

@@ -269,10 +269,12 @@ async def test_adding_to_an_overwritten_tuple_fails_the_step_as_langgraphs(
     assert isinstance(result.error, TypeError)
     assert "can only concatenate tuple" in str(result.error)
     # the failed step changed nothing: the thread holds the Overwrite's value, read back a
-    # list, which a run that goes on extends, as LangGraph's (its node is not run again there:
-    # its write was saved; ours runs it again)
-    assert (await ours.get_state("1")).values == {"items": ["a", "b"], "total": 0}
+    # list, and the failed node's saved write, which get_state and a run that goes on apply
+    # to it (without running the node again), as LangGraph's
     if isinstance(later, list):
+        theirs_state = await theirs.aget_state(cfg())
+        assert theirs_state.values == {"items": ["a", "b", "c"], "total": 0}
+        assert (await ours.get_state("1")).values == theirs_state.values
         expected = await theirs.ainvoke(None, cfg())
         assert expected == {"items": ["a", "b", "c"], "total": 0}
         assert (await ours.run(None, thread_id="1")).state == expected

@@ -693,7 +693,14 @@ class GraphRun:
             writes = [w for t in tasks for w in t.writes or ()]
             if any(t.node in graph.branches for t in tasks):
                 before = self._values_before(writes)
-        delta = graph.apply_writes(head.values, writes) if writes else {}
+        try:
+            delta = graph.apply_writes(head.values, writes) if writes else {}
+        except Exception:
+            # a reducer refused the writes: the node ran, so its result is kept (as a
+            # parallel step's are), and a run that continues applies it again without
+            # running the node again, as LangGraph's does
+            await self._keep_results(tasks)
+            raise
         if writes or graph.schema.kind != "dict" or self.checkpointer is not None:
             # a dict view (a snapshot of its step's values) is rebuilt once they changed;
             # instances, and the copies a saving run hands out, every step
