@@ -46,6 +46,7 @@ from tinyagents.testkit import (
     EventWaiter,
     Fault,
     OpenAICompatServer,
+    RawStream,
     ScriptedModel,
     reply,
     tool_call,
@@ -543,8 +544,7 @@ def refusal_reply(refusal: str) -> Fault:
 async def test_a_refusal_fails_the_run_saying_what_the_model_refused() -> None:
     # a refusal has no content: it was taken for an empty answer and asked for again (a paid
     # call that the model refuses the same way), then the run failed with "gave no text and
-    # no tool call", the refusal itself nowhere. (litellm's stream drops refusal deltas, so
-    # a streamed refusal is still an empty answer.)
+    # no tool call", the refusal itself nowhere
     refusal = "I'm sorry, I cannot help with that request."
     async with OpenAICompatServer([refusal_reply(refusal)] * 2) as server:
         result = await Agent("writer", model_for(server, stream=False)).run("write")
@@ -553,3 +553,29 @@ async def test_a_refusal_fails_the_run_saying_what_the_model_refused() -> None:
     assert "refused" in result.error and json.dumps(refusal) in result.error
     assert len(server.requests) == 1  # not asked again: it would be refused the same way
     assert result.usage["input_tokens"] == 40  # what it cost is counted
+
+
+async def test_a_streamed_refusal_fails_the_run_as_a_whole_one_does() -> None:
+    # litellm's stream drops a chunk that holds nothing but a refusal (OpenAI streams one as
+    # delta.refusal pieces, content null): the run ended "completed" with an empty answer,
+    # where the same refusal asked for whole raised a ModelResponseError quoting it
+    refusal = "I'm sorry, I cannot help with that request."
+    pieces = [{"content": None, "refusal": part} for part in ("I'm sorry, ", refusal[11:])]
+    stream = RawStream(deltas=pieces, finish_reason="stop")
+    async with OpenAICompatServer([stream, stream]) as server:
+        result = await Agent("writer", model_for(server)).run("write")
+        with pytest.raises(ModelResponseError) as caught:
+            [chunk async for chunk in model_for(server).stream(ask())]
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and result.error.startswith("ModelResponseError")
+    assert "refused" in result.error and json.dumps(refusal) in result.error
+    assert result.usage["input_tokens"] > 0  # what it cost is counted
+    assert caught.value.refusal == refusal
+    assert len(server.requests) == 2  # each asked once: it would be refused the same way
+
+
+async def test_a_streamed_answer_with_text_is_not_taken_for_a_refusal() -> None:
+    stream = RawStream(deltas=[{"refusal": ""}, {"content": "fine"}], finish_reason="stop")
+    async with OpenAICompatServer([stream]) as server:
+        chunks = [chunk async for chunk in model_for(server).stream(ask())]
+    assert chunks[-1].response is not None and chunks[-1].response.text == "fine"

@@ -53,7 +53,7 @@ from tinyagents.harness.litellm_errors import (
     refused,
     where,
 )
-from tinyagents.harness.litellm_stream import NAMELESS, ToolCallFragments, pieces
+from tinyagents.harness.litellm_stream import NAMELESS, RefusalWatch, ToolCallFragments, pieces
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -181,7 +181,8 @@ class LiteLLMModel(Model):
                 model=model,
                 api_base=self.api_base,
             ) from exc
-        yield StreamChunk(response=_answered(response, model, self.api_base))
+        refusal = opened.watch.refusal if opened.watch is not None else None
+        yield StreamChunk(response=_answered(response, model, self.api_base, refusal))
 
     def _completion_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -565,15 +566,18 @@ def _parse_response(raw: Any, litellm: Any, kwargs: dict[str, Any]) -> ModelResp
     )
 
 
-def _answered(response: ModelResponse, model: str, api_base: str | None) -> ModelResponse:
+def _answered(
+    response: ModelResponse, model: str, api_base: str | None, streamed_refusal: str | None = None
+) -> ModelResponse:
     """``response``, unless it stopped before it held anything (no text, no tool call) for a
     reason other than having answered: then a ``ModelResponseError`` says why (it ended the
     run ``completed`` with an empty answer). A refusal is such a reason: taken for an empty
     answer, it was asked for again and refused again, and the run's error never said so.
-    (litellm's stream drops refusal deltas: a streamed refusal is an empty answer.)"""
+    ``streamed_refusal``: the refusal a stream sent (litellm drops its deltas, so the
+    assembled response has none; ``RefusalWatch`` reads them)."""
     if response.text or response.tool_calls:
         return response
-    refusal = _refusal(response.raw)
+    refusal = _refusal(response.raw) or streamed_refusal
     if refusal is not None:
         error = refused(model, api_base, refusal)
     elif response.finish_reason in ("content_filter", "length"):
@@ -600,6 +604,8 @@ class _Opened(Record):
     chunks: Any
     received: list[Any]
     ended: bool = False
+    #: the refusal the stream sends, as it is read (None: a stream there is no watching)
+    watch: RefusalWatch | None = None
 
 
 async def _open_stream(
@@ -609,7 +615,7 @@ async def _open_stream(
     before that is failing to open, which is retried; a body that is not a stream of a
     completion is ``not_a_stream``."""
     chunks = await litellm.acompletion(**kwargs)
-    opened = _Opened(chunks=chunks, received=[])
+    opened = _Opened(chunks=chunks, received=[], watch=RefusalWatch.watch(chunks))
     try:
         while True:
             try:

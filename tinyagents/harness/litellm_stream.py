@@ -4,11 +4,14 @@ litellm's ``stream_chunk_builder`` joins tool-call fragments by their ``index`` 
 a call that never got an id or a name; ``ToolCallFragments`` numbers the calls of a stream as
 its chunks arrive (telling apart calls a server sent at one index) and names the nameless,
 so the pieces handed out and the response assembled at the end hold the same calls.
-Nothing here imports litellm: it reads the chunks litellm hands over.
+``RefusalWatch`` reads the refusal a stream sends (OpenAI's ``delta.refusal``), which litellm
+drops. Nothing here imports litellm: it reads the chunks litellm hands over (and, for the
+refusal, the provider's chunks litellm reads).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -109,6 +112,60 @@ def _whole_json(text: str) -> bool:
     except (ValueError, RecursionError):  # nested too deep to read is not whole either
         return False
     return True
+
+
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class RefusalWatch(Record):
+    """The provider's stream as litellm reads it, noting each piece of a refusal on the way.
+
+    OpenAI streams a refusal as ``delta.refusal`` pieces with no content, and litellm's
+    ``CustomStreamWrapper`` drops a chunk that holds nothing else: the assembled answer was
+    empty, where the same refusal answered whole is ``message.refusal``. ``watch`` puts one
+    in front of the wrapper's ``completion_stream`` (its constructor argument, which it only
+    iterates and closes); ``refusal`` is what it said, once the stream is read.
+    """
+
+    source: Any
+    iterator: Any
+    parts: list[str] = field(default_factory=list)
+
+    @classmethod
+    def watch(cls, chunks: Any) -> RefusalWatch | None:
+        """Watch the provider stream under litellm's ``chunks``; None when it has none yet
+        (a provider litellm opens lazily) or it is no async iterable (nothing to watch)."""
+        source = getattr(chunks, "completion_stream", None)
+        if source is None or not hasattr(source, "__aiter__"):
+            return None
+        watch = cls(source=source, iterator=aiter(source))
+        chunks.completion_stream = watch
+        return watch
+
+    def __aiter__(self) -> RefusalWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        chunk = await anext(self.iterator)
+        choices = getattr(chunk, "choices", None)
+        if choices:
+            piece = getattr(getattr(choices[0], "delta", None), "refusal", None)
+            if isinstance(piece, str) and piece:
+                self.parts.append(piece)
+        return chunk
+
+    async def aclose(self) -> None:
+        """Close what litellm would have closed: the provider's stream."""
+        for closing in (self.iterator, self.source):
+            close = getattr(closing, "aclose", None) or getattr(closing, "close", None)
+            if close is not None:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+
+    @property
+    def refusal(self) -> str | None:
+        """The refusal streamed so far, or None (none, or only white space)."""
+        said = "".join(self.parts)
+        return said if said.strip() else None
 
 
 def pieces(chunk: Any) -> Iterator[StreamChunk]:
