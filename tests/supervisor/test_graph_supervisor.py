@@ -348,3 +348,36 @@ def test_a_spec_whose_rules_all_steer_warns_about_no_node(
         rules=[{"when": "iteration_reached", "then": "steer"}], model=ScriptedModel([])
     )
     assert judged.can_abort()
+
+
+def test_compile_warns_of_a_tool_repeated_rule_for_a_tool_no_watched_agent_has(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Agent(supervisor=spec) refuses such a rule; a graph's spec took it without a word, and
+    # a misspelt tool name left every agent node of the graph without that rule
+    def steer_on(tool: str) -> SupervisorSpec:  # a spec that cannot abort: no other warning
+        return SupervisorSpec(rules=[{"when": "tool_repeated", "tool": tool, "then": "steer"}])
+
+    misspelt = steer_on("serach")
+    with caplog.at_level(logging.WARNING, logger="tinyagents.supervisor"):
+        graph = graph_of(looper(), misspelt)
+    [warned] = [r.getMessage() for r in caplog.records]
+    assert warned == (
+        "compile(supervisor=...): rules.0 (tool_repeated) counts tool 'serach', which no "
+        "agent run the spec watches in graph 'graph' has (search), so it could never fire; "
+        "name one of their tools, or leave 'tool' out to count each of them"
+    )
+    assert [f.message for f in validate_graph(graph)] == [
+        warned.removeprefix("compile(supervisor=...): ")
+    ]
+
+    # a sub-agent's tools count (its runs are watched under the graph's spec), as do those
+    # of an agent node in a sub-graph without a spec of its own
+    researcher = Agent("researcher", ScriptedModel([reply("x")]), tools=[search])
+    lead = Agent("lead", ScriptedModel([reply("x")]), tools=[SubAgentTool(SubAgent(researcher))])
+    inner = graph_of(lead)
+    outer = StateGraph(Doc).add_node("inner", inner).add_edge(START, "inner")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tinyagents.supervisor"):
+        fine = outer.add_edge("inner", END).compile(supervisor=steer_on("search"))
+    assert caplog.records == [] and validate_graph(fine) == []

@@ -4,14 +4,17 @@ static validation says about the graph.
 An abort of an agent node's run ends that run ``aborted``; unless the node routes that
 outcome (``AgentNode(agent, then=..., on_aborted=...)``) it raises and the graph run fails.
 Every agent node a spec can abort and that does not route it is a warning, with the way to
-route the outcome.
+route the outcome. So is a ``tool_repeated`` rule counting a tool that none of the agent runs
+the spec watches in the graph has (its agent nodes' and their sub-agents'): it could never
+fire (a graph whose nodes start other runs may still have one, so it is not an error).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
+from tinyagents.harness.subagent import SubAgentTool
 from tinyagents.supervisor.findings import Finding
 
 if TYPE_CHECKING:
@@ -44,4 +47,57 @@ def graph_findings(graph: GraphCore, *, can_abort: bool) -> list[Finding]:
             "on_aborted=<node for an aborted run>) instead of an edge",
         )
         for path in abortable_nodes(graph, can_abort=can_abort)
+    ]
+
+
+def watched_agents(graph: GraphCore) -> Iterator[Any]:
+    """The agents whose runs a spec given to ``graph`` watches: its agent nodes' (in
+    sub-graphs compiled without a spec of their own) and, at any depth, their sub-agents'
+    (an agent with a spec of its own is watched under that one, its sub-agents under the
+    graph's)."""
+    seen: set[int] = set()
+    stack = [node.agent.agent for node in _nodes_under_spec(graph) if node.agent is not None]
+    while stack:
+        agent = stack.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        if getattr(agent, "supervisor", None) is None:
+            yield agent
+        stack.extend(
+            tool.subagent.agent for tool in agent.tools.values() if isinstance(tool, SubAgentTool)
+        )
+
+
+def _nodes_under_spec(graph: GraphCore) -> Iterator[Any]:
+    for node in graph.nodes.values():
+        yield node
+        if node.subgraph is not None and getattr(node.subgraph, "supervisor", None) is None:
+            yield from _nodes_under_spec(node.subgraph)
+
+
+def tool_findings(graph: GraphCore, rules: Sequence[Any]) -> list[Finding]:
+    """A warning for each ``tool_repeated`` rule (``rules``: a spec's) counting a tool that no
+    agent run the spec watches in ``graph`` has; nothing when it watches no agent there."""
+    named = [
+        (index, rule.tool)
+        for index, rule in enumerate(rules)
+        if rule.when == "tool_repeated" and rule.tool is not None
+    ]
+    if not named:
+        return []
+    agents = list(watched_agents(graph))
+    if not agents:
+        return []
+    tools = {name for agent in agents for name in agent.tools}
+    has = ", ".join(sorted(tools)) or "no tools"
+    return [
+        Finding(
+            "warning",
+            f"rules.{index} (tool_repeated) counts tool {tool!r}, which no agent run the spec "
+            f"watches in graph {graph.name!r} has ({has}), so it could never fire; name one "
+            "of their tools, or leave 'tool' out to count each of them",
+        )
+        for index, tool in named
+        if tool not in tools
     ]

@@ -52,7 +52,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness.litellm_model import api_base_problem
 from tinyagents.harness.model import Model
 from tinyagents.supervisor.findings import Finding
-from tinyagents.supervisor.graphs import graph_findings
+from tinyagents.supervisor.graphs import graph_findings, tool_findings
 
 if TYPE_CHECKING:
     import yaml
@@ -461,9 +461,13 @@ class SupervisorSpec(_Strict):
                 )
 
     def check_graph(self, graph: GraphCore) -> list[Finding]:
-        """What ``compile(supervisor=self)`` calls: each agent node whose ``aborted`` outcome
-        the graph does not route, logged as a warning and returned."""
-        findings = graph_findings(graph, can_abort=self.can_abort())
+        """What ``compile(supervisor=self)`` calls: each ``tool_repeated`` rule counting a
+        tool no agent the spec watches in the graph has, and each agent node whose
+        ``aborted`` outcome the graph does not route, logged as warnings and returned."""
+        findings = [
+            *tool_findings(graph, self.rules),
+            *graph_findings(graph, can_abort=self.can_abort()),
+        ]
         for finding in findings:
             log.warning("compile(supervisor=...): %s", finding.message)
         return findings

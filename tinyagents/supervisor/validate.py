@@ -11,7 +11,8 @@ bare judge model name the models registry (``models``, ``models_file``) does not
 ``models_file`` that does not exist, a judge setting (``criteria``, ``every_n_iterations``,
 ``on_judge_error``, ``judge_timeout_s``, ``api_base``, ``api_key_env``, ``models``...) without
 a judge ``model``, an empty ``watches``, a rule given twice; for a compiled graph (``validate_graph``),
-each agent node whose ``aborted`` outcome is not routed. A ``models_file`` that cannot be
+a ``tool_repeated`` rule counting a tool no agent the spec watches there has, and each agent
+node whose ``aborted`` outcome is not routed. A ``models_file`` that cannot be
 read as a registry is an error.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from tinyagents.supervisor.findings import Finding
-from tinyagents.supervisor.graphs import graph_findings
+from tinyagents.supervisor.graphs import graph_findings, tool_findings
 from tinyagents.supervisor.spec import (
     SupervisorSpec,
     SupervisorSpecError,
@@ -89,6 +90,7 @@ def validate_graph(graph: GraphCore, spec: SupervisorSpec | None = None) -> list
     if spec is not None:
         return [
             *_warnings(spec, lambda *path: None),
+            *tool_findings(graph, spec.rules),
             *graph_findings(graph, can_abort=spec.can_abort()),
         ]
     if not _has_spec(graph):
