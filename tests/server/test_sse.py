@@ -533,3 +533,39 @@ async def test_a_stream_names_its_log_and_where_it_resumes(
             logs.append(first["log"])
     assert isinstance(logs[0], str) and logs[0]
     assert (logs[0] == logs[1]) == (store is not None), logs
+
+
+async def test_a_store_files_log_is_named_by_the_file_not_by_how_its_path_was_spelt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's name was a hash of the store URL as given: the same SQLite file served as
+    ``sqlite:///runs.db`` and as its absolute path (a restart from a script, another cwd)
+    was two logs to a client (the console dropped its timeline and read it all again), and
+    ``sqlite:///runs.db`` in two directories (two files, two logs) was one, so a client kept
+    its ids of one and skipped events of the other. The name is now the resolved file's."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+
+    async def log_of(url: str) -> str:
+        async with contextlib.aclosing(_serve(tmp_path, store=url)) as serving:
+            async for s in serving:
+                r = await s.client.get(
+                    f"{BASE}/events", params={"follow": "false"}, headers=s.as_("alice")
+                )
+                assert r.status_code == 200, r.text
+                return str(opening(r.text)["log"])
+        raise AssertionError("not served")
+
+    monkeypatch.chdir(tmp_path / "a")
+    relative = await log_of("sqlite:///runs.db")
+    assert await log_of("sqlite:///./runs.db") == relative
+    assert await log_of(f"sqlite:///{tmp_path / 'a' / 'runs.db'}") == relative
+    assert await log_of(f"sqlite:///{tmp_path / 'link' / 'runs.db'}") == relative
+    monkeypatch.chdir(tmp_path)
+    assert await log_of("sqlite:///a/runs.db") == relative
+    assert await log_of("sqlite:///b/runs.db") != relative
+    monkeypatch.chdir(tmp_path / "b")
+    assert await log_of("sqlite:///runs.db") != relative
+    # a database in memory is a new one each time, its ids from 1 again: a new name
+    assert await log_of("sqlite:///:memory:") != await log_of("sqlite:///:memory:")

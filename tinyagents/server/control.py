@@ -170,10 +170,14 @@ class Control:
                 runtime.bus.add_sink(self._keep)
         #: The name of the event log whose ids the event streams send: a log in memory counts
         #: from 1 again in each process, so it is another name each time; a store's log keeps
-        #: its ids, and its name is its URL's (hashed: a path, a host are not the client's).
+        #: its ids, and its name is its URL's (hashed: a path, a host are not the client's; a
+        #: SQLite store's URL names its file resolved, however the path to it was written).
         self.log_id = (
             secrets.token_hex(8)
-            if store is None or not store.url or store.url.startswith("memory:")
+            if store is None
+            or not store.url
+            or store.url.startswith("memory:")
+            or store.url == "sqlite:///:memory:"
             else hashlib.sha256(store.url.encode()).hexdigest()[:16]
         )
 

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import sqlite3
 import threading
 import weakref
@@ -218,7 +219,10 @@ class SqliteStore(Store):
         self, path: str | Path, *, busy_timeout_s: float = 5.0, create: bool = True
     ) -> None:
         self.path = str(path)
-        self.url = f"sqlite:///{self.path}"
+        #: The file's own name (symlinks and ``.`` resolved against the current directory):
+        #: ``runs.db``, ``./runs.db`` and its absolute path are one store, and ``runs.db`` of
+        #: two directories two; the operator API names its event log after it.
+        self.url = f"sqlite:///{self.path if self.path == ':memory:' else os.path.realpath(path)}"
         #: ``False`` (tools that read or steer a store a runtime made): a file that holds no
         #: store is refused at open, untouched, never made into one.
         self.create = create
