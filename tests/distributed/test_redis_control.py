@@ -977,3 +977,57 @@ async def test_a_command_whose_send_lost_its_reply_gets_its_receipt_and_applies_
             history = await owner_rt.load_steering_history(handle.run_id)
             mine = [e.type for e in history if e.correlation_id == steer.correlation_id]
             assert mine == ["steering.requested", "steering.accepted"]  # sent, taken, once
+
+
+async def test_a_reply_target_that_is_no_stream_is_logged_as_such_not_as_an_outage(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An entry whose ``reply_to`` names a key that is not a stream (another deployment's key
+    under the prefix, a hand edit) made the receipt's XADD fail with WRONGTYPE: the reader
+    logged a Redis outage, counted a Redis error, took the worker off ``connected`` and slept
+    its backoff before it read the next command; and its EXPIRE set a TTL on that key."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import Envelope
+
+    caplog.set_level("WARNING", logger="tinyagents.distributed")
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt:
+            handle = await rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            async with RedisControl(rt, redis_url, worker_id="a", prefix=prefix) as control:
+                await client.set(keys.replies("odd"), "not a stream")
+                stream = keys.commands("a")
+                odd = command(handle.run_id, "add_instruction")
+                await client.xadd(
+                    stream,
+                    Envelope(request_id="r-odd", reply_to="odd", to="a", command=odd).fields(),
+                )
+                await eventually(lambda: client.xlen(stream), lambda n: n == 0)
+                fine = command(handle.run_id, "add_instruction", {"text": "and refunds"})
+                await client.xadd(
+                    stream,
+                    Envelope(request_id="r-fine", reply_to="fine", to="a", command=fine).fields(),
+                )
+                replies = await eventually(lambda: client.xrange(keys.replies("fine")), bool)
+                assert [json.loads(f[b"receipt"])["status"] for _, f in replies] == ["accepted"]
+                assert control.counters.redis_errors == 0 and control.connected
+                assert await client.get(keys.replies("odd")) == b"not a stream"
+                assert await client.ttl(keys.replies("odd")) == -1  # no expiry set on it
+                # the command itself was taken: the target is only where its receipt goes
+                assert odd.correlation_id in {c.correlation_id for c in rt.open_commands()}
+                # once more at the close: the drain answers it and still leaves cleanly
+                await client.xadd(
+                    stream,
+                    Envelope(request_id="r-odd2", reply_to="odd", to="a", command=odd).fields(),
+                )
+            assert await client.exists(stream, keys.seat("a")) == 0
+        messages = [r.getMessage() for r in caplog.records]
+        assert not [m for m in messages if "retrying with backoff" in m], messages
+        assert not [m for m in messages if "cleanly" in m], messages
+        bad = [m for m in messages if "r-odd" in m and "not a stream" in m]
+        assert bad and keys.replies("odd") in bad[0], messages
+    finally:
+        await client.delete(keys.replies("odd"), keys.replies("fine"))
+        await client.aclose()

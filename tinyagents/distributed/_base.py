@@ -55,6 +55,7 @@ class RedisCounters(Record):
     answered: int = 0  # of them, answered with the runtime's receipt
     malformed: int = 0  # entries that read as no command envelope, reply or run snapshot
     foreign: int = 0  # addressed to another worker, not an operator's, or another tenant's run
+    bad_reply_to: int = 0  # answered, the receipt not sent: its reply target is no stream
     mirror_writes: int = 0
     mirror_errors: int = 0
     redis_errors: int = 0  # failed Redis calls of every kind (each is retried after a backoff)

@@ -6,7 +6,8 @@ before answering them), then new ones. Each entry is checked (an envelope addres
 worker, a human operator's command, the run here and of the operator's tenant), submitted to
 the worker's own runtime (its policy pipeline, deduplication and steering log), and its
 receipt is sent to the sender's reply stream; only then is the entry acknowledged and
-deleted. Refused entries are counted (``malformed``, ``foreign``) and logged.
+deleted. Refused entries are counted (``malformed``, ``foreign``) and logged, and so is a
+receipt not sent because the sender's reply key holds no stream (``bad_reply_to``).
 
 When the worker stops gracefully, ``drain`` answers what is still in the stream (what arrived
 after the job's last read included) and deletes the stream, so that a command sent after
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Coroutine
+from itertools import chain
 from typing import Any
 
 from tinyagents.distributed._base import (
@@ -63,6 +65,17 @@ _REMEMBER_ANSWERS = 10_000
 _DELETE_IF_EMPTY = """
 if redis.call('XLEN', KEYS[1]) == 0 then return redis.call('DEL', KEYS[1]) end
 return -1
+"""
+#: Appends a receipt to a reply stream (``ARGV``: its ``MAXLEN``, its TTL, then the fields)
+#: and renews the stream's expiry; a key that holds something else (another deployment's key
+#: under the prefix, a hand edit) is left as it is, and its type returned: an ``XADD`` failed
+#: there with ``WRONGTYPE``, read as a Redis outage, and the ``EXPIRE`` deleted it later.
+_REPLY = """
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'stream' and kind ~= 'none' then return kind end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return false
 """
 #: Why a command the stopping worker's runtime no longer took is handed back.
 STOPPING = "the owning worker is stopping"
@@ -165,6 +178,7 @@ class CommandReader:
         answers = await asyncio.gather(*(self._answer(fields, again) for _, fields in entries))
         pipe = redis.pipeline(transaction=False)
         done: list[Any] = []
+        replies: list[tuple[str, str]] = []  # (reply key, request id), in the pipe's order
         for (entry_id, fields), answer in zip(entries, answers, strict=True):
             if isinstance(answer, _Later):
                 if not closing:
@@ -174,13 +188,26 @@ class CommandReader:
             if answer is not None:
                 reply_to, request_id, receipt = answer
                 reply_key = self.keys.replies(reply_to)
-                pipe.xadd(reply_key, reply_fields(request_id, receipt), maxlen=_REPLY_MAXLEN)
-                pipe.expire(reply_key, _REPLY_TTL_S)
+                replies.append((reply_key, request_id))
+                pairs = reply_fields(request_id, receipt).items()
+                pipe.eval(_REPLY, 1, reply_key, _REPLY_MAXLEN, _REPLY_TTL_S, *chain(*pairs))
         if done:  # acknowledged only with (after) the receipts
             pipe.xack(stream, GROUP, *done)
             pipe.xdel(stream, *done)
-        if len(pipe):
-            await pipe.execute()
+        if not len(pipe):
+            return
+        results = await pipe.execute()
+        for (reply_key, request_id), kind in zip(replies, results, strict=False):
+            if kind is not None:  # the entry's fault, not Redis's: no outage, no retry
+                self.counters.bad_reply_to += 1
+                log.warning(
+                    "worker %s: the receipt of request %s was not sent: its reply target %s "
+                    "holds a %s, not a stream",
+                    self.worker_id,
+                    request_id,
+                    reply_key,
+                    kind.decode(errors="replace") if isinstance(kind, bytes) else kind,
+                )
 
     async def _answer(self, raw: dict[bytes, bytes] | None, again: bool = False) -> _Answer:
         try:
