@@ -11,10 +11,22 @@ import pytest
 from tinyagents import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.errors import InvalidCommandError
 from tinyagents.steering.remote import submit_through_store
-from tinyagents.store import SqliteStore
+from tinyagents.store import SqliteStore, Store
 from tinyagents.store.base import MAX_COMMAND_BYTES
 
 OPS = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
+
+
+FAR = {
+    "run_id": "r-far",
+    "root_run_id": "r-far",
+    "parent_run_id": None,
+    "tenant_id": "acme",
+    "status": "running",
+    "owner": "rt-far",
+    "updated_at": "2999-01-01T00:00:00+00:00",  # never silent
+    "created_at": "2026-01-01T00:00:00+00:00",
+}
 
 
 async def test_a_command_too_large_for_the_inbox_is_refused_before_it_is_put(
@@ -23,20 +35,7 @@ async def test_a_command_too_large_for_the_inbox_is_refused_before_it_is_put(
     store = SqliteStore(tmp_path / "store.db")
     await store.open()
     try:
-        await store.save_runs(
-            [
-                {
-                    "run_id": "r-far",
-                    "root_run_id": "r-far",
-                    "parent_run_id": None,
-                    "tenant_id": "acme",
-                    "status": "running",
-                    "owner": "rt-far",
-                    "updated_at": "2999-01-01T00:00:00+00:00",  # never silent
-                    "created_at": "2026-01-01T00:00:00+00:00",
-                }
-            ]
-        )
+        await store.save_runs([FAR])
         huge = SteeringCommand(
             target=SteeringTarget.agent_run("r-far"),
             actor=OPS,
@@ -48,3 +47,47 @@ async def test_a_command_too_large_for_the_inbox_is_refused_before_it_is_put(
         assert await store.inbox_take("rt-far") == []
     finally:
         await store.close()
+
+
+async def test_a_command_put_into_the_inbox_is_made_json_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``submit_through_store`` made the command JSON to check its size, then the store made
+    it again to write it: a command near the limit cost two 1 MiB dumps. The store's put
+    checks the size of the JSON it writes. (The receipt never comes: no owner answers.)"""
+    from tinyagents.errors import ReceiptTimeout
+
+    await store.save_runs([FAR])
+    dumps: list[str] = []
+    dump = SteeringCommand.model_dump_json
+
+    def counted(self: SteeringCommand, **kw: object) -> str:
+        if self.payload.get("text") == "near the limit":
+            dumps.append(self.correlation_id)
+        return dump(self, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SteeringCommand, "model_dump_json", counted)
+    cmd = SteeringCommand(
+        target=SteeringTarget.agent_run("r-far"),
+        actor=OPS,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "near the limit"},
+    )
+    with pytest.raises(ReceiptTimeout):
+        await submit_through_store(store, cmd, timeout_s=0.01)
+    assert dumps == [cmd.correlation_id]
+    monkeypatch.undo()
+    [item] = await store.inbox_take("rt-far")
+    assert item.command == cmd
+
+
+async def test_the_store_refuses_to_put_a_command_too_large_for_its_inbox(store: Store) -> None:
+    huge = SteeringCommand(
+        target=SteeringTarget.agent_run("r-far"),
+        actor=OPS,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "x" * (MAX_COMMAND_BYTES + 1)},
+    )
+    with pytest.raises(InvalidCommandError, match=r"too large to send to another process"):
+        await store.inbox_put(owner="rt-far", request_id="req-1", command=huge)
+    assert await store.inbox_take("rt-far") == []

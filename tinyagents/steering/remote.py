@@ -38,7 +38,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.dead import declares_dead, forbidden, settle_dead_run
 from tinyagents.steering.policies import not_found
-from tinyagents.store.base import SILENCE_S, Store, may_pass, run_key, sendable
+from tinyagents.store.base import SILENCE_S, Store, may_pass, run_key
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
@@ -87,9 +87,9 @@ async def submit_through_store(
             return _rejected(cmd, forbidden(cmd) or "", str(snapshot["run_id"]))
         return refusal
     assert snapshot is not None
-    sendable(cmd)  # a command too large for the inbox: InvalidCommandError, nothing put
     owner = str(snapshot["owner"])
     request_id = _clock.new_id("req")
+    # a command too large for the inbox: InvalidCommandError, nothing put (``sendable``)
     await store.inbox_put(owner=owner, request_id=request_id, command=cmd)
     try:
         async with asyncio.timeout(timeout_s):

@@ -241,7 +241,9 @@ class Store(ABC):
     @abstractmethod
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         """Address ``command`` to the runtime ``owner``; durable when this returns. A second
-        put under the same ``request_id`` changes nothing."""
+        put under the same ``request_id`` changes nothing. ``InvalidCommandError``, and
+        nothing put, for a command whose JSON is over ``MAX_COMMAND_BYTES`` (``sendable``:
+        a store that writes JSON checks the size of the text it writes, made once)."""
 
     @abstractmethod
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:

@@ -21,6 +21,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     newest_runs,
+    sendable,
     target_run_id,
     terminal_updates,
 )
@@ -166,6 +167,7 @@ class MemoryStore(Store):
         return rows
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
+        sendable(command)  # the bound of every store's inbox, though this one keeps objects
         if request_id not in self._inbox:
             item = InboxItem(
                 request_id=request_id, owner=owner, command=command, submitted_at=_clock.now()

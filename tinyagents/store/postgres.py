@@ -53,6 +53,7 @@ from tinyagents.store.base import (
     read_receipt,
     readable_events,
     run_key,
+    sendable,
     target_run_id,
     terminal_updates,
     unreadable_reason,
@@ -643,7 +644,7 @@ class PostgresStore(Store):
             " RETURNING owner) SELECT pg_notify($4, owner) FROM put",
             request_id,
             owner,
-            command.model_dump_json(),
+            sendable(command),
             self.inbox_channel,
             target_run_id(command),
         )

@@ -34,6 +34,7 @@ from tinyagents.store.base import (
     read_receipt,
     readable_events,
     run_key,
+    sendable,
     target_run_id,
     terminal_updates,
     unreadable_reason,
@@ -588,7 +589,7 @@ class SqliteStore(Store):
             (
                 request_id,
                 owner,
-                command.model_dump_json(),
+                sendable(command),
                 _clock.now().isoformat(),
                 target_run_id(command),
             ),
