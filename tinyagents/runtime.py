@@ -101,7 +101,8 @@ class Runtime:
         how many of the latest command ids an in-memory runtime remembers as duplicates;
         ``max_queued``: how many accepted commands a run's queue holds while they wait for its
         next boundary (a paused run, one in a long tool call); more are rejected (policy
-        ``queue``) until it takes them, except a cancel, which is taken up to twice as many.
+        ``queue``) until it takes them, except a cancel, which is taken up to twice as many;
+        a thread with no live run holds as many per sender for its next run.
 
         ``sinks``: event sinks besides the store's writer; when the program has set an
         OpenTelemetry SDK tracer or meter provider, an ``OTelSink`` on it is added unless one

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from steerkit import MakeRun, apply_ready, make_command
+from steerkit import MakeRun, apply_ready, make_command, start_run
 
 from tinyagents.protocol import ReceiptStatus, SteeringActor, SteeringCommand, SteeringTarget
 from tinyagents.runtime import Runtime
@@ -184,3 +184,35 @@ async def test_the_sender_check_is_asked_only_while_no_run_is_known(
     assert [(type(c), c.testing) for c in seen] == [(SenderContext, True)]
     await make_run("r-1", thread_id="t-1")  # the run's own evaluation calls check, not this
     assert len(seen) == 1
+
+
+async def test_a_thread_with_no_run_holds_at_most_max_queued_commands_per_sender_scope() -> None:
+    """What waits for a thread's next run is bounded as a run's queue is: every command past
+    ``max_queued`` was told ``deferred`` and kept, only to be rejected ("the run's queue is
+    full") the moment a run of the thread registered. It is refused at once instead, under
+    the queue's policy id; a cancel is taken up to twice the bound, as a run's queue takes it;
+    and one tenant's waiting commands take no room from another's (thread ids are each
+    tenant's own)."""
+    recorder = EventRecorder()
+    async with Runtime(testing=True, sinks=[recorder], max_queued=3) as rt:
+        receipts = [(await rt.submit(_to_thread())) for _ in range(4)]
+        assert [r.status for r in receipts[:3]] == [ReceiptStatus.DEFERRED] * 3
+        refused = receipts[3]
+        assert (refused.status, refused.policy_id, refused.run_id) == (
+            ReceiptStatus.REJECTED,
+            "queue",
+            None,
+        )
+        assert "max_queued=3" in (refused.reason or "") and "3 commands" in (refused.reason or "")
+        # another tenant's commands for its own thread of that name still wait
+        acme = SteeringActor.human("sam", tenant_id="acme", scopes=["agent:control"])
+        assert (await rt.submit(_to_thread(actor=acme))).status is ReceiptStatus.DEFERRED
+        # a cancel is taken, up to twice the bound
+        cancels = [_to_thread(kind="cancel", payload={"reason": f"{i}"}) for i in range(4)]
+        statuses = [(await rt.submit(cmd)).status for cmd in cancels]
+        assert statuses == [ReceiptStatus.DEFERRED] * 3 + [ReceiptStatus.REJECTED]
+        handle = await start_run(rt, "r-1", thread_id="t-1")
+        # what waited was handed over whole: nothing more was rejected for want of room
+        rejected = {e.correlation_id for e in recorder.of_type("steering.rejected")}
+        assert rejected == {refused.correlation_id, cancels[3].correlation_id}
+        assert len(handle.inbox) == 3  # the three cancels (they superseded the steers)

@@ -37,6 +37,7 @@ from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
+    SteeringKind,
     SteeringReceipt,
     SubAgentRunTarget,
     ThreadTarget,
@@ -215,8 +216,9 @@ class SteeringRouter:
             tracked.info = info
             if handle is None:
                 if reason is None:  # a thread with no live run yet: wait for one
-                    refused = self._refused_by_sender(tracked)
-                    if refused is not None:  # ... unless no run could ever take it
+                    # ... unless no run could ever take it, or its run would find no room
+                    refused = self._refused_by_sender(tracked) or self._no_room_to_wait(tracked)
+                    if refused is not None:
                         return await self._reject(tracked, *refused)
                     return await self._defer(
                         tracked, f"no live run on {cmd.target.describe()}", "router"
@@ -554,6 +556,28 @@ class SteeringRouter:
             testing=self.testing, trusted_middleware=self._trusted_middleware(tracked)
         )
         return first_sender_refusal(self.pipeline.policies, tracked.cmd, ctx)
+
+    def _no_room_to_wait(self, tracked: _Tracked) -> tuple[str, str] | None:
+        """(reason, ``"queue"``) if ``tracked``'s sender already has as many commands waiting
+        for the next run of its thread as that run's queue takes (``max_queued``; a cancel
+        up to twice as many, as ``Inbox.conflict`` counts): the run would refuse the rest the
+        moment it registered, and until then they would all be kept. Counted in the sender's
+        scope (``dedupe_scope``): another tenant's commands for its own thread of that name
+        take no room, and tell nothing of it."""
+        waiting = self._waiting.get(_target_key(tracked.cmd))
+        bound = self.max_queued
+        if waiting is None or len(waiting) < bound:
+            return None
+        scope = tracked.key[0]
+        mine = sum(1 for key in waiting if key[0] == scope)
+        if mine < bound or (tracked.cmd.kind is SteeringKind.CANCEL and mine < 2 * bound):
+            return None
+        return (
+            f"{tracked.cmd.target.describe()} has no live run, and {mine} commands already "
+            f"wait for its next one (max_queued={bound}); send this once a run of the thread "
+            "has taken them",
+            "queue",
+        )
 
     async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
         cmd = tracked.cmd
