@@ -17,6 +17,7 @@ from tinyagents.protocol import (
     SteeringCommand,
     SteeringKind,
     SteeringPriority,
+    SteeringTarget,
 )
 from tinyagents.runs import RunHandle
 from tinyagents.runtime import Runtime
@@ -44,17 +45,30 @@ PAYLOADS: dict[SteeringKind, dict[str, Any]] = {
 }
 
 
+#: The run itself, two of its graph tasks and a node: a cancel of a task (or node) ends only
+#: what is aimed at that task (or node), so whether a redirect or a replace_instruction wins
+#: may stay open until the boundary (``SteeringQueue.settle``); the order must not matter.
+TARGETS = [
+    SteeringTarget.agent_run("r-1"),
+    SteeringTarget.graph_task("r-1", "t-1"),
+    SteeringTarget.graph_task("r-1", "t-2"),
+    SteeringTarget.graph_node("r-1", "n-1"),
+]
+
+
 @st.composite
 def command_sets(draw: st.DrawFn, *, max_size: int = 12) -> list[tuple[SteeringCommand, int]]:
-    """Distinct commands (unique ids, colliding timestamps and priorities) with a depth each."""
+    """Distinct commands (unique ids, colliding timestamps and priorities) with a depth each,
+    each aimed at the run or at one of its tasks or nodes."""
     n = draw(st.integers(1, max_size))
     out: list[tuple[SteeringCommand, int]] = []
     for i in range(n):
         kind = draw(st.sampled_from(list(PAYLOADS)))
         cmd = make_command(
-            "r-1",
+            None,
             kind,
             PAYLOADS[kind],
+            target=draw(st.sampled_from(TARGETS)),
             correlation_id=f"c-{draw(st.integers(0, 10**6)):07d}-{i}",
             created_at=EPOCH + timedelta(seconds=draw(st.integers(0, 3))),
             priority=draw(st.sampled_from(list(SteeringPriority))),
@@ -72,6 +86,8 @@ def drain(
         cmd, depth = entries[i]
         outcome = q.put_nowait(cmd, depth)
         superseded |= {loser.correlation_id for loser, _ in outcome.superseded}
+    # what the inbox does at a boundary: settle the conflicts left open, then take
+    superseded |= {loser.correlation_id for loser, _ in q.settle()}
     ready = q.pop_ready(Boundary.BEFORE_MODEL_CALL)
     return [c.correlation_id for c in ready], superseded
 
