@@ -145,9 +145,17 @@ async def test_a_node_that_writes_none_as_its_messages_fails(checkpointer: Check
     result = await ours.run({"messages": hello}, thread_id="1")
     assert result.status == "failed"
     assert isinstance(result.error, ValueError) and str(result.error) == str(raised.value)
-    # nothing of the step is applied (LangGraph's aget_state raises the error again there)
-    mine = await ours.get_state("1")
-    assert mine.values == {"messages": hello} and mine.next == ("chatbot",)
+    # the node's write is kept, as LangGraph's: reading the thread applies it (so it raises
+    # the error again, as LangGraph's aget_state does), and so does a run that goes on, which
+    # fails again without running the node again
+    with pytest.raises(ValueError, match="non-null arguments"):
+        await theirs.aget_state(cfg())
+    with pytest.raises(ValueError, match="non-null arguments"):
+        await ours.get_state("1")
+    with pytest.raises(ValueError, match="non-null arguments"):
+        await theirs.ainvoke(None, cfg())
+    again = await ours.run(None, thread_id="1")
+    assert again.status == "failed" and str(again.error) == str(raised.value)
 
 
 class OpenAIChat(TypedDict, total=False):

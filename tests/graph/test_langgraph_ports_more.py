@@ -2149,3 +2149,49 @@ async def test_a_reducer_that_fails_on_a_lone_nodes_write_keeps_the_write(
     done = await ours.run(None, thread_id="1")
     assert done.status == "completed" and done.state == out
     assert _picky_calls == ["a", "reduce", "reduce"]  # the node ran once
+
+
+def refuse_boom(current: list[str], update: list[str]) -> list[str]:
+    if "boom" in update:
+        raise ValueError("no boom")
+    return current + update
+
+
+class Refusing(TypedDict, total=False):
+    log: Annotated[list[str], refuse_boom]
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-task", "two-tasks"])
+async def test_get_state_after_a_reducer_refused_a_steps_writes(
+    parallel: bool, checkpointer: Checkpointer
+) -> None:
+    # LangGraph's aget_state applies the saved writes and raises the reducer's error again,
+    # and a run that goes on fails again without running the node; ours too, whether the
+    # step had one task or two (with one, get_state showed the state before the step, and
+    # the node ran again)
+    calls: list[str] = []
+
+    def build(g: Any) -> Any:
+        def a(state: Any) -> dict[str, Any]:
+            calls.append("a")
+            return {"log": ["boom"]}
+
+        graph = g.StateGraph(Refusing).add_node("a", a)
+        graph.add_edge(g.START, "a").add_edge("a", g.END)
+        if parallel:
+            graph.add_node("b", logger("b")).add_edge(g.START, "b")
+        return graph
+
+    ours, theirs = pair(build, checkpointer)
+    with pytest.raises(ValueError, match="no boom"):
+        await theirs.ainvoke({"log": ["x"]}, cfg())
+    with pytest.raises(ValueError, match="no boom"):
+        await theirs.aget_state(cfg())
+    calls.clear()
+    result = await ours.run({"log": ["x"]}, thread_id="1")
+    assert result.status == "failed" and str(result.error) == "no boom"
+    with pytest.raises(ValueError, match="no boom"):
+        await ours.get_state("1")
+    again = await ours.run(None, thread_id="1")
+    assert again.status == "failed" and str(again.error) == "no boom"
+    assert calls == ["a"]

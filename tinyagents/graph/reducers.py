@@ -437,6 +437,8 @@ class Messages(Reducer):
         return [changed] if changed else []
 
     def normalize(self, write: Any) -> Any:
+        if write is None:  # refused when applied: saved as it is, so it is refused again
+            return None
         return with_message_ids(message_items(write))  # a task's saved result holds the ids
 
     def replace(self, value: Any) -> Any:
