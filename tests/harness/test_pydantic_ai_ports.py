@@ -681,6 +681,28 @@ async def test_structured_output_invalid_again_fails_the_run(answer: str) -> Non
     assert len(model.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [("not json", "answer: Invalid JSON"), ("[1]", "answer: Input should be an object")],
+)
+async def test_structured_output_wrong_as_a_whole_is_said_of_the_answer(
+    answer: str, problem: str
+) -> None:
+    # a problem with the whole answer (not one of its fields) was placed at "arguments" (the
+    # name tool calls use): the model, and the run's error, read "arguments: Invalid JSON"
+    # about an answer that has no arguments
+    model = FunctionModel(lambda request: answer)
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    ask = model.requests[1].messages[-1]
+    assert ask.metadata == {"retry": "invalid_output"}
+    for said in (ask.content, result.error or ""):
+        assert (
+            f"is not valid Foo output: {problem}" in said
+            or f"told what was wrong: {problem}" in said
+        )
+        assert "arguments" not in said
+
+
 async def test_structured_output_is_asked_for_again_once_per_prompt() -> None:
     # pydantic-ai's output retries count over the run, not in a row: a model that answered
     # invalid output, then nothing (or a tool call), then invalid output again, was asked

@@ -357,7 +357,7 @@ class AgentRun(RunDriver):
         try:
             return read_output(output_type, response.text)
         except ValidationError as exc:
-            problems = validation_problems(exc)
+            problems = validation_problems(exc, whole="answer")
         messages = self.messages
         # cut off by the output token limit: said, or the problem reads as bad JSON alone
         cut = response.finish_reason == "length"

@@ -377,7 +377,7 @@ def _partial_output(handle: RunHandle, result: RunResult, limit: RunLimitExceede
     try:
         return read_output(output_type, result.output or "")
     except ValidationError as exc:
-        problems = validation_problems(exc)
+        problems = validation_problems(exc, whole="answer")
     why = (
         f"stop_with_partial: its partial output is no valid {output_type.__name__} "
         f"({problems}), so there is none to hand back"

@@ -656,13 +656,14 @@ def _validation_message(name: str, exc: ValidationError) -> str:
     )
 
 
-def validation_problems(exc: ValidationError) -> str:
+def validation_problems(exc: ValidationError, whole: str = "arguments") -> str:
     """What is wrong, for a model to read: each problem's place, message and (shortened)
-    value, at most ``_SHOWN_PROBLEMS`` of them."""
+    value, at most ``_SHOWN_PROBLEMS`` of them. ``whole`` names the place of a problem with
+    the whole value (not one of its fields): a call's ``arguments``, or an ``answer``."""
     errors = exc.errors(include_url=False)
     problems = []
     for error in errors[:_SHOWN_PROBLEMS]:
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        where = ".".join(str(part) for part in error["loc"]) or whole
         got = ""
         if error["type"] not in ("missing", "extra_forbidden") and "input" in error:
             got = f" (got {_quoted(repr(error['input']))})"
