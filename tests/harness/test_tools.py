@@ -89,6 +89,45 @@ def test_name_description_and_argument_docs_come_from_the_function():
     )
 
 
+async def test_a_field_as_a_parameters_default_gives_its_default_and_constraints():
+    # `limit: int = Field(5, ge=1)`, as pydantic's validate_call (and pydantic-ai) read it:
+    # the FieldInfo itself was the default, so a call without `limit` handed the tool a
+    # FieldInfo object, `limit=0` passed unchecked, and the schema lost both (with a
+    # PydanticJsonSchemaWarning)
+    @tool
+    def page(
+        query: str = Field(description="what to find"),
+        limit: int = Field(5, ge=1),
+        size: int = Field(default_factory=lambda: 10, le=50),
+    ) -> str:
+        """Page.
+
+        Args:
+            limit: how many pages.
+        """
+        return f"{query} {limit} {size}"
+
+    assert page.parameters == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what to find"},
+            "limit": {
+                "type": "integer",
+                "default": 5,
+                "minimum": 1,
+                "description": "how many pages.",
+            },
+            "size": {"type": "integer", "maximum": 50},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    assert await page.call({"query": "q"}) == "q 5 10"
+    for bad in ({"query": "q", "limit": 0}, {"query": "q", "size": 51}, {}):
+        with pytest.raises(ToolError, match="invalid arguments for tool 'page'"):
+            await page.call(bad)
+
+
 def test_sphinx_and_numpy_argument_docs_describe_the_arguments_too():
     # ports tests/test_tools.py::test_docstring_sphinx and ::test_docstring_numpy (pydantic-ai
     # reads all three styles): only Google-style "Args:" reached the schema, so a tool

@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, is_dataclass
 from types import GenericAlias, UnionType
-from typing import Any, Union, get_args, get_origin, overload
+from typing import Annotated, Any, Union, get_args, get_origin, overload
 
 import typing_extensions
 from pydantic import (
@@ -36,7 +36,8 @@ from pydantic import (
     ValidationError,
     create_model,
 )
-from pydantic_core import to_jsonable_python
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from tinyagents._record import FrozenRecord, Record
 from tinyagents._threads import in_own_thread
@@ -533,6 +534,14 @@ def _arguments_model(
         extra: dict[str, Any] = {}
         if param.name in param_docs:
             extra["description"] = param_docs[param.name]
+        if isinstance(default, FieldInfo):
+            # `limit: int = Field(5, ge=1)`, read as pydantic's validate_call reads it: its
+            # constraints and description go with the type, its default (or factory) stays
+            # the default (the FieldInfo itself was, handed to the tool)
+            annotation = Annotated[annotation, default]
+            if default.default_factory is not None:
+                extra["default_factory"] = default.default_factory
+            default = ... if default.default is PydanticUndefined else default.default
         # Only set what we know: a None description would hide one given in Annotated[...].
         info = Field(default, alias=param.name, **extra)
         fields[field_name] = (annotation, info)
