@@ -240,6 +240,31 @@ async def test_a_parameter_annotated_run_context_receives_it_whatever_its_name()
             return ""
 
 
+@pytest.mark.parametrize("annotation", [int, str, "list[int]", "Filters"])
+def test_a_ctx_parameter_typed_as_an_argument_is_refused(annotation: Any) -> None:
+    # a parameter named ctx receives the run's context: `ctx: int` was taken out of the
+    # schema without a word, the model's `ctx` refused as an unknown argument, and the tool
+    # handed a RunContext where it expected an int
+    def lookup(ctx, key: str) -> str:  # type: ignore[no-untyped-def]
+        """Look a key up."""
+        return key
+
+    lookup.__annotations__["ctx"] = annotation
+    with pytest.raises(ConfigurationError, match=r"'ctx' .*receives the run's context.*rename"):
+        tool(lookup)
+
+
+@pytest.mark.parametrize("annotation", [None, Any, object, RunContext, "RunContext | None"])
+def test_a_ctx_parameter_untyped_or_typed_as_the_context_receives_it(annotation: Any) -> None:
+    def lookup(ctx, key: str) -> str:  # type: ignore[no-untyped-def]
+        """Look a key up."""
+        return key
+
+    if annotation is not None:
+        lookup.__annotations__["ctx"] = annotation
+    assert tool(lookup).takes_ctx
+
+
 async def test_a_parameter_annotated_optional_run_context_receives_it_too():
     # refused: "cannot be arguments a model gives (... not fully defined ...)"
     @tool

@@ -53,7 +53,8 @@ def is_tool_name(name: object) -> bool:
     return isinstance(name, str) and _NAME_RE.match(name) is not None
 
 
-#: A parameter with this name receives the call context instead of a model-supplied value.
+#: A parameter with this name receives the call context instead of a model-supplied value
+#: (annotated as anything but the context, ``Any`` or ``object``, it is refused).
 CTX_PARAM = "ctx"
 
 
@@ -520,6 +521,7 @@ def _arguments_model(
                 "list them as parameters"
             )
         if param.name == CTX_PARAM or _is_run_context(param.annotation):
+            _check_ctx_annotation(name, param)
             if takes_ctx:
                 raise ConfigurationError(
                     f"tool {name!r} takes the run's context twice ({param.name!r} too): one "
@@ -556,6 +558,19 @@ def _arguments_model(
             f"parameter that receives the run's context {CTX_PARAM!r} (or annotate it RunContext)"
         ) from exc
     return model, params, takes_ctx
+
+
+def _check_ctx_annotation(name: str, param: inspect.Parameter) -> None:
+    """Refuse a parameter named ``ctx`` typed as something the model would give (``ctx:
+    int``): it would be handed the run's context, and the model's ``ctx`` refused."""
+    annotation = param.annotation
+    if annotation in (inspect.Parameter.empty, Any, object) or _is_run_context(annotation):
+        return
+    raise ConfigurationError(
+        f"tool {name!r}: its parameter {CTX_PARAM!r} is annotated {annotation!r}, but a "
+        f"parameter named {CTX_PARAM!r} receives the run's context (a RunContext); annotate "
+        "it RunContext (or leave it unannotated), or rename it to take it from the model"
+    )
 
 
 def _is_run_context(annotation: Any) -> bool:
