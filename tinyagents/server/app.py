@@ -1493,6 +1493,7 @@ def _mount_console(app: "FastAPI") -> None:
     """Serve ``tinyagents/server/static/`` at ``/`` (index.html for ``/``)."""
     from fastapi.responses import RedirectResponse
     from fastapi.staticfiles import StaticFiles
+    from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.routing import Match, Mount
 
     class Console(Mount):
@@ -1504,6 +1505,17 @@ def _mount_console(app: "FastAPI") -> None:
             if path == BASE or path.startswith(f"{BASE}/"):
                 return Match.NONE, {}
             return super().matches(scope)
+
+    class ConsoleFiles(StaticFiles):
+        """The console's files. A path with a dot segment (``/x/..``; browsers and httpx
+        remove them, a raw client does not) is the JSON 404 it is under the API: one that
+        named this folder was answered with StaticFiles' 307 to an absolute ``http://`` URL
+        built from the request's ``Host`` (wrong behind a TLS proxy, a host the client chose)."""
+
+        async def get_response(self, path: str, scope: Any) -> Any:
+            if any(part in (".", "..") for part in str(scope.get("path", "")).split("/")):
+                raise StarletteHTTPException(status_code=404)
+            return await super().get_response(path, scope)
 
     static = Path(str(files("tinyagents.server") / "static"))
     if not static.is_dir():
@@ -1522,7 +1534,7 @@ def _mount_console(app: "FastAPI") -> None:
         Console(
             "/",
             app=_WithHeaders(
-                StaticFiles(directory=static, html=True),
+                ConsoleFiles(directory=static, html=True),
                 {**_PAGE_HEADERS, "Content-Security-Policy": _CONSOLE_POLICY},
             ),
             name="console",
