@@ -1031,3 +1031,43 @@ async def test_a_reply_target_that_is_no_stream_is_logged_as_such_not_as_an_outa
     finally:
         await client.delete(keys.replies("odd"), keys.replies("fine"))
         await client.aclose()
+
+
+async def test_a_left_entry_in_the_backlog_is_read_once_per_reconnect_not_in_a_loop(
+    redis_url: str, prefix: str
+) -> None:
+    """An entry the reader leaves for the worker's next process (its runtime closed first, so
+    it took no command) stays pending. After a dropped connection the reader reads its
+    backlog from the start again, and read that entry, left it, and read it again, round after
+    round (thousands of reads a second against Redis), never reaching the new entries."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import Envelope
+
+    keys = Keys(prefix)
+    stream = keys.commands("a")
+    client = aioredis.from_url(redis_url)
+    try:
+        rt = Runtime()
+        async with rt:
+            handle = await rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+        kw: dict[str, Any] = {"prefix": prefix, "block_s": 0.5, "backoff_s": (0.05, 0.1)}
+        async with RedisControl(rt, redis_url, worker_id="a", **kw) as control:
+            cmd = command(handle.run_id, "add_instruction")
+            await client.xadd(
+                stream, Envelope(request_id="r-1", reply_to="t", to="a", command=cmd).fields()
+            )
+            await eventually(lambda: asyncio.sleep(0, control.counters.received), lambda n: n == 1)
+            assert (await client.xpending(stream, "owners"))["pending"] == 1  # left
+            for client_info in await client.client_list():
+                if client_info["name"] == f"tinyagents:{prefix}:a":
+                    await client.client_kill_filter(_id=client_info["id"])
+            # the reader comes back and reads its backlog: the left entry once more
+            await eventually(lambda: asyncio.sleep(0, control.counters.received), lambda n: n >= 2)
+            await client.xadd(stream, {"garbage": "x"})  # answered by being dropped
+            await eventually(lambda: client.xlen(stream), lambda n: n == 1)
+            assert control.counters.received == 3 and control.counters.malformed == 1
+        replies = await client.xrange(keys.replies("t"))  # handed back at the close
+        assert [f[b"handed_back"] for _, f in replies] == [b"the owning worker is stopping"]
+    finally:
+        await client.aclose()

@@ -115,7 +115,11 @@ class CommandReader:
         """The job, until cancelled."""
         stream = self.keys.commands(self.worker_id)
         backoff = Backoff(*self.backoff_s)
-        backlog = True  # first the entries read before a crash and never acknowledged
+        # First the entries read before (by a process that crashed, or before a lost
+        # connection) and never acknowledged, once each: from ``after``, the last one read.
+        # An entry left unacknowledged (its runtime had closed) was read again from "0",
+        # over and over, and the job never got past the backlog.
+        backlog, after = True, "0"
         while True:
             try:
                 if not await self.seat.check(redis):
@@ -125,7 +129,7 @@ class CommandReader:
                 read = await redis.xreadgroup(
                     GROUP,
                     self.worker_id,
-                    {stream: "0" if backlog else ">"},
+                    {stream: after if backlog else ">"},
                     count=100,
                     block=None if backlog else int(self.block_s * 1000),
                 )
@@ -133,11 +137,13 @@ class CommandReader:
                 if backlog and not entries:
                     backlog = False
                     continue
+                if backlog:
+                    after = entries[-1][0]
                 await self._answer_all(redis, stream, entries, again=backlog)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                backlog = True
+                backlog, after = True, "0"
                 if "NOGROUP" in str(exc):  # Redis came back empty: make the group again
                     continue
                 self.outages.failed(JOB, exc)
