@@ -1,8 +1,9 @@
 """A stateful hypothesis test of the command lifecycle.
 
-Interleaves submit (to the live run, its thread, a finished run or a missing one; duplicates
+Interleaves submit (to the live run, a task of it, its thread, a finished run or a missing one; duplicates
 too), take at any boundary, apply / fail, pause / resume / cancel, deferral by a policy, and
-runs finishing and starting on one thread. Invariant: every requested command ends in exactly
+runs finishing and starting on one thread, with queues small enough to fill (a run's, and
+what waits for the thread). Invariant: every requested command ends in exactly
 one terminal state, and no event is emitted for it after that.
 
 The async API is driven from sync rules on a dedicated event loop, closed at teardown.
@@ -38,6 +39,8 @@ T = TypeVar("T")
 K = SteeringKind
 TERMINAL = {"rejected", "applied", "superseded", "failed"}
 THREAD = "t-1"
+#: Small enough that a run's queue (and what waits for its thread) fills within a few steps.
+MAX_QUEUED = 2
 PAYLOADS: dict[SteeringKind, dict[str, Any]] = {
     K.ADD_INSTRUCTION: {"text": "more"},
     K.REPLACE_INSTRUCTION: {"text": "new goal"},
@@ -73,7 +76,7 @@ class SteeringLifecycle(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.recorder = EventRecorder()
         self.hold = HoldLowPriority()
-        self.rt = Runtime(testing=True, sinks=[self.recorder])
+        self.rt = Runtime(testing=True, sinks=[self.recorder], max_queued=MAX_QUEUED)
         self.rt.router.pipeline.insert(self.hold, after="authority")
         self.runs = 0
         self.live: RunHandle | None = None
@@ -104,7 +107,7 @@ class SteeringLifecycle(RuleBasedStateMachine):
         priority=st.sampled_from(list(SteeringPriority)),
         delivery=st.sampled_from(DELIVERIES),
         immediate=st.booleans(),
-        where=st.sampled_from(["live"] * 5 + ["thread", "finished", "missing"]),
+        where=st.sampled_from(["live"] * 5 + ["task", "thread", "finished", "missing"]),
     )
     def submit(
         self,
@@ -118,6 +121,8 @@ class SteeringLifecycle(RuleBasedStateMachine):
             delivery = SteeringDelivery.IMMEDIATE
         if where == "live" and self.live is not None:
             target = SteeringTarget.agent_run(self.live.run_id)
+        elif where == "task" and self.live is not None:
+            target = SteeringTarget.graph_task(self.live.run_id, "t-1")
         elif where == "finished" and self.finished:
             target = SteeringTarget.agent_run(self.finished[-1].run_id)
         elif where == "missing":
