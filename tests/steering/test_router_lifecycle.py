@@ -7,9 +7,17 @@ from typing import Any
 import pytest
 from steerkit import MakeRun, apply_ready, make_command
 
-from tinyagents.protocol import Boundary, ReceiptStatus, SteeringActor, SteeringKind, SteeringTarget
+from tinyagents.protocol import (
+    Boundary,
+    ReceiptStatus,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
 from tinyagents.runs import RunStatus
 from tinyagents.runtime import Runtime
+from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.router import SteeringInvariantError
 from tinyagents.testkit import EventRecorder
@@ -132,6 +140,38 @@ async def test_command_after_the_last_boundary_fails_not_dropped(
     receipt = await rt.submit(make_command("r-1"))
     recorder.assert_lifecycle(receipt.correlation_id, ["requested", "accepted", "failed"])
     assert rt.router.state(receipt.correlation_id) == "failed"
+
+
+async def test_a_command_deferred_by_a_policy_after_the_last_boundary_says_so_then_fails(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder, finish: Any
+) -> None:
+    """As an accepted one does: its trail holds the pipeline's decision the receipt reports
+    (it went requested -> failed, with no ``steering.deferred`` beside a ``deferred``
+    receipt), then the failure."""
+
+    class Hold:
+        policy_id = "hold"
+
+        async def __call__(
+            self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+        ) -> Decision:
+            return Decision.defer(cmd, "held", self.policy_id)
+
+    handle = await make_run("r-1")
+    await finish(handle, RunStatus.CANCELLED)
+    rt.router.pipeline.insert(Hold())
+    receipt = await rt.submit(make_command("r-1"))
+    assert (receipt.status, receipt.reason, receipt.policy_id) == ("deferred", "held", "hold")
+    recorder.assert_lifecycle(receipt.correlation_id, ["requested", "deferred", "failed"])
+    deferred, failed = recorder.steering(receipt.correlation_id)[1:]
+    assert (deferred.reason, deferred.policy_id) == ("held", "hold")
+    assert failed.reason == f"{LATE} (deferred: held)"
+    assert rt.router.state(receipt.correlation_id) == "failed"
+    assert [e.type for e in rt.steering_history("r-1")][-3:] == [
+        "steering.requested",
+        "steering.deferred",
+        "steering.failed",
+    ]
 
 
 async def test_finishing_one_run_leaves_other_runs_commands_alone(

@@ -640,18 +640,20 @@ class SteeringRouter:
             if not await self._persist(tracked, "deferred", None):
                 return SteeringReceipt.duplicate(tracked.cmd.correlation_id)
             self._announce(tracked)
-        if handle is not None and handle.status.finished:
-            if not isinstance(tracked.cmd.target, ThreadTarget):
-                self._finish(
-                    tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
-                )
-                return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
+        late = handle is not None and handle.status.finished
+        if late and isinstance(tracked.cmd.target, ThreadTarget):
             handle = None  # the thread's, not that run's: it waits for the thread's next run
+            late = False
         tracked.state = CommandState.DEFERRED
+        if first_time:  # the pipeline's decision, as the receipt reports it
+            self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
+        if late:  # that run will take nothing more: as an accepted command would, it fails
+            self._finish(
+                tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
+            )
+            return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
         key = handle.run_id if handle is not None else _target_key(tracked.cmd)
         self._waiting.setdefault(key, {})[tracked.key] = tracked
-        if first_time:
-            self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
 
     async def _accept(
