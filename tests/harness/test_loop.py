@@ -324,6 +324,38 @@ async def test_constrain_model_changes_the_next_request(rt: Runtime, recorder: E
     ]
 
 
+async def test_a_constrain_model_that_would_leave_no_model_fails_and_changes_nothing(
+    rt: Runtime, recorder: EventRecorder
+):
+    # two narrowings accepted while both models were allowed: applied in turn, the second
+    # leaves none. It failed, but had emptied the run's list on its way, and every later
+    # request named no model at all: the model's own default, which the first had narrowed
+    # away (a LiteLLMModel called its `model`)
+    gate = Gate()
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    handle = await rt.start(
+        Agent("worker", model, tools=[gate.tool()], models=["big-model", "small-model"]), "go"
+    )
+    await gate.entered.wait()
+    small = await handle.submit(
+        SteeringKind.CONSTRAIN_MODEL, {"models": ["small-model"]}, actor=OPERATOR
+    )
+    big = await handle.submit(
+        SteeringKind.CONSTRAIN_MODEL, {"models": ["big-model"]}, actor=OPERATOR
+    )
+    gate.open()
+    await handle.result()
+
+    assert [r.model for r in model.requests] == ["big-model", "small-model"]
+    assert handle.info.models == ("small-model",)
+    assert steering_event(recorder, small.correlation_id, "applied").affected["models"] == [
+        "small-model"
+    ]
+    failed = steering_event(recorder, big.correlation_id, "failed")
+    assert failed.reason is not None and "left no model allowed" in failed.reason
+    assert "small-model" in failed.reason  # what is allowed now
+
+
 async def test_constrain_model_cannot_switch_a_run_without_a_model_list(
     rt: Runtime, recorder: EventRecorder
 ):

@@ -59,13 +59,19 @@ async def apply(
         info.tools = narrow_tools(info.tools, payload["tools"])
         inbox.applied(cmd, tools=sorted(info.tools), **where)
     elif kind is SteeringKind.CONSTRAIN_MODEL:
-        info.models = narrow_models(info.models, payload["models"])
-        if not info.models:
+        # The allowlist policy judged it against the models allowed at submit: a narrowing
+        # queued before it and applied first may leave it none. It then fails and changes
+        # nothing (an empty list would send requests naming no model: the model's default).
+        models = narrow_models(info.models, payload["models"])
+        if not models:
             inbox.failed(
-                cmd, "constrain_model left no model allowed"
-            )  # pragma: no cover - policy stops it
+                cmd,
+                f"constrain_model left no model allowed: {list(payload['models'])} shares "
+                f"none with the models allowed now {list(info.models or ())}",
+            )
         else:
-            inbox.applied(cmd, models=list(info.models), **where)
+            info.models = models
+            inbox.applied(cmd, models=list(models), **where)
     elif kind is SteeringKind.UPDATE_BUDGET:
         info.limits = info.limits.replace(**payload)
         inbox.applied(cmd, limits=payload, **where)
