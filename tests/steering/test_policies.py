@@ -138,6 +138,42 @@ async def test_a_foreign_thread_command_never_reaches_the_runs_of_that_thread(
     assert all(e.run_id is None and e.tenant_id == "acme" for e in events)
 
 
+async def test_a_thread_command_from_a_run_means_its_own_tenants_thread(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    """Thread ids are each tenant's own. A parent agent (a run's middleware, a graph
+    supervisor) sending to a thread means the thread of its own run's tenant: another
+    tenant's newer run on a thread of that name took the command instead, which was refused
+    as not a descendant (its own child on that thread was live), named that run in the
+    receipt and was filed in that other tenant's history."""
+    await make_run("pa", tenant_id="acme")
+    await make_run("ca", parent="pa", tenant_id="acme", thread_id="t-1")
+    await make_run("rb", tenant_id="globex", thread_id="t-1")
+    for actor in (
+        SteeringActor.parent_agent("pa", "orchestrator"),
+        SteeringActor.middleware("guard", run_id="pa"),
+    ):
+        receipt = await rt.submit(make_command(actor=actor, target=SteeringTarget.thread("t-1")))
+        assert (receipt.status, receipt.run_id) == (ReceiptStatus.ACCEPTED, "ca"), receipt
+    assert rt.steering_history("rb") == []
+
+    # with no run of its tenant on the thread, it waits for one, past the other tenant's
+    await make_run("pb", tenant_id="acme")
+    waiting = await rt.submit(
+        make_command(
+            actor=SteeringActor.parent_agent("pb", "orchestrator"),
+            target=SteeringTarget.thread("t-2"),
+        )
+    )
+    assert waiting.status is ReceiptStatus.DEFERRED
+    await make_run("rb-2", tenant_id="globex", thread_id="t-2")
+    assert rt.steering_history("rb-2") == []
+    assert recorder.lifecycle(waiting.correlation_id) == ["requested", "deferred"]
+    await make_run("cb", parent="pb", tenant_id="acme", thread_id="t-2")
+    assert recorder.lifecycle(waiting.correlation_id) == ["requested", "deferred", "accepted"]
+    assert recorder.steering(waiting.correlation_id)[-1].run_id == "cb"
+
+
 @pytest.fixture
 async def family(make_run: MakeRun) -> None:
     """root ─┬─ c-1 ── g-1

@@ -382,7 +382,13 @@ class SteeringRouter:
     async def _hand_over(self, key: str, tracked: _Tracked, handle: RunHandle) -> None:
         """Give ``tracked``, waiting under ``key``, to ``handle``'s run: evaluated (a deferred
         command) or queued (a restored one); back to waiting if it cannot be yet."""
-        if _hidden(tracked.cmd, handle):
+        cmd = tracked.cmd
+        tenant = (
+            self._thread_tenant(cmd)
+            if isinstance(cmd.target, ThreadTarget)
+            else sender_tenant(cmd.actor)
+        )
+        if tenant is not None and tenant != handle.info.tenant_id:
             # another tenant's run on the thread: to the sender there is still no run there
             # (as ``_resolve`` answers), so the command waits on, and none of its events
             # reaches this run's history
@@ -516,8 +522,8 @@ class SteeringRouter:
         # ``type(...) is`` first: an isinstance that fails on a pydantic class runs the ABC
         # check in Python, and nearly every command names an agent run.
         if type(target) is not AgentRunTarget and isinstance(target, ThreadTarget):
-            handle = self.registry.for_thread(target.thread_id, sender_tenant(cmd.actor))
-            if handle is None or _hidden(cmd, handle):
+            handle = self.registry.for_thread(target.thread_id, self._thread_tenant(cmd))
+            if handle is None:
                 return None, None, None
             return handle, None, handle.info
         handle = self.registry.get(target.run_id)
@@ -542,6 +548,19 @@ class SteeringRouter:
             if routed is not None:
                 return routed, None, routed.info
         return handle, None, handle.info
+
+    def _thread_tenant(self, cmd: SteeringCommand) -> str | None:
+        """The tenant whose runs ``cmd``, for a thread, may be handed to (thread ids are each
+        tenant's own: two may use the same one): a human's own; for an actor that acts from
+        a run (a parent agent, a graph supervisor, a run's middleware), that run's tenant;
+        None for a runtime-level one, or an actor whose run is not in the tree."""
+        tenant = sender_tenant(cmd.actor)
+        if tenant is None:
+            run_id = getattr(cmd.actor, "run_id", None)
+            info = self.registry.tree.get(run_id) if run_id is not None else None
+            if info is not None:
+                return info.tenant_id
+        return tenant
 
     def _trusted_middleware(self, tracked: _Tracked) -> frozenset[str]:
         if tracked.trusted:
