@@ -254,8 +254,12 @@ def test_a_ctx_parameter_typed_as_an_argument_is_refused(annotation: Any) -> Non
         tool(lookup)
 
 
-@pytest.mark.parametrize("annotation", [None, Any, object, RunContext, "RunContext | None"])
+@pytest.mark.parametrize(
+    "annotation", [None, Any, object, RunContext, "RunContext | None", "'RunContext'"]
+)
 def test_a_ctx_parameter_untyped_or_typed_as_the_context_receives_it(annotation: Any) -> None:
+    # "'RunContext'": `ctx: "RunContext"` quoted under `from __future__ import annotations`,
+    # which evaluates to the string: it names the context too
     def lookup(ctx, key: str) -> str:  # type: ignore[no-untyped-def]
         """Look a key up."""
         return key

@@ -566,6 +566,8 @@ def _check_ctx_annotation(name: str, param: inspect.Parameter) -> None:
     annotation = param.annotation
     if annotation in (inspect.Parameter.empty, Any, object) or _is_run_context(annotation):
         return
+    if isinstance(annotation, str) and "RunContext" in annotation:
+        return  # `ctx: "RunContext"` quoted under future annotations: read as the string
     raise ConfigurationError(
         f"tool {name!r}: its parameter {CTX_PARAM!r} is annotated {annotation!r}, but a "
         f"parameter named {CTX_PARAM!r} receives the run's context (a RunContext); annotate "
