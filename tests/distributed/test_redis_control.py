@@ -1071,3 +1071,93 @@ async def test_a_left_entry_in_the_backlog_is_read_once_per_reconnect_not_in_a_l
         assert [f[b"handed_back"] for _, f in replies] == [b"the owning worker is stopping"]
     finally:
         await client.aclose()
+
+
+async def test_a_stopping_worker_answers_entries_read_by_another_consumer_and_leaves(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The drain read the stream as its one consumer until the stream was empty. An entry
+    that was read under another consumer name (someone looking with ``redis-cli``) or that
+    was acknowledged but not deleted is neither in its backlog nor new: the drain read
+    nothing, found the stream not empty, and read again, some 4,000 times a second, until its
+    10 s ran out (and, when redis-py swallowed that cancel, for ever); that command was never
+    answered, and the stream and the seat were left behind."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import Envelope
+
+    caplog.set_level("INFO", logger="tinyagents.distributed")
+    keys = Keys(prefix)
+    stream = keys.commands("a")
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt:
+            handle = await rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            control = RedisControl(rt, redis_url, worker_id="a", prefix=prefix, block_s=0.2)
+            await control.start()
+            await eventually(lambda: client.exists(stream), lambda n: n == 1)
+            await control._stop_jobs()  # no job reads the stream from now on: only the drain
+            looked = command(handle.run_id, "add_instruction")
+            answered = command(handle.run_id, "add_instruction", {"text": "and refunds"})
+            for request_id, cmd in (("r-looked", looked), ("r-answered", answered)):
+                await client.xadd(
+                    stream,
+                    Envelope(request_id=request_id, reply_to="t", to="a", command=cmd).fields(),
+                )
+            read = await client.xreadgroup("owners", "inspector", {stream: ">"}, count=1)
+            assert [f[b"request_id"] for _, f in read[0][1]] == [b"r-looked"]
+            read = await client.xreadgroup("owners", "a", {stream: ">"}, count=1)
+            [(answered_id, _)] = read[0][1]
+            await client.xack(stream, "owners", answered_id)  # its deletion lost
+            await asyncio.wait_for(control.aclose(), 60)  # a guard against a hang only
+            assert await client.exists(stream, keys.seat("a")) == 0
+            replies = await client.xrange(keys.replies("t"))
+            assert [
+                (f[b"request_id"], json.loads(f[b"receipt"])["status"]) for _, f in replies
+            ] == [(b"r-looked", "accepted")]
+            assert looked.correlation_id in {c.correlation_id for c in rt.open_commands()}
+        messages = [r.getMessage() for r in caplog.records]
+        assert not [m for m in messages if "cleanly" in m], messages
+    finally:
+        await client.delete(keys.replies("t"))
+        await client.aclose()
+
+
+async def test_a_drain_that_runs_out_of_time_ends_though_redis_py_swallows_the_cancel(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drain still reading when its time ran out (senders kept appending) was cancelled;
+    redis-py returns the answer of a call the cancel landed in now and then, and the drain
+    then read on for as long as entries came: ``aclose`` (a SIGTERM's stop) never ended.
+    Each round is a fresh worker; the cancel lands in a Redis call most of the time."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed import redis_control
+
+    monkeypatch.setattr(redis_control, "_DRAIN_S", 0.3)
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt:
+            for round_ in range(6):
+                worker = f"w{round_}"
+                stream = keys.commands(worker)
+                control = RedisControl(rt, redis_url, worker_id=worker, prefix=prefix)
+                await control.start()
+                await eventually(lambda s=stream: client.exists(s), lambda n: n == 1)
+                await control._stop_jobs()
+                stop = asyncio.Event()
+
+                async def flood(stream: str = stream, stop: asyncio.Event = stop) -> None:
+                    while not stop.is_set():  # entries dropped as malformed, at once
+                        await client.xadd(stream, {"garbage": "x"})
+
+                flooding = asyncio.create_task(flood())
+                try:
+                    await asyncio.wait_for(control.aclose(), 30)  # a guard against a hang
+                finally:
+                    stop.set()
+                    await flooding
+                await client.delete(stream)
+    finally:
+        await client.aclose()

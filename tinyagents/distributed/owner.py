@@ -60,10 +60,29 @@ _REPLY_MAXLEN = 10_000
 #: A reply stream nobody reads any more (its worker is gone) disappears after this long.
 _REPLY_TTL_S = 300
 _REMEMBER_ANSWERS = 10_000
-#: Deletes a command stream only when nothing is left in it (answered entries are deleted),
-#: atomically with respect to a sender's append: 1 or 0 once gone, -1 when entries arrived.
-_DELETE_IF_EMPTY = """
+#: Deletes a command stream (``ARGV[1]``: the group) only when nothing is left in it that
+#: needs an answer, atomically with respect to a sender's append: 1 or 0 once gone, -1 when
+#: entries are left. Answered entries are deleted; one left though acknowledged (its
+#: deletion was lost, or it was acknowledged by hand) is answered, or will never be: it
+#: does not keep the stream. An entry pending (for any consumer) or past what the group
+#: handed out (a sender appended) does.
+_DELETE_IF_ANSWERED = """
 if redis.call('XLEN', KEYS[1]) == 0 then return redis.call('DEL', KEYS[1]) end
+if redis.call('XPENDING', KEYS[1], ARGV[1])[1] > 0 then return -1 end
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local newest_ms, newest_seq = parts(redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1][1])
+for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local fields = {}
+  for i = 1, #group, 2 do fields[group[i]] = group[i + 1] end
+  if fields['name'] == ARGV[1] then
+    local ms, seq = parts(fields['last-delivered-id'])
+    if newest_ms > ms or (newest_ms == ms and newest_seq > seq) then return -1 end
+    return redis.call('DEL', KEYS[1])
+  end
+end
 return -1
 """
 #: Appends a receipt to a reply stream (``ARGV``: its ``MAXLEN``, its TTL, then the fields)
@@ -154,10 +173,19 @@ class CommandReader:
 
     async def drain(self, redis: Redis) -> None:
         """Answer every entry left in the stream (the job stopped), then delete the stream.
-        Entries keep being read until the stream is empty at the moment it is deleted; an
-        entry the runtime no longer takes (it closed) is handed back to its sender."""
+        Entries keep being read until nothing is left that needs an answer at the moment it
+        is deleted; an entry the runtime no longer takes (it closed) is handed back to its
+        sender. An entry read under another consumer name (someone looking with
+        ``redis-cli``) is taken over and answered too: it is neither in this worker's backlog
+        nor new, and the drain read nothing, round after round, until its time ran out."""
         stream = self.keys.commands(self.worker_id)
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0  # a close in a cancelled task
         while True:
+            if task is not None and task.cancelling() > cancels:
+                # redis-py can swallow a cancel that lands in a call (its answer returned):
+                # the close's time is out, and this loop would go on for as long as it reads
+                raise asyncio.CancelledError
             entries: list[Any] = []
             for after in ("0", ">"):  # read by the stopped job and unanswered, then new ones
                 read = await redis.xreadgroup(GROUP, self.worker_id, {stream: after}, count=100)
@@ -165,8 +193,13 @@ class CommandReader:
                 if entries:
                     await self._answer_all(redis, stream, entries, again=after == "0", closing=True)
                     break
-            if not entries and await redis.eval(_DELETE_IF_EMPTY, 1, stream) != -1:
+            if entries:
+                continue
+            if await redis.eval(_DELETE_IF_ANSWERED, 1, stream, GROUP) != -1:
                 return
+            # Left: entries another consumer read (taken over here, to be read as this
+            # worker's backlog), or entries a sender appended meanwhile (read as new ones).
+            await redis.xautoclaim(stream, GROUP, self.worker_id, min_idle_time=0, count=100)
 
     async def _answer_all(
         self,
