@@ -1161,3 +1161,49 @@ async def test_a_drain_that_runs_out_of_time_ends_though_redis_py_swallows_the_c
                 await client.delete(stream)
     finally:
         await client.aclose()
+
+
+async def test_a_command_stream_deleted_under_a_live_worker_is_made_again_not_an_outage(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``DEL {prefix}:cmd:a`` while worker a's reader waited on it: Redis ends that read
+    with ``UNBLOCKED the stream key no longer exists``, which the reader logged as a Redis
+    outage (``connected`` false, a Redis error counted) and slept its backoff on before it
+    made the stream again; senders were meanwhile told the worker had stopped."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import Envelope
+
+    caplog.set_level("WARNING", logger="tinyagents.distributed")
+    keys = Keys(prefix)
+    stream = keys.commands("a")
+    client = aioredis.from_url(redis_url)
+
+    async def reader_waiting() -> bool:
+        return any(
+            c["name"] == f"tinyagents:{prefix}:a" and c["cmd"] == "xreadgroup" and "b" in c["flags"]
+            for c in await client.client_list()
+        )
+
+    try:
+        async with Runtime() as rt:
+            handle = await rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            async with RedisControl(
+                rt, redis_url, worker_id="a", prefix=prefix, block_s=30
+            ) as control:
+                await eventually(reader_waiting, bool)
+                await client.delete(stream)
+                await eventually(lambda: client.exists(stream), lambda n: n == 1)
+                cmd = command(handle.run_id, "add_instruction")
+                await client.xadd(
+                    stream, Envelope(request_id="r-1", reply_to="t", to="a", command=cmd).fields()
+                )
+                replies = await eventually(lambda: client.xrange(keys.replies("t")), bool)
+                assert [json.loads(f[b"receipt"])["status"] for _, f in replies] == ["accepted"]
+                assert control.counters.redis_errors == 0 and control.connected
+        messages = [r.getMessage() for r in caplog.records]
+        assert not [m for m in messages if "retrying with backoff" in m], messages
+        assert [m for m in messages if "no longer exists" in m and stream in m], messages
+    finally:
+        await client.delete(keys.replies("t"))
+        await client.aclose()

@@ -165,6 +165,16 @@ class CommandReader:
                 backlog, after = True, "0"
                 if "NOGROUP" in str(exc):  # Redis came back empty: make the group again
                     continue
+                if str(exc).startswith("UNBLOCKED"):
+                    # Redis is up and ended the read: the stream (or its group) was deleted
+                    # under it, made again here, or CLIENT UNBLOCK ... ERROR. No outage.
+                    log.warning(
+                        "worker %s: Redis ended its read of %s (%s); reading it again",
+                        self.worker_id,
+                        stream,
+                        exc,
+                    )
+                    continue
                 self.outages.failed(JOB, exc)
                 await backoff.wait()
                 continue
