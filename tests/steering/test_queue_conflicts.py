@@ -496,6 +496,21 @@ async def test_immediate_cancel_interrupts_the_driver_and_queueing_wakes_it(
     assert ids(apply_ready(handle, Boundary.AFTER_MODEL_RESPONSE)) == [stop.correlation_id]
 
 
+async def test_only_a_cancel_interrupts_the_driver_even_one_built_past_validation(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """``delivery=immediate`` exists only for cancel: construction refuses it for any other
+    kind, but ``model_copy(update=...)`` validates nothing. Such an instruction was queued
+    and interrupted the run at once, as a cancel does (an agent run then stops its model call
+    and cancels its whole subtree). It lands at the next boundary like any instruction."""
+    driver = RecordingDriver()
+    handle = await make_run("r-1", driver=driver)
+    forged = make_command("r-1").model_copy(update={"delivery": D.IMMEDIATE})
+    assert (await rt.submit(forged)).accepted
+    assert driver.interrupted == []
+    assert ids(apply_ready(handle, Boundary.BEFORE_MODEL_CALL)) == [forged.correlation_id]
+
+
 async def test_end_of_turn_after_the_run_finished_can_start_another_turn(
     rt: Runtime,
     make_run: MakeRun,

@@ -833,7 +833,12 @@ class SteeringRouter:
         if outcome.rejected is not None:
             # _accept checked for this; the queue changed while the store was being written.
             self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
-        elif outcome.queued and cmd.delivery is SteeringDelivery.IMMEDIATE:
+        elif (
+            outcome.queued
+            and cmd.delivery is SteeringDelivery.IMMEDIATE
+            # a cancel's only: a command built past validation (``model_copy``) may say it
+            and cmd.kind is SteeringKind.CANCEL
+        ):
             handle.driver.interrupt_now(cmd)
 
     def _rollup(self, tracked: _Tracked, handle: RunHandle) -> None:
