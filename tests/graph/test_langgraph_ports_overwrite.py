@@ -311,3 +311,75 @@ async def test_a_list_channels_tuple_default_is_still_extended() -> None:
     expected = await theirs.ainvoke({})
     assert expected == {"items": ["a"]}
     assert (await ours.run({})).state == expected
+
+
+def one_write_graph(g: Any, schema: Any, write: dict[str, Any]) -> Any:
+    graph = g.StateGraph(schema).add_node("a", lambda s: write)
+    return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+
+@pytest.mark.parametrize("write", [("x", "y"), "z", 5], ids=["tuple", "str", "int"])
+async def test_operator_add_on_a_list_refuses_a_write_that_is_no_list(
+    write: Any, checkpointer: Checkpointer
+) -> None:
+    # LangGraph's operator.add is list + write: a tuple, a string or one item is Python's
+    # TypeError, which fails the step (and run input). Ours appended or extended with it.
+    ours, theirs = pair(lambda g: one_write_graph(g, State, {"items": write}), checkpointer)
+    with pytest.raises(TypeError, match="can only concatenate list") as theirs_error:
+        await theirs.ainvoke({}, cfg())
+    result = await ours.run({}, thread_id="1")
+    assert result.status == "failed" and type(result.error) is TypeError
+    assert str(result.error) == str(theirs_error.value)
+    with pytest.raises(TypeError, match="can only concatenate list"):
+        await theirs.ainvoke({"items": write}, cfg("2"))
+    with pytest.raises((TypeError, InvalidUpdateError), match="can only concatenate list"):
+        await ours.run({"items": write}, thread_id="2")
+    # update_state names the reducer that refused, and changes nothing
+    await ours.update_state("3", {"items": ["x"]})
+    with pytest.raises(InvalidUpdateError, match=r"'items' \(add\) refused"):
+        await ours.update_state("3", {"items": write})
+    assert (await ours.get_state("3")).values == {"items": ["x"], "total": 0}
+
+
+class Tupled(TypedDict, total=False):
+    items: Annotated[tuple[str, ...], operator.add]
+
+
+async def test_operator_add_on_a_tuple_field_holds_a_tuple(checkpointer: Checkpointer) -> None:
+    # LangGraph's channel starts from tuple() and adds as Python does: a tuple write makes a
+    # longer tuple, a list is a TypeError. Ours held a list and extended it with anything.
+    ours, theirs = pair(lambda g: one_write_graph(g, Tupled, {"items": ("a",)}), checkpointer)
+    expected = await theirs.ainvoke({"items": ("x",)}, cfg())
+    assert expected == {"items": ("x", "a")}
+    result = await ours.run({"items": ("x",)}, thread_id="1")
+    assert result.state == expected and type(result.state["items"]) is tuple
+    # read back from its checkpoint it is a tuple still, so the thread goes on (LangGraph's
+    # reads back a list, to which its next tuple write fails to add: see docs/graph.md)
+    saved = (await ours.get_state("1")).values["items"]
+    assert saved == ("x", "a") and type(saved) is tuple
+    again = await ours.run({"items": ("y",)}, thread_id="1")
+    assert again.state == {"items": ("x", "a", "y", "a")}
+    ours, theirs = pair(lambda g: one_write_graph(g, Tupled, {"items": ["a"]}), checkpointer)
+    with pytest.raises(TypeError, match="can only concatenate tuple") as theirs_error:
+        await theirs.ainvoke({}, cfg())
+    failed = await ours.run({}, thread_id="2")
+    assert failed.status == "failed" and str(failed.error) == str(theirs_error.value)
+
+
+async def test_a_subgraph_hands_a_tuple_field_what_it_added(checkpointer: Checkpointer) -> None:
+    # a sub-graph node gives back what it changed of a shared reducer channel (docs/graph.md,
+    # "Sub-graphs"): for a tuple field, a tuple its parent's operator.add takes (a list would
+    # be the TypeError); an Overwrite of a list there is held as a tuple, as the field says
+    def build(g: Any, write: Any) -> Any:
+        inner = one_write_graph(g, Tupled, {"items": write}).compile()
+        graph = g.StateGraph(Tupled).add_node("a", lambda s: {"items": ("a",)})
+        graph.add_node("sub", inner).add_edge(g.START, "a").add_edge("a", "sub")
+        return graph.add_edge("sub", g.END)
+
+    ours, _ = pair(lambda g: build(g, ("i",)), checkpointer)
+    result = await ours.run({}, thread_id="1")
+    assert result.state == {"items": ("a", "i")} and type(result.state["items"]) is tuple
+    ours, _ = pair(lambda g: build(g, Overwrite(["o"])), checkpointer)
+    result = await ours.run({}, thread_id="2")
+    assert result.state == {"items": ("o",)}
+    assert (await ours.get_state("2")).values == {"items": ("o",)}

@@ -154,20 +154,28 @@ def _items(write: Any) -> list[Any]:
 
 class Append(Reducer):
     """List concatenation; a non-list write appends one item. ``add``: the reducer is
-    ``operator.add`` on a list, whose tuple value (an ``Overwrite``'s) is added to as Python
-    adds, as LangGraph's: a list or one item is a ``TypeError``, a tuple makes a tuple."""
+    ``operator.add`` on a list, which adds as Python does, as LangGraph's: a write that is no
+    list (a tuple, a string, one item) is a ``TypeError``, and so is a list or one item added
+    to its tuple value (an ``Overwrite``'s), to which a tuple adds to make a tuple."""
 
     name = "append"
     delta_is_value = False
+    #: ``operator.add`` (a subclass that sets no ``add`` appends)
+    add = False
 
     def __init__(self, *, add: bool = False) -> None:
         self.add = add
+        if add:
+            self.name = "add"  # as errors name it: the field's reducer is operator.add
 
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
-        if type(current) is tuple and self.add:
+        add = self.add
+        if add and type(current) is tuple:
             return _added(current, writes)
         new: list[Any] = []
         for write in writes:
+            if add and not isinstance(write, list):
+                raise _not_added(list, write)
             new.extend(_items(write))
         if current is MISSING or current is None:
             return new.copy(), new
@@ -195,12 +203,53 @@ class Append(Reducer):
         return [Overwrite(list(after))]  # not an extension (an Overwrite wrote it)
 
     def normalize(self, write: Any) -> Any:
-        return _items(write)
+        # operator.add's write is kept as it was, so a saved write it refused is refused again
+        return write if self.add else _items(write)
 
     def replace(self, value: Any) -> Any:
         # a tuple is kept, as LangGraph's (its checkpoint reads back a list); a list is copied,
         # so the channel owns it (it is extended in place)
         return value if type(value) is tuple else _items(value)
+
+
+def _not_added(to: type, write: Any) -> TypeError:
+    """Python's error for ``to() + write``, in its words (LangGraph's channel raises it)."""
+    return TypeError(
+        f'can only concatenate {to.__name__} (not "{type(write).__name__}") to {to.__name__}'
+    )
+
+
+class TupleAdd(Reducer):
+    """``operator.add`` on a tuple field: a tuple write makes a longer tuple, anything else is
+    Python's ``TypeError``, as LangGraph's channel adds. The value stays a tuple when its
+    checkpoint is read back (LangGraph's reads back a list, to which a tuple cannot add)."""
+
+    name = "add"
+    delta_is_value = False
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        for write in writes:
+            if not isinstance(write, tuple):
+                raise _not_added(tuple, write)
+        start = () if current is MISSING or current is None else tuple(current)
+        return _added(start, writes)
+
+    def replay(self, current: Any, delta: Any) -> Any:
+        start = () if current is MISSING or current is None else tuple(current)
+        return start + tuple(delta)
+
+    def diff(self, before: Any, after: Any) -> list[Any]:
+        if after is MISSING or after is None:
+            return []
+        if before is MISSING or before is None:
+            return [tuple(after)]
+        n = len(before)
+        if len(after) >= n and all(a is b or a == b for a, b in zip(before, after, strict=False)):
+            return [tuple(after[n:])] if len(after) > n else []
+        return [Overwrite(tuple(after))]  # not an extension (an Overwrite wrote it)
+
+    def replace(self, value: Any) -> Any:
+        return value if type(value) is tuple else tuple(value)
 
 
 def _added(value: tuple[Any, ...], writes: list[Any]) -> tuple[Any, Any]:
@@ -610,8 +659,10 @@ def resolve(fn: Any, annotation: Any) -> Reducer:
     origin = get_origin(annotation) or annotation
     if fn is overwrite:
         return LastValue()
-    if fn is append or (fn is operator.add and origin is tuple):
+    if fn is append:
         return Append()
+    if fn is operator.add and origin is tuple:
+        return TupleAdd()
     if fn is operator.add and origin is list:
         return Append(add=True)
     if fn is add_messages:
