@@ -644,3 +644,42 @@ async def test_a_wrong_typed_write_is_read_back_as_written(
     assert (await ours.get_state("1")).values == saved
     again = await theirs.ainvoke(None, cfg())
     assert (await ours.run(None, thread_id="1")).state == again == expected
+
+
+class TypedFloats(TypedDict, total=False):
+    f: float
+    fs: Annotated[list[float], operator.add]
+    of: float | None
+    by_name: dict[str, float]
+
+
+class PydanticFloats(BaseModel):
+    f: float = 0.0
+    fs: Annotated[list[float], operator.add] = []
+    of: float | None = None
+    by_name: dict[str, float] = {}
+
+
+@pytest.mark.parametrize("schema", [TypedFloats, PydanticFloats])
+async def test_an_int_written_to_a_float_field_is_read_back_an_int(
+    checkpointer: Checkpointer, schema: Any
+) -> None:
+    # LangGraph's channels keep the 7 a node wrote to a float field, checkpoint or not; ours
+    # read the checkpoint back through the field's type, strictly, which still makes an int a
+    # float: 7.0 in get_state and the next run's output, where the run that wrote it had 7
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(schema)
+        graph.add_node("a", lambda s: {"f": 7, "fs": [1, 2.5], "of": 3, "by_name": {"x": 4}})
+        return graph.add_edge(g.START, "a").add_edge("a", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({}, cfg())
+    expected = {"f": 7, "fs": [1, 2.5], "of": 3, "by_name": {"x": 4}}
+    assert out == expected
+    assert (await ours.run({}, thread_id="1")).state == out
+    saved = (await theirs.aget_state(cfg())).values
+    mine = (await ours.get_state("1")).values
+    assert mine == saved == expected
+    assert repr(mine) == repr(saved)  # 7, not 7.0: equal either way
+    again = await theirs.ainvoke(None, cfg())
+    assert repr((await ours.run(None, thread_id="1")).state) == repr(again)

@@ -55,12 +55,15 @@ class Channel(Record):
     #: value, so its field's are not applied)
     constraints: tuple[Any, ...] = ()
     _adapter: TypeAdapter[Any] | None = None
+    #: the field's type holds ``float`` (read with the adapter): ``decode`` gives back ints
+    _floats: bool = False
 
     def adapter(self) -> TypeAdapter[Any]:
         if self._adapter is None:
             annotation = self.annotation
             if self.constraints:
                 annotation = Annotated[(annotation, *self.constraints)]  # type: ignore[valid-type]
+            self._floats = _holds_float(annotation)
             self._adapter = TypeAdapter(annotation)
         return self._adapter
 
@@ -76,13 +79,35 @@ class Channel(Record):
             if isinstance(self.reducer, Messages):
                 return _revived(adapter.validate_python(value))
             try:  # JSON types: as fast as a lax read
-                return adapter.validate_python(value, strict=True)
+                decoded = adapter.validate_python(value, strict=True)
             except ValidationError:  # the JSON of another type, or not the field's type
-                return adapter.validate_json(to_json(value), strict=True)
+                decoded = adapter.validate_json(to_json(value), strict=True)
         # TypeError: LangChain's AnyMessage, reading a dict with no "type" (a role dict a
         # field typed as LangChain messages once kept)
         except (ValidationError, TypeError):
             return value
+        return _ints_kept(value, decoded) if self._floats else decoded
+
+
+def _holds_float(annotation: Any) -> bool:
+    """Whether ``float`` is in ``annotation`` (``float``, ``list[float]``, ``float | None``)."""
+    return annotation is float or any(_holds_float(arg) for arg in get_args(annotation))
+
+
+def _ints_kept(value: Any, decoded: Any) -> Any:
+    """``decoded`` with the ints of ``value`` that a strict read still makes floats given back
+    as written (a ``float`` field keeps the ``7`` a node wrote, as LangGraph's channels keep
+    it), in lists, tuples and dicts too."""
+    if type(decoded) is float:
+        return value if type(value) is int else decoded
+    if type(value) is list and type(decoded) in (list, tuple) and len(value) == len(decoded):
+        return type(decoded)(map(_ints_kept, value, decoded))
+    if type(value) is dict and type(decoded) is dict and len(value) == len(decoded):
+        return {
+            key: _ints_kept(item, new)
+            for item, (key, new) in zip(value.values(), decoded.items(), strict=True)
+        }
+    return decoded
 
 
 def _revived(value: Any) -> Any:
