@@ -193,14 +193,7 @@ class Append(Reducer):
         return current
 
     def diff(self, before: Any, after: Any) -> list[Any]:
-        if after is MISSING or after is None:
-            return []
-        if before is MISSING or before is None:
-            return [list(after)]
-        n = len(before)
-        if len(after) >= n and all(a is b or a == b for a, b in zip(before, after, strict=False)):
-            return [list(after[n:])] if len(after) > n else []
-        return [Overwrite(list(after))]  # not an extension (an Overwrite wrote it)
+        return _extension(before, after, list)
 
     def normalize(self, write: Any) -> Any:
         # operator.add's write is kept as it was, so a saved write it refused is refused again
@@ -210,6 +203,19 @@ class Append(Reducer):
         # a tuple is kept, as LangGraph's (its checkpoint reads back a list); a list is copied,
         # so the channel owns it (it is extended in place)
         return value if type(value) is tuple else _items(value)
+
+
+def _extension(before: Any, after: Any, kind: type) -> list[Any]:
+    """The write (of ``kind``, list or tuple) that makes ``after`` of ``before``: the items
+    added, or an ``Overwrite`` of the whole value when ``after`` does not extend ``before``."""
+    if after is MISSING or after is None:
+        return []
+    if before is MISSING or before is None:
+        return [kind(after)]
+    n = len(before)
+    if len(after) >= n and all(a is b or a == b for a, b in zip(before, after, strict=False)):
+        return [kind(after[n:])] if len(after) > n else []
+    return [Overwrite(kind(after))]  # not an extension (an Overwrite wrote it)
 
 
 def _not_added(to: type, write: Any) -> TypeError:
@@ -239,14 +245,7 @@ class TupleAdd(Reducer):
         return start + tuple(delta)
 
     def diff(self, before: Any, after: Any) -> list[Any]:
-        if after is MISSING or after is None:
-            return []
-        if before is MISSING or before is None:
-            return [tuple(after)]
-        n = len(before)
-        if len(after) >= n and all(a is b or a == b for a, b in zip(before, after, strict=False)):
-            return [tuple(after[n:])] if len(after) > n else []
-        return [Overwrite(tuple(after))]  # not an extension (an Overwrite wrote it)
+        return _extension(before, after, tuple)
 
     def replace(self, value: Any) -> Any:
         return value if type(value) is tuple else tuple(value)
