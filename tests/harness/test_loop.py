@@ -1181,6 +1181,43 @@ async def test_a_model_that_raises_generator_exit_fails_its_run(rt: Runtime):
     assert result.error == "GeneratorExit: stream closed"
 
 
+class Halt(BaseException):
+    """A BaseException of a library's own (as gevent's GreenletExit or trio's Cancelled)."""
+
+
+@pytest.mark.parametrize("where", ["model", "sync tool", "async tool", "tool result"])
+async def test_a_base_exception_of_a_librarys_own_fails_its_run_alone(rt: Runtime, where: str):
+    """No ``Exception``, nor one of the kinds the run handles by name: it went past every
+    handler of the run, ended its task, and the run stayed ``running`` for ever, its
+    ``result()`` never answered."""
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise Halt("no text")
+
+    def model_halts(request: ModelRequest) -> ModelResponse:
+        raise Halt("stop here")
+
+    def halt() -> str:
+        raise Halt("stop here")
+
+    async def ahalt() -> str:
+        raise Halt("stop here")
+
+    def unprintable() -> Any:
+        return Unprintable()
+
+    kind = {"sync tool": halt, "async tool": ahalt, "tool result": unprintable}.get(where)
+    tools = [] if kind is None else [tool(kind, name="t")]
+    model = FunctionModel(model_halts) if kind is None else ScriptedModel([tool_call("t"), "done"])
+    result = await (await rt.start(Agent("halts", model, tools=tools), "go")).result()
+    assert result.status is RunStatus.FAILED
+    said = "no text" if where == "tool result" else "stop here"
+    assert result.error == f"Halt: {said}"
+    other = await rt.start(fake_agent("worker", turns=1), "go")
+    assert (await other.result()).status is RunStatus.COMPLETED
+
+
 async def test_a_tool_middleware_that_exits_the_process_fails_its_run_alone(rt: Runtime):
     class Quits(Middleware):
         async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:

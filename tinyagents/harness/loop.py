@@ -235,10 +235,13 @@ class AgentRun(RunDriver):
                 self.last_text,
                 f"CancelledError raised inside the run (it was not cancelled): {message_of(exc)}",
             )
-        except (Exception, SystemExit, GeneratorExit) as exc:
+        except KeyboardInterrupt:
+            raise  # the process is being interrupted: not this run's to answer
+        except BaseException as exc:
             # SystemExit too (a model or middleware calling sys.exit): let out of the run's
             # task, it would end the event loop under every run of the runtime; and
-            # GeneratorExit, which ended the task alone, the run left 'running' for ever
+            # GeneratorExit, or a BaseException of a library's own (gevent's GreenletExit),
+            # which ended the task alone, the run left 'running' for ever
             self.failure = exc
             result = self._result(
                 RunStatus.FAILED, self.last_text, f"{type(exc).__name__}: {message_of(exc)}"
@@ -1331,8 +1334,10 @@ async def _no_exit(
         settle(answer, error=exc)  # raised by the model of itself
     except BaseException as exc:  # GeneratorExit too: the run decides what it means
         settle(answer, error=exc)
-        if not isinstance(exc, Exception | GeneratorExit):
-            raise  # KeyboardInterrupt: the user stopping the program goes on
+        if isinstance(exc, KeyboardInterrupt):
+            raise  # the user stopping the program goes on
+        # any other (a library's own BaseException) is the run's to answer, as it does: raised
+        # here too, it was also this task's exception, which nobody retrieves
     else:
         settle(answer, result=response)
 
