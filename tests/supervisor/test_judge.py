@@ -696,6 +696,38 @@ async def test_a_judge_that_raises_generator_exit_is_a_judge_error(on_error: str
         assert result.status is RunStatus.COMPLETED
 
 
+class Halt(BaseException):
+    """A BaseException of a library's own (as gevent's GreenletExit)."""
+
+
+@pytest.mark.parametrize("on_error", ["ignore", "abort"])
+async def test_a_judge_that_raises_a_librarys_own_base_exception_is_a_judge_error(
+    on_error: str,
+) -> None:
+    # no Exception, nor a kind the judge handles by name: it ended the judge's task silently
+    # ("Task exception was never retrieved"), no judge_error event, no failure counted, and
+    # "on_judge_error: abort" never acted
+    def halts(request: ModelRequest) -> str:
+        raise Halt("stop here")
+
+    spec = SupervisorSpec(model=FunctionModel(halts), on_judge_error=on_error)
+    waiter, recorder = EventWaiter(), EventRecorder()
+    work = waiting_tool(waiter, "supervisor.judge_error")
+    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
+        model = ScriptedModel([tool_call("work"), reply("done")])
+        handle = await rt.start(Agent("a", model, tools=[work]), "go")
+        result = await handle.result()
+        assert rt.supervisor.judge_failures == 1
+    assert supervisor_data(recorder, "supervisor.judge_error") == [
+        {"error": "JudgeError", "iteration": 1}
+    ]
+    if on_error == "abort":
+        assert result.status is RunStatus.ABORTED
+        assert result.error == "judge unavailable (JudgeError)"
+    else:
+        assert result.status is RunStatus.COMPLETED
+
+
 @pytest.mark.parametrize("on_error", ["ignore", "abort"])
 async def test_a_judge_that_raises_cancelled_error_itself_is_a_judge_error(on_error: str) -> None:
     # a judge whose own code raised CancelledError (a library cancelling its own work; the

@@ -241,7 +241,7 @@ class Judge:
         """The verdict; raises ``TimeoutError``, a ``ModelError`` (a ``ModelRateLimitError``
         with its ``retry_after_s`` when the provider asks to wait past the timeout) or
         ``JudgeError`` (no verdict, or a judge that called ``sys.exit`` or raised a
-        ``CancelledError`` or ``GeneratorExit`` of its own)."""
+        ``CancelledError``, ``GeneratorExit`` or other ``BaseException`` of its own)."""
         verdict, _ = await self.ask(data)
         return verdict
 
@@ -291,6 +291,16 @@ class Judge:
                 raise JudgeError(
                     f"the judge {self.model.name!r} raised CancelledError{detail} (it was not "
                     "cancelled); it gave no verdict"
+                ) from exc
+            except (Exception, KeyboardInterrupt):
+                raise  # a model's error is the caller's; the user stopping the program goes on
+            except BaseException as exc:
+                # a library's own BaseException (gevent's GreenletExit): it ended the
+                # judge's task as GeneratorExit did, no judge error said or acted on
+                detail = f": {exc}" if str(exc) else ""
+                raise JudgeError(
+                    f"the judge {self.model.name!r} raised {type(exc).__name__}{detail}; it "
+                    "gave no verdict"
                 ) from exc
         verdict = parse_verdict(response)
         if verdict is None:
