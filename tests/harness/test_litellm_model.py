@@ -565,3 +565,26 @@ async def test_a_server_that_never_reports_usage_still_runs_out_of_token_budget(
     assert result.status is RunStatus.LIMIT_EXCEEDED
     assert "max_tokens" in (result.error or "")
     assert len(server.requests) < 20
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_made_up_tool_name_providers_refuse_is_not_sent_back_as_it_is(
+    stream: bool,
+) -> None:
+    # models make up names such as "functions.add" (or GPT-4o's "multi_tool_use.parallel"):
+    # the result said "unknown tool", and the next request carried the call under that name,
+    # which OpenAI refuses ("messages[2].tool_calls[0].function.name: string does not match
+    # pattern '^[a-zA-Z0-9_-]+$'", a 400): every later request of the run failed the same
+    # way, where the model could have corrected itself
+    long = "lookup_" + "x" * 80
+    script = [tool_call("functions.add", a=1, b=2), tool_call(long), tool_call("add", a=1, b=2)]
+    async with OpenAICompatServer([*script, reply("3")]) as server:
+        model = model_for(server, stream=stream, max_retries=0)
+        result = await Agent("a", model, tools=[add]).run("add 1 and 2")
+    assert result.status is RunStatus.COMPLETED and result.output == "3"
+    sent = server.requests[-1]["messages"]
+    names = [c["function"]["name"] for m in sent for c in m.get("tool_calls") or []]
+    assert names == ["functions_add", long[:64], "add"]
+    results = [m["content"] for m in sent if m["role"] == "tool"]
+    assert results[0].startswith("unknown tool 'functions.add'; available: add")
+    assert results[1].startswith(f"unknown tool {long!r}")

@@ -32,6 +32,7 @@ import inspect
 import json
 import math
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ from tinyagents.harness.model import (
     Usage,
     parse_arguments,
 )
+from tinyagents.harness.tools import is_tool_name
 
 T = TypeVar("T")
 
@@ -449,11 +451,25 @@ def _message_to_openai(message: Message) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": _arguments_json(call.args)},
+                "function": {
+                    "name": _sendable_name(call.name),
+                    "arguments": _arguments_json(call.args),
+                },
             }
             for call in message.tool_calls
         ]
     return out
+
+
+def _sendable_name(name: str) -> str:
+    """A tool call's name as providers take it back in the conversation: a name a model made
+    up that is no function name (``functions.add``, ``multi_tool_use.parallel``, 80
+    characters) has each other character as ``_``, cut to 64. OpenAI refuses the request
+    otherwise (a 400 for every later request of the run); the call's result, an unknown
+    tool's, still quotes the name the model gave."""
+    if is_tool_name(name):
+        return name
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or NAMELESS
 
 
 def _arguments_json(args: object) -> str:
