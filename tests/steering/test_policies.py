@@ -174,6 +174,35 @@ async def test_a_thread_command_from_a_run_means_its_own_tenants_thread(
     assert recorder.steering(waiting.correlation_id)[-1].run_id == "cb"
 
 
+async def test_a_waiting_thread_command_from_a_run_is_its_own_tenants(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    """A thread command from a parent agent (a run's middleware, a graph supervisor) that
+    finds no run of its tenant on the thread waits for one among that tenant's runs, and its
+    events belong to that tenant: they carried no tenant, so its operator (the API shows a
+    tenant's events only) never saw them."""
+    await make_run("pa", tenant_id="acme")
+    await make_run("rb", tenant_id="globex", thread_id="t-1")
+    for actor in (
+        SteeringActor.parent_agent("pa", "orchestrator"),
+        SteeringActor.middleware("guard", run_id="pa"),
+        SteeringActor.graph_supervisor("pa", "plan"),
+    ):
+        receipt = await rt.submit(make_command(actor=actor, target=SteeringTarget.thread("t-1")))
+        assert receipt.status is ReceiptStatus.DEFERRED, receipt
+        events = recorder.steering(receipt.correlation_id)
+        assert [e.type for e in events] == ["steering.requested", "steering.deferred"]
+        assert all(e.run_id is None and e.tenant_id == "acme" for e in events), events
+    assert rt.steering_history("rb") == []
+    # so do those of its command refused with no run (here: one that names no run)
+    missing = await rt.submit(
+        make_command("r-nowhere", actor=SteeringActor.parent_agent("pa", "orchestrator"))
+    )
+    assert missing.status is ReceiptStatus.REJECTED, missing
+    events = recorder.steering(missing.correlation_id)
+    assert [e.tenant_id for e in events] == ["acme", "acme"], events
+
+
 @pytest.fixture
 async def family(make_run: MakeRun) -> None:
     """root ─┬─ c-1 ── g-1

@@ -553,7 +553,8 @@ class SteeringRouter:
         """The tenant whose runs ``cmd``, for a thread, may be handed to (thread ids are each
         tenant's own: two may use the same one): a human's own; for an actor that acts from
         a run (a parent agent, a graph supervisor, a run's middleware), that run's tenant;
-        None for a runtime-level one, or an actor whose run is not in the tree."""
+        None for a runtime-level one, or an actor whose run is not in the tree. The events
+        of a command that has no run (yet) belong to this tenant too (``_events_for``)."""
         tenant = sender_tenant(cmd.actor)
         if tenant is None:
             run_id = getattr(cmd.actor, "run_id", None)
@@ -898,7 +899,7 @@ class SteeringRouter:
             or tracked.events_cmd is not tracked.cmd
             or tracked.events_info is not tracked.info
         ):
-            events = _events_for(tracked)
+            events = _events_for(tracked, self)
         event = SteeringEvent(type=type_, **events, **fields)  # type: ignore[arg-type]
         self.bus.publish(event)
         run_id = event.run_id
@@ -939,7 +940,7 @@ _TERMINAL_OF = {f"steering.{state}": state if state.terminal else None for state
 _TERMINAL = frozenset(state for state in CommandState if state.terminal)
 
 
-def _events_for(tracked: _Tracked) -> dict[str, Any]:
+def _events_for(tracked: _Tracked, router: SteeringRouter) -> dict[str, Any]:
     """Make the fields all of ``tracked``'s events share, and keep them there."""
     cmd, info = tracked.cmd, tracked.info
     target = cmd.target
@@ -947,9 +948,11 @@ def _events_for(tracked: _Tracked) -> dict[str, Any]:
     if info is None:
         # No run the sender may know of (a thread with no live run yet, or a run that is
         # unknown or another tenant's): the events name no run, so no run's history files
-        # them, and they belong to the sender's tenant.
+        # them, and they belong to the sender's tenant: a human's, or the tenant of the run
+        # a parent agent, graph supervisor or run middleware acts from (the tenant whose
+        # runs its thread command waits among), else its operator would never see them.
         run_id = root_run_id = parent_run_id = None
-        tenant_id = sender_tenant(cmd.actor)
+        tenant_id = router._thread_tenant(cmd)
     else:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
