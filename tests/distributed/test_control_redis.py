@@ -155,6 +155,40 @@ async def test_a_command_for_a_thread_reaches_the_worker_running_it(
     assert (await handle.result()).status is RunStatus.CANCELLED
 
 
+async def test_a_thread_command_from_a_run_looks_among_its_own_tenants_runs(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """Thread ids are each tenant's own. A parent agent's command for a thread, submitted
+    through worker b's seat, was sent to the newest run on a thread of that name of any
+    tenant: another tenant's run on worker a took it away from b, whose owner refused it
+    ("only operators' commands travel between workers"), while in one process it waits for
+    a run of its own tenant on the thread. It now looks among the runs of its run's tenant
+    (none on the thread yet: it waits on b, and b's child on the thread takes it)."""
+    rt_a, control, rc_b = pair
+    rt_b = control.runtime
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="globex", thread_id="t")
+    await eventually(lambda: rc_b.get_run(theirs.run_id), lambda s: s is not None)
+    parent = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+    steer = SteeringCommand(
+        target=SteeringTarget.thread("t"),
+        actor=SteeringActor.parent_agent(parent.run_id, "orchestrator"),
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "focus on billing"},
+    )
+    receipt = await rc_b.submit(steer)
+    assert receipt.status == "deferred" and receipt.run_id is None, receipt
+    assert rc_b.counters.sent == 0
+    child = await rt_b.start(
+        slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t", parent=parent
+    )
+    assert rt_b.router.state(steer.correlation_id, scope="") in {"accepted", "delivered", "applied"}
+    assert [e.run_id for e in rt_b.steering_history(child.run_id)][-1] == child.run_id
+    assert rt_a.steering_history(theirs.run_id) == []
+    for handle in (theirs, child, parent):
+        await handle.cancel()
+        await handle.result()
+
+
 class Refund(TypedDict, total=False):
     amount: str
     answer: Any

@@ -57,7 +57,6 @@ from tinyagents.protocol.commands import (
     HumanActor,
     SteeringCommand,
     SteeringReceipt,
-    sender_tenant,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.policies import not_found
@@ -471,7 +470,8 @@ class RedisControl:
         if run_id is not None:
             return None if run_id in self.runtime.runs else run_id
         thread_id = getattr(cmd.target, "thread_id", None)
-        tenant = sender_tenant(cmd.actor)  # thread ids are the tenants' own
+        # thread ids are the tenants' own: a human's, or that of the run its sender acts from
+        tenant = self.runtime.runs.thread_tenant(cmd.actor)
         if thread_id is None or self.runtime.runs.for_thread(thread_id, tenant) is not None:
             return None
         try:

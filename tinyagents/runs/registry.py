@@ -18,6 +18,7 @@ from typing import Any
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError
+from tinyagents.protocol.commands import SteeringActor, sender_tenant
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
@@ -111,6 +112,20 @@ class RunRegistry:
             ):
                 return handle
         return None
+
+    def thread_tenant(self, actor: SteeringActor) -> str | None:
+        """The tenant among whose runs a thread command sent by ``actor`` resolves (thread
+        ids are each tenant's own: two may use the same one): a human's own; for an actor
+        that acts from a run (a parent agent, a graph supervisor, a run's middleware), that
+        run's tenant; None for a runtime-level one, or an actor whose run is not in the tree.
+        The router and the Redis control plane look a thread's run up by it alike."""
+        tenant = sender_tenant(actor)
+        if tenant is None:
+            run_id = getattr(actor, "run_id", None)
+            info = self.tree.get(run_id) if run_id is not None else None
+            if info is not None:
+                return info.tenant_id
+        return tenant
 
     def list(self, tenant_id: str | None = None) -> list[RunInfo]:
         infos = [h.info for h in self._handles.values()]

@@ -555,13 +555,7 @@ class SteeringRouter:
         a run (a parent agent, a graph supervisor, a run's middleware), that run's tenant;
         None for a runtime-level one, or an actor whose run is not in the tree. The events
         of a command that has no run (yet) belong to this tenant too (``_events_for``)."""
-        tenant = sender_tenant(cmd.actor)
-        if tenant is None:
-            run_id = getattr(cmd.actor, "run_id", None)
-            info = self.registry.tree.get(run_id) if run_id is not None else None
-            if info is not None:
-                return info.tenant_id
-        return tenant
+        return self.registry.thread_tenant(cmd.actor)
 
     def _trusted_middleware(self, tracked: _Tracked) -> frozenset[str]:
         if tracked.trusted:
