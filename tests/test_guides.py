@@ -68,3 +68,33 @@ def test_the_supervisor_guides_spec_reference_validates(tmp_path: Path) -> None:
     spec.write_text(reference)
     errors = [f for f in validate_file(spec) if f.severity == "error"]
     assert errors == []
+
+
+def test_the_testkit_tables_defaults_are_the_codes() -> None:
+    """docs/testing.md's table shows calls such as ``fake_agent(name, *, turns=1, ...)``: each
+    parameter it gives a default has that default in the code (it said ``turns=2``, 1 in code)."""
+    import ast
+    import inspect
+
+    import tinyagents.testkit as testkit
+
+    text = (DOCS / "testing.md").read_text()
+    table = text.split("| name | what it is for |", 1)[1].split("\n\n", 1)[0]
+    checked = 0
+    for cell in re.findall(r"^\| (.*?) \|", table, re.M):
+        for call in re.findall(r"`([A-Za-z_]+\([^`]*\))`", cell):
+            name = call.split("(", 1)[0]
+            func = getattr(testkit, name)
+            params = inspect.signature(func).parameters
+            args = ast.parse(call.replace("/, ", "").replace("*, ", ""), mode="eval").body
+            assert isinstance(args, ast.Call)
+            for kw in args.keywords:
+                if kw.arg is None or ast.unparse(kw.value) == "...":
+                    continue
+                assert kw.arg in params, f"{name} has no parameter {kw.arg}"
+                assert params[kw.arg].default == ast.literal_eval(kw.value), (
+                    f"docs/testing.md shows {name}({kw.arg}={ast.unparse(kw.value)}), "
+                    f"the code's default is {params[kw.arg].default!r}"
+                )
+                checked += 1
+    assert checked >= 3
