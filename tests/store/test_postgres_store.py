@@ -185,6 +185,9 @@ async def test_racing_opens_on_a_new_schema_migrate_once(
         (PostgresCheckpointer, {"lease_ttl": True}, "lease_ttl"),
         (PostgresCheckpointer, {"command_timeout": float("inf")}, "command_timeout"),
         (PostgresCheckpointer, {"max_size": 0}, "max_size"),
+        (PostgresCheckpointer, {"synchronous_commit": "maybe"}, "synchronous_commit"),
+        (PostgresCheckpointer, {"synchronous_commit": True}, "synchronous_commit"),
+        (PostgresCheckpointer, {"synchronous_commit": ""}, "synchronous_commit"),
     ],
 )
 def test_pool_and_lease_settings_that_cannot_work_are_refused_when_made(
@@ -192,9 +195,17 @@ def test_pool_and_lease_settings_that_cannot_work_are_refused_when_made(
 ) -> None:
     """A NaN ``command_timeout`` or ``lease_ttl`` was taken (every lease of the checkpointer
     then failed: "cannot convert float NaN to integer"), and a pool of 0 connections, or
-    ``min_size`` above ``max_size``, was found out only at ``open``, as a failing store."""
+    ``min_size`` above ``max_size``, was found out only at ``open``, as a failing store; so
+    was a ``synchronous_commit`` the server does not take (a ``StoreError`` at open, where
+    docs/postgres.md promises a ``ConfigurationError`` when the checkpointer is made)."""
     with pytest.raises(ConfigurationError, match=named):
         cls(postgres_dsn(), **setting)
+
+
+def test_synchronous_commit_takes_the_servers_values_in_any_case() -> None:
+    for value in ("on", "OFF", "local", "remote_write", "remote_apply"):
+        cp = PostgresCheckpointer(postgres_dsn(), synchronous_commit=value)
+        assert cp.synchronous_commit == value.lower()
 
 
 async def test_a_store_that_is_not_open_says_so(make: Callable[[], PostgresStore]) -> None:

@@ -36,7 +36,7 @@ import os
 import time
 from typing import Any
 
-from tinyagents.errors import StaleCheckpointError, ThreadBusy
+from tinyagents.errors import ConfigurationError, StaleCheckpointError, ThreadBusy
 from tinyagents.store._postgres import (
     check_settings,
     db_errors,
@@ -104,6 +104,33 @@ MIGRATIONS: list[tuple[int, str]] = [
 ]
 
 
+#: PostgreSQL's ``synchronous_commit`` values (it reads them in any case; ``on``/``off``
+#: also as ``true``/``false``, ``yes``/``no``, ``1``/``0``).
+_SYNCHRONOUS_COMMIT = ("on", "off", "local", "remote_write", "remote_apply")
+_SYNCHRONOUS_COMMIT_ALIASES = {
+    "true": "on",
+    "yes": "on",
+    "1": "on",
+    "false": "off",
+    "no": "off",
+    "0": "off",
+}
+
+
+def _synchronous_commit(value: object) -> str:
+    """The ``synchronous_commit`` setting, checked when the checkpointer is made: one the
+    server refuses (or a non-string, which asyncpg refuses) failed only at ``setup``, as a
+    ``StoreError`` that hid which argument was wrong."""
+    if isinstance(value, str):
+        name = value.strip().lower()
+        name = _SYNCHRONOUS_COMMIT_ALIASES.get(name, name)
+        if name in _SYNCHRONOUS_COMMIT:
+            return name
+    raise ConfigurationError(
+        f"synchronous_commit must be one of {', '.join(_SYNCHRONOUS_COMMIT)}, got {value!r}"
+    )
+
+
 class PostgresCheckpointer(Checkpointer):
     """Checkpoints in PostgreSQL; ``async with PostgresCheckpointer(dsn) as cp``.
 
@@ -140,7 +167,7 @@ class PostgresCheckpointer(Checkpointer):
         self.url = redacted(dsn)
         self.dsn, self.schema = split_schema(dsn, schema)
         self.lease_ttl = check_lease_ttl(lease_ttl)
-        self.synchronous_commit = synchronous_commit
+        self.synchronous_commit = _synchronous_commit(synchronous_commit)
         self.min_size = min_size
         self.max_size = max_size
         self.command_timeout = command_timeout
