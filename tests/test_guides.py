@@ -98,3 +98,34 @@ def test_the_testkit_tables_defaults_are_the_codes() -> None:
                 )
                 checked += 1
     assert checked >= 3
+
+
+SHOWN = re.compile(
+    r"<!-- runnable:[^>]*-->\n```python\n((?:(?!```).)*)```\n\n((?:[^\n`]+\n)*?[^\n`]*prints[^\n`]*(?:\n[^\n`]+)*)"
+    r"\n\n```(?:text)?\n(.*?)```",
+    re.S,
+)
+SHOWN_BLOCKS = [
+    pytest.param(code, shown, id=f"{doc.name}-{index}")
+    for doc in sorted(DOCS.glob("*.md"))
+    for index, (code, _, shown) in enumerate(SHOWN.findall(doc.read_text()))
+]
+
+
+def _ids_masked(text: str) -> list[str]:
+    """The lines, with generated ids (``r-5c0e4c205ac0``, ``m-b72458b9af29``) made alike."""
+    return re.sub(r"\b([a-z]{1,2})-[0-9a-f]{12}\b", r"\1-…", text).strip().splitlines()
+
+
+def test_the_guides_show_what_they_print() -> None:
+    assert len(SHOWN_BLOCKS) >= 7
+
+
+@pytest.mark.parametrize(("code", "shown"), SHOWN_BLOCKS)
+def test_a_runnable_block_prints_what_its_guide_shows(
+    code: str, shown: str, tmp_path: Path, run_script: Callable[..., CompletedProcess[str]]
+) -> None:
+    """A guide that says what its program prints is held to it (ids aside, which vary)."""
+    done = run_script(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _ids_masked(done.stdout) == _ids_masked(shown)
