@@ -555,3 +555,23 @@ def test_a_key_that_is_no_string_is_refused_on_its_own_line(text: str, line: int
     assert "quote it" in caught.value.problem
     [finding] = validate_file(text)
     assert finding.line == line and finding.message == caught.value.problem
+
+
+def test_a_rule_built_in_python_needs_no_when_of_its_own_kind() -> None:
+    """``ToolRepeated(tool="search", count=3)`` was refused ("when: Field required"): a rule
+    class had to be told its own kind, the one value its ``when`` may have. Built without it,
+    it is the rule YAML gives, in a spec too; a spec's rules read as dicts still need it."""
+    rules = [
+        ToolRepeated(tool="search", count=3),
+        BudgetFraction(gt=0.5, then="abort"),
+        IterationReached(gte=4),
+    ]
+    assert rules == SupervisorSpec.from_yaml(GOOD).rules
+    assert SupervisorSpec(rules=rules).rules == rules
+    assert [rule.when for rule in rules] == [
+        "tool_repeated",
+        "budget_fraction",
+        "iteration_reached",
+    ]
+    with pytest.raises(SupervisorSpecError, match="when"):
+        SupervisorSpec.model_validate({"rules": [{"tool": "search"}]})

@@ -160,7 +160,7 @@ class ToolRepeated(_Strict):
     """The named tool (or any single tool) was called ``count`` times in the run."""
 
     _what: ClassVar[str] = "tool_repeated rule"
-    when: Literal["tool_repeated"]
+    when: Literal["tool_repeated"] = "tool_repeated"
     tool: ShownText | None = None
     count: int = Field(default=3, ge=1)
     then: Action | None = None
@@ -170,7 +170,7 @@ class BudgetFraction(_Strict):
     """Tokens used / the run's token budget went above ``gt`` (never fires without a budget)."""
 
     _what: ClassVar[str] = "budget_fraction rule"
-    when: Literal["budget_fraction"]
+    when: Literal["budget_fraction"] = "budget_fraction"
     gt: float = Field(default=0.8, gt=0, le=1)
     then: Action | None = None
 
@@ -179,7 +179,7 @@ class IterationReached(_Strict):
     """The run's model call number ``gte`` answered."""
 
     _what: ClassVar[str] = "iteration_reached rule"
-    when: Literal["iteration_reached"]
+    when: Literal["iteration_reached"] = "iteration_reached"
     gte: int = Field(default=1, ge=1)
     then: Action | None = None
 
