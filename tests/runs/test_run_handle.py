@@ -94,3 +94,20 @@ async def test_runtime_tree_and_listing(rt: Runtime) -> None:
     assert snap["children"][0]["depth"] == 1
     assert rt.tree("missing") is None
     assert [i.run_id for i in rt.runs.list(tenant_id="acme")] == ["root", "kid"]
+
+
+async def test_update_budget_takes_the_command_keywords_and_refuses_a_fixed_limit(
+    rt: Runtime,
+) -> None:
+    """docs/harness.md: ``update_budget`` takes ``actor=``, ``priority=`` ... as the other
+    control methods do (the page said it did not), and a limit it cannot change is a
+    ``TypeError`` before anything is sent."""
+    handle = await register(rt, "r-1", tenant_id="acme")
+    bob = SteeringActor.human("bob", tenant_id="acme", scopes=["agent:control"])
+    receipt = await handle.update_budget(max_model_calls=5, actor=bob, priority=100)
+    assert receipt.status == ReceiptStatus.ACCEPTED
+    (cmd,) = handle.inbox.take(Boundary.BEFORE_MODEL_CALL)
+    assert (cmd.actor, cmd.priority, cmd.payload) == (bob, 100, {"max_model_calls": 5})
+    with pytest.raises(TypeError, match="cannot change max_depth"):
+        await handle.update_budget(max_depth=3)
+    assert [e.type for e in rt.steering_history("r-1")][-1] == "steering.delivered"
