@@ -12,7 +12,7 @@ from typing import TypedDict
 
 import pytest
 
-from tinyagents.errors import StoreError, ThreadBusy
+from tinyagents.errors import ConfigurationError, StoreError, ThreadBusy
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.store.checkpoint.sqlite import MIGRATIONS
@@ -64,6 +64,27 @@ async def test_url_forms_and_a_second_connection_see_the_same_data(tmp_path: Pat
         compiled = graph.add_edge("ask", END).compile(checkpointer=second)
         result = await compiled.run(Command(resume=7), thread_id="t")
         assert result.state == {"x": 7}
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("sqlite:///", "names no file"),
+        ("sqlite+aiosqlite:///", "names no file"),
+        ("", "names no file"),
+        ("sqlite:///graphs.db?mode=ro", "takes no query"),
+    ],
+)
+def test_a_url_that_names_no_file_or_has_a_query_is_refused_when_made(
+    url: str, refused: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a store URL is (docs/concepts.md, "Durability"): ``sqlite:///`` opened SQLite's
+    private temporary database, every checkpoint gone at close, and a query made a new file
+    named ``graphs.db?mode=ro`` beside the one meant."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=refused):
+        SqliteCheckpointer(url)
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_lease_blocks_another_process_and_recovers_when_it_dies(tmp_path: Path) -> None:

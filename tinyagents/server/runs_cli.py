@@ -37,7 +37,8 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.control import Control, command_target, decode_cursor, task_entry
-from tinyagents.store.open import open_store, sqlite_path
+from tinyagents.store.open import open_store
+from tinyagents.store.urls import sqlite_path
 
 #: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
 API_BASE = "/api/agents"

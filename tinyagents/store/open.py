@@ -9,7 +9,7 @@ from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.postgres import PostgresStore
 from tinyagents.store.sqlite import SqliteStore
-from tinyagents.store.urls import redacted
+from tinyagents.store.urls import redacted, sqlite_path
 
 
 def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
@@ -42,26 +42,6 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
         f"unknown store {redacted(spec)!r}: use None (in memory), 'sqlite:///path.db', "
         "'postgresql://user@host/db' or a Store instance"
     )
-
-
-def sqlite_path(spec: str) -> str:
-    """The file a ``sqlite://`` URL names (``sqlite:///rel.db`` → ``rel.db``,
-    ``sqlite:////abs.db`` → ``/abs.db``); ``ConfigurationError`` for one that names none or
-    has a query."""
-    path = spec.removeprefix("sqlite://")
-    path = path[1:] if path.startswith("/") else path
-    if not path:  # SQLite reads "" as a private temporary database, gone at close
-        raise ConfigurationError(
-            f"store {spec!r} names no file: 'sqlite:///runs.db' (relative) or "
-            "'sqlite:////abs/runs.db'; None keeps everything in memory"
-        )
-    if "?" in path:  # SQLite's URI options: read as part of the file's name, they made a new file
-        name, _, query = spec.partition("?")
-        raise ConfigurationError(
-            f"store {spec!r}: a SQLite store URL takes no query ('?{query}'); name the file "
-            f"alone, e.g. {name!r}"
-        )
-    return path
 
 
 def _postgres(url: str, *, create: bool) -> PostgresStore:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tinyagents.errors import ConfigurationError
+
 #: Query parameters that carry a password (libpq's ``password=`` and ``sslpassword=``).
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
 
@@ -26,3 +28,23 @@ def redacted(dsn: str) -> str:
         shown = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
         parts = parts._replace(query=urlencode(shown, safe="*"))
     return urlunsplit(parts)
+
+
+def sqlite_path(spec: str, *, what: str = "store") -> str:
+    """The file a ``sqlite://`` URL names (``sqlite:///rel.db`` → ``rel.db``,
+    ``sqlite:////abs.db`` → ``/abs.db``; ``sqlite+aiosqlite://`` alike); ``ConfigurationError``
+    for one that names none or has a query. ``what`` names the URL's user in the message."""
+    path = spec.removeprefix("sqlite+aiosqlite://").removeprefix("sqlite://")
+    path = path[1:] if path.startswith("/") else path
+    if not path:  # SQLite reads "" as a private temporary database, gone at close
+        raise ConfigurationError(
+            f"{what} {spec!r} names no file: 'sqlite:///runs.db' (relative) or "
+            "'sqlite:////abs/runs.db'; None keeps everything in memory"
+        )
+    if "?" in path:  # SQLite's URI options: read as part of the file's name, they made a new file
+        name, _, query = spec.partition("?")
+        raise ConfigurationError(
+            f"{what} {spec!r}: a SQLite {what} URL takes no query ('?{query}'); name the file "
+            f"alone, e.g. {name!r}"
+        )
+    return path

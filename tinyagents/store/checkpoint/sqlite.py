@@ -23,7 +23,7 @@ import sqlite3
 import time
 from typing import Any
 
-from tinyagents.errors import StaleCheckpointError, StoreError, ThreadBusy
+from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
 from tinyagents.store.checkpoint._lease import HOST, Lease
 from tinyagents.store.checkpoint.base import (
     ROW_COLUMNS,
@@ -35,6 +35,7 @@ from tinyagents.store.checkpoint.base import (
     stale_message,
 )
 from tinyagents.store.sqlite import connect, refuse_foreign_tables, use_wal
+from tinyagents.store.urls import sqlite_path
 
 #: SQLite's ``synchronous`` levels
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -79,11 +80,18 @@ MIGRATIONS: list[tuple[int, str, str]] = [
 ]
 
 
-def _path(url: str) -> str:
-    for prefix in ("sqlite+aiosqlite:///", "sqlite:///"):
-        if url.startswith(prefix):
-            return url[len(prefix) :]
-    return url
+def _path(path: str) -> str:
+    """The file a checkpointer's ``path`` or ``sqlite:///`` URL names, read as a store's URL
+    is: one that names no file (SQLite's private temporary database, every checkpoint gone at
+    close) or a URL with a query (made a new file of that name) is a ``ConfigurationError``."""
+    if path.startswith(("sqlite://", "sqlite+aiosqlite://")):
+        return sqlite_path(path, what="checkpointer")
+    if not path:
+        raise ConfigurationError(
+            "checkpointer path '' names no file: give one, e.g. 'graphs.db' or "
+            "'sqlite:///graphs.db'; MemoryCheckpointer() keeps threads in memory"
+        )
+    return path
 
 
 class SqliteCheckpointer(Checkpointer):
