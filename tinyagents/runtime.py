@@ -625,22 +625,17 @@ class Runtime:
         (execution layer)."""
         await self.router.target_changed(handle)
 
-    async def applied_commands(self, run_id: str, tenant_id: str) -> list[SteeringCommand]:
-        """The commands ``run_id`` applied, as the store logged them (execution layer: a run
-        started again under its id gets them back). Nothing when the id was another tenant's
-        run: its steering (instructions, narrowed tools) is that tenant's alone; and never a
-        command a human of another tenant sent.
+    async def applied_commands(self, info: RunInfo) -> list[SteeringCommand]:
+        """The commands run ``info`` applied, as the store logged them (execution layer: a
+        run started again under its id gets them back). Nothing when the id was another
+        tenant's run: its steering (instructions, narrowed tools) is that tenant's alone; and
+        never a command a human of another tenant sent.
 
-        ``ConfigurationError`` when the run is running in another runtime on the store (its
-        owner's heartbeat is fresh): started here too, it would run twice and apply what was
-        sent to it twice."""
-        snapshot = await self.store.load_run(run_id) if self._durable else None
-        if snapshot is not None and self._running_elsewhere(snapshot):
-            raise ConfigurationError(
-                f"run {run_id!r} is running in another runtime on this store (owner "
-                f"{snapshot['owner']}, heartbeat at {snapshot.get('updated_at')}); wait for it "
-                f"to finish, or give this run its own run_id"
-            )
+        With a durable store the run is claimed there first (``_claim``): ``ConfigurationError``
+        when it is running in another runtime on the store (its owner's heartbeat is fresh):
+        started here too, it would run twice and apply what was sent to it twice."""
+        run_id, tenant_id = info.run_id, info.tenant_id
+        snapshot = await self._claim(info) if self._durable else None
         logged = await self.store.run_commands(run_id)
         if not logged:  # a new run id (every sub-agent call names one): nothing more to read
             return []
@@ -649,6 +644,29 @@ class Runtime:
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
         return [c.command for c in logged if sender_tenant(c.command.actor) in (None, tenant_id)]
+
+    async def _claim(self, info: RunInfo) -> dict[str, Any] | None:
+        """Save run ``info``'s snapshot, naming this runtime its owner, unless the store shows
+        the run running elsewhere (``_running_elsewhere``), in one step (``Store.claim_run``):
+        of two runtimes starting one run id at once, one claims it and the other is refused
+        with ``ConfigurationError`` — a check of the stored snapshot alone let both through
+        until the first wrote its snapshot (at its next tick). Returns the snapshot the store
+        held before (None: none)."""
+        run_id = info.run_id
+        if run_id in self.runs:  # the registry refuses it: its live snapshot stays as it is
+            return await self.store.load_run(run_id)
+        claimed, stored = await self.store.claim_run(
+            self.live_runs().snapshot(info),
+            lambda held: held is None or not self._running_elsewhere(held),
+        )
+        if not claimed:
+            assert stored is not None
+            raise ConfigurationError(
+                f"run {run_id!r} is running in another runtime on this store (owner "
+                f"{stored['owner']}, heartbeat at {stored.get('updated_at')}); wait for it "
+                f"to finish, or give this run its own run_id"
+            )
+        return stored
 
     def _running_elsewhere(self, snapshot: dict[str, Any]) -> bool:
         """Whether the run of ``snapshot`` is running in another runtime: it is unfinished and

@@ -13,7 +13,7 @@ import pytest
 from tinyagents.events import EventBus
 from tinyagents.harness import Agent, SubAgent
 from tinyagents.protocol import SteeringCommand, SteeringReceipt
-from tinyagents.runs import RunHandle, RunHost, RunRegistry, RunResult, RunStatus
+from tinyagents.runs import RunHandle, RunHost, RunInfo, RunRegistry, RunResult, RunStatus
 from tinyagents.runtime import Runtime
 from tinyagents.steering import RedirectConflict
 from tinyagents.steering.router import SteeringRouter
@@ -62,7 +62,7 @@ class FakeHost:
     def open_commands(self) -> list[SteeringCommand]:
         return self.router.open_commands()
 
-    async def applied_commands(self, run_id: str, tenant_id: str) -> list[SteeringCommand]:
+    async def applied_commands(self, info: RunInfo) -> list[SteeringCommand]:
         return []
 
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:

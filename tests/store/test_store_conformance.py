@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -326,6 +327,53 @@ async def test_what_a_store_returns_or_was_given_is_never_shared_with_it(store: 
         stored.state, stored.run_id = "applied", "r-other"
     again = await store.get_command("c-1")
     assert again is not None and (again.state, again.run_id) == ("accepted", "r-1")
+
+
+async def test_a_run_is_claimed_only_when_free_says_so(store: Store) -> None:
+    first, *_ = snapshots()
+    seen: list[Any] = []
+
+    def free_of_owner(held: dict[str, Any] | None) -> bool:
+        seen.append(held)
+        return held is None or held.get("owner") is None
+
+    mine = {**first, "owner": "rt-1"}
+    assert await store.claim_run(mine, free_of_owner) == (True, None)
+    theirs = {**first, "owner": "rt-2"}
+    saved, held = await store.claim_run(theirs, free_of_owner)
+    assert not saved and held is not None and held["owner"] == "rt-1"
+    assert seen[-1] is not None and seen[-1]["owner"] == "rt-1"
+    kept = await store.load_run(first["run_id"])
+    assert kept is not None and kept["owner"] == "rt-1"
+    saved, held = await store.claim_run(theirs, lambda held: True)
+    assert saved and held is not None and held["owner"] == "rt-1"
+    kept = await store.load_run(first["run_id"])
+    assert kept is not None and kept["owner"] == "rt-2"
+
+
+async def test_of_two_claims_of_one_run_at_once_one_is_saved(
+    durable_backend: Any, tmp_path: Path
+) -> None:
+    """Two connections (two processes) claim a run that has no row at the same moment: one
+    saves its snapshot, the other is given it."""
+    stores = [durable_backend.make(tmp_path), durable_backend.make(tmp_path)]
+    for opened in stores:
+        await opened.open()
+    try:
+        first, *_ = snapshots()
+        claims = await asyncio.gather(
+            *(
+                s.claim_run({**first, "owner": f"rt-{i}"}, lambda held: held is None)
+                for i, s in enumerate(stores)
+            )
+        )
+        assert sorted(saved for saved, _ in claims) == [False, True]
+        ((_, held),) = [c for c in claims if not c[0]]
+        winner = next(i for i, (saved, _) in enumerate(claims) if saved)
+        assert held is not None and held["owner"] == f"rt-{winner}"
+    finally:
+        for opened in stores:
+            await opened.close()
 
 
 # --------------------------------------------------------------------------- durability

@@ -1240,6 +1240,9 @@ async def start_agent_run(
     info = RunInfo(
         run_id=_clock.new_id("r") if run_id is None else run_id,  # "" is refused, not replaced
         parent_run_id=parent_info.run_id if parent_info else None,
+        # its place in the tree, as registering sets it: the claim of its id saves it so
+        root_run_id=parent_info.root_run_id if parent_info else "",
+        depth=parent_info.depth + 1 if parent_info else 0,
         thread_id=thread_id,
         agent_id=agent.name,
         task_id=task_id,
@@ -1268,7 +1271,7 @@ async def start_agent_run(
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
-    applied = await runtime.applied_commands(run_id, info.tenant_id) if run_id is not None else []
+    applied = await runtime.applied_commands(info) if run_id is not None else []
     run.earlier = applied
     restored = apply.restore(run, applied)
     pause = apply.holding_pause(applied)

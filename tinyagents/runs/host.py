@@ -21,6 +21,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.events.bus import EventBus
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
 from tinyagents.runs.handle import RunHandle, RunResult
+from tinyagents.runs.info import RunInfo
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.conflicts import RedirectConflict
 
@@ -62,10 +63,11 @@ class RunHost(Protocol):
     def open_commands(self) -> list[SteeringCommand]:
         """Every command that has not reached a terminal state yet."""
 
-    async def applied_commands(self, run_id: str, tenant_id: str) -> list[SteeringCommand]:
-        """The commands a run of ``tenant_id`` applied, as logged (a run started again under
-        its id after a crash gets them back); empty without a durable store, and when the id
-        was another tenant's run."""
+    async def applied_commands(self, info: RunInfo) -> list[SteeringCommand]:
+        """The commands run ``info`` applied, as logged (a run started again under its id
+        after a crash gets them back); empty without a durable store, and when the id was
+        another tenant's run. A host with a durable store claims the run there first, and
+        refuses it (``ConfigurationError``) while it runs in another host on that store."""
 
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         """Task id -> (run id, node) of the task entries graph run ``run_id`` (of ``tenant_id``) had

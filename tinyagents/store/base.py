@@ -181,6 +181,17 @@ class Store(ABC):
         """Upsert run snapshots (``RunInfo.snapshot()``)."""
 
     @abstractmethod
+    async def claim_run(
+        self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Save ``snapshot`` if ``free`` says yes of what the store holds for its run (its
+        snapshot, or None), as one step: no save of that run, by any process, comes between
+        the read and the write (a compare-and-set: of two claims of one run at once, the
+        second is given the first's snapshot). Returns whether it was saved, and the stored
+        snapshot ``free`` was given. ``free`` only looks at the snapshot (it runs while the
+        run's row is held)."""
+
+    @abstractmethod
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         """Every run snapshot (of ``tenant_id``, or of every tenant), in the order first
         saved. For a listing an operator pages through, use ``list_runs``."""

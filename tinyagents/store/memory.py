@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -104,6 +104,17 @@ class MemoryStore(Store):
         # may change what it gave or got, and the store must not change with it)
         for snap in snapshots:
             self._runs[snap["run_id"]] = copy.deepcopy(snap)
+
+    async def claim_run(
+        self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        # read and written with no await between: one step for every task of the loop
+        held = self._runs.get(snapshot["run_id"])
+        stored = copy.deepcopy(held) if held is not None else None
+        if not free(stored):
+            return False, stored
+        self._runs[snapshot["run_id"]] = copy.deepcopy(snapshot)
+        return True, stored
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         return [

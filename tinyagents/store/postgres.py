@@ -518,29 +518,25 @@ class PostgresStore(Store):
         if not snapshots:
             return
         async with self._transaction(f"save {len(snapshots)} run snapshot(s)") as conn:
-            await conn.executemany(
-                "INSERT INTO runs"
-                " (run_id, root_run_id, tenant_id, status, data, created_at, heard_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6,"
-                " clock_timestamp() - make_interval(secs => $7::float8))"
-                # the listing's key follows the snapshot (a continued run is newer): a
-                # column the cursor does not read would repeat or skip pages
-                " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
-                " data = excluded.data, created_at = excluded.created_at,"
-                " heard_at = excluded.heard_at",
-                [
-                    (
-                        s["run_id"],
-                        s["root_run_id"],
-                        s["tenant_id"],
-                        s["status"],
-                        json.dumps(s if SILENCE_S not in s else _unread(s)),
-                        run_key(s)[0],
-                        heartbeat_age(s),
-                    )
-                    for s in snapshots
-                ],
+            await conn.executemany(_SAVE_RUN, [_run_row(s) for s in snapshots])
+
+    async def claim_run(
+        self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        run_id = snapshot["run_id"]
+        async with self._transaction(f"claim run {run_id}") as conn:
+            # a run with no row: the insert waits for another claim's uncommitted one
+            if free(None) and await conn.fetchval(_CLAIM_NEW, *_run_row(snapshot)):
+                return True, None
+            # FOR UPDATE: no save of the run comes between this read and the write
+            row = await conn.fetchrow(
+                f"SELECT {_RUN} FROM runs WHERE run_id = $1 FOR UPDATE", run_id
             )
+            stored = _snapshot(row) if row is not None else None
+            if stored is None or not free(stored):
+                return False, stored
+            await conn.execute(_SAVE_RUN, *_run_row(snapshot))
+            return True, stored
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         if tenant_id is None:
@@ -712,6 +708,35 @@ class PostgresStore(Store):
         listener = InboxListener(self, owner, wake)
         await listener.start()
         return listener
+
+
+#: Saves a run's snapshot (``_run_row``), heard now less its heartbeat's age. The listing's
+#: key follows the snapshot (a continued run is newer): a column the cursor does not read
+#: would repeat or skip pages.
+_SAVE_RUN = (
+    "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at, heard_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() - make_interval(secs => $7::float8))"
+    " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, data = excluded.data,"
+    " created_at = excluded.created_at, heard_at = excluded.heard_at"
+)
+#: Saves the snapshot of a run that has no row yet; RETURNING 1 only when it did.
+_CLAIM_NEW = (
+    "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at, heard_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() - make_interval(secs => $7::float8))"
+    " ON CONFLICT (run_id) DO NOTHING RETURNING 1"
+)
+
+
+def _run_row(snapshot: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        snapshot["run_id"],
+        snapshot["root_run_id"],
+        snapshot["tenant_id"],
+        snapshot["status"],
+        json.dumps(snapshot if SILENCE_S not in snapshot else _unread(snapshot)),
+        run_key(snapshot)[0],
+        heartbeat_age(snapshot),
+    )
 
 
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any, ...]]:

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -494,26 +494,38 @@ class SqliteStore(Store):
         if not snapshots:
             return
         await self._write(
-            "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)"
-            # the listing's key follows the snapshot (a continued run is newer): a column the
-            # cursor does not read would repeat or skip pages
-            " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data,"
-            " created_at=excluded.created_at",
-            [
-                (
-                    s["run_id"],
-                    s["root_run_id"],
-                    s["tenant_id"],
-                    s["status"],
-                    json.dumps(s),
-                    run_key(s)[0],
-                )
-                for s in snapshots
-            ],
+            _SAVE_RUN,
+            [_run_row(s) for s in snapshots],
             what=f"save {len(snapshots)} run snapshot(s)",
             many=True,
         )
+
+    async def claim_run(
+        self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        run_id = snapshot["run_id"]
+        db = self.db
+        async with self._lock:
+            try:
+                # IMMEDIATE: the file's write lock before the read, so no other connection
+                # (of any process) saves the run between the read and the write
+                await db.execute("BEGIN IMMEDIATE")
+                async with db.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
+                    row = await cur.fetchone()
+                stored = json.loads(row[0]) if row is not None else None
+                if not free(stored):
+                    await db.rollback()
+                    return False, stored
+                await db.execute(_SAVE_RUN, _run_row(snapshot))
+                await db.commit()
+                return True, stored
+            except BaseException as exc:
+                await _roll_back(db)
+                if isinstance(exc, sqlite3.Error | ValueError):
+                    raise StoreError(
+                        f"SQLite store {self.path!r}: could not claim run {run_id}: {exc}"
+                    ) from exc
+                raise
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT data FROM runs"
@@ -669,6 +681,27 @@ async def _roll_back(db: aiosqlite.Connection) -> None:
     again."""
     with contextlib.suppress(sqlite3.Error, ValueError):
         await db.rollback()
+
+
+#: Saves a run's snapshot (``_run_row``). The listing's key follows the snapshot (a continued
+#: run is newer): a column the cursor does not read would repeat or skip pages.
+_SAVE_RUN = (
+    "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data,"
+    " created_at=excluded.created_at"
+)
+
+
+def _run_row(snapshot: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        snapshot["run_id"],
+        snapshot["root_run_id"],
+        snapshot["tenant_id"],
+        snapshot["status"],
+        json.dumps(snapshot),
+        run_key(snapshot)[0],
+    )
 
 
 def _run_filters(

@@ -1,0 +1,71 @@
+"""Starting a run id on a durable store claims it: of two runtimes on one store starting the
+same run id at the same moment, one runs it and the other is refused. The check read the
+run's stored snapshot, which names its owner only from the next live-snapshot tick on (0.1 s
+after the start): two starts within that moment both found no owner, and the agent ran twice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
+
+from tinyagents import Agent, RunStatus, Runtime
+from tinyagents.errors import ConfigurationError
+from tinyagents.runs import RunHandle
+from tinyagents.testkit import Gate, ScriptedModel, fake_agent, reply, tool_call
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    dsn = postgres_dsn()
+    sep = "&" if "?" in dsn else "?"
+    yield f"{dsn}{sep}schema={pg_schema()}"
+    await drop_pg_schemas()
+
+
+async def test_two_runtimes_starting_one_run_id_at_once_run_it_once(store_url: str) -> None:
+    gate = Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        started = await asyncio.gather(
+            first.start(agent, "work", run_id="job-1"),
+            second.start(agent, "work", run_id="job-1"),
+            return_exceptions=True,
+        )
+        handles = [s for s in started if isinstance(s, RunHandle)]
+        refused = [s for s in started if isinstance(s, BaseException)]
+        assert len(handles) == 1, started
+        (error,) = refused
+        assert isinstance(error, ConfigurationError)
+        assert "'job-1' is running in another runtime on this store" in str(error)
+        (handle,) = handles
+        await gate.entered.wait()
+        gate.open()
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        assert [first.runs.get("job-1"), second.runs.get("job-1")].count(None) == 1
+
+
+async def test_a_claimed_run_id_is_refused_before_its_first_snapshot(store_url: str) -> None:
+    """The claim is the start's own write: a start of the id in another runtime right after
+    it returned (no snapshot tick between) is refused; once it finished, the id starts again."""
+    gate = Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        held = await first.start(agent, "work", run_id="job-2")
+        again = ScriptedModel([reply("twice")])
+        with pytest.raises(ConfigurationError, match=r"'job-2' is running in another runtime"):
+            await second.start(Agent("clerk", again), "work", run_id="job-2")
+        assert again.requests == []
+        await gate.entered.wait()
+        gate.open()
+        assert (await held.result()).status is RunStatus.COMPLETED
+        await first.flush()
+        restarted = await second.start(Agent("clerk", again), "work", run_id="job-2")
+        assert (await restarted.result()).status is RunStatus.COMPLETED
+        assert len(again.requests) == 1
