@@ -11,6 +11,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -644,73 +645,35 @@ async def test_a_rate_limit_longer_than_the_judge_timeout_is_reported_as_one(
     assert "rate-limiting" in logged and "asked to wait 120 s" in logged
 
 
-@pytest.mark.parametrize("on_error", ["ignore", "abort"])
-async def test_a_judge_that_calls_sys_exit_is_a_judge_error(on_error: str) -> None:
-    # a judge callable that called sys.exit raised SystemExit out of the judge's task, which
-    # is no Exception: it ended the event loop under the supervisor and every run
-    def leave(request: ModelRequest) -> str:
-        sys.exit(3)
-
-    spec = SupervisorSpec(model=FunctionModel(leave), on_judge_error=on_error)
-    waiter, recorder = EventWaiter(), EventRecorder()
-    work = waiting_tool(waiter, "supervisor.judge_error")
-    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
-        model = ScriptedModel([tool_call("work"), reply("done")])
-        handle = await rt.start(Agent("a", model, tools=[work]), "go")
-        result = await handle.result()
-        assert rt.supervisor.judge_failures == 1
-    assert supervisor_data(recorder, "supervisor.judge_error") == [
-        {"error": "JudgeError", "iteration": 1}
-    ]
-    if on_error == "abort":
-        assert result.status is RunStatus.ABORTED
-        assert result.error == "judge unavailable (JudgeError)"
-    else:
-        assert result.status is RunStatus.COMPLETED
-
-
-@pytest.mark.parametrize("on_error", ["ignore", "abort"])
-async def test_a_judge_that_raises_generator_exit_is_a_judge_error(on_error: str) -> None:
-    # GeneratorExit (a generator or async generator closed under the judge's code) is no
-    # Exception either: it ended the judge's task silently ("Task exception was never
-    # retrieved"), no judge_error event, no failure counted, and "on_judge_error: abort"
-    # let the run complete
-    def closed(request: ModelRequest) -> str:
-        raise GeneratorExit
-
-    spec = SupervisorSpec(model=FunctionModel(closed), on_judge_error=on_error)
-    waiter, recorder = EventWaiter(), EventRecorder()
-    work = waiting_tool(waiter, "supervisor.judge_error")
-    async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
-        model = ScriptedModel([tool_call("work"), reply("done")])
-        handle = await rt.start(Agent("a", model, tools=[work]), "go")
-        result = await handle.result()
-        assert rt.supervisor.judge_failures == 1
-    assert supervisor_data(recorder, "supervisor.judge_error") == [
-        {"error": "JudgeError", "iteration": 1}
-    ]
-    if on_error == "abort":
-        assert result.status is RunStatus.ABORTED
-        assert result.error == "judge unavailable (JudgeError)"
-    else:
-        assert result.status is RunStatus.COMPLETED
-
-
 class Halt(BaseException):
     """A BaseException of a library's own (as gevent's GreenletExit)."""
 
 
-@pytest.mark.parametrize("on_error", ["ignore", "abort"])
-async def test_a_judge_that_raises_a_librarys_own_base_exception_is_a_judge_error(
-    on_error: str,
-) -> None:
-    # no Exception, nor a kind the judge handles by name: it ended the judge's task silently
-    # ("Task exception was never retrieved"), no judge_error event, no failure counted, and
-    # "on_judge_error: abort" never acted
-    def halts(request: ModelRequest) -> str:
-        raise Halt("stop here")
+def _exits(request: ModelRequest) -> str:
+    sys.exit(3)
 
-    spec = SupervisorSpec(model=FunctionModel(halts), on_judge_error=on_error)
+
+def _closed(request: ModelRequest) -> str:
+    raise GeneratorExit
+
+
+def _halts(request: ModelRequest) -> str:
+    raise Halt("stop here")
+
+
+@pytest.mark.parametrize("on_error", ["ignore", "abort"])
+@pytest.mark.parametrize(
+    "judge", [_exits, _closed, _halts], ids=["sys-exit", "generator-exit", "own-base-exception"]
+)
+async def test_a_judge_raising_no_exception_is_a_judge_error(
+    judge: Callable[[ModelRequest], str], on_error: str
+) -> None:
+    # None of these is an Exception. SystemExit (a judge that called sys.exit) left the
+    # judge's task and ended the event loop under the supervisor and every run; GeneratorExit
+    # (a generator closed under the judge's code) and a library's own BaseException (gevent's
+    # GreenletExit) ended the judge's task silently ("Task exception was never retrieved"): no
+    # judge_error event, no failure counted, and "on_judge_error: abort" never acted.
+    spec = SupervisorSpec(model=FunctionModel(judge), on_judge_error=on_error)
     waiter, recorder = EventWaiter(), EventRecorder()
     work = waiting_tool(waiter, "supervisor.judge_error")
     async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
