@@ -384,7 +384,7 @@ class SteeringRouter:
         command) or queued (a restored one); back to waiting if it cannot be yet."""
         cmd = tracked.cmd
         tenant = (
-            self._thread_tenant(cmd)
+            self.registry.thread_tenant(cmd.actor)
             if isinstance(cmd.target, ThreadTarget)
             else sender_tenant(cmd.actor)
         )
@@ -522,7 +522,9 @@ class SteeringRouter:
         # ``type(...) is`` first: an isinstance that fails on a pydantic class runs the ABC
         # check in Python, and nearly every command names an agent run.
         if type(target) is not AgentRunTarget and isinstance(target, ThreadTarget):
-            handle = self.registry.for_thread(target.thread_id, self._thread_tenant(cmd))
+            handle = self.registry.for_thread(
+                target.thread_id, self.registry.thread_tenant(cmd.actor)
+            )
             if handle is None:
                 return None, None, None
             return handle, None, handle.info
@@ -548,14 +550,6 @@ class SteeringRouter:
             if routed is not None:
                 return routed, None, routed.info
         return handle, None, handle.info
-
-    def _thread_tenant(self, cmd: SteeringCommand) -> str | None:
-        """The tenant whose runs ``cmd``, for a thread, may be handed to (thread ids are each
-        tenant's own: two may use the same one): a human's own; for an actor that acts from
-        a run (a parent agent, a graph supervisor, a run's middleware), that run's tenant;
-        None for a runtime-level one, or an actor whose run is not in the tree. The events
-        of a command that has no run (yet) belong to this tenant too (``_events_for``)."""
-        return self.registry.thread_tenant(cmd.actor)
 
     def _trusted_middleware(self, tracked: _Tracked) -> frozenset[str]:
         if tracked.trusted:
@@ -893,7 +887,7 @@ class SteeringRouter:
             or tracked.events_cmd is not tracked.cmd
             or tracked.events_info is not tracked.info
         ):
-            events = _events_for(tracked, self)
+            events = _events_for(tracked, self.registry)
         event = SteeringEvent(type=type_, **events, **fields)  # type: ignore[arg-type]
         self.bus.publish(event)
         run_id = event.run_id
@@ -934,7 +928,7 @@ _TERMINAL_OF = {f"steering.{state}": state if state.terminal else None for state
 _TERMINAL = frozenset(state for state in CommandState if state.terminal)
 
 
-def _events_for(tracked: _Tracked, router: SteeringRouter) -> dict[str, Any]:
+def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
     """Make the fields all of ``tracked``'s events share, and keep them there."""
     cmd, info = tracked.cmd, tracked.info
     target = cmd.target
@@ -946,7 +940,7 @@ def _events_for(tracked: _Tracked, router: SteeringRouter) -> dict[str, Any]:
         # a parent agent, graph supervisor or run middleware acts from (the tenant whose
         # runs its thread command waits among), else its operator would never see them.
         run_id = root_run_id = parent_run_id = None
-        tenant_id = router._thread_tenant(cmd)
+        tenant_id = registry.thread_tenant(cmd.actor)
     else:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id

@@ -710,21 +710,19 @@ class PostgresStore(Store):
         return listener
 
 
-#: Saves a run's snapshot (``_run_row``), heard now less its heartbeat's age. The listing's
-#: key follows the snapshot (a continued run is newer): a column the cursor does not read
-#: would repeat or skip pages.
-_SAVE_RUN = (
+#: Saves a run's snapshot (``_run_row``), heard now less its heartbeat's age.
+_INSERT_RUN = (
     "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at, heard_at)"
     " VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() - make_interval(secs => $7::float8))"
-    " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, data = excluded.data,"
-    " created_at = excluded.created_at, heard_at = excluded.heard_at"
+)
+#: ... or updates it: the listing's key follows the snapshot (a continued run is newer), a
+#: column the cursor does not read would repeat or skip pages.
+_SAVE_RUN = (
+    f"{_INSERT_RUN} ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
+    " data = excluded.data, created_at = excluded.created_at, heard_at = excluded.heard_at"
 )
 #: Saves the snapshot of a run that has no row yet; RETURNING 1 only when it did.
-_CLAIM_NEW = (
-    "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data, created_at, heard_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() - make_interval(secs => $7::float8))"
-    " ON CONFLICT (run_id) DO NOTHING RETURNING 1"
-)
+_CLAIM_NEW = f"{_INSERT_RUN} ON CONFLICT (run_id) DO NOTHING RETURNING 1"
 
 
 def _run_row(snapshot: dict[str, Any]) -> tuple[Any, ...]:

@@ -408,36 +408,32 @@ class SqliteStore(Store):
 
     async def _write_returning(self, sql: str, args: Sequence[Any], *, what: str) -> list[Any]:
         """``_write`` for one statement with RETURNING: its rows, read before the commit."""
-        db = self.db
-        async with self._lock:
-            try:
-                async with db.execute(sql, args) as cursor:
-                    rows = list(await cursor.fetchall())
-                await db.commit()
-                return rows
-            except BaseException as exc:
-                await _roll_back(db)
-                if isinstance(exc, sqlite3.Error | ValueError):  # UnicodeEncodeError is one
-                    raise StoreError(
-                        f"SQLite store {self.path!r}: could not {what}: {exc}"
-                    ) from exc
-                raise
+        async with self._writing(what) as db, db.execute(sql, args) as cursor:
+            return list(await cursor.fetchall())
 
     async def _transaction(
         self, statements: list[tuple[str, Sequence[Any], bool]], *, what: str
     ) -> aiosqlite.Cursor:
         """``_write`` for several statements (sql, args, executemany?) committed as one; returns
         the last statement's cursor."""
+        async with self._writing(what) as db:
+            for sql, args, many in statements:
+                if many:
+                    cursor = await db.executemany(sql, args)
+                else:
+                    cursor = await db.execute(sql, args)
+            return cursor
+
+    @contextlib.asynccontextmanager
+    async def _writing(self, what: str) -> AsyncIterator[aiosqlite.Connection]:
+        """The connection, under its lock, for writes committed together when the block ends
+        (a block that only read ends its transaction so); anything raised rolls them back,
+        and a driver's error is raised as ``StoreError`` saying what could not be done."""
         db = self.db
         async with self._lock:
             try:
-                for sql, args, many in statements:
-                    if many:
-                        cursor = await db.executemany(sql, args)
-                    else:
-                        cursor = await db.execute(sql, args)
+                yield db
                 await db.commit()
-                return cursor
             except BaseException as exc:
                 await _roll_back(db)
                 if isinstance(exc, sqlite3.Error | ValueError):  # UnicodeEncodeError is one
@@ -504,28 +500,17 @@ class SqliteStore(Store):
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
     ) -> tuple[bool, dict[str, Any] | None]:
         run_id = snapshot["run_id"]
-        db = self.db
-        async with self._lock:
-            try:
-                # IMMEDIATE: the file's write lock before the read, so no other connection
-                # (of any process) saves the run between the read and the write
-                await db.execute("BEGIN IMMEDIATE")
-                async with db.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
-                    row = await cur.fetchone()
-                stored = json.loads(row[0]) if row is not None else None
-                if not free(stored):
-                    await db.rollback()
-                    return False, stored
-                await db.execute(_SAVE_RUN, _run_row(snapshot))
-                await db.commit()
-                return True, stored
-            except BaseException as exc:
-                await _roll_back(db)
-                if isinstance(exc, sqlite3.Error | ValueError):
-                    raise StoreError(
-                        f"SQLite store {self.path!r}: could not claim run {run_id}: {exc}"
-                    ) from exc
-                raise
+        async with self._writing(f"claim run {run_id}") as db:
+            # IMMEDIATE: the file's write lock before the read, so no other connection (of
+            # any process) saves the run between the read and the write
+            await db.execute("BEGIN IMMEDIATE")
+            async with db.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
+                row = await cur.fetchone()
+            stored = json.loads(row[0]) if row is not None else None
+            if not free(stored):
+                return False, stored
+            await db.execute(_SAVE_RUN, _run_row(snapshot))
+        return True, stored
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT data FROM runs"

@@ -11,7 +11,7 @@ fire (a graph whose nodes start other runs may still have one, so it is not an e
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.harness.subagent import SubAgentTool
@@ -76,15 +76,20 @@ def _nodes_under_spec(graph: GraphCore) -> Iterator[Any]:
             yield from _nodes_under_spec(node.subgraph)
 
 
+def tools_missing(rules: Sequence[Any], tools: Collection[str]) -> list[tuple[int, str]]:
+    """(index, tool) of each ``tool_repeated`` rule of ``rules`` (a spec's) counting a tool
+    that is not in ``tools``: it could never fire."""
+    return [
+        (index, rule.tool)
+        for index, rule in enumerate(rules)
+        if rule.when == "tool_repeated" and rule.tool is not None and rule.tool not in tools
+    ]
+
+
 def tool_findings(graph: GraphCore, rules: Sequence[Any]) -> list[Finding]:
     """A warning for each ``tool_repeated`` rule (``rules``: a spec's) counting a tool that no
     agent run the spec watches in ``graph`` has; nothing when it watches no agent there."""
-    named = [
-        (index, rule.tool)
-        for index, rule in enumerate(rules)
-        if rule.when == "tool_repeated" and rule.tool is not None
-    ]
-    if not named:
+    if not tools_missing(rules, ()):  # no rule names a tool: no agent to look at
         return []
     agents = list(watched_agents(graph))
     if not agents:
@@ -98,6 +103,5 @@ def tool_findings(graph: GraphCore, rules: Sequence[Any]) -> list[Finding]:
             f"watches in graph {graph.name!r} has ({has}), so it could never fire; name one "
             "of their tools, or leave 'tool' out to count each of them",
         )
-        for index, tool in named
-        if tool not in tools
+        for index, tool in tools_missing(rules, tools)
     ]

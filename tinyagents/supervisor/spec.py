@@ -52,7 +52,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness.litellm_model import api_base_problem
 from tinyagents.harness.model import Model
 from tinyagents.supervisor.findings import Finding
-from tinyagents.supervisor.graphs import graph_findings, tool_findings
+from tinyagents.supervisor.graphs import graph_findings, tool_findings, tools_missing
 
 if TYPE_CHECKING:
     import yaml
@@ -451,14 +451,13 @@ class SupervisorSpec(_Strict):
         """What ``Agent(name, tools=..., supervisor=self)`` calls: a ``tool_repeated`` rule
         counting a tool the agent does not have is a ``SupervisorSpecError`` (the agent's
         runs only ever narrow its tools, so the rule could never fire)."""
-        for index, rule in enumerate(self.rules):
-            if isinstance(rule, ToolRepeated) and rule.tool is not None and rule.tool not in tools:
-                has = ", ".join(sorted(tools)) or "no tools"
-                raise SupervisorSpecError(
-                    f"agent {name!r}: rules.{index} (tool_repeated) counts tool {rule.tool!r}, "
-                    f"which the agent does not have ({has}), so it could never fire; name one "
-                    "of its tools, or leave 'tool' out to count each of them"
-                )
+        for index, tool in tools_missing(self.rules, tools):
+            has = ", ".join(sorted(tools)) or "no tools"
+            raise SupervisorSpecError(
+                f"agent {name!r}: rules.{index} (tool_repeated) counts tool {tool!r}, "
+                f"which the agent does not have ({has}), so it could never fire; name one "
+                "of its tools, or leave 'tool' out to count each of them"
+            )
 
     def check_graph(self, graph: GraphCore) -> list[Finding]:
         """What ``compile(supervisor=self)`` calls: each ``tool_repeated`` rule counting a
