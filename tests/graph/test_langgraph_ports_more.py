@@ -2195,3 +2195,55 @@ async def test_get_state_after_a_reducer_refused_a_steps_writes(
     again = await ours.run(None, thread_id="1")
     assert again.status == "failed" and str(again.error) == "no boom"
     assert calls == ["a"]
+
+
+def keep_last(current: int, update: int) -> int:
+    return update
+
+
+class Atomic(TypedDict, total=False):
+    seen: Annotated[list[str], operator.add]
+    tags: Annotated[set[str], operator.or_]
+    chat: Annotated[list[Any], lg_message.add_messages]
+    last: Annotated[int, keep_last]
+    log: Annotated[list[str], refuse_boom]
+
+
+@pytest.mark.parametrize("saved", [True, False], ids=["checkpointer", "no-checkpointer"])
+async def test_a_reducer_that_refuses_a_steps_writes_applies_none_of_them(
+    saved: bool, checkpointer: Checkpointer
+) -> None:
+    # LangGraph applies a step's writes all or nothing: when a reducer raises, the state stays
+    # as the step found it (its checkpoint). Ours applied the channels grouped before the
+    # refused one (in place: lists extended, sets and message lists merged), so result.state
+    # showed half of the step
+    def build(g: Any) -> Any:
+        def a(state: Any) -> dict[str, Any]:
+            chat = [{"role": "user", "content": "a", "id": "m2"}]
+            return {"seen": ["a"], "tags": {"a"}, "chat": chat, "last": 2}
+
+        def b(state: Any) -> dict[str, Any]:
+            return {"seen": ["b"], "log": ["boom"]}
+
+        graph = g.StateGraph(Atomic).add_node("a", a).add_node("b", b)
+        graph.add_edge(g.START, "a").add_edge(g.START, "b")
+        return graph.add_edge("a", g.END).add_edge("b", g.END)
+
+    first = {
+        "seen": ["in"],
+        "tags": {"in"},
+        "chat": [{"role": "user", "content": "in", "id": "m1"}],
+        "last": 1,
+        "log": ["x"],
+    }
+    ours, theirs = pair(build, checkpointer if saved else None)
+    with pytest.raises(ValueError, match="no boom"):
+        await theirs.ainvoke(first, cfg() if saved else None)
+    result = await ours.run(first, thread_id="1")
+    assert result.status == "failed" and str(result.error) == "no boom"
+    state = dict(result.state)
+    assert [m.content for m in state.pop("chat")] == ["in"]
+    assert state == {"seen": ["in"], "tags": {"in"}, "last": 1, "log": ["x"]}
+    if saved:
+        [step, _] = [s async for s in theirs.aget_state_history(cfg())]
+        assert result.state == step.values

@@ -382,10 +382,33 @@ class GraphCore:
             if len(batch) > 1 and isinstance(channels[key].reducer, LastValue):
                 channels[key].reducer.apply(key, MISSING, batch)  # raises InvalidUpdateError
         deltas = {}
-        for key, batch in grouped.items():
-            values[key], deltas[key] = reduce(
-                channels[key].reducer, key, values.get(key, MISSING), batch
-            )
+        # all or nothing, as LangGraph's: a reducer that raises leaves every channel as the
+        # step found it. Each reducer raises before it changes its channel; the undo log puts
+        # back the channels applied before it (a list extended in place is cut back to its
+        # length), and the channels whose merge cannot be undone so come last, on a copy but
+        # for the very last (nothing after it can raise)
+        undo: list[tuple[str, Any, int]] = []
+        merged: list[str] | None = None
+        try:
+            for key, batch in grouped.items():
+                reducer = channels[key].reducer
+                if reducer.merges_in_place:
+                    merged = [key] if merged is None else [*merged, key]
+                    continue
+                current = values.get(key, MISSING)
+                undo.append((key, current, len(current) if type(current) is list else -1))
+                values[key], deltas[key] = reduce(reducer, key, current, batch)
+            if merged is not None:
+                last = merged[-1]
+                for key in merged:
+                    current = values.get(key, MISSING)
+                    undo.append((key, current if key == last else detach(current), -1))
+                    values[key], deltas[key] = reduce(
+                        channels[key].reducer, key, current, grouped[key]
+                    )
+        except Exception:
+            _undo(values, undo)
+            raise
         if len(values) != before:
             self.schema.in_field_order(values)
         return deltas
@@ -643,3 +666,15 @@ def recursion_limit_problem(limit: object) -> str | None:
     if limit < 1:
         return f"recursion_limit must be at least 1, got {limit}"
     return None
+
+
+def _undo(values: dict[str, Any], undo: list[tuple[str, Any, int]]) -> None:
+    """Put back the channels ``apply_writes`` applied before a reducer raised: ``undo`` holds
+    each one's key, its value before (``MISSING``: it had none) and, for a list, its length."""
+    for key, before, size in reversed(undo):
+        if before is MISSING:
+            values.pop(key, None)
+            continue
+        if size >= 0 and values.get(key, MISSING) is before:  # extended in place
+            del before[size:]
+        values[key] = before

@@ -103,6 +103,10 @@ class Reducer(ABC):
     delta_is_value = True
     #: False if ``diff`` cannot give back the writes (a fold's new value is not its write).
     diff_gives_writes = True
+    #: True if ``apply`` changes the current value in place in a way that putting the old
+    #: value back cannot undo (a set's or message list's merge): a step of several channels
+    #: applies such a channel last, on a copy unless it is the last (``GraphCore.apply_writes``)
+    merges_in_place = False
 
     @abstractmethod
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
@@ -422,6 +426,7 @@ class Messages(Reducer):
 
     name = "add_messages"
     delta_is_value = False
+    merges_in_place = True
 
     def __init__(self, *, langchain: bool = False, format: str | None = None) -> None:
         check_message_format(format)
@@ -509,12 +514,14 @@ def _set_items(write: Any) -> Iterable[Any]:
 class Union(Reducer):
     name = "union"
     delta_is_value = False
+    merges_in_place = True
 
     def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
         new: list[Any] = []
         for write in writes:
             new.extend(_set_items(write))
-        return self.replay(current, new), new
+        # an unhashable item raises here, before the set changes
+        return self.replay(current, set(new)), new
 
     def replay(self, current: Any, delta: Any) -> Any:
         if current is MISSING or current is None:
