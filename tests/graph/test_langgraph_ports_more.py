@@ -2247,3 +2247,26 @@ async def test_a_reducer_that_refuses_a_steps_writes_applies_none_of_them(
     if saved:
         [step, _] = [s async for s in theirs.aget_state_history(cfg())]
         assert result.state == step.values
+
+
+async def test_a_failing_node_is_the_error_while_a_reducer_refuses_a_siblings_write(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph raises the node's error (the step's writes are not applied); ours reported
+    # the reducer's error instead, raised while showing what the finished sibling wrote
+    def build(g: Any) -> Any:
+        def fails(state: Any) -> dict[str, Any]:
+            raise KeyError("node fails")
+
+        graph = g.StateGraph(Atomic).add_node("a", lambda s: {"seen": ["a"], "log": ["boom"]})
+        graph.add_node("b", fails).add_edge(g.START, "a").add_edge(g.START, "b")
+        return graph.add_edge("a", g.END).add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    with pytest.raises(KeyError, match="node fails"):
+        await theirs.ainvoke({"seen": ["in"]}, cfg())
+    result = await ours.run({"seen": ["in"]}, thread_id="1")
+    assert result.status == "failed" and isinstance(result.error, KeyError)
+    assert result.state == {"seen": ["in"], "tags": set(), "chat": [], "last": 0, "log": []}
+    with pytest.raises(ValueError, match="no boom"):  # as LangGraph's aget_state
+        await ours.get_state("1")

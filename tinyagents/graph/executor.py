@@ -855,9 +855,19 @@ class GraphRun:
                 checkpoint_id=head.checkpoint_id,
                 steps=self.steps,
             )
+        try:
+            state = self.state_of(tasks)
+        except Exception:
+            if status != "failed":
+                raise
+            # a node failed and a reducer refuses what its finished siblings wrote: the run
+            # reports the node's error, as LangGraph raises it, with the state the step
+            # started from (a step's writes apply all or nothing; get_state raises the
+            # reducer's error, as LangGraph's)
+            state = head.values
         return GraphResult(
             status=status,
-            state=output(self.state_of(tasks)),
+            state=output(state),
             # in the order the tasks ask, as LangGraph's invoke lists them
             interrupts=unanswered(started(tasks)),
             thread_id=head.thread_id,
