@@ -2209,21 +2209,27 @@ class Atomic(TypedDict, total=False):
     log: Annotated[list[str], refuse_boom]
 
 
+@pytest.mark.parametrize("refused", ["log", "chat"])
 @pytest.mark.parametrize("saved", [True, False], ids=["checkpointer", "no-checkpointer"])
 async def test_a_reducer_that_refuses_a_steps_writes_applies_none_of_them(
-    saved: bool, checkpointer: Checkpointer
+    saved: bool, refused: str, checkpointer: Checkpointer
 ) -> None:
     # LangGraph applies a step's writes all or nothing: when a reducer raises, the state stays
     # as the step found it (its checkpoint). Ours applied the channels grouped before the
     # refused one (in place: lists extended, sets and message lists merged), so result.state
-    # showed half of the step
+    # showed half of the step. Refused: a function reducer's write, or a removal of a message
+    # the list does not have (add_messages, merged after the set)
+    messages = pytest.importorskip("langchain_core.messages")
+
     def build(g: Any) -> Any:
         def a(state: Any) -> dict[str, Any]:
             chat = [{"role": "user", "content": "a", "id": "m2"}]
+            if refused == "chat":
+                chat.append(messages.RemoveMessage(id="nowhere"))
             return {"seen": ["a"], "tags": {"a"}, "chat": chat, "last": 2}
 
         def b(state: Any) -> dict[str, Any]:
-            return {"seen": ["b"], "log": ["boom"]}
+            return {"seen": ["b"], "log": ["boom" if refused == "log" else "fine"]}
 
         graph = g.StateGraph(Atomic).add_node("a", a).add_node("b", b)
         graph.add_edge(g.START, "a").add_edge(g.START, "b")
@@ -2236,11 +2242,12 @@ async def test_a_reducer_that_refuses_a_steps_writes_applies_none_of_them(
         "last": 1,
         "log": ["x"],
     }
+    says = "no boom" if refused == "log" else "delete a message"
     ours, theirs = pair(build, checkpointer if saved else None)
-    with pytest.raises(ValueError, match="no boom"):
+    with pytest.raises(ValueError, match=says):
         await theirs.ainvoke(first, cfg() if saved else None)
     result = await ours.run(first, thread_id="1")
-    assert result.status == "failed" and str(result.error) == "no boom"
+    assert result.status == "failed" and says in str(result.error)
     state = dict(result.state)
     assert [m.content for m in state.pop("chat")] == ["in"]
     assert state == {"seen": ["in"], "tags": {"in"}, "last": 1, "log": ["x"]}

@@ -38,7 +38,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.context import NodeContext
-from tinyagents.graph.reducers import MISSING, LastValue, Overwrite, detach, reduce
+from tinyagents.graph.reducers import MISSING, Append, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
 from tinyagents.store.checkpoint.base import WriteRecord
@@ -383,11 +383,11 @@ class GraphCore:
                 channels[key].reducer.apply(key, MISSING, batch)  # raises InvalidUpdateError
         deltas = {}
         # all or nothing, as LangGraph's: a reducer that raises leaves every channel as the
-        # step found it. Each reducer raises before it changes its channel; the undo log puts
-        # back the channels applied before it (a list extended in place is cut back to its
-        # length), and the channels whose merge cannot be undone so come last, on a copy but
-        # for the very last (nothing after it can raise)
-        undo: list[tuple[str, Any, int]] = []
+        # step found it. Each reducer raises before it changes its channel; the new values
+        # join ``values`` once all are made (a list an append extended in place is cut back
+        # if one refuses), and the channels whose merge cannot be undone so (sets, message
+        # lists) come last, on copies but for the very last (nothing after it can raise)
+        made: dict[str, Any] = {}
         merged: list[str] | None = None
         try:
             for key, batch in grouped.items():
@@ -395,23 +395,50 @@ class GraphCore:
                 if reducer.merges_in_place:
                     merged = [key] if merged is None else [*merged, key]
                     continue
-                current = values.get(key, MISSING)
-                undo.append((key, current, len(current) if type(current) is list else -1))
-                values[key], deltas[key] = reduce(reducer, key, current, batch)
+                made[key], deltas[key] = reduce(reducer, key, values.get(key, MISSING), batch)
             if merged is not None:
-                last = merged[-1]
-                for key in merged:
-                    current = values.get(key, MISSING)
-                    undo.append((key, current if key == last else detach(current), -1))
-                    values[key], deltas[key] = reduce(
-                        channels[key].reducer, key, current, grouped[key]
-                    )
+                self._merge_last(values, merged, grouped, deltas)
         except Exception:
-            _undo(values, undo)
+            self._cut_back(values, made, deltas)
             raise
+        values.update(made)
         if len(values) != before:
             self.schema.in_field_order(values)
         return deltas
+
+    def _merge_last(
+        self,
+        values: dict[str, Any],
+        merged: list[str],
+        grouped: dict[str, list[Any]],
+        deltas: dict[str, Any],
+    ) -> None:
+        """Apply the channels that merge in place (``Reducer.merges_in_place``), each on a
+        copy kept to put back should a later one raise, but the last."""
+        channels = self.schema.channels
+        kept: list[tuple[str, Any]] = []
+        try:
+            for key in merged:
+                current = values.get(key, MISSING)
+                if key != merged[-1]:
+                    kept.append((key, detach(current)))
+                values[key], deltas[key] = reduce(channels[key].reducer, key, current, grouped[key])
+        except Exception:
+            for key, before in kept:
+                if before is MISSING:
+                    values.pop(key, None)
+                else:
+                    values[key] = before
+            raise
+
+    def _cut_back(
+        self, values: dict[str, Any], made: dict[str, Any], deltas: dict[str, Any]
+    ) -> None:
+        """Undo what making ``made`` changed in place: the items an append added to its list."""
+        channels = self.schema.channels
+        for key, value in made.items():
+            if value is values.get(key, MISSING) and isinstance(channels[key].reducer, Append):
+                del value[len(value) - len(deltas[key]) :]
 
     def preview(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> dict[str, Any]:
         """``values`` with ``writes`` applied on a copy: the state of an unfinished step, with
@@ -666,15 +693,3 @@ def recursion_limit_problem(limit: object) -> str | None:
     if limit < 1:
         return f"recursion_limit must be at least 1, got {limit}"
     return None
-
-
-def _undo(values: dict[str, Any], undo: list[tuple[str, Any, int]]) -> None:
-    """Put back the channels ``apply_writes`` applied before a reducer raised: ``undo`` holds
-    each one's key, its value before (``MISSING``: it had none) and, for a list, its length."""
-    for key, before, size in reversed(undo):
-        if before is MISSING:
-            values.pop(key, None)
-            continue
-        if size >= 0 and values.get(key, MISSING) is before:  # extended in place
-            del before[size:]
-        values[key] = before
