@@ -688,3 +688,70 @@ def test_a_thread_no_run_can_have_is_refused_when_built(thread_id: str) -> None:
                 "kind": "pause",
             }
         )
+
+
+# --------------------------------------------------------------------------- 24. built past validation
+
+
+def _instruction(cid: str = "c-1") -> SteeringCommand:
+    return build(K.ADD_INSTRUCTION, {"text": "focus"}, correlation_id=cid)
+
+
+#: Fields set past validation (``model_copy(update=...)`` validates nothing): each was queued.
+FORGED = [
+    {"kind": K.CANCEL},  # a text payload on a cancel
+    {"payload": {"nope": 1}},
+    {"payload": {"text": "x", "deep": nested(MAX_PAYLOAD_DEPTH + 1)}},
+    {"priority": 7},
+    {"created_at": "junk"},
+    {"correlation_id": LONE},
+    {"delivery": "immediate"},
+    {"fork": True},
+]
+
+
+@pytest.mark.parametrize("update", FORGED)
+async def test_submit_refuses_a_command_built_past_validation_as_construction_does(
+    rt: Any, make_run: Any, recorder: Any, update: dict[str, Any]
+) -> None:
+    handle = await make_run("r-1")
+    forged = _instruction().model_copy(update=update)
+    with pytest.raises(InvalidCommandError) as built:
+        SteeringCommand(**{**dict(_instruction()), **update})
+    with pytest.raises(InvalidCommandError) as submitted:
+        await rt.submit(forged)
+    assert str(submitted.value) == str(built.value)
+    assert len(handle.inbox) == 0
+    assert recorder.types("steering.") == []
+    # it changed nothing: not even its id is taken
+    assert (await rt.submit(_instruction())).accepted
+
+
+async def test_submit_refuses_an_invalid_command_made_by_model_construct(
+    rt: Any, make_run: Any
+) -> None:
+    handle = await make_run("r-1")
+    valid = _instruction()
+    forged = SteeringCommand.model_construct(**{**dict(valid), "kind": K.CANCEL})
+    with pytest.raises(InvalidCommandError, match="invalid payload for cancel"):
+        await rt.submit(forged)
+    assert len(handle.inbox) == 0
+
+
+async def test_a_valid_copy_is_queued_as_the_command_it_validates_to(
+    rt: Any, make_run: Any
+) -> None:
+    handle = await make_run("r-1")
+    valid = _instruction()
+    assert (await rt.submit(valid)).accepted
+    copied = valid.model_copy(
+        update={"correlation_id": "c-2", "payload": {"text": "more"}, "created_at": NAIVE}
+    )
+    assert (await rt.submit(copied)).accepted
+    queued = {cmd.correlation_id: cmd for cmd in handle.inbox.queue.pending()}
+    assert queued["c-1"] is valid  # a command built the usual way is queued as it is
+    second = queued["c-2"]
+    assert second == SteeringCommand(**dict(copied))
+    assert second.created_at.tzinfo is UTC
+    with pytest.raises(TypeError):
+        second.payload["text"] = "changed"  # read-only, as every validated payload

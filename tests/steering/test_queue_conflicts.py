@@ -10,7 +10,7 @@ from functools import reduce
 import pytest
 from steerkit import MakeRun, apply_ready, make_command, start_run
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, InvalidCommandError
 from tinyagents.protocol import (
     CONTROL_KINDS,
     Boundary,
@@ -496,19 +496,20 @@ async def test_immediate_cancel_interrupts_the_driver_and_queueing_wakes_it(
     assert ids(apply_ready(handle, Boundary.AFTER_MODEL_RESPONSE)) == [stop.correlation_id]
 
 
-async def test_only_a_cancel_interrupts_the_driver_even_one_built_past_validation(
+async def test_an_immediate_instruction_built_past_validation_interrupts_nothing(
     rt: Runtime, make_run: MakeRun
 ) -> None:
     """``delivery=immediate`` exists only for cancel: construction refuses it for any other
     kind, but ``model_copy(update=...)`` validates nothing. Such an instruction was queued
     and interrupted the run at once, as a cancel does (an agent run then stops its model call
-    and cancels its whole subtree). It lands at the next boundary like any instruction."""
+    and cancels its whole subtree). ``submit`` refuses it now, as construction does."""
     driver = RecordingDriver()
     handle = await make_run("r-1", driver=driver)
     forged = make_command("r-1").model_copy(update={"delivery": D.IMMEDIATE})
-    assert (await rt.submit(forged)).accepted
+    with pytest.raises(InvalidCommandError, match="'immediate' exists only for cancel"):
+        await rt.submit(forged)
     assert driver.interrupted == []
-    assert ids(apply_ready(handle, Boundary.BEFORE_MODEL_CALL)) == [forged.correlation_id]
+    assert len(handle.inbox) == 0
 
 
 async def test_end_of_turn_after_the_run_finished_can_start_another_turn(

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
-from tinyagents.protocol import Boundary, ReceiptStatus, SteeringKind, SteeringTarget
+from tinyagents.protocol import (
+    Boundary,
+    ReceiptStatus,
+    SteeringKind,
+    SteeringPriority,
+    SteeringTarget,
+)
 from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
@@ -155,7 +161,7 @@ async def test_a_rejected_command_is_logged_as_a_bounded_summary(
         cmd = make_command(run_id, kind, payload)
         receipt = await rt.submit(cmd)
         assert receipt.status is ReceiptStatus.REJECTED, receipt
-        again = await rt.submit(cmd.model_copy(update={"payload": {"text": "retry"}}))
+        again = await rt.submit(cmd.model_copy(update={"priority": SteeringPriority.HIGH}))
         assert again.status is ReceiptStatus.DUPLICATE
     reader = SqliteStore(db)
     await reader.open()

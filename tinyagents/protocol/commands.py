@@ -11,7 +11,7 @@ UTF-8); anything else raises ``InvalidCommandError`` when the command is built.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn, Self, TypeVar
@@ -435,6 +435,14 @@ class ReadOnlyDict(dict[str, Any]):
     def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
         # pickle and copy would otherwise refill the new dict item by item (refused)
         return (type(self), (dict(self),))
+
+
+class _Unchecked(ReadOnlyDict):
+    """The payload of a command built past validation (``model_copy(update=...)``,
+    ``model_construct``): a validated command's payload is exactly a ``ReadOnlyDict``, so
+    ``submit`` tells the two apart by type alone, and validates only such a command."""
+
+    __slots__ = ()
 
 
 class ReadOnlyList(list[Any]):
@@ -927,6 +935,36 @@ class SteeringCommand(_CommandPart):
 
     def describe(self) -> str:
         return f"{self.kind.value} from {self.actor.describe()} to {self.target.describe()}"
+
+    # pydantic's two ways to make a model without validating it: each leaves its command's
+    # payload marked unchecked (``_Unchecked``), so ``checked`` validates that command when it
+    # is submitted, while a command built the usual way costs nothing more.
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        if update:
+            update = {**update, "payload": _unchecked(update.get("payload", self.payload))}
+        return super().model_copy(update=update, deep=deep)
+
+    if not TYPE_CHECKING:  # type checkers keep the signature pydantic declares, field by field
+
+        @classmethod
+        def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:
+            values["payload"] = _unchecked(values.get("payload", {}))
+            return super().model_construct(_fields_set, **values)
+
+
+def _unchecked(payload: Any) -> Any:
+    return _Unchecked(payload) if isinstance(payload, dict) else payload
+
+
+def checked(cmd: SteeringCommand) -> SteeringCommand:
+    """``cmd``, validated now if it was built past validation (``model_copy(update=...)`` or
+    ``model_construct``; its payload is then no plain ``ReadOnlyDict``): the command it
+    validates to, or the ``InvalidCommandError`` building it would have raised. The router
+    asks (by the payload's type, inline) before it calls this."""
+    if type(cmd.payload) is ReadOnlyDict:
+        return cmd
+    return SteeringCommand.model_validate(dict(cmd))
 
 
 def _invalid(exc: ValidationError, what: str) -> InvalidCommandError:

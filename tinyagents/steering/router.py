@@ -34,6 +34,7 @@ from tinyagents.protocol.commands import (
     GraphTaskTarget,
     MiddlewareActor,
     ParentAgentActor,
+    ReadOnlyDict,
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
@@ -41,6 +42,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SubAgentRunTarget,
     ThreadTarget,
+    checked,
     dedupe_scope,
     sender_tenant,
 )
@@ -196,6 +198,8 @@ class SteeringRouter:
                 "SteeringCommand(target=..., actor=..., kind=..., payload=...) or "
                 "SteeringCommand.model_validate(data)"
             )
+        if type(cmd.payload) is not ReadOnlyDict:  # built past validation (``checked``)
+            cmd = checked(cmd)
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         while key in self._seen:
             if key not in self._under_way:
@@ -825,7 +829,8 @@ class SteeringRouter:
         elif (
             outcome.queued
             and cmd.delivery is SteeringDelivery.IMMEDIATE
-            # a cancel's only: a command built past validation (``model_copy``) may say it
+            # a cancel's only (construction and ``submit`` refuse it for any other kind:
+            # checked again all the same, as an interrupt by mistake costs a model call)
             and cmd.kind is SteeringKind.CANCEL
         ):
             handle.driver.interrupt_now(cmd)
