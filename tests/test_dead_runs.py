@@ -110,6 +110,7 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
         assert again.status == "rejected" and "target finished" in (again.reason or "")
         retried = await submit_through_store(store, cancel(run_id, "declare-dead"))
         assert retried.status == "duplicate"
+        assert retried.run_id == run_id  # as the first's receipt named it
     finally:
         await store.close()
 
@@ -256,6 +257,7 @@ async def test_a_cancel_sent_again_after_its_declaration_stopped_midway_settles_
         # its claim is young: the first declaration may still be under way
         under_way = await submit_through_store(store, cancel(run_id, "dead-1"))
         assert under_way.status == "duplicate", under_way
+        assert under_way.run_id == run_id
 
         monkeypatch.setattr(dead, "CLAIM_STALE_S", 0.0)
         again = await submit_through_store(store, cancel(run_id, "dead-1"))
@@ -275,6 +277,7 @@ async def test_a_cancel_sent_again_after_its_declaration_stopped_midway_settles_
         assert await store.open_commands() == []
         done = await submit_through_store(store, cancel(run_id, "dead-1"))
         assert done.status == "duplicate", done
+        assert done.run_id == run_id
     finally:
         await store.close()
 

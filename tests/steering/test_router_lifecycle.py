@@ -100,13 +100,28 @@ async def test_same_correlation_id_is_a_duplicate_and_changes_nothing(
     retry = await rt.submit(cmd.model_copy(update={"payload": {"tools": []}}))  # same id, new body
 
     assert first.status is not ReceiptStatus.DUPLICATE
+    assert first.run_id == "r-1"
     for receipt in (again, retry):
         assert receipt.status is ReceiptStatus.DUPLICATE
         assert receipt.correlation_id == cmd.correlation_id
+        assert receipt.run_id == first.run_id  # the run the first went to, as its receipt said
         assert receipt.reason is not None and "duplicate" in receipt.reason
     assert len(recorder.events) == events_before
     assert len(handle.inbox) == queued_before
     assert rt.router.state(cmd.correlation_id) == state_before
+
+
+async def test_a_duplicate_of_a_command_to_a_hidden_run_names_no_run(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """A human's command to another tenant's run is answered as one to no run: its duplicate
+    must not name the run either."""
+    await make_run("r-x", tenant_id="other")
+    cmd = make_command("r-x")  # from the operator of tenant "default"
+    first, again = await rt.submit(cmd), await rt.submit(cmd)
+    assert first.status is ReceiptStatus.REJECTED
+    assert again.status is ReceiptStatus.DUPLICATE
+    assert first.run_id is again.run_id is None
 
 
 # --------------------------------------------------------------------------- late commands

@@ -111,6 +111,7 @@ async def test_restart_requeues_accepted_unfinished_commands_and_not_terminal_on
         for receipt in (done, pending, rejected, waiting):
             again = await second.submit(make_command("r-1", correlation_id=receipt.correlation_id))
             assert again.status is ReceiptStatus.DUPLICATE
+            assert again.run_id == receipt.run_id  # the run the first went to (from the log)
 
         applied = apply_ready(restored)
         assert {c.correlation_id for c in applied} == queued

@@ -1004,13 +1004,14 @@ class SteeringReceipt(BaseModel):
         return self.status is ReceiptStatus.ACCEPTED
 
     @classmethod
-    def duplicate(cls, correlation_id: str) -> SteeringReceipt:
+    def duplicate(cls, correlation_id: str, run_id: str | None = None) -> SteeringReceipt:
         """The receipt of a command whose correlation id was already taken: it changes
-        nothing, and the first command's outcome stands."""
+        nothing, and the first command's outcome stands (``run_id``: the run the first was
+        filed under, as its own receipt named it)."""
         return cls.issue(
             ReceiptStatus.DUPLICATE,
             correlation_id,
-            None,
+            run_id,
             "duplicate correlation id: the first command's outcome stands",
             None,
         )

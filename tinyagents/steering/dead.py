@@ -95,7 +95,7 @@ async def settle_dead_run(
             return SteeringReceipt.duplicate(cmd.correlation_id)
         raise
     if logged is not None and not _resumes(logged, cmd, run_id):
-        return SteeringReceipt.duplicate(cmd.correlation_id)
+        return SteeringReceipt.duplicate(cmd.correlation_id, logged.run_id)
     refused = await _claim(store, cmd, snapshot)
     if refused is not None:
         return refused
@@ -174,8 +174,9 @@ async def _claim(
         if age < CLAIM_STALE_S:
             if await store.get_command(cmd.correlation_id, scope=scope) is not None:
                 # this very command, sent twice at once (or again while its first
-                # declaration may still be under way)
-                return SteeringReceipt.duplicate(cmd.correlation_id)
+                # declaration may still be under way): a cancel of this run, as the first's
+                # receipt says
+                return SteeringReceipt.duplicate(cmd.correlation_id, run_id)
             return SteeringReceipt.issue(
                 ReceiptStatus.REJECTED,
                 cmd.correlation_id,

@@ -79,9 +79,11 @@ async def submit_through_store(
             # retry of one its owner or an earlier declaration took is answered there).
             assert snapshot is not None
             return await settle_dead_run(store, cmd, snapshot)
-        if snapshot is not None and await _logged(store, cmd):
+        if snapshot is not None:
             # A retry of a command its owner already took: the first outcome stands.
-            return SteeringReceipt.duplicate(cmd.correlation_id)
+            duplicate = await _duplicate(store, cmd)
+            if duplicate is not None:
+                return duplicate
         if dead:
             assert snapshot is not None
             return _rejected(cmd, forbidden(cmd) or "", str(snapshot["run_id"]))
@@ -227,18 +229,20 @@ def _time(value: Any) -> datetime | None:
     return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-async def _logged(store: Store, cmd: SteeringCommand) -> bool:
-    """Whether the steering log holds ``cmd``'s id. A lookup that fails raises: answered
-    ``duplicate``, the sender would take a command none of its attempts may have sent for
-    one its owner took."""
+async def _duplicate(store: Store, cmd: SteeringCommand) -> SteeringReceipt | None:
+    """The ``duplicate`` receipt for ``cmd`` if the steering log holds its id (naming the run
+    the logged command went to, as that one's receipt did), else None. A lookup that fails
+    raises: answered ``duplicate``, the sender would take a command none of its attempts may
+    have sent for one its owner took."""
     try:
-        return (
-            await store.get_command(cmd.correlation_id, scope=dedupe_scope(cmd.actor)) is not None
-        )
+        logged = await store.get_command(cmd.correlation_id, scope=dedupe_scope(cmd.actor))
     except StoreError as exc:
         if isinstance(exc.__cause__, ValueError):  # logged, though it no longer reads
-            return True
+            return SteeringReceipt.duplicate(cmd.correlation_id)
         raise
+    if logged is None:
+        return None
+    return SteeringReceipt.duplicate(cmd.correlation_id, logged.run_id)
 
 
 def _finished(snapshot: dict[str, Any]) -> bool:

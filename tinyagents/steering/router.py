@@ -154,10 +154,11 @@ class SteeringRouter:
         self._capabilities: set[MiddlewareCapability] = set()
         self._tracked: dict[_Key, _Tracked] = {}  # open commands only
         # The ids of the latest ``dedupe_horizon`` commands (and of every open one), oldest
-        # first in ``_seen_order``, and the terminal state of those that ended: older ids are
-        # forgotten (a durable store's log still answers them ``duplicate``).
+        # first in ``_seen_order``, and the terminal state of those that ended, with the run
+        # they were filed under (a duplicate's receipt names it): older ids are forgotten (a
+        # durable store's log still answers them ``duplicate``).
         self.dedupe_horizon = dedupe_horizon
-        self._terminal: dict[_Key, CommandState] = {}
+        self._terminal: dict[_Key, tuple[CommandState, str | None]] = {}
         self._seen: set[_Key] = set()
         self._seen_order: deque[_Key] = deque()
         # Steering events by run: dropped with the run when the registry releases it.
@@ -203,7 +204,7 @@ class SteeringRouter:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         while key in self._seen:
             if key not in self._under_way:
-                return SteeringReceipt.duplicate(cmd.correlation_id)
+                return await self._duplicate(key)
             # The first submit of this id is still under way: its outcome decides (a failure
             # frees the id, and this resend is then submitted as the first).
             await self._wait_for_first(key)
@@ -248,6 +249,27 @@ class SteeringRouter:
             waiting = self._under_way.pop(key)
             if waiting is not None:
                 waiting.set()
+
+    async def _duplicate(self, key: _Key) -> SteeringReceipt:
+        """The receipt for a second command under ``key``: it names the run the first was
+        filed under, as the first's receipt did (None for one that had no run the sender may
+        know of). This router's books say; for a command logged by another process (or
+        restored with no run yet), the store's log does."""
+        tracked = self._tracked.get(key)
+        run_id: str | None = None
+        if tracked is not None:
+            run_id = tracked.info.run_id if tracked.info is not None else None
+        else:
+            ended = self._terminal.get(key)
+            run_id = ended[1] if ended is not None else None
+        if run_id is None and self.store is not None:
+            try:
+                stored = await self.store.get_command(key[1], scope=key[0])
+            except StoreError as exc:  # the answer stands; only the run it names is unknown
+                _log.warning("command %s: could not read its run from the log: %s", key[1], exc)
+                stored = None
+            run_id = stored.run_id if stored is not None else None
+        return SteeringReceipt.duplicate(key[1], run_id)
 
     async def _wait_for_first(self, key: _Key) -> None:
         """Wait until the submit under way for ``key`` has returned or raised."""
@@ -296,11 +318,14 @@ class SteeringRouter:
         if scope is not None:
             key = (scope, correlation_id)
             tracked = self._tracked.get(key)
-            return tracked.state if tracked else self._terminal.get(key)
+            if tracked is not None:
+                return tracked.state
+            ended = self._terminal.get(key)
+            return ended[0] if ended is not None else None
         for (_, cid), tracked in self._tracked.items():
             if cid == correlation_id:
                 return tracked.state
-        for (_, cid), state in self._terminal.items():
+        for (_, cid), (state, _run_id) in self._terminal.items():
             if cid == correlation_id:
                 return state
         return None
@@ -442,7 +467,7 @@ class SteeringRouter:
             return False
         if state.terminal:
             del self._tracked[tracked.key]
-            self._terminal[tracked.key] = state
+            self._terminal[tracked.key] = (state, stored.run_id if stored else None)
             return True
         if tracked.state is CommandState.DEFERRED and state is not CommandState.DEFERRED:
             if (
@@ -638,7 +663,7 @@ class SteeringRouter:
         # duplicate: the first outcome stands.
         run_id = tracked.info.run_id if tracked.info else None
         if not await self._persist(tracked, "rejected", run_id):
-            return SteeringReceipt.duplicate(tracked.cmd.correlation_id)
+            return await self._duplicate(tracked.key)
         self._announce(tracked)
         self._finish(tracked, "rejected", reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
@@ -650,7 +675,7 @@ class SteeringRouter:
         first_time = tracked.state is not CommandState.DEFERRED
         if first_time:
             if not await self._persist(tracked, "deferred", None):
-                return SteeringReceipt.duplicate(tracked.cmd.correlation_id)
+                return await self._duplicate(tracked.key)
             self._announce(tracked)
         late = handle is not None and handle.status.finished
         if late and isinstance(tracked.cmd.target, ThreadTarget):
@@ -688,7 +713,7 @@ class SteeringRouter:
         if self.store is not None and not await self._persist(
             tracked, "accepted", handle.run_id, command
         ):
-            return SteeringReceipt.duplicate(original.correlation_id)
+            return await self._duplicate(tracked.key)
         self._announce(tracked)  # requested names the command as submitted
         tracked.cmd = command
         tracked.state = CommandState.ACCEPTED
@@ -861,7 +886,8 @@ class SteeringRouter:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         tracked = self._tracked.get(key)
         if tracked is None:
-            state = self._terminal.get(key, "never submitted")
+            ended = self._terminal.get(key)
+            state = ended[0] if ended is not None else "never submitted"
             raise SteeringInvariantError(
                 f"command {cmd.correlation_id} is not open (state: {state})"
             )
@@ -909,7 +935,7 @@ class SteeringRouter:
             tracked.state = terminal
             key = tracked.key
             del self._tracked[key]
-            self._terminal[key] = terminal
+            self._terminal[key] = (terminal, run_id)
         elif run_id is None:
             if tracked.early is None:
                 tracked.early = []
