@@ -331,7 +331,9 @@ class Runtime:
         Raises ``StoreError`` when a durable store cannot log the command (then nothing was
         emitted or kept, and the same correlation id can be submitted again),
         ``RuntimeClosed`` once ``close()`` has begun, and ``InvalidCommandError`` for anything
-        that is not a ``SteeringCommand`` (a dict: ``SteeringCommand.model_validate(data)``).
+        that is not a ``SteeringCommand`` (a dict: ``SteeringCommand.model_validate(data)``)
+        or is one made past validation (``model_copy(update=...)``, ``model_construct``)
+        that building would have refused.
         """
         # ``_submit(cmd, None)`` written out: one coroutine fewer for every command.
         if self._closing or not self._open:

@@ -91,3 +91,27 @@ async def test_the_store_refuses_to_put_a_command_too_large_for_its_inbox(store:
     with pytest.raises(InvalidCommandError, match=r"too large to send to another process"):
         await store.inbox_put(owner="rt-far", request_id="req-1", command=huge)
     assert await store.inbox_take("rt-far") == []
+
+
+async def test_a_command_made_past_validation_is_refused_before_it_is_put(
+    tmp_path: Path,
+) -> None:
+    """``model_copy(update=...)`` validates nothing: a cancel carrying an instruction's text
+    was put into the inbox as it was, for the owner to find it invalid. The sender refuses
+    it, as ``Runtime.submit`` does, with the error building it would have raised."""
+    store = SqliteStore(tmp_path / "store.db")
+    await store.open()
+    try:
+        await store.save_runs([FAR])
+        valid = SteeringCommand(
+            target=SteeringTarget.agent_run("r-far"),
+            actor=OPS,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        forged = valid.model_copy(update={"kind": SteeringKind.CANCEL})
+        with pytest.raises(InvalidCommandError, match="invalid payload for cancel"):
+            await submit_through_store(store, forged, timeout_s=0.5)
+        assert await store.inbox_take("rt-far") == []
+    finally:
+        await store.close()

@@ -33,6 +33,7 @@ from tinyagents.protocol.commands import (
     SteeringCommand,
     SteeringReceipt,
     ThreadTarget,
+    checked,
     dedupe_scope,
 )
 from tinyagents.runs.info import RunStatus
@@ -69,7 +70,10 @@ async def submit_through_store(
     comes within ``timeout_s`` (the command may still be applied later), and ``StoreError``
     when the store fails (a failure that may pass, such as a lost connection, while the
     receipt is awaited is read past: the command is in the inbox already). A target not in the store is looked for again for
-    ``listing_wait_s`` (``listed_snapshot``)."""
+    ``listing_wait_s`` (``listed_snapshot``). A command made past validation
+    (``model_copy(update=...)``) that is invalid raises ``InvalidCommandError``, as building
+    it would have, and is not sent."""
+    cmd = checked(cmd)
     snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
     refusal = refuse(cmd, snapshot)
     if refusal is not None:
