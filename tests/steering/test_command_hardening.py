@@ -6,6 +6,7 @@ or on reload) and checks it is now refused, or normalised, when the command is b
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import math
@@ -15,18 +16,25 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from steerkit import start_run
 
 from tinyagents.errors import InvalidCommandError, TinyAgentsError
 from tinyagents.protocol import (
     Boundary,
+    ReceiptStatus,
     SteeringActor,
     SteeringCommand,
+    SteeringDelivery,
     SteeringKind,
     SteeringPolicyRef,
+    SteeringPriority,
     SteeringTarget,
 )
 from tinyagents.protocol.commands import MAX_PAYLOAD_DEPTH, mutable_copy
 from tinyagents.runs import RunInfo, RunLimits, RunTree, RunUsage
+from tinyagents.runtime import Runtime
 from tinyagents.steering import (
     BudgetPolicy,
     CallNext,
@@ -755,3 +763,55 @@ async def test_a_valid_copy_is_queued_as_the_command_it_validates_to(
     assert second.created_at.tzinfo is UTC
     with pytest.raises(TypeError):
         second.payload["text"] = "changed"  # read-only, as every validated payload
+
+
+#: Values for a copy's fields, valid and not, as ``model_copy(update=...)`` takes them.
+COPIED_FIELDS = {
+    "kind": st.sampled_from(list(K)),
+    "payload": st.sampled_from(
+        [
+            {},
+            {"text": "t"},
+            {"reason": "r"},
+            {"tools": ["a"]},
+            {"nope": 1},
+            {"text": LONE},
+            {"value": nested(MAX_PAYLOAD_DEPTH)},
+            {"update": {"k": 1}},
+        ]
+    ),
+    "priority": st.sampled_from([SteeringPriority.HIGH, 7, "high", 100]),
+    "delivery": st.sampled_from([*SteeringDelivery, "soon"]),
+    "created_at": st.sampled_from([NAIVE, NAIVE.replace(tzinfo=UTC), "junk", None]),
+    "correlation_id": st.sampled_from(["c-x", LONE, "", "a\nb", "x" * 201]),
+    "checkpoint_id": st.sampled_from([None, "cp-1", ""]),
+    "fork": st.sampled_from([False, True, "yes"]),
+    "target": st.sampled_from([RUN, SteeringTarget.agent_run("r-2"), {"type": "spaceship"}]),
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.fixed_dictionaries({}, optional=COPIED_FIELDS))
+def test_submit_judges_any_copy_as_construction_judges_its_fields(update: dict[str, Any]) -> None:
+    forged = _instruction().model_copy(update=update)
+    try:
+        built = SteeringCommand(**dict(forged))
+    except InvalidCommandError as exc:
+        refused: InvalidCommandError | None = exc
+    else:
+        refused = None
+
+    async def submit() -> None:
+        async with Runtime(testing=True) as rt:
+            handle = await start_run(rt, "r-1")
+            if refused is not None:
+                with pytest.raises(InvalidCommandError) as raised:
+                    await rt.submit(forged)
+                assert str(raised.value) == str(refused)
+                assert len(handle.inbox) == 0
+                return
+            receipt = await rt.submit(forged)
+            assert receipt.status is not ReceiptStatus.DUPLICATE
+            assert handle.inbox.queue.pending() in ([], [built])
+
+    asyncio.run(submit())
