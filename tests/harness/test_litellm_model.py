@@ -588,3 +588,52 @@ async def test_a_made_up_tool_name_providers_refuse_is_not_sent_back_as_it_is(
     results = [m["content"] for m in sent if m["role"] == "tool"]
     assert results[0].startswith("unknown tool 'functions.add'; available: add")
     assert results[1].startswith(f"unknown tool {long!r}")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_nan_or_infinity_in_a_calls_arguments_is_refused_and_told(constant: str) -> None:
+    # JSON has no NaN or Infinity, but Python's reader takes them: the tool ran with nan (a
+    # float argument), and the next request carried the call's arguments as "NaN", which
+    # strict servers refuse. Refused as arguments that are not JSON are: the model is told.
+    ran: list[float] = []
+
+    @tool
+    def scale(x: float) -> float:
+        """Scale x."""
+        ran.append(x)
+        return x * 2
+
+    body = {
+        "id": "c-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "a",
+                            "type": "function",
+                            "function": {"name": "scale", "arguments": f'{{"x": {constant}}}'},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    async with OpenAICompatServer([body, reply("done")]) as server:
+        model = model_for(server, stream=False, max_retries=0)
+        result = await Agent("a", model, tools=[scale]).run("scale it")
+    assert result.status is RunStatus.COMPLETED and ran == []
+    sent = server.requests[-1]["messages"]
+    (answer,) = [m["content"] for m in sent if m["role"] == "tool"]
+    assert answer.startswith("could not read the arguments for tool 'scale'")
+    assert f"{constant} is not JSON" in answer
+    (call,) = [c for m in sent for c in m.get("tool_calls") or []]
+    assert json.loads(call["function"]["arguments"]) == {}

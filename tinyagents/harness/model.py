@@ -45,7 +45,16 @@ def parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
     if not text:  # some providers send "" for a call without arguments
         return ToolCall(id=call_id, name=name, args={})
     try:
-        args = json.loads(text)
+        args = json.loads(text, parse_constant=_no_constant)
+    except _NotJSON as exc:
+        # Python's reader takes them, JSON has none: the tool ran with nan, and the call went
+        # back to the provider as "NaN", which strict servers refuse
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error=f"arguments are not valid JSON ({exc} is not JSON: give a number or "
+            f"null): {_quoted(text)}",
+        )
     except json.JSONDecodeError as exc:
         # the text is quoted in the error: the conversation carries the call with {} (strict
         # servers refuse arguments that are not JSON), so the model sees what it sent here
@@ -69,6 +78,14 @@ def parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
             parse_error=f"arguments must be a JSON object, got {type(args).__name__}",
         )
     return ToolCall(id=call_id, name=name, args=args)
+
+
+class _NotJSON(ValueError):
+    """A constant (``NaN``, ``Infinity``, ``-Infinity``) in arguments read as JSON."""
+
+
+def _no_constant(constant: str) -> Any:
+    raise _NotJSON(constant)
 
 
 #: How much of a tool call's unreadable arguments its error result quotes.
