@@ -637,3 +637,28 @@ async def test_nan_or_infinity_in_a_calls_arguments_is_refused_and_told(constant
     assert f"{constant} is not JSON" in answer
     (call,) = [c for m in sent for c in m.get("tool_calls") or []]
     assert json.loads(call["function"]["arguments"]) == {}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    "args",
+    [{}, {"tool_uses": "add"}, {"tool_uses": [{"recipient_name": "functions.add"}]}],
+    ids=["no-uses", "uses-not-a-list", "use-without-parameters"],
+)
+async def test_openais_parallel_pseudo_tool_is_a_tool_error_the_model_is_told(
+    stream: bool, args: dict
+) -> None:
+    # GPT-4o sometimes calls "multi_tool_use.parallel", a tool nobody offered, to call several.
+    # litellm unpacks a whole response's well-formed one into the calls it wraps, but one it
+    # cannot unpack failed the run as "JSON that is not a chat completion"; streamed, the
+    # model was told "unknown tool ... Call one of those", which does not say what to do.
+    async with OpenAICompatServer(
+        [tool_call("multi_tool_use.parallel", **args), reply("3")]
+    ) as server:
+        model = model_for(server, stream=stream, max_retries=0)
+        result = await Agent("a", model, tools=[add]).run("add 1 and 2")
+    assert result.status is RunStatus.COMPLETED and result.output == "3"
+    sent = server.requests[-1]["messages"]
+    (answer,) = [m["content"] for m in sent if m["role"] == "tool"]
+    assert answer.startswith("'multi_tool_use.parallel' is not a tool")
+    assert "a tool call of its own" in answer and "available: add" in answer

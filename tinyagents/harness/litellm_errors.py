@@ -26,6 +26,8 @@ import json
 import socket
 from collections.abc import Iterator
 
+from pydantic import ValidationError
+
 from tinyagents.errors import (
     MissingAPIKeyError,
     ModelAuthenticationError,
@@ -77,6 +79,17 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(link))
         yield link
         link = link.__cause__ or link.__context__
+
+
+def unpacking_failed(exc: BaseException) -> bool:
+    """Whether litellm could not read a whole response because it holds a call of OpenAI's
+    ``multi_tool_use.parallel`` pseudo-tool it cannot unpack: litellm turns a well-formed
+    one into the calls it wraps, and raises past its own handler on any other (its pydantic
+    check of the call's arguments)."""
+    return any(
+        isinstance(link, ValidationError) and link.title == "_ParallelToolUseArgs"
+        for link in _chain(exc)
+    )
 
 
 def _is_timeout(link: BaseException) -> bool:

@@ -52,6 +52,7 @@ from tinyagents.harness.litellm_errors import (
     empty_response,
     not_a_stream,
     refused,
+    unpacking_failed,
     where,
 )
 from tinyagents.harness.litellm_stream import NAMELESS, RefusalWatch, ToolCallFragments, pieces
@@ -61,11 +62,12 @@ from tinyagents.harness.model import (
     ModelRequest,
     ModelResponse,
     StreamChunk,
+    ToolCall,
     ToolSpec,
     Usage,
     parse_arguments,
 )
-from tinyagents.harness.tools import is_tool_name
+from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
 
 T = TypeVar("T")
 
@@ -125,9 +127,22 @@ class LiteLLMModel(Model):
         await import_litellm()  # seconds the first time: not on the event loop's thread
         litellm = _litellm()
         kwargs = self._completion_kwargs(request)
-        raw = await self._with_retries(
-            kwargs["model"], lambda: litellm.acompletion(**kwargs), request
-        )
+        try:
+            raw = await self._with_retries(
+                kwargs["model"], lambda: litellm.acompletion(**kwargs), request
+            )
+        except ModelResponseError as exc:
+            if not unpacking_failed(exc):
+                raise
+            # the model's mistake, not the server's: told to the model, as a stream's is
+            # (its call's result says what to do instead), not a run failed on "JSON that is
+            # not a chat completion"
+            return ModelResponse(
+                tool_calls=[ToolCall(id="", name=PARALLEL_PSEUDO_TOOL)],
+                usage=_prompt_counted(litellm, kwargs),
+                model=kwargs["model"],
+                finish_reason="tool_calls",
+            )
         if not getattr(raw, "choices", None):
             raise empty_response(kwargs["model"], self.api_base)
         response = _parse_response(raw, litellm, kwargs)
@@ -537,6 +552,16 @@ def _counted(raw: Any, litellm: Any, kwargs: dict[str, Any], message: Any) -> Us
         total_tokens=usage.total_tokens,
     )
     return usage
+
+
+def _prompt_counted(litellm: Any, kwargs: dict[str, Any]) -> Usage:
+    """The prompt's tokens by litellm's tokenizer, for an answer litellm could not read (its
+    usage with it): no request is free, and taken as 0 the run's token budget never ran down."""
+    try:
+        prompt = litellm.token_counter(model=kwargs["model"], messages=kwargs["messages"])
+    except Exception:
+        return Usage()
+    return Usage(input_tokens=_token_count(prompt))
 
 
 def _token_count(value: Any) -> int:

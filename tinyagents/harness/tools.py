@@ -53,6 +53,9 @@ def is_tool_name(name: object) -> bool:
     return isinstance(name, str) and _NAME_RE.match(name) is not None
 
 
+#: The tool OpenAI's models sometimes call to call several at once, though nobody offers it.
+PARALLEL_PSEUDO_TOOL = "multi_tool_use.parallel"
+
 #: A parameter with this name receives the call context instead of a model-supplied value
 #: (annotated as anything but the context, ``Any`` or ``object``, it is refused).
 CTX_PARAM = "ctx"
@@ -366,6 +369,13 @@ async def execute_tool_call(
     """
     if tool is None:
         names = ", ".join(available) or "none"
+        if call.name == PARALLEL_PSEUDO_TOOL:
+            # "Call one of those" did not say what to do instead of the wrapper
+            return _refused(
+                call,
+                f"{call.name!r} is not a tool: to call several tools, give each a tool call of "
+                f"its own, all in one response; available: {names}.",
+            )
         return _refused(call, f"unknown tool {call.name!r}; available: {names}. Call one of those.")
     if call.parse_error is not None:
         return _refused(
