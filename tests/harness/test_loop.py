@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -472,6 +473,48 @@ async def test_graph_only_commands_are_refused_at_submit_on_an_agent_run(
     assert recorder.lifecycle(receipt.correlation_id) == ["requested", "rejected"]
     assert result.status is RunStatus.COMPLETED
     assert not any(steering_messages(r) for r in model.requests)
+
+
+@pytest.mark.parametrize("grant", [None, []], ids=["agent-without-tools", "granted-none"])
+async def test_after_tool_result_delivery_is_refused_at_submit_on_a_run_without_tools(
+    rt: Runtime, recorder: EventRecorder, grant: list[str] | None
+):
+    """A run that has no tool never reaches ``after_tool_result``: a command for that
+    boundary was accepted, then failed when the run ended ("target finished before
+    delivery"), and the sender learnt only then that it never had a chance. Its own
+    ``agent`` policy refuses it at submit, saying which deliveries would land."""
+    asked = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> str:
+        asked.set()
+        await go_on.wait()
+        return "done"
+
+    @tool
+    def lookup(key: str) -> str:
+        return key
+
+    agent = Agent("worker", FunctionModel(answer), tools=[] if grant is None else [lookup])
+    handle = await rt.start(agent, "go", tools=grant)
+    await asked.wait()
+    receipt = await handle.submit(
+        SteeringKind.ADD_INSTRUCTION,
+        {"text": "after the next tool"},
+        actor=OPERATOR,
+        delivery=SteeringDelivery.AFTER_TOOL_RESULT,
+        check=False,
+    )
+    go_on.set()
+    result = await handle.result()
+
+    assert receipt.status == "rejected" and receipt.policy_id == "agent"
+    assert receipt.reason == (
+        f"run {handle.run_id} has no tools, so it never reaches after_tool_result; "
+        "send it for next_boundary, before_model_call or end_of_turn"
+    )
+    assert recorder.lifecycle(receipt.correlation_id) == ["requested", "rejected"]
+    assert result.status is RunStatus.COMPLETED
 
 
 async def test_a_middleware_that_turns_an_approve_into_an_instruction_is_obeyed(

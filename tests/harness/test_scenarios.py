@@ -719,9 +719,11 @@ async def test_subagent_target_names_the_parent(rt: Runtime, recorder: EventReco
 async def test_a_command_still_queued_when_the_run_ends_fails_before_the_runs_end_event(
     rt: Runtime, recorder: EventRecorder
 ):
-    # Waiting for a tool result the run never gets: the run completes with it still queued.
+    # Waiting for a tool result the run never gets (it has a tool, which the model does not
+    # call): the run completes with it still queued.
     gate = Gate("think")
-    handle = await rt.start(Agent("worker", gate.model("the answer")), "go")
+    spare = Gate("spare").tool()
+    handle = await rt.start(Agent("worker", gate.model("the answer"), tools=[spare]), "go")
     await gate.entered.wait()
     receipt = await handle.steer(
         "after the next tool", actor=OPERATOR, delivery=SteeringDelivery.AFTER_TOOL_RESULT

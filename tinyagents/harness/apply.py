@@ -185,20 +185,26 @@ _GRAPH_ONLY = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind
 class AgentCommandCheck(CheckPolicy):
     """An agent run's own policy (after its middleware's): refuses at submit a command the
     run could only accept and fail at its next boundary — ``approve``, ``reject`` and
-    ``update_state`` (an agent run has no interrupt and no graph state) and a ``redirect``
-    without an ``instruction`` (a ``goto`` needs a graph)."""
+    ``update_state`` (an agent run has no interrupt and no graph state), a ``redirect``
+    without an ``instruction`` (a ``goto`` needs a graph), and one for ``after_tool_result``
+    when the run has no tools (it would fail only when the run ended)."""
 
     policy_id = "agent"
+
+    def __init__(self, run: ActiveRun) -> None:
+        self.run = run
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         if cmd.kind in _GRAPH_ONLY or (
             cmd.kind is SteeringKind.REDIRECT and "instruction" not in cmd.payload
         ):
             return _not_for_agents(cmd)
+        if cmd.delivery is SteeringDelivery.AFTER_TOOL_RESULT and not self.run.may_call_tools():
+            return (
+                f"run {ctx.target.run_id} has no tools, so it never reaches after_tool_result; "
+                "send it for next_boundary, before_model_call or end_of_turn"
+            )
         return None
-
-
-AGENT_COMMAND_CHECK = AgentCommandCheck()
 
 
 def _not_for_agents(cmd: SteeringCommand) -> str:

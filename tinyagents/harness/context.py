@@ -78,6 +78,10 @@ class ActiveRun(Protocol):
 
     async def set_paused(self, paused: bool) -> None: ...
     def allowed_tools(self) -> Mapping[str, Tool]: ...
+    def may_call_tools(self) -> bool:
+        """Whether a tool call may still come: the run has tools, or one offered to the model
+        in its last request (since withdrawn) may still be called or under way."""
+
     def emit(self, cls: type[Event], **fields: Any) -> None: ...
 
 

@@ -724,6 +724,11 @@ class AgentRun(RunDriver):
         tools = self.agent.tools
         return tools if grant is None else {n: t for n, t in tools.items() if n in grant}
 
+    def may_call_tools(self) -> bool:
+        # the last request's tools: a call of one withdrawn since still has its result
+        # boundary (answered "withdrawn"), and so does one under way
+        return bool(self.allowed_tools()) or bool(self._offered) or self._in_tool
+
     def model_name(self) -> str | None:
         models = self.info.models
         return models[0] if models else None
@@ -1266,7 +1271,7 @@ async def start_agent_run(
     handle.driver = run
     handle.policies = [
         *(SteeringHook(m) for m in agent.middleware if overrides(m, "steering")),
-        apply.AGENT_COMMAND_CHECK,
+        apply.AgentCommandCheck(run),
     ]
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
