@@ -835,6 +835,24 @@ async def test_an_async_tool_behind_a_plain_decorator_is_awaited():
     assert (result.error, result.content) == (False, "found acme")
 
 
+async def test_an_async_tool_that_returns_a_coroutine_it_forgot_to_await_is_awaited():
+    # `return lookup(q)` without `await` in an async tool: the model was answered
+    # '<coroutine object lookup at 0x…>' and the coroutine was never run (a RuntimeWarning),
+    # where the same coroutine from a sync wrapper is awaited (the test above)
+    async def lookup(query: str) -> str:
+        await asyncio.sleep(0)
+        return f"found {query}"
+
+    @tool
+    async def search(query: str) -> str:
+        """Search."""
+        return lookup(query)  # type: ignore[return-value]
+
+    result = await execute_tool_call(search, call("search", query="acme"), timeout_s=None)
+
+    assert (result.error, result.content) == (False, "found acme")
+
+
 def test_a_tool_description_that_is_no_text_is_refused():
     # taken, and offered to the model as a number: providers refuse the tool on every request
     with pytest.raises(ConfigurationError, match=r"tool 'add': description must be text, got int"):

@@ -194,13 +194,17 @@ class FunctionTool(Tool):
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         call_args, call_kwargs = self._bind(args, ctx)
         if self.is_async:
-            return await self.fn(*call_args, **call_kwargs)
-        # A sync tool must not block the event loop, nor (stuck past its timeout) hold one of
-        # the loop's few executor workers: a thread of its own, with the caller's contextvars
-        value = await in_own_thread(
-            _run_sync, self.name, self.fn, call_args, call_kwargs, name=f"tool {self.name}"
-        )
-        if inspect.isawaitable(value):  # an async function behind a plain sync decorator
+            value = await self.fn(*call_args, **call_kwargs)
+        else:
+            # A sync tool must not block the event loop, nor (stuck past its timeout) hold one
+            # of the loop's few executor workers: a thread of its own, with the caller's
+            # contextvars
+            value = await in_own_thread(
+                _run_sync, self.name, self.fn, call_args, call_kwargs, name=f"tool {self.name}"
+            )
+        if inspect.isawaitable(value):
+            # an async function behind a plain sync decorator, or an async tool's `return
+            # fetch(q)` without `await`: the model was answered "<coroutine object …>"
             value = await value
         return value
 
