@@ -131,6 +131,24 @@ async def test_a_wrong_method_on_the_console_names_the_methods_it_takes(
             assert (await client.request(other, path)).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "path", ["/console.js/", "/index.html/", "/console.css/", "/console.js//", "/api-docs.html/"]
+)
+async def test_a_console_file_with_a_trailing_slash_is_not_found(base_url: str, path: str) -> None:
+    import httpx
+
+    # StaticFiles normalised "console.js/" to "console.js" and served the file: a slash names
+    # a folder, and the file's relative links then resolved under it (/console.js/console.css)
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        for method in ("GET", "HEAD"):
+            r = await client.request(method, path)
+            assert r.status_code == 404, (method, path, r.status_code)
+        r = await client.get(path)
+        assert r.headers["content-type"] == "application/json"
+        assert r.json()["message"] and r.json()["detail"]
+        assert (await client.get("/")).status_code == 200  # the console's one folder: itself
+
+
 async def test_the_app_serves_the_console_at_the_root(base_url: str) -> None:
     import httpx
 

@@ -1510,10 +1510,16 @@ def _mount_console(app: "FastAPI") -> None:
         """The console's files. A path with a dot segment (``/x/..``; browsers and httpx
         remove them, a raw client does not) is the JSON 404 it is under the API: one that
         named this folder was answered with StaticFiles' 307 to an absolute ``http://`` URL
-        built from the request's ``Host`` (wrong behind a TLS proxy, a host the client chose)."""
+        built from the request's ``Host`` (wrong behind a TLS proxy, a host the client chose).
+        A file's path with a trailing slash (``/console.js/``) is a 404 too: StaticFiles
+        normalised the slash away and served the file, as no static server does (a slash
+        names a folder, and the page's relative links then pointed under the file)."""
 
         async def get_response(self, path: str, scope: Any) -> Any:
-            if any(part in (".", "..") for part in str(scope.get("path", "")).split("/")):
+            sent = str(scope.get("path", ""))
+            if any(part in (".", "..") for part in sent.split("/")):
+                raise StarletteHTTPException(status_code=404)
+            if sent.endswith("/") and path != "." and not (static / path).is_dir():
                 raise StarletteHTTPException(status_code=404)
             return await super().get_response(path, scope)
 
