@@ -490,7 +490,7 @@ async def test_a_query_parameter_given_twice_is_a_422_naming_it(served: Served) 
 
 @pytest.mark.parametrize(
     "header",
-    ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3", "1.5", "", "3_0", "+3", "3.0"],
+    ["garbage", "-3", "9" * 40, str(2**63), "9" * 5000, "1e3", "1.5", "3_0", "+3", "3.0"],
 )
 async def test_a_last_event_id_header_that_is_no_event_id_is_422(
     served: Served, header: str
@@ -503,6 +503,29 @@ async def test_a_last_event_id_header_that_is_no_event_id_is_422(
     )
     body = problem(r, 422)
     assert "last-event-id" in body["message"].lower(), body
+
+
+async def test_an_empty_last_event_id_header_is_no_id_the_stream_starts_at_the_beginning(
+    served: Served,
+) -> None:
+    """The SSE spec's empty id is "no last event id" (an ``id:`` field with no value resets
+    it, and a client holding none sends no header): an empty header was a 422, so a client
+    that sends the header it holds, empty before it has seen an id, could not connect."""
+    run = await served.start_run("acme")
+    await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "x"})
+    await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/abort", None)
+    await run.result()
+    url = f"{BASE}/events?follow=false&run_id={run.run_id}"
+
+    async def logged() -> httpx.Response | None:
+        r = await raw(served, "alice", "GET", url)
+        assert r.status_code == 200, r.text
+        return r if "event: run.cancelled" in r.text else None
+
+    plain = await eventually(logged)  # the whole run, written to the log
+    empty = await raw(served, "alice", "GET", url, headers={"Last-Event-ID": ""})
+    assert empty.status_code == 200, empty.text[:300]
+    assert empty.text == plain.text
 
 
 async def test_a_last_event_id_in_the_query_wins_over_the_header(served: Served) -> None:

@@ -174,6 +174,13 @@ def _a_cursor(value: str) -> str:
 
 Cursor = Annotated[str, AfterValidator(_a_cursor)]
 
+#: A ``Last-Event-ID`` header as sent (read by ``events``: empty is no id, as the SSE spec
+#: has it), documented as the event id it holds.
+LastEventIdHeader = Annotated[
+    str | None,
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": _MAX_EVENT_ID}),
+]
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -1260,13 +1267,12 @@ def create_app(
             le=_MAX_EVENT_ID,
             description="resume after this id (or send Last-Event-ID; this wins over it)",
         ),
-        last_event_id_header: int | None = Header(
+        last_event_id_header: LastEventIdHeader = Header(
             default=None,
             alias="last-event-id",
-            ge=0,
-            le=_MAX_EVENT_ID,
-            description="resume after this id, as a reconnecting EventSource sends it; one "
-            "that is no event id is a 422, as in the query (ignored, it replayed the log)",
+            description="resume after this id, as a reconnecting EventSource sends it; empty "
+            "is no id (from the start, as the SSE spec has it); one that is no event id is a "
+            "422, as in the query (ignored, it replayed the log)",
         ),
         follow: bool = Query(
             default=True,
@@ -1290,17 +1296,24 @@ def create_app(
                 )
         for where, name, text in (
             ("query", "last_event_id", request.query_params.get("last_event_id")),
-            ("header", "last-event-id", request.headers.get("last-event-id")),
+            # empty: no id, as the SSE spec has it (an ``id:`` field with no value resets a
+            # client's last event id; the header was a 422, read as a number)
+            ("header", "last-event-id", last_event_id_header or None),
         ):
             # as int() reads it, "3_0" was 30 and "+3" or "3.0" was 3: an id is digits only
-            if text is not None and not (text.isascii() and text.isdigit()):
+            if text is not None and not (
+                text.isascii()
+                and text.isdigit()
+                and len(text) <= len(str(_MAX_EVENT_ID))  # (int() refuses 4,300 digits)
+                and int(text) <= _MAX_EVENT_ID
+            ):
                 raise Problem(
                     422,
                     f"{where} {name}: {text[:40]!r} is no event id (one of the ids the stream "
-                    "sent: digits only)",
+                    f"sent: digits only, at most {_MAX_EVENT_ID})",
                     loc=(where, name),
                 )
-        after = last_event_id if last_event_id is not None else last_event_id_header or 0
+        after = last_event_id if last_event_id is not None else int(last_event_id_header or 0)
         who = (p.tenant, p.user)
         held, total = streams.get(who, 0), sum(streams.values())
         if held >= max_streams_per_user or total >= max_streams:
