@@ -342,3 +342,62 @@ async def test_a_narrowed_token_sees_its_subtree_across_pages(served: Served) ->
     narrowed = served.auth.attenuate(served.tokens["alice"], run_id="c-00")
     ids, _ = await walk(served, narrowed, f"{BASE}/runs?limit=3")
     assert ids == [f"c-{i:02d}" for i in reversed(range(20))]
+
+
+def _asking(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Record what each listing of ``store`` asks for (and how many rows it answers)."""
+    asked: list[dict[str, Any]] = []
+    listing = store.list_runs
+
+    async def list_runs(**kw: Any) -> list[dict[str, Any]]:
+        rows = await listing(**kw)
+        asked.append({**kw, "rows": len(rows)})
+        return rows
+
+    monkeypatch.setattr(store, "list_runs", list_runs)
+    return asked
+
+
+async def test_a_narrowed_tokens_listing_reads_its_tree_not_the_tenant(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token narrowed to a run (``attenuate --run``) sees that run's subtree only, all of
+    it in one tree: its listing read the tenant's every run, a store page at a time, and
+    asked the token about each (seconds at 20,000 runs, on every request of the console).
+    The store is now asked for that tree alone."""
+    store = await _store(served)
+    family = [snap("root", 1000)] + [snap(f"c-{i:02d}", 1001 + i, root="root") for i in range(5)]
+    for s in family[1:]:
+        s["parent_run_id"] = "c-00" if s["run_id"] != "c-00" else "root"
+    await store.save_runs([*family, *(snap(f"x-{i:04d}", i) for i in range(600))])
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id="c-00")
+    twice = served.auth.attenuate(narrowed, run_id="c-01", observe_only=True)
+    asked = _asking(store, monkeypatch)
+    ids, sizes = await walk(served, narrowed, f"{BASE}/runs?limit=2")
+    assert ids == [f"c-{i:02d}" for i in reversed(range(5))] and sizes == [2, 2, 1]
+    assert asked and all(a["root_run_id"] == "root" for a in asked), asked
+    assert sum(a["rows"] for a in asked) <= 3 * len(family), asked
+    asked.clear()
+    ids, _ = await walk(served, twice, f"{BASE}/runs?status=completed")
+    assert ids == ["c-01"]
+    assert asked and all(a["root_run_id"] == "root" for a in asked), asked
+    # a tree filter of another tree keeps nothing (the token may see no run there)
+    r = await served.client.get(f"{BASE}/runs?root_run_id=x-0001", headers=served.as_(narrowed))
+    assert r.status_code == 404
+
+
+async def test_a_run_id_that_reads_as_two_narrowings_is_still_listed_whole(
+    served: Served,
+) -> None:
+    """A block's source prints a run id unquoted: one holding ``");`` and a newline reads as
+    two ``within`` checks. The listing still shows the run the token is narrowed to (a
+    run named in a block is used to find the tree only once the token may see it)."""
+    store = await _store(served)
+    weird = 'w");\ncheck if within("c-00'
+    family = [snap("root", 1000), snap("c-00", 1001, root="root")]
+    family[1]["parent_run_id"] = "root"
+    mine = [snap(weird, 900), snap("k-1", 901, root=weird)]
+    await store.save_runs([*family, *mine, *(snap(f"x-{i:03d}", i) for i in range(50))])
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id=weird)
+    ids, _ = await walk(served, narrowed, f"{BASE}/runs?limit=1")
+    assert ids == ["k-1", weird]

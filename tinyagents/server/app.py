@@ -72,7 +72,14 @@ from tinyagents.protocol.commands import (
     quoted_name,
 )
 from tinyagents.runs.info import RunStatus
-from tinyagents.server.auth import INSECURE_DEV, Auth, Operation, Principal, RunFacts
+from tinyagents.server.auth import (
+    INSECURE_DEV,
+    Auth,
+    Operation,
+    Principal,
+    RunFacts,
+    narrowed_to,
+)
 from tinyagents.server.control import (
     MAX_CURSOR,
     EntryScope,
@@ -93,6 +100,8 @@ BASE = "/api/agents"
 _log = logging.getLogger("tinyagents.server")
 #: How far up a parent chain the server walks to tell an attenuated token a run's ancestors.
 _MAX_LINEAGE = 256
+#: How many runs named by a narrowed token's blocks are looked up to find the tree it sees.
+_MAX_NARROWINGS = 8
 #: Longer ids are no run's: answered 404 without asking the store.
 _MAX_ID = 512
 #: A tenant no run has (a tenant id holding NUL is refused): a lookup for it finds nothing,
@@ -505,6 +514,9 @@ class OperatorApi(Record):
                 limit=limit,
             )
             return await self.visible_runs(p, page.runs), page.next_cursor
+        # every run a token narrowed to a run may see is in that run's tree: read that tree,
+        # not the tenant's every run (the token still decides each run read)
+        root_run_id = root_run_id or await self._narrowed_root(p)
         kept: list[dict[str, Any]] = []
         while len(kept) <= limit:
             page = await self.control.page_runs(
@@ -521,6 +533,19 @@ class OperatorApi(Record):
         if len(kept) <= limit:
             return kept, None
         return kept[:limit], encode_cursor(run_key(kept[limit - 1]))
+
+    async def _narrowed_root(self, p: Principal) -> str | None:
+        """The root of the one tree every run ``p`` may observe is in, when its token is
+        narrowed to a run (``attenuate(run_id=...)``) it may observe; else None (not known).
+        A run a block names is trusted only once the token may see it: a block's source is
+        read as printed, where an odd run id reads as two (``auth.narrowed_to``)."""
+        for run_id in narrowed_to(p.token)[:_MAX_NARROWINGS]:
+            try:
+                snap = await self.visible_run(p, run_id)
+            except Problem:
+                continue
+            return str(snap.get("root_run_id") or run_id)
+        return None
 
     async def visible_tree(self, p: Principal, tree: dict[str, Any]) -> dict[str, Any]:
         """``tree`` (a run the caller may see, nested ``children``) without the runs below

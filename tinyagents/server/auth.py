@@ -432,6 +432,29 @@ def _attenuated_expiries(token: Any) -> list[datetime]:
     return expiries
 
 
+#: The lines of a block ``attenuate`` writes, as the library prints a block's source.
+_NARROWING_LINE = re.compile(
+    r'check if within\("([^"\n]*)"\);'
+    r'|check if operation\("(?:observe|control)"\);'
+    r"|check if time\(\$t\), \$t < [0-9T:.Z+-]+;"
+)
+
+
+def narrowed_to(token: Any) -> list[str]:
+    """The runs the ``check if within(...)`` of ``token``'s attenuation blocks name (every run
+    it may see is one of them or below it), from the blocks made only of checks ``attenuate``
+    writes. A hint, to find the tree a narrowed token sees without reading every run of its
+    tenant: a block's source prints a string as it is, so an id holding ``");`` and a newline
+    reads as two runs. A run named here is only to be trusted once the token may see it (the
+    run it truly names is then one of its ancestors, in the same tree)."""
+    runs: list[str] = []
+    for index in range(1, token.block_count()):
+        found = [_NARROWING_LINE.fullmatch(line) for line in token.block_source(index).split("\n")]
+        if all(found[:-1]) and not found[-1]:  # (the source ends with a newline)
+            runs += [m.group(1) for m in found[:-1] if m is not None and m.group(1)]
+    return runs
+
+
 def check_claims(
     *, user: str, tenant: str, rights: Iterable[str], ttl_s: float | None = None
 ) -> list[str]:
