@@ -357,6 +357,51 @@ async def test_a_narrowed_stream_shows_a_run_another_process_has_not_listed_yet(
     assert [m["id"] for m in seen if m["data"]["run_id"] == "r-elsewhere"] == [logged]
 
 
+async def test_a_narrowed_stream_reads_its_tree_not_the_tenants_log(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token narrowed to a run read the tenant's whole log and asked of each other run
+    whether it lies in its subtree: each such run, found but not its to see, was answered
+    after the listing wait an unknown id takes (1.1 s by default), so a tenant of many runs
+    held the stream for minutes. Every run it may see is in its run's tree: that tree's
+    events are read."""
+    root = await served.start_run("acme")
+    child = await served.start_run("acme", parent=root)
+    scoped = served.auth.attenuate(served.tokens["alice"], run_id=child.run_id)
+    others = [await served.start_run("acme") for _ in range(3)]
+    for run in (root, child, *others):
+        await run.cancel()
+        await run.result()
+    served.control.listing_wait_s = 30.0  # each other run read would hold the stream this long
+    store = served.runtime.store
+    asked: list[dict[str, Any]] = []
+    reading = store.read_events
+
+    async def read_events(**kw: Any) -> Any:
+        asked.append(kw)
+        return await reading(**kw)
+
+    monkeypatch.setattr(store, "read_events", read_events)
+
+    async def logged() -> bool:
+        rows = await served.control.read_events(tenant_id="acme")
+        return {e["run_id"] for _, e in rows if e["type"] == "run.cancelled"} >= {
+            r.run_id for r in (root, child, *others)
+        }
+
+    await eventually(logged)
+    asked.clear()
+    async with asyncio.timeout(20):  # a bound on a hang, not a timing
+        r = await served.client.get(
+            f"{BASE}/events", params={"follow": "false"}, headers=served.as_(scoped)
+        )
+    assert r.status_code == 200
+    shown = parse(r.text)
+    assert shown and {m["data"]["run_id"] for m in shown} == {child.run_id}
+    assert "event: run.cancelled" in r.text
+    assert asked and all(a["root_run_id"] == root.run_id for a in asked), asked
+
+
 class Refund(TypedDict, total=False):
     amount: str
     answer: Any

@@ -516,7 +516,7 @@ class OperatorApi(Record):
             return await self.visible_runs(p, page.runs), page.next_cursor
         # every run a token narrowed to a run may see is in that run's tree: read that tree,
         # not the tenant's every run (the token still decides each run read)
-        root_run_id = root_run_id or await self._narrowed_root(p)
+        root_run_id = root_run_id or await self.narrowed_root(p)
         kept: list[dict[str, Any]] = []
         while len(kept) <= limit:
             page = await self.control.page_runs(
@@ -534,7 +534,7 @@ class OperatorApi(Record):
             return kept, None
         return kept[:limit], encode_cursor(run_key(kept[limit - 1]))
 
-    async def _narrowed_root(self, p: Principal) -> str | None:
+    async def narrowed_root(self, p: Principal) -> str | None:
         """The root of the one tree every run ``p`` may observe is in, when its token is
         narrowed to a run (``attenuate(run_id=...)``) it may observe; else None (not known).
         A run a block names is trusted only once the token may see it: a block's source is
@@ -596,16 +596,19 @@ class OperatorApi(Record):
                 if len(unlisted) > 10_000:
                     unlisted.clear()
                 wait = run_id not in unlisted
-                try:
-                    # the event log names runs of this tenant only, but another process logs
-                    # a new run's events (every 50 ms) before its snapshot (every 100 ms):
-                    # one not listed yet is waited for, not left out of the stream for good
-                    await self.visible_run(p, run_id, wait=wait)
-                    seen[run_id] = True
-                except Problem:
-                    seen[run_id] = False
-                    if wait:
-                        unlisted.add(run_id)
+                # the event log names runs of this tenant only, but another process logs a
+                # new run's events (every 50 ms) before its snapshot (every 100 ms): one not
+                # listed yet is waited for, not left out of the stream for good. One found
+                # is answered at once (not after the wait ``visible_run`` gives a hidden run,
+                # for a client that names it: this one came from the log), else each run
+                # outside the token's subtree held the stream for the listing wait.
+                lookup = self.control.listed_run if wait else self.control.get_run
+                snap = await lookup(run_id, tenant_id=p.tenant_scope)
+                if snap is None and wait:
+                    unlisted.add(run_id)
+                seen[run_id] = snap is not None and self._allows(
+                    p, "observe", await self.run_facts(p, snap)
+                )
             return seen[run_id]
 
         return visible
@@ -1354,6 +1357,10 @@ def create_app(
                 headers={"Retry-After": "5"},
             )
         visible = await api.observe_filter(p)
+        if visible is not None and run_id is None and root_run_id is None:
+            # a token narrowed to a run sees that run's tree only: its events, not every
+            # event of the tenant, are read (and each run in them asked about)
+            root_run_id = await api.narrowed_root(p)
         stream = event_stream(
             control,
             request,
