@@ -4,6 +4,7 @@ its store) without end. Real HTTP, a real SQLite store."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -77,6 +78,26 @@ async def test_a_user_holds_at_most_max_streams_per_user_open(tmp_path: Path) ->
             # alice closed one: she may open another
             async with contextlib.AsyncExitStack() as again:
                 assert (await open_stream(client, again, tokens["alice"])).status_code == 200
+
+
+async def test_streams_opened_at_once_are_held_to_the_bounds_too(tmp_path: Path) -> None:
+    """The count of a user's streams went up only once a stream sent its first message, so
+    streams asked for at once were all let through (eight of them past a bound of two): the
+    bound was one a client opening them together never met."""
+    async with server(tmp_path, max_streams_per_user=2, max_streams=3) as (client, tokens):
+        async with contextlib.AsyncExitStack() as stack:
+            opened = await asyncio.gather(
+                *(open_stream(client, stack, tokens["alice"]) for _ in range(8))
+            )
+            assert sorted(r.status_code for r in opened) == [200] * 2 + [429] * 6
+            others = await asyncio.gather(
+                *(open_stream(client, stack, tokens[user]) for user in ("bob", "carol") * 2)
+            )
+            assert sorted(r.status_code for r in others) == [200] + [429] * 3
+        # every place is given back: refused, ended or closed by its client
+        async with contextlib.AsyncExitStack() as again:
+            for user in ("alice", "alice", "bob"):
+                assert (await open_stream(client, again, tokens[user])).status_code == 200
 
 
 async def test_the_server_holds_at_most_max_streams_open(tmp_path: Path) -> None:

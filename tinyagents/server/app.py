@@ -31,7 +31,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -1356,11 +1356,18 @@ def create_app(
                 f"{why}: close one (each follows the log until its client goes), then retry",
                 headers={"Retry-After": "5"},
             )
-        visible = await api.observe_filter(p)
-        if visible is not None and run_id is None and root_run_id is None:
-            # a token narrowed to a run sees that run's tree only: its events, not every
-            # event of the tenant, are read (and each run in them asked about)
-            root_run_id = await api.narrowed_root(p)
+        # its place is taken with no await after the count was read (it was taken when the
+        # stream sent its first message, so streams asked for at once all passed the check)
+        streams[who] = held + 1
+        try:
+            visible = await api.observe_filter(p)
+            if visible is not None and run_id is None and root_run_id is None:
+                # a token narrowed to a run sees that run's tree only: its events, not every
+                # event of the tenant, are read (and each run in them asked about)
+                root_run_id = await api.narrowed_root(p)
+        except BaseException:
+            give_back(who)
+            raise
         stream = event_stream(
             control,
             request,
@@ -1378,27 +1385,38 @@ def create_app(
             else (lambda: not p.expired()),
             recheck_s=_RECHECK_S,
         )
-
-        async def counted() -> AsyncIterator[str]:
-            # counted from its first message to its end (a response never sent starts no
-            # generator, and would never give its place back)
-            streams[who] = streams.get(who, 0) + 1
-            try:
-                async for message in stream:
-                    yield message
-            finally:
-                left = streams[who] - 1
-                if left:
-                    streams[who] = left
-                else:
-                    del streams[who]
-                await stream.aclose()
-
-        return StreamingResponse(
-            counted(),
+        return EventStream(
+            stream,
+            release=lambda: give_back(who),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    def give_back(who: tuple[str, str]) -> None:
+        left = streams[who] - 1
+        if left:
+            streams[who] = left
+        else:
+            del streams[who]
+
+    class EventStream(StreamingResponse):
+        """An event stream that holds its place among the open streams until its answer is
+        over: sent, cut by its client, or never begun (a generator that never started would
+        run no ``finally``, and would never give its place back)."""
+
+        def __init__(
+            self, stream: AsyncGenerator[str, None], *, release: Callable[[], None], **kw: Any
+        ) -> None:
+            super().__init__(stream, **kw)
+            self.stream = stream
+            self.release = release
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                self.release()
+                await self.stream.aclose()
 
     _answer_head(router, skip={f"{BASE}/events"})
     app.include_router(router)
