@@ -69,3 +69,35 @@ async def test_a_claimed_run_id_is_refused_before_its_first_snapshot(store_url: 
         restarted = await second.start(Agent("clerk", again), "work", run_id="job-2")
         assert (await restarted.result()).status is RunStatus.COMPLETED
         assert len(again.requests) == 1
+
+
+async def test_a_start_that_fails_after_its_claim_gives_the_run_id_back(store_url: str) -> None:
+    """A start refused after it claimed its id (here: a child of a run of another tenant, which
+    registering refuses) changed nothing in the store: the row it claimed is put back as it
+    was (none: deleted), so another runtime starts the id at once instead of being refused
+    until the failed start's claim went stale (30 s)."""
+    gate = Gate("hold")
+    parent_agent = fake_agent("boss", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        parent = await first.start(parent_agent, "lead", tenant_id="acme")
+        with pytest.raises(ConfigurationError, match="cannot be a child of run"):
+            await first.start(
+                fake_agent("clerk"), "work", run_id="job-3", parent=parent, tenant_id="globex"
+            )
+        assert await second.store.load_run("job-3") is None
+        done = await second.start(fake_agent("clerk"), "work", run_id="job-3")
+        assert (await done.result()).status is RunStatus.COMPLETED
+        await second.flush()
+        kept = await second.store.load_run("job-3")
+        assert kept is not None and kept["status"] == "completed"
+        with pytest.raises(ConfigurationError, match="cannot be a child of run"):
+            await first.start(
+                fake_agent("clerk"), "work", run_id="job-3", parent=parent, tenant_id="globex"
+            )
+        again = await second.store.load_run("job-3")
+        assert again is not None
+        assert {k: v for k, v in again.items() if k != "silence_s"} == {
+            k: v for k, v in kept.items() if k != "silence_s"
+        }
+        gate.open()
+        await parent.result()

@@ -53,7 +53,12 @@ from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import DEFAULT_MAX_QUEUED, LATE
 from tinyagents.steering.policy import PolicyPipeline
-from tinyagents.steering.remote import HEARTBEAT_S, SNAPSHOT_EVERY_S, owner_silent
+from tinyagents.steering.remote import (
+    HEARTBEAT_S,
+    OWNER_SILENT_S,
+    SNAPSHOT_EVERY_S,
+    owner_silent,
+)
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
 from tinyagents.store.base import Store, StoreWriter, may_pass, run_key, written_again
 from tinyagents.store.checkpoint._lease import holder_gone, process_token
@@ -191,6 +196,10 @@ class Runtime:
         self._ending: set[asyncio.Task[Any]] = set()
         #: Snapshots of released runs not yet saved (``forget`` is synchronous).
         self._unsaved: list[dict[str, Any]] = []
+        #: The claims of starts under way (``_claim``), until their run is registered: run id
+        #: -> the snapshot each claim replaced in the store (None: none), which a start that
+        #: fails puts back (``unclaim``).
+        self._claims: dict[str, dict[str, Any] | None] = {}
         #: Receipts of inbox items answered here and not written yet, by request id, with
         #: when their writes began to fail: tried again at each inbox pass, each for at most
         #: ``RECEIPT_RETRY_S`` (an item pruned meanwhile is answered by a write that changes
@@ -638,7 +647,11 @@ class Runtime:
         started here too, it would run twice and apply what was sent to it twice."""
         run_id, tenant_id = info.run_id, info.tenant_id
         snapshot = await self._claim(info) if self._durable else None
-        logged = await self.store.run_commands(run_id)
+        try:
+            logged = await self.store.run_commands(run_id)
+        except BaseException:
+            await self.unclaim(run_id)
+            raise
         if not logged:  # a new run id (every sub-agent call names one): nothing more to read
             return []
         if not self._durable:
@@ -657,10 +670,19 @@ class Runtime:
         run_id = info.run_id
         if run_id in self.runs:  # the registry refuses it: its live snapshot stays as it is
             return await self.store.load_run(run_id)
-        claimed, stored = await self.store.claim_run(
-            self.live_runs().snapshot(info),
-            lambda held: held is None or not self._running_elsewhere(held),
-        )
+        if run_id in self._claims:  # the first start's claim is its own: not one of this start
+            raise ConfigurationError(
+                f"run {run_id!r} is being started in this runtime already; give each run its "
+                "own run_id (or leave it unset for a fresh one)"
+            )
+        self._claims[run_id] = None  # a second start of the id meanwhile is refused above
+        try:
+            claimed, stored = await self.store.claim_run(
+                self.live_runs().snapshot(info),
+                lambda held: held is None or not self._running_elsewhere(held),
+            )
+        finally:
+            del self._claims[run_id]
         if not claimed:
             assert stored is not None
             raise ConfigurationError(
@@ -668,7 +690,35 @@ class Runtime:
                 f"{stored['owner']}, heartbeat at {stored.get('updated_at')}); wait for it "
                 f"to finish, or give this run its own run_id"
             )
+        # An earlier incarnation's final snapshot not saved yet is what the store would hold:
+        # saved later, it would overwrite the claim; a failed start puts it back instead.
+        earlier = [s for s in self._unsaved if s["run_id"] == run_id]
+        if earlier:
+            self._unsaved = [s for s in self._unsaved if s["run_id"] != run_id]
+            stored = earlier[-1]
+        self._claims[run_id] = stored
         return stored
+
+    async def unclaim(self, run_id: str) -> None:
+        """Give back the claim of a start of ``run_id`` that failed before its run was
+        registered (execution layer): the store gets back the snapshot the claim replaced
+        (none: the row goes), so another runtime may start the id at once instead of being
+        refused until the claim goes stale (``OWNER_SILENT_S``). A no-op for an id with no
+        claim under way; a store that fails is logged, not raised (the start's own error is)."""
+        if run_id not in self._claims:
+            return
+        previous = self._claims.pop(run_id)
+        try:
+            await self.store.release_run(run_id, self.runtime_id, previous)
+        except Exception as exc:
+            _log.warning(
+                "runtime %s: could not give back the claim of run %s, whose start failed: "
+                "other runtimes may start it once its claim is %.0f s old: %s",
+                self.runtime_id,
+                run_id,
+                OWNER_SILENT_S,
+                exc,
+            )
 
     def _running_elsewhere(self, snapshot: dict[str, Any]) -> bool:
         """Whether the run of ``snapshot`` is running in another runtime: it is unfinished and
@@ -767,6 +817,7 @@ class Runtime:
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
         self.supervisor.watch(handle)
+        self._claims.pop(handle.run_id, None)  # the run's claim is its own now
         return handle
 
     async def finish(self, handle: RunHandle, result: RunResult) -> None:

@@ -65,6 +65,9 @@ class FakeHost:
     async def applied_commands(self, info: RunInfo) -> list[SteeringCommand]:
         return []
 
+    async def unclaim(self, run_id: str) -> None:
+        pass
+
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         return {}
 

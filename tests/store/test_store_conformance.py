@@ -403,3 +403,25 @@ async def test_everything_survives_a_reopen(durable_backend: Any, tmp_path: Path
         assert [s.command.correlation_id for s in await reader.open_commands()] == ["c-1", "c-3"]
     finally:
         await reader.close()
+
+
+async def test_a_claim_is_given_back_only_by_its_owner(store: Store) -> None:
+    """``release_run`` puts back what a claim replaced (or deletes the row it made), and only
+    while the row still names the owner giving it back."""
+    first, *_ = snapshots()
+    mine = {**first, "owner": "rt-1"}
+    assert await store.claim_run(mine, lambda held: True) == (True, None)
+    assert not await store.release_run(first["run_id"], "rt-2", None)
+    assert await store.load_run(first["run_id"]) is not None
+    assert await store.release_run(first["run_id"], "rt-1", None)
+    assert await store.load_run(first["run_id"]) is None
+    assert not await store.release_run(first["run_id"], "rt-1", None)
+
+    finished = {**first, "owner": "rt-0", "status": RunStatus.COMPLETED.value}
+    await store.save_runs([finished])
+    saved, held = await store.claim_run(mine, lambda held: True)
+    assert saved and held is not None
+    assert await store.release_run(first["run_id"], "rt-1", held)
+    back = await store.load_run(first["run_id"])
+    assert back is not None
+    assert {k: v for k, v in back.items() if k != "silence_s"} == json.loads(json.dumps(finished))

@@ -1277,14 +1277,20 @@ async def start_agent_run(
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
     applied = await runtime.applied_commands(info) if run_id is not None else []
-    run.earlier = applied
-    restored = apply.restore(run, applied)
-    pause = apply.holding_pause(applied)
-    if pause is not None:  # an operator's pause held it: it comes back paused
-        run.paused = True
-        info.status = RunStatus.PAUSED
-        restored.append(pause)
-    await runtime.register(handle)
+    try:
+        run.earlier = applied
+        restored = apply.restore(run, applied)
+        pause = apply.holding_pause(applied)
+        if pause is not None:  # an operator's pause held it: it comes back paused
+            run.paused = True
+            info.status = RunStatus.PAUSED
+            restored.append(pause)
+        await runtime.register(handle)
+    except BaseException:
+        # refused (a parent of another tenant, the runtime closing) or cancelled: the id's
+        # claim in the store, made by applied_commands, must not keep other runtimes off it
+        await runtime.unclaim(info.run_id)
+        raise
     if pause is not None:
         handle.inbox.paused = True
     run.emit(

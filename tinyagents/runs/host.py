@@ -69,6 +69,11 @@ class RunHost(Protocol):
         another tenant's run. A host with a durable store claims the run there first, and
         refuses it (``ConfigurationError``) while it runs in another host on that store."""
 
+    async def unclaim(self, run_id: str) -> None:
+        """Give back the claim ``applied_commands`` made of ``run_id`` for a start that then
+        failed before its run was registered: other hosts on the store may start it at once.
+        A no-op when the host holds no claim of it under way."""
+
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         """Task id -> (run id, node) of the task entries graph run ``run_id`` (of ``tenant_id``) had
         when an earlier runtime left it resting on interrupts, as the durable store holds

@@ -192,6 +192,14 @@ class Store(ABC):
         run's row is held)."""
 
     @abstractmethod
+    async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        """Give back ``owner``'s claim of run ``run_id`` (``claim_run``: a start that failed
+        after it), as one step and only while the row still names ``owner``: put back
+        ``previous``, the snapshot the claim replaced (as ``claim_run`` returned it, heard
+        as long ago as it was then), or delete the row when the claim replaced none.
+        Returns whether it did."""
+
+    @abstractmethod
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         """Every run snapshot (of ``tenant_id``, or of every tenant), in the order first
         saved. For a listing an operator pages through, use ``list_runs``."""

@@ -116,6 +116,16 @@ class MemoryStore(Store):
         self._runs[snapshot["run_id"]] = copy.deepcopy(snapshot)
         return True, stored
 
+    async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        held = self._runs.get(run_id)
+        if held is None or held.get("owner") != owner:
+            return False
+        if previous is None:
+            del self._runs[run_id]
+        else:
+            self._runs[run_id] = copy.deepcopy(previous)
+        return True
+
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         return [
             copy.deepcopy(r)

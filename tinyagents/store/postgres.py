@@ -538,6 +538,20 @@ class PostgresStore(Store):
             await conn.execute(_SAVE_RUN, *_run_row(snapshot))
             return True, stored
 
+    async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        async with self._transaction(f"give back the claim of run {run_id}") as conn:
+            data = await conn.fetchval("SELECT data FROM runs WHERE run_id = $1 FOR UPDATE", run_id)
+            if data is None or _owner(data) != owner:
+                return False
+            if previous is None:
+                await conn.execute("DELETE FROM runs WHERE run_id = $1", run_id)
+                return True
+            row = list(_run_row(previous))
+            if previous.get(SILENCE_S) is not None:  # heard as long ago as the claim read it
+                row[-1] = float(previous[SILENCE_S])
+            await conn.execute(_SAVE_RUN, *row)
+            return True
+
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         if tenant_id is None:
             rows = await self._fetch_again("read runs", f"SELECT {_RUN} FROM runs ORDER BY pos")
@@ -735,6 +749,15 @@ def _run_row(snapshot: dict[str, Any]) -> tuple[Any, ...]:
         run_key(snapshot)[0],
         heartbeat_age(snapshot),
     )
+
+
+def _owner(data: str) -> str | None:
+    """The ``owner`` a runs row's snapshot names (None: none, or it does not read)."""
+    try:
+        owner = json.loads(data).get("owner")
+    except (ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) else None
 
 
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any, ...]]:

@@ -512,6 +512,19 @@ class SqliteStore(Store):
             await db.execute(_SAVE_RUN, _run_row(snapshot))
         return True, stored
 
+    async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        async with self._writing(f"give back the claim of run {run_id}") as db:
+            await db.execute("BEGIN IMMEDIATE")
+            async with db.execute(_RUN_OWNERS, (json.dumps([run_id]),)) as cur:
+                row = await cur.fetchone()
+            if row is None or row[1] != owner:
+                return False
+            if previous is None:
+                await db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            else:
+                await db.execute(_SAVE_RUN, _run_row(previous))
+        return True
+
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT data FROM runs"
         args: tuple[str, ...] = ()
@@ -675,6 +688,14 @@ _SAVE_RUN = (
     " VALUES (?, ?, ?, ?, ?, ?)"
     " ON CONFLICT(run_id) DO UPDATE SET status=excluded.status, data=excluded.data,"
     " created_at=excluded.created_at"
+)
+
+
+#: The ``owner`` of each run of ``?1`` (a JSON list of run ids) that has a row: (run id,
+#: owner or None; None too for a damaged snapshot, as json_extract raises on one).
+_RUN_OWNERS = (
+    "SELECT run_id, CASE WHEN json_valid(data) THEN json_extract(data, '$.owner') END"
+    " FROM runs WHERE run_id IN (SELECT value FROM json_each(?1))"
 )
 
 
