@@ -6,7 +6,9 @@ after the start): two starts within that moment both found no owner, and the age
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,46 @@ async def test_a_start_that_fails_after_its_claim_gives_the_run_id_back(store_ur
         }
         gate.open()
         await parent.result()
+
+
+async def test_an_owner_whose_run_was_claimed_elsewhere_never_takes_it_back(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A runtime whose heartbeat went stale (its loop stalled, its store cut off) while its run
+    was started again in another runtime: its next snapshot of the run took the row back (the
+    new owner's commands then went to it, and a third runtime could claim the run again as the
+    old owner's heartbeat aged). Its saves of a run it holds are conditional on the row still
+    naming it: it logs that the run was taken over, once, and saves the run no more."""
+    gate = Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        held = await first.start(agent, "work", run_id="job-4")
+        await gate.entered.wait()
+        stale = datetime.now(UTC) - timedelta(seconds=45)
+        for _ in range(100):  # first's own heartbeat may land between the two writes: again
+            row = await second.store.load_run("job-4")
+            assert row is not None and row["owner"] == first.runtime_id
+            row = {k: v for k, v in row.items() if k != "silence_s"}
+            await second.store.save_runs([{**row, "updated_at": stale.isoformat()}])
+            try:
+                taken = await second.start(fake_agent("clerk"), "work", run_id="job-4")
+            except ConfigurationError:
+                continue
+            break
+        else:
+            pytest.fail("the stale run was never claimed")
+        with caplog.at_level(logging.WARNING, logger="tinyagents"):
+            await first.write_live_snapshots(heartbeat=True)
+            await first.write_live_snapshots(heartbeat=True)
+        now = await second.store.load_run("job-4")
+        assert now is not None and now["owner"] == second.runtime_id
+        lost = [r for r in caplog.records if "job-4" in r.getMessage()]
+        assert len(lost) == 1 and "taken over" in lost[0].getMessage()
+        assert (await taken.result()).status is RunStatus.COMPLETED
+        await second.flush()
+        gate.open()
+        assert (await held.result()).status is RunStatus.COMPLETED
+        await first.flush()
+        final = await second.store.load_run("job-4")
+        assert final is not None
+        assert (final["owner"], final["status"]) == (second.runtime_id, "completed")

@@ -200,6 +200,11 @@ class Runtime:
         #: -> the snapshot each claim replaced in the store (None: none), which a start that
         #: fails puts back (``unclaim``).
         self._claims: dict[str, dict[str, Any] | None] = {}
+        #: Run id -> whether this runtime still holds the run's stored row: True once it
+        #: claimed or first saved it (its later saves are conditional on the row naming it,
+        #: ``Store.save_runs(held_by=)``), False once another runtime took the run over (never
+        #: saved here again). An id leaves once its run's final snapshot is saved on release.
+        self._rows: dict[str, bool] = {}
         #: Receipts of inbox items answered here and not written yet, by request id, with
         #: when their writes began to fail: tried again at each inbox pass, each for at most
         #: ``RECEIPT_RETRY_S`` (an item pruned meanwhile is answered by a write that changes
@@ -593,10 +598,40 @@ class Runtime:
         if not due:
             return
         try:
-            await self.store.save_runs(self.live_snapshots(due))
+            await self._save(self.live_snapshots(due))
         except BaseException:
             live.dirty |= due
             raise
+
+    async def _save(self, snapshots: list[dict[str, Any]]) -> None:
+        """Save snapshots of this runtime's runs. One whose row it holds (claimed, or saved
+        here before) is saved only while the row still names it its owner
+        (``Store.save_runs(held_by=)``): a run another runtime took over meanwhile (claimed
+        once this one's heartbeat was stale, or declared dead) is never taken back
+        (``_taken_over``). A run saved for the first time takes its row: a fresh id, or a
+        graph run continued here (its thread's lease makes it this runtime's)."""
+        rows = self._rows
+        held = [s for s in snapshots if rows.get(s["run_id"])]
+        first = [s for s in snapshots if s["run_id"] not in rows]
+        if held:
+            for run_id in await self.store.save_runs(held, held_by=self.runtime_id):
+                self._taken_over(run_id)
+        if first:
+            await self.store.save_runs(first)
+            rows.update((s["run_id"], True) for s in first)
+
+    def _taken_over(self, run_id: str) -> None:
+        """Run ``run_id``'s row names another owner (or none) now: never saved here again."""
+        self._rows[run_id] = False
+        _log.warning(
+            "runtime %s: run %s was taken over in the store (started again by another "
+            "runtime once this one's heartbeat was %.0f s old, or declared dead); its "
+            "snapshots are no longer saved here, and commands sent through the store go to "
+            "its new owner",
+            self.runtime_id,
+            run_id,
+            OWNER_SILENT_S,
+        )
 
     async def flush(self) -> None:
         """Write now what the runtime holds for its durable store: the events and command
@@ -697,6 +732,7 @@ class Runtime:
             self._unsaved = [s for s in self._unsaved if s["run_id"] != run_id]
             stored = earlier[-1]
         self._claims[run_id] = stored
+        self._rows[run_id] = True
         return stored
 
     async def unclaim(self, run_id: str) -> None:
@@ -708,6 +744,7 @@ class Runtime:
         if run_id not in self._claims:
             return
         previous = self._claims.pop(run_id)
+        self._rows.pop(run_id, None)
         try:
             await self.store.release_run(run_id, self.runtime_id, previous)
         except Exception as exc:
@@ -878,7 +915,10 @@ class Runtime:
             return
         snapshots, self._unsaved = self._unsaved, []
         try:
-            await self.store.save_runs(snapshots)
+            await self._save(snapshots)
+            for s in snapshots:  # their final snapshot: this runtime saves them no more
+                if s["run_id"] not in self.runs and s["run_id"] not in self._claims:
+                    self._rows.pop(s["run_id"], None)
         except Exception as exc:
             self._unsaved.extend(snapshots)
             if strict:
@@ -893,7 +933,7 @@ class Runtime:
         if self._durable:
             snapshots = [*self._unsaved, *self.live_snapshots()]
             released = [s if _finished(s) else {**s, "owner": None} for s in snapshots]
-            await self.store.save_runs(released)
+            await self._save(released)
             self._unsaved = []
 
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:

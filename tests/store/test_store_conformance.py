@@ -425,3 +425,25 @@ async def test_a_claim_is_given_back_only_by_its_owner(store: Store) -> None:
     back = await store.load_run(first["run_id"])
     assert back is not None
     assert {k: v for k, v in back.items() if k != "silence_s"} == json.loads(json.dumps(finished))
+
+
+async def test_a_save_held_by_a_runtime_never_takes_another_ones_row(store: Store) -> None:
+    """``save_runs(held_by=)`` saves a snapshot only where its run has no row or one naming
+    that runtime its owner, and returns the ids it left: a runtime whose run another one
+    claimed since never takes the row back with its next snapshot."""
+    one, two, three = snapshots()
+    await store.save_runs([{**one, "owner": "rt-1"}, {**two, "owner": "rt-1"}])
+    claimed, _ = await store.claim_run({**two, "owner": "rt-2"}, lambda held: True)
+    assert claimed
+    beats = [{**s, "owner": "rt-1", "status": "paused"} for s in (one, two, three)]
+    assert await store.save_runs(beats, held_by="rt-1") == [two["run_id"]]
+    rows = {r["run_id"]: r for r in await store.load_runs()}
+    assert (rows["r-1"]["owner"], rows["r-1"]["status"]) == ("rt-1", "paused")
+    assert (rows["r-2"]["owner"], rows["r-2"]["status"]) == ("rt-2", "running")
+    assert (rows["r-3"]["owner"], rows["r-3"]["status"]) == ("rt-1", "paused")
+    released = {**one, "owner": None, "status": "cancelled"}
+    await store.save_runs([released])  # declared dead: no owner
+    assert await store.save_runs([{**one, "owner": "rt-1"}], held_by="rt-1") == ["r-1"]
+    kept = await store.load_run("r-1")
+    assert kept is not None and kept["status"] == "cancelled"
+    assert await store.save_runs([{**one, "owner": "rt-3"}]) == []  # without held_by: saved

@@ -177,8 +177,14 @@ class Store(ABC):
         that no longer reads as an event is left out (``readable_events``)."""
 
     @abstractmethod
-    async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
-        """Upsert run snapshots (``RunInfo.snapshot()``)."""
+    async def save_runs(
+        self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
+    ) -> list[str]:
+        """Upsert run snapshots (``RunInfo.snapshot()``). With ``held_by`` (a runtime id),
+        a snapshot is saved only where its run has no row or one naming ``held_by`` its
+        ``owner``, each as one step (a compare-and-set, as ``claim_run``): a runtime whose
+        run another one claimed since (its heartbeat went stale) never takes the row back.
+        Returns the ids of the runs not saved for that (none without ``held_by``)."""
 
     @abstractmethod
     async def claim_run(

@@ -99,11 +99,19 @@ class MemoryStore(Store):
             and (type_prefix is None or e.type.startswith(type_prefix))
         ]
 
-    async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
+    async def save_runs(
+        self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
+    ) -> list[str]:
         # copies at every level, given and handed out: a durable store's are (the caller
         # may change what it gave or got, and the store must not change with it)
+        refused: list[str] = []
         for snap in snapshots:
-            self._runs[snap["run_id"]] = copy.deepcopy(snap)
+            held = self._runs.get(snap["run_id"])
+            if held_by is not None and held is not None and held.get("owner") != held_by:
+                refused.append(snap["run_id"])
+            else:
+                self._runs[snap["run_id"]] = copy.deepcopy(snap)
+        return refused
 
     async def claim_run(
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]

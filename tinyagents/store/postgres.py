@@ -514,11 +514,31 @@ class PostgresStore(Store):
 
     # -- runs ------------------------------------------------------------------------------
 
-    async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
+    async def save_runs(
+        self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
+    ) -> list[str]:
         if not snapshots:
-            return
+            return []
+        refused: list[str] = []
         async with self._transaction(f"save {len(snapshots)} run snapshot(s)") as conn:
+            if held_by is not None:
+                # FOR UPDATE: no claim of these runs comes between this read and the write
+                rows = await conn.fetch(
+                    "SELECT run_id, data FROM runs WHERE run_id = ANY($1::text[])"
+                    " ORDER BY run_id FOR UPDATE",
+                    [s["run_id"] for s in snapshots],
+                )
+                owners = {r[0]: _owner(r[1]) for r in rows}
+                for s in snapshots:
+                    run_id = s["run_id"]
+                    if run_id not in owners:  # no row: saved unless a claim just made one
+                        if not await conn.fetchval(_CLAIM_NEW, *_run_row(s)):
+                            refused.append(run_id)
+                    elif owners[run_id] != held_by:
+                        refused.append(run_id)
+                snapshots = [s for s in snapshots if owners.get(s["run_id"]) == held_by]
             await conn.executemany(_SAVE_RUN, [_run_row(s) for s in snapshots])
+        return refused
 
     async def claim_run(
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]

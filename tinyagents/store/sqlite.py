@@ -486,15 +486,26 @@ class SqliteStore(Store):
             rows = [(r[0], r[1]) for r in await cur.fetchall()]
         return [event for _, event in readable_events(rows)]
 
-    async def save_runs(self, snapshots: list[dict[str, Any]]) -> None:
+    async def save_runs(
+        self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
+    ) -> list[str]:
         if not snapshots:
-            return
-        await self._write(
-            _SAVE_RUN,
-            [_run_row(s) for s in snapshots],
-            what=f"save {len(snapshots)} run snapshot(s)",
-            many=True,
-        )
+            return []
+        refused: list[str] = []
+        async with self._writing(f"save {len(snapshots)} run snapshot(s)") as db:
+            if held_by is not None:
+                # IMMEDIATE: the file's write lock before the read, as claim_run takes it
+                await db.execute("BEGIN IMMEDIATE")
+                async with db.execute(
+                    _RUN_OWNERS, (json.dumps([s["run_id"] for s in snapshots]),)
+                ) as cur:
+                    owners: dict[str, Any] = {r[0]: r[1] for r in await cur.fetchall()}
+                refused = [
+                    s["run_id"] for s in snapshots if owners.get(s["run_id"], held_by) != held_by
+                ]
+                snapshots = [s for s in snapshots if owners.get(s["run_id"], held_by) == held_by]
+            await db.executemany(_SAVE_RUN, [_run_row(s) for s in snapshots])
+        return refused
 
     async def claim_run(
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
