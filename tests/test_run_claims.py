@@ -146,3 +146,29 @@ async def test_an_owner_whose_run_was_claimed_elsewhere_never_takes_it_back(
         final = await second.store.load_run("job-4")
         assert final is not None
         assert (final["owner"], final["status"]) == (second.runtime_id, "completed")
+
+
+async def test_a_second_start_of_an_id_while_the_first_claims_it_leaves_the_claim_alone(
+    store_url: str,
+) -> None:
+    """Two starts of one id in one runtime at once: both claims would pass (the same owner),
+    and the one refused at registering would give back the claim the other runs under,
+    leaving the run's row gone while it runs. The second start is refused at once instead."""
+    gate = Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        started = await asyncio.gather(
+            first.start(agent, "work", run_id="job-5"),
+            first.start(fake_agent("clerk"), "work", run_id="job-5"),
+            return_exceptions=True,
+        )
+        (handle,) = [s for s in started if isinstance(s, RunHandle)]
+        (error,) = [s for s in started if isinstance(s, BaseException)]
+        assert isinstance(error, ConfigurationError), error
+        row = await second.store.load_run("job-5")
+        assert row is not None and row["owner"] == first.runtime_id
+        with pytest.raises(ConfigurationError, match=r"'job-5' is running in another runtime"):
+            await second.start(fake_agent("clerk"), "work", run_id="job-5")
+        await gate.entered.wait()
+        gate.open()
+        assert (await handle.result()).status is RunStatus.COMPLETED
