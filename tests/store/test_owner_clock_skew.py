@@ -161,3 +161,29 @@ async def test_a_fresh_dead_run_claim_of_a_declarer_whose_clock_is_behind_stands
         assert "is being cancelled" in (receipt.reason or "")
     finally:
         await store.close()
+
+
+async def test_a_claim_given_back_by_a_runtime_whose_clock_is_behind_leaves_the_run_silent(
+    url: str,
+) -> None:
+    """A start that fails after claiming a silent owner's run gives the claim back: the old
+    snapshot is put back as long unheard as it was. Heard again "now less its heartbeat's
+    age" by the giver's clock, an hour behind, it was heard now: the dead run looked alive
+    again and every other runtime was refused its id for another 30 s."""
+    store = PostgresStore(url)
+    await store.open()
+    try:
+        silent_since = (datetime.now(UTC) - timedelta(seconds=45)).isoformat()
+        await store.save_runs([{**live_snapshot("r-gone"), "updated_at": silent_since}])
+        with use_clock(SkewedClock(-3600.0)):  # the claiming runtime's machine
+            claimed, previous = await store.claim_run(
+                {**live_snapshot("r-gone"), "owner": "rt-new"},
+                lambda held: held is None or owner_silent(held),
+            )
+            assert claimed and previous is not None
+            assert await store.release_run("r-gone", "rt-new", previous)
+        back = await store.load_run("r-gone")
+        assert back is not None and back["owner"] == "rt-skewed"
+        assert owner_silent(back)
+    finally:
+        await store.close()
