@@ -172,3 +172,26 @@ async def test_a_second_start_of_an_id_while_the_first_claims_it_leaves_the_clai
         await gate.entered.wait()
         gate.open()
         assert (await handle.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_forgotten_runs_final_snapshot_never_overwrites_its_id_started_again(
+    store_url: str,
+) -> None:
+    """A run released (``forget``) keeps its final snapshot for the next save; started again
+    under its id before that, its claim was overwritten by that snapshot (``completed``), and
+    another runtime could start the id while it ran here. The claim replaces it instead."""
+    gate = Gate("hold")
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        done = await first.start(fake_agent("clerk"), "work", run_id="job-6")
+        assert (await done.result()).status is RunStatus.COMPLETED
+        first.forget("job-6")
+        again = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")])
+        held = await first.start(again, "work", run_id="job-6")
+        await first.flush()
+        row = await second.store.load_run("job-6")
+        assert row is not None and (row["owner"], row["status"]) == (first.runtime_id, "running")
+        with pytest.raises(ConfigurationError, match=r"'job-6' is running in another runtime"):
+            await second.start(fake_agent("clerk"), "work", run_id="job-6")
+        await gate.entered.wait()
+        gate.open()
+        assert (await held.result()).status is RunStatus.COMPLETED
