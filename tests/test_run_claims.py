@@ -195,3 +195,23 @@ async def test_a_forgotten_runs_final_snapshot_never_overwrites_its_id_started_a
         await gate.entered.wait()
         gate.open()
         assert (await held.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_finished_runs_id_started_again_elsewhere_is_no_takeover(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A finished run's id may be started again in another runtime; the runtime it finished
+    in saves its snapshots once more on close, which the new owner's row refuses: that is
+    no run taken over (nothing is warned of), and the new owner's row stays."""
+    async with Runtime(store_url) as second:
+        async with Runtime(store_url) as first:
+            done = await first.start(fake_agent("clerk"), "work", run_id="job-7")
+            assert (await done.result()).status is RunStatus.COMPLETED
+            await first.flush()
+            again = await second.start(fake_agent("clerk"), "work", run_id="job-7")
+            assert (await again.result()).status is RunStatus.COMPLETED
+            await second.flush()
+            caplog.set_level(logging.WARNING, logger="tinyagents")
+        assert not [r for r in caplog.records if "job-7" in r.getMessage()]
+        row = await second.store.load_run("job-7")
+        assert row is not None and row["owner"] == second.runtime_id

@@ -614,15 +614,23 @@ class Runtime:
         held = [s for s in snapshots if rows.get(s["run_id"])]
         first = [s for s in snapshots if s["run_id"] not in rows]
         if held:
+            ended = {s["run_id"] for s in held if _finished(s)}
             for run_id in await self.store.save_runs(held, held_by=self.runtime_id):
-                self._taken_over(run_id)
+                self._taken_over(run_id, ended=run_id in ended)
         if first:
             await self.store.save_runs(first)
             rows.update((s["run_id"], True) for s in first)
 
-    def _taken_over(self, run_id: str) -> None:
-        """Run ``run_id``'s row names another owner (or none) now: never saved here again."""
+    def _taken_over(self, run_id: str, *, ended: bool) -> None:
+        """Run ``run_id``'s row names another owner (or none) now: never saved here again.
+        A run that ``ended`` here had its id started again elsewhere since, as a finished
+        run's id may be: nothing to warn of."""
         self._rows[run_id] = False
+        if ended:
+            _log.debug(
+                "runtime %s: run %s ended here, its id runs elsewhere", self.runtime_id, run_id
+            )
+            return
         _log.warning(
             "runtime %s: run %s was taken over in the store (started again by another "
             "runtime once this one's heartbeat was %.0f s old, or declared dead); its "
