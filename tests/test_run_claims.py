@@ -215,3 +215,26 @@ async def test_a_finished_runs_id_started_again_elsewhere_is_no_takeover(
         assert not [r for r in caplog.records if "job-7" in r.getMessage()]
         row = await second.store.load_run("job-7")
         assert row is not None and row["owner"] == second.runtime_id
+
+
+async def test_the_store_ends_with_a_runs_latest_snapshot(store_url: str) -> None:
+    """A runtime's tick saving its runs' snapshots while a flush saves them too: on
+    PostgreSQL each took a connection of its own, and the snapshot taken first could land
+    last, so a run's row said ``running`` after it completed (no later change to save it
+    again). Saves are taken and written one after another."""
+    async with Runtime(store_url) as rt:
+        for i in range(40):
+            gate = Gate("hold")
+            agent = fake_agent(
+                "clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")]
+            )
+            handle = await rt.start(agent, "work", run_id=f"job-l{i}")
+            await gate.entered.wait()
+            tick = asyncio.ensure_future(rt.write_live_snapshots(heartbeat=True))
+            await asyncio.sleep(0)  # the tick has taken its snapshot: running
+            gate.open()
+            assert (await handle.result()).status is RunStatus.COMPLETED
+            await rt.flush()
+            await tick
+            row = await rt.store.load_run(f"job-l{i}")
+            assert row is not None and row["status"] == "completed", i

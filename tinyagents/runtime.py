@@ -205,6 +205,10 @@ class Runtime:
         #: ``Store.save_runs(held_by=)``), False once another runtime took the run over (never
         #: saved here again). An id leaves once its run's final snapshot is saved on release.
         self._rows: dict[str, bool] = {}
+        #: Held while run snapshots are taken and saved: a save taken later never lands before
+        #: one taken earlier and still under way (PostgreSQL gives them two connections), so
+        #: the store ends with the latest (a run's final snapshot, not the one before it).
+        self._saving = asyncio.Lock()
         #: Receipts of inbox items answered here and not written yet, by request id, with
         #: when their writes began to fail: tried again at each inbox pass, each for at most
         #: ``RECEIPT_RETRY_S`` (an item pruned meanwhile is answered by a write that changes
@@ -589,19 +593,20 @@ class Runtime:
     async def write_live_snapshots(self, *, heartbeat: bool = False) -> None:
         """Write the snapshots of the runs that changed (with ``heartbeat``, of every live
         run too) in one batch; on failure they stay due."""
-        live = self.live_runs()
-        asked = [c for r in live.asked for c in self.runs.tree.children(r) if c.task_id]
-        due = live.take_dirty()
-        due.update(c.run_id for c in asked)  # a task's entry lists its task's interrupts
-        if heartbeat:
-            due.update(h.run_id for h in self.runs.handles() if not h.status.finished)
-        if not due:
-            return
-        try:
-            await self._save(self.live_snapshots(due))
-        except BaseException:
-            live.dirty |= due
-            raise
+        async with self._saving:
+            live = self.live_runs()
+            asked = [c for r in live.asked for c in self.runs.tree.children(r) if c.task_id]
+            due = live.take_dirty()
+            due.update(c.run_id for c in asked)  # a task's entry lists its task's interrupts
+            if heartbeat:
+                due.update(h.run_id for h in self.runs.handles() if not h.status.finished)
+            if not due:
+                return
+            try:
+                await self._save(self.live_snapshots(due))
+            except BaseException:
+                live.dirty |= due
+                raise
 
     async def _save(self, snapshots: list[dict[str, Any]]) -> None:
         """Save snapshots of this runtime's runs. One whose row it holds (claimed, or saved
@@ -625,6 +630,8 @@ class Runtime:
         """Run ``run_id``'s row names another owner (or none) now: never saved here again.
         A run that ``ended`` here had its id started again elsewhere since, as a finished
         run's id may be: nothing to warn of."""
+        if self._rows.get(run_id) is False:  # known already
+            return
         self._rows[run_id] = False
         if ended:
             _log.debug(
@@ -919,19 +926,20 @@ class Runtime:
     async def _save_unsaved(self, *, strict: bool = False) -> None:
         """Save the released runs' snapshots; on failure they stay due, and only ``strict``
         (an explicit ``flush``) raises: a run's end must not fail for its snapshot."""
-        if not self._unsaved:
-            return
-        snapshots, self._unsaved = self._unsaved, []
-        try:
-            await self._save(snapshots)
-            for s in snapshots:  # their final snapshot: this runtime saves them no more
-                if s["run_id"] not in self.runs and s["run_id"] not in self._claims:
-                    self._rows.pop(s["run_id"], None)
-        except Exception as exc:
-            self._unsaved.extend(snapshots)
-            if strict:
-                raise
-            _log.warning("could not save %d released run snapshot(s): %s", len(snapshots), exc)
+        async with self._saving:
+            if not self._unsaved:
+                return
+            snapshots, self._unsaved = self._unsaved, []
+            try:
+                await self._save(snapshots)
+                for s in snapshots:  # their final snapshot: this runtime saves them no more
+                    if s["run_id"] not in self.runs and s["run_id"] not in self._claims:
+                        self._rows.pop(s["run_id"], None)
+            except Exception as exc:
+                self._unsaved.extend(snapshots)
+                if strict:
+                    raise
+                _log.warning("could not save %d released run snapshot(s): %s", len(snapshots), exc)
 
     async def _release_runs(self) -> None:
         """The closing write of the runs' snapshots. A run still unfinished (a graph run at
@@ -939,10 +947,11 @@ class Runtime:
         no more, and a command sent to the run through the store is answered at once (how
         to continue its thread) instead of waiting for a receipt nobody would write."""
         if self._durable:
-            snapshots = [*self._unsaved, *self.live_snapshots()]
-            released = [s if _finished(s) else {**s, "owner": None} for s in snapshots]
-            await self._save(released)
-            self._unsaved = []
+            async with self._saving:
+                snapshots = [*self._unsaved, *self.live_snapshots()]
+                released = [s if _finished(s) else {**s, "owner": None} for s in snapshots]
+                await self._save(released)
+                self._unsaved = []
 
     async def start(self, agent: Agent, input: Any, **kwargs: Any) -> RunHandle:
         """Start ``agent`` on ``input`` in the background; returns its handle at once."""
