@@ -217,6 +217,29 @@ async def test_a_finished_runs_id_started_again_elsewhere_is_no_takeover(
         assert row is not None and row["owner"] == second.runtime_id
 
 
+async def test_a_start_cancelled_at_any_point_leaves_its_run_id_free(store_url: str) -> None:
+    """A start cancelled (a caller's timeout, a client gone) at each of its first awaits in
+    turn: once the cancel reached its caller, the id is free for another runtime. Cancelled
+    while the store committed its claim, the start saw the claim fail and gave nothing back,
+    and the id was refused elsewhere for 30 s."""
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        for point in range(80):
+            run_id = f"job-c{point}"
+            start = asyncio.ensure_future(first.start(fake_agent("clerk"), "w", run_id=run_id))
+            for _ in range(point):
+                await asyncio.sleep(0)
+            start.cancel()
+            try:
+                started = await start
+            except asyncio.CancelledError:
+                pass
+            else:  # it was done before the cancel: it ran here
+                assert (await started.result()).status is RunStatus.COMPLETED
+                await first.flush()
+            again = await second.start(fake_agent("clerk"), "w", run_id=run_id)
+            assert (await again.result()).status is RunStatus.COMPLETED, point
+
+
 async def test_the_store_ends_with_a_runs_latest_snapshot(store_url: str) -> None:
     """A runtime's tick saving its runs' snapshots while a flush saves them too: on
     PostgreSQL each took a connection of its own, and the snapshot taken first could land

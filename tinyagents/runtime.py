@@ -726,13 +726,23 @@ class Runtime:
                 "own run_id (or leave it unset for a fresh one)"
             )
         self._claims[run_id] = None  # a second start of the id meanwhile is refused above
-        try:
-            claimed, stored = await self.store.claim_run(
+        claim = asyncio.ensure_future(
+            self.store.claim_run(
                 self.live_runs().snapshot(info),
                 lambda held: held is None or not self._running_elsewhere(held),
             )
-        finally:
+        )
+        try:
+            claimed, stored = await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            # The store may save the claim all the same (a commit under way goes on): it is
+            # given back before the start is cancelled (by the runtime if cancelled again).
+            await asyncio.shield(self.spawn(self._give_back(run_id, claim)))
+            raise
+        except BaseException:
             del self._claims[run_id]
+            raise
+        del self._claims[run_id]
         if not claimed:
             assert stored is not None
             raise ConfigurationError(
@@ -749,6 +759,20 @@ class Runtime:
         self._claims[run_id] = stored
         self._rows[run_id] = True
         return stored
+
+    async def _give_back(
+        self, run_id: str, claim: asyncio.Future[tuple[bool, dict[str, Any] | None]]
+    ) -> None:
+        """Once the claim of a start cancelled while claiming ``run_id`` is done, give it back
+        if the store saved it."""
+        try:
+            with contextlib.suppress(Exception):  # it failed: nothing was saved
+                claimed, stored = await claim
+                if claimed:
+                    self._claims[run_id] = stored
+                    await self.unclaim(run_id)
+        finally:
+            self._claims.pop(run_id, None)
 
     async def unclaim(self, run_id: str) -> None:
         """Give back the claim of a start of ``run_id`` that failed before its run was
