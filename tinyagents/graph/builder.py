@@ -120,11 +120,11 @@ class StateGraph:
         which the first whose ``retry_on`` takes an error decides (attempts count across them).
         """
         if action is None:
-            if not callable(name):
+            if not (callable(name) or isinstance(name, CompiledGraph)):
                 if not isinstance(name, str):  # add_node(42): LangGraph's TypeError
                     _not_a_node(name, name)
                 raise GraphValidationError(f"add_node({name!r}) needs a function or a graph")
-            action, name = name, getattr(name, "__name__", None) or repr(name)
+            action, name = name, _action_name(name)
         name = _text_name(name)
         if name in (START, END):
             raise GraphValidationError(f"{name!r} is reserved and cannot be a node name")
@@ -306,7 +306,7 @@ class StateGraph:
                 name, action = node
                 self.add_node(name, action)
             else:
-                name = getattr(node, "__name__", None) or repr(node)
+                name = _action_name(node)
                 self.add_node(node)
             if previous is not None:
                 self.add_edge(previous, name)
@@ -448,6 +448,16 @@ def _policies(
             f"node {node!r}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
         )
     return policies
+
+
+def _action_name(action: Any) -> str:
+    """The name ``add_node(action)`` gives a node, as LangGraph's: a compiled graph's name, a
+    function's ``__name__``, else the class of a callable object (``functools.partial``
+    too)."""
+    if isinstance(action, CompiledGraph):
+        return action.name
+    name = getattr(action, "__name__", None)
+    return name if isinstance(name, str) and name else type(action).__name__
 
 
 def _not_a_node(name: Any, action: Any) -> NoReturn:
