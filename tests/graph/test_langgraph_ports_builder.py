@@ -1,18 +1,23 @@
-"""Ports of LangGraph's builder surface (``libs/langgraph/tests/test_pregel_async.py``,
-``test_state.py``): nodes named by what they are, routers with path maps and ``Literal``
-annotations, several entry and finish points, retry policies' ``retry_on``, ``Send`` to a
-node of another schema. The same program on LangGraph and on ``tinyagents.graph``, compared,
-as in ``test_langgraph_ports.py``.
+"""Ports of LangGraph's builder surface (``libs/langgraph/tests/test_pregel.py``,
+``test_pregel_async.py``): nodes named by what they are (a callable object, a compiled graph),
+routers without a path map or with a ``Literal`` annotation, a join into ``END``, a
+conditional entry point of ``Send``s, several finish points, node input schemas beside an
+output schema, pydantic states writing ``None`` or given only defaults, and retry policies'
+``retry_on`` as a tuple or a predicate. The same program on LangGraph and on
+``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+import operator
+from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_types, pair
+from pydantic import BaseModel
 
+from tinyagents.graph import RetryPolicy
 from tinyagents.store.checkpoint import Checkpointer
 
 # -- a node named by what it is ---------------------------------------------------------------
@@ -85,3 +90,298 @@ async def test_add_sequence_names_a_callable_object_by_its_class(
     )
     result = await ours.compile(checkpointer=checkpointer).run({"log": []}, thread_id="1")
     assert result.state == expected == {"log": ["shout", "b"]}
+
+
+# -- routers: a join into END, a callable object, a conditional entry of Sends ---------------
+
+
+class Foo(TypedDict):
+    foo: Annotated[list[str], operator.add]
+
+
+def join_into_end(g: Any) -> Any:
+    """test_conditional_state_graph_with_list_edge_inputs: START → A, B; [A, B] → END."""
+    graph = g.StateGraph(Foo)
+    graph.add_node("A", lambda s: {"foo": ["A"]}).add_node("B", lambda s: {"foo": ["B"]})
+    graph.add_edge(g.START, "A").add_edge(g.START, "B")
+    return graph.add_edge(["A", "B"], g.END)
+
+
+async def test_a_join_into_end(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(join_into_end, checkpointer)
+    expected = await theirs.ainvoke({"foo": []}, cfg())
+    assert expected == {"foo": ["A", "B"]}
+    assert (await ours.run({"foo": []}, thread_id="1")).state == expected
+
+
+class Query(TypedDict, total=False):
+    query: str
+
+
+class ChooseAnalyzer:
+    def __call__(self, data: Query) -> str:
+        return "analyzer"
+
+
+def choose_analyzer(data: Query) -> str:
+    return "analyzer"
+
+
+def rewrite_then_analyze(g: Any, router: Any) -> Any:
+    """test_callable_in_conditional_edges_with_no_path_map (and its function twin)."""
+    graph = g.StateGraph(Query)
+    graph.add_node("rewriter", lambda s: {"query": f"query: {s['query']}"})
+    graph.add_node("analyzer", lambda s: {"query": f"analyzed: {s['query']}"})
+    graph.add_conditional_edges("rewriter", router)
+    return graph.set_entry_point("rewriter")
+
+
+@pytest.mark.parametrize("make", [ChooseAnalyzer, lambda: choose_analyzer], ids=["object", "fn"])
+async def test_a_router_without_a_path_map(checkpointer: Checkpointer, make: Any) -> None:
+    ours, theirs = pair(lambda g: rewrite_then_analyze(g, make()), checkpointer)
+    expected = await theirs.ainvoke({"query": "what is weather in sf"}, cfg())
+    assert expected == {"query": "analyzed: query: what is weather in sf"}
+    result = await ours.run({"query": "what is weather in sf"}, thread_id="1")
+    assert result.state == expected
+
+
+class Overall(TypedDict):
+    locations: list[str]
+    results: Annotated[list[str], operator.add]
+
+
+def weather(g: Any) -> Any:
+    """test_conditional_entrypoint_to_multiple_state_graph: the Send argument holds a key
+    (``location``) the state does not have; the node reads it all the same."""
+
+    def get_weather(state: Overall) -> dict[str, Any]:
+        location = state["location"]  # type: ignore[typeddict-item]
+        sky = "sunny" if len(location) > 2 else "cloudy"
+        return {"results": [f"It's {sky} in {location}"]}
+
+    def continue_to_weather(state: Overall) -> list[Any]:
+        return [g.Send("get_weather", {"location": loc}) for loc in state["locations"]]
+
+    graph = g.StateGraph(Overall).add_node("get_weather", get_weather)
+    graph.add_edge("get_weather", g.END)
+    return graph.set_conditional_entry_point(continue_to_weather, path_map=["get_weather"])
+
+
+async def test_a_conditional_entry_point_of_sends(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(weather, checkpointer)
+    expected = await theirs.ainvoke({"locations": ["sf", "nyc"]}, cfg())
+    assert expected == {
+        "locations": ["sf", "nyc"],
+        "results": ["It's cloudy in sf", "It's sunny in nyc"],
+    }
+    assert (await ours.run({"locations": ["sf", "nyc"]}, thread_id="1")).state == expected
+    theirs_values = [
+        v async for v in theirs.astream({"locations": ["la"]}, cfg("2"), stream_mode="values")
+    ]
+    ours_values = [v async for v in ours.stream({"locations": ["la"]}, thread_id="2")]
+    assert ours_values == theirs_values
+
+
+# -- node schemas with an output schema ------------------------------------------------------
+
+
+class Greeting(TypedDict):
+    hello: str
+    bye: str
+    log: Annotated[list[str], operator.add]
+
+
+class GreetingOut(TypedDict):
+    log: list[str]
+
+
+class ForA(TypedDict):
+    hello: str
+    log: Annotated[list[str], operator.add]
+
+
+class ForB(TypedDict):
+    bye: str
+    now: int
+
+
+class ForC(TypedDict):
+    hello: str
+    now: int
+
+
+def custom_output(g: Any, seen: list[Any]) -> Any:
+    """test_node_schemas_custom_output: each node sees its own schema's keys; ``now`` is a
+    channel of b's and c's schemas only."""
+
+    async def node_a(state: ForA) -> None:
+        seen.append(dict(state))
+
+    async def node_b(state: ForB) -> dict[str, Any]:
+        seen.append(dict(state))
+        return {"now": 123, "hello": "again"}
+
+    async def node_c(state: ForC) -> None:
+        seen.append(dict(state))
+
+    graph = g.StateGraph(Greeting, output_schema=GreetingOut)
+    graph.add_node("a", node_a).add_node("b", node_b).add_node("c", node_c)
+    return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", "c")
+
+
+async def test_node_schemas_with_a_custom_output(checkpointer: Checkpointer) -> None:
+    theirs_seen: list[Any] = []
+    ours_seen: list[Any] = []
+    saver = lg_memory.InMemorySaver()
+    theirs = custom_output(THEIRS, theirs_seen).compile(checkpointer=saver)
+    ours = custom_output(OURS, ours_seen).compile(checkpointer=checkpointer)
+    given = {"hello": "there", "bye": "world", "log": ["hi"]}
+    expected = await theirs.ainvoke(given, cfg())
+    assert expected == {"log": ["hi"]}
+    assert (await ours.run(given, thread_id="1")).state == expected
+    assert (
+        ours_seen
+        == theirs_seen
+        == [
+            {"hello": "there", "log": ["hi"]},
+            {"bye": "world"},
+            {"hello": "again", "now": 123},
+        ]
+    )
+    theirs_items = [c async for c in theirs.astream(given, cfg("2"))]
+    ours_items = [c async for c in ours.stream(given, thread_id="2", mode="updates")]
+    assert (
+        ours_items
+        == theirs_items
+        == [
+            {"a": None},
+            {"b": {"hello": "again", "now": 123}},
+            {"c": None},
+        ]
+    )
+
+
+# -- pydantic states: None written back, an instance as input ---------------------------------
+
+
+class MaybeFoo(BaseModel):
+    foo: str | None
+
+
+def none_back(g: Any) -> Any:
+    """test_pydantic_none_state_update: a node returns an instance whose field is None."""
+
+    def node_a(state: MaybeFoo) -> MaybeFoo:
+        return MaybeFoo(foo=None)
+
+    return g.StateGraph(MaybeFoo).add_node(node_a).add_edge(g.START, "node_a")
+
+
+async def test_a_pydantic_instance_writing_none(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(none_back, checkpointer)
+    expected = await theirs.ainvoke({"foo": ""}, cfg())
+    assert expected == {"foo": None}
+    assert (await ours.run({"foo": ""}, thread_id="1")).state == expected
+
+
+def _merge(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
+    return {**left, **right}
+
+
+class Simple(BaseModel):
+    x1: Annotated[list[str], operator.add] = []
+    x2: Annotated[dict[str, Any], _merge] = {}
+
+
+def empty_invoke(g: Any) -> Any:
+    """test_empty_invoke: an instance with only defaults as input; a node appends to its
+    state's list in place (which changes nothing) besides writing."""
+
+    def update_x1_2(state: Simple) -> dict[str, Any]:
+        state.x1.append("222")
+        return {"x1": ["222"]}
+
+    graph = g.StateGraph(Simple)
+    graph.add_node("x1_1_node", lambda s: {"x1": ["111"]})
+    graph.add_node("x1_2_node", update_x1_2)
+    graph.add_node("x2_1_node", lambda s: {"x2": {"111": 111}})
+    graph.add_node("x2_2_node", lambda s: {"x2": {"222": 222}})
+    graph.add_edge(g.START, "x1_1_node").add_edge("x1_1_node", "x1_2_node")
+    graph.add_edge("x1_2_node", "x2_1_node").add_edge("x2_1_node", "x2_2_node")
+    return graph.add_edge("x2_2_node", g.END)
+
+
+async def test_an_input_of_defaults_only(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(empty_invoke, checkpointer)
+    expected = await theirs.ainvoke(Simple(), cfg())
+    assert expected["x2"] == {"111": 111, "222": 222}
+    assert (await ours.run(Simple(), thread_id="1")).state == expected
+
+
+# -- routers by annotation, several finish points ----------------------------------------------
+
+
+def literal_router(g: Any) -> Any:
+    """A router with no path map whose ``Literal`` return annotation names where it leads."""
+    graph = g.StateGraph(Log)
+    for name in ("a", "b", "c"):
+        graph.add_node(name, lambda s, name=name: {"log": [name]})
+
+    def route(state: Any) -> Literal["b", "c"]:
+        return "c"
+
+    return graph.add_edge(g.START, "a").add_conditional_edges("a", route)
+
+
+def two_finish_points(g: Any) -> Any:
+    """One entry point, a router to two nodes, each a finish point."""
+    graph = g.StateGraph(Log)
+    for name in ("a", "b", "c"):
+        graph.add_node(name, lambda s, name=name: {"log": [name]})
+    graph.set_entry_point("a").add_conditional_edges("a", lambda s: ["b", "c"])
+    return graph.set_finish_point("b").set_finish_point("c")
+
+
+@pytest.mark.parametrize("build", [literal_router, two_finish_points])
+async def test_routing_shapes(checkpointer: Checkpointer, build: Any) -> None:
+    ours, theirs = pair(build, checkpointer)
+    expected = await theirs.ainvoke({"log": []}, cfg())
+    assert (await ours.run({"log": []}, thread_id="1")).state == expected
+
+
+# -- retry_on as a tuple and as a predicate -----------------------------------------------------
+
+
+def flaky(g: Any, retry_on: Any, calls: list[int]) -> Any:
+    """A node failing with a KeyError, then a ValueError, then writing."""
+    policy = lg_types.RetryPolicy if g is THEIRS else RetryPolicy
+
+    def node(state: Any) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("first")
+        if len(calls) == 2:
+            raise ValueError("second")
+        return {"log": [f"after {len(calls)} calls"]}
+
+    retry = policy(max_attempts=5, initial_interval=0.0, jitter=False, retry_on=retry_on)
+    return g.StateGraph(Log).add_node("f", node, retry_policy=retry).add_edge(g.START, "f")
+
+
+@pytest.mark.parametrize(
+    "retry_on",
+    [(KeyError, ValueError), lambda e: isinstance(e, KeyError), ConnectionError],
+    ids=["tuple", "predicate", "other-type"],
+)
+async def test_retry_on_a_tuple_or_a_predicate(checkpointer: Checkpointer, retry_on: Any) -> None:
+    theirs_calls: list[int] = []
+    ours_calls: list[int] = []
+    theirs = flaky(THEIRS, retry_on, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = flaky(OURS, retry_on, ours_calls).compile(checkpointer=checkpointer)
+    try:
+        expected: Any = await theirs.ainvoke({"log": []}, cfg())
+    except Exception as exc:
+        expected = type(exc)
+    result = await ours.run({"log": []}, thread_id="1")
+    assert (result.state if result.error is None else type(result.error)) == expected
+    assert len(ours_calls) == len(theirs_calls)
