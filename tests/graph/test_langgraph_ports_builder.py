@@ -44,8 +44,10 @@ def named_by_action(g: Any, action: Any, name: str) -> Any:
     [
         (Shout, "Shout"),
         (lambda: functools.partial(_tagged, tag="p"), "partial"),
+        (lambda: lambda s: {"log": ["lambda"]}, "<lambda>"),
+        (lambda: Shout().__call__, "__call__"),
     ],
-    ids=["callable-object", "partial"],
+    ids=["callable-object", "partial", "lambda", "bound-method"],
 )
 async def test_add_node_names_a_callable_object_by_its_class(
     checkpointer: Checkpointer, make: Any, name: str
