@@ -9,6 +9,7 @@ output schema, pydantic states writing ``None`` or given only defaults, and retr
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import operator
 from typing import Annotated, Any, Literal, TypedDict
@@ -387,3 +388,39 @@ async def test_retry_on_a_tuple_or_a_predicate(checkpointer: Checkpointer, retry
     result = await ours.run({"log": []}, thread_id="1")
     assert (result.state if result.error is None else type(result.error)) == expected
     assert len(ours_calls) == len(theirs_calls)
+
+
+# -- a node's stream writer -----------------------------------------------------------------------
+
+
+class Text(TypedDict):
+    my_key: Annotated[str, operator.add]
+
+
+def writing_node(g: Any) -> Any:
+    """test_stream_buffering_single_node: a node takes LangGraph's ``writer: StreamWriter`` as
+    its second parameter and calls it; here it is given the node's context, which is called
+    the same way."""
+
+    async def node(state: Text, writer) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        writer("Before sleep")
+        await asyncio.sleep(0)
+        writer("After sleep")
+        return {"my_key": "got here"}
+
+    graph = g.StateGraph(Text).add_node("node", node)
+    return graph.add_edge(g.START, "node").add_edge("node", g.END)
+
+
+async def test_a_node_calls_its_writer(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(writing_node, checkpointer)
+    expected = [c async for c in theirs.astream({"my_key": ""}, cfg(), stream_mode="custom")]
+    assert expected == ["Before sleep", "After sleep"]
+    got = [c async for c in ours.stream({"my_key": ""}, thread_id="1", mode="custom")]
+    assert got == expected
+    both = [c async for c in ours.stream({"my_key": ""}, thread_id="2", mode=["custom", "updates"])]
+    assert both == [
+        ("custom", "Before sleep"),
+        ("custom", "After sleep"),
+        ("updates", {"node": {"my_key": "got here"}}),
+    ]

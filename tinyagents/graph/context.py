@@ -82,6 +82,12 @@ class NodeContext(Record):
         else:
             self._run.emit(self.task_id, value)
 
+    def __call__(self, value: Any) -> None:
+        """``emit(value)``: a node ported with LangGraph's ``writer: StreamWriter`` as its
+        second parameter gets this context there, and its ``writer(value)`` streams as it
+        did."""
+        self.emit(value)
+
     def agent_run_id(self, node: str) -> str | None:
         """The running child agent run of agent node ``node`` in this superstep, if any."""
         entries = self._run.task_hooks if self._run else None  # graph/task_entries.py
