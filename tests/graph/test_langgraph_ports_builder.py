@@ -15,7 +15,7 @@ import operator
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_types, pair
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_types, pair, values
 from pydantic import BaseModel
 
 from tinyagents.graph import RetryPolicy
@@ -424,3 +424,46 @@ async def test_a_node_calls_its_writer(checkpointer: Checkpointer) -> None:
         ("custom", "After sleep"),
         ("updates", {"node": {"my_key": "got here"}}),
     ]
+
+
+# -- a Send to a sub-graph of another schema --------------------------------------------------------
+
+
+class Job(TypedDict, total=False):
+    item: str
+    log: Annotated[list[str], operator.add]
+
+
+def send_to_subgraph(g: Any, ask: bool) -> Any:
+    """START sends one task per item to a sub-graph whose schema has ``item``, which the
+    parent's has not; its ``log`` comes back to the parent's (and asks first, with ``ask``)."""
+
+    def s(state: Job) -> dict[str, Any]:
+        said = g.interrupt(state["item"]) if ask else "done"
+        return {"log": [f"{said} {state['item']}"]}
+
+    sub = g.StateGraph(Job).add_node("s", s).add_edge(g.START, "s").compile()
+    graph = g.StateGraph(Log).add_node("sub", sub)
+    return graph.add_conditional_edges(
+        g.START, lambda st: [g.Send("sub", {"item": i}) for i in "xy"]
+    )
+
+
+@pytest.mark.parametrize("ask", [False, True], ids=["plain", "asking"])
+async def test_a_send_to_a_subgraph_of_another_schema(
+    checkpointer: Checkpointer, ask: bool
+) -> None:
+    ours, theirs = pair(lambda g: send_to_subgraph(g, ask), checkpointer)
+    out = await theirs.ainvoke({"log": ["in"]}, cfg())
+    result = await ours.run({"log": ["in"]}, thread_id="1")
+    assert result.state == values(out)
+    if not ask:
+        assert out == {"log": ["in", "done x", "done y"]}
+        return
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    theirs_answers = {i.id: f"yes-{i.value}" for i in out["__interrupt__"]}
+    ours_answers = {i.id: f"yes-{i.value}" for i in result.interrupts}
+    out = await theirs.ainvoke(THEIRS.Command(resume=theirs_answers), cfg())
+    result = await ours.run(OURS.Command(resume=ours_answers), thread_id="1")
+    assert out == {"log": ["in", "yes-x x", "yes-y y"]}
+    assert result.state == out
