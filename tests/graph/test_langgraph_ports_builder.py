@@ -15,11 +15,14 @@ import operator
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_types, pair, values
 from pydantic import BaseModel
 
 from tinyagents.graph import RetryPolicy
 from tinyagents.store.checkpoint import Checkpointer
+
+StreamWriter = lg_types.StreamWriter
 
 # -- a node named by what it is ---------------------------------------------------------------
 
@@ -402,7 +405,7 @@ def writing_node(g: Any) -> Any:
     its second parameter and calls it; here it is given the node's context, which is called
     the same way."""
 
-    async def node(state: Text, writer) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    async def node(state: Text, writer: StreamWriter) -> dict[str, Any]:
         writer("Before sleep")
         await asyncio.sleep(0)
         writer("After sleep")
@@ -467,3 +470,76 @@ async def test_a_send_to_a_subgraph_of_another_schema(
     result = await ours.run(OURS.Command(resume=ours_answers), thread_id="1")
     assert out == {"log": ["in", "yes-x x", "yes-y y"]}
     assert result.state == out
+
+
+# -- what LangGraph fills in by name: config and writer -------------------------------------------
+
+
+def node_kw_config(state: Any, *, config: RunnableConfig) -> dict[str, Any]:
+    return {"log": [f"node {config['metadata']['langgraph_node']}"]}
+
+
+def node_config_default(state: Any, config=None) -> dict[str, Any]:
+    return {"log": [f"node given config: {config is not None}"]}
+
+
+def node_config_and_writer(
+    state: Any, config: RunnableConfig, writer: StreamWriter
+) -> dict[str, Any]:
+    writer(f"from {config['metadata']['langgraph_node']}")
+    return {"log": ["wrote"]}
+
+
+def node_kw_writer(state: Any, *, writer: StreamWriter) -> dict[str, Any]:
+    writer("kw")
+    return {"log": ["kw writer"]}
+
+
+def router_kw_config(state: Any, *, config: RunnableConfig) -> str:
+    return "b" if config["metadata"]["langgraph_node"] == "n" else "c"
+
+
+def router_config_default(state: Any, config=None) -> str:
+    return "b" if config is not None else "c"
+
+
+def by_name(g: Any, node: Any, router: Any) -> Any:
+    graph = g.StateGraph(Log).add_node("n", node)
+    graph.add_node("b", lambda s: {"log": ["b"]}).add_node("c", lambda s: {"log": ["c"]})
+    return graph.add_edge(g.START, "n").add_conditional_edges("n", router, ["b", "c"])
+
+
+@pytest.mark.parametrize(
+    ("node", "router"),
+    [
+        (node_kw_config, router_kw_config),
+        (node_config_default, router_config_default),
+        (node_config_and_writer, router_kw_config),
+        (node_kw_writer, router_config_default),
+    ],
+    ids=["kw-only-config", "config-with-default", "config-and-writer", "kw-only-writer"],
+)
+async def test_config_and_writer_are_given_by_name(
+    checkpointer: Checkpointer, node: Any, router: Any
+) -> None:
+    """LangGraph gives a node (and a router) its ``config`` and ``writer`` by parameter
+    name, keyword-only or with a default too; ours gives its context there, which reads as
+    both."""
+    ours, theirs = pair(lambda g: by_name(g, node, router), checkpointer)
+    expected = [
+        c async for c in theirs.astream({"log": []}, cfg(), stream_mode=["custom", "values"])
+    ]
+    got = [c async for c in ours.stream({"log": []}, thread_id="1", mode=["custom", "values"])]
+    assert got == expected
+    assert expected[-1][1]["log"][-1] == "b"
+
+
+async def test_a_sync_node_with_a_timeout_gets_its_config_by_name(
+    checkpointer: Checkpointer,
+) -> None:
+    """A sync node with ``timeout=`` runs on a thread of its own: it gets its context by
+    name there too."""
+    graph = OURS.StateGraph(Log).add_node("n", node_config_and_writer, timeout=5)
+    compiled = graph.add_edge(OURS.START, "n").compile(checkpointer=checkpointer)
+    got = [c async for c in compiled.stream({"log": []}, thread_id="1", mode=["custom", "updates"])]
+    assert got == [("custom", "from n"), ("updates", {"n": {"log": ["wrote"]}})]

@@ -49,6 +49,28 @@ def positional_arity(fn: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
 
 
+#: the parameters LangGraph fills in by name, past a node's or router's first: its
+#: ``RunnableConfig`` and its ``StreamWriter``; ours gives the ``NodeContext`` there, which
+#: reads as the one and is called as the other
+CONTEXT_PARAMS = ("config", "writer")
+
+
+def context_params(fn: Callable[..., Any]) -> tuple[bool, tuple[str, ...]]:
+    """Whether ``fn`` takes the context, and the names it takes it by (() for by position).
+    A second positional parameter without a default takes it by position (any name); so do
+    parameters named ``config`` or ``writer``, by name, keyword-only or with a default too, as
+    LangGraph fills them in."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False, ()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    named = tuple(p.name for p in params[1:] if p.name in CONTEXT_PARAMS and p.kind in kinds)
+    if named and not (named == (params[1].name,) and params[1].kind is kinds[0]):
+        return True, named
+    return bool(named) or positional_arity(fn) >= 2, ()
+
+
 def _hinted_destinations(fn: Any) -> tuple[str, ...]:
     """The nodes a node function's return annotation ``Command[Literal["a", "b"]]`` names
     (also as part of a union: ``Command[Literal["a"]] | None``), as LangGraph reads them; ()
@@ -181,7 +203,7 @@ class StateGraph:
         elif callable(action):
             spec.fn = action
             spec.is_async = is_async_callable(action)
-            spec.takes_ctx = positional_arity(action) >= 2
+            spec.takes_ctx, spec.ctx_names = context_params(action)
             spec.plain = (
                 not policies and timeout is None and not spec.takes_ctx and spec.input is None
             )
@@ -283,6 +305,7 @@ class StateGraph:
                 nodes=[source],
             )
         hinted = self._hinted_input(router)
+        takes_config, config_names = context_params(router)
         self.branches.append(
             Branch(
                 source=source,
@@ -290,7 +313,8 @@ class StateGraph:
                 mapping=mapping,
                 is_async=is_async_callable(router),
                 input=self._node_input(hinted) if hinted is not None else None,
-                takes_config=positional_arity(router) >= 2,
+                takes_config=takes_config,
+                config_names=config_names,
             )
         )
         return self

@@ -88,6 +88,9 @@ class NodeSpec(Record):
     supervises: tuple[str, ...] = ()
     is_async: bool = False
     takes_ctx: bool = False
+    #: the parameters it takes the context by, by name (``config``, ``writer``), as
+    #: LangGraph fills them in; () for the second positional one (``builder.context_params``)
+    ctx_names: tuple[str, ...] = ()
     #: a bare function: no retry, timeout or context (eligible for the loop's fast path)
     plain: bool = False
     #: ``add_node(..., defer=True)``: once triggered, it waits until nothing else would run
@@ -111,6 +114,8 @@ class Branch(Record):
     #: it takes a second argument, as a LangGraph router takes ``config``: its node task's
     #: ``NodeContext``, which reads as LangGraph's ``RunnableConfig``
     takes_config: bool = False
+    #: the parameters it takes that context by, by name, as a node's ``ctx_names``
+    config_names: tuple[str, ...] = ()
 
     def targets(self, all_nodes: Sequence[str]) -> list[str]:
         """Where the router may lead, for validation (anywhere when there is no mapping)."""
@@ -529,7 +534,12 @@ class GraphCore:
     async def evaluate(
         self, branch: Branch, state: Any, context: NodeContext | None = None
     ) -> list[str | Send]:
-        out = branch.router(state, context) if branch.takes_config else branch.router(state)
+        if branch.config_names:
+            out = branch.router(state, **dict.fromkeys(branch.config_names, context))
+        elif branch.takes_config:
+            out = branch.router(state, context)
+        else:
+            out = branch.router(state)
         if branch.is_async or hasattr(out, "__await__"):
             out = await out
         if isinstance(out, set | frozenset):  # node names, in a stable order

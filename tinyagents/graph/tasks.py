@@ -4,6 +4,7 @@ returned into channel writes and gotos."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -344,11 +345,14 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
                 runtime=run.runtime,
                 _run=run,
             )
+            args: tuple[Any, ...] = (arg, ctx)
+            if spec.ctx_names:  # config / writer, by name, as LangGraph fills them in
+                fn, args = functools.partial(fn, **dict.fromkeys(spec.ctx_names, ctx)), (arg,)
             if threaded:
                 ctx._loop = asyncio.get_running_loop()
-                out = await in_own_thread(_threaded, fn, arg, ctx, name=f"node {task.node}")
+                out = await in_own_thread(_threaded, fn, *args, name=f"node {task.node}")
             else:
-                out = fn(arg, ctx)
+                out = fn(*args)
         elif threaded:
             # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
             # for it (inline it would hold the event loop past it); on a timeout the thread runs
