@@ -543,3 +543,82 @@ async def test_a_sync_node_with_a_timeout_gets_its_config_by_name(
     compiled = graph.add_edge(OURS.START, "n").compile(checkpointer=checkpointer)
     got = [c async for c in compiled.stream({"log": []}, thread_id="1", mode=["custom", "updates"])]
     assert got == [("custom", "from n"), ("updates", {"n": {"log": ["wrote"]}})]
+
+
+# -- test_in_one_fan_out_state_graph_defer_node ----------------------------------------------------
+
+
+def _sorted_add(x: list[str], y: list[str]) -> list[str]:
+    return sorted(operator.add(x, y))
+
+
+class Rag(TypedDict, total=False):
+    query: str
+    answer: str
+    docs: Annotated[list[str], _sorted_add]
+
+
+def fan_out_defer(g: Any, waiting_edge: bool) -> Any:
+    """rewrite_query → analyzer_one → retriever_one, rewrite_query → retriever_two, and qa
+    (deferred) after both retrievers. retriever_two finishes after analyzer_one in their
+    step (it waits for it, where LangGraph's test sleeps)."""
+    analyzed = asyncio.Event()
+
+    async def analyzer_one(data: Rag) -> dict[str, Any]:
+        analyzed.set()
+        return {"query": f"analyzed: {data['query']}"}
+
+    async def retriever_two(data: Rag) -> dict[str, Any]:
+        await analyzed.wait()
+        analyzed.clear()  # the next run waits again
+        return {"docs": ["doc3", "doc4"]}
+
+    graph = g.StateGraph(Rag)
+    graph.add_node("rewrite_query", lambda d: {"query": f"query: {d['query']}"})
+    graph.add_node("analyzer_one", analyzer_one)
+    graph.add_node("retriever_one", lambda d: {"docs": ["doc1", "doc2"]})
+    graph.add_node("retriever_two", retriever_two)
+    graph.add_node("qa", lambda d: {"answer": ",".join(d["docs"])}, defer=True)
+    graph.set_entry_point("rewrite_query")
+    graph.add_edge("rewrite_query", "analyzer_one").add_edge("analyzer_one", "retriever_one")
+    graph.add_edge("rewrite_query", "retriever_two")
+    if waiting_edge:
+        graph.add_edge(["retriever_one", "retriever_two"], "qa")
+    else:
+        graph.add_edge("retriever_one", "qa").add_edge("retriever_two", "qa")
+    return graph.set_finish_point("qa")
+
+
+@pytest.mark.parametrize("waiting_edge", [False, True], ids=["edges", "join"])
+async def test_in_one_fan_out_state_graph_defer_node(
+    checkpointer: Checkpointer, waiting_edge: bool
+) -> None:
+    question = {"query": "what is weather in sf"}
+    ours, theirs = pair(lambda g: fan_out_defer(g, waiting_edge), checkpointer)
+    expected = await theirs.ainvoke(question, cfg())
+    assert expected == {
+        "query": "analyzed: query: what is weather in sf",
+        "docs": ["doc1", "doc2", "doc3", "doc4"],
+        "answer": "doc1,doc2,doc3,doc4",
+    }
+    assert (await ours.run(question, thread_id="1")).state == expected
+    items = [c async for c in theirs.astream(question, cfg("2"))]
+    assert [c async for c in ours.stream(question, thread_id="2", mode="updates")] == items
+    assert [next(iter(c)) for c in items] == [
+        "rewrite_query",
+        "analyzer_one",
+        "retriever_two",
+        "retriever_one",
+        "qa",
+    ]
+
+    ours, theirs = pair(
+        lambda g: fan_out_defer(g, waiting_edge), checkpointer, interrupt_after=["retriever_one"]
+    )
+    theirs_items = [c async for c in theirs.astream(question, cfg("3"))]
+    assert theirs_items[-1] == {"__interrupt__": ()}
+    ours_items = [c async for c in ours.stream(question, thread_id="3", mode="updates")]
+    assert ours_items == theirs_items
+    theirs_items = [c async for c in theirs.astream(None, cfg("3"))]
+    assert theirs_items == [{"qa": {"answer": "doc1,doc2,doc3,doc4"}}]
+    assert [c async for c in ours.stream(None, thread_id="3", mode="updates")] == theirs_items
