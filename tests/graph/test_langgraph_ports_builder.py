@@ -16,10 +16,11 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, lg_types, pair, values
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_errors, lg_memory, lg_types, pair, values
 from pydantic import BaseModel
 
-from tinyagents.graph import RetryPolicy
+from tinyagents.errors import InvalidUpdateError
+from tinyagents.graph import Overwrite, RetryPolicy
 from tinyagents.store.checkpoint import Checkpointer
 
 StreamWriter = lg_types.StreamWriter
@@ -622,3 +623,64 @@ async def test_in_one_fan_out_state_graph_defer_node(
     theirs_items = [c async for c in theirs.astream(None, cfg("3"))]
     assert theirs_items == [{"qa": {"answer": "doc1,doc2,doc3,doc4"}}]
     assert [c async for c in ours.stream(None, thread_id="3", mode="updates")] == theirs_items
+
+
+# -- test_overwrite_parallel / _sequential / _parallel_error ---------------------------------------
+
+
+class Messages(TypedDict):
+    messages: Annotated[list[str], operator.add]
+
+
+def overwriting(g: Any, as_json: bool, overwriters: tuple[str, ...], sequential: bool) -> Any:
+    """node_a, then node_b and node_c in one step (or node_b alone), then node_d; each of
+    ``overwriters`` writes ``Overwrite([its letter])``, as the class or its JSON form."""
+    cls = lg_types.Overwrite if g is THEIRS else Overwrite
+
+    def write(name: str) -> Any:
+        letter = name[-1]
+        if name not in overwriters:
+            return lambda s: {"messages": [letter]}
+        value = {"__overwrite__": [letter]} if as_json else cls([letter])
+        return lambda s: {"messages": value}
+
+    graph = g.StateGraph(Messages)
+    for name in ("node_a", "node_b") if sequential else ("node_a", "node_b", "node_c", "node_d"):
+        graph.add_node(name, write(name))
+    graph.add_edge(g.START, "node_a").add_edge("node_a", "node_b")
+    if not sequential:
+        graph.add_edge("node_a", "node_c").add_edge("node_b", "node_d").add_edge("node_c", "node_d")
+    return graph
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["class", "json"])
+@pytest.mark.parametrize(
+    ("overwriters", "sequential", "expected"),
+    [
+        (("node_b",), False, {"messages": ["b", "d"]}),  # a and c overwritten, then d
+        (("node_c",), False, {"messages": ["c", "d"]}),
+        (("node_b",), True, {"messages": ["b"]}),
+        (("node_b", "node_c"), False, InvalidUpdateError),
+    ],
+    ids=["parallel", "parallel-later-task", "sequential", "parallel-error"],
+)
+async def test_overwrite_in_parallel_and_in_sequence(
+    checkpointer: Checkpointer,
+    as_json: bool,
+    overwriters: tuple[str, ...],
+    sequential: bool,
+    expected: Any,
+) -> None:
+    def build(g: Any) -> Any:
+        return overwriting(g, as_json, overwriters, sequential)
+
+    ours, theirs = pair(build, checkpointer)
+    result = await ours.run({"messages": ["START"]}, thread_id="1")
+    if expected is InvalidUpdateError:
+        with pytest.raises(lg_errors.InvalidUpdateError, match="only one Overwrite"):
+            await theirs.ainvoke({"messages": ["START"]}, cfg())
+        assert isinstance(result.error, InvalidUpdateError)
+        return
+    assert await theirs.ainvoke({"messages": ["START"]}, cfg()) == expected
+    assert result.state == expected
+    assert (await ours.get_state("1")).values == expected
