@@ -684,3 +684,23 @@ async def test_overwrite_in_parallel_and_in_sequence(
     assert await theirs.ainvoke({"messages": ["START"]}, cfg()) == expected
     assert result.state == expected
     assert (await ours.get_state("1")).values == expected
+
+
+# -- how a Command prints ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: g.Command(goto="a", update={"x": 1}),
+        lambda g: g.Command(resume="yes"),
+        lambda g: g.Command(resume={"i-1": 1}, update=[("x", 2)]),
+        lambda g: g.Command(graph=g.Command.PARENT, goto=["a", g.Send("b", {"n": 1})]),
+        lambda g: g.Command(),
+    ],
+    ids=["goto-update", "resume", "resume-map-pairs", "parent-sends", "empty"],
+)
+def test_a_command_prints_as_langgraphs(make: Any) -> None:
+    """LangGraph's ``repr`` of a ``Command`` names the fields that are set, in its field order
+    (graph, update, resume, goto), as an error message or a printed stream item shows it."""
+    assert repr(make(OURS)) == repr(make(THEIRS))

@@ -90,6 +90,18 @@ class Command(FrozenRecord, Generic[N]):
     resume: Any = UNSET
     graph: str | None = None
 
+    def __repr__(self) -> str:
+        # LangGraph's: the fields that are set, in its field order, so a printed stream item
+        # or an error message reads the same
+        fields = (
+            ("graph", self.graph),
+            ("update", self.update),
+            ("resume", self.resume),
+            ("goto", self.goto),
+        )
+        shown = (f"{k}={v!r}" for k, v in fields if v is not UNSET and v)
+        return f"Command({', '.join(shown)})"
+
     def goto_list(self) -> list[str | Send]:
         goto = self.goto
         if isinstance(goto, str):
