@@ -704,3 +704,32 @@ def test_a_command_prints_as_langgraphs(make: Any) -> None:
     """LangGraph's ``repr`` of a ``Command`` names the fields that are set, in its field order
     (graph, update, resume, goto), as an error message or a printed stream item shows it."""
     assert repr(make(OURS)) == repr(make(THEIRS))
+
+
+def router_writing(state: Any, writer: StreamWriter) -> str:
+    writer("routing")
+    return "b"
+
+
+async def test_a_router_writes_after_its_nodes_update(checkpointer: Checkpointer) -> None:
+    """docs/graph.md, "Edges": a router given its ``writer`` streams what it writes after
+    its node's ``updates`` item; LangGraph's router runs inside the node's task, before it."""
+
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log).add_node("a", lambda s: {"log": ["a"]})
+        graph.add_node("b", lambda s: {"log": ["b"]}).add_edge(g.START, "a")
+        return graph.add_conditional_edges("a", router_writing, ["b"])
+
+    ours, theirs = pair(build, checkpointer)
+    a, routing, b = (
+        ("updates", {"a": {"log": ["a"]}}),
+        ("custom", "routing"),
+        ("updates", {"b": {"log": ["b"]}}),
+    )
+    modes = ["custom", "updates"]
+    assert [i async for i in theirs.astream({"log": []}, cfg(), stream_mode=modes)] == [
+        routing,
+        a,
+        b,
+    ]
+    assert [i async for i in ours.stream({"log": []}, thread_id="1", mode=modes)] == [a, routing, b]
