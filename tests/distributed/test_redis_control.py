@@ -593,6 +593,8 @@ async def test_a_restarted_owner_answers_from_its_log_not_not_found(
                 assert answers["req-1"]["status"] == "accepted", answers  # as it was then
                 assert answers["req-1"]["run_id"] == "run-back"
                 assert answers["req-2"]["status"] == "duplicate", answers  # sent again
+                # naming the run the first went to, as its receipt did (it named none)
+                assert answers["req-2"]["run_id"] == "run-back", answers
             finally:
                 await control.aclose()
     finally:

@@ -309,7 +309,8 @@ class CommandReader:
     async def _logged_receipt(self, cmd: SteeringCommand, again: bool) -> SteeringReceipt | None:
         """For a command in this runtime's steering log (under its sender's scope): the
         receipt it got when it was taken, for an entry read ``again``; ``duplicate`` for one
-        sent again. None: not logged, or no durable log."""
+        sent again (naming the run the first went to, as its receipt did). None: not logged,
+        or no durable log."""
         if not self.runtime.durable or not isinstance(cmd.actor, HumanActor):
             return None
         try:
@@ -322,7 +323,7 @@ class CommandReader:
         if stored is None or stored.command.target != cmd.target:
             return None
         if not again:
-            return SteeringReceipt.duplicate(cmd.correlation_id)
+            return SteeringReceipt.duplicate(cmd.correlation_id, stored.run_id)
         if stored.state == "deferred":
             status = ReceiptStatus.DEFERRED
         elif stored.state == "rejected":
