@@ -719,3 +719,28 @@ async def test_a_worker_that_sent_commands_stops_without_reporting_a_redis_outag
     assert rc_b.counters.redis_errors == 0
     outages = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert outages == []
+
+
+async def test_another_tenants_run_on_any_worker_is_answered_as_an_unknown_run_is(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """An outsider's command for a run of another tenant got the receipt of an unknown run
+    but for its ``policy_id``: ``redis`` when the run was on another worker (the sender's
+    control plane refused it), ``router`` for an unknown run or one on the sender's worker
+    (its runtime refused it), so the receipt told which run ids exist elsewhere. Every
+    'not found' now reads alike, whichever side answers it."""
+    rt_a, control, rc_b = pair
+    there = await rt_a.start(slow_agent_for_listing(), "work", tenant_id="acme")
+    here = await control.runtime.start(slow_agent_for_listing(), "work", tenant_id="acme")
+    await eventually(lambda: rc_b.get_run(there.run_id), lambda s: s is not None)
+    outsider = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
+
+    def seen(receipt: Any, run_id: str) -> dict[str, Any]:
+        assert receipt.reason == f"not found: run {run_id}", receipt
+        return dict(receipt.model_dump(exclude={"correlation_id", "reason"}))
+
+    answers = []
+    for run_id in (there.run_id, here.run_id, "r-nowhere"):
+        for submit in (control.submit, rc_b.submit):
+            answers.append(seen(await submit(command(run_id, "pause", actor=outsider)), run_id))
+    assert all(a == answers[-1] for a in answers), answers

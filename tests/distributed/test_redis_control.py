@@ -222,6 +222,7 @@ async def test_directives_written_straight_into_redis_are_checked_by_the_owner(
         answers = await eventually(replies, lambda r: len(r) == 6)
         assert answers["r-foreign"]["status"] == "rejected"
         assert answers["r-foreign"]["reason"] == "not found: run run-3"
+        assert answers["r-foreign"]["policy_id"] == "router"  # as an unknown run's receipt
         assert answers["r-not-human"]["status"] == "rejected"
         assert "human" in answers["r-not-human"]["reason"]
         assert answers["r-elsewhere"]["status"] == "rejected"

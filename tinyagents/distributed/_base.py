@@ -15,6 +15,7 @@ from tinyagents.events.bus import Subscription
 from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, SteeringReceipt
 from tinyagents.runs.live import LiveRuns
 from tinyagents.runs.registry import RunRegistry
+from tinyagents.steering.policies import not_found
 from tinyagents.store.base import Store
 
 #: ``redis.asyncio.Redis``: its stubs type every reply as a union of the sync and async
@@ -125,6 +126,15 @@ class Outages:
 def refuse(cmd: SteeringCommand, reason: str) -> SteeringReceipt:
     """The control plane's own ``rejected`` receipt for ``cmd``."""
     return SteeringReceipt.issue(ReceiptStatus.REJECTED, cmd.correlation_id, None, reason, POLICY)
+
+
+def hidden(cmd: SteeringCommand) -> SteeringReceipt:
+    """The receipt for a command whose target its sender may not see (another tenant's run)
+    or that does not exist: the router's own, word for word (``not_found``, its policy id, no
+    run), whichever worker answers, so that no receipt tells the one from the other."""
+    return SteeringReceipt.issue(
+        ReceiptStatus.REJECTED, cmd.correlation_id, None, not_found(cmd), "router"
+    )
 
 
 def target_run(cmd: SteeringCommand) -> str | None:

@@ -30,6 +30,7 @@ from tinyagents.distributed._base import (
     Outages,
     Redis,
     RedisCounters,
+    hidden,
     log,
     refuse,
     target_run,
@@ -51,7 +52,6 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     dedupe_scope,
 )
-from tinyagents.steering.policies import not_found
 from tinyagents.store.base import written_again
 
 JOB = "commands"
@@ -284,8 +284,8 @@ class CommandReader:
             receipt = logged
         elif refusal is not None:
             self.counters.foreign += 1
-            log.warning("refused command %s from Redis: %s", cmd.correlation_id, refusal)
-            receipt = refuse(cmd, refusal)
+            log.warning("refused command %s from Redis: %s", cmd.correlation_id, refusal.reason)
+            receipt = refusal
         else:
             try:
                 receipt = await self._submit(cmd)
@@ -338,13 +338,13 @@ class CommandReader:
             None,
         )
 
-    def _refusal(self, envelope: Envelope) -> str | None:
-        """Why the owner refuses this command outright, or ``None`` to submit it."""
+    def _refusal(self, envelope: Envelope) -> SteeringReceipt | None:
+        """The receipt of a command the owner refuses outright, or ``None`` to submit it."""
         cmd = envelope.command
         if envelope.to != self.worker_id:
-            return f"addressed to worker {envelope.to!r}, not {self.worker_id!r}"
+            return refuse(cmd, f"addressed to worker {envelope.to!r}, not {self.worker_id!r}")
         if not isinstance(cmd.actor, HumanActor):
-            return "only operators' commands (human actors) travel between workers"
+            return refuse(cmd, "only operators' commands (human actors) travel between workers")
         run_id = target_run(cmd)
         thread_id = getattr(cmd.target, "thread_id", None)
         if run_id is not None:
@@ -354,7 +354,7 @@ class CommandReader:
                 self.runtime.runs.for_thread(thread_id, cmd.actor.tenant_id) if thread_id else None
             )
         if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
-            return not_found(cmd)  # never confirm that another tenant's run exists
+            return hidden(cmd)  # never confirm that another tenant's run exists
         return None
 
 

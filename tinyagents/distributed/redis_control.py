@@ -44,8 +44,8 @@ from tinyagents.distributed._base import (
     Outages,
     Redis,
     RedisCounters,
+    hidden,
     log,
-    refuse,
     target_run,
 )
 from tinyagents.distributed.mirror import RunMirror, redis_now
@@ -59,7 +59,6 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
 )
 from tinyagents.runs.info import RunStatus
-from tinyagents.steering.policies import not_found
 from tinyagents.store.base import run_key
 from tinyagents.store.urls import redacted
 
@@ -321,7 +320,7 @@ class RedisControl:
             return await self.runtime.submit(cmd)
         snapshot = await self._listed(run_id, lambda s: _visible(cmd, s))
         if snapshot is None:
-            return refuse(cmd, not_found(cmd))
+            return hidden(cmd)
         owner = str(snapshot["worker"])
         request_id = _clock.new_id("req")
         envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
