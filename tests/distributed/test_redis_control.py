@@ -892,6 +892,64 @@ async def test_a_command_logged_as_the_worker_stops_is_taken_not_only_answered(
         await client.aclose()
 
 
+async def test_a_command_still_being_taken_as_the_worker_stops_is_answered_accepted(
+    redis_url: str, prefix: str, tmp_path: Any
+) -> None:
+    """As above, but the worker stops before the command is logged (its submit is in the
+    store's write): the drain read the entry again, found nothing in the log and submitted it
+    again, and the runtime answered that second submit ``duplicate`` of the first, still under
+    way. The sender, who sent the command once, was told ``duplicate``; the drain now waits
+    for the submit under way and answers with its receipt."""
+    import redis.asyncio as aioredis
+
+    from tinyagents.distributed.wire import GROUP, Envelope
+    from tinyagents.store import SqliteStore
+
+    class SlowWrite(SqliteStore):
+        """The command's write waits before it goes to the database."""
+
+        entered = asyncio.Event()
+        release = asyncio.Event()
+
+        async def append_command(self, cmd: SteeringCommand, **kw: Any) -> bool:
+            if cmd.kind is SteeringKind.ADD_INSTRUCTION:
+                self.entered.set()
+                await self.release.wait()
+            return await super().append_command(cmd, **kw)
+
+    store = SlowWrite(tmp_path / "owner.db")
+    keys = Keys(prefix)
+    stream = keys.commands("a")
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime(store=store) as rt:
+            handle = await rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+            control = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
+            await control.start()
+            cmd = command(handle.run_id, "add_instruction")
+            await client.xadd(
+                stream, Envelope(request_id="req-1", reply_to="t", to="a", command=cmd).fields()
+            )
+            await asyncio.wait_for(store.entered.wait(), 20)  # being taken, not logged yet
+            closing = asyncio.create_task(control.aclose())
+
+            async def delivered() -> int:
+                pending = await client.xpending_range(stream, GROUP, "-", "+", 10)
+                return int(pending[0]["times_delivered"]) if pending else 0
+
+            await eventually(delivered, lambda n: n >= 2)  # the drain has read it again
+            store.release.set()
+            await closing
+            replies = await client.xrange(keys.replies("t"))
+            receipts = [json.loads(f[b"receipt"]) for _, f in replies]
+            assert [(r["status"], r["run_id"]) for r in receipts] == [
+                ("accepted", handle.run_id)
+            ], receipts
+            assert cmd.correlation_id in {c.correlation_id for c in rt.open_commands()}
+    finally:
+        await client.aclose()
+
+
 async def test_a_stuck_owners_oldest_commands_are_kept_and_a_sender_past_the_cap_is_told(
     redis_url: str, prefix: str, tmp_path: Any
 ) -> None:

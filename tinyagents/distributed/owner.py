@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Coroutine
 from itertools import chain
 from typing import Any
 
@@ -129,6 +128,9 @@ class CommandReader:
         #: Receipts of the latest entries answered, by request id: an entry read again
         #: because its acknowledgement was lost gets the same receipt (oldest dropped first).
         self._answered: OrderedDict[str, SteeringReceipt] = OrderedDict()
+        #: The submits under way, by request id (each removed when it ends, its receipt kept
+        #: in ``_answered``): an entry read again meanwhile waits for its submit's receipt.
+        self._taking: dict[str, asyncio.Future[SteeringReceipt]] = {}
 
     async def run(self, redis: Redis) -> None:
         """The job, until cancelled."""
@@ -274,7 +276,11 @@ class CommandReader:
         earlier = self._answered.get(envelope.request_id)
         if earlier is not None:  # read again (its acknowledgement was lost): same answer
             return envelope.reply_to, envelope.request_id, earlier
-        refusal = self._refusal(envelope)
+        # an entry whose submit is still under way (the job was stopped in it, and the drain
+        # reads the entry again) gets what the log says, or else that submit's receipt:
+        # submitted again, it would be answered ``duplicate`` of itself
+        taking = envelope.request_id in self._taking
+        refusal = None if taking else self._refusal(envelope)
         # an entry read again (this worker's earlier process took it, and died before it
         # answered) gets from the log what it was answered then, whether its run is back or
         # not; a command sent again is a duplicate, though its run is not back (yet)
@@ -288,23 +294,47 @@ class CommandReader:
             receipt = refusal
         else:
             try:
-                receipt = await self._submit(cmd)
+                receipt = await self._submit(envelope.request_id, cmd)
             except RuntimeClosed:
                 return _LATER
             except Exception as exc:  # a store that cannot log it: the sender learns why
                 receipt = refuse(cmd, f"the owner could not take it: {exc}")
         self.counters.answered += 1
-        self._answered[envelope.request_id] = receipt
-        if len(self._answered) > _REMEMBER_ANSWERS:
-            self._answered.popitem(last=False)
+        self._remember(envelope.request_id, receipt)
         return envelope.reply_to, envelope.request_id, receipt
 
-    async def _submit(self, cmd: SteeringCommand) -> SteeringReceipt:
+    def _remember(self, request_id: str, receipt: SteeringReceipt) -> None:
+        self._answered[request_id] = receipt
+        if len(self._answered) > _REMEMBER_ANSWERS:
+            self._answered.popitem(last=False)
+
+    async def _submit(self, request_id: str, cmd: SteeringCommand) -> SteeringReceipt:
         """The runtime's receipt for ``cmd``, submitted again when its log write failed in a
         way that may pass (the server ended the connection, perhaps after COMMIT: the router
         takes over the row its first write left: ``written_again``), rather than refused for
-        good."""
-        return await written_again(lambda: _to_its_end(self.runtime.submit(cmd)))
+        good. When the job is stopped meanwhile (the worker is stopping), the submit still
+        runs to its end: cut off after its command was logged, it left a command the runtime
+        never took (no event, no delivery, no end) that the drain, reading the entry again,
+        answered ``accepted`` from the log; run to its end, the command is the runtime's, the
+        runtime's close waits for it, and the drain, reading the entry again, waits for its
+        receipt."""
+        task = self._taking.get(request_id)
+        if task is None:
+            task = asyncio.ensure_future(written_again(lambda: self.runtime.submit(cmd)))
+            self._taking[request_id] = task
+            task.add_done_callback(lambda done: self._took(request_id, done))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_retrieve)
+            raise
+
+    def _took(self, request_id: str, task: asyncio.Future[SteeringReceipt]) -> None:
+        self._taking.pop(request_id, None)
+        if not task.cancelled() and task.exception() is None:
+            # kept now: the entry may be read again before the job that began the submit
+            # (stopped meanwhile) could keep it
+            self._remember(request_id, task.result())
 
     async def _logged_receipt(self, cmd: SteeringCommand, again: bool) -> SteeringReceipt | None:
         """For a command in this runtime's steering log (under its sender's scope): the
@@ -358,23 +388,9 @@ class CommandReader:
         return None
 
 
-async def _to_its_end(submit: Coroutine[Any, Any, SteeringReceipt]) -> SteeringReceipt:
-    """``submit``'s receipt; when the job is stopped meanwhile (the worker is stopping), the
-    submit still runs to its end. Cut off after its command was logged, it left a command the
-    runtime never took (no event, no delivery, no end) that the drain, reading the entry again,
-    answered ``accepted`` from the log; run to its end, the command is the runtime's, and the
-    runtime's close waits for it."""
-    task = asyncio.ensure_future(submit)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.add_done_callback(_retrieve)
-        raise
-
-
 def _retrieve(task: asyncio.Future[Any]) -> None:
-    # the drain answers the entry (from the log, or by submitting it again): what this
-    # submit raised, if anything, is told there
+    # the drain answers the entry (from the log, or with this very submit's outcome): what
+    # this submit raised, if anything, is told there
     if not task.cancelled():
         task.exception()
 
