@@ -496,6 +496,45 @@ async def test_the_judges_tokens_and_cost_are_accounted_for(
     assert total.cost == pytest.approx(verdict["usage"]["cost"] + error["usage"]["cost"])
 
 
+async def test_a_judge_answer_its_provider_blocked_is_accounted_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a judge answer stopped by the provider's content filter is a ModelResponseError that
+    # carries what the call cost (its prompt was paid for): it showed up nowhere, neither in
+    # the judge_error event nor in Supervisor.judge_usage, unlike a refusal or a non-verdict
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge")
+    waiter, recorder = EventWaiter(), EventRecorder()
+    blocked = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None},
+                "finish_reason": "content_filter",
+            }
+        ],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 0, "total_tokens": 40},
+    }
+    async with OpenAICompatServer([blocked]) as server:
+        spec = SupervisorSpec(
+            model="openai/gpt-4o-mini", api_base=server.base_url, api_key_env="JUDGE_KEY"
+        )
+        work = waiting_tool(waiter, "supervisor.judge_error")
+        async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+            model = ScriptedModel([tool_call("work"), reply("done")])
+            await (await rt.start(Agent("a", model, tools=[work]), "go")).result()
+            total = rt.supervisor.judge_usage
+    [error] = supervisor_data(recorder, "supervisor.judge_error")
+    assert error["error"] == "ModelResponseError"
+    assert error["usage"]["input_tokens"] == 40
+    assert error["usage"]["cost"] > 0  # gpt-4o-mini is in litellm's price map
+    assert total.input_tokens == 40
+    assert total.cost == pytest.approx(error["usage"]["cost"])
+
+
 async def test_a_judge_whose_provider_takes_no_response_format_still_judges() -> None:
     # litellm refuses response_format for some providers (sagemaker, replicate, cohere_chat)
     # before anything is sent: every call of such a judge was a ModelRequestRejected. The

@@ -625,9 +625,12 @@ class Supervisor:
         self._warn(w, said)
         data: dict[str, Any] = {"error": error, "iteration": iteration}
         why = error
-        if isinstance(exc, JudgeError) and exc.usage is not None:  # it answered, at a cost
-            self.judge_usage += exc.usage
-            data["usage"] = usage_data(exc.usage)
+        # it answered, at a cost: no verdict, or an answer its provider blocked (a
+        # ModelError's usage: the prompt of a content-filtered answer was paid for)
+        usage = exc.usage if isinstance(exc, JudgeError | ModelError) else None
+        if isinstance(usage, Usage):
+            self.judge_usage += usage
+            data["usage"] = usage_data(usage)
         if isinstance(exc, ModelError) and exc.retry_after_s is not None:  # a rate limit
             data["retry_after_s"] = exc.retry_after_s
             why = f"{error}: retry after {exc.retry_after_s:g} s"
