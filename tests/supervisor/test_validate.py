@@ -152,6 +152,20 @@ def test_a_yaml_alias_bomb_is_refused_not_expanded(tmp_path: Path) -> None:
     assert validate_command(str(spec), out) == 1
 
 
+def test_a_huge_spec_without_aliases_is_refused_for_its_size_on_its_line() -> None:
+    # refused only once all of it was composed (seconds for a 1 MB flow list), as a spec
+    # whose "aliases repeat what their anchors hold", when it has no alias at all, and with
+    # no line
+    text = "rules: []\nwatches: [" + "a," * 150_000 + "a]\n"
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert "alias" not in str(caught.value)
+    assert "more than 100,000 values" in str(caught.value)
+    assert caught.value.line == 2
+    [finding] = validate_file(text)
+    assert finding.severity == "error" and finding.line == 2
+
+
 def test_aliases_that_stay_small_are_still_read(tmp_path: Path) -> None:
     spec = tmp_path / "aliases.yaml"
     spec.write_text(

@@ -748,6 +748,13 @@ def parse_yaml(text: str, name: str) -> tuple[Any, dict[tuple[str | int, ...], i
         if problem is not None:
             raise SupervisorSpecError(problem, source=None if name == "<yaml>" else name)
         data = yaml.load(text, Loader=loader)  # a SafeLoader: see _loader
+    except _TooMany as exc:
+        raise SupervisorSpecError(
+            f"the YAML holds more than {MAX_YAML_VALUES:,} values; a spec is small: check that "
+            "this is what you meant to read",
+            line=exc.mark.line + 1,
+            source=None if name == "<yaml>" else name,
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -789,6 +796,16 @@ def _loader() -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
+        composed = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            # counted as they are composed: a huge spec (a 1 MB flow list) is refused at its
+            # 100,001st value, on its line, not after seconds of building every node
+            self.composed += 1
+            if self.composed > MAX_YAML_VALUES:
+                raise _TooMany(self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             # a key given twice is an error naming both lines: PyYAML keeps the last one,
             # so "on_violation: abort" followed by "on_violation: pause" quietly paused
@@ -892,6 +909,14 @@ def _too_big(node: yaml.Node) -> str | None:
 
 class _Cycle(Exception):
     pass
+
+
+class _TooMany(Exception):
+    """More than ``MAX_YAML_VALUES`` nodes composed; ``mark``: where the next one starts."""
+
+    def __init__(self, mark: Any) -> None:
+        super().__init__()
+        self.mark = mark
 
 
 _MEASURING = (-1, -1)
