@@ -196,6 +196,30 @@ def test_a_file_path_reads_the_file_and_confines_criteria_to_its_directory(
         assert caught.value.line == 3
 
 
+def test_paths_built_in_python_may_be_path_objects(tmp_path: Path) -> None:
+    # SupervisorSpec(criteria_file=Path(...)) was refused, "Input should be a valid string",
+    # though from_yaml takes a Path and the fields are paths
+    steering = tmp_path / "steering"
+    steering.mkdir()
+    (steering / "policy.md").write_text("Never touch production.")
+    (tmp_path / "models.yaml").write_text("judge: openai/gpt-4o-mini\n")
+    spec = SupervisorSpec(
+        model="judge",
+        steering_dir=steering,
+        criteria_file=Path("policy.md"),
+        models_file=tmp_path / "models.yaml",
+    )
+    assert spec.criteria_text() == "Never touch production."
+    assert spec.steering_dir == str(steering)
+    assert isinstance(spec.judge_target(), ModelEntry)
+    assert spec.judge_target().model == "openai/gpt-4o-mini"  # type: ignore[union-attr]
+    assert SupervisorSpec.model_validate_json(spec.model_dump_json()) == spec
+    with pytest.raises(SupervisorSpecError, match="outside the steering directory"):
+        SupervisorSpec(steering_dir=steering, criteria_file=tmp_path / "models.yaml")
+    with pytest.raises(SupervisorSpecError, match="criteria_file: Input should be a valid string"):
+        SupervisorSpec(criteria_file=b"policy.md")  # type: ignore[arg-type]
+
+
 def test_a_symlink_pointing_out_of_the_steering_directory_is_refused(tmp_path: Path) -> None:
     steering = tmp_path / "steering"
     steering.mkdir()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
@@ -254,6 +255,12 @@ def _a_path(value: str) -> str:
     return value
 
 
+def _fspath(value: Any) -> Any:
+    """A path given as a ``Path`` (or any ``os.PathLike``) in Python, as its text: the spec is
+    strict about types, but a path object is what a program holds for a path."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
 def _a_url(value: str) -> str:
     """An ``api_base``: an http(s) URL with a host (and a port from 1 to 65535, if it names
     one), as ``LiteLLMModel`` takes."""
@@ -275,10 +282,11 @@ def _not_too_long(value: str) -> str:
     return value
 
 
-#: Text that is UTF-8; that shows something; a file path the OS can take; an http(s) URL.
+#: Text that is UTF-8; that shows something; a file path the OS can take (a ``Path`` too, in
+#: Python); an http(s) URL.
 Text = Annotated[str, AfterValidator(_utf8)]
 ShownText = Annotated[Text, AfterValidator(_shown)]
-PathText = Annotated[Text, AfterValidator(_a_path)]
+PathText = Annotated[Text, BeforeValidator(_fspath), AfterValidator(_a_path)]
 UrlText = Annotated[ShownText, AfterValidator(_a_url)]
 
 
