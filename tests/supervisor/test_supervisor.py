@@ -564,6 +564,42 @@ async def test_a_pause_of_ours_landing_on_a_humans_pause_is_not_timed_out() -> N
     assert not recorder.of_type("supervisor.escalated")
 
 
+async def test_a_humans_resume_overtaken_by_a_pause_of_ours_leaves_it_timed_out() -> None:
+    # a human paused the run; the judge's failed verdict paused it too (on the paused run: it
+    # started nothing, the human's pause held it); the human's resume, sent before that pause
+    # and landing with it, was superseded by it. The run stayed paused by the supervisor's
+    # pause alone, and nothing timed it out: paused for good, past pause_max_s
+    verdict_gate = asyncio.Event()
+    sent: list[str] = []
+    handle: Any = None
+
+    async def judge(request: ModelRequest) -> str:
+        await verdict_gate.wait()
+        sent.append((await handle.resume()).correlation_id)  # lands with the verdict's pause
+        return verdict(False, "off track")
+
+    spec = SupervisorSpec(model=FunctionModel(judge), on_violation="pause", pause_max_s=0.05)
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
+
+        async def agent_model(request: ModelRequest) -> ModelResponse:
+            if len(request.messages) == 1:
+                await handle.pause(reason="human review")  # lands right after this answer
+                return tool_call("search")
+            return reply("done")
+
+        handle = await rt.start(Agent("a", FunctionModel(agent_model), tools=[search]), "go")
+        await waiter.event("run.paused", handle.run_id)
+        verdict_gate.set()
+        await waiter.event("supervisor.action", handle.run_id)
+        await waiter.event("steering.superseded", handle.run_id, correlation_id=sent[0])
+        assert handle.status is RunStatus.PAUSED  # by the supervisor's pause alone now
+        async with asyncio.timeout(10):  # a guard: the cap is 0.05 s
+            result = await handle.result()
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
+
+
 async def test_a_human_pausing_a_run_the_supervisor_paused_takes_it_over() -> None:
     # the supervisor paused the run and its dwell cap began; a human then paused it too (an
     # operator looking at it): the cap went on and aborted the run the human was holding

@@ -367,7 +367,9 @@ class Supervisor:
     def _own_command(self, w: _Watch, event: SteeringEvent) -> None:
         """Follow the supervisor's own pause and abort to their end."""
         cid, kind = event.correlation_id, event.type
-        if kind in _REFUSED:
+        if kind == "steering.superseded" and event.kind is SteeringKind.RESUME:
+            self._resume_overtaken(w, event)
+        elif kind in _REFUSED:
             self._not_coming(w, cid)
         elif cid == w.abort_cid and event.kind is not SteeringKind.CANCEL:
             # a policy turned our abort into another command (same correlation id, another
@@ -390,6 +392,20 @@ class Supervisor:
                 self._start_dwell(w)
             else:  # applied before the run says it paused: start when it does
                 w.pause_applied = True
+
+    def _resume_overtaken(self, w: _Watch, event: SteeringEvent) -> None:
+        """A resume (a human's) superseded by a newer pause of ours, which it was sent before:
+        whoever paused the run before, it stays paused by our pause now, so the dwell cap
+        times it (our pause may have landed on the run paused already, starting nothing)."""
+        driver = w.handle.driver
+        last = driver.last_pause if isinstance(driver, AgentRun) else None
+        if (
+            _ours(last)
+            and last is not None
+            and event.superseded_by == last.correlation_id
+            and w.handle.info.status is RunStatus.PAUSED
+        ):
+            self._start_dwell(w)
 
     def _start_dwell(self, w: _Watch) -> None:
         w.pause_applied, w.held = False, True
