@@ -187,6 +187,26 @@ def test_a_file_that_is_not_utf8_is_an_error_not_a_traceback(tmp_path: Path) -> 
         SupervisorSpec.from_yaml(spec)
 
 
+def test_a_byte_that_is_not_utf8_is_named_by_its_line(tmp_path: Path) -> None:
+    # only its offset in the file was said: no FILE:LINE in 'tinyagents validate', and a
+    # count of bytes to find it in an editor
+    spec = tmp_path / "latin1.yaml"
+    spec.write_bytes("on_violation: abort\ncriteria: café\n".encode("latin-1"))
+    [finding] = validate_file(spec)
+    assert finding.line == 2 and "byte 0xe9 on line 2" in finding.message
+    out = io.StringIO()
+    assert validate_command(str(spec), out) == 1
+    assert out.getvalue().startswith(f"{spec}:2: error: ")
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(spec)
+    assert caught.value.line == 2
+    (tmp_path / "policy.md").write_bytes(b"Stay on billing.\n\xff\n")
+    spec.write_text("model: openai/judge\ncriteria_file: policy.md\n")
+    [finding] = validate_file(spec)
+    assert finding.line == 2  # the spec's line naming the file; the byte's is in the message
+    assert "byte 0xff on line 2 of it" in finding.message
+
+
 def test_yaml_nested_too_deep_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     """PyYAML composes recursively: 600 nested lists were a RecursionError traceback."""
     spec = tmp_path / "deep.yaml"

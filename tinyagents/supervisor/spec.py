@@ -678,7 +678,7 @@ def read_source(source: str | Path) -> tuple[str, Path | None, str]:
         path = Path(source)
         if not is_file(path):
             raise SupervisorSpecError(not_a_file(path), source=str(path))
-        return read_text(path, str(path)), path.resolve().parent, str(path)
+        return read_text(path, str(path), spec=True), path.resolve().parent, str(path)
     if not isinstance(source, str):
         raise SupervisorSpecError(
             f"a spec is read from YAML text (a str) or from a file (a Path), got "
@@ -721,10 +721,12 @@ def _too_long(size: int, what: str, unit: str = "bytes") -> SupervisorSpecError 
     )
 
 
-def read_text(path: Path, what: str) -> str:
+def read_text(path: Path, what: str, *, spec: bool = False) -> str:
     """The text of a spec, models or criteria file; what cannot be read is a
     ``SupervisorSpecError``, and so is what is not a regular file: a named pipe or a device
-    has no size to check, and reading one (a pipe no one writes, ``/dev/zero``) never ends."""
+    has no size to check, and reading one (a pipe no one writes, ``/dev/zero``) never ends.
+    ``spec``: the file is the spec itself, so the line of a byte that is not UTF-8 is the
+    error's ``line`` (another file's is said in the message)."""
     try:
         if not path.is_file():
             raise SupervisorSpecError(f"cannot read {what}: {not_a_file(path)}")
@@ -735,9 +737,11 @@ def read_text(path: Path, what: str) -> str:
     except OSError as exc:
         raise SupervisorSpecError(f"cannot read {what}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
         raise SupervisorSpecError(
-            f"cannot read {what}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
-            f"offset {exc.start}); save it as UTF-8"
+            f"cannot read {what}: it is not UTF-8 text (byte {exc.object[exc.start]:#04x} on "
+            f"line {line}{'' if spec else ' of it'}, at offset {exc.start}); save it as UTF-8",
+            line=line if spec else None,
         ) from None
 
 
