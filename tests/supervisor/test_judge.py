@@ -385,6 +385,20 @@ async def test_a_verdict_answered_as_a_tool_call_is_still_a_verdict() -> None:
     assert (verdict.passed, verdict.reason) == (False, "no")
 
 
+async def test_a_verdict_answered_as_a_tool_call_after_a_sentence_is_still_a_verdict() -> None:
+    # models that answer in a tool call often say a sentence first ("I'll record my
+    # verdict."): with any text beside it, the call's arguments were never read, and every
+    # verdict was a JudgeError quoting the sentence
+    answer = ModelResponse(
+        text="I'll record my verdict.",
+        tool_calls=[ToolCall(id="c1", name="verdict", args={"passed": False, "reason": "no"})],
+    )
+    async with OpenAICompatServer([answer]) as server:
+        model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
+        verdict = await Judge(model, criteria="", timeout_s=30).verdict(_metadata())
+    assert (verdict.passed, verdict.reason) == (False, "no")
+
+
 async def test_a_verdict_with_a_null_reason_is_a_verdict_without_one() -> None:
     judge = Judge(ScriptedModel(['{"passed": false, "reason": null}']), criteria="", timeout_s=30)
     verdict = await judge.verdict(_metadata())

@@ -92,7 +92,7 @@ def parse_verdict(response: ModelResponse) -> Verdict | None:
 
     Servers that ignore ``response_format`` (Ollama, LM Studio, llama.cpp without a grammar)
     wrap the JSON in a markdown fence or a sentence, and some answer it as the arguments of a
-    tool call: each is read as the verdict it holds. Which one, when the text holds several
+    tool call (a sentence before it, or none): each is read as the verdict it holds. Which one, when the text holds several
     objects: the whole text if it is one; else a fenced block (pydantic-ai's and LangChain's
     JSON parsers read a fence as the answer), else an object in the prose; of those, the
     last that is a verdict. A judge states the format or gives an example before it
@@ -124,7 +124,8 @@ def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
         fences = [m.group(1).strip() for m in _FENCE.finditer(text)]
         yield from reversed(fences[-_FENCES_TRIED:])
         yield from _objects_from_the_end(text)
-    elif len(response.tool_calls) == 1 and response.tool_calls[0].parse_error is None:
+    # last: a model that answers in a tool call often says a sentence before it
+    if len(response.tool_calls) == 1 and response.tool_calls[0].parse_error is None:
         yield response.tool_calls[0].args
 
 
