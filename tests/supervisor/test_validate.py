@@ -10,6 +10,7 @@ import pytest
 
 from tinyagents.cli import main
 from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
+from tinyagents.supervisor import spec as spec_module
 from tinyagents.supervisor.validate import validate_command, validate_file
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "supervisor"
@@ -152,15 +153,18 @@ def test_a_yaml_alias_bomb_is_refused_not_expanded(tmp_path: Path) -> None:
     assert validate_command(str(spec), out) == 1
 
 
-def test_a_huge_spec_without_aliases_is_refused_for_its_size_on_its_line() -> None:
+def test_a_huge_spec_without_aliases_is_refused_for_its_size_on_its_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # refused only once all of it was composed (seconds for a 1 MB flow list), as a spec
     # whose "aliases repeat what their anchors hold", when it has no alias at all, and with
-    # no line
-    text = "rules: []\nwatches: [" + "a," * 150_000 + "a]\n"
+    # no line (the bound made small here: composing 100,000 values takes seconds)
+    monkeypatch.setattr(spec_module, "MAX_YAML_VALUES", 1_000)
+    text = "rules: []\nwatches: [" + "a," * 1_500 + "a]\n"
     with pytest.raises(SupervisorSpecError) as caught:
         SupervisorSpec.from_yaml(text)
     assert "alias" not in str(caught.value)
-    assert "more than 100,000 values" in str(caught.value)
+    assert "more than 1,000 values" in str(caught.value)
     assert caught.value.line == 2
     [finding] = validate_file(text)
     assert finding.severity == "error" and finding.line == 2
