@@ -194,6 +194,10 @@ class Runtime:
         #: policies): close waits for them. A run that an END_OF_TURN message reopened runs on
         #: in a new task while the old one is still here, where no handle names it.
         self._ending: set[asyncio.Task[Any]] = set()
+        #: Run tasks ``close`` ended the run of without them (``_end_without_task``): a
+        #: ``finish`` from one, if it ever ends, is ignored (a run ends once). Each leaves
+        #: when it ends.
+        self._left_behind: set[asyncio.Task[Any]] = set()
         #: Snapshots of released runs not yet saved (``forget`` is synchronous).
         self._unsaved: list[dict[str, Any]] = []
         #: The claims of starts under way (``_claim``), until their run is registered: run id
@@ -260,7 +264,9 @@ class Runtime:
 
         In this order: ``submit``/``start``/``register`` raise ``RuntimeClosed`` from the first
         line on; the submits under way finish; runs still going are cancelled (their children
-        too) and awaited, each with its terminal event; the runtime's own tasks are awaited,
+        too) and awaited, each with its terminal event (a run whose task has not ended
+        ``CLOSE_GRACE_S`` after its cancel, its cleanup stuck, is ended ``cancelled`` without
+        it, the task left behind and logged); the runtime's own tasks are awaited,
         and so are runs still ending (handing their waiting commands over);
         then every command still open fails with ``runtime closed before delivery`` — unless
         the store is durable, where accepted and deferred commands stay open in the steering
@@ -291,20 +297,35 @@ class Runtime:
             self._submits_done = asyncio.Event()
             await self._submits_done.wait()
         me = asyncio.current_task()
+        left: set[asyncio.Task[Any]] = set()  # run tasks whose cancellation never finished
+        asked: set[asyncio.Task[Any]] = set()  # run tasks cancelled
         while True:  # a run may spawn a task while it is being cancelled: go until none is left
-            tasks = [
-                h.task for h in self.runs.handles() if h.task is not None and not h.task.done()
+            runs = [
+                (h, h.task)
+                for h in self.runs.handles()
+                if h.task is not None and not h.task.done() and h.task not in left
             ]
             pending: list[asyncio.Task[Any]] = [
-                *tasks,
+                *(task for _, task in runs),
                 *(t for t in self._tasks if not t.done()),
-                *(t for t in self._ending if not t.done() and t is not me),
+                *(t for t in self._ending if not t.done() and t is not me and t not in left),
             ]
             if not pending:
                 break
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            for _, task in runs:
+                if task not in asked:  # once: a task ending its run (slowly) is not cut short
+                    asked.add(task)
+                    task.cancel()
+            done, _ = await asyncio.wait(pending, timeout=CLOSE_GRACE_S)
+            for task in done:  # retrieved, as gather(return_exceptions=True) did
+                if not task.cancelled():
+                    task.exception()
+            for h, task in runs:
+                # (a task ending its run, in ``finish``, is waited for: it is not stuck)
+                if not task.done() and task not in self._ending:
+                    left.add(task)
+                    if not h.done:  # (else its run ended without it already)
+                        await self._end_without_task(h)
         if not self._durable:
             self.router.settle_all()
         # Every step is taken even when one fails (a dead store must not leave the bus or the
@@ -340,6 +361,27 @@ class Runtime:
         self._open = False
         if failures:
             raise failures[0]
+
+    async def _end_without_task(self, handle: RunHandle) -> None:
+        """A run whose task did not end within ``CLOSE_GRACE_S`` of its cancel: ended
+        ``cancelled`` without it (its driver's way, or here), the task left behind, logged."""
+        why = (
+            f"runtime closed; the run's task did not end within {CLOSE_GRACE_S:g} s of its "
+            "cancel (a tool or node whose cancellation never finishes?) and was abandoned"
+        )
+        try:
+            if await handle.driver.end_without_task(why):
+                return
+        except Exception as exc:
+            _log.error("run %s: ending it without its task failed", handle.run_id, exc_info=exc)
+        task = handle.task
+        _log.error("run %s: %s (task %r)", handle.run_id, why, task)
+        if task is not None and not task.done():
+            self._left_behind.add(task)
+            task.add_done_callback(self._left_behind.discard)
+        if not handle.done:
+            ended = RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED, error=why)
+            await self.finish(handle, ended)
 
     # ------------------------------------------------------------------ steering
 
@@ -902,6 +944,8 @@ class Runtime:
         if task is None:
             await self._finish(handle, result)
             return
+        if task in self._left_behind:  # its run was ended without it (close)
+            return
         self._ending.add(task)
         try:
             await self._finish(handle, result)
@@ -1024,6 +1068,10 @@ class Runtime:
         if not self._open:
             raise ConfigurationError("the runtime is not open: use 'async with Runtime(...) as rt'")
 
+
+#: How long ``close`` waits for a cancelled run's task before it ends the run without it (a
+#: tool or node whose cancellation never finishes) and goes on; the task is left behind, logged.
+CLOSE_GRACE_S = 1.0
 
 #: How often a thread waiting in ``submit_threadsafe`` checks that the runtime's loop runs.
 _LOOP_CHECK_S = 0.5

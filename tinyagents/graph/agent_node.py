@@ -21,7 +21,7 @@ from tinyagents._record import FrozenRecord
 from tinyagents.errors import ConfigurationError, GraphError, RunFailed
 from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
-from tinyagents.harness.loop import limit_error, start_agent_run
+from tinyagents.harness.loop import cancel_run_task, limit_error, start_agent_run
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
@@ -122,9 +122,8 @@ async def run_agent_node(
     try:
         result = await handle.result()
     except BaseException:
-        if handle.task is not None and not handle.task.done():
-            # the node was cancelled: so is its agent, saying why
-            handle.task.cancel(f"graph task {task.id} (node {task.node!r}) was cancelled")
+        # the node was cancelled: so is its agent, saying why
+        cancel_run_task(handle, f"graph task {task.id} (node {task.node!r}) was cancelled")
         raise
     if result.status is RunStatus.ABORTED and node.on_aborted is not None:
         if callable(node.on_aborted):

@@ -164,7 +164,14 @@ class AgentRun(RunDriver):
         #: Set while a model call is under way when a cancel for its next boundary is queued:
         #: the call makes no further attempt (``ModelRequest.stop_retrying``). One per run.
         self._stop_retrying: asyncio.Event | None = None
-        self._in_tool = False  # a tool call is under way (its result boundary will come)
+        #: The tool call under way (its result boundary will come), or None.
+        self._in_tool: ToolCall | None = None
+        #: Checks, while a cancel waits for the tool call under way, that its cancellation
+        #: ends (``_watch_tool``); None while no cancel waits.
+        self._tool_watch: asyncio.TimerHandle | None = None
+        #: How the run ended when it was ended without its task (``end_without_task``): its
+        #: task, if it ever ends, changes nothing then.
+        self._given_up: RunResult | None = None
         #: The tool call whose frames a thrown GeneratorExit closed (``main`` answers it).
         self._closed_call: ToolCall | None = None
         #: How many messages the run was given (history and input): an ask of ours among
@@ -410,6 +417,8 @@ class AgentRun(RunDriver):
     ) -> bool:
         """Frozen by an ancestor's cancel: apply what arrives here until the cancel (which
         raises ``Stop``) lands, or the run is unfrozen because the cancel was refused."""
+        if self._given_up is not None:  # the run ended without this task, which came back
+            raise asyncio.CancelledError
         poke = self._poke = self._poke or asyncio.Event()
         poke.clear()
         cmds = self.handle.inbox.take(boundary, final=final, **where)
@@ -686,7 +695,7 @@ class AgentRun(RunDriver):
                 raise
 
         handler = fold(self._tool_hooks, self.ctx, dispatch) if self._tool_hooks else dispatch
-        self._in_tool = True
+        self._in_tool = call
         try:
             result = await handler(call)
         except ToolError as exc:
@@ -696,7 +705,7 @@ class AgentRun(RunDriver):
                 call_id=call.id, name=call.name, content=message_of(exc), error=True
             )
         finally:
-            self._in_tool = False
+            self._in_tool = None
         if not isinstance(result, ToolResult):
             raise _returned(self.agent.name, "tool", result, ToolResult)
         if result.call_id != call.id or result.name != call.name:
@@ -727,7 +736,7 @@ class AgentRun(RunDriver):
     def may_call_tools(self) -> bool:
         # the last request's tools: a call of one withdrawn since still has its result
         # boundary (answered "withdrawn"), and so does one under way
-        return bool(self.allowed_tools()) or bool(self._offered) or self._in_tool
+        return bool(self.allowed_tools()) or bool(self._offered) or self._in_tool is not None
 
     def model_name(self) -> str | None:
         models = self.info.models
@@ -768,6 +777,7 @@ class AgentRun(RunDriver):
         cmd = next(filter(self._passes_down, self.handle.inbox.queue.cancels()), None)
         if cmd is None:
             return
+        self._watch_tool(None)
         if stop is not None:
             stop.set()
         if self.passed_down is not None:
@@ -785,7 +795,7 @@ class AgentRun(RunDriver):
         sure to come."""
         delivery = cmd.delivery
         return delivery is SteeringDelivery.NEXT_BOUNDARY or (
-            delivery is SteeringDelivery.AFTER_TOOL_RESULT and self._in_tool
+            delivery is SteeringDelivery.AFTER_TOOL_RESULT and self._in_tool is not None
         )
 
     def check_target(self, cmd: SteeringCommand) -> str | None:
@@ -806,6 +816,7 @@ class AgentRun(RunDriver):
             self._model_answer.cancel()  # the run goes on at once, not after the call's cleanup
             self._model_task.cancel()
             self._interrupted = self._model_task
+        self._watch_tool(None)
         reason = cmd.payload.get("reason")
         self.passed_down = (reason, True)
         self.interrupted = True
@@ -815,6 +826,76 @@ class AgentRun(RunDriver):
                 self._send_cancels(marked, reason, immediate=True),
                 name=f"cancel-subtree-{self.info.run_id}",
             )
+
+    def _watch_tool(self, why: str | None) -> None:
+        """A cancel is queued while a tool call is under way: it lands after the call. A
+        call whose cancellation never finishes (its tool timed out, and its cleanup swallows
+        every cancel or awaits for ever) would hold the cancel, and the run, for ever; so
+        while the cancel waits, the call is looked at every ``CANCEL_GRACE_S``, and found
+        still being cancelled twice in a row, the run ends without it (``end_without_task``).
+        Nothing is armed for a run's ordinary tool calls: only a cancel waiting arms it (or
+        the run's task cancelled by whoever started it: ``cancel_run_task``, ``why``)."""
+        call = self._in_tool
+        if call is None or self._tool_watch is not None or self._given_up is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, False, why)
+
+    def _check_tool(self, call: ToolCall, was_cancelling: bool, why: str | None) -> None:
+        self._tool_watch = None
+        task = self.handle.task
+        if self._in_tool is not call or task is None or task.done() or self.handle.done:
+            return
+        cancelling = task.cancelling() > 0
+        if was_cancelling and cancelling:
+            cancel = next(iter(self.handle.inbox.queue.cancels()), None)
+            said = cancel.payload.get("reason") if cancel is not None else why
+            reason = (
+                f"{said or 'cancelled'}; tool {call.name!r} (call {call.id}) was being "
+                f"cancelled and did not finish within {CANCEL_GRACE_S:g} s: the run ended "
+                "without it, its task abandoned"
+            )
+            self.runtime.spawn(self.end_without_task(reason), name=f"give-up-{self.info.run_id}")
+            return
+        loop = asyncio.get_running_loop()
+        self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, cancelling, why)
+
+    async def end_without_task(self, why: str) -> bool:
+        """The run's task did not end within a grace after it was cancelled (a tool whose
+        cancellation never finishes): end the run now with ``why``, ``cancelled``, as its
+        cancel would have ended it, and leave the task behind (logged; it is cancelled once
+        more, and whatever it does if it ever ends changes nothing). The cancel waiting for
+        the tool's result is applied there, as if the result had come."""
+        task = self.handle.task
+        if self._given_up is not None or self.handle.done:
+            return True
+        self.frozen = True  # a task that comes back goes no further than its next boundary
+        result = self._given_up = self._result(RunStatus.CANCELLED, self.last_text, why)
+        _log.error("run %s: %s (task %r)", self.info.run_id, why, task)
+        if self._tool_watch is not None:
+            self._tool_watch.cancel()
+            self._tool_watch = None
+        call = self._in_tool
+        if call is not None:
+            where: dict[str, Any] = {"tool_call_id": call.id}
+            cmds = self.handle.inbox.take(Boundary.AFTER_TOOL_RESULT, **where)
+            cancel = next((c for c in cmds if c.kind is SteeringKind.CANCEL), None)
+            for cmd in cmds:
+                if cancel is None:
+                    self.handle.inbox.failed(cmd, "the run ended before it was applied")
+                elif cmd is cancel:
+                    self.handle.inbox.applied(
+                        cmd, boundary=Boundary.AFTER_TOOL_RESULT.value, **where
+                    )
+                else:
+                    self.handle.inbox.superseded(cmd, cancel.correlation_id)
+            if cancel is not None:
+                self.stopped_by = cancel.actor
+        self.abandon(self._freeze_subtree(interrupt=True), "its parent ended without its task")
+        if task is not None and not task.done():
+            _let_go(task)
+        await self._finish_run(result)
+        return True
 
     async def on_late_command(self, cmd: SteeringCommand) -> bool:
         """An END_OF_TURN message after the run completed gives the agent another turn, if
@@ -979,6 +1060,14 @@ class AgentRun(RunDriver):
         )
 
     async def _end(self, result: RunResult) -> RunResult:
+        if self._given_up is not None:  # ended already, without this task
+            return self._given_up
+        if self._tool_watch is not None:
+            self._tool_watch.cancel()
+            self._tool_watch = None
+        return await self._finish_run(result)
+
+    async def _finish_run(self, result: RunResult) -> RunResult:
         self._fail_staged("the run ended before the message reached the model")
         # What is still queued fails now, before the run's end event: a reader that stops at
         # that event (a stream, a waiter, a log) must have seen every command of the run end.
@@ -1356,6 +1445,10 @@ async def _no_exit(
         settle(answer, result=response)
 
 
+#: How long a run's cancellation may take before the run ends without its task (a tool whose
+#: cleanup never finishes): see ``AgentRun._watch_tool``; ``Runtime.close`` has its own.
+CANCEL_GRACE_S = 1.0
+
 #: Calls the run stopped waiting for (cancelled, ending alone): kept until they end, as asyncio
 #: keeps only weak references to tasks.
 _LET_GO: set[asyncio.Task[Any]] = set()
@@ -1388,6 +1481,18 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
         parent_run._send_cancels([handle], reason, immediate=immediate),
         name=f"cancel-late-child-{handle.run_id}",
     )
+
+
+def cancel_run_task(handle: RunHandle, why: str) -> None:
+    """Cancel a run's task (saying ``why``) from the code that started it (a graph's agent
+    node cancelled with its graph): the run ends ``cancelled``, and if a tool's cleanup holds
+    its task, without it after ``CANCEL_GRACE_S`` (``AgentRun._watch_tool``)."""
+    task = handle.task
+    if task is None or task.done():
+        return
+    task.cancel(why)
+    if isinstance(handle.driver, AgentRun):
+        handle.driver._watch_tool(why)
 
 
 def abandon_child(runtime: RunHost, handle: RunHandle, why: str) -> None:

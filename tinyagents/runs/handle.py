@@ -62,6 +62,12 @@ class RunDriver:
     def interrupt_now(self, cmd: SteeringCommand) -> None:
         """An IMMEDIATE cancel arrived: cancel the in-flight model request, never a tool."""
 
+    async def end_without_task(self, why: str) -> bool:
+        """The run's task did not end within a grace after it was cancelled (its cleanup
+        never finishes): give the run its terminal state (``why``) now, the task left behind.
+        False if the execution layer cannot; the runtime then ends the run itself."""
+        return False
+
     async def on_late_command(self, cmd: SteeringCommand) -> bool:
         """A command arrived after the run's last boundary. Return True if it was taken
         (e.g. an END_OF_TURN instruction starting another turn); False fails it."""
