@@ -307,7 +307,8 @@ class Runtime:
             ]
             pending: list[asyncio.Task[Any]] = [
                 *(task for _, task in runs),
-                *(t for t in self._tasks if not t.done()),
+                # (a graph run's task is the runtime's own too: not waited for once left)
+                *(t for t in self._tasks if not t.done() and t not in left),
                 *(t for t in self._ending if not t.done() and t is not me and t not in left),
             ]
             if not pending:

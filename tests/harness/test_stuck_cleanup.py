@@ -185,3 +185,29 @@ async def test_a_cancelled_agent_node_ends_past_its_tool_that_never_finishes_its
     assert result.status is RunStatus.CANCELLED
     assert "writer" in str(result.error) and "'stuck'" in str(result.error)
     await rt.close()
+
+
+async def test_close_returns_past_a_graph_node_that_swallows_every_cancel(
+    stuck: StuckCleanup, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A graph run's task is the runtime's own too: ``close`` waited for it there after it
+    had ended the run without it."""
+
+    async def node(state: Topic) -> Topic:
+        return {"draft": await stuck.tool.call({})}
+
+    graph = StateGraph(Topic).add_node("n", node).add_edge(START, "n").add_edge("n", END)
+    rt = Runtime(testing=True)
+    await rt.open()
+    handle = await rt.start_graph(graph.compile(), {"topic": "cats"})
+    await stuck.started.wait()
+    with caplog.at_level(logging.ERROR):
+        await rt.close()
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED
+    assert "runtime closed" in str(result.error)
+    assert any("abandoned" in r.getMessage() for r in caplog.records)
+    assert handle.task is not None
+    stuck.release.set()
+    await asyncio.wait([handle.task])
+    assert (await handle.result()).status is RunStatus.CANCELLED
