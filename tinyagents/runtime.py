@@ -378,6 +378,7 @@ class Runtime:
         task = handle.task
         _log.error("run %s: %s (task %r)", handle.run_id, why, task)
         if task is not None and not task.done():
+            handle.left_behind = task
             self._left_behind.add(task)
             task.add_done_callback(self._left_behind.discard)
         if not handle.done:

@@ -211,3 +211,4 @@ async def test_close_returns_past_a_graph_node_that_swallows_every_cancel(
     stuck.release.set()
     await asyncio.wait([handle.task])
     assert (await handle.result()).status is RunStatus.CANCELLED
+    assert "runtime closed" in str((await handle.result()).error)  # not the late task's end

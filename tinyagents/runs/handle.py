@@ -134,6 +134,9 @@ class RunHandle:
         self.default_actor: AnyActor = _local_operator(info.tenant_id)
         #: An ancestor's cancel has been sent to this run (a subtree is cancelled once per run).
         self.cancelling = False
+        #: The task the run was ended without (its cancellation never finished: see
+        #: ``Runtime.close``): a ``finish`` from it, if it ever ends, is ignored.
+        self.left_behind: asyncio.Task[Any] | None = None
 
     @property
     def run_id(self) -> str:
@@ -266,6 +269,8 @@ class RunHandle:
 
     def finish(self, result: RunResult) -> None:
         """Called once by the execution layer when the run ends."""
+        if self.left_behind is not None and _current_task() is self.left_behind:
+            return  # the run ended without this task already: it keeps that end
         self.info.status = result.status
         self._result = result
         waiters, self._waiters = self._waiters, []
@@ -286,6 +291,13 @@ class RunHandle:
         """The run takes another turn after it had finished (END_OF_TURN steering)."""
         self._result = None
         self.info.status = RunStatus.RUNNING
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
