@@ -1073,7 +1073,9 @@ class Runtime:
 
 #: How long ``close`` waits for a cancelled run's task before it ends the run without it (a
 #: tool or node whose cancellation never finishes) and goes on; the task is left behind, logged.
-CLOSE_GRACE_S = 1.0
+#: Longer than ``CANCEL_GRACE_S``: a run's ordinary cleanup at close (a cancelled sub-agent
+#: tree, a checkpoint written on a busy machine) is not cut short.
+CLOSE_GRACE_S = 5.0
 
 #: How often a thread waiting in ``submit_threadsafe`` checks that the runtime's loop runs.
 _LOOP_CHECK_S = 0.5
