@@ -1745,3 +1745,44 @@ async def test_a_system_message_inside_a_history_is_no_system_prompt() -> None:
         *((m.role, m.content) for m in history),
         ("user", "Go on"),
     ]
+
+
+# --- tool descriptions from docstrings ------------------------------------------------------
+
+
+def test_a_docstring_with_no_summary_describes_nothing_but_its_arguments() -> None:
+    # ports tests/test_tools.py::test_docstring_google_no_body and ::test_only_returns_type:
+    # a docstring that opens on its "Args:" (or "Returns:") section has no summary; that
+    # section was read as one, and the tool described as "Args: foo: The foo thing. ...".
+    @tool
+    def no_body(foo: int) -> str:
+        """
+        Args:
+            foo: The foo thing.
+        """
+        return str(foo)
+
+    @tool
+    def only_returns() -> str:
+        """
+
+        Returns:
+            str: The result as a string.
+        """
+        return "foo"
+
+    @tool
+    def numpy_no_body(foo: int) -> str:
+        """
+        Parameters
+        ----------
+        foo : int
+            The foo thing.
+        """
+        return str(foo)
+
+    assert no_body.description == only_returns.description == numpy_no_body.description == ""
+    for documented in (no_body, numpy_no_body):
+        assert documented.parameters["properties"] == {
+            "foo": {"description": "The foo thing.", "type": "integer"}
+        }

@@ -634,6 +634,10 @@ _SCHEMA_NAMES = frozenset({"properties", "$defs", "definitions", "patternPropert
 
 _SECTION_RE = re.compile(r"^(\w+):$")
 _ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters"})
+#: The Google sections a docstring may open on, with no summary before them.
+_SECTIONS = _ARG_SECTIONS | frozenset(
+    {"Returns", "Return", "Yields", "Raises", "Examples", "Example", "Note", "Notes"}
+)
 _PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 #: ``:param foo: ...`` or ``:param int foo: ...`` (Sphinx); any other ``:field:`` ends one.
 _SPHINX_PARAM_RE = re.compile(r"^:param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$")
@@ -649,9 +653,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     indented under its first."""
     lines = doc.splitlines()
     summary: list[str] = []
-    for line in lines:
-        if not line.strip() or line.startswith(":"):
-            break
+    for index, line in enumerate(lines):
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if not line.strip() or line.startswith(":") or _starts_section(line, following):
+            break  # a docstring opening on its "Args:" (or "Returns:") section has no summary
         summary.append(line)
     params: dict[str, str] = {}
     style: str | None = None  # the argument section we are in: "google", "numpy", "sphinx"
@@ -680,6 +685,14 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif current and line.strip() and (style == "google" or line[0].isspace()):
             params[current] = f"{params[current]} {line.strip()}".strip()
     return " ".join(" ".join(summary).split()), params
+
+
+def _starts_section(line: str, following: str) -> bool:
+    """Whether ``line`` is a Google section's header or a NumPy section's title."""
+    header = _SECTION_RE.match(line)
+    return (header is not None and header.group(1) in _SECTIONS) or (
+        bool(line.strip()) and _UNDERLINE_RE.match(following) is not None
+    )
 
 
 #: How many of a call's argument problems its error result names, and how much of each bad
