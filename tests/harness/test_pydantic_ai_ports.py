@@ -16,10 +16,10 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict  # pydantic wants it on Python < 3.12
 
 from tinyagents import (
@@ -1786,3 +1786,29 @@ def test_a_docstring_with_no_summary_describes_nothing_but_its_arguments() -> No
         assert documented.parameters["properties"] == {
             "foo": {"description": "The foo thing.", "type": "integer"}
         }
+
+
+def test_a_description_given_in_field_wins_over_the_docstrings() -> None:
+    # ports tests/test_tools.py::test_docstring_google_no_body: pydantic-ai takes the
+    # docstring's description only for a parameter whose Field gives none; ours replaced the
+    # Field's description (in Annotated[...] or as the default) with the docstring's.
+    @tool
+    def described(
+        foo: int,
+        bar: Annotated[str, Field(description="from fields")],
+        baz: int = Field(3, description="from the default"),
+    ) -> str:
+        """Describe.
+
+        Args:
+            foo: The foo thing.
+            bar: The bar thing.
+            baz: The baz thing.
+        """
+        return f"{foo} {bar} {baz}"
+
+    assert described.parameters["properties"] == {
+        "foo": {"description": "The foo thing.", "type": "integer"},
+        "bar": {"description": "from fields", "type": "string"},
+        "baz": {"default": 3, "description": "from the default", "type": "integer"},
+    }

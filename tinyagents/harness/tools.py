@@ -548,8 +548,8 @@ def _arguments_model(
         default = ... if param.default is inspect.Parameter.empty else param.default
         annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
         extra: dict[str, Any] = {}
-        if param.name in param_docs:
-            extra["description"] = param_docs[param.name]
+        if param.name in param_docs and not _describes(annotation, default):
+            extra["description"] = param_docs[param.name]  # a Field's own description wins
         if isinstance(default, FieldInfo):
             # `limit: int = Field(5, ge=1)`, read as pydantic's validate_call reads it: its
             # constraints and description go with the type, its default (or factory) stays
@@ -572,6 +572,12 @@ def _arguments_model(
             f"parameter that receives the run's context {CTX_PARAM!r} (or annotate it RunContext)"
         ) from exc
     return model, params, takes_ctx
+
+
+def _describes(annotation: Any, default: Any) -> bool:
+    """Whether a parameter's ``Field`` (in ``Annotated[...]`` or as its default) describes it."""
+    infos = [default, *(get_args(annotation)[1:] if get_origin(annotation) is Annotated else ())]
+    return any(isinstance(info, FieldInfo) and info.description is not None for info in infos)
 
 
 def _check_ctx_annotation(name: str, param: inspect.Parameter) -> None:
