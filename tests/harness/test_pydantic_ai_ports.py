@@ -1812,3 +1812,66 @@ def test_a_description_given_in_field_wins_over_the_docstrings() -> None:
         "bar": {"description": "from fields", "type": "string"},
         "baz": {"default": 3, "description": "from the default", "type": "integer"},
     }
+
+
+def test_keyword_args_and_other_parameters_sections_describe_arguments_too() -> None:
+    # ports pydantic-ai's docstring reading (griffe): Google "Keyword Args:" and "Other
+    # Parameters:" sections, and NumPy "Other Parameters", describe arguments as "Args:"
+    # does; ours read only "Args:", "Arguments:" and "Parameters", so those arguments were
+    # offered with no description.
+    @tool
+    def google(a: int, b: int, c: int) -> str:
+        """Summary.
+
+        Args:
+            a: The a.
+
+        Keyword Args:
+            b: The b.
+
+        Other Parameters:
+            c: The c.
+        """
+        return f"{a}{b}{c}"
+
+    @tool
+    def numpy(a: int, b: int) -> str:
+        """Summary.
+
+        Parameters
+        ----------
+        a : int
+            The a.
+
+        Other Parameters
+        ----------------
+        b : int
+            The b.
+        """
+        return f"{a}{b}"
+
+    for documented, names in ((google, "abc"), (numpy, "ab")):
+        assert documented.description == "Summary."
+        assert documented.parameters["properties"] == {
+            name: {"description": f"The {name}.", "type": "integer"} for name in names
+        }
+
+
+def test_numpy_parameters_sharing_a_line_share_its_description() -> None:
+    # ports pydantic-ai's NumPy docstring reading (griffe): "a, b : int" describes both; ours
+    # read the line as no parameter at all.
+    @tool
+    def shared(a: int, b: int) -> str:
+        """Summary.
+
+        Parameters
+        ----------
+        a, b : int
+            Shared.
+        """
+        return f"{a}{b}"
+
+    assert shared.parameters["properties"] == {
+        "a": {"description": "Shared.", "type": "integer"},
+        "b": {"description": "Shared.", "type": "integer"},
+    }

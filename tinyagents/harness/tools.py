@@ -638,17 +638,23 @@ _SCHEMA_VALUES = frozenset({"default", "examples", "example", "const", "enum"})
 #: The keys of a JSON Schema whose value maps names to schemas.
 _SCHEMA_NAMES = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
-_SECTION_RE = re.compile(r"^(\w+):$")
-_ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters"})
+_SECTION_RE = re.compile(r"^(\w+(?: \w+)?):$")
+#: The sections that describe arguments (lower case), as griffe reads them for pydantic-ai.
+_ARG_SECTIONS = frozenset(
+    f"{kind} {word}".strip()
+    for kind in ("", "keyword", "other")
+    for word in ("args", "arguments", "params", "parameters")
+)
 #: The Google sections a docstring may open on, with no summary before them.
 _SECTIONS = _ARG_SECTIONS | frozenset(
-    {"Returns", "Return", "Yields", "Raises", "Examples", "Example", "Note", "Notes"}
+    {"returns", "return", "yields", "raises", "examples", "example", "note", "notes"}
 )
 _PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 #: ``:param foo: ...`` or ``:param int foo: ...`` (Sphinx); any other ``:field:`` ends one.
 _SPHINX_PARAM_RE = re.compile(r"^:param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$")
-#: ``foo : int`` (or just ``foo``), at the left margin of a NumPy ``Parameters`` section.
-_NUMPY_PARAM_RE = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
+#: ``foo : int`` (or just ``foo``, or ``foo, bar : int``), at the left margin of a NumPy
+#: ``Parameters`` section.
+_NUMPY_PARAM_RE = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
 _UNDERLINE_RE = re.compile(r"^\s*-{3,}\s*$")
 
 
@@ -666,37 +672,38 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         summary.append(line)
     params: dict[str, str] = {}
     style: str | None = None  # the argument section we are in: "google", "numpy", "sphinx"
-    current: str | None = None
+    current: list[str] = []  # the arguments the line describes, if it goes on a description
     for index, line in enumerate(lines):
         following = lines[index + 1] if index + 1 < len(lines) else ""
         if _UNDERLINE_RE.match(line):
             continue
         if line.strip() and _UNDERLINE_RE.match(following):  # a NumPy section's title
-            style = "numpy" if line.strip() in _ARG_SECTIONS else None
-            current = None
+            style = "numpy" if line.strip().lower() in _ARG_SECTIONS else None
+            current = []
         elif header := _SECTION_RE.match(line):
-            style = "google" if header.group(1) in _ARG_SECTIONS else None
-            current = None
+            style = "google" if header.group(1).lower() in _ARG_SECTIONS else None
+            current = []
         elif match := _SPHINX_PARAM_RE.match(line):
-            style, current = "sphinx", match.group(1)
-            params[current] = match.group(2).strip()
+            style, current = "sphinx", [match.group(1)]
+            params[match.group(1)] = match.group(2).strip()
         elif line.startswith(":"):  # :returns:, :type foo:, :raises: ...
-            current = None
+            current = []
         elif style == "google" and (match := _PARAM_RE.match(line)):
-            current = match.group(1)
-            params[current] = match.group(2).strip()
+            current = [match.group(1)]
+            params[match.group(1)] = match.group(2).strip()
         elif style == "numpy" and (match := _NUMPY_PARAM_RE.match(line)):
-            current = match.group(1)
-            params[current] = ""
+            current = [name.strip().lstrip("*") for name in match.group(1).split(",")]
+            params.update(dict.fromkeys(current, ""))
         elif current and line.strip() and (style == "google" or line[0].isspace()):
-            params[current] = f"{params[current]} {line.strip()}".strip()
+            for name in current:
+                params[name] = f"{params[name]} {line.strip()}".strip()
     return " ".join(" ".join(summary).split()), params
 
 
 def _starts_section(line: str, following: str) -> bool:
     """Whether ``line`` is a Google section's header or a NumPy section's title."""
     header = _SECTION_RE.match(line)
-    return (header is not None and header.group(1) in _SECTIONS) or (
+    return (header is not None and header.group(1).lower() in _SECTIONS) or (
         bool(line.strip()) and _UNDERLINE_RE.match(following) is not None
     )
 
