@@ -1875,3 +1875,46 @@ def test_numpy_parameters_sharing_a_line_share_its_description() -> None:
         "a": {"description": "Shared.", "type": "integer"},
         "b": {"description": "Shared.", "type": "integer"},
     }
+
+
+class Scored(TypedDict):
+    a: int
+    """The first parameter"""
+    b: int
+    """The second parameter"""
+
+
+@dataclasses.dataclass
+class ScoredBox:
+    a: int
+    """The boxed parameter"""
+
+
+def test_attribute_docstrings_of_a_typeddict_or_dataclass_describe_its_fields() -> None:
+    # ports tests/test_tools.py::test_tool_parameters_with_attribute_docstrings: pydantic-ai
+    # reads the docstrings under a TypedDict's (or a dataclass's) fields as their
+    # descriptions, offered alone or beside another argument; ours offered them undescribed.
+    @tool
+    def get_score(data: Scored) -> int:
+        """Score."""
+        return data["a"] + data["b"]
+
+    @tool
+    def get_boxed(data: ScoredBox) -> int:
+        """Box."""
+        return data.a
+
+    @tool
+    def get_both(data: Scored, n: int) -> int:
+        """Both."""
+        return data["a"] * n
+
+    assert get_score.parameters["properties"] == {
+        "a": {"description": "The first parameter", "type": "integer"},
+        "b": {"description": "The second parameter", "type": "integer"},
+    }
+    assert get_boxed.parameters["properties"] == {
+        "a": {"description": "The boxed parameter", "type": "integer"}
+    }
+    defs = get_both.parameters["$defs"]["Scored"]["properties"]
+    assert defs["a"] == {"description": "The first parameter", "type": "integer"}

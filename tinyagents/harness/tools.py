@@ -265,10 +265,13 @@ class _ModelArgument(FrozenRecord):
     param: str  # the parameter's name
     adapter: TypeAdapter[Any]
     keys: frozenset[str]  # the keys its schema names
+    #: a model holding it, whose config reads its field docstrings (none for a pydantic
+    #: model, which has a config of its own)
+    wrapper: type[BaseModel] | None
     extra: bool  # whether the model takes keys its schema does not name
 
     def schema(self) -> dict[str, Any]:
-        schema = self.adapter.json_schema(by_alias=True)
+        schema = _described_schema(self.adapter.json_schema(by_alias=True), self.wrapper)
         _drop_titles(schema)
         if not self.extra:
             # refused as every tool's unknown arguments are: a misspelled one is heard of
@@ -294,8 +297,31 @@ def _model_argument(params: list[tuple[str, inspect.Parameter]]) -> _ModelArgume
         param=param.name,
         adapter=adapter,
         keys=frozenset(schema.get("properties") or ()),
+        wrapper=None
+        if issubclass(kind, BaseModel)
+        else create_model(f"{param.name}_wrapper", __config__=_READ_DOCSTRINGS, value=(kind, ...)),
         extra=schema.get("additionalProperties", False) is not False,
     )
+
+
+_READ_DOCSTRINGS = ConfigDict(use_attribute_docstrings=True, defer_build=True)
+
+
+def _described_schema(schema: dict[str, Any], wrapper: type[BaseModel] | None) -> dict[str, Any]:
+    """The model's schema as it is inside ``wrapper``: a TypedDict or a stdlib dataclass has
+    no config of its own, and takes the wrapper's, which reads its field docstrings (a
+    ``TypeAdapter`` cannot be given a config for it)."""
+    if wrapper is None:
+        return schema
+    outer = wrapper.model_json_schema(by_alias=True)
+    ref = outer["properties"]["value"].get("$ref", "")
+    defs = dict(outer.get("$defs") or {})
+    inner = defs.pop(ref.removeprefix("#/$defs/"), None)
+    if inner is None or f'"{ref}"' in json.dumps([inner, defs]):  # recursive: kept as it is
+        return schema
+    if defs:
+        inner["$defs"] = defs
+    return dict(inner)
 
 
 def _is_model_like(kind: Any) -> bool:
@@ -510,7 +536,11 @@ def _is_async_callable(fn: Callable[..., Any]) -> bool:
 class _Arguments(BaseModel):
     # Extra keys are refused so the model hears about a misspelled argument instead of
     # having it silently dropped.
-    model_config = ConfigDict(extra="forbid", protected_namespaces=(), defer_build=True)
+    # A TypedDict's or a stdlib dataclass's field docstrings describe its fields, as in
+    # pydantic-ai (they take the config of the model they are in).
+    model_config = ConfigDict(
+        extra="forbid", protected_namespaces=(), defer_build=True, use_attribute_docstrings=True
+    )
 
 
 def _arguments_model(
