@@ -1918,3 +1918,70 @@ def test_attribute_docstrings_of_a_typeddict_or_dataclass_describe_its_fields() 
     }
     defs = get_both.parameters["$defs"]["Scored"]["properties"]
     assert defs["a"] == {"description": "The first parameter", "type": "integer"}
+
+
+# --- more tool results and arguments, as pydantic-ai reads them ------------------------------
+
+
+@dataclasses.dataclass
+class Located:
+    x: int
+    label: str
+
+
+async def test_tool_results_of_dataclasses_lists_and_tuples_are_json() -> None:
+    # ports tests/test_tools.py::test_return_pydantic_model for the other structures a tool
+    # returns: pydantic-ai dumps each as JSON (a dataclass as its fields, a tuple or a set as
+    # a list); ours has spaces after separators, the same JSON.
+    values: dict[str, Any] = {
+        "a_dataclass": Located(x=1, label="a"),
+        "models": [Foo(bar=1), Foo(bar=2)],
+        "a_tuple": (1, "a"),
+        "a_set": {3},
+        "a_number": 1.5,
+        "a_bool": True,
+    }
+
+    def giving(name: str, value: Any) -> Any:
+        def give() -> Any:
+            return value
+
+        return tool(give, name=name, description=f"Give {name}.")
+
+    tools = [giving(name, value) for name, value in values.items()]
+    calls = [tool_call(name) for name in values]
+    model = ScriptedModel([tool_calls(*calls), reply("ok")])
+    await Agent("a", model, tools=tools).run("go")
+    contents = [json.loads(m.content) for m in tool_messages(model.requests[1])]
+    assert contents == [
+        {"x": 1, "label": "a"},
+        [{"bar": 1}, {"bar": 2}],
+        [1, "a"],
+        [3],
+        1.5,
+        True,
+    ]
+
+
+async def test_arguments_are_validated_as_pydantic_ai_validates_them() -> None:
+    # ports tests/test_tools.py::test_call_tool_without_unrequired_parameters and
+    # ::test_tool_call_part_args_as_dict: lax validation as in pydantic-ai ("1" and 1.0 are
+    # the integer 1, 1.5 is not), arguments as JSON text, and "" for a tool of no arguments.
+    @tool
+    def no_args_tool() -> str:
+        """Nothing."""
+        return "none"
+
+    given = [
+        ToolCall(id="c1", name="add", args={"a": "1", "b": 2}),
+        ToolCall(id="c2", name="add", args={"a": 1.0, "b": 2}),
+        ToolCall(id="c3", name="add", args='{"a": 4, "b": 17}'),
+        ToolCall(id="c4", name="no_args_tool", args=""),
+        ToolCall(id="c5", name="add", args={"a": 1.5, "b": 2}),
+    ]
+    model = ScriptedModel([ModelResponse(tool_calls=given), reply("finished")])
+    result = await Agent("a", model, tools=[add, no_args_tool]).run("go")
+    assert result.output == "finished"
+    answers = [m.content for m in tool_messages(model.requests[1])]
+    assert answers[:4] == ["3", "3", "21", "none"]
+    assert "fractional part" in answers[4] and "Call it again" in answers[4]
