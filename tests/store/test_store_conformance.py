@@ -8,6 +8,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tinyagents.errors import StoreError
 from tinyagents.events import Event, GraphEvent, ModelEvent, RunEvent, SteeringEvent
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.runs import RunInfo, RunStatus
@@ -232,6 +235,26 @@ async def test_events_read_back_typed_and_in_write_order(store: Store) -> None:
     loaded = await store.load_events()
     assert [type(e) for e in loaded] == [type(e) for e in events]
     assert dumped(loaded) == dumped(events)
+
+
+async def test_an_event_a_durable_store_cannot_encode_is_a_store_error_and_its_batch_unwritten(
+    durable_backend: Any, tmp_path: Path
+) -> None:
+    """docs/postgres.md, "Failures are StoreErrors": an event holding a lone surrogate (half a
+    UTF-16 pair, which UTF-8 cannot encode) raised pydantic's PydanticSerializationError out
+    of SQLite's and PostgreSQL's ``append_events``, not a ``StoreError`` naming the store."""
+    store = durable_backend.make(tmp_path)
+    await store.open()
+    try:
+        bad = RunEvent(type="run.status", run_id="r-1", status="half a pair: \ud800", at=EPOCH)
+        with pytest.raises(StoreError, match="surrogates not allowed") as raised:
+            await store.append_events([*sample_events()[:2], bad])
+        assert "append 3 event(s)" in str(raised.value)
+        assert await store.load_events() == []  # nothing of the batch was written
+        await store.append_events(sample_events())  # the store goes on
+        assert dumped(await store.load_events()) == dumped(sample_events())
+    finally:
+        await store.close()
 
 
 async def test_event_filters(store: Store) -> None:

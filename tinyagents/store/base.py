@@ -475,6 +475,18 @@ async def written_again(write: Callable[[], Awaitable[_T]]) -> _T:
     return await write()
 
 
+def events_json(events: Sequence[Event], store: str) -> list[str]:
+    """Each event's JSON text for a durable store, or ``StoreError`` ("<store>: could not
+    append N event(s): ...") when one cannot be encoded (a lone surrogate: half a UTF-16
+    pair, which UTF-8 cannot hold), before anything is written."""
+    try:
+        return [e.to_json() for e in events]
+    except ValueError as exc:  # pydantic's PydanticSerializationError is one
+        raise StoreError(
+            f"{store}: could not append {len(events)} event(s): {_first_line(exc)}"
+        ) from exc
+
+
 def may_pass(exc: BaseException) -> bool:
     """Whether a failed write may succeed when tried again unchanged: a lock another
     connection held past the busy timeout, an I/O error, a full disk, a lost connection."""

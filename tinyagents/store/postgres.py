@@ -48,6 +48,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    events_json,
     heartbeat_age,
     read_page,
     read_receipt,
@@ -462,7 +463,10 @@ class PostgresStore(Store):
     async def append_events(self, events: list[Event]) -> None:
         if not events:
             return
-        rows = [(e.type, e.run_id, e.root_run_id, e.tenant_id, e.to_json()) for e in events]
+        rows = [
+            (e.type, e.run_id, e.root_run_id, e.tenant_id, data)
+            for e, data in zip(events, events_json(events, "PostgreSQL"), strict=True)
+        ]
         updates = terminal_updates(events)
         # the batch's own text names it: a retry of it has the same digest (its events carry
         # their times and offsets, so two batches never do)

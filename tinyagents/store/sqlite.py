@@ -30,6 +30,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    events_json,
     read_page,
     read_receipt,
     readable_events,
@@ -449,7 +450,12 @@ class SqliteStore(Store):
             (
                 "INSERT INTO events (type, run_id, root_run_id, tenant_id, data)"
                 " VALUES (?, ?, ?, ?, ?)",
-                [(e.type, e.run_id, e.root_run_id, e.tenant_id, e.to_json()) for e in events],
+                [
+                    (e.type, e.run_id, e.root_run_id, e.tenant_id, data)
+                    for e, data in zip(
+                        events, events_json(events, f"SQLite store {self.path!r}"), strict=True
+                    )
+                ],
                 True,
             )
         ]
