@@ -109,6 +109,26 @@ async def test_list_is_newest_first_and_limited(checkpointer: Checkpointer) -> N
     assert await checkpointer.list("nobody") == []
 
 
+async def test_list_before_reads_the_older_checkpoints_only(checkpointer: Checkpointer) -> None:
+    """``history(before=...)`` reads a page of older checkpoints: it used to list the whole
+    thread (every body) for each page, so paging a long thread cost its length each time."""
+    for seq in range(6):
+        await checkpointer.put(record(seq))
+    await checkpointer.put(record(0, ns="sub"))
+    older = await checkpointer.list_before("t", "", "t//4")
+    assert older is not None and [r.seq for r in older] == [3, 2, 1, 0]
+    assert older[0].frontier == record(3).frontier and older[0].metadata == {"seq": 3}
+    page = await checkpointer.list_before("t", "", "t//4", limit=2)
+    assert page is not None and [r.seq for r in page] == [3, 2]
+    assert await checkpointer.list_before("t", "", "t//0") == []
+    assert await checkpointer.list_before("t", "", "t//4", limit=0) == []
+    # not a checkpoint of that chain: None, whoever else has it
+    assert await checkpointer.list_before("t", "", "missing") is None
+    assert await checkpointer.list_before("t", "", "t/sub/0") is None
+    assert await checkpointer.list_before("t", "sub", "t//4") is None
+    assert await checkpointer.list_before("other", "", "t//4") is None
+
+
 async def test_namespaces_are_separate_chains(checkpointer: Checkpointer) -> None:
     await checkpointer.put(record(0))
     await checkpointer.put(record(0, ns="sub:t-1"))

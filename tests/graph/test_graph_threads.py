@@ -80,6 +80,52 @@ async def test_history_before_and_filter_as_langgraphs_get_state_history(
         await graph.history("t", before=3)  # type: ignore[arg-type]
 
 
+class ListsCounted(MemoryCheckpointer):
+    """Counts the records ``list`` reads for the thread API."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed = 0
+
+    async def list(
+        self, thread_id: str, ns: str = "", *, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        records = await super().list(thread_id, ns, limit=limit)
+        self.listed += len(records)
+        return records
+
+
+async def test_a_page_of_history_before_a_checkpoint_reads_that_page_only() -> None:
+    """``history(before=..., limit=...)`` listed every checkpoint of the thread (each one's
+    body read) to find ``before`` and cut a page after it: paging back through a long
+    thread cost its whole length per page. It reads the page alone now."""
+    checkpointer = ListsCounted()
+    graph = chain("a", "b", "c").compile(checkpointer=checkpointer)
+    for n in range(10):
+        await graph.run({"x": n}, thread_id="t")
+    ids = [h.checkpoint_id for h in await graph.history("t")]
+    assert len(ids) == 50
+    checkpointer.listed = 0
+    page = await graph.history("t", before=ids[10], limit=3)
+    assert [h.checkpoint_id for h in page] == ids[11:14]
+    assert checkpointer.listed == 0
+    with pytest.raises(UnknownTargetError, match="no checkpoint 'nope'"):
+        await graph.history("t", before="nope", limit=3)
+
+
+async def test_a_checkpointer_without_its_own_list_before_pages_through_list() -> None:
+    """``Checkpointer.list_before`` has a default, read off ``list``, for checkpointers of
+    others written before it."""
+    checkpointer = MemoryCheckpointer()
+    graph = chain("a", "b").compile(checkpointer=checkpointer)
+    await graph.run({"x": 1}, thread_id="t")
+    ids = [h.checkpoint_id for h in await graph.history("t")]
+    older = await Checkpointer.list_before(checkpointer, "t", "", ids[0], limit=2)
+    assert older is not None and [r.checkpoint_id for r in older] == ids[1:3]
+    assert await Checkpointer.list_before(checkpointer, "t", "", ids[-1]) == []
+    assert await Checkpointer.list_before(checkpointer, "t", "", "nope") is None
+
+
 class FailsAfterInput(MemoryCheckpointer):
     """A store that fails once, on the write after an input's own checkpoint: a run stopped
     between saving its input and its first step."""

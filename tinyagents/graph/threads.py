@@ -245,14 +245,16 @@ async def history(
         raise TypeError(f"history(ns=...) takes a namespace (text, '' for the root), got {ns!r}")
     if before is not None and not isinstance(before, str):
         raise TypeError(f"history(before=...) takes a checkpoint id (text), got {before!r}")
-    if before is None and not filter:
-        return [_info(graph, r) for r in await cp.list(thread_id, ns, limit=limit)]
-    records = await cp.list(thread_id, ns)
-    if before is not None:
-        at = next((i for i, r in enumerate(records) if r.checkpoint_id == before), None)
-        if at is None:
+    page = None if filter else limit  # a filter counts its limit after reading
+    if before is None:
+        records = await cp.list(thread_id, ns, limit=page)
+    else:
+        older = await cp.list_before(thread_id, ns, before, limit=page)
+        if older is None:
             raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {before!r}")
-        records = records[at + 1 :]
+        records = older
+    if not filter:
+        return [_info(graph, r) for r in records]
     found: list[CheckpointInfo] = []
     for record in records:
         if limit is not None and len(found) >= limit:

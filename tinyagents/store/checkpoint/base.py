@@ -197,6 +197,20 @@ class Checkpointer(ABC):
     ) -> list[CheckpointRecord]:
         """Checkpoints newest first; ``values`` may be left empty (history needs no values)."""
 
+    async def list_before(
+        self, thread_id: str, ns: str, before: str, *, limit: int | None = None
+    ) -> builtins.list[CheckpointRecord] | None:
+        """The checkpoints older than ``before`` (a checkpoint id of this thread and
+        namespace), newest first, at most ``limit``; None when ``before`` is not one of them.
+        As ``list``, ``values`` may be left empty. This default reads the whole chain through
+        ``list``; the backends here read the page alone (``history(before=...)`` pages back
+        through a long thread)."""
+        records = await self.list(thread_id, ns)
+        at = next((i for i, r in enumerate(records) if r.checkpoint_id == before), None)
+        if at is None:
+            return None
+        return records[at + 1 :][:limit]
+
     # -- pending writes --------------------------------------------------------------------
 
     @abstractmethod

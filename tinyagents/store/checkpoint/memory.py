@@ -107,6 +107,15 @@ class MemoryCheckpointer(Checkpointer):
         rows = self._chains.get((thread_id, ns), [])[::-1][:limit]
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
+    async def list_before(
+        self, thread_id: str, ns: str, before: str, *, limit: int | None = None
+    ) -> builtins.list[CheckpointRecord] | None:
+        at = self._find(thread_id, ns, before)
+        if at is None:
+            return None
+        rows = self._chains[(thread_id, ns)][:at][::-1][:limit]
+        return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
+
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:

@@ -354,6 +354,29 @@ class PostgresCheckpointer(Checkpointer):
         )
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
+    async def list_before(
+        self, thread_id: str, ns: str, before: str, *, limit: int | None = None
+    ) -> builtins.list[CheckpointRecord] | None:
+        seq = await self._fetch(
+            f"find checkpoint {before} of thread {thread_id}",
+            "SELECT seq FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 AND ns = $3",
+            before,
+            thread_id,
+            ns,
+        )
+        if not seq:
+            return None
+        rows = await self._fetch(
+            f"list thread {thread_id}",
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 AND seq < $3 "
+            "ORDER BY seq DESC LIMIT $4",
+            thread_id,
+            ns,
+            seq[0][0],
+            limit,  # NULL: no limit
+        )
+        return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
+
     # -- pending writes --------------------------------------------------------------------
 
     async def put_writes(

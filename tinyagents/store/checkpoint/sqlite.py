@@ -274,6 +274,22 @@ class SqliteCheckpointer(Checkpointer):
         )
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
+    async def list_before(
+        self, thread_id: str, ns: str, before: str, *, limit: int | None = None
+    ) -> builtins.list[CheckpointRecord] | None:
+        found = await self._fetch(
+            "SELECT seq FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? AND ns = ?",
+            (before, thread_id, ns),
+        )
+        if not found:
+            return None
+        rows = await self._fetch(
+            f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? AND seq < ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (thread_id, ns, found[0][0], -1 if limit is None else limit),
+        )
+        return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
+
     # -- pending writes --------------------------------------------------------------------
 
     async def put_writes(
