@@ -231,3 +231,58 @@ async def test_a_file_another_checkpointer_is_migrating_is_opened(tmp_path: Path
     await saver.aclose()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM checkpoint_migrations").fetchall() == [(1,)]
+
+
+async def test_a_write_another_connection_locks_out_fails_the_run_with_a_store_error(
+    tmp_path: Path,
+) -> None:
+    """docs/graph.md: a checkpointer that fails (a ``StoreError``) fails the run, its error
+    as ``result.error``, and ``run(None)`` goes on from what was saved. The SQLite
+    checkpointer let the driver's own ``sqlite3.OperationalError`` ("database is locked")
+    out instead: it escaped ``run`` and named no file."""
+    path = tmp_path / "cp.db"
+    cp = SqliteCheckpointer(path)
+    await cp.setup()
+    await cp._conn.execute("PRAGMA busy_timeout=20")  # the lock below is noticed at once
+    other = sqlite3.connect(path, isolation_level=None)
+    locked: list[bool] = []
+
+    def a(state: XState) -> XState:
+        if not locked:  # the step's checkpoint is locked out, once
+            other.execute("BEGIN EXCLUSIVE")
+            locked.append(True)
+        return {"x": state.get("x", 0) + 1}
+
+    graph = StateGraph(XState).add_node("a", a).add_edge(START, "a").add_edge("a", END)
+    compiled = graph.compile(checkpointer=cp)
+    try:
+        result = await compiled.run({"x": 1}, thread_id="t")
+        assert result.status == "failed"
+        assert isinstance(result.error, StoreError)
+        assert str(path) in str(result.error) and "locked" in str(result.error)
+        other.execute("ROLLBACK")
+        again = await compiled.run(None, thread_id="t")
+        assert again.status == "completed" and again.state == {"x": 2}
+    finally:
+        other.close()
+        await cp.aclose()
+
+
+async def test_a_read_the_database_fails_is_a_store_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.setup()
+        other = sqlite3.connect(path)
+        other.execute("DROP TABLE checkpoints")
+        other.close()
+        reads = (
+            lambda: cp.latest("t"),
+            lambda: cp.list("t"),
+            lambda: cp.get("t", "c"),
+            lambda: cp.chain("t"),
+        )
+        for read in reads:
+            with pytest.raises(StoreError, match=r"cp\.db.*no such table: checkpoints"):
+                await read()
+        with pytest.raises(StoreError, match="no such table"):
+            await cp.list_before("t", "", "c")

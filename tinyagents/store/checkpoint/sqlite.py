@@ -117,6 +117,9 @@ class SqliteCheckpointer(Checkpointer):
         self._conn: Any = None
         self._setup_lock = asyncio.Lock()
         self._renew_after: dict[str, float] = {}
+        #: The owner of each thread this process released but whose lease row could not be
+        #: deleted (the database failed then): no longer a writer, whatever the row says.
+        self._unreleased: dict[str, str] = {}
 
     # -- connection and schema -------------------------------------------------------------
 
@@ -188,7 +191,6 @@ class SqliteCheckpointer(Checkpointer):
     # -- checkpoints -----------------------------------------------------------------------
 
     async def put(self, record: CheckpointRecord) -> None:
-        db = await self._db()
         params = (
             record.thread_id,
             record.ns,
@@ -216,15 +218,26 @@ class SqliteCheckpointer(Checkpointer):
             f"WHERE {guard} RETURNING seq"
         )
         try:
-            inserted = len(await db.execute_fetchall(sql, params + guard_params))
+            inserted = len(await self._fetch(sql, params + guard_params, integrity=True))
         except sqlite3.IntegrityError:
             inserted = 0
         if inserted != 1:
             raise StaleCheckpointError(stale_message(record))
 
-    async def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    async def _fetch(
+        self, sql: str, params: tuple[Any, ...] | list[Any], *, integrity: bool = False
+    ) -> list[Any]:
+        """The rows of one statement (autocommit: a write is committed when it returns); a
+        driver's error (a lock held past the busy timeout, a damaged file, a missing table)
+        is a ``StoreError`` naming the file, as docs/graph.md has a failing checkpointer's;
+        ``integrity=True`` lets a constraint's ``sqlite3.IntegrityError`` out as it is."""
         db = await self._db()
-        return list(await db.execute_fetchall(sql, params))
+        try:
+            return list(await db.execute_fetchall(sql, params))
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a closed connection
+            if integrity and isinstance(exc, sqlite3.IntegrityError):
+                raise  # put's compare-and-set reads it as a stale checkpoint
+            raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         rows = await self._fetch(
@@ -297,13 +310,12 @@ class SqliteCheckpointer(Checkpointer):
     ) -> None:
         if not writes:
             return
-        db = await self._db()
         values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(writes))
         params: list[Any] = []
         for w in writes:
             params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, compact_json(w.value)]
         # one statement: the writes of a task land together or not at all
-        await db.execute_fetchall(
+        await self._fetch(
             "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
             f"value) VALUES {values} ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, "
             "key) DO UPDATE SET value = excluded.value",
@@ -323,14 +335,12 @@ class SqliteCheckpointer(Checkpointer):
         ]
 
     async def delete_thread(self, thread_id: str) -> None:
-        db = await self._db()
         for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
-            await db.execute_fetchall(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
 
     # -- leases ----------------------------------------------------------------------------
 
     async def _acquire_lease(self, thread_id: str, owner: str) -> None:
-        db = await self._db()
         pid = os.getpid()
         for _ in range(3):  # only a lost race loops
             now = time.time()
@@ -349,14 +359,15 @@ class SqliteCheckpointer(Checkpointer):
                 held = Lease(
                     owner=rows[0][0], host=rows[0][1], pid=rows[0][2], expires_at=rows[0][3]
                 )
-                if held.owner != owner and not held.is_dead(now):
+                ours = self._unreleased.get(thread_id) == held.owner  # released, not deleted
+                if held.owner != owner and not held.is_dead(now) and not ours:
                     raise ThreadBusy(thread_id)
                 sql = (
                     "UPDATE thread_leases SET owner = ?, host = ?, pid = ?, expires_at = ? "
                     "WHERE thread_id = ? AND owner = ? RETURNING thread_id"
                 )
                 params = (owner, HOST, pid, expires, thread_id, held.owner)
-            if await db.execute_fetchall(sql, params):
+            if await self._fetch(sql, params):
                 self._renew_after[thread_id] = now + self.lease_ttl / 2
                 return
         raise ThreadBusy(thread_id)
@@ -365,16 +376,23 @@ class SqliteCheckpointer(Checkpointer):
         self._renew_after.pop(thread_id, None)
         if self._conn is None:
             return
-        await self._conn.execute_fetchall(
-            "DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
-        )
+        try:
+            await self._fetch(
+                "DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
+            )
+        except StoreError:
+            # as PostgreSQL's: the run's own outcome (its result, its error) is what its
+            # caller hears of; the row left is this process's and is taken over at once here
+            # (``_acquire_lease``), by another process once it expires
+            self._unreleased[thread_id] = owner
+        else:
+            self._unreleased.pop(thread_id, None)
 
     async def renew(self, thread_id: str, owner: str) -> None:
         now = time.time()
         if now < self._renew_after.get(thread_id, 0.0):
             return
-        db = await self._db()
-        kept = await db.execute_fetchall(
+        kept = await self._fetch(
             "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND owner = ? "
             "RETURNING thread_id",
             (now + self.lease_ttl, thread_id, owner),
