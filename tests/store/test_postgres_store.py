@@ -74,6 +74,29 @@ async def sql(statement: str, *args: Any) -> list[Any]:
 # --------------------------------------------------------------------------- set-up
 
 
+async def test_another_programs_table_of_a_store_name_is_refused_untouched(
+    schema: str, make: Callable[[], PostgresStore]
+) -> None:
+    """A schema where another program keeps a table of one of our names (``runs``,
+    ``checkpoints``...) was refused with PostgreSQL's bare 'relation "runs" already exists':
+    it did not say the table is not tinyagents', that nothing was changed, or what to do. The
+    table and its rows are left as they were."""
+    await sql(f"CREATE SCHEMA {schema}")
+    await sql(f"CREATE TABLE {schema}.runs (id integer, note text)")
+    await sql(f"INSERT INTO {schema}.runs VALUES (1, 'theirs')")
+    await sql(f"CREATE TABLE {schema}.checkpoints (id integer)")
+    with pytest.raises(StoreError) as raised:
+        await make().open()
+    message = str(raised.value)
+    assert f"schema {schema!r}" in message and '"runs"' in message
+    assert "not made by tinyagents" in message and "nothing was changed" in message
+    with pytest.raises(StoreError, match=r'"checkpoints" .*not made by tinyagents'):
+        await PostgresCheckpointer(postgres_dsn(), schema=schema).setup()
+    assert [tuple(r) for r in await sql(f"SELECT * FROM {schema}.runs")] == [(1, "theirs")]
+    tables = await sql("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+    assert sorted(r[0] for r in tables) == ["checkpoints", "runs"]
+
+
 def test_open_store_reads_postgres_urls() -> None:
     store = open_store("postgresql://me:secret@db:5432/agents?schema=team&sslmode=disable")
     assert isinstance(store, PostgresStore)

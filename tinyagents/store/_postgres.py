@@ -237,7 +237,10 @@ async def migrate(
     conn: Any, schema: str, component: str, migrations: list[tuple[int, str]]
 ) -> None:
     """Apply the migrations of ``component`` not yet recorded in ``tinyagents_migrations``,
-    in one transaction; processes racing on it wait for each other (an advisory lock)."""
+    in one transaction; processes racing on it wait for each other (an advisory lock). A
+    table of one of its names that another program made is a ``StoreError`` saying so."""
+    import asyncpg
+
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(schema, "migrations"))
         await conn.execute(
@@ -253,7 +256,15 @@ async def migrate(
         for version, script in migrations:
             if version in done:
                 continue
-            await conn.execute(script)
+            try:
+                await conn.execute(script)
+            except asyncpg.DuplicateTableError as exc:  # rolled back, with the migration
+                raise StoreError(
+                    f"PostgreSQL: cannot make the {component} tables in schema {schema!r}:"
+                    f" {first_line(exc)}, a table not made by tinyagents (another program's?);"
+                    f" nothing was changed: keep the {component} in a schema of its own"
+                    " (?schema=name)"
+                ) from exc
             await conn.execute(
                 "INSERT INTO tinyagents_migrations (component, version) VALUES ($1, $2)",
                 component,
