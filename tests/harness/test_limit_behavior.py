@@ -153,7 +153,25 @@ async def test_a_child_left_no_budget_tells_its_parent_so() -> None:
     await parent.run("go")
     told = next(m for m in parent_model.requests[1].messages if m.role == "tool").content
     assert "used 0 of 0" not in told
-    assert "hit its configured limit max_tool_calls (none allowed, its limit is 0)," in told
+    assert "above it ran out of its budget: max_tool_calls (used 1, allowed 1)," in told
+
+
+async def test_a_child_that_spent_its_parents_budget_names_the_parent() -> None:
+    # the child has no limit of its own: it is given the 2 tool calls its parent has left,
+    # and spending them spends the parent's budget, not one the child was configured with
+    script = [tool_call("note", text=t) for t in "abc"] + ["x"]
+    child = SubAgent(Agent("child", ScriptedModel(script), tools=[note]))
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("done")])
+    parent = Agent(
+        "p", parent_model, tools=[SubAgentTool(child)], limits=RunLimits(max_tool_calls=3)
+    )
+    result = await parent.run("go")
+    told = next(m for m in parent_model.requests[1].messages if m.role == "tool").content
+    assert "its configured limit" not in told
+    assert (
+        f"stopped because run {result.run_id} above it ran out of its budget: max_tool_calls "
+        "(used 3, allowed 3)"
+    ) in told
 
 
 class Finding(BaseModel):

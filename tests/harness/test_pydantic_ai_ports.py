@@ -838,7 +838,10 @@ async def test_a_childs_batch_is_checked_against_its_parents_tool_calls_left() -
     assert outbox.sent == []
     # the parent's model reads what stopped the child, the calls it asked for included
     told = tool_messages(parent_model.requests[1])[0].content
-    assert "limit max_tool_calls (used 2, allowed 1; 0 made; the 2 tool calls left" in told
+    assert (
+        "above it ran out of its budget: max_tool_calls (used 3, allowed 2; 1 made; the 2 "
+        "tool calls left"
+    ) in told
     assert "none of them was run" in told
     assert result.usage["tool_calls"] == 1
 

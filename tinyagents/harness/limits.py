@@ -58,7 +58,7 @@ def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
     ends the run if the call went past a budget anyway (its prompt counts too, and a provider
     may not honour ``max_tokens``).
     """
-    chain = (info, *tree.ancestors(info.run_id))
+    chain = _root_first(info, tree)
     tokens_left: int | None = None
     for target in chain:
         _check_model_budget(target)
@@ -76,7 +76,7 @@ def model_call_left(info: RunInfo, tree: RunTree) -> bool:
     """Whether ``reserve_model_call`` would let the run (and every ancestor) make one more
     model call now: no call, token or time budget up the chain is spent. Charges nothing."""
     try:
-        for target in (info, *tree.ancestors(info.run_id)):
+        for target in _root_first(info, tree):
             _check_model_budget(target)
     except RunLimitExceeded:
         return False
@@ -92,7 +92,7 @@ def check_token_budget(info: RunInfo, tree: RunTree, *, streaming: Usage | None 
     to what each run has used; on the chunk that takes one past a budget, it is counted (the
     provider spent it) and the stream is stopped by the raise."""
     extra = _token_counts(streaming) if streaming is not None else None
-    for target in (info, *tree.ancestors(info.run_id)):
+    for target in _root_first(info, tree):
         for name, used in _token_counts(target.usage).items():
             limit = getattr(target.limits, name)
             if extra is not None:
@@ -101,6 +101,14 @@ def check_token_budget(info: RunInfo, tree: RunTree, *, streaming: Usage | None 
                 if streaming is not None:
                     record_model_usage(info, tree, streaming)
                 raise RunLimitExceeded(name, used, limit, run_id=target.run_id)
+
+
+def _root_first(info: RunInfo, tree: RunTree) -> tuple[RunInfo, ...]:
+    """The run and its ancestors, checked from the root down: a child's limits are what its
+    ancestors had left when it started, so when one of theirs is spent as well, that budget
+    is the one to name (the child's own limit, equal to it, is no limit it was configured
+    with, and a larger one for the child would not help)."""
+    return (*reversed(tree.ancestors(info.run_id)), info)
 
 
 def _token_counts(usage: RunUsage | Usage) -> dict[str, int]:
@@ -125,7 +133,7 @@ def reserve_tool_call(info: RunInfo, tree: RunTree, *, calls_left: int = 1) -> N
     tool either: the budget is known to be spent, and the run ends at once, as it does when
     its own response goes past it.
     """
-    chain = (info, *tree.ancestors(info.run_id))
+    chain = _root_first(info, tree)
     for target in chain:
         _check_tool_budget(target, calls_left)
     check_token_budget(info, tree)

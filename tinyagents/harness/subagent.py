@@ -293,9 +293,16 @@ class SubAgentTool(Tool):
         except RunLimitExceeded as exc:
             partial = f" Its partial output: {result.output!r}." if result.output else ""
             detail = f"; {exc.detail}" if exc.detail else ""
+            numbers = f"{exc.limit} ({limit_usage(exc.used, exc.allowed)}{detail})"
+            # the budget of a run above the child (whose calls the child spends) ran out: the
+            # child had no limit of its own to raise, and retrying it spends the same budget
+            why = (
+                f"it hit its configured limit {numbers}"
+                if exc.run_id in (None, handle.run_id)
+                else f"run {exc.run_id} above it ran out of its budget: {numbers}"
+            )
             raise ToolError(
-                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped because it hit "
-                f"its configured limit {exc.limit} ({limit_usage(exc.used, exc.allowed)}{detail}), "
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped because {why}, "
                 f"not because it completed.{partial} Retry with a narrower task or a larger budget."
             ) from None
         except RunCancelled as exc:
