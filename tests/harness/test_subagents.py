@@ -434,6 +434,27 @@ async def test_invoke_in_parent_shares_the_parents_cancellation(
 # --------------------------------------------------------------------------- SubAgentTool errors
 
 
+async def test_a_parents_pause_holds_the_parent_only_not_its_child(rt: Runtime):
+    # a pause is no cancel: it is not passed down; the parent, waiting in its SubAgentTool
+    # call, pauses at the boundary after it, once its child has finished
+    gate = Gate("child-model")
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("done")])
+    parent = await rt.start(
+        Agent("parent", parent_model, tools=[SubAgentTool(Agent("child", gate.model("c")))]),
+        "go",
+    )
+    await gate.entered.wait()
+    await parent.pause(actor=OPERATOR)
+    gate.open()
+    (child_info,) = rt.runs.tree.children(parent.run_id)
+    child = rt.runs.get(child_info.run_id)
+    assert child is not None
+    assert (await child.result()).status is RunStatus.COMPLETED
+    assert len(parent_model.requests) == 1  # the parent is held after the call
+    await parent.resume(actor=OPERATOR)
+    assert (await parent.result()).output == "done"
+
+
 async def test_subagent_tool_reports_a_depth_limit_as_a_limit(rt: Runtime):
     leaf = SubAgent(fake_agent("leaf"))
     mid_model = ScriptedModel([tool_call("leaf", input="deeper"), reply("mid gave up")])
