@@ -59,6 +59,21 @@ async def test_subagent_tool_marks_partial_output_for_the_parent() -> None:
     assert tool_message.content.endswith("partial findings so far")
 
 
+async def test_a_partial_child_stopped_by_its_parents_budget_names_the_parent() -> None:
+    # the child's own limit (2 model calls) is not what stopped it: its parent's one tool
+    # call left, which the child's first call spent
+    child = looping_child("stop_with_partial")
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("ok")])
+    limits = RunLimits(max_tool_calls=2)
+    parent = Agent("parent", parent_model, tools=[SubAgentTool(child)], limits=limits)
+    result = await parent.run("task")
+    told = parent_model.requests[1].messages[-1].content
+    assert told.startswith("[partial: sub-agent 'child'")
+    assert "its configured limit" not in told
+    assert f"stopped when run {result.run_id} above it ran out of its budget:" in told
+    assert told.endswith("partial findings so far")
+
+
 async def test_a_deadline_ends_a_model_call_that_never_answers() -> None:
     # the deadline was checked before calls only: a model that never answered held the run
     # "running" forever, long past deadline_s

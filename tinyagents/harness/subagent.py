@@ -283,10 +283,16 @@ class SubAgentTool(Tool):
             and handle.info.limits.behavior == "stop_with_partial"
         ):
             # Not an error by the child's own configuration, but the parent must still know
-            # that this is partial work.
+            # that this is partial work, and whose budget stopped it.
+            spent = limit_error(handle, result).run_id
+            where = (
+                "at its configured limit"
+                if spent in (None, handle.run_id)
+                else f"when run {spent} above it ran out of its budget"
+            )
             return (
-                f"[partial: sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped at "
-                f"its configured limit: {_told(result.error)}]\n{result.output or ''}"
+                f"[partial: sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped "
+                f"{where}: {_told(result.error)}]\n{result.output or ''}"
             )
         try:
             return output_or_raise(handle, result)
