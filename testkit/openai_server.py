@@ -18,7 +18,8 @@ server or proxy sends them).
 message parser and the Jinja chat templates of llama-cpp-python refuse (HTTP 500, as
 llama-cpp-python answers a template error), ``"vllm"`` what vLLM's request validation refuses
 (HTTP 400); ``testkit/server_rules.py`` lists the rules and where they come from. A refused
-request does not use up a scripted reply. Built on ``aiohttp.web`` (a litellm dependency),
+request does not use up a scripted reply; neither does a body that is no JSON object with a
+``messages`` list, which is a 400 in every mode. Built on ``aiohttp.web`` (a litellm dependency),
 imported only when this module is.
 """
 
@@ -138,7 +139,8 @@ class OpenAICompatServer:
         self.model = model
         self.mode = mode
         self.requests: list[dict[str, Any]] = []
-        #: Why each request refused by a strict ``mode`` was refused, in order.
+        #: Why each refused request was refused, in order: a body that is no JSON object
+        #: with ``messages`` (HTTP 400, in every mode), or what a strict ``mode`` refuses.
         self.refusals: list[str] = []
         #: The numbers (1-based) of the requests whose client went away while the server
         #: waited before answering or in the middle of a stream.
@@ -198,10 +200,23 @@ class OpenAICompatServer:
         self._port = None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body: dict[str, Any] = await request.json()
+        try:
+            body: Any = await request.json()
+        except ValueError:
+            problem = "the request body is not JSON"
+            self.refusals.append(problem)
+            return _bad_request(problem)
+        if not isinstance(body, dict):
+            problem = f"the request body must be a JSON object, got {type(body).__name__}"
+            self.refusals.append(problem)
+            return _bad_request(problem)
         async with self._received:
             self.requests.append(body)
             self._received.notify_all()
+        if not isinstance(body.get("messages"), list):
+            problem = "the request body needs 'messages', a list of messages"
+            self.refusals.append(problem)
+            return _bad_request(problem)
         if self.mode != "default" and (problem := _CHECKS[self.mode](body)):
             self.refusals.append(problem)
             return self._refuse(problem)
@@ -420,6 +435,12 @@ def _deltas(response: ModelResponse) -> Iterator[tuple[dict[str, Any], str | Non
         for part in (arguments[:middle], arguments[middle:]):
             yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
     yield {}, _finish_reason(response)
+
+
+def _bad_request(problem: str) -> web.Response:
+    """A 400 in OpenAI's error format: clients do not retry it, as they would a 500."""
+    error = {"error": {"message": problem, "type": "invalid_request_error", "code": None}}
+    return web.json_response(error, status=400)
 
 
 async def _send(stream: web.StreamResponse, chunk: dict[str, Any]) -> None:

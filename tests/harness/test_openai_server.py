@@ -1,0 +1,42 @@
+"""The testkit's ``OpenAICompatServer`` itself, spoken to over plain HTTP."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tinyagents.testkit import OpenAICompatServer
+
+HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+async def post(server: OpenAICompatServer, body: bytes | dict[str, object]) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        url = f"{server.base_url}/chat/completions"
+        if isinstance(body, bytes):
+            headers = {"Content-Type": "application/json"}
+            return await client.post(url, content=body, headers=headers)
+        return await client.post(url, json=body)
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "a JSON object"),
+        (b"{}", "messages"),
+        (b'{"messages": "hi"}', "messages"),
+    ],
+)
+async def test_a_bad_body_is_a_400_that_uses_up_no_reply(body: bytes, says: str) -> None:
+    async with OpenAICompatServer(["the reply"]) as server:
+        bad = await post(server, body)
+        good = await post(server, HELLO)
+
+    # a 500 would be retried by every client, each retry taking the next scripted reply
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert says in error["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+    assert server.refusals and says in server.refusals[0]
