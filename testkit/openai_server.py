@@ -176,6 +176,7 @@ class OpenAICompatServer:
     async def __aenter__(self) -> OpenAICompatServer:
         # aiohttp refuses a body over 1 MiB (HTTP 413) by default; OpenAI-compatible servers
         # take long conversations, so this one does too.
+        self._closing.clear()  # set by the last __aexit__ if this server ran before
         app = web.Application(client_max_size=_MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._handle)
         self._runner = web.AppRunner(app)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
-from tinyagents.testkit import OpenAICompatServer
+from tinyagents.testkit import Fault, OpenAICompatServer
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -40,3 +42,18 @@ async def test_a_bad_body_is_a_400_that_uses_up_no_reply(body: bytes, says: str)
     assert says in error["message"]
     assert good.json()["choices"][0]["message"]["content"] == "the reply"
     assert server.refusals and says in server.refusals[0]
+
+
+async def test_a_server_entered_again_still_waits_out_a_delay() -> None:
+    server = OpenAICompatServer(["first"])
+    async with server:
+        await post(server, HELLO)
+    server.add(Fault(delay_s=600, then="late"))
+    async with server:
+        waiting = asyncio.create_task(post(server, HELLO))
+        await server.wait_for_requests(2)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert waiting.cancelled()  # still inside the delay: nothing was answered
+        await server.wait_for_disconnects(1)
+    assert server.disconnected == [2]
