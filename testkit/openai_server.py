@@ -9,10 +9,10 @@ Each ``POST /v1/chat/completions`` takes the next scripted reply: a string (the 
 text), a ``ModelResponse`` (text and tool calls, e.g. from ``reply``/``tool_call``), an
 ``ErrorReply`` (an HTTP error), a ``dict`` (returned verbatim as the JSON body), a ``Fault``
 (faulty mode: a delay, a body that is not JSON, an empty ``choices`` list, any status), or a
-callable of the request body returning one of those. ``stream: true`` is answered with
-server-sent events, tool-call arguments split across deltas the way OpenAI sends them; a
-``RawStream`` sends deltas exactly as given instead (tool-call fragments the way a faulty
-server or proxy sends them).
+callable of the request body returning one of those (one that raises is answered with a 400
+naming the error). ``stream: true`` is answered with server-sent events, tool-call arguments
+split across deltas the way OpenAI sends them; a ``RawStream`` sends deltas exactly as given
+instead (tool-call fragments the way a faulty server or proxy sends them).
 
 ``mode`` makes the server as strict as a real one: ``"llama.cpp"`` refuses what llama.cpp's
 message parser and the Jinja chat templates of llama-cpp-python refuse (HTTP 500, as
@@ -357,7 +357,18 @@ class OpenAICompatServer:
                 f"{self._scripted} replies were scripted; add more replies",
             )
         reply = self._replies.popleft()
-        return reply(body) if callable(reply) else reply
+        if not callable(reply):
+            return reply
+        try:
+            return reply(body)
+        except Exception as error:
+            # 400, not 500: a retry would be answered by the next reply as if all went well.
+            return ErrorReply(
+                status=400,
+                type="invalid_request_error",
+                message=f"OpenAICompatServer: the callable scripted as reply "
+                f"{self._scripted - len(self._replies)} raised {type(error).__name__}: {error}",
+            )
 
     def _completion(
         self,

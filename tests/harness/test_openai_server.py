@@ -57,3 +57,18 @@ async def test_a_server_entered_again_still_waits_out_a_delay() -> None:
         assert waiting.cancelled()  # still inside the delay: nothing was answered
         await server.wait_for_disconnects(1)
     assert server.disconnected == [2]
+
+
+async def test_a_scripted_callable_that_raises_is_a_400_naming_the_error() -> None:
+    def broken(body: dict[str, object]) -> str:
+        raise KeyError("tools")
+
+    async with OpenAICompatServer([broken, "the next reply"]) as server:
+        failed = await post(server, HELLO)
+
+    # a 500 would be retried, and the retry answered by the next reply as if all went well
+    assert failed.status_code == 400
+    message = failed.json()["error"]["message"]
+    assert "reply 1" in message
+    assert "KeyError: 'tools'" in message
+    assert len(server.requests) == 1
