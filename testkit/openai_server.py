@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from tinyagents.harness.model import ModelResponse, Usage
+from tinyagents.harness.model import ModelResponse, ToolCall, Usage
 
 from .models import count_tokens
 from .server_rules import llama_cpp_violation, vllm_violation
@@ -218,9 +218,9 @@ class OpenAICompatServer:
             problem = "the request body needs 'messages', a list of messages"
             self.refusals.append(problem)
             return _bad_request(problem)
-        if self.mode != "default" and (problem := _CHECKS[self.mode](body)):
-            self.refusals.append(problem)
-            return self._refuse(problem)
+        if self.mode != "default" and (violation := _CHECKS[self.mode](body)):
+            self.refusals.append(violation)
+            return self._refuse(violation)
         number = len(self.requests)
         reply = self._next_reply(body)
         stall: tuple[int, float] | None = None
@@ -383,7 +383,7 @@ class OpenAICompatServer:
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(call.args)},
+                    "function": {"name": call.name, "arguments": _arguments(call)},
                 }
                 for call in response.tool_calls
             ]
@@ -441,7 +441,7 @@ def _deltas(response: ModelResponse) -> Iterator[tuple[dict[str, Any], str | Non
     for index, call in enumerate(response.tool_calls):
         header = {"id": call.id, "type": "function", "function": {"name": call.name}}
         yield {"tool_calls": [{"index": index, **header}]}, None
-        arguments = json.dumps(call.args)
+        arguments = _arguments(call)
         middle = len(arguments) // 2
         # Two fragments per call, so a client has to concatenate them.
         for part in (arguments[:middle], arguments[middle:]):
@@ -459,6 +459,14 @@ async def _send(stream: web.StreamResponse, chunk: dict[str, Any]) -> None:
     await stream.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
 
+def _arguments(call: ToolCall) -> str:
+    """A call's arguments as the JSON text a provider sends: ``args`` already JSON text
+    (a custom model may hand them over so, see ``ToolCall``) as it is, none as ``{}``."""
+    if isinstance(call.args, str):
+        return call.args
+    return json.dumps(call.args if call.args is not None else {})
+
+
 def _finish_reason(response: ModelResponse) -> str:
     if response.finish_reason:
         return response.finish_reason
@@ -471,7 +479,7 @@ def _usage(body: dict[str, Any], response: ModelResponse) -> dict[str, int]:
     if usage == Usage():
         prompt = sum(_words(message.get("content")) for message in body.get("messages", []))
         completion = count_tokens(response.text) + sum(
-            1 + count_tokens(json.dumps(call.args)) for call in response.tool_calls
+            1 + count_tokens(_arguments(call)) for call in response.tool_calls
         )
         usage = Usage(input_tokens=prompt, output_tokens=completion)
     return {

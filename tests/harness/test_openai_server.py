@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
 
+from tinyagents.harness.model import ModelResponse, ToolCall
 from tinyagents.testkit import Fault, OpenAICompatServer
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -72,3 +74,24 @@ async def test_a_scripted_callable_that_raises_is_a_400_naming_the_error() -> No
     assert "reply 1" in message
     assert "KeyError: 'tools'" in message
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_call_arguments_given_as_json_text_are_sent_as_they_are(stream: bool) -> None:
+    # a ToolCall may carry its arguments as the provider's JSON text (see ToolCall)
+    call = ToolCall(id="call_1", name="add", args='{"a": 1, "b": 2}')  # type: ignore[arg-type]
+    response = ModelResponse(tool_calls=[call], finish_reason="tool_calls")
+    async with OpenAICompatServer([response]) as server:
+        answer = await post(server, {**HELLO, "stream": stream})
+
+    if stream:
+        arguments = ""
+        for line in answer.text.splitlines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:])["choices"]:
+                    for fragment in choice["delta"].get("tool_calls", []):
+                        arguments += fragment.get("function", {}).get("arguments", "")
+    else:
+        message = answer.json()["choices"][0]["message"]
+        arguments = message["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(arguments) == {"a": 1, "b": 2}
