@@ -179,6 +179,7 @@ class OpenAICompatServer:
         self._closing.clear()  # set by the last __aexit__ if this server ran before
         app = web.Application(client_max_size=_MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_route("*", "/{path:.*}", _not_found)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         # Binding the socket ourselves gives a free port without racing another process for it.
@@ -447,6 +448,13 @@ def _deltas(response: ModelResponse) -> Iterator[tuple[dict[str, Any], str | Non
         for part in (arguments[:middle], arguments[middle:]):
             yield {"tool_calls": [{"index": index, "function": {"arguments": part}}]}, None
     yield {}, _finish_reason(response)
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    """Any other URL: a 404 in OpenAI's error format, naming it (e.g. an api_base without /v1)."""
+    message = f"Invalid URL ({request.method} {request.path})"
+    error = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    return web.json_response(error, status=404)
 
 
 def _bad_request(problem: str) -> web.Response:

@@ -95,3 +95,18 @@ async def test_tool_call_arguments_given_as_json_text_are_sent_as_they_are(strea
         message = answer.json()["choices"][0]["message"]
         arguments = message["tool_calls"][0]["function"]["arguments"]
     assert json.loads(arguments) == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/chat/completion"), ("GET", "/models")])
+async def test_an_unknown_path_is_a_404_in_openais_error_format(method: str, path: str) -> None:
+    async with OpenAICompatServer(["the reply"]) as server:
+        async with httpx.AsyncClient() as client:
+            missing = await client.request(method, server.base_url + path, json=HELLO)
+        good = await post(server, HELLO)
+
+    # e.g. an api_base without /v1: the error says which URL was asked for
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    assert error["message"] == f"Invalid URL ({method} /v1{path})"
+    assert error["type"] == "invalid_request_error"
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
