@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.model import Message, ModelRequest
@@ -178,6 +179,11 @@ def fake_agent(
     ``script`` replaces that default script (it may call ``step`` and the extra ``tools``).
     ``agent.model.requests`` shows what the model saw. One agent is good for one run.
     """
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
+        raise ConfigurationError(
+            f"fake_agent {name!r}: turns must be a whole number of at least 0 (how many times "
+            f"the agent calls `step` before it answers), got {turns!r}"
+        )
     if script is None:
         script = [tool_call("step", n=i) for i in range(1, turns + 1)] + [reply(answer)]
     return Agent(

@@ -20,6 +20,7 @@ from tinyagents.testkit import (
     ScriptExhaustedError,
     SequentialIds,
     count_tokens,
+    fake_agent,
     reply,
     tool_call,
     tool_calls,
@@ -221,6 +222,13 @@ def test_function_model_refuses_a_function_it_cannot_call(fn):
     # with "'str' object is not callable" from inside the model call.
     with pytest.raises(ConfigurationError, match="FunctionModel needs a callable"):
         FunctionModel(fn)
+
+
+@pytest.mark.parametrize("turns", [-1, 1.5, True, "2"])
+def test_fake_agent_refuses_turns_that_are_no_count(turns: object) -> None:
+    # -1 was taken as 0 (an agent that answers at once), 1.5 failed inside range()
+    with pytest.raises(ConfigurationError, match=r"turns must be a whole number of at least 0"):
+        fake_agent("worker", turns=turns)  # type: ignore[arg-type]
 
 
 async def test_function_model_streams_its_answers_in_pieces_like_a_scripted_one():
