@@ -176,7 +176,9 @@ class OpenAICompatServer:
     async def __aenter__(self) -> OpenAICompatServer:
         # aiohttp refuses a body over 1 MiB (HTTP 413) by default; OpenAI-compatible servers
         # take long conversations, so this one does too.
-        self._closing.clear()  # set by the last __aexit__ if this server ran before
+        # New for each run: the last one's are set (closing) and bound to its event loop.
+        self._closing = asyncio.Event()
+        self._received = asyncio.Condition()
         app = web.Application(client_max_size=_MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_route("*", "/{path:.*}", _not_found)

@@ -110,3 +110,17 @@ async def test_an_unknown_path_is_a_404_in_openais_error_format(method: str, pat
     assert error["message"] == f"Invalid URL ({method} /v1{path})"
     assert error["type"] == "invalid_request_error"
     assert good.json()["choices"][0]["message"]["content"] == "the reply"
+
+
+def test_a_server_can_serve_again_on_another_event_loop() -> None:
+    # e.g. a server made once for a module, entered by tests that each have their own loop
+    server = OpenAICompatServer([Fault(delay_s=0.01, then="first"), "second"])
+
+    async def serve_one() -> str:
+        async with server:
+            answering = asyncio.create_task(post(server, HELLO))
+            await server.wait_for_requests(len(server.requests) + 1)
+            answer = await answering
+        return str(answer.json()["choices"][0]["message"]["content"])
+
+    assert [asyncio.run(serve_one()), asyncio.run(serve_one())] == ["first", "second"]
