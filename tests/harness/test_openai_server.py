@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from tinyagents.harness.model import ModelResponse, ToolCall
+from tinyagents.harness import ModelResponse, ToolCall
 from tinyagents.testkit import Fault, OpenAICompatServer
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
