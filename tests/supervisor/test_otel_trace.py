@@ -23,7 +23,7 @@ from opentelemetry.trace import StatusCode
 from tinyagents import Agent, RunStatus, Runtime, SteeringDelivery, SupervisorSpec, tool
 from tinyagents.events import ModelEvent, RunEvent, StructlogSink
 from tinyagents.events.otel import OTelSink
-from tinyagents.graph import END, START, StateGraph
+from tinyagents.graph import END, START, AgentNode, StateGraph
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
 
@@ -194,6 +194,28 @@ async def test_a_graph_run_is_one_run_span() -> None:
     assert bad.status.status_code is StatusCode.ERROR
     assert "no negative counts" in (bad.status.description or "")
     assert [s.status.status_code for s in spans].count(StatusCode.ERROR) == 1
+
+
+class Doc(TypedDict, total=False):
+    topic: str
+    draft: str
+
+
+async def test_an_agent_nodes_run_span_is_a_child_of_its_graph_runs_span() -> None:
+    # The agent's parent run is the graph task's entry, which has no span of its own.
+    sink, exporter = traced()
+    writer = AgentNode(Agent("writer", ScriptedModel(["a draft"])), input="topic", output="draft")
+    graph = StateGraph(Doc).add_node("w", writer).add_edge(START, "w").add_edge("w", END)
+    async with Runtime(sinks=[sink]) as rt:
+        result = await graph.compile().run({"topic": "cats"}, thread_id="t1", runtime=rt)
+
+    assert result.status == "completed"
+    spans = exporter.get_finished_spans()
+    [graph_span] = [s for s in spans if s.attributes.get("tinyagents.kind") == "graph"]
+    agent_span = run_span(exporter, "writer")
+    assert agent_span.parent is not None
+    assert agent_span.parent.span_id == graph_span.context.span_id
+    assert agent_span.context.trace_id == graph_span.context.trace_id
 
 
 async def test_another_turn_of_a_completed_run_is_traced_as_the_same_agent(

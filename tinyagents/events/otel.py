@@ -6,7 +6,8 @@
 Counters: ``tinyagents.agent.iterations``, ``.tool_calls``, ``.aborts``, ``.budget_exceeded``,
 ``.supervisor_actions{action,source}``, ``.judge_failures``, and
 ``tinyagents.steering.commands{kind,status,actor}`` (one per lifecycle step). Spans: one per
-run (a child run's span is a child of its parent run's; a graph run's goes from its
+run (a child run's span is a child of its parent run's, or of its root run's when the
+parent has none, as a graph task's entry; a graph run's goes from its
 ``graph.started`` to its ``graph.completed``), per model call and per tool call,
 with the run tree (``run_id``, ``root_run_id``, ``parent_run_id``) as attributes; a model call
 that raised (``model.error``) and a failed run end with an error status. Every other
@@ -221,7 +222,12 @@ class OTelSink:
     def _open_run(self, run_id: str, event: Event, name: str, kind: str) -> None:
         if run_id in self._runs:
             return  # one span per run, however often its start is reported
-        parent = self._runs.get(event.parent_run_id) if event.parent_run_id else None
+        runs = self._runs
+        parent = runs.get(event.parent_run_id) if event.parent_run_id else None
+        if parent is None and event.parent_run_id and event.root_run_id != run_id:
+            # The parent has no span (an agent node's parent is its graph task's entry, which
+            # reports no start of its own): the run goes under its root's span, in its trace.
+            parent = runs.get(event.root_run_id) if event.root_run_id else None
         self._runs[run_id] = self._start(f"run {name}", event, parent, **{"tinyagents.kind": kind})
 
     def _close_run(self, run_id: str, event: Event, status: Any, error: Any, failed: bool) -> None:
