@@ -154,11 +154,13 @@ class SteeringRouter:
         self._capabilities: set[MiddlewareCapability] = set()
         self._tracked: dict[_Key, _Tracked] = {}  # open commands only
         # The ids of the latest ``dedupe_horizon`` commands (and of every open one), oldest
-        # first in ``_seen_order``, and the terminal state of those that ended, with the run
-        # they were filed under (a duplicate's receipt names it): older ids are forgotten (a
-        # durable store's log still answers them ``duplicate``).
+        # first in ``_seen_order``, the terminal state of those that ended and the run each
+        # was filed under (a duplicate's receipt names it): older ids are forgotten (a
+        # durable store's log still answers them ``duplicate``). Two dicts, not a tuple per
+        # command: every tuple kept is one more object the cyclic collector walks.
         self.dedupe_horizon = dedupe_horizon
-        self._terminal: dict[_Key, tuple[CommandState, str | None]] = {}
+        self._terminal: dict[_Key, CommandState] = {}
+        self._ended_in: dict[_Key, str] = {}
         self._seen: set[_Key] = set()
         self._seen_order: deque[_Key] = deque()
         # Steering events by run: dropped with the run when the registry releases it.
@@ -260,8 +262,7 @@ class SteeringRouter:
         if tracked is not None:
             run_id = tracked.info.run_id if tracked.info is not None else None
         else:
-            ended = self._terminal.get(key)
-            run_id = ended[1] if ended is not None else None
+            run_id = self._ended_in.get(key)
         if run_id is None and self.store is not None:
             try:
                 stored = await self.store.get_command(key[1], scope=key[0])
@@ -320,12 +321,11 @@ class SteeringRouter:
             tracked = self._tracked.get(key)
             if tracked is not None:
                 return tracked.state
-            ended = self._terminal.get(key)
-            return ended[0] if ended is not None else None
+            return self._terminal.get(key)
         for (_, cid), tracked in self._tracked.items():
             if cid == correlation_id:
                 return tracked.state
-        for (_, cid), (state, _run_id) in self._terminal.items():
+        for (_, cid), state in self._terminal.items():
             if cid == correlation_id:
                 return state
         return None
@@ -467,7 +467,9 @@ class SteeringRouter:
             return False
         if state.terminal:
             del self._tracked[tracked.key]
-            self._terminal[tracked.key] = (state, stored.run_id if stored else None)
+            self._terminal[tracked.key] = state
+            if stored is not None and stored.run_id is not None:
+                self._ended_in[tracked.key] = stored.run_id
             return True
         if tracked.state is CommandState.DEFERRED and state is not CommandState.DEFERRED:
             if (
@@ -836,6 +838,7 @@ class SteeringRouter:
                 continue
             self._seen.discard(key)
             self._terminal.pop(key, None)
+            self._ended_in.pop(key, None)
 
     async def _enqueue(self, tracked: _Tracked, handle: RunHandle) -> None:
         if handle.status.finished and not await handle.driver.on_late_command(tracked.cmd):
@@ -886,8 +889,7 @@ class SteeringRouter:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         tracked = self._tracked.get(key)
         if tracked is None:
-            ended = self._terminal.get(key)
-            state = ended[0] if ended is not None else "never submitted"
+            state = self._terminal.get(key, "never submitted")
             raise SteeringInvariantError(
                 f"command {cmd.correlation_id} is not open (state: {state})"
             )
@@ -935,7 +937,9 @@ class SteeringRouter:
             tracked.state = terminal
             key = tracked.key
             del self._tracked[key]
-            self._terminal[key] = (terminal, run_id)
+            self._terminal[key] = terminal
+            if run_id is not None:
+                self._ended_in[key] = run_id
         elif run_id is None:
             if tracked.early is None:
                 tracked.early = []
