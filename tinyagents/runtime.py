@@ -194,10 +194,6 @@ class Runtime:
         #: policies): close waits for them. A run that an END_OF_TURN message reopened runs on
         #: in a new task while the old one is still here, where no handle names it.
         self._ending: set[asyncio.Task[Any]] = set()
-        #: Run tasks ``close`` ended the run of without them (``_end_without_task``): a
-        #: ``finish`` from one, if it ever ends, is ignored (a run ends once). Each leaves
-        #: when it ends.
-        self._left_behind: set[asyncio.Task[Any]] = set()
         #: Snapshots of released runs not yet saved (``forget`` is synchronous).
         self._unsaved: list[dict[str, Any]] = []
         #: The claims of starts under way (``_claim``), until their run is registered: run id
@@ -378,9 +374,7 @@ class Runtime:
         task = handle.task
         _log.error("run %s: %s (task %r)", handle.run_id, why, task)
         if task is not None and not task.done():
-            handle.left_behind = task
-            self._left_behind.add(task)
-            task.add_done_callback(self._left_behind.discard)
+            handle.left_behind = task  # a ``finish`` from it, if it ever ends, is ignored
         if not handle.done:
             ended = RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED, error=why)
             await self.finish(handle, ended)
@@ -946,7 +940,7 @@ class Runtime:
         if task is None:
             await self._finish(handle, result)
             return
-        if task in self._left_behind:  # its run was ended without it (close)
+        if task is handle.left_behind:  # its run was ended without it (close)
             return
         self._ending.add(task)
         try:
