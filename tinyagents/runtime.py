@@ -100,6 +100,7 @@ class Runtime:
         retain_finished_s: float | None = None,
         dedupe_horizon: int = DEDUPE_HORIZON,
         max_queued: int = DEFAULT_MAX_QUEUED,
+        max_concurrent_judges: int | None = None,
     ) -> None:
         """``retain_finished``/``retain_finished_s``: how many finished runs (counted in whole
         trees), and for how long, stay in memory before they are released; ``dedupe_horizon``:
@@ -117,7 +118,9 @@ class Runtime:
         ``Agent(..., supervisor=spec)`` wins for its runs). ``trusted_middleware``: names of
         runtime-level middleware actors trusted *by name* (anyone who can submit can use
         them); the runtime's own supervisor is trusted through a capability instead, so the
-        name ``"supervisor"`` cannot be listed here."""
+        name ``"supervisor"`` cannot be listed here. ``max_concurrent_judges``: how many judge
+        calls the supervisor has under way at once, all runs together (default
+        ``TINYAGENTS_MAX_CONCURRENT_JUDGES`` or 8); the runs past it wait their turn."""
         if not isinstance(testing, bool):  # "no" or 0 would be taken as their truth
             raise ConfigurationError(
                 f"testing= must be True or False, got {type(testing).__name__} {testing!r}"
@@ -178,7 +181,12 @@ class Runtime:
         self._supervisor_capability = self.router.issue_capability(SUPERVISOR)
         #: Watches agent runs under ``supervisor`` (or their agent's spec); acts through
         #: steering with the capability above.
-        self.supervisor = Supervisor(supervisor, host=self, submit=self._submit_as_supervisor)
+        self.supervisor = Supervisor(
+            supervisor,
+            host=self,
+            submit=self._submit_as_supervisor,
+            max_concurrent_judges=max_concurrent_judges,
+        )
         self._writer: StoreWriter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open = False

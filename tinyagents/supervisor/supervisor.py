@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +121,11 @@ class _Watch(Record):
 #: every slot of every watched run. Each failure is still counted and published on its run.
 JUDGE_WARN_EVERY_S = 60.0
 
+#: How many judge calls a supervisor has under way at once, all runs together
+#: (``Runtime(max_concurrent_judges=...)`` or ``TINYAGENTS_MAX_CONCURRENT_JUDGES``): a
+#: supervisor watching 500 runs sent 500 calls at once to one provider.
+DEFAULT_MAX_CONCURRENT_JUDGES = 8
+
 #: The first wait before a command the store could not log is sent again, and the longest.
 _RESEND_FIRST_S = 0.05
 _RESEND_MAX_S = 2.0
@@ -128,6 +134,29 @@ _RESEND_LOG_EVERY = 30
 
 #: The ends of a command that was not applied.
 _REFUSED = frozenset({"steering.rejected", "steering.failed", "steering.superseded"})
+
+
+def judge_concurrency(value: int | None = None) -> int:
+    """``value``, else ``TINYAGENTS_MAX_CONCURRENT_JUDGES``, else 8; ``ConfigurationError`` if
+    it is no whole number >= 1."""
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(
+                f"max_concurrent_judges must be a whole number >= 1, got {value!r}"
+            )
+        return value
+    raw = os.environ.get("TINYAGENTS_MAX_CONCURRENT_JUDGES")
+    if raw is None:
+        return DEFAULT_MAX_CONCURRENT_JUDGES
+    try:
+        count = int(raw)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ConfigurationError(
+            f"TINYAGENTS_MAX_CONCURRENT_JUDGES={raw!r} must be a whole number >= 1"
+        )
+    return count
 
 
 def _still_limited(judge: Judge, left_s: float) -> ModelRateLimitError:
@@ -194,6 +223,7 @@ class Supervisor:
         *,
         host: RunHost,
         submit: Submit,
+        max_concurrent_judges: int | None = None,
     ) -> None:
         if spec is not None and not isinstance(spec, SupervisorSpec):
             raise ConfigurationError(
@@ -208,6 +238,11 @@ class Supervisor:
         #: inside the bus sink that starts a pause's dwell cap, and the run stayed paused.
         self.pause_max_s = env_pause_max_s()
         self.judge_timeout_s = env_judge_timeout_s()
+        self.max_concurrent_judges = judge_concurrency(max_concurrent_judges)
+        #: The judge calls under way, all runs together, are at most ``max_concurrent_judges``:
+        #: the others wait their turn, first come first served (a run has at most one verdict
+        #: in flight, waiting or asked, so no run holds the queue against the others).
+        self._judge_slots = asyncio.Semaphore(self.max_concurrent_judges)
         self.spec = spec
         self.host = host
         self._submit = submit
@@ -586,14 +621,8 @@ class Supervisor:
             return
         if w.aborted:
             return  # our abort is on its way: no verdict could be acted on, none is paid for
-        waited = self._judge_waits.get(w.judge.key)
-        if waited is not None:
-            left = waited - _clock.monotonic()
-            if left > 0:
-                # its provider asked to wait: this slot is a judge error, sent nowhere
-                self._judge_failed(w, _still_limited(w.judge, left), iteration=iteration)
-                return
-            del self._judge_waits[w.judge.key]
+        if self._rate_limited(w, w.judge, iteration):
+            return
         if w.judge_task is not None and not w.judge_task.done():
             self.judge_skipped += 1  # at most one verdict in flight: this slot is skipped
             return
@@ -607,12 +636,32 @@ class Supervisor:
         )
         w.judge_task = self._spawn(w, self._judge(w, w.judge, data))
 
+    def _rate_limited(self, w: _Watch, judge: Judge, iteration: int) -> bool:
+        """Whether the provider of ``judge`` asked to wait past now: then this slot is a judge
+        error, sent nowhere."""
+        waited = self._judge_waits.get(judge.key)
+        if waited is None:
+            return False
+        left = waited - _clock.monotonic()
+        if left <= 0:
+            del self._judge_waits[judge.key]
+            return False
+        self._judge_failed(w, _still_limited(judge, left), iteration=iteration)
+        return True
+
     async def _judge(self, w: _Watch, judge: Judge, data: JudgeInput) -> None:
-        try:
-            verdict, usage = await judge.ask(data)
-        except Exception as exc:
-            self._judge_failed(w, exc, iteration=data.iteration)
-            return
+        # At most max_concurrent_judges calls under way, all runs together; the others wait
+        # here, in the order they came (the semaphore's waiters are served first come first).
+        async with self._judge_slots:
+            if w.aborted or self._rate_limited(w, judge, data.iteration):
+                # while it waited, our abort went out, or the provider (answering another
+                # run) asked to wait: nothing is asked
+                return
+            try:
+                verdict, usage = await judge.ask(data)
+            except Exception as exc:
+                self._judge_failed(w, exc, iteration=data.iteration)
+                return
         self.judge_usage += usage
         said = _clip(verdict.reason)  # the event log keeps what a command would carry
         self._emit(
