@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import MissingAPIKeyError, ModelResponseError, TinyAgentsError
@@ -58,7 +58,9 @@ class JudgeError(TinyAgentsError):
 class Verdict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
-    passed: bool
+    #: A JSON boolean: ``"false"``, ``"no"``, ``0`` or ``1.0`` is no verdict (pydantic's lax
+    #: mode read each as one, and a failure aborts or pauses a run).
+    passed: bool = Field(strict=True)
     reason: str = ""
 
     @field_validator("reason", mode="before")
@@ -84,7 +86,29 @@ _QUOTED = 200
 #: object, and how many of its fenced blocks (the last ones) are read.
 _OBJECTS_TRIED = 20
 _FENCES_TRIED = 5
-_DECODER = json.JSONDecoder()
+#: A verdict's keys.
+_FIELDS = frozenset({"passed", "reason"})
+
+
+class _Object(dict[str, Any]):
+    """A JSON object as the answer wrote it: ``twice``, the keys it gave more than once (JSON
+    keeps the last value, so ``{"passed": false, "passed": true}`` said both)."""
+
+    twice: frozenset[str] = frozenset()
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    found = _Object(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        twice: set[str] = set()
+        for key, _ in pairs:
+            (twice if key in seen else seen).add(key)
+        found.twice = frozenset(twice)
+    return found
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object)
 
 
 def parse_verdict(response: ModelResponse) -> Verdict | None:
@@ -94,26 +118,40 @@ def parse_verdict(response: ModelResponse) -> Verdict | None:
     wrap the JSON in a markdown fence or a sentence, and some answer it as the arguments of a
     tool call (a sentence before it, or none): each is read as the verdict it holds. Which one, when the text holds several
     objects: the whole text if it is one; else a fenced block (pydantic-ai's and LangChain's
-    JSON parsers read a fence as the answer), else an object in the prose; of those, the
-    last that is a verdict. A judge states the format or gives an example before it
-    answers, so the first object was often the example (a pass) and not the verdict."""
+    JSON parsers read a fence as the answer), else an object in the prose (never one inside
+    another object); of those, the last that is a verdict. A judge states the format or gives
+    an example before it answers, so the first object was often the example (a pass) and not
+    the verdict.
+
+    The first object found so that has a ``passed`` key (in any case) decides: if it is no
+    verdict (``passed`` not a JSON boolean, ``passed`` or ``reason`` given twice or in another
+    case), the answer is none, and no object before it is read instead. Other keys are
+    ignored."""
     for candidate in _candidates(response):
         if isinstance(candidate, str):
             try:
-                return Verdict.model_validate_json(candidate)
-            except ValidationError:
-                # pydantic's parser refuses an escaped lone surrogate ("\ud800") that JSON
-                # allows: read by the json module, it is a verdict (its reason is made UTF-8
-                # where a command carries it)
-                try:
-                    candidate = json.loads(candidate)
-                except (ValueError, RecursionError):
-                    continue
-        try:
-            return Verdict.model_validate(candidate)
-        except ValidationError:
+                candidate = _DECODER.decode(candidate)
+            except (ValueError, RecursionError):
+                continue
+        if not isinstance(candidate, dict):
             continue
+        keys = {key.casefold() for key in candidate if isinstance(key, str)}
+        if "passed" not in keys:
+            continue  # no verdict, nor meant as one (an object inside the prose)
+        return _verdict(candidate)
     return None
+
+
+def _verdict(found: dict[str, Any]) -> Verdict | None:
+    """``found`` as a verdict, or None when it says one two ways or not as one."""
+    if any(isinstance(k, str) and k not in _FIELDS and k.casefold() in _FIELDS for k in found):
+        return None  # "Passed" or "REASON": beside "passed", which says the verdict?
+    if isinstance(found, _Object) and found.twice & _FIELDS:
+        return None
+    try:
+        return Verdict.model_validate(found)
+    except ValidationError:
+        return None
 
 
 def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
@@ -130,20 +168,26 @@ def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
 
 
 def _objects_from_the_end(text: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects in ``text``, the last first: one read from each "{", from the last
-    "{" back (an object inside the verdict comes before it, and is no verdict). A brace in
-    the sentence around the verdict (``for run {id}: {...}``) is no JSON and is passed."""
+    """The JSON objects in ``text`` that are inside no other, the last first: one read from
+    each "{", from the last "{" back. An object inside another (a verdict's details, or a
+    verdict wrapped in ``{"verdict": ...}``) is no verdict of its own: read first, a failing
+    detail of a passing verdict aborted the run. A brace in the sentence around the verdict
+    (``for run {id}: {...}``) is no JSON and is passed."""
+    found: list[tuple[int, int, dict[str, Any]]] = []
     start = len(text)
     for _ in range(_OBJECTS_TRIED):
         start = text.rfind("{", 0, start)
         if start < 0:
-            return
+            break
         try:
-            found, _end = _DECODER.raw_decode(text, start)
+            value, end = _DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):
             continue
-        if isinstance(found, dict):
-            yield found
+        if isinstance(value, dict):
+            found.append((start, end, value))
+    for start, end, value in found:
+        if not any(s < start and end <= e for s, e, _ in found):
+            yield value
 
 
 def _what(response: ModelResponse) -> str:
