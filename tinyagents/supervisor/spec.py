@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import os
 import re
 from collections.abc import Collection, Iterator
@@ -77,6 +76,13 @@ MAX_MESSAGE = 2_000
 DEFAULT_PAUSE_MAX_S = 300.0
 #: How long one judge call may take (``TINYAGENTS_JUDGE_TIMEOUT_S``).
 DEFAULT_JUDGE_TIMEOUT_S = 30.0
+#: The longest dwell cap (30 days) and judge timeout (an hour) a spec or the environment may
+#: set, and the largest count a rule or ``every_n_iterations`` may name (a million): beyond
+#: them a pause never escalates, a judge never times out, a rule never fires, a typo (an
+#: extra digit, an exponent) said nowhere.
+MAX_PAUSE_MAX_S = 30 * 24 * 3600.0
+MAX_JUDGE_TIMEOUT_S = 3600.0
+MAX_COUNT = 1_000_000
 
 
 class SupervisorSpecError(ConfigurationError):
@@ -163,7 +169,7 @@ class ToolRepeated(_Strict):
     _what: ClassVar[str] = "tool_repeated rule"
     when: Literal["tool_repeated"] = "tool_repeated"
     tool: ShownText | None = None
-    count: int = Field(default=3, ge=1)
+    count: int = Field(default=3, ge=1, le=MAX_COUNT)
     then: Action | None = None
 
 
@@ -181,7 +187,7 @@ class IterationReached(_Strict):
 
     _what: ClassVar[str] = "iteration_reached rule"
     when: Literal["iteration_reached"] = "iteration_reached"
-    gte: int = Field(default=1, ge=1)
+    gte: int = Field(default=1, ge=1, le=MAX_COUNT)
     then: Action | None = None
 
 
@@ -189,7 +195,7 @@ Rule = Annotated[ToolRepeated | BudgetFraction | IterationReached, Field(discrim
 RULE_KINDS = ("tool_repeated", "budget_fraction", "iteration_reached")
 
 
-def _env_float(name: str, default: float) -> float:
+def _env_float(name: str, default: float, most: float) -> float:
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -197,20 +203,23 @@ def _env_float(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-    if not 0 < value < math.inf:  # nan too
-        raise ConfigurationError(f"{name}={raw!r} must be a finite number of seconds > 0")
+    if not 0 < value <= most:  # nan and inf too
+        raise ConfigurationError(
+            f"{name}={raw!r} must be a number of seconds > 0 and at most {most:,g}"
+        )
     return value
 
 
 def env_pause_max_s() -> float:
     """``TINYAGENTS_PAUSE_MAX_S`` (default 300 s); ``ConfigurationError`` if it is not a
-    finite number of seconds > 0."""
-    return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S)
+    number of seconds > 0 and at most ``MAX_PAUSE_MAX_S`` (30 days)."""
+    return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S, MAX_PAUSE_MAX_S)
 
 
 def env_judge_timeout_s() -> float:
-    """``TINYAGENTS_JUDGE_TIMEOUT_S`` (default 30 s), checked as ``env_pause_max_s``."""
-    return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S)
+    """``TINYAGENTS_JUDGE_TIMEOUT_S`` (default 30 s), checked as ``env_pause_max_s`` (at most
+    ``MAX_JUDGE_TIMEOUT_S``, an hour)."""
+    return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S, MAX_JUDGE_TIMEOUT_S)
 
 
 _NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"
@@ -324,11 +333,13 @@ class SupervisorSpec(_Strict):
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
     #: (or the working directory for a spec built in Python or from text).
     steering_dir: PathText | None = None
-    every_n_iterations: int = Field(default=1, ge=1)
+    every_n_iterations: int = Field(default=1, ge=1, le=MAX_COUNT)
     on_judge_error: JudgeErrorAction = "ignore"
     steer_message: Annotated[ShownText, AfterValidator(_fits_a_command)] = DEFAULT_STEER_MESSAGE
-    pause_max_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    judge_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    pause_max_s: float | None = Field(default=None, gt=0, le=MAX_PAUSE_MAX_S, allow_inf_nan=False)
+    judge_timeout_s: float | None = Field(
+        default=None, gt=0, le=MAX_JUDGE_TIMEOUT_S, allow_inf_nan=False
+    )
     #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A
     #: bare judge ``model`` (no ``/``) is looked up here, then in ``models_file``.
     models: dict[str, str | ModelEntry] = Field(default_factory=dict)
