@@ -431,8 +431,18 @@ class AgentRun(RunDriver):
         self, cmds: list[SteeringCommand], boundary: Boundary, where: dict[str, Any]
     ) -> bool:
         staged = False
-        for cmd in cmds:
-            staged = await apply.apply(self, cmd, boundary, where) or staged
+        cmd: SteeringCommand | None = None
+        try:
+            for cmd in cmds:
+                staged = await apply.apply(self, cmd, boundary, where) or staged
+        except apply.Stop:
+            # a cancel ended the run: the commands delivered with it (another cancel, a
+            # human's beside the supervisor's abort) are superseded by it, not failed "target
+            # finished before delivery" after they were delivered
+            if cmd is not None:
+                for later in cmds[cmds.index(cmd) + 1 :]:
+                    self.handle.inbox.superseded(later, cmd.correlation_id)
+            raise
         return staged
 
     # ------------------------------------------------------------------ model and tools
@@ -1084,6 +1094,8 @@ class AgentRun(RunDriver):
             output_summary=summarize(text),
             error=result.error,
             usage=result.usage,
+            # who ended it, when a cancel did: a reason says why, not whose it was
+            detail={} if self.stopped_by is None else {"by": self.stopped_by.describe()},
         )
         info = self.info
         if info.parent_run_id is not None:
