@@ -14,6 +14,7 @@ import pytest
 from tinyagents import Agent, RunLimits, RunStatus, SubAgent, SubAgentTool, tool
 from tinyagents.graph import END, START, AgentNode, StateGraph
 from tinyagents.harness import loop
+from tinyagents.harness.tools import FunctionTool
 from tinyagents.runtime import Runtime
 from tinyagents.testkit import EventRecorder, ScriptedModel, reply, tool_call
 
@@ -212,3 +213,50 @@ async def test_close_returns_past_a_graph_node_that_swallows_every_cancel(
     await asyncio.wait([handle.task])
     assert (await handle.result()).status is RunStatus.CANCELLED
     assert "runtime closed" in str((await handle.result()).error)  # not the late task's end
+
+
+def _stuck_sync_tool(stuck: StuckCleanup) -> FunctionTool:
+    """A sync ``def`` tool whose work is the coroutine it returns (run in the run's task)."""
+
+    @tool
+    def stuck_sync() -> object:
+        """Returns the stuck coroutine."""
+        return stuck.tool.fn()
+
+    return stuck_sync
+
+
+@pytest.mark.parametrize("kind", ["async", "sync returning a coroutine"])
+async def test_a_tool_that_times_out_and_never_finishes_its_cleanup_ends_its_run(
+    caplog: pytest.LogCaptureFixture, stuck: StuckCleanup, kind: str
+) -> None:
+    """The tool's own ``tool_timeout_s`` runs out and its cleanup never ends, no cancel sent:
+    the run waited for the tool for ever (``result()`` never answered). Past the same grace
+    as a cancel's, it now ends ``failed`` without its task, saying which tool timed out."""
+    recorder = EventRecorder()
+    rt = Runtime(testing=True, sinks=[recorder])
+    await rt.open()
+    used = stuck.tool if kind == "async" else _stuck_sync_tool(stuck)
+    name = used.name
+    agent = Agent("a", model=ScriptedModel([tool_call(name, {}), reply("done")]), tools=[used])
+    handle = await rt.start(agent, "go", limits=RunLimits(tool_timeout_s=0.01))
+    with caplog.at_level(logging.ERROR):
+        # a guard against the hang this test is about, not a measure of anything
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None
+    assert f"tool {name!r}" in result.error and "timed out after 0.01 s" in result.error
+    assert "did not finish" in result.error
+    assert any("abandoned" in r.getMessage() for r in caplog.records)
+    # the call is answered in the transcript (a session can go on with it)
+    [answer] = [m for m in result.messages if m.role == "tool"]
+    assert "timed out" in answer.content
+    ends = [e for e in recorder.events if e.type.startswith("run.") and e.type != "run.started"]
+    assert [e.type for e in ends] == ["run.failed"]
+    await rt.close()
+    stuck.release.set()
+    assert handle.task is not None
+    await asyncio.wait([handle.task])
+    assert (await handle.result()).status is RunStatus.FAILED
+    ends = [e for e in recorder.events if e.type.startswith("run.") and e.type != "run.started"]
+    assert [e.type for e in ends] == ["run.failed"]

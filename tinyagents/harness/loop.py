@@ -166,9 +166,13 @@ class AgentRun(RunDriver):
         self._stop_retrying: asyncio.Event | None = None
         #: The tool call under way (its result boundary will come), or None.
         self._in_tool: ToolCall | None = None
-        #: Checks, while a cancel waits for the tool call under way, that its cancellation
-        #: ends (``_watch_tool``); None while no cancel waits.
+        #: Checks, while a cancel waits for the tool call under way (or the call timed out),
+        #: that its cancellation ends (``_watch_tool``), and the call it watches; None while
+        #: nothing is watched.
         self._tool_watch: asyncio.TimerHandle | None = None
+        self._watched: ToolCall | None = None
+        #: The last tool call that ran out of its time (``tool_timeout_s``), and that time.
+        self._timed_out: tuple[ToolCall, float] | None = None
         #: How the run ended when it was ended without its task (``end_without_task``): its
         #: task, if it ever ends, changes nothing then.
         self._given_up: RunResult | None = None
@@ -697,6 +701,7 @@ class AgentRun(RunDriver):
                     timeout_s=limit,
                     available=sorted(allowed),
                     ctx=self.ctx,
+                    on_timeout=self._tool_timed_out,
                 )
             except GeneratorExit:
                 # execute_tool_call answers a tool's own: this one was thrown into the
@@ -837,28 +842,56 @@ class AgentRun(RunDriver):
                 name=f"cancel-subtree-{self.info.run_id}",
             )
 
-    def _watch_tool(self, why: str | None) -> None:
+    def _watch_tool(self, why: str | None, *, cancelling: bool = False) -> None:
         """A cancel is queued while a tool call is under way: it lands after the call. A
         call whose cancellation never finishes (its tool timed out, and its cleanup swallows
         every cancel or awaits for ever) would hold the cancel, and the run, for ever; so
         while the cancel waits, the call is looked at every ``CANCEL_GRACE_S``, and found
         still being cancelled twice in a row, the run ends without it (``end_without_task``).
         Nothing is armed for a run's ordinary tool calls: only a cancel waiting arms it (or
-        the run's task cancelled by whoever started it: ``cancel_run_task``, ``why``)."""
+        the run's task cancelled by whoever started it: ``cancel_run_task``, ``why``), or the
+        call's own timeout running out (``_tool_timed_out``: ``cancelling`` already)."""
         call = self._in_tool
-        if call is None or self._tool_watch is not None or self._given_up is not None:
+        if call is None or self._given_up is not None:
             return
+        if self._tool_watch is not None:
+            if self._watched is call:
+                return
+            self._tool_watch.cancel()  # armed for an earlier call, whose cancellation ended
         loop = asyncio.get_running_loop()
-        self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, False, why)
+        self._watched = call
+        self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, cancelling, why)
+
+    def _tool_timed_out(self, limit: float) -> None:
+        """The tool call under way ran out of its time and is being cancelled: if its
+        cancellation has not ended ``CANCEL_GRACE_S`` later (a cleanup that swallows every
+        cancel, or awaits for ever), the run ends ``failed`` without it, as a cancel that
+        waited for it would end it: nothing else would ever end it."""
+        call = self._in_tool
+        if call is not None:
+            self._timed_out = (call, limit)
+            self._watch_tool(None, cancelling=True)
 
     def _check_tool(self, call: ToolCall, was_cancelling: bool, why: str | None) -> None:
-        self._tool_watch = None
+        self._tool_watch = self._watched = None
         task = self.handle.task
         if self._in_tool is not call or task is None or task.done() or self.handle.done:
             return
         cancelling = task.cancelling() > 0
         if was_cancelling and cancelling:
             cancel = next(iter(self.handle.inbox.queue.cancels()), None)
+            timed_out = self._timed_out
+            if cancel is None and why is None and timed_out is not None and timed_out[0] is call:
+                reason = (
+                    f"tool {call.name!r} (call {call.id}) timed out after {timed_out[1]:g} s "
+                    f"and its cancellation did not finish within {CANCEL_GRACE_S:g} s: the "
+                    "run ended without it, its task abandoned"
+                )
+                self.runtime.spawn(
+                    self.end_without_task(reason, timed_out=timed_out[1]),
+                    name=f"give-up-{self.info.run_id}",
+                )
+                return
             said = cancel.payload.get("reason") if cancel is not None else why
             reason = (
                 f"{said or 'cancelled'}; tool {call.name!r} (call {call.id}) was being "
@@ -868,24 +901,42 @@ class AgentRun(RunDriver):
             self.runtime.spawn(self.end_without_task(reason), name=f"give-up-{self.info.run_id}")
             return
         loop = asyncio.get_running_loop()
+        self._watched = call
         self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, cancelling, why)
 
-    async def end_without_task(self, why: str) -> bool:
+    async def end_without_task(self, why: str, *, timed_out: float | None = None) -> bool:
         """The run's task did not end within a grace after it was cancelled (a tool whose
         cancellation never finishes): end the run now with ``why``, ``cancelled``, as its
         cancel would have ended it, and leave the task behind (logged; it is cancelled once
         more, and whatever it does if it ever ends changes nothing). The cancel waiting for
-        the tool's result is applied there, as if the result had come."""
+        the tool's result is applied there, as if the result had come.
+
+        ``timed_out``: nobody cancelled the run, the tool call under way ran out of that
+        much time (``_tool_timed_out``): the run ends ``failed``, the call answered as timed
+        out."""
         task = self.handle.task
         if self._given_up is not None or self.handle.done:
             return True
         self.frozen = True  # a task that comes back goes no further than its next boundary
-        result = self._given_up = self._result(RunStatus.CANCELLED, self.last_text, why)
+        status = RunStatus.CANCELLED if timed_out is None else RunStatus.FAILED
+        result = self._given_up = self._result(status, self.last_text, why)
         _log.error("run %s: %s (task %r)", self.info.run_id, why, task)
         if self._tool_watch is not None:
             self._tool_watch.cancel()
-            self._tool_watch = None
+            self._tool_watch = self._watched = None
         call = self._in_tool
+        if call is not None and timed_out is not None:
+            self.failure = ToolError(why)
+            self._record_result(
+                call,
+                ToolResult(
+                    call_id=call.id,
+                    name=call.name,
+                    content=f"tool {call.name!r} timed out after {timed_out:g} s and was "
+                    "abandoned (its cancellation did not finish)",
+                    error=True,
+                ),
+            )
         if call is not None:
             where: dict[str, Any] = {"tool_call_id": call.id}
             cmds = self.handle.inbox.take(Boundary.AFTER_TOOL_RESULT, **where)
@@ -1074,7 +1125,7 @@ class AgentRun(RunDriver):
             return self._given_up
         if self._tool_watch is not None:
             self._tool_watch.cancel()
-            self._tool_watch = None
+            self._tool_watch = self._watched = None
         return await self._finish_run(result)
 
     async def _finish_run(self, result: RunResult) -> RunResult:

@@ -389,12 +389,15 @@ async def execute_tool_call(
     timeout_s: float | None = None,
     available: Sequence[str] = (),
     ctx: Any = None,
+    on_timeout: Callable[[float], None] | None = None,
 ) -> ToolResult:
     """Run one tool call and turn every way it can fail into an error result for the model.
 
     ``tool`` is None when the model named a tool it was not offered; ``available`` lists the
     names it may use instead. The effective timeout is the smaller of ``timeout_s`` and the
-    tool's own. Cancellation of the caller is not caught: it propagates; a ``CancelledError``
+    tool's own; when it runs out the tool is cancelled and ``on_timeout(limit)`` is called
+    (the run watches that the cancellation ends: a cleanup that never ends held it for
+    ever). Cancellation of the caller is not caught: it propagates; a ``CancelledError``
     the tool raises while the caller is not being cancelled is an error result.
     """
     if tool is None:
@@ -419,7 +422,7 @@ async def execute_tool_call(
         )
     limit = _smaller(timeout_s, tool.timeout_s)
     try:
-        async with asyncio.timeout(limit) as deadline:
+        async with _Deadline(limit, on_timeout) as deadline:
             value = await tool.call(call.args, ctx=ctx)
     except TimeoutError as exc:
         if not deadline.expired():
@@ -459,6 +462,51 @@ async def execute_tool_call(
             f"({type(exc).__name__}: {message_of(exc)}); return a string or JSON-able data",
         )
     return ToolResult(call_id=call.id, name=call.name, content=content)
+
+
+class _Deadline:
+    """``asyncio.timeout(limit)`` for one tool call, which also calls ``on_expiry(limit)``
+    when it runs out: the one timer a call has, not a second one to watch the first."""
+
+    __slots__ = ("_cancelling", "_expired", "_handle", "_limit", "_on_expiry", "_task")
+
+    def __init__(self, limit: float | None, on_expiry: Callable[[float], None] | None) -> None:
+        self._limit = limit
+        self._on_expiry = on_expiry
+        self._expired = False
+        self._handle: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> _Deadline:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a tool call runs in a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        if self._limit is not None:
+            self._handle = asyncio.get_running_loop().call_later(self._limit, self._expire)
+        return self
+
+    def _expire(self) -> None:
+        self._handle = None
+        self._expired = True
+        self._task.cancel()
+        if self._on_expiry is not None:
+            assert self._limit is not None
+            self._on_expiry(self._limit)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: Any, tb: Any) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if (
+            self._expired
+            and self._task.uncancel() <= self._cancelling
+            and exc_type is asyncio.CancelledError
+        ):
+            raise TimeoutError from exc
+
+    def expired(self) -> bool:
+        return self._expired
 
 
 def _being_cancelled() -> bool:
