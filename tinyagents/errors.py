@@ -3,6 +3,7 @@
     TinyAgentsError
     ├── ConfigurationError            a component was wired or configured wrongly
     │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
+    │   ├── ModelsWithheld             a child's every model was taken from a run above it by steering
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes, or a
     │                                  thread API was called on a graph compiled without checkpointer
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
@@ -93,6 +94,11 @@ class ConfigurationError(TinyAgentsError):
 
 class RuntimeClosed(ConfigurationError):
     """The runtime is closing or closed: it takes no new command, run or child run."""
+
+
+class ModelsWithheld(ConfigurationError):
+    """A child run cannot start: every model its agent names was taken away from a run above
+    it by ``constrain_model`` (a child gets no more than its parent was left with)."""
 
 
 class GraphValidationError(ConfigurationError, ValueError):

@@ -637,3 +637,88 @@ async def test_a_childs_huge_error_reaches_the_parent_model_cut(rt: Runtime):
     (child_info,) = rt.runs.tree.children(parent.run_id)
     child_result = await rt.runs.get(child_info.run_id).result()
     assert child_result.error is not None and len(child_result.error) > 5_000_000  # kept whole
+
+
+# --------------------------------------------------------------------------- model allowlists
+
+
+async def _narrowed_parent(rt: Runtime, child: Agent) -> tuple[Any, ScriptedModel]:
+    """A parent allowed models big and small, narrowed to small by steering while its first
+    model call is held, which then calls ``child`` through a ``SubAgentTool``."""
+    gate = Gate("parent")
+    calls = 0
+
+    async def parent_fn(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await gate.wait()
+            return tool_call("child", input="look")
+        return "p"
+
+    parent = Agent(
+        "parent",
+        model=FunctionModel(parent_fn),
+        models=["big", "small"],
+        tools=[SubAgentTool(SubAgent(child))],
+    )
+    handle = await rt.start(parent, "go")
+    await gate.entered.wait()
+    receipt = await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=OPERATOR,
+            kind=SteeringKind.CONSTRAIN_MODEL,
+            payload={"models": ["small"]},
+        )
+    )
+    assert receipt.status == "accepted"
+    gate.open()
+    return handle, parent
+
+
+async def test_a_child_may_not_use_a_model_its_parent_was_narrowed_away_from(rt: Runtime):
+    """``constrain_model`` took ``big`` away from the parent; its child, whose agent lists
+    ``big`` first, ran on ``big`` all the same. A child gets no more than its parent was left
+    with: it runs with the models its ancestors were not narrowed away from."""
+    seen: list[str | None] = []
+
+    async def child_fn(request: Any) -> str:
+        seen.append(request.model)
+        return "c"
+
+    child = Agent("child", model=FunctionModel(child_fn), models=["big", "small"])
+    handle, _ = await _narrowed_parent(rt, child)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert seen == ["small"]
+    [child_info] = [i for i in rt.runs.list() if i.parent_run_id == handle.run_id]
+    assert child_info.models == ("small",)
+    assert child_info.withheld_models == {"big"}  # and from its own children in turn
+
+
+async def test_a_child_whose_every_model_its_parent_was_narrowed_away_from_does_not_start(
+    rt: Runtime,
+):
+    """The child's only model was taken away from its parent: it does not start, and the
+    parent model is told why (an error tool result), not a run on the withheld model."""
+    child_model = ScriptedModel(["c"], name="big")
+    child = Agent("child", model=child_model)
+    handle, _ = await _narrowed_parent(rt, child)
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert child_model.requests == []
+    [answer] = [m for m in result.messages if m.role == "tool"]
+    assert "could not start" in answer.content and "'big'" in answer.content
+    assert "constrain_model" in answer.content
+    assert [i for i in rt.runs.list() if i.parent_run_id == handle.run_id] == []
+
+
+async def test_a_child_with_a_model_of_its_own_is_not_bound_by_its_parents_list(rt: Runtime):
+    """Only what was taken away is withheld: a child on a model its parent never listed
+    still runs on it after the parent was narrowed."""
+    child_model = ScriptedModel(["c"], name="other")
+    child = Agent("child", model=child_model)
+    handle, _ = await _narrowed_parent(rt, child)
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    assert [r.model for r in child_model.requests] == ["other"]

@@ -14,7 +14,7 @@ from tinyagents.protocol.commands import (
     SteeringDelivery,
     SteeringKind,
 )
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs.info import RunInfo, RunStatus
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
@@ -70,7 +70,7 @@ async def apply(
                 f"none with the models allowed now {list(info.models or ())}",
             )
         else:
-            info.models = models
+            narrow_run_models(info, models)
             inbox.applied(cmd, models=list(models), **where)
     elif kind is SteeringKind.UPDATE_BUDGET:
         info.limits = info.limits.replace(**payload)
@@ -134,6 +134,15 @@ def _newer_pause(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None
     return last
 
 
+def narrow_run_models(info: RunInfo, models: tuple[str, ...]) -> None:
+    """Narrow the run's models to ``models``; those taken away are withheld from every child
+    it starts from now on (``start_agent_run``), whatever models the child's agent names."""
+    taken = [m for m in info.models or () if m not in models]
+    if taken:
+        info.withheld_models = info.withheld_models.union(taken)
+    info.models = models
+
+
 def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
     """Re-apply, before the first boundary, the state changes of commands an earlier
     incarnation of this run applied (a restart after a crash): narrowed tools and models,
@@ -149,7 +158,7 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
             models = narrow_models(info.models, payload["models"])
             if not models:
                 continue  # it could not have been applied like this; keep what the run has
-            info.models = models
+            narrow_run_models(info, models)
         elif kind is SteeringKind.UPDATE_BUDGET:
             info.limits = info.limits.replace(**payload)
         elif kind in MESSAGE_KINDS or (kind is SteeringKind.REDIRECT and "instruction" in payload):

@@ -34,6 +34,7 @@ from tinyagents.errors import (
     ConfigurationError,
     ModelError,
     ModelResponseError,
+    ModelsWithheld,
     RunLimitExceeded,
     RuntimeClosed,
     ToolError,
@@ -1391,6 +1392,12 @@ async def start_agent_run(
             )
         granted = frozenset(tools)
     run_limits = limits or agent.limits
+    # without a list of its own the run may use its agent's model only: constrain_model
+    # can only narrow, so it cannot switch the run to a model its agent never named
+    models = agent.models if agent.models is not None else (agent.model.name,)
+    withheld = parent_info.withheld_models if parent_info is not None else frozenset()
+    if withheld:
+        models = _unwithheld(agent.name, models, withheld, parent_info)
     if parent_info is not None:
         above = runtime.runs.tree.ancestors(parent_info.run_id)
         run_limits = child_limits(run_limits, parent_info, above)
@@ -1411,9 +1418,8 @@ async def start_agent_run(
         ),
         kind="agent",
         tools=granted,
-        # without a list of its own the run may use its agent's model only: constrain_model
-        # can only narrow, so it cannot switch the run to a model its agent never named
-        models=agent.models if agent.models is not None else (agent.model.name,),
+        models=models,
+        withheld_models=withheld,
         limits=run_limits,
     )
     info.usage.started_at = _clock.monotonic()
@@ -1595,6 +1601,23 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
     if handle is None:
         raise UnknownTargetError(f"parent run {run_id} is not registered in this runtime")
     return handle.info
+
+
+def _unwithheld(
+    name: str, models: tuple[str, ...], withheld: frozenset[str], parent: RunInfo | None
+) -> tuple[str, ...]:
+    """The models of a child's agent that no run above it was narrowed away from (by
+    ``constrain_model``); raises ``ModelsWithheld`` when none is left."""
+    left = tuple(m for m in models if m not in withheld)
+    if not left:
+        assert parent is not None
+        raise ModelsWithheld(
+            f"agent {name!r} cannot run under run {parent.run_id}: its models {list(models)} "
+            f"were all taken away from that run or one above it by constrain_model (allowed "
+            f"there now: {list(parent.models or ())}); a child gets no more than its parent "
+            "was left with"
+        )
+    return left
 
 
 def _check_start(

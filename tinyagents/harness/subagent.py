@@ -22,6 +22,7 @@ from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
     ConfigurationError,
+    ModelsWithheld,
     RunAborted,
     RunCancelled,
     RunFailed,
@@ -344,6 +345,11 @@ async def start_child(subagent: SubAgent, text: str, ctx: RunContext) -> RunHand
     can act on."""
     try:
         return await subagent.start(text, runtime=ctx.runtime, parent=ctx.handle)
+    except ModelsWithheld as exc:
+        raise ToolError(
+            f"sub-agent {subagent.name!r} could not start, so nothing ran: {exc}. Do the task "
+            "here, or with a sub-agent on an allowed model."
+        ) from None
     except RunLimitExceeded as exc:
         if exc.limit == "max_depth":
             # "would use 1, allowed 0" read as a count of something spent: say where the run

@@ -80,6 +80,8 @@ class RunInfo(Record):
 
     ``tools``/``models`` are the run's allowlists: the names it may use. ``None`` means the run
     has no allowlist of that sort (a graph run, say); a steering command can only narrow them.
+    ``withheld_models`` are the models steering took away from this run or one above it: a
+    child started below it may not use them (it gets no more than its parent was left with).
     """
 
     run_id: str
@@ -94,6 +96,7 @@ class RunInfo(Record):
     kind: Literal["agent", "graph"] = "agent"
     tools: frozenset[str] | None = None
     models: tuple[str, ...] | None = None
+    withheld_models: frozenset[str] = frozenset()
     limits: RunLimits = field(default_factory=_no_limits)
     usage: RunUsage = field(default_factory=RunUsage)
     status: RunStatus = RunStatus.RUNNING
