@@ -236,6 +236,21 @@ async def test_parent_agent_may_steer_only_its_descendants(rt: Runtime) -> None:
 
 
 @pytest.mark.usefixtures("family")
+async def test_a_grandchild_posing_as_a_parent_is_refused(rt: Runtime) -> None:
+    """Authority follows the run tree, not the actor's claim: a grandchild steering as a
+    parent agent reaches neither its own parent nor its parent's sibling, whatever agent
+    name it gives; only runs below it."""
+    for name in ("researcher", "orchestrator"):
+        g1 = SteeringActor.parent_agent("g-1", name)
+        for target, relation in (("c-1", "not its descendant"), ("c-2", "not its descendant")):
+            receipt = await rt.submit(make_command(target, actor=g1))
+            assert receipt.status is ReceiptStatus.REJECTED, (name, target)
+            assert receipt.policy_id == "authority"
+            assert receipt.reason is not None and relation in receipt.reason
+            assert f"run {target}" in receipt.reason
+
+
+@pytest.mark.usefixtures("family")
 async def test_sibling_steering_needs_a_grant(rt: Runtime) -> None:
     c1 = SteeringActor.parent_agent("c-1", "researcher")
     rt.grant_sibling_steering("c-1", "c-2")
