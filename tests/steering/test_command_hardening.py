@@ -624,6 +624,34 @@ def test_a_budget_is_a_number_not_a_boolean_or_text(payload: dict[str, Any]) -> 
         )
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"max_model_calls": None},
+        {"max_model_calls": None, "max_tokens": 50},
+        {"max_tokens": 50, "deadline_s": None},
+    ],
+)
+def test_a_budget_limit_cannot_be_removed_and_the_refusal_says_so(
+    payload: dict[str, Any],
+) -> None:
+    """``update_budget`` replaces limits with new values; it does not lift them. A limit set
+    to None (no limit) was refused as "needs at least one of ..." alone, and beside another
+    limit dropped without a word (the command accepted, the limit kept). Each is refused,
+    naming the limit and saying what to do instead."""
+    removed = next(name for name, value in payload.items() if value is None)
+    with pytest.raises(InvalidCommandError) as raised:
+        SteeringCommand(
+            target=SteeringTarget.agent_run("r-1"),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.UPDATE_BUDGET,
+            payload=payload,
+        )
+    message = str(raised.value)
+    assert message.startswith(f"invalid payload for update_budget: {removed}: ")
+    assert "cannot remove a limit" in message and "larger value" in message
+
+
 def test_a_budget_from_json_keeps_its_numbers() -> None:
     cmd = SteeringCommand.model_validate_json(
         '{"target": {"type": "agent_run", "run_id": "r-1"}, "actor": {"type": "test"},'

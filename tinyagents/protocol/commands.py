@@ -674,6 +674,19 @@ class BudgetPayload(_Payload):
     max_output_tokens: int | None = Field(default=None, gt=0, strict=True)
     deadline_s: float | None = Field(default=None, gt=0, strict=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_removal(cls, v: Any) -> Any:
+        # None is "no limit" in RunLimits; here it was dropped without a word (beside another
+        # limit the command was accepted, the limit kept), or refused as naming no limit
+        if v is None:
+            raise ValueError(
+                "cannot remove a limit: update_budget replaces limits with new values and "
+                "never lifts one (None is not a value here); to give the run more, set a "
+                "larger value (a child's stays within what its ancestors have left)"
+            )
+        return v
+
     @model_validator(mode="after")
     def _needs_one(self) -> BudgetPayload:
         if not self.model_dump(exclude_none=True):
