@@ -12,6 +12,7 @@ import dataclasses
 import gc
 import json
 import os
+import threading
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
@@ -1988,3 +1989,113 @@ async def test_arguments_are_validated_as_pydantic_ai_validates_them() -> None:
     answers = [m.content for m in tool_messages(model.requests[1])]
     assert answers[:4] == ["3", "3", "21", "none"]
     assert "fractional part" in answers[4] and "Call it again" in answers[4]
+
+
+async def test_a_sync_tool_past_its_timeout_is_an_error_result_and_the_model_goes_on() -> None:
+    # ports tests/test_tools.py::test_sync_tool_timeout_triggers_retry: a blocking `def` tool
+    # times out too; its thread is abandoned (it runs to its end, its result dropped) and the
+    # model reads that it timed out.
+    release = threading.Event()
+
+    @tool(timeout_s=0.05)
+    def slow_sync_tool() -> str:
+        """Block until released."""
+        release.wait()
+        return "done"
+
+    model = ScriptedModel(
+        [tool_call("slow_sync_tool", id="call-1"), reply("Tool timed out, giving up")]
+    )
+    try:
+        result = await Agent("a", model, tools=[slow_sync_tool]).run("call slow_sync_tool")
+    finally:
+        release.set()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "Tool timed out, giving up")
+    (timed_out,) = tool_messages(model.requests[1])
+    assert timed_out.tool_call_id == "call-1" and timed_out.metadata == {"error": True}
+    assert "tool 'slow_sync_tool' timed out after 0.05 s" in timed_out.content
+
+
+async def test_a_tool_within_its_timeout_completes() -> None:
+    # ports tests/test_tools.py::test_tool_with_timeout_completes_successfully
+    @tool(timeout_s=30)
+    async def slow_but_allowed_tool() -> str:
+        """Yield once, then answer."""
+        await asyncio.sleep(0)
+        return "completed successfully"
+
+    model = ScriptedModel([tool_call("slow_but_allowed_tool", id="call-1"), reply("ok")])
+    result = await Agent("a", model, tools=[slow_but_allowed_tool]).run("go")
+    assert result.output == "ok"
+    (answer,) = tool_messages(model.requests[1])
+    assert answer.content == "completed successfully" and answer.metadata == {}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_tool_is_cancelled_with_the_run_its_caller_cancels(stream: bool) -> None:
+    # ports tests/test_tools.py::test_tool_cancelled_when_agent_cancelled: cancelling the task
+    # awaiting `agent.run` (or reading `agent.run_stream`) cancels the tool under way.
+    called, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hold() -> None:
+        """Wait until cancelled."""
+        called.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    agent = Agent("a", ScriptedModel([tool_call("hold"), reply("never")]), tools=[hold])
+
+    async def run_agent() -> None:
+        if stream:
+            async for _ in agent.run_stream("call hold"):
+                pass
+        else:
+            await agent.run("call hold")
+
+    task = asyncio.create_task(run_agent())
+    await called.wait()
+    task.cancel()
+    await cancelled.wait()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_cancelling_the_caller_waits_for_the_tools_cleanup() -> None:
+    # ports tests/test_agent.py::test_parallel_tool_outer_cancellation_waits_for_tool_cleanup
+    # (our calls of a batch run in turn, so only the first has started): the cancelled
+    # `agent.run` returns only after the tool's `finally` has finished.
+    started, cleanup_started = asyncio.Event(), asyncio.Event()
+    cleanup_can_finish, cleanup_finished = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow_tool_a() -> str:
+        """Wait, then clean up slowly."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleanup_started.set()
+            await cleanup_can_finish.wait()
+            cleanup_finished.set()
+        return "done"
+
+    @tool
+    async def slow_tool_b() -> str:
+        """Never reached."""
+        return "done"
+
+    both = tool_calls(tool_call("slow_tool_a"), tool_call("slow_tool_b"))
+    agent = Agent("a", ScriptedModel([both, reply("never")]), tools=[slow_tool_a, slow_tool_b])
+    task = asyncio.create_task(agent.run("call tools"))
+    await started.wait()
+    task.cancel()
+    await cleanup_started.wait()
+    assert not task.done()
+    cleanup_can_finish.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleanup_finished.is_set()
