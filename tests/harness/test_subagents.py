@@ -19,7 +19,13 @@ from tinyagents import (
     orchestrator_tools,
     tool,
 )
-from tinyagents.errors import ConfigurationError, RunAborted, RunCancelled, RunFailed
+from tinyagents.errors import (
+    ConfigurationError,
+    ModelsWithheld,
+    RunAborted,
+    RunCancelled,
+    RunFailed,
+)
 from tinyagents.harness import Message
 from tinyagents.harness.subagent import output_or_raise
 from tinyagents.protocol import (
@@ -722,3 +728,51 @@ async def test_a_child_with_a_model_of_its_own_is_not_bound_by_its_parents_list(
     handle, _ = await _narrowed_parent(rt, child)
     assert (await handle.result()).status is RunStatus.COMPLETED
     assert [r.model for r in child_model.requests] == ["other"]
+
+
+async def test_starting_a_child_on_a_withheld_model_by_hand_is_refused(rt: Runtime):
+    """``rt.start(..., parent=...)`` takes the same bound as a ``SubAgentTool``: a child whose
+    every model was taken from its parent is refused with ``ModelsWithheld`` (a
+    ``ConfigurationError``) and nothing is registered; a grandchild inherits the bound."""
+    first, hold = Gate("first"), Gate("hold")
+    calls = 0
+
+    async def parent_fn(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await first.wait()
+            return tool_call("hold")
+        return "p"
+
+    parent = Agent(
+        "parent", model=FunctionModel(parent_fn), models=["big", "small"], tools=[hold.tool()]
+    )
+    handle = await rt.start(parent, "go")
+    await first.entered.wait()
+    receipt = await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=OPERATOR,
+            kind=SteeringKind.CONSTRAIN_MODEL,
+            payload={"models": ["small"]},
+        )
+    )
+    assert receipt.status == "accepted"
+    first.open()
+    await hold.entered.wait()  # the narrowing landed after the response: the run holds there
+    before = len(rt.runs.list())
+    with pytest.raises(ModelsWithheld, match="'big'") as refused:
+        await rt.start(Agent("child", model=ScriptedModel(["c"], name="big")), "x", parent=handle)
+    assert isinstance(refused.value, ConfigurationError)
+    assert len(rt.runs.list()) == before
+    other = await rt.start(
+        Agent("child", model=Gate("other").model(), models=["other"]), "x", parent=handle
+    )
+    with pytest.raises(ModelsWithheld):
+        await rt.start(
+            Agent("grandchild", model=ScriptedModel(["g"], name="big")), "x", parent=other
+        )
+    await other.cancel()
+    hold.open()
+    assert (await handle.result()).status is RunStatus.COMPLETED
