@@ -261,3 +261,37 @@ async def test_a_tool_that_times_out_and_never_finishes_its_cleanup_ends_its_run
     assert (await handle.result()).status is RunStatus.FAILED
     ends = [e for e in recorder.events if e.type.startswith("run.") and e.type != "run.started"]
     assert [e.type for e in ends] == ["run.failed"]
+
+
+async def test_a_timed_out_tool_whose_cleanup_ends_within_the_grace_lets_the_run_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watch a tool's timeout arms ends only a run whose call is still being cancelled
+    after the grace: a cleanup that ends within it is waited for, and the model reads that
+    the tool timed out, as before."""
+    monkeypatch.setattr(loop, "CANCEL_GRACE_S", 60.0)  # far longer than the test takes
+    in_cleanup, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow_cleanup() -> str:
+        """Waits; cleans up until released, then lets its cancellation go on."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            in_cleanup.set()
+            await asyncio.shield(release.wait())
+        return "never"
+
+    agent = Agent(
+        "a",
+        model=ScriptedModel([tool_call("slow_cleanup", {}), reply("done")]),
+        tools=[slow_cleanup],
+    )
+    async with Runtime(testing=True) as rt:
+        handle = await rt.start(agent, "go", limits=RunLimits(tool_timeout_s=0.01))
+        await in_cleanup.wait()  # timed out, in its cleanup
+        release.set()
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    [answer] = [m for m in result.messages if m.role == "tool"]
+    assert "timed out after 0.01 s" in answer.content

@@ -843,7 +843,7 @@ class AgentRun(RunDriver):
                 name=f"cancel-subtree-{self.info.run_id}",
             )
 
-    def _watch_tool(self, why: str | None, *, cancelling: bool = False) -> None:
+    def _watch_tool(self, why: str | None) -> None:
         """A cancel is queued while a tool call is under way: it lands after the call. A
         call whose cancellation never finishes (its tool timed out, and its cleanup swallows
         every cancel or awaits for ever) would hold the cancel, and the run, for ever; so
@@ -851,7 +851,7 @@ class AgentRun(RunDriver):
         still being cancelled twice in a row, the run ends without it (``end_without_task``).
         Nothing is armed for a run's ordinary tool calls: only a cancel waiting arms it (or
         the run's task cancelled by whoever started it: ``cancel_run_task``, ``why``), or the
-        call's own timeout running out (``_tool_timed_out``: ``cancelling`` already)."""
+        call's own timeout running out (``_tool_timed_out``)."""
         call = self._in_tool
         if call is None or self._given_up is not None:
             return
@@ -861,17 +861,17 @@ class AgentRun(RunDriver):
             self._tool_watch.cancel()  # armed for an earlier call, whose cancellation ended
         loop = asyncio.get_running_loop()
         self._watched = call
-        self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, cancelling, why)
+        self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, False, why)
 
     def _tool_timed_out(self, limit: float) -> None:
-        """The tool call under way ran out of its time and is being cancelled: if its
-        cancellation has not ended ``CANCEL_GRACE_S`` later (a cleanup that swallows every
-        cancel, or awaits for ever), the run ends ``failed`` without it, as a cancel that
-        waited for it would end it: nothing else would ever end it."""
+        """The tool call under way ran out of its time and is being cancelled: watched as a
+        cancel waiting for it is (``_watch_tool``), if its cancellation has not ended (a
+        cleanup that swallows every cancel, or awaits for ever), the run ends ``failed``
+        without it: nothing else would ever end it."""
         call = self._in_tool
         if call is not None:
             self._timed_out = (call, limit)
-            self._watch_tool(None, cancelling=True)
+            self._watch_tool(None)
 
     def _check_tool(self, call: ToolCall, was_cancelling: bool, why: str | None) -> None:
         self._tool_watch = self._watched = None
