@@ -253,3 +253,53 @@ async def test_an_agent_node_over_its_limit_fails_the_graph_with_the_childs_own_
     [child] = [i for i in rt.runs.list() if i.kind == "agent"]
     assert error.run_id == child.run_id
     assert "allowed None" not in str(error) and "used run limit" not in str(error)
+
+
+async def test_an_agent_node_under_a_narrowed_agent_run_gets_no_withheld_model() -> None:
+    """An agent run narrowed by ``constrain_model`` starts a graph run from a tool: the
+    graph's agent nodes are below that run, and may not use what was taken from it (a child
+    gets no more than its parent was left with), through the graph run and its task."""
+    seen: list[str | None] = []
+
+    async def child_fn(request: ModelRequest) -> str:
+        seen.append(request.model)
+        return "drafted"
+
+    writer = Agent("writer", model=FunctionModel(child_fn), models=["big", "small"])
+    graph = StateGraph(Doc).add_node("writer", AgentNode(writer, input="topic", output="draft"))
+    compiled = graph.add_edge(START, "writer").add_edge("writer", END).compile()
+    async with Runtime(testing=True) as rt:
+
+        @tool
+        async def write(ctx: Any) -> str:
+            """Run the writing graph under this run."""
+            handle = await rt.start_graph(compiled, {"topic": "cats"}, parent=ctx.handle)
+            return str((await handle.result()).state["draft"])
+
+        first = Gate("first")
+        calls = 0
+
+        async def lead_fn(request: ModelRequest) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await first.wait()
+                return tool_call("write")
+            return "done"
+
+        lead = Agent("lead", model=FunctionModel(lead_fn), models=["big", "small"], tools=[write])
+        handle = await rt.start(lead, "go")
+        await first.entered.wait()
+        narrowed = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.CONSTRAIN_MODEL,
+                payload={"models": ["small"]},
+            )
+        )
+        assert narrowed.status == "accepted"
+        first.open()
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert seen == ["small"]

@@ -276,6 +276,10 @@ async def start_graph_run(
                 agent_id=graph.name,
                 tenant_id=tenant_id,
                 kind="graph",
+                # its agent nodes may not use what was taken from the runs above it
+                withheld_models=(
+                    parent_handle.info.withheld_models if parent_handle is not None else frozenset()
+                ),
             )
             handle = RunHandle(info, submitter=runtime)
         run = await session.prepare(

@@ -105,6 +105,7 @@ class TaskEntries:
             tenant_id=parent.tenant_id,
             kind="graph",
             agent_id=self.graph_name,
+            withheld_models=parent.withheld_models,
         )
         entry = RunHandle(info, submitter=self.runtime)
         await self.runtime.register(entry)
