@@ -1396,8 +1396,8 @@ async def start_agent_run(
     # can only narrow, so it cannot switch the run to a model its agent never named
     models = agent.models if agent.models is not None else (agent.model.name,)
     withheld = parent_info.withheld_models if parent_info is not None else frozenset()
-    if withheld:
-        models = _unwithheld(agent.name, models, withheld, parent_info)
+    if parent_info is not None and withheld:
+        models = _unwithheld(agent.name, models, parent_info)
     if parent_info is not None:
         above = runtime.runs.tree.ancestors(parent_info.run_id)
         run_limits = child_limits(run_limits, parent_info, above)
@@ -1603,19 +1603,16 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
     return handle.info
 
 
-def _unwithheld(
-    name: str, models: tuple[str, ...], withheld: frozenset[str], parent: RunInfo | None
-) -> tuple[str, ...]:
-    """The models of a child's agent that no run above it was narrowed away from (by
-    ``constrain_model``); raises ``ModelsWithheld`` when none is left."""
-    left = tuple(m for m in models if m not in withheld)
+def _unwithheld(name: str, models: tuple[str, ...], parent: RunInfo) -> tuple[str, ...]:
+    """The models of a child's agent (under ``parent``) that no run above it was narrowed
+    away from (by ``constrain_model``); raises ``ModelsWithheld`` when none is left."""
+    left = tuple(m for m in models if m not in parent.withheld_models)
     if not left:
-        assert parent is not None
+        allowed = f" (allowed there now: {list(parent.models)})" if parent.models else ""
         raise ModelsWithheld(
             f"agent {name!r} cannot run under run {parent.run_id}: its models {list(models)} "
-            f"were all taken away from that run or one above it by constrain_model (allowed "
-            f"there now: {list(parent.models or ())}); a child gets no more than its parent "
-            "was left with"
+            f"were all taken away from that run or one above it by constrain_model{allowed}; "
+            "a child gets no more than its parent was left with"
         )
     return left
 
