@@ -295,3 +295,25 @@ async def test_a_timed_out_tool_whose_cleanup_ends_within_the_grace_lets_the_run
     assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
     [answer] = [m for m in result.messages if m.role == "tool"]
     assert "timed out after 0.01 s" in answer.content
+
+
+async def test_a_tool_cut_short_by_the_deadline_that_never_finishes_ends_limit_exceeded(
+    stuck: StuckCleanup,
+) -> None:
+    """The run's ``deadline_s`` (not the tool's timeout) cut the call short, and its cleanup
+    never ends: the run ends ``limit_exceeded`` on ``deadline_s``, as it would have at its
+    next boundary, saying which tool held it, and ``limit_error`` says so to a caller."""
+    recorder = EventRecorder()
+    agent = Agent(
+        "a", model=ScriptedModel([tool_call("stuck", {}), reply("done")]), tools=[stuck.tool]
+    )
+    async with Runtime(testing=True, sinks=[recorder]) as rt:
+        handle = await rt.start(agent, "go", limits=RunLimits(deadline_s=0.05))
+        # a guard against the hang this test is about, not a measure of anything
+        result = await asyncio.wait_for(handle.result(), 30)
+        assert result.status is RunStatus.LIMIT_EXCEEDED
+        assert result.error is not None
+        assert "'deadline_s'" in result.error and "'stuck'" in result.error
+        error = loop.limit_error(handle, result)
+        assert (error.limit, error.allowed) == ("deadline_s", 0.05)
+        assert [e.limit for e in recorder.events if e.type == "limit.exceeded"] == ["deadline_s"]

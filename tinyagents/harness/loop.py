@@ -883,13 +883,8 @@ class AgentRun(RunDriver):
             cancel = next(iter(self.handle.inbox.queue.cancels()), None)
             timed_out = self._timed_out
             if cancel is None and why is None and timed_out is not None and timed_out[0] is call:
-                reason = (
-                    f"tool {call.name!r} (call {call.id}) timed out after {timed_out[1]:g} s "
-                    f"and its cancellation did not finish within {CANCEL_GRACE_S:g} s: the "
-                    "run ended without it, its task abandoned"
-                )
                 self.runtime.spawn(
-                    self.end_without_task(reason, timed_out=timed_out[1]),
+                    self.end_without_task(self._stuck_timeout(call), timed_out=timed_out[1]),
                     name=f"give-up-{self.info.run_id}",
                 )
                 return
@@ -905,6 +900,32 @@ class AgentRun(RunDriver):
         self._watched = call
         self._tool_watch = loop.call_later(CANCEL_GRACE_S, self._check_tool, call, cancelling, why)
 
+    def _stuck_timeout(self, call: ToolCall) -> str:
+        """Why a run whose timed-out tool call never finished its cancellation ends: the
+        tool's timeout, or, when the run's deadline cut the call short, that limit
+        (``self.limit_error``; the run ends ``limit_exceeded``, as it would have at its next
+        boundary)."""
+        assert self._timed_out is not None
+        stuck = (
+            f"its cancellation did not finish within {CANCEL_GRACE_S:g} s: the run ended "
+            "without it, its task abandoned"
+        )
+        left = deadline_left(self.info)
+        if left is not None and left <= 0:
+            deadline = self.info.limits.deadline_s
+            self.limit_error = RunLimitExceeded(
+                "deadline_s",
+                deadline,
+                deadline,
+                run_id=self.info.run_id,
+                detail=f"tool {call.name!r} (call {call.id}) was cut short by it, and {stuck}",
+            )
+            return str(self.limit_error)
+        return (
+            f"tool {call.name!r} (call {call.id}) timed out after {self._timed_out[1]:g} s "
+            f"and {stuck}"
+        )
+
     async def end_without_task(self, why: str, *, timed_out: float | None = None) -> bool:
         """The run's task did not end within a grace after it was cancelled (a tool whose
         cancellation never finishes): end the run now with ``why``, ``cancelled``, as its
@@ -913,13 +934,24 @@ class AgentRun(RunDriver):
         the tool's result is applied there, as if the result had come.
 
         ``timed_out``: nobody cancelled the run, the tool call under way ran out of that
-        much time (``_tool_timed_out``): the run ends ``failed``, the call answered as timed
-        out."""
+        much time (``_tool_timed_out``): the run ends ``failed`` (``limit_exceeded`` when the
+        run's deadline cut it short: ``_stuck_timeout``), the call answered as timed out."""
         task = self.handle.task
         if self._given_up is not None or self.handle.done:
             return True
         self.frozen = True  # a task that comes back goes no further than its next boundary
-        status = RunStatus.CANCELLED if timed_out is None else RunStatus.FAILED
+        exceeded = self.limit_error if timed_out is not None else None
+        if exceeded is not None:
+            status = RunStatus.LIMIT_EXCEEDED
+            self.emit(
+                LimitEvent,
+                type="limit.exceeded",
+                limit=exceeded.limit,
+                used=exceeded.used,
+                allowed=exceeded.allowed,
+            )
+        else:
+            status = RunStatus.CANCELLED if timed_out is None else RunStatus.FAILED
         result = self._given_up = self._result(status, self.last_text, why)
         _log.error("run %s: %s (task %r)", self.info.run_id, why, task)
         if self._tool_watch is not None:
@@ -927,7 +959,8 @@ class AgentRun(RunDriver):
             self._tool_watch = self._watched = None
         call = self._in_tool
         if call is not None and timed_out is not None:
-            self.failure = ToolError(why)
+            if exceeded is None:
+                self.failure = ToolError(why)
             self._record_result(
                 call,
                 ToolResult(
