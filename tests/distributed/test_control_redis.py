@@ -155,6 +155,68 @@ async def test_a_command_for_a_thread_reaches_the_worker_running_it(
     assert (await handle.result()).status is RunStatus.CANCELLED
 
 
+def not_(value: Any) -> bool:
+    return not value
+
+
+def thread_cancel(thread_id: str, actor: Any = OPERATOR) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.thread(thread_id), actor=actor, kind=SteeringKind.CANCEL, payload={}
+    )
+
+
+async def test_a_thread_command_sent_before_the_other_workers_run_is_listed_reaches_it(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """The thread's run is on worker a, started a moment ago and not listed yet: a command for
+    the thread sent on worker b found no run anywhere, was deferred on b, and waited there for
+    ever while a's run ran on. It now goes to a as soon as b sees a's run listed."""
+    rt_a, control, rc_b = pair
+    handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-1")
+    assert await rc_b.get_run(handle.run_id) is None  # not listed yet
+    cancel = thread_cancel("t-1")
+    receipt = await control.submit(cancel)
+    assert receipt.status == "deferred" and receipt.run_id is None, receipt
+    async with asyncio.timeout(20):  # against a hang, not a timing assertion
+        assert (await handle.result()).status is RunStatus.CANCELLED
+    assert rt_a.router.state(cancel.correlation_id, scope="tenant:acme") == "applied"
+    # b keeps nothing open for it, once a's receipt is in
+    await eventually(lambda: asyncio.sleep(0, control.runtime.router.open_commands()), ok=not_)
+
+
+async def test_a_deferred_thread_command_is_delivered_when_another_worker_starts_the_thread(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """No run on the thread anywhere: the command waits (deferred), as in one process. The
+    thread's next run starting on worker a, not on b where the command waits, now takes it,
+    and so would a run on b (in-process, as before); another tenant's run on the thread does
+    not, nor does an agent's command travel (only operators' do)."""
+    rt_a, control, rc_b = pair
+    rt_b = control.runtime
+    cancel = thread_cancel("t-2")
+    receipt = await control.submit(cancel)
+    assert receipt.status == "deferred" and receipt.run_id is None, receipt
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="globex", thread_id="t-2")
+    await eventually(lambda: rc_b.get_run(theirs.run_id), lambda s: s is not None)
+    ours = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-2")
+    async with asyncio.timeout(20):
+        assert (await ours.result()).status is RunStatus.CANCELLED
+    assert theirs.status is RunStatus.RUNNING
+    await eventually(lambda: asyncio.sleep(0, rt_b.router.open_commands()), ok=not_)
+    history = [e.type for e in rt_a.steering_history(ours.run_id)]
+    assert history[0] == "steering.requested" and history[-1] == "steering.applied", history
+    again = await control.submit(cancel)  # the same command sent again: taken once
+    assert again.status == "duplicate", again
+
+    local = thread_cancel("t-3")
+    assert (await control.submit(local)).status == "deferred"
+    mine = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-3")
+    async with asyncio.timeout(20):
+        assert (await mine.result()).status is RunStatus.CANCELLED
+    await theirs.cancel()
+    await theirs.result()
+
+
 async def test_a_thread_command_from_a_run_looks_among_its_own_tenants_runs(
     pair: tuple[Runtime, Control, RedisControl],
 ) -> None:

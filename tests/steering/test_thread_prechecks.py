@@ -216,3 +216,49 @@ async def test_a_thread_with_no_run_holds_at_most_max_queued_commands_per_sender
         rejected = {e.correlation_id for e in recorder.of_type("steering.rejected")}
         assert rejected == {refused.correlation_id, cancels[3].correlation_id}
         assert len(handle.inbox) == 3  # the three cancels (they superseded the steers)
+
+
+async def test_a_thread_command_handed_off_leaves_the_books_and_one_not_sent_waits_on(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    """``hand_off``: a command waiting for its thread's next run given to another runtime (the
+    Redis control plane hands it to the worker where a run of the thread is). Sent: it leaves
+    this router's books with no event, its id still taken. Not sent: it waits on; and a run of
+    its thread that registered here while it was being sent takes it."""
+    gone, kept, raced = (_to_thread() for _ in range(3))
+    for cmd in (gone, kept, raced):
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+    waiting = rt.router.waiting_for_threads()
+    assert [c.correlation_id for c, _ in waiting] == [c.correlation_id for c in (gone, kept, raced)]
+    assert {tenant for _, tenant in waiting} == {"default"}
+    sent: list[str] = []
+
+    async def send(cmd: SteeringCommand) -> bool:
+        sent.append(cmd.correlation_id)
+        assert rt.router.waiting_for_threads() == [(c, "default") for c in (kept, raced)]
+        return True
+
+    assert await rt.router.hand_off(gone, send) is True and sent == [gone.correlation_id]
+    assert await rt.router.hand_off(gone, send) is False  # not waiting any more
+    assert recorder.lifecycle(gone.correlation_id) == ["requested", "deferred"]
+    assert (await rt.submit(gone)).status is ReceiptStatus.DUPLICATE
+
+    async def refuse(cmd: SteeringCommand) -> bool:
+        return False
+
+    assert await rt.router.hand_off(kept, refuse) is False
+    assert [c for c, _ in rt.router.waiting_for_threads()] == [raced, kept]
+
+    async def lost_to_a_run_here(cmd: SteeringCommand) -> bool:
+        await make_run("r-1", thread_id="t-1")  # registers meanwhile: takes ``kept`` at once
+        raise ConnectionError("Redis went away")
+
+    with pytest.raises(ConnectionError):
+        await rt.router.hand_off(raced, lost_to_a_run_here)
+    assert rt.router.waiting_for_threads() == []
+    assert recorder.lifecycle(raced.correlation_id)[-1] == "accepted"
+    assert recorder.lifecycle(kept.correlation_id)[-1] == "accepted"
+    assert [c.correlation_id for c in rt.router.open_commands()] == [
+        kept.correlation_id,
+        raced.correlation_id,
+    ]

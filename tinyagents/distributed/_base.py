@@ -16,6 +16,7 @@ from tinyagents.protocol.commands import ReceiptStatus, SteeringCommand, Steerin
 from tinyagents.runs.live import LiveRuns
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.steering.policies import not_found
+from tinyagents.steering.router import SteeringRouter
 from tinyagents.store.base import Store
 
 #: ``redis.asyncio.Redis``: its stubs type every reply as a union of the sync and async
@@ -33,6 +34,7 @@ class ControlledRuntime(Protocol):
 
     runs: RunRegistry
     store: Store
+    router: SteeringRouter
 
     @property
     def durable(self) -> bool: ...

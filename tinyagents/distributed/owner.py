@@ -288,7 +288,7 @@ class CommandReader:
         logged = await self._logged_receipt(cmd, again) if ask_log else None
         if logged is not None:
             receipt = logged
-        elif refusal is not None:
+        elif refusal is not None and not self._taken_before(cmd, refusal):
             self.counters.foreign += 1
             log.warning("refused command %s from Redis: %s", cmd.correlation_id, refusal.reason)
             receipt = refusal
@@ -366,6 +366,20 @@ class CommandReader:
             stored.run_id,
             stored.reason if status is ReceiptStatus.REJECTED else None,
             None,
+        )
+
+    def _taken_before(self, cmd: SteeringCommand, refusal: SteeringReceipt) -> bool:
+        """Whether ``cmd``, refused as "not found" (its run is not here, or no longer), is one
+        this runtime's router took already (the sender's own scope: nothing of another
+        tenant's): submitted, the router answers ``duplicate``, as in one process. Sent again
+        just as its run ended here (the listing still showed the run), it was answered "not
+        found" for a command that was applied. A durable log answers it first
+        (``_logged_receipt``)."""
+        return (
+            isinstance(cmd.actor, HumanActor)
+            and refusal == hidden(cmd)
+            and self.runtime.router.state(cmd.correlation_id, scope=dedupe_scope(cmd.actor))
+            is not None
         )
 
     def _refusal(self, envelope: Envelope) -> SteeringReceipt | None:

@@ -4,14 +4,16 @@
         await rc.list_runs("acme")   # every live worker's runs, with their live counters
         await rc.submit(cmd)         # in-process for this worker's runs, else to their owner
 
-Three jobs run while it is started (the key names and entry fields are in
+Four jobs run while it is started (the key names and entry fields are in
 ``tinyagents.distributed.wire``; docs/deploy.md tells the whole story):
 
 * the **mirror** (``RunMirror``) writes this worker's runs to Redis for every worker to list;
 * the **command reader** (``CommandReader``) answers the commands other workers send for
   this worker's runs, through this worker's own runtime;
 * the **reply reader** (here) hands the receipts of the commands this worker sent to the
-  ``submit`` calls waiting for them.
+  ``submit`` calls waiting for them;
+* the **thread job** (here) hands an operator's command deferred here for a thread's next run
+  to the worker where a run of that thread is listed.
 
 A command for a run another worker owns is appended to that worker's stream; the owner
 answers it with its runtime's receipt. Only operators' commands (``SteeringActor.human``)
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import time
@@ -239,6 +242,7 @@ class RedisControl:
             (self.mirror.run(redis), "mirror"),
             (self.reader.run(redis), "commands"),
             (self._reply_job(reply_after), "replies"),
+            (self._thread_job(), "threads"),
         ):
             self._tasks.append(asyncio.create_task(job, name=f"redis-{name}-{self.worker_id}"))
 
@@ -321,7 +325,10 @@ class RedisControl:
         snapshot = await self._listed(run_id, lambda s: _visible(cmd, s))
         if snapshot is None:
             return hidden(cmd)
-        owner = str(snapshot["worker"])
+        return await self._send(cmd, str(snapshot["worker"]))
+
+    async def _send(self, cmd: SteeringCommand, owner: str) -> SteeringReceipt:
+        """Append ``cmd`` to ``owner``'s stream and wait for its receipt (see ``submit``)."""
         request_id = _clock.new_id("req")
         envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
         fields = envelope.fields()  # a command too large for the wire: InvalidCommandError
@@ -458,6 +465,59 @@ class RedisControl:
                 else:
                     future.set_result(answer)
 
+    # ------------------------------------------------------------------ thread job
+
+    async def _thread_job(self) -> None:
+        """Hand the operators' commands deferred here for a thread's next run to the worker
+        where a run of that thread is listed (it started there, not here): every
+        ``heartbeat_s``, and only while such commands wait (then the listing is read once per
+        round). In one process the thread's next run takes them; a worker's run takes them
+        on any worker. A command whose owner does not take it (Redis down, the owner
+        stopping, its run ended meanwhile) waits here again for the next round."""
+        router = self.runtime.router
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            waiting = [
+                (cmd, tenant)
+                for cmd, tenant in router.waiting_for_threads()
+                if isinstance(cmd.actor, HumanActor)
+            ]
+            if not waiting or self._redis is None:
+                continue
+            try:
+                snapshots = list(await self._remote_snapshots())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.outages.failed("threads", exc)
+                continue
+            self.outages.recovered("threads")
+            for cmd, tenant in waiting:  # in the order they came: one at a time
+                thread_id = getattr(cmd.target, "thread_id", "")
+                newest = _newest_on_thread(snapshots, thread_id, tenant)
+                if newest is not None:
+                    owner = str(newest["worker"])
+                    await router.hand_off(cmd, functools.partial(self._handed, owner=owner))
+
+    async def _handed(self, cmd: SteeringCommand, owner: str) -> bool:
+        """Whether ``owner`` took ``cmd`` (a thread's deferred command handed off): any
+        receipt but "not found" (its run there ended meanwhile), and no receipt in time (the
+        entry stays in its stream: it may still apply, and must not apply here too)."""
+        try:
+            receipt = await self._send(cmd, owner)
+        except ReceiptTimeout:
+            log.warning(
+                "worker %s: thread command %s handed to worker %s, no receipt yet",
+                self.worker_id,
+                cmd.correlation_id,
+                owner,
+            )
+            return True
+        except ControlPlaneUnavailable as exc:
+            log.info("thread command %s waits on here: %s", cmd.correlation_id, exc)
+            return False
+        return receipt != hidden(cmd)
+
     # ------------------------------------------------------------------ lookups
 
     async def _local_or_remote_run(self, cmd: SteeringCommand) -> str | None:
@@ -477,16 +537,7 @@ class RedisControl:
             snapshots = await self._remote_snapshots()
         except Exception as exc:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
-        on_thread = [
-            s
-            for s in snapshots
-            if s.get("thread_id") == thread_id
-            and s.get("status") in _LIVE
-            and (tenant is None or s.get("tenant_id") == tenant)
-        ]
-        # The thread's newest run, as in one process (``RunRegistry.for_thread``) and through
-        # the store: an older one may be an earlier turn, or a dead worker's ghost still listed.
-        newest = max(on_thread, key=run_key, default=None)
+        newest = _newest_on_thread(snapshots, thread_id, tenant)
         return None if newest is None else str(newest["run_id"])
 
     async def _find(self, run_id: str) -> dict[str, Any] | None:
@@ -565,6 +616,22 @@ class RedisControl:
             for s in self.runtime.live_snapshots()
             if tenant_id is None or s["tenant_id"] == tenant_id
         ]
+
+
+def _newest_on_thread(
+    snapshots: Iterable[dict[str, Any]], thread_id: str, tenant: str | None
+) -> dict[str, Any] | None:
+    """The newest live run listed on ``thread_id`` (of ``tenant``'s runs, when given), as in
+    one process (``RunRegistry.for_thread``) and through the store: an older one may be an
+    earlier turn, or a dead worker's ghost still listed."""
+    on_thread = [
+        s
+        for s in snapshots
+        if s.get("thread_id") == thread_id
+        and s.get("status") in _LIVE
+        and (tenant is None or s.get("tenant_id") == tenant)
+    ]
+    return max(on_thread, key=run_key, default=None)
 
 
 def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -293,6 +293,55 @@ class SteeringRouter:
             for tracked in (self._waiting.pop(run_id, None) or {}).values():
                 if not tracked.state.terminal:
                     self._finish(tracked, "failed", reason=reason)
+
+    def waiting_for_threads(self) -> list[tuple[SteeringCommand, str | None]]:
+        """(command, tenant among whose runs its thread resolves) of the commands deferred
+        for the next run of a thread, that another runtime may take (``hand_off``): those the
+        router holds in memory only (a command in a durable steering log is that log's: not
+        handed off)."""
+        return [
+            (tracked.cmd, self.registry.thread_tenant(tracked.cmd.actor))
+            for key, waiting in self._waiting.items()
+            if key.startswith(_THREAD)
+            for tracked in waiting.values()
+            if tracked.state is CommandState.DEFERRED and not tracked.persisted
+        ]
+
+    async def hand_off(
+        self, cmd: SteeringCommand, send: Callable[[SteeringCommand], Awaitable[bool]]
+    ) -> bool:
+        """Give ``cmd``, deferred for its thread's next run (``waiting_for_threads``), to
+        another runtime, where a run of its thread is: ``send`` delivers it there and says
+        whether it did (the other runtime's router takes it from ``requested`` on, as a
+        command of its own). A command handed off leaves this router's books with no event
+        (its events are the other runtime's now); its id stays taken, so the same command
+        sent here again is a duplicate. While ``send`` is under way no run here takes it; if
+        it was not sent (``send`` returned False or raised), it waits again, or goes to a run
+        of its thread that registered here meanwhile. False: it was not waiting (any more),
+        or was not sent."""
+        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        thread = _target_key(cmd)
+        waiting = self._waiting.get(thread)
+        tracked = waiting.get(key) if waiting is not None else None
+        if tracked is None or tracked.persisted or tracked.state is not CommandState.DEFERRED:
+            return False
+        del waiting[key]  # type: ignore[union-attr]
+        if not waiting:
+            del self._waiting[thread]
+        sent = False
+        try:
+            sent = await send(tracked.cmd)
+        finally:
+            if sent:
+                del self._tracked[key]
+            else:
+                tenant = self.registry.thread_tenant(cmd.actor)
+                handle = self.registry.for_thread(cmd.target.thread_id, tenant)  # type: ignore[union-attr]
+                if handle is None:
+                    self._waiting.setdefault(thread, {})[key] = tracked
+                else:  # a run of its thread registered here meanwhile: it takes it
+                    await self._hand_over(thread, tracked, handle)
+        return sent
 
     def busy_runs(self) -> set[str]:
         """The runs something still waits on: an open command's run, a command being
