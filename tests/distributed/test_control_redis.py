@@ -217,6 +217,58 @@ async def test_a_deferred_thread_command_is_delivered_when_another_worker_starts
     await theirs.result()
 
 
+class Gate:
+    """A run's policy that holds every command until ``open`` is set (a slow policy or store
+    write, without timing), noting the order commands reach it."""
+
+    policy_id = "gate"
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.seen: list[str] = []
+
+    async def __call__(self, cmd: SteeringCommand, ctx: Any, call_next: Any) -> Any:
+        self.seen.append(cmd.correlation_id)
+        await self.open.wait()
+        return await call_next(cmd)
+
+
+async def test_a_slow_command_for_one_run_holds_no_other_runs_command(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """Worker a's reader answered the entries of each read together: a command for run B sent
+    while one for run A was held in a slow policy (or store write) waited for A's, in the same
+    read or the next (the reader read on only once the whole read was answered), and timed out
+    with it. Each run's commands now go on apart, in the order they came; a later command for
+    A still waits for A's first (per-run order stays as sent)."""
+    rt_a, control, rc_b = pair
+    slow = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+    other = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+    gate = Gate()
+    slow.policies.append(gate)
+    for handle in (slow, other):
+        await eventually(lambda h=handle: rc_b.get_run(h.run_id), lambda s: s is not None)
+    first = command(slow.run_id, "add_instruction", {"text": "one"})
+    second = command(slow.run_id, "add_instruction", {"text": "two"})
+    held = asyncio.create_task(control.submit(first))
+    try:
+        await eventually(
+            lambda: asyncio.sleep(0, gate.seen), lambda seen: seen == [first.correlation_id]
+        )
+        behind = asyncio.create_task(control.submit(second))
+        receipt = await control.submit(command(other.run_id, "pause"))  # ReceiptTimeout if held
+        assert receipt.status == "accepted", receipt
+        assert not held.done() and not behind.done()
+        assert gate.seen == [first.correlation_id]  # A's second waits for its first
+    finally:
+        gate.open.set()
+    assert (await held).status == "accepted" and (await behind).status == "accepted"
+    assert gate.seen == [first.correlation_id, second.correlation_id]
+    for handle in (slow, other):
+        await handle.cancel()
+        await handle.result()
+
+
 async def test_a_thread_command_from_a_run_looks_among_its_own_tenants_runs(
     pair: tuple[Runtime, Control, RedisControl],
 ) -> None:

@@ -6,7 +6,9 @@ before answering them), then new ones. Each entry is checked (an envelope addres
 worker, a human operator's command, the run here and of the operator's tenant), submitted to
 the worker's own runtime (its policy pipeline, deduplication and steering log), and its
 receipt is sent to the sender's reply stream; only then is the entry acknowledged and
-deleted. Refused entries are counted (``malformed``, ``foreign``) and logged, and so is a
+deleted. Each run's entries are submitted one after another, in stream order; different
+runs' side by side, while the job reads on (``_dispatch``): a slow policy or store write
+holds up only its own run's later commands. Refused entries are counted (``malformed``, ``foreign``) and logged, and so is a
 receipt not sent because the sender's reply key holds no stream (``bad_reply_to``).
 
 When the worker stops gracefully, ``drain`` answers what is still in the stream (what arrived
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -95,6 +98,11 @@ redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 3))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return false
 """
+#: How many entries the reader answers at once at most (then it waits before reading more).
+_MAX_INFLIGHT = 1_000
+#: The lane of a thread's commands with no run here (``CommandReader._lane``): a NUL, which no
+#: run id holds, keeps it apart from runs.
+_THREAD_LANE = "\x00thread:"
 #: Why a command the stopping worker's runtime no longer took is handed back.
 STOPPING = "the owning worker is stopping"
 
@@ -131,6 +139,18 @@ class CommandReader:
         #: The submits under way, by request id (each removed when it ends, its receipt kept
         #: in ``_answered``): an entry read again meanwhile waits for its submit's receipt.
         self._taking: dict[str, asyncio.Future[SteeringReceipt]] = {}
+        #: Each run's latest entry being answered (``_lane``), by run: the run's next entry
+        #: waits for it, so each run's commands are submitted in the order they came, and
+        #: no run's wait for a slow policy or store write holds another's.
+        self._lanes: dict[str, asyncio.Task[None]] = {}
+        #: The entries being answered, by entry id (a backlog read skips them).
+        self._inflight: dict[Any, asyncio.Task[None]] = {}
+        #: Answers to send (entry id, answer, its fields), and the task that sends them, a
+        #: pipeline at a time: the answers that came while one was sent go in the next.
+        self._outbox: list[tuple[Any, _Answer, Any]] = []
+        self._sender: asyncio.Task[None] | None = None
+        #: A send of answers failed: their entries are read again from the backlog.
+        self._unsent: Exception | None = None
 
     async def run(self, redis: Redis) -> None:
         """The job, until cancelled."""
@@ -160,7 +180,10 @@ class CommandReader:
                     continue
                 if backlog:
                     after = entries[-1][0]
-                await self._answer_all(redis, stream, entries, again=backlog)
+                await self._dispatch(redis, stream, entries, again=backlog)
+                if self._unsent is not None:
+                    unsent, self._unsent = self._unsent, None
+                    raise unsent
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -191,6 +214,9 @@ class CommandReader:
         ``redis-cli``) is taken over and answered too: it is neither in this worker's backlog
         nor new, and the drain read nothing, round after round, until its time ran out."""
         stream = self.keys.commands(self.worker_id)
+        # What the job was answering is read again here, from the backlog (a submit under
+        # way runs on: its entry gets what the log says, or that submit's receipt).
+        self.abandon()
         task = asyncio.current_task()
         cancels = task.cancelling() if task is not None else 0  # a close in a cancelled task
         while True:
@@ -203,7 +229,11 @@ class CommandReader:
                 read = await redis.xreadgroup(GROUP, self.worker_id, {stream: after}, count=100)
                 entries = read[0][1] if read else []
                 if entries:
-                    await self._answer_all(redis, stream, entries, again=after == "0", closing=True)
+                    await self._dispatch(redis, stream, entries, again=after == "0", closing=True)
+                    await self._settle()
+                    if self._unsent is not None:
+                        unsent, self._unsent = self._unsent, None
+                        raise unsent
                     break
             if entries:
                 continue
@@ -213,7 +243,7 @@ class CommandReader:
             # worker's backlog), or entries a sender appended meanwhile (read as new ones).
             await redis.xautoclaim(stream, GROUP, self.worker_id, min_idle_time=0, count=100)
 
-    async def _answer_all(
+    async def _dispatch(
         self,
         redis: Redis,
         stream: str,
@@ -222,31 +252,108 @@ class CommandReader:
         again: bool = False,
         closing: bool = False,
     ) -> None:
-        """Answer ``entries``; ``again``: read from the backlog (read before, by this worker's
-        earlier process perhaps, and never acknowledged); ``closing``: the worker is stopping,
-        and an entry its runtime no longer takes is handed back rather than left."""
+        """Start answering ``entries`` (those not being answered already), each after the
+        entry before it for the same run (``_lane``): the entries of different runs are
+        submitted side by side, and each receipt is sent as soon as it is there. They were
+        answered a read at a time, all receipts sent together: one command held in a slow
+        policy or store write held every other run's commands of its read, and the reader
+        read nothing more until it was answered. ``again``: read from the backlog (read
+        before, by this worker's earlier process perhaps, and never acknowledged);
+        ``closing``: the worker is stopping, and an entry its runtime no longer takes is
+        handed back rather than left. Waits only while ``_MAX_INFLIGHT`` entries are being
+        answered."""
         self.counters.received += len(entries)
-        answers = await asyncio.gather(*(self._answer(fields, again) for _, fields in entries))
+        lanes, inflight = self._lanes, self._inflight
+        for entry_id, fields in entries:
+            if entry_id in inflight:  # read again from the backlog while being answered
+                continue
+            try:
+                parsed: Envelope | MalformedEnvelope = Envelope.parse(fields)
+            except MalformedEnvelope as exc:
+                parsed = exc
+            lane = self._lane(parsed)
+            before = lanes.get(lane) if lane is not None else None
+            task = asyncio.create_task(
+                self._answer_one(redis, stream, entry_id, fields, parsed, again, closing, before)
+            )
+            inflight[entry_id] = task
+            task.add_done_callback(partial(_left, inflight, entry_id))
+            if lane is not None:
+                lanes[lane] = task
+                task.add_done_callback(partial(_left, lanes, lane))
+        while len(inflight) >= _MAX_INFLIGHT:
+            await asyncio.wait(list(inflight.values()), return_when=asyncio.FIRST_COMPLETED)
+
+    def _lane(self, parsed: Envelope | MalformedEnvelope) -> str | None:
+        """The run whose entries are answered one after another, in the order they came: the
+        target's run (a graph's task or node: the graph run), or a thread's run here (else
+        the thread); ``None`` for a malformed entry."""
+        if isinstance(parsed, MalformedEnvelope):
+            return None
+        cmd = parsed.command
+        run_id = target_run(cmd)
+        if run_id is not None:
+            return run_id
+        thread_id = getattr(cmd.target, "thread_id", "")
+        tenant = cmd.actor.tenant_id if isinstance(cmd.actor, HumanActor) else None
+        handle = self.runtime.runs.for_thread(thread_id, tenant)
+        return handle.run_id if handle is not None else _THREAD_LANE + thread_id
+
+    async def _answer_one(
+        self,
+        redis: Redis,
+        stream: str,
+        entry_id: Any,
+        fields: Any,
+        parsed: Envelope | MalformedEnvelope,
+        again: bool,
+        closing: bool,
+        before: asyncio.Task[None] | None,
+    ) -> None:
+        if before is not None:
+            await asyncio.wait([before])  # its outcome is its own: only its end counts here
+        try:
+            answer = await self._answer(parsed, again)
+        except Exception:
+            # a bug: the entry stays unacknowledged, read again at the next reconnect
+            log.exception("worker %s: could not answer command entry %s", self.worker_id, entry_id)
+            return
+        if isinstance(answer, _Later):
+            if not closing:
+                return  # the runtime closed first: the worker's next process answers it
+            answer = _handed_back(fields)
+        self._outbox.append((entry_id, answer, stream))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_answers(redis))
+
+    async def _send_answers(self, redis: Redis) -> None:
+        """Send the answers in ``_outbox``, a pipeline at a time, until none is left. The
+        entries are acknowledged only with (after) their receipts; a pipeline that fails
+        leaves them for the reader to read again from the backlog (``_unsent``)."""
+        while self._outbox:
+            batch, self._outbox = self._outbox, []
+            try:
+                await self._send(redis, batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._unsent = exc
+
+    async def _send(self, redis: Redis, batch: list[tuple[Any, _Answer, Any]]) -> None:
         pipe = redis.pipeline(transaction=False)
-        done: list[Any] = []
+        done: dict[str, list[Any]] = {}
         replies: list[tuple[str, str]] = []  # (reply key, request id), in the pipe's order
-        for (entry_id, fields), answer in zip(entries, answers, strict=True):
-            if isinstance(answer, _Later):
-                if not closing:
-                    continue  # the runtime closed first: the worker's next process answers it
-                answer = _handed_back(fields)
-            done.append(entry_id)
-            if answer is not None:
+        for entry_id, answer, stream in batch:
+            done.setdefault(stream, []).append(entry_id)
+            if answer is not None and not isinstance(answer, _Later):
                 reply_to, request_id, receipt = answer
                 reply_key = self.keys.replies(reply_to)
                 replies.append((reply_key, request_id))
                 pairs = reply_fields(request_id, receipt).items()
                 pipe.eval(_REPLY, 1, reply_key, _REPLY_MAXLEN, _REPLY_TTL_S, *chain(*pairs))
-        if done:  # acknowledged only with (after) the receipts
-            pipe.xack(stream, GROUP, *done)
-            pipe.xdel(stream, *done)
-        if not len(pipe):
-            return
+        for stream, ids in done.items():  # acknowledged only with (after) the receipts
+            pipe.xack(stream, GROUP, *ids)
+            pipe.xdel(stream, *ids)
         results = await pipe.execute()
         for (reply_key, request_id), kind in zip(replies, results, strict=False):
             if kind is not None:  # the entry's fault, not Redis's: no outage, no retry
@@ -260,10 +367,28 @@ class CommandReader:
                     kind.decode(errors="replace") if isinstance(kind, bytes) else kind,
                 )
 
-    async def _answer(self, raw: dict[bytes, bytes] | None, again: bool = False) -> _Answer:
-        try:
-            envelope = Envelope.parse(raw)
-        except MalformedEnvelope as exc:
+    async def _settle(self) -> None:
+        """Wait until every entry begun is answered and its answer sent (or failed)."""
+        while self._inflight or (self._sender is not None and not self._sender.done()):
+            waits: list[asyncio.Future[Any]] = list(self._inflight.values())
+            if self._sender is not None and not self._sender.done():
+                waits.append(self._sender)
+            await asyncio.wait(waits)
+
+    def abandon(self) -> None:
+        """Stop answering the entries begun (the job stopped): what is left unanswered is read
+        again, by the drain or the worker's next process. The submits under way run to their
+        end regardless (``_submit``)."""
+        for task in [*self._inflight.values(), *([self._sender] if self._sender else [])]:
+            task.cancel()
+        self._inflight.clear()
+        self._lanes.clear()
+        self._outbox.clear()
+
+    async def _answer(self, parsed: Envelope | MalformedEnvelope, again: bool = False) -> _Answer:
+        envelope = parsed
+        if isinstance(envelope, MalformedEnvelope):
+            exc = envelope
             self.counters.malformed += 1
             log.warning("dropped a malformed command entry: %s", exc)
             if exc.request_id and exc.reply_to:
@@ -400,6 +525,13 @@ class CommandReader:
         if handle is None or handle.info.tenant_id != cmd.actor.tenant_id:
             return hidden(cmd)  # never confirm that another tenant's run exists
         return None
+
+
+def _left(tasks: dict[Any, asyncio.Task[None]], key: Any, task: asyncio.Future[None]) -> None:
+    """Forget ``key``'s task once it is done, unless another took its place (a lane's next
+    entry)."""
+    if tasks.get(key) is task:
+        del tasks[key]
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

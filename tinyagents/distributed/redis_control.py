@@ -261,6 +261,7 @@ class RedisControl:
             return
         redis, self._redis = self._redis, None
         if self.seat.lost:  # the keys under this worker id are another process's now
+            self.reader.abandon()
             self.seat.forget()
             await redis.aclose()
             await redis.connection_pool.disconnect()
@@ -279,6 +280,7 @@ class RedisControl:
                 "worker %s: could not leave the control plane cleanly: %s", self.worker_id, exc
             )
         finally:
+            self.reader.abandon()  # the drain ran out of time: the next process answers
             self.seat.forget()
             await redis.aclose()
             await redis.connection_pool.disconnect()
