@@ -217,6 +217,32 @@ async def test_a_deferred_thread_command_is_delivered_when_another_worker_starts
     await theirs.result()
 
 
+async def test_a_deferred_thread_command_too_large_for_redis_holds_no_other_back(
+    pair: tuple[Runtime, Control, RedisControl],
+) -> None:
+    """A thread command deferred on b that cannot travel (over the wire's
+    ``MAX_COMMAND_BYTES``: b's policies let large payloads through) waits on b for a run
+    there; the commands deferred after it are still handed to the thread's run on a. Its
+    send raised out of the job that hands them over, which ended: no thread command left b
+    again."""
+    rt_a, control, rc_b = pair
+    control.runtime.router.pipeline.remove("payload")
+    big = SteeringCommand(
+        target=SteeringTarget.thread("t-4"),
+        actor=OPERATOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "x" * (MAX_COMMAND_BYTES + 1)},
+    )
+    assert (await control.submit(big)).status == "deferred"
+    cancel = thread_cancel("t-4")
+    assert (await control.submit(cancel)).status == "deferred"
+    handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-4")
+    async with asyncio.timeout(20):
+        assert (await handle.result()).status is RunStatus.CANCELLED
+    waiting = control.runtime.router.waiting_for_threads()
+    assert [c.correlation_id for c, _ in waiting] == [big.correlation_id]
+
+
 class Gate:
     """A run's policy that holds every command until ``open`` is set (a slow policy or store
     write, without timing), noting the order commands reach it."""
@@ -858,3 +884,46 @@ async def test_another_tenants_run_on_any_worker_is_answered_as_an_unknown_run_i
         for submit in (control.submit, rc_b.submit):
             answers.append(seen(await submit(command(run_id, "pause", actor=outsider)), run_id))
     assert all(a == answers[-1] for a in answers), answers
+
+
+async def test_a_redis_emptied_mid_command_answers_every_sender(
+    private_redis: RedisServer, prefix: str
+) -> None:
+    """Redis loses everything (FLUSHALL, a restart without persistence) while worker a holds a
+    command from b in a slow policy: a's receipt still reaches b (its reply stream is made
+    again), and the control plane works again (streams, groups, listing)."""
+    import redis.asyncio as aioredis
+
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    kw["backoff_s"] = (0.05, 0.2)
+    client = aioredis.from_url(private_redis.url)
+    try:
+        async with Runtime() as rt_a, Runtime() as rt_b:
+            async with (
+                RedisControl(rt_a, private_redis.url, worker_id="a", **kw),
+                RedisControl(
+                    rt_b, private_redis.url, worker_id="b", receipt_timeout_s=2, **kw
+                ) as rc_b,
+            ):
+                handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+                gate = Gate()
+                handle.policies.append(gate)
+                await eventually(lambda: rc_b.get_run(handle.run_id), lambda s: s is not None)
+                held_cmd = command(handle.run_id, "add_instruction", {"text": "held"})
+                held = asyncio.create_task(rc_b.submit(held_cmd))
+                try:
+                    await eventually(lambda: asyncio.sleep(0, gate.seen), bool)
+                    await client.flushall()
+                finally:
+                    gate.open.set()
+                assert (await held).status == "accepted"
+
+                resumed = await eventually(
+                    lambda: rc_b.submit(command(handle.run_id, "add_instruction")),
+                    lambda r: r.status == "accepted",
+                )
+                assert resumed.run_id == handle.run_id
+                await handle.cancel()
+                await handle.result()
+    finally:
+        await client.aclose()

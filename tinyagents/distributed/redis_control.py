@@ -55,11 +55,17 @@ from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import SENT_TTL_S, Envelope, HandedBack, Keys, parse_reply
-from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
+from tinyagents.errors import (
+    ConfigurationError,
+    ControlPlaneUnavailable,
+    InvalidCommandError,
+    ReceiptTimeout,
+)
 from tinyagents.protocol.commands import (
     HumanActor,
     SteeringCommand,
     SteeringReceipt,
+    dedupe_scope,
 )
 from tinyagents.runs.info import RunStatus
 from tinyagents.store.base import run_key
@@ -168,6 +174,9 @@ class RedisControl:
         #: Set by a command sent: Redis is back, the reply job stops its backoff to read the
         #: receipt (it would sleep out up to ``backoff_s[1]``, past ``receipt_timeout_s``).
         self._sent = asyncio.Event()
+        #: The thread commands waiting here that cannot be sent (too large for the wire), by
+        #: ``_key``: the thread job tries them no more.
+        self._unsendable: set[tuple[str, str]] = set()
 
     @property
     def enabled(self) -> bool:
@@ -484,6 +493,9 @@ class RedisControl:
                 for cmd, tenant in router.waiting_for_threads()
                 if isinstance(cmd.actor, HumanActor)
             ]
+            # a command that cannot travel (too large for the wire) waits for a run here
+            self._unsendable &= {_key(cmd) for cmd, _ in waiting}
+            waiting = [(c, t) for c, t in waiting if _key(c) not in self._unsendable]
             if not waiting or self._redis is None:
                 continue
             try:
@@ -497,9 +509,17 @@ class RedisControl:
             for cmd, tenant in waiting:  # in the order they came: one at a time
                 thread_id = getattr(cmd.target, "thread_id", "")
                 newest = _newest_on_thread(snapshots, thread_id, tenant)
-                if newest is not None:
-                    owner = str(newest["worker"])
+                if newest is None:
+                    continue
+                owner = str(newest["worker"])
+                try:
                     await router.hand_off(cmd, functools.partial(self._handed, owner=owner))
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # it waits on here; the others are handed over all the same
+                    log.exception(
+                        "worker %s: thread command %s", self.worker_id, cmd.correlation_id
+                    )
 
     async def _handed(self, cmd: SteeringCommand, owner: str) -> bool:
         """Whether ``owner`` took ``cmd`` (a thread's deferred command handed off): any
@@ -507,6 +527,10 @@ class RedisControl:
         entry stays in its stream: it may still apply, and must not apply here too)."""
         try:
             receipt = await self._send(cmd, owner)
+        except InvalidCommandError as exc:
+            log.warning("thread command %s waits here: %s", cmd.correlation_id, exc)
+            self._unsendable.add(_key(cmd))
+            return False
         except ReceiptTimeout:
             log.warning(
                 "worker %s: thread command %s handed to worker %s, no receipt yet",
@@ -618,6 +642,11 @@ class RedisControl:
             for s in self.runtime.live_snapshots()
             if tenant_id is None or s["tenant_id"] == tenant_id
         ]
+
+
+def _key(cmd: SteeringCommand) -> tuple[str, str]:
+    """A command's id where it is unique: in its sender's scope."""
+    return dedupe_scope(cmd.actor), cmd.correlation_id
 
 
 def _newest_on_thread(
