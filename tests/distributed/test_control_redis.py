@@ -217,6 +217,48 @@ async def test_a_deferred_thread_command_is_delivered_when_another_worker_starts
     await theirs.result()
 
 
+async def test_a_thread_command_sent_after_others_wait_for_the_thread_goes_after_them(
+    redis_url: str, prefix: str
+) -> None:
+    """Commands deferred on b for a thread whose run then starts on a are handed over at b's
+    next round (every ``heartbeat_s``); a command for the thread sent on b before that went
+    straight to a's run and was applied before them, where in one process the thread's run
+    takes the waiting ones first. b now hands them over first."""
+    kw: dict[str, Any] = {"prefix": prefix, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", heartbeat_s=0.2, **kw),
+            RedisControl(
+                rt_b, redis_url, worker_id="b", heartbeat_s=30.0, ttl_s=60.0, **kw
+            ) as rc_b,
+        ):
+            first = SteeringCommand(
+                target=SteeringTarget.thread("t-5"),
+                actor=OPERATOR,
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "first"},
+            )
+            assert (await rc_b.submit(first)).status == "deferred"
+            handle = await rt_a.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-5"
+            )
+            await eventually(lambda: rc_b.get_run(handle.run_id), lambda s: s is not None)
+            second = first.model_copy(
+                update={"correlation_id": "c-second", "payload": {"text": "second"}}
+            )
+            receipt = await rc_b.submit(second)
+            assert receipt.status == "accepted" and receipt.run_id == handle.run_id, receipt
+            accepted = [
+                e.correlation_id
+                for e in rt_a.steering_history(handle.run_id)
+                if e.type == "steering.accepted"
+            ]
+            assert accepted == [first.correlation_id, second.correlation_id]
+            assert rt_b.router.waiting_for_threads() == []
+            await handle.cancel()
+            await handle.result()
+
+
 async def test_a_deferred_thread_command_too_large_for_redis_holds_no_other_back(
     pair: tuple[Runtime, Control, RedisControl],
 ) -> None:
@@ -225,7 +267,7 @@ async def test_a_deferred_thread_command_too_large_for_redis_holds_no_other_back
     there; the commands deferred after it are still handed to the thread's run on a. Its
     send raised out of the job that hands them over, which ended: no thread command left b
     again."""
-    rt_a, control, rc_b = pair
+    rt_a, control, _ = pair
     control.runtime.router.pipeline.remove("payload")
     big = SteeringCommand(
         target=SteeringTarget.thread("t-4"),

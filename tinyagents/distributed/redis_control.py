@@ -177,6 +177,9 @@ class RedisControl:
         #: The thread commands waiting here that cannot be sent (too large for the wire), by
         #: ``_key``: the thread job tries them no more.
         self._unsendable: set[tuple[str, str]] = set()
+        #: Held while thread commands are handed to another worker, and by a thread command
+        #: sent while some wait here: the thread's commands reach its run in the order sent.
+        self._handing = asyncio.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -336,7 +339,17 @@ class RedisControl:
         snapshot = await self._listed(run_id, lambda s: _visible(cmd, s))
         if snapshot is None:
             return hidden(cmd)
-        return await self._send(cmd, str(snapshot["worker"]))
+        owner = str(snapshot["worker"])
+        thread_id = getattr(cmd.target, "thread_id", None)
+        if thread_id is None or not self._waits_here(thread_id):
+            return await self._send(cmd, owner)
+        # Commands deferred here for the thread go first, as its run takes them first in one
+        # process (the thread job would hand them over only at its next round).
+        async with self._handing:
+            await self._hand_over_thread(
+                thread_id, self.runtime.runs.thread_tenant(cmd.actor), owner
+            )
+            return await self._send(cmd, owner)
 
     async def _send(self, cmd: SteeringCommand, owner: str) -> SteeringReceipt:
         """Append ``cmd`` to ``owner``'s stream and wait for its receipt (see ``submit``)."""
@@ -485,12 +498,11 @@ class RedisControl:
         round). In one process the thread's next run takes them; a worker's run takes them
         on any worker. A command whose owner does not take it (Redis down, the owner
         stopping, its run ended meanwhile) waits here again for the next round."""
-        router = self.runtime.router
         while True:
             await asyncio.sleep(self.heartbeat_s)
             waiting = [
                 (cmd, tenant)
-                for cmd, tenant in router.waiting_for_threads()
+                for cmd, tenant in self.runtime.router.waiting_for_threads()
                 if isinstance(cmd.actor, HumanActor)
             ]
             # a command that cannot travel (too large for the wire) waits for a run here
@@ -509,17 +521,36 @@ class RedisControl:
             for cmd, tenant in waiting:  # in the order they came: one at a time
                 thread_id = getattr(cmd.target, "thread_id", "")
                 newest = _newest_on_thread(snapshots, thread_id, tenant)
-                if newest is None:
-                    continue
-                owner = str(newest["worker"])
-                try:
-                    await router.hand_off(cmd, functools.partial(self._handed, owner=owner))
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # it waits on here; the others are handed over all the same
-                    log.exception(
-                        "worker %s: thread command %s", self.worker_id, cmd.correlation_id
-                    )
+                if newest is not None:
+                    async with self._handing:
+                        await self._hand_off(cmd, str(newest["worker"]))
+
+    def _waits_here(self, thread_id: str) -> bool:
+        """Whether commands wait here for ``thread_id``'s next run."""
+        return any(
+            getattr(cmd.target, "thread_id", None) == thread_id
+            for cmd, _ in self.runtime.router.waiting_for_threads()
+        )
+
+    async def _hand_over_thread(self, thread_id: str, tenant: str | None, owner: str) -> None:
+        """Hand ``owner`` the operators' commands of ``tenant`` waiting here for ``thread_id``,
+        in the order they came (under ``_handing``)."""
+        for cmd, of in self.runtime.router.waiting_for_threads():
+            if (
+                of == tenant
+                and isinstance(cmd.actor, HumanActor)
+                and getattr(cmd.target, "thread_id", None) == thread_id
+                and _key(cmd) not in self._unsendable
+            ):
+                await self._hand_off(cmd, owner)
+
+    async def _hand_off(self, cmd: SteeringCommand, owner: str) -> None:
+        try:
+            await self.runtime.router.hand_off(cmd, functools.partial(self._handed, owner=owner))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # it waits on here; the others are handed over all the same
+            log.exception("worker %s: thread command %s", self.worker_id, cmd.correlation_id)
 
     async def _handed(self, cmd: SteeringCommand, owner: str) -> bool:
         """Whether ``owner`` took ``cmd`` (a thread's deferred command handed off): any
