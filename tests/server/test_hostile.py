@@ -932,6 +932,40 @@ async def test_a_raw_path_with_dot_segments_is_a_json_404(served: Served) -> Non
     await unchanged(served, run)
 
 
+async def test_a_raw_path_with_an_empty_segment_is_a_json_404(served: Served) -> None:
+    """``//console.js`` (or ``/%2Fconsole.js``, a slash the server decodes) is no path of the
+    console, as ``//api/agents/runs`` is none of the API's: StaticFiles read the doubled
+    slash away and served the file, so ``//api-docs.html`` even served the raw docs file
+    that ``/api-docs.html`` redirects away from (its inline script blocked by the console's
+    policy). Every such path is the one JSON 404 the API gives it."""
+    from test_transport_limits import raw_request
+
+    run = await served.start_run("acme")
+    api_answer = await raw_request(served, served.as_("alice"), f"/{BASE}/runs")
+    assert api_answer is not None and api_answer[0] == 404, api_answer
+    for path in (
+        "//",
+        "///",
+        "//console.js",
+        "///console.js",
+        "//index.html",
+        "//console.css",
+        "//api-docs.html",
+        "/%2Fconsole.js",
+        "/%2f%2fconsole.js",
+        "//healthz",
+        f"/{BASE}/docs",
+    ):
+        answer = await raw_request(served, served.as_("alice"), path)
+        assert answer is not None and answer[0] == 404, (path, answer)
+        assert b"content-type: application/json" in answer[1], (path, answer)
+        assert answer[2] == api_answer[2], (path, answer)
+    for path in ("/", "/console.js", "/index.html"):  # the one-slash paths still serve
+        answer = await raw_request(served, served.as_("alice"), path)
+        assert answer is not None and answer[0] == 200, (path, answer)
+    await unchanged(served, run)
+
+
 async def test_another_tenants_run_and_no_run_get_the_same_bytes(served: Served) -> None:
     """Not only the same status and body: the same headers too (nothing, not even a length,
     tells a run of another tenant from an id that names none)."""

@@ -1576,11 +1576,15 @@ def _mount_console(app: "FastAPI") -> None:
         built from the request's ``Host`` (wrong behind a TLS proxy, a host the client chose).
         A file's path with a trailing slash (``/console.js/``) is a 404 too: StaticFiles
         normalised the slash away and served the file, as no static server does (a slash
-        names a folder, and the page's relative links then pointed under the file)."""
+        names a folder, and the page's relative links then pointed under the file). So is a
+        path with an empty segment (``//console.js``, ``/%2Fconsole.js``, ``//``), as
+        ``//api/agents/runs`` is: StaticFiles read the doubled slash away and served the file
+        (``//api-docs.html`` the raw docs file that ``/api-docs.html`` redirects from)."""
 
         async def get_response(self, path: str, scope: Any) -> Any:
             sent = str(scope.get("path", ""))
-            if any(part in (".", "..") for part in sent.split("/")):
+            parts = sent.split("/")
+            if any(part in (".", "..") for part in parts) or "" in parts[1:-1]:
                 raise StarletteHTTPException(status_code=404)
             if sent.endswith("/") and path != "." and not (static / path).is_dir():
                 raise StarletteHTTPException(status_code=404)
