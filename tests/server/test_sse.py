@@ -614,3 +614,63 @@ async def test_a_store_files_log_is_named_by_the_file_not_by_how_its_path_was_sp
     assert await log_of("sqlite:///runs.db") != relative
     # a database in memory is a new one each time, its ids from 1 again: a new name
     assert await log_of("sqlite:///:memory:") != await log_of("sqlite:///:memory:")
+
+
+def _no_constant(name: str) -> Any:
+    raise AssertionError(f"{name} is not JSON")
+
+
+@pytest.mark.parametrize("store", [None, "memory://", "sqlite"])
+async def test_nan_and_infinity_read_the_same_in_the_trace_the_stream_and_the_store(
+    tmp_path: Path, store: str | None
+) -> None:
+    """JSON has no NaN or infinity. A ``float`` field holding one was sent on the stream as
+    the bare token ``NaN`` (which ``JSON.parse`` refuses: the console's stream broke), a dict
+    value as ``null``; the trace said ``null`` for both, and a SQLite store wrote ``null``,
+    which made a ``limit.warning`` unreadable (left out of the log). Each is the string
+    pydantic writes ("NaN", "Infinity", "-Infinity"), the same from every store."""
+    from tinyagents.events import LimitEvent, ModelEvent
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}" if store == "sqlite" else store
+    async for s in _serve(tmp_path, store=url):
+        run = await s.start_run("acme")
+        nan, inf = float("nan"), float("inf")
+        tree = {"run_id": run.run_id, "root_run_id": run.run_id, "tenant_id": "acme"}
+        s.runtime.bus.publish(
+            LimitEvent(type="limit.warning", limit="cost", used=nan, allowed=-inf, **tree)
+        )
+        s.runtime.bus.publish(
+            ModelEvent(
+                type="model.response", request_id="odd", usage={"cost": nan, "n": [inf]}, **tree
+            )
+        )
+        await run.cancel("done")
+
+        frames = await eventually(lambda s=s, run=run: _odd_frames(s, run.run_id))
+        r = await s.client.get(
+            f"{BASE}/events",
+            params={"run_id": run.run_id, "follow": "false"},
+            headers=s.as_("alice"),
+        )
+        streamed = []
+        for block in r.text.split("\n\n"):
+            data = next((x[6:] for x in block.splitlines() if x.startswith("data: ")), None)
+            if data is not None and ("limit.warning" in data or '"odd"' in data):
+                streamed.append(json.loads(data, parse_constant=_no_constant))
+        assert streamed == frames_without_id(frames)
+        limit, model = frames
+        assert (limit["used"], limit["allowed"]) == ("NaN", "-Infinity")
+        assert model["usage"] == {"cost": "NaN", "n": ["Infinity"]}
+
+
+async def _odd_frames(s: Served, run_id: str) -> list[dict[str, Any]] | None:
+    """The trace's two odd frames of that test, read as strict JSON (None until both are)."""
+    r = await s.client.get(f"{BASE}/runs/{run_id}/trace", headers=s.as_("alice"))
+    assert r.status_code == 200, r.text
+    frames = json.loads(r.text, parse_constant=_no_constant)
+    odd = [f for f in frames if f["type"] == "limit.warning" or f.get("request_id") == "odd"]
+    return odd if len(odd) == 2 else None
+
+
+def frames_without_id(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in f.items() if k != "id"} for f in frames]

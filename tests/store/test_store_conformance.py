@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from tinyagents.errors import StoreError
-from tinyagents.events import Event, GraphEvent, ModelEvent, RunEvent, SteeringEvent
+from tinyagents.events import (
+    Event,
+    GraphEvent,
+    LimitEvent,
+    ModelEvent,
+    RunEvent,
+    SteeringEvent,
+)
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.runs import RunInfo, RunStatus
 from tinyagents.store import Store
@@ -255,6 +262,34 @@ async def test_an_event_a_durable_store_cannot_encode_is_a_store_error_and_its_b
         assert dumped(await store.load_events()) == dumped(sample_events())
     finally:
         await store.close()
+
+
+async def test_an_event_holding_nan_or_infinity_reads_back_from_every_store(store: Store) -> None:
+    """JSON has no NaN or infinity: a durable store wrote them as ``null`` (pydantic's
+    default), so a ``limit.warning`` whose ``used`` was NaN no longer read as an event
+    (``used`` must be a number) and was left out of the log for good, and a usage value of
+    NaN came back ``None``. They are written as pydantic's strings ("NaN", "Infinity",
+    "-Infinity"), and every store gives back the event that was appended."""
+    nan, inf = float("nan"), float("inf")
+    events: list[Event] = [
+        LimitEvent(type="limit.warning", run_id="r-1", limit="cost", used=nan, allowed=-inf),
+        ModelEvent(
+            type="model.response",
+            run_id="r-1",
+            request_id="m-1",
+            usage={"cost": nan, "tokens": [inf, 1.5]},
+            at=EPOCH,
+        ),
+    ]
+    await store.append_events(events)
+    read = await store.load_events(run_id="r-1")
+    assert [e.to_json() for e in read] == [e.to_json() for e in events]
+    limit = read[0]
+    assert isinstance(limit, LimitEvent) and limit.used != limit.used  # NaN: not equal to itself
+    assert limit.allowed == -inf
+    assert '"used":"NaN","allowed":"-Infinity"' in limit.to_json()
+    assert '"usage":{"cost":"NaN","tokens":["Infinity",1.5]}' in read[1].to_json()
+    assert [i for i, _ in await store.read_events(run_id="r-1")] == [1, 2]
 
 
 async def test_event_filters(store: Store) -> None:

@@ -243,11 +243,33 @@ AnyEvent = Annotated[
 ]
 #: The one adapter of events: JSON in and out, and the JSON Schema. No unknown keys; built on
 #: first use (building it is a fifth of ``import tinyagents``, and most programs never parse).
+#: JSON has no NaN or infinity: a float that is one is written as the string "NaN",
+#: "Infinity" or "-Infinity" (``null``, pydantic's default, made an event whose ``float``
+#: field held one unreadable, and lost the value of one in a dict), and read back as the
+#: float in a ``float`` field, as the string in a dict (``usage``, ``data``...).
 EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(
-    AnyEvent, config=ConfigDict(extra="forbid", defer_build=True)
+    AnyEvent, config=ConfigDict(extra="forbid", defer_build=True, ser_json_inf_nan="strings")
 )
 
 E = TypeVar("E", bound=Event)
+
+
+#: How ``EVENT_ADAPTER`` writes the floats JSON has no number for (pydantic's spelling).
+_NOT_FINITE = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` (a dict of ``Event.to_dict(mode="json")``: pydantic leaves a float that is
+    NaN or infinite a float there) with each such float the string ``Event.to_json`` and the
+    stores write: "NaN", "Infinity" or "-Infinity". Other values are returned as they are."""
+    kind = type(value)
+    if kind is float:
+        return value if value - value == 0 else _NOT_FINITE.get(value, "NaN")
+    if kind is dict:
+        return {key: json_safe(item) for key, item in value.items()}
+    if kind is list:
+        return [json_safe(item) for item in value]
+    return value
 
 
 def parse_event(data: str | bytes | dict[str, Any]) -> AnyEvent:

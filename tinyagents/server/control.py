@@ -33,7 +33,7 @@ from typing import Any
 from tinyagents._record import FrozenRecord
 from tinyagents.distributed import RedisControl
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, RuntimeClosed
-from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.events.models import Event, SteeringEvent, json_safe
 from tinyagents.protocol.commands import (
     AnyTarget,
     SteeringCommand,
@@ -423,7 +423,9 @@ class Control:
         limit: int = 1000,
         entry: EntryScope | None = None,
     ) -> list[tuple[int, dict[str, Any]]]:
-        """Events with id > ``after_id``, in id order, as (id, event as JSON-safe dict). With
+        """Events with id > ``after_id``, in id order, as (id, ``event.to_dict(mode="json")``:
+        a float that is NaN or infinite is still a float, which ``sse.format_event`` writes
+        as the store does, ``events.models.json_safe``). With
         ``entry`` (a graph task's entry), those of the entry and of its graph run: the caller
         keeps what ``entry.keeps``."""
         if entry is None:
@@ -584,7 +586,8 @@ def _holds(runtime: Runtime, cmd: SteeringCommand) -> bool:
 
 
 def _frame(event_id: int, event: Event) -> dict[str, Any]:
-    return {"id": event_id, **event.to_dict(mode="json")}
+    # a NaN or an infinity as the string the store writes ("NaN"), not the null FastAPI made
+    return {"id": event_id, **json_safe(event.to_dict(mode="json"))}
 
 
 def command_history(events: list[SteeringEvent]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents.errors import StoreError
+from tinyagents.events.models import json_safe
 
 if TYPE_CHECKING:
     from tinyagents.server.control import Control, EntryScope
@@ -45,8 +46,13 @@ class Disconnectable(Protocol):
 
 
 def format_event(event_id: int, event: dict[str, Any]) -> str:
-    """One SSE message (``data`` on one line: JSON escapes newlines in strings)."""
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    """One SSE message (``data`` on one line: JSON escapes newlines in strings). A float that
+    is NaN or infinite, which JSON has no number for, is the string the store writes ("NaN",
+    "Infinity", "-Infinity"; ``json_safe``), not a bare ``NaN`` that ``JSON.parse`` refuses."""
+    try:
+        data = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:  # (only then is the event walked: most have no such float)
+        data = json.dumps(json_safe(event), separators=(",", ":"), ensure_ascii=False)
     return f"id: {event_id}\nevent: {event.get('type', 'message')}\ndata: {data}\n\n"
 
 
