@@ -292,6 +292,55 @@ async def test_an_event_holding_nan_or_infinity_reads_back_from_every_store(stor
     assert [i for i, _ in await store.read_events(run_id="r-1")] == [1, 2]
 
 
+@pytest.mark.parametrize("fallback", [False, True], ids=["backend", "fallback"])
+async def test_last_events_reads_the_log_back_from_its_end(store: Store, fallback: bool) -> None:
+    """``last_events``: the last ``limit`` rows before ``before_id``, in id order, with the
+    filters of ``read_events`` (a run's latest trace, then the page before it). The backends'
+    own read back from the end; ``Store.last_events``, for a backend without one, reads the
+    log from its start; both answer alike."""
+    events: list[Event] = [
+        RunEvent(
+            type="run.status",
+            run_id=f"r-{i % 3}",
+            root_run_id="root" if i % 3 else "other",
+            tenant_id="acme" if i % 2 else "globex",
+            status=str(i),
+            at=EPOCH,
+        )
+        for i in range(2500)
+    ]
+    for start in range(0, len(events), 500):
+        await store.append_events(events[start : start + 500])
+    ids = [i for i, _ in await store.read_events(limit=5000)]
+    assert len(ids) == 2500
+
+    async def last(**kw: Any) -> list[tuple[int, str]]:
+        read = Store.last_events(store, **kw) if fallback else store.last_events(**kw)
+        return [(i, e.status) for i, e in await read]  # type: ignore[attr-defined]
+
+    def expected(limit: int, before: int | None = None, **where: Any) -> list[tuple[int, str]]:
+        kept = [
+            (i, e.status)  # type: ignore[attr-defined]
+            for i, e in zip(ids, events, strict=True)
+            if (before is None or i < before) and all(getattr(e, k) == v for k, v in where.items())
+        ]
+        return kept[-limit:] if limit > 0 else []
+
+    assert await last(limit=3) == expected(3)
+    assert await last(run_id="r-1", limit=5) == expected(5, run_id="r-1")
+    assert await last(run_id="r-1", limit=5, before_id=ids[1500]) == expected(
+        5, ids[1500], run_id="r-1"
+    )
+    assert await last(root_run_id="root", tenant_id="acme", limit=1200) == expected(
+        1200, root_run_id="root", tenant_id="acme"
+    )
+    assert await last(run_id="r-2", limit=2000) == expected(2000, run_id="r-2")  # all 833
+    assert await last(before_id=ids[0], limit=10) == []
+    assert await last(before_id=ids[2], limit=10) == expected(10, ids[2])
+    assert await last(run_id="nobody", limit=10) == []
+    assert await last(limit=0) == []
+
+
 async def test_event_filters(store: Store) -> None:
     events = sample_events()
     await store.append_events(events)

@@ -546,6 +546,9 @@ async def test_an_event_row_that_no_longer_reads_as_one_blocks_no_reader(tmp_pat
         page = await store.read_events(root_run_id="r-0", limit=2)
         assert [e.run_id for _, e in page] == ["r-0", "r-3"]
         assert await store.read_events(after_id=page[0][0], limit=1) == [page[1]]
+        # read back from the end too (a trace's page)
+        assert [e.run_id for _, e in await store.last_events(limit=2)] == ["r-0", "r-3"]
+        assert [e.run_id for _, e in await store.last_events(limit=1)] == ["r-3"]
     finally:
         await store.close()
 

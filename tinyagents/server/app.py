@@ -8,7 +8,8 @@ Endpoints, under ``/api/agents`` (OpenAPI at ``/api/agents/openapi.json``, docs 
                                         next page in a Link: <...>; rel="next" header)
     GET  /runs/{id}                     one snapshot, live counters, pending commands, interrupts
     GET  /runs/{id}/tree                the run and everything below it, nested
-    GET  /runs/{id}/trace               its latest progress frames (?limit=)
+    GET  /runs/{id}/trace               its latest progress frames, a page at a time (?limit=,
+                                        ?before=; the older page in a Link: rel="next")
     GET  /runs/{id}/steering            its command history with terminal states
     POST /runs/{id}/pause|resume|abort  {"reason": ...} optional
     POST /runs/{id}/steer               {"message": "..."}
@@ -115,6 +116,9 @@ _RECHECK_S = 1.0
 #: Runs on a page of ``GET /runs`` unless ``?limit=`` says otherwise, and the most it may ask.
 RUNS_PAGE = 100
 MAX_RUNS_PAGE = 1000
+#: Frames on a page of ``GET /runs/{id}/trace`` unless ``?limit=`` says otherwise, and the most.
+TRACE_PAGE = 500
+MAX_TRACE_PAGE = 5000
 
 
 # --------------------------------------------------------------------------- bodies
@@ -738,7 +742,16 @@ class _EncodedBody(ValueError):
 #: The API's query parameters of one value: each given twice is a 422 (``status``, a list,
 #: may repeat). Web frameworks, proxies and logs differ on which of two values they read.
 _ONE_VALUE = frozenset(
-    {"limit", "cursor", "root_run_id", "run_id", "last_event_id", "follow", "access_token"}
+    {
+        "limit",
+        "cursor",
+        "before",
+        "root_run_id",
+        "run_id",
+        "last_event_id",
+        "follow",
+        "access_token",
+    }
 )
 
 
@@ -1173,16 +1186,50 @@ def create_app(
             raise not_found()
         return await api.visible_tree(p, tree)
 
-    @router.get("/runs/{run_id}/trace", responses=run_responses, summary="Progress frames")
+    @router.get(
+        "/runs/{run_id}/trace",
+        responses={
+            **run_responses,
+            200: {
+                "description": "the run's latest frames (before ?before=), oldest first; the "
+                'page of older ones is in the `Link: <...>; rel="next"` header (none when '
+                "there are no older frames)",
+                "headers": {
+                    "Link": {
+                        "description": 'the older page: <URL>; rel="next"',
+                        "schema": {"type": "string"},
+                    }
+                },
+            },
+            422: error("a limit out of range, or a before that is no event id"),
+        },
+        summary="Progress frames, the latest first page",
+    )
     async def get_trace(
+        request: Request,
+        response: Response,
         run_id: str,
-        limit: int = Query(default=500, ge=1, le=5000),
+        limit: int = Query(default=TRACE_PAGE, ge=1, le=MAX_TRACE_PAGE),
+        before: int | None = Query(
+            default=None,
+            ge=1,
+            le=_MAX_EVENT_ID,
+            description="only frames with an event-log id below this one: the first frame's "
+            'id of the page after, as the rel="next" link gives it',
+        ),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
         await api.visible_run(p, run_id)
-        frames = await control.trace(run_id, tenant_id=p.tenant_scope, limit=limit)
+        # one more than asked for: whether an older page follows
+        frames = await control.trace(
+            run_id, tenant_id=p.tenant_scope, limit=limit + 1, before=before
+        )
         if frames is None:
             raise not_found()
+        if len(frames) > limit:
+            frames = frames[1:]
+            url = request.url.include_query_params(limit=limit, before=frames[0]["id"])
+            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
         return frames
 
     @router.get("/runs/{run_id}/steering", responses=run_responses, summary="Command history")

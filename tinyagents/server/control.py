@@ -376,21 +376,31 @@ class Control:
         return nest(snap, 0)
 
     async def trace(
-        self, run_id: str, *, tenant_id: str | None, limit: int = 500
+        self,
+        run_id: str,
+        *,
+        tenant_id: str | None,
+        limit: int = 500,
+        before: int | None = None,
     ) -> list[dict[str, Any]] | None:
-        """The run's last ``limit`` events (steering and supervisor ones included), oldest
-        first, each with its event-log ``id``; None for an unknown or foreign run."""
+        """The run's last ``limit`` events (steering and supervisor ones included) before the
+        event-log id ``before`` (None: up to its newest), oldest first, each with its
+        event-log ``id``; None for an unknown or foreign run. Only that page is read (the
+        store's ``last_events``), however long the run's log is: the page before it is
+        ``before=`` the first frame's id."""
         if await self.get_run(run_id, tenant_id=tenant_id) is None:
             return None
-        last: deque[tuple[int, Event]] = deque(maxlen=max(limit, 0))
-        after = 0
-        while True:
-            page = await self._events(after_id=after, run_id=run_id, limit=1000)
-            last.extend(page)
-            if len(page) < 1000:
-                break
-            after = page[-1][0]
-        return [_frame(i, e) for i, e in last]
+        if self.store is not None:
+            rows = await self.store.last_events(before_id=before, run_id=run_id, limit=limit)
+        else:
+            rows = []
+            for i, e in reversed(self._ring or ()):  # (no await: the ring stays as it is)
+                if len(rows) >= limit:
+                    break
+                if e.run_id == run_id and (before is None or i < before):
+                    rows.append((i, e))
+            rows.reverse()
+        return [_frame(i, e) for i, e in rows]
 
     async def steering(self, run_id: str, *, tenant_id: str | None) -> list[dict[str, Any]] | None:
         """The commands sent to the run, oldest first, each with its current state (terminal

@@ -13,6 +13,7 @@ import heapq
 import logging
 import sqlite3
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -261,6 +262,38 @@ class Store(ABC):
         that no longer reads as an event is left out, and the page is filled from the rows
         after it: a short page means there are no more rows."""
 
+    async def last_events(
+        self,
+        *,
+        before_id: int | None = None,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        """The last ``limit`` event-log rows with id < ``before_id`` (None: up to the newest),
+        in id order, as (id, event), filtered by tenant, run and tree: ``read_events`` read
+        from the other end (a run's latest events, and the page before them). A row that no
+        longer reads as an event is left out, and the page filled from the rows before it.
+
+        The backends here answer it reading back from ``before_id``, one indexed query a
+        page; this fallback, for a backend that predates it, reads the log from its start."""
+        last: deque[tuple[int, Event]] = deque(maxlen=max(limit, 0))
+        after = 0
+        while limit > 0:
+            page = await self.read_events(
+                after_id=after,
+                tenant_id=tenant_id,
+                run_id=run_id,
+                root_run_id=root_run_id,
+                limit=1000,
+            )
+            last.extend(row for row in page if before_id is None or row[0] < before_id)
+            if len(page) < 1000 or (before_id is not None and page[-1][0] >= before_id):
+                break
+            after = page[-1][0]
+        return list(last)
+
     # ------------------------------------------------------------------ inbox
 
     @abstractmethod
@@ -397,6 +430,25 @@ async def read_page(
         if len(rows) < want:
             break
         after_id = rows[-1][0]
+    return events
+
+
+async def read_last_page(
+    fetch: Callable[[int | None, int], Awaitable[list[tuple[int, str | bytes]]]],
+    before_id: int | None,
+    limit: int,
+) -> list[tuple[int, Event]]:
+    """``read_page`` backwards, for ``last_events``: the last ``limit`` readable events
+    before ``before_id``, from ``fetch(before_id, n)`` (at most ``n`` raw rows before it,
+    newest first), in id order; rows left out as unreadable are made up from older ones."""
+    events: list[tuple[int, Event]] = []
+    while (want := limit - len(events)) > 0:
+        rows = await fetch(before_id, want)
+        events += readable_events(rows)
+        if len(rows) < want:
+            break
+        before_id = rows[-1][0]
+    events.reverse()
     return events
 
 

@@ -195,6 +195,30 @@ class MemoryStore(Store):
                     break
         return rows
 
+    async def last_events(
+        self,
+        *,
+        before_id: int | None = None,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        rows: list[tuple[int, Event]] = []
+        end = len(self._events) if before_id is None else min(before_id - 1, len(self._events))
+        for index in range(end - 1, -1, -1):  # ids are positions + 1
+            if len(rows) >= limit:
+                break
+            e = self._events[index]
+            if (
+                (tenant_id is None or e.tenant_id == tenant_id)
+                and (run_id is None or e.run_id == run_id)
+                and (root_run_id is None or e.root_run_id == root_run_id)
+            ):
+                rows.append((index + 1, e))
+        rows.reverse()
+        return rows
+
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         sendable(command)  # the bound of every store's inbox, though this one keeps objects
         if request_id not in self._inbox:

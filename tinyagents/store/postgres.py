@@ -50,6 +50,7 @@ from tinyagents.store.base import (
     answer_unreadable,
     events_json,
     heartbeat_age,
+    read_last_page,
     read_page,
     read_receipt,
     readable_events,
@@ -241,6 +242,32 @@ _SETTLE = (
     "UPDATE steering_log SET state = $1, reason = $2 WHERE scope = $3 AND correlation_id = $4"
     " AND (state = $1 OR state NOT IN ('applied', 'rejected', 'superseded', 'failed'))"
 )
+
+
+def _events_query(
+    start: str,
+    tenant_id: str | None,
+    run_id: str | None,
+    root_run_id: str | None,
+    order: str,
+) -> tuple[str, list[str]]:
+    """A read of the event log: ``start`` (a condition on ``$1``), the filters given (their
+    values, ``$2``... in order, returned) and ``order``; the limit is the last argument."""
+    where: list[str] = [start]
+    filters: list[str] = []
+    for column, value in (
+        ("tenant_id", tenant_id),
+        ("run_id", run_id),
+        ("root_run_id", root_run_id),
+    ):
+        if value is not None:
+            filters.append(value)
+            where.append(f"{column} = ${len(filters) + 1}")
+    sql = (
+        f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY {order}"
+        f" LIMIT ${len(filters) + 2}"
+    )
+    return sql, filters
 
 
 class PostgresStore(Store):
@@ -635,26 +662,33 @@ class PostgresStore(Store):
         root_run_id: str | None = None,
         limit: int = 1000,
     ) -> list[tuple[int, Event]]:
-        where: list[str] = ["id > $1"]
-        filters: list[int | str] = []
-        for column, value in (
-            ("tenant_id", tenant_id),
-            ("run_id", run_id),
-            ("root_run_id", root_run_id),
-        ):
-            if value is not None:
-                filters.append(value)
-                where.append(f"{column} = ${len(filters) + 1}")
-        sql = (
-            f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id"
-            f" LIMIT ${len(filters) + 2}"
-        )
+        sql, filters = _events_query("id > $1", tenant_id, run_id, root_run_id, "id")
 
         async def fetch(after: int, want: int) -> list[tuple[int, str | bytes]]:
             rows = await self._fetch_again("read events", sql, after, *filters, want)
             return [(r[0], r[1]) for r in rows]
 
         return await read_page(fetch, after_id, limit)
+
+    async def last_events(
+        self,
+        *,
+        before_id: int | None = None,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+        # each index on the events ends in ``id``: read back from ``before_id``
+        from_end, _ = _events_query("$1::bigint IS NULL", tenant_id, run_id, root_run_id, "id DESC")
+        before, filters = _events_query("id < $1", tenant_id, run_id, root_run_id, "id DESC")
+
+        async def fetch(start: int | None, want: int) -> list[tuple[int, str | bytes]]:
+            sql = from_end if start is None else before
+            rows = await self._fetch_again("read events", sql, start, *filters, want)
+            return [(r[0], r[1]) for r in rows]
+
+        return await read_last_page(fetch, before_id, limit)
 
     # -- inbox -----------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from tinyagents.store.base import (
     StoredCommand,
     answer_unreadable,
     events_json,
+    read_last_page,
     read_page,
     read_receipt,
     readable_events,
@@ -195,14 +196,21 @@ def events_query(
     run_id: str | None,
     root_run_id: str | None,
     limit: int,
+    *,
+    newest_first: bool = False,
+    before_id: int | None = None,
 ) -> tuple[str, list[str | int]]:
-    """``read_events``' statement. With a run or a tree asked for, the tenant is checked on
-    each row (``+tenant_id``: no index), so SQLite reads the run's (or tree's) index from
-    ``after_id`` on: left to choose, it took the tenant's, and a stream following a quiet
-    tree read every later event of the tenant at each poll. (Both indexes end in the rowid,
-    ``id``, so either is read in order from ``after_id``.)"""
+    """``read_events``' statement; ``newest_first`` (``last_events``), the rows from the
+    newest back, those before ``before_id`` if given. With a run or a tree asked for, the tenant is checked on each row
+    (``+tenant_id``: no index), so SQLite reads the run's (or tree's) index from ``after_id``
+    on: left to choose, it took the tenant's, and a stream following a quiet tree read every
+    later event of the tenant at each poll. (Both indexes end in the rowid, ``id``, so either
+    is read in order from ``after_id``, or back from ``before_id``.)"""
     where: list[str] = ["id > ?"]
     args: list[str | int] = [after_id]
+    if before_id is not None:
+        where.append("id < ?")
+        args.append(before_id)
     narrowed = run_id is not None or root_run_id is not None
     for column, value in (
         ("+tenant_id" if narrowed else "tenant_id", tenant_id),
@@ -212,7 +220,8 @@ def events_query(
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
-    sql = f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+    order = "id DESC" if newest_first else "id"
+    sql = f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
     return sql, [*args, max(limit, 0)]
 
 
@@ -608,6 +617,25 @@ class SqliteStore(Store):
                 return [(r[0], r[1]) for r in await cur.fetchall()]
 
         return await read_page(fetch, after_id, limit)
+
+    async def last_events(
+        self,
+        *,
+        before_id: int | None = None,
+        tenant_id: str | None = None,
+        run_id: str | None = None,
+        root_run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[int, Event]]:
+
+        async def fetch(before: int | None, want: int) -> list[tuple[int, str | bytes]]:
+            sql, args = events_query(
+                0, tenant_id, run_id, root_run_id, want, newest_first=True, before_id=before
+            )
+            async with self._reading(sql, args) as cur:
+                return [(r[0], r[1]) for r in await cur.fetchall()]
+
+        return await read_last_page(fetch, before_id, limit)
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         await self._write(
