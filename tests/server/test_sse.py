@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -674,3 +675,79 @@ async def _odd_frames(s: Served, run_id: str) -> list[dict[str, Any]] | None:
 
 def frames_without_id(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in f.items() if k != "id"} for f in frames]
+
+
+async def test_a_client_that_stops_reading_holds_the_stream_back_not_the_servers_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that opens the stream and never reads: the server does not read the log on
+    into a buffer of its own. Its writes wait once the connection's buffers are full (the
+    transport's flow control), so the stream stops reading the log with most of a 40 MB
+    backlog unread, and sends all of it, in order, once the client reads."""
+    async for s in _serve(tmp_path, store=None):
+        await _read_by_a_client_that_stops(s, monkeypatch)
+
+
+async def _read_by_a_client_that_stops(s: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyagents.events import ModelEvent
+
+    count = 5000
+    run = await s.start_run("acme")
+    await run.cancel("done")
+    await run.result()
+    tree = {"run_id": run.run_id, "root_run_id": run.run_id, "tenant_id": "acme"}
+    for i in range(count):  # 8 KB each, 40 MB: far past what a connection's buffers hold
+        s.runtime.bus.publish(
+            ModelEvent(type="model.response", request_id=f"q{i}", text_summary="x" * 8000, **tree)
+        )
+    reading, read = s.control.read_events, [0]
+
+    async def read_events(**kw: Any) -> Any:
+        rows = await reading(**kw)
+        read[0] += len(rows)
+        return rows
+
+    monkeypatch.setattr(s.control, "read_events", read_events)
+    loop = asyncio.get_running_loop()
+    host, port = s.url.removeprefix("http://").split(":")
+    with socket.socket() as sock:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, (host, int(port)))
+        await loop.sock_sendall(
+            sock,
+            f"GET {BASE}/events?run_id={run.run_id}&follow=false&access_token="
+            f"{s.tokens['alice']} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+        )
+        seen = [-1]
+
+        async def settled() -> bool:  # the stream reads the log until its writes wait
+            await asyncio.sleep(0.2)
+            still = read[0] == seen[0] and read[0] > 0
+            seen[0] = read[0]
+            return still
+
+        await eventually(settled, timeout_s=30)
+        assert read[0] < count / 2, f"{read[0]} of {count} events read for a client not reading"
+
+        # the client reads: every event arrives, in order, and the stream ends
+        received = bytearray()
+        async with asyncio.timeout(60):  # a bound on a hang, not a timing
+            while chunk := await loop.sock_recv(sock, 1 << 20):
+                received += chunk
+    _, _, body = bytes(received).partition(b"\r\n\r\n")
+    shown = [m["data"].get("request_id", "") for m in parse(_unchunked(body).decode())]
+    assert [q for q in shown if q.startswith("q")] == [f"q{i}" for i in range(count)]
+    assert read[0] >= count
+
+
+def _unchunked(body: bytes) -> bytes:
+    """An HTTP/1.1 chunked body, joined."""
+    out, at = bytearray(), 0
+    while at < len(body):
+        end = body.index(b"\r\n", at)
+        size = int(body[at:end], 16)
+        if size == 0:
+            break
+        out += body[end + 2 : end + 2 + size]
+        at = end + 4 + size
+    return bytes(out)
