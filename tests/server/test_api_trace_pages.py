@@ -152,6 +152,11 @@ async def test_the_pages_of_a_trace_walk_back_through_the_whole_log(
         "before=1&before=2",
         f"before={2**63}",
         "before=" + "9" * 5000,
+        # digits only, as an event id of /events is: int() reads these as 30, 5, 5 and 5
+        "before=3_0",
+        "before=%2B5",
+        "before=5.0",
+        "before=%205",
     ],
 )
 async def test_a_bad_trace_cursor_is_a_422_naming_it(tmp_path: Path, query: str) -> None:

@@ -779,6 +779,24 @@ def _given_once(query: Any) -> None:
             )
 
 
+def _check_event_id(where: str, name: str, text: str | None, what: str) -> None:
+    """A 422 for ``text`` (a parameter's value as sent) that is not an event-log id: as
+    ``int()`` or a lax integer field reads it, "3_0" was 30 and "+3", " 3" or "3.0" was 3,
+    where an id is digits only; ``what``: where the client got its ids from."""
+    if text is not None and not (
+        text.isascii()
+        and text.isdigit()
+        and len(text) <= len(str(_MAX_EVENT_ID))  # (int() refuses 4,300 digits)
+        and int(text) <= _MAX_EVENT_ID
+    ):
+        raise Problem(
+            422,
+            f"{where} {name}: {text[:40]!r} is no event id ({what}: digits only, at most "
+            f"{_MAX_EVENT_ID})",
+            loc=(where, name),
+        )
+
+
 def _check_coding(coding: str | None) -> None:
     """``_EncodedBody`` unless ``coding`` (a Content-Encoding header) leaves a body as is."""
     if coding is not None and any(
@@ -1219,6 +1237,7 @@ def create_app(
         ),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
+        _check_event_id("query", "before", request.query_params.get("before"), "a frame's id")
         await api.visible_run(p, run_id)
         # one more than asked for: whether an older page follows
         frames = await control.trace(
@@ -1375,19 +1394,7 @@ def create_app(
             # client's last event id; the header was a 422, read as a number)
             ("header", "last-event-id", last_event_id_header or None),
         ):
-            # as int() reads it, "3_0" was 30 and "+3" or "3.0" was 3: an id is digits only
-            if text is not None and not (
-                text.isascii()
-                and text.isdigit()
-                and len(text) <= len(str(_MAX_EVENT_ID))  # (int() refuses 4,300 digits)
-                and int(text) <= _MAX_EVENT_ID
-            ):
-                raise Problem(
-                    422,
-                    f"{where} {name}: {text[:40]!r} is no event id (one of the ids the stream "
-                    f"sent: digits only, at most {_MAX_EVENT_ID})",
-                    loc=(where, name),
-                )
+            _check_event_id(where, name, text, "one of the ids the stream sent")
         after = last_event_id if last_event_id is not None else int(last_event_id_header or 0)
         who = (p.tenant, p.user)
         held, total = streams.get(who, 0), sum(streams.values())
