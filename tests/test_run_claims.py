@@ -118,19 +118,7 @@ async def test_an_owner_whose_run_was_claimed_elsewhere_never_takes_it_back(
     async with Runtime(store_url) as first, Runtime(store_url) as second:
         held = await first.start(agent, "work", run_id="job-4")
         await gate.entered.wait()
-        stale = datetime.now(UTC) - timedelta(seconds=45)
-        for _ in range(100):  # first's own heartbeat may land between the two writes: again
-            row = await second.store.load_run("job-4")
-            assert row is not None and row["owner"] == first.runtime_id
-            row = {k: v for k, v in row.items() if k != "silence_s"}
-            await second.store.save_runs([{**row, "updated_at": stale.isoformat()}])
-            try:
-                taken = await second.start(fake_agent("clerk"), "work", run_id="job-4")
-            except ConfigurationError:
-                continue
-            break
-        else:
-            pytest.fail("the stale run was never claimed")
+        taken = await take_over(first, second, fake_agent("clerk"), "job-4")
         with caplog.at_level(logging.WARNING, logger="tinyagents"):
             await first.write_live_snapshots(heartbeat=True)
             await first.write_live_snapshots(heartbeat=True)
@@ -140,12 +128,73 @@ async def test_an_owner_whose_run_was_claimed_elsewhere_never_takes_it_back(
         assert len(lost) == 1 and "taken over" in lost[0].getMessage()
         assert (await taken.result()).status is RunStatus.COMPLETED
         await second.flush()
-        gate.open()
-        assert (await held.result()).status is RunStatus.COMPLETED
+        assert (await held.result()).status is RunStatus.CANCELLED  # stopped: see below
         await first.flush()
         final = await second.store.load_run("job-4")
         assert final is not None
         assert (final["owner"], final["status"]) == (second.runtime_id, "completed")
+
+
+async def take_over(old: Runtime, new: Runtime, agent: Agent, run_id: str) -> RunHandle:
+    """Start ``run_id``, running in ``old``, in ``new`` as if ``old``'s heartbeat had gone
+    stale (its loop stalled, its store cut off): its row is written 45 s old, then claimed."""
+    stale = datetime.now(UTC) - timedelta(seconds=45)
+    for _ in range(100):  # old's own heartbeat may land between the two writes: again
+        row = await new.store.load_run(run_id)
+        assert row is not None and row["owner"] == old.runtime_id
+        row = {k: v for k, v in row.items() if k != "silence_s"}
+        await new.store.save_runs([{**row, "updated_at": stale.isoformat()}])
+        try:
+            return await new.start(agent, "work", run_id=run_id)
+        except ConfigurationError:
+            continue
+    pytest.fail("the stale run was never claimed")
+
+
+async def test_an_owner_whose_run_was_taken_over_stops_running_it(store_url: str) -> None:
+    """Saving no more was all the old owner did: it ran the run on, its tools called, its
+    steering applied, beside the new owner's incarnation of the same run. At its first
+    refused save it stops the run: the run's task is cancelled (``cancelled``, the new owner
+    named in its reason), the command queued for it fails, a command sent to it here is
+    refused with the new owner named, and nothing of it is saved: the row stays the new
+    owner's, through the old owner's close too."""
+    old_gate, new_gate = Gate("hold"), Gate("hold")
+    model = ScriptedModel([tool_call("hold"), reply("old done")])
+    async with Runtime(store_url) as second:
+        async with Runtime(store_url) as first:
+            held = await first.start(
+                Agent("clerk", model, tools=[old_gate.tool()]), "w", run_id="job-8"
+            )
+            await old_gate.entered.wait()
+            queued = await held.steer("mind the cost")  # for the tool's result boundary
+            again = fake_agent(
+                "clerk", tools=[new_gate.tool()], script=[tool_call("hold"), reply("ok")]
+            )
+            taken = await take_over(first, second, again, "job-8")
+            await first.write_live_snapshots(heartbeat=True)
+            refused = await held.steer("and the time", check=False)
+            assert refused.status == "rejected", refused
+            assert f"taken over by runtime {second.runtime_id}" in (refused.reason or "")
+            ended = await held.result()
+            assert ended.status is RunStatus.CANCELLED
+            assert f"taken over by runtime {second.runtime_id}" in (ended.error or "")
+            assert old_gate.cancelled and len(model.requests) == 1
+            outcome = [
+                e.type
+                for e in first.steering_history("job-8")
+                if e.correlation_id == queued.correlation_id
+            ]
+            assert outcome[-1] == "steering.failed" and "steering.applied" not in outcome
+            await first.flush()
+            row = await second.store.load_run("job-8")
+            assert row is not None
+            assert (row["owner"], row["status"]) == (second.runtime_id, "running")
+        row = await second.store.load_run("job-8")
+        assert row is not None
+        assert (row["owner"], row["status"]) == (second.runtime_id, "running")
+        await new_gate.entered.wait()
+        new_gate.open()
+        assert (await taken.result()).status is RunStatus.COMPLETED
 
 
 async def test_a_second_start_of_an_id_while_the_first_claims_it_leaves_the_claim_alone(

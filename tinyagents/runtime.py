@@ -52,7 +52,7 @@ from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.inbox import DEFAULT_MAX_QUEUED, LATE
-from tinyagents.steering.policy import PolicyPipeline
+from tinyagents.steering.policy import CheckPolicy, PolicyContext, PolicyPipeline
 from tinyagents.steering.remote import (
     HEARTBEAT_S,
     OWNER_SILENT_S,
@@ -634,7 +634,12 @@ class Runtime:
             handles = self.runs.handles()
         else:
             handles = [h for h in map(self.runs.get, run_ids) if h is not None]
-        return [live.snapshot(h.info, pending.get(h.run_id)) for h in handles]
+        rows = self._rows  # a run another runtime took over is its to list (``_fence``)
+        return [
+            live.snapshot(h.info, pending.get(h.run_id))
+            for h in handles
+            if rows.get(h.run_id) is not False
+        ]
 
     async def write_live_snapshots(self, *, heartbeat: bool = False) -> None:
         """Write the snapshots of the runs that changed (with ``heartbeat``, of every live
@@ -667,32 +672,69 @@ class Runtime:
         if held:
             ended = {s["run_id"] for s in held if _finished(s)}
             for run_id in await self.store.save_runs(held, held_by=self.runtime_id):
-                self._taken_over(run_id, ended=run_id in ended)
+                await self._taken_over(run_id, ended=run_id in ended)
         if first:
             await self.store.save_runs(first)
             rows.update((s["run_id"], True) for s in first)
 
-    def _taken_over(self, run_id: str, *, ended: bool) -> None:
-        """Run ``run_id``'s row names another owner (or none) now: never saved here again.
-        A run that ``ended`` here had its id started again elsewhere since, as a finished
-        run's id may be: nothing to warn of."""
+    async def _taken_over(self, run_id: str, *, ended: bool) -> None:
+        """Run ``run_id``'s row names another owner (or none) now: never saved here again,
+        and fenced (``_fence``): the run is stopped here, the other runtime's incarnation is
+        the only one. A run that ``ended`` here had its id started again elsewhere since, as
+        a finished run's id may be: nothing to warn of (it is fenced all the same: a command
+        must not give it another turn here)."""
         if self._rows.get(run_id) is False:  # known already
             return
         self._rows[run_id] = False
+        try:
+            row = await self.store.load_run(run_id)
+        except Exception:  # the fence does not wait for the store: the reason names no owner
+            row = None
+        owner = row.get("owner") if row is not None else None
+        if owner:
+            why = (
+                f"run {run_id} was taken over by runtime {owner} (started again there once "
+                f"this runtime's heartbeat was {OWNER_SILENT_S:.0f} s old): it runs there now; "
+                "send its commands through the store"
+            )
+        else:
+            why = (
+                f"run {run_id} was taken from runtime {self.runtime_id} in the store (declared "
+                "dead by an operator's cancel once its heartbeat was "
+                f"{OWNER_SILENT_S:.0f} s old): it no longer runs here"
+            )
+        self._fence(run_id, why, stop=not ended)
         if ended:
             _log.debug(
                 "runtime %s: run %s ended here, its id runs elsewhere", self.runtime_id, run_id
             )
             return
         _log.warning(
-            "runtime %s: run %s was taken over in the store (started again by another "
-            "runtime once this one's heartbeat was %.0f s old, or declared dead); its "
-            "snapshots are no longer saved here, and commands sent through the store go to "
-            "its new owner",
+            "runtime %s: %s; stopped here, its snapshots no longer saved",
             self.runtime_id,
-            run_id,
-            OWNER_SILENT_S,
+            why,
         )
+
+    def _fence(self, run_id: str, why: str, *, stop: bool) -> None:
+        """Make run ``run_id``, which another runtime holds in the store now, do nothing more
+        here: every command for it is refused (``why``, naming its new owner), it is no longer
+        listed (``live_snapshots``), and with ``stop`` an agent run's task is cancelled with
+        ``why``: the run ends ``cancelled`` here (its queued commands fail; its sub-runs,
+        this runtime's own, are cancelled with it), and its row, the new owner's, is left
+        alone. (A graph run is left to its thread's lease, which fences its checkpoints.)"""
+        handle = self.runs.get(run_id)
+        if handle is None:  # released already
+            return
+        handle.policies = [_TakenOver(why), *handle.policies]
+        task = handle.task
+        if (
+            stop
+            and handle.info.kind == "agent"
+            and not handle.done
+            and task is not None
+            and not task.done()
+        ):
+            task.cancel(why)
 
     async def flush(self) -> None:
         """Write now what the runtime holds for its durable store: the events and command
@@ -1085,6 +1127,18 @@ _LOOP_ENDED = (
     "the runtime's event loop is not running (it ended without closing the runtime): "
     "nothing was sent; open a runtime on a running loop"
 )
+
+
+class _TakenOver(CheckPolicy):
+    """Refuses every command for a run that another runtime took over (``Runtime._fence``)."""
+
+    policy_id = "taken-over"
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        return self.why
 
 
 def _refused(cmd: SteeringCommand, reason: str) -> SteeringReceipt:

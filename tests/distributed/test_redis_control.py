@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -1267,4 +1268,35 @@ async def test_a_command_stream_deleted_under_a_live_worker_is_made_again_not_an
         assert [m for m in messages if "no longer exists" in m and stream in m], messages
     finally:
         await client.delete(keys.replies("t"))
+        await client.aclose()
+
+
+async def test_a_worker_whose_run_was_taken_over_stops_listing_it(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    # the old owner (its heartbeat stale, the run started again on another worker sharing
+    # the store) kept the run in its hash: a reader found two workers holding it, and the
+    # one that beat last, maybe the old one, got its commands
+    import redis.asyncio as aioredis
+    from test_run_claims import take_over
+
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    try:
+        async with Runtime(url) as old_rt, Runtime(url) as new_rt:
+            await old_rt.start(slow_agent_for_listing(), "work", tenant_id="acme", run_id="job")
+            old = RedisControl(old_rt, redis_url, worker_id="old", prefix=prefix, heartbeat_s=0.1)
+            await old.start()
+            try:
+                await eventually(lambda: client.hkeys(keys.runs("old")), lambda ks: b"job" in ks)
+                taken = await take_over(old_rt, new_rt, slow_agent_for_listing(), "job")
+                await old_rt.write_live_snapshots(heartbeat=True)
+                await eventually(lambda: client.hkeys(keys.runs("old")), lambda ks: ks == [])
+                assert [r["run_id"] for r in await old.list_runs("acme")] == []
+                assert not taken.done
+            finally:
+                await old.aclose()
+    finally:
+        await client.delete(keys.runs("old"))
         await client.aclose()

@@ -25,10 +25,11 @@ cancel the owner had accepted before it died, sent again; sent again while its c
 young (its first declaration may be under way), it is answered ``duplicate``.
 
 Only a human with ``agent:control`` in the run's tenant may do it, and only once the owner
-has been silent for ``OWNER_SILENT_S``. Nothing fences an owner that was merely cut off that
-long and then goes on: it keeps running the run, and a command it applies then gets a second
-terminal event (the steering log keeps the first state: ``Store.set_command_states``); its
-snapshots no longer overwrite the cancelled ones (``Store.save_runs(held_by=)``).
+has been silent for ``OWNER_SILENT_S``. An owner that was merely cut off that long and then
+goes on runs the run until its next snapshot save, which the cancelled row refuses
+(``Store.save_runs(held_by=)``): it stops the run then (``Runtime._fence``). A command it
+applied meanwhile gets a second terminal event (the steering log keeps the first state:
+``Store.set_command_states``).
 """
 
 from __future__ import annotations
