@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,15 @@ import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 from slow_agent import slow_agent
 from test_cross_process import OPS, Owner, instruction
+from test_run_claims import take_over
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.errors import StoreError
+from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.steering import dead, remote
 from tinyagents.steering.remote import owner_silent, submit_through_store
 from tinyagents.store import open_store
+from tinyagents.testkit import Gate, fake_agent, reply, tool_call
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -397,3 +401,36 @@ async def test_a_declared_dead_runs_steering_events_tell_each_commands_whole_sto
         }
     finally:
         await store.close()
+
+
+async def test_a_declaration_never_overwrites_a_run_started_again_meanwhile(
+    store_url: str,
+) -> None:
+    """A cancel reads the run's row (its owner silent), and before it settles the run another
+    runtime starts the run again under its id: the declaration saved its ``cancelled``
+    snapshots unconditionally, over the new owner's row (which its next save then refused:
+    the live run was stopped, its row left cancelled). It settles only the incarnation it
+    read: the run's row no longer names that owner, so the cancel is refused, naming the new
+    owner, with nothing logged (sent again, it reaches the run there); the row stays."""
+    gate, again = Gate("hold"), Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        await first.start(agent, "work", run_id="job-d", tenant_id="acme")
+        await gate.entered.wait()
+        row = await second.store.load_run("job-d")
+        assert row is not None
+        stale = datetime.now(UTC) - timedelta(seconds=45)
+        read = {**row, "updated_at": stale.isoformat()}  # what the declarer read
+        read.pop("silence_s", None)
+        new = fake_agent("clerk", tools=[again.tool()], script=[tool_call("hold"), reply("ok")])
+        taken = await take_over(first, second, new, "job-d")
+        receipt = await dead.settle_dead_run(second.store, cancel("job-d", "c-late"), read)
+        assert receipt.status == "rejected", receipt
+        assert second.runtime_id in (receipt.reason or "")
+        assert await second.store.get_command("c-late", scope=dedupe_scope(OPS)) is None
+        now = await second.store.load_run("job-d")
+        assert now is not None
+        assert (now["owner"], now["status"]) == (second.runtime_id, "running")
+        await again.entered.wait()
+        again.open()
+        assert (await taken.result()).status == "completed"

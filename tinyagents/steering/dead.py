@@ -11,7 +11,10 @@ settles the run itself, in the store the runtimes share:
 - every command still open for the run, and for the unfinished runs below it of the same
   owner (they died with it), ends ``failed``, ``target finished before delivery``, with the
   owner's last heartbeat in the reason; events and states are one write (``append_events``);
-- their snapshots become ``cancelled``, without an owner.
+- their snapshots become ``cancelled``, without an owner, each only while its row still
+  names the dead owner (``Store.save_runs(held_by=)``): a run another runtime started again
+  under its id meanwhile keeps that runtime's row. Found so before anything is logged, the
+  cancel is refused, naming the new owner (sent again, it reaches the run there).
 
 One declaration settles a run: it first logs a claim on the run's dead incarnation (a row
 keyed by the run and the owner's last heartbeat, state ``applied``, no run id), and a cancel
@@ -98,7 +101,7 @@ async def settle_dead_run(
         raise
     if logged is not None and not _resumes(logged, cmd, run_id):
         return SteeringReceipt.duplicate(cmd.correlation_id, logged.run_id)
-    refused = await _claim(store, cmd, snapshot)
+    refused = await _taken_since(store, cmd, snapshot) or await _claim(store, cmd, snapshot)
     if refused is not None:
         return refused
     if logged is None and not await store.append_command(cmd, state="accepted", run_id=run_id):
@@ -137,7 +140,9 @@ async def settle_dead_run(
     ]
     await store.append_events(events)  # the commands' states with their events
     now = _clock.now().isoformat()
-    await store.save_runs(
+    # Only where the row still names the dead owner (a compare-and-set, as the owner's own
+    # saves): a run another runtime started again meanwhile keeps its new owner's row.
+    taken = await store.save_runs(
         [
             {
                 **r,
@@ -149,9 +154,41 @@ async def settle_dead_run(
                 "interrupts": [],
             }
             for r in runs
-        ]
+        ],
+        held_by=str(owner),
     )
-    return SteeringReceipt.issue(ReceiptStatus.ACCEPTED, cmd.correlation_id, run_id, None, POLICY)
+    note = None
+    if run_id in taken:
+        note = (
+            f"run {run_id} was started again by another runtime while its dead incarnation "
+            "was being cancelled: that incarnation's commands are settled, the run goes on "
+            "there (send the cancel again, with a new correlation id, to stop it)"
+        )
+    return SteeringReceipt.issue(ReceiptStatus.ACCEPTED, cmd.correlation_id, run_id, note, POLICY)
+
+
+async def _taken_since(
+    store: Store, cmd: SteeringCommand, snapshot: dict[str, Any]
+) -> SteeringReceipt | None:
+    """The refusal of ``cmd`` when the run's row no longer names the dead owner of
+    ``snapshot`` (another runtime started the run again since it was read), else None. Asked
+    before anything is logged: sent again, the cancel reaches the run where it runs now."""
+    run_id = str(snapshot["run_id"])
+    row = await store.load_run(run_id)
+    if row is not None and row.get("owner") == snapshot.get("owner"):
+        return None
+    if row is None or not row.get("owner"):
+        where = "it is no longer running (its row was released or deleted)"
+    else:
+        where = f"it runs in runtime {row['owner']} now; send the cancel again to reach it there"
+    return SteeringReceipt.issue(
+        ReceiptStatus.REJECTED,
+        cmd.correlation_id,
+        run_id,
+        f"run {run_id} was started again since its owner (runtime {snapshot.get('owner')}) "
+        f"was found silent: {where}",
+        POLICY,
+    )
 
 
 async def _claim(
