@@ -10,12 +10,13 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, RunStatus, Runtime
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.runs import RunHandle
 from tinyagents.testkit import Gate, ScriptedModel, fake_agent, reply, tool_call
 
@@ -310,3 +311,48 @@ async def test_the_store_ends_with_a_runs_latest_snapshot(store_url: str) -> Non
             await tick
             row = await rt.store.load_run(f"job-l{i}")
             assert row is not None and row["status"] == "completed", i
+
+
+async def test_a_forgotten_runs_final_snapshot_being_saved_never_overwrites_its_id_started_again(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, with the final snapshot's save under way when the id starts again: the claim
+    did not see the snapshot (taken out of the unsaved ones to be written), and the save,
+    failing, put it back to be written after the claim (held: the row names this runtime),
+    so the row said ``completed`` while the run ran here again, and another runtime could
+    start the id. A claim waits for the saves under way."""
+    gate = Gate("hold")
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        done = await first.start(fake_agent("clerk"), "work", run_id="job-9")
+        assert (await done.result()).status is RunStatus.COMPLETED
+        first.forget("job-9")
+        save_runs = first.store.save_runs
+        under_way, fail = asyncio.Event(), asyncio.Event()
+
+        async def failing_once(snapshots: list[dict[str, Any]], **kw: Any) -> list[str]:
+            if not under_way.is_set() and any(s["run_id"] == "job-9" for s in snapshots):
+                under_way.set()
+                await fail.wait()
+                raise StoreError("database is locked")
+            return await save_runs(snapshots, **kw)
+
+        monkeypatch.setattr(first.store, "save_runs", failing_once)
+        saving = asyncio.ensure_future(first.flush())
+        await under_way.wait()
+        again = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")])
+        starting = asyncio.ensure_future(first.start(again, "work", run_id="job-9"))
+        # Time for a start that does not wait for the save to claim the id (not an assertion:
+        # a start that waits is still waiting, and goes on below).
+        await asyncio.wait([starting], timeout=1.0)
+        fail.set()
+        with pytest.raises(StoreError):
+            await saving
+        held = await starting
+        await first.flush()
+        row = await second.store.load_run("job-9")
+        assert row is not None and (row["owner"], row["status"]) == (first.runtime_id, "running")
+        with pytest.raises(ConfigurationError, match=r"'job-9' is running in another runtime"):
+            await second.start(fake_agent("clerk"), "work", run_id="job-9")
+        await gate.entered.wait()
+        gate.open()
+        assert (await held.result()).status is RunStatus.COMPLETED

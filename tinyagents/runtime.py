@@ -814,6 +814,23 @@ class Runtime:
                 "own run_id (or leave it unset for a fresh one)"
             )
         self._claims[run_id] = None  # a second start of the id meanwhile is refused above
+        try:
+            await self._saving.acquire()
+        except BaseException:
+            del self._claims[run_id]
+            raise
+        try:
+            return await self._claim_row(info)
+        finally:
+            self._saving.release()
+
+    async def _claim_row(self, info: RunInfo) -> dict[str, Any] | None:
+        """``_claim``'s claim itself, made while no save of this runtime's is under way
+        (``_saving`` held): a released run's final snapshot is then either in the store
+        already or among the unsaved ones (a failed save puts it back), where ``earlier``
+        finds it; taken out to be saved while the id was claimed, it was missed, and written
+        after the claim (held: the row names this runtime) it overwrote it."""
+        run_id = info.run_id
         claim = asyncio.ensure_future(
             self.store.claim_run(
                 self.live_runs().snapshot(info),
