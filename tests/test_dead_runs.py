@@ -19,13 +19,13 @@ from slow_agent import slow_agent
 from test_cross_process import OPS, Owner, instruction
 from test_run_claims import take_over
 
-from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents import Agent, Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.errors import StoreError
 from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.steering import dead, remote
 from tinyagents.steering.remote import owner_silent, submit_through_store
 from tinyagents.store import open_store
-from tinyagents.testkit import Gate, fake_agent, reply, tool_call
+from tinyagents.testkit import Gate, ScriptedModel, fake_agent, reply, tool_call
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -434,3 +434,41 @@ async def test_a_declaration_never_overwrites_a_run_started_again_meanwhile(
         await again.entered.wait()
         again.open()
         assert (await taken.result()).status == "completed"
+
+
+async def test_an_owner_that_comes_back_after_its_run_was_declared_dead_stops_it(
+    store_url: str,
+) -> None:
+    """An owner cut off from the store long enough for an operator to declare its run dead,
+    which then goes on: it ran the run on (tools, steering, a second terminal event for
+    commands the declaration had failed). Its next save finds the row no longer its own and
+    stops the run there; the row stays ``cancelled`` as the declaration left it."""
+    gate = Gate("hold")
+    model = ScriptedModel([tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first:
+        held = await first.start(
+            Agent("clerk", model, tools=[gate.tool()]), "work", run_id="job-e", tenant_id="acme"
+        )
+        await gate.entered.wait()
+        row = await first.store.load_run("job-e")
+        assert row is not None
+        stale = datetime.now(UTC) - timedelta(seconds=45)
+        read = {**row, "updated_at": stale.isoformat()}
+        read.pop("silence_s", None)
+        receipt = await dead.settle_dead_run(first.store, cancel("job-e", "c-dead"), read)
+        assert receipt.status == "accepted", receipt
+        await first.write_live_snapshots(heartbeat=True)
+        refused = await held.steer("go on", check=False)
+        assert refused.status == "rejected" and "declared dead" in (refused.reason or "")
+        ended = await held.result()
+        assert ended.status == "cancelled"
+        assert "declared dead" in (ended.error or "")
+        assert gate.cancelled and len(model.requests) == 1
+        await first.flush()
+    store = open_store(store_url)
+    await store.open()
+    try:
+        kept = await store.load_run("job-e")
+        assert kept is not None and (kept["owner"], kept["status"]) == (None, "cancelled")
+    finally:
+        await store.close()

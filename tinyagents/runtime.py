@@ -720,8 +720,9 @@ class Runtime:
         here: every command for it is refused (``why``, naming its new owner), it is no longer
         listed (``live_snapshots``), and with ``stop`` an agent run's task is cancelled with
         ``why``: the run ends ``cancelled`` here (its queued commands fail; its sub-runs,
-        this runtime's own, are cancelled with it), and its row, the new owner's, is left
-        alone. (A graph run is left to its thread's lease, which fences its checkpoints.)"""
+        this runtime's own, are cancelled at their next boundary, as a parent's cancel
+        reaches them), and its row, the new owner's, is left alone. (A graph run is left to
+        its thread's lease, which fences its checkpoints.)"""
         handle = self.runs.get(run_id)
         if handle is None:  # released already
             return
