@@ -450,13 +450,18 @@ async def test_an_owner_that_comes_back_after_its_run_was_declared_dead_stops_it
             Agent("clerk", model, tools=[gate.tool()]), "work", run_id="job-e", tenant_id="acme"
         )
         await gate.entered.wait()
-        row = await first.store.load_run("job-e")
-        assert row is not None
-        stale = datetime.now(UTC) - timedelta(seconds=45)
-        read = {**row, "updated_at": stale.isoformat()}
-        read.pop("silence_s", None)
-        receipt = await dead.settle_dead_run(first.store, cancel("job-e", "c-dead"), read)
-        assert receipt.status == "accepted", receipt
+        for _ in range(100):  # its own heartbeat may land between the write and the cancel
+            row = await first.store.load_run("job-e")
+            assert row is not None
+            stale = datetime.now(UTC) - timedelta(seconds=45)
+            read = {**row, "updated_at": stale.isoformat()}
+            read.pop("silence_s", None)
+            await first.store.save_runs([read])
+            receipt = await dead.settle_dead_run(first.store, cancel("job-e", "c-dead"), read)
+            if receipt.status == "accepted":
+                break
+        else:
+            pytest.fail("the run was never declared dead")
         await first.write_live_snapshots(heartbeat=True)
         refused = await held.steer("go on", check=False)
         assert refused.status == "rejected" and "declared dead" in (refused.reason or "")
@@ -472,3 +477,73 @@ async def test_an_owner_that_comes_back_after_its_run_was_declared_dead_stops_it
         assert kept is not None and (kept["owner"], kept["status"]) == (None, "cancelled")
     finally:
         await store.close()
+
+
+async def test_a_declaration_refuses_a_run_whose_owner_was_heard_from_since(
+    store_url: str,
+) -> None:
+    """The owner read silent writes its heartbeat again before the cancel settles the run (its
+    loop stalled, its store was cut off for a while): it is not gone, and the declaration
+    cancelled its live run all the same. It is refused instead, and the run goes on."""
+    gate = Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first:
+        held = await first.start(agent, "work", run_id="job-f", tenant_id="acme")
+        await gate.entered.wait()
+        row = await first.store.load_run("job-f")
+        assert row is not None
+        stale = datetime.now(UTC) - timedelta(seconds=45)
+        read = {**row, "updated_at": stale.isoformat()}  # read before its latest heartbeat
+        read.pop("silence_s", None)
+        receipt = await dead.settle_dead_run(first.store, cancel("job-f", "c-back"), read)
+        assert receipt.status == "rejected", receipt
+        assert "it is not gone" in (receipt.reason or "")
+        now = await first.store.load_run("job-f")
+        assert now is not None and (now["owner"], now["status"]) == (first.runtime_id, "running")
+        gate.open()
+        assert (await held.result()).status == "completed"
+
+
+async def test_a_run_started_again_while_its_declaration_settles_keeps_its_new_row(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run is started again in another runtime after the declaration found it unchanged,
+    while it settles the dead incarnation's commands: the ``cancelled`` snapshot is saved only
+    where the row still names the dead owner, so the new owner's row stays; the cancel, applied
+    to the dead incarnation, says the run goes on there."""
+    gate, again = Gate("hold"), Gate("hold")
+    agent = fake_agent("clerk", tools=[gate.tool()], script=[tool_call("hold"), reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        await first.start(agent, "work", run_id="job-g", tenant_id="acme")
+        await gate.entered.wait()
+        append_events = second.store.append_events
+        taken: list[Any] = []
+
+        async def started_meanwhile(events: list[Any]) -> None:
+            await append_events(events)
+            if not taken:  # the declaration's one write of its events
+                new = fake_agent(
+                    "clerk", tools=[again.tool()], script=[tool_call("hold"), reply("ok")]
+                )
+                taken.append(await take_over(first, second, new, "job-g"))
+
+        monkeypatch.setattr(second.store, "append_events", started_meanwhile)
+        for _ in range(100):  # first's own heartbeat may land between the write and the cancel
+            row = await second.store.load_run("job-g")
+            assert row is not None
+            stale = datetime.now(UTC) - timedelta(seconds=45)
+            read = {**row, "updated_at": stale.isoformat()}
+            read.pop("silence_s", None)
+            await second.store.save_runs([read])
+            receipt = await dead.settle_dead_run(second.store, cancel("job-g", "c-mid"), read)
+            if receipt.status == "accepted":
+                break
+        else:
+            pytest.fail("the run was never declared dead")
+        assert "goes on there" in (receipt.reason or "")
+        now = await second.store.load_run("job-g")
+        assert now is not None
+        assert (now["owner"], now["status"]) == (second.runtime_id, "running")
+        await again.entered.wait()
+        again.open()
+        assert (await taken[0].result()).status == "completed"

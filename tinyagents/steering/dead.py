@@ -13,8 +13,9 @@ settles the run itself, in the store the runtimes share:
   owner's last heartbeat in the reason; events and states are one write (``append_events``);
 - their snapshots become ``cancelled``, without an owner, each only while its row still
   names the dead owner (``Store.save_runs(held_by=)``): a run another runtime started again
-  under its id meanwhile keeps that runtime's row. Found so before anything is logged, the
-  cancel is refused, naming the new owner (sent again, it reaches the run there).
+  under its id meanwhile keeps that runtime's row. A run found changed before the cancel is
+  logged (started again elsewhere, or its owner heard from) refuses it, naming the new owner
+  (sent again, it reaches the run there).
 
 One declaration settles a run: it first logs a claim on the run's dead incarnation (a row
 keyed by the run and the owner's last heartbeat, state ``applied``, no run id), and a cancel
@@ -101,7 +102,7 @@ async def settle_dead_run(
         raise
     if logged is not None and not _resumes(logged, cmd, run_id):
         return SteeringReceipt.duplicate(cmd.correlation_id, logged.run_id)
-    refused = await _taken_since(store, cmd, snapshot) or await _claim(store, cmd, snapshot)
+    refused = await _claim(store, cmd, snapshot) or await _taken_since(store, cmd, snapshot)
     if refused is not None:
         return refused
     if logged is None and not await store.append_command(cmd, state="accepted", run_id=run_id):
@@ -170,23 +171,33 @@ async def settle_dead_run(
 async def _taken_since(
     store: Store, cmd: SteeringCommand, snapshot: dict[str, Any]
 ) -> SteeringReceipt | None:
-    """The refusal of ``cmd`` when the run's row no longer names the dead owner of
-    ``snapshot`` (another runtime started the run again since it was read), else None. Asked
-    before anything is logged: sent again, the cancel reaches the run where it runs now."""
+    """The refusal of ``cmd`` when the run's row is no longer the one read as ``snapshot``
+    (another runtime started the run again since, or its owner wrote again: it is not gone),
+    else None. Asked before the cancel is logged: sent again, it reaches the run where it is."""
     run_id = str(snapshot["run_id"])
     row = await store.load_run(run_id)
-    if row is not None and row.get("owner") == snapshot.get("owner"):
+    owner = snapshot.get("owner")
+    if row is not None and (row.get("owner"), row.get("updated_at")) == (
+        owner,
+        snapshot.get("updated_at"),
+    ):
         return None
-    if row is None or not row.get("owner"):
-        where = "it is no longer running (its row was released or deleted)"
+    if row is None:
+        why = "its row is gone"
+    elif not row.get("owner"):
+        why = "it was released or cancelled meanwhile"
+    elif row["owner"] != owner:
+        why = f"it was started again in runtime {row['owner']}; send the cancel again to reach it"
     else:
-        where = f"it runs in runtime {row['owner']} now; send the cancel again to reach it there"
+        why = (
+            f"its owner wrote it again since (at {row.get('updated_at')}): it is not gone; "
+            "send the cancel again to reach it"
+        )
     return SteeringReceipt.issue(
         ReceiptStatus.REJECTED,
         cmd.correlation_id,
         run_id,
-        f"run {run_id} was started again since its owner (runtime {snapshot.get('owner')}) "
-        f"was found silent: {where}",
+        f"run {run_id} changed since its owner (runtime {owner}) was found silent: {why}",
         POLICY,
     )
 
