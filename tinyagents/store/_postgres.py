@@ -234,11 +234,18 @@ async def _keep(conn: Any) -> None:
 
 
 async def migrate(
-    conn: Any, schema: str, component: str, migrations: list[tuple[int, str]]
+    conn: Any,
+    schema: str,
+    component: str,
+    migrations: list[tuple[int, str]],
+    *,
+    url: str = "",
 ) -> None:
     """Apply the migrations of ``component`` not yet recorded in ``tinyagents_migrations``,
     in one transaction; processes racing on it wait for each other (an advisory lock). A
-    table of one of its names that another program made is a ``StoreError`` saying so."""
+    table of one of its names that another program made is a ``StoreError`` saying so, and
+    so is a version recorded past the last of ``migrations`` (a newer tinyagents made the
+    tables: this code would misread them); ``url`` (redacted) names the database in it."""
     import asyncpg
 
     async with conn.transaction():
@@ -253,6 +260,14 @@ async def migrate(
             "SELECT version FROM tinyagents_migrations WHERE component = $1", component
         )
         done = {r[0] for r in rows}
+        known = max(version for version, _ in migrations)
+        if done and max(done) > known:  # raised inside the transaction: nothing is kept
+            raise StoreError(
+                f"PostgreSQL: the {component} tables in schema {schema!r}"
+                f"{f' of the database at {url}' if url else ''} were made by a newer version"
+                f" of tinyagents ({component} schema version {max(done)}; this version knows"
+                f" up to {known}): use that version or a later one (nothing was changed)"
+            )
         for version, script in migrations:
             if version in done:
                 continue

@@ -327,7 +327,7 @@ class PostgresStore(Store):
                     async with pool.acquire() as conn:
                         if not self.create:
                             await self._exists(conn, schema)
-                        await migrate(conn, schema, "store", MIGRATIONS)
+                        await migrate(conn, schema, "store", MIGRATIONS, url=self.url)
             except BaseException:
                 if pool is not None:
                     with contextlib.suppress(Exception):

@@ -272,6 +272,7 @@ class SqliteStore(Store):
                 record_columns=frozenset({"name", "version"}),
                 ours="SELECT 1 FROM migrations WHERE name = 'steering'",
             )
+            await refuse_newer(db, "migrations", MIGRATIONS[-1][0], schema="steering")
             await use_wal(db, self.busy_timeout_s)
             await db.execute("PRAGMA synchronous=NORMAL")
             await migrate(db, MIGRATIONS, name="steering")
@@ -902,6 +903,27 @@ async def refuse_foreign_tables(
             f"it holds a table '{foreign}' of another program, and tinyagents keeps its own "
             f"tables ({', '.join((*tables, record))}) under these names: give it a file of its "
             "own (nothing was written)"
+        )
+
+
+async def refuse_newer(
+    db: aiosqlite.Connection, record: str, known: int, *, schema: str | None = None
+) -> None:
+    """Raise ``StoreError``, before anything writes, when the ``record`` of migrations holds a
+    version past ``known`` (of ``schema``, for a record several schemas share): a newer
+    tinyagents made the file, and this code would misread its tables or migrate around them."""
+    if not await db.execute_fetchall(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (record,)
+    ):
+        return
+    where, args = (" WHERE name = ?", (schema,)) if schema is not None else ("", ())
+    rows = await db.execute_fetchall(f"SELECT MAX(version) FROM {record}{where}", args)
+    found = next(iter(rows))[0]
+    if found is not None and found > known:
+        raise StoreError(
+            f"it was made by a newer version of tinyagents ({schema or record} version {found}; "
+            f"this version knows up to {known}): use that version or a later one (nothing "
+            "was written)"
         )
 
 

@@ -205,7 +205,7 @@ class PostgresCheckpointer(Checkpointer):
                         settings={"synchronous_commit": self.synchronous_commit},
                     )
                     async with pool.acquire() as conn:
-                        await migrate(conn, schema, "checkpoints", MIGRATIONS)
+                        await migrate(conn, schema, "checkpoints", MIGRATIONS, url=self.url)
             except BaseException:
                 if pool is not None:
                     with contextlib.suppress(Exception):

@@ -34,7 +34,7 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     stale_message,
 )
-from tinyagents.store.sqlite import connect, refuse_foreign_tables, use_wal
+from tinyagents.store.sqlite import connect, refuse_foreign_tables, refuse_newer, use_wal
 from tinyagents.store.urls import sqlite_path
 
 #: SQLite's ``synchronous`` levels
@@ -147,6 +147,7 @@ class SqliteCheckpointer(Checkpointer):
                     # process migrating beside this one shows tables with no row yet
                     ours=None,
                 )
+                await refuse_newer(conn, "checkpoint_migrations", MIGRATIONS[-1][0])
                 await use_wal(conn, 10.0)
                 await conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 await self._migrate(conn)
