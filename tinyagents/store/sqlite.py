@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sqlite3
+import tempfile
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -246,6 +247,8 @@ class SqliteStore(Store):
         #: a stale one: SQLite then refuses it at once, "database is locked", without waiting
         #: out the busy timeout, whenever another process wrote since).
         self._lock = asyncio.Lock()
+        #: The file opened (None in memory): each write first checks it is still there.
+        self._file: OpenedFile | None = None
 
     async def open(self) -> None:
         """Connect, then create or migrate the schema. A file that is not a SQLite database is
@@ -273,15 +276,20 @@ class SqliteStore(Store):
                 ours="SELECT 1 FROM migrations WHERE name = 'steering'",
             )
             await refuse_newer(db, "migrations", MIGRATIONS[-1][0], schema="steering")
+            if self.create:  # a tool that reads a store may read one on a read-only disk
+                await refuse_read_only(db)
             await use_wal(db, self.busy_timeout_s)
             await db.execute("PRAGMA synchronous=NORMAL")
             await migrate(db, MIGRATIONS, name="steering")
+            self._file = None if self.path in ("", ":memory:") else OpenedFile(self.path)
         except BaseException as exc:
             if db is not None:
                 with contextlib.suppress(Exception):
                     await db.close()
             if isinstance(exc, Exception):
-                raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
+                raise StoreError(
+                    f"cannot open SQLite store {self.path!r}: {why_not_opened(self.path, exc)}"
+                ) from exc
             raise
         self._db = db
 
@@ -442,6 +450,9 @@ class SqliteStore(Store):
         and a driver's error is raised as ``StoreError`` saying what could not be done."""
         db = self.db
         async with self._lock:
+            how = self._file.gone() if self._file is not None else None
+            if how is not None:
+                raise gone_error("SQLite store", self.path, how)
             try:
                 yield db
                 await db.commit()
@@ -924,6 +935,84 @@ async def refuse_newer(
             f"it was made by a newer version of tinyagents ({schema or record} version {found}; "
             f"this version knows up to {known}): use that version or a later one (nothing "
             "was written)"
+        )
+
+
+class OpenedFile:
+    """The file a connection opened, by device and inode: SQLite goes on writing to the inode
+    it opened after its name is deleted or renamed over (another file moved into its place),
+    and what it writes there is lost with the inode. ``gone`` says so before a write, at the
+    cost of one ``stat`` of the path (a microsecond or so beside the write's own hundreds)."""
+
+    __slots__ = ("_id", "_path")
+
+    def __init__(self, path: str) -> None:
+        #: resolved once: a relative name would mean another file after a chdir
+        self._path = os.path.realpath(path)
+        self._id = _identity(self._path)
+
+    def gone(self) -> str | None:
+        """How the path stopped naming the file opened ("deleted or moved", "replaced"), or
+        None."""
+        try:
+            now = _identity(self._path)
+        except FileNotFoundError:
+            return "deleted or moved"
+        except OSError:  # unreadable for a moment (a permission, a stale mount): SQLite says
+            return None
+        return "replaced" if now != self._id else None
+
+
+def _identity(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino
+
+
+def gone_error(what: str, path: str, how: str) -> StoreError:
+    """The ``StoreError`` of a write to a file ``how`` (``OpenedFile.gone``) under ``what``."""
+    return StoreError(
+        f"{what} {path!r}: the file was {how} while it was open, and SQLite would write on "
+        "to the file it opened, which the path no longer names: reopen it (nothing was "
+        "written)"
+    )
+
+
+async def refuse_read_only(db: aiosqlite.Connection) -> None:
+    """Raise ``StoreError`` when SQLite could open the file only to read it (its permissions,
+    an immutable file, a read-only file system): each write would fail, one by one. Asked of
+    SQLite itself, in a write transaction that changes nothing and is rolled back."""
+    rows = await db.execute_fetchall("PRAGMA user_version")
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        await db.execute(f"PRAGMA user_version = {int(next(iter(rows))[0])}")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorname != "SQLITE_READONLY":
+            raise
+        raise StoreError(
+            "the file is read-only for this process (its permissions, an immutable file or a "
+            "read-only file system), and every write to it would fail: make it writable, or "
+            "give a file that is (nothing was written)"
+        ) from exc
+    finally:
+        await db.rollback()
+
+
+def why_not_opened(path: str, exc: BaseException) -> str:
+    """What a failed open says: ``exc``, and, when SQLite could not open the file because its
+    directory takes no new file (SQLite makes the file's journal there), that."""
+    if not (
+        isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorname == "SQLITE_CANTOPEN"
+    ):
+        return str(exc)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return str(exc)
+    except OSError:
+        return (
+            f"{exc}: its directory {folder!r} is read-only for this process, and SQLite makes "
+            "the file's journal (its -wal and -shm files) beside it: make the directory "
+            "writable, or move the file (nothing was written)"
         )
 
 

@@ -34,7 +34,16 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     stale_message,
 )
-from tinyagents.store.sqlite import connect, refuse_foreign_tables, refuse_newer, use_wal
+from tinyagents.store.sqlite import (
+    OpenedFile,
+    connect,
+    gone_error,
+    refuse_foreign_tables,
+    refuse_newer,
+    refuse_read_only,
+    use_wal,
+    why_not_opened,
+)
 from tinyagents.store.urls import sqlite_path
 
 #: SQLite's ``synchronous`` levels
@@ -115,6 +124,8 @@ class SqliteCheckpointer(Checkpointer):
         self.synchronous = synchronous.upper()
         self.path = _path(os.fspath(path))
         self._conn: Any = None
+        #: The file opened: each statement first checks it is still there.
+        self._file: OpenedFile | None = None
         self._setup_lock = asyncio.Lock()
         self._renew_after: dict[str, float] = {}
         #: The owner of each thread this process released but whose lease row could not be
@@ -148,16 +159,19 @@ class SqliteCheckpointer(Checkpointer):
                     ours=None,
                 )
                 await refuse_newer(conn, "checkpoint_migrations", MIGRATIONS[-1][0])
+                await refuse_read_only(conn)
                 await use_wal(conn, 10.0)
                 await conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 await self._migrate(conn)
+                self._file = None if self.path == ":memory:" else OpenedFile(self.path)
             except BaseException as exc:
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await conn.close()
                 if isinstance(exc, Exception):
                     raise StoreError(
-                        f"cannot open SQLite checkpointer {self.path!r}: {exc}"
+                        f"cannot open SQLite checkpointer {self.path!r}: "
+                        f"{why_not_opened(self.path, exc)}"
                     ) from exc
                 raise
             self._conn = conn
@@ -233,6 +247,9 @@ class SqliteCheckpointer(Checkpointer):
         is a ``StoreError`` naming the file, as docs/graph.md has a failing checkpointer's;
         ``integrity=True`` lets a constraint's ``sqlite3.IntegrityError`` out as it is."""
         db = await self._db()
+        how = self._file.gone() if self._file is not None else None
+        if how is not None:
+            raise gone_error("SQLite checkpointer", self.path, how)
         try:
             return list(await db.execute_fetchall(sql, params))
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a closed connection
