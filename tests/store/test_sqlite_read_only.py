@@ -4,13 +4,17 @@ so: opened, each later write failed with SQLite's own error, and the writes were
 one. A tool that only reads a store (``create=False``) still opens it.
 
 As root, permission bits stop no write: the file (or directory) is made immutable
-(``chattr +i``) instead, which SQLite meets as a read-only file, as a user meets a 0444 one."""
+(``chattr +i``) instead, which SQLite meets much as a user meets a 0444 file; the permission
+bits themselves are tried in a process without root's right to ignore them (``setpriv``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,3 +105,55 @@ async def test_a_tool_that_only_reads_opens_a_read_only_file(tmp_path: Path) -> 
                 await store.save_runs([{**SNAPSHOT, "status": "completed"}])
         finally:
             await store.close()
+
+
+# Permission bits, as a user meets them: a 0444 file, a 0555 directory (SQLite answers the
+# latter SQLITE_READONLY_DIRECTORY at the first read, where root's immutable one is
+# SQLITE_CANTOPEN). Prints one line per refused open.
+_BY_PERMISSIONS = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from tinyagents.errors import StoreError
+    from tinyagents.store import SqliteStore
+    from tinyagents.store.checkpoint import SqliteCheckpointer
+
+    async def main(folder, which):
+        path = os.path.join(folder, "ro.db")
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()
+        print("ready", flush=True)
+        target = folder if which == "directory" else path
+        os.chmod(target, 0o555 if which == "directory" else 0o444)
+        try:
+            for opening in (SqliteStore(path).open, SqliteCheckpointer(path).setup):
+                try:
+                    await opening()
+                    print("opened")
+                except StoreError as exc:
+                    print(str(exc).replace(chr(10), " "))
+        finally:
+            os.chmod(target, 0o755 if which == "directory" else 0o644)
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+@pytest.mark.parametrize("which", ["file", "directory"])
+def test_permission_bits_that_refuse_writes_are_refused_at_open(tmp_path: Path, which: str) -> None:
+    command = [sys.executable, "-c", _BY_PERMISSIONS, str(tmp_path), which]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root ignores permission bits, and setpriv is not installed")
+        drop = "--bounding-set=-dac_override,-dac_read_search,-fowner"
+        command = ["setpriv", "--inh-caps=-all", drop, *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    if not lines or lines[0] != "ready":
+        pytest.skip(f"no process without root's rights could be started: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr
+    refusals = lines[1:]
+    assert len(refusals) == 2 and all("read-only" in line for line in refusals), refusals
+    if which == "directory":
+        assert all(repr(str(tmp_path)) in line for line in refusals), refusals

@@ -986,12 +986,12 @@ async def refuse_read_only(db: aiosqlite.Connection) -> None:
         await db.execute("BEGIN IMMEDIATE")
         await db.execute(f"PRAGMA user_version = {int(next(iter(rows))[0])}")
     except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorname != "SQLITE_READONLY":
+        if not exc.sqlite_errorname.startswith("SQLITE_READONLY"):
             raise
         raise StoreError(
-            "the file is read-only for this process (its permissions, an immutable file or a "
-            "read-only file system), and every write to it would fail: make it writable, or "
-            "give a file that is (nothing was written)"
+            "the file (or its -shm file beside it) is read-only for this process (its "
+            "permissions, an immutable file or a read-only file system), and every write to it "
+            "would fail: make it writable, or give a file that is (nothing was written)"
         ) from exc
     finally:
         await db.rollback()
@@ -1000,9 +1000,9 @@ async def refuse_read_only(db: aiosqlite.Connection) -> None:
 def why_not_opened(path: str, exc: BaseException) -> str:
     """What a failed open says: ``exc``, and, when SQLite could not open the file because its
     directory takes no new file (SQLite makes the file's journal there), that."""
-    if not (
-        isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorname == "SQLITE_CANTOPEN"
-    ):
+    # a read-only directory: CANTOPEN as root (an immutable one), READONLY_DIRECTORY else
+    named = getattr(exc, "sqlite_errorname", "")
+    if named not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY"):
         return str(exc)
     folder = os.path.dirname(os.path.abspath(path))
     try:
