@@ -254,8 +254,9 @@ class SqliteStore(Store):
         """Connect, then create or migrate the schema. A file that is not a SQLite database is
         refused with ``StoreError`` and left as it was; a SQLite database with tables of its
         own is fine (ours join them, as the checkpointer's do), unless ``create=False``: then
-        a file without our tables is refused as well, untouched. A failed open leaves no
-        connection (and so no thread) behind."""
+        a file without our tables is refused as well, untouched, and so is a file a newer
+        tinyagents migrated, and (unless ``create=False``) one this process can only read.
+        A failed open leaves no connection (and so no thread) behind."""
         if self._db is not None:
             return
         db: aiosqlite.Connection | None = None

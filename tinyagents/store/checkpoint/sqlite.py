@@ -1,7 +1,10 @@
 """``SqliteCheckpointer``: durable checkpoints in one SQLite file (aiosqlite, WAL).
 
 - The schema is created idempotently and versioned in ``checkpoint_migrations``; a newer
-  process adds what is missing, several processes may race on it safely.
+  process adds what is missing, several processes may race on it safely; a file an even
+  newer one migrated is refused, as is a read-only one.
+- Each statement first checks the path still names the file opened (one ``stat``): one
+  deleted or renamed over would take the writes with it.
 - WAL with ``synchronous=NORMAL``: a committed checkpoint survives the process being killed
   (not a power loss; use ``synchronous="FULL"`` for that).
 - Needs SQLite 3.35+ (``RETURNING``). Every write is a single statement in autocommit mode, so coroutines sharing the
@@ -135,9 +138,10 @@ class SqliteCheckpointer(Checkpointer):
     # -- connection and schema -------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Connect and create the schema (idempotent). A file that is not a SQLite database
-        is refused with ``StoreError`` and left as it was; a failed setup leaves no
-        connection (and so no thread) behind."""
+        """Connect and create the schema (idempotent). A file that is not a SQLite database,
+        that a newer tinyagents migrated, or that this process can only read is refused with
+        ``StoreError`` and left as it was; a failed setup leaves no connection (and so no
+        thread) behind."""
         if self._conn is not None:
             return
         async with self._setup_lock:
