@@ -109,6 +109,16 @@ async def test_list_is_newest_first_and_limited(checkpointer: Checkpointer) -> N
     assert await checkpointer.list("nobody") == []
 
 
+async def test_a_limit_past_64_bits_lists_everything(checkpointer: Checkpointer) -> None:
+    """A limit past what a database integer holds lists everything, as the memory
+    checkpointer does; SQLite raised Python's OverflowError, not even a StoreError."""
+    for seq in range(3):
+        await checkpointer.put(record(seq))
+    assert [r.seq for r in await checkpointer.list("t", limit=2**64)] == [2, 1, 0]
+    older = await checkpointer.list_before("t", "", "t//2", limit=2**64)
+    assert older is not None and [r.seq for r in older] == [1, 0]
+
+
 async def test_list_before_reads_the_older_checkpoints_only(checkpointer: Checkpointer) -> None:
     """``history(before=...)`` reads a page of older checkpoints: it used to list the whole
     thread (every body) for each page, so paging a long thread cost its length each time."""

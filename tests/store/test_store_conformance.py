@@ -554,3 +554,19 @@ async def test_a_save_held_by_a_runtime_never_takes_another_ones_row(store: Stor
     kept = await store.load_run("r-1")
     assert kept is not None and kept["status"] == "cancelled"
     assert await store.save_runs([{**one, "owner": "rt-3"}]) == []  # without held_by: saved
+
+
+async def test_numbers_past_64_bits_are_read_as_the_end_of_their_range(store: Store) -> None:
+    """An ``after_id`` or a ``limit`` past what a database integer holds (an operator API
+    client's ``?after_id=99999999999999999999``) reads as the end of the range, as the memory
+    store reads it: no event after the largest id, every event after the smallest, no limit.
+    SQLite raised Python's OverflowError, neither a StoreError nor an answer."""
+    huge = 2**64
+    await store.append_events(sample_events())
+    await store.save_runs(snapshots())
+    await store.inbox_put(owner="rt-a", request_id="q-1", command=command("c-9"))
+    assert await store.read_events(after_id=huge) == []
+    assert len(await store.read_events(after_id=-huge)) == len(sample_events())
+    assert len(await store.read_events(limit=huge)) == len(sample_events())
+    assert len(await store.list_runs(limit=huge)) == len(snapshots())
+    assert [i.request_id for i in await store.inbox_take("rt-a", limit=huge)] == ["q-1"]

@@ -415,6 +415,17 @@ def readable_events(rows: Iterable[tuple[int, str | bytes]]) -> list[tuple[int, 
     return events
 
 
+#: The largest integer SQLite's INTEGER and PostgreSQL's BIGINT hold.
+_INT64_MAX = 2**63 - 1
+
+
+def sql_int(n: int) -> int:
+    """``n`` as a database integer holds it: a number past either end reads as that end (an
+    ``after_id`` past every id, a ``limit`` of everything), as the memory store reads it;
+    given as it is, SQLite raised Python's ``OverflowError`` and PostgreSQL refused it."""
+    return min(max(n, -_INT64_MAX - 1), _INT64_MAX)
+
+
 async def read_page(
     fetch: Callable[[int, int], Awaitable[list[tuple[int, str | bytes]]]],
     after_id: int,
@@ -424,6 +435,7 @@ async def read_page(
     n)`` (at most ``n`` raw rows, in id order): rows left out as unreadable are made up from
     the rows after them, so a short page still means there are no more."""
     events: list[tuple[int, Event]] = []
+    after_id, limit = sql_int(after_id), sql_int(limit)
     while (want := limit - len(events)) > 0:
         rows = await fetch(after_id, want)
         events += readable_events(rows)

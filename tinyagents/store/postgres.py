@@ -56,6 +56,7 @@ from tinyagents.store.base import (
     readable_events,
     run_key,
     sendable,
+    sql_int,
     target_run_id,
     terminal_updates,
     unreadable_reason,
@@ -643,7 +644,7 @@ class PostgresStore(Store):
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
-            sql += f" LIMIT {arg(max(limit, 0))}"  # PostgreSQL refuses a negative LIMIT
+            sql += f" LIMIT {arg(sql_int(max(limit, 0)))}"  # PostgreSQL refuses a negative LIMIT
         rows = await self._fetch_again("list runs", sql, *args)
         return [_snapshot(r) for r in rows]
 
@@ -735,7 +736,7 @@ class PostgresStore(Store):
             owner,
             INBOX_LEASE_S,
             take_id,
-            max(limit, 0),
+            sql_int(max(limit, 0)),
         )
         items: list[InboxItem] = []
         for _, request_id, command, submitted_at in sorted(rows):  # RETURNING has no order

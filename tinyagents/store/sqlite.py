@@ -38,6 +38,7 @@ from tinyagents.store.base import (
     readable_events,
     run_key,
     sendable,
+    sql_int,
     target_run_id,
     terminal_updates,
     unreadable_reason,
@@ -584,7 +585,8 @@ class SqliteStore(Store):
         where, args = _run_filters(tenant_id, statuses, root_run_id, before)
         sql = "SELECT data FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
-            sql, args = sql + " LIMIT ?", [*args, max(limit, 0)]  # SQLite's LIMIT -1: no limit
+            # max: SQLite reads LIMIT -1 as no limit
+            sql, args = sql + " LIMIT ?", [*args, sql_int(max(limit, 0))]
         async with self._reading(sql, args) as cur:
             return [json.loads(r[0]) for r in await cur.fetchall()]
 
@@ -679,7 +681,7 @@ class SqliteStore(Store):
             "UPDATE inbox SET state = 'taken', owner = ?1, taken_at = ?3"
             f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
             " ORDER BY rowid LIMIT ?4) RETURNING rowid, request_id, command, submitted_at",
-            (owner, expired, now.isoformat(), max(limit, 0)),  # LIMIT -1: no limit
+            (owner, expired, now.isoformat(), sql_int(max(limit, 0))),  # LIMIT -1: no limit
             what=f"take the inbox of {owner}",
         )
         items: list[InboxItem] = []

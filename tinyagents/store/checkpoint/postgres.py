@@ -49,6 +49,7 @@ from tinyagents.store._postgres import (
     quote_ident,
     split_schema,
 )
+from tinyagents.store.base import sql_int
 from tinyagents.store.checkpoint._lease import HOST
 from tinyagents.store.checkpoint.base import (
     ROW_COLUMNS,
@@ -350,7 +351,7 @@ class PostgresCheckpointer(Checkpointer):
             "ORDER BY seq DESC LIMIT $3",
             thread_id,
             ns,
-            limit,  # NULL: no limit
+            None if limit is None else sql_int(limit),  # NULL: no limit
         )
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
@@ -373,7 +374,7 @@ class PostgresCheckpointer(Checkpointer):
             thread_id,
             ns,
             seq[0][0],
-            limit,  # NULL: no limit
+            None if limit is None else sql_int(limit),  # NULL: no limit
         )
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
+from tinyagents.store.base import sql_int
 from tinyagents.store.checkpoint._lease import HOST, Lease
 from tinyagents.store.checkpoint.base import (
     ROW_COLUMNS,
@@ -305,7 +306,7 @@ class SqliteCheckpointer(Checkpointer):
         rows = await self._fetch(
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
             "ORDER BY seq DESC LIMIT ?",
-            (thread_id, ns, -1 if limit is None else limit),
+            (thread_id, ns, -1 if limit is None else sql_int(limit)),
         )
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
@@ -321,7 +322,7 @@ class SqliteCheckpointer(Checkpointer):
         rows = await self._fetch(
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? AND seq < ? "
             "ORDER BY seq DESC LIMIT ?",
-            (thread_id, ns, found[0][0], -1 if limit is None else limit),
+            (thread_id, ns, found[0][0], -1 if limit is None else sql_int(limit)),
         )
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
