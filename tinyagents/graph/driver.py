@@ -353,7 +353,7 @@ async def _main(
     if isinstance(result.error, RunCancelled):
         result.status = "cancelled"
     status = _STATUS[result.status]
-    error = None if result.error is None else f"{type(result.error).__name__}: {result.error}"
+    error = None if result.error is None else _described(result.error)
     outcome = RunResult(run_id=handle.run_id, status=status, output=result.state, error=error)
     # Everything of the run ends before its graph.completed (a reader stops there): its
     # paused tasks, and the commands still queued for it (an interrupted run keeps them).
@@ -366,6 +366,14 @@ async def _main(
     else:
         await runtime.finish(handle, outcome)
     return result
+
+
+def _described(error: BaseException) -> str:
+    """A run's error as its ``RunResult`` says it, with the notes added to it (a node task
+    its step left behind, ``graph/parallel.py``)."""
+    said = f"{type(error).__name__}: {error}"
+    notes = getattr(error, "__notes__", None)
+    return "; ".join([said, *notes]) if notes else said
 
 
 async def run_with_runtime(

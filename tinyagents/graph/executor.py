@@ -49,6 +49,7 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.core import breakpoint_nodes, router_context
 from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
+from tinyagents.graph.parallel import StepTasks
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, managed_values
 from tinyagents.graph.tasks import (
@@ -205,6 +206,12 @@ class GraphRun:
         self.task_hooks: TaskHooks | None = None
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
+        self._step_tasks: StepTasks | None = None  # the running step's (``run_tasks``)
+        #: tasks whose asyncio task was left behind, its cancellation unfinished: what it
+        #: does if it ever ends changes nothing (``_attempt``); kept until it ends
+        self._left_behind: set[Task] = set()
+        #: what the last step left behind, for a cancel that ends the run to name it
+        self.left_behind_notes: list[str] = []
         #: tasks of the running step that ``stop`` cancelled; emptied when the step's tasks end
         self._stopping: dict[str, str | None] = {}  # task id -> the stopping cancel's ref
         #: tasks whose end the stream has had (as the node returned or paused)
@@ -412,22 +419,26 @@ class GraphRun:
         successors; ``stopped`` names it) unless it finished first. Whether it was running.
         ``by``: the ``steering_ref`` of the cancel, saved with the skip."""
         running = self.running.get(task_id)
-        if running is None or running.done():
+        if running is None or running.done() or self._step_tasks is None:
             return False
         self._stopping[task_id] = by
-        running.cancel()
+        self._step_tasks.cancel(running)
         return True
 
     def stop_all(self) -> None:
         """Cancel every task of the running step and end the run with ``RunCancelled`` when
-        they have stopped (between steps there is nothing to stop: steering ends the run)."""
+        they have stopped, or been left behind (``graph/parallel.py``): between steps there
+        is nothing to stop (steering ends the run)."""
         self.cancelling = True
-        for running in self.running.values():
-            running.cancel()
+        if self._step_tasks is not None:
+            self._step_tasks.cancel_all()
 
     async def _settle_stops(self, tasks: list[Task]) -> None:
         if self.cancelling:
-            raise RunCancelled(self.run_id or "?", "cancelled by steering")
+            cancelled = RunCancelled(self.run_id or "?", "cancelled by steering")
+            for note in self.left_behind_notes:  # (the cancel lowered in its place keeps them)
+                cancelled.add_note(note)
+            raise cancelled
         for task in tasks:
             if task.id in self._stopping and task.writes is None and not task.interrupts:
                 self.stopped[task.id] = task.node
@@ -495,16 +506,23 @@ class GraphRun:
                 # side effects, to run them again
                 refused.append(failed)
 
+        # as a TaskGroup, but a task cancelled here that never ends is left behind
+        step = self._step_tasks = StepTasks(
+            own_cancel_grace=self.task_hooks is None, on_left=self._left_behind.add
+        )
         try:
-            async with asyncio.TaskGroup() as group:
-                for task in runnable:
-                    self.running[task.id] = group.create_task(run_one(task))
-        except BaseExceptionGroup as eg:
-            raise _first_failure(eg, refused) from None
+            for task in runnable:
+                self.running[task.id] = step.start(task, run_one(task))
+            errors = await step.join()
         finally:
             self.running.clear()
-        if refused:
-            raise min(refused, key=lambda f: f.index).error
+            self._step_tasks = None
+        if errors or refused:
+            error = _first_failure(errors, refused)
+            for note in step.left_behind:
+                error.add_note(note)
+            raise error
+        self.left_behind_notes = step.left_behind
 
     def _show_started(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
         """Tell the stream the starts of this step's tasks, as LangGraph lists every task of
@@ -542,13 +560,16 @@ class GraphRun:
         if stream is not None and not announced:
             stream.task_started(self, task)
         error: BaseException | None = None
+        gone = False
         try:
-            await self._attempt(task, save_result)
+            gone = await self._attempt(task, save_result)
         except BaseException as exc:
             error = exc
             raise
         finally:
-            if task.writes is not None:
+            if gone:  # left behind by its step, which reported its end already
+                pass
+            elif task.writes is not None:
                 # finished, its result saved, when a sibling's failure cancelled the wait:
                 # the result is kept (the task does not run again), so it did not fail
                 error = None
@@ -568,10 +589,23 @@ class GraphRun:
         if self.stream is not None:
             self.stream.custom(self, task_id, value)
 
-    async def _attempt(self, task: Task, save_result: bool) -> None:
+    def _gone(self, task: Task) -> bool:
+        """Whether ``task`` was left behind by its step (``graph/parallel.py``), its node
+        having ended only now: then what it did is undone, and nothing more is done."""
+        if task not in self._left_behind:
+            return False
+        self._left_behind.discard(task)
+        task.writes = [] if task.skipped else None
+        task.goto, task.returned = [], None
+        return True
+
+    async def _attempt(self, task: Task, save_result: bool) -> bool:
+        """Run ``task``'s node and keep what it did; True if it was left behind meanwhile."""
         try:
             await call_node(self, task)
         except NodeInterrupt as ni:
+            if self._left_behind and self._gone(task):
+                return True
             asked = None
             if self.checkpointer is not None:
                 try:
@@ -593,15 +627,19 @@ class GraphRun:
                 await self.checkpointer.put_writes(
                     self.head.thread_id, self.head.ns, self.head.frontier_id, [asked]
                 )
-            return
+            return False
         except (Exception, GeneratorExit, ParentCommand) as exc:
             # GeneratorExit too (no Exception: a node closing a generator by hand, or raising
             # it to stop): let through, it ended the run's task, and left the run 'running'
+            if self._left_behind and self._gone(task):
+                return True
             if self.checkpointer is not None and not isinstance(exc, ParentCommand):
                 await self._save_error(task, exc, self._withdrawn(task, exc))
             if not save_result:  # a step of one task: its error is the step's
                 raise
             raise _TaskFailed(task.index, exc) from exc
+        if self._left_behind and self._gone(task):
+            return True
         record = None
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
@@ -636,6 +674,7 @@ class GraphRun:
                 if not saving.done() or saving.cancelled() or saving.exception() is not None:
                     task.writes = None  # not saved: it runs again on resume
                 raise
+        return False
 
     def _end(self, stream: StreamSink, task: Task) -> None:
         """The stream's end of ``task``, with its update, as LangGraph's: as the node returns
@@ -1010,22 +1049,19 @@ def unanswered(tasks: list[Task]) -> list[Interrupt]:
     return [i for t in tasks if t.writes is None for i in t.interrupts if i.id not in t.resume]
 
 
-def _first_failure(eg: BaseExceptionGroup, refused: list[_TaskFailed]) -> BaseException:
-    """The error of the lowest-index failed task (of ``eg``'s, and of the ``refused``
-    answers'), so the reported error is deterministic."""
+def _first_failure(errors: list[BaseException], refused: list[_TaskFailed]) -> BaseException:
+    """The error of the lowest-index failed task (of ``errors``, and of the ``refused``
+    answers'), so the reported error is deterministic; a ``KeyboardInterrupt`` (or another
+    ``BaseException`` no node raises) first, as a TaskGroup raises it."""
     failed: list[_TaskFailed] = list(refused)
     others: list[BaseException] = []
-
-    def walk(group: BaseExceptionGroup) -> None:
-        for exc in group.exceptions:
-            if isinstance(exc, BaseExceptionGroup):
-                walk(exc)
-            elif isinstance(exc, _TaskFailed):
-                failed.append(exc)
-            else:
-                others.append(exc)
-
-    walk(eg)
+    for exc in errors:
+        if isinstance(exc, _TaskFailed):
+            failed.append(exc)
+        elif not isinstance(exc, Exception):
+            return exc
+        else:
+            others.append(exc)
     if failed:
         return min(failed, key=lambda f: f.index).error
     return others[0]

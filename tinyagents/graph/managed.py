@@ -32,7 +32,11 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
         while True:
             step = await run.next()
             if isinstance(step.error, RunCancelled) and run.cancelling:  # immediate cancel
-                step.error = await steering.settle_cancel(run, step.error)
+                stopped = step.error
+                step.error = await steering.settle_cancel(run, stopped)
+                if step.error is not stopped:  # the tasks it left behind, if any
+                    for note in getattr(stopped, "__notes__", ()):
+                        step.error.add_note(note)
                 assert step.result is not None
                 step.result.error = step.error
             if run.stream is not None:  # attached at any time (handle.stream())

@@ -531,7 +531,7 @@ class AgentRun(RunDriver):
         finally:
             self._model_task = self._interrupted = self._model_answer = None
             if not task.done():  # the run stopped waiting for it: it ends alone
-                _let_go(task)
+                let_go(task)
         if not isinstance(response, ModelResponse):
             wrong = _returned(self.agent.name, "model", response, ModelResponse)
             self._model_failed(rid, request, wrong)
@@ -988,7 +988,7 @@ class AgentRun(RunDriver):
                 self.stopped_by = cancel.actor
         self.abandon(self._freeze_subtree(interrupt=True), "its parent ended without its task")
         if task is not None and not task.done():
-            _let_go(task)
+            let_go(task)
         await self._finish_run(result)
         return True
 
@@ -1556,7 +1556,9 @@ CANCEL_GRACE_S = 1.0
 _LET_GO: set[asyncio.Task[Any]] = set()
 
 
-def _let_go(task: asyncio.Task[Any]) -> None:
+def let_go(task: asyncio.Task[Any]) -> None:
+    """Stop waiting for ``task``: cancel it (once more) and keep it until it ends, whenever
+    that is (a graph step's node task left behind too: ``graph/parallel.py``)."""
     task.cancel()
     _LET_GO.add(task)
     task.add_done_callback(_LET_GO.discard)
