@@ -557,9 +557,17 @@ class Extreme(Reducer):
 
 
 class Binary(Reducer):
-    """Any ``(current, update) -> new`` function, folded over the step's writes in order."""
+    """Any ``(current, update) -> new`` function, folded over the step's writes in order.
+
+    The function may change ``current`` in place (``a.extend(b); return a``), which putting
+    the old value back cannot undo: the channel merges in place (a step of several channels
+    applies it last, on a copy unless it is the last), and a fold of several writes works on
+    a copy (``detach``), so a write it refuses midway leaves the value as the step found it.
+    One write goes straight to the function: a function that raises after it changed the
+    value in place leaves it changed (as would anything it changes below the top level)."""
 
     diff_gives_writes = False
+    merges_in_place = True
 
     def __init__(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None) -> None:
         self.fn = fn
@@ -572,7 +580,13 @@ class Binary(Reducer):
             if self.initial is not None:
                 current = self.initial()
             else:
+                # the first write starts the value: a copy when the fold goes on, so that
+                # the node's own write (saved with its task) is not changed
                 current, rest = writes[0], writes[1:]
+                if rest:
+                    current = detach(current)
+        elif len(rest) > 1:
+            current = detach(current)
         for write in rest:
             current = self.fn(current, write)
         return current, current
