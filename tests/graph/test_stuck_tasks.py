@@ -133,10 +133,15 @@ async def test_a_run_cancel_ends_the_run_past_a_node_that_swallows_its_cancel(
     assert result.error is not None
     assert "stop it" in result.error and "'stuck'" in result.error
     ends = [e.type for e in recorder.events if e.type in ("graph.completed", "run.cancelled")]
+    # its task's entry in the run tree ended too, cancelled, as a task that stops does
+    cancelled = [e for e in recorder.events if e.type == "graph.task_cancelled"]
+    assert sorted(e.node for e in cancelled) == ["other", "stuck"]
+    assert all(h.status.finished for h in rt.runs.handles())
     stuck.release.set()
     for _ in range(20):
         await asyncio.sleep(0)
     assert (await handle.result()).status is RunStatus.CANCELLED
+    assert [e for e in recorder.events if e.type == "graph.task_cancelled"] == cancelled
     assert [
         e.type for e in recorder.events if e.type in ("graph.completed", "run.cancelled")
     ] == ends
@@ -173,7 +178,8 @@ async def test_an_immediate_task_cancel_skips_a_node_that_swallows_its_cancel(
     async def fine(state: State) -> State:
         return {"log": ["fine"]}
 
-    rt = Runtime(testing=True)
+    recorder = EventRecorder()
+    rt = Runtime(testing=True, sinks=[recorder])
     await rt.open()
     cp = MemoryCheckpointer()
     handle = await rt.start_graph(_graph(stuck, fine).compile(checkpointer=cp), {"log": []})
@@ -192,4 +198,12 @@ async def test_an_immediate_task_cancel_skips_a_node_that_swallows_its_cancel(
     for _ in range(20):
         await asyncio.sleep(0)
     assert (await handle.result()).output["log"] == ["fine"]
+    ends = [
+        e.type
+        for e in recorder.events
+        if e.type.startswith("graph.task_")
+        and e.type != "graph.task_started"
+        and getattr(e, "node", None) == "stuck"
+    ]
+    assert ends == ["graph.task_cancelled"]  # once, as it was left behind: not as it ended
     await rt.close()

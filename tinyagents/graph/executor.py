@@ -517,12 +517,15 @@ class GraphRun:
         finally:
             self.running.clear()
             self._step_tasks = None
+        for task, why in step.left.items():  # ended, cancelled, for the stream and run tree
+            if self.stream is not None or self.task_hooks is not None:
+                await self._told_end(task, asyncio.CancelledError(why), self.task_hooks)
         if errors or refused:
             error = _first_failure(errors, refused)
-            for note in step.left_behind:
+            for note in step.left.values():
                 error.add_note(note)
             raise error
-        self.left_behind_notes = step.left_behind
+        self.left_behind_notes = list(step.left.values())
 
     def _show_started(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
         """Tell the stream the starts of this step's tasks, as LangGraph lists every task of
@@ -567,22 +570,27 @@ class GraphRun:
             error = exc
             raise
         finally:
-            if gone:  # left behind by its step, which reported its end already
-                pass
-            elif task.writes is not None:
-                # finished, its result saved, when a sibling's failure cancelled the wait:
-                # the result is kept (the task does not run again), so it did not fail
-                error = None
-            stream = self.stream  # a stream attached while the task ran (handle.stream())
-            failure = error.error if isinstance(error, _TaskFailed) else error
-            if self._ended and task.id in self._ended:
-                self._ended.discard(task.id)
-            elif stream is not None and not isinstance(failure, ParentCommand):
-                # a node that hands a command to the parent graph does not end here: the
-                # parent's task takes it as its result (LangGraph streams no end either)
-                stream.task_finished(self, task, failure)
-            if hooks is not None:
-                await hooks.task_finished(self, task, error)
+            if not gone:  # (one its step left behind had its end told then: ``run_tasks``)
+                await self._told_end(task, error, hooks)
+
+    async def _told_end(
+        self, task: Task, error: BaseException | None, hooks: TaskHooks | None
+    ) -> None:
+        """Tell the stream and the run tree that ``task`` ended (with ``error``)."""
+        if task.writes is not None:
+            # finished, its result saved, when a sibling's failure cancelled the wait: the
+            # result is kept (the task does not run again), so it did not fail
+            error = None
+        stream = self.stream  # a stream attached while the task ran (handle.stream())
+        failure = error.error if isinstance(error, _TaskFailed) else error
+        if self._ended and task.id in self._ended:
+            self._ended.discard(task.id)
+        elif stream is not None and not isinstance(failure, ParentCommand):
+            # a node that hands a command to the parent graph does not end here: the parent's
+            # task takes it as its result (LangGraph streams no end either)
+            stream.task_finished(self, task, failure)
+        if hooks is not None:
+            await hooks.task_finished(self, task, error)
 
     def emit(self, task_id: str, value: Any) -> None:
         """A value a node sends to the stream's ``custom`` mode (``NodeContext.emit``)."""

@@ -41,7 +41,7 @@ class StepTasks:
         "_left",
         "_waiter",
         "children",
-        "left_behind",
+        "left",
         "on_left",
         "own_cancel_grace",
     )
@@ -50,8 +50,8 @@ class StepTasks:
         self.children: dict[asyncio.Task[None], Task] = {}
         self.own_cancel_grace = own_cancel_grace
         self.on_left = on_left
-        #: the tasks left behind, as "node 'x' (task id)", for the step's error to name
-        self.left_behind: list[str] = []
+        #: the tasks left behind, each with the words that say so (for the run's error)
+        self.left: dict[Task, str] = {}
         #: cancelled with a grace: asyncio task -> the loop time it is left behind at
         self._deadlines: dict[asyncio.Task[None], float] = {}
         self._left = 0  # children not ended (nor left behind)
@@ -139,7 +139,7 @@ class StepTasks:
             task = self.children.pop(child)
             self._left -= 1
             name = f"node {task.node!r} (task {task.id})"
-            self.left_behind.append(
+            self.left[task] = (
                 f"{name} was being cancelled and did not finish within {grace:g} s: the step "
                 "ended without it, its task abandoned"
             )
