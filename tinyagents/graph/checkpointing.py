@@ -15,12 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
 from tinyagents._record import Record
-from tinyagents.errors import GraphError, InvalidUpdateError
+from tinyagents.errors import GraphError, InvalidUpdateError, StoreError
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import (
     MISSING,
@@ -287,7 +287,16 @@ async def load_head(
             if channel is None:
                 continue
             decoded = channel.decode(delta)
-            values[key] = channel.reducer.replay(values.get(key, MISSING), decoded)
+            try:
+                values[key] = channel.reducer.replay(values.get(key, MISSING), decoded)
+            except Exception as exc:  # (a reducer raises anything on a value not its own)
+                raise schema_changed(
+                    thread_id,
+                    record.checkpoint_id,
+                    key,
+                    f"its saved change ({delta!r:.80}) cannot be added to its value by the "
+                    f"field's reducer {channel.reducer.name!r} ({type(exc).__name__}: {exc})",
+                ) from exc
     if deltas:  # a key a delta added goes where its field is, as a live run keeps them
         graph.schema.in_field_order(values)
     last = chain[-1]
@@ -336,7 +345,17 @@ async def load_records(
     for w in await checkpointer.get_writes(head.thread_id, head.ns, head.frontier_id):
         rec = records.setdefault(w.task_id, TaskRecords())
         if w.kind == "result":
-            rec.writes = [(k, _decode_write(channels[k], v)) for k, v in w.value["writes"]]
+            pairs = w.value["writes"]
+            for key, _ in pairs:
+                if key not in channels:
+                    raise schema_changed(
+                        head.thread_id,
+                        head.checkpoint_id,
+                        key,
+                        f"task {w.task_id} of its pending step wrote it, and the state of "
+                        f"graph {graph.name!r} has no such field ({', '.join(channels)})",
+                    )
+            rec.writes = [(k, _decode_write(channels[k], v)) for k, v in pairs]
             rec.goto = decode_goto(w.value["goto"], graph)
             skipped = w.value.get("skipped")
             rec.skipped = bool(skipped)
@@ -355,6 +374,41 @@ async def load_records(
         for iid in rec.withdrawn:  # (whichever of the two writes came first)
             rec.resume.pop(iid, None)
     return records
+
+
+def schema_changed(thread_id: str, checkpoint_id: str | None, key: str, what: str) -> StoreError:
+    """The error of a checkpoint the graph's state schema cannot read back (an older schema
+    wrote it: a field removed, renamed or typed differently since)."""
+    return StoreError(
+        f"thread {thread_id!r}, checkpoint {checkpoint_id}: state field {key!r}: {what}. The "
+        "thread was written with another state schema (a field removed, renamed or typed "
+        "differently since?): continue it with the graph whose schema wrote it, give the field "
+        "back its old name and type, or write it anew (update_state)"
+    )
+
+
+def check_values(graph: GraphCodec, head: Head) -> None:
+    """Raise ``schema_changed`` for a value of ``head`` that the graph's pydantic state
+    refuses (every node's input would: pydantic's ``ValidationError`` deep in the step):
+    a run checks the thread it continues once, before its first step. A field it misses
+    is not the checkpoint's (a node may write it), nor is a refusal of the whole model."""
+    schema, values = graph.schema, head.values
+    if schema.kind != "pydantic" or not values:
+        return
+    try:
+        schema.cls(**values)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = error.get("loc") or ()
+            if loc and loc[0] in values and error.get("type") != "missing":
+                key = str(loc[0])
+                raise schema_changed(
+                    head.thread_id,
+                    head.checkpoint_id,
+                    key,
+                    f"its saved value {values[key]!r:.80} is refused by state "
+                    f"{schema.cls.__name__} ({error.get('msg')})",
+                ) from None
 
 
 def _decode_write(channel: Channel, value: Any) -> Any:

@@ -37,6 +37,7 @@ from tinyagents.graph.checkpointing import (
     Head,
     Planned,
     TaskRecords,
+    check_values,
     error_write,
     first_values,
     interrupt_write,
@@ -952,6 +953,8 @@ class GraphRun:
         cp, thread_id = self.checkpointer, self.head.thread_id
         limit = self.recursion_limit if recursion_limit is None else recursion_limit
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
+        if head is not None:
+            check_values(child_graph, head)
         fresh = head is None
         written = None
         if head is not None:  # the namespace's input saved, its first step not: apply it

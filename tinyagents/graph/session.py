@@ -27,6 +27,7 @@ from tinyagents.graph.checkpointing import (
     Head,
     Planned,
     TaskRecords,
+    check_values,
     interrupt_write,
     joined,
     load_head,
@@ -121,6 +122,8 @@ class GraphSession:
         try:
             if failure is None:
                 head = await self.load() if self.cp is not None else None
+                if head is not None:  # before any node reads a value its state refuses
+                    check_values(graph, head)
                 head, written, continues = await self._apply(head, input, checkpoint_id, limit)
         except ThreadBusy:
             raise  # another writer: no run begins
