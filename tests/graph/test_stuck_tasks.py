@@ -207,3 +207,24 @@ async def test_an_immediate_task_cancel_skips_a_node_that_swallows_its_cancel(
     ]
     assert ends == ["graph.task_cancelled"]  # once, as it was left behind: not as it ended
     await rt.close()
+
+
+@pytest.mark.parametrize("saved", [False, True])
+async def test_a_node_that_raises_cancelled_error_uncancelled_fails_its_run(saved: bool) -> None:
+    """A node of a parallel step raises ``CancelledError`` though nothing cancelled it (a
+    cancel of something it awaited, let through): the step took it for a cancelled task and
+    the run ended ``interrupted`` with nothing to answer. It fails the node now."""
+
+    async def stray(state: State) -> State:
+        raise asyncio.CancelledError
+
+    async def fine(state: State) -> State:
+        return {"log": ["fine"]}
+
+    graph = StateGraph(State).add_node("stray", stray).add_node("fine", fine)
+    graph.add_edge(START, "stray").add_edge(START, "fine").add_edge(["stray", "fine"], END)
+    app = graph.compile(checkpointer=MemoryCheckpointer() if saved else None)
+    result = await app.run({"log": []}, thread_id="t" if saved else None)
+    assert result.status == "failed"
+    assert isinstance(result.error, RuntimeError) and "'stray'" in str(result.error)
+    assert isinstance(result.error.__cause__, asyncio.CancelledError)

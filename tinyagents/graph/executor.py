@@ -62,6 +62,7 @@ from tinyagents.graph.tasks import (
     plan_tasks,
     read_output,
     started,
+    stray_cancel,
 )
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
@@ -611,7 +612,13 @@ class GraphRun:
     async def _attempt(self, task: Task, save_result: bool) -> bool:
         """Run ``task``'s node and keep what it did; True if it was left behind meanwhile."""
         try:
-            await call_node(self, task)
+            try:
+                await call_node(self, task)
+            except asyncio.CancelledError as exc:
+                running = asyncio.current_task()
+                if running is None or running.cancelling():
+                    raise  # cancelled (by its step, its run, its caller): it ends so
+                raise stray_cancel(task.node) from exc
         except NodeInterrupt as ni:
             if self._left_behind and self._gone(task):
                 return True

@@ -452,6 +452,7 @@ __all__ = [
     "called_output",
     "read_output",
     "shown",
+    "stray_cancel",
     "task_id",
 ]
 
@@ -465,6 +466,17 @@ def _threaded(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except StopIteration as exc:
         raise RuntimeError("the node raised StopIteration (next() on an empty iterator?)") from exc
+
+
+def stray_cancel(node: str) -> RuntimeError:
+    """The error of a node that raised ``CancelledError`` though nothing cancelled its task
+    (a cancel of something it awaited, let through): it fails the node. Taken for a cancel,
+    its parallel step took the task for one a cancel stopped, and the run ended
+    ``interrupted`` with nothing to answer."""
+    return RuntimeError(
+        f"node {node!r} raised CancelledError, but its task was not cancelled (a cancel of "
+        "something it awaited, let through?): catch it in the node, or raise another error"
+    )
 
 
 def exited(node: str, exc: SystemExit) -> RuntimeError:
