@@ -42,6 +42,8 @@ class Stuck:
         self.started = asyncio.Event()
         self.cancelled = asyncio.Event()
         self.release = asyncio.Event()
+        #: once released, end with the cancel (a cleanup that awaited in ``finally``)
+        self.reraise = False
 
     async def node(self, state: State) -> State:
         self.started.set()
@@ -54,6 +56,8 @@ class Stuck:
                     await self.release.wait()
                 except asyncio.CancelledError:
                     continue
+            if self.reraise:
+                raise
         return {"log": ["late"]}
 
 
@@ -168,8 +172,9 @@ async def test_a_cancelled_caller_gets_its_cancel_past_a_node_that_swallows_it(
     assert running in done and running.cancelled()
 
 
+@pytest.mark.parametrize("reraise", [False, True])
 async def test_an_immediate_task_cancel_skips_a_node_that_swallows_its_cancel(
-    stuck: Stuck,
+    stuck: Stuck, reraise: bool
 ) -> None:
     """A steering cancel of one running task whose cancellation never finishes: the step
     waited for it for ever. It now ends skipped after the grace and the run goes on; its late
@@ -178,6 +183,7 @@ async def test_an_immediate_task_cancel_skips_a_node_that_swallows_its_cancel(
     async def fine(state: State) -> State:
         return {"log": ["fine"]}
 
+    stuck.reraise = reraise
     recorder = EventRecorder()
     rt = Runtime(testing=True, sinks=[recorder])
     await rt.open()

@@ -559,6 +559,8 @@ class GraphRun:
                 # then: a graph without checkpointer, runtime or stream never needs it)
                 if self._ended:
                     self._ended.discard(task.id)
+                if self._left_behind:  # (one left behind is forgotten as it ends)
+                    self._gone(task)
             return
         if hooks is not None:
             await hooks.task_started(self, task)
@@ -572,7 +574,9 @@ class GraphRun:
             error = exc
             raise
         finally:
-            if not gone:  # (one its step left behind had its end told then: ``run_tasks``)
+            # (one its step left behind had its end told then, ``run_tasks``: not again,
+            # whether it returned late or ended with the cancel)
+            if not gone and not (self._left_behind and self._gone(task)):
                 await self._told_end(task, error, hooks)
 
     async def _told_end(
