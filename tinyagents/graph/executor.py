@@ -519,15 +519,18 @@ class GraphRun:
         finally:
             self.running.clear()
             self._step_tasks = None
-        for task, why in step.left.items():  # ended, cancelled, for the stream and run tree
-            if self.stream is not None or self.task_hooks is not None:
-                await self._told_end(task, asyncio.CancelledError(why), self.task_hooks)
+        left = step.left
+        if left:
+            for task, why in left.items():  # ended, cancelled, for the stream and run tree
+                if self.stream is not None or self.task_hooks is not None:
+                    await self._told_end(task, asyncio.CancelledError(why), self.task_hooks)
         if errors or refused:
             error = _first_failure(errors, refused)
-            for note in step.left.values():
+            for note in left.values():
                 error.add_note(note)
             raise error
-        self.left_behind_notes = list(step.left.values())
+        if left or self.left_behind_notes:
+            self.left_behind_notes = list(left.values())
 
     def _show_started(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
         """Tell the stream the starts of this step's tasks, as LangGraph lists every task of

@@ -37,8 +37,9 @@ class StepTasks:
 
     __slots__ = (
         "_deadlines",
-        "_failed",
+        "_errors",
         "_left",
+        "_loop",
         "_waiter",
         "children",
         "left",
@@ -55,23 +56,27 @@ class StepTasks:
         #: cancelled with a grace: asyncio task -> the loop time it is left behind at
         self._deadlines: dict[asyncio.Task[None], float] = {}
         self._left = 0  # children not ended (nor left behind)
-        self._failed = False  # a child raised: the others are cancelled
+        #: what the children raised, as they ended: one raised, the others are cancelled
+        self._errors: list[tuple[int, BaseException]] = []
         self._waiter: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()
 
     def start(self, task: Task, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        child = asyncio.get_running_loop().create_task(coro)
+        child = self._loop.create_task(coro)
         self.children[child] = task
         self._left += 1
         child.add_done_callback(self._ended)
         return child
 
     def _ended(self, child: asyncio.Task[None]) -> None:
-        if child not in self.children:  # left behind: it changes nothing
+        task = self.children.get(child)
+        if task is None:  # left behind: it changes nothing
             return
         self._left -= 1
-        if not child.cancelled() and child.exception() is not None:
-            self._failed = True
-        if self._left == 0 or self._failed or child in self._deadlines:
+        error = None if child.cancelled() else child.exception()
+        if error is not None:
+            self._errors.append((task.index, error))
+        if self._left == 0 or error is not None or child in self._deadlines:
             self._wake()
 
     def _wake(self) -> None:
@@ -86,7 +91,7 @@ class StepTasks:
             return
         child.cancel()
         if grace:
-            self._deadlines[child] = asyncio.get_running_loop().time() + harness_loop.CANCEL_GRACE_S
+            self._deadlines[child] = self._loop.time() + harness_loop.CANCEL_GRACE_S
             self._wake()  # the join's wait now has a deadline
 
     def cancel_all(self, *, grace: bool = True) -> None:
@@ -95,12 +100,12 @@ class StepTasks:
 
     async def join(self) -> list[BaseException]:
         """Wait for every task to end (or be left behind); the errors they raised, in their
-        start order. A cancel of the task that joins cancels them all, is waited through and
+        tasks' order. A cancel of the task that joins cancels them all, is waited through and
         raised at the end, as a TaskGroup does."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         cancelled: asyncio.CancelledError | None = None
         while self._left:
-            if self._failed:
+            if self._errors:
                 self.cancel_all()
             timeout = None
             if self._deadlines:
@@ -126,12 +131,9 @@ class StepTasks:
                     timer.cancel()
         if cancelled is not None:
             raise cancelled
-        errors: list[BaseException] = []
-        for child in self.children:
-            error = None if child.cancelled() else child.exception()
-            if error is not None:
-                errors.append(error)
-        return errors
+        if not self._errors:
+            return []
+        return [error for _, error in sorted(self._errors, key=lambda e: e[0])]
 
     def _leave(self, children: list[asyncio.Task[None]]) -> None:
         grace = harness_loop.CANCEL_GRACE_S
