@@ -222,13 +222,7 @@ class AgentRun(RunDriver):
                 reason = f"{reason or stop.status.value} (cancelling its sub-runs failed: {message_of(exc)})"
             result = self._result(stop.status, self.last_text, reason)
         except RunLimitExceeded as exc:
-            self.emit(
-                LimitEvent,
-                type="limit.exceeded",
-                limit=exc.limit,
-                used=exc.used,
-                allowed=exc.allowed,
-            )
+            self._exceeded(exc)
             result = self._result(RunStatus.LIMIT_EXCEEDED, self.last_text, str(exc))
             self.limit_error = exc
         except asyncio.CancelledError as exc:
@@ -926,6 +920,12 @@ class AgentRun(RunDriver):
             f"and {stuck}"
         )
 
+    def _exceeded(self, exc: RunLimitExceeded) -> None:
+        """Publish ``limit.exceeded`` for the limit that ends the run."""
+        self.emit(
+            LimitEvent, type="limit.exceeded", limit=exc.limit, used=exc.used, allowed=exc.allowed
+        )
+
     async def end_without_task(self, why: str, *, timed_out: float | None = None) -> bool:
         """The run's task did not end within a grace after it was cancelled (a tool whose
         cancellation never finishes): end the run now with ``why``, ``cancelled``, as its
@@ -943,13 +943,7 @@ class AgentRun(RunDriver):
         exceeded = self.limit_error if timed_out is not None else None
         if exceeded is not None:
             status = RunStatus.LIMIT_EXCEEDED
-            self.emit(
-                LimitEvent,
-                type="limit.exceeded",
-                limit=exceeded.limit,
-                used=exceeded.used,
-                allowed=exceeded.allowed,
-            )
+            self._exceeded(exceeded)
         else:
             status = RunStatus.CANCELLED if timed_out is None else RunStatus.FAILED
         result = self._given_up = self._result(status, self.last_text, why)

@@ -185,11 +185,7 @@ class MemoryStore(Store):
             return rows
         for index in range(max(after_id, 0), len(self._events)):  # ids are positions + 1
             e = self._events[index]
-            if (
-                (tenant_id is None or e.tenant_id == tenant_id)
-                and (run_id is None or e.run_id == run_id)
-                and (root_run_id is None or e.root_run_id == root_run_id)
-            ):
+            if _matches(e, tenant_id, run_id, root_run_id):
                 rows.append((index + 1, e))
                 if len(rows) >= limit:
                     break
@@ -210,11 +206,7 @@ class MemoryStore(Store):
             if len(rows) >= limit:
                 break
             e = self._events[index]
-            if (
-                (tenant_id is None or e.tenant_id == tenant_id)
-                and (run_id is None or e.run_id == run_id)
-                and (root_run_id is None or e.root_run_id == root_run_id)
-            ):
+            if _matches(e, tenant_id, run_id, root_run_id):
                 rows.append((index + 1, e))
         rows.reverse()
         return rows
@@ -269,3 +261,12 @@ class MemoryStore(Store):
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
         request = self._inbox.get(request_id)
         return request.receipt if request is not None else None
+
+
+def _matches(e: Event, tenant_id: str | None, run_id: str | None, root_run_id: str | None) -> bool:
+    """Whether event ``e`` passes an event read's filters (None: any)."""
+    return (
+        (tenant_id is None or e.tenant_id == tenant_id)
+        and (run_id is None or e.run_id == run_id)
+        and (root_run_id is None or e.root_run_id == root_run_id)
+    )
