@@ -19,7 +19,7 @@ from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventWaiter, ScriptedModel
+from tinyagents.testkit import EventWaiter, ScriptedModel, fake_agent
 
 
 def update(run_id: str, payload: dict[str, Any]) -> SteeringCommand:
@@ -197,3 +197,14 @@ async def test_start_graph_refuses_a_parent_the_runtime_does_not_have() -> None:
         with pytest.raises(UnknownTargetError, match=r"parent run r-nope is not registered"):
             await rt.start_graph(graph, {"log": []}, thread_id="t-1", parent="r-nope")
         assert rt.runs.list() == []
+
+
+async def test_start_graph_refuses_a_parent_that_has_ended() -> None:
+    # taken: the graph ran below a run that had finished, with nothing waiting for it
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a").compile()
+    async with Runtime() as rt:
+        parent = await rt.start(fake_agent("done", turns=1), "go")
+        await parent.result()
+        with pytest.raises(ConfigurationError, match=rf"parent run {parent.run_id} has ended"):
+            await rt.start_graph(graph, {"log": []}, thread_id="t-1", parent=parent)
+        assert [r.run_id for r in rt.runs.list()] == [parent.run_id]

@@ -643,6 +643,20 @@ async def test_max_depth_for_nested_children(rt: Runtime):
     assert [c.run_id for c in rt.runs.tree.children(child.run_id)] == []
 
 
+async def test_a_child_of_a_finished_run_is_refused(rt: Runtime) -> None:
+    """Nothing waits for a child started under a run that has ended: it is refused, by
+    handle or by run id, and nothing is registered."""
+    parent = await rt.start(fake_agent("done", turns=1), "go")
+    await parent.result()
+    for by in (parent, parent.run_id):
+        with pytest.raises(
+            ConfigurationError, match=rf"parent run {parent.run_id} has ended \(completed\)"
+        ):
+            await rt.start(fake_agent("late"), "x", parent=by)
+    assert [r.run_id for r in rt.runs.list()] == [parent.run_id]
+    assert rt.runs.tree.children(parent.run_id) == []
+
+
 async def test_a_childs_limits_are_bounded_by_every_ancestors_remaining(rt: Runtime) -> None:
     """A grandchild's calls count against the root too: its limits start no higher than the
     least any ancestor has left, not only its parent (whose own limit was set when the root

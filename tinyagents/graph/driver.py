@@ -54,7 +54,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.info import RunInfo, RunStatus
-from tinyagents.runs.registry import check_parent_tenant
+from tinyagents.runs.registry import check_parent_open, check_parent_tenant
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
@@ -250,6 +250,8 @@ async def start_graph_run(
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
     if parent_id is not None and parent_handle is None:  # as rt.start: never a dangling link
         raise UnknownTargetError(f"parent run {parent_id} is not registered in this runtime")
+    if parent_handle is not None:
+        check_parent_open(parent_handle.info)
     if tenant_id is None:
         tenant_id = parent_handle.info.tenant_id if parent_handle is not None else "default"
     elif parent_handle is not None:  # as register would, before anything is saved

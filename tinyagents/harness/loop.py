@@ -91,6 +91,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.info import RunInfo, RunStatus, check_id, run_event, subagent_event
 from tinyagents.runs.limits import RunLimits
+from tinyagents.runs.registry import check_parent_open
 
 if TYPE_CHECKING:
     from tinyagents.events.bus import Subscription
@@ -1629,6 +1630,7 @@ def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | 
     handle = runtime.runs.get(run_id)
     if handle is None:
         raise UnknownTargetError(f"parent run {run_id} is not registered in this runtime")
+    check_parent_open(handle.info)
     return handle.info
 
 

@@ -246,6 +246,16 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def check_parent_open(parent: RunInfo) -> None:
+    """Refuse a child of ``parent`` once it has ended: nothing would wait for the child, which
+    would run on unseen (and its usage roll up into a run that is over)."""
+    if parent.status.finished:
+        raise ConfigurationError(
+            f"parent run {parent.run_id} has ended ({parent.status.value}): a child run "
+            "can only start under a run that has not finished"
+        )
+
+
 def check_parent_tenant(run_id: str, tenant_id: str, parent: RunInfo) -> None:
     """Refuse a run of ``tenant_id`` below ``parent`` of another tenant: tenants never share
     a tree (a human of the child's tenant could steer — cancel, narrow — work the parent's
