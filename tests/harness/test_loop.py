@@ -1288,3 +1288,38 @@ async def test_a_tool_middleware_that_exits_the_process_fails_its_run_alone(rt: 
     assert result.error is not None and "SystemExit" in result.error and "bye" in result.error
     other = await rt.start(fake_agent("worker", turns=1), "go")
     assert (await other.result()).status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -0.5])
+async def test_a_cost_no_price_can_be_is_taken_as_unknown(
+    rt: Runtime, bad: float, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider's NaN, infinite or negative cost is not added: added, the run's cost (and
+    every ancestor's) became NaN for good, saved as a bare NaN; it is logged once."""
+    from tinyagents.harness import limits as harness_limits
+
+    monkeypatch.setattr(harness_limits, "_bad_cost_logged", False)
+    costs = [0.25, bad, bad]
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        cost = costs.pop(0)
+        calls = [ToolCall(id=f"c{len(costs)}", name="lookup", args={"key": "k"})]
+        return ModelResponse(
+            text="ok",
+            tool_calls=calls if costs else [],
+            usage=Usage(input_tokens=3, output_tokens=2, cost=cost),
+        )
+
+    @tool
+    def lookup(key: str) -> str:
+        return key
+
+    caplog.set_level("WARNING", logger="tinyagents.harness.limits")
+    result = await (
+        await rt.start(Agent("pricey", FunctionModel(answer), tools=[lookup]), "go")
+    ).result()
+    assert result.usage["model_calls"] == 3, (result.status, result.error)
+    assert result.usage["cost"] == 0.25
+    assert result.usage["input_tokens"] == 9
+    warned = [r for r in caplog.records if "cost" in r.getMessage()]
+    assert len(warned) == 1

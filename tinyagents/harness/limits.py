@@ -6,14 +6,18 @@ too); this module is where a running agent loop spends against them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunLimitExceeded
-from tinyagents.harness.model import Usage
+from tinyagents.harness.model import Usage, known_cost
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.limits import RunLimits, RunUsage
 from tinyagents.runs.tree import RunTree
+
+_log = logging.getLogger(__name__)
+_bad_cost_logged = False  # a model's cost that is no price was logged
 
 
 def check_limits(limits: object) -> None:
@@ -154,11 +158,29 @@ def record_model_usage(info: RunInfo, tree: RunTree, usage: Usage) -> None:
     A count below 0 (a custom model passing on a server's bogus one) counts as 0, as
     ``LiteLLMModel`` reads it: added as it came, it refilled every token budget up the tree."""
     input_tokens, output_tokens = max(usage.input_tokens, 0), max(usage.output_tokens, 0)
+    cost = usage.cost
+    if cost is not None:
+        cost = known_cost(cost)
+        if cost is None:
+            _unknown_cost(info, usage.cost)
     for target in (info, *tree.ancestors(info.run_id)):
         u = target.usage
         u.input_tokens += input_tokens
         u.output_tokens += output_tokens
-        u.cost += usage.cost or 0.0
+        u.cost += cost or 0.0
+
+
+def _unknown_cost(info: RunInfo, cost: object) -> None:
+    """Log, once per process, a model's cost that is no price (it is counted as unknown)."""
+    global _bad_cost_logged
+    if not _bad_cost_logged:
+        _bad_cost_logged = True
+        _log.warning(
+            "run %s: a model answered cost %r, which is no finite number >= 0; it is taken as "
+            "unknown and not added (logged once)",
+            info.run_id,
+            cost,
+        )
 
 
 def _check_model_budget(info: RunInfo) -> None:

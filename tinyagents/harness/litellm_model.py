@@ -65,6 +65,7 @@ from tinyagents.harness.model import (
     ToolCall,
     ToolSpec,
     Usage,
+    known_cost,
     parse_arguments,
 )
 from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
@@ -576,7 +577,7 @@ def _token_count(value: Any) -> int:
 
 def _cost(raw: Any, litellm: Any) -> float | None:
     try:
-        return float(litellm.completion_cost(completion_response=raw))
+        return known_cost(float(litellm.completion_cost(completion_response=raw)))
     except Exception:
         return None  # a model missing from litellm's price map (local or private models)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -139,6 +140,14 @@ class Usage(Record):
             output_tokens=self.output_tokens + other.output_tokens,
             cost=cost,
         )
+
+
+def known_cost(cost: object) -> float | None:
+    """``cost`` as a price in USD, or ``None`` (unknown) when it is no finite number >= 0: a
+    provider's NaN, infinity or negative cost, added up, made the run's cost NaN for good."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return None
+    return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
