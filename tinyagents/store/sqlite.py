@@ -9,8 +9,8 @@ import json
 import logging
 import os
 import sqlite3
-import tempfile
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
@@ -1008,15 +1008,29 @@ def why_not_opened(path: str, exc: BaseException) -> str:
     if named not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY"):
         return str(exc)
     folder = os.path.dirname(os.path.abspath(path))
+    if _takes_new_files(folder):
+        return str(exc)
+    return (
+        f"{exc}: its directory {folder!r} is read-only for this process, and SQLite makes "
+        "the file's journal (its -wal and -shm files) beside it: make the directory "
+        "writable, or move the file (nothing was written)"
+    )
+
+
+def _takes_new_files(folder: str) -> bool:
+    """Whether this process can make a file in ``folder`` (made and removed again; asked of
+    the file system, as root's permission bits alone would say yes to an immutable folder)."""
+    probe = os.path.join(folder, f".tinyagents-probe-{os.getpid()}-{time.monotonic_ns()}")
     try:
-        with tempfile.TemporaryFile(dir=folder):
-            return str(exc)
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return True  # (another's probe of that name: the folder took it)
     except OSError:
-        return (
-            f"{exc}: its directory {folder!r} is read-only for this process, and SQLite makes "
-            "the file's journal (its -wal and -shm files) beside it: make the directory "
-            "writable, or move the file (nothing was written)"
-        )
+        return False
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return True
 
 
 async def use_wal(db: aiosqlite.Connection, timeout_s: float) -> None:
