@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from services import skip_unless_ci
 
 from tinyagents.errors import StoreError
 from tinyagents.store import SqliteStore
@@ -46,7 +47,7 @@ def read_only(path: Path) -> Iterator[None]:
         return
     made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip(f"root ignores permission bits, and chattr +i failed: {made.stderr.strip()}")
+        skip_unless_ci(f"root ignores permission bits, and chattr +i failed: {made.stderr.strip()}")
     try:
         yield
     finally:
@@ -145,13 +146,13 @@ def test_permission_bits_that_refuse_writes_are_refused_at_open(tmp_path: Path, 
     command = [sys.executable, "-c", _BY_PERMISSIONS, str(tmp_path), which]
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
-            pytest.skip("root ignores permission bits, and setpriv is not installed")
+            skip_unless_ci("root ignores permission bits, and setpriv is not installed")
         drop = "--bounding-set=-dac_override,-dac_read_search,-fowner"
         command = ["setpriv", "--inh-caps=-all", drop, *command]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     lines = done.stdout.splitlines()
     if not lines or lines[0] != "ready":
-        pytest.skip(f"no process without root's rights could be started: {done.stderr[-300:]}")
+        skip_unless_ci(f"no process without root's rights could be started: {done.stderr[-300:]}")
     assert done.returncode == 0, done.stderr
     refusals = lines[1:]
     assert len(refusals) == 2 and all("read-only" in line for line in refusals), refusals

@@ -431,17 +431,16 @@ class AgentRun(RunDriver):
         self, cmds: list[SteeringCommand], boundary: Boundary, where: dict[str, Any]
     ) -> bool:
         staged = False
-        cmd: SteeringCommand | None = None
+        i = 0
         try:
-            for cmd in cmds:
+            for i, cmd in enumerate(cmds):  # noqa: B007 - i is read by the except below
                 staged = await apply.apply(self, cmd, boundary, where) or staged
         except apply.Stop:
             # a cancel ended the run: the commands delivered with it (another cancel, a
             # human's beside the supervisor's abort) are superseded by it, not failed "target
             # finished before delivery" after they were delivered
-            if cmd is not None:
-                for later in cmds[cmds.index(cmd) + 1 :]:
-                    self.handle.inbox.superseded(later, cmd.correlation_id)
+            for later in cmds[i + 1 :]:
+                self.handle.inbox.superseded(later, cmds[i].correlation_id)
             raise
         return staged
 
