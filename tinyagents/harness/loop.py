@@ -1470,10 +1470,13 @@ async def start_agent_run(
             run.paused = True
             info.status = RunStatus.PAUSED
             restored.append(pause)
+        if parent_info is not None:  # it may have ended while the log was read
+            check_parent_open(parent_info)
         await runtime.register(handle)
     except BaseException:
-        # refused (a parent of another tenant, the runtime closing) or cancelled: the id's
-        # claim in the store, made by applied_commands, must not keep other runtimes off it
+        # refused (a parent of another tenant or that has ended, the runtime closing) or
+        # cancelled: the id's claim in the store, made by applied_commands, must not keep
+        # other runtimes off it
         await runtime.unclaim(info.run_id)
         raise
     if pause is not None:

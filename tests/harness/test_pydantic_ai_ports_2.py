@@ -1,0 +1,58 @@
+"""pydantic-ai's agent tests, ported (a second batch; the first is test_pydantic_ai_ports.py),
+and races around starting a child run.
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/...``). Where we
+behave differently on purpose, the test asserts our documented behaviour and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, Runtime
+from tinyagents.errors import ConfigurationError
+from tinyagents.store.base import StoredCommand
+from tinyagents.store.memory import MemoryStore
+from tinyagents.testkit import Gate, ScriptedModel
+
+
+class HeldStore(MemoryStore):
+    """A store whose read of one run's logged commands waits at a gate: the await between a
+    child's parent check and its registering, held open for as long as the test needs."""
+
+    def __init__(self, held_run_id: str) -> None:
+        super().__init__()
+        self.held_run_id = held_run_id
+        self.gate = Gate("run_commands")
+
+    async def run_commands(self, run_id: str, **kwargs: Any) -> list[StoredCommand]:
+        if run_id == self.held_run_id:
+            await self.gate.wait()
+        return await super().run_commands(run_id, **kwargs)
+
+
+async def test_a_parent_ending_while_a_child_with_a_run_id_starts_refuses_it() -> None:
+    # A child given its own run id reads the commands logged for that id (a restart) between
+    # the check that its parent has not ended and its registering: a parent that ended in
+    # between must still refuse it, as one that had ended before (docs/harness.md,
+    # "Sub-agents"), and nothing is registered under it.
+    store = HeldStore("child-1")
+    parent_gate = Gate("parent")
+    async with Runtime(store=store) as rt:
+        parent = await rt.start(Agent("lead", parent_gate.model("done")), "go")
+        await parent_gate.entered.wait()
+        helper = Agent("helper", ScriptedModel(["late"]))
+        start = asyncio.ensure_future(rt.start(helper, "x", parent=parent, run_id="child-1"))
+        await store.gate.entered.wait()  # past the parent check, not yet registered
+        parent_gate.open()
+        assert (await parent.result()).output == "done"
+        store.gate.open()
+        with pytest.raises(
+            ConfigurationError, match=rf"parent run {parent.run_id} has ended \(completed\)"
+        ):
+            await start
+        assert rt.runs.get("child-1") is None
+        assert rt.runs.tree.children(parent.run_id) == []
