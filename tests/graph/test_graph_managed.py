@@ -19,7 +19,7 @@ from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventWaiter, ScriptedModel, fake_agent
+from tinyagents.testkit import EventWaiter, Gate, ScriptedModel, fake_agent
 
 
 def update(run_id: str, payload: dict[str, Any]) -> SteeringCommand:
@@ -208,3 +208,41 @@ async def test_start_graph_refuses_a_parent_that_has_ended() -> None:
         with pytest.raises(ConfigurationError, match=rf"parent run {parent.run_id} has ended"):
             await rt.start_graph(graph, {"log": []}, thread_id="t-1", parent=parent)
         assert [r.run_id for r in rt.runs.list()] == [parent.run_id]
+
+
+class HeldCheckpointer(MemoryCheckpointer):
+    """Taking a thread's lease waits at a gate: the awaits between a graph run's parent check
+    and its registering, held open for as long as the test needs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = Gate("acquire")
+
+    async def acquire(self, thread_id: str, owner: str) -> None:
+        await self.gate.wait()
+        await super().acquire(thread_id, owner)
+
+
+async def test_start_graph_refuses_a_parent_that_ends_while_the_run_starts() -> None:
+    # taken: a parent that ended while the graph run read its thread (after the parent check,
+    # before registering) got the graph run as a child all the same, nothing waiting for it
+    checkpointer = HeldCheckpointer()
+    graph = StateGraph(LogState).add_node("a", logger("a")).add_edge(START, "a")
+    compiled = graph.compile(checkpointer=checkpointer)
+    parent_gate = Gate("parent")
+    async with Runtime() as rt:
+        parent = await rt.start(Agent("lead", parent_gate.model("done")), "go")
+        await parent_gate.entered.wait()
+        start = asyncio.ensure_future(
+            rt.start_graph(compiled, {"log": []}, thread_id="t-1", parent=parent)
+        )
+        await checkpointer.gate.entered.wait()  # past the parent check, not yet registered
+        parent_gate.open()
+        assert (await parent.result()).output == "done"
+        checkpointer.gate.open()
+        with pytest.raises(
+            ConfigurationError, match=rf"parent run {parent.run_id} has ended \(completed\)"
+        ):
+            await start
+        assert [r.run_id for r in rt.runs.list()] == [parent.run_id]
+        assert await compiled.history("t-1") == []

@@ -284,6 +284,8 @@ async def start_graph_run(
                 ),
             )
             handle = RunHandle(info, submitter=runtime)
+        if parent_handle is not None:  # it may have ended while the thread was read: before
+            check_parent_open(parent_handle.info)  # the input is applied, nothing is written
         run = await session.prepare(
             input, checkpoint_id, recursion_limit, failure=unread, runtime=runtime, run_id=run_id
         )
@@ -322,6 +324,8 @@ async def start_graph_run(
         if run_id in runtime.runs:
             handle.reopen()
         else:
+            if parent_handle is not None:  # or while the input was applied
+                check_parent_open(parent_handle.info)
             # registering hands the run any command that waited for it (deferred or restored)
             await runtime.register(
                 handle, redirect_conflict=RedirectConflict(graph.redirect_conflict)
