@@ -8,15 +8,19 @@ behave differently on purpose, the test asserts our documented behaviour and say
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from tinyagents import Agent, Runtime
+from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import ConfigurationError
+from tinyagents.harness import Message, ModelRequest
 from tinyagents.store.base import StoredCommand
 from tinyagents.store.memory import MemoryStore
-from tinyagents.testkit import Gate, ScriptedModel
+from tinyagents.testkit import Gate, ScriptedModel, reply, tool_call
 
 
 class HeldStore(MemoryStore):
@@ -56,3 +60,43 @@ async def test_a_parent_ending_while_a_child_with_a_run_id_starts_refuses_it() -
             await start
         assert rt.runs.get("child-1") is None
         assert rt.runs.tree.children(parent.run_id) == []
+
+
+def tool_messages(request: ModelRequest) -> list[Message]:
+    return [m for m in request.messages if m.role == "tool"]
+
+
+class Score(BaseModel):
+    value: float
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (math.nan, None),
+        (math.inf, None),
+        ({"score": -math.inf, "scores": [1.5, math.nan]}, {"score": None, "scores": [1.5, None]}),
+        (Score(value=math.nan), {"value": None}),
+    ],
+)
+async def test_a_tool_result_with_nan_or_infinity_is_json(value: Any, expected: Any) -> None:
+    # ports tests/test_tools.py's tool return serialization (ToolReturnPart.model_response_str,
+    # pydantic's dump_json): a float JSON cannot hold (NaN, an infinity) is sent as null, so
+    # what the model reads of a structured result is JSON, as docs/harness.md says; it was
+    # Python's NaN / Infinity, which no JSON reader takes.
+    @tool(name="measure")
+    def measure() -> Any:
+        """Measure."""
+        return value
+
+    model = ScriptedModel([tool_call("measure"), reply("measured")])
+    result = await Agent("a", model, tools=[measure]).run("go")
+    assert result.output == "measured"
+    (message,) = tool_messages(model.requests[1])
+    assert (
+        message.metadata == {} and json.loads(message.content, parse_constant=_refuse) == expected
+    )
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")

@@ -548,7 +548,8 @@ def _smaller(a: float | None, b: float | None) -> float | None:
 
 
 def _to_text(value: Any) -> str:
-    """What the model reads of a tool's return value: text as it is, anything else as JSON.
+    """What the model reads of a tool's return value: text as it is, anything else as JSON
+    (a NaN or infinite float as ``null``).
 
     Messages carry text only (pydantic-ai sends a ``BinaryContent`` as a file): bytes that are
     UTF-8 text are that text, other bytes base64 under a line that says so, as pydantic-ai
@@ -566,7 +567,24 @@ def _to_text(value: Any) -> str:
         jsonable = to_jsonable_python(value, fallback=_unserializable)
     except UnicodeDecodeError:  # bytes that are no text, somewhere inside
         jsonable = to_jsonable_python(value, fallback=_unserializable, bytes_mode="base64")
-    return json.dumps(jsonable, ensure_ascii=False)
+    try:
+        return json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        # a float JSON cannot hold (NaN, an infinity; a pydantic model's too, which pydantic's
+        # inf_nan_mode leaves as it is) is null, as pydantic-ai's dump_json sends it: written as
+        # Python's NaN / Infinity, no JSON reader takes it
+        return json.dumps(_finite(jsonable), ensure_ascii=False)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` (JSON-able data) with each NaN or infinite float replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _unserializable(value: Any) -> Any:
