@@ -102,17 +102,24 @@ def _refuse(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
-async def test_a_history_ending_on_the_models_answer_is_sent_as_it_is() -> None:
-    # ports tests/test_agent.py's message history without a new prompt (_prepare_messages:
-    # a history ending on a ModelResponse gets no new prompt): continued with input=[], a
-    # history ending on the model's answer is sent ending on it, nothing added, and the new
-    # answer follows the old one (docs/harness.md, "Starting runs").
+@pytest.mark.parametrize("instructions", ["be brief", None])
+async def test_a_history_ending_on_the_models_answer_is_sent_as_it_is(
+    instructions: str | None,
+) -> None:
+    # ports tests/test_agent.py::test_message_history_ending_on_model_response_with_instructions
+    # and ::test_run_with_history_ending_on_model_response_without_tool_calls_or_user_prompt:
+    # continued with input=[], a history ending on the model's answer is sent ending on it,
+    # nothing added, and the new answer follows the old one (docs/harness.md, "Starting
+    # runs"). Kept on purpose: without instructions pydantic-ai sends no request and its
+    # output is the history's last answer; ours asks all the same.
     history = [Message(role="user", content="Hi"), Message(role="assistant", content="Hello!")]
     model = ScriptedModel([reply("Anything else?")])
-    result = await Agent("a", model, instructions="be brief").run([], history=history)  # type: ignore[arg-type]
+    agent = Agent("a", model, instructions=instructions)
+    result = await agent.run([], history=history)  # type: ignore[arg-type]
     assert result.output == "Anything else?"
     sent = [(m.role, m.content) for m in model.requests[0].messages]
-    assert sent == [("system", "be brief"), ("user", "Hi"), ("assistant", "Hello!")]
+    lead = [("system", instructions)] if instructions else []
+    assert sent == [*lead, ("user", "Hi"), ("assistant", "Hello!")]
     assert [(m.role, m.content) for m in result.messages] == [
         *sent,
         ("assistant", "Anything else?"),
