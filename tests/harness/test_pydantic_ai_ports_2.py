@@ -124,3 +124,41 @@ async def test_a_history_ending_on_the_models_answer_is_sent_as_it_is(
         *sent,
         ("assistant", "Anything else?"),
     ]
+
+
+class Payload(BaseModel):
+    argument: dict[str, int]
+
+
+async def test_a_models_fields_wrapped_in_an_argument_named_as_one_of_them_are_read() -> None:
+    # ports tests/test_tools.py::test_single_base_model_arg_validator_keeps_same_named_model_field
+    # and ::test_single_base_model_arg_validator_unwraps_round_tripped_same_named_field: a tool
+    # whose one argument is a model with a field of the argument's name takes that field as
+    # it is, and the fields wrapped in the argument's name too (docs/harness.md: "the fields
+    # wrapped in the argument's name are read too"); the wrapped shape was refused.
+    received: list[Payload] = []
+
+    @tool
+    def count(argument: Payload) -> str:
+        """Count."""
+        received.append(argument)
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            tool_call("count", argument={"n": 1}),
+            tool_call("count", argument={"argument": {"n": 2}}),
+            tool_call("count", argument={"argument": {"n": "x"}}),
+            reply("done"),
+        ]
+    )
+    result = await Agent("a", model, tools=[count]).run("go")
+    assert result.output == "done"
+    assert received == [Payload(argument={"n": 1}), Payload(argument={"n": 2})]
+    (first,) = tool_messages(model.requests[1])
+    (_, second) = tool_messages(model.requests[2])
+    assert first.content == second.content == "ok"
+    # neither shape fits: the problems told are those of the call as it was sent
+    (*_, third) = tool_messages(model.requests[3])
+    assert third.metadata == {"error": True}
+    assert "invalid arguments for tool 'count': argument.argument:" in third.content

@@ -227,15 +227,29 @@ class FunctionTool(Tool):
             if arg is None:
                 validated = self._args_model.model_validate(args)
                 return {n: getattr(validated, n) for n, _ in self._params if n != CTX_PARAM}
-            if list(args) == [arg.param] and arg.param not in arg.keys:
+            if list(args) == [arg.param]:
                 # the model's fields wrapped in the argument's name, as a model offered the
                 # tool the other way may send them (pydantic-ai takes this shape too)
-                args = args[arg.param]
-            if not arg.extra and isinstance(args, dict):
-                self._refuse_unknown(arg, args)
-            return {arg.field: arg.adapter.validate_python(args)}
+                if arg.param not in arg.keys:
+                    args = args[arg.param]
+                elif isinstance(args[arg.param], dict):
+                    # a field of that name: the call as it is, else the fields wrapped in it
+                    # (as pydantic-ai reads it); neither fitting, the call's own problems
+                    try:
+                        return {arg.field: self._model_value(arg, args)}
+                    except (ValidationError, InvalidArguments) as exc:
+                        try:
+                            return {arg.field: self._model_value(arg, args[arg.param])}
+                        except (ValidationError, InvalidArguments):
+                            raise exc from None
+            return {arg.field: self._model_value(arg, args)}
         except ValidationError as exc:
             raise InvalidArguments(_validation_message(self.name, exc)) from exc
+
+    def _model_value(self, arg: _ModelArgument, args: Any) -> Any:
+        if not arg.extra and isinstance(args, dict):
+            self._refuse_unknown(arg, args)
+        return arg.adapter.validate_python(args)
 
     def _refuse_unknown(self, arg: _ModelArgument, args: dict[str, Any]) -> None:
         """Raise ``InvalidArguments`` for keys of ``args`` the model argument does not name,
