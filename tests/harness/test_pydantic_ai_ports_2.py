@@ -20,7 +20,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest
 from tinyagents.store.base import StoredCommand
 from tinyagents.store.memory import MemoryStore
-from tinyagents.testkit import Gate, ScriptedModel, reply, tool_call
+from tinyagents.testkit import EventWaiter, Gate, ScriptedModel, reply, tool_call, tool_calls
 
 
 class HeldStore(MemoryStore):
@@ -162,3 +162,38 @@ async def test_a_models_fields_wrapped_in_an_argument_named_as_one_of_them_are_r
     (*_, third) = tool_messages(model.requests[3])
     assert third.metadata == {"error": True}
     assert "invalid arguments for tool 'count': argument.argument:" in third.content
+
+
+async def test_the_calls_of_one_response_run_one_at_a_time_with_a_boundary_between() -> None:
+    # ports tests/test_agent.py::test_parallel_tool_outer_cancellation_only_cancels_pending_tool_tasks
+    # (the calls of one response). Kept on purpose: pydantic-ai runs them concurrently (the
+    # second starts while the first runs); ours run one after another, each between
+    # its own before_tool_dispatch and after_tool_result (docs/harness.md, "Sub-agents"), so
+    # the second does not start while the first runs, and a pause sent meanwhile holds the
+    # run before the second starts.
+    gate = Gate("hold")
+    started: list[str] = []
+
+    @tool
+    def mark() -> str:
+        """Mark."""
+        started.append("mark")
+        return "marked"
+
+    model = ScriptedModel([tool_calls(tool_call("hold"), tool_call("mark")), reply("done")])
+    waiter = EventWaiter()
+    async with Runtime(sinks=[waiter]) as rt:
+        handle = await rt.start(Agent("a", model, tools=[gate.tool(), mark]), "go")
+        await gate.entered.wait()
+        assert started == []  # the first call is under way: the second has not started
+        await handle.pause("look first")
+        gate.open()
+        await waiter.event("run.paused", handle.run_id)
+        assert started == []  # held at the boundary after the first call
+        await handle.resume()
+        result = await handle.result()
+    assert result.output == "done" and started == ["mark"]
+    assert [(m.name, m.content) for m in tool_messages(model.requests[1])] == [
+        ("hold", "held and released"),
+        ("mark", "marked"),
+    ]
