@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness import Message, ModelRequest
+from tinyagents.harness import Message, ModelRequest, ToolCall
+from tinyagents.harness.litellm_model import _message_to_openai
 from tinyagents.store.base import StoredCommand
 from tinyagents.store.memory import MemoryStore
 from tinyagents.testkit import EventWaiter, Gate, ScriptedModel, reply, tool_call, tool_calls
@@ -197,3 +198,30 @@ async def test_the_calls_of_one_response_run_one_at_a_time_with_a_boundary_betwe
         ("hold", "held and released"),
         ("mark", "marked"),
     ]
+
+
+@pytest.mark.parametrize(("args", "expected"), [('{"a": 1, "b": 2}', {"a": 1, "b": 2}), (None, {})])
+async def test_a_historys_call_arguments_given_as_json_text_are_read(
+    args: str | None, expected: dict[str, Any]
+) -> None:
+    # ports tests/test_agent.py's message history with ToolCallPart(args='{...}') (its args
+    # are a dict, JSON text or None): a history's call whose arguments are the provider's
+    # JSON text is read as a response's is (docs/harness.md, "Writing a custom model"). It
+    # was sent on as text, which LiteLLMModel sent to the provider as {}: the call lost its
+    # arguments in every later request.
+    history = [
+        Message(role="user", content="add 1 and 2"),
+        Message(
+            role="assistant", content="", tool_calls=[ToolCall(id="c1", name="add", args=args)]
+        ),  # type: ignore[arg-type]
+        Message(role="tool", content="3", tool_call_id="c1", name="add"),
+    ]
+    model = ScriptedModel([reply("it is 3")])
+    result = await Agent("a", model).run("and again?", history=history)
+    assert result.output == "it is 3"
+    (call,) = model.requests[0].messages[1].tool_calls
+    assert (call.id, call.name, call.args) == ("c1", "add", expected)
+    assert result.messages[1].tool_calls == [call]
+    sent = _message_to_openai(model.requests[0].messages[1])["tool_calls"][0]["function"]
+    assert json.loads(sent["arguments"]) == expected
+    assert history[1].tool_calls[0].args == args  # the caller's history is left as it was

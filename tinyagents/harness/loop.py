@@ -1721,11 +1721,11 @@ def _initial_messages(
     if agent.instructions and not (given and given[0].role == "system"):
         messages.append(Message(role="system", content=agent.instructions))
     if history:
-        messages.extend(history)
+        messages.extend(map(_args_read, history))
     if isinstance(input, str):
         messages.append(Message(role="user", content=input))
     else:
-        messages.extend(input)
+        messages.extend(map(_args_read, input))
     if not messages:
         # providers refuse an empty conversation (OpenAI: messages must not be empty), and
         # only once the run had started; pydantic-ai refuses it before its first request
@@ -1735,6 +1735,23 @@ def _initial_messages(
         )
     _check_tool_results(messages)
     return messages
+
+
+def _args_read(message: Message) -> Message:
+    """``message`` with the arguments of each of its tool calls given as JSON text (or
+    ``None`` for none, as pydantic-ai's ``ToolCallPart`` takes them) read into the object, as
+    a response's are (``_own_call_ids``): a history's call sent on as text reached the
+    provider with ``{}`` for its arguments. The caller's message is not changed."""
+    calls = message.tool_calls
+    if not any(c.args is None or isinstance(c.args, str) for c in calls):
+        return message
+    read = [
+        parse_arguments(c.id, c.name, c.args)
+        if (c.args is None or isinstance(c.args, str)) and c.parse_error is None
+        else c
+        for c in calls
+    ]
+    return dataclasses.replace(message, tool_calls=read)
 
 
 def _check_tool_results(messages: Sequence[Message]) -> None:
