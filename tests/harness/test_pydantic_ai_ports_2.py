@@ -225,3 +225,18 @@ async def test_a_historys_call_arguments_given_as_json_text_are_read(
     sent = _message_to_openai(model.requests[0].messages[1])["tool_calls"][0]["function"]
     assert json.loads(sent["arguments"]) == expected
     assert history[1].tool_calls[0].args == args  # the caller's history is left as it was
+
+
+@pytest.mark.parametrize("tool_calls", [[{"id": "c1", "name": "add", "args": {}}], None, "c1"])
+async def test_a_history_whose_tool_calls_are_no_tool_calls_is_refused(tool_calls: Any) -> None:
+    # a history is checked before anything starts (docs/harness.md, "Starting runs"): an
+    # assistant message whose tool_calls are not a list of ToolCalls (dicts, as OpenAI's
+    # messages hold them, or None) failed with an AttributeError or a TypeError from inside
+    history = [
+        Message(role="user", content="add"),
+        Message(role="assistant", content="", tool_calls=tool_calls),
+    ]
+    model = ScriptedModel([reply("never")])
+    with pytest.raises(ConfigurationError, match=r"history\[1\] has tool_calls of"):
+        await Agent("a", model).run("again?", history=history)
+    assert model.requests == []

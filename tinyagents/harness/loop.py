@@ -1703,6 +1703,17 @@ def _check_messages(value: object, name: str, expected: str) -> None:
                 f"{name}[{index}] has content of type {type(item.content).__name__}; a "
                 "Message's content is text ('' for none)"
             )
+        calls = item.tool_calls
+        if isinstance(calls, list | tuple):
+            wrong = [type(c).__name__ for c in calls if not isinstance(c, ToolCall)]
+            kind = f"a list holding a {wrong[0]}" if wrong else None
+        else:
+            kind = type(calls).__name__
+        if kind is not None:
+            raise ConfigurationError(
+                f"{name}[{index}] has tool_calls of {kind}; a Message's tool_calls are a list "
+                "of ToolCall(id, name, args) ([] for none)"
+            )
 
 
 _ROLES: tuple[str, ...] = get_args(Role)
