@@ -1300,3 +1300,63 @@ async def test_a_worker_whose_run_was_taken_over_stops_listing_it(
     finally:
         await client.delete(keys.runs("old"))
         await client.aclose()
+
+
+async def test_a_job_that_dies_of_a_bug_is_logged_unhealthy_and_restarted(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job that died of an error it does not retry (a bug, not a Redis outage: here the
+    sender's reply job, on a reply it could not read) ended its task silently: ``connected``
+    stayed true, and every later command's receipt went unread (each ``submit`` timed out)
+    until the worker was restarted. It is logged with its traceback, the control is not
+    ``connected`` until the job is back, and the job is restarted after a backoff."""
+    import logging
+
+    from tinyagents.distributed import redis_control
+
+    faults = [RuntimeError("injected fault")]
+
+    def failing_once(raw: Any) -> Any:
+        if faults:
+            raise faults.pop()
+        return parse_reply(raw)
+
+    parse_reply = redis_control.parse_reply
+    monkeypatch.setattr(redis_control, "parse_reply", failing_once)
+    seen: list[tuple[str, bool]] = []  # (message, connected) as the crash is logged
+    died = asyncio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR and record.exc_info:
+                seen.append((record.getMessage(), sender.connected))
+                died.set()
+
+    watch = Watch()
+    logging.getLogger("tinyagents.distributed").addHandler(watch)
+    try:
+        async with Runtime() as sender_rt, Runtime() as owner_rt:
+            async with (
+                RedisControl(owner_rt, redis_url, worker_id="owner", prefix=prefix),
+                RedisControl(
+                    sender_rt,
+                    redis_url,
+                    worker_id="sender",
+                    prefix=prefix,
+                    backoff_s=(0.1, 0.5),
+                    receipt_timeout_s=2.0,
+                ) as sender,
+            ):
+                handle = await owner_rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+                await eventually(lambda: sender.get_run(handle.run_id), bool)
+                with pytest.raises(ReceiptTimeout):  # its receipt was the one it died on
+                    await sender.submit(command(handle.run_id, "add_instruction"))
+                await asyncio.wait_for(died.wait(), 30)  # a deadline against a hang
+                assert len(seen) == 1 and "replies" in seen[0][0], seen
+                assert seen[0][1] is False  # not connected while the job is down
+                assert sender.counters.crashes == 1
+                receipt = await sender.submit(command(handle.run_id, "add_instruction"))
+                assert receipt.status == "accepted"  # the job was restarted
+                await eventually(lambda: asyncio.sleep(0, sender.connected), bool)
+    finally:
+        logging.getLogger("tinyagents.distributed").removeHandler(watch)

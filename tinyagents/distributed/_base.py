@@ -1,12 +1,13 @@
-"""What a worker's Redis jobs share: the runtime they serve, their counters, their backoff and
-the outage log (each job logs once when it loses Redis and once when it is back)."""
+"""What a worker's Redis jobs share: the runtime they serve, their counters, their backoff,
+the outage log (each job logs once when it loses Redis and once when it is back) and the
+supervisor that restarts a job that died of an error it does not retry (``supervise``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,6 +63,7 @@ class RedisCounters(Record):
     mirror_writes: int = 0
     mirror_errors: int = 0
     redis_errors: int = 0  # failed Redis calls of every kind (each is retried after a backoff)
+    crashes: int = 0  # jobs that died of an error they do not retry (each restarted: supervise)
 
 
 class Backoff:
@@ -87,13 +89,16 @@ class Backoff:
 
 
 class Outages:
-    """Which jobs of one worker are without Redis. The worker logs one line when its first
-    job loses Redis and one when its last is back (not one per job: they lose it together)."""
+    """Which jobs of one worker are without Redis, or died (``crashed``) and have not got
+    through a round since their restart. The worker logs one line when its first job loses
+    Redis and one when its last is back (not one per job: they lose it together); every
+    crash is logged, with its traceback."""
 
     def __init__(self, worker_id: str, counters: RedisCounters) -> None:
         self.worker_id = worker_id
         self.counters = counters
         self._down: set[str] = set()
+        self._crashed: set[str] = set()
 
     def failed(self, job: str, exc: Exception) -> None:
         """Count and log (once per outage) a failed Redis call of ``job``. Raises
@@ -116,13 +121,70 @@ class Outages:
         self._down.add(job)
 
     def recovered(self, job: str) -> None:
+        """``job`` made a Redis call that worked: it is neither without Redis nor crashed."""
+        self.ran(job)
         if job in self._down:
             self._down.discard(job)
             if not self._down:
                 log.warning("Redis control (worker %s): reconnected", self.worker_id)
 
+    def crashing(self, job: str) -> bool:
+        """Whether ``job`` died and has not got through a round since."""
+        return job in self._crashed
+
+    def crashed(self, job: str, exc: Exception, restart_in: float) -> None:
+        """Count and log ``job``'s death of ``exc`` (a restart follows in ``restart_in`` s)."""
+        self.counters.crashes += 1
+        self._crashed.add(job)
+        log.error(
+            "Redis control (worker %s): the %s job died of %s: %s; restarting it in %.1f s",
+            self.worker_id,
+            job,
+            type(exc).__name__,
+            exc,
+            restart_in,
+            exc_info=exc,
+        )
+
+    def ran(self, job: str) -> None:
+        """``job`` got through a round (a restart after a crash works)."""
+        if job in self._crashed:
+            self._crashed.discard(job)
+            log.warning("Redis control (worker %s): the %s job runs again", self.worker_id, job)
+
     def down(self, jobs: Iterable[str]) -> bool:
-        return any(job in self._down for job in jobs)
+        """Whether one of ``jobs`` is without Redis, or any job crashed (and is not back)."""
+        return bool(self._crashed) or any(job in self._down for job in jobs)
+
+
+async def supervise(
+    job: str,
+    run: Callable[[], Awaitable[None]],
+    outages: Outages,
+    backoff_s: tuple[float, float],
+) -> None:
+    """Run the job ``run()`` until it ends or is cancelled, starting it again after a backoff
+    each time it dies of an error. The jobs retry their Redis errors themselves: an error that
+    ends one is a bug (or a runtime that fails under it), and the job used to end with it, in
+    silence: ``connected`` stayed true while the job's work (the replies to this worker's
+    commands, the commands for its runs, its listing) went undone. Now it is logged with its
+    traceback, the control is not ``connected`` until the job gets through a round again
+    (``Outages.ran``), and the restart's backoff doubles while the restarts die too."""
+    backoff = Backoff(*backoff_s)
+    while True:
+        try:
+            await run()
+            return  # a job's own end: its runtime closed, or its worker id was lost
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from exc
+            if not outages.crashing(job):  # it got through a round since it last died
+                backoff.reset()
+            outages.crashed(job, exc, backoff.delay)
+        await backoff.wait()
 
 
 def refuse(cmd: SteeringCommand, reason: str) -> SteeringReceipt:

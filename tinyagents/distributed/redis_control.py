@@ -24,6 +24,12 @@ backoff that doubles from ``backoff_s[0]`` to ``backoff_s[1]``; runs never wait 
 and commands for this worker's own runs never touch it. Meanwhile ``submit`` to another
 worker's run raises ``ControlPlaneUnavailable``.
 
+**Crashes.** A job that dies of an error it does not retry (a bug) is logged with its
+traceback and started again after the same backoff (``supervise``); until it gets through a
+round, ``connected`` is false (``/readyz``: Redis unavailable). The reply job goes on from
+the last reply it read: a ``submit`` whose receipt came meanwhile gets it, one whose receipt
+it died on gets ``ReceiptTimeout``.
+
 ``url=None`` makes every job a no-op: ``submit`` and ``list_runs`` serve the local runtime.
 """
 
@@ -35,7 +41,7 @@ import functools
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +55,7 @@ from tinyagents.distributed._base import (
     RedisCounters,
     hidden,
     log,
+    supervise,
     target_run,
 )
 from tinyagents.distributed.mirror import RunMirror, redis_now
@@ -168,6 +175,8 @@ class RedisControl:
         )
         self._redis: Redis | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: The id of the last entry the reply job read from this worker's reply stream.
+        self._reply_after = "0-0"
         #: Sent commands waiting for their receipt, by request id (removed when answered or
         #: when the sender stops waiting).
         self._waiting: dict[str, asyncio.Future[SteeringReceipt]] = {}
@@ -188,6 +197,7 @@ class RedisControl:
     @property
     def connected(self) -> bool:
         """None of the three jobs is in an outage (true before ``start`` and without Redis),
+        no job died and is still to get through a round since its restart (``supervise``),
         and this process still holds its worker id (one that lost it to another process
         serves no cross-worker control: ``/readyz`` says Redis is unavailable)."""
         return not self.seat.lost and not self.outages.down(_JOBS)
@@ -249,14 +259,20 @@ class RedisControl:
                 ) from None
         self._redis = redis
         self.mirror.open()
-        reply_after = await self._first_reply_id()
-        for job, name in (
-            (self.mirror.run(redis), "mirror"),
-            (self.reader.run(redis), "commands"),
-            (self._reply_job(reply_after), "replies"),
-            (self._thread_job(), "threads"),
-        ):
-            self._tasks.append(asyncio.create_task(job, name=f"redis-{name}-{self.worker_id}"))
+        self._reply_after = await self._first_reply_id()
+        jobs: dict[str, Callable[[], Awaitable[None]]] = {
+            "mirror": functools.partial(self.mirror.run, redis),
+            "commands": functools.partial(self.reader.run, redis),
+            "replies": self._reply_job,
+            "threads": self._thread_job,
+        }
+        for name, job in jobs.items():
+            self._tasks.append(
+                asyncio.create_task(
+                    supervise(name, job, self.outages, self.backoff_s),
+                    name=f"redis-{name}-{self.worker_id}",
+                )
+            )
 
     async def aclose(self) -> None:
         """Stop the jobs, take this worker's runs off the listing, answer the commands left in
@@ -456,12 +472,17 @@ class RedisControl:
             return "0-0"
         return f"{seconds * 1000 + micros // 1000}-0"
 
-    async def _reply_job(self, after: str) -> None:
+    async def _reply_job(self) -> None:
+        """Hand each receipt read from this worker's reply stream to the ``submit`` waiting
+        for it. Where it has read to is kept (``_reply_after``) across a restart after a
+        crash (``supervise``): the receipts that came meanwhile are read then, and the entry
+        it died on (read first, then handled) is not read again."""
         assert self._redis is not None
         redis, stream = self._redis, self.keys.replies(self.worker_id)
         backoff = Backoff(*self.backoff_s)
         while True:
             self._sent.clear()  # a command sent from now on shows that Redis is back
+            after = self._reply_after
             try:
                 read = await redis.xread({stream: after}, count=500, block=int(self.block_s * 1000))
             except asyncio.CancelledError:
@@ -473,7 +494,7 @@ class RedisControl:
             self.outages.recovered("replies")
             backoff.reset()
             for entry_id, fields in read[0][1] if read else []:
-                after = entry_id
+                self._reply_after = entry_id
                 reply = parse_reply(fields)
                 if reply is None:
                     self.counters.malformed += 1
@@ -509,6 +530,7 @@ class RedisControl:
             self._unsendable &= {_key(cmd) for cmd, _ in waiting}
             waiting = [(c, t) for c, t in waiting if _key(c) not in self._unsendable]
             if not waiting or self._redis is None:
+                self.outages.ran("threads")  # a round through: a restart after a crash works
                 continue
             try:
                 snapshots = list(await self._remote_snapshots())
