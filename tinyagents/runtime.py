@@ -625,6 +625,12 @@ class Runtime:
             self.bus.add_sink(self._live)
         return self._live
 
+    def fenced(self, run_id: str) -> bool:
+        """Whether run ``run_id``, still in memory here, was taken over by another runtime
+        (``_fence``): its commands belong to the new owner (``RedisControl`` sends them
+        there), and here they are refused."""
+        return self._rows.get(run_id) is False
+
     def live_snapshots(self, run_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Live snapshots (``RunInfo.snapshot()`` plus ``owner``, ``updated_at``,
         ``pending_commands``, ``interrupts``) of the runs in memory, or of ``run_ids``."""

@@ -1360,3 +1360,52 @@ async def test_a_job_that_dies_of_a_bug_is_logged_unhealthy_and_restarted(
                 await eventually(lambda: asyncio.sleep(0, sender.connected), bool)
     finally:
         logging.getLogger("tinyagents.distributed").removeHandler(watch)
+
+
+async def test_a_command_sent_on_the_worker_whose_run_was_taken_over_goes_to_the_new_owner(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """The old owner (its heartbeat stale, the run started again on another worker sharing
+    the store) still held the fenced run in memory, so a command sent through it was taken
+    for a local one and refused ``taken-over``, though the run's new owner was listed on
+    Redis: it now goes to the new owner, as a command sent through any other worker does."""
+    from test_run_claims import take_over
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.1, "ttl_s": 5.0}
+    async with Runtime(url) as old_rt, Runtime(url) as new_rt:
+        await old_rt.start(slow_agent_for_listing(), "work", run_id="job")  # as take_over does
+        async with (
+            RedisControl(old_rt, redis_url, worker_id="old", **kw) as old,
+            RedisControl(new_rt, redis_url, worker_id="new", **kw),
+        ):
+            await take_over(old_rt, new_rt, slow_agent_for_listing(), "job")
+            await old_rt.write_live_snapshots(heartbeat=True)  # refused: fenced here
+            assert "job" in old_rt.runs  # still in memory here (its task being stopped)
+            await eventually(lambda: old.get_run("job"), lambda s: s and s["worker"] == "new")
+            operator = SteeringActor.human("olga", tenant_id="default", scopes=["agent:control"])
+            steer = command("job", "add_instruction", actor=operator)
+            receipt = await old.submit(steer)
+            assert receipt.status == "accepted", receipt
+            history = await new_rt.load_steering_history("job")
+            assert steer.correlation_id in {e.correlation_id for e in history}
+
+
+async def test_a_taken_over_run_whose_new_owner_is_not_on_redis_is_refused_naming_it(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    """With no worker listing the run on Redis (its new owner is a runtime without a
+    ``RedisControl``), a command sent on the old worker is refused ``taken-over`` there,
+    naming the new owner, not answered as a run that does not exist."""
+    from test_run_claims import take_over
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(url) as old_rt, Runtime(url) as new_rt:
+        await old_rt.start(slow_agent_for_listing(), "work", run_id="job")
+        async with RedisControl(old_rt, redis_url, worker_id="old", prefix=prefix) as old:
+            await take_over(old_rt, new_rt, slow_agent_for_listing(), "job")
+            await old_rt.write_live_snapshots(heartbeat=True)  # refused: fenced here
+            operator = SteeringActor.human("olga", tenant_id="default", scopes=["agent:control"])
+            receipt = await old.submit(command("job", "add_instruction", actor=operator))
+            assert (receipt.status, receipt.policy_id) == ("rejected", "taken-over"), receipt
+            assert new_rt.runtime_id in (receipt.reason or "")

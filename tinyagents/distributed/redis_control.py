@@ -352,9 +352,13 @@ class RedisControl:
         run_id = await self._local_or_remote_run(cmd)
         if run_id is None or self._redis is None:
             return await self.runtime.submit(cmd)
-        snapshot = await self._listed(run_id, lambda s: _visible(cmd, s))
-        if snapshot is None:
-            return hidden(cmd)
+        # a run taken over from this worker: its new owner's (this worker's entry is stale)
+        fenced = self.runtime.fenced(run_id)
+        snapshot = await self._listed(
+            run_id, lambda s: _visible(cmd, s) and not (fenced and s["worker"] == self.worker_id)
+        )
+        if snapshot is None:  # a fenced run's refusal here names its new owner
+            return await self.runtime.submit(cmd) if fenced else hidden(cmd)
         owner = str(snapshot["worker"])
         thread_id = getattr(cmd.target, "thread_id", None)
         if thread_id is None or not self._waits_here(thread_id):
@@ -450,7 +454,9 @@ class RedisControl:
         """Whether another live worker holds ``cmd``'s run (by the mirror); raises
         ``ControlPlaneUnavailable`` when Redis cannot be reached."""
         run_id = await self._local_or_remote_run(cmd)
-        return run_id is not None and await self._listed(run_id, lambda s: True) is not None
+        if run_id is None:
+            return False
+        return await self._listed(run_id, lambda s: s["worker"] != self.worker_id) is not None
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         """One run's snapshot from the mirror (``None`` if no live worker has it); raises
@@ -601,16 +607,22 @@ class RedisControl:
 
     async def _local_or_remote_run(self, cmd: SteeringCommand) -> str | None:
         """The run id to send ``cmd`` to through Redis, or ``None`` to submit it here (its run
-        is here, or no other worker has it)."""
+        is here, or no other worker has it). A run here that another runtime took over
+        (``Runtime.fenced``) is not: its commands go to the new owner (they were refused
+        ``taken-over`` here, though the new owner was listed)."""
         if self._redis is None:
             return None
+        runs = self.runtime.runs
         run_id = target_run(cmd)
         if run_id is not None:
-            return None if run_id in self.runtime.runs else run_id
+            return None if run_id in runs and not self.runtime.fenced(run_id) else run_id
         thread_id = getattr(cmd.target, "thread_id", None)
+        if thread_id is None:
+            return None
         # thread ids are the tenants' own: a human's, or that of the run its sender acts from
-        tenant = self.runtime.runs.thread_tenant(cmd.actor)
-        if thread_id is None or self.runtime.runs.for_thread(thread_id, tenant) is not None:
+        tenant = runs.thread_tenant(cmd.actor)
+        here = runs.for_thread(thread_id, tenant)
+        if here is not None and not self.runtime.fenced(here.run_id):
             return None
         try:
             snapshots = await self._remote_snapshots()
