@@ -19,8 +19,7 @@ from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest, ToolCall
 from tinyagents.harness.litellm_model import _message_to_openai
-from tinyagents.store.base import StoredCommand
-from tinyagents.store.memory import MemoryStore
+from tinyagents.store import MemoryStore, StoredCommand
 from tinyagents.testkit import EventWaiter, Gate, ScriptedModel, reply, tool_call, tool_calls
 
 
