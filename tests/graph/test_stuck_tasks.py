@@ -234,3 +234,43 @@ async def test_a_node_that_raises_cancelled_error_uncancelled_fails_its_run(save
     assert result.status == "failed"
     assert isinstance(result.error, RuntimeError) and "'stray'" in str(result.error)
     assert isinstance(result.error.__cause__, asyncio.CancelledError)
+
+
+@pytest.mark.parametrize("is_async", [True, False])
+async def test_a_lone_plain_node_that_raises_cancelled_error_uncancelled_fails_its_run(
+    is_async: bool,
+) -> None:
+    """The same in a step of one plain function node of a run without checkpointer, runtime or
+    stream (the run's fast path): its ``CancelledError`` went out of ``run()`` to a caller that
+    had cancelled nothing, instead of failing the run."""
+
+    async def stray_async(state: State) -> State:
+        raise asyncio.CancelledError
+
+    def stray_sync(state: State) -> State:
+        raise asyncio.CancelledError
+
+    graph = StateGraph(State).add_node("stray", stray_async if is_async else stray_sync)
+    app = graph.add_edge(START, "stray").add_edge("stray", END).compile()
+    result = await app.run({"log": []})
+    assert result.status == "failed"
+    assert isinstance(result.error, RuntimeError) and "'stray'" in str(result.error)
+    assert isinstance(result.error.__cause__, asyncio.CancelledError)
+
+
+async def test_a_lone_plain_node_cancelled_by_its_caller_ends_with_the_cancel() -> None:
+    """The caller of that run cancelling it while the node awaits: the cancel goes out to the
+    caller as before, not taken for a node's stray one."""
+    started = asyncio.Event()
+
+    async def waits(state: State) -> State:
+        started.set()
+        await asyncio.Event().wait()
+        return {}
+
+    app = StateGraph(State).add_node("waits", waits).add_edge(START, "waits").compile()
+    running = asyncio.ensure_future(app.run({"log": []}))
+    await started.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running

@@ -403,6 +403,14 @@ class GraphRun:
             out = called_output(called)
         except SystemExit as exc:
             raise exited(task.node, exc) from exc
+        except asyncio.CancelledError as exc:
+            # (an except clause costs nothing until something is raised: the hot path keeps
+            # its speed) a cancel of the run's caller ends the run so; one the node let
+            # through though nothing cancelled it fails the node, as in a step of several
+            running = asyncio.current_task()
+            if running is None or running.cancelling():
+                raise
+            raise stray_cancel(task.node) from exc
         try:
             read_output(self, task, out)
         except ParentCommand:
