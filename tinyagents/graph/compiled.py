@@ -344,7 +344,8 @@ class CompiledGraph(GraphCore):
         """Copy the thread as it was at ``checkpoint_id`` into a new thread; return its id.
 
         The fork keeps the step that was part-way there (its finished tasks' writes, its
-        pending interrupts, which ask again); sub-graph namespaces are not
+        pending interrupts, which ask again); a step of the past that neither paused nor
+        failed there runs again on the fork, all its tasks; sub-graph namespaces are not
         copied (a sub-graph task on the fork runs again). Its id is ``new_thread_id`` when
         given (a thread that has no checkpoints yet, else ``GraphError``), else
         ``<thread_id>~fork-<12 random hex digits>``.

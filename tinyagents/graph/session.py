@@ -609,13 +609,21 @@ def carry_records(graph: GraphCore, head: Head, *, past: bool = False) -> list[A
     paused on its second question is copied waiting on it). Answers given to the questions
     they ask are not copied: on the fork they ask again (as a fork of the past replays the
     steps after it). ``past``: the thread has gone on from ``head``, so a task that paused
-    there and finished once answered finished on the other branch: the fork asks it again.
+    there and finished once answered finished on the other branch: the fork asks it again;
+    so does a task that failed there and finished when run again. A step of the past that
+    neither paused nor failed there ran through after it: none of its tasks had finished at
+    that checkpoint, and the fork runs them all (as it runs a step of one task, whose
+    result is no pending write).
     """
     writes: list[Any] = []
     kept: dict[str, TaskRecords] = {}
+    if past and not any(rec.interrupts or rec.error is not None for rec in head.records.values()):
+        head.records = kept
+        return writes
     for tid, rec in head.records.items():
         carried = TaskRecords(interrupts=list(rec.interrupts))
-        if rec.writes is not None and not (past and rec.interrupts and not rec.skipped):
+        later = past and (rec.interrupts or rec.error is not None) and not rec.skipped
+        if rec.writes is not None and not later:
             carried.writes, carried.goto, carried.skipped = rec.writes, rec.goto, rec.skipped
             writes.append(result_write(graph, tid, rec.writes, rec.goto, skipped=rec.skipped))
         elif rec.interrupts:
