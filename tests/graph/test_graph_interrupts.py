@@ -251,3 +251,42 @@ async def test_a_per_run_breakpoint_on_an_unknown_node_is_refused(
     assert await graph.history("t") == []
     stopped = await graph.run({"x": 1}, thread_id="t", interrupt_before=["b"])
     assert stopped.status == "interrupted" and (await graph.get_state("t")).next == ("b",)
+
+
+async def test_a_question_being_saved_as_a_sibling_fails_is_kept(
+    checkpointer: Checkpointer,
+) -> None:
+    """A sibling's failure cancelled a paused task while its question was being saved: the
+    save was cut short, so the failed run listed the question but the thread did not have it
+    (a resume naming it was refused), where a finished task's result is saved all the same.
+    The question's save lands first now, as LangGraph keeps an interrupt beside a failure."""
+    failed = asyncio.Event()
+    put_writes = checkpointer.put_writes
+
+    async def slow(thread_id: str, ns: str, frontier_id: str, writes: list[Any]) -> None:
+        if any(w.kind == "interrupt" for w in writes):
+            # the question is saved once the sibling has failed, in a few turns of the loop
+            # (a database's round trip): the step's cancel comes meanwhile
+            await failed.wait()
+            for _ in range(3):
+                await asyncio.sleep(0)
+        await put_writes(thread_id, ns, frontier_id, writes)
+        if any(w.kind == "error" for w in writes):
+            failed.set()
+
+    checkpointer.put_writes = slow  # type: ignore[method-assign]
+
+    def fails(state: Any) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    graph = StateGraph(LogState).add_node("ask", asker("ask")).add_node("fails", fails)
+    graph.add_edge(START, "ask").add_edge(START, "fails")
+    compiled = graph.compile(checkpointer=checkpointer)
+    result = await compiled.run({}, thread_id="t")
+    assert result.status == "failed" and str(result.error) == "boom"
+    [question] = (await compiled.get_state("t")).interrupts
+    assert question.value == {"question": "approve ask?"}
+    assert [i.id for i in result.interrupts] == [question.id]
+    done = await compiled.run(Command(resume={question.id: "yes"}), thread_id="t")
+    assert done.status == "failed"  # fails runs again, and fails again: the answer was taken
+    assert (await compiled.get_state("t")).values == {"log": ["ask:yes"]}

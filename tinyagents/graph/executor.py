@@ -655,9 +655,19 @@ class GraphRun:
                 self._end(stream, task)
             if asked is not None:
                 assert self.checkpointer is not None
-                await self.checkpointer.put_writes(
-                    self.head.thread_id, self.head.ns, self.head.frontier_id, [asked]
+                saving = asyncio.ensure_future(
+                    self.checkpointer.put_writes(
+                        self.head.thread_id, self.head.ns, self.head.frontier_id, [asked]
+                    )
                 )
+                try:
+                    await asyncio.shield(saving)
+                except asyncio.CancelledError:
+                    # A sibling failed (or the run is cancelled) while the question was being
+                    # saved: it lands first, as a finished task's result does below. Cut
+                    # short, the run listed a question that the thread did not hold.
+                    await saving
+                    raise
             return False
         except (Exception, GeneratorExit, ParentCommand) as exc:
             # GeneratorExit too (no Exception: a node closing a generator by hand, or raising
