@@ -47,7 +47,7 @@ def rounds(g: Any, calls: list[str]) -> Any:
 async def test_a_fork_of_a_past_fan_out_step_is_the_thread_as_it_was_there(
     checkpointer: Checkpointer,
 ) -> None:
-    # test_pregel_async.py, test_checkpoint_recovery / time travel: a checkpoint of the
+    # time travel (test_langgraph_history_ports.py ports LangGraph's): a checkpoint of the
     # history, as LangGraph's get_state_history shows it, and its replay. A fork of a past
     # checkpoint whose step ran several tasks (here a Send fan-out) later copied the results
     # they wrote after it: the fork showed those writes applied with nothing next, and its
@@ -170,3 +170,156 @@ async def test_a_send_that_fails_beside_one_that_asks_and_ones_that_finish(
     again = await ours.run(None, thread_id=fork)
     assert again.status == "interrupted" and calls[id(OURS)] == ["w1"]
     assert again.state == {"log": ["w0", "w1", "w3"]}
+
+
+def questions_in_a_sub_graph(g: Any, calls: list[str]) -> Any:
+    """A sub-graph whose two parallel nodes ask a question each beside a third that does
+    not, run beside a parent node that finishes; a join after both."""
+    sub = g.StateGraph(Log)
+    for name in ("p", "q"):
+
+        def ask(state: Any, name: str = name) -> dict[str, Any]:
+            calls.append(name)
+            return {"log": [f"{name}:{g.interrupt(f'q{name}')}"]}
+
+        sub.add_node(name, ask).add_edge(g.START, name).add_edge(name, g.END)
+
+    def r(state: Any) -> dict[str, Any]:
+        calls.append("r")
+        return {"log": ["r"]}
+
+    sub.add_node("r", r).add_edge(g.START, "r")
+    graph = g.StateGraph(Log).add_node("sub", sub.compile())
+
+    def other(state: Any) -> dict[str, Any]:
+        calls.append("other")
+        return {"log": ["other"]}
+
+    def fin(state: Any) -> dict[str, Any]:
+        calls.append("fin")
+        return {"log": ["fin"]}
+
+    graph.add_node("other", other).add_node("fin", fin)
+    graph.add_edge(g.START, "sub").add_edge(g.START, "other")
+    return graph.add_edge(["sub", "other"], "fin")
+
+
+async def test_parallel_questions_inside_a_sub_graph_answered_one_by_id(
+    checkpointer: Checkpointer,
+) -> None:
+    # test_pregel_async.py, test_parallel_interrupts and test_dynamic_interrupt_subgraph
+    # together: the sub-graph's questions surface in the parent, one answered by its id
+    # reaches its node alone, and the sub-graph's state shows the rest pending
+    calls: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = pair(lambda g: questions_in_a_sub_graph(g, calls[id(g)]), checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == values(out) == {"log": ["other"]}
+    asked = sorted(i.value for i in result.interrupts)
+    assert asked == sorted(i.value for i in out["__interrupt__"]) == ["qp", "qq"]
+    assert all(i.ns.startswith("sub:") for i in result.interrupts)
+
+    ids = {i.value: i.id for i in result.interrupts}
+    theirs_ids = {i.value: i.id for i in out["__interrupt__"]}
+    out = await theirs.ainvoke(THEIRS.Command(resume={theirs_ids["qq"]: "Q"}), cfg())
+    result = await ours.run(Command(resume={ids["qq"]: "Q"}), thread_id="1")
+    assert result.state == values(out) == {"log": ["other"]}
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert [i.id for i in result.interrupts] == [ids["qp"]]
+
+    state = await ours.get_state("1", subgraphs=True)
+    theirs_state = await theirs.aget_state(cfg(), subgraphs=True)
+    assert state.next == theirs_state.next == ("sub",)
+    [sub_task, _] = state.tasks
+    [theirs_sub, _] = theirs_state.tasks
+    assert sub_task.state is not None and theirs_sub.state is not None
+    assert sub_task.state.values == theirs_sub.state.values == {"log": ["q:Q", "r"]}
+    assert sub_task.state.next == theirs_sub.state.next == ("p",)
+
+    for c in calls.values():
+        c.clear()
+    out = await theirs.ainvoke(
+        THEIRS.Command(resume={i.id: "P" for i in out["__interrupt__"]}), cfg()
+    )
+    result = await ours.run(Command(resume={ids["qp"]: "P"}), thread_id="1")
+    assert result.status == "completed" and result.state == values(out)
+    assert result.state == {"log": ["other", "p:P", "q:Q", "r", "fin"]}
+    assert calls[id(OURS)] == calls[id(THEIRS)] == ["p", "fin"]
+
+
+def jump_beside_a_question(g: Any, calls: list[str]) -> Any:
+    """A sub-graph node that hands the parent a goto and an update, beside a parent node that
+    asks a question."""
+    sub = g.StateGraph(Log)
+
+    def jump(state: Any) -> Any:
+        calls.append("jump")
+        return g.Command(graph=g.Command.PARENT, goto="tail", update={"log": ["jumped"]})
+
+    sub.add_node("jump", jump).add_edge(g.START, "jump")
+    graph = g.StateGraph(Log).add_node("sub", sub.compile(), destinations=("tail",))
+
+    def ask(state: Any) -> dict[str, Any]:
+        calls.append("ask")
+        return {"log": [f"ask:{g.interrupt('qa')}"]}
+
+    def tail(state: Any) -> dict[str, Any]:
+        calls.append("tail")
+        return {"log": ["tail"]}
+
+    graph.add_node("ask", ask).add_node("tail", tail)
+    return graph.add_edge(g.START, "sub").add_edge(g.START, "ask")
+
+
+async def test_a_parent_command_from_a_sub_graph_beside_a_question(
+    checkpointer: Checkpointer,
+) -> None:
+    # test_pregel_async.py, test_parent_command_goto_deeply_nested one level deep, beside a
+    # sibling that interrupts: the
+    # sub-graph's update is kept while the step waits on the question, and its goto runs
+    # once the question is answered, the sub-graph not run again
+    calls: dict[int, list[str]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = pair(lambda g: jump_beside_a_question(g, calls[id(g)]), checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == values(out) == {"log": ["jumped"]}
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    state, theirs_state = await ours.get_state("1"), await theirs.aget_state(cfg())
+    assert state.next == theirs_state.next == ("ask",)
+    out = await theirs.ainvoke(THEIRS.Command(resume="A"), cfg())
+    result = await ours.run(Command(resume="A"), thread_id="1")
+    assert result.status == "completed" and result.state == values(out)
+    assert result.state == {"log": ["ask:A", "jumped", "tail"]}
+    assert sorted(calls[id(OURS)]) == sorted(calls[id(THEIRS)]) == ["ask", "ask", "jump", "tail"]
+
+
+def twin_sends(g: Any, calls: list[str]) -> Any:
+    """Two ``Send``s of the same argument to one node, which asks a question."""
+    graph = g.StateGraph(Fan)
+
+    def fan(state: Any) -> Any:
+        return [g.Send("w", {"n": 7}), g.Send("w", {"n": 7})]
+
+    def w(state: Any) -> dict[str, Any]:
+        calls.append("w")
+        return {"log": [f"w:{g.interrupt('q')}"]}
+
+    return graph.add_node("w", w).add_conditional_edges(g.START, fan, ["w"])
+
+
+async def test_twin_sends_ask_under_distinct_ids(checkpointer: Checkpointer) -> None:
+    # test_pregel_async.py, test_multi_resume with Sends: two Send tasks of
+    # equal arguments are two tasks, their questions two ids, each answered on its own
+    ours, theirs = pair(lambda g: twin_sends(g, []), checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert len({i.id for i in result.interrupts}) == len({i.id for i in out["__interrupt__"]}) == 2
+    first, theirs_first = result.interrupts[0].id, out["__interrupt__"][0].id
+    out = await theirs.ainvoke(THEIRS.Command(resume={theirs_first: "A"}), cfg())
+    result = await ours.run(Command(resume={first: "A"}), thread_id="1")
+    assert result.state == values(out) == {"log": ["w:A"]}
+    assert len(result.interrupts) == len(out["__interrupt__"]) == 1
+    assert result.interrupts[0].id != first
+    out = await theirs.ainvoke(THEIRS.Command(resume="B"), cfg())
+    result = await ours.run(Command(resume="B"), thread_id="1")
+    assert result.status == "completed" and result.state == values(out) == {"log": ["w:A", "w:B"]}
