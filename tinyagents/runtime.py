@@ -754,6 +754,13 @@ class Runtime:
         await self.write_live_snapshots()
         await self._save_unsaved(strict=True)
 
+    async def flush_events(self) -> None:
+        """Write now the events the store writer batches (every 50 ms): a reader of the
+        store's event log sees every event published so far. Without a durable store,
+        nothing to do."""
+        if self._durable and self._open and self._writer is not None:
+            await self._writer.flush()
+
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order, while it is in memory (a released run
         has none here: see ``load_steering_history``)."""

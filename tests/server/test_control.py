@@ -99,8 +99,9 @@ async def test_submit_in_process_is_the_runtimes_own_pipeline() -> None:
         )
         result = await handle.result()
         assert "please finish" in result.output
-        history = await control.steering(handle.run_id, tenant_id="acme")
-        assert history is not None
+        page = await control.steering(handle.run_id, tenant_id="acme")
+        assert page is not None
+        history = page.commands
         states = {h["correlation_id"]: h["state"] for h in history}
         assert states["c-1"] == "applied"
         assert next(h for h in history if h["correlation_id"] == "c-1")["terminal"] is True
@@ -212,8 +213,12 @@ async def test_through_the_store_the_owner_answers(tmp_path: Path) -> None:
             # a retry of what the owner took is a duplicate, even once the run has finished
             retried = await control.submit(steer(handle.run_id, "please finish", cid="c-9"))
             assert retried.status == "duplicate"
-            history = await until(lambda: control.steering(handle.run_id, tenant_id="acme"))
-            assert any(h["correlation_id"] == "c-9" for h in history)
+
+            async def listed() -> bool:
+                page = await control.steering(handle.run_id, tenant_id="acme")
+                return page is not None and any(h["correlation_id"] == "c-9" for h in page.commands)
+
+            assert await until(listed)
         finally:
             await other.close()
 

@@ -570,3 +570,33 @@ async def test_numbers_past_64_bits_are_read_as_the_end_of_their_range(store: St
     assert len(await store.read_events(limit=huge)) == len(sample_events())
     assert len(await store.list_runs(limit=huge)) == len(snapshots())
     assert [i.request_id for i in await store.inbox_take("rt-a", limit=huge)] == ["q-1"]
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["backend", "fallback"])
+async def test_last_events_of_a_type_prefix(store: Store, fallback: bool) -> None:
+    """``last_events(type_prefix=)``: the last ``limit`` rows of that type, as
+    ``load_events``' filter keeps them (a run's latest steering events, for its command
+    history a page at a time): ``_`` and ``%`` are no wildcards, and case counts."""
+    events: list[Event] = []
+    for i in range(30):
+        events.append(
+            RunEvent(type="run.status", run_id="r-1", root_run_id="root", status=str(i), at=EPOCH)
+        )
+        if i % 3 == 0:
+            events.append(steering_event("steering.requested", f"c-{i}", run_id="r-1"))
+    await store.append_events(events)
+    ids = [i for i, _ in await store.read_events(limit=5000)]
+
+    async def last(**kw: Any) -> list[tuple[int, str]]:
+        read = Store.last_events(store, **kw) if fallback else store.last_events(**kw)
+        return [(i, e.type) for i, e in await read]
+
+    steering = [(i, e.type) for i, e in zip(ids, events, strict=True) if e.type.startswith("st")]
+    assert len(steering) == 10
+    assert await last(run_id="r-1", type_prefix="steering.", limit=3) == steering[-3:]
+    assert await last(type_prefix="steering.", limit=30) == steering
+    before = steering[-2][0]
+    assert await last(type_prefix="steering.", before_id=before, limit=2) == steering[-4:-2]
+    assert await last(type_prefix="steering_", limit=5) == []
+    assert await last(type_prefix="Steering.", limit=5) == []
+    assert await last(type_prefix="st%", limit=5) == []

@@ -7,10 +7,12 @@ Endpoints, under ``/api/agents`` (OpenAPI at ``/api/agents/openapi.json``, docs 
                                         (?status=, ?root_run_id=, ?limit=, ?cursor=; the
                                         next page in a Link: <...>; rel="next" header)
     GET  /runs/{id}                     one snapshot, live counters, pending commands, interrupts
-    GET  /runs/{id}/tree                the run and everything below it, nested
+    GET  /runs/{id}/tree                the run and everything below it, nested (?limit=
+                                        runs at most; "truncated" says when runs were left out)
     GET  /runs/{id}/trace               its latest progress frames, a page at a time (?limit=,
                                         ?before=; the older page in a Link: rel="next")
-    GET  /runs/{id}/steering            its command history with terminal states
+    GET  /runs/{id}/steering            its command history with terminal states, a page at
+                                        a time (?limit=, ?before=; as /trace)
     POST /runs/{id}/pause|resume|abort  {"reason": ...} optional
     POST /runs/{id}/steer               {"message": "..."}
     POST /runs/{id}/commands            {"kind": ..., "payload": {...}, priority, delivery, ...}
@@ -119,6 +121,12 @@ MAX_RUNS_PAGE = 1000
 #: Frames on a page of ``GET /runs/{id}/trace`` unless ``?limit=`` says otherwise, and the most.
 TRACE_PAGE = 500
 MAX_TRACE_PAGE = 5000
+#: Runs in an answer of ``/runs/{id}/tree``, by default and at most.
+TREE_LIMIT = 1000
+MAX_TREE_LIMIT = 10_000
+#: Commands in a page of ``/runs/{id}/steering``, by default and at most.
+STEERING_PAGE = 100
+MAX_STEERING_PAGE = 1000
 
 
 # --------------------------------------------------------------------------- bodies
@@ -1196,10 +1204,30 @@ def create_app(
     async def get_run(run_id: str, p: Principal = Caller) -> dict[str, Any]:
         return await api.visible_run(p, run_id)
 
-    @router.get("/runs/{run_id}/tree", responses=run_responses, summary="A run and its subtree")
-    async def get_tree(run_id: str, p: Principal = Caller) -> dict[str, Any]:
+    @router.get(
+        "/runs/{run_id}/tree",
+        responses={
+            **run_responses,
+            200: {
+                "description": "the run, its subtree nested under `children`; `truncated` "
+                "(on the run asked for) is true when the tree holds more than ?limit= runs "
+                "and some were left out (the oldest: `/runs?root_run_id=` lists them all)"
+            },
+        },
+        summary="A run and its subtree",
+    )
+    async def get_tree(
+        run_id: str,
+        limit: int = Query(
+            default=TREE_LIMIT,
+            ge=1,
+            le=MAX_TREE_LIMIT,
+            description="the most runs the answer holds, the one asked for included",
+        ),
+        p: Principal = Caller,
+    ) -> dict[str, Any]:
         await api.visible_run(p, run_id)
-        tree = await control.tree(run_id, tenant_id=p.tenant_scope)
+        tree = await control.tree(run_id, tenant_id=p.tenant_scope, limit=limit)
         if tree is None:
             raise not_found()
         return await api.visible_tree(p, tree)
@@ -1251,13 +1279,48 @@ def create_app(
             response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
         return frames
 
-    @router.get("/runs/{run_id}/steering", responses=run_responses, summary="Command history")
-    async def get_steering(run_id: str, p: Principal = Caller) -> list[dict[str, Any]]:
+    @router.get(
+        "/runs/{run_id}/steering",
+        responses={
+            **run_responses,
+            200: {
+                "description": "the run's latest commands (whose steps are before ?before=), "
+                "in the order first seen; the page of older ones is in the "
+                '`Link: <...>; rel="next"` header (none when there are no older commands)',
+                "headers": {
+                    "Link": {
+                        "description": 'the older page: <URL>; rel="next"',
+                        "schema": {"type": "string"},
+                    }
+                },
+            },
+            422: error("a limit out of range, or a before that is no event id"),
+        },
+        summary="Command history, the latest first page",
+    )
+    async def get_steering(
+        request: Request,
+        response: Response,
+        run_id: str,
+        limit: int = Query(default=STEERING_PAGE, ge=1, le=MAX_STEERING_PAGE),
+        before: int | None = Query(
+            default=None,
+            ge=1,
+            le=_MAX_EVENT_ID,
+            description="only the steps with an event-log id below this one: the first "
+            'step\'s id of the page after, as the rel="next" link gives it',
+        ),
+        p: Principal = Caller,
+    ) -> list[dict[str, Any]]:
+        _check_event_id("query", "before", request.query_params.get("before"), "a step's id")
         await api.visible_run(p, run_id)
-        history = await control.steering(run_id, tenant_id=p.tenant_scope)
-        if history is None:
+        page = await control.steering(run_id, tenant_id=p.tenant_scope, limit=limit, before=before)
+        if page is None:
             raise not_found()
-        return history
+        if page.before is not None:
+            url = request.url.include_query_params(limit=limit, before=page.before)
+            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+        return page.commands
 
     def answer(result: tuple[int, dict[str, Any]]) -> JSONResponse:
         status, receipt = result

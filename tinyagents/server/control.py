@@ -64,6 +64,15 @@ MAX_CURSOR = 2048
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
+class SteeringPage(FrozenRecord):
+    """One page of a run's command history (``Control.steering``); ``before`` is the next
+    (older) page's cursor, None on the last."""
+
+    commands: list[dict[str, Any]]
+    before: int | None
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class RunPage(FrozenRecord):
     """One page of a run listing; ``next_cursor`` None on the last."""
 
@@ -359,21 +368,51 @@ class Control:
             snap = await self.get_run(run_id, tenant_id=tenant_id)
         return snap
 
-    async def tree(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
-        """The run with its descendants: its snapshot plus ``children``, nested."""
+    async def tree(
+        self, run_id: str, *, tenant_id: str | None, limit: int | None = None
+    ) -> dict[str, Any] | None:
+        """The run with its descendants: its snapshot plus ``children``, nested (64 levels at
+        most). With ``limit``, at most that many runs in all, read from the newest of the
+        tree (``page_runs``: never more than ``limit`` + 1 rows a page), and the top node
+        says ``truncated`` (True when runs of the tree were left out: those older than the
+        ones read, or deeper than 64 levels; a run whose parent was left out is left out
+        too)."""
         snap = await self.get_run(run_id, tenant_id=tenant_id)
         if snap is None:
             return None
-        family = await self.list_runs(tenant_id=tenant_id, root_run_id=snap["root_run_id"])
+        family: list[dict[str, Any]] = []
+        cursor: str | None = None
+        truncated = False
+        while True:
+            want = 1000 if limit is None else min(limit - len(family), 1000)
+            page = await self.page_runs(
+                tenant_id=tenant_id, root_run_id=snap["root_run_id"], cursor=cursor, limit=want
+            )
+            family += page.runs
+            if page.next_cursor is None:
+                break
+            if limit is not None and len(family) >= limit:
+                truncated = True
+                break
+            cursor = page.next_cursor
+        family = [s for s in family if s["run_id"] != run_id]
+        if limit is not None and len(family) > limit - 1:  # the run itself is one of them
+            family, truncated = family[: limit - 1], True
         children: dict[str | None, list[dict[str, Any]]] = {}
         for s in reversed(family):  # each run's children oldest first, in the order started
             children.setdefault(s.get("parent_run_id"), []).append(s)
 
         def nest(node: dict[str, Any], depth: int) -> dict[str, Any]:
-            below = children.get(node["run_id"], []) if depth < 64 else []
+            nonlocal truncated
+            below = children.get(node["run_id"], [])
+            if depth >= 64 and below:
+                below, truncated = [], True
             return {**node, "children": [nest(c, depth + 1) for c in below]}
 
-        return nest(snap, 0)
+        tree = nest(snap, 0)
+        if limit is not None:
+            tree["truncated"] = truncated
+        return tree
 
     async def trace(
         self,
@@ -402,26 +441,81 @@ class Control:
             rows.reverse()
         return [_frame(i, e) for i, e in rows]
 
-    async def steering(self, run_id: str, *, tenant_id: str | None) -> list[dict[str, Any]] | None:
-        """The commands sent to the run, oldest first, each with its current state (terminal
-        or not) and the steps it went through; None for an unknown or foreign run. A graph
-        task's entry (``gt-...``) has those sent to its task: its graph run takes them (see
-        ``command_target``), and a token narrowed to the entry may not read the graph run."""
+    async def steering(
+        self,
+        run_id: str,
+        *,
+        tenant_id: str | None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> SteeringPage | None:
+        """The last ``limit`` commands sent to the run whose steering events have event-log
+        ids below ``before`` (None: up to the newest), in the order first seen, each with its
+        state (that of its latest step on the page) and the steps it went through (each with
+        its event-log ``id``); None for an unknown or foreign run. The run's steering events
+        are read back from the newest (the store's ``last_events``), until the page has
+        ``limit`` commands: never the run's whole log. A command whose steps span two pages
+        is on both, with the steps each has. Without a store, the events this ``Control``
+        keeps (``ring_size``), as for ``trace``.
+
+        A graph task's entry (``gt-...``) has those sent to its task: its graph run takes
+        them (see ``command_target``), and a token narrowed to the entry may not read the
+        graph run."""
         snap = await self.get_run(run_id, tenant_id=tenant_id)
         if snap is None:
             return None
-        if not task_entry(snap):
-            return command_history(await self._steering_events(run_id))
-        task_id = snap["task_id"]
-        events = await self._steering_events(snap["parent_run_id"])
-        return command_history([e for e in events if getattr(e.target, "task_id", None) == task_id])
+        task_id: str | None = None
+        if task_entry(snap):
+            task_id = snap["task_id"]
+            run_id = snap["parent_run_id"]
+        if self.runtime is not None and self.store is not None:
+            await self.runtime.flush_events()  # a command just answered is on the page
+        kept: list[tuple[int, SteeringEvent]] = []
+        seen: set[tuple[str, str]] = set()
+        cursor = before
+        batch = min(limit * 4 + 1, 1000)
+        more = False
+        while not more:
+            rows = await self._last_steering_events(run_id, before=cursor, limit=batch)
+            for i, e in reversed(rows):
+                if task_id is not None and getattr(e.target, "task_id", None) != task_id:
+                    continue
+                key = (dedupe_scope(e.actor), e.correlation_id)
+                if key not in seen:
+                    if len(seen) >= limit:
+                        more = True
+                        break
+                    seen.add(key)
+                kept.append((i, e))
+            if len(rows) < batch:
+                break
+            cursor = rows[0][0]
+        kept.reverse()
+        return SteeringPage(
+            commands=command_history(kept), before=kept[0][0] if more and kept else None
+        )
 
-    async def _steering_events(self, run_id: str) -> list[SteeringEvent]:
-        if self.runtime is not None and (run_id in self.runtime.runs or self.store is None):
-            return await self.runtime.load_steering_history(run_id)
-        assert self.store is not None
-        logged = await self.store.load_events(run_id=run_id, type_prefix="steering.")
-        return [e for e in logged if isinstance(e, SteeringEvent)]
+    async def _last_steering_events(
+        self, run_id: str, *, before: int | None, limit: int
+    ) -> list[tuple[int, SteeringEvent]]:
+        """The run's last ``limit`` steering events before event id ``before``, oldest first."""
+        if self.store is not None:
+            rows = await self.store.last_events(
+                before_id=before, run_id=run_id, type_prefix="steering.", limit=limit
+            )
+        else:
+            rows = []
+            for i, e in reversed(self._ring or ()):  # (no await: the ring stays as it is)
+                if len(rows) >= limit:
+                    break
+                if (
+                    e.run_id == run_id
+                    and isinstance(e, SteeringEvent)
+                    and (before is None or i < before)
+                ):
+                    rows.append((i, e))
+            rows.reverse()
+        return [(i, e) for i, e in rows if isinstance(e, SteeringEvent)]
 
     async def read_events(
         self,
@@ -600,13 +694,14 @@ def _frame(event_id: int, event: Event) -> dict[str, Any]:
     return {"id": event_id, **json_safe(event.to_dict(mode="json"))}
 
 
-def command_history(events: list[SteeringEvent]) -> list[dict[str, Any]]:
-    """Steering events grouped by command, in the order the commands were first seen: each
-    with ``correlation_id``, ``kind``, ``actor``, ``state``, ``terminal``, ``reason``,
-    ``policy_id`` and its ``events`` (type, at, reason). A command is its correlation id in
-    its sender's scope (``dedupe_scope``): two senders' commands under one id stay apart."""
+def command_history(events: list[tuple[int, SteeringEvent]]) -> list[dict[str, Any]]:
+    """Steering events (with their event-log ids) grouped by command, in the order the
+    commands were first seen: each with ``correlation_id``, ``kind``, ``actor``, ``state``,
+    ``terminal``, ``reason``, ``policy_id`` and its ``events`` (id, type, at, reason). A
+    command is its correlation id in its sender's scope (``dedupe_scope``): two senders'
+    commands under one id stay apart."""
     commands: dict[tuple[str, str], dict[str, Any]] = {}
-    for e in events:
+    for event_id, e in events:
         key = (dedupe_scope(e.actor), e.correlation_id)
         entry = commands.get(key)
         if entry is None:
@@ -625,7 +720,9 @@ def command_history(events: list[SteeringEvent]) -> list[dict[str, Any]]:
             entry["reason"] = e.reason
         if e.policy_id is not None:
             entry["policy_id"] = e.policy_id
-        entry["events"].append({"type": e.type, "at": e.at.isoformat(), "reason": e.reason})
+        entry["events"].append(
+            {"id": event_id, "type": e.type, "at": e.at.isoformat(), "reason": e.reason}
+        )
     for entry in commands.values():
         entry.setdefault("reason", None)
         entry.setdefault("policy_id", None)

@@ -270,9 +270,11 @@ class Store(ABC):
         run_id: str | None = None,
         root_run_id: str | None = None,
         limit: int = 1000,
+        type_prefix: str | None = None,
     ) -> list[tuple[int, Event]]:
         """The last ``limit`` event-log rows with id < ``before_id`` (None: up to the newest),
-        in id order, as (id, event), filtered by tenant, run and tree: ``read_events`` read
+        in id order, as (id, event), filtered by tenant, run and tree (and by ``type_prefix``
+        as ``load_events`` is: a run's latest ``steering.`` events): ``read_events`` read
         from the other end (a run's latest events, and the page before them). A row that no
         longer reads as an event is left out, and the page filled from the rows before it.
 
@@ -288,7 +290,12 @@ class Store(ABC):
                 root_run_id=root_run_id,
                 limit=1000,
             )
-            last.extend(row for row in page if before_id is None or row[0] < before_id)
+            last.extend(
+                row
+                for row in page
+                if (before_id is None or row[0] < before_id)
+                and (type_prefix is None or row[1].type.startswith(type_prefix))
+            )
             if len(page) < 1000 or (before_id is not None and page[-1][0] >= before_id):
                 break
             after = page[-1][0]

@@ -199,6 +199,7 @@ class MemoryStore(Store):
         run_id: str | None = None,
         root_run_id: str | None = None,
         limit: int = 1000,
+        type_prefix: str | None = None,
     ) -> list[tuple[int, Event]]:
         rows: list[tuple[int, Event]] = []
         end = len(self._events) if before_id is None else min(before_id - 1, len(self._events))
@@ -206,7 +207,9 @@ class MemoryStore(Store):
             if len(rows) >= limit:
                 break
             e = self._events[index]
-            if _matches(e, tenant_id, run_id, root_run_id):
+            if _matches(e, tenant_id, run_id, root_run_id) and (
+                type_prefix is None or e.type.startswith(type_prefix)
+            ):
                 rows.append((index + 1, e))
         rows.reverse()
         return rows

@@ -251,6 +251,7 @@ def _events_query(
     run_id: str | None,
     root_run_id: str | None,
     order: str,
+    type_prefix: str | None = None,
 ) -> tuple[str, list[str]]:
     """A read of the event log: ``start`` (a condition on ``$1``), the filters given (their
     values, ``$2``... in order, returned) and ``order``; the limit is the last argument."""
@@ -264,6 +265,9 @@ def _events_query(
         if value is not None:
             filters.append(value)
             where.append(f"{column} = ${len(filters) + 1}")
+    if type_prefix is not None:  # not LIKE: "_" and "%" are no wildcards here
+        filters.append(type_prefix)
+        where.append(f"starts_with(type, ${len(filters) + 1})")
     sql = (
         f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY {order}"
         f" LIMIT ${len(filters) + 2}"
@@ -679,10 +683,12 @@ class PostgresStore(Store):
         run_id: str | None = None,
         root_run_id: str | None = None,
         limit: int = 1000,
+        type_prefix: str | None = None,
     ) -> list[tuple[int, Event]]:
         # each index on the events ends in ``id``: read back from ``before_id``
-        from_end, _ = _events_query("$1::bigint IS NULL", tenant_id, run_id, root_run_id, "id DESC")
-        before, filters = _events_query("id < $1", tenant_id, run_id, root_run_id, "id DESC")
+        where = (tenant_id, run_id, root_run_id, "id DESC", type_prefix)
+        from_end, _ = _events_query("$1::bigint IS NULL", *where)
+        before, filters = _events_query("id < $1", *where)
 
         async def fetch(start: int | None, want: int) -> list[tuple[int, str | bytes]]:
             sql = from_end if start is None else before

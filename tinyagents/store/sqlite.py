@@ -201,6 +201,7 @@ def events_query(
     *,
     newest_first: bool = False,
     before_id: int | None = None,
+    type_prefix: str | None = None,
 ) -> tuple[str, list[str | int]]:
     """``read_events``' statement; ``newest_first`` (``last_events``), the rows from the
     newest back, those before ``before_id`` if given. With a run or a tree asked for, the tenant is checked on each row
@@ -222,6 +223,9 @@ def events_query(
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
+    if type_prefix is not None:  # not LIKE, as in load_events
+        where.append("substr(type, 1, ?) = ?")
+        args.extend([len(type_prefix), type_prefix])
     order = "id DESC" if newest_first else "id"
     sql = f"SELECT id, data FROM events WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
     return sql, [*args, max(limit, 0)]
@@ -641,11 +645,19 @@ class SqliteStore(Store):
         run_id: str | None = None,
         root_run_id: str | None = None,
         limit: int = 1000,
+        type_prefix: str | None = None,
     ) -> list[tuple[int, Event]]:
 
         async def fetch(before: int | None, want: int) -> list[tuple[int, str | bytes]]:
             sql, args = events_query(
-                0, tenant_id, run_id, root_run_id, want, newest_first=True, before_id=before
+                0,
+                tenant_id,
+                run_id,
+                root_run_id,
+                want,
+                newest_first=True,
+                before_id=before,
+                type_prefix=type_prefix,
             )
             async with self._reading(sql, args) as cur:
                 return [(r[0], r[1]) for r in await cur.fetchall()]
