@@ -734,8 +734,10 @@ def _with_liveness(snap: dict[str, Any]) -> dict[str, Any]:
     heartbeat for ``OWNER_SILENT_S`` (its process is likely gone: the run stays in its last
     status for ever, and commands to it are refused). A copy: live snapshots are shared. A
     snapshot ``_heard_from`` a live worker keeps its ``owner_silent`` (False). The store's
-    ``SILENCE_S``, which it is judged by, is not shown: stale once read."""
-    marked = dict(snap)
+    ``SILENCE_S``, which it is judged by, is not shown: stale once read. A NaN or an
+    infinity in it (an old run's NaN cost, which SQLite kept as a bare ``NaN``) is the
+    string an event's is (``json_safe``: "NaN"), not the ``null`` FastAPI would make."""
+    marked: dict[str, Any] = json_safe(snap)
     if "owner_silent" not in marked:
         marked["owner_silent"] = owner_silent(snap)
     marked.pop(SILENCE_S, None)
