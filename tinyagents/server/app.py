@@ -916,6 +916,37 @@ class EncodedSlash:
         await self.app(scope, receive, send)
 
 
+#: A request target in absolute form: its scheme and authority, then the path.
+_ABSOLUTE_FORM = re.compile(rb"(?i)https?://([^/?#]*)(.*)", re.DOTALL)
+
+
+class AbsoluteForm:
+    """ASGI middleware: a request target in absolute form (``GET http://host/runs HTTP/1.1``,
+    which RFC 9112 section 3.2.2 has a server accept) is routed by its path.
+
+    uvicorn's h11 protocol (``serve.uvicorn_config`` chooses it) hands the app the whole URL
+    as the path, so every such request was a 404. The target's host stands for the ``Host``
+    header, as the RFC says (``LoopbackOnly`` judges that one)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raw = scope.get("raw_path") if scope["type"] in ("http", "websocket") else None
+        found = _ABSOLUTE_FORM.fullmatch(raw) if raw else None
+        if found is not None:
+            authority, raw_path = found.group(1), found.group(2) or b"/"
+            headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"host"]
+            host = authority.rpartition(b"@")[2]  # (no userinfo in an http URI: RFC 9110)
+            scope = {
+                **scope,
+                "path": unquote(raw_path.decode("latin-1")),
+                "raw_path": raw_path,
+                "headers": [(b"host", host), *headers] if host else scope.get("headers", []),
+            }
+        await self.app(scope, receive, send)
+
+
 def _replay(messages: list[Any], receive: Any) -> Any:
     """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
     pending = list(messages)
@@ -977,6 +1008,7 @@ def create_app(
     app.add_middleware(EncodedSlash)
     if auth is None:  # no tokens: this machine's own clients only, not a page of another site
         app.add_middleware(LoopbackOnly)
+    app.add_middleware(AbsoluteForm)  # the first: the others see the target's path and host
     bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
 
     @app.exception_handler(Problem)
