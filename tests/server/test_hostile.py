@@ -529,9 +529,10 @@ async def test_an_empty_last_event_id_header_is_no_id_the_stream_starts_at_the_b
     assert empty.text == plain.text
 
 
-async def test_a_last_event_id_in_the_query_wins_over_the_header(served: Served) -> None:
+async def test_a_last_event_id_of_0_in_the_query_is_an_id(served: Served) -> None:
     """``?last_event_id=0`` asks for everything: it was read as no answer (0 is falsy), and
-    the header's id was used instead."""
+    the header's id was used instead. (Both given, the later id is where the stream goes on:
+    ``test_sse.py::test_an_eventsource_reconnecting_to_a_url_with_last_event_id_...``.)"""
     run = await served.start_run("acme")
     await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/steer", {"message": "x"})
 
@@ -548,10 +549,10 @@ async def test_a_last_event_id_in_the_query_wins_over_the_header(served: Served)
 
     everything = await eventually(lambda: ids("", "0"))  # (the run goes on logging)
     last = everything[-1]
-    assert (await ids("&last_event_id=0", last.removeprefix("id: ")))[: len(everything)] == (
-        everything
-    )
+    assert (await ids("&last_event_id=0", ""))[: len(everything)] == everything
+    assert (await ids("&last_event_id=0", "0"))[: len(everything)] == everything
     assert last not in await ids("", last.removeprefix("id: "))
+    assert last not in await ids("&last_event_id=0", last.removeprefix("id: "))
 
 
 async def test_a_last_event_id_header_given_twice_is_a_422_naming_it(served: Served) -> None:

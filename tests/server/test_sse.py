@@ -142,6 +142,37 @@ async def test_a_reconnecting_client_resumes_after_its_last_event_id(served: Ser
     assert parse(r.text)[:rest_len] == everything[4:]
 
 
+async def test_an_eventsource_reconnecting_to_a_url_with_last_event_id_goes_on_from_its_header(
+    served: Served,
+) -> None:
+    """A stream opened with ``?last_event_id=N`` (the console reopens a closed stream so)
+    that an ``EventSource`` reconnects sends the same URL and ``Last-Event-ID: M``, the last
+    id it saw since (M > N). The query won: each reconnect replayed every event after N
+    again, more at each one. The later of the two ids is where the stream resumes."""
+    run = await served.start_run("acme")
+    headers = served.as_("alice")
+
+    async def backlog() -> list[dict[str, Any]] | None:
+        r = await served.client.get(
+            f"{BASE}/events", params={"run_id": run.run_id, "follow": "false"}, headers=headers
+        )
+        messages = [m for m in parse(r.text) if "id" in m]
+        return messages if len(messages) >= 6 else None
+
+    everything = await eventually(backlog)
+    n, m = everything[1]["id"], everything[4]["id"]
+    for query, header in ((n, m), (m, n)):
+        r = await served.client.get(
+            f"{BASE}/events",
+            params={"run_id": run.run_id, "follow": "false", "last_event_id": query},
+            headers={**headers, "Last-Event-ID": str(header)},
+        )
+        assert r.status_code == 200, r.text
+        resumed = [x for x in parse(r.text) if "id" in x]
+        assert resumed and resumed[0]["id"] == everything[5]["id"], (query, header)
+        assert all(x["id"] > m for x in resumed)
+
+
 async def test_the_stream_takes_the_token_from_the_query_and_keeps_tenants_apart(
     served: Served,
 ) -> None:

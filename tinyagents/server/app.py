@@ -1454,7 +1454,7 @@ def create_app(
             default=None,
             ge=0,
             le=_MAX_EVENT_ID,
-            description="resume after this id (or send Last-Event-ID; this wins over it)",
+            description="resume after this id (or send Last-Event-ID; both sent: the later one)",
         ),
         last_event_id_header: LastEventIdHeader = Header(
             default=None,
@@ -1490,7 +1490,10 @@ def create_app(
             ("header", "last-event-id", last_event_id_header or None),
         ):
             _check_event_id(where, name, text, "one of the ids the stream sent")
-        after = last_event_id if last_event_id is not None else int(last_event_id_header or 0)
+        # Both given: the later one. An EventSource opened with ?last_event_id=N reconnects
+        # to the same URL sending the last id it saw since in the header: from N, each
+        # reconnect replayed every event after N again.
+        after = max(last_event_id or 0, int(last_event_id_header or 0))
         who = (p.tenant, p.user)
         held, total = streams.get(who, 0), sum(streams.values())
         if held >= max_streams_per_user or total >= max_streams:
