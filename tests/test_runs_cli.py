@@ -639,3 +639,22 @@ def test_show_says_what_a_typed_question_expects_as_its_answer() -> None:
     assert [n for n, line in enumerate(lines) if "interrupt" in line and "i-2" in line] == [
         lines.index(answer) - 1
     ]
+
+
+def test_tree_says_when_the_server_left_runs_out() -> None:
+    """``GET /runs/{id}/tree`` shows at most ``?limit=`` runs and says ``truncated`` when it
+    left some out: ``runs tree --url`` drew the runs it got as if they were all."""
+    from rich.console import Console
+
+    from tinyagents.server.runs_cli import run_tree
+
+    child = {"run_id": "r-2", "status": "completed", "children": []}
+    for truncated in (True, False):
+        node = {"run_id": "r-1", "root_run_id": "r-0", "status": "running", "children": [child]}
+        console = Console(width=300, record=True)
+        console.print(run_tree({**node, "truncated": truncated}))
+        text = console.export_text()
+        assert "r-2" in text
+        assert ("not shown" in text) is truncated, text
+        if truncated:
+            assert "runs list --root r-0" in text, text

@@ -809,9 +809,16 @@ def run_panel(snap: dict[str, Any]) -> Table:
 
 
 def run_tree(node: dict[str, Any]) -> Tree:
-    """A run and its children (``Control.tree``'s nesting) as a tree."""
+    """A run and its children (``Control.tree``'s nesting) as a tree; a last line says so
+    when the server left runs of the tree out (``truncated``: it shows ``?limit=`` runs)."""
     tree = Tree(_tree_label(node))
     _grow(tree, node.get("children") or [])
+    if node.get("truncated") is True:
+        root = escape(str(node.get("root_run_id") or node.get("run_id")))
+        tree.add(
+            f"[yellow]… more runs of this tree not shown[/yellow]: `tinyagents runs list "
+            f"--root {root}` lists them all"
+        )
     return tree
 
 
