@@ -858,6 +858,39 @@ async def test_an_id_under_way_is_not_forgotten_past_the_dedupe_horizon(
         recorder.assert_every_command_terminal()
 
 
+async def test_a_retried_id_is_kept_for_the_whole_dedupe_horizon(
+    recorder: EventRecorder,
+) -> None:
+    """A submit that failed before it was announced (here: cancelled in the policies) freed
+    its id but left it in the horizon's order, so the retry put it there a second time. The
+    stale first entry then reached the front while the id was still among the latest
+    ``dedupe_horizon`` and forgot it: a resend of the applied command was accepted and
+    applied again. The failed submit's entry goes with it."""
+    hold = HoldNamed()
+    rt = Runtime(testing=True, sinks=[recorder], dedupe_horizon=3)
+    rt.router.pipeline.insert(hold, after="authority")
+    async with rt:
+        handle = await start_run(rt, "r-1")
+        cmd = make_command("r-1", correlation_id="slow")
+        first = asyncio.create_task(rt.submit(cmd))
+        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+            await hold.entered.wait()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        hold.release.set()
+        assert (await rt.submit(cmd)).status is ReceiptStatus.ACCEPTED
+        assert [c.correlation_id for c in apply_ready(handle)] == ["slow"]
+        for n in range(2):  # the latest three ids: "slow", "c-0", "c-1"
+            await rt.submit(make_command("r-1", correlation_id=f"c-{n}"))
+        assert [c.correlation_id for c in apply_ready(handle)] == ["c-0", "c-1"]
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DUPLICATE
+        assert apply_ready(handle) == []
+        await finish_run(rt, handle)
+        recorder.assert_every_command_terminal()
+        assert recorder.lifecycle("slow") == ["requested", "accepted", "delivered", "applied"]
+
+
 class ReplyNeverComes(SqliteStore):
     """A real SQLite store whose next ``append_command`` (with ``hang_next``) commits the
     row and then never answers, as a reply held up on the network: the caller's task is

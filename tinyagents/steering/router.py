@@ -244,8 +244,15 @@ class SteeringRouter:
                     del evaluating[run_id]
         except BaseException:
             if not tracked.announced:
-                # Nothing was emitted, kept or written: the id stays free for a retry.
+                # Nothing was emitted, kept or written: the id stays free for a retry, and
+                # leaves the horizon's order too (a retry enters it anew: a stale entry
+                # left behind would reach the front first and forget the retry's id early).
                 self._seen.discard(key)
+                order = self._seen_order
+                if order[-1] == key:  # nearly always: no other submit began meanwhile
+                    order.pop()
+                else:
+                    order.remove(key)
             raise
         finally:
             waiting = self._under_way.pop(key)
