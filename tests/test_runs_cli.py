@@ -658,3 +658,49 @@ def test_tree_says_when_the_server_left_runs_out() -> None:
         assert ("not shown" in text) is truncated, text
         if truncated:
             assert "runs list --root r-0" in text, text
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    ["[1, 2]", '"text"', "{}", '{"run_id": 7, "root_run_id": "r-1", "status": "completed"}'],
+)
+def test_a_snapshot_that_is_json_but_no_snapshot_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damaged: str
+) -> None:
+    """A runs row whose snapshot is not JSON was a one-line 'could not read' (exit 2), but one
+    that is JSON of another shape (a list, an object without the run's ids) reached the CLI
+    and failed in it with a traceback (``KeyError: 'run_id'``, ``TypeError``)."""
+    import sqlite3
+
+    from tinyagents.store import SqliteStore
+
+    db = tmp_path / "runs.db"
+
+    async def save() -> None:
+        store = SqliteStore(db)
+        await store.open()
+        await store.save_runs(
+            [
+                {"run_id": "r-1", "root_run_id": "r-1", "parent_run_id": None,
+                 "tenant_id": "acme", "status": "completed", "kind": "agent",
+                 "created_at": "2026-12-01T00:00:00+00:00"},
+            ]
+        )  # fmt: skip
+        await store.close()
+
+    asyncio.run(save())
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET data = ?", (damaged,))
+    conn.close()
+    where = ["--store", f"sqlite:///{db}"]
+    for argv in (["list"], ["show", "r-1"], ["tree", "r-1"], ["steer", "r-1", "x"]):
+        capsys.readouterr()
+        code = main(
+            ["runs", *argv, *where, "--timeout", "1"]
+            if argv[0] == "steer"
+            else ["runs", *argv, *where]
+        )
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert "could not read" in err and "runs.db" in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1, (argv, err)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import json
 import logging
 import sqlite3
 from abc import ABC, abstractmethod
@@ -335,6 +336,23 @@ class Store(ABC):
 
 #: Where a run sits in a listing: (created_at as ISO text, run_id), compared as code points.
 RunKey = tuple[str, str]
+
+
+#: The keys every saved snapshot has (its row's columns are filled from them).
+_SNAPSHOT_IDS = ("run_id", "root_run_id", "tenant_id", "status")
+
+
+def read_snapshot(text: str | bytes) -> dict[str, Any]:
+    """A run snapshot read back from a store; ``ValueError`` for one that is not JSON, or is
+    JSON of another shape (not an object, or without the run's ids as text): a damaged row
+    is the store's error to report, never a ``KeyError`` in whoever reads it."""
+    snapshot = json.loads(text)
+    if not isinstance(snapshot, dict):
+        raise ValueError(f"a run snapshot is a JSON object, got {type(snapshot).__name__}")
+    for key in _SNAPSHOT_IDS:
+        if not isinstance(snapshot.get(key), str):
+            raise ValueError(f"a run snapshot without {key!r} as text: {text[:200]!r}")
+    return snapshot
 
 
 def run_key(snapshot: dict[str, Any]) -> RunKey:

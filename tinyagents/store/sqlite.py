@@ -35,6 +35,7 @@ from tinyagents.store.base import (
     read_last_page,
     read_page,
     read_receipt,
+    read_snapshot,
     readable_events,
     run_key,
     sendable,
@@ -575,7 +576,7 @@ class SqliteStore(Store):
         if tenant_id is not None:
             sql, args = sql + " WHERE tenant_id = ?", (tenant_id,)
         async with self._reading(sql + " ORDER BY rowid", args) as cur:
-            return [json.loads(r[0]) for r in await cur.fetchall()]
+            return [read_snapshot(r[0]) for r in await cur.fetchall()]
 
     async def list_runs(
         self,
@@ -592,7 +593,7 @@ class SqliteStore(Store):
             # max: SQLite reads LIMIT -1 as no limit
             sql, args = sql + " LIMIT ?", [*args, sql_int(max(limit, 0))]
         async with self._reading(sql, args) as cur:
-            return [json.loads(r[0]) for r in await cur.fetchall()]
+            return [read_snapshot(r[0]) for r in await cur.fetchall()]
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
@@ -618,7 +619,7 @@ class SqliteStore(Store):
         async with self._reading("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
             row = await cur.fetchone()
             # read in here, as load_runs does: a damaged snapshot is a StoreError
-            return json.loads(row[0]) if row is not None else None
+            return read_snapshot(row[0]) if row is not None else None
 
     async def read_events(
         self,
