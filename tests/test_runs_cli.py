@@ -660,16 +660,32 @@ def test_tree_says_when_the_server_left_runs_out() -> None:
             assert "runs list --root r-0" in text, text
 
 
+_IDS = '"run_id": "r-1", "root_run_id": "r-1", "tenant_id": "acme", "status": "completed"'
+
+
 @pytest.mark.parametrize(
     "damaged",
-    ["[1, 2]", '"text"', "{}", '{"run_id": 7, "root_run_id": "r-1", "status": "completed"}'],
+    [
+        "[1, 2]",
+        '"text"',
+        "{}",
+        '{"run_id": 7, "root_run_id": "r-1", "status": "completed"}',
+        # its ids right, another field of the wrong type
+        "{" + _IDS + ', "usage": "x"}',
+        "{" + _IDS + ', "tools": 7}',
+        "{" + _IDS + ', "tools": [1]}',
+        "{" + _IDS + ', "parent_run_id": ["x"]}',
+        "{" + _IDS + ', "interrupts": "x"}',
+        "{" + _IDS + ', "pending_commands": [1]}',
+    ],
 )
 def test_a_snapshot_that_is_json_but_no_snapshot_is_a_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], damaged: str
 ) -> None:
     """A runs row whose snapshot is not JSON was a one-line 'could not read' (exit 2), but one
-    that is JSON of another shape (a list, an object without the run's ids) reached the CLI
-    and failed in it with a traceback (``KeyError: 'run_id'``, ``TypeError``)."""
+    that is JSON of another shape (a list, an object without the run's ids, a field of the
+    wrong type) reached the CLI and failed in it with a traceback (``KeyError: 'run_id'``,
+    ``TypeError``, ``AttributeError``)."""
     import sqlite3
 
     from tinyagents.store import SqliteStore
@@ -704,3 +720,7 @@ def test_a_snapshot_that_is_json_but_no_snapshot_is_a_one_line_error(
         assert code == 2, (argv, err)
         assert "could not read" in err and "runs.db" in err, (argv, err)
         assert len(err.strip().splitlines()) == 1, (argv, err)
+    # ``inspect`` reads the file itself: it leaves such a record out and says so
+    capsys.readouterr()
+    assert main(["inspect", str(db)]) == 0
+    assert "1 stored records could not be read" in capsys.readouterr().out

@@ -33,6 +33,7 @@ from tinyagents.server.commands import add_commands as add_server_commands
 from tinyagents.server.commands import missing_extra
 from tinyagents.server.commands import run_command as run_server_command
 from tinyagents.server.runs_cli import add_runs_command, run_runs_command
+from tinyagents.store.base import read_snapshot
 from tinyagents.supervisor.validate import validate_command
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -304,12 +305,8 @@ def read_store(
         runs: list[dict[str, Any]] = []
         for (data,) in conn.execute("SELECT data FROM runs ORDER BY rowid"):
             try:
-                record = json.loads(data)
+                runs.append(read_snapshot(data))
             except (ValueError, TypeError):
-                record = None
-            if isinstance(record, dict) and isinstance(record.get("run_id"), str):
-                runs.append(record)
-            else:
                 unreadable += 1
         root: str | None = None
         if run_id is not None:

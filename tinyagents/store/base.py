@@ -340,18 +340,45 @@ RunKey = tuple[str, str]
 
 #: The keys every saved snapshot has (its row's columns are filled from them).
 _SNAPSHOT_IDS = ("run_id", "root_run_id", "tenant_id", "status")
+_TEXT = (str, type(None))
+_LIST = (list, type(None))
+#: Other keys of a snapshot (``RunInfo.snapshot``, ``LiveRuns.snapshot``) whose type a
+#: reader (``tinyagents runs``, the server) relies on, and the type of a list's items; the
+#: rest (timestamps, depth, kind) a reader prints as it finds them.
+_SNAPSHOT_FIELDS: dict[str, tuple[tuple[type, ...], tuple[type, ...] | None]] = {
+    **dict.fromkeys(
+        ("parent_run_id", "thread_id", "agent_id", "task_id", "node_id"), (_TEXT, None)
+    ),
+    "limits": ((dict, type(None)), None),
+    "usage": ((dict, type(None)), None),
+    "tools": (_LIST, (str,)),
+    "models": (_LIST, (str,)),
+    "pending_commands": (_LIST, (dict,)),
+    "interrupts": (_LIST, (dict,)),
+}
 
 
 def read_snapshot(text: str | bytes) -> dict[str, Any]:
     """A run snapshot read back from a store; ``ValueError`` for one that is not JSON, or is
-    JSON of another shape (not an object, or without the run's ids as text): a damaged row
-    is the store's error to report, never a ``KeyError`` in whoever reads it."""
+    JSON of another shape (not an object, without the run's ids as text, a known field of
+    the wrong type): a damaged row is the store's error to report, never a ``KeyError`` or
+    ``TypeError`` in whoever reads it."""
     snapshot = json.loads(text)
     if not isinstance(snapshot, dict):
         raise ValueError(f"a run snapshot is a JSON object, got {type(snapshot).__name__}")
     for key in _SNAPSHOT_IDS:
         if not isinstance(snapshot.get(key), str):
-            raise ValueError(f"a run snapshot without {key!r} as text: {text[:200]!r}")
+            raise ValueError(f"run snapshot without {key!r} as text")
+    for key, (types, items) in _SNAPSHOT_FIELDS.items():
+        if key not in snapshot:
+            continue
+        value = snapshot[key]
+        if not isinstance(value, types) or (
+            items is not None and not all(isinstance(i, items) for i in snapshot[key] or ())
+        ):
+            raise ValueError(
+                f"run snapshot of {snapshot['run_id']!r}: {key} is {repr(value)[:200]}"
+            )
     return snapshot
 
 
