@@ -732,3 +732,38 @@ async def test_a_batch_retried_after_a_lost_commit_reply_is_stored_once(schema: 
         assert [e.run_id for e in stored] == [f"r-{i}" for i in range(5)]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "not json",
+        "[1, 2]",
+        '{"run_id": 7, "root_run_id": "r-1", "tenant_id": "acme", "status": "completed"}',
+        '{"run_id": "r-1", "root_run_id": "r-1", "tenant_id": "acme", "status": "completed",'
+        ' "usage": [1]}',
+    ],
+)
+async def test_a_run_snapshot_that_does_not_read_is_a_store_error(
+    store: PostgresStore, schema: str, damaged: str
+) -> None:
+    """As on SQLite (``read_snapshot``): a damaged runs row is the store's ``StoreError``,
+    never a ``ValueError``, ``KeyError`` or ``TypeError`` in whoever reads it."""
+    snapshot = {
+        "run_id": "r-1",
+        "root_run_id": "r-1",
+        "parent_run_id": None,
+        "tenant_id": "acme",
+        "status": "completed",
+        "kind": "agent",
+        "created_at": "2026-12-01T00:00:00+00:00",
+    }
+    await store.save_runs([snapshot])
+    await sql(f'UPDATE "{schema}".runs SET data = $1', damaged)
+    for read in (
+        lambda: store.load_run("r-1"),
+        lambda: store.load_runs(),
+        lambda: store.list_runs(tenant_id="acme"),
+    ):
+        with pytest.raises(StoreError, match="could not read a run snapshot"):
+            await read()

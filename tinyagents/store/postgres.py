@@ -53,6 +53,7 @@ from tinyagents.store.base import (
     read_last_page,
     read_page,
     read_receipt,
+    read_snapshot,
     readable_events,
     run_key,
     sendable,
@@ -831,8 +832,13 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any
 
 
 def _snapshot(row: Any) -> dict[str, Any]:
-    """A snapshot read with ``_RUN``, with its ``SILENCE_S`` when the database heard it."""
-    snapshot: dict[str, Any] = json.loads(row[0])
+    """A snapshot read with ``_RUN``, with its ``SILENCE_S`` when the database heard it. A
+    damaged one (not JSON, or JSON of another shape: ``read_snapshot``) is a ``StoreError``,
+    as on SQLite: never a ``ValueError`` or ``KeyError`` in whoever reads it."""
+    try:
+        snapshot = read_snapshot(row[0])
+    except ValueError as exc:
+        raise StoreError(f"PostgreSQL store: could not read a run snapshot: {exc}") from exc
     if row[1] is not None:
         snapshot[SILENCE_S] = float(row[1])
     return snapshot
