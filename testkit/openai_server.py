@@ -73,18 +73,27 @@ class Fault:
         Fault(status=502, body="Bad Gateway")        # a proxy's error page
         Fault(delay_s=30, then="too late")           # slower than any test's timeout
         Fault(stall_after=2, delay_s=30, then="a b c")  # a stream that stops after "a b"
+        Fault(cut_after=40, then="hello")            # 40 bytes of the completion, then a reset
+        Fault(body=b'{"x": "\\xff"}', content_type="application/json")  # no UTF-8
+
 
     A streamed request (``stream: true``) is answered as a streaming server would: with
     ``empty_choices``, events whose chunks have no choices; with ``stall_after``, the first
     ``stall_after`` chunks of ``then`` (the role chunk counts), then the wait of ``delay_s``
     (instead of before answering), then the rest. A client that goes away during a wait ends
     it and is noted in ``OpenAICompatServer.disconnected``.
+
+    ``cut_after`` answers a whole (not streamed) request with the first ``cut_after`` bytes of
+    its body (``body``, or the completion of ``then``) under a ``Content-Length`` of all of
+    it, then closes the connection: a server that dies mid-answer, or a proxy that drops it.
+    ``body`` may be bytes, sent as they are (e.g. bytes that are no UTF-8).
     """
 
     delay_s: float = 0.0
     stall_after: int | None = None
+    cut_after: int | None = None
     status: int = 200
-    body: str | None = None
+    body: str | bytes | None = None
     content_type: str = "text/html"
     empty_choices: bool = False
     then: str | ModelResponse | ErrorReply | dict[str, Any] = ""
@@ -234,6 +243,12 @@ class OpenAICompatServer:
                 return web.Response(status=499, text="client closed the request")
             if reply.empty_choices and body.get("stream"):
                 return await self._stream_empty(request, body, number)
+            if reply.cut_after is not None and not body.get("stream"):
+                return await self._cut(request, body, number, reply)
+            if isinstance(reply.body, bytes):
+                return web.Response(
+                    body=reply.body, status=reply.status, content_type=reply.content_type
+                )
             if reply.body is not None:
                 return web.Response(
                     text=reply.body, status=reply.status, content_type=reply.content_type
@@ -276,6 +291,36 @@ class OpenAICompatServer:
             except TimeoutError:
                 pass
         return True
+
+    async def _cut(
+        self, request: web.Request, body: dict[str, Any], number: int, fault: Fault
+    ) -> web.StreamResponse:
+        """The first ``fault.cut_after`` bytes of the answer, then the connection closed."""
+        status, content_type = fault.status, fault.content_type
+        if isinstance(fault.body, bytes):
+            data = fault.body
+        elif fault.body is not None:
+            data = fault.body.encode()
+        else:
+            then = fault.then
+            if not isinstance(then, str | ModelResponse):
+                raise TypeError("Fault(cut_after=...) cuts a body, or a completion (then=)")
+            response = ModelResponse(text=then) if isinstance(then, str) else then
+            completion = self._completion(
+                body, f"chatcmpl-{number:04d}", response, _usage(body, response)
+            )
+            data = json.dumps(completion).encode()
+            content_type = "application/json"
+        stream = web.StreamResponse(status=status, headers={"Content-Type": content_type})
+        stream.content_length = len(data)
+        try:
+            await stream.prepare(request)
+            await stream.write(data[: fault.cut_after])
+        except ConnectionResetError:
+            return stream
+        if request.transport is not None:
+            request.transport.close()
+        return stream
 
     async def _stream_empty(
         self, request: web.Request, body: dict[str, Any], number: int

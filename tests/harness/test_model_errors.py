@@ -67,6 +67,29 @@ CASES = {
         "usually ends in /v1",
         retried=False,
     ),
+    # JSON cut short (a server or proxy bug: the body ended where its length said) was
+    # "failed with HTTP 500 ... the server's log says why" and retried: no 500 was answered,
+    # and the same request gets the same body.
+    "a 200 with JSON cut short": Case(
+        Fault(body='{"id": "chatcmpl-1", "choices": [', content_type="application/json"),
+        ModelResponseNotJSON,
+        "a body that is not whole JSON",
+        retried=False,
+    ),
+    "a 200 whose body is no UTF-8": Case(
+        Fault(body=b'{"id": "\xff\xfe", "choices": [', content_type="application/json"),
+        ModelResponseNotJSON,
+        "not retried",
+        retried=False,
+    ),
+    # the connection closed before the body's Content-Length was sent: a server that died
+    # mid-answer (or was restarted), which another attempt may well find back up
+    "a connection reset mid-body": Case(
+        Fault(cut_after=40, then="a complete answer"),
+        ModelConnectionError,
+        "is the server running",
+        retried=True,
+    ),
     "an empty choices list": Case(
         Fault(empty_choices=True), ModelEmptyResponse, "no choices", retried=False
     ),

@@ -11,7 +11,8 @@ What is retried, and why:
   or still loading its model refuses connections for a moment; a busy one times out or
   answers 429/503. A few retries with backoff cost little and often succeed.
 - **not retried**: a missing or refused key (401/403), an unknown model or wrong path (404),
-  any other 4xx, a 200 that is not JSON, or JSON that is no completion (litellm's "Invalid
+  any other 4xx, a 200 that is not JSON (a web page; or JSON cut short, malformed or not
+  UTF-8: litellm labels those HTTP 500 too), or JSON that is no completion (litellm's "Invalid
   response object", which it labels HTTP 500), a completion without choices, and anything
   litellm could not classify. The same request would fail the same way; retrying hides the mistake.
 - **streams**: opening a stream, up to its first piece, is retried as above; a stream that
@@ -120,6 +121,15 @@ def _detail(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _unreadable_body(chain: list[BaseException]) -> bool:
+    """Whether the server answered with a success whose body could not be read as JSON text
+    (cut short, malformed, not UTF-8): litellm labels it HTTP 500, though none was answered.
+    An HTTP error whose body is no JSON (a proxy's 502 page) is the error it is."""
+    return not any(_is_http_status(link) for link in chain) and any(
+        isinstance(link, json.JSONDecodeError | UnicodeDecodeError) for link in chain
+    )
+
+
 def classify(
     exc: BaseException,
     *,
@@ -185,6 +195,15 @@ def classify(
             model=model,
             api_base=api_base,
             status=status,
+        )
+    if _unreadable_body(chain):
+        return ModelResponseNotJSON(
+            f"{at} answered model {model!r} with a body that is not whole JSON "
+            f"({_detail(exc)}); not retried: the same request gets the same body. The server "
+            "(or a proxy in front of it) sent JSON cut short, malformed or not in UTF-8: its "
+            "log says why",
+            model=model,
+            api_base=api_base,
         )
     if any(marker in text for marker in _MALFORMED_MARKERS):
         return ModelResponseError(
