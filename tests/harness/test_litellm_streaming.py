@@ -530,6 +530,39 @@ async def test_a_stream_cut_before_its_finish_reason_says_so_not_http_500(
     assert len(server.requests) == 1
 
 
+def stream_with(event: bytes, *, first: bool) -> Fault:
+    """A stream of "hello" with ``event`` (a server-sent event that is no JSON chunk) before
+    its first piece or after it."""
+    base = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+    events = [
+        f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': d, 'finish_reason': r}]})}\n\n"
+        for d, r in [({"role": "assistant", "content": "hello"}, None), ({}, "stop")]
+    ]
+    body = b"".join(e.encode() for e in events) + b"data: [DONE]\n\n"
+    cut = 0 if first else len(events[0].encode())
+    return Fault(body=body[:cut] + event + body[cut:], content_type="text/event-stream")
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["before-first-piece", "after-it"])
+@pytest.mark.parametrize(
+    "event", [b'data: {"id": \n\n', b'data: {"id": "\xff"}\n\n'], ids=["cut-json", "no-utf8"]
+)
+async def test_a_streamed_chunk_that_is_no_json_is_not_json_not_http_500(
+    event: bytes, first: bool
+) -> None:
+    # litellm labels it HTTP 500: the error said the server "failed with HTTP 500" (its log
+    # says why), and before the first piece the stream was asked for again, the same body
+    # coming back each time
+    reply = stream_with(event, first=first)
+    async with OpenAICompatServer([reply, reply, reply]) as server:
+        with pytest.raises(ModelError) as caught:
+            [chunk async for chunk in model_for(server, max_retries=2).stream(ask())]
+    error = caught.value
+    assert type(error) is ModelResponseNotJSON, error
+    assert "HTTP 500" not in str(error) and "not whole JSON" in str(error)
+    assert not error.retryable and len(server.requests) == 1
+
+
 def refusal_reply(refusal: str) -> Fault:
     """A whole answer that is a refusal (OpenAI's ``message.refusal``, no content)."""
     message = {"role": "assistant", "content": None, "refusal": refusal}
