@@ -86,12 +86,15 @@ class Fault:
     ``cut_after`` answers a whole (not streamed) request with the first ``cut_after`` bytes of
     its body (``body``, or the completion of ``then``) under a ``Content-Length`` of all of
     it, then closes the connection: a server that dies mid-answer, or a proxy that drops it.
-    ``body`` may be bytes, sent as they are (e.g. bytes that are no UTF-8).
+    ``body`` may be bytes, sent as they are (e.g. bytes that are no UTF-8). ``drip_s`` sends
+    a whole answer's body a byte at a time, ``drip_s`` apart (a server that never stops
+    answering: each read gets a byte, the whole never arrives); closing the server ends it.
     """
 
     delay_s: float = 0.0
     stall_after: int | None = None
     cut_after: int | None = None
+    drip_s: float | None = None
     status: int = 200
     body: str | bytes | None = None
     content_type: str = "text/html"
@@ -243,7 +246,7 @@ class OpenAICompatServer:
                 return web.Response(status=499, text="client closed the request")
             if reply.empty_choices and body.get("stream"):
                 return await self._stream_empty(request, body, number)
-            if reply.cut_after is not None and not body.get("stream"):
+            if (reply.cut_after is not None or reply.drip_s) and not body.get("stream"):
                 return await self._cut(request, body, number, reply)
             if isinstance(reply.body, bytes):
                 return web.Response(
@@ -295,7 +298,8 @@ class OpenAICompatServer:
     async def _cut(
         self, request: web.Request, body: dict[str, Any], number: int, fault: Fault
     ) -> web.StreamResponse:
-        """The first ``fault.cut_after`` bytes of the answer, then the connection closed."""
+        """The first ``fault.cut_after`` bytes of the answer, then the connection closed;
+        or, with ``fault.drip_s``, the answer a byte at a time."""
         status, content_type = fault.status, fault.content_type
         if isinstance(fault.body, bytes):
             data = fault.body
@@ -304,7 +308,7 @@ class OpenAICompatServer:
         else:
             then = fault.then
             if not isinstance(then, str | ModelResponse):
-                raise TypeError("Fault(cut_after=...) cuts a body, or a completion (then=)")
+                raise TypeError("Fault(cut_after=, drip_s=) send a body, or a completion (then=)")
             response = ModelResponse(text=then) if isinstance(then, str) else then
             completion = self._completion(
                 body, f"chatcmpl-{number:04d}", response, _usage(body, response)
@@ -315,10 +319,20 @@ class OpenAICompatServer:
         stream.content_length = len(data)
         try:
             await stream.prepare(request)
-            await stream.write(data[: fault.cut_after])
+            if fault.drip_s:
+                for at in range(len(data[: fault.cut_after])):
+                    await stream.write(data[at : at + 1])
+                    if not await self._wait(request, number, fault.drip_s):
+                        return stream
+                    if self._closing.is_set():
+                        break
+            else:
+                await stream.write(data[: fault.cut_after])
         except ConnectionResetError:
             return stream
-        if request.transport is not None:
+        if fault.cut_after is None:
+            await stream.write_eof()
+        elif request.transport is not None:
             request.transport.close()
         return stream
 

@@ -100,6 +100,16 @@ CASES = {
         retried=True,
         settings={"timeout_s": 1},
     ),
+    # A server that answers a byte at a time: httpx's timeout bounds each read, so timeout_s
+    # never ran out and the request took as long as the server pleased (an answer that never
+    # ends never failed), though timeout_s bounds a whole request.
+    "an answer that never ends": Case(
+        Fault(drip_s=0.05, then="a long answer " * 20),
+        ModelTimeoutError,
+        "raise timeout_s",
+        retried=True,
+        settings={"timeout_s": 1},
+    ),
     # The server (or a proxy in front of it) answered 408 at once: it was told "did not answer
     # within litellm's default timeout: raise timeout_s", which no timeout_s would change.
     "HTTP 408 from the server": Case(

@@ -90,8 +90,9 @@ class LiteLLMModel(Model):
 
     ``stream`` (default True): the agent loop asks ``stream()``, so ``Agent.run_stream`` and
     ``handle.stream()`` show the tokens as they arrive; pass ``stream=False`` for a server
-    that cannot stream. ``timeout_s`` bounds a whole request, or, when streaming, the wait for
-    the response to start and for each chunk after it.
+    that cannot stream. ``timeout_s`` bounds a whole request (each attempt, all of it: not only
+    each read), or, when streaming, the wait for the response to start and for each chunk
+    after it.
     """
 
     def __init__(
@@ -130,7 +131,7 @@ class LiteLLMModel(Model):
         kwargs = self._completion_kwargs(request)
         try:
             raw = await self._with_retries(
-                kwargs["model"], lambda: litellm.acompletion(**kwargs), request
+                kwargs["model"], lambda: litellm.acompletion(**kwargs), request, whole=True
             )
         except ModelResponseError as exc:
             if not unpacking_failed(exc):
@@ -234,14 +235,24 @@ class LiteLLMModel(Model):
         return kwargs
 
     async def _with_retries(
-        self, model: str, call: Callable[[], Awaitable[Any]], request: ModelRequest
+        self,
+        model: str,
+        call: Callable[[], Awaitable[Any]],
+        request: ModelRequest,
+        *,
+        whole: bool = False,
     ) -> Any:
+        """``call`` with retries; ``whole``: each attempt bounded by ``timeout_s`` in all
+        (httpx's timeout bounds each read: a server that sends a byte now and then never ran
+        it out)."""
         attempts = self.max_retries + 1
         stop = request.stop_retrying
+        bound = self.timeout_s if whole else None
         for attempt in range(1, attempts + 1):
             wait = self.retry_backoff_s * 2 ** (attempt - 1)
             try:
-                return await _hold_cancel_while_preparing(call())
+                async with asyncio.timeout(bound):
+                    return await _hold_cancel_while_preparing(call())
             except ModelError as exc:  # already typed (a stream that is not one)
                 if not exc.retryable or attempt == attempts:
                     raise
