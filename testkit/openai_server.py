@@ -87,8 +87,9 @@ class Fault:
     its body (``body``, or the completion of ``then``) under a ``Content-Length`` of all of
     it, then closes the connection: a server that dies mid-answer, or a proxy that drops it.
     ``body`` may be bytes, sent as they are (e.g. bytes that are no UTF-8). ``drip_s`` sends
-    a whole answer's body a byte at a time, ``drip_s`` apart (a server that never stops
-    answering: each read gets a byte, the whole never arrives); closing the server ends it.
+    the answer's body (a streamed one too: its server-sent events) a byte at a time,
+    ``drip_s`` apart (a server that never stops answering: each read gets a byte, the whole
+    never arrives); closing the server ends it.
     """
 
     delay_s: float = 0.0
@@ -246,7 +247,7 @@ class OpenAICompatServer:
                 return web.Response(status=499, text="client closed the request")
             if reply.empty_choices and body.get("stream"):
                 return await self._stream_empty(request, body, number)
-            if (reply.cut_after is not None or reply.drip_s) and not body.get("stream"):
+            if reply.drip_s or (reply.cut_after is not None and not body.get("stream")):
                 return await self._cut(request, body, number, reply)
             if isinstance(reply.body, bytes):
                 return web.Response(
@@ -310,11 +311,13 @@ class OpenAICompatServer:
             if not isinstance(then, str | ModelResponse):
                 raise TypeError("Fault(cut_after=, drip_s=) send a body, or a completion (then=)")
             response = ModelResponse(text=then) if isinstance(then, str) else then
-            completion = self._completion(
-                body, f"chatcmpl-{number:04d}", response, _usage(body, response)
-            )
-            data = json.dumps(completion).encode()
-            content_type = "application/json"
+            completion_id, usage = f"chatcmpl-{number:04d}", _usage(body, response)
+            if body.get("stream"):
+                data = self._events(body, completion_id, response, usage)
+                content_type = "text/event-stream"
+            else:
+                data = json.dumps(self._completion(body, completion_id, response, usage)).encode()
+                content_type = "application/json"
         stream = web.StreamResponse(status=status, headers={"Content-Type": content_type})
         stream.content_length = len(data)
         try:
@@ -335,6 +338,25 @@ class OpenAICompatServer:
         elif request.transport is not None:
             request.transport.close()
         return stream
+
+    def _events(
+        self, body: dict[str, Any], completion_id: str, response: ModelResponse, usage: Any
+    ) -> bytes:
+        """The server-sent events ``_stream`` sends for ``response``, as one body."""
+        base = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": _CREATED,
+            "model": body.get("model") or self.model,
+        }
+        chunks = [
+            {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+            for delta, reason in _deltas(response)
+        ]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": usage})
+        text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks)
+        return (text + "data: [DONE]\n\n").encode()
 
     async def _stream_empty(
         self, request: web.Request, body: dict[str, Any], number: int

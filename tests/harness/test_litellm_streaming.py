@@ -214,6 +214,20 @@ async def test_a_stream_that_stalls_past_the_timeout_is_a_timeout_not_retried() 
     assert "within 1 s" in str(caught.value) and caught.value.api_base == base_url
 
 
+async def test_a_stream_sent_a_byte_at_a_time_past_the_timeout_is_a_timeout() -> None:
+    # httpx's timeout bounds each read: a server sending its events a byte at a time never
+    # ran it out, and a chunk that took minutes to arrive was waited for, though timeout_s
+    # bounds the wait for each chunk
+    drips = Fault(drip_s=0.05, then="alpha beta gamma")
+    async with OpenAICompatServer([drips, drips]) as server:
+        model = model_for(server, timeout_s=1, max_retries=1)
+        with pytest.raises(ModelTimeoutError) as caught:
+            [chunk async for chunk in model.stream(ask())]
+
+    assert "within 1 s" in str(caught.value)
+    assert len(server.requests) == 2  # before its first piece: retried like a request
+
+
 async def test_opening_a_stream_is_retried_like_a_request() -> None:
     replies = [ErrorReply(status=503), Fault(delay_s=60, then="late"), "finally here"]
     async with OpenAICompatServer(replies) as server:

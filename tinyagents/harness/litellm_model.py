@@ -161,8 +161,11 @@ class LiteLLMModel(Model):
         model = kwargs["model"]
         # Opening the stream, up to its first piece, is retried like a request; after that a
         # retry would show the caller the same text twice.
+        timeout_s = self.timeout_s
         opened: _Opened = await self._with_retries(
-            model, lambda: _open_stream(litellm, kwargs, model, self.api_base), request
+            model,
+            lambda: _open_stream(litellm, kwargs, model, self.api_base, timeout_s),
+            request,
         )
         chunks, received = opened.chunks, opened.received
         calls = ToolCallFragments()
@@ -171,12 +174,15 @@ class LiteLLMModel(Model):
                 calls.see(chunk)
                 for piece in pieces(chunk):
                     yield piece
-            if not opened.ended:
-                async for chunk in chunks:
-                    received.append(chunk)
-                    calls.see(chunk)
-                    for piece in pieces(chunk):
-                        yield piece
+            while not opened.ended:
+                try:
+                    chunk = await _next_chunk(chunks, timeout_s)
+                except StopAsyncIteration:
+                    break
+                received.append(chunk)
+                calls.see(chunk)
+                for piece in pieces(chunk):
+                    yield piece
         except Exception as exc:
             raise broke_off(
                 exc,
@@ -661,8 +667,19 @@ class _Opened(Record):
     watch: RefusalWatch | None = None
 
 
+async def _next_chunk(chunks: Any, timeout_s: float | None) -> Any:
+    """The stream's next chunk, waited for ``timeout_s`` at most (httpx's timeout bounds each
+    read: a server sending its events a byte at a time never ran it out)."""
+    async with asyncio.timeout(timeout_s):
+        return await anext(chunks)
+
+
 async def _open_stream(
-    litellm: Any, kwargs: dict[str, Any], model: str, api_base: str | None
+    litellm: Any,
+    kwargs: dict[str, Any],
+    model: str,
+    api_base: str | None,
+    timeout_s: float | None = None,
 ) -> _Opened:
     """Start a stream and read it up to the first chunk with a piece (or its end): failing
     before that is failing to open, which is retried; a body that is not a stream of a
@@ -672,7 +689,7 @@ async def _open_stream(
     try:
         while True:
             try:
-                chunk = await anext(chunks)
+                chunk = await _next_chunk(chunks, timeout_s)
             except StopAsyncIteration:
                 opened.ended = True
                 break
