@@ -83,9 +83,10 @@ class Fault:
     (instead of before answering), then the rest. A client that goes away during a wait ends
     it and is noted in ``OpenAICompatServer.disconnected``.
 
-    ``cut_after`` answers a whole (not streamed) request with the first ``cut_after`` bytes of
-    its body (``body``, or the completion of ``then``) under a ``Content-Length`` of all of
-    it, then closes the connection: a server that dies mid-answer, or a proxy that drops it.
+    ``cut_after`` answers with the first ``cut_after`` bytes of its body (``body``, or the
+    completion of ``then``: its server-sent events if streamed) under a ``Content-Length`` of
+    all of it, then closes the connection: a server that dies mid-answer, or a proxy that
+    drops it.
     ``body`` may be bytes, sent as they are (e.g. bytes that are no UTF-8). ``drip_s`` sends
     the answer's body (a streamed one too: its server-sent events) a byte at a time,
     ``drip_s`` apart (a server that never stops answering: each read gets a byte, the whole
@@ -247,7 +248,7 @@ class OpenAICompatServer:
                 return web.Response(status=499, text="client closed the request")
             if reply.empty_choices and body.get("stream"):
                 return await self._stream_empty(request, body, number)
-            if reply.drip_s or (reply.cut_after is not None and not body.get("stream")):
+            if reply.drip_s or reply.cut_after is not None:
                 return await self._cut(request, body, number, reply)
             if isinstance(reply.body, bytes):
                 return web.Response(

@@ -32,6 +32,7 @@ from tinyagents import (
 )
 from tinyagents.errors import (
     ModelAuthenticationError,
+    ModelConnectionError,
     ModelEmptyResponse,
     ModelError,
     ModelResponseError,
@@ -226,6 +227,22 @@ async def test_a_stream_sent_a_byte_at_a_time_past_the_timeout_is_a_timeout() ->
 
     assert "within 1 s" in str(caught.value)
     assert len(server.requests) == 2  # before its first piece: retried like a request
+
+
+async def test_a_stream_whose_connection_drops_mid_answer_says_so() -> None:
+    # it was "nothing answered at ...: is the server running and listening?", from a server
+    # that had answered and streamed a piece
+    cut = Fault(cut_after=500, then="alpha beta gamma delta")
+    async with OpenAICompatServer([cut, cut]) as server:
+        seen: list[str] = []
+        with pytest.raises(ModelConnectionError) as caught:
+            async for chunk in model_for(server, max_retries=1).stream(ask()):
+                seen.append(chunk.text_delta)
+
+    assert seen == ["alpha"] and len(server.requests) == 1  # a piece was out: no retry
+    message = str(caught.value)
+    assert "the connection closed mid-answer" in message and "broke off after" in message
+    assert "is the server running" not in message
 
 
 async def test_opening_a_stream_is_retried_like_a_request() -> None:

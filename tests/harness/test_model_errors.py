@@ -83,11 +83,12 @@ CASES = {
         retried=False,
     ),
     # the connection closed before the body's Content-Length was sent: a server that died
-    # mid-answer (or was restarted), which another attempt may well find back up
+    # mid-answer (or was restarted), which another attempt may well find back up. It was
+    # "nothing answered at ...: is the server running and listening at that address?"
     "a connection reset mid-body": Case(
         Fault(cut_after=40, then="a complete answer"),
         ModelConnectionError,
-        "is the server running",
+        "the connection closed mid-answer",
         retried=True,
     ),
     "an empty choices list": Case(

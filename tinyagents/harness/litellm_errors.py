@@ -7,7 +7,8 @@ exception chain, so ``classify`` walks it before it looks at the status.
 
 What is retried, and why:
 
-- **retried**: timeouts, connection errors, 429 and 5xx (and 409). A server being restarted
+- **retried**: timeouts, connection errors (also a connection that closed mid-answer), 429
+  and 5xx (and 409). A server being restarted
   or still loading its model refuses connections for a moment; a busy one times out or
   answers 429/503. A few retries with backoff cost little and often succeed.
 - **not retried**: a missing or refused key (401/403), an unknown model or wrong path (404),
@@ -111,6 +112,28 @@ def _is_connection(link: BaseException) -> bool:
     )
 
 
+#: What the HTTP clients under litellm raise for a connection that closed while the answer
+#: was read (aiohttp's, and httpx's own transport's).
+_MID_ANSWER = frozenset(
+    {
+        "ClientPayloadError",
+        "ContentLengthError",
+        "TransferEncodingError",
+        "RemoteProtocolError",
+        "ReadError",
+    }
+)
+
+
+def _dropped(chain: list[BaseException]) -> str | None:
+    """What the HTTP client said of a connection that closed mid-answer (the server had
+    answered: "nothing answered ... is the server running?" is wrong), or None."""
+    for link in chain:
+        if type(link).__name__ in _MID_ANSWER:
+            return " ".join(str(link).split()) or type(link).__name__
+    return None
+
+
 def _status(exc: BaseException) -> int | None:
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
@@ -179,6 +202,15 @@ def classify(
             model=model,
             api_base=api_base,
             status=status,
+        )
+    if dropped := _dropped(chain):
+        return ModelConnectionError(
+            f"the connection closed mid-answer ({dropped}) at {at} for model {model!r} "
+            f"({tries}): the server stopped before its answer was complete (it crashed or "
+            "was restarted) or a proxy in front of it cut the response; the server's log (or "
+            "the proxy's) says why",
+            model=model,
+            api_base=api_base,
         )
     if any(_is_connection(link) for link in chain):
         return ModelConnectionError(
