@@ -157,7 +157,7 @@ class OpenAICompatServer:
         #: with ``messages`` (HTTP 400, in every mode), or what a strict ``mode`` refuses.
         self.refusals: list[str] = []
         #: The numbers (1-based) of the requests whose client went away while the server
-        #: waited before answering or in the middle of a stream.
+        #: waited before answering, in the middle of a stream or of a ``Fault(drip_s=)``.
         self.disconnected: list[int] = []
         self._replies: deque[ScriptedServerReply] = deque(replies)
         self._scripted = len(self._replies)
@@ -332,7 +332,10 @@ class OpenAICompatServer:
                         break
             else:
                 await stream.write(data[: fault.cut_after])
-        except ConnectionResetError:
+        except ConnectionResetError:  # the client went away mid-answer
+            async with self._received:
+                self.disconnected.append(number)
+                self._received.notify_all()
             return stream
         if fault.cut_after is None:
             await stream.write_eof()

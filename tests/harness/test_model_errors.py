@@ -303,6 +303,27 @@ async def test_an_immediate_cancel_of_a_run_waiting_on_a_real_model_is_clean() -
     assert unawaited(caught) == []
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_immediate_cancel_while_an_answer_arrives_closes_its_connection(
+    stream: bool,
+) -> None:
+    # an answer that never ends (a byte at a time): the cancel ends the run and the client
+    # goes away, leaving no connection open for the server to go on answering
+    async with (
+        OpenAICompatServer([Fault(drip_s=0.05, then="an answer that never ends")]) as server,
+        Runtime(testing=True) as rt,
+    ):
+        model = LiteLLMModel(MODEL, api_base=server.base_url, api_key="sk-test", stream=stream)
+        handle = await rt.start(Agent("a", model), "hi")
+        await server.wait_for_requests(1)
+        await handle.cancel(immediate=True)
+        result = await handle.result()
+        await server.wait_for_disconnects(1)
+
+    assert result.status is RunStatus.CANCELLED
+    assert server.disconnected == [1]
+
+
 async def _rate_limited(headers: dict[str, str]) -> BaseException:
     """The exception litellm raises for a real 429 with ``headers``."""
     import litellm
