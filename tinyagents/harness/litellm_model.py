@@ -670,6 +670,8 @@ class _Opened(Record):
 async def _next_chunk(chunks: Any, timeout_s: float | None) -> Any:
     """The stream's next chunk, waited for ``timeout_s`` at most (httpx's timeout bounds each
     read: a server sending its events a byte at a time never ran it out)."""
+    if timeout_s is None:
+        return await anext(chunks)
     async with asyncio.timeout(timeout_s):
         return await anext(chunks)
 
