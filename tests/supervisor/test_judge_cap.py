@@ -10,14 +10,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import asyncio
 import re
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
+from fake_host import FakeHost
 
-from tinyagents import Agent, RunStatus, Runtime, SupervisorSpec, tool
+from tinyagents import Agent, RunStatus, Runtime, Supervisor, SupervisorSpec, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.events import ModelEvent
 from tinyagents.harness import ModelRequest
+from tinyagents.runs import RunHandle
 from tinyagents.supervisor.supervisor import DEFAULT_MAX_CONCURRENT_JUDGES
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
@@ -92,3 +95,85 @@ def test_the_cap_on_concurrent_judge_calls_is_a_count_of_at_least_one(
         monkeypatch.setenv("TINYAGENTS_MAX_CONCURRENT_JUDGES", raw)
         with pytest.raises(ConfigurationError, match="TINYAGENTS_MAX_CONCURRENT_JUDGES"):
             Runtime()
+
+
+class _SupervisedHost(FakeHost):
+    """A host of its own (no ``Runtime``, which refuses a second event loop) whose runs a
+    ``Supervisor`` watches, as the runtime's are."""
+
+    supervisor: Supervisor
+    judge_ended: Callable[[asyncio.Task[Any]], None]
+
+    def spawn(
+        self, coro: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]:
+        task = super().spawn(coro, name=name)
+        if name is not None and name.startswith("supervisor-r-"):  # a run's judge call
+            task.add_done_callback(self.judge_ended)
+        return task
+
+    async def register(self, handle: RunHandle, **kwargs: Any) -> RunHandle:
+        await super().register(handle, **kwargs)
+        self.supervisor.watch(handle)
+        return handle
+
+
+def test_the_cap_holds_on_each_event_loop_that_uses_the_supervisor_in_turn() -> None:
+    # The cap's semaphore was bound to the first loop on which a call waited for a slot: on
+    # the next loop (asyncio.run again, a test's own loop) a call that waited raised
+    # "bound to a different event loop" in its task, and no verdict nor judge error came.
+    host = _SupervisedHost()
+    asked, answer = asyncio.Event(), asyncio.Event()  # made again on each loop
+    judged = asyncio.Event()  # every run's judge call ended, however it ended
+    ended = 0
+
+    def judge_ended(task: asyncio.Task[Any]) -> None:
+        nonlocal ended
+        ended += 1
+        if ended == 3:
+            judged.set()
+
+    host.judge_ended = judge_ended
+    recorder = EventRecorder()
+    host.bus.add_sink(recorder)
+
+    async def judge(request: ModelRequest) -> str:
+        asked.set()
+        await answer.wait()
+        return '{"passed": true, "reason": "fine"}'
+
+    async def work() -> str:
+        await judged.wait()  # the runs go on until each was judged (or failed to be)
+        return "worked"
+
+    async def first_call_answered_when_asked() -> None:
+        await asked.wait()  # by then the other runs' calls wait for the one slot
+        answer.set()
+
+    spec = SupervisorSpec(model=FunctionModel(judge))
+    host.supervisor = Supervisor(spec, host=host, submit=host.submit, max_concurrent_judges=1)
+
+    async def runs() -> list[RunStatus]:
+        nonlocal asked, answer, judged, ended
+        asked, answer, judged, ended = asyncio.Event(), asyncio.Event(), asyncio.Event(), 0
+        agents = [
+            Agent(
+                f"a{i}",
+                ScriptedModel([tool_call("work"), reply("done")]),
+                tools=[tool(work, name="work", description="Work.")],
+            )
+            for i in range(3)
+        ]
+        *results, _ = await asyncio.gather(
+            *(agent.run("go", runtime=host) for agent in agents),
+            first_call_answered_when_asked(),
+        )
+        await asyncio.gather(*host.tasks)  # the judge calls (each run's, in its own task)
+        host.tasks.clear()
+        return [r.status for r in results]
+
+    for loop_number in (1, 2):
+        assert asyncio.run(runs()) == [RunStatus.COMPLETED] * 3
+        verdicts = recorder.of_type("supervisor.judge_verdict")
+        assert len(verdicts) == 3 * loop_number, f"event loop {loop_number}"
+    assert host.supervisor.judge_failures == 0

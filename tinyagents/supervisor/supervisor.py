@@ -241,8 +241,11 @@ class Supervisor:
         self.max_concurrent_judges = judge_concurrency(max_concurrent_judges)
         #: The judge calls under way, all runs together, are at most ``max_concurrent_judges``:
         #: the others wait their turn, first come first served (a run has at most one verdict
-        #: in flight, waiting or asked, so no run holds the queue against the others).
-        self._judge_slots = asyncio.Semaphore(self.max_concurrent_judges)
+        #: in flight, waiting or asked, so no run holds the queue against the others). One
+        #: semaphore per event loop, made on it (``_slots``): a semaphore is bound to the
+        #: first loop a call waited on, and a call that waited on the next loop to use the
+        #: supervisor (a host of its own run by two ``asyncio.run``) raised in its task.
+        self._judge_slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self.spec = spec
         self.host = host
         self._submit = submit
@@ -652,7 +655,7 @@ class Supervisor:
     async def _judge(self, w: _Watch, judge: Judge, data: JudgeInput) -> None:
         # At most max_concurrent_judges calls under way, all runs together; the others wait
         # here, in the order they came (the semaphore's waiters are served first come first).
-        async with self._judge_slots:
+        async with self._slots():
             if w.aborted or self._rate_limited(w, judge, data.iteration):
                 # while it waited, our abort went out, or the provider (answering another
                 # run) asked to wait: nothing is asked
@@ -677,6 +680,14 @@ class Supervisor:
         if not verdict.passed and w.handle.run_id in self._watches:
             reason = said if said.strip() else "the judge found the run violating its policy"
             self._act(w, w.spec.on_violation, "llm", reason, iteration=data.iteration)
+
+    def _slots(self) -> asyncio.Semaphore:
+        """The judge calls' semaphore of the running loop (made when another loop, or
+        none, had it: calls of a loop that ended cannot be under way any more)."""
+        loop = asyncio.get_running_loop()
+        if self._judge_slots is None or self._judge_slots[0] is not loop:
+            self._judge_slots = (loop, asyncio.Semaphore(self.max_concurrent_judges))
+        return self._judge_slots[1]
 
     def _judge_failed(self, w: _Watch, exc: Exception, *, iteration: int) -> None:
         """Logged, counted, published; then the run goes on (fail-open) unless the spec
