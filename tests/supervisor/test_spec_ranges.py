@@ -34,6 +34,13 @@ _HUGE = "100000000000000000000000000000"
         ("pause_max_s: .nan\n", 1, "pause_max_s"),
         ("pause_max_s: -1\n", 1, "pause_max_s"),
         ("rules:\n  - when: tool_repeated\n    count: 1e308\n", 3, "rules.0.count"),
+        # below a millisecond: no timer waits that little (a pause aborted at once, every
+        # judge call timed out), a typo of the exponent's sign
+        ("pause_max_s: 0\n", 1, "pause_max_s"),
+        ("on_violation: abort\npause_max_s: 1e-9\n", 2, "pause_max_s"),
+        ("pause_max_s: 5e-324\n", 1, "pause_max_s"),
+        ("model: openai/x\njudge_timeout_s: 0.0\n", 2, "judge_timeout_s"),
+        ("model: openai/x\njudge_timeout_s: 3e-4\n", 2, "judge_timeout_s"),
     ],
 )
 def test_a_number_out_of_range_is_refused_naming_its_line(text: str, line: int, field: str) -> None:
@@ -41,6 +48,16 @@ def test_a_number_out_of_range_is_refused_naming_its_line(text: str, line: int, 
         SupervisorSpec.from_yaml(text)
     assert refused.value.line == line
     assert str(refused.value).startswith(f"line {line}: {field}: ")
+
+
+def test_the_smallest_timeouts_in_range_are_taken() -> None:
+    spec = SupervisorSpec.from_yaml("model: openai/x\npause_max_s: 0.001\njudge_timeout_s: 1e-3\n")
+    assert (spec.pause_max_s, spec.judge_timeout_s) == (0.001, 0.001)
+    for tiny in (1e-9, 5e-324):
+        with pytest.raises(SupervisorSpecError, match="pause_max_s"):
+            SupervisorSpec(pause_max_s=tiny)
+        with pytest.raises(SupervisorSpecError, match="judge_timeout_s"):
+            SupervisorSpec(judge_timeout_s=tiny)
 
 
 def test_the_largest_numbers_in_range_are_taken() -> None:
@@ -70,7 +87,12 @@ def test_rules_built_on_their_own_are_held_to_the_same_ranges() -> None:
 
 @pytest.mark.parametrize(
     ("name", "raw"),
-    [("TINYAGENTS_PAUSE_MAX_S", "1e308"), ("TINYAGENTS_JUDGE_TIMEOUT_S", "3601")],
+    [
+        ("TINYAGENTS_PAUSE_MAX_S", "1e308"),
+        ("TINYAGENTS_JUDGE_TIMEOUT_S", "3601"),
+        ("TINYAGENTS_PAUSE_MAX_S", "1e-9"),
+        ("TINYAGENTS_JUDGE_TIMEOUT_S", "0.0001"),
+    ],
 )
 def test_the_environments_timeouts_are_held_to_the_same_ranges(
     monkeypatch: pytest.MonkeyPatch, name: str, raw: str

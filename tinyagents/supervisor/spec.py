@@ -82,6 +82,10 @@ DEFAULT_JUDGE_TIMEOUT_S = 30.0
 #: extra digit, an exponent) said nowhere.
 MAX_PAUSE_MAX_S = 30 * 24 * 3600.0
 MAX_JUDGE_TIMEOUT_S = 3600.0
+#: The shortest dwell cap and judge timeout (a millisecond, the event loop's timer
+#: granularity): below it a pause is an abort at once and every judge call times out, a
+#: typo (``1e-9`` for ``1e9``) said nowhere; ``0`` was refused already.
+MIN_SECONDS = 0.001
 MAX_COUNT = 1_000_000
 
 
@@ -203,16 +207,16 @@ def _env_float(name: str, default: float, most: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-    if not 0 < value <= most:  # nan and inf too
+    if not MIN_SECONDS <= value <= most:  # nan and inf too
         raise ConfigurationError(
-            f"{name}={raw!r} must be a number of seconds > 0 and at most {most:,g}"
+            f"{name}={raw!r} must be a number of seconds from {MIN_SECONDS:g} to {most:,g}"
         )
     return value
 
 
 def env_pause_max_s() -> float:
     """``TINYAGENTS_PAUSE_MAX_S`` (default 300 s); ``ConfigurationError`` if it is not a
-    number of seconds > 0 and at most ``MAX_PAUSE_MAX_S`` (30 days)."""
+    number of seconds from ``MIN_SECONDS`` (a millisecond) to ``MAX_PAUSE_MAX_S`` (30 days)."""
     return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S, MAX_PAUSE_MAX_S)
 
 
@@ -336,9 +340,11 @@ class SupervisorSpec(_Strict):
     every_n_iterations: int = Field(default=1, ge=1, le=MAX_COUNT)
     on_judge_error: JudgeErrorAction = "ignore"
     steer_message: Annotated[ShownText, AfterValidator(_fits_a_command)] = DEFAULT_STEER_MESSAGE
-    pause_max_s: float | None = Field(default=None, gt=0, le=MAX_PAUSE_MAX_S, allow_inf_nan=False)
+    pause_max_s: float | None = Field(
+        default=None, ge=MIN_SECONDS, le=MAX_PAUSE_MAX_S, allow_inf_nan=False
+    )
     judge_timeout_s: float | None = Field(
-        default=None, gt=0, le=MAX_JUDGE_TIMEOUT_S, allow_inf_nan=False
+        default=None, ge=MIN_SECONDS, le=MAX_JUDGE_TIMEOUT_S, allow_inf_nan=False
     )
     #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A
     #: bare judge ``model`` (no ``/``) is looked up here, then in ``models_file``.
