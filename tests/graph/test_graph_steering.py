@@ -1352,3 +1352,38 @@ async def test_a_command_still_queued_when_the_run_ends_fails_before_graph_compl
     types = [e.type for e in recorder.events if e.run_id == handle.run_id]
     assert types.index("steering.failed") < types.index("graph.completed")
     assert types[-1] == "graph.completed"  # nothing of the run's after its end
+
+
+@pytest.mark.parametrize("when", ["next_boundary", "immediate", "while_paused"])
+async def test_a_cancelled_graph_run_names_who_cancelled_it(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, when: str
+) -> None:
+    # an agent run's end names the sender of the cancel that ended it (detail.by); a graph
+    # run's said only the reason, or (cancelled while paused) not even that
+    alice = SteeringActor.human("alice", scopes=["agent:control"])
+    gate = asyncio.Event()
+    handle = await rt.start_graph(gated_chain(gate), {})
+    run = SteeringTarget.agent_run(handle.run_id)
+    await waiter.event("graph.task_started", handle.run_id, node="a")
+    if when == "while_paused":
+        pause = command(run, SteeringKind.PAUSE)
+        await rt.submit(pause)
+        gate.set()
+        assert await settled(waiter, pause.correlation_id) == "steering.applied"
+    delivery = SteeringDelivery.IMMEDIATE if when == "immediate" else SteeringDelivery.NEXT_BOUNDARY
+    cancel = SteeringCommand(
+        target=run,
+        actor=alice,
+        kind=SteeringKind.CANCEL,
+        payload={"reason": "wrong customer"},
+        delivery=delivery,
+    )
+    await rt.submit(cancel)
+    gate.set()
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED
+    said = f'run {handle.run_id} was cancelled by human "alice": wrong customer'
+    assert result.error == f"RunCancelled: {said}"
+    [end] = [e for e in recorder.events if e.type == "graph.completed"]
+    assert end.data["by"] == 'human "alice"'
+    assert end.data["error"] == f"RunCancelled: {said}"

@@ -564,7 +564,11 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
         stopped = [t for t, c in steering.cancelled.items() if c.correlation_id == cid]
         task_ids = stopped or [t.id for t in run.plan() if t.node == target.node]
     else:
-        raise RunCancelled(run.run_id or "?", cmd.payload.get("reason") or "cancelled by steering")
+        raise RunCancelled(
+            run.run_id or "?",
+            cmd.payload.get("reason") or "cancelled by steering",
+            by=cmd.actor.describe(),  # who, as an agent run's end says it (``detail.by``)
+        )
     policy = run.graph.task_cancel_policy
     cancelled: dict[str, str] = {}  # task id -> node
     was_running = before_restart = False
@@ -642,7 +646,11 @@ async def wait_while_paused(
                         inbox.applied(ctl, paused=False)
                     elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
                         inbox.applied(ctl, run_id=handle.run_id)
-                        stop = RunCancelled(handle.run_id, "cancelled while paused")
+                        stop = RunCancelled(
+                            handle.run_id,
+                            ctl.payload.get("reason") or "cancelled while paused",
+                            by=ctl.actor.describe(),
+                        )
                         cancel = ctl
                     else:
                         try:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from tinyagents.errors import RunCancelled
 from tinyagents.events.models import GraphEvent
 from tinyagents.events.redact import mask
 from tinyagents.runs.info import event_error, run_event
@@ -69,7 +70,9 @@ class GraphEvents:
 
     def completed(self, run: GraphRun, result: GraphResult) -> None:
         """The run's end: ``data`` has its status, the interrupts it waits on, and for a
-        failed or cancelled run the error (``"Type: message"``, as the run's result)."""
+        failed or cancelled run the error (``"Type: message"``, as the run's result); for a
+        run a steering cancel ended, ``by``, who sent it (an agent run's end says it in
+        ``detail.by``)."""
         data: dict[str, Any] = {
             "status": result.status,
             "interrupts": [i.id for i in result.interrupts],
@@ -77,6 +80,8 @@ class GraphEvents:
         error = result.error
         if error is not None:
             data["error"] = event_error(f"{type(error).__name__}: {error}")
+        if isinstance(error, RunCancelled) and error.by is not None:
+            data["by"] = error.by
         self.emit(
             "graph.completed", step=run.head.step, checkpoint_id=result.checkpoint_id, data=data
         )
