@@ -948,3 +948,42 @@ async def test_a_failing_judge_is_logged_once_a_minute_not_once_a_slot(
     assert len(logged) == 2
     assert logged[0].endswith(": down")
     assert "3 more judge failures" in logged[1]
+
+
+@pytest.mark.parametrize("answer", ['{"passed": false, "reason": "late"}', "no verdict"])
+async def test_a_judge_that_answers_after_its_run_ended_says_nothing_on_that_run(
+    answer: str,
+) -> None:
+    # a judge whose library swallows the cancellation the run's end sent it answered anyway:
+    # its verdict (or judge error) was published on the run after its run.completed, where
+    # a reader that stops at the run's end never sees it (what it cost still counts)
+    asked = asyncio.Event()
+
+    async def swallowing_judge(request: ModelRequest) -> str:
+        asked.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
+        return answer
+
+    async def work() -> str:
+        await asked.wait()  # the judge call is in flight when the run ends
+        return "worked"
+
+    spec = SupervisorSpec(
+        model=FunctionModel(swallowing_judge), on_violation="abort", on_judge_error="abort"
+    )
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        agent = Agent(
+            "a",
+            ScriptedModel([tool_call("work"), reply("done")]),
+            tools=[tool(work, name="work", description="Work.")],
+        )
+        handle = await rt.start(agent, "go")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+    # (the runtime's close waited for the judge's task)
+    types = [e.type for e in recorder.events if e.run_id == handle.run_id]
+    assert types[-1] == "run.completed", types
+    assert rt.supervisor.judge_usage.input_tokens > 0

@@ -666,6 +666,10 @@ class Supervisor:
                 self._judge_failed(w, exc, iteration=data.iteration)
                 return
         self.judge_usage += usage
+        if self._watches.get(w.handle.run_id) is not w:
+            # the run ended (or began another turn) and the judge answered anyway (its code
+            # swallowed the cancellation): the run's trace ended with it, so nothing is said
+            return
         said = _clip(verdict.reason)  # the event log keeps what a command would carry
         self._emit(
             w,
@@ -677,7 +681,7 @@ class Supervisor:
                 "usage": usage_data(usage),
             },
         )
-        if not verdict.passed and w.handle.run_id in self._watches:
+        if not verdict.passed:
             reason = said if said.strip() else "the judge found the run violating its policy"
             self._act(w, w.spec.on_violation, "llm", reason, iteration=data.iteration)
 
@@ -691,14 +695,11 @@ class Supervisor:
 
     def _judge_failed(self, w: _Watch, exc: Exception, *, iteration: int) -> None:
         """Logged, counted, published; then the run goes on (fail-open) unless the spec
-        says ``on_judge_error: pause|abort`` (fail-closed)."""
+        says ``on_judge_error: pause|abort`` (fail-closed). Once the run's watch has ended
+        (a judge that answered after its run ended), only counted, its cost and its
+        provider's wait kept: the run's trace ended with the run."""
         self.judge_failures += 1
         error = type(exc).__name__
-        if isinstance(exc, TimeoutError) and w.judge is not None:
-            said = f"{error}: no answer within {w.judge.timeout_s:g} s"
-        else:
-            said = message_of(exc) or error
-        self._warn(w, said)
         data: dict[str, Any] = {"error": error, "iteration": iteration}
         why = error
         # it answered, at a cost: no verdict, or an answer its provider blocked (a
@@ -714,8 +715,15 @@ class Supervisor:
                 until = _clock.monotonic() + exc.retry_after_s
                 key = w.judge.key
                 self._judge_waits[key] = max(until, self._judge_waits.get(key, until))
+        if self._watches.get(w.handle.run_id) is not w:
+            return
+        if isinstance(exc, TimeoutError) and w.judge is not None:
+            said = f"{error}: no answer within {w.judge.timeout_s:g} s"
+        else:
+            said = message_of(exc) or error
+        self._warn(w, said)
         self._emit(w, "supervisor.judge_error", data=data)
-        if w.spec.on_judge_error != "ignore" and w.handle.run_id in self._watches:
+        if w.spec.on_judge_error != "ignore":
             self._act(
                 w,
                 w.spec.on_judge_error,
