@@ -18,7 +18,7 @@ from fake_host import FakeHost
 
 from tinyagents import Agent, RunStatus, Runtime, Supervisor, SupervisorSpec, tool
 from tinyagents.errors import ConfigurationError
-from tinyagents.events import ModelEvent
+from tinyagents.events import Event, ModelEvent
 from tinyagents.harness import ModelRequest
 from tinyagents.runs import RunHandle
 from tinyagents.supervisor.supervisor import DEFAULT_MAX_CONCURRENT_JUDGES
@@ -177,3 +177,61 @@ def test_the_cap_holds_on_each_event_loop_that_uses_the_supervisor_in_turn() -> 
         verdicts = recorder.of_type("supervisor.judge_verdict")
         assert len(verdicts) == 3 * loop_number, f"event loop {loop_number}"
     assert host.supervisor.judge_failures == 0
+
+
+async def test_a_judge_that_will_not_stop_at_its_timeout_gives_its_slot_back() -> None:
+    # a judge whose code swallowed every cancellation kept its call, and its slot, past its
+    # timeout for good: with the cap reached no other run was ever judged again, nor told
+    # of a judge error (on_judge_error never acted)
+    release = asyncio.Event()  # ends the stuck call at the end of the test
+    calls: list[str] = []
+
+    async def judge(request: ModelRequest) -> str:
+        calls.append("call")
+        if len(calls) == 1:
+            swallowed = 0
+            while not release.is_set():
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    swallowed += 1
+                    if swallowed > 2:  # its timeout's and its run's end are swallowed
+                        raise
+            return '{"passed": true, "reason": "too late"}'
+        return '{"passed": false, "reason": "off task"}'
+
+    second_judged = asyncio.Event()
+
+    def on_verdict(event: Event) -> None:
+        if event.type == "supervisor.judge_verdict":
+            second_judged.set()
+
+    async def first_work() -> str:
+        return "worked"
+
+    async def second_work() -> str:
+        await second_judged.wait()  # the run goes on until it was judged
+        return "worked"
+
+    recorder = EventRecorder()
+    spec = SupervisorSpec(model=FunctionModel(judge), judge_timeout_s=0.01, on_violation="steer")
+    async with Runtime(
+        supervisor=spec, sinks=[recorder, on_verdict], max_concurrent_judges=1
+    ) as rt:
+        first = Agent(
+            "first",
+            ScriptedModel([tool_call("first_work"), reply("done")]),
+            tools=[tool(first_work, name="first_work", description="Work.")],
+        )
+        assert (await (await rt.start(first, "go")).result()).status is RunStatus.COMPLETED
+        second = Agent(
+            "second",
+            ScriptedModel([tool_call("second_work"), reply("done"), reply("steered")]),
+            tools=[tool(second_work, name="second_work", description="Work.")],
+        )
+        handle = await rt.start(second, "go")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        release.set()
+    [verdict] = recorder.of_type("supervisor.judge_verdict")
+    assert verdict.run_id == handle.run_id and verdict.data["reason"] == "off task"
+    assert calls == ["call", "call"]

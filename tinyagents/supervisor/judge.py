@@ -290,11 +290,16 @@ class Judge:
         verdict, _ = await self.ask(data)
         return verdict
 
+    async def ready(self) -> None:
+        """Import litellm for a litellm judge (seconds the first time, in a worker thread):
+        not the judge's time to spend, so done before its timeout starts."""
+        if isinstance(self.model, LiteLLMModel):
+            await import_litellm()
+
     async def ask(self, data: JudgeInput) -> tuple[Verdict, Usage]:
         """The verdict and what the call cost (tokens, and USD when litellm knows the
         price); raises like ``verdict`` (a ``JudgeError`` carries the cost too)."""
-        if isinstance(self.model, LiteLLMModel):
-            await import_litellm()  # seconds the first time: not the judge's time to spend
+        await self.ready()
         # The deadline goes with the request: a retry the timeout cannot wait for (a rate
         # limit's Retry-After past it) is not slept into a TimeoutError that hides it.
         async with asyncio.timeout(self.timeout_s) as scope:

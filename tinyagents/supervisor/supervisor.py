@@ -43,7 +43,7 @@ from tinyagents.events.models import (
     SteeringEvent,
     SupervisorEvent,
 )
-from tinyagents.harness.loop import AgentRun
+from tinyagents.harness.loop import CANCEL_GRACE_S, AgentRun
 from tinyagents.harness.model import Usage
 from tinyagents.protocol.commands import (
     MiddlewareActor,
@@ -195,6 +195,18 @@ def _ours(cmd: SteeringCommand | None) -> bool:
     """Whether ``cmd`` is a pause the supervisor sent (in this process or, restored from the
     log, an earlier one)."""
     return cmd is not None and cmd.kind is SteeringKind.PAUSE and _our_actor(cmd.actor)
+
+
+def _given_up() -> bool:
+    """Whether the running task was cancelled and went on (its code swallowed it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """Read the outcome of a task whose awaiter may be gone."""
+    if not task.cancelled():
+        task.exception()
 
 
 def rule_policy_id(rule: Rule) -> str:
@@ -653,6 +665,13 @@ class Supervisor:
         return True
 
     async def _judge(self, w: _Watch, judge: Judge, data: JudgeInput) -> None:
+        """Hold a slot for the judge's call (``_verdict``, in a task of its own) until it has
+        ended, at most its timeout and a grace (``CANCEL_GRACE_S``): a judge whose code
+        swallows the cancellation of its timeout (or of its run's end) held its call, and
+        its slot, for good, and with the cap reached no run was judged again. Past the grace
+        the call is cancelled once more and left behind (logged; its run's end cancels it
+        again; should it answer, only its cost is kept), and the slot is a ``TimeoutError``
+        judge error."""
         # At most max_concurrent_judges calls under way, all runs together; the others wait
         # here, in the order they came (the semaphore's waiters are served first come first).
         async with self._slots():
@@ -660,15 +679,45 @@ class Supervisor:
                 # while it waited, our abort went out, or the provider (answering another
                 # run) asked to wait: nothing is asked
                 return
+            await judge.ready()  # (litellm's first import is not part of the timeout)
+            call = self._spawn(w, self._verdict(w, judge, data), what="supervisor-judge")
+            call.add_done_callback(_retrieved)  # (its outcome, once no one awaits it)
             try:
-                verdict, usage = await judge.ask(data)
-            except Exception as exc:
-                self._judge_failed(w, exc, iteration=data.iteration)
+                async with asyncio.timeout(judge.timeout_s + CANCEL_GRACE_S) as bound:
+                    await asyncio.shield(call)
+            except TimeoutError:
+                if not bound.expired():
+                    raise
+                call.cancel()
+                log.warning(
+                    "the judge %r of run %s did not stop within %g s of its timeout (its "
+                    "code swallows cancellation); its call is left behind",
+                    judge.model.name,
+                    w.handle.run_id,
+                    CANCEL_GRACE_S,
+                )
+                self._judge_failed(w, TimeoutError(), iteration=data.iteration)
+            finally:
+                if not call.done():
+                    call.cancel()  # the slot was cancelled (its run ended): so is its call
+
+    async def _verdict(self, w: _Watch, judge: Judge, data: JudgeInput) -> None:
+        """Ask ``judge`` and act on its answer, in the step it answered in."""
+        try:
+            verdict, usage = await judge.ask(data)
+        except Exception as exc:
+            if _given_up():  # its run ended, or its slot gave up on it: its cost is kept
+                cost = exc.usage if isinstance(exc, JudgeError | ModelError) else None
+                if isinstance(cost, Usage):
+                    self.judge_usage += cost
                 return
+            self._judge_failed(w, exc, iteration=data.iteration)
+            return
         self.judge_usage += usage
-        if self._watches.get(w.handle.run_id) is not w:
-            # the run ended (or began another turn) and the judge answered anyway (its code
-            # swallowed the cancellation): the run's trace ended with it, so nothing is said
+        if _given_up() or self._watches.get(w.handle.run_id) is not w:
+            # the run ended (or began another turn), or the slot gave up on the call, and
+            # the judge answered anyway (its code swallowed the cancellation): the run's
+            # trace ended with it, or its judge error was said, so nothing more is said
             return
         said = _clip(verdict.reason)  # the event log keeps what a command would carry
         self._emit(
@@ -751,8 +800,8 @@ class Supervisor:
 
     # ------------------------------------------------------------------ helpers
 
-    def _spawn(self, w: _Watch, coro: Any) -> asyncio.Task[Any]:
-        task = self.host.spawn(coro, name=f"supervisor-{w.handle.run_id}")
+    def _spawn(self, w: _Watch, coro: Any, *, what: str = "supervisor") -> asyncio.Task[Any]:
+        task = self.host.spawn(coro, name=f"{what}-{w.handle.run_id}")
         w.tasks.add(task)
         task.add_done_callback(w.tasks.discard)
         return task
