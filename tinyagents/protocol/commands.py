@@ -30,6 +30,7 @@ from pydantic import (
 
 from tinyagents import _clock
 from tinyagents.errors import InvalidCommandError
+from tinyagents.protocol.ids import CONTROL_PROBLEM, MAX_QUOTED_ID, Id, shown_id
 
 #: Every model here is built on first use (``defer_build``): building them all at import was a
 #: tenth of ``import tinyagents``, and a program uses a few kinds.
@@ -168,7 +169,7 @@ class SteeringTarget(_CommandPart):
 
 class AgentRunTarget(SteeringTarget):
     type: Literal["agent_run"] = "agent_run"
-    run_id: str = Field(min_length=1)
+    run_id: Id
 
     def describe(self) -> str:
         return f"run {self.run_id}"
@@ -178,8 +179,8 @@ class SubAgentRunTarget(SteeringTarget):
     """A child run addressed through its parent: the router checks the parentage."""
 
     type: Literal["subagent_run"] = "subagent_run"
-    parent_run_id: str = Field(min_length=1)
-    run_id: str = Field(min_length=1)
+    parent_run_id: Id
+    run_id: Id
 
     def describe(self) -> str:
         return f"sub-agent run {self.run_id} of {self.parent_run_id}"
@@ -187,8 +188,8 @@ class SubAgentRunTarget(SteeringTarget):
 
 class GraphTaskTarget(SteeringTarget):
     type: Literal["graph_task"] = "graph_task"
-    run_id: str = Field(min_length=1)
-    task_id: str = Field(min_length=1)
+    run_id: Id
+    task_id: Id
 
     def describe(self) -> str:
         return f"task {self.task_id} of graph run {self.run_id}"
@@ -196,7 +197,7 @@ class GraphTaskTarget(SteeringTarget):
 
 class GraphNodeTarget(SteeringTarget):
     type: Literal["graph_node"] = "graph_node"
-    run_id: str = Field(min_length=1)
+    run_id: Id
     node: str = Field(min_length=1)
 
     def describe(self) -> str:
@@ -207,15 +208,15 @@ class ThreadTarget(SteeringTarget):
     """Whatever run currently owns the thread (or the next one to, for a deferred command)."""
 
     type: Literal["thread"] = "thread"
-    thread_id: str = Field(min_length=1)
+    thread_id: Id
 
     @field_validator("thread_id")
     @classmethod
     def _a_run_can_have_it(cls, value: str) -> str:
         # as a run's thread id is checked (``check_id``): a command for a thread no run can
         # have would wait for one for ever (and in a durable store's log, be restored for ever)
-        if not value.strip() or "\x00" in value:
-            raise ValueError("must be a non-blank thread id without NUL characters")
+        if not value.strip():
+            raise ValueError("must be a non-blank thread id")
         return value
 
     def describe(self) -> str:
@@ -267,7 +268,7 @@ class SteeringActor(_CommandPart):
 class HumanActor(SteeringActor):
     type: Literal["human"] = "human"
     user_id: str = Field(min_length=1)
-    tenant_id: str = Field(default="default", min_length=1)
+    tenant_id: Id = "default"
     scopes: frozenset[str] = frozenset()
 
     @field_validator("user_id", "tenant_id")
@@ -282,7 +283,7 @@ class HumanActor(SteeringActor):
 
 class ParentAgentActor(SteeringActor):
     type: Literal["parent_agent"] = "parent_agent"
-    run_id: str = Field(min_length=1)
+    run_id: Id
     agent_id: str = Field(min_length=1)
 
     def describe(self) -> str:
@@ -291,7 +292,7 @@ class ParentAgentActor(SteeringActor):
 
 class GraphSupervisorActor(SteeringActor):
     type: Literal["graph_supervisor"] = "graph_supervisor"
-    run_id: str = Field(min_length=1)
+    run_id: Id
     node: str = Field(min_length=1)
 
     def describe(self) -> str:
@@ -301,7 +302,7 @@ class GraphSupervisorActor(SteeringActor):
 class MiddlewareActor(SteeringActor):
     type: Literal["middleware"] = "middleware"
     name: str = Field(min_length=1)
-    run_id: str | None = None
+    run_id: Id | None = None
 
     def describe(self) -> str:
         where = f" (run {self.run_id})" if self.run_id else ""
@@ -740,10 +741,11 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
 
 
 #: A refusal names at most this many problems, and each field name in it is cut to
-#: ``MAX_QUOTED_NAME`` characters: each of 50,000 unknown keys (or a key a megabyte long) was
-#: quoted whole, and an operator API answer of half a megabyte of keys was 6.7 MB.
+#: ``MAX_QUOTED_NAME`` characters (as an id is, ``shown_id``): each of 50,000 unknown keys (or a
+#: key a megabyte long) was quoted whole, and an operator API answer of half a megabyte of keys
+#: was 6.7 MB.
 MAX_PROBLEMS = 10
-MAX_QUOTED_NAME = 80
+MAX_QUOTED_NAME = MAX_QUOTED_ID
 
 
 def quoted_name(part: object) -> str | int:
@@ -751,10 +753,7 @@ def quoted_name(part: object) -> str | int:
     cut to ``MAX_QUOTED_NAME`` characters (saying how long it was)."""
     if isinstance(part, int):
         return part
-    text = str(part)
-    if len(text) <= MAX_QUOTED_NAME:
-        return text
-    return f"{text[:MAX_QUOTED_NAME]}... ({len(text):,} characters)"
+    return shown_id(part)
 
 
 def problems_line(
@@ -885,7 +884,7 @@ class SteeringCommand(_CommandPart):
     policy_ref: SteeringPolicyRef | None = None
     correlation_id: str = Field(default_factory=_new_correlation_id, min_length=1)
     created_at: datetime = Field(default_factory=_now)
-    checkpoint_id: str | None = Field(default=None, min_length=1)
+    checkpoint_id: Id | None = None
     fork: StrictBool = False
 
     @model_validator(mode="before")
@@ -989,7 +988,14 @@ def _invalid(exc: ValidationError, what: str) -> InvalidCommandError:
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, InvalidCommandError):
             return InvalidCommandError(str(cause))
-        message = _NOT_UTF8 if err["type"] == "string_unicode" else err["msg"]
+        kind = err["type"]
+        message = (
+            _NOT_UTF8
+            if kind == "string_unicode"
+            else CONTROL_PROBLEM
+            if kind == "string_pattern_mismatch"
+            else err["msg"]
+        )
         problems.append((err["loc"], message))
     return InvalidCommandError(f"invalid {what}: " + problems_line(problems, "command"))
 

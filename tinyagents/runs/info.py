@@ -12,6 +12,7 @@ from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import InvalidIdError
 from tinyagents.events.models import E, SubAgentEvent
+from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
 from tinyagents.runs.limits import RunLimits, RunUsage
 
 
@@ -51,16 +52,28 @@ def _no_limits() -> RunLimits:
 
 
 def check_id(value: object, name: str, hint: str = "") -> str:
-    """``value``, an id the caller gave; a blank or non-string one is refused
-    (``InvalidIdError``), never read as "no id" (a blank ``thread_id`` used to start a fresh
-    thread under a random id)."""
+    """``value``, an id the caller gave, if it keeps the id rule (``tinyagents.protocol.ids``:
+    at most ``MAX_ID_LENGTH`` characters, no control character); a blank or non-string one is
+    refused (``InvalidIdError``), never read as "no id" (a blank ``thread_id`` used to start a
+    fresh thread under a random id)."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidIdError(f"{name} must be a non-blank string, got {value!r}{hint}", field=name)
-    if "\x00" in value or (not value.isascii() and not _encodable(value)):
-        # stored as a key by every backend: SQLite took a NUL, PostgreSQL refused it, and a
-        # lone surrogate was a UnicodeEncodeError from one and a StoreError from the other
         raise InvalidIdError(
-            f"{name} must be text without NUL characters or lone surrogates, got {value!r}",
+            f"{name} must be a non-blank string, got {shown_id(repr(value))}{hint}", field=name
+        )
+    problem = id_problem(value)
+    if problem is not None:
+        # stored as a key by every backend: SQLite took a NUL, PostgreSQL refused it (and an
+        # id past its index's row limit)
+        raise InvalidIdError(
+            f"{name} must be text without NUL or other control characters, of at most "
+            f"{MAX_ID_LENGTH} characters; got {shown_id(repr(value))}: {problem}",
+            field=name,
+        )
+    if not value.isascii() and not _encodable(value):
+        # a lone surrogate was a UnicodeEncodeError from one backend, a StoreError from another
+        raise InvalidIdError(
+            f"{name} must be text without NUL characters or lone surrogates, "
+            f"got {shown_id(repr(value))}",
             field=name,
         )
     return value

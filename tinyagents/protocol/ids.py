@@ -1,0 +1,55 @@
+"""The rule every id a caller gives obeys, on every backend, and how errors quote an id.
+
+An id (of a run, its root and parent, a thread, a tenant, a graph task; in a command's target
+and actor; a checkpoint id) is non-empty text of at most ``MAX_ID_LENGTH`` characters with no
+control character (U+0000-U+001F, U+007F-U+009F: NUL among them) and no lone surrogate. The
+bound is what fits PostgreSQL's btree indexes (about 2.7 KB a row) for every index that holds
+two ids at four UTF-8 bytes a character; the memory and SQLite stores took longer ids, and the
+same id then failed deep inside PostgreSQL. It is checked where an id enters: pydantic
+constraints on the command models (in pydantic's compiled core, so a command costs nothing
+more) and ``tinyagents.runs.info.check_id`` for runs and threads.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+#: The longest id, in characters (``len``).
+MAX_ID_LENGTH = 256
+#: What an id may hold, as a pattern (no control character).
+ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: What an id problem says (the pattern would say only that it did not match).
+CONTROL_PROBLEM = (
+    "holds a control character (U+0000-U+001F or U+007F-U+009F, NUL among them); "
+    "an id is printable text"
+)
+
+#: An id field of a protocol model, checked by pydantic's core.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+
+#: An id (or name) in an error message is cut to this many characters: a store's error quoted
+#: a megabyte-long id whole.
+MAX_QUOTED_ID = 80
+
+
+def id_problem(value: str) -> str | None:
+    """What breaks the id rule in ``value`` (a str), or None (blankness and lone surrogates
+    aside: ``check_id`` says those)."""
+    if len(value) > MAX_ID_LENGTH:
+        return f"{len(value):,} characters; at most {MAX_ID_LENGTH}"
+    if _CONTROL.search(value) is not None:
+        return CONTROL_PROBLEM
+    return None
+
+
+def shown_id(value: object) -> str:
+    """``value`` as an error message quotes it: as it is, or cut to ``MAX_QUOTED_ID``
+    characters, saying how long it was."""
+    text = str(value)
+    if len(text) <= MAX_QUOTED_ID:
+        return text
+    return f"{text[:MAX_QUOTED_ID]}... ({len(text):,} characters)"
