@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents.errors import InvalidCommandError, InvalidIdError
+from tinyagents.errors import InvalidCommandError, InvalidIdError, StoreError
 from tinyagents.events import RunEvent, SteeringEvent
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.protocol.ids import MAX_ID_LENGTH
@@ -136,3 +136,19 @@ async def test_the_longest_ids_the_rule_allows_are_stored_and_read_back_by_every
         "steering.accepted",
     ]
     assert len(await store.list_runs(tenant_id=tenant, root_run_id=info.root_run_id)) == 1
+
+
+async def test_a_store_error_quotes_a_huge_id_cut_short(store: Store) -> None:
+    # the store's own API takes any text; PostgreSQL refuses a NUL, and its error quoted the
+    # whole megabyte-long id
+    huge = "x" * 1_000_000 + "\x00"
+    for read in (
+        lambda: store.get_command(huge),
+        lambda: store.load_run(huge),
+        lambda: store.run_commands(huge),
+    ):
+        try:
+            assert await read() in (None, [])
+        except StoreError as exc:
+            assert len(str(exc)) < 1_000
+            assert "1,000,001 characters" in str(exc)

@@ -31,6 +31,7 @@ from tinyagents.protocol.commands import (
     ThreadTarget,
     dedupe_scope,
 )
+from tinyagents.protocol.ids import shown_id
 from tinyagents.protocol.state import CommandState
 
 _log = logging.getLogger("tinyagents.store")
@@ -539,7 +540,7 @@ def read_receipt(request_id: str, text: str) -> SteeringReceipt:
         return SteeringReceipt.model_validate_json(text)
     except ValueError as exc:
         raise StoreError(
-            f"the receipt of inbox request {request_id} does not read as one "
+            f"the receipt of inbox request {shown_id(request_id)} does not read as one "
             f"({_first_line(exc)}): send the command again with the same correlation id to "
             "learn its outcome ('duplicate' if it was taken)"
         ) from exc

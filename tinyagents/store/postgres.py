@@ -26,6 +26,7 @@ from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
+from tinyagents.protocol.ids import shown_id
 from tinyagents.protocol.state import CommandState
 from tinyagents.store._postgres import (
     check_settings,
@@ -431,7 +432,7 @@ class PostgresStore(Store):
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         rows = await self._fetch_again(
-            f"read command {correlation_id}",
+            f"read command {shown_id(correlation_id)}",
             "SELECT command, state, run_id, reason,"
             " EXTRACT(EPOCH FROM clock_timestamp() - logged_at) FROM steering_log"
             " WHERE scope = $1 AND correlation_id = $2",
@@ -443,7 +444,9 @@ class PostgresStore(Store):
         try:
             return _stored(rows[0], rows[0][4])
         except ValueError as exc:
-            raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
+            raise StoreError(
+                f"command {shown_id(repr(correlation_id))}: {unreadable_reason(exc)}"
+            ) from exc
 
     async def open_commands(self) -> list[StoredCommand]:
         rows = await self._fetch_again(
@@ -477,7 +480,7 @@ class PostgresStore(Store):
         if not states:
             return []
         rows = await self._fetch_again(
-            f"read the commands of run {run_id}",
+            f"read the commands of run {shown_id(run_id)}",
             "SELECT command, state, run_id, reason FROM steering_log"
             " WHERE run_id = $1 AND state = ANY($2::text[]) ORDER BY seq",
             run_id,
@@ -581,7 +584,7 @@ class PostgresStore(Store):
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
     ) -> tuple[bool, dict[str, Any] | None]:
         run_id = snapshot["run_id"]
-        async with self._transaction(f"claim run {run_id}") as conn:
+        async with self._transaction(f"claim run {shown_id(run_id)}") as conn:
             # a run with no row: the insert waits for another claim's uncommitted one
             if free(None) and await conn.fetchval(_CLAIM_NEW, *_run_row(snapshot)):
                 return True, None
@@ -596,7 +599,7 @@ class PostgresStore(Store):
             return True, stored
 
     async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
-        async with self._transaction(f"give back the claim of run {run_id}") as conn:
+        async with self._transaction(f"give back the claim of run {shown_id(run_id)}") as conn:
             data = await conn.fetchval("SELECT data FROM runs WHERE run_id = $1 FOR UPDATE", run_id)
             if data is None or _owner(data) != owner:
                 return False
@@ -655,7 +658,7 @@ class PostgresStore(Store):
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         rows = await self._fetch_again(
-            f"read run {run_id}", f"SELECT {_RUN} FROM runs WHERE run_id = $1", run_id
+            f"read run {shown_id(run_id)}", f"SELECT {_RUN} FROM runs WHERE run_id = $1", run_id
         )
         return _snapshot(rows[0]) if rows else None
 
@@ -712,7 +715,7 @@ class PostgresStore(Store):
         # may have committed, and the sender, told it failed, would not wait for the receipt
         # of a command its owner applies.
         await self._fetch_again(
-            f"put inbox request {request_id}",
+            f"put inbox request {shown_id(request_id)}",
             "WITH put AS (INSERT INTO inbox"
             " (request_id, owner, state, command, submitted_at, run_id)"
             " VALUES ($1, $2, 'pending', $3, clock_timestamp(), $5)"
@@ -733,7 +736,7 @@ class PostgresStore(Store):
         # lease is the database's clock's (``taken_at``), never this machine's.
         take_id = _clock.new_id("take")  # unique among this owner's takes
         rows = await self._fetch_again(
-            f"take the inbox of {owner}",
+            f"take the inbox of {shown_id(owner)}",
             "UPDATE inbox SET state = 'taken', owner = $1, taken_at = clock_timestamp(),"
             " take_id = $3"
             f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
@@ -760,7 +763,7 @@ class PostgresStore(Store):
         return items
 
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
-        async with self._transaction(f"answer inbox request {request_id}") as conn:
+        async with self._transaction(f"answer inbox request {shown_id(request_id)}") as conn:
             await conn.execute(
                 "UPDATE inbox SET state = 'answered', receipt = $1,"
                 " answered_at = clock_timestamp() WHERE request_id = $2",
@@ -771,7 +774,7 @@ class PostgresStore(Store):
 
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
         rows = await self._fetch_again(
-            f"read the receipt of inbox request {request_id}",
+            f"read the receipt of inbox request {shown_id(request_id)}",
             "SELECT receipt FROM inbox WHERE request_id = $1",
             request_id,
         )

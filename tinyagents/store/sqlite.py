@@ -21,6 +21,7 @@ from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
+from tinyagents.protocol.ids import shown_id
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_LEASE_S,
@@ -383,7 +384,9 @@ class SqliteStore(Store):
         try:
             return _stored(row)
         except ValueError as exc:
-            raise StoreError(f"command {correlation_id!r}: {unreadable_reason(exc)}") from exc
+            raise StoreError(
+                f"command {shown_id(repr(correlation_id))}: {unreadable_reason(exc)}"
+            ) from exc
 
     async def open_commands(self) -> list[StoredCommand]:
         marks = ",".join("?" for _ in _OPEN)
@@ -545,7 +548,7 @@ class SqliteStore(Store):
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
     ) -> tuple[bool, dict[str, Any] | None]:
         run_id = snapshot["run_id"]
-        async with self._writing(f"claim run {run_id}") as db:
+        async with self._writing(f"claim run {shown_id(run_id)}") as db:
             # IMMEDIATE: the file's write lock before the read, so no other connection (of
             # any process) saves the run between the read and the write
             await db.execute("BEGIN IMMEDIATE")
@@ -558,7 +561,7 @@ class SqliteStore(Store):
         return True, stored
 
     async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
-        async with self._writing(f"give back the claim of run {run_id}") as db:
+        async with self._writing(f"give back the claim of run {shown_id(run_id)}") as db:
             await db.execute("BEGIN IMMEDIATE")
             async with db.execute(_RUN_OWNERS, (json.dumps([run_id]),)) as cur:
                 row = await cur.fetchone()
@@ -676,7 +679,7 @@ class SqliteStore(Store):
                 _clock.now().isoformat(),
                 target_run_id(command),
             ),
-            what=f"put inbox request {request_id}",
+            what=f"put inbox request {shown_id(request_id)}",
         )
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
@@ -695,7 +698,7 @@ class SqliteStore(Store):
             f" WHERE request_id IN (SELECT request_id FROM inbox WHERE {_TAKEABLE}"
             " ORDER BY rowid LIMIT ?4) RETURNING rowid, request_id, command, submitted_at",
             (owner, expired, now.isoformat(), sql_int(max(limit, 0))),  # LIMIT -1: no limit
-            what=f"take the inbox of {owner}",
+            what=f"take the inbox of {shown_id(owner)}",
         )
         items: list[InboxItem] = []
         for _, request_id, command, submitted_at in sorted(rows):  # RETURNING has no order
@@ -730,7 +733,7 @@ class SqliteStore(Store):
                     False,
                 ),
             ],
-            what=f"answer inbox request {request_id}",
+            what=f"answer inbox request {shown_id(request_id)}",
         )
 
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:

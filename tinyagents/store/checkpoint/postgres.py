@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, ThreadBusy
+from tinyagents.protocol.ids import shown_id
 from tinyagents.store._postgres import (
     check_settings,
     db_errors,
@@ -300,7 +301,7 @@ class PostgresCheckpointer(Checkpointer):
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         rows = await self._fetch(
-            f"read thread {thread_id}",
+            f"read thread {shown_id(thread_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
             "ORDER BY seq DESC LIMIT 1",
             thread_id,
@@ -312,7 +313,7 @@ class PostgresCheckpointer(Checkpointer):
         self, thread_id: str, checkpoint_id: str, ns: str = ""
     ) -> CheckpointRecord | None:
         rows = await self._fetch(
-            f"read checkpoint {checkpoint_id}",
+            f"read checkpoint {shown_id(checkpoint_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 "
             "AND ns = $3",
             checkpoint_id,
@@ -339,14 +340,14 @@ class PostgresCheckpointer(Checkpointer):
             f"WHERE thread_id = $1 AND ns = $2 AND snapshot AND seq <= {target}) "
             "ORDER BY seq"
         )
-        rows = await self._fetch(f"read thread {thread_id}", sql, *args)
+        rows = await self._fetch(f"read thread {shown_id(thread_id)}", sql, *args)
         return [CheckpointRecord.from_row(thread_id, ns, row) for row in rows]
 
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
         rows = await self._fetch(
-            f"list thread {thread_id}",
+            f"list thread {shown_id(thread_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
             "ORDER BY seq DESC LIMIT $3",
             thread_id,
@@ -359,7 +360,7 @@ class PostgresCheckpointer(Checkpointer):
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
     ) -> builtins.list[CheckpointRecord] | None:
         seq = await self._fetch(
-            f"find checkpoint {before} of thread {thread_id}",
+            f"find checkpoint {shown_id(before)} of thread {shown_id(thread_id)}",
             "SELECT seq FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 AND ns = $3",
             before,
             thread_id,
@@ -368,7 +369,7 @@ class PostgresCheckpointer(Checkpointer):
         if not seq:
             return None
         rows = await self._fetch(
-            f"list thread {thread_id}",
+            f"list thread {shown_id(thread_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 AND seq < $3 "
             "ORDER BY seq DESC LIMIT $4",
             thread_id,
@@ -407,7 +408,7 @@ class PostgresCheckpointer(Checkpointer):
             )
         # one statement: the writes of a task land together or not at all
         saved = await self._fetch(
-            f"save pending writes of thread {thread_id}",
+            f"save pending writes of thread {shown_id(thread_id)}",
             "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
             "value) SELECT $1, $2, $3, w.task_id, w.kind, w.key, w.value "
             "FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) "
@@ -423,7 +424,7 @@ class PostgresCheckpointer(Checkpointer):
         self, thread_id: str, ns: str, frontier_id: str
     ) -> builtins.list[WriteRecord]:
         rows = await self._fetch(
-            f"read pending writes of thread {thread_id}",
+            f"read pending writes of thread {shown_id(thread_id)}",
             "SELECT task_id, kind, key, value FROM checkpoint_writes WHERE thread_id = $1 "
             "AND ns = $2 AND frontier_id = $3 ORDER BY pos",
             thread_id,
@@ -436,7 +437,7 @@ class PostgresCheckpointer(Checkpointer):
 
     async def delete_thread(self, thread_id: str) -> None:
         pool = await self._db()
-        async with mapped_errors(f"delete thread {thread_id}"), pool.acquire() as conn:
+        async with mapped_errors(f"delete thread {shown_id(thread_id)}"), pool.acquire() as conn:
             async with conn.transaction():
                 for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                     await conn.execute(f"DELETE FROM {table} WHERE thread_id = $1", thread_id)
@@ -494,7 +495,10 @@ class PostgresCheckpointer(Checkpointer):
         if held is not None and held[0] == owner:
             return  # re-entrant: the lock is ours already
         key = self._key(thread_id)
-        async with self._lease_lock, mapped_errors(f"take the lease of thread {thread_id}"):
+        async with (
+            self._lease_lock,
+            mapped_errors(f"take the lease of thread {shown_id(thread_id)}"),
+        ):
             conn, locked = await self._try_lock(key)
             if not locked:
                 raise ThreadBusy(thread_id)
@@ -540,7 +544,7 @@ class PostgresCheckpointer(Checkpointer):
 
     async def _holds(self, thread_id: str, token: int) -> bool:
         rows = await self._fetch(
-            f"read the lease of thread {thread_id}",
+            f"read the lease of thread {shown_id(thread_id)}",
             "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2",
             thread_id,
             token,
@@ -560,7 +564,10 @@ class PostgresCheckpointer(Checkpointer):
             return
         key = self._key(thread_id)
         check = "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2 AND owner = $3"
-        async with self._lease_lock, mapped_errors(f"renew the lease of thread {thread_id}"):
+        async with (
+            self._lease_lock,
+            mapped_errors(f"renew the lease of thread {shown_id(thread_id)}"),
+        ):
             conn = self._lease_conn
             still = None
             if conn is not None and conn is not self._locked_on.get(thread_id):
