@@ -212,3 +212,20 @@ async def test_setup_is_idempotent(make_checkpointer: Any) -> None:
     await cp.setup()
     await cp.put(record(0))
     assert await cp.latest("t") is not None
+
+
+@pytest.mark.parametrize("limit", [-1, -2, True, 1.5])
+async def test_a_limit_that_is_no_count_is_a_value_error_on_every_backend(
+    checkpointer: Checkpointer, limit: Any
+) -> None:
+    # -2 was "all but the last two" in memory, "no limit" in SQLite, a StoreError in PostgreSQL
+    for n in range(3):
+        await checkpointer.put(record(n))
+    with pytest.raises(ValueError, match=r"limit=\.\.\.\) must be None or a whole number >= 0"):
+        await checkpointer.list("t", limit=limit)
+    with pytest.raises(ValueError, match=r"limit=\.\.\.\) must be None or a whole number >= 0"):
+        await checkpointer.list_before("t", "", "t//2", limit=limit)
+    assert [r.seq for r in await checkpointer.list("t", limit=0)] == []
+    assert [r.seq for r in await checkpointer.list("t", limit=2)] == [2, 1]
+    older = await checkpointer.list_before("t", "", "t//2", limit=1)
+    assert older is not None and [r.seq for r in older] == [1]

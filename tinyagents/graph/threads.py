@@ -34,6 +34,7 @@ from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, collected, shown, task_id
 from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
 from tinyagents.runs.info import check_id
+from tinyagents.store.checkpoint.base import check_limit
 
 if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord
@@ -237,8 +238,7 @@ async def history(
     ``filter``, at most ``limit`` of them (counted after both)."""
     cp = require_checkpointer(graph, "history")
     check_id(thread_id, "thread_id")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"history(limit=...) must be None or a whole number >= 0, got {limit!r}")
+    check_limit(limit, "history")
     if filter is not None and not isinstance(filter, Mapping):
         raise TypeError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
     if not isinstance(ns, str):

@@ -139,6 +139,17 @@ class WriteRecord(Record):
     value: Any = None
 
 
+def check_limit(limit: object, what: str = "list") -> int | None:
+    """``limit``, a count of checkpoints to read (None: all of them); anything else (a negative
+    number, a bool, a float) is a ``ValueError``: a negative one meant all but the last few in
+    memory, no limit in SQLite and a ``StoreError`` in PostgreSQL."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"{what}(limit=...) must be None or a whole number >= 0, got {limit!r}")
+    return limit
+
+
 def check_lease_ttl(lease_ttl: object) -> float:
     """A backend's ``lease_ttl``: a finite number of seconds >= 0 (0: a lease of another host
     is taken over at once; a negative one was that by accident, NaN or infinity a lease that
@@ -195,7 +206,9 @@ class Checkpointer(ABC):
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
-        """Checkpoints newest first; ``values`` may be left empty (history needs no values)."""
+        """Checkpoints newest first, at most ``limit`` (None: all; a negative one is a
+        ``ValueError``, ``check_limit``); ``values`` may be left empty (history needs no
+        values)."""
 
     async def list_before(
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
@@ -205,6 +218,7 @@ class Checkpointer(ABC):
         As ``list``, ``values`` may be left empty. This default reads the whole chain through
         ``list``; the backends here read the page alone (``history(before=...)`` pages back
         through a long thread)."""
+        check_limit(limit, "list_before")
         records = await self.list(thread_id, ns)
         at = next((i for i, r in enumerate(records) if r.checkpoint_id == before), None)
         if at is None:

@@ -15,6 +15,7 @@ from tinyagents.store.checkpoint.base import (
     Checkpointer,
     CheckpointRecord,
     WriteRecord,
+    check_limit,
     compact_json,
 )
 
@@ -104,12 +105,13 @@ class MemoryCheckpointer(Checkpointer):
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
-        rows = self._chains.get((thread_id, ns), [])[::-1][:limit]
+        rows = self._chains.get((thread_id, ns), [])[::-1][: check_limit(limit)]
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
     async def list_before(
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
     ) -> builtins.list[CheckpointRecord] | None:
+        check_limit(limit, "list_before")
         at = self._find(thread_id, ns, before)
         if at is None:
             return None

@@ -58,6 +58,7 @@ from tinyagents.store.checkpoint.base import (
     CheckpointRecord,
     WriteRecord,
     check_lease_ttl,
+    check_limit,
     compact_json,
     stale_message,
 )
@@ -346,6 +347,7 @@ class PostgresCheckpointer(Checkpointer):
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
+        check_limit(limit)
         rows = await self._fetch(
             f"list thread {shown_id(thread_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
@@ -359,6 +361,7 @@ class PostgresCheckpointer(Checkpointer):
     async def list_before(
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
     ) -> builtins.list[CheckpointRecord] | None:
+        check_limit(limit, "list_before")
         seq = await self._fetch(
             f"find checkpoint {shown_id(before)} of thread {shown_id(thread_id)}",
             "SELECT seq FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 AND ns = $3",

@@ -35,6 +35,7 @@ from tinyagents.store.checkpoint.base import (
     CheckpointRecord,
     WriteRecord,
     check_lease_ttl,
+    check_limit,
     compact_json,
     stale_message,
 )
@@ -303,6 +304,7 @@ class SqliteCheckpointer(Checkpointer):
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
+        check_limit(limit)
         rows = await self._fetch(
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
             "ORDER BY seq DESC LIMIT ?",
@@ -313,6 +315,7 @@ class SqliteCheckpointer(Checkpointer):
     async def list_before(
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
     ) -> builtins.list[CheckpointRecord] | None:
+        check_limit(limit, "list_before")
         found = await self._fetch(
             "SELECT seq FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? AND ns = ?",
             (before, thread_id, ns),
