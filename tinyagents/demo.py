@@ -66,6 +66,7 @@ from tinyagents.console import (
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelEvent, RunEvent, SteeringEvent, SubAgentEvent
 from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
+from tinyagents.store.sqlite import MIGRATIONS, newer_message
 
 CORPUS = {
     "billing": "Invoice #1042 was charged twice on 2026-03-02 (ledger rows 88 and 91).",
@@ -304,6 +305,14 @@ def open_store_file(path: Path) -> sqlite3.Connection:
     if not logged or not {"runs", "events"} <= tables:
         conn.close()
         raise StoreError(f"{path} is not a tinyagents store: it has no steering log")
+    # as an open refuses it: a newer version's tables may not read as this version's
+    (found,) = conn.execute(
+        "SELECT MAX(version) FROM migrations WHERE name = 'steering'"
+    ).fetchone()
+    known = MIGRATIONS[-1][0]
+    if found > known:
+        conn.close()
+        raise StoreError(f"cannot read {path}: {newer_message('steering', found, known)}")
     return conn
 
 

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 from services import pg_schema, postgres_dsn
 
+from tinyagents.cli import inspect_store, read_store
 from tinyagents.errors import StoreError
 from tinyagents.store import PostgresStore, SqliteStore
 from tinyagents.store.checkpoint import PostgresCheckpointer, SqliteCheckpointer
@@ -103,3 +104,24 @@ async def test_a_postgres_checkpointer_a_newer_version_wrote_is_refused() -> Non
     assert "newer version of tinyagents" in message
     assert f"version {FUTURE}" in message and f"up to {known}" in message
     assert again._pool is None
+
+
+async def test_inspect_refuses_a_store_file_a_newer_version_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # inspect reads the file itself (read-only, never migrating): it drew what it could read
+    # of tables a newer version may have changed, where opening the store refused the file
+    path = tmp_path / "newer.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO migrations VALUES ('steering', ?, '')", (FUTURE,))
+    with pytest.raises(StoreError) as caught:
+        read_store(path)
+    message = str(caught.value)
+    known = max(v for v, _ in SQLITE_STORE_MIGRATIONS)
+    assert str(path) in message and "newer version of tinyagents" in message
+    assert f"version {FUTURE}" in message and f"up to {known}" in message
+    assert await inspect_store(str(path)) == 2
+    assert "newer version of tinyagents" in capsys.readouterr().out

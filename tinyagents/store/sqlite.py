@@ -950,11 +950,15 @@ async def refuse_newer(
     rows = await db.execute_fetchall(f"SELECT MAX(version) FROM {record}{where}", args)
     found = next(iter(rows))[0]
     if found is not None and found > known:
-        raise StoreError(
-            f"it was made by a newer version of tinyagents ({schema or record} version {found}; "
-            f"this version knows up to {known}): use that version or a later one (nothing "
-            "was written)"
-        )
+        raise StoreError(newer_message(schema or record, found, known))
+
+
+def newer_message(schema: str, found: int, known: int) -> str:
+    """Why a file a newer tinyagents migrated is refused (by an open, and by ``inspect``)."""
+    return (
+        f"it was made by a newer version of tinyagents ({schema} version {found}; this "
+        f"version knows up to {known}): use that version or a later one (nothing was written)"
+    )
 
 
 class OpenedFile:
