@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tinyagents.errors import StoreError
 from tinyagents.store import SqliteStore
 from tinyagents.store import sqlite as sqlite_store
 
@@ -74,6 +75,7 @@ async def test_a_migration_and_its_record_are_one_transaction(
 
 _OPEN = """
 import asyncio, sys, time
+from tinyagents.errors import StoreError
 from tinyagents.store import SqliteStore
 from tinyagents.store.checkpoint import SqliteCheckpointer
 
@@ -111,3 +113,34 @@ def test_processes_opening_one_new_file_at_once_all_open_it(kind: str, tmp_path:
         outcomes = [p.communicate(timeout=120) for p in procs]
         failed = [err.strip().splitlines()[-1] for out, err in outcomes if "opened" not in out]
         assert not failed, f"round {round_}: {failed}"
+
+
+async def test_a_newer_version_migrating_the_file_during_the_open_is_refused_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newer-version check is made again inside the migration's transaction: a newer
+    tinyagents that migrates the file after the open's first look (before its migrations
+    take the lock) is seen, and this version's migrations are not applied around its tables."""
+    path = tmp_path / "old.db"
+    await _at_version_3(path, monkeypatch)
+    use_wal = sqlite_store.use_wal
+
+    async def a_newer_version_migrates_meanwhile(db: object, timeout_s: float) -> None:
+        other = sqlite3.connect(path)
+        with other:
+            other.execute("INSERT INTO migrations VALUES ('steering', 99, '')")
+        other.close()
+        await use_wal(db, timeout_s)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_store, "use_wal", a_newer_version_migrates_meanwhile)
+    with pytest.raises(StoreError, match=r"newer version of tinyagents \(steering version 99"):
+        await SqliteStore(path).open()
+    with sqlite3.connect(path) as db:
+        versions = [
+            r[0]
+            for r in db.execute(
+                "SELECT version FROM migrations WHERE name = 'steering' ORDER BY version"
+            )
+        ]
+        columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+    assert versions == [1, 2, 3, 99] and "created_at" not in columns

@@ -1075,13 +1075,14 @@ async def migrate(
     """Apply the migrations of schema ``name`` not yet recorded in the shared ``migrations``
     table (idempotent; several schemas, e.g. steering and checkpoints, can share one file).
 
-    Each migration and its record are one transaction (``BEGIN IMMEDIATE``: one writer at a
-    time), so a crash leaves both or neither. Processes opening an older file at once may both
-    find a migration missing: the second to take the lock fails on what the first did (its
-    ``ADD COLUMN`` exists, or the record's key), rolls back and reads again, finding the work
-    done. Each such failure means another process applied a migration, so with N migrations
-    N + 2 attempts are enough however many processes open the file at once (three were not:
-    eight ``serve`` workers opening a new file failed with "duplicate column name")."""
+    The migrations missing and their records are one transaction (``BEGIN IMMEDIATE``: one
+    writer at a time), so a crash leaves all or none, and the versions are read, and a file a
+    newer tinyagents migrated refused (``StoreError``), inside it: an open's first look
+    (``refuse_newer``) comes before the lock, and a newer version migrating the file in
+    between was not seen. Processes opening an older file at once wait for the lock in turn,
+    and each after the first finds the work done; a failure (the file locked past the busy
+    timeout) is rolled back and tried again, as many times as there are migrations, plus two
+    (three were not enough for eight ``serve`` workers opening a new file)."""
     attempts = len(migrations) + 2
     for attempt in range(attempts):
         try:
@@ -1091,6 +1092,9 @@ async def migrate(
             await db.rollback()
             if attempt == attempts - 1:
                 raise
+        except BaseException:
+            await db.rollback()
+            raise
 
 
 async def _migrate_once(
@@ -1100,20 +1104,37 @@ async def _migrate_once(
         "CREATE TABLE IF NOT EXISTS migrations (name TEXT NOT NULL, version INTEGER NOT NULL,"
         " applied_at TEXT NOT NULL, PRIMARY KEY (name, version))"
     )
+    await db.execute("BEGIN IMMEDIATE")
     async with db.execute("SELECT version FROM migrations WHERE name = ?", (name,)) as cur:
         done = {r[0] for r in await cur.fetchall()}
+    known = migrations[-1][0]
+    if done and max(done) > known:
+        raise StoreError(newer_message(name, max(done), known))
     for version, script in migrations:
         if version in done:
             continue
         body = script.strip().removeprefix("BEGIN;").removesuffix("COMMIT;")
-        record = (
-            "INSERT INTO migrations (name, version, applied_at) VALUES "
-            f"({_literal(name)}, {int(version)}, {_literal(_clock.now().isoformat())});"
+        for statement in _statements(body):
+            await db.execute(statement)
+        await db.execute(
+            "INSERT INTO migrations (name, version, applied_at) VALUES (?, ?, ?)",
+            (name, int(version), _clock.now().isoformat()),
         )
-        await db.executescript(f"BEGIN IMMEDIATE;\n{body}\n{record}\nCOMMIT;")
     await db.commit()
 
 
-def _literal(text: str) -> str:
-    """``text`` as an SQL string literal (for a script, which takes no parameters)."""
-    return "'" + text.replace("'", "''") + "'"
+def _statements(script: str) -> list[str]:
+    """The SQL statements of ``script``, one by one (``execute`` takes one at a time, and
+    ``executescript`` would commit the transaction the migration runs in), cut where SQLite
+    says a statement is complete (never at a semicolon inside a string or a trigger)."""
+    out: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        out.append(pending.strip())
+    return out
