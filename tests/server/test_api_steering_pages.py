@@ -13,8 +13,7 @@ from operator_server import BASE, _serve, eventually
 from test_api_trace_pages import CountingStore, events_of, next_link
 
 from tinyagents.events import Event, SteeringEvent
-from tinyagents.protocol import SteeringActor, SteeringTarget
-from tinyagents.protocol.commands import SteeringKind
+from tinyagents.protocol import SteeringActor, SteeringKind, SteeringTarget
 from tinyagents.server import Control
 
 
