@@ -287,7 +287,16 @@ async def test_a_criteria_file_that_cannot_be_read_is_a_judge_error(tmp_path: Pa
 
 
 _COLD_JUDGE = """
-import asyncio, json, os, sys
+import asyncio, importlib.abc, json, os, sys, time
+
+class SlowLitellm(importlib.abc.MetaPathFinder):
+    # importing litellm takes 5 s more than the judge's timeout... only if it is timed
+    def find_spec(self, name, path=None, target=None):
+        if name == "litellm":
+            time.sleep(5)
+        return None
+
+sys.meta_path.insert(0, SlowLitellm())
 from tinyagents import Agent, Runtime, SupervisorSpec, tool
 from tinyagents.testkit import EventRecorder, EventWaiter, OpenAICompatServer, ScriptedModel
 from tinyagents.testkit import reply, tool_call
@@ -306,7 +315,7 @@ async def main():
     async with OpenAICompatServer(['{"passed": true, "reason": "fine"}']) as server:
         spec = SupervisorSpec(
             model="openai/judge", api_base=server.base_url, api_key_env="JUDGE_KEY",
-            judge_timeout_s=1.5,  # the import alone takes longer; the call ~0.3 s
+            judge_timeout_s=4.5,  # the import alone takes longer; the call ~0.3 s
         )
         async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
             model = ScriptedModel([tool_call("work"), reply("done")])
@@ -319,7 +328,10 @@ asyncio.run(main())
 
 def test_the_first_litellm_judge_call_does_not_spend_its_timeout_importing_litellm() -> None:
     # litellm takes seconds to import: imported inside the judge's timeout, on the event
-    # loop, the first verdict of a process was a TimeoutError however fast the judge was
+    # loop, the first verdict of a process was a TimeoutError however fast the judge was.
+    # The import is made 5 s slower than it is, so a timeout that counts it runs out
+    # whatever the machine's load (with the real import alone, 1.5 s, the call itself ran
+    # past it on a loaded machine)
     done = subprocess.run(
         [sys.executable, "-c", _COLD_JUDGE], capture_output=True, text=True, timeout=60
     )
