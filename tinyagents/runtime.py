@@ -57,6 +57,7 @@ from tinyagents.steering.remote import (
     HEARTBEAT_S,
     OWNER_SILENT_S,
     SNAPSHOT_EVERY_S,
+    logged_duplicate,
     owner_silent,
 )
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
@@ -568,6 +569,16 @@ class Runtime:
         try:
             return await written_again(lambda: self._submit(cmd, None))
         except RuntimeClosed:
+            # A retry of a command taken before (the same id from the same sender; it came
+            # as the runtime closed) is a duplicate: "rejected" would tell its sender that
+            # nothing was applied, though the first attempt was.
+            assert self.store is not None
+            try:
+                duplicate = await logged_duplicate(self.store, cmd)
+            except StoreError:  # it may have been taken: its sender's ReceiptTimeout says so
+                return None
+            if duplicate is not None:
+                return duplicate
             return _refused(cmd, "runtime closed: the run's owner is shutting down")
         except StoreError as exc:
             if not may_pass(exc):

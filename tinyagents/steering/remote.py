@@ -85,7 +85,7 @@ async def submit_through_store(
             return await settle_dead_run(store, cmd, snapshot)
         if snapshot is not None:
             # A retry of a command its owner already took: the first outcome stands.
-            duplicate = await _duplicate(store, cmd)
+            duplicate = await logged_duplicate(store, cmd)
             if duplicate is not None:
                 return duplicate
         if dead:
@@ -233,7 +233,7 @@ def _time(value: Any) -> datetime | None:
     return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-async def _duplicate(store: Store, cmd: SteeringCommand) -> SteeringReceipt | None:
+async def logged_duplicate(store: Store, cmd: SteeringCommand) -> SteeringReceipt | None:
     """The ``duplicate`` receipt for ``cmd`` if the steering log holds its id (naming the run
     the logged command went to, as that one's receipt did), else None. A lookup that fails
     raises: answered ``duplicate``, the sender would take a command none of its attempts may
