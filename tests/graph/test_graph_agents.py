@@ -303,3 +303,64 @@ async def test_an_agent_node_under_a_narrowed_agent_run_gets_no_withheld_model()
         result = await handle.result()
     assert result.status is RunStatus.COMPLETED
     assert seen == ["small"]
+
+
+async def test_an_agent_node_under_a_narrowed_agent_run_gets_no_withheld_tool() -> None:
+    """An agent run narrowed by ``constrain_tools`` (``delete_db`` taken away) starts a graph
+    run from a tool: its agent node's agent has ``delete_db``, but runs without it (it is not
+    offered, and a call to it is an error result), through the graph run and its task."""
+    ran: list[str] = []
+    offered: list[list[str]] = []
+
+    @tool
+    async def delete_db() -> str:
+        """Delete the database."""
+        ran.append("delete_db")
+        return "deleted"
+
+    writer_calls = 0
+
+    async def child_fn(request: ModelRequest) -> Any:
+        nonlocal writer_calls
+        writer_calls += 1
+        offered.append(sorted(t.name for t in request.tools))
+        return tool_call("delete_db") if writer_calls == 1 else "drafted"
+
+    writer = Agent("writer", model=FunctionModel(child_fn), tools=[delete_db])
+    compiled = writer_graph(writer)
+    async with Runtime(testing=True) as rt:
+
+        @tool
+        async def write(ctx: Any) -> str:
+            """Run the writing graph under this run."""
+            handle = await rt.start_graph(compiled, {"topic": "cats"}, parent=ctx.handle)
+            return str((await handle.result()).state["draft"])
+
+        first = Gate("first")
+        calls = 0
+
+        async def lead_fn(request: ModelRequest) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                await first.wait()
+                return tool_call("write")
+            return "done"
+
+        lead = Agent("lead", model=FunctionModel(lead_fn), tools=[write, delete_db])
+        handle = await rt.start(lead, "go")
+        await first.entered.wait()
+        narrowed = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.CONSTRAIN_TOOLS,
+                payload={"tools": ["write"]},
+            )
+        )
+        assert narrowed.status == "accepted"
+        first.open()
+        result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert ran == []
+    assert offered == [[], []]

@@ -776,3 +776,182 @@ async def test_starting_a_child_on_a_withheld_model_by_hand_is_refused(rt: Runti
     await other.cancel()
     hold.open()
     assert (await handle.result()).status is RunStatus.COMPLETED
+
+
+# --------------------------------------------------------------------------- tool allowlists
+
+
+def _dangerous_tool(ran: list[str]) -> Any:
+    @tool
+    async def delete_db() -> str:
+        """Delete the database."""
+        ran.append("delete_db")
+        return "deleted"
+
+    return delete_db
+
+
+def _child_that_tries(name: str, ran: list[str], offered: list[list[str]]) -> Agent:
+    """An agent granted ``delete_db`` and ``lookup`` whose model records the tools it is
+    offered, calls ``delete_db`` once, then answers."""
+    calls = 0
+
+    async def child_fn(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        offered.append(sorted(t.name for t in request.tools))
+        return tool_call("delete_db") if calls == 1 else "c"
+
+    @tool
+    async def lookup() -> str:
+        """Look something up."""
+        return "found"
+
+    return Agent(name, model=FunctionModel(child_fn), tools=[_dangerous_tool(ran), lookup])
+
+
+async def _narrow_tools(rt: Runtime, handle: Any, tools: list[str]) -> None:
+    receipt = await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=OPERATOR,
+            kind=SteeringKind.CONSTRAIN_TOOLS,
+            payload={"tools": tools},
+        )
+    )
+    assert receipt.status == "accepted"
+
+
+async def test_a_sub_agent_tool_child_gets_no_tool_its_parent_was_narrowed_away_from(
+    rt: Runtime,
+):
+    """``constrain_tools`` took ``delete_db`` away from the parent; the child its
+    ``SubAgentTool`` starts has ``delete_db`` on its own agent, and could call it. A child gets
+    no more than its parent was left with: it is not offered the tool, and a call to it is an
+    error result (the tool never runs)."""
+    ran: list[str] = []
+    offered: list[list[str]] = []
+    child = _child_that_tries("child", ran, offered)
+    gate = Gate("parent")
+    calls = 0
+
+    async def parent_fn(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await gate.wait()
+            return tool_call("child", input="clean up")
+        return "p"
+
+    parent = Agent(
+        "parent",
+        model=FunctionModel(parent_fn),
+        tools=[_dangerous_tool(ran), SubAgentTool(SubAgent(child))],
+    )
+    handle = await rt.start(parent, "go")
+    await gate.entered.wait()
+    await _narrow_tools(rt, handle, ["child"])
+    gate.open()
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    assert ran == []
+    assert offered == [["lookup"], ["lookup"]]
+    [child_info] = rt.runs.tree.children(handle.run_id)
+    assert child_info.tools == {"lookup"}
+    assert child_info.withheld_tools == {"delete_db"}  # and from its own children in turn
+    child_result = await rt.runs.get(child_info.run_id).result()
+    [refused] = [m for m in child_result.messages if m.role == "tool"]
+    assert refused.metadata.get("error") is True
+    assert "unknown tool 'delete_db'" in refused.content and "available: lookup" in refused.content
+
+
+async def test_children_started_by_hand_get_no_tool_their_ancestor_was_narrowed_away_from(
+    rt: Runtime,
+):
+    """``SubAgent.start`` and ``rt.start(parent=...)`` take the same bound as a
+    ``SubAgentTool``, even when the child's tools are named at the start; a grandchild
+    inherits it, and a child left with no tool at all still runs (tools are optional)."""
+    ran: list[str] = []
+    first, hold = Gate("first"), Gate("hold")
+    calls = 0
+
+    async def parent_fn(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await first.wait()
+            return tool_call("hold")
+        return "p"
+
+    parent = Agent(
+        "parent", model=FunctionModel(parent_fn), tools=[hold.tool(), _dangerous_tool(ran)]
+    )
+    handle = await rt.start(parent, "go")
+    await first.entered.wait()
+    await _narrow_tools(rt, handle, ["hold"])
+    first.open()
+    await hold.entered.wait()  # the narrowing landed after the response: the run holds there
+
+    offered: list[list[str]] = []
+    by_sub_agent = await SubAgent(_child_that_tries("child", ran, offered)).start(
+        "x", runtime=rt, parent=handle
+    )
+    assert (await by_sub_agent.result()).status is RunStatus.COMPLETED
+    assert offered == [["lookup"], ["lookup"]]
+
+    offered.clear()
+    by_hand = await rt.start(
+        _child_that_tries("child", ran, offered), "x", parent=handle, tools=["delete_db"]
+    )
+    assert (await by_hand.result()).status is RunStatus.COMPLETED
+    assert offered == [[], []]  # left with no tool at all: it runs with none
+    assert by_hand.info.tools == frozenset()
+
+    middle_gate = Gate("middle")
+    middle = await rt.start(
+        Agent("middle", model=middle_gate.model(), tools=[_dangerous_tool(ran)]),
+        "x",
+        parent=handle,
+    )
+    assert middle.info.tools == frozenset()
+    offered.clear()
+    grandchild = await rt.start(_child_that_tries("grandchild", ran, offered), "x", parent=middle)
+    assert (await grandchild.result()).status is RunStatus.COMPLETED
+    assert offered == [["lookup"], ["lookup"]]
+    assert grandchild.info.withheld_tools == {"delete_db"}
+    middle_gate.open()
+    hold.open()
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    assert ran == []
+
+
+async def test_a_child_keeps_a_tool_its_parent_never_had_taken_away(rt: Runtime):
+    """Only what was taken away is withheld: a narrowing that left ``delete_db`` with the
+    parent withholds nothing from its child, and the child may call it."""
+    ran: list[str] = []
+    first, hold = Gate("first"), Gate("hold")
+    calls = 0
+
+    async def parent_fn(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await first.wait()
+            return tool_call("hold")
+        return "p"
+
+    parent = Agent(
+        "parent", model=FunctionModel(parent_fn), tools=[hold.tool(), _dangerous_tool(ran)]
+    )
+    handle = await rt.start(parent, "go")
+    await first.entered.wait()
+    await _narrow_tools(rt, handle, ["hold", "delete_db"])
+    first.open()
+    await hold.entered.wait()
+    offered: list[list[str]] = []
+    child = await rt.start(_child_that_tries("child", ran, offered), "x", parent=handle)
+    assert (await child.result()).status is RunStatus.COMPLETED
+    assert offered == [["delete_db", "lookup"], ["delete_db", "lookup"]]
+    assert ran == ["delete_db"]
+    assert child.info.withheld_tools == frozenset()
+    hold.open()
+    assert (await handle.result()).status is RunStatus.COMPLETED

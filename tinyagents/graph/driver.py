@@ -53,7 +53,7 @@ from tinyagents.protocol.commands import (
     mutable_copy,
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunInfo, RunStatus, withheld_below
 from tinyagents.runs.registry import check_parent_open, check_parent_tenant
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
@@ -279,9 +279,7 @@ async def start_graph_run(
                 tenant_id=tenant_id,
                 kind="graph",
                 # its agent nodes may not use what was taken from the runs above it
-                withheld_models=(
-                    parent_handle.info.withheld_models if parent_handle is not None else frozenset()
-                ),
+                **withheld_below(parent_handle.info if parent_handle is not None else None),
             )
             handle = RunHandle(info, submitter=runtime)
         if parent_handle is not None:  # it may have ended while the thread was read: before

@@ -21,7 +21,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
 )
 from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, event_error
+from tinyagents.runs.info import RunInfo, RunStatus, event_error, withheld_below
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
@@ -105,7 +105,7 @@ class TaskEntries:
             tenant_id=parent.tenant_id,
             kind="graph",
             agent_id=self.graph_name,
-            withheld_models=parent.withheld_models,
+            **withheld_below(parent),
         )
         entry = RunHandle(info, submitter=self.runtime)
         await self.runtime.register(entry)

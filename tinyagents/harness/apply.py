@@ -14,7 +14,7 @@ from tinyagents.protocol.commands import (
     SteeringDelivery,
     SteeringKind,
 )
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunStatus, narrow_run
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
@@ -56,8 +56,9 @@ async def apply(
         run.staged.append((cmd, run.agent.renderer.render(cmd)))
         return True
     if kind is SteeringKind.CONSTRAIN_TOOLS:
-        info.tools = narrow_tools(info.tools, payload["tools"])
-        inbox.applied(cmd, tools=sorted(info.tools), **where)
+        # what it takes away is withheld from the children the run starts from now on
+        narrow_run(info, tools=narrow_tools(info.tools, payload["tools"]))
+        inbox.applied(cmd, tools=sorted(info.tools or ()), **where)
     elif kind is SteeringKind.CONSTRAIN_MODEL:
         # The allowlist policy judged it against the models allowed at submit: a narrowing
         # queued before it and applied first may leave it none. It then fails and changes
@@ -70,7 +71,7 @@ async def apply(
                 f"none with the models allowed now {list(info.models or ())}",
             )
         else:
-            narrow_run_models(info, models)
+            narrow_run(info, models=models)
             inbox.applied(cmd, models=list(models), **where)
     elif kind is SteeringKind.UPDATE_BUDGET:
         info.limits = info.limits.replace(**payload)
@@ -134,15 +135,6 @@ def _newer_pause(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None
     return last
 
 
-def narrow_run_models(info: RunInfo, models: tuple[str, ...]) -> None:
-    """Narrow the run's models to ``models``; those taken away are withheld from every child
-    it starts from now on (``start_agent_run``), whatever models the child's agent names."""
-    taken = [m for m in info.models or () if m not in models]
-    if taken:
-        info.withheld_models = info.withheld_models.union(taken)
-    info.models = models
-
-
 def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
     """Re-apply, before the first boundary, the state changes of commands an earlier
     incarnation of this run applied (a restart after a crash): narrowed tools and models,
@@ -153,12 +145,12 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
     for cmd in cmds:
         kind, payload = cmd.kind, cmd.payload
         if kind is SteeringKind.CONSTRAIN_TOOLS:
-            info.tools = narrow_tools(info.tools, payload["tools"])
+            narrow_run(info, tools=narrow_tools(info.tools, payload["tools"]))
         elif kind is SteeringKind.CONSTRAIN_MODEL:
             models = narrow_models(info.models, payload["models"])
             if not models:
                 continue  # it could not have been applied like this; keep what the run has
-            narrow_run_models(info, models)
+            narrow_run(info, models=models)
         elif kind is SteeringKind.UPDATE_BUDGET:
             info.limits = info.limits.replace(**payload)
         elif kind in MESSAGE_KINDS or (kind is SteeringKind.REDIRECT and "instruction" in payload):

@@ -89,7 +89,14 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, check_id, run_event, subagent_event
+from tinyagents.runs.info import (
+    RunInfo,
+    RunStatus,
+    check_id,
+    run_event,
+    subagent_event,
+    withheld_below,
+)
 from tinyagents.runs.limits import RunLimits
 from tinyagents.runs.registry import check_parent_open
 
@@ -1418,12 +1425,16 @@ async def start_agent_run(
                 f"agent {agent.name!r} has no tools {unknown}; it has {sorted(granted)}"
             )
         granted = frozenset(tools)
+    withheld = withheld_below(parent_info)
+    if withheld["withheld_tools"]:
+        # taken from a run above it by constrain_tools: it runs without them (with no tool
+        # at all if that is all it had; tools are optional, unlike a model)
+        granted = granted - withheld["withheld_tools"]
     run_limits = limits or agent.limits
     # without a list of its own the run may use its agent's model only: constrain_model
     # can only narrow, so it cannot switch the run to a model its agent never named
     models = agent.models if agent.models is not None else (agent.model.name,)
-    withheld = parent_info.withheld_models if parent_info is not None else frozenset()
-    if parent_info is not None and withheld:
+    if parent_info is not None and withheld["withheld_models"]:
         models = _unwithheld(agent.name, models, parent_info)
     if parent_info is not None:
         above = runtime.runs.tree.ancestors(parent_info.run_id)
@@ -1446,7 +1457,7 @@ async def start_agent_run(
         kind="agent",
         tools=granted,
         models=models,
-        withheld_models=withheld,
+        **withheld,
         limits=run_limits,
     )
     info.usage.started_at = _clock.monotonic()

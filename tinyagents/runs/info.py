@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from tinyagents import _clock
 from tinyagents._record import Record
@@ -93,8 +94,10 @@ class RunInfo(Record):
 
     ``tools``/``models`` are the run's allowlists: the names it may use. ``None`` means the run
     has no allowlist of that sort (a graph run, say); a steering command can only narrow them.
-    ``withheld_models`` are the models steering took away from this run or one above it: a
-    child started below it may not use them (it gets no more than its parent was left with).
+    ``withheld_tools``/``withheld_models`` are the tools and models steering took away from
+    this run or one above it (``constrain_tools``, ``constrain_model``): a child started below
+    it may not use them, whatever its agent names (it gets no more than its parent was left
+    with). A run inherits them at its start (``withheld_below``).
     """
 
     run_id: str
@@ -109,6 +112,7 @@ class RunInfo(Record):
     kind: Literal["agent", "graph"] = "agent"
     tools: frozenset[str] | None = None
     models: tuple[str, ...] | None = None
+    withheld_tools: frozenset[str] = frozenset()
     withheld_models: frozenset[str] = frozenset()
     limits: RunLimits = field(default_factory=_no_limits)
     usage: RunUsage = field(default_factory=RunUsage)
@@ -151,6 +155,41 @@ class RunInfo(Record):
             "status": self.status.value,
             "created_at": self.created_at.isoformat(),
         }
+
+
+class Withheld(TypedDict):
+    """What steering took away from a run and the runs above it, which a run started below
+    it inherits: ``RunInfo(..., **withheld_below(parent))``."""
+
+    withheld_tools: frozenset[str]
+    withheld_models: frozenset[str]
+
+
+def withheld_below(parent: RunInfo | None) -> Withheld:
+    """The tools and models withheld from a run started under ``parent`` (none at the top)."""
+    if parent is None:
+        return {"withheld_tools": frozenset(), "withheld_models": frozenset()}
+    return {"withheld_tools": parent.withheld_tools, "withheld_models": parent.withheld_models}
+
+
+def narrow_run(
+    info: RunInfo, *, tools: frozenset[str] | None = None, models: tuple[str, ...] | None = None
+) -> None:
+    """Narrow the run's tools and/or models to those given; the ones taken away are withheld
+    from every child it starts from now on (and theirs), whatever the child's agent names."""
+    if tools is not None:
+        info.withheld_tools = _withhold(info.withheld_tools, info.tools, tools)
+        info.tools = tools
+    if models is not None:
+        info.withheld_models = _withhold(info.withheld_models, info.models, models)
+        info.models = models
+
+
+def _withhold(
+    withheld: frozenset[str], current: Iterable[str] | None, left: Container[str]
+) -> frozenset[str]:
+    taken = [name for name in current or () if name not in left]
+    return withheld.union(taken) if taken else withheld
 
 
 #: How much of an error message a run's events keep (a provider's error may echo the whole
