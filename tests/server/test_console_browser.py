@@ -1246,3 +1246,152 @@ def _terminal(driver: Any, cid: str) -> str | bool:
         ):
             return kind
     return False
+
+
+@contextlib.contextmanager
+def hostile_server(port: int) -> Iterator[None]:
+    """``hostile_server.py`` on ``port``: runs whose every string is an HTML/JS payload."""
+    script = Path(__file__).with_name("hostile_server.py")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "serving", line + proc.stdout.read()
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def _not_run(driver: Any) -> None:
+    """No payload ran: none set ``window.__pwned`` or the title, and none became markup."""
+    assert driver.execute_script("return window.__pwned") is None
+    assert driver.title == "tinyagents console"
+    assert (
+        driver.execute_script(
+            "return document.querySelectorAll('#app img, #app script, #app a, #app iframe').length"
+        )
+        == 0
+    )
+
+
+def test_strings_of_runs_show_as_text_and_never_run_as_script(browser: Any, tmp_path: Path) -> None:
+    # Run and thread ids, agent, model, tool and node names, tool arguments and results,
+    # model errors, steering text, senders and reasons, interrupt questions and answer
+    # schemas come from agents, models and other operators: each is an HTML/JS payload here.
+    from hostile_server import hostile, hostile_id
+    from selenium.webdriver.common.by import By
+
+    port = free_port()
+    wait = waiter(browser)
+    rows = '[data-testid="run-row"]'
+    events = '[data-testid="timeline-event"]'
+    with hostile_server(port), screenshot_on_failure(browser, tmp_path, lambda: ""):
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 4)
+        body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
+
+        # the agent run: its pending steering commands and its timeline
+        browser.find_element(
+            By.CSS_SELECTOR, f'{rows}[data-status="running"][data-run-id^="run"]'
+        ).click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == hostile_id("run"))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="pending-command"]'))
+        wait.until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, f'{events}[data-type="steering.rejected"]')
+        )
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'{events}[data-type="tool.result"]'))
+        # (isolated from the page's words around it: see the bidi test below)
+        title = browser.find_element(By.ID, "detail-title").text
+        assert title == f"\u2068{hostile('agent')}\u2069"
+        shown = body()
+        for field in ("agent", "model", "tool-result", "operator", "instruction"):
+            assert hostile(field)[:60] in shown, field
+        assert "tool-arg\\\"'><img src=x onerror" in shown  # (the arguments as JSON)
+        # what the operator types is text too, in the list of commands sent
+        browser.find_element(By.ID, "steer-input").send_keys(hostile("typed"))
+        browser_click(browser, "steer-btn")
+        wait.until(lambda d: _sent(d, "steer"))
+        _not_run(browser)
+
+        # the run whose model failed
+        browser.find_element(By.CSS_SELECTOR, f'{rows}[data-status="failed"]').click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == hostile_id("failed-run"))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'{events}[data-type="run.failed"]'))
+        assert "model-error" in body()
+        _not_run(browser)
+
+        # the graph task waiting on a question
+        browser.find_element(By.CSS_SELECTOR, f'{rows}[data-depth="1"]').click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="interrupt"]'))
+        question = browser.find_element(By.CSS_SELECTOR, '[data-testid="interrupt"] .question')
+        assert hostile("question")[:60] in question.text
+        wait.until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, f'{events}[data-type="graph.interrupt"]')
+        )
+        _not_run(browser)
+
+
+#: Whether the character at ``arguments[2]`` of the text of ``arguments[0]`` shows after (to
+#: the right of, or on a line below) the one at ``arguments[1]``, in a left-to-right page.
+_SHOWN_AFTER = """
+const [element, before, after] = arguments;
+const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+const text = [];
+for (let node = walker.nextNode(); node; node = walker.nextNode()) text.push(node);
+function rect(index) {
+  let at = index < 0 ? text.reduce((n, t) => n + t.length, 0) + index : index;
+  for (const node of text) {
+    if (at < node.length) {
+      const range = document.createRange();
+      range.setStart(node, at);
+      range.setEnd(node, at + 1);
+      return range.getBoundingClientRect();
+    }
+    at -= node.length;
+  }
+  throw new Error("no such character");
+}
+const a = rect(before), b = rect(after);
+return b.top >= a.bottom - 1 || (Math.abs(a.top - b.top) < 2 && b.left >= a.right - 1);
+"""
+
+
+def test_a_bidi_override_in_a_runs_string_does_not_reorder_the_page_around_it(
+    browser: Any, tmp_path: Path
+) -> None:
+    # A right-to-left override (U+202E) in a node name or a sender's name reversed the text
+    # the page wrote after it: the row's "0 model calls" read "sllac ledom 0", the closing
+    # parenthesis after a pending command's sender jumped before it. An agent could dress
+    # up what the page says about it (a status, a count) that way.
+    from selenium.webdriver.common.by import By
+
+    port = free_port()
+    wait = waiter(browser)
+    rows = '[data-testid="run-row"]'
+    with hostile_server(port), screenshot_on_failure(browser, tmp_path, lambda: ""):
+        browser.get(f"http://127.0.0.1:{port}/")
+        # the graph task's row: "graph · node<payload with an override>", then its counts
+        meta = wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, f'{rows}[data-depth="1"] .run-meta')
+        )
+        assert meta.text == "0 model calls · 0 tool calls"
+        assert browser.execute_script(_SHOWN_AFTER, meta, 0, -1)
+        # the pending command's line: "... (from human <payload with an override>) "
+        browser.find_element(
+            By.CSS_SELECTOR, f'{rows}[data-status="running"][data-run-id^="run"]'
+        ).click()
+        line = wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="pending-command"]')
+        )
+        text = browser.execute_script("return arguments[0].firstChild.data", line)
+        closing = text.rindex(")")
+        assert browser.execute_script(_SHOWN_AFTER, line, closing - 1, closing)

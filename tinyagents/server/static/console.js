@@ -96,14 +96,24 @@
     toast.timer = setTimeout(() => box.classList.remove("shown"), 6000);
   }
 
+  // Text from runs written beside the page's own words is isolated (U+2068 … U+2069): a
+  // right-to-left override in a name or a question (U+202E) reverses that text alone, never
+  // the words, counts or parentheses the page writes after it. Isolate marks inside it are
+  // dropped, so none closes the isolation early. Printable ASCII has no such marks.
+  const ISOLATES = /[\u2066-\u2069]/g;
+  function iso(value) {
+    const text = String(value);
+    return /^[\x20-\x7e]*$/.test(text) ? text : `\u2068${text.replace(ISOLATES, "")}\u2069`;
+  }
+
   function short(id) {
-    return id ? String(id) : "";
+    return id ? iso(id) : "";
   }
 
   function runName(run) {
     if (!run) return "run";
-    if (run.node_id) return `${run.agent_id || "graph"} · ${run.node_id}`;
-    return run.agent_id || run.kind || "run";
+    if (run.node_id) return `${iso(run.agent_id || "graph")} · ${iso(run.node_id)}`;
+    return iso(run.agent_id || run.kind || "run");
   }
 
   function nameOf(runId) {
@@ -167,7 +177,7 @@
     }
     if (response.status === 401) {
       // the server's reason: expired, signed by another server's key, ...
-      const why = data && typeof data.message === "string" ? ` (${data.message})` : "";
+      const why = data && typeof data.message === "string" ? ` (${iso(data.message)})` : "";
       signIn(`The server did not accept this token${why}. Paste another one.`);
     }
     return { ok: response.ok, status: response.status, data, next: nextLink(response.headers.get("Link")) };
@@ -181,7 +191,7 @@
 
   function problem(result) {
     const detail = result.data && result.data.detail;
-    const text = typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : "";
+    const text = iso(typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : "");
     const why = {
       0: "network error",
       400: "bad request",
@@ -436,7 +446,7 @@
 
   function silentNote(run) {
     return run.owner_silent
-      ? `No heartbeat from its runtime (${run.owner || "?"}) since ${run.updated_at || "?"}: its process is likely gone, and commands to it are refused; Cancel declares it dead (the commands it had accepted fail).`
+      ? `No heartbeat from its runtime (${iso(run.owner || "?")}) since ${iso(run.updated_at || "?")}: its process is likely gone, and commands to it are refused; Cancel declares it dead (the commands it had accepted fail).`
       : "";
   }
 
@@ -455,9 +465,9 @@
     status.title = silentNote(run);
     $("run-id").textContent = run.run_id;
     const where = run.parent_run_id ? `, started by ${nameOf(run.parent_run_id)}` : ", a top-level run";
-    $("run-kind").textContent = `${run.kind || "agent"} run, tenant ${run.tenant_id || "?"}${where}`;
+    $("run-kind").textContent = `${iso(run.kind || "agent")} run, tenant ${iso(run.tenant_id || "?")}${where}`;
     $("run-counters").textContent = counters(run);
-    $("run-tools").textContent = Array.isArray(run.tools) ? run.tools.join(", ") || "none" : "whatever its agent defines";
+    $("run-tools").textContent = Array.isArray(run.tools) ? run.tools.map(iso).join(", ") || "none" : "whatever its agent defines";
     const finished = FINISHED.has(run.status);
     for (const id of ["pause-btn", "resume-btn", "cancel-btn", "steer-btn", "tools-btn"]) {
       $(id).disabled = finished;
@@ -489,7 +499,7 @@
     if (unchanged($("interrupts"), [run.run_id, list])) return;
     $("interrupts").replaceChildren(...list.map((ask) => {
       const value = questionText(ask.value);
-      const label = `${ask.node || "task"}: ${value}`;
+      const label = `${iso(ask.node || "task")}: ${iso(value)}`;
       // the answer's value, optional: JSON (a number, an object) or plain text
       const field = el("input", {
         type: "text", class: "answer", "data-testid": "answer-value",
@@ -518,11 +528,11 @@
   function schemaText(schema) {
     // An object schema's fields, "{approved: boolean, value?: string}"; any other as its type.
     const props = schema && typeof schema === "object" ? schema.properties : null;
-    if (!props || typeof props !== "object") return (schema && schema.type) || "an answer (see its JSON Schema)";
+    if (!props || typeof props !== "object") return (schema && iso(schema.type)) || "an answer (see its JSON Schema)";
     const required = new Set(Array.isArray(schema.required) ? schema.required : []);
     const fields = Object.entries(props).map(([name, spec]) => {
       const type = spec && (spec.type || (spec.anyOf || []).map((s) => s.type).filter(Boolean).join(" | "));
-      return `${name}${required.has(name) ? "" : "?"}: ${type || "any"}`;
+      return `${iso(name)}${required.has(name) ? "" : "?"}: ${iso(type || "any")}`;
     });
     return `{${fields.join(", ")}}`;
   }
@@ -530,7 +540,7 @@
   function valueHint(schema) {
     const spec = schema && schema.properties && schema.properties.value;
     const said = spec && (spec.description || spec.title);
-    return said ? `value: ${said}` : "value (optional)";
+    return said ? `value: ${iso(said)}` : "value (optional)";
   }
 
   function answerValue(field) {
@@ -560,7 +570,7 @@
       const actor = cmd.actor && typeof cmd.actor === "object"
         ? cmd.actor.user_id || cmd.actor.name || cmd.actor.type : cmd.actor;
       return el("li", { "data-testid": "pending-command" },
-        `${cmd.kind} — ${cmd.state}${actor ? ` (from ${actor})` : ""} `,
+        `${iso(cmd.kind)} — ${iso(cmd.state)}${actor ? ` (from ${iso(actor)})` : ""} `,
         el("code", { text: short(cmd.correlation_id) }));
     }));
   }
@@ -599,7 +609,7 @@
   function outcome(entry) {
     if (entry.error) return { text: entry.error, terminal: true, type: "error" };
     if (entry.receipt === "rejected") {
-      return { text: `rejected: ${entry.reason || "no reason given"}`, terminal: true, type: "steering.rejected" };
+      return { text: `rejected: ${entry.reason ? iso(entry.reason) : "no reason given"}`, terminal: true, type: "steering.rejected" };
     }
     if (entry.receipt === "duplicate") return { text: "already sent once (duplicate)", terminal: true, type: "duplicate" };
     const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
@@ -609,8 +619,8 @@
     if (!event) return { text: entry.correlationId ? "waiting for the run" : "", terminal: false, type: "" };
     const said = OUTCOME_TEXT[event.type] || event.type;
     // "superseded by c-...": the reason already says what happened
-    const text = event.reason && event.reason.startsWith(said) ? event.reason
-      : `${said}${event.reason ? `: ${event.reason}` : ""}`;
+    const text = event.reason && event.reason.startsWith(said) ? iso(event.reason)
+      : `${said}${event.reason ? `: ${iso(event.reason)}` : ""}`;
     return { text, terminal: TERMINAL.has(event.type), type: event.type };
   }
 
@@ -651,7 +661,7 @@
     const payload = ask.id ? { interrupt_id: ask.id } : {};
     const value = answerValue(field);
     if (value !== undefined) payload.value = value;
-    send(`${kind} ${ask.node || "question"}`, run.run_id, path, { kind, payload });
+    send(`${kind} ${iso(ask.node || "question")}`, run.run_id, path, { kind, payload });
   }
 
   function wireControls() {
@@ -676,7 +686,7 @@
       }
       const field = $("steer-input");
       field.value = "";
-      send(`steer: “${text.trim().slice(0, 60)}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
+      send(`steer: “${iso(text.trim().slice(0, 60))}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
         .then((entry) => {
           // it did not reach the server: the text written is not lost with it
           if (entry.error && !field.value) field.value = text;
@@ -688,7 +698,7 @@
       const tools = $("tools-input").value.split(",").map((name) => name.trim()).filter(Boolean);
       // narrowing is for good: an empty list takes every tool away, so it is asked first
       if (!tools.length && !window.confirm(`Take every tool away from ${nameOf(state.selected)}? Tools narrowed away do not come back.`)) return;
-      send(`narrow tools to ${tools.join(", ") || "none"}`, state.selected, `${runPath(state.selected)}/commands`,
+      send(`narrow tools to ${tools.map(iso).join(", ") || "none"}`, state.selected, `${runPath(state.selected)}/commands`,
         { kind: "constrain_tools", payload: { tools } });
     });
     $("show-finished").addEventListener("change", renderTree);
@@ -860,16 +870,18 @@
 
   function summary(e) {
     const parts = [];
-    const put = (value) => {
-      if (value !== undefined && value !== null && value !== "") parts.push(String(value));
+    // (``written``: a piece the page put together, its run text isolated already)
+    const put = (value, written = false) => {
+      if (value !== undefined && value !== null && value !== "") parts.push(written ? String(value) : iso(value));
     };
     if (e.type.startsWith("steering.")) {
       const actor = e.actor || {};
       put(e.kind);
       const text = e.payload_summary && (e.payload_summary.text || e.payload_summary.tools);
-      if (text) put(`“${Array.isArray(text) ? text.join(", ") : text}”`);
-      put(actor.user_id ? `from ${actor.user_id}` : actor.name ? `from ${actor.name}` : actor.type ? `from ${actor.type}` : "");
-      put(e.boundary ? `at ${e.boundary}` : "");
+      if (text) put(`“${Array.isArray(text) ? text.map(iso).join(", ") : iso(text)}”`, true);
+      const sender = actor.user_id || actor.name || actor.type;
+      put(sender ? `from ${iso(sender)}` : "", true);
+      put(e.boundary ? `at ${iso(e.boundary)}` : "", true);
       put(e.reason);
     } else if (e.type.startsWith("run.")) {
       put(e.status);
@@ -877,7 +889,7 @@
       put(e.output_summary);
     } else if (e.type.startsWith("model.")) {
       put(e.model);
-      if (e.tool_calls && e.tool_calls.length) put(`calls ${e.tool_calls.join(", ")}`);
+      if (e.tool_calls && e.tool_calls.length) put(`calls ${e.tool_calls.map(iso).join(", ")}`, true);
       put(e.text_summary);
       put(e.text);
       put(e.error);
@@ -894,7 +906,7 @@
       put(e.task_id);
       if (e.data && Object.keys(e.data).length) put(JSON.stringify(e.data));
     } else if (e.type.startsWith("limit.")) {
-      put(`${e.limit}: ${e.used} of ${e.allowed}`);
+      put(`${iso(e.limit)}: ${iso(e.used)} of ${iso(e.allowed)}`, true);
     } else {
       put(e.rule);
       put(e.action);
