@@ -5,6 +5,7 @@ without tokens on ``127.0.0.1:PORT``:
 - an agent run (in a model call that never ends) whose run id, thread id, agent id, model name and tool name are
   payloads, with a pending steering command (its text and sender payloads) and a rejected one;
 - a run whose model fails with a payload as its error;
+- a run whose agent and model are named by one word of 3,000 characters, its run id 512;
 - a graph run waiting on an interrupt whose node, question and answer schema are payloads;
 
 and prints ``serving`` once it listens. Each payload, run as script, sets ``window.__pwned``
@@ -45,6 +46,10 @@ def hostile_id(field: str) -> str:
     """``hostile(field)`` as an id may be: without '/' (a run id fits in a URL path segment)
     or ':' (a graph keeps it for itself)."""
     return hostile(field).replace("/", "").replace(":", " ")
+
+
+LONG_NAME = "W" * 3000
+LONG_ID = "r" * 512
 
 
 class Question(TypedDict, total=False):
@@ -116,6 +121,9 @@ async def main(port: int) -> None:
             )
         )
         await runtime.start(failing, "x", run_id=hostile_id("failed-run"))
+        # names of one long word: 3,000 characters, and a run id as long as the API reads
+        long = Agent(LONG_NAME, FunctionModel(think, name="M" * 3000), tools=[hostile_tool])
+        await runtime.start(long, "x", run_id=LONG_ID)
         await runtime.start_graph(compiled, {}, thread_id=hostile("graph-thread"))
         async with serving(create_app(control, auth=None), bind("127.0.0.1", port)):
             print("serving", flush=True)

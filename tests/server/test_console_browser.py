@@ -1296,7 +1296,7 @@ def test_strings_of_runs_show_as_text_and_never_run_as_script(browser: Any, tmp_
     events = '[data-testid="timeline-event"]'
     with hostile_server(port), screenshot_on_failure(browser, tmp_path, lambda: ""):
         browser.get(f"http://127.0.0.1:{port}/")
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 4)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, rows)) == 5)
         body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
 
         # the agent run: its pending steering commands and its timeline
@@ -1395,3 +1395,33 @@ def test_a_bidi_override_in_a_runs_string_does_not_reorder_the_page_around_it(
         text = browser.execute_script("return arguments[0].firstChild.data", line)
         closing = text.rindex(")")
         assert browser.execute_script(_SHOWN_AFTER, line, closing - 1, closing)
+
+
+def test_a_very_long_name_or_id_does_not_widen_the_page(browser: Any, tmp_path: Path) -> None:
+    # A name of one long word (an agent's, a model's; 3,000 characters) and a run id of 512
+    # widened the tree past its card and the page past the window: the run ids and the
+    # buttons beside the tree went out of sight, behind a sideways scroll.
+    from hostile_server import LONG_ID
+    from selenium.webdriver.common.by import By
+
+    port = free_port()
+    wait = waiter(browser)
+    wider = (
+        "return [document.documentElement, document.getElementById('tree')]"
+        ".filter(e => e.scrollWidth > e.clientWidth).map(e => e.id || e.tagName)"
+    )
+    with hostile_server(port), screenshot_on_failure(browser, tmp_path, lambda: ""):
+        browser.get(f"http://127.0.0.1:{port}/")
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR, f'[data-testid="run-row"][data-run-id="{LONG_ID}"]'
+            )
+        )
+        row.click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == LONG_ID)
+        wait.until(
+            lambda d: d.find_elements(
+                By.CSS_SELECTOR, '[data-testid="timeline-event"][data-type="model.response"]'
+            )
+        )
+        assert browser.execute_script(wider) == []
