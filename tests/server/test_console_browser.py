@@ -1425,3 +1425,31 @@ def test_a_very_long_name_or_id_does_not_widen_the_page(browser: Any, tmp_path: 
             )
         )
         assert browser.execute_script(wider) == []
+
+
+def test_a_refused_answer_shows_the_servers_sentence_not_its_json(
+    browser: Any, tmp_path: Path
+) -> None:
+    # A 422 lists its problems in ``detail`` (loc, msg, type) and says them in one sentence
+    # in ``message``: the page showed the list as JSON, '[{"loc":["body"],"msg":...}]'.
+    from selenium.webdriver.common.by import By
+
+    port = free_port()
+    wait = waiter(browser)
+    with hostile_server(port), screenshot_on_failure(browser, tmp_path, lambda: ""):
+        browser.get(f"http://127.0.0.1:{port}/")
+        browser_click(browser, "run-row")  # (any row: the question is the graph task's)
+        browser.find_element(By.CSS_SELECTOR, '[data-testid="run-row"][data-depth="1"]').click()
+        field = wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="answer-value"]')
+        )
+        # an answer nested deeper than a command's payload may be
+        field.send_keys("[" * 200 + "]" * 200)
+        browser_click(browser, "approve-btn")
+        wait.until(lambda d: _sent(d, "approve"))
+        outcome = browser.find_element(
+            By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+        ).text
+        assert outcome.startswith("invalid input: invalid payload for approve"), outcome
+        assert '"loc"' not in outcome
+        assert outcome in browser.find_element(By.ID, "toast").get_attribute("textContent")

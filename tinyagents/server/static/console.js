@@ -190,8 +190,12 @@
   }
 
   function problem(result) {
-    const detail = result.data && result.data.detail;
-    const text = iso(typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : "");
+    // Every error body of the API says what went wrong in one sentence, ``message`` (a 422's
+    // ``detail`` is the list of its problems, for programs); other servers' bodies (a proxy's)
+    // may hold a ``detail`` alone.
+    const data = result.data && typeof result.data === "object" ? result.data : {};
+    const said = typeof data.message === "string" && data.message ? data.message : data.detail;
+    const text = iso(typeof said === "string" ? said : said ? JSON.stringify(said) : "");
     const why = {
       0: "network error",
       400: "bad request",
