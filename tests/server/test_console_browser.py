@@ -1453,3 +1453,46 @@ def test_a_refused_answer_shows_the_servers_sentence_not_its_json(
         assert outcome.startswith("invalid input: invalid payload for approve"), outcome
         assert '"loc"' not in outcome
         assert outcome in browser.find_element(By.ID, "toast").get_attribute("textContent")
+
+
+def test_a_tree_a_thousand_runs_deep_is_shown_without_crashing_the_tab(
+    browser: Any, tmp_path: Path
+) -> None:
+    # Each run was drawn inside its parent's list: a chain of sub-agents a thousand deep
+    # (as many as the page reads of a tree) nested the page two thousand elements deep, and
+    # Chromium's tab crashed laying it out ("tab crashed"), the operator left with no console.
+    from selenium.webdriver.common.by import By
+
+    count = 1000
+    _save_runs(
+        tmp_path / "serve.db",
+        [
+            {
+                "run_id": f"deep-{i:04d}",
+                "root_run_id": "deep-0000",
+                "parent_run_id": None if i == 0 else f"deep-{i - 1:04d}",
+                "tenant_id": "default",
+                "agent_id": "deep",
+                "kind": "agent",
+                "status": "paused",
+                "owner": "rt-gone",
+                "created_at": f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00",
+                "updated_at": "2026-01-01T01:00:00+00:00",
+            }
+            for i in range(count)
+        ],
+    )
+    with (
+        serve_demo(tmp_path, "--insecure-dev") as (url, printed),
+        screenshot_on_failure(browser, tmp_path, printed),
+    ):
+        wait = waiter(browser)
+        browser.get(url)
+        # the live page holds the newest 200 of the chain; picking one reads the whole tree
+        wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, '[data-testid="run-row"][data-agent="deep"]')
+        ).click()
+        last = f'[data-run-id="deep-{count - 1:04d}"][data-depth="{count - 1}"]'
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, last)).click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == f"deep-{count - 1:04d}")
+        assert len(browser.find_elements(By.CSS_SELECTOR, '[data-agent="deep"]')) == count

@@ -369,7 +369,9 @@
     }
     const shown = roots.filter((root) => keep.has(root));
     const box = $("tree");
-    place(box, shown.map((root) => placeNode(root, children, 0)));
+    const items = [];
+    for (const root of shown) placeNode(root, children, 0, items);
+    place(box, items);
     $("tree-empty").hidden = shown.length > 0;
     $("tree-more").hidden = !state.more;
     for (const [runId, node] of nodes) if (!node.item.isConnected) nodes.delete(runId);
@@ -382,7 +384,12 @@
     while (parent.children.length > items.length) parent.lastElementChild.remove();
   }
 
-  function placeNode(run, children, depth) {
+  // Runs deeper than this are drawn beside the run at this level, not inside it: a chain of
+  // sub-agents a thousand deep, nested as deep, crashed Chromium's tab laying the page out.
+  const MAX_NEST = 32;
+
+  // The item of ``run`` (and, below MAX_NEST, of the runs under it) is added to ``out``.
+  function placeNode(run, children, depth, out) {
     const node = nodes.get(run.run_id) || newNode(run.run_id);
     const selected = run.run_id === state.selected;
     const row = node.row;
@@ -398,7 +405,7 @@
     node.badge.className = `badge status-${run.status}`;
     node.badge.title = silentNote(run);
     node.name.textContent = runName(run);
-    node.meta.textContent = counters(run);
+    node.meta.textContent = depth > MAX_NEST ? `${counters(run)} · level ${depth}` : counters(run);
     const pending = (run.pending_commands || []).length;
     const questions = questionsOf(run).length;
     node.pending.textContent = `${pending} pending`;
@@ -407,9 +414,13 @@
     node.ask.hidden = !questions;
     row.dataset.questions = String(questions);
     const kids = children.get(run.run_id) || [];
-    place(node.group, kids.map((kid) => placeNode(kid, children, depth + 1)));
-    node.group.hidden = kids.length === 0;
-    return node.item;
+    const items = [];
+    const below = depth < MAX_NEST ? items : out;
+    if (below === out) place(node.group, []);
+    out.push(node.item);
+    for (const kid of kids) placeNode(kid, children, depth + 1, below);
+    if (below === items) place(node.group, items);
+    node.group.hidden = items.length === 0;
   }
 
   function newNode(runId) {
