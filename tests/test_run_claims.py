@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
+import tinyagents.runtime as runtime_module
 from tinyagents import Agent, RunStatus, Runtime
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.runs import RunHandle
@@ -321,6 +322,9 @@ async def test_a_forgotten_runs_final_snapshot_being_saved_never_overwrites_its_
     failing, put it back to be written after the claim (held: the row names this runtime),
     so the row said ``completed`` while the run ran here again, and another runtime could
     start the id. A claim waits for the saves under way."""
+    # The save is the flush's: the runtime's own tick (every INBOX_POLL_S) saving the final
+    # snapshot first, under load, took the failing save and swallowed its error.
+    monkeypatch.setattr(runtime_module, "INBOX_POLL_S", 3600.0)  # no tick without a wake-up
     gate = Gate("hold")
     async with Runtime(store_url) as first, Runtime(store_url) as second:
         done = await first.start(fake_agent("clerk"), "work", run_id="job-9")
