@@ -166,22 +166,44 @@ def thread_cancel(thread_id: str, actor: Any = OPERATOR) -> SteeringCommand:
 
 
 async def test_a_thread_command_sent_before_the_other_workers_run_is_listed_reaches_it(
-    pair: tuple[Runtime, Control, RedisControl],
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The thread's run is on worker a, started a moment ago and not listed yet: a command for
     the thread sent on worker b found no run anywhere, was deferred on b, and waited there for
     ever while a's run ran on. It now goes to a as soon as b sees a's run listed."""
-    rt_a, control, rc_b = pair
-    handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-1")
-    assert await rc_b.get_run(handle.run_id) is None  # not listed yet
-    cancel = thread_cancel("t-1")
-    receipt = await control.submit(cancel)
-    assert receipt.status == "deferred" and receipt.run_id is None, receipt
-    async with asyncio.timeout(20):  # against a hang, not a timing assertion
-        assert (await handle.result()).status is RunStatus.CANCELLED
-    assert rt_a.router.state(cancel.correlation_id, scope="tenant:acme") == "applied"
-    # b keeps nothing open for it, once a's receipt is in
-    await eventually(lambda: asyncio.sleep(0, control.runtime.router.open_commands()), ok=not_)
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.2), **kw) as rc_a,
+            RedisControl(rt_b, redis_url, worker_id="b", backoff_s=(0.05, 0.2), **kw) as rc_b,
+        ):
+            control = Control(rt_b, redis=rc_b)
+            # a's run is listed when the test says so: a's mirror writing it within its
+            # throttle_s (0.1 s), under load, listed it before the command was sent
+            listed, parked = asyncio.Event(), asyncio.Event()
+            write = rc_a.mirror._write
+
+            async def held_write(redis: Any, *, beat: bool) -> None:
+                parked.set()
+                await listed.wait()
+                await write(redis, beat=beat)
+
+            monkeypatch.setattr(rc_a.mirror, "_write", held_write)
+            await parked.wait()  # no write of a's under way: none lists the run started next
+            handle = await rt_a.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-1"
+            )
+            assert await rc_b.get_run(handle.run_id) is None  # not listed yet
+            cancel = thread_cancel("t-1")
+            receipt = await control.submit(cancel)
+            assert receipt.status == "deferred" and receipt.run_id is None, receipt
+            listed.set()
+            async with asyncio.timeout(20):  # against a hang, not a timing assertion
+                assert (await handle.result()).status is RunStatus.CANCELLED
+            assert rt_a.router.state(cancel.correlation_id, scope="tenant:acme") == "applied"
+            # b keeps nothing open for it, once a's receipt is in
+            await eventually(lambda: asyncio.sleep(0, rt_b.router.open_commands()), ok=not_)
+            control.close()
 
 
 async def test_a_deferred_thread_command_is_delivered_when_another_worker_starts_the_thread(
