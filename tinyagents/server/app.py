@@ -1183,22 +1183,37 @@ def create_app(
         504: error("the run's owner did not answer in time (may still apply it)"),
     }
 
-    @router.get(
-        "/runs",
-        responses={
+    def paged(page: str, link: str, invalid: str) -> dict[int | str, dict[str, Any]]:
+        """The responses of a read answered a page at a time, the next page's URL in a
+        ``Link: <...>; rel="next"`` header (``link_next``)."""
+        return {
             **run_responses,
             200: {
-                "description": "a page of runs, newest first; the next page's URL is in the "
-                '`Link: <...>; rel="next"` header (none on the last page)',
+                "description": page,
                 "headers": {
                     "Link": {
-                        "description": 'the next page: <URL>; rel="next"',
+                        "description": f'{link}: <URL>; rel="next"',
                         "schema": {"type": "string"},
                     }
                 },
             },
-            422: error("a limit out of range, or a cursor this server never gave"),
-        },
+            422: error(invalid),
+        }
+
+    def link_next(request: Request, response: Response, **query: Any) -> None:
+        """Point ``Link: <...>; rel="next"`` at this URL with ``query`` (never a token: a
+        link is logged and passed around)."""
+        url = request.url.remove_query_params("access_token").include_query_params(**query)
+        response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+
+    @router.get(
+        "/runs",
+        responses=paged(
+            "a page of runs, newest first; the next page's URL is in the "
+            '`Link: <...>; rel="next"` header (none on the last page)',
+            "the next page",
+            "a limit out of range, or a cursor this server never gave",
+        ),
         summary="List runs, a page at a time",
     )
     async def list_runs(
@@ -1226,10 +1241,7 @@ def create_app(
             limit=limit,
         )
         if next_cursor is not None:
-            url = request.url.remove_query_params("access_token").include_query_params(
-                limit=limit, cursor=next_cursor
-            )
-            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+            link_next(request, response, limit=limit, cursor=next_cursor)
         return runs
 
     @router.get("/runs/{run_id}", responses=run_responses, summary="One run's snapshot")
@@ -1266,21 +1278,12 @@ def create_app(
 
     @router.get(
         "/runs/{run_id}/trace",
-        responses={
-            **run_responses,
-            200: {
-                "description": "the run's latest frames (before ?before=), oldest first; the "
-                'page of older ones is in the `Link: <...>; rel="next"` header (none when '
-                "there are no older frames)",
-                "headers": {
-                    "Link": {
-                        "description": 'the older page: <URL>; rel="next"',
-                        "schema": {"type": "string"},
-                    }
-                },
-            },
-            422: error("a limit out of range, or a before that is no event id"),
-        },
+        responses=paged(
+            "the run's latest frames (before ?before=), oldest first; the page of older ones "
+            'is in the `Link: <...>; rel="next"` header (none when there are no older frames)',
+            "the older page",
+            "a limit out of range, or a before that is no event id",
+        ),
         summary="Progress frames, the latest first page",
     )
     async def get_trace(
@@ -1307,27 +1310,18 @@ def create_app(
             raise not_found()
         if len(frames) > limit:
             frames = frames[1:]
-            url = request.url.include_query_params(limit=limit, before=frames[0]["id"])
-            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+            link_next(request, response, limit=limit, before=frames[0]["id"])
         return frames
 
     @router.get(
         "/runs/{run_id}/steering",
-        responses={
-            **run_responses,
-            200: {
-                "description": "the run's latest commands (whose steps are before ?before=), "
-                "in the order first seen; the page of older ones is in the "
-                '`Link: <...>; rel="next"` header (none when there are no older commands)',
-                "headers": {
-                    "Link": {
-                        "description": 'the older page: <URL>; rel="next"',
-                        "schema": {"type": "string"},
-                    }
-                },
-            },
-            422: error("a limit out of range, or a before that is no event id"),
-        },
+        responses=paged(
+            "the run's latest commands (whose steps are before ?before=), in the order first "
+            'seen; the page of older ones is in the `Link: <...>; rel="next"` header (none '
+            "when there are no older commands)",
+            "the older page",
+            "a limit out of range, or a before that is no event id",
+        ),
         summary="Command history, the latest first page",
     )
     async def get_steering(
@@ -1350,8 +1344,7 @@ def create_app(
         if page is None:
             raise not_found()
         if page.before is not None:
-            url = request.url.include_query_params(limit=limit, before=page.before)
-            response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+            link_next(request, response, limit=limit, before=page.before)
         return page.commands
 
     def answer(result: tuple[int, dict[str, Any]]) -> JSONResponse:
