@@ -235,14 +235,14 @@ class WorkerProcess:
             if not future.done():
                 future.set_exception(RuntimeError(f"worker {self.name} exited"))
 
-    async def call(self, op: str, *, wait_s: float = 30, **args: Any) -> Any:
+    async def call(self, op: str, *, wait_s: float = 60, **args: Any) -> Any:
         """The op's result; an error in the worker is raised here as ``WorkerError``."""
         answer = await self.call_raw(op, wait_s=wait_s, **args)
         if "error" in answer:
             raise WorkerError(answer["type"], answer["error"])
         return answer["ok"]
 
-    async def call_raw(self, op: str, *, wait_s: float = 30, **args: Any) -> dict[str, Any]:
+    async def call_raw(self, op: str, *, wait_s: float = 60, **args: Any) -> dict[str, Any]:
         assert self.proc is not None and self.proc.stdin is not None
         self._ids += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -44,7 +44,7 @@ def as_json(cmd: SteeringCommand) -> dict[str, Any]:
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 20
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 60
 ) -> T:
     """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
     deadline = time.monotonic() + within
@@ -548,7 +548,7 @@ async def test_aclose_ends_even_when_a_job_swallows_its_cancel(redis_url: str, p
 
         job = asyncio.create_task(stubborn())
         control._tasks.append(job)
-        await asyncio.wait_for(control.aclose(), timeout=30)
+        await asyncio.wait_for(control.aclose(), timeout=60)
         assert job.done()
 
 
@@ -873,7 +873,7 @@ async def test_a_command_logged_as_the_worker_stops_is_taken_not_only_answered(
             await client.xadd(
                 stream, Envelope(request_id="req-1", reply_to="t", to="a", command=cmd).fields()
             )
-            await asyncio.wait_for(store.written.wait(), 20)  # logged; submit not returned
+            await asyncio.wait_for(store.written.wait(), 60)  # logged; submit not returned
             closing = asyncio.create_task(control.aclose())
             # the reader's job stopped, the drain read the entry again and answered it
             replies = await eventually(lambda: client.xrange(keys.replies("t")), bool)
@@ -885,7 +885,7 @@ async def test_a_command_logged_as_the_worker_stops_is_taken_not_only_answered(
                 history = await rt.load_steering_history(handle.run_id)
                 return [e.type for e in history if e.correlation_id == cmd.correlation_id]
 
-            mine = await eventually(taken, lambda types: len(types) >= 2, within=5)
+            mine = await eventually(taken, lambda types: len(types) >= 2)
             assert mine[:2] == ["steering.requested", "steering.accepted"], mine
             assert await client.xlen(stream) == 0  # answered and acknowledged
             assert cmd.correlation_id in {c.correlation_id for c in rt.open_commands()}
@@ -931,7 +931,7 @@ async def test_a_command_still_being_taken_as_the_worker_stops_is_answered_accep
             await client.xadd(
                 stream, Envelope(request_id="req-1", reply_to="t", to="a", command=cmd).fields()
             )
-            await asyncio.wait_for(store.entered.wait(), 20)  # being taken, not logged yet
+            await asyncio.wait_for(store.entered.wait(), 60)  # being taken, not logged yet
             closing = asyncio.create_task(control.aclose())
 
             async def delivered() -> int:
@@ -1008,7 +1008,7 @@ async def test_a_stuck_owners_oldest_commands_are_kept_and_a_sender_past_the_cap
                     return {e.correlation_id for e in history if e.type == "steering.accepted"}
 
                 mine = {c.correlation_id for c in sent}
-                assert await eventually(logged, lambda ids: mine <= ids, within=10) >= mine
+                assert await eventually(logged, lambda ids: mine <= ids) >= mine
                 assert late.correlation_id not in await logged()
                 await eventually(lambda: client.xlen(stream), lambda n: n == 0)
     finally:
@@ -1216,7 +1216,7 @@ async def test_a_drain_that_runs_out_of_time_ends_though_redis_py_swallows_the_c
 
                 flooding = asyncio.create_task(flood())
                 try:
-                    await asyncio.wait_for(control.aclose(), 30)  # a guard against a hang
+                    await asyncio.wait_for(control.aclose(), 60)  # a guard against a hang
                 finally:
                     stop.set()
                     await flooding
@@ -1351,7 +1351,7 @@ async def test_a_job_that_dies_of_a_bug_is_logged_unhealthy_and_restarted(
                 await eventually(lambda: sender.get_run(handle.run_id), bool)
                 with pytest.raises(ReceiptTimeout):  # its receipt was the one it died on
                     await sender.submit(command(handle.run_id, "add_instruction"))
-                await asyncio.wait_for(died.wait(), 30)  # a deadline against a hang
+                await asyncio.wait_for(died.wait(), 60)  # a deadline against a hang
                 assert len(seen) == 1 and "replies" in seen[0][0], seen
                 assert seen[0][1] is False  # not connected while the job is down
                 assert sender.counters.crashes == 1
