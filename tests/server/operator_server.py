@@ -109,7 +109,7 @@ async def _serve(tmp_path: Path, *, store: str | None) -> AsyncIterator[Served]:
         control.close()
 
 
-async def eventually(check: Callable[[], Any], *, timeout_s: float = 10.0) -> Any:
+async def eventually(check: Callable[[], Any], *, timeout_s: float = 60.0) -> Any:
     """Poll ``check`` (sync or async) until it returns something truthy; fail after
     ``timeout_s`` (a bound on waiting, not a timed assertion)."""
     async with asyncio.timeout(timeout_s):

@@ -165,7 +165,7 @@ async def test_a_graph_tasks_entry_is_written_when_it_ends(
             statuses = await tree()
             return len(statuses) == 2 and set(statuses.values()) == {"completed"}
 
-        await eventually(all_completed, timeout_s=5)
+        await eventually(all_completed)
 
 
 async def test_a_store_that_fails_makes_every_read_a_json_503(over_store: StoreServed) -> None:
