@@ -49,7 +49,7 @@ def hostile_id(field: str) -> str:
 
 
 LONG_NAME = "W" * 3000
-LONG_ID = "r" * 512
+LONG_ID = "r" * 256  # the longest id the id rule takes (MAX_ID_LENGTH)
 
 
 class Question(TypedDict, total=False):
@@ -124,7 +124,7 @@ async def main(port: int) -> None:
         # names of one long word: 3,000 characters, and a run id as long as the API reads
         long = Agent(LONG_NAME, FunctionModel(think, name="M" * 3000), tools=[hostile_tool])
         await runtime.start(long, "x", run_id=LONG_ID)
-        await runtime.start_graph(compiled, {}, thread_id=hostile("graph-thread"))
+        await runtime.start_graph(compiled, {}, thread_id=hostile("g-thread"))
         async with serving(create_app(control, auth=None), bind("127.0.0.1", port)):
             print("serving", flush=True)
             await asyncio.Event().wait()  # until the test kills the process

@@ -1398,7 +1398,7 @@ def test_a_bidi_override_in_a_runs_string_does_not_reorder_the_page_around_it(
 
 
 def test_a_very_long_name_or_id_does_not_widen_the_page(browser: Any, tmp_path: Path) -> None:
-    # A name of one long word (an agent's, a model's; 3,000 characters) and a run id of 512
+    # A name of one long word (an agent's, a model's; 3,000 characters) and a run id of 256
     # widened the tree past its card and the page past the window: the run ids and the
     # buttons beside the tree went out of sight, behind a sideways scroll.
     from hostile_server import LONG_ID
