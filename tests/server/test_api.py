@@ -407,6 +407,25 @@ async def test_an_authorization_header_that_is_no_bearer_token_says_so(
         assert "YWxpY2U6c2VjcmV0" not in r.text  # what was sent is not echoed
 
 
+@pytest.mark.parametrize("separator", ["\t", "\t "])
+async def test_a_bearer_token_after_a_tab_says_the_separator_is_wrong(
+    served: Served, separator: str
+) -> None:
+    # RFC 9110 (section 11.4) puts one or more spaces between the scheme and the token, so a
+    # tab is refused, but the 401 said "'Bearer' with no token after it": the client that
+    # sent its token did not learn that the separator was what to change.
+    run = await served.start_run("acme")
+    token = served.tokens["alice"]
+    header = f"Bearer{separator}{token}"
+    for path in (f"/runs/{run.run_id}", "/events"):
+        r = await served.client.get(f"{BASE}{path}", headers={"Authorization": header})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        message = r.json()["message"]
+        assert "tab" in message and "space" in message, message
+        assert "no token after it" not in message, message
+        assert token not in r.text  # what was sent is not echoed
+
+
 @pytest.mark.parametrize(
     "code",
     [

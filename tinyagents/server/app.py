@@ -1764,11 +1764,14 @@ def _not_bearer(header: str) -> str:
     """The 401 of an ``Authorization`` header that holds no Bearer token (what was sent is
     not echoed beyond its scheme: it may be a password)."""
     scheme = header.split(maxsplit=1)[0][:32] if header.strip() else ""
-    what = (
-        f"{scheme!r} with no token after it"
-        if scheme.lower() == "bearer"
-        else f"its scheme is {scheme!r}"
-    )
+    if scheme.lower() != "bearer":
+        what = f"its scheme is {scheme!r}"
+    elif header.strip() != scheme:  # a token after a tab (RFC 9110: a space, and only that)
+        after = header.lstrip()[len(scheme)]
+        sep = "a tab" if after == "\t" else f"{after!r}"
+        what = f"{scheme!r} is followed by {sep}, not a space, before the token"
+    else:
+        what = f"{scheme!r} with no token after it"
     return (
         f"the Authorization header is not a Bearer token ({what}): send "
         "'Authorization: Bearer <token>' (tinyagents token mint)"
