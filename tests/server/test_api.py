@@ -748,3 +748,31 @@ async def test_a_trailing_slash_is_a_404_that_names_the_path_not_a_redirect(
     r = await call(served, "alice", "GET", f"{BASE}/nothing/")
     assert r.status_code == 404 and "trailing slash" not in r.json()["message"]
     assert run.info.status.value == "running"
+
+
+# --------------------------------------------------------------------------- headers
+
+
+async def test_every_answer_of_the_api_is_read_only_as_the_type_it_says(served: Served) -> None:
+    # The console's files carried X-Content-Type-Options: nosniff, the API's JSON did not: a
+    # browser could sniff an answer echoing a run's text (a name, a message) as HTML or script.
+    run = await served.start_run("acme")
+    alice = served.as_("alice")
+    answers = [
+        await served.client.get(f"{BASE}/runs", headers=alice),  # 200
+        await served.client.get(f"{BASE}/openapi.json"),
+        await served.client.get(f"{BASE}/runs/{run.run_id}"),  # 401
+        await served.client.get(f"{BASE}/runs/r-nobody", headers=alice),  # 404
+        await served.client.delete(f"{BASE}/runs/{run.run_id}", headers=alice),  # 405
+        await served.client.get(f"{BASE}/runs?limit=0", headers=alice),  # 422
+        await served.client.post(  # 413, answered before the app reads the body
+            f"{BASE}/runs/{run.run_id}/steer", headers=alice, content=b"x" * (5 * 2**20)
+        ),
+        await served.client.get(f"{BASE}/nowhere"),  # FastAPI's own 404
+        await served.client.get(f"{BASE}/events?run_id={run.run_id}&follow=false", headers=alice),
+        await served.client.get("/"),  # the console's page had it: once still
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 401, 404, 405, 422, 413, 404, 200, 200]
+    assert answers[8].headers["content-type"].startswith("text/event-stream")
+    for r in answers:
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"], r.request.url

@@ -1008,6 +1008,9 @@ def create_app(
     app.add_middleware(EncodedSlash)
     if auth is None:  # no tokens: this machine's own clients only, not a page of another site
         app.add_middleware(LoopbackOnly)
+    # every answer (the API's JSON and event stream, its errors, the 413 and 403 above) is
+    # read by a browser only as the type it says: none is sniffed as HTML or script
+    app.add_middleware(_WithHeaders, headers={"X-Content-Type-Options": "nosniff"})
     app.add_middleware(AbsoluteForm)  # the first: the others see the target's path and host
     bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
 
@@ -1612,7 +1615,8 @@ _CONSOLE_POLICY = (
 
 
 class _WithHeaders:
-    """ASGI middleware: every HTTP answer of ``app`` carries ``headers`` too."""
+    """ASGI middleware: every HTTP answer of ``app`` carries ``headers`` too (a header the
+    answer has already is left as it is, not sent twice)."""
 
     def __init__(self, app: Any, headers: dict[str, str]) -> None:
         self.app = app
@@ -1621,7 +1625,10 @@ class _WithHeaders:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), *self.headers]}
+                had = message.get("headers", ())
+                names = {name.lower() for name, _ in had}
+                added = [(k, v) for k, v in self.headers if k not in names]
+                message = {**message, "headers": [*had, *added]}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
