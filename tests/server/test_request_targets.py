@@ -21,11 +21,13 @@ from tinyagents.server import Control, bind, create_app, serving
 from tinyagents.server.serve import url_of
 
 
-async def send(url: str, target: str, headers: dict[str, str]) -> tuple[int, Any]:
+async def send(
+    url: str, target: str, headers: dict[str, str], method: str = "GET"
+) -> tuple[int, Any]:
     """One request with ``target`` as its request target, sent as written."""
     host, port = url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    lines = [f"GET {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+    lines = [f"{method} {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
     writer.write(("\r\n".join([*lines, "Connection: close", "", ""])).encode())
     await writer.drain()
     try:
@@ -91,3 +93,21 @@ async def test_the_host_of_an_absolute_target_is_the_one_a_tokenless_server_chec
     # the target names another machine: refused, whatever the Host header says
     status, body = await send(insecure_url, f"http://evil.example{BASE}/runs", {"Host": hostport})
     assert status == 403 and "evil.example" in body["message"], body
+
+
+async def test_options_asterisk_is_answered_for_the_whole_server(
+    served: Served, insecure_url: str
+) -> None:
+    # ``OPTIONS * HTTP/1.1`` asks about the server, not a resource (RFC 9110 section 9.3.7; a
+    # proxy or a load balancer pings with it): it was a 404, as if ``*`` were a missing path.
+    # It needs no token (it says nothing of any run); another method with ``*`` is a 400
+    # (RFC 9112 section 3.2.4: the asterisk form is OPTIONS' only).
+    hostport = served.url.removeprefix("http://")
+    assert await send(served.url, "*", {"Host": hostport}, "OPTIONS") == (200, b"")
+    status, body = await send(served.url, "*", {"Host": hostport}, "GET")
+    assert status == 400 and "OPTIONS" in body["message"], body
+    # a tokenless server still answers this machine only
+    insecure = insecure_url.removeprefix("http://")
+    assert await send(insecure_url, "*", {"Host": insecure}, "OPTIONS") == (200, b"")
+    status, _ = await send(insecure_url, "*", {"Host": "attacker.example"}, "OPTIONS")
+    assert status == 403

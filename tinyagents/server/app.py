@@ -947,6 +947,33 @@ class AbsoluteForm:
         await self.app(scope, receive, send)
 
 
+class Asterisk:
+    """ASGI middleware: ``OPTIONS * HTTP/1.1`` asks about the server as a whole (RFC 9110
+    section 9.3.7: a proxy or a load balancer pings with it), and is answered 200 with no
+    body; another method with the ``*`` target is a 400, as RFC 9112 section 3.2.4 allows
+    the asterisk form to OPTIONS only. Both were a 404, as if ``*`` were a missing path."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") != "*":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "OPTIONS":
+            status, body = 200, b""
+            headers = [(b"content-length", b"0")]
+        else:
+            detail = "the target '*' is for OPTIONS only (RFC 9112 section 3.2.4)"
+            status, body = 400, json.dumps({"detail": detail, "message": detail}).encode()
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 def _replay(messages: list[Any], receive: Any) -> Any:
     """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
     pending = list(messages)
@@ -1006,6 +1033,7 @@ def create_app(
     app.state.operator = api
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(EncodedSlash)
+    app.add_middleware(Asterisk)
     if auth is None:  # no tokens: this machine's own clients only, not a page of another site
         app.add_middleware(LoopbackOnly)
     # every answer (the API's JSON and event stream, its errors, the 413 and 403 above) is
