@@ -775,10 +775,11 @@ def test_a_token_narrowed_to_a_child_follows_its_events_and_forgetting_it_clears
 class Gateway:
     """A TCP relay in front of the server, as a reverse proxy would be; ``down()`` cuts the
     open connections and answers ``502 Bad Gateway`` (the server restarting behind it) until
-    ``up()``."""
+    ``up()`` (with ``page`` as its body: a proxy's HTML page)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, page: bytes = b"") -> None:
         self.target = port
+        self.page = page
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self.is_down = False
@@ -796,8 +797,9 @@ class Gateway:
                 with contextlib.suppress(OSError):
                     self.refused.append(client.recv(65536).split(b"\r\n", 1)[0].decode())
                     client.sendall(
-                        b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n"
-                        b"Connection: close\r\n\r\n"
+                        b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n"
+                        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                        % (len(self.page), self.page)
                     )
                 client.close()
                 continue
@@ -876,6 +878,55 @@ def test_the_timeline_comes_back_after_a_proxy_answered_502(browser: Any, tmp_pa
             ]
             assert len(ids) == len(set(ids))  # nothing shown twice
             assert graph_id
+        finally:
+            gateway.close()
+
+
+def test_a_proxys_error_page_is_shown_as_a_short_text(browser: Any, tmp_path: Path) -> None:
+    # A command answered by a proxy's HTML page (its 502 while the server restarts) was
+    # shown as "HTTP 502" alone: what the proxy said was lost. Its text is shown now, tags
+    # left out, cut short, and never as HTML (the page's markup runs nothing).
+    from selenium.webdriver.common.by import By
+
+    page = (
+        b"<html><head><title>502 Bad Gateway</title><style>h1 { color: red }</style>"
+        b"<script>document.title = 'ran';</script></head><body><h1>502 Bad Gateway</h1>"
+        b"<p>upstream   restarting</p><img src=x onerror=\"document.title='ran'\">"
+        + b"<p>"
+        + b"filler " * 100
+        + b"</p><hr><center>nginx</center></body></html>"
+    )
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        port = int(re.search(r":(\d+)/", url).group(1))  # type: ignore[union-attr]
+        gateway = Gateway(port, page)
+        try:
+            wait = waiter(browser)
+            browser.get(url.replace(f":{port}/", f":{gateway.port}/"))
+            wait.until(
+                lambda d: d.find_element(
+                    By.CSS_SELECTOR,
+                    '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]',
+                )
+            ).click()
+            connection = browser.find_element(By.ID, "connection")
+            wait.until(lambda d: connection.text == "live")
+            title = browser.title
+            gateway.down()
+            browser_click(browser, "pause-btn")
+            outcome = wait.until(
+                lambda d: d.find_element(
+                    By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+                )
+            ).text
+            outcome = outcome.replace("\u2068", "").replace("\u2069", "")  # (bidi isolates)
+            assert outcome.startswith(
+                "HTTP 502: 502 Bad Gateway 502 Bad Gateway upstream restarting filler"
+            ), outcome
+            assert "<" not in outcome and "color" not in outcome and "ran" not in outcome
+            assert outcome.endswith("\u2026") and len(outcome) < 220, outcome
+            sent = browser.find_element(By.CSS_SELECTOR, '[data-testid="sent-command"]')
+            assert not sent.find_elements(By.CSS_SELECTOR, "img, h1, script")
+            assert browser.title == title
         finally:
             gateway.close()
 

@@ -170,17 +170,32 @@
       return { ok: false, status: 0, data: { detail: `cannot reach the server (${error.message})` } };
     }
     let data = null;
+    let text = "";
+    const answer = await response.text().catch(() => "");
     try {
-      data = await response.json();
+      data = JSON.parse(answer);
     } catch (_) {
       data = null;
+      text = excerpt(answer); // a proxy's page (its 502), plain text: what it says, shortly
     }
     if (response.status === 401) {
       // the server's reason: expired, signed by another server's key, ...
       const why = data && typeof data.message === "string" ? ` (${iso(data.message)})` : "";
       signIn(`The server did not accept this token${why}. Paste another one.`);
     }
-    return { ok: response.ok, status: response.status, data, next: nextLink(response.headers.get("Link")) };
+    return { ok: response.ok, status: response.status, data, text, next: nextLink(response.headers.get("Link")) };
+  }
+
+  function excerpt(body) {
+    // A body that is no JSON, as text: its tags (and what a script or style holds) left
+    // out, its spaces folded, cut to 200 characters. It is only ever shown as text.
+    const words = String(body)
+      .replace(/<(script|style)\b[\s\S]*?<\/\1\s*>/gi, " ")
+      .replace(/<[^>]*>/g, " ")
+      .replace(/\s+/g, " ")
+      .trim();
+    const chars = Array.from(words); // (a character past U+FFFF is not cut in two)
+    return chars.length > 200 ? `${chars.slice(0, 200).join("")}\u2026` : words;
   }
 
   function nextLink(header) {
@@ -192,10 +207,11 @@
   function problem(result) {
     // Every error body of the API says what went wrong in one sentence, ``message`` (a 422's
     // ``detail`` is the list of its problems, for programs); other servers' bodies (a proxy's)
-    // may hold a ``detail`` alone.
+    // may hold a ``detail`` alone, or be no JSON: a short excerpt of their text then.
     const data = result.data && typeof result.data === "object" ? result.data : {};
     const said = typeof data.message === "string" && data.message ? data.message : data.detail;
-    const text = iso(typeof said === "string" ? said : said ? JSON.stringify(said) : "");
+    const json = typeof said === "string" ? said : said ? JSON.stringify(said) : "";
+    const text = iso(json || result.text || "");
     const why = {
       0: "network error",
       400: "bad request",
