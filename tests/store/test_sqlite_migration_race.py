@@ -16,6 +16,8 @@ import pytest
 from tinyagents.errors import StoreError
 from tinyagents.store import SqliteStore
 from tinyagents.store import sqlite as sqlite_store
+from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.store.checkpoint import sqlite as checkpoint_sqlite
 
 
 async def _at_version_3(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,3 +146,36 @@ async def test_a_newer_version_migrating_the_file_during_the_open_is_refused_unc
         ]
         columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
     assert versions == [1, 2, 3, 99] and "created_at" not in columns
+
+
+async def test_a_newer_version_migrating_a_checkpointer_file_during_setup_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpointer reads its versions, and refuses a newer one, inside the transaction
+    that migrates, as the store does: a newer tinyagents migrating the file after setup's
+    first look was not seen, and the file was opened as one this version knows."""
+    path = tmp_path / "graphs.db"
+    first = SqliteCheckpointer(path)
+    await first.setup()
+    await first.aclose()
+    use_wal = checkpoint_sqlite.use_wal
+
+    async def a_newer_version_migrates_meanwhile(db: object, timeout_s: float) -> None:
+        other = sqlite3.connect(path)
+        with other:
+            other.execute("INSERT INTO checkpoint_migrations VALUES (99, 'newer', 0)")
+        other.close()
+        await use_wal(db, timeout_s)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpoint_sqlite, "use_wal", a_newer_version_migrates_meanwhile)
+    cp = SqliteCheckpointer(path)
+    try:
+        with pytest.raises(
+            StoreError, match=r"newer version of tinyagents \(checkpoint_migrations version 99"
+        ):
+            await cp.setup()
+    finally:
+        await cp.aclose()
+    with sqlite3.connect(path) as db:
+        versions = [r[0] for r in db.execute("SELECT version FROM checkpoint_migrations")]
+    assert sorted(versions) == [1, 99]

@@ -1114,7 +1114,7 @@ async def _migrate_once(
         if version in done:
             continue
         body = script.strip().removeprefix("BEGIN;").removesuffix("COMMIT;")
-        for statement in _statements(body):
+        for statement in sql_statements(body):
             await db.execute(statement)
         await db.execute(
             "INSERT INTO migrations (name, version, applied_at) VALUES (?, ?, ?)",
@@ -1123,7 +1123,7 @@ async def _migrate_once(
     await db.commit()
 
 
-def _statements(script: str) -> list[str]:
+def sql_statements(script: str) -> list[str]:
     """The SQL statements of ``script``, one by one (``execute`` takes one at a time, and
     ``executescript`` would commit the transaction the migration runs in), cut where SQLite
     says a statement is complete (never at a semicolon inside a string or a trigger)."""

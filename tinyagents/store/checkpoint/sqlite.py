@@ -2,7 +2,8 @@
 
 - The schema is created idempotently and versioned in ``checkpoint_migrations``; a newer
   process adds what is missing, several processes may race on it safely; a file an even
-  newer one migrated is refused, as is a read-only one.
+  newer one migrated is refused (checked again under the lock that migrates), as is a
+  read-only one.
 - Each statement first checks the path still names the file opened (one ``stat``): one
   deleted or renamed over would take the writes with it.
 - WAL with ``synchronous=NORMAL``: a committed checkpoint survives the process being killed
@@ -43,9 +44,11 @@ from tinyagents.store.sqlite import (
     OpenedFile,
     connect,
     gone_error,
+    newer_message,
     refuse_foreign_tables,
     refuse_newer,
     refuse_read_only,
+    sql_statements,
     use_wal,
     why_not_opened,
 )
@@ -183,21 +186,37 @@ class SqliteCheckpointer(Checkpointer):
             self._conn = conn
 
     async def _migrate(self, conn: Any) -> None:
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS checkpoint_migrations "
-            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-        )
-        async with conn.execute("SELECT version FROM checkpoint_migrations") as cur:
-            done = {row[0] for row in await cur.fetchall()}
-        for version, name, sql in MIGRATIONS:
-            if version in done:
-                continue
-            # each statement is idempotent, so a race with another process is harmless
-            await conn.executescript(sql)
+        """Apply the missing migrations and their records in one transaction (``BEGIN
+        IMMEDIATE``: one writer at a time), reading the versions, and refusing a file a newer
+        tinyagents migrated (``StoreError``), inside it: setup's first look (``refuse_newer``)
+        comes before the lock, and a newer version migrating the file in between was not
+        seen."""
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
             await conn.execute(
-                "INSERT OR IGNORE INTO checkpoint_migrations VALUES (?, ?, ?)",
-                (version, name, time.time()),
+                "CREATE TABLE IF NOT EXISTS checkpoint_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
             )
+            async with conn.execute("SELECT version FROM checkpoint_migrations") as cur:
+                done = {row[0] for row in await cur.fetchall()}
+            known = MIGRATIONS[-1][0]
+            if done and max(done) > known:
+                raise StoreError(newer_message("checkpoint_migrations", max(done), known))
+            for version, name, sql in MIGRATIONS:
+                if version in done:
+                    continue
+                # one by one: executescript would commit the transaction
+                for statement in sql_statements(sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO checkpoint_migrations VALUES (?, ?, ?)",
+                    (version, name, time.time()),
+                )
+            await conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+            raise
 
     async def _db(self) -> Any:
         if self._conn is None:
