@@ -5,6 +5,7 @@ test_checkpointer_conformance.py, which runs on PostgreSQL through conftest.BACK
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import os
 import sys
@@ -18,8 +19,8 @@ import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
-from tinyagents.errors import StoreError, ThreadBusy
-from tinyagents.graph import END, START, StateGraph
+from tinyagents.errors import GraphValidationError, StoreError, ThreadBusy
+from tinyagents.graph import END, MAX_NODE_NAME_LENGTH, START, StateGraph, interrupt
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer, WriteRecord
 from tinyagents.store.checkpoint.postgres import MIGRATIONS
 
@@ -554,3 +555,32 @@ async def test_a_graph_run_that_failed_is_taken_on_from_its_checkpoint_in_the_sa
         again = await graph.run(None, thread_id="t", runtime=rt)
         assert again.status == "completed" and again.state == {"done": ["a", "b"]}
         assert calls == ["a", "b", "b"]  # from the checkpoint: "a" did not run again
+
+
+def _sub_graph_that_asks() -> Any:
+    def inner(state: S) -> S:
+        interrupt("ask")
+        return {"x": 1}
+
+    return StateGraph(S).add_node("inner", inner).add_edge(START, "inner").compile()
+
+
+def _incompressible(length: int) -> str:
+    # PostgreSQL compresses a long index value: a repeated character would fit
+    return "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(length))[:length]
+
+
+async def test_a_sub_graph_node_name_of_the_longest_length_fits_the_namespace_key(
+    cp: PostgresCheckpointer,
+) -> None:
+    """A sub-graph's checkpoints are keyed by its namespace, which holds the node's name: a
+    3,000-character name failed deep inside PostgreSQL ("index row size 3040 exceeds btree
+    version 4 maximum 2704 for index checkpoints_pkey") where the other checkpointers took
+    it. Node names are bounded when the graph is built, and the longest one fits."""
+    name = _incompressible(MAX_NODE_NAME_LENGTH)
+    graph = StateGraph(S).add_node(name, _sub_graph_that_asks())
+    graph = graph.add_edge(START, name).add_edge(name, END).compile(checkpointer=cp)
+    result = await graph.run({"x": 0}, thread_id="t" * 256)
+    assert result.status == "interrupted" and result.interrupts[0].ns.startswith(name)
+    with pytest.raises(GraphValidationError, match="at most 256"):
+        StateGraph(S).add_node(_incompressible(3000), _sub_graph_that_asks())

@@ -15,7 +15,7 @@ if result.status == "interrupted":
 """
 
 from tinyagents.graph.agent_node import AgentNode
-from tinyagents.graph.builder import StateGraph
+from tinyagents.graph.builder import MAX_NODE_NAME_LENGTH, StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
@@ -45,6 +45,7 @@ from tinyagents.graph.types import (
 
 __all__ = [
     "END",
+    "MAX_NODE_NAME_LENGTH",
     "REMOVE_ALL_MESSAGES",
     "START",
     "AgentNode",

@@ -22,11 +22,17 @@ from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy, node_name
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
+from tinyagents.protocol.ids import MAX_ID_LENGTH, shown_id
 from tinyagents.store.checkpoint.base import Checkpointer
 
 #: The characters a namespace is built with (``"node:task_id"`` segments, ``|``-joined): no
 #: node name may hold one, as in LangGraph, or its sub-graph's namespace would not parse.
 NS_SEPARATORS = ("|", ":")
+#: The longest node name, in characters: the id rule's bound (``MAX_ID_LENGTH``). A sub-graph's
+#: checkpoints are keyed by its namespace, which holds the name, and a longer one failed deep
+#: inside PostgreSQL (its btree index rows hold about 2.7 KB) where the other checkpointers
+#: took it; checked when the node is added, on every checkpointer alike.
+MAX_NODE_NAME_LENGTH = MAX_ID_LENGTH
 
 
 def is_async_callable(fn: Any) -> bool:
@@ -154,6 +160,11 @@ class StateGraph:
             raise GraphValidationError(
                 "a node name cannot be empty: steering commands, events and the operator API "
                 "name a node by it"
+            )
+        if len(name) > MAX_NODE_NAME_LENGTH:  # a sub-graph's namespace (a checkpoint key) holds it
+            raise GraphValidationError(
+                f"node name {shown_id(name)!r} is {len(name):,} characters; at most "
+                f"{MAX_NODE_NAME_LENGTH} (a sub-graph's checkpoints are keyed by it)"
             )
         for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
             if sep in name:
