@@ -295,20 +295,18 @@ def open_store_file(path: Path) -> sqlite3.Connection:
         raise StoreError(f"cannot open {path}: {exc}") from exc
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        logged = (
-            "migrations" in tables
-            and conn.execute("SELECT 1 FROM migrations WHERE name = 'steering'").fetchone()
-        )
+        found = None  # the steering log's schema version (None: no steering log)
+        if "migrations" in tables:
+            (found,) = conn.execute(
+                "SELECT MAX(version) FROM migrations WHERE name = 'steering'"
+            ).fetchone()
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"{path} is not a tinyagents store: {exc}") from exc
-    if not logged or not {"runs", "events"} <= tables:
+    if found is None or not {"runs", "events"} <= tables:
         conn.close()
         raise StoreError(f"{path} is not a tinyagents store: it has no steering log")
     # as an open refuses it: a newer version's tables may not read as this version's
-    (found,) = conn.execute(
-        "SELECT MAX(version) FROM migrations WHERE name = 'steering'"
-    ).fetchone()
     known = MIGRATIONS[-1][0]
     if found > known:
         conn.close()

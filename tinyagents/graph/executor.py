@@ -654,20 +654,8 @@ class GraphRun:
                 stream.wrote(self, task)
                 self._end(stream, task)
             if asked is not None:
-                assert self.checkpointer is not None
-                saving = asyncio.ensure_future(
-                    self.checkpointer.put_writes(
-                        self.head.thread_id, self.head.ns, self.head.frontier_id, [asked]
-                    )
-                )
-                try:
-                    await asyncio.shield(saving)
-                except asyncio.CancelledError:
-                    # A sibling failed (or the run is cancelled) while the question was being
-                    # saved: it lands first, as a finished task's result does below. Cut
-                    # short, the run listed a question that the thread did not hold.
-                    await saving
-                    raise
+                # (cut short, the run listed a question that the thread did not hold)
+                await _landed(self._put_write(asked))
             return False
         except (Exception, GeneratorExit, ParentCommand) as exc:
             # GeneratorExit too (no Exception: a node closing a generator by hand, or raising
@@ -695,27 +683,25 @@ class GraphRun:
             stream.wrote(self, task)
             self._end(stream, task)
         if record is not None:
-            assert self.checkpointer is not None
-            saving = asyncio.ensure_future(
-                self.checkpointer.put_writes(
-                    self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
-                )
-            )
+            # (cut short, the result could land in the store but not in this run's state, or
+            # not at all and the node would run again)
+            saving = self._put_write(record)
             try:
-                try:
-                    await asyncio.shield(saving)
-                except asyncio.CancelledError:
-                    # A sibling failed (or the run is cancelled) while this finished node's
-                    # result was being saved: the save lands first, then the cancel goes on.
-                    # Cut short, it could land in the store but not in this run's state, or
-                    # not at all and the node would run again.
-                    await saving
-                    raise
+                await _landed(saving)
             except BaseException:
                 if not saving.done() or saving.cancelled() or saving.exception() is not None:
                     task.writes = None  # not saved: it runs again on resume
                 raise
         return False
+
+    def _put_write(self, write: Any) -> asyncio.Future[None]:
+        """Start saving ``write`` as a pending write of this step's checkpoint."""
+        assert self.checkpointer is not None
+        return asyncio.ensure_future(
+            self.checkpointer.put_writes(
+                self.head.thread_id, self.head.ns, self.head.frontier_id, [write]
+            )
+        )
 
     def _end(self, stream: StreamSink, task: Task) -> None:
         """The stream's end of ``task``, with its update, as LangGraph's: as the node returns
@@ -1078,6 +1064,16 @@ class GraphRun:
         return await run_agent_node(
             task, state, self.runtime, parent=hooks.parent_for(task), started=hooks.agent_started
         )
+
+
+async def _landed(saving: asyncio.Future[None]) -> None:
+    """Wait for a task's save (its result, or the question it asked). Should a sibling fail
+    (or the run be cancelled) meanwhile, the save lands first, then the cancel goes on."""
+    try:
+        await asyncio.shield(saving)
+    except asyncio.CancelledError:
+        await saving
+        raise
 
 
 def running_graph_run() -> GraphRun | None:

@@ -1633,8 +1633,9 @@ def create_app(
 
 #: Headers of the console's files and the docs page: a browser shows them in no frame (a
 #: page of another site could frame the console and have the operator click its buttons
-#: under something else) and reads a file only as the type it is served as.
-_PAGE_HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff"}
+#: under something else). (That it reads a file only as the type it is served as, every
+#: answer of the app says: ``create_app``'s ``nosniff``.)
+_PAGE_HEADERS = {"X-Frame-Options": "DENY"}
 #: The console loads only this server's files and calls only its API.
 _CONSOLE_POLICY = (
     "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
@@ -1643,8 +1644,7 @@ _CONSOLE_POLICY = (
 
 
 class _WithHeaders:
-    """ASGI middleware: every HTTP answer of ``app`` carries ``headers`` too (a header the
-    answer has already is left as it is, not sent twice)."""
+    """ASGI middleware: every HTTP answer of ``app`` carries ``headers`` too."""
 
     def __init__(self, app: Any, headers: dict[str, str]) -> None:
         self.app = app
@@ -1653,10 +1653,7 @@ class _WithHeaders:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                had = message.get("headers", ())
-                names = {name.lower() for name, _ in had}
-                added = [(k, v) for k, v in self.headers if k not in names]
-                message = {**message, "headers": [*had, *added]}
+                message = {**message, "headers": [*message.get("headers", ()), *self.headers]}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
