@@ -640,8 +640,9 @@ def _arguments_model(
     takes_ctx = False
     for index, param in enumerate(signature.parameters.values()):
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            stars = "*" if param.kind is inspect.Parameter.VAR_POSITIONAL else "**"
             raise ConfigurationError(
-                f"tool {name!r} takes *{param.name}: a tool's arguments must be named; "
+                f"tool {name!r} takes {stars}{param.name}: a tool's arguments must be named; "
                 "list them as parameters"
             )
         if param.name == CTX_PARAM or _is_run_context(param.annotation):
