@@ -13,17 +13,28 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
-from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, tool
+from tinyagents import Agent, LiteLLMModel, Model, RunLimits, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness import Message, ModelResponse, ToolCall, Usage
+from tinyagents.harness import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StreamChunk,
+    Tool,
+    ToolCall,
+    Usage,
+)
 from tinyagents.testkit import (
     EventRecorder,
+    EventWaiter,
     FunctionModel,
     OpenAICompatServer,
     RawStream,
@@ -364,3 +375,96 @@ async def test_a_request_names_the_tools_the_run_may_call() -> None:
     assert function["description"] == "Get the capital of a country."
     assert function["parameters"]["properties"]["country"]["description"] == "The country name."
     assert function["parameters"]["required"] == ["country"]
+
+
+# --- a run's transcript as JSON, and a stream cut off -----------------------------------------
+
+
+async def test_a_transcript_saved_as_json_continues_a_conversation() -> None:
+    # ports tests/test_agent.py::test_agent_run_result_serialization and pydantic-ai's
+    # ModelMessagesTypeAdapter (docs: "Storing and loading messages"): a run's messages
+    # dumped to JSON and loaded back are the same messages, and continue the conversation.
+    # RunResult.model_dump_json() writes them too, but RunResult.model_validate_json() gives
+    # them back as dicts (RunResult belongs to a layer below the harness): read them with
+    # TypeAdapter(list[Message]) (docs/harness.md "Starting runs").
+    model = ScriptedModel([tool_call("get_capital", country="France", id="c1"), "Paris."])
+    first = await Agent("a", model, tools=[get_capital]).run("capital of France?")
+    messages = TypeAdapter(list[Message])
+    saved = messages.dump_json(first.messages)
+    assert messages.validate_json(saved) == first.messages
+    from_result = json.loads(first.model_dump_json())["messages"]
+    assert messages.validate_python(from_result) == first.messages
+    nxt = ScriptedModel(["London."])
+    second = await Agent("a", nxt, tools=[get_capital]).run(
+        "and of England?", history=messages.validate_json(saved)
+    )
+    assert second.status is RunStatus.COMPLETED
+    assert nxt.requests[0].messages[:4] == first.messages
+
+
+class HeldStream(Model):
+    """Streams one piece of text, then waits for ever."""
+
+    name = "held"
+    streams = True
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise AssertionError("a streaming model is asked through stream()")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        yield StreamChunk(text_delta="success ")
+        await asyncio.Event().wait()
+        yield StreamChunk(response=ModelResponse(text="never"))  # pragma: no cover
+
+
+async def test_a_stream_cancelled_in_flight_leaves_no_partial_answer_in_the_transcript() -> None:
+    # ports tests/test_streaming.py::test_run_stream_cancel_all_messages_includes_interrupted_response.
+    # Kept on purpose, a difference: pydantic-ai keeps the interrupted response (its text so
+    # far, state='interrupted') in all_messages(); an IMMEDIATE cancel of ours ends the run
+    # with no model.response (docs/harness.md "Streaming tokens"), and its transcript ends on
+    # the prompt, so a session continuing it sends no half-written answer back.
+    waiter = EventWaiter()
+    async with Runtime(sinks=[waiter]) as rt:
+        handle = await rt.start(Agent("a", HeldStream()), "Hello")
+        delta = await waiter.event("model.delta", run_id=handle.run_id)
+        await handle.cancel(immediate=True)
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert delta.text == "success "  # type: ignore[attr-defined]
+    assert result.status is RunStatus.CANCELLED
+    assert [(m.role, m.content) for m in result.messages] == [("user", "Hello")]
+    ran = [e.type for e in waiter.events if e.run_id == handle.run_id]
+    assert "model.response" not in ran
+
+
+# --- tools with a schema of their own ------------------------------------------------------
+
+
+class Echo(Tool):
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        return args
+
+
+async def test_a_tool_with_a_schema_of_its_own_gets_the_arguments_as_sent() -> None:
+    # ports tests/test_tools.py::test_function_tool_consistent_with_schema and
+    # ::test_function_tool_from_schema_with_ctx: a tool made from a JSON schema (pydantic-ai's
+    # Tool.from_schema; ours a Tool subclass with ``parameters``) is offered that schema as it
+    # is, and called with the model's arguments as it sent them: neither validates them against
+    # the schema (pydantic-ai's validator is any_schema), the tool's call does.
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "one": {"description": "first argument", "type": "string"},
+            "two": {"description": "second argument", "type": "object"},
+        },
+        "required": ["one", "two"],
+    }
+    echo = Echo(name="foobar", description="does foobar stuff", parameters=schema)
+    model = ScriptedModel(
+        [tool_call("foobar", one="a", two={"b": 1}), tool_call("foobar", one=1), "ok"]
+    )
+    result = await Agent("a", model, tools=[echo]).run("go")
+    (spec,) = model.requests[0].tools
+    assert (spec.name, spec.description, spec.parameters) == ("foobar", "does foobar stuff", schema)
+    results = [json.loads(m.content) for m in result.messages if m.role == "tool"]
+    assert results == [{"one": "a", "two": {"b": 1}}, {"one": 1}]

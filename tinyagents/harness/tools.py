@@ -87,7 +87,10 @@ class ToolResult(Record):
 class Tool(ABC):
     """Something the model can call. Subclass and override ``call``, or use ``@tool``.
 
-    ``parameters`` is the JSON Schema of the arguments object. ``timeout_s`` bounds one call
+    ``parameters`` is the JSON Schema of the arguments object, offered to the model as it is;
+    ``call`` gets the arguments as the model sent them (a JSON object), not validated against
+    it (as pydantic-ai's ``Tool.from_schema``): validate them in ``call``, raising ``ToolError``
+    to tell the model what is wrong. ``timeout_s`` bounds one call
     (the run's ``tool_timeout_s`` still applies; the smaller wins). A ``call`` that raises
     ``ToolError`` sends its message to the model as is; any other exception is reported with
     its type.
