@@ -355,12 +355,30 @@ async def test_streamed_text_before_a_tool_call_is_kept_beside_the_call() -> Non
 async def test_no_tool_settings_are_sent_without_tools() -> None:
     # ports tests/models/test_openai.py::test_parallel_tool_calls_not_sent_without_tools: an
     # agent with no tools sends no ``tools`` (OpenAI refuses an empty list), ``tool_choice``
-    # or ``parallel_tool_calls``.
-    async with OpenAICompatServer(["world"]) as server:
-        result = await Agent("a", model_for(server)).run("Hello")
-    assert result.output == "world"
-    body = server.requests[0]
-    assert not {"tools", "tool_choice", "parallel_tool_calls"} & body.keys()
+    # or ``parallel_tool_calls``, also when the model was made with them (OpenAI refuses a
+    # request with either and no tools: "'parallel_tool_calls' is only allowed when 'tools'
+    # are specified"). A model shared by an agent with tools and one without (or a run granted
+    # none of its tools) failed every request of the one without with an HTTP 400.
+    async with OpenAICompatServer(["world", "Paris", "London"]) as server:
+        model = LiteLLMModel(
+            "openai/test-model",
+            api_base=server.base_url,
+            api_key="sk-test",
+            max_retries=0,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+        )
+        assert (await Agent("a", model).run("Hello")).output == "world"
+        with_tools = Agent("b", model, tools=[get_capital])
+        assert (await with_tools.run("capital of France?")).output == "Paris"
+        async with Runtime() as rt:
+            granted_none = await rt.start(with_tools, "capital of England?", tools=[])
+            assert (await granted_none.result()).output == "London"
+    without, with_, none_granted = server.requests
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & without.keys()
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & none_granted.keys()
+    # with tools, the model's settings are sent as given
+    assert (with_["parallel_tool_calls"], with_["tool_choice"]) == (False, "auto")
 
 
 async def test_a_request_names_the_tools_the_run_may_call() -> None:

@@ -86,7 +86,8 @@ class LiteLLMModel(Model):
     connection, 429, 5xx) are retried ``max_retries`` times with exponential backoff starting
     at ``retry_backoff_s``; everything else fails at once. Failures raise a ``ModelError``
     subclass (``ModelConnectionError``, ``ModelNotFoundError``, ...). Other keyword arguments
-    are passed to every litellm call.
+    are passed to every litellm call, but ``tool_choice`` and ``parallel_tool_calls`` only to
+    one that offers tools (OpenAI refuses them without).
 
     ``stream`` (default True): the agent loop asks ``stream()``, so ``Agent.run_stream`` and
     ``handle.stream()`` show the tokens as they arrive; pass ``stream=False`` for a server
@@ -230,6 +231,12 @@ class LiteLLMModel(Model):
             kwargs["max_tokens"] = min(cap for cap in caps if cap is not None)
         if request.tools:
             kwargs["tools"] = [_tool_to_openai(spec) for spec in request.tools]
+        else:
+            # OpenAI refuses both without tools ("'parallel_tool_calls' is only allowed when
+            # 'tools' are specified"), as pydantic-ai leaves them out: a model made with them
+            # serves agents without tools, and runs granted (or steered down to) none
+            for name in _TOOL_ONLY_SETTINGS:
+                kwargs.pop(name, None)
         if request.response_format is not None:
             kwargs["response_format"] = request.response_format
         if self.api_base is not None:
@@ -778,6 +785,10 @@ def _check_api_base(api_base: object) -> None:
         "api_base must be an http:// or https:// URL such as 'http://127.0.0.1:8080/v1', "
         f"got {api_base!r}"
     )
+
+
+#: Settings a request may carry only beside ``tools``.
+_TOOL_ONLY_SETTINGS = ("tool_choice", "parallel_tool_calls")
 
 
 def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: object) -> None:
