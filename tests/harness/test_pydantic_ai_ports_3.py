@@ -486,3 +486,70 @@ async def test_a_tool_with_a_schema_of_its_own_gets_the_arguments_as_sent() -> N
     assert (spec.name, spec.description, spec.parameters) == ("foobar", "does foobar stuff", schema)
     results = [json.loads(m.content) for m in result.messages if m.role == "tool"]
     assert results == [{"one": "a", "two": {"b": 1}}, {"one": 1}]
+
+
+# --- concurrent runs of one agent ---------------------------------------------------------
+
+
+async def test_concurrent_runs_of_one_agent_ask_again_each_on_its_own() -> None:
+    # ports tests/test_agent.py::test_concurrent_runs_output_retry_isolation: two runs of one
+    # agent at once, each answering wrongly first (an invalid output in one, an empty answer
+    # in the other) and rightly after being asked again, both before either is asked again.
+    # Each run's asks are its own (one per prompt): were they shared, the second wrong answer
+    # would fail its run.
+    first_answers = 0
+    both_answered = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse | str:
+        nonlocal first_answers
+        prompt = request.messages[0].content
+        if len(request.messages) == 1:
+            first_answers += 1
+            if first_answers == 2:
+                both_answered.set()
+            return '{"first": "only"}' if prompt == "invalid" else ModelResponse(text="")
+        await both_answered.wait()
+        return '{"first": "a", "second": "b"}'
+
+    agent = Agent("a", FunctionModel(answer), output_type=Pair)
+    invalid, empty = await asyncio.wait_for(
+        asyncio.gather(agent.run("invalid"), agent.run("empty")), 60
+    )
+    for result, retry in ((invalid, "invalid_output"), (empty, "empty_answer")):
+        assert result.status is RunStatus.COMPLETED, result.error
+        assert result.output == Pair(first="a", second="b")
+        (asked,) = [m for m in result.messages if m.metadata.get("retry")]
+        assert asked.metadata["retry"] == retry
+
+
+async def test_a_whole_response_without_a_finish_reason_is_read() -> None:
+    # ports tests/models/test_openai.py::test_process_response_no_finish_reason: a server that
+    # sends ``finish_reason: null`` (some proxies do) is read as any other answer: its text is
+    # the output, its tool call runs, its usage counts.
+    def completion(message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "test-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": None}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "regular_tool", "arguments": '{"x": "a"}'},
+    }
+    script = [
+        completion({"role": "assistant", "content": None, "tool_calls": [call]}),
+        completion({"role": "assistant", "content": "world"}),
+    ]
+    async with OpenAICompatServer(script) as server:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", stream=False
+        )
+        result = await Agent("a", model, tools=[regular_tool]).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "world")
+    assert result.messages[2].content == "a-processed"
+    assert (result.usage["input_tokens"], result.usage["output_tokens"]) == (6, 4)
