@@ -16,10 +16,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pytest
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from tinyagents import Agent, LiteLLMModel, Model, RunLimits, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
@@ -553,3 +553,86 @@ async def test_a_whole_response_without_a_finish_reason_is_read() -> None:
     assert (result.status, result.output) == (RunStatus.COMPLETED, "world")
     assert result.messages[2].content == "a-processed"
     assert (result.usage["input_tokens"], result.usage["output_tokens"]) == (6, 4)
+
+
+# --- LiteLLMModel: the response_format a structured output sends ------------------------------
+
+T = TypeVar("T")
+
+
+class Item(BaseModel):
+    n: int
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+
+
+class Tagged(BaseModel):
+    name: str
+    tags: dict[str, int]
+
+
+class Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    a: int
+
+
+async def sent_response_format(output_type: type[BaseModel], answer: str) -> dict[str, Any]:
+    async with OpenAICompatServer([answer]) as server:
+        result = await Agent("a", model_for(server), output_type=output_type).run("go")
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert isinstance(result.output, output_type)
+    sent: dict[str, Any] = server.requests[0]["response_format"]
+    assert sent["type"] == "json_schema"
+    return sent["json_schema"]
+
+
+async def test_a_generic_models_response_format_has_a_name_openai_takes() -> None:
+    # ports tests/test_agent.py::test_output_type_generic_class_name_sanitization: a generic
+    # model's class name (``Page[Item]``) is no name OpenAI takes for a response_format (it
+    # must match ^[a-zA-Z0-9_-]+$, at most 64 characters): litellm sent it as it is, and OpenAI
+    # refused every request of the run. Its other characters are sent as ``_``; the schema
+    # is the one a plain model's would be (strict).
+    sent = await sent_response_format(Page[Item], '{"items": [{"n": 1}]}')
+    assert sent["name"] == "Page_Item_" and sent["strict"] is True
+    assert sent["schema"]["required"] == ["items"]
+    assert sent["schema"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer"),
+    [(Tagged, '{"name": "x", "tags": {"a": 1}}'), (Loose, '{"a": 1, "b": 2}')],
+)
+async def test_a_schema_strict_mode_cannot_hold_is_sent_not_strict(
+    output_type: type[BaseModel], answer: str
+) -> None:
+    # ports tests/models/test_openai.py::test_strict_mode_cannot_infer_strict (for the output,
+    # pydantic-ai's NativeOutput with strict inferred): OpenAI's strict mode needs every object
+    # to say ``additionalProperties: false``; a dict field (``additionalProperties`` a schema)
+    # or a model taking extra fields (``true``) cannot, and litellm sent them ``strict: true``,
+    # which OpenAI refuses. They are sent ``strict: false``, as pydantic-ai sends them; the
+    # run's output is still validated as the model.
+    sent = await sent_response_format(output_type, answer)
+    assert sent["strict"] is False and sent["name"] == output_type.__name__
+
+
+class Odd(BaseModel):
+    """A field named as a schema keyword is a field, not the keyword."""
+
+    additionalProperties: int
+    inner: Item | None = None
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer"),
+    [(Pair, '{"first": "One", "second": "Two"}'), (Odd, '{"additionalProperties": 1}')],
+)
+async def test_a_schema_strict_mode_can_hold_is_sent_strict(
+    output_type: type[BaseModel], answer: str
+) -> None:
+    # the other half of the same port: a plain model (nested ones too) is sent strict, as
+    # litellm builds it (every field required, no additional properties)
+    sent = await sent_response_format(output_type, answer)
+    assert (sent["name"], sent["strict"]) == (output_type.__name__, True)
+    assert sent["schema"]["additionalProperties"] is False

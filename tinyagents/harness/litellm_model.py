@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tinyagents._record import Record
@@ -238,7 +239,7 @@ class LiteLLMModel(Model):
             for name in _TOOL_ONLY_SETTINGS:
                 kwargs.pop(name, None)
         if request.response_format is not None:
-            kwargs["response_format"] = request.response_format
+            kwargs["response_format"] = _response_format(request.response_format)
         if self.api_base is not None:
             kwargs["api_base"] = self.api_base
         if self.api_key is not None:
@@ -499,6 +500,54 @@ def _message_to_openai(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return out
+
+
+def _response_format(response_format: object) -> object:
+    """What a request sends as its ``response_format``: a pydantic class as litellm builds it
+    (a strict ``json_schema``), unless OpenAI would refuse that: a class name that is no
+    function name (a generic model's ``Page[Item]``) is sent with each other character as
+    ``_``, and a schema strict mode cannot hold (an object whose ``additionalProperties`` is
+    not false: a dict field, a model taking extra fields) is sent ``strict: false``, as
+    pydantic-ai sends it. The answer is validated as the class either way."""
+    if not (isinstance(response_format, type) and issubclass(response_format, BaseModel)):
+        return response_format
+    name_ok, strict = _response_format_checks(response_format)
+    if name_ok and strict:
+        return response_format
+    base_utils = _litellm().llms.base_llm.base_utils  # litellm's own conversion, as it sends it
+    converted: dict[str, Any] = base_utils.type_to_response_format_param(response_format)
+    converted["json_schema"]["name"] = _sendable_name(response_format.__name__)
+    converted["json_schema"]["strict"] = strict
+    return converted
+
+
+@functools.lru_cache(maxsize=256)
+def _response_format_checks(model: type[BaseModel]) -> tuple[bool, bool]:
+    """Whether ``model``'s name is a name OpenAI takes, and whether strict mode can hold its
+    schema: asked of every request of a structured run, so worked out once per class."""
+    return is_tool_name(model.__name__), _strict_schema(model.model_json_schema())
+
+
+#: Keys of a JSON schema whose values are data, not schemas.
+_SCHEMA_DATA_KEYS = frozenset({"default", "examples", "const", "enum", "title", "description"})
+
+
+def _strict_schema(node: object) -> bool:
+    """Whether OpenAI's strict mode can hold this JSON schema (node): every object in it must
+    take no additional properties (litellm adds ``false`` where the schema says nothing)."""
+    if isinstance(node, list):
+        return all(_strict_schema(item) for item in node)
+    if not isinstance(node, dict):
+        return True
+    if node.get("additionalProperties", False) is not False:
+        return False
+    for key, value in node.items():
+        if key in ("properties", "$defs", "definitions"):  # names to schemas
+            if isinstance(value, dict) and not all(_strict_schema(v) for v in value.values()):
+                return False
+        elif key not in _SCHEMA_DATA_KEYS and not _strict_schema(value):
+            return False
+    return True
 
 
 def _sendable_name(name: str) -> str:
