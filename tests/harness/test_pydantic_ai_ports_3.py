@@ -21,12 +21,22 @@ from typing import Any, Generic, TypeVar
 import pytest
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from tinyagents import Agent, LiteLLMModel, Model, RunLimits, RunStatus, Runtime, tool
+from tinyagents import (
+    Agent,
+    LiteLLMModel,
+    Model,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    tool,
+)
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import (
     Message,
     ModelRequest,
     ModelResponse,
+    RunContext,
     StreamChunk,
     Tool,
     ToolCall,
@@ -636,3 +646,47 @@ async def test_a_schema_strict_mode_can_hold_is_sent_strict(
     sent = await sent_response_format(output_type, answer)
     assert (sent["name"], sent["strict"]) == (output_type.__name__, True)
     assert sent["schema"]["additionalProperties"] is False
+
+
+# --- delegating from inside a tool ------------------------------------------------------------
+
+
+async def test_an_agent_run_inside_a_tool_is_its_own_unless_started_as_a_child() -> None:
+    # ports tests/test_usage_limits.py::test_multi_agent_usage_no_incr and
+    # ::test_multi_agent_usage_sync: a tool that runs another agent (a sync tool through
+    # run_sync, in the thread it runs in; an async one with await) gets its answer, and that
+    # run's usage is not the caller's, as in pydantic-ai without ``usage=ctx.usage``. Started
+    # as a child (``SubAgent(...).invoke_in_parent(input, ctx)``, pydantic-ai's
+    # ``usage=ctx.usage``) its usage rolls up into the caller's.
+    @tool
+    def ask_sync(q: str) -> str:
+        """Ask the helper, from a sync tool."""
+        result = Agent("helper", ScriptedModel(["42"])).run_sync(q)
+        return f"{result.status.value}: {result.output}"
+
+    @tool
+    async def ask_async(q: str) -> str:
+        """Ask the helper."""
+        result = await Agent("helper", ScriptedModel(["43"])).run(q)
+        return f"{result.status.value}: {result.output}"
+
+    @tool
+    async def ask_as_child(ctx: RunContext, q: str) -> str:
+        """Ask the helper, as a child run."""
+        helper = Agent("helper", ScriptedModel([reply("44", usage=Usage(input_tokens=7))]))
+        output: str = await SubAgent(helper).invoke_in_parent(q, ctx)
+        return f"completed: {output}"
+
+    script = [tool_call("ask_sync", q="x"), tool_call("ask_async", q="y"), "done"]
+    calls = Agent("a", ScriptedModel(script), tools=[ask_sync, ask_async])
+    result = await asyncio.wait_for(calls.run("go"), 60)
+    assert [m.content for m in result.messages if m.role == "tool"] == [
+        "completed: 42",
+        "completed: 43",
+    ]
+    assert result.usage["model_calls"] == 3  # its own three requests, none of the helpers'
+    parent_model = ScriptedModel([tool_call("ask_as_child", q="z"), "done"])
+    parent = await Agent("a", parent_model, tools=[ask_as_child]).run("go")
+    assert [m.content for m in parent.messages if m.role == "tool"] == ["completed: 44"]
+    assert parent.usage["model_calls"] == 3  # its two and the child's one
+    assert parent.usage["input_tokens"] >= 7  # the child's tokens too
