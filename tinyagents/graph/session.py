@@ -250,7 +250,7 @@ class GraphSession:
                 "checkpoint_id needs a checkpointer: compile(checkpointer=...)"
             )
         if head is not None and head.checkpoint_id == checkpoint_id:
-            if not (replay_head and head.records):
+            if not (replay_head and head.records) or _asks_afresh(head):
                 return head
         target = await load_head(self.graph, self.cp, self.thread_id, "", checkpoint_id)
         if target is None or head is None:
@@ -638,3 +638,26 @@ def carry_records(graph: GraphCore, head: Head, *, past: bool = False) -> list[A
         kept[tid] = carried
     head.records = kept
     return writes
+
+
+def _asks_afresh(head: Head) -> bool:
+    """Whether replaying ``head`` (the thread's head, a step part-way through) is going on
+    from it: an ``update`` or ``rewind`` (LangGraph's ``fork``) whose tasks only paused on
+    questions of their own, none answered, nothing written. LangGraph saves no ``fork`` for
+    a replay of its ``update`` or ``fork`` checkpoints, and runs their tasks again under the
+    same ids: so does going on from the head, the paused tasks asking again (the same ids).
+    Anything else the step holds (a write, an answer, a sub-graph's question) is dropped by
+    a ``rewind`` checkpoint instead."""
+    if head.source not in ("update", "rewind"):
+        return False
+    return all(
+        r.writes is None
+        and not r.goto
+        and not r.resume
+        and not r.steered
+        and not r.skipped
+        and r.error is None
+        and not r.withdrawn
+        and all(not i.ns for i in r.interrupts)
+        for r in head.records.values()
+    )
