@@ -8,6 +8,7 @@ from typing import Annotated, Any, TypedDict
 
 from graphkit import LogState, chain, logger
 
+from tinyagents.errors import GraphRecursionError
 from tinyagents.graph import END, START, Command, Send, StateGraph, interrupt
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -240,3 +241,23 @@ async def test_nested_graph_interrupts_parallel(checkpointer: Checkpointer) -> N
     assert (await app.run(None, thread_id="4")).state == {"my_key": " and parallel"}
     last = await app.run(None, thread_id="4")
     assert last.state == {"my_key": "got here and there and parallel and back again"}
+
+
+async def test_a_recursion_limit_reached_in_a_sub_graph_names_its_node_and_namespace(
+    checkpointer: Checkpointer,
+) -> None:
+    # the error named the sub-graph by its compile() name, "graph" unless given, which did
+    # not say which of the parent's nodes (or which namespace of the thread) looped
+    def spin(state: Any) -> dict[str, Any]:
+        return {"log": ["spin"]}
+
+    looping = StateGraph(ChildState).add_node("spin", spin).add_edge(START, "spin")
+    looping.add_conditional_edges("spin", lambda s: "spin" if s["log"] else END, ["spin", END])
+    parent = StateGraph(LogState).add_node("looper", looping.compile()).add_edge(START, "looper")
+    result = await parent.compile(checkpointer=checkpointer).run({"log": []}, thread_id="t")
+    assert result.status == "failed"
+    assert isinstance(result.error, GraphRecursionError)
+    message = str(result.error)
+    assert "'graph'" not in message
+    assert "the sub-graph of node 'looper'" in message
+    assert "namespace 'looper:" in message

@@ -706,3 +706,33 @@ async def test_an_update_that_ends_a_second_call_drops_its_question(
     assert result.status == "completed"
     assert result.state == {"log": ["one", "prepare", "ask:x", "two", "prepare", "skipped"]}
     assert second_calls == ["prepare", "ask"]
+
+
+async def test_a_recursion_limit_reached_in_a_called_subgraph_names_its_caller(
+    checkpointer: Checkpointer,
+) -> None:
+    # the error named the called graph by its compile() name, "graph" unless given one
+    def spin(state: Any) -> dict[str, Any]:
+        return {"log": ["spin"]}
+
+    looping = StateGraph(LogState).add_node("spin", spin).add_edge(START, "spin")
+    looping.add_conditional_edges("spin", lambda s: "spin" if s["log"] else END, ["spin", END])
+    once = chain_of_one().compile()
+    child = looping.compile()
+
+    async def caller(state: Any) -> dict[str, Any]:
+        await once.run({"log": ["x"]})  # the node's first call; the looping one is its second
+        result = await child.run({"log": ["x"]})
+        assert result.error is not None
+        raise result.error
+
+    graph = StateGraph(LogState).add_node("caller", caller).add_edge(START, "caller")
+    result = await graph.compile(checkpointer=checkpointer).run({"log": []}, thread_id="t")
+    assert result.status == "failed"
+    message = str(result.error)
+    assert "Recursion limit" in message and "'graph'" not in message
+    assert re.search(r"the sub-graph of node 'caller' \(namespace 'caller:[^|']+\|1'\)", message)
+
+
+def chain_of_one() -> Any:
+    return StateGraph(LogState).add_node("one", logger("one")).add_edge(START, "one")

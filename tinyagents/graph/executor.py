@@ -295,7 +295,7 @@ class GraphRun:
                 # a run whose last allowed step finished the graph fails all the same
                 exc = GraphRecursionError(
                     f"Recursion limit of {self.recursion_limit} reached without hitting a "
-                    f"stop condition: graph {self.graph.name!r} ran {self.steps} supersteps; "
+                    f"stop condition: {self._what()} ran {self.steps} supersteps; "
                     "raise recursion_limit or add an exit to the loop"
                 )
                 result = self.result("failed")
@@ -906,6 +906,16 @@ class GraphRun:
         self._view = None
 
     # -- results ---------------------------------------------------------------------------
+
+    def _what(self) -> str:
+        """This run's graph as an error names it: a sub-graph by the node that runs it and
+        its namespace of the thread (its compile() name is ``"graph"`` unless given one)."""
+        ns = self.head.ns
+        if not ns:
+            return f"graph {self.graph.name!r}"
+        # the last "node:task_id" of the namespace (a call's number may follow it)
+        node = next(part for part in reversed(ns.split("|")) if ":" in part).split(":", 1)[0]
+        return f"the sub-graph of node {node!r} (namespace {ns!r})"
 
     def result(self, status: GraphStatus, tasks: list[Task] = ()) -> GraphResult:  # type: ignore[assignment]
         """The run's result; ``tasks`` are those of an unfinished step (paused or failed):
