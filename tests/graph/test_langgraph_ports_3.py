@@ -10,9 +10,16 @@ comment naming the section.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import contextlib
+import operator
+from collections.abc import Sequence
+from typing import Annotated, Any, TypedDict
 
-from langgraph_kit import OURS, THEIRS, Log, cfg, pair, values
+import pytest
+from langchain_core.messages import AnyMessage
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_message, pair, shape, values
+from pydantic import BaseModel
 
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -96,3 +103,368 @@ async def test_a_replay_of_a_paused_replay_saves_no_second_checkpoint(
     assert result.state == out == {"log": ["in", "r"]}
     ours_h, theirs_h = await steps(ours, theirs)
     assert ours_h == theirs_h
+
+
+# -- Command: plans of gotos, a goto to END, pydantic updates --------------------------------
+
+
+class Plan(TypedDict, total=False):
+    plan: list[str | list[str]]
+    messages: Annotated[list[AnyMessage], lg_message.add_messages]
+
+
+def multistep_plan(g: Any) -> Any:
+    def planner(state: Any) -> Any:
+        if state.get("plan") is None:
+            first_step, *plan = ["step1", ["step2", "step3"], "step4"]
+            return g.Command(goto=first_step, update={"plan": plan})
+        if state["plan"]:
+            next_step, *next_plan = state["plan"]
+            return g.Command(goto=next_step, update={"plan": next_plan})
+        return None
+
+    def step(name: str) -> Any:
+        return lambda state: g.Command(goto="planner", update={"messages": [("human", name)]})
+
+    # destinations=: ours refuses a node only a goto reaches, undeclared (docs/graph.md, "What
+    # it does not do"), where LangGraph compiles it; LangGraph takes the declaration too
+    names = ("step1", "step2", "step3", "step4")
+    graph = g.StateGraph(Plan).add_node("planner", planner, destinations=names)
+    for name in names:
+        graph.add_node(name, step(name))
+    return graph.add_edge(g.START, "planner")
+
+
+async def test_a_plan_of_gotos_one_of_them_a_list(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_multistep_plan (a Command's goto of several nodes)
+    ours, theirs = pair(multistep_plan, checkpointer)
+    out = await theirs.ainvoke({"messages": [("human", "start")]}, cfg())
+    result = await ours.run({"messages": [("human", "start")]}, thread_id="1")
+    assert result.status == "completed"
+    assert result.state["plan"] == out["plan"] == []
+    assert [(type(m), m.content) for m in result.state["messages"]] == [
+        (type(m), m.content) for m in out["messages"]
+    ]
+    assert [m.content for m in out["messages"]] == ["start", "step1", "step2", "step3", "step4"]
+    ours_h, theirs_h = await steps(ours, theirs)
+    assert ours_h == theirs_h
+
+
+class FooBar(TypedDict):
+    foo: str
+    bar: str
+
+
+def goto_end(g: Any) -> Any:
+    graph = g.StateGraph(FooBar)
+    # destinations=, as in multistep_plan: "b" is reached by a goto alone
+    graph.add_node("a", lambda s: g.Command(goto="b", update={"foo": "bar"}), destinations=("b",))
+    graph.add_node("b", lambda s: g.Command(goto=g.END, update={"bar": "baz"}))
+    return graph.add_edge(g.START, "a")
+
+
+async def test_nodes_that_route_by_command_alone_need_no_edges() -> None:
+    # LangGraph: test_pregel.py::test_graph_validation_with_command (a graph whose nodes are
+    # reached only by gotos compiles, ours once they are declared; a goto to END ends the run)
+    ours, theirs = pair(goto_end, None)
+    out = await theirs.ainvoke({"foo": ""})
+    result = await ours.run({"foo": ""})
+    assert result.state == out == {"foo": "bar", "bar": "baz"}
+
+
+class MaybeFoo(BaseModel):
+    foo: str | None
+
+
+class FooAndBar(BaseModel):
+    foo: str | None = None
+    bar: str | None = None
+
+
+def pydantic_command_none(g: Any) -> Any:
+    graph = g.StateGraph(MaybeFoo)
+    graph.add_node("node_a", lambda s: g.Command(update=MaybeFoo(foo=None)))
+    return graph.add_edge(g.START, "node_a")
+
+
+def pydantic_command_chain(g: Any) -> Any:
+    graph = g.StateGraph(FooAndBar)
+    graph.add_node("node_a", lambda s: FooAndBar(foo="foo"))
+    graph.add_node("node_b", lambda s: g.Command(update=FooAndBar(bar="bar")))
+    graph.add_edge(g.START, "node_a").add_edge("node_a", "node_b")
+    return graph.add_edge("node_b", g.END)
+
+
+async def test_a_command_whose_update_is_a_pydantic_state(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_pydantic_state_update_command (a field set to None is
+    # written; fields left unset are not)
+    ours, theirs = pair(pydantic_command_none, checkpointer)
+    out = await theirs.ainvoke({"foo": ""}, cfg())
+    result = await ours.run({"foo": ""}, thread_id="1")
+    assert result.state == out == {"foo": None}
+    ours, theirs = pair(pydantic_command_chain, checkpointer)
+    out = await theirs.ainvoke(FooAndBar(), cfg())
+    result = await ours.run(FooAndBar(), thread_id="1")
+    assert result.state == out == {"foo": "foo", "bar": "bar"}
+
+
+# -- a sub-graph's Command.PARENT to its node's destinations ---------------------------------
+
+
+class Foo(TypedDict):
+    foo: Annotated[str, operator.add]
+
+
+def destinations(g: Any, *, call: bool, as_dict: bool) -> Any:
+    def node_a(state: Any) -> Any:
+        goto = "node_b" if state["foo"] == "a" else "node_c"
+        return g.Command(update={"foo": state["foo"]}, goto=goto, graph=g.Command.PARENT)
+
+    subgraph = g.StateGraph(Foo).add_node("node_a", node_a).add_edge(g.START, "node_a").compile()
+
+    async def call_subgraph(state: Any) -> Any:
+        if g is THEIRS:
+            return await subgraph.ainvoke(state)
+        return (await subgraph.run(state)).state
+
+    named: Any = {"node_b": "foo", "node_c": "bar"} if as_dict else ("node_b", "node_c")
+    graph = g.StateGraph(Foo).add_edge(g.START, "child")
+    graph.add_node("child", call_subgraph if call else subgraph, destinations=named)
+    graph.add_node("node_b", lambda s: {"foo": "b"})
+    return graph.add_node("node_c", lambda s: {"foo": "c"})
+
+
+@pytest.mark.parametrize("call", [False, True], ids=["node", "called"])
+@pytest.mark.parametrize("as_dict", [False, True], ids=["tuple", "dict"])
+async def test_a_subgraph_goes_to_its_nodes_destinations(
+    checkpointer: Checkpointer, call: bool, as_dict: bool
+) -> None:
+    # LangGraph: test_pregel.py::test_node_destinations (the sub-graph as a node, and called
+    # from a node function; destinations as a tuple and as a dict). Its drawn edges are
+    # checked in test_graph_builder.py; here the run.
+    ours, theirs = pair(lambda g: destinations(g, call=call, as_dict=as_dict), checkpointer)
+    out = await theirs.ainvoke({"foo": ""}, cfg())
+    result = await ours.run({"foo": ""}, thread_id="1")
+    assert result.state == out == {"foo": "c"}
+    ours_h, theirs_h = await steps(ours, theirs)
+    assert [n for _, _, n in ours_h] == [n for _, _, n in theirs_h]
+
+
+# -- reducers: input through the reducer before the first node --------------------------------
+
+
+class Hello(TypedDict):
+    hello: str
+    messages: Annotated[list[str], lg_message.add_messages]
+
+
+class HelloSeq(TypedDict):
+    hello: str
+    messages: Annotated[Sequence[str], lg_message.add_messages]
+
+
+@pytest.mark.parametrize("schema", [Hello, HelloSeq], ids=["list", "sequence"])
+async def test_input_goes_through_the_reducer_before_the_first_node(schema: Any) -> None:
+    # LangGraph: test_pregel.py::test_reducer_before_first_node (a message given as a string
+    # is a HumanMessage with an id by the time the first node reads it)
+    seen: dict[int, Any] = {}
+
+    def build(g: Any) -> Any:
+        def node_a(state: Any) -> None:
+            seen[id(g)] = state
+
+        graph = g.StateGraph(schema).add_node("a", node_a)
+        graph.set_entry_point("a")
+        graph.set_finish_point("a")
+        return graph
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke({"hello": "there", "messages": "hello"})
+    result = await ours.run({"hello": "there", "messages": "hello"})
+
+    def shown(state: Any) -> Any:
+        return state["hello"], [(type(m).__name__, m.content) for m in state["messages"]]
+
+    assert shown(result.state) == shown(out) == ("there", [("HumanMessage", "hello")])
+    assert shown(seen[id(OURS)]) == shown(seen[id(THEIRS)]) == shown(out)
+    assert all(m.id for m in result.state["messages"])
+
+
+# -- sub-graphs: an interrupt inside one, a nested graph's streams ---------------------------
+
+
+class Baz(TypedDict):
+    baz: str
+
+
+def interrupting_subgraph(g: Any) -> Any:
+    def bar(state: Any) -> dict[str, Any]:
+        return {"baz": g.interrupt("Please provide baz value:")}
+
+    child = g.StateGraph(Baz).add_node("bar", bar).add_edge(g.START, "bar")
+    graph = g.StateGraph(Baz).add_node("foo", lambda s: {"baz": "foo"})
+    graph.add_node("bar", child.compile())
+    return graph.add_edge(g.START, "foo").add_edge("foo", "bar")
+
+
+async def test_an_interrupt_in_a_subgraph_node(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel_async.py::test_interrupt_subgraph (LangGraph's asserts only that
+    # each call returns something; here the values, the question, the paused sub-graph's
+    # namespace and the history are compared)
+    ours, theirs = pair(interrupting_subgraph, checkpointer)
+    out = await theirs.ainvoke({"baz": ""}, cfg())
+    result = await ours.run({"baz": ""}, thread_id="1")
+    assert result.status == "interrupted"
+    assert result.state == values(out) == {"baz": "foo"}
+    [theirs_question] = out["__interrupt__"]
+    [question] = result.interrupts
+    assert question.value == theirs_question.value == "Please provide baz value:"
+    theirs_state = await theirs.aget_state(cfg(), subgraphs=True)
+    state = await ours.get_state("1", subgraphs=True)
+    assert state.next == theirs_state.next == ("bar",)
+    [theirs_task], [task] = theirs_state.tasks, state.tasks
+    assert shape(task.state.ns) == shape(theirs_task.state.config["configurable"]["checkpoint_ns"])
+    assert task.state.values == theirs_task.state.values == {"baz": "foo"}
+    out = await theirs.ainvoke(THEIRS.Command(resume="bar"), cfg())
+    result = await ours.run(OURS.Command(resume="bar"), thread_id="1")
+    assert result.state == out == {"baz": "bar"}
+    ours_h, theirs_h = await steps(ours, theirs)
+    assert ours_h == theirs_h
+
+
+class Inner(TypedDict):
+    my_key: str
+    my_other_key: str
+
+
+class Outer(TypedDict):
+    my_key: str
+    never_called: Any
+
+
+def never_called(state: Any) -> None:
+    raise AssertionError("This function should never be called")
+
+
+def nested(g: Any) -> Any:
+    def up(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " there", "my_other_key": state["my_key"]}
+
+    inner = g.StateGraph(Inner).add_node("up", up)
+    inner.set_entry_point("up")
+    inner.set_finish_point("up")
+
+    async def side(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " and back again"}
+
+    graph = g.StateGraph(Outer).add_node("inner", inner.compile()).add_node("side", side)
+    graph.set_entry_point("inner")
+    graph.add_edge("inner", "side")
+    graph.set_finish_point("side")
+    return graph
+
+
+async def test_a_nested_graph_and_its_streams() -> None:
+    # LangGraph: test_pregel_async.py::test_nested_graph (a value in the state the sub-graph
+    # does not have, here a function, passes through untouched; the updates and values
+    # streams; its astream_events part is LangChain's callbacks, which ours has not)
+    ours, theirs = pair(nested, None)
+    given = {"my_key": "my value", "never_called": never_called}
+    out = await theirs.ainvoke(given)
+    result = await ours.run(given)
+    assert (
+        result.state
+        == out
+        == {
+            "my_key": "my value there and back again",
+            "never_called": never_called,
+        }
+    )
+    theirs_updates = [c async for c in theirs.astream(given)]
+    ours_updates = [c async for c in ours.stream(given, mode="updates")]
+    assert (
+        ours_updates
+        == theirs_updates
+        == [
+            {"inner": {"my_key": "my value there"}},
+            {"side": {"my_key": "my value there and back again"}},
+        ]
+    )
+    theirs_values = [c async for c in theirs.astream(given, stream_mode="values")]
+    ours_values = [c async for c in ours.stream(given, mode="values")]
+    assert ours_values == theirs_values
+    assert [v["my_key"] for v in ours_values] == [
+        "my value",
+        "my value there",
+        "my value there and back again",
+    ]
+
+
+# -- leaving a stream early ------------------------------------------------------------------
+
+
+class Value(TypedDict):
+    value: Annotated[int, operator.add]
+
+
+def cancellable(g: Any, seen: dict[str, Any]) -> Any:
+    started = asyncio.Event()
+    seen.update(started=set(), cancelled=set())
+
+    async def awhile(state: Any, name: str) -> None:
+        seen["started"].add(name)
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set: it runs until it is cancelled
+        except asyncio.CancelledError:
+            seen["cancelled"].add(name)
+            raise
+
+    async def alittlewhile(state: Any) -> dict[str, Any]:
+        await started.wait()  # the parallel node is running by now
+        return {"value": 2}
+
+    async def later(state: Any) -> None:
+        await awhile(state, "awhile")
+
+    async def parallel(state: Any) -> None:
+        await awhile(state, "aparallelwhile")
+
+    graph = g.StateGraph(Value).add_node("awhile", later).add_node("aparallelwhile", parallel)
+    graph.add_node("alittlewhile", alittlewhile).add_edge(g.START, "alittlewhile")
+    graph.add_edge(g.START, "aparallelwhile")
+    return graph.add_edge("alittlewhile", "awhile")
+
+
+async def test_leaving_a_stream_early_cancels_the_running_nodes(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py::test_cancel_graph_astream (its nodes sleep; here they
+    # wait on events). The node still running is cancelled, the next step never starts, and
+    # the finished node's write is kept: the state shows it, the cancelled node is next.
+    seen: dict[int, dict[str, Any]] = {id(OURS): {}, id(THEIRS): {}}
+    ours, theirs = pair(lambda g: cancellable(g, seen[id(g)]), checkpointer)
+
+    async def first(stream: Any, live: bool) -> Any:
+        async with contextlib.aclosing(stream) as items:
+            async for item in items:
+                if not live:
+                    return item
+                if item[0] == "updates":
+                    return item[1]
+
+    theirs_first = await asyncio.wait_for(first(theirs.astream({"value": 1}, cfg()), False), 60)
+    # ours reads "updates" between steps, a step's items when it ends (docs/graph.md,
+    # "Streaming"); with a live mode beside it each comes as its node returns, as LangGraph's
+    ours_first = await asyncio.wait_for(
+        first(ours.stream({"value": 1}, thread_id="1", mode=["updates", "tasks"]), True), 60
+    )
+    assert ours_first == theirs_first == {"alittlewhile": {"value": 2}}
+    for lib in (OURS, THEIRS):
+        assert seen[id(lib)] == {"started": {"aparallelwhile"}, "cancelled": {"aparallelwhile"}}
+    theirs_state = await theirs.aget_state(cfg())
+    state = await ours.get_state("1")
+    assert state.values == theirs_state.values == {"value": 3}
+    assert state.next == theirs_state.next == ("aparallelwhile",)
+    assert state.metadata["step"] == theirs_state.metadata["step"] == 0
+    assert state.metadata["source"] == theirs_state.metadata["source"] == "loop"
