@@ -468,3 +468,133 @@ async def test_leaving_a_stream_early_cancels_the_running_nodes(
     assert state.next == theirs_state.next == ("aparallelwhile",)
     assert state.metadata["step"] == theirs_state.metadata["step"] == 0
     assert state.metadata["source"] == theirs_state.metadata["source"] == "loop"
+
+
+# -- a join inside a loop --------------------------------------------------------------------
+
+
+def sorted_add(x: list[str], y: list[str] | list[tuple[str, str]]) -> list[str]:
+    if isinstance(y[0], tuple):
+        for rem, _ in y:
+            x.remove(rem)
+        y = [t[1] for t in y]
+    return sorted(operator.add(x, y))
+
+
+class Docs(TypedDict, total=False):
+    query: str
+    answer: str
+    docs: Annotated[list[str], sorted_add]
+
+
+def join_in_a_loop(g: Any, rewrites: list[int]) -> Any:
+    analyzed = asyncio.Event()
+
+    def rewrite_query(data: Any) -> dict[str, Any]:
+        rewrites.append(1)
+        return {"query": f"query: {data['query']}"}
+
+    async def analyzer_one(data: Any) -> dict[str, Any]:
+        analyzed.set()
+        return {"query": f"analyzed: {data['query']}"}
+
+    def retriever_one(data: Any) -> dict[str, Any]:
+        return {"docs": ["doc1", "doc2"]}
+
+    async def retriever_two(data: Any) -> dict[str, Any]:
+        await analyzed.wait()  # LangGraph's sleeps 0.1 s: analyzer_one finishes first
+        analyzed.clear()
+        return {"docs": ["doc3", "doc4"]}
+
+    def decider_cond(data: Any) -> str:
+        return "qa" if data["query"].count("analyzed") > 1 else "rewrite_query"
+
+    workflow = g.StateGraph(Docs)
+    for fn in (rewrite_query, analyzer_one, retriever_one, retriever_two):
+        workflow.add_node(fn.__name__, fn)
+    workflow.add_node("decider", lambda data: None)
+    workflow.add_node("qa", lambda data: {"answer": ",".join(data["docs"])})
+    workflow.set_entry_point("rewrite_query")
+    workflow.add_edge("rewrite_query", "analyzer_one").add_edge("analyzer_one", "retriever_one")
+    workflow.add_edge("rewrite_query", "retriever_two")
+    workflow.add_edge(["retriever_one", "retriever_two"], "decider")
+    workflow.add_conditional_edges("decider", decider_cond)
+    return workflow.set_finish_point("qa")
+
+
+async def test_a_join_inside_a_loop_waits_for_both_branches_each_round() -> None:
+    # LangGraph: test_pregel.py::test_in_one_fan_out_state_graph_waiting_edge_multiple (without
+    # its cache, which ours has not): the join fires once per round of the loop
+    rewrites: dict[int, list[int]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = pair(lambda g: join_in_a_loop(g, rewrites[id(g)]), None)
+    given = {"query": "what is weather in sf"}
+    out = await asyncio.wait_for(theirs.ainvoke(given), 60)
+    result = await asyncio.wait_for(ours.run(given), 60)
+    assert (
+        result.state
+        == out
+        == {
+            "query": "analyzed: query: analyzed: query: what is weather in sf",
+            "answer": "doc1,doc1,doc2,doc2,doc3,doc3,doc4,doc4",
+            "docs": ["doc1", "doc1", "doc2", "doc2", "doc3", "doc3", "doc4", "doc4"],
+        }
+    )
+    assert len(rewrites[id(OURS)]) == len(rewrites[id(THEIRS)]) == 2
+    theirs_items = [c async for c in theirs.astream(given)]
+    ours_items = [c async for c in ours.stream(given, mode="updates")]
+    assert ours_items == theirs_items
+    assert [next(iter(c)) for c in ours_items] == [
+        "rewrite_query",
+        "analyzer_one",
+        "retriever_two",
+        "retriever_one",
+        "decider",
+        "rewrite_query",
+        "analyzer_one",
+        "retriever_two",
+        "retriever_one",
+        "decider",
+        "qa",
+    ]
+
+
+# -- forking the past with an empty update ---------------------------------------------------
+
+
+class Messages(TypedDict):
+    messages: Annotated[list[str], operator.add]
+
+
+def entered(g: Any) -> Any:
+    def node(name: str) -> Any:
+        async def _node(state: Any) -> dict[str, Any]:
+            return {"messages": [f"entered {name} node"]}
+
+        return _node
+
+    graph = g.StateGraph(Messages).add_node("one", node("one")).add_node("two", node("two"))
+    return graph.add_edge(g.START, "one").add_edge("one", "two").add_edge("two", g.END)
+
+
+async def test_an_empty_update_at_a_past_checkpoint_reruns_the_steps_after_it(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py::test_debug_retry (update_state(values=None) at the
+    # checkpoint step 1 ran from, then a run from the update: the steps run again; its debug
+    # stream, which ours has not, is left out: the history is compared instead, LangGraph's
+    # listing its fork's checkpoints first, as ours keeps one line)
+    ours, theirs = pair(entered, checkpointer)
+    await theirs.ainvoke({"messages": []}, cfg())
+    await ours.run({"messages": []}, thread_id="1")
+    target = [s async for s in theirs.aget_state_history(cfg()) if s.metadata["step"] == 1]
+    target_config = target[0].parent_config
+    ours_target = next(h for h in await ours.history("1") if h.step == 1).parent_id
+    assert ours_target is not None
+    update_config = await theirs.aupdate_state(target_config, values=None)
+    await ours.update_state("1", None, checkpoint_id=ours_target)
+    out = await theirs.ainvoke(None, update_config)
+    result = await ours.run(None, thread_id="1")
+    assert result.state == out == {"messages": ["entered one node", "entered two node"]}
+    ours_h, theirs_h = await steps(ours, theirs)
+    assert ours_h == theirs_h
+    assert ours_h[:3] == [("loop", 3, ()), ("loop", 2, ("two",)), ("update", 1, ("one",))]
