@@ -18,9 +18,10 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AnyMessage
-from langgraph_kit import OURS, THEIRS, Log, cfg, lg_message, pair, shape, values
+from langgraph_kit import OURS, THEIRS, Log, cfg, lg_message, lg_types, pair, shape, values
 from pydantic import BaseModel
 
+from tinyagents.graph import RetryPolicy
 from tinyagents.store.checkpoint import Checkpointer
 
 
@@ -598,3 +599,61 @@ async def test_an_empty_update_at_a_past_checkpoint_reruns_the_steps_after_it(
     ours_h, theirs_h = await steps(ours, theirs)
     assert ours_h == theirs_h
     assert ours_h[:3] == [("loop", 3, ()), ("loop", 2, ("two",)), ("update", 1, ("one",))]
+
+
+# -- a retried node's writes on a thread, and a failed step's ---------------------------------
+
+
+class Totals(TypedDict, total=False):
+    input: int
+    total: Annotated[int, operator.add]
+    output: int
+
+
+def retried_total(g: Any, errored: list[int]) -> Any:
+    def one(state: Any) -> dict[str, Any]:
+        value = state.get("total", 0) + state["input"]
+        if value > 4 and not errored:
+            errored.append(value)
+            raise ConnectionError("I will be retried")
+        if value > 10:
+            raise ValueError("Input is too large")
+        return {"output": value, "total": value}
+
+    policy = (lg_types.RetryPolicy if g is THEIRS else RetryPolicy)(
+        initial_interval=0, jitter=False
+    )
+    graph = g.StateGraph(Totals).add_node("one", one, retry_policy=policy)
+    return graph.add_edge(g.START, "one").add_edge("one", g.END)
+
+
+async def test_a_retried_node_on_a_thread_and_a_step_that_fails(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py::test_invoke_checkpoint (written there on Pregel's
+    # channels; here on a StateGraph: "total" adds up, the node retried once on a
+    # ConnectionError, and a ValueError, not retried, leaves the thread's state as it was)
+    errored: dict[int, list[int]] = {id(OURS): [], id(THEIRS): []}
+    ours, theirs = pair(lambda g: retried_total(g, errored[id(g)]), checkpointer)
+    for given, output, total in ((2, 2, 2), (3, 5, 7)):
+        out = await theirs.ainvoke({"input": given}, cfg())
+        result = await ours.run({"input": given}, thread_id="1")
+        assert result.state == out
+        assert result.state["output"] == output and result.state["total"] == total
+    assert errored[id(OURS)] == errored[id(THEIRS)] == [5]
+    with pytest.raises(ValueError, match="Input is too large"):
+        await theirs.ainvoke({"input": 4}, cfg())
+    result = await ours.run({"input": 4}, thread_id="1")
+    assert result.status == "failed"
+    assert isinstance(result.error, ValueError)
+    assert "Input is too large" in str(result.error)
+    theirs_state = await theirs.aget_state(cfg())
+    state = await ours.get_state("1")
+    # the input is applied (its own checkpoint), the failed step writes nothing
+    assert state.values == theirs_state.values == {"input": 4, "total": 7, "output": 5}
+    assert state.next == theirs_state.next == ("one",)
+    # a new thread starts from nothing
+    out = await theirs.ainvoke({"input": 5}, cfg("2"))
+    result = await ours.run({"input": 5}, thread_id="2")
+    assert result.state == out == {"input": 5, "total": 5, "output": 5}
+    assert (await ours.get_state("1")).values["total"] == 7
