@@ -657,3 +657,58 @@ async def test_a_retried_node_on_a_thread_and_a_step_that_fails(
     result = await ours.run({"input": 5}, thread_id="2")
     assert result.state == out == {"input": 5, "total": 5, "output": 5}
     assert (await ours.get_state("1")).values["total"] == 7
+
+
+# -- Send: a node's own and its router's -----------------------------------------------------
+
+
+class Fan(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    n: int
+
+
+def sends_both_ways(g: Any, ask: bool) -> Any:
+    def start(state: Any) -> Any:
+        return g.Command(goto=[g.Send("w", {"n": 9})], update={"log": ["start"]})
+
+    def fan(state: Any) -> list[Any]:
+        return [g.Send("w", {"n": i}) for i in range(2)]
+
+    def w(state: Any) -> dict[str, Any]:
+        answer = g.interrupt(f"q{state['n']}") if ask else "auto"
+        return {"log": [f"w{state['n']}:{answer}"]}
+
+    graph = g.StateGraph(Fan).add_node("start", start, destinations=("w",)).add_node("w", w)
+    graph.add_node("after", lambda s: {"log": ["after"]})
+    graph.add_edge(g.START, "start").add_conditional_edges("start", fan, ["w"])
+    return graph.add_edge("w", "after")
+
+
+async def test_a_nodes_command_sends_come_before_its_routers(checkpointer: Checkpointer) -> None:
+    # LangGraph: langgraph/graph/state.py, a node's writers (its Command's gotos,
+    # _control_branch) come before the branches attach_branch adds to it, so a node's own
+    # Sends are made, and run, before its router's. Ours planned the router's first: the w
+    # tasks' writes went through the reducer in another order, and get_state().tasks and
+    # the interrupts listed them so.
+    ours, theirs = pair(lambda g: sends_both_ways(g, ask=False), checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg())
+    result = await ours.run({"log": []}, thread_id="1")
+    assert result.state == out
+    assert out["log"] == ["start", "w9:auto", "w0:auto", "w1:auto", "after"]
+
+    ours, theirs = pair(lambda g: sends_both_ways(g, ask=True), checkpointer)
+    out = await theirs.ainvoke({"log": []}, cfg("2"))
+    result = await ours.run({"log": []}, thread_id="2")
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    theirs_state = await theirs.aget_state(cfg("2"))
+    state = await ours.get_state("2")
+    assert [[i.value for i in t.interrupts] for t in state.tasks] == [
+        [i.value for i in t.interrupts] for t in theirs_state.tasks
+    ]
+    assert [t.interrupts[0].value for t in state.tasks] == ["q9", "q0", "q1"]
+    theirs_answers = {i.id: f"a-{i.value}" for i in out["__interrupt__"]}
+    answers = {i.id: f"a-{i.value}" for i in result.interrupts}
+    out = await theirs.ainvoke(THEIRS.Command(resume=theirs_answers), cfg("2"))
+    result = await ours.run(OURS.Command(resume=answers), thread_id="2")
+    assert result.state == out
+    assert out["log"] == ["start", "w9:a-q9", "w0:a-q0", "w1:a-q1", "after"]

@@ -487,6 +487,10 @@ class GraphCore:
         for i, (node, goto) in enumerate(finished):
             for target in self.static.get(node, ()):
                 pulls.setdefault(target, False)
+            # the node's own gotos first: LangGraph's node writes its Command's before the
+            # branches attached to it run, so its Sends come before its routers'
+            for jumped in goto:
+                add(jumped)
             state: Any = None
             for branch in self.branches.get(node, ()):
                 if branch.input is not None:
@@ -498,8 +502,6 @@ class GraphCore:
                 context = config(i) if branch.takes_config and config is not None else None
                 for routed in await self.evaluate(branch, seen, context):
                     add(routed)
-            for jumped in goto:
-                add(jumped)
             for join in self.joins_from.get(node, ()):
                 sources, joined = self.joins[join]
                 if joined in waiting:  # pulled already, not run yet: the join waits for it
