@@ -62,14 +62,17 @@ async def test_a_replay_of_a_paused_update_head_saves_no_checkpoint(
     c = await theirs.aupdate_state(cfg(), {"log": ["u"]})
     await ours.update_state("1", {"log": ["u"]})
     head = (await ours.history("1"))[0].checkpoint_id
+    asked: list[Any] = []
     for _ in range(2):  # the first replay pauses on the question; the second replays that
         out = await theirs.ainvoke(None, c)
         result = await ours.run(None, thread_id="1", checkpoint_id=head)
         assert result.status == "interrupted"
         assert result.state == values(out) == {"log": ["u"]}
-        assert [i.id for i in result.interrupts] != []
+        asked.append(([i.id for i in result.interrupts], [i.id for i in out["__interrupt__"]]))
         ours_h, theirs_h = await steps(ours, theirs)
         assert ours_h == theirs_h == [("update", 0, ("ask",))]
+    # the question asked again has the same id, in either library
+    assert asked[0] == asked[1]
     out = await theirs.ainvoke(THEIRS.Command(resume="r"), cfg())
     result = await ours.run(OURS.Command(resume="r"), thread_id="1")
     assert result.state == out == {"log": ["u", "r"]}
