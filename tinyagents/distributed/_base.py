@@ -1,6 +1,7 @@
 """What a worker's Redis jobs share: the runtime they serve, their counters, their backoff,
-the outage log (each job logs once when it loses Redis and once when it is back) and the
-supervisor that restarts a job that died of an error it does not retry (``supervise``)."""
+the outage log (each job logs once when it loses Redis and once when it is back), what counts
+as an outage (``outage``: anything else a job meets is a bug) and the supervisor that restarts
+a job that died of a bug (``supervise``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,39 @@ log = logging.getLogger("tinyagents.distributed")
 
 #: The ``policy_id`` of the receipts the control plane itself issues.
 POLICY = "redis"
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis out of reach or not serving for now (a lost or refused
+    connection, a timeout, a reply cut short, a replica promoted, a Redis out of memory or
+    loading its data), which a job retries in place after a backoff; anything else a job meets
+    is a bug (ours, or a key of another shape under the prefix), which ``supervise`` logs with
+    its traceback and handles as a crash. Every error used to be taken for an outage: a bug
+    was retried for ever, logged without its traceback."""
+    from redis.exceptions import (
+        ClusterDownError,
+        InvalidResponse,
+        OutOfMemoryError,
+        ReadOnlyError,
+        TryAgainError,
+    )
+    from redis.exceptions import ConnectionError as Lost
+    from redis.exceptions import TimeoutError as Late
+
+    # redis-py raises its ConnectionError (BusyLoadingError, MaxConnectionsError and the
+    # refused credentials among them) or TimeoutError for a lost connection, and lets some
+    # socket errors through as they are (OSError, the builtin TimeoutError included)
+    return isinstance(
+        exc,
+        Lost
+        | Late
+        | OSError
+        | InvalidResponse
+        | ReadOnlyError
+        | OutOfMemoryError
+        | TryAgainError
+        | ClusterDownError,
+    )
 
 
 class ControlledRuntime(Protocol):
@@ -103,7 +137,7 @@ class Outages:
         self._crashed: set[str] = set()
 
     def failed(self, job: str, exc: Exception) -> None:
-        """Count and log (once per outage) a failed Redis call of ``job``. Raises
+        """Count and log (once per outage) a failed Redis call of ``job`` (an ``outage``). Raises
         ``CancelledError`` instead when the calling task is being cancelled: redis-py turns a
         cancel that lands in a blocking read into a ``ConnectionError``, and a job being
         stopped would log an outage and sleep its backoff until cancelled again."""
@@ -166,8 +200,8 @@ async def supervise(
     backoff_s: tuple[float, float],
 ) -> None:
     """Run the job ``run()`` until it ends or is cancelled, starting it again after a backoff
-    each time it dies of an error. The jobs retry their Redis errors themselves: an error that
-    ends one is a bug (or a runtime that fails under it), and the job used to end with it, in
+    each time it dies of an error. The jobs retry their Redis outages themselves (``outage``) and
+    raise anything else: an error that ends one is a bug (or a runtime that fails under it), and the job used to end with it, in
     silence: ``connected`` stayed true while the job's work (the replies to this worker's
     commands, the commands for its runs, its listing) went undone. Now it is logged with its
     traceback, the control is not ``connected`` until the job gets through a round again

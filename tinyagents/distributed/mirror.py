@@ -5,8 +5,9 @@ live snapshots plus ``worker``, rewritten when an event says a run moved (at mos
 ``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set, the
 hash's expiry and its command stream's (``COMMANDS_TTL_S``), takes released runs off, and rewrites the hash if Redis lost it (a Redis
 restarted empty); the hash expires ``ttl_s`` after the last heartbeat, so a dead worker's
-runs leave the listing by themselves. A failed write is logged and retried after a backoff;
-it never touches a run.
+runs leave the listing by themselves. A write that fails in a Redis outage is logged and
+retried after a backoff; it never touches a run. Any other error is a bug: it ends the job, and
+``supervise`` logs it with its traceback and starts the job again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ import json
 import time
 from typing import Any
 
-from tinyagents.distributed._base import Backoff, ControlledRuntime, Outages, Redis, RedisCounters
+from tinyagents.distributed._base import (
+    Backoff,
+    ControlledRuntime,
+    Outages,
+    Redis,
+    RedisCounters,
+    outage,
+)
 from tinyagents.distributed.seat import RENEW, Seat
 from tinyagents.distributed.wire import COMMANDS_TTL_S, Keys
 from tinyagents.events.bus import Subscription
@@ -95,6 +103,8 @@ class RunMirror:
             try:
                 await self._write(redis, beat=beat)
             except Exception as exc:
+                if not outage(exc):
+                    raise  # a bug (its runs stay dirty): supervise logs it and restarts
                 self.counters.mirror_errors += 1
                 self.outages.failed(JOB, exc)
                 self._dirty.update(self._mirrored)  # rewrite everything once back

@@ -11,6 +11,13 @@ runs' side by side, while the job reads on (``_dispatch``): a slow policy or sto
 holds up only its own run's later commands. Refused entries are counted (``malformed``, ``foreign``) and logged, and so is a
 receipt not sent because the sender's reply key holds no stream (``bad_reply_to``).
 
+A Redis outage (``outage``) is retried in place after a backoff. Any other error is a bug: it
+ends the job, which ``supervise`` logs with its traceback and starts again. A bug met handling
+one entry ends the job too, once the other entries read with it are under way; the entry is
+left unacknowledged, read again after the restart (the bug may not come again), and answered
+``rejected`` once it met a bug ``_ATTEMPTS`` times: left for ever, it would end the job at every
+restart while the commands behind it waited.
+
 When the worker stops gracefully, ``drain`` answers what is still in the stream (what arrived
 after the job's last read included) and deletes the stream, so that a command sent after
 that fails at once at its sender (who appends with ``NOMKSTREAM``) instead of waiting for a
@@ -34,6 +41,7 @@ from tinyagents.distributed._base import (
     RedisCounters,
     hidden,
     log,
+    outage,
     refuse,
     target_run,
 )
@@ -45,6 +53,7 @@ from tinyagents.distributed.wire import (
     Keys,
     MalformedEnvelope,
     reply_fields,
+    text_field,
 )
 from tinyagents.errors import RuntimeClosed
 from tinyagents.protocol.commands import (
@@ -105,10 +114,21 @@ _MAX_INFLIGHT = 1_000
 _THREAD_LANE = "\x00thread:"
 #: Why a command the stopping worker's runtime no longer took is handed back.
 STOPPING = "the owning worker is stopping"
+#: How many times an entry may meet a bug of this code before it is answered ``rejected``.
+_ATTEMPTS = 3
 
 
 class _Later:
     """An entry to leave unacknowledged: the worker's next process answers it."""
+
+
+class _Bug:
+    """A bug met reading an entry (``_dispatch``), raised again in the entry's task."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
 
 
 _LATER = _Later()
@@ -151,6 +171,10 @@ class CommandReader:
         self._sender: asyncio.Task[None] | None = None
         #: A send of answers failed: their entries are read again from the backlog.
         self._unsent: Exception | None = None
+        #: The first bug met handling an entry since the job last raised one (``_faulted``),
+        #: and how many bugs each entry met (bounded: ``_REMEMBER_ANSWERS``).
+        self._fault: Exception | None = None
+        self._faults: OrderedDict[Any, int] = OrderedDict()
 
     async def run(self, redis: Redis) -> None:
         """The job, until cancelled."""
@@ -181,6 +205,9 @@ class CommandReader:
                 if backlog:
                     after = entries[-1][0]
                 await self._dispatch(redis, stream, entries, again=backlog)
+                if self._fault is not None:  # a bug, met handling an entry: the job's end
+                    fault, self._fault = self._fault, None
+                    raise fault
                 if self._unsent is not None:
                     unsent, self._unsent = self._unsent, None
                     raise unsent
@@ -200,6 +227,8 @@ class CommandReader:
                         exc,
                     )
                     continue
+                if not outage(exc):
+                    raise  # a bug: supervise logs it with its traceback and restarts the job
                 self.outages.failed(JOB, exc)
                 await backoff.wait()
                 continue
@@ -231,6 +260,14 @@ class CommandReader:
                 if entries:
                     await self._dispatch(redis, stream, entries, again=after == "0", closing=True)
                     await self._settle()
+                    if self._fault is not None:  # no job to end: the entry is read again
+                        fault, self._fault = self._fault, None
+                        log.error(
+                            "worker %s: a command entry met a bug: %s",
+                            self.worker_id,
+                            fault,
+                            exc_info=fault,
+                        )
                     if self._unsent is not None:
                         unsent, self._unsent = self._unsent, None
                         raise unsent
@@ -267,11 +304,15 @@ class CommandReader:
         for entry_id, fields in entries:
             if entry_id in inflight:  # read again from the backlog while being answered
                 continue
+            parsed: Envelope | MalformedEnvelope | _Bug
             try:
-                parsed: Envelope | MalformedEnvelope = Envelope.parse(fields)
-            except MalformedEnvelope as exc:
-                parsed = exc
-            lane = self._lane(parsed)
+                try:
+                    parsed = Envelope.parse(fields)
+                except MalformedEnvelope as exc:
+                    parsed = exc
+                lane = self._lane(parsed)
+            except Exception as exc:  # a bug: met again in the entry's own task (_answer_one)
+                parsed, lane = _Bug(exc), None
             before = lanes.get(lane) if lane is not None else None
             task = asyncio.create_task(
                 self._answer_one(redis, stream, entry_id, fields, parsed, again, closing, before)
@@ -305,7 +346,7 @@ class CommandReader:
         stream: str,
         entry_id: Any,
         fields: Any,
-        parsed: Envelope | MalformedEnvelope,
+        parsed: Envelope | MalformedEnvelope | _Bug,
         again: bool,
         closing: bool,
         before: asyncio.Task[None] | None,
@@ -313,11 +354,16 @@ class CommandReader:
         if before is not None:
             await asyncio.wait([before])  # its outcome is its own: only its end counts here
         try:
+            if isinstance(parsed, _Bug):
+                raise parsed.exc
             answer = await self._answer(parsed, again)
-        except Exception:
-            # a bug: the entry stays unacknowledged, read again at the next reconnect
-            log.exception("worker %s: could not answer command entry %s", self.worker_id, entry_id)
-            return
+        except Exception as exc:
+            answer = self._faulted(entry_id, fields, parsed, exc)
+            if isinstance(answer, _Later):
+                return
+        else:
+            if self._faults:
+                self._faults.pop(entry_id, None)
         if isinstance(answer, _Later):
             if not closing:
                 return  # the runtime closed first: the worker's next process answers it
@@ -328,6 +374,39 @@ class CommandReader:
             # the sender's own cost every command one more turn of the loop (p50 +0.4 ms)
             self._sender = asyncio.current_task()
             await self._send_answers(redis)
+
+    def _faulted(
+        self,
+        entry_id: Any,
+        fields: Any,
+        parsed: Envelope | MalformedEnvelope | _Bug,
+        exc: Exception,
+    ) -> _Answer:
+        """An entry met a bug (``exc``): the job is to end (``_fault``; ``supervise`` logs it
+        with its traceback and starts the job again) and the entry is left to be read again
+        after the restart, unless this was its ``_ATTEMPTS``-th bug: then it is answered
+        ``rejected`` (not taken: the bug came before the runtime's submit, which answers its
+        own failures) and acknowledged."""
+        if self._fault is None:
+            self._fault = exc
+        met = self._faults.pop(entry_id, 0) + 1
+        if met < _ATTEMPTS:
+            self._faults[entry_id] = met
+            if len(self._faults) > _REMEMBER_ANSWERS:
+                self._faults.popitem(last=False)
+            return _LATER
+        reason = f"the owner failed on it {met} times: {type(exc).__name__}: {exc}"
+        log.warning(
+            "worker %s: command entry %s answered rejected: %s", self.worker_id, entry_id, reason
+        )
+        if isinstance(parsed, Envelope):
+            return parsed.reply_to, parsed.request_id, refuse(parsed.command, reason)
+        raw = fields if isinstance(fields, dict) else {}
+        request_id, reply_to = text_field(raw, b"request_id"), text_field(raw, b"reply_to")
+        if request_id is None or reply_to is None:
+            return None  # acknowledged: no one to answer
+        receipt = SteeringReceipt.issue(ReceiptStatus.REJECTED, "", None, reason, POLICY)
+        return reply_to, request_id, receipt
 
     async def _send_answers(self, redis: Redis) -> None:
         """Send the answers in ``_outbox``, a pipeline at a time, until none is left. The

@@ -19,13 +19,14 @@ A command for a run another worker owns is appended to that worker's stream; the
 answers it with its runtime's receipt. Only operators' commands (``SteeringActor.human``)
 travel between workers.
 
-**Outages.** Every Redis call that fails is logged (once per outage) and retried after a
-backoff that doubles from ``backoff_s[0]`` to ``backoff_s[1]``; runs never wait for Redis,
-and commands for this worker's own runs never touch it. Meanwhile ``submit`` to another
-worker's run raises ``ControlPlaneUnavailable``.
+**Outages.** Every Redis call that fails in an outage (``outage``: a lost connection, a
+timeout...) is logged (once per outage) and retried after a backoff that doubles from
+``backoff_s[0]`` to ``backoff_s[1]``; runs never wait for Redis, and commands for this
+worker's own runs never touch it. Meanwhile ``submit`` to another worker's run raises
+``ControlPlaneUnavailable``.
 
-**Crashes.** A job that dies of an error it does not retry (a bug) is logged with its
-traceback and started again after the same backoff (``supervise``); until it gets through a
+**Crashes.** A job that dies of any other error (a bug) is logged with its traceback and
+started again after the same backoff (``supervise``); until it gets through a
 round, ``connected`` is false (``/readyz``: Redis unavailable). The reply job goes on from
 the last reply it read: a ``submit`` whose receipt came meanwhile gets it, one whose receipt
 it died on gets ``ReceiptTimeout``.
@@ -55,6 +56,7 @@ from tinyagents.distributed._base import (
     RedisCounters,
     hidden,
     log,
+    outage,
     supervise,
     target_run,
 )
@@ -245,14 +247,14 @@ class RedisControl:
         try:
             await self.seat.claim(redis)
         except Exception as exc:
-            if not isinstance(exc, ConfigurationError) and not _refused(exc):
+            if outage(exc) and not _refused(exc):
                 # Redis down: the jobs retry, and the mirror's first heartbeat takes the seat
                 self.outages.failed("mirror", exc)
             else:
                 await redis.aclose()
                 await pool.disconnect()
-                if isinstance(exc, ConfigurationError):
-                    raise
+                if not _refused(exc):
+                    raise  # a ConfigurationError, or a bug
                 raise ConfigurationError(
                     f"Redis at {redacted(self.url)!r} refuses this worker: {exc}; check the "
                     "URL's database number, user and password"
@@ -442,6 +444,8 @@ class RedisControl:
                     if tenant_id is None or snapshot.get("tenant_id") == tenant_id:
                         runs.setdefault(snapshot["run_id"], snapshot)
             except Exception as exc:  # this worker's runs are still listed
+                if not outage(exc):
+                    raise
                 self.outages.failed("list", exc)
             else:
                 self.outages.recovered("list")
@@ -474,6 +478,8 @@ class RedisControl:
         try:
             seconds, micros = await self._redis.time()
         except Exception as exc:
+            if not outage(exc):
+                raise
             self.outages.failed("replies", exc)
             return "0-0"
         return f"{seconds * 1000 + micros // 1000}-0"
@@ -494,6 +500,8 @@ class RedisControl:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if not outage(exc):
+                    raise  # a bug: supervise logs it and restarts the job
                 self.outages.failed("replies", exc)
                 await backoff.wait(self._sent)
                 continue
@@ -543,6 +551,8 @@ class RedisControl:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if not outage(exc):
+                    raise  # a bug: supervise logs it and restarts the job
                 self.outages.failed("threads", exc)
                 continue
             self.outages.recovered("threads")

@@ -28,6 +28,7 @@ fails at once instead of waiting for a receipt nobody will write.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import InvalidCommandError
@@ -141,6 +142,12 @@ class Envelope(FrozenRecord):
             to=fields["to"],
             command=command,
         )
+
+
+def text_field(raw: dict[Any, Any], name: bytes) -> str | None:
+    """The text of an entry's field ``name``, or ``None`` (missing, empty, not UTF-8)."""
+    value = raw.get(name)
+    return _text(value) if isinstance(value, bytes) else None
 
 
 def _text(value: bytes | None) -> str | None:

@@ -1,0 +1,268 @@
+"""A bug in a worker's Redis jobs is told from a Redis outage, against a real Redis: a bug is
+logged with its traceback and handled as a crashed job (``supervise``), an outage is retried
+in place and logged once each way."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import pytest
+
+from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.distributed import RedisControl
+from tinyagents.distributed.owner import _ATTEMPTS, CommandReader
+from tinyagents.distributed.wire import Envelope
+
+T = TypeVar("T")
+OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
+LOGGER = "tinyagents.distributed"
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 60
+) -> T:
+    """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened; last value: {value!r}")
+        await asyncio.sleep(0.05)
+
+
+def now(value: T) -> Callable[[], Awaitable[T]]:
+    async def probe() -> T:
+        return value
+
+    return probe
+
+
+def holder() -> Any:
+    """An agent that stays running (held in a tool) until its runtime closes."""
+    from tinyagents import Agent
+    from tinyagents.testkit import Gate
+
+    gate = Gate("hold")
+    return Agent("holder", gate.model(), tools=[gate.tool()])
+
+
+class Crashes(logging.Handler):
+    """The crashes ``supervise`` logs (ERROR, with a traceback), and whether the control was
+    ``connected`` as each was logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control: RedisControl | None = None
+        self.seen: list[tuple[logging.LogRecord, bool]] = []
+        self.event = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "died of" in record.getMessage():
+            connected = self.control.connected if self.control is not None else True
+            self.seen.append((record, connected))
+            self.event.set()
+
+
+@pytest.fixture
+def crashes() -> Any:
+    handler = Crashes()
+    logging.getLogger(LOGGER).addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logging.getLogger(LOGGER).removeHandler(handler)
+
+
+@asynccontextmanager
+async def pair(url: str, prefix: str) -> AsyncIterator[tuple[RedisControl, RedisControl, str]]:
+    """An owner worker running a run, and a sender worker that lists it."""
+    kw: dict[str, Any] = {"prefix": prefix, "backoff_s": (0.1, 0.5), "block_s": 0.2}
+    async with Runtime() as sender_rt, Runtime() as owner_rt:
+        async with (
+            RedisControl(owner_rt, url, worker_id="owner", **kw) as owner,
+            RedisControl(sender_rt, url, worker_id="sender", receipt_timeout_s=10.0, **kw) as s,
+        ):
+            handle = await owner_rt.start(holder(), "work", tenant_id="acme")
+            await eventually(lambda: s.get_run(handle.run_id), bool)
+            yield owner, s, handle.run_id
+
+
+def outage_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "retrying with backoff" in r.getMessage()]
+
+
+def steer(run_id: str, text: str = "focus on billing") -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": text},
+    )
+
+
+def inject(monkeypatch: pytest.MonkeyPatch, where: str, text: str, times: int) -> None:
+    """Make ``CommandReader.<where>`` raise a ``TypeError`` for the envelopes whose command's
+    text is ``text``, ``times`` times at most."""
+    original = getattr(CommandReader, where)
+    left = [times]
+
+    def buggy(self: CommandReader, envelope: Any, *args: Any) -> Any:
+        if isinstance(envelope, Envelope) and envelope.command.payload.get("text") == text:
+            if left[0] > 0:
+                left[0] -= 1
+                raise TypeError("injected bug")
+        return original(self, envelope, *args)
+
+    monkeypatch.setattr(CommandReader, where, buggy)
+
+
+@pytest.mark.parametrize("where", ["_lane", "_refusal"])
+async def test_a_bug_handling_a_command_entry_is_a_crash_not_a_redis_outage(
+    redis_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    crashes: Crashes,
+    where: str,
+) -> None:
+    """A bug while the owner handled an entry (``_lane``: as it was read; ``_refusal``: as it
+    was answered) was taken for a Redis outage and retried for ever, logged without its
+    traceback (``_lane``), or left the entry unanswered with the job "connected" until the
+    next reconnect (``_refusal``: the sender waited out its timeout). It is logged with its
+    traceback as the ``commands`` job's crash (not ``connected`` until the job runs again),
+    and the entry is read again after the job's restart."""
+    caplog.set_level("WARNING", logger=LOGGER)
+    inject(monkeypatch, where, "flaky", times=1)
+    async with pair(redis_url, prefix) as (owner, sender, run_id):
+        crashes.control = owner
+        receipt = await asyncio.wait_for(sender.submit(steer(run_id, "flaky")), 60)
+        assert receipt.status == "accepted"  # read again after the restart
+        assert len(crashes.seen) == 1
+        record, connected = crashes.seen[0]
+        assert "commands job died of TypeError" in record.getMessage()
+        assert record.exc_info is not None and isinstance(record.exc_info[1], TypeError)
+        assert connected is False
+        assert owner.counters.crashes == 1
+        assert owner.counters.redis_errors == 0
+        assert outage_lines(caplog) == []
+        await eventually(now(owner), lambda o: o.connected)
+
+
+@pytest.mark.parametrize("where", ["_lane", "_refusal"])
+async def test_an_entry_that_always_meets_a_bug_is_answered_rejected_not_read_for_ever(
+    redis_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    crashes: Crashes,
+    where: str,
+) -> None:
+    """An entry on which the owner's code always fails ends the job at every restart: after
+    ``_ATTEMPTS`` it is answered ``rejected`` (naming the error) and acknowledged, and the
+    commands sent after it are taken."""
+    inject(monkeypatch, where, "poison", times=1_000)
+    async with pair(redis_url, prefix) as (owner, sender, run_id):
+        crashes.control = owner
+        poisoned = await asyncio.wait_for(sender.submit(steer(run_id, "poison")), 60)
+        assert poisoned.status == "rejected"
+        assert "TypeError: injected bug" in (poisoned.reason or "")
+        await eventually(now(owner), lambda o: o.counters.crashes == _ATTEMPTS)
+        good = await asyncio.wait_for(sender.submit(steer(run_id)), 60)
+        assert good.status == "accepted"
+        client = owner._redis
+        assert client is not None
+        pending = await client.xpending(owner.keys.commands("owner"), "owners")
+        assert pending["pending"] == 0
+        assert await client.xlen(owner.keys.commands("owner")) == 0
+        await eventually(now(owner), lambda o: o.connected)
+
+
+async def test_a_bug_in_the_mirror_is_a_crash_not_a_redis_outage(
+    redis_url: str,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+    crashes: Crashes,
+) -> None:
+    """A bug while the mirror wrote (here: stamping a snapshot) was counted as a failed Redis
+    write and retried for ever, logged as an outage without its traceback. It is the
+    ``mirror`` job's crash, and the run is listed once the job runs again."""
+    caplog.set_level("WARNING", logger=LOGGER)
+    async with Runtime() as rt:
+        kw: dict[str, Any] = {"prefix": prefix, "backoff_s": (0.1, 0.5), "block_s": 0.2}
+        async with RedisControl(rt, redis_url, worker_id="w", **kw) as control:
+            crashes.control = control
+            stamp = control.mirror.stamp
+            faults = [TypeError("injected bug")]
+
+            def buggy(snapshot: dict[str, Any]) -> dict[str, Any]:
+                if faults:
+                    raise faults.pop()
+                return stamp(snapshot)
+
+            control.mirror.stamp = buggy  # type: ignore[method-assign]
+            handle = await rt.start(holder(), "work", tenant_id="acme")
+            await asyncio.wait_for(crashes.event.wait(), 60)
+            record, connected = crashes.seen[0]
+            assert "mirror" in record.getMessage()
+            assert record.exc_info is not None and isinstance(record.exc_info[1], TypeError)
+            assert connected is False
+            assert control.counters.mirror_errors == 0
+            assert control.counters.redis_errors == 0
+            assert outage_lines(caplog) == []
+            assert await eventually(lambda: control.get_run(handle.run_id), bool)
+            await eventually(now(control), lambda c: c.connected)
+
+
+async def test_a_bug_in_the_thread_job_is_a_crash_not_a_redis_outage(
+    redis_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    crashes: Crashes,
+) -> None:
+    """A bug while the thread job read the listing was logged as a Redis outage of the job."""
+    caplog.set_level("WARNING", logger=LOGGER)
+    async with Runtime() as rt:
+        kw: dict[str, Any] = {"prefix": prefix, "backoff_s": (0.1, 0.5), "heartbeat_s": 0.2}
+        async with RedisControl(rt, redis_url, worker_id="w", ttl_s=5.0, **kw) as control:
+            crashes.control = control
+            waiting = SteeringCommand(
+                target=SteeringTarget.thread("t-1"),
+                actor=OPERATOR,
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "hi"},
+            )
+            monkeypatch.setattr(rt.router, "waiting_for_threads", lambda: [(waiting, "acme")])
+
+            async def buggy() -> Any:
+                raise TypeError("injected bug")
+
+            monkeypatch.setattr(control, "_remote_snapshots", buggy)
+            await asyncio.wait_for(crashes.event.wait(), 60)
+            record, _ = crashes.seen[0]
+            assert "threads" in record.getMessage()
+            assert record.exc_info is not None and isinstance(record.exc_info[1], TypeError)
+            assert control.counters.redis_errors == 0
+            assert outage_lines(caplog) == []
+
+
+async def test_a_bug_listing_the_runs_is_raised_not_logged_as_an_outage(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger=LOGGER)
+    async with Runtime() as rt, RedisControl(rt, redis_url, worker_id="w", prefix=prefix) as c:
+
+        async def buggy() -> Any:
+            raise TypeError("injected bug")
+
+        monkeypatch.setattr(c, "_remote_snapshots", buggy)
+        with pytest.raises(TypeError):
+            await c.list_runs("acme")
+        assert c.counters.redis_errors == 0
+        assert outage_lines(caplog) == []
