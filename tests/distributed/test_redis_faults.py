@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import pytest
+from conftest import RedisServer
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
@@ -266,3 +267,29 @@ async def test_a_bug_listing_the_runs_is_raised_not_logged_as_an_outage(
             await c.list_runs("acme")
         assert c.counters.redis_errors == 0
         assert outage_lines(caplog) == []
+
+
+async def test_after_a_listing_failed_in_an_outage_the_worker_logs_reconnected(
+    private_redis: RedisServer, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A listing that failed in an outage marked the "list" call without Redis until the next
+    listing worked: with none called after the outage, the worker never logged "reconnected"
+    and, still "down", logged no later outage either."""
+    caplog.set_level("WARNING", logger=LOGGER)
+
+    def lines(text: str) -> Callable[[], Awaitable[int]]:
+        async def count() -> int:
+            return sum(text in r.getMessage() for r in caplog.records)
+
+        return count
+
+    async with Runtime() as rt:
+        kw: dict[str, Any] = {"prefix": prefix, "block_s": 0.1, "backoff_s": (0.05, 0.1)}
+        async with RedisControl(rt, private_redis.url, worker_id="w", **kw) as control:
+            await private_redis.stop()
+            assert await control.list_runs("acme") == []  # its own runs: none
+            await eventually(lines("retrying with backoff"), lambda n: n == 1)
+            await private_redis.start()
+            await eventually(lines("reconnected"), lambda n: n == 1)
+            await private_redis.stop()
+            await eventually(lines("retrying with backoff"), lambda n: n == 2)

@@ -29,6 +29,11 @@ log = logging.getLogger("tinyagents.distributed")
 
 #: The ``policy_id`` of the receipts the control plane itself issues.
 POLICY = "redis"
+#: The callers that use Redis only now and then (an operator's listing; the thread job, only
+#: while thread commands wait): Redis answering any job is back for them too. Held "without
+#: Redis" until their own next call, they kept the worker's "reconnected" line from being
+#: logged, and every later outage's line with it.
+OCCASIONAL = frozenset({"list", "threads"})
 
 
 def outage(exc: BaseException) -> bool:
@@ -157,12 +162,15 @@ class Outages:
         self._down.add(job)
 
     def recovered(self, job: str) -> None:
-        """``job`` made a Redis call that worked: it is neither without Redis nor crashed."""
+        """``job`` made a Redis call that worked: it is neither without Redis nor crashed, and
+        nor are the ``OCCASIONAL`` callers."""
         self.ran(job)
-        if job in self._down:
-            self._down.discard(job)
-            if not self._down:
-                log.warning("Redis control (worker %s): reconnected", self.worker_id)
+        if not self._down:
+            return
+        self._down.discard(job)
+        self._down -= OCCASIONAL
+        if not self._down:
+            log.warning("Redis control (worker %s): reconnected", self.worker_id)
 
     def crashing(self, job: str) -> bool:
         """Whether ``job`` died and has not got through a round since."""
