@@ -395,6 +395,8 @@ def test_without_a_url_it_is_a_no_op_and_never_imports_redis() -> None:
         ({"max_unanswered": 10.5}, "max_unanswered"),
         ({"worker_id": ""}, "worker_id"),
         ({"worker_id": "  "}, "worker_id"),
+        ({"worker_id": "w" * 257}, "worker_id"),  # its commands would break the id rule
+        ({"worker_id": "a\nb"}, "worker_id"),
         ({"prefix": ""}, "prefix"),
         ({"prefix": 5}, "prefix"),
     ],

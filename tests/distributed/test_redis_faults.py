@@ -5,6 +5,7 @@ in place and logged once each way."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -293,3 +294,78 @@ async def test_after_a_listing_failed_in_an_outage_the_worker_logs_reconnected(
             await eventually(lines("reconnected"), lambda n: n == 1)
             await private_redis.stop()
             await eventually(lines("retrying with backoff"), lambda n: n == 2)
+
+
+async def test_hostile_entries_in_the_streams_are_skipped_and_the_good_ones_around_them_taken(
+    redis_url: str, prefix: str, crashes: Crashes
+) -> None:
+    """Entries written straight into a worker's command stream and reply stream, between good
+    ones: not JSON, JSON nested past the parser's limit, ids that break the id rule (too long,
+    a control character), a command over the size limit, bytes that are no text. Each is
+    counted ``malformed``, answered ``rejected`` where it names a usable reply target (an id
+    that breaks the id rule is none: its receipt went to a key named by it, a 300-character
+    ``request_id`` came back in the receipt and its command was taken), and acknowledged; no
+    job dies or reports an outage, and the good commands around them are taken."""
+    from tinyagents.store.base import MAX_COMMAND_BYTES
+
+    async with pair(redis_url, prefix) as (owner, sender, run_id):
+        client = owner._redis
+        assert client is not None
+        keys = owner.keys
+
+        def entry(request_id: str, text: str = "x", **over: Any) -> dict[str, Any]:
+            fields: dict[str, Any] = {
+                "v": "1",
+                "request_id": request_id,
+                "reply_to": "tester",
+                "to": "owner",
+                "command": steer(run_id, text).model_dump_json(),
+            }
+            fields.update(over)
+            return fields
+
+        long_id = "x" * 300
+        stream = keys.commands("owner")
+        for fields in (
+            entry("r-good-1", "one"),
+            entry(long_id),  # no usable request id: not answered
+            entry("r-ctrl", reply_to="test\ner"),  # no usable reply target: not answered
+            entry("r-to", to="o" * 300),
+            entry("r-deep", command="[" * 100_000),
+            entry("r-not-json", command="{"),
+            entry(long_id, command="y" * (MAX_COMMAND_BYTES + 1)),
+            {"v": b"\xff", "junk": b"\xfe"},
+            entry("r-good-2", "two"),
+        ):
+            await client.xadd(stream, fields)
+
+        async def replies() -> dict[str, dict[str, Any]]:
+            found = await client.xrange(keys.replies("tester"))
+            return {f[b"request_id"].decode(): json.loads(f[b"receipt"]) for _, f in found}
+
+        answers = await eventually(replies, lambda r: "r-good-2" in r)
+        assert set(answers) == {"r-good-1", "r-to", "r-deep", "r-not-json", "r-good-2"}
+        assert answers["r-good-1"]["status"] == "accepted"
+        assert answers["r-good-2"]["status"] == "accepted"
+        for rid in ("r-to", "r-deep", "r-not-json"):
+            assert answers[rid]["status"] == "rejected", rid
+            assert answers[rid]["reason"].startswith("malformed command"), answers[rid]
+        assert "300 characters" in answers["r-to"]["reason"]
+        await eventually(lambda: client.xpending(stream, "owners"), lambda p: p["pending"] == 0)
+        assert await client.exists(keys.replies("test\ner")) == 0
+        assert owner.counters.malformed == 7
+
+        # the sender's reply stream: foreign entries before a real receipt
+        for fields in (
+            {"request_id": "r", "receipt": "[" * 100_000},
+            {"request_id": b"\xff", "receipt": "{}"},
+            {"request_id": long_id * 100, "receipt": "{"},
+            {"request_id": "r", "handed_back": b"\xff"},
+            {"nothing": "here"},
+        ):
+            await client.xadd(keys.replies("sender"), fields)
+        receipt = await asyncio.wait_for(sender.submit(steer(run_id, "three")), 60)
+        assert receipt.status == "accepted"
+        assert sender.counters.malformed == 5
+        assert crashes.seen == []
+        assert owner.counters.redis_errors == sender.counters.redis_errors == 0

@@ -76,6 +76,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     dedupe_scope,
 )
+from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.runs.info import RunStatus
 from tinyagents.store.base import run_key
 from tinyagents.store.urls import redacted
@@ -126,7 +127,8 @@ class RedisControl:
         whose stream holds that many commands it has not answered (it is stuck, or stopped
         with them left) is not sent: ``submit`` raises ``ControlPlaneUnavailable``. Settings that cannot work (a TTL not
         longer than a heartbeat, a zero ``block_s``, which Redis reads as "wait for ever", a
-        blank name...) are a ``ConfigurationError`` naming the argument."""
+        blank name, a ``worker_id`` that breaks the id rule...) are a ``ConfigurationError``
+        naming the argument."""
         _check_settings(
             worker_id=worker_id,
             prefix=prefix,
@@ -779,6 +781,9 @@ def _check_settings(
             not isinstance(text, str) or not text.strip()
         ):
             raise ConfigurationError(f"{name} must be a non-blank string, got {text!r}")
+    problem = id_problem(worker_id) if isinstance(worker_id, str) else None
+    if problem is not None:  # it travels in every envelope, whose ids obey the id rule
+        raise ConfigurationError(f"worker_id {shown_id(worker_id)!r} breaks the id rule: {problem}")
     seconds("throttle_s", throttle_s, zero=True)
     beat = seconds("heartbeat_s", heartbeat_s)
     if seconds("ttl_s", ttl_s) <= beat:

@@ -33,6 +33,7 @@ from typing import Any
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
+from tinyagents.protocol.ids import id_problem
 from tinyagents.store.base import MAX_COMMAND_BYTES, sendable
 
 #: The consumer group of every command stream: the owning worker reads as its one consumer.
@@ -104,21 +105,24 @@ class Envelope(FrozenRecord):
 
     @classmethod
     def parse(cls, raw: dict[bytes, bytes] | None) -> Envelope:
-        """Read a stream entry; ``MalformedEnvelope`` for anything else."""
+        """Read a stream entry; ``MalformedEnvelope`` for anything else. Its ``request_id``,
+        ``reply_to`` and ``to`` obey the id rule (``tinyagents.protocol.ids``); one that
+        breaks it is no place to answer: a ``reply_to`` named the key the receipt went to,
+        and a megabyte-long ``request_id`` came back in it."""
         if not raw:
             raise MalformedEnvelope("empty entry", request_id=None, reply_to=None)
         size = len(raw.get(b"command") or b"")
         if size > MAX_COMMAND_BYTES:  # not decoded nor parsed: answered, with what it says
             raise MalformedEnvelope(
                 f"command too large: {size} bytes, the limit is {MAX_COMMAND_BYTES}",
-                request_id=_text(raw.get(b"request_id")),
-                reply_to=_text(raw.get(b"reply_to")),
+                request_id=_usable(_text(raw.get(b"request_id"))),
+                reply_to=_usable(_text(raw.get(b"reply_to"))),
             )
         try:
             fields = {k.decode(): v.decode() for k, v in raw.items()}
         except (UnicodeDecodeError, AttributeError):
             raise MalformedEnvelope("not UTF-8 text", request_id=None, reply_to=None) from None
-        request_id, reply_to = fields.get("request_id") or None, fields.get("reply_to") or None
+        request_id, reply_to = _usable(fields.get("request_id")), _usable(fields.get("reply_to"))
         if fields.get("v") != VERSION:
             raise MalformedEnvelope(
                 f"envelope version {fields.get('v')!r}, expected {VERSION!r}",
@@ -130,6 +134,14 @@ class Envelope(FrozenRecord):
             raise MalformedEnvelope(
                 f"missing {', '.join(missing)}", request_id=request_id, reply_to=reply_to
             )
+        for name in ("request_id", "reply_to", "to"):
+            problem = id_problem(fields[name])
+            if problem is not None:
+                raise MalformedEnvelope(
+                    f"{name} breaks the id rule: {problem}",
+                    request_id=request_id,
+                    reply_to=reply_to,
+                )
         try:
             command = SteeringCommand.model_validate_json(fields["command"])
         except InvalidCommandError as exc:
@@ -145,9 +157,15 @@ class Envelope(FrozenRecord):
 
 
 def text_field(raw: dict[Any, Any], name: bytes) -> str | None:
-    """The text of an entry's field ``name``, or ``None`` (missing, empty, not UTF-8)."""
+    """The text of an entry's id field ``name``, or ``None`` (missing, empty, not UTF-8, or
+    breaking the id rule)."""
     value = raw.get(name)
-    return _text(value) if isinstance(value, bytes) else None
+    return _usable(_text(value)) if isinstance(value, bytes) else None
+
+
+def _usable(value: str | None) -> str | None:
+    """``value`` when it is an id by the id rule, else ``None``."""
+    return value if value and id_problem(value) is None else None
 
 
 def _text(value: bytes | None) -> str | None:
