@@ -369,3 +369,37 @@ async def test_hostile_entries_in_the_streams_are_skipped_and_the_good_ones_arou
         assert sender.counters.malformed == 5
         assert crashes.seen == []
         assert owner.counters.redis_errors == sender.counters.redis_errors == 0
+
+
+def test_what_counts_as_a_redis_outage() -> None:
+    """Retried in place: Redis out of reach or not serving for now. A bug: anything else."""
+    from redis import exceptions as rx
+
+    from tinyagents.distributed._base import outage
+
+    passing = [
+        rx.ConnectionError("Connection closed by server."),
+        rx.TimeoutError("Timeout reading from socket"),
+        rx.BusyLoadingError("Redis is loading the dataset in memory"),
+        rx.MaxConnectionsError("Too many connections"),
+        ConnectionResetError(104, "Connection reset by peer"),
+        TimeoutError(),
+        OSError(113, "No route to host"),
+        rx.InvalidResponse("Protocol Error: b'x'"),
+        rx.ReadOnlyError("You can't write against a read only replica."),
+        rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+        rx.TryAgainError("Multiple keys request during rehashing of slot"),
+        rx.ResponseError("BUSY Redis is busy running a script."),
+        rx.ResponseError("MISCONF Redis is configured to save RDB snapshots, but ..."),
+    ]
+    bugs = [
+        TypeError("unhashable type: 'dict'"),
+        KeyError("worker"),
+        AttributeError("'NoneType' object has no attribute 'decode'"),
+        ValueError("invalid literal"),
+        rx.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        rx.ResponseError("ERR wrong number of arguments for 'xadd' command"),
+        rx.DataError("Invalid input of type: 'dict'."),
+    ]
+    assert [e for e in passing if not outage(e)] == []
+    assert [e for e in bugs if outage(e)] == []

@@ -48,6 +48,7 @@ def outage(exc: BaseException) -> bool:
         InvalidResponse,
         OutOfMemoryError,
         ReadOnlyError,
+        ResponseError,
         TryAgainError,
     )
     from redis.exceptions import ConnectionError as Lost
@@ -56,7 +57,7 @@ def outage(exc: BaseException) -> bool:
     # redis-py raises its ConnectionError (BusyLoadingError, MaxConnectionsError and the
     # refused credentials among them) or TimeoutError for a lost connection, and lets some
     # socket errors through as they are (OSError, the builtin TimeoutError included)
-    return isinstance(
+    if isinstance(
         exc,
         Lost
         | Late
@@ -66,7 +67,15 @@ def outage(exc: BaseException) -> bool:
         | OutOfMemoryError
         | TryAgainError
         | ClusterDownError,
-    )
+    ):
+        return True
+    # the states redis-py has no class for: a script running long, a failed snapshot that
+    # stops writes, too few replicas
+    return isinstance(exc, ResponseError) and str(exc).startswith(_PASSING)
+
+
+#: The error answers of a Redis that does not serve for now, by their first word.
+_PASSING = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
 class ControlledRuntime(Protocol):
