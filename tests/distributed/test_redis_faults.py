@@ -18,7 +18,7 @@ from conftest import RedisServer
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
 from tinyagents.distributed.owner import _ATTEMPTS, CommandReader
-from tinyagents.distributed.wire import Envelope
+from tinyagents.distributed.wire import Envelope, Keys
 
 T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
@@ -403,3 +403,39 @@ def test_what_counts_as_a_redis_outage() -> None:
     ]
     assert [e for e in passing if not outage(e)] == []
     assert [e for e in bugs if outage(e)] == []
+
+
+async def test_a_worker_stopping_with_an_entry_it_always_fails_on_answers_it_and_leaves(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain of a stopping worker read an entry its code failed on again and again until
+    its 10 s ran out, and left it and the stream behind. It answers it ``rejected`` at its
+    third bug, as the running job does, and deletes the stream."""
+    import redis.asyncio as aioredis
+
+    inject(monkeypatch, "_refusal", "poison", times=10**9)
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt:
+            control = RedisControl(rt, redis_url, worker_id="owner", prefix=prefix)
+            await control.start()
+            handle = await rt.start(holder(), "work", tenant_id="acme")
+            await client.xadd(
+                control.keys.commands("owner"),
+                {
+                    "v": "1",
+                    "request_id": "r-poison",
+                    "reply_to": "tester",
+                    "to": "owner",
+                    "command": steer(handle.run_id, "poison").model_dump_json(),
+                },
+            )
+            await asyncio.wait_for(control.aclose(), 60)
+        assert await client.exists(control.keys.commands("owner")) == 0
+        found = await client.xrange(control.keys.replies("tester"))
+        answers = {f[b"request_id"]: json.loads(f[b"receipt"]) for _, f in found}
+        assert answers[b"r-poison"]["status"] == "rejected"
+        assert "TypeError: injected bug" in answers[b"r-poison"]["reason"]
+    finally:
+        await client.delete(Keys(prefix).replies("tester"))
+        await client.aclose()
