@@ -439,3 +439,28 @@ async def test_a_worker_stopping_with_an_entry_it_always_fails_on_answers_it_and
     finally:
         await client.delete(Keys(prefix).replies("tester"))
         await client.aclose()
+
+
+async def test_a_foreign_key_where_the_worker_set_is_lists_this_workers_runs_not_a_500(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key of another type where the worker set belongs (another deployment's key under the
+    prefix, a hand edit) made Redis answer ``WRONGTYPE``: taken for a bug, the listing raised
+    (HTTP 500 on every listing). This worker's runs are listed, and the answer is logged
+    naming it; it is no outage either."""
+    import redis.asyncio as aioredis
+
+    caplog.set_level("WARNING", logger=LOGGER)
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt, RedisControl(rt, redis_url, worker_id="w", prefix=prefix) as c:
+            handle = await rt.start(holder(), "work", tenant_id="acme")
+            await client.delete(c.keys.workers)
+            await client.set(c.keys.workers, "not a sorted set")
+            runs = await c.list_runs("acme")
+            assert [r["run_id"] for r in runs] == [handle.run_id]
+            assert any("WRONGTYPE" in r.getMessage() for r in caplog.records)
+            assert outage_lines(caplog) == []
+            await client.delete(c.keys.workers)
+    finally:
+        await client.aclose()

@@ -78,6 +78,14 @@ def outage(exc: BaseException) -> bool:
 _PASSING = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
+def redis_answered(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error answer of Redis (``WRONGTYPE``: a key of another type
+    under the prefix): no bug of the caller's, nor an outage."""
+    from redis.exceptions import ResponseError
+
+    return isinstance(exc, ResponseError)
+
+
 class ControlledRuntime(Protocol):
     """What ``RedisControl`` uses of a ``Runtime``."""
 

@@ -57,6 +57,7 @@ from tinyagents.distributed._base import (
     hidden,
     log,
     outage,
+    redis_answered,
     supervise,
     target_run,
 )
@@ -438,7 +439,8 @@ class RedisControl:
         self, tenant_id: str | None, *, status: str | None = None
     ) -> list[dict[str, Any]]:
         """Snapshots of every live worker's runs (``tenant_id=None``: every tenant's), each with
-        its ``worker``; this worker's own runs are read locally, so they show during an outage."""
+        its ``worker``; this worker's own runs are read locally, so they show during an outage,
+        and when Redis refuses the listing (a key of another type under the prefix: logged)."""
         runs = {s["run_id"]: s for s in self._local_snapshots(tenant_id)}
         if self._redis is not None:
             try:
@@ -446,9 +448,16 @@ class RedisControl:
                     if tenant_id is None or snapshot.get("tenant_id") == tenant_id:
                         runs.setdefault(snapshot["run_id"], snapshot)
             except Exception as exc:  # this worker's runs are still listed
-                if not outage(exc):
-                    raise
-                self.outages.failed("list", exc)
+                if outage(exc):
+                    self.outages.failed("list", exc)
+                elif redis_answered(exc):
+                    log.error(
+                        "worker %s: Redis refused to list the other workers' runs: %s",
+                        self.worker_id,
+                        exc,
+                    )
+                else:
+                    raise  # a bug
             else:
                 self.outages.recovered("list")
         found = list(runs.values())
