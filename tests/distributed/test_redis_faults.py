@@ -464,3 +464,44 @@ async def test_a_foreign_key_where_the_worker_set_is_lists_this_workers_runs_not
             await client.delete(c.keys.workers)
     finally:
         await client.aclose()
+
+
+async def test_listing_entries_whose_ids_break_the_id_rule_are_skipped(
+    redis_url: str, prefix: str
+) -> None:
+    """A live worker's hash holding snapshots whose ids break the id rule (written straight
+    into Redis): they were listed as runs, a 300-character run id and a worker name with a
+    newline (the key its commands would be appended to) among them. They are skipped and
+    counted ``malformed``; the good entry next to them is listed."""
+    import redis.asyncio as aioredis
+
+    def snapshot(run_id: str, worker: str = "ghost", tenant: str = "acme") -> str:
+        return json.dumps(
+            {
+                "run_id": run_id,
+                "root_run_id": run_id,
+                "tenant_id": tenant,
+                "status": "running",
+                "worker": worker,
+            }
+        )
+
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt, RedisControl(rt, redis_url, worker_id="w", prefix=prefix) as c:
+            seconds, micros = await client.time()
+            await client.zadd(c.keys.workers, {"ghost": seconds + micros / 1_000_000})
+            await client.hset(
+                c.keys.runs("ghost"),
+                mapping={
+                    "long": snapshot("r" * 300),
+                    "newline": snapshot("run-nl", worker="gh\nost"),
+                    "tenant": snapshot("run-t", tenant="ac\x00me"),
+                    "good": snapshot("run-good"),
+                },
+            )
+            runs = await c.list_runs(None)
+            assert [r["run_id"] for r in runs] == ["run-good"]
+            assert c.counters.malformed == 3
+    finally:
+        await client.aclose()

@@ -871,20 +871,26 @@ def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
     return snapshot
 
 
-#: The fields of a mirrored snapshot that its readers index, each a string.
+#: The fields of a mirrored snapshot that its readers index, each a string by the id rule
+#: (``worker`` names the stream its run's commands are appended to).
 _IDENTITY = ("run_id", "root_run_id", "tenant_id", "status", "worker")
 
 
 def _load(raw: bytes | str) -> dict[str, Any] | None:
     """A mirrored snapshot, or ``None`` for an entry of another shape (another version's
-    worker, a hand edit): the listing, lookups and sends skip it rather than fail on it."""
+    worker, a hand edit, ids that break the id rule): the listing, lookups and sends skip it
+    rather than fail on it."""
     try:
         value = json.loads(raw)
     except ValueError:
         return None
     if not isinstance(value, dict):
         return None
-    return value if all(isinstance(value.get(k), str) for k in _IDENTITY) else None
+    for key in _IDENTITY:
+        field = value.get(key)
+        if not isinstance(field, str) or id_problem(field) is not None:
+            return None
+    return value
 
 
 __all__ = ["RedisControl"]
