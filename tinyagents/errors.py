@@ -4,6 +4,7 @@
     ├── ConfigurationError            a component was wired or configured wrongly
     │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
     │   ├── ModelsWithheld             a child's every model was taken from a run above it by steering
+    │   ├── ToolsWithheld              a child was started naming tools taken from a run above it by steering
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes, or a
     │                                  thread API was called on a graph compiled without checkpointer
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
@@ -99,6 +100,12 @@ class RuntimeClosed(ConfigurationError):
 class ModelsWithheld(ConfigurationError):
     """A child run cannot start: every model its agent names was taken away from a run above
     it by ``constrain_model`` (a child gets no more than its parent was left with)."""
+
+
+class ToolsWithheld(ConfigurationError):
+    """A child run was started naming tools (``rt.start(..., tools=[...])``) that were taken
+    away from a run above it by ``constrain_tools``: a child gets no more than its parent was
+    left with, and a caller asking for more is told so rather than given less in silence."""
 
 
 class GraphValidationError(ConfigurationError, ValueError):

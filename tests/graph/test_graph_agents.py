@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypedDict
 
 import pytest
@@ -364,3 +365,61 @@ async def test_an_agent_node_under_a_narrowed_agent_run_gets_no_withheld_tool() 
     assert result.status is RunStatus.COMPLETED
     assert ran == []
     assert offered == [[], []]
+
+
+async def test_a_running_agent_node_loses_the_tool_its_ancestor_was_narrowed_away_from() -> None:
+    """The graph run was started (from a tool) before its parent was narrowed, and its agent
+    node is running: ``constrain_tools`` on the parent reaches the node's agent run at its
+    next boundary (through the graph run and its task), while the parent still waits inside
+    the tool that runs the graph."""
+    ran: list[str] = []
+    offered: list[list[str]] = []
+    node_gate = Gate("node")
+
+    @tool
+    async def delete_db() -> str:
+        """Delete the database."""
+        ran.append("delete_db")
+        return "deleted"
+
+    async def child_fn(request: ModelRequest) -> Any:
+        offered.append(sorted(t.name for t in request.tools))
+        if len(offered) == 1:
+            await node_gate.wait()
+            return tool_call("delete_db")
+        return "drafted"
+
+    compiled = writer_graph(Agent("writer", model=FunctionModel(child_fn), tools=[delete_db]))
+    async with Runtime(testing=True) as rt:
+
+        @tool
+        async def write(ctx: Any) -> str:
+            """Run the writing graph under this run."""
+            handle = await rt.start_graph(compiled, {"topic": "cats"}, parent=ctx.handle)
+            return str((await handle.result()).state["draft"])
+
+        lead = Agent(
+            "lead", model=ScriptedModel([tool_call("write"), "done"]), tools=[write, delete_db]
+        )
+        handle = await rt.start(lead, "go")
+        await asyncio.wait_for(node_gate.entered.wait(), 60)
+        [node_run] = [i for i in rt.runs.list() if i.agent_id == "writer" and i.kind == "agent"]
+        narrowed = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(handle.run_id),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.CONSTRAIN_TOOLS,
+                payload={"tools": ["write"]},
+            )
+        )
+        assert narrowed.status == "accepted"
+        node_gate.open()
+        result = await asyncio.wait_for(handle.result(), 60)
+        history = rt.steering_history(node_run.run_id)
+    assert result.status is RunStatus.COMPLETED
+    assert ran == []
+    assert offered == [["delete_db"], []]
+    [applied] = [e for e in history if e.type == "steering.applied"]
+    assert applied.kind is SteeringKind.CONSTRAIN_TOOLS
+    assert applied.actor == SteeringActor.parent_agent(handle.run_id, "lead")
+    assert "ancestor run" in applied.payload_summary["reason"]

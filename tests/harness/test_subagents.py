@@ -25,6 +25,7 @@ from tinyagents.errors import (
     RunAborted,
     RunCancelled,
     RunFailed,
+    ToolsWithheld,
 )
 from tinyagents.harness import Message
 from tinyagents.harness.subagent import output_or_raise
@@ -868,7 +869,7 @@ async def test_children_started_by_hand_get_no_tool_their_ancestor_was_narrowed_
     rt: Runtime,
 ):
     """``SubAgent.start`` and ``rt.start(parent=...)`` take the same bound as a
-    ``SubAgentTool``, even when the child's tools are named at the start; a grandchild
+    ``SubAgentTool`` (a child naming a withheld tool at the start is refused); a grandchild
     inherits it, and a child left with no tool at all still runs (tools are optional)."""
     ran: list[str] = []
     first, hold = Gate("first"), Gate("hold")
@@ -899,12 +900,10 @@ async def test_children_started_by_hand_get_no_tool_their_ancestor_was_narrowed_
     assert offered == [["lookup"], ["lookup"]]
 
     offered.clear()
-    by_hand = await rt.start(
-        _child_that_tries("child", ran, offered), "x", parent=handle, tools=["delete_db"]
-    )
-    assert (await by_hand.result()).status is RunStatus.COMPLETED
-    assert offered == [[], []]  # left with no tool at all: it runs with none
-    assert by_hand.info.tools == frozenset()
+    with pytest.raises(ToolsWithheld, match="'delete_db'"):  # asked for by name: refused
+        await rt.start(
+            _child_that_tries("child", ran, offered), "x", parent=handle, tools=["delete_db"]
+        )
 
     middle_gate = Gate("middle")
     middle = await rt.start(

@@ -56,7 +56,9 @@ async def apply(
         run.staged.append((cmd, run.agent.renderer.render(cmd)))
         return True
     if kind is SteeringKind.CONSTRAIN_TOOLS:
-        # what it takes away is withheld from the children the run starts from now on
+        # what it takes away is withheld from the children the run starts from now on, and
+        # taken from those running below it, at their own next boundaries
+        run.pass_narrowing_down(cmd, landed=True)
         narrow_run(info, tools=narrow_tools(info.tools, payload["tools"]))
         inbox.applied(cmd, tools=sorted(info.tools or ()), **where)
     elif kind is SteeringKind.CONSTRAIN_MODEL:
@@ -71,6 +73,7 @@ async def apply(
                 f"none with the models allowed now {list(info.models or ())}",
             )
         else:
+            run.pass_narrowing_down(cmd, landed=True)
             narrow_run(info, models=models)
             inbox.applied(cmd, models=list(models), **where)
     elif kind is SteeringKind.UPDATE_BUDGET:

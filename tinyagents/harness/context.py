@@ -83,6 +83,9 @@ class ActiveRun(Protocol):
         in its last request (since withdrawn) may still be called or under way."""
 
     def emit(self, cls: type[Event], **fields: Any) -> None: ...
+    def pass_narrowing_down(self, cmd: SteeringCommand, *, landed: bool) -> None:
+        """Narrow the live runs below this one by ``cmd`` too, each at its next boundary
+        (``landed``: ``cmd`` is being applied to this run now)."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

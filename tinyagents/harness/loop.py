@@ -38,6 +38,7 @@ from tinyagents.errors import (
     RunLimitExceeded,
     RuntimeClosed,
     ToolError,
+    ToolsWithheld,
     UnknownTargetError,
     message_of,
 )
@@ -76,6 +77,7 @@ from tinyagents.harness.model import (
     Usage,
     parse_arguments,
 )
+from tinyagents.harness.narrowing import narrowings_below, send_narrowings
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -163,6 +165,12 @@ class AgentRun(RunDriver):
         #: This run's cancel has been passed down to its subtree (its reason, and whether it
         #: was IMMEDIATE): a child it starts from now on is cancelled the same way at once.
         self.passed_down: tuple[str | None, bool] | None = None
+        #: The narrowings queued for this run (correlation id) and the runs below it they were
+        #: passed down to; one goes when the run applies it, the rest with the run.
+        self._narrowing: dict[str, set[str]] | None = None
+        #: Narrowings an ancestor passed down to this run and every live run below it: this
+        #: run does not pass them on (each goes when the run applies it).
+        self._covered: set[str] | None = None
         #: An IMMEDIATE cancel was sent to this run (by an ancestor) or reached it: a later
         #: one from above is not sent again (``_freeze_subtree(interrupt=True)``).
         self.interrupted = False
@@ -807,6 +815,40 @@ class AgentRun(RunDriver):
                 name=f"cancel-subtree-{self.info.run_id}",
             )
 
+    def narrowing_queued(self, cmd: SteeringCommand) -> None:
+        self.pass_narrowing_down(cmd, landed=False)
+
+    def pass_narrowing_down(self, cmd: SteeringCommand, *, landed: bool) -> None:
+        """Send every live agent run below this one a narrowing of its own for ``cmd``
+        (``tinyagents.harness.narrowing``): when ``cmd`` is queued for this run, and again
+        when it is applied (``landed``), for a run started in between."""
+        cid = cmd.correlation_id
+        covered = self._covered
+        if covered is not None and cid in covered:
+            if landed:
+                covered.discard(cid)
+            return
+        books = self._narrowing
+        if books is None:
+            books = self._narrowing = {}
+        sent = books.pop(cid, set()) if landed else books.setdefault(cid, set())
+        cmds = narrowings_below(
+            self.runtime, self.info, self.agent.name, cmd, sent=sent, landed=landed
+        )
+        if not cmds:
+            return
+        runs = self.runtime.runs
+        for run_id, derived in cmds:
+            below = runs.get(run_id)
+            run = below.driver if below is not None else None
+            if isinstance(run, AgentRun):
+                if run._covered is None:
+                    run._covered = set()
+                run._covered.add(derived.correlation_id)
+        self.runtime.spawn(
+            send_narrowings(self.runtime, cmds), name=f"narrow-subtree-{self.info.run_id}"
+        )
+
     def _passes_down(self, cmd: SteeringCommand) -> bool:
         """Whether queued cancel ``cmd`` is passed down when it is queued: its boundary is
         sure to come."""
@@ -1427,6 +1469,8 @@ async def start_agent_run(
         granted = frozenset(tools)
     withheld = withheld_below(parent_info)
     if withheld["withheld_tools"]:
+        if tools is not None and parent_info is not None:
+            _check_not_withheld(agent.name, tools, parent_info)
         # taken from a run above it by constrain_tools: it runs without them (with no tool
         # at all if that is all it had; tools are optional, unlike a model)
         granted = granted - withheld["withheld_tools"]
@@ -1659,6 +1703,19 @@ def _unwithheld(name: str, models: tuple[str, ...], parent: RunInfo) -> tuple[st
             "a child gets no more than its parent was left with"
         )
     return left
+
+
+def _check_not_withheld(name: str, tools: list[str], parent: RunInfo) -> None:
+    """Refuse (``ToolsWithheld``) a child of ``parent`` started naming tools a run above it
+    was narrowed away from (by ``constrain_tools``): the caller asked for them by name."""
+    taken = sorted(set(tools) & parent.withheld_tools)
+    if taken:
+        raise ToolsWithheld(
+            f"agent {name!r} cannot be started under run {parent.run_id} with tools {taken}: "
+            "they were taken away from that run or one above it by constrain_tools; a child "
+            "gets no more than its parent was left with. Start it without them "
+            f"(allowed there now: {sorted(parent.tools or ())})"
+        )
 
 
 def _check_start(

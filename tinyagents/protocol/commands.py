@@ -597,6 +597,8 @@ class ContextPayload(_Payload):
 
 class ToolsPayload(_Payload):
     tools: list[str]
+    #: Why (a narrowing passed down from a run above says which, by whom, and what it took).
+    reason: str | None = None
 
     @field_validator("tools")
     @classmethod
@@ -608,6 +610,7 @@ class ToolsPayload(_Payload):
 
 class ModelsPayload(_Payload):
     models: list[str] = Field(min_length=1)
+    reason: str | None = None
 
     @field_validator("models")
     @classmethod

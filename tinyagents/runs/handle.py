@@ -62,6 +62,10 @@ class RunDriver:
     def interrupt_now(self, cmd: SteeringCommand) -> None:
         """An IMMEDIATE cancel arrived: cancel the in-flight model request, never a tool."""
 
+    def narrowing_queued(self, cmd: SteeringCommand) -> None:
+        """A ``constrain_tools`` or ``constrain_model`` was queued for this run: the runs
+        already running below it are to be narrowed too, at their own next boundaries."""
+
     async def end_without_task(self, why: str) -> bool:
         """The run's task did not end within a grace after it was cancelled (its cleanup
         never finishes): give the run its terminal state (``why``) now, the task left behind.

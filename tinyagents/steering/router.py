@@ -918,6 +918,10 @@ class SteeringRouter:
             and cmd.kind is SteeringKind.CANCEL
         ):
             handle.driver.interrupt_now(cmd)
+        elif outcome.queued and (
+            cmd.kind is SteeringKind.CONSTRAIN_TOOLS or cmd.kind is SteeringKind.CONSTRAIN_MODEL
+        ):
+            handle.driver.narrowing_queued(cmd)
 
     def _rollup(self, tracked: _Tracked, handle: RunHandle) -> None:
         """Tell a parent that someone steered its child (unless the parent did it itself)."""
