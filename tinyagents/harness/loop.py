@@ -1455,7 +1455,9 @@ async def start_agent_run(
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
 
     ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
-    calls and results must pair up, else ``ConfigurationError`` and nothing starts."""
+    calls and results must pair up, else ``ConfigurationError`` and nothing starts. Under a
+    parent, ``tools`` naming one taken from a run above is ``ToolsWithheld``, and an agent
+    whose every model was taken is ``ModelsWithheld`` (nothing starts either way)."""
     runtime.require_open()
     _check_start(agent, input, limits, history, thread_id, tools)
     parent_info = _parent_info(runtime, parent)
