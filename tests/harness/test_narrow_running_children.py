@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, SubAgentTool, tool
-from tinyagents.errors import ConfigurationError, ToolsWithheld
+from tinyagents.errors import ConfigurationError, ModelsWithheld, ToolsWithheld
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.testkit import EventWaiter, FunctionModel, Gate, ScriptedModel, tool_call
 
@@ -142,6 +142,11 @@ async def test_a_narrowing_reaches_running_grandchildren_and_spares_a_tool_never
     assert ran == []
     assert child_offered == grand_offered == [["delete_db", "lookup"], ["lookup"]]
     assert grandchild.info.withheld_tools == {"delete_db"}
+    # one narrowing each, from the run narrowed: the child does not pass on what it was sent
+    for run, relation in ((child, "parent"), (grandchild, "ancestor")):
+        [applied] = [e for e in rt.steering_history(run.run_id) if e.type == "steering.applied"]
+        assert applied.actor == SteeringActor.parent_agent(handle.run_id, "parent")
+        assert applied.payload_summary["reason"].startswith(f"{relation} run {handle.run_id} ")
     assert rt.steering_history(plain.run_id) == []
     assert plain.info.tools == {"lookup"}
     hold.open()
@@ -253,4 +258,39 @@ async def test_naming_a_withheld_tool_at_the_start_of_a_child_is_refused(rt: Run
     assert fine.info.tools == {"lookup"}
     assert (await asyncio.wait_for(fine.result(), 60)).status is RunStatus.COMPLETED
     hold.open()
+    assert (await asyncio.wait_for(handle.result(), 60)).status is RunStatus.COMPLETED
+
+
+async def test_a_running_child_whose_every_model_was_taken_keeps_its_own(
+    rt: Runtime, waiter: EventWaiter
+):
+    """A ``constrain_model`` names at least one model: a running child whose only model its
+    parent was narrowed away from is sent nothing and keeps it (documented), while a child
+    started afterwards on that model is refused (``ModelsWithheld``)."""
+    hold, second = Gate("hold"), Gate("second")
+    parent = Agent(
+        "parent",
+        model=ScriptedModel([tool_call("hold"), tool_call("second"), "p"]),
+        models=["big", "small"],
+        tools=[hold.tool(), second.tool()],
+    )
+    handle = await rt.start(parent, "go")
+    await asyncio.wait_for(hold.entered.wait(), 60)
+    child_gate = Gate("child")
+    child = await rt.start(
+        Agent("child", model=child_gate.model(), models=["big"]), "x", parent=handle
+    )
+    await asyncio.wait_for(child_gate.entered.wait(), 60)
+    await _narrow(rt, handle.run_id, models=["small"])
+    hold.open()
+    await _applied(waiter, handle.run_id, "constrain_model")
+    await asyncio.wait_for(second.entered.wait(), 60)
+    assert rt.steering_history(child.run_id) == []
+    assert child.info.models == ("big",)
+    assert child.info.withheld_models == {"big"}  # from the children it starts
+    with pytest.raises(ModelsWithheld):
+        await rt.start(Agent("late", model=ScriptedModel(["c"], name="big")), "x", parent=handle)
+    child_gate.open()
+    second.open()
+    assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
     assert (await asyncio.wait_for(handle.result(), 60)).status is RunStatus.COMPLETED
