@@ -86,7 +86,7 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(plan=steps)
 def test_no_run_is_left_with_more_than_its_parent(plan: list[tuple[Any, ...]]) -> None:
     asyncio.run(asyncio.wait_for(_check(plan), 60))
