@@ -282,8 +282,8 @@ ODD_IDS = ["r" * 10_000, "ünï€😀", "%ED%A0%80", "%FF%FE", "a%00b", "..%2F.
 async def test_an_odd_run_id_is_404_on_every_endpoint(served: Served, run_id: str) -> None:
     for method, path, body in run_paths(run_id):
         r = await call(served, "alice", method, path, body)
-        # An id in the query longer than any run's is 422; "/" in the id matches no route.
-        status = (404, 422) if "?" in path and len(run_id) > 512 else 404
+        # An id in the query that breaks the id rule is 422; "/" in the id matches no route.
+        status = 422 if "?" in path and (len(run_id) > 256 or "%00" in run_id) else 404
         assert (
             problem(r, status)["detail"] in ("run not found", "Not Found") or r.status_code == 422
         )
@@ -319,6 +319,49 @@ async def test_an_odd_task_id_is_404(served: Served, task_id: str) -> None:
     path = f"{BASE}/runs/{run.run_id}/tasks/{task_id}/commands"
     r = await call(served, "alice", "POST", path, {"kind": "approve"})
     assert "not found" in problem(r, 404)["detail"]
+    await unchanged(served, run)
+
+
+# Ids that break the id rule (tinyagents.protocol.ids: at most 256 characters, no control
+# character), as sent in a URL: 257 and 512 characters (512 was the API's own bound, another
+# rule than the stores'), C0 and C1 controls, DEL.
+RULE_BREAKING_IDS = ["r" * 257, "r" * 512, "a%01b", "a%1Fb", "a%7Fb", "a%C2%85b", "a%C2%9Fb"]
+
+
+@pytest.mark.parametrize("run_id", RULE_BREAKING_IDS)
+async def test_an_id_breaking_the_id_rule_is_404_in_the_path_and_422_in_the_query(
+    served: Served, run_id: str
+) -> None:
+    """The API's ids obey the one id rule: in the path such an id names no run (the 404 of
+    every id that names none, the store never asked); in the query it is an invalid parameter
+    (a 422 that says the rule). 257 to 512 characters and control characters but NUL were
+    looked up in the store, and ?run_id= of 300 characters was a 404 where 600 was a 422."""
+    run = await served.start_run("acme")
+    for method, path, body in run_paths(run_id):
+        r = await call(served, "alice", method, path, body)
+        if "?" in path:
+            found = problem(r, 422)
+            name = "run_id" if "?run_id=" in path else "root_run_id"
+            assert found["detail"][0]["loc"] == ["query", name], found
+            assert "256" in found["message"] or "control character" in found["message"], found
+        else:
+            assert problem(r, 404)["message"] == "run not found", (path[:80], r.text[:300])
+    task_path = f"{BASE}/runs/{run.run_id}/tasks/{run_id}/commands"
+    r = await call(served, "alice", "POST", task_path, {"kind": "approve"})
+    assert problem(r, 404)["message"].startswith("task not found"), r.text[:300]
+    await unchanged(served, run)
+
+
+@pytest.mark.parametrize("checkpoint_id", ["c" * 257, "c\x01", "c\x7f", "c\x85"])
+async def test_a_checkpoint_id_breaking_the_id_rule_is_a_422(
+    served: Served, checkpoint_id: str
+) -> None:
+    run = await served.start_run("acme")
+    body = {"kind": "resume", "checkpoint_id": checkpoint_id}
+    r = await call(served, "alice", "POST", f"{BASE}/runs/{run.run_id}/commands", body)
+    found = problem(r, 422)
+    assert found["detail"][0]["loc"] == ["body", "checkpoint_id"], found
+    assert "256" in found["message"] or "control character" in found["message"], found
     await unchanged(served, run)
 
 
@@ -376,7 +419,8 @@ async def pg_served(tmp_path: Path) -> AsyncIterator[Served]:
 async def test_nul_in_an_id_is_404_or_422_over_postgres(pg_served: Served) -> None:
     s = pg_served
     for method, path, body in run_paths("a%00b"):
-        problem(await call(s, "alice", method, path, body), 404)
+        # in the path no run's id; in the query an id that breaks the id rule
+        problem(await call(s, "alice", method, path, body), 422 if "?" in path else 404)
     run = await s.start_run("acme")
     base = f"{BASE}/runs/{run.run_id}"
     problem(

@@ -74,6 +74,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     quoted_name,
 )
+from tinyagents.protocol.ids import ID_PATTERN, MAX_ID_LENGTH, id_problem, shown_id
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import (
     INSECURE_DEV,
@@ -105,8 +106,6 @@ _log = logging.getLogger("tinyagents.server")
 _MAX_LINEAGE = 256
 #: How many runs named by a narrowed token's blocks are looked up to find the tree it sees.
 _MAX_NARROWINGS = 8
-#: Longer ids are no run's: answered 404 without asking the store.
-_MAX_ID = 512
 #: A tenant no run has (a tenant id holding NUL is refused): a lookup for it finds nothing,
 #: after every lookup an id that names no run takes.
 _NO_TENANT = "\x00"
@@ -178,13 +177,41 @@ def _no_nul(value: str) -> str:
     return value
 
 
+def _an_id(value: str) -> str:
+    """``value`` if it keeps the id rule (``tinyagents.protocol.ids``), else a 422 that says
+    which part it breaks."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise PydanticCustomError(
+            "id_rule",
+            "breaks the id rule: {problem}",
+            {"problem": problem},
+        )
+    return value
+
+
+#: An id in a query or a body: the id rule (``tinyagents.protocol.ids``), its breach a 422
+#: saying what is wrong (pydantic's own would quote the pattern). In a path, an id that
+#: breaks the rule names no run: 404 (``_plausible_id``).
+ApiId = Annotated[
+    str,
+    AfterValidator(_an_id),
+    WithJsonSchema({"type": "string", "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}),
+]
+
+
 # The bounds inside the type, before the check: put on the ``... | None`` field they applied
 # after it, and a blank id was "Value should have at least 1 item after validation, not 0".
 CorrelationId = Annotated[
     str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)
 ]
 CheckpointId = Annotated[
-    str, StringConstraints(min_length=1, max_length=_MAX_ID), AfterValidator(_no_nul)
+    str,
+    StringConstraints(min_length=1),
+    AfterValidator(_an_id),
+    WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}
+    ),
 ]
 
 
@@ -641,7 +668,7 @@ class OperatorApi(Record):
         and the receipt."""
         snap = await self.visible_run(p, run_id, "control", kind.value)
         if task_id is not None and not _plausible_id(task_id):
-            raise Problem(404, f"task not found: {task_id[:80]!r}")
+            raise Problem(404, f"task not found: {shown_id(repr(task_id))}")
         if task_id is not None and snap.get("kind") == "agent":
             raise Problem(  # accepted, it could only fail later: nothing there to act on
                 404,
@@ -690,9 +717,10 @@ def _receipt_status(receipt: SteeringReceipt) -> int:
 
 
 def _plausible_id(value: str) -> bool:
-    """Whether ``value`` could be an id at all: bounded and encodable (a lone surrogate from
-    a percent-decoded path, or a NUL, would make the store's driver raise)."""
-    if not value or len(value) > _MAX_ID or "\x00" in value:
+    """Whether ``value`` could be an id at all: it keeps the id rule
+    (``tinyagents.protocol.ids``: bounded, no control character) and is encodable (a lone
+    surrogate from a percent-decoded path, or a NUL, would make the store's driver raise)."""
+    if not value or id_problem(value) is not None:
         return False
     try:
         value.encode()
@@ -1253,7 +1281,7 @@ def create_app(
         status: list[RunStatus] | None = Query(
             default=None, description="only runs in this status (repeat: in any of them)"
         ),
-        root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
+        root_run_id: ApiId | None = Query(default=None),
         limit: int = Query(default=RUNS_PAGE, ge=1, le=MAX_RUNS_PAGE),
         cursor: Cursor | None = Query(
             default=None,
@@ -1472,8 +1500,8 @@ def create_app(
     )
     async def events(
         request: Request,
-        run_id: str | None = Query(default=None, max_length=_MAX_ID),
-        root_run_id: str | None = Query(default=None, max_length=_MAX_ID),
+        run_id: ApiId | None = Query(default=None),
+        root_run_id: ApiId | None = Query(default=None),
         last_event_id: int | None = Query(
             default=None,
             ge=0,
