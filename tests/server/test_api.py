@@ -776,3 +776,24 @@ async def test_every_answer_of_the_api_is_read_only_as_the_type_it_says(served: 
     assert answers[8].headers["content-type"].startswith("text/event-stream")
     for r in answers:
         assert r.headers.get_list("x-content-type-options") == ["nosniff"], r.request.url
+
+
+async def test_an_unhandled_error_is_a_json_500_read_only_as_json(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Starlette answers an exception no handler took outside every middleware the app adds:
+    # its plain-text 500 lacked the nosniff header every other answer carries
+    run = await served.start_run("acme")
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret-detail-of-the-bug")
+
+    monkeypatch.setattr(served.control, "get_run", broken)
+    r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("alice"))
+    assert r.status_code == 500, r.text
+    assert r.headers.get_list("x-content-type-options") == ["nosniff"], r.headers
+    assert r.headers["content-type"].startswith("application/json"), r.headers
+    body = r.json()
+    assert set(body) == {"detail", "message"} and body["detail"] == body["message"], body
+    assert "log" in body["message"], body  # where to look
+    assert "secret-detail-of-the-bug" not in r.text  # never the error itself

@@ -1066,7 +1066,7 @@ def create_app(
         app.add_middleware(LoopbackOnly)
     # every answer (the API's JSON and event stream, its errors, the 413 and 403 above) is
     # read by a browser only as the type it says: none is sniffed as HTML or script
-    app.add_middleware(_WithHeaders, headers={"X-Content-Type-Options": "nosniff"})
+    app.add_middleware(_WithHeaders, headers=_EVERY_ANSWER)
     app.add_middleware(AbsoluteForm)  # the first: the others see the target's path and host
     bearer = HTTPBearer(auto_error=False, description="a token from `tinyagents token mint`")
 
@@ -1074,6 +1074,17 @@ def create_app(
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else exc.headers
         return JSONResponse(exc.body, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(Exception)
+    async def _crashed(request: Request, exc: Exception) -> JSONResponse:
+        # A bug: Starlette's ServerErrorMiddleware, outside every middleware added here, calls
+        # this, sends its answer, then raises ``exc`` again for the server to log with its
+        # traceback. Its plain-text 500 had none of ``_EVERY_ANSWER``; the error itself is not
+        # told to the client (it may quote a secret or a path).
+        detail = "internal server error: the server's log says what failed"
+        return JSONResponse(
+            {"detail": detail, "message": detail}, status_code=500, headers=_EVERY_ANSWER
+        )
 
     @app.exception_handler(StoreError)
     async def _store_failed(request: Request, exc: StoreError) -> JSONResponse:
@@ -1659,6 +1670,9 @@ def create_app(
     return app
 
 
+#: Headers of every answer of the app (``_WithHeaders``, and the 500 of a bug, sent outside
+#: it): a browser reads each only as the type it says, none is sniffed as HTML or script.
+_EVERY_ANSWER = {"X-Content-Type-Options": "nosniff"}
 #: Headers of the console's files and the docs page: a browser shows them in no frame (a
 #: page of another site could frame the console and have the operator click its buttons
 #: under something else). (That it reads a file only as the type it is served as, every
