@@ -619,6 +619,74 @@ def test_a_command_to_a_run_of_another_tree_is_followed_to_its_end(
         assert outcome.text.startswith(state), (outcome.text, state)
 
 
+def test_a_commands_outcome_is_found_past_the_newest_page_of_its_runs_history(
+    browser: Any, tmp_path: Path
+) -> None:
+    # the page read only the newest page (100 commands) of a run's command history for the
+    # outcome of a command it sent: once more than 100 other commands had moved on that run
+    # between two polls (a busy run, a tab the browser throttled, a network gone a while),
+    # the command stayed "accepted" for good, though the run had long applied it
+    import httpx
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        base, headers = _api_of(url)
+        for _ in range(3):
+            row = wait.until(fresh("research", child=True))
+            run_id = row.get_attribute("data-run-id")
+            row.click()
+            wait.until(lambda d, run_id=run_id: d.find_element(By.ID, "run-id").text == run_id)
+            browser_click(browser, "pause-btn")
+            wait.until(lambda d: d.find_element(By.ID, "run-status").text in ("paused", *_FINISHED))
+            if browser.find_element(By.ID, "run-status").text == "paused":
+                break
+        else:
+            pytest.fail("three demo children in a row finished before they could be paused")
+        browser.find_element(By.ID, "steer-input").send_keys("focus only on billing evidence")
+        browser_click(browser, "steer-btn")
+        steer = wait.until(lambda d: _sent(d, "steer"))
+        assert steer["receipt"] == "accepted", steer
+        cid = steer["correlation_id"]
+        outcome = browser.find_element(
+            By.CSS_SELECTOR,
+            f'[data-testid="sent-command"][data-correlation-id="{cid}"] [data-testid="outcome"]',
+        )
+        wait.until(lambda d: outcome.text.startswith("accepted"))  # queued while paused
+        other = browser.find_element(
+            By.CSS_SELECTOR, '[data-testid="run-row"][data-agent="refund-approval"][data-depth="0"]'
+        )
+        other.click()  # another tree: the command's outcome is polled for, not streamed
+        wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+
+        # The page loses the network; meanwhile the run applies the command, then 150 more
+        # commands move on it.
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", offline)
+        with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=30) as client:
+            assert client.post(f"/runs/{run_id}/resume", json={}).json()["status"] == "accepted"
+
+            def state_of(page: list[dict[str, Any]]) -> str | None:
+                return next((c["state"] for c in page if c["correlation_id"] == cid), None)
+
+            deadline = time.monotonic() + WAIT_S
+            while state_of(client.get(f"/runs/{run_id}/steering").json()) != "applied":
+                assert time.monotonic() < deadline, "the demo child never applied the steer"
+                time.sleep(0.2)
+            for _ in range(150):
+                r = client.post(f"/runs/{run_id}/commands", json={"kind": "request_status"})
+                assert r.status_code in (200, 202), r.text
+            newest = client.get(f"/runs/{run_id}/steering").json()
+            assert state_of(newest) is None, "the steer is still on the newest page"
+            assert outcome.text.startswith("accepted"), outcome.text  # not polled meanwhile
+        online = {**offline, "offline": False}
+        browser.execute_cdp_cmd("Network.emulateNetworkConditions", online)
+        wait.until(lambda d: outcome.get_attribute("class") == "terminal")
+        assert outcome.text == "applied", outcome.text
+
+
 def test_narrow_the_tools_then_cancel_an_orchestrator_from_the_console(
     browser: Any, tmp_path: Path
 ) -> None:

@@ -19,6 +19,9 @@
   // Outcomes kept of commands other pages sent (those of this page's own are always kept):
   // an event of a command this page sends can arrive before its receipt names it.
   const MAX_OUTCOMES = 200;
+  // Pages of a run's command history one poll reads at most, looking for the outcomes of
+  // the commands this page sent that are still open (100 commands a page).
+  const MAX_STEERING_PAGES = 50;
   const FINISHED = new Set(["completed", "cancelled", "aborted", "limit_exceeded", "failed"]);
   const TERMINAL = new Set(["steering.rejected", "steering.applied", "steering.superseded", "steering.failed"]);
   // The server names each SSE message after its event type; EventSource only hands named
@@ -320,19 +323,35 @@
   // picked another run since), or from a graph task's row (it goes to its graph run, whose
   // events a token narrowed to the task's entry does not receive; the server lists there
   // what was sent to the task).
+  //
+  // The history is read a page at a time, the newest first, older pages (its rel="next"
+  // links) only while a command looked for is not found yet: the newest page holds the
+  // latest 100 commands alone, and a command of this page's that more than 100 others moved
+  // past between two polls (a busy run, a tab the browser throttled, the network gone a
+  // while) stayed "accepted" for good. A command whose steps span pages is on each, its
+  // latest steps on the newer one: what is found first is its state.
   async function pollOutcomes(token) {
-    const rows = new Set();
+    const open = new Map(); // run id -> the correlation ids of this page's commands still open
     for (const entry of state.sent) {
       if (!entry.correlationId || outcome(entry).terminal) continue;
       const run = state.runs.get(entry.runId);
-      if ((run && run.task_id) || !streamed(entry)) rows.add(entry.runId);
+      if ((run && run.task_id) || !streamed(entry)) {
+        if (!open.has(entry.runId)) open.set(entry.runId, new Set());
+        open.get(entry.runId).add(entry.correlationId);
+      }
     }
-    for (const runId of rows) {
-      const result = await api(`${runPath(runId)}/steering`);
-      if (state.token !== token || !result.ok || !Array.isArray(result.data)) continue;
-      for (const command of result.data) {
-        const last = command.events && command.events[command.events.length - 1];
-        if (last) keepOutcome({ ...last, correlation_id: command.correlation_id });
+    for (const [runId, wanted] of open) {
+      let path = `${runPath(runId)}/steering`;
+      for (let page = 0; path && wanted.size && page < MAX_STEERING_PAGES; page += 1) {
+        const result = await api(path);
+        if (state.token !== token || !result.ok || !Array.isArray(result.data)) break;
+        for (const command of result.data) {
+          if (!wanted.delete(command.correlation_id)) continue;
+          const last = command.events && command.events[command.events.length - 1];
+          if (last) keepOutcome({ ...last, correlation_id: command.correlation_id });
+        }
+        // (the link names the API's path whole; never a token)
+        path = result.next && result.next.startsWith(`${API}/`) ? result.next.slice(API.length) : null;
       }
       renderSent();
     }
