@@ -481,6 +481,13 @@ async def test_a_token_whose_tenant_holds_nul_is_refused_not_a_store_outage(
         "events?last_event_id=%2B3&follow=false",
         "events?last_event_id=3.0&follow=false",
         "events?last_event_id=%D9%A3&follow=false",  # an Arabic-Indic 3, which int() reads
+        # a limit, as lax parsing read them: 50, 5, 5 and 5 (a proxy or a log may read
+        # another number, or none); a limit is digits only, as an event id is
+        "runs?limit=5_0",
+        "runs/{run}/trace?limit=%2B5",
+        "runs/{run}/steering?limit=%205",
+        "runs/{run}/tree?limit=5.0",
+        "runs/{run}/steering?limit=5%20",
     ],
 )
 async def test_a_bad_query_parameter_is_422(served: Served, query: str) -> None:

@@ -815,6 +815,19 @@ def _given_once(query: Any) -> None:
             )
 
 
+def _check_whole_number(query: Any, name: str) -> None:
+    """A 422 for ``?name=`` in ``query`` (the request's ``QueryParams``) that is not ASCII
+    digits: lax integer parsing read ``?limit=5_0`` as 50 and ``+5``, `` 5`` or ``5.0`` as 5,
+    where a proxy or a log in front may read another number, or none (as for event ids)."""
+    text = query.get(name)
+    if text is not None and not (text.isascii() and text.isdigit()):
+        raise Problem(
+            422,
+            f"query ?{name}=: {text[:40]!r} is no whole number (digits only)",
+            loc=("query", name),
+        )
+
+
 def _check_event_id(where: str, name: str, text: str | None, what: str) -> None:
     """A 422 for ``text`` (a parameter's value as sent) that is not an event-log id: as
     ``int()`` or a lax integer field reads it, "3_0" was 30 and "+3", " 3" or "3.0" was 3,
@@ -1301,6 +1314,7 @@ def create_app(
         ),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
+        _check_whole_number(request.query_params, "limit")
         if root_run_id is not None:
             await api.visible_root(p, root_run_id)
         runs, next_cursor = await api.visible_page(
@@ -1331,6 +1345,7 @@ def create_app(
         summary="A run and its subtree",
     )
     async def get_tree(
+        request: Request,
         run_id: str,
         limit: int = Query(
             default=TREE_LIMIT,
@@ -1340,6 +1355,7 @@ def create_app(
         ),
         p: Principal = Caller,
     ) -> dict[str, Any]:
+        _check_whole_number(request.query_params, "limit")
         await api.visible_run(p, run_id)
         tree = await control.tree(run_id, tenant_id=p.tenant_scope, limit=limit)
         if tree is None:
@@ -1370,6 +1386,7 @@ def create_app(
         ),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
+        _check_whole_number(request.query_params, "limit")
         _check_event_id("query", "before", request.query_params.get("before"), "a frame's id")
         await api.visible_run(p, run_id)
         # one more than asked for: whether an older page follows
@@ -1408,6 +1425,7 @@ def create_app(
         ),
         p: Principal = Caller,
     ) -> list[dict[str, Any]]:
+        _check_whole_number(request.query_params, "limit")
         _check_event_id("query", "before", request.query_params.get("before"), "a step's id")
         await api.visible_run(p, run_id)
         page = await control.steering(run_id, tenant_id=p.tenant_scope, limit=limit, before=before)
