@@ -17,7 +17,10 @@ instead (tool-call fragments the way a faulty server or proxy sends them).
 ``mode`` makes the server as strict as a real one: ``"llama.cpp"`` refuses what llama.cpp's
 message parser and the Jinja chat templates of llama-cpp-python refuse (HTTP 500, as
 llama-cpp-python answers a template error), ``"vllm"`` what vLLM's request validation refuses
-(HTTP 400); ``testkit/server_rules.py`` lists the rules and where they come from. A refused
+(HTTP 400), ``"openai"`` what OpenAI's API refuses and the others let through (HTTP 400 in
+OpenAI's error shape, ``param`` naming the field: ``tool_choice`` or ``parallel_tool_calls``
+without tools, a named ``tool_choice`` that is not among ``tools``, a strict ``json_schema``
+strict mode cannot hold); ``testkit/server_rules.py`` lists the rules and where they come from. A refused
 request does not use up a scripted reply; neither does a body that is no JSON object with a
 ``messages`` list, which is a 400 in every mode. Built on ``aiohttp.web`` (a litellm dependency),
 imported only when this module is.
@@ -39,7 +42,7 @@ from aiohttp import web
 from tinyagents.harness.model import ModelResponse, ToolCall, Usage
 
 from .models import count_tokens
-from .server_rules import llama_cpp_violation, vllm_violation
+from .server_rules import llama_cpp_violation, openai_param, openai_violation, vllm_violation
 
 #: The largest request body the server reads (aiohttp's default is 1 MiB).
 _MAX_BODY_BYTES = 256 * 1024 * 1024
@@ -125,11 +128,12 @@ class RawStream:
 
 ServerReply = str | ModelResponse | ErrorReply | Fault | RawStream | dict[str, Any]
 ScriptedServerReply = ServerReply | Callable[[dict[str, Any]], ServerReply]
-ServerMode = Literal["default", "llama.cpp", "vllm"]
+ServerMode = Literal["default", "llama.cpp", "vllm", "openai"]
 
 _CHECKS: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "llama.cpp": llama_cpp_violation,
     "vllm": vllm_violation,
+    "openai": openai_violation,
 }
 
 
@@ -149,7 +153,9 @@ class OpenAICompatServer:
         mode: ServerMode = "default",
     ):
         if mode not in ("default", *_CHECKS):
-            raise ValueError(f"mode must be 'default', 'llama.cpp' or 'vllm', got {mode!r}")
+            raise ValueError(
+                f"mode must be 'default', 'llama.cpp', 'vllm' or 'openai', got {mode!r}"
+            )
         self.model = model
         self.mode = mode
         self.requests: list[dict[str, Any]] = []
@@ -416,6 +422,14 @@ class OpenAICompatServer:
         return stream
 
     def _refuse(self, problem: str) -> web.Response:
+        if self.mode == "openai":  # OpenAI's 400, naming the field at fault
+            refusal = {
+                "message": problem,
+                "type": "invalid_request_error",
+                "param": openai_param(problem),
+                "code": None,
+            }
+            return web.json_response({"error": refusal}, status=400)
         if self.mode == "vllm":  # vLLM: a pydantic ValidationError becomes a 400
             error: dict[str, Any] = {
                 "object": "error",

@@ -15,10 +15,20 @@ calls of the assistant message just before them, as OpenAI itself requires.
 (``check_tool_usage``, ``validate_stream_options``, ``check_logprobs``). Unknown top-level
 fields are refused, as vLLM did with ``extra="forbid"`` (newer versions log "fields were
 present in the request but ignored" instead: a setting silently dropped is a bug either way).
+
+``openai_violation`` follows what OpenAI's chat completions API refuses with an HTTP 400 that
+the other modes let through: ``tools`` that is an empty list; ``tool_choice`` or
+``parallel_tool_calls`` without ``tools`` ("'parallel_tool_calls' is only allowed when 'tools'
+are specified"); a named ``tool_choice`` whose function is not among ``tools``; and a
+``response_format`` json_schema with ``strict: true`` that strict mode cannot hold ("Invalid
+schema for response_format ...": an object whose ``additionalProperties`` is not ``false``, or
+whose ``required`` does not list every one of its ``properties``). ``openai_param`` names the
+request field each refusal is about, as OpenAI's error body does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -303,5 +313,80 @@ def _first_problem(
 ) -> str | None:
     for check in checks:
         if problem := check(body):
+            return problem
+    return None
+
+
+def openai_violation(body: dict[str, Any]) -> str | None:
+    """Why OpenAI's chat completions API would answer ``body`` with a 400, or None (only the
+    rules listed in this module's docstring: the other modes check messages)."""
+    tools = body.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not tools):
+        return "Invalid 'tools': empty array. Expected an array with minimum length 1."
+    for key in ("tool_choice", "parallel_tool_calls"):
+        if body.get(key) is not None and not tools:
+            return f"Invalid value for '{key}': '{key}' is only allowed when 'tools' are specified."
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none", "required"):
+        if _named_choice_problem(choice, tools) is not None:
+            name = ((choice.get("function") or {}) if isinstance(choice, dict) else {}).get("name")
+            return f"Invalid value for 'tool_choice': function {name!r} not found in 'tools'."
+    return _openai_schema_problem(body.get("response_format"))
+
+
+def openai_param(problem: str) -> str | None:
+    """The request field an ``openai_violation`` is about (its error body's ``param``)."""
+    if problem.startswith("Invalid schema for response_format"):
+        return "response_format"
+    named = re.match(r"Invalid (?:value for )?'(\w+)'", problem)
+    return named.group(1) if named else None
+
+
+def _openai_schema_problem(response_format: Any) -> str | None:
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict) or spec.get("strict") is not True:
+        return None
+    problem = _strict_problem(spec.get("schema"), ())
+    if problem is None:
+        return None
+    return f"Invalid schema for response_format {spec.get('name')!r}: {problem}"
+
+
+#: Keys whose value is a map of names to schemas, and keys whose value is a schema or a list.
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_NESTS = ("items", "anyOf", "allOf", "oneOf", "prefixItems", "not")
+
+
+def _strict_problem(node: Any, context: tuple[str, ...]) -> str | None:
+    """What in this JSON schema (node) OpenAI's strict mode cannot hold, or None."""
+    if isinstance(node, list):
+        for item in node:
+            if problem := _strict_problem(item, context):
+                return problem
+        return None
+    if not isinstance(node, dict):
+        return None
+    if node.get("type") == "object" or "properties" in node:
+        if node.get("additionalProperties") is not False:
+            return (
+                f"In context={context}, 'additionalProperties' is required to be supplied "
+                "and to be false."
+            )
+        required = node.get("required")
+        listed = required if isinstance(required, list) else []
+        missing = [key for key in node.get("properties") or {} if key not in listed]
+        if missing:
+            return (
+                f"In context={context}, 'required' is required to be supplied and to be an "
+                f"array including every key in properties. Missing {missing[0]!r}."
+            )
+    for key in _SCHEMA_MAPS:
+        for name, sub in (node.get(key) or {}).items():
+            if problem := _strict_problem(sub, (*context, key, name)):
+                return problem
+    for key in _SCHEMA_NESTS:
+        if key in node and (problem := _strict_problem(node[key], (*context, key))):
             return problem
     return None

@@ -54,7 +54,7 @@ from tinyagents.testkit import (
     tool_calls,
 )
 
-MODES = ["default", "llama.cpp", "vllm"]
+MODES = ["default", "llama.cpp", "vllm", "openai"]
 
 
 @tool

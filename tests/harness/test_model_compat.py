@@ -1,5 +1,5 @@
 """Any OpenAI-compatible server: the agent loop over litellm's real HTTP path passes against
-the testkit server in its default mode and in modes as strict as llama.cpp and vLLM.
+the testkit server in its default mode and in modes as strict as llama.cpp, vLLM and OpenAI.
 
 The strict modes are tested too (a mode that refused nothing would make the matrix pass for
 nothing), including the exact request litellm built before the fix: an assistant message
@@ -24,7 +24,7 @@ from tinyagents.harness.litellm_model import _messages_to_openai
 from tinyagents.testkit import Gate, OpenAICompatServer, reply, tool_call, tool_calls
 from tinyagents.testkit.server_rules import llama_cpp_violation, vllm_violation
 
-MODES = ["default", "llama.cpp", "vllm"]
+MODES = ["default", "llama.cpp", "vllm", "openai"]
 
 
 @tool
