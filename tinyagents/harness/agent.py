@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
 from tinyagents.harness.limits import check_limits
-from tinyagents.harness.litellm_model import as_model
+from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
 from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
@@ -102,6 +102,7 @@ class Agent:
         self.model = as_model(model)
         self.instructions = instructions
         self.tools = _tool_dict(name, tools)
+        _check_forced_tool(name, self.model, self.tools)
         check_agent = getattr(supervisor, "check_agent", None)
         if check_agent is not None:  # a rule for a tool the agent lacks would never fire
             check_agent(name, frozenset(self.tools))
@@ -207,6 +208,22 @@ def _tool_dict(agent: str, tools: object) -> dict[str, Tool]:
             raise ConfigurationError(f"agent {agent!r} has two tools named {t.name!r}")
         by_name[t.name] = t
     return by_name
+
+
+def _check_forced_tool(agent: str, model: Model, tools: Mapping[str, Tool]) -> None:
+    """A ``LiteLLMModel(tool_choice=...)`` naming a tool this agent does not have could never
+    be sent (OpenAI refuses a tool_choice naming no offered tool): a mistake (a misspelt
+    name), said now. An agent without tools may share the model: its requests carry none of
+    the tool settings."""
+    if not isinstance(model, LiteLLMModel):
+        return
+    forced = forced_tool(model.litellm_kwargs.get("tool_choice"))
+    if forced is not None and tools and forced not in tools:
+        raise ConfigurationError(
+            f"agent {agent!r}: its model's tool_choice forces tool {forced!r}, which the agent "
+            f"does not have (its tools: {sorted(tools)}); give the agent that tool, or force "
+            "one it has"
+        )
 
 
 def _middleware_list(middleware: object) -> list[Middleware]:

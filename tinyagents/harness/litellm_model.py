@@ -88,7 +88,10 @@ class LiteLLMModel(Model):
     at ``retry_backoff_s``; everything else fails at once. Failures raise a ``ModelError``
     subclass (``ModelConnectionError``, ``ModelNotFoundError``, ...). Other keyword arguments
     are passed to every litellm call, but ``tool_choice`` and ``parallel_tool_calls`` only to
-    one that offers tools (OpenAI refuses them without).
+    one that offers tools (OpenAI refuses them without), and a ``tool_choice`` naming a tool
+    only to one that offers that tool (an ``Agent`` with tools but not that one is refused when
+    it is made; a run granted a subset without it, or steered away from it, lets the model
+    choose).
 
     ``stream`` (default True): the agent loop asks ``stream()``, so ``Agent.run_stream`` and
     ``handle.stream()`` show the tokens as they arrive; pass ``stream=False`` for a server
@@ -232,6 +235,11 @@ class LiteLLMModel(Model):
             kwargs["max_tokens"] = min(cap for cap in caps if cap is not None)
         if request.tools:
             kwargs["tools"] = [_tool_to_openai(spec) for spec in request.tools]
+            forced = forced_tool(kwargs.get("tool_choice"))
+            if forced is not None and all(spec.name != forced for spec in request.tools):
+                # a tool steering took away (or the run was not granted) cannot be forced:
+                # OpenAI refuses a tool_choice naming no offered tool, so the model chooses
+                del kwargs["tool_choice"]
         else:
             # OpenAI refuses both without tools ("'parallel_tool_calls' is only allowed when
             # 'tools' are specified"), as pydantic-ai leaves them out: a model made with them
@@ -838,6 +846,16 @@ def _check_api_base(api_base: object) -> None:
 
 #: Settings a request may carry only beside ``tools``.
 _TOOL_ONLY_SETTINGS = ("tool_choice", "parallel_tool_calls")
+
+
+def forced_tool(tool_choice: object) -> str | None:
+    """The tool a ``tool_choice`` forces (OpenAI's ``{"type": "function", "function":
+    {"name": ...}}``), or None for ``"auto"``, ``"required"``, ``"none"`` or none."""
+    if not isinstance(tool_choice, dict):
+        return None
+    function = tool_choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: object) -> None:
