@@ -90,10 +90,23 @@ class ActiveRun(Protocol):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class RunContext(Record):
+    """What a tool (as ``ctx``) and middleware reach of the run they serve.
+
+    A tool, and the ``tool`` hooks of middleware around it, get a context for their call:
+    ``tool_call_id`` and ``tool_name`` name the call (the id its result answers), and
+    ``retry`` counts the calls of that tool just before it, in this run, that failed (an
+    error result: bad arguments, a ``ToolError``, an exception, a timeout), as pydantic-ai's
+    ``RunContext.retry`` does; it is 0 after a call that succeeded. Elsewhere (``model``
+    hooks) the three are ``None``, ``None`` and 0.
+    """
+
     runtime: RunHost
     handle: RunHandle
     agent: AgentView
     run: ActiveRun
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    retry: int = 0
 
     @property
     def info(self) -> RunInfo:

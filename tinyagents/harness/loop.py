@@ -146,6 +146,9 @@ class AgentRun(RunDriver):
         self.info = handle.info
         self.messages = messages
         self.ctx = RunContext(runtime=runtime, handle=handle, agent=agent, run=self)
+        #: How many calls of each of the agent's tools failed in a row (``RunContext.retry``);
+        #: a tool's count goes when a call of it succeeds. At most one per tool of the agent.
+        self._failed_in_a_row: dict[str, int] = {}
         self.paused = False
         #: The newest pause applied (``apply``): an older resume is superseded by it.
         self.last_pause: SteeringCommand | None = None
@@ -334,6 +337,7 @@ class AgentRun(RunDriver):
             error=True,
         )
         self._record_result(call, result)
+        self._count_failure(call.name, True)
         last = next(m for m in reversed(self.messages) if m.role == "assistant")
         calls = last.tool_calls
         return calls, next(i for i, c in enumerate(calls) if c.id == call.id)
@@ -687,6 +691,15 @@ class AgentRun(RunDriver):
             args_summary=summarize(call.args),
         )
 
+        ctx = RunContext(
+            runtime=self.runtime,
+            handle=self.handle,
+            agent=self.agent,
+            run=self,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            retry=self._failed_in_a_row.get(call.name, 0),
+        )
         left = deadline_left(self.info)
         limit = self.info.limits.tool_timeout_s
         if left is not None:  # a tool may take no longer than the run has left
@@ -710,7 +723,7 @@ class AgentRun(RunDriver):
                     c,
                     timeout_s=limit,
                     available=sorted(allowed),
-                    ctx=self.ctx,
+                    ctx=ctx,
                     on_timeout=self._tool_timed_out,
                 )
             except GeneratorExit:
@@ -719,7 +732,7 @@ class AgentRun(RunDriver):
                 self._closed_call = call
                 raise
 
-        handler = fold(self._tool_hooks, self.ctx, dispatch) if self._tool_hooks else dispatch
+        handler = fold(self._tool_hooks, ctx, dispatch) if self._tool_hooks else dispatch
         self._in_tool = call
         try:
             result = await handler(call)
@@ -740,7 +753,16 @@ class AgentRun(RunDriver):
         if result.refused:  # the tool never ran: the call does not spend the tool budget
             release_tool_call(self.info, self.runtime.runs.tree)
         self._record_result(call, result)
+        self._count_failure(call.name, result.error)
         return result
+
+    def _count_failure(self, name: str, failed: bool) -> None:
+        """Keep ``RunContext.retry``'s count for the agent's tool ``name`` (a name the model
+        made up is not counted: the map stays as small as the agent's tools)."""
+        if not failed:
+            self._failed_in_a_row.pop(name, None)
+        elif name in self.agent.tools:
+            self._failed_in_a_row[name] = self._failed_in_a_row.get(name, 0) + 1
 
     def _record_result(self, call: ToolCall, result: ToolResult) -> None:
         self.messages.append(result.to_message())
