@@ -66,7 +66,7 @@ from tinyagents.console import (
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event, ModelEvent, RunEvent, SteeringEvent, SubAgentEvent
 from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall, Usage
-from tinyagents.store.sqlite import MIGRATIONS, newer_message
+from tinyagents.store.sqlite import MIGRATIONS, newer_message, newest_version
 
 CORPUS = {
     "billing": "Invoice #1042 was charged twice on 2026-03-02 (ledger rows 88 and 91).",
@@ -297,12 +297,19 @@ def open_store_file(path: Path) -> sqlite3.Connection:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         found = None  # the steering log's schema version (None: no steering log)
         if "migrations" in tables:
-            (found,) = conn.execute(
-                "SELECT MAX(version) FROM migrations WHERE name = 'steering'"
-            ).fetchone()
+            found = newest_version(
+                (
+                    r[0]
+                    for r in conn.execute("SELECT version FROM migrations WHERE name = 'steering'")
+                ),
+                "migrations",
+            )
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"{path} is not a tinyagents store: {exc}") from exc
+    except StoreError as exc:
+        conn.close()
+        raise StoreError(f"cannot read {path}: {exc}") from exc
     if found is None or not {"runs", "events"} <= tables:
         conn.close()
         raise StoreError(f"{path} is not a tinyagents store: it has no steering log")

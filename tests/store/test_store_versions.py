@@ -125,3 +125,43 @@ async def test_inspect_refuses_a_store_file_a_newer_version_wrote(
     assert f"version {FUTURE}" in message and f"up to {known}" in message
     assert await inspect_store(str(path)) == 2
     assert "newer version of tinyagents" in capsys.readouterr().out
+
+
+def _damage_versions(path: Path, table: str) -> None:
+    # (the checkpointer's version is its table's INTEGER PRIMARY KEY: SQLite refuses text there)
+    # a version that is no number: SQLite keeps text that does not read as one in an INTEGER
+    # column (a hand edit, another program's row); comparing it with the known versions raised
+    # TypeError out of every open and out of inspect (a traceback at the command line)
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE {table} SET version = 'abc' WHERE version = 1")
+
+
+async def test_a_sqlite_store_whose_schema_version_is_no_number_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "damaged.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    _damage_versions(path, "migrations")
+    before = _versions(path, "SELECT name, version FROM migrations ORDER BY rowid")
+    with pytest.raises(StoreError) as caught:
+        await SqliteStore(path).open()
+    message = str(caught.value)
+    assert str(path) in message and "'abc'" in message and "no whole number" in message
+    assert _versions(path, "SELECT name, version FROM migrations ORDER BY rowid") == before
+
+
+async def test_inspect_refuses_a_store_file_whose_schema_version_is_no_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "damaged.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    _damage_versions(path, "migrations")
+    with pytest.raises(StoreError) as caught:
+        read_store(path)
+    assert str(path) in str(caught.value) and "'abc'" in str(caught.value)
+    assert await inspect_store(str(path)) == 2
+    assert "no whole number" in capsys.readouterr().out

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -947,10 +947,27 @@ async def refuse_newer(
     ):
         return
     where, args = (" WHERE name = ?", (schema,)) if schema is not None else ("", ())
-    rows = await db.execute_fetchall(f"SELECT MAX(version) FROM {record}{where}", args)
-    found = next(iter(rows))[0]
+    rows = await db.execute_fetchall(f"SELECT version FROM {record}{where}", args)
+    found = newest_version((r[0] for r in rows), record)
     if found is not None and found > known:
         raise StoreError(newer_message(schema or record, found, known))
+
+
+def newest_version(versions: Iterable[Any], record: str) -> int | None:
+    """The newest of the schema versions read from the ``record`` of migrations (None for
+    none); ``StoreError`` for one that is no whole number: SQLite keeps text that does not read
+    as a number in an INTEGER column (a hand edit, another program's row), and comparing it
+    with the known versions raised ``TypeError`` out of an open and out of ``inspect``."""
+    found: int | None = None
+    for version in versions:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise StoreError(
+                f"its {record} record holds a schema version that is no whole number "
+                f"({version!r}): the file is damaged, or not tinyagents' own (nothing was "
+                "written)"
+            )
+        found = version if found is None else max(found, version)
+    return found
 
 
 def newer_message(schema: str, found: int, known: int) -> str:
@@ -1108,8 +1125,9 @@ async def _migrate_once(
     async with db.execute("SELECT version FROM migrations WHERE name = ?", (name,)) as cur:
         done = {r[0] for r in await cur.fetchall()}
     known = migrations[-1][0]
-    if done and max(done) > known:
-        raise StoreError(newer_message(name, max(done), known))
+    newest = newest_version(done, "migrations")
+    if newest is not None and newest > known:
+        raise StoreError(newer_message(name, newest, known))
     for version, script in migrations:
         if version in done:
             continue
