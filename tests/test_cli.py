@@ -10,6 +10,7 @@ import json
 import operator
 import os
 import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -462,3 +463,20 @@ def test_inspect_merges_the_entries_of_a_task_from_an_older_store() -> None:
     assert settled["r-agent"].parent_run_id == "gt-3"
     assert settled["gt-2"].status == "completed"
     assert settled["gt-2"].note == "left waiting when the graph run ended completed"
+
+
+async def test_inspect_of_a_run_whose_snapshot_is_damaged_says_so(
+    demo_db: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it said "run r-... is not in demo.db; runs: ..." of a run whose row is there, damaged
+    runs, _, _ = read_store(Path(demo_db["db"]))
+    research = next(r for r in runs if r["status"] == "limit_exceeded")["run_id"]
+    with sqlite3.connect(demo_db["db"]) as db:
+        db.execute("UPDATE runs SET data = '{broken' WHERE run_id = ?", (research,))
+    db.close()
+    capsys.readouterr()
+    assert await inspect_store(demo_db["db"], research) == 2
+    printed = capsys.readouterr().out
+    assert "is not in" not in printed
+    assert f"run snapshot of {research!r}: it is not JSON" in printed
+    assert len(printed.strip().splitlines()) == 1

@@ -303,14 +303,18 @@ def read_store(
     unreadable = 0
     try:
         runs: list[dict[str, Any]] = []
-        for (data,) in conn.execute("SELECT data FROM runs ORDER BY rowid"):
+        damaged: dict[str, str] = {}  # why each run's snapshot no longer reads, by its key
+        for data, key in conn.execute("SELECT data, run_id FROM runs ORDER BY rowid"):
             try:
-                runs.append(read_snapshot(data))
-            except (ValueError, TypeError):
+                runs.append(read_snapshot(data, key))
+            except (ValueError, TypeError) as exc:
                 unreadable += 1
+                damaged[str(key)] = str(exc)
         root: str | None = None
         if run_id is not None:
             found = [r for r in runs if r["run_id"] == run_id]
+            if not found and run_id in damaged:  # it is there: "not in" sent users looking
+                raise StoreError(f"cannot read {path}: {damaged[run_id]}")
             if not found:
                 known = ", ".join(str(r["run_id"]) for r in runs[:10]) or "none"
                 raise StoreError(f"run {run_id} is not in {path}; runs: {known}")

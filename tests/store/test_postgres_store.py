@@ -758,12 +758,15 @@ async def test_a_run_snapshot_that_does_not_read_is_a_store_error(
         "kind": "agent",
         "created_at": "2026-12-01T00:00:00+00:00",
     }
-    await store.save_runs([snapshot])
-    await sql(f'UPDATE "{schema}".runs SET data = $1', damaged)
+    await store.save_runs([snapshot, {**snapshot, "run_id": "r-2", "root_run_id": "r-2"}])
+    await sql(f"UPDATE \"{schema}\".runs SET data = $1 WHERE run_id = 'r-1'", damaged)
     for read in (
         lambda: store.load_run("r-1"),
         lambda: store.load_runs(),
         lambda: store.list_runs(tenant_id="acme"),
     ):
-        with pytest.raises(StoreError, match="could not read a run snapshot"):
+        # the error names the row's run (its key), whatever the damage: the one to repair
+        with pytest.raises(StoreError, match="could not read a run snapshot") as caught:
             await read()
+        assert "'r-1'" in str(caught.value)
+    assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read

@@ -565,3 +565,35 @@ async def test_a_run_snapshot_that_no_longer_reads_is_a_store_error(tmp_path: Pa
             await store.load_run("r-1")
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "'{broken'",
+        "'[1, 2]'",
+        "X'fffe00'",  # not UTF-8 (json.loads read bytes as UTF-16 and said so)
+        """'{"run_id": 7, "root_run_id": "r-1", "tenant_id": "acme", "status": "completed"}'""",
+    ],
+)
+async def test_a_damaged_run_snapshot_is_named_by_its_run(tmp_path: Path, damaged: str) -> None:
+    # "could not read: Expecting value: line 1 column 1 (char 0)" out of a listing of
+    # thousands of runs: which row to repair was nowhere; the row's key names it
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        await store.save_runs([RunInfo(run_id="r-1").snapshot(), RunInfo(run_id="r-2").snapshot()])
+        await store.db.execute(f"UPDATE runs SET data = {damaged} WHERE run_id = 'r-1'")
+        await store.db.commit()
+        for read in (
+            lambda: store.load_run("r-1"),
+            lambda: store.load_runs(),
+            lambda: store.list_runs(),
+        ):
+            with pytest.raises(StoreError, match="could not read") as caught:
+                await read()
+            assert "'r-1'" in str(caught.value)
+            assert "utf-16" not in str(caught.value)
+        assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
+    finally:
+        await store.close()

@@ -359,17 +359,24 @@ _SNAPSHOT_FIELDS: dict[str, tuple[tuple[type, ...], tuple[type, ...] | None]] = 
 }
 
 
-def read_snapshot(text: str | bytes) -> dict[str, Any]:
-    """A run snapshot read back from a store; ``ValueError`` for one that is not JSON, or is
-    JSON of another shape (not an object, without the run's ids as text, a known field of
-    the wrong type): a damaged row is the store's error to report, never a ``KeyError`` or
-    ``TypeError`` in whoever reads it."""
-    snapshot = json.loads(text)
+def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any]:
+    """A run snapshot read back from a store; ``ValueError`` for one that is not JSON (or not
+    UTF-8), or is JSON of another shape (not an object, without the run's ids as text, a
+    known field of the wrong type): a damaged row is the store's error to report, never a
+    ``KeyError`` or ``TypeError`` in whoever reads it. ``run_id`` is the row's key: the error
+    names it, the one row to repair, whatever the damage (a listing reads thousands)."""
+    of = f"run snapshot of {run_id!r}" if run_id is not None else "run snapshot"
+    try:
+        snapshot = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except UnicodeDecodeError:
+        raise ValueError(f"{of}: it is not UTF-8 text") from None
+    except ValueError as exc:
+        raise ValueError(f"{of}: it is not JSON ({exc})") from None
     if not isinstance(snapshot, dict):
-        raise ValueError(f"a run snapshot is a JSON object, got {type(snapshot).__name__}")
+        raise ValueError(f"{of}: it is JSON but no object, got {type(snapshot).__name__}")
     for key in _SNAPSHOT_IDS:
         if not isinstance(snapshot.get(key), str):
-            raise ValueError(f"run snapshot without {key!r} as text")
+            raise ValueError(f"{of}: no {key!r} as text")
     for key, (types, items) in _SNAPSHOT_FIELDS.items():
         if key not in snapshot:
             continue
@@ -378,7 +385,7 @@ def read_snapshot(text: str | bytes) -> dict[str, Any]:
             items is not None and not all(isinstance(i, items) for i in snapshot[key] or ())
         ):
             raise ValueError(
-                f"run snapshot of {snapshot['run_id']!r}: {key} is {repr(value)[:200]}"
+                f"run snapshot of {run_id or snapshot['run_id']!r}: {key} is {repr(value)[:200]}"
             )
     return snapshot
 

@@ -206,7 +206,7 @@ MIGRATIONS: list[tuple[int, str]] = [
 ]
 
 #: A runs row's snapshot and its ``SILENCE_S``: seconds since the database heard it.
-_RUN = "data, EXTRACT(EPOCH FROM clock_timestamp() - heard_at)"
+_RUN = "data, EXTRACT(EPOCH FROM clock_timestamp() - heard_at), run_id"
 
 #: The time ``{}`` seconds ago by the database's clock: the inbox's times are all stamped by
 #: it (``clock_timestamp()``), so its lease and retention never compare two machines' clocks.
@@ -839,7 +839,7 @@ def _snapshot(row: Any) -> dict[str, Any]:
     damaged one (not JSON, or JSON of another shape: ``read_snapshot``) is a ``StoreError``,
     as on SQLite: never a ``ValueError`` or ``KeyError`` in whoever reads it."""
     try:
-        snapshot = read_snapshot(row[0])
+        snapshot = read_snapshot(row[0], row[2])
     except ValueError as exc:
         raise StoreError(f"PostgreSQL store: could not read a run snapshot: {exc}") from exc
     if row[1] is not None:

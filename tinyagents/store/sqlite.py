@@ -574,12 +574,12 @@ class SqliteStore(Store):
         return True
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT data FROM runs"
+        sql = "SELECT data, run_id FROM runs"
         args: tuple[str, ...] = ()
         if tenant_id is not None:
             sql, args = sql + " WHERE tenant_id = ?", (tenant_id,)
         async with self._reading(sql + " ORDER BY rowid", args) as cur:
-            return [read_snapshot(r[0]) for r in await cur.fetchall()]
+            return [read_snapshot(r[0], r[1]) for r in await cur.fetchall()]
 
     async def list_runs(
         self,
@@ -591,12 +591,12 @@ class SqliteStore(Store):
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         where, args = _run_filters(tenant_id, statuses, root_run_id, before)
-        sql = "SELECT data FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
+        sql = "SELECT data, run_id FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
             # max: SQLite reads LIMIT -1 as no limit
             sql, args = sql + " LIMIT ?", [*args, sql_int(max(limit, 0))]
         async with self._reading(sql, args) as cur:
-            return [read_snapshot(r[0]) for r in await cur.fetchall()]
+            return [read_snapshot(r[0], r[1]) for r in await cur.fetchall()]
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
@@ -619,10 +619,12 @@ class SqliteStore(Store):
         return commands
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
-        async with self._reading("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
+        async with self._reading(
+            "SELECT data, run_id FROM runs WHERE run_id = ?", (run_id,)
+        ) as cur:
             row = await cur.fetchone()
             # read in here, as load_runs does: a damaged snapshot is a StoreError
-            return read_snapshot(row[0]) if row is not None else None
+            return read_snapshot(row[0], row[1]) if row is not None else None
 
     async def read_events(
         self,
