@@ -3,6 +3,7 @@ and a file that is not a database is refused unchanged."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tinyagents.errors import StoreError
-from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
 
 
 def _exits_by_itself(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -88,3 +89,56 @@ async def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(tmp_p
     assert path.read_bytes() == garbage
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
     await checkpointer.aclose()  # nothing to close: harmless
+
+
+def _checkpoint(seq: int) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread_id="t",
+        checkpoint_id=f"c{seq}",
+        parent_id=f"c{seq - 1}" if seq else None,
+        seq=seq,
+        step=seq,
+        snapshot=seq == 0,
+        values={"n": seq},
+        frontier=[{"node": "a"}],
+        frontier_id=f"f{seq}",
+        lineage="L",
+        source="loop",
+    )
+
+
+#: Checkpoint bodies that are not what a checkpointer wrote: not JSON, JSON of another
+#: shape (no object, a part missing, a part of the wrong type).
+DAMAGED_BODIES = [
+    "{broken",
+    "[1, 2]",
+    '{"values": {}}',
+    '{"values": 1, "frontier": [], "frontier_id": "f", "lineage": "L"}',
+]
+
+
+@pytest.mark.parametrize("body", DAMAGED_BODIES)
+async def test_a_damaged_checkpoint_is_a_store_error_naming_it(tmp_path: Path, body: str) -> None:
+    # json's JSONDecodeError, a KeyError ('frontier') or a TypeError came out of latest(),
+    # get(), chain() and list() (and so out of a graph's resume or get_state), naming nothing
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.put(_checkpoint(0))
+        await cp.put(_checkpoint(1))
+        await cp.put_writes("t", "", "f1", [WriteRecord(task_id="k", kind="result", value=1)])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE checkpoints SET body = ? WHERE checkpoint_id = 'c1'", (body,))
+        db.execute("UPDATE checkpoint_writes SET value = '{broken'")
+    db.close()
+    async with SqliteCheckpointer(path) as cp:
+        for read in (
+            lambda: cp.latest("t"),
+            lambda: cp.get("t", "c1"),
+            lambda: cp.chain("t"),
+            lambda: cp.list("t"),
+        ):
+            with pytest.raises(StoreError, match="checkpoint 'c1' of thread 't'"):
+                await read()
+        with pytest.raises(StoreError, match="pending write of task 'k'"):
+            await cp.get_writes("t", "", "f1")
+        assert (await cp.get("t", "c0") or _checkpoint(9)).values == {"n": 0}  # others read

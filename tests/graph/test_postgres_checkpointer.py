@@ -584,3 +584,42 @@ async def test_a_sub_graph_node_name_of_the_longest_length_fits_the_namespace_ke
     assert result.status == "interrupted" and result.interrupts[0].ns.startswith(name)
     with pytest.raises(GraphValidationError, match="at most 256"):
         StateGraph(S).add_node(_incompressible(3000), _sub_graph_that_asks())
+
+
+async def test_a_damaged_checkpoint_is_a_store_error_naming_it(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    """As on SQLite (``test_checkpointer_reliability``): a body that is not what was written
+    is a ``StoreError`` naming the checkpoint, not a ``KeyError`` out of every read."""
+    for seq in (0, 1):
+        await cp.put(
+            CheckpointRecord(
+                thread_id="t",
+                checkpoint_id=f"c{seq}",
+                parent_id=f"c{seq - 1}" if seq else None,
+                seq=seq,
+                step=seq,
+                snapshot=seq == 0,
+                values={"n": seq},
+                frontier=[],
+                frontier_id=f"f{seq}",
+                lineage="L",
+                source="loop",
+            )
+        )
+    await cp.put_writes("t", "", "f1", [WriteRecord(task_id="k", kind="result", value=1)])
+    conn = await asyncpg.connect(postgres_dsn())
+    try:
+        await conn.execute(
+            f'UPDATE "{schema}".checkpoints SET body = \'{{"values": {{}}}}\' '
+            "WHERE checkpoint_id = 'c1'"
+        )
+        await conn.execute(f"UPDATE \"{schema}\".checkpoint_writes SET value = '{{broken'")
+    finally:
+        await conn.close()
+    for read in (lambda: cp.latest("t"), lambda: cp.get("t", "c1"), lambda: cp.list("t")):
+        with pytest.raises(StoreError, match="checkpoint 'c1' of thread 't' no longer reads"):
+            await read()
+    with pytest.raises(StoreError, match="pending write of task 'k'"):
+        await cp.get_writes("t", "", "f1")
+    assert (await cp.get("t", "c0") or (await cp.list("t"))[0]).values == {"n": 0}

@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from tinyagents._record import Record
-from tinyagents.errors import InvalidUpdateError, ThreadBusy
+from tinyagents.errors import InvalidUpdateError, StoreError, ThreadBusy
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -80,7 +80,7 @@ class CheckpointRecord(Record):
         """A record from a database row of the columns ``ROW_COLUMNS`` (``body`` as JSON
         text, the shape ``body()`` gives); ``with_values=False`` leaves the values out."""
         checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
-        data = json.loads(body)
+        data = _read_body(body, thread_id, ns, checkpoint_id)
         return cls(
             thread_id=thread_id,
             ns=ns,
@@ -100,6 +100,62 @@ class CheckpointRecord(Record):
             written=data.get("written", []),
             metadata=data.get("metadata", {}),
         )
+
+
+#: The parts of a checkpoint's body and the type each must be read back as (``body()``);
+#: the first four are always written, the others by newer versions.
+_BODY: dict[str, type] = {
+    "values": dict,
+    "frontier": list,
+    "frontier_id": str,
+    "lineage": str,
+    "barriers": dict,
+    "tasks": list,
+    "written": list,
+    "metadata": dict,
+}
+_BODY_REQUIRED = ("values", "frontier", "frontier_id", "lineage")
+
+
+def _where(thread_id: str, ns: str) -> str:
+    return f"thread {thread_id!r}" + (f" (namespace {ns!r})" if ns else "")
+
+
+def _read_body(body: str | bytes, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any]:
+    """A checkpoint's body read back; one that is not what a checkpointer wrote (not JSON,
+    JSON of another shape) is a ``StoreError`` naming the checkpoint: json's error, a
+    ``KeyError`` or a ``TypeError`` came out of every read of the thread, naming nothing."""
+    what = f"checkpoint {checkpoint_id!r} of {_where(thread_id, ns)}"
+    try:
+        data = json.loads(body)
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise StoreError(f"{what} no longer reads: it is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"{what} no longer reads: a JSON {type(data).__name__}, not an object")
+    for key, kind in _BODY.items():
+        if key not in data and key in _BODY_REQUIRED:
+            raise StoreError(f"{what} no longer reads: it has no {key!r}")
+        if key in data and not isinstance(data[key], kind):
+            raise StoreError(
+                f"{what} no longer reads: its {key!r} is {type(data[key]).__name__}, "
+                f"not {kind.__name__}"
+            )
+    return data
+
+
+def read_write(
+    thread_id: str, ns: str, frontier_id: str, task_id: str, kind: str, key: str, value: Any
+) -> WriteRecord:
+    """A pending write read back from its row; a value that is not JSON is a ``StoreError``
+    naming the write (json's error came out of ``get_writes``, naming nothing)."""
+    try:
+        loaded = json.loads(value)
+    except ValueError as exc:
+        raise StoreError(
+            f"pending write of task {task_id!r} ({kind}) of {_where(thread_id, ns)}, frontier "
+            f"{frontier_id!r}, no longer reads: it is not JSON ({exc})"
+        ) from None
+    return WriteRecord(task_id=task_id, kind=kind, key=key, value=loaded)
 
 
 #: The columns of a checkpoint row in a database, in ``CheckpointRecord.from_row`` order.

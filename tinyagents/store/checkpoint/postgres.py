@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 import os
 import time
 from typing import Any
@@ -60,6 +59,7 @@ from tinyagents.store.checkpoint.base import (
     check_lease_ttl,
     check_limit,
     compact_json,
+    read_write,
     stale_message,
 )
 from tinyagents.store.urls import redacted
@@ -434,9 +434,7 @@ class PostgresCheckpointer(Checkpointer):
             ns,
             frontier_id,
         )
-        return [
-            WriteRecord(task_id=t, kind=k, key=key, value=json.loads(v)) for t, k, key, v in rows
-        ]
+        return [read_write(thread_id, ns, frontier_id, t, k, key, v) for t, k, key, v in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
         pool = await self._db()

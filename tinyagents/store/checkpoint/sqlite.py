@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import json
 import os
 import sqlite3
 import time
@@ -38,6 +37,7 @@ from tinyagents.store.checkpoint.base import (
     check_lease_ttl,
     check_limit,
     compact_json,
+    read_write,
     stale_message,
 )
 from tinyagents.store.sqlite import (
@@ -375,9 +375,7 @@ class SqliteCheckpointer(Checkpointer):
             "AND ns = ? AND frontier_id = ? ORDER BY rowid",
             (thread_id, ns, frontier_id),
         )
-        return [
-            WriteRecord(task_id=t, kind=k, key=key, value=json.loads(v)) for t, k, key, v in rows
-        ]
+        return [read_write(thread_id, ns, frontier_id, t, k, key, v) for t, k, key, v in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
         for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
