@@ -378,3 +378,18 @@ async def test_cli_list_of_a_root_it_cannot_find_is_not_found_either_way(
         assert code == 1 and json.loads(out) == {"error": "not found", "run_id": root}, out
     code, out, err = await cli("--root", run.run_id, "--json", *store)
     assert code == 0 and [r["run_id"] for r in json.loads(out)] == [run.run_id], (out, err)
+
+
+def test_cli_a_key_file_that_is_not_text_is_refused_in_words_and_kept(tmp_path: Path) -> None:
+    # it said "'ascii' codec can't decode byte 0xca in position 0: ordinal not in range(128)"
+    content = b"\xca\xfe" + b"\x00" * 62
+    key = tmp_path / "k"
+    key.write_bytes(content)
+    done = tinyagents(
+        "token", "mint", "--tenant", "a", "--user", "u", "--key-file", "k", cwd=tmp_path
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "is not an Ed25519 private key in hex" in done.stderr, done.stderr
+    assert "codec" not in done.stderr and "Traceback" not in done.stderr
+    assert "k" in done.stderr and len(done.stderr) < 400
+    assert key.read_bytes() == content

@@ -155,8 +155,14 @@ class Auth:
             _create_key_file(path, cls.generate_key())
         try:
             text = path.read_text(encoding="ascii")
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise ConfigurationError(f"cannot read the server key file {path}: {exc}") from None
+        except UnicodeDecodeError as exc:  # binary: no hex key ("'ascii' codec can't decode")
+            raise ConfigurationError(
+                f"the server key file {path} is not an Ed25519 private key in hex (64 hex "
+                f"digits): it holds byte {exc.object[exc.start]:#04x}, no text; give the key "
+                "file 'tinyagents serve' made, or the path of one to create"
+            ) from None
         return cls(text)
 
     @classmethod
