@@ -599,3 +599,18 @@ def test_a_rule_built_in_python_needs_no_when_of_its_own_kind() -> None:
     ]
     with pytest.raises(SupervisorSpecError, match="when"):
         SupervisorSpec.model_validate({"rules": [{"tool": "search"}]})
+
+
+@pytest.mark.parametrize("key", ["criteria_file", "models_file", "steering_dir"])
+def test_a_blank_path_is_refused_naming_the_line(key: str) -> None:
+    # "criteria_file: ''" names no file: it resolved to the spec's own directory, and was at
+    # most a warning ("not a regular file (/the/spec/dir)"), the judge failing when it started
+    text = f"model: openai/x\ncriteria: x\n{key}: ' '\n".replace(
+        "criteria: x\ncriteria_file", "criteria_file"
+    )
+    with pytest.raises(SupervisorSpecError) as caught:
+        SupervisorSpec.from_yaml(text)
+    assert key in str(caught.value) and "blank" in str(caught.value)
+    assert caught.value.line == text.count("\n")
+    with pytest.raises(SupervisorSpecError, match="blank"):
+        SupervisorSpec(**{key: ""})  # type: ignore[arg-type]

@@ -262,9 +262,13 @@ def _fits_a_command(value: str) -> str:
 
 
 def _a_path(value: str) -> str:
-    """A path as text: no NUL character (the OS refuses it, as a bare ValueError)."""
+    """A path as text: no NUL character (the OS refuses it, as a bare ValueError), not blank
+    (it named no file: read as the spec's own directory, at most a warning, and the judge
+    failed when it started)."""
     if "\x00" in value:
         raise ValueError("a path holds no NUL character")
+    if not value.strip():
+        raise ValueError("must not be blank: name the path, or leave the key out")
     return value
 
 
