@@ -314,3 +314,16 @@ def test_a_file_name_too_long_for_the_os_is_a_finding_not_a_traceback(tmp_path: 
     spec.write_text(f"model: judge\ncriteria_file: {long}.md\nmodels_file: {long}.yaml\n")
     findings = validate_file(spec)
     assert [(f.severity, f.line) for f in findings] == [("warning", 2), ("warning", 3)]
+
+
+@pytest.mark.parametrize("target", ["loop", "missing"])
+def test_a_symlink_that_leads_nowhere_is_said_to_be_one(tmp_path: Path, target: str) -> None:
+    # it said "no such file" of a name that is there (ls lists it), a symlink in a loop or
+    # to a file that is gone, which sent the user looking for a typo
+    link = tmp_path / "spec.yaml"
+    link.symlink_to(link if target == "loop" else tmp_path / "gone.yaml")
+    out = io.StringIO()
+    assert validate_command(str(link), out) == 1
+    printed = out.getvalue()
+    assert "no such file" not in printed and "a symlink" in printed, printed
+    assert ("gone.yaml" in printed) == (target == "missing")

@@ -723,7 +723,11 @@ def not_a_file(path: Path) -> str:
     try:
         if path.is_dir():
             return "a directory, not a file"
-        return "not a regular file" if path.exists() else "no such file"
+        if path.exists():
+            return "not a regular file"
+        if path.is_symlink():  # it is there (ls lists it): "no such file" sent users to a typo
+            return f"a symlink to {os.readlink(path)!r}, which leads nowhere (gone, or a loop)"
+        return "no such file"
     except OSError as exc:  # a name the OS refuses
         return exc.strerror or type(exc).__name__
 
