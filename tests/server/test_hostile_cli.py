@@ -393,3 +393,21 @@ def test_cli_a_key_file_that_is_not_text_is_refused_in_words_and_kept(tmp_path: 
     assert "codec" not in done.stderr and "Traceback" not in done.stderr
     assert "k" in done.stderr and len(done.stderr) < 400
     assert key.read_bytes() == content
+
+
+@pytest.mark.parametrize("think", ["abc", "nan", "-1", "inf", "1e308"])
+def test_serve_demo_with_a_think_time_that_is_no_duration_is_refused_before_anything_starts(
+    tmp_path: Path, think: str
+) -> None:
+    # "abc" was a ValueError traceback once the server had started; "nan" made the demo's
+    # task fail unseen (no runs), "inf" left its first answer thinking for ever, "-1" was 0
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TINYAGENTS_DEMO_THINK_S": think}
+    done = subprocess.run(
+        [sys.executable, "-m", "tinyagents.cli", "serve", "--demo", "--port", "0",
+         "--store", "sqlite:///runs.db"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "TINYAGENTS_DEMO_THINK_S" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []  # no store, no key file

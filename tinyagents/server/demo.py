@@ -21,6 +21,7 @@ import os
 from typing import Any, TypedDict
 
 from tinyagents.demo import Cues, build_agents
+from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event, SteeringEvent, SubAgentEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.runs.handle import RunHandle
@@ -40,6 +41,31 @@ MAX_LIVE = 3
 TASK = "Customer says invoice #1042 was charged twice. Investigate."
 
 
+#: The longest ``TINYAGENTS_DEMO_THINK_S``: an hour per answer is a demo that shows nothing.
+MAX_THINK_S = 3600.0
+
+
+def env_think_s() -> float:
+    """``TINYAGENTS_DEMO_THINK_S`` (default ``THINK_S``); ``ConfigurationError`` for one that
+    is no number of seconds from 0 to ``MAX_THINK_S``: "abc" was a traceback once the server
+    had started, "nan" failed the demo's task unseen, "inf" left an answer thinking for ever."""
+    raw = os.environ.get("TINYAGENTS_DEMO_THINK_S")
+    if raw is None:
+        return THINK_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(
+            f"TINYAGENTS_DEMO_THINK_S={raw!r} is not a number of seconds"
+        ) from None
+    if not 0 <= value <= MAX_THINK_S:  # nan and inf too
+        raise ConfigurationError(
+            f"TINYAGENTS_DEMO_THINK_S={raw!r} must be a number of seconds from 0 to "
+            f"{MAX_THINK_S:,g}"
+        )
+    return value
+
+
 def start_demo(
     runtime: Runtime, *, tenant_id: str = "default", think_s: float | None = None
 ) -> asyncio.Task[None]:
@@ -49,7 +75,7 @@ def start_demo(
     long each scripted model answer takes: a tree lives about fifteen answers.
     """
     if think_s is None:
-        think_s = float(os.environ.get("TINYAGENTS_DEMO_THINK_S", THINK_S))
+        think_s = env_think_s()
     return asyncio.create_task(_demo(runtime, tenant_id, think_s), name="tinyagents-serve-demo")
 
 

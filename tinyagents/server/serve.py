@@ -41,7 +41,7 @@ from tinyagents.server.auth import (
     default_key_file,
 )
 from tinyagents.server.control import Control
-from tinyagents.server.demo import start_demo
+from tinyagents.server.demo import env_think_s, start_demo
 from tinyagents.server.loopback import is_loopback
 from tinyagents.server.workers import Reports, run_workers
 from tinyagents.store.memory import MemoryStore
@@ -216,6 +216,8 @@ async def serve(options: ServeOptions, out: IO[str] = sys.stdout) -> int:
             f"{max_workers()}: {_WORKERS_PER_CPU} per CPU, or {_MIN_MAX_WORKERS}); each worker "
             "is a process with its own runtime, and one serves many runs at once"
         )
+    if options.demo:
+        env_think_s()  # refused before anything is made, as every setting is
     if not options.insecure_dev:  # the printed token's: refused before anything is made
         check_claims(user=options.user, tenant=options.tenant, rights=_OPERATOR_RIGHTS)
     if options.workers > 1 and isinstance(open_store(options.store), MemoryStore):
