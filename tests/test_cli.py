@@ -20,7 +20,7 @@ from rich.console import Console
 
 from tinyagents import LiteLLMModel, Runtime, SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.cli import demo_model, inspect_store, main, read_store
-from tinyagents.console import RunRow, audit_table, settle_graph_tasks
+from tinyagents.console import RunRow, audit_table, run_tree, settle_graph_tasks
 from tinyagents.demo import run_demo
 from tinyagents.errors import ConfigurationError
 from tinyagents.events import GraphEvent, SteeringEvent
@@ -480,3 +480,24 @@ async def test_inspect_of_a_run_whose_snapshot_is_damaged_says_so(
     assert "is not in" not in printed
     assert f"run snapshot of {research!r}: it is not JSON" in printed
     assert len(printed.strip().splitlines()) == 1
+
+
+def test_runs_whose_parents_loop_are_drawn_not_left_out() -> None:
+    # a damaged file whose runs name each other as parents (or a run its own parent) has no
+    # top run among them: the tree drew only the others, and of such a run alone "(no runs)"
+    rows = [
+        RunRow(run_id="r-top", name="top"),
+        RunRow(run_id="r-a", parent_run_id="r-b", name="a"),
+        RunRow(run_id="r-b", parent_run_id="r-a", name="b"),
+        RunRow(run_id="r-self", parent_run_id="r-self", name="self"),
+        RunRow(run_id="r-child", parent_run_id="r-a", name="child"),
+    ]
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(run_tree(rows))
+    drawn = console.export_text()
+    for row in rows:
+        assert drawn.count(row.run_id) == 1, drawn
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(run_tree(rows[1:3]))
+    drawn = console.export_text()
+    assert "r-a" in drawn and "r-b" in drawn

@@ -117,16 +117,23 @@ def run_label(row: RunRow) -> Text:
 
 
 def run_tree(rows: list[RunRow]) -> Group:
-    """A tree per top run of ``rows`` (a run whose parent is not among them)."""
+    """A tree per top run of ``rows`` (a run whose parent is not among them); then, from a
+    damaged record whose runs name each other as parents (no top among them), one per run
+    of each such loop not drawn yet: they were left out, "(no runs)" of such a run alone."""
     by_id = {r.run_id: r for r in rows}
     children: dict[str | None, list[RunRow]] = {}
     for r in rows:
         children.setdefault(r.parent_run_id, []).append(r)
     trees = []
-    for top in [r for r in rows if r.parent_run_id not in by_id]:
+    seen: set[str] = set()
+    tops = [r for r in rows if r.parent_run_id not in by_id]
+    for top in [*tops, *rows]:  # every row last: the runs of a loop, once the rest are drawn
+        if top.run_id in seen:
+            continue
         tree = Tree(run_label(top))
         # A loop, not recursion: a tree can be thousands deep; ``seen`` survives a cycle.
-        stack, seen = [(tree, top)], {top.run_id}
+        stack = [(tree, top)]
+        seen.add(top.run_id)
         while stack:
             branch, r = stack.pop()
             for child in children.get(r.run_id, []):
