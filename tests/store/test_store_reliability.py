@@ -597,3 +597,13 @@ async def test_a_damaged_run_snapshot_is_named_by_its_run(tmp_path: Path, damage
         assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
     finally:
         await store.close()
+
+
+async def test_a_store_path_that_is_a_directory_says_so(tmp_path: Path) -> None:
+    # it said "unable to open database file" alone, as of a path whose folder is missing
+    folder = tmp_path / "runs.db"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="is a directory") as caught:
+        await SqliteStore(folder).open()
+    assert str(folder) in str(caught.value)
+    assert list(folder.iterdir()) == []

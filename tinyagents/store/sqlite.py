@@ -1046,6 +1046,11 @@ def why_not_opened(path: str, exc: BaseException) -> str:
     named = getattr(exc, "sqlite_errorname", "")
     if named not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY"):
         return str(exc)
+    if os.path.isdir(path):  # "unable to open database file" alone sent users to its folder
+        return (
+            f"{exc}: {path!r} is a directory, not a store file: name a file, e.g. "
+            f"{os.path.join(path, 'runs.db')!r} (nothing was written)"
+        )
     folder = os.path.dirname(os.path.abspath(path))
     if _takes_new_files(folder):
         return str(exc)
