@@ -360,3 +360,79 @@ async def test_a_forgotten_runs_final_snapshot_being_saved_never_overwrites_its_
         await gate.entered.wait()
         gate.open()
         assert (await held.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_start_whose_claim_committed_and_lost_its_reply_runs_once(
+    store_url: str,
+) -> None:
+    """The connection drops after the claim's COMMIT went through (a failover, a restart,
+    ``pg_terminate_backend`` between COMMIT and its reply). The start failed with the
+    store's ``StoreError`` while the store held its claim, naming a runtime that ran nothing
+    under the id: the id was refused to every runtime ("running in another runtime") until
+    the claim went stale (30 s), and the store listed a run ``pending`` that never ran. A
+    claim that failed in a way that may pass is tried again, and finds its own claim."""
+    lost = [True]
+    claims: list[tuple[bool, dict[str, Any] | None]] = []
+
+    async def claim_then_lose(
+        store: Any, snapshot: dict[str, Any], free: Any
+    ) -> tuple[bool, dict[str, Any] | None]:
+        claimed = await type(store).claim_run(store, snapshot, free)
+        claims.append(claimed)
+        if lost and lost.pop():
+            raise StoreError("could not claim run: connection lost") from ConnectionResetError(
+                "connection was closed in the middle of operation"
+            )
+        return claimed
+
+    model = ScriptedModel([reply("done")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        first.store.claim_run = lambda snapshot, free: claim_then_lose(  # type: ignore[method-assign]
+            first.store, snapshot, free
+        )
+        handle = await first.start(Agent("clerk", model), "work", run_id="job-l")
+        assert (await handle.result()).status is RunStatus.COMPLETED
+        assert [claimed for claimed, _ in claims] == [True, True]  # the second found its own
+        assert len(model.requests) == 1
+        await first.flush()
+        kept = await second.store.load_run("job-l")
+        assert kept is not None and kept["status"] == "completed"
+        again = await second.start(fake_agent("clerk"), "work", run_id="job-l")
+        assert (await again.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_start_that_fails_after_a_claim_that_lost_its_reply_gives_the_id_back(
+    store_url: str,
+) -> None:
+    """The claim, made again after its reply was lost, finds its own: a start that then
+    fails (here: a child of another tenant's run, which registering refuses) gives the id
+    back free, not as the claim it found (a ``pending`` run of this runtime that never ran)."""
+    lost = [True]
+
+    async def claim_then_lose(
+        store: Any, snapshot: dict[str, Any], free: Any
+    ) -> tuple[bool, dict[str, Any] | None]:
+        claimed = await type(store).claim_run(store, snapshot, free)
+        if snapshot["run_id"] == "job-m" and lost and lost.pop():
+            raise StoreError("could not claim run: connection lost") from ConnectionResetError(
+                "connection was closed in the middle of operation"
+            )
+        return claimed
+
+    gate = Gate("hold")
+    parent_agent = fake_agent("boss", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        parent = await first.start(parent_agent, "lead", tenant_id="acme")
+        first.store.claim_run = lambda snapshot, free: claim_then_lose(  # type: ignore[method-assign]
+            first.store, snapshot, free
+        )
+        with pytest.raises(ConfigurationError, match="cannot be a child of run"):
+            await first.start(
+                fake_agent("clerk"), "work", run_id="job-m", parent=parent, tenant_id="globex"
+            )
+        assert not lost  # the claim lost its reply, and was made again
+        assert await second.store.load_run("job-m") is None
+        done = await second.start(fake_agent("clerk"), "work", run_id="job-m")
+        assert (await done.result()).status is RunStatus.COMPLETED
+        gate.open()
+        await parent.result()

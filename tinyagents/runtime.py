@@ -856,10 +856,16 @@ class Runtime:
         finds it; taken out to be saved while the id was claimed, it was missed, and written
         after the claim (held: the row names this runtime) it overwrote it."""
         run_id = info.run_id
+        snapshot = self.live_runs().snapshot(info)
+        # A claim that failed in a way that may pass is made again (``written_again``): one
+        # whose COMMIT went through and whose reply was lost (a dropped connection) finds its
+        # own claim (this runtime's: free) instead of leaving it held for a start that failed,
+        # which refused the id everywhere until it went stale.
         claim = asyncio.ensure_future(
-            self.store.claim_run(
-                self.live_runs().snapshot(info),
-                lambda held: held is None or not self._running_elsewhere(held),
+            written_again(
+                lambda: self.store.claim_run(
+                    snapshot, lambda held: held is None or not self._running_elsewhere(held)
+                )
             )
         )
         try:
@@ -873,6 +879,13 @@ class Runtime:
             del self._claims[run_id]
             raise
         del self._claims[run_id]
+        if stored is not None and (stored.get("owner"), stored.get("created_at")) == (
+            snapshot.get("owner"),
+            snapshot.get("created_at"),
+        ):
+            # found its own claim (made again after a lost reply): what it replaced is gone,
+            # and a failed start gives the id back as free rather than as claimed here
+            stored = None
         if not claimed:
             assert stored is not None
             raise ConfigurationError(
