@@ -770,3 +770,46 @@ async def test_a_run_snapshot_that_does_not_read_is_a_store_error(
             await read()
         assert "'r-1'" in str(caught.value)
     assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
+
+
+async def test_a_statement_past_command_timeout_is_a_store_error_that_says_so(
+    schema: str,
+) -> None:
+    """A stalled database (here: a table another connection holds locked): the statement
+    ends after ``command_timeout`` with a ``StoreError`` that may pass, which said only
+    "could not log command c-1: TimeoutError". It says what timed out, and the store works
+    again once the lock is gone (nothing of the statement that timed out was kept)."""
+    store = PostgresStore(postgres_dsn(), schema=schema, command_timeout=0.5)
+    await store.open()
+    locker = await asyncpg.connect(postgres_dsn())
+    try:
+        tx = locker.transaction()
+        await tx.start()
+        await locker.execute(f'LOCK TABLE "{schema}".steering_log IN ACCESS EXCLUSIVE MODE')
+        with pytest.raises(StoreError) as caught:
+            await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+        message = str(caught.value)
+        assert message.startswith("PostgreSQL: could not log command c-1: ")
+        assert "no answer from the server within command_timeout (0.5 s)" in message
+        assert may_pass(caught.value)
+        await tx.rollback()
+        assert await store.get_command("c-1") is None
+        assert await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+    finally:
+        await locker.close()
+        await store.close()
+
+
+async def test_a_checkpointer_read_past_command_timeout_says_so(schema: str) -> None:
+    """The checkpointer's statements say what timed out alike (read: tried again, as a
+    timeout may pass, and then raised)."""
+    async with PostgresCheckpointer(postgres_dsn(), schema=schema, command_timeout=0.5) as cp:
+        locker = await asyncpg.connect(postgres_dsn())
+        try:
+            async with locker.transaction():
+                await locker.execute(f'LOCK TABLE "{schema}".checkpoints IN ACCESS EXCLUSIVE MODE')
+                with pytest.raises(StoreError, match=r"within command_timeout \(0\.5 s\)"):
+                    await cp.latest("t-1")
+            assert await cp.latest("t-1") is None
+        finally:
+            await locker.close()

@@ -288,11 +288,27 @@ async def migrate(
 
 
 @contextlib.asynccontextmanager
-async def mapped_errors(what: str) -> AsyncIterator[None]:
-    """Raise a database failure inside as ``StoreError`` ("PostgreSQL: could not <what>")."""
+async def mapped_errors(what: str, *, command_timeout: float | None = None) -> AsyncIterator[None]:
+    """Raise a database failure inside as ``StoreError`` ("PostgreSQL: could not <what>");
+    ``command_timeout``: that of the calls inside, named when one runs out."""
     try:
         yield
     except StoreError:
         raise
     except db_errors() as exc:
-        raise StoreError(f"PostgreSQL: could not {what}: {first_line(exc)}") from cause(exc)
+        raise StoreError(f"PostgreSQL: could not {what}: {said(exc, command_timeout)}") from cause(
+            exc
+        )
+
+
+def said(exc: BaseException, timeout: float | None = None) -> str:
+    """What ``exc`` says, in a ``StoreError``: its first line; asyncpg's bare
+    ``TimeoutError`` (a statement past ``command_timeout``, or a connection not made in
+    time) says what ran out."""
+    if isinstance(exc, TimeoutError) and not str(exc).strip():
+        within = f"within command_timeout ({timeout:g} s)" if timeout is not None else "in time"
+        return (
+            f"TimeoutError: no answer from the server {within}, or in connecting to it (a "
+            "stalled or unreachable server, or a lock another connection holds)"
+        )
+    return first_line(exc)

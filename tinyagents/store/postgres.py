@@ -374,18 +374,22 @@ class PostgresStore(Store):
         """A connection inside a transaction: committed when the block ends, rolled back (and
         raised as ``StoreError``) when anything in it fails."""
         pool = self.pool
-        async with mapped_errors(what), pool.acquire() as conn, conn.transaction():
+        async with (
+            mapped_errors(what, command_timeout=self.command_timeout),
+            pool.acquire() as conn,
+            conn.transaction(),
+        ):
             yield conn
 
     async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
-        async with mapped_errors(what):
+        async with mapped_errors(what, command_timeout=self.command_timeout):
             return list(await self.pool.fetch(sql, *args))
 
     async def _fetch_again(self, what: str, sql: str, *args: Any) -> list[Any]:
         """``_fetch`` for a statement that only reads, or a write that changes nothing when
         it is run again: tried again on another connection when the server ended the first
         one under it (``fetch_again``)."""
-        async with mapped_errors(what):
+        async with mapped_errors(what, command_timeout=self.command_timeout):
             return (await fetch_again(self.pool, sql, *args))[0]
 
     # -- steering log ----------------------------------------------------------------------

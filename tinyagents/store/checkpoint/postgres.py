@@ -241,7 +241,7 @@ class PostgresCheckpointer(Checkpointer):
         """``fetch_again``: every statement here is a read or an idempotent write, and a graph
         run must not fail for a dropped connection."""
         pool = await self._db()
-        async with mapped_errors(what):
+        async with mapped_errors(what, command_timeout=self.command_timeout):
             return await fetch_again(pool, sql, *args)
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -438,7 +438,12 @@ class PostgresCheckpointer(Checkpointer):
 
     async def delete_thread(self, thread_id: str) -> None:
         pool = await self._db()
-        async with mapped_errors(f"delete thread {shown_id(thread_id)}"), pool.acquire() as conn:
+        async with (
+            mapped_errors(
+                f"delete thread {shown_id(thread_id)}", command_timeout=self.command_timeout
+            ),
+            pool.acquire() as conn,
+        ):
             async with conn.transaction():
                 for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                     await conn.execute(f"DELETE FROM {table} WHERE thread_id = $1", thread_id)
@@ -498,7 +503,10 @@ class PostgresCheckpointer(Checkpointer):
         key = self._key(thread_id)
         async with (
             self._lease_lock,
-            mapped_errors(f"take the lease of thread {shown_id(thread_id)}"),
+            mapped_errors(
+                f"take the lease of thread {shown_id(thread_id)}",
+                command_timeout=self.command_timeout,
+            ),
         ):
             conn, locked = await self._try_lock(key)
             if not locked:
@@ -567,7 +575,10 @@ class PostgresCheckpointer(Checkpointer):
         check = "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2 AND owner = $3"
         async with (
             self._lease_lock,
-            mapped_errors(f"renew the lease of thread {shown_id(thread_id)}"),
+            mapped_errors(
+                f"renew the lease of thread {shown_id(thread_id)}",
+                command_timeout=self.command_timeout,
+            ),
         ):
             conn = self._lease_conn
             still = None
