@@ -436,3 +436,35 @@ async def test_a_start_that_fails_after_a_claim_that_lost_its_reply_gives_the_id
         assert (await done.result()).status is RunStatus.COMPLETED
         gate.open()
         await parent.result()
+
+
+async def test_a_give_back_whose_connection_dropped_is_made_again(store_url: str) -> None:
+    """A start that fails after its claim gives the id back; a give-back that failed in a
+    way that may pass (the connection dropped under it) was only logged, and the id was
+    refused to every other runtime until the claim went stale (30 s). It is made again."""
+    failed = [True]
+
+    async def drop_once(store: Any, run_id: str, owner: str, previous: Any) -> bool:
+        if failed and failed.pop():
+            raise StoreError("could not give back run: connection lost") from ConnectionResetError(
+                "connection was closed in the middle of operation"
+            )
+        return await type(store).release_run(store, run_id, owner, previous)
+
+    gate = Gate("hold")
+    parent_agent = fake_agent("boss", tools=[gate.tool()], script=[tool_call("hold"), reply("ok")])
+    async with Runtime(store_url) as first, Runtime(store_url) as second:
+        parent = await first.start(parent_agent, "lead", tenant_id="acme")
+        first.store.release_run = lambda run_id, owner, previous: drop_once(  # type: ignore[method-assign]
+            first.store, run_id, owner, previous
+        )
+        with pytest.raises(ConfigurationError, match="cannot be a child of run"):
+            await first.start(
+                fake_agent("clerk"), "work", run_id="job-g", parent=parent, tenant_id="globex"
+            )
+        assert not failed  # the give-back failed once
+        assert await second.store.load_run("job-g") is None
+        done = await second.start(fake_agent("clerk"), "work", run_id="job-g")
+        assert (await done.result()).status is RunStatus.COMPLETED
+        gate.open()
+        await parent.result()

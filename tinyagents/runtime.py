@@ -922,13 +922,16 @@ class Runtime:
         registered (execution layer): the store gets back the snapshot the claim replaced
         (none: the row goes), so another runtime may start the id at once instead of being
         refused until the claim goes stale (``OWNER_SILENT_S``). A no-op for an id with no
-        claim under way; a store that fails is logged, not raised (the start's own error is)."""
+        claim under way; a store that fails is logged, not raised (the start's own error is),
+        once a failure that may pass (a dropped connection) was tried again: a give-back made
+        twice leaves what the first left (the row no longer names this runtime, or names it
+        with ``previous`` put back again)."""
         if run_id not in self._claims:
             return
         previous = self._claims.pop(run_id)
         self._rows.pop(run_id, None)
         try:
-            await self.store.release_run(run_id, self.runtime_id, previous)
+            await written_again(lambda: self.store.release_run(run_id, self.runtime_id, previous))
         except Exception as exc:
             _log.warning(
                 "runtime %s: could not give back the claim of run %s, whose start failed: "
