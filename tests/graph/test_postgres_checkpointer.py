@@ -623,3 +623,19 @@ async def test_a_damaged_checkpoint_is_a_store_error_naming_it(
     with pytest.raises(StoreError, match="pending write of task 'k'"):
         await cp.get_writes("t", "", "f1")
     assert (await cp.get("t", "c0") or (await cp.list("t"))[0]).values == {"n": 0}
+
+
+async def test_a_checkpoint_refused_by_a_read_only_connection_is_written_on_a_new_one(
+    schema: str,
+) -> None:
+    """The pool's connection is on a server that takes no writes (a standby a stale DNS name
+    still points to after a failover; here: its session made read-only): the checkpoint
+    failed the graph run, and every later one on that connection too. The pool's connections
+    are replaced and the write tried again on a new one."""
+    async with PostgresCheckpointer(postgres_dsn(), schema=schema, min_size=1, max_size=1) as cp:
+        await cp.put(record(0))
+        pool = await cp._db()
+        await pool.execute("SET default_transaction_read_only = on")
+        await cp.put(record(1))
+        assert [r.checkpoint_id for r in await cp.list("t")] == ["c1", "c0"]
+        assert await pool.fetchval("SHOW default_transaction_read_only") == "off"

@@ -813,3 +813,33 @@ async def test_a_checkpointer_read_past_command_timeout_says_so(schema: str) -> 
             assert await cp.latest("t-1") is None
         finally:
             await locker.close()
+
+
+async def test_a_write_on_a_read_only_connection_may_pass_and_the_connection_is_replaced(
+    schema: str,
+) -> None:
+    """The pool's connection is on a server that takes no writes (a standby a stale DNS name
+    or a proxy still points to after a failover; here: its session made read-only). A write
+    there failed with "cannot execute INSERT in a read-only transaction", a failure taken to
+    never pass: the store writer dropped every event, one by one, and the pool kept the
+    connection, so every write went on failing. It may pass: the pool's connections are
+    replaced (new ones go where the DSN points now) and the writer keeps its events."""
+    store = PostgresStore(postgres_dsn(), schema=schema, min_size=1, max_size=1)
+    await store.open()
+    writer = StoreWriter(store, flush_every_s=0.001, retry_first_s=0.001, retry_max_s=0.01)
+    try:
+        await store.pool.execute("SET default_transaction_read_only = on")
+        with pytest.raises(StoreError, match="read-only transaction") as caught:
+            await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+        assert may_pass(caught.value)
+        assert await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+        await store.pool.execute("SET default_transaction_read_only = on")
+        for n in range(5):
+            writer(RunEvent(type="run.status", run_id="r-1", status=f"s{n}"))
+        await writer.flush()
+        await writer.aclose()
+        assert writer.errors >= 1 and writer.dropped == 0 and writer.escaped == 0
+        statuses = [e.status for e in await store.load_events()]  # type: ignore[attr-defined]
+        assert statuses == [f"s{n}" for n in range(5)]
+    finally:
+        await store.close()

@@ -17,9 +17,12 @@ from tinyagents.store.urls import redacted
 
 #: SQLSTATE classes and codes a later attempt may not meet: a lost or refused connection
 #: (08), insufficient resources such as a full disk (53), a server shutting down or starting
-#: (57P0x), a serialization failure or deadlock (40001, 40P01), a lock not available (55P03).
+#: (57P0x), a serialization failure or deadlock (40001, 40P01), a lock not available (55P03),
+#: a write on a server that takes none (25006: a standby a stale DNS name or a proxy still
+#: points to after a failover; the pool's connections are replaced, ``replaced_if_read_only``).
 _PASSING_CLASSES = ("08", "53", "57")
-_PASSING_CODES = frozenset({"40001", "40P01", "55P03"})
+READ_ONLY = "25006"
+_PASSING_CODES = frozenset({"40001", "40P01", "55P03", READ_ONLY})
 
 
 def db_errors() -> tuple[type[BaseException], ...]:
@@ -123,13 +126,29 @@ async def fetch_again(pool: Any, sql: str, *args: Any) -> tuple[list[Any], bool]
     reads and idempotent writes only: an attempt whose reply was lost may have committed."""
     for attempt in range(AGAIN):
         try:
-            return list(await pool.fetch(sql, *args)), attempt > 0
+            async with replaced_if_read_only(pool):
+                return list(await pool.fetch(sql, *args)), attempt > 0
         except db_errors() as exc:
             if not may_pass(exc):
                 raise
         # the pool learns of its other ended connections meanwhile
         await asyncio.sleep(AGAIN_AFTER_S * 2**attempt)
-    return list(await pool.fetch(sql, *args)), True
+    async with replaced_if_read_only(pool):
+        return list(await pool.fetch(sql, *args)), True
+
+
+@contextlib.asynccontextmanager
+async def replaced_if_read_only(pool: Any) -> AsyncIterator[None]:
+    """A write inside that a server taking no writes refused (a standby: after a failover,
+    a stale DNS name or a proxy may still point to it) makes the pool replace its
+    connections, each as it is next released, so the next try connects where the DSN
+    points now; the pool kept them, and every write on them went on failing."""
+    try:
+        yield
+    except db_errors() as exc:
+        if getattr(exc, "sqlstate", None) == READ_ONLY:
+            await pool.expire_connections()
+        raise
 
 
 def first_line(exc: BaseException) -> str:

@@ -38,6 +38,7 @@ from tinyagents.store._postgres import (
     migrate,
     open_pool,
     quote_ident,
+    replaced_if_read_only,
     split_schema,
 )
 from tinyagents.store.base import (
@@ -376,14 +377,19 @@ class PostgresStore(Store):
         pool = self.pool
         async with (
             mapped_errors(what, command_timeout=self.command_timeout),
+            replaced_if_read_only(pool),
             pool.acquire() as conn,
             conn.transaction(),
         ):
             yield conn
 
     async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
-        async with mapped_errors(what, command_timeout=self.command_timeout):
-            return list(await self.pool.fetch(sql, *args))
+        pool = self.pool
+        async with (
+            mapped_errors(what, command_timeout=self.command_timeout),
+            replaced_if_read_only(pool),
+        ):
+            return list(await pool.fetch(sql, *args))
 
     async def _fetch_again(self, what: str, sql: str, *args: Any) -> list[Any]:
         """``_fetch`` for a statement that only reads, or a write that changes nothing when
