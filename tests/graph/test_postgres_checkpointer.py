@@ -21,6 +21,7 @@ from services import drop_pg_schemas, pg_schema, postgres_dsn
 from tinyagents import Runtime
 from tinyagents.errors import GraphValidationError, StoreError, ThreadBusy
 from tinyagents.graph import END, MAX_NODE_NAME_LENGTH, START, StateGraph, interrupt
+from tinyagents.store.base import may_pass
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer, WriteRecord
 from tinyagents.store.checkpoint.postgres import MIGRATIONS
 
@@ -639,3 +640,22 @@ async def test_a_checkpoint_refused_by_a_read_only_connection_is_written_on_a_ne
         await cp.put(record(1))
         assert [r.checkpoint_id for r in await cp.list("t")] == ["c1", "c0"]
         assert await pool.fetchval("SHOW default_transaction_read_only") == "off"
+
+
+async def test_a_lease_refused_by_a_read_only_lease_connection_is_taken_on_a_new_one(
+    schema: str,
+) -> None:
+    """The lease connection is on a server that takes no writes (a standby, after a
+    failover; here: its session made read-only): taking a thread's lease failed, and went on
+    failing on that connection for good. The failure may pass, and the next take opens a
+    new lease connection."""
+    async with PostgresCheckpointer(postgres_dsn(), schema=schema) as cp:
+        await cp.acquire("t-1", "me")
+        await cp.release("t-1", "me")
+        await cp._lease_conn.execute("SET default_transaction_read_only = on")
+        with pytest.raises(StoreError, match="read-only transaction") as caught:
+            await cp.acquire("t-2", "me")
+        assert may_pass(caught.value)
+        await cp.acquire("t-2", "me")
+        await cp.put(record(0))  # thread "t": fenced by nobody's lease
+        await cp.release("t-2", "me")

@@ -38,6 +38,7 @@ from typing import Any
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, ThreadBusy
 from tinyagents.protocol.ids import shown_id
 from tinyagents.store._postgres import (
+    READ_ONLY,
     check_settings,
     db_errors,
     fetch_again,
@@ -524,7 +525,13 @@ class PostgresCheckpointer(Checkpointer):
                     HOST,
                     os.getpid(),
                 )
-            except BaseException:
+            except BaseException as exc:
+                if getattr(exc, "sqlstate", None) == READ_ONLY:
+                    # on a server that takes no writes (a standby, after a failover): the
+                    # next take opens a lease connection where the DSN points now (the
+                    # other threads' locks go with this one; renew takes them again)
+                    await self._drop_lease_connection()
+                    raise
                 with contextlib.suppress(*db_errors()):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
                 raise
