@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
-from tinyagents.errors import InvalidUpdateError, ThreadBusy
+from tinyagents.errors import GraphValidationError, InvalidUpdateError, ThreadBusy
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.store.checkpoint import (
     Checkpointer,
@@ -523,6 +523,20 @@ async def test_a_sub_graph_checkpoints_under_a_namespace_of_its_node(
     assert [h.source for h in subs] == ["loop", "loop", "input"]
     assert {h.metadata["parents"][""] for h in subs} <= {h.checkpoint_id for h in root}
     assert await checkpointer.list("t", f"{name}:{task_id}") != []
+
+
+@pytest.mark.parametrize("name", ["s\x00b", "s\x1fb", "s\x7fb", "s\x85b", "s\ud800b"])
+async def test_a_node_name_a_namespace_cannot_hold_is_refused_on_every_backend(
+    checkpointer: Checkpointer, name: str
+) -> None:
+    """Found porting test_null_chars: a sub-graph's namespace (a checkpoint key) holds its
+    node's name; a name with NUL ran on the memory and SQLite checkpointers and failed the run
+    with a ``StoreError`` on PostgreSQL (its text holds no NUL), and one with a lone surrogate
+    failed every run with a ``UnicodeEncodeError``. Such a name keeps the id rule's printable
+    text out: ``add_node`` refuses it, whatever the checkpointer."""
+    with pytest.raises(GraphValidationError, match=r"control character|lone surrogate"):
+        graph_with_a_sub_graph_node(name, checkpointer)
+    assert await checkpointer.latest("t") is None
 
 
 # -- property: every backend gives back what it was given, identically ----------------------

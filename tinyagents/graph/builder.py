@@ -22,7 +22,7 @@ from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy, node_name
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
-from tinyagents.protocol.ids import MAX_ID_LENGTH, shown_id
+from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
 from tinyagents.store.checkpoint.base import Checkpointer
 
 #: The characters a namespace is built with (``"node:task_id"`` segments, ``|``-joined): no
@@ -33,6 +33,21 @@ NS_SEPARATORS = ("|", ":")
 #: inside PostgreSQL (its btree index rows hold about 2.7 KB) where the other checkpointers
 #: took it; checked when the node is added, on every checkpointer alike.
 MAX_NODE_NAME_LENGTH = MAX_ID_LENGTH
+
+
+def _unprintable(name: str) -> str | None:
+    """Why ``name`` cannot be a node name by the id rule's characters, or None: a control
+    character (NUL among them) or a lone surrogate. A sub-graph's namespace holds its node's
+    name: one with NUL ran on the memory and SQLite checkpointers and failed on PostgreSQL,
+    and a lone surrogate failed every run (a task id is a hash of the name's UTF-8)."""
+    problem = id_problem(name)  # the length is checked before, with its own message
+    if problem is not None:
+        return problem
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return "holds a lone surrogate, which UTF-8 text cannot hold"
+    return None
 
 
 def is_async_callable(fn: Any) -> bool:
@@ -165,6 +180,12 @@ class StateGraph:
             raise GraphValidationError(
                 f"node name {shown_id(name)!r} is {len(name):,} characters; at most "
                 f"{MAX_NODE_NAME_LENGTH} (a sub-graph's checkpoints are keyed by it)"
+            )
+        unprintable = _unprintable(name)
+        if unprintable is not None:  # as a sub-graph's namespace, PostgreSQL refused a NUL
+            raise GraphValidationError(
+                f"node name {shown_id(ascii(name))} {unprintable} (a sub-graph's checkpoints "
+                "are keyed by it)"
             )
         for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
             if sep in name:
