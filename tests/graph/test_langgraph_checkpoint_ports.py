@@ -34,7 +34,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
-from tinyagents.errors import GraphValidationError, InvalidUpdateError, ThreadBusy
+from tinyagents.errors import (
+    GraphValidationError,
+    InvalidUpdateError,
+    ThreadBusy,
+    UnknownTargetError,
+)
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.store.checkpoint import (
     Checkpointer,
@@ -537,6 +542,59 @@ async def test_a_node_name_a_namespace_cannot_hold_is_refused_on_every_backend(
     with pytest.raises(GraphValidationError, match=r"control character|lone surrogate"):
         graph_with_a_sub_graph_node(name, checkpointer)
     assert await checkpointer.latest("t") is None
+
+
+UNSTORABLE = ["x\x00y", "x\ud800y"]
+
+
+@pytest.mark.parametrize("key", UNSTORABLE, ids=["nul", "lone-surrogate"])
+async def test_reading_a_key_no_backend_can_hold_finds_nothing(
+    checkpointer: Checkpointer, key: str
+) -> None:
+    """Found porting test_null_chars and spec/test_get_tuple.py::test_get_tuple_nonexistent_
+    checkpoint_id: a checkpoint id, namespace or thread id holding NUL or a lone surrogate
+    names no checkpoint (none can have been saved under it), so every backend finds nothing,
+    as the memory one did; SQLite failed with a ``StoreError`` on a lone surrogate and
+    PostgreSQL on both (its text holds neither)."""
+    await checkpointer.put(record(0))
+    assert await checkpointer.get("t", key) is None
+    assert await checkpointer.get(key, "t//0") is None
+    assert await checkpointer.get("t", "t//0", ns=key) is None
+    assert await checkpointer.latest(key) is None
+    assert await checkpointer.latest("t", key) is None
+    assert await checkpointer.chain("t", checkpoint_id=key) == []
+    assert await checkpointer.chain("t", key) == []
+    assert await checkpointer.list(key) == []
+    assert await checkpointer.list("t", key, limit=1) == []
+    assert await checkpointer.list_before("t", "", key) is None
+    assert await checkpointer.list_before("t", key, "t//0") is None
+    assert await checkpointer.get_writes("t", "", key) == []
+    assert await checkpointer.get_writes("t", key, "f0") == []
+    assert await checkpointer.get_writes(key, "", "f0") == []
+    await checkpointer.delete_thread(key)
+    assert await checkpointer.latest("t") is not None
+
+
+@pytest.mark.parametrize("key", UNSTORABLE, ids=["nul", "lone-surrogate"])
+async def test_a_checkpoint_id_no_backend_can_hold_is_unknown_to_the_graph(
+    checkpointer: Checkpointer, key: str
+) -> None:
+    """The same through the graph (spec/test_get_tuple.py::test_get_tuple_nonexistent_
+    checkpoint_id, spec/test_list.py::test_list_before): ``get_state``, ``history(before=)``,
+    ``fork`` and a replay of such a checkpoint id are an ``UnknownTargetError`` and
+    ``history(ns=...)`` of such a namespace is empty, on every backend."""
+    graph = counting_graph(checkpointer)
+    await graph.run({"n": 0}, thread_id="t")
+    with pytest.raises(UnknownTargetError):
+        await graph.get_state("t", key)
+    with pytest.raises(UnknownTargetError):
+        await graph.history("t", before=key)
+    with pytest.raises(UnknownTargetError):
+        await graph.fork("t", key)
+    with pytest.raises(UnknownTargetError):
+        await graph.run(None, thread_id="t", checkpoint_id=key)
+    assert await graph.history("t", ns=key) == []
+    assert (await graph.get_state("t")).values == {"n": 2}
 
 
 # -- property: every backend gives back what it was given, identically ----------------------

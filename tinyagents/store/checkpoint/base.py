@@ -175,6 +175,24 @@ def compact_json(value: Any) -> str:
         ) from exc
 
 
+def unheld_key(*keys: str | None, nul: bool) -> bool:
+    """Whether a key a read is given (a thread id, namespace, checkpoint or frontier id) holds
+    what the backend's text cannot (a lone surrogate; with ``nul``, NUL too), so that no row can
+    have it: the read finds nothing, as the memory checkpointer's does, where the database
+    failed it with a ``StoreError``."""
+    for key in keys:
+        if key is None:
+            continue
+        if nul and "\x00" in key:
+            return True
+        if not key.isascii():
+            try:
+                key.encode()
+            except UnicodeEncodeError:
+                return True
+    return False
+
+
 def stale_message(record: CheckpointRecord) -> str:
     """Why ``record`` cannot be saved: its parent is no longer its thread's head."""
     return (

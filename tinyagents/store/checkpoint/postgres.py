@@ -62,6 +62,7 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     read_write,
     stale_message,
+    unheld_key,
 )
 from tinyagents.store.urls import redacted
 
@@ -302,6 +303,8 @@ class PostgresCheckpointer(Checkpointer):
         return bool(rows)
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        if unheld_key(thread_id, ns, nul=True):
+            return None
         rows = await self._fetch(
             f"read thread {shown_id(thread_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
@@ -314,6 +317,8 @@ class PostgresCheckpointer(Checkpointer):
     async def get(
         self, thread_id: str, checkpoint_id: str, ns: str = ""
     ) -> CheckpointRecord | None:
+        if unheld_key(thread_id, checkpoint_id, ns, nul=True):
+            return None
         rows = await self._fetch(
             f"read checkpoint {shown_id(checkpoint_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 "
@@ -327,6 +332,8 @@ class PostgresCheckpointer(Checkpointer):
     async def chain(
         self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
     ) -> list[CheckpointRecord]:
+        if unheld_key(thread_id, ns, checkpoint_id, nul=True):
+            return []
         if checkpoint_id is None:
             target = "(SELECT MAX(seq) FROM checkpoints WHERE thread_id = $1 AND ns = $2)"
             args: tuple[Any, ...] = (thread_id, ns)
@@ -349,6 +356,8 @@ class PostgresCheckpointer(Checkpointer):
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
         check_limit(limit)
+        if unheld_key(thread_id, ns, nul=True):
+            return []
         rows = await self._fetch(
             f"list thread {shown_id(thread_id)}",
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
@@ -363,6 +372,8 @@ class PostgresCheckpointer(Checkpointer):
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
     ) -> builtins.list[CheckpointRecord] | None:
         check_limit(limit, "list_before")
+        if unheld_key(thread_id, ns, before, nul=True):
+            return None
         seq = await self._fetch(
             f"find checkpoint {shown_id(before)} of thread {shown_id(thread_id)}",
             "SELECT seq FROM checkpoints WHERE checkpoint_id = $1 AND thread_id = $2 AND ns = $3",
@@ -427,6 +438,8 @@ class PostgresCheckpointer(Checkpointer):
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str
     ) -> builtins.list[WriteRecord]:
+        if unheld_key(thread_id, ns, frontier_id, nul=True):
+            return []
         rows = await self._fetch(
             f"read pending writes of thread {shown_id(thread_id)}",
             "SELECT task_id, kind, key, value FROM checkpoint_writes WHERE thread_id = $1 "
@@ -438,6 +451,8 @@ class PostgresCheckpointer(Checkpointer):
         return [read_write(thread_id, ns, frontier_id, t, k, key, v) for t, k, key, v in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
+        if unheld_key(thread_id, nul=True):
+            return  # no row can have it
         pool = await self._db()
         async with (
             mapped_errors(

@@ -39,6 +39,7 @@ from tinyagents.store.checkpoint.base import (
     compact_json,
     read_write,
     stale_message,
+    unheld_key,
 )
 from tinyagents.store.sqlite import (
     OpenedFile,
@@ -283,6 +284,8 @@ class SqliteCheckpointer(Checkpointer):
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        if unheld_key(thread_id, ns, nul=False):
+            return None
         rows = await self._fetch(
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
             "ORDER BY seq DESC LIMIT 1",
@@ -293,6 +296,8 @@ class SqliteCheckpointer(Checkpointer):
     async def get(
         self, thread_id: str, checkpoint_id: str, ns: str = ""
     ) -> CheckpointRecord | None:
+        if unheld_key(thread_id, checkpoint_id, ns, nul=False):
+            return None
         rows = await self._fetch(
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? "
             "AND ns = ?",
@@ -303,6 +308,8 @@ class SqliteCheckpointer(Checkpointer):
     async def chain(
         self, thread_id: str, ns: str = "", checkpoint_id: str | None = None
     ) -> list[CheckpointRecord]:
+        if unheld_key(thread_id, ns, checkpoint_id, nul=False):
+            return []
         if checkpoint_id is None:
             target = "(SELECT MAX(seq) FROM checkpoints WHERE thread_id = ?1 AND ns = ?2)"
         else:
@@ -324,6 +331,8 @@ class SqliteCheckpointer(Checkpointer):
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
         check_limit(limit)
+        if unheld_key(thread_id, ns, nul=False):
+            return []
         rows = await self._fetch(
             f"SELECT {ROW_COLUMNS} FROM checkpoints WHERE thread_id = ? AND ns = ? "
             "ORDER BY seq DESC LIMIT ?",
@@ -335,6 +344,8 @@ class SqliteCheckpointer(Checkpointer):
         self, thread_id: str, ns: str, before: str, *, limit: int | None = None
     ) -> builtins.list[CheckpointRecord] | None:
         check_limit(limit, "list_before")
+        if unheld_key(thread_id, ns, before, nul=False):
+            return None
         found = await self._fetch(
             "SELECT seq FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ? AND ns = ?",
             (before, thread_id, ns),
@@ -370,6 +381,8 @@ class SqliteCheckpointer(Checkpointer):
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str
     ) -> builtins.list[WriteRecord]:
+        if unheld_key(thread_id, ns, frontier_id, nul=False):
+            return []
         rows = await self._fetch(
             "SELECT task_id, kind, key, value FROM checkpoint_writes WHERE thread_id = ? "
             "AND ns = ? AND frontier_id = ? ORDER BY rowid",
@@ -378,6 +391,8 @@ class SqliteCheckpointer(Checkpointer):
         return [read_write(thread_id, ns, frontier_id, t, k, key, v) for t, k, key, v in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
+        if unheld_key(thread_id, nul=False):
+            return  # no row can have it
         for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
             await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
 
