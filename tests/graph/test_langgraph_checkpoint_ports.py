@@ -335,6 +335,28 @@ async def test_concurrent_owners_of_one_thread_exactly_one_wins(
     await checkpointer.release("t", "owner-late")
 
 
+async def test_sub_graphs_of_one_thread_checkpoint_at_once(checkpointer: Checkpointer) -> None:
+    """spec/test_put.py::test_put_multiple_checkpoints_same_thread with the namespaces of
+    parallel sub-graph tasks (LangGraph's parallel sub-graphs checkpoint under one thread at
+    once): chains of several namespaces written concurrently each stay whole and in order."""
+
+    async def sub_graph(i: int) -> None:
+        for seq in range(5):
+            await checkpointer.put(record(seq, ns=f"sub:{i}", values={"i": i, "seq": seq}))
+            await checkpointer.put_writes(
+                "t", f"sub:{i}", f"f{seq}", [WriteRecord(task_id="c", kind="result", value=i)]
+            )
+
+    await asyncio.wait_for(asyncio.gather(*(sub_graph(i) for i in range(10))), 60)
+    for i in range(10):
+        listed = await checkpointer.list("t", f"sub:{i}")
+        assert [r.seq for r in listed] == [4, 3, 2, 1, 0]
+        assert [r.parent_id for r in listed] == [f"t/sub:{i}/{n}" for n in (3, 2, 1, 0)] + [None]
+        head = await checkpointer.latest("t", f"sub:{i}")
+        assert head is not None and head.values == {"i": i, "seq": 4}
+        assert [w.value for w in await checkpointer.get_writes("t", f"sub:{i}", "f4")] == [i]
+
+
 # -- delete_thread (spec/test_delete_thread.py) ----------------------------------------------
 
 
