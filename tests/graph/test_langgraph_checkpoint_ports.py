@@ -223,6 +223,25 @@ async def test_values_of_awkward_json_round_trip(checkpointer: Checkpointer) -> 
     assert got == expected
 
 
+async def test_a_checkpoint_no_json_holds_is_refused_before_its_parent_is_checked(
+    checkpointer: Checkpointer,
+) -> None:
+    """spec/test_put.py::test_put_preserves_channel_values, the other way: what JSON cannot
+    hold is refused as such (an integer of more digits than Python writes is an
+    ``InvalidUpdateError``, a set a ``TypeError``: the graph encodes values first) and saves
+    nothing, whether or not the parent is still the head. The memory checkpointer checked
+    the parent first, so a stale record of such values was a ``StaleCheckpointError`` there
+    and a ``TypeError`` on SQLite and PostgreSQL."""
+    with pytest.raises(InvalidUpdateError, match="4300 digits"):
+        await checkpointer.put(record(0, values={"n": 10**5000}))
+    await checkpointer.put(record(0))
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        await checkpointer.put(record(1, values={"s": {1}}))
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        await checkpointer.put(record(0, values={"s": {1}}))  # stale too: parent not the head
+    assert [r.seq for r in await checkpointer.list("t")] == [0]
+
+
 async def test_a_very_large_checkpoint_and_write_round_trip(checkpointer: Checkpointer) -> None:
     """The large-state cases of LangGraph's savers (a checkpoint with a big channel blob):
     a 4 MB string and a 20,000-key channel in one checkpoint, and a 2 MB pending write."""

@@ -55,6 +55,7 @@ class MemoryCheckpointer(Checkpointer):
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], str]] = {}
 
     async def put(self, record: CheckpointRecord) -> None:
+        row = _row(record)  # first, as a database's: what JSON cannot hold is refused as such
         chain = self._chains.setdefault((record.thread_id, record.ns), [])
         head = chain[-1] if chain else None
         head_id = head.checkpoint_id if head else None
@@ -63,7 +64,7 @@ class MemoryCheckpointer(Checkpointer):
                 f"checkpoint {record.checkpoint_id} of thread {record.thread_id!r} is based on "
                 f"{record.parent_id!r} but the head is {head_id!r}; reload the thread"
             )
-        chain.append(_row(record))
+        chain.append(row)
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         chain = self._chains.get((thread_id, ns))
