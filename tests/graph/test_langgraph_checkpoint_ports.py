@@ -36,6 +36,7 @@ from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents.errors import (
     GraphValidationError,
+    InvalidIdError,
     InvalidUpdateError,
     ThreadBusy,
     UnknownTargetError,
@@ -614,6 +615,42 @@ async def test_reading_a_key_no_backend_can_hold_finds_nothing(
     assert await checkpointer.get_writes(key, "", "f0") == []
     await checkpointer.delete_thread(key)
     assert await checkpointer.latest("t") is not None
+
+
+@pytest.mark.parametrize("key", UNSTORABLE, ids=["nul", "lone-surrogate"])
+async def test_saving_under_a_key_no_backend_can_hold_is_refused_by_every_backend(
+    checkpointer: Checkpointer, key: str
+) -> None:
+    """Found porting test_null_chars: a checkpoint or pending write keyed by text holding NUL
+    or a lone surrogate was saved by the memory checkpointer (and with NUL by SQLite) and a
+    ``StoreError`` on PostgreSQL. Every backend refuses it now with ``InvalidIdError``,
+    naming the key, and saves nothing (the graph never makes such a key: thread ids keep the
+    id rule, node names refuse such text)."""
+    bad_records = [
+        record(0, thread=key),
+        record(0, ns=key),
+        record(0, checkpoint_id=key),
+    ]
+    for bad in bad_records:
+        with pytest.raises(InvalidIdError):
+            await checkpointer.put(bad)
+    await checkpointer.put(record(0))
+    with pytest.raises(InvalidIdError, match="parent_id"):
+        await checkpointer.put(record(1, parent_id=key))
+    ok = WriteRecord(task_id="a", kind="result")
+    for args in [(key, "", "f0", [ok]), ("t", key, "f0", [ok]), ("t", "", key, [ok])]:
+        with pytest.raises(InvalidIdError):
+            await checkpointer.put_writes(*args)
+    for write in [
+        WriteRecord(task_id=key, kind="result"),
+        WriteRecord(task_id="a", kind=key),
+        WriteRecord(task_id="a", kind="resume", key=key),
+    ]:
+        with pytest.raises(InvalidIdError):
+            await checkpointer.put_writes("t", "", "f0", [ok, write])
+    assert [r.seq for r in await checkpointer.list("t")] == [0]
+    assert await checkpointer.get_writes("t", "", "f0") == []
+    assert await checkpointer.list("t", "sub") == []
 
 
 @pytest.mark.parametrize("key", UNSTORABLE, ids=["nul", "lone-surrogate"])

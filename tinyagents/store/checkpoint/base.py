@@ -35,7 +35,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from tinyagents._record import Record
-from tinyagents.errors import InvalidUpdateError, StoreError, ThreadBusy
+from tinyagents.errors import InvalidIdError, InvalidUpdateError, StoreError, ThreadBusy
+from tinyagents.protocol.ids import shown_id
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -193,6 +194,39 @@ def unheld_key(*keys: str | None, nul: bool) -> bool:
     return False
 
 
+def _check_key(field: str, value: str | None) -> None:
+    if value is not None and unheld_key(value, nul=True):
+        raise InvalidIdError(
+            f"{field} {shown_id(ascii(value))} holds NUL or a lone surrogate, which no "
+            "checkpointer can store as a key",
+            field=field,
+        )
+
+
+def check_record_keys(record: CheckpointRecord) -> None:
+    """Refuse (``InvalidIdError``) a record whose thread id, namespace, checkpoint or parent
+    id holds NUL or a lone surrogate: the memory checkpointer (and, for NUL, SQLite) saved
+    it, PostgreSQL failed with a ``StoreError``; now every backend refuses it, first."""
+    _check_key("thread_id", record.thread_id)
+    _check_key("ns", record.ns)
+    _check_key("checkpoint_id", record.checkpoint_id)
+    _check_key("parent_id", record.parent_id)
+
+
+def check_write_keys(
+    thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
+) -> None:
+    """``check_record_keys`` for pending writes: their thread, namespace, frontier, and each
+    write's task id, kind and key."""
+    _check_key("thread_id", thread_id)
+    _check_key("ns", ns)
+    _check_key("frontier_id", frontier_id)
+    for w in writes:
+        _check_key("task_id", w.task_id)
+        _check_key("kind", w.kind)
+        _check_key("key", w.key)
+
+
 def stale_message(record: CheckpointRecord) -> str:
     """Why ``record`` cannot be saved: its parent is no longer its thread's head."""
     return (
@@ -257,7 +291,8 @@ class Checkpointer(ABC):
 
     @abstractmethod
     async def put(self, record: CheckpointRecord) -> None:
-        """Append ``record`` if its parent is the head (``StaleCheckpointError`` otherwise)."""
+        """Append ``record`` if its parent is the head (``StaleCheckpointError`` otherwise); a
+        key no backend can store is an ``InvalidIdError`` first (``check_record_keys``)."""
 
     @abstractmethod
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
@@ -305,7 +340,8 @@ class Checkpointer(ABC):
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
-        """Save (or replace, by task, kind and key) pending writes of a frontier."""
+        """Save (or replace, by task, kind and key) pending writes of a frontier; a key no
+        backend can store is an ``InvalidIdError`` first (``check_write_keys``)."""
 
     @abstractmethod
     async def get_writes(

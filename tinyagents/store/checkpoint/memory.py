@@ -16,6 +16,8 @@ from tinyagents.store.checkpoint.base import (
     CheckpointRecord,
     WriteRecord,
     check_limit,
+    check_record_keys,
+    check_write_keys,
     compact_json,
 )
 
@@ -55,6 +57,7 @@ class MemoryCheckpointer(Checkpointer):
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], str]] = {}
 
     async def put(self, record: CheckpointRecord) -> None:
+        check_record_keys(record)
         row = _row(record)  # first, as a database's: what JSON cannot hold is refused as such
         chain = self._chains.setdefault((record.thread_id, record.ns), [])
         head = chain[-1] if chain else None
@@ -122,6 +125,7 @@ class MemoryCheckpointer(Checkpointer):
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
+        check_write_keys(thread_id, ns, frontier_id, writes)
         table = self._writes.setdefault((thread_id, ns, frontier_id), {})
         for w in writes:
             table[(w.task_id, w.kind, w.key)] = compact_json(w.value)

@@ -59,6 +59,8 @@ from tinyagents.store.checkpoint.base import (
     WriteRecord,
     check_lease_ttl,
     check_limit,
+    check_record_keys,
+    check_write_keys,
     compact_json,
     read_write,
     stale_message,
@@ -249,6 +251,7 @@ class PostgresCheckpointer(Checkpointer):
     # -- checkpoints -----------------------------------------------------------------------
 
     async def put(self, record: CheckpointRecord) -> None:
+        check_record_keys(record)
         held = self._tokens.get(record.thread_id)
         args: list[Any] = [
             record.thread_id,
@@ -399,6 +402,7 @@ class PostgresCheckpointer(Checkpointer):
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
+        check_write_keys(thread_id, ns, frontier_id, writes)
         if not writes:
             return
         latest: dict[tuple[str, str, str], WriteRecord] = {}  # a key twice: the last value

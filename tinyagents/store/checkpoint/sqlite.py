@@ -36,6 +36,8 @@ from tinyagents.store.checkpoint.base import (
     WriteRecord,
     check_lease_ttl,
     check_limit,
+    check_record_keys,
+    check_write_keys,
     compact_json,
     read_write,
     stale_message,
@@ -232,6 +234,7 @@ class SqliteCheckpointer(Checkpointer):
     # -- checkpoints -----------------------------------------------------------------------
 
     async def put(self, record: CheckpointRecord) -> None:
+        check_record_keys(record)
         params = (
             record.thread_id,
             record.ns,
@@ -364,6 +367,7 @@ class SqliteCheckpointer(Checkpointer):
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
+        check_write_keys(thread_id, ns, frontier_id, writes)
         if not writes:
             return
         values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(writes))
