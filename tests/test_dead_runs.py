@@ -52,7 +52,6 @@ def cancel(run_id: str, cid: str, actor: SteeringActor = OPS) -> SteeringCommand
 async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
     owner = Owner(tmp_path)
     owner.url = store_url
     store = open_store(store_url)
@@ -73,6 +72,7 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
         assert owner.proc is not None
         owner.proc.kill()
         await owner.proc.wait()
+    silent_soon(monkeypatch)
     try:
         async with asyncio.timeout(30):
             while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
@@ -119,7 +119,18 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
         await store.close()
 
 
-async def killed_with_open_commands(owner: Owner, store: Any, cids: list[str]) -> str:
+def silent_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An owner is taken for gone after 0.5 s without a heartbeat, not 30 s: only once the
+    test's owner process is killed. A live owner beats every ``HEARTBEAT_S`` (1 s), so its
+    paused run's snapshot is up to 1 s old: a command sent to it then waited the listing wait
+    (1.1 s) for the next beat, and an owner that beat 0.6 s late on a loaded machine was
+    refused "no heartbeat since" though it was alive."""
+    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
+
+
+async def killed_with_open_commands(
+    owner: Owner, store: Any, cids: list[str], monkeypatch: pytest.MonkeyPatch
+) -> str:
     """The run of ``owner`` paused, ``cids`` queued on it, its process killed and silent."""
     async with owner:
         await store.open()
@@ -137,6 +148,7 @@ async def killed_with_open_commands(owner: Owner, store: Any, cids: list[str]) -
         assert owner.proc is not None
         owner.proc.kill()
         await owner.proc.wait()
+    silent_soon(monkeypatch)
     async with asyncio.timeout(30):
         while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
             await asyncio.sleep(0.1)
@@ -159,14 +171,13 @@ async def test_two_operators_cancelling_a_dead_run_at_once_settle_it_once(
 ) -> None:
     """Two API workers that take a cancel of the same dead run at the same moment: one
     declares it dead, the other is refused; every command keeps one terminal state."""
-    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
     owner = Owner(tmp_path)
     owner.url = store_url
     store, other = open_store(store_url), open_store(store_url)
     await other.open()
     cids = [f"ghost-{i}" for i in range(3)]
     try:
-        run_id = await killed_with_open_commands(owner, store, cids)
+        run_id = await killed_with_open_commands(owner, store, cids, monkeypatch)
         first, second = await asyncio.gather(
             submit_through_store(store, cancel(run_id, "dead-1")),
             submit_through_store(other, cancel(run_id, "dead-2")),
@@ -197,13 +208,12 @@ async def test_a_declaration_that_failed_midway_is_taken_over_by_the_next_cancel
 ) -> None:
     """The store fails while a cancel settles a dead run (after it claimed the run): a cancel
     sent later, once the claim is stale, settles the run and the first cancel with it."""
-    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
     owner = Owner(tmp_path)
     owner.url = store_url
     store = open_store(store_url)
     cids = [f"ghost-{i}" for i in range(2)]
     try:
-        run_id = await killed_with_open_commands(owner, store, cids)
+        run_id = await killed_with_open_commands(owner, store, cids, monkeypatch)
         append_events = store.append_events
 
         async def fails(events: Any) -> None:
@@ -239,13 +249,12 @@ async def test_a_cancel_sent_again_after_its_declaration_stopped_midway_settles_
     retrying does, it was answered ``duplicate`` for ever, while the run stayed unfinished
     and its commands open, the cancel's own among them. Once its claim is stale, the cancel
     sent again settles the run itself."""
-    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
     owner = Owner(tmp_path)
     owner.url = store_url
     store = open_store(store_url)
     cids = [f"ghost-{i}" for i in range(2)]
     try:
-        run_id = await killed_with_open_commands(owner, store, cids)
+        run_id = await killed_with_open_commands(owner, store, cids, monkeypatch)
         append_command = store.append_command
 
         async def reply_lost(cmd: SteeringCommand, **kw: Any) -> bool:
@@ -328,7 +337,6 @@ async def test_a_killed_run_started_again_under_its_id_applies_each_accepted_com
 async def test_a_cancel_without_the_control_scope_declares_nothing(
     store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(remote, "OWNER_SILENT_S", 0.5)
     owner = Owner(tmp_path)
     owner.url = store_url
     store = open_store(store_url)
@@ -337,6 +345,7 @@ async def test_a_cancel_without_the_control_scope_declares_nothing(
         assert owner.proc is not None
         owner.proc.kill()
         await owner.proc.wait()
+    silent_soon(monkeypatch)
     try:
         run_id = owner.run_id
         async with asyncio.timeout(30):
