@@ -679,7 +679,10 @@ async def test_a_run_started_again_on_another_worker_is_steered_there_not_at_its
     async with Runtime() as rt_b, Runtime() as rt_c:
         async with (
             RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
-            RedisControl(rt_c, redis_url, worker_id="c", receipt_timeout_s=2.0, **kw) as rc_c,
+            # the receipt's wait is a guard against a hang (a command sent to the ghost is
+            # never answered), not a timing: 2 s for the cancel's receipt could run out on a
+            # loaded machine
+            RedisControl(rt_c, redis_url, worker_id="c", receipt_timeout_s=60, **kw) as rc_c,
         ):
             handle = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", run_id="r-1")
             live = await eventually(lambda: rc_c.get_run("r-1"), lambda s: s is not None)
@@ -1008,8 +1011,11 @@ async def test_a_redis_emptied_mid_command_answers_every_sender(
         async with Runtime() as rt_a, Runtime() as rt_b:
             async with (
                 RedisControl(rt_a, private_redis.url, worker_id="a", **kw),
+                # a receipt lost with Redis's data is never answered: 60 s is a guard against
+                # that hang (2 s had to hold the held command's policy wait, FLUSHALL and the
+                # reconnect's backoff too, which a loaded machine could run past)
                 RedisControl(
-                    rt_b, private_redis.url, worker_id="b", receipt_timeout_s=2, **kw
+                    rt_b, private_redis.url, worker_id="b", receipt_timeout_s=60, **kw
                 ) as rc_b,
             ):
                 handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
