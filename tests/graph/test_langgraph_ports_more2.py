@@ -1912,13 +1912,16 @@ class Hello(TypedDict, total=False):
 
 async def test_node_cancellation_on_other_node_exception(checkpointer: Checkpointer) -> None:
     # LangGraph: test_node_cancellation_on_other_node_exception(_two): a node that fails
-    # cancels its sibling still running, and the run fails with that node's error at once
+    # cancels its sibling still running, and the run fails with that node's error at once:
+    # the sibling would never end on its own (LangGraph's sleeps 5 s, and both runs were
+    # given 2 s to fail, which a loaded machine could run past), so a run that ends at all
+    # ended it; 60 s is a guard against a hang
     cancelled: list[str] = []
 
     def build(g: Any) -> Any:
         async def awhile(state: Any) -> None:
             try:
-                await asyncio.sleep(5)
+                await asyncio.Event().wait()
             except asyncio.CancelledError:
                 cancelled.append("agent")
                 raise
@@ -1931,9 +1934,9 @@ async def test_node_cancellation_on_other_node_exception(checkpointer: Checkpoin
 
     ours, theirs = pair(build, checkpointer)
     with pytest.raises(ValueError, match="I am bad"):
-        await asyncio.wait_for(theirs.ainvoke({"hello": "world"}, cfg()), 2)
+        await asyncio.wait_for(theirs.ainvoke({"hello": "world"}, cfg()), 60)
     assert cancelled == ["agent"]
-    result = await asyncio.wait_for(ours.run({"hello": "world"}, thread_id="1"), 2)
+    result = await asyncio.wait_for(ours.run({"hello": "world"}, thread_id="1"), 60)
     assert isinstance(result.error, ValueError) and str(result.error) == "I am bad"
     assert cancelled == ["agent", "agent"]
     snapshot = await ours.get_state("1")
