@@ -698,7 +698,9 @@ async def test_a_rate_limit_longer_than_the_judge_timeout_is_reported_as_one(
             model="openai/gpt-4o-mini",
             api_base=server.base_url,
             api_key_env="JUDGE_KEY",
-            judge_timeout_s=5,
+            # well short of the Retry-After, well past a first litellm call's own set-up
+            # (its lazy imports, ~2 s on a loaded machine)
+            judge_timeout_s=30,
             on_judge_error="abort",
         )
         async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:
