@@ -11,12 +11,20 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TINYAGENTS_DEMO_THINK_S": "0.2"}
 ENV.pop("TINYAGENTS_SERVER_KEY", None)
+
+
+def get(url: str, **kw: Any) -> httpx.Response:
+    """``httpx.get`` with a 60 s guard against a hang, not httpx's 5 s: a fresh ``serve``
+    process builds its OpenAPI document on the first request for it, which took 1.9 s at
+    load average 8."""
+    return httpx.get(url, timeout=60, **kw)
 
 
 def tinyagents(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -73,11 +81,11 @@ def test_serve_prints_a_url_and_a_token_the_api_accepts(tmp_path: Path) -> None:
         assert token is not None
         assert any(f"{url}/#token={token}" in line for line in lines)
         api = f"{url}/api/agents"
-        assert httpx.get(f"{api}/runs").status_code == 401
-        r = httpx.get(f"{api}/runs", headers={"Authorization": f"Bearer {token}"})
+        assert get(f"{api}/runs").status_code == 401
+        r = get(f"{api}/runs", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 200 and r.json() == []
-        assert httpx.get(f"{api}/openapi.json").json()["info"]["title"]
-        assert "<html" in httpx.get(f"{url}/").text
+        assert get(f"{api}/openapi.json").json()["info"]["title"]
+        assert "<html" in get(f"{url}/").text
         # token mint with the same store finds the same key (the file beside the store).
         minted = tinyagents(
             "token",
@@ -94,12 +102,12 @@ def test_serve_prints_a_url_and_a_token_the_api_accepts(tmp_path: Path) -> None:
         )
         assert minted.returncode == 0, minted.stderr
         alice = minted.stdout.strip()
-        r = httpx.get(f"{api}/runs", headers={"Authorization": f"Bearer {alice}"})
+        r = get(f"{api}/runs", headers={"Authorization": f"Bearer {alice}"})
         assert r.status_code == 200
         narrowed = tinyagents(
             "token", "attenuate", alice, "--run", "r-1", "--store", store, cwd=tmp_path
         ).stdout.strip()
-        r = httpx.get(f"{api}/runs/r-2", headers={"Authorization": f"Bearer {narrowed}"})
+        r = get(f"{api}/runs/r-2", headers={"Authorization": f"Bearer {narrowed}"})
         assert r.status_code == 404
         # with no key at hand it says what to give, and makes no key file where it runs
         # (it made one, then refused the token as not signed by that new key)
@@ -116,10 +124,10 @@ def test_serve_demo_runs_agents_an_operator_can_see(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'demo.db'}"
     with serve("--store", store, "--demo", cwd=tmp_path) as (url, token, _):
         headers = {"Authorization": f"Bearer {token}"}
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         runs: list[dict[str, object]] = []
         while time.monotonic() < deadline and not runs:
-            runs = httpx.get(f"{url}/api/agents/runs", headers=headers).json()
+            runs = get(f"{url}/api/agents/runs", headers=headers).json()
             time.sleep(0.2)
         assert runs and {r["tenant_id"] for r in runs} == {"default"}
 
@@ -129,7 +137,7 @@ def test_insecure_dev_needs_no_token_and_binds_loopback_only(tmp_path: Path) -> 
     with serve("--store", store, "--insecure-dev", cwd=tmp_path) as (url, token, lines):
         assert token is None and url.startswith("http://127.0.0.1:")
         assert any("INSECURE" in line for line in lines)
-        assert httpx.get(f"{url}/api/agents/runs").status_code == 200
+        assert get(f"{url}/api/agents/runs").status_code == 200
     refused = tinyagents(
         "serve", "--insecure-dev", "--host", "0.0.0.0", "--store", store, cwd=tmp_path
     )
@@ -146,7 +154,7 @@ def test_insecure_dev_binds_the_loopback_address_it_is_given(tmp_path: Path) -> 
         _,
     ):
         assert url.startswith("http://[::1]:")
-        assert httpx.get(f"{url}/api/agents/runs").status_code == 200
+        assert get(f"{url}/api/agents/runs").status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -451,7 +459,7 @@ def test_an_empty_key_file_is_treated_as_absent(tmp_path: Path) -> None:
     key = (tmp_path / "runs.db.server-key").read_text()
     assert len(key.strip()) == 64
     with serve("--store", store, cwd=tmp_path) as (url, _token, _lines):
-        r = httpx.get(
+        r = get(
             f"{url}/api/agents/runs", headers={"Authorization": f"Bearer {minted.stdout.strip()}"}
         )
         assert r.status_code == 200
