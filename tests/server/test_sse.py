@@ -20,6 +20,7 @@ from tinyagents.events import RunEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server.sse import event_stream
 from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import FakeClock, use_clock
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -330,6 +331,46 @@ async def test_the_backlog_is_not_read_on_for_a_client_that_is_gone(served: Serv
         if sent == 10:
             request.gone = True
     assert sent < 1000, sent  # at most the batch it was in (500), not the 6000
+
+
+async def test_a_streams_token_is_asked_again_by_the_clock_not_by_its_polls(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token's lifetime was asked again once the stream had slept ``recheck_s`` in its
+    polls (20 polls of 50 ms), whatever each poll's read of the log took: on a loaded
+    machine, or with a slow store, a stream outlived its token by many seconds, and showed
+    what was logged after it expired. It is asked once ``recheck_s`` has passed."""
+    clock = FakeClock()
+    reads = 0
+    read_events = served.control.read_events
+
+    async def slow_read(**kw: Any) -> Any:  # each read of the log takes half a second
+        nonlocal reads
+        reads += 1
+        clock.advance(0.5)
+        return await read_events(**kw)
+
+    monkeypatch.setattr(served.control, "read_events", slow_read)
+
+    class Stays:
+        async def is_disconnected(self) -> bool:
+            return False
+
+    asked: list[int] = []
+
+    def valid() -> bool:  # the token expired a moment after the stream opened
+        asked.append(reads)
+        return False
+
+    messages = []
+    with use_clock(clock):
+        async with asyncio.timeout(60):  # a guard against a hang, not a timing
+            async for message in event_stream(
+                served.control, Stays(), tenant_id="acme", valid=valid, recheck_s=1.0
+            ):
+                messages.append(message)
+    assert messages[-1].startswith("event: expired")
+    assert asked == [2]  # asked after two reads (1 s), not after 20 polls (10 s of reads)
 
 
 async def test_a_narrowed_stream_shows_a_run_another_process_has_not_listed_yet(

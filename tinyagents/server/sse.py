@@ -31,6 +31,7 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tinyagents import _clock
 from tinyagents.errors import StoreError
 from tinyagents.events.models import json_safe
 
@@ -77,12 +78,16 @@ async def event_stream(
     ``entry`` (``run_id`` is a graph task's entry), the entry's events and its task's
     commands' steering events, which its graph run logs; each is shown as the entry's. With
     ``follow``, new events as they are logged until the client goes away. ``valid`` (asked
-    every ``recheck_s``) says whether the caller's token still holds: once it does not (it
-    expired), an ``expired`` message ends the stream, and the client's reconnect is a 401. A
+    again once ``recheck_s`` has passed by the clock, however long the polls' reads took)
+    says whether the caller's token still holds: once it does not (it expired), an
+    ``expired`` message ends the stream, and the client's reconnect is a 401. A
     store that fails to read ends it with an ``unavailable`` message (the reconnect resumes)."""
     last = after_id
     yield "retry: 1000\n\n"  # opens the stream at once and sets the client's reconnect delay
-    quiet = checked = 0.0
+    quiet = 0.0
+    # by the clock, not by the polls' sleeps: a poll's read of the log takes its own time
+    # (a slow store, a loaded machine), and 20 polls of 50 ms were many seconds then
+    recheck_at = _clock.monotonic() + recheck_s
     try:
         if last and not await control.read_events(tenant_id=tenant_id, after_id=last - 1, limit=1):
             # No event of the tenant has this id or a later one: it is no id this log gave the
@@ -95,8 +100,8 @@ async def event_stream(
         opening = json.dumps(said, separators=(",", ":"))
         yield f"event: stream\ndata: {opening}\n\n"
         while True:
-            if valid is not None and checked >= recheck_s:
-                checked = 0.0
+            if valid is not None and _clock.monotonic() >= recheck_at:
+                recheck_at = _clock.monotonic() + recheck_s
                 if not valid():
                     detail = json.dumps({"detail": "the token expired; mint a new one"})
                     yield f"event: expired\ndata: {detail}\n\n"
@@ -133,7 +138,6 @@ async def event_stream(
                 quiet = 0.0
                 yield ": keep-alive\n\n"
             await asyncio.sleep(poll_s)
-            checked += poll_s
             quiet += poll_s
     except StoreError as exc:
         # the answer has begun: say why it ends; the client's reconnect (after ``retry``, with
