@@ -269,7 +269,10 @@ async def test_a_run_scoped_stream_shows_nothing_once_its_token_expired(served: 
 
         reader = asyncio.create_task(read())
         await eventually(lambda: len(seen) > 0)
-        await asyncio.sleep(3.5)  # past the token's lifetime and one more recheck
+        # past the token's lifetime (2 s, rounded up to a whole second: at most 3 s after
+        # it was minted, before the stream opened) and one more recheck (every second);
+        # 3.5 s left half a second for a recheck late on a loaded machine
+        await asyncio.sleep(4.5)
         count = len(seen)
         steer = {"message": "after expiry"}
         ok = await served.client.post(
@@ -339,15 +342,15 @@ async def test_a_streams_token_is_asked_again_by_the_clock_not_by_its_polls(
     """The token's lifetime was asked again once the stream had slept ``recheck_s`` in its
     polls (20 polls of 50 ms), whatever each poll's read of the log took: on a loaded
     machine, or with a slow store, a stream outlived its token by many seconds, and showed
-    what was logged after it expired. It is asked once ``recheck_s`` has passed."""
+    what was logged after it expired. It is asked every ``recheck_s`` of the clock."""
     clock = FakeClock()
     reads = 0
     read_events = served.control.read_events
 
-    async def slow_read(**kw: Any) -> Any:  # each read of the log takes half a second
+    async def slow_read(**kw: Any) -> Any:  # each read of the log takes 0.375 s
         nonlocal reads
         reads += 1
-        clock.advance(0.5)
+        clock.advance(0.375)
         return await read_events(**kw)
 
     monkeypatch.setattr(served.control, "read_events", slow_read)
@@ -358,9 +361,9 @@ async def test_a_streams_token_is_asked_again_by_the_clock_not_by_its_polls(
 
     asked: list[int] = []
 
-    def valid() -> bool:  # the token expired a moment after the stream opened
+    def valid() -> bool:  # the token expires after its second recheck
         asked.append(reads)
-        return False
+        return len(asked) < 3
 
     messages = []
     with use_clock(clock):
@@ -370,7 +373,9 @@ async def test_a_streams_token_is_asked_again_by_the_clock_not_by_its_polls(
             ):
                 messages.append(message)
     assert messages[-1].startswith("event: expired")
-    assert asked == [2]  # asked after two reads (1 s), not after 20 polls (10 s of reads)
+    # asked at 1.125, 2.25 and 3 s of the clock: on the beat of a second (not a second
+    # after the last ask, late by a read: 9 reads), not after 20 polls (7.5 s of reads)
+    assert asked == [3, 6, 8]
 
 
 async def test_a_narrowed_stream_shows_a_run_another_process_has_not_listed_yet(

@@ -100,8 +100,9 @@ async def event_stream(
         opening = json.dumps(said, separators=(",", ":"))
         yield f"event: stream\ndata: {opening}\n\n"
         while True:
-            if valid is not None and _clock.monotonic() >= recheck_at:
-                recheck_at = _clock.monotonic() + recheck_s
+            if valid is not None and (now := _clock.monotonic()) >= recheck_at:
+                # on a fixed beat (a late poll does not push the next ask later)
+                recheck_at = max(recheck_at + recheck_s, now)
                 if not valid():
                     detail = json.dumps({"detail": "the token expired; mint a new one"})
                     yield f"event: expired\ndata: {detail}\n\n"
