@@ -56,7 +56,7 @@ async def restarted(store: str, run_id: str, spec: SupervisorSpec) -> list[tuple
     async with Runtime(store, supervisor=spec, sinks=[recorder]) as rt:
         model = ScriptedModel([tool_call("search"), reply("done")])
         handle = await rt.start(Agent("a", model, tools=[search]), "go", run_id=run_id)
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+        result = await asyncio.wait_for(handle.result(), 60)  # a failsafe only
     assert result.status is RunStatus.COMPLETED
     return actions(recorder)
 

@@ -58,11 +58,11 @@ async def test_an_abort_the_store_could_not_log_at_first_still_lands(tmp_path: P
         """Release the lock once the supervisor failed to log its abort."""
 
         try:
-            await asyncio.wait_for(failed.wait(), 20)  # a failsafe only
+            await asyncio.wait_for(failed.wait(), 60)  # a failsafe only
         finally:
             lock[0].execute("ROLLBACK")
             lock[0].close()
-        await asyncio.wait_for(waiter.event("steering.accepted"), 20)  # a failsafe only
+        await asyncio.wait_for(waiter.event("steering.accepted"), 60)  # a failsafe only
         return "released"
 
     failed = _Seen("could not be logged")

@@ -428,7 +428,7 @@ async def test_a_pause_of_ours_is_timed_out_when_a_later_one_of_ours_is_refused(
             middleware=[_NoBudgetPause()],
         )
         handle = await rt.start(agent, "go")
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+        result = await asyncio.wait_for(handle.result(), 60)  # a failsafe only
     assert result.status is RunStatus.ABORTED
     assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
     refused = [e for e in recorder.steering() if e.type == "steering.rejected"]
@@ -494,7 +494,7 @@ async def test_a_judge_that_cannot_be_made_is_a_judge_error_not_a_stuck_run(
     recorder = EventRecorder()
     async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
         handle = await rt.start(Agent("a", ScriptedModel([reply("done")])), "go")
-        result = await asyncio.wait_for(handle.result(), 10)
+        result = await asyncio.wait_for(handle.result(), 60)
     assert result.status is RunStatus.COMPLETED  # fail-open: on_judge_error is "ignore"
     assert [e.data["error"] for e in recorder.of_type("supervisor.judge_error")] == [
         "ConfigurationError"
@@ -594,7 +594,7 @@ async def test_a_humans_resume_overtaken_by_a_pause_of_ours_leaves_it_timed_out(
         await waiter.event("supervisor.action", handle.run_id)
         await waiter.event("steering.superseded", handle.run_id, correlation_id=sent[0])
         assert handle.status is RunStatus.PAUSED  # by the supervisor's pause alone now
-        async with asyncio.timeout(10):  # a guard: the cap is 0.05 s
+        async with asyncio.timeout(60):  # a guard: the cap is 0.05 s
             result = await handle.result()
     assert result.status is RunStatus.ABORTED
     assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
@@ -686,7 +686,7 @@ async def test_a_run_restarted_under_the_supervisors_pause_is_still_timed_out(
     async with Runtime(store, supervisor=spec, sinks=[recorder]) as rt:
         model = ScriptedModel([reply("never")])
         handle = await rt.start(Agent("a", model, tools=[gate.tool()]), "go", run_id="r-held")
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+        result = await asyncio.wait_for(handle.result(), 60)  # a failsafe only
     assert result.status is RunStatus.ABORTED
     assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
     assert model.requests == []
@@ -808,7 +808,7 @@ async def test_a_run_held_by_a_policy_instead_of_aborted_is_still_timed_out(
         model = ScriptedModel([tool_call("search"), reply("never")])
         agent = Agent("a", model, tools=[search], middleware=[_HoldForReview(turn, times)])
         handle = await rt.start(agent, "go")
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+        result = await asyncio.wait_for(handle.result(), 60)  # a failsafe only
     assert result.status is RunStatus.ABORTED
     assert result.error == "paused longer than the supervisor's dwell cap of 0.01 s"
     assert len(recorder.of_type("supervisor.escalated")) == 2

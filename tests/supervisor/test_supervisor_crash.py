@@ -67,7 +67,7 @@ async def test_a_pause_logged_before_a_crash_is_still_timed_out_after_the_restar
     model = ScriptedModel([reply("never")])
     async with Runtime(f"sqlite:///{db}", supervisor=spec, sinks=[recorder]) as rt:
         handle = await rt.start(Agent("a", model), "go", run_id="r-crash")
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+        result = await asyncio.wait_for(handle.result(), 60)  # a failsafe only
     assert result.status is RunStatus.ABORTED
     assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
     assert model.requests == []
@@ -94,6 +94,6 @@ async def test_a_rule_whose_pause_was_logged_before_a_crash_does_not_fire_again(
         handle = await rt.start(Agent("a", model, tools=[search]), "go", run_id="r-crash")
         await waiter.event("run.paused", "r-crash")  # the logged pause, applied now
         await handle.resume()
-        result = await asyncio.wait_for(handle.result(), 10)  # a failsafe only
+        result = await asyncio.wait_for(handle.result(), 60)  # a failsafe only
     assert result.status is RunStatus.COMPLETED
     assert not recorder.of_type("supervisor.action")
