@@ -218,8 +218,9 @@ async def _read_to_the_end(served: Served, params: dict[str, Any], token: str) -
 async def test_a_stream_ends_when_its_token_expires(served: Served) -> None:
     """The token is asked again while the stream is open: once it expired, an ``expired``
     message ends the stream, and the browser's reconnect is a 401."""
-    token = served.auth.mint(user="eve", tenant="acme", rights=["agent:observe"], ttl_s=2)
     run = await served.start_run("acme")
+    # minted after the run's start, which took of its 2 s before the stream was opened
+    token = served.auth.mint(user="eve", tenant="acme", rights=["agent:observe"], ttl_s=2)
     text = await _read_to_the_end(served, {"follow": "true"}, token)
     assert "event: expired" in text and "mint a new one" in text
     again = await served.client.get(
