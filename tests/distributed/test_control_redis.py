@@ -936,11 +936,28 @@ class _EndedOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.pool, name)
 
+    async def acquire(self, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - asyncpg's
+        return _EndedOnceConnection(self, await self.pool.acquire(timeout=timeout))
+
+    async def release(self, conn: Any) -> None:
+        await self.pool.release(conn.conn)
+
+
+class _EndedOnceConnection:
+    """A connection of ``_EndedOnce``: its statements outside a transaction may fail so."""
+
+    def __init__(self, pool: _EndedOnce, conn: Any) -> None:
+        self.pool, self.conn = pool, conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
     async def fetch(self, sql: str, *args: Any) -> Any:
-        if self.times and self.marker in sql:
-            self.times -= 1
+        pool = self.pool
+        if pool.times and pool.marker in sql and not self.conn.is_in_transaction():
+            pool.times -= 1
             raise ConnectionResetError("connection was closed in the middle of operation")
-        return await self.pool.fetch(sql, *args)
+        return await self.conn.fetch(sql, *args)
 
 
 async def test_a_worker_that_sent_commands_stops_without_reporting_a_redis_outage(

@@ -177,12 +177,38 @@ class _LosingPool:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.pool, name)
 
+    async def acquire(self, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - asyncpg's
+        return _Statements(self, await self.pool.acquire(timeout=timeout))
+
+    async def release(self, conn: Any) -> None:
+        await self.pool.release(conn.conn)
+
     async def fetch(self, sql: str, *args: Any) -> Any:
-        rows = await self.pool.fetch(sql, *args)
+        async with self.pool.acquire() as conn:
+            return await self.fetch_on(conn, sql, *args)
+
+    async def fetch_on(self, conn: Any, sql: str, *args: Any) -> Any:
+        rows = await conn.fetch(sql, *args)
         if self.lose_next and self.marker in sql:
             self.lose_next = False
             raise ConnectionResetError("connection was closed in the middle of operation")
         return rows
+
+
+class _Statements:
+    """A connection of a test double's pool: its statements outside a transaction go
+    through the double (``fetch_on``)."""
+
+    def __init__(self, pool: Any, conn: Any) -> None:
+        self.pool, self.conn = pool, conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        if self.conn.is_in_transaction():
+            return await self.conn.fetch(sql, *args)
+        return await self.pool.fetch_on(self.conn, sql, *args)
 
 
 async def _answer_as_the_far_owner(owner: PostgresStore, cmd: SteeringCommand) -> None:
@@ -387,11 +413,11 @@ class _DownPool(_LosingPool):
         super().__init__(pool, marker)
         self.times = times
 
-    async def fetch(self, sql: str, *args: Any) -> Any:
+    async def fetch_on(self, conn: Any, sql: str, *args: Any) -> Any:
         if self.times and self.marker in sql:
             self.times -= 1
             raise ConnectionResetError("connection was closed in the middle of operation")
-        return await self.pool.fetch(sql, *args)
+        return await conn.fetch(sql, *args)
 
 
 async def test_an_inbox_command_the_owner_cannot_log_yet_is_taken_again_not_rejected(

@@ -26,7 +26,7 @@ from tinyagents.protocol import (
     SteeringTarget,
 )
 from tinyagents.store import PostgresStore, StoreWriter, open_store
-from tinyagents.store._postgres import cause
+from tinyagents.store._postgres import cause, said
 from tinyagents.store.base import may_pass
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer
 from tinyagents.store.postgres import MIGRATIONS
@@ -843,3 +843,69 @@ async def test_a_write_on_a_read_only_connection_may_pass_and_the_connection_is_
         assert statuses == [f"s{n}" for n in range(5)]
     finally:
         await store.close()
+
+
+async def test_an_exhausted_pool_is_a_store_error_that_may_pass_and_says_so(schema: str) -> None:
+    """Every connection of the pool is held (here: its one connection, as by a long
+    transaction): a call waited for a free one with no limit, though its statements are
+    bounded by ``command_timeout``. The wait is bounded by ``command_timeout`` too, and running
+    out is a ``StoreError`` that may pass and says the pool is exhausted; once the connection
+    is given back, calls work again."""
+    store = PostgresStore(postgres_dsn(), schema=schema, max_size=1, command_timeout=0.5)
+    await store.open()
+    try:
+        async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+            async with store.pool.acquire():  # the pool's one connection, held
+                calls = {
+                    "read command c-1": lambda: store.get_command("c-1"),  # fetch again
+                    "log command c-1": lambda: store.append_command(  # a transaction
+                        command("c-1"), state="accepted", run_id="r-1"
+                    ),
+                    "append 1 event": lambda: store.append_events(
+                        [RunEvent(type="run.status", run_id="r-1", status="s0")]
+                    ),
+                }
+                for what, call in calls.items():
+                    with pytest.raises(StoreError, match="pool is exhausted") as caught:
+                        await call()
+                    message = str(caught.value)
+                    assert f"could not {what}" in message, message
+                    assert "within command_timeout (0.5 s)" in message
+                    assert "1 (max_size)" in message
+                    assert may_pass(caught.value)
+            assert await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+            assert await store.get_command("c-1") is not None
+    finally:
+        await store.close()
+
+
+async def test_a_checkpointer_with_an_exhausted_pool_says_so(schema: str) -> None:
+    """The checkpointer's reads (tried again when they may pass, but not an exhausted pool's:
+    it waited once) and its thread deletion say the pool is exhausted alike."""
+    async with PostgresCheckpointer(
+        postgres_dsn(), schema=schema, max_size=1, command_timeout=0.5
+    ) as cp:
+        async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+            async with cp._pool.acquire():
+                for call in (lambda: cp.latest("t-1"), lambda: cp.delete_thread("t-1")):
+                    with pytest.raises(StoreError, match="pool is exhausted") as caught:
+                        await call()
+                    assert may_pass(caught.value)
+            assert await cp.latest("t-1") is None
+
+
+def test_a_statement_on_a_connection_the_server_ended_says_so() -> None:
+    """A statement begun on a pooled connection the server had just ended (its parting error
+    read, the socket's end not yet) failed with asyncpg's internal words "cannot switch to
+    state 11; another operation (2) is in progress", shown as is in the ``StoreError``. It
+    says the server ended the connection (and still may pass)."""
+    ended = asyncpg.InternalClientError(
+        "cannot switch to state 11; another operation (2) is in progress"
+    )
+    err = StoreError(f"PostgreSQL: could not log command c-1: {said(ended)}")
+    err.__cause__ = cause(ended)
+    assert "another operation" not in str(err) and "state 11" not in str(err)
+    assert "the server ended the connection" in str(err)
+    assert may_pass(err)
+    busy = asyncpg.InterfaceError("cannot perform operation: another operation is in progress")
+    assert said(busy) == str(busy)  # two calls on one connection: a bug, said as is

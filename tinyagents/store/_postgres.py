@@ -119,22 +119,56 @@ AGAIN = 2
 AGAIN_AFTER_S = 0.05
 
 
-async def fetch_again(pool: Any, sql: str, *args: Any) -> tuple[list[Any], bool]:
+class PoolExhausted(ConnectionError):
+    """No connection of the pool came free within the acquire timeout (``command_timeout``):
+    every one is in use (long transactions, or more concurrent calls than ``max_size``), or
+    a new one could not be made in time. A ``ConnectionError``: it may pass."""
+
+
+@contextlib.asynccontextmanager
+async def connection(pool: Any, wait_s: float | None) -> AsyncIterator[Any]:
+    """A connection of ``pool``, waited for ``wait_s`` seconds at most (None: as long as it
+    takes), given back when the block ends; running out is ``PoolExhausted``. ``pool.fetch``
+    and the like wait for one with no limit."""
+    try:
+        conn = await pool.acquire(timeout=wait_s)
+    except TimeoutError as exc:
+        raise PoolExhausted(
+            f"the connection pool is exhausted: no connection came free within "
+            f"command_timeout ({wait_s:g} s); all {pool.get_max_size()} (max_size) are in use "
+            "(long transactions, or more calls at once than max_size), or a new one could "
+            "not be made in time"
+        ) from exc
+    try:
+        yield conn
+    finally:
+        # The pool gives ``wait_s`` to the release too (waiting out a cancelled statement,
+        # closing a connection ``expire_connections`` marked); one that fails or runs out
+        # terminates the connection, and must not turn what the block did into a failure.
+        with contextlib.suppress(*db_errors()):
+            await pool.release(conn)
+
+
+async def fetch_again(
+    pool: Any, sql: str, *args: Any, wait_s: float | None = None
+) -> tuple[list[Any], bool]:
     """A statement's rows, and whether it was tried again: an attempt that failed in a way
     that may pass (the server ended the connection under it, and perhaps the pool's other
     connections with it) is tried again on another connection, ``AGAIN`` times at most. For
-    reads and idempotent writes only: an attempt whose reply was lost may have committed."""
+    reads and idempotent writes only: an attempt whose reply was lost may have committed.
+    ``wait_s``: how long to wait for a free connection (``connection``); an exhausted pool
+    is not waited for again."""
     for attempt in range(AGAIN):
         try:
-            async with replaced_if_read_only(pool):
-                return list(await pool.fetch(sql, *args)), attempt > 0
+            async with replaced_if_read_only(pool), connection(pool, wait_s) as conn:
+                return list(await conn.fetch(sql, *args)), attempt > 0
         except db_errors() as exc:
-            if not may_pass(exc):
+            if not may_pass(exc) or isinstance(exc, PoolExhausted):
                 raise
         # the pool learns of its other ended connections meanwhile
         await asyncio.sleep(AGAIN_AFTER_S * 2**attempt)
-    async with replaced_if_read_only(pool):
-        return list(await pool.fetch(sql, *args)), True
+    async with replaced_if_read_only(pool), connection(pool, wait_s) as conn:
+        return list(await conn.fetch(sql, *args)), True
 
 
 @contextlib.asynccontextmanager
@@ -330,4 +364,14 @@ def said(exc: BaseException, timeout: float | None = None) -> str:
             f"TimeoutError: no answer from the server {within}, or in connecting to it (a "
             "stalled or unreachable server, or a lock another connection holds)"
         )
+    if _ENDED.search(str(exc)):
+        return (
+            f"{type(exc).__name__}: the server ended the connection (a restart, a failover, "
+            "pg_terminate_backend); the statement was not sent"
+        )
     return first_line(exc)
+
+
+#: asyncpg's words for a statement begun on a connection whose protocol is consuming the
+#: server's parting error (state 2): it ended the connection, and the statement was not sent.
+_ENDED = re.compile(r"cannot switch to state \d+; another operation \(2\) is in progress")

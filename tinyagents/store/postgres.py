@@ -30,6 +30,7 @@ from tinyagents.protocol.ids import shown_id
 from tinyagents.protocol.state import CommandState
 from tinyagents.store._postgres import (
     check_settings,
+    connection,
     db_errors,
     fetch_again,
     first_line,
@@ -286,7 +287,8 @@ class PostgresStore(Store):
     usually ``public``). With ``create=False`` a store that is not there yet (no such schema,
     or no store's tables in it) is refused with ``StoreError`` on open, and nothing is
     created: for tools that only read or steer an existing store. The pool holds ``min_size`` to ``max_size`` connections; a statement
-    that takes longer than ``command_timeout`` seconds fails with ``StoreError``.
+    that takes longer than ``command_timeout`` seconds fails with ``StoreError``, and so does
+    a call that waits as long for a free connection (the pool is exhausted).
     """
 
     def __init__(
@@ -378,7 +380,7 @@ class PostgresStore(Store):
         async with (
             mapped_errors(what, command_timeout=self.command_timeout),
             replaced_if_read_only(pool),
-            pool.acquire() as conn,
+            connection(pool, self.command_timeout) as conn,
             conn.transaction(),
         ):
             yield conn
@@ -388,15 +390,16 @@ class PostgresStore(Store):
         async with (
             mapped_errors(what, command_timeout=self.command_timeout),
             replaced_if_read_only(pool),
+            connection(pool, self.command_timeout) as conn,
         ):
-            return list(await pool.fetch(sql, *args))
+            return list(await conn.fetch(sql, *args))
 
     async def _fetch_again(self, what: str, sql: str, *args: Any) -> list[Any]:
         """``_fetch`` for a statement that only reads, or a write that changes nothing when
         it is run again: tried again on another connection when the server ended the first
         one under it (``fetch_again``)."""
         async with mapped_errors(what, command_timeout=self.command_timeout):
-            return (await fetch_again(self.pool, sql, *args))[0]
+            return (await fetch_again(self.pool, sql, *args, wait_s=self.command_timeout))[0]
 
     # -- steering log ----------------------------------------------------------------------
 

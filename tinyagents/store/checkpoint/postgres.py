@@ -40,6 +40,7 @@ from tinyagents.protocol.ids import shown_id
 from tinyagents.store._postgres import (
     READ_ONLY,
     check_settings,
+    connection,
     db_errors,
     fetch_again,
     lock_key,
@@ -246,7 +247,7 @@ class PostgresCheckpointer(Checkpointer):
         run must not fail for a dropped connection."""
         pool = await self._db()
         async with mapped_errors(what, command_timeout=self.command_timeout):
-            return await fetch_again(pool, sql, *args)
+            return await fetch_again(pool, sql, *args, wait_s=self.command_timeout)
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -462,7 +463,7 @@ class PostgresCheckpointer(Checkpointer):
             mapped_errors(
                 f"delete thread {shown_id(thread_id)}", command_timeout=self.command_timeout
             ),
-            pool.acquire() as conn,
+            connection(pool, self.command_timeout) as conn,
         ):
             async with conn.transaction():
                 for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
