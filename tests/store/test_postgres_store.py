@@ -8,6 +8,7 @@ import asyncio
 import operator
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypedDict
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -909,3 +910,83 @@ def test_a_statement_on_a_connection_the_server_ended_says_so() -> None:
     assert may_pass(err)
     busy = asyncpg.InterfaceError("cannot perform operation: another operation is in progress")
     assert said(busy) == str(busy)  # two calls on one connection: a bug, said as is
+
+
+class _StallingProxy:
+    """A TCP proxy to the test PostgreSQL that, once ``stall()`` is called, forwards nothing
+    more either way and keeps every socket open: a server that stopped answering."""
+
+    def __init__(self, dsn: str) -> None:
+        parts = urlsplit(dsn)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._dsn = parts
+        self._stalled = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+
+    @property
+    def dsn(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        netloc = self._dsn.netloc.rsplit("@", 1)
+        host = f"127.0.0.1:{port}"
+        return urlunsplit(
+            self._dsn._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host)
+        )
+
+    def stall(self) -> None:
+        self._stalled.set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    async def aclose(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        for src, dst in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.ensure_future(self._pump(src, dst))
+            self._tasks.add(task)
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while data := await src.read(65536):
+                if self._stalled.is_set():
+                    await asyncio.Event().wait()  # held for good: no answer, no end
+                dst.write(data)
+                await dst.drain()
+        finally:
+            dst.close()
+
+
+async def test_closing_on_a_stalled_server_ends_within_command_timeout(schema: str) -> None:
+    """The server stops answering (a stall, a network partition): closing the store or the
+    checkpointer waited with no limit, as asyncpg's pool close waits for the server to see
+    each connection end (and a runtime's close after it). Each close waits
+    ``command_timeout`` at most, then cuts the connections; what was committed stays."""
+    proxy = _StallingProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        store = PostgresStore(proxy.dsn, schema=schema, command_timeout=0.5)
+        await store.open()
+        cp = PostgresCheckpointer(proxy.dsn, schema=schema, command_timeout=0.5)
+        await cp.setup()
+        assert await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+        await cp.acquire("t-1", "me")  # the lease connection too
+        proxy.stall()
+        async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+            await store.close()
+            await cp.aclose()
+    finally:
+        await proxy.aclose()
+    again = PostgresStore(postgres_dsn(), schema=schema)
+    await again.open()
+    try:
+        assert await again.get_command("c-1") is not None
+    finally:
+        await again.close()

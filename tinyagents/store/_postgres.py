@@ -279,6 +279,18 @@ async def open_pool(
     return pool, str(current)
 
 
+async def close_pool(pool: Any, wait_s: float | None) -> None:
+    """Close ``pool`` gracefully, ``wait_s`` seconds at most (None: as long as it takes),
+    then terminate what is left: asyncpg's ``close`` waits for every connection to be given
+    back and for the server to see each one's end, with no limit of its own, so closing on a
+    stalled server hung. Whatever was committed stays; a call still under way past the wait
+    fails as on a dropped connection."""
+    try:
+        await asyncio.wait_for(pool.close(), wait_s)
+    except TimeoutError:
+        pool.terminate()
+
+
 async def _keep(conn: Any) -> None:
     """The pool's reset between two uses of a connection: nothing. asyncpg's default costs a
     round trip per use (UNLISTEN, RESET ALL, unlock all advisory locks...), and pooled

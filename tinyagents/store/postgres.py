@@ -30,6 +30,7 @@ from tinyagents.protocol.ids import shown_id
 from tinyagents.protocol.state import CommandState
 from tinyagents.store._postgres import (
     check_settings,
+    close_pool,
     connection,
     db_errors,
     fetch_again,
@@ -359,9 +360,10 @@ class PostgresStore(Store):
             )
 
     async def close(self) -> None:
+        """Close the pool; on a stalled server, ``command_timeout`` seconds at most."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            await pool.close()
+            await close_pool(pool, self.command_timeout)
 
     @property
     def pool(self) -> Any:

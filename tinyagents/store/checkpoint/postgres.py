@@ -40,6 +40,7 @@ from tinyagents.protocol.ids import shown_id
 from tinyagents.store._postgres import (
     READ_ONLY,
     check_settings,
+    close_pool,
     connection,
     db_errors,
     fetch_again,
@@ -229,7 +230,8 @@ class PostgresCheckpointer(Checkpointer):
 
     async def aclose(self) -> None:
         """Close the connections; threads still held are free once the lease connection is
-        closed (their rows stay until the next holder replaces them)."""
+        closed (their rows stay until the next holder replaces them). On a stalled server each
+        of the two waits ``command_timeout`` seconds at most, then the connections are cut."""
         async with self._lease_lock:
             await self._drop_lease_connection()
         self._tokens.clear()
@@ -237,7 +239,7 @@ class PostgresCheckpointer(Checkpointer):
         self._locked_on.clear()
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            await pool.close()
+            await close_pool(pool, self.command_timeout)
 
     async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
         return (await self._fetch_again(what, sql, *args))[0]
@@ -501,8 +503,8 @@ class PostgresCheckpointer(Checkpointer):
     async def _drop_lease_connection(self) -> None:
         conn, self._lease_conn = self._lease_conn, None
         if conn is not None:
-            with contextlib.suppress(*db_errors()):
-                await conn.close()
+            with contextlib.suppress(*db_errors()):  # a stalled server: aborted after
+                await conn.close(timeout=self.command_timeout)
 
     async def _try_lock(self, key: int) -> tuple[Any, bool]:
         """``pg_try_advisory_lock`` on the lease connection, which is replaced (once) when it
