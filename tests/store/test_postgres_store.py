@@ -967,8 +967,9 @@ class _StallingProxy:
 async def test_closing_on_a_stalled_server_ends_within_command_timeout(schema: str) -> None:
     """The server stops answering (a stall, a network partition): closing the store or the
     checkpointer waited with no limit, as asyncpg's pool close waits for the server to see
-    each connection end (and a runtime's close after it). Each close waits
-    ``command_timeout`` at most, then cuts the connections; what was committed stays."""
+    each connection end (and a runtime's close after it), and so did the inbox listener's
+    and the lease connection's close. Each waits ``command_timeout`` at most, then cuts the
+    connections; what was committed stays."""
     proxy = _StallingProxy(postgres_dsn())
     await proxy.start()
     try:
@@ -978,8 +979,10 @@ async def test_closing_on_a_stalled_server_ends_within_command_timeout(schema: s
         await cp.setup()
         assert await store.append_command(command("c-1"), state="accepted", run_id="r-1")
         await cp.acquire("t-1", "me")  # the lease connection too
+        listener = await store.listen_inbox("rt-1", lambda: None)  # and the inbox's
         proxy.stall()
         async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+            await listener.aclose()
             await store.close()
             await cp.aclose()
     finally:

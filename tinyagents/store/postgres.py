@@ -955,8 +955,8 @@ class InboxListener:
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            with contextlib.suppress(*db_errors()):
-                await conn.close()
+            with contextlib.suppress(*db_errors()):  # a stalled server: aborted after
+                await conn.close(timeout=self.store.command_timeout)
 
     async def aclose(self) -> None:
         if self._task is not None:
