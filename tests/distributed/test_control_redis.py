@@ -25,7 +25,7 @@ from tinyagents import (
 )
 from tinyagents.distributed import RedisControl
 from tinyagents.distributed.wire import Keys
-from tinyagents.errors import InvalidCommandError
+from tinyagents.errors import InvalidCommandError, ReceiptTimeout
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
 from tinyagents.store import MemoryStore
@@ -1057,3 +1057,113 @@ async def test_a_redis_emptied_mid_command_answers_every_sender(
                 await handle.result()
     finally:
         await client.aclose()
+
+
+@pytest.fixture
+async def slow_owner(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Runtime, RedisControl, Runtime, RedisControl, asyncio.Event]]:
+    """Worker a, whose command reader holds every entry until the gate (last) is set, and
+    worker b, whose receipt timeout is short (its thread command's hand-off to a runs out)."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    gate = asyncio.Event()
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.2), **kw) as rc_a,
+            RedisControl(
+                rt_b, redis_url, worker_id="b", backoff_s=(0.05, 0.2), receipt_timeout_s=0.3, **kw
+            ) as rc_b,
+        ):
+            answer = rc_a.reader._answer
+
+            async def held(parsed: Any, again: bool = False) -> Any:
+                await gate.wait()
+                return await answer(parsed, again)
+
+            monkeypatch.setattr(rc_a.reader, "_answer", held)
+            try:
+                yield rt_a, rc_a, rt_b, rc_b, gate
+            finally:
+                gate.set()
+
+
+def timed_out(rc: RedisControl, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set once a send of ``rc``'s runs out of time waiting for its receipt."""
+    event = asyncio.Event()
+    send = rc._send
+
+    async def noted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await send(*args, **kwargs)
+        except ReceiptTimeout:
+            event.set()
+            raise
+
+    monkeypatch.setattr(rc, "_send", noted)
+    return event
+
+
+async def test_a_handed_thread_command_its_owner_answers_not_found_late_waits_here_again(
+    slow_owner: tuple[Runtime, RedisControl, Runtime, RedisControl, asyncio.Event],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """b hands its deferred thread command to the thread's run on a; a answers only after
+    b's receipt timeout, and "not found" (the run ended meanwhile). b took the missing
+    receipt for "taken" and dropped the command: neither applied nor waiting, and no
+    terminal event anywhere. It now stays b's until a definite answer comes, then waits
+    again, and the thread's next run takes it (one terminal event)."""
+    rt_a, rc_a, rt_b, rc_b, gate = slow_owner
+    late = timed_out(rc_b, monkeypatch)
+    cancel = thread_cancel("t-lost")
+    assert (await rc_b.submit(cancel)).status == "deferred"
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-lost")
+    async with asyncio.timeout(60):
+        await late.wait()  # b handed it to a, and has no receipt yet
+    await theirs.cancel()  # the run on a ends before a reads the command
+    await theirs.result()
+    gate.set()
+    await eventually(lambda: asyncio.sleep(0, rc_a.counters.answered), lambda n: n >= 1)
+    await eventually(
+        lambda: asyncio.sleep(0, rt_b.router.waiting_for_threads()),
+        lambda waiting: [c.correlation_id for c, _ in waiting] == [cancel.correlation_id],
+    )
+    mine = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-lost")
+    async with asyncio.timeout(60):
+        assert (await mine.result()).status is RunStatus.CANCELLED
+    ends = [
+        e.type
+        for e in rt_b.steering_history(mine.run_id)
+        if e.correlation_id == cancel.correlation_id and e.type != "steering.requested"
+    ]
+    assert ends[-1] == "steering.applied" and ends.count("steering.applied") == 1, ends
+    history = rt_a.steering_history(theirs.run_id)
+    assert not [e for e in history if e.correlation_id == cancel.correlation_id]
+
+
+async def test_a_handed_thread_command_its_owner_takes_late_is_not_taken_here_meanwhile(
+    slow_owner: tuple[Runtime, RedisControl, Runtime, RedisControl, asyncio.Event],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While b waits for a's late receipt, the command is neither dropped nor b's to give to a
+    run of the thread starting on b: a takes it once its answer comes, and b's run never
+    sees it (applied once, on a)."""
+    rt_a, rc_a, rt_b, rc_b, gate = slow_owner
+    late = timed_out(rc_b, monkeypatch)
+    cancel = thread_cancel("t-late")
+    assert (await rc_b.submit(cancel)).status == "deferred"
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-late")
+    async with asyncio.timeout(60):
+        await late.wait()
+    mine = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-late")
+    assert rt_b.router.waiting_for_threads() == []
+    gate.set()
+    async with asyncio.timeout(60):
+        assert (await theirs.result()).status is RunStatus.CANCELLED
+    await eventually(lambda: asyncio.sleep(0, rt_b.router.open_commands()), ok=not_)
+    assert mine.status is RunStatus.RUNNING
+    history = rt_b.steering_history(mine.run_id)
+    assert not [e for e in history if e.correlation_id == cancel.correlation_id]
+    assert (await rc_b.submit(cancel)).status == "duplicate"
+    assert rc_a.counters.received == 1  # asked again: the same request, one entry
+    await mine.cancel()
+    await mine.result()

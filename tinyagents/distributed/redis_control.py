@@ -194,6 +194,9 @@ class RedisControl:
         #: Held while thread commands are handed to another worker, and by a thread command
         #: sent while some wait here: the thread's commands reach its run in the order sent.
         self._handing = asyncio.Lock()
+        #: The thread commands handed to another worker whose receipt is late, each waiting
+        #: for it (``_handed``), taken by no run here meanwhile.
+        self._in_doubt: set[asyncio.Task[None]] = set()
 
     @property
     def enabled(self) -> bool:
@@ -322,7 +325,7 @@ class RedisControl:
         """Cancel the jobs and wait for them, boundedly. redis-py (8.1) can swallow a cancel
         that lands while a blocking read starts, and the job reads on: such a job is cancelled
         again, and its connections are dropped under it (the read fails, the cancel lands)."""
-        tasks, self._tasks = self._tasks, []
+        tasks, self._tasks = [*self._tasks, *self._in_doubt], []
         for task in tasks:
             task.cancel()
         pending = {t for t in tasks if not t.done()}
@@ -376,9 +379,11 @@ class RedisControl:
             )
             return await self._send(cmd, owner)
 
-    async def _send(self, cmd: SteeringCommand, owner: str) -> SteeringReceipt:
+    async def _send(
+        self, cmd: SteeringCommand, owner: str, *, request_id: str | None = None
+    ) -> SteeringReceipt:
         """Append ``cmd`` to ``owner``'s stream and wait for its receipt (see ``submit``)."""
-        request_id = _clock.new_id("req")
+        request_id = request_id or _clock.new_id("req")
         envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
         fields = envelope.fields()  # a command too large for the wire: InvalidCommandError
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
@@ -594,35 +599,102 @@ class RedisControl:
                 await self._hand_off(cmd, owner)
 
     async def _hand_off(self, cmd: SteeringCommand, owner: str) -> None:
+        """Hand ``cmd`` to ``owner`` (``router.hand_off``), returning once ``owner`` answered,
+        or once its receipt is late: then the hand-off goes on in the background
+        (``_in_doubt``), the command off this router's runs, until a definite answer comes
+        (``_handed``), and the thread's other commands are not held up meanwhile."""
+        late = asyncio.Event()
+        task = asyncio.create_task(
+            self._hand_off_now(cmd, owner, late), name=f"redis-hand-off-{cmd.correlation_id}"
+        )
+        self._in_doubt.add(task)
+        task.add_done_callback(self._in_doubt.discard)
+        waiter = asyncio.ensure_future(late.wait())
         try:
-            await self.runtime.router.hand_off(cmd, functools.partial(self._handed, owner=owner))
+            await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not late.is_set():
+                task.cancel()
+            raise
+        finally:
+            waiter.cancel()
+
+    async def _hand_off_now(self, cmd: SteeringCommand, owner: str, late: asyncio.Event) -> None:
+        try:
+            await self.runtime.router.hand_off(
+                cmd, functools.partial(self._handed, owner=owner, late=late)
+            )
         except asyncio.CancelledError:
             raise
         except Exception:  # it waits on here; the others are handed over all the same
             log.exception("worker %s: thread command %s", self.worker_id, cmd.correlation_id)
 
-    async def _handed(self, cmd: SteeringCommand, owner: str) -> bool:
+    async def _handed(self, cmd: SteeringCommand, owner: str, late: asyncio.Event) -> bool:
         """Whether ``owner`` took ``cmd`` (a thread's deferred command handed off): any
-        receipt but "not found" (its run there ended meanwhile), and no receipt in time (the
-        entry stays in its stream: it may still apply, and must not apply here too)."""
+        receipt but "not found" (its run there ended meanwhile). With no receipt in time the
+        answer is still to come (the entry stays in ``owner``'s stream: it may apply there
+        yet, or be answered "not found"): the command stays off this router's runs, ``late``
+        is set, and the same request is asked again (``_answer_of``) until ``owner``
+        answers. A missing receipt used to count as "taken": the command was dropped here,
+        and when ``owner`` did not take it, it was neither applied nor waiting, and ended
+        with no terminal event."""
+        request_id = _clock.new_id("req")
         try:
-            receipt = await self._send(cmd, owner)
+            receipt = await self._send(cmd, owner, request_id=request_id)
         except InvalidCommandError as exc:
             log.warning("thread command %s waits here: %s", cmd.correlation_id, exc)
             self._unsendable.add(_key(cmd))
             return False
         except ReceiptTimeout:
             log.warning(
-                "worker %s: thread command %s handed to worker %s, no receipt yet",
+                "worker %s: thread command %s handed to worker %s, no receipt yet: it waits "
+                "for one, taken by no run here meanwhile",
                 self.worker_id,
                 cmd.correlation_id,
                 owner,
             )
-            return True
+            late.set()
+            answer = await self._answer_of(cmd, owner, request_id)
+            if answer is None:
+                return False
+            receipt = answer
         except ControlPlaneUnavailable as exc:
             log.info("thread command %s waits on here: %s", cmd.correlation_id, exc)
             return False
         return receipt != hidden(cmd)
+
+    async def _answer_of(
+        self, cmd: SteeringCommand, owner: str, request_id: str
+    ) -> SteeringReceipt | None:
+        """``owner``'s receipt for the request ``request_id`` (``cmd``, sent already and not
+        answered in time), or ``None`` if it handed the command back (it was stopping).
+        Asked again every ``receipt_timeout_s``: the same request appended again is one
+        entry (its ``sent`` mark), and once that mark expired, ``owner`` answers it from
+        what it answered the request before, or its router's deduplication (``duplicate``
+        for a command it took): the command is never applied twice."""
+        envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
+        fields = envelope.fields()
+        future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        try:
+            while True:
+                await asyncio.wait([future], timeout=self.receipt_timeout_s)
+                if future.done():
+                    try:
+                        return future.result()
+                    except ControlPlaneUnavailable as exc:  # handed back: not taken
+                        log.info("thread command %s waits on here: %s", cmd.correlation_id, exc)
+                        return None
+                try:
+                    await self._append(owner, request_id, fields)  # ask again
+                    self._sent.set()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # Redis down: asked again at the next round
+                    if not outage(exc) and not redis_answered(exc):
+                        raise
+        finally:
+            self._waiting.pop(request_id, None)
 
     # ------------------------------------------------------------------ lookups
 
