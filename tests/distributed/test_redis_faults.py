@@ -505,3 +505,44 @@ async def test_listing_entries_whose_ids_break_the_id_rule_are_skipped(
             assert c.counters.malformed == 3
     finally:
         await client.aclose()
+
+
+async def test_a_snapshot_that_is_no_json_is_skipped_and_the_others_are_listed(
+    redis_url: str,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+    crashes: Crashes,
+) -> None:
+    """The mirror encoded all of a worker's runs in one go: one snapshot that JSON cannot
+    encode (here: a value stamped into it that is no JSON) ended the mirror at every restart,
+    and none of the worker's runs was listed. That run is skipped (logged once, counted in
+    ``unencodable``); the others are listed, and the mirror runs on."""
+    caplog.set_level("WARNING", logger=LOGGER)
+    kw: dict[str, Any] = {"prefix": prefix, "backoff_s": (0.1, 0.5), "block_s": 0.2}
+    async with Runtime() as rt, Runtime() as other_rt:
+        async with (
+            RedisControl(rt, redis_url, worker_id="w", heartbeat_s=0.2, **kw) as control,
+            RedisControl(other_rt, redis_url, worker_id="r", **kw) as reader,
+        ):
+            crashes.control = control
+            stamp = control.mirror.stamp
+            bad = await rt.start(holder(), "work", tenant_id="acme")
+
+            def unencodable(snapshot: dict[str, Any]) -> dict[str, Any]:
+                stamped = stamp(snapshot)
+                if stamped["run_id"] == bad.run_id:
+                    stamped["extra"] = object()
+                return stamped
+
+            control.mirror.stamp = unencodable  # type: ignore[method-assign]
+            control.mirror._stale = True  # written afresh: the bad run among the others
+            good = await rt.start(holder(), "work", tenant_id="acme")
+            assert await eventually(lambda: reader.get_run(good.run_id), bool)
+            writes = control.counters.mirror_writes
+            await eventually(now(control), lambda c: c.counters.mirror_writes >= writes + 3)
+            assert await reader.get_run(bad.run_id) is None
+            assert control.counters.unencodable == 1
+            assert crashes.seen == []
+            lines = [r for r in caplog.records if bad.run_id in r.getMessage()]
+            assert len(lines) == 1 and "not listed" in lines[0].getMessage(), lines
+            assert control.connected

@@ -120,6 +120,7 @@ class RedisCounters(Record):
     bad_reply_to: int = 0  # answered, the receipt not sent: its reply target is no stream
     mirror_writes: int = 0
     mirror_errors: int = 0
+    unencodable: int = 0  # runs left off the listing: their snapshot is no JSON (logged once)
     redis_errors: int = 0  # failed Redis calls of every kind (each is retried after a backoff)
     crashes: int = 0  # jobs that died of an error they do not retry (each restarted: supervise)
 

@@ -5,7 +5,8 @@ live snapshots plus ``worker``, rewritten when an event says a run moved (at mos
 ``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set, the
 hash's expiry and its command stream's (``COMMANDS_TTL_S``), takes released runs off, and rewrites the hash if Redis lost it (a Redis
 restarted empty); the hash expires ``ttl_s`` after the last heartbeat, so a dead worker's
-runs leave the listing by themselves. A write that fails in a Redis outage is logged and
+runs leave the listing by themselves. A run whose snapshot JSON cannot encode is skipped
+(logged once, counted: ``unencodable``); the others are listed. A write that fails in a Redis outage is logged and
 retried after a backoff; it never touches a run. Any other error is a bug: it ends the job, and
 ``supervise`` logs it with its traceback and starts the job again.
 """
@@ -24,6 +25,7 @@ from tinyagents.distributed._base import (
     Outages,
     Redis,
     RedisCounters,
+    log,
     outage,
 )
 from tinyagents.distributed.seat import RENEW, Seat
@@ -63,6 +65,8 @@ class RunMirror:
         #: before under the same worker id (restarted faster than the hash expires) are
         #: dropped, and the hash is written afresh, at the next write.
         self._stale = True
+        #: The runs whose snapshot JSON could not encode (``_encoded``): each logged once.
+        self._unencodable: set[str] = set()
 
     def open(self) -> None:
         """Follow the runtime's events from now on; every run it holds is written first."""
@@ -117,6 +121,33 @@ class RunMirror:
             if beat:
                 next_beat = time.monotonic() + self.heartbeat_s
 
+    def _encoded(self, run_ids: set[str]) -> dict[str, str]:
+        """The JSON of ``run_ids``' live snapshots, by run id. A snapshot JSON cannot encode
+        (a value of no JSON type in it) is skipped, and its run not listed (taken off if it
+        was): logged once per run and counted (``unencodable``). It failed the whole write
+        before: the mirror died at every restart, and none of the worker's runs was listed."""
+        encoded: dict[str, str] = {}
+        for snapshot in self.runtime.live_snapshots(run_ids):
+            run_id, stamped = snapshot["run_id"], self.stamp(snapshot)
+            try:
+                encoded[run_id] = json.dumps(stamped)
+            except (TypeError, ValueError, RecursionError) as exc:
+                if run_id not in self._unencodable:
+                    self._unencodable.add(run_id)
+                    self.counters.unencodable += 1
+                    log.error(
+                        "worker %s: run %s is not listed: its snapshot is no JSON: %s: %s",
+                        self.worker_id,
+                        run_id,
+                        type(exc).__name__,
+                        exc,
+                    )
+                continue
+            self._unencodable.discard(run_id)
+        if self._unencodable:  # released runs: forgotten
+            self._unencodable = {r for r in self._unencodable if r in self.runtime.runs}
+        return encoded
+
     def _note(self, event: Event) -> None:
         if event.run_id is not None:
             self._dirty.add(event.run_id)
@@ -144,9 +175,7 @@ class RunMirror:
         if beat:  # and the released runs still listed, to take them off
             dirty |= {r for r in self._mirrored if r not in self.runtime.runs}
         try:
-            snapshots = {
-                s["run_id"]: json.dumps(self.stamp(s)) for s in self.runtime.live_snapshots(dirty)
-            }
+            snapshots = self._encoded(dirty)
             gone = [r for r in dirty if r not in snapshots and r in self._mirrored]
             # one transaction when the hash is replaced: no reader sees it empty between
             pipe = redis.pipeline(transaction=stale)
