@@ -1167,3 +1167,32 @@ async def test_a_handed_thread_command_its_owner_takes_late_is_not_taken_here_me
     assert rc_a.counters.received == 1  # asked again: the same request, one entry
     await mine.cancel()
     await mine.result()
+
+
+async def test_a_handed_thread_command_whose_owner_is_gone_unanswered_waits_here_again(
+    slow_owner: tuple[Runtime, RedisControl, Runtime, RedisControl, asyncio.Event],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """b waits for a's late receipt; a's command stream disappears with the entry unanswered
+    (a died, and its stream expired): nobody will take the command, which waits on b again
+    and goes to the thread's next run there."""
+    _, rc_a, rt_b, rc_b, _ = slow_owner
+    rt_a = rc_a.runtime
+    late = timed_out(rc_b, monkeypatch)
+    cancel = thread_cancel("t-gone")
+    assert (await rc_b.submit(cancel)).status == "deferred"
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-gone")
+    async with asyncio.timeout(60):
+        await late.wait()
+    await rc_a._stop_jobs()  # a is gone: it reads and answers nothing more
+    assert rc_b._redis is not None
+    await rc_b._redis.delete(rc_b.keys.commands("a"))
+    await eventually(
+        lambda: asyncio.sleep(0, rt_b.router.waiting_for_threads()),
+        lambda waiting: [c.correlation_id for c, _ in waiting] == [cancel.correlation_id],
+    )
+    await theirs.cancel()
+    await theirs.result()
+    mine = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-gone")
+    async with asyncio.timeout(60):
+        assert (await mine.result()).status is RunStatus.CANCELLED

@@ -671,11 +671,14 @@ class RedisControl:
         Asked again every ``receipt_timeout_s``: the same request appended again is one
         entry (its ``sent`` mark), and once that mark expired, ``owner`` answers it from
         what it answered the request before, or its router's deduplication (``duplicate``
-        for a command it took): the command is never applied twice."""
+        for a command it took): the command is never applied twice. ``None`` too when
+        ``owner``'s stream is gone at two asks in a row with no answer: nobody will read the
+        entry."""
         envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
         fields = envelope.fields()
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
+        gone = False
         try:
             while True:
                 await asyncio.wait([future], timeout=self.receipt_timeout_s)
@@ -686,13 +689,30 @@ class RedisControl:
                         log.info("thread command %s waits on here: %s", cmd.correlation_id, exc)
                         return None
                 try:
-                    await self._append(owner, request_id, fields)  # ask again
+                    # asked again (appended once its mark expired), if ``owner`` is there
+                    added = await self._append(owner, request_id, fields)
                     self._sent.set()
+                    there = added is not None and bool(
+                        await self._redis.exists(self.keys.commands(owner))  # type: ignore[union-attr]
+                    )
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # Redis down: asked again at the next round
                     if not outage(exc) and not redis_answered(exc):
                         raise
+                    continue
+                if not there and gone:
+                    # ``owner``'s stream is gone, and was a round ago: it stopped and answered
+                    # all it held (that answer would be here by now), or it died and its
+                    # stream expired (``COMMANDS_TTL_S``) with the entry: nobody takes it
+                    log.warning(
+                        "thread command %s: worker %s is gone without answering it; it waits "
+                        "here again",
+                        cmd.correlation_id,
+                        owner,
+                    )
+                    return None
+                gone = not there
         finally:
             self._waiting.pop(request_id, None)
 
