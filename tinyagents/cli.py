@@ -28,7 +28,8 @@ from tinyagents.console import (
 from tinyagents.demo import open_store_file, run_demo
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
-from tinyagents.harness.litellm_model import LiteLLMModel
+from tinyagents.harness.litellm_model import LiteLLMModel, env_name_problem
+from tinyagents.protocol.ids import shown_name
 from tinyagents.server.commands import add_commands as add_server_commands
 from tinyagents.server.commands import missing_extra
 from tinyagents.server.commands import run_command as run_server_command
@@ -158,7 +159,7 @@ def demo_command(args: argparse.Namespace) -> int:
         db = sqlite_file(args.db)
         if db is None:
             raise ConfigurationError(
-                f"--db {args.db}: the demo writes a SQLite file; give its path (or sqlite:///PATH)"
+                f"--db {shown_name(args.db)}: the demo writes a SQLite file; give its path (or sqlite:///PATH)"
             )
         model = demo_model(args.model, args.api_base, args.api_key_env)
         summary = asyncio.run(run_demo(db=db, model=model, fresh=args.fresh))
@@ -197,6 +198,9 @@ def demo_model(
         return None
     api_key = None
     if api_key_env is not None:
+        problem = env_name_problem(api_key_env)
+        if problem is not None:
+            raise ConfigurationError(f"--api-key-env: {problem}")
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise ConfigurationError(
@@ -221,7 +225,7 @@ async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool =
         return 2
     if path is None:  # a PostgreSQL store: read (never created) by 'runs'
         console.print(
-            f"{file} is not a store file: inspect reads SQLite files; for this store use "
+            f"{shown_name(file)} is not a store file: inspect reads SQLite files; for this store use "
             f"'tinyagents runs list --store URL' and 'tinyagents runs show RUN_ID --store URL'",
             markup=False,
             highlight=False,
@@ -262,7 +266,8 @@ async def inspect_store(file: str, run_id: str | None = None, *, as_json: bool =
         return 0
     rows = settle_graph_tasks(run_rows_from_records(runs, errors), events)
     console.print(run_tree(rows))
-    title = f"Steering history ({file}{f', run {run_id} and below' if run_id else ''})"
+    shown = f"{shown_name(file)}{f', run {shown_name(run_id)} and below' if run_id else ''}"
+    title = f"Steering history ({shown})"
     if steering:
         console.print(audit_table(steering, title=title, lifecycle=True))
     else:
@@ -314,10 +319,12 @@ def read_store(
         if run_id is not None:
             found = [r for r in runs if r["run_id"] == run_id]
             if not found and run_id in damaged:  # it is there: "not in" sent users looking
-                raise StoreError(f"cannot read {path}: {damaged[run_id]}")
+                raise StoreError(f"cannot read {shown_name(str(path))}: {damaged[run_id]}")
             if not found:
                 known = ", ".join(str(r["run_id"]) for r in runs[:10]) or "none"
-                raise StoreError(f"run {run_id} is not in {path}; runs: {known}")
+                raise StoreError(
+                    f"run {shown_name(run_id)} is not in {shown_name(str(path))}; runs: {known}"
+                )
             root = found[0].get("root_run_id") or run_id
             runs = subtree([r for r in runs if r.get("root_run_id") == root], run_id)
         sql = "SELECT data FROM events"
@@ -338,7 +345,7 @@ def read_store(
             if run_id is None or event.run_id in selected:
                 events.append(event)
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"cannot read {path}: {exc}") from exc
+        raise StoreError(f"cannot read {shown_name(str(path))}: {exc}") from exc
     finally:
         conn.close()
     return runs, events, unreadable

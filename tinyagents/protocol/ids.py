@@ -46,6 +46,13 @@ def id_problem(value: str) -> str | None:
     return None
 
 
+def shown_name(text: str) -> str:
+    """A path or name the caller gave, as a terminal may be shown it: as it is, or as its
+    ``repr`` (quoted, escaped) when it holds a character that is not printable (a terminal
+    escape in a file's name reached the terminal as it was)."""
+    return text if text.isprintable() else repr(text)
+
+
 def shown_id(value: object) -> str:
     """``value`` as an error message quotes it: as it is, or cut to ``MAX_QUOTED_ID``
     characters, saying how long it was."""

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import AuthError, ConfigurationError, InvalidIdError
 from tinyagents.protocol.commands import HumanActor, SteeringActor
+from tinyagents.protocol.ids import shown_name
 from tinyagents.runs.info import check_id
 
 OBSERVE_RIGHT = "agent:observe"
@@ -128,7 +129,7 @@ class Auth:
         except Exception as exc:
             raise ConfigurationError(
                 "the server key is not an Ed25519 private key in hex (64 hex digits); "
-                f"make one with Auth.generate_key() or delete the key file ({exc})"
+                f"make one with Auth.generate_key() ({exc})"
             ) from None
         self._keypair = KeyPair.from_private_key(private)
 
@@ -163,7 +164,13 @@ class Auth:
                 f"digits): it holds byte {exc.object[exc.start]:#04x}, no text; give the key "
                 "file 'tinyagents serve' made, or the path of one to create"
             ) from None
-        return cls(text)
+        try:
+            return cls(text)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"{exc}; or delete the key file {shown_name(str(path))} (a new key is made "
+                "there, and every token it signed is refused)"
+            ) from None
 
     @classmethod
     def resolve(cls, *, store: str | None, key_file: str | Path | None = None) -> Auth | None:
@@ -174,7 +181,14 @@ class Auth:
             return cls.from_key_file(key_file)
         env = os.environ.get(KEY_ENV)
         if env:
-            return cls(env)
+            try:
+                return cls(env)
+            except ConfigurationError as exc:  # "delete the key file": there is none
+                raise ConfigurationError(
+                    f"${KEY_ENV}: {exc}; set it to the key every server and 'token' "
+                    f"command shares, or unset it to use --key-file or the file beside the "
+                    "SQLite store"
+                ) from None
         path = default_key_file(store)
         return None if path is None else cls.from_key_file(path)
 
@@ -477,6 +491,10 @@ def check_claims(
         if not value or not value.strip():
             raise ConfigurationError(f"a token needs a non-blank {name}")
         _check_text(value, name)
+    try:  # the id of its commands' actor: a control character reached terminals and logs
+        check_id(user, "user")
+    except InvalidIdError as exc:
+        raise ConfigurationError(f"a token's user is its commands' actor id: {exc}") from None
     problem = _tenant_problem(tenant)
     if problem is not None:
         raise ConfigurationError(problem)

@@ -35,10 +35,12 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.protocol.ids import id_problem, shown_id, shown_name
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.control import Control, command_target, decode_cursor, task_entry
 from tinyagents.store.open import open_store
-from tinyagents.store.urls import sqlite_path
+from tinyagents.store.sqlite import SqliteStore
+from tinyagents.store.urls import redacted, sqlite_path
 
 #: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
 API_BASE = "/api/agents"
@@ -98,9 +100,13 @@ def _correlation_id(text: str) -> str:
 def _name(text: str) -> str:
     """A ``--tenant``, ``--user`` or ``--interrupt``: not blank (an unset variable gave "", a
     tenant that owns nothing: every run was "not found", as if the store were empty; an
-    interrupt no run has, reported beside the one question there was)."""
+    interrupt no run has, reported beside the one question there was); each is an id, so
+    one with a control character is refused too."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be blank: name one, or leave the option out")
+    problem = id_problem(text)  # each is an id (of a tenant, an actor, an interrupt)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown_id(repr(text))}: {problem}")
     return text
 
 
@@ -264,7 +270,18 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
     try:
         # create=False: a typo (a file, a PostgreSQL ?schema=) must not make an empty store
         store = open_store(_existing_store(args.store), create=False)
-        await store.open()
+        if isinstance(store, SqliteStore):  # each wait for another process's lock
+            store.busy_timeout_s = min(store.busy_timeout_s, args.timeout)
+        # opening waits out a lock once per step (journal mode, each migration's retry): at
+        # --timeout 2, a lock another process held kept the command for ~36 s
+        async with asyncio.timeout(args.timeout):
+            await store.open()
+    except TimeoutError:
+        raise CliError(
+            f"the store {shown_name(redacted(args.store))} could not be opened within "
+            f"--timeout {args.timeout:g} s: it is locked (another process holds it, e.g. in a "
+            "long transaction); nothing was sent"
+        ) from None
     except TinyAgentsError as exc:
         raise CliError(str(exc)) from exc
     try:

@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 from tinyagents._record import Record
 from tinyagents.distributed import RedisControl
 from tinyagents.errors import AuthError, ConfigurationError, StoreError
+from tinyagents.protocol.ids import shown_name
 from tinyagents.runtime import Runtime
 from tinyagents.server.app import BASE, create_app
 from tinyagents.server.auth import (
@@ -348,11 +349,11 @@ def _announce(options: ServeOptions, auth: Auth | None, url: str, out: IO[str]) 
     else:
         token = auth.mint(user=options.user, tenant=options.tenant, rights=_OPERATOR_RIGHTS)
         if options.key_file:
-            key = options.key_file
+            key = shown_name(options.key_file)
         elif os.environ.get(KEY_ENV):
             key = f"${KEY_ENV}"
         else:
-            key = str(default_key_file(options.store))
+            key = shown_name(str(default_key_file(options.store)))
         lines += [
             f"  console (signs you in):  {url}/#token={token}",
             f"  operator token (user {options.user}, tenant {options.tenant}, "

@@ -49,7 +49,7 @@ from pydantic import (
 )
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness.litellm_model import api_base_problem
+from tinyagents.harness.litellm_model import api_base_problem, env_name_problem
 from tinyagents.harness.model import Model
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings, tools_missing
@@ -287,6 +287,14 @@ def _a_url(value: str) -> str:
     return value
 
 
+def _an_env_name(value: str) -> str:
+    """An ``api_key_env``: the name of an environment variable (``env_name_problem``)."""
+    problem = env_name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
 def _not_too_long(value: str) -> str:
     """Inline criteria no larger than a criteria file may be (``MAX_SPEC_BYTES``): the judge
     is sent them with every call."""
@@ -300,11 +308,12 @@ def _not_too_long(value: str) -> str:
 
 
 #: Text that is UTF-8; that shows something; a file path the OS can take (a ``Path`` too, in
-#: Python); an http(s) URL.
+#: Python); an http(s) URL; an environment variable's name.
 Text = Annotated[str, AfterValidator(_utf8)]
 ShownText = Annotated[Text, AfterValidator(_shown)]
 PathText = Annotated[Text, BeforeValidator(_fspath), AfterValidator(_a_path)]
 UrlText = Annotated[ShownText, AfterValidator(_a_url)]
+EnvName = Annotated[ShownText, AfterValidator(_an_env_name)]
 
 
 class ModelEntry(_Strict):
@@ -313,7 +322,7 @@ class ModelEntry(_Strict):
     _what: ClassVar[str] = "model entry"
     model: ShownText
     api_base: UrlText | None = None
-    api_key_env: ShownText | None = None
+    api_key_env: EnvName | None = None
 
 
 def _agents() -> list[Literal["agents"]]:
@@ -335,7 +344,7 @@ class SupervisorSpec(_Strict):
     api_base: UrlText | None = None
     #: A blank one would be no variable at all: litellm's own (``OPENAI_API_KEY``) sent to
     #: ``api_base``.
-    api_key_env: ShownText | None = None
+    api_key_env: EnvName | None = None
     criteria: Annotated[Text, AfterValidator(_not_too_long)] | None = None
     criteria_file: PathText | None = None
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from tinyagents.protocol.ids import shown_name
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings
 from tinyagents.supervisor.spec import (
@@ -229,12 +230,15 @@ def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
 
 
 def validate_command(source: str, out: TextIO) -> int:
-    """``tinyagents validate FILE.yaml``: print each finding; 1 if any is an error."""
+    """``tinyagents validate FILE.yaml``: print each finding; 1 if any is an error. A file
+    name holding a character that is not printable is printed as its ``repr``."""
     path = Path(source)
+    shown = shown_name(source)  # a terminal escape in the file's name is printed escaped
     if not is_file(path):
-        print(f"{source}: error: {not_a_file(path)}", file=out)
+        print(f"{shown}: error: {not_a_file(path)}", file=out)
         return 1
-    findings = validate_file(Path(source))
+    findings = validate_file(path)
+    source = shown
     for finding in findings:
         print(finding.render(source), file=out)
     errors = sum(f.severity == "error" for f in findings)
