@@ -829,3 +829,64 @@ def _unchunked(body: bytes) -> bytes:
         out += body[end + 2 : end + 2 + size]
         at = end + 4 + size
     return bytes(out)
+
+
+class _Stays:
+    async def is_disconnected(self) -> bool:
+        return False
+
+
+async def _until_keepalive(served: Served, clock: FakeClock, **kw: Any) -> float:
+    """Read ``event_stream`` (under ``clock``) until its first keep-alive comment; the clock
+    then. Every message ends in a blank line."""
+    with use_clock(clock):
+        async with asyncio.timeout(60):  # a guard against a hang, not a timing
+            async for message in event_stream(
+                served.control, _Stays(), tenant_id="acme", poll_s=0.001, keepalive_s=15, **kw
+            ):
+                assert message.endswith("\n\n"), message
+                if message == ": keep-alive\n\n":
+                    return clock.monotonic()
+    raise AssertionError("the stream ended")
+
+
+async def test_a_keep_alive_is_sent_by_the_clock_not_by_the_polls_sleeps(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keep-alive comment was sent once the polls had slept ``keepalive_s`` (300 polls of
+    50 ms), whatever each poll's read of the log took: with a slow store (a read of 0.5 s)
+    a quiet stream sent nothing for 165 s, and a proxy in front (nginx: 60 s) cut it. It
+    is sent once ``keepalive_s`` of the clock passed with nothing sent."""
+    clock = FakeClock()
+    read_events = served.control.read_events
+
+    async def slow_read(**kw: Any) -> Any:
+        clock.advance(0.5)
+        return await read_events(**kw)
+
+    monkeypatch.setattr(served.control, "read_events", slow_read)
+    assert 15 <= await _until_keepalive(served, clock) <= 16
+
+
+async def test_a_keep_alive_is_sent_while_the_events_read_are_none_the_client_may_see(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events read but not shown (another run of the tree a narrowed token reads, a graph
+    run's own events on its task's entry stream) counted as sending something: while they
+    were logged, such a client got no byte at all, not even a keep-alive, and a proxy in
+    front cut the stream as idle."""
+    clock = FakeClock()
+    last = 0
+
+    async def busy_log(**kw: Any) -> Any:  # a new event of another run at every read
+        nonlocal last
+        clock.advance(0.5)
+        last += 1
+        return [(last, {"type": "run.started", "run_id": "someone-else"})]
+
+    monkeypatch.setattr(served.control, "read_events", busy_log)
+
+    async def hidden(run_id: str | None) -> bool:
+        return False
+
+    assert 15 <= await _until_keepalive(served, clock, visible=hidden) <= 16

@@ -11,8 +11,11 @@ A client that reconnects sends the last id it saw (``Last-Event-ID``, which brow
 log order, before the new ones: nothing is missed while it was away (as long as the store
 keeps its event log). An id past the newest event of the caller's tenant is none this log
 gave (the server restarted without a store, the store was replaced): the stream starts from
-the beginning, rather than wait in silence for the log to get there. The stream polls the log (``poll_s``) and sends a comment every
-``keepalive_s`` while nothing happens, so proxies keep the connection open.
+the beginning, rather than wait in silence for the log to get there. The stream polls the log
+(``poll_s``) and sends a comment (``: keep-alive``) once ``keepalive_s`` of the clock passed
+without sending the client anything (events read but not shown to it do not count), so
+proxies keep the connection open. It opens with ``retry: 1000`` (a client's reconnect delay,
+in ms); every message, comments too, ends in a blank line.
 
 Before the events, one message without an id says which log the ids count in and where
 the stream resumes (``after``: the id sent, or 0 when that id is none this log gave)::
@@ -84,10 +87,12 @@ async def event_stream(
     store that fails to read ends it with an ``unavailable`` message (the reconnect resumes)."""
     last = after_id
     yield "retry: 1000\n\n"  # opens the stream at once and sets the client's reconnect delay
-    quiet = 0.0
     # by the clock, not by the polls' sleeps: a poll's read of the log takes its own time
     # (a slow store, a loaded machine), and 20 polls of 50 ms were many seconds then
     recheck_at = _clock.monotonic() + recheck_s
+    # when the client was last sent something (by the clock too, and only what was sent:
+    # events read but not shown to it keep no proxy's idle timer from running out)
+    sent_at = _clock.monotonic()
     try:
         if last and not await control.read_events(tenant_id=tenant_id, after_id=last - 1, limit=1):
             # No event of the tenant has this id or a later one: it is no id this log gave the
@@ -122,6 +127,7 @@ async def event_stream(
                 shown_as = event.get("run_id") if entry is None else entry.run_id
                 if visible is None or await visible(shown_as):
                     yield format_event(event_id, event)
+                    sent_at = _clock.monotonic()
                     # A write to a socket the client closed fails inside the transport, which
                     # learns it is gone only at its next turn of the loop: a backlog written in
                     # one go would go on writing (asyncio logs "socket.send() raised exception."
@@ -133,13 +139,10 @@ async def event_stream(
                 continue  # more backlog: read on before waiting
             if not follow:
                 return
-            if rows:
-                quiet = 0.0
-            elif quiet >= keepalive_s:
-                quiet = 0.0
+            if _clock.monotonic() - sent_at >= keepalive_s:
                 yield ": keep-alive\n\n"
+                sent_at = _clock.monotonic()
             await asyncio.sleep(poll_s)
-            quiet += poll_s
     except StoreError as exc:
         # the answer has begun: say why it ends; the client's reconnect (after ``retry``, with
         # the last id it saw) goes on from there once the store answers
