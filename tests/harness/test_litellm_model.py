@@ -662,3 +662,79 @@ async def test_openais_parallel_pseudo_tool_is_a_tool_error_the_model_is_told(
     (answer,) = [m["content"] for m in sent if m["role"] == "tool"]
     assert answer.startswith("'multi_tool_use.parallel' is not a tool")
     assert "a tool call of its own" in answer and "available: add" in answer
+
+
+_FIRST_CALLS = """
+import asyncio, json, os, sys, threading
+os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] = 'True'
+from tinyagents.harness import LiteLLMModel, Message, ModelRequest
+from tinyagents.testkit import OpenAICompatServer
+
+order, on_the_loop = [], []
+watching = False
+loop = started = None
+ticked = threading.Event()
+
+def hook(event, args):
+    if event != 'import' or not watching:
+        return
+    if threading.current_thread() is threading.main_thread():
+        if args[0].partition('.')[0] not in sys.stdlib_module_names:  # to_thread's executor
+            on_the_loop.append(args[0])
+    elif args[0] == 'litellm':
+        # litellm is slow to import: the loop goes on meanwhile, or this waits in vain
+        loop.call_soon_threadsafe(started.set)
+        ticked.wait(60)
+
+sys.addaudithook(hook)
+
+async def tick():
+    await started.wait()
+    order.append('tick')
+    ticked.set()
+
+async def first_call(model, request):
+    if model.streams:
+        [chunk async for chunk in model.stream(request)]
+    else:
+        await model.request(request)
+    order.append('answered')
+
+async def main(stream, calls):
+    global watching, loop, started
+    loop, started = asyncio.get_running_loop(), asyncio.Event()
+    async with OpenAICompatServer(['hi'] * calls) as server:
+        model = LiteLLMModel('openai/test-model', api_base=server.base_url,
+            api_key='sk-test', max_retries=0, stream=stream)
+        request = ModelRequest(messages=[Message(role='user', content='hi')])
+        ticker = asyncio.create_task(tick())
+        watching = True
+        await asyncio.wait_for(
+            asyncio.gather(*(first_call(model, request) for _ in range(calls))), 60)
+        watching = False
+        await ticker
+
+asyncio.run(main(sys.argv[1] == 'stream', int(sys.argv[2])))
+print(json.dumps({'order': order, 'imported on the loop': on_the_loop}))
+"""
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_first_call_imports_nothing_on_the_event_loop(stream: bool, calls: int) -> None:
+    # The first call imported litellm in a worker thread, then litellm's own first
+    # acompletion imported 44 more of its modules (proxy types, logging callbacks, provider
+    # configs; tiktoken's encoding for a stream) on the event loop: 1-2 s on a loaded
+    # machine in which no other run moved, counted in the judge's timeout. Here import
+    # litellm waits until a task on the loop has ticked, and every module imported on the
+    # loop's thread during the first calls (two at once: both wait for the one load), but
+    # the standard library's (asyncio.to_thread's executor), is listed.
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_CALLS, "stream" if stream else "request", str(calls)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen == {"order": ["tick"] + ["answered"] * calls, "imported on the loop": []}

@@ -1,7 +1,8 @@
 """``LiteLLMModel``: any provider litellm speaks, behind the ``Model`` interface.
 
 litellm takes seconds to import, so it is imported inside the first call (in a worker
-thread: the event loop goes on meanwhile), never by ``import tinyagents``. Its cost map is read from the installed package
+thread, with the modules litellm's own first call would import: the event loop goes on
+meanwhile), never by ``import tinyagents``. Its cost map is read from the installed package
 (``LITELLM_LOCAL_MODEL_COST_MAP``) instead of being fetched over the network at import.
 
 Retries are ours, not the OpenAI SDK's (whose own retries are switched off with
@@ -28,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
+import importlib
 import inspect
 import json
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -437,16 +440,60 @@ def _future_iterator(awaited: Any) -> bool:
 
 
 async def import_litellm() -> None:
-    """Import litellm in a worker thread, once: it takes seconds, which a caller that times
-    its call (the supervisor's judge) must not spend inside its timeout, nor block the event
-    loop with."""
-    global _imported
+    """Import litellm, and the modules its first call would import, in a worker thread,
+    once: it takes seconds, which a caller that times its call (the supervisor's judge) must
+    not spend inside its timeout, nor block the event loop with. Callers arriving meanwhile
+    (on this loop or another) wait for the same load."""
     if not _imported:
-        await asyncio.to_thread(_litellm)
-        _imported = True
+        await asyncio.to_thread(_load_litellm)
 
+
+# litellm's first acompletion imports these (its proxy types, logging callbacks, provider
+# configs; for a stream anyio's backend and tiktoken's encoding, read from disk): 44 modules,
+# 1-2 s on a loaded machine, on the event loop's thread. Imported with litellm instead.
+# Measured with litellm 1.110 (a first call's ``sys.modules`` before and after); a name
+# another version lacks is skipped, and its first call imports what it needs itself.
+_FIRST_CALL_MODULES = (
+    "litellm.proxy._types",
+    "litellm.proxy.openai_files_endpoints.common_utils",
+    "litellm.proxy.spend_tracking.savings",
+    "litellm.litellm_core_utils.logging_callback_manager",
+    "litellm.litellm_core_utils.default_encoding",
+    "litellm._service_logger",
+    "litellm.integrations.prometheus_services",
+    "litellm.integrations.generic_api.generic_api_callback",
+    "litellm.llms.litellm_proxy.chat.transformation",
+    "litellm.llms.github_copilot.authenticator",
+    "litellm.llms.github_copilot.github_host",
+    "litellm.llms.github_copilot.per_user_auth",
+    "litellm.llms.openai.chat.gpt_audio_transformation",
+    "litellm.llms.openai_like.dynamic_config",
+    "litellm.llms.bedrock.chat.invoke_transformations.amazon_ai21_transformation",
+    "litellm.types.litellm_core_utils.streaming_chunk_builder_utils",
+    "anyio._backends._asyncio",
+    "anyio.streams.memory",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+)
 
 _imported = False
+_import_lock = threading.Lock()
+
+
+def _load_litellm() -> None:
+    global _imported
+    with _import_lock:  # a second caller's thread waits here for the first one's load
+        if _imported:
+            return
+        _litellm()
+        for name in _FIRST_CALL_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                continue  # not in this litellm version
+        # set by the thread, not the awaiting caller: a caller cancelled meanwhile does not
+        # leave it unset for the next one to load again
+        _imported = True
 
 
 def _litellm() -> Any:
