@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
 import datetime
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -737,4 +738,15 @@ def test_the_first_call_imports_nothing_on_the_event_loop(stream: bool, calls: i
     )
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.splitlines()[-1])
-    assert seen == {"order": ["tick"] + ["answered"] * calls, "imported on the loop": []}
+    assert seen["order"] == ["tick"] + ["answered"] * calls
+    if importlib.metadata.version("litellm").startswith(_MEASURED_ON):
+        assert seen["imported on the loop"] == []
+    else:
+        # ``_FIRST_CALL_MODULES`` was measured on one litellm version: another one's first
+        # call may import a module of its own on the loop (a cost, not a fault), but never
+        # litellm itself, which is imported in the worker thread whatever the version
+        assert "litellm" not in seen["imported on the loop"]
+
+
+#: The litellm release ``_FIRST_CALL_MODULES`` was measured on.
+_MEASURED_ON = "1.110."
