@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -29,19 +30,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-async def _ping(url: str) -> str | None:
-    import redis.asyncio as aioredis
-
-    client = aioredis.from_url(url, socket_connect_timeout=1.0)
-    try:
-        await client.ping()
-    except Exception as exc:
-        return f"Redis at {url} is unreachable: {exc}"
-    finally:
-        await client.aclose()
-    return None
-
-
 @pytest.fixture
 def redis_url() -> str:
     """The shared Redis (``TINYAGENTS_REDIS_URL``)."""
@@ -60,13 +48,70 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_LOWEST_PORT = 20000
+#: a bound on a hang (redis-server neither serving nor gone), not a timing assertion
+_START_GUARD_S = 60.0
+#: first starts on a port another process took meanwhile (each moves to a new port)
+_START_ATTEMPTS = 20
+
+
+def _ephemeral_floor() -> int:
+    """The first port the kernel hands out to outgoing connections (32768 when unknown)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def unclaimed_port() -> int:
+    """A port nothing listens on now, below the ephemeral range where the kernel can: no
+    outgoing connection (of this test or any other process) is given it while a server of the
+    test's own is stopped, nor connects to itself on it. Outside Linux's usual range, any free
+    port. Another process may still bind it before the server does: ``RedisServer.start``
+    then moves to another."""
+    floor = _ephemeral_floor()
+    if floor > _LOWEST_PORT + 1000:
+        for _ in range(50):
+            port = random.randrange(_LOWEST_PORT, floor)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+    return free_port()
+
+
+async def _serves(url: str, pid: int) -> bool:
+    """Whether the ``redis-server`` of ``pid`` answers at ``url`` (not another one that took
+    the port)."""
+    import redis.asyncio as aioredis
+
+    # a listener that is not a redis-server may never answer: each ask is bounded
+    client = aioredis.from_url(url, socket_connect_timeout=1.0, socket_timeout=1.0)
+    try:
+        info = await client.info("server")
+    except Exception:
+        return False
+    finally:
+        await client.aclose()
+    return bool(info.get("process_id") == pid)
+
+
 class RedisServer:
-    """A ``redis-server`` of the test's own, without persistence, that it may stop and start."""
+    """A ``redis-server`` of the test's own, without persistence, that it may stop and start.
+
+    Its port is picked free, then released for redis-server to bind, so another process may
+    take it in between: a first start that cannot bind (redis-server exits) starts again on
+    a new port, up to ``_START_ATTEMPTS`` times. A restart keeps the port (the clients hold
+    the URL) and tries it again until ``_START_GUARD_S``."""
 
     def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
+        self.port = unclaimed_port()
         self.workdir = workdir
         self.proc: asyncio.subprocess.Process | None = None
+        self.launches = 0  # redis-server processes started (a failed bind is one too)
+        self._served = False  # the clients hold ``url`` from now on: the port stays
 
     @property
     def url(self) -> str:
@@ -77,24 +122,67 @@ class RedisServer:
         if exe is None:
             _unavailable("redis-server is not installed")
         assert exe is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _START_GUARD_S
+        for _ in range(_START_ATTEMPTS if not self._served else 1_000_000):
+            if await self._launch(exe, deadline):
+                self._served = True
+                return
+            if loop.time() > deadline:
+                break
+            if self._served:
+                await asyncio.sleep(0.05)  # its port, taken for now: try it again
+            else:
+                self.port = unclaimed_port()
+        log = self.workdir / "redis.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        raise RuntimeError(f"redis-server did not start (last port {self.port}):\n{tail}")
+
+    async def _launch(self, exe: str, deadline: float) -> bool:
+        """Start redis-server on ``self.port``: True once it serves there, False if it ended
+        (the port was taken)."""
         args = ["--port", str(self.port), "--save", "", "--appendonly", "no"]
-        args += ["--bind", "127.0.0.1", "--dir", str(self.workdir)]
-        self.proc = await asyncio.create_subprocess_exec(
+        args += ["--bind", "127.0.0.1", "--dir", str(self.workdir), "--logfile", "redis.log"]
+        proc = await asyncio.create_subprocess_exec(
             exe,
             *args,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
-        for _ in range(200):
-            if await _ping(self.url) is None:
-                return
-            await asyncio.sleep(0.05)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
+        self.launches += 1
+        loop = asyncio.get_running_loop()
+        ended = asyncio.ensure_future(proc.wait())
+        try:
+            while not ended.done() and loop.time() <= deadline:
+                # the ask races redis-server's end: what took the port may never answer
+                ask = asyncio.ensure_future(_serves(self.url, proc.pid))
+                await asyncio.wait({ask, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if not ask.done():
+                    ask.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await ask
+                elif ask.result():
+                    self.proc = proc
+                    return True
+                else:
+                    await asyncio.wait({ended}, timeout=0.05)  # a poll interval, or its end
+        finally:
+            if not ended.done():
+                ended.cancel()
+        if proc.returncode is None:  # neither serving nor gone by the deadline
+            proc.kill()
+            await proc.wait()
+            raise RuntimeError(f"redis-server on port {self.port} did not start")
+        return False
 
     async def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
-            await asyncio.wait_for(self.proc.wait(), 10)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 60)  # a hang guard
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
             self.proc = None
 
 
