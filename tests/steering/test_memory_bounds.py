@@ -162,7 +162,9 @@ async def test_a_released_runs_final_state_reaches_the_shared_store_while_it_run
         reader = SqliteStore(db)
         await reader.open()
         try:
-            for _ in range(200):  # the runtime's snapshot tick (a bound against hangs)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60  # the runtime's snapshot tick (a bound against hangs)
+            while loop.time() < deadline:
                 snapshot = await reader.load_run("r-1")
                 if snapshot is not None and snapshot["status"] == "completed":
                     break
