@@ -96,7 +96,7 @@ async def _submit(store_url: str, run_id: str, cid: str, text: str, go: Path | N
             payload={"text": text},
             correlation_id=cid,
         )
-        receipt = await submit_through_store(store, cmd, timeout_s=30)
+        receipt = await submit_through_store(store, cmd, timeout_s=60)
         print(receipt.model_dump_json(), flush=True)
     finally:
         await store.close()

@@ -53,7 +53,7 @@ class Owner:
 
     async def __aenter__(self) -> Owner:
         self.proc = await spawn("own", self.url, str(self.ids), env=self.env)
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while not self.ids.exists():
                 if self.proc.returncode is not None:
                     raise AssertionError(await self.proc.stderr.read())  # type: ignore[union-attr]
@@ -102,7 +102,7 @@ async def test_a_retried_command_gets_the_owners_receipt_and_applies_once(
             # connection dropped would); the command stays in the inbox and is applied.
             with pytest.raises(ReceiptTimeout):
                 await submit_through_store(store, cmd, timeout_s=0)
-            retries = [await submit_through_store(store, cmd, timeout_s=30) for _ in range(2)]
+            retries = [await submit_through_store(store, cmd, timeout_s=60) for _ in range(2)]
             assert [r.status for r in retries] == ["duplicate", "duplicate"]
             result = await owner.result()
             assert result["status"] == "completed"
@@ -137,7 +137,7 @@ async def test_two_submitter_processes_racing_one_correlation_id_apply_it_once(
         await store.open()
         try:
             finish = instruction(owner.run_id, "please finish", "c-finish")
-            assert (await submit_through_store(store, finish, timeout_s=30)).accepted
+            assert (await submit_through_store(store, finish, timeout_s=60)).accepted
             steered = json.loads((await owner.result())["output"])["steered"]
             assert sum("note the race" in t for t in steered) == 1
             assert await applied(store, "c-race") == 1
@@ -153,16 +153,16 @@ async def test_the_durable_steering_log_dedupes_what_the_owner_forgot(tmp_path: 
         await store.open()
         try:
             first = instruction(owner.run_id, "note one", "c-old")
-            assert (await submit_through_store(store, first, timeout_s=30)).status == "accepted"
-            async with asyncio.timeout(30):
+            assert (await submit_through_store(store, first, timeout_s=60)).status == "accepted"
+            async with asyncio.timeout(60):
                 while not await applied(store, "c-old"):  # noqa: ASYNC110 - another process
                     await asyncio.sleep(0.02)
             newer = instruction(owner.run_id, "note two", "c-new")
-            assert (await submit_through_store(store, newer, timeout_s=30)).status == "accepted"
-            again = await submit_through_store(store, first, timeout_s=30)
+            assert (await submit_through_store(store, newer, timeout_s=60)).status == "accepted"
+            again = await submit_through_store(store, first, timeout_s=60)
             assert again.status == "duplicate"
             finish = instruction(owner.run_id, "please finish", "c-finish")
-            assert (await submit_through_store(store, finish, timeout_s=30)).status == "accepted"
+            assert (await submit_through_store(store, finish, timeout_s=60)).status == "accepted"
             steered = json.loads((await owner.result())["output"])["steered"]
             assert sum("note one" in t for t in steered) == 1
             assert await applied(store, "c-old") == 1
@@ -180,7 +180,7 @@ async def test_a_foreign_tenant_or_an_observer_is_refused_by_the_owner(tmp_path:
                     "actor": SteeringActor.human("m", tenant_id="globex", scopes=["agent:control"])
                 }
             )
-            receipt = await submit_through_store(store, foreign, timeout_s=30)
+            receipt = await submit_through_store(store, foreign, timeout_s=60)
             assert (
                 receipt.status == "rejected" and receipt.reason == f"not found: run {owner.run_id}"
             )
@@ -189,10 +189,10 @@ async def test_a_foreign_tenant_or_an_observer_is_refused_by_the_owner(tmp_path:
                     "actor": SteeringActor.human("b", tenant_id="acme", scopes=["agent:observe"])
                 }
             )
-            receipt = await submit_through_store(store, observer, timeout_s=30)
+            receipt = await submit_through_store(store, observer, timeout_s=60)
             assert receipt.status == "rejected" and receipt.policy_id == "authority"
             finish = instruction(owner.run_id, "please finish", "c-done")
-            assert (await submit_through_store(store, finish, timeout_s=30)).accepted
+            assert (await submit_through_store(store, finish, timeout_s=60)).accepted
             await owner.result()
         finally:
             await store.close()

@@ -62,7 +62,7 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
             target=SteeringTarget.agent_run(run_id), actor=OPS, kind=SteeringKind.PAUSE
         )
         assert (await submit_through_store(store, pause)).status == "accepted"
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while (await store.load_run(run_id) or {}).get("status") != "paused":  # noqa: ASYNC110 - another process writes it
                 await asyncio.sleep(0.05)
         cids = [f"ghost-{i}" for i in range(3)]
@@ -74,7 +74,7 @@ async def test_cancelling_a_killed_owners_run_fails_its_accepted_commands(
         await owner.proc.wait()
     silent_soon(monkeypatch)
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
                 await asyncio.sleep(0.1)
         steer = await submit_through_store(store, instruction(run_id, "late", "late-1"))
@@ -139,7 +139,7 @@ async def killed_with_open_commands(
             target=SteeringTarget.agent_run(run_id), actor=OPS, kind=SteeringKind.PAUSE
         )
         assert (await submit_through_store(store, pause)).status == "accepted"
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while (await store.load_run(run_id) or {}).get("status") != "paused":  # noqa: ASYNC110 - another process writes it
                 await asyncio.sleep(0.05)
         for cid in cids:
@@ -149,7 +149,7 @@ async def killed_with_open_commands(
         owner.proc.kill()
         await owner.proc.wait()
     silent_soon(monkeypatch)
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(60):
         while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
             await asyncio.sleep(0.1)
     return run_id
@@ -308,7 +308,7 @@ async def test_a_killed_run_started_again_under_its_id_applies_each_accepted_com
             target=SteeringTarget.agent_run(run_id), actor=OPS, kind=SteeringKind.PAUSE
         )
         assert (await submit_through_store(store, pause)).status == "accepted"
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while (await store.load_run(run_id) or {}).get("status") != "paused":  # noqa: ASYNC110 - another process writes it
                 await asyncio.sleep(0.05)
         texts = {"ghost-0": "note a", "ghost-1": "note b", "ghost-2": "finish"}
@@ -348,7 +348,7 @@ async def test_a_cancel_without_the_control_scope_declares_nothing(
     silent_soon(monkeypatch)
     try:
         run_id = owner.run_id
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             while not owner_silent(await store.load_run(run_id) or {}):  # noqa: ASYNC110 - time passes
                 await asyncio.sleep(0.1)
         observer = SteeringActor.human("obs", tenant_id="acme", scopes=["agent:observe"])

@@ -37,7 +37,7 @@ async def owner(db: Path, run_id: str, mode: str) -> asyncio.subprocess.Process:
 
 async def line(proc: asyncio.subprocess.Process) -> str:
     assert proc.stdout is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(60):
         text = (await proc.stdout.readline()).decode().strip()
     if not text:
         assert proc.stderr is not None
@@ -73,7 +73,7 @@ async def test_a_command_the_killed_owner_applied_without_answering_is_applied_o
         receipt = await sent
         assert receipt.status == "duplicate", receipt
         finish = instruction(run_id, "please finish", "c-finish")
-        assert (await submit_through_store(store, finish, timeout_s=30)).status == "accepted"
+        assert (await submit_through_store(store, finish, timeout_s=60)).status == "accepted"
         result = json.loads(await line(second))
         assert result["status"] == "completed"
         steered = json.loads(result["output"])["steered"]

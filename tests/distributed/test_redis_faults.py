@@ -89,7 +89,7 @@ async def pair(url: str, prefix: str) -> AsyncIterator[tuple[RedisControl, Redis
     async with Runtime() as sender_rt, Runtime() as owner_rt:
         async with (
             RedisControl(owner_rt, url, worker_id="owner", **kw) as owner,
-            RedisControl(sender_rt, url, worker_id="sender", receipt_timeout_s=10.0, **kw) as s,
+            RedisControl(sender_rt, url, worker_id="sender", receipt_timeout_s=60.0, **kw) as s,
         ):
             handle = await owner_rt.start(holder(), "work", tenant_id="acme")
             await eventually(lambda: s.get_run(handle.run_id), bool)

@@ -75,7 +75,7 @@ async def test_two_workers_list_and_steer_every_run_whichever_answers(
         seated = time.monotonic()  # both workers were started (born) before this
         # a fresh connection per request: the kernel hands them to either worker
         fresh = httpx.Limits(max_keepalive_connections=0)
-        async with httpx.AsyncClient(base_url=url, limits=fresh, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=url, limits=fresh, timeout=60) as http:
 
             async def running() -> list[dict[str, Any]]:
                 r = await http.get(f"{BASE}/runs", params={"status": "running"})

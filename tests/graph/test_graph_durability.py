@@ -277,7 +277,7 @@ async def approve_then_die(
             kind=SteeringKind.APPROVE,
         )
         assert (await rt.submit(cmd)).status == "accepted"
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             await cp.dead.wait()
     await cp.aclose()
     assert await open_commands(url) == [cmd.correlation_id]  # never reported applied
@@ -371,7 +371,7 @@ async def fork_then_die(
             fork=True,
         )
         assert (await rt.submit(forked)).status == "accepted"
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             if until == "dead":
                 await cp.dead.wait()
             else:

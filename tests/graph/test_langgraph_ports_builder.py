@@ -540,7 +540,7 @@ async def test_a_sync_node_with_a_timeout_gets_its_config_by_name(
 ) -> None:
     """A sync node with ``timeout=`` runs on a thread of its own: it gets its context by
     name there too."""
-    graph = OURS.StateGraph(Log).add_node("n", node_config_and_writer, timeout=5)
+    graph = OURS.StateGraph(Log).add_node("n", node_config_and_writer, timeout=60)
     compiled = graph.add_edge(OURS.START, "n").compile(checkpointer=checkpointer)
     got = [c async for c in compiled.stream({"log": []}, thread_id="1", mode=["custom", "updates"])]
     assert got == [("custom", "from n"), ("updates", {"n": {"log": ["wrote"]}})]

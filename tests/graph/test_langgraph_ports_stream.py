@@ -228,7 +228,7 @@ async def test_subgraph_items_arrive_while_the_parent_step_still_runs() -> None:
                 seen_inner.set()
         return items
 
-    items = await asyncio.wait_for(read(), timeout=30)
+    items = await asyncio.wait_for(read(), timeout=60)
     assert items[0] == (("inner",), {"i1": {"log": ["i1"]}})
     assert ((), {"outer": {"log": ["outer"]}}) in items
 

@@ -694,7 +694,7 @@ async def test_an_immediate_cancel_does_not_wait_for_a_model_calls_cleanup(
     await entered.wait()
     try:
         await handle.cancel("now", immediate=True, actor=OPERATOR)
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await asyncio.wait_for(handle.result(), 60)
     finally:
         release.set()
     assert (result.status, result.error) == (RunStatus.CANCELLED, "now")

@@ -84,7 +84,7 @@ async def test_a_deadline_ends_a_model_call_that_never_answers() -> None:
     async with Runtime() as rt:
         agent = Agent("a", FunctionModel(never), limits=RunLimits(deadline_s=0.2))
         handle = await rt.start(agent, "go")
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await asyncio.wait_for(handle.result(), 60)
     assert result.status is RunStatus.LIMIT_EXCEEDED
     assert "deadline_s" in (result.error or "")
 
@@ -101,7 +101,7 @@ async def test_a_deadline_bounds_a_tool_that_hangs() -> None:
     limits = RunLimits(deadline_s=0.2, tool_timeout_s=300)
     async with Runtime() as rt:
         handle = await rt.start(Agent("a", model, tools=[hangs], limits=limits), "go")
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await asyncio.wait_for(handle.result(), 60)
     assert result.status is RunStatus.LIMIT_EXCEEDED
     assert "deadline_s" in (result.error or "")
 
@@ -123,7 +123,7 @@ async def test_a_deadline_bounds_a_model_call_whose_cancel_cleanup_does_not_fini
         async with Runtime() as rt:
             agent = Agent("a", FunctionModel(sticky), limits=RunLimits(deadline_s=0.2))
             handle = await rt.start(agent, "go")
-            result = await asyncio.wait_for(handle.result(), 30)
+            result = await asyncio.wait_for(handle.result(), 60)
     finally:
         release.set()
     assert result.status is RunStatus.LIMIT_EXCEEDED

@@ -460,7 +460,7 @@ async def test_a_cancel_during_a_retry_after_wait_stops_the_retries(stream: bool
         handle = await rt.start(Agent("a", model), "hi")
         await server.wait_for_requests(1)
         receipt = await handle.cancel("stop")
-        result = await asyncio.wait_for(handle.result(), 20)
+        result = await asyncio.wait_for(handle.result(), 60)
     assert result.status is RunStatus.CANCELLED
     assert len(server.requests) == 1
     assert recorder.terminal_state(receipt.correlation_id) == "applied"
@@ -483,8 +483,8 @@ async def test_a_pause_during_a_retry_after_wait_does_not_stop_the_retries() -> 
         handle = await rt.start(Agent("a", model), "hi")
         await server.wait_for_requests(1)
         await handle.pause()
-        await asyncio.wait_for(server.wait_for_requests(2), 20)
+        await asyncio.wait_for(server.wait_for_requests(2), 60)
         await handle.resume()
-        result = await asyncio.wait_for(handle.result(), 20)
+        result = await asyncio.wait_for(handle.result(), 60)
     assert result.status is RunStatus.COMPLETED and result.output == "ok"
     assert len(server.requests) == 2

@@ -596,7 +596,7 @@ async def test_a_restarted_run_an_operator_had_paused_comes_back_paused(
         handle = await rt.start(Agent("clerk", model, tools=tools), "tidy up", run_id="r-job")
         if not resumed:
             # (a failsafe only: without the fix the run never pauses)
-            paused = await asyncio.wait_for(waiter.event("run.paused", "r-job"), 10)
+            paused = await asyncio.wait_for(waiter.event("run.paused", "r-job"), 60)
             assert paused.detail.get("restored") is True
             assert handle.status is RunStatus.PAUSED
             await asyncio.sleep(0.05)

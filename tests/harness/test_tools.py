@@ -868,7 +868,7 @@ async def test_a_sync_tool_whose_iterator_runs_out_is_an_error_result():
         return next(i for i in invoices if i.endswith("!"))
 
     result = await execute_tool_call(
-        first_overdue, call("first_overdue", invoices=["a", "b"]), timeout_s=5
+        first_overdue, call("first_overdue", invoices=["a", "b"]), timeout_s=60
     )
 
     assert result.error
@@ -958,8 +958,8 @@ async def test_sync_tools_past_their_timeout_never_starve_the_loops_default_exec
             result = await execute_tool_call(stuck, call("stuck"), timeout_s=None)
             assert result.error and "timed out" in result.content
         # the loop's executor is free for others (a guard, not a timing: it never waits)
-        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 30) == 42
-        later = await asyncio.wait_for(execute_tool_call(quick, call("quick", x=1)), 30)
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 60) == 42
+        later = await asyncio.wait_for(execute_tool_call(quick, call("quick", x=1)), 60)
         assert later.content == "2"
     finally:
         release.set()
@@ -990,4 +990,4 @@ async def test_in_own_thread_hands_back_a_stop_iteration_as_a_runtime_error():
         next(iter(()))
 
     with pytest.raises(RuntimeError, match="StopIteration"):
-        await asyncio.wait_for(in_own_thread(ends), 30)
+        await asyncio.wait_for(in_own_thread(ends), 60)

@@ -94,7 +94,7 @@ async def _serve(tmp_path: Path, *, store: str | None) -> AsyncIterator[Served]:
         async with serving(app, sock):
             host, port = sock.getsockname()[:2]
             url = f"http://{host}:{port}"
-            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
                 s = Served(url, client, runtime, control, auth)
                 s.mint("alice", tenant="acme", rights="agent:observe,agent:control")
                 s.mint("olga", tenant="acme", rights="agent:observe")

@@ -38,7 +38,7 @@ from tinyagents.store import SqliteStore
 WAIT_S = 3.0
 
 
-async def until(check: Any, *, timeout_s: float = 10.0) -> Any:
+async def until(check: Any, *, timeout_s: float = 60.0) -> Any:
     async with asyncio.timeout(timeout_s):
         while True:
             value = check()
@@ -57,7 +57,7 @@ async def serve(control: Control, auth: Auth) -> AsyncIterator[httpx.AsyncClient
     sock = bind("127.0.0.1", 0)
     async with serving(create_app(control, auth=auth, console=False), sock):
         host, port = sock.getsockname()[:2]
-        async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
             yield client
 
 
@@ -71,7 +71,7 @@ async def test_a_command_posted_as_soon_as_another_runtime_starts_the_run_reache
     store = SqliteStore(tmp_path / "runs.db")
     await store.open()
     auth = Auth(Auth.generate_key())
-    control = Control(store=store, receipt_timeout_s=30, listing_wait_s=WAIT_S)
+    control = Control(store=store, receipt_timeout_s=60, listing_wait_s=WAIT_S)
     alice, bob = bearer(auth, "alice", "acme"), bearer(auth, "bob", "globex")
     try:
         async with owner:
@@ -124,7 +124,7 @@ async def test_the_store_cli_steers_a_run_as_soon_as_another_runtime_starts_it(
     store = SqliteStore(tmp_path / "runs.db")
     await store.open()
     client = StoreClient(
-        Control(store=store, receipt_timeout_s=30, listing_wait_s=WAIT_S),
+        Control(store=store, receipt_timeout_s=60, listing_wait_s=WAIT_S),
         tenant_id=None,
         user="ops",
     )

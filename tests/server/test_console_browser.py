@@ -549,7 +549,7 @@ def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_
         )
 
         base, headers = _api_of(url)
-        with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=30) as client:
+        with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=60) as client:
             for _ in range(300):  # other operators' commands to the same run
                 r = client.post(f"/runs/{graph_id}/commands", json={"kind": "request_status"})
                 assert r.status_code in (200, 202), r.text
@@ -665,7 +665,7 @@ def test_a_commands_outcome_is_found_past_the_newest_page_of_its_runs_history(
         offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
         browser.execute_cdp_cmd("Network.enable", {})
         browser.execute_cdp_cmd("Network.emulateNetworkConditions", offline)
-        with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=30) as client:
+        with httpx.Client(base_url=f"{base}/api/agents", headers=headers, timeout=60) as client:
             assert client.post(f"/runs/{run_id}/resume", json={}).json()["status"] == "accepted"
 
             def state_of(page: list[dict[str, Any]]) -> str | None:

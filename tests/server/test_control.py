@@ -46,7 +46,7 @@ def steer(run_id: str, text: str, *, actor: Any = OPS, cid: str | None = None) -
     )
 
 
-async def until(check: Callable[[], Any], *, timeout_s: float = 10.0) -> Any:
+async def until(check: Callable[[], Any], *, timeout_s: float = 60.0) -> Any:
     """Wait until ``check()`` (sync or async) returns something truthy, and return it."""
     async with asyncio.timeout(timeout_s):
         while True:
@@ -188,7 +188,7 @@ async def test_through_the_store_the_owner_answers(tmp_path: Path) -> None:
         other = SqliteStore(tmp_path / "runs.db")
         await other.open()
         try:
-            control = Control(store=other, receipt_timeout_s=10)
+            control = Control(store=other, receipt_timeout_s=60)
             snap = await until(lambda: control.get_run(handle.run_id, tenant_id="acme"))
             assert snap["owner"] == rt.runtime_id and snap["status"] == "running"
             assert await control.get_run(handle.run_id, tenant_id="globex") is None
@@ -379,7 +379,7 @@ async def test_wake_inbox_answers_without_waiting_for_the_poll(
     async with Runtime(store=url) as rt:
         handle = await rt.start(slow_agent(), "work", tenant_id="acme")
         await rt.write_live_snapshots(heartbeat=True)
-        control = Control(store=rt.store, receipt_timeout_s=30)
+        control = Control(store=rt.store, receipt_timeout_s=60)
         submitted = asyncio.create_task(control.submit(steer(handle.run_id, "please finish")))
         await until(lambda: _has_pending(rt))
         assert not submitted.done()

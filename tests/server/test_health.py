@@ -115,7 +115,7 @@ async def test_a_store_that_hangs_is_unready_within_the_probe_timeout(
         sock = bind("127.0.0.1", 0)
         async with serving(app, sock):
             host, port = sock.getsockname()[:2]
-            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=10) as client:
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
                 r = await client.get("/readyz")
         assert r.status_code == 503 and r.json()["checks"] == {"store": "unavailable"}
     finally:

@@ -74,7 +74,7 @@ def background(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Background]
     assert "value" in ready, "the background server did not start"
     yield ready["value"]
     stop.set()
-    thread.join(30)
+    thread.join(60)
 
 
 def operations(url: str) -> list[Any]:
@@ -103,7 +103,7 @@ def fuzz(operation: Any, background: Background, headers: dict[str, str]) -> Non
             case.path_parameters["run_id"] = real
         if operation.path.endswith("/events"):
             case.query = {**(case.query or {}), "follow": "false"}
-        response = case.call(base_url=background.url, headers=headers, timeout=30)
+        response = case.call(base_url=background.url, headers=headers, timeout=60)
         case.validate_response(response, checks=[not_a_server_error])
 
     check()

@@ -382,7 +382,7 @@ def test_ctrl_c_with_event_streams_open_stops_cleanly(tmp_path: Path) -> None:
         token = re.search(r"Authorization: Bearer (\S+)", printed).group(1)  # type: ignore[union-attr]
         streams = []
         for _ in range(3):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock = socket.create_connection(("127.0.0.1", port), timeout=60)
             sock.sendall(
                 f"GET /api/agents/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
                 "\r\n\r\n".encode()

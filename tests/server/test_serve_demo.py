@@ -32,7 +32,7 @@ async def runtime(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
 
 async def until(check: Callable[[], Any]) -> Any:
     """Poll ``check`` until it returns something true (30 s at most); returns that."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(60):
         while not (found := check()):  # noqa: ASYNC110 (the runtime's state, no event to wait on)
             await asyncio.sleep(0.01)
     return found
@@ -98,7 +98,7 @@ async def test_the_refund_question_waits_for_an_operator_then_the_next_one_asks(
             )
         )
         assert receipt.status.value == "accepted", receipt
-        result = await asyncio.wait_for(graph.result(), 30)
+        result = await asyncio.wait_for(graph.result(), 60)
         assert result.status.value == "completed"
         assert result.output["decision"] == "refunded"
         # the next question is asked, and waits again
@@ -147,7 +147,7 @@ async def test_an_orchestrator_cancelled_as_its_critic_starts_ends_its_tree(
         handle = runtime.runs.get(critic.parent_run_id or "")
         assert handle is not None
         assert (await handle.cancel(actor=OPERATOR)).status.value == "accepted"
-        result = await asyncio.wait_for(handle.result(), 30)
+        result = await asyncio.wait_for(handle.result(), 60)
     finally:
         await stop(task)
     assert result.status.value == "cancelled"

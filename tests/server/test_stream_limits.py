@@ -31,7 +31,7 @@ async def server(
         app = create_app(Control(store=store), auth=auth, console=False, **limits)
         async with serving(app, sock):
             host, port = sock.getsockname()[:2]
-            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
                 tokens = {
                     user: {
                         "Authorization": "Bearer "

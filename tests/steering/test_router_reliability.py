@@ -684,7 +684,7 @@ async def test_closing_with_a_graph_run_holding_an_accepted_command_settles_it()
     waiter = EventWaiter()
     async with Runtime(testing=True, sinks=[recorder, waiter]) as rt:
         handle = await rt.start_graph(compiled, {}, thread_id="t-1")
-        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
             await waiter.event("graph.interrupt", handle.run_id)
             pause = await rt.submit(make_command(handle.run_id, K.PAUSE))
             await waiter.event("steering.applied", correlation_id=pause.correlation_id)
@@ -788,7 +788,7 @@ async def test_a_resend_while_the_first_submit_fails_is_not_told_duplicate(
         if held_in == "store":
             hold.release.set()
         first = asyncio.create_task(rt.submit(cmd))
-        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
             await (store.entered if held_in == "store" else hold.entered).wait()
         resend = asyncio.create_task(rt.submit(cmd))
         await asyncio.sleep(0.01)
@@ -817,7 +817,7 @@ async def test_a_resend_while_the_first_submit_succeeds_is_a_duplicate(tmp_path:
         handle = await start_run(rt, "r-1")
         cmd = make_command("r-1", correlation_id="slow")
         first = asyncio.create_task(rt.submit(cmd))
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             await hold.entered.wait()
         resend = asyncio.create_task(rt.submit(cmd))
         await asyncio.sleep(0.01)
@@ -844,7 +844,7 @@ async def test_an_id_under_way_is_not_forgotten_past_the_dedupe_horizon(
         handle = await start_run(rt, "r-1")
         cmd = make_command("r-1", correlation_id="slow")
         first = asyncio.create_task(rt.submit(cmd))
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(60):
             await hold.entered.wait()
         for _ in range(2):
             await rt.submit(make_command("r-1"))
@@ -873,7 +873,7 @@ async def test_a_retried_id_is_kept_for_the_whole_dedupe_horizon(
         handle = await start_run(rt, "r-1")
         cmd = make_command("r-1", correlation_id="slow")
         first = asyncio.create_task(rt.submit(cmd))
-        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
             await hold.entered.wait()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -925,7 +925,7 @@ async def test_a_retry_after_a_cancelled_submit_takes_its_own_logged_row_over(
         cmd = make_command("r-1", correlation_id="cancelled")
         store.hang_next = True
         first = asyncio.create_task(rt.submit(cmd))
-        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
             await store.written.wait()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -1096,7 +1096,7 @@ async def test_commands_waiting_for_a_thread_outlive_a_cancelled_handover(
             cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id=cid)
             assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
         first = asyncio.create_task(start_run(rt, "r-1", thread_id="t-1"))
-        async with asyncio.timeout(10):  # a hang guard, not a timing assertion
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
             await hold.entered.wait()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -69,7 +69,7 @@ async def close(rt):
     '''Close, timed; a StoreError is allowed (the disk is full), anything else is not.'''
     started = time.monotonic()
     try:
-        await asyncio.wait_for(rt.close(), 30)
+        await asyncio.wait_for(rt.close(), 60)
         error = None
     except StoreError as exc:
         error = type_name(exc)
@@ -164,7 +164,7 @@ async def main(db, headroom, lift):
     agent = Agent("reader", FunctionModel(decide), tools=[fetch])
     handle = await rt.start(agent, "read everything", run_id="r-big")
     receipt = await handle.steer("only the first pages matter")  # logged before the limit bites
-    result = await asyncio.wait_for(handle.result(), 30)
+    result = await asyncio.wait_for(handle.result(), 60)
     out = {"status": result.status.value, "error": result.error,
            "steer": receipt.status.value, "writer_errors": rt._writer.errors,
            "events": len([e for e in recorder.events if e.run_id == "r-big"])}

@@ -40,7 +40,7 @@ def pause(run_id: str, actor: Any = OPS, **fields: Any) -> SteeringCommand:
     )
 
 
-async def until(check: Callable[[], Any], *, timeout_s: float = 10.0) -> Any:
+async def until(check: Callable[[], Any], *, timeout_s: float = 60.0) -> Any:
     async with asyncio.timeout(timeout_s):
         while True:
             value = check()
@@ -67,7 +67,7 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
     owner = Runtime(store=durable_backend.make(tmp_path))
     sender = Runtime(store=durable_backend.make(tmp_path))
     async with owner, sender:
-        control = Control(sender, receipt_timeout_s=30)
+        control = Control(sender, receipt_timeout_s=60)
         async with snapshot_writes_held(owner.store):
             handle = await owner.start(slow_agent(), "work", tenant_id="acme")
             assert await sender.store.load_run(handle.run_id) is None  # not in the store yet
@@ -102,7 +102,7 @@ async def test_another_tenants_run_held_here_waits_as_an_unknown_run_does(
     which answered "not found" at once, while an unknown run is answered after the listing
     wait; the time told the two apart. Both now go the same way."""
     async with Runtime(store=SqliteStore(tmp_path / "x.db")) as rt:
-        control = Control(rt, receipt_timeout_s=30)
+        control = Control(rt, receipt_timeout_s=60)
         handle = await rt.start(slow_agent(), "work", tenant_id="acme")
         await until(lambda: rt.runs.get(handle.run_id))
         foreign, foreign_s = await timed(control, pause(handle.run_id, OUTSIDER))

@@ -101,7 +101,7 @@ async def test_notify_wakes_the_owning_runtime_without_waiting_for_its_poll(
         try:
             handle = await rt.start(slow_agent(), "work", tenant_id="acme")
             await rt.write_live_snapshots(heartbeat=True)
-            control = Control(store=elsewhere, receipt_timeout_s=30)
+            control = Control(store=elsewhere, receipt_timeout_s=60)
             receipt = await control.submit(finish(handle.run_id))
             assert receipt.status == "accepted" and receipt.run_id == handle.run_id
             result = await handle.result()

@@ -315,7 +315,7 @@ async def main():
     async with OpenAICompatServer(['{"passed": true, "reason": "fine"}']) as server:
         spec = SupervisorSpec(
             model="openai/judge", api_base=server.base_url, api_key_env="JUDGE_KEY",
-            judge_timeout_s=10,  # the import alone takes longer; the call 0.3-2 s
+            judge_timeout_s=60,  # the import alone takes longer; the call 0.3-2 s
         )
         async with Runtime(supervisor=spec, sinks=[waiter, recorder]) as rt:
             model = ScriptedModel([tool_call("work"), reply("done")])
@@ -361,7 +361,7 @@ async def test_a_verdict_in_a_markdown_fence_or_prose_is_still_a_verdict(answer:
     # found a violation never acted (fail-open) or, fail-closed, aborted every run.
     async with OpenAICompatServer([answer]) as server:
         model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
-        judge = Judge(model, criteria="Stay on topic.", timeout_s=30)
+        judge = Judge(model, criteria="Stay on topic.", timeout_s=60)
         verdict = await judge.verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "off topic")
 
@@ -384,7 +384,7 @@ _VERDICTS_AFTER_AN_EXAMPLE = [
 async def test_the_verdict_is_the_answer_not_an_example_before_it(answer: str) -> None:
     # the first JSON object of the text that read as a verdict was taken: an example the
     # judge gave before its answer (a passing one, say) overruled the answer it gave
-    judge = Judge(ScriptedModel([answer]), criteria="Stay on topic.", timeout_s=30)
+    judge = Judge(ScriptedModel([answer]), criteria="Stay on topic.", timeout_s=60)
     verdict = await judge.verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "off topic")
 
@@ -396,7 +396,7 @@ async def test_a_verdict_answered_as_a_tool_call_is_still_a_verdict() -> None:
     )
     async with OpenAICompatServer([answer]) as server:
         model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
-        verdict = await Judge(model, criteria="", timeout_s=30).verdict(_metadata())
+        verdict = await Judge(model, criteria="", timeout_s=60).verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "no")
 
 
@@ -410,12 +410,12 @@ async def test_a_verdict_answered_as_a_tool_call_after_a_sentence_is_still_a_ver
     )
     async with OpenAICompatServer([answer]) as server:
         model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
-        verdict = await Judge(model, criteria="", timeout_s=30).verdict(_metadata())
+        verdict = await Judge(model, criteria="", timeout_s=60).verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "no")
 
 
 async def test_a_verdict_with_a_null_reason_is_a_verdict_without_one() -> None:
-    judge = Judge(ScriptedModel(['{"passed": false, "reason": null}']), criteria="", timeout_s=30)
+    judge = Judge(ScriptedModel(['{"passed": false, "reason": null}']), criteria="", timeout_s=60)
     verdict = await judge.verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "")
 
@@ -429,7 +429,7 @@ async def test_a_failed_verdict_whose_reason_is_no_text_still_fails(reason: str,
     # the judge said the run violates the policy: a reason of the wrong type was a JudgeError,
     # and the default on_judge_error ('ignore') let the run go on as if it had passed
     answer = f'{{"passed": false, "reason": {reason}}}'
-    verdict = await Judge(ScriptedModel([answer]), criteria="", timeout_s=30).verdict(_metadata())
+    verdict = await Judge(ScriptedModel([answer]), criteria="", timeout_s=60).verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, said)
 
 
@@ -445,7 +445,7 @@ async def test_a_failed_verdict_whose_reason_is_no_text_still_fails(reason: str,
     ],
 )
 async def test_an_answer_that_is_no_verdict_is_a_judge_error_quoting_it(answer: str) -> None:
-    judge = Judge(ScriptedModel([answer]), criteria="", timeout_s=30)
+    judge = Judge(ScriptedModel([answer]), criteria="", timeout_s=60)
     with pytest.raises(JudgeError, match="did not answer a verdict") as caught:
         await judge.verdict(_metadata())
     assert repr(answer[:20])[1:-1] in str(caught.value)
@@ -471,7 +471,7 @@ async def test_a_judge_that_refuses_is_a_judge_error_quoting_its_refusal() -> No
     async with OpenAICompatServer([refused]) as server:
         model = LiteLLMModel("openai/judge", api_base=server.base_url, api_key="sk-test")
         with pytest.raises(JudgeError) as caught:
-            await Judge(model, criteria="", timeout_s=30).verdict(_metadata())
+            await Judge(model, criteria="", timeout_s=60).verdict(_metadata())
     assert str(caught.value).endswith('it answered a refusal: "I can\'t help."')
     assert caught.value.usage is not None and caught.value.usage.output_tokens == 3
 
@@ -571,7 +571,7 @@ async def test_a_judge_whose_provider_takes_no_response_format_still_judges() ->
     model = judge_model(SupervisorSpec(model="sagemaker/judge"))
     assert isinstance(model, LiteLLMModel)
     model.litellm_kwargs["mock_response"] = '{"passed": false, "reason": "mocked"}'
-    judge = Judge(model, criteria="Stay on topic.", timeout_s=30)
+    judge = Judge(model, criteria="Stay on topic.", timeout_s=60)
     verdict = await judge.verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "mocked")
     system = judge.request(_metadata()).messages[0].content
@@ -610,7 +610,7 @@ async def test_a_verdict_whose_reason_escapes_a_lone_surrogate_is_a_verdict() ->
     # JSON may escape a lone surrogate ("\ud800"), which pydantic's JSON parser refuses: the
     # judge's answer was a JudgeError, and its verdict was lost
     answer = '{"passed": false, "reason": "bad \\ud800 run"}'
-    verdict = await Judge(ScriptedModel([answer]), criteria="", timeout_s=30).verdict(_metadata())
+    verdict = await Judge(ScriptedModel([answer]), criteria="", timeout_s=60).verdict(_metadata())
     assert (verdict.passed, verdict.reason) == (False, "bad \ud800 run")
 
 
@@ -700,7 +700,7 @@ async def test_a_rate_limit_longer_than_the_judge_timeout_is_reported_as_one(
             api_key_env="JUDGE_KEY",
             # well short of the Retry-After, well past a first litellm call's own set-up
             # (its lazy imports, ~2 s on a loaded machine)
-            judge_timeout_s=30,
+            judge_timeout_s=60,
             on_judge_error="abort",
         )
         async with Runtime(supervisor=spec, sinks=[recorder, waiter]) as rt:

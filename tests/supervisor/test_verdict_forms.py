@@ -46,7 +46,7 @@ def _metadata() -> JudgeInput:
 async def test_an_ambiguous_answer_is_a_judge_error_not_a_verdict(answer: str) -> None:
     assert parse_verdict(ModelResponse(text=answer)) is None
     with pytest.raises(JudgeError, match="did not answer a verdict"):
-        await Judge(ScriptedModel([answer]), criteria="", timeout_s=30).verdict(_metadata())
+        await Judge(ScriptedModel([answer]), criteria="", timeout_s=60).verdict(_metadata())
 
 
 def test_an_object_inside_the_verdict_never_overrules_it() -> None:
