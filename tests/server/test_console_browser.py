@@ -559,14 +559,17 @@ def test_the_page_keeps_a_bounded_memory_of_a_tree_it_follows(browser: Any, tmp_
                 By.CSS_SELECTOR, f'[data-testid="timeline-event"][data-correlation-id="{last}"]'
             )
         )
-        memory = browser.execute_script("return window.tinyagentsConsole.memory()")
+        # the page's memory and its timeline's ids read in one go: the stream goes on (the
+        # later steps of the commands above), and an event shown between two reads made
+        # last_event_id and the newest id on the page disagree
+        memory, ids = browser.execute_script(
+            "return [window.tinyagentsConsole.memory(), Array.from("
+            "document.querySelectorAll('[data-testid=\"timeline-event\"]'), "
+            "(e) => e.getAttribute('data-event-id'))]"
+        )
         assert memory["outcomes"] <= 200 + memory["sent"], memory
         assert memory["timeline"] <= 500, memory
         assert browser.find_element(By.CSS_SELECTOR, outcome).text == said  # its own: kept
-        ids = [
-            e.get_attribute("data-event-id")
-            for e in browser.find_elements(By.CSS_SELECTOR, '[data-testid="timeline-event"]')
-        ]
         assert len(ids) == len(set(ids))
         assert memory["last_event_id"] == max(int(i) for i in ids), memory
 
