@@ -19,6 +19,7 @@ from tinyagents.errors import (
     ModelRequestRejected,
     ModelResponseError,
     ModelResponseNotJSON,
+    ModelRetry,
     ModelServerError,
     ModelTimeoutError,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "ModelResponse",
     "ModelResponseError",
     "ModelResponseNotJSON",
+    "ModelRetry",
     "ModelServerError",
     "ModelTimeoutError",
     "PolicyContext",

@@ -36,6 +36,7 @@
     │       ├── ModelResponseNotJSON    the body is not JSON (often api_base is not the API root)
     │       └── ModelEmptyResponse      the completion has no choices
     ├── ToolError                      a tool could not be called (unknown name, bad arguments, timeout)
+    │   └── ModelRetry                  a tool or output validator sends the model back with its message
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached (also a RecursionError)
         ├── InvalidRouteError          a route to no node or outside a path_map (a KeyError, a ValueError)
@@ -374,6 +375,13 @@ class ModelEmptyResponse(ModelResponseError):
 
 class ToolError(TinyAgentsError):
     """A tool could not be called: unknown name, invalid arguments or timeout."""
+
+
+class ModelRetry(ToolError):
+    """Raised by a tool or an output validator (``@agent.output_validator``) to send the
+    model back with its message, as pydantic-ai's ``ModelRetry`` does: a tool's call is
+    answered with the message as its error result; a refused final answer is answered with it
+    and the model asked again, counted against ``Agent(output_retries=...)``."""
 
 
 class GraphError(TinyAgentsError):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
+from tinyagents.harness.context import RunFunction
 from tinyagents.harness.limits import check_limits
 from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
 from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from tinyagents.events.models import Event
     from tinyagents.runs.handle import RunResult
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 
 class Agent:
     """An agent definition. Runs are started with ``Runtime.start(agent, input)``.
@@ -33,6 +36,9 @@ class Agent:
     narrows it; the first allowed one is used). Without it a run may use ``model``'s name
     only, so no steering command can switch it to another model. ``output_type`` (a pydantic
     model class) asks for structured output: the run's output is the validated object.
+    ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
+    sent back per prompt: output that does not validate, or an ``@agent.output_validator``
+    raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
     """
 
     def __init__(
@@ -50,6 +56,7 @@ class Agent:
         unknown_tools: Literal["error_result", "fail"] = "error_result",
         supervisor: Any = None,
         output_type: type[BaseModel] | type[str] | None = None,
+        output_retries: int = 1,
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
@@ -88,6 +95,7 @@ class Agent:
                 f"schema is sent as response_format), got {kind_of(output_type)}; wrap other "
                 "types in one, e.g. class Answer(BaseModel): value: int"
             )
+        _check_retries(name, "output_retries", output_retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
             raise ConfigurationError(
                 f"agent {name!r}: renderer must be a SteeringRenderer, got "
@@ -120,6 +128,45 @@ class Agent:
         #: A pydantic model the final answer must be the JSON of: each request asks for it
         #: (``response_format``) and the run's output is the validated object.
         self.output_type = output_type
+        #: How many times a final answer may be sent back per prompt (invalid output, or an
+        #: output validator's ``ModelRetry``) before the run ends ``failed``.
+        self.output_retries = output_retries
+        #: ``@agent.output_validator`` functions, run in order on each final answer.
+        self.output_validators: list[RunFunction] = []
+        #: ``@agent.system_prompt`` functions and, for a ``dynamic=True`` one, its reference
+        #: (its ``__qualname__``) in the system message's ``metadata["system_prompt_parts"]``.
+        self.system_prompts: list[tuple[RunFunction, str | None]] = []
+
+    def output_validator(self, fn: _F, /) -> _F:
+        """Decorate a function that checks (and may change) the run's output, as
+        pydantic-ai's ``@agent.output_validator``: ``(output)`` or ``(ctx, output)``, sync or
+        async. What it returns is the output; raising ``ModelRetry("why")`` sends the final
+        answer back to the model with that message (counted against ``output_retries``, with
+        output that does not validate). Validators run in the order they were added, each
+        on what the one before returned; any other exception ends the run ``failed``."""
+        self.output_validators.append(
+            RunFunction(fn, values=1, what="output_validator", agent=self.name)
+        )
+        return fn
+
+    @overload
+    def system_prompt(self, fn: _F, /) -> _F: ...
+    @overload
+    def system_prompt(self, *, dynamic: bool = False) -> Callable[[_F], _F]: ...
+    def system_prompt(self, fn: Callable[..., Any] | None = None, *, dynamic: bool = False) -> Any:
+        """Decorate a function whose text joins the run's system prompt, as pydantic-ai's
+        ``@agent.system_prompt``: ``()`` or ``(ctx)``, sync or async, called when each run
+        starts; None (or "") adds nothing. A run whose conversation brings its own system
+        prompt (a history) does not call it, unless it is ``dynamic=True``: then the part it
+        wrote in that prompt, when the prompt has one (a transcript of this agent's runs), is
+        written again (docs/harness.md, "System prompt functions")."""
+
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            hook = RunFunction(f, values=0, what="system_prompt", agent=self.name)
+            self.system_prompts.append((hook, hook.name if dynamic else None))
+            return f
+
+        return add(fn) if fn is not None else add
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"
@@ -182,6 +229,13 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+def _check_retries(agent: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"agent {agent!r}: {name} must be a whole number >= 0, got {value!r}"
+        )
 
 
 def _tool_dict(agent: str, tools: object) -> dict[str, Tool]:

@@ -8,13 +8,16 @@ would close an import cycle. ``Agent`` is an ``AgentView``; ``AgentRun`` is an `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from tinyagents._record import Record
+from tinyagents._threads import in_own_thread
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Message, Model
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import Tool
@@ -98,6 +101,11 @@ class RunContext(Record):
     error result: bad arguments, a ``ToolError``, an exception, a timeout), as pydantic-ai's
     ``RunContext.retry`` does; it is 0 after a call that succeeded. Elsewhere (``model``
     hooks) the three are ``None``, ``None`` and 0.
+
+    ``max_retries`` is how many failed calls in a row the tool may have before the run ends
+    (``Tool(retries=...)``, else ``Agent(retries=...)``; None: no cap). An output validator's
+    context has ``retry`` the times this prompt's final answer was sent back so far and
+    ``max_retries`` the agent's ``output_retries``, as pydantic-ai's has.
     """
 
     runtime: RunHost
@@ -107,6 +115,7 @@ class RunContext(Record):
     tool_call_id: str | None = None
     tool_name: str | None = None
     retry: int = 0
+    max_retries: int | None = None
 
     @property
     def info(self) -> RunInfo:
@@ -115,3 +124,45 @@ class RunContext(Record):
     @property
     def run_id(self) -> str:
         return self.handle.run_id
+
+
+class RunFunction:
+    """A function of the user's that a run calls, with the run's context first if it takes
+    it: an output validator, ``(output)`` or ``(ctx, output)``, or a system prompt function,
+    ``()`` or ``(ctx)``. Sync or async: a sync one runs on a thread of its own (as a sync tool
+    does: it must not block the event loop), and an awaitable it returns is awaited."""
+
+    __slots__ = ("fn", "is_async", "name", "takes_ctx")
+
+    def __init__(self, fn: Callable[..., Any], *, values: int, what: str, agent: str) -> None:
+        name = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):  # no signature to read (a builtin): not guessed
+            params = None
+        positional = (
+            None
+            if params is None
+            else [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        )
+        if not callable(fn) or positional is None or len(positional) not in (values, values + 1):
+            shape = "(output) or (ctx, output)" if values else "() or (ctx)"
+            got = "" if positional is None else f", got {len(positional)} positional parameters"
+            raise ConfigurationError(
+                f"agent {agent!r}: {what} {name!r} must be a function {shape}{got}"
+            )
+        self.fn = fn
+        self.name = name
+        self.takes_ctx = len(positional) == values + 1
+        # an object with an async __call__ run on a thread hands back its coroutine, awaited
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    async def __call__(self, ctx: RunContext, *values: Any) -> Any:
+        args = (ctx, *values) if self.takes_ctx else values
+        if self.is_async:
+            value = await self.fn(*args)
+        else:
+            value = await in_own_thread(self.fn, *args, name=f"tinyagents {self.name}")
+        if inspect.isawaitable(value):  # a plain def returning a coroutine
+            value = await value
+        return value

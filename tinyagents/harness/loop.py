@@ -34,6 +34,7 @@ from tinyagents.errors import (
     ConfigurationError,
     ModelError,
     ModelResponseError,
+    ModelRetry,
     ModelsWithheld,
     RunLimitExceeded,
     RuntimeClosed,
@@ -52,7 +53,7 @@ from tinyagents.events.models import (
 )
 from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
-from tinyagents.harness.context import AgentView, RunContext
+from tinyagents.harness.context import AgentView, RunContext, RunFunction
 from tinyagents.harness.limits import (
     check_limits,
     check_token_budget,
@@ -118,6 +119,9 @@ ASK_FOR_AN_ANSWER = (
 ASK_FOR_TEXT = "Your last response had no text. Answer with text."
 #: ``metadata["retry"]`` of the message that tells the model its answer is not valid output.
 INVALID_OUTPUT = "invalid_output"
+#: What ``_output_of`` returns for a final answer it sent back to the model (None may be an
+#: output validator's output).
+ASKED: Any = object()
 #: Why a message that reached a final answer fails when the budget has no turn left for it: a
 #: turn its budget refuses before any request turned the answer into ``limit_exceeded``.
 NO_TURN_LEFT = (
@@ -132,6 +136,12 @@ class AgentRecipe(AgentView, Protocol):
 
     @property
     def middleware(self) -> Sequence[Middleware]: ...
+    @property
+    def output_retries(self) -> int: ...
+    @property
+    def output_validators(self) -> Sequence[RunFunction]: ...
+    @property
+    def system_prompts(self) -> Sequence[tuple[RunFunction, str | None]]: ...
 
 
 class AgentRun(RunDriver):
@@ -303,8 +313,8 @@ class AgentRun(RunDriver):
                 more = await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True)
                 if (more or self.staged) and model_call_left(self.info, self.runtime.runs.tree):
                     continue
-                output = self._output_of(response)
-                if output is None:  # not valid output: asked once more for it
+                output = await self._output_of(response)
+                if output is ASKED:  # not valid output: asked once more for it
                     await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
                     continue
                 self._fail_staged(NO_TURN_LEFT)
@@ -375,41 +385,82 @@ class AgentRun(RunDriver):
         ask = ASK_FOR_AN_ANSWER if self.allowed_tools() else ASK_FOR_TEXT
         messages.append(Message(role="user", content=ask, metadata={"retry": EMPTY_ANSWER}))
 
-    def _output_of(self, response: ModelResponse) -> Any:
+    async def _output_of(self, response: ModelResponse) -> Any:
         """The run's output from its final answer: the text, or with
-        ``Agent(output_type=...)`` the object its JSON validates to. An answer that does not
-        validate is answered with what is wrong and None is returned (the model is asked once
-        more, as pydantic-ai asks); a second for the same prompt raises ``ModelResponseError``."""
-        output_type = self.agent.output_type
-        if output_type is None:
-            return response.text
+        ``Agent(output_type=...)`` the object its JSON validates to, as each output validator
+        in turn returns it. An answer that does not validate, or that a validator sends back
+        (``ModelRetry``), is answered with what is wrong and ``ASKED`` is returned (the model
+        is asked again, as pydantic-ai asks); past ``Agent.output_retries`` such answers to the
+        same prompt, raises ``ModelResponseError``."""
+        agent = self.agent
+        output_type = agent.output_type
+        if output_type is None and not agent.output_validators:
+            return response.text  # the common case: nothing to count or call
+        messages = self.messages
+        sent_back = _asks_since_the_prompt(messages, INVALID_OUTPUT, since=self._given)
+        refused: str | None = None  # a validator's message
         try:
-            return read_output(output_type, response.text)
+            output = (
+                response.text if output_type is None else read_output(output_type, response.text)
+            )
         except ValidationError as exc:
             problems = validation_problems(exc, whole="answer")
-        messages = self.messages
+        else:
+            try:
+                return await self._validated(output, sent_back)
+            except ModelRetry as exc:
+                refused = problems = message_of(exc)
         # cut off by the output token limit: said, or the problem reads as bad JSON alone
-        cut = response.finish_reason == "length"
-        if _asked_since_the_prompt(messages, INVALID_OUTPUT, since=self._given):
+        cut = response.finish_reason == "length" and refused is None
+        model = response.model or agent.model.name
+        if sent_back >= agent.output_retries:
+            if refused is not None:
+                raise ModelResponseError(
+                    f"model {model!r}: its answer was sent back by an output validator, "
+                    f"{sent_back} time(s) before (output_retries={agent.output_retries}): "
+                    f"{refused}",
+                    model=response.model,
+                )
             why = (
                 "; it ran out of output tokens (finish_reason 'length'): raise the model's "
                 "max_tokens (or the run's RunLimits.max_tokens budget)"
                 if cut
                 else ""
             )
+            name = output_type.__name__ if output_type is not None else "text"
             raise ModelResponseError(
-                f"model {response.model or self.agent.model.name!r}: its answer is not valid "
-                f"{output_type.__name__} output, again after it was told what was wrong: "
-                f"{problems}{why}",
+                f"model {model!r}: its answer is not valid {name} output, again after it was "
+                f"told what was wrong: {problems}{why}",
                 model=response.model,
             )
-        ask = (
-            f"Your answer is not valid {output_type.__name__} output: {problems}. "
-            + ("It was cut off at the output token limit: answer shorter. " if cut else "")
-            + "Answer again with only the JSON of the response format, fixed."
-        )
+        if refused is not None:  # as pydantic-ai words a retry prompt
+            ask = f"{refused}\n\nFix the errors and try again."
+        else:
+            name = output_type.__name__ if output_type is not None else "text"
+            ask = (
+                f"Your answer is not valid {name} output: {problems}. "
+                + ("It was cut off at the output token limit: answer shorter. " if cut else "")
+                + "Answer again with only the JSON of the response format, fixed."
+            )
         messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
-        return None
+        return ASKED
+
+    async def _validated(self, output: Any, sent_back: int) -> Any:
+        """``output`` as the agent's output validators return it (``ModelRetry`` passes)."""
+        validators = self.agent.output_validators
+        if not validators:
+            return output
+        ctx = RunContext(
+            runtime=self.runtime,
+            handle=self.handle,
+            agent=self.agent,
+            run=self,
+            retry=sent_back,
+            max_retries=self.agent.output_retries,
+        )
+        for validator in validators:
+            output = await validator(ctx, output)
+        return output
 
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
         """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
@@ -1351,22 +1402,23 @@ def _unfenced(text: str) -> str:
     return match.group(1) if match else text
 
 
-def _asked_since_the_prompt(messages: Sequence[Message], retry: str, *, since: int) -> bool:
-    """Whether the model was asked again for ``retry``'s reason since the last prompt (a user
-    message that is no ask of ours, or a steering message in whichever role it is rendered):
-    once per prompt, as pydantic-ai counts its retries over the run, so that answers in
-    between (a tool call, an empty answer) do not reset it. Only ``messages[since:]`` are
+def _asks_since_the_prompt(messages: Sequence[Message], retry: str, *, since: int) -> int:
+    """How many times the model was asked again for ``retry``'s reason since the last prompt
+    (a user message that is no ask of ours, or a steering message in whichever role it is
+    rendered): per prompt, as pydantic-ai counts its retries over the run, so that answers
+    in between (a tool call, an empty answer) do not reset it. Only ``messages[since:]`` are
     the run's own: an ask in the history it continues is another run's."""
+    asks = 0
     for index in range(len(messages) - 1, since - 1, -1):
         message = messages[index]
         if message.role != "user" and "steering" not in message.metadata:
             continue
         asked = message.metadata.get("retry")
         if asked is None:
-            return False
+            break
         if asked == retry:
-            return True
-    return False
+            asks += 1
+    return asks
 
 
 def _refuse_cut_off_calls(response: ModelResponse, request: ModelRequest) -> None:
