@@ -223,3 +223,126 @@ def test_model_retry_is_a_tool_error() -> None:
     # a tool raising pydantic-ai's ModelRetry has its message sent to the model as is, as a
     # ToolError's is
     assert issubclass(ModelRetry, ToolError)
+
+
+# --- system prompt functions ---------------------------------------------------------------
+
+
+def system_message(request: ModelRequest) -> Message:
+    (first, *rest) = request.messages
+    assert first.role == "system" and all(m.role != "system" for m in rest)
+    return first
+
+
+@pytest.mark.parametrize("kind", ["sync", "async", "ctx", "sync returning a coroutine"])
+async def test_system_prompt_functions_join_the_instructions(kind: str) -> None:
+    # ports tests/test_agent.py::test_dynamic_false_no_reevaluate (its first run) and
+    # ::test_system_prompt_sync_function_returning_coroutine: each function's text follows
+    # the instructions, in the order added. Ours is one system message (templates such as
+    # llama.cpp's refuse a second), where pydantic-ai sends a SystemPromptPart each.
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", model, instructions="Foobar")
+
+    async def answer() -> str:
+        return "A"
+
+    if kind == "sync":
+        agent.system_prompt(lambda: "A")
+    elif kind == "async":
+        agent.system_prompt(answer)
+    elif kind == "ctx":
+
+        @agent.system_prompt
+        def with_ctx(ctx: RunContext) -> str:
+            return "A" if ctx.agent.name == "a" and ctx.run_id else "?"
+
+    else:
+        agent.system_prompt(lambda: answer())
+    agent.system_prompt(lambda: "B")
+    result = await agent.run("Hello")
+    assert result.status is RunStatus.COMPLETED
+    assert system_message(model.requests[0]).content == "Foobar\n\nA\n\nB"
+    assert model.requests[0].messages[1].content == "Hello"
+
+
+async def test_a_system_prompt_function_alone_is_the_system_prompt() -> None:
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", model)
+    agent.system_prompt(lambda: "be brief")
+    await agent.run("Hello")
+    assert system_message(model.requests[0]).content == "be brief"
+
+
+async def test_a_history_keeps_its_system_prompt_unless_a_function_is_dynamic() -> None:
+    # ports tests/test_agent.py::test_dynamic_false_no_reevaluate and
+    # ::test_dynamic_true_reevaluate_system_prompt: a run continuing a transcript keeps the
+    # static function's text as it was written ('A'); a dynamic one's is written again ('B').
+    value = {"v": "A"}
+    static = Agent("a", ScriptedModel(["one", "two"]), instructions="Foobar")
+    static.system_prompt(lambda: value["v"])
+    dynamic = Agent("a", ScriptedModel(["one", "two"]), instructions="Foobar")
+
+    @dynamic.system_prompt(dynamic=True)
+    async def func() -> str:
+        return value["v"]
+
+    for agent, second in ((static, "Foobar\n\nA"), (dynamic, "Foobar\n\nB")):
+        value["v"] = "A"
+        first = await agent.run("Hello")
+        assert first.messages[0].content == "Foobar\n\nA"
+        value["v"] = "B"
+        again = await agent.run("World", history=first.messages)
+        assert isinstance(agent.model, ScriptedModel)
+        assert system_message(agent.model.requests[1]).content == second
+        assert again.messages[0].content == second
+        assert first.messages[0].content == "Foobar\n\nA"  # the history given is not changed
+    parts = dynamic.model.requests[1].messages[0].metadata["system_prompt_parts"]  # type: ignore[attr-defined]
+    assert parts == [[None, "Foobar"], [func.__qualname__, "B"]]
+
+
+async def test_a_system_prompt_returning_none_adds_nothing() -> None:
+    # ports tests/test_agent.py::test_system_prompt_none_return_are_omitted and
+    # ::test_dynamic_system_prompt_none_return: None adds nothing; a dynamic one keeps its
+    # (empty) place, so a continued run whose function now returns text has it written in.
+    model = ScriptedModel(["one", "two"])
+    agent = Agent("a", model, instructions="STATIC")
+    agent.system_prompt(lambda: None)
+    values: list[str | None] = [None, "DYNAMIC"]
+    agent.system_prompt(dynamic=True)(lambda: values.pop(0))
+    first = await agent.run("Hi")
+    assert system_message(model.requests[0]).content == "STATIC"
+    await agent.run("again", history=first.messages)
+    assert system_message(model.requests[1]).content == "STATIC\n\nDYNAMIC"
+
+
+async def test_a_history_whose_system_prompt_has_no_parts_is_sent_as_it_is() -> None:
+    # ports tests/test_agent.py::test_dynamic_system_prompt_no_changes
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", model)
+    agent.system_prompt(dynamic=True)(lambda: "Dynamic")
+    history = [Message(role="system", content="Static"), Message(role="user", content="Manual")]
+    result = await agent.run("Second call", history=history)
+    assert result.status is RunStatus.COMPLETED
+    assert system_message(model.requests[0]).content == "Static"
+
+
+@pytest.mark.parametrize(
+    ("fn", "error"),
+    [
+        (lambda: 1 / 0, "ZeroDivisionError"),
+        (lambda: 42, "must return text (or None), got int"),
+    ],
+)
+async def test_a_system_prompt_function_that_fails_fails_the_run(fn: Any, error: str) -> None:
+    model = ScriptedModel(["never"])
+    agent = Agent("a", model)
+    agent.system_prompt(fn)
+    result = await agent.run("Hello")
+    assert result.status is RunStatus.FAILED and error in (result.error or "")
+    assert model.requests == []
+
+
+def test_a_system_prompt_function_of_the_wrong_shape_is_refused() -> None:
+    agent = Agent("a", ScriptedModel(["x"]))
+    with pytest.raises(ConfigurationError, match="system_prompt"):
+        agent.system_prompt(lambda a, b: "x")

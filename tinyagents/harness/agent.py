@@ -81,8 +81,8 @@ class Agent:
         if not isinstance(instructions, str):
             raise ConfigurationError(
                 f"agent {name!r}: instructions must be text (the system prompt), got "
-                f"{type(instructions).__name__}; for instructions that change per run, steer "
-                "the run (add_instruction) or build the Agent per run"
+                f"{type(instructions).__name__}; for instructions that change per run, add a "
+                "function with @agent.system_prompt, or steer the run (add_instruction)"
             )
         check_limits(limits)
         if output_type is str:  # text, the default (pydantic-ai's output_type=str)

@@ -211,6 +211,9 @@ class AgentRun(RunDriver):
         #: How many messages the run was given (history and input): an ask of ours among
         #: them was another run's, and does not count against this run's asks.
         self._given = len(messages)
+        #: The conversation brought no system prompt of its own: ``messages[0]`` is the run's
+        #: (the agent's instructions), written with its system prompt functions as it starts.
+        self.own_prompt = False
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -225,6 +228,8 @@ class AgentRun(RunDriver):
     async def main(self, *, another_turn: bool = False) -> RunResult:
         after: tuple[Sequence[ToolCall], int] | None = None
         try:
+            if not another_turn and self.agent.system_prompts:
+                await self._write_system_prompt()
             while True:
                 try:
                     output = await self._loop(another_turn=another_turn, after=after)
@@ -351,6 +356,63 @@ class AgentRun(RunDriver):
         last = next(m for m in reversed(self.messages) if m.role == "assistant")
         calls = last.tool_calls
         return calls, next(i for i, c in enumerate(calls) if c.id == call.id)
+
+    async def _write_system_prompt(self) -> None:
+        """Call the agent's system prompt functions, as the run starts. The run's own
+        system prompt (``own_prompt``: its conversation brought none) is the instructions
+        and each function's text, joined, with each part in ``metadata["system_prompt_parts"]``
+        (``[ref, text]``, ref the function's ``__qualname__`` if it is dynamic, else None). A
+        conversation that brought its own has it kept, as pydantic-ai keeps a history's;
+        only a dynamic function's part in it (a transcript of this agent's) is written
+        again."""
+        messages = self.messages
+        prompts = self.agent.system_prompts
+        if self.own_prompt:
+            instructions = messages[0].content
+            parts: list[list[str | None]] = [[None, instructions]] if instructions else []
+            for hook, ref in prompts:
+                text = await self._prompt_text(hook)
+                if text or ref is not None:  # a dynamic one keeps its place, to be rewritten
+                    parts.append([ref, text])
+            content = _joined(parts)
+            if content:
+                messages[0] = Message(
+                    role="system", content=content, metadata={"system_prompt_parts": parts}
+                )
+                return
+            messages.pop(0)  # every function gave nothing: no empty system message
+            self._given -= 1
+            if not messages:
+                raise ConfigurationError(
+                    f"agent {self.agent.name!r} has nothing to send: its system prompt "
+                    "functions gave no text, and it has no instructions, history or input"
+                )
+            return
+        first = messages[0] if messages else None
+        written = first.metadata.get("system_prompt_parts") if first is not None else None
+        dynamic = {ref: hook for hook, ref in prompts if ref is not None}
+        if first is None or first.role != "system" or not isinstance(written, list):
+            return
+        parts = [list(part) for part in written if isinstance(part, list) and len(part) == 2]
+        if not any(ref in dynamic for ref, _ in parts):
+            return
+        for part in parts:
+            again = dynamic.get(part[0]) if isinstance(part[0], str) else None
+            if again is not None:
+                part[1] = await self._prompt_text(again)
+        metadata = {**first.metadata, "system_prompt_parts": parts}
+        messages[0] = dataclasses.replace(first, content=_joined(parts), metadata=metadata)
+
+    async def _prompt_text(self, hook: RunFunction) -> str:
+        text = await hook(self.ctx)
+        if text is None:
+            return ""
+        if not isinstance(text, str):
+            raise ConfigurationError(
+                f"agent {self.agent.name!r}: system_prompt {hook.name!r} must return text (or "
+                f"None), got {type(text).__name__}"
+            )
+        return text
 
     def _fail_staged(self, reason: str) -> None:
         """Fail the messages staged for a model request that will not be made."""
@@ -1381,6 +1443,11 @@ _FENCED_JSON = re.compile(r"```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)", flags
 _FENCE_OPENING = re.compile(r"```(?:\w+)?\r?\n\{")
 
 
+def _joined(parts: Sequence[Sequence[str | None]]) -> str:
+    """A system prompt's text from its parts (an empty one adds nothing)."""
+    return "\n\n".join(text for _, text in parts if text)
+
+
 def read_output(output_type: type[BaseModel], text: str) -> Any:
     """The ``output_type`` object ``text`` holds, as a run reads its answer (its JSON, in a
     markdown fence or not); raises ``ValidationError`` for text that holds none."""
@@ -1584,6 +1651,9 @@ async def start_agent_run(
     messages = _initial_messages(agent, input, history)
     handle = RunHandle(info, submitter=runtime)
     run = AgentRun(runtime, agent, handle, messages)
+    run.own_prompt = _own_prompt(
+        agent, [*(history or ()), *(() if isinstance(input, str) else input)]
+    )
     handle.driver = run
     handle.policies = [
         *(SteeringHook(m) for m in agent.middleware if overrides(m, "steering")),
@@ -1873,7 +1943,8 @@ def _initial_messages(
     # Its own prompt is a leading system message: one further in (a steering message
     # rendered as 'system') is no prompt, and the instructions were dropped for it.
     given = [*(history or ()), *(() if isinstance(input, str) else input)]
-    if agent.instructions and not (given and given[0].role == "system"):
+    if _own_prompt(agent, given):
+        # with system prompt functions, even without instructions: the run writes them in
         messages.append(Message(role="system", content=agent.instructions))
     if history:
         messages.extend(map(_args_read, history))
@@ -1890,6 +1961,14 @@ def _initial_messages(
         )
     _check_tool_results(messages)
     return messages
+
+
+def _own_prompt(agent: AgentRecipe, given: Sequence[Message]) -> bool:
+    """Whether the run writes its system prompt: the conversation brings none of its own,
+    and the agent has instructions or system prompt functions."""
+    return bool(agent.instructions or agent.system_prompts) and not (
+        given and given[0].role == "system"
+    )
 
 
 def _args_read(message: Message) -> Message:
