@@ -116,8 +116,10 @@ async def test_arguments_the_model_should_not_send_are_refused() -> None:
 
 async def test_retries_per_tool_have_no_cap() -> None:
     # ports tests/test_tools.py::test_tool_retries. Kept on purpose (a product decision): no
-    # per-tool retry cap, so where pydantic-ai raises UnexpectedModelBehavior after its
-    # ``retries``, our model may keep correcting itself; RunLimits bound the run instead.
+    # per-tool retry cap by default, so where pydantic-ai raises UnexpectedModelBehavior after
+    # its default ``retries`` of 1, our model may keep correcting itself; RunLimits bound the
+    # run instead. A cap is opt-in: Tool(retries=...) / Agent(retries=...)
+    # (test_pydantic_ai_ports_4.py).
     script: list[Any] = [tool_call("add", a="x", b=1) for _ in range(4)]
     model = ScriptedModel([*script, tool_call("add", a=1, b=1), reply("two")])
     result = await Agent("a", model, tools=[add]).run("go")
@@ -1229,7 +1231,7 @@ async def test_a_tool_asking_for_a_retry_is_heard_and_its_call_counted() -> None
     # the message and calls again, and the run completes. Kept on purpose, a difference: the
     # tool ran, so its call counts against max_tool_calls (docs/harness.md "Limits": only a
     # call refused before its tool runs is given back). pydantic-ai counts only successful
-    # calls, and bounds a failing tool by its per-tool retries, which we do not have: a tool
+    # calls, and bounds a failing tool by its per-tool retries, ours opt-in only: a tool
     # that fails every time would otherwise never spend a run bounded by max_tool_calls.
     attempts: list[str] = []
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, RunStatus
+from tinyagents import Agent, RunLimits, RunStatus, tool
 from tinyagents.errors import ConfigurationError, ModelRetry, ToolError
 from tinyagents.harness import Message, ModelRequest, RunContext
-from tinyagents.testkit import FunctionModel, ScriptedModel
+from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
 
 
 class Foo(BaseModel):
@@ -346,3 +346,148 @@ def test_a_system_prompt_function_of_the_wrong_shape_is_refused() -> None:
     agent = Agent("a", ScriptedModel(["x"]))
     with pytest.raises(ConfigurationError, match="system_prompt"):
         agent.system_prompt(lambda a, b: "x")
+
+
+# --- per-tool retry caps ---------------------------------------------------------------------
+
+
+async def test_a_tool_past_its_retries_ends_the_run() -> None:
+    # ports tests/test_tools.py::test_tool_retries: @agent.tool(retries=5) raising ModelRetry
+    # every time is called 6 times (ctx.retry 0..5, ctx.max_retries 5), then pydantic-ai raises
+    # UnexpectedModelBehavior "Tool 'infinite_retry_tool' exceeded max retries count of 5";
+    # our run ends ``failed`` with a ToolError saying the same.
+    seen: list[tuple[int, int | None]] = []
+
+    @tool(retries=5)
+    def infinite_retry_tool(ctx: RunContext) -> int:
+        """Never works."""
+        seen.append((ctx.retry, ctx.max_retries))
+        raise ModelRetry("Please try again.")
+
+    model = FunctionModel(lambda r: tool_call("infinite_retry_tool"))
+    agent = Agent("a", model, tools=[infinite_retry_tool], retries=3)
+    result = await agent.run("Begin infinite retry loop!")
+    assert result.status is RunStatus.FAILED
+    assert seen == [(n, 5) for n in range(6)]
+    assert "ToolError" in (result.error or "")
+    assert "tool 'infinite_retry_tool' exceeded max retries count of 5" in (result.error or "")
+    assert "Please try again." in (result.error or "")
+    last = result.messages[-1]
+    assert last.role == "tool" and last.content == "Please try again."  # answered, as ever
+
+
+async def test_the_agents_retries_cap_each_tool_and_survive_interleaved_calls() -> None:
+    # ports tests/test_agent.py::test_tool_retry_budget_survives_interleaved_tool_calls: a
+    # failing tool's count is not reset by another tool's call in between.
+    retries: list[int] = []
+
+    @tool
+    def flaky_tool(ctx: RunContext) -> str:
+        """Always fails."""
+        retries.append(ctx.retry)
+        raise ModelRetry("always fails")
+
+    @tool
+    def other_tool() -> str:
+        """Works."""
+        return "ok"
+
+    def step(request: ModelRequest) -> Any:
+        made = sum(m.role == "assistant" for m in request.messages)
+        return tool_call("flaky_tool" if made % 2 == 0 else "other_tool")
+
+    agent = Agent("a", FunctionModel(step), tools=[flaky_tool, other_tool], retries=2)
+    result = await agent.run("go")
+    assert result.status is RunStatus.FAILED and retries == [0, 1, 2]
+    assert "exceeded max retries count of 2" in (result.error or "")
+
+
+async def test_a_tools_retry_count_resets_after_it_succeeds() -> None:
+    # ports tests/test_agent.py::test_tool_retry_count_resets_after_successful_call
+    seen: list[int] = []
+
+    @tool
+    def sometimes_tool(ctx: RunContext) -> str:
+        """Fails on odd calls."""
+        seen.append(ctx.retry)
+        if len(seen) % 2 == 1:
+            raise ModelRetry("fails on odd calls")
+        return "ok"
+
+    script: list[Any] = [tool_call("sometimes_tool") for _ in range(4)]
+    agent = Agent("a", ScriptedModel([*script, "done"]), tools=[sometimes_tool], retries=1)
+    result = await agent.run("go")
+    assert (result.status, result.output, seen) == (RunStatus.COMPLETED, "done", [0, 1, 0, 1])
+
+
+async def test_a_tools_own_retries_win_over_the_agents_and_none_is_no_cap() -> None:
+    # ports tests/test_agent.py::test_tool_retry_budget_resolution (a tool's own budget wins
+    # over the agent's). Kept on purpose: with neither set there is no cap (our default, a
+    # product decision: test_pydantic_ai_ports.py::test_retries_per_tool_have_no_cap), where
+    # pydantic-ai's default is 1; RunLimits bound such a run.
+    calls: list[int] = []
+
+    @tool(retries=0)
+    def strict() -> str:
+        """Fails."""
+        calls.append(1)
+        raise ToolError("no")
+
+    agent = Agent("a", FunctionModel(lambda r: tool_call("strict")), tools=[strict], retries=4)
+    result = await agent.run("go")
+    assert result.status is RunStatus.FAILED and len(calls) == 1
+    assert "exceeded max retries count of 0" in (result.error or "")
+    assert strict.retries == 0 and Agent("a", ScriptedModel(["x"])).retries is None
+    seen: list[int | None] = []
+
+    @tool
+    def lenient(ctx: RunContext) -> str:
+        """Fails."""
+        seen.append(ctx.max_retries)
+        raise ToolError("no")
+
+    model = FunctionModel(lambda r: tool_call("lenient"))
+    bounded = await Agent("a", model, tools=[lenient], limits=RunLimits(max_model_calls=8)).run(
+        "go"
+    )
+    assert bounded.status is RunStatus.LIMIT_EXCEEDED and seen == [None] * 8
+
+
+@pytest.mark.parametrize("retries", [-1, 1.5, True, "2"])
+def test_negative_or_non_integer_retries_are_refused(retries: Any) -> None:
+    # ports tests/test_agent.py::test_negative_tool_retries_raises_immediately and
+    # tests/test_tools.py::test_tool_rejects_negative_max_retries
+    with pytest.raises(ConfigurationError, match="retries"):
+        Agent("a", ScriptedModel(["x"]), retries=retries)
+    with pytest.raises(ConfigurationError, match="retries"):
+        tool(name="x", retries=retries)(lambda: "x")
+
+
+# --- request limit ---------------------------------------------------------------------------
+
+
+async def test_there_is_no_default_request_limit_and_pydantic_ais_is_one_setting_away() -> None:
+    # ports tests/test_usage_limits.py::test_retry_limit with pydantic-ai's default
+    # UsageLimits(request_limit=50). Kept on purpose: RunLimits() has no default cap (usage
+    # rolls up the run tree, so a default would cap a whole tree at 50; docs/harness.md
+    # "Limits"): a run of 60 requests completes. RunLimits(max_model_calls=50) is
+    # pydantic-ai's default: the 51st request is refused before it is sent.
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    def model() -> ScriptedModel:
+        return ScriptedModel([*(tool_call("ping") for _ in range(59)), "done"])
+
+    unlimited = Agent("a", model(), tools=[ping])
+    assert unlimited.limits.max_model_calls is None
+    result = await unlimited.run("go")
+    assert (result.status, result.usage["model_calls"]) == (RunStatus.COMPLETED, 60)
+    capped = Agent("a", model(), tools=[ping], limits=RunLimits(max_model_calls=50))
+    stopped = await capped.run("go")
+    assert stopped.status is RunStatus.LIMIT_EXCEEDED
+    assert "max_model_calls" in (stopped.error or "") and "used 50, allowed 50" in (
+        stopped.error or ""
+    )
+    assert isinstance(capped.model, ScriptedModel) and len(capped.model.requests) == 50

@@ -17,7 +17,7 @@ from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, 
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.render import SteeringRenderer
-from tinyagents.harness.tools import FunctionTool, Tool
+from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.runs.host import RunHost, private_host
 from tinyagents.runs.limits import RunLimits
 
@@ -39,6 +39,8 @@ class Agent:
     ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
     sent back per prompt: output that does not validate, or an ``@agent.output_validator``
     raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
+    ``retries`` caps the failed calls in a row of each tool without a cap of its own
+    (``Tool(retries=...)``); None, the default, is no cap.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class Agent:
         supervisor: Any = None,
         output_type: type[BaseModel] | type[str] | None = None,
         output_retries: int = 1,
+        retries: int | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
@@ -96,6 +99,7 @@ class Agent:
                 "types in one, e.g. class Answer(BaseModel): value: int"
             )
         _check_retries(name, "output_retries", output_retries)
+        check_retries(f"agent {name!r}", retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
             raise ConfigurationError(
                 f"agent {name!r}: renderer must be a SteeringRenderer, got "
@@ -131,6 +135,9 @@ class Agent:
         #: How many times a final answer may be sent back per prompt (invalid output, or an
         #: output validator's ``ModelRetry``) before the run ends ``failed``.
         self.output_retries = output_retries
+        #: How many failed calls in a row each tool may have (a tool's own ``retries`` wins):
+        #: one more ends the run ``failed``. None (the default): no cap.
+        self.retries = retries
         #: ``@agent.output_validator`` functions, run in order on each final answer.
         self.output_validators: list[RunFunction] = []
         #: ``@agent.system_prompt`` functions and, for a ``dynamic=True`` one, its reference

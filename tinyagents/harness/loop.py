@@ -139,6 +139,8 @@ class AgentRecipe(AgentView, Protocol):
     @property
     def output_retries(self) -> int: ...
     @property
+    def retries(self) -> int | None: ...
+    @property
     def output_validators(self) -> Sequence[RunFunction]: ...
     @property
     def system_prompts(self) -> Sequence[tuple[RunFunction, str | None]]: ...
@@ -812,6 +814,7 @@ class AgentRun(RunDriver):
             tool_call_id=call.id,
             tool_name=call.name,
             retry=self._failed_in_a_row.get(call.name, 0),
+            max_retries=self._retries(tool),
         )
         left = deadline_left(self.info)
         limit = self.info.limits.tool_timeout_s
@@ -867,7 +870,22 @@ class AgentRun(RunDriver):
             release_tool_call(self.info, self.runtime.runs.tree)
         self._record_result(call, result)
         self._count_failure(call.name, result.error)
+        if result.error and ctx.max_retries is not None and tool is not None:
+            failed = self._failed_in_a_row.get(call.name, 0)
+            if failed > ctx.max_retries:  # pydantic-ai's UnexpectedModelBehavior
+                raise ToolError(
+                    f"tool {call.name!r} exceeded max retries count of {ctx.max_retries}: "
+                    f"{failed} calls of it in a row failed (the last: {result.content}); "
+                    "Tool(retries=...) or Agent(retries=...) sets the cap"
+                )
         return result
+
+    def _retries(self, tool: Tool | None) -> int | None:
+        """The cap on failed calls in a row of ``tool`` (its own, else the agent's)."""
+        if tool is None:
+            return None
+        own = tool.retries
+        return self.agent.retries if own is None else own
 
     def _count_failure(self, name: str, failed: bool) -> None:
         """Keep ``RunContext.retry``'s count for the agent's tool ``name`` (a name the model

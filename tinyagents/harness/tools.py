@@ -93,7 +93,7 @@ class Tool(ABC):
     to tell the model what is wrong. ``timeout_s`` bounds one call
     (the run's ``tool_timeout_s`` still applies; the smaller wins). A ``call`` that raises
     ``ToolError`` sends its message to the model as is; any other exception is reported with
-    its type.
+    its type. ``retries`` caps the failed calls in a row (None: the agent's ``retries``).
     """
 
     def __init__(
@@ -103,6 +103,7 @@ class Tool(ABC):
         description: str = "",
         parameters: dict[str, Any] | None = None,
         timeout_s: float | None = None,
+        retries: int | None = None,
     ) -> None:
         if not is_tool_name(name):
             raise ConfigurationError(
@@ -123,10 +124,15 @@ class Tool(ABC):
                 f"tool {name!r}: description must be text, got {type(description).__name__}"
             )
         _check_parameters(name, parameters)
+        check_retries(f"tool {name!r}", retries)
         self.name = name
         self.description = description
         self.parameters = parameters or {"type": "object", "properties": {}}
         self.timeout_s = timeout_s
+        #: How many failed calls in a row (error results) the tool may have: one more ends
+        #: the run ``failed`` (pydantic-ai's ``Tool(retries=...)``). None: the agent's
+        #: ``retries``, and with neither, no cap.
+        self.retries = retries
 
     def spec(self) -> ToolSpec:
         """The tool as offered to the model."""
@@ -138,6 +144,16 @@ class Tool(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def check_retries(owner: str, retries: object) -> None:
+    """Refuse a retry cap that is no whole number >= 0 (None: no cap of its own)."""
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise ConfigurationError(
+            f"{owner}: retries must be a whole number >= 0 (or None), got {retries!r}"
+        )
 
 
 def _check_parameters(name: str, parameters: object) -> None:
@@ -168,6 +184,7 @@ class FunctionTool(Tool):
         name: str | None = None,
         description: str | None = None,
         timeout_s: float | None = None,
+        retries: int | None = None,
     ) -> None:
         tool_name: str = name or str(getattr(fn, "__name__", ""))
         if inspect.isasyncgenfunction(fn):  # its calls answered with the generator's repr
@@ -192,6 +209,7 @@ class FunctionTool(Tool):
             description=summary if description is None else description,
             parameters=parameters,
             timeout_s=timeout_s,
+            retries=retries,
         )
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
@@ -377,7 +395,11 @@ def _run_sync(name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[s
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout_s: float | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    retries: int | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -386,15 +408,19 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
+    retries: int | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
+    """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...,
+    retries=...)``.
 
     A parameter named ``ctx`` (or of any name, annotated ``RunContext`` or ``RunContext | None``)
     is not offered to the model; it receives the run context.
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(f, name=name, description=description, timeout_s=timeout_s)
+        return FunctionTool(
+            f, name=name, description=description, timeout_s=timeout_s, retries=retries
+        )
 
     return build(fn) if fn is not None else build
 
