@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, RunLimits, RunStatus, tool
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, tool
 from tinyagents.errors import ConfigurationError, ModelRetry, ToolError
 from tinyagents.harness import Message, ModelRequest, RunContext
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
@@ -298,6 +298,33 @@ async def test_a_history_keeps_its_system_prompt_unless_a_function_is_dynamic() 
         assert first.messages[0].content == "Foobar\n\nA"  # the history given is not changed
     parts = dynamic.model.requests[1].messages[0].metadata["system_prompt_parts"]  # type: ignore[attr-defined]
     assert parts == [[None, "Foobar"], [func.__qualname__, "B"]]
+
+
+async def test_a_sessions_turns_rewrite_only_the_dynamic_system_prompt() -> None:
+    # each SubAgentSession turn continues the transcript (a history with the first turn's
+    # system prompt): a static function is called at the first turn only, a dynamic one at
+    # every turn
+    calls = {"static": 0, "dynamic": 0}
+    model = ScriptedModel(["one", "two", "three"])
+    agent = Agent("a", model)
+
+    @agent.system_prompt
+    def static() -> str:
+        calls["static"] += 1
+        return f"static {calls['static']}"
+
+    @agent.system_prompt(dynamic=True)
+    def dynamic() -> str:
+        calls["dynamic"] += 1
+        return f"turn {calls['dynamic']}"
+
+    async with Runtime() as rt:
+        session = SubAgent(agent).session(runtime=rt)
+        for text in ("a", "b", "c"):
+            await session.send(text)
+    assert calls == {"static": 1, "dynamic": 3}
+    sent = [system_message(r).content for r in model.requests]
+    assert sent == ["static 1\n\nturn 1", "static 1\n\nturn 2", "static 1\n\nturn 3"]
 
 
 async def test_a_system_prompt_returning_none_adds_nothing() -> None:
