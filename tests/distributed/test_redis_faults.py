@@ -546,3 +546,40 @@ async def test_a_snapshot_that_is_no_json_is_skipped_and_the_others_are_listed(
             lines = [r for r in caplog.records if bad.run_id in r.getMessage()]
             assert len(lines) == 1 and "not listed" in lines[0].getMessage(), lines
             assert control.connected
+
+
+@pytest.mark.parametrize(("where", "times"), [("_lane", 1), ("_refusal", 1), ("_refusal", 10**9)])
+async def test_a_command_after_one_the_owner_failed_on_waits_for_it(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch, where: str, times: int
+) -> None:
+    """Two commands for one run, one after the other in the owner's stream: the owner met a bug
+    on the first (as it read it, ``_lane``, or as it answered it, ``_refusal``), left it to be
+    read again after its job's restart, and submitted the second meanwhile: the run took them
+    in the wrong order. The second now waits until the first is settled: taken at a later
+    attempt, or answered ``rejected`` after ``_ATTEMPTS`` bugs."""
+    inject(monkeypatch, where, "first", times=times)
+    async with pair(redis_url, prefix) as (owner, _sender, run_id):
+        first, second = steer(run_id, "first"), steer(run_id, "second")
+        client = owner._redis
+        assert client is not None
+        pipe = client.pipeline(transaction=True)  # both in the stream at once: one read
+        for n, cmd in enumerate((first, second)):
+            envelope = Envelope(request_id=f"r-{n}", reply_to="sender", to="owner", command=cmd)
+            pipe.xadd(owner.keys.commands("owner"), envelope.fields())
+        await pipe.execute()
+        ids = {first.correlation_id: "first", second.correlation_id: "second"}
+
+        async def taken() -> list[str]:
+            events = owner.runtime.steering_history(run_id)
+            return [
+                ids[e.correlation_id]
+                for e in events
+                if e.type == "steering.accepted" and e.correlation_id in ids
+            ]
+
+        expected = ["first", "second"] if times == 1 else ["second"]
+        await eventually(taken, lambda got: len(got) == len(expected))
+        await eventually(
+            lambda: client.xlen(owner.keys.commands("owner")), lambda n: n == 0
+        )  # both answered
+        assert await taken() == expected

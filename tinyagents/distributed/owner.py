@@ -16,7 +16,8 @@ ends the job, which ``supervise`` logs with its traceback and starts again. A bu
 one entry ends the job too, once the other entries read with it are under way; the entry is
 left unacknowledged, read again after the restart (the bug may not come again), and answered
 ``rejected`` once it met a bug ``_ATTEMPTS`` times: left for ever, it would end the job at every
-restart while the commands behind it waited.
+restart while the commands behind it waited. Meanwhile the later entries for its run are left unanswered
+too and read again after it (``_holds``): submitted at once, they were applied before it.
 
 When the worker stops gracefully, ``drain`` answers what is still in the stream (what arrived
 after the job's last read included) and deletes the stream, so that a command sent after
@@ -112,6 +113,9 @@ _MAX_INFLIGHT = 1_000
 #: The lane of a thread's commands with no run here (``CommandReader._lane``): a NUL, which no
 #: run id holds, keeps it apart from runs.
 _THREAD_LANE = "\x00thread:"
+#: The hold of an entry whose run is not known (a bug met working it out): every later entry
+#: waits for it (``CommandReader._holds``).
+_ANY_LANE = "\x00any"
 #: Why a command the stopping worker's runtime no longer took is handed back.
 STOPPING = "the owning worker is stopping"
 #: How many times an entry may meet a bug of this code before it is answered ``rejected``.
@@ -175,6 +179,17 @@ class CommandReader:
         #: and how many bugs each entry met (bounded: ``_REMEMBER_ANSWERS``).
         self._fault: Exception | None = None
         self._faults: OrderedDict[Any, int] = OrderedDict()
+        #: The lanes held by an entry that met a bug and is to be read again: lane -> that
+        #: entry's id (``_ANY_LANE``: its run is not known, every lane). A later entry of a
+        #: held lane is left unanswered, to be read again after it from the backlog, so a
+        #: run's commands are still submitted in stream order: submitted meanwhile, it was
+        #: applied before the entry read again. Released once that entry is answered (taken
+        #: at a later attempt, or ``rejected`` at its ``_ATTEMPTS``-th bug), or once a
+        #: backlog read finds it no longer pending (gone: acknowledged by hand, deleted, a
+        #: Redis that came back empty).
+        self._holds: dict[str, tuple[int, int]] = {}
+        #: The entries of the backlog read so far (``_forget_gone``).
+        self._seen: set[tuple[int, int]] = set()
 
     async def run(self, redis: Redis) -> None:
         """The job, until cancelled."""
@@ -191,6 +206,8 @@ class CommandReader:
                     return  # another process holds the worker id: the stream is its now
                 if backlog:
                     await _ensure_group(redis, stream)
+                    if after == "0":
+                        self._seen.clear()
                 read = await redis.xreadgroup(
                     GROUP,
                     self.worker_id,
@@ -201,6 +218,7 @@ class CommandReader:
                 entries = read[0][1] if read else []
                 if backlog and not entries:
                     backlog = False
+                    self._forget_gone(None)  # the whole backlog was read
                     continue
                 if backlog:
                     after = entries[-1][0]
@@ -255,6 +273,8 @@ class CommandReader:
                 raise asyncio.CancelledError
             entries: list[Any] = []
             for after in ("0", ">"):  # read by the stopped job and unanswered, then new ones
+                if after == "0":
+                    self._seen.clear()
                 read = await redis.xreadgroup(GROUP, self.worker_id, {stream: after}, count=100)
                 entries = read[0][1] if read else []
                 if entries:
@@ -301,6 +321,9 @@ class CommandReader:
         answered."""
         self.counters.received += len(entries)
         lanes, inflight = self._lanes, self._inflight
+        if again and entries:
+            self._seen.update(_position(e) for e, _ in entries)
+            self._forget_gone(_position(entries[-1][0]))
         for entry_id, fields in entries:
             if entry_id in inflight:  # read again from the backlog while being answered
                 continue
@@ -313,9 +336,12 @@ class CommandReader:
                 lane = self._lane(parsed)
             except Exception as exc:  # a bug: met again in the entry's own task (_answer_one)
                 parsed, lane = _Bug(exc), None
+                self._hold(_ANY_LANE, entry_id)  # its run is not known: every run waits
             before = lanes.get(lane) if lane is not None else None
             task = asyncio.create_task(
-                self._answer_one(redis, stream, entry_id, fields, parsed, again, closing, before)
+                self._answer_one(
+                    redis, stream, entry_id, fields, parsed, again, closing, before, lane
+                )
             )
             inflight[entry_id] = task
             task.add_done_callback(partial(_left, inflight, entry_id))
@@ -324,6 +350,41 @@ class CommandReader:
                 task.add_done_callback(partial(_left, lanes, lane))
         while len(inflight) >= _MAX_INFLIGHT:
             await asyncio.wait(list(inflight.values()), return_when=asyncio.FIRST_COMPLETED)
+
+    def _hold(self, lane: str, entry_id: Any) -> None:
+        """Hold ``lane`` for ``entry_id`` (it met a bug, to be read again), unless an earlier
+        entry holds it already."""
+        position = _position(entry_id)
+        if position < self._holds.get(lane, (2**64, 0)):
+            self._holds[lane] = position
+
+    def _held(self, lane: str | None, entry_id: Any) -> bool:
+        """Whether ``entry_id`` comes after an entry that holds its lane (or every lane)."""
+        if not self._holds:
+            return False
+        position = _position(entry_id)
+        holds = (self._holds.get(_ANY_LANE), self._holds.get(lane) if lane is not None else None)
+        return any(hold is not None and hold < position for hold in holds)
+
+    def _release(self, entry_id: Any) -> None:
+        """``entry_id`` is answered: the lane it held (if any) goes on."""
+        if self._holds:
+            position = _position(entry_id)
+            for lane in [lane for lane, hold in self._holds.items() if hold == position]:
+                del self._holds[lane]
+
+    def _forget_gone(self, upto: tuple[int, int] | None) -> None:
+        """Release the holds of entries no longer pending: a backlog read (in id order) got
+        past them (up to ``upto``; ``None``: it read the whole backlog) without them."""
+        for lane, hold in list(self._holds.items()):
+            if hold not in self._seen and (upto is None or hold < upto):
+                log.warning(
+                    "worker %s: command entry %d-%d, to be read again, is gone; the commands "
+                    "after it go on",
+                    self.worker_id,
+                    *hold,
+                )
+                del self._holds[lane]
 
     def _lane(self, parsed: Envelope | MalformedEnvelope) -> str | None:
         """The run whose entries are answered one after another, in the order they came: the
@@ -350,20 +411,25 @@ class CommandReader:
         again: bool,
         closing: bool,
         before: asyncio.Task[None] | None,
+        lane: str | None,
     ) -> None:
         if before is not None:
             await asyncio.wait([before])  # its outcome is its own: only its end counts here
+        if self._held(lane, entry_id):
+            return  # read again from the backlog, after the entry that holds its run
         try:
             if isinstance(parsed, _Bug):
                 raise parsed.exc
             answer = await self._answer(parsed, again)
         except Exception as exc:
             answer = self._faulted(entry_id, fields, parsed, exc)
-            if isinstance(answer, _Later):
+            if isinstance(answer, _Later):  # read again: its run's later entries wait for it
+                self._hold(_ANY_LANE if lane is None else lane, entry_id)
                 return
         else:
             if self._faults:
                 self._faults.pop(entry_id, None)
+        self._release(entry_id)
         if isinstance(answer, _Later):
             if not closing:
                 return  # the runtime closed first: the worker's next process answers it
@@ -614,6 +680,13 @@ def _left(tasks: dict[Any, asyncio.Task[None]], key: Any, task: asyncio.Future[N
     entry)."""
     if tasks.get(key) is task:
         del tasks[key]
+
+
+def _position(entry_id: Any) -> tuple[int, int]:
+    """A stream entry id (``b"1700000000000-0"``) as a pair that sorts as Redis orders them."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
