@@ -1196,3 +1196,31 @@ async def test_a_handed_thread_command_whose_owner_is_gone_unanswered_waits_here
     mine = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-gone")
     async with asyncio.timeout(60):
         assert (await mine.result()).status is RunStatus.CANCELLED
+
+
+async def test_closing_while_a_handed_thread_command_is_in_doubt_waits_for_its_answer(
+    slow_owner: tuple[Runtime, RedisControl, Runtime, RedisControl, asyncio.Event],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """b closes its ``RedisControl`` while its thread command handed to a has no receipt yet:
+    the close gave it back to b's router at once, where b's runtime then failed it ("runtime
+    closed before delivery"; a durable log kept it for b's next runtime to apply), while a
+    took it and applied it too. The close now waits (``receipt_timeout_s``) for the answer
+    still to come: a takes it, and it leaves b's books."""
+    rt_a, _, rt_b, rc_b, gate = slow_owner
+    late = timed_out(rc_b, monkeypatch)
+    cancel = thread_cancel("t-close")
+    assert (await rc_b.submit(cancel)).status == "deferred"
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-close")
+    async with asyncio.timeout(60):
+        await late.wait()  # b handed it to a, and has no receipt yet
+    # the close's wait, not the machine's speed, decides (0.3 s in the fixture)
+    monkeypatch.setattr(rc_b, "receipt_timeout_s", 60.0)
+    closing = asyncio.create_task(rc_b.aclose())
+    await asyncio.sleep(0)  # the close begins before a answers
+    gate.set()
+    async with asyncio.timeout(60):
+        await closing
+        assert (await theirs.result()).status is RunStatus.CANCELLED
+    assert rt_b.router.waiting_for_threads() == []
+    assert rt_b.router.open_commands() == []

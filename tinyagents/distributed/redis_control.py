@@ -286,7 +286,10 @@ class RedisControl:
         """Stop the jobs, take this worker's runs off the listing, answer the commands left in
         its stream (``CommandReader.drain``: a command that arrived after the last read gets
         its receipt too, and one sent later fails at once with ``ControlPlaneUnavailable``)
-        and close every connection. Close it before its runtime: the runtime answers them."""
+        and close every connection. Close it before its runtime: the runtime answers them.
+        First, the thread commands handed to another worker whose answer is still to come
+        (``_in_doubt``) get ``receipt_timeout_s`` more to have it (``_settle_in_doubt``)."""
+        await self._settle_in_doubt()
         await self._stop_jobs()
         self.mirror.close()
         for future in self._waiting.values():
@@ -320,6 +323,33 @@ class RedisControl:
             self.seat.forget()
             await redis.aclose()
             await redis.connection_pool.disconnect()
+
+    async def _settle_in_doubt(self) -> None:
+        """Wait, ``receipt_timeout_s`` at most, for the answers to the thread commands handed
+        to another worker and still in doubt, the jobs still running (the reply job reads
+        them), after stopping the thread job (no new hand-off begins). Stopped at once, each
+        went back to this worker's router while its owner might still take it: applied
+        there, and failed here by the runtime's close (or kept by a durable log for this
+        worker's next runtime, which applied it again). One with no answer by then still
+        goes back: its owner stopped answering (a crash, a stall)."""
+        threads = [t for t in self._tasks if t.get_name().startswith("redis-threads-")]
+        for task in threads:
+            task.cancel()
+        if threads:
+            await asyncio.wait(threads, timeout=_STOP_WAIT_S)
+        if not self._in_doubt or self._redis is None or self.seat.lost:
+            return
+        deadline = time.monotonic() + self.receipt_timeout_s
+        while self._in_doubt and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._in_doubt), timeout=left)
+        if self._in_doubt:
+            log.warning(
+                "worker %s: closing with %d thread command(s) handed to another worker and "
+                "still unanswered after %.1f s; they wait on here",
+                self.worker_id,
+                len(self._in_doubt),
+                self.receipt_timeout_s,
+            )
 
     async def _stop_jobs(self) -> None:
         """Cancel the jobs and wait for them, boundedly. redis-py (8.1) can swallow a cancel
