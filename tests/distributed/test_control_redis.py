@@ -1224,3 +1224,98 @@ async def test_closing_while_a_handed_thread_command_is_in_doubt_waits_for_its_a
         assert (await theirs.result()).status is RunStatus.CANCELLED
     assert rt_b.router.waiting_for_threads() == []
     assert rt_b.router.open_commands() == []
+
+
+async def test_a_handed_thread_command_taken_back_is_not_applied_by_its_slow_owner(
+    slow_owner: tuple[Runtime, RedisControl, Runtime, RedisControl, asyncio.Event],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """b's hand-off of a thread command to a has no receipt, and a's command stream is found
+    gone at two asks in a row: b takes the command back (it waits on b again). a had read
+    the entry before and was still working on it (its reader stalled, the stream deleted
+    under it): it then applied the command too, and so did b's next run on the thread. a
+    now refuses a request its sender withdrew (the withdrawal and a's taking of it are one
+    key set once), so the command is applied once, on b."""
+    _, rc_a, rt_b, rc_b, gate = slow_owner
+    rt_a = rc_a.runtime
+    late = timed_out(rc_b, monkeypatch)
+    cancel = thread_cancel("t-slow")
+    assert (await rc_b.submit(cancel)).status == "deferred"
+    theirs = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-slow")
+    async with asyncio.timeout(60):
+        await late.wait()
+    await eventually(lambda: asyncio.sleep(0, rc_a.counters.received), lambda n: n == 1)
+    await rc_a._stop_jobs()  # a's reader stalls; its answer to the entry read is under way
+    assert rc_b._redis is not None
+    await rc_b._redis.delete(rc_b.keys.commands("a"))
+    await eventually(
+        lambda: asyncio.sleep(0, rt_b.router.waiting_for_threads()),
+        lambda waiting: [c.correlation_id for c, _ in waiting] == [cancel.correlation_id],
+    )
+    gate.set()  # a goes on with the entry it read
+    await eventually(lambda: asyncio.sleep(0, rc_a.counters.answered), lambda n: n >= 1)
+    assert theirs.status is RunStatus.RUNNING  # a did not apply it
+    await theirs.cancel()
+    await theirs.result()
+    mine = await rt_b.start(slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-slow")
+    async with asyncio.timeout(60):
+        assert (await mine.result()).status is RunStatus.CANCELLED
+    history = rt_a.steering_history(theirs.run_id)
+    assert not [e for e in history if e.correlation_id == cancel.correlation_id]
+
+
+async def test_a_handed_thread_command_its_owner_took_is_not_taken_back_when_its_stream_goes(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """a took b's handed thread command (its submit under way) when its stream went (deleted
+    under it): b finds the stream gone at two asks, but a's taking of the request is
+    recorded, so b waits on for a's answer instead of taking it back, and a applies it
+    once."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    gate, submitting, kept = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.2), **kw) as rc_a,
+            RedisControl(
+                rt_b, redis_url, worker_id="b", backoff_s=(0.05, 0.2), receipt_timeout_s=0.3, **kw
+            ) as rc_b,
+        ):
+            submit = rc_a.reader._submit
+
+            async def held(request_id: str, cmd: SteeringCommand) -> Any:
+                submitting.set()
+                await gate.wait()
+                return await submit(request_id, cmd)
+
+            monkeypatch.setattr(rc_a.reader, "_submit", held)
+            withdraw = rc_b._withdraw
+
+            async def noted(owner: str, request_id: str) -> bool:
+                withdrawn = await withdraw(owner, request_id)
+                if not withdrawn:
+                    kept.set()
+                return withdrawn
+
+            monkeypatch.setattr(rc_b, "_withdraw", noted)
+            try:
+                cancel = thread_cancel("t-taken")
+                assert (await rc_b.submit(cancel)).status == "deferred"
+                theirs = await rt_a.start(
+                    slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-taken"
+                )
+                async with asyncio.timeout(60):
+                    await submitting.wait()
+                await rc_a._stop_jobs()
+                assert rc_b._redis is not None
+                await rc_b._redis.delete(rc_b.keys.commands("a"))
+                async with asyncio.timeout(60):
+                    await kept.wait()  # b found it gone twice, and a's taking of it
+                assert rt_b.router.waiting_for_threads() == []
+                gate.set()
+                async with asyncio.timeout(60):
+                    assert (await theirs.result()).status is RunStatus.CANCELLED
+                await eventually(lambda: asyncio.sleep(0, rc_b._in_doubt), ok=not_)
+                assert rt_b.router.waiting_for_threads() == []
+                assert rt_b.router.open_commands() == []
+            finally:
+                gate.set()

@@ -48,7 +48,10 @@ from tinyagents.distributed._base import (
 )
 from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import (
+    CLAIM,
+    COMMANDS_TTL_S,
     GROUP,
+    TAKEN,
     Envelope,
     HandedBack,
     Keys,
@@ -188,12 +191,16 @@ class CommandReader:
         #: backlog read finds it no longer pending (gone: acknowledged by hand, deleted, a
         #: Redis that came back empty).
         self._holds: dict[str, tuple[int, int]] = {}
+        #: The client of the job (or drain) reading the stream: a withdrawable request is
+        #: claimed through it (``_claimed``).
+        self._client: Redis | None = None
         #: The entries of the backlog read so far (``_forget_gone``).
         self._seen: set[tuple[int, int]] = set()
 
     async def run(self, redis: Redis) -> None:
         """The job, until cancelled."""
         stream = self.keys.commands(self.worker_id)
+        self._client = redis
         backoff = Backoff(*self.backoff_s)
         # First the entries read before (by a process that crashed, or before a lost
         # connection) and never acknowledged, once each: from ``after``, the last one read.
@@ -261,6 +268,7 @@ class CommandReader:
         ``redis-cli``) is taken over and answered too: it is neither in this worker's backlog
         nor new, and the drain read nothing, round after round, until its time ran out."""
         stream = self.keys.commands(self.worker_id)
+        self._client = redis
         # What the job was answering is read again here, from the backlog (a submit under
         # way runs on: its entry gets what the log says, or that submit's receipt).
         self.abandon()
@@ -422,6 +430,11 @@ class CommandReader:
                 raise parsed.exc
             answer = await self._answer(parsed, again)
         except Exception as exc:
+            if outage(exc):  # claiming it: read again once Redis answers, its run held
+                self._hold(_ANY_LANE if lane is None else lane, entry_id)
+                if self._unsent is None:
+                    self._unsent = exc
+                return
             answer = self._faulted(entry_id, fields, parsed, exc)
             if isinstance(answer, _Later):  # read again: its run's later entries wait for it
                 self._hold(_ANY_LANE if lane is None else lane, entry_id)
@@ -565,6 +578,14 @@ class CommandReader:
             self.counters.foreign += 1
             log.warning("refused command %s from Redis: %s", cmd.correlation_id, refusal.reason)
             receipt = refusal
+        elif envelope.withdrawable and not taking and not await self._claimed(envelope):
+            log.warning(
+                "command %s (request %s) was taken back by worker %s before it was taken here",
+                cmd.correlation_id,
+                envelope.request_id,
+                envelope.reply_to,
+            )
+            receipt = refuse(cmd, f"withdrawn by worker {envelope.reply_to!r} before it was taken")
         else:
             try:
                 receipt = await self._submit(envelope.request_id, cmd)
@@ -575,6 +596,14 @@ class CommandReader:
         self.counters.answered += 1
         self._remember(envelope.request_id, receipt)
         return envelope.reply_to, envelope.request_id, receipt
+
+    async def _claimed(self, envelope: Envelope) -> bool:
+        """Claim a withdrawable request ``taken`` (``CLAIM``): False once its sender took it
+        back (its thread command waits there again: submitted here too, it was applied on
+        both workers). A Redis outage is raised: the entry is read again."""
+        assert self._client is not None
+        key = self.keys.claim(envelope.request_id)
+        return bool(await self._client.eval(CLAIM, 1, key, TAKEN, COMMANDS_TTL_S))
 
     def _remember(self, request_id: str, receipt: SteeringReceipt) -> None:
         self._answered[request_id] = receipt

@@ -64,7 +64,16 @@ from tinyagents.distributed._base import (
 from tinyagents.distributed.mirror import RunMirror, redis_now
 from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.seat import Seat
-from tinyagents.distributed.wire import SENT_TTL_S, Envelope, HandedBack, Keys, parse_reply
+from tinyagents.distributed.wire import (
+    CLAIM,
+    COMMANDS_TTL_S,
+    SENT_TTL_S,
+    WITHDRAWN,
+    Envelope,
+    HandedBack,
+    Keys,
+    parse_reply,
+)
 from tinyagents.errors import (
     ConfigurationError,
     ControlPlaneUnavailable,
@@ -410,11 +419,23 @@ class RedisControl:
             return await self._send(cmd, owner)
 
     async def _send(
-        self, cmd: SteeringCommand, owner: str, *, request_id: str | None = None
+        self,
+        cmd: SteeringCommand,
+        owner: str,
+        *,
+        request_id: str | None = None,
+        withdrawable: bool = False,
     ) -> SteeringReceipt:
-        """Append ``cmd`` to ``owner``'s stream and wait for its receipt (see ``submit``)."""
+        """Append ``cmd`` to ``owner``'s stream and wait for its receipt (see ``submit``).
+        ``withdrawable``: this worker may take it back (``_withdraw``)."""
         request_id = request_id or _clock.new_id("req")
-        envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
+        envelope = Envelope(
+            request_id=request_id,
+            reply_to=self.worker_id,
+            to=owner,
+            command=cmd,
+            withdrawable=withdrawable,
+        )
         fields = envelope.fields()  # a command too large for the wire: InvalidCommandError
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
@@ -670,7 +691,7 @@ class RedisControl:
         with no terminal event."""
         request_id = _clock.new_id("req")
         try:
-            receipt = await self._send(cmd, owner, request_id=request_id)
+            receipt = await self._send(cmd, owner, request_id=request_id, withdrawable=True)
         except InvalidCommandError as exc:
             log.warning("thread command %s waits here: %s", cmd.correlation_id, exc)
             self._unsendable.add(_key(cmd))
@@ -702,9 +723,17 @@ class RedisControl:
         entry (its ``sent`` mark), and once that mark expired, ``owner`` answers it from
         what it answered the request before, or its router's deduplication (``duplicate``
         for a command it took): the command is never applied twice. ``None`` too when
-        ``owner``'s stream is gone at two asks in a row with no answer: nobody will read the
-        entry."""
-        envelope = Envelope(request_id=request_id, reply_to=self.worker_id, to=owner, command=cmd)
+        ``owner``'s stream is gone at two asks in a row with no answer, and this worker
+        withdrew the request before ``owner`` took it (``_withdraw``): ``owner`` may still
+        have read the entry before (its stream was deleted under it, or it stalled), and
+        refuses it then. Once ``owner`` took it, its answer is waited for."""
+        envelope = Envelope(
+            request_id=request_id,
+            reply_to=self.worker_id,
+            to=owner,
+            command=cmd,
+            withdrawable=True,
+        )
         fields = envelope.fields()
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
@@ -733,8 +762,27 @@ class RedisControl:
                     continue
                 if not there and gone:
                     # ``owner``'s stream is gone, and was a round ago: it stopped and answered
-                    # all it held (that answer would be here by now), or it died and its
-                    # stream expired (``COMMANDS_TTL_S``) with the entry: nobody takes it
+                    # all it held, or it died and its stream expired (``COMMANDS_TTL_S``)
+                    # with the entry, or the stream was deleted under it. Taken back only if
+                    # ``owner`` did not take it: its answer may be late (this worker's reply
+                    # job behind; ``owner`` still at it), and it is then applied there.
+                    try:
+                        withdrawn = await self._withdraw(owner, request_id)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        if not outage(exc) and not redis_answered(exc):
+                            raise
+                        continue
+                    if not withdrawn:
+                        log.warning(
+                            "thread command %s: worker %s took it and its stream is gone; its "
+                            "answer is waited for",
+                            cmd.correlation_id,
+                            owner,
+                        )
+                        gone = False
+                        continue
                     log.warning(
                         "thread command %s: worker %s is gone without answering it; it waits "
                         "here again",
@@ -745,6 +793,13 @@ class RedisControl:
                 gone = not there
         finally:
             self._waiting.pop(request_id, None)
+
+    async def _withdraw(self, owner: str, request_id: str) -> bool:
+        """Take back the request ``request_id`` sent to ``owner``: True unless ``owner`` took
+        it first (``CLAIM``: each claims it once, and the first holds)."""
+        assert self._redis is not None
+        key = self.keys.claim(request_id)
+        return bool(await self._redis.eval(CLAIM, 1, key, WITHDRAWN, COMMANDS_TTL_S))
 
     # ------------------------------------------------------------------ lookups
 

@@ -15,6 +15,10 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
     {prefix}:sent:{request_id}     set when a command is appended to its owner's stream: a
                                    send tried again (its reply was lost) finds it sent;
                                    expires after ``SENT_TTL_S``
+    {prefix}:claim:{request_id}    of a ``withdrawable`` request: ``taken`` once its owner
+                                   submits it, or ``withdrawn`` once its sender takes it
+                                   back, whichever comes first (``CLAIM``); expires after
+                                   ``COMMANDS_TTL_S``
 
 A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
 ``receipt`` (``SteeringReceipt`` as JSON), or ``request_id`` and ``handed_back`` (why the
@@ -46,6 +50,20 @@ VERSION = "1"
 COMMANDS_TTL_S = 3600
 #: How long the mark of a command sent stays: its sender tries a send again at once.
 SENT_TTL_S = 300
+#: Sets a request's claim (``KEYS[1]``) to ``ARGV[1]`` (``taken`` or ``withdrawn``) for
+#: ``ARGV[2]`` seconds unless the other is set already: 1 if it holds ``ARGV[1]`` now, 0 if
+#: the other. Its owner takes a withdrawable request only as ``taken``, its sender takes it
+#: back only as ``withdrawn``: never both.
+CLAIM = """
+local held = redis.call('GET', KEYS[1])
+if not held then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+if held == ARGV[1] then return 1 end
+return 0
+"""
+TAKEN, WITHDRAWN = "taken", "withdrawn"
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -71,6 +89,9 @@ class Keys(FrozenRecord):
     def sent(self, request_id: str) -> str:
         return f"{self.prefix}:sent:{request_id}"
 
+    def claim(self, request_id: str) -> str:
+        return f"{self.prefix}:claim:{request_id}"
+
 
 class MalformedEnvelope(ValueError):
     """A stream entry that does not read as a command envelope (it is dropped and counted)."""
@@ -90,18 +111,24 @@ class Envelope(FrozenRecord):
     reply_to: str  # the sending worker: its reply stream gets the receipt
     to: str  # the owning worker the sender addressed
     command: SteeringCommand
+    #: Its sender may take it back (a thread command handed off, whose answer is late): the
+    #: owner submits it only once it has claimed it ``taken`` (``CLAIM``).
+    withdrawable: bool = False
 
     def fields(self) -> dict[str, str]:
         """The entry's fields; ``InvalidCommandError`` for a command over ``MAX_COMMAND_BYTES``
         (``tinyagents.store.base``: an entry holding one is answered ``rejected`` unparsed)."""
         command = sendable(self.command)
-        return {
+        fields = {
             "v": VERSION,
             "request_id": self.request_id,
             "reply_to": self.reply_to,
             "to": self.to,
             "command": command,
         }
+        if self.withdrawable:
+            fields["withdrawable"] = "1"
+        return fields
 
     @classmethod
     def parse(cls, raw: dict[bytes, bytes] | None) -> Envelope:
@@ -153,6 +180,7 @@ class Envelope(FrozenRecord):
             reply_to=fields["reply_to"],
             to=fields["to"],
             command=command,
+            withdrawable=fields.get("withdrawable") == "1",
         )
 
 
