@@ -1319,3 +1319,66 @@ async def test_a_handed_thread_command_its_owner_took_is_not_taken_back_when_its
                 assert rt_b.router.open_commands() == []
             finally:
                 gate.set()
+
+
+async def test_a_handed_thread_command_is_not_taken_back_when_redis_lost_its_data(
+    private_redis: RedisServer, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """a took b's handed thread command (its submit under way) and Redis restarted empty
+    (no persistence, as docs/deploy.md's compose file runs it): the request's claim went with
+    it, and a's command stream stayed gone while a's reader was in its backoff. b found the
+    stream gone at two asks, withdrew the request (nothing said a took it) and took it back,
+    and a applied it too. b now sees that the Redis answering is not the one it sent the
+    command to, and waits (``backoff_s[1] + ttl_s``) for a to come back before taking it
+    back: a's stream is made again, b's next ask reaches a, and a's answer comes."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    gate, submitting = asyncio.Event(), asyncio.Event()
+    url = private_redis.url
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, url, worker_id="a", backoff_s=(3.0, 3.0), **kw) as rc_a,
+            RedisControl(
+                rt_b, url, worker_id="b", backoff_s=(0.05, 0.2), receipt_timeout_s=0.3, **kw
+            ) as rc_b,
+        ):
+            submit = rc_a.reader._submit
+
+            async def held(request_id: str, cmd: SteeringCommand) -> Any:
+                submitting.set()
+                await gate.wait()
+                return await submit(request_id, cmd)
+
+            monkeypatch.setattr(rc_a.reader, "_submit", held)
+            restarted, gone = False, [0]
+            append = rc_b._append
+
+            async def counted(*args: Any) -> Any:
+                added = await append(*args)
+                if restarted and added is None:
+                    gone[0] += 1
+                return added
+
+            monkeypatch.setattr(rc_b, "_append", counted)
+            try:
+                cancel = thread_cancel("t-lost-data")
+                assert (await rc_b.submit(cancel)).status == "deferred"
+                theirs = await rt_a.start(
+                    slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-lost-data"
+                )
+                async with asyncio.timeout(60):
+                    await submitting.wait()  # a took it
+                monkeypatch.setattr(rc_b, "ttl_s", 60.0)  # b's wait outlasts a's backoff
+                await private_redis.stop()
+                await private_redis.start()  # empty
+                restarted = True
+                # b asked three times with a's stream gone (a's reader is in its backoff)
+                await eventually(lambda: asyncio.sleep(0, gone[0]), lambda n: n >= 3)
+                assert rt_b.router.waiting_for_threads() == []
+                gate.set()
+                async with asyncio.timeout(60):
+                    assert (await theirs.result()).status is RunStatus.CANCELLED
+                await eventually(lambda: asyncio.sleep(0, rc_b._in_doubt), ok=not_)
+                assert rt_b.router.waiting_for_threads() == []
+                assert rt_b.router.open_commands() == []
+            finally:
+                gate.set()

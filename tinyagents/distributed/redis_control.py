@@ -691,6 +691,12 @@ class RedisControl:
         with no terminal event."""
         request_id = _clock.new_id("req")
         try:
+            server = await self._server_id()  # the Redis it is sent to (``_answer_of``)
+        except Exception as exc:
+            if not outage(exc) and not redis_answered(exc):
+                raise
+            server = None
+        try:
             receipt = await self._send(cmd, owner, request_id=request_id, withdrawable=True)
         except InvalidCommandError as exc:
             log.warning("thread command %s waits here: %s", cmd.correlation_id, exc)
@@ -705,7 +711,7 @@ class RedisControl:
                 owner,
             )
             late.set()
-            answer = await self._answer_of(cmd, owner, request_id)
+            answer = await self._answer_of(cmd, owner, request_id, server)
             if answer is None:
                 return False
             receipt = answer
@@ -715,7 +721,7 @@ class RedisControl:
         return receipt != hidden(cmd)
 
     async def _answer_of(
-        self, cmd: SteeringCommand, owner: str, request_id: str
+        self, cmd: SteeringCommand, owner: str, request_id: str, server: str | None = None
     ) -> SteeringReceipt | None:
         """``owner``'s receipt for the request ``request_id`` (``cmd``, sent already and not
         answered in time), or ``None`` if it handed the command back (it was stopping).
@@ -726,7 +732,13 @@ class RedisControl:
         ``owner``'s stream is gone at two asks in a row with no answer, and this worker
         withdrew the request before ``owner`` took it (``_withdraw``): ``owner`` may still
         have read the entry before (its stream was deleted under it, or it stalled), and
-        refuses it then. Once ``owner`` took it, its answer is waited for."""
+        refuses it then. Once ``owner`` took it, its answer is waited for. When the Redis
+        answering is not ``server``, the one the request was sent to (a restart: without
+        persistence, the claim and the stream were lost with the entry, while ``owner`` may
+        have taken it), it is taken back only once ``owner``'s stream stayed gone for
+        ``backoff_s[1] + ttl_s`` since: a live ``owner`` makes it again within its backoff,
+        the next ask reaches it, and it answers what it answered (its memory of the request,
+        or its deduplication)."""
         envelope = Envelope(
             request_id=request_id,
             reply_to=self.worker_id,
@@ -738,6 +750,7 @@ class RedisControl:
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         gone = False
+        lost_at: float | None = None  # when this worker saw that Redis had restarted
         try:
             while True:
                 await asyncio.wait([future], timeout=self.receipt_timeout_s)
@@ -767,6 +780,23 @@ class RedisControl:
                     # ``owner`` did not take it: its answer may be late (this worker's reply
                     # job behind; ``owner`` still at it), and it is then applied there.
                     try:
+                        if lost_at is None and (
+                            server is None or await self._server_id() != server
+                        ):
+                            lost_at = time.monotonic()
+                            log.warning(
+                                "thread command %s: Redis restarted since it was sent to "
+                                "worker %s, which may have taken it; it is taken back if that "
+                                "worker's stream is not made again within %.1f s",
+                                cmd.correlation_id,
+                                owner,
+                                self.backoff_s[1] + self.ttl_s,
+                            )
+                        if (
+                            lost_at is not None
+                            and time.monotonic() - lost_at < self.backoff_s[1] + self.ttl_s
+                        ):
+                            continue
                         withdrawn = await self._withdraw(owner, request_id)
                     except asyncio.CancelledError:
                         raise
@@ -793,6 +823,12 @@ class RedisControl:
                 gone = not there
         finally:
             self._waiting.pop(request_id, None)
+
+    async def _server_id(self) -> str:
+        """The ``run_id`` of the Redis server answering: another one after a restart."""
+        assert self._redis is not None
+        info = await self._redis.info("server")
+        return str(info.get("run_id"))
 
     async def _withdraw(self, owner: str, request_id: str) -> bool:
         """Take back the request ``request_id`` sent to ``owner``: True unless ``owner`` took
