@@ -165,3 +165,59 @@ async def test_a_worker_stalled_past_its_ttl_is_taken_over_by_nobody_and_comes_b
     assert pause["status"] == "accepted", pause
     await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
     await client.aclose()
+
+
+async def test_entries_read_as_the_worker_stalled_past_its_ttl_are_left_to_the_new_holder(
+    redis_url: str, prefix: str
+) -> None:
+    """The worker's event loop stalled (SIGSTOP, a long GC) past its seat's TTL, inside a
+    blocking read of its command stream that had been handed an entry, and a process on
+    another host took the worker id meanwhile (the same consumer name: it reads that entry
+    from its backlog too). Resumed, the stalled worker answered the entry before it asked
+    whether its seat was still its own: two processes answered one entry (for a thread
+    target, each with a run of its own on the thread). It now asks first, finds the seat
+    taken, and leaves the entry to the new holder."""
+    import time
+
+    import redis.asyncio as aioredis
+
+    keys = Keys(prefix)
+    client = aioredis.from_url(redis_url)
+    try:
+        async with Runtime() as rt:
+            await rt.start(slow_agent_for_listing(), "work", tenant_id="acme", run_id="mine")
+            control = RedisControl(
+                rt, redis_url, worker_id="w", prefix=prefix, heartbeat_s=5, ttl_s=60, block_s=30
+            )
+            await control.start()
+
+            async def reading() -> bool:
+                clients = await client.client_list()
+                return any(
+                    c.get("name", "").endswith(":w") and c.get("cmd") == "xreadgroup"
+                    for c in clients
+                )
+
+            await eventually(reading, bool)  # blocked in its read, for up to 30 s
+            # the stall: its last word from Redis is an hour old, and its id is another's
+            control.seat.confirmed_at = time.monotonic() - 3600
+            await client.set(keys.seat("w"), "elsewhere:1:seat-x", px=60_000)
+            envelope = {
+                "v": "1",
+                "request_id": "r-stalled",
+                "reply_to": "tester",
+                "to": "w",
+                "command": command("mine", "pause").model_dump_json(),
+            }
+            await client.xadd(keys.commands("w"), envelope)
+            await eventually(lambda: asyncio.sleep(0, control.seat.lost), lambda lost: lost)
+            await control.reader._settle()
+            assert control.counters.answered == 0
+            assert await client.exists(keys.replies("tester")) == 0
+            pending = await client.xpending(keys.commands("w"), "owners")
+            assert pending["pending"] == 1  # the new holder reads it from its backlog
+            await control.aclose()
+    finally:
+        await client.delete(keys.runs("w"), keys.commands("w"), keys.seat("w"))
+        await client.delete(keys.replies("tester"))
+        await client.aclose()

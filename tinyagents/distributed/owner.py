@@ -223,6 +223,11 @@ class CommandReader:
                     block=None if backlog else int(self.block_s * 1000),
                 )
                 entries = read[0][1] if read else []
+                if entries and not await self.seat.check(redis):
+                    # the read outlasted a stall past the seat's TTL (SIGSTOP, a long GC)
+                    # and another process took the worker id meanwhile: the entries are
+                    # its own now (it reads them from its backlog, as the same consumer)
+                    return
                 if backlog and not entries:
                     backlog = False
                     self._forget_gone(None)  # the whole backlog was read
