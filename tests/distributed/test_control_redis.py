@@ -1382,3 +1382,44 @@ async def test_a_handed_thread_command_is_not_taken_back_when_redis_lost_its_dat
                 assert rt_b.router.open_commands() == []
             finally:
                 gate.set()
+
+
+async def test_receipts_reach_a_sender_after_redis_came_back_empty_with_its_clock_behind(
+    private_redis: RedisServer, prefix: str
+) -> None:
+    """b read its reply stream from the id of the last receipt it read. Redis came back empty
+    on a clock behind the old one (a failover to a machine whose clock is behind, a clock
+    set back): the stream made again took ids below that one, and b read none of its
+    receipts (every command it sent timed out) until the new clock caught up. After an
+    outage b now reads the stream from its start when it holds nothing past that id."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    kw["backoff_s"] = (0.05, 0.2)
+
+    async def listed_on(rc: RedisControl, run_id: str) -> Any:
+        try:
+            return await rc.get_run(run_id)
+        except Exception:  # Redis is still coming back
+            return None
+
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, private_redis.url, worker_id="a", **kw),
+            RedisControl(
+                rt_b, private_redis.url, worker_id="b", receipt_timeout_s=60, **kw
+            ) as rc_b,
+        ):
+            handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
+            await eventually(lambda: listed_on(rc_b, handle.run_id), lambda s: s is not None)
+            first = await rc_b.submit(command(handle.run_id, "add_instruction"))
+            assert first.status == "accepted"
+            # the receipts b read so far came from a server whose clock was an hour ahead
+            after = rc_b._reply_after
+            ms, _, _ = (after.decode() if isinstance(after, bytes) else after).partition("-")
+            rc_b._reply_after = f"{int(ms) + 3_600_000}-0"
+            await private_redis.stop()
+            await private_redis.start()  # empty
+            await eventually(lambda: listed_on(rc_b, handle.run_id), lambda s: s is not None)
+            again = await rc_b.submit(command(handle.run_id, "add_instruction"))
+            assert again.status == "accepted"
+            await handle.cancel()
+            await handle.result()

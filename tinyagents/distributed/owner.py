@@ -56,6 +56,7 @@ from tinyagents.distributed.wire import (
     HandedBack,
     Keys,
     MalformedEnvelope,
+    entry_position,
     reply_fields,
     text_field,
 )
@@ -335,8 +336,8 @@ class CommandReader:
         self.counters.received += len(entries)
         lanes, inflight = self._lanes, self._inflight
         if again and entries:
-            self._seen.update(_position(e) for e, _ in entries)
-            self._forget_gone(_position(entries[-1][0]))
+            self._seen.update(entry_position(e) for e, _ in entries)
+            self._forget_gone(entry_position(entries[-1][0]))
         for entry_id, fields in entries:
             if entry_id in inflight:  # read again from the backlog while being answered
                 continue
@@ -367,7 +368,7 @@ class CommandReader:
     def _hold(self, lane: str, entry_id: Any) -> None:
         """Hold ``lane`` for ``entry_id`` (it met a bug, to be read again), unless an earlier
         entry holds it already."""
-        position = _position(entry_id)
+        position = entry_position(entry_id)
         if position < self._holds.get(lane, (2**64, 0)):
             self._holds[lane] = position
 
@@ -375,14 +376,14 @@ class CommandReader:
         """Whether ``entry_id`` comes after an entry that holds its lane (or every lane)."""
         if not self._holds:
             return False
-        position = _position(entry_id)
+        position = entry_position(entry_id)
         holds = (self._holds.get(_ANY_LANE), self._holds.get(lane) if lane is not None else None)
         return any(hold is not None and hold < position for hold in holds)
 
     def _release(self, entry_id: Any) -> None:
         """``entry_id`` is answered: the lane it held (if any) goes on."""
         if self._holds:
-            position = _position(entry_id)
+            position = entry_position(entry_id)
             for lane in [lane for lane, hold in self._holds.items() if hold == position]:
                 del self._holds[lane]
 
@@ -714,13 +715,6 @@ def _left(tasks: dict[Any, asyncio.Task[None]], key: Any, task: asyncio.Future[N
     entry)."""
     if tasks.get(key) is task:
         del tasks[key]
-
-
-def _position(entry_id: Any) -> tuple[int, int]:
-    """A stream entry id (``b"1700000000000-0"``) as a pair that sorts as Redis orders them."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

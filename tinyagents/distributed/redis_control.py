@@ -72,6 +72,7 @@ from tinyagents.distributed.wire import (
     Envelope,
     HandedBack,
     Keys,
+    entry_position,
     parse_reply,
 )
 from tinyagents.errors import (
@@ -559,10 +560,14 @@ class RedisControl:
         assert self._redis is not None
         redis, stream = self._redis, self.keys.replies(self.worker_id)
         backoff = Backoff(*self.backoff_s)
+        lost = False  # Redis was out: it may have come back empty, on another clock
         while True:
             self._sent.clear()  # a command sent from now on shows that Redis is back
-            after = self._reply_after
             try:
+                if lost:
+                    await self._reply_stream_again(redis, stream)
+                    lost = False
+                after = self._reply_after
                 read = await redis.xread({stream: after}, count=500, block=int(self.block_s * 1000))
             except asyncio.CancelledError:
                 raise
@@ -570,6 +575,7 @@ class RedisControl:
                 if not outage(exc):
                     raise  # a bug: supervise logs it and restarts the job
                 self.outages.failed("replies", exc)
+                lost = True
                 await backoff.wait(self._sent)
                 continue
             self.outages.recovered("replies")
@@ -590,6 +596,17 @@ class RedisControl:
                     )
                 else:
                     future.set_result(answer)
+
+    async def _reply_stream_again(self, redis: Redis, stream: str) -> None:
+        """After an outage: read the reply stream from its start when it holds nothing past
+        the last receipt read (``_reply_after``). Redis came back empty, and the stream made
+        again took ids from its clock: one behind the old server's (a failover to a machine
+        whose clock is behind, a clock set back) gave ids below ``_reply_after``, and no
+        receipt was read until that clock caught up. The receipts read again match no
+        waiting ``submit`` and are skipped."""
+        newest = await redis.xrevrange(stream, count=1)
+        if not newest or entry_position(newest[0][0]) < entry_position(self._reply_after):
+            self._reply_after = "0-0"
 
     # ------------------------------------------------------------------ thread job
 

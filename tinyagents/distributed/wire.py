@@ -184,6 +184,13 @@ class Envelope(FrozenRecord):
         )
 
 
+def entry_position(entry_id: Any) -> tuple[int, int]:
+    """A stream entry id (``b"1700000000000-0"``) as a pair that sorts as Redis orders them."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def text_field(raw: dict[Any, Any], name: bytes) -> str | None:
     """The text of an entry's id field ``name``, or ``None`` (missing, empty, not UTF-8, or
     breaking the id rule)."""
