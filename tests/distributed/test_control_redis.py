@@ -1423,3 +1423,65 @@ async def test_receipts_reach_a_sender_after_redis_came_back_empty_with_its_cloc
             assert again.status == "accepted"
             await handle.cancel()
             await handle.result()
+
+
+async def test_a_thread_command_sent_while_an_earlier_one_is_handed_over_comes_after_it(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """b's thread job is handing a's run the command deferred on b for the thread (its append
+    under way) when the operator sends the thread another command on b: that one no longer
+    waited on b (the first had left b's books as its hand-off began), so it was sent at once
+    and could reach a's stream, and a's run, first. It now waits for the hand-off under way:
+    a takes the thread's commands in the order they were sent."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.2), **kw),
+            RedisControl(rt_b, redis_url, worker_id="b", backoff_s=(0.05, 0.2), **kw) as rc_b,
+        ):
+            gate, appending = asyncio.Event(), asyncio.Event()
+            append = rc_b._append
+
+            async def held(owner: str, request_id: str, fields: dict[str, str]) -> Any:
+                if json.loads(fields["command"])["payload"].get("text") == "first":
+                    appending.set()
+                    await gate.wait()
+                return await append(owner, request_id, fields)
+
+            monkeypatch.setattr(rc_b, "_append", held)
+
+            def instruction(text: str) -> SteeringCommand:
+                return SteeringCommand(
+                    target=SteeringTarget.thread("t-order"),
+                    actor=OPERATOR,
+                    kind=SteeringKind.ADD_INSTRUCTION,
+                    payload={"text": text},
+                )
+
+            first, second = instruction("first"), instruction("second")
+            try:
+                assert (await rc_b.submit(first)).status == "deferred"
+                theirs = await rt_a.start(
+                    slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-order"
+                )
+                async with asyncio.timeout(60):
+                    await appending.wait()  # b's thread job is handing the first one over
+                sending = asyncio.create_task(rc_b.submit(second))
+                await eventually(
+                    lambda: asyncio.sleep(0, rt_b.router.waiting_for_threads()), ok=not_
+                )
+                await asyncio.sleep(0.2)  # the second, unheld, would be in a's stream by now
+                gate.set()
+                async with asyncio.timeout(60):
+                    assert (await sending).status == "accepted"
+            finally:
+                gate.set()
+            ids = {first.correlation_id: "first", second.correlation_id: "second"}
+            taken = [
+                ids[e.correlation_id]
+                for e in rt_a.steering_history(theirs.run_id)
+                if e.type == "steering.accepted" and e.correlation_id in ids
+            ]
+            assert taken == ["first", "second"]
+            await theirs.cancel()
+            await theirs.result()

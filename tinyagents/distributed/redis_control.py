@@ -207,6 +207,10 @@ class RedisControl:
         #: The thread commands handed to another worker whose receipt is late, each waiting
         #: for it (``_handed``), taken by no run here meanwhile.
         self._in_doubt: set[asyncio.Task[None]] = set()
+        #: The threads whose command is being handed to another worker (``_hand_off``), by
+        #: how many: off this router's books meanwhile, yet a command sent for the thread
+        #: waits for it (``_waits_here``), lest it reach the thread's run first.
+        self._handing_threads: dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -648,7 +652,10 @@ class RedisControl:
                         await self._hand_off(cmd, str(newest["worker"]))
 
     def _waits_here(self, thread_id: str) -> bool:
-        """Whether commands wait here for ``thread_id``'s next run."""
+        """Whether commands wait here for ``thread_id``'s next run, or one is being handed
+        over (``_handing_threads``)."""
+        if thread_id in self._handing_threads:
+            return True
         return any(
             getattr(cmd.target, "thread_id", None) == thread_id
             for cmd, _ in self.runtime.router.waiting_for_threads()
@@ -678,6 +685,8 @@ class RedisControl:
         self._in_doubt.add(task)
         task.add_done_callback(self._in_doubt.discard)
         waiter = asyncio.ensure_future(late.wait())
+        thread_id = getattr(cmd.target, "thread_id", "")
+        self._handing_threads[thread_id] = self._handing_threads.get(thread_id, 0) + 1
         try:
             await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
@@ -686,6 +695,9 @@ class RedisControl:
             raise
         finally:
             waiter.cancel()
+            left = self._handing_threads.pop(thread_id) - 1
+            if left:
+                self._handing_threads[thread_id] = left
 
     async def _hand_off_now(self, cmd: SteeringCommand, owner: str, late: asyncio.Event) -> None:
         try:
