@@ -583,3 +583,49 @@ async def test_a_command_after_one_the_owner_failed_on_waits_for_it(
             lambda: client.xlen(owner.keys.commands("owner")), lambda n: n == 0
         )  # both answered
         assert await taken() == expected
+
+
+async def test_a_claim_lost_to_an_outage_is_made_again_and_its_run_waits_for_it(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's claim of a withdrawable request (a handed-off thread command) fails in a
+    Redis outage: the entry is read again once Redis answers (it is no bug: nothing counts
+    towards its rejection), and the next command for its run waits for it."""
+    from redis.exceptions import ConnectionError as Lost
+
+    claimed = CommandReader._claimed
+    failures = [1]
+
+    async def flaky(self: CommandReader, envelope: Envelope) -> bool:
+        if failures[0]:
+            failures[0] -= 1
+            raise Lost("Connection reset by peer")
+        return await claimed(self, envelope)
+
+    monkeypatch.setattr(CommandReader, "_claimed", flaky)
+    async with pair(redis_url, prefix) as (owner, _sender, run_id):
+        first, second = steer(run_id, "first"), steer(run_id, "second")
+        client = owner._redis
+        assert client is not None
+        pipe = client.pipeline(transaction=True)
+        for n, cmd in enumerate((first, second)):
+            envelope = Envelope(
+                request_id=f"r-{n}", reply_to="sender", to="owner", command=cmd, withdrawable=n == 0
+            )
+            pipe.xadd(owner.keys.commands("owner"), envelope.fields())
+        await pipe.execute()
+        ids = {first.correlation_id: "first", second.correlation_id: "second"}
+
+        async def taken() -> list[str]:
+            return [
+                ids[e.correlation_id]
+                for e in owner.runtime.steering_history(run_id)
+                if e.type == "steering.accepted" and e.correlation_id in ids
+            ]
+
+        await eventually(taken, lambda got: len(got) == 2)
+        await eventually(lambda: client.xlen(owner.keys.commands("owner")), lambda n: n == 0)
+        assert await taken() == ["first", "second"]
+        assert failures == [0] and owner.counters.crashes == 0
+        assert await client.get(owner.keys.claim("r-0")) == b"taken"
+        await client.delete(owner.keys.claim("r-0"))
