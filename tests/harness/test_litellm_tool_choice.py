@@ -3,6 +3,7 @@ against the testkit server's ``mode="openai"`` (OpenAI refuses such a request wi
 
 from __future__ import annotations
 
+import logging
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
@@ -14,7 +15,7 @@ import pytest
 from tinyagents import Agent, LiteLLMModel, Middleware, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest
-from tinyagents.testkit import OpenAICompatServer, tool_call
+from tinyagents.testkit import EventRecorder, OpenAICompatServer, tool_call
 
 FORCE_ADD = {"type": "function", "function": {"name": "add"}}
 FORCE_SUB = {"type": "function", "function": {"name": "sub"}}
@@ -102,3 +103,45 @@ async def test_a_forced_tool_the_agent_does_not_have_is_refused_when_the_agent_i
         server.add("hello")
         assert (await Agent("chat", model).run("hi")).output == "hello"
     assert "tool_choice" not in server.requests[0]
+
+
+# --------------------------------------------------------------------------- said, not silent
+
+
+async def test_a_dropped_forced_tool_is_said_in_the_request_event_and_warned_once_per_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Leaving the forced ``tool_choice`` out (steering took its tool away) was silent: an
+    operator saw a run whose model no longer had to call ``add`` with nothing saying why. Each
+    ``model.request`` of it names the tool no longer forced, and one warning per run says so."""
+    recorder = EventRecorder()
+    script = [tool_call("sub", a=3, b=1), "2", "7"]
+    async with (
+        OpenAICompatServer(script, mode="openai") as server,
+        Runtime(sinks=[recorder]) as rt,
+    ):
+        agent = Agent("calc", model_for(server, tool_choice=FORCE_ADD), tools=[add, sub])
+        with caplog.at_level(logging.WARNING, logger="tinyagents.harness"):
+            handle = await rt.start(agent, "3-1?")
+            await handle.constrain_tools(["sub"])  # lands before the first model call
+            assert (await handle.result()).output == "2"
+            other = await (await rt.start(agent, "3+4?", tools=["sub"])).result()
+    assert other.output == "7"
+    requests = [e for e in recorder.events if e.type == "model.request"]
+    assert len(requests) == 3
+    assert all(e.tool_choice_dropped == "add" for e in requests)  # type: ignore[attr-defined]
+    warned = [r for r in caplog.records if "tool_choice" in r.getMessage()]
+    assert len(warned) == 2  # once per run, not once per request
+    assert handle.run_id in warned[0].getMessage() and "'add'" in warned[0].getMessage()
+
+
+async def test_a_forced_tool_still_offered_is_not_reported_dropped() -> None:
+    recorder = EventRecorder()
+    async with (
+        OpenAICompatServer([tool_call("add", a=2, b=3), "5"], mode="openai") as server,
+        Runtime(sinks=[recorder]) as rt,
+    ):
+        agent = Agent("calc", model_for(server, tool_choice=FORCE_ADD), tools=[add, sub])
+        assert (await (await rt.start(agent, "2+3?")).result()).output == "5"
+    requests = [e for e in recorder.events if e.type == "model.request"]
+    assert [e.tool_choice_dropped for e in requests] == [None, None]  # type: ignore[attr-defined]

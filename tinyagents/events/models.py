@@ -128,6 +128,10 @@ class ModelEvent(Event):
     #: Why the model stopped (``model.response``): ``stop``, ``tool_calls``, ``length`` (the
     #: answer was cut at the output token limit), ``content_filter`` …, as the model said.
     finish_reason: str | None = None
+    #: ``model.request``: the tool the model's own ``tool_choice`` forces, left out of this
+    #: request because the request does not offer it (steering took it away, or the run was
+    #: not granted it): the model chooses. None when nothing forced was dropped.
+    tool_choice_dropped: str | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

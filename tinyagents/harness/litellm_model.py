@@ -32,6 +32,7 @@ import functools
 import importlib
 import inspect
 import json
+import logging
 import math
 import os
 import re
@@ -78,6 +79,10 @@ T = TypeVar("T")
 
 #: How long a cancel may be held while litellm prepares a request in its worker thread.
 _HOLD_CANCEL_S = 5.0
+#: How many runs a ``LiteLLMModel`` remembers having warned about a dropped ``tool_choice``
+#: (once per run; a model may serve any number of runs).
+_WARNED_RUNS = 1024
+_log = logging.getLogger("tinyagents.harness")
 _HOLD_POLL_S = 0.005
 
 
@@ -129,6 +134,8 @@ class LiteLLMModel(Model):
         self.timeout_s = timeout_s
         self.streams = stream
         self.litellm_kwargs = litellm_kwargs
+        #: The runs warned about a dropped ``tool_choice`` (``_warn_dropped``), oldest first.
+        self._warned_runs: dict[str, None] = {}
 
     def __repr__(self) -> str:
         return f"LiteLLMModel({self.name!r})"
@@ -243,10 +250,14 @@ class LiteLLMModel(Model):
                 # a tool steering took away (or the run was not granted) cannot be forced:
                 # OpenAI refuses a tool_choice naming no offered tool, so the model chooses
                 del kwargs["tool_choice"]
+                self._warn_dropped(request, forced)
         else:
             # OpenAI refuses both without tools ("'parallel_tool_calls' is only allowed when
             # 'tools' are specified"), as pydantic-ai leaves them out: a model made with them
             # serves agents without tools, and runs granted (or steered down to) none
+            forced = forced_tool(kwargs.get("tool_choice"))
+            if forced is not None:
+                self._warn_dropped(request, forced)
             for name in _TOOL_ONLY_SETTINGS:
                 kwargs.pop(name, None)
         if request.response_format is not None:
@@ -258,6 +269,31 @@ class LiteLLMModel(Model):
         if self.timeout_s is not None:
             kwargs["timeout"] = self.timeout_s
         return kwargs
+
+    def forced_tool(self) -> str | None:
+        return forced_tool(self.litellm_kwargs.get("tool_choice"))
+
+    def _warn_dropped(self, request: ModelRequest, forced: str) -> None:
+        """Warn, once per run (the latest ``_WARNED_RUNS`` runs are remembered), that a
+        request went out without the ``tool_choice`` forcing ``forced``: its tool is not
+        offered (steering took it away, the run was not granted it, or a middleware forced a
+        tool the request lacks)."""
+        key = request.run_id
+        warned = self._warned_runs
+        if key is not None:
+            if key in warned:
+                return
+            warned[key] = None
+            if len(warned) > _WARNED_RUNS:
+                del warned[next(iter(warned))]
+        _log.warning(
+            "run %s: model %s: tool_choice forcing tool %r left out of the request, which does "
+            "not offer that tool (steering took it away, or the run was not granted it): the "
+            "model chooses",
+            key or "(none)",
+            request.model or self.name,
+            forced,
+        )
 
     async def _with_retries(
         self,

@@ -602,18 +602,22 @@ class AgentRun(RunDriver):
         for cmd, _ in self.staged:
             self.handle.inbox.applied(cmd, model_request_id=rid)
         self.staged.clear()
+        model = self.agent.model
+        tool_names = [t.name for t in request.tools]
+        # the model's forced tool, if the request does not offer it: it goes out unforced
+        forced = model.forced_tool()
         self.emit(
             ModelEvent,
             type="model.request",
             request_id=rid,
             model=request.model,
             message_count=len(request.messages),
-            tool_names=[t.name for t in request.tools],
+            tool_names=tool_names,
+            tool_choice_dropped=None if forced is None or forced in tool_names else forced,
         )
         left = deadline_left(self.info)
         if left is not None:  # no retry the run cannot wait for (``LiteLLMModel``)
             request.deadline = asyncio.get_running_loop().time() + left
-        model = self.agent.model
         call = self._streamed if model.streams else model.request
         handler = fold(self._model_hooks, self.ctx, call) if self._model_hooks else call
         # The run waits for ``answer``, which the call's task settles, not for the task: a

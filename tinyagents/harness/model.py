@@ -243,6 +243,13 @@ class Model(ABC):
     #: ``LiteLLMModel`` streams unless made with ``stream=False``.
     streams: bool = False
 
+    def forced_tool(self) -> str | None:
+        """The tool this model forces every request offering it to call (``LiteLLMModel``'s
+        ``tool_choice``), or None. A request that does not offer it is sent without the
+        forcing; the agent loop says so in its ``model.request`` event
+        (``tool_choice_dropped``)."""
+        return None
+
     @abstractmethod
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send one request and return the complete response."""
