@@ -10,7 +10,13 @@ import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.errors import ConfigurationError, ModelsWithheld, ToolsWithheld
-from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
 from tinyagents.testkit import EventWaiter, FunctionModel, Gate, ScriptedModel, tool_call
 
 OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
@@ -294,3 +300,110 @@ async def test_a_running_child_whose_every_model_was_taken_keeps_its_own(
     second.open()
     assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
     assert (await asyncio.wait_for(handle.result(), 60)).status is RunStatus.COMPLETED
+
+
+# --------------------------------------------------------------------------- withdrawn
+
+
+async def test_a_narrowing_the_parent_never_applied_is_withdrawn_from_its_running_child(
+    rt: Runtime, waiter: EventWaiter
+):
+    """A ``constrain_tools`` for the parent's ``before_model_call`` is passed down when it is
+    queued; the parent answers and ends without another model call, so its own fails ("target
+    finished before delivery"). The child, inside a tool meanwhile, had not taken its
+    narrowing yet: it is withdrawn (superseded, saying why) and the child keeps its tools."""
+    ran: list[str] = []
+    parent_gate, child_hold = Gate("parent"), Gate("child-hold")
+
+    async def parent_fn(request: Any) -> Any:
+        await parent_gate.wait()
+        return "p"
+
+    handle = await rt.start(Agent("parent", model=FunctionModel(parent_fn), tools=[lookup]), "go")
+    await asyncio.wait_for(parent_gate.entered.wait(), 60)
+    offered: list[list[str]] = []
+
+    async def child_fn(request: Any) -> Any:
+        offered.append(sorted(t.name for t in request.tools))
+        return tool_call("child-hold") if len(offered) == 1 else "c"
+
+    child = await rt.start(
+        Agent("child", model=FunctionModel(child_fn), tools=[child_hold.tool(), lookup]),
+        "x",
+        parent=handle,
+    )
+    await asyncio.wait_for(child_hold.entered.wait(), 60)
+    cmd = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.CONSTRAIN_TOOLS,
+        payload={"tools": []},
+        delivery=SteeringDelivery.BEFORE_MODEL_CALL,
+    )
+    assert (await rt.submit(cmd)).accepted
+    passed = await asyncio.wait_for(waiter.event("steering.accepted", run_id=child.run_id), 60)
+    parent_gate.open()
+    assert (await asyncio.wait_for(handle.result(), 60)).status is RunStatus.COMPLETED
+    failed = await asyncio.wait_for(
+        waiter.event("steering.failed", run_id=handle.run_id, correlation_id=cmd.correlation_id),
+        60,
+    )
+    withdrawn = await asyncio.wait_for(
+        waiter.event(
+            "steering.superseded", run_id=child.run_id, correlation_id=passed.correlation_id
+        ),
+        60,
+    )
+    assert withdrawn.offset > failed.offset
+    assert f"run {handle.run_id}" in withdrawn.reason and cmd.correlation_id in withdrawn.reason
+    assert "not applied" in withdrawn.reason
+    child_hold.open()
+    assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
+    assert offered == [["child-hold", "lookup"], ["child-hold", "lookup"]]
+    assert child.info.withheld_tools == frozenset()
+    assert ran == []
+
+
+async def test_a_narrowing_the_child_applied_is_kept_when_the_parents_fails(
+    rt: Runtime, waiter: EventWaiter
+):
+    """Narrow-only: a ``constrain_model`` the parent fails at its boundary (a narrowing
+    applied before it left it none of its models) does not widen the child that already
+    applied the narrowing passed down for it."""
+    hold = Gate("hold")
+    parent = Agent(
+        "parent",
+        model=ScriptedModel([tool_call("hold"), "p"]),
+        models=["big", "small", "tiny"],
+        tools=[hold.tool()],
+    )
+    handle = await rt.start(parent, "go")
+    await asyncio.wait_for(hold.entered.wait(), 60)
+    child_gate = Gate("child")
+    seen: list[str | None] = []
+
+    async def child_fn(request: Any) -> Any:
+        seen.append(request.model)
+        if len(seen) == 1:
+            await child_gate.wait()
+            return tool_call("lookup")
+        return "c"
+
+    child = await rt.start(
+        Agent("child", model=FunctionModel(child_fn), models=["big", "small"], tools=[lookup]),
+        "x",
+        parent=handle,
+    )
+    await asyncio.wait_for(child_gate.entered.wait(), 60)
+    first = await _narrow(rt, handle.run_id, models=["small"])
+    await asyncio.wait_for(waiter.event("steering.accepted", run_id=child.run_id), 60)
+    child_gate.open()
+    await _applied(waiter, child.run_id, "constrain_model")
+    await _narrow(rt, handle.run_id, models=["tiny"])  # accepted: "tiny" is still allowed
+    hold.open()
+    # at the parent's boundary the two meet: [small] first, then [tiny] leaves no model
+    await asyncio.wait_for(waiter.event("steering.failed", run_id=handle.run_id), 60)
+    assert (await asyncio.wait_for(handle.result(), 60)).status is RunStatus.COMPLETED
+    assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
+    assert child.info.models == ("small",)  # kept
+    assert first.correlation_id

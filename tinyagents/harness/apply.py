@@ -67,11 +67,14 @@ async def apply(
         # nothing (an empty list would send requests naming no model: the model's default).
         models = narrow_models(info.models, payload["models"])
         if not models:
-            inbox.failed(
-                cmd,
+            why = (
                 f"constrain_model left no model allowed: {list(payload['models'])} shares "
-                f"none with the models allowed now {list(info.models or ())}",
+                f"none with the models allowed now {list(info.models or ())}"
             )
+            inbox.failed(cmd, why)
+            # what it passed down when it was queued and the runs below have not taken yet
+            # goes with it (what they took stays: steering only narrows)
+            run.withdraw_narrowing(cmd.correlation_id, why)
         else:
             run.pass_narrowing_down(cmd, landed=True)
             narrow_run(info, models=models)
@@ -79,23 +82,8 @@ async def apply(
     elif kind is SteeringKind.UPDATE_BUDGET:
         info.limits = info.limits.replace(**payload)
         inbox.applied(cmd, limits=payload, **where)
-    elif kind is SteeringKind.RESUME and (newer := _newer_pause(run, cmd)) is not None:
-        # a resume sent before the last pause applied (a human's, ordered after a
-        # supervisor's critical pause at one boundary) would undo a pause it never saw. Not
-        # the other way round: a pause sent before a resume still pauses (failing safe)
-        inbox.superseded(cmd, newer.correlation_id)
-    elif kind is SteeringKind.PAUSE:
-        if _newer_pause(run, cmd) is None:
-            run.last_pause = cmd
-        was_paused = run.paused
-        if not was_paused:
-            await run.set_paused(True)
-        inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **where)
-    elif kind is SteeringKind.RESUME:
-        was_paused = run.paused
-        if was_paused:
-            await run.set_paused(False)
-        inbox.applied(cmd, resumed=was_paused, **where)
+    elif kind is SteeringKind.PAUSE or kind is SteeringKind.RESUME:
+        await _pause_or_resume(run, cmd, boundary, where)
     elif kind is SteeringKind.CANCEL:
         inbox.applied(cmd, boundary=boundary.value, **where)
         ended = RunStatus.ABORTED if payload.get("abort") else RunStatus.CANCELLED
@@ -124,6 +112,52 @@ async def apply(
     else:
         inbox.failed(cmd, _not_for_agents(cmd))
     return False
+
+
+async def _pause_or_resume(
+    run: ActiveRun, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+) -> None:
+    """A pause is the run's own (its operator's) or a hold of a run above it, passed down
+    (``run.from_above``, ``tinyagents.harness.pausing``); the run is paused while anything
+    holds it. A resume passed down lets go of its run's hold only; the run's own resume lets
+    go of every hold. Either way the run then holds, or lets go of, the runs below it."""
+    inbox = run.handle.inbox
+    above = run.from_above
+    origin = above.pop(cmd.correlation_id, None) if above else None
+    if cmd.kind is SteeringKind.PAUSE:
+        if _newer_pause(run, cmd) is None:
+            run.last_pause = cmd
+        if origin is None:
+            run.own_pause = True
+        else:
+            if run.held_by is None:
+                run.held_by = set()
+            run.held_by.add(origin)
+        was_paused = run.paused
+        if not was_paused:
+            await run.set_paused(True)
+        inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **where)
+    elif origin is not None:
+        if run.held_by is not None:
+            run.held_by.discard(origin)
+        resumes = run.paused and not run.own_pause and not run.held_by
+        if resumes:
+            await run.set_paused(False)
+        inbox.applied(cmd, resumed=resumes, **where)
+    elif (newer := _newer_pause(run, cmd)) is not None:
+        # a resume sent before the last pause applied (a human's, ordered after a
+        # supervisor's critical pause at one boundary) would undo a pause it never saw. Not
+        # the other way round: a pause sent before a resume still pauses (failing safe)
+        inbox.superseded(cmd, newer.correlation_id)
+    else:
+        run.own_pause = False
+        if run.held_by:
+            run.held_by.clear()
+        was_paused = run.paused
+        if was_paused:
+            await run.set_paused(False)
+        inbox.applied(cmd, resumed=was_paused, **where)
+    run.reconcile_pause(cmd)
 
 
 def _newer_pause(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None:

@@ -78,6 +78,11 @@ class ActiveRun(Protocol):
 
     #: The newest pause applied: a resume sent before it and delivered after is superseded.
     last_pause: SteeringCommand | None
+    #: Paused by a pause of its own; the runs above whose passed-down pause holds it; the
+    #: passed-down pauses and resumes not applied yet (correlation id → the run above).
+    own_pause: bool
+    held_by: set[str] | None
+    from_above: dict[str, str] | None
 
     async def set_paused(self, paused: bool) -> None: ...
     def allowed_tools(self) -> Mapping[str, Tool]: ...
@@ -86,6 +91,14 @@ class ActiveRun(Protocol):
         in its last request (since withdrawn) may still be called or under way."""
 
     def emit(self, cls: type[Event], **fields: Any) -> None: ...
+    def reconcile_pause(self, cause: SteeringCommand) -> None:
+        """Hold the runs below paused while this run is paused by its own pause, else let
+        go of them (``cause``: the pause or resume just applied)."""
+
+    def withdraw_narrowing(self, correlation_id: str, why: str) -> None:
+        """This run's narrowing ``correlation_id`` ended without being applied: withdraw what
+        was passed down for it and not taken yet."""
+
     def pass_narrowing_down(self, cmd: SteeringCommand, *, landed: bool) -> None:
         """Narrow the live runs below this one by ``cmd`` too, each at its next boundary
         (``landed``: ``cmd`` is being applied to this run now)."""

@@ -78,7 +78,8 @@ from tinyagents.harness.model import (
     Usage,
     parse_arguments,
 )
-from tinyagents.harness.narrowing import narrowings_below, send_narrowings
+from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
+from tinyagents.harness.pausing import HoldBelow
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -162,6 +163,15 @@ class AgentRun(RunDriver):
         #: a tool's count goes when a call of it succeeds. At most one per tool of the agent.
         self._failed_in_a_row: dict[str, int] = {}
         self.paused = False
+        #: Paused by a pause of its own (not one a run above passed down): it then holds the
+        #: agent runs below it (``_below``). ``held_by``: the runs above whose hold pauses it.
+        self.own_pause = False
+        self.held_by: set[str] | None = None
+        #: The pauses and resumes runs above passed down to this run (correlation id → the
+        #: run above), until it applies them (``tinyagents.harness.pausing``).
+        self.from_above: dict[str, str] | None = None
+        #: This run's hold on the runs below it, made by its first own pause.
+        self._below: HoldBelow | None = None
         #: The newest pause applied (``apply``): an older resume is superseded by it.
         self.last_pause: SteeringCommand | None = None
         #: The commands an earlier incarnation of this run applied, as the steering log gave
@@ -183,6 +193,11 @@ class AgentRun(RunDriver):
         #: The narrowings queued for this run (correlation id) and the runs below it they were
         #: passed down to; one goes when the run applies it, the rest with the run.
         self._narrowing: dict[str, set[str]] | None = None
+        #: The narrowings passed down for a narrowing queued for this run and not applied
+        #: yet (its correlation id → (run below, command)): withdrawn if it never is
+        #: (``withdraw_narrowings``). ``_withdrawn``: those withdrawn (id → reason).
+        self._passed: dict[str, list[tuple[str, SteeringCommand]]] | None = None
+        self._withdrawn: dict[str, str] | None = None
         #: Narrowings an ancestor passed down to this run and every live run below it: this
         #: run does not pass them on (each goes when the run applies it).
         self._covered: set[str] | None = None
@@ -989,11 +1004,20 @@ class AgentRun(RunDriver):
         if books is None:
             books = self._narrowing = {}
         sent = books.pop(cid, set()) if landed else books.setdefault(cid, set())
+        passed = self._passed
+        if landed and passed is not None:
+            passed.pop(cid, None)  # applied: what was passed down for it stays
         cmds = narrowings_below(
             self.runtime, self.info, self.agent.name, cmd, sent=sent, landed=landed
         )
         if not cmds:
             return
+        if not landed:
+            if passed is None:
+                passed = self._passed = {}
+            passed.setdefault(cid, []).extend(cmds)
+        if self._withdrawn is None:
+            self._withdrawn = {}
         runs = self.runtime.runs
         for run_id, derived in cmds:
             below = runs.get(run_id)
@@ -1003,8 +1027,65 @@ class AgentRun(RunDriver):
                     run._covered = set()
                 run._covered.add(derived.correlation_id)
         self.runtime.spawn(
-            send_narrowings(self.runtime, cmds), name=f"narrow-subtree-{self.info.run_id}"
+            send_narrowings(self.runtime, cmds, self._withdrawn),
+            name=f"narrow-subtree-{self.info.run_id}",
         )
+
+    def withdraw_narrowing(self, correlation_id: str, why: str) -> None:
+        """Narrowing ``correlation_id`` of this run ended without being applied (``why``):
+        what was passed down for it and not taken yet by the runs below is withdrawn."""
+        passed = self._passed
+        cmds = passed.pop(correlation_id, None) if passed is not None else None
+        if not cmds:
+            return
+        if self._withdrawn is None:
+            self._withdrawn = {}
+        books = self._narrowing
+        if books is not None:
+            books.pop(correlation_id, None)
+        reason = (
+            f"withdrawn: the narrowing of run {self.info.run_id} it was passed down for "
+            f"(command {correlation_id}) was not applied: {why}"
+        )
+        withdraw_narrowings(self.runtime, cmds, reason, self._withdrawn)
+
+    def pause_queued(self, cmd: SteeringCommand) -> None:
+        """A pause or resume of this run's own was queued: a pause whose boundary is sure to
+        come holds the runs below at once, and a resume lets go of them at once (a run
+        waiting inside a tool on a child reaches its boundary only when the child is done);
+        what was passed down to this run is not passed on (``tinyagents.harness.pausing``).
+        Applying either sets the hold right again (``reconcile_pause``)."""
+        above = self.from_above
+        if above is not None and cmd.correlation_id in above:
+            return
+        if cmd.kind is SteeringKind.PAUSE:
+            if self._passes_down(cmd):
+                self.holding_below().hold(cmd)
+        elif self._below is not None and self._below.cause is not None:
+            self._below.release(
+                f"was resumed by {cmd.actor.describe()} (command {cmd.correlation_id})",
+                by=cmd.correlation_id,
+            )
+
+    def holding_below(self) -> HoldBelow:
+        below = self._below
+        if below is None:
+            below = self._below = HoldBelow(self.runtime, self.info, self.agent.name, _adopt)
+        return below
+
+    def reconcile_pause(self, cause: SteeringCommand) -> None:
+        """After a pause or resume applied: the runs below are held while this run is paused
+        by a pause of its own, and let go of otherwise."""
+        below = self._below
+        holding = below is not None and below.cause is not None
+        if self.own_pause and not holding:
+            self.holding_below().hold(cause)
+        elif not self.own_pause and holding:
+            assert below is not None
+            below.release(
+                f"was resumed by {cause.actor.describe()} (command {cause.correlation_id})",
+                by=cause.correlation_id,
+            )
 
     def _passes_down(self, cmd: SteeringCommand) -> bool:
         """Whether queued cancel ``cmd`` is passed down when it is queued: its boundary is
@@ -1364,9 +1445,16 @@ class AgentRun(RunDriver):
 
     async def _finish_run(self, result: RunResult) -> RunResult:
         self._fail_staged("the run ended before the message reached the model")
+        below = self._below
+        if below is not None and below.cause is not None:
+            # its pause held the runs below it (a detached child outlives it): let go
+            below.release(f"ended {result.status.value}")
         # What is still queued fails now, before the run's end event: a reader that stops at
         # that event (a stream, a waiter, a log) must have seen every command of the run end.
         self.handle.inbox.close()
+        if self._passed:  # narrowings queued and never applied: take back what they passed down
+            for cid in list(self._passed):
+                self.withdraw_narrowing(cid, f"run {self.info.run_id} ended first")
         self._answer_open_calls(result)
         # structured output (Agent(output_type=...)) is shown as the text it was read from
         text = result.output if isinstance(result.output, str) else self.last_text
@@ -1690,7 +1778,7 @@ async def start_agent_run(
         restored = apply.restore(run, applied)
         pause = apply.holding_pause(applied)
         if pause is not None:  # an operator's pause held it: it comes back paused
-            run.paused = True
+            run.paused = run.own_pause = True
             info.status = RunStatus.PAUSED
             restored.append(pause)
         if parent_info is not None:  # it may have ended while the log was read
@@ -1729,6 +1817,8 @@ async def start_agent_run(
     if parent_info is not None:
         runtime.bus.publish(subagent_event(info, parent_info, "subagent.started", status="running"))
         _join_a_cancelled_parent(runtime, handle, run)
+        if not handle.cancelling:
+            await _join_a_paused_ancestor(runtime, handle)
     handle.task = asyncio.ensure_future(run.main())
     return handle
 
@@ -1805,6 +1895,37 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
         parent_run._send_cancels([handle], reason, immediate=immediate),
         name=f"cancel-late-child-{handle.run_id}",
     )
+
+
+def _adopt(handle: RunHandle, cmd: SteeringCommand, origin: str | None) -> bool:
+    """Mark ``cmd`` (a pause or resume run ``origin`` passes down) as ``origin``'s on the run
+    it is sent to, which then applies it as that run's hold, not as its own operator's
+    (``origin`` None: forget it, it was withdrawn)."""
+    run = handle.driver
+    if not isinstance(run, AgentRun):
+        return False
+    if origin is None:
+        if run.from_above is not None:
+            run.from_above.pop(cmd.correlation_id, None)
+        return True
+    if run.from_above is None:
+        run.from_above = {}
+    run.from_above[cmd.correlation_id] = origin
+    return True
+
+
+async def _join_a_paused_ancestor(runtime: RunHost, handle: RunHandle) -> None:
+    """A run started below a run that holds its subtree paused is sent that run's pause
+    before its first boundary (submitted before its task starts): it does no work until the
+    hold ends."""
+    for above in runtime.runs.tree.ancestors(handle.run_id):
+        parent = runtime.runs.get(above.run_id)
+        run = parent.driver if parent is not None else None
+        if not isinstance(run, AgentRun) or run._below is None:
+            continue
+        below = run._below
+        if below.cause is not None:
+            await below.submit(below.hold(below.cause, send=False))
 
 
 def cancel_run_task(handle: RunHandle, why: str) -> None:

@@ -92,11 +92,44 @@ def narrowings_below(
     return out
 
 
-async def send_narrowings(runtime: RunHost, cmds: list[tuple[str, SteeringCommand]]) -> None:
+async def send_narrowings(
+    runtime: RunHost,
+    cmds: list[tuple[str, SteeringCommand]],
+    withdrawn: dict[str, str] | None = None,
+) -> None:
     """Submit each narrowing; one refused (by the run's own policy, say) is in that run's
-    steering history as rejected, and the rest are still sent."""
-    for _, cmd in cmds:
+    steering history as rejected, and the rest are still sent. One in ``withdrawn``
+    (correlation id → reason: the command it was passed down for ended without being
+    applied) is not sent, or, withdrawn while it was being submitted, is taken back from its
+    run's queue at once (``withdraw_narrowings``)."""
+    for run_id, cmd in cmds:
+        if withdrawn is not None and cmd.correlation_id in withdrawn:
+            continue
         try:
             await runtime.submit(cmd)
         except RuntimeClosed:
             return  # its close ends every run still going, these included
+        if withdrawn is not None and cmd.correlation_id in withdrawn:
+            _take_back(runtime, run_id, cmd, withdrawn[cmd.correlation_id])
+
+
+def withdraw_narrowings(
+    runtime: RunHost,
+    cmds: list[tuple[str, SteeringCommand]],
+    reason: str,
+    withdrawn: dict[str, str],
+) -> None:
+    """The command ``cmds`` were passed down for ended without being applied (it failed, or
+    its run ended first): each one its run has not taken yet is withdrawn — not sent if it
+    was not yet, else superseded in its run's queue with ``reason``. One a run took already
+    (delivered, applied) is kept: steering only narrows, and the narrower list it left is
+    still within what the run above has."""
+    for run_id, cmd in cmds:
+        withdrawn[cmd.correlation_id] = reason
+        _take_back(runtime, run_id, cmd, reason)
+
+
+def _take_back(runtime: RunHost, run_id: str, cmd: SteeringCommand, reason: str) -> None:
+    handle = runtime.runs.get(run_id)
+    if handle is not None and not handle.status.finished:
+        handle.inbox.withdraw(cmd, reason)

@@ -66,6 +66,10 @@ class RunDriver:
         """A ``constrain_tools`` or ``constrain_model`` was queued for this run: the runs
         already running below it are to be narrowed too, at their own next boundaries."""
 
+    def pause_queued(self, cmd: SteeringCommand) -> None:
+        """A ``pause`` or ``resume`` was queued for this run: the runs running below it are
+        to be paused (or let go of) too, at their own next boundaries."""
+
     async def end_without_task(self, why: str) -> bool:
         """The run's task did not end within a grace after it was cancelled (its cleanup
         never finishes): give the run its terminal state (``why``) now, the task left behind.

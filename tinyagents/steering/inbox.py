@@ -37,6 +37,8 @@ class Reports(Protocol):
 
     def mark_superseded(self, cmd: SteeringCommand, by: str) -> None: ...
 
+    def mark_withdrawn(self, cmd: SteeringCommand, reason: str, by: str | None) -> None: ...
+
 
 class Inbox:
     """One run's queue. ``depth`` is the run's depth in its tree (the queue orders commands of
@@ -118,6 +120,15 @@ class Inbox:
         """``cmd`` was delivered, and a cancel (correlation id ``by``) ended its target
         before it was applied."""
         self._router.mark_superseded(cmd, by)
+
+    def withdraw(self, cmd: SteeringCommand, reason: str, *, by: str | None = None) -> bool:
+        """Take back ``cmd`` if it is still queued (not delivered): it ends ``superseded``
+        with ``reason`` (``superseded_by`` names ``by``, the command that made it moot, when
+        there is one). Whether it was still queued; one delivered or ended is left alone."""
+        if not self.queue.remove(cmd):
+            return False
+        self._router.mark_withdrawn(cmd, reason, by)
+        return True
 
     async def wait(self) -> None:
         """Wait until a command is queued (used while paused)."""

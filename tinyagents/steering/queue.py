@@ -287,6 +287,16 @@ class SteeringQueue:
         heap.extend(keep)  # popped in order, so already a valid heap
         return ready
 
+    def remove(self, cmd: SteeringCommand) -> bool:
+        """Take ``cmd`` out of the queue if it is queued (its heap item is skipped when
+        popped, as a superseded one's is); whether it was."""
+        key = _id(cmd)
+        item = self._by_id.get(key)
+        if item is None or item[2] is not cmd:
+            return False
+        self._forget(cmd, key)
+        return True
+
     def has_ready(self, boundary: Boundary, *, final: bool = False, paused: bool = False) -> bool:
         return any(_deliverable(cmd, boundary, final, paused) for _, _, cmd in self._by_id.values())
 

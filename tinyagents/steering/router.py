@@ -590,6 +590,11 @@ class SteeringRouter:
     def mark_superseded(self, cmd: SteeringCommand, by: str) -> None:
         self._finish(self._open(cmd), "superseded", reason=f"superseded by {by}", superseded_by=by)
 
+    def mark_withdrawn(self, cmd: SteeringCommand, reason: str, by: str | None) -> None:
+        """A queued command taken back by the run layer (``Inbox.withdraw``): what a run
+        above passed down for a command of its own that has since been made moot."""
+        self._finish(self._open(cmd), "superseded", reason=reason, superseded_by=by)
+
     # ------------------------------------------------------------------ internals
 
     def _holds(self, cmd: SteeringCommand, capability: MiddlewareCapability) -> bool:
@@ -922,6 +927,8 @@ class SteeringRouter:
             cmd.kind is SteeringKind.CONSTRAIN_TOOLS or cmd.kind is SteeringKind.CONSTRAIN_MODEL
         ):
             handle.driver.narrowing_queued(cmd)
+        elif outcome.queued and (cmd.kind is SteeringKind.PAUSE or cmd.kind is SteeringKind.RESUME):
+            handle.driver.pause_queued(cmd)
 
     def _rollup(self, tracked: _Tracked, handle: RunHandle) -> None:
         """Tell a parent that someone steered its child (unless the parent did it itself)."""
