@@ -441,9 +441,10 @@ async def test_invoke_in_parent_shares_the_parents_cancellation(
 # --------------------------------------------------------------------------- SubAgentTool errors
 
 
-async def test_a_parents_pause_holds_the_parent_only_not_its_child(rt: Runtime):
-    # a pause is no cancel: it is not passed down; the parent, waiting in its SubAgentTool
-    # call, pauses at the boundary after it, once its child has finished
+async def test_a_parents_pause_holds_its_child_too(rt: Runtime):
+    # Changed behaviour: a pause is passed down as a cancel is. The parent, waiting in its
+    # SubAgentTool call, paused only once its child had finished; the child now pauses at its
+    # own next boundary, and the parent's resume lets it go on
     gate = Gate("child-model")
     parent_model = ScriptedModel([tool_call("child", input="go"), reply("done")])
     parent = await rt.start(
@@ -452,13 +453,22 @@ async def test_a_parents_pause_holds_the_parent_only_not_its_child(rt: Runtime):
     )
     await gate.entered.wait()
     await parent.pause(actor=OPERATOR)
-    gate.open()
     (child_info,) = rt.runs.tree.children(parent.run_id)
     child = rt.runs.get(child_info.run_id)
     assert child is not None
-    assert (await child.result()).status is RunStatus.COMPLETED
-    assert len(parent_model.requests) == 1  # the parent is held after the call
+    paused = asyncio.get_running_loop().create_future()
+    rt.bus.add_sink(
+        lambda e: (
+            paused.done()
+            or (e.type == "run.paused" and e.run_id == child_info.run_id and paused.set_result(e))
+        )
+    )
+    gate.open()
+    await asyncio.wait_for(paused, 60)
+    assert child_info.status is RunStatus.PAUSED
+    assert len(parent_model.requests) == 1
     await parent.resume(actor=OPERATOR)
+    assert (await child.result()).status is RunStatus.COMPLETED
     assert (await parent.result()).output == "done"
 
 
