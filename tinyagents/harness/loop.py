@@ -1792,6 +1792,7 @@ async def start_agent_run(
         raise
     if pause is not None:
         handle.inbox.paused = True
+        run.holding_below().hold(pause)  # the children it starts while so held start paused
     run.emit(
         RunEvent,
         type="run.started",
@@ -1925,7 +1926,15 @@ async def _join_a_paused_ancestor(runtime: RunHost, handle: RunHandle) -> None:
             continue
         below = run._below
         if below.cause is not None:
-            await below.submit(below.hold(below.cause, send=False))
+            try:
+                await below.submit(below.hold(below.cause, send=False))
+            except Exception as exc:  # the run is registered: it starts all the same
+                _log.error(
+                    "run %s: sending it the pause of run %s failed",
+                    handle.run_id,
+                    above.run_id,
+                    exc_info=exc,
+                )
 
 
 def cancel_run_task(handle: RunHandle, why: str) -> None:

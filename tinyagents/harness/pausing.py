@@ -168,5 +168,9 @@ class HoldBelow:
                 receipt = await self.runtime.submit(derived.cmd)
             except RuntimeClosed:
                 return
-            if not receipt.accepted and self.held.get(derived.run_id) is derived:
-                del self.held[derived.run_id]
+            if not receipt.accepted:
+                if self.held.get(derived.run_id) is derived:
+                    del self.held[derived.run_id]
+                handle = self.runtime.runs.get(derived.run_id)
+                if handle is not None:
+                    self.adopt(handle, derived.cmd, None)
