@@ -323,6 +323,10 @@ class CompiledGraph(GraphCore):
         and becomes the new head, and ``run(None)`` runs on from it, its steps (sub-graphs
         too, in fresh namespaces) again, their interrupts asking again.
 
+        ``as_node="__copy__"`` with ``update=None`` copies the checkpoint (``checkpoint_id``,
+        else the head) as it is, as LangGraph's: a ``rewind`` head one step past it, whose
+        pending step runs again on ``run(None)``.
+
         With ``ns`` (a sub-graph's ``StateSnapshot.ns``, from ``get_state(thread_id,
         subgraphs=True)``) the update applies to that sub-graph's state at its head, as
         LangGraph's ``update_state`` with a sub-graph's config: through its reducers, routed

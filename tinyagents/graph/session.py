@@ -10,7 +10,7 @@ nothing.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tinyagents import _clock
 from tinyagents.errors import (
@@ -240,16 +240,21 @@ class GraphSession:
         return target
 
     async def _rewound(
-        self, head: Head | None, checkpoint_id: str, *, replay_head: bool = False
+        self,
+        head: Head | None,
+        checkpoint_id: str,
+        *,
+        replay_head: bool = False,
+        copy: bool = False,
     ) -> Head:
         """The thread as it was at ``checkpoint_id``, as the next head (not saved yet); the
         head itself when it is that checkpoint, unless ``replay_head`` and a step is part-way
-        through there (then it is replayed like any past checkpoint)."""
+        through there (then it is replayed like any past checkpoint) or ``copy``."""
         if self.cp is None:
             raise GraphValidationError(
                 "checkpoint_id needs a checkpointer: compile(checkpointer=...)"
             )
-        if head is not None and head.checkpoint_id == checkpoint_id:
+        if head is not None and head.checkpoint_id == checkpoint_id and not copy:
             if not (replay_head and head.records) or _asks_afresh(head):
                 return head
         target = await load_head(self.graph, self.cp, self.thread_id, "", checkpoint_id)
@@ -325,6 +330,8 @@ class GraphSession:
             raise GraphValidationError(
                 "update_state needs a checkpointer: compile(checkpointer=...)"
             )
+        if as_node == COPY:
+            return await self._copy(update, checkpoint_id)
         check_as_node(graph, as_node)  # before anything is read
         head = await self.load() or self.fresh()
         rewound_to = None
@@ -349,6 +356,35 @@ class GraphSession:
         staged = await update_state(self.cp, graph, head, update, as_node, rewound_to=rewound_to)
         assert staged.checkpoint_id is not None
         return staged.checkpoint_id
+
+    async def _copy(self, update: dict[str, Any], checkpoint_id: str | None) -> str:
+        """``update_state(None, as_node="__copy__")``, as LangGraph's: the thread as it was at
+        ``checkpoint_id`` (the head by default) saved again, unchanged, as a ``rewind`` (its
+        ``fork``) numbered one step past it; the step that was pending there runs again from
+        it, all its tasks, their questions asking again."""
+        if update:
+            raise InvalidUpdateError(
+                'update_state(as_node="__copy__") copies a checkpoint as it is: pass None '
+                "as the update (update the copy with a second update_state)"
+            )
+        head = await self.load()
+        if head is None:
+            raise InvalidUpdateError(
+                f"Cannot copy a non-existent checkpoint: thread {self.thread_id!r} has none"
+            )
+        checkpoint_id = checkpoint_id or head.checkpoint_id
+        assert self.cp is not None and checkpoint_id is not None
+        target = await self._rewound(head, checkpoint_id, copy=True)
+        target.step += 1
+        await save(
+            self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
+        )
+        assert target.checkpoint_id is not None
+        return target.checkpoint_id
+
+
+#: ``update_state``'s ``as_node`` that copies a checkpoint (LangGraph's name)
+COPY: Final = "__copy__"
 
 
 def starts_thread(input: Any) -> bool:

@@ -1,0 +1,550 @@
+"""Ports of LangGraph's tests, fourth round (``libs/langgraph/tests/test_pregel.py``,
+``test_pregel_async.py``, ``test_time_travel.py`` and ``test_time_travel_async.py``): the same
+program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``.
+Each test's comment names the LangGraph test it follows.
+
+LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
+``checkpointer`` fixture). A difference docs/graph.md documents is asserted as ours, with a
+comment naming the section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import operator
+from typing import Annotated, Any, Literal, TypedDict
+
+import pytest
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair, values
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict as ExtTypedDict
+
+from tinyagents.errors import InvalidUpdateError
+from tinyagents.store.checkpoint import Checkpointer
+
+
+class Value(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+# -- time travel with a sub-graph (test_time_travel.py) --------------------------------------
+
+
+def sub_flow(g: Any, called: list[str]) -> Any:
+    """router → subgraph_node (step_a → ask_human → step_b) → post_process."""
+
+    def node(name: str, value: str) -> Any:
+        def _node(state: Any) -> dict[str, Any]:
+            called.append(name)
+            return {"value": [value]}
+
+        return _node
+
+    sub = _sub(g, called)
+    return (
+        g.StateGraph(Value)
+        .add_node("router", node("router", "routed"))
+        .add_node("subgraph_node", sub)
+        .add_node("post_process", node("post_process", "post"))
+        .add_edge(g.START, "router")
+        .add_edge("router", "subgraph_node")
+        .add_edge("subgraph_node", "post_process")
+    )
+
+
+async def test_a_fork_before_a_sub_graph_asks_its_question_again(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_interrupt_full_flow_no_sub_checkpointer
+    # (and its async twin)
+    # docs/graph.md, "Sub-graphs": the sub-graph's output is what it changed, so the parent's
+    # "routed" it started from is not appended a second time, as LangGraph's whole output is
+    ours_called: list[str] = []
+    theirs_called: list[str] = []
+    ours = sub_flow(OURS, ours_called).compile(checkpointer=checkpointer)
+    theirs = sub_flow(THEIRS, theirs_called).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"value": []}, cfg())
+    result = await ours.run({"value": []}, thread_id="1")
+    assert "__interrupt__" in out and result.status == "interrupted"
+    out = await theirs.ainvoke(THEIRS.Command(resume="original"), cfg())
+    result = await ours.run(OURS.Command(resume="original"), thread_id="1")
+    assert out["value"] == ["routed", "routed", "sub_a", "human:original", "sub_b", "post"]
+    assert result.state["value"] == ["routed", "sub_a", "human:original", "sub_b", "post"]
+
+    theirs_history = [s async for s in theirs.aget_state_history(cfg())]
+    theirs_before = [s for s in theirs_history if s.next == ("subgraph_node",)][-1]
+    ours_before = [h for h in await ours.history("1") if h.next == ("subgraph_node",)][-1]
+    ours_called.clear()
+    theirs_called.clear()
+    fork = await theirs.aupdate_state(theirs_before.config, {"value": ["forked"]})
+    head = await ours.update_state(
+        "1", {"value": ["forked"]}, checkpoint_id=ours_before.checkpoint_id
+    )
+    out = await theirs.ainvoke(None, fork)
+    result = await ours.run(None, thread_id="1", checkpoint_id=head)
+    assert out["__interrupt__"][0].value == result.interrupts[0].value == "Provide input:"
+    assert result.state == values(out) == {"value": ["routed", "forked"]}
+    assert ours_called == theirs_called == ["step_a", "ask_human"]
+
+    ours_called.clear()
+    theirs_called.clear()
+    out = await theirs.ainvoke(THEIRS.Command(resume="new_answer"), fork)
+    result = await ours.run(OURS.Command(resume="new_answer"), thread_id="1")
+    tail = ["sub_a", "human:new_answer", "sub_b", "post"]
+    assert out["value"] == ["routed", "forked", "routed", "forked", *tail]
+    assert result.state["value"] == ["routed", "forked", *tail]
+    assert ours_called == theirs_called == ["ask_human", "step_b", "post_process"]
+
+
+def two_questions(g: Any, started: list[Any], observed: list[Any]) -> Any:
+    """parent_node → sub_node (step_a asks, then step_b asks), as LangGraph's test."""
+
+    class SubState(TypedDict):
+        value: Annotated[list[str], operator.add]
+
+    class ParentState(TypedDict):
+        results: Annotated[list[str], operator.add]
+
+    def step(name: str) -> Any:
+        def _step(state: Any) -> dict[str, Any]:
+            started.append((name, dict(state)))
+            answer = g.interrupt(f"question_{name[-1]}")
+            observed.append((name, dict(state)))
+            return {"value": [f"{name[-1]}:{answer}"]}
+
+        return _step
+
+    sub = (
+        g.StateGraph(SubState)
+        .add_node("step_a", step("step_a"))
+        .add_node("step_b", step("step_b"))
+        .add_edge(g.START, "step_a")
+        .add_edge("step_a", "step_b")
+        .compile()
+    )
+    return (
+        g.StateGraph(ParentState)
+        .add_node("parent_node", lambda state: {"results": ["p"]})
+        .add_node("sub_node", sub)
+        .add_edge(g.START, "parent_node")
+        .add_edge("parent_node", "sub_node")
+    )
+
+
+async def test_a_stateless_sub_graph_starts_afresh_on_a_replay(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_stateless_subgraph_starts_fresh_on_parent_replay
+    # (and its async twin)
+    seen: dict[str, tuple[list[Any], list[Any]]] = {"ours": ([], []), "theirs": ([], [])}
+    ours = two_questions(OURS, *seen["ours"]).compile(checkpointer=checkpointer)
+    theirs = two_questions(THEIRS, *seen["theirs"]).compile(checkpointer=lg_memory.InMemorySaver())
+    for turn in ("1", "2"):
+        for lib in seen.values():
+            lib[1].clear()
+        await theirs.ainvoke({"results": []}, cfg())
+        await ours.run({"results": []}, thread_id="1")
+        for answer in ("a", "b"):
+            out = await theirs.ainvoke(THEIRS.Command(resume=answer + turn), cfg())
+            result = await ours.run(OURS.Command(resume=answer + turn), thread_id="1")
+            assert result.state == values(out)
+        expected = [("step_a", {"value": []}), ("step_b", {"value": [f"a:a{turn}"]})]
+        assert seen["ours"][1] == seen["theirs"][1] == expected
+
+    theirs_history = [s async for s in theirs.aget_state_history(cfg())]
+    theirs_before = next(s for s in theirs_history if s.next == ("sub_node",))
+    ours_before = next(h for h in await ours.history("1") if h.next == ("sub_node",))
+    for lib in seen.values():
+        lib[0].clear()
+    out = await theirs.ainvoke(None, theirs_before.config)
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_before.checkpoint_id)
+    assert "__interrupt__" in out and result.status == "interrupted"
+    assert result.state == values(out)
+    assert seen["ours"][0] == seen["theirs"][0] == [("step_a", {"value": []})]
+
+
+async def test_resuming_a_sub_graph_naming_the_head_goes_on_from_its_question(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_interrupt_resume_with_explicit_head_
+    # checkpoint_id (its sub-graph compiled with checkpointer=True, which ours refuses by
+    # name: docs/graph.md, "compile()"; the resume is the same without it)
+    called: dict[str, list[str]] = {"ours": [], "theirs": []}
+    ours_calls, theirs_calls = called["ours"], called["theirs"]
+    ours_sub = _sub(OURS, ours_calls)
+    theirs_sub = _sub(THEIRS, theirs_calls)
+    ours = (
+        OURS.StateGraph(Value)
+        .add_node("subgraph_node", ours_sub)
+        .add_edge(OURS.START, "subgraph_node")
+        .compile(checkpointer=checkpointer)
+    )
+    theirs = (
+        THEIRS.StateGraph(Value)
+        .add_node("subgraph_node", theirs_sub)
+        .add_edge(THEIRS.START, "subgraph_node")
+        .compile(checkpointer=lg_memory.InMemorySaver())
+    )
+    await theirs.ainvoke({"value": []}, cfg())
+    await ours.run({"value": []}, thread_id="1")
+    assert ours_calls == theirs_calls == ["step_a", "ask_human"]
+    theirs_head = (await theirs.aget_state(cfg())).config["configurable"]["checkpoint_id"]
+    ours_head = (await ours.get_state("1")).checkpoint_id
+    ours_calls.clear()
+    theirs_calls.clear()
+    out = await theirs.ainvoke(
+        THEIRS.Command(resume="answer"), cfg(checkpoint_id=theirs_head, checkpoint_ns="")
+    )
+    result = await ours.run(OURS.Command(resume="answer"), thread_id="1", checkpoint_id=ours_head)
+    assert ours_calls == theirs_calls == ["ask_human", "step_b"]
+    assert result.status == "completed" and "__interrupt__" not in out
+    # docs/graph.md, "Sub-graphs": the sub-graph gives back what it changed (LangGraph's
+    # whole output, appended to the same values it started from, is the same here: none)
+    assert result.state == out == {"value": ["sub_a", "human:answer", "sub_b"]}
+
+
+def _sub(g: Any, called: list[str]) -> Any:
+    def node(name: str, value: str, ask: bool = False) -> Any:
+        def _node(state: Any) -> dict[str, Any]:
+            called.append(name)
+            if ask:
+                return {"value": [f"human:{g.interrupt('Provide input:')}"]}
+            return {"value": [value]}
+
+        return _node
+
+    return (
+        g.StateGraph(Value)
+        .add_node("step_a", node("step_a", "sub_a"))
+        .add_node("ask_human", node("ask_human", "", ask=True))
+        .add_node("step_b", node("step_b", "sub_b"))
+        .add_edge(g.START, "step_a")
+        .add_edge("step_a", "ask_human")
+        .add_edge("ask_human", "step_b")
+        .compile()
+    )
+
+
+# -- routing ---------------------------------------------------------------------------------
+
+
+class Query(TypedDict, total=False):
+    query: str
+
+
+def no_path_map(g: Any) -> Any:
+    def choose_analyzer(data: Any) -> str:
+        return "analyzer"
+
+    workflow = g.StateGraph(Query)
+    workflow.add_node("rewriter", lambda data: {"query": f"query: {data['query']}"})
+    workflow.add_node("analyzer", lambda data: {"query": f"analyzed: {data['query']}"})
+    workflow.add_conditional_edges("rewriter", choose_analyzer)
+    workflow.set_entry_point("rewriter")
+    return workflow
+
+
+async def test_a_router_without_a_path_map_or_annotation() -> None:
+    # LangGraph: test_pregel.py::test_function_in_conditional_edges_with_no_path_map
+    ours, theirs = pair(no_path_map, None)
+    out = await theirs.ainvoke({"query": "what is weather in sf"})
+    result = await ours.run({"query": "what is weather in sf"})
+    assert result.state == out == {"query": "analyzed: query: what is weather in sf"}
+
+
+# -- update_state(None, as_node="__copy__"): a fork with nothing changed ----------------------
+
+
+def ask_between(g: Any, called: list[str]) -> Any:
+    def node_a(state: Any) -> dict[str, Any]:
+        called.append("node_a")
+        return {"value": ["a"]}
+
+    def ask_human(state: Any) -> dict[str, Any]:
+        called.append("ask_human")
+        return {"value": [f"human:{g.interrupt('What is your input?')}"]}
+
+    def node_b(state: Any) -> dict[str, Any]:
+        called.append("node_b")
+        return {"value": ["b"]}
+
+    return (
+        g.StateGraph(Value)
+        .add_node("node_a", node_a)
+        .add_node("ask_human", ask_human)
+        .add_node("node_b", node_b)
+        .add_edge(g.START, "node_a")
+        .add_edge("node_a", "ask_human")
+        .add_edge("ask_human", "node_b")
+    )
+
+
+async def history_of(ours: Any, theirs: Any) -> tuple[list[Any], list[Any]]:
+    """Each library's history as (source, step, next), newest first; our ``rewind`` is
+    LangGraph's ``fork``."""
+    theirs_h = [
+        (s.metadata["source"], s.metadata["step"], s.next)
+        async for s in theirs.aget_state_history(cfg())
+    ]
+    ours_h = [
+        ("fork" if h.source == "rewind" else h.source, h.step, h.next)
+        for h in await ours.history("1")
+    ]
+    return ours_h, theirs_h
+
+
+async def test_a_copy_of_a_checkpoint_before_a_question_asks_it_again(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_copy_fork_retriggers_interrupt (and its async twin)
+    ours_called: list[str] = []
+    theirs_called: list[str] = []
+    ours = ask_between(OURS, ours_called).compile(checkpointer=checkpointer)
+    theirs = ask_between(THEIRS, theirs_called).compile(checkpointer=lg_memory.InMemorySaver())
+    await theirs.ainvoke({"value": []}, cfg())
+    await theirs.ainvoke(THEIRS.Command(resume="hello"), cfg())
+    await ours.run({"value": []}, thread_id="1")
+    await ours.run(OURS.Command(resume="hello"), thread_id="1")
+
+    theirs_before = [s async for s in theirs.aget_state_history(cfg())]
+    theirs_before = [s for s in theirs_before if s.next == ("ask_human",)][-1]
+    ours_before = [h for h in await ours.history("1") if h.next == ("ask_human",)][-1]
+    ours_called.clear()
+    theirs_called.clear()
+    fork = await theirs.aupdate_state(theirs_before.config, None, as_node="__copy__")
+    head = await ours.update_state(
+        "1", None, as_node="__copy__", checkpoint_id=ours_before.checkpoint_id
+    )
+    copied = await theirs.aget_state(fork)
+    state = await ours.get_state("1")
+    assert state.checkpoint_id == head
+    assert state.values == copied.values == {"value": ["a"]}
+    assert state.next == copied.next == ("ask_human",)
+    assert (state.source, copied.metadata["source"]) == ("rewind", "fork")
+    assert state.step == copied.metadata["step"] == 2
+
+    out = await theirs.ainvoke(None, fork)
+    result = await ours.run(None, thread_id="1", checkpoint_id=head)
+    assert out["__interrupt__"][0].value == result.interrupts[0].value == "What is your input?"
+    out = await theirs.ainvoke(THEIRS.Command(resume="new_answer"), fork)
+    result = await ours.run(OURS.Command(resume="new_answer"), thread_id="1")
+    assert result.state == out == {"value": ["a", "human:new_answer", "b"]}
+    assert ours_called == theirs_called == ["ask_human", "ask_human", "node_b"]
+    ours_h, theirs_h = await history_of(ours, theirs)
+    assert ours_h == theirs_h
+
+
+def a_then_b(g: Any) -> Any:
+    return (
+        g.StateGraph(Value)
+        .add_node("node_a", lambda state: {"value": ["a"]})
+        .add_node("node_b", lambda state: {"value": ["b"]})
+        .add_edge(g.START, "node_a")
+        .add_edge("node_a", "node_b")
+    )
+
+
+async def test_a_copy_is_a_fork_and_an_update_an_update(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_time_travel.py::test_copy_fork_creates_sibling_checkpoint (and its
+    # async twin). Ours keeps one line of history: the copy becomes the head (docs/graph.md,
+    # "Checkpointers"), as an update at a past checkpoint does
+    ours, theirs = pair(a_then_b, checkpointer)
+    await theirs.ainvoke({"value": []}, cfg())
+    await ours.run({"value": []}, thread_id="1")
+    theirs_before = [s async for s in theirs.aget_state_history(cfg())]
+    theirs_before = next(s for s in theirs_before if s.next == ("node_b",))
+    ours_before = next(h for h in await ours.history("1") if h.next == ("node_b",))
+
+    copy = await theirs.aupdate_state(theirs_before.config, None, as_node="__copy__")
+    assert (await theirs.aget_state(copy)).metadata["source"] == "fork"
+    head = await ours.update_state(
+        "1", None, as_node="__copy__", checkpoint_id=ours_before.checkpoint_id
+    )
+    assert (await ours.get_state("1", head)).source == "rewind"
+
+    update = await theirs.aupdate_state(theirs_before.config, {"value": ["x"]})
+    assert (await theirs.aget_state(update)).metadata["source"] == "update"
+    head = await ours.update_state("1", {"value": ["x"]}, checkpoint_id=ours_before.checkpoint_id)
+    assert (await ours.get_state("1", head)).source == "update"
+    assert (await ours.get_state("1")).values == {"value": ["a", "x"]}
+
+
+async def test_a_copy_takes_no_update_and_needs_a_checkpoint(checkpointer: Checkpointer) -> None:
+    # LangGraph: StateGraph.update_state's "__copy__" branch ("Cannot copy a non-existent
+    # checkpoint"); ours also refuses an update with it, which LangGraph's drops unread
+    ours = a_then_b(OURS).compile(checkpointer=checkpointer)
+    with pytest.raises(InvalidUpdateError, match="non-existent checkpoint"):
+        await ours.update_state("1", None, as_node="__copy__")
+    await ours.run({"value": []}, thread_id="1")
+    with pytest.raises(InvalidUpdateError, match="copies a checkpoint as it is"):
+        await ours.update_state("1", {"value": ["x"]}, as_node="__copy__")
+    head = await ours.get_state("1")
+    # a copy of the head: the same values, saved as a checkpoint of its own
+    copy = await ours.update_state("1", None, as_node="__copy__")
+    state = await ours.get_state("1")
+    assert copy != head.checkpoint_id and state.checkpoint_id == copy
+    assert (state.values, state.next, state.source) == (head.values, (), "rewind")
+
+
+# -- a step's writes, in task order ----------------------------------------------------------
+
+
+class Results(TypedDict):
+    results: Annotated[list[str], operator.add]
+
+
+def slow_and_fast(g: Any, order: list[str]) -> Any:
+    """Two nodes after START: ``fast`` finishes last (it waits for ``slow`` to finish)."""
+    slow_done = asyncio.Event()
+
+    async def slow_node(state: Any) -> dict[str, Any]:
+        order.append("slow")
+        slow_done.set()
+        return {"results": ["slow"]}
+
+    async def fast_node(state: Any) -> dict[str, Any]:
+        await slow_done.wait()
+        order.append("fast")
+        return {"results": ["fast"]}
+
+    builder = g.StateGraph(Results)
+    builder.add_node("slow", slow_node)
+    builder.add_node("fast", fast_node)
+    builder.add_edge(g.START, "slow")
+    builder.add_edge(g.START, "fast")
+    return builder
+
+
+async def test_parallel_nodes_write_in_task_order_not_as_they_finish() -> None:
+    # LangGraph: test_pregel.py::test_parallel_node_execution and its async twin (without
+    # their timing: "Fast node result should be available first", fast being the one that
+    # sleeps longer; the step's writes go through the reducer in task order)
+    ours_order: list[str] = []
+    theirs_order: list[str] = []
+    ours = slow_and_fast(OURS, ours_order).compile()
+    theirs = slow_and_fast(THEIRS, theirs_order).compile()
+    out = await asyncio.wait_for(theirs.ainvoke({"results": []}), 60)
+    result = await asyncio.wait_for(ours.run({"results": []}), 60)
+    assert ours_order == theirs_order == ["slow", "fast"]
+    assert result.state == out == {"results": ["fast", "slow"]}
+
+
+# -- pydantic state --------------------------------------------------------------------------
+
+
+class NestedModel(BaseModel):
+    value: int
+    name: str
+    something: str | None = None
+
+
+class RecursiveModel(BaseModel):
+    value: str
+    child: RecursiveModel | None = None
+
+
+class Cat(BaseModel):
+    pet_type: Literal["cat"]
+    meow: str
+
+
+class Dog(BaseModel):
+    pet_type: Literal["dog"]
+    bark: str
+
+
+class Person(BaseModel):
+    id: str
+    name: str
+    friends: list[str] = Field(default_factory=list)
+
+
+class MyEnum(enum.Enum):
+    A = 1
+    B = 2
+
+
+class MyTypedDict(ExtTypedDict):
+    x: int
+    my_enum: MyEnum
+
+
+def _append(x: Any, y: Any) -> Any:
+    return (x or []) + [y]
+
+
+class Nested(BaseModel):
+    top_level: str
+    nested: NestedModel
+    optional_nested: NestedModel | None = None
+    dict_nested: dict[str, NestedModel]
+    my_set: set[int]
+    another_set: set  # type: ignore[type-arg]
+    my_enum: MyEnum
+    list_nested: Annotated[dict | list[dict[str, NestedModel]], _append]  # type: ignore[type-arg]
+    list_nested_reversed: Annotated[
+        list[dict[str, NestedModel]] | NestedModel | dict | list,  # type: ignore[type-arg]
+        _append,
+    ]
+    tuple_nested: tuple[str, NestedModel]
+    tuple_list_nested: list[tuple[int, NestedModel]]
+    complex_tuple: tuple[str, dict[str, tuple[int, NestedModel]]]
+    my_typed_dict: MyTypedDict
+    recursive: RecursiveModel
+    pet: Cat | Dog
+    people: dict[str, Person]
+
+
+NESTED_INPUT: dict[str, Any] = {
+    "top_level": "initial",
+    "nested": {"value": 42, "name": "test"},
+    "optional_nested": {"value": 10, "name": "optional"},
+    "my_set": [1, 2, 7],
+    "another_set": ["foo", 3],
+    "my_enum": MyEnum.B,
+    "my_typed_dict": {"x": 1, "my_enum": MyEnum.A},
+    "dict_nested": {"a": {"value": 5, "name": "a"}},
+    "list_nested": [{"a": {"value": 6, "name": "b"}}],
+    "list_nested_reversed": ["foo", "bar"],
+    "tuple_nested": ["tuple-key", {"value": 7, "name": "tuple-value"}],
+    "tuple_list_nested": [[1, {"value": 8, "name": "tuple-in-list"}]],
+    "complex_tuple": ["complex", {"nested": [9, {"value": 10, "name": "deep"}]}],
+    "recursive": {"value": "parent", "child": {"value": "child", "child": None}},
+    "pet": {"pet_type": "cat", "meow": "meow!"},
+    "people": {
+        "1": {"id": "1", "name": "Alice", "friends": ["2", "3"]},
+        "2": {"id": "2", "name": "Bob", "friends": ["1"]},
+        "3": {"id": "3", "name": "Charlie", "friends": ["1", "2"]},
+    },
+}
+
+
+async def test_nested_pydantic_models_in_the_state() -> None:
+    # LangGraph: test_pregel_async.py::test_nested_pydantic_models
+    update = {"top_level": "updated", "nested": {"value": 100, "name": "updated"}}
+    seen: list[bool] = []
+
+    def build(g: Any) -> Any:
+        async def node_fn(state: Nested) -> dict[str, Any]:
+            seen.append(state == Nested(**NESTED_INPUT))
+            return update
+
+        builder = g.StateGraph(Nested)
+        builder.add_node("process", node_fn)
+        builder.set_entry_point("process")
+        builder.set_finish_point("process")
+        return builder
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke(dict(NESTED_INPUT))
+    result = await ours.run(dict(NESTED_INPUT))
+    assert seen == [True, True]
+    assert out == {**NESTED_INPUT, **update}
+    # docs/graph.md, "State": input to a pydantic state is saved as its field's type reads
+    # it (LangGraph's as given); a node's write is kept as written, in either library
+    assert result.state.keys() == out.keys()
+    assert Nested.model_validate(result.state) == Nested.model_validate(out)
+    assert (result.state["my_set"], out["my_set"]) == ({1, 2, 7}, [1, 2, 7])
+    assert result.state["pet"] == Cat(pet_type="cat", meow="meow!")
+    assert result.state["nested"] == out["nested"] == update["nested"]
