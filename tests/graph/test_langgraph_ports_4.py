@@ -548,3 +548,192 @@ async def test_nested_pydantic_models_in_the_state() -> None:
     assert (result.state["my_set"], out["my_set"]) == ({1, 2, 7}, [1, 2, 7])
     assert result.state["pet"] == Cat(pet_type="cat", meow="meow!")
     assert result.state["nested"] == out["nested"] == update["nested"]
+
+
+async def test_a_replay_of_the_checkpoint_a_sub_graph_asked_at_then_a_new_answer(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_interrupt_replay_from_parent_then_resume
+    # (its sub-graph compiled with checkpointer=True; the flow is the same without it). Our
+    # history is one line: the replay's rewind follows the old head (LangGraph's fork
+    # branches off the checkpoint replayed), so both list the same checkpoints in one order
+    ours_called: list[str] = []
+    theirs_called: list[str] = []
+    ours = sub_flow(OURS, ours_called).compile(checkpointer=checkpointer)
+    theirs = sub_flow(THEIRS, theirs_called).compile(checkpointer=lg_memory.InMemorySaver())
+    await theirs.ainvoke({"value": []}, cfg())
+    await theirs.ainvoke(THEIRS.Command(resume="old_answer"), cfg())
+    await ours.run({"value": []}, thread_id="1")
+    await ours.run(OURS.Command(resume="old_answer"), thread_id="1")
+
+    async def sources() -> tuple[list[Any], list[Any]]:
+        theirs_h = [(s.metadata["source"], s.next) async for s in theirs.aget_state_history(cfg())]
+        ours_h = [
+            ("fork" if h.source == "rewind" else h.source, h.next) for h in await ours.history("1")
+        ]
+        return ours_h, theirs_h
+
+    ours_h, theirs_h = await sources()
+    assert ours_h == theirs_h
+    assert [n for _, n in theirs_h] == [
+        (),
+        ("post_process",),
+        ("subgraph_node",),
+        ("router",),
+        ("__start__",),
+    ]
+    theirs_at = [s async for s in theirs.aget_state_history(cfg())]
+    theirs_at = next(s for s in theirs_at if s.next == ("subgraph_node",))
+    ours_at = next(h for h in await ours.history("1") if h.next == ("subgraph_node",))
+
+    ours_called.clear()
+    theirs_called.clear()
+    out = await theirs.ainvoke(None, theirs_at.config)
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_at.checkpoint_id)
+    assert out["__interrupt__"][0].value == result.interrupts[0].value == "Provide input:"
+    assert ours_called == theirs_called == ["step_a", "ask_human"]
+    ours_h, theirs_h = await sources()
+    assert ours_h == theirs_h
+    assert theirs_h[0] == ("fork", ("subgraph_node",))
+    fork = await theirs.aget_state(cfg())
+    assert (
+        fork.parent_config["configurable"]["checkpoint_id"]
+        == (theirs_at.config["configurable"]["checkpoint_id"])
+    )
+    assert (await ours.get_state("1")).metadata["rewound_to"] == ours_at.checkpoint_id
+
+    ours_called.clear()
+    theirs_called.clear()
+    out = await theirs.ainvoke(THEIRS.Command(resume="new_answer"), cfg())
+    result = await ours.run(OURS.Command(resume="new_answer"), thread_id="1")
+    assert result.status == "completed" and "__interrupt__" not in out
+    assert ours_called == theirs_called == ["ask_human", "step_b", "post_process"]
+    # docs/graph.md, "Sub-graphs": ours gives back what the sub-graph changed
+    assert out["value"] == ["routed", "routed", "sub_a", "human:new_answer", "sub_b", "post"]
+    assert result.state["value"] == ["routed", "sub_a", "human:new_answer", "sub_b", "post"]
+    ours_h, theirs_h = await sources()
+    assert ours_h == theirs_h
+    assert [s for s, _ in theirs_h] == [
+        "loop",
+        "loop",
+        "fork",
+        "loop",
+        "loop",
+        "loop",
+        "loop",
+        "input",
+    ]
+
+
+# -- replaying a paused update head: no checkpoint of its own --------------------------------
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def done_and_asking(g: Any, calls: list[str]) -> Any:
+    """START → ``done`` (writes) and ``ask`` (asks) in one step."""
+
+    def done(state: Any) -> dict[str, Any]:
+        calls.append("done")
+        return {"log": ["done"]}
+
+    def ask(state: Any) -> dict[str, Any]:
+        calls.append("ask")
+        return {"log": [g.interrupt("?")]}
+
+    return (
+        g.StateGraph(Log)
+        .add_node("done", done)
+        .add_node("ask", ask)
+        .add_edge(g.START, "done")
+        .add_edge(g.START, "ask")
+    )
+
+
+def asks_twice(g: Any, calls: list[str]) -> Any:
+    """START → ``ask``, which asks two questions in turn."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        calls.append("ask")
+        return {"log": [g.interrupt("first?"), g.interrupt("second?")]}
+
+    return g.StateGraph(Log).add_node("ask", ask).add_edge(g.START, "ask")
+
+
+def sub_asks(g: Any, calls: list[str]) -> Any:
+    """START → ``sub`` (a sub-graph whose node ``ask`` asks) → END."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        calls.append("ask")
+        return {"log": [g.interrupt("?")]}
+
+    sub = g.StateGraph(Log).add_node("ask", ask).add_edge(g.START, "ask").compile()
+    return g.StateGraph(Log).add_node("sub", sub).add_edge(g.START, "sub")
+
+
+@pytest.mark.parametrize(
+    ("build", "answers", "called"),
+    [
+        (done_and_asking, [], (["done"], ["done"])),
+        (asks_twice, ["one"], (["ask"], [])),
+        (sub_asks, [], ([], [])),
+    ],
+    ids=["a-finished-task", "an-answer", "a-sub-graphs-question"],
+)
+async def test_a_replay_of_a_paused_update_head_holding_more_saves_no_checkpoint(
+    checkpointer: Checkpointer,
+    build: Any,
+    answers: list[str],
+    called: tuple[list[str], list[str]],
+) -> None:
+    # ``called``: the nodes ours runs on the first replay and on the second
+    # LangGraph: PregelLoop._first saves no "fork" when it replays an update_state or fork
+    # checkpoint ("they already have their own fork checkpoint"): it drops the answers saved
+    # there (so the questions ask again, under the same ids) and, replaying, reuses no
+    # finished task's write (every task of the step runs again). Ours saved a "rewind" one
+    # step past the head when it held a finished task's write, an answer or a sub-graph's
+    # question, so the steps after it were numbered one higher than LangGraph's and the
+    # questions asked again had new ids
+    ours_calls: list[str] = []
+    theirs_calls: list[str] = []
+    ours = build(OURS, ours_calls).compile(checkpointer=checkpointer)
+    theirs = build(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"log": ["in"]}, cfg())
+    result = await ours.run({"log": ["in"]}, thread_id="1")
+    # the first questions asked: asked again by the replay under the same ids (ours keeps
+    # a paused step's task ids through an update; LangGraph's update gives the tasks new ids,
+    # its interrupt ids with them: one per task, the same for each question a task asks)
+    asked = [i.id for i in result.interrupts]
+    for answer in answers:
+        await theirs.ainvoke(THEIRS.Command(resume=answer), cfg())
+        await ours.run(OURS.Command(resume=answer), thread_id="1")
+    c = await theirs.aupdate_state(cfg(), {"log": ["u"]})
+    head = await ours.update_state("1", {"log": ["u"]})
+    # docs/graph.md, "Checkpointers": an update while tasks are pending keeps the head's step
+    # (their ids hang on it), where LangGraph's is one past it
+    before = await history_of(ours, theirs)
+    assert before[0][0] == ("update", 0, before[1][0][2])
+    assert before[0][1:] == before[1][1:] and before[1][0][:2] == ("update", 1)
+    for ours_called in called:  # the second replay replays the same head again
+        ours_calls.clear()
+        theirs_calls.clear()
+        out = await theirs.ainvoke(None, c)
+        result = await ours.run(None, thread_id="1", checkpoint_id=head)
+        # a task paused on a question with no answer asks it again without running again in
+        # ours (its node, or the sub-graph's); LangGraph's runs every task of the step again
+        assert sorted(ours_calls) == ours_called
+        assert sorted(set(theirs_calls)) == sorted({*ours_called, "ask"})
+        assert result.status == "interrupted"
+        assert result.state == values(out)
+        assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+        assert [i.id for i in result.interrupts] == asked
+        assert await history_of(ours, theirs) == before
+    out = await theirs.ainvoke(THEIRS.Command(resume="r"), cfg())
+    result = await ours.run(OURS.Command(resume="r"), thread_id="1")
+    assert result.status == ("interrupted" if "__interrupt__" in out else "completed")
+    if build is sub_asks:  # docs/graph.md, "Sub-graphs": ours gives back what it changed
+        assert (result.state, out) == ({"log": ["in", "u", "r"]}, {"log": ["in", "u"] * 2 + ["r"]})
+    else:
+        assert result.state == values(out)

@@ -13,7 +13,7 @@ import sys
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
@@ -190,6 +190,10 @@ class TaskRecords(Record):
     #: interrupt ids whose answer was withdrawn (``interrupt()``'s schema refused it): a new
     #: answer to one of them clears its mark (``withdrawal_write``)
     withdrawn: set[str] = field(default_factory=set)
+    #: interrupt ids whose answer a replay of the step dropped (it asks them again, as
+    #: LangGraph's replay drops its ``RESUME`` writes): a new answer clears the mark, as a
+    #: withdrawn one's does (``withdrawal_write(..., REPLAYED)``)
+    dropped: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -345,6 +349,9 @@ async def load_records(
     for w in await checkpointer.get_writes(head.thread_id, head.ns, head.frontier_id):
         rec = records.setdefault(w.task_id, TaskRecords())
         if w.kind == "result":
+            if w.value.get("cleared"):  # a replay of the step runs the task again
+                rec.writes, rec.goto, rec.skipped, rec.skipped_by = None, [], False, None
+                continue
             pairs = w.value["writes"]
             for key, _ in pairs:
                 if key not in channels:
@@ -369,9 +376,9 @@ async def load_records(
         elif w.kind == "error":
             rec.error = w.value
         elif w.kind == "withdrawn" and w.value:
-            rec.withdrawn.add(w.key)
+            (rec.dropped if w.value == REPLAYED else rec.withdrawn).add(w.key)
     for rec in records.values():
-        for iid in rec.withdrawn:  # (whichever of the two writes came first)
+        for iid in rec.withdrawn | rec.dropped:  # (whichever of the two writes came first)
             rec.resume.pop(iid, None)
     return records
 
@@ -456,11 +463,24 @@ def error_write(task_id: str, error: BaseException) -> WriteRecord:
     return WriteRecord(task_id=task_id, kind="error", value=repr(error)[:2000])
 
 
-def withdrawal_write(task_id: str, interrupt_id: str, withdrawn: bool = True) -> WriteRecord:
+#: ``withdrawal_write``'s value for an answer a replay of its step dropped
+REPLAYED: Final = "replayed"
+
+
+def cleared_result_write(task_id: str) -> WriteRecord:
+    """``task_id``'s result is dropped (a replay of its step runs it again): it replaces the
+    task's result write in place, as the result of its next run replaces it."""
+    return WriteRecord(
+        task_id=task_id, kind="result", value={"writes": [], "goto": [], "cleared": True}
+    )
+
+
+def withdrawal_write(task_id: str, interrupt_id: str, withdrawn: bool | str = True) -> WriteRecord:
     """The answer to ``interrupt_id`` is withdrawn (the schema of the ``interrupt()`` it
-    answered refused it: the question waits for another), or, ``withdrawn=False``, a new
-    answer to it stands. One write per interrupt, overwritten in place, so the order in
-    which a backend lists writes does not matter."""
+    answered refused it: the question waits for another; ``REPLAYED``: a replay of the step
+    dropped it), or, ``withdrawn=False``, a new answer to it stands. One write per
+    interrupt, overwritten in place, so the order in which a backend lists writes does not
+    matter."""
     return WriteRecord(task_id=task_id, kind="withdrawn", key=interrupt_id, value=withdrawn)
 
 

@@ -24,10 +24,12 @@ from tinyagents.errors import (
     UnknownTargetError,
 )
 from tinyagents.graph.checkpointing import (
+    REPLAYED,
     Head,
     Planned,
     TaskRecords,
     check_values,
+    cleared_result_write,
     interrupt_write,
     joined,
     load_head,
@@ -226,7 +228,16 @@ class GraphSession:
         ``replays`` (time travel: no answer to give there) numbers the rewind one step past
         that checkpoint, as LangGraph numbers the ``fork`` checkpoint its replay saves, so
         the steps that run again are numbered as LangGraph's are. ``input`` (the run's) is
-        read against that state first: input that would be refused there saves nothing."""
+        read against that state first: input that would be refused there saves nothing.
+
+        A replay of the head itself, an ``update`` or ``rewind`` part-way through its step,
+        goes on from it and saves nothing, as LangGraph's replay of its ``update`` and
+        ``fork`` checkpoints: its answers are dropped and its finished tasks run again
+        (``_replay_in_place``)."""
+        if replay_head and head is not None and head.checkpoint_id == checkpoint_id:
+            if head.records and _replays_in_place(head):
+                await self._replay_in_place(head)
+                return head
         target = await self._rewound(head, checkpoint_id, replay_head=replay_head)
         if target is head:
             return target
@@ -238,6 +249,29 @@ class GraphSession:
             self.cp, target, delta=None, source="rewind", metadata={"rewound_to": checkpoint_id}
         )
         return target
+
+    async def _replay_in_place(self, head: Head) -> None:
+        """Replay ``head``'s step under its task ids, as LangGraph replays an ``update`` or
+        ``fork`` checkpoint: a finished task runs again (LangGraph reapplies no finished
+        write when it replays), and a task that was answered asks its questions again from
+        its first (the answers are dropped, as LangGraph drops its ``RESUME`` writes there),
+        under the same interrupt ids; a task paused on a question with no answer (its own or
+        a sub-graph's, which goes on from its own checkpoint) still asks it. Saved as pending
+        writes of the step, which replace the ones they drop."""
+        assert self.cp is not None
+        writes: list[WriteRecord] = []
+        for tid, rec in head.records.items():
+            if rec.writes is not None:
+                writes.append(cleared_result_write(tid))
+                rec.writes, rec.goto = None, []
+            answered = [iid for iid in rec.resume if iid not in rec.dropped]
+            if answered:
+                writes.append(interrupt_write(tid, []))
+                writes += [withdrawal_write(tid, iid, REPLAYED) for iid in answered]
+                rec.interrupts, rec.resume = [], {}
+                rec.dropped.update(answered)
+        if writes:
+            await self.cp.put_writes(head.thread_id, head.ns, head.frontier_id, writes)
 
     async def _rewound(
         self,
@@ -625,7 +659,8 @@ async def record_resume(
     writes += [
         withdrawal_write(w.task_id, w.key, withdrawn=False)
         for w in resume
-        if w.task_id in head.records and w.key in head.records[w.task_id].withdrawn
+        if w.task_id in head.records
+        and w.key in head.records[w.task_id].withdrawn | head.records[w.task_id].dropped
     ]
     await cp.put_writes(head.thread_id, head.ns, head.frontier_id, writes)
     for w in writes:
@@ -634,6 +669,7 @@ async def record_resume(
             records.steered[w.key] = w.value
         elif w.kind == "withdrawn":
             records.withdrawn.discard(w.key)
+            records.dropped.discard(w.key)
         else:
             records.resume[w.key] = w.value
 
@@ -674,6 +710,22 @@ def carry_records(graph: GraphCore, head: Head, *, past: bool = False) -> list[A
         kept[tid] = carried
     head.records = kept
     return writes
+
+
+def _replays_in_place(head: Head) -> bool:
+    """Whether a replay of ``head`` (the thread's head, a step part-way through) goes on from
+    it, saving nothing (``GraphSession._replay_in_place``): an ``update`` or ``rewind``
+    (LangGraph's ``fork``), for which LangGraph saves no ``fork``, whose tasks finished,
+    paused on questions (answered or not, theirs or a sub-graph's) or have not run. A step
+    holding a failed task or steering's marks (an answer steering gave, a cancelled task, an
+    answer refused by its schema) is replayed on a ``rewind`` checkpoint instead, which
+    runs all its tasks again under new ids."""
+    if head.source not in ("update", "rewind"):
+        return False
+    return all(
+        not r.steered and not r.skipped and r.error is None and not r.withdrawn
+        for r in head.records.values()
+    )
 
 
 def _asks_afresh(head: Head) -> bool:
