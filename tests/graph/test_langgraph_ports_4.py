@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair, values
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 from typing_extensions import TypedDict as ExtTypedDict
 
 from tinyagents.errors import InvalidUpdateError
@@ -737,3 +737,319 @@ async def test_a_replay_of_a_paused_update_head_holding_more_saves_no_checkpoint
         assert (result.state, out) == ({"log": ["in", "u", "r"]}, {"log": ["in", "u"] * 2 + ["r"]})
     else:
         assert result.state == values(out)
+
+
+# -- a pydantic state with input and output schemas, a join and a breakpoint ------------------
+
+
+def sorted_add(x: list[str], y: list[str] | list[tuple[str, str]]) -> list[str]:
+    if isinstance(y[0], tuple):
+        for rem, _ in y:
+            x.remove(rem)
+        y = [t[1] for t in y]
+    return sorted(operator.add(x, y))
+
+
+class InnerObject(BaseModel):
+    yo: int
+
+
+class FanState(BaseModel):
+    query: str
+    inner: Annotated[InnerObject, lambda x, y: y]
+    answer: str | None = None
+    docs: Annotated[list[str], sorted_add]
+
+
+class FanUpdate(BaseModel):
+    query: str | None = None
+    answer: str | None = None
+    docs: list[str] | None = None
+
+
+class UpdateDocs34(BaseModel):
+    docs: list[str] = Field(default_factory=lambda: ["doc3", "doc4"])
+
+
+class FanInput(BaseModel):
+    query: str
+    inner: InnerObject
+
+
+class FanOutput(BaseModel):
+    answer: str
+    docs: list[str]
+
+
+def pydantic_fan_out(g: Any) -> Any:
+    analyzed = asyncio.Event()
+
+    async def rewrite_query(data: FanState) -> Any:
+        assert isinstance(data.inner, InnerObject)
+        analyzed.clear()
+        return {"query": f"query: {data.query}"}
+
+    async def analyzer_one(data: FanState) -> Any:
+        assert isinstance(data.inner, InnerObject)
+        analyzed.set()
+        return FanUpdate(query=f"analyzed: {data.query}")
+
+    async def retriever_one(data: FanState) -> Any:
+        return {"docs": ["doc1", "doc2"]}
+
+    async def retriever_two(data: FanState) -> Any:
+        await analyzed.wait()  # LangGraph's test sleeps: it finishes after analyzer_one
+        return UpdateDocs34()
+
+    async def qa(data: FanState) -> Any:
+        return {"answer": ",".join(data.docs)}
+
+    def decider(data: FanState) -> str:
+        assert isinstance(data, FanState)
+        return "retriever_two"
+
+    workflow = g.StateGraph(FanState, input_schema=FanInput, output_schema=FanOutput)
+    workflow.add_node("rewrite_query", rewrite_query)
+    workflow.add_node("analyzer_one", analyzer_one)
+    workflow.add_node("retriever_one", retriever_one)
+    workflow.add_node("retriever_two", retriever_two)
+    workflow.add_node("qa", qa)
+    workflow.set_entry_point("rewrite_query")
+    workflow.add_edge("rewrite_query", "analyzer_one")
+    workflow.add_edge("analyzer_one", "retriever_one")
+    workflow.add_conditional_edges("rewrite_query", decider, {"retriever_two": "retriever_two"})
+    workflow.add_edge(["retriever_one", "retriever_two"], "qa")
+    workflow.set_finish_point("qa")
+    return workflow
+
+
+async def test_a_pydantic_fan_out_with_schemas_a_join_and_a_breakpoint(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_in_one_fan_out_state_graph_waiting_edge_custom_state_
+    # class_pydantic2 (and its async twin), without the drawing and the JSON schemas
+    ours, theirs = pair(pydantic_fan_out, None)
+    question = {"query": "what is weather in sf", "inner": {"yo": 1}}
+    done = {"docs": ["doc1", "doc2", "doc3", "doc4"], "answer": "doc1,doc2,doc3,doc4"}
+    out = await asyncio.wait_for(theirs.ainvoke(dict(question)), 60)
+    result = await asyncio.wait_for(ours.run(dict(question)), 60)
+    assert result.state == out == done
+    steps = [
+        {"rewrite_query": {"query": "query: what is weather in sf"}},
+        {"analyzer_one": {"query": "analyzed: query: what is weather in sf"}},
+        {"retriever_two": {"docs": ["doc3", "doc4"]}},
+        {"retriever_one": {"docs": ["doc1", "doc2"]}},
+    ]
+    theirs_items = [c async for c in theirs.astream(dict(question), stream_mode="updates")]
+    ours_items = [c async for c in ours.stream(dict(question), mode="updates")]
+    assert ours_items == theirs_items == [*steps, {"qa": {"answer": "doc1,doc2,doc3,doc4"}}]
+
+    ours = pydantic_fan_out(OURS).compile(
+        checkpointer=checkpointer, interrupt_after=["retriever_one"]
+    )
+    theirs = pydantic_fan_out(THEIRS).compile(
+        checkpointer=lg_memory.InMemorySaver(), interrupt_after=["retriever_one"]
+    )
+    theirs_items = [c async for c in theirs.astream(dict(question), cfg(), stream_mode="updates")]
+    ours_items = [c async for c in ours.stream(dict(question), thread_id="1", mode="updates")]
+    assert ours_items == theirs_items == [*steps, {"__interrupt__": ()}]
+    theirs_items = [c async for c in theirs.astream(None, cfg(), stream_mode="updates")]
+    ours_items = [c async for c in ours.stream(None, thread_id="1", mode="updates")]
+    assert ours_items == theirs_items == [{"qa": {"answer": "doc1,doc2,doc3,doc4"}}]
+
+    await theirs.aupdate_state(cfg(), {"docs": ["doc5"]}, as_node="rewrite_query")
+    await ours.update_state("1", {"docs": ["doc5"]}, as_node="rewrite_query")
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert ours_state.next == theirs_state.next
+    # docs/graph.md, "State": input to a pydantic state is saved as its field's type reads
+    # it, the inner model (LangGraph's as given, a dict)
+    assert theirs_state.values["inner"] == {"yo": 1}
+    assert ours_state.values == {**theirs_state.values, "inner": InnerObject(yo=1)}
+
+
+# -- a failing node cancels the others of its step -------------------------------------------
+
+
+class Hello(TypedDict):
+    hello: str
+
+
+def one_bad(g: Any, seen: list[str]) -> Any:
+    started = asyncio.Event()
+
+    async def awhile(state: Any) -> None:
+        seen.append("started")
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only a cancel ends it
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def iambad(state: Any) -> None:
+        await started.wait()
+        raise ValueError("I am bad")
+
+    builder = g.StateGraph(Hello)
+    builder.add_node("agent", awhile)
+    builder.add_node("bad", iambad)
+    builder.set_conditional_entry_point(lambda _: ["agent", "bad"])
+    return builder
+
+
+async def test_a_failing_node_cancels_the_others_of_its_step() -> None:
+    # LangGraph: test_pregel_async.py::test_node_cancellation_on_other_node_exception_two
+    # (a router on START without a path map, as there). docs/graph.md, "Running": a failing
+    # node gives status="failed" where LangGraph's ainvoke raises
+    ours_seen: list[str] = []
+    theirs_seen: list[str] = []
+    ours = one_bad(OURS, ours_seen).compile()
+    theirs = one_bad(THEIRS, theirs_seen).compile()
+    with pytest.raises(ValueError, match="I am bad"):
+        await asyncio.wait_for(theirs.ainvoke({"hello": "world"}), 60)
+    result = await asyncio.wait_for(ours.run({"hello": "world"}), 60)
+    assert result.status == "failed"
+    with pytest.raises(ValueError, match="I am bad"):
+        result.raise_for_status()
+    assert ours_seen == theirs_seen == ["started", "cancelled"]
+
+
+def waits(g: Any, seen: list[str], started: asyncio.Event) -> Any:
+    async def awhile(state: Any) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only a cancel ends it
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    builder = g.StateGraph(Hello)
+    builder.add_node("agent", awhile)
+    builder.set_entry_point("agent")
+    builder.set_finish_point("agent")
+    return builder
+
+
+async def test_cancelling_the_run_cancels_its_running_node(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel_async.py::test_node_cancellation_on_external_cancel (cancelled
+    # when the node is running rather than after a timeout)
+    for lib, kw in ((THEIRS, {}), (OURS, {"thread_id": "1"})):
+        seen: list[str] = []
+        started = asyncio.Event()
+        graph = waits(lib, seen, started)
+        if lib is OURS:
+            task = asyncio.ensure_future(
+                graph.compile(checkpointer=checkpointer).run({"hello": "world"}, **kw)
+            )
+        else:
+            task = asyncio.ensure_future(graph.compile().ainvoke({"hello": "world"}))
+        await asyncio.wait_for(started.wait(), 60)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 60)
+        assert seen == ["cancelled"]
+
+
+# -- a replay from any past checkpoint runs its nodes again ----------------------------------
+
+
+class Count(TypedDict):
+    n: Annotated[int, operator.add]
+
+
+def add_one_loop(g: Any, calls: list[int]) -> Any:
+    def add_one(state: Any) -> dict[str, Any]:
+        calls.append(state["n"])
+        return {"n": 1}
+
+    builder = g.StateGraph(Count)
+    builder.add_node("add_one", add_one)
+    builder.add_edge(g.START, "add_one")
+    builder.add_conditional_edges("add_one", lambda s: "add_one" if s["n"] < 6 else g.END)
+    return builder
+
+
+async def test_a_replay_always_runs_the_nodes_again(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_large_cases.py::test_fork_always_re_runs_nodes (and its async twin),
+    # with a dict state for LangGraph's root int channel
+    ours_calls: list[int] = []
+    theirs_calls: list[int] = []
+    ours = add_one_loop(OURS, ours_calls).compile(checkpointer=checkpointer)
+    theirs = add_one_loop(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
+    theirs_items = [
+        c async for c in theirs.astream({"n": 1}, cfg(), stream_mode=["values", "updates"])
+    ]
+    ours_items = [c async for c in ours.stream({"n": 1}, thread_id="1", mode=["values", "updates"])]
+    assert ours_items == theirs_items
+    assert theirs_items[0] == ("values", {"n": 1})
+    assert theirs_items[-1] == ("values", {"n": 6})
+    assert len(theirs_items) == 11
+
+    theirs_history = [s async for s in theirs.aget_state_history(cfg())]
+    ours_history = await ours.history("1")
+    assert [(h.source, h.step, h.next) for h in ours_history] == [
+        (s.metadata["source"], s.metadata["step"], s.next) for s in theirs_history
+    ]
+    assert [(await ours.get_state("1", h.checkpoint_id)).values for h in ours_history] == [
+        s.values for s in theirs_history
+    ]
+    for back, runs in ((0, 0), (1, 1), (2, 2)):
+        ours_calls.clear()
+        theirs_calls.clear()
+        theirs_items = [
+            c
+            async for c in theirs.astream(None, theirs_history[back].config, stream_mode="updates")
+        ]
+        ours_items = [
+            c
+            async for c in ours.stream(
+                None, thread_id="1", checkpoint_id=ours_history[back].checkpoint_id, mode="updates"
+            )
+        ]
+        assert ours_items == theirs_items == [{"add_one": {"n": 1}}] * runs
+        assert ours_calls == theirs_calls
+
+
+# -- pydantic validators -----------------------------------------------------------------------
+
+
+class Validated(BaseModel):
+    name: str
+    text: str = ""
+    only_root: int = 13
+
+    @field_validator("name", mode="after")
+    @classmethod
+    def validate_name(cls, value: str) -> str:
+        if value[0].islower():
+            raise ValueError("Name must start with a capital letter")
+        return "Validated " + value
+
+    @model_validator(mode="before")
+    @classmethod
+    def validate_amodel(cls, values: Any) -> Any:
+        return values | {"only_root": 392}
+
+
+async def test_a_pydantic_states_validators_run_for_its_nodes() -> None:
+    # LangGraph: test_pydantic.py::test_pydantic_state_field_validator
+    input_state = {"name": "John"}
+    seen: list[bool] = []
+
+    def build(g: Any) -> Any:
+        def process_node(state: Validated) -> dict[str, Any]:
+            seen.append(Validated.model_validate(input_state) == state)
+            return {"text": "Hello, " + state.name + "!"}
+
+        builder = g.StateGraph(state_schema=Validated)
+        builder.add_node("process", process_node)
+        builder.add_edge(g.START, "process")
+        return builder.add_edge("process", g.END)
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke(dict(input_state))
+    result = await ours.run(dict(input_state))
+    assert out["text"] == result.state["text"] == "Hello, Validated John!"
+    assert result.state == out
+    assert seen == [True, True]
