@@ -255,9 +255,8 @@ class GraphSession:
         ``fork`` checkpoint: a finished task runs again (LangGraph reapplies no finished
         write when it replays), and a task that was answered asks its questions again from
         its first (the answers are dropped, as LangGraph drops its ``RESUME`` writes there),
-        under the same interrupt ids; a task paused on a question with no answer (its own or
-        a sub-graph's, which goes on from its own checkpoint) still asks it. Saved as pending
-        writes of the step, which replace the ones they drop."""
+        under the same interrupt ids; a task paused on a question with no answer still asks
+        it. Saved as pending writes of the step, which replace the ones they drop."""
         assert self.cp is not None
         writes: list[WriteRecord] = []
         for tid, rec in head.records.items():
@@ -716,14 +715,20 @@ def _replays_in_place(head: Head) -> bool:
     """Whether a replay of ``head`` (the thread's head, a step part-way through) goes on from
     it, saving nothing (``GraphSession._replay_in_place``): an ``update`` or ``rewind``
     (LangGraph's ``fork``), for which LangGraph saves no ``fork``, whose tasks finished,
-    paused on questions (answered or not, theirs or a sub-graph's) or have not run. A step
-    holding a failed task or steering's marks (an answer steering gave, a cancelled task, an
-    answer refused by its schema) is replayed on a ``rewind`` checkpoint instead, which
-    runs all its tasks again under new ids."""
+    paused on questions of their own (answered or not) or have not run. A step holding a
+    sub-graph's question is replayed on a ``rewind`` checkpoint instead, which runs all its
+    tasks again under new ids: its sub-graphs start afresh in new namespaces, asking from
+    their first questions, as LangGraph's do there (its update gave the tasks new ids). So
+    is a step holding a failed task or steering's marks (an answer steering gave, a
+    cancelled task, an answer refused by its schema)."""
     if head.source not in ("update", "rewind"):
         return False
     return all(
-        not r.steered and not r.skipped and r.error is None and not r.withdrawn
+        not r.steered
+        and not r.skipped
+        and r.error is None
+        and not r.withdrawn
+        and all(not i.ns for i in r.interrupts)
         for r in head.records.values()
     )
 
