@@ -1091,3 +1091,85 @@ async def test_a_replay_of_a_paused_update_head_restarts_its_sub_graph(
     # docs/graph.md, "Sub-graphs": ours gives back what the sub-graph changed
     assert out == {"log": ["in", "u", "in", "u", "1", "2"]}
     assert result.state == {"log": ["in", "u", "1", "2"]}
+
+
+# -- one in, a fan-out, one out ----------------------------------------------------------------
+
+
+class Docs(TypedDict, total=False):
+    query: str
+    answer: str
+    docs: Annotated[list[str], sorted_add]
+
+
+def fan_out_one(g: Any) -> Any:
+    second_done = asyncio.Event()
+
+    async def rewrite_query(data: Any) -> dict[str, Any]:
+        second_done.clear()
+        return {"query": f"query: {data['query']}"}
+
+    async def retriever_one(data: Any) -> dict[str, Any]:
+        await second_done.wait()  # LangGraph's test sleeps: it finishes after retriever_two
+        return {"docs": ["doc1", "doc2"]}
+
+    async def retriever_two(data: Any) -> dict[str, Any]:
+        second_done.set()
+        return {"docs": ["doc3", "doc4"]}
+
+    async def qa(data: Any) -> dict[str, Any]:
+        return {"answer": ",".join(data["docs"])}
+
+    workflow = g.StateGraph(Docs)
+    workflow.add_node("rewrite_query", rewrite_query)
+    workflow.add_node("retriever_one", retriever_one)
+    workflow.add_node("retriever_two", retriever_two)
+    workflow.add_node("qa", qa)
+    workflow.set_entry_point("rewrite_query")
+    workflow.add_edge("rewrite_query", "retriever_one")
+    workflow.add_edge("rewrite_query", "retriever_two")
+    workflow.add_edge("retriever_one", "qa")
+    workflow.add_edge("retriever_two", "qa")
+    workflow.set_finish_point("qa")
+    return workflow
+
+
+async def test_one_in_a_fan_out_and_one_out() -> None:
+    # LangGraph: test_large_cases.py::test_in_one_fan_out_out_one_graph_state (and its async
+    # twin), without the debug stream mode (docs/graph.md, "What it does not do (yet)")
+    ours, theirs = pair(fan_out_one, None)
+    question = {"query": "what is weather in sf"}
+    answered = {
+        "query": "query: what is weather in sf",
+        "docs": ["doc1", "doc2", "doc3", "doc4"],
+        "answer": "doc1,doc2,doc3,doc4",
+    }
+    out = await asyncio.wait_for(theirs.ainvoke(dict(question)), 60)
+    result = await asyncio.wait_for(ours.run(dict(question)), 60)
+    assert result.state == out == answered
+    theirs_items = [c async for c in theirs.astream(dict(question), stream_mode="updates")]
+    ours_items = [c async for c in ours.stream(dict(question), mode="updates")]
+    assert (
+        ours_items
+        == theirs_items
+        == [
+            {"rewrite_query": {"query": "query: what is weather in sf"}},
+            {"retriever_two": {"docs": ["doc3", "doc4"]}},
+            {"retriever_one": {"docs": ["doc1", "doc2"]}},
+            {"qa": {"answer": "doc1,doc2,doc3,doc4"}},
+        ]
+    )
+    theirs_items = [c async for c in theirs.astream(dict(question), stream_mode="values")]
+    ours_items = [c async for c in ours.stream(dict(question), mode="values")]
+    assert ours_items == theirs_items
+    assert theirs_items == [
+        {"query": "what is weather in sf", "docs": []},
+        {"query": "query: what is weather in sf", "docs": []},
+        {"query": "query: what is weather in sf", "docs": ["doc1", "doc2", "doc3", "doc4"]},
+        answered,
+    ]
+    theirs_items = [
+        c async for c in theirs.astream(dict(question), stream_mode=["values", "updates"])
+    ]
+    ours_items = [c async for c in ours.stream(dict(question), mode=["values", "updates"])]
+    assert ours_items == theirs_items
