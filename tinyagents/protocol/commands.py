@@ -502,6 +502,17 @@ def _text_problem(values: dict[str, Any]) -> str | None:
     as ``'invalid command: field: problem'``, or None. Pydantic refuses such text in the data
     it validates; this also catches it in models built past validation (``model_copy``)."""
     # Runs for every command: plain loops, and ASCII (nearly all ids) settled by isascii().
+    # Most commands: no ids given (their defaults are checked where they are made), no policy
+    # ref, and a target and actor checked before.
+    target, actor = values.get("target"), values.get("actor")
+    if (
+        _CLEAN.get(id(target)) is target
+        and _CLEAN.get(id(actor)) is actor
+        and "correlation_id" not in values
+        and "checkpoint_id" not in values
+        and values.get("policy_ref") is None
+    ):
+        return None
     for name in ("correlation_id", "checkpoint_id"):
         value = values.get(name)
         if type(value) is str and not value.isascii() and not _utf8(value):
@@ -905,9 +916,12 @@ class SteeringCommand(_CommandPart):
         delivery = data.get("delivery")
         if delivery is not None:
             delivery = _parse_delivery(kind, delivery)
-        broken = _broken_rule(kind, delivery, data.get("fork"), data.get("checkpoint_id"))
-        if broken is not None:
-            raise InvalidCommandError(broken)
+        fork = data.get("fork")
+        # no delivery and no fork (most commands): no rule to break
+        if delivery is not None or fork:
+            broken = _broken_rule(kind, delivery, fork, data.get("checkpoint_id"))
+            if broken is not None:
+                raise InvalidCommandError(broken)
         # Here, not in an after-validator (a second Python call for every command): the text
         # pydantic does not validate again is that of the targets, actors and policy refs
         # handed in as models, which _text_problem checks (and remembers clean).
@@ -937,8 +951,11 @@ class SteeringCommand(_CommandPart):
         def __init__(self, /, **data: Any) -> None:
             # Only to raise what failed as the InvalidCommandError it is (a command is never
             # nested in another model, so pydantic calls this for top-level commands only).
+            # What ``BaseModel.__init__`` does, called here: one frame and one repacking of
+            # the keywords fewer for every command (no validator of a command returns another
+            # instance, which is all ``BaseModel.__init__`` checks besides).
             try:
-                super().__init__(**data)
+                self.__pydantic_validator__.validate_python(data, self_instance=self)
             except ValidationError as exc:
                 raise _invalid(exc, "command") from None
 
