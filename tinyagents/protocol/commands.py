@@ -364,6 +364,8 @@ def _json_problem(payload: dict[str, Any]) -> str | None:
     A loop over an explicit stack, never deeper than ``MAX_PAYLOAD_DEPTH``: it is the check that
     makes a deep (or self-containing) payload safe, so it must not recurse itself.
     """
+    # isinstance with tuples of types here and below, not ``dict | list``: a union written in
+    # the call is built anew each time it runs, and these run for every value of a payload.
     left = MAX_PAYLOAD_VALUES
     stack: list[tuple[dict[str, Any] | list[Any] | tuple[Any, ...], int, tuple[str | int, ...]]]
     stack = [(payload, 1, ())]
@@ -386,7 +388,7 @@ def _json_problem(payload: dict[str, Any]) -> str | None:
                 problem = _NOT_UTF8
             elif value is None or value is True or value is False:
                 continue
-            elif isinstance(value, dict | list | tuple):
+            elif isinstance(value, (dict, list, tuple)):
                 if depth == MAX_PAYLOAD_DEPTH:
                     return (
                         f"{_where((*path, key))}: nested more than {MAX_PAYLOAD_DEPTH} levels "
@@ -465,7 +467,7 @@ def _read_only(value: Any) -> Any:
     over payloads ``_json_problem`` has bounded to ``MAX_PAYLOAD_DEPTH``."""
     if isinstance(value, dict):
         return ReadOnlyDict({k: _read_only(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return ReadOnlyList([_read_only(v) for v in value])
     return value
 
@@ -478,7 +480,7 @@ def mutable_copy(value: Any) -> Any:
     """
     if isinstance(value, dict):
         return {k: mutable_copy(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return [mutable_copy(v) for v in value]
     return value
 
@@ -530,7 +532,7 @@ def _text_problem(values: dict[str, Any]) -> str | None:
             if type(value) is str:
                 if not value.isascii() and not _utf8(value):
                     return f"invalid command: {name}.{field}: {_NOT_UTF8}"
-            elif isinstance(value, frozenset | set | list | tuple):
+            elif isinstance(value, (frozenset, set, list, tuple)):
                 for text in value:
                     if isinstance(text, str) and not _utf8(text):
                         return f"invalid command: {name}.{field}: {_NOT_UTF8}"

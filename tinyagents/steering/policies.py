@@ -319,7 +319,7 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
                 else:
                     size += _json_str_bytes(key) if isinstance(key, str) else len(str(key)) + 2
                 push(inner)
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, (list, tuple)):
             size += len(item) + 1 if item else 2
             extend(item)
         elif item is None or item is True:

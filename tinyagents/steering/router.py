@@ -634,7 +634,7 @@ class SteeringRouter:
         ):
             reason = f"not found: run {target.run_id} is not a child of {target.parent_run_id}"
             return None, reason, None
-        if isinstance(target, GraphTaskTarget | GraphNodeTarget):
+        if isinstance(target, (GraphTaskTarget, GraphNodeTarget)):
             problem = handle.driver.check_target(cmd)
             if problem is not None:
                 return None, problem, handle.info
@@ -1047,26 +1047,30 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
         task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    events = dict(
-        target=target,
-        actor=cmd.actor,
-        kind=cmd.kind,
-        correlation_id=cmd.correlation_id,
-        payload_summary=summarize(cmd.payload),
-    )
+    events = {
+        "target": target,
+        "actor": cmd.actor,
+        "kind": cmd.kind,
+        "correlation_id": cmd.correlation_id,
+        "payload_summary": summarize(cmd.payload),
+    }
     # The optional fields only when set (None is their default): each of the command's four
     # or so events is built from these keywords, and every one costs the event's __init__.
-    for name, value in (
-        ("run_id", run_id),
-        ("root_run_id", root_run_id),
-        ("parent_run_id", parent_run_id),
-        ("tenant_id", tenant_id),
-        ("task_id", task_id),
-        ("node_id", node_id),
-        ("checkpoint_id", cmd.checkpoint_id),
-    ):
-        if value is not None:
-            events[name] = value
+    # (Written out: a loop over (name, value) pairs built its tuples for every command.)
+    if run_id is not None:
+        events["run_id"] = run_id
+    if root_run_id is not None:
+        events["root_run_id"] = root_run_id
+    if parent_run_id is not None:
+        events["parent_run_id"] = parent_run_id
+    if tenant_id is not None:
+        events["tenant_id"] = tenant_id
+    if task_id is not None:
+        events["task_id"] = task_id
+    if node_id is not None:
+        events["node_id"] = node_id
+    if cmd.checkpoint_id is not None:
+        events["checkpoint_id"] = cmd.checkpoint_id
     tracked.events = events
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
