@@ -1222,7 +1222,7 @@ def _finished(snapshot: dict[str, Any]) -> bool:
 def _names(trusted: Iterable[str]) -> frozenset[str]:
     """``trusted_middleware`` as a set of names, read once (it may be a generator). A str is
     refused: read letter by letter, ``"auditor"`` trusted the middleware named ``"a"``..."""
-    if isinstance(trusted, str | bytes) or not isinstance(trusted, Iterable):
+    if isinstance(trusted, (str, bytes)) or not isinstance(trusted, Iterable):
         raise ConfigurationError(
             f"trusted_middleware= takes a list of names, got {type(trusted).__name__} "
             f"{trusted!r}; e.g. trusted_middleware=[{trusted!r}]"
@@ -1239,7 +1239,7 @@ def _names(trusted: Iterable[str]) -> frozenset[str]:
 
 def _sinks(sinks: Iterable[Sink]) -> list[Sink]:
     """``sinks`` as a list, each a callable (an event sink is called with every event)."""
-    if not isinstance(sinks, Iterable) or isinstance(sinks, str | bytes):
+    if not isinstance(sinks, Iterable) or isinstance(sinks, (str, bytes)):
         raise ConfigurationError(
             f"sinks= takes a list of sinks, got {type(sinks).__name__}; e.g. "
             "sinks=[EventRecorder()]"

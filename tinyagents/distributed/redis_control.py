@@ -1019,7 +1019,7 @@ def _check_settings(
     worker id was replaced by the runtime's."""
 
     def seconds(name: str, value: object, *, zero: bool = False) -> float:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):  # type: ignore[arg-type, operator]
             least = ">= 0" if zero else "> 0"
             raise ConfigurationError(
@@ -1044,7 +1044,7 @@ def _check_settings(
         )
     seconds("receipt_timeout_s", receipt_timeout_s)
     seconds("block_s", block_s)
-    if not isinstance(backoff_s, tuple | list) or len(backoff_s) != 2:
+    if not isinstance(backoff_s, (tuple, list)) or len(backoff_s) != 2:
         raise ConfigurationError(
             f"backoff_s must be a pair (low, high) of seconds, got {backoff_s!r}"
         )
@@ -1087,7 +1087,7 @@ def _refused(exc: Exception) -> bool:
     credentials or ACL rights it does not grant): no retry heals that, unlike an outage."""
     from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
-    if isinstance(exc, AuthenticationError | NoPermissionError):
+    if isinstance(exc, (AuthenticationError, NoPermissionError)):
         return True
     return isinstance(exc, ResponseError) and "DB index is out of range" in str(exc)
 

@@ -67,11 +67,9 @@ def _attributes(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(_attributes(value, f"{name}."))
-        elif isinstance(value, str | bool | int | float):
+        elif isinstance(value, (str, bool, int, float)):
             out[name] = value
-        elif isinstance(value, list) and all(
-            isinstance(v, str | bool | int | float) for v in value
-        ):
+        elif isinstance(value, list) and all(isinstance(v, (str, bool, int, float)) for v in value):
             if value and len({type(v) for v in value}) == 1:
                 out[name] = value
             elif value:

@@ -226,7 +226,7 @@ class StateGraph:
         if isinstance(action, CompiledGraph):
             spec.subgraph = action
             spec.is_async = True
-        elif isinstance(action, Agent | AgentNode):
+        elif isinstance(action, (Agent, AgentNode)):
             spec.agent = action if isinstance(action, AgentNode) else AgentNode(action)
             spec.destinations = tuple(
                 dict.fromkeys((*spec.destinations, *spec.agent.destinations()))
@@ -287,7 +287,7 @@ class StateGraph:
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
         """``source`` → ``target``; a list of sources waits for all of them (a join)."""
-        if not isinstance(source, str | Iterable):
+        if not isinstance(source, (str, Iterable)):
             source = _text_name(source)  # refused with its type, not "is not iterable"
         sources = tuple(map(_text_name, (source,) if isinstance(source, str) else source))
         target = _text_name(target)
@@ -498,7 +498,7 @@ def _policies(
     """``retry=`` / ``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them."""
     if isinstance(policy, RetryPolicy):
         return (policy,)
-    policies = tuple(policy) if isinstance(policy, list | tuple) else ()
+    policies = tuple(policy) if isinstance(policy, (list, tuple)) else ()
     if not policies or not all(isinstance(p, RetryPolicy) for p in policies):
         raise GraphValidationError(
             f"node {node!r}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
@@ -530,7 +530,7 @@ def _check_timeout(node: str, timeout: object) -> None:
     once, infinity never timed out, ``True`` was one second)."""
     if timeout is None:
         return
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < inf:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < inf:
         raise GraphValidationError(
             f"node {node!r}: timeout must be a finite number of seconds > 0, got {timeout!r}"
         )

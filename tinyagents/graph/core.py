@@ -160,7 +160,7 @@ def breakpoint_nodes(value: Collection[str] | str | None, nodes: Collection[str]
         return frozenset()
     if value == "*":
         return frozenset(nodes)
-    if not isinstance(value, str | Collection):
+    if not isinstance(value, (str, Collection)):
         raise GraphValidationError(
             f"interrupt_before/interrupt_after take node names (a list, or '*'), got {value!r}"
         )
@@ -544,9 +544,9 @@ class GraphCore:
             out = branch.router(state)
         if branch.is_async or hasattr(out, "__await__"):
             out = await out
-        if isinstance(out, set | frozenset):  # node names, in a stable order
+        if isinstance(out, (set, frozenset)):  # node names, in a stable order
             out = sorted(out, key=str)
-        results = out if isinstance(out, list | tuple) else [out]
+        results = out if isinstance(out, (list, tuple)) else [out]
         targets: list[str | Send] = []
         for result in results:
             if isinstance(result, Send):

@@ -107,7 +107,7 @@ class GraphCommandCheck(CheckPolicy):
         if (
             problem is None
             and cmd.kind in RESUME_KINDS
-            and isinstance(cmd.target, GraphTaskTarget | GraphNodeTarget)
+            and isinstance(cmd.target, (GraphTaskTarget, GraphNodeTarget))
             and self.run is not None
             and ctx.target.status is RunStatus.INTERRUPTED  # every task of the step stopped
         ):

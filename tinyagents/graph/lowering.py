@@ -340,7 +340,7 @@ def _supersede_behind(
 
 
 def _run_level(cmd: SteeringCommand) -> bool:
-    return not isinstance(cmd.target, GraphTaskTarget | GraphNodeTarget)
+    return not isinstance(cmd.target, (GraphTaskTarget, GraphNodeTarget))
 
 
 async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:

@@ -151,7 +151,7 @@ class LastValue(Reducer):
 
 
 def _items(write: Any) -> list[Any]:
-    if isinstance(write, list | tuple):
+    if isinstance(write, (list, tuple)):
         return list(write)
     return [write]
 
@@ -506,7 +506,7 @@ def union(left: Any, right: Any) -> set[Any]:
 
 
 def _set_items(write: Any) -> Iterable[Any]:
-    if isinstance(write, set | frozenset | list | tuple):
+    if isinstance(write, (set, frozenset, list, tuple)):
         return write
     return (write,)
 
@@ -656,7 +656,7 @@ def reduce(reducer: Reducer, key: str, current: Any, writes: list[Any]) -> tuple
 def _collection(value: Any) -> bool:
     """An ``Overwrite``'s value that its channel's reducer takes in (a list, tuple or set);
     any other value (None, a string, one message) is stored as is, as LangGraph's."""
-    return isinstance(value, list | tuple | set | frozenset)
+    return isinstance(value, (list, tuple, set, frozenset))
 
 
 def _maybe_overwrite(write: dict[Any, Any]) -> bool:

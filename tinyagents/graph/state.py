@@ -594,7 +594,7 @@ def _langchain_keys(channels: dict[str, Channel]) -> frozenset[str]:
 def _pairs(update: Any) -> bool:
     """Whether ``update`` is a non-empty list or tuple of ``(str, value)`` pairs."""
     return (
-        isinstance(update, list | tuple)
+        isinstance(update, (list, tuple))
         and bool(update)
         and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in update)
     )

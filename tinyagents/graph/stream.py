@@ -83,7 +83,7 @@ def snapshot(values: dict[str, Any]) -> dict[str, Any]:
             continue
         if kind in _PLAIN:
             out[key] = value.copy()
-        elif isinstance(value, list | dict | set):
+        elif isinstance(value, (list, dict, set)):
             out[key] = copy.copy(value)
     return out
 

@@ -253,7 +253,7 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
         task.writes, task.goto = _read_command(run, task, out)
     elif isinstance(out, Writes):
         task.writes, task.goto = out.writes, out.goto
-    elif isinstance(out, list | tuple) and out and any(isinstance(c, Command) for c in out):
+    elif isinstance(out, (list, tuple)) and out and any(isinstance(c, Command) for c in out):
         # several Commands, as LangGraph takes them: their updates in order, all their gotos;
         # an item that is no Command is read as a node's output (a dict, None, a state
         # instance), as LangGraph reads it
@@ -300,7 +300,7 @@ def _read_plain(run: TaskRun, task: Task, out: Any) -> list[Any]:
     if isinstance(out, Mapping):
         run.graph.schema.check_keys(out, who)
         return list(out.items())
-    if isinstance(out, Send | list | tuple):
+    if isinstance(out, (Send, list, tuple)):
         raise InvalidUpdateError(
             f"{who} returned a list holding a {type(out).__name__}; beside its Commands a "
             "list may hold dicts of state updates (or None)"

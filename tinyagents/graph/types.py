@@ -108,8 +108,8 @@ class Command(FrozenRecord, Generic[N]):
             return [node_name(goto)]
         if isinstance(goto, Send):
             return [goto]
-        if not isinstance(goto, list | tuple | set | frozenset) or not all(
-            isinstance(g, str | Send) for g in goto
+        if not isinstance(goto, (list, tuple, set, frozenset)) or not all(
+            isinstance(g, (str, Send)) for g in goto
         ):
             raise InvalidRouteError(
                 f"Command.goto takes a node name, a Send or a list of them, got {goto!r}"
@@ -162,7 +162,7 @@ def default_retry_on(exc: BaseException) -> bool:
     ``TypeError``, ``LookupError``, ``RuntimeError``, ``OSError``, ...). Ours also retries a
     ``TimeoutError`` (LangGraph's counts it with ``OSError``): a node's ``timeout=`` raises
     one, and a hung attempt is what another attempt is for."""
-    if isinstance(exc, ConnectionError | TimeoutError):
+    if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     status = _http_status(exc)
     if status is not None:
@@ -214,7 +214,7 @@ class RetryPolicy(FrozenRecord):
         for name in ("initial_interval", "backoff_factor", "max_interval"):
             value = getattr(self, name)
             # a NaN wait never ended; infinity and negatives are no wait anyone means
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"RetryPolicy.{name} must be a number, got {value!r}")
             if not 0 <= value < math.inf:
                 raise ValueError(f"RetryPolicy.{name} must be finite and >= 0, got {value!r}")
@@ -223,7 +223,7 @@ class RetryPolicy(FrozenRecord):
         check = self.retry_on
         kinds = check if isinstance(check, tuple) else (check,)
         takes = all(isinstance(k, type) and issubclass(k, BaseException) for k in kinds)
-        if not takes and (isinstance(check, tuple | type) or not callable(check)):
+        if not takes and (isinstance(check, (tuple, type)) or not callable(check)):
             raise ValueError(
                 "RetryPolicy.retry_on takes an exception type, a tuple or list of them, or a "
                 f"function of the exception, got {check!r}"
@@ -231,7 +231,7 @@ class RetryPolicy(FrozenRecord):
 
     def should_retry(self, exc: BaseException) -> bool:
         check = self.retry_on
-        if isinstance(check, type | tuple):
+        if isinstance(check, (type, tuple)):
             return isinstance(exc, check)
         assert not isinstance(check, list)  # made a tuple in __post_init__
         return bool(check(exc))

@@ -251,7 +251,7 @@ def _tool_dict(agent: str, tools: object) -> dict[str, Tool]:
     if tools is None:
         return {}
     single = isinstance(tools, Tool) or callable(tools)
-    if single or isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+    if single or isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
         one = getattr(tools, "name", None) or getattr(tools, "__name__", None)
         hint = f"; tools=[{one}]" if isinstance(one, str) and single else ""
         raise ConfigurationError(
@@ -290,7 +290,7 @@ def _check_forced_tool(agent: str, model: Model, tools: Mapping[str, Tool]) -> N
 def _middleware_list(middleware: object) -> list[Middleware]:
     """``middleware`` as a list, each a ``Middleware``: anything else failed the agent's first
     run with an AttributeError (the loop reads each one's hooks from its class)."""
-    if not isinstance(middleware, list | tuple):
+    if not isinstance(middleware, (list, tuple)):
         raise ConfigurationError(
             f"middleware must be a list of Middleware, got {type(middleware).__name__}"
         )
@@ -305,7 +305,7 @@ def _middleware_list(middleware: object) -> list[Middleware]:
 
 def _model_names(models: object) -> tuple[str, ...]:
     """``models`` as a tuple of names: a string was read as its characters."""
-    if isinstance(models, str) or not isinstance(models, list | tuple):
+    if isinstance(models, str) or not isinstance(models, (list, tuple)):
         raise ConfigurationError(
             f"models must be a list of model names, got {type(models).__name__}; e.g. "
             "models=['openai/gpt-4o-mini', 'openai/gpt-4o']"

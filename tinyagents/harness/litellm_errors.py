@@ -105,7 +105,7 @@ def _is_http_status(link: BaseException) -> bool:
 
 
 def _is_connection(link: BaseException) -> bool:
-    if isinstance(link, ConnectionError | socket.gaierror):
+    if isinstance(link, (ConnectionError, socket.gaierror)):
         return True
     return type(link).__name__ == "APIConnectionError" and type(link).__module__.startswith(
         "openai"
@@ -149,7 +149,7 @@ def _unreadable_body(chain: list[BaseException]) -> bool:
     (cut short, malformed, not UTF-8): litellm labels it HTTP 500, though none was answered.
     An HTTP error whose body is no JSON (a proxy's 502 page) is the error it is."""
     return not any(_is_http_status(link) for link in chain) and any(
-        isinstance(link, json.JSONDecodeError | UnicodeDecodeError) for link in chain
+        isinstance(link, (json.JSONDecodeError, UnicodeDecodeError)) for link in chain
     )
 
 

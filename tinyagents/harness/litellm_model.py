@@ -732,7 +732,7 @@ def _prompt_counted(litellm: Any, kwargs: dict[str, Any]) -> Usage:
 def _token_count(value: Any) -> int:
     """A provider's token count as a count: a negative, non-numeric or non-finite one is 0
     (a server reporting -6000 tokens would otherwise refill the run's token budget)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
     if value != value or value in (float("inf"), float("-inf")):
         return 0
@@ -962,7 +962,7 @@ def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: obj
     never timed out, 0 or a negative timeout timed every call out, 2.5 or True retried."""
 
     def seconds(value: object) -> bool:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
         return number and math.isfinite(value)  # type: ignore[arg-type]
 
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:

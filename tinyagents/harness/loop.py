@@ -2039,7 +2039,7 @@ def _check_start(
     if thread_id is not None:
         check_id(thread_id, "thread_id")
     if tools is not None:  # a grant of some of the agent's tools, by name
-        if not isinstance(tools, list | tuple | set | frozenset):
+        if not isinstance(tools, (list, tuple, set, frozenset)):
             raise ConfigurationError(
                 f"tools must be a list of tool names, got {type(tools).__name__}"
             )
@@ -2051,7 +2051,7 @@ def _check_start(
 
 
 def _check_messages(value: object, name: str, expected: str) -> None:
-    if not isinstance(value, list | tuple):
+    if not isinstance(value, (list, tuple)):
         raise ConfigurationError(f"{name} must be {expected}, got {type(value).__name__}")
     for index, item in enumerate(value):
         if not isinstance(item, Message):
@@ -2070,7 +2070,7 @@ def _check_messages(value: object, name: str, expected: str) -> None:
                 "Message's content is text ('' for none)"
             )
         calls = item.tool_calls
-        if isinstance(calls, list | tuple):
+        if isinstance(calls, (list, tuple)):
             wrong = [type(c).__name__ for c in calls if not isinstance(c, ToolCall)]
             kind = f"a list holding a {wrong[0]}" if wrong else None
         else:

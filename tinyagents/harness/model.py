@@ -145,7 +145,7 @@ class Usage(Record):
 def known_cost(cost: object) -> float | None:
     """``cost`` as a price in USD, or ``None`` (unknown) when it is no finite number >= 0: a
     provider's NaN, infinity or negative cost, added up, made the run's cost NaN for good."""
-    if isinstance(cost, bool) or not isinstance(cost, int | float):
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
         return None
     return float(cost) if math.isfinite(cost) and cost >= 0 else None
 

@@ -112,7 +112,7 @@ class Tool(ABC):
             )
         if timeout_s is not None and (
             isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, int | float)
+            or not isinstance(timeout_s, (int, float))
             or not 0 < timeout_s < math.inf  # nan too: a call that never timed out
         ):
             raise ConfigurationError(
@@ -600,7 +600,7 @@ def _to_text(value: Any) -> str:
     they all are, else all base64."""
     if isinstance(value, str):
         return value
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         try:
             return data.decode()

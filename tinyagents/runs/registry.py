@@ -45,7 +45,7 @@ class RunRegistry:
             )
         if retain_finished_s is not None and (
             isinstance(retain_finished_s, bool)
-            or not isinstance(retain_finished_s, int | float)
+            or not isinstance(retain_finished_s, (int, float))
             or not retain_finished_s >= 0  # NaN too
         ):
             raise ConfigurationError(

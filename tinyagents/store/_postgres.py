@@ -64,7 +64,7 @@ def may_pass(exc: BaseException) -> bool:
     # pool fails its next use with one of these, which carry no SQLSTATE nor a type of their
     # own; the pool replaces the connection, so the same call works again.
     return (
-        isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError)
+        isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError))
         and _CLOSED_UNDER.search(str(exc)) is not None
     )
 
@@ -105,7 +105,7 @@ def check_settings(
     ):
         if value is None and name == "command_timeout":
             continue
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):  # type: ignore[arg-type, operator]
             raise ConfigurationError(
                 f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0, "

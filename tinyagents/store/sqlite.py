@@ -468,7 +468,7 @@ class SqliteStore(Store):
                 await db.commit()
             except BaseException as exc:
                 await _roll_back(db)
-                if isinstance(exc, sqlite3.Error | ValueError):  # UnicodeEncodeError is one
+                if isinstance(exc, (sqlite3.Error, ValueError)):  # UnicodeEncodeError is one
                     raise StoreError(
                         f"SQLite store {self.path!r}: could not {what}: {exc}"
                     ) from exc

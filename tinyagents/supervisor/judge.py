@@ -72,7 +72,7 @@ class Verdict(BaseModel):
             return value
         # a number, a boolean, a list or an object: the verdict stands, with its reason as
         # text (refused, a failed verdict was a judge error, which the default ignores)
-        if isinstance(value, dict | list):
+        if isinstance(value, (dict, list)):
             return json.dumps(value, ensure_ascii=False, default=str)
         return str(value)
 

@@ -707,7 +707,7 @@ class Supervisor:
             verdict, usage = await judge.ask(data)
         except Exception as exc:
             if _given_up():  # its run ended, or its slot gave up on it: its cost is kept
-                cost = exc.usage if isinstance(exc, JudgeError | ModelError) else None
+                cost = exc.usage if isinstance(exc, (JudgeError, ModelError)) else None
                 if isinstance(cost, Usage):
                     self.judge_usage += cost
                 return
@@ -753,7 +753,7 @@ class Supervisor:
         why = error
         # it answered, at a cost: no verdict, or an answer its provider blocked (a
         # ModelError's usage: the prompt of a content-filtered answer was paid for)
-        usage = exc.usage if isinstance(exc, JudgeError | ModelError) else None
+        usage = exc.usage if isinstance(exc, (JudgeError, ModelError)) else None
         if isinstance(usage, Usage):
             self.judge_usage += usage
             data["usage"] = usage_data(usage)

@@ -264,7 +264,7 @@ def check_lease_ttl(lease_ttl: object) -> float:
     never expired)."""
     if (
         isinstance(lease_ttl, bool)
-        or not isinstance(lease_ttl, int | float)
+        or not isinstance(lease_ttl, (int, float))
         or not (0 <= lease_ttl < math.inf)
     ):
         raise ValueError(f"lease_ttl must be a finite number of seconds >= 0, got {lease_ttl!r}")
