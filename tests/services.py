@@ -12,12 +12,13 @@ people run tests on the same services at once: PostgreSQL tests work in a schema
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import socket
 import uuid
 from functools import cache
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -103,3 +104,85 @@ async def drop_pg_schemas() -> None:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
     finally:
         await conn.close()
+
+
+class PgProxy:
+    """A TCP proxy to the test PostgreSQL (``dsn``: the same URL, through the proxy) that
+    fails as a server or a network does: ``stall()`` forwards nothing more either way and
+    keeps every socket open (a server that stopped answering); ``down()`` cuts every
+    connection and refuses new ones until ``up()`` (a server restarting: ``refused`` counts
+    the connections refused, ``refusing(n)`` waits for the n-th)."""
+
+    def __init__(self, dsn: str) -> None:
+        parts = urlsplit(dsn)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
+        self._dsn = parts
+        self._stalled = asyncio.Event()
+        self._down = False
+        self.refused = 0
+        self._refusals = asyncio.Condition()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._server: asyncio.Server | None = None
+
+    @property
+    def dsn(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        netloc = self._dsn.netloc.rsplit("@", 1)
+        host = f"127.0.0.1:{port}"
+        return urlunsplit(
+            self._dsn._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host)
+        )
+
+    def stall(self) -> None:
+        self._stalled.set()
+
+    def down(self) -> None:
+        self._down = True
+        for writer in list(self._writers):
+            writer.transport.abort()
+
+    def up(self) -> None:
+        self._down = False
+
+    async def refusing(self, count: int) -> None:
+        """Wait until ``count`` connections in all were refused."""
+        async with self._refusals:
+            await self._refusals.wait_for(lambda: self.refused >= count)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    async def aclose(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._down:
+            writer.transport.abort()
+            async with self._refusals:
+                self.refused += 1
+                self._refusals.notify_all()
+            return
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        self._writers.update((writer, up_writer))
+        for src, dst in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.ensure_future(self._pump(src, dst))
+            self._tasks.add(task)
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while data := await src.read(65536):
+                if self._stalled.is_set():
+                    await asyncio.Event().wait()  # held for good: no answer, no end
+                dst.write(data)
+                await dst.drain()
+        except OSError:
+            pass  # cut (``down``)
+        finally:
+            self._writers.discard(dst)
+            dst.close()

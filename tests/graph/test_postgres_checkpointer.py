@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 import asyncpg
 import pytest
-from services import drop_pg_schemas, pg_schema, postgres_dsn
+from services import PgProxy, drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
 from tinyagents.errors import GraphValidationError, StoreError, ThreadBusy
@@ -355,6 +355,106 @@ async def test_renew_notices_a_lease_row_taken_by_another_owner(
             await conn.close()
         with pytest.raises(ThreadBusy):
             await fast.renew("t", "me")
+
+
+async def _first_of(renewing: asyncio.Future[None], waited: Any) -> None:
+    """Wait for ``waited``; a renewal that ends first (it gave up) raises here."""
+    other = asyncio.ensure_future(waited)
+    async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+        await asyncio.wait([renewing, other], return_when=asyncio.FIRST_COMPLETED)
+    if not other.done():
+        other.cancel()
+        await renewing  # raises what made it give up
+        raise AssertionError("the renewal ended before the connections came back")
+
+
+async def test_renew_rides_out_connection_loss_while_the_lease_may_still_be_ours(
+    schema: str,
+) -> None:
+    """The server keeps ending the lease connection (constant kills, a restart): ``renew``
+    gave up after two tries ("could not renew the lease"), failing the graph run though
+    nobody else could have the thread. It tries again until the lease's own margin
+    (``lease_ttl`` after it was last confirmed) runs out, and keeps the thread: the same
+    fencing token, under the lock taken again."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with (
+            PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=60.0) as cp,
+            PostgresCheckpointer(postgres_dsn(), schema=schema) as other,
+        ):
+            await cp.acquire("t", "me")
+            cp._renew_after["t"] = 0.0  # due now, with all of the lease's margin left
+            proxy.down()
+            renewing = asyncio.ensure_future(cp.renew("t", "me"))
+            await _first_of(renewing, proxy.refusing(4))
+            proxy.up()
+            async with asyncio.timeout(60):
+                await renewing
+            with pytest.raises(ThreadBusy):
+                await other.acquire("t", "someone")
+            await cp.put(record(0))
+    finally:
+        await proxy.aclose()
+
+
+async def test_a_renewal_riding_out_connection_loss_notices_a_thread_taken_meanwhile(
+    schema: str,
+) -> None:
+    """While ``renew`` waits for the server, the lock is free (it went with the connection)
+    and another writer takes the thread: once the server answers again, the renewal says
+    ``ThreadBusy`` and the old writer can write nothing more: it never keeps a thread
+    another may hold."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with (
+            PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=60.0) as cp,
+            PostgresCheckpointer(postgres_dsn(), schema=schema) as other,
+        ):
+            await cp.acquire("t", "me")
+            cp._renew_after["t"] = 0.0
+            proxy.down()
+            renewing = asyncio.ensure_future(cp.renew("t", "me"))
+            await _first_of(renewing, proxy.refusing(1))
+            async with asyncio.timeout(60):  # until the server has seen the session end
+                while True:
+                    try:
+                        await other.acquire("t", "thief")
+                        break
+                    except ThreadBusy:
+                        await asyncio.sleep(0.01)
+            proxy.up()
+            with pytest.raises(ThreadBusy):
+                async with asyncio.timeout(60):
+                    await renewing
+            with pytest.raises(ThreadBusy):
+                await cp.renew("t", "me")
+            await other.put(record(0))
+            await other.renew("t", "thief")
+    finally:
+        await proxy.aclose()
+
+
+async def test_a_renewal_gives_up_once_the_lease_may_have_been_lost(schema: str) -> None:
+    """A server that stays away past the lease's margin: ``renew`` gives up with a
+    ``StoreError`` that may pass (the graph run fails; its checkpoints stay), not waiting
+    for good."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=0.5) as cp:
+            await cp.acquire("t", "me")
+            cp._renew_after["t"] = 0.0
+            proxy.down()
+            with pytest.raises(StoreError, match="could not renew the lease") as caught:
+                async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+                    await cp.renew("t", "me")
+            assert not isinstance(caught.value, ThreadBusy) and may_pass(caught.value)
+            assert "lease" in str(caught.value) and "margin" in str(caught.value)
+            proxy.up()
+    finally:
+        await proxy.aclose()
 
 
 async def test_schema_is_versioned_and_setup_is_idempotent(schema: str) -> None:

@@ -8,11 +8,10 @@ import asyncio
 import operator
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypedDict
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from services import pg_schema, postgres_dsn
+from services import PgProxy, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
 from tinyagents.errors import ConfigurationError, StoreError
@@ -912,65 +911,13 @@ def test_a_statement_on_a_connection_the_server_ended_says_so() -> None:
     assert said(busy) == str(busy)  # two calls on one connection: a bug, said as is
 
 
-class _StallingProxy:
-    """A TCP proxy to the test PostgreSQL that, once ``stall()`` is called, forwards nothing
-    more either way and keeps every socket open: a server that stopped answering."""
-
-    def __init__(self, dsn: str) -> None:
-        parts = urlsplit(dsn)
-        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
-        self._dsn = parts
-        self._stalled = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._server: asyncio.Server | None = None
-
-    @property
-    def dsn(self) -> str:
-        assert self._server is not None
-        port = self._server.sockets[0].getsockname()[1]
-        netloc = self._dsn.netloc.rsplit("@", 1)
-        host = f"127.0.0.1:{port}"
-        return urlunsplit(
-            self._dsn._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host)
-        )
-
-    def stall(self) -> None:
-        self._stalled.set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-
-    async def aclose(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
-        for src, dst in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.ensure_future(self._pump(src, dst))
-            self._tasks.add(task)
-
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-        try:
-            while data := await src.read(65536):
-                if self._stalled.is_set():
-                    await asyncio.Event().wait()  # held for good: no answer, no end
-                dst.write(data)
-                await dst.drain()
-        finally:
-            dst.close()
-
-
 async def test_closing_on_a_stalled_server_ends_within_command_timeout(schema: str) -> None:
     """The server stops answering (a stall, a network partition): closing the store or the
     checkpointer waited with no limit, as asyncpg's pool close waits for the server to see
     each connection end (and a runtime's close after it), and so did the inbox listener's
     and the lease connection's close. Each waits ``command_timeout`` at most, then cuts the
     connections; what was committed stays."""
-    proxy = _StallingProxy(postgres_dsn())
+    proxy = PgProxy(postgres_dsn())
     await proxy.start()
     try:
         store = PostgresStore(proxy.dsn, schema=schema, command_timeout=0.5)

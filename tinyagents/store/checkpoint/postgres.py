@@ -31,13 +31,16 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import itertools
 import os
 import time
 from typing import Any
 
-from tinyagents.errors import ConfigurationError, StaleCheckpointError, ThreadBusy
+from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
 from tinyagents.protocol.ids import shown_id
 from tinyagents.store._postgres import (
+    AGAIN,
+    AGAIN_AFTER_S,
     READ_ONLY,
     check_settings,
     close_pool,
@@ -52,6 +55,7 @@ from tinyagents.store._postgres import (
     quote_ident,
     split_schema,
 )
+from tinyagents.store.base import may_pass as may_pass_error
 from tinyagents.store.base import sql_int
 from tinyagents.store.checkpoint._lease import HOST
 from tinyagents.store.checkpoint.base import (
@@ -115,6 +119,9 @@ MIGRATIONS: list[tuple[int, str]] = [
 
 #: PostgreSQL's ``synchronous_commit`` values (it reads them in any case; ``on``/``off``
 #: also as ``true``/``false``, ``yes``/``no``, ``1``/``0``).
+#: The longest pause between two tries of a renewal riding out a lost connection.
+_RENEW_PAUSE_MAX_S = 1.0
+
 _SYNCHRONOUS_COMMIT = ("on", "off", "local", "remote_write", "remote_apply")
 _SYNCHRONOUS_COMMIT_ALIASES = {
     "true": "on",
@@ -188,6 +195,9 @@ class PostgresCheckpointer(Checkpointer):
         self._lease_lock = asyncio.Lock()  # one statement at a time on the lease connection
         self._tokens: dict[str, tuple[str, int]] = {}  # thread -> (owner, fencing token)
         self._renew_after: dict[str, float] = {}
+        #: thread -> when its lease was last confirmed (taken, or renewed): ``renew`` rides
+        #: out a lost connection until ``lease_ttl`` after it.
+        self._confirmed_at: dict[str, float] = {}
         #: thread -> the lease connection its lock was taken on: the lock went with that
         #: connection, so a thread whose lock is on an older one takes it again at renewal.
         self._locked_on: dict[str, Any] = {}
@@ -236,6 +246,7 @@ class PostgresCheckpointer(Checkpointer):
             await self._drop_lease_connection()
         self._tokens.clear()
         self._renew_after.clear()
+        self._confirmed_at.clear()
         self._locked_on.clear()
         if self._pool is not None:
             pool, self._pool = self._pool, None
@@ -559,10 +570,12 @@ class PostgresCheckpointer(Checkpointer):
                 raise
         self._tokens[thread_id] = (owner, token)
         self._locked_on[thread_id] = conn
-        self._renew_after[thread_id] = time.monotonic() + self.lease_ttl / 2
+        confirmed = self._confirmed_at[thread_id] = time.monotonic()
+        self._renew_after[thread_id] = confirmed + self.lease_ttl / 2
 
     async def _release_lease(self, thread_id: str, owner: str) -> None:
         self._renew_after.pop(thread_id, None)
+        self._confirmed_at.pop(thread_id, None)
         locked_on = self._locked_on.pop(thread_id, None)
         held = self._tokens.pop(thread_id, None)
         if held is None:
@@ -593,13 +606,47 @@ class PostgresCheckpointer(Checkpointer):
         """Check, at most every ``lease_ttl / 2`` seconds, that ``owner`` still holds the
         thread: ``ThreadBusy`` when another writer took it over. A lease connection that
         dropped is replaced and the lock taken again if nobody took the thread meanwhile,
-        also when another thread's acquire or renewal replaced the connection first."""
+        also when another thread's acquire or renewal replaced the connection first.
+
+        A failure that may pass (the server ends the connection again, restarts, refuses
+        it) is tried again, with a growing pause, for as long as the lease may still be
+        ours: until ``lease_ttl`` after it was last confirmed, its margin (at least twice).
+        Past it, the ``StoreError`` is raised: the holder cannot tell whether another writer
+        took the thread, and stops. Retrying never lets it write a thread another took: the
+        lock is taken again only with the same fencing token in the lease row."""
         held = self._tokens.get(thread_id)
         if held is None or held[0] != owner:
             raise ThreadBusy(thread_id)
         now = time.monotonic()
         if now < self._renew_after.get(thread_id, 0.0):
             return
+        margin_ends = self._confirmed_at.get(thread_id, now) + self.lease_ttl
+        pause = AGAIN_AFTER_S
+        for attempt in itertools.count(1):
+            tried_at = time.monotonic()
+            try:
+                await self._renew_once(thread_id, owner, held[1])
+                break
+            except ThreadBusy:
+                raise
+            except StoreError as exc:
+                if not may_pass_error(exc):
+                    raise
+                left = margin_ends - time.monotonic()
+                if attempt >= AGAIN and left <= pause:
+                    raise StoreError(
+                        f"{exc} (tried {attempt} times, until the lease's margin ran out:"
+                        f" {self.lease_ttl:g} s (lease_ttl) after it was last confirmed;"
+                        " another writer may have taken the thread since)"
+                    ) from exc.__cause__
+            await asyncio.sleep(min(pause, max(left, 0.0)))
+            pause = min(pause * 2, _RENEW_PAUSE_MAX_S)
+        self._confirmed_at[thread_id] = tried_at
+        self._renew_after[thread_id] = tried_at + self.lease_ttl / 2
+
+    async def _renew_once(self, thread_id: str, owner: str, token: int) -> None:
+        """One try of ``renew``: ``ThreadBusy`` when the lease is lost, ``StoreError`` when
+        the server could not tell."""
         key = self._key(thread_id)
         check = "SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $2 AND owner = $3"
         async with (
@@ -609,13 +656,15 @@ class PostgresCheckpointer(Checkpointer):
                 command_timeout=self.command_timeout,
             ),
         ):
+            if self._tokens.get(thread_id) != (owner, token):
+                raise ThreadBusy(thread_id)  # released, or lost, meanwhile
             conn = self._lease_conn
             still = None
             if conn is not None and conn is not self._locked_on.get(thread_id):
                 conn = None  # the lock went with an older connection: take it again
             elif conn is not None and not conn.is_closed():
                 try:
-                    still = await conn.fetchval(check, thread_id, held[1], owner)
+                    still = await conn.fetchval(check, thread_id, token, owner)
                 except db_errors() as exc:
                     if not may_pass(exc):
                         raise
@@ -626,15 +675,15 @@ class PostgresCheckpointer(Checkpointer):
                 if not locked:
                     self._lost(thread_id)
                 self._locked_on[thread_id] = conn
-                still = await conn.fetchval(check, thread_id, held[1], owner)
+                still = await conn.fetchval(check, thread_id, token, owner)
             if not still:
                 with contextlib.suppress(*db_errors()):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
                 self._lost(thread_id)
-        self._renew_after[thread_id] = now + self.lease_ttl / 2
 
     def _lost(self, thread_id: str) -> None:
         self._tokens.pop(thread_id, None)
+        self._confirmed_at.pop(thread_id, None)
         self._locked_on.pop(thread_id, None)
         self._renew_after.pop(thread_id, None)
         raise ThreadBusy(thread_id)
