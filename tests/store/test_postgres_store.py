@@ -940,3 +940,51 @@ async def test_closing_on_a_stalled_server_ends_within_command_timeout(schema: s
         assert await again.get_command("c-1") is not None
     finally:
         await again.close()
+
+
+async def test_a_missing_events_table_is_logged_once_with_a_count_not_per_event(
+    schema: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator dropped (here: renamed) the ``events`` table: every batch failed with
+    "relation "events" does not exist", which never passes, and the store writer split it
+    down to each event, tried each one escaped, then dropped it with a warning of its own
+    (20 lines, then counted). A store that refuses even an escaped event refuses events, not
+    that one: the writer says so once, drops whole batches (still counted, runs never
+    blocked), sums up now and then how many it dropped, and says when it writes again."""
+    import logging
+
+    from tinyagents.store import base
+
+    monkeypatch.setattr(base, "_REFUSED_SUMMARY_S", 0.0)  # a summary at every batch
+    store = PostgresStore(postgres_dsn(), schema=schema)
+    await store.open()
+    writer = StoreWriter(store, flush_every_s=0.001, retry_first_s=0.001, retry_max_s=0.01)
+    caplog.set_level(logging.INFO, logger="tinyagents.store")
+    try:
+        await sql(f'ALTER TABLE "{schema}".events RENAME TO events_away')
+        for batch in range(3):
+            for n in range(30):
+                writer(RunEvent(type="run.status", run_id="r-1", status=f"b{batch}-{n}"))
+            errors = writer.errors
+            await writer.flush()
+            if batch:  # once it is known that the store refuses events: one try a batch
+                assert writer.errors == errors + 1
+        assert writer.dropped == 90 and writer.escaped == 0
+        lines = [r.getMessage() for r in caplog.records if r.name == "tinyagents.store"]
+        refused = [line for line in lines if "refuses events" in line]
+        assert len(refused) == 1 and 'relation "events" does not exist' in refused[0]
+        assert not [line for line in lines if "event of run" in line]  # none per event
+        summaries = [line for line in lines if "still dropping" in line]
+        assert summaries and summaries[-1].startswith("store writer: still dropping events: 90")
+        await sql(f'ALTER TABLE "{schema}".events_away RENAME TO events')
+        writer(RunEvent(type="run.status", run_id="r-1", status="back"))
+        await writer.flush()
+        recovered = [
+            r.getMessage() for r in caplog.records if "takes events again" in r.getMessage()
+        ]
+        assert len(recovered) == 1 and "90 event(s) dropped" in recovered[0]
+        await writer.aclose()
+        statuses = [e.status for e in await store.load_events()]  # type: ignore[attr-defined]
+        assert statuses == ["back"]
+    finally:
+        await store.close()

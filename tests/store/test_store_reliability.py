@@ -611,3 +611,33 @@ async def test_a_store_path_that_is_a_directory_says_so(tmp_path: Path) -> None:
         await SqliteStore(folder).open()
     assert str(folder) in str(caught.value)
     assert list(folder.iterdir()) == []
+
+
+async def test_a_store_whose_events_table_is_gone_says_so_once_and_again_when_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite's side of a store that refuses every event ("no such table: events"): one line
+    that it does, counted drops (runs never wait), one line once it writes again; no line
+    per event."""
+    store = await _opened(tmp_path / "x.db")
+    writer = StoreWriter(store, **FAST)
+    with sqlite3.connect(tmp_path / "x.db") as db:
+        db.execute("ALTER TABLE events RENAME TO events_away")
+    with caplog.at_level(logging.INFO, logger="tinyagents.store"):
+        for n in range(25):
+            writer(_run_event(n))
+        await writer.flush()
+        assert writer.dropped == 25 and writer.escaped == 0
+        with sqlite3.connect(tmp_path / "x.db") as db:
+            db.execute("ALTER TABLE events_away RENAME TO events")
+        writer(_run_event(99))
+        await writer.flush()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len([line for line in lines if "refuses events" in line]) == 1, lines
+    assert not [line for line in lines if "event of run" in line]
+    assert [line for line in lines if "takes events again" in line] == [
+        "store writer: the store takes events again; 25 event(s) dropped meanwhile"
+    ]
+    assert [_describe(e) for e in await store.load_events()] == ["s99"]
+    await writer.aclose()
+    await store.close()

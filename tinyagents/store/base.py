@@ -13,6 +13,7 @@ import heapq
 import json
 import logging
 import sqlite3
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -574,6 +575,9 @@ def unreadable_reason(exc: Exception) -> str:
 _PASSING_SQLITE_CODES = frozenset({5, 6, 10, 13})
 #: Unwritable events logged one by one before the writer only counts them.
 _REPORT_LIMIT = 20
+#: How often the store writer says how many events it dropped while the store refuses events
+#: (``StoreWriter``), in seconds.
+_REFUSED_SUMMARY_S = 60.0
 
 _T = TypeVar("_T")
 
@@ -652,6 +656,16 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _root_line(exc: BaseException) -> str:
+    """The first line of what ``exc`` was raised from at the bottom (the driver's words, the
+    same for a batch of any size)."""
+    for _ in range(8):
+        if exc.__cause__ is None:
+            break
+        exc = exc.__cause__
+    return _first_line(exc)
+
+
 class StoreWriter:
     """A bus sink that batches events into the store (events may be batched; accepted commands
     are written by the router before their receipt, not here).
@@ -660,7 +674,11 @@ class StoreWriter:
     connection holds, I/O, a full disk) is retried with exponential backoff capped at
     ``retry_max_s``. A batch that fails for any other reason is split until the event at
     fault is found, which is stored with its unencodable text spelled out (counted in
-    ``escaped``) or, when even that fails, skipped (``dropped``); each is logged once.
+    ``escaped``) or, when even that fails, skipped (``dropped``); each is logged once. A
+    store that refuses even an escaped event refuses events, not that one (its table gone, a
+    permission revoked): the writer says so once, then drops every batch that fails the same
+    way whole (counted, runs never wait for it), says every ``_REFUSED_SUMMARY_S`` how many
+    it dropped, and says when the store takes events again.
     ``errors`` counts failed write attempts. The terminal steering events written settle
     their commands in the steering log.
 
@@ -707,6 +725,11 @@ class StoreWriter:
         self._full = False  # dropping for the bound (logged once per episode)
         self._retrying = False  # in a streak of passing errors (logged once per streak)
         self._reported = 0
+        #: What the store refuses every event with (the first line of its error), while it
+        #: does; how many events were dropped since, and when that was last said.
+        self._refusing: str | None = None
+        self._refused = 0
+        self._refused_said = 0.0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ModelDeltaEvent):
@@ -764,6 +787,15 @@ class StoreWriter:
             return
         error = await self._attempt(self.store.append_events, events)
         if error is None:
+            if self._refusing is not None:
+                _log.warning(
+                    "store writer: the store takes events again; %d event(s) dropped meanwhile",
+                    self._refused,
+                )
+                self._refusing = None
+            return
+        if self._refusing is not None and _root_line(error) == self._refusing:
+            self._drop_refused(len(events))  # the same refusal: not these events' fault
             return
         if may_pass(error):  # only when closing has used its attempts
             self._given_up = True
@@ -779,12 +811,39 @@ class StoreWriter:
             await self._append(events[half:])
             return
         escaped = _escaped(events[0])
-        if escaped is not None and await self._attempt(self.store.append_events, [escaped]) is None:
-            self.escaped += 1
-            self._report(events[0], error, "stored escaped")
+        refused = False
+        if escaped is not None:
+            again = await self._attempt(self.store.append_events, [escaped])
+            if again is None:
+                self.escaped += 1
+                self._report(events[0], error, "stored escaped")
+                return
+            refused = _root_line(again) == _root_line(error)
+        if refused:
+            # even an event any store can encode is refused: the store refuses events
+            self._refusing, self._refused = _root_line(error), 0
+            self._refused_said = time.monotonic()
+            _log.warning(
+                "store writer: the store refuses events (%s), not one of them: dropping "
+                "them until it takes them again (counted in dropped)",
+                _first_line(error),
+            )
+            self._drop_refused(1)
             return
         self.dropped += 1
         self._report(events[0], error, "dropped")
+
+    def _drop_refused(self, count: int) -> None:
+        self.dropped += count
+        self._refused += count
+        now = time.monotonic()
+        if now - self._refused_said >= _REFUSED_SUMMARY_S:
+            self._refused_said = now
+            _log.warning(
+                "store writer: still dropping events: %d since the store refused them (%s)",
+                self._refused,
+                self._refusing,
+            )
 
     async def _attempt(
         self, write: Callable[[list[_T]], Awaitable[None]], items: list[_T]
