@@ -13,6 +13,7 @@ people run tests on the same services at once: PostgreSQL tests work in a schema
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import socket
@@ -111,9 +112,14 @@ class PgProxy:
     fails as a server or a network does: ``stall()`` forwards nothing more either way and
     keeps every socket open (a server that stopped answering); ``down()`` cuts every
     connection and refuses new ones until ``up()`` (a server restarting: ``refused`` counts
-    the connections refused, ``refusing(n)`` waits for the n-th)."""
+    the connections refused, ``refusing(n)`` waits for the n-th). After ``hold_ends()`` a
+    connection the server ends is never ended on the client's side: the client reads the
+    server's parting error and nothing after it (``ended(n)`` waits for the n-th)."""
 
     def __init__(self, dsn: str) -> None:
+        self._hold_ends = False
+        self._ends = 0
+        self._ended = asyncio.Condition()
         parts = urlsplit(dsn)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
         self._dsn = parts
@@ -151,12 +157,22 @@ class PgProxy:
         async with self._refusals:
             await self._refusals.wait_for(lambda: self.refused >= count)
 
+    def hold_ends(self) -> None:
+        self._hold_ends = True
+
+    async def ended(self, count: int) -> None:
+        """Wait until the server ended ``count`` connections in all (``hold_ends``)."""
+        async with self._ended:
+            await self._ended.wait_for(lambda: self._ends >= count)
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
 
     async def aclose(self) -> None:
         assert self._server is not None
         self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -170,19 +186,25 @@ class PgProxy:
             return
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         self._writers.update((writer, up_writer))
-        for src, dst in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.ensure_future(self._pump(src, dst))
+        for src, dst, from_server in ((reader, up_writer, False), (up_reader, writer, True)):
+            task = asyncio.ensure_future(self._pump(src, dst, from_server))
             self._tasks.add(task)
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, from_server: bool
+    ) -> None:
         try:
-            while data := await src.read(65536):
-                if self._stalled.is_set():
-                    await asyncio.Event().wait()  # held for good: no answer, no end
-                dst.write(data)
-                await dst.drain()
-        except OSError:
-            pass  # cut (``down``)
+            with contextlib.suppress(OSError):  # the server reset it, or cut (``down``)
+                while data := await src.read(65536):
+                    if self._stalled.is_set():
+                        await asyncio.Event().wait()  # held for good: no answer, no end
+                    dst.write(data)
+                    await dst.drain()
+            if from_server and self._hold_ends and not self._down:
+                async with self._ended:
+                    self._ends += 1
+                    self._ended.notify_all()
+                await asyncio.Event().wait()  # the client never sees the end
         finally:
             self._writers.discard(dst)
             dst.close()

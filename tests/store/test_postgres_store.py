@@ -988,3 +988,45 @@ async def test_a_missing_events_table_is_logged_once_with_a_count_not_per_event(
         assert statuses == ["back"]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("call", ["statement", "transaction"])
+async def test_a_write_begun_on_a_connection_the_server_ended_is_sent_on_another(
+    schema: str, call: str
+) -> None:
+    """The server ended the pooled connection (a restart, ``pg_terminate_backend``) and the
+    client read its parting error but not yet the socket's end: the next write on it failed
+    with asyncpg's "cannot switch to state 11; another operation (2) is in progress" before
+    anything was sent, and the store only reworded it (a ``StoreError`` that may pass), so a
+    command was not logged and its sender was told it failed. Nothing was sent: the write is
+    sent once more, on another connection, and done once."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    store = PostgresStore(proxy.dsn, schema=schema, min_size=1, max_size=1)
+    await store.open()
+    admin = await asyncpg.connect(postgres_dsn())
+    try:
+        proxy.hold_ends()
+        pid = await store.pool.fetchval("SELECT pg_backend_pid()")
+        await admin.execute("SELECT pg_terminate_backend($1, 10000)", pid)
+        async with asyncio.timeout(60):  # a hang guard
+            await proxy.ended(1)
+        await asyncio.sleep(0.05)  # the client reads the parting error (not asserted on)
+        if call == "statement":
+            assert await store.append_command(command("c-1"), state="accepted", run_id="r-1")
+            stored = await store.get_command("c-1")
+            assert stored is not None and stored.state == "accepted"
+        else:
+            snapshot = {
+                "run_id": "r-1",
+                "root_run_id": "r-1",
+                "tenant_id": "acme",
+                "status": "running",
+            }
+            assert await store.save_runs([snapshot]) == []
+            assert await store.load_run("r-1") is not None
+        assert await store.pool.fetchval("SELECT pg_backend_pid()") != pid
+    finally:
+        await admin.close()
+        await proxy.aclose()  # first: the ended connection's end is held until then
+        await store.close()

@@ -171,6 +171,55 @@ async def fetch_again(
         return list(await conn.fetch(sql, *args)), True
 
 
+async def fetch_unsent_again(pool: Any, sql: str, *args: Any, wait_s: float | None) -> list[Any]:
+    """A statement's rows, sent once more on another connection when the first one turned
+    out to have been ended by the server before the statement was sent (``not_sent``): safe
+    for any write, since the server never saw the first try."""
+    for attempt in range(2):
+        try:
+            async with replaced_if_read_only(pool), connection(pool, wait_s) as conn:
+                return list(await conn.fetch(sql, *args))
+        except db_errors() as exc:
+            if attempt or not not_sent(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+@contextlib.asynccontextmanager
+async def transaction(pool: Any, wait_s: float | None) -> AsyncIterator[Any]:
+    """A connection of ``pool`` inside a transaction, committed when the block ends and
+    rolled back when it raises. A ``BEGIN`` that met a connection the server had ended
+    (``not_sent``: nothing was sent) is begun once more on another connection."""
+    for attempt in range(2):
+        async with replaced_if_read_only(pool), connection(pool, wait_s) as conn:
+            tx = conn.transaction()
+            try:
+                await tx.start()
+            except db_errors() as exc:
+                if attempt or not not_sent(exc):
+                    raise
+                continue
+            try:
+                yield conn
+            except BaseException as exc:
+                await tx.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
+            await tx.__aexit__(None, None, None)
+            return
+
+
+def not_sent(exc: BaseException) -> bool:
+    """Whether ``exc`` says the statement was never sent: asyncpg refused to begin it on a
+    connection whose protocol was still consuming the server's parting error (the server
+    ended the connection: a restart, ``pg_terminate_backend``)."""
+    import asyncpg
+
+    return (
+        isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError)
+        and _ENDED.search(str(exc)) is not None
+    )
+
+
 @contextlib.asynccontextmanager
 async def replaced_if_read_only(pool: Any) -> AsyncIterator[None]:
     """A write inside that a server taking no writes refused (a standby: after a failover,

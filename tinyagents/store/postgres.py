@@ -31,17 +31,17 @@ from tinyagents.protocol.state import CommandState
 from tinyagents.store._postgres import (
     check_settings,
     close_pool,
-    connection,
     db_errors,
     fetch_again,
+    fetch_unsent_again,
     first_line,
     lock_key,
     mapped_errors,
     migrate,
     open_pool,
     quote_ident,
-    replaced_if_read_only,
     split_schema,
+    transaction,
 )
 from tinyagents.store.base import (
     INBOX_LEASE_S,
@@ -381,20 +381,15 @@ class PostgresStore(Store):
         pool = self.pool
         async with (
             mapped_errors(what, command_timeout=self.command_timeout),
-            replaced_if_read_only(pool),
-            connection(pool, self.command_timeout) as conn,
-            conn.transaction(),
+            transaction(pool, self.command_timeout) as conn,
         ):
             yield conn
 
     async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
-        pool = self.pool
-        async with (
-            mapped_errors(what, command_timeout=self.command_timeout),
-            replaced_if_read_only(pool),
-            connection(pool, self.command_timeout) as conn,
-        ):
-            return list(await conn.fetch(sql, *args))
+        """One statement; sent again on another connection only when the first try was
+        never sent (``fetch_unsent_again``): a write whose reply was lost may have committed."""
+        async with mapped_errors(what, command_timeout=self.command_timeout):
+            return await fetch_unsent_again(self.pool, sql, *args, wait_s=self.command_timeout)
 
     async def _fetch_again(self, what: str, sql: str, *args: Any) -> list[Any]:
         """``_fetch`` for a statement that only reads, or a write that changes nothing when
