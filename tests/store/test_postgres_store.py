@@ -25,6 +25,7 @@ from tinyagents.protocol import (
     SteeringReceipt,
     SteeringTarget,
 )
+from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.store import PostgresStore, StoreWriter, open_store
 from tinyagents.store._postgres import cause, said
 from tinyagents.store.base import may_pass
@@ -1030,3 +1031,70 @@ async def test_a_write_begun_on_a_connection_the_server_ended_is_sent_on_another
         await admin.close()
         await proxy.aclose()  # first: the ended connection's end is held until then
         await store.close()
+
+
+async def test_two_runtimes_settling_the_same_commands_in_other_orders_never_deadlock(
+    schema: str,
+) -> None:
+    """Two runtimes settle the same two commands at once (one's batch of events settles
+    them in one order, the other's answers in the other): each updated the steering log's
+    rows in the order it was given, so each could hold the row the other wanted next, and
+    PostgreSQL aborted one with "deadlock detected" (40P01): a ``StoreError`` its caller had
+    to retry. Rows are settled in one order (scope, correlation id) by every runtime."""
+    names = [f"ta-{schema}-{n}" for n in (1, 2)]  # each store's connections, no other's
+    sep = "&" if "?" in postgres_dsn() else "?"
+    first, second = (
+        PostgresStore(f"{postgres_dsn()}{sep}application_name={name}", schema=schema)
+        for name in names
+    )
+    await first.open()
+    await second.open()
+    admin = await asyncpg.connect(postgres_dsn())
+    holds = {cid: await asyncpg.connect(postgres_dsn()) for cid in ("c-a", "c-b")}
+    try:
+        for cid in ("c-a", "c-b"):
+            assert await first.append_command(command(cid), state="accepted", run_id="r-1")
+        scope = dedupe_scope(command("c-a").actor)
+        held = {}
+        for cid, conn in holds.items():  # each row held by a transaction of its own
+            held[cid] = conn.transaction()
+            await held[cid].start()
+            await conn.execute(
+                f'SELECT 1 FROM "{schema}".steering_log WHERE correlation_id = $1 FOR UPDATE', cid
+            )
+        pid_a = await holds["c-a"].fetchval("SELECT pg_backend_pid()")
+        one = asyncio.ensure_future(  # c-a, then c-b
+            first.set_command_states(
+                [(scope, "c-a", "applied", None), (scope, "c-b", "applied", None)]
+            )
+        )
+        other = asyncio.ensure_future(  # c-b, then c-a
+            second.set_command_states(
+                [(scope, "c-b", "rejected", "no"), (scope, "c-a", "rejected", "no")]
+            )
+        )
+
+        async def blockers(name: str) -> list[int]:
+            rows = await admin.fetch(
+                "SELECT pg_blocking_pids(pid) FROM pg_stat_activity"
+                " WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                name,
+            )
+            return [pid for row in rows for pid in row[0]]
+
+        async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+            while not await blockers(names[1]):  # noqa: ASYNC110 (the second waits too)
+                await asyncio.sleep(0.01)
+            await held["c-a"].commit()  # the first takes c-a, then waits for c-b too
+            while not (now := await blockers(names[0])) or pid_a in now:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            await held["c-b"].commit()  # the second (first in line) takes c-b, then c-a
+            await asyncio.gather(one, other)
+        states = {(await first.get_command(cid)).state for cid in ("c-a", "c-b")}  # type: ignore[union-attr]
+        assert len(states) == 1  # one runtime settled both, first
+    finally:
+        for conn in holds.values():
+            await conn.close()
+        await admin.close()
+        await first.close()
+        await second.close()

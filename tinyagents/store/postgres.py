@@ -840,8 +840,12 @@ def _owner(data: str) -> str | None:
 
 
 def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any, ...]]:
-    """The argument rows of ``_SETTLE`` for (scope, id, state, reason) updates."""
-    return [(state, reason, scope, cid) for scope, cid, state, reason in updates]
+    """The argument rows of ``_SETTLE`` for (scope, id, state, reason) updates, in the order
+    of their rows (scope, correlation id; stable: one command's updates keep theirs): two
+    runtimes settling the same commands lock their rows in one order, never each holding one
+    the other waits for (a deadlock, 40P01, aborted one of them)."""
+    ordered = sorted(updates, key=lambda u: (u[0], u[1]))
+    return [(state, reason, scope, cid) for scope, cid, state, reason in ordered]
 
 
 def _snapshot(row: Any) -> dict[str, Any]:
