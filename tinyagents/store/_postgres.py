@@ -215,7 +215,7 @@ def not_sent(exc: BaseException) -> bool:
     import asyncpg
 
     return (
-        isinstance(exc, asyncpg.InterfaceError | asyncpg.InternalClientError)
+        isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError))
         and _ENDED.search(str(exc)) is not None
     )
 
