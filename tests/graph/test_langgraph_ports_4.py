@@ -1173,3 +1173,81 @@ async def test_one_in_a_fan_out_and_one_out() -> None:
     ]
     ours_items = [c async for c in ours.stream(dict(question), mode=["values", "updates"])]
     assert ours_items == theirs_items
+
+
+# -- run(None) on a step paused on a question ------------------------------------------------
+
+
+def asks_once(g: Any, calls: list[str]) -> Any:
+    """START → 1 → [Send("2", 3), Send("flaky", 4), "3.1"]; 2 → 3. ``flaky`` asks the first
+    time it runs only (LangGraph's ``InterruptOnce``), with a dict state for LangGraph's root
+    list channel."""
+
+    ticks: list[str] = []  # flaky's calls, which the test does not clear
+
+    def flaky(arg: Any) -> dict[str, Any]:
+        calls.append("flaky")
+        ticks.append("flaky")
+        if len(ticks) == 1:
+            g.interrupt("Bahh")
+        return {"value": [f"flaky|{arg}"]}
+
+    def node(name: str) -> Any:
+        def _node(state: Any) -> dict[str, Any]:
+            calls.append(name)
+            return {"value": [name if isinstance(state, dict) else f"{name}|{state}"]}
+
+        return _node
+
+    builder = g.StateGraph(Value)
+    for name in ("1", "2", "3", "3.1"):
+        builder.add_node(name, node(name))
+    builder.add_node("flaky", flaky)
+    builder.add_edge(g.START, "1").add_edge("2", "3")
+    return builder.add_conditional_edges("1", lambda s: [g.Send("2", 3), g.Send("flaky", 4), "3.1"])
+
+
+async def test_run_none_leaves_a_task_paused_on_a_question_paused(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py::test_send_dedupe_on_resume (and test_pregel.py's twin):
+    # its invoke(None) on the paused thread runs "flaky" again ("node 'flaky' gets called
+    # again, as it was interrupted"), which this time asks nothing, and the run completes.
+    # docs/graph.md, "Running": a task paused on an unanswered question asks it again
+    # without running again in ours (the same question, the same id), where LangGraph's
+    # runs it again; the finished tasks of the step run again in neither
+    ours_calls: list[str] = []
+    theirs_calls: list[str] = []
+    ours = asks_once(OURS, ours_calls).compile(checkpointer=checkpointer)
+    theirs = asks_once(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"value": ["0"]}, cfg())
+    result = await ours.run({"value": ["0"]}, thread_id="1")
+    assert result.status == "interrupted"
+    assert result.state == values(out) == {"value": ["0", "1", "3.1", "2|3"]}
+    assert [i.value for i in result.interrupts] == [i.value for i in out["__interrupt__"]]
+    assert ours_calls == theirs_calls == ["1", "2", "flaky", "3.1"]
+    asked = [i.id for i in result.interrupts]
+
+    ours_calls.clear()
+    theirs_calls.clear()
+    theirs_items = [c async for c in theirs.astream(None, cfg(), stream_mode="updates")]
+    ours_items = [c async for c in ours.stream(None, thread_id="1", mode="updates")]
+    cached = [
+        {"2": {"value": ["2|3"]}, "__metadata__": {"cached": True}},
+        {"3.1": {"value": ["3.1"]}, "__metadata__": {"cached": True}},
+    ]
+    assert theirs_items == [*cached, {"flaky": {"value": ["flaky|4"]}}, {"3": {"value": ["3"]}}]
+    assert theirs_calls == ["flaky", "3"]
+    assert ours_calls == []
+    (question,) = ours_items[len(cached)]["__interrupt__"]
+    assert ours_items == [*cached, {"__interrupt__": (question,)}]
+    assert (question.id, question.value) == (asked[0], "Bahh")
+    snapshot = await ours.get_state("1")
+    assert [i.id for i in snapshot.interrupts] == asked
+    final = await theirs.aget_state(cfg())
+
+    # answered, it runs again (and asks nothing): the run ends where LangGraph's run(None) did
+    result = await ours.run(OURS.Command(resume="ok"), thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == final.values == {"value": ["0", "1", "3.1", "2|3", "flaky|4", "3"]}
+    assert ours_calls == theirs_calls == ["flaky", "3"]
