@@ -724,3 +724,43 @@ def test_a_snapshot_that_is_json_but_no_snapshot_is_a_one_line_error(
     capsys.readouterr()
     assert main(["inspect", str(db)]) == 0
     assert "1 stored records could not be read" in capsys.readouterr().out
+
+
+def test_tables_show_control_characters_escaped() -> None:
+    """What a server sends (its run ids, agents, statuses, reasons, a store's rows) reached
+    the terminal as it was: markup was escaped, but a terminal escape (``ESC[31m``, a
+    right-to-left override) was drawn. A value with a character that is not printable is
+    shown as its ``repr``, as the rest of the command shows names (``shown_name``)."""
+    import io
+
+    from rich.console import Console
+
+    from tinyagents.server.runs_cli import receipt_line, run_panel, run_tree, runs_table
+
+    bad = "ev\x1b[31mil\u202e"
+    snap = {
+        "run_id": bad,
+        "root_run_id": bad,
+        "agent_id": bad,
+        "status": bad,
+        "tenant_id": bad,
+        "updated_at": bad,
+        "usage": {bad: bad},
+        "tools": [bad],
+        "models": [bad],
+        "pending_commands": [{"correlation_id": bad, "kind": bad, "state": bad, "actor": bad}],
+        "interrupts": [{"id": bad, "node": bad, "task_id": bad, "value": bad}],
+        "truncated": True,
+        "children": [{"run_id": bad, "status": bad, "kind": bad}],
+    }
+    out = io.StringIO()
+    console = Console(file=out, width=400)
+    console.print(runs_table([snap]))
+    console.print(run_panel(snap))
+    console.print(run_tree(snap))
+    console.print(
+        receipt_line({"status": bad, "reason": bad, "run_id": bad, "correlation_id": bad})
+    )
+    text = out.getvalue()
+    assert "\x1b" not in text and "\u202e" not in text, text
+    assert repr(bad) in text, text

@@ -4,8 +4,10 @@ changes nothing; a run the caller may not see is 404 everywhere (the CLI: test_h
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -1124,3 +1126,152 @@ async def test_nul_in_command_text_is_kept_over_postgres(pg_served: Served) -> N
         return "event: run.paused" in r.text
 
     await eventually(paused_in_the_log)
+
+
+# --------------------------------------------------------------------------- a second probe
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("runs?root_run_id=", "root_run_id"),
+        ("events?run_id=&follow=false", "run_id"),
+        ("events?root_run_id=&follow=false", "root_run_id"),
+    ],
+)
+async def test_a_blank_id_in_the_query_is_a_422_naming_it(
+    served: Served, path: str, name: str
+) -> None:
+    """``?run_id=`` (blank) was looked up as an id and answered 404 "run not found", where
+    every other id that breaks the rule in the query is a 422 naming the parameter."""
+    await served.start_run("acme")
+    body = problem(await call(served, "alice", "GET", f"{BASE}/{path}"), 422)
+    assert [e["loc"] for e in body["detail"]] == [["query", name]], body
+    assert body["message"].startswith(f"query.{name}: "), body
+
+
+@pytest.mark.parametrize(
+    "value", ["yes", "no", "on", "off", "1", "0", "t", "f", "y", "n", "", "true ", "tRuE1"]
+)
+async def test_a_boolean_in_the_query_is_true_or_false_only(served: Served, value: str) -> None:
+    """``?follow=`` took pydantic's loose booleans (``yes``, ``on``, ``1``, ``t``...), which
+    a proxy, a log or another framework may read otherwise (or not at all)."""
+    r = await call(served, "alice", "GET", f"{BASE}/events?follow={value}")
+    body = problem(r, 422)
+    assert [e["loc"] for e in body["detail"]] == [["query", "follow"]], body
+    assert "true or false" in body["message"], body
+
+
+@pytest.mark.parametrize("value", ["false", "False", "FALSE"])
+async def test_false_in_any_letter_case_ends_the_stream_after_the_backlog(
+    served: Served, value: str
+) -> None:
+    r = await call(served, "alice", "GET", f"{BASE}/events?follow={value}")
+    assert r.status_code == 200, r.text  # (it ended: ``follow=true`` would never return)
+    assert "event: stream" in r.text, r.text[:200]
+
+
+async def _send_headers(served: Served, head: str) -> tuple[bytes, asyncio.StreamWriter]:
+    """Send ``head`` (a request's line and headers) on a raw connection and read what the
+    server answers before any body is sent: (the answer, the writer to close)."""
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode("latin-1"))
+    await writer.drain()
+    async with asyncio.timeout(60):
+        answer = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", answer)
+        if length is not None:
+            answer += await reader.readexactly(int(length.group(1)))
+    return answer, writer
+
+
+@pytest.mark.parametrize("token", [None, "forged", "Basic abc"])
+async def test_a_post_expecting_100_continue_without_a_valid_token_is_a_401_before_its_body(
+    served: Served, token: str | None
+) -> None:
+    """A client that sends ``Expect: 100-continue`` waits for the go-ahead before sending its
+    body (curl does for bodies past 1 KiB): without a valid token it was told to go on, sent
+    up to 4 MiB, and only then was answered 401. The token is asked first: the 401 comes
+    instead of ``100 Continue``."""
+    run = await served.start_run("acme")
+    authorization = ""
+    if token == "forged":
+        forged = Auth(Auth.generate_key()).mint(user="eve", tenant="acme", rights=["iam:admin"])
+        authorization = f"Authorization: Bearer {forged}\r\n"
+    elif token is not None:
+        authorization = f"Authorization: {token}\r\n"
+    head = (
+        f"POST {BASE}/runs/{run.run_id}/steer HTTP/1.1\r\nHost: {served.url[7:]}\r\n"
+        f"{authorization}Content-Type: application/json\r\nContent-Length: 3000000\r\n"
+        "Expect: 100-continue\r\n\r\n"
+    )
+    answer, writer = await _send_headers(served, head)
+    writer.close()
+    await writer.wait_closed()
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:300]
+    assert b"100 Continue" not in answer, answer[:300]
+    await unchanged(served, run)
+
+
+async def test_a_post_expecting_100_continue_with_a_valid_token_goes_on(served: Served) -> None:
+    run = await served.start_run("acme")
+    body = b'{"message": "hi"}'
+    head = (
+        f"POST {BASE}/runs/{run.run_id}/steer HTTP/1.1\r\nHost: {served.url[7:]}\r\n"
+        f"Authorization: Bearer {served.tokens['alice']}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+    )
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode())
+    await writer.drain()
+    async with asyncio.timeout(60):
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 100 ")
+        writer.write(body)
+        await writer.drain()
+        answer = await reader.read()
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    assert b'"accepted"' in answer, answer
+
+
+@pytest.mark.parametrize("charset", ["iso-8859-1", "windows-1252", '"latin1"'])
+async def test_a_body_in_a_declared_charset_other_than_utf8_is_told_only_utf8_is_read(
+    served: Served, charset: str
+) -> None:
+    """A body declared (and sent) in ISO-8859-1 got the generic "it is not UTF-8 text": the
+    400 now names the charset it declared and says JSON is read as UTF-8 only (RFC 8259).
+    Such a declaration on a body that is UTF-8 (ASCII, say) changes nothing: it is read."""
+    run = await served.start_run("acme")
+    path = f"{BASE}/runs/{run.run_id}/steer"
+    headers = {"content-type": f"application/json; charset={charset}"}
+    content = '{"message": "café"}'.encode("latin-1")
+    body = problem(await raw(served, "alice", "POST", path, content=content, headers=headers), 400)
+    assert charset.strip('"') in body["message"] and "UTF-8 only" in body["message"], body
+    assert "RFC 8259" in body["message"], body
+    await unchanged(served, run)
+    r = await raw(served, "alice", "POST", path, content=b'{"message": "hi"}', headers=headers)
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+
+
+@pytest.mark.parametrize("user", ["ev\x1b[31me", "u\x00", "a\nb", "x" * 300])
+async def test_a_token_whose_user_breaks_the_id_rule_is_a_401_saying_so(
+    served: Served, user: str
+) -> None:
+    """``token mint`` refuses a user with a control character (it is the actor id of the
+    token's commands, shown in terminals and logs); one minted before that was still taken."""
+    from biscuit_auth import BiscuitBuilder
+
+    with pytest.raises(ConfigurationError, match="user"):
+        served.auth.mint(user=user, tenant="acme", rights=["agent:control"])
+    builder = BiscuitBuilder(
+        'user({u}); tenant("acme"); right("agent:observe"); right("agent:control");', {"u": user}
+    )
+    token = builder.build(served.auth._keypair.private_key).to_base64()
+    run = await served.start_run("acme")
+    for method, path, sent in run_paths(run.run_id):
+        r = await raw(served, token, method, path, json=sent)
+        message = problem(r, 401)["message"]
+        assert "user" in message and "mint another token" in message, message
+    await unchanged(served, run)

@@ -5,6 +5,8 @@ that cannot be resolved is a validation warning."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
@@ -145,3 +147,26 @@ def test_a_mistake_in_an_inline_entry_is_reported_as_a_models_file_one(
     assert ".str" not in str(caught.value) and "ModelEntry" not in str(caught.value)
     findings = validate_file(text)
     assert [(f.line, words in f.message) for f in findings] == [(line, True)], findings
+
+
+def test_an_unknown_litellm_provider_prefix_is_a_warning(tmp_path: Path) -> None:
+    """``model: nosuch/x`` loaded without a word and failed at the judge's first call
+    ("LLM Provider NOT provided"): the prefix is checked against litellm's provider list,
+    read from its installed source (no network, litellm not imported)."""
+    for model, line in (("nosuch/x", 1), ("judge", 1)):
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(f"model: {model}\nmodels:\n  judge: nosuch/y\n")
+        [finding] = validate_file(spec)
+        assert (finding.severity, finding.line) == ("warning", line), finding
+        assert "'nosuch'" in finding.message and "litellm" in finding.message, finding
+    for known in ("openai/gpt-4o-mini", "anthropic/claude", "ollama/llama3", "hosted_vllm/m"):
+        spec.write_text(f"model: {known}\n")
+        assert validate_file(spec) == [], known
+    spec.write_text("model: nosuch/x\n")
+    code = (
+        "import sys; from tinyagents.supervisor.validate import validate_file; "
+        f"print(len(validate_file({str(spec)!r})), 'litellm' in sys.modules)"
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.split() == ["1", "False"], (out.stdout, out.stderr)

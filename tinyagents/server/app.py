@@ -34,7 +34,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -74,7 +74,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     quoted_name,
 )
-from tinyagents.protocol.ids import ID_PATTERN, MAX_ID_LENGTH, id_problem, shown_id
+from tinyagents.protocol.ids import ID_PATTERN, MAX_ID_LENGTH, id_problem, shown_id, shown_name
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import (
     INSECURE_DEV,
@@ -195,9 +195,27 @@ def _an_id(value: str) -> str:
 #: breaks the rule names no run: 404 (``_plausible_id``).
 ApiId = Annotated[
     str,
+    StringConstraints(min_length=1),  # blank: a 422 too (it was looked up, a 404)
     AfterValidator(_an_id),
-    WithJsonSchema({"type": "string", "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}),
+    WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}
+    ),
 ]
+
+
+def _a_boolean(value: Any) -> bool:
+    """A boolean in the query: ``true`` or ``false`` (in any letter case: Python's ``str``
+    of one is ``True``). pydantic also took ``yes``, ``on``, ``1``, ``t`` and more, which a
+    proxy, a log or another framework may read otherwise, or not at all."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise PydanticCustomError("boolean", "true or false; got {got}", {"got": repr(value)[:40]})
+
+
+#: A boolean query parameter: ``true`` or ``false`` only (``_a_boolean``).
+QueryBool = Annotated[bool, PlainValidator(_a_boolean), WithJsonSchema({"type": "boolean"})]
 
 
 # The bounds inside the type, before the check: put on the ``... | None`` field they applied
@@ -762,6 +780,18 @@ class _KeyGivenTwice(ValueError):
     """A JSON object of a body names one key twice."""
 
 
+class _OtherCharset(ValueError):
+    """A body that is not UTF-8, sent with a Content-Type that declares another charset."""
+
+    def __init__(self, charset: str) -> None:
+        super().__init__(
+            f"it is not UTF-8 text, and its Content-Type declares charset="
+            f"{shown_name(charset[:40])}: this server reads JSON bodies as UTF-8 only "
+            "(RFC 8259 has JSON exchanged as UTF-8 and defines no charset for it): send the "
+            "body as UTF-8"
+        )
+
+
 class _EncodedBody(ValueError):
     """A body sent with a ``Content-Encoding`` (gzip...): the server reads bodies as sent."""
 
@@ -774,6 +804,9 @@ class _EncodedBody(ValueError):
             headers={"Accept-Encoding": "identity"},
         )
 
+
+#: The key of a request's scope holding its caller's ``Principal``, once the token was read.
+_PRINCIPAL = "tinyagents.principal"
 
 #: The API's query parameters of one value: each given twice is a 422 (``status``, a list,
 #: may repeat). Web frameworks, proxies and logs differ on which of two values they read.
@@ -870,7 +903,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _unreadable_body(cause: BaseException | None) -> str:
     """Why the JSON reader gave up on a body, for its 400."""
-    if isinstance(cause, _KeyGivenTwice):
+    if isinstance(cause, _KeyGivenTwice | _OtherCharset):
         why = str(cause)
     elif isinstance(cause, RecursionError):
         why = "it is nested too deep for the JSON reader"
@@ -1203,6 +1236,9 @@ def create_app(
         request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
     ) -> Principal:
+        known = request.scope.get(_PRINCIPAL)
+        if known is not None:  # asked before the body was read (``token_first``)
+            return known  # type: ignore[no-any-return]
         one_authorization(request)
         if credentials is None and "access_token" in request.query_params:
             raise Problem(
@@ -1217,7 +1253,12 @@ def create_app(
             p = api.principal(credentials.credentials)
         _given_once(request.query_params)  # after the token: a caller without one learns less
         _given_once_header(request, "Content-Type")
+        request.scope[_PRINCIPAL] = p
         return p
+
+    async def token_first(request: Request) -> None:
+        """The caller's checks (a 401 first), before a body is read (``_utf8_json_route``)."""
+        await caller(request, await bearer(request))
 
     async def stream_caller(
         request: Request,
@@ -1242,7 +1283,7 @@ def create_app(
         return p
 
     Caller = Depends(caller)
-    router = APIRouter(prefix=BASE, route_class=_utf8_json_route())
+    router = APIRouter(prefix=BASE, route_class=_utf8_json_route(token_first))
 
     def error(description: str) -> dict[str, Any]:
         return {"description": description, "model": ErrorBody}
@@ -1544,11 +1585,14 @@ def create_app(
             "is no id (from the start, as the SSE spec has it); one that is no event id is a "
             "422, as in the query (ignored, it replayed the log)",
         ),
-        follow: bool = Query(
-            default=True,
-            description="keep the stream open for new events (false: the "
-            "backlog, then the stream ends)",
-        ),
+        # (in ``Annotated``: as a default, ``Query`` hid the type's validator from FastAPI)
+        follow: Annotated[
+            QueryBool,
+            Query(
+                description="keep the stream open for new events (false: the backlog, then "
+                "the stream ends); true or false only, in any letter case",
+            ),
+        ] = True,
         p: Principal = Depends(stream_caller),
     ) -> StreamingResponse:
         entry = snap = None
@@ -1739,11 +1783,16 @@ def _serve_api_docs(app: "FastAPI") -> None:
     app.add_api_route(f"{BASE}/docs", api_docs, methods=["GET", "HEAD"], include_in_schema=False)
 
 
-def _utf8_json_route() -> Any:
+def _utf8_json_route(token_first: Callable[[Any], Awaitable[None]]) -> Any:
     """An ``APIRoute`` whose JSON bodies are read as UTF-8 only (a byte-order mark allowed),
     as RFC 8259 has it and the docs say: ``json.loads`` of bytes also reads UTF-16 and UTF-32,
     which a 400 should have refused as the other encodings are. A key given twice in one
-    object is a 400 too (``_unique_keys``)."""
+    object is a 400 too (``_unique_keys``).
+
+    A route that takes a body awaits ``token_first(request)`` (it raises the 401) before the
+    body is read: FastAPI reads it before the endpoint's dependencies run, so a client that
+    sent ``Expect: 100-continue`` was told to go on (the server says so at the app's first
+    read) and sent its whole body, up to ``MAX_BODY_BYTES``, only to be answered 401."""
     from fastapi import Request
     from fastapi.routing import APIRoute
 
@@ -1751,22 +1800,40 @@ def _utf8_json_route() -> Any:
         async def json(self) -> Any:
             if not hasattr(self, "_json"):
                 _check_coding(self.headers.get("content-encoding"))  # a 415, not "not UTF-8"
-                # UnicodeDecodeError: FastAPI's 400, which ``_unreadable_body`` explains
-                self._json = json.loads(
-                    (await self.body()).decode("utf-8-sig"), object_pairs_hook=_unique_keys
-                )
+                try:
+                    text = (await self.body()).decode("utf-8-sig")
+                except UnicodeDecodeError as exc:
+                    # FastAPI's 400, which ``_unreadable_body`` explains
+                    charset = _declared_charset(self.headers.get("content-type"))
+                    raise (_OtherCharset(charset) if charset else exc) from None
+                self._json = json.loads(text, object_pairs_hook=_unique_keys)
             return self._json
 
     class Utf8JsonRoute(APIRoute):
         def get_route_handler(self) -> Any:
             handler = super().get_route_handler()
+            takes_body = self.body_field is not None
 
             async def route(request: Request) -> Any:
+                if takes_body:
+                    await token_first(request)
                 return await handler(Utf8Request(request.scope, request.receive))
 
             return route
 
     return Utf8JsonRoute
+
+
+def _declared_charset(content_type: str | None) -> str | None:
+    """The ``charset`` a Content-Type declares when it is not UTF-8 (as sent, quotes
+    removed), else None."""
+    for part in (content_type or "").split(";")[1:]:
+        name, _, value = part.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').strip()
+            if charset.lower().replace("-", "").replace("_", "") not in ("utf8", ""):
+                return charset
+    return None
 
 
 def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:

@@ -253,7 +253,7 @@ class Auth:
             raise AuthError(f"the token could not be evaluated: {exc}") from None
         if len(users) != 1 or len(tenants) != 1:
             raise AuthError("the token must name exactly one user and one tenant")
-        problem = _tenant_problem(str(tenants[0]))
+        problem = _user_problem(str(users[0])) or _tenant_problem(str(tenants[0]))
         if problem is not None:  # minted before ``mint`` refused it
             raise AuthError(f"{problem}; mint another token")
         minted = [f.terms[0] for f in authorizer.query(Rule("e($e) <- expires($e)"))]
@@ -491,16 +491,22 @@ def check_claims(
         if not value or not value.strip():
             raise ConfigurationError(f"a token needs a non-blank {name}")
         _check_text(value, name)
-    try:  # the id of its commands' actor: a control character reached terminals and logs
-        check_id(user, "user")
-    except InvalidIdError as exc:
-        raise ConfigurationError(f"a token's user is its commands' actor id: {exc}") from None
-    problem = _tenant_problem(tenant)
+    problem = _user_problem(user) or _tenant_problem(tenant)
     if problem is not None:
         raise ConfigurationError(problem)
     if ttl_s is not None:
         _expiry(ttl_s)
     return rights
+
+
+def _user_problem(user: str) -> str | None:
+    """Why ``user`` cannot be a token's user, or None: it is the id of its commands' actor,
+    and a control character in it reached terminals and logs."""
+    try:
+        check_id(user, "user")
+    except InvalidIdError as exc:
+        return f"a token's user is its commands' actor id: {exc}"
+    return None
 
 
 def _tenant_problem(tenant: str) -> str | None:

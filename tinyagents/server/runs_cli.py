@@ -757,10 +757,10 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> Table:
             if n
         ]
         table.add_row(
-            escape(str(r.get("run_id"))),
-            escape(str(r.get("agent_id") or r.get("node_id") or r.get("kind") or "-")),
+            _cell(r.get("run_id")),
+            _cell(r.get("agent_id") or r.get("node_id") or r.get("kind") or "-"),
             _status(str(r.get("status", "")), silent=r.get("owner_silent") is True),
-            escape(str(r.get("tenant_id", ""))),
+            _cell(r.get("tenant_id", "")),
             f"{usage.get('model_calls', 0)}/{usage.get('tool_calls', 0)}",
             ", ".join(waiting) or "-",
             _clock_time(r.get("updated_at")),
@@ -770,9 +770,7 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> Table:
 
 def run_panel(snap: dict[str, Any]) -> Table:
     """One run's snapshot as a two-column table, with what waits for it."""
-    table = Table(
-        show_header=False, title=f"run {escape(str(snap.get('run_id')))}", title_justify="left"
-    )
+    table = Table(show_header=False, title=f"run {_cell(snap.get('run_id'))}", title_justify="left")
     table.add_column("field", style="bold")
     table.add_column("value")
     for key in (
@@ -795,33 +793,29 @@ def run_panel(snap: dict[str, Any]) -> Table:
             if key == "status":
                 text = _status(str(value), silent=snap.get("owner_silent") is True)
             else:
-                text = escape(str(value))
+                text = _cell(value)
             table.add_row(key, text)
     usage = snap.get("usage") or {}
     if usage:
-        table.add_row("usage", escape(", ".join(f"{k}={v}" for k, v in usage.items())))
+        table.add_row("usage", ", ".join(f"{_cell(k)}={_cell(v)}" for k, v in usage.items()))
     for key in ("tools", "models"):
         if snap.get(key) is not None:
-            table.add_row(key, escape(", ".join(snap[key]) or "(none)"))
+            table.add_row(key, ", ".join(_cell(name) for name in snap[key]) or "(none)")
     for p in snap.get("pending_commands") or []:
         table.add_row(
             "pending command",
-            escape(
-                f"{p.get('correlation_id')} {p.get('kind')} ({p.get('state')}) "
-                f"from {p.get('actor')}"
-            ),
+            f"{_cell(p.get('correlation_id'))} {_cell(p.get('kind'))} ({_cell(p.get('state'))}) "
+            f"from {_cell(p.get('actor'))}",
         )
     for i in snap.get("interrupts") or []:
         table.add_row(
             "interrupt",
-            escape(
-                f"{i.get('id')} at {i.get('node')} (task {i.get('task_id')}): "
-                f"{json.dumps(i.get('value'), default=str)}"
-            ),
+            f"{_cell(i.get('id'))} at {_cell(i.get('node'))} (task {_cell(i.get('task_id'))}): "
+            f"{_cell(json.dumps(i.get('value'), default=str))}",
         )
         schema = i.get("response_schema")
         if schema is not None:  # a typed question: the JSON Schema its answer's value meets
-            table.add_row("  answer", escape(f"--value meeting {json.dumps(schema, default=str)}"))
+            table.add_row("  answer", _cell(f"--value meeting {json.dumps(schema, default=str)}"))
     return table
 
 
@@ -831,7 +825,7 @@ def run_tree(node: dict[str, Any]) -> Tree:
     tree = Tree(_tree_label(node))
     _grow(tree, node.get("children") or [])
     if node.get("truncated") is True:
-        root = escape(str(node.get("root_run_id") or node.get("run_id")))
+        root = _cell(node.get("root_run_id") or node.get("run_id"))
         tree.add(
             f"[yellow]… more runs of this tree not shown[/yellow]: `tinyagents runs list "
             f"--root {root}` lists them all"
@@ -848,8 +842,8 @@ def _tree_label(node: dict[str, Any]) -> str:
     usage = node.get("usage") or {}
     waits = len(node.get("pending_commands") or []) + len(node.get("interrupts") or [])
     return (
-        f"[bold]{escape(str(node.get('agent_id') or node.get('node_id') or node.get('kind')))}"
-        f"[/bold] {escape(str(node.get('run_id')))} {_status(str(node.get('status')))}"
+        f"[bold]{_cell(node.get('agent_id') or node.get('node_id') or node.get('kind'))}"
+        f"[/bold] {_cell(node.get('run_id'))} {_status(str(node.get('status')))}"
         f" · model {usage.get('model_calls', 0)} · tools {usage.get('tool_calls', 0)}"
         + (f" · [yellow]{waits} waiting[/yellow]" if waits else "")
     )
@@ -860,11 +854,11 @@ def receipt_line(receipt: dict[str, Any]) -> str:
     status = str(receipt.get("status"))
     color = "green" if status in _DONE else "red"
     cid = receipt.get("correlation_id")
-    line = f"[{color}]{status}[/{color}] command" + (f" {escape(str(cid))}" if cid else "")
+    line = f"[{color}]{_cell(status)}[/{color}] command" + (f" {_cell(cid)}" if cid else "")
     if receipt.get("run_id"):
-        line += f" for run {escape(str(receipt['run_id']))}"
+        line += f" for run {_cell(receipt['run_id'])}"
     if receipt.get("reason"):
-        line += f": {escape(str(receipt['reason']))}"
+        line += f": {_cell(receipt['reason'])}"
     return line
 
 
@@ -884,10 +878,17 @@ def _status(status: str, *, silent: bool = False) -> str:
     """The status, coloured; "(owner silent)" after it for a run whose process is likely gone
     (the API's ``owner_silent``: no heartbeat for 30 s)."""
     color = _STATUS_COLORS.get(status)
-    text = f"[{color}]{escape(status)}[/{color}]" if color else escape(status)
+    text = f"[{color}]{_cell(status)}[/{color}]" if color else _cell(status)
     return f"{text} [red](owner silent)[/red]" if silent else text
 
 
 def _clock_time(at: Any) -> str:
     text = str(at or "")
-    return text[11:19] if len(text) >= 19 else text or "-"
+    return _cell(text[11:19] if len(text) >= 19 else text or "-")
+
+
+def _cell(value: Any) -> str:
+    """``value`` as a table shows it: markup escaped, and as its ``repr`` when it holds a
+    character that is not printable (``shown_name``: a server's or a store's text reached the
+    terminal with its escapes; rich drops a few control characters, not ``ESC``)."""
+    return escape(shown_name(str(value)))

@@ -8,7 +8,8 @@ Errors (the spec cannot be used): malformed YAML, unknown keys, unknown actions 
 or one that cannot be read (not UTF-8, too big).
 Warnings (it loads, but probably not as meant): a ``criteria_file`` that does not exist, a
 bare judge model name the models registry (``models``, ``models_file``) does not resolve, a
-``models_file`` that does not exist, a judge setting (``criteria``, ``every_n_iterations``,
+``models_file`` that does not exist, a judge model (or the registry entry it names) whose
+``provider/`` prefix is not one of litellm's (``nosuch/x``), a judge setting (``criteria``, ``every_n_iterations``,
 ``on_judge_error``, ``judge_timeout_s``, ``api_base``, ``api_key_env``, ``models``...) without
 a judge ``model``, an empty ``watches``, a rule given twice; for a compiled graph (``validate_graph``),
 a ``tool_repeated`` rule counting a tool no agent the spec watches there has, and each agent
@@ -18,9 +19,12 @@ read as a registry is an error.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tinyagents.protocol.ids import shown_name
 from tinyagents.supervisor.findings import Finding
@@ -226,7 +230,60 @@ def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
                 at("model"),
             )
         ]
-    return []
+    return _provider_warnings(spec, registry, at)
+
+
+def _provider_warnings(spec: SupervisorSpec, registry: dict[str, Any], at: LineOf) -> list[Finding]:
+    """A warning for a judge model whose ``provider/`` prefix is not one of litellm's (its
+    first call would fail with "LLM Provider NOT provided"); none when litellm's list cannot
+    be read."""
+    if not isinstance(spec.model, str):
+        return []
+    entry = registry.get(spec.model) if "/" not in spec.model else None
+    target = spec.model if entry is None else entry.model
+    if not isinstance(target, str) or "/" not in target:
+        return []
+    provider = target.split("/", 1)[0]
+    known = litellm_providers()
+    if known is None or provider in known:
+        return []
+    via = "" if entry is None else f" (model {spec.model!r} names {target!r})"
+    return [
+        Finding(
+            "warning",
+            f"judge model {shown_name(target)!r}{via}: {shown_name(provider)!r} is not one of "
+            "litellm's providers, so its first call will fail; write it as litellm does, "
+            "e.g. 'openai/gpt-4o-mini' (an OpenAI-compatible server: 'openai/<model>' with "
+            "api_base)",
+            at("model"),
+        )
+    ]
+
+
+@cache
+def litellm_providers() -> frozenset[str] | None:
+    """The providers litellm knows (``litellm.provider_list``: its ``LlmProviders``' values),
+    read from its installed source: importing litellm takes seconds, and ``validate`` reads
+    no network. None when litellm is not installed or its source does not read as expected."""
+    try:
+        found = importlib.util.find_spec("litellm")  # (finds it, does not import it)
+        places = list(found.submodule_search_locations or ()) if found is not None else []
+        if not places:
+            return None
+        tree = ast.parse((Path(places[0]) / "types" / "utils.py").read_text("utf-8"))
+    except (ImportError, OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "LlmProviders":
+            names = frozenset(
+                item.value.value
+                for item in node.body
+                if isinstance(item, ast.Assign)
+                and isinstance(item.value, ast.Constant)
+                and isinstance(item.value.value, str)
+            )
+            return names or None
+    return None
 
 
 def validate_command(source: str, out: TextIO) -> int:
