@@ -903,7 +903,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _unreadable_body(cause: BaseException | None) -> str:
     """Why the JSON reader gave up on a body, for its 400."""
-    if isinstance(cause, _KeyGivenTwice | _OtherCharset):
+    if isinstance(cause, (_KeyGivenTwice, _OtherCharset)):
         why = str(cause)
     elif isinstance(cause, RecursionError):
         why = "it is nested too deep for the JSON reader"
