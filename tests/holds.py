@@ -8,6 +8,9 @@
 
 - ``HoldNamed()``: a steering policy that holds the evaluation of one command (correlation id
   ``slow``) until released, so a submit stays under way (``close`` waits for it).
+
+- ``until_resend_waits(router, cmd, resend)``: returns once the resend of ``cmd`` (a submit
+  task) waits for the first submit of its id, which is still under way.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from collections.abc import AsyncIterator
 
 from services import postgres_dsn
 
-from tinyagents.protocol import SteeringCommand
+from tinyagents.protocol import SteeringCommand, SteeringReceipt
+from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.steering import CallNext, Decision, PolicyContext
+from tinyagents.steering.router import SteeringRouter
 from tinyagents.store import SqliteStore, Store
 
 
@@ -65,3 +70,19 @@ class HoldNamed:
             self.entered.set()
             await self.release.wait()
         return await call_next(cmd)
+
+
+async def until_resend_waits(
+    router: SteeringRouter, cmd: SteeringCommand, resend: asyncio.Task[SteeringReceipt]
+) -> None:
+    """Returns once ``resend`` (a task submitting ``cmd`` again) waits for the submit of the
+    same id that is still under way: the router made the event it waits on. A fixed sleep
+    instead let a loaded machine release the first before the resend got there, and the test
+    then checked a plain duplicate (or a plain new submit) instead of the race. Returns too if
+    the resend ended first, so its own error shows."""
+    key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+    async with asyncio.timeout(60):  # a hang guard, not a timing assertion
+        while True:
+            if router._under_way.get(key) is not None or resend.done():
+                return
+            await asyncio.sleep(0)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
-from tests.holds import HoldNamed
+from tests.holds import HoldNamed, until_resend_waits
 from tinyagents.errors import InvalidCommandError, RuntimeClosed, StoreError
 from tinyagents.protocol import (
     CommandState,
@@ -791,7 +791,7 @@ async def test_a_resend_while_the_first_submit_fails_is_not_told_duplicate(
         async with asyncio.timeout(60):  # a hang guard, not a timing assertion
             await (store.entered if held_in == "store" else hold.entered).wait()
         resend = asyncio.create_task(rt.submit(cmd))
-        await asyncio.sleep(0.01)
+        await until_resend_waits(rt.router, cmd, resend)
         hold.release.set()
         store.gate.set()
         with pytest.raises(StoreError):
@@ -820,7 +820,7 @@ async def test_a_resend_while_the_first_submit_succeeds_is_a_duplicate(tmp_path:
         async with asyncio.timeout(60):
             await hold.entered.wait()
         resend = asyncio.create_task(rt.submit(cmd))
-        await asyncio.sleep(0.01)
+        await until_resend_waits(rt.router, cmd, resend)
         hold.release.set()
         assert (await first).status is ReceiptStatus.ACCEPTED
         assert (await resend).status is ReceiptStatus.DUPLICATE
@@ -849,7 +849,7 @@ async def test_an_id_under_way_is_not_forgotten_past_the_dedupe_horizon(
         for _ in range(2):
             await rt.submit(make_command("r-1"))
         resend = asyncio.create_task(rt.submit(cmd))
-        await asyncio.sleep(0.01)
+        await until_resend_waits(rt.router, cmd, resend)
         hold.release.set()
         assert (await first).status is ReceiptStatus.ACCEPTED
         assert (await resend).status is ReceiptStatus.DUPLICATE
