@@ -33,11 +33,16 @@ def _in_ci() -> bool:
 
 @cache
 def _unreachable(url: str, default_port: int) -> str | None:
-    """Why nothing listens at the host and port of ``url``, or None when something does."""
+    """Why nothing listens at the host and port of ``url``, or None when something does.
+
+    The answer is kept for the session, so a wrong "unreachable" fails every test of that
+    service under ``CI=true``: the probe waits up to 60 s. A listening service answers at once
+    and a closed port is refused at once; only a connect the loaded machine is slow to
+    complete (a dropped SYN is resent after 1 s, then 3 s) waits, and 2 s was too short."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or default_port
     try:
-        with socket.create_connection((host, port), timeout=2.0):
+        with socket.create_connection((host, port), timeout=60.0):
             return None
     except OSError as exc:
         return f"{host}:{port}: {exc}"
