@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections.abc import AsyncIterator
@@ -28,14 +29,18 @@ from tests.holds import snapshot_writes_held
 from tests.slow_agent import slow_agent
 from tinyagents import RunStatus, Runtime, SteeringKind
 from tinyagents.cli import main
-from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.server import Auth, Control, bind, create_app, runs_cli, serving
 from tinyagents.server.demo import refund_graph
 from tinyagents.server.runs_cli import StoreClient
 from tinyagents.steering.remote import LISTING_WAIT_S
 from tinyagents.store import SqliteStore
 
-#: Short enough for a quick test, long enough for the held write to be released inside it.
-WAIT_S = 3.0
+#: How long a command for a run not listed yet looks for it: the owner's held snapshot write
+#: has to land inside it, which a loaded machine delayed past 3 s. The wait ends as soon as the
+#: run is listed, so this is a hang guard; only a run that is never listed waits it out.
+WAIT_S = 60.0
+#: The listing wait for a run that is never listed: the test waits it out, so it is short.
+NOT_FOUND_WAIT_S = 1.0
 
 
 async def until(check: Any, *, timeout_s: float = 60.0) -> Any:
@@ -89,6 +94,7 @@ async def test_a_command_posted_as_soon_as_another_runtime_starts_the_run_reache
                 assert response.json()["status"] == "accepted"
                 await until(lambda: handle.status is RunStatus.PAUSED)
 
+                control.listing_wait_s = NOT_FOUND_WAIT_S
                 timed: dict[str, tuple[httpx.Response, float]] = {}
                 for name, path, headers in (
                     ("missing", f"{BASE}/runs/r-nowhere/pause", alice),
@@ -102,7 +108,7 @@ async def test_a_command_posted_as_soon_as_another_runtime_starts_the_run_reache
                 assert missing.json()["detail"] == foreign.json()["detail"]
                 # neither is answered before the wait is over: the time tells them apart by
                 # nothing (a lower bound, which a slow machine only makes longer)
-                assert all(spent >= WAIT_S for _, spent in timed.values())
+                assert all(spent >= NOT_FOUND_WAIT_S for _, spent in timed.values())
                 # a read answers what is there, at once: no wait for an unknown run's GET
                 assert (
                     await client.get(f"{BASE}/runs/r-nowhere", headers=alice)
@@ -146,7 +152,7 @@ async def test_the_store_cli_steers_a_run_as_soon_as_another_runtime_starts_it(
 
 
 async def test_the_store_cli_approves_a_graph_run_as_soon_as_another_runtime_starts_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``tinyagents runs approve RUN --store URL`` reads the run's pending interrupts before
     it answers one: it read them once, so a run not in the store yet was "not found" (exit 1)
@@ -154,7 +160,10 @@ async def test_the_store_cli_approves_a_graph_run_as_soon_as_another_runtime_sta
     still refused after it, as before."""
     db = tmp_path / "runs.db"
     owner = Runtime(store=SqliteStore(db))
-    where = ["--store", f"sqlite:///{db}", "--json"]
+    where = ["--store", f"sqlite:///{db}", "--json", "--timeout", "60"]
+    # The CLI's listing wait (LISTING_WAIT_S, 1.1 s) is raised to WAIT_S while the run is not
+    # listed yet: the held write has to land inside it, and a loaded machine took longer.
+    monkeypatch.setattr(runs_cli, "Control", functools.partial(Control, listing_wait_s=WAIT_S))
     async with owner:
         async with snapshot_writes_held(owner.store):
             handle = await owner.start_graph(
@@ -170,6 +179,7 @@ async def test_the_store_cli_approves_a_graph_run_as_soon_as_another_runtime_sta
         assert await sent == 0, capsys.readouterr()
         assert json.loads(capsys.readouterr().out)["status"] == "accepted"
         assert (await handle.result()).output["decision"] == "refunded"
+        monkeypatch.undo()  # the CLI's own listing wait again
 
         began = time.monotonic()
         code = await asyncio.to_thread(main, ["runs", "approve", "r-nowhere", *where])
