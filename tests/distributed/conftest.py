@@ -284,8 +284,12 @@ async def cutting_proxy(redis_url: str) -> AsyncIterator[CuttingProxy]:
 class WorkerProcess:
     """One worker (a separate Python process), called with ``await w.call(op, **args)``."""
 
-    def __init__(self, name: str, url: str, prefix: str, db: Path) -> None:
+    def __init__(
+        self, name: str, url: str, prefix: str, db: Path, *, ttl_s: float | None = None
+    ) -> None:
         self.name, self.url, self.prefix, self.db = name, url, prefix, db
+        #: the seat's and listing's TTL (None: worker.py's ``TTL_S``)
+        self.ttl_s = ttl_s
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[int, asyncio.Future[Any]] = {}
@@ -303,6 +307,7 @@ class WorkerProcess:
             self.name,
             "--db",
             str(self.db),
+            *([] if self.ttl_s is None else ["--ttl", str(self.ttl_s)]),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
@@ -376,12 +381,15 @@ class WorkerError(Exception):
 
 @pytest.fixture
 async def workers(tmp_path: Path) -> AsyncIterator[Any]:
-    """``spawn(name, url, prefix)`` starts a worker process on its own SQLite file; every
-    worker still running is stopped at the end."""
+    """``spawn(name, url, prefix)`` starts a worker process on its own SQLite file (``ttl_s``:
+    its seat's and listing's TTL, for a test of their expiry); every worker still running is
+    stopped at the end."""
     started: list[WorkerProcess] = []
 
-    async def spawn(name: str, url: str, prefix: str) -> WorkerProcess:
-        worker = WorkerProcess(name, url, prefix, tmp_path / f"{name}.db")
+    async def spawn(
+        name: str, url: str, prefix: str, *, ttl_s: float | None = None
+    ) -> WorkerProcess:
+        worker = WorkerProcess(name, url, prefix, tmp_path / f"{name}.db", ttl_s=ttl_s)
         await worker.start()
         started.append(worker)
         return worker

@@ -314,7 +314,7 @@ async def test_redis_down_runs_continue_local_control_works_and_it_comes_back(
 async def test_a_killed_owner_applies_every_accepted_command_once_after_its_restart(
     redis_url: str, prefix: str, workers: Any
 ) -> None:
-    a = await workers("a", redis_url, prefix)
+    a = await workers("a", redis_url, prefix, ttl_s=3.0)  # its listing's expiry is waited for
     b = await workers("b", redis_url, prefix)
     run_id = await a.call("start", run_id="run-6", tenant="acme", turns=400, tick_s=0.02)
     await listed(b, run_id)
@@ -794,9 +794,13 @@ async def test_a_sender_started_while_redis_was_down_gets_the_receipts_of_its_fi
             await private_redis.start()
             async with RedisControl(owner_rt, private_redis.url, worker_id="owner", prefix=prefix):
                 handle = await owner_rt.start(slow_agent_for_listing(), "work", tenant_id="acme")
+                # listed first: the sender looks for a run it does not list for 1.1 s only
+                # (throttle_s + heartbeat_s), which the new owner's first mirror write missed
+                # on a loaded machine ("not found", rejected)
+                await eventually(lambda: sender.get_run(handle.run_id), bool)
                 pause = command(handle.run_id, "pause")
                 receipt = await sender.submit(pause)  # answered while the reply job waits
-                assert receipt.status == "accepted"
+                assert receipt.status == "accepted", receipt
                 assert receipt.correlation_id == pause.correlation_id
         finally:
             await sender.aclose()

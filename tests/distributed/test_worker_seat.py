@@ -72,8 +72,7 @@ async def test_a_killed_process_seat_is_taken_at_once_by_its_next_process(
         assert holder is not None
         await a.kill()
         # the dead holder's seat without a TTL (as if it had just renewed it, for ever): only
-        # taking it over from the gone pid frees it, not its TTL running out (3 s, a bound a
-        # loaded machine can pass before the restart looks)
+        # taking it over from the gone pid frees it, not its TTL running out
         await client.set(seat, holder)
         restarted = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
         async with asyncio.timeout(60):  # against a hang, not a timing assertion
@@ -139,14 +138,14 @@ async def test_a_worker_whose_id_was_taken_while_it_stalled_leaves_the_new_holde
 async def test_a_worker_stalled_past_its_ttl_is_taken_over_by_nobody_and_comes_back(
     redis_url: str, prefix: str, workers: Any
 ) -> None:
-    # SIGSTOP: the worker's event loop stalls for longer than its TTL (3 s in worker.py);
+    # SIGSTOP: the worker's event loop stalls for longer than its TTL (3 s, given here);
     # its seat and listing expire, but nothing takes its runs or its name, and once it
     # runs again it holds its name, lists its runs and answers commands as before
     import redis.asyncio as aioredis
 
     keys = Keys(prefix)
     client = aioredis.from_url(redis_url)
-    a = await workers("a", redis_url, prefix)
+    a = await workers("a", redis_url, prefix, ttl_s=3.0)
     b = await workers("b", redis_url, prefix)
     run_id = await a.call("start", run_id="run-s", tenant="acme", turns=400, tick_s=0.02)
     await listed(b, run_id)

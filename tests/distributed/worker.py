@@ -6,6 +6,10 @@ RedisControl, driven over stdin/stdout by JSON lines (``{"id": 1, "op": "start",
 
 Its agent is slow on purpose: ``turns`` calls of a ``tick`` tool that sleeps ``tick_s``, then
 an answer naming every operator instruction it was given.
+
+Its seat and listing live ``--ttl`` seconds past its last heartbeat (default ``TTL_S``): a
+worker a loaded machine stalls that long is taken for gone (its runs are "not found"), so only
+a test of that expiry gives a short one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from tinyagents import Agent, Runtime, SteeringCommand, tool
 from tinyagents.distributed import RedisControl
 from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+#: The seat's and listing's TTL: 3 s (as before) let a worker stalled by a loaded machine
+#: drop off the listing mid-test; a stall never lasts this long.
+TTL_S = 30.0
 
 
 def slow_agent(turns: int, tick_s: float) -> Agent:
@@ -89,7 +97,7 @@ async def serve(args: argparse.Namespace) -> None:
             prefix=args.prefix,
             backoff_s=backoff,
             heartbeat_s=0.2,
-            ttl_s=3.0,
+            ttl_s=args.ttl,
             block_s=0.2,
             receipt_timeout_s=args.receipt_timeout,
         ) as control,
@@ -151,6 +159,7 @@ def main() -> None:
     parser.add_argument("--backoff-low", type=float, default=0.1)
     parser.add_argument("--backoff-high", type=float, default=0.5)
     parser.add_argument("--receipt-timeout", type=float, default=10.0)
+    parser.add_argument("--ttl", type=float, default=TTL_S)
     asyncio.run(serve(parser.parse_args()))
 
 
