@@ -28,6 +28,7 @@ class StoreServed:
     store: SqliteStore
     alice: dict[str, str]
     bob: dict[str, str]
+    control: Control
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ async def over_store(tmp_path: Path) -> AsyncIterator[StoreServed]:
     try:
         async with serving(create_app(control, auth=auth, console=False), sock):
             host, port = sock.getsockname()[:2]
-            async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
                 yield StoreServed(
                     client,
                     store,
@@ -56,6 +57,7 @@ async def over_store(tmp_path: Path) -> AsyncIterator[StoreServed]:
                             user="bob", tenant="globex", rights=["agent:observe", "agent:control"]
                         )
                     },
+                    control,
                 )
     finally:
         await store.close()
@@ -143,6 +145,9 @@ async def test_a_graph_tasks_entry_is_written_when_it_ends(
     graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
     compiled = graph.compile(checkpointer=MemoryCheckpointer())
     c, alice = over_store.client, over_store.alice
+    # the owner answers here: 0.3 s (the fixture's, for owners that never answer) was too
+    # short for its receipt on a loaded machine, and the approval was a 504
+    over_store.control.receipt_timeout_s = 60
     async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as rt:
         run = await rt.start_graph(compiled, {"amount": "9 EUR"}, thread_id="t", tenant_id="acme")
 
