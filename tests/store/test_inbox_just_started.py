@@ -67,7 +67,10 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
     owner = Runtime(store=durable_backend.make(tmp_path))
     sender = Runtime(store=durable_backend.make(tmp_path))
     async with owner, sender:
-        control = Control(sender, receipt_timeout_s=60)
+        # the held write has to land inside the listing wait once released: the default
+        # (LISTING_WAIT_S, 1.1 s) was short on a loaded machine, and the wait ends as soon
+        # as the run is listed; the runs never listed below wait the default out
+        control = Control(sender, receipt_timeout_s=60, listing_wait_s=60)
         async with snapshot_writes_held(owner.store):
             handle = await owner.start(slow_agent(), "work", tenant_id="acme")
             assert await sender.store.load_run(handle.run_id) is None  # not in the store yet
@@ -78,6 +81,7 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
         assert receipt.status == "accepted", receipt
         await until(lambda: handle.status is RunStatus.PAUSED)
 
+        control.listing_wait_s = LISTING_WAIT_S
         missing, missing_s = await timed(control, pause("r-nowhere"))
         assert missing.status == "rejected" and missing.reason == "not found: run r-nowhere"
         theirs = await sender.start(slow_agent(), "theirs", tenant_id="globex")
