@@ -568,14 +568,23 @@ async def test_a_thread_command_reaches_the_threads_newest_run_not_an_older_one(
 
 
 async def test_over_redis_and_a_store_an_unknown_run_waits_once_as_another_tenants_does(
-    redis_url: str, prefix: str, tmp_path: Path
+    redis_url: str, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With Redis and a shared store, a command for an unknown run waited for the Redis
     listing, then for the store's again: twice as long as for another tenant's run on
-    another worker (answered after the Redis wait alone), which the time told apart."""
-    import time
+    another worker (answered after the Redis wait alone), which the time told apart. The
+    store is now read once, with no wait of its own (the test checks the wait it is given,
+    not the time taken: compared timings differed on a loaded machine by chance)."""
+    from tinyagents.server import control as control_module
 
-    from tinyagents.steering.remote import LISTING_WAIT_S
+    store_waits: list[float] = []
+    through_store = control_module.submit_through_store
+
+    async def spied(store: Any, cmd: Any, **kw: Any) -> Any:
+        store_waits.append(kw["listing_wait_s"])
+        return await through_store(store, cmd, **kw)
+
+    monkeypatch.setattr(control_module, "submit_through_store", spied)
 
     store = f"sqlite:///{tmp_path / 'shared.db'}"
     kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 1.0, "block_s": 0.2}
@@ -588,13 +597,12 @@ async def test_over_redis_and_a_store_an_unknown_run_waits_once_as_another_tenan
             handle = await rt_a.start(slow_agent(400, 0.02), "work", tenant_id="acme")
             await eventually(lambda: rc_b.get_run(handle.run_id), lambda s: s is not None)
             outsider = SteeringActor.human("eve", tenant_id="globex", scopes=["agent:control"])
-            took: list[float] = []
             for run_id in (handle.run_id, "r-nowhere"):
-                began = time.monotonic()
                 receipt = await control.submit(command(run_id, "pause", actor=outsider))
-                took.append(time.monotonic() - began)
                 assert receipt.status == "rejected" and receipt.reason == f"not found: run {run_id}"
-            assert abs(took[0] - took[1]) < LISTING_WAIT_S / 2, took
+            # the other tenant's run was answered over Redis; the unknown run, after Redis's
+            # listing wait, by one read of the store
+            assert store_waits == [0.0]
             await handle.cancel()
             await handle.result()
             control.close()
