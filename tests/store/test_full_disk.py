@@ -66,14 +66,14 @@ def type_name(exc):
     return type(exc).__module__ + "." + type(exc).__qualname__
 
 async def close(rt):
-    '''Close, timed; a StoreError is allowed (the disk is full), anything else is not.'''
-    started = time.monotonic()
+    '''Close; a StoreError is allowed (the disk is full), anything else is not, a hang (60 s:
+    TimeoutError) included.'''
     try:
         await asyncio.wait_for(rt.close(), 60)
         error = None
     except StoreError as exc:
         error = type_name(exc)
-    return {"close_error": error, "close_s": time.monotonic() - started}
+    return {"close_error": error}
 """
 
 #: Submits 8 KB instructions to a hand-driven run until the store cannot log one.
@@ -147,7 +147,7 @@ async def fetch(n: int) -> str:
     '''Fetch a page.'''
     if n == CALLS // 2:
         started = time.monotonic()
-        while rt._writer.errors == 0 and time.monotonic() - started < 10:
+        while rt._writer.errors == 0 and time.monotonic() - started < 60:
             await asyncio.sleep(0.01)
     return ("page %d " % n) + "y" * 5_000
 
@@ -226,7 +226,6 @@ def check_child_failure(accepted: list[str], result: dict[str, Any]) -> str:
     assert result["failed_events"] == []
     assert result["retry_full"] == "tinyagents.errors.StoreError"
     assert result["close_error"] in (None, "tinyagents.errors.StoreError")
-    assert result["close_s"] < 20, result
     return str(failed)
 
 
@@ -290,7 +289,6 @@ async def test_events_filling_the_disk_never_fail_the_run(tmp_path: Path, lift: 
     assert result["status"] == "completed", result
     assert result["steer"] == "accepted"
     assert result["writer_errors"] > 0, "the disk never filled"
-    assert result["close_s"] < 20, result
     if lift == "lift":
         assert result["close_error"] is None
     else:
