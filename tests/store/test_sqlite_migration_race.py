@@ -98,6 +98,7 @@ print("opened")
 """
 
 
+@pytest.mark.timeout(300)  # 36 interpreters start: 32 s at load 12, near the default 120 s
 @pytest.mark.parametrize("kind", ["store", "checkpointer"])
 def test_processes_opening_one_new_file_at_once_all_open_it(kind: str, tmp_path: Path) -> None:
     for round_ in range(6):
