@@ -8,6 +8,8 @@ import contextlib
 import json
 import logging
 import socket
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -16,6 +18,7 @@ import pytest
 from operator_server import BASE, Served, _serve, eventually
 
 from tinyagents import RunInfo
+from tinyagents.errors import AuthError
 from tinyagents.events import RunEvent
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server.sse import event_stream
@@ -197,22 +200,35 @@ async def test_the_stream_takes_the_token_from_the_query_and_keeps_tenants_apart
     assert r.status_code == 401
 
 
-async def _read_to_the_end(served: Served, params: dict[str, Any], token: str) -> str:
-    """The whole stream, until the server ends it (bounded: a stream that outlived its
-    token would run until the timeout)."""
-    headers = served.as_(token)
+async def _read_to_the_end(
+    served: Served, params: dict[str, Any], mint: Callable[[], str]
+) -> tuple[str, str]:
+    """A token from ``mint`` and its whole stream, until the server ends it (bounded: a
+    stream that outlived its token would run until the timeout). A short-lived token a
+    loaded machine let expire before the stream opened (a 401 past its expiry) is minted
+    again: the stream of a token that held when it opened is what is tested."""
 
-    async def read() -> str:
+    async def read(token: str) -> tuple[int, str]:
         text = ""
         async with served.client.stream(
-            "GET", f"{BASE}/events", params=params, headers=headers
+            "GET", f"{BASE}/events", params=params, headers=served.as_(token)
         ) as r:
-            assert r.status_code == 200
             async for chunk in r.aiter_text():
                 text += chunk
-        return text
+            return r.status_code, text
 
-    return await asyncio.wait_for(read(), 60)
+    for _ in range(5):
+        token = mint()
+        try:
+            expires_at = served.auth.authenticate(token).expires_at
+        except AuthError:  # expired already
+            continue
+        assert expires_at is not None
+        status, text = await asyncio.wait_for(read(token), 60)
+        if status == 200:
+            return token, text
+        assert status == 401 and datetime.now(UTC) >= expires_at, (status, text)
+    raise AssertionError("every token expired before its stream opened")
 
 
 async def test_a_stream_ends_when_its_token_expires(served: Served) -> None:
@@ -220,8 +236,11 @@ async def test_a_stream_ends_when_its_token_expires(served: Served) -> None:
     message ends the stream, and the browser's reconnect is a 401."""
     run = await served.start_run("acme")
     # minted after the run's start, which took of its 2 s before the stream was opened
-    token = served.auth.mint(user="eve", tenant="acme", rights=["agent:observe"], ttl_s=2)
-    text = await _read_to_the_end(served, {"follow": "true"}, token)
+    token, text = await _read_to_the_end(
+        served,
+        {"follow": "true"},
+        lambda: served.auth.mint(user="eve", tenant="acme", rights=["agent:observe"], ttl_s=2),
+    )
     assert "event: expired" in text and "mint a new one" in text
     again = await served.client.get(
         f"{BASE}/events", params={"follow": "false"}, headers=served.as_(token)
@@ -242,8 +261,9 @@ async def test_a_stream_ends_when_an_attenuated_lifetime_ends(
         kwargs["observe_only"] = True
     elif narrowing == "run_scoped":
         kwargs["run_id"] = run.run_id
-    token = served.auth.attenuate(served.tokens["alice"], **kwargs)
-    text = await _read_to_the_end(served, {"follow": "true"}, token)
+    _, text = await _read_to_the_end(
+        served, {"follow": "true"}, lambda: served.auth.attenuate(served.tokens["alice"], **kwargs)
+    )
     assert "event: expired" in text and "mint a new one" in text
 
 
