@@ -984,11 +984,15 @@ def test_a_proxys_error_page_is_shown_as_a_short_text(browser: Any, tmp_path: Pa
             title = browser.title
             gateway.down()
             browser_click(browser, "pause-btn")
+            # the outcome's text, once the answer is in: the element is shown empty first
+            # (found that way on a loaded machine: '' was asserted)
             outcome = wait.until(
-                lambda d: d.find_element(
-                    By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+                lambda d: (
+                    d.find_element(
+                        By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
+                    ).text
                 )
-            ).text
+            )
             outcome = outcome.replace("\u2068", "").replace("\u2069", "")  # (bidi isolates)
             assert outcome.startswith(
                 "HTTP 502: 502 Bad Gateway 502 Bad Gateway upstream restarting filler"
