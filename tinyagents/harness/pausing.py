@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from tinyagents import _clock
+from tinyagents._record import Record
 from tinyagents.errors import RuntimeClosed
 from tinyagents.protocol.commands import (
     SteeringActor,
@@ -43,8 +44,8 @@ from tinyagents.runs.info import RunInfo
 Adopt = Callable[[RunHandle, SteeringCommand, str | None], bool]
 
 
-@dataclass(slots=True, eq=False)
-class Derived:
+@dataclass(slots=True, eq=False, repr=False)
+class Derived(Record):
     """One pause (or resume) passed down to run ``run_id``."""
 
     run_id: str
