@@ -434,14 +434,8 @@ class RedisControl:
         """Append ``cmd`` to ``owner``'s stream and wait for its receipt (see ``submit``).
         ``withdrawable``: this worker may take it back (``_withdraw``)."""
         request_id = request_id or _clock.new_id("req")
-        envelope = Envelope(
-            request_id=request_id,
-            reply_to=self.worker_id,
-            to=owner,
-            command=cmd,
-            withdrawable=withdrawable,
-        )
-        fields = envelope.fields()  # a command too large for the wire: InvalidCommandError
+        # a command too large for the wire: InvalidCommandError
+        fields = self._envelope(cmd, owner, request_id, withdrawable).fields()
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         try:
@@ -768,14 +762,7 @@ class RedisControl:
         ``backoff_s[1] + ttl_s`` since: a live ``owner`` makes it again within its backoff,
         the next ask reaches it, and it answers what it answered (its memory of the request,
         or its deduplication)."""
-        envelope = Envelope(
-            request_id=request_id,
-            reply_to=self.worker_id,
-            to=owner,
-            command=cmd,
-            withdrawable=True,
-        )
-        fields = envelope.fields()
+        fields = self._envelope(cmd, owner, request_id, withdrawable=True).fields()
         future: asyncio.Future[SteeringReceipt] = asyncio.get_running_loop().create_future()
         self._waiting[request_id] = future
         gone = False
@@ -852,6 +839,19 @@ class RedisControl:
                 gone = not there
         finally:
             self._waiting.pop(request_id, None)
+
+    def _envelope(
+        self, cmd: SteeringCommand, owner: str, request_id: str, withdrawable: bool
+    ) -> Envelope:
+        """The entry sending ``cmd`` to ``owner`` as request ``request_id`` (the same entry
+        when a late request is asked again: ``_answer_of``)."""
+        return Envelope(
+            request_id=request_id,
+            reply_to=self.worker_id,
+            to=owner,
+            command=cmd,
+            withdrawable=withdrawable,
+        )
 
     async def _server_id(self) -> str:
         """The ``run_id`` of the Redis server answering: another one after a restart."""

@@ -1062,10 +1062,7 @@ class AgentRun(RunDriver):
             if self._passes_down(cmd):
                 self.holding_below().hold(cmd)
         elif self._below is not None and self._below.cause is not None:
-            self._below.release(
-                f"was resumed by {cmd.actor.describe()} (command {cmd.correlation_id})",
-                by=cmd.correlation_id,
-            )
+            self._below.resumed_by(cmd)
 
     def holding_below(self) -> HoldBelow:
         below = self._below
@@ -1082,10 +1079,7 @@ class AgentRun(RunDriver):
             self.holding_below().hold(cause)
         elif not self.own_pause and holding:
             assert below is not None
-            below.release(
-                f"was resumed by {cause.actor.describe()} (command {cause.correlation_id})",
-                by=cause.correlation_id,
-            )
+            below.resumed_by(cause)
 
     def _passes_down(self, cmd: SteeringCommand) -> bool:
         """Whether queued cancel ``cmd`` is passed down when it is queued: its boundary is
@@ -1758,12 +1752,10 @@ async def start_agent_run(
         limits=run_limits,
     )
     info.usage.started_at = _clock.monotonic()
-    messages = _initial_messages(agent, input, history)
+    messages, own_prompt = _initial_messages(agent, input, history)
     handle = RunHandle(info, submitter=runtime)
     run = AgentRun(runtime, agent, handle, messages)
-    run.own_prompt = _own_prompt(
-        agent, [*(history or ()), *(() if isinstance(input, str) else input)]
-    )
+    run.own_prompt = own_prompt
     handle.driver = run
     handle.policies = [
         *(SteeringHook(m) for m in agent.middleware if overrides(m, "steering")),
@@ -2087,7 +2079,9 @@ _ROLES: tuple[str, ...] = get_args(Role)
 
 def _initial_messages(
     agent: AgentRecipe, input: str | list[Message], history: list[Message] | None
-) -> list[Message]:
+) -> tuple[list[Message], bool]:
+    """The run's first messages, and whether the first is its own system prompt (written
+    with its system prompt functions as it starts: ``AgentRun.own_prompt``)."""
     messages: list[Message] = []
     # the agent's instructions lead, unless the conversation carries a system prompt of its
     # own (a session's history, from its first turn; an input given as messages): put before
@@ -2095,7 +2089,8 @@ def _initial_messages(
     # Its own prompt is a leading system message: one further in (a steering message
     # rendered as 'system') is no prompt, and the instructions were dropped for it.
     given = [*(history or ()), *(() if isinstance(input, str) else input)]
-    if _own_prompt(agent, given):
+    own_prompt = _own_prompt(agent, given)
+    if own_prompt:
         # with system prompt functions, even without instructions: the run writes them in
         messages.append(Message(role="system", content=agent.instructions))
     if history:
@@ -2112,7 +2107,7 @@ def _initial_messages(
             "input; give the run a prompt (text or a list of Messages)"
         )
     _check_tool_results(messages)
-    return messages
+    return messages, own_prompt
 
 
 def _own_prompt(agent: AgentRecipe, given: Sequence[Message]) -> bool:

@@ -147,6 +147,13 @@ class HoldBelow:
         if resumes:
             self._send(resumes)
 
+    def resumed_by(self, cmd: SteeringCommand) -> None:
+        """Let go of every run held, for ``cmd`` (the resume that ended the hold)."""
+        self.release(
+            f"was resumed by {cmd.actor.describe()} (command {cmd.correlation_id})",
+            by=cmd.correlation_id,
+        )
+
     def _send(self, batch: list[Derived]) -> None:
         """Submit ``batch`` after every batch sent before it (a resume never overtakes the
         pause it follows)."""
