@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
-from tinyagents.errors import RunLimitExceeded
+from tinyagents import (
+    Agent,
+    ModelRetry,
+    RunContext,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    SubAgent,
+    SubAgentTool,
+    tool,
+)
+from tinyagents.errors import RunFailed, RunLimitExceeded
 from tinyagents.harness import ModelResponse, Usage
 from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
 
@@ -260,3 +271,108 @@ async def test_a_run_continued_after_an_ask_it_never_sent_gets_its_own_ask(
     two = await Agent("a", model, output_type=output_type).run([], history=one.messages)
     assert (two.status, two.output) == (RunStatus.COMPLETED, output)
     assert len(model.requests) == 2
+
+
+# --------------------------------------------------------------------------- validators
+
+
+def validated_child(validator: Any, *, output_type: Any = None, answer: str = "") -> SubAgent:
+    """A ``stop_with_partial`` child with ``validator`` as its output validator, stopped at
+    its limit: text beside tool calls (``looping_child``), or, typed, an answer past its
+    token budget (``typed_child``)."""
+    if output_type is None:
+        agent = looping_child("stop_with_partial").agent
+    else:
+        agent = typed_child(answer).agent
+    agent.output_validator(validator)
+    return SubAgent(agent)
+
+
+async def test_stop_with_partial_output_goes_through_the_childs_output_validators() -> None:
+    # The partial output handed back was read past the child's output validators: a
+    # validator that rewrites (or checks) the child's output never saw it, and the caller
+    # got what the validators would have refused or changed.
+    seen: list[tuple[str, bool]] = []
+
+    def shout(ctx: RunContext, text: str) -> str:
+        seen.append((text, ctx.partial_output))
+        return text.upper()
+
+    async with Runtime() as rt:
+        output = await validated_child(shout).invoke("go", runtime=rt)
+        done = Agent("done", ScriptedModel(["all done"]))
+        done.output_validator(shout)
+        assert (await done.run("go")).output == "ALL DONE"
+    assert output == "PARTIAL FINDINGS SO FAR"
+    assert seen == [("partial findings so far", True), ("all done", False)]
+
+
+async def test_a_typed_partial_output_goes_through_the_validators_as_the_type() -> None:
+    def checked(finding: Finding) -> Finding:
+        return Finding(claim=f"checked: {finding.claim}")
+
+    async with Runtime() as rt:
+        child = validated_child(checked, output_type=Finding, answer='{"claim": "two charges"}')
+        output = await child.invoke("go", runtime=rt)
+    assert output == Finding(claim="checked: two charges")
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["text", "typed"])
+async def test_a_partial_output_a_validator_refuses_raises_the_limit_saying_why(
+    typed: bool,
+) -> None:
+    # A refusal (ModelRetry) asks the model again at a completed answer; a run stopped at
+    # its limit has no turn left for that, so there is no partial output to hand back: the
+    # limit is raised, with the validator's message, never the refused output unvalidated.
+    def cite(output: Any) -> Any:
+        raise ModelRetry("cite a source")
+
+    child = validated_child(
+        cite, output_type=Finding if typed else None, answer='{"claim": "two charges"}'
+    )
+    async with Runtime() as rt:
+        with pytest.raises(RunLimitExceeded) as info:
+            await child.invoke("go", runtime=rt)
+    limit = ("max_tokens", 55, 10) if typed else ("max_model_calls", 2, 2)
+    assert (info.value.limit, info.value.used, info.value.allowed) == limit
+    assert "stop_with_partial: an output validator refused its partial output: cite a source" in (
+        str(info.value)
+    )
+
+
+async def test_a_validator_raising_on_the_partial_output_fails_the_invoke() -> None:
+    def broken(text: str) -> str:
+        raise ValueError("validator bug")
+
+    async with Runtime() as rt:
+        with pytest.raises(RunFailed, match="ValueError: validator bug") as info:
+            await validated_child(broken).invoke("go", runtime=rt)
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+async def test_subagent_tool_hands_the_parent_the_validated_partial_output() -> None:
+    child = validated_child(lambda text: text.upper())
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("ok")])
+    parent = Agent("parent", parent_model, tools=[SubAgentTool(child)])
+    await parent.run("task")
+    told = parent_model.requests[1].messages[-1]
+    assert told.content.startswith("[partial: sub-agent 'child'")
+    assert told.content.endswith("\nPARTIAL FINDINGS SO FAR")
+    assert not told.metadata.get("error")
+
+
+async def test_subagent_tool_tells_the_parent_a_validator_refused_the_partial_output() -> None:
+    # The parent model was given the text the child's validator refuses; it is told the
+    # child stopped at its limit with no output its validators accept instead (an error
+    # result), without the refused text.
+    def cite(text: str) -> str:
+        raise ModelRetry("cite a source")
+
+    parent_model = ScriptedModel([tool_call("child", input="go"), reply("ok")])
+    parent = Agent("parent", parent_model, tools=[SubAgentTool(validated_child(cite))])
+    await parent.run("task")
+    told = parent_model.requests[1].messages[-1]
+    assert told.metadata.get("error")
+    assert "it hit its configured limit max_model_calls" in told.content
+    assert "an output validator refused its partial output: cite a source" in told.content
+    assert "partial findings so far" not in told.content

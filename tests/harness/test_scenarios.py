@@ -14,9 +14,11 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tinyagents import (
     Agent,
+    ModelRetry,
     RunLimits,
     RunStatus,
     Runtime,
@@ -575,6 +577,75 @@ async def test_end_of_turn_instruction_after_completion_gives_another_turn(
         "run.completed",
     ]
     assert result.usage["model_calls"] == 2
+
+
+class Total(BaseModel):
+    total: int
+
+
+async def _reopen_for_nothing(handle: Any) -> None:
+    """Reopen ``handle``'s completed run as an END_OF_TURN message does, the message then
+    never reaching it (the router fails a message the queue refuses after the reopen):
+    the reopened turn has nothing for the model."""
+    cmd = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "one more thing"},
+        delivery=SteeringDelivery.END_OF_TURN,
+    )
+    assert await handle.driver.on_late_command(cmd)
+
+
+async def test_a_run_reopened_for_nothing_ends_on_its_answer_validated_again(
+    rt: Runtime, recorder: EventRecorder
+):
+    # Reopened with nothing for the model, the run ended on its last answer's raw text,
+    # past its output type and its validators: a Total(total=84) came back as
+    # '{"total": 42}'. It ends on that answer validated, as any final answer is.
+    seen: list[Any] = []
+    agent = Agent("worker", ScriptedModel(['{"total": 42}']), output_type=Total)
+
+    @agent.output_validator
+    def doubled(total: Total) -> Total:
+        seen.append(total)
+        return Total(total=total.total * 2)
+
+    handle = await rt.start(agent, "go")
+    assert (await handle.result()).output == Total(total=84)
+
+    await _reopen_for_nothing(handle)
+    result = await handle.result()
+
+    assert len(events_of(recorder, "run.completed", handle.run_id)) == 2
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Total(total=84))
+    assert seen == [Total(total=42), Total(total=42)]
+
+
+async def test_a_run_reopened_for_nothing_is_asked_again_when_a_validator_now_refuses(
+    rt: Runtime,
+):
+    # The validators run on the answer a reopened run ends with: one that refuses it now
+    # sends it back to the model (the reopened turn has a model call left), as at any end.
+    refuse = [False]
+    model = ScriptedModel([reply("draft"), reply("final, with sources")])
+    agent = Agent("worker", model)
+
+    @agent.output_validator
+    def sourced(text: str) -> str:
+        if refuse[0] and "sources" not in text:
+            raise ModelRetry("cite your sources")
+        return text
+
+    handle = await rt.start(agent, "go")
+    assert (await handle.result()).output == "draft"
+    refuse[0] = True
+    await _reopen_for_nothing(handle)
+    result = await handle.result()
+
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "final, with sources")
+    assert len(model.requests) == 2
+    assert model.requests[1].messages[-1].content.startswith("cite your sources")
 
 
 @pytest.mark.parametrize(

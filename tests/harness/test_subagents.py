@@ -581,7 +581,7 @@ async def test_subagent_invoke_raises_classified_errors(rt: Runtime):
     await handle.cancel("stop", actor=OPERATOR)
     gate.open()
     with pytest.raises(RunCancelled, match="stop") as cancelled:
-        output_or_raise(handle, await handle.result())
+        await output_or_raise(handle, await handle.result())
     assert not isinstance(cancelled.value, RunAborted)
 
 

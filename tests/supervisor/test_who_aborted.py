@@ -73,6 +73,6 @@ async def test_a_run_aborted_without_a_reason_says_aborted_and_by_whom() -> None
     assert result.status is RunStatus.ABORTED
     assert result.error == 'aborted by human "alice"'
     with pytest.raises(RunAborted) as aborted:
-        output_or_raise(handle, result)
+        await output_or_raise(handle, result)
     assert aborted.value.by == 'human "alice"'
     assert str(aborted.value).startswith(f'run {handle.run_id} was aborted by human "alice"')

@@ -118,7 +118,10 @@ class RunContext(Record):
     ``max_retries`` is how many failed calls in a row the tool may have before the run ends
     (``Tool(retries=...)``, else ``Agent(retries=...)``; None: no cap). An output validator's
     context has ``retry`` the times this prompt's final answer was sent back so far and
-    ``max_retries`` the agent's ``output_retries``, as pydantic-ai's has.
+    ``max_retries`` the agent's ``output_retries``, as pydantic-ai's has; its
+    ``partial_output`` is True when the output is a ``stop_with_partial`` run's partial
+    output (the run stopped at a limit: a ``ModelRetry`` cannot ask its model again), as
+    pydantic-ai's is for a partial output it validates.
     """
 
     runtime: RunHost
@@ -129,6 +132,7 @@ class RunContext(Record):
     tool_name: str | None = None
     retry: int = 0
     max_retries: int | None = None
+    partial_output: bool = False
 
     @property
     def info(self) -> RunInfo:

@@ -36,6 +36,7 @@ from tinyagents.errors import (
     ModelResponseError,
     ModelRetry,
     ModelsWithheld,
+    RunFailed,
     RunLimitExceeded,
     RuntimeClosed,
     ToolError,
@@ -315,7 +316,13 @@ class AgentRun(RunDriver):
     ) -> Any:
         # Reopened by END_OF_TURN steering: take it where the run finished, before any call.
         if another_turn and not await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
-            return self.last_text
+            # Nothing for the model came of it: the run ends on its last answer again, which
+            # is its output as any final answer's is (typed and validated; a validator that
+            # refuses it now sends it back, and this turn has a model call left for that).
+            output = await self._output_of(ModelResponse(text=self.last_text))
+            if output is not ASKED:
+                return output
+            await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
         if after is not None:  # the rest of a batch whose call ``index`` main answered
             calls, index = after
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=calls[index].id)
@@ -524,8 +531,9 @@ class AgentRun(RunDriver):
         messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
         return ASKED
 
-    async def _validated(self, output: Any, sent_back: int) -> Any:
-        """``output`` as the agent's output validators return it (``ModelRetry`` passes)."""
+    async def _validated(self, output: Any, sent_back: int, *, partial: bool = False) -> Any:
+        """``output`` as the agent's output validators return it (``ModelRetry`` passes).
+        ``partial``: it is a ``stop_with_partial`` run's partial output."""
         validators = self.agent.output_validators
         if not validators:
             return output
@@ -536,10 +544,46 @@ class AgentRun(RunDriver):
             run=self,
             retry=sent_back,
             max_retries=self.agent.output_retries,
+            partial_output=partial,
         )
         for validator in validators:
             output = await validator(ctx, output)
         return output
+
+    async def partial_output(self, text: Any, limit: RunLimitExceeded) -> Any:
+        """What ``stop_with_partial`` hands back of this run, which ``limit`` stopped with
+        ``text``: the text, or with ``Agent(output_type=...)`` the object it holds (read as a
+        completed answer is), as the output validators return it, their context's
+        ``partial_output`` True: it is the run's final output. There is none when the text
+        holds no such object or a validator refuses it (``ModelRetry``: no turn is left to
+        ask the model for another): ``limit`` is raised then, saying so. Any other exception
+        a validator raises is a ``RunFailed``, as it fails a completed answer's run."""
+        agent = self.agent
+        output_type = agent.output_type
+        output = text
+        if output_type is not None and not isinstance(text, output_type):
+            try:
+                output = read_output(output_type, text or "")
+            except ValidationError as exc:
+                problems = validation_problems(exc, whole="answer")
+                why = f"its partial output is no valid {output_type.__name__} ({problems})"
+                raise _no_partial_output(limit, why) from limit
+        if not agent.output_validators:
+            return output
+        sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
+        try:
+            return await self._validated(output, sent_back, partial=True)
+        except ModelRetry as exc:
+            why = (
+                f"an output validator refused its partial output: {message_of(exc)} (no "
+                "turn was left to ask the model for another)"
+            )
+            raise _no_partial_output(limit, why) from limit
+        except Exception as exc:
+            raise RunFailed(
+                f"run {self.info.run_id} stopped at its limit, and an output validator raised "
+                f"on its partial output: {type(exc).__name__}: {message_of(exc)}"
+            ) from exc
 
     async def at(self, boundary: Boundary, *, final: bool = False, **where: Any) -> bool:
         """Apply what is deliverable at ``boundary``; park here while paused (or frozen).
@@ -1550,6 +1594,18 @@ _FENCE_OPENING = re.compile(r"```(?:\w+)?\r?\n\{")
 def _joined(parts: Sequence[Sequence[str | None]]) -> str:
     """A system prompt's text from its parts (an empty one adds nothing)."""
     return "\n\n".join(text for _, text in parts if text)
+
+
+def _no_partial_output(limit: RunLimitExceeded, why: str) -> RunLimitExceeded:
+    """``limit``, saying ``why`` a ``stop_with_partial`` run has no partial output."""
+    why = f"stop_with_partial: {why}, so there is none to hand back"
+    return RunLimitExceeded(
+        limit.limit,
+        limit.used,
+        limit.allowed,
+        run_id=limit.run_id,
+        detail=f"{limit.detail}; {why}" if limit.detail else why,
+    )
 
 
 def read_output(output_type: type[BaseModel], text: str) -> Any:

@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
@@ -33,14 +31,14 @@ from tinyagents.errors import (
 from tinyagents.events.models import Event
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.loop import abandon_child, limit_error, read_output, start_agent_run
+from tinyagents.harness.loop import AgentRun, abandon_child, limit_error, start_agent_run
 from tinyagents.harness.model import Message
 from tinyagents.harness.tools import (
     InvalidArguments,
     Tool,
     is_tool_name,
     refuse_unknown_arguments,
-    validation_problems,
+    to_text,
 )
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
@@ -99,7 +97,7 @@ class SubAgent:
             async with private_host() as host:
                 return await self.invoke(input, runtime=host, parent=parent, **kw)
         handle = await self.start(input, runtime=runtime, parent=parent, **kw)
-        return output_or_raise(handle, await _wait(runtime, handle, "SubAgent.invoke"))
+        return await output_or_raise(handle, await _wait(runtime, handle, "SubAgent.invoke"))
 
     async def invoke_with_events(
         self,
@@ -209,7 +207,7 @@ class SubAgentSession(Record):
         result = await _wait(self.runtime, handle, "SubAgentSession.send")
         self.messages = list(result.messages)
         self._last, self._taken = handle, len(result.messages)
-        return output_or_raise(handle, result)
+        return await output_or_raise(handle, result)
 
     async def _catch_up(self) -> None:
         """The last turn's run, reopened by END_OF_TURN steering after its ``send`` returned,
@@ -279,26 +277,21 @@ class SubAgentTool(Tool):
         handle = await start_child(self.subagent, text, ctx)
         # the call timed out (timeout_s) or was cancelled: nobody waits for the child
         result = await _wait(ctx.runtime, handle, f"tool {self.name!r}")
-        if (
+        partial = (
             result.status is RunStatus.LIMIT_EXCEEDED
             and handle.info.limits.behavior == "stop_with_partial"
-        ):
-            # Not an error by the child's own configuration, but the parent must still know
-            # that this is partial work, and whose budget stopped it.
-            spent = limit_error(handle, result).run_id
-            where = (
-                "at its configured limit"
-                if spent in (None, handle.run_id)
-                else f"when run {spent} above it ran out of its budget"
-            )
-            return (
-                f"[partial: sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped "
-                f"{where}: {_told(result.error)}]\n{result.output or ''}"
-            )
+        )
         try:
-            return output_or_raise(handle, result)
+            if partial and not self.subagent.agent.output_validators:
+                output = result.output or ""  # its text, typed output or not
+            else:  # a partial output passes the child's validators as a final one does
+                output = await output_or_raise(handle, result)
         except RunLimitExceeded as exc:
-            partial = f" Its partial output: {result.output!r}." if result.output else ""
+            # a partial output the child's validators refuse (or no valid typed one) is not
+            # passed on: the error says why there is none
+            told = (
+                f" Its partial output: {result.output!r}." if result.output and not partial else ""
+            )
             detail = f"; {exc.detail}" if exc.detail else ""
             numbers = f"{exc.limit} ({limit_usage(exc.used, exc.allowed)}{detail})"
             # the budget of a run above the child (whose calls the child spends) ran out: the
@@ -310,7 +303,7 @@ class SubAgentTool(Tool):
             )
             raise ToolError(
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped because {why}, "
-                f"not because it completed.{partial} Retry with a narrower task or a larger budget."
+                f"not because it completed.{told} Retry with a narrower task or a larger budget."
             ) from None
         except RunCancelled as exc:
             # an abort (a supervisor's for a broken policy, or a human's) is no cancellation:
@@ -326,11 +319,26 @@ class SubAgentTool(Tool):
                 f"sub-agent {self.subagent.name!r} (run {handle.run_id}) {ended}: "
                 f"{_told(exc.reason)}"
             ) from None
-        except RunFailed:
+        except RunFailed as exc:
+            # failed, or an output validator raised on its partial output
+            error = result.error if result.status is RunStatus.FAILED else str(exc)
             raise ToolError(
-                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: "
-                f"{_told(result.error)}"
+                f"sub-agent {self.subagent.name!r} (run {handle.run_id}) failed: {_told(error)}"
             ) from None
+        if not partial:
+            return output
+        # Not an error by the child's own configuration, but the parent must still know
+        # that this is partial work, and whose budget stopped it.
+        spent = limit_error(handle, result).run_id
+        where = (
+            "at its configured limit"
+            if spent in (None, handle.run_id)
+            else f"when run {spent} above it ran out of its budget"
+        )
+        return (
+            f"[partial: sub-agent {self.subagent.name!r} (run {handle.run_id}) stopped "
+            f"{where}: {_told(result.error)}]\n{to_text(output)}"
+        )
 
 
 def _told(error: str | None) -> str | None:
@@ -367,15 +375,19 @@ async def start_child(subagent: SubAgent, text: str, ctx: RunContext) -> RunHand
         ) from None
 
 
-def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
-    """The run's output, or its classified error."""
+async def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
+    """The run's output, or its classified error; a ``stop_with_partial`` run's partial
+    output as its output validators pass it (``AgentRun.partial_output``)."""
     if result.status is RunStatus.COMPLETED:
         return result.output
     if result.status is RunStatus.LIMIT_EXCEEDED:
         original = limit_error(handle, result)
         if handle.info.limits.behavior == "stop_with_partial":
             # the caller asked for what there is rather than an error
-            return _partial_output(handle, result, original)
+            run = handle.driver
+            if isinstance(run, AgentRun):
+                return await run.partial_output(result.output, original)
+            return result.output
         raise original
     if result.status in (RunStatus.ABORTED, RunStatus.CANCELLED):
         by = getattr(handle.driver, "stopped_by", None)
@@ -383,31 +395,6 @@ def output_or_raise(handle: RunHandle, result: RunResult) -> Any:
         raise ended(handle.run_id, result.error, by=by.describe() if by is not None else None)
     cause = getattr(handle.driver, "failure", None)
     raise RunFailed(f"run {handle.run_id} failed: {result.error}") from cause
-
-
-def _partial_output(handle: RunHandle, result: RunResult, limit: RunLimitExceeded) -> Any:
-    """What ``stop_with_partial`` hands back: the run's text, or with ``Agent(output_type=...)``
-    the object that text holds, read as a completed answer is. Text that holds none is no
-    partial output of that type: the limit is raised, saying so (a caller typed for the
-    output got a ``str``)."""
-    output_type = getattr(getattr(handle.driver, "agent", None), "output_type", None)
-    if output_type is None or isinstance(result.output, output_type):
-        return result.output
-    try:
-        return read_output(output_type, result.output or "")
-    except ValidationError as exc:
-        problems = validation_problems(exc, whole="answer")
-    why = (
-        f"stop_with_partial: its partial output is no valid {output_type.__name__} "
-        f"({problems}), so there is none to hand back"
-    )
-    raise RunLimitExceeded(
-        limit.limit,
-        limit.used,
-        limit.allowed,
-        run_id=limit.run_id,
-        detail=f"{limit.detail}; {why}" if limit.detail else why,
-    ) from limit
 
 
 async def _wait(runtime: RunHost, handle: RunHandle, caller: str) -> RunResult:

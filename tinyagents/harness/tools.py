@@ -497,7 +497,7 @@ async def execute_tool_call(
         detail = f": {text}" if (text := message_of(exc)) else ""
         return _error(call, f"tool {call.name!r} raised CancelledError{detail}")
     try:
-        content = _to_text(value)
+        content = to_text(value)
     except Exception as exc:  # a circular dict, an int past 4300 digits, a __str__ that raises
         return _error(
             call,
@@ -590,7 +590,7 @@ def _smaller(a: float | None, b: float | None) -> float | None:
     return a if b is None else min(a, b)
 
 
-def _to_text(value: Any) -> str:
+def to_text(value: Any) -> str:
     """What the model reads of a tool's return value: text as it is, anything else as JSON
     (a NaN or infinite float as ``null``).
 
