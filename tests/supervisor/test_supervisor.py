@@ -619,6 +619,91 @@ async def test_a_human_pausing_a_run_the_supervisor_paused_takes_it_over() -> No
     assert not recorder.of_type("supervisor.escalated")
 
 
+def _held_from_above(run_id: str) -> Any:
+    """Whether an event is the applied pause a paused run above passed down to ``run_id``."""
+    return lambda e: (
+        e.type == "steering.applied"
+        and e.run_id == run_id
+        and e.kind is SteeringKind.PAUSE
+        and e.actor.type == "parent_agent"
+    )
+
+
+async def test_a_pause_passed_down_from_a_paused_parent_leaves_the_childs_cap_running() -> None:
+    # The supervisor paused a child and its dwell cap began; a human then paused the child's
+    # parent, whose hold passed a pause down to the child. The supervisor read that pause as
+    # someone else's pause of the child and stopped the cap: the child stayed paused by the
+    # supervisor's pause for good, past the cap (and after the parent's resume). The hold of
+    # a run above is no pause of the child's own: the cap goes on.
+    spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], pause_max_s=1.0)
+    parent_gate = Gate("wait")
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(sinks=[recorder, waiter]) as rt:
+        parent_model = ScriptedModel([tool_call("wait"), reply("done")])
+        parent = await rt.start(Agent("p", parent_model, tools=[parent_gate.tool()]), "go")
+        await parent_gate.entered.wait()
+        child_model = ScriptedModel([tool_call("search"), reply("never")])
+        child_agent = Agent("c", child_model, tools=[search], supervisor=spec)
+        child = await rt.start(child_agent, "go", parent=parent)
+        await waiter.event("run.paused", child.run_id)  # by the supervisor's pause
+        await parent.pause(reason="a look at the parent")
+        held = await waiter.until(_held_from_above(child.run_id))
+        async with asyncio.timeout(60):  # a guard: the cap is 1 s
+            result = await child.result()
+        parent_gate.open()
+        await waiter.event("run.paused", parent.run_id)  # the human's pause holds it
+        await parent.resume()
+        assert (await parent.result()).status is RunStatus.COMPLETED
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 1 s"
+    [escalated] = recorder.of_type("supervisor.escalated")
+    assert recorder.events.index(held) < recorder.events.index(escalated)
+    assert held.affected["from_above"] == parent.run_id
+
+
+async def test_a_pause_of_ours_on_a_child_held_from_above_is_timed_out() -> None:
+    # A child was paused only by the hold of its paused parent; the judge's failed verdict
+    # then paused it too. The supervisor took the child for paused by someone else already
+    # (its pause "changed nothing") and started no cap: once the parent was resumed, the
+    # child stayed paused by the supervisor's pause alone, with nothing to time it out.
+    verdict_gate = asyncio.Event()
+
+    async def judge(request: ModelRequest) -> str:
+        await verdict_gate.wait()
+        return verdict(False, "off track")
+
+    spec = SupervisorSpec(model=FunctionModel(judge), on_violation="pause", pause_max_s=0.05)
+    parent_gate, child_gate = Gate("wait"), Gate("hold")
+    recorder, waiter = EventRecorder(), EventWaiter()
+    async with Runtime(sinks=[recorder, waiter]) as rt:
+        parent_model = ScriptedModel([tool_call("wait"), reply("done")])
+        parent = await rt.start(Agent("p", parent_model, tools=[parent_gate.tool()]), "go")
+        await parent_gate.entered.wait()
+        child_model = ScriptedModel([tool_call("hold"), reply("never")])
+        child_agent = Agent("c", child_model, tools=[child_gate.tool()], supervisor=spec)
+        child = await rt.start(child_agent, "go", parent=parent)
+        await child_gate.entered.wait()
+        await parent.pause(reason="a look at the parent")
+        child_gate.open()
+        await waiter.until(_held_from_above(child.run_id))
+        verdict_gate.set()
+        ours = await waiter.until(
+            lambda e: (
+                e.type == "steering.applied"
+                and e.run_id == child.run_id
+                and e.actor.type == "middleware"
+            )
+        )
+        async with asyncio.timeout(60):  # a guard: the cap is 0.05 s
+            result = await child.result()
+        parent_gate.open()
+        await parent.resume()
+        assert (await parent.result()).status is RunStatus.COMPLETED
+    assert (ours.affected["paused"], ours.affected["paused_by"]) == (False, "above")
+    assert result.status is RunStatus.ABORTED
+    assert result.error == "paused longer than the supervisor's dwell cap of 0.05 s"
+
+
 async def test_a_humans_older_resume_does_not_undo_the_supervisors_later_pause() -> None:
     # a human paused and resumed the run while its model was answering; the answer tripped a
     # rule, and the supervisor's pause (critical, so applied first at that boundary) paused

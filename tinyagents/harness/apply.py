@@ -124,26 +124,33 @@ async def _pause_or_resume(
     inbox = run.handle.inbox
     above = run.from_above
     origin = above.pop(cmd.correlation_id, None) if above else None
+    # Its event says whose pause it is (a watcher such as the supervisor tells a hold passed
+    # down from a pause on the run itself): ``from_above`` names the run above whose hold it
+    # is, and a pause landing on a run paused already says what held it (``paused_by``: a
+    # pause of its own, or only holds from above).
+    said: dict[str, Any] = {} if origin is None else {"from_above": origin}
     if cmd.kind is SteeringKind.PAUSE:
         if _newer_pause(run, cmd) is None:
             run.last_pause = cmd
+        was_paused = run.paused
+        if was_paused:
+            said["paused_by"] = "own" if run.own_pause else "above"
         if origin is None:
             run.own_pause = True
         else:
             if run.held_by is None:
                 run.held_by = set()
             run.held_by.add(origin)
-        was_paused = run.paused
         if not was_paused:
             await run.set_paused(True)
-        inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **where)
+        inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **said, **where)
     elif origin is not None:
         if run.held_by is not None:
             run.held_by.discard(origin)
         resumes = run.paused and not run.own_pause and not run.held_by
         if resumes:
             await run.set_paused(False)
-        inbox.applied(cmd, resumed=resumes, **where)
+        inbox.applied(cmd, resumed=resumes, **said, **where)
     elif (newer := _newer_pause(run, cmd)) is not None:
         # a resume sent before the last pause applied (a human's, ordered after a
         # supervisor's critical pause at one boundary) would undo a pause it never saw. Not

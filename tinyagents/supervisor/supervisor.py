@@ -427,6 +427,11 @@ class Supervisor:
             self._not_coming(w, cid)
         elif kind != "steering.applied" or event.kind is not SteeringKind.PAUSE:
             return
+        elif event.affected.get("from_above") is not None:
+            # the hold of a paused run above, passed down (``tinyagents.harness.pausing``): no
+            # pause of this run's own, so it takes nothing over. A pause of ours that holds
+            # the run still does, and is timed out (when the hold ends, it holds it alone)
+            return
         elif cid not in w.pauses and not _our_actor(event.actor):
             # someone else's pause (a human's, an operator's): whoever paused the run now
             # holds it, and a human's pause is never timed out, even on top of ours
@@ -436,8 +441,14 @@ class Supervisor:
             # applied (or before its "applied" was written): the restarted run gets it from
             # the log and applies it now, and the dwell cap is still ours to start
             w.pauses.discard(cid)
-            if event.affected.get("paused") is False and w.dwell_task is None:
-                return  # the run was paused already, by someone else: theirs holds it
+            if (
+                event.affected.get("paused") is False
+                and event.affected.get("paused_by") != "above"
+                and w.dwell_task is None
+            ):
+                # the run was paused already, by someone else's pause of it: theirs holds it
+                # (one held only by a paused run above is held by ours now, once that ends)
+                return
             if w.handle.info.status is RunStatus.PAUSED:
                 self._start_dwell(w)
             else:  # applied before the run says it paused: start when it does
