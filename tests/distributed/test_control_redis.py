@@ -1493,3 +1493,96 @@ async def test_a_thread_command_sent_while_an_earlier_one_is_handed_over_comes_a
             assert taken == ["first", "second"]
             await theirs.cancel()
             await theirs.result()
+
+
+@pytest.fixture
+async def info_denied_url(redis_url: str, prefix: str) -> AsyncIterator[str]:
+    """The URL of a Redis user of its own whose ACL denies ``INFO`` (as managed Redis services
+    often do), deleted after the test."""
+    from urllib.parse import urlsplit
+
+    from redis.asyncio import Redis
+
+    user, password = f"{prefix}-noinfo", "pw-" + prefix
+    admin = Redis.from_url(redis_url)
+    await admin.execute_command(
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", "~*", "&*", "+@all", "-info"
+    )
+    parts = urlsplit(redis_url)
+    netloc = f"{user}:{password}@{parts.hostname}:{parts.port or 6379}"
+    try:
+        yield parts._replace(netloc=netloc).geturl()
+    finally:
+        await admin.execute_command("ACL", "DELUSER", user)
+        await admin.aclose()
+
+
+async def test_a_handed_thread_command_whose_owner_is_gone_comes_back_without_info(
+    redis_url: str,
+    info_denied_url: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """b's Redis user may not run ``INFO``, whose ``run_id`` told b whether the Redis it asks
+    is the one it sent a handed thread command to: b took every ask for one after a restart,
+    and waited ``backoff_s[1] + ttl_s`` (40 s by default) before taking back a command whose
+    owner was gone unanswered. b now tells a restart by a marker key of the server's
+    lifetime, logs once that ``INFO`` is denied, and takes the command back at once."""
+    caplog.set_level("INFO", logger="tinyagents.distributed")
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    gate = asyncio.Event()
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.2), **kw) as rc_a,
+            RedisControl(rt_b, info_denied_url, worker_id="b", backoff_s=(0.05, 0.2), **kw) as rc_b,
+        ):
+            answer = rc_a.reader._answer
+
+            async def held(parsed: Any, again: bool = False) -> Any:
+                await gate.wait()
+                return await answer(parsed, again)
+
+            monkeypatch.setattr(rc_a.reader, "_answer", held)
+            monkeypatch.setattr(rc_b, "receipt_timeout_s", 0.3)
+            late = timed_out(rc_b, monkeypatch)
+            try:
+                cancel = thread_cancel("t-noinfo")
+                assert (await rc_b.submit(cancel)).status == "deferred"
+                theirs = await rt_a.start(
+                    slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-noinfo"
+                )
+                async with asyncio.timeout(60):
+                    await late.wait()
+                # the wait after a restart would outlast the test's deadline
+                monkeypatch.setattr(rc_b, "ttl_s", 600.0)
+                await rc_a._stop_jobs()  # a is gone: it reads and answers nothing more
+                assert rc_b._redis is not None
+                await rc_b._redis.delete(rc_b.keys.commands("a"))
+                await eventually(
+                    lambda: asyncio.sleep(0, rt_b.router.waiting_for_threads()),
+                    lambda waiting: (
+                        [c.correlation_id for c, _ in waiting] == [cancel.correlation_id]
+                    ),
+                )
+            finally:
+                gate.set()
+            await theirs.cancel()
+            await theirs.result()
+    assert not [r for r in caplog.records if "Redis restarted" in r.getMessage()]
+    denied = [r for r in caplog.records if "denies INFO" in r.getMessage()]
+    assert len(denied) == 1, [r.getMessage() for r in denied]
+
+
+async def test_without_info_a_redis_that_lost_its_data_answers_as_another_server(
+    info_denied_url: str, prefix: str
+) -> None:
+    """Where ``INFO`` is denied, the server's marker key tells the Redis a handed command was
+    sent to from one that came back empty (its data lost: here, the marker deleted): the
+    same server answers the same id, the emptied one another."""
+    async with Runtime() as rt, RedisControl(rt, info_denied_url, prefix=prefix) as rc:
+        first = await rc._server_id()
+        assert await rc._server_id() == first
+        assert rc._redis is not None
+        await rc._redis.delete(rc.keys.server)  # what a restart without persistence does
+        assert await rc._server_id() != first

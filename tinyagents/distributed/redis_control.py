@@ -42,6 +42,7 @@ import functools
 import json
 import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -68,6 +69,7 @@ from tinyagents.distributed.wire import (
     CLAIM,
     COMMANDS_TTL_S,
     SENT_TTL_S,
+    SERVER_MARK,
     WITHDRAWN,
     Envelope,
     HandedBack,
@@ -211,6 +213,8 @@ class RedisControl:
         #: how many: off this router's books meanwhile, yet a command sent for the thread
         #: waits for it (``_waits_here``), lest it reach the thread's run first.
         self._handing_threads: dict[str, int] = {}
+        #: This worker's Redis user may not run ``INFO`` (``_server_id``; logged once).
+        self._info_denied = False
 
     @property
     def enabled(self) -> bool:
@@ -854,10 +858,35 @@ class RedisControl:
         )
 
     async def _server_id(self) -> str:
-        """The ``run_id`` of the Redis server answering: another one after a restart."""
+        """The ``run_id`` of the Redis server answering: another one after a restart. Where
+        this worker's Redis user may not run ``INFO`` (an ACL, as managed services set), the
+        server's marker key instead (``Keys.server``), and that is logged once: the id was
+        missing, every ask was taken for one after a restart, and a command whose owner was
+        gone came back only after ``backoff_s[1] + ttl_s`` (40 s by default). The marker
+        tells a restart that lost the data (what ``_answer_of`` guards against); one that
+        kept it, or a failover to a replica that had the marker, goes unseen."""
+        from redis.exceptions import NoPermissionError
+
         assert self._redis is not None
-        info = await self._redis.info("server")
-        return str(info.get("run_id"))
+        if not self._info_denied:
+            try:
+                info = await self._redis.info("server")
+            except NoPermissionError as exc:
+                self._info_denied = True
+                log.warning(
+                    "worker %s: Redis denies INFO to this user (%s); a restart of Redis is "
+                    "told by the key %s instead (grant +info to see restarts that kept the "
+                    "data, and failovers, too)",
+                    self.worker_id,
+                    exc,
+                    self.keys.server,
+                )
+            else:
+                return str(info.get("run_id"))
+        # random whatever the id source: a test's sequential ids repeat across processes
+        fresh = uuid.uuid4().hex
+        mark = await self._redis.eval(SERVER_MARK, 1, self.keys.server, fresh)
+        return "marker:" + (mark.decode() if isinstance(mark, bytes) else str(mark))
 
     async def _withdraw(self, owner: str, request_id: str) -> bool:
         """Take back the request ``request_id`` sent to ``owner``: True unless ``owner`` took

@@ -19,6 +19,11 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
                                    submits it, or ``withdrawn`` once its sender takes it
                                    back, whichever comes first (``CLAIM``); expires after
                                    ``COMMANDS_TTL_S``
+    {prefix}:server                a fresh id set once by the first worker that asks, with
+                                   no expiry (``SERVER_MARK``): it lives as long as the
+                                   server's data, and a restart that lost the data shows as
+                                   another one; read where the user's ACL denies ``INFO``,
+                                   whose ``run_id`` tells a restart otherwise
 
 A command entry holds the fields of ``Envelope``; a reply entry holds ``request_id`` and
 ``receipt`` (``SteeringReceipt`` as JSON), or ``request_id`` and ``handed_back`` (why the
@@ -64,6 +69,11 @@ if held == ARGV[1] then return 1 end
 return 0
 """
 TAKEN, WITHDRAWN = "taken", "withdrawn"
+#: Sets the server marker (``KEYS[1]``) to ``ARGV[1]`` unless it is set, and returns it.
+SERVER_MARK = """
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+"""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -91,6 +101,10 @@ class Keys(FrozenRecord):
 
     def claim(self, request_id: str) -> str:
         return f"{self.prefix}:claim:{request_id}"
+
+    @property
+    def server(self) -> str:
+        return f"{self.prefix}:server"
 
 
 class MalformedEnvelope(ValueError):
