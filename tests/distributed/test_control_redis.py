@@ -24,7 +24,7 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.distributed import RedisControl
-from tinyagents.distributed.wire import Keys
+from tinyagents.distributed.wire import COMMANDS_TTL_S, Keys
 from tinyagents.errors import InvalidCommandError, ReceiptTimeout
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
@@ -1586,3 +1586,53 @@ async def test_without_info_a_redis_that_lost_its_data_answers_as_another_server
         assert rc._redis is not None
         await rc._redis.delete(rc.keys.server)  # what a restart without persistence does
         assert await rc._server_id() != first
+
+
+async def test_the_claim_of_a_handed_thread_command_lasts_while_its_sender_may_withdraw_it(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """a took b's handed thread command (claimed ``taken``) and has not answered: the claim
+    expired an hour after a set it, while b, still waiting, could withdraw the request once
+    a's stream was gone (a died after taking it: its stream expires an hour after its last
+    heartbeat, later than the claim), and the command was applied on both workers. b now
+    renews the claim at every ask, so it lasts while b may withdraw; once answered, it
+    expires (``COMMANDS_TTL_S`` after the last ask) and Redis keeps no claim for ever."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    gate, submitting = asyncio.Event(), asyncio.Event()
+    async with Runtime() as rt_a, Runtime() as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", backoff_s=(0.05, 0.2), **kw) as rc_a,
+            RedisControl(
+                rt_b, redis_url, worker_id="b", backoff_s=(0.05, 0.2), receipt_timeout_s=0.3, **kw
+            ) as rc_b,
+        ):
+            submit = rc_a.reader._submit
+
+            async def held(request_id: str, cmd: SteeringCommand) -> Any:
+                submitting.set()
+                await gate.wait()
+                return await submit(request_id, cmd)
+
+            monkeypatch.setattr(rc_a.reader, "_submit", held)
+            try:
+                cancel = thread_cancel("t-claim")
+                assert (await rc_b.submit(cancel)).status == "deferred"
+                theirs = await rt_a.start(
+                    slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-claim"
+                )
+                async with asyncio.timeout(60):
+                    await submitting.wait()  # a claimed it, and holds it
+                assert rc_b._redis is not None
+                redis = rc_b._redis
+                claims = await redis.keys(rc_b.keys.claim("*"))
+                assert len(claims) == 1
+                assert await redis.get(claims[0]) == b"taken"
+                await redis.pexpire(claims[0], 2_000)  # as a's claim stands before it expires
+                await eventually(lambda: redis.pttl(claims[0]), lambda ms: ms > 2_000)  # by b
+                gate.set()
+                async with asyncio.timeout(60):
+                    assert (await theirs.result()).status is RunStatus.CANCELLED
+                await eventually(lambda: asyncio.sleep(0, rc_b._in_doubt), ok=not_)
+                assert 0 < await redis.ttl(claims[0]) <= COMMANDS_TTL_S  # it expires
+            finally:
+                gate.set()

@@ -49,7 +49,7 @@ from tinyagents.distributed._base import (
 from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import (
     CLAIM,
-    COMMANDS_TTL_S,
+    CLAIM_TTL_S,
     GROUP,
     TAKEN,
     Envelope,
@@ -609,7 +609,7 @@ class CommandReader:
         both workers). A Redis outage is raised: the entry is read again."""
         assert self._client is not None
         key = self.keys.claim(envelope.request_id)
-        return bool(await self._client.eval(CLAIM, 1, key, TAKEN, COMMANDS_TTL_S))
+        return bool(await self._client.eval(CLAIM, 1, key, TAKEN, CLAIM_TTL_S))
 
     def _remember(self, request_id: str, receipt: SteeringReceipt) -> None:
         self._answered[request_id] = receipt

@@ -67,7 +67,7 @@ from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import (
     CLAIM,
-    COMMANDS_TTL_S,
+    CLAIM_TTL_S,
     SENT_TTL_S,
     SERVER_MARK,
     WITHDRAWN,
@@ -784,9 +784,12 @@ class RedisControl:
                     # asked again (appended once its mark expired), if ``owner`` is there
                     added = await self._append(owner, request_id, fields)
                     self._sent.set()
-                    there = added is not None and bool(
-                        await self._redis.exists(self.keys.commands(owner))  # type: ignore[union-attr]
-                    )
+                    # the claim (``owner``'s ``taken``) lasts while this worker may withdraw
+                    pipe = self._redis.pipeline(transaction=False)  # type: ignore[union-attr]
+                    pipe.exists(self.keys.commands(owner))
+                    pipe.expire(self.keys.claim(request_id), CLAIM_TTL_S)
+                    stream, _ = await pipe.execute()
+                    there = added is not None and bool(stream)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # Redis down: asked again at the next round
@@ -893,7 +896,7 @@ class RedisControl:
         it first (``CLAIM``: each claims it once, and the first holds)."""
         assert self._redis is not None
         key = self.keys.claim(request_id)
-        return bool(await self._redis.eval(CLAIM, 1, key, WITHDRAWN, COMMANDS_TTL_S))
+        return bool(await self._redis.eval(CLAIM, 1, key, WITHDRAWN, CLAIM_TTL_S))
 
     # ------------------------------------------------------------------ lookups
 

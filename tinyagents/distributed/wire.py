@@ -17,8 +17,9 @@ Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
                                    expires after ``SENT_TTL_S``
     {prefix}:claim:{request_id}    of a ``withdrawable`` request: ``taken`` once its owner
                                    submits it, or ``withdrawn`` once its sender takes it
-                                   back, whichever comes first (``CLAIM``); expires after
-                                   ``COMMANDS_TTL_S``
+                                   back, whichever comes first (``CLAIM``); expires
+                                   ``CLAIM_TTL_S`` after it was set or its sender last
+                                   asked for its answer
     {prefix}:server                a fresh id set once by the first worker that asks, with
                                    no expiry (``SERVER_MARK``): it lives as long as the
                                    server's data, and a restart that lost the data shows as
@@ -53,6 +54,16 @@ VERSION = "1"
 #: that long for the worker's next process (the store's inbox keeps an unanswered command an
 #: hour too), and the stream of a worker name that never comes back does not stay for ever.
 COMMANDS_TTL_S = 3600
+#: How long a request's claim (``Keys.claim``) outlasts its setting, and each ask of its
+#: sender waiting for the answer (which renews it). ``taken`` must hold while its sender may
+#: withdraw the request, that is while it waits (an answer late for ever: its owner died after
+#: taking it, and its stream, living an hour past the owner's last heartbeat, outlived a
+#: claim set once); the renewals see to that. ``withdrawn`` must hold while an owner may still
+#: come to a copy of the entry it read before its stream went: a reader stalled at least
+#: since then, which is as long as an unanswered entry waits for its worker's next process
+#: (``COMMANDS_TTL_S``), so it is given that long again. Each claim is a few bytes, one per
+#: thread command handed off.
+CLAIM_TTL_S = COMMANDS_TTL_S
 #: How long the mark of a command sent stays: its sender tries a send again at once.
 SENT_TTL_S = 300
 #: Sets a request's claim (``KEYS[1]``) to ``ARGV[1]`` (``taken`` or ``withdrawn``) for
