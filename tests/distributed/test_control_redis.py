@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -1636,3 +1637,63 @@ async def test_the_claim_of_a_handed_thread_command_lasts_while_its_sender_may_w
                 assert 0 < await redis.ttl(claims[0]) <= COMMANDS_TTL_S  # it expires
             finally:
                 gate.set()
+
+
+class SkewedClock:
+    """A worker's wall clock ``skew`` ahead of the others' (``_clock.Clock``)."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.skew
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+async def test_the_newest_run_of_a_thread_is_told_by_redis_clock_not_a_workers(
+    redis_url: str, prefix: str
+) -> None:
+    """Worker a's clock is an hour ahead. Its run on the thread started first, b's a moment
+    later: c took a's for the thread's newest (its ``created_at``, by a's clock, is an hour
+    later) and sent the thread's command there. The workers now list when each run started by
+    Redis's clock, and c sends it to b's run, the newest."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    kw["backoff_s"] = (0.05, 0.2)
+    ahead = SkewedClock(timedelta(hours=1))
+    async with Runtime() as rt_b, Runtime() as rt_c:
+        with use_clock(ahead):
+            rt_a = Runtime()
+            await rt_a.__aenter__()
+            rc_a = RedisControl(rt_a, redis_url, worker_id="a", **kw)
+            await rc_a.start()
+        try:
+            async with (
+                RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+                RedisControl(rt_c, redis_url, worker_id="c", **kw) as rc_c,
+            ):
+                with use_clock(ahead):
+                    first = await rt_a.start(
+                        slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-skew"
+                    )
+                await eventually(lambda: rc_c.get_run(first.run_id), lambda s: s is not None)
+                second = await rt_b.start(
+                    slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-skew"
+                )
+                await eventually(lambda: rc_c.get_run(second.run_id), lambda s: s is not None)
+                steer = SteeringCommand(
+                    target=SteeringTarget.thread("t-skew"),
+                    actor=OPERATOR,
+                    kind=SteeringKind.ADD_INSTRUCTION,
+                    payload={"text": "focus"},
+                )
+                receipt = await rc_c.submit(steer)
+                assert receipt.status == "accepted" and receipt.run_id == second.run_id, receipt
+                for handle in (first, second):
+                    await handle.cancel()
+                    await handle.result()
+                assert rc_b.counters.received == 1
+        finally:
+            await rc_a.aclose()
+            await rt_a.__aexit__(None, None, None)

@@ -17,8 +17,10 @@ import asyncio
 import contextlib
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
+from tinyagents import _clock
 from tinyagents.distributed._base import (
     Backoff,
     ControlledRuntime,
@@ -29,7 +31,7 @@ from tinyagents.distributed._base import (
     outage,
 )
 from tinyagents.distributed.seat import RENEW, Seat
-from tinyagents.distributed.wire import COMMANDS_TTL_S, Keys
+from tinyagents.distributed.wire import COMMANDS_TTL_S, STARTED, Keys
 from tinyagents.events.bus import Subscription
 from tinyagents.events.models import Event
 
@@ -67,6 +69,12 @@ class RunMirror:
         self._stale = True
         #: The runs whose snapshot JSON could not encode (``_encoded``): each logged once.
         self._unencodable: set[str] = set()
+        #: Redis's clock minus this worker's (``_clock``), in seconds, as measured at the
+        #: last heartbeat (``None`` before the first).
+        self._offset: float | None = None
+        #: When each run listed started by Redis's clock (``STARTED``), fixed at its first
+        #: listing (bounded by the runs the runtime holds: pruned at every heartbeat).
+        self._started: dict[str, float] = {}
 
     def open(self) -> None:
         """Follow the runtime's events from now on; every run it holds is written first."""
@@ -84,8 +92,19 @@ class RunMirror:
 
     def stamp(self, snapshot: dict[str, Any]) -> dict[str, Any]:
         """The runtime's live snapshot (``owner``: the runtime's id) with ``worker``: the
-        worker whose stream takes the run's commands."""
+        worker whose stream takes the run's commands, and ``STARTED``: its ``created_at``
+        by Redis's clock, once this worker measured the difference (its first heartbeat).
+        Workers compare runs by it (the newest run of a thread): by their own clocks, one
+        that ran ahead made its older runs the newest (``_newest_on_thread``)."""
         snapshot["worker"] = self.worker_id
+        run_id = snapshot["run_id"]
+        started = self._started.get(run_id)
+        if started is None and self._offset is not None:
+            created = epoch_seconds(snapshot.get("created_at"))
+            if created is not None:
+                started = self._started[run_id] = created + self._offset
+        if started is not None:
+            snapshot[STARTED] = started
         return snapshot
 
     async def run(self, redis: Redis) -> None:
@@ -168,6 +187,13 @@ class RunMirror:
             )
             if self.seat.lost:
                 return
+            # scored by Redis's clock, as the readers compare with it: workers whose clocks
+            # differ still see each other; and the difference of this worker's, to stamp
+            # its runs with their start by Redis's clock
+            before = _clock.now().timestamp()
+            now = await redis_now(redis)
+            self._offset = now - (before + _clock.now().timestamp()) / 2
+            self._started = {r: t for r, t in self._started.items() if r in self.runtime.runs}
         stale = self._stale
         if stale:  # the hash afresh: every run this runtime holds, nothing else
             self._dirty.update(i.run_id for i in self.runtime.runs.list())
@@ -186,9 +212,6 @@ class RunMirror:
             if gone and not stale:
                 pipe.hdel(key, *gone)
             if beat:
-                # scored by Redis's clock, as the readers compare with it: workers whose
-                # clocks differ still see each other
-                now = await redis_now(redis)
                 pipe.zadd(self.keys.workers, {self.worker_id: now})
                 pipe.zremrangebyscore(self.keys.workers, 0, now - self.ttl_s)
                 pipe.expire(self.keys.commands(self.worker_id), COMMANDS_TTL_S)
@@ -217,6 +240,19 @@ async def redis_now(redis: Redis) -> float:
     """Redis's clock, in seconds: the one clock every worker shares."""
     seconds, micros = await redis.time()
     return float(seconds) + float(micros) / 1_000_000
+
+
+def epoch_seconds(value: object) -> float | None:
+    """An ISO time (a snapshot's ``created_at``) in seconds since the epoch, or ``None``."""
+    try:
+        at = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.timestamp()
 
 
 def _has_run(event: Event) -> bool:

@@ -62,7 +62,7 @@ from tinyagents.distributed._base import (
     supervise,
     target_run,
 )
-from tinyagents.distributed.mirror import RunMirror, redis_now
+from tinyagents.distributed.mirror import RunMirror, epoch_seconds, redis_now
 from tinyagents.distributed.owner import CommandReader
 from tinyagents.distributed.seat import Seat
 from tinyagents.distributed.wire import (
@@ -70,6 +70,7 @@ from tinyagents.distributed.wire import (
     CLAIM_TTL_S,
     SENT_TTL_S,
     SERVER_MARK,
+    STARTED,
     WITHDRAWN,
     Envelope,
     HandedBack,
@@ -91,7 +92,6 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.runs.info import RunStatus
-from tinyagents.store.base import run_key
 from tinyagents.store.urls import redacted
 
 #: Appends a command to a worker's stream unless the stream is gone (the worker stopped:
@@ -1014,7 +1014,11 @@ def _newest_on_thread(
 ) -> dict[str, Any] | None:
     """The newest live run listed on ``thread_id`` (of ``tenant``'s runs, when given), as in
     one process (``RunRegistry.for_thread``) and through the store: an older one may be an
-    earlier turn, or a dead worker's ghost still listed."""
+    earlier turn, or a dead worker's ghost still listed. Newest by when each started by
+    Redis's clock (``STARTED``), the one clock the workers share: by their own, a worker whose
+    clock ran ahead had its older runs taken for the newest. A snapshot without it (a worker
+    of an earlier version, or not through its first heartbeat) is placed by its
+    ``created_at``."""
     on_thread = [
         s
         for s in snapshots
@@ -1022,7 +1026,17 @@ def _newest_on_thread(
         and s.get("status") in _LIVE
         and (tenant is None or s.get("tenant_id") == tenant)
     ]
-    return max(on_thread, key=run_key, default=None)
+    return max(on_thread, key=_started_key, default=None)
+
+
+def _started_key(snapshot: dict[str, Any]) -> tuple[float, str]:
+    """When ``snapshot``'s run started, by Redis's clock where its worker said, then its id."""
+    started = snapshot.get(STARTED)
+    if not isinstance(started, (int, float)) or isinstance(started, bool):
+        started = epoch_seconds(snapshot.get("created_at"))
+    if started is None or not math.isfinite(started):
+        started = -math.inf  # no time it can be placed by: the oldest
+    return float(started), str(snapshot["run_id"])
 
 
 def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:

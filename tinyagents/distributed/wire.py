@@ -3,7 +3,8 @@
 Keys (``prefix`` defaults to ``tinyagents``; one prefix per deployment):
 
     {prefix}:workers               sorted set: worker id -> time of its last heartbeat
-    {prefix}:runs:{worker}         hash: run id -> JSON snapshot (owner, updated_at, counters);
+    {prefix}:runs:{worker}         hash: run id -> JSON snapshot (owner, updated_at, counters,
+                                   ``STARTED``: when it started by Redis's clock);
                                    expires ``ttl_s`` after the worker's last heartbeat
     {prefix}:cmd:{worker}          stream of commands for the runs that worker owns
                                    (consumer group ``owners``, one consumer: the worker);
@@ -46,6 +47,10 @@ from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt
 from tinyagents.protocol.ids import id_problem
 from tinyagents.store.base import MAX_COMMAND_BYTES, sendable
 
+#: The field of a mirrored run snapshot that says when the run started by Redis's clock
+#: (seconds; its ``created_at`` by its worker's clock, plus that clock's difference from
+#: Redis's measured at a heartbeat): what workers order runs by, whatever their clocks.
+STARTED = "redis_created_at"
 #: The consumer group of every command stream: the owning worker reads as its one consumer.
 GROUP = "owners"
 #: The envelope version this code writes and reads.
