@@ -1697,3 +1697,48 @@ async def test_the_newest_run_of_a_thread_is_told_by_redis_clock_not_a_workers(
         finally:
             await rc_a.aclose()
             await rt_a.__aexit__(None, None, None)
+
+
+async def test_a_thread_command_a_durable_log_keeps_waits_for_a_run_on_its_own_worker(
+    redis_url: str, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What docs/deploy.md says of a deferred thread command a durable steering log holds: it
+    is not handed to another worker (its log's copy would be applied again by that log's
+    next runtime), so a run of the thread on worker a never takes it; the thread's next run
+    on b, the worker whose log holds it, does."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    kw["backoff_s"] = (0.05, 0.2)
+    async with Runtime() as rt_a, Runtime(store=f"sqlite:///{tmp_path / 'b.db'}") as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", **kw) as rc_a,
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+        ):
+            rounds = [0]
+            waiting = rt_b.router.waiting_for_threads
+
+            def counted() -> Any:
+                rounds[0] += 1
+                return waiting()
+
+            monkeypatch.setattr(rt_b.router, "waiting_for_threads", counted)
+            cancel = thread_cancel("t-logged")
+            assert (await rc_b.submit(cancel)).status == "deferred"
+            theirs = await rt_a.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-logged"
+            )
+            await eventually(lambda: rc_b.get_run(theirs.run_id), lambda s: s is not None)
+            seen = rounds[0]
+            # three rounds of b's thread job with a's run listed: none handed it over
+            await eventually(lambda: asyncio.sleep(0, rounds[0]), lambda n: n >= seen + 3)
+            assert rc_a.counters.received == 0
+            assert [c.correlation_id for c in rt_b.router.open_commands()] == [
+                cancel.correlation_id
+            ]
+            mine = await rt_b.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-logged"
+            )
+            async with asyncio.timeout(60):
+                assert (await mine.result()).status is RunStatus.CANCELLED
+            assert theirs.status is RunStatus.RUNNING
+            await theirs.cancel()
+            await theirs.result()
