@@ -25,7 +25,8 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.distributed import RedisControl
-from tinyagents.distributed.wire import COMMANDS_TTL_S, Keys
+from tinyagents.distributed.mirror import redis_now
+from tinyagents.distributed.wire import COMMANDS_TTL_S, STARTED, Keys
 from tinyagents.errors import InvalidCommandError, ReceiptTimeout
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.server import Control
@@ -1677,7 +1678,14 @@ async def test_the_newest_run_of_a_thread_is_told_by_redis_clock_not_a_workers(
                     first = await rt_a.start(
                         slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-skew"
                     )
-                await eventually(lambda: rc_c.get_run(first.run_id), lambda s: s is not None)
+                listed = await eventually(
+                    lambda: rc_c.get_run(first.run_id), lambda s: s is not None
+                )
+                # b's run starts clearly later by Redis's clock (a measures its clock's
+                # difference to within half a round trip)
+                assert rc_c._redis is not None
+                later = listed[STARTED] + 0.5
+                await eventually(lambda: redis_now(rc_c._redis), lambda now: now > later)
                 second = await rt_b.start(
                     slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-skew"
                 )
