@@ -1098,3 +1098,68 @@ async def test_two_runtimes_settling_the_same_commands_in_other_orders_never_dea
         await admin.close()
         await first.close()
         await second.close()
+
+
+async def test_two_runtimes_saving_the_same_runs_in_other_orders_never_deadlock(
+    schema: str,
+) -> None:
+    """Two runtimes save snapshots of the same two runs at once, each given them in another
+    order (``save_runs`` without ``held_by``: a runtime's snapshot flush, an operator's
+    write): each upserted the rows in the order it was given, so each could hold the row the
+    other wanted next, and PostgreSQL aborted one with "deadlock detected" (40P01), as it did
+    for settled steering-log rows. Rows are saved in one order (run id) by every runtime."""
+    names = [f"ta-{schema}-{n}" for n in (1, 2)]  # each store's connections, no other's
+    sep = "&" if "?" in postgres_dsn() else "?"
+    first, second = (
+        PostgresStore(f"{postgres_dsn()}{sep}application_name={name}", schema=schema)
+        for name in names
+    )
+    await first.open()
+    await second.open()
+    admin = await asyncpg.connect(postgres_dsn())
+    holds = {run_id: await asyncpg.connect(postgres_dsn()) for run_id in ("r-a", "r-b")}
+
+    def snap(run_id: str, status: str) -> dict[str, Any]:
+        return {"run_id": run_id, "root_run_id": run_id, "tenant_id": "acme", "status": status}
+
+    try:
+        await first.save_runs([snap("r-a", "running"), snap("r-b", "running")])
+        held = {}
+        for run_id, conn in holds.items():  # each row held by a transaction of its own
+            held[run_id] = conn.transaction()
+            await held[run_id].start()
+            await conn.execute(
+                f'SELECT 1 FROM "{schema}".runs WHERE run_id = $1 FOR UPDATE', run_id
+            )
+        pid_a = await holds["r-a"].fetchval("SELECT pg_backend_pid()")
+        one = asyncio.ensure_future(  # r-a, then r-b
+            first.save_runs([snap("r-a", "completed"), snap("r-b", "completed")])
+        )
+        other = asyncio.ensure_future(  # r-b, then r-a
+            second.save_runs([snap("r-b", "failed"), snap("r-a", "failed")])
+        )
+
+        async def blockers(name: str) -> list[int]:
+            rows = await admin.fetch(
+                "SELECT pg_blocking_pids(pid) FROM pg_stat_activity"
+                " WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                name,
+            )
+            return [pid for row in rows for pid in row[0]]
+
+        async with asyncio.timeout(60):  # bounds the test; no timing is asserted
+            while not await blockers(names[1]):  # noqa: ASYNC110 (the second waits too)
+                await asyncio.sleep(0.01)
+            await held["r-a"].commit()  # the first takes r-a, then waits for r-b too
+            while not (now := await blockers(names[0])) or pid_a in now:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            await held["r-b"].commit()  # the second (first in line) takes r-b, then r-a
+            assert await asyncio.gather(one, other) == [[], []]
+        statuses = {(await first.load_run(r))["status"] for r in ("r-a", "r-b")}  # type: ignore[index]
+        assert len(statuses) == 1  # one runtime saved both, last
+    finally:
+        for conn in holds.values():
+            await conn.close()
+        await admin.close()
+        await first.close()
+        await second.close()

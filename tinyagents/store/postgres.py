@@ -569,6 +569,10 @@ class PostgresStore(Store):
     ) -> list[str]:
         if not snapshots:
             return []
+        # In the order of their rows (run id; stable: one run's snapshots keep theirs), as
+        # ``_settling`` settles commands: two runtimes saving the same runs lock their rows
+        # in one order, never each holding one the other waits for (a deadlock, 40P01).
+        snapshots = sorted(snapshots, key=lambda s: str(s["run_id"]))
         refused: list[str] = []
         async with self._transaction(f"save {len(snapshots)} run snapshot(s)") as conn:
             if held_by is not None:
