@@ -305,6 +305,55 @@ async def test_a_writer_that_lost_its_lock_can_no_longer_write_pending_writes(
         assert [w.value for w in await new.get_writes("t", "", "f0")] == [3]
 
 
+async def test_a_writer_told_thread_busy_can_write_nothing_of_the_thread(schema: str) -> None:
+    """Once ``renew`` said ``ThreadBusy`` the checkpointer forgot its token, and its writes
+    of the thread were no longer fenced at all: a direct ``put`` (or the pending writes a
+    failing run keeps) landed in the history of the thread's new holder whenever it named
+    the head as its parent. Every write of a thread checks the lease: one this checkpointer
+    holds by its token, any other by nobody else holding it."""
+    dsn = postgres_dsn()
+    async with (
+        PostgresCheckpointer(dsn, schema=schema, lease_ttl=0.0) as old,
+        PostgresCheckpointer(dsn, schema=schema) as new,
+    ):
+        await old.acquire("t", "old")
+        await old.put(record(0))
+        await _terminate_lease_connections(schema)
+        await new.acquire("t", "new")
+        with pytest.raises(ThreadBusy):
+            await old.renew("t", "old")  # the token is forgotten here
+        with pytest.raises(ThreadBusy):
+            await old.put(record(1))
+        with pytest.raises(ThreadBusy):
+            await old.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+        assert [r.checkpoint_id for r in await new.list("t")] == ["c0"]
+        assert await new.get_writes("t", "", "f0") == []
+        await new.put(record(1, checkpoint_id="c1"))
+        await new.release("t", "new")
+        await old.put(record(2))  # nobody holds the thread now: a direct write lands
+        assert [r.checkpoint_id for r in await new.list("t")] == ["c2", "c1", "c0"]
+
+
+async def test_a_checkpointer_that_never_took_the_thread_cannot_write_it_while_held(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    """A direct ``put`` or ``put_writes`` of a checkpointer that never acquired the thread
+    (or was refused it) while another process holds it: ``ThreadBusy``, nothing written."""
+    holder = await spawn(HOLDER, schema)
+    try:
+        assert await said(holder) == "held"
+        with pytest.raises(ThreadBusy):
+            await cp.acquire("t", "me")
+        with pytest.raises(ThreadBusy):
+            await cp.put(record(0))
+        with pytest.raises(ThreadBusy):
+            await cp.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+        assert await cp.list("t") == [] and await cp.get_writes("t", "", "f0") == []
+    finally:
+        holder.kill()
+        await holder.wait()
+
+
 async def test_renew_takes_the_lock_again_when_nobody_took_the_thread(schema: str) -> None:
     dsn = postgres_dsn()
     async with (

@@ -21,6 +21,9 @@ One writer per thread, enforced by the database:
   took the thread) can never append another checkpoint nor replace the new holder's pending
   writes: it gets ``ThreadBusy``. ``renew`` checks the same, and
   takes the lock again on a new connection when the old one dropped and nobody took over.
+- A write of a thread this checkpointer does not hold (never taken, refused, or lost: its
+  token is forgotten then) is made only while nobody holds it: it takes the thread's lock,
+  shared, for its own transaction, which a holder's lock refuses (``ThreadBusy``).
 
 The advisory lock lives in a session: behind a pooler (PgBouncer) the lease connection needs
 session pooling; transaction pooling would drop it.
@@ -266,7 +269,9 @@ class PostgresCheckpointer(Checkpointer):
 
     async def put(self, record: CheckpointRecord) -> None:
         check_record_keys(record)
+        await self._db()  # the lock keys name the schema
         held = self._tokens.get(record.thread_id)
+        fence, fenced_by = self._fence(record.thread_id, held, 11)
         args: list[Any] = [
             record.thread_id,
             record.ns,
@@ -278,6 +283,7 @@ class PostgresCheckpointer(Checkpointer):
             record.source,
             record.created_at,
             compact_json(record.body()),
+            fenced_by,
         ]
         if record.parent_id is None:
             guard = "NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND ns = $2)"
@@ -286,11 +292,7 @@ class PostgresCheckpointer(Checkpointer):
                 "EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = $1 AND ns = $2 "
                 "AND seq = $3 - 1 AND checkpoint_id = $5)"
             )
-        if held is not None:  # fenced: only while the lease row still holds our token
-            args.append(held[1])
-            guard += (
-                " AND EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $11)"
-            )
+        guard += f" AND {fence}"
         sql = (
             "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
             "snapshot, source, created_at, body) SELECT $1::text, $2::text, $3::integer, $4::text, "
@@ -302,7 +304,7 @@ class PostgresCheckpointer(Checkpointer):
         )
         if inserted or (again and await self._saved(record)):
             return  # saved now, or by the first attempt (its reply lost with its connection)
-        if held is not None and not await self._holds(record.thread_id, held[1]):
+        if await self._taken(record.thread_id, held):
             raise ThreadBusy(record.thread_id)
         raise StaleCheckpointError(stale_message(record))
 
@@ -419,6 +421,7 @@ class PostgresCheckpointer(Checkpointer):
         check_write_keys(thread_id, ns, frontier_id, writes)
         if not writes:
             return
+        await self._db()  # the lock keys name the schema
         latest: dict[tuple[str, str, str], WriteRecord] = {}  # a key twice: the last value
         for w in writes:
             latest[(w.task_id, w.kind, w.key)] = w
@@ -432,20 +435,16 @@ class PostgresCheckpointer(Checkpointer):
             [w.key for w in writes],
             [compact_json(w.value) for w in writes],
         ]
-        held = self._tokens.get(thread_id)
-        fence = ""
-        if held is not None:  # fenced like ``put``: a writer taken over changes nothing
-            args.append(held[1])
-            fence = (
-                "WHERE EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = $8) "
-            )
+        # fenced like ``put``: a writer taken over, or not holding the thread, changes nothing
+        fence, fenced_by = self._fence(thread_id, self._tokens.get(thread_id), 8)
+        args.append(fenced_by)
         # one statement: the writes of a task land together or not at all
         saved = await self._fetch(
             f"save pending writes of thread {shown_id(thread_id)}",
             "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
             "value) SELECT $1, $2, $3, w.task_id, w.kind, w.key, w.value "
             "FROM unnest($4::text[], $5::text[], $6::text[], $7::text[]) "
-            f"WITH ORDINALITY AS w(task_id, kind, key, value, n) {fence}ORDER BY w.n "
+            f"WITH ORDINALITY AS w(task_id, kind, key, value, n) WHERE {fence} ORDER BY w.n "
             "ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, key) "
             "DO UPDATE SET value = excluded.value RETURNING 1",
             *args,
@@ -592,6 +591,31 @@ class PostgresCheckpointer(Checkpointer):
                 )
                 if conn is locked_on:  # else the lock went with the connection it was on
                     await conn.execute("SELECT pg_advisory_unlock($1)", self._key(thread_id))
+
+    def _fence(self, thread_id: str, held: tuple[str, int] | None, at: int) -> tuple[str, Any]:
+        """The condition every write of ``thread_id`` is made on, and its parameter ``$at``.
+        Held here (``held``: owner, token): the lease row still holds the token, so a writer
+        another took the thread from changes nothing. Not held here (never taken, refused
+        with ``ThreadBusy``, or lost at renewal): nobody holds the thread, which the write
+        makes sure of by taking its lock, shared, for its own transaction: a holder's lock
+        refuses it, other such writes do not, and a holder taking the thread meanwhile gets
+        ``ThreadBusy``."""
+        if held is not None:
+            token = f"EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = $1 AND token = ${at})"
+            return token, held[1]
+        return f"pg_try_advisory_xact_lock_shared(${at})", self._key(thread_id)
+
+    async def _taken(self, thread_id: str, held: tuple[str, int] | None) -> bool:
+        """Whether a write ``_fence`` held back was held back for another writer: the lease
+        row no longer holds our token, or (not held here) someone holds the thread's lock."""
+        if held is not None:
+            return not await self._holds(thread_id, held[1])
+        rows = await self._fetch(
+            f"read the lease of thread {shown_id(thread_id)}",
+            "SELECT pg_try_advisory_xact_lock_shared($1)",  # let go as it commits
+            self._key(thread_id),
+        )
+        return not rows[0][0]
 
     async def _holds(self, thread_id: str, token: int) -> bool:
         rows = await self._fetch(
