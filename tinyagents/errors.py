@@ -16,6 +16,7 @@
     ├── StoreError                     a persistence backend failed or holds data it cannot read
     │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
     │   ├── ThreadBusy                 another run is already writing this thread
+    │   ├── LeaseExpired               the store was out of reach past a thread's lease: the writer stopped
     │   └── ReceiptTimeout             a command put in the store's inbox got no receipt in time
     ├── RunError                       a run ended without a result
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
@@ -198,6 +199,14 @@ class ThreadBusy(StoreError):
             "or fork the thread"
         )
         self.thread_id = thread_id
+
+
+class LeaseExpired(StoreError):
+    """A thread's writer could not reach the store for as long as its lease lasts
+    (``lease_ttl`` after it was last confirmed): another writer may hold the thread by now, so
+    it wrote nothing more. What it saved before stays; once the store answers again, continue
+    the thread (``run(None, thread_id=...)``), or raise ``lease_ttl`` to ride out longer
+    outages."""
 
 
 class RunError(TinyAgentsError):

@@ -19,7 +19,7 @@ import pytest
 from services import PgProxy, drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
-from tinyagents.errors import GraphValidationError, StoreError, ThreadBusy
+from tinyagents.errors import GraphValidationError, LeaseExpired, StoreError, ThreadBusy
 from tinyagents.graph import END, MAX_NODE_NAME_LENGTH, START, StateGraph, interrupt
 from tinyagents.store.base import may_pass
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer, WriteRecord
@@ -407,7 +407,7 @@ async def test_renew_notices_a_lease_row_taken_by_another_owner(
 
 
 async def _first_of(renewing: asyncio.Future[None], waited: Any) -> None:
-    """Wait for ``waited``; a renewal that ends first (it gave up) raises here."""
+    """Wait for ``waited``; a renewal (or a save) that ends first (it gave up) raises here."""
     other = asyncio.ensure_future(waited)
     async with asyncio.timeout(60):  # a hang guard: no timing is asserted
         await asyncio.wait([renewing, other], return_when=asyncio.FIRST_COMPLETED)
@@ -499,9 +499,151 @@ async def test_a_renewal_gives_up_once_the_lease_may_have_been_lost(schema: str)
             with pytest.raises(StoreError, match="could not renew the lease") as caught:
                 async with asyncio.timeout(60):  # a hang guard: no timing is asserted
                     await cp.renew("t", "me")
-            assert not isinstance(caught.value, ThreadBusy) and may_pass(caught.value)
+            assert isinstance(caught.value, LeaseExpired) and may_pass(caught.value)
             assert "lease" in str(caught.value) and "margin" in str(caught.value)
             proxy.up()
+    finally:
+        await proxy.aclose()
+
+
+def _save(cp: PostgresCheckpointer, write: str) -> asyncio.Future[None]:
+    """Start a checkpoint (``put``) or a task's pending write (``put_writes``) of thread t."""
+    if write == "put":
+        return asyncio.ensure_future(cp.put(record(1)))
+    result = WriteRecord(task_id="a", kind="result", value=1)
+    return asyncio.ensure_future(cp.put_writes("t", "", "f0", [result]))
+
+
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+async def test_a_save_rides_out_an_unreachable_server_while_the_lease_may_still_be_ours(
+    schema: str, write: str
+) -> None:
+    """The server is out of reach (a restart, a network cut) for longer than a blip: a
+    checkpoint or a pending write got two quick retries, then failed the graph run, though
+    the lease was the writer's for a minute more. It is tried again, as ``renew`` is, until
+    ``lease_ttl`` after the lease was last confirmed, and lands once the server is back."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with (
+            PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=60.0) as cp,
+            PostgresCheckpointer(postgres_dsn(), schema=schema) as other,
+        ):
+            await cp.acquire("t", "me")
+            await cp.put(record(0))
+            proxy.down()
+            saving = _save(cp, write)
+            await _first_of(saving, proxy.refusing(8))  # well past the two quick retries
+            proxy.up()
+            async with asyncio.timeout(60):
+                await saving
+            if write == "put":
+                assert [r.checkpoint_id for r in await other.list("t")] == ["c1", "c0"]
+            else:
+                assert [w.value for w in await other.get_writes("t", "", "f0")] == [1]
+            await cp.renew("t", "me")
+            await cp.put(record(2 if write == "put" else 1))  # the thread is still ours
+    finally:
+        await proxy.aclose()
+
+
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+async def test_a_save_riding_out_an_unreachable_server_notices_a_thread_taken_meanwhile(
+    schema: str, write: str
+) -> None:
+    """While the save waits for the server, the lease connection is gone and with it the
+    lock: another writer takes the thread. Once the server answers, the save is
+    ``ThreadBusy`` (its fencing token is no longer the lease row's), nothing written."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with (
+            PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=60.0) as cp,
+            PostgresCheckpointer(postgres_dsn(), schema=schema) as other,
+        ):
+            await cp.acquire("t", "me")
+            await cp.put(record(0))
+            proxy.down()
+            saving = _save(cp, write)
+            await _first_of(saving, proxy.refusing(1))
+            async with asyncio.timeout(60):  # until the server has seen the session end
+                while True:
+                    try:
+                        await other.acquire("t", "thief")
+                        break
+                    except ThreadBusy:
+                        await asyncio.sleep(0.01)
+            await _first_of(saving, proxy.refusing(8))
+            proxy.up()
+            with pytest.raises(ThreadBusy):
+                async with asyncio.timeout(60):
+                    await saving
+            assert [r.checkpoint_id for r in await other.list("t")] == ["c0"]
+            assert await other.get_writes("t", "", "f0") == []
+    finally:
+        await proxy.aclose()
+
+
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+async def test_a_save_gives_up_once_the_lease_may_have_passed_to_another_writer(
+    schema: str, write: str
+) -> None:
+    """A server out of reach past the lease's margin: the save stops with ``LeaseExpired``
+    (a ``StoreError`` that may pass, saying the margin ran out), not waiting for good, and
+    writes nothing once the server is back."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with (
+            PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=0.5) as cp,
+            PostgresCheckpointer(postgres_dsn(), schema=schema) as other,
+        ):
+            await cp.acquire("t", "me")
+            await cp.put(record(0))
+            proxy.down()
+            with pytest.raises(LeaseExpired, match="could not save") as caught:
+                async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+                    await _save(cp, write)
+            assert may_pass(caught.value) and "margin" in str(caught.value)
+            proxy.up()
+            assert [r.checkpoint_id for r in await other.list("t")] == ["c0"]
+            assert await other.get_writes("t", "", "f0") == []
+    finally:
+        await proxy.aclose()
+
+
+class Steps(TypedDict):
+    done: list[str]
+
+
+async def test_a_graph_run_rides_out_an_unreachable_server(schema: str) -> None:
+    """End to end: the server goes out of reach while a node runs and comes back only after
+    many refused connections; the step's checkpoint waits for it and the run completes."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    backs: list[asyncio.Task[None]] = []
+
+    async def back_later() -> None:
+        await proxy.refusing(proxy.refused + 8)  # well past the two quick retries
+        proxy.up()
+
+    async def first(state: Steps) -> dict[str, Any]:
+        proxy.down()
+        backs.append(asyncio.create_task(back_later()))
+        return {"done": [*state["done"], "a"]}
+
+    async def second(state: Steps) -> dict[str, Any]:
+        return {"done": [*state["done"], "b"]}
+
+    builder = StateGraph(Steps).add_node("a", first).add_node("b", second)
+    builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    try:
+        async with PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=60.0) as cp:
+            graph = builder.compile(checkpointer=cp)
+            async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+                result = await graph.run({"done": []}, thread_id="t")
+            assert result.status == "completed" and result.state == {"done": ["a", "b"]}
+            await asyncio.gather(*backs)
     finally:
         await proxy.aclose()
 

@@ -24,6 +24,10 @@ One writer per thread, enforced by the database:
 - A write of a thread this checkpointer does not hold (never taken, refused, or lost: its
   token is forgotten then) is made only while nobody holds it: it takes the thread's lock,
   shared, for its own transaction, which a holder's lock refuses (``ThreadBusy``).
+- A save (checkpoint or pending write) of a thread held here rides out a server out of reach
+  the way ``renew`` does (``_while_the_lease_lasts``, one retry loop for both): tried again
+  until ``lease_ttl`` after the lease was last confirmed, every try fenced by the token, then
+  ``LeaseExpired``.
 
 The advisory lock lives in a session: behind a pooler (PgBouncer) the lease connection needs
 session pooling; transaction pooling would drop it.
@@ -34,12 +38,20 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import itertools
 import os
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
+from tinyagents.errors import (
+    ConfigurationError,
+    LeaseExpired,
+    StaleCheckpointError,
+    StoreError,
+    ThreadBusy,
+)
 from tinyagents.protocol.ids import shown_id
 from tinyagents.store._postgres import (
     AGAIN,
@@ -120,10 +132,14 @@ MIGRATIONS: list[tuple[int, str]] = [
 ]
 
 
+#: The longest pause between two tries of a renewal or a save riding out a lost connection
+#: (``_while_the_lease_lasts``).
+_RIDE_OUT_PAUSE_MAX_S = 1.0
+
+_T = TypeVar("_T")
+
 #: PostgreSQL's ``synchronous_commit`` values (it reads them in any case; ``on``/``off``
 #: also as ``true``/``false``, ``yes``/``no``, ``1``/``0``).
-#: The longest pause between two tries of a renewal riding out a lost connection.
-_RENEW_PAUSE_MAX_S = 1.0
 
 _SYNCHRONOUS_COMMIT = ("on", "off", "local", "remote_write", "remote_apply")
 _SYNCHRONOUS_COMMIT_ALIASES = {
@@ -299,14 +315,21 @@ class PostgresCheckpointer(Checkpointer):
             "$5::text, $6::integer, $7::boolean, $8::text, $9::float8, $10::text "
             f"WHERE {guard} ON CONFLICT DO NOTHING RETURNING seq"
         )
-        inserted, again = await self._fetch_again(
-            f"save checkpoint {record.checkpoint_id}", sql, *args
-        )
-        if inserted or (again and await self._saved(record)):
-            return  # saved now, or by the first attempt (its reply lost with its connection)
-        if await self._taken(record.thread_id, held):
-            raise ThreadBusy(record.thread_id)
-        raise StaleCheckpointError(stale_message(record))
+        tried = False
+
+        async def save() -> None:
+            nonlocal tried
+            tried_before, tried = tried, True
+            inserted, again = await self._fetch_again(
+                f"save checkpoint {record.checkpoint_id}", sql, *args
+            )
+            if inserted or ((again or tried_before) and await self._saved(record)):
+                return  # saved now, or by an earlier attempt (its reply lost with its connection)
+            if await self._taken(record.thread_id, held):
+                raise ThreadBusy(record.thread_id)
+            raise StaleCheckpointError(stale_message(record))
+
+        await self._while_the_lease_lasts(record.thread_id, held, save)
 
     async def _saved(self, record: CheckpointRecord) -> bool:
         """Whether the thread holds ``record`` at its place in the chain already."""
@@ -436,10 +459,12 @@ class PostgresCheckpointer(Checkpointer):
             [compact_json(w.value) for w in writes],
         ]
         # fenced like ``put``: a writer taken over, or not holding the thread, changes nothing
-        fence, fenced_by = self._fence(thread_id, self._tokens.get(thread_id), 8)
+        held = self._tokens.get(thread_id)
+        fence, fenced_by = self._fence(thread_id, held, 8)
         args.append(fenced_by)
         # one statement: the writes of a task land together or not at all
-        saved = await self._fetch(
+        save = functools.partial(
+            self._fetch,
             f"save pending writes of thread {shown_id(thread_id)}",
             "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
             "value) SELECT $1, $2, $3, w.task_id, w.kind, w.key, w.value "
@@ -449,6 +474,7 @@ class PostgresCheckpointer(Checkpointer):
             "DO UPDATE SET value = excluded.value RETURNING 1",
             *args,
         )
+        saved, _ = await self._while_the_lease_lasts(thread_id, held, save)
         if not saved:  # every row is inserted or updated unless the fence held them back
             raise ThreadBusy(thread_id)
 
@@ -635,38 +661,58 @@ class PostgresCheckpointer(Checkpointer):
         A failure that may pass (the server ends the connection again, restarts, refuses
         it) is tried again, with a growing pause, for as long as the lease may still be
         ours: until ``lease_ttl`` after it was last confirmed, its margin (at least twice).
-        Past it, the ``StoreError`` is raised: the holder cannot tell whether another writer
-        took the thread, and stops. Retrying never lets it write a thread another took: the
-        lock is taken again only with the same fencing token in the lease row."""
+        Past it, ``LeaseExpired`` is raised: the holder cannot tell whether another writer
+        took the thread, and stops (``_while_the_lease_lasts``, which saves share).
+        Retrying never lets it write a thread another took: the lock is taken again only
+        with the same fencing token in the lease row."""
         held = self._tokens.get(thread_id)
         if held is None or held[0] != owner:
             raise ThreadBusy(thread_id)
-        now = time.monotonic()
-        if now < self._renew_after.get(thread_id, 0.0):
+        if time.monotonic() < self._renew_after.get(thread_id, 0.0):
             return
-        margin_ends = self._confirmed_at.get(thread_id, now) + self.lease_ttl
+        renew = functools.partial(self._renew_once, thread_id, owner, held[1])
+        _, tried_at = await self._while_the_lease_lasts(thread_id, held, renew)
+        self._confirmed_at[thread_id] = tried_at
+        self._renew_after[thread_id] = tried_at + self.lease_ttl / 2
+
+    async def _while_the_lease_lasts(
+        self, thread_id: str, held: tuple[str, int] | None, attempt: Callable[[], Awaitable[_T]]
+    ) -> tuple[_T, float]:
+        """``attempt()``'s result, and when the try that gave it began. Of a thread held here
+        (``held``), a failure that may pass (the server ends the connection again, restarts,
+        refuses it) is tried again, with a pause growing to 1 s, for as long as the lease may
+        still be ours: until ``lease_ttl`` after it was last confirmed, its margin (at least
+        ``AGAIN`` times). Past it, ``LeaseExpired``: the holder cannot tell whether another
+        writer took the thread, and stops. ``ThreadBusy`` and any other failure are raised
+        at once. Retrying never lets a holder write a thread another took: every write is
+        fenced by its token (``_fence``), and a lock is taken again only with that token in
+        the lease row (``_renew_once``). A thread not held here has no lease to bound a wait:
+        ``attempt`` is tried once (its statements are tried again on a dropped connection,
+        ``fetch_again``)."""
+        if held is None:
+            return await attempt(), time.monotonic()
+        margin_ends = self._confirmed_at.get(thread_id, time.monotonic()) + self.lease_ttl
         pause = AGAIN_AFTER_S
-        for attempt in itertools.count(1):
+        for tries in itertools.count(1):
             tried_at = time.monotonic()
             try:
-                await self._renew_once(thread_id, owner, held[1])
-                break
+                return await attempt(), tried_at
             except ThreadBusy:
                 raise
             except StoreError as exc:
                 if not may_pass_error(exc):
                     raise
                 left = margin_ends - time.monotonic()
-                if attempt >= AGAIN and left <= pause:
-                    raise StoreError(
-                        f"{exc} (tried {attempt} times, until the lease's margin ran out:"
+                if tries >= AGAIN and left <= pause:
+                    raise LeaseExpired(
+                        f"{exc} (tried {tries} times, until the lease's margin ran out:"
                         f" {self.lease_ttl:g} s (lease_ttl) after it was last confirmed;"
-                        " another writer may have taken the thread since)"
+                        " another writer may have taken the thread since, so this one"
+                        " stopped writing it)"
                     ) from exc.__cause__
             await asyncio.sleep(min(pause, max(left, 0.0)))
-            pause = min(pause * 2, _RENEW_PAUSE_MAX_S)
-        self._confirmed_at[thread_id] = tried_at
-        self._renew_after[thread_id] = tried_at + self.lease_ttl / 2
+            pause = min(pause * 2, _RIDE_OUT_PAUSE_MAX_S)
+        raise AssertionError("unreachable")
 
     async def _renew_once(self, thread_id: str, owner: str, token: int) -> None:
         """One try of ``renew``: ``ThreadBusy`` when the lease is lost, ``StoreError`` when
