@@ -259,6 +259,25 @@ async def test_two_instances_in_one_process_exclude_each_other(schema: str) -> N
         await two.put(record(0))
 
 
+async def test_a_thread_taken_before_setup_is_busy_for_another_process(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    """A checkpointer whose first call is ``acquire`` (``compile(checkpointer=...)`` without
+    ``async with``) took the thread's lock under a key made before it knew its schema, which
+    no other checkpointer of that schema uses: a second writer took the same thread at once
+    (and the first then failed mid-run with ``ThreadBusy``)."""
+    fresh = PostgresCheckpointer(postgres_dsn(), schema=schema)
+    try:
+        await fresh.acquire("t", "first")
+        with pytest.raises(ThreadBusy):
+            await cp.acquire("t", "second")
+        with pytest.raises(ThreadBusy):
+            await cp.put(record(0))
+        await fresh.put(record(0))
+    finally:
+        await fresh.aclose()
+
+
 async def test_a_writer_that_lost_its_lock_can_no_longer_write(schema: str) -> None:
     """Fencing: the lease connection of the first writer drops, a second writer takes the
     thread (a new token); the first writer's next checkpoint is refused, even though it

@@ -510,6 +510,7 @@ class PostgresCheckpointer(Checkpointer):
     # -- leases ----------------------------------------------------------------------------
 
     def _key(self, thread_id: str) -> int:
+        """The thread's advisory-lock key; call once set up (``_db``): it names the schema."""
         return lock_key(self.schema_name, "thread", thread_id)
 
     async def _connection(self) -> Any:
@@ -559,6 +560,7 @@ class PostgresCheckpointer(Checkpointer):
         held = self._tokens.get(thread_id)
         if held is not None and held[0] == owner:
             return  # re-entrant: the lock is ours already
+        await self._db()  # first: the lock's key names the schema, known once set up
         key = self._key(thread_id)
         async with (
             self._lease_lock,
