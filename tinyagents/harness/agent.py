@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from pydantic import BaseModel
-
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
 from tinyagents.harness.context import RunFunction
@@ -16,6 +14,7 @@ from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
 from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
+from tinyagents.harness.output import output_type_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.runs.host import RunHost, private_host
@@ -35,7 +34,8 @@ class Agent:
     optionally lists the model names the run may be switched between (``constrain_model``
     narrows it; the first allowed one is used). Without it a run may use ``model``'s name
     only, so no steering command can switch it to another model. ``output_type`` (a pydantic
-    model class) asks for structured output: the run's output is the validated object.
+    model class, or a union of them: ``A | B``, ``[A, B]``) asks for structured output: the
+    run's output is the validated object (of the member the answer names).
     ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
     sent back per prompt: output that does not validate, or an ``@agent.output_validator``
     raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
@@ -57,7 +57,7 @@ class Agent:
         description: str = "",
         unknown_tools: Literal["error_result", "fail"] = "error_result",
         supervisor: Any = None,
-        output_type: type[BaseModel] | type[str] | None = None,
+        output_type: Any = None,
         output_retries: int = 1,
         retries: int | None = None,
     ) -> None:
@@ -88,16 +88,8 @@ class Agent:
                 "function with @agent.system_prompt, or steer the run (add_instruction)"
             )
         check_limits(limits)
-        if output_type is str:  # text, the default (pydantic-ai's output_type=str)
-            output_type = None
-        if output_type is not None and not (
-            isinstance(output_type, type) and issubclass(output_type, BaseModel)
-        ):
-            raise ConfigurationError(
-                f"agent {name!r}: output_type takes a pydantic model class (the output's JSON "
-                f"schema is sent as response_format), got {kind_of(output_type)}; wrap other "
-                "types in one, e.g. class Answer(BaseModel): value: int"
-            )
+        # text for str (pydantic-ai's default), a model class, or a union's envelope class
+        output_type = output_type_of(name, output_type)
         _check_retries(name, "output_retries", output_retries)
         check_retries(f"agent {name!r}", retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
@@ -130,7 +122,8 @@ class Agent:
         #: replaces the runtime's spec for them.
         self.supervisor = supervisor
         #: A pydantic model the final answer must be the JSON of: each request asks for it
-        #: (``response_format``) and the run's output is the validated object.
+        #: (``response_format``) and the run's output is the validated object. For a union,
+        #: a ``UnionOutput`` class (its envelope), whose answer's member is the output.
         self.output_type = output_type
         #: How many times a final answer may be sent back per prompt (invalid output, or an
         #: output validator's ``ModelRetry``) before the run ends ``failed``.

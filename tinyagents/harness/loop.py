@@ -80,6 +80,7 @@ from tinyagents.harness.model import (
     parse_arguments,
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
+from tinyagents.harness.output import UnionOutput
 from tinyagents.harness.pausing import HoldBelow
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
@@ -1611,7 +1612,8 @@ def _no_partial_output(limit: RunLimitExceeded, why: str) -> RunLimitExceeded:
 def read_output(output_type: type[BaseModel], text: str) -> Any:
     """The ``output_type`` object ``text`` holds, as a run reads its answer (its JSON, in a
     markdown fence or not); raises ``ValidationError`` for text that holds none."""
-    return output_type.model_validate_json(_unfenced(text))
+    output = output_type.model_validate_json(_unfenced(text))
+    return output.output() if isinstance(output, UnionOutput) else output
 
 
 def _unfenced(text: str) -> str:

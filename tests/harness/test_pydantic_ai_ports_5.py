@@ -1,0 +1,189 @@
+"""pydantic-ai's agent and tool tests, ported (a fifth batch; see test_pydantic_ai_ports.py,
+_2, _3 and _4): union output types, over the testkit's fakes and the OpenAI-compatible
+test server.
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/...``). Where we
+behave differently on purpose, the test asserts our documented behaviour and says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import pytest
+from pydantic import BaseModel
+
+from tinyagents import Agent, RunLimits, RunStatus, SubAgent
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, Usage
+from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel
+
+
+class Apple(BaseModel):
+    color: str
+
+
+class Banana(BaseModel):
+    """A banana."""
+
+    length: float
+
+
+def apple(color: str) -> str:
+    return '{"result": {"kind": "Apple", "data": {"color": "%s"}}}' % color  # noqa: UP031
+
+
+def asks(request: ModelRequest) -> list[str]:
+    return [m.content for m in request.messages if m.metadata.get("retry") == "invalid_output"]
+
+
+# --- union output types --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "output_type",
+    [[Apple, Banana], (Apple, Banana), Apple | Banana, Union[Apple, Banana]],  # noqa: UP007
+    ids=["list", "tuple", "pipe", "Union"],
+)
+async def test_a_union_output_type_reads_the_member_its_answer_names(output_type: Any) -> None:
+    # ports tests/test_agent.py::test_output_type_union_text_fallback: a union output type is
+    # answered with pydantic-ai's union envelope, {"result": {"kind": ..., "data": ...}}, and
+    # the run's output is the member it names. Our structured output is native (the schema
+    # sent as response_format, pydantic-ai's NativeOutput), so a union is sent as
+    # pydantic-ai's NativeOutput([Apple, Banana]) sends it, with no output tools.
+    model = ScriptedModel([apple("red")])
+    result = await Agent("a", model, output_type=output_type).run("What fruit is it?")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Apple(color="red"))
+    banana = '{"result": {"kind": "Banana", "data": {"length": 6}}}'
+    result = await Agent("b", ScriptedModel([banana]), output_type=output_type).run("And this?")
+    assert result.output == Banana(length=6.0)
+    assert model.requests[0].tools == []  # no output tools offered
+
+
+async def test_a_union_answer_whose_data_does_not_fit_its_kind_is_sent_back() -> None:
+    # ports tests/test_agent.py::test_output_type_union_text_fallback_invalid_data_retries: the
+    # right kind with data that does not fit that member is answered with what is wrong (the
+    # member's own problem, at its field) and the model is asked once more.
+    answers = ['{"result": {"kind": "Apple", "data": {"length": 12.0}}}', apple("green")]
+    model = ScriptedModel(answers)
+    result = await Agent("a", model, output_type=[Apple, Banana]).run("What fruit is it?")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Apple(color="green"))
+    (ask,) = asks(model.requests[1])
+    assert "color: Field required" in ask
+
+
+async def test_a_union_answer_of_an_unknown_kind_is_sent_back() -> None:
+    # ports tests/test_agent.py::test_output_type_union_text_fallback_invalid_kind_retries (and
+    # ::test_prompted_output_union_invalid_kind_retries): a kind that is no member's name is a
+    # problem at result.kind naming the kinds there are, and the model is asked once more.
+    answers = [
+        '{"result": {"kind": "Cherry", "data": {"color": "red"}}}',
+        '{"result": {"kind": "Banana", "data": {"length": 6.0}}}',
+    ]
+    model = ScriptedModel(answers)
+    result = await Agent("a", model, output_type=[Apple, Banana]).run("What fruit is it?")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Banana(length=6.0))
+    (ask,) = asks(model.requests[1])
+    assert "result.kind: Input should be 'Apple' or 'Banana'" in ask
+
+
+async def test_a_union_answer_of_an_unknown_kind_past_the_output_retries_fails_the_run() -> None:
+    # ports tests/test_agent.py::test_output_type_union_text_fallback_invalid_kind_exhausts_
+    # retries: an unknown kind answered again past output_retries ends the run failed with a
+    # ModelResponseError (pydantic-ai's UnexpectedModelBehavior), never a KeyError.
+    cherry = '{"result": {"kind": "Cherry", "data": {"color": "red"}}}'
+    model = FunctionModel(lambda request: cherry)
+    result = await Agent("a", model, output_type=[Apple, Banana]).run("What fruit is it?")
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and result.error.startswith("ModelResponseError")
+    assert "not valid Apple_or_Banana output" in result.error and len(model.requests) == 2
+
+
+class Foo(BaseModel):
+    foo: str
+
+
+class Bar(BaseModel):
+    bar: str
+
+
+class FooBar(BaseModel):
+    """FooBar description"""
+
+    foo: Foo
+    bar: Bar
+
+
+class FooBaz(BaseModel):
+    """FooBaz description"""
+
+    foo: Foo
+    baz: Bar
+
+
+async def test_a_union_of_models_sharing_nested_models_is_read() -> None:
+    # ports tests/test_agent.py::test_prompted_output_with_defs: members whose fields are
+    # models (shared between them, under the schema's $defs) are read whole.
+    text = '{"result": {"kind": "FooBar", "data": {"foo": {"foo": "foo"}, "bar": {"bar": "bar"}}}}'
+    result = await Agent("a", ScriptedModel([text]), output_type=[FooBar, FooBaz]).run("foo?")
+    assert result.output == FooBar(foo=Foo(foo="foo"), bar=Bar(bar="bar"))
+
+
+async def test_a_union_is_sent_as_pydantic_ais_native_union_schema() -> None:
+    # ports tests/models/test_openai.py::test_openai_native_output_multiple (its union's schema,
+    # as pydantic_ai/_output.py's UnionOutputProcessor builds it): an object whose "result" is
+    # any of one object per member, {"kind": <const name>, "data": <member>}, titled with the
+    # member's name and described by its docstring; sent strict, as OpenAI's strict mode holds it.
+    async with OpenAICompatServer([apple("red")]) as server:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", max_retries=0
+        )
+        result = await Agent("a", model, output_type=Apple | Banana).run("go")
+    assert result.output == Apple(color="red"), result.error
+    sent = server.requests[0]["response_format"]["json_schema"]
+    assert sent["name"] == "Apple_or_Banana" and sent["strict"] is True
+    schema = sent["schema"]
+    assert schema["required"] == ["result"] and schema["additionalProperties"] is False
+    members = schema["properties"]["result"]["anyOf"]
+    assert [m["properties"]["kind"]["const"] for m in members] == ["Apple", "Banana"]
+    assert [m["title"] for m in members] == ["Apple", "Banana"]
+    assert members[1]["description"] == "A banana."
+    assert all(m["required"] == ["kind", "data"] for m in members)
+    data = members[0]["properties"]["data"]
+    assert schema["$defs"][data["$ref"].rsplit("/", 1)[1]]["required"] == ["color"]
+
+
+async def test_two_members_of_one_name_get_kinds_of_their_own() -> None:
+    # as pydantic-ai's UnionOutputProcessor keys them: a second member of an equal name (two
+    # classes both called Apple) is the kind Apple_2.
+    other = type("Apple", (BaseModel,), {"__annotations__": {"seeds": int}})
+    text = '{"result": {"kind": "Apple_2", "data": {"seeds": 5}}}'
+    result = await Agent("a", ScriptedModel([text]), output_type=[Apple, other]).run("go")
+    assert isinstance(result.output, other) and result.output.seeds == 5
+
+
+def test_a_union_of_one_type_is_that_type_and_one_with_text_is_refused() -> None:
+    # pydantic-ai's output_type=[Foo] is Foo. Text beside models (output_type=[Foo, str],
+    # which pydantic-ai answers with output tools) is refused: our structured output is the
+    # response_format, which leaves the model no room for plain text.
+    assert Agent("a", ScriptedModel(["x"]), output_type=[Apple]).output_type is Apple
+    for output_type in ([Apple, str], Apple | str, [Apple, int], [], Apple | None):
+        with pytest.raises(ConfigurationError, match="output_type"):
+            Agent("a", ScriptedModel(["x"]), output_type=output_type)
+
+
+async def test_a_sub_agents_union_output_reaches_its_parent_as_the_members_json() -> None:
+    # a SubAgentTool hands a structured output to its parent model as JSON: the member's,
+    # not the envelope's.
+    child = Agent("child", ScriptedModel([apple("red")]), output_type=[Apple, Banana])
+    output = await SubAgent(child, description="picks").invoke("pick")
+    assert output == Apple(color="red")
+
+
+async def test_a_union_childs_partial_output_is_read_as_the_member_it_names() -> None:
+    # stop_with_partial hands back a typed child's partial text read as its answer is: for a
+    # union, the member its envelope names, not the envelope.
+    model = ScriptedModel([ModelResponse(text=apple("red"), usage=Usage(output_tokens=50))])
+    limits = RunLimits(max_tokens=10, behavior="stop_with_partial")
+    child = Agent("child", model, output_type=Apple | Banana, limits=limits)
+    assert await SubAgent(child).invoke("pick") == Apple(color="red")
