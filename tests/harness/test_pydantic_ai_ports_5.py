@@ -13,7 +13,7 @@ from typing import Any, Union
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, RunLimits, RunStatus, SubAgent
+from tinyagents import Agent, RunLimits, RunStatus, SubAgent, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, Usage
 from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel
@@ -187,3 +187,89 @@ async def test_a_union_childs_partial_output_is_read_as_the_member_it_names() ->
     limits = RunLimits(max_tokens=10, behavior="stop_with_partial")
     child = Agent("child", model, output_type=Apple | Banana, limits=limits)
     assert await SubAgent(child).invoke("pick") == Apple(color="red")
+
+
+# --- tool descriptions: the docstring's whole description -----------------------------------
+
+
+def test_a_tools_description_is_its_docstrings_whole_description() -> None:
+    # ports pydantic-ai's docstring reading (pydantic_ai/_griffe.py::doc_descriptions, with
+    # griffe; tests/test_tools.py::test_docstring_google for the arguments): the description
+    # is every paragraph of the docstring's text, its line breaks kept, not the first
+    # paragraph alone (which dropped what a tool's later paragraphs told the model); the
+    # argument sections are left out. Expected strings are what pydantic-ai 2.78 sends.
+    @tool
+    def search(query: str, limit: int = 5) -> str:
+        """Search the invoices, newest
+        first.
+
+        Only paid invoices are searched.
+
+        Args:
+            query: The words to find.
+            limit: How many to return.
+        """
+        return query
+
+    assert search.description == (
+        "Search the invoices, newest\nfirst.\n\nOnly paid invoices are searched."
+    )
+    assert search.parameters["properties"]["query"]["description"] == "The words to find."
+
+    @tool
+    def sphinx(x: int) -> int:
+        """Sphinx thing.
+
+        Second para.
+
+        :param x: The x.
+        """
+        return x
+
+    @tool
+    def numpy(x: int) -> int:
+        """Numpy thing.
+
+        Second para.
+
+        Parameters
+        ----------
+        x : int
+            The x.
+        """
+        return x
+
+    assert sphinx.description == "Sphinx thing.\n\nSecond para."
+    assert numpy.description == "Numpy thing.\n\nSecond para."
+    assert numpy.parameters["properties"]["x"]["description"] == "The x."
+
+
+def test_text_after_a_section_and_admonitions_are_part_of_the_description() -> None:
+    # ports pydantic_ai/_griffe.py::_main_description (pydantic-ai 2.78): the text sections and
+    # admonitions (a "Note:" or "Warning:" header over an indented block, unlike a section
+    # such as "Raises:" or "Examples:") are joined in source order, a blank line between
+    # them; an admonition keeps its header over its dedented text.
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Raises:
+            ValueError: never.
+
+        Warning:
+            Pages over 1 MB are cut.
+
+        Examples:
+            fetch("https://example.com")
+
+        Prefer the cache.
+
+        Args:
+            url: The page.
+        """
+        return url
+
+    assert fetch.description == (
+        "Fetch a page.\n\nWarning:\nPages over 1 MB are cut.\n\nPrefer the cache."
+    )
+    assert fetch.parameters["properties"]["url"]["description"] == "The page."

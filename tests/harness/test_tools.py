@@ -49,7 +49,7 @@ class Filters(BaseModel):
 def add(a: int, b: int = 2) -> int:
     """Add two integers.
 
-    The second paragraph is not part of the description.
+    The second paragraph is part of the description too, as in pydantic-ai.
 
     Args:
         a: The first number,
@@ -72,9 +72,14 @@ async def search(
 # --- schemas ------------------------------------------------------------------------------
 
 
+DESCRIPTION = (
+    "Add two integers.\n\nThe second paragraph is part of the description too, as in pydantic-ai."
+)
+
+
 def test_name_description_and_argument_docs_come_from_the_function():
     assert add.name == "add"
-    assert add.description == "Add two integers."
+    assert add.description == DESCRIPTION
     assert add.parameters == {
         "type": "object",
         "properties": {
@@ -84,9 +89,7 @@ def test_name_description_and_argument_docs_come_from_the_function():
         "required": ["a"],
         "additionalProperties": False,
     }
-    assert add.spec() == ToolSpec(
-        name="add", description="Add two integers.", parameters=add.parameters
-    )
+    assert add.spec() == ToolSpec(name="add", description=DESCRIPTION, parameters=add.parameters)
 
 
 async def test_a_field_as_a_parameters_default_gives_its_default_and_constraints():

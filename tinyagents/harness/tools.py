@@ -4,7 +4,7 @@
     async def search(query: str, limit: int = 5) -> list[str]:
         \"\"\"Search the billing archive.\"\"\"
 
-``@tool`` reads the name, the docstring's first paragraph and its argument descriptions
+``@tool`` reads the name, the docstring's description and its argument descriptions
 (Google ``Args:``, Sphinx ``:param x:`` or NumPy ``Parameters`` style) and the signature once, at
 decoration time, and builds a pydantic model of the arguments: its JSON Schema is what the
 model is offered, its validator checks every call. ``execute_tool_call`` never raises for a
@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import re
+import textwrap
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, is_dataclass
@@ -785,9 +786,12 @@ _ARG_SECTIONS = frozenset(
     for kind in ("", "keyword", "other")
     for word in ("args", "arguments", "params", "parameters")
 )
-#: The Google sections a docstring may open on, with no summary before them.
-_SECTIONS = _ARG_SECTIONS | frozenset(
-    {"returns", "return", "yields", "raises", "examples", "example", "note", "notes"}
+#: The Google sections that are no prose, as griffe parses them (the header of any other, an
+#: admonition such as ``Note:``, is part of the description, with its text).
+_GOOGLE_SECTIONS = _ARG_SECTIONS | frozenset(
+    {"type args", "type arguments", "type params", "type parameters", "raises", "exceptions"}
+    | {"returns", "yields", "receives", "examples", "attributes", "functions", "methods"}
+    | {"classes", "type aliases", "modules", "warns"}
 )
 _PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 #: ``:param foo: ...`` or ``:param int foo: ...`` (Sphinx); any other ``:field:`` ends one.
@@ -799,17 +803,11 @@ _UNDERLINE_RE = re.compile(r"^\s*-{3,}\s*$")
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The first paragraph (as one line) and the argument descriptions of a docstring in any
+    """The description (see ``_description``) and the argument descriptions of a docstring in any
     of the styles pydantic-ai reads: Google (``Args:``), Sphinx (``:param foo:``) or NumPy (a
     ``Parameters`` section underlined with dashes). A description may go on over more lines,
     indented under its first."""
     lines = doc.splitlines()
-    summary: list[str] = []
-    for index, line in enumerate(lines):
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        if not line.strip() or line.startswith(":") or _starts_section(line, following):
-            break  # a docstring opening on its "Args:" (or "Returns:") section has no summary
-        summary.append(line)
     params: dict[str, str] = {}
     style: str | None = None  # the argument section we are in: "google", "numpy", "sphinx"
     current: list[str] = []  # the arguments the line describes, if it goes on a description
@@ -837,15 +835,38 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif current and line.strip() and (style == "google" or line[0].isspace()):
             for name in current:
                 params[name] = f"{params[name]} {line.strip()}".strip()
-    return " ".join(" ".join(summary).split()), params
+    return _description(lines), params
 
 
-def _starts_section(line: str, following: str) -> bool:
-    """Whether ``line`` is a Google section's header or a NumPy section's title."""
-    header = _SECTION_RE.match(line)
-    return (header is not None and header.group(1).lower() in _SECTIONS) or (
-        bool(line.strip()) and _UNDERLINE_RE.match(following) is not None
-    )
+def _description(lines: list[str]) -> str:
+    """A docstring's description, as pydantic-ai (griffe) reads it: its text, line breaks kept,
+    without the sections that are no prose (Google ``Args:``, ``Returns:``, ``Raises:``,
+    ``Examples:`` ...: a header over an indented block), an admonition (any other header,
+    ``Note:``, ``Warning:``, over an indented block) kept as its header over its dedented
+    text, the parts joined by a blank line; up to a Sphinx field (``:param x:``) or a NumPy
+    section's title, where the argument descriptions begin."""
+    parts: list[list[str]] = [[]]
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if line.startswith(":") or _UNDERLINE_RE.match(following):
+            break
+        header = _SECTION_RE.match(line)
+        if header is None or not following[:1].isspace() or not following.strip():
+            parts[-1].append(line)
+            index += 1
+            continue
+        body = []  # the indented block under the header
+        index += 1
+        while index < len(lines) and (not lines[index].strip() or lines[index][:1].isspace()):
+            body.append(lines[index])
+            index += 1
+        if header.group(1).lower() not in _GOOGLE_SECTIONS:  # an admonition
+            parts.append([line, *textwrap.dedent("\n".join(body)).splitlines()])
+        parts.append([])
+    texts = ("\n".join(part).strip("\n") for part in parts)
+    return "\n\n".join(text for text in texts if text.strip())
 
 
 #: How many of a call's argument problems its error result names, and how much of each bad
