@@ -1,6 +1,7 @@
 """pydantic-ai's agent and tool tests, ported (a fifth batch; see test_pydantic_ai_ports.py,
-_2, _3 and _4): union output types, over the testkit's fakes and the OpenAI-compatible
-test server.
+_2, _3 and _4): union output types, a tool's whole docstring description, and the tool
+calls of one response (pydantic-ai's sequential tools), over the testkit's fakes and the
+OpenAI-compatible test server.
 
 Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/...``). Where we
 behave differently on purpose, the test asserts our documented behaviour and says why.
@@ -8,6 +9,7 @@ behave differently on purpose, the test asserts our documented behaviour and say
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Union
 
 import pytest
@@ -16,7 +18,13 @@ from pydantic import BaseModel
 from tinyagents import Agent, RunLimits, RunStatus, SubAgent, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse, Usage
-from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel
+from tinyagents.testkit import (
+    FunctionModel,
+    OpenAICompatServer,
+    ScriptedModel,
+    tool_call,
+    tool_calls,
+)
 
 
 class Apple(BaseModel):
@@ -273,3 +281,97 @@ def test_text_after_a_section_and_admonitions_are_part_of_the_description() -> N
         "Fetch a page.\n\nWarning:\nPages over 1 MB are cut.\n\nPrefer the cache."
     )
     assert fetch.parameters["properties"]["url"]["description"] == "The page."
+
+
+# --- the tool calls of one response: one at a time, in order --------------------------------
+
+
+async def test_every_tool_call_runs_alone_as_pydantic_ais_sequential_tools_do() -> None:
+    # ports tests/test_agent.py::TestEndStrategy::test_sequential_tool_is_a_per_tool_barrier:
+    # pydantic-ai runs a response's calls concurrently and a tool marked sequential=True runs
+    # alone, a barrier the others parallelize around. Ours all run one after another, in the
+    # order the model made them, each between its own before_tool_dispatch and
+    # after_tool_result (docs/harness.md, "Sub-agents"): every tool is such a barrier, with no
+    # marker (there is no sequential= to give), and no two calls are ever in flight together.
+    active = 0
+    most = 0
+    ran: list[str] = []
+
+    async def track(name: str) -> str:
+        nonlocal active, most
+        active += 1
+        most = max(most, active)
+        await asyncio.sleep(0)  # lets another call start, were they run together
+        await asyncio.sleep(0)
+        active -= 1
+        ran.append(name)
+        return name
+
+    @tool
+    async def parallel_a() -> str:
+        """A."""
+        return await track("a")
+
+    @tool
+    async def barrier() -> str:
+        """The one pydantic-ai marks sequential."""
+        return await track("barrier")
+
+    @tool
+    async def parallel_b() -> str:
+        """B."""
+        return await track("b")
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("parallel_a"),
+                tool_call("barrier"),
+                tool_call("parallel_b"),
+                tool_call("parallel_a"),
+            ),
+            "done",
+        ]
+    )
+    tools = [parallel_a, barrier, parallel_b]
+    result = await Agent("a", model, tools=tools).run("test")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+    assert most == 1 and ran == ["a", "barrier", "b", "a"]
+
+
+async def test_a_tool_call_sees_what_the_calls_before_it_in_the_response_did() -> None:
+    # ports tests/test_agent.py::test_sequential_calls: six calls that must see the value 1,
+    # one that sets it to 2, seven that must see 2, in one response. pydantic-ai needs the
+    # setter marked sequential=True (or parallel_tool_call_execution_mode('sequential')); ours
+    # run in the model's order with no marker. (Its requires_approval call, a deferred tool
+    # request, has no counterpart here and is left out.)
+    holder = 1
+    seen: list[tuple[str, int]] = []
+
+    @tool
+    def call_first() -> None:
+        """First."""
+        seen.append(("first", holder))
+
+    @tool
+    def increment_integer_holder() -> None:
+        """Increment."""
+        nonlocal holder
+        holder = 2
+
+    @tool
+    def call_second() -> None:
+        """Second."""
+        seen.append(("second", holder))
+
+    calls = (
+        [tool_call("call_first") for _ in range(6)]
+        + [tool_call("increment_integer_holder")]
+        + [tool_call("call_second") for _ in range(7)]
+    )
+    model = ScriptedModel([tool_calls(*calls), "done"])
+    tools = [call_first, increment_integer_holder, call_second]
+    result = await Agent("a", model, tools=tools).run("call a lot of tools")
+    assert result.status is RunStatus.COMPLETED and holder == 2
+    assert seen == [("first", 1)] * 6 + [("second", 2)] * 7
+    assert len([m for m in model.requests[1].messages if m.role == "tool"]) == 14
