@@ -5,6 +5,7 @@ rejected with the reason."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,3 +216,32 @@ async def test_a_run_that_ended_while_asking_lists_no_question(
     listed = {s["run_id"]: (s["status"], s["interrupts"]) for s in r.json()}
     assert len(listed) == 2, listed  # the graph run and its task's entry
     assert list(listed.values()) == [("cancelled", [])] * 2, listed
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["'{not json'", "'[1, 2]'", "json_set(data, '$.tools', 'x')", "CAST(x'ff' AS TEXT)"],
+)
+async def test_a_damaged_run_row_is_marked_and_the_others_listed(
+    over_store: StoreServed, damage: str
+) -> None:
+    runs = [snapshot(f"r-{n}", status="completed") for n in range(3)]
+    for n, snap in enumerate(runs):
+        snap["created_at"] = f"2026-01-0{n + 1}T00:00:00+00:00"
+    await over_store.store.save_runs(runs)
+    with sqlite3.connect(over_store.store.path) as db:  # a row damaged by hand, or a bad disk
+        db.execute(f"UPDATE runs SET data = {damage} WHERE run_id = 'r-1'")
+
+    r = await over_store.client.get(f"{BASE}/runs", headers=over_store.alice)
+    assert r.status_code == 200, r.text
+    listed = r.json()
+    assert [s["run_id"] for s in listed] == ["r-2", "r-1", "r-0"]
+    damaged = listed[1]
+    assert damaged["status"] == "completed" and damaged["tenant_id"] == "acme"
+    assert damaged["error"]["type"] == "damaged_snapshot"
+    assert "r-1" in damaged["error"]["message"]
+    assert all("error" not in s for s in (listed[0], listed[2]))
+    assert r.headers["X-Damaged-Runs"] == "1"
+    # the run itself is a typed 503 naming the row, not a 500
+    r = await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
+    assert r.status_code == 503 and "r-1" in r.json()["message"]

@@ -929,6 +929,9 @@ def test_the_timeline_comes_back_after_a_proxy_answered_502(browser: Any, tmp_pa
             gateway.down()
             # the stream's reconnect got the 502
             wait.until(lambda d: any("/api/agents/events?" in line for line in gateway.refused))
+            # the stream's URL (what a proxy logs) holds a ticket, never the token
+            streams = [line for line in gateway.refused if "/api/agents/events?" in line]
+            assert all("ticket=" in line and "access_token" not in line for line in streams)
             wait.until(lambda d: connection.text != "live")
             gateway.up()
             wait.until(lambda d: connection.text == "live")

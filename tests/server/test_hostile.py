@@ -516,6 +516,7 @@ async def test_a_query_parameter_given_twice_is_a_422_naming_it(served: Served) 
         "last_event_id": ("0", "5"),
         "follow": ("false", "false"),
         "access_token": (served.tokens["alice"], served.tokens["alice"]),
+        "ticket": ("t", "t"),
     }
     doc = (await served.client.get(f"{BASE}/openapi.json")).json()
     asked = 0
@@ -535,7 +536,7 @@ async def test_a_query_parameter_given_twice_is_a_422_naming_it(served: Served) 
             assert [e["loc"] for e in body["detail"]] == [["query", name]], (url, body)
             assert f"?{name}= is given 2 times" in body["message"], body
             asked += 1
-    assert asked == 13, asked  # (limit and before of /trace and /steering, /tree?limit too)
+    assert asked == 14, asked  # (limit and before of /trace and /steering, /tree?limit too)
     r = await call(served, "alice", "GET", f"{BASE}/runs?status=running&status=paused")
     assert r.status_code == 200 and {x["run_id"] for x in r.json()} >= {root.run_id}, r.text
     r = await served.client.get(f"{BASE}/runs?limit=1&limit=2")
@@ -1234,6 +1235,84 @@ async def test_a_post_expecting_100_continue_with_a_valid_token_goes_on(served: 
     writer.close()
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
     assert b'"accepted"' in answer, answer
+
+
+@pytest.mark.parametrize("token", [None, "forged"])
+async def test_a_chunked_post_expecting_100_continue_without_a_valid_token_is_a_401_first(
+    served: Served, token: str | None
+) -> None:
+    """A chunked body says no length, so the body limit cannot judge it before it comes; the
+    token can: the 401 comes instead of ``100 Continue`` (the go-ahead was sent as soon as the
+    limit began reading the body, before any endpoint asked for the token)."""
+    run = await served.start_run("acme")
+    authorization = ""
+    if token == "forged":
+        forged = Auth(Auth.generate_key()).mint(user="eve", tenant="acme", rights=["iam:admin"])
+        authorization = f"Authorization: Bearer {forged}\r\n"
+    head = (
+        f"POST {BASE}/runs/{run.run_id}/steer HTTP/1.1\r\nHost: {served.url[7:]}\r\n"
+        f"{authorization}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        "Expect: 100-continue\r\n\r\n"
+    )
+    answer, writer = await _send_headers(served, head)
+    writer.close()
+    await writer.wait_closed()
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:300]
+    assert b"100 Continue" not in answer, answer[:300]
+    await unchanged(served, run)
+
+
+async def test_a_post_expecting_100_continue_whose_length_is_past_the_limit_is_a_413_first(
+    served: Served,
+) -> None:
+    run = await served.start_run("acme")
+    head = (
+        f"POST {BASE}/runs/{run.run_id}/steer HTTP/1.1\r\nHost: {served.url[7:]}\r\n"
+        f"Authorization: Bearer {served.tokens['alice']}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {4 * 2**20 + 1}\r\nExpect: 100-continue\r\n\r\n"
+    )
+    answer, writer = await _send_headers(served, head)
+    writer.close()
+    await writer.wait_closed()
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    assert b"100 Continue" not in answer and b"4194304" in answer, answer[:300]
+    await unchanged(served, run)
+
+
+async def test_a_chunked_post_expecting_100_continue_is_cut_at_the_limit_with_a_413(
+    served: Served,
+) -> None:
+    """With a valid token the chunked body is asked for (``100 Continue``) and read up to the
+    limit: the 413 comes while the client is still sending, not after the whole body."""
+    run = await served.start_run("acme")
+    head = (
+        f"POST {BASE}/runs/{run.run_id}/steer HTTP/1.1\r\nHost: {served.url[7:]}\r\n"
+        f"Authorization: Bearer {served.tokens['alice']}\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+    )
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode())
+    await writer.drain()
+    chunk = b"z" * 65536
+    sent = 0
+    async with asyncio.timeout(60):
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 100 ")
+        answered = asyncio.ensure_future(reader.readuntil(b"\r\n\r\n"))
+        # far past the limit (4 MiB): the client stops once the answer came
+        while not answered.done() and sent < 64 * 2**20:
+            try:
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
+            except ConnectionError:
+                break
+            sent += len(chunk)
+            await asyncio.sleep(0)
+        answer = await answered
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    assert sent < 64 * 2**20  # answered before the whole body was sent
+    await unchanged(served, run)
 
 
 @pytest.mark.parametrize("charset", ["iso-8859-1", "windows-1252", '"latin1"'])

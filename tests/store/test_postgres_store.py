@@ -347,6 +347,31 @@ async def test_a_receipt_that_does_not_read_is_a_store_error(
         await store.inbox_receipt("q-1")
 
 
+async def test_a_damaged_run_row_is_marked_in_a_listing_and_the_others_listed(
+    store: PostgresStore, schema: str
+) -> None:
+    # one damaged row made every listing of the store (GET /runs) a StoreError
+    snaps = [
+        {
+            "run_id": f"r-{n}",
+            "root_run_id": f"r-{n}",
+            "tenant_id": "acme",
+            "status": "completed",
+            "created_at": f"2026-01-0{n + 1}T00:00:00+00:00",
+        }
+        for n in range(3)
+    ]
+    await store.save_runs(snaps)
+    await sql(f"UPDATE \"{schema}\".runs SET data = '{{broken' WHERE run_id = 'r-1'")
+    listed = await store.list_runs()
+    assert [s["run_id"] for s in listed] == ["r-2", "r-1", "r-0"]
+    assert listed[1]["error"]["type"] == "damaged_snapshot"
+    assert "'r-1'" in listed[1]["error"]["message"] and listed[1]["status"] == "completed"
+    assert "error" not in listed[0] and "error" not in listed[2]
+    with pytest.raises(StoreError, match="r-1"):
+        await store.load_run("r-1")
+
+
 # --------------------------------------------------------------------------- many processes
 
 
@@ -761,16 +786,16 @@ async def test_a_run_snapshot_that_does_not_read_is_a_store_error(
     }
     await store.save_runs([snapshot, {**snapshot, "run_id": "r-2", "root_run_id": "r-2"}])
     await sql(f"UPDATE \"{schema}\".runs SET data = $1 WHERE run_id = 'r-1'", damaged)
-    for read in (
-        lambda: store.load_run("r-1"),
-        lambda: store.load_runs(),
-        lambda: store.list_runs(tenant_id="acme"),
-    ):
+    for read in (lambda: store.load_run("r-1"), lambda: store.load_runs()):
         # the error names the row's run (its key), whatever the damage: the one to repair
         with pytest.raises(StoreError, match="could not read a run snapshot") as caught:
             await read()
         assert "'r-1'" in str(caught.value)
     assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
+    # a listing lists the others and marks the row (the error names its run)
+    listed = {s["run_id"]: s for s in await store.list_runs(tenant_id="acme")}
+    assert set(listed) == {"r-1", "r-2"} and "error" not in listed["r-2"]
+    assert "'r-1'" in listed["r-1"]["error"]["message"]
 
 
 async def test_a_statement_past_command_timeout_is_a_store_error_that_says_so(

@@ -589,16 +589,18 @@ async def test_a_damaged_run_snapshot_is_named_by_its_run(tmp_path: Path, damage
         await store.save_runs([RunInfo(run_id="r-1").snapshot(), RunInfo(run_id="r-2").snapshot()])
         await store.db.execute(f"UPDATE runs SET data = {damaged} WHERE run_id = 'r-1'")
         await store.db.commit()
-        for read in (
-            lambda: store.load_run("r-1"),
-            lambda: store.load_runs(),
-            lambda: store.list_runs(),
-        ):
+        for read in (lambda: store.load_run("r-1"), lambda: store.load_runs()):
             with pytest.raises(StoreError, match="could not read") as caught:
                 await read()
             assert "'r-1'" in str(caught.value)
             assert "utf-16" not in str(caught.value)
         assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
+        # a listing lists the others and marks the damaged row (its columns, what is wrong)
+        listed = {s["run_id"]: s for s in await store.list_runs()}
+        assert set(listed) == {"r-1", "r-2"} and "error" not in listed["r-2"]
+        error = listed["r-1"]["error"]
+        assert error["type"] == "damaged_snapshot" and "'r-1'" in error["message"]
+        assert "utf-16" not in error["message"]
     finally:
         await store.close()
 

@@ -19,8 +19,12 @@ Endpoints, under ``/api/agents`` (OpenAPI at ``/api/agents/openapi.json``, docs 
     POST /runs/{id}/tasks/{task}/commands   the same, for one task of a graph run
     GET  /events                        Server-Sent Events (see ``tinyagents.server.sse``)
 
-Every request carries a Biscuit token (``Authorization: Bearer <token>``; the event stream
-also takes ``?access_token=``, as an ``EventSource`` cannot set a header). A run the caller may
+    POST /events/tickets                a ticket that opens one event stream, once, within 60 s
+
+Every request carries a Biscuit token (``Authorization: Bearer <token>``). An
+``EventSource`` cannot set a header, so the event stream takes ``?ticket=``: a short-lived,
+single-use ticket for that stream, got with the token in the header (the token itself in
+``?access_token=`` still works, deprecated: a URL ends up in access logs). A run the caller may
 not see — another tenant's, one outside an attenuated token's scope, or no run at all — is 404
 on every endpoint, the same answer with the same body. The target of a command comes from the
 path and its actor from the token; a body naming either is refused (422).
@@ -35,7 +39,8 @@ import logging
 import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -83,6 +88,8 @@ from tinyagents.server.auth import (
     Principal,
     RunFacts,
     narrowed_to,
+    stream_digest,
+    ticket_claims,
 )
 from tinyagents.server.control import (
     MAX_CURSOR,
@@ -114,6 +121,11 @@ _NO_TENANT = "\x00"
 _MAX_EVENT_ID = 2**63 - 1
 #: How often an open event stream asks again whether the caller's token still holds.
 _RECHECK_S = 1.0
+#: How long an event-stream ticket may open its stream (it is used once, at once, by the
+#: page that asked for it: a ticket read from a log later opens nothing).
+TICKET_TTL_S = 60
+#: The most used tickets remembered (each until its lifetime ends): past it a ticket is a 429.
+MAX_USED_TICKETS = 100_000
 #: Runs on a page of ``GET /runs`` unless ``?limit=`` says otherwise, and the most it may ask.
 RUNS_PAGE = 100
 MAX_RUNS_PAGE = 1000
@@ -277,6 +289,22 @@ class CommandOptions(_Body):
         return fields
 
 
+class TicketBody(_Body):
+    """The stream an event-stream ticket opens: ``/events``'s ``?run_id=`` and
+    ``?root_run_id=`` (neither: every event the token may see)."""
+
+    run_id: ApiId | None = None
+    root_run_id: ApiId | None = None
+
+
+class TicketAnswer(BaseModel):
+    """An event-stream ticket: ``GET /events?ticket=...`` with the stream's parameters."""
+
+    ticket: str = Field(description="for ?ticket=: opens the stream once")
+    expires_in: int = Field(description="seconds it may open the stream in")
+    stream: TicketBody = Field(description="the ?run_id= and ?root_run_id= it opens")
+
+
 class ReasonBody(CommandOptions):
     reason: str | None = Field(default=None, max_length=2000)
 
@@ -398,6 +426,8 @@ class OperatorApi(Record):
 
     control: "Control"
     auth: Auth | None
+    #: The nonces of the tickets that opened a stream, until their lifetimes end.
+    used_tickets: dict[str, datetime] = field(default_factory=dict)
 
     def principal(self, token: str | None, authorization: str | None = None) -> Principal:
         """Who sends ``token``; ``authorization``, the request's header of that name when
@@ -418,9 +448,74 @@ class OperatorApi(Record):
                 "it is none of this server's tokens (mint one with `tinyagents token mint`)",
             )
         try:
-            return self.auth.authenticate(token)
+            p = self.auth.authenticate(token)
         except AuthError as exc:
             raise Problem(401, str(exc)) from None
+        if ticket_claims(p.token):
+            raise Problem(
+                401,
+                "this is an event-stream ticket, no token: it opens GET /events?ticket= once; "
+                "send 'Authorization: Bearer <token>'",
+            )
+        return p
+
+    def ticket(self, p: Principal, run_id: str | None, root_run_id: str | None) -> str:
+        """A ticket (``Auth.sse_ticket``) for ``p``'s event stream of ``run_id`` and
+        ``root_run_id``, good for ``TICKET_TTL_S``."""
+        if self.auth is None or p.token is None:
+            raise Problem(
+                400,
+                "this server takes no tokens (serve --insecure-dev): open /events without a ticket",
+            )
+        expires_at = datetime.now(UTC) + timedelta(seconds=TICKET_TTL_S)
+        return self.auth.sse_ticket(
+            p.token.to_base64(), stream=(run_id, root_run_id), expires_at=expires_at
+        )
+
+    def ticket_principal(
+        self, ticket: str, run_id: str | None, root_run_id: str | None
+    ) -> Principal:
+        """Who opens the stream of ``run_id`` and ``root_run_id`` with ``ticket``; a 401
+        unless it is a ticket for that stream, still open and not used before (it is used
+        now). The stream then lasts as long as the ticket's token would."""
+        if self.auth is None:
+            return INSECURE_DEV
+        if len(ticket) > MAX_TOKEN_BYTES:
+            raise Problem(401, "the ticket is longer than any this server gives")
+        try:
+            p = self.auth.authenticate(ticket)
+        except AuthError as exc:
+            raise Problem(401, str(exc).replace("token", "ticket")) from None
+        claims = ticket_claims(p.token)
+        if len(claims) != 1:
+            raise Problem(
+                401,
+                "?ticket= is not an event-stream ticket: get one from POST /events/tickets "
+                "(with 'Authorization: Bearer <token>')",
+            )
+        claim = claims[0]
+        if claim.stream != stream_digest(run_id, root_run_id):
+            raise Problem(
+                401,
+                "the ticket is for another stream (its ?run_id= and ?root_run_id= as asked "
+                "for at POST /events/tickets): get one for this stream",
+            )
+        now = datetime.now(UTC)
+        if claim.expires_at <= now:
+            raise Problem(401, f"the ticket expired at {claim.expires_at.isoformat()}; get another")
+        if claim.expires_at > now + timedelta(seconds=TICKET_TTL_S + 1):
+            raise Problem(401, f"the ticket's lifetime is longer than {TICKET_TTL_S} s")
+        # (in the order used, so nearly in the order their lifetimes end: the oldest go)
+        while self.used_tickets and next(iter(self.used_tickets.values())) <= now:
+            del self.used_tickets[next(iter(self.used_tickets))]
+        if claim.nonce in self.used_tickets:
+            raise Problem(401, "the ticket is already used (each opens one stream): get another")
+        if len(self.used_tickets) >= MAX_USED_TICKETS:
+            raise Problem(
+                429, "too many event-stream tickets in use; retry", headers={"Retry-After": "5"}
+            )
+        self.used_tickets[claim.nonce] = claim.expires_at
+        return replace(p, ticket=claim)
 
     # ------------------------------------------------------------------ visibility
 
@@ -436,8 +531,12 @@ class OperatorApi(Record):
     @staticmethod
     def _attenuated(p: Principal) -> bool:
         """Whether the token has blocks besides the one the server signed (their checks may
-        depend on which run is asked about)."""
-        return p.token is not None and p.token.block_count() > 1
+        depend on which run is asked about), and the ticket's (``Auth.sse_ticket``: it names
+        no run, and the authorizer is told the fact it checks)."""
+        if p.token is None:
+            return False
+        blocks: int = p.token.block_count()
+        return blocks > (2 if p.ticket is not None else 1)
 
     async def _lineage(self, p: Principal, snap: dict[str, Any]) -> tuple[str, ...]:
         lineage = [snap["run_id"]]
@@ -820,6 +919,7 @@ _ONE_VALUE = frozenset(
         "last_event_id",
         "follow",
         "access_token",
+        "ticket",
     }
 )
 
@@ -925,10 +1025,23 @@ def _unreadable_body(cause: BaseException | None) -> str:
 MAX_BODY_BYTES = 4 * 2**20
 
 
+class BodyTooLarge(ValueError):
+    """A request body read past ``BodyLimit``'s limit (its endpoint answers 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body too large: the limit is {limit} bytes")
+
+
 class BodyLimit:
     """ASGI middleware: a request body past ``limit`` bytes is answered 413 (JSON) without
-    being read whole — at once when its ``Content-Length`` says so, else (a chunked body) as
-    soon as the bytes read pass the limit; a body within it is handed on unchanged."""
+    being read whole — at once when its ``Content-Length`` says so (a client that sent
+    ``Expect: 100-continue`` gets the 413 instead of the go-ahead), else (a chunked body) as
+    soon as the bytes the app reads pass the limit; a body within it is handed on unchanged.
+
+    A chunked body is counted as the app reads it, not read ahead: the server sends
+    ``100 Continue`` at the app's first read, and an endpoint reads its body only once the
+    token passed (``_utf8_json_route``), so a chunked body of a caller without one is
+    answered 401 before it is asked for."""
 
     def __init__(self, app: Any, limit: int = MAX_BODY_BYTES) -> None:
         self.app = app
@@ -945,23 +1058,30 @@ class BodyLimit:
                 return
             await self.app(scope, receive, send)  # the server holds the body to its length
             return
-        # No length given (chunked): read it here, up to the limit, then hand it on.
-        chunks, size = [], 0
-        while True:
+        # No length given (chunked): counted as it is read; past the limit, no more is read.
+        size = 0
+        started = False
+
+        async def counted() -> Any:
+            nonlocal size
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                await self.app(scope, _replay([message], receive), send)
-                return
-            body = message.get("body", b"")
-            size += len(body)
-            if size > self.limit:
-                await self._refuse(send)
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
-        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([whole], receive), send)
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > self.limit:
+                    raise BodyTooLarge(self.limit)  # (FastAPI: the 400 ``_http`` makes a 413)
+            return message
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(send)
 
     async def _refuse(self, send: Any) -> None:
         detail = f"request body too large: the limit is {self.limit} bytes"
@@ -1046,16 +1166,6 @@ class Asterisk:
             ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _replay(messages: list[Any], receive: Any) -> Any:
-    """A ``receive`` that gives ``messages`` first, then what ``receive`` gives."""
-    pending = list(messages)
-
-    async def replay() -> Any:
-        return pending.pop(0) if pending else await receive()
-
-    return replay
 
 
 def create_app(
@@ -1183,6 +1293,8 @@ def create_app(
                 return refused
             if isinstance(exc.__cause__, _EncodedBody):
                 return await _problem(request, exc.__cause__.problem)
+            if isinstance(exc.__cause__, BodyTooLarge):
+                return await _problem(request, Problem(413, str(exc.__cause__)))
             detail = _unreadable_body(exc.__cause__)
             return JSONResponse({"detail": detail, "message": detail}, status_code=400)
         response = await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
@@ -1265,10 +1377,26 @@ def create_app(
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
         access_token: str | None = Query(
             default=None,
-            description="the token, as an EventSource cannot send an Authorization header",
+            description="deprecated: the token itself, which lands in access logs; use ?ticket=",
+        ),
+        ticket: str | None = Query(
+            default=None,
+            description="a ticket from POST /events/tickets for this stream (an EventSource "
+            "cannot send an Authorization header): opens it once, within 60 s",
         ),
     ) -> Principal:
         one_authorization(request)
+        if ticket is not None:
+            _given_once(request.query_params)  # (before the ticket is used up)
+            if credentials is not None or access_token is not None:
+                raise Problem(
+                    401,
+                    "a ticket and a token: ?ticket= stands for the token; send one of them",
+                )
+            query = request.query_params
+            p = api.ticket_principal(ticket, query.get("run_id"), query.get("root_run_id"))
+            _given_once_header(request, "Last-Event-ID")
+            return p
         if credentials is not None and access_token and access_token != credentials.credentials:
             if api.auth is not None:  # which one a proxy or a log judged it by is not known
                 raise Problem(
@@ -1334,7 +1462,10 @@ def create_app(
         "/runs",
         responses=paged(
             "a page of runs, newest first; the next page's URL is in the "
-            '`Link: <...>; rel="next"` header (none on the last page)',
+            '`Link: <...>; rel="next"` header (none on the last page). A run whose stored '
+            "snapshot cannot be read is listed with its row's ids, status and creation time "
+            'and an `error` ({"type": "damaged_snapshot", "message": ...}); the '
+            "`X-Damaged-Runs` header counts them",
             "the next page",
             "a limit out of range, or a cursor this server never gave",
         ),
@@ -1367,6 +1498,9 @@ def create_app(
         )
         if next_cursor is not None:
             link_next(request, response, limit=limit, cursor=next_cursor)
+        damaged = sum(1 for run in runs if isinstance(run.get("error"), dict))
+        if damaged:  # listed with their ``error`` (the store's log names each row to repair)
+            response.headers["X-Damaged-Runs"] = str(damaged)
         return runs
 
     @router.get("/runs/{run_id}", responses=run_responses, summary="One run's snapshot")
@@ -1694,6 +1828,40 @@ def create_app(
             finally:
                 self.release()
                 await self.stream.aclose()
+
+    @router.post(
+        "/events/tickets",
+        status_code=201,
+        response_model=TicketAnswer,
+        responses={
+            **run_responses,
+            400: error(f"{unreadable}, or this server takes no tokens (--insecure-dev)"),
+            403: error("the token may not observe runs (no agent:observe right)"),
+            404: error("no such run, or not one this token may see"),
+            413: error("the body is larger than the server takes"),
+            415: error("the body is compressed (Content-Encoding): send it uncompressed"),
+            422: error("the body is invalid, or root_run_id names no root"),
+        },
+        summary="A ticket that opens one event stream, once",
+    )
+    async def events_ticket(
+        body: TicketBody | None = Body(default=None), p: Principal = Caller
+    ) -> dict[str, Any]:
+        """The token stays in the header: the stream's URL holds the ticket, which opens the
+        stream of ``run_id`` and ``root_run_id`` once, within ``expires_in`` seconds. The
+        stream then lasts as long as the token would (it ends when the token expires)."""
+        body = body or TicketBody()
+        # what the stream would refuse is refused now (a client learns it before it opens)
+        if body.run_id is not None:
+            await api.visible_run(p, body.run_id)
+        if body.root_run_id is not None:
+            await api.visible_root(p, body.root_run_id)
+        await api.observe_filter(p)  # (a 403 without agent:observe)
+        return {
+            "ticket": api.ticket(p, body.run_id, body.root_run_id),
+            "expires_in": TICKET_TTL_S,
+            "stream": body.model_dump(),
+        }
 
     _answer_head(router, skip={f"{BASE}/events"})
     app.include_router(router)

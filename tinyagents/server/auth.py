@@ -11,7 +11,13 @@ request. For each request the authorizer knows:
   for the run itself and each of its ancestors (so ``check if within("r-1")`` admits ``r-1``
   and every run below it);
 - for a command: ``command("pause")`` (its kind);
-- ``time(...)`` (so ``check if time($t), $t < 2027-01-01T00:00:00Z`` expires a token).
+- ``time(...)`` (so ``check if time($t), $t < 2027-01-01T00:00:00Z`` expires a token);
+- for an event stream opened with a ticket: ``sse_ticket(nonce, stream, expiry)``.
+
+An event-stream *ticket* (``Auth.sse_ticket``) is the caller's token with one more block,
+``check if sse_ticket(nonce, stream, expiry)``: only ``GET /events?ticket=`` tells the
+authorizer that fact (for the stream the ticket names), so a ticket is good for nothing else.
+The server reads its expiry at open only: the stream then lasts as long as the token would.
 
 ``Auth.attenuate`` writes the usual narrowings. The signing key is an Ed25519 private key in
 hex: ``TINYAGENTS_SERVER_KEY``, or a key file (created on first use, mode 0600; by default
@@ -22,8 +28,11 @@ next to the SQLite store: ``runs.db`` → ``runs.db.server-key``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import secrets
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -76,6 +85,22 @@ class RunFacts(FrozenRecord):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class TicketClaim(FrozenRecord):
+    """What an event-stream ticket's block says: its nonce (it is used once), the stream it
+    opens (``stream_digest``) and when it may no longer open it."""
+
+    nonce: str
+    stream: str
+    expires_at: datetime
+
+
+def stream_digest(run_id: str | None, root_run_id: str | None) -> str:
+    """The stream a ticket opens (``/events``'s ``?run_id=`` and ``?root_run_id=``), as hex:
+    a ticket's block holds it where a printed id could hold a quote."""
+    return hashlib.sha256(json.dumps([run_id, root_run_id]).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Principal(FrozenRecord):
     """The caller a verified token names (its authority block)."""
 
@@ -86,6 +111,9 @@ class Principal(FrozenRecord):
     token: Any = field(default=None, repr=False, compare=False)
     #: When the token's shortest lifetime (minted or added by attenuation) ends; None: never.
     expires_at: datetime | None = None
+    #: The ticket that opened this caller's event stream (``Auth.sse_ticket``), if one did:
+    #: its fact is told to the authorizer, whose check it passes.
+    ticket: TicketClaim | None = None
 
     def expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= datetime.now(UTC)
@@ -236,6 +264,24 @@ class Auth:
         so the command needs the server's key at hand: its store, key file or environment)."""
         return _narrowed(self._parse(token), observe_only, run_id, ttl_s)
 
+    def sse_ticket(
+        self,
+        token: str,
+        *,
+        stream: tuple[str | None, str | None],
+        expires_at: datetime,
+    ) -> str:
+        """An event-stream ticket: ``token`` with a block only ``GET /events?ticket=`` of
+        ``stream`` (its ``run_id``, ``root_run_id``) passes, opening it until ``expires_at``."""
+        from biscuit_auth import BlockBuilder
+
+        block = BlockBuilder("")
+        block.add_code(
+            "check if sse_ticket({nonce}, {stream}, {exp});",
+            {"nonce": secrets.token_hex(16), "stream": stream_digest(*stream), "exp": expires_at},
+        )
+        return str(self._parse(token).append(block).to_base64())
+
     # ------------------------------------------------------------------ verifying
 
     def authenticate(self, token: str) -> Principal:
@@ -285,7 +331,10 @@ class Auth:
         if principal.token is None:  # the insecure dev principal
             return True
         try:
-            self._authorizer(principal.token, operation, run, command).authorize()
+            authorizer = self._authorizer(
+                principal.token, operation, run, command, principal.ticket
+            )
+            authorizer.authorize()
         except AuthorizationError:
             return False
         return True
@@ -303,7 +352,12 @@ class Auth:
             ) from None
 
     def _authorizer(
-        self, token: Any, operation: Operation | None, run: RunFacts | None, command: str | None
+        self,
+        token: Any,
+        operation: Operation | None,
+        run: RunFacts | None,
+        command: str | None,
+        ticket: TicketClaim | None = None,
     ) -> Any:
         from biscuit_auth import AuthorizerBuilder, Fact
 
@@ -323,6 +377,13 @@ class Auth:
                 builder.add_fact(Fact("within({id})", {"id": run_id}))
         if command is not None:
             builder.add_fact(Fact("command({kind})", {"kind": command}))
+        if ticket is not None:
+            builder.add_fact(
+                Fact(
+                    "sse_ticket({nonce}, {stream}, {exp})",
+                    {"nonce": ticket.nonce, "stream": ticket.stream, "exp": ticket.expires_at},
+                )
+            )
         return builder.build(token)
 
 
@@ -450,6 +511,26 @@ def _attenuated_expiries(token: Any) -> list[datetime]:
             except ValueError:
                 continue  # a check written by another tool: the authorizer still applies it
     return expiries
+
+
+#: The check ``sse_ticket`` adds, as the library prints a block's source.
+_TICKET_CHECK = re.compile(r'check if sse_ticket\("([0-9a-f]+)", "([0-9a-f]+)", (\S+)\);')
+
+
+def ticket_claims(token: Any) -> list[TicketClaim]:
+    """The ticket checks (``Auth.sse_ticket``) of ``token``'s attenuation blocks: none for a
+    token, one for a ticket."""
+    claims = []
+    for index in range(1, token.block_count()):
+        for found in _TICKET_CHECK.finditer(token.block_source(index)):
+            try:
+                expiry = datetime.fromisoformat(found.group(3))
+            except ValueError:
+                continue  # not ours: its check still applies, and passes nowhere
+            claims.append(
+                TicketClaim(nonce=found.group(1), stream=found.group(2), expires_at=expiry)
+            )
+    return claims
 
 
 #: The lines of a block ``attenuate`` writes, as the library prints a block's source.

@@ -305,7 +305,7 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
                 f"more runs: list the next ones with --cursor {cursor} (or every one with --all)",
                 highlight=False,
             )
-        return 0
+        return _damaged(runs, args)
     if action in ("show", "tree"):
         found = await (client.get_run if action == "show" else client.tree)(args.run_id)
         if found is None:
@@ -329,6 +329,23 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
     else:
         console.print(receipt_line(receipt))
     return 0 if receipt.get("status") in _DONE else 1
+
+
+def _damaged(runs: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    """2, saying so in one line, when ``runs`` holds runs whose stored snapshot could not be
+    read (listed with their ``error``, the others as ever); else 0."""
+    errors = [r["error"] for r in runs if isinstance(r.get("error"), dict)]
+    if not errors:
+        return 0
+    where = shown_name(redacted(args.store)) if args.store else shown_name(str(args.url))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    TerminalConsole(stderr=True, soft_wrap=True).print(
+        f"{where}: could not read {len(errors)} stored run snapshot(s), listed with their "
+        f"status alone: {errors[0].get('message')}{more}",
+        highlight=False,
+        markup=False,
+    )
+    return 2
 
 
 async def _list(

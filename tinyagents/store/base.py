@@ -391,6 +391,27 @@ def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any
     return snapshot
 
 
+#: The ``error.type`` of a listed run whose stored snapshot could not be read.
+DAMAGED_SNAPSHOT = "damaged_snapshot"
+
+
+def damaged_run(
+    *, run_id: str, root_run_id: str, tenant_id: str, status: str, created_at: str, problem: str
+) -> dict[str, Any]:
+    """What a listing shows of a run whose stored snapshot ``read_snapshot`` refused: the
+    row's own columns (it keeps its place and its filters) and an ``error`` saying what is
+    wrong, so one damaged row neither hides the others nor fails the whole listing."""
+    return {
+        "run_id": run_id,
+        "root_run_id": root_run_id,
+        "parent_run_id": None,
+        "tenant_id": tenant_id,
+        "status": status,
+        "created_at": created_at,
+        "error": {"type": DAMAGED_SNAPSHOT, "message": problem},
+    }
+
+
 def run_key(snapshot: dict[str, Any]) -> RunKey:
     """The listing key of a snapshot (newest first is descending)."""
     return (str(snapshot.get("created_at") or ""), str(snapshot["run_id"]))

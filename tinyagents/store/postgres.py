@@ -52,6 +52,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    damaged_run,
     events_json,
     heartbeat_age,
     read_last_page,
@@ -661,14 +662,14 @@ class PostgresStore(Store):
             clauses.append(f"root_run_id = {arg(root_run_id)}")
         if before is not None:
             clauses.append(f"(created_at, run_id) < ({arg(before[0])}, {arg(before[1])})")
-        sql = f"SELECT {_RUN} FROM runs"
+        sql = f"SELECT {_RUN}, root_run_id, tenant_id, status, created_at FROM runs"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY created_at DESC, run_id DESC"
         if limit is not None:
             sql += f" LIMIT {arg(sql_int(max(limit, 0)))}"  # PostgreSQL refuses a negative LIMIT
         rows = await self._fetch_again("list runs", sql, *args)
-        return [_snapshot(r) for r in rows]
+        return [_listed(r) for r in rows]
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         rows = await self._fetch_again(
@@ -863,6 +864,24 @@ def _snapshot(row: Any) -> dict[str, Any]:
     if row[1] is not None:
         snapshot[SILENCE_S] = float(row[1])
     return snapshot
+
+
+def _listed(row: Any) -> dict[str, Any]:
+    """A snapshot of a listing (``_RUN`` and the row's columns); a damaged one is marked, with
+    a warning in the log naming the row to repair (``damaged_run``), as on SQLite: one row
+    does not fail the listing of every other."""
+    try:
+        return _snapshot(row)
+    except StoreError as exc:
+        _log.warning("PostgreSQL store: %s (listed as damaged)", exc.__cause__ or exc)
+        return damaged_run(
+            run_id=row[2],
+            root_run_id=row[3],
+            tenant_id=row[4],
+            status=row[5],
+            created_at=row[6],
+            problem=str(exc.__cause__ or exc),
+        )
 
 
 def _unread(snapshot: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     answer_unreadable,
+    damaged_run,
     events_json,
     read_last_page,
     read_page,
@@ -591,12 +592,33 @@ class SqliteStore(Store):
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         where, args = _run_filters(tenant_id, statuses, root_run_id, before)
-        sql = "SELECT data, run_id FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
+        sql = (
+            # the data as bytes: text that is no UTF-8 is then one damaged row (the driver
+            # would raise on it, failing the whole listing)
+            "SELECT CAST(data AS BLOB), run_id, root_run_id, tenant_id, status, created_at"
+            " FROM runs" + where + " ORDER BY created_at DESC, run_id DESC"
+        )
         if limit is not None:
             # max: SQLite reads LIMIT -1 as no limit
             sql, args = sql + " LIMIT ?", [*args, sql_int(max(limit, 0))]
         async with self._reading(sql, args) as cur:
-            return [read_snapshot(r[0], r[1]) for r in await cur.fetchall()]
+            return [self._listed(row) for row in await cur.fetchall()]
+
+    def _listed(self, row: Any) -> dict[str, Any]:
+        """A listed row's snapshot; a damaged one (``read_snapshot``) is marked, with a
+        warning in the log naming the row to repair (``damaged_run``)."""
+        try:
+            return read_snapshot(row[0], row[1])
+        except ValueError as exc:
+            _log.warning("SQLite store %r: %s (listed as damaged)", self.path, exc)
+            return damaged_run(
+                run_id=row[1],
+                root_run_id=row[2],
+                tenant_id=row[3],
+                status=row[4],
+                created_at=row[5],
+                problem=str(exc),
+            )
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
@@ -620,7 +642,9 @@ class SqliteStore(Store):
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         async with self._reading(
-            "SELECT data, run_id FROM runs WHERE run_id = ?", (run_id,)
+            # (bytes: text that is no UTF-8 is read_snapshot's to name, with the run)
+            "SELECT CAST(data AS BLOB), run_id FROM runs WHERE run_id = ?",
+            (run_id,),
         ) as cur:
             row = await cur.fetchone()
             # read in here, as load_runs does: a damaged snapshot is a StoreError

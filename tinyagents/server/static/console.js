@@ -790,10 +790,14 @@
   // again after the last event shown; otherwise the pill says what the stream is doing.
   function resumeStream() {
     const source = state.source;
-    if (source && source.readyState === EventSource.CLOSED && state.streamed) {
+    if (source && source.readyState === EventSource.CLOSED && (state.streamed || source.unsent)) {
       // at most every few seconds: the stream alone may keep failing while the polls pass
       if (Date.now() - (state.reopenedAt || 0) < REOPEN_MS) return;
       state.reopenedAt = Date.now();
+      if (!state.streamed) {
+        listen(source.unsent, source.fallbackRunId); // its ticket was refused: ask again
+        return;
+      }
       const query = { ...state.streamed };
       if (state.lastSeen) query.last_event_id = String(state.lastSeen);
       listen(query, null);
@@ -826,13 +830,39 @@
     listen({ root_run_id: rootId }, runId && runId !== rootId ? runId : null);
   }
 
-  function listen(params, fallbackRunId) {
+  // The token never goes in the stream's URL (access logs keep URLs): a ticket does, asked
+  // for with the token in the header, which opens this stream once. The browser's own
+  // reconnect, sending the used ticket again, is refused; the stream is then opened again
+  // with a new ticket after the last event shown (``resumeStream``, on the next poll).
+  async function listen(params, fallbackRunId) {
     const query = new URLSearchParams(params);
-    if (state.token) query.set("access_token", state.token);
+    const placeholder = {
+      readyState: EventSource.CONNECTING,
+      close() { this.readyState = EventSource.CLOSED; },
+    };
+    state.source = placeholder;
+    setConnection("connecting");
+    if (state.token) {
+      const { last_event_id: _, ...stream } = params;
+      const answer = await api("/events/tickets", { method: "POST", body: stream });
+      if (state.source !== placeholder) return; // followed something else meanwhile
+      if (answer.status === 404 && fallbackRunId) {
+        state.followedRun = fallbackRunId;
+        listen({ run_id: fallbackRunId }, null); // the root is not ours to see
+        return;
+      }
+      if (!answer.ok || !answer.data || typeof answer.data.ticket !== "string") {
+        placeholder.readyState = EventSource.CLOSED;
+        placeholder.unsent = params; // asked for again on a later poll (``resumeStream``)
+        placeholder.fallbackRunId = fallbackRunId;
+        setConnection("offline", problem(answer));
+        return;
+      }
+      query.set("ticket", answer.data.ticket);
+    }
     const source = new EventSource(`${API}/events?${query}`);
     state.source = source;
     let opened = false;
-    setConnection("connecting");
     for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
     source.addEventListener("stream", (message) => onOpening(source, params, message));
     source.onmessage = onEvent;

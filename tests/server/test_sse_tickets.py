@@ -1,0 +1,150 @@
+"""Event-stream tickets over real HTTP: ``POST /events/tickets`` (the token in the header)
+gives a short-lived ticket that opens one stream, once, so the long-lived token never sits in
+a URL (access logs, browser history)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from operator_server import BASE, Served, eventually
+from test_sse import parse
+
+
+async def _ticket(served: Served, who: str, **stream: str) -> str:
+    r = await served.client.post(f"{BASE}/events/tickets", json=stream, headers=served.as_(who))
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["expires_in"] == 60 and body["stream"] == {
+        "run_id": stream.get("run_id"),
+        "root_run_id": stream.get("root_run_id"),
+    }
+    assert served.tokens[who] not in body["ticket"]
+    return str(body["ticket"])
+
+
+async def test_a_ticket_opens_its_stream_once(served: Served) -> None:
+    run = await served.start_run("acme")
+    await served.client.post(
+        f"{BASE}/runs/{run.run_id}/steer", json={"message": "hi"}, headers=served.as_("alice")
+    )
+    query = {"run_id": run.run_id, "follow": "false"}
+
+    async def steered() -> list[dict[str, object]]:
+        ticket = await _ticket(served, "olga", run_id=run.run_id)
+        r = await served.client.get(f"{BASE}/events", params={**query, "ticket": ticket})
+        assert r.status_code == 200, r.text
+        return [m for m in parse(r.text) if m["event"] == "steering.applied"]
+
+    await eventually(steered)
+    ticket = await _ticket(served, "olga", run_id=run.run_id)
+    first = await served.client.get(f"{BASE}/events", params={**query, "ticket": ticket})
+    assert first.status_code == 200 and parse(first.text)
+    again = await served.client.get(f"{BASE}/events", params={**query, "ticket": ticket})
+    assert again.status_code == 401
+    assert "already used" in again.json()["message"]
+
+
+async def test_a_ticket_opens_no_other_stream(served: Served) -> None:
+    run = await served.start_run("acme")
+    other = await served.start_run("acme")
+    ticket = await _ticket(served, "alice", run_id=run.run_id)
+    for params in (
+        {"run_id": other.run_id},
+        {"root_run_id": run.run_id},
+        {},
+    ):
+        r = await served.client.get(
+            f"{BASE}/events", params={**params, "follow": "false", "ticket": ticket}
+        )
+        assert r.status_code == 401, params
+        assert "another stream" in r.json()["message"]
+    # refused for another stream, it still opens its own (a refusal does not use it up)
+    r = await served.client.get(
+        f"{BASE}/events", params={"run_id": run.run_id, "follow": "false", "ticket": ticket}
+    )
+    assert r.status_code == 200
+
+
+async def test_a_ticket_keeps_its_tenant_and_its_tokens_rights(served: Served) -> None:
+    globex = await served.start_run("globex")
+    for stream in ({"run_id": globex.run_id}, {"root_run_id": globex.run_id}):
+        # as alice's token is answered: not a run of hers, at once
+        r = await served.client.post(
+            f"{BASE}/events/tickets", json=stream, headers=served.as_("alice")
+        )
+        assert r.status_code == 404, r.text
+    # a ticket for a stream of her tenant, used for another tenant's run: the same 404
+    stream = (globex.run_id, None)
+    ticket = served.auth.sse_ticket(
+        served.tokens["alice"], stream=stream, expires_at=datetime.now(UTC) + timedelta(seconds=30)
+    )
+    r = await served.client.get(
+        f"{BASE}/events", params={"run_id": globex.run_id, "follow": "false", "ticket": ticket}
+    )
+    assert r.status_code == 404
+
+
+async def test_a_ticket_is_no_bearer_token_and_no_token_is_a_ticket(served: Served) -> None:
+    ticket = await _ticket(served, "alice")
+    for path in ("/runs", "/events?follow=false"):
+        r = await served.client.get(f"{BASE}{path}", headers=served.as_(ticket))
+        assert r.status_code == 401
+        assert "ticket" in r.json()["message"]
+    r = await served.client.get(
+        f"{BASE}/events", params={"follow": "false", "ticket": served.tokens["alice"]}
+    )
+    assert r.status_code == 401
+    assert "not an event-stream ticket" in r.json()["message"]
+
+
+async def test_an_expired_ticket_is_refused(served: Served) -> None:
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    ticket = served.auth.sse_ticket(served.tokens["alice"], stream=(None, None), expires_at=past)
+    r = await served.client.get(f"{BASE}/events", params={"follow": "false", "ticket": ticket})
+    assert r.status_code == 401
+    assert "expired" in r.json()["message"]
+
+
+async def test_a_ticket_and_a_token_together_are_refused(served: Served) -> None:
+    ticket = await _ticket(served, "alice")
+    r = await served.client.get(
+        f"{BASE}/events",
+        params={"follow": "false", "ticket": ticket},
+        headers=served.as_("alice"),
+    )
+    assert r.status_code == 401
+    assert "one of them" in r.json()["message"]
+
+
+async def test_minting_a_ticket_needs_the_token_in_the_header(served: Served) -> None:
+    r = await served.client.post(f"{BASE}/events/tickets", json={})
+    assert r.status_code == 401
+    r = await served.client.post(
+        f"{BASE}/events/tickets", params={"access_token": served.tokens["alice"]}, json={}
+    )
+    assert r.status_code == 401
+    r = await served.client.post(
+        f"{BASE}/events/tickets", json={"run_id": "a\nb"}, headers=served.as_("alice")
+    )
+    assert r.status_code == 422
+
+
+async def test_a_ticket_of_a_narrowed_token_keeps_its_narrowing(served: Served) -> None:
+    run = await served.start_run("acme")
+    other = await served.start_run("acme")
+    narrowed = served.auth.attenuate(served.tokens["alice"], run_id=run.run_id)
+    served.tokens["narrowed"] = narrowed
+    r = await served.client.post(
+        f"{BASE}/events/tickets", json={"run_id": other.run_id}, headers=served.as_(narrowed)
+    )
+    assert r.status_code == 404  # outside its run: as the token is answered
+
+    async def its_run_only() -> bool:
+        ticket = await _ticket(served, "narrowed")  # the tenant's stream: its run's only
+        r = await served.client.get(f"{BASE}/events", params={"follow": "false", "ticket": ticket})
+        assert r.status_code == 200, r.text
+        runs = {m["data"]["run_id"] for m in parse(r.text)}
+        assert other.run_id not in runs
+        return run.run_id in runs
+
+    await eventually(its_run_only)
