@@ -4,10 +4,14 @@ a URL (access logs, browser history)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from operator_server import BASE, Served, eventually
 from test_sse import parse
+
+from tinyagents.server import Auth
+from tinyagents.server.auth import ticket_claims
 
 
 async def _ticket(served: Served, who: str, **stream: str) -> str:
@@ -148,3 +152,27 @@ async def test_a_ticket_of_a_narrowed_token_keeps_its_narrowing(served: Served) 
         return run.run_id in runs
 
     await eventually(its_run_only)
+
+
+async def test_a_forged_ticket_is_refused_saying_where_tickets_come_from(served: Served) -> None:
+    forged = Auth(Auth.generate_key())
+    token = forged.mint(user="eve", tenant="acme", rights=["iam:admin"])
+    ticket = forged.sse_ticket(
+        token, stream=(None, None), expires_at=datetime.now(UTC) + timedelta(seconds=30)
+    )
+    r = await served.client.get(f"{BASE}/events", params={"follow": "false", "ticket": ticket})
+    assert r.status_code == 401
+    said = r.json()["message"]
+    assert said.startswith("?ticket=: ") and "POST /events/tickets" in said, said
+
+
+def test_a_tickets_lifetime_bounds_its_opening_not_its_stream(served: Served) -> None:
+    # the stream asks the token again every second (``valid``): were the ticket's 60 s a
+    # check of the token, every console stream would end a minute after it opened
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    ticket = served.auth.sse_ticket(served.tokens["olga"], stream=(None, None), expires_at=past)
+    p = served.auth.authenticate(ticket)
+    [claim] = ticket_claims(p.token)
+    assert p.expires_at is None  # olga's token never expires; the ticket's end is not its
+    assert served.auth.allows(replace(p, ticket=claim), "observe")
+    assert not served.auth.allows(p, "observe")  # without the fact: a ticket is no token

@@ -485,7 +485,10 @@ class OperatorApi(Record):
         try:
             p = self.auth.authenticate(ticket)
         except AuthError as exc:
-            raise Problem(401, str(exc).replace("token", "ticket")) from None
+            # (what it says of its token: a ticket is one, with a block; get another)
+            raise Problem(
+                401, f"?ticket=: {exc}; or get a ticket from POST /events/tickets"
+            ) from None
         claims = ticket_claims(p.token)
         if len(claims) != 1:
             raise Problem(
