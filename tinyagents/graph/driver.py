@@ -44,6 +44,7 @@ from tinyagents.graph.run_events import GraphEvents
 from tinyagents.graph.session import GraphSession, goto_problem, update_problem
 from tinyagents.graph.stream import GraphStream, follow
 from tinyagents.graph.task_entries import TaskEntries
+from tinyagents.harness.pausing import HoldBelow, join_holds_above
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
     GraphSupervisorActor,
@@ -150,6 +151,15 @@ class GraphRunDriver(RunDriver):
 
     def interrupt_now(self, cmd: SteeringCommand) -> None:
         self.steering.interrupt_now(self.run, cmd)
+
+    def pause_queued(self, cmd: SteeringCommand) -> None:
+        self.steering.pause_queued(cmd)
+
+    def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
+        return self.steering.adopt_pause(cmd, origin)
+
+    async def hold_new_run(self, handle: RunHandle) -> None:
+        await self.steering.below.take_in()
 
     def supervisor_spec(self) -> Any:
         """The spec of the innermost graph with one (``compile(supervisor=...)``) that the run
@@ -312,9 +322,13 @@ async def start_graph_run(
             recovery,
             start_fork=start_fork,
             wait_on_interrupt=wait_on_interrupt,
+            below=HoldBelow(runtime, handle.info, graph.name),
         )
         entries = TaskEntries(runtime, handle, events, graph.name, continued=recovery.continued)
         run.task_hooks = entries
+        earlier = handle.driver
+        if isinstance(earlier, GraphRunDriver):  # continued: what runs above passed down to
+            steering.from_above = earlier.steering.from_above  # it and it has not applied
         handle.driver = GraphRunDriver(runtime, graph, run, steering, entries)
         handle.policies = [
             GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None, run=run)
@@ -328,6 +342,8 @@ async def start_graph_run(
             await runtime.register(
                 handle, redirect_conflict=RedirectConflict(graph.redirect_conflict)
             )
+        if handle.info.parent_run_id is not None:  # below a run holding its subtree: held
+            await join_holds_above(runtime, handle)
     except BaseException:
         await session.__aexit__(None, None, None)
         raise
@@ -349,6 +365,7 @@ async def _main(
     try:
         result = await drive(run, steering, steering.events)
     except asyncio.CancelledError:
+        steering.ended(RunStatus.CANCELLED)
         await entries.close(RunStatus.CANCELLED)
         handle.finish(RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED))
         raise
@@ -361,6 +378,7 @@ async def _main(
     outcome = RunResult(run_id=handle.run_id, status=status, output=result.state, error=error)
     # Everything of the run ends before its graph.completed (a reader stops there): its
     # paused tasks, and the commands still queued for it (an interrupted run keeps them).
+    steering.ended(status)
     await entries.close(status)
     if status is not RunStatus.INTERRUPTED:
         handle.inbox.close()

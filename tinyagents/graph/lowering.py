@@ -46,6 +46,7 @@ from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.types import Command
+from tinyagents.harness.pausing import HoldBelow, adopted
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
@@ -88,6 +89,8 @@ GRAPH_KINDS = RESUME_KINDS | {
     SteeringKind.RESUME,
     SteeringKind.REQUEST_STATUS,
 }
+#: A run's pause and resume (a held run's pauses are counted: ``GraphSteering.took_pause``).
+_PAUSE_KINDS = frozenset({SteeringKind.PAUSE, SteeringKind.RESUME})
 #: What can be applied on a fork of the thread (``fork=True``).
 FORK_KINDS = RESUME_KINDS | {SteeringKind.REDIRECT, SteeringKind.UPDATE_STATE}
 _INSTEAD = (
@@ -168,6 +171,7 @@ class GraphSteering:
         *,
         start_fork: Callable[[Any, str], Awaitable[RunHandle]],
         wait_on_interrupt: bool,
+        below: HoldBelow,
     ) -> None:
         self.handle = handle
         self.events = events
@@ -181,6 +185,68 @@ class GraphSteering:
         self.cancelled: dict[str, SteeringCommand] = {}
         #: a pause held the run at the boundary being lowered
         self.held = False
+        #: The run's hold on the runs below it, while a pause of its own pauses it; paused
+        #: by a pause of its own; the runs above whose hold pauses it; the pauses and
+        #: resumes runs above passed down, until applied (correlation id → the run above).
+        #: As an agent run's (``tinyagents.harness.pausing``).
+        self.below = below
+        self.own_pause = False
+        self.held_by: set[str] | None = None
+        self.from_above: dict[str, str] | None = None
+
+    def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
+        """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""
+        self.from_above = adopted(self.from_above, cmd, origin)
+        return True
+
+    def pause_queued(self, cmd: SteeringCommand) -> None:
+        """A run-level pause or resume of the run's own was queued: a ``next_boundary``
+        pause (its boundary between supersteps is sure to come) holds the runs below at
+        once, a resume lets go of them at once (a node waiting on a sub-agent ends only
+        when that agent is done); what was passed down to the run is not passed on."""
+        above = self.from_above
+        if not _run_level(cmd) or (above is not None and cmd.correlation_id in above):
+            return
+        if cmd.kind is SteeringKind.PAUSE:
+            if cmd.delivery is SteeringDelivery.NEXT_BOUNDARY:
+                self.below.hold(cmd)
+        elif self.below.cause is not None:
+            self.below.resumed_by(cmd)
+
+    def took_pause(self, cmd: SteeringCommand) -> None:
+        """Run-level pause ``cmd`` is applied: the run's own, or a hold of a run above."""
+        above = self.from_above
+        origin = above.pop(cmd.correlation_id, None) if above else None
+        if origin is None:
+            self.own_pause = True
+            if self.below.cause is None:
+                self.below.hold(cmd)
+        else:
+            if self.held_by is None:
+                self.held_by = set()
+            self.held_by.add(origin)
+
+    def took_resume(self, cmd: SteeringCommand) -> bool:
+        """Run-level resume ``cmd`` is applied: whether the run goes on. One passed down
+        lets go of its run's hold only; the run's own lets go of every hold, and of the
+        runs below it."""
+        above = self.from_above
+        origin = above.pop(cmd.correlation_id, None) if above else None
+        if origin is not None:
+            if self.held_by is not None:
+                self.held_by.discard(origin)
+            return not self.own_pause and not self.held_by
+        self.own_pause = False
+        if self.held_by:
+            self.held_by.clear()
+        if self.below.cause is not None:
+            self.below.resumed_by(cmd)
+        return True
+
+    def ended(self, status: RunStatus) -> None:
+        """The run ended: let go of the runs it held (a run started below may outlive it)."""
+        if self.below.cause is not None:
+            self.below.release(f"ended {status.value}")
 
     async def boundary(self, run: GraphRun) -> None:
         """Lower the commands due between supersteps. END_OF_TURN lands where the graph
@@ -281,6 +347,7 @@ async def lower_all(
         cmd = pending.pop(0)
         try:
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
+                steering.took_pause(cmd)
                 inbox.applied(cmd, paused=True, step=run.head.step)
                 done.append(cmd)
                 await wait_while_paused(steering, run, behind=pending)
@@ -370,6 +437,8 @@ async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) ->
     if kind is SteeringKind.CANCEL:
         return await _cancel(steering, run, cmd)
     if kind is SteeringKind.RESUME:
+        if _run_level(cmd):  # not paused: it still ends what it ends (a hold passed down)
+            steering.took_resume(cmd)
         return {"paused": False}
     if kind is SteeringKind.REQUEST_STATUS:
         return _status(steering, run)
@@ -628,22 +697,35 @@ class _Stopped(Exception):
 async def wait_while_paused(
     steering: GraphSteering, run: GraphRun, *, behind: list[SteeringCommand]
 ) -> None:
-    """Hold the run at this boundary until a resume (or a run cancel) arrives. ``behind``:
-    the commands delivered with the pause, applied after it; a cancel applied meanwhile takes
-    out (supersedes) those aimed at what it cancelled."""
+    """Hold the run at this boundary until a resume that lets go of it (or a run cancel)
+    arrives. ``behind``: the commands delivered with the pause, applied after it — but the
+    run's pauses and resumes among them first, as if sent while it waits (a resume delivered
+    with its pause ends the wait); a cancel applied meanwhile takes out (supersedes) those
+    aimed at what it cancelled."""
     handle, inbox = steering.handle, steering.handle.inbox
+    taken = [c for c in behind if c.kind in _PAUSE_KINDS and _run_level(c)]
+    for ctl in taken:
+        behind.remove(ctl)
     inbox.paused = True
     try:
         async with holding(handle, RunStatus.PAUSED):
             while inbox.paused:
-                await inbox.wait()
-                taken = inbox.take(Boundary.WHILE_PAUSED)
+                if not taken:
+                    await inbox.wait()
+                    taken = inbox.take(Boundary.WHILE_PAUSED)
                 for pos, ctl in enumerate(taken):
                     stop: BaseException | None = None
                     cancel: SteeringCommand | None = None
                     if ctl.kind is SteeringKind.RESUME:
-                        inbox.paused = False
-                        inbox.applied(ctl, paused=False)
+                        goes = steering.took_resume(ctl)
+                        if goes:
+                            inbox.paused = False
+                        inbox.applied(ctl, paused=not goes)
+                    elif ctl.kind is SteeringKind.PAUSE and _run_level(ctl):
+                        # paused already: it holds the run too (its own, or a run above's)
+                        steering.took_pause(ctl)
+                        inbox.paused = True
+                        inbox.applied(ctl, paused=True, step=run.head.step)
                     elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
                         inbox.applied(ctl, run_id=handle.run_id)
                         stop = RunCancelled(
@@ -663,6 +745,7 @@ async def wait_while_paused(
                     if stop is not None:
                         _end_rest(steering, taken[pos + 1 :], cancel)
                         raise _Stopped(stop, cancel)
+                taken = []
     finally:
         inbox.paused = False
 

@@ -81,7 +81,7 @@ from tinyagents.harness.model import (
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
 from tinyagents.harness.output import UnionOutput
-from tinyagents.harness.pausing import HoldBelow
+from tinyagents.harness.pausing import HoldBelow, adopted, join_holds_above
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -1112,8 +1112,19 @@ class AgentRun(RunDriver):
     def holding_below(self) -> HoldBelow:
         below = self._below
         if below is None:
-            below = self._below = HoldBelow(self.runtime, self.info, self.agent.name, _adopt)
+            below = self._below = HoldBelow(self.runtime, self.info, self.agent.name)
         return below
+
+    def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
+        """Mark ``cmd`` (a pause or resume run ``origin`` passes down) as ``origin``'s: the
+        run applies it as that run's hold, not as its own operator's (``origin`` None:
+        forget it, it was withdrawn)."""
+        self.from_above = adopted(self.from_above, cmd, origin)
+        return True
+
+    async def hold_new_run(self, handle: RunHandle) -> None:
+        if self._below is not None:
+            await self._below.take_in()
 
     def reconcile_pause(self, cause: SteeringCommand) -> None:
         """After a pause or resume applied: the runs below are held while this run is paused
@@ -1869,7 +1880,7 @@ async def start_agent_run(
         runtime.bus.publish(subagent_event(info, parent_info, "subagent.started", status="running"))
         _join_a_cancelled_parent(runtime, handle, run)
         if not handle.cancelling:
-            await _join_a_paused_ancestor(runtime, handle)
+            await join_holds_above(runtime, handle)
     handle.task = asyncio.ensure_future(run.main())
     return handle
 
@@ -1946,45 +1957,6 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
         parent_run._send_cancels([handle], reason, immediate=immediate),
         name=f"cancel-late-child-{handle.run_id}",
     )
-
-
-def _adopt(handle: RunHandle, cmd: SteeringCommand, origin: str | None) -> bool:
-    """Mark ``cmd`` (a pause or resume run ``origin`` passes down) as ``origin``'s on the run
-    it is sent to, which then applies it as that run's hold, not as its own operator's
-    (``origin`` None: forget it, it was withdrawn)."""
-    run = handle.driver
-    if not isinstance(run, AgentRun):
-        return False
-    if origin is None:
-        if run.from_above is not None:
-            run.from_above.pop(cmd.correlation_id, None)
-        return True
-    if run.from_above is None:
-        run.from_above = {}
-    run.from_above[cmd.correlation_id] = origin
-    return True
-
-
-async def _join_a_paused_ancestor(runtime: RunHost, handle: RunHandle) -> None:
-    """A run started below a run that holds its subtree paused is sent that run's pause
-    before its first boundary (submitted before its task starts): it does no work until the
-    hold ends."""
-    for above in runtime.runs.tree.ancestors(handle.run_id):
-        parent = runtime.runs.get(above.run_id)
-        run = parent.driver if parent is not None else None
-        if not isinstance(run, AgentRun) or run._below is None:
-            continue
-        below = run._below
-        if below.cause is not None:
-            try:
-                await below.submit(below.hold(below.cause, send=False))
-            except Exception as exc:  # the run is registered: it starts all the same
-                _log.error(
-                    "run %s: sending it the pause of run %s failed",
-                    handle.run_id,
-                    above.run_id,
-                    exc_info=exc,
-                )
 
 
 def cancel_run_task(handle: RunHandle, why: str) -> None:

@@ -1,14 +1,17 @@
-"""A pause of an agent run passed down to the agent runs running below it, and let go of by
-its resume: an operator who pauses a parent gets the subtree paused, not a parent parked at a
-boundary it reaches only once its children have done all their work.
+"""A pause of a run passed down to the runs running below it, and let go of by its resume:
+an operator who pauses a parent gets the subtree paused, not a parent parked at a boundary it
+reaches only once its children have done all their work.
 
-A run paused by a pause of its own (not one passed down to it) *holds* every live agent run
-below it: each is sent a pause of its own, from the actor ``parent_agent(<paused run>, <its
-agent>)``, with a ``reason`` naming the paused run, the sender and the command, which lands at
-that run's own next safe boundary. It is sent when the pause is queued (if its boundary is
-sure to come: a ``next_boundary`` pause) and when it is applied, and to a run started below
-while the hold lasts. A run below does not pass on what it was sent: every live run below was
-sent its own, by the run paused.
+Agent runs and graph runs alike: a run paused by a pause of its own (not one passed down to
+it) *holds* every live agent or graph run below it — the agent runs of a graph's agent nodes,
+a graph run started under an agent run — each is sent a pause of its own, from the actor
+``parent_agent(<paused run>, <its agent or graph>)``, with a ``reason`` naming the paused run,
+the sender and the command, which lands at that run's own next safe boundary (a graph run's:
+between supersteps). It is sent when the pause is queued (if its boundary is sure to come: a
+``next_boundary`` pause) and when it is applied, and to a run started below while the hold
+lasts (``join_holds_above``). A run below does not pass on what it was sent: every live run
+below was sent its own, by the run paused. Each run's driver marks what it is sent as a hold
+(``RunDriver.adopt_pause``) and applies it (``harness/apply.py``, ``graph/lowering.py``).
 
 The run's resume (or its end) lets go of the runs it holds, and only of its own hold: a pause
 not sent yet is not sent, one still queued is withdrawn (``steering.superseded`` with a
@@ -21,7 +24,7 @@ go of every hold.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,10 +41,7 @@ from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.host import RunHost
 from tinyagents.runs.info import RunInfo
 
-#: Tell the run ``handle`` drives that ``cmd`` (a pause or resume) comes from ``origin``'s
-#: hold, not from its own operator; False when it cannot take one (not an agent run).
-#: ``origin`` None: forget ``cmd`` (withdrawn, never to be applied).
-Adopt = Callable[[RunHandle, SteeringCommand, str | None], bool]
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -54,14 +54,30 @@ class Derived(Record):
     withdrawn: bool = False
 
 
-class HoldBelow:
-    """The hold one agent run has on the agent runs below it (see the module)."""
+def adopted(
+    above: dict[str, str] | None, cmd: SteeringCommand, origin: str | None
+) -> dict[str, str]:
+    """A run's ``from_above`` (the pauses and resumes runs above passed down to it and it has
+    not applied: correlation id → the run above) with ``cmd`` marked as ``origin``'s, or
+    forgotten (``origin`` None: withdrawn). The one ``RunDriver.adopt_pause`` of agent and
+    graph runs."""
+    if above is None:
+        above = {}
+    if origin is None:
+        above.pop(cmd.correlation_id, None)
+    else:
+        above[cmd.correlation_id] = origin
+    return above
 
-    def __init__(self, runtime: RunHost, info: RunInfo, agent_name: str, adopt: Adopt) -> None:
+
+class HoldBelow:
+    """The hold one run (an agent or graph run, named ``name``) has on the runs below it
+    (see the module)."""
+
+    def __init__(self, runtime: RunHost, info: RunInfo, name: str) -> None:
         self.runtime = runtime
         self.info = info
-        self.actor = SteeringActor.parent_agent(info.run_id, agent_name)
-        self.adopt = adopt
+        self.actor = SteeringActor.parent_agent(info.run_id, name)
         #: The pause holding the runs below; None while there is no hold.
         self.cause: SteeringCommand | None = None
         #: The pauses sent to the runs held, by run id.
@@ -73,7 +89,7 @@ class HoldBelow:
         return "parent" if parent == self.info.run_id else "ancestor"
 
     def hold(self, cause: SteeringCommand, *, send: bool = True) -> list[Derived]:
-        """Pause every live agent run below that is not held yet (by this run), for
+        """Pause every live run below that is not held yet (by this run), for
         ``cause``. Returns the pauses made; sent in order by a task of the runtime's unless
         ``send`` is False (the caller submits them)."""
         self.cause = cause
@@ -82,7 +98,7 @@ class HoldBelow:
         made: list[Derived] = []
         runs = self.runtime.runs
         for below in runs.tree.descendants(me):
-            if below.status.finished or below.kind != "agent" or below.run_id in self.held:
+            if below.status.finished or below.run_id in self.held:
                 continue
             handle = runs.get(below.run_id)
             if handle is None or handle.cancelling:
@@ -98,7 +114,7 @@ class HoldBelow:
                 payload={"reason": reason},
                 priority=cause.priority,
             )
-            if not self.adopt(handle, cmd, me):
+            if not handle.driver.adopt_pause(cmd, me):  # a graph task's entry
                 continue
             derived = self.held[below.run_id] = Derived(below.run_id, cmd)
             made.append(derived)
@@ -120,7 +136,7 @@ class HoldBelow:
             if not derived.sent:
                 derived.withdrawn = True
                 if handle is not None:
-                    self.adopt(handle, derived.cmd, None)
+                    handle.driver.adopt_pause(derived.cmd, None)
                 continue
             if handle is None or handle.status.finished or handle.cancelling:
                 continue
@@ -130,7 +146,7 @@ class HoldBelow:
                 f"withdrawn: {relation} run {me} {why} before this pause reached the run",
                 by=by,
             ):
-                self.adopt(handle, derived.cmd, None)
+                handle.driver.adopt_pause(derived.cmd, None)
                 continue
             pause = derived.cmd
             cmd = SteeringCommand(
@@ -142,7 +158,7 @@ class HoldBelow:
                 priority=pause.priority,
                 created_at=max(_clock.now(), pause.created_at + timedelta(microseconds=1)),
             )
-            if self.adopt(handle, cmd, me):
+            if handle.driver.adopt_pause(cmd, me):
                 resumes.append(Derived(derived.run_id, cmd))
         if resumes:
             self._send(resumes)
@@ -160,6 +176,12 @@ class HoldBelow:
         self._sending = self.runtime.spawn(
             self.submit(batch, after=self._sending), name=f"pause-subtree-{self.info.run_id}"
         )
+
+    async def take_in(self) -> None:
+        """A run was registered below (not started yet): while the hold lasts, send it its
+        pause now, before its first boundary."""
+        if self.cause is not None:
+            await self.submit(self.hold(self.cause, send=False))
 
     async def submit(
         self, batch: list[Derived], *, after: asyncio.Task[None] | None = None
@@ -181,4 +203,24 @@ class HoldBelow:
                     del self.held[derived.run_id]
                 handle = self.runtime.runs.get(derived.run_id)
                 if handle is not None:
-                    self.adopt(handle, derived.cmd, None)
+                    handle.driver.adopt_pause(derived.cmd, None)
+
+
+async def join_holds_above(runtime: RunHost, handle: RunHandle) -> None:
+    """Run ``handle`` was registered and has not started: every run above it that holds its
+    subtree paused sends it its pause before its first boundary (it does no work until the
+    hold ends). A failed send is logged: the run is registered, and starts all the same."""
+    runs = runtime.runs
+    for above in runs.tree.ancestors(handle.run_id):
+        holder = runs.get(above.run_id)
+        if holder is None:
+            continue
+        try:
+            await holder.driver.hold_new_run(handle)
+        except Exception as exc:
+            _log.error(
+                "run %s: sending it the pause of run %s failed",
+                handle.run_id,
+                above.run_id,
+                exc_info=exc,
+            )

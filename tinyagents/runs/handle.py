@@ -70,6 +70,16 @@ class RunDriver:
         """A ``pause`` or ``resume`` was queued for this run: the runs running below it are
         to be paused (or let go of) too, at their own next boundaries."""
 
+    def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
+        """Mark ``cmd``, a pause or resume run ``origin`` passes down to this run, as that
+        run's hold, not as this run's own operator's (``origin`` None: forget ``cmd``, it
+        was withdrawn). False: this run takes no pause passed down (a graph task's entry)."""
+        return False
+
+    async def hold_new_run(self, handle: RunHandle) -> None:
+        """Run ``handle`` was registered below this one and has not started yet: if this
+        run holds the runs below it paused, hold that one too."""
+
     async def end_without_task(self, why: str) -> bool:
         """The run's task did not end within a grace after it was cancelled (its cleanup
         never finishes): give the run its terminal state (``why``) now, the task left behind.
