@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
@@ -159,7 +160,8 @@ class GraphRunDriver(RunDriver):
         return self.steering.adopt_pause(cmd, origin)
 
     async def hold_new_run(self, handle: RunHandle) -> None:
-        await self.steering.below.take_in()
+        if self.steering.below is not None:
+            await self.steering.below.take_in()
 
     def supervisor_spec(self) -> Any:
         """The spec of the innermost graph with one (``compile(supervisor=...)``) that the run
@@ -322,7 +324,7 @@ async def start_graph_run(
             recovery,
             start_fork=start_fork,
             wait_on_interrupt=wait_on_interrupt,
-            below=HoldBelow(runtime, handle.info, graph.name),
+            hold_below=partial(HoldBelow, runtime, handle.info, graph.name),
         )
         entries = TaskEntries(runtime, handle, events, graph.name, continued=recovery.continued)
         run.task_hooks = entries

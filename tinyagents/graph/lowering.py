@@ -171,7 +171,7 @@ class GraphSteering:
         *,
         start_fork: Callable[[Any, str], Awaitable[RunHandle]],
         wait_on_interrupt: bool,
-        below: HoldBelow,
+        hold_below: Callable[[], HoldBelow],
     ) -> None:
         self.handle = handle
         self.events = events
@@ -185,11 +185,13 @@ class GraphSteering:
         self.cancelled: dict[str, SteeringCommand] = {}
         #: a pause held the run at the boundary being lowered
         self.held = False
-        #: The run's hold on the runs below it, while a pause of its own pauses it; paused
-        #: by a pause of its own; the runs above whose hold pauses it; the pauses and
-        #: resumes runs above passed down, until applied (correlation id → the run above).
-        #: As an agent run's (``tinyagents.harness.pausing``).
-        self.below = below
+        #: The run's hold on the runs below it (made by its first pause of its own, by
+        #: ``hold_below``), held while such a pause pauses it; paused by a pause of its own;
+        #: the runs above whose hold pauses it; the pauses and resumes runs above passed
+        #: down, until applied (correlation id → the run above). As an agent run's
+        #: (``tinyagents.harness.pausing``).
+        self.below: HoldBelow | None = None
+        self._hold_below = hold_below
         self.own_pause = False
         self.held_by: set[str] | None = None
         self.from_above: dict[str, str] | None = None
@@ -198,6 +200,12 @@ class GraphSteering:
         """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""
         self.from_above = adopted(self.from_above, cmd, origin)
         return True
+
+    def holding_below(self) -> HoldBelow:
+        below = self.below
+        if below is None:
+            below = self.below = self._hold_below()
+        return below
 
     def pause_queued(self, cmd: SteeringCommand) -> None:
         """A run-level pause or resume of the run's own was queued: a ``next_boundary``
@@ -209,8 +217,8 @@ class GraphSteering:
             return
         if cmd.kind is SteeringKind.PAUSE:
             if cmd.delivery is SteeringDelivery.NEXT_BOUNDARY:
-                self.below.hold(cmd)
-        elif self.below.cause is not None:
+                self.holding_below().hold(cmd)
+        elif self.below is not None and self.below.cause is not None:
             self.below.resumed_by(cmd)
 
     def took_pause(self, cmd: SteeringCommand) -> None:
@@ -219,8 +227,9 @@ class GraphSteering:
         origin = above.pop(cmd.correlation_id, None) if above else None
         if origin is None:
             self.own_pause = True
-            if self.below.cause is None:
-                self.below.hold(cmd)
+            below = self.holding_below()
+            if below.cause is None:
+                below.hold(cmd)
         else:
             if self.held_by is None:
                 self.held_by = set()
@@ -239,13 +248,13 @@ class GraphSteering:
         self.own_pause = False
         if self.held_by:
             self.held_by.clear()
-        if self.below.cause is not None:
+        if self.below is not None and self.below.cause is not None:
             self.below.resumed_by(cmd)
         return True
 
     def ended(self, status: RunStatus) -> None:
         """The run ended: let go of the runs it held (a run started below may outlive it)."""
-        if self.below.cause is not None:
+        if self.below is not None and self.below.cause is not None:
             self.below.release(f"ended {status.value}")
 
     async def boundary(self, run: GraphRun) -> None:
