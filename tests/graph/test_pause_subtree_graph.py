@@ -18,7 +18,7 @@ from graphkit import LogState, logger
 from tinyagents import Agent, RunHandle, RunStatus, Runtime, tool
 from tinyagents.events import SteeringEvent
 from tinyagents.graph import END, START, AgentNode, Command, StateGraph, interrupt
-from tinyagents.protocol import SteeringActor, SteeringKind
+from tinyagents.protocol import SteeringActor, SteeringKind, SteeringPriority
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, EventWaiter, Gate, ScriptedModel, tool_call
 
@@ -294,6 +294,28 @@ async def test_a_graph_runs_pause_and_resume_delivered_together_let_it_go_on(
     assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b", "c"]
     (resumed,) = _of(recorder, graph.run_id, "steering.applied", SteeringKind.RESUME)
     assert resumed.affected == {"paused": False}
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_resume_sent_before_a_pause_delivered_behind_it_does_not_end_it(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    """A resume sent before a (critical) pause but delivered behind it never saw that pause:
+    it does not undo it (superseded by it, as at an agent run's boundary); a resume sent
+    afterwards does."""
+    gate = asyncio.Event()
+    graph = await rt.start_graph(gated_chain(gate), {})
+    await _event(waiter, "graph.task_started", graph.run_id, node="a")
+    early = await graph.resume(actor=OPERATOR)
+    pause = await graph.pause(actor=OPERATOR, priority=SteeringPriority.CRITICAL)
+    gate.set()
+    await _event(waiter, "steering.applied", graph.run_id, correlation_id=pause.correlation_id)
+    await _event(waiter, "steering.superseded", graph.run_id, correlation_id=early.correlation_id)
+    assert graph.status is RunStatus.PAUSED
+    assert not _started(waiter, graph.run_id, "b")
+    await graph.resume(actor=OPERATOR)
+    result = await asyncio.wait_for(graph.result(), 60)
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b", "c"]
     recorder.assert_every_command_terminal()
 
 

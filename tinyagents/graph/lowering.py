@@ -195,6 +195,9 @@ class GraphSteering:
         self.own_pause = False
         self.held_by: set[str] | None = None
         self.from_above: dict[str, str] | None = None
+        #: The last pause of the run's own applied: a resume of its own sent before it (by
+        #: ``created_at``, then correlation id) never saw it and does not undo it.
+        self.last_pause: SteeringCommand | None = None
 
     def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
         """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""
@@ -227,6 +230,9 @@ class GraphSteering:
         origin = above.pop(cmd.correlation_id, None) if above else None
         if origin is None:
             self.own_pause = True
+            last = self.last_pause
+            if last is None or _said_before(last, cmd):
+                self.last_pause = cmd
             below = self.holding_below()
             if below.cause is None:
                 below.hold(cmd)
@@ -251,6 +257,17 @@ class GraphSteering:
         if self.below is not None and self.below.cause is not None:
             self.below.resumed_by(cmd)
         return True
+
+    def newer_pause(self, cmd: SteeringCommand) -> SteeringCommand | None:
+        """The last pause of the run's own applied, if resume ``cmd`` (not one passed down)
+        was said before it: a human's resume ordered after a supervisor's critical pause at
+        one boundary would undo a pause it never saw (as ``harness.apply`` rules). Not the
+        other way round: a pause said before a resume still pauses (failing safe)."""
+        above = self.from_above
+        if above is not None and cmd.correlation_id in above:
+            return None
+        last = self.last_pause
+        return last if last is not None and _said_before(cmd, last) else None
 
     def ended(self, status: RunStatus) -> None:
         """The run ended: let go of the runs it held (a run started below may outlive it)."""
@@ -725,7 +742,9 @@ async def wait_while_paused(
                 for pos, ctl in enumerate(taken):
                     stop: BaseException | None = None
                     cancel: SteeringCommand | None = None
-                    if ctl.kind is SteeringKind.RESUME:
+                    if ctl.kind is SteeringKind.RESUME and (newer := steering.newer_pause(ctl)):
+                        inbox.superseded(ctl, newer.correlation_id)
+                    elif ctl.kind is SteeringKind.RESUME:
                         goes = steering.took_resume(ctl)
                         if goes:
                             inbox.paused = False
@@ -757,6 +776,11 @@ async def wait_while_paused(
                 taken = []
     finally:
         inbox.paused = False
+
+
+def _said_before(cmd: SteeringCommand, other: SteeringCommand) -> bool:
+    """Whether ``cmd`` was said before ``other`` (``created_at``, then correlation id)."""
+    return (cmd.created_at, cmd.correlation_id) < (other.created_at, other.correlation_id)
 
 
 def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:
