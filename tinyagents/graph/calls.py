@@ -26,9 +26,14 @@ if TYPE_CHECKING:
 
 
 async def prepare(
-    graph: GraphCore, scope: object, input: Any, recursion_limit: int | None
+    graph: GraphCore,
+    scope: object,
+    input: Any,
+    recursion_limit: int | None,
+    max_concurrency: int | None = None,
 ) -> GraphRun:
-    """The run of ``graph`` called with ``input`` by the node whose scope is ``scope``."""
+    """The run of ``graph`` called with ``input`` by the node whose scope is ``scope``; its
+    ``max_concurrency`` is the calling run's unless given."""
     if isinstance(input, Command):
         raise GraphError(
             f"graph {graph.name!r} is called from inside a node: give it state input; its "
@@ -41,7 +46,14 @@ async def prepare(
         limit = graph.limit(recursion_limit)
         head = Head.fresh(graph, "", "", None, saved=False)
         written = await graph.start_input(head, input, None, limit)
-        run = GraphRun(graph, head, checkpointer=None, recursion_limit=limit, nested=True)
+        run = GraphRun(
+            graph,
+            head,
+            checkpointer=None,
+            recursion_limit=limit,
+            nested=True,
+            max_concurrency=max_concurrency,
+        )
         run.input_written = written
         return run
     caller: GraphRun = scope.run
@@ -53,15 +65,21 @@ async def prepare(
     child, _ = await caller.child_run(
         graph, task, caller.child_ns(task, index), input, recursion_limit
     )
+    if max_concurrency is not None:
+        child.max_concurrency = max_concurrency
     return child
 
 
 async def run(
-    graph: GraphCore, scope: object, input: Any, recursion_limit: int | None
+    graph: GraphCore,
+    scope: object,
+    input: Any,
+    recursion_limit: int | None,
+    max_concurrency: int | None = None,
 ) -> GraphResult:
     """``graph.run(input)`` called by a node: the finished run's result. Raises the error of
     a failing node of ``graph``, and unwinds the calling node on an interrupt."""
-    child = await prepare(graph, scope, input, recursion_limit)
+    child = await prepare(graph, scope, input, recursion_limit, max_concurrency)
     try:
         result = await child.execute()
     except ParentCommand as pc:
@@ -72,12 +90,17 @@ async def run(
 
 
 async def stream(
-    graph: GraphCore, scope: object, input: Any, sink: GraphStream, recursion_limit: int | None
+    graph: GraphCore,
+    scope: object,
+    input: Any,
+    sink: GraphStream,
+    recursion_limit: int | None,
+    max_concurrency: int | None = None,
 ) -> AsyncIterator[Any]:
     """``graph.stream(input)`` called by a node: the items of the call (namespaces relative
     to it), which the caller's own stream gets too; then, if it stopped on an interrupt,
     the calling node unwinds."""
-    child = await prepare(graph, scope, input, recursion_limit)
+    child = await prepare(graph, scope, input, recursion_limit, max_concurrency)
 
     async def made() -> GraphRun:
         return child

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
 from tinyagents.graph import calls, mermaid, threads
 from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set_scope
-from tinyagents.graph.core import GraphCore, breakpoint_nodes
+from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurrency
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
@@ -39,6 +39,7 @@ class CompiledGraph(GraphCore):
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
     ) -> GraphResult:
@@ -48,8 +49,9 @@ class CompiledGraph(GraphCore):
         thread) or a ``Command`` (resume interrupts, update, goto). ``checkpoint_id``
         rewinds the thread to that checkpoint first (as a new head; history stays linear).
         ``interrupt_before`` / ``interrupt_after`` add static breakpoints for this run (see
-        ``StateGraph.compile``). Bad input raises and changes nothing; a failing node gives
-        ``status="failed"``.
+        ``StateGraph.compile``). ``max_concurrency``: at most that many tasks of a step run
+        at once (its sub-graphs' steps too); ``None`` runs them all. Bad input raises and
+        changes nothing; a failing node gives ``status="failed"``.
 
         Called from inside a node of a running graph (without ``thread_id``, ``runtime``
         and ``checkpoint_id``), it is a sub-graph call of that node: see ``graph/calls.py``.
@@ -57,11 +59,12 @@ class CompiledGraph(GraphCore):
         """
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
+        max_concurrency = check_max_concurrency(max_concurrency)
         breakpoints = self._breakpoints(
             interrupt_before, interrupt_after, runtime, is_call and caller is not None
         )
         if caller is not None and is_call:
-            return await calls.run(self, caller, input, recursion_limit)
+            return await calls.run(self, caller, input, recursion_limit, max_concurrency)
         if runtime is not None:
             return await run_with_runtime(
                 self,
@@ -70,9 +73,16 @@ class CompiledGraph(GraphCore):
                 thread_id=thread_id,
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
+                max_concurrency=max_concurrency,
             )
         async with GraphSession(self, thread_id) as session:
-            run = await session.prepare(input, checkpoint_id, recursion_limit, **breakpoints)
+            run = await session.prepare(
+                input,
+                checkpoint_id,
+                recursion_limit,
+                max_concurrency=max_concurrency,
+                **breakpoints,
+            )
             return await run.outcome()
 
     async def start(
@@ -85,6 +95,7 @@ class CompiledGraph(GraphCore):
         parent: RunHandle | str | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
         wait_on_interrupt: bool = True,
     ) -> RunHandle:
         """Start (or continue) a thread on ``runtime`` in the background and return the run's
@@ -100,6 +111,7 @@ class CompiledGraph(GraphCore):
             parent=parent,
             checkpoint_id=checkpoint_id,
             recursion_limit=recursion_limit,
+            max_concurrency=check_max_concurrency(max_concurrency),
             wait_on_interrupt=wait_on_interrupt,
         )
 
@@ -142,6 +154,7 @@ class CompiledGraph(GraphCore):
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
     ) -> AsyncIterator[Any]:
@@ -163,17 +176,24 @@ class CompiledGraph(GraphCore):
         sink = GraphStream(mode, subgraphs=subgraphs)
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
+        max_concurrency = check_max_concurrency(max_concurrency)
         breakpoints = self._breakpoints(
             interrupt_before, interrupt_after, runtime, is_call and caller is not None
         )
         if caller is not None and is_call:
-            return calls.stream(self, caller, input, sink, recursion_limit)
+            return calls.stream(self, caller, input, sink, recursion_limit, max_concurrency)
         if runtime is not None:
             if thread_id is not None:  # here, not when the stream is first read
                 check_id(thread_id, "thread_id")
             return Reader(
                 self._stream_managed(
-                    sink, input, runtime, thread_id, checkpoint_id, recursion_limit
+                    sink,
+                    input,
+                    runtime,
+                    thread_id,
+                    checkpoint_id,
+                    recursion_limit,
+                    max_concurrency,
                 ),
                 sink,
             )
@@ -184,7 +204,13 @@ class CompiledGraph(GraphCore):
             )
         session = GraphSession(self, thread_id)
         items = read(
-            lambda: session.prepare(input, checkpoint_id, recursion_limit, **breakpoints),
+            lambda: session.prepare(
+                input,
+                checkpoint_id,
+                recursion_limit,
+                max_concurrency=max_concurrency,
+                **breakpoints,
+            ),
             sink,
             hold=session,
         )
@@ -198,6 +224,7 @@ class CompiledGraph(GraphCore):
         thread_id: str | None,
         checkpoint_id: str | None,
         recursion_limit: int | None,
+        max_concurrency: int | None,
     ) -> AsyncGenerator[Any, None]:
         handle = await start_graph_run(
             runtime,
@@ -206,6 +233,7 @@ class CompiledGraph(GraphCore):
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
             recursion_limit=recursion_limit,
+            max_concurrency=max_concurrency,
             wait_on_interrupt=False,
         )
         driven = getattr(handle.driver, "run", None)
@@ -224,6 +252,7 @@ class CompiledGraph(GraphCore):
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
     ) -> AsyncIterator[GraphRun]:
@@ -233,9 +262,16 @@ class CompiledGraph(GraphCore):
         node ends the steps with a ``"failed"`` item instead of raising. Input and
         breakpoints are handled as by ``run`` (bad input raises here and changes nothing).
         """
+        max_concurrency = check_max_concurrency(max_concurrency)
         breakpoints = self._breakpoints(interrupt_before, interrupt_after, None, False)
         async with GraphSession(self, thread_id) as session:
-            run = await session.prepare(input, checkpoint_id, recursion_limit, **breakpoints)
+            run = await session.prepare(
+                input,
+                checkpoint_id,
+                recursion_limit,
+                max_concurrency=max_concurrency,
+                **breakpoints,
+            )
             if run.checkpointer is not None:
                 yield run
                 return
@@ -253,6 +289,7 @@ class CompiledGraph(GraphCore):
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
     ) -> GraphResult:
@@ -270,6 +307,7 @@ class CompiledGraph(GraphCore):
                 runtime=runtime,
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
+                max_concurrency=max_concurrency,
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
             )

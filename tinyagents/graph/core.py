@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tinyagents._record import Record
 from tinyagents.errors import (
+    ConfigurationError,
     GraphValidationError,
     InterruptError,
     InvalidRouteError,
@@ -705,3 +706,17 @@ def recursion_limit_problem(limit: object) -> str | None:
     if limit < 1:
         return f"recursion_limit must be at least 1, got {limit}"
     return None
+
+
+def check_max_concurrency(limit: object) -> int | None:
+    """A run's ``max_concurrency``: ``None`` (every task of a step at once) or a whole number
+    >= 1. LangGraph's ``Semaphore`` took 0 as "no limit" and a negative one failed the first
+    step that ran tasks; here a bad value is refused before anything runs or is saved."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigurationError(
+            "max_concurrency must be None (no limit) or a whole number of tasks >= 1, got "
+            f"{limit!r}"
+        )
+    return limit

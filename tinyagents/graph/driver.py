@@ -240,6 +240,7 @@ async def start_graph_run(
     parent: RunHandle | str | None = None,
     checkpoint_id: str | None = None,
     recursion_limit: int | None = None,
+    max_concurrency: int | None = None,
     wait_on_interrupt: bool = True,
 ) -> RunHandle:
     """Register a graph run and start it in the background; returns its handle at once.
@@ -297,7 +298,13 @@ async def start_graph_run(
         if parent_handle is not None:  # it may have ended while the thread was read: before
             check_parent_open(parent_handle.info)  # the input is applied, nothing is written
         run = await session.prepare(
-            input, checkpoint_id, recursion_limit, failure=unread, runtime=runtime, run_id=run_id
+            input,
+            checkpoint_id,
+            recursion_limit,
+            failure=unread,
+            runtime=runtime,
+            run_id=run_id,
+            max_concurrency=max_concurrency,
         )
         recovery = EarlierApplied(graph.checkpointer, handle.info.thread_id, run_id)
         # the run id came from the thread's checkpoints, not from this runtime: an earlier
@@ -315,6 +322,7 @@ async def start_graph_run(
                 first,
                 thread_id=fork,
                 tenant_id=tenant,
+                max_concurrency=max_concurrency,
                 wait_on_interrupt=wait_on_interrupt,
             )
 
@@ -408,6 +416,7 @@ async def run_with_runtime(
     thread_id: str | None = None,
     checkpoint_id: str | None = None,
     recursion_limit: int | None = None,
+    max_concurrency: int | None = None,
 ) -> GraphResult:
     """``graph.run(..., runtime=rt)``: a registered, steerable run, in the foreground.
 
@@ -419,6 +428,7 @@ async def run_with_runtime(
         thread_id=thread_id,
         checkpoint_id=checkpoint_id,
         recursion_limit=recursion_limit,
+        max_concurrency=max_concurrency,
         wait_on_interrupt=False,
     )
     assert handle.task is not None

@@ -172,6 +172,7 @@ class GraphRun:
         run_id: str | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
+        max_concurrency: int | None = None,
     ) -> None:
         #: static breakpoints: the graph's, and this run's own
         self.interrupt_before = graph.interrupt_before
@@ -191,6 +192,9 @@ class GraphRun:
         self.head = head
         self.checkpointer = checkpointer
         self.recursion_limit = recursion_limit
+        #: at most this many tasks of a step run at once (``None``: all of them); its
+        #: sub-graphs' runs have the same limit, each for its own steps, as in LangGraph
+        self.max_concurrency = max_concurrency
         self.owner = owner
         self.parent = parent
         #: a sub-graph's run (a node or a call inside a node): Command.PARENT goes upwards
@@ -516,13 +520,26 @@ class GraphRun:
                 # side effects, to run them again
                 refused.append(failed)
 
+        limit = self.max_concurrency
+        if limit is not None and len(runnable) > limit:
+            # as LangGraph's executor: each task waits its turn (in start order) at a gate
+            gate = asyncio.Semaphore(limit)
+
+            async def gated(task: Task) -> None:
+                async with gate:
+                    await run_one(task)
+
+            start = gated
+        else:
+            start = run_one
+
         # as a TaskGroup, but a task cancelled here that never ends is left behind
         step = self._step_tasks = StepTasks(
             own_cancel_grace=self.task_hooks is None, on_left=self._left_behind.add
         )
         try:
             for task in runnable:
-                self.running[task.id] = step.start(task, run_one(task))
+                self.running[task.id] = step.start(task, start(task))
             errors = await step.join()
         finally:
             self.running.clear()
@@ -1006,6 +1023,7 @@ class GraphRun:
             inherited_resume=task.resume,
             runtime=self.runtime,
             run_id=self.run_id,
+            max_concurrency=self.max_concurrency,
         )
         child.input_written = written
         # a sub-graph going on from its own checkpoint is continued, as LangGraph hands a
