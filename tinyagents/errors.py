@@ -40,6 +40,7 @@
     │   └── ModelRetry                  a tool or output validator sends the model back with its message
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached (also a RecursionError)
+        ├── StepTimeoutError           a superstep outlived the graph's step_timeout (also a TimeoutError)
         ├── InvalidRouteError          a route to no node or outside a path_map (a KeyError, a ValueError)
         ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step, an unknown key, a value no checkpoint holds
         └── InterruptError             a resume did not match the pending interrupts (also a RuntimeError)
@@ -400,6 +401,12 @@ class GraphError(TinyAgentsError):
 class GraphRecursionError(GraphError, RecursionError):
     """The graph reached its step limit without finishing (also a ``RecursionError``, as
     LangGraph's is, so ``except RecursionError`` in ported code still catches it)."""
+
+
+class StepTimeoutError(GraphError, TimeoutError):
+    """A superstep did not finish within its graph's ``step_timeout``: its unfinished tasks
+    were cancelled (also a ``TimeoutError``, which is ``asyncio.TimeoutError``, as LangGraph
+    raises, so ``except asyncio.TimeoutError`` in ported code still catches it)."""
 
 
 class InvalidRouteError(GraphError, KeyError, ValueError):

@@ -396,6 +396,7 @@ class StateGraph:
         interrupt_before: Sequence[str] | str | None = (),
         interrupt_after: Sequence[str] | str | None = (),
         supervisor: Any = None,
+        step_timeout: float | None = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
 
@@ -404,6 +405,11 @@ class StateGraph:
         before a step that would run one of these nodes, or after a step that ran one;
         ``run(None, thread_id=...)`` continues. They need a checkpointer (the graph's, or its
         parent's for a sub-graph). ``name=None`` is the default name, ``"graph"``.
+
+        ``step_timeout``: seconds each superstep may take, all its tasks together (LangGraph's
+        ``step_timeout``; ``graph.step_timeout = ...`` sets it later). A step that outlives it
+        has its unfinished tasks cancelled and fails the run with a ``TimeoutError``; what the
+        finished tasks wrote is kept for ``run(None)``, as after a failing node.
 
         ``supervisor``: a ``SupervisorSpec`` watching every agent run inside this graph (its
         agent nodes, in sub-graphs too, and their sub-agents) when it runs in a ``Runtime``;
@@ -442,6 +448,7 @@ class StateGraph:
             redirect_conflict=redirect_conflict,
             interrupt_before=before,
             interrupt_after=after,
+            step_timeout=step_timeout,
         )
         if check_graph is not None:
             graph.supervisor = supervisor

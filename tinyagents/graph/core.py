@@ -15,6 +15,7 @@ import typing
 import weakref
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from math import inf
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
@@ -189,8 +190,10 @@ class GraphCore:
         redirect_conflict: str,
         interrupt_before: Collection[str] = (),
         interrupt_after: Collection[str] = (),
+        step_timeout: float | None = None,
     ) -> None:
         self.builder = builder
+        self._step_timeout = check_step_timeout(step_timeout)
         #: static breakpoints: stop before / after these nodes run (``run`` can add its own)
         self.interrupt_before = frozenset(interrupt_before)
         self.interrupt_after = frozenset(interrupt_after)
@@ -248,6 +251,16 @@ class GraphCore:
             for node in (START, *self.nodes)
             if node not in self.branches and node not in self.joins_from and not self.deferred
         }
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Seconds each superstep may take, all its tasks together (``None``: no bound), as
+        LangGraph's ``step_timeout``; settable after ``compile``, as there."""
+        return self._step_timeout
+
+    @step_timeout.setter
+    def step_timeout(self, value: float | None) -> None:
+        self._step_timeout = check_step_timeout(value)
 
     def limit(self, recursion_limit: int | None) -> int:
         """A run's step limit: ``recursion_limit`` when given (at least 1), else the graph's."""
@@ -720,3 +733,15 @@ def check_max_concurrency(limit: object) -> int | None:
             f"{limit!r}"
         )
     return limit
+
+
+def check_step_timeout(timeout: object) -> float | None:
+    """A graph's ``step_timeout``: ``None`` or a finite number of seconds > 0 (NaN would
+    time out no step, 0 every step, as a node's ``timeout=`` is checked)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < inf:
+        raise GraphValidationError(
+            f"step_timeout must be None or a finite number of seconds > 0, got {timeout!r}"
+        )
+    return float(timeout)

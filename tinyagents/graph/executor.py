@@ -21,6 +21,7 @@ from tinyagents.errors import (
     GraphRecursionError,
     InvalidUpdateError,
     RunCancelled,
+    StepTimeoutError,
     StoreError,
 )
 from tinyagents.graph._context import (
@@ -157,6 +158,12 @@ CONTINUED_RUN_EXTRA_STEPS = 2
 class GraphRun:
     """One invocation of a compiled graph on one thread namespace."""
 
+    #: at most this many tasks of a step run at once (``None``: all of them); its sub-graphs'
+    #: runs have the same limit, each for its own steps, as in LangGraph
+    max_concurrency: int | None = None
+    #: the graph's ``step_timeout`` as this run began (a sub-graph's run: its own graph's)
+    step_timeout: float | None = None
+
     def __init__(
         self,
         graph: GraphCore,
@@ -192,9 +199,14 @@ class GraphRun:
         self.head = head
         self.checkpointer = checkpointer
         self.recursion_limit = recursion_limit
-        #: at most this many tasks of a step run at once (``None``: all of them); its
-        #: sub-graphs' runs have the same limit, each for its own steps, as in LangGraph
-        self.max_concurrency = max_concurrency
+        # (set only when given: the class's None otherwise, so a run's instance dict stays
+        # small enough for CPython's shared-key, inline-values layout, which every attribute
+        # read of the step loop is faster with; measured in benchmarks/graph.py's chain)
+        if max_concurrency is not None:
+            self.max_concurrency = max_concurrency
+        step_timeout = graph.step_timeout
+        if step_timeout is not None:
+            self.step_timeout = step_timeout
         self.owner = owner
         self.parent = parent
         #: a sub-graph's run (a node or a call inside a node): Command.PARENT goes upwards
@@ -374,7 +386,7 @@ class GraphRun:
 
     async def _run_step(self, tasks: list[Task], runnable: list[Task]) -> bool:
         """Run the runnable tasks of one step; whether some task is left unfinished."""
-        if len(tasks) != 1 or self.task_hooks is not None:
+        if len(tasks) != 1 or self.task_hooks is not None or self.step_timeout is not None:
             if runnable:
                 self._count_step()
                 await self.run_tasks(tasks)
@@ -537,10 +549,11 @@ class GraphRun:
         step = self._step_tasks = StepTasks(
             own_cancel_grace=self.task_hooks is None, on_left=self._left_behind.add
         )
+        timeout = self.step_timeout
         try:
             for task in runnable:
                 self.running[task.id] = step.start(task, start(task))
-            errors = await step.join()
+            errors = await step.join(None if timeout is None else step.now() + timeout)
         finally:
             self.running.clear()
             self._step_tasks = None
@@ -549,6 +562,8 @@ class GraphRun:
             for task, why in left.items():  # ended, cancelled, for the stream and run tree
                 if self.stream is not None or self.task_hooks is not None:
                     await self._told_end(task, asyncio.CancelledError(why), self.task_hooks)
+        if step.timed_out and not errors and not refused:
+            errors = self._timed_out(runnable)
         if errors or refused:
             error = _first_failure(errors, refused)
             for note in left.values():
@@ -556,6 +571,22 @@ class GraphRun:
             raise error
         if left or self.left_behind_notes:
             self.left_behind_notes = list(left.values())
+
+    def _timed_out(self, runnable: list[Task]) -> list[BaseException]:
+        """The error of a step its ``step_timeout`` cut short (none if every task finished or
+        paused meanwhile). A question a task asked does not stop the run in its place, as in
+        LangGraph: it stays asked, and the run that answers it runs the cancelled tasks again."""
+        cut = [t for t in runnable if t.writes is None and not t.interrupts]
+        if not cut:
+            return []
+        names = ", ".join(f"{t.node!r}" for t in cut)
+        return [
+            StepTimeoutError(
+                f"step {self.steps} of {self._what()} did not finish within "
+                f"step_timeout={self.step_timeout:g} s: node(s) {names} were cancelled; "
+                "what the finished tasks wrote is kept (run(None) runs the others again)"
+            )
+        ]
 
     def _show_started(self, tasks: list[Task], runnable: list[Task] | None = None) -> None:
         """Tell the stream the starts of this step's tasks, as LangGraph lists every task of

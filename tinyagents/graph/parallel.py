@@ -45,6 +45,7 @@ class StepTasks:
         "left",
         "on_left",
         "own_cancel_grace",
+        "timed_out",
     )
 
     def __init__(self, *, own_cancel_grace: bool, on_left: Callable[[Task], None]) -> None:
@@ -60,6 +61,12 @@ class StepTasks:
         self._errors: list[tuple[int, BaseException]] = []
         self._waiter: asyncio.Future[None] | None = None
         self._loop = asyncio.get_running_loop()
+        #: the step's deadline (``join``) passed with tasks unfinished: they were cancelled
+        self.timed_out = False
+
+    def now(self) -> float:
+        """The event loop's clock, which ``join``'s deadline is on."""
+        return self._loop.time()
 
     def start(self, task: Task, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         child = self._loop.create_task(coro)
@@ -98,24 +105,32 @@ class StepTasks:
         for child in self.children:
             self.cancel(child, grace=grace)
 
-    async def join(self) -> list[BaseException]:
+    async def join(self, deadline: float | None = None) -> list[BaseException]:
         """Wait for every task to end (or be left behind); the errors they raised, in their
         tasks' order. A cancel of the task that joins cancels them all, is waited through and
-        raised at the end, as a TaskGroup does."""
+        raised at the end, as a TaskGroup does. At ``deadline`` (``now()``'s clock; the
+        graph's ``step_timeout``) the tasks not ended are cancelled and ``timed_out`` set."""
         loop = self._loop
         cancelled: asyncio.CancelledError | None = None
         while self._left:
             if self._errors:
                 self.cancel_all()
             timeout = None
+            if deadline is not None and not self.timed_out:
+                timeout = deadline - loop.time()
+                if timeout <= 0:
+                    self.timed_out = True
+                    self.cancel_all()
+                    continue
             if self._deadlines:
                 now = loop.time()
                 due = [c for c, t in self._deadlines.items() if t <= now and not c.done()]
                 if due:
                     self._leave(due)
                     continue
-                waiting = [t for c, t in self._deadlines.items() if not c.done()]
-                timeout = min(waiting) - now if waiting else None
+                waiting = [t - now for c, t in self._deadlines.items() if not c.done()]
+                if waiting:
+                    timeout = min(waiting) if timeout is None else min(timeout, *waiting)
             waiter = self._waiter = loop.create_future()
             timer = None if timeout is None else loop.call_later(timeout, self._wake)
             try:
