@@ -482,8 +482,8 @@ async def test_nodes_before_a_node_asking_twice(checkpointer: Checkpointer) -> N
 
 
 async def test_history_tasks_hold_what_each_task_wrote(checkpointer: Checkpointer) -> None:
-    # LangGraph: test_supersteps_populate_task_results (its reference run; ours has no
-    # bulk_update_state)
+    # LangGraph: test_supersteps_populate_task_results (its reference run; bulk_update_state
+    # is ported in test_langgraph_ports_bulk.py)
     class NumText(TypedDict, total=False):
         num: int
         text: str

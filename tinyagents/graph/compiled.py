@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +22,7 @@ from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.stream import RUNTIME_MODES, GraphStream, Reader, follow, read
-from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot
+from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot, StateUpdate
 from tinyagents.runs.info import check_id
 
 if TYPE_CHECKING:
@@ -379,6 +386,21 @@ class CompiledGraph(GraphCore):
             checkpoint_id=checkpoint_id,
             ns=ns,
         )
+
+    async def bulk_update_state(
+        self, thread_id: str, supersteps: Sequence[Sequence[StateUpdate]]
+    ) -> str:
+        """Several ``update_state`` calls at once, as LangGraph's ``bulk_update_state``: each
+        superstep (a list of ``StateUpdate(values, as_node)``) becomes one checkpoint, in
+        order, under one hold of the thread; returns the last one's id. A superstep of one
+        update is exactly an ``update_state``; one of several is the output of nodes that
+        ran together in one step: reduced together (two plain values of one key conflict)
+        and routed from each of them, so each names its node (``as_node``, not ``None``,
+        ``START``, ``END`` or ``"__copy__"``). Every superstep's nodes, keys and values are
+        checked before any is saved (``InvalidUpdateError``); a reducer or router that
+        refuses a later superstep leaves the earlier ones saved, as in LangGraph.
+        """
+        return await threads.bulk_update_state(self, thread_id, supersteps)
 
     async def fork(
         self, thread_id: str, checkpoint_id: str, *, new_thread_id: str | None = None

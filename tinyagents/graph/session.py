@@ -9,6 +9,7 @@ nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -43,7 +44,7 @@ from tinyagents.graph.core import router_context
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import Task, plan_tasks
-from tinyagents.graph.types import END, START, UNSET, Command, Send
+from tinyagents.graph.types import END, START, UNSET, Command, Send, StateUpdate
 from tinyagents.runs.info import check_id
 from tinyagents.store.checkpoint._lease import new_owner
 from tinyagents.store.checkpoint.base import WriteRecord
@@ -390,6 +391,37 @@ class GraphSession:
         assert staged.checkpoint_id is not None
         return staged.checkpoint_id
 
+    async def bulk_update(self, supersteps: Sequence[Sequence[StateUpdate]]) -> str:
+        """``bulk_update_state``: each superstep of updates saved as one checkpoint, in order,
+        under this session's lease; the last one's id. A superstep of one update is an
+        ``update_state``; one of several is the writes of nodes that ran together (each
+        ``as_node`` a node of the graph). Every superstep is checked before any is saved."""
+        graph = self.graph
+        if self.cp is None:
+            raise GraphValidationError(
+                "bulk_update_state needs a checkpointer: compile(checkpointer=...)"
+            )
+        steps = check_supersteps(graph, supersteps)
+        checkpoint_id = ""
+        for step in steps:
+            first, *rest = step
+            if not rest:
+                checkpoint_id = await self.update_state(first.values, first.as_node)
+                continue
+            assert first.as_node is not None
+            head = await self.load() or self.fresh()
+            staged = await update_state(
+                self.cp,
+                graph,
+                head,
+                first.values,
+                first.as_node,
+                alongside=[(u.values, u.as_node) for u in rest if u.as_node is not None],
+            )
+            assert staged.checkpoint_id is not None
+            checkpoint_id = staged.checkpoint_id
+        return checkpoint_id
+
     async def _copy(self, update: dict[str, Any], checkpoint_id: str | None) -> str:
         """``update_state(None, as_node="__copy__")``, as LangGraph's: the thread as it was at
         ``checkpoint_id`` (the head by default) saved again, unchanged, as a ``rewind`` (its
@@ -453,6 +485,7 @@ async def update_state(
     *,
     rewound_to: str | None = None,
     steered_by: dict[str, str] | None = None,
+    alongside: Sequence[tuple[dict[str, Any], str]] = (),
 ) -> Head:
     """The one ``update_state``, for the API (``GraphSession.update_state``) and for steering
     (``lowering``): ``update`` through the reducers, routed as ``as_node``'s output when
@@ -462,18 +495,26 @@ async def update_state(
     past at that checkpoint (saved whole, as a fork); ``steered_by``: the metadata that
     names the steering command that made it (its correlation id and sender scope). The run
     that continues from the update passes the breakpoint of its first step (an edit at a
-    stop, LangGraph's human-in-the-loop pattern), as any run that continues a thread does."""
-    check_as_node(graph, as_node)
-    update = graph.schema.update_of(update)
-    staged, delta = await stage_update(graph, head, update, as_node)
-    meta: dict[str, Any] = {"as_node": as_node, "keys": sorted(update)}
+    stop, LangGraph's human-in-the-loop pattern), as any run that continues a thread does.
+    ``alongside``: more ``(update, as_node)`` pairs in the same step, as the writes of nodes
+    that ran together (a superstep of ``bulk_update_state``; ``as_node`` a node of the graph,
+    as is ``as_node`` then): reduced together, routed from every one of them."""
+    updates = [(update, as_node), *alongside]
+    for _, node in updates:
+        check_as_node(graph, node)
+    updates = [(graph.schema.update_of(values), node) for values, node in updates]
+    staged, delta = await stage_update(graph, head, updates)
+    keys = sorted({key for values, _ in updates for key in values})
+    meta: dict[str, Any] = {"as_node": as_node, "keys": keys}
+    if alongside:
+        meta["as_nodes"] = [node for _, node in updates]
     if rewound_to is not None:
         meta["rewound_to"] = rewound_to
     if steered_by is not None:
         meta.update(steered_by)
     if cp is not None:
         whole = staged.seq < 0 or rewound_to is not None
-        ran = None if as_node is None else [] if as_node == END else [as_node]
+        ran = None if as_node is None else [] if as_node == END else [n for _, n in updates if n]
         await save(
             cp, staged, delta=None if whole else delta, source="update", metadata=meta, ran=ran
         )
@@ -485,6 +526,44 @@ async def update_state(
 UPDATE_REMAINING_STEPS = 2
 
 
+def check_supersteps(
+    graph: GraphCore, supersteps: Sequence[Sequence[StateUpdate]]
+) -> list[list[StateUpdate]]:
+    """``bulk_update_state``'s supersteps as lists, each update checked as far as it can be
+    without the state (its ``as_node``, its keys and values): bad input saves nothing.
+    LangGraph's ValueError for no supersteps or an empty one is an ``InvalidUpdateError``."""
+    if isinstance(supersteps, (str, bytes, dict)) or not isinstance(supersteps, Sequence):
+        raise InvalidUpdateError(
+            "bulk_update_state takes a list of supersteps, each a list of StateUpdate, got "
+            f"{type(supersteps).__name__}"
+        )
+    if not supersteps:
+        raise InvalidUpdateError("bulk_update_state: no supersteps provided")
+    steps: list[list[StateUpdate]] = []
+    for index, step in enumerate(supersteps):
+        if not isinstance(step, (list, tuple)) or not all(isinstance(u, StateUpdate) for u in step):
+            raise InvalidUpdateError(
+                f"bulk_update_state: superstep {index} is not a list of StateUpdate: {step!r}"
+            )
+        if not step:
+            raise InvalidUpdateError(f"bulk_update_state: no updates provided in superstep {index}")
+        for update in step:
+            if len(step) > 1 and (update.as_node is None or update.as_node not in graph.nodes):
+                raise InvalidUpdateError(
+                    f"bulk_update_state: superstep {index} has {len(step)} updates, so each "
+                    "names the node whose output it is (as_node, a node of the graph, not "
+                    f"START, END or '__copy__'), got as_node={update.as_node!r}"
+                )
+            if update.as_node != COPY:
+                check_as_node(graph, update.as_node)
+                if update.values is not None:
+                    graph.schema.check_update(
+                        graph.schema.update_of(update.values), "update_state", "update_state value"
+                    )
+        steps.append(list(step))
+    return steps
+
+
 def check_as_node(graph: GraphCore, as_node: str | None) -> None:
     if as_node is not None and as_node not in (START, END) and as_node not in graph.nodes:
         raise InvalidUpdateError(  # LangGraph's error there
@@ -494,7 +573,7 @@ def check_as_node(graph: GraphCore, as_node: str | None) -> None:
 
 
 async def stage_update(
-    graph: GraphCore, head: Head, update: dict[str, Any], as_node: str | None
+    graph: GraphCore, head: Head, updates: Sequence[tuple[dict[str, Any], str | None]]
 ) -> tuple[Head, dict[str, Any]]:
     """``update`` applied through the reducers (and, with ``as_node``, routed as that node's
     output) to a copy of ``head``: (the changed copy, its deltas). One ``update_state`` for the
@@ -502,16 +581,23 @@ async def stage_update(
     reducer or a router refuses raises and changes nothing; a caller adopts the copy once it
     is saved. A reducer's or router's own error comes back as ``InvalidUpdateError`` naming it.
     """
-    writes = graph.schema.check_update(update, "update_state", "update_state value")
+    # (several updates are those of nodes that ran together, never END's or None's)
+    as_node = updates[0][1]
+    writes: dict[str, list[Any]] = {}
+    for update, _ in updates:
+        checked = graph.schema.check_update(update, "update_state", "update_state value")
+        for key, value in checked.items():
+            writes.setdefault(key, []).append(value)
     # END ends the step: what its finished tasks wrote stays (the values get_state showed),
     # as LangGraph's update_state(None, as_node=END) keeps it
     done = finished_tasks(graph, head) if as_node == END else []
     finished = [w for t in done for w in t.writes or ()]
     staged = head.staged([*writes, *(key for key, _ in finished)])
     delta: dict[str, Any] = graph.apply_writes(staged.values, finished) if finished else {}
-    for key, value in writes.items():
+    for key, values in writes.items():
         try:
-            written = graph.apply_writes(staged.values, [(key, value)])
+            # two plain values of one key conflict, as two nodes' writes in one step
+            written = graph.apply_writes(staged.values, [(key, value) for value in values])
             if key in delta:  # two deltas of one channel: save its whole value
                 written[key] = Replaced(staged.values[key])
             delta.update(written)
@@ -531,7 +617,7 @@ async def stage_update(
             ran: list[tuple[str, list[str | Send]]] = [(t.node, t.goto) for t in done]
             held: list[str] = []
         else:
-            ran = [(as_node, [])]
+            ran = [(node, []) for _, node in updates if node is not None]
             # what a spent join or deferral pulled waits still: no edge of as_node takes it
             held = [p.node for p in staged.frontier if p.held]
         # an update is no step of a run: its router sees what LangGraph's sees then
@@ -544,10 +630,11 @@ async def stage_update(
         except TinyAgentsError:
             raise
         except Exception as exc:
+            nodes = " and ".join(repr(node) for _, node in updates)
             routed = (
                 "the finished tasks' edges"
                 if as_node == END
-                else f"the update as node {as_node!r}'s output"
+                else f"the update as node {nodes}'s output"
             )
             raise InvalidUpdateError(
                 f"routing {routed} failed: {type(exc).__name__}: {exc}"

@@ -7,7 +7,7 @@ to apply a command made against an older checkpoint on a fork of the thread.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
@@ -32,7 +32,7 @@ from tinyagents.graph.session import (
 )
 from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, collected, shown, task_id
-from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, TaskState
+from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, StateUpdate, TaskState
 from tinyagents.runs.info import check_id
 from tinyagents.store.checkpoint.base import check_limit
 
@@ -298,6 +298,16 @@ async def update_state(
         return await _update_sub_graph(graph, thread_id, ns, update, as_node, checkpoint_id)
     async with GraphSession(graph, thread_id) as session:
         return await session.update_state(update, as_node, checkpoint_id)
+
+
+async def bulk_update_state(
+    graph: GraphCore, thread_id: str, supersteps: Sequence[Sequence[StateUpdate]]
+) -> str:
+    """``bulk_update_state``: the supersteps of updates, each its own checkpoint, under the
+    thread's lease; the last one's id."""
+    check_id(thread_id, "thread_id")
+    async with GraphSession(graph, thread_id) as session:
+        return await session.bulk_update(supersteps)
 
 
 async def _update_sub_graph(

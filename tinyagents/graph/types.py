@@ -315,3 +315,12 @@ class CheckpointInfo(Record):
     tasks: tuple[str, ...]
     created_at: float
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class StateUpdate(FrozenRecord):
+    """One update of a superstep of ``bulk_update_state``, as LangGraph's ``StateUpdate``:
+    ``values`` (as ``update_state``'s ``update``) counted as the output of ``as_node``."""
+
+    values: Any
+    as_node: str | None = None
