@@ -38,7 +38,7 @@ from pydantic import (
     create_model,
 )
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined, to_jsonable_python
+from pydantic_core import PydanticUndefined, SchemaError, to_jsonable_python
 
 from tinyagents._record import FrozenRecord, Record
 from tinyagents._threads import in_own_thread
@@ -106,11 +106,7 @@ class Tool(ABC):
         timeout_s: float | None = None,
         retries: int | None = None,
     ) -> None:
-        if not is_tool_name(name):
-            raise ConfigurationError(
-                f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
-                "digits, '_' or '-' (pass name=... to @tool)"
-            )
+        _check_name(name)
         if timeout_s is not None and (
             isinstance(timeout_s, bool)
             or not isinstance(timeout_s, (int, float))
@@ -147,6 +143,14 @@ class Tool(ABC):
         return f"<{type(self).__name__} {self.name!r}>"
 
 
+def _check_name(name: object) -> None:
+    if not is_tool_name(name):
+        raise ConfigurationError(
+            f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
+            "digits, '_' or '-' (pass name=... to @tool)"
+        )
+
+
 def check_retries(owner: str, retries: object) -> None:
     """Refuse a retry cap that is no whole number >= 0 (None: no cap of its own)."""
     if retries is not None and (
@@ -173,6 +177,14 @@ def _check_parameters(name: str, parameters: object) -> None:
             f'tool {name!r}: parameters must describe an object ("type": "object"), got '
             f"{kind!r}: a model calls a tool with named arguments"
         )
+    try:  # the schema goes to the provider as JSON: a NaN default was invalid JSON on the wire
+        json.dumps(parameters, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"tool {name!r}: its parameters schema is not JSON ({exc}): a NaN or infinite "
+            "default, or a key or value JSON has no form for; give defaults and choices JSON "
+            "can hold"
+        ) from exc
 
 
 class FunctionTool(Tool):
@@ -187,7 +199,11 @@ class FunctionTool(Tool):
         timeout_s: float | None = None,
         retries: int | None = None,
     ) -> None:
-        tool_name: str = name or str(getattr(fn, "__name__", ""))
+        # name="" is refused, not replaced by the function's name; and checked before the
+        # signature is read (a NUL in it was pydantic's ValueError naming the arguments model)
+        if name is not None:
+            _check_name(name)
+        tool_name: str = str(getattr(fn, "__name__", "")) if name is None else name
         if inspect.isasyncgenfunction(fn):  # its calls answered with the generator's repr
             raise ConfigurationError(
                 f"tool {tool_name!r} is an async generator function: a tool returns its "
@@ -706,7 +722,9 @@ def _arguments_model(
     try:
         model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
         model.model_json_schema(by_alias=True)
-    except PydanticUserError as exc:  # a type pydantic cannot make a schema of
+    # a type pydantic cannot make a schema of; a constraint it cannot use (SchemaError); a
+    # choice (Literal, Enum) it cannot write as JSON (PydanticSerializationError, a ValueError)
+    except (PydanticUserError, SchemaError, ValueError) as exc:
         raise ConfigurationError(
             f"tool {name!r}: its parameters cannot be arguments a model gives ({exc}); "
             "annotate each with a JSON type (str, int, a pydantic model, ...), and name the "
