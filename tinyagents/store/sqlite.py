@@ -1076,6 +1076,11 @@ def why_not_opened(path: str, exc: BaseException) -> str:
             f"{os.path.join(path, 'runs.db')!r} (nothing was written)"
         )
     folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):  # it was reported read-only: users fixed the wrong thing
+        return (
+            f"{exc}: its directory {folder!r} does not exist: create it, or name a file in a "
+            "directory that does (nothing was written)"
+        )
     if _takes_new_files(folder):
         return str(exc)
     return (
