@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+from pydantic import BaseModel, PydanticUserError
 
 from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
@@ -90,6 +93,8 @@ class Agent:
         check_limits(limits)
         # text for str (pydantic-ai's default), a model class, or a union's envelope class
         output_type = output_type_of(name, output_type)
+        if output_type is not None:
+            _check_output_schema(name, output_type)
         _check_retries(name, "output_retries", output_retries)
         check_retries(f"agent {name!r}", retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
@@ -229,6 +234,20 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+def _check_output_schema(name: str, output_type: type[BaseModel]) -> None:
+    """Refuse an output type whose JSON schema cannot be sent as ``response_format``: it was
+    taken, and every request of every run failed making it (or sent NaN, no JSON)."""
+    try:
+        json.dumps(output_type.model_json_schema(), allow_nan=False)
+    # no schema for a field's type; a choice (Enum, Literal) or a default JSON cannot write
+    except (PydanticUserError, ValueError, TypeError) as exc:
+        raise ConfigurationError(
+            f"agent {name!r}: output_type {output_type.__name__} has no JSON schema to send as "
+            f"response_format ({str(exc).splitlines()[0]}); give its fields JSON types, and "
+            "defaults and choices JSON can hold"
+        ) from exc
 
 
 def _check_retries(agent: str, name: str, value: object) -> None:
