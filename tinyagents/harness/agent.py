@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from pydantic import BaseModel, PydanticUserError
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, SyncInAsyncError, kind_of
+from tinyagents.errors import (
+    ConfigurationError,
+    InvalidCommandError,
+    SyncInAsyncError,
+    kind_of,
+)
 from tinyagents.harness.context import RunFunction
 from tinyagents.harness.limits import check_limits
 from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
@@ -20,6 +25,7 @@ from tinyagents.harness.model import Model
 from tinyagents.harness.output import output_type_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
+from tinyagents.protocol import SteeringActor
 from tinyagents.runs.host import RunHost, private_host
 from tinyagents.runs.limits import RunLimits
 
@@ -68,6 +74,7 @@ class Agent:
             raise ConfigurationError("an Agent needs a non-empty name")
         if not isinstance(name, str):
             raise ConfigurationError(f"an Agent's name is text, got {type(name).__name__}")
+        _check_actor_name(name)
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
@@ -234,6 +241,18 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+def _check_actor_name(name: str) -> None:
+    """Refuse a name the actor of its runs' steering cannot carry: it was taken, and a pause or
+    cancel passed down to the runs below failed there (``InvalidCommandError``), unheard."""
+    try:
+        SteeringActor.parent_agent("r-name-check", name)
+    except InvalidCommandError as exc:
+        raise ConfigurationError(
+            f"agent name {name!a} cannot be the agent_id of the steering its runs send the "
+            f"runs below them ({exc}); name it with UTF-8 text"
+        ) from None
 
 
 def _check_output_schema(name: str, output_type: type[BaseModel]) -> None:
