@@ -46,6 +46,7 @@ from tinyagents.store.base import (
     terminal_updates,
     unreadable_reason,
 )
+from tinyagents.store.urls import check_file_name
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -238,7 +239,7 @@ class SqliteStore(Store):
     def __init__(
         self, path: str | Path, *, busy_timeout_s: float = 5.0, create: bool = True
     ) -> None:
-        self.path = str(path)
+        self.path = check_file_name(str(path))
         #: The file's own name (symlinks and ``.`` resolved against the current directory):
         #: ``runs.db``, ``./runs.db`` and its absolute path are one store, and ``runs.db`` of
         #: two directories two; the operator API names its event log after it.

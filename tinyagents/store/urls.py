@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tinyagents.errors import ConfigurationError
@@ -48,3 +49,23 @@ def sqlite_path(spec: str, *, what: str = "store") -> str:
             f"alone, e.g. {name!r}"
         )
     return path
+
+
+def check_file_name(path: str, *, what: str = "store") -> str:
+    """``path`` if a file can have it, else a ``ConfigurationError``: a NUL, or a lone
+    surrogate the file system's encoding has no bytes for (one ``os.fsdecode`` made of an
+    undecodable byte has some). They failed at open, as a bare ``ValueError`` or
+    ``UnicodeEncodeError``, or as a file that would not open."""
+    if "\x00" in path:
+        problem = "it holds a NUL"
+    else:
+        try:
+            os.fsencode(path)
+        except UnicodeEncodeError:
+            problem = "it holds a lone surrogate, which no file name's bytes encode"
+        else:
+            return path
+    raise ConfigurationError(
+        f"{what} file name {path!a} is one no file can have ({problem}): name the file with "
+        "text a file system takes"
+    )

@@ -55,7 +55,7 @@ from tinyagents.store.sqlite import (
     use_wal,
     why_not_opened,
 )
-from tinyagents.store.urls import sqlite_path
+from tinyagents.store.urls import check_file_name, sqlite_path
 
 #: SQLite's ``synchronous`` levels
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -105,13 +105,13 @@ def _path(path: str) -> str:
     is: one that names no file (SQLite's private temporary database, every checkpoint gone at
     close) or a URL with a query (made a new file of that name) is a ``ConfigurationError``."""
     if path.startswith(("sqlite://", "sqlite+aiosqlite://")):
-        return sqlite_path(path, what="checkpointer")
+        return check_file_name(sqlite_path(path, what="checkpointer"), what="checkpointer")
     if not path:
         raise ConfigurationError(
             "checkpointer path '' names no file: give one, e.g. 'graphs.db' or "
             "'sqlite:///graphs.db'; MemoryCheckpointer() keeps threads in memory"
         )
-    return path
+    return check_file_name(path, what="checkpointer")
 
 
 class SqliteCheckpointer(Checkpointer):
