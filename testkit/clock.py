@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+from tinyagents.errors import ConfigurationError
+
 __all__ = ["EPOCH", "FakeClock"]
 
 #: Where every ``FakeClock`` starts unless told otherwise: fixed, so timestamps are stable.
@@ -31,6 +33,15 @@ class FakeClock:
     """
 
     def __init__(self, start: datetime = EPOCH, *, tick: float = 0.0) -> None:
+        if not isinstance(start, datetime):  # its .tzinfo was an AttributeError
+            raise ConfigurationError(
+                f"FakeClock's start is a timezone-aware datetime, got {type(start).__name__} "
+                f"{start!r}; e.g. datetime(2025, 1, 1, tzinfo=UTC)"
+            )
+        if isinstance(tick, bool) or not isinstance(tick, (int, float)):
+            raise ConfigurationError(
+                f"tick must be a number of seconds, got {type(tick).__name__} {tick!r}"
+            )
         if start.tzinfo is None:
             raise ValueError("FakeClock needs a timezone-aware start, e.g. tzinfo=UTC")
         if not math.isfinite(tick) or tick < 0 or tick > MAX_SECONDS:

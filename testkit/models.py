@@ -15,7 +15,7 @@ import dataclasses
 import inspect
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from tinyagents._clock import new_id
@@ -53,6 +53,12 @@ def tool_call(
     (default: a new ``call`` id, deterministic under ``use_ids(SequentialIds())``); a tool
     argument called ``id`` goes in ``args``: ``tool_call("lookup", {"id": "42"})``.
     """
+    if args is not None and not isinstance(args, Mapping):
+        raise ConfigurationError(
+            f"tool_call({name!r}, ...): args is a dict of the tool's arguments, got "
+            f"{type(args).__name__} {args!r}; for a call whose arguments are no object (to test "
+            "how a run refuses one) build ToolCall(id=..., name=..., args=...) yourself"
+        )
     call = ToolCall(id=id or new_id("call"), name=name, args={**(args or {}), **kw})
     return ModelResponse(tool_calls=[call], finish_reason="tool_calls")
 
