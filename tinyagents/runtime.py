@@ -30,7 +30,13 @@ from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import ConfigurationError, RuntimeClosed, StoreError, SyncInAsyncError
+from tinyagents.errors import (
+    ConfigurationError,
+    RuntimeClosed,
+    StoreError,
+    SyncInAsyncError,
+    UnknownTargetError,
+)
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
 from tinyagents.events.models import SteeringEvent
 from tinyagents.events.otel import OTelSink
@@ -788,6 +794,16 @@ class Runtime:
         return [e for e in events if isinstance(e, SteeringEvent)]
 
     def grant_sibling_steering(self, from_run_id: str, to_run_id: str) -> None:
+        """Let run ``from_run_id``'s agent steer run ``to_run_id`` (a sibling), one way; both
+        must be runs of this runtime (``UnknownTargetError`` else: a grant to an id no run had
+        yet was kept, and given to the run later started under it)."""
+        unknown = [r for r in (from_run_id, to_run_id) if self.runs.get(r) is None]
+        if unknown:
+            raise UnknownTargetError(
+                f"grant_sibling_steering({from_run_id!r}, {to_run_id!r}): no run "
+                f"{', '.join(map(repr, unknown))} in this runtime (finished and released, or "
+                "never started); grant once both runs are started"
+            )
         self.router.grant(from_run_id, to_run_id)
 
     def open_commands(self) -> list[SteeringCommand]:
