@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event
 
 Sink = Callable[[Event], None]
@@ -186,6 +187,15 @@ class EventBus:
 
     def subscribe(self, *, maxsize: int = 10_000, where: EventFilter | None = None) -> Subscription:
         """A new subscription holding at most ``maxsize`` unread events (at least 1)."""
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int):
+            raise ConfigurationError(
+                f"subscribe(maxsize={maxsize!r}) takes a whole number of events (at least 1)"
+            )
+        if where is not None and not callable(where):  # taken, it raised at every event
+            raise ConfigurationError(
+                f"subscribe(where={where!r}) takes a function (event) -> bool, e.g. "
+                "lambda e: e.type.startswith('steering.')"
+            )
         if maxsize < 1:
             # asyncio.Queue(maxsize=0) is unbounded: a forgotten subscriber would grow forever.
             raise ValueError(

@@ -48,7 +48,11 @@ CACHED_KEY = "__metadata__"
 
 def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
     """``mode`` as a list of modes, and whether it was one mode (payloads, not tuples)."""
-    modes = [mode] if isinstance(mode, str) else list(mode)
+    modes: list[Any]
+    try:
+        modes = [mode] if isinstance(mode, str) else list(mode)
+    except TypeError:  # no name nor an iterable of them (5, None): a bare TypeError was raised
+        modes = [mode]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
         raise ConfigurationError(
