@@ -19,7 +19,13 @@ from tinyagents.errors import (
 from tinyagents.harness.context import RunFunction
 from tinyagents.harness.limits import check_limits
 from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
-from tinyagents.harness.loop import abandon_child, run_events, start_agent_run, subscribe_run
+from tinyagents.harness.loop import (
+    abandon_child,
+    check_runtime,
+    run_events,
+    start_agent_run,
+    subscribe_run,
+)
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.output import output_type_of
@@ -189,7 +195,7 @@ class Agent:
         if runtime is None:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
-        _check_runtime(runtime)
+        check_runtime(runtime)
         handle = await start_agent_run(runtime, self, input, **kwargs)
         try:
             return await handle.result()
@@ -217,7 +223,7 @@ class Agent:
                 ):
                     yield event
             return
-        _check_runtime(runtime)
+        check_runtime(runtime)
         # subscribed before the run starts: its run.started is the stream's first event
         run_id = kwargs.pop("run_id", None)
         if run_id is None:  # "" is refused by start_agent_run, as ever, not replaced
@@ -347,11 +353,3 @@ def _model_names(models: object) -> tuple[str, ...]:
                 f"models[{index}] must be a non-blank model name, got {name!r}"
             )
     return tuple(models)
-
-
-def _check_runtime(runtime: object) -> None:
-    if not isinstance(runtime, RunHost):  # an AttributeError from deep inside, otherwise
-        raise ConfigurationError(
-            f"runtime= takes a Runtime (or None for a private in-memory one), got "
-            f"{type(runtime).__name__}; a store URL goes to Runtime(store=...)"
-        )
