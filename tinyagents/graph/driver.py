@@ -55,6 +55,7 @@ from tinyagents.protocol.commands import (
     mutable_copy,
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
+from tinyagents.runs.host import require_open
 from tinyagents.runs.info import RunInfo, RunStatus, withheld_below
 from tinyagents.runs.registry import check_parent_open, check_parent_tenant
 from tinyagents.steering.conflicts import RedirectConflict
@@ -248,7 +249,7 @@ async def start_graph_run(
 
     Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
     """
-    runtime.require_open()
+    require_open(runtime)
     if not isinstance(graph, GraphCore):  # an AttributeError from the session, otherwise
         hint = "; call .compile() on it first" if hasattr(graph, "compile") else ""
         raise ConfigurationError(

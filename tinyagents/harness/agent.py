@@ -21,7 +21,6 @@ from tinyagents.harness.limits import check_limits
 from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
 from tinyagents.harness.loop import (
     abandon_child,
-    check_runtime,
     run_events,
     start_agent_run,
     subscribe_run,
@@ -32,7 +31,7 @@ from tinyagents.harness.output import output_type_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.protocol import SteeringActor
-from tinyagents.runs.host import RunHost, private_host
+from tinyagents.runs.host import RunHost, check_runtime, private_host
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:

@@ -95,7 +95,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
-from tinyagents.runs.host import RunHost
+from tinyagents.runs.host import RunHost, require_open
 from tinyagents.runs.info import (
     RunInfo,
     RunStatus,
@@ -1751,15 +1751,6 @@ def limit_error(handle: RunHandle, result: RunResult) -> RunLimitExceeded:
     )
 
 
-def check_runtime(runtime: object) -> None:
-    """Refuse a ``runtime=`` that is no ``RunHost``: an AttributeError from deep inside."""
-    if not isinstance(runtime, RunHost):
-        raise ConfigurationError(
-            f"runtime= takes a Runtime (or None for a private in-memory one), got "
-            f"{type(runtime).__name__}; a store URL goes to Runtime(store=...)"
-        )
-
-
 async def start_agent_run(
     runtime: RunHost,
     agent: AgentRecipe,
@@ -1781,12 +1772,7 @@ async def start_agent_run(
     calls and results must pair up, else ``ConfigurationError`` and nothing starts. Under a
     parent, ``tools`` naming one taken from a run above is ``ToolsWithheld``, and an agent
     whose every model was taken is ``ModelsWithheld`` (nothing starts either way)."""
-    try:
-        require_open = runtime.require_open
-    except AttributeError:  # checked only then: isinstance on the protocol costs ~15 us a run
-        check_runtime(runtime)
-        raise
-    require_open()
+    require_open(runtime)
     _check_start(agent, input, limits, history, thread_id, tools)
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)

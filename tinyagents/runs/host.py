@@ -88,6 +88,26 @@ HostFactory = Callable[[], AbstractAsyncContextManager[RunHost]]
 _host_factory: HostFactory | None = None
 
 
+def check_runtime(runtime: object) -> None:
+    """Refuse a ``runtime=`` that is no ``RunHost``: an AttributeError from deep inside."""
+    if not isinstance(runtime, RunHost):
+        raise ConfigurationError(
+            f"runtime= takes a Runtime (or None for a private in-memory one), got "
+            f"{type(runtime).__name__}; a store URL goes to Runtime(store=...)"
+        )
+
+
+def require_open(runtime: RunHost) -> None:
+    """``runtime.require_open()``, and ``check_runtime``'s error for a ``runtime=`` that is no
+    runtime (checked only then: an isinstance of the protocol costs ~15 us a run start)."""
+    try:
+        check = runtime.require_open
+    except AttributeError:
+        check_runtime(runtime)
+        raise
+    check()
+
+
 def provide_private_host(factory: HostFactory) -> None:
     """Say how ``private_host()`` makes a host (``tinyagents.runtime`` does, at import)."""
     global _host_factory
