@@ -2091,6 +2091,16 @@ def _check_messages(value: object, name: str, expected: str) -> None:
                 f"{name}[{index}] has content of type {type(item.content).__name__}; a "
                 "Message's content is text ('' for none)"
             )
+        if not isinstance(item.metadata, dict):  # read with .get as the run starts
+            raise ConfigurationError(
+                f"{name}[{index}] has metadata of type {type(item.metadata).__name__}; a "
+                "Message's metadata is a dict ({} for none)"
+            )
+        if item.name is not None and not isinstance(item.name, str):  # sent to the provider
+            raise ConfigurationError(
+                f"{name}[{index}] has name of type {type(item.name).__name__}; a Message's "
+                "name is text (or None)"
+            )
         calls = item.tool_calls
         if isinstance(calls, (list, tuple)):
             wrong = [type(c).__name__ for c in calls if not isinstance(c, ToolCall)]
