@@ -82,6 +82,9 @@ class CheckpointRecord(Record):
         text, the shape ``body()`` gives); ``with_values=False`` leaves the values out."""
         checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body = row
         data = _read_body(body, thread_id, ns, checkpoint_id)
+        _check_columns(
+            thread_id, ns, checkpoint_id, seq=seq, step=step, source=source, at=created_at
+        )
         return cls(
             thread_id=thread_id,
             ns=ns,
@@ -120,6 +123,24 @@ _BODY_REQUIRED = ("values", "frontier", "frontier_id", "lineage")
 
 def _where(thread_id: str, ns: str) -> str:
     return f"thread {thread_id!r}" + (f" (namespace {ns!r})" if ns else "")
+
+
+def _check_columns(
+    thread_id: str, ns: str, checkpoint_id: str, *, seq: Any, step: Any, source: Any, at: Any
+) -> None:
+    """A ``StoreError`` naming the checkpoint for a key column no checkpointer wrote (SQLite
+    keeps text in an INTEGER column): a step of 'abc' was a bare TypeError out of get_state."""
+    for name, value, kinds in (
+        ("seq", seq, int),
+        ("step", step, int),
+        ("source", source, str),
+        ("created_at", at, (int, float)),
+    ):
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise StoreError(
+                f"checkpoint {checkpoint_id!r} of {_where(thread_id, ns)} no longer reads: its "
+                f"{name} column holds {type(value).__name__} {value!r}"
+            )
 
 
 def _read_body(body: str | bytes, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any]:
