@@ -54,3 +54,24 @@ async def test_a_damaged_key_column_is_a_store_error_naming_the_checkpoint(
             with pytest.raises(StoreError, match=rf"checkpoint 'c1' of thread 't'.*{column}"):
                 await read()
         assert (await cp.get("t", "c0") or _checkpoint(9)).values == {"n": 0}  # others read
+
+
+@pytest.mark.parametrize(("pid", "expires_at"), [(1, "never"), ("notapid", 1e20), (2.5, 1.0)])
+async def test_a_damaged_lease_row_is_a_store_error_naming_the_thread(
+    tmp_path: Path, pid: object, expires_at: object
+) -> None:
+    # a lease whose expiry is text was a bare TypeError ('<' between str and float) out of the
+    # next run of the thread; nothing is written past it
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.put(_checkpoint(0))
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO thread_leases VALUES ('t', 'someone', 'elsewhere', ?, ?)",
+            (pid, expires_at),
+        )
+    db.close()
+    async with SqliteCheckpointer(path) as cp:
+        with pytest.raises(StoreError, match=r"lease of thread 't' no longer reads"):
+            await cp._acquire_lease("t", "me")
+        assert [c.checkpoint_id for c in await cp.list("t")] == ["c0"]

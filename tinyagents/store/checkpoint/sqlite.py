@@ -114,6 +114,20 @@ def _path(path: str) -> str:
     return check_file_name(path, what="checkpointer")
 
 
+def _lease(thread_id: str, row: Any) -> Lease:
+    """The lease a ``thread_leases`` row holds; a ``StoreError`` naming the thread for one no
+    checkpointer wrote (SQLite keeps text in its REAL column): a bare TypeError otherwise."""
+    owner, host, pid, expires_at = row
+    for name, value, kinds in (("pid", pid, int), ("expires_at", expires_at, (int, float))):
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise StoreError(
+                f"the lease of thread {thread_id!r} no longer reads: its {name} column holds "
+                f"{type(value).__name__} {value!r}; delete its thread_leases row once no "
+                "process writes the thread"
+            )
+    return Lease(owner=owner, host=host, pid=pid, expires_at=expires_at)
+
+
 class SqliteCheckpointer(Checkpointer):
     """Checkpoints in a SQLite file; ``async with SqliteCheckpointer("runs.db") as cp``."""
 
@@ -418,9 +432,7 @@ class SqliteCheckpointer(Checkpointer):
                 )
                 params: tuple[Any, ...] = (thread_id, owner, HOST, pid, expires)
             else:
-                held = Lease(
-                    owner=rows[0][0], host=rows[0][1], pid=rows[0][2], expires_at=rows[0][3]
-                )
+                held = _lease(thread_id, rows[0])
                 ours = self._unreleased.get(thread_id) == held.owner  # released, not deleted
                 if held.owner != owner and not held.is_dead(now) and not ours:
                     raise ThreadBusy(thread_id)
