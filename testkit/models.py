@@ -108,7 +108,7 @@ class ScriptedModel(Model):
         args_piece: int = 8,
     ) -> None:
         _check_args_piece(args_piece)
-        if isinstance(responses, str | bytes) or not isinstance(responses, Iterable):
+        if isinstance(responses, (str, bytes)) or not isinstance(responses, Iterable):
             raise ConfigurationError(
                 f"ScriptedModel takes a list of responses (ModelResponse, text or a callable), "
                 f"got {type(responses).__name__}; one reply is ScriptedModel([reply(...)])"
@@ -116,7 +116,7 @@ class ScriptedModel(Model):
         self.name = name
         self.responses: list[ScriptedResponse] = list(responses)
         for index, scripted in enumerate(self.responses, start=1):
-            if not isinstance(scripted, ModelResponse | str) and not callable(scripted):
+            if not isinstance(scripted, (ModelResponse, str)) and not callable(scripted):
                 raise ConfigurationError(
                     f"ScriptedModel {name!r}: response {index} is a {type(scripted).__name__}; "
                     "each must be a ModelResponse, a string or a callable "

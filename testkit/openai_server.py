@@ -315,7 +315,7 @@ class OpenAICompatServer:
             data = fault.body.encode()
         else:
             then = fault.then
-            if not isinstance(then, str | ModelResponse):
+            if not isinstance(then, (str, ModelResponse)):
                 raise TypeError("Fault(cut_after=, drip_s=) send a body, or a completion (then=)")
             response = ModelResponse(text=then) if isinstance(then, str) else then
             completion_id, usage = f"chatcmpl-{number:04d}", _usage(body, response)
