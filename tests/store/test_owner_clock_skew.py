@@ -187,3 +187,19 @@ async def test_a_claim_given_back_by_a_runtime_whose_clock_is_behind_leaves_the_
         assert owner_silent(back)
     finally:
         await store.close()
+
+
+def test_a_snapshots_times_are_read_as_utc_and_anything_else_as_none() -> None:
+    """One reader of a snapshot's times for the stores, the remote control and the Redis
+    mirror: an ISO time without a zone is UTC, with one it is kept, and what is no time
+    (garbage text, a number, None) is None rather than an error."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from tinyagents.store.base import snapshot_time
+
+    assert snapshot_time("2026-12-05T10:00:00") == datetime(2026, 12, 5, 10, tzinfo=UTC)
+    east = timezone(timedelta(hours=2))
+    assert snapshot_time("2026-12-05T12:00:00+02:00") == datetime(2026, 12, 5, 12, tzinfo=east)
+    assert snapshot_time(datetime(2026, 12, 5, 10)) == datetime(2026, 12, 5, 10, tzinfo=UTC)
+    for junk in ("yesterday", "", 1733392800, None, ["2026-12-05"]):
+        assert snapshot_time(junk) is None

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from tinyagents import _clock
@@ -34,6 +33,7 @@ from tinyagents.distributed.seat import RENEW, Seat
 from tinyagents.distributed.wire import COMMANDS_TTL_S, STARTED, Keys
 from tinyagents.events.bus import Subscription
 from tinyagents.events.models import Event
+from tinyagents.store.base import snapshot_time
 
 JOB = "mirror"
 
@@ -244,15 +244,8 @@ async def redis_now(redis: Redis) -> float:
 
 def epoch_seconds(value: object) -> float | None:
     """An ISO time (a snapshot's ``created_at``) in seconds since the epoch, or ``None``."""
-    try:
-        at = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    if at is None:
-        return None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return at.timestamp()
+    at = snapshot_time(value)
+    return None if at is None else at.timestamp()
 
 
 def _has_run(event: Event) -> bool:

@@ -92,6 +92,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.runs.info import RunStatus
+from tinyagents.store.base import snapshot_time
 from tinyagents.store.urls import redacted
 
 #: Appends a command to a worker's stream unless the stream is gone (the worker stopped:
@@ -1148,12 +1149,7 @@ def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
     except ValueError:
         return snapshot
     beaten = datetime.fromtimestamp(beat, UTC)
-    try:
-        updated = datetime.fromisoformat(str(snapshot.get("updated_at")))
-    except ValueError:
-        updated = None
-    if updated is not None and updated.tzinfo is None:
-        updated = updated.replace(tzinfo=UTC)
+    updated = snapshot_time(snapshot.get("updated_at"))
     if updated is None or beaten > updated:
         snapshot["updated_at"] = beaten.isoformat()
     return snapshot

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from tinyagents import _clock
@@ -39,7 +38,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.dead import declares_dead, forbidden, settle_dead_run
 from tinyagents.steering.policies import not_found
-from tinyagents.store.base import SILENCE_S, Store, may_pass, run_key
+from tinyagents.store.base import SILENCE_S, Store, may_pass, run_key, snapshot_time
 
 #: How often the submitter reads the store for its receipt.
 RECEIPT_POLL_S = 0.02
@@ -187,7 +186,7 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
             run_id,
         )
     if owner_silent(snapshot):
-        updated_at = _time(snapshot.get("updated_at"))
+        updated_at = snapshot_time(snapshot.get("updated_at"))
         assert updated_at is not None
         return _rejected(
             cmd,
@@ -216,21 +215,13 @@ def owner_silent(snapshot: dict[str, Any]) -> bool:
     silence = snapshot.get(SILENCE_S)
     if isinstance(silence, float):
         return silence > OWNER_SILENT_S
-    updated_at = _time(snapshot.get("updated_at"))
+    updated_at = snapshot_time(snapshot.get("updated_at"))
     return updated_at is not None and (_clock.now() - updated_at).total_seconds() > OWNER_SILENT_S
 
 
 def _owned(snapshot: dict[str, Any]) -> bool:
     """Whether an unfinished run has an owner that is not silent (its inbox is read)."""
     return bool(snapshot.get("owner")) and not owner_silent(snapshot)
-
-
-def _time(value: Any) -> datetime | None:
-    try:
-        at = datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
-    return at if at is None or at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 async def logged_duplicate(store: Store, cmd: SteeringCommand) -> SteeringReceipt | None:

@@ -424,21 +424,29 @@ def run_key(snapshot: dict[str, Any]) -> RunKey:
 SILENCE_S = "silence_s"
 
 
+def snapshot_time(value: object) -> datetime | None:
+    """A time of a run snapshot (its ``updated_at``, ``created_at``): an ISO string (or a
+    ``datetime``) read as UTC when it names no zone, or None for anything else, or text that
+    is no time. Every reader of a snapshot's times reads them so."""
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str):
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def heartbeat_age(snapshot: dict[str, Any]) -> float | None:
     """How old ``snapshot``'s ``updated_at`` is by the writer's own clock (the one that
     stamped it; 0 for a time in its future), or None without a readable one: a store
     stamping the write by its clock subtracts this, so a heartbeat written late (a retried
     write, a snapshot saved by hand with an old time) is as old in the store as it was."""
-    value = snapshot.get("updated_at")
-    try:
-        at = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
-    if at is None:
-        return None
-    if at.tzinfo is None:  # read as UTC, as ``owner_silent`` reads it
-        at = at.replace(tzinfo=UTC)
-    return max(0.0, (_clock.now() - at).total_seconds())
+    at = snapshot_time(snapshot.get("updated_at"))
+    return None if at is None else max(0.0, (_clock.now() - at).total_seconds())
 
 
 def runs_match(
