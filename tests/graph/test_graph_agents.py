@@ -7,7 +7,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from tinyagents import Agent, Runtime, tool
+from tinyagents import Agent, ModelRetry, RunContext, Runtime, tool
 from tinyagents.errors import (
     ConfigurationError,
     GraphError,
@@ -254,6 +254,83 @@ async def test_an_agent_node_over_its_limit_fails_the_graph_with_the_childs_own_
     [child] = [i for i in rt.runs.list() if i.kind == "agent"]
     assert error.run_id == child.run_id
     assert "allowed None" not in str(error) and "used run limit" not in str(error)
+
+
+def _looping_writer(behavior: str, **kw: Any) -> Agent:
+    """An agent that calls a tool on every turn, saying what it has so far: its second model
+    call is over ``max_model_calls=1``."""
+
+    @tool
+    async def search() -> str:
+        """Search."""
+        return "found"
+
+    script = [tool_call("search", {}), tool_call("search", {})]
+    for response in script:
+        response.text = "a partial draft"
+    limits = RunLimits(max_model_calls=1, behavior=behavior)  # type: ignore[arg-type]
+    return Agent("writer", model=ScriptedModel(script), tools=[search], limits=limits, **kw)
+
+
+async def test_a_stop_with_partial_agent_node_writes_its_validated_partial_output(
+    rt: Runtime,
+) -> None:
+    """An agent node ignored ``RunLimits(behavior="stop_with_partial")`` and failed the graph
+    with the limit error; it now hands its partial output to the state, as ``SubAgent.invoke``
+    hands it back: through the agent's output validators (``ctx.partial_output`` True)."""
+    seen: list[bool] = []
+
+    async def mark(ctx: RunContext, output: str) -> str:
+        seen.append(ctx.partial_output)
+        return f"{output} (unfinished)"
+
+    agent = _looping_writer("stop_with_partial")
+    agent.output_validator(mark)
+    result = await writer_graph(agent).run({"topic": "cats"}, runtime=rt)
+    assert result.status == "completed", result.error
+    assert result.state["draft"] == "a partial draft (unfinished)"
+    assert seen == [True]
+    [child] = [i for i in rt.runs.list() if i.kind == "agent"]
+    assert child.status is RunStatus.LIMIT_EXCEEDED  # the child's own end is unchanged
+
+
+async def test_a_stop_with_partial_agent_node_with_no_partial_output_fails_with_the_limit(
+    rt: Runtime,
+) -> None:
+    """A partial output the validators refuse is none: the graph fails with the child's
+    ``RunLimitExceeded``, saying why, as ``SubAgent.invoke`` raises it."""
+
+    async def refuse(ctx: RunContext, output: str) -> str:
+        raise ModelRetry("not a draft yet")
+
+    agent = _looping_writer("stop_with_partial")
+    agent.output_validator(refuse)
+    result = await writer_graph(agent).run({"topic": "cats"}, runtime=rt)
+    assert result.status == "failed"
+    assert isinstance(result.error, RunLimitExceeded)
+    assert result.error.limit == "max_model_calls"
+    assert "an output validator refused its partial output: not a draft yet" in str(result.error)
+    assert "draft" not in result.state
+
+
+async def test_a_routed_stop_with_partial_agent_node_goes_on_as_a_completed_one(
+    rt: Runtime,
+) -> None:
+    """With ``on_aborted``, a partial output goes where a completed run's goes (``then``)."""
+    node = AgentNode(
+        _looping_writer("stop_with_partial"),
+        input="topic",
+        output="draft",
+        then="critic",
+        on_aborted="critic",
+        aborted_key="verdict",
+    )
+    graph = StateGraph(Doc).add_node("writer", node)
+    graph.add_node("critic", lambda s: {"verdict": f"read: {s['draft']}"})
+    compiled = graph.add_edge(START, "writer").add_edge("critic", END).compile()
+    result = await compiled.run({"topic": "cats"}, runtime=rt)
+    assert result.status == "completed", result.error
+    assert result.state["verdict"] == "read: a partial draft"
 
 
 async def test_an_agent_node_under_a_narrowed_agent_run_gets_no_withheld_model() -> None:

@@ -9,6 +9,10 @@ The child run carries the task id and node id in its ``RunInfo``, so harness ste
 An ``aborted`` end (a supervisor abort, or a pause past its dwell cap) fails the graph run
 unless the node routes it: ``AgentNode(agent, then="publish", on_aborted="review")`` goes to
 ``review`` when the agent's run ends ``aborted`` and to ``publish`` when it completes.
+
+An agent with ``RunLimits(behavior="stop_with_partial")`` that reaches a limit writes its
+partial output, as ``SubAgent.invoke`` hands it back (``output_or_raise``), as a completed
+run's output.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from tinyagents._record import FrozenRecord
 from tinyagents.errors import ConfigurationError, GraphError, RunFailed
 from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
-from tinyagents.harness.loop import cancel_run_task, limit_error, start_agent_run
+from tinyagents.harness.loop import cancel_run_task, start_agent_run
+from tinyagents.harness.subagent import output_or_raise
 from tinyagents.runs.info import RunStatus
 
 if TYPE_CHECKING:
@@ -130,16 +135,15 @@ async def run_agent_node(
             return node.on_aborted(result, state)
         update = {node.aborted_key: result.error} if node.aborted_key is not None else None
         return Command(update=update, goto=node.on_aborted)
-    if result.status is RunStatus.LIMIT_EXCEEDED:
-        raise limit_error(handle, result)  # the child's own, as SubAgent.invoke raises it
-    if result.status is not RunStatus.COMPLETED:
+    if result.status not in (RunStatus.COMPLETED, RunStatus.LIMIT_EXCEEDED):
         raise RunFailed(
             f"agent node {task.node!r} (run {handle.run_id}) ended {result.status.value}: "
             f"{result.error or 'no error message'}"
         )
-    writes = (
-        node.output(result.output, state) if callable(node.output) else {node.output: result.output}
-    )
+    # as SubAgent.invoke: the child's own limit error, or with stop_with_partial its partial
+    # output as its output validators pass it
+    output = await output_or_raise(handle, result)
+    writes = node.output(output, state) if callable(node.output) else {node.output: output}
     if node.routes:
         return Command(update=writes, goto=node.then)
     return writes
