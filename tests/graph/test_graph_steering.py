@@ -289,6 +289,49 @@ async def test_stale_checkpoint_is_rejected_and_the_fork_variant_applied(
     assert (await handle.result()).status is RunStatus.CANCELLED
 
 
+def ask_then_loop(cp: Checkpointer, laps: int) -> Any:
+    """``ask`` asks for approval, then ``lap`` runs ``laps`` steps, one lap each."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        interrupt("go?")
+        return {"x": 0}
+
+    def lap(state: Any) -> dict[str, Any]:
+        return {"x": state["x"] + 1}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_node("lap", lap)
+    graph.add_edge(START, "ask").add_edge("ask", "lap")
+    graph.add_conditional_edges("lap", lambda s: END if s["x"] >= laps else "lap", ["lap", END])
+    return graph.compile(checkpointer=cp)
+
+
+async def test_the_run_on_a_fork_keeps_the_runs_recursion_limit(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    """A fork's run was started with the graph's own limit (25 here): the run's
+    ``recursion_limit`` was dropped, and a fork ran steps the run it was forked from could
+    not. It keeps it now, as it keeps ``max_concurrency``: 10 laps are over a limit of 4."""
+    graph = ask_then_loop(MemoryCheckpointer(), laps=10)
+    handle = await rt.start_graph(graph, {}, thread_id="t", recursion_limit=4)
+    paused = await waiter.event("graph.interrupt", handle.run_id)
+    target = SteeringTarget.graph_task(handle.run_id, paused.task_id)
+    forked = command(target, SteeringKind.APPROVE, checkpoint_id=paused.checkpoint_id, fork=True)
+    assert (await rt.submit(forked)).status == "accepted"
+    assert await settled(waiter, forked.correlation_id) == "steering.applied"
+    applied = next(
+        e
+        for e in rt.steering_history(handle.run_id)
+        if e.type == "steering.applied" and e.correlation_id == forked.correlation_id
+    )
+    fork_handle = rt.runs.get(applied.affected["fork_run_id"])
+    assert fork_handle is not None
+    fork_result = await fork_handle.result()
+    assert fork_result.status is RunStatus.FAILED
+    assert "Recursion limit of 4 reached" in (fork_result.error or "")
+    await handle.cancel()
+    await handle.result()
+
+
 @pytest.mark.parametrize(
     ("kind", "payload", "reason"),
     [

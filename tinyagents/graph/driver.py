@@ -323,6 +323,7 @@ async def start_graph_run(
                 first,
                 thread_id=fork,
                 tenant_id=tenant,
+                recursion_limit=recursion_limit,
                 max_concurrency=max_concurrency,
                 wait_on_interrupt=wait_on_interrupt,
             )

@@ -176,7 +176,8 @@ class GraphSteering:
         self.handle = handle
         self.events = events
         self.recovery = recovery
-        #: starts a run like this one on a fork of its thread (a command with ``fork``)
+        #: starts a run like this one (its tenant, ``recursion_limit``, ``max_concurrency``
+        #: and ``wait_on_interrupt``) on a fork of its thread (a command with ``fork``)
         self.start_fork = start_fork
         self.wait_on_interrupt = wait_on_interrupt
         #: the run stopped on interrupts and steering arrived: its next boundary is final
