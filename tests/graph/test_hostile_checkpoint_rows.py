@@ -1,17 +1,28 @@
 """A SQLite checkpoint row whose key columns hold what no checkpointer wrote (SQLite keeps
 text in an INTEGER column) is a ``StoreError`` naming the checkpoint, as a damaged body is:
 a ``step`` of 'abc' was a bare ``TypeError`` out of ``get_state`` and ``run`` ("can only
-concatenate str"), and ``history`` handed it on as the step."""
+concatenate str"), and ``history`` handed it on as the step. So is a pending write whose kind
+is none a checkpointer writes (it was skipped)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+from graphkit import LogState
 
 from tinyagents.errors import StoreError
-from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer
+from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.store.checkpoint import (
+    Checkpointer,
+    CheckpointRecord,
+    SqliteCheckpointer,
+    WriteRecord,
+)
+from tinyagents.store.checkpoint.base import WRITE_KINDS
 
 
 def _checkpoint(seq: int) -> CheckpointRecord:
@@ -75,3 +86,53 @@ async def test_a_damaged_lease_row_is_a_store_error_naming_the_thread(
         with pytest.raises(StoreError, match=r"lease of thread 't' no longer reads"):
             await cp._acquire_lease("t", "me")
         assert [c.checkpoint_id for c in await cp.list("t")] == ["c0"]
+
+
+def _two_questions(cp: SqliteCheckpointer) -> Any:
+    """One task asking two questions in turn: its answer to the first is a pending ``resume``
+    write while it asks the second."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [f"{interrupt('first?')}+{interrupt('second?')}"]}
+
+    graph = StateGraph(LogState).add_node("ask", ask)
+    return graph.add_edge(START, "ask").add_edge("ask", END).compile(checkpointer=cp)
+
+
+@pytest.mark.parametrize("kind", ["bogus", "Resume", b"resume"], ids=["bogus", "case", "blob"])
+async def test_a_damaged_pending_write_kind_is_a_store_error_naming_the_thread(
+    tmp_path: Path, kind: object
+) -> None:
+    # a write whose kind no checkpointer writes was skipped: the answer to the first question
+    # was lost without a word, and the thread's next resume asked the first question again
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        graph = _two_questions(cp)
+        first = await graph.run({}, thread_id="t")
+        second = await graph.run(Command(resume={first.interrupts[0].id: "a"}), thread_id="t")
+        assert [i.value for i in second.interrupts] == ["second?"]
+    with sqlite3.connect(path) as db:
+        changed = db.execute("UPDATE checkpoint_writes SET kind = ? WHERE kind = 'resume'", (kind,))
+        assert changed.rowcount == 1
+    db.close()
+    said = r"pending write of task '[^']+' of thread 't', frontier '[^']+', no longer reads: its"
+    async with SqliteCheckpointer(path) as cp:
+        graph = _two_questions(cp)
+        with pytest.raises(StoreError, match=f"{said} kind column holds {re.escape(repr(kind))}"):
+            await graph.get_state("t")
+        result = await graph.run(Command(resume={second.interrupts[0].id: "b"}), thread_id="t")
+        assert result.status == "failed" and isinstance(result.error, StoreError)
+        assert "thread 't'" in str(result.error) and "kind column" in str(result.error)
+        assert result.interrupts == []
+
+
+async def test_every_backend_refuses_a_pending_write_of_a_kind_no_checkpointer_writes(
+    checkpointer: Checkpointer,
+) -> None:
+    # the same reader for each backend: none hands such a write on for the graph to skip
+    fine = [WriteRecord(task_id="a", kind=kind) for kind in sorted(WRITE_KINDS)]
+    await checkpointer.put_writes("t", "", "f0", fine)
+    assert [w.kind for w in await checkpointer.get_writes("t", "", "f0")] == sorted(WRITE_KINDS)
+    await checkpointer.put_writes("t", "", "f0", [WriteRecord(task_id="b", kind="later")])
+    with pytest.raises(StoreError, match=r"task 'b' of thread 't', frontier 'f0'.*'later'"):
+        await checkpointer.get_writes("t", "", "f0")

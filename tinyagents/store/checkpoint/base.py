@@ -32,7 +32,7 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from tinyagents._record import Record
 from tinyagents.errors import InvalidIdError, InvalidUpdateError, StoreError, ThreadBusy
@@ -166,10 +166,18 @@ def _read_body(body: str | bytes, thread_id: str, ns: str, checkpoint_id: str) -
 
 
 def read_write(
-    thread_id: str, ns: str, frontier_id: str, task_id: str, kind: str, key: str, value: Any
+    thread_id: str, ns: str, frontier_id: str, task_id: str, kind: Any, key: str, value: Any
 ) -> WriteRecord:
-    """A pending write read back from its row; a value that is not JSON is a ``StoreError``
-    naming the write (json's error came out of ``get_writes``, naming nothing)."""
+    """A pending write read back from its row (every backend's reader); a value that is not
+    JSON is a ``StoreError`` naming the write (json's error came out of ``get_writes``, naming
+    nothing), and so is a kind not in ``WRITE_KINDS`` (the graph skipped it: a lost answer
+    was asked for again)."""
+    if kind not in WRITE_KINDS:  # bytes too (SQLite keeps a BLOB in a TEXT column)
+        raise StoreError(
+            f"pending write of task {task_id!r} of {_where(thread_id, ns)}, frontier "
+            f"{frontier_id!r}, no longer reads: its kind column holds {kind!r}, which no "
+            f"checkpointer writes ({', '.join(sorted(WRITE_KINDS))})"
+        )
     try:
         loaded = json.loads(value)
     except ValueError as exc:
@@ -256,11 +264,18 @@ def stale_message(record: CheckpointRecord) -> str:
     )
 
 
+#: The kinds of pending write (``WriteRecord.kind``), the one list of them: a graph saves
+#: no other, and a row of any other kind is damaged (``read_write`` refuses it).
+WRITE_KINDS: Final = frozenset({"result", "interrupt", "resume", "steered", "error", "withdrawn"})
+
+
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class WriteRecord(Record):
-    """A pending write of a task: ``kind`` is ``result``, ``interrupt``, ``resume`` or
-    ``steered`` (key: the correlation id of the steering command that gave a resume answer;
-    value: the interrupt id)."""
+    """A pending write of a task; ``kind`` is one of ``WRITE_KINDS``: ``result`` (the task's
+    writes and gotos), ``interrupt`` (its questions), ``resume`` (key: the interrupt id; value:
+    the answer), ``steered`` (key: the correlation id of the steering command that gave a
+    resume answer; value: the interrupt id), ``error`` (its attempt's failure) or
+    ``withdrawn`` (key: the interrupt id whose answer no longer stands)."""
 
     task_id: str
     kind: str

@@ -7,7 +7,6 @@ not survive SQLite do not survive here either and a loaded state never aliases a
 from __future__ import annotations
 
 import builtins
-import json
 from typing import NamedTuple
 
 from tinyagents.errors import StaleCheckpointError
@@ -19,6 +18,7 @@ from tinyagents.store.checkpoint.base import (
     check_record_keys,
     check_write_keys,
     compact_json,
+    read_write,
 )
 
 
@@ -135,7 +135,7 @@ class MemoryCheckpointer(Checkpointer):
     ) -> builtins.list[WriteRecord]:
         table = self._writes.get((thread_id, ns, frontier_id), {})
         return [
-            WriteRecord(task_id=task_id, kind=kind, key=key, value=json.loads(value))
+            read_write(thread_id, ns, frontier_id, task_id, kind, key, value)
             for (task_id, kind, key), value in table.items()
         ]
 
