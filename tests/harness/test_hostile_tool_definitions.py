@@ -85,3 +85,24 @@ def test_a_name_providers_refuse_is_refused_before_the_signature_is_read(name: s
 
     with pytest.raises(ConfigurationError, match="1-64 letters"):
         tool(name=name)(fn)
+
+
+def test_sequential_is_taken_as_pydantic_ai_gives_it_and_must_be_a_bool() -> None:
+    # pydantic-ai's @tool(sequential=True) / Tool(sequential=...) was a TypeError here; every
+    # tool already runs alone, in the model's order, so the flag is kept and changes nothing
+    def ping() -> str:
+        return "pong"
+
+    class Probe(Tool):
+        async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+            return "x"
+
+    assert tool(sequential=True)(ping).sequential is True
+    assert tool(ping).sequential is False
+    assert Probe(name="probe", sequential=True).sequential is True
+    assert Probe(name="probe").sequential is False
+    for bad in (1, "yes", None):
+        with pytest.raises(ConfigurationError, match=r"tool 'ping': sequential must be True or"):
+            tool(sequential=bad)(ping)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=r"tool 'probe': sequential must be True or"):
+            Probe(name="probe", sequential=bad)  # type: ignore[arg-type]

@@ -291,8 +291,9 @@ async def test_every_tool_call_runs_alone_as_pydantic_ais_sequential_tools_do() 
     # pydantic-ai runs a response's calls concurrently and a tool marked sequential=True runs
     # alone, a barrier the others parallelize around. Ours all run one after another, in the
     # order the model made them, each between its own before_tool_dispatch and
-    # after_tool_result (docs/harness.md, "Sub-agents"): every tool is such a barrier, with no
-    # marker (there is no sequential= to give), and no two calls are ever in flight together.
+    # after_tool_result (docs/harness.md, "Sub-agents"): every tool is such a barrier, marked
+    # or not (sequential=True is taken, as pydantic-ai's code gives it, and changes nothing),
+    # and no two calls are ever in flight together.
     active = 0
     most = 0
     ran: list[str] = []
@@ -312,7 +313,7 @@ async def test_every_tool_call_runs_alone_as_pydantic_ais_sequential_tools_do() 
         """A."""
         return await track("a")
 
-    @tool
+    @tool(sequential=True)
     async def barrier() -> str:
         """The one pydantic-ai marks sequential."""
         return await track("barrier")
@@ -337,6 +338,7 @@ async def test_every_tool_call_runs_alone_as_pydantic_ais_sequential_tools_do() 
     result = await Agent("a", model, tools=tools).run("test")
     assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
     assert most == 1 and ran == ["a", "barrier", "b", "a"]
+    assert (barrier.sequential, parallel_a.sequential) == (True, False)
 
 
 async def test_a_tool_call_sees_what_the_calls_before_it_in_the_response_did() -> None:

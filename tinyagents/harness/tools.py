@@ -95,6 +95,8 @@ class Tool(ABC):
     (the run's ``tool_timeout_s`` still applies; the smaller wins). A ``call`` that raises
     ``ToolError`` sends its message to the model as is; any other exception is reported with
     its type. ``retries`` caps the failed calls in a row (None: the agent's ``retries``).
+    ``sequential`` is taken as pydantic-ai's is and changes nothing: the calls of a response
+    already run one at a time, in the model's order, so every tool runs alone.
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class Tool(ABC):
         parameters: dict[str, Any] | None = None,
         timeout_s: float | None = None,
         retries: int | None = None,
+        sequential: bool = False,
     ) -> None:
         _check_name(name)
         if timeout_s is not None and (
@@ -122,6 +125,10 @@ class Tool(ABC):
             )
         _check_parameters(name, parameters)
         check_retries(f"tool {name!r}", retries)
+        if not isinstance(sequential, bool):  # sequential="no" read as true
+            raise ConfigurationError(
+                f"tool {name!r}: sequential must be True or False, got {sequential!r}"
+            )
         self.name = name
         self.description = description
         self.parameters = parameters or {"type": "object", "properties": {}}
@@ -130,6 +137,9 @@ class Tool(ABC):
         #: the run ``failed`` (pydantic-ai's ``Tool(retries=...)``). None: the agent's
         #: ``retries``, and with neither, no cap.
         self.retries = retries
+        #: pydantic-ai's ``sequential``: the tool runs alone, no other call in flight. Every
+        #: tool here does (a response's calls run one after another), so it only records it.
+        self.sequential = sequential
 
     def spec(self) -> ToolSpec:
         """The tool as offered to the model."""
@@ -198,6 +208,7 @@ class FunctionTool(Tool):
         description: str | None = None,
         timeout_s: float | None = None,
         retries: int | None = None,
+        sequential: bool = False,
     ) -> None:
         # name="" is refused, not replaced by the function's name; and checked before the
         # signature is read (a NUL in it was pydantic's ValueError naming the arguments model)
@@ -227,6 +238,7 @@ class FunctionTool(Tool):
             parameters=parameters,
             timeout_s=timeout_s,
             retries=retries,
+            sequential=sequential,
         )
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
@@ -417,6 +429,7 @@ def tool(
     description: str | None = None,
     timeout_s: float | None = None,
     retries: int | None = None,
+    sequential: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -426,9 +439,11 @@ def tool(
     description: str | None = None,
     timeout_s: float | None = None,
     retries: int | None = None,
+    sequential: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...,
-    retries=...)``.
+    retries=..., sequential=...)`` (``sequential`` as pydantic-ai's: every tool already runs
+    alone, so it changes nothing).
 
     A parameter named ``ctx`` (or of any name, annotated ``RunContext`` or ``RunContext | None``)
     is not offered to the model; it receives the run context.
@@ -436,7 +451,12 @@ def tool(
 
     def build(f: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(
-            f, name=name, description=description, timeout_s=timeout_s, retries=retries
+            f,
+            name=name,
+            description=description,
+            timeout_s=timeout_s,
+            retries=retries,
+            sequential=sequential,
         )
 
     return build(fn) if fn is not None else build
