@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ArgumentError, ConfigurationError
 
 __all__ = ["EPOCH", "FakeClock"]
 
@@ -43,9 +43,9 @@ class FakeClock:
                 f"tick must be a number of seconds, got {type(tick).__name__} {tick!r}"
             )
         if start.tzinfo is None:
-            raise ValueError("FakeClock needs a timezone-aware start, e.g. tzinfo=UTC")
+            raise ArgumentError("FakeClock needs a timezone-aware start, e.g. tzinfo=UTC")
         if not math.isfinite(tick) or tick < 0 or tick > MAX_SECONDS:
-            raise ValueError(
+            raise ArgumentError(
                 f"tick must be a finite number of seconds from 0 to {MAX_SECONDS:.0f}, got {tick}"
             )
         self.start = start
@@ -63,17 +63,22 @@ class FakeClock:
         return value
 
     def advance(self, seconds: float) -> None:
-        """Move time forward; a clock never goes backwards."""
+        """Move time forward by ``seconds``, a finite number >= 0: a clock never goes
+        backwards. Anything else is an ``ArgumentError`` (a ``ValueError``), and moves nothing."""
+        takes = "takes a finite number of seconds >= 0"
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            # "5" and None were math.isfinite's TypeError, naming no call; True was 1 s
+            raise ArgumentError(f"advance({seconds!r}) {takes}, got {type(seconds).__name__}")
         if not math.isfinite(seconds):
-            raise ValueError(f"advance({seconds}): time moves by a finite number of seconds")
+            raise ArgumentError(f"advance({seconds}) {takes}: time moves by a finite amount")
         if seconds < 0:
-            raise ValueError(f"a clock cannot go backwards (advance({seconds}))")
+            raise ArgumentError(f"a clock cannot go backwards: advance({seconds}) {takes}")
         elapsed = self.elapsed + seconds
         try:
             # Refused here, not at the next now(): a clock past datetime.max cannot tell time.
             self.start + timedelta(seconds=elapsed)
         except OverflowError:
-            raise ValueError(
+            raise ArgumentError(
                 f"advance({seconds}) takes the clock past {datetime.max.year} AD; "
                 "advance by a finite number of seconds the calendar can hold"
             ) from None

@@ -5,6 +5,7 @@
     │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
     │   ├── ModelsWithheld             a child's every model was taken from a run above it by steering
     │   ├── ToolsWithheld              a child was started naming tools taken from a run above it by steering
+    │   ├── ArgumentError              a call was given a value it does not take (also a ValueError)
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes, or a
     │                                  thread API was called on a graph compiled without checkpointer
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
@@ -109,6 +110,14 @@ class ToolsWithheld(ConfigurationError):
     """A child run was started naming tools (``rt.start(..., tools=[...])``) that were taken
     away from a run above it by ``constrain_tools``: a child gets no more than its parent was
     left with, and a caller asking for more is told so rather than given less in silence."""
+
+
+class ArgumentError(ConfigurationError, ValueError):
+    """A call was given a value it does not take: a step limit below 1 (``recursion_limit``),
+    a count below 0 (``history(limit=)``), a subscription holding no event
+    (``subscribe(maxsize=0)``), a clock moved by NaN seconds; the message says what it takes.
+    Also a ``ValueError``, which these were before they had a type of their own (and which
+    LangGraph raises for a bad ``recursion_limit``): ``except ValueError`` still catches them."""
 
 
 class GraphValidationError(ConfigurationError, ValueError):

@@ -23,6 +23,7 @@ from tinyagents import (
     SubAgentTool,
     tool,
 )
+from tinyagents.errors import ConfigurationError
 from tinyagents.events import (
     MASK,
     Event,
@@ -268,11 +269,12 @@ async def test_a_raising_subscription_filter_is_counted_and_skips_only_that_subs
 @pytest.mark.parametrize("maxsize", [0, -1])
 async def test_subscribe_refuses_a_maxsize_below_one(maxsize: int) -> None:
     bus = EventBus()
-    with pytest.raises(ValueError, match="maxsize"):
+    with pytest.raises(ValueError, match="maxsize") as exc:
         bus.subscribe(maxsize=maxsize)
+    assert isinstance(exc.value, ConfigurationError)  # and a ValueError, as it was
     assert not bus._subscribers
     async with Runtime() as rt:
-        with pytest.raises(ValueError, match="maxsize"):
+        with pytest.raises(ConfigurationError, match=r"subscribe\(maxsize=-?\d\): .* at least 1"):
             rt.subscribe(maxsize=maxsize)
 
 

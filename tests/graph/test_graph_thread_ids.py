@@ -154,8 +154,10 @@ async def test_a_recursion_limit_below_one_is_refused(
 ) -> None:
     # as LangGraph's "recursion_limit must be at least 1" (a ValueError); 0 was the default
     graph = chain("a", "b").compile(checkpointer=checkpointer)
-    with pytest.raises(ValueError, match="recursion_limit"):
+    # a ConfigurationError that says what it takes, and still the ValueError LangGraph raises
+    with pytest.raises(ValueError, match=r"recursion_limit must be at least 1 \(a whole") as exc:
         await graph.run({"log": []}, thread_id="t", recursion_limit=limit)
+    assert isinstance(exc.value, ConfigurationError)
     assert await checkpointer.latest("t") is None
     with pytest.raises(ConfigurationError, match="recursion_limit"):
         chain("a").compile(recursion_limit=limit)
@@ -175,6 +177,7 @@ async def test_a_recursion_limit_below_one_is_refused_for_a_called_graph(
     for outer in (graph.compile(), graph.compile(checkpointer=checkpointer)):
         result = await outer.run({"log": []}, thread_id="t")
         assert isinstance(result.error, ValueError), result.error
+        assert isinstance(result.error, ConfigurationError), result.error
         assert "recursion_limit" in str(result.error)
 
 
@@ -186,8 +189,9 @@ async def test_a_recursion_limit_that_is_no_whole_number_is_refused(
     # ran on; 2.5 and True were taken as limits, "10" raised TypeError ('<' not supported)
     graph = chain("a", "b").compile(checkpointer=checkpointer)
     if limit is not None:  # None at run time: the graph's own limit
-        with pytest.raises(ValueError, match=r"recursion_limit must be a whole number"):
+        with pytest.raises(ValueError, match=r"recursion_limit must be a whole number") as exc:
             await graph.run({"log": []}, thread_id="t", recursion_limit=limit)
+        assert isinstance(exc.value, ConfigurationError)
         assert await checkpointer.latest("t") is None
     with pytest.raises(ConfigurationError, match=r"recursion_limit must be a whole number"):
         chain("a").compile(recursion_limit=limit)

@@ -11,6 +11,7 @@ import pytest
 from graphkit import LogState, chain, logger
 
 from tinyagents.errors import (
+    ConfigurationError,
     GraphError,
     InterruptError,
     InvalidRouteError,
@@ -151,8 +152,11 @@ async def test_a_history_limit_is_a_whole_number_not_below_zero(
     assert await graph.history("t", limit=0) == []
     assert len(await graph.history("t", limit=2)) == 2
     for bad in (-1, "2", 1.5, True):
-        with pytest.raises(ValueError, match=r"history\(limit=\.\.\.\) must be None or a whole"):
+        with pytest.raises(
+            ValueError, match=r"history\(limit=\.\.\.\) must be None or a whole"
+        ) as exc:
             await graph.history("t", limit=bad)  # type: ignore[arg-type]
+        assert isinstance(exc.value, ConfigurationError)  # and a ValueError, as it was
 
 
 async def test_an_input_saved_before_a_failure_is_applied_by_the_next_run() -> None:

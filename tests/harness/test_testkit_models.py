@@ -285,11 +285,11 @@ def test_fake_clock_ticks_after_every_reading():
 
 
 def test_fake_clock_refuses_to_go_backwards_or_be_naive():
-    with pytest.raises(ValueError, match="backwards"):
+    with pytest.raises(ConfigurationError, match=r"backwards.*takes a finite number of seconds"):
         FakeClock().advance(-1)
-    with pytest.raises(ValueError, match="timezone"):
+    with pytest.raises(ConfigurationError, match="timezone"):  # and a ValueError, as it was
         FakeClock(datetime(2025, 1, 1))
-    with pytest.raises(ValueError, match="tick"):
+    with pytest.raises(ConfigurationError, match="tick"):
         FakeClock(tick=-1)
 
 
@@ -297,12 +297,23 @@ def test_fake_clock_refuses_to_go_backwards_or_be_naive():
 def test_fake_clock_refuses_time_that_is_no_number_or_past_the_calendar(seconds: float):
     clock = FakeClock()
     clock.advance(2)
-    with pytest.raises(ValueError, match="advance"):
+    with pytest.raises(ValueError, match=r"advance\(.*\) takes") as exc:
         clock.advance(seconds)
+    assert isinstance(exc.value, ConfigurationError)  # and a ValueError, as it was
     assert clock.monotonic() == 2.0  # unchanged: a refused advance moves nothing
     assert clock.now() == EPOCH + timedelta(seconds=2)
     with pytest.raises(ValueError, match="tick"):
         FakeClock(tick=seconds)
+
+
+@pytest.mark.parametrize("seconds", ["5", None, True, [1]])
+def test_fake_clock_advance_by_what_is_no_number_is_a_configuration_error(seconds: object):
+    # "5" and None were a TypeError from math.isfinite ("must be real number"), naming no
+    # call; True was taken as one second
+    clock = FakeClock()
+    with pytest.raises(ConfigurationError, match=r"advance\(.*\) takes a finite number of sec"):
+        clock.advance(seconds)  # type: ignore[arg-type]
+    assert clock.monotonic() == 0.0
 
 
 def test_fake_clock_drives_the_library_clock_inside_use_clock():

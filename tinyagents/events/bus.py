@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.events.models import Event
 
 Sink = Callable[[Event], None]
@@ -198,7 +198,7 @@ class EventBus:
             )
         if maxsize < 1:
             # asyncio.Queue(maxsize=0) is unbounded: a forgotten subscriber would grow forever.
-            raise ValueError(
+            raise ArgumentError(
                 f"subscribe(maxsize={maxsize}): a subscription holds at least 1 event; "
                 "pass the largest backlog you accept (the default is 10_000)"
             )

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from tinyagents._record import Record
 from tinyagents.errors import (
+    ArgumentError,
     ConfigurationError,
     GraphValidationError,
     InterruptError,
@@ -267,8 +268,8 @@ class GraphCore:
         if recursion_limit is None:
             return self.recursion_limit
         problem = recursion_limit_problem(recursion_limit)
-        if problem is not None:  # LangGraph's ValueError; 0 used to mean the default
-            raise ValueError(problem)
+        if problem is not None:  # a ValueError, as LangGraph's; 0 used to mean the default
+            raise ArgumentError(problem)
         return recursion_limit
 
     async def start_input(
@@ -717,7 +718,7 @@ def recursion_limit_problem(limit: object) -> str | None:
     if isinstance(limit, bool) or not isinstance(limit, int):
         return f"recursion_limit must be a whole number of steps (>= 1), got {limit!r}"
     if limit < 1:
-        return f"recursion_limit must be at least 1, got {limit}"
+        return f"recursion_limit must be at least 1 (a whole number of steps), got {limit}"
     return None
 
 

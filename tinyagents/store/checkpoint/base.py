@@ -35,7 +35,13 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 from tinyagents._record import Record
-from tinyagents.errors import InvalidIdError, InvalidUpdateError, StoreError, ThreadBusy
+from tinyagents.errors import (
+    ArgumentError,
+    InvalidIdError,
+    InvalidUpdateError,
+    StoreError,
+    ThreadBusy,
+)
 from tinyagents.protocol.ids import shown_id
 
 
@@ -285,12 +291,15 @@ class WriteRecord(Record):
 
 def check_limit(limit: object, what: str = "list") -> int | None:
     """``limit``, a count of checkpoints to read (None: all of them); anything else (a negative
-    number, a bool, a float) is a ``ValueError``: a negative one meant all but the last few in
+    number, a bool, a float) is an ``ArgumentError`` (a ``ValueError``): a negative one meant all but the last few in
     memory, no limit in SQLite and a ``StoreError`` in PostgreSQL."""
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"{what}(limit=...) must be None or a whole number >= 0, got {limit!r}")
+        raise ArgumentError(
+            f"{what}(limit=...) must be None or a whole number >= 0 (how many checkpoints), got "
+            f"{limit!r}"
+        )
     return limit
 
 
