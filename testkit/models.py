@@ -116,7 +116,9 @@ class ScriptedModel(Model):
         self.name = name
         self.responses: list[ScriptedResponse] = list(responses)
         for index, scripted in enumerate(self.responses, start=1):
-            if not isinstance(scripted, (ModelResponse, str)) and not callable(scripted):
+            if isinstance(scripted, ModelResponse):
+                _check_args_json(scripted, f"ScriptedModel {name!r}: response {index}")
+            elif not isinstance(scripted, str) and not callable(scripted):
                 raise ConfigurationError(
                     f"ScriptedModel {name!r}: response {index} is a {type(scripted).__name__}; "
                     "each must be a ModelResponse, a string or a callable "
@@ -142,8 +144,9 @@ class ScriptedModel(Model):
                 f"{_last_message(request)})"
             )
         scripted = self.responses[index]
-        produced = scripted(request) if callable(scripted) else scripted
-        return _finish(request, await _resolve(produced), self.name)
+        if not callable(scripted):  # its arguments were checked when it was given
+            return _finish(request, scripted, self.name)
+        return _finish(request, await _resolve(scripted(request)), self.name, index + 1)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         response = await self.request(request)
@@ -180,7 +183,8 @@ class FunctionModel(Model):
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(snapshot(request))
-        return _finish(request, await _resolve(self.fn(request)), self.name)
+        produced = await _resolve(self.fn(request))
+        return _finish(request, produced, self.name, len(self.requests))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         response = await self.request(request)
@@ -245,10 +249,16 @@ async def _resolve(
     return await produced if inspect.isawaitable(produced) else produced
 
 
-def _finish(request: ModelRequest, produced: ModelResponse | str, name: str) -> ModelResponse:
+def _finish(
+    request: ModelRequest, produced: ModelResponse | str, name: str, number: int | None = None
+) -> ModelResponse:
+    """The response to hand out; ``number``: which request a function made it for (its tool
+    calls' arguments are checked then; a scripted one's were when it was given)."""
     if isinstance(produced, str):
         response = reply(produced)
     elif isinstance(produced, ModelResponse):
+        if number is not None:
+            _check_args_json(produced, f"model {name!r}: request {number}")
         # A copy: the same scripted object may be returned twice (e.g. by a callable).
         response = copy.copy(produced)
     else:
@@ -260,6 +270,21 @@ def _finish(request: ModelRequest, produced: ModelResponse | str, name: str) -> 
     if response.model is None:
         response.model = request.model or name
     return response
+
+
+def _check_args_json(response: ModelResponse, where: str) -> None:
+    """Refuse tool-call arguments JSON cannot write, naming ``where`` and the tool: a model
+    sends a tool JSON, and such a call failed the run at the token count ("Object of type
+    object is not JSON serializable"), saying neither which response nor which tool."""
+    for call in response.tool_calls:
+        try:
+            json.dumps(call.args)
+        except (TypeError, ValueError, RecursionError) as exc:  # circular: ValueError
+            raise ConfigurationError(
+                f"{where} calls tool {call.name!r} with arguments JSON cannot write ({exc}); a "
+                "model sends a tool JSON: give text, numbers, booleans, None, and lists and "
+                "dicts of them"
+            ) from None
 
 
 def _message_tokens(message: Message) -> int:
