@@ -1760,6 +1760,8 @@ def test_a_docstring_with_no_summary_describes_nothing_but_its_arguments() -> No
     # ports tests/test_tools.py::test_docstring_google_no_body and ::test_only_returns_type:
     # a docstring that opens on its "Args:" (or "Returns:") section has no summary; that
     # section was read as one, and the tool described as "Args: foo: The foo thing. ...".
+    # A "Returns:" section is described as pydantic-ai (2.78) describes it: a <returns> block
+    # with no <summary> (the whole section its description, the function being annotated).
     @tool
     def no_body(foo: int) -> str:
         """
@@ -1787,7 +1789,10 @@ def test_a_docstring_with_no_summary_describes_nothing_but_its_arguments() -> No
         """
         return str(foo)
 
-    assert no_body.description == only_returns.description == numpy_no_body.description == ""
+    assert no_body.description == numpy_no_body.description == ""
+    assert only_returns.description == (
+        "<returns>\n<description>str: The result as a string.</description>\n</returns>"
+    )
     for documented in (no_body, numpy_no_body):
         assert documented.parameters["properties"] == {
             "foo": {"description": "The foo thing.", "type": "integer"}

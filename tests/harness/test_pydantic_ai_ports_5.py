@@ -377,3 +377,134 @@ async def test_a_tool_call_sees_what_the_calls_before_it_in_the_response_did() -
     assert result.status is RunStatus.COMPLETED and holder == 2
     assert seen == [("first", 1)] * 6 + [("second", 2)] * 7
     assert len([m for m in model.requests[1].messages if m.role == "tool"]) == 14
+
+
+# --- tool descriptions: a Returns section --------------------------------------------------
+
+
+def _returns_xml(description: str, kind: str | None = None) -> str:
+    kind_tag = f"<type>{kind}</type>\n" if kind else ""
+    return f"<returns>\n{kind_tag}<description>{description}</description>\n</returns>"
+
+
+def test_a_returns_section_is_described_as_pydantic_ai_describes_it() -> None:
+    # ports tests/test_tools.py::test_google_style_with_returns, ::test_sphinx_style_with_returns,
+    # ::test_numpy_style_with_returns and ::test_only_returns_type (pydantic_ai/_griffe.py::
+    # _main_desc_with_returns): a docstring's first Returns section was dropped from the
+    # description; pydantic-ai wraps the description in <summary> and adds a <returns> block,
+    # its <type> the section's when it has one. The expected strings are what pydantic-ai 2.78
+    # sends (an annotated function's Google section is its description whole: the annotation,
+    # not the text before a colon, is its type; griffe keeps the text of a type as written).
+    def google(x: int) -> str:
+        """A function that does something.
+
+        Args:
+            x: The input value.
+
+        Returns:
+            str: The result as a string.
+        """
+        return str(x)
+
+    def google_unannotated(x: int):
+        """A function that does something.
+
+        Returns:
+            (int, str): The pair,
+                on two lines.
+
+        More text after.
+        """
+        return x, str(x)
+
+    def sphinx(x: int) -> str:
+        """A sphinx function with returns.
+
+        :param x: The input value.
+        :rtype: str
+        :return: The result as a string
+            with type.
+        """
+        return str(x)
+
+    def numpy(x: int) -> str:
+        """A numpy function with returns.
+
+        Parameters
+        ----------
+        x : int
+            The input value.
+
+        Returns
+        -------
+        result : str
+            The result as a string
+            with type.
+        """
+        return str(x)
+
+    def only_returns() -> str:
+        """
+
+        Returns:
+            The result.
+        """
+        return "foo"
+
+    assert tool(google).description == (
+        "<summary>A function that does something.</summary>\n"
+        + _returns_xml("str: The result as a string.")
+    )
+    assert tool(google).parameters["properties"]["x"]["description"] == "The input value."
+    assert tool(google_unannotated).description == (
+        "<summary>A function that does something.\n\nMore text after.</summary>\n"
+        + _returns_xml("The pair,\n    on two lines.", "int, str")
+    )
+    assert tool(sphinx).description == (
+        "<summary>A sphinx function with returns.</summary>\n"
+        + _returns_xml("The result as a string\nwith type.", "str")
+    )
+    assert tool(numpy).description == (
+        "<summary>A numpy function with returns.</summary>\n"
+        + _returns_xml("The result as a string\nwith type.", "str")
+    )
+    assert tool(numpy).parameters["properties"]["x"]["description"] == "The input value."
+    assert tool(only_returns).description == _returns_xml("The result.")
+    # description= replaces it all, as before
+    assert tool(description="Mine.")(google).description == "Mine."
+
+
+def test_what_is_no_returns_section_adds_no_returns_block() -> None:
+    # pydantic-ai 2.78 again: a Sphinx ":rtype:" alone is no returns section, "Return:" (no s)
+    # is an admonition, and a header over no indented block is text; only the first Returns
+    # section counts
+    def rtype_only(x: int) -> int:
+        """Do.
+
+        :param x: The x.
+        :rtype: int
+        """
+        return x
+
+    def singular(x: int) -> int:
+        """Do.
+
+        Return:
+            The x.
+        """
+        return x
+
+    def two(x: int) -> int:
+        """Do.
+
+        Returns:
+            The first.
+
+        Returns:
+            The second.
+        """
+        return x
+
+    assert tool(rtype_only).description == "Do."
+    assert tool(singular).description == "Do.\n\nReturn:\nThe x."
+    assert tool(two).description == "<summary>Do.</summary>\n" + _returns_xml("The first.")

@@ -166,9 +166,15 @@ def test_sphinx_and_numpy_argument_docs_describe_the_arguments_too():
         """
         return f"{foo} {bar}"
 
-    for documented in (sphinx_style, numpy_style):
-        style = documented.name.split("_")[0].capitalize()
-        assert documented.description == f"{style} style docstring."
+    # their Returns sections as pydantic-ai (2.78) reads them: NumPy's item line is its type
+    assert sphinx_style.description == (
+        "<summary>Sphinx style docstring.</summary>\n"
+        "<returns>\n<description>Both.</description>\n</returns>"
+    )
+    assert numpy_style.description == (
+        "<summary>Numpy style docstring.</summary>\n"
+        "<returns>\n<type>str</type>\n<description>Both.</description>\n</returns>"
+    )
     assert sphinx_style.parameters["properties"] == {
         "foo": {
             "type": "integer",

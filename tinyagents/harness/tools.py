@@ -4,7 +4,7 @@
     async def search(query: str, limit: int = 5) -> list[str]:
         \"\"\"Search the billing archive.\"\"\"
 
-``@tool`` reads the name, the docstring's description and its argument descriptions
+``@tool`` reads the name, the docstring's description and its argument descriptions (``docstrings``)
 (Google ``Args:``, Sphinx ``:param x:`` or NumPy ``Parameters`` style) and the signature once, at
 decoration time, and builds a pydantic model of the arguments: its JSON Schema is what the
 model is offered, its validator checks every call. ``execute_tool_call`` never raises for a
@@ -20,7 +20,6 @@ import inspect
 import json
 import math
 import re
-import textwrap
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, is_dataclass
@@ -43,6 +42,7 @@ from pydantic_core import PydanticUndefined, SchemaError, to_jsonable_python
 from tinyagents._record import FrozenRecord, Record
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError, message_of
+from tinyagents.harness.docstrings import read_docstring
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
 #: What OpenAI and most providers accept as a function name.
@@ -220,7 +220,7 @@ class FunctionTool(Tool):
                 f"tool {tool_name!r} is an async generator function: a tool returns its "
                 "result; collect the items and return them (a list)"
             )
-        summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        summary, param_docs = read_docstring(fn)
         self.fn = fn
         self.is_async = _is_async_callable(fn)
         self._args_model, self._params, self.takes_ctx = _arguments_model(fn, tool_name, param_docs)
@@ -816,96 +816,6 @@ def _drop_titles(node: Any, *, named: bool = False) -> None:
 _SCHEMA_VALUES = frozenset({"default", "examples", "example", "const", "enum"})
 #: The keys of a JSON Schema whose value maps names to schemas.
 _SCHEMA_NAMES = frozenset({"properties", "$defs", "definitions", "patternProperties"})
-
-_SECTION_RE = re.compile(r"^(\w+(?: \w+)?):$")
-#: The sections that describe arguments (lower case), as griffe reads them for pydantic-ai.
-_ARG_SECTIONS = frozenset(
-    f"{kind} {word}".strip()
-    for kind in ("", "keyword", "other")
-    for word in ("args", "arguments", "params", "parameters")
-)
-#: The Google sections that are no prose, as griffe parses them (the header of any other, an
-#: admonition such as ``Note:``, is part of the description, with its text).
-_GOOGLE_SECTIONS = _ARG_SECTIONS | frozenset(
-    {"type args", "type arguments", "type params", "type parameters", "raises", "exceptions"}
-    | {"returns", "yields", "receives", "examples", "attributes", "functions", "methods"}
-    | {"classes", "type aliases", "modules", "warns"}
-)
-_PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-#: ``:param foo: ...`` or ``:param int foo: ...`` (Sphinx); any other ``:field:`` ends one.
-_SPHINX_PARAM_RE = re.compile(r"^:param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$")
-#: ``foo : int`` (or just ``foo``, or ``foo, bar : int``), at the left margin of a NumPy
-#: ``Parameters`` section.
-_NUMPY_PARAM_RE = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
-_UNDERLINE_RE = re.compile(r"^\s*-{3,}\s*$")
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (see ``_description``) and the argument descriptions of a docstring in any
-    of the styles pydantic-ai reads: Google (``Args:``), Sphinx (``:param foo:``) or NumPy (a
-    ``Parameters`` section underlined with dashes). A description may go on over more lines,
-    indented under its first."""
-    lines = doc.splitlines()
-    params: dict[str, str] = {}
-    style: str | None = None  # the argument section we are in: "google", "numpy", "sphinx"
-    current: list[str] = []  # the arguments the line describes, if it goes on a description
-    for index, line in enumerate(lines):
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        if _UNDERLINE_RE.match(line):
-            continue
-        if line.strip() and _UNDERLINE_RE.match(following):  # a NumPy section's title
-            style = "numpy" if line.strip().lower() in _ARG_SECTIONS else None
-            current = []
-        elif header := _SECTION_RE.match(line):
-            style = "google" if header.group(1).lower() in _ARG_SECTIONS else None
-            current = []
-        elif match := _SPHINX_PARAM_RE.match(line):
-            style, current = "sphinx", [match.group(1)]
-            params[match.group(1)] = match.group(2).strip()
-        elif line.startswith(":"):  # :returns:, :type foo:, :raises: ...
-            current = []
-        elif style == "google" and (match := _PARAM_RE.match(line)):
-            current = [match.group(1)]
-            params[match.group(1)] = match.group(2).strip()
-        elif style == "numpy" and (match := _NUMPY_PARAM_RE.match(line)):
-            current = [name.strip().lstrip("*") for name in match.group(1).split(",")]
-            params.update(dict.fromkeys(current, ""))
-        elif current and line.strip() and (style == "google" or line[0].isspace()):
-            for name in current:
-                params[name] = f"{params[name]} {line.strip()}".strip()
-    return _description(lines), params
-
-
-def _description(lines: list[str]) -> str:
-    """A docstring's description, as pydantic-ai (griffe) reads it: its text, line breaks kept,
-    without the sections that are no prose (Google ``Args:``, ``Returns:``, ``Raises:``,
-    ``Examples:`` ...: a header over an indented block), an admonition (any other header,
-    ``Note:``, ``Warning:``, over an indented block) kept as its header over its dedented
-    text, the parts joined by a blank line; up to a Sphinx field (``:param x:``) or a NumPy
-    section's title, where the argument descriptions begin."""
-    parts: list[list[str]] = [[]]
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        if line.startswith(":") or _UNDERLINE_RE.match(following):
-            break
-        header = _SECTION_RE.match(line)
-        if header is None or not following[:1].isspace() or not following.strip():
-            parts[-1].append(line)
-            index += 1
-            continue
-        body = []  # the indented block under the header
-        index += 1
-        while index < len(lines) and (not lines[index].strip() or lines[index][:1].isspace()):
-            body.append(lines[index])
-            index += 1
-        if header.group(1).lower() not in _GOOGLE_SECTIONS:  # an admonition
-            parts.append([line, *textwrap.dedent("\n".join(body)).splitlines()])
-        parts.append([])
-    texts = ("\n".join(part).strip("\n") for part in parts)
-    return "\n\n".join(text for text in texts if text.strip())
-
 
 #: How many of a call's argument problems its error result names, and how much of each bad
 #: value it quotes: the model reads the result, and a 100 000-character value (or a list of
