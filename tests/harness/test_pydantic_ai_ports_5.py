@@ -508,3 +508,30 @@ def test_what_is_no_returns_section_adds_no_returns_block() -> None:
     assert tool(rtype_only).description == "Do."
     assert tool(singular).description == "Do.\n\nReturn:\nThe x."
     assert tool(two).description == "<summary>Do.</summary>\n" + _returns_xml("The first.")
+
+
+def test_a_returns_header_in_a_code_fence_is_text_and_a_sphinx_returns_may_start_below() -> None:
+    # pydantic-ai 2.78 (griffe): a header inside a ``` fence is the fence's text, not a
+    # section (it was dropped from the description, and would have been its <returns>); a
+    # Sphinx ":returns:" whose text starts on the next line has that text, no blank first line
+    def fenced(x: int) -> int:
+        """Do.
+
+        ```
+        Returns:
+            x
+        ```
+        """
+        return x
+
+    def below(x: int) -> int:
+        """Do.
+
+        :returns:
+            the thing
+            more.
+        """
+        return x
+
+    assert tool(fenced).description == "Do.\n\n```\nReturns:\n    x\n```"
+    assert tool(below).description == "<summary>Do.</summary>\n" + _returns_xml("the thing\nmore.")

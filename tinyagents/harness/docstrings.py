@@ -87,6 +87,18 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return _description(lines), params
 
 
+def _fenced(lines: list[str]) -> list[bool]:
+    """Which lines are in a ``` code fence (its fence lines too): text, whatever they say,
+    as griffe reads them (a ``Returns:`` in an example is no section)."""
+    marks: list[bool] = []
+    inside = False
+    for line in lines:
+        fence = line.lstrip(" ").startswith("```")
+        marks.append(inside or fence)
+        inside = inside != fence
+    return marks
+
+
 def _description(lines: list[str]) -> str:
     """A docstring's description, as pydantic-ai (griffe) reads it: its text, line breaks kept,
     without the sections that are no prose (Google ``Args:``, ``Returns:``, ``Raises:``,
@@ -95,13 +107,14 @@ def _description(lines: list[str]) -> str:
     text, the parts joined by a blank line; up to a Sphinx field (``:param x:``) or a NumPy
     section's title, where the argument descriptions begin."""
     parts: list[list[str]] = [[]]
+    fenced = _fenced(lines)
     index = 0
     while index < len(lines):
         line = lines[index]
         following = lines[index + 1] if index + 1 < len(lines) else ""
-        if line.startswith(":") or _UNDERLINE_RE.match(following):
+        if not fenced[index] and (line.startswith(":") or _UNDERLINE_RE.match(following)):
             break
-        header = _SECTION_RE.match(line)
+        header = None if fenced[index] else _SECTION_RE.match(line)
         if header is None or not following[:1].isspace() or not following.strip():
             parts[-1].append(line)
             index += 1
@@ -179,8 +192,9 @@ def _google_returns(lines: list[str], annotated: bool) -> tuple[str, str] | None
     it). A function with a return annotation has that for its type: the block is the
     description whole. Else the text before the first line's colon (its parentheses
     dropped) is the type, and the rest the description."""
+    fenced = _fenced(lines)
     for index, line in enumerate(lines):
-        header = _SECTION_RE.match(line)
+        header = None if fenced[index] else _SECTION_RE.match(line)
         following = lines[index + 1] if index + 1 < len(lines) else ""
         if header is None or header.group(1).lower() != "returns":
             continue
@@ -215,7 +229,7 @@ def _sphinx_returns(lines: list[str]) -> tuple[str, str] | None:
                 if not below.strip() or not below[:1].isspace():
                     break
                 parts.append(below.strip())
-            description = "\n".join(parts)
+            description = "\n".join(parts).strip("\n")
     return None if description is None else (kind, description)
 
 
