@@ -48,7 +48,8 @@ async def test_two_opens_of_an_older_store_both_migrate_it(
             )
         ]
         columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
-    assert versions == [1, 2, 3, 4, 5] and columns.count("created_at") == 1
+    every = [version for version, _ in sqlite_store.MIGRATIONS]
+    assert versions == every and columns.count("created_at") == 1
 
 
 async def test_a_migration_and_its_record_are_one_transaction(

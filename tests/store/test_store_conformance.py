@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,9 @@ from tinyagents.events import (
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.runs import RunInfo, RunStatus
 from tinyagents.store import Store
-from tinyagents.testkit import EPOCH
+from tinyagents.store.base import NONCE_MARGIN_S
+from tinyagents.store.memory import UsedNonces
+from tinyagents.testkit import EPOCH, FakeClock, use_clock
 
 ACTOR = SteeringActor.middleware("ops")  # in-process: the empty dedup scope
 
@@ -600,3 +602,63 @@ async def test_last_events_of_a_type_prefix(store: Store, fallback: bool) -> Non
     assert await last(type_prefix="steering_", limit=5) == []
     assert await last(type_prefix="Steering.", limit=5) == []
     assert await last(type_prefix="st%", limit=5) == []
+
+
+# --------------------------------------------------------------------------- used nonces
+
+
+def _soon(seconds: float = 60) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+async def test_a_nonce_is_claimed_once(store: Store) -> None:
+    assert await store.claim_nonce("n-1", expires_at=_soon()) is True
+    assert await store.claim_nonce("n-1", expires_at=_soon()) is False
+    assert await store.claim_nonce("n-2", expires_at=_soon()) is True
+
+
+async def test_of_claims_of_one_nonce_at_once_through_two_handles_one_wins(
+    durable_backend: Any, tmp_path: Path
+) -> None:
+    """Two processes sharing the store (two handles on it here) claim one nonce at once:
+    exactly one claim is told it is the first, and each sees the other's."""
+    stores = [durable_backend.make(tmp_path) for _ in range(2)]
+    for opened in stores:
+        await opened.open()
+    try:
+        claims = await asyncio.gather(
+            *(s.claim_nonce("n-shared", expires_at=_soon()) for s in stores for _ in range(3))
+        )
+        assert sorted(claims) == [False] * 5 + [True]
+        assert await stores[0].claim_nonce("n-other", expires_at=_soon()) is True
+        assert await stores[1].claim_nonce("n-other", expires_at=_soon()) is False
+    finally:
+        for opened in stores:
+            await opened.close()
+
+
+async def test_a_nonce_long_past_its_expiry_is_forgotten(store: Store) -> None:
+    """A claim sweeps out the nonces past their expiry and ``NONCE_MARGIN_S``: the record
+    shrinks as they expire (none is claimable by then: its holder checks its expiry)."""
+    gone = datetime.now(UTC) - timedelta(seconds=NONCE_MARGIN_S + 60)
+    assert await store.claim_nonce("n-old", expires_at=gone) is True
+    assert await store.claim_nonce("n-new", expires_at=_soon()) is True
+    assert await store.claim_nonce("n-old", expires_at=gone) is True  # swept: claimable again
+    # one past its expiry by less than the margin is kept (a clock behind still finds it)
+    late = datetime.now(UTC) - timedelta(seconds=NONCE_MARGIN_S / 2)
+    assert await store.claim_nonce("n-late", expires_at=late) is True
+    assert await store.claim_nonce("n-new2", expires_at=_soon()) is True
+    assert await store.claim_nonce("n-late", expires_at=late) is False
+
+
+def test_nonces_held_in_a_process_are_bounded_until_they_expire() -> None:
+    """``UsedNonces(limit=)`` (a ``Control`` without a store): a claim past the bound is a
+    ``StoreError`` (a used nonce cannot be let go early), and room comes back as they go."""
+    nonces = UsedNonces(limit=2)
+    assert nonces.claim("n-1", expires_at=_soon()) and nonces.claim("n-2", expires_at=_soon())
+    with pytest.raises(StoreError, match="most this process keeps"):
+        nonces.claim("n-3", expires_at=_soon())
+    assert nonces.claim("n-1", expires_at=_soon()) is False  # still known used
+    later = datetime.now(UTC) + timedelta(seconds=60 + NONCE_MARGIN_S + 1)
+    with use_clock(FakeClock(start=later)):
+        assert nonces.claim("n-3", expires_at=_soon(NONCE_MARGIN_S + 120)) is True

@@ -39,7 +39,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
@@ -124,8 +124,6 @@ _RECHECK_S = 1.0
 #: How long an event-stream ticket may open its stream (it is used once, at once, by the
 #: page that asked for it: a ticket read from a log later opens nothing).
 TICKET_TTL_S = 60
-#: The most used tickets remembered (each until its lifetime ends): past it a ticket is a 429.
-MAX_USED_TICKETS = 100_000
 #: Runs on a page of ``GET /runs`` unless ``?limit=`` says otherwise, and the most it may ask.
 RUNS_PAGE = 100
 MAX_RUNS_PAGE = 1000
@@ -426,8 +424,6 @@ class OperatorApi(Record):
 
     control: "Control"
     auth: Auth | None
-    #: The nonces of the tickets that opened a stream, until their lifetimes end.
-    used_tickets: dict[str, datetime] = field(default_factory=dict)
 
     def principal(self, token: str | None, authorization: str | None = None) -> Principal:
         """Who sends ``token``; ``authorization``, the request's header of that name when
@@ -476,8 +472,10 @@ class OperatorApi(Record):
         self, ticket: str, run_id: str | None, root_run_id: str | None
     ) -> Principal:
         """Who opens the stream of ``run_id`` and ``root_run_id`` with ``ticket``; a 401
-        unless it is a ticket for that stream, still open and not used before (it is used
-        now). The stream then lasts as long as the ticket's token would."""
+        unless it is a ticket for that stream and still open. Whether it was used before is
+        asked last (``use_ticket``), once the rest of the request is found good: a request
+        refused for anything else leaves it unused. The stream then lasts as long as the
+        ticket's token would."""
         if self.auth is None:
             return INSECURE_DEV
         if len(ticket) > MAX_TOKEN_BYTES:
@@ -508,17 +506,24 @@ class OperatorApi(Record):
             raise Problem(401, f"the ticket expired at {claim.expires_at.isoformat()}; get another")
         if claim.expires_at > now + timedelta(seconds=TICKET_TTL_S + 1):
             raise Problem(401, f"the ticket's lifetime is longer than {TICKET_TTL_S} s")
-        # (in the order used, so nearly in the order their lifetimes end: the oldest go)
-        while self.used_tickets and next(iter(self.used_tickets.values())) <= now:
-            del self.used_tickets[next(iter(self.used_tickets))]
-        if claim.nonce in self.used_tickets:
-            raise Problem(401, "the ticket is already used (each opens one stream): get another")
-        if len(self.used_tickets) >= MAX_USED_TICKETS:
-            raise Problem(
-                429, "too many event-stream tickets in use; retry", headers={"Retry-After": "5"}
-            )
-        self.used_tickets[claim.nonce] = claim.expires_at
         return replace(p, ticket=claim)
+
+    async def use_ticket(self, p: Principal) -> None:
+        """Use up the ticket that opens ``p``'s stream, if one does: a 401 when it was used
+        before, by this process or by any other sharing the store (``Control.claim_nonce``);
+        a 503 when that cannot be recorded now."""
+        if p.ticket is None:
+            return
+        try:
+            first = await self.control.claim_nonce(p.ticket.nonce, expires_at=p.ticket.expires_at)
+        except StoreError as exc:
+            raise Problem(
+                503,
+                f"the ticket's use cannot be recorded now ({exc}): retry",
+                headers={"Retry-After": "5"},
+            ) from None
+        if not first:
+            raise Problem(401, "the ticket is already used (each opens one stream): get another")
 
     # ------------------------------------------------------------------ visibility
 
@@ -1390,7 +1395,7 @@ def create_app(
     ) -> Principal:
         one_authorization(request)
         if ticket is not None:
-            _given_once(request.query_params)  # (before the ticket is used up)
+            _given_once(request.query_params)
             if credentials is not None or access_token is not None:
                 raise Problem(
                     401,
@@ -1779,6 +1784,8 @@ def create_app(
                 # a token narrowed to a run sees that run's tree only: its events, not every
                 # event of the tenant, are read (and each run in them asked about)
                 root_run_id = await api.narrowed_root(p)
+            # last: a request refused for anything else leaves its ticket unused
+            await api.use_ticket(p)
         except BaseException:
             give_back(who)
             raise

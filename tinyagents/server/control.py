@@ -52,6 +52,7 @@ from tinyagents.steering.remote import (
     submit_through_store,
 )
 from tinyagents.store.base import SILENCE_S, RunKey, Store, run_key, runs_match
+from tinyagents.store.memory import UsedNonces
 
 _log = logging.getLogger("tinyagents.server")
 #: How long a readiness probe waits for the store to answer a lookup.
@@ -61,6 +62,9 @@ READY_TIMEOUT_S = 2.0
 RING_SIZE = 10_000
 #: The longest cursor read: two bounded texts, base64 encoded.
 MAX_CURSOR = 2048
+#: The most used nonces a ``Control`` without a store keeps (each until it expires, and
+#: ``NONCE_MARGIN_S`` after): past it, a claim is a ``StoreError``.
+MAX_USED_NONCES = 100_000
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -171,6 +175,8 @@ class Control:
         self.listing_wait_s = listing_wait_s
         self.redis = redis if redis is not None and redis.enabled else None
         self._ring: deque[tuple[int, Event]] | None = None
+        #: The nonces used without a store to record them (``claim_nonce``).
+        self._nonces = UsedNonces(limit=MAX_USED_NONCES)
         self._ids = itertools.count(1)
         if runtime is not None:
             runtime.live_runs()  # pending interrupts are known from their events on
@@ -584,6 +590,17 @@ class Control:
                 if len(rows) >= limit:
                     break
         return rows
+
+    # ------------------------------------------------------------------ single use
+
+    async def claim_nonce(self, nonce: str, *, expires_at: datetime) -> bool:
+        """Whether this is the first use of ``nonce`` (an event-stream ticket's): recorded in
+        the store, where every process sharing it (``serve --workers N``) finds it, or, with
+        no store, in this process only (``Store.claim_nonce``). ``StoreError`` when it cannot
+        be recorded (then it is not used)."""
+        if self.store is not None:
+            return await self.store.claim_nonce(nonce, expires_at=expires_at)
+        return self._nonces.claim(nonce, expires_at=expires_at)
 
     # ------------------------------------------------------------------ acting
 

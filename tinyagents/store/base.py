@@ -95,6 +95,11 @@ def sendable(cmd: SteeringCommand) -> str:
     return text
 
 
+#: How long past its expiry a claimed nonce (``Store.claim_nonce``) is kept: each process
+#: sharing a store judges a nonce's expiry by its own clock, and one whose clock is behind
+#: must still find it claimed while it would take it as unexpired.
+NONCE_MARGIN_S = 300.0
+
 #: What an answer deletes besides, in SQLite: ``?1`` is now - INBOX_RETENTION_S, by the
 #: answerer's clock (the file is one machine's, whose clock stamped its times too).
 #: PostgreSQL, shared by machines whose clocks differ, prunes by the database's clock.
@@ -303,6 +308,16 @@ class Store(ABC):
                 break
             after = page[-1][0]
         return list(last)
+
+    # ------------------------------------------------------------------ nonces
+
+    @abstractmethod
+    async def claim_nonce(self, nonce: str, *, expires_at: datetime) -> bool:
+        """Record ``nonce`` as used, as one step: True for its first claim among every
+        process sharing the store, False for each claim after (and nothing changed). A nonce
+        is kept until ``NONCE_MARGIN_S`` past ``expires_at`` (a single-use credential's own
+        expiry, which its holder checks first), then forgotten: each claim sweeps out those.
+        Raises ``StoreError`` when the write fails; then it is not claimed."""
 
     # ------------------------------------------------------------------ inbox
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
 from tinyagents._record import Record
+from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    NONCE_MARGIN_S,
     InboxItem,
     RunKey,
     Store,
@@ -36,6 +39,34 @@ class _Request(Record):
     answered_at: datetime | None = None
 
 
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class UsedNonces(Record):
+    """The nonces claimed in this process (``Store.claim_nonce``), each until
+    ``NONCE_MARGIN_S`` past its expiry; at most ``limit`` at once (None: no bound), past
+    which a claim is a ``StoreError`` (claimed nonces cannot be let go before they expire)."""
+
+    limit: int | None = None
+    _held: dict[str, datetime] = field(default_factory=dict, init=False, repr=False)
+    #: (forgotten at, nonce), the soonest first: a claim sweeps out those past.
+    _ends: list[tuple[datetime, str]] = field(default_factory=list, init=False, repr=False)
+
+    def claim(self, nonce: str, *, expires_at: datetime) -> bool:
+        now = _clock.now()
+        while self._ends and self._ends[0][0] < now:
+            _, gone = heapq.heappop(self._ends)
+            self._held.pop(gone, None)
+        if nonce in self._held:
+            return False
+        if self.limit is not None and len(self._held) >= self.limit:
+            raise StoreError(
+                f"{len(self._held)} single-use nonces are held, the most this process keeps "
+                "(each until it expires): retry in a few seconds"
+            )
+        self._held[nonce] = expires_at
+        heapq.heappush(self._ends, (expires_at + timedelta(seconds=NONCE_MARGIN_S), nonce))
+        return True
+
+
 class MemoryStore(Store):
     url = "memory://"
 
@@ -44,6 +75,7 @@ class MemoryStore(Store):
         self._events: list[Event] = []
         self._runs: dict[str, dict[str, Any]] = {}
         self._inbox: dict[str, _Request] = {}  # by request id, in the order put
+        self._nonces = UsedNonces()
 
     async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
@@ -213,6 +245,9 @@ class MemoryStore(Store):
                 rows.append((index + 1, e))
         rows.reverse()
         return rows
+
+    async def claim_nonce(self, nonce: str, *, expires_at: datetime) -> bool:
+        return self._nonces.claim(nonce, expires_at=expires_at)
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         sendable(command)  # the bound of every store's inbox, though this one keeps objects

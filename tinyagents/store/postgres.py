@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
@@ -46,6 +47,7 @@ from tinyagents.store._postgres import (
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    NONCE_MARGIN_S,
     SILENCE_S,
     InboxItem,
     RunKey,
@@ -207,6 +209,19 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE inbox ADD COLUMN take_id TEXT;
         """,
     ),
+    (
+        9,
+        # Single-use nonces (an event-stream ticket's), claimed once by whichever process
+        # sharing the database sees them first; each kept until NONCE_MARGIN_S past its
+        # expiry, swept out by later claims (by the database's clock).
+        """
+        CREATE TABLE used_nonces (
+            nonce TEXT PRIMARY KEY,
+            forget_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE INDEX used_nonces_forget ON used_nonces (forget_at);
+        """,
+    ),
 ]
 
 #: A runs row's snapshot and its ``SILENCE_S``: seconds since the database heard it.
@@ -242,6 +257,10 @@ _PRUNE_INBOX = (
 #: batches are written between two sweeps of the old ones.
 _BATCH_MEMORY = "1 hour"
 _SWEEP_EVERY = 1000
+
+#: The most expired nonces one claim sweeps out (``claim_nonce``): a claim stays one short
+#: step however many expired since the last.
+_SWEEP_NONCES = 1000
 
 #: A terminal state is never overwritten: a runtime sharing the log that settled a command
 #: first (applied it) stands against a later one's "failed" for its own copy.
@@ -717,6 +736,26 @@ class PostgresStore(Store):
         return await read_last_page(fetch, before_id, limit)
 
     # -- inbox -----------------------------------------------------------------------------
+
+    async def claim_nonce(self, nonce: str, *, expires_at: datetime) -> bool:
+        # A claim after another's commit finds its row (DO NOTHING); one at the same time
+        # waits for it on the key. The sweep skips rows another claim's sweep holds: no
+        # claim waits for another's sweep, and at most _SWEEP_NONCES go per claim.
+        forget_at = expires_at + timedelta(seconds=NONCE_MARGIN_S)
+        async with self._transaction(f"claim nonce {shown_id(nonce)}") as conn:
+            await conn.execute(
+                "DELETE FROM used_nonces WHERE nonce IN (SELECT nonce FROM used_nonces"
+                " WHERE forget_at < statement_timestamp() ORDER BY forget_at"
+                " LIMIT $1 FOR UPDATE SKIP LOCKED)",
+                _SWEEP_NONCES,
+            )
+            rows = await conn.fetch(
+                "INSERT INTO used_nonces (nonce, forget_at) VALUES ($1, $2)"
+                " ON CONFLICT (nonce) DO NOTHING RETURNING 1",
+                nonce,
+                forget_at,
+            )
+        return len(rows) == 1
 
     @property
     def inbox_channel(self) -> str:

@@ -26,6 +26,7 @@ from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    NONCE_MARGIN_S,
     PRUNE_INBOX,
     InboxItem,
     RunKey,
@@ -58,7 +59,7 @@ _OPEN = tuple(state.value for state in CommandState if not state.terminal)
 
 #: Ordered schema migrations; each runs once, recorded in the ``migrations`` table.
 #: The tables of a store (beside the ``migrations`` table every schema in the file shares).
-_TABLES = ("steering_log", "events", "runs", "inbox")
+_TABLES = ("steering_log", "events", "runs", "inbox", "used_nonces")
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -181,6 +182,19 @@ MIGRATIONS: list[tuple[int, str]] = [
         UPDATE inbox SET run_id = json_extract(command, '$.target.run_id')
             WHERE json_valid(command);
         COMMIT;
+        """,
+    ),
+    (
+        6,
+        # Single-use nonces (an event-stream ticket's), claimed once by whichever process
+        # sharing the file sees them first; each kept until NONCE_MARGIN_S past its expiry
+        # (seconds since the epoch), swept out by later claims.
+        """
+        CREATE TABLE IF NOT EXISTS used_nonces (
+            nonce TEXT PRIMARY KEY,
+            forget_at REAL NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS used_nonces_forget ON used_nonces(forget_at);
         """,
     ),
 ]
@@ -694,6 +708,24 @@ class SqliteStore(Store):
                 return [(r[0], r[1]) for r in await cur.fetchall()]
 
         return await read_last_page(fetch, before_id, limit)
+
+    async def claim_nonce(self, nonce: str, *, expires_at: datetime) -> bool:
+        # One transaction: the sweep, then DO NOTHING on a nonce any process claimed first
+        # (SQLite's write lock orders the claims of every connection to the file).
+        forget_at = expires_at.timestamp() + NONCE_MARGIN_S
+        cursor = await self._transaction(
+            [
+                ("DELETE FROM used_nonces WHERE forget_at < ?", (_clock.now().timestamp(),), False),
+                (
+                    "INSERT INTO used_nonces (nonce, forget_at) VALUES (?, ?)"
+                    " ON CONFLICT(nonce) DO NOTHING",
+                    (nonce, forget_at),
+                    False,
+                ),
+            ],
+            what=f"claim nonce {shown_id(nonce)}",
+        )
+        return cursor.rowcount == 1
 
     async def inbox_put(self, *, owner: str, request_id: str, command: SteeringCommand) -> None:
         await self._write(
