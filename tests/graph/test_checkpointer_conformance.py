@@ -191,6 +191,24 @@ async def test_delete_thread_forgets_everything(checkpointer: Checkpointer) -> N
     await checkpointer.put(record(0))  # the thread can start again
 
 
+async def test_delete_thread_refuses_a_thread_being_written(checkpointer: Checkpointer) -> None:
+    """A thread a run holds is not deleted under it (its next checkpoint would start a new
+    history with the old run's state, or fail as stale): ``ThreadBusy``, nothing deleted;
+    once released it goes."""
+    await checkpointer.put(record(0))
+    await checkpointer.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+    await checkpointer.acquire("t", "owner-1")
+    with pytest.raises(ThreadBusy) as busy:
+        await checkpointer.delete_thread("t")
+    assert busy.value.thread_id == "t"
+    assert await checkpointer.latest("t") == record(0)
+    assert await checkpointer.get_writes("t", "", "f0") != []
+    await checkpointer.release("t", "owner-1")
+    await checkpointer.delete_thread("t")
+    assert await checkpointer.latest("t") is None
+    assert await checkpointer.get_writes("t", "", "f0") == []
+
+
 async def test_single_writer_per_thread(checkpointer: Checkpointer) -> None:
     await checkpointer.acquire("t", "owner-1")
     await checkpointer.acquire("t", "owner-1")  # re-entrant for the same owner

@@ -78,7 +78,8 @@ async def test_a_damaged_lease_row_is_a_store_error_naming_the_thread(
         await cp.put(_checkpoint(0))
     with sqlite3.connect(path) as db:
         db.execute(
-            "INSERT INTO thread_leases VALUES ('t', 'someone', 'elsewhere', ?, ?)",
+            "INSERT INTO thread_leases (thread_id, owner, host, pid, expires_at)"
+            " VALUES ('t', 'someone', 'elsewhere', ?, ?)",
             (pid, expires_at),
         )
     db.close()

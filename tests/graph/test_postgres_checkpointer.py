@@ -373,6 +373,35 @@ async def test_a_checkpointer_that_never_took_the_thread_cannot_write_it_while_h
         await holder.wait()
 
 
+async def test_a_thread_another_process_holds_is_not_deleted(
+    schema: str, cp: PostgresCheckpointer
+) -> None:
+    """``delete_thread`` took no lock: it deleted the history of a thread a graph in another
+    process was running, and its lease row with the fencing token, so the holder's next
+    checkpoint failed as if taken over. It is ``ThreadBusy`` now, nothing deleted; once the
+    holder is gone (its lock with its connection) the thread goes."""
+    await cp.put(record(0))
+    await cp.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+    holder = await spawn(HOLDER, schema)
+    try:
+        assert await said(holder) == "held"
+        with pytest.raises(ThreadBusy):
+            await cp.delete_thread("t")
+        assert [r.checkpoint_id for r in await cp.list("t")] == ["c0"]
+        assert await cp.get_writes("t", "", "f0") != []
+    finally:
+        holder.kill()
+        await holder.wait()
+    async with asyncio.timeout(60):  # the server notices the holder's connection closed
+        while True:
+            try:
+                await cp.delete_thread("t")
+                break
+            except ThreadBusy:
+                await asyncio.sleep(0.05)
+    assert await cp.list("t") == [] and await cp.get_writes("t", "", "f0") == []
+
+
 async def test_renew_takes_the_lock_again_when_nobody_took_the_thread(schema: str) -> None:
     dsn = postgres_dsn()
     async with (

@@ -14,7 +14,13 @@ import pytest
 
 from tinyagents.errors import ConfigurationError, StoreError, ThreadBusy
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
-from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
+from tinyagents.store.checkpoint import (
+    CheckpointRecord,
+    MemoryCheckpointer,
+    SqliteCheckpointer,
+    WriteRecord,
+)
+from tinyagents.store.checkpoint import sqlite as sqlite_checkpointer
 from tinyagents.store.checkpoint.sqlite import MIGRATIONS
 
 
@@ -125,11 +131,13 @@ async def test_lease_of_another_host_counts_until_it_expires(tmp_path: Path) -> 
         await cp.setup()
         with sqlite3.connect(path) as db:
             db.execute(
-                "INSERT INTO thread_leases VALUES ('t', 'remote', 'elsewhere', 1, ?)",
+                "INSERT INTO thread_leases (thread_id, owner, host, pid, expires_at)"
+                " VALUES ('t', 'remote', 'elsewhere', 1, ?)",
                 (time.time() + 3600,),
             )
             db.execute(
-                "INSERT INTO thread_leases VALUES ('u', 'remote', 'elsewhere', 1, ?)",
+                "INSERT INTO thread_leases (thread_id, owner, host, pid, expires_at)"
+                " VALUES ('u', 'remote', 'elsewhere', 1, ?)",
                 (time.time() - 1,),
             )
         with pytest.raises(ThreadBusy):
@@ -145,6 +153,118 @@ async def test_renew_notices_a_lost_lease(tmp_path: Path) -> None:
             db.execute("UPDATE thread_leases SET owner = 'thief' WHERE thread_id = 't'")
         with pytest.raises(ThreadBusy):
             await cp.renew("t", "me")
+
+
+def record(seq: int, *, checkpoint_id: str | None = None) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread_id="t",
+        checkpoint_id=checkpoint_id or f"c{seq}",
+        parent_id=f"c{seq - 1}" if seq else None,
+        seq=seq,
+        step=seq,
+        snapshot=seq == 0,
+        values={"x": seq},
+        frontier=[],
+        frontier_id=f"f{seq}",
+        lineage="L",
+        source="loop",
+    )
+
+
+async def _hold_in_another_process(path: Path) -> asyncio.subprocess.Process:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        HOLD_LEASE,
+        str(path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    assert await child.stdout.readline() == b"held\n"
+    return child
+
+
+async def test_a_thread_another_process_holds_is_not_deleted(tmp_path: Path) -> None:
+    """``delete_thread`` did not look at the lease: it deleted the history of a thread a
+    graph in another process was running, and the lease row with it (so a third process
+    could take the thread at once). It is ``ThreadBusy`` now, nothing deleted; once the
+    holder is gone the thread (and the row it left) goes."""
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.put(record(0))
+        await cp.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+        child = await _hold_in_another_process(path)
+        try:
+            with pytest.raises(ThreadBusy):
+                await cp.delete_thread("t")
+            assert [r.checkpoint_id for r in await cp.list("t")] == ["c0"]
+            assert await cp.get_writes("t", "", "f0") != []
+            with pytest.raises(ThreadBusy):
+                await cp.acquire("t", "me")  # the lease row is still there
+        finally:
+            child.kill()
+            await child.wait()
+        await cp.delete_thread("t")  # its pid is gone: nobody writes the thread
+        assert await cp.list("t") == [] and await cp.get_writes("t", "", "f0") == []
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM thread_leases").fetchone() == (0,)
+
+
+async def test_a_writer_whose_lease_was_taken_over_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer on another host whose lease expired (its loop stalled past ``lease_ttl``)
+    and was taken over went on writing: SQLite's ``put`` and ``put_writes`` checked no
+    lease, so its next checkpoint landed in the new holder's history whenever it named the
+    head as its parent, and its pending writes replaced the new holder's. Each write is
+    fenced by the token in the lease row now: ``ThreadBusy``, nothing written."""
+    path = tmp_path / "db.sqlite"
+    async with (
+        SqliteCheckpointer(path, lease_ttl=0.0) as old,
+        SqliteCheckpointer(path) as new,
+    ):
+        monkeypatch.setattr(sqlite_checkpointer, "HOST", "elsewhere")
+        await old.acquire("t", "old")  # as a process of another host would
+        monkeypatch.undo()
+        await old.put(record(0))
+        await new.acquire("t", "new")  # lease_ttl=0: expired at once, taken over
+        await new.put_writes("t", "", "f1", [WriteRecord(task_id="a", kind="result", value=1)])
+        with pytest.raises(ThreadBusy):
+            await old.put(record(1))
+        with pytest.raises(ThreadBusy):
+            await old.put_writes("t", "", "f1", [WriteRecord(task_id="a", kind="result")])
+        assert [r.checkpoint_id for r in await new.list("t")] == ["c0"]
+        assert [w.value for w in await new.get_writes("t", "", "f1")] == [1]
+        await new.put(record(1, checkpoint_id="c1"))
+        await new.release("t", "new")
+        await old.put(record(2))  # nobody holds the thread now: a direct write lands
+        assert [r.checkpoint_id for r in await new.list("t")] == ["c2", "c1", "c0"]
+
+
+async def test_a_checkpointer_not_holding_the_thread_cannot_write_it_while_held(
+    tmp_path: Path,
+) -> None:
+    """A direct ``put`` or ``put_writes`` of a checkpointer that never took the thread (or
+    was refused it) while another process holds it: ``ThreadBusy``, nothing written; once
+    the holder is gone, it lands."""
+    path = tmp_path / "db.sqlite"
+    async with SqliteCheckpointer(path) as cp:
+        child = await _hold_in_another_process(path)
+        try:
+            with pytest.raises(ThreadBusy):
+                await cp.acquire("t", "me")
+            with pytest.raises(ThreadBusy):
+                await cp.put(record(0))
+            with pytest.raises(ThreadBusy):
+                await cp.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+            assert await cp.list("t") == [] and await cp.get_writes("t", "", "f0") == []
+        finally:
+            child.kill()
+            await child.wait()
+        await cp.put(record(0))
+        await cp.put_writes("t", "", "f0", [WriteRecord(task_id="a", kind="result")])
+        assert [r.checkpoint_id for r in await cp.list("t")] == ["c0"]
 
 
 async def test_storage_bytes_reports_the_file_size(tmp_path: Path) -> None:
@@ -230,7 +350,8 @@ async def test_a_file_another_checkpointer_is_migrating_is_opened(tmp_path: Path
     await saver.setup()
     await saver.aclose()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM checkpoint_migrations").fetchall() == [(1,)]
+        versions = conn.execute("SELECT version FROM checkpoint_migrations").fetchall()
+    assert versions == [(v,) for v, _, _ in MIGRATIONS]
 
 
 async def test_a_write_another_connection_locks_out_fails_the_run_with_a_store_error(

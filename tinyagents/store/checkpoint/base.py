@@ -16,7 +16,8 @@ Two rules keep a thread's history from forking:
 - ``put`` is compare-and-set: the record's ``parent_id`` must be the current head
   (``StaleCheckpointError`` otherwise);
 - ``acquire`` gives a thread a single writer: a second owner gets ``ThreadBusy``, in this
-  process (a lock table) and, for shared backends, in others (a lease).
+  process (a lock table) and, for shared backends, in others (a lease); the shared backends
+  fence every write by that lease, and ``delete_thread`` refuses a thread someone holds.
 
 Values are JSON-able (see ``tinyagents.graph.state``); a backend must return what it was
 given, as new objects.
@@ -398,7 +399,15 @@ class Checkpointer(ABC):
 
     @abstractmethod
     async def delete_thread(self, thread_id: str) -> None:
-        """Forget a thread: every namespace, checkpoint and pending write."""
+        """Forget a thread: every namespace, checkpoint and pending write. A thread a writer
+        holds (a run, in this process or, on a shared backend, in another) is not deleted
+        under it: ``ThreadBusy``, nothing deleted (``refuse_held`` checks this process)."""
+
+    def refuse_held(self, thread_id: str) -> None:
+        """``ThreadBusy`` if a writer of this checkpointer holds ``thread_id`` (``acquire``):
+        what ``delete_thread`` checks first, on every backend."""
+        if thread_id in self._owners:
+            raise ThreadBusy(thread_id)
 
     async def acquire(self, thread_id: str, owner: str) -> None:
         """Become the single writer of ``thread_id`` or raise ``ThreadBusy``; a holder that

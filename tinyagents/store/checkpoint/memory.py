@@ -140,6 +140,7 @@ class MemoryCheckpointer(Checkpointer):
         ]
 
     async def delete_thread(self, thread_id: str) -> None:
+        self.refuse_held(thread_id)
         for key in [k for k in self._chains if k[0] == thread_id]:
             del self._chains[key]
         for wkey in [k for k in self._writes if k[0] == thread_id]:

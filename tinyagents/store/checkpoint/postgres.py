@@ -24,6 +24,8 @@ One writer per thread, enforced by the database:
 - A write of a thread this checkpointer does not hold (never taken, refused, or lost: its
   token is forgotten then) is made only while nobody holds it: it takes the thread's lock,
   shared, for its own transaction, which a holder's lock refuses (``ThreadBusy``).
+- ``delete_thread`` takes the thread's lock, shared, for its transaction: a thread anyone
+  holds is ``ThreadBusy``, nothing deleted.
 - A save (checkpoint or pending write) of a thread held here rides out a server out of reach
   the way ``renew`` does (``_while_the_lease_lasts``, one retry loop for both): tried again
   until ``lease_ttl`` after the lease was last confirmed, every try fenced by the token, then
@@ -494,8 +496,13 @@ class PostgresCheckpointer(Checkpointer):
         return [read_write(thread_id, ns, frontier_id, t, k, key, v) for t, k, key, v in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
+        """Forget the thread, unless someone holds it (``ThreadBusy``, nothing deleted): a
+        writer of this checkpointer, or of another process, whose advisory lock refuses the
+        shared one the deleting transaction takes (and keeps to its end, so nobody takes the
+        thread half deleted)."""
         if unheld_key(thread_id, nul=True):
             return  # no row can have it
+        self.refuse_held(thread_id)
         pool = await self._db()
         async with (
             mapped_errors(
@@ -504,6 +511,11 @@ class PostgresCheckpointer(Checkpointer):
             connection(pool, self.command_timeout) as conn,
         ):
             async with conn.transaction():
+                free = await conn.fetchval(
+                    "SELECT pg_try_advisory_xact_lock_shared($1)", self._key(thread_id)
+                )
+                if not free:
+                    raise ThreadBusy(thread_id)
                 for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                     await conn.execute(f"DELETE FROM {table} WHERE thread_id = $1", thread_id)
 

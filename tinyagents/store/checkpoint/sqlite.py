@@ -9,11 +9,18 @@
 - WAL with ``synchronous=NORMAL``: a committed checkpoint survives the process being killed
   (not a power loss; use ``synchronous="FULL"`` for that).
 - Needs SQLite 3.35+ (``RETURNING``). Every write is a single statement in autocommit mode, so coroutines sharing the
-  connection never interleave inside a transaction. ``put`` is compare-and-set by the
-  primary key ``(thread_id, ns, seq)`` plus a check that the parent is the row before it.
+  connection never interleave inside a transaction (``delete_thread``, the one write of
+  several statements, runs its transaction on a connection of its own). ``put`` is
+  compare-and-set by the primary key ``(thread_id, ns, seq)`` plus a check that the parent
+  is the row before it.
 - Leases (``thread_leases``) give a thread one writer across processes: a lease of a
   process on this host that died is taken over at once (pid check); one from another host
   once it expires. Writers renew it as they checkpoint.
+- Each taking writes a new fencing token into the lease row, and every ``put`` and
+  ``put_writes`` is made, in its one statement, only while the row holds the writer's token
+  (``_fence``): a writer whose lease expired and was taken over writes nothing
+  (``ThreadBusy``). A write of a thread not held here is made only while no live holder's
+  row is there. ``delete_thread`` refuses a thread a live writer holds (``ThreadBusy``).
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ import asyncio
 import builtins
 import contextlib
 import os
+import secrets
 import sqlite3
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
 from tinyagents.store.base import sql_int
@@ -97,7 +105,23 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "fencing tokens of thread leases",
+        # 0: a lease taken before tokens, by a version that fences nothing
+        "ALTER TABLE thread_leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;",
+    ),
 ]
+
+#: The columns of a ``thread_leases`` row ``_lease`` reads, and its token.
+_LEASE_COLUMNS = "owner, host, pid, expires_at, token"
+
+
+def _new_token() -> int:
+    """A fencing token for a lease being taken: new at each taking (not 0, the token of rows
+    from before tokens), so that a writer whose lease was taken over, even by the same owner
+    name, is told apart from the new holder."""
+    return 1 + secrets.randbits(62)
 
 
 def _path(path: str) -> str:
@@ -115,9 +139,10 @@ def _path(path: str) -> str:
 
 
 def _lease(thread_id: str, row: Any) -> Lease:
-    """The lease a ``thread_leases`` row holds; a ``StoreError`` naming the thread for one no
-    checkpointer wrote (SQLite keeps text in its REAL column): a bare TypeError otherwise."""
-    owner, host, pid, expires_at = row
+    """The lease a ``thread_leases`` row (its ``_LEASE_COLUMNS``) holds; a ``StoreError``
+    naming the thread for one no checkpointer wrote (SQLite keeps text in its REAL column): a
+    bare TypeError otherwise."""
+    owner, host, pid, expires_at, _ = row
     for name, value, kinds in (("pid", pid, int), ("expires_at", expires_at, (int, float))):
         if isinstance(value, bool) or not isinstance(value, kinds):
             raise StoreError(
@@ -153,6 +178,9 @@ class SqliteCheckpointer(Checkpointer):
         self._file: OpenedFile | None = None
         self._setup_lock = asyncio.Lock()
         self._renew_after: dict[str, float] = {}
+        #: thread -> the fencing token of the lease this checkpointer holds on it; gone at
+        #: release, and once a write or renewal finds the lease taken over (``_lost``)
+        self._tokens: dict[str, int] = {}
         #: The owner of each thread this process released but whose lease row could not be
         #: deleted (the database failed then): no longer a writer, whatever the row says.
         self._unreleased: dict[str, str] = {}
@@ -270,17 +298,30 @@ class SqliteCheckpointer(Checkpointer):
                 "AND seq = ? AND checkpoint_id = ?)"
             )
             guard_params = (record.thread_id, record.ns, record.seq - 1, record.parent_id)
-        sql = (
-            "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
-            f"snapshot, source, created_at, body) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-            f"WHERE {guard} RETURNING seq"
-        )
-        try:
-            inserted = len(await self._fetch(sql, params + guard_params, integrity=True))
-        except sqlite3.IntegrityError:
-            inserted = 0
-        if inserted != 1:
-            raise StaleCheckpointError(stale_message(record))
+
+        async def insert(fence: str, fence_params: tuple[Any, ...]) -> bool:
+            sql = (
+                "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
+                f"snapshot, source, created_at, body) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                f"WHERE {guard} AND {fence} RETURNING seq"
+            )
+            try:
+                rows = await self._fetch(sql, params + guard_params + fence_params, integrity=True)
+            except sqlite3.IntegrityError:
+                return False
+            return len(rows) == 1
+
+        fence, fence_params = self._fence(record.thread_id)
+        if await insert(fence, fence_params):
+            return
+        if not (await self._fetch(f"SELECT {fence}", fence_params))[0][0]:
+            # held back by the lease: lost, or a holder's row (ThreadBusy); a dead one's
+            fence, fence_params = await self._fence_past(record.thread_id)
+            if await insert(fence, fence_params):
+                return
+            if not (await self._fetch(f"SELECT {fence}", fence_params))[0][0]:
+                raise ThreadBusy(record.thread_id)
+        raise StaleCheckpointError(stale_message(record))
 
     async def _fetch(
         self, sql: str, params: tuple[Any, ...] | list[Any], *, integrity: bool = False
@@ -289,16 +330,21 @@ class SqliteCheckpointer(Checkpointer):
         driver's error (a lock held past the busy timeout, a damaged file, a missing table)
         is a ``StoreError`` naming the file, as docs/graph.md has a failing checkpointer's;
         ``integrity=True`` lets a constraint's ``sqlite3.IntegrityError`` out as it is."""
-        db = await self._db()
-        how = self._file.gone() if self._file is not None else None
-        if how is not None:
-            raise gone_error("SQLite checkpointer", self.path, how)
+        db = await self._checked()
         try:
             return list(await db.execute_fetchall(sql, params))
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a closed connection
             if integrity and isinstance(exc, sqlite3.IntegrityError):
                 raise  # put's compare-and-set reads it as a stale checkpoint
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
+
+    async def _checked(self) -> Any:
+        """The connection, once the path is known to name the file opened."""
+        db = await self._db()
+        how = self._file.gone() if self._file is not None else None
+        if how is not None:
+            raise gone_error("SQLite checkpointer", self.path, how)
+        return db
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         if unheld_key(thread_id, ns, nul=False):
@@ -388,13 +434,24 @@ class SqliteCheckpointer(Checkpointer):
         params: list[Any] = []
         for w in writes:
             params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, compact_json(w.value)]
-        # one statement: the writes of a task land together or not at all
-        await self._fetch(
-            "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
-            f"value) VALUES {values} ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, "
-            "key) DO UPDATE SET value = excluded.value",
-            params,
-        )
+
+        # one statement: the writes of a task land together or not at all, and only while
+        # the lease is the writer's (``_fence``); every row is inserted or updated unless
+        # the fence held them back
+        async def upsert(fence: str, fence_params: tuple[Any, ...]) -> bool:
+            saved = await self._fetch(
+                "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, "
+                f"key, value) SELECT * FROM (VALUES {values}) WHERE {fence} "
+                "ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, key) "
+                "DO UPDATE SET value = excluded.value RETURNING 1",
+                [*params, *fence_params],
+            )
+            return bool(saved)
+
+        if await upsert(*self._fence(thread_id)):
+            return
+        if not await upsert(*await self._fence_past(thread_id)):
+            raise ThreadBusy(thread_id)
 
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str
@@ -409,10 +466,51 @@ class SqliteCheckpointer(Checkpointer):
         return [read_write(thread_id, ns, frontier_id, t, k, key, v) for t, k, key, v in rows]
 
     async def delete_thread(self, thread_id: str) -> None:
+        """Forget the thread, unless someone holds it (``ThreadBusy``, nothing deleted): a
+        writer of this checkpointer, or a live one of another process. The lease is read
+        and the rows deleted in one transaction, on a connection of its own (the shared one
+        runs each statement on its own, and other coroutines' statements would join a
+        transaction there), so nobody takes the thread half deleted."""
         if unheld_key(thread_id, nul=False):
             return  # no row can have it
-        for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
-            await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+        self.refuse_held(thread_id)
+        await self._checked()
+        if self._file is None:  # ":memory:": no other process can hold a thread
+            for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
+                await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            return
+        unreleased = self._unreleased.get(thread_id)
+        try:
+            await asyncio.to_thread(self._delete_thread, thread_id, unreleased)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
+        self._unreleased.pop(thread_id, None)
+
+    def _delete_thread(self, thread_id: str, unreleased: str | None) -> None:
+        """``delete_thread``'s transaction, in a worker thread: ``BEGIN IMMEDIATE`` holds the
+        file's write lock, so no lease is taken between the look at it and the deletes."""
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    f"SELECT {_LEASE_COLUMNS} FROM thread_leases WHERE thread_id = ?",
+                    (thread_id,),
+                ).fetchone()
+                if row is not None:
+                    held = _lease(thread_id, row)
+                    if not held.is_dead(time.time()) and held.owner != unreleased:
+                        raise ThreadBusy(thread_id)
+                for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
+                    conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -422,37 +520,47 @@ class SqliteCheckpointer(Checkpointer):
             now = time.time()
             expires = now + self.lease_ttl
             rows = await self._fetch(
-                "SELECT owner, host, pid, expires_at FROM thread_leases WHERE thread_id = ?",
+                f"SELECT {_LEASE_COLUMNS} FROM thread_leases WHERE thread_id = ?",
                 (thread_id,),
             )
             if not rows:
+                token = _new_token()
                 sql = (
-                    "INSERT INTO thread_leases VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id"
+                    "INSERT INTO thread_leases (thread_id, owner, host, pid, expires_at, token) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING "
+                    "RETURNING thread_id"
                 )
-                params: tuple[Any, ...] = (thread_id, owner, HOST, pid, expires)
+                params: tuple[Any, ...] = (thread_id, owner, HOST, pid, expires, token)
             else:
-                held = _lease(thread_id, rows[0])
+                held, held_token = _lease(thread_id, rows[0]), rows[0][4]
                 ours = self._unreleased.get(thread_id) == held.owner  # released, not deleted
                 if held.owner != owner and not held.is_dead(now) and not ours:
                     raise ThreadBusy(thread_id)
+                # the same owner taking it again here keeps its token; any other taking
+                # fences the writes of the lease it replaces
+                again = held.owner == owner and held_token == self._tokens.get(thread_id)
+                token = held_token if again else _new_token()
                 sql = (
-                    "UPDATE thread_leases SET owner = ?, host = ?, pid = ?, expires_at = ? "
-                    "WHERE thread_id = ? AND owner = ? RETURNING thread_id"
+                    "UPDATE thread_leases SET owner = ?, host = ?, pid = ?, expires_at = ?, "
+                    "token = ? WHERE thread_id = ? AND owner = ? AND token = ? "
+                    "RETURNING thread_id"
                 )
-                params = (owner, HOST, pid, expires, thread_id, held.owner)
+                params = (owner, HOST, pid, expires, token, thread_id, held.owner, held_token)
             if await self._fetch(sql, params):
+                self._tokens[thread_id] = token
                 self._renew_after[thread_id] = now + self.lease_ttl / 2
                 return
         raise ThreadBusy(thread_id)
 
     async def _release_lease(self, thread_id: str, owner: str) -> None:
         self._renew_after.pop(thread_id, None)
-        if self._conn is None:
-            return
+        token = self._tokens.pop(thread_id, None)
+        if self._conn is None or token is None:
+            return  # closed, or the lease was lost: the row is not ours to delete
         try:
             await self._fetch(
-                "DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
+                "DELETE FROM thread_leases WHERE thread_id = ? AND owner = ? AND token = ?",
+                (thread_id, owner, token),
             )
         except StoreError:
             # as PostgreSQL's: the run's own outcome (its result, its error) is what its
@@ -463,17 +571,60 @@ class SqliteCheckpointer(Checkpointer):
             self._unreleased.pop(thread_id, None)
 
     async def renew(self, thread_id: str, owner: str) -> None:
+        token = self._tokens.get(thread_id)
+        if token is None:
+            raise ThreadBusy(thread_id)  # never taken here, or lost
         now = time.time()
         if now < self._renew_after.get(thread_id, 0.0):
             return
         kept = await self._fetch(
             "UPDATE thread_leases SET expires_at = ? WHERE thread_id = ? AND owner = ? "
-            "RETURNING thread_id",
-            (now + self.lease_ttl, thread_id, owner),
+            "AND token = ? RETURNING thread_id",
+            (now + self.lease_ttl, thread_id, owner, token),
         )
         if not kept:
-            raise ThreadBusy(thread_id)
+            self._lost(thread_id)
         self._renew_after[thread_id] = now + self.lease_ttl / 2
+
+    def _fence(self, thread_id: str) -> tuple[str, tuple[Any, ...]]:
+        """The condition every write of ``thread_id`` is made on, in its own statement, and
+        its parameters. Held here: the lease row still holds this checkpointer's token, so a
+        writer whose lease was taken over (expired, and taken by another process) changes
+        nothing. Not held here (never taken, refused, or lost): there is no lease row; a
+        write that finds one asks ``_fence_past`` and tries once more."""
+        token = self._tokens.get(thread_id)
+        if token is not None:
+            return (
+                "EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND token = ?)",
+                (thread_id, token),
+            )
+        return "NOT EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ?)", (thread_id,)
+
+    async def _fence_past(self, thread_id: str) -> tuple[str, tuple[Any, ...]]:
+        """The fence of a write ``_fence``'s held back: ``ThreadBusy`` when the lease held
+        here was taken over (its token is forgotten, ``_lost``) or a live holder's row is
+        there; for a dead holder's row, or none now, the condition that it still is so."""
+        if thread_id in self._tokens:
+            self._lost(thread_id)
+        rows = await self._fetch(
+            f"SELECT {_LEASE_COLUMNS} FROM thread_leases WHERE thread_id = ?", (thread_id,)
+        )
+        if not rows:
+            return self._fence(thread_id)
+        held = _lease(thread_id, rows[0])
+        if not held.is_dead(time.time()) and self._unreleased.get(thread_id) != held.owner:
+            raise ThreadBusy(thread_id)
+        return (
+            "NOT EXISTS (SELECT 1 FROM thread_leases WHERE thread_id = ? AND token IS NOT ?)",
+            (thread_id, rows[0][4]),
+        )
+
+    def _lost(self, thread_id: str) -> NoReturn:
+        """A write or renewal found the lease taken over: forget its token (a token is never
+        given again) and raise ``ThreadBusy``."""
+        self._tokens.pop(thread_id, None)
+        self._renew_after.pop(thread_id, None)
+        raise ThreadBusy(thread_id)
 
     # -- introspection ---------------------------------------------------------------------
 
