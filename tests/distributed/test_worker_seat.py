@@ -30,29 +30,31 @@ async def test_a_second_live_process_under_a_worker_id_is_refused_and_the_first_
     import redis.asyncio as aioredis
 
     client = aioredis.from_url(redis_url)
-    async with Runtime() as rt, Runtime() as other_rt:
-        await rt.start(slow_agent_for_listing(), "work", tenant_id="acme", run_id="alive")
-        first = RedisControl(rt, redis_url, worker_id="w", prefix=prefix, heartbeat_s=0.1)
-        await first.start()
-        try:
-            second = RedisControl(other_rt, redis_url, worker_id="w", prefix=prefix)
-            with pytest.raises(ConfigurationError, match="worker id 'w' is in use"):
-                await second.start()
-            await second.aclose()  # a refused seat leaves nothing of the first's behind
-            keys = Keys(prefix)
-            hashed = await eventually(
-                lambda: client.hkeys(keys.runs("w")), lambda names: names == [b"alive"]
-            )
-            assert hashed == [b"alive"]
-            assert await client.zscore(keys.workers, "w") is not None
-            assert await client.exists(keys.commands("w")) == 1
-        finally:
-            await first.aclose()
-        # once the first has left, the name is free at once
-        again = RedisControl(other_rt, redis_url, worker_id="w", prefix=prefix)
-        await again.start()
-        await again.aclose()
-    await client.aclose()
+    try:
+        async with Runtime() as rt, Runtime() as other_rt:
+            await rt.start(slow_agent_for_listing(), "work", tenant_id="acme", run_id="alive")
+            first = RedisControl(rt, redis_url, worker_id="w", prefix=prefix, heartbeat_s=0.1)
+            await first.start()
+            try:
+                second = RedisControl(other_rt, redis_url, worker_id="w", prefix=prefix)
+                with pytest.raises(ConfigurationError, match="worker id 'w' is in use"):
+                    await second.start()
+                await second.aclose()  # a refused seat leaves nothing of the first's behind
+                keys = Keys(prefix)
+                hashed = await eventually(
+                    lambda: client.hkeys(keys.runs("w")), lambda names: names == [b"alive"]
+                )
+                assert hashed == [b"alive"]
+                assert await client.zscore(keys.workers, "w") is not None
+                assert await client.exists(keys.commands("w")) == 1
+            finally:
+                await first.aclose()
+            # once the first has left, the name is free at once
+            again = RedisControl(other_rt, redis_url, worker_id="w", prefix=prefix)
+            await again.start()
+            await again.aclose()
+    finally:
+        await client.aclose()
 
 
 async def test_a_killed_process_seat_is_taken_at_once_by_its_next_process(
@@ -61,25 +63,27 @@ async def test_a_killed_process_seat_is_taken_at_once_by_its_next_process(
     import redis.asyncio as aioredis
 
     client = aioredis.from_url(redis_url)
-    seat = Keys(prefix).seat("a")
-    a = await workers("a", redis_url, prefix)
-    async with Runtime() as rt:
-        live = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
-        with pytest.raises(ConfigurationError, match="in use"):  # a live process on this host
-            await live.start()
-        await live.aclose()
-        holder = await client.get(seat)
-        assert holder is not None
-        await a.kill()
-        # the dead holder's seat without a TTL (as if it had just renewed it, for ever): only
-        # taking it over from the gone pid frees it, not its TTL running out
-        await client.set(seat, holder)
-        restarted = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
-        async with asyncio.timeout(60):  # against a hang, not a timing assertion
-            await restarted.start()
-        assert await client.get(seat) != holder  # taken over
-        await restarted.aclose()
-    await client.aclose()
+    try:
+        seat = Keys(prefix).seat("a")
+        a = await workers("a", redis_url, prefix)
+        async with Runtime() as rt:
+            live = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
+            with pytest.raises(ConfigurationError, match="in use"):  # a live process on this host
+                await live.start()
+            await live.aclose()
+            holder = await client.get(seat)
+            assert holder is not None
+            await a.kill()
+            # the dead holder's seat without a TTL (as if it had just renewed it, for ever): only
+            # taking it over from the gone pid frees it, not its TTL running out
+            await client.set(seat, holder)
+            restarted = RedisControl(rt, redis_url, worker_id="a", prefix=prefix)
+            async with asyncio.timeout(60):  # against a hang, not a timing assertion
+                await restarted.start()
+            assert await client.get(seat) != holder  # taken over
+            await restarted.aclose()
+    finally:
+        await client.aclose()
 
 
 async def test_serve_refuses_a_worker_id_a_live_process_holds_with_exit_2(
@@ -145,25 +149,34 @@ async def test_a_worker_stalled_past_its_ttl_is_taken_over_by_nobody_and_comes_b
 
     keys = Keys(prefix)
     client = aioredis.from_url(redis_url)
-    a = await workers("a", redis_url, prefix, ttl_s=3.0)
-    b = await workers("b", redis_url, prefix)
-    run_id = await a.call("start", run_id="run-s", tenant="acme", turns=400, tick_s=0.02)
-    await listed(b, run_id)
-    seat = await client.get(keys.seat("a"))
-    assert a.proc is not None
-    a.proc.send_signal(signal.SIGSTOP)
     try:
-        await eventually(lambda: client.exists(keys.seat("a")), lambda n: n == 0)
-        refused = await b.call("submit", command=as_json(command(run_id, "pause")))
-        assert refused["status"] == "rejected" and "not found" in refused["reason"]
+        a = await workers("a", redis_url, prefix, ttl_s=3.0)
+        b = await workers("b", redis_url, prefix)
+        run_id = await a.call("start", run_id="run-s", tenant="acme", turns=400, tick_s=0.02)
+        await listed(b, run_id)
+        seat = await client.get(keys.seat("a"))
+        assert a.proc is not None
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            await eventually(lambda: client.exists(keys.seat("a")), lambda n: n == 0)
+            # its listing expires after its seat (each write of a changed run renews it): until
+            # then a command is sent to it, and, unanswered, is a ReceiptTimeout (it may still be
+            # applied once the worker runs again), as it should be
+            await eventually(
+                lambda: b.call("list", tenant="acme"),
+                lambda runs: all(r["run_id"] != run_id for r in runs),
+            )
+            refused = await b.call("submit", command=as_json(command(run_id, "pause")))
+            assert refused["status"] == "rejected" and "not found" in refused["reason"]
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        await eventually(lambda: client.get(keys.seat("a")), lambda held: held == seat)
+        await listed(b, run_id)
+        pause = await b.call("submit", command=as_json(command(run_id, "pause")))
+        assert pause["status"] == "accepted", pause
+        await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
     finally:
-        a.proc.send_signal(signal.SIGCONT)
-    await eventually(lambda: client.get(keys.seat("a")), lambda held: held == seat)
-    await listed(b, run_id)
-    pause = await b.call("submit", command=as_json(command(run_id, "pause")))
-    assert pause["status"] == "accepted", pause
-    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
-    await client.aclose()
+        await client.aclose()
 
 
 async def test_entries_read_as_the_worker_stalled_past_its_ttl_are_left_to_the_new_holder(
