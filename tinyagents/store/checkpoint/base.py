@@ -253,7 +253,8 @@ def check_write_keys(
     thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
 ) -> None:
     """``check_record_keys`` for pending writes: their thread, namespace, frontier, and each
-    write's task id, kind and key."""
+    write's task id, kind and key; a kind not in ``WRITE_KINDS`` is an ``ArgumentError`` too
+    (saved, it made every read of its frontier fail, ``read_write``)."""
     _check_key("thread_id", thread_id)
     _check_key("ns", ns)
     _check_key("frontier_id", frontier_id)
@@ -261,6 +262,12 @@ def check_write_keys(
         _check_key("task_id", w.task_id)
         _check_key("kind", w.kind)
         _check_key("key", w.key)
+        if w.kind not in WRITE_KINDS:
+            raise ArgumentError(
+                f"pending write of task {shown_id(w.task_id)!r} of thread {shown_id(thread_id)!r}: "
+                f"kind {w.kind!r} is none a checkpointer writes "
+                f"({', '.join(sorted(WRITE_KINDS))})"
+            )
 
 
 def stale_message(record: CheckpointRecord) -> str:
