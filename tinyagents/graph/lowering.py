@@ -46,7 +46,7 @@ from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.types import Command
-from tinyagents.harness.pausing import HoldBelow, adopted
+from tinyagents.harness.pausing import HoldBelow, adopted, newer_pause
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
@@ -196,8 +196,8 @@ class GraphSteering:
         self.own_pause = False
         self.held_by: set[str] | None = None
         self.from_above: dict[str, str] | None = None
-        #: The last pause of the run's own applied: a resume of its own sent before it (by
-        #: ``created_at``, then correlation id) never saw it and does not undo it.
+        #: The last pause of the run's own applied: a resume of its own said before it
+        #: never saw it and does not undo it (``newer_pause``).
         self.last_pause: SteeringCommand | None = None
 
     def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
@@ -231,8 +231,7 @@ class GraphSteering:
         origin = above.pop(cmd.correlation_id, None) if above else None
         if origin is None:
             self.own_pause = True
-            last = self.last_pause
-            if last is None or _said_before(last, cmd):
+            if newer_pause(self.last_pause, cmd) is None:
                 self.last_pause = cmd
             below = self.holding_below()
             if below.cause is None:
@@ -260,15 +259,13 @@ class GraphSteering:
         return True
 
     def newer_pause(self, cmd: SteeringCommand) -> SteeringCommand | None:
-        """The last pause of the run's own applied, if resume ``cmd`` (not one passed down)
-        was said before it: a human's resume ordered after a supervisor's critical pause at
-        one boundary would undo a pause it never saw (as ``harness.apply`` rules). Not the
-        other way round: a pause said before a resume still pauses (failing safe)."""
+        """The run's last own pause applied, if resume ``cmd`` of the run's own (not one
+        passed down, which lets go of its run's hold only) was said before it
+        (``harness.pausing.newer_pause``, as at an agent run's boundary)."""
         above = self.from_above
         if above is not None and cmd.correlation_id in above:
             return None
-        last = self.last_pause
-        return last if last is not None and _said_before(cmd, last) else None
+        return newer_pause(self.last_pause, cmd)
 
     def ended(self, status: RunStatus) -> None:
         """The run ended: let go of the runs it held (a run started below may outlive it)."""
@@ -777,11 +774,6 @@ async def wait_while_paused(
                 taken = []
     finally:
         inbox.paused = False
-
-
-def _said_before(cmd: SteeringCommand, other: SteeringCommand) -> bool:
-    """Whether ``cmd`` was said before ``other`` (``created_at``, then correlation id)."""
-    return (cmd.created_at, cmd.correlation_id) < (other.created_at, other.correlation_id)
 
 
 def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:

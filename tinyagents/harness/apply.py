@@ -6,6 +6,7 @@ from typing import Any
 
 from tinyagents.events.models import RunEvent
 from tinyagents.harness.context import ActiveRun
+from tinyagents.harness.pausing import newer_pause
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
@@ -130,7 +131,7 @@ async def _pause_or_resume(
     # pause of its own, or only holds from above).
     said: dict[str, Any] = {} if origin is None else {"from_above": origin}
     if cmd.kind is SteeringKind.PAUSE:
-        if _newer_pause(run, cmd) is None:
+        if newer_pause(run.last_pause, cmd) is None:
             run.last_pause = cmd
         was_paused = run.paused
         if was_paused:
@@ -151,7 +152,7 @@ async def _pause_or_resume(
         if resumes:
             await run.set_paused(False)
         inbox.applied(cmd, resumed=resumes, **said, **where)
-    elif (newer := _newer_pause(run, cmd)) is not None:
+    elif (newer := newer_pause(run.last_pause, cmd)) is not None:
         # a resume sent before the last pause applied (a human's, ordered after a
         # supervisor's critical pause at one boundary) would undo a pause it never saw. Not
         # the other way round: a pause sent before a resume still pauses (failing safe)
@@ -165,18 +166,6 @@ async def _pause_or_resume(
             await run.set_paused(False)
         inbox.applied(cmd, resumed=was_paused, **where)
     run.reconcile_pause(cmd)
-
-
-def _newer_pause(run: ActiveRun, cmd: SteeringCommand) -> SteeringCommand | None:
-    """The last pause applied to the run if ``cmd`` is older (by ``created_at``, then
-    correlation id): that pause was said after it."""
-    last = run.last_pause
-    if last is None or (cmd.created_at, cmd.correlation_id) >= (
-        last.created_at,
-        last.correlation_id,
-    ):
-        return None
-    return last
 
 
 def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand]:
@@ -201,7 +190,7 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
             if cmd.correlation_id not in seen:  # a history passed in may carry it already
                 run.messages.append(run.agent.renderer.render(cmd))
         elif kind is SteeringKind.PAUSE:
-            if _newer_pause(run, cmd) is None:  # an older resume is still overtaken
+            if newer_pause(run.last_pause, cmd) is None:  # an older resume is still overtaken
                 run.last_pause = cmd
             continue  # whether the run is paused is ``holding_pause``'s to say
         else:

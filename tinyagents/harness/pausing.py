@@ -70,6 +70,19 @@ def adopted(
     return above
 
 
+def newer_pause(last: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand | None:
+    """``last`` (the last pause applied to a run) if ``cmd`` was said before it (by
+    ``created_at``, then correlation id): a resume ordered after a critical pause at one
+    boundary would undo a pause it never saw. Not the other way round: a pause said before a
+    resume still pauses (failing safe). The one rule of agent and graph runs."""
+    if last is None or (cmd.created_at, cmd.correlation_id) >= (
+        last.created_at,
+        last.correlation_id,
+    ):
+        return None
+    return last
+
+
 class HoldBelow:
     """The hold one run (an agent or graph run, named ``name``) has on the runs below it
     (see the module)."""

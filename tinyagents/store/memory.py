@@ -46,7 +46,7 @@ class UsedNonces(Record):
     which a claim is a ``StoreError`` (claimed nonces cannot be let go before they expire)."""
 
     limit: int | None = None
-    _held: dict[str, datetime] = field(default_factory=dict, init=False, repr=False)
+    _held: set[str] = field(default_factory=set, init=False, repr=False)
     #: (forgotten at, nonce), the soonest first: a claim sweeps out those past.
     _ends: list[tuple[datetime, str]] = field(default_factory=list, init=False, repr=False)
 
@@ -54,7 +54,7 @@ class UsedNonces(Record):
         now = _clock.now()
         while self._ends and self._ends[0][0] < now:
             _, gone = heapq.heappop(self._ends)
-            self._held.pop(gone, None)
+            self._held.discard(gone)
         if nonce in self._held:
             return False
         if self.limit is not None and len(self._held) >= self.limit:
@@ -62,7 +62,7 @@ class UsedNonces(Record):
                 f"{len(self._held)} single-use nonces are held, the most this process keeps "
                 "(each until it expires): retry in a few seconds"
             )
-        self._held[nonce] = expires_at
+        self._held.add(nonce)
         heapq.heappush(self._ends, (expires_at + timedelta(seconds=NONCE_MARGIN_S), nonce))
         return True
 
