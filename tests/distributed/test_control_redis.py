@@ -1707,46 +1707,107 @@ async def test_the_newest_run_of_a_thread_is_told_by_redis_clock_not_a_workers(
             await rt_a.__aexit__(None, None, None)
 
 
-async def test_a_thread_command_a_durable_log_keeps_waits_for_a_run_on_its_own_worker(
-    redis_url: str, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A durable steering log: a SQLite file, or a PostgreSQL schema of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'b.db'}"
+        return
+    from services import drop_pg_schemas, pg_schema, postgres_dsn
+
+    dsn = postgres_dsn()
+    yield f"{dsn}{'&' if '?' in dsn else '?'}schema={pg_schema()}"
+    await drop_pg_schemas()
+
+
+def _durable_kw(prefix: str) -> dict[str, Any]:
+    return {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
+
+
+async def _logged_state(rt: Runtime, cmd: SteeringCommand) -> tuple[str, str | None] | None:
+    stored = await rt.store.get_command(cmd.correlation_id, scope="tenant:acme")  # type: ignore[union-attr]
+    return None if stored is None else (stored.state, stored.reason)
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["same-runtime", "after-restart"])
+async def test_a_thread_command_a_durable_log_keeps_is_rejected_once_its_thread_runs_elsewhere(
+    redis_url: str, prefix: str, log_url: str, restarted: bool
 ) -> None:
     """What docs/deploy.md says of a deferred thread command a durable steering log holds: it
     is not handed to another worker (its log's copy would be applied again by that log's
-    next runtime), so a run of the thread on worker a never takes it; the thread's next run
-    on b, the worker whose log holds it, does."""
-    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
-    kw["backoff_s"] = (0.05, 0.2)
-    async with Runtime() as rt_a, Runtime(store=f"sqlite:///{tmp_path / 'b.db'}") as rt_b:
+    next runtime), and it no longer waits there silently, its receipt ``deferred`` for ever,
+    while the thread's run goes on on another worker: once b sees a run of the thread listed
+    on worker a, b's log settles it ``rejected`` (a compare-and-set on its row), the reason
+    naming a and saying to send it again. It is applied nowhere, the next runtime on b's log
+    does not take it up, and the command sent again (a new id) reaches a's run. After a
+    restart (the sender's runtime closed after logging it) the restored row goes the same
+    way."""
+    kw = _durable_kw(prefix)
+    cancel = thread_cancel("t-logged")
+    if restarted:
+        async with Runtime(store=log_url) as first_b:
+            assert (await first_b.submit(cancel)).status == "deferred"
+    async with Runtime() as rt_a, Runtime(store=log_url) as rt_b:
         async with (
             RedisControl(rt_a, redis_url, worker_id="a", **kw) as rc_a,
             RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
         ):
-            rounds = [0]
-            waiting = rt_b.router.waiting_for_threads
-
-            def counted() -> Any:
-                rounds[0] += 1
-                return waiting()
-
-            monkeypatch.setattr(rt_b.router, "waiting_for_threads", counted)
-            cancel = thread_cancel("t-logged")
-            assert (await rc_b.submit(cancel)).status == "deferred"
+            if not restarted:
+                assert (await rc_b.submit(cancel)).status == "deferred"
             theirs = await rt_a.start(
                 slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-logged"
             )
-            await eventually(lambda: rc_b.get_run(theirs.run_id), lambda s: s is not None)
-            seen = rounds[0]
-            # three rounds of b's thread job with a's run listed: none handed it over
-            await eventually(lambda: asyncio.sleep(0, rounds[0]), lambda n: n >= seen + 3)
+            _, reason = await eventually(
+                lambda: _logged_state(rt_b, cancel),
+                lambda s: s is not None and s[0] == "rejected" and s[1] is not None,
+            )  # type: ignore[misc]
+            assert "worker 'a'" in reason and "send it again" in reason, reason  # type: ignore[operator]
+            assert rt_b.router.state(cancel.correlation_id, scope="tenant:acme") == "rejected"
+            assert rt_b.router.open_commands() == []
             assert rc_a.counters.received == 0
-            assert [c.correlation_id for c in rt_b.router.open_commands()] == [
-                cancel.correlation_id
-            ]
-            mine = await rt_b.start(
-                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-logged"
-            )
-            async with asyncio.timeout(60):
-                assert (await mine.result()).status is RunStatus.CANCELLED
             assert theirs.status is RunStatus.RUNNING
+            # sent again under a new id, it goes to the run where it is
+            again = thread_cancel("t-logged")
+            receipt = await rc_b.submit(again)
+            assert receipt.status == "accepted" and receipt.run_id == theirs.run_id, receipt
+            async with asyncio.timeout(60):
+                assert (await theirs.result()).status is RunStatus.CANCELLED
+    async with Runtime(store=log_url) as next_b:
+        assert next_b.router.open_commands() == []
+        assert await _logged_state(next_b, cancel) == ("rejected", reason)
+
+
+async def test_a_logged_thread_command_another_runtime_took_from_the_log_is_not_rejected(
+    redis_url: str, prefix: str, log_url: str
+) -> None:
+    """The rejection is a compare-and-set on the logged row, never a plain write: a runtime
+    sharing b's log took the command (deferred -> accepted, for a run of its own) before
+    b's thread job saw a's run listed. b drops its copy with no event, and the row stays
+    as that runtime left it; a plain write would have ended it ``rejected`` under a run
+    that holds it accepted."""
+    kw = _durable_kw(prefix)
+    cancel = thread_cancel("t-shared")
+    async with Runtime() as rt_a, Runtime(store=log_url) as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", **kw) as rc_a,
+            RedisControl(rt_b, redis_url, worker_id="b", **kw),
+        ):
+            assert (await rt_b.submit(cancel)).status == "deferred"
+            other: Any = rt_b.store
+            # the other runtime's take, through the same log (its own connection)
+            async with Runtime(store=log_url) as rt_c:
+                assert await rt_c.store.update_command(  # type: ignore[union-attr]
+                    cancel, state="accepted", run_id="run-elsewhere", from_state="deferred"
+                )
+            theirs = await rt_a.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-shared"
+            )
+            await eventually(
+                lambda: asyncio.sleep(0, rt_b.router.open_commands()), lambda c: c == []
+            )
+            stored = await other.get_command(cancel.correlation_id, scope="tenant:acme")
+            assert (stored.state, stored.run_id) == ("accepted", "run-elsewhere")
+            assert rt_b.router.state(cancel.correlation_id, scope="tenant:acme") is None
+            assert rc_a.counters.received == 0
             await theirs.cancel()
             await theirs.result()

@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 from tinyagents import _clock
 from tinyagents.distributed._base import (
+    POLICY,
     Backoff,
     ControlledRuntime,
     Outages,
@@ -83,6 +84,7 @@ from tinyagents.errors import (
     ControlPlaneUnavailable,
     InvalidCommandError,
     ReceiptTimeout,
+    StoreError,
 )
 from tinyagents.protocol.commands import (
     HumanActor,
@@ -108,6 +110,14 @@ redis.call('SET', KEYS[2], '1', 'EX', ARGV[2])
 return redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
 """
 _JOBS = ("mirror", "commands", "replies")
+#: Why an operator's thread command a durable steering log holds here is rejected once its
+#: thread's run is listed on another worker (``_refuse_logged``): the log's row cannot be
+#: handed there, and the run there would never see it.
+ELSEWHERE = (
+    "the thread's run is on worker {owner!r}, and a command deferred in this worker's "
+    "durable steering log is not handed to another worker: send it again (a new "
+    "correlation id) to reach that run"
+)
 _LIVE = frozenset({"running", "paused", "interrupted"})
 
 
@@ -619,7 +629,9 @@ class RedisControl:
         ``heartbeat_s``, and only while such commands wait (then the listing is read once per
         round). In one process the thread's next run takes them; a worker's run takes them
         on any worker. A command whose owner does not take it (Redis down, the owner
-        stopping, its run ended meanwhile) waits here again for the next round."""
+        stopping, its run ended meanwhile) waits here again for the next round. One a
+        durable steering log holds is not handed over: it is ended ``rejected`` once its
+        thread's run is listed elsewhere (``_refuse_logged``)."""
         while True:
             await asyncio.sleep(self.heartbeat_s)
             waiting = [
@@ -630,7 +642,12 @@ class RedisControl:
             # a command that cannot travel (too large for the wire) waits for a run here
             self._unsendable &= {_key(cmd) for cmd, _ in waiting}
             waiting = [(c, t) for c, t in waiting if _key(c) not in self._unsendable]
-            if not waiting or self._redis is None:
+            logged = [
+                (cmd, tenant)
+                for cmd, tenant in self.runtime.router.logged_for_threads()
+                if isinstance(cmd.actor, HumanActor)
+            ]
+            if not (waiting or logged) or self._redis is None:
                 self.outages.ran("threads")  # a round through: a restart after a crash works
                 continue
             try:
@@ -649,6 +666,23 @@ class RedisControl:
                 if newest is not None:
                     async with self._handing:
                         await self._hand_off(cmd, str(newest["worker"]))
+            for cmd, tenant in logged:
+                newest = _newest_on_thread(snapshots, getattr(cmd.target, "thread_id", ""), tenant)
+                if newest is not None:
+                    await self._refuse_logged(cmd, str(newest["worker"]))
+
+    async def _refuse_logged(self, cmd: SteeringCommand, owner: str) -> None:
+        """End ``cmd``, deferred here in a durable steering log, ``rejected`` (``ELSEWHERE``):
+        its thread's run is on ``owner``, and the log's row cannot be handed there. Handing
+        it over would need that row settled here in the same step as ``owner`` takes it;
+        without that, this log's next runtime applies it again (each worker's own store),
+        or ``owner``'s router finds its id logged and answers ``duplicate`` without running
+        it (one shared log). Left waiting, its receipt stayed ``deferred`` while the run
+        went on without it. A store that fails leaves it waiting for the next round."""
+        try:
+            await self.runtime.router.refuse_logged(cmd, ELSEWHERE.format(owner=owner), POLICY)
+        except StoreError as exc:
+            log.warning("thread command %s waits on here: %s", cmd.correlation_id, exc)
 
     def _waits_here(self, thread_id: str) -> bool:
         """Whether commands wait here for ``thread_id``'s next run, or one is being handed

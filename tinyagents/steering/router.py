@@ -305,7 +305,7 @@ class SteeringRouter:
         """(command, tenant among whose runs its thread resolves) of the commands deferred
         for the next run of a thread, that another runtime may take (``hand_off``): those the
         router holds in memory only (a command in a durable steering log is that log's: not
-        handed off)."""
+        handed off, ``logged_for_threads``)."""
         return [
             (tracked.cmd, self.registry.thread_tenant(tracked.cmd.actor))
             for key, waiting in self._waiting.items()
@@ -313,6 +313,61 @@ class SteeringRouter:
             for tracked in waiting.values()
             if tracked.state is CommandState.DEFERRED and not tracked.persisted
         ]
+
+    def logged_for_threads(self) -> list[tuple[SteeringCommand, str | None]]:
+        """(command, tenant among whose runs its thread resolves) of the commands deferred
+        for the next run of a thread that the durable steering log holds: the ones
+        ``waiting_for_threads`` leaves out. Another runtime cannot take one over (its log's
+        copy would be applied again by that log's next runtime); when the thread's run is
+        in another runtime, ``refuse_logged`` ends it instead of leaving it waiting. One
+        whose take by a run here may have reached the log (``unsure_take``) is left out:
+        that run settles it."""
+        return [
+            (tracked.cmd, self.registry.thread_tenant(tracked.cmd.actor))
+            for key, waiting in self._waiting.items()
+            if key.startswith(_THREAD)
+            for tracked in waiting.values()
+            if tracked.state is CommandState.DEFERRED
+            and tracked.persisted
+            and not tracked.unsure_take
+        ]
+
+    async def refuse_logged(self, cmd: SteeringCommand, reason: str, policy_id: str) -> bool:
+        """End ``cmd`` (``logged_for_threads``) ``rejected`` with ``reason``: its thread's run
+        is in another runtime, which cannot take it over, and left waiting here it would
+        stay ``deferred`` while that run goes on without it. The rejection is a
+        compare-and-set on its logged row (deferred -> rejected): if another runtime sharing
+        the log took or settled it first, it is dropped here with no event (it is theirs).
+        True once it is rejected; False when it was not waiting (any more: a run here took
+        it) or the log gave it to another runtime. While the write is under way no run here
+        takes it; if the write fails (``StoreError``) it waits again, or goes to a run of its
+        thread that registered here meanwhile."""
+        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        thread = _target_key(cmd)
+        waiting = self._waiting.get(thread)
+        tracked = waiting.get(key) if waiting is not None else None
+        if (
+            tracked is None
+            or not tracked.persisted
+            or tracked.unsure_take
+            or tracked.state is not CommandState.DEFERRED
+        ):
+            return False
+        del waiting[key]  # type: ignore[union-attr]
+        if not waiting:
+            del self._waiting[thread]
+        try:
+            receipt = await self._reject(tracked, reason, policy_id)
+        except BaseException:
+            if key in self._tracked and tracked.state is CommandState.DEFERRED:
+                tenant = self.registry.thread_tenant(cmd.actor)
+                handle = self.registry.for_thread(cmd.target.thread_id, tenant)  # type: ignore[union-attr]
+                if handle is None:
+                    self._waiting.setdefault(thread, {})[key] = tracked
+                else:  # a run of its thread registered here meanwhile: it takes it
+                    await self._hand_over(thread, tracked, handle)
+            raise
+        return receipt.status == ReceiptStatus.REJECTED
 
     async def hand_off(
         self, cmd: SteeringCommand, send: Callable[[SteeringCommand], Awaitable[bool]]
