@@ -747,6 +747,95 @@ async def test_a_take_whose_reply_was_lost_is_still_settled(tmp_path: Path) -> N
         assert stored is not None and stored.state == recorder.lifecycle("lost")[-1]
 
 
+async def test_refuse_logged_ends_a_logged_thread_command_rejected_once(tmp_path: Path) -> None:
+    """``refuse_logged`` (its thread's run is in another runtime, which cannot take a logged
+    row over) ends a thread command the durable log holds ``rejected``, in the log too, with
+    its reason and policy; asked again, or for a command held in memory only (that one is
+    handed over instead, ``hand_off``), it changes nothing. No run of the thread here takes
+    it afterwards."""
+    recorder = EventRecorder()
+    store = SqliteStore(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True, sinks=[recorder]) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="logged")
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        assert [c.correlation_id for c, _ in rt.router.logged_for_threads()] == ["logged"]
+        assert rt.router.waiting_for_threads() == []
+        assert await rt.router.refuse_logged(cmd, "elsewhere", "redis") is True
+        assert await rt.router.refuse_logged(cmd, "elsewhere", "redis") is False
+        assert rt.router.logged_for_threads() == []
+        run = await start_run(rt, "r-a", thread_id="t-1")
+        assert apply_ready(run) == []
+        await rt.flush()
+        assert recorder.lifecycle("logged") == ["requested", "deferred", "rejected"]
+        rejected = recorder.steering("logged")[-1]
+        assert (rejected.reason, rejected.policy_id) == ("elsewhere", "redis")
+        stored = await store.get_command("logged", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and (stored.state, stored.reason) == ("rejected", "elsewhere")
+    async with Runtime(testing=True) as memory:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="in-memory")
+        assert (await memory.submit(cmd)).status is ReceiptStatus.DEFERRED
+        assert memory.router.logged_for_threads() == []
+        assert await memory.router.refuse_logged(cmd, "elsewhere", "redis") is False
+        assert memory.router.state("in-memory", scope=dedupe_scope(OPERATOR)) == "deferred"
+
+
+class HeldRefusal(SqliteStore):
+    """A real SQLite store whose next move of a command to ``rejected`` (with ``fail_next``)
+    waits for ``gate`` and then fails with nothing written, as a full disk does."""
+
+    fail_next = False
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def update_command(
+        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+    ) -> bool:
+        if self.fail_next and state == "rejected":
+            self.fail_next = False
+            self.entered.set()
+            await self.gate.wait()
+            raise StoreError("database or disk is full")
+        return await super().update_command(cmd, state=state, run_id=run_id, from_state=from_state)
+
+
+@pytest.mark.parametrize("run_meanwhile", [False, True], ids=["waits-again", "run-here"])
+async def test_a_logged_thread_command_whose_refusal_fails_stays_the_logs(
+    tmp_path: Path, run_meanwhile: bool
+) -> None:
+    """``refuse_logged`` takes the command off the waiting list while its write is under way,
+    so no run here takes it meanwhile; a write that fails (nothing written) leaves it the
+    log's as before: waiting again for the thread's next run, or, when a run of its thread
+    registered here meanwhile, given to that run, and applied once."""
+    recorder = EventRecorder()
+    store = HeldRefusal(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True, sinks=[recorder]) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="logged")
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        store.fail_next = True
+        refusal = asyncio.create_task(rt.router.refuse_logged(cmd, "elsewhere", "redis"))
+        async with asyncio.timeout(60):  # a hang guard, not a timing assertion
+            await store.entered.wait()
+        run = None
+        if run_meanwhile:
+            run = await start_run(rt, "r-a", thread_id="t-1")
+            assert apply_ready(run) == []  # not while the refusal's write is under way
+        store.gate.set()
+        with pytest.raises(StoreError):
+            await refusal
+        if run is None:
+            assert [c.correlation_id for c, _ in rt.router.logged_for_threads()] == ["logged"]
+            run = await start_run(rt, "r-a", thread_id="t-1")
+        assert [c.correlation_id for c in apply_ready(run)] == ["logged"]
+        await rt.flush()
+        assert recorder.lifecycle("logged")[-1] == "applied"
+        assert "rejected" not in recorder.lifecycle("logged")
+        stored = await store.get_command("logged", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "applied"
+
+
 class FailingLog(SqliteStore):
     """A real SQLite store whose next ``append_command`` (with ``fail_next``) waits for
     ``gate`` and then fails with nothing written, as a full disk does."""
