@@ -390,7 +390,7 @@ async def test_values_keep_the_field_order_across_checkpoint_deltas(
     assert list((await theirs.aget_state(cfg())).values) == ["x", "q"]
 
 
-@pytest.mark.parametrize("channel", ["EphemeralValue", "Topic", "UntrackedValue"])
+@pytest.mark.parametrize("channel", ["EphemeralValue", "Topic"])
 def test_a_langgraph_channel_in_a_state_annotation_is_refused_by_name(channel: str) -> None:
     # LangGraph's channels were skipped as "not a reducer": the field silently kept the last
     # value (a Topic(accumulate=True) gave 'b' where LangGraph gives ['in', 'a', 'b'])

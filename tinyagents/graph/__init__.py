@@ -22,6 +22,7 @@ from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
 from tinyagents.graph.reducers import (
     REMOVE_ALL_MESSAGES,
     Overwrite,
+    UntrackedValue,
     add_messages,
     append,
     overwrite,
@@ -67,6 +68,7 @@ __all__ = [
     "StateUpdate",
     "StateView",
     "TaskState",
+    "UntrackedValue",
     "add_messages",
     "append",
     "default_retry_on",

@@ -87,10 +87,10 @@ class Planned(Record):
     arg: Any = UNSET
     held: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, untracked: frozenset[str] = frozenset()) -> dict[str, Any]:
         if self.arg is UNSET:
             return {"node": self.node, "held": True} if self.held else {"node": self.node}
-        return _encode_send(self.node, self.arg)
+        return _encode_send(self.node, self.arg, untracked)
 
     @classmethod
     def from_json(cls, data: dict[str, Any], graph: GraphCodec) -> Planned:
@@ -120,10 +120,14 @@ def joined(frontier: list[Planned], goto: list[str | Send]) -> list[Planned]:
 _ARG_TYPES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
 
 
-def _encode_send(node: str, arg: Any) -> dict[str, Any]:
+def _encode_send(node: str, arg: Any, untracked: frozenset[str] = frozenset()) -> dict[str, Any]:
     """A ``Send``'s node and argument as JSON; an argument that is a pydantic model or a
     dataclass instance also names its class, so it comes back as one (not a dict) where the
-    node's parameter has no annotation to say so."""
+    node's parameter has no annotation to say so. A dict argument is saved without its
+    ``untracked`` keys (LangGraph's ``sanitize_untracked_values_in_send``: a ``Send`` of
+    the state would save its ``UntrackedValue`` fields), as is an input's."""
+    if untracked and isinstance(arg, dict) and not untracked.isdisjoint(arg):
+        arg = {k: v for k, v in arg.items() if k not in untracked}
     if node == START:  # an input's writes, waiting for its first step: name the key
         encoded = {k: encode(v, f"the input's {k!r}") for k, v in arg.items()}
         return {"node": node, "arg": encoded}
@@ -164,8 +168,8 @@ def pending_input(head: Head) -> dict[str, Any] | None:
     return None
 
 
-def encode_goto(goto: list[str | Send]) -> list[Any]:
-    return [g if isinstance(g, str) else _encode_send(g.node, g.arg) for g in goto]
+def encode_goto(goto: list[str | Send], untracked: frozenset[str] = frozenset()) -> list[Any]:
+    return [g if isinstance(g, str) else _encode_send(g.node, g.arg, untracked) for g in goto]
 
 
 def decode_goto(data: list[Any], graph: GraphCodec) -> list[str | Send]:
@@ -218,6 +222,9 @@ class Head(Record):
     #: the runtime run that writes this thread (kept in checkpoint metadata, so the same
     #: run id continues after a restart and its durable steering commands find it)
     run_id: str | None = None
+    #: the graph's ``UntrackedValue`` channels: ``values`` holds them for the run, ``save``
+    #: leaves them out
+    untracked: frozenset[str] = frozenset()
 
     def staged(self, keys: Iterable[str]) -> Head:
         """A copy to change: the values of ``keys`` and the barriers are copied too, so a
@@ -248,6 +255,7 @@ class Head(Record):
             frontier=[],
             frontier_id=new_frontier_id() if saved else "",
             lineage=lineage or _clock.new_id("ln"),
+            untracked=graph.schema.untracked,
         )
 
 
@@ -283,12 +291,18 @@ async def load_head(
     if not chain:
         return None
     channels = graph.schema.channels
+    untracked = graph.schema.untracked
     base, *deltas = chain
-    values = {k: channels[k].decode(v) for k, v in base.values.items() if k in channels}
+    # (an untracked field's value, saved before the field was made one, is not restored)
+    values = {
+        k: channels[k].decode(v)
+        for k, v in base.values.items()
+        if k in channels and k not in untracked
+    }
     for record in deltas:
         for key, delta in record.values.items():
             channel = channels.get(key)
-            if channel is None:
+            if channel is None or key in untracked:
                 continue
             decoded = channel.decode(delta)
             try:
@@ -321,6 +335,7 @@ async def load_head(
         source=last.source,
         metadata=last.metadata,
         run_id=last.metadata.get("run_id"),
+        untracked=untracked,
     )
     if head.frontier:
         head.records = await load_records(graph, checkpointer, head)
@@ -436,12 +451,14 @@ def result_write(
     skipped_by: str | None = None,
 ) -> WriteRecord:
     channels = graph.schema.channels
+    untracked = graph.schema.untracked
     payload: dict[str, Any] = {
         "writes": [
             [k, encode(normalize_write(channels[k].reducer, v), f"the write to {k!r}")]
             for k, v in writes
+            if k not in untracked  # never saved: a resumed step goes on without it
         ],
-        "goto": encode_goto(goto),
+        "goto": encode_goto(goto, untracked),
     }
     if skipped:
         # cancelled by steering (no successors either), named by the cancel when known: a
@@ -514,6 +531,9 @@ async def save(
     ``StaleCheckpointError`` leaves the head as it was.
     """
     seq = head.seq + 1
+    untracked = head.untracked  # never saved (``UntrackedValue``)
+    if untracked and delta and not untracked.isdisjoint(delta):
+        delta = {k: v for k, v in delta.items() if k not in untracked}
     snapshot = (
         delta is None
         or seq % checkpointer.snapshot_every == 0
@@ -528,6 +548,8 @@ async def save(
         metadata.setdefault("parents", head.metadata["parents"])
     values = head.values if snapshot else delta
     assert values is not None
+    if untracked and snapshot and not untracked.isdisjoint(values):
+        values = {k: v for k, v in values.items() if k not in untracked}
     record = CheckpointRecord(
         thread_id=head.thread_id,
         ns=head.ns,
@@ -537,7 +559,7 @@ async def save(
         step=head.step,
         snapshot=snapshot,
         values={k: encode(v, repr(k)) for k, v in values.items()},
-        frontier=[p.to_json() for p in head.frontier],
+        frontier=[p.to_json(untracked) for p in head.frontier],
         frontier_id=head.frontier_id,
         lineage=head.lineage,
         source=source,

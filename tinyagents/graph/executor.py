@@ -372,6 +372,15 @@ class GraphRun:
             return False
         return not any(t.writes is not None or t.interrupts for t in tasks)
 
+    def forget_untracked(self) -> None:
+        """Drop the values of the ``UntrackedValue`` channels: a run woken where it rested
+        (managed, at an interrupt) goes on as the thread resumed would, from its checkpoint,
+        which never holds them; the same whether or not the process restarted meanwhile."""
+        values = self.head.values
+        for key in self.head.untracked:
+            if values.pop(key, MISSING) is not MISSING:
+                self._view = None  # (a dict view is a snapshot of the values)
+
     def breaks_after(self, tasks: list[Task]) -> bool:
         """Whether the run stops after the step ``tasks`` just finished: one of them is a node
         of ``interrupt_after`` and the graph goes on (its checkpoint is saved: ``run(None)``

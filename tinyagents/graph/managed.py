@@ -54,6 +54,7 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
                 return result
             # woken by a command, it goes on as the thread continued with that command would:
             # past the breakpoint of its first step (LangGraph's resuming run)
+            run.forget_untracked()  # (nor any value no checkpoint keeps)
             run.continues = True
             await steering.boundary(run)  # the commands that woke it: answers, redirects
     except Exception as exc:  # lowering ended the run (a cancel), or a step failed to save

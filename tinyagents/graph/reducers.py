@@ -150,6 +150,37 @@ class LastValue(Reducer):
         return writes[0], writes[0]
 
 
+class UntrackedValue(LastValue):
+    """A state field that is never checkpointed (LangGraph's ``UntrackedValue``)::
+
+        class State(TypedDict):
+            db: Annotated[Connection, UntrackedValue]  # or UntrackedValue(Connection)
+
+    The nodes after a write see it for the rest of that run, and the run's result holds it,
+    but no checkpoint, pending write or saved ``Send`` argument keeps it: ``get_state``, a
+    resumed, continued or forked run, and ``update_state`` do not have it, so its value
+    needs no JSON form (a connection, a client, a cache). ``guard`` (the default) allows one
+    write per superstep (more are an ``InvalidUpdateError``, as for a field with no
+    reducer); ``guard=False`` keeps the last of several, in task order. ``typ`` is
+    LangGraph's argument, taken for its signature: the field's annotation is its type."""
+
+    name = "untracked"
+
+    def __init__(self, typ: Any = None, guard: bool = True) -> None:
+        self.guard = guard
+
+    def apply(self, key: str, current: Any, writes: list[Any]) -> tuple[Any, Any]:
+        if len(writes) != 1 and self.guard:
+            raise InvalidUpdateError(
+                f"At key {key!r}: UntrackedValue(guard=True) can receive only one value per "
+                "step. Use guard=False if you want to store any one of multiple values."
+            )
+        return writes[-1], writes[-1]
+
+    def __repr__(self) -> str:
+        return f"UntrackedValue(guard={self.guard})"
+
+
 def _items(write: Any) -> list[Any]:
     if isinstance(write, (list, tuple)):
         return list(write)

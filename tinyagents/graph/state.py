@@ -36,6 +36,7 @@ from tinyagents.graph.reducers import (
     Messages,
     Overwrite,
     Reducer,
+    UntrackedValue,
     empty_value,
     overwritten,
     resolve,
@@ -162,6 +163,9 @@ class StateSchema(Record):
     #: the ``add_messages`` channels typed as LangChain messages (``Messages.langchain``):
     #: a node's writes to them are made LangChain messages as it returns (``node_writes``)
     langchain_keys: frozenset[str] = frozenset()
+    #: the ``UntrackedValue`` channels: never saved in a checkpoint, a pending write or a
+    #: saved ``Send`` argument (``checkpointing.save``, ``result_write``)
+    untracked: frozenset[str] = frozenset()
 
     def own(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` with this schema's channels only: what a node or router whose input
@@ -192,6 +196,7 @@ class StateSchema(Record):
             for name, channel in other.channels.items():
                 schema.channels.setdefault(name, channel)
             schema.langchain_keys = _langchain_keys(schema.channels)
+            schema.untracked = _untracked_keys(schema.channels)
             keys = frozenset(other.channels)
             if role == "input_schema":
                 schema.input_keys = keys
@@ -425,6 +430,23 @@ def _managed(annotation: Any) -> str | None:
     return None
 
 
+def _untracked(annotation: Any) -> UntrackedValue | None:
+    """The ``UntrackedValue`` anywhere in ``Annotated[T, ...]`` (LangGraph finds a channel
+    so, before a reducer in the last place): ours or LangGraph's, the class or an instance
+    (LangGraph's ``guard`` kept)."""
+    if get_origin(annotation) is not Annotated:
+        return None
+    for extra in get_args(annotation)[1:]:
+        if isinstance(extra, UntrackedValue):
+            return extra
+        if extra is UntrackedValue:
+            return UntrackedValue()
+        kind = extra if isinstance(extra, type) else type(extra)
+        if kind.__name__ == "UntrackedValue" and kind.__module__.startswith("langgraph.channels"):
+            return UntrackedValue(guard=getattr(extra, "guard", True) is not False)
+    return None
+
+
 def _refuse_langgraph_channel(cls: type, name: str, annotation: Any) -> None:
     """A LangGraph channel instance in ``Annotated[...]`` (``EphemeralValue(str)``,
     ``Topic(str)``, ...) is not a reducer: it was skipped, and the field silently kept the
@@ -558,12 +580,17 @@ def read_schema(cls: Any) -> StateSchema:
         if managed is not None:
             schema.managed[name] = managed
             continue
-        _refuse_langgraph_channel(cls, name, annotation)
-        base, fn = _split(annotation)
-        base = _without_required(base)
-        if fn is not None:
-            _check_reducer(cls, name, fn)
-        reducer = LastValue() if fn is None else resolve(fn, base)
+        untracked = _untracked(annotation)
+        if untracked is not None:
+            base, fn = _without_required(get_args(annotation)[0]), None
+            reducer: Reducer = untracked
+        else:
+            _refuse_langgraph_channel(cls, name, annotation)
+            base, fn = _split(annotation)
+            base = _without_required(base)
+            if fn is not None:
+                _check_reducer(cls, name, fn)
+            reducer = LastValue() if fn is None else resolve(fn, base)
         default = None
         if kind == "dataclass" and name in dc_fields:
             default = _dataclass_default(dc_fields[name])
@@ -580,7 +607,14 @@ def read_schema(cls: Any) -> StateSchema:
             name=name, annotation=base, reducer=reducer, default=default, constraints=constraints
         )
     schema.langchain_keys = _langchain_keys(schema.channels)
+    schema.untracked = _untracked_keys(schema.channels)
     return schema
+
+
+def _untracked_keys(channels: dict[str, Channel]) -> frozenset[str]:
+    return frozenset(
+        name for name, channel in channels.items() if isinstance(channel.reducer, UntrackedValue)
+    )
 
 
 def _langchain_keys(channels: dict[str, Channel]) -> frozenset[str]:
