@@ -14,6 +14,7 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 import pytest
 from langgraph_kit import OURS, THEIRS, cfg, lg_errors, pair, values
+from pydantic import BaseModel
 
 from tinyagents import Runtime
 from tinyagents.errors import InvalidUpdateError
@@ -313,3 +314,38 @@ async def test_a_managed_run_woken_by_an_answer_goes_on_without_its_untracked_va
     )
     result = await handle.result()
     assert result.output == {"log": ["a", "b:None:yes"]}
+
+
+class POurs(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+    log: Annotated[list[str], operator.add] = []
+    conn: Annotated[Any, UntrackedValue] = None
+    n: Annotated[int, UntrackedValue(int)] = 0
+
+
+class PTheirs(BaseModel):
+    model_config = {"arbitrary_types_allowed": True}
+    log: Annotated[list[str], operator.add] = []
+    conn: Annotated[Any, lg_channels.UntrackedValue] = None
+    n: Annotated[int, lg_channels.UntrackedValue(int)] = 0
+
+
+def pydantic_state(g: Any) -> Any:
+    def b(state: Any) -> dict[str, Any]:
+        return {"log": [f"b:{name_of(state.conn)}:{state.n}"]}
+
+    graph = g.StateGraph(POurs if g is OURS else PTheirs)
+    graph.add_node("a", lambda s: {"conn": Conn("c"), "n": 5, "log": ["a"]}).add_node("b", b)
+    return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", g.END)
+
+
+async def test_a_pydantic_state_with_untracked_fields(checkpointer: Checkpointer) -> None:
+    ours, theirs = pair(pydantic_state, checkpointer)
+    for given in ({"log": []}, {"log": [], "n": 3}):  # the second run: n is written anew
+        out = await theirs.ainvoke(given, cfg())
+        result = await ours.run(given, thread_id="1")
+        assert {**result.state, "conn": None} == {**out, "conn": None}
+        assert name_of(result.state["conn"]) == name_of(out["conn"]) == "c"
+        ours_values = (await ours.get_state("1")).values
+        assert ours_values == (await theirs.aget_state(cfg())).values
+    assert ours_values == {"log": ["a", "b:c:5", "a", "b:c:5"]}
