@@ -349,3 +349,32 @@ async def test_a_pydantic_state_with_untracked_fields(checkpointer: Checkpointer
         ours_values = (await ours.get_state("1")).values
         assert ours_values == (await theirs.aget_state(cfg())).values
     assert ours_values == {"log": ["a", "b:c:5", "a", "b:c:5"]}
+
+
+async def test_a_sub_graph_gets_and_hands_back_an_untracked_value(
+    checkpointer: Checkpointer,
+) -> None:
+    # the parent's Conn reaches the sub-graph as input (its own untracked field: saved
+    # nowhere in its namespace either), and the one the sub-graph writes reaches the
+    # parent's next node; after a resume inside the sub-graph, neither is there
+    def build(g: Any) -> Any:
+        def inner(state: Any) -> dict[str, Any]:
+            seen = name_of(state.get("conn"))
+            return {"log": [f"inner:{seen}:{g.interrupt('go?')}"], "conn": Conn("sub")}
+
+        sub = g.StateGraph(state_of(g)).add_node("inner", inner).add_edge(g.START, "inner")
+        graph = g.StateGraph(state_of(g))
+        graph.add_node("a", lambda s: {"conn": Conn("a")}).add_node("sub", sub.compile())
+        graph.add_node("c", lambda s: {"log": [f"c:{name_of(s.get('conn'))}"]})
+        graph.add_edge(g.START, "a").add_edge("a", "sub").add_edge("sub", "c")
+        return graph.add_edge("c", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    first = await ours.run({"log": []}, thread_id="1")
+    assert first.status == "interrupted"
+    out = await theirs.ainvoke(THEIRS.Command(resume="yes"), cfg())
+    result = await ours.run(Command(resume="yes"), thread_id="1")
+    assert {**result.state, "conn": None} == {**out, "conn": None}
+    assert result.state["log"] == ["inner:None:yes", "c:sub"]
+    assert name_of(result.state["conn"]) == name_of(out["conn"]) == "sub"
