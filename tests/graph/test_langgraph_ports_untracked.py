@@ -378,3 +378,35 @@ async def test_a_sub_graph_gets_and_hands_back_an_untracked_value(
     assert {**result.state, "conn": None} == {**out, "conn": None}
     assert result.state["log"] == ["inner:None:yes", "c:sub"]
     assert name_of(result.state["conn"]) == name_of(out["conn"]) == "sub"
+
+
+class Private(TypedDict, total=False):
+    secret: Annotated[Any, UntrackedValue]
+
+
+class PrivateTheirs(TypedDict, total=False):
+    secret: Annotated[Any, lg_channels.UntrackedValue]
+
+
+async def test_an_untracked_field_of_a_nodes_input_schema_is_saved_nowhere(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's private state: the field is a channel of the graph through b's input
+    # schema alone; a writes it, b reads it, then asks, and after the resume b sees none
+    def build(g: Any) -> Any:
+        def b(state: Any) -> dict[str, Any]:
+            seen = name_of(state.get("secret"))
+            return {"log": [f"b:{seen}:{g.interrupt('go?')}"]}
+
+        graph = g.StateGraph(state_of(g)).add_node("a", lambda s: {"secret": Conn("p")})
+        graph.add_node("b", b, input_schema=Private if g is OURS else PrivateTheirs)
+        return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    await theirs.ainvoke({"log": []}, cfg())
+    first = await ours.run({"log": []}, thread_id="1")
+    assert first.status == "interrupted"
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg())).values
+    out = await theirs.ainvoke(THEIRS.Command(resume="yes"), cfg())
+    result = await ours.run(Command(resume="yes"), thread_id="1")
+    assert result.state == values(out) == {"log": ["b:None:yes"]}

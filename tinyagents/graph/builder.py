@@ -283,6 +283,8 @@ class StateGraph:
                 schema.output_keys = state_keys
             for name in added:
                 schema.channels[name] = node_input.channels[name]
+            # its UntrackedValue fields are saved nowhere, as the state's own are
+            schema.untracked |= node_input.untracked.intersection(added)
         return node_input
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
