@@ -349,3 +349,52 @@ async def test_a_graph_run_continued_after_an_interrupt_keeps_the_hold_it_was_se
     hold.open()
     assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
     recorder.assert_every_command_terminal()
+
+
+async def _until(check: Any) -> None:
+    """Wait until ``check()`` (a run's status, which no event announces)."""
+    while not check():
+        await asyncio.sleep(0.01)
+
+
+def _asking(asked: list[int]) -> Any:
+    """ask (asks ``ok?``, counting each time its node runs) → b."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        asked.append(1)
+        return {"log": [f"ask:{interrupt('ok?')['approved']}"]}
+
+    built = StateGraph(LogState).add_node("ask", ask).add_node("b", logger("b"))
+    built.add_edge(START, "ask").add_edge("ask", "b").add_edge("b", END)
+    return built.compile(checkpointer=MemoryCheckpointer(), name="asks")
+
+
+async def test_a_pause_landing_on_a_graph_resting_on_an_interrupt_does_not_say_it_resumed(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    """A graph run waiting for an answer is paused from above and let go of: it never went on
+    from its interrupt (no ``graph.resumed``, its question is not asked again, it still waits
+    for the answer); the answer then lets it go on, once."""
+    parent, hold = await _held_parent(rt)
+    asked: list[int] = []
+    graph = await rt.start_graph(_asking(asked), {}, thread_id="t", parent=parent)
+    question = await _event(waiter, "graph.interrupt", graph.run_id)
+    await parent.pause(actor=OPERATOR)
+    await _event(waiter, "steering.applied", graph.run_id, kind=SteeringKind.PAUSE)
+    assert graph.status is RunStatus.PAUSED
+    await parent.resume(actor=OPERATOR)
+    await _event(waiter, "steering.applied", graph.run_id, kind=SteeringKind.RESUME)
+    await asyncio.wait_for(_until(lambda: graph.status is RunStatus.INTERRUPTED), 60)
+    assert [e for e in recorder.events if e.type == "graph.resumed"] == []
+    assert asked == [1]
+    assert len([e for e in recorder.events if e.type == "graph.interrupt"]) == 1
+
+    await graph.submit(
+        SteeringKind.APPROVE, {"interrupt_id": question.data["interrupt_id"]}, actor=OPERATOR
+    )
+    result = await asyncio.wait_for(graph.result(), 60)
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["ask:True", "b"]
+    assert len([e for e in recorder.events if e.type == "graph.resumed"]) == 1
+    hold.open()
+    assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()

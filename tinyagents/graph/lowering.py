@@ -186,6 +186,11 @@ class GraphSteering:
         self.cancelled: dict[str, SteeringCommand] = {}
         #: a pause held the run at the boundary being lowered
         self.held = False
+        #: since the run came to rest on interrupts (``at_rest``), a command other than a
+        #: pause or resume of the whole run was taken: woken only to be paused and let go
+        #: of, it did not go on (the managed loop lets it rest again, and says no
+        #: ``graph.resumed``)
+        self.stirred = False
         #: The run's hold on the runs below it (made by its first pause of its own, by
         #: ``hold_below``), held while such a pause pauses it; paused by a pause of its own;
         #: the runs above whose hold pauses it; the pauses and resumes runs above passed
@@ -298,11 +303,13 @@ class GraphSteering:
         inbox = self.handle.inbox
         for boundary in AGENT_BOUNDARIES.values():
             for cmd in inbox.queue.pop_ready(boundary, paused=inbox.paused):
+                self.stirred = True
                 inbox.failed(cmd, undeliverable(cmd, self.handle.run_id) or "undeliverable")
 
     async def at_rest(self, run: GraphRun) -> bool:
         """The run stopped with every unfinished task on an interrupt: whether it goes on
         (a command is due, perhaps after waiting for one when it waits on interrupts)."""
+        self.stirred = False
         if self._due_at_rest():
             self.resting = True
             return True
@@ -312,7 +319,6 @@ class GraphSteering:
             while not self._due_at_rest():
                 await self.handle.inbox.wait()
         self.resting = True
-        self.events.resumed(run)
         return True
 
     def _due_at_rest(self) -> bool:
@@ -369,6 +375,8 @@ async def lower_all(
     pending, done = list(cmds), []
     while pending:
         cmd = pending.pop(0)
+        if cmd.kind not in _PAUSE_KINDS or not _run_level(cmd):
+            steering.stirred = True
         try:
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
                 steering.took_pause(cmd)

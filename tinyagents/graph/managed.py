@@ -50,13 +50,21 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
             if result.status != "interrupted" or not result.interrupts:
                 return result  # completed, failed, or stopped at a breakpoint
             events.interrupted(run, result)
-            if not await steering.at_rest(run):
-                return result
+            while True:
+                if not await steering.at_rest(run):
+                    return result
+                # it goes on, if at all, as the thread continued would: with no value that no
+                # checkpoint keeps (``UntrackedValue``)
+                run.forget_untracked()
+                await steering.boundary(run)  # the commands that woke it: answers, redirects
+                if steering.stirred:
+                    break
+                # only paused and let go of (a pause of its own, or one passed down): it never
+                # went on from its interrupts, and rests on them again, asking nothing anew
             # woken by a command, it goes on as the thread continued with that command would:
             # past the breakpoint of its first step (LangGraph's resuming run)
-            run.forget_untracked()  # (nor any value no checkpoint keeps)
+            events.resumed(run)
             run.continues = True
-            await steering.boundary(run)  # the commands that woke it: answers, redirects
     except Exception as exc:  # lowering ended the run (a cancel), or a step failed to save
         result = run.result("failed")
         result.error = exc
