@@ -353,7 +353,7 @@ async def test_a_graph_run_continued_after_an_interrupt_keeps_the_hold_it_was_se
 
 async def _until(check: Any) -> None:
     """Wait until ``check()`` (a run's status, which no event announces)."""
-    while not check():
+    while not check():  # noqa: ASYNC110 (a run status, no event to wait on)
         await asyncio.sleep(0.01)
 
 
@@ -395,6 +395,69 @@ async def test_a_pause_landing_on_a_graph_resting_on_an_interrupt_does_not_say_i
     result = await asyncio.wait_for(graph.result(), 60)
     assert result.status is RunStatus.COMPLETED and result.output["log"] == ["ask:True", "b"]
     assert len([e for e in recorder.events if e.type == "graph.resumed"]) == 1
+    hold.open()
+    assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_graphs_own_resume_said_before_a_pause_passed_down_does_not_end_that_hold(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    """A resume said before a pause never ends that pause, whoever sent it: the graph's own
+    resume, delivered behind a (critical) pause its parent passed down, is superseded by it,
+    as an agent run's is; the parent's resume lets the graph go on."""
+    parent, hold = await _held_parent(rt)
+    gate = asyncio.Event()
+    graph = await rt.start_graph(gated_chain(gate), {}, parent=parent)
+    await _event(waiter, "graph.task_started", graph.run_id, node="a")
+    early = await graph.resume(actor=CHILD_OPERATOR)
+    await parent.pause(actor=OPERATOR, priority=SteeringPriority.CRITICAL)
+    by_parent = SteeringActor.parent_agent(parent.run_id, "parent")
+    await _event(waiter, "steering.accepted", graph.run_id, kind=SteeringKind.PAUSE)
+    gate.set()
+    held = await _event(
+        waiter, "steering.applied", graph.run_id, kind=SteeringKind.PAUSE, actor=by_parent
+    )
+    assert held.affected["from_above"] == parent.run_id
+    superseded = await _event(
+        waiter, "steering.superseded", graph.run_id, correlation_id=early.correlation_id
+    )
+    assert superseded.superseded_by == held.correlation_id
+    assert graph.status is RunStatus.PAUSED
+    assert not _started(waiter, graph.run_id, "b")
+    await parent.resume(actor=OPERATOR)
+    result = await asyncio.wait_for(graph.result(), 60)
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b", "c"]
+    hold.open()
+    assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_graphs_own_resume_ends_its_own_earlier_pause_but_not_a_later_hold(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    """The graph's operator pauses it and resumes it; its parent is paused (critical) in
+    between; all three land at one boundary, the parent's first. The resume ends the pause
+    it was said after, not the hold said after it: the graph stays paused, by the hold
+    (``paused_by: above``), and goes on when the parent is resumed."""
+    parent, hold = await _held_parent(rt)
+    gate = asyncio.Event()
+    graph = await rt.start_graph(gated_chain(gate), {}, parent=parent)
+    await _event(waiter, "graph.task_started", graph.run_id, node="a")
+    await graph.pause("mine", actor=CHILD_OPERATOR)
+    mine = await graph.resume(actor=CHILD_OPERATOR)
+    await parent.pause(actor=OPERATOR, priority=SteeringPriority.CRITICAL)
+    await _event(waiter, "steering.accepted", graph.run_id, kind=SteeringKind.PAUSE)
+    gate.set()
+    resumed = await _event(
+        waiter, "steering.applied", graph.run_id, correlation_id=mine.correlation_id
+    )
+    assert resumed.affected == {"paused": True, "paused_by": "above"}
+    assert graph.status is RunStatus.PAUSED
+    assert not _started(waiter, graph.run_id, "b")
+    await parent.resume(actor=OPERATOR)
+    result = await asyncio.wait_for(graph.result(), 60)
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["a", "b", "c"]
     hold.open()
     assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
     recorder.assert_every_command_terminal()

@@ -14,7 +14,7 @@ from typing import Any
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.events import SteeringEvent
-from tinyagents.protocol import SteeringActor, SteeringKind
+from tinyagents.protocol import SteeringActor, SteeringKind, SteeringPriority
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -214,4 +214,79 @@ async def test_a_child_started_under_a_paused_parent_starts_paused(
     assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
     hold.open()
     assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def _held_child(rt: Runtime) -> tuple[Any, Any, Gate, Gate]:
+    """A parent waiting inside its tool ``hold`` and a child waiting inside ``child-hold``:
+    each reaches its next boundary only when the test lets go of its gate."""
+    hold, child_hold = Gate("hold"), Gate("child-hold")
+    parent = await rt.start(
+        Agent("parent", ScriptedModel([tool_call("hold"), "p"]), tools=[hold.tool()]), "go"
+    )
+    await asyncio.wait_for(hold.entered.wait(), 60)
+    child = await rt.start(
+        Agent("child", ScriptedModel([tool_call("child-hold"), "c"]), tools=[child_hold.tool()]),
+        "x",
+        parent=parent,
+    )
+    await asyncio.wait_for(child_hold.entered.wait(), 60)
+    return parent, child, hold, child_hold
+
+
+async def test_a_childs_own_resume_said_before_a_pause_passed_down_does_not_end_that_hold(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """A resume said before a pause never ends that pause, whoever sent it: the child's own
+    resume, delivered behind a (critical) pause its parent passed down, is superseded by it."""
+    parent, child, hold, child_hold = await _held_child(rt)
+    early = await child.resume(actor=CHILD_OPERATOR)
+    await parent.pause(actor=OPERATOR, priority=SteeringPriority.CRITICAL)
+    await _event(waiter, "steering.accepted", child.run_id, kind=SteeringKind.PAUSE)
+    child_hold.open()
+    superseded = await _event(
+        waiter, "steering.superseded", child.run_id, correlation_id=early.correlation_id
+    )
+    (held,) = _of(recorder, child.run_id, "steering.applied", SteeringKind.PAUSE)
+    assert held.affected["from_above"] == parent.run_id
+    assert superseded.superseded_by == held.correlation_id
+    assert child.info.status is RunStatus.PAUSED
+    await parent.resume(actor=OPERATOR)
+    hold.open()
+    for run in (child, parent):
+        assert (await asyncio.wait_for(run.result(), 60)).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_childs_own_resume_ends_its_own_earlier_pause_but_not_a_later_hold(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """The child's operator pauses and resumes it; its parent is paused (critical) in
+    between; all three land at one boundary, the parent's first. The resume ends the pause
+    it was said after, not the hold said after it (it is not lost either): the child stays
+    paused by the hold only, and goes on when the parent's resume lets go of it."""
+    parent, child, hold, child_hold = await _held_child(rt)
+    await child.pause("mine", actor=CHILD_OPERATOR)
+    mine = await child.resume(actor=CHILD_OPERATOR)
+    await parent.pause(actor=OPERATOR, priority=SteeringPriority.CRITICAL)
+    await _event(waiter, "steering.accepted", child.run_id, kind=SteeringKind.PAUSE)
+    child_hold.open()
+    resumed = await _event(
+        waiter, "steering.applied", child.run_id, correlation_id=mine.correlation_id
+    )
+    assert resumed.affected.get("resumed") is False
+    assert resumed.affected.get("paused_by") == "above"
+    assert child.info.status is RunStatus.PAUSED
+    await parent.resume(actor=OPERATOR)
+    let_go = await _event(
+        waiter,
+        "steering.applied",
+        child.run_id,
+        kind=SteeringKind.RESUME,
+        actor=SteeringActor.parent_agent(parent.run_id, "parent"),
+    )
+    assert let_go.affected.get("resumed") is True
+    hold.open()
+    for run in (child, parent):
+        assert (await asyncio.wait_for(run.result(), 60)).status is RunStatus.COMPLETED
     recorder.assert_every_command_terminal()

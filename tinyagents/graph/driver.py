@@ -340,7 +340,7 @@ async def start_graph_run(
         run.task_hooks = entries
         earlier = handle.driver
         if isinstance(earlier, GraphRunDriver):  # continued: what runs above passed down to
-            steering.from_above = earlier.steering.from_above  # it and it has not applied
+            steering.pauses.from_above = earlier.steering.pauses.from_above  # not applied
         handle.driver = GraphRunDriver(runtime, graph, run, steering, entries)
         handle.policies = [
             GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None, run=run)

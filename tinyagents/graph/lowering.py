@@ -46,7 +46,7 @@ from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.types import Command
-from tinyagents.harness.pausing import HoldBelow, adopted, newer_pause
+from tinyagents.harness.pausing import HoldBelow, Pauses
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
@@ -89,7 +89,7 @@ GRAPH_KINDS = RESUME_KINDS | {
     SteeringKind.RESUME,
     SteeringKind.REQUEST_STATUS,
 }
-#: A run's pause and resume (a held run's pauses are counted: ``GraphSteering.took_pause``).
+#: A run's pause and resume (whose pauses hold it: ``GraphSteering.pauses``).
 _PAUSE_KINDS = frozenset({SteeringKind.PAUSE, SteeringKind.RESUME})
 #: What can be applied on a fork of the thread (``fork=True``).
 FORK_KINDS = RESUME_KINDS | {SteeringKind.REDIRECT, SteeringKind.UPDATE_STATE}
@@ -192,22 +192,16 @@ class GraphSteering:
         #: ``graph.resumed``)
         self.stirred = False
         #: The run's hold on the runs below it (made by its first pause of its own, by
-        #: ``hold_below``), held while such a pause pauses it; paused by a pause of its own;
-        #: the runs above whose hold pauses it; the pauses and resumes runs above passed
-        #: down, until applied (correlation id → the run above). As an agent run's
-        #: (``tinyagents.harness.pausing``).
+        #: ``hold_below``), held while such a pause pauses it.
         self.below: HoldBelow | None = None
         self._hold_below = hold_below
-        self.own_pause = False
-        self.held_by: set[str] | None = None
-        self.from_above: dict[str, str] | None = None
-        #: The last pause of the run's own applied: a resume of its own said before it
-        #: never saw it and does not undo it (``newer_pause``).
-        self.last_pause: SteeringCommand | None = None
+        #: Whose pauses hold the run (its own, runs above it) and the pauses and resumes
+        #: passed down to it not applied yet: the one book of agent and graph runs.
+        self.pauses = Pauses()
 
     def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
         """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""
-        self.from_above = adopted(self.from_above, cmd, origin)
+        self.pauses.adopt(cmd, origin)
         return True
 
     def holding_below(self) -> HoldBelow:
@@ -220,9 +214,9 @@ class GraphSteering:
         """A run-level pause or resume of the run's own was queued: a ``next_boundary``
         pause (its boundary between supersteps is sure to come) holds the runs below at
         once, a resume lets go of them at once (a node waiting on a sub-agent ends only
-        when that agent is done); what was passed down to the run is not passed on."""
-        above = self.from_above
-        if not _run_level(cmd) or (above is not None and cmd.correlation_id in above):
+        when that agent is done); what was passed down to the run is not passed on.
+        Applying either sets the hold right again (``_reconcile``)."""
+        if not _run_level(cmd) or self.pauses.passed_down(cmd):
             return
         if cmd.kind is SteeringKind.PAUSE:
             if cmd.delivery is SteeringDelivery.NEXT_BOUNDARY:
@@ -230,47 +224,50 @@ class GraphSteering:
         elif self.below is not None and self.below.cause is not None:
             self.below.resumed_by(cmd)
 
-    def took_pause(self, cmd: SteeringCommand) -> None:
-        """Run-level pause ``cmd`` is applied: the run's own, or a hold of a run above."""
-        above = self.from_above
-        origin = above.pop(cmd.correlation_id, None) if above else None
-        if origin is None:
-            self.own_pause = True
-            if newer_pause(self.last_pause, cmd) is None:
-                self.last_pause = cmd
-            below = self.holding_below()
-            if below.cause is None:
-                below.hold(cmd)
-        else:
-            if self.held_by is None:
-                self.held_by = set()
-            self.held_by.add(origin)
-
-    def took_resume(self, cmd: SteeringCommand) -> bool:
-        """Run-level resume ``cmd`` is applied: whether the run goes on. One passed down
-        lets go of its run's hold only; the run's own lets go of every hold, and of the
-        runs below it."""
-        above = self.from_above
-        origin = above.pop(cmd.correlation_id, None) if above else None
+    def took_pause(self, cmd: SteeringCommand) -> dict[str, Any]:
+        """Run-level pause ``cmd`` is applied: the run's own, or a hold of a run above.
+        Returns what its ``steering.applied`` says of whose it is, as an agent run's:
+        ``from_above`` (the run above whose hold it is) and, on a run paused already,
+        ``paused_by`` (``own`` or ``above``)."""
+        pauses, said = self.pauses, {}
+        if pauses.paused:
+            said["paused_by"] = pauses.by()
+        origin = pauses.pause(cmd)
         if origin is not None:
-            if self.held_by is not None:
-                self.held_by.discard(origin)
-            return not self.own_pause and not self.held_by
-        self.own_pause = False
-        if self.held_by:
-            self.held_by.clear()
-        if self.below is not None and self.below.cause is not None:
-            self.below.resumed_by(cmd)
-        return True
+            said["from_above"] = origin
+        self._reconcile(cmd)
+        return said
 
-    def newer_pause(self, cmd: SteeringCommand) -> SteeringCommand | None:
-        """The run's last own pause applied, if resume ``cmd`` of the run's own (not one
-        passed down, which lets go of its run's hold only) was said before it
-        (``harness.pausing.newer_pause``, as at an agent run's boundary)."""
-        above = self.from_above
-        if above is not None and cmd.correlation_id in above:
-            return None
-        return newer_pause(self.last_pause, cmd)
+    def took_resume(self, cmd: SteeringCommand) -> bool | None:
+        """Run-level resume ``cmd`` is applied, and reported: whether the run goes on (no
+        pause holds it any more), None if it was superseded (said before every pause it
+        would end: ``Pauses.resume``). One passed down ends its run's hold only; the run's
+        own ends its own pause and every hold, and lets go of the runs below."""
+        pauses, inbox = self.pauses, self.handle.inbox
+        resumed = pauses.resume(cmd)
+        said: dict[str, Any] = {}
+        if resumed.origin is not None:
+            said["from_above"] = resumed.origin
+        if resumed.superseded_by is not None:
+            inbox.superseded(cmd, resumed.superseded_by.correlation_id)
+        else:
+            if pauses.paused:
+                said["paused_by"] = pauses.by()
+            inbox.applied(cmd, paused=pauses.paused, **said)
+        self._reconcile(cmd)
+        return None if resumed.superseded_by is not None else not pauses.paused
+
+    def _reconcile(self, cause: SteeringCommand) -> None:
+        """After a pause or resume applied: the runs below are held while this run is paused
+        by a pause of its own, and let go of otherwise (as an agent run's)."""
+        below = self.below
+        holding = below is not None and below.cause is not None
+        own = self.pauses.own is not None
+        if own and not holding:
+            self.holding_below().hold(cause)
+        elif not own and holding:
+            assert below is not None
+            below.resumed_by(cause)
 
     def ended(self, status: RunStatus) -> None:
         """The run ended: let go of the runs it held (a run started below may outlive it)."""
@@ -379,11 +376,17 @@ async def lower_all(
             steering.stirred = True
         try:
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
-                steering.took_pause(cmd)
-                inbox.applied(cmd, paused=True, step=run.head.step)
+                said = steering.took_pause(cmd)
+                inbox.applied(cmd, paused=True, step=run.head.step, **said)
                 done.append(cmd)
                 await wait_while_paused(steering, run, behind=pending)
                 steering.held = True
+                continue
+            if cmd.kind is SteeringKind.RESUME and _run_level(cmd):
+                # not paused: it still ends what it ends (a hold passed down), or is
+                # superseded by a pause said after it
+                if steering.took_resume(cmd) is not None:
+                    done.append(cmd)
                 continue
             earlier = await steering.recovery.find(run, cmd)
             if earlier is not None:  # re-delivered after a crash: its effect is saved
@@ -468,9 +471,7 @@ async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) ->
         return affected
     if kind is SteeringKind.CANCEL:
         return await _cancel(steering, run, cmd)
-    if kind is SteeringKind.RESUME:
-        if _run_level(cmd):  # not paused: it still ends what it ends (a hold passed down)
-            steering.took_resume(cmd)
+    if kind is SteeringKind.RESUME:  # of a task or node (the run's: ``lower_all``)
         return {"paused": False}
     if kind is SteeringKind.REQUEST_STATUS:
         return _status(steering, run)
@@ -748,18 +749,14 @@ async def wait_while_paused(
                 for pos, ctl in enumerate(taken):
                     stop: BaseException | None = None
                     cancel: SteeringCommand | None = None
-                    if ctl.kind is SteeringKind.RESUME and (newer := steering.newer_pause(ctl)):
-                        inbox.superseded(ctl, newer.correlation_id)
-                    elif ctl.kind is SteeringKind.RESUME:
-                        goes = steering.took_resume(ctl)
-                        if goes:
+                    if ctl.kind is SteeringKind.RESUME:
+                        if steering.took_resume(ctl):
                             inbox.paused = False
-                        inbox.applied(ctl, paused=not goes)
                     elif ctl.kind is SteeringKind.PAUSE and _run_level(ctl):
                         # paused already: it holds the run too (its own, or a run above's)
-                        steering.took_pause(ctl)
+                        said = steering.took_pause(ctl)
                         inbox.paused = True
-                        inbox.applied(ctl, paused=True, step=run.head.step)
+                        inbox.applied(ctl, paused=True, step=run.head.step, **said)
                     elif ctl.kind is SteeringKind.CANCEL and _run_level(ctl):
                         inbox.applied(ctl, run_id=handle.run_id)
                         stop = RunCancelled(

@@ -6,7 +6,6 @@ from typing import Any
 
 from tinyagents.events.models import RunEvent
 from tinyagents.harness.context import ActiveRun
-from tinyagents.harness.pausing import newer_pause
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
@@ -118,53 +117,42 @@ async def apply(
 async def _pause_or_resume(
     run: ActiveRun, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
 ) -> None:
-    """A pause is the run's own (its operator's) or a hold of a run above it, passed down
-    (``run.from_above``, ``tinyagents.harness.pausing``); the run is paused while anything
-    holds it. A resume passed down lets go of its run's hold only; the run's own resume lets
-    go of every hold. Either way the run then holds, or lets go of, the runs below it."""
-    inbox = run.handle.inbox
-    above = run.from_above
-    origin = above.pop(cmd.correlation_id, None) if above else None
+    """A pause is the run's own (its operator's) or a hold of a run above it, passed down;
+    the run is paused while anything holds it, and a resume ends only what was said before
+    it (``run.pauses``, ``tinyagents.harness.pausing.Pauses``, as a graph run's). Either way
+    the run then holds, or lets go of, the runs below it."""
+    inbox, pauses = run.handle.inbox, run.pauses
     # Its event says whose pause it is (a watcher such as the supervisor tells a hold passed
     # down from a pause on the run itself): ``from_above`` names the run above whose hold it
-    # is, and a pause landing on a run paused already says what held it (``paused_by``: a
-    # pause of its own, or only holds from above).
-    said: dict[str, Any] = {} if origin is None else {"from_above": origin}
+    # is, and a pause landing on a run paused already, or a resume leaving it paused, says
+    # what holds it (``paused_by``: a pause of its own, or only holds from above).
+    said: dict[str, Any] = {}
     if cmd.kind is SteeringKind.PAUSE:
-        if newer_pause(run.last_pause, cmd) is None:
-            run.last_pause = cmd
         was_paused = run.paused
         if was_paused:
-            said["paused_by"] = "own" if run.own_pause else "above"
-        if origin is None:
-            run.own_pause = True
-        else:
-            if run.held_by is None:
-                run.held_by = set()
-            run.held_by.add(origin)
+            said["paused_by"] = pauses.by()
+        origin = pauses.pause(cmd)
+        if origin is not None:
+            said["from_above"] = origin
         if not was_paused:
             await run.set_paused(True)
         inbox.applied(cmd, boundary=boundary.value, paused=not was_paused, **said, **where)
-    elif origin is not None:
-        if run.held_by is not None:
-            run.held_by.discard(origin)
-        resumes = run.paused and not run.own_pause and not run.held_by
-        if resumes:
-            await run.set_paused(False)
-        inbox.applied(cmd, resumed=resumes, **said, **where)
-    elif (newer := newer_pause(run.last_pause, cmd)) is not None:
-        # a resume sent before the last pause applied (a human's, ordered after a
-        # supervisor's critical pause at one boundary) would undo a pause it never saw. Not
-        # the other way round: a pause sent before a resume still pauses (failing safe)
-        inbox.superseded(cmd, newer.correlation_id)
+        run.reconcile_pause(cmd)
+        return
+    resumed = pauses.resume(cmd)
+    if resumed.origin is not None:
+        said["from_above"] = resumed.origin
+    if resumed.superseded_by is not None:
+        # said before every pause it would end (a human's resume ordered after a
+        # supervisor's critical pause at one boundary) it would undo a pause it never saw.
+        # Not the other way round: a pause said before a resume still pauses (failing safe)
+        inbox.superseded(cmd, resumed.superseded_by.correlation_id)
     else:
-        run.own_pause = False
-        if run.held_by:
-            run.held_by.clear()
-        was_paused = run.paused
-        if was_paused:
+        if resumed.ended:
             await run.set_paused(False)
-        inbox.applied(cmd, resumed=was_paused, **where)
+        elif pauses.paused:
+            said["paused_by"] = pauses.by()
+        inbox.applied(cmd, resumed=resumed.ended, **said, **where)
     run.reconcile_pause(cmd)
 
 
@@ -190,8 +178,7 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
             if cmd.correlation_id not in seen:  # a history passed in may carry it already
                 run.messages.append(run.agent.renderer.render(cmd))
         elif kind is SteeringKind.PAUSE:
-            if newer_pause(run.last_pause, cmd) is None:  # an older resume is still overtaken
-                run.last_pause = cmd
+            run.pauses.restored(cmd, holding=False)  # an older resume is still overtaken
             continue  # whether the run is paused is ``holding_pause``'s to say
         else:
             continue  # resume, cancel, status …: events of that incarnation, not run state

@@ -26,6 +26,7 @@ from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
     from tinyagents.events.models import Event
+    from tinyagents.harness.pausing import Pauses
     from tinyagents.protocol.commands import SteeringCommand
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
@@ -76,13 +77,9 @@ class ActiveRun(Protocol):
     @property
     def paused(self) -> bool: ...
 
-    #: The newest pause applied: a resume sent before it and delivered after is superseded.
-    last_pause: SteeringCommand | None
-    #: Paused by a pause of its own; the runs above whose passed-down pause holds it; the
-    #: passed-down pauses and resumes not applied yet (correlation id → the run above).
-    own_pause: bool
-    held_by: set[str] | None
-    from_above: dict[str, str] | None
+    #: Whose pauses hold the run (its own, runs above it), and the pauses and resumes passed
+    #: down to it not applied yet: ``tinyagents.harness.pausing.Pauses``.
+    pauses: Pauses
 
     async def set_paused(self, paused: bool) -> None: ...
     def allowed_tools(self) -> Mapping[str, Tool]: ...

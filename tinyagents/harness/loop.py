@@ -81,7 +81,7 @@ from tinyagents.harness.model import (
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
 from tinyagents.harness.output import UnionOutput
-from tinyagents.harness.pausing import HoldBelow, adopted, join_holds_above
+from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -165,17 +165,12 @@ class AgentRun(RunDriver):
         #: a tool's count goes when a call of it succeeds. At most one per tool of the agent.
         self._failed_in_a_row: dict[str, int] = {}
         self.paused = False
-        #: Paused by a pause of its own (not one a run above passed down): it then holds the
-        #: agent runs below it (``_below``). ``held_by``: the runs above whose hold pauses it.
-        self.own_pause = False
-        self.held_by: set[str] | None = None
-        #: The pauses and resumes runs above passed down to this run (correlation id → the
-        #: run above), until it applies them (``tinyagents.harness.pausing``).
-        self.from_above: dict[str, str] | None = None
+        #: Whose pauses hold the run: a pause of its own (not one a run above passed down:
+        #: it then holds the agent runs below it, ``_below``), the runs above whose hold
+        #: pauses it, and the pauses and resumes passed down not applied yet (``Pauses``).
+        self.pauses = Pauses()
         #: This run's hold on the runs below it, made by its first own pause.
         self._below: HoldBelow | None = None
-        #: The newest pause applied (``apply``): an older resume is superseded by it.
-        self.last_pause: SteeringCommand | None = None
         #: The commands an earlier incarnation of this run applied, as the steering log gave
         #: them back (a run started again under its id after a crash); empty for a new run.
         self.earlier: list[SteeringCommand] = []
@@ -1100,8 +1095,7 @@ class AgentRun(RunDriver):
         waiting inside a tool on a child reaches its boundary only when the child is done);
         what was passed down to this run is not passed on (``tinyagents.harness.pausing``).
         Applying either sets the hold right again (``reconcile_pause``)."""
-        above = self.from_above
-        if above is not None and cmd.correlation_id in above:
+        if self.pauses.passed_down(cmd):
             return
         if cmd.kind is SteeringKind.PAUSE:
             if self._passes_down(cmd):
@@ -1119,7 +1113,7 @@ class AgentRun(RunDriver):
         """Mark ``cmd`` (a pause or resume run ``origin`` passes down) as ``origin``'s: the
         run applies it as that run's hold, not as its own operator's (``origin`` None:
         forget it, it was withdrawn)."""
-        self.from_above = adopted(self.from_above, cmd, origin)
+        self.pauses.adopt(cmd, origin)
         return True
 
     async def hold_new_run(self, handle: RunHandle) -> None:
@@ -1131,9 +1125,10 @@ class AgentRun(RunDriver):
         by a pause of its own, and let go of otherwise."""
         below = self._below
         holding = below is not None and below.cause is not None
-        if self.own_pause and not holding:
+        own = self.pauses.own is not None
+        if own and not holding:
             self.holding_below().hold(cause)
-        elif not self.own_pause and holding:
+        elif not own and holding:
             assert below is not None
             below.resumed_by(cause)
 
@@ -1839,7 +1834,8 @@ async def start_agent_run(
         restored = apply.restore(run, applied)
         pause = apply.holding_pause(applied)
         if pause is not None:  # an operator's pause held it: it comes back paused
-            run.paused = run.own_pause = True
+            run.paused = True
+            run.pauses.restored(pause, holding=True)
             info.status = RunStatus.PAUSED
             restored.append(pause)
         if parent_info is not None:  # it may have ended while the log was read

@@ -71,16 +71,135 @@ def adopted(
 
 
 def newer_pause(last: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand | None:
-    """``last`` (the last pause applied to a run) if ``cmd`` was said before it (by
-    ``created_at``, then correlation id): a resume ordered after a critical pause at one
-    boundary would undo a pause it never saw. Not the other way round: a pause said before a
-    resume still pauses (failing safe). The one rule of agent and graph runs."""
+    """``last`` (a pause applied to a run) if ``cmd`` was said before it (by ``created_at``,
+    then correlation id): a resume ordered after a critical pause at one boundary would undo
+    a pause it never saw. Not the other way round: a pause said before a resume still pauses
+    (failing safe). The one rule of agent and graph runs (``Pauses``)."""
     if last is None or (cmd.created_at, cmd.correlation_id) >= (
         last.created_at,
         last.correlation_id,
     ):
         return None
     return last
+
+
+@dataclass(slots=True, eq=False, repr=False)
+class Resumed(Record):
+    """What a resume applied to a run did (``Pauses.resume``): ``origin``, the run above
+    that passed it down (None: the run's own); ``superseded_by``, the pause said after it
+    that it ended nothing for (it is reported superseded, not applied); ``ended``, whether
+    it ended the run's pause."""
+
+    origin: str | None
+    superseded_by: SteeringCommand | None
+    ended: bool
+
+
+class Pauses:
+    """Whose pauses hold one run, an agent run or a graph run alike: the one book of both
+    (``harness/apply.py``, ``graph/lowering.py``).
+
+    A run is paused while a pause of its own (its operator's, a supervisor's) or the hold of
+    a run above (a pause passed down to it, see the module) is on it. Each is kept with the
+    newest pause that made it, so that one rule holds whoever sent what: **a resume said
+    before a pause never ends that pause** (it never saw it; ``newer_pause``). A resume
+    passed down ends its run's hold only; the run's own resume ends its own pause and every
+    hold — each that was said before it. A resume that ends nothing because every pause it
+    would end was said after it is superseded by the newest of them.
+    """
+
+    __slots__ = ("above", "from_above", "last", "own")
+
+    def __init__(self) -> None:
+        #: The newest pause of the run's own that holds it; None: none does.
+        self.own: SteeringCommand | None = None
+        #: The runs above whose hold pauses the run → the newest pause each passed down.
+        self.above: dict[str, SteeringCommand] = {}
+        #: The pauses and resumes runs above passed down, until the run applies them
+        #: (correlation id → the run above): ``adopted``.
+        self.from_above: dict[str, str] | None = None
+        #: The newest pause applied to the run, whoever's (a supervisor reads it).
+        self.last: SteeringCommand | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Whether a pause holds the run."""
+        return self.own is not None or bool(self.above)
+
+    def by(self) -> str:
+        """What holds the run (said on a pause or resume landing on it paused): ``own``, a
+        pause of its own (with holds from above or not), or ``above``, holds only."""
+        return "own" if self.own is not None else "above"
+
+    def adopt(self, cmd: SteeringCommand, origin: str | None) -> None:
+        """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""
+        self.from_above = adopted(self.from_above, cmd, origin)
+
+    def passed_down(self, cmd: SteeringCommand) -> bool:
+        """Whether ``cmd`` (queued, not applied yet) was passed down by a run above."""
+        above = self.from_above
+        return above is not None and cmd.correlation_id in above
+
+    def restored(self, pause: SteeringCommand, *, holding: bool) -> None:
+        """An earlier incarnation of the run applied ``pause`` (of its own: a hold passed
+        down lasts no longer than the process that held it); ``holding``: it still held
+        the run when that incarnation stopped."""
+        if newer_pause(self.last, pause) is None:
+            self.last = pause
+        if holding:
+            self.own = pause
+
+    def pause(self, cmd: SteeringCommand) -> str | None:
+        """Pause ``cmd`` is applied: it holds the run, as a pause of its own or as the hold
+        of the run above that passed it down (returned; None for its own)."""
+        above = self.from_above
+        origin = above.pop(cmd.correlation_id, None) if above else None
+        if newer_pause(self.last, cmd) is None:
+            self.last = cmd
+        if origin is None:
+            self.own = _newer(self.own, cmd)
+        else:
+            self.above[origin] = _newer(self.above.get(origin), cmd)
+        return origin
+
+    def resume(self, cmd: SteeringCommand) -> Resumed:
+        """Resume ``cmd`` is applied: it ends the pauses it lets go of that were said before
+        it (one passed down: its run's hold; the run's own: its own pause and every hold)."""
+        above = self.from_above
+        origin = above.pop(cmd.correlation_id, None) if above else None
+        was_paused = self.paused
+        kept: list[SteeringCommand] = []
+        ended = False
+        holders = list(self.above) if origin is None else [origin]
+        for holder in holders:
+            pause = self.above.get(holder)
+            if pause is None:
+                continue
+            if newer_pause(pause, cmd) is None:
+                del self.above[holder]
+                ended = True
+            else:
+                kept.append(pause)
+        if origin is None and self.own is not None:
+            if newer_pause(self.own, cmd) is None:
+                self.own, ended = None, True
+            else:
+                kept.append(self.own)
+        newer = None
+        if not ended:
+            newer = max(kept, key=_said) if kept else None
+            if newer is None and origin is None:
+                newer = newer_pause(self.last, cmd)  # (one said after it and resumed since)
+        return Resumed(origin, newer, was_paused and not self.paused)
+
+
+def _said(cmd: SteeringCommand) -> tuple[object, str]:
+    return (cmd.created_at, cmd.correlation_id)
+
+
+def _newer(held: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand:
+    """The pause a hold is kept with: the newer of ``held`` and ``cmd``."""
+    return cmd if held is None or newer_pause(held, cmd) is None else held
 
 
 class HoldBelow:

@@ -317,7 +317,7 @@ class Supervisor:
             w.judge_unmade = failed
         if not another_turn:
             self._fired_before(w, [*driver.earlier, *handle.inbox.queue.pending()])
-        if driver.paused and _ours(driver.last_pause):
+        if driver.paused and _ours(driver.pauses.last):
             # started again after a crash, held by a pause of the supervisor's (restored from
             # the log): its dwell cap starts when the run says it is paused, as for a new one
             w.pause_applied = True
@@ -459,7 +459,7 @@ class Supervisor:
         whoever paused the run before, it stays paused by our pause now, so the dwell cap
         times it (our pause may have landed on the run paused already, starting nothing)."""
         driver = w.handle.driver
-        last = driver.last_pause if isinstance(driver, AgentRun) else None
+        last = driver.pauses.last if isinstance(driver, AgentRun) else None
         if (
             _ours(last)
             and last is not None
