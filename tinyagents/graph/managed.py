@@ -60,7 +60,8 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
                 if steering.stirred:
                     break
                 # only paused and let go of (a pause of its own, or one passed down): it never
-                # went on from its interrupts, and rests on them again, asking nothing anew
+                # went on from its interrupts, and rests on them again (no step, no question
+                # announced again)
             # woken by a command, it goes on as the thread continued with that command would:
             # past the breakpoint of its first step (LangGraph's resuming run)
             events.resumed(run)

@@ -18,7 +18,8 @@ not sent yet is not sent, one still queued is withdrawn (``steering.superseded``
 reason, ``superseded_by`` the resume), and one delivered is followed by a resume from the same
 actor. A run below resumes when nothing holds it any more: a pause of its own operator still
 holds it, as does another run above it that is paused. A resume sent to the run itself lets
-go of every hold.
+go of every hold said before it: a resume never ends a pause said after it (by
+``created_at``), whoever sent either (``Pauses``, the one book of agent and graph runs).
 """
 
 from __future__ import annotations
