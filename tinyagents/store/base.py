@@ -615,6 +615,62 @@ def unreadable_reason(exc: Exception) -> str:
     return f"unreadable in the steering log, not restored: {_first_line(exc)}"
 
 
+def stored_command(row: Sequence[Any], age: Any = None) -> StoredCommand:
+    """A steering-log row read back, (command JSON, state, run id, reason), with its age in
+    seconds from a store that keeps a clock of its own (``StoredCommand.age_s``);
+    ``ValueError`` (pydantic's ``ValidationError``, ``InvalidCommandError``) when the command
+    no longer validates (written by an older version, or damaged)."""
+    return StoredCommand(
+        command=SteeringCommand.model_validate_json(row[0]),
+        state=row[1],
+        run_id=row[2],
+        reason=row[3],
+        age_s=None if age is None else float(age),
+    )
+
+
+def logged_command(correlation_id: str, row: Sequence[Any], age: Any = None) -> StoredCommand:
+    """``get_command``'s answer from the row logged under ``correlation_id``
+    (``stored_command``); ``StoreError`` naming the command when it no longer reads as one."""
+    try:
+        return stored_command(row, age)
+    except ValueError as exc:
+        raise StoreError(
+            f"command {shown_id(repr(correlation_id))}: {unreadable_reason(exc)}"
+        ) from exc
+
+
+async def open_logged(store: Store, rows: Iterable[Sequence[Any]], log: str) -> list[StoredCommand]:
+    """``open_commands``' answer from the rows of the open commands in log order, (command
+    JSON, state, run id, reason, scope, correlation id): those that read as commands. Each
+    other one is marked ``failed`` with the reason (``set_command_states``) and a warning
+    naming the steering ``log``, so it never blocks the rest."""
+    readable: list[StoredCommand] = []
+    broken: list[tuple[str, str, str, str | None]] = []
+    for row in rows:
+        try:
+            readable.append(stored_command(row))
+        except ValueError as exc:  # pydantic's ValidationError and InvalidCommandError
+            reason = unreadable_reason(exc)
+            _log.warning("steering log %s: command %r %s", log, row[5], reason)
+            broken.append((row[4], row[5], "failed", reason))
+    if broken:
+        await store.set_command_states(broken)
+    return readable
+
+
+def readable_commands(rows: Iterable[Sequence[Any]]) -> list[StoredCommand]:
+    """``run_commands``' answer from its rows (``stored_command``), leaving out those that no
+    longer read as commands: an older version's, or damaged, they have nothing to re-apply."""
+    commands: list[StoredCommand] = []
+    for row in rows:
+        try:
+            commands.append(stored_command(row))
+        except ValueError:
+            continue
+    return commands
+
+
 #: SQLite result codes a later attempt may not meet: BUSY, LOCKED, IOERR, FULL.
 _PASSING_SQLITE_CODES = frozenset({5, 6, 10, 13})
 #: Unwritable events logged one by one before the writer only counts them.

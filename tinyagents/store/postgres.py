@@ -57,17 +57,19 @@ from tinyagents.store.base import (
     damaged_run,
     events_json,
     heartbeat_age,
+    logged_command,
+    open_logged,
     read_last_page,
     read_page,
     read_receipt,
     read_snapshot,
+    readable_commands,
     readable_events,
     run_key,
     sendable,
     sql_int,
     target_run_id,
     terminal_updates,
-    unreadable_reason,
 )
 from tinyagents.store.urls import redacted
 
@@ -469,14 +471,7 @@ class PostgresStore(Store):
             scope,
             correlation_id,
         )
-        if not rows:
-            return None
-        try:
-            return _stored(rows[0], rows[0][4])
-        except ValueError as exc:
-            raise StoreError(
-                f"command {shown_id(repr(correlation_id))}: {unreadable_reason(exc)}"
-            ) from exc
+        return logged_command(correlation_id, rows[0], rows[0][4]) if rows else None
 
     async def open_commands(self) -> list[StoredCommand]:
         rows = await self._fetch_again(
@@ -485,18 +480,7 @@ class PostgresStore(Store):
             " WHERE state = ANY($1::text[]) ORDER BY seq",
             _OPEN,
         )
-        readable: list[StoredCommand] = []
-        broken: list[tuple[str, str, str, str | None]] = []
-        for row in rows:
-            try:
-                readable.append(_stored(row))
-            except ValueError as exc:  # pydantic's ValidationError and InvalidCommandError
-                reason = unreadable_reason(exc)
-                _log.warning("steering log %s: command %r %s", self.url, row[5], reason)
-                broken.append((row[4], row[5], "failed", reason))
-        if broken:
-            await self.set_command_states(broken)
-        return readable
+        return await open_logged(self, rows, self.url)
 
     async def command_ids(self) -> set[str]:
         rows = await self._fetch_again(
@@ -516,13 +500,7 @@ class PostgresStore(Store):
             run_id,
             list(states),
         )
-        commands: list[StoredCommand] = []
-        for row in rows:
-            try:
-                commands.append(_stored(row))
-            except ValueError:  # unreadable (older version, damaged): nothing to re-apply
-                continue
-        return commands
+        return readable_commands(rows)
 
     # -- event log -------------------------------------------------------------------------
 
@@ -926,17 +904,6 @@ def _listed(row: Any) -> dict[str, Any]:
 def _unread(snapshot: dict[str, Any]) -> dict[str, Any]:
     """A snapshot read before and saved again, without the silence it was read with."""
     return {k: v for k, v in snapshot.items() if k != SILENCE_S}
-
-
-def _stored(row: Any, age: Any = None) -> StoredCommand:
-    """A steering log row (command, state, run id, reason) and its age, when read."""
-    return StoredCommand(
-        command=SteeringCommand.model_validate_json(row[0]),
-        state=row[1],
-        run_id=row[2],
-        reason=row[3],
-        age_s=None if age is None else float(age),
-    )
 
 
 class InboxListener:

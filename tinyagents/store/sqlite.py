@@ -35,17 +35,19 @@ from tinyagents.store.base import (
     answer_unreadable,
     damaged_run,
     events_json,
+    logged_command,
+    open_logged,
     read_last_page,
     read_page,
     read_receipt,
     read_snapshot,
+    readable_commands,
     readable_events,
     run_key,
     sendable,
     sql_int,
     target_run_id,
     terminal_updates,
-    unreadable_reason,
 )
 from tinyagents.store.urls import check_file_name
 
@@ -395,14 +397,7 @@ class SqliteStore(Store):
             (scope, correlation_id),
         ) as cur:
             row = await cur.fetchone()
-        if row is None:
-            return None
-        try:
-            return _stored(row)
-        except ValueError as exc:
-            raise StoreError(
-                f"command {shown_id(repr(correlation_id))}: {unreadable_reason(exc)}"
-            ) from exc
+        return logged_command(correlation_id, row) if row is not None else None
 
     async def open_commands(self) -> list[StoredCommand]:
         marks = ",".join("?" for _ in _OPEN)
@@ -412,18 +407,7 @@ class SqliteStore(Store):
             _OPEN,
         ) as cur:
             rows = await cur.fetchall()
-        readable: list[StoredCommand] = []
-        broken: list[tuple[str, str, str, str | None]] = []
-        for row in rows:
-            try:
-                readable.append(_stored(row))
-            except ValueError as exc:  # pydantic's ValidationError and InvalidCommandError
-                reason = unreadable_reason(exc)
-                _log.warning("steering log %s: command %r %s", self.path, row[5], reason)
-                broken.append((row[4], row[5], "failed", reason))
-        if broken:
-            await self.set_command_states(broken)
-        return readable
+        return await open_logged(self, rows, self.path)
 
     async def command_ids(self) -> set[str]:
         async with self._reading("SELECT DISTINCT correlation_id FROM steering_log") as cur:
@@ -647,13 +631,7 @@ class SqliteStore(Store):
             (run_id, *states),
         ) as cur:
             rows = await cur.fetchall()
-        commands: list[StoredCommand] = []
-        for row in rows:
-            try:
-                commands.append(_stored(row))
-            except ValueError:  # unreadable (older version, damaged): nothing to re-apply
-                continue
-        return commands
+        return readable_commands(rows)
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         async with self._reading(
@@ -877,15 +855,6 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> tuple[str, lis
         # nothing); the same state again only gives its reason (a rejection logged first)
         " AND (state = ?1 OR state NOT IN ('applied', 'rejected', 'superseded', 'failed'))",
         [(state, reason, scope, cid) for scope, cid, state, reason in updates],
-    )
-
-
-def _stored(row: Any) -> StoredCommand:
-    return StoredCommand(
-        command=SteeringCommand.model_validate_json(row[0]),
-        state=row[1],
-        run_id=row[2],
-        reason=row[3],
     )
 
 
