@@ -610,6 +610,26 @@ async def answer_unreadable(store: Store, request_id: str, exc: Exception) -> No
         )
 
 
+async def taken_items(store: Store, owner: str, rows: Iterable[Any]) -> list[InboxItem]:
+    """``inbox_take``'s answer from the rows its claim returned, (position, request id,
+    command JSON, submitted at: a ``datetime``, or ISO text), in the order put (by position:
+    RETURNING has no order). A row that no longer reads as a command is answered
+    (``answer_unreadable``) instead of being returned."""
+    items: list[InboxItem] = []
+    for _, request_id, command, submitted_at in sorted(rows):
+        try:
+            cmd = SteeringCommand.model_validate_json(command)
+        except ValueError as exc:  # written by an older version, or damaged
+            await answer_unreadable(store, request_id, exc)
+            continue
+        if isinstance(submitted_at, str):
+            submitted_at = datetime.fromisoformat(submitted_at)
+        items.append(
+            InboxItem(request_id=request_id, owner=owner, command=cmd, submitted_at=submitted_at)
+        )
+    return items
+
+
 def unreadable_reason(exc: Exception) -> str:
     """The reason a stored command that no longer validates is marked failed with."""
     return f"unreadable in the steering log, not restored: {_first_line(exc)}"
@@ -713,6 +733,16 @@ def events_json(events: Sequence[Event], store: str) -> list[str]:
         raise StoreError(
             f"{store}: could not append {len(events)} event(s): {_first_line(exc)}"
         ) from exc
+
+
+def event_rows(events: Sequence[Event], store: str) -> list[tuple[Any, ...]]:
+    """The event-log rows of ``events``, (type, run id, root run id, tenant id, JSON text),
+    as a durable store writes them; ``StoreError`` from ``events_json`` when one cannot be
+    encoded, before anything is written."""
+    return [
+        (e.type, e.run_id, e.root_run_id, e.tenant_id, data)
+        for e, data in zip(events, events_json(events, store), strict=True)
+    ]
 
 
 def may_pass(exc: BaseException) -> bool:

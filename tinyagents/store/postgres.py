@@ -53,9 +53,8 @@ from tinyagents.store.base import (
     RunKey,
     Store,
     StoredCommand,
-    answer_unreadable,
     damaged_run,
-    events_json,
+    event_rows,
     heartbeat_age,
     logged_command,
     open_logged,
@@ -68,6 +67,7 @@ from tinyagents.store.base import (
     run_key,
     sendable,
     sql_int,
+    taken_items,
     target_run_id,
     terminal_updates,
 )
@@ -507,10 +507,7 @@ class PostgresStore(Store):
     async def append_events(self, events: list[Event]) -> None:
         if not events:
             return
-        rows = [
-            (e.type, e.run_id, e.root_run_id, e.tenant_id, data)
-            for e, data in zip(events, events_json(events, "PostgreSQL"), strict=True)
-        ]
+        rows = event_rows(events, "PostgreSQL")
         updates = terminal_updates(events)
         # the batch's own text names it: a retry of it has the same digest (its events carry
         # their times and offsets, so two batches never do)
@@ -780,19 +777,7 @@ class PostgresStore(Store):
             take_id,
             sql_int(max(limit, 0)),
         )
-        items: list[InboxItem] = []
-        for _, request_id, command, submitted_at in sorted(rows):  # RETURNING has no order
-            try:
-                cmd = SteeringCommand.model_validate_json(command)
-            except ValueError as exc:  # written by an older version, or damaged
-                await answer_unreadable(self, request_id, exc)
-                continue
-            items.append(
-                InboxItem(
-                    request_id=request_id, owner=owner, command=cmd, submitted_at=submitted_at
-                )
-            )
-        return items
+        return await taken_items(self, owner, rows)
 
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
         async with self._transaction(f"answer inbox request {shown_id(request_id)}") as conn:

@@ -32,9 +32,8 @@ from tinyagents.store.base import (
     RunKey,
     Store,
     StoredCommand,
-    answer_unreadable,
     damaged_run,
-    events_json,
+    event_rows,
     logged_command,
     open_logged,
     read_last_page,
@@ -46,6 +45,7 @@ from tinyagents.store.base import (
     run_key,
     sendable,
     sql_int,
+    taken_items,
     target_run_id,
     terminal_updates,
 )
@@ -481,12 +481,7 @@ class SqliteStore(Store):
             (
                 "INSERT INTO events (type, run_id, root_run_id, tenant_id, data)"
                 " VALUES (?, ?, ?, ?, ?)",
-                [
-                    (e.type, e.run_id, e.root_run_id, e.tenant_id, data)
-                    for e, data in zip(
-                        events, events_json(events, f"SQLite store {self.path!r}"), strict=True
-                    )
-                ],
+                event_rows(events, f"SQLite store {self.path!r}"),
                 True,
             )
         ]
@@ -737,22 +732,7 @@ class SqliteStore(Store):
             (owner, expired, now.isoformat(), sql_int(max(limit, 0))),  # LIMIT -1: no limit
             what=f"take the inbox of {shown_id(owner)}",
         )
-        items: list[InboxItem] = []
-        for _, request_id, command, submitted_at in sorted(rows):  # RETURNING has no order
-            try:
-                cmd = SteeringCommand.model_validate_json(command)
-            except ValueError as exc:  # written by an older version, or damaged
-                await answer_unreadable(self, request_id, exc)
-                continue
-            items.append(
-                InboxItem(
-                    request_id=request_id,
-                    owner=owner,
-                    command=cmd,
-                    submitted_at=datetime.fromisoformat(submitted_at),
-                )
-            )
-        return items
+        return await taken_items(self, owner, rows)
 
     async def inbox_answer(self, request_id: str, receipt: SteeringReceipt) -> None:
         now = _clock.now()
