@@ -635,6 +635,20 @@ def unreadable_reason(exc: Exception) -> str:
     return f"unreadable in the steering log, not restored: {_first_line(exc)}"
 
 
+def log_row(cmd: SteeringCommand, *, state: str, run_id: str | None) -> tuple[Any, ...]:
+    """The steering-log columns of a command ``append_command`` logs, (scope, correlation id,
+    run id, state, command JSON, created at as ISO text): a durable store keys its row by the
+    first two (``dedupe_scope``)."""
+    return (
+        dedupe_scope(cmd.actor),
+        cmd.correlation_id,
+        run_id,
+        state,
+        cmd.model_dump_json(),
+        cmd.created_at.isoformat(),
+    )
+
+
 def stored_command(row: Sequence[Any], age: Any = None) -> StoredCommand:
     """A steering-log row read back, (command JSON, state, run id, reason), with its age in
     seconds from a store that keeps a clock of its own (``StoredCommand.age_s``);

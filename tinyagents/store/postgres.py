@@ -56,6 +56,7 @@ from tinyagents.store.base import (
     damaged_run,
     event_rows,
     heartbeat_age,
+    log_row,
     logged_command,
     open_logged,
     read_last_page,
@@ -431,12 +432,7 @@ class PostgresStore(Store):
             " (scope, correlation_id, run_id, state, reason, command, created_at)"
             " VALUES ($1, $2, $3, $4, NULL, $5, $6)"
             " ON CONFLICT (scope, correlation_id) DO NOTHING RETURNING 1",
-            dedupe_scope(cmd.actor),
-            cmd.correlation_id,
-            run_id,
-            state,
-            cmd.model_dump_json(),
-            cmd.created_at.isoformat(),
+            *log_row(cmd, state=state, run_id=run_id),
         )
         return len(rows) == 1
 

@@ -34,6 +34,7 @@ from tinyagents.store.base import (
     StoredCommand,
     damaged_run,
     event_rows,
+    log_row,
     logged_command,
     open_logged,
     read_last_page,
@@ -355,14 +356,7 @@ class SqliteStore(Store):
             " VALUES (?, ?, ?, ?, NULL, ?, ?,"
             " (SELECT COALESCE(MAX(seq), 0) + 1 FROM steering_log))"
             " ON CONFLICT(scope, correlation_id) DO NOTHING",
-            (
-                dedupe_scope(cmd.actor),
-                cmd.correlation_id,
-                run_id,
-                state,
-                cmd.model_dump_json(),
-                cmd.created_at.isoformat(),
-            ),
+            log_row(cmd, state=state, run_id=run_id),
             what=f"log command {cmd.correlation_id}",
         )
         return cursor.rowcount == 1
