@@ -12,7 +12,14 @@ import pytest
 from graphkit import LogState, chain, logger
 
 from tinyagents import RunStatus, Runtime
-from tinyagents.errors import GraphError, GraphRecursionError, InvalidRouteError, InvalidUpdateError
+from tinyagents.errors import (
+    ArgumentError,
+    ConfigurationError,
+    GraphError,
+    GraphRecursionError,
+    InvalidRouteError,
+    InvalidUpdateError,
+)
 from tinyagents.graph import (
     END,
     START,
@@ -613,9 +620,11 @@ async def test_a_command_goto_that_names_no_node_fails_the_node_by_name() -> Non
 def test_a_retry_policy_of_the_wrong_kind_is_refused_when_made(fields: dict[str, Any]) -> None:
     # each was taken: a NaN interval hung the run in its first wait, max_attempts=inf retried
     # until an OverflowError, 2.5 made three attempts and True one, and a retry_on that is not
-    # an exception type or a predicate failed the node with TypeError at its first error
-    with pytest.raises(ValueError, match=r"RetryPolicy\."):
+    # an exception type or a predicate failed the node with TypeError at its first error.
+    # Typed: an ArgumentError (a ConfigurationError, and the ValueError it was before)
+    with pytest.raises(ArgumentError, match=r"RetryPolicy\.") as exc:
         RetryPolicy(**fields)
+    assert isinstance(exc.value, ConfigurationError) and isinstance(exc.value, ValueError)
 
 
 async def test_a_router_result_that_is_no_name_fails_the_run_with_an_invalid_route() -> None:

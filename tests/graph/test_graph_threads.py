@@ -11,6 +11,7 @@ import pytest
 from graphkit import LogState, chain, logger
 
 from tinyagents.errors import (
+    ArgumentError,
     ConfigurationError,
     GraphError,
     InterruptError,
@@ -71,13 +72,15 @@ async def test_history_before_and_filter_as_langgraphs_get_state_history(
 
     with pytest.raises(UnknownTargetError, match="no checkpoint 'nope'"):
         await graph.history("t", before="nope")
-    with pytest.raises(TypeError, match="filter"):
+    # typed, as history(limit=) is: an ArgumentError (a ConfigurationError and ValueError),
+    # not the bare TypeError these were
+    with pytest.raises(ArgumentError, match=r"history\(filter=\.\.\.\) takes a dict"):
         await graph.history("t", filter=[("source", "loop")])  # type: ignore[arg-type]
     # a namespace or a checkpoint id of another type listed nothing (or, for before=, said
     # the thread has no such checkpoint), as if the thread had no history there
-    with pytest.raises(TypeError, match=r"history\(ns=\.\.\.\) takes a namespace"):
+    with pytest.raises(ArgumentError, match=r"history\(ns=\.\.\.\) takes a namespace"):
         await graph.history("t", ns=5)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"history\(before=\.\.\.\) takes a checkpoint id"):
+    with pytest.raises(ArgumentError, match=r"history\(before=\.\.\.\) takes a checkpoint id"):
         await graph.history("t", before=3)  # type: ignore[arg-type]
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import GraphError, GraphValidationError, UnknownTargetError
+from tinyagents.errors import ArgumentError, GraphError, GraphValidationError, UnknownTargetError
 from tinyagents.graph.checkpointing import (
     Head,
     interrupt_write,
@@ -235,16 +235,19 @@ async def history(
 ) -> list[CheckpointInfo]:
     """The thread's checkpoints, newest first (of a sub-graph's namespace with ``ns``): only
     those older than the checkpoint ``before`` and whose metadata holds every item of
-    ``filter``, at most ``limit`` of them (counted after both)."""
+    ``filter``, at most ``limit`` of them (counted after both). An argument of the wrong kind
+    is an ``ArgumentError``, as a bad ``limit`` is."""
     cp = require_checkpointer(graph, "history")
     check_id(thread_id, "thread_id")
     check_limit(limit, "history")
     if filter is not None and not isinstance(filter, Mapping):
-        raise TypeError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
+        raise ArgumentError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
     if not isinstance(ns, str):
-        raise TypeError(f"history(ns=...) takes a namespace (text, '' for the root), got {ns!r}")
+        raise ArgumentError(
+            f"history(ns=...) takes a namespace (text, '' for the root), got {ns!r}"
+        )
     if before is not None and not isinstance(before, str):
-        raise TypeError(f"history(before=...) takes a checkpoint id (text), got {before!r}")
+        raise ArgumentError(f"history(before=...) takes a checkpoint id (text), got {before!r}")
     page = None if filter else limit  # a filter counts its limit after reading
     if before is None:
         records = await cp.list(thread_id, ns, limit=page)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from tinyagents._record import FrozenRecord, Record
-from tinyagents.errors import InvalidRouteError
+from tinyagents.errors import ArgumentError, InvalidRouteError
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt, read_response_schema
 from tinyagents.graph.state import StateView
@@ -191,7 +191,9 @@ class RetryPolicy(FrozenRecord):
     LangGraph's fields and names: ``retry_on`` is an exception type, a tuple or list of
     them, or a predicate, by default ``default_retry_on`` (LangGraph's: transient errors,
     not programming errors such as ``ValueError``); ``jitter=True`` adds up to a second at
-    random to each wait (off by default here: the waits start at 0 s)."""
+    random to each wait (off by default here: the waits start at 0 s). A field of the wrong
+    kind is an ``ArgumentError`` (a ``ConfigurationError``, and a ``ValueError``) when the
+    policy is made, not a node failing at its first error."""
 
     max_attempts: int = 3
     initial_interval: float = 0.0
@@ -208,23 +210,23 @@ class RetryPolicy(FrozenRecord):
     def __post_init__(self) -> None:
         attempts = self.max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"RetryPolicy.max_attempts must be a whole number, at least 1, got {attempts!r}"
             )
         for name in ("initial_interval", "backoff_factor", "max_interval"):
             value = getattr(self, name)
             # a NaN wait never ended; infinity and negatives are no wait anyone means
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"RetryPolicy.{name} must be a number, got {value!r}")
+                raise ArgumentError(f"RetryPolicy.{name} must be a number, got {value!r}")
             if not 0 <= value < math.inf:
-                raise ValueError(f"RetryPolicy.{name} must be finite and >= 0, got {value!r}")
+                raise ArgumentError(f"RetryPolicy.{name} must be finite and >= 0, got {value!r}")
         if isinstance(self.retry_on, list):  # LangGraph takes a sequence of types
             object.__setattr__(self, "retry_on", tuple(self.retry_on))
         check = self.retry_on
         kinds = check if isinstance(check, tuple) else (check,)
         takes = all(isinstance(k, type) and issubclass(k, BaseException) for k in kinds)
         if not takes and (isinstance(check, (tuple, type)) or not callable(check)):
-            raise ValueError(
+            raise ArgumentError(
                 "RetryPolicy.retry_on takes an exception type, a tuple or list of them, or a "
                 f"function of the exception, got {check!r}"
             )
