@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from tinyagents import Agent, RunStatus, Runtime, SteeringRenderer
-from tinyagents.harness import ModelRequest
-from tinyagents.testkit import EventRecorder, FunctionModel
+from tinyagents.harness import ModelRequest, ModelResponse
+from tinyagents.testkit import EventRecorder, FunctionModel, tool_call
 
 
 class Bar(BaseModel):
@@ -79,3 +79,29 @@ async def test_a_steering_message_is_a_new_prompt_for_structured_output_whatever
     asks = [m.metadata.get("retry", m.metadata.get("kind")) for m in result.messages[1:]]
     assert asks[1::2] == ["invalid_output", "add_instruction", "invalid_output"]
     assert model_calls == 4
+
+
+async def test_an_instruction_delivered_after_an_output_tool_call_gets_another_turn() -> None:
+    """``output_type=Bar | str``: a final_result call is a final answer as text is, so an
+    instruction that arrives while it is in flight gets the model another turn (the call is
+    answered "Final result processed." first), and the run's output is the later answer."""
+    steered, entered = asyncio.Event(), asyncio.Event()
+    seen: list[list[str]] = []
+
+    async def model(request: ModelRequest) -> ModelResponse:
+        seen.append([m.content for m in request.messages])
+        if len(seen) == 1:
+            entered.set()
+            await steered.wait()
+            return tool_call("final_result", bar=1)
+        return tool_call("final_result", bar=2)
+
+    agent = Agent("a", FunctionModel(model), output_type=Bar | str)
+    async with Runtime() as rt:
+        handle = await rt.start(agent, "question")
+        await entered.wait()
+        await handle.steer("use two")
+        steered.set()
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Bar(bar=2)), result.error
+    assert seen[1][-2] == "Final result processed." and "use two" in seen[1][-1]

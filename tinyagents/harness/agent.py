@@ -27,7 +27,7 @@ from tinyagents.harness.loop import (
 )
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
-from tinyagents.harness.output import output_type_of
+from tinyagents.harness.output import output_tools_of, output_type_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.protocol import SteeringActor
@@ -49,7 +49,9 @@ class Agent:
     narrows it; the first allowed one is used). Without it a run may use ``model``'s name
     only, so no steering command can switch it to another model. ``output_type`` (a pydantic
     model class, or a union of them: ``A | B``, ``[A, B]``) asks for structured output: the
-    run's output is the validated object (of the member the answer names).
+    run's output is the validated object (of the member the answer names). A union with
+    ``str`` (``A | str``) lets the model answer in text too: its models are offered as
+    output tools (pydantic-ai's ``final_result``), and no ``response_format`` is sent.
     ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
     sent back per prompt: output that does not validate, or an ``@agent.output_validator``
     raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
@@ -104,9 +106,11 @@ class Agent:
             )
         check_limits(limits)
         # text for str (pydantic-ai's default), a model class, or a union's envelope class
+        output_tools = output_tools_of(name, output_type)  # a union with str's models
         output_type = output_type_of(name, output_type)
-        if output_type is not None:
-            _check_output_schema(name, output_type)
+        for member in (output_type, *output_tools.values()):
+            if member is not None:
+                _check_output_schema(name, member)
         _check_retries(name, "output_retries", output_retries)
         check_retries(f"agent {name!r}", retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
@@ -123,6 +127,13 @@ class Agent:
         self.model = as_model(model)
         self.instructions = instructions
         self.tools = _tool_dict(name, tools)
+        taken = sorted(set(self.tools) & set(output_tools))
+        if taken:  # a call of it would be read as the run's output, never run
+            raise ConfigurationError(
+                f"agent {name!r}: tool name(s) {taken} are the output tools of its "
+                "output_type (a union with str offers its models as final_result tools); "
+                "rename the tool(s)"
+            )
         _check_forced_tool(name, self.model, self.tools)
         check_agent = getattr(supervisor, "check_agent", None)
         if check_agent is not None:  # a rule for a tool the agent lacks would never fire
@@ -142,6 +153,10 @@ class Agent:
         #: (``response_format``) and the run's output is the validated object. For a union,
         #: a ``UnionOutput`` class (its envelope), whose answer's member is the output.
         self.output_type = output_type
+        #: A union with text's models (``Apple | str``), by the name of the output tool each
+        #: is offered as (``final_result``, or ``final_result_<Name>`` for several): a call
+        #: of one whose arguments validate is the run's output; a text answer is text.
+        self.output_tools = output_tools
         #: How many times a final answer may be sent back per prompt (invalid output, or an
         #: output validator's ``ModelRetry``) before the run ends ``failed``.
         self.output_retries = output_retries

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import re
 from collections.abc import (
@@ -80,7 +81,7 @@ from tinyagents.harness.model import (
     parse_arguments,
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
-from tinyagents.harness.output import UnionOutput
+from tinyagents.harness.output import UnionOutput, output_tool_description
 from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
@@ -125,6 +126,14 @@ INVALID_OUTPUT = "invalid_output"
 #: What ``_output_of`` returns for a final answer it sent back to the model (None may be an
 #: output validator's output).
 ASKED: Any = object()
+#: The names of pydantic-ai's output tools (``final_result``, ``final_result_<Name>``).
+_FINAL_RESULT = re.compile(r"final_result(_\w+)?\Z")
+#: What ``_run_calls`` returns for a batch of tool calls that gave no output (no call of an
+#: output tool, ``Agent(output_type=A | str)``, validated).
+NOT_FINAL: Any = object()
+#: The results of output tool calls, in pydantic-ai's words (its ``_tool_status``).
+FINAL_RESULT_PROCESSED = "Final result processed."
+OUTPUT_NOT_USED = "Output tool not used - a final result was already processed."
 #: Why a message that reached a final answer fails when the budget has no turn left for it: a
 #: turn its budget refuses before any request turned the answer into ``limit_exceeded``.
 NO_TURN_LEFT = (
@@ -234,6 +243,18 @@ class AgentRun(RunDriver):
         self._streamed_ids: dict[int, str] = {}
         #: The tools offered in the last model request (its calls were made from these).
         self._offered: Sequence[ToolSpec] = ()
+        #: A union with text's output tools (``Agent(output_type=A | str)``), offered on each
+        #: request after the agent's tools; and what the batch's first valid call of one gave.
+        outputs = agent.output_tools
+        self._output_specs = [
+            ToolSpec(
+                name=name,
+                description=output_tool_description(name, model, several=len(outputs) > 1),
+                parameters=model.model_json_schema(),
+            )
+            for name, model in outputs.items()
+        ]
+        self._final: Any = NOT_FINAL
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -322,7 +343,9 @@ class AgentRun(RunDriver):
         if after is not None:  # the rest of a batch whose call ``index`` main answered
             calls, index = after
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=calls[index].id)
-            await self._run_calls(calls, index + 1)
+            output = await self._run_calls(calls, index + 1)
+            if output is not NOT_FINAL and await self._ends_on(output):
+                return output
         while True:
             await self.at(Boundary.BEFORE_MODEL_CALL)
             response, request_id = await self._call_model()
@@ -344,17 +367,107 @@ class AgentRun(RunDriver):
                     continue
                 self._fail_staged(NO_TURN_LEFT)
                 return output
-            await self._run_calls(response.tool_calls)
+            output = await self._run_calls(response.tool_calls)
+            if output is not NOT_FINAL and await self._ends_on(output):
+                return output
 
-    async def _run_calls(self, calls: Sequence[ToolCall], start: int = 0) -> None:
+    async def _ends_on(self, output: Any) -> bool:
+        """Whether the run ends on ``output``, an output tool call's (``A | str``): as on a
+        final text answer, not while steering delivered after it has not reached the model
+        and its budget has a model call left for another turn."""
+        more = await self.at(Boundary.BEFORE_LOOP_CONTINUATION, final=True)
+        if (more or self.staged) and model_call_left(self.info, self.runtime.runs.tree):
+            self._final = NOT_FINAL  # the model answers the steering first
+            return False
+        self._fail_staged(NO_TURN_LEFT)
+        return True
+
+    async def _run_calls(self, calls: Sequence[ToolCall], start: int = 0) -> Any:
         """Run the tool calls of a response, from ``calls[start]``, each between its
-        boundaries."""
+        boundaries, in order. A call of an output tool (``Agent(output_type=A | str)``) is
+        read in its turn, as pydantic-ai's default ``'graceful'`` end strategy reads it: the
+        first valid one is the batch's output, returned (else ``NOT_FINAL``), and the tool
+        calls around it still run."""
+        outputs = self.agent.output_tools
+        if start == 0:
+            self._final = NOT_FINAL
         for index in range(start, len(calls)):
             call = calls[index]
+            if outputs and call.name in outputs:
+                await self._output_call(call, outputs[call.name])
+                continue
+            left = len(calls) - index
+            if outputs:  # the tool budget holds the tool calls, not the output tools'
+                left = sum(1 for c in calls[index:] if c.name not in outputs)
             await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
-            await self._run_tool(call, calls_left=len(calls) - index)
+            await self._run_tool(call, calls_left=left)
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
+        if self._final is not NOT_FINAL:
+            return self._final  # the run's end (_ends_on) is the boundary after the batch
         await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+        return NOT_FINAL
+
+    async def _output_call(self, call: ToolCall, model: type[BaseModel]) -> None:
+        """Read a call of the output tool of ``model``: its arguments, validated and passed
+        through the output validators, are the batch's output (``self._final``); once the
+        batch has one, a further call is answered unused, as pydantic-ai answers it. Arguments
+        that do not validate, or that a validator sends back (``ModelRetry``), are answered
+        with what is wrong, and count against ``Agent.output_retries`` as an invalid final
+        answer does: past it, ``ModelResponseError``."""
+        self.emit(
+            ToolEvent,
+            type="tool.call",
+            tool_call_id=call.id,
+            name=call.name,
+            args_summary=summarize(call.args),
+        )
+        if self._final is not NOT_FINAL:
+            self._record_result(
+                call, ToolResult(call_id=call.id, name=call.name, content=OUTPUT_NOT_USED)
+            )
+            return
+        agent = self.agent
+        sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
+        refused: str | None = None  # a validator's message
+        if call.parse_error is not None:
+            problems = call.parse_error
+        else:
+            try:
+                output = model.model_validate(call.args)
+            except ValidationError as exc:
+                problems = validation_problems(exc)
+            else:
+                try:
+                    self._final = await self._validated(output, sent_back, call=call)
+                except ModelRetry as exc:
+                    refused = problems = message_of(exc)
+                else:
+                    # the run's text, as a structured answer's is the JSON it was read from
+                    self.last_text = json.dumps(call.args, default=str)
+                    result = ToolResult(
+                        call_id=call.id, name=call.name, content=FINAL_RESULT_PROCESSED
+                    )
+                    self._record_result(call, result)
+                    return
+        if sent_back >= agent.output_retries:
+            name = agent.model.name
+            what = (
+                f"was sent back by an output validator, {sent_back} time(s) before "
+                f"(output_retries={agent.output_retries}): {refused}"
+                if refused is not None
+                else f"is not valid {model.__name__} output, again after it was told what was "
+                f"wrong: {problems}"
+            )
+            raise ModelResponseError(f"model {name!r}: its {call.name} call {what}")
+        if refused is not None:  # as pydantic-ai words a retry prompt
+            ask = f"{refused}\n\nFix the errors and try again."
+        else:
+            ask = (
+                f"Your {call.name} arguments are not valid {model.__name__} output: "
+                f"{problems}. Fix the errors and try again."
+            )
+        result = ToolResult(call_id=call.id, name=call.name, content=ask, error=True)
+        self._record_result(call, result, retry=INVALID_OUTPUT)
 
     def _answer_closed_call(self, exc: GeneratorExit) -> tuple[Sequence[ToolCall], int]:
         """Answer the tool call whose frames a thrown ``GeneratorExit`` closed with the error
@@ -527,9 +640,12 @@ class AgentRun(RunDriver):
         messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
         return ASKED
 
-    async def _validated(self, output: Any, sent_back: int, *, partial: bool = False) -> Any:
+    async def _validated(
+        self, output: Any, sent_back: int, *, partial: bool = False, call: ToolCall | None = None
+    ) -> Any:
         """``output`` as the agent's output validators return it (``ModelRetry`` passes).
-        ``partial``: it is a ``stop_with_partial`` run's partial output."""
+        ``partial``: it is a ``stop_with_partial`` run's partial output; ``call``: the output
+        tool call it was read from (the context's ``tool_name``, as pydantic-ai's)."""
         validators = self.agent.output_validators
         if not validators:
             return output
@@ -541,6 +657,8 @@ class AgentRun(RunDriver):
             retry=sent_back,
             max_retries=self.agent.output_retries,
             partial_output=partial,
+            tool_call_id=None if call is None else call.id,
+            tool_name=None if call is None else call.name,
         )
         for validator in validators:
             output = await validator(ctx, output)
@@ -644,7 +762,7 @@ class AgentRun(RunDriver):
         stop.clear()
         request = ModelRequest(
             messages=list(self.messages),
-            tools=[t.spec() for t in self.allowed_tools().values()],
+            tools=[t.spec() for t in self.allowed_tools().values()] + self._output_specs,
             model=self.model_name(),
             run_id=self.info.run_id,
             # The token budget holds on the last call too: the provider is told what is left.
@@ -891,6 +1009,14 @@ class AgentRun(RunDriver):
                     error=True,
                     refused=True,
                 )
+            if tool is None and _FINAL_RESULT.match(c.name) and c.name not in allowed:
+                return ToolResult(
+                    call_id=c.id,
+                    name=c.name,
+                    content=self._no_output_tool(c.name, sorted(allowed)),
+                    error=True,
+                    refused=True,
+                )
             # the call as the middleware passed it on: a renamed call runs the tool it names
             try:
                 return await execute_tool_call(
@@ -939,6 +1065,26 @@ class AgentRun(RunDriver):
                 )
         return result
 
+    def _no_output_tool(self, name: str, available: list[str]) -> str:
+        """What a call of pydantic-ai's output tool ``name`` (``final_result``...) that this
+        run does not offer is answered: how this agent's output is given instead. Its model
+        may be used to pydantic-ai's ``ToolOutput``, or continue a transcript of one."""
+        agent = self.agent
+        tools = f"; its tools: {', '.join(available)}" if available else ""
+        if agent.output_tools:
+            how = (
+                f"its output tools are {', '.join(agent.output_tools)}: call "
+                f"{' or '.join(agent.output_tools)} with it, or answer with text"
+            )
+        elif agent.output_type is not None:
+            how = (
+                "its output is your answer's own JSON, not a tool call: answer with only the "
+                f"JSON of the response format ({agent.output_type.__name__})"
+            )
+        else:
+            how = "its output is your answer's text: answer with text"
+        return f"{name!r} is no tool of this run; {how}{tools}."
+
     def _retries(self, tool: Tool | None) -> int | None:
         """The cap on failed calls in a row of ``tool`` (its own, else the agent's)."""
         if tool is None:
@@ -954,8 +1100,13 @@ class AgentRun(RunDriver):
         elif name in self.agent.tools:
             self._failed_in_a_row[name] = self._failed_in_a_row.get(name, 0) + 1
 
-    def _record_result(self, call: ToolCall, result: ToolResult) -> None:
-        self.messages.append(result.to_message())
+    def _record_result(self, call: ToolCall, result: ToolResult, retry: str | None = None) -> None:
+        """Answer ``call`` with ``result`` (``retry``: it asks for output again, its
+        ``metadata["retry"]``, counted against the agent's ``output_retries``)."""
+        message = result.to_message()
+        if retry is not None:
+            message.metadata["retry"] = retry
+        self.messages.append(message)
         self.emit(
             ToolEvent,
             type="tool.result",
@@ -1640,12 +1791,16 @@ def _unfenced(text: str) -> str:
 def _asks_since_the_prompt(messages: Sequence[Message], retry: str, *, since: int) -> int:
     """How many times the model was asked again for ``retry``'s reason since the last prompt
     (a user message that is no ask of ours, or a steering message in whichever role it is
-    rendered): per prompt, as pydantic-ai counts its retries over the run, so that answers
-    in between (a tool call, an empty answer) do not reset it. Only ``messages[since:]`` are
+    rendered; an output tool's call sent back, a ``tool`` message, is one ask): per prompt,
+    as pydantic-ai counts its retries over the run, so that answers in between (a tool call,
+    an empty answer) do not reset it. Only ``messages[since:]`` are
     the run's own: an ask in the history it continues is another run's."""
     asks = 0
     for index in range(len(messages) - 1, since - 1, -1):
         message = messages[index]
+        if message.role == "tool":  # an output tool's call sent back (``A | str``) counts too
+            asks += message.metadata.get("retry") == retry
+            continue
         if message.role != "user" and "steering" not in message.metadata:
             continue
         asked = message.metadata.get("retry")
