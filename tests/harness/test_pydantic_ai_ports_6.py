@@ -466,3 +466,20 @@ async def test_a_text_answer_then_an_output_call_are_both_final_answers() -> Non
     assert result.output == Foo(a=1, b="x"), result.error
     ask = model.requests[1].messages[-1]
     assert ask.role == "user" and ask.metadata.get("retry") == "invalid_output"
+
+
+async def test_a_streamed_output_tool_call_is_the_output() -> None:
+    # streamed, the call's arguments arrive in pieces; the assembled call is read as any is.
+    model = ScriptedModel([tool_call("final_result", a=7, b="streamed")], stream=True)
+    result = await Agent("a", model, output_type=Foo | str).run("go")
+    assert result.output == Foo(a=7, b="streamed"), result.error
+
+
+async def test_an_empty_answer_to_a_text_union_is_asked_for_text_or_a_call() -> None:
+    # the output tools are tools the model may call: an empty answer is asked for text or a
+    # tool call, not for text alone (which would steer it away from its structured output).
+    model = ScriptedModel([reply(""), tool_call("final_result", a=1, b="x")])
+    result = await Agent("a", model, output_type=Foo | str).run("go")
+    assert result.output == Foo(a=1, b="x"), result.error
+    ask = model.requests[1].messages[-1]
+    assert ask.metadata.get("retry") == "empty_answer" and "call a tool" in ask.content

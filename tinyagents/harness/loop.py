@@ -577,7 +577,8 @@ class AgentRun(RunDriver):
                 "more for an answer; an agent run ends on text",
                 model=response.model,
             )
-        ask = ASK_FOR_AN_ANSWER if self.allowed_tools() else ASK_FOR_TEXT
+        # an output tool (``A | str``) is a tool it may call too
+        ask = ASK_FOR_AN_ANSWER if self.allowed_tools() or self._output_specs else ASK_FOR_TEXT
         messages.append(Message(role="user", content=ask, metadata={"retry": EMPTY_ANSWER}))
 
     async def _output_of(self, response: ModelResponse) -> Any:
