@@ -660,6 +660,39 @@ async def test_a_save_gives_up_once_the_lease_may_have_passed_to_another_writer(
         await proxy.aclose()
 
 
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+async def test_a_save_riding_out_an_outage_ends_when_the_checkpointer_is_closed(
+    schema: str, write: str
+) -> None:
+    """``aclose`` while a save rides out an unreachable server: the save's next try opened
+    the pool again (``_db`` called ``setup``), so a closed checkpointer went on holding
+    connections and the save landed once the server was back. Closed is for good: the
+    save ends with a ``StoreError`` saying so (not one that may pass), nothing written."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with PostgresCheckpointer(postgres_dsn(), schema=schema) as other:
+            cp = PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=60.0)
+            await cp.acquire("t", "me")
+            await cp.put(record(0))
+            proxy.down()
+            saving = _save(cp, write)
+            await _first_of(saving, proxy.refusing(4))
+            await cp.aclose()
+            proxy.up()  # a try after the close would reach the server now
+            with pytest.raises(StoreError, match=r"checkpointer .* is closed") as caught:
+                async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+                    await saving
+            assert not isinstance(caught.value, LeaseExpired) and not may_pass(caught.value)
+            with pytest.raises(StoreError, match=r"checkpointer .* is closed"):
+                await cp.latest("t")  # nor does anything later open it again
+            assert cp._pool is None and cp._lease_conn is None
+            assert [r.checkpoint_id for r in await other.list("t")] == ["c0"]
+            assert await other.get_writes("t", "", "f0") == []
+    finally:
+        await proxy.aclose()
+
+
 class Steps(TypedDict):
     done: list[str]
 

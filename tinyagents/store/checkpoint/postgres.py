@@ -222,17 +222,22 @@ class PostgresCheckpointer(Checkpointer):
         #: thread -> the lease connection its lock was taken on: the lock went with that
         #: connection, so a thread whose lock is on an older one takes it again at renewal.
         self._locked_on: dict[str, Any] = {}
+        #: Set by ``aclose``, for good: nothing opens a connection again (``_db``), and a
+        #: save riding out an outage stops at its next pause instead of reopening the pool.
+        self._closed = False
 
     # -- connection and schema -------------------------------------------------------------
 
     async def setup(self) -> None:
         """Connect and create or migrate the schema (idempotent); ``StoreError`` when the
-        database cannot be reached, and then no connection is left open."""
+        database cannot be reached, and then no connection is left open. A checkpointer
+        closed (``aclose``) is not opened again: ``StoreError``."""
         if self._pool is not None:
             return
         async with self._setup_lock:
             if self._pool is not None:
                 return
+            self._refuse_closed("open it")
             pool = None
             try:
                 async with mapped_errors(f"open the checkpointer at {self.url}"):
@@ -251,6 +256,9 @@ class PostgresCheckpointer(Checkpointer):
                     with contextlib.suppress(Exception):
                         await pool.close()
                 raise
+            if self._closed:  # closed while it opened: nothing stays open
+                await close_pool(pool, self.command_timeout)
+                self._refuse_closed("open it")
             self.schema_name = schema
             self._pool = pool
 
@@ -259,10 +267,22 @@ class PostgresCheckpointer(Checkpointer):
             await self.setup()
         return self._pool
 
+    def _refuse_closed(self, doing: str) -> None:
+        """``StoreError`` (one that does not pass) once ``aclose`` was called."""
+        if self._closed:
+            raise StoreError(
+                f"PostgreSQL checkpointer {self.url} is closed (aclose): could not {doing};"
+                " open a new checkpointer"
+            )
+
     async def aclose(self) -> None:
-        """Close the connections; threads still held are free once the lease connection is
-        closed (their rows stay until the next holder replaces them). On a stalled server each
-        of the two waits ``command_timeout`` seconds at most, then the connections are cut."""
+        """Close the connections, for good: a save riding out an outage
+        (``_while_the_lease_lasts``) ends with a ``StoreError`` saying the checkpointer is
+        closed, and nothing opens them again (a later call is that ``StoreError`` too). Threads
+        still held are free once the lease connection is closed (their rows stay until the
+        next holder replaces them). On a stalled server each of the two waits
+        ``command_timeout`` seconds at most, then the connections are cut."""
+        self._closed = True
         async with self._lease_lock:
             await self._drop_lease_connection()
         self._tokens.clear()
@@ -702,7 +722,8 @@ class PostgresCheckpointer(Checkpointer):
         fenced by its token (``_fence``), and a lock is taken again only with that token in
         the lease row (``_renew_once``). A thread not held here has no lease to bound a wait:
         ``attempt`` is tried once (its statements are tried again on a dropped connection,
-        ``fetch_again``)."""
+        ``fetch_again``). Closed meanwhile (``aclose``), it stops at its next try or pause
+        (1 s at most) with a ``StoreError`` that does not pass, reopening nothing."""
         if held is None:
             return await attempt(), time.monotonic()
         margin_ends = self._confirmed_at.get(thread_id, time.monotonic()) + self.lease_ttl
@@ -714,17 +735,22 @@ class PostgresCheckpointer(Checkpointer):
             except ThreadBusy:
                 raise
             except StoreError as exc:
-                if not may_pass_error(exc):
-                    raise
-                left = margin_ends - time.monotonic()
-                if tries >= AGAIN and left <= pause:
-                    raise LeaseExpired(
-                        f"{exc} (tried {tries} times, until the lease's margin ran out:"
-                        f" {self.lease_ttl:g} s (lease_ttl) after it was last confirmed;"
-                        " another writer may have taken the thread since, so this one"
-                        " stopped writing it)"
-                    ) from exc.__cause__
+                failed = exc
+            # raised out here, where no cause comes with it: the outage's may pass, being
+            # closed does not
+            self._refuse_closed(f"go on ({failed})")
+            if not may_pass_error(failed):
+                raise failed
+            left = margin_ends - time.monotonic()
+            if tries >= AGAIN and left <= pause:
+                raise LeaseExpired(
+                    f"{failed} (tried {tries} times, until the lease's margin ran out:"
+                    f" {self.lease_ttl:g} s (lease_ttl) after it was last confirmed;"
+                    " another writer may have taken the thread since, so this one"
+                    " stopped writing it)"
+                ) from failed.__cause__
             await asyncio.sleep(min(pause, max(left, 0.0)))
+            self._refuse_closed("go on riding out an outage")
             pause = min(pause * 2, _RIDE_OUT_PAUSE_MAX_S)
         raise AssertionError("unreachable")
 
