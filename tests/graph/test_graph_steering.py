@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -372,6 +373,69 @@ async def test_a_fork_command_that_fails_leaves_no_fork_thread(
         assert reason in (recorder.steering(forked.correlation_id)[-1].reason or "")
         assert await cp.latest(f"t~{forked.correlation_id}") is None
         assert await cp.list(f"t~{forked.correlation_id}") == []
+        await handle.cancel()
+        await handle.result()
+
+
+class TakenBeforeCleanup(SqliteCheckpointer):
+    """Another process (a second checkpointer on the same file) takes the fork's thread just
+    before this one deletes it: the race of a command handed over again elsewhere."""
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(path)
+        self.other = SqliteCheckpointer(path)
+        self.taken: list[str] = []
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.other.acquire(thread_id, "another process")
+        self.taken.append(thread_id)
+        await super().delete_thread(thread_id)
+
+    async def aclose(self) -> None:
+        await self.other.aclose()
+        await super().aclose()
+
+
+async def test_a_fork_another_process_took_before_its_cleanup_keeps_the_commands_own_error(
+    rt: Runtime,
+    waiter: EventWaiter,
+    recorder: EventRecorder,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The command failed on its fork, and deleting the fork was ``ThreadBusy`` (another
+    process took it meanwhile): that ``ThreadBusy``, raised over the command's own error,
+    was what the sender was told ("already has a running writer"). The command's error is
+    the one told; the fork left behind is logged and noted on it."""
+    async with TakenBeforeCleanup(tmp_path / "cp.db") as cp:
+        graph = two_questions(cp)
+        handle = await rt.start_graph(graph, {}, thread_id="t")
+        stale = (await both_paused(waiter, handle.run_id))["right"].checkpoint_id
+        moved_on = command(
+            SteeringTarget.agent_run(handle.run_id),
+            SteeringKind.UPDATE_STATE,
+            {"update": {"log": ["moved"]}},
+        )
+        await rt.submit(moved_on)
+        assert await settled(waiter, moved_on.correlation_id) == "steering.applied"
+        forked = command(
+            SteeringTarget.agent_run(handle.run_id),
+            SteeringKind.APPROVE,
+            {},
+            checkpoint_id=stale,
+            fork=True,
+        )
+        with caplog.at_level(logging.WARNING, logger="tinyagents.graph"):
+            assert (await rt.submit(forked)).accepted
+            assert await settled(waiter, forked.correlation_id) == "steering.failed"
+        fork = f"t~{forked.correlation_id}"
+        assert cp.taken == [fork]  # the race happened
+        reason = recorder.steering(forked.correlation_id)[-1].reason or ""
+        assert "2 matching interrupts" in reason and "running writer" not in reason
+        assert await cp.latest(fork) is not None  # the other process's, not deleted
+        assert any(
+            fork in r.getMessage() and "ThreadBusy" in r.getMessage() for r in caplog.records
+        )
         await handle.cancel()
         await handle.result()
 

@@ -33,6 +33,7 @@ Everything here changes the run through its public methods and properties (``hea
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,9 @@ if TYPE_CHECKING:
     from tinyagents.graph.run_events import GraphEvents
     from tinyagents.graph.tasks import Task
     from tinyagents.runs.handle import RunHandle
+    from tinyagents.store.checkpoint.base import Checkpointer
+
+_log = logging.getLogger("tinyagents.graph")
 
 RESUME_KINDS = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT})
 
@@ -817,11 +821,11 @@ async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand)
         try:
             first = await _first_on_fork(graph, fork, cmd)
             handle = await steering.start_fork(first, fork)
-        except Exception:
+        except Exception as exc:
             # the command fails, and the fork made for it goes with it: no thread is left
             # that nobody asked for (a crash before this leaves it to the command handed
             # over again, which continues it)
-            await checkpointer.delete_thread(fork)
+            await _delete_fork(checkpointer, fork, exc)
             raise
         return {**affected, "fork_run_id": handle.run_id}
     # forked by a process that died before it reported the command applied
@@ -833,6 +837,19 @@ async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand)
     first = await _first_on_fork(graph, fork, cmd, again=True) if untouched else None
     handle = await steering.start_fork(first, fork)
     return {**affected, "fork_run_id": handle.run_id}
+
+
+async def _delete_fork(checkpointer: Checkpointer, fork: str, error: Exception) -> None:
+    """Delete the fork a command that failed with ``error`` made. The command's own error is
+    what its sender is told: a fork that cannot be deleted (``ThreadBusy``, another process
+    took it meanwhile to continue the command handed over again; a store failure) is logged
+    and noted on ``error``, never raised over it."""
+    try:
+        await checkpointer.delete_thread(fork)
+    except Exception as cleanup:
+        said = f"fork {fork!r} was left: {type(cleanup).__name__}: {cleanup}"
+        error.add_note(said)
+        _log.warning("a command failed on its fork, and its %s", said)
 
 
 async def _first_on_fork(
