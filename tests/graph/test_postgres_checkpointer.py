@@ -729,6 +729,45 @@ async def test_a_graph_run_rides_out_an_unreachable_server(schema: str) -> None:
         await proxy.aclose()
 
 
+@pytest.mark.parametrize("where", ["node", "router"])
+async def test_a_run_failing_while_the_server_is_out_of_reach_ends_with_its_own_error(
+    schema: str, where: str
+) -> None:
+    """A node (or its router) fails while the server is out of reach: the record of the
+    failure (``_save_error``: the task's error; ``_keep_results``: the node's result beside
+    a router that failed) rode out the outage like a checkpoint, so the failing run waited up
+    to ``lease_ttl`` (an hour here) before it said why it failed. Those writes are ones the
+    run can do without: tried once (with a dropped connection's quick retries), logged if
+    they fail, and the run ends with the node's own error. No timing is asserted: the
+    connections refused are counted (a ride-out goes on trying for the hour)."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+
+    def fail(state: Steps) -> Any:
+        proxy.down()
+        raise ValueError(f"the {where} broke")
+
+    builder = StateGraph(Steps)
+    if where == "node":
+        builder.add_node("a", fail).add_edge("a", END)
+    else:
+        builder.add_node("a", lambda state: {"done": ["a"]})
+        builder.add_conditional_edges("a", fail)
+    builder.add_edge(START, "a")
+    try:
+        async with PostgresCheckpointer(proxy.dsn, schema=schema, lease_ttl=3600.0) as cp:
+            graph = builder.compile(checkpointer=cp)
+            async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+                result = await graph.run({"done": []}, thread_id="t")
+            assert result.status == "failed"
+            assert isinstance(result.error, ValueError)
+            assert str(result.error) == f"the {where} broke"
+            assert proxy.refused <= 4 * 3, proxy.refused  # a few tries, not an hour's
+            proxy.up()
+    finally:
+        await proxy.aclose()
+
+
 async def test_schema_is_versioned_and_setup_is_idempotent(schema: str) -> None:
     for _ in range(2):
         async with PostgresCheckpointer(postgres_dsn(), schema=schema) as cp:

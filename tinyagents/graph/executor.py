@@ -771,13 +771,15 @@ class GraphRun:
     ) -> None:
         """Record why ``task`` failed (``get_state().tasks[i].error``), and the answer its
         failure ``withdrawn``; the node's own error is what the run reports, so a store that
-        cannot take the record only logs it."""
+        cannot take the record only logs it, and one out of reach is not waited for
+        (``put_writes_once``: PostgreSQL would ride it out for up to ``lease_ttl`` before
+        the failing run said why it failed)."""
         assert self.checkpointer is not None
         writes = [error_write(task.id, exc)]
         if withdrawn is not None:
             writes.append(withdrawn)
         try:
-            await self.checkpointer.put_writes(
+            await self.checkpointer.put_writes_once(
                 self.head.thread_id, self.head.ns, self.head.frontier_id, writes
             )
         except Exception as store_exc:
@@ -850,7 +852,7 @@ class GraphRun:
             if len(tasks) == 1 and self._writes_lost(writes):
                 # the checkpoint's delta does not say what the task wrote, which a past
                 # checkpoint's tasks show (as LangGraph's): keep the result beside it
-                await self._keep_results(tasks)
+                await self._keep_results(tasks, failing=False)
             head.frontier_id = new_frontier_id()
             await save(
                 self.checkpointer,
@@ -873,17 +875,20 @@ class GraphRun:
             for key, _ in writes
         )
 
-    async def _keep_results(self, tasks: list[Task]) -> None:
+    async def _keep_results(self, tasks: list[Task], *, failing: bool = True) -> None:
         """Save the results of a step of one task (a parallel step saved each as it finished)
-        when the step cannot end; a store that cannot take them only logs it."""
+        when the step cannot end (``failing``), or beside a checkpoint that does not say what
+        it wrote; a store that cannot take them only logs it. For a step that cannot end, a
+        store out of reach is not waited for (``put_writes_once``, as ``_save_error``): the
+        run's own error is told at once, and the node runs again on resume if its result was
+        lost."""
         task = tasks[0]
         if self.checkpointer is None or len(tasks) != 1 or task.writes is None:
             return
         record = result_write(self.graph, task.id, task.writes, task.goto)
+        put = self.checkpointer.put_writes_once if failing else self.checkpointer.put_writes
         try:
-            await self.checkpointer.put_writes(
-                self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
-            )
+            await put(self.head.thread_id, self.head.ns, self.head.frontier_id, [record])
         except Exception as store_exc:
             _log.warning("could not keep the result of task %s: %s", task.id, store_exc)
 

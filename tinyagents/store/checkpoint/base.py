@@ -396,6 +396,16 @@ class Checkpointer(ABC):
         """Save (or replace, by task, kind and key) pending writes of a frontier; a key no
         backend can store is an ``InvalidIdError`` first (``check_write_keys``)."""
 
+    async def put_writes_once(
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
+    ) -> None:
+        """``put_writes`` of writes a run can do without: a failed task's error, the result
+        of a step that cannot end (the graph logs their failure and ends with the run's own
+        error). A backend that rides out an unreachable store for a held thread (PostgreSQL,
+        up to ``lease_ttl``) tries these once instead, so a run that is failing anyway says
+        why at once; this default is ``put_writes``."""
+        await self.put_writes(thread_id, ns, frontier_id, writes)
+
     @abstractmethod
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str

@@ -463,6 +463,24 @@ class PostgresCheckpointer(Checkpointer):
     async def put_writes(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
+        await self._put_writes(thread_id, ns, frontier_id, writes, ride_out=True)
+
+    async def put_writes_once(
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
+    ) -> None:
+        """``put_writes`` without riding out an unreachable server: the statement gets the
+        quick retries of a dropped connection (``fetch_again``), fenced as always."""
+        await self._put_writes(thread_id, ns, frontier_id, writes, ride_out=False)
+
+    async def _put_writes(
+        self,
+        thread_id: str,
+        ns: str,
+        frontier_id: str,
+        writes: builtins.list[WriteRecord],
+        *,
+        ride_out: bool,
+    ) -> None:
         check_write_keys(thread_id, ns, frontier_id, writes)
         if not writes:
             return
@@ -496,7 +514,10 @@ class PostgresCheckpointer(Checkpointer):
             "DO UPDATE SET value = excluded.value RETURNING 1",
             *args,
         )
-        saved, _ = await self._while_the_lease_lasts(thread_id, held, save)
+        if ride_out:
+            saved, _ = await self._while_the_lease_lasts(thread_id, held, save)
+        else:
+            saved = await save()
         if not saved:  # every row is inserted or updated unless the fence held them back
             raise ThreadBusy(thread_id)
 
