@@ -21,6 +21,7 @@ from tinyagents.store.checkpoint import (
     WriteRecord,
 )
 from tinyagents.store.checkpoint import sqlite as sqlite_checkpointer
+from tinyagents.store.checkpoint.base import compact_json
 from tinyagents.store.checkpoint.sqlite import MIGRATIONS
 
 
@@ -240,6 +241,95 @@ async def test_a_writer_whose_lease_was_taken_over_writes_nothing(
         await new.release("t", "new")
         await old.put(record(2))  # nobody holds the thread now: a direct write lands
         assert [r.checkpoint_id for r in await new.list("t")] == ["c2", "c1", "c0"]
+
+
+class VersionOne:
+    """A process of the version before fencing tokens (checkpoint migration 1) with the file
+    open: its statements, as released, on a connection of its own. It read the migrations
+    once, at its setup, so a newer process migrating the file later goes unnoticed."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS checkpoint_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        self.db.executescript(MIGRATIONS[0][2])
+        self.db.execute("INSERT INTO checkpoint_migrations VALUES (1, ?, 0)", (MIGRATIONS[0][1],))
+
+    def acquire(self, thread_id: str, owner: str, *, expires_at: float) -> None:
+        # (from another host, so that only its expiry frees it)
+        self.db.execute(
+            "INSERT INTO thread_leases VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id",
+            (thread_id, owner, "elsewhere", 1, expires_at),
+        ).fetchall()
+
+    def put(self, r: CheckpointRecord) -> int:
+        """Rows inserted; its caller read an IntegrityError as a stale checkpoint."""
+        rows = self.db.execute(
+            "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
+            "snapshot, source, created_at, body) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "WHERE EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? AND ns = ? "
+            "AND seq = ? AND checkpoint_id = ?) RETURNING seq",
+            (
+                *(r.thread_id, r.ns, r.seq, r.checkpoint_id, r.parent_id, r.step),
+                *(int(r.snapshot), r.source, r.created_at, compact_json(r.body())),
+                *(r.thread_id, r.ns, r.seq - 1, r.parent_id),
+            ),
+        ).fetchall()
+        return len(rows)
+
+    def put_writes(self, frontier_id: str, task_id: str, value: object) -> None:
+        self.db.execute(
+            "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, key, "
+            "value) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, ns, frontier_id, "
+            "task_id, kind, key) DO UPDATE SET value = excluded.value",
+            ("t", "", frontier_id, task_id, "result", "", compact_json(value)),
+        )
+
+
+async def test_a_process_from_before_fencing_tokens_writes_nothing_once_a_newer_one_took_over(
+    tmp_path: Path,
+) -> None:
+    """Migration 2 fences every write of this version by its lease's token, but a process
+    of the version before it that had the file open since before the migration kept writing
+    without any: once its lease expired and a newer process took the thread, its next
+    checkpoint landed in the new holder's history and its pending writes replaced the new
+    holder's. The file refuses such a write now (a trigger: a write that cannot show it was
+    fenced, while the lease row holds a token); while it still holds its own lease (a row
+    with no token) it writes on, as it did."""
+    path = tmp_path / "db.sqlite"
+    v1 = VersionOne(path)
+    try:
+        v1.acquire("t", "v1", expires_at=time.time() + 3600)
+        c0 = record(0)
+        v1.db.execute(
+            "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
+            "snapshot, source, created_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("t", "", 0, "c0", None, 0, 1, "loop", c0.created_at, compact_json(c0.body())),
+        )
+        async with SqliteCheckpointer(path) as new:  # migrates the file under v1
+            assert v1.put(record(1)) == 1  # its own lease still: it goes on
+            v1.put_writes("f1", "a", "old")
+            v1.db.execute("UPDATE thread_leases SET expires_at = 0")  # its lease expired
+            await new.acquire("t", "new")
+            await new.put_writes("t", "", "f1", [WriteRecord(task_id="a", kind="result")])
+            with pytest.raises(sqlite3.IntegrityError, match="fencing token"):
+                v1.put(record(2))
+            with pytest.raises(sqlite3.IntegrityError, match="fencing token"):
+                v1.put_writes("f1", "a", "old again")
+            with pytest.raises(sqlite3.IntegrityError, match="fencing token"):
+                v1.put_writes("f2", "b", "new task")
+            assert [r.checkpoint_id for r in await new.list("t")] == ["c1", "c0"]
+            assert [w.value for w in await new.get_writes("t", "", "f1")] == [None]
+            assert await new.get_writes("t", "", "f2") == []
+            await new.put(record(2))  # the new holder writes on
+            await new.put_writes("t", "", "f2", [WriteRecord(task_id="b", kind="result")])
+            assert [r.checkpoint_id for r in await new.list("t")] == ["c2", "c1", "c0"]
+    finally:
+        v1.db.close()
 
 
 async def test_a_checkpointer_not_holding_the_thread_cannot_write_it_while_held(

@@ -21,6 +21,9 @@
   (``_fence``): a writer whose lease expired and was taken over writes nothing
   (``ThreadBusy``). A write of a thread not held here is made only while no live holder's
   row is there. ``delete_thread`` refuses a thread a live writer holds (``ThreadBusy``).
+- A process of a version before tokens that has the file open since before it was migrated
+  writes with no fence: migration 3's triggers refuse its inserts (it cannot say ``fenced``)
+  once the thread's lease row holds a token. Its deletes cannot be told apart, and are not.
 """
 
 from __future__ import annotations
@@ -110,6 +113,31 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "fencing tokens of thread leases",
         # 0: a lease taken before tokens, by a version that fences nothing
         "ALTER TABLE thread_leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;",
+    ),
+    (
+        3,
+        "unfenced writes refused once a thread's lease has a token",
+        # A process of a version before tokens that has the file open since before migration
+        # 2 writes without a fence (its statements name no token, and it never reads the
+        # migrations again). Every write of this version says it was fenced (``fenced`` = 1),
+        # one of that version cannot (the column's default, 0): refused while the thread's
+        # lease row holds a token, i.e. a writer of this version took the thread.
+        """
+        ALTER TABLE checkpoints ADD COLUMN fenced INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE checkpoint_writes ADD COLUMN fenced INTEGER NOT NULL DEFAULT 0;
+        CREATE TRIGGER IF NOT EXISTS checkpoints_unfenced BEFORE INSERT ON checkpoints
+        WHEN NEW.fenced = 0 AND EXISTS (SELECT 1 FROM thread_leases
+            WHERE thread_id = NEW.thread_id AND token != 0)
+        BEGIN
+            SELECT RAISE(ABORT, 'a write without the fencing token of the thread: restart it');
+        END;
+        CREATE TRIGGER IF NOT EXISTS checkpoint_writes_unfenced BEFORE INSERT ON checkpoint_writes
+        WHEN NEW.fenced = 0 AND EXISTS (SELECT 1 FROM thread_leases
+            WHERE thread_id = NEW.thread_id AND token != 0)
+        BEGIN
+            SELECT RAISE(ABORT, 'a write without the fencing token of the thread: restart it');
+        END;
+        """,
     ),
 ]
 
@@ -302,8 +330,8 @@ class SqliteCheckpointer(Checkpointer):
         async def insert(fence: str, fence_params: tuple[Any, ...]) -> bool:
             sql = (
                 "INSERT INTO checkpoints (thread_id, ns, seq, checkpoint_id, parent_id, step, "
-                f"snapshot, source, created_at, body) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-                f"WHERE {guard} AND {fence} RETURNING seq"
+                f"snapshot, source, created_at, body, fenced) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                f"?, 1 WHERE {guard} AND {fence} RETURNING seq"
             )
             try:
                 rows = await self._fetch(sql, params + guard_params + fence_params, integrity=True)
@@ -430,7 +458,7 @@ class SqliteCheckpointer(Checkpointer):
         check_write_keys(thread_id, ns, frontier_id, writes)
         if not writes:
             return
-        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(writes))
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 1)"] * len(writes))
         params: list[Any] = []
         for w in writes:
             params += [thread_id, ns, frontier_id, w.task_id, w.kind, w.key, compact_json(w.value)]
@@ -441,7 +469,7 @@ class SqliteCheckpointer(Checkpointer):
         async def upsert(fence: str, fence_params: tuple[Any, ...]) -> bool:
             saved = await self._fetch(
                 "INSERT INTO checkpoint_writes (thread_id, ns, frontier_id, task_id, kind, "
-                f"key, value) SELECT * FROM (VALUES {values}) WHERE {fence} "
+                f"key, value, fenced) SELECT * FROM (VALUES {values}) WHERE {fence} "
                 "ON CONFLICT (thread_id, ns, frontier_id, task_id, kind, key) "
                 "DO UPDATE SET value = excluded.value RETURNING 1",
                 [*params, *fence_params],
