@@ -47,7 +47,7 @@ from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.types import Command
-from tinyagents.harness.pausing import HoldBelow, Pauses
+from tinyagents.harness.pausing import HoldBelow, Pauses, reconcile_below
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
@@ -264,14 +264,7 @@ class GraphSteering:
     def _reconcile(self, cause: SteeringCommand) -> None:
         """After a pause or resume applied: the runs below are held while this run is paused
         by a pause of its own, and let go of otherwise (as an agent run's)."""
-        below = self.below
-        holding = below is not None and below.cause is not None
-        own = self.pauses.own is not None
-        if own and not holding:
-            self.holding_below().hold(cause)
-        elif not own and holding:
-            assert below is not None
-            below.resumed_by(cause)
+        reconcile_below(self.pauses, self.below, self.holding_below, cause)
 
     def ended(self, status: RunStatus) -> None:
         """The run ended: let go of the runs it held (a run started below may outlive it)."""

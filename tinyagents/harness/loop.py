@@ -82,7 +82,7 @@ from tinyagents.harness.model import (
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
 from tinyagents.harness.output import UnionOutput, output_tool_description
-from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above
+from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above, reconcile_below
 from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
@@ -1275,14 +1275,7 @@ class AgentRun(RunDriver):
     def reconcile_pause(self, cause: SteeringCommand) -> None:
         """After a pause or resume applied: the runs below are held while this run is paused
         by a pause of its own, and let go of otherwise."""
-        below = self._below
-        holding = below is not None and below.cause is not None
-        own = self.pauses.own is not None
-        if own and not holding:
-            self.holding_below().hold(cause)
-        elif not own and holding:
-            assert below is not None
-            below.resumed_by(cause)
+        reconcile_below(self.pauses, self._below, self.holding_below, cause)
 
     def _passes_down(self, cmd: SteeringCommand) -> bool:
         """Whether queued cancel ``cmd`` is passed down when it is queued: its boundary is

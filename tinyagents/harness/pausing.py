@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -201,6 +202,24 @@ def _said(cmd: SteeringCommand) -> tuple[object, str]:
 def _newer(held: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand:
     """The pause a hold is kept with: the newer of ``held`` and ``cmd``."""
     return cmd if held is None or newer_pause(held, cmd) is None else held
+
+
+def reconcile_below(
+    pauses: Pauses,
+    below: HoldBelow | None,
+    holding_below: Callable[[], HoldBelow],
+    cause: SteeringCommand,
+) -> None:
+    """After a pause or resume (``cause``) applied to a run, agent or graph run alike: the
+    runs below are held (``holding_below()``, made on first use) while a pause of the run's
+    own holds it, and let go of otherwise."""
+    holding = below is not None and below.cause is not None
+    own = pauses.own is not None
+    if own and not holding:
+        holding_below().hold(cause)
+    elif not own and holding:
+        assert below is not None
+        below.resumed_by(cause)
 
 
 class HoldBelow:

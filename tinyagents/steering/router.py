@@ -360,12 +360,7 @@ class SteeringRouter:
             receipt = await self._reject(tracked, reason, policy_id)
         except BaseException:
             if key in self._tracked and tracked.state is CommandState.DEFERRED:
-                tenant = self.registry.thread_tenant(cmd.actor)
-                handle = self.registry.for_thread(cmd.target.thread_id, tenant)  # type: ignore[union-attr]
-                if handle is None:
-                    self._waiting.setdefault(thread, {})[key] = tracked
-                else:  # a run of its thread registered here meanwhile: it takes it
-                    await self._hand_over(thread, tracked, handle)
+                await self._wait_again(thread, tracked)
             raise
         return receipt.status == ReceiptStatus.REJECTED
 
@@ -397,13 +392,20 @@ class SteeringRouter:
             if sent:
                 del self._tracked[key]
             else:
-                tenant = self.registry.thread_tenant(cmd.actor)
-                handle = self.registry.for_thread(cmd.target.thread_id, tenant)  # type: ignore[union-attr]
-                if handle is None:
-                    self._waiting.setdefault(thread, {})[key] = tracked
-                else:  # a run of its thread registered here meanwhile: it takes it
-                    await self._hand_over(thread, tracked, handle)
+                await self._wait_again(thread, tracked)
         return sent
+
+    async def _wait_again(self, thread: str, tracked: _Tracked) -> None:
+        """``tracked``, taken out of the commands waiting for ``thread`` to be sent away
+        (``hand_off``, ``refuse_logged``) and not sent: it waits for the thread's next run
+        again, or goes to a run of its thread that registered here meanwhile."""
+        cmd = tracked.cmd
+        tenant = self.registry.thread_tenant(cmd.actor)
+        handle = self.registry.for_thread(cmd.target.thread_id, tenant)  # type: ignore[union-attr]
+        if handle is None:
+            self._waiting.setdefault(thread, {})[tracked.key] = tracked
+        else:
+            await self._hand_over(thread, tracked, handle)
 
     def busy_runs(self) -> set[str]:
         """The runs something still waits on: an open command's run, a command being
