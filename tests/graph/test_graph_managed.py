@@ -14,12 +14,18 @@ from typing import Any
 import pytest
 from graphkit import LogState, logger
 
-from tinyagents import Agent, Runtime, SubAgent
+from tinyagents import Agent, RunStatus, Runtime, SubAgent
 from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
-from tinyagents.graph import END, START, StateGraph
-from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventWaiter, Gate, ScriptedModel, fake_agent
+from tinyagents.testkit import EventRecorder, EventWaiter, Gate, ScriptedModel, fake_agent
 
 
 def update(run_id: str, payload: dict[str, Any]) -> SteeringCommand:
@@ -246,3 +252,119 @@ async def test_start_graph_refuses_a_parent_that_ends_while_the_run_starts() -> 
             await start
         assert [r.run_id for r in rt.runs.list()] == [parent.run_id]
         assert await compiled.history("t-1") == []
+
+
+# -- a run resting on interrupts, woken by what answers nothing ---------------------------------
+
+
+def _asking(asked: list[int]) -> Any:
+    """ask (asks ``ok?``, counting each time its node runs) → b."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        asked.append(1)
+        return {"log": [f"ask:{interrupt('ok?')['approved']}"]}
+
+    built = StateGraph(LogState).add_node("ask", ask).add_node("b", logger("b"))
+    built.add_edge(START, "ask").add_edge("ask", "b").add_edge("b", END)
+    return built.compile(checkpointer=MemoryCheckpointer(), name="asks")
+
+
+async def _until(check: Any) -> None:
+    while not check():  # noqa: ASYNC110 (a run status, no event to wait on)
+        await asyncio.sleep(0.01)
+
+
+async def _rests_again(handle: Any) -> None:
+    """Wait until the run rests on its interrupts again (its status, which no event says)."""
+    await asyncio.wait_for(_until(lambda: handle.status is RunStatus.INTERRUPTED), 60)
+
+
+def _still_asking(recorder: EventRecorder, asked: list[int]) -> None:
+    """The run never went on from its question: not resumed, not run again, not asked anew."""
+    assert [e.type for e in recorder.events if e.type == "graph.resumed"] == []
+    assert asked == [1]
+    assert len([e for e in recorder.events if e.type == "graph.interrupt"]) == 1
+
+
+async def _answer_and_finish(
+    rt: Runtime, recorder: EventRecorder, handle: Any, question: Any
+) -> None:
+    """The answer then lets it go on, once."""
+    approve = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.APPROVE,
+        payload={"interrupt_id": question.data["interrupt_id"]},
+    )
+    assert (await rt.submit(approve)).status == "accepted"
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["ask:True", "b"]
+    assert len([e for e in recorder.events if e.type == "graph.resumed"]) == 1
+    assert len([e for e in recorder.events if e.type == "graph.interrupt"]) == 1
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_status_request_to_a_run_resting_on_an_interrupt_leaves_it_resting(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """A status request is answered, and the run waits for its answer still: a status request
+    answers no question, so the run does not go on (no ``graph.resumed``, no step that runs
+    the asking task again to ask anew)."""
+    asked: list[int] = []
+    handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    status = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.REQUEST_STATUS,
+    )
+    assert (await rt.submit(status)).status == "accepted"
+    said = await terminal(waiter, status.correlation_id)
+    assert said.type == "steering.applied"
+    assert said.affected["interrupts"] == [question.data["interrupt_id"]]
+    await _rests_again(handle)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)
+
+
+async def test_an_answer_that_fails_leaves_a_run_resting_on_its_interrupt(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """An answer naming no pending question fails, and the run waits for its answer still."""
+    asked: list[int] = []
+    handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    wrong = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.APPROVE,
+        payload={"interrupt_id": "no-such-question"},
+    )
+    assert (await rt.submit(wrong)).status == "accepted"
+    assert (await terminal(waiter, wrong.correlation_id)).type == "steering.failed"
+    await _rests_again(handle)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)
+
+
+async def test_an_undeliverable_command_failed_at_rest_leaves_the_run_resting(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """A command for an agent-loop boundary accepted anyway (say, handed over after a
+    restart) is failed at the boundary it wakes the run to, and changes nothing there."""
+    asked: list[int] = []
+    handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    handle.policies = []  # as if accepted before the graph's policy existed
+    stray = SteeringCommand(
+        target=SteeringTarget.agent_run(handle.run_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.UPDATE_STATE,
+        payload={"update": {"log": ["never"]}},
+        delivery=SteeringDelivery.AFTER_TOOL_RESULT,
+    )
+    assert (await rt.submit(stray)).status == "accepted"
+    assert (await terminal(waiter, stray.correlation_id)).type == "steering.failed"
+    await _rests_again(handle)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)

@@ -190,9 +190,10 @@ class GraphSteering:
         self.cancelled: dict[str, SteeringCommand] = {}
         #: a pause held the run at the boundary being lowered
         self.held = False
-        #: since the run came to rest on interrupts (``at_rest``), a command other than a
-        #: pause or resume of the whole run was taken: woken only to be paused and let go
-        #: of, it did not go on (the managed loop lets it rest again, and says no
+        #: since the run came to rest on interrupts (``at_rest``), a command that may move
+        #: it on was applied: an answer, a redirect, an update, a cancel of a task. Woken
+        #: only to be paused and let go of, to report its status, or by a command that
+        #: failed, it did not go on (the managed loop lets it rest again, and says no
         #: ``graph.resumed``)
         self.stirred = False
         #: The run's hold on the runs below it (made by its first pause of its own, by
@@ -297,7 +298,6 @@ class GraphSteering:
         inbox = self.handle.inbox
         for boundary in AGENT_BOUNDARIES.values():
             for cmd in inbox.queue.pop_ready(boundary, paused=inbox.paused):
-                self.stirred = True
                 inbox.failed(cmd, undeliverable(cmd, self.handle.run_id) or "undeliverable")
 
     async def at_rest(self, run: GraphRun) -> bool:
@@ -369,8 +369,6 @@ async def lower_all(
     pending, done = list(cmds), []
     while pending:
         cmd = pending.pop(0)
-        if cmd.kind not in _PAUSE_KINDS or not _run_level(cmd):
-            steering.stirred = True
         try:
             if cmd.kind is SteeringKind.PAUSE and _run_level(cmd):
                 said = steering.took_pause(cmd)
@@ -389,6 +387,7 @@ async def lower_all(
             if earlier is not None:  # re-delivered after a crash: its effect is saved
                 inbox.applied(cmd, **earlier, applied_before_restart=True)
                 done.append(cmd)
+                steering.stirred = True
                 continue
             affected = await lower(steering, run, cmd)
         except CannotApply as exc:
@@ -407,6 +406,8 @@ async def lower_all(
             continue
         inbox.applied(cmd, **affected)
         done.append(cmd)
+        if cmd.kind is not SteeringKind.REQUEST_STATUS:  # a report moves nothing on
+            steering.stirred = True
     return done
 
 
