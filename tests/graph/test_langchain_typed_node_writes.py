@@ -361,3 +361,63 @@ async def test_updates_and_tasks_streams_show_the_write_as_the_node_returned_it(
     assert updates[-1]["n"] == {"messages": WRITES[write]}
     final = [item for mode, item in our_items if mode == "values"][-1]
     assert all(isinstance(m, messages.BaseMessage) for m in final["messages"])
+
+
+# -- a private field, in a node's input schema only ---------------------------------------------
+
+
+class Log(TypedDict):
+    log: list[str]
+
+
+class PrivateChat(TypedDict):
+    chat: Annotated[list[AnyMessage], add_messages]
+
+
+class TheirPrivateChat(TypedDict):
+    chat: Annotated[list[AnyMessage], lg_message.add_messages]
+
+
+def private_chat(g: Any, write: Any) -> Any:
+    """START → a → b → END over a state with no messages: ``a`` writes ``write`` to ``chat``,
+    a field of the input schema ``a`` and ``b`` share, and ``b`` logs what it reads there:
+    each item's class, then all of them as ``shown``."""
+
+    def a(state: Any) -> dict[str, Any]:
+        return {"chat": copy.deepcopy(write)}
+
+    def b(state: Any) -> dict[str, Any]:
+        chat = state["chat"]
+        return {"log": [*(type(m).__name__ for m in chat), repr(shown(chat))]}
+
+    private = PrivateChat if g is OURS else TheirPrivateChat
+    graph = g.StateGraph(Log)
+    graph.add_node("a", a, input_schema=private).add_node("b", b, input_schema=private)
+    return graph.add_edge(g.START, "a").add_edge("a", "b").add_edge("b", g.END)
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+async def test_a_private_field_of_a_node_input_schema_holds_langchain_messages(
+    write: str,
+) -> None:
+    # the field joins the channels with the node's input schema: a write to it is read as
+    # LangChain messages, as a field of the state's own is
+    ours, theirs = pair(lambda g: private_chat(g, WRITES[write]), None)
+    out = await theirs.ainvoke({"log": []})
+    result = await ours.run({"log": []})
+    assert result.status == "completed", result.error
+    assert result.state["log"] == out["log"]
+    *classes, _ = result.state["log"]
+    assert classes and all(name.endswith("Message") for name in classes)
+
+
+@pytest.mark.parametrize("bad", [[{"content": "no role"}], {"role": "weird", "content": "x"}, [42]])
+async def test_a_node_writing_what_is_no_message_to_a_private_field_fails_naming_it(
+    bad: Any,
+) -> None:
+    # read as the node returns, as for the state's own field: the error names the node
+    result = await private_chat(OURS, bad).compile().run({"log": []})
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "node 'a'" in str(result.error)
+    assert "'chat'" in str(result.error)

@@ -283,8 +283,10 @@ class StateGraph:
                 schema.output_keys = state_keys
             for name in added:
                 schema.channels[name] = node_input.channels[name]
-            # its UntrackedValue fields are saved nowhere, as the state's own are
+            # its UntrackedValue fields are saved nowhere, and writes to its fields typed as
+            # LangChain messages are made messages as a node returns, as the state's own are
             schema.untracked |= node_input.untracked.intersection(added)
+            schema.langchain_keys |= node_input.langchain_keys.intersection(added)
         return node_input
 
     def add_edge(self, source: str | Sequence[str], target: str) -> StateGraph:
