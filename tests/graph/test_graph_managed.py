@@ -322,6 +322,7 @@ async def test_a_status_request_to_a_run_resting_on_an_interrupt_leaves_it_resti
     said = await terminal(waiter, status.correlation_id)
     assert said.type == "steering.applied"
     assert said.affected["interrupts"] == [question.data["interrupt_id"]]
+    assert said.affected["status"] == "interrupted"  # what it is, and stays: not "running"
     await _rests_again(handle)
     _still_asking(recorder, asked)
     await _answer_and_finish(rt, recorder, handle, question)

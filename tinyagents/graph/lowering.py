@@ -186,6 +186,9 @@ class GraphSteering:
         self.wait_on_interrupt = wait_on_interrupt
         #: the run stopped on interrupts and steering arrived: its next boundary is final
         self.resting = False
+        #: the commands being lowered woke the run where it rested on interrupts: until one
+        #: moves it on (``stirred``) it is still waiting on them (a status report says so)
+        self.woken = False
         #: tasks an immediate cancel stopped: task id -> the command (read out when lowered)
         self.cancelled: dict[str, SteeringCommand] = {}
         #: a pause held the run at the boundary being lowered
@@ -277,6 +280,7 @@ class GraphSteering:
         would otherwise stop: resting on interrupts, or about to complete (a redirect then
         gives it another turn)."""
         inbox = self.handle.inbox
+        self.woken = self.resting
         final, self.resting = self.resting or not run.head.frontier, False
         while len(inbox):
             cmds = inbox.take(Boundary.BETWEEN_SUPERSTEPS, final=final)
@@ -780,8 +784,11 @@ async def wait_while_paused(
 
 
 def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:
+    status = steering.handle.status
+    if steering.woken and not steering.stirred:  # waiting on its interrupts still
+        status = RunStatus.INTERRUPTED
     return {
-        "status": steering.handle.status.value,
+        "status": status.value,
         "step": run.head.step,
         "checkpoint_id": run.head.checkpoint_id,
         "next": [p.node for p in run.head.frontier],
