@@ -472,6 +472,17 @@ def _token() -> str:
             f"set {TOKEN_ENV} to an operator token (the one 'tinyagents serve' prints, or "
             "'tinyagents token mint --tenant T --user U --rights agent:observe,agent:control')"
         )
+    scheme, _, rest = token.partition(" ")
+    if rest and scheme.lower() == "bearer":
+        raise CliError(f"{TOKEN_ENV} starts with '{scheme} ': set it to the token alone")
+    if not all("!" <= c <= "~" for c in token):
+        # a token is URL-safe base64: a space, a control character or a letter outside ASCII
+        # (a dash a word processor made) is a paste gone wrong, and httpx raised a
+        # UnicodeEncodeError on the header (the token itself is not shown: it is a secret)
+        raise CliError(
+            f"{TOKEN_ENV} holds a space, a control character or a character outside ASCII, "
+            "which no token has: set it to the token as minted"
+        )
     return token
 
 
@@ -586,6 +597,17 @@ class HttpClient:
                 f"address alone (http://HOST:PORT); a console link's #token=... is a token: "
                 f"set it in ${TOKEN_ENV}"
             )
+        if parts.username is not None or parts.password is not None:
+            # httpx sends them as ``Authorization: Basic`` in place of the token (the
+            # password in the clear, and the server refuses it): the URL is not shown
+            raise CliError(
+                "--url holds a user (and password) before its host: give the server's address "
+                f"alone (http://HOST:PORT); the token goes in ${TOKEN_ENV}"
+            )
+        try:
+            parts.port  # noqa: B018 (it raises for a port outside 0..65535 or not a number)
+        except ValueError as exc:  # were it sent, connect() raised an OverflowError
+            raise CliError(f"--url {url!r}: its port is no port: {exc}") from None
         root = url.rstrip("/")
         # the API's own address (serve prints it as "API: http://HOST:PORT/api/agents")
         self.base = root if root.endswith(API_BASE) else root + API_BASE
