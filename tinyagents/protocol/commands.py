@@ -562,12 +562,20 @@ class _Payload(BaseModel):
 
 def _not_blank(value: str) -> str:
     """``value``, unless it shows nothing: empty, whitespace, or only invisible characters
-    (zero-width spaces, bidi marks: Unicode format characters, which ``strip`` keeps)."""
-    if not value.strip() or (
-        not value.isascii() and not any(c.isprintable() and not c.isspace() for c in value)
+    (zero-width spaces, bidi marks: Unicode format characters, which ``strip`` keeps; and
+    control characters, ASCII's among them: an instruction of NUL or ESC alone was taken).
+    ASCII text is judged by one ``strip`` of ASCII's invisible characters."""
+    if not (
+        value.strip(_ASCII_INVISIBLE)
+        if value.isascii()
+        else any(c.isprintable() and not c.isspace() for c in value)
     ):
         raise ValueError("must not be blank (it shows no visible character)")
     return value
+
+
+#: The ASCII characters that show nothing: the controls, the space and DEL.
+_ASCII_INVISIBLE = "".join(map(chr, range(0x21))) + "\x7f"
 
 
 class TextPayload(_Payload):
