@@ -44,7 +44,7 @@ from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from pydantic import (
     AfterValidator,
@@ -1462,9 +1462,14 @@ def create_app(
 
     def link_next(request: Request, response: Response, **query: Any) -> None:
         """Point ``Link: <...>; rel="next"`` at this URL with ``query`` (never a token: a
-        link is logged and passed around)."""
+        link is logged and passed around). The path is percent-encoded, as the query is: a
+        run id is any printable text, and a header is ASCII (an emoji in the decoded path was
+        a 500; a space or a Latin-1 letter, a link no client could follow). It is encoded
+        from the decoded path as routed: ``request.url.path`` holds some characters (``?``,
+        ``#``) encoded and others not."""
         url = request.url.remove_query_params("access_token").include_query_params(**query)
-        response.headers["Link"] = f'<{url.path}?{url.query}>; rel="next"'
+        path = quote(request.scope["path"], safe="/")
+        response.headers["Link"] = f'<{path}?{url.query}>; rel="next"'
 
     @router.get(
         "/runs",
