@@ -55,3 +55,23 @@ async def test_an_instruction_with_a_visible_character_among_control_ones_is_kep
 
     [command] = await eventually(steered)
     assert command["payload_summary"] == {"text": "\x00a\x07"}, command
+
+
+@pytest.mark.parametrize(
+    "message", ["   ", "\\u200b", "\\u202e\\u200d", "\\u0000", "\\u00a0\\u3000"]
+)
+async def test_steer_with_a_message_that_shows_nothing_is_one_400_naming_the_message(
+    served: Served, message: str
+) -> None:
+    """Whitespace was a 400 naming ``message``; zero-width or control characters a 422 naming
+    ``text``, a field of the command the client never sent: one rule, one answer."""
+    run = await served.start_run("acme")
+    r = await served.client.post(
+        f"{BASE}/runs/{run.run_id}/steer",
+        content=f'{{"message": "{message}"}}'.encode(),
+        headers={**served.as_("alice"), **JSON},
+    )
+    assert r.status_code == 400, r.text
+    said = r.json()["message"]
+    assert said.startswith("message ") and "text" not in said, said
+    await unchanged(served, run)

@@ -560,16 +560,21 @@ class _Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
 
 
-def _not_blank(value: str) -> str:
-    """``value``, unless it shows nothing: empty, whitespace, or only invisible characters
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` shows nothing: empty, whitespace, or only invisible characters
     (zero-width spaces, bidi marks: Unicode format characters, which ``strip`` keeps; and
     control characters, ASCII's among them: an instruction of NUL or ESC alone was taken).
-    ASCII text is judged by one ``strip`` of ASCII's invisible characters."""
-    if not (
-        value.strip(_ASCII_INVISIBLE)
-        if value.isascii()
-        else any(c.isprintable() and not c.isspace() for c in value)
-    ):
+    The rule of every command text (``_not_blank``), which the API's ``/steer`` asks first
+    to name its own field. ASCII text is judged by one ``strip`` of ASCII's invisible
+    characters."""
+    if text.isascii():
+        return not text.strip(_ASCII_INVISIBLE)
+    return not any(c.isprintable() and not c.isspace() for c in text)
+
+
+def _not_blank(value: str) -> str:
+    """``value``, unless it shows nothing (``shows_nothing``)."""
+    if shows_nothing(value):
         raise ValueError("must not be blank (it shows no visible character)")
     return value
 

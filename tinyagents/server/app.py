@@ -78,6 +78,7 @@ from tinyagents.protocol.commands import (
     SteeringPriority,
     SteeringReceipt,
     quoted_name,
+    shows_nothing,
 )
 from tinyagents.protocol.ids import ID_PATTERN, MAX_ID_LENGTH, id_problem, shown_id, shown_name
 from tinyagents.runs.info import RunStatus
@@ -1657,14 +1658,18 @@ def create_app(
         "/runs/{run_id}/steer",
         responses={
             **command_responses,
-            400: error(f"{unreadable}, or the message is only whitespace"),
+            400: error(f"{unreadable}, or the message shows nothing (whitespace...)"),
         },
         response_model=SteeringReceipt,
         summary="Send the run's model an instruction",
     )
     async def steer(run_id: str, body: SteerBody, p: Principal = Caller) -> JSONResponse:
-        if not body.message.strip():
-            raise Problem(400, "message is only whitespace: say what the run should do")
+        if shows_nothing(body.message):  # (the command's own check would name its ``text``)
+            raise Problem(
+                400,
+                "message is blank (only whitespace, or characters that show nothing: "
+                "zero-width, control): say what the run should do",
+            )
         return answer(
             await api.command(
                 p,
