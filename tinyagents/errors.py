@@ -18,6 +18,7 @@
     │   ├── StaleCheckpointError       a write was based on a checkpoint that is no longer the latest
     │   ├── ThreadBusy                 another run is already writing this thread
     │   ├── LeaseExpired               the store was out of reach past a thread's lease: the writer stopped
+    │   ├── CheckpointerClosed         a checkpointer was used after aclose(), which is for good
     │   └── ReceiptTimeout             a command put in the store's inbox got no receipt in time
     ├── RunError                       a run ended without a result
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
@@ -217,6 +218,12 @@ class LeaseExpired(StoreError):
     it wrote nothing more. What it saved before stays; once the store answers again, continue
     the thread (``run(None, thread_id=...)``), or raise ``lease_ttl`` to ride out longer
     outages."""
+
+
+class CheckpointerClosed(StoreError):
+    """A checkpointer was used after its ``aclose()``, which is for good on every backend:
+    nothing opens it again, and a save under way when it closed stops with this error (one
+    that does not pass: trying again cannot help). Open a new checkpointer."""
 
 
 class RunError(TinyAgentsError):

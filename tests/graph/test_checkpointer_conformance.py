@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from tinyagents.errors import StaleCheckpointError, ThreadBusy
+from tinyagents.errors import CheckpointerClosed, StaleCheckpointError, ThreadBusy
 from tinyagents.store.checkpoint import Checkpointer, CheckpointRecord, WriteRecord
 
 
@@ -247,3 +248,41 @@ async def test_a_limit_that_is_no_count_is_a_value_error_on_every_backend(
     assert [r.seq for r in await checkpointer.list("t", limit=2)] == [2, 1]
     older = await checkpointer.list_before("t", "", "t//2", limit=1)
     assert older is not None and [r.seq for r in older] == [1]
+
+
+async def test_a_closed_checkpointer_refuses_every_call(make_checkpointer: Any) -> None:
+    """``aclose`` is for good on every backend, as PostgreSQL's is: SQLite opened its file
+    again on the next call (``setup``), and memory went on as if never closed, so a save
+    under way when its owner closed the checkpointer still landed. Every call is a
+    ``CheckpointerClosed`` (a ``StoreError``) instead, ``async with`` too."""
+    cp = await make_checkpointer()
+    await cp.acquire("t", "run")  # a run holding its thread when its owner closes it
+    await cp.put(record(0))
+    await cp.aclose()
+    await cp.aclose()  # twice: harmless
+    write = WriteRecord(task_id="a", kind="result", key="", value=1)
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "setup": cp.setup,
+        "latest": lambda: cp.latest("t"),
+        "get": lambda: cp.get("t", "t//0"),
+        "chain": lambda: cp.chain("t"),
+        "list": lambda: cp.list("t"),
+        "list_before": lambda: cp.list_before("t", "", "t//0"),
+        "put": lambda: cp.put(record(1)),
+        "put_writes": lambda: cp.put_writes("t", "", "f0", [write]),
+        "put_writes_once": lambda: cp.put_writes_once("t", "", "f0", [write]),
+        "get_writes": lambda: cp.get_writes("t", "", "f0"),
+        "delete_thread": lambda: cp.delete_thread("t"),
+        "acquire": lambda: cp.acquire("other", "me"),
+    }
+    for name, call in calls.items():
+        try:
+            await call()
+        except CheckpointerClosed as exc:
+            assert "is closed (aclose)" in str(exc), name
+        else:
+            raise AssertionError(f"{name} answered on a closed checkpointer")
+    with pytest.raises(CheckpointerClosed):
+        async with cp:
+            raise AssertionError("a closed checkpointer was entered")
+    await cp.release("t", "run")  # the run's cleanup after the close: quiet

@@ -38,6 +38,7 @@ from typing import Any, Final, Self
 from tinyagents._record import Record
 from tinyagents.errors import (
     ArgumentError,
+    CheckpointerClosed,
     InvalidIdError,
     InvalidUpdateError,
     StoreError,
@@ -339,6 +340,9 @@ class Checkpointer(ABC):
         #: owner -> set when it releases, for holders that are closing (``letting_go``);
         #: an entry goes with its owner's release
         self._letting_go: dict[str, asyncio.Event] = {}
+        #: Set by ``aclose``, for good, on every backend here: each call after it is
+        #: ``CheckpointerClosed`` (``refuse_closed``), and nothing opens the storage again.
+        self._closed = False
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -429,6 +433,7 @@ class Checkpointer(ABC):
     async def acquire(self, thread_id: str, owner: str) -> None:
         """Become the single writer of ``thread_id`` or raise ``ThreadBusy``; a holder that
         is letting go (``letting_go``) is waited for instead."""
+        self.refuse_closed(f"take thread {shown_id(thread_id)}")
         holder = self._owners.get(thread_id)
         while holder is not None and holder != owner:
             released = self._letting_go.get(holder)
@@ -478,12 +483,27 @@ class Checkpointer(ABC):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Create tables, open connections; idempotent. Called on first use."""
-        return None
+        """Create tables, open connections; idempotent. Called on first use; a checkpointer
+        closed (``aclose``) is not opened again: ``CheckpointerClosed``."""
+        self.refuse_closed("open it")
 
     async def aclose(self) -> None:
-        """Release resources."""
-        return None
+        """Release resources, for good: every call after it is ``CheckpointerClosed``
+        (``refuse_closed``); a backend's own ``aclose`` sets ``_closed`` first, so a save
+        under way stops instead of opening the storage again."""
+        self._closed = True
+
+    #: How ``CheckpointerClosed`` names the checkpointer (a backend names its file or URL).
+    described = "checkpointer"
+
+    def refuse_closed(self, doing: str) -> None:
+        """``CheckpointerClosed`` once ``aclose`` was called, the one error every backend
+        gives then, saying what could not be done. Raise it outside any ``except``: being
+        closed does not pass (``may_pass``), whatever failure it was found after."""
+        if self._closed:
+            raise CheckpointerClosed(
+                f"{self.described} is closed (aclose): could not {doing}; open a new checkpointer"
+            )
 
     async def __aenter__(self) -> Self:
         await self.setup()

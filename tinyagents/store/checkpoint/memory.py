@@ -10,6 +10,7 @@ import builtins
 from typing import NamedTuple
 
 from tinyagents.errors import StaleCheckpointError
+from tinyagents.protocol.ids import shown_id
 from tinyagents.store.checkpoint.base import (
     Checkpointer,
     CheckpointRecord,
@@ -49,14 +50,16 @@ def _row(record: CheckpointRecord) -> _Row:
 
 
 class MemoryCheckpointer(Checkpointer):
-    """Keeps every thread in a dict; nothing survives the process."""
+    """Keeps every thread in a dict; nothing survives the process, nor ``aclose``."""
 
     def __init__(self, *, snapshot_every: int = 50) -> None:
         super().__init__(snapshot_every=snapshot_every)
+        self.described = "memory checkpointer"
         self._chains: dict[tuple[str, str], list[_Row]] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], str]] = {}
 
     async def put(self, record: CheckpointRecord) -> None:
+        self.refuse_closed("save a checkpoint")
         check_record_keys(record)
         row = _row(record)  # first, as a database's: what JSON cannot hold is refused as such
         chain = self._chains.setdefault((record.thread_id, record.ns), [])
@@ -70,10 +73,12 @@ class MemoryCheckpointer(Checkpointer):
         chain.append(row)
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
+        self.refuse_closed("read a thread")
         chain = self._chains.get((thread_id, ns))
         return CheckpointRecord.from_row(thread_id, ns, chain[-1]) if chain else None
 
     def _find(self, thread_id: str, ns: str, checkpoint_id: str | None) -> int | None:
+        self.refuse_closed("read a thread")  # get, chain and list_before read through here
         chain = self._chains.get((thread_id, ns))
         if not chain:
             return None
@@ -109,6 +114,7 @@ class MemoryCheckpointer(Checkpointer):
     async def list(
         self, thread_id: str, ns: str = "", *, limit: int | None = None
     ) -> list[CheckpointRecord]:
+        self.refuse_closed("read a thread")
         rows = self._chains.get((thread_id, ns), [])[::-1][: check_limit(limit)]
         return [CheckpointRecord.from_row(thread_id, ns, row, with_values=False) for row in rows]
 
@@ -126,6 +132,7 @@ class MemoryCheckpointer(Checkpointer):
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
         check_write_keys(thread_id, ns, frontier_id, writes)
+        self.refuse_closed("save pending writes")
         table = self._writes.setdefault((thread_id, ns, frontier_id), {})
         for w in writes:
             table[(w.task_id, w.kind, w.key)] = compact_json(w.value)
@@ -133,6 +140,7 @@ class MemoryCheckpointer(Checkpointer):
     async def get_writes(
         self, thread_id: str, ns: str, frontier_id: str
     ) -> builtins.list[WriteRecord]:
+        self.refuse_closed("read pending writes")
         table = self._writes.get((thread_id, ns, frontier_id), {})
         return [
             read_write(thread_id, ns, frontier_id, task_id, kind, key, value)
@@ -140,11 +148,20 @@ class MemoryCheckpointer(Checkpointer):
         ]
 
     async def delete_thread(self, thread_id: str) -> None:
+        self.refuse_closed(f"delete thread {shown_id(thread_id)}")
         self.refuse_held(thread_id)
         for key in [k for k in self._chains if k[0] == thread_id]:
             del self._chains[key]
         for wkey in [k for k in self._writes if k[0] == thread_id]:
             del self._writes[wkey]
+
+    async def aclose(self) -> None:
+        """Drop every thread, for good: each call after it is ``CheckpointerClosed``, as on
+        the durable backends, so a program's use of a closed checkpointer fails the same
+        way in its tests (on memory) as in production."""
+        await super().aclose()
+        self._chains.clear()
+        self._writes.clear()
 
     def storage_bytes(self) -> int:
         """Bytes of JSON held (checkpoints and pending writes), for benchmarks."""

@@ -222,9 +222,8 @@ class PostgresCheckpointer(Checkpointer):
         #: thread -> the lease connection its lock was taken on: the lock went with that
         #: connection, so a thread whose lock is on an older one takes it again at renewal.
         self._locked_on: dict[str, Any] = {}
-        #: Set by ``aclose``, for good: nothing opens a connection again (``_db``), and a
-        #: save riding out an outage stops at its next pause instead of reopening the pool.
-        self._closed = False
+        #: ``CheckpointerClosed`` names it so (``refuse_closed``)
+        self.described = f"PostgreSQL checkpointer {self.url}"
 
     # -- connection and schema -------------------------------------------------------------
 
@@ -237,7 +236,7 @@ class PostgresCheckpointer(Checkpointer):
         async with self._setup_lock:
             if self._pool is not None:
                 return
-            self._refuse_closed("open it")
+            self.refuse_closed("open it")
             pool = None
             try:
                 async with mapped_errors(f"open the checkpointer at {self.url}"):
@@ -258,7 +257,7 @@ class PostgresCheckpointer(Checkpointer):
                 raise
             if self._closed:  # closed while it opened: nothing stays open
                 await close_pool(pool, self.command_timeout)
-                self._refuse_closed("open it")
+                self.refuse_closed("open it")
             self.schema_name = schema
             self._pool = pool
 
@@ -267,18 +266,11 @@ class PostgresCheckpointer(Checkpointer):
             await self.setup()
         return self._pool
 
-    def _refuse_closed(self, doing: str) -> None:
-        """``StoreError`` (one that does not pass) once ``aclose`` was called."""
-        if self._closed:
-            raise StoreError(
-                f"PostgreSQL checkpointer {self.url} is closed (aclose): could not {doing};"
-                " open a new checkpointer"
-            )
-
     async def aclose(self) -> None:
         """Close the connections, for good: a save riding out an outage
         (``_while_the_lease_lasts``) ends with a ``StoreError`` saying the checkpointer is
-        closed, and nothing opens them again (a later call is that ``StoreError`` too). Threads
+        closed (``CheckpointerClosed``), and nothing opens them again (a later call is that
+        error too). Threads
         still held are free once the lease connection is closed (their rows stay until the
         next holder replaces them). On a stalled server each of the two waits
         ``command_timeout`` seconds at most, then the connections are cut."""
@@ -543,6 +535,7 @@ class PostgresCheckpointer(Checkpointer):
         thread half deleted)."""
         if unheld_key(thread_id, nul=True):
             return  # no row can have it
+        self.refuse_closed(f"delete thread {shown_id(thread_id)}")
         self.refuse_held(thread_id)
         pool = await self._db()
         async with (
@@ -759,7 +752,7 @@ class PostgresCheckpointer(Checkpointer):
                 failed = exc
             # raised out here, where no cause comes with it: the outage's may pass, being
             # closed does not
-            self._refuse_closed(f"go on ({failed})")
+            self.refuse_closed(f"go on ({failed})")
             if not may_pass_error(failed):
                 raise failed
             left = margin_ends - time.monotonic()
@@ -771,7 +764,7 @@ class PostgresCheckpointer(Checkpointer):
                     " stopped writing it)"
                 ) from failed.__cause__
             await asyncio.sleep(min(pause, max(left, 0.0)))
-            self._refuse_closed("go on riding out an outage")
+            self.refuse_closed("go on riding out an outage")
             pause = min(pause * 2, _RIDE_OUT_PAUSE_MAX_S)
         raise AssertionError("unreachable")
 

@@ -38,6 +38,7 @@ import time
 from typing import Any, NoReturn
 
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
+from tinyagents.protocol.ids import shown_id
 from tinyagents.store.base import sql_int
 from tinyagents.store.checkpoint._lease import HOST, Lease
 from tinyagents.store.checkpoint.base import (
@@ -201,6 +202,8 @@ class SqliteCheckpointer(Checkpointer):
             )
         self.synchronous = synchronous.upper()
         self.path = _path(os.fspath(path))
+        #: ``CheckpointerClosed`` names it so (``refuse_closed``)
+        self.described = f"SQLite checkpointer {self.path!r}"
         self._conn: Any = None
         #: The file opened: each statement first checks it is still there.
         self._file: OpenedFile | None = None
@@ -219,12 +222,14 @@ class SqliteCheckpointer(Checkpointer):
         """Connect and create the schema (idempotent). A file that is not a SQLite database,
         that a newer tinyagents migrated, or that this process can only read is refused with
         ``StoreError`` and left as it was; a failed setup leaves no connection (and so no
-        thread) behind."""
+        thread) behind. A checkpointer closed (``aclose``) is not opened again:
+        ``CheckpointerClosed``."""
         if self._conn is not None:
             return
         async with self._setup_lock:
             if self._conn is not None:
                 return
+            self.refuse_closed("open it")
             conn = None
             try:
                 conn = await connect(self.path, isolation_level=None)
@@ -256,6 +261,9 @@ class SqliteCheckpointer(Checkpointer):
                         f"{why_not_opened(self.path, exc)}"
                     ) from exc
                 raise
+            if self._closed:  # closed while it opened: nothing stays open
+                await conn.close()
+                self.refuse_closed("open it")
             self._conn = conn
 
     async def _migrate(self, conn: Any) -> None:
@@ -297,6 +305,15 @@ class SqliteCheckpointer(Checkpointer):
         return self._conn
 
     async def aclose(self) -> None:
+        """Close the connection, for good, as PostgreSQL's: every call after it is
+        ``CheckpointerClosed`` (the connection was opened again by the next call, so a save
+        of a run its owner had closed the checkpointer under still landed), also a
+        statement that was waiting for the connection when it closed. The lease rows of
+        threads still held stay: another writer takes such a thread once its lease expired
+        (``lease_ttl``)."""
+        self._closed = True
+        self._tokens.clear()
+        self._renew_after.clear()
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()
@@ -364,7 +381,12 @@ class SqliteCheckpointer(Checkpointer):
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a closed connection
             if integrity and isinstance(exc, sqlite3.IntegrityError):
                 raise  # put's compare-and-set reads it as a stale checkpoint
-            raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
+            failed = StoreError(f"SQLite checkpointer {self.path!r}: {exc}")
+            failed.__cause__, failed.__suppress_context__ = exc, True
+        # closed under it: said as every call after ``aclose`` says it, with no cause (being
+        # closed does not pass)
+        self.refuse_closed("run a statement")
+        raise failed
 
     async def _checked(self) -> Any:
         """The connection, once the path is known to name the file opened."""
@@ -501,6 +523,7 @@ class SqliteCheckpointer(Checkpointer):
         transaction there), so nobody takes the thread half deleted."""
         if unheld_key(thread_id, nul=False):
             return  # no row can have it
+        self.refuse_closed(f"delete thread {shown_id(thread_id)}")
         self.refuse_held(thread_id)
         await self._checked()
         if self._file is None:  # ":memory:": no other process can hold a thread
