@@ -19,7 +19,13 @@ import pytest
 from services import PgProxy, drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
-from tinyagents.errors import GraphValidationError, LeaseExpired, StoreError, ThreadBusy
+from tinyagents.errors import (
+    CheckpointerClosed,
+    GraphValidationError,
+    LeaseExpired,
+    StoreError,
+    ThreadBusy,
+)
 from tinyagents.graph import END, MAX_NODE_NAME_LENGTH, START, StateGraph, interrupt
 from tinyagents.store.base import may_pass
 from tinyagents.store.checkpoint import CheckpointRecord, PostgresCheckpointer, WriteRecord
@@ -687,6 +693,36 @@ async def test_a_save_riding_out_an_outage_ends_when_the_checkpointer_is_closed(
             with pytest.raises(StoreError, match=r"checkpointer .* is closed"):
                 await cp.latest("t")  # nor does anything later open it again
             assert cp._pool is None and cp._lease_conn is None
+            assert [r.checkpoint_id for r in await other.list("t")] == ["c0"]
+            assert await other.get_writes("t", "", "f0") == []
+    finally:
+        await proxy.aclose()
+
+
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+async def test_a_save_of_a_thread_not_held_ends_when_the_checkpointer_is_closed(
+    schema: str, write: str
+) -> None:
+    """A save of a thread this checkpointer does not hold, under way (its statement tried
+    again on a dropped connection) when ``aclose`` closed the pool: its next try ended with
+    asyncpg's "pool is closed" as the ``StoreError``. It is the ``CheckpointerClosed`` every
+    other call after ``aclose`` is, which does not pass, and nothing is written."""
+    proxy = PgProxy(postgres_dsn())
+    await proxy.start()
+    try:
+        async with PostgresCheckpointer(postgres_dsn(), schema=schema) as other:
+            cp = PostgresCheckpointer(proxy.dsn, schema=schema)
+            await cp.put(record(0))
+            proxy.down()
+            saving = _save(cp, write)
+            await _first_of(saving, proxy.refusing(1))
+            await cp.aclose()
+            proxy.up()  # a try after the close would reach the server now
+            with pytest.raises(CheckpointerClosed, match=r"checkpointer .* is closed") as caught:
+                async with asyncio.timeout(60):  # a hang guard: no timing is asserted
+                    await saving
+            assert "pool is closed" not in str(caught.value) and not may_pass(caught.value)
+            assert cp._pool is None
             assert [r.checkpoint_id for r in await other.list("t")] == ["c0"]
             assert await other.get_writes("t", "", "f0") == []
     finally:

@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tinyagents.errors import (
+    CheckpointerClosed,
     ConfigurationError,
     LeaseExpired,
     StaleCheckpointError,
@@ -270,7 +271,7 @@ class PostgresCheckpointer(Checkpointer):
         """Close the connections, for good: a save riding out an outage
         (``_while_the_lease_lasts``) ends with a ``StoreError`` saying the checkpointer is
         closed (``CheckpointerClosed``), and nothing opens them again (a later call is that
-        error too). Threads
+        error too, as is a statement of a thread not held here that was under way). Threads
         still held are free once the lease connection is closed (their rows stay until the
         next holder replaces them). On a stalled server each of the two waits
         ``command_timeout`` seconds at most, then the connections are cut."""
@@ -292,8 +293,15 @@ class PostgresCheckpointer(Checkpointer):
         """``fetch_again``: every statement here is a read or an idempotent write, and a graph
         run must not fail for a dropped connection."""
         pool = await self._db()
-        async with mapped_errors(what, command_timeout=self.command_timeout):
-            return await fetch_again(pool, sql, *args, wait_s=self.command_timeout)
+        try:
+            async with mapped_errors(what, command_timeout=self.command_timeout):
+                return await fetch_again(pool, sql, *args, wait_s=self.command_timeout)
+        except StoreError as exc:
+            failed = exc
+        # closed under it (its try again found the pool closed): said as every call after
+        # ``aclose`` says it, out here where no cause comes with it, so it does not pass
+        self.refuse_closed(what)
+        raise failed
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -751,7 +759,9 @@ class PostgresCheckpointer(Checkpointer):
             except StoreError as exc:
                 failed = exc
             # raised out here, where no cause comes with it: the outage's may pass, being
-            # closed does not
+            # closed does not (a statement closed under it says so already: ``_fetch_again``)
+            if isinstance(failed, CheckpointerClosed):
+                raise failed
             self.refuse_closed(f"go on ({failed})")
             if not may_pass_error(failed):
                 raise failed
