@@ -836,6 +836,58 @@ async def test_a_logged_thread_command_whose_refusal_fails_stays_the_logs(
         assert stored is not None and stored.state == "applied"
 
 
+class RefusalReplyLost(SqliteStore):
+    """A real SQLite store whose next move of a command to ``rejected`` (with ``lose_next``)
+    commits and then fails as a dropped connection does after COMMIT: the caller cannot tell
+    it was written."""
+
+    lose_next = False
+
+    async def update_command(
+        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+    ) -> bool:
+        moved = await super().update_command(cmd, state=state, run_id=run_id, from_state=from_state)
+        if self.lose_next and state == "rejected":
+            self.lose_next = False
+            raise StoreError("connection was closed in the middle of operation")
+        return moved
+
+
+@pytest.mark.parametrize("then", ["retry", "run-here"])
+async def test_a_refusal_whose_reply_was_lost_still_ends_rejected_here(
+    tmp_path: Path, then: str
+) -> None:
+    """``refuse_logged``'s compare-and-set committed (the log says ``rejected``) but its reply
+    was lost (StoreError): the command waited again, and its next refusal, or the take by a
+    run of its thread that registered here, found the row no longer deferred and dropped it
+    as another runtime's, with no terminal event. It is this router's own rejection: it ends
+    ``rejected`` here, once, with the refusal's reason, and is never applied."""
+    recorder = EventRecorder()
+    store = RefusalReplyLost(tmp_path / "x.db")
+    async with Runtime(store=store, testing=True, sinks=[recorder]) as rt:
+        cmd = make_command(target=SteeringTarget.thread("t-1"), correlation_id="logged")
+        assert (await rt.submit(cmd)).status is ReceiptStatus.DEFERRED
+        store.lose_next = True
+        with pytest.raises(StoreError):
+            await rt.router.refuse_logged(cmd, "elsewhere", "redis")
+        stored = await store.get_command("logged", scope=dedupe_scope(OPERATOR))
+        assert stored is not None and stored.state == "rejected"  # it committed
+        if then == "retry":
+            assert await rt.router.refuse_logged(cmd, "elsewhere again", "redis") is True
+            assert await rt.router.refuse_logged(cmd, "elsewhere again", "redis") is False
+        run = await start_run(rt, "r-a", thread_id="t-1")
+        assert apply_ready(run) == []
+        await finish_run(rt, run)
+        await rt.flush()
+        assert recorder.lifecycle("logged") == ["requested", "deferred", "rejected"]
+        rejected = recorder.steering("logged")[-1]
+        reason = "elsewhere again" if then == "retry" else "elsewhere"
+        assert (rejected.reason, rejected.policy_id) == (reason, "redis")
+        assert rt.router.open_commands() == []
+        assert rt.router.logged_for_threads() == []
+        assert rt.router.state("logged", scope=dedupe_scope(OPERATOR)) == "rejected"
+
+
 class FailingLog(SqliteStore):
     """A real SQLite store whose next ``append_command`` (with ``fail_next``) waits for
     ``gate`` and then fails with nothing written, as a full disk does."""

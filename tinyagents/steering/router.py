@@ -67,7 +67,7 @@ from tinyagents.steering.policy import (
 )
 
 if TYPE_CHECKING:
-    from tinyagents.store.base import Store
+    from tinyagents.store.base import Store, StoredCommand
 
 _log = logging.getLogger("tinyagents.steering")
 
@@ -120,6 +120,11 @@ class _Tracked(Record):
     #: Its take from the shared log (deferred → accepted, for ``info``'s run) failed on a
     #: store error: it may have been written all the same (a reply lost after COMMIT).
     unsure_take: bool = False
+    #: The (reason, policy id) of its rejection by ``refuse_logged`` (deferred → rejected),
+    #: whose write failed on a store error: it may have been written all the same (a reply
+    #: lost after COMMIT). A row the log then holds ``rejected`` is this router's own
+    #: rejection, which it ends here (``_rejected_after_all``), not another runtime's.
+    unsure_reject: tuple[str, str | None] | None = None
 
 
 class SteeringRouter:
@@ -341,7 +346,10 @@ class SteeringRouter:
         True once it is rejected; False when it was not waiting (any more: a run here took
         it) or the log gave it to another runtime. While the write is under way no run here
         takes it; if the write fails (``StoreError``) it waits again, or goes to a run of its
-        thread that registered here meanwhile."""
+        thread that registered here meanwhile. A write that failed may have committed all
+        the same (its reply lost): then the next refusal, or the take by a run of its thread
+        here, finds the row ``rejected`` and ends the command ``rejected`` here, once
+        (``_rejected_after_all``), not dropped as another runtime's."""
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         thread = _target_key(cmd)
         waiting = self._waiting.get(thread)
@@ -360,6 +368,7 @@ class SteeringRouter:
             receipt = await self._reject(tracked, reason, policy_id)
         except BaseException:
             if key in self._tracked and tracked.state is CommandState.DEFERRED:
+                tracked.unsure_reject = (reason, policy_id)  # it may have been written
                 await self._wait_again(thread, tracked)
             raise
         return receipt.status == ReceiptStatus.REJECTED
@@ -579,6 +588,13 @@ class SteeringRouter:
         if state is None:
             return False
         if state.terminal:
+            refusal = tracked.unsure_reject
+            if refusal is not None and _our_rejection(
+                tracked, stored, _as_logged_rejection(cmd), None
+            ):
+                # this router's own refusal, whose reply was lost: it ends here
+                self._finish(tracked, "rejected", reason=refusal[0], policy_id=refusal[1])
+                return True
             del self._tracked[tracked.key]
             self._terminal[tracked.key] = state
             if stored is not None and stored.run_id is not None:
@@ -873,6 +889,8 @@ class SteeringRouter:
                 moved = await store.update_command(
                     command, state=state, run_id=run_id, from_state=tracked.state.value
                 )
+                if not moved and state == CommandState.REJECTED:
+                    moved = await self._rejected_after_all(tracked, command, run_id)
                 if not moved:
                     self._tracked.pop(tracked.key, None)
                 return moved
@@ -929,6 +947,22 @@ class SteeringRouter:
         if ours:
             del self._unsure[key]
         return ours
+
+    async def _rejected_after_all(
+        self, tracked: _Tracked, command: SteeringCommand, run_id: str | None
+    ) -> bool:
+        """Whether the row the log holds ``rejected`` for ``tracked`` (``command``: as the log
+        keeps it rejected) is this router's own rejection by ``refuse_logged``, whose reply
+        was lost (the compare-and-set committed, the connection dropped: it raised
+        ``StoreError`` and the command waited again). Then it is ended here, not dropped as
+        another runtime's settlement with no terminal event. The log cannot tell this write
+        from an identical one by another runtime sharing it (as for an append,
+        ``_ours_after_all``): a row rejected with this very command is taken for ours."""
+        assert self.store is not None
+        if tracked.unsure_reject is None:
+            return False
+        stored = await self.store.get_command(tracked.cmd.correlation_id, scope=tracked.key[0])
+        return _our_rejection(tracked, stored, command, run_id)
 
     def _announce(self, tracked: _Tracked) -> None:
         """Emit ``steering.requested``: from here on the command is open until terminal."""
@@ -1131,6 +1165,21 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
     tracked.events = events
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
+
+
+def _our_rejection(
+    tracked: _Tracked, stored: StoredCommand | None, command: SteeringCommand, run_id: str | None
+) -> bool:
+    """Whether ``stored`` is ``tracked``'s rejection as its refusal (``unsure_reject``) wrote
+    it: ``rejected``, for ``run_id``, with ``command`` (as the log keeps it rejected). Read
+    once: the row says what happened to that write, either way, so it is forgotten."""
+    tracked.unsure_reject = None
+    return (
+        stored is not None
+        and stored.state == CommandState.REJECTED
+        and stored.run_id == run_id
+        and stored.command == command
+    )
 
 
 def _as_logged_rejection(cmd: SteeringCommand) -> SteeringCommand:
