@@ -1811,3 +1811,141 @@ async def test_a_logged_thread_command_another_runtime_took_from_the_log_is_not_
             assert rc_a.counters.received == 0
             await theirs.cancel()
             await theirs.result()
+
+
+async def _listed_by(rc: RedisControl, run_id: str, worker: str) -> dict[str, Any] | None:
+    """``run_id``'s entry in ``worker``'s run hash, as it lists it."""
+    assert rc._redis is not None
+    raw = await rc._redis.hget(rc.keys.runs(worker), run_id)
+    return None if raw is None else json.loads(raw)  # type: ignore[no-any-return]
+
+
+async def test_a_run_resumed_on_another_worker_is_placed_by_that_workers_clock(
+    redis_url: str, prefix: str
+) -> None:
+    """Run r-1 of thread t-resume starts on worker a and stops there; another run of the
+    thread starts on a; then r-1 is started again, under its id, on worker b, whose clock is
+    an hour behind. b builds the run's ``created_at`` by its own clock and stamps it with its
+    own difference from Redis's clock (nothing of a's first run travels): by Redis's clock
+    r-1 is the thread's newest run, and c (no run of the thread) sends the thread's command
+    to b. Had b kept a's stamp (an earlier start), or placed the run by its own clock, an
+    hour behind, c would send it to a's other run. a still lists its first r-1, cancelled,
+    and beats more often than b: the command for r-1 went to a (the worker that beat last),
+    whose runtime gave it to its own run of the thread; it goes where r-1 is live."""
+    kw: dict[str, Any] = {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2}
+    kw["backoff_s"] = (0.05, 0.2)
+    behind = SkewedClock(timedelta(hours=-1))
+    slow = {**kw, "heartbeat_s": 30.0, "ttl_s": 60.0}  # b beats once, at its start: a beats last
+    async with Runtime() as rt_a, Runtime() as rt_c:
+        with use_clock(behind):
+            rt_b = Runtime()
+            await rt_b.__aenter__()
+            rc_b = RedisControl(rt_b, redis_url, worker_id="b", **slow)
+            await rc_b.start()
+        try:
+            async with (
+                RedisControl(rt_a, redis_url, worker_id="a", **kw) as rc_a,
+                RedisControl(rt_c, redis_url, worker_id="c", **kw) as rc_c,
+            ):
+                assert rc_c._redis is not None
+                agent = slow_agent(400, 0.02)
+                first = await rt_a.start(
+                    agent, "work", tenant_id="acme", thread_id="t-resume", run_id="r-1"
+                )
+                listed = await eventually(lambda: rc_c.get_run("r-1"), lambda s: s is not None)
+                await first.cancel()
+                await first.result()
+                await eventually(
+                    lambda: rc_c.get_run("r-1"), lambda s: s is None or s["status"] == "cancelled"
+                )
+                later = listed[STARTED] + 0.5  # clearly later by Redis's clock
+                await eventually(lambda: redis_now(rc_c._redis), lambda now: now > later)
+                other = await rt_a.start(agent, "work", tenant_id="acme", thread_id="t-resume")
+                mine = await eventually(
+                    lambda: rc_c.get_run(other.run_id), lambda s: s is not None and STARTED in s
+                )
+                later = mine[STARTED] + 0.5
+                await eventually(lambda: redis_now(rc_c._redis), lambda now: now > later)
+                with use_clock(behind):
+                    resumed = await rt_b.start(
+                        agent, "work", tenant_id="acme", thread_id="t-resume", run_id="r-1"
+                    )
+                again = await eventually(
+                    lambda: _listed_by(rc_c, "r-1", "b"), lambda s: s is not None and STARTED in s
+                )
+                assert again[STARTED] > later  # b's own start, by Redis's clock
+                steer = SteeringCommand(
+                    target=SteeringTarget.thread("t-resume"),
+                    actor=OPERATOR,
+                    kind=SteeringKind.ADD_INSTRUCTION,
+                    payload={"text": "focus"},
+                )
+                receipt = await rc_c.submit(steer)
+                assert receipt.status == "accepted" and receipt.run_id == "r-1", receipt
+                assert rc_b.counters.received == 1
+                assert rc_a.counters.received == 0
+                for handle in (other, resumed):
+                    await handle.cancel()
+                    await handle.result()
+        finally:
+            await rc_b.aclose()
+            await rt_b.__aexit__(None, None, None)
+
+
+async def test_a_run_started_again_under_its_id_on_its_worker_is_stamped_afresh(
+    redis_url: str, prefix: str
+) -> None:
+    """Run r-1 of thread t-again starts on worker a, ends and is released; a run of the
+    thread starts on b; then r-1 is started again, under its id, on a, before a's next
+    heartbeat. a kept each run's start by Redis's clock by run id until that heartbeat, so
+    the new r-1 was listed with its first start, older than b's run, and c sent the thread's
+    command to b. It is stamped with its own start (its ``created_at``): the thread's newest."""
+    kw: dict[str, Any] = {"prefix": prefix, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
+    slow = {**kw, "heartbeat_s": 30.0, "ttl_s": 60.0}  # no heartbeat of a's during the test
+    fast = {**kw, "heartbeat_s": 0.2}
+    agent = slow_agent(400, 0.02)
+    async with (
+        Runtime() as rt_a,
+        Runtime() as rt_b,
+        Runtime() as rt_c,
+        RedisControl(rt_a, redis_url, worker_id="a", **slow) as rc_a,
+        RedisControl(rt_b, redis_url, worker_id="b", **fast) as rc_b,
+        RedisControl(rt_c, redis_url, worker_id="c", **fast) as rc_c,
+    ):
+        assert rc_c._redis is not None
+
+        async def listed(run_id: str, worker: str) -> dict[str, Any]:
+            return await eventually(  # type: ignore[no-any-return]
+                lambda: rc_c.get_run(run_id),
+                lambda s: s is not None and s["worker"] == worker and STARTED in s,
+            )
+
+        async def past(snapshot: dict[str, Any]) -> None:
+            later = snapshot[STARTED] + 0.5  # clearly later by Redis's clock
+            await eventually(lambda: redis_now(rc_c._redis), lambda now: now > later)
+
+        first = await rt_a.start(agent, "work", tenant_id="acme", thread_id="t-again", run_id="r-1")
+        await past(await listed("r-1", "a"))
+        await first.cancel()
+        await first.result()
+        rt_a.forget("r-1")
+        other = await rt_b.start(agent, "work", tenant_id="acme", thread_id="t-again")
+        theirs = await listed(other.run_id, "b")
+        await past(theirs)
+        again = await rt_a.start(agent, "work", tenant_id="acme", thread_id="t-again", run_id="r-1")
+        mine = await eventually(
+            lambda: rc_c.get_run("r-1"), lambda s: s is not None and s["status"] == "running"
+        )
+        assert mine[STARTED] > theirs[STARTED]
+        steer = SteeringCommand(
+            target=SteeringTarget.thread("t-again"),
+            actor=OPERATOR,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        receipt = await rc_c.submit(steer)
+        assert receipt.status == "accepted" and receipt.run_id == "r-1", receipt
+        assert (rc_a.counters.received, rc_b.counters.received) == (1, 0)
+        for handle in (other, again):
+            await handle.cancel()
+            await handle.result()

@@ -73,8 +73,11 @@ class RunMirror:
         #: last heartbeat (``None`` before the first).
         self._offset: float | None = None
         #: When each run listed started by Redis's clock (``STARTED``), fixed at its first
-        #: listing (bounded by the runs the runtime holds: pruned at every heartbeat).
-        self._started: dict[str, float] = {}
+        #: listing, with the ``created_at`` it was stamped for: a run started again under
+        #: the same id (released, then started before the next heartbeat prunes this) is
+        #: stamped afresh, not listed with its first start (bounded by the runs the runtime
+        #: holds: pruned at every heartbeat).
+        self._started: dict[str, tuple[object, float]] = {}
 
     def open(self) -> None:
         """Follow the runtime's events from now on; every run it holds is written first."""
@@ -95,16 +98,20 @@ class RunMirror:
         worker whose stream takes the run's commands, and ``STARTED``: its ``created_at``
         by Redis's clock, once this worker measured the difference (its first heartbeat).
         Workers compare runs by it (the newest run of a thread): by their own clocks, one
-        that ran ahead made its older runs the newest (``_newest_on_thread``)."""
+        that ran ahead made its older runs the newest (``_newest_on_thread``). Always this
+        worker's own stamp: a run resumed here from another worker has a ``created_at`` of
+        this runtime's making, and one started again here under its id is stamped afresh
+        (its ``created_at`` differs from the one stamped)."""
         snapshot["worker"] = self.worker_id
         run_id = snapshot["run_id"]
-        started = self._started.get(run_id)
-        if started is None and self._offset is not None:
-            created = epoch_seconds(snapshot.get("created_at"))
-            if created is not None:
-                started = self._started[run_id] = created + self._offset
-        if started is not None:
-            snapshot[STARTED] = started
+        created_at = snapshot.get("created_at")
+        stamped = self._started.get(run_id)
+        if stamped is None or stamped[0] != created_at:  # first listed, or started again
+            created = epoch_seconds(created_at)
+            if created is None or self._offset is None:
+                return snapshot
+            stamped = self._started[run_id] = (created_at, created + self._offset)
+        snapshot[STARTED] = stamped[1]
         return snapshot
 
     async def run(self, redis: Redis) -> None:

@@ -544,8 +544,9 @@ class RedisControl:
         return await self._listed(run_id, lambda s: s["worker"] != self.worker_id) is not None
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
-        """One run's snapshot from the mirror (``None`` if no live worker has it); raises
-        ``ControlPlaneUnavailable`` when Redis cannot be reached."""
+        """One run's snapshot from the mirror (``None`` if no live worker has it; of two
+        workers listing it, the one where it is live); raises ``ControlPlaneUnavailable``
+        when Redis cannot be reached."""
         return await self._find(run_id)
 
     # ------------------------------------------------------------------ reply job
@@ -971,12 +972,19 @@ class RedisControl:
             found = await pipe.execute()
         except Exception as exc:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
+        # Listed by two workers, the one where it is live: a run resumed under its id on
+        # another worker is still listed, finished, by its first worker while that one keeps
+        # it (``retain_finished_s``), and may beat last; its commands are the new run's.
+        ended: dict[str, Any] | None = None
         for beat, raw in zip(workers.values(), found, strict=True):
             if raw is not None:
                 snapshot = self._loaded(raw)
                 if snapshot is not None and snapshot["run_id"] == run_id:
-                    return _beaten(snapshot, beat)
-        return None
+                    if snapshot.get("status") in _LIVE:
+                        return _beaten(snapshot, beat)
+                    if ended is None:
+                        ended = _beaten(snapshot, beat)
+        return ended
 
     async def _listed(
         self, run_id: str, wanted: Callable[[dict[str, Any]], bool]
