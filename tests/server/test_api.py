@@ -497,13 +497,17 @@ async def test_another_tenant_gets_404_everywhere_and_changes_nothing(served: Se
         for method, path, body in run_paths(run.run_id):
             r = await call(served, "bob", method, path, body)
             assert r.status_code == 404, (method, path, r.status_code, r.text)
-            assert r.json() == {"detail": "run not found", "message": "run not found"}
+            assert r.json() == {
+                "type": "not_found",
+                "detail": "run not found",
+                "message": "run not found",
+            }
     # Unknown ids answer exactly the same.
     for method, path, body in run_paths("r-does-not-exist"):
         r = await call(served, "alice", method, path, body)
         assert (r.status_code, r.json()) == (
             404,
-            {"detail": "run not found", "message": "run not found"},
+            {"type": "not_found", "detail": "run not found", "message": "run not found"},
         ), (method, path)
     listed = (await call(served, "bob", "GET", f"{BASE}/runs")).json()
     assert listed == []
@@ -794,6 +798,7 @@ async def test_an_unhandled_error_is_a_json_500_read_only_as_json(
     assert r.headers.get_list("x-content-type-options") == ["nosniff"], r.headers
     assert r.headers["content-type"].startswith("application/json"), r.headers
     body = r.json()
-    assert set(body) == {"detail", "message"} and body["detail"] == body["message"], body
+    assert set(body) == {"type", "detail", "message"} and body["detail"] == body["message"], body
+    assert body["type"] == "internal_error", body
     assert "log" in body["message"], body  # where to look
     assert "secret-detail-of-the-bug" not in r.text  # never the error itself

@@ -213,6 +213,8 @@ async def test_an_insecure_dev_server_answers_this_machine_only(
         assert (post.status_code == 403) == (status == 403)
         if status == 403:
             assert "--insecure-dev" in r.json()["detail"]
+            # answered before the app, with the kind every error body of the API names
+            assert r.json()["type"] == post.json()["type"] == "forbidden", (r.text, post.text)
 
 
 async def test_the_api_docs_page_loads_nothing_from_another_host(base_url: str) -> None:

@@ -106,6 +106,7 @@ async def test_options_asterisk_is_answered_for_the_whole_server(
     assert await send(served.url, "*", {"Host": hostport}, "OPTIONS") == (200, b"")
     status, body = await send(served.url, "*", {"Host": hostport}, "GET")
     assert status == 400 and "OPTIONS" in body["message"], body
+    assert body["type"] == "malformed_request", body  # as every error body of the API
     # a tokenless server still answers this machine only
     insecure = insecure_url.removeprefix("http://")
     assert await send(insecure_url, "*", {"Host": insecure}, "OPTIONS") == (200, b"")

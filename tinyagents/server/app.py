@@ -65,7 +65,6 @@ from tinyagents.errors import (
     ConfigurationError,
     ControlPlaneUnavailable,
     InvalidCommandError,
-    ReceiptTimeout,
     RuntimeClosed,
     StoreError,
 )
@@ -100,6 +99,7 @@ from tinyagents.server.control import (
     encode_cursor,
 )
 from tinyagents.server.loopback import LoopbackOnly
+from tinyagents.server.problems import ERROR_TYPES, error_body, library_status
 from tinyagents.server.sse import event_stream
 from tinyagents.store.base import run_key
 
@@ -346,6 +346,11 @@ class ProblemItem(BaseModel):
 class ErrorBody(BaseModel):
     """The body of every error answer of the API."""
 
+    type: str = Field(
+        description="the kind of error, a stable code to branch on (the status's: "
+        + ", ".join(f"{kind} {status}" for status, kind in ERROR_TYPES.items())
+        + ")"
+    )
     message: str = Field(description="the problem, in one line")
     detail: str | list[ProblemItem] = Field(
         description="the same line; for a 422, the list of problems"
@@ -369,7 +374,8 @@ _MAX_PROBLEM = 2000
 class Problem(Exception):
     """An answer other than 200, with its JSON body: ``message`` says it in one line, as
     every error body of the API does; ``detail`` is that line too, except for a 422, where
-    it lists the problems as a request validation error does (``loc``, ``msg``, ``type``)."""
+    it lists the problems as a request validation error does (``loc``, ``msg``, ``type``);
+    ``type`` is the status's code (``problems.ERROR_TYPES``)."""
 
     def __init__(
         self,
@@ -388,7 +394,14 @@ class Problem(Exception):
         listed: Any = detail
         if status == 422:  # ``loc``: where the problem is, as a validation error says it
             listed = [{"loc": list(loc), "msg": detail, "type": "value_error"}]
-        self.body: dict[str, Any] = {"detail": listed, "message": detail, **(extra or {})}
+        self.body: dict[str, Any] = {**error_body(status, detail, listed), **(extra or {})}
+
+    @classmethod
+    def of(cls, exc: BaseException, detail: str | None = None, **kwargs: Any) -> "Problem":
+        """The answer a library error causes: its status from ``problems.LIBRARY_ERRORS``
+        (one table, not each place that catches it); ``detail``, the error's text unless
+        given."""
+        return cls(library_status(exc), str(exc) if detail is None else detail, **kwargs)
 
 
 NOT_FOUND = "run not found"
@@ -447,7 +460,7 @@ class OperatorApi(Record):
         try:
             p = self.auth.authenticate(token)
         except AuthError as exc:
-            raise Problem(401, str(exc)) from None
+            raise Problem.of(exc) from None
         if ticket_claims(p.token):
             raise Problem(
                 401,
@@ -485,8 +498,8 @@ class OperatorApi(Record):
             p = self.auth.authenticate(ticket)
         except AuthError as exc:
             # (what it says of its token: a ticket is one, with a block; get another)
-            raise Problem(
-                401, f"?ticket=: {exc}; or get a ticket from POST /events/tickets"
+            raise Problem.of(
+                exc, f"?ticket=: {exc}; or get a ticket from POST /events/tickets"
             ) from None
         claims = ticket_claims(p.token)
         if len(claims) != 1:
@@ -518,8 +531,8 @@ class OperatorApi(Record):
         try:
             first = await self.control.claim_nonce(p.ticket.nonce, expires_at=p.ticket.expires_at)
         except StoreError as exc:
-            raise Problem(
-                503,
+            raise Problem.of(
+                exc,
                 f"the ticket's use cannot be recorded now ({exc}): retry",
                 headers={"Retry-After": "5"},
             ) from None
@@ -817,16 +830,18 @@ class OperatorApi(Record):
                 **fields,
             )
         except InvalidCommandError as exc:
-            raise Problem(422, str(exc)) from None
+            raise Problem.of(exc) from None
         try:
             receipt = await self.control.submit(cmd)
-        except ReceiptTimeout as exc:
-            # (the error says it may still be applied, and how to learn its outcome)
-            raise Problem(504, str(exc), extra={"correlation_id": cmd.correlation_id}) from None
-        except (StoreError, RuntimeClosed, ControlPlaneUnavailable) as exc:
-            raise Problem(503, f"the runtime cannot take commands now: {exc}") from None
-        except InvalidCommandError as exc:  # too large to send to the worker that owns the run
-            raise Problem(422, str(exc)) from None
+        except (StoreError, RuntimeClosed, ControlPlaneUnavailable, InvalidCommandError) as exc:
+            # a 504 (the error says it may still be applied, and how to learn its outcome), a
+            # 503 (not taken), a 422 (too large to send to the worker that owns the run)
+            status = library_status(exc)
+            raise Problem.of(
+                exc,
+                f"the runtime cannot take commands now: {exc}" if status == 503 else None,
+                extra={"correlation_id": cmd.correlation_id} if status == 504 else None,
+            ) from None
         body = receipt.model_dump(mode="json")
         status = _receipt_status(receipt)
         if status == 404:
@@ -1094,7 +1109,7 @@ class BodyLimit:
 
     async def _refuse(self, send: Any) -> None:
         detail = f"request body too large: the limit is {self.limit} bytes"
-        body = json.dumps({"detail": detail, "message": detail}).encode()
+        body = json.dumps(error_body(413, detail)).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -1168,7 +1183,7 @@ class Asterisk:
             headers = [(b"content-length", b"0")]
         else:
             detail = "the target '*' is for OPTIONS only (RFC 9112 section 3.2.4)"
-            status, body = 400, json.dumps({"detail": detail, "message": detail}).encode()
+            status, body = 400, json.dumps(error_body(400, detail)).encode()
             headers = [
                 (b"content-type", b"application/json"),
                 (b"content-length", b"%d" % len(body)),
@@ -1247,16 +1262,15 @@ def create_app(
         # traceback. Its plain-text 500 had none of ``_EVERY_ANSWER``; the error itself is not
         # told to the client (it may quote a secret or a path).
         detail = "internal server error: the server's log says what failed"
-        return JSONResponse(
-            {"detail": detail, "message": detail}, status_code=500, headers=_EVERY_ANSWER
-        )
+        return JSONResponse(error_body(500, detail), status_code=500, headers=_EVERY_ANSWER)
 
     @app.exception_handler(StoreError)
     async def _store_failed(request: Request, exc: StoreError) -> JSONResponse:
         # a read the store could not answer (a command's failure is answered by ``command``,
         # which says it was not taken): a 503 to retry, as the docs promise, not a 500
         _log.warning("the store failed %s %s: %s", request.method, request.url.path, exc)
-        return await _problem(request, Problem(503, f"the store cannot be read now: {exc}"))
+        problem = Problem.of(exc, f"the store cannot be read now: {exc}")
+        return await _problem(request, problem)
 
     async def unauthenticated(request: Request) -> JSONResponse | None:
         """The 401 of a request without a valid token, or None. A body is read (as JSON)
@@ -1279,7 +1293,7 @@ def create_app(
             where = syntax.get("loc", ("body", "?"))[-1]
             why = (syntax.get("ctx") or {}).get("error", "")
             message = f"the body is not valid JSON (at character {where}): {why}"
-            return JSONResponse({"detail": message, "message": message}, status_code=400)
+            return JSONResponse(error_body(400, message), status_code=400)
         found = exc.errors()
         errors = [  # at most MAX_PROBLEMS, each name cut short: never the request echoed back
             {
@@ -1292,7 +1306,7 @@ def create_app(
         message = _validation_message(errors, request.headers.get("content-type"))
         if len(found) > MAX_PROBLEMS:
             message += f"; and {len(found) - MAX_PROBLEMS:,} more"
-        return JSONResponse({"detail": errors, "message": message}, status_code=422)
+        return JSONResponse(error_body(422, message, errors), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
@@ -1305,7 +1319,7 @@ def create_app(
             if isinstance(exc.__cause__, BodyTooLarge):
                 return await _problem(request, Problem(413, str(exc.__cause__)))
             detail = _unreadable_body(exc.__cause__)
-            return JSONResponse({"detail": detail, "message": detail}, status_code=400)
+            return JSONResponse(error_body(400, detail), status_code=400)
         response = await http_exception_handler(request, exc)  # 404, 405: FastAPI's own
         if isinstance(exc.detail, str) and isinstance(response, JSONResponse):
             # with the one-line message every error body of the API has
@@ -1313,7 +1327,7 @@ def create_app(
             right = _without_slash(request) if exc.status_code == 404 else None
             if right is not None:
                 detail = f"no such path: {request.url.path}; use {right} (no trailing slash)"
-            body = {"detail": detail, "message": detail}
+            body = error_body(exc.status_code, detail)
             headers = dict(exc.headers or {})
             if exc.status_code == 405:
                 headers["Allow"] = ", ".join(_allowed(request))

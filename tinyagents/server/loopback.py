@@ -17,6 +17,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from tinyagents.server.problems import error_body
+
 
 def is_loopback(hostname: str | None) -> bool:
     """Whether ``hostname`` (no port, IPv6 without brackets) names this machine."""
@@ -69,7 +71,7 @@ class LoopbackOnly:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"detail": problem, "message": problem}).encode()
+        body = json.dumps(error_body(403, problem)).encode()
         headers_out = [
             (b"content-type", b"application/json"),
             (b"content-length", b"%d" % len(body)),
