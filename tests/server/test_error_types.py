@@ -135,6 +135,12 @@ async def test_every_route_answers_its_errors_with_a_type(served: Served) -> Non
     assert "type" in schema["required"], schema
 
 
+async def test_the_console_s_errors_name_their_type(served: Served) -> None:
+    # the console's files are a mount of their own, outside the routes the walk above asks
+    assert_typed(await served.client.get("/no-such-file.js"), 404, "not_found")
+    assert_typed(await served.client.post("/no-such-file.js"), 405, "method_not_allowed")
+
+
 def _routes(routes: Any) -> Iterator[Route]:
     """Every route of ``routes``, those of an included router too."""
     for route in routes:

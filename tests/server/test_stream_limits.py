@@ -85,6 +85,7 @@ async def test_a_user_holds_at_most_max_streams_per_user_open(tmp_path: Path) ->
                     and "max_streams_per_user" in (body["message"])
                 )
                 assert third.headers["Retry-After"]
+                assert body["type"] == "rate_limited", body  # the kind, for a client to branch on
                 # another user of the tenant is not held back by alice's
                 with_bob = contextlib.AsyncExitStack()
                 async with with_bob:
