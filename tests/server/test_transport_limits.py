@@ -46,7 +46,8 @@ async def test_a_huge_bearer_token_is_a_json_401_like_any_bad_token(
         r = await served.client.request(method, path, headers=bearer("A" * size))
         body = problem(r, 401)
         assert r.headers["www-authenticate"] == "Bearer"
-        assert set(body) == {"detail", "message"}, body
+        assert set(body) == {"type", "detail", "message"}, body
+        assert body["type"] == "unauthorized", body
         if size > MAX_TOKEN_BYTES:
             assert str(MAX_TOKEN_BYTES) in body["detail"], body
     await unchanged(served, run)
