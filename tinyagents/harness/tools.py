@@ -683,10 +683,14 @@ class _Arguments(BaseModel):
     # Extra keys are refused so the model hears about a misspelled argument instead of
     # having it silently dropped.
     # A TypedDict's or a stdlib dataclass's field docstrings describe its fields, as in
-    # pydantic-ai (they take the config of the model they are in).
-    model_config = ConfigDict(
-        extra="forbid", protected_namespaces=(), defer_build=True, use_attribute_docstrings=True
-    )
+    # pydantic-ai (they take the config of the model they are in): each tool's model reads
+    # them (``_FIELD_DOCS``), not this base, whose class statement pydantic would otherwise
+    # find and parse with the rest of this file at import (a tenth of ``import tinyagents``).
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), defer_build=True)
+
+
+#: The config each tool's arguments model adds to ``_Arguments``'.
+_FIELD_DOCS = {"use_attribute_docstrings": True}
 
 
 def _arguments_model(
@@ -740,7 +744,9 @@ def _arguments_model(
         fields[field_name] = (annotation, info)
         params.append((field_name, param))
     try:
-        model = create_model(f"{name}_arguments", __base__=_Arguments, **fields)
+        model = create_model(
+            f"{name}_arguments", __base__=_Arguments, __cls_kwargs__=_FIELD_DOCS, **fields
+        )
         model.model_json_schema(by_alias=True)
     # a type pydantic cannot make a schema of; a constraint it cannot use (SchemaError); a
     # choice (Literal, Enum) it cannot write as JSON (PydanticSerializationError, a ValueError)
