@@ -311,13 +311,7 @@ class SteeringRouter:
         for the next run of a thread, that another runtime may take (``hand_off``): those the
         router holds in memory only (a command in a durable steering log is that log's: not
         handed off, ``logged_for_threads``)."""
-        return [
-            (tracked.cmd, self.registry.thread_tenant(tracked.cmd.actor))
-            for key, waiting in self._waiting.items()
-            if key.startswith(_THREAD)
-            for tracked in waiting.values()
-            if tracked.state is CommandState.DEFERRED and not tracked.persisted
-        ]
+        return self._waiting_on_threads(logged=False)
 
     def logged_for_threads(self) -> list[tuple[SteeringCommand, str | None]]:
         """(command, tenant among whose runs its thread resolves) of the commands deferred
@@ -327,15 +321,32 @@ class SteeringRouter:
         in another runtime, ``refuse_logged`` ends it instead of leaving it waiting. One
         whose take by a run here may have reached the log (``unsure_take``) is left out:
         that run settles it."""
+        return self._waiting_on_threads(logged=True)
+
+    def _waiting_on_threads(self, *, logged: bool) -> list[tuple[SteeringCommand, str | None]]:
+        """``logged_for_threads`` (``logged``) or ``waiting_for_threads``."""
         return [
             (tracked.cmd, self.registry.thread_tenant(tracked.cmd.actor))
             for key, waiting in self._waiting.items()
             if key.startswith(_THREAD)
             for tracked in waiting.values()
-            if tracked.state is CommandState.DEFERRED
-            and tracked.persisted
-            and not tracked.unsure_take
+            if _sendable(tracked, logged=logged)
         ]
+
+    def _take_waiting(self, cmd: SteeringCommand, *, logged: bool) -> tuple[str, _Tracked] | None:
+        """(thread key, its book) of ``cmd``, taken out of the commands waiting for its
+        thread's next run to be sent away (``hand_off``, ``refuse_logged``; ``logged``: one
+        the durable log holds); None if it is not waiting so (any more)."""
+        thread = _target_key(cmd)
+        waiting = self._waiting.get(thread)
+        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        tracked = waiting.get(key) if waiting is not None else None
+        if tracked is None or not _sendable(tracked, logged=logged):
+            return None
+        del waiting[key]  # type: ignore[union-attr]
+        if not waiting:
+            del self._waiting[thread]
+        return thread, tracked
 
     async def refuse_logged(self, cmd: SteeringCommand, reason: str, policy_id: str) -> bool:
         """End ``cmd`` (``logged_for_threads``) ``rejected`` with ``reason``: its thread's run
@@ -350,24 +361,14 @@ class SteeringRouter:
         the same (its reply lost): then the next refusal, or the take by a run of its thread
         here, finds the row ``rejected`` and ends the command ``rejected`` here, once
         (``_rejected_after_all``), not dropped as another runtime's."""
-        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
-        thread = _target_key(cmd)
-        waiting = self._waiting.get(thread)
-        tracked = waiting.get(key) if waiting is not None else None
-        if (
-            tracked is None
-            or not tracked.persisted
-            or tracked.unsure_take
-            or tracked.state is not CommandState.DEFERRED
-        ):
+        taken = self._take_waiting(cmd, logged=True)
+        if taken is None:
             return False
-        del waiting[key]  # type: ignore[union-attr]
-        if not waiting:
-            del self._waiting[thread]
+        thread, tracked = taken
         try:
             receipt = await self._reject(tracked, reason, policy_id)
         except BaseException:
-            if key in self._tracked and tracked.state is CommandState.DEFERRED:
+            if tracked.key in self._tracked and tracked.state is CommandState.DEFERRED:
                 tracked.unsure_reject = (reason, policy_id)  # it may have been written
                 await self._wait_again(thread, tracked)
             raise
@@ -385,21 +386,16 @@ class SteeringRouter:
         it was not sent (``send`` returned False or raised), it waits again, or goes to a run
         of its thread that registered here meanwhile. False: it was not waiting (any more),
         or was not sent."""
-        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
-        thread = _target_key(cmd)
-        waiting = self._waiting.get(thread)
-        tracked = waiting.get(key) if waiting is not None else None
-        if tracked is None or tracked.persisted or tracked.state is not CommandState.DEFERRED:
+        taken = self._take_waiting(cmd, logged=False)
+        if taken is None:
             return False
-        del waiting[key]  # type: ignore[union-attr]
-        if not waiting:
-            del self._waiting[thread]
+        thread, tracked = taken
         sent = False
         try:
             sent = await send(tracked.cmd)
         finally:
             if sent:
-                del self._tracked[key]
+                del self._tracked[tracked.key]
             else:
                 await self._wait_again(thread, tracked)
         return sent
@@ -1102,6 +1098,16 @@ class SteeringRouter:
             if tracked.early is None:
                 tracked.early = []
             tracked.early.append(event)
+
+
+def _sendable(tracked: _Tracked, *, logged: bool) -> bool:
+    """Whether ``tracked``, waiting for its thread's next run, may be sent away: deferred,
+    and held in the durable log (``logged``: refused, ``refuse_logged``; not one whose take
+    by a run here may have reached the log, which that run settles) or in memory only
+    (handed to another runtime, ``hand_off``)."""
+    if tracked.state is not CommandState.DEFERRED:
+        return False
+    return tracked.persisted and not tracked.unsure_take if logged else not tracked.persisted
 
 
 def _still_open(tracked: _Tracked, type_: str) -> None:
