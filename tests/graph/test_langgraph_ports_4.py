@@ -168,8 +168,8 @@ async def test_resuming_a_sub_graph_naming_the_head_goes_on_from_its_question(
     checkpointer: Checkpointer,
 ) -> None:
     # LangGraph: test_time_travel.py::test_subgraph_interrupt_resume_with_explicit_head_
-    # checkpoint_id (its sub-graph compiled with checkpointer=True, which ours refuses by
-    # name: docs/graph.md, "compile()"; the resume is the same without it)
+    # checkpoint_id (its sub-graph compiled with checkpointer=True; the resume is the same
+    # without it)
     called: dict[str, list[str]] = {"ours": [], "theirs": []}
     ours_calls, theirs_calls = called["ours"], called["theirs"]
     ours_sub = _sub(OURS, ours_calls)

@@ -9,8 +9,9 @@
   to ``interrupt()``, written into the state, sent or dumped as JSON it is what the node saw
   (it was a live read-only view: "cannot checkpoint a mappingproxy", a self-referencing
   value, ``json.dumps`` refused);
-- ``compile(checkpointer=True)`` (LangGraph's persistent sub-graph switch) is refused by name
-  (it was accepted and ignored, or failed with ``AttributeError``);
+- ``compile(checkpointer=True)`` (LangGraph's persistent sub-graph switch) is taken, as
+  ``False`` is (it was accepted and ignored, or failed with ``AttributeError``; then refused
+  by name; now ``test_langgraph_ports_subgraph_checkpointer.py`` runs it);
 - a node name with ``:`` or ``|`` (a namespace's separators) is refused, as LangGraph's
   ``add_node`` refuses it (a sub-graph so named could not be found by its namespace);
 - reading or changing a thread of a graph without checkpointer is a ``ValueError``, as
@@ -160,11 +161,11 @@ async def test_a_node_cannot_change_its_state_but_may_copy_it() -> None:
 
 
 @pytest.mark.parametrize("flag", [True, False])
-def test_langgraphs_checkpointer_switch_is_refused_by_name(flag: bool) -> None:
+def test_langgraphs_checkpointer_switch_is_taken(flag: bool) -> None:
     graph = StateGraph(Log).add_node("a", lambda s: {"log": ["a"]})
     graph.add_edge(OURS.START, "a").add_edge("a", OURS.END)
-    with pytest.raises(GraphValidationError, match=rf"checkpointer={flag}\) is LangGraph's"):
-        graph.compile(checkpointer=flag)  # type: ignore[arg-type]
+    compiled = graph.compile(checkpointer=flag)
+    assert compiled.sub_checkpointer is flag and compiled.checkpointer is None
     with pytest.raises(GraphValidationError, match="takes a tinyagents Checkpointer"):
         graph.compile(checkpointer=THEIRS.StateGraph)  # type: ignore[arg-type]
 

@@ -382,8 +382,7 @@ def parent_goto(g: Any, with_timeout: str | bool) -> Any:
 async def test_a_sub_graphs_parent_command_passes_a_step_timeout(
     with_timeout: str | bool, checkpointer: Checkpointer
 ) -> None:
-    # LangGraph: test_pregel_async.py::test_parent_command_goto (subgraph_persist=False:
-    # a sub-graph compiled with checkpointer=True is not offered, docs/graph.md)
+    # LangGraph: test_pregel_async.py::test_parent_command_goto (subgraph_persist=False)
     ours = parent_goto(OURS, with_timeout).compile(checkpointer=checkpointer, name="parent")
     theirs = parent_goto(THEIRS, with_timeout).compile(
         checkpointer=lg_memory.InMemorySaver(), name="parent"

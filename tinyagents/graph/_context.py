@@ -68,6 +68,9 @@ class TaskScope(Record):
     counter: int = 0
     #: sub-graphs the node called so far (each call gets its own namespace)
     calls: int = 0
+    #: the ``compile(checkpointer=False)`` sub-graph that makes the run save nothing under
+    #: a checkpointed parent (``GraphRun.unsaved_by``), for ``interrupt()``'s error
+    unsaved_by: str | None = None
 
     def restart(self) -> None:
         """A new attempt of the node: it counts its interrupts and sub-graph calls anew."""
@@ -82,6 +85,8 @@ class TaskScope(Record):
         if interrupt_id in self.resume:
             answer = self.resume[interrupt_id]
             return answer if schema is None else schema.check(answer, interrupt_id)
+        if not self.checkpointed and self.unsaved_by is not None:
+            raise GraphError(unsaved_interrupt(task.node, self.unsaved_by))
         if not self.checkpointed:
             raise GraphError(
                 f"interrupt() in node {task.node!r} needs a checkpointer to resume from: "
@@ -104,15 +109,40 @@ class TaskScope(Record):
 
 
 class _Unsaved:
-    """The scope of every node of a run without checkpointer: nothing to resume from."""
+    """The scope of every node of a run without checkpointer: nothing to resume from.
+    ``by``: the ``compile(checkpointer=False)`` sub-graph that makes the run so under a
+    checkpointed parent (``GraphRun.unsaved_by``), for the error to name."""
 
-    __slots__ = ()
+    __slots__ = ("by",)
+
+    def __init__(self, by: str | None = None) -> None:
+        self.by = by
 
     def interrupt(self, value: Any, schema: ResponseSchema | None = None) -> Any:
+        if self.by is not None:
+            raise GraphError(unsaved_interrupt("", self.by))
         raise GraphError(
             "interrupt() needs a checkpointer to resume from: "
             "compile(checkpointer=MemoryCheckpointer()) or a SqliteCheckpointer"
         )
+
+
+def unsaved_interrupt(node: str, by: str) -> str:
+    """Why ``interrupt()`` in a ``compile(checkpointer=False)`` sub-graph ``by`` cannot
+    pause. LangGraph's pauses, then runs the whole sub-graph again on every resume, so a
+    second ``interrupt()`` in it asks for ever."""
+    where = f" in node {node!r}" if node else ""
+    return (
+        f"interrupt(){where} cannot pause: it runs in {by}, compiled with "
+        "checkpointer=False, which saves nothing to resume from; compile it with "
+        "checkpointer=None (checkpointed with its parent's, per call) or True (its own "
+        "state, kept between calls)"
+    )
+
+
+def unsaved_scope(by: str | None) -> _Unsaved:
+    """The scope of a run that saves nothing (``by``: as ``_Unsaved``'s)."""
+    return UNSAVED if by is None else _Unsaved(by)
 
 
 UNSAVED: Any = _Unsaved()
@@ -137,7 +167,7 @@ def current_scope() -> TaskScope | _Unsaved:
 enclosing_scope: Callable[[], TaskScope | _Unsaved | None] = _scope.get
 
 
-def set_scope(scope: TaskScope | None) -> Any:
+def set_scope(scope: TaskScope | _Unsaved | None) -> Any:
     return _scope.set(scope)
 
 

@@ -391,7 +391,7 @@ class StateGraph:
 
     def compile(
         self,
-        checkpointer: Checkpointer | None = None,
+        checkpointer: Checkpointer | bool | None = None,
         *,
         name: str | None = "graph",
         recursion_limit: int = 25,
@@ -403,6 +403,14 @@ class StateGraph:
         step_timeout: float | None = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
+
+        ``checkpointer``: a ``Checkpointer``, or None (as a sub-graph: its parent's, in a
+        namespace of each call). LangGraph's ``True`` makes a sub-graph that keeps its own
+        state between calls, in one namespace of the thread per place it runs from (its
+        node's name, no task id), so each call goes on from the state the last one left;
+        ``False`` one that is never checkpointed, even under a checkpointed parent (an
+        ``interrupt()`` in it is an error). Either is for sub-graphs: a graph compiled with
+        ``True`` cannot run at the top.
 
         ``interrupt_before`` / ``interrupt_after``: static breakpoints (``"*"``: every node,
         as LangGraph spells it). A run stops (status ``interrupted``, no ``interrupts``)
@@ -445,7 +453,8 @@ class StateGraph:
             )
         graph = CompiledGraph(
             self,
-            checkpointer=checkpointer,
+            checkpointer=None if isinstance(checkpointer, bool) else checkpointer,
+            sub_checkpointer=checkpointer if isinstance(checkpointer, bool) else None,
             name="graph" if name is None else name,
             recursion_limit=recursion_limit,
             task_cancel_policy=task_cancel_policy,
@@ -548,22 +557,15 @@ def _check_timeout(node: str, timeout: object) -> None:
 
 
 def _check_checkpointer(checkpointer: object) -> None:
-    """A checkpointer is a tinyagents ``Checkpointer`` or None; LangGraph's ``True``/``False``
-    (a sub-graph that keeps its own state between calls, or none) is refused by name."""
-    if checkpointer is None or isinstance(checkpointer, Checkpointer):
+    """A checkpointer is a tinyagents ``Checkpointer``, None, or LangGraph's ``True`` /
+    ``False`` for a sub-graph (``GraphCore.sub_checkpointer``: its own state kept between
+    calls, or never checkpointed)."""
+    if checkpointer is None or isinstance(checkpointer, (bool, Checkpointer)):
         return
-    if isinstance(checkpointer, bool):
-        raise GraphValidationError(
-            f"compile(checkpointer={checkpointer}) is LangGraph's switch for a sub-graph that "
-            "keeps its own state between calls (True) or never checkpoints (False); it is not "
-            "supported: a sub-graph always checkpoints with its parent's checkpointer, in a "
-            "fresh namespace per call, so keep what must outlive a call in the parent's "
-            "channels. Pass a Checkpointer (MemoryCheckpointer(), SqliteCheckpointer(path)) "
-            "or None"
-        )
     raise GraphValidationError(
         "compile(checkpointer=...) takes a tinyagents Checkpointer (MemoryCheckpointer, "
-        f"SqliteCheckpointer, PostgresCheckpointer) or None, got {type(checkpointer).__name__}"
+        "SqliteCheckpointer, PostgresCheckpointer), None, or True/False for a sub-graph, got "
+        f"{type(checkpointer).__name__}"
     )
 
 

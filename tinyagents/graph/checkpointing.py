@@ -546,6 +546,8 @@ async def save(
         metadata.setdefault("ran", head.metadata["ran"])
     if "parents" in head.metadata:  # a sub-graph's (``with_parents``); a root's has none
         metadata.setdefault("parents", head.metadata["parents"])
+    if "call" in head.metadata:  # a persistent sub-graph's (``executor.child_run``)
+        metadata.setdefault("call", head.metadata["call"])
     values = head.values if snapshot else delta
     assert values is not None
     if untracked and snapshot and not untracked.isdisjoint(values):

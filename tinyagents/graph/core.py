@@ -192,8 +192,13 @@ class GraphCore:
         interrupt_before: Collection[str] = (),
         interrupt_after: Collection[str] = (),
         step_timeout: float | None = None,
+        sub_checkpointer: bool | None = None,
     ) -> None:
         self.builder = builder
+        #: LangGraph's ``compile(checkpointer=True/False)`` of a sub-graph: True keeps its
+        #: state between calls (``persistent_ns``), False never checkpoints it; None (a
+        #: ``Checkpointer`` or none given) checkpoints it with its parent's, per call
+        self.sub_checkpointer = sub_checkpointer
         self._step_timeout = check_step_timeout(step_timeout)
         #: static breakpoints: stop before / after these nodes run (``run`` can add its own)
         self.interrupt_before = frozenset(interrupt_before)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
     GraphError,
@@ -25,13 +26,13 @@ from tinyagents.errors import (
     StoreError,
 )
 from tinyagents.graph._context import (
-    UNSAVED,
     CalledCommand,
     NodeInterrupt,
     ParentCommand,
     enclosing_scope,
     reset_scope,
     set_scope,
+    unsaved_scope,
 )
 from tinyagents.graph.agent_node import run_agent_node
 from tinyagents.graph.checkpointing import (
@@ -163,6 +164,14 @@ class GraphRun:
     max_concurrency: int | None = None
     #: the graph's ``step_timeout`` as this run began (a sub-graph's run: its own graph's)
     step_timeout: float | None = None
+    #: a replay or fork of the thread this run is (``Replay``): a persistent sub-graph's
+    #: first call in it goes on from the state it had then
+    replay: Replay | None = None
+    #: (step's frontier id, persistent namespace -> the task of that step that runs it)
+    _claims: tuple[str, dict[str, str]] | None = None
+    #: the ``compile(checkpointer=False)`` sub-graph (as ``_what`` names it) that makes this
+    #: run, under a checkpointed parent, save nothing: an ``interrupt()`` in it says so
+    unsaved_by: str | None = None
 
     def __init__(
         self,
@@ -267,7 +276,7 @@ class GraphRun:
         """``execute``, with a failing node reported as ``status="failed"`` and ``.error`` set
         (what a top-level run returns)."""
         # without a checkpointer every node shares one scope that refuses interrupt()
-        token = set_scope(UNSAVED) if self.checkpointer is None else None
+        token = set_scope(unsaved_scope(self.unsaved_by)) if self.checkpointer is None else None
         stream = self.stream
         try:
             while True:
@@ -975,8 +984,10 @@ class GraphRun:
         ns = self.head.ns
         if not ns:
             return f"graph {self.graph.name!r}"
-        # the last "node:task_id" of the namespace (a call's number may follow it)
-        node = next(part for part in reversed(ns.split("|")) if ":" in part).split(":", 1)[0]
+        # the last "node:task_id" of the namespace (a call's number may follow it; a
+        # persistent sub-graph's segments have no task id)
+        parts = [part for part in ns.split("|") if not part.isdigit()] or [ns]
+        node = parts[-1].split(":", 1)[0]
         return f"the sub-graph of node {node!r} (namespace {ns!r})"
 
     def result(self, status: GraphStatus, tasks: list[Task] = ()) -> GraphResult:  # type: ignore[assignment]
@@ -1039,23 +1050,45 @@ class GraphRun:
         """The run of ``child_graph`` for ``task`` in namespace ``ns`` of this thread, with
         this run's checkpointer, limits (or ``recursion_limit``) and answers: it continues
         the namespace's head (a resumed task) or starts from ``data``. Also says whether it
-        started afresh."""
-        cp, thread_id = self.checkpointer, self.head.thread_id
+        started from ``data`` (afresh, or a new call of a persistent sub-graph).
+
+        LangGraph's ``compile(checkpointer=False)`` sub-graph runs without checkpointer; a
+        ``checkpointer=True`` one keeps its state in ``persistent_ns(ns)``, the same for
+        every call from this place of the graph: the head there goes on for the call that
+        made it (``metadata["call"]``, its per-call ``ns``: a resumed task), and another
+        call applies ``data`` to it as new input, as a thread takes a new input."""
+        own = child_graph.sub_checkpointer
+        cp = None if own is False else self.checkpointer
+        thread_id = self.head.thread_id
         limit = self.recursion_limit if recursion_limit is None else recursion_limit
+        call = ns
+        persistent = own is True and cp is not None
+        if persistent:
+            ns = persistent_ns(call)
+            self._claim(ns, task)
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
         if head is not None:
             check_values(child_graph, head)
         fresh = head is None
         written = None
-        if head is not None:  # the namespace's input saved, its first step not: apply it
+        if head is not None and persistent and head.metadata.get("call") != call:
+            # a new call of a persistent sub-graph: its input goes on from its saved state
+            if data is None:
+                raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
+            replay = self.replay
+            if replay is not None and ns not in replay.visited:
+                assert cp is not None  # (persistent: a checkpointer)
+                replay.visited.add(ns)
+                head = await _replayed(child_graph, cp, head, replay.bound)
+            head.metadata = {**head.metadata, **self._child_metadata(call)}
+            written = await child_graph.start_input(head, data, cp, limit)
+            fresh = True
+        elif head is not None:  # the namespace's input saved, its first step not: apply it
             written = await child_graph.take_pending_input(head, cp, limit)
         else:
             head = Head.fresh(child_graph, thread_id, ns, self.head.lineage, saved=cp is not None)
             if cp is not None:
-                # LangGraph's metadata["parents"]: the checkpoint of each graph above this
-                # one that it runs from, kept with each of its checkpoints
-                parents = self.head.metadata.get("parents", {})
-                head.metadata = {"parents": {**parents, self.head.ns: self.head.checkpoint_id}}
+                head.metadata = self._child_metadata(call if persistent else None)
             if data is None:
                 raise GraphError(f"sub-graph {child_graph.name!r} needs an input to start")
             written = await child_graph.start_input(head, data, cp, limit)
@@ -1070,6 +1103,12 @@ class GraphRun:
             run_id=self.run_id,
             max_concurrency=self.max_concurrency,
         )
+        if own is False and self.checkpointer is not None:
+            child.unsaved_by = child._what()
+        elif self.unsaved_by is not None:
+            child.unsaved_by = self.unsaved_by
+        if self.replay is not None:
+            child.replay = self.replay
         child.input_written = written
         # a sub-graph going on from its own checkpoint is continued, as LangGraph hands a
         # resumed sub-graph CONFIG_KEY_RESUMING
@@ -1077,6 +1116,32 @@ class GraphRun:
         if child.stream is not None:
             child.stream.subgraph_started(child)
         return child, fresh
+
+    def _claim(self, ns: str, task: Task) -> None:
+        """Refuse a second task of this step in the persistent sub-graph namespace ``ns``
+        (``Send``s to one such node, or to a node that calls one): their calls would write
+        one namespace at once. LangGraph's run them there in turn, each mixing the others'
+        state into its own."""
+        claims = self._claims
+        if claims is None or claims[0] != self.head.frontier_id:
+            claims = self._claims = (self.head.frontier_id, {})
+        owner = claims[1].setdefault(ns, task.id)
+        if owner != task.id:
+            raise GraphError(
+                f"tasks {owner!r} and {task.id!r} of node {task.node!r} both run the "
+                f"checkpointer=True sub-graph kept in namespace {ns!r} in one step: its state "
+                "is one per place it runs from, so two calls at once would share it; send to "
+                "it once per step, or compile it with checkpointer=None (a state per call)"
+            )
+
+    def _child_metadata(self, call: str | None) -> dict[str, Any]:
+        """A sub-graph's checkpoint metadata: LangGraph's ``parents``, the checkpoint of each
+        graph above it that it runs from, and for a persistent one the call it runs for."""
+        parents = self.head.metadata.get("parents", {})
+        meta: dict[str, Any] = {"parents": {**parents, self.head.ns: self.head.checkpoint_id}}
+        if call is not None:
+            meta["call"] = call
+        return meta
 
     async def run_subgraph(self, task: Task) -> Any:
         """Run a compiled graph node as a child run in its own checkpoint namespace."""
@@ -1139,6 +1204,56 @@ class GraphRun:
         )
 
 
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class Replay(Record):
+    """A run that goes on from the thread's past (a replay, ``run(None, checkpoint_id=)``,
+    or an ``update_state(..., checkpoint_id=)`` fork): ``bound`` is the root checkpoint it
+    went back to. As LangGraph's ``ReplayState``, each persistent sub-graph's first call in
+    the run goes on from its state as it was then, its last checkpoint made before
+    ``bound`` (none: afresh); a later call of it, from the state the first left."""
+
+    bound: str
+    #: the persistent namespaces called so far in the run
+    visited: set[str] = field(default_factory=set)
+
+
+async def _replayed(graph: GraphCore, cp: Checkpointer, head: Head, bound: str) -> Head:
+    """The persistent sub-graph namespace of ``head`` as it was before the root checkpoint
+    ``bound``: its newest checkpoint made from a root checkpoint older than ``bound``,
+    saved again on top of its history (a ``rewind``, as the root's replay saves one), or
+    a fresh state if it had none then; ``head`` itself when that is its head."""
+    thread_id, ns = head.thread_id, head.ns
+    order = {r.checkpoint_id: r.seq for r in await cp.list(thread_id, "")}
+    limit = order.get(bound, -1)
+    records = await cp.list(thread_id, ns)
+    past = next(
+        (r for r in records if order.get(r.metadata.get("parents", {}).get(""), limit) < limit),
+        None,
+    )
+    if past is not None and past.checkpoint_id == head.checkpoint_id:
+        return head
+    then = None if past is None else await load_head(graph, cp, thread_id, ns, past.checkpoint_id)
+    if then is None:
+        then = Head.fresh(graph, thread_id, ns, None, saved=True)
+        then.metadata = dict(head.metadata)
+    # on top of the namespace's history (a new lineage: new task ids, as a replay's)
+    then.records, then.frontier = {}, []
+    then.lineage = _clock.new_id("ln")
+    then.seq, then.checkpoint_id = head.seq, head.checkpoint_id
+    then.frontier_id = new_frontier_id()
+    metadata = {} if past is None else {"rewound_to": past.checkpoint_id}
+    await save(cp, then, delta=None, source="rewind", metadata=metadata)
+    return then
+
+
+def persistent_ns(ns: str) -> str:
+    """The namespace a ``compile(checkpointer=True)`` sub-graph keeps its state in: its
+    per-call namespace without task ids (``"outer:t1|inner:t2|1"`` -> ``"outer|inner|1"``),
+    as LangGraph's, so every call from the same place finds the state the last one left (a
+    task's second call of it, ``|1``, has one of its own)."""
+    return "|".join(part.partition(":")[0] for part in ns.split("|"))
+
+
 async def _landed(saving: asyncio.Future[None]) -> None:
     """Wait for a task's save (its result, or the question it asked). Should a sibling fail
     (or the run be cancelled) meanwhile, the save lands first, then the cancel goes on."""
@@ -1181,10 +1296,12 @@ def _first_failure(errors: list[BaseException], refused: list[_TaskFailed]) -> B
 
 __all__ = [
     "GraphRun",
+    "Replay",
     "Step",
     "StepKind",
     "StreamSink",
     "TaskHooks",
+    "persistent_ns",
     "running_graph_run",
     "unanswered",
 ]

@@ -41,7 +41,7 @@ from tinyagents.graph.checkpointing import (
     withdrawal_write,
 )
 from tinyagents.graph.core import router_context
-from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.executor import GraphRun, Replay
 from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import Task, plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send, StateUpdate
@@ -54,6 +54,19 @@ if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord
 
 
+def check_root(graph: GraphCore) -> None:
+    """A ``compile(checkpointer=True)`` graph keeps its state in its parent's thread, so it
+    has none of its own to run at the top (LangGraph's ``RuntimeError``, "checkpointer=True
+    cannot be used for root graphs")."""
+    if graph.sub_checkpointer is True:
+        raise GraphError(
+            f"graph {graph.name!r} is compiled with checkpointer=True, which keeps a "
+            "sub-graph's state in its parent's thread: it runs only as a sub-graph (a node of "
+            "a graph, or called from a node); to run it on its own, compile it with a "
+            "Checkpointer"
+        )
+
+
 class GraphSession:
     """``async with GraphSession(graph, thread_id) as s: run = await s.prepare(input)``."""
 
@@ -61,6 +74,7 @@ class GraphSession:
 
     def __init__(self, graph: GraphCore, thread_id: str | None) -> None:
         self.graph = graph
+        check_root(graph)
         self.cp = graph.checkpointer
         if thread_id is None:  # a new thread (a run that saves nothing has none)
             thread_id = _clock.new_id("th") if self.cp is not None else ""
@@ -143,6 +157,12 @@ class GraphSession:
         run.input_written = written
         run.continues = continues
         run.failure = failure
+        if head is not None and head.source in ("rewind", "update"):
+            # the thread's past, just rewound to or forked (its checkpoint only: a step
+            # after it keeps no "rewound_to"): persistent sub-graphs go back there too
+            bound = head.metadata.get("rewound_to")
+            if isinstance(bound, str):
+                run.replay = Replay(bound=bound)
         return run
 
     async def _apply(

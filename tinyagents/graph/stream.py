@@ -24,7 +24,7 @@ from types import AsyncGeneratorType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
+from tinyagents.graph._context import reset_scope, set_scope, unsaved_scope
 from tinyagents.graph.executor import GraphRun, Step, StreamSink
 from tinyagents.graph.tasks import collected, shown_writes
 from tinyagents.graph.types import UNSET
@@ -397,7 +397,7 @@ async def read(
                 yield items.popleft()
             # the scope is set around the step only: a reader that stops early closes this
             # generator in another context, where a token from this one cannot be reset
-            token = set_scope(UNSAVED) if unsaved else None
+            token = set_scope(unsaved_scope(run.unsaved_by)) if unsaved else None
             try:
                 step = await run.next()
             finally:

@@ -212,6 +212,9 @@ class TaskRun(Protocol):
     def nested(self) -> bool: ...
 
     @property
+    def unsaved_by(self) -> str | None: ...
+
+    @property
     def run_id(self) -> str | None: ...
 
     @property
@@ -393,6 +396,8 @@ async def call_node(run: TaskRun, task: Task) -> None:
         checkpointed=run.checkpointer is not None,
         run=run,
     )
+    if run.unsaved_by is not None:
+        scope.unsaved_by = run.unsaved_by
     token = set_scope(scope)
     try:
         if not spec.retry and spec.timeout is None:

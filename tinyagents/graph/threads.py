@@ -22,12 +22,13 @@ from tinyagents.graph.checkpointing import (
     with_parents,
 )
 from tinyagents.graph.core import GraphCore
-from tinyagents.graph.executor import GraphRun, unanswered
+from tinyagents.graph.executor import GraphRun, persistent_ns, unanswered
 from tinyagents.graph.reducers import MISSING
 from tinyagents.graph.session import (
     GraphSession,
     carry_records,
     check_as_node,
+    check_root,
     inferred_as_node,
 )
 from tinyagents.graph.session import update_state as save_update
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 
 def require_checkpointer(graph: GraphCore, what: str) -> Checkpointer:
+    check_root(graph)
     if graph.checkpointer is None:  # a ValueError, as LangGraph's "No checkpointer set"
         raise GraphValidationError(f"{what} needs a checkpointer: compile(checkpointer=...)")
     return graph.checkpointer
@@ -179,8 +181,19 @@ async def _sub_states(run: GraphRun, cp: Checkpointer, task: Task) -> tuple[Stat
         sub = _sub_graph(graph, task.node, index)
         if sub is None:
             break
-        snap = await _snapshot(sub, cp, run.head.thread_id, run.child_ns(task, index), None, True)
+        call = run.child_ns(task, index)
+        if sub.sub_checkpointer is False:  # never checkpointed: no state to show
+            snap = None
+        elif sub.sub_checkpointer is True:
+            # its state, if the last call there was this task's (not an earlier task's)
+            snap = await _snapshot(sub, cp, run.head.thread_id, persistent_ns(call), None, True)
+            if snap is not None and snap.metadata.get("call") != call:
+                snap = None
+        else:
+            snap = await _snapshot(sub, cp, run.head.thread_id, call, None, True)
         if snap is None:
+            if sub.sub_checkpointer is not None and spec.subgraph is None:
+                continue  # a call with no state of its own here: the next call may have
             break
         found.append(snap)
         if spec.subgraph is not None:
@@ -343,21 +356,23 @@ async def _update_sub_graph(
             )
         if as_node is None:
             as_node = inferred_as_node(head)
+        call = head.metadata.get("call", ns)  # a persistent sub-graph's: the call it runs for
         staged = await save_update(cp, sub, head, update, as_node)
         pending = {i.id for rec in staged.records.values() for i in rec.interrupts}
-        await _drop_dropped_interrupts(graph, cp, thread_id, ns, pending)
+        await _drop_dropped_interrupts(graph, cp, thread_id, ns, call, pending)
     assert staged.checkpoint_id is not None
     return staged.checkpoint_id
 
 
 async def _drop_dropped_interrupts(
-    graph: GraphCore, cp: Checkpointer, thread_id: str, ns: str, pending: set[str]
+    graph: GraphCore, cp: Checkpointer, thread_id: str, ns: str, call: str, pending: set[str]
 ) -> None:
     """After an update left the sub-graph at ``ns`` asking only ``pending`` (``as_node``
     drops its paused tasks), the tasks that run it, up to the top, stop waiting on the
     questions it no longer asks: ``run(None)`` runs them, and the sub-graph goes on from its
-    changed state, as LangGraph's re-run task does."""
-    segments = ns.split("|")
+    changed state, as LangGraph's re-run task does. ``call`` is ``ns`` with the task ids
+    in it (a persistent sub-graph's namespace has none: its checkpoints keep the call's)."""
+    segments = call.split("|")
     while segments:
         if ":" not in segments[-1]:  # a call's number: the task is the segment before it
             segments.pop()
@@ -373,6 +388,7 @@ async def _drop_dropped_interrupts(
             return
         write = interrupt_write(task_id, kept)
         await cp.put_writes(thread_id, parent_ns, head.frontier_id, [write])
+        segments = head.metadata.get("call", parent_ns).split("|") if parent_ns else []
 
 
 def _within(inner: str, ns: str) -> bool:
@@ -385,17 +401,20 @@ def _within(inner: str, ns: str) -> bool:
 def sub_graph_at(graph: GraphCore, ns: str) -> GraphCore:
     """The graph whose state namespace ``ns`` holds: each ``node:task_id`` segment is the
     sub-graph node ``node`` of the graph before it, or its function's call (its first; a
-    segment ``n`` after it, its ``n``-th one more); ``UnknownTargetError`` for a namespace
-    the graph cannot have."""
+    segment ``n`` after it, its ``n``-th one more); segments ``node`` with no task id lead to
+    a ``compile(checkpointer=True)`` sub-graph (``persistent_ns``); ``UnknownTargetError``
+    for a namespace the graph cannot have."""
     current = graph
     segments = ns.split("|")
     for at, segment in enumerate(segments):
-        node, _, rest = segment.partition(":")
+        node, colon, _ = segment.partition(":")
         call = segments[at + 1] if at + 1 < len(segments) else ""
-        if not rest and at and ":" in segments[at - 1] and segment.isdigit():
+        if not colon and at and segment.isdigit():
             continue  # the call number read with the segment before it
         index = int(call) if call.isdigit() else 0
-        sub = _sub_graph(current, node, index) if rest else None
+        sub = _sub_graph(current, node, index) if node else None
+        if sub is not None and colon and sub.sub_checkpointer is True:
+            sub = None  # a persistent sub-graph's segment has no task id (nor the ones above)
         if sub is None:
             raise UnknownTargetError(
                 f"graph {graph.name!r} has no sub-graph at {ns!r} (segment {segment!r}): "
