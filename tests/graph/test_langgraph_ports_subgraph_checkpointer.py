@@ -684,3 +684,21 @@ async def test_a_persistent_sub_graph_inside_a_default_one_keeps_its_state(
     assert last.next == ()
     await ours.update_state("1", {"value": ["edited"]}, ns="outer|inner")
     assert (await ours.history("1", ns="outer|inner", limit=1))[0].source == "update"
+
+
+async def test_a_fork_into_a_new_thread_starts_a_persistent_sub_graph_from_nothing(
+    checkpointer: Checkpointer,
+) -> None:
+    # fork() copies the thread's own checkpoint, not its sub-graph namespaces: the new
+    # thread's persistent sub-graph has no state yet, as on any new thread
+    seen: list[Any] = []
+    ours = ticks(OURS, seen).compile(checkpointer=checkpointer)
+    await ours.run({"results": []}, thread_id="1")
+    await ours.run({"results": []}, thread_id="1")
+    head = (await ours.get_state("1")).checkpoint_id
+    assert head is not None and seen == [{"value": []}, {"value": ["s"]}]
+    new = await ours.fork("1", head, new_thread_id="2")
+    await ours.run({"results": []}, thread_id=new)
+    assert seen[-1] == {"value": []}
+    await ours.run({"results": []}, thread_id="1")
+    assert seen[-1] == {"value": ["s", "s"]}
