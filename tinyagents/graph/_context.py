@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,9 +167,8 @@ def current_scope() -> TaskScope | _Unsaved:
 enclosing_scope: Callable[[], TaskScope | _Unsaved | None] = _scope.get
 
 
-def set_scope(scope: TaskScope | _Unsaved | None) -> Any:
-    return _scope.set(scope)
-
-
-def reset_scope(token: Any) -> None:
-    _scope.reset(token)
+#: Enter a node's scope (``TaskScope``, ``UNSAVED``, or None) and leave it again with the
+#: token: the ContextVar's own methods, as ``enclosing_scope``, no Python frame around them
+#: (a streamed run sets its scope around every step).
+set_scope: Callable[[TaskScope | _Unsaved | None], Token[TaskScope | _Unsaved | None]] = _scope.set
+reset_scope: Callable[[Token[TaskScope | _Unsaved | None]], None] = _scope.reset

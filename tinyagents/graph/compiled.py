@@ -204,7 +204,8 @@ class CompiledGraph(GraphCore):
                 ),
                 sink,
             )
-        if needs := [m for m in RUNTIME_MODES if m in sink.modes]:
+        if not sink.modes.isdisjoint(RUNTIME_MODES):
+            needs = [m for m in RUNTIME_MODES if m in sink.modes]
             raise ConfigurationError(
                 f"stream mode {needs[0]!r} reads the runtime's events, and a graph run without "
                 "one has no steering and no agent nodes: pass runtime=rt"
@@ -219,9 +220,11 @@ class CompiledGraph(GraphCore):
                 **breakpoints,
             ),
             sink,
-            hold=session,
+            # a graph without checkpointer takes no lease: nothing to hold, nor to let go of
+            # when the reader is dropped (``Reader``), so its items are the stream itself
+            hold=session if session.cp is not None else None,
         )
-        return Reader(items, sink)
+        return Reader(items, sink) if session.cp is not None else items
 
     async def _stream_managed(
         self,

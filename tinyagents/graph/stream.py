@@ -307,7 +307,7 @@ class GraphStream:
         if self.values:
             # as LangGraph: an input that wrote nothing (of the keys shown) has no item
             keys, written = self._keys(run), run.input_written
-            if written is None or any(keys is None or k in keys for k in written):
+            if written is None or (bool(written) if keys is None else not keys.isdisjoint(written)):
                 self.put(run.head.ns, "values", snapshot(_only(run.head.values, keys)))
 
     # -- runtime events --------------------------------------------------------------------
@@ -361,6 +361,11 @@ class Tee:
         self.second.subgraph_started(run)
 
 
+#: ``read``'s hold when there is none (a run without checkpointer takes no lease): one shared
+#: ``nullcontext``, which keeps nothing between uses
+_NO_HOLD: AbstractAsyncContextManager[None] = nullcontext()
+
+
 async def read(
     prepare: Callable[[], Awaitable[GraphRun]],
     sink: GraphStream,
@@ -374,7 +379,7 @@ async def read(
     step's items; a failed node's error is raised after the items that came before it.
     With one, the run goes into its own task (``live``). ``also`` gets the run's steps too
     (the stream of the run that called this one as a sub-graph)."""
-    async with hold if hold is not None else nullcontext():
+    async with hold if hold is not None else _NO_HOLD:
         run = await prepare()
         if also is not None:
             run.stream = Tee(sink, also)
@@ -472,7 +477,8 @@ async def follow(
 
 
 class Reader:
-    """What ``graph.stream(...)`` returns: the stream's items, read from ``items``.
+    """What ``graph.stream(...)`` returns for a graph with a checkpointer: the stream's items,
+    read from ``items`` (without one no lease is held, and the stream is ``items`` itself).
 
     A reader that leaves the loop with ``break`` does not close the stream: Python closes
     the dropped generator later, from the event loop (the run stops, its thread's lease is
