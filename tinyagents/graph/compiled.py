@@ -82,6 +82,14 @@ class CompiledGraph(GraphCore):
                 recursion_limit=recursion_limit,
                 max_concurrency=max_concurrency,
             )
+        if self.checkpointer is None:
+            # a run that saves nothing takes no lease (the session's enter and exit do
+            # nothing) and has no breakpoints (``_breakpoints`` refused them)
+            session = GraphSession(self, thread_id)
+            run = await session.prepare(
+                input, checkpoint_id, recursion_limit, max_concurrency=max_concurrency
+            )
+            return await run.outcome()
         async with GraphSession(self, thread_id) as session:
             run = await session.prepare(
                 input,

@@ -54,7 +54,7 @@ from tinyagents.graph.core import breakpoint_nodes, router_context
 from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
 from tinyagents.graph.parallel import StepTasks
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.state import StateSchema, managed_values
+from tinyagents.graph.state import StateSchema, StateView, managed_values
 from tinyagents.graph.tasks import (
     Task,
     Writes,
@@ -934,9 +934,18 @@ class GraphRun:
         """The state as nodes and routers see it this step. A run that saves its steps hands
         out copies of its lists, dicts and sets: a node that changes one in place (instead of
         returning a write) changes neither the state nor the checkpoint, so the two agree."""
-        if self._view is None:
-            self._view = self._view_of(self.graph.schema, self.head.values)
-        return self._view
+        view = self._view
+        if view is None:
+            schema = self.graph.schema
+            if self.checkpointer is None and schema.kind == "dict" and not schema.managed:
+                # the common case, a TypedDict state that saves nothing: no copies, no managed
+                # values, so ``_view_of`` is the read-only dict of the values (two frames less
+                # for every step's nodes)
+                view = StateView(self.head.values)
+            else:
+                view = self._view_of(schema, self.head.values)
+            self._view = view
+        return view
 
     def view_for(self, spec: NodeSpec) -> Any:
         """The state as node ``spec`` sees it: ``view()``, or with ``add_node(...,

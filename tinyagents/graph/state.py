@@ -222,6 +222,8 @@ class StateSchema(Record):
         """Put the keys of ``values`` (in place) in the order of the fields: a key a write
         added lands at the end of the dict, while outputs, the values stream and
         ``get_state`` list them as LangGraph's do. Called only when a key was added."""
+        if len(values) < 2:  # (a first key: in order already)
+            return
         order = [k for k in self.channels if k in values]
         if len(order) == len(values) and order != list(values):
             moved = {k: values[k] for k in order}
