@@ -293,7 +293,7 @@ class GraphStream:
         keys = self._keys(run)
         if keys is not None:
             writes = [(k, v) for k, v in writes if k in keys]
-        if len({k for k, _ in writes}) < len(writes):
+        if len(writes) > 1 and len({k for k, _ in writes}) < len(writes):
             return {task.node: [{k: v} for k, v in writes]}
         return {task.node: dict(writes) if writes else None}
 
