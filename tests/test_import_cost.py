@@ -52,6 +52,26 @@ def test_importing_the_package_loads_no_graph_runtime() -> None:
     assert [m for m in loaded if m.startswith("tinyagents.graph")] == []
 
 
+def test_importing_the_package_loads_no_checkpointer_backend() -> None:
+    """The checkpointers (about a tenth of the package's bytecode) load with the first one a
+    program names: ``import tinyagents`` needs only the lease helpers of
+    ``tinyagents.store.checkpoint._lease``, and the package's ``__getattr__`` imports the rest."""
+    probe = "import json, sys, tinyagents; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = [m for m in json.loads(done.stdout) if m.startswith("tinyagents.store.checkpoint")]
+    assert loaded == ["tinyagents.store.checkpoint", "tinyagents.store.checkpoint._lease"]
+
+
+def test_the_checkpoint_package_gives_each_name_from_its_module() -> None:
+    import tinyagents.store.checkpoint as package
+
+    home = importlib.import_module("tinyagents.store.checkpoint.sqlite")
+    assert package.SqliteCheckpointer is home.SqliteCheckpointer
+    assert set(dir(package)) >= set(package.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        package.Nothing  # noqa: B018
+
+
 def _package_dataclasses() -> list[type]:
     import tinyagents
 
