@@ -28,6 +28,7 @@ END = "<!-- imports-graph:end -->"
 LAYERS: dict[str, float] = {
     "tinyagents._clock": 0,
     "tinyagents._record": 0,
+    "tinyagents._lazy": 0,
     "tinyagents._threads": 0,
     "tinyagents.errors": 0,
     "tinyagents.protocol": 1,

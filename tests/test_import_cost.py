@@ -52,24 +52,46 @@ def test_importing_the_package_loads_no_graph_runtime() -> None:
     assert [m for m in loaded if m.startswith("tinyagents.graph")] == []
 
 
-def test_importing_the_package_loads_no_checkpointer_backend() -> None:
-    """The checkpointers (about a tenth of the package's bytecode) load with the first one a
-    program names: ``import tinyagents`` needs only the lease helpers of
-    ``tinyagents.store.checkpoint._lease``, and the package's ``__getattr__`` imports the rest."""
+def test_importing_the_package_loads_no_database_backend() -> None:
+    """The SQLite and PostgreSQL stores and the checkpointers (with ``sqlite3``) load with the
+    first one a program names: ``import tinyagents`` needs only the store ABC, the memory store
+    and the lease helpers of ``tinyagents.store.checkpoint._lease``; the packages'
+    ``__getattr__`` (``tinyagents._lazy``) imports the rest."""
     probe = "import json, sys, tinyagents; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    loaded = [m for m in json.loads(done.stdout) if m.startswith("tinyagents.store.checkpoint")]
-    assert loaded == ["tinyagents.store.checkpoint", "tinyagents.store.checkpoint._lease"]
+    loaded = json.loads(done.stdout)
+    backends = (
+        "sqlite3",
+        "tinyagents.store.sqlite",
+        "tinyagents.store.postgres",
+        "tinyagents.store._postgres",
+        "tinyagents.store.checkpoint.",
+    )
+    assert [m for m in loaded if m.startswith(backends)] == ["tinyagents.store.checkpoint._lease"]
 
 
-def test_the_checkpoint_package_gives_each_name_from_its_module() -> None:
-    import tinyagents.store.checkpoint as package
-
-    home = importlib.import_module("tinyagents.store.checkpoint.sqlite")
-    assert package.SqliteCheckpointer is home.SqliteCheckpointer
-    assert set(dir(package)) >= set(package.__all__)
-    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+@pytest.mark.parametrize(
+    ("place", "name", "home"),
+    [
+        ("tinyagents.store", "SqliteStore", "tinyagents.store.sqlite"),
+        ("tinyagents.store", "PostgresStore", "tinyagents.store.postgres"),
+        ("tinyagents.store.checkpoint", "SqliteCheckpointer", "tinyagents.store.checkpoint.sqlite"),
+        ("tinyagents.store.checkpoint", "Checkpointer", "tinyagents.store.checkpoint.base"),
+    ],
+)
+def test_a_lazy_name_is_the_object_its_module_defines(place: str, name: str, home: str) -> None:
+    package = importlib.import_module(place)
+    assert getattr(package, name) is getattr(importlib.import_module(home), name)
+    assert name in dir(package) and name in package.__all__
+    with pytest.raises(AttributeError, match=f"module '{place}' has no attribute 'Nothing'"):
         package.Nothing  # noqa: B018
+
+
+def test_open_store_opens_each_backend_it_loads_on_first_use(tmp_path: Any) -> None:
+    from tinyagents.store import PostgresStore, SqliteStore, open_store
+
+    assert isinstance(open_store(f"sqlite:///{tmp_path / 'runs.db'}"), SqliteStore)
+    assert isinstance(open_store("postgresql://u@127.0.0.1/db"), PostgresStore)
 
 
 def _package_dataclasses() -> list[type]:

@@ -26,6 +26,7 @@ from tinyagents.protocol import (
 from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
 from tinyagents.store import SqliteStore, StoreWriter
+from tinyagents.store.base import may_pass
 
 #: Fast retries for tests: a held lock is noticed after 10 ms, retried every few ms.
 FAST = {"flush_every_s": 0.001, "retry_first_s": 0.001, "retry_max_s": 0.005}
@@ -643,3 +644,17 @@ async def test_a_store_whose_events_table_is_gone_says_so_once_and_again_when_ba
     assert [_describe(e) for e in await store.load_events()] == ["s99"]
     await writer.aclose()
     await store.close()
+
+
+def test_a_sqlite_error_may_pass_by_its_code_however_it_is_wrapped() -> None:
+    """``may_pass`` reads ``sqlite3`` from ``sys.modules`` (``import tinyagents`` does not load
+    it): a busy, locked, I/O or full-disk error passes, raised as it is or as the cause of a
+    ``StoreError``; a constraint failure does not."""
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = 5  # type: ignore[attr-defined]
+    constraint = sqlite3.IntegrityError("UNIQUE constraint failed")
+    constraint.sqlite_errorcode = 2067  # type: ignore[attr-defined]
+    wrapped = StoreError("could not write")
+    wrapped.__cause__ = busy
+    assert may_pass(busy) and may_pass(wrapped)
+    assert not may_pass(constraint) and not may_pass(StoreError("no cause"))

@@ -8,13 +8,19 @@
 the router writes an accepted command before its receipt is returned; ``PostgresStore``
 (``"postgresql://..."``) keeps it in a database several processes and machines share. ``StoreWriter`` is the
 bus sink that batches events into a store. Graph checkpoints have their own contract in ``tinyagents.store.checkpoint``.
+The SQLite and PostgreSQL stores are imported on first use (``tinyagents.store._backends``).
 """
 
+from typing import TYPE_CHECKING
+
+from tinyagents._lazy import lazy_names
 from tinyagents.store.base import Store, StoredCommand, StoreWriter
 from tinyagents.store.memory import MemoryStore
 from tinyagents.store.open import open_store
-from tinyagents.store.postgres import PostgresStore
-from tinyagents.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:  # imported on first use (tinyagents.store._backends)
+    from tinyagents.store.postgres import PostgresStore
+    from tinyagents.store.sqlite import SqliteStore
 
 __all__ = [
     "MemoryStore",
@@ -25,3 +31,8 @@ __all__ = [
     "StoredCommand",
     "open_store",
 ]
+
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {"PostgresStore": "tinyagents.store.postgres", "SqliteStore": "tinyagents.store.sqlite"},
+)

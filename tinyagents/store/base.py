@@ -12,7 +12,7 @@ import contextlib
 import heapq
 import json
 import logging
-import sqlite3
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -766,7 +766,10 @@ def may_pass(exc: BaseException) -> bool:
     for _ in range(8):  # the error itself and what it was raised from
         if seen is None:
             break
-        if isinstance(seen, sqlite3.Error):
+        # Read from sys.modules: a program that never opened a SQLite file has no such error
+        # (and import tinyagents does not load sqlite3 for this check).
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is not None and isinstance(seen, sqlite3.Error):
             code = getattr(seen, "sqlite_errorcode", None)
             return code is not None and code & 0xFF in _PASSING_SQLITE_CODES
         if isinstance(seen, OSError):  # ConnectionError and TimeoutError too

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.store import _backends
 from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
-from tinyagents.store.postgres import PostgresStore
-from tinyagents.store.sqlite import SqliteStore
 from tinyagents.store.urls import redacted, sqlite_path
+
+if TYPE_CHECKING:
+    from tinyagents.store.postgres import PostgresStore
 
 
 def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
@@ -35,7 +38,7 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
         path = sqlite_path(spec)
         if not create and not Path(path).is_file():
             raise StoreError(f"no store file at {path!r} (nothing was created)")
-        return SqliteStore(path, create=create)
+        return _backends.SqliteStore(path, create=create)
     if spec.startswith(("postgresql://", "postgres://")):
         return _postgres(spec, create=create)
     raise ConfigurationError(
@@ -47,4 +50,4 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
 def _postgres(url: str, *, create: bool) -> PostgresStore:
     """A PostgresStore for ``url``, its ``schema`` query parameter taken out of the DSN (the
     other parameters are asyncpg's: sslmode, server settings...)."""
-    return PostgresStore(url, create=create)
+    return _backends.PostgresStore(url, create=create)

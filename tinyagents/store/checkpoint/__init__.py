@@ -8,17 +8,18 @@ A checkpointer keeps each graph thread's checkpoints (``CheckpointRecord``, writ
 superstep as deltas) and the writes of its tasks (``WriteRecord``); every backend passes
 ``tests/graph/test_checkpointer_conformance.py``.
 
-Each name is imported from its module on first use (PEP 562 ``__getattr__``): ``import
-tinyagents`` loads this package for the lease helpers of ``_lease`` alone, and the backends
-(about a tenth of the package's bytecode) load with the first checkpointer a program names.
+Each name is imported from its module on first use (``tinyagents._lazy``): ``import
+tinyagents`` loads this package for the lease helpers of ``_lease`` alone, and the checkpointer
+modules load with the first one a program names.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # what __getattr__ imports, for type checkers and the layering test
+from tinyagents._lazy import lazy_names
+
+if TYPE_CHECKING:  # what __getattr__ imports (tinyagents._lazy)
     from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord, WriteRecord
     from tinyagents.store.checkpoint.memory import MemoryCheckpointer
     from tinyagents.store.checkpoint.postgres import PostgresCheckpointer
@@ -33,25 +34,14 @@ __all__ = [
     "WriteRecord",
 ]
 
-#: The module of this package each public name is defined in.
-_HOMES = {
-    "CheckpointRecord": "base",
-    "Checkpointer": "base",
-    "WriteRecord": "base",
-    "MemoryCheckpointer": "memory",
-    "PostgresCheckpointer": "postgres",
-    "SqliteCheckpointer": "sqlite",
-}
-
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later lookups find it without this call
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "CheckpointRecord": f"{__name__}.base",
+        "Checkpointer": f"{__name__}.base",
+        "WriteRecord": f"{__name__}.base",
+        "MemoryCheckpointer": f"{__name__}.memory",
+        "PostgresCheckpointer": f"{__name__}.postgres",
+        "SqliteCheckpointer": f"{__name__}.sqlite",
+    },
+)
