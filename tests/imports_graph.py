@@ -83,6 +83,7 @@ LAZY_ALLOWED = frozenset(
         "biscuit_auth",  # the operator API's tokens (the server extra)
         "httpx",  # the 'tinyagents runs --url' client
         "langchain_core",  # ~150 ms, only to read back LangChain messages a checkpoint holds
+        "email",  # stdlib, ~3 ms with calendar and its charsets, only for an HTTP-date Retry-After
     }
 )
 

@@ -70,6 +70,15 @@ def test_importing_the_package_loads_no_database_backend() -> None:
     assert [m for m in loaded if m.startswith(backends)] == ["tinyagents.store.checkpoint._lease"]
 
 
+def test_importing_the_package_loads_no_email_parser() -> None:
+    """``email`` (with ``calendar`` and its charsets) reads only a ``Retry-After`` given as an
+    HTTP date, on a rate limit: it is imported there (``tests/harness/test_model_errors.py``
+    reads such a date), not by ``import tinyagents``."""
+    probe = "import json, sys, tinyagents; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert [m for m in json.loads(done.stdout) if m.split(".")[0] == "email"] == []
+
+
 @pytest.mark.parametrize(
     ("place", "name", "home"),
     [

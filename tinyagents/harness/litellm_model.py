@@ -27,7 +27,6 @@ every call at index 0). ``stream=False`` asks for whole responses.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import functools
 import importlib
 import inspect
@@ -416,6 +415,9 @@ def _retry_after(exc: BaseException) -> float | None:
     try:
         seconds = float(value)
     except ValueError:
+        # email (with calendar and its charsets, ~3 ms) for this one date format: on use.
+        import email.utils
+
         try:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):
