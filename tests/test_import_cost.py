@@ -79,6 +79,37 @@ def test_importing_the_package_loads_no_email_parser() -> None:
     assert [m for m in json.loads(done.stdout) if m.split(".")[0] == "email"] == []
 
 
+_COMPILES = """
+import json, re, sys
+seen = set()
+compile = re.compile
+def counting(pattern, flags=0):
+    module = sys._getframe(1).f_globals.get("__name__", "")
+    if module.startswith("tinyagents"):
+        seen.add(module)
+    return compile(pattern, flags)
+re.compile = counting
+import tinyagents
+print(json.dumps(sorted(seen)))
+"""
+
+
+def test_importing_the_package_compiles_only_the_patterns_of_hot_paths() -> None:
+    """A pattern costs about 0.1 ms to compile. The ones used on every command, event or tool
+    call are compiled at import; those of a tool's docstring, a judge's fenced answer, an
+    ``api_key_env`` name or a fenced JSON answer are text that ``re``'s cache compiles on
+    first use."""
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILES], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == [
+        "tinyagents.events.redact",
+        "tinyagents.harness.loop",
+        "tinyagents.harness.render",
+        "tinyagents.protocol.ids",
+    ]
+
+
 @pytest.mark.parametrize(
     ("place", "name", "home"),
     [

@@ -28,7 +28,9 @@ def read_docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     return _with_returns(summary, returns), params
 
 
-_SECTION_RE = re.compile(r"^(\w+(?: \w+)?):$")
+#: The patterns of this module are text, compiled on first use and kept by ``re``'s cache
+#: (``re.compile`` where each is used): ``import tinyagents`` compiles none of them.
+_SECTION_RE = r"^(\w+(?: \w+)?):$"
 #: The sections that describe arguments (lower case), as griffe reads them for pydantic-ai.
 _ARG_SECTIONS = frozenset(
     f"{kind} {word}".strip()
@@ -42,13 +44,13 @@ _GOOGLE_SECTIONS = _ARG_SECTIONS | frozenset(
     | {"returns", "yields", "receives", "examples", "attributes", "functions", "methods"}
     | {"classes", "type aliases", "modules", "warns"}
 )
-_PARAM_RE = re.compile(r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_PARAM_RE = r"^ {1,4}\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$"
 #: ``:param foo: ...`` or ``:param int foo: ...`` (Sphinx); any other ``:field:`` ends one.
-_SPHINX_PARAM_RE = re.compile(r"^:param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$")
+_SPHINX_PARAM_RE = r"^:param\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:\s*(.*)$"
 #: ``foo : int`` (or just ``foo``, or ``foo, bar : int``), at the left margin of a NumPy
 #: ``Parameters`` section.
-_NUMPY_PARAM_RE = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
-_UNDERLINE_RE = re.compile(r"^\s*-{3,}\s*$")
+_NUMPY_PARAM_RE = r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$"
+_UNDERLINE_RE = r"^\s*-{3,}\s*$"
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -62,23 +64,23 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     current: list[str] = []  # the arguments the line describes, if it goes on a description
     for index, line in enumerate(lines):
         following = lines[index + 1] if index + 1 < len(lines) else ""
-        if _UNDERLINE_RE.match(line):
+        if re.compile(_UNDERLINE_RE).match(line):
             continue
-        if line.strip() and _UNDERLINE_RE.match(following):  # a NumPy section's title
+        if line.strip() and re.compile(_UNDERLINE_RE).match(following):  # a NumPy section's title
             style = "numpy" if line.strip().lower() in _ARG_SECTIONS else None
             current = []
-        elif header := _SECTION_RE.match(line):
+        elif header := re.compile(_SECTION_RE).match(line):
             style = "google" if header.group(1).lower() in _ARG_SECTIONS else None
             current = []
-        elif match := _SPHINX_PARAM_RE.match(line):
+        elif match := re.compile(_SPHINX_PARAM_RE).match(line):
             style, current = "sphinx", [match.group(1)]
             params[match.group(1)] = match.group(2).strip()
         elif line.startswith(":"):  # :returns:, :type foo:, :raises: ...
             current = []
-        elif style == "google" and (match := _PARAM_RE.match(line)):
+        elif style == "google" and (match := re.compile(_PARAM_RE).match(line)):
             current = [match.group(1)]
             params[match.group(1)] = match.group(2).strip()
-        elif style == "numpy" and (match := _NUMPY_PARAM_RE.match(line)):
+        elif style == "numpy" and (match := re.compile(_NUMPY_PARAM_RE).match(line)):
             current = [name.strip().lstrip("*") for name in match.group(1).split(",")]
             params.update(dict.fromkeys(current, ""))
         elif current and line.strip() and (style == "google" or line[0].isspace()):
@@ -112,9 +114,11 @@ def _description(lines: list[str]) -> str:
     while index < len(lines):
         line = lines[index]
         following = lines[index + 1] if index + 1 < len(lines) else ""
-        if not fenced[index] and (line.startswith(":") or _UNDERLINE_RE.match(following)):
+        if not fenced[index] and (
+            line.startswith(":") or re.compile(_UNDERLINE_RE).match(following)
+        ):
             break
-        header = None if fenced[index] else _SECTION_RE.match(line)
+        header = None if fenced[index] else re.compile(_SECTION_RE).match(line)
         if header is None or not following[:1].isspace() or not following.strip():
             parts[-1].append(line)
             index += 1
@@ -157,8 +161,8 @@ _STYLE_PATTERNS: tuple[tuple[str, list[str], str], ...] = (
         "numpy",
     ),
 )
-_SPHINX_RETURNS_RE = re.compile(r"^:returns?:\s*(.*)$")
-_SPHINX_RTYPE_RE = re.compile(r"^:rtype:\s*(.*)$")
+_SPHINX_RETURNS_RE = r"^:returns?:\s*(.*)$"
+_SPHINX_RTYPE_RE = r"^:rtype:\s*(.*)$"
 
 
 def _style(raw: str) -> str:
@@ -194,7 +198,7 @@ def _google_returns(lines: list[str], annotated: bool) -> tuple[str, str] | None
     dropped) is the type, and the rest the description."""
     fenced = _fenced(lines)
     for index, line in enumerate(lines):
-        header = None if fenced[index] else _SECTION_RE.match(line)
+        header = None if fenced[index] else re.compile(_SECTION_RE).match(line)
         following = lines[index + 1] if index + 1 < len(lines) else ""
         if header is None or header.group(1).lower() != "returns":
             continue
@@ -221,9 +225,12 @@ def _sphinx_returns(lines: list[str]) -> tuple[str, str] | None:
     description: str | None = None
     kind = ""
     for index, line in enumerate(lines):
-        if (match := _SPHINX_RTYPE_RE.match(line)) is not None:
+        if (match := re.compile(_SPHINX_RTYPE_RE).match(line)) is not None:
             kind = match.group(1).strip()
-        elif description is None and (match := _SPHINX_RETURNS_RE.match(line)) is not None:
+        elif (
+            description is None
+            and (match := re.compile(_SPHINX_RETURNS_RE).match(line)) is not None
+        ):
             parts = [match.group(1).strip()]
             for below in lines[index + 1 :]:
                 if not below.strip() or not below[:1].isspace():
@@ -238,12 +245,14 @@ def _numpy_returns(lines: list[str]) -> tuple[str, str] | None:
     is the type (``name : type``, or ``type``), the indented lines under it the
     description."""
     for index, line in enumerate(lines[:-1]):
-        if line.strip().lower() != "returns" or not _UNDERLINE_RE.match(lines[index + 1]):
+        if line.strip().lower() != "returns" or not re.compile(_UNDERLINE_RE).match(
+            lines[index + 1]
+        ):
             continue
         items = lines[index + 2 :]
         while items and not items[0].strip():
             items = items[1:]
-        if not items or _UNDERLINE_RE.match(items[1] if len(items) > 1 else ""):
+        if not items or re.compile(_UNDERLINE_RE).match(items[1] if len(items) > 1 else ""):
             return None  # an empty section, another title next
         item = items[0].strip()
         kind = item.split(":", 1)[1].strip() if ":" in item else item

@@ -914,8 +914,9 @@ def api_base_problem(value: str) -> str | None:
 
 _NO_HTTP_URL = "must be an http(s) URL, such as http://127.0.0.1:8080/v1"
 
+#: (Text, compiled with its first use by ``re``'s cache, not by ``import tinyagents``.)
 #: An environment variable's name as the shells and ``os.environ`` portably take it.
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
 def env_name_problem(value: str) -> str | None:
@@ -923,7 +924,7 @@ def env_name_problem(value: str) -> str | None:
     holding a key), or None: a letter or ``_``, then letters, digits and ``_``. Another
     (``A=B``, ``MY KEY``) names no variable anyone can set, so the key was "not set" only when
     the judge first called its model."""
-    if _ENV_NAME.fullmatch(value) is None:
+    if re.compile(_ENV_NAME).fullmatch(value) is None:
         return (
             f"{value!r} is not an environment variable name: a letter or _, then letters, "
             "digits and _ (e.g. JUDGE_API_KEY)"

@@ -1737,10 +1737,12 @@ def _fresh_call_id(call_id: str | None, *taken: Container[str]) -> str:
     return call_id
 
 
+#: (These two are text, compiled with their first use by ``re``'s cache, not by ``import
+#: tinyagents``: most answers have no fence.)
 #: A JSON object in a markdown code fence (```json ... ```), the closing fence optional.
-_FENCED_JSON = re.compile(r"```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)", flags=re.DOTALL)
+_FENCED_JSON = r"(?s)```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)"
 #: Where such a fence can open: ``_FENCED_JSON`` is tried there only.
-_FENCE_OPENING = re.compile(r"```(?:\w+)?\r?\n\{")
+_FENCE_OPENING = r"```(?:\w+)?\r?\n\{"
 
 
 def _joined(parts: Sequence[Sequence[str | None]]) -> str:
@@ -1777,8 +1779,8 @@ def _unfenced(text: str) -> str:
     # each one without a closing scanned to the end of the text (quadratic: a 1 MB answer of
     # unclosed blocks held the event loop for minutes). It finds the same: a ``}`` and fence
     # that close a later opening's JSON close the first one's too.
-    opening = _FENCE_OPENING.search(text)
-    match = _FENCED_JSON.match(text, opening.start()) if opening else None
+    opening = re.compile(_FENCE_OPENING).search(text)
+    match = re.compile(_FENCED_JSON).match(text, opening.start()) if opening else None
     return match.group(1) if match else text
 
 

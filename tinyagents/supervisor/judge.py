@@ -77,9 +77,10 @@ class Verdict(BaseModel):
         return str(value)
 
 
+#: (Text, compiled with its first use by ``re``'s cache, not by ``import tinyagents``.)
 #: A markdown code fence around the verdict (```json ... ```), as models that ignore
 #: ``response_format`` write it.
-_FENCE = re.compile(r"```[\w-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
+_FENCE = r"(?s)```[\w-]*[ \t]*\r?\n(.*?)```"
 #: How much of an answer that is no verdict its ``JudgeError`` quotes.
 _QUOTED = 200
 #: How many "{" of an answer (the last ones) are tried as the start of the verdict's JSON
@@ -159,7 +160,7 @@ def _candidates(response: ModelResponse) -> Iterator[str | dict[str, Any]]:
     text = response.text.strip()
     if text:
         yield text
-        fences = [m.group(1).strip() for m in _FENCE.finditer(text)]
+        fences = [m.group(1).strip() for m in re.compile(_FENCE).finditer(text)]
         yield from reversed(fences[-_FENCES_TRIED:])
         yield from _objects_from_the_end(text)
     # last: a model that answers in a tool call often says a sentence before it
