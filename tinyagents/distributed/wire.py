@@ -94,6 +94,8 @@ return redis.call('GET', KEYS[1])
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Keys(FrozenRecord):
+    """The Redis key names of one deployment, all under its ``prefix``."""
+
     prefix: str
 
     @property

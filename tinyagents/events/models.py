@@ -29,6 +29,9 @@ from tinyagents.protocol.commands import AnyActor, AnyTarget, SteeringKind
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Event(Record):
+    """What every event carries: its ``type``, its place in the bus (``offset``), when it
+    happened and where in the run tree (the module's docstring says more)."""
+
     type: str
     offset: int = -1
     at: datetime = field(default_factory=_clock.now)
@@ -92,6 +95,8 @@ class SteeringEvent(Event):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class RunEvent(Event):
+    """A run's lifecycle: started, paused and resumed, its status, and how it ended."""
+
     type: Literal[
         "run.started",
         "run.paused",
@@ -116,6 +121,9 @@ class RunEvent(Event):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ModelEvent(Event):
+    """One model request of a run, its response or its error (``request_id`` pairs them).
+    Arguments and text are summarised, not copied."""
+
     type: Literal["model.request", "model.response", "model.error"]
     request_id: str
     model: str | None = None
@@ -154,6 +162,9 @@ class ModelDeltaEvent(Event):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ToolEvent(Event):
+    """One tool call of a run and its result (``tool_call_id`` pairs them); arguments and
+    content are summarised."""
+
     type: Literal["tool.call", "tool.result"]
     tool_call_id: str
     name: str
@@ -177,6 +188,9 @@ class SubAgentEvent(Event):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class LimitEvent(Event):
+    """A run limit (``limit``) neared or passed: how much was ``used`` of what was
+    ``allowed``."""
+
     type: Literal["limit.exceeded", "limit.warning"]
     limit: str
     used: float
@@ -185,6 +199,9 @@ class LimitEvent(Event):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class GraphEvent(Event):
+    """A graph run's steps and tasks: started, stepped, a task's start and end, an
+    interrupt and how the run went on from it."""
+
     type: Literal[
         "graph.started",
         "graph.step",
@@ -208,6 +225,9 @@ class GraphEvent(Event):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class SupervisorEvent(Event):
+    """What a run's supervisor saw and did: a rule fired, a judge's verdict or error, the
+    action it took, an escalation."""
+
     type: Literal[
         "supervisor.rule_fired",
         "supervisor.judge_verdict",

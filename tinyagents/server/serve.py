@@ -69,6 +69,9 @@ MAX_REQUEST_HEAD_BYTES = 256 * 1024
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ServeOptions(Record):
+    """What ``tinyagents serve`` was asked for: where to listen, the store, the keys, the
+    workers."""
+
     host: str = "127.0.0.1"
     port: int = 8000
     store: str = DEFAULT_STORE

@@ -34,6 +34,9 @@ CallNext = Callable[[SteeringCommand], Awaitable["Decision"]]
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Decision(Record):
+    """A policy pipeline's answer for one command: accept, reject or defer it (with the
+    reason and the policy that said so), and the transforms that led to ``command``."""
+
     status: Literal["accept", "reject", "defer"]
     command: SteeringCommand
     reason: str | None = None

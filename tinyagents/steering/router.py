@@ -97,6 +97,8 @@ class SteeringInvariantError(TinyAgentsError):
 
 @dataclass(slots=True, eq=False, repr=False)
 class _Tracked(Record):
+    """A command the router follows from submission to its terminal state."""
+
     cmd: SteeringCommand
     state: CommandState
     key: _Key

@@ -40,6 +40,9 @@ _log = logging.getLogger("tinyagents.store")
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class StoredCommand(Record):
+    """A command as the steering log holds it: its state there, the run it went to and why
+    it ended as it did."""
+
     command: SteeringCommand
     state: str
     run_id: str | None

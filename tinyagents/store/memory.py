@@ -32,6 +32,8 @@ from tinyagents.store.base import (
 
 @dataclass(slots=True, eq=False, repr=False)
 class _Request(Record):
+    """A command in the memory inbox: taken (when) and answered (with what, when)."""
+
     item: InboxItem
     #: When it was last taken (its lease runs ``INBOX_LEASE_S`` from then); None: never.
     taken_at: datetime | None = None

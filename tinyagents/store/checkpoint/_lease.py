@@ -63,6 +63,8 @@ def pid_alive(pid: int) -> bool:
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Lease(Record):
+    """Who holds a thread (owner, host, pid) and until when."""
+
     owner: str
     host: str
     pid: int
