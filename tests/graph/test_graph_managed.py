@@ -16,7 +16,7 @@ from graphkit import LogState, logger
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent
 from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
-from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.graph import END, START, AgentNode, StateGraph, interrupt
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -331,10 +331,13 @@ async def test_a_status_request_to_a_run_resting_on_an_interrupt_leaves_it_resti
 async def test_an_answer_that_fails_leaves_a_run_resting_on_its_interrupt(
     rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
 ) -> None:
-    """An answer naming no pending question fails, and the run waits for its answer still."""
+    """An answer naming no pending question fails, and the run waits for its answer still.
+    (Sent while the run rests, the graph policy refuses it at submit, below: this one was
+    accepted anyway, as one handed over from an older process would be.)"""
     asked: list[int] = []
     handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
     question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    handle.policies = []  # as if accepted before the graph's policy existed
     wrong = SteeringCommand(
         target=SteeringTarget.agent_run(handle.run_id),
         actor=SteeringActor.test(),
@@ -369,3 +372,170 @@ async def test_an_undeliverable_command_failed_at_rest_leaves_the_run_resting(
     await _rests_again(handle)
     _still_asking(recorder, asked)
     await _answer_and_finish(rt, recorder, handle, question)
+
+
+# -- commands that answer nothing, sent to a run resting on interrupts ---------------------------
+
+
+def _cmd(target: Any, kind: SteeringKind, payload: dict[str, Any] | None = None) -> SteeringCommand:
+    return SteeringCommand(
+        target=target, actor=SteeringActor.test(), kind=kind, payload=payload or {}
+    )
+
+
+async def _rests_asking(rt: Runtime, waiter: EventWaiter, handle: Any, question: Any) -> None:
+    """The run rests on ``question`` alone: in the live listing and in a status report."""
+    await _rests_again(handle)
+    asked = question.data["interrupt_id"]
+    (listed,) = rt.live_snapshots([handle.run_id])
+    assert [i["id"] for i in listed["interrupts"]] == [asked]
+    status = _cmd(SteeringTarget.agent_run(handle.run_id), SteeringKind.REQUEST_STATUS)
+    assert (await rt.submit(status)).status == "accepted"
+    said = await terminal(waiter, status.correlation_id)
+    assert said.affected["status"] == "interrupted" and said.affected["interrupts"] == [asked]
+    await _rests_again(handle)
+
+
+@pytest.mark.parametrize("by", ["task", "node"])
+async def test_a_resume_of_a_resting_task_or_node_is_refused_and_answers_nothing(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, by: str
+) -> None:
+    """A resume of the task (or node) waiting on a question was applied as ``paused: False``
+    and woke the run: ``graph.resumed``, a step that answered nothing, the same question
+    announced again. A resume carries no answer, and a function node is never paused: it is
+    refused at submit, the reason saying how to answer, and the run rests on."""
+    rt.live_runs()
+    asked: list[int] = []
+    handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    target = (
+        SteeringTarget.graph_task(handle.run_id, question.task_id)
+        if by == "task"
+        else SteeringTarget.graph_node(handle.run_id, "ask")
+    )
+    resume = _cmd(target, SteeringKind.RESUME)
+    receipt = await rt.submit(resume)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    reason = receipt.reason or ""
+    assert "resume cannot reach node 'ask'" in reason
+    assert "approve / reject / provide_context" in reason
+    await _rests_asking(rt, waiter, handle, question)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)
+
+
+async def test_a_resume_of_an_agent_node_not_running_fails_and_the_run_rests_on(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """An agent node takes a resume while its agent runs (for that agent's run); one that
+    lands when the node is not running resumes nothing and fails with a reason, as a pause
+    does: the run resting on another node's question is not woken."""
+    rt.live_runs()
+    asked: list[int] = []
+
+    def ask(state: Any) -> dict[str, Any]:
+        asked.append(1)
+        return {"log": [f"ask:{interrupt('ok?')['approved']}"]}
+
+    helper = AgentNode(fake_agent("helper"), input=lambda s: "go", output=lambda o, s: {})
+    built = StateGraph(LogState).add_node("helper", helper).add_node("ask", ask)
+    built.add_node("b", logger("b")).add_edge(START, "helper").add_edge("helper", "ask")
+    graph = built.add_edge("ask", "b").add_edge("b", END).compile(checkpointer=MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    await _rests_again(handle)
+    resume = _cmd(SteeringTarget.graph_node(handle.run_id, "helper"), SteeringKind.RESUME)
+    assert (await rt.submit(resume)).status == "accepted"
+    failed = await terminal(waiter, resume.correlation_id)
+    assert failed.type == "steering.failed"
+    assert "node 'helper'" in (failed.reason or "") and "only while that node runs" in (
+        failed.reason or ""
+    )
+    await _rests_asking(rt, waiter, handle, question)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)
+
+
+@pytest.mark.parametrize("kind", [SteeringKind.APPROVE, SteeringKind.PROVIDE_CONTEXT])
+async def test_an_answer_to_a_node_that_asks_nothing_while_the_run_rests_is_refused(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, kind: SteeringKind
+) -> None:
+    """While the run rests on its interrupts nothing runs until a command moves it on, so a
+    node that asks nothing now asks nothing when the command lands: it was accepted and
+    failed there. Refused at submit, the reason naming what the run waits on."""
+    rt.live_runs()
+    asked: list[int] = []
+    handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    await _rests_again(handle)
+    payload = {"value": "x"} if kind is SteeringKind.PROVIDE_CONTEXT else {}
+    answer = _cmd(SteeringTarget.graph_node(handle.run_id, "b"), kind, payload)
+    receipt = await rt.submit(answer)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    reason = receipt.reason or ""
+    assert f"node 'b' of graph run {handle.run_id} has no pending interrupt" in reason
+    assert question.data["interrupt_id"] in reason and "'ask'" in reason
+    await _rests_asking(rt, waiter, handle, question)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)
+
+
+@pytest.mark.parametrize(
+    "kind", [SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT]
+)
+@pytest.mark.parametrize("to", ["run", "thread"])
+async def test_an_answer_naming_an_interrupt_a_resting_run_has_not_is_refused_at_submit(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, kind: SteeringKind, to: str
+) -> None:
+    """An answer to the run (or its thread) naming an interrupt it does not wait on was
+    accepted, and failed only when it landed: the run's pending interrupts are known at
+    submit while it rests, so the sender learns it there (``steering.rejected``, policy
+    ``graph``, the pending ones listed), and the run rests on."""
+    rt.live_runs()
+    asked: list[int] = []
+    handle = await rt.start_graph(_asking(asked), {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    await _rests_again(handle)
+    target = SteeringTarget.agent_run(handle.run_id) if to == "run" else SteeringTarget.thread("t")
+    payload: dict[str, Any] = {"interrupt_id": "i-no-such-question"}
+    if kind is SteeringKind.PROVIDE_CONTEXT:
+        payload["value"] = "x"
+    wrong = _cmd(target, kind, payload)
+    receipt = await rt.submit(wrong)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    reason = receipt.reason or ""
+    assert "has no pending interrupt 'i-no-such-question'" in reason
+    assert question.data["interrupt_id"] in reason
+    assert [e.type for e in recorder.steering(wrong.correlation_id)] == [
+        "steering.requested",
+        "steering.rejected",
+    ]
+    await _rests_asking(rt, waiter, handle, question)
+    _still_asking(recorder, asked)
+    await _answer_and_finish(rt, recorder, handle, question)
+
+
+async def test_an_answer_naming_an_interrupt_a_running_run_has_not_asked_yet_is_taken(
+    rt: Runtime, waiter: EventWaiter
+) -> None:
+    """While a task runs, the question a run-level answer names may still come: it is
+    accepted, and judged when it lands (here: never asked, so it fails)."""
+    gate = asyncio.Event()
+
+    async def ask(state: Any) -> dict[str, Any]:
+        await gate.wait()
+        return {"log": [str(interrupt("ok?")["approved"])]}
+
+    graph = StateGraph(LogState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    handle = await rt.start_graph(graph.compile(checkpointer=MemoryCheckpointer()), {})
+    await waiter.event("graph.task_started", handle.run_id)
+    approve = _cmd(
+        SteeringTarget.agent_run(handle.run_id),
+        SteeringKind.APPROVE,
+        {"interrupt_id": "i-not-asked-yet"},
+    )
+    assert (await rt.submit(approve)).status == "accepted"
+    gate.set()
+    assert (await terminal(waiter, approve.correlation_id)).type == "steering.failed"
+    await handle.cancel()
+    await handle.result()

@@ -8,6 +8,7 @@ checkpoint that tried to hold one would fail the run.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import operator
 from typing import Annotated, Any, NotRequired, TypedDict
@@ -16,7 +17,7 @@ import pytest
 from langgraph_kit import OURS, THEIRS, cfg, lg_errors, pair, values
 from pydantic import BaseModel
 
-from tinyagents import Runtime
+from tinyagents import RunStatus, Runtime
 from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import Command, StateGraph, UntrackedValue
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -314,6 +315,91 @@ async def test_a_managed_run_woken_by_an_answer_goes_on_without_its_untracked_va
     )
     result = await handle.result()
     assert result.output == {"log": ["a", "b:None:yes"]}
+
+
+def _cmd(run_id: str, kind: SteeringKind, payload: dict[str, Any] | None = None) -> Any:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=SteeringActor.test(),
+        kind=kind,
+        payload=payload or {},
+    )
+
+
+async def _applied(rt: Runtime, waiter: EventWaiter, cmd: SteeringCommand) -> str:
+    """Submit ``cmd`` and wait for its end (applied or failed); its type."""
+    assert (await rt.submit(cmd)).status == "accepted"
+    ended = await waiter.until(
+        lambda e: (
+            e.type in ("steering.applied", "steering.failed")
+            and getattr(e, "correlation_id", None) == cmd.correlation_id
+        )
+    )
+    return str(ended.type)
+
+
+async def _rests(handle: Any) -> None:
+    while handle.status is not RunStatus.INTERRUPTED:  # noqa: ASYNC110 (a status, no event)
+        await asyncio.sleep(0.01)
+
+
+async def _wake_without_moving_on(rt: Runtime, waiter: EventWaiter, handle: Any, wake: str) -> None:
+    """Wake the resting run with commands that do not move it on from its interrupt."""
+    run_id = handle.run_id
+    if wake == "pause":
+        assert await _applied(rt, waiter, _cmd(run_id, SteeringKind.PAUSE)) == "steering.applied"
+        assert await _applied(rt, waiter, _cmd(run_id, SteeringKind.RESUME)) == "steering.applied"
+    elif wake == "status":
+        status = _cmd(run_id, SteeringKind.REQUEST_STATUS)
+        assert await _applied(rt, waiter, status) == "steering.applied"
+    elif wake == "failed":
+        handle.policies = []  # as if accepted before the graph's policy refused it at submit
+        wrong = _cmd(run_id, SteeringKind.APPROVE, {"interrupt_id": "i-no-such-question"})
+        assert await _applied(rt, waiter, wrong) == "steering.failed"
+    await asyncio.wait_for(_rests(handle), 60)
+
+
+@pytest.mark.parametrize("wake", ["none", "pause", "status", "failed"])
+async def test_a_managed_run_woken_at_rest_without_going_on_keeps_its_untracked_value(
+    rt: Runtime, waiter: EventWaiter, wake: str
+) -> None:
+    # LangGraph has no such wake (its run ends at an interrupt; only a new invoke, which
+    # reads the thread back, goes on): a run paused and let go of, asked its status, sent a
+    # command that failed, or cancelled where it rests read nothing back, and keeps the
+    # value (it was dropped at every wake): the cancelled run's result holds it
+    handle = await rt.start_graph(paused(OURS).compile(checkpointer=MemoryCheckpointer()), {})
+    await waiter.event("graph.interrupt", handle.run_id)
+    await asyncio.wait_for(_rests(handle), 60)
+    await _wake_without_moving_on(rt, waiter, handle, wake)
+    await handle.cancel()
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED
+    assert name_of(result.output.get("conn")) == "c1"
+    assert result.output["log"] == ["a"]
+
+
+@pytest.mark.parametrize("wake", ["pause", "status", "failed"])
+async def test_a_managed_run_woken_at_rest_then_answered_goes_on_as_langgraphs_resume(
+    rt: Runtime, waiter: EventWaiter, wake: str
+) -> None:
+    # the answer moves it on as LangGraph's Command(resume=...) would, whatever woke it
+    # before: b runs again and sees no "conn" (LangGraph reads the thread back)
+    ours, theirs = pair(paused, MemoryCheckpointer())
+    await theirs.ainvoke({"log": []}, cfg())
+    out = await theirs.ainvoke(THEIRS.Command(resume="yes"), cfg())
+    handle = await rt.start_graph(ours, {})
+    event = await waiter.event("graph.interrupt", handle.run_id)
+    await asyncio.wait_for(_rests(handle), 60)
+    await _wake_without_moving_on(rt, waiter, handle, wake)
+    answer = SteeringCommand(
+        target=SteeringTarget.graph_task(handle.run_id, event.task_id),
+        actor=SteeringActor.test(),
+        kind=SteeringKind.PROVIDE_CONTEXT,
+        payload={"value": "yes"},
+    )
+    assert await _applied(rt, waiter, answer) == "steering.applied"
+    result = await handle.result()
+    assert result.output == values(out) == {"log": ["a", "b:None:yes"]}
 
 
 class POurs(BaseModel):

@@ -36,7 +36,7 @@ from tinyagents.graph.lowering import (
     never_applied,
     node_of_task,
     pending_interrupts,
-    unasked_interrupt,
+    unanswerable_at_rest,
     undeliverable,
 )
 from tinyagents.graph.managed import drive
@@ -79,9 +79,11 @@ class GraphCommandCheck(CheckPolicy):
     it never reaches, a redirect to no node or to an unknown one, a fork of a run that saves
     no checkpoints or of a kind no fork takes, an update with a key the state does not have
     (or a value its schema refuses, or an unknown ``as_node``), an instruction (or tool,
-    model, budget change, node pause) for a node that is not an agent node or for the graph
-    run itself, an answer to a task or node that waits on another question than the one it
-    names (``interrupt_id``)."""
+    model, budget change, node pause or resume) for a node that is not an agent node or for
+    the graph run itself; and, while the run rests on its interrupts (nothing runs, and
+    nothing new is asked, before a command lands), an answer whose target asks nothing or
+    another question than the one it names (``interrupt_id``): the task's, the node's, the
+    run's or its thread's."""
 
     policy_id = "graph"
 
@@ -110,12 +112,13 @@ class GraphCommandCheck(CheckPolicy):
         if (
             problem is None
             and cmd.kind in RESUME_KINDS
-            and isinstance(cmd.target, (GraphTaskTarget, GraphNodeTarget))
             and self.run is not None
             and ctx.target.status is RunStatus.INTERRUPTED  # every task of the step stopped
+            and not (cmd.fork and cmd.checkpoint_id is not None)  # answers an older step
         ):
-            # a paused task asks nothing else until it is answered
-            problem = unasked_interrupt(cmd, pending_interrupts(self.run))
+            # a paused task asks nothing else until it is answered, and a run resting on
+            # its interrupts asks nothing new before this command lands
+            problem = unanswerable_at_rest(cmd, pending_interrupts(self.run))
         if problem is not None:
             return problem
         target, node = cmd.target, None

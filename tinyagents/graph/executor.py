@@ -381,14 +381,27 @@ class GraphRun:
             return False
         return not any(t.writes is not None or t.interrupts for t in tasks)
 
-    def forget_untracked(self) -> None:
+    def forget_untracked(self) -> dict[str, Any]:
         """Drop the values of the ``UntrackedValue`` channels: a run woken where it rested
-        (managed, at an interrupt) goes on as the thread resumed would, from its checkpoint,
-        which never holds them; the same whether or not the process restarted meanwhile."""
-        values = self.head.values
+        (managed, at an interrupt) and moved on goes on as the thread resumed would, from its
+        checkpoint, which never holds them; the same whether or not the process restarted
+        meanwhile. Returns what it dropped, for ``keep_untracked``."""
+        values, dropped = self.head.values, {}
         for key in self.head.untracked:
-            if values.pop(key, MISSING) is not MISSING:
-                self._view = None  # (a dict view is a snapshot of the values)
+            value = values.pop(key, MISSING)
+            if value is not MISSING:
+                dropped[key] = value
+        if dropped:
+            self._view = None  # (a dict view is a snapshot of the values)
+        return dropped
+
+    def keep_untracked(self, dropped: dict[str, Any]) -> None:
+        """Put back what ``forget_untracked`` dropped: the run was woken and did not go on
+        (paused and let go of, asked its status, a command that failed, cancelled), so it
+        read nothing back, and keeps what it had."""
+        if dropped:
+            self.head.values.update(dropped)
+            self._view = None
 
     def breaks_after(self, tasks: list[Task]) -> bool:
         """Whether the run stops after the step ``tasks`` just finished: one of them is a node

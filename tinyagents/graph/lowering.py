@@ -84,13 +84,15 @@ AGENT_BOUNDARIES = {
 }
 
 
-#: What a graph run lowers itself (and a pause of the whole run); any other kind is for an
-#: agent node's child run, to which it is routed while that node runs (``TaskEntries.route``).
+#: What a graph run lowers itself, whatever the target (and the whole run's pause and resume:
+#: ``_PAUSE_KINDS``); any other kind is for an agent node's child run, to which it is routed
+#: while that node runs (``TaskEntries.route``). A resume of a task or node is one of those:
+#: only an agent node's run is paused, and a resume answers no interrupt (it carries no
+#: answer), so it never wakes a run resting on its interrupts.
 GRAPH_KINDS = RESUME_KINDS | {
     SteeringKind.REDIRECT,
     SteeringKind.UPDATE_STATE,
     SteeringKind.CANCEL,
-    SteeringKind.RESUME,
     SteeringKind.REQUEST_STATUS,
 }
 #: A run's pause and resume (whose pauses hold it: ``GraphSteering.pauses``).
@@ -119,7 +121,7 @@ def never_applied(
     if kind in GRAPH_KINDS:
         return None
     if node is None:
-        if kind is SteeringKind.PAUSE:
+        if kind in _PAUSE_KINDS:
             return None
         agents = [name for name, spec in graph.nodes.items() if spec.agent is not None]
         which = f"its agent nodes: {', '.join(agents)}" if agents else "it has no agent nodes"
@@ -132,9 +134,16 @@ def never_applied(
     if spec is None or spec.agent is not None:
         return None
     what = "a sub-graph" if spec.subgraph is not None else "a function"
+    instead = _INSTEAD
+    if kind is SteeringKind.RESUME:
+        instead = (
+            "a task waiting on interrupt() goes on when its interrupt is answered, and a "
+            "resume carries no answer: send approve / reject / provide_context (payload "
+            "interrupt_id names one), or resume the whole run"
+        )
     return (
         f"{kind.value} cannot reach node {node!r} of graph run {run_id}: it is not an agent "
-        f"node ({what}), and only an agent node's run takes {kind.value}; {_INSTEAD}"
+        f"node ({what}), and only an agent node's run takes {kind.value}; {instead}"
     )
 
 
@@ -473,14 +482,12 @@ async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) ->
         return affected
     if kind is SteeringKind.CANCEL:
         return await _cancel(steering, run, cmd)
-    if kind is SteeringKind.RESUME:  # of a task or node (the run's: ``lower_all``)
-        return {"paused": False}
     if kind is SteeringKind.REQUEST_STATUS:
         return _status(steering, run)
     where = cmd.target.describe()
     raise CannotApply(
-        f"{kind.value} has no meaning for {where}: instructions reach an agent node's child "
-        "run only while that node runs"
+        f"{kind.value} has no meaning for {where}: it reaches an agent node's child run only "
+        "while that node runs (instructions, pause and resume alike)"
     )
 
 
@@ -533,6 +540,26 @@ def unasked_interrupt(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]
     return (
         f"{cmd.target.describe()} has no pending interrupt {wanted!r} to {cmd.kind.value} "
         f"(pending: {', '.join(there)})"
+    )
+
+
+def unanswerable_at_rest(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> str | None:
+    """Why answer ``cmd`` can never apply to a run resting on ``pending`` (its pending
+    interrupts, with their top-level nodes), or None. At rest nothing runs and nothing new is
+    asked before a command moves the run on, and every delivery class is due there: so a
+    command lands before any new question, and a target that asks nothing now, or not the
+    question the command names, never answers it (refused at submit rather than accepted to
+    fail when it lands). Nothing pending (a run stopped at a breakpoint): not judged."""
+    unasked = unasked_interrupt(cmd, pending)
+    if unasked is not None or not pending:
+        return unasked
+    if any(answers(cmd, i, node) for node, i in pending):
+        return None
+    asked = ", ".join(f"{i.id} (node {node!r})" for node, i in pending)
+    return (
+        f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}: the run waits "
+        f"on {asked}; answer one of those (send the answer to its task or node, or name it "
+        "with payload interrupt_id)"
     )
 
 

@@ -53,10 +53,16 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
             while True:
                 if not await steering.at_rest(run):
                     return result
-                # it goes on, if at all, as the thread continued would: with no value that no
-                # checkpoint keeps (``UntrackedValue``)
-                run.forget_untracked()
-                await steering.boundary(run)  # the commands that woke it: answers, redirects
+                # it goes on, if at all, as the thread continued would (LangGraph's resume
+                # reads it back): with no value that no checkpoint keeps (``UntrackedValue``),
+                # and the commands that move it on see the state so; a wake that moves it
+                # on nowhere reads nothing back, and keeps them
+                dropped = run.forget_untracked()
+                try:
+                    await steering.boundary(run)  # the commands that woke it: answers, ...
+                finally:
+                    if not steering.stirred:  # (a run cancel too: its result holds them)
+                        run.keep_untracked(dropped)
                 if steering.stirred:
                     break
                 # only paused and let go of (a pause of its own, or one passed down): it never
