@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from steerkit import MakeRun, make_command
 
 from tinyagents.events import STEERING_EVENT_TYPES, SteeringEvent
 from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.runtime import Runtime
 from tinyagents.steering import CallNext, Decision, PolicyContext
-from tinyagents.testkit import EventRecorder
+from tinyagents.testkit import EventRecorder, FakeClock, use_clock
 
 K = SteeringKind
 ORCHESTRATOR = SteeringActor.parent_agent("root", "orchestrator")
@@ -99,3 +101,34 @@ async def test_events_have_kind_and_payload_summary(
     summary = requested.payload_summary["text"]
     assert summary.endswith(f"({len(long_text)} chars)") and len(summary) < len(long_text)
     assert accepted.payload_summary == requested.payload_summary
+
+
+async def test_one_step_stamps_its_events_with_one_moment(make_run: MakeRun) -> None:
+    """``at`` is when the step that emitted an event happened: requested and its decision
+    (accepted, rejected) are one submit, the deliveries of one boundary one take; the clock
+    is read once for each, and read again for the next step (``tick`` moves it every read)."""
+    recorder = EventRecorder()
+    with use_clock(FakeClock(tick=1.0)):
+        async with Runtime(testing=True, sinks=[recorder]) as runtime:
+            handle = await make_run("r-1", runtime=runtime, tools=["search"])
+            first = await runtime.submit(make_command("r-1"))
+            second = await runtime.submit(make_command("r-1"))
+            refused = await runtime.submit(
+                make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": ["shell"]})
+            )
+            taken = handle.inbox.take(Boundary.BEFORE_MODEL_CALL)
+            for cmd in taken:
+                handle.inbox.applied(cmd)
+
+    def at(cid: str) -> dict[str, datetime]:
+        return {e.type.removeprefix("steering."): e.at for e in recorder.steering(cid)}
+
+    one, two, three = (
+        at(first.correlation_id),
+        at(second.correlation_id),
+        at(refused.correlation_id),
+    )
+    assert one["requested"] == one["accepted"] < two["requested"] == two["accepted"]
+    assert three["requested"] == three["rejected"] > two["accepted"]
+    assert len(taken) == 2 and one["delivered"] == two["delivered"] > three["rejected"]
+    assert one["delivered"] < one["applied"] < two["applied"]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Protocol
 
+from tinyagents import _clock
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import SteeringCommand, SteeringKind
 from tinyagents.steering.conflicts import RedirectConflict
@@ -28,7 +30,11 @@ class Reports(Protocol):
     ``steering.*`` events and keeps the exactly-one-terminal-state bookkeeping)."""
 
     def mark_delivered(
-        self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+        self,
+        cmd: SteeringCommand,
+        boundary: Boundary,
+        where: dict[str, Any],
+        at: datetime | None = None,
     ) -> None: ...
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None: ...
@@ -103,8 +109,12 @@ class Inbox:
         for loser, winner in self.queue.settle():
             self._router.mark_superseded(loser, winner)
         cmds = self.queue.pop_ready(boundary, final=final, paused=self.paused)
-        for cmd in cmds:
-            self._router.mark_delivered(cmd, boundary, where)
+        if cmds:
+            # One boundary, one moment: every command taken here is delivered at the same
+            # time (one clock reading, not one per command; the offsets order the events).
+            at = _clock.now()
+            for cmd in cmds:
+                self._router.mark_delivered(cmd, boundary, where, at)
         return cmds
 
     def has_ready(self, boundary: Boundary, *, final: bool = False) -> bool:

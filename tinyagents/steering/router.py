@@ -12,8 +12,10 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import (
     ConfigurationError,
@@ -645,12 +647,24 @@ class SteeringRouter:
     # ------------------------------------------------------------------ execution reports
 
     def mark_delivered(
-        self, cmd: SteeringCommand, boundary: Boundary, where: dict[str, Any]
+        self,
+        cmd: SteeringCommand,
+        boundary: Boundary,
+        where: dict[str, Any],
+        at: datetime | None = None,
     ) -> None:
+        """``cmd`` was delivered at ``boundary`` (``at``: when, for all the commands one
+        boundary takes; now if not given)."""
         tracked = self._open(cmd)
         tracked.state = CommandState.DELIVERED
         # ``_value_``: the member's text without the ``value`` property's descriptor call
-        self._emit("steering.delivered", tracked, boundary=boundary._value_, affected=where)
+        self._emit(
+            "steering.delivered",
+            tracked,
+            at=_clock.now() if at is None else at,
+            boundary=boundary._value_,
+            affected=where,
+        )
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
         self._emit("steering.applied", self._open(cmd), affected=affected)
@@ -798,8 +812,9 @@ class SteeringRouter:
         run_id = tracked.info.run_id if tracked.info else None
         if not await self._persist(tracked, "rejected", run_id):
             return await self._duplicate(tracked.key)
-        self._announce(tracked)
-        self._finish(tracked, "rejected", reason=reason, policy_id=policy_id)
+        at = _clock.now()  # requested and rejected: one step, one moment
+        self._announce(tracked, at)
+        self._finish(tracked, "rejected", at=at, reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
 
     async def _defer(
@@ -810,14 +825,15 @@ class SteeringRouter:
         if first_time:
             if not await self._persist(tracked, "deferred", None):
                 return await self._duplicate(tracked.key)
-            self._announce(tracked)
+            at = _clock.now()  # requested and deferred: one step, one moment
+            self._announce(tracked, at)
         late = handle is not None and handle.status.finished
         if late and isinstance(tracked.cmd.target, ThreadTarget):
             handle = None  # the thread's, not that run's: it waits for the thread's next run
             late = False
         tracked.state = CommandState.DEFERRED
         if first_time:  # the pipeline's decision, as the receipt reports it
-            self._emit("steering.deferred", tracked, reason=reason, policy_id=policy_id)
+            self._emit("steering.deferred", tracked, at=at, reason=reason, policy_id=policy_id)
         if late:  # that run will take nothing more: as an accepted command would, it fails
             self._finish(
                 tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
@@ -848,14 +864,15 @@ class SteeringRouter:
             tracked, "accepted", handle.run_id, command
         ):
             return await self._duplicate(tracked.key)
-        self._announce(tracked)  # requested names the command as submitted
+        at = _clock.now()  # requested and accepted: one step, one moment
+        self._announce(tracked, at)  # requested names the command as submitted
         tracked.cmd = command
         tracked.state = CommandState.ACCEPTED
         extra: dict[str, Any] = {}
         if transforms:
             extra["transformed_by"] = ",".join(p for p, _ in transforms)
             extra["original_payload_summary"] = summarize(original.payload)
-        self._emit("steering.accepted", tracked, policy_id=policy_id, **extra)
+        self._emit("steering.accepted", tracked, at=at, policy_id=policy_id, **extra)
         if handle.info.parent_run_id is not None:
             self._rollup(tracked, handle)
         if handle.status.finished:
@@ -962,13 +979,15 @@ class SteeringRouter:
         stored = await self.store.get_command(tracked.cmd.correlation_id, scope=tracked.key[0])
         return _our_rejection(tracked, stored, command, run_id)
 
-    def _announce(self, tracked: _Tracked) -> None:
-        """Emit ``steering.requested``: from here on the command is open until terminal."""
+    def _announce(self, tracked: _Tracked, at: datetime) -> None:
+        """Emit ``steering.requested`` (``at``: the moment of the step that decided the
+        command, which its decision's event shares): from here on the command is open until
+        terminal."""
         if tracked.announced:
             return
         tracked.announced = True
         self._tracked[tracked.key] = tracked
-        self._emit("steering.requested", tracked)
+        self._emit("steering.requested", tracked, at=at)
 
     def _forget_oldest_ids(self, newest: _Key) -> None:
         """Forget the oldest ids past the horizon; an open command's id goes to the back
