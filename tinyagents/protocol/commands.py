@@ -380,10 +380,11 @@ def _json_problem(payload: dict[str, Any]) -> str | None:
             if is_dict:
                 if not isinstance(key, str):
                     return f"{_where(path)}: key {key!r} is not a string (JSON keys are text)"
-                if not _utf8(key):
+                # ASCII (nearly every key and text) settled inline: no call to ``_utf8``
+                if not key.isascii() and not _utf8(key):
                     return f"{_where(path)}: a key's {_NOT_UTF8}"
             if isinstance(value, str):
-                if _utf8(value):
+                if value.isascii() or _utf8(value):
                     continue
                 problem = _NOT_UTF8
             elif value is None or value is True or value is False:
@@ -854,7 +855,8 @@ def _new_correlation_id() -> str:
 
 
 def _now() -> datetime:
-    return _utc(_clock.now())
+    now = _clock.now()
+    return now if now.tzinfo is UTC else _utc(now)  # the system clock's: no second call
 
 
 def _parse_kind(value: Any) -> SteeringKind:
