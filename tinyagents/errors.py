@@ -98,6 +98,13 @@ class ConfigurationError(TinyAgentsError):
     """A component was wired or configured wrongly."""
 
 
+class UnsupportedOutputError(ConfigurationError):
+    """An ``Agent(output_type=...)`` asks for a pydantic-ai output marker, or an option of
+    one, that tinyagents does not carry out (``PromptedOutput``, ``NativeOutput`` with a name,
+    description, strict or template, or with output functions): refused when the agent is
+    made, naming the marker, rather than run with the option silently dropped."""
+
+
 class RuntimeClosed(ConfigurationError):
     """The runtime is closing or closed: it takes no new command, run or child run."""
 

@@ -30,6 +30,7 @@ from tinyagents.harness.model import (
     Usage,
 )
 from tinyagents.harness.orchestrator import orchestrator_tools
+from tinyagents.harness.output import NativeOutput, PromptedOutput, TextOutput, ToolOutput
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
 from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, tool
@@ -43,14 +44,18 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "NativeOutput",
+    "PromptedOutput",
     "RunContext",
     "SteeringRenderer",
     "StreamChunk",
     "SubAgent",
     "SubAgentSession",
     "SubAgentTool",
+    "TextOutput",
     "Tool",
     "ToolCall",
+    "ToolOutput",
     "ToolResult",
     "ToolSpec",
     "Usage",

@@ -27,7 +27,7 @@ from tinyagents.harness.loop import (
 )
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
-from tinyagents.harness.output import output_tools_of, output_type_of
+from tinyagents.harness.output import output_spec_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.protocol import SteeringActor
@@ -51,7 +51,9 @@ class Agent:
     model class, or a union of them: ``A | B``, ``[A, B]``) asks for structured output: the
     run's output is the validated object (of the member the answer names). A union with
     ``str`` (``A | str``) lets the model answer in text too: its models are offered as
-    output tools (pydantic-ai's ``final_result``), and no ``response_format`` is sent.
+    output tools (pydantic-ai's ``final_result``), and no ``response_format`` is sent. An
+    output function (``output_type=fn``), ``ToolOutput``, ``TextOutput`` and ``NativeOutput``
+    are read as pydantic-ai reads them (docs/harness.md, "Output functions and markers").
     ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
     sent back per prompt: output that does not validate, or an ``@agent.output_validator``
     raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
@@ -105,10 +107,11 @@ class Agent:
                 "function with @agent.system_prompt, or steer the run (add_instruction)"
             )
         check_limits(limits)
-        # text for str (pydantic-ai's default), a model class, or a union's envelope class
-        output_tools = output_tools_of(name, output_type)  # a union with str's models
-        output_type = output_type_of(name, output_type)
-        for member in (output_type, *output_tools.values()):
+        # text for str (pydantic-ai's default), a model class, or a union's envelope class;
+        # output tools (a union with str's models, output functions, ToolOutput markers)
+        spec = output_spec_of(name, output_type)
+        output_tools, output_type = spec.tools, spec.output_type
+        for member in (output_type, *(t.model for t in output_tools.values())):
             if member is not None:
                 _check_output_schema(name, member)
         _check_retries(name, "output_retries", output_retries)
@@ -131,8 +134,9 @@ class Agent:
         if taken:  # a call of it would be read as the run's output, never run
             raise ConfigurationError(
                 f"agent {name!r}: tool name(s) {taken} are the output tools of its "
-                "output_type (a union with str offers its models as final_result tools); "
-                "rename the tool(s)"
+                "output_type (a union with str offers its models as final_result tools, "
+                "output functions and ToolOutput markers are output tools too); rename the "
+                "tool(s)"
             )
         _check_forced_tool(name, self.model, self.tools)
         check_agent = getattr(supervisor, "check_agent", None)
@@ -153,10 +157,17 @@ class Agent:
         #: (``response_format``) and the run's output is the validated object. For a union,
         #: a ``UnionOutput`` class (its envelope), whose answer's member is the output.
         self.output_type = output_type
-        #: A union with text's models (``Apple | str``), by the name of the output tool each
-        #: is offered as (``final_result``, or ``final_result_<Name>`` for several): a call
-        #: of one whose arguments validate is the run's output; a text answer is text.
+        #: The output tools (``OutputTool``), by name: a union with text's models (``Apple |
+        #: str``), output functions and ``ToolOutput`` markers, each offered as
+        #: ``final_result`` (``final_result_<Name>`` among several) unless named: a call of
+        #: one whose arguments validate (and whose function returns) is the run's output.
         self.output_tools = output_tools
+        #: Whether a text answer is output: not with output tools alone (``output_type=fn``,
+        #: ``ToolOutput(...)``), where the model is asked to include its answer in a call.
+        self.allows_text = spec.allows_text
+        #: ``TextOutput(fn)``'s function (a ``FunctionTool`` of one text argument): a text
+        #: answer is passed through it, and its return is the output.
+        self.text_function = spec.text_function
         #: How many times a final answer may be sent back per prompt (invalid output, or an
         #: output validator's ``ModelRetry``) before the run ends ``failed``.
         self.output_retries = output_retries

@@ -20,12 +20,13 @@ from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Message, Model
 from tinyagents.harness.render import SteeringRenderer
-from tinyagents.harness.tools import Tool
+from tinyagents.harness.tools import FunctionTool, Tool
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.limits import RunLimits
 
 if TYPE_CHECKING:
     from tinyagents.events.models import Event
+    from tinyagents.harness.output import OutputTool
     from tinyagents.harness.pausing import Pauses
     from tinyagents.protocol.commands import SteeringCommand
     from tinyagents.runs.handle import RunHandle
@@ -56,7 +57,11 @@ class AgentView(Protocol):
     @property
     def output_type(self) -> type[BaseModel] | None: ...
     @property
-    def output_tools(self) -> Mapping[str, type[BaseModel]]: ...
+    def output_tools(self) -> Mapping[str, OutputTool]: ...
+    @property
+    def allows_text(self) -> bool: ...
+    @property
+    def text_function(self) -> FunctionTool | None: ...
 
 
 class ActiveRun(Protocol):

@@ -677,14 +677,14 @@ def _sendable(text: str) -> str:
 
 
 def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.parameters,
-        },
+    function: dict[str, Any] = {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.parameters,
     }
+    if spec.strict is not None:
+        function["strict"] = spec.strict
+    return {"type": "function", "function": function}
 
 
 def _usage(raw_usage: Any) -> Usage:

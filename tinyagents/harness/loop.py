@@ -81,9 +81,16 @@ from tinyagents.harness.model import (
     parse_arguments,
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
-from tinyagents.harness.output import UnionOutput, output_tool_description
+from tinyagents.harness.output import OutputTool, UnionOutput
 from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above, reconcile_below
-from tinyagents.harness.tools import Tool, ToolResult, execute_tool_call, validation_problems
+from tinyagents.harness.tools import (
+    FunctionTool,
+    InvalidArguments,
+    Tool,
+    ToolResult,
+    execute_tool_call,
+    validation_problems,
+)
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
@@ -126,6 +133,9 @@ INVALID_OUTPUT = "invalid_output"
 #: What ``_output_of`` returns for a final answer it sent back to the model (None may be an
 #: output validator's output).
 ASKED: Any = object()
+#: What a text answer to an agent whose output is given through its output tools alone
+#: (``output_type=fn``, ``ToolOutput(...)``) is answered, in pydantic-ai's words.
+TEXT_NOT_OUTPUT = "Please include your response in a tool call."
 #: The names of pydantic-ai's output tools (``final_result``, ``final_result_<Name>``).
 _FINAL_RESULT = re.compile(r"final_result(_\w+)?\Z")
 #: What ``_run_calls`` returns for a batch of tool calls that gave no output (no call of an
@@ -245,15 +255,7 @@ class AgentRun(RunDriver):
         self._offered: Sequence[ToolSpec] = ()
         #: A union with text's output tools (``Agent(output_type=A | str)``), offered on each
         #: request after the agent's tools; and what the batch's first valid call of one gave.
-        outputs = agent.output_tools
-        self._output_specs = [
-            ToolSpec(
-                name=name,
-                description=output_tool_description(name, model, several=len(outputs) > 1),
-                parameters=model.model_json_schema(),
-            )
-            for name, model in outputs.items()
-        ]
+        self._output_specs = [output.spec() for output in agent.output_tools.values()]
         self._final: Any = NOT_FINAL
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
@@ -407,13 +409,15 @@ class AgentRun(RunDriver):
         await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
         return NOT_FINAL
 
-    async def _output_call(self, call: ToolCall, model: type[BaseModel]) -> None:
-        """Read a call of the output tool of ``model``: its arguments, validated and passed
-        through the output validators, are the batch's output (``self._final``); once the
-        batch has one, a further call is answered unused, as pydantic-ai answers it. Arguments
-        that do not validate, or that a validator sends back (``ModelRetry``), are answered
-        with what is wrong, and count against ``Agent.output_retries`` as an invalid final
-        answer does: past it, ``ModelResponseError``."""
+    async def _output_call(self, call: ToolCall, output: OutputTool) -> None:
+        """Read a call of the output tool ``output``: its arguments, validated (and passed to
+        its output function, whose return it is) and passed through the output validators,
+        are the batch's output (``self._final``); once the batch has one, a further call is
+        answered unused, as pydantic-ai answers it. Arguments that do not validate, or that
+        the function or a validator sends back (``ModelRetry``), are answered with what is
+        wrong, and count against ``Agent.output_retries`` as an invalid final answer does
+        (``ToolOutput(max_retries=...)``: against its own cap, counting its own calls sent
+        back, as pydantic-ai counts per tool): past it, ``ModelResponseError``."""
         self.emit(
             ToolEvent,
             type="tool.call",
@@ -427,18 +431,31 @@ class AgentRun(RunDriver):
             )
             return
         agent = self.agent
-        sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
-        refused: str | None = None  # a validator's message
+        own = output.max_retries is not None
+        limit = output.max_retries if output.max_retries is not None else agent.output_retries
+        sent_back = _asks_since_the_prompt(
+            self.messages, INVALID_OUTPUT, since=self._given, tool=call.name if own else None
+        )
+        refused: str | None = None  # the function's or a validator's message
         if call.parse_error is not None:
             problems = call.parse_error
         else:
             try:
-                output = model.model_validate(call.args)
+                if output.function is not None:
+                    ctx = self._output_context(sent_back, limit, call=call)
+                    value = await output.function.call(call.args, ctx=ctx)
+                else:
+                    assert output.model is not None
+                    value = output.model.model_validate(call.args)
             except ValidationError as exc:
                 problems = validation_problems(exc)
+            except InvalidArguments as exc:
+                problems = message_of(exc)
+            except ModelRetry as exc:
+                refused = problems = message_of(exc)
             else:
                 try:
-                    self._final = await self._validated(output, sent_back, call=call)
+                    self._final = await self._validated(value, sent_back, call=call, limit=limit)
                 except ModelRetry as exc:
                     refused = problems = message_of(exc)
                 else:
@@ -449,13 +466,18 @@ class AgentRun(RunDriver):
                     )
                     self._record_result(call, result)
                     return
-        if sent_back >= agent.output_retries:
+        if sent_back >= limit:
             name = agent.model.name
+            cap = f"max_retries={limit}" if own else f"output_retries={limit}"
+            who = (
+                "its output function or an output validator"
+                if output.function
+                else ("an output validator")
+            )
             what = (
-                f"was sent back by an output validator, {sent_back} time(s) before "
-                f"(output_retries={agent.output_retries}): {refused}"
+                f"was sent back by {who}, {sent_back} time(s) before ({cap}): {refused}"
                 if refused is not None
-                else f"is not valid {model.__name__} output, again after it was told what was "
+                else f"is not valid {output.what} output, again after it was told what was "
                 f"wrong: {problems}"
             )
             raise ModelResponseError(f"model {name!r}: its {call.name} call {what}")
@@ -463,7 +485,7 @@ class AgentRun(RunDriver):
             ask = f"{refused}\n\nFix the errors and try again."
         else:
             ask = (
-                f"Your {call.name} arguments are not valid {model.__name__} output: "
+                f"Your {call.name} arguments are not valid {output.what} output: "
                 f"{problems}. Fix the errors and try again."
             )
         result = ToolResult(call_id=call.id, name=call.name, content=ask, error=True)
@@ -590,17 +612,34 @@ class AgentRun(RunDriver):
         same prompt, raises ``ModelResponseError``."""
         agent = self.agent
         output_type = agent.output_type
-        if output_type is None and not agent.output_validators:
+        text_function = agent.text_function
+        if (
+            output_type is None
+            and not agent.output_validators
+            and text_function is None
+            and agent.allows_text
+        ):
             return response.text  # the common case: nothing to count or call
         messages = self.messages
         sent_back = _asks_since_the_prompt(messages, INVALID_OUTPUT, since=self._given)
-        refused: str | None = None  # a validator's message
+        refused: str | None = None  # a validator's (or the TextOutput function's) message
+        not_output = output_type is None and not agent.allows_text  # text is not the output
         try:
-            output = (
-                response.text if output_type is None else read_output(output_type, response.text)
-            )
+            if output_type is not None:
+                output = read_output(output_type, response.text)
+            elif not_output:  # output tools alone: pydantic-ai's words
+                raise ModelRetry(TEXT_NOT_OUTPUT)
+            elif text_function is not None:
+                ctx = self._output_context(sent_back, agent.output_retries)
+                output = await text_function.call(
+                    {_text_arg(text_function): response.text}, ctx=ctx
+                )
+            else:
+                output = response.text
         except ValidationError as exc:
             problems = validation_problems(exc, whole="answer")
+        except ModelRetry as exc:
+            refused = problems = message_of(exc)
         else:
             try:
                 return await self._validated(output, sent_back)
@@ -610,9 +649,19 @@ class AgentRun(RunDriver):
         cut = response.finish_reason == "length" and refused is None
         model = response.model or agent.model.name
         if sent_back >= agent.output_retries:
-            if refused is not None:
+            if not_output:
                 raise ModelResponseError(
-                    f"model {model!r}: its answer was sent back by an output validator, "
+                    f"model {model!r} answered in text again after it was asked to include "
+                    f"its answer in a call of an output tool ({', '.join(agent.output_tools)}): "
+                    "this agent's output is given only through its output tools",
+                    model=response.model,
+                )
+            if refused is not None:
+                who = "an output validator"
+                if text_function is not None and output_type is None:
+                    who = "its TextOutput function or an output validator"
+                raise ModelResponseError(
+                    f"model {model!r}: its answer was sent back by {who}, "
                     f"{sent_back} time(s) before (output_retries={agent.output_retries}): "
                     f"{refused}",
                     model=response.model,
@@ -629,7 +678,9 @@ class AgentRun(RunDriver):
                 f"told what was wrong: {problems}{why}",
                 model=response.model,
             )
-        if refused is not None:  # as pydantic-ai words a retry prompt
+        if not_output:  # the ask is pydantic-ai's alone
+            ask = TEXT_NOT_OUTPUT
+        elif refused is not None:  # as pydantic-ai words a retry prompt
             ask = f"{refused}\n\nFix the errors and try again."
         else:
             name = output_type.__name__ if output_type is not None else "text"
@@ -642,28 +693,43 @@ class AgentRun(RunDriver):
         return ASKED
 
     async def _validated(
-        self, output: Any, sent_back: int, *, partial: bool = False, call: ToolCall | None = None
+        self,
+        output: Any,
+        sent_back: int,
+        *,
+        partial: bool = False,
+        call: ToolCall | None = None,
+        limit: int | None = None,
     ) -> Any:
         """``output`` as the agent's output validators return it (``ModelRetry`` passes).
         ``partial``: it is a ``stop_with_partial`` run's partial output; ``call``: the output
-        tool call it was read from (the context's ``tool_name``, as pydantic-ai's)."""
+        tool call it was read from (the context's ``tool_name``, as pydantic-ai's); ``limit``:
+        its cap on answers sent back (default: the agent's ``output_retries``)."""
         validators = self.agent.output_validators
         if not validators:
             return output
-        ctx = RunContext(
+        limit = self.agent.output_retries if limit is None else limit
+        ctx = self._output_context(sent_back, limit, partial=partial, call=call)
+        for validator in validators:
+            output = await validator(ctx, output)
+        return output
+
+    def _output_context(
+        self, sent_back: int, limit: int, *, partial: bool = False, call: ToolCall | None = None
+    ) -> RunContext:
+        """The context of an output validator or output function: ``retry`` the answers sent
+        back so far, ``max_retries`` their cap, as pydantic-ai's."""
+        return RunContext(
             runtime=self.runtime,
             handle=self.handle,
             agent=self.agent,
             run=self,
             retry=sent_back,
-            max_retries=self.agent.output_retries,
+            max_retries=limit,
             partial_output=partial,
             tool_call_id=None if call is None else call.id,
             tool_name=None if call is None else call.name,
         )
-        for validator in validators:
-            output = await validator(ctx, output)
-        return output
 
     async def partial_output(self, text: Any, limit: RunLimitExceeded) -> Any:
         """What ``stop_with_partial`` hands back of this run, which ``limit`` stopped with
@@ -683,9 +749,31 @@ class AgentRun(RunDriver):
                 problems = validation_problems(exc, whole="answer")
                 why = f"its partial output is no valid {output_type.__name__} ({problems})"
                 raise _no_partial_output(limit, why) from limit
-        if not agent.output_validators:
+        if output_type is None and not agent.allows_text and isinstance(text, str):
+            why = (
+                "its output is given only through its output tools (output functions, "
+                "ToolOutput), and it stopped before a call of one gave it"
+            )
+            raise _no_partial_output(limit, why) from limit
+        function = agent.text_function
+        if not agent.output_validators and function is None:
             return output
         sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
+        if function is not None and isinstance(output, str):  # TextOutput's, as an answer's
+            ctx = self._output_context(sent_back, agent.output_retries, partial=True)
+            try:
+                output = await function.call({_text_arg(function): output}, ctx=ctx)
+            except ModelRetry as exc:
+                why = (
+                    f"its TextOutput function refused its partial output: {message_of(exc)} "
+                    "(no turn was left to ask the model for another)"
+                )
+                raise _no_partial_output(limit, why) from limit
+            except Exception as exc:
+                raise RunFailed(
+                    f"run {self.info.run_id} stopped at its limit, and its TextOutput function "
+                    f"raised on its partial output: {type(exc).__name__}: {message_of(exc)}"
+                ) from exc
         try:
             return await self._validated(output, sent_back, partial=True)
         except ModelRetry as exc:
@@ -1075,7 +1163,8 @@ class AgentRun(RunDriver):
         if agent.output_tools:
             how = (
                 f"its output tools are {', '.join(agent.output_tools)}: call "
-                f"{' or '.join(agent.output_tools)} with it, or answer with text"
+                f"{' or '.join(agent.output_tools)} with it"
+                + (", or answer with text" if agent.allows_text else "")
             )
         elif agent.output_type is not None:
             how = (
@@ -1784,25 +1873,30 @@ def _unfenced(text: str) -> str:
     return match.group(1) if match else text
 
 
-def _asks_since_the_prompt(messages: Sequence[Message], retry: str, *, since: int) -> int:
+def _asks_since_the_prompt(
+    messages: Sequence[Message], retry: str, *, since: int, tool: str | None = None
+) -> int:
     """How many times the model was asked again for ``retry``'s reason since the last prompt
     (a user message that is no ask of ours, or a steering message in whichever role it is
     rendered; an output tool's call sent back, a ``tool`` message, is one ask): per prompt,
     as pydantic-ai counts its retries over the run, so that answers in between (a tool call,
     an empty answer) do not reset it. Only ``messages[since:]`` are
-    the run's own: an ask in the history it continues is another run's."""
+    the run's own: an ask in the history it continues is another run's. ``tool``: only the
+    calls of that output tool sent back count (a ``ToolOutput`` with its own
+    ``max_retries``, counted per tool as pydantic-ai counts it)."""
     asks = 0
     for index in range(len(messages) - 1, since - 1, -1):
         message = messages[index]
         if message.role == "tool":  # an output tool's call sent back (``A | str``) counts too
-            asks += message.metadata.get("retry") == retry
+            if tool is None or message.name == tool:
+                asks += message.metadata.get("retry") == retry
             continue
         if message.role != "user" and "steering" not in message.metadata:
             continue
         asked = message.metadata.get("retry")
         if asked is None:
             break
-        if asked == retry:
+        if asked == retry and tool is None:
             asks += 1
     return asks
 
@@ -2352,3 +2446,8 @@ def _refuse_unanswered(pending: list[str], index: int) -> None:
             f"{pending}; answer each with Message(role='tool', tool_call_id=<its id>, "
             "content=...) right after the assistant message, or leave that message out"
         )
+
+
+def _text_arg(function: FunctionTool) -> str:
+    """The name of a ``TextOutput`` function's one text argument (its schema's one property)."""
+    return str(next(iter(function.parameters["properties"])))

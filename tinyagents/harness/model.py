@@ -152,11 +152,13 @@ def known_cost(cost: object) -> float | None:
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class ToolSpec(Record):
-    """A tool as offered to the model: its name, description and JSON Schema of arguments."""
+    """A tool as offered to the model: its name, description and JSON Schema of arguments;
+    ``strict`` (OpenAI's flag, from ``ToolOutput(strict=...)``) is sent when it is not None."""
 
     name: str
     description: str
     parameters: dict[str, Any]
+    strict: bool | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

@@ -13,25 +13,54 @@ union allows. Its models are offered as output tools instead, named and describe
 pydantic-ai's ``ToolOutput`` names them (``final_result`` for one model, ``final_result_<Name>``
 for several), and no ``response_format`` is sent: a text answer is the output as text, and a
 call of an output tool whose arguments validate is the output as that model.
+
+pydantic-ai's output functions and markers go through the same output tools: an output
+function (``output_type=fn``) is an output tool whose arguments are its parameters and whose
+return is the output; ``ToolOutput`` names, describes and caps one; ``TextOutput`` passes a
+text answer through a function; ``NativeOutput`` is the ``response_format`` a model class is
+sent as anyway. Output tools without ``str`` beside them are the only way to answer. What we
+do not carry out (``PromptedOutput``, ``NativeOutput``'s options) raises
+``UnsupportedOutputError`` when the agent is made.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import re
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.json_schema import models_json_schema
 
-from tinyagents.errors import ConfigurationError, kind_of
+from tinyagents._record import Record
+from tinyagents.errors import ConfigurationError, UnsupportedOutputError, kind_of
+from tinyagents.harness.model import ToolSpec
+from tinyagents.harness.tools import FunctionTool, is_tool_name
 
-__all__ = ["UnionOutput", "output_tool_description", "output_tools_of", "output_type_of"]
+__all__ = [
+    "NativeOutput",
+    "OutputSpec",
+    "OutputTool",
+    "PromptedOutput",
+    "TextOutput",
+    "ToolOutput",
+    "UnionOutput",
+    "output_spec_of",
+    "output_tools_of",
+    "output_type_of",
+]
 
 #: What an output tool is described as without a docstring of its model (pydantic-ai's words).
 FINAL_RESPONSE = "The final response which ends this conversation"
+#: What a name takes out before it is an output tool's (pydantic-ai's ``TOOL_NAME_SANITIZER``).
+_UNSAFE = re.compile(r"[^a-zA-Z0-9-_]")
+#: The name an output function's tool is made with, before its own is known.
+_PLACEHOLDER = "output_function"
 
 
 class UnionResult(BaseModel):
@@ -68,41 +97,237 @@ class UnionOutput(BaseModel):
         return self.members[self.result.kind].model_validate(self.result.data)
 
 
+@dataclass(init=False, slots=True, eq=False, repr=False)
+class ToolOutput(Record):
+    """pydantic-ai's ``ToolOutput``: offer ``type_`` (a pydantic model class, or an output
+    function whose parameters are the tool's arguments and whose return is the run's output)
+    as an output tool, optionally named (``name``, default ``final_result``, or
+    ``final_result_<Name>`` among several), described (``description``, before the model's or
+    function's docstring), with its own cap on calls sent back (``max_retries``, instead of
+    the agent's ``output_retries``) and OpenAI's ``strict`` flag on the tool."""
+
+    output: Any
+    name: str | None
+    description: str | None
+    max_retries: int | None
+    strict: bool | None
+    sequential: bool
+
+    def __init__(
+        self,
+        type_: Any,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        max_retries: int | None = None,
+        strict: bool | None = None,
+        sequential: bool = False,
+    ) -> None:
+        if max_retries is not None and (
+            isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
+        ):
+            raise ConfigurationError(
+                f"ToolOutput: max_retries must be a whole number >= 0 (or None), got "
+                f"{max_retries!r}"
+            )
+        if strict is not None and not isinstance(strict, bool):
+            raise ConfigurationError(
+                f"ToolOutput: strict must be True, False or None, got {strict!r}"
+            )
+        if name is not None and not is_tool_name(name):
+            raise ConfigurationError(
+                f"ToolOutput: name {name!r} is not accepted by model providers: use 1-64 "
+                "letters, digits, '_' or '-'"
+            )
+        if description is not None and not isinstance(description, str):
+            raise ConfigurationError(
+                f"ToolOutput: description must be text, got {type(description).__name__}"
+            )
+        self.output = type_
+        self.name = name
+        self.description = description
+        self.max_retries = max_retries
+        self.strict = strict
+        #: pydantic-ai's barrier flag: output tools run one at a time here anyway.
+        self.sequential = sequential
+
+
+@dataclass(init=False, slots=True, eq=False, repr=False)
+class NativeOutput(Record):
+    """pydantic-ai's ``NativeOutput``: the output's JSON schema sent as the model's native
+    structured output (our ``response_format``), which is how a model class or a union of
+    them is asked for anyway. ``name``, ``description``, ``strict`` and ``template`` are
+    not carried out: an agent given any of them raises ``UnsupportedOutputError``."""
+
+    outputs: Any
+    name: str | None
+    description: str | None
+    strict: bool | None
+    template: str | Literal[False] | None
+
+    def __init__(
+        self,
+        outputs: Any,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        strict: bool | None = None,
+        template: str | Literal[False] | None = None,
+    ) -> None:
+        self.outputs = outputs
+        self.name = name
+        self.description = description
+        self.strict = strict
+        self.template = template
+
+
+@dataclass(init=False, slots=True, eq=False, repr=False)
+class PromptedOutput(Record):
+    """pydantic-ai's ``PromptedOutput`` (the schema in the prompt, no native structured
+    output). Not carried out: an agent given one raises ``UnsupportedOutputError``; use the
+    model class itself (sent as ``response_format``) or ``ToolOutput``."""
+
+    outputs: Any
+    name: str | None
+    description: str | None
+    template: str | Literal[False] | None
+
+    def __init__(
+        self,
+        outputs: Any,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        template: str | Literal[False] | None = None,
+    ) -> None:
+        self.outputs = outputs
+        self.name = name
+        self.description = description
+        self.template = template
+
+
+@dataclass(slots=True, eq=False, repr=False)
+class TextOutput(Record):
+    """pydantic-ai's ``TextOutput``: a text answer is passed through ``output_function``,
+    ``(text)`` or ``(ctx, text)``, sync or async, whose return is the run's output; it may
+    raise ``ModelRetry`` to send the answer back (counted against ``output_retries``)."""
+
+    output_function: Callable[..., Any]
+
+
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class OutputTool(Record):
+    """One output tool as an agent offers it: a call whose arguments validate is the run's
+    output, read as ``model``'s object or passed to ``function`` (its return the output)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    #: The model class the arguments are read as (None for an output function).
+    model: type[BaseModel] | None = None
+    #: The output function the arguments are passed to, as a tool's are.
+    function: FunctionTool | None = None
+    #: ``ToolOutput(max_retries=...)``: its own cap on calls sent back (None: the agent's).
+    max_retries: int | None = None
+    strict: bool | None = None
+
+    @property
+    def what(self) -> str:
+        """What its arguments are read as, in messages: the model's or function's name."""
+        if self.model is not None:
+            return self.model.__name__
+        return str(getattr(self.function.fn, "__name__", self.name)) if self.function else self.name
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            strict=self.strict,
+        )
+
+
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+class OutputSpec(Record):
+    """What ``Agent(output_type=...)`` reads as: ``output_type`` (a model class or a union's
+    envelope, sent as ``response_format``; None for text), the output tools offered beside
+    it, whether a text answer is output at all (``allows_text``: not for output tools
+    alone, which pydantic-ai asks to "include your response in a tool call") and the
+    ``TextOutput`` function a text answer goes through."""
+
+    output_type: type[BaseModel] | None = None
+    tools: dict[str, OutputTool] = field(default_factory=dict)
+    allows_text: bool = True
+    text_function: FunctionTool | None = None
+
+
 def output_type_of(agent: str, output_type: object) -> type[BaseModel] | None:
-    """What ``Agent(output_type=...)`` reads its answers as: None for text (``str``, the
-    default, and a union with text, whose models are output tools: ``output_tools_of``), the
-    model class, or a ``UnionOutput`` class for a union of model classes (a union of one is
-    that one). Raises ``ConfigurationError`` for anything else."""
-    return _read(agent, output_type)[0]
+    """What ``Agent(output_type=...)`` reads a final answer's JSON as: None for text (and for
+    output tools), the model class, or a ``UnionOutput`` class for a union of model classes
+    (a union of one is that one). Raises ``ConfigurationError`` for anything else."""
+    return output_spec_of(agent, output_type).output_type
 
 
-def output_tools_of(agent: str, output_type: object) -> dict[str, type[BaseModel]]:
-    """The output tools of a union with text (``Apple | str``), by name: ``final_result`` for
-    one model, ``final_result_<Name>`` for each of several (``_2`` after a name taken), as
-    pydantic-ai names its output tools. Empty for any other output type."""
-    return _read(agent, output_type)[1]
+def output_tools_of(agent: str, output_type: object) -> dict[str, OutputTool]:
+    """The output tools of ``output_type``, by name: a union with text's models
+    (``Apple | str``), output functions and ``ToolOutput`` markers, named as pydantic-ai
+    names its output tools. Empty for any other output type."""
+    return output_spec_of(agent, output_type).tools
 
 
-def _read(
-    agent: str, output_type: object
-) -> tuple[type[BaseModel] | None, dict[str, type[BaseModel]]]:
+def output_spec_of(agent: str, output_type: object) -> OutputSpec:
+    """How ``Agent(output_type=...)`` reads its answers (``OutputSpec``), as pydantic-ai's
+    ``OutputSchema.build`` reads its output spec. Raises ``ConfigurationError`` for an output
+    type it cannot read, ``UnsupportedOutputError`` for a marker it does not carry out."""
     if output_type is None or output_type is str:
-        return None, {}
+        return OutputSpec()
+    if isinstance(output_type, PromptedOutput):
+        raise UnsupportedOutputError(
+            f"agent {agent!r}: PromptedOutput is not supported (the schema in the prompt, "
+            "no native structured output); pass the model class itself (sent as the "
+            "response_format) or ToolOutput(...) instead"
+        )
+    if isinstance(output_type, NativeOutput):
+        return _native(agent, output_type)
+    if isinstance(output_type, (TextOutput, ToolOutput)) or _is_function(output_type):
+        return _with_markers(agent, [output_type])
     members = _members(output_type)
     if members is None:
         if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            return output_type, {}
+            return OutputSpec(output_type=output_type)
         raise ConfigurationError(
             f"agent {agent!r}: output_type takes a pydantic model class (the output's JSON "
-            f"schema is sent as response_format), or a union of them (with str, for text "
-            f"too), got {kind_of(output_type)}; wrap other types in one, e.g. class "
+            f"schema is sent as response_format), a union of them (with str, for text "
+            f"too), an output function or a ToolOutput / NativeOutput / TextOutput marker, "
+            f"got {kind_of(output_type)}; wrap other types in one, e.g. class "
             "Answer(BaseModel): value: int"
+        )
+    for member in members:
+        if isinstance(member, (NativeOutput, PromptedOutput)):
+            raise ConfigurationError(
+                f"agent {agent!r}: {type(member).__name__} must be the only output type (as "
+                f"in pydantic-ai); got it among {len(members)}"
+            )
+    if any(isinstance(m, (TextOutput, ToolOutput)) or _is_function(m) for m in members):
+        return _with_markers(agent, members)
+    if members.count(str) > 1:  # as pydantic-ai refuses it
+        raise ConfigurationError(
+            f"agent {agent!r}: only one str or TextOutput is allowed in an output_type"
         )
     text = str in members
     members = [m for m in members if m is not str]
-    refused = [m for m in members if not (isinstance(m, type) and issubclass(m, BaseModel))]
     if text and not members:  # [str]: text
-        return None, {}
+        return OutputSpec()
+    models = _models(agent, members)
+    if text:
+        return _with_markers(agent, [*models, str])
+    if len(models) == 1:
+        return OutputSpec(output_type=models[0])
+    return OutputSpec(output_type=_union_output(models))
+
+
+def _models(agent: str, members: list[Any]) -> list[type[BaseModel]]:
+    refused = [m for m in members if not (isinstance(m, type) and issubclass(m, BaseModel))]
     if refused or not members:
         got = ", ".join(kind_of(m) if m is not None else "None" for m in refused) or "nothing"
         raise ConfigurationError(
@@ -111,28 +336,132 @@ def _read(
             "response_format or an output tool's arguments, which leave no room for a bare "
             "value; wrap it in a model, e.g. class Answer(BaseModel): value: int"
         )
-    if text:
-        return None, _output_tools(members)
-    if len(members) == 1:
-        only: type[BaseModel] = members[0]
-        return only, {}
-    return _union_output(members), {}
+    return members
 
 
-def _output_tools(members: list[type[BaseModel]]) -> dict[str, type[BaseModel]]:
-    if len(members) == 1:
-        return {"final_result": members[0]}
-    return {f"final_result_{key}": member for key, member in _keyed(members).items()}
+def _native(agent: str, marker: NativeOutput) -> OutputSpec:
+    """``NativeOutput(A)`` or ``NativeOutput([A, B])``: the ``response_format`` a model class
+    or a union of them is sent as; its options and output functions are refused."""
+    options = [
+        f"{option}={value!r}"
+        for option, value in (
+            ("name", marker.name),
+            ("description", marker.description),
+            ("strict", marker.strict),
+            ("template", marker.template),
+        )
+        if value is not None
+    ]
+    if options:
+        raise UnsupportedOutputError(
+            f"agent {agent!r}: NativeOutput({', '.join(options)}) is not supported: the "
+            "output's JSON schema is sent as the response_format, named and described by its "
+            "model class; drop the option(s), or name and describe the class itself"
+        )
+    members = _members(marker.outputs)
+    members = [marker.outputs] if members is None else members
+    if str in members or any(
+        _is_function(m) or isinstance(m, (ToolOutput, TextOutput, NativeOutput, PromptedOutput))
+        for m in members
+    ):
+        raise UnsupportedOutputError(
+            f"agent {agent!r}: NativeOutput takes pydantic model classes only here (no output "
+            "functions, markers or str); offer an output function as output_type=fn or "
+            "ToolOutput(fn)"
+        )
+    models = _models(agent, members)
+    if len(models) == 1:
+        return OutputSpec(output_type=models[0])
+    return OutputSpec(output_type=_union_output(models))
 
 
-def output_tool_description(name: str, member: type[BaseModel], *, several: bool) -> str:
-    """What an output tool is described as, as pydantic-ai describes it: its model's
-    docstring, else "The final response which ends this conversation" (after the model's
-    name, ``"Banana: ..."``, when there are several output tools)."""
-    doc = member.__doc__
-    if doc and doc is not BaseModel.__doc__:
-        return inspect.cleandoc(doc)
-    return f"{member.__name__}: {FINAL_RESPONSE}" if several else FINAL_RESPONSE
+def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
+    """Model classes, output functions and ``ToolOutput`` markers, with ``str`` or a
+    ``TextOutput``: each non-text member an output tool, named and described as
+    pydantic-ai's ``OutputToolset.build`` does; a text answer is output only with ``str``
+    or a ``TextOutput`` (one of them)."""
+    texts = [m for m in members if m is str or isinstance(m, TextOutput)]
+    if len(texts) > 1:
+        raise ConfigurationError(
+            f"agent {agent!r}: only one str or TextOutput is allowed in an output_type"
+        )
+    text_function = None
+    if texts and isinstance(texts[0], TextOutput):
+        text_function = _text_function(agent, texts[0])
+    outputs = [m for m in members if m is not str and not isinstance(m, TextOutput)]
+    several = len(outputs) > 1
+    tools: dict[str, OutputTool] = {}
+    for member in outputs:
+        marker = member if isinstance(member, ToolOutput) else ToolOutput(member)
+        inner = marker.output
+        function: FunctionTool | None = None
+        model: type[BaseModel] | None = None
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            base, model = inner.__name__, inner
+            parameters, doc = inner.model_json_schema(), _docstring(inner)
+        elif _is_function(inner):
+            base = str(inner.__name__)
+            function = FunctionTool(inner, name=_PLACEHOLDER)
+            parameters, doc = function.parameters, function.description or None
+        else:
+            raise ConfigurationError(
+                f"agent {agent!r}: an output tool (ToolOutput, or an output_type with output "
+                f"functions) takes pydantic model classes and functions, got {kind_of(inner)}; "
+                "wrap other types in a model, e.g. class Answer(BaseModel): value: int"
+            )
+        name = marker.name
+        if name is None:
+            name = f"final_result_{_UNSAFE.sub('', base)}" if several else "final_result"
+        original, n = name, 1
+        while name in tools:
+            n += 1
+            name = f"{original}_{n}"
+        if marker.description and doc:
+            description = f"{marker.description}. {doc}"
+        else:
+            description = marker.description or doc or ""
+        if not description:
+            description = f"{base}: {FINAL_RESPONSE}" if several else FINAL_RESPONSE
+        if function is not None:
+            function.name = name  # its problems name the tool the model called
+        tools[name] = OutputTool(
+            name=name,
+            description=description,
+            parameters=parameters,
+            model=model,
+            function=function,
+            max_retries=marker.max_retries,
+            strict=marker.strict,
+        )
+    return OutputSpec(tools=tools, allows_text=bool(texts), text_function=text_function)
+
+
+def _text_function(agent: str, marker: TextOutput) -> FunctionTool:
+    """``TextOutput``'s function as a tool of one text argument (and ``ctx``, if it takes
+    it), called with the answer: pydantic-ai refuses any other shape, and so do we."""
+    fn = marker.output_function
+    function = FunctionTool(fn, name="TextOutput") if callable(fn) else None
+    properties = function.parameters.get("properties", {}) if function is not None else {}
+    if (
+        function is None
+        or len(properties) != 1
+        or next(iter(properties.values())).get("type") != "string"
+    ):
+        raise ConfigurationError(
+            f"agent {agent!r}: TextOutput must take a function taking a single str argument "
+            f"(and ctx, for the run's context), got {kind_of(fn)}"
+        )
+    return function
+
+
+def _is_function(value: object) -> bool:
+    """An output function (pydantic-ai's ``inspect.isfunction or ismethod``)."""
+    return inspect.isfunction(value) or inspect.ismethod(value)
+
+
+def _docstring(model: type[BaseModel]) -> str | None:
+    doc = model.__doc__
+    return inspect.cleandoc(doc) if doc and doc is not BaseModel.__doc__ else None
 
 
 def _members(output_type: object) -> list[Any] | None:
