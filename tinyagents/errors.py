@@ -99,10 +99,10 @@ class ConfigurationError(TinyAgentsError):
 
 
 class UnsupportedOutputError(ConfigurationError):
-    """An ``Agent(output_type=...)`` asks for a pydantic-ai output marker, or an option of
-    one, that tinyagents does not carry out (``PromptedOutput``, ``NativeOutput`` with a name,
-    description, strict or template, or with output functions): refused when the agent is
-    made, naming the marker, rather than run with the option silently dropped."""
+    """An ``Agent(output_type=...)`` asks for a pydantic-ai output marker option that
+    tinyagents does not carry out (``NativeOutput`` with a name, description, strict or
+    template; ``NativeOutput`` or ``PromptedOutput`` of output functions or ``str``): refused
+    when the agent is made, naming the marker, rather than run with the option dropped."""
 
 
 class RuntimeClosed(ConfigurationError):

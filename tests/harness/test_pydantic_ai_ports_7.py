@@ -1,8 +1,8 @@
 """pydantic-ai's output function and output marker tests, ported (a seventh batch; see
 test_pydantic_ai_ports.py to _6): ``output_type=fn`` (an output tool whose arguments are the
-function's parameters), ``ToolOutput``, ``TextOutput``, ``NativeOutput``, lists mixing them,
-and ``PromptedOutput`` (not supported: refused by name), over the testkit's fakes and the
-OpenAI-compatible test server.
+function's parameters), ``ToolOutput``, ``TextOutput``, ``NativeOutput``, ``PromptedOutput``
+and lists mixing them (the options we do not carry out refused by name), over the testkit's
+fakes and the OpenAI-compatible test server.
 
 Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``).
 Where we behave differently on purpose, the test asserts our documented behaviour and says why.
@@ -10,10 +10,11 @@ Where we behave differently on purpose, the test asserts our documented behaviou
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tinyagents import (
     Agent,
@@ -146,7 +147,10 @@ async def test_output_function_arguments_that_do_not_validate_are_sent_back() ->
     result = await Agent("a", model, output_type=get_weather).run("go")
     assert result.output == Weather(temperature=28.7, description="sunny"), result.error
     ((_, sent),) = tool_results(model.requests[1])
-    assert "not valid get_weather output" in sent and "city" in sent
+    assert sent == (
+        "Your final_result arguments are not valid get_weather output: city: Input should be "
+        "a valid string (got 3). Fix the errors and try again."
+    )
 
 
 async def test_tool_output_function_retries() -> None:
@@ -434,6 +438,19 @@ async def test_a_text_output_function_past_the_output_retries_fails_the_run() ->
     assert "not y" in (result.error or "")
 
 
+async def test_text_that_a_text_output_functions_parameter_refuses_is_sent_back() -> None:
+    def short(text: Annotated[str, Field(max_length=5)]) -> str:
+        return text
+
+    model = ScriptedModel(["far too long", "brief"])
+    result = await Agent("a", model, output_type=TextOutput(short)).run("go")
+    assert result.output == "brief", result.error
+    assert model.requests[1].messages[-1].content == (
+        "Your answer is not valid text output: text: String should have at most 5 characters "
+        "(got 'far too long'). Fix the errors and try again."
+    )
+
+
 async def test_a_text_output_beside_output_tools() -> None:
     model = ScriptedModel(["words"])
     result = await Agent("a", model, output_type=[Foo, TextOutput(upcase)]).run("go")
@@ -555,11 +572,90 @@ def test_native_output_options_we_do_not_carry_out_are_refused_by_name(marker: A
         Agent("a", ScriptedModel(["x"]), output_type=marker)
 
 
-def test_prompted_output_is_refused_by_name() -> None:
-    # Not supported (docs/harness.md): refused when the agent is made, not run as something
-    # else; UnsupportedOutputError is a ConfigurationError.
-    with pytest.raises(UnsupportedOutputError, match="PromptedOutput is not supported"):
-        Agent("a", ScriptedModel(["x"]), output_type=PromptedOutput(Foo))
+class CityLocation(BaseModel):
+    """Description from docstring."""
+
+    city: str
+    country: str
+
+
+def system_text(request: ModelRequest) -> str | None:
+    first = request.messages[0]
+    return first.content if first.role == "system" else None
+
+
+async def test_prompted_output() -> None:
+    # ports test_prompted_output: no response_format; the schema (titled and described by
+    # the marker) ends the system prompt of each request, in pydantic-ai's default
+    # template, and the answer's text is read as its JSON. The transcript keeps no prompt.
+    model = ScriptedModel(['{"city": "Mexico City", "country": "Mexico"}'])
+    marker = PromptedOutput(
+        CityLocation, name="City & Country", description="Description from PromptedOutput"
+    )
+    result = await Agent("a", model, instructions=None, output_type=marker).run("capital?")
+    assert result.output == CityLocation(city="Mexico City", country="Mexico"), result.error
+    request = model.requests[0]
+    assert request.response_format is None and request.tools == []
+    schema = {
+        **CityLocation.model_json_schema(),
+        "title": "City & Country",
+        "description": "Description from PromptedOutput",
+    }
+    assert system_text(request) == (
+        "Always respond with a JSON object that's compatible with this schema:\n\n"
+        f"{json.dumps(schema)}\n\nDon't include any text or Markdown fencing before or after.\n"
+    )
+    assert [m.role for m in result.messages] == ["user", "assistant"]
+
+
+async def test_prompted_output_with_template_and_instructions() -> None:
+    # ports test_prompted_output_with_template / _with_template_and_instructions: a template
+    # without {schema} has the schema after it; the agent's instructions come first.
+    model = ScriptedModel(['{"a": 1, "b": "x"}'])
+    marker = PromptedOutput(Foo, template="Gimme some JSON:")
+    result = await Agent("a", model, instructions="Be helpful", output_type=marker).run("go")
+    assert result.output == Foo(a=1, b="x"), result.error
+    assert system_text(model.requests[0]) == (
+        f"Be helpful\n\nGimme some JSON:\n\n{json.dumps(Foo.model_json_schema())}"
+    )
+    assert result.messages[0].content == "Be helpful"  # the transcript's is the agent's own
+    model = ScriptedModel(['{"a": 1, "b": "x"}'])
+    marker = PromptedOutput(Foo, template="JSON like {schema}, please")
+    await Agent("a", model, output_type=marker).run("go")
+    assert system_text(model.requests[0]) == (
+        f"JSON like {json.dumps(Foo.model_json_schema())}, please"
+    )
+
+
+async def test_prompted_output_with_template_false() -> None:
+    # ports test_prompted_output_with_template_false: no schema prompt at all
+    model = ScriptedModel(['{"a": 1, "b": "x"}'])
+    agent = Agent("a", model, instructions=None, output_type=PromptedOutput(Foo, template=False))
+    result = await agent.run("go")
+    assert result.output == Foo(a=1, b="x"), result.error
+    assert system_text(model.requests[0]) is None
+    assert model.requests[0].response_format is None
+
+
+async def test_prompted_output_union_and_retries() -> None:
+    # ports test_prompted_output_union_invalid_kind_retries: a union is read in the union
+    # envelope (its schema the one in the prompt); a kind that is no member's is sent back
+    model = ScriptedModel(
+        [
+            '{"result": {"kind": "Baz", "data": {}}}',
+            '```json\n{"result": {"kind": "Bar", "data": {"c": true}}}\n```',
+        ]
+    )
+    result = await Agent("a", model, output_type=PromptedOutput([Foo, Bar])).run("go")
+    assert result.output == Bar(c=True), result.error
+    assert '"kind"' in (system_text(model.requests[0]) or "")
+    assert "result.kind" in model.requests[1].messages[-1].content
+
+
+def test_prompted_output_of_functions_or_text_is_refused_by_name() -> None:
+    for outputs in (get_weather, [Foo, str]):
+        with pytest.raises(UnsupportedOutputError, match="PromptedOutput takes pydantic model"):
+            Agent("a", ScriptedModel(["x"]), output_type=PromptedOutput(outputs))
     assert issubclass(UnsupportedOutputError, ConfigurationError)
 
 
@@ -591,4 +687,20 @@ async def test_output_functions_and_markers_through_litellm() -> None:
     second = server.requests[1]["messages"]
     assert second[-1]["role"] == "tool" and "City not found" in second[-1]["content"]
     assert "tools" not in server.requests[2]
+    assert server.refusals == []
+
+
+async def test_prompted_output_through_litellm() -> None:
+    # no response_format goes out; the schema is in the system message litellm sends
+    async with OpenAICompatServer(['{"a": 2, "b": "z"}'], mode="openai") as server:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", max_retries=0
+        )
+        agent = Agent("a", model, instructions="Be brief", output_type=PromptedOutput(Foo))
+        result = await agent.run("go")
+    assert result.output == Foo(a=2, b="z"), result.error
+    (sent,) = server.requests
+    assert "response_format" not in sent
+    system = sent["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("Be brief\n\nAlways")
     assert server.refusals == []

@@ -52,8 +52,8 @@ class Agent:
     run's output is the validated object (of the member the answer names). A union with
     ``str`` (``A | str``) lets the model answer in text too: its models are offered as
     output tools (pydantic-ai's ``final_result``), and no ``response_format`` is sent. An
-    output function (``output_type=fn``), ``ToolOutput``, ``TextOutput`` and ``NativeOutput``
-    are read as pydantic-ai reads them (docs/harness.md, "Output functions and markers").
+    output function (``output_type=fn``), ``ToolOutput``, ``TextOutput``, ``NativeOutput`` and
+    ``PromptedOutput`` are read as pydantic-ai reads them (docs/harness.md, "Output functions and markers").
     ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
     sent back per prompt: output that does not validate, or an ``@agent.output_validator``
     raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
@@ -168,6 +168,10 @@ class Agent:
         #: ``TextOutput(fn)``'s function (a ``FunctionTool`` of one text argument): a text
         #: answer is passed through it, and its return is the output.
         self.text_function = spec.text_function
+        #: Whether ``output_type`` is sent as the ``response_format`` (not for
+        #: ``PromptedOutput``), and the schema prompt each request's system prompt ends with.
+        self.output_native = spec.native
+        self.output_prompt = spec.prompt
         #: How many times a final answer may be sent back per prompt (invalid output, or an
         #: output validator's ``ModelRetry``) before the run ends ``failed``.
         self.output_retries = output_retries

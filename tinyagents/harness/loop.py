@@ -166,6 +166,10 @@ class AgentRecipe(AgentView, Protocol):
     def output_validators(self) -> Sequence[RunFunction]: ...
     @property
     def system_prompts(self) -> Sequence[tuple[RunFunction, str | None]]: ...
+    @property
+    def output_native(self) -> bool: ...
+    @property
+    def output_prompt(self) -> str | None: ...
 
 
 class AgentRun(RunDriver):
@@ -253,8 +257,8 @@ class AgentRun(RunDriver):
         self._streamed_ids: dict[int, str] = {}
         #: The tools offered in the last model request (its calls were made from these).
         self._offered: Sequence[ToolSpec] = ()
-        #: A union with text's output tools (``Agent(output_type=A | str)``), offered on each
-        #: request after the agent's tools; and what the batch's first valid call of one gave.
+        #: The agent's output tools (``A | str``, output functions, ``ToolOutput``), offered on
+        #: each request after its tools; and what the batch's first valid call of one gave.
         self._output_specs = [output.spec() for output in agent.output_tools.values()]
         self._final: Any = NOT_FINAL
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
@@ -450,7 +454,7 @@ class AgentRun(RunDriver):
             except ValidationError as exc:
                 problems = validation_problems(exc)
             except InvalidArguments as exc:
-                problems = message_of(exc)
+                problems = _argument_problems(exc)
             except ModelRetry as exc:
                 refused = problems = message_of(exc)
             else:
@@ -469,11 +473,9 @@ class AgentRun(RunDriver):
         if sent_back >= limit:
             name = agent.model.name
             cap = f"max_retries={limit}" if own else f"output_retries={limit}"
-            who = (
-                "its output function or an output validator"
-                if output.function
-                else ("an output validator")
-            )
+            who = "an output validator"
+            if output.function is not None:
+                who = "its output function or an output validator"
             what = (
                 f"was sent back by {who}, {sent_back} time(s) before ({cap}): {refused}"
                 if refused is not None
@@ -638,6 +640,8 @@ class AgentRun(RunDriver):
                 output = response.text
         except ValidationError as exc:
             problems = validation_problems(exc, whole="answer")
+        except InvalidArguments as exc:  # text a TextOutput's constrained str refuses
+            problems = _argument_problems(exc, whole="answer")
         except ModelRetry as exc:
             refused = problems = message_of(exc)
         else:
@@ -687,7 +691,11 @@ class AgentRun(RunDriver):
             ask = (
                 f"Your answer is not valid {name} output: {problems}. "
                 + ("It was cut off at the output token limit: answer shorter. " if cut else "")
-                + "Answer again with only the JSON of the response format, fixed."
+                + (
+                    "Answer again with only the JSON of the response format, fixed."
+                    if output_type is not None
+                    else "Fix the errors and try again."
+                )
             )
         messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
         return ASKED
@@ -849,14 +857,15 @@ class AgentRun(RunDriver):
             self.messages.extend(msg for _, msg in self.staged)
         stop = self._stop_retrying = self._stop_retrying or asyncio.Event()
         stop.clear()
+        agent = self.agent
         request = ModelRequest(
-            messages=list(self.messages),
+            messages=_with_output_prompt(self.messages, agent.output_prompt),
             tools=[t.spec() for t in self.allowed_tools().values()] + self._output_specs,
             model=self.model_name(),
             run_id=self.info.run_id,
             # The token budget holds on the last call too: the provider is told what is left.
             settings={} if tokens_left is None else {"max_tokens": tokens_left},
-            response_format=self.agent.output_type,
+            response_format=agent.output_type if agent.output_native else None,
             stop_retrying=stop,
         )
         rid = request.request_id
@@ -2451,3 +2460,28 @@ def _refuse_unanswered(pending: list[str], index: int) -> None:
 def _text_arg(function: FunctionTool) -> str:
     """The name of a ``TextOutput`` function's one text argument (its schema's one property)."""
     return str(next(iter(function.parameters["properties"])))
+
+
+def _with_output_prompt(messages: Sequence[Message], prompt: str | None) -> list[Message]:
+    """The messages a request sends: the run's, with a ``PromptedOutput``'s schema prompt at
+    the end of the system prompt (a system message of its own first, without one). Written
+    into each request, as pydantic-ai writes its instructions, not into the transcript."""
+    sent = list(messages)
+    if prompt is None:
+        return sent
+    if sent and sent[0].role == "system":
+        first = sent[0]
+        content = f"{first.content}\n\n{prompt}" if first.content else prompt
+        sent[0] = Message(role="system", content=content, metadata=dict(first.metadata))
+    else:
+        sent.insert(0, Message(role="system", content=prompt))
+    return sent
+
+
+def _argument_problems(exc: InvalidArguments, whole: str = "arguments") -> str:
+    """What is wrong with an output function's arguments (or a ``TextOutput``'s text), said
+    as a model output tool's problems are (not a tool call's "call it again" wording)."""
+    cause = exc.__cause__
+    if isinstance(cause, ValidationError):
+        return validation_problems(cause, whole=whole)
+    return message_of(exc)

@@ -18,8 +18,9 @@ pydantic-ai's output functions and markers go through the same output tools: an 
 function (``output_type=fn``) is an output tool whose arguments are its parameters and whose
 return is the output; ``ToolOutput`` names, describes and caps one; ``TextOutput`` passes a
 text answer through a function; ``NativeOutput`` is the ``response_format`` a model class is
-sent as anyway. Output tools without ``str`` beside them are the only way to answer. What we
-do not carry out (``PromptedOutput``, ``NativeOutput``'s options) raises
+sent as anyway; ``PromptedOutput`` writes the schema into the system prompt instead. Output
+tools without ``str`` beside them are the only way to answer. What we do not carry out
+(``NativeOutput``'s options, either marker of output functions) raises
 ``UnsupportedOutputError`` when the agent is made.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import re
 import types
 import typing
@@ -55,6 +57,12 @@ __all__ = [
     "output_type_of",
 ]
 
+#: The schema prompt of a ``PromptedOutput`` without a template of its own (pydantic-ai's
+#: ``DEFAULT_PROMPTED_OUTPUT_TEMPLATE``).
+PROMPTED_OUTPUT_TEMPLATE = (
+    "Always respond with a JSON object that's compatible with this schema:\n\n{schema}\n\n"
+    "Don't include any text or Markdown fencing before or after.\n"
+)
 #: What an output tool is described as without a docstring of its model (pydantic-ai's words).
 FINAL_RESPONSE = "The final response which ends this conversation"
 #: What a name takes out before it is an output tool's (pydantic-ai's ``TOOL_NAME_SANITIZER``).
@@ -183,9 +191,11 @@ class NativeOutput(Record):
 
 @dataclass(init=False, slots=True, eq=False, repr=False)
 class PromptedOutput(Record):
-    """pydantic-ai's ``PromptedOutput`` (the schema in the prompt, no native structured
-    output). Not carried out: an agent given one raises ``UnsupportedOutputError``; use the
-    model class itself (sent as ``response_format``) or ``ToolOutput``."""
+    """pydantic-ai's ``PromptedOutput``: no native structured output (no
+    ``response_format``); the output's JSON schema is written into each request's system
+    prompt with ``template`` (its ``{schema}`` placeholder; pydantic-ai's default template
+    when None; ``False``: no schema prompt), titled ``name`` and described ``description``
+    when given, and the answer's text is read as that JSON. It takes model classes only."""
 
     outputs: Any
     name: str | None
@@ -253,9 +263,13 @@ class OutputSpec(Record):
     envelope, sent as ``response_format``; None for text), the output tools offered beside
     it, whether a text answer is output at all (``allows_text``: not for output tools
     alone, which pydantic-ai asks to "include your response in a tool call") and the
-    ``TextOutput`` function a text answer goes through."""
+    ``TextOutput`` function a text answer goes through. ``native``: ``output_type`` is sent
+    as the ``response_format`` (not for ``PromptedOutput``, whose schema is ``prompt``, the
+    text each request's system prompt ends with)."""
 
     output_type: type[BaseModel] | None = None
+    native: bool = True
+    prompt: str | None = None
     tools: dict[str, OutputTool] = field(default_factory=dict)
     allows_text: bool = True
     text_function: FunctionTool | None = None
@@ -282,11 +296,7 @@ def output_spec_of(agent: str, output_type: object) -> OutputSpec:
     if output_type is None or output_type is str:
         return OutputSpec()
     if isinstance(output_type, PromptedOutput):
-        raise UnsupportedOutputError(
-            f"agent {agent!r}: PromptedOutput is not supported (the schema in the prompt, "
-            "no native structured output); pass the model class itself (sent as the "
-            "response_format) or ToolOutput(...) instead"
-        )
+        return _prompted(agent, output_type)
     if isinstance(output_type, NativeOutput):
         return _native(agent, output_type)
     if isinstance(output_type, (TextOutput, ToolOutput)) or _is_function(output_type):
@@ -373,6 +383,43 @@ def _native(agent: str, marker: NativeOutput) -> OutputSpec:
     if len(models) == 1:
         return OutputSpec(output_type=models[0])
     return OutputSpec(output_type=_union_output(models))
+
+
+def _prompted(agent: str, marker: PromptedOutput) -> OutputSpec:
+    """``PromptedOutput``: the model class (or union) read from the answer's text, its
+    schema in the prompt as pydantic-ai's ``build_instructions`` writes it, no
+    ``response_format``."""
+    members = _members(marker.outputs)
+    members = [marker.outputs] if members is None else members
+    if str in members or any(
+        _is_function(m) or isinstance(m, (ToolOutput, TextOutput, NativeOutput, PromptedOutput))
+        for m in members
+    ):
+        raise UnsupportedOutputError(
+            f"agent {agent!r}: PromptedOutput takes pydantic model classes only here (no "
+            "output functions, markers or str); offer an output function as output_type=fn "
+            "or ToolOutput(fn)"
+        )
+    template = marker.template
+    if template is not None and template is not False and not isinstance(template, str):
+        raise ConfigurationError(
+            f"agent {agent!r}: PromptedOutput's template must be text (with a {{schema}} "
+            f"placeholder), False or None, got {kind_of(template)}"
+        )
+    models = _models(agent, members)
+    output_type = models[0] if len(models) == 1 else _union_output(models)
+    if template is False:
+        return OutputSpec(output_type=output_type, native=False)
+    schema = output_type.model_json_schema()
+    if marker.name:
+        schema["title"] = marker.name
+    if marker.description:
+        schema["description"] = marker.description
+    text = PROMPTED_OUTPUT_TEMPLATE if template is None else template
+    if "{schema}" not in text:
+        text = f"{text}\n\n{{schema}}"
+    prompt = text.replace("{schema}", json.dumps(schema))
+    return OutputSpec(output_type=output_type, native=False, prompt=prompt)
 
 
 def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
