@@ -42,7 +42,7 @@ from tinyagents.harness.tools import (
 )
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
-from tinyagents.runs.info import RunStatus, event_error
+from tinyagents.runs.info import RunStatus, check_id, event_error
 
 if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
@@ -147,12 +147,16 @@ class SubAgent:
         thread_id: str | None = None,
     ) -> SubAgentSession:
         """A multi-turn conversation with this sub-agent, its turns on ``thread_id`` (a new
-        thread id if not given)."""
+        thread id if not given). A ``thread_id`` that breaks the id rule, a blank one among
+        them, is an ``InvalidIdError`` now: ``""`` was read as none, and the session ran on a
+        random thread that steering sent to the thread named never reached."""
+        if thread_id is None:
+            thread_id = _clock.new_id("th")
         return SubAgentSession(
             subagent=self,
             runtime=runtime,
             parent=parent,
-            thread_id=thread_id or _clock.new_id("th"),
+            thread_id=check_id(thread_id, "thread_id"),
         )
 
 
@@ -254,7 +258,8 @@ class SubAgentTool(Tool):
             )
         self.subagent = subagent
         super().__init__(
-            name=name or subagent.name,
+            # a blank name is the Tool's to refuse, not read as none (the sub-agent's)
+            name=subagent.name if name is None else name,
             description=subagent.description,
             parameters={
                 "type": "object",

@@ -1,0 +1,70 @@
+"""A hostile user's second round: the sub-agent session and tool, the testkit's fakes, the
+supervisor's rules and judge, and events, given what a careless or malicious caller gives.
+
+Each test is a probe that found something (named in its comment) or pins a refusal the docs
+promise; the first round's are in the ``*hostile*`` files of each directory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, Runtime, SubAgent, SubAgentTool
+from tinyagents.errors import ConfigurationError, InvalidIdError
+from tinyagents.testkit import FunctionModel, ScriptedModel
+
+
+def _helper() -> SubAgent:
+    return SubAgent(Agent("helper", ScriptedModel(["one", "two"])))
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t"])
+async def test_a_blank_session_thread_id_is_refused_not_replaced_by_a_fresh_one(
+    blank: str,
+) -> None:
+    # "" was read as "no thread id": the session ran on a random thread, and steering sent to
+    # the thread the caller named never reached it ("   " was refused, at the first send)
+    async with Runtime() as rt:
+        with pytest.raises(InvalidIdError, match="thread_id must be a non-blank string"):
+            _helper().session(runtime=rt, thread_id=blank)
+        assert rt.runs.list() == []  # nothing started
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\ud800", "x" * 300, 5])
+async def test_a_session_thread_id_breaking_the_id_rule_is_refused_when_the_session_is_made(
+    bad: Any,
+) -> None:
+    async with Runtime() as rt:
+        with pytest.raises(InvalidIdError) as raised:
+            _helper().session(runtime=rt, thread_id=bad)
+        assert raised.value.field == "thread_id"
+
+
+async def test_a_session_without_a_thread_id_gets_a_fresh_one_and_keeps_it() -> None:
+    async with Runtime() as rt:
+        session = _helper().session(runtime=rt)
+        assert session.thread_id is not None and session.thread_id.startswith("th-")
+        assert await session.send("first") == "one"
+        assert await session.send("second") == "two"
+        threads = {rt.runs.get(run_id).info.thread_id for run_id in session.runs}
+        assert threads == {session.thread_id}
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_sub_agent_tool_name_is_refused_not_replaced(blank: str) -> None:
+    # name="" was read as "no name": the tool took the sub-agent's, where SubAgent(name="")
+    # and @tool(name="") refuse a blank name
+    with pytest.raises(ConfigurationError, match="tool name"):
+        SubAgentTool(_helper(), name=blank)
+    assert SubAgentTool(_helper()).name == "helper"  # no name: the sub-agent's
+
+
+@pytest.mark.parametrize("produced", [None, 42, b"bytes", {"text": "hi"}, ["a"]])
+async def test_a_function_model_producing_no_response_fails_the_run_naming_the_model(
+    produced: Any,
+) -> None:
+    model = FunctionModel(lambda request: produced, name="fake")
+    result = await Agent("a", model).run("go")
+    assert result.status.value == "failed"
+    assert result.error is not None and "model 'fake' produced" in result.error
