@@ -105,10 +105,16 @@ class BoundaryProbe:
     """
 
     def __init__(self, runtime: Runtime) -> None:
+        on_register = getattr(getattr(runtime, "runs", None), "on_register", None)
+        if not callable(on_register):  # an AttributeError from deep inside, otherwise
+            raise ConfigurationError(
+                f"BoundaryProbe watches the runs of a Runtime: BoundaryProbe(rt), got "
+                f"{type(runtime).__name__}"
+            )
         self.runtime = runtime
         self.visits: list[BoundaryVisit] = []
         self._holds: list[Hold] = []
-        runtime.runs.on_register(self._watch)
+        on_register(self._watch)
 
     def boundaries(self, run_id: str) -> list[Boundary]:
         """The boundaries ``run_id`` reached, in order."""
@@ -130,8 +136,23 @@ class BoundaryProbe:
         final: bool | None = None,
         nth: int = 1,
     ) -> Hold:
-        """Park the ``nth`` run arrival matching these filters until the hold is released."""
-        hold = Hold(boundary=boundary, run_id=run_id, agent_id=agent_id, final=final, nth=nth)
+        """Park the ``nth`` run arrival matching these filters until the hold is released.
+
+        ``boundary`` is one an agent run's loop stops at (a ``Boundary`` or its name); any
+        other (a typo, ``WHILE_PAUSED``, a graph's ``BETWEEN_SUPERSTEPS``) is a
+        ``ConfigurationError``, as is an ``nth`` that is no whole number from 1: such a hold
+        was never reached, and the test awaiting it hung."""
+        if isinstance(nth, bool) or not isinstance(nth, int) or nth < 1:
+            raise ConfigurationError(
+                f"hold(nth=...) counts the matching arrivals from 1 (the first), got {nth!r}"
+            )
+        hold = Hold(
+            boundary=_held_boundary(boundary),
+            run_id=run_id,
+            agent_id=agent_id,
+            final=final,
+            nth=nth,
+        )
         self._holds.append(hold)
         return hold
 
@@ -157,6 +178,29 @@ class BoundaryProbe:
 
         # The loop calls ``self.at`` for every boundary; the run has not started yet.
         driver.at = at  # type: ignore[attr-defined]
+
+
+#: The boundaries ``BoundaryProbe`` sees: those an agent run's loop calls ``at`` for.
+_HOLDABLE = (
+    Boundary.BEFORE_MODEL_CALL,
+    Boundary.AFTER_MODEL_RESPONSE,
+    Boundary.BEFORE_TOOL_DISPATCH,
+    Boundary.AFTER_TOOL_RESULT,
+    Boundary.BEFORE_LOOP_CONTINUATION,
+)
+
+
+def _held_boundary(boundary: object) -> Boundary:
+    """``boundary`` as the ``Boundary`` a hold compares visits with (by identity): a name
+    given for one ("before_model_call") matched no visit."""
+    found = next((b for b in _HOLDABLE if boundary == b), None)
+    if found is None:
+        names = ", ".join(b.name for b in _HOLDABLE)
+        raise ConfigurationError(
+            f"hold({boundary!r}): an agent run's loop stops at no such boundary, so nothing "
+            f"would ever be held there; hold one of Boundary.{{{names}}}"
+        )
+    return found
 
 
 @tool

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tinyagents import Agent, Runtime, SubAgent, SubAgentTool
+from tinyagents import Agent, Boundary, Runtime, SubAgent, SubAgentTool
 from tinyagents.errors import ConfigurationError, InvalidIdError
-from tinyagents.testkit import FunctionModel, ScriptedModel
+from tinyagents.testkit import BoundaryProbe, FunctionModel, ScriptedModel, fake_agent
 
 
 def _helper() -> SubAgent:
@@ -68,3 +68,58 @@ async def test_a_function_model_producing_no_response_fails_the_run_naming_the_m
     result = await Agent("a", model).run("go")
     assert result.status.value == "failed"
     assert result.error is not None and "model 'fake' produced" in result.error
+
+
+# ---------------------------------------------------------------------- testkit: BoundaryProbe
+
+
+@pytest.mark.parametrize(
+    "boundary",
+    [
+        "before_modell_call",  # a typo: no boundary, so no run ever reached it
+        5,
+        None,
+        Boundary.WHILE_PAUSED,  # taken without a call of the run's `at`: never seen
+        Boundary.BETWEEN_SUPERSTEPS,  # a graph's: the probe watches agent runs
+    ],
+)
+async def test_a_hold_no_agent_run_can_reach_is_refused_not_waited_on_for_ever(
+    boundary: Any,
+) -> None:
+    # each was a Hold whose `reached` never came: the test using it hung
+    async with Runtime() as rt:
+        probe = BoundaryProbe(rt)
+        with pytest.raises(ConfigurationError, match="hold"):
+            probe.hold(boundary)
+        assert probe._holds == []
+
+
+async def test_a_hold_given_a_boundarys_name_holds_the_run_there() -> None:
+    # "before_model_call" equals Boundary.BEFORE_MODEL_CALL, but a hold compared them with
+    # `is`: the string matched no visit, and the test hung
+    async with Runtime() as rt:
+        probe = BoundaryProbe(rt)
+        hold = probe.hold("before_model_call")  # type: ignore[arg-type]
+        handle = await rt.start(fake_agent("worker"), "go")
+        await hold.reached.wait()
+        assert hold.visit is not None and hold.visit.boundary is Boundary.BEFORE_MODEL_CALL
+        assert probe.current(handle.run_id) is Boundary.BEFORE_MODEL_CALL
+        hold.release()
+        assert (await handle.result()).output == "done"
+
+
+@pytest.mark.parametrize("nth", [0, -1, True, 1.5, "2", None])
+async def test_a_hold_nth_that_is_no_count_from_one_is_refused(nth: Any) -> None:
+    # "2" failed the held run with a TypeError at its boundary (int < str); 0 and -1 held
+    # the first arrival as if 1 were given
+    async with Runtime() as rt:
+        probe = BoundaryProbe(rt)
+        with pytest.raises(ConfigurationError, match="nth"):
+            probe.hold(Boundary.BEFORE_MODEL_CALL, nth=nth)
+
+
+@pytest.mark.parametrize("runtime", [None, "sqlite:///runs.db", object()])
+def test_a_boundary_probe_of_no_runtime_is_refused(runtime: Any) -> None:
+    # an AttributeError ("'NoneType' object has no attribute 'runs'")
+    with pytest.raises(ConfigurationError, match="BoundaryProbe"):
+        BoundaryProbe(runtime)
