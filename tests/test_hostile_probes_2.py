@@ -12,6 +12,7 @@ import pytest
 
 from tinyagents import Agent, Boundary, Runtime, SubAgent, SubAgentTool
 from tinyagents.errors import ConfigurationError, InvalidIdError
+from tinyagents.events import EventBus, MemorySink, RunEvent
 from tinyagents.testkit import BoundaryProbe, FunctionModel, ScriptedModel, fake_agent
 
 
@@ -123,3 +124,24 @@ def test_a_boundary_probe_of_no_runtime_is_refused(runtime: Any) -> None:
     # an AttributeError ("'NoneType' object has no attribute 'runs'")
     with pytest.raises(ConfigurationError, match="BoundaryProbe"):
         BoundaryProbe(runtime)
+
+
+# ---------------------------------------------------------------------- events
+
+
+@pytest.mark.parametrize("sink", [None, 5, "print", [print]])
+def test_a_sink_that_is_no_callable_is_refused_when_added_not_at_every_event(sink: Any) -> None:
+    # taken, it raised a TypeError at every event (counted as the sink's errors, logged once),
+    # as Runtime(sinks=[...]) and subscribe(where=...) refuse one
+    bus = EventBus()
+    with pytest.raises(ConfigurationError, match="add_sink"):
+        bus.add_sink(sink)
+    bus.publish(RunEvent(type="run.started", run_id="r-1"))
+    assert bus.sink_errors == {}
+
+
+def test_a_callable_sink_is_still_taken_and_fed() -> None:
+    bus, sink = EventBus(), MemorySink()
+    bus.add_sink(sink)
+    bus.publish(RunEvent(type="run.started", run_id="r-1"))
+    assert [e.type for e in sink.events] == ["run.started"]

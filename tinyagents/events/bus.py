@@ -145,6 +145,11 @@ class EventBus:
         self.sink_errors: dict[str, int] = {}
 
     def add_sink(self, sink: Sink) -> None:
+        if not callable(sink):  # taken, it raised at every event (as subscribe's ``where``)
+            raise ConfigurationError(
+                f"add_sink({sink!r:.80}) takes a callable (event) -> None, e.g. a MemorySink() "
+                f"or a function; got {type(sink).__name__}"
+            )
         self._sinks = (*self._sinks, sink)
 
     def remove_sink(self, sink: Sink) -> None:
