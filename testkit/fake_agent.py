@@ -327,7 +327,14 @@ class EventWaiter:
 
     async def until(self, pred: Callable[[Event], bool]) -> Event:
         """The first event, already seen or still to come, for which ``pred`` holds; an error
-        ``pred`` raises is raised here."""
+        ``pred`` raises is raised here. A ``pred`` that is no callable is a
+        ``ConfigurationError`` at once: kept, it failed only when an event came, and a test
+        waiting with nothing more to come hung (``event(type_)`` waits for a type)."""
+        if not callable(pred):
+            raise ConfigurationError(
+                f"EventWaiter.until takes a function (event) -> bool, got "
+                f"{type(pred).__name__} {pred!r:.80}; for a type, await waiter.event(type_)"
+            )
         for event in self.events:
             if pred(event):
                 return event

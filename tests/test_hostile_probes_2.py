@@ -13,7 +13,7 @@ import pytest
 from tinyagents import Agent, Boundary, Runtime, SubAgent, SubAgentTool
 from tinyagents.errors import ConfigurationError, InvalidIdError
 from tinyagents.events import EventBus, MemorySink, RunEvent
-from tinyagents.testkit import BoundaryProbe, FunctionModel, ScriptedModel, fake_agent
+from tinyagents.testkit import BoundaryProbe, EventWaiter, FunctionModel, ScriptedModel, fake_agent
 
 
 def _helper() -> SubAgent:
@@ -145,3 +145,13 @@ def test_a_callable_sink_is_still_taken_and_fed() -> None:
     bus.add_sink(sink)
     bus.publish(RunEvent(type="run.started", run_id="r-1"))
     assert [e.type for e in sink.events] == ["run.started"]
+
+
+@pytest.mark.parametrize("pred", [5, None, "run.completed"])
+async def test_an_event_waiter_until_no_predicate_is_refused_not_waited_on(pred: Any) -> None:
+    # with no event seen yet the wait was kept, and failed (a TypeError) only when an event
+    # came: a test awaiting it with nothing more to come hung
+    waiter = EventWaiter()
+    with pytest.raises(ConfigurationError, match="until"):
+        await waiter.until(pred)
+    assert waiter._waiting == []
