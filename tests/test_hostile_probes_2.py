@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from tinyagents import Agent, Boundary, Runtime, SubAgent, SubAgentTool
+from tinyagents import Agent, Boundary, RunStatus, Runtime, SubAgent, SubAgentTool
 from tinyagents.errors import ConfigurationError, InvalidIdError
 from tinyagents.events import EventBus, MemorySink, RunEvent
-from tinyagents.testkit import BoundaryProbe, EventWaiter, FunctionModel, ScriptedModel, fake_agent
+from tinyagents.testkit import (
+    BoundaryProbe,
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    fake_agent,
+)
 
 
 def _helper() -> SubAgent:
@@ -155,3 +163,42 @@ async def test_an_event_waiter_until_no_predicate_is_refused_not_waited_on(pred:
     with pytest.raises(ConfigurationError, match="until"):
         await waiter.until(pred)
     assert waiter._waiting == []
+
+
+# ---------------------------------------------------------------------- a run cancelled unstarted
+
+
+async def test_a_runtime_closed_right_after_a_start_ends_the_run_cancelled() -> None:
+    # no await between start and close: the run's task was cancelled before its first step,
+    # so none of its code ran, its end included; the run stayed 'running' and result() hung
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        gate = Gate("never opened")
+        handle = await rt.start(Agent("a", gate.model("x")), "go")
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED and result.error == "runtime closed"
+    assert handle.info.status is RunStatus.CANCELLED
+    ends = [
+        e.type for e in recorder.events if e.run_id == handle.run_id and e.type != "run.started"
+    ]
+    assert ends == ["run.cancelled"]  # one terminal event, nothing else of a run never run
+
+
+async def test_a_run_whose_task_is_cancelled_before_it_starts_ends_cancelled_saying_why() -> None:
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        parent = await rt.start(Agent("lead", Gate("lead").model("x")), "go")
+        handle = await rt.start(Agent("a", ScriptedModel(["x"])), "go", parent=parent)
+        assert handle.task is not None
+        handle.task.cancel("stopped by its starter")
+        result = await handle.result()
+        assert result.status is RunStatus.CANCELLED
+        assert result.error == "stopped by its starter"
+        assert handle.done and rt.runs.get(handle.run_id) is not None
+        child_ends = [
+            e.type
+            for e in recorder.events
+            if e.type.startswith("subagent.") and getattr(e, "child_run_id", None) == handle.run_id
+        ]
+        assert child_ends == ["subagent.started", "subagent.completed"]  # the parent is told
+        await parent.cancel()

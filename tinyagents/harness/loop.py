@@ -207,6 +207,9 @@ class AgentRun(RunDriver):
         #: An ancestor is cancelling this run: it does no more work, and waits at its next
         #: boundary for the cancel command on its way (cleared if that command is refused).
         self.frozen = False
+        #: ``main`` has begun: a task cancelled before its first step runs none of it
+        #: (``launch``).
+        self._began = False
         #: This run's cancel has been passed down to its subtree (its reason, and whether it
         #: was IMMEDIATE): a child it starts from now on is cancelled the same way at once.
         self.passed_down: tuple[str | None, bool] | None = None
@@ -266,7 +269,31 @@ class AgentRun(RunDriver):
 
     # ------------------------------------------------------------------ the loop
 
+    def launch(self, *, another_turn: bool = False) -> None:
+        """Start the run's task (``main``). A task cancelled before its first step runs none
+        of ``main``: asyncio throws the cancel in before its first line, past the handler
+        that ends the run. A runtime closed right after a start (no await between), or a
+        starter cancelling the task at once, left the run 'running' with no terminal event,
+        and its ``result()`` awaited for ever: ``_unstarted`` ends it then."""
+        self._began = False
+        task = self.handle.task = asyncio.ensure_future(self.main(another_turn=another_turn))
+        task.add_done_callback(self._unstarted)
+
+    def _unstarted(self, task: asyncio.Future[RunResult]) -> None:
+        """The run's task ended without running ``main``: end the run ``cancelled``, saying
+        why as ``main`` would have (the cancel's message, else the runtime closed)."""
+        if self._began or not task.cancelled() or self.handle.done:
+            return
+        why = None
+        try:
+            task.result()
+        except asyncio.CancelledError as exc:
+            why = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
+        result = self._result(RunStatus.CANCELLED, self.last_text, why or "runtime closed")
+        self.runtime.spawn(self._end(result), name=f"end-unstarted-{self.info.run_id}")
+
     async def main(self, *, another_turn: bool = False) -> RunResult:
+        self._began = True
         after: tuple[Sequence[ToolCall], int] | None = None
         try:
             if not another_turn and self.agent.system_prompts:
@@ -1584,7 +1611,7 @@ class AgentRun(RunDriver):
                 kind="agent",
                 detail={"another_turn": cmd.correlation_id},
             )
-            self.handle.task = asyncio.ensure_future(self.main(another_turn=True))
+            self.launch(another_turn=True)
             return True
         return False
 
@@ -2131,7 +2158,7 @@ async def start_agent_run(
         _join_a_cancelled_parent(runtime, handle, run)
         if not handle.cancelling:
             await join_holds_above(runtime, handle)
-    handle.task = asyncio.ensure_future(run.main())
+    run.launch()
     return handle
 
 
