@@ -6,13 +6,16 @@ promise; the first round's are in the ``*hostile*`` files of each directory."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, TypedDict
 
 import pytest
 
 from tinyagents import Agent, Boundary, RunStatus, Runtime, SubAgent, SubAgentTool
 from tinyagents.errors import ConfigurationError, InvalidIdError
 from tinyagents.events import EventBus, MemorySink, RunEvent
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import (
     BoundaryProbe,
     EventRecorder,
@@ -202,3 +205,32 @@ async def test_a_run_whose_task_is_cancelled_before_it_starts_ends_cancelled_say
         ]
         assert child_ends == ["subagent.started", "subagent.completed"]  # the parent is told
         await parent.cancel()
+
+
+class _State(TypedDict):
+    x: int
+
+
+async def test_a_graph_run_started_right_before_the_close_ends_cancelled_and_frees_its_thread() -> (
+    None
+):
+    # as for an agent run: its task was cancelled before its first step, so the run stayed
+    # 'running', result() hung, and the thread's lease stayed held (ThreadBusy for the next)
+    gate = asyncio.Event()
+
+    async def node(state: _State) -> dict[str, int]:
+        await gate.wait()
+        return {"x": 1}
+
+    builder = StateGraph(_State)
+    builder.add_node("a", node)
+    builder.add_edge(START, "a")
+    builder.add_edge("a", END)
+    checkpointer = MemoryCheckpointer()
+    graph = builder.compile(checkpointer=checkpointer)
+    async with Runtime() as rt:
+        handle = await rt.start_graph(graph, {"x": 0}, thread_id="t-1")
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED
+    await checkpointer.acquire("t-1", "the next writer")  # the lease was given back
+    await checkpointer.release("t-1", "the next writer")

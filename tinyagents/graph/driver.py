@@ -363,10 +363,41 @@ async def start_graph_run(
         await session.__aexit__(None, None, None)
         raise
     events.started(run)
+    began = asyncio.Event()
     handle.task = runtime.spawn(
-        _main(runtime, handle, session, run, steering, entries), name=f"graph {run_id}"
+        _main(runtime, handle, session, run, steering, entries, began), name=f"graph {run_id}"
+    )
+    handle.task.add_done_callback(
+        partial(_unstarted, runtime, handle, session, steering, entries, began)
     )
     return handle
+
+
+def _unstarted(
+    runtime: RunHost,
+    handle: RunHandle,
+    session: GraphSession,
+    steering: GraphSteering,
+    entries: TaskEntries,
+    began: asyncio.Event,
+    task: asyncio.Future[Any],
+) -> None:
+    """The run's task was cancelled before its first step (a runtime closed right after the
+    start, no await between): asyncio throws such a cancel in before ``_main``'s first line,
+    so none of it ran, its cancelled ending included; the run stayed 'running', its result
+    awaited for ever and its thread's lease held. Ended here as ``_main`` ends it."""
+    if began.is_set() or not task.cancelled() or handle.done:
+        return
+
+    async def end() -> None:
+        try:
+            steering.ended(RunStatus.CANCELLED)
+            await entries.close(RunStatus.CANCELLED)
+            handle.finish(RunResult(run_id=handle.run_id, status=RunStatus.CANCELLED))
+        finally:
+            await session.__aexit__(None, None, None)
+
+    runtime.spawn(end(), name=f"end-unstarted-{handle.run_id}")
 
 
 async def _main(
@@ -376,7 +407,9 @@ async def _main(
     run: GraphRun,
     steering: GraphSteering,
     entries: TaskEntries,
+    began: asyncio.Event,
 ) -> GraphResult:
+    began.set()
     try:
         result = await drive(run, steering, steering.events)
     except asyncio.CancelledError:
