@@ -65,8 +65,9 @@ PROMPTED_OUTPUT_TEMPLATE = (
 )
 #: What an output tool is described as without a docstring of its model (pydantic-ai's words).
 FINAL_RESPONSE = "The final response which ends this conversation"
-#: What a name takes out before it is an output tool's (pydantic-ai's ``TOOL_NAME_SANITIZER``).
-_UNSAFE = re.compile(r"[^a-zA-Z0-9-_]")
+#: What a name takes out before it is an output tool's (pydantic-ai's ``TOOL_NAME_SANITIZER``);
+#: text that ``re``'s cache compiles when an agent with several output tools is made.
+_UNSAFE = r"[^a-zA-Z0-9-_]"
 #: The name an output function's tool is made with, before its own is known.
 _PLACEHOLDER = "output_function"
 
@@ -458,7 +459,7 @@ def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
             )
         name = marker.name
         if name is None:
-            name = f"final_result_{_UNSAFE.sub('', base)}" if several else "final_result"
+            name = f"final_result_{re.sub(_UNSAFE, '', base)}" if several else "final_result"
         original, n = name, 1
         while name in tools:
             n += 1
