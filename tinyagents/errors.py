@@ -19,6 +19,7 @@
     │   ├── ThreadBusy                 another run is already writing this thread
     │   ├── LeaseExpired               the store was out of reach past a thread's lease: the writer stopped
     │   ├── CheckpointerClosed         a checkpointer was used after aclose(), which is for good
+    │   ├── DamagedData                a stored record no longer reads (also a ValueError): retrying cannot help
     │   └── ReceiptTimeout             a command put in the store's inbox got no receipt in time
     ├── RunError                       a run ended without a result
     │   ├── RunLimitExceeded           a RunLimits bound was hit (limit, used, allowed)
@@ -231,6 +232,20 @@ class CheckpointerClosed(StoreError):
     """A checkpointer was used after its ``aclose()``, which is for good on every backend:
     nothing opens it again, and a save under way when it closed stops with this error (one
     that does not pass: trying again cannot help). Open a new checkpointer."""
+
+
+class DamagedData(StoreError, ValueError):
+    """The store holds a record it cannot read: a run snapshot that is not JSON, or JSON of
+    another shape (written by hand, a disk fault). Unlike another ``StoreError`` this one
+    does not pass: reading it again reads the same bytes; the record needs repairing.
+
+    ``record`` names it (``run snapshot of 'r-1'``) without quoting what it holds, for a
+    caller that may not see its content (the operator API, answering before it knows whose
+    the record is); the message says what is wrong too, for the log."""
+
+    def __init__(self, message: str, *, record: str) -> None:
+        super().__init__(message)
+        self.record = record
 
 
 class RunError(TinyAgentsError):

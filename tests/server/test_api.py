@@ -346,8 +346,11 @@ async def test_steer_body_rules_422_and_400(served: Served) -> None:
         r = await call(served, "alice", "POST", path, body)
         assert r.status_code == 422, (body, r.text)
         assert "message" in r.json()["message"] or "body" in r.json()["message"]
+    # well-formed JSON, an invalid request: a 422, as an empty message is (no 400: that
+    # is a body that is no JSON, below)
     r = await call(served, "alice", "POST", path, {"message": "  \n\t "})
-    assert r.status_code == 400 and "whitespace" in r.json()["detail"]
+    assert r.status_code == 422 and "whitespace" in r.json()["message"], r.text
+    assert r.json()["type"] == "invalid_request", r.text
     json_type = {"content-type": "application/json"}
     r = await served.client.post(path, content=b"{not json", headers=served.as_("alice"))
     assert r.status_code == 422 and "Content-Type" in r.json()["message"]  # not sent as JSON
@@ -355,6 +358,7 @@ async def test_steer_body_rules_422_and_400(served: Served) -> None:
         path, content=b"{not json", headers={**served.as_("alice"), **json_type}
     )
     assert r.status_code == 400 and "not valid JSON" in r.json()["message"]
+    assert r.json()["type"] == "malformed_request", r.text
     # Invalid command fields are 422 with a readable message, never 500.
     bad = [
         {"kind": "nope"},

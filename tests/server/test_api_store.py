@@ -242,6 +242,11 @@ async def test_a_damaged_run_row_is_marked_and_the_others_listed(
     assert "r-1" in damaged["error"]["message"]
     assert all("error" not in s for s in (listed[0], listed[2]))
     assert r.headers["X-Damaged-Runs"] == "1"
-    # the run itself is a typed 503 naming the row, not a 500
+    # the run itself is a 500 whose type says its data is damaged (a retry cannot help: no
+    # 503 "unavailable"), naming the row to repair and never quoting what it holds
     r = await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
-    assert r.status_code == 503 and "r-1" in r.json()["message"]
+    assert r.status_code == 500 and r.json()["type"] == "damaged_data", r.text
+    assert "r-1" in r.json()["message"] and "'x'" not in r.text, r.text
+    # so is a command for it (the run is read to judge who may steer it)
+    r = await over_store.client.post(f"{BASE}/runs/r-1/pause", headers=over_store.alice)
+    assert r.status_code == 500 and r.json()["type"] == "damaged_data", r.text

@@ -13,9 +13,9 @@ import pytest
 from operator_server import BASE, Served
 from starlette.routing import Route
 
-from tinyagents.errors import ReceiptTimeout, StoreError
+from tinyagents.errors import DamagedData, ReceiptTimeout, StoreError
 from tinyagents.server import bind, create_app, serving
-from tinyagents.server.problems import ERROR_TYPES, LIBRARY_ERRORS
+from tinyagents.server.problems import CAUSE_TYPES, ERROR_TYPES, LIBRARY_ERRORS
 
 
 def assert_typed(r: httpx.Response, status: int, kind: str) -> dict[str, Any]:
@@ -38,6 +38,12 @@ async def _store_down(*args: Any, **kwargs: Any) -> Any:
     raise StoreError("the disk is gone")
 
 
+async def _damaged(*args: Any, **kwargs: Any) -> Any:
+    raise DamagedData(
+        "run snapshot of 'r-1': tools is 'secret-bytes'", record="run snapshot of 'r-1'"
+    )
+
+
 async def _owner_silent(*args: Any, **kwargs: Any) -> Any:
     raise ReceiptTimeout("c-1", "w-elsewhere", 5.0)
 
@@ -53,8 +59,14 @@ KINDS = [
     ("no such path", "GET", "/nowhere", "alice", {}, None, 404, "not_found"),
     ("wrong method", "DELETE", "", "alice", {}, None, 405, "method_not_allowed"),
     ("not JSON", "POST", "/steer", "alice", {"content": b"{", "headers": JSON}, None, 400, "malformed_request"),
-    ("blank steer", "POST", "/steer", "alice", {"json": {"message": " "}}, None, 400,
+    ("key twice", "POST", "/steer", "alice",
+     {"content": b'{"message": "a", "message": "b"}', "headers": JSON}, None, 400,
      "malformed_request"),
+    ("unknown kind", "POST", "/commands", "alice", {"json": {"kind": "no-such-kind"}}, None, 422,
+     "invalid_request"),
+    # well-formed JSON, an invalid command: the cause is the request's meaning, not its syntax
+    ("blank steer", "POST", "/steer", "alice", {"json": {"message": " "}}, None, 422,
+     "invalid_request"),
     ("too large", "POST", "/steer", "alice", {"content": b"x" * (5 * 2**20)}, None, 413,
      "payload_too_large"),
     ("compressed", "POST", "/steer", "alice",
@@ -63,6 +75,10 @@ KINDS = [
     ("no message", "POST", "/steer", "alice", {"json": {}}, None, 422, "invalid_request"),
     ("a bug", "GET", "", "alice", {}, ("get_run", _broken), 500, "internal_error"),
     ("store down", "GET", "", "alice", {}, ("get_run", _store_down), 503, "unavailable"),
+    # a retry cannot help: the data is damaged, the service is not unavailable
+    ("damaged run", "GET", "", "alice", {}, ("get_run", _damaged), 500, "damaged_data"),
+    ("damaged command", "POST", "/pause", "alice", {"json": {}}, ("submit", _damaged), 500,
+     "damaged_data"),
     ("owner silent", "POST", "/pause", "alice", {"json": {}}, ("submit", _owner_silent), 504,
      "timeout"),
 ]  # fmt: skip
@@ -96,6 +112,8 @@ async def test_each_kind_of_error_names_its_type(
     body = assert_typed(r, status, kind)
     if status == 504:  # what the table maps gives the same extras as before
         assert body["correlation_id"], body
+    if kind == "damaged_data":  # names the record to repair, never what it holds
+        assert "r-1" in body["message"] and "secret-bytes" not in r.text, body
 
 
 async def test_a_ticket_refused_and_a_422_list_name_their_type(served: Served) -> None:
@@ -111,7 +129,7 @@ async def test_every_route_answers_its_errors_with_a_type(served: Served) -> Non
     # with a method it does not take answers an error with a known code, and each status a
     # route documents has one (a new status without a code in ERROR_TYPES fails here).
     app = create_app(served.control, auth=served.auth)
-    kinds = set(ERROR_TYPES.values())
+    kinds = set(ERROR_TYPES.values()) | set(CAUSE_TYPES)
     sock = bind("127.0.0.1", 0)
     async with serving(app, sock):
         host, port = sock.getsockname()[:2]
@@ -154,7 +172,16 @@ def _routes(routes: Any) -> Iterator[Route]:
 def test_no_library_error_is_shadowed_by_a_class_listed_before_it() -> None:
     # the first class that matches gives the status: a subclass listed after its base (a
     # ReceiptTimeout after StoreError) would be answered 503 instead of 504
-    for i, (cls, _) in enumerate(LIBRARY_ERRORS):
-        for earlier, _ in LIBRARY_ERRORS[:i]:
+    for i, (cls, _, _) in enumerate(LIBRARY_ERRORS):
+        for earlier, _, _ in LIBRARY_ERRORS[:i]:
             assert not issubclass(cls, earlier), (cls, earlier)
-    assert {status for _, status in LIBRARY_ERRORS} <= set(ERROR_TYPES)
+    assert {status for _, status, _ in LIBRARY_ERRORS} <= set(ERROR_TYPES)
+
+
+def test_each_cause_s_type_is_answered_with_one_status_and_differs_from_every_status_s() -> None:
+    # a code never changes its meaning: a cause's own type is no status's default, and each
+    # library error's type, where it names one, is listed with the status it is answered with
+    for kind, status in CAUSE_TYPES.items():
+        assert kind not in ERROR_TYPES.values() and status in ERROR_TYPES, (kind, status)
+    for cls, status, kind in LIBRARY_ERRORS:
+        assert kind is None or CAUSE_TYPES[kind] == status, (cls, status, kind)

@@ -60,18 +60,21 @@ async def test_an_instruction_with_a_visible_character_among_control_ones_is_kep
 @pytest.mark.parametrize(
     "message", ["   ", "\\u200b", "\\u202e\\u200d", "\\u0000", "\\u00a0\\u3000"]
 )
-async def test_steer_with_a_message_that_shows_nothing_is_one_400_naming_the_message(
+async def test_steer_with_a_message_that_shows_nothing_is_one_422_naming_the_message(
     served: Served, message: str
 ) -> None:
     """Whitespace was a 400 naming ``message``; zero-width or control characters a 422 naming
-    ``text``, a field of the command the client never sent: one rule, one answer."""
+    ``text``, a field of the command the client never sent: one rule, one answer. A 422
+    ``invalid_request``, as a missing message is: the body is well-formed JSON (a 400
+    ``malformed_request`` is a body that is none)."""
     run = await served.start_run("acme")
     r = await served.client.post(
         f"{BASE}/runs/{run.run_id}/steer",
         content=f'{{"message": "{message}"}}'.encode(),
         headers={**served.as_("alice"), **JSON},
     )
-    assert r.status_code == 400, r.text
+    assert r.status_code == 422 and r.json()["type"] == "invalid_request", r.text
     said = r.json()["message"]
     assert said.startswith("message ") and "text" not in said, said
+    assert r.json()["detail"][0]["loc"] == ["body", "message"], r.text
     await unchanged(served, run)

@@ -137,6 +137,9 @@ async def test_curl_n_reads_the_stream_in_sse_framing(served: Served, extra: lis
         assert block.split("\n")[1].startswith("event: ") and block.split("\n")[2].startswith(
             "data: {"
         ), block
+        # named after the event's type: an EventSource's addEventListener("steering.applied")
+        named = block.split("\n")[1].removeprefix("event: ")
+        assert named == json.loads(block.split("\n")[2].removeprefix("data: "))["type"], block
     head, got = await curl(*auth(served), "-N", *extra, "-H", f"Last-Event-ID: {ids[0]}", url)
     resumed = [int(b.split("\n")[0][4:]) for b in got.decode().split("\n\n") if b.startswith("id")]
     assert resumed[: len(ids) - 1] == ids[1:]

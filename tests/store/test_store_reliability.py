@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tinyagents.errors import StoreError
+from tinyagents.errors import DamagedData, StoreError
 from tinyagents.events import Event, RunEvent, SteeringEvent, ToolEvent
 from tinyagents.protocol import (
     Boundary,
@@ -594,6 +594,9 @@ async def test_a_damaged_run_snapshot_is_named_by_its_run(tmp_path: Path, damage
             with pytest.raises(StoreError, match="could not read") as caught:
                 await read()
             assert "'r-1'" in str(caught.value)
+            # of its own kind: reading it again cannot help (the API answers 500 damaged_data)
+            assert isinstance(caught.value, DamagedData), caught.value
+            assert caught.value.record == "run snapshot of 'r-1'"
             assert "utf-16" not in str(caught.value)
         assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
         # a listing lists the others and marks the damaged row (its columns, what is wrong)

@@ -64,6 +64,7 @@ from tinyagents.errors import (
     AuthError,
     ConfigurationError,
     ControlPlaneUnavailable,
+    DamagedData,
     InvalidCommandError,
     RuntimeClosed,
     StoreError,
@@ -99,7 +100,13 @@ from tinyagents.server.control import (
     encode_cursor,
 )
 from tinyagents.server.loopback import LoopbackOnly
-from tinyagents.server.problems import ERROR_TYPES, error_body, library_status
+from tinyagents.server.problems import (
+    CAUSE_TYPES,
+    ERROR_TYPES,
+    error_body,
+    library_status,
+    library_type,
+)
 from tinyagents.server.sse import event_stream
 from tinyagents.store.base import run_key
 
@@ -347,8 +354,10 @@ class ErrorBody(BaseModel):
     """The body of every error answer of the API."""
 
     type: str = Field(
-        description="the kind of error, a stable code to branch on (the status's: "
+        description="the kind of error, a stable code to branch on: the status's ("
         + ", ".join(f"{kind} {status}" for status, kind in ERROR_TYPES.items())
+        + "), or a cause's own where the status alone would mislead ("
+        + ", ".join(f"{kind} {status}" for kind, status in CAUSE_TYPES.items())
         + ")"
     )
     message: str = Field(description="the problem, in one line")
@@ -375,7 +384,8 @@ class Problem(Exception):
     """An answer other than 200, with its JSON body: ``message`` says it in one line, as
     every error body of the API does; ``detail`` is that line too, except for a 422, where
     it lists the problems as a request validation error does (``loc``, ``msg``, ``type``);
-    ``type`` is the status's code (``problems.ERROR_TYPES``)."""
+    ``type`` is ``kind``, a cause's own code (``problems.CAUSE_TYPES``), or else the
+    status's (``problems.ERROR_TYPES``)."""
 
     def __init__(
         self,
@@ -385,6 +395,7 @@ class Problem(Exception):
         extra: dict[str, Any] | None = None,
         loc: tuple[str, ...] = ("body",),
         headers: dict[str, str] | None = None,
+        kind: str | None = None,
     ) -> None:
         self.headers = headers
         if len(detail) > _MAX_PROBLEM:  # a last bound: a message quoting what it refuses
@@ -394,14 +405,30 @@ class Problem(Exception):
         listed: Any = detail
         if status == 422:  # ``loc``: where the problem is, as a validation error says it
             listed = [{"loc": list(loc), "msg": detail, "type": "value_error"}]
-        self.body: dict[str, Any] = {**error_body(status, detail, listed), **(extra or {})}
+        self.body: dict[str, Any] = {
+            **error_body(status, detail, listed, kind=kind),
+            **(extra or {}),
+        }
 
     @classmethod
     def of(cls, exc: BaseException, detail: str | None = None, **kwargs: Any) -> "Problem":
-        """The answer a library error causes: its status from ``problems.LIBRARY_ERRORS``
-        (one table, not each place that catches it); ``detail``, the error's text unless
-        given."""
-        return cls(library_status(exc), str(exc) if detail is None else detail, **kwargs)
+        """The answer a library error causes: its status and type from
+        ``problems.LIBRARY_ERRORS`` (one table, not each place that catches it); ``detail``,
+        the error's text unless given. A damaged record's text is never sent: it may quote
+        what the record holds, and the record may be another tenant's (it is read before its
+        tenant is known); the answer names the record, and the log says what is wrong."""
+        if isinstance(exc, DamagedData):
+            _log.warning("damaged data in the store: %s", exc)
+            detail = (
+                f"the {exc.record} in the store is damaged and cannot be read (reading it "
+                "again will not help: it needs repairing); the server's log says what is wrong"
+            )
+        return cls(
+            library_status(exc),
+            str(exc) if detail is None else detail,
+            kind=library_type(exc),
+            **kwargs,
+        )
 
 
 NOT_FOUND = "run not found"
@@ -1267,8 +1294,11 @@ def create_app(
     @app.exception_handler(StoreError)
     async def _store_failed(request: Request, exc: StoreError) -> JSONResponse:
         # a read the store could not answer (a command's failure is answered by ``command``,
-        # which says it was not taken): a 503 to retry, as the docs promise, not a 500
-        _log.warning("the store failed %s %s: %s", request.method, request.url.path, exc)
+        # which says it was not taken): a 503 to retry, as the docs promise, not a 500; a
+        # record it holds damaged is a 500 ``damaged_data`` (``Problem.of`` logs it), as a
+        # retry reads the same bytes
+        if not isinstance(exc, DamagedData):
+            _log.warning("the store failed %s %s: %s", request.method, request.url.path, exc)
         problem = Problem.of(exc, f"the store cannot be read now: {exc}")
         return await _problem(request, problem)
 
@@ -1444,6 +1474,10 @@ def create_app(
         403: error("the token may not observe runs (no agent:observe right)"),
         404: error("no such run, or not one this token may see"),
         422: error("a parameter is invalid"),
+        500: error(
+            "damaged_data: the run's record in the store is damaged (it needs repairing; a "
+            "retry will not help), or internal_error: a bug"
+        ),
         503: error("the store cannot be read now"),
     }
     unreadable = "the body is not UTF-8 JSON"
@@ -1672,17 +1706,18 @@ def create_app(
         "/runs/{run_id}/steer",
         responses={
             **command_responses,
-            400: error(f"{unreadable}, or the message shows nothing (whitespace...)"),
+            422: error("the body is invalid, or its message shows nothing (whitespace...)"),
         },
         response_model=SteeringReceipt,
         summary="Send the run's model an instruction",
     )
     async def steer(run_id: str, body: SteerBody, p: Principal = Caller) -> JSONResponse:
         if shows_nothing(body.message):  # (the command's own check would name its ``text``)
-            raise Problem(
-                400,
+            raise Problem(  # well-formed JSON, an invalid request: a 422, as a missing message
+                422,
                 "message is blank (only whitespace, or characters that show nothing: "
                 "zero-width, control): say what the run should do",
+                loc=("body", "message"),
             )
         return answer(
             await api.command(

@@ -2,11 +2,14 @@
 
 Each error body is ``{"type": ..., "message": ..., "detail": ...}``: ``message`` and
 ``detail`` are for people and may be reworded; ``type`` is a short snake_case code a client
-branches on instead of parsing the text. It follows from the status alone (``ERROR_TYPES``),
-so every path that answers an error (``Problem``, the exception handlers, the middleware
-that answers before the app) says the same code for the same status. A library error
-(``tinyagents.errors``) is given its status in one table (``LIBRARY_ERRORS``), not at each
-place that catches it.
+branches on instead of parsing the text. It says the cause: by default the status's code
+(``ERROR_TYPES``), so every path that answers an error (``Problem``, the exception handlers,
+the middleware that answers before the app) says the same code for the same status; where
+the status alone would mislead, a cause of its own (``CAUSE_TYPES``: a damaged stored record
+is a 500, but no bug, and unlike a 503 no retry helps). A body that is no JSON is a 400
+``malformed_request``; JSON that is no valid request (a field missing, a blank message) a
+422 ``invalid_request``. A library error (``tinyagents.errors``) is given its status and
+type in one table (``LIBRARY_ERRORS``), not at each place that catches it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from tinyagents.errors import (
     AuthError,
     ControlPlaneUnavailable,
+    DamagedData,
     InvalidCommandError,
     ReceiptTimeout,
     RuntimeClosed,
@@ -40,15 +44,26 @@ ERROR_TYPES: dict[int, str] = {
     504: "timeout",
 }
 
-#: The status of the answer a library error causes, the first class that matches (a
-#: subclass before its base: ``ReceiptTimeout`` is a ``StoreError``).
-LIBRARY_ERRORS: tuple[tuple[type[Exception], int], ...] = (
-    (ReceiptTimeout, 504),  # the owner did not answer in time: it may still be applied
-    (AuthError, 401),
-    (InvalidCommandError, 422),
-    (StoreError, 503),
-    (RuntimeClosed, 503),
-    (ControlPlaneUnavailable, 503),
+#: The codes a cause gives where its status's would mislead, each with the one status it is
+#: answered with (a code never changes its meaning, nor its status).
+CAUSE_TYPES: dict[str, int] = {
+    # a stored record no longer reads (written by hand, a disk fault): a 500, as the server
+    # cannot answer, but no bug ("internal_error") and no outage ("unavailable", a 503 to
+    # retry): reading it again reads the same bytes; the record needs repairing
+    "damaged_data": 500,
+}
+
+#: The status and type (None: the status's) of the answer a library error causes, the first
+#: class that matches (a subclass before its base: ``ReceiptTimeout`` and ``DamagedData``
+#: are ``StoreError``s).
+LIBRARY_ERRORS: tuple[tuple[type[Exception], int, str | None], ...] = (
+    (ReceiptTimeout, 504, None),  # the owner did not answer in time: it may still be applied
+    (DamagedData, 500, "damaged_data"),
+    (AuthError, 401, None),
+    (InvalidCommandError, 422, None),
+    (StoreError, 503, None),
+    (RuntimeClosed, 503, None),
+    (ControlPlaneUnavailable, 503, None),
 )
 
 
@@ -60,16 +75,30 @@ def error_type(status: int) -> str:
 
 def library_status(exc: BaseException) -> int:
     """The status of the answer ``exc`` (a library error) causes; 500 for one not listed."""
-    for cls, status in LIBRARY_ERRORS:
+    return _library(exc)[0]
+
+
+def library_type(exc: BaseException) -> str:
+    """The ``type`` of the answer ``exc`` (a library error) causes."""
+    status, kind = _library(exc)
+    return kind or error_type(status)
+
+
+def _library(exc: BaseException) -> tuple[int, str | None]:
+    for cls, status, kind in LIBRARY_ERRORS:
         if isinstance(exc, cls):
-            return status
-    return 500
+            return status, kind
+    return 500, None
 
 
-def error_body(status: int, message: str, detail: Any = None) -> dict[str, Any]:
-    """The body of an error answer: ``detail`` is ``message`` unless given (a 422's list)."""
+def error_body(
+    status: int, message: str, detail: Any = None, *, kind: str | None = None
+) -> dict[str, Any]:
+    """The body of an error answer: ``detail`` is ``message`` unless given (a 422's list);
+    ``kind``, its ``type`` when the cause has one of its own (``CAUSE_TYPES``), else the
+    status's."""
     return {
-        "type": error_type(status),
+        "type": kind or error_type(status),
         "detail": message if detail is None else detail,
         "message": message,
     }

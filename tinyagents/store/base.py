@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from tinyagents import _clock
 from tinyagents._record import Record
-from tinyagents.errors import InvalidCommandError, StoreError
+from tinyagents.errors import DamagedData, InvalidCommandError, StoreError
 from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
 from tinyagents.protocol.commands import (
     ReceiptStatus,
@@ -379,8 +379,8 @@ _SNAPSHOT_FIELDS: dict[str, tuple[tuple[type, ...], tuple[type, ...] | None]] = 
 
 
 def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any]:
-    """A run snapshot read back from a store; ``ValueError`` for one that is not JSON (or not
-    UTF-8), or is JSON of another shape (not an object, without the run's ids as text, a
+    """A run snapshot read back from a store; ``DamagedData`` (a ``StoreError`` and a
+    ``ValueError``) for one that is not JSON (or not UTF-8), or is JSON of another shape (not an object, without the run's ids as text, a
     known field of the wrong type): a damaged row is the store's error to report, never a
     ``KeyError`` or ``TypeError`` in whoever reads it. ``run_id`` is the row's key: the error
     names it, the one row to repair, whatever the damage (a listing reads thousands)."""
@@ -388,14 +388,16 @@ def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any
     try:
         snapshot = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
     except UnicodeDecodeError:
-        raise ValueError(f"{of}: it is not UTF-8 text") from None
+        raise DamagedData(f"{of}: it is not UTF-8 text", record=of) from None
     except ValueError as exc:
-        raise ValueError(f"{of}: it is not JSON ({exc})") from None
+        raise DamagedData(f"{of}: it is not JSON ({exc})", record=of) from None
     if not isinstance(snapshot, dict):
-        raise ValueError(f"{of}: it is JSON but no object, got {type(snapshot).__name__}")
+        raise DamagedData(
+            f"{of}: it is JSON but no object, got {type(snapshot).__name__}", record=of
+        )
     for key in _SNAPSHOT_IDS:
         if not isinstance(snapshot.get(key), str):
-            raise ValueError(f"{of}: no {key!r} as text")
+            raise DamagedData(f"{of}: no {key!r} as text", record=of)
     for key, (types, items) in _SNAPSHOT_FIELDS.items():
         if key not in snapshot:
             continue
@@ -403,9 +405,8 @@ def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any
         if not isinstance(value, types) or (
             items is not None and not all(isinstance(i, items) for i in snapshot[key] or ())
         ):
-            raise ValueError(
-                f"run snapshot of {run_id or snapshot['run_id']!r}: {key} is {repr(value)[:200]}"
-            )
+            of = f"run snapshot of {run_id or snapshot['run_id']!r}"
+            raise DamagedData(f"{of}: {key} is {repr(value)[:200]}", record=of)
     return snapshot
 
 

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
-from tinyagents.errors import StoreError
+from tinyagents.errors import DamagedData, StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.ids import shown_id
@@ -853,12 +853,15 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any
 
 def _snapshot(row: Any) -> dict[str, Any]:
     """A snapshot read with ``_RUN``, with its ``SILENCE_S`` when the database heard it. A
-    damaged one (not JSON, or JSON of another shape: ``read_snapshot``) is a ``StoreError``,
-    as on SQLite: never a ``ValueError`` or ``KeyError`` in whoever reads it."""
+    damaged one (not JSON, or JSON of another shape: ``read_snapshot``) is ``DamagedData``,
+    a ``StoreError``, as on SQLite: never a bare ``ValueError`` or ``KeyError`` in whoever
+    reads it."""
     try:
         snapshot = read_snapshot(row[0], row[2])
-    except ValueError as exc:
-        raise StoreError(f"PostgreSQL store: could not read a run snapshot: {exc}") from exc
+    except DamagedData as exc:
+        raise DamagedData(
+            f"PostgreSQL store: could not read a run snapshot: {exc}", record=exc.record
+        ) from exc
     if row[1] is not None:
         snapshot[SILENCE_S] = float(row[1])
     return snapshot

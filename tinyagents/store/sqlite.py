@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import StoreError
+from tinyagents.errors import DamagedData, StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
 from tinyagents.protocol.ids import shown_id
@@ -417,9 +417,12 @@ class SqliteStore(Store):
                 async with self.db.execute(sql, args) as cursor:
                     yield cursor
             except (sqlite3.Error, ValueError) as exc:
+                said = f"SQLite store {self.path!r}: could not read: {exc}"
+                if isinstance(exc, DamagedData):  # a record read back (``read_snapshot``)
+                    raise DamagedData(said, record=exc.record) from exc
                 if isinstance(exc, StoreError):
                     raise
-                raise StoreError(f"SQLite store {self.path!r}: could not read: {exc}") from exc
+                raise StoreError(said) from exc
 
     async def _write(
         self, sql: str, args: Sequence[Any], *, what: str, many: bool = False
