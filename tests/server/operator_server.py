@@ -22,6 +22,8 @@ from tinyagents.server import Auth, Control, bind, create_app, serving
 from tinyagents.testkit import FunctionModel, reply, tool_call
 
 BASE = "/api/agents"
+#: ``think_s`` of a run that only has to exist: it stays in its first model call, running.
+IDLE_S = 3600.0
 
 
 def step(n: int) -> str:
@@ -67,12 +69,21 @@ class Served:
         return {"Authorization": f"Bearer {token}"}
 
     async def start_run(
-        self, tenant: str, *, parent: RunHandle | None = None, name: str = "busy"
+        self,
+        tenant: str,
+        *,
+        parent: RunHandle | None = None,
+        name: str = "busy",
+        think_s: float = 0.01,
     ) -> RunHandle:
+        """A ``busy_agent`` run of ``tenant``. Each of its steps costs more than the last (its
+        model is handed the whole history), and it steps in the loop that serves and asks:
+        a test that only needs a run to exist gives a long ``think_s`` (``IDLE_S``), so
+        that the longer it takes (a loaded machine) is not the more work it has to do."""
         kwargs: dict[str, Any] = {"tenant_id": tenant}
         if parent is not None:
             kwargs["parent"] = parent
-        return await self.runtime.start(busy_agent(name), "work", **kwargs)
+        return await self.runtime.start(busy_agent(name, think_s=think_s), "work", **kwargs)
 
 
 async def served_app(tmp_path: Path) -> AsyncIterator[Served]:

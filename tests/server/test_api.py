@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 import pytest
-from operator_server import BASE, Served, eventually
+from operator_server import BASE, IDLE_S, Served, eventually
 from pydantic import BaseModel
 
 from tinyagents import RunHandle
@@ -764,7 +764,10 @@ async def test_a_trailing_slash_is_a_404_that_names_the_path_not_a_redirect(
 async def test_every_answer_of_the_api_is_read_only_as_the_type_it_says(served: Served) -> None:
     # The console's files carried X-Content-Type-Options: nosniff, the API's JSON did not: a
     # browser could sniff an answer echoing a run's text (a name, a message) as HTML or script.
-    run = await served.start_run("acme")
+    # A run that only has to exist, idle: a busy one steps in this loop between the requests,
+    # each step dearer than the last, so on a loaded machine the slower the test ran the more
+    # work it had left (it timed out at 120 s once, under heavy CI load)
+    run = await served.start_run("acme", think_s=IDLE_S)
     alice = served.as_("alice")
     answers = [
         await served.client.get(f"{BASE}/runs", headers=alice),  # 200
@@ -784,6 +787,7 @@ async def test_every_answer_of_the_api_is_read_only_as_the_type_it_says(served: 
     assert answers[8].headers["content-type"].startswith("text/event-stream")
     for r in answers:
         assert r.headers.get_list("x-content-type-options") == ["nosniff"], r.request.url
+    assert run.info.usage.model_calls <= 1, run.info.usage  # idle all along: in its first call
 
 
 async def test_an_unhandled_error_is_a_json_500_read_only_as_json(
