@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from operator_server import BASE, Served
+from operator_server import BASE, IDLE_S, Served
 from starlette.routing import Route
 
 from tinyagents.errors import DamagedData, ReceiptTimeout, StoreError
@@ -100,7 +100,7 @@ async def test_each_kind_of_error_names_its_type(
     status: int,
     kind: str,
 ) -> None:
-    run = await served.start_run("acme")
+    run = await served.start_run("acme", think_s=IDLE_S)  # (it has only to exist: idle)
     if patch is not None:
         monkeypatch.setattr(served.control, *patch)
     headers = {**(served.as_(who) if who else {}), **extra.get("headers", {})}
