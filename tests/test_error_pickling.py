@@ -34,6 +34,9 @@ def _subclasses(cls: type[BaseException]) -> Iterator[type[BaseException]]:
 #: How to build each error whose constructor takes more than a message, by the class that
 #: defines that constructor (its subclasses are built the same way), as its raiser builds it.
 FACTORIES: dict[str, Any] = {
+    "DamagedData": lambda cls: cls(
+        "run snapshot of 'r-1': it is not JSON", record="run snapshot of 'r-1'", tenant_id="acme"
+    ),
     "GraphValidationError": lambda cls: cls("unreachable node 'b'", nodes=["b"]),
     "InvalidIdError": lambda cls: cls("run_id must be a non-blank string", field="run_id"),
     "ModelError": lambda cls: cls(

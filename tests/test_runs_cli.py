@@ -726,6 +726,99 @@ def test_a_snapshot_that_is_json_but_no_snapshot_is_a_one_line_error(
     assert "1 stored records could not be read" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("json_set(data, '$.status', 'zombie')", "status"),
+        ("json_set(data, '$.owner', 7)", "owner"),
+        ("json_set(data, '$.owner', json('{}'))", "owner"),
+        ("'{not json'", "not JSON"),
+    ],
+)
+@pytest.mark.parametrize("action", [["pause"], ["resume"], ["cancel"], ["steer", "x"]])
+def test_a_command_for_a_damaged_stored_run_fails_at_once_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, why: str, action: list[str]
+) -> None:
+    """A run whose stored snapshot reads as JSON but with a status no run has, or an owner
+    that is no runtime id, was taken for a live run: the command went into the inbox of no
+    runtime, and the CLI said after its whole --timeout that no receipt came. It says at
+    once, in one line, that the run's stored record is damaged, and sends nothing."""
+    import sqlite3
+
+    from tinyagents.store import SqliteStore
+
+    db = tmp_path / "runs.db"
+
+    async def save() -> None:
+        store = SqliteStore(db)
+        await store.open()
+        await store.save_runs(
+            [
+                {"run_id": "r-1", "root_run_id": "r-1", "parent_run_id": None,
+                 "tenant_id": "acme", "status": "running", "kind": "agent", "owner": "rt-1",
+                 "created_at": "2026-12-01T00:00:00+00:00"},
+            ]
+        )  # fmt: skip
+        await store.close()
+
+    asyncio.run(save())
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE runs SET data = {damage}")
+    conn.close()
+    capsys.readouterr()
+    code = main(["runs", *action[:1], "r-1", *action[1:], "--store", f"sqlite:///{db}"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "stored record of run r-1 is damaged" in err and why in err, err
+    assert "no receipt" not in err, err
+    with sqlite3.connect(db) as conn:  # nothing was sent
+        assert conn.execute("SELECT COUNT(*) FROM inbox").fetchone() == (0,)
+    conn.close()
+
+
+@pytest.mark.parametrize("damage", ["'{not json'", "json_set(data, '$.status', 'zombie')"])
+def test_another_tenants_damaged_stored_run_is_not_found_as_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """``--tenant`` narrows the CLI to one tenant: another tenant's damaged run is what an
+    unknown run is to it (the error would tell it the run exists), for a read and a command."""
+    import sqlite3
+
+    from tinyagents.store import SqliteStore
+
+    db = tmp_path / "runs.db"
+
+    async def save() -> None:
+        store = SqliteStore(db)
+        await store.open()
+        await store.save_runs(
+            [
+                {"run_id": "r-1", "root_run_id": "r-1", "parent_run_id": None,
+                 "tenant_id": "acme", "status": "running", "kind": "agent", "owner": "rt-1",
+                 "created_at": "2026-12-01T00:00:00+00:00"},
+            ]
+        )  # fmt: skip
+        await store.close()
+
+    asyncio.run(save())
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE runs SET data = {damage}")
+    conn.close()
+    where = ["--store", f"sqlite:///{db}", "--tenant", "globex"]
+    for action in (["show"], ["pause"], ["steer"]):
+        answers = []
+        for run_id in ("r-1", "r-none"):
+            capsys.readouterr()
+            extra = ["look again"] if action == ["steer"] else []
+            extra += [] if action == ["show"] else ["--correlation-id", "c-1"]
+            code = main(["runs", *action, run_id, *extra, *where, "--json"])
+            out = capsys.readouterr()
+            answers.append((code, out.out.replace(run_id, "ID"), out.err))
+        assert answers[0] == answers[1], answers
+        assert answers[0][0] == 1, answers
+
+
 def test_tables_show_control_characters_escaped() -> None:
     """What a server sends (its run ids, agents, statuses, reasons, a store's rows) reached
     the terminal as it was: markup was escaped, but a terminal escape (``ESC[31m``, a

@@ -241,11 +241,16 @@ class DamagedData(StoreError, ValueError):
 
     ``record`` names it (``run snapshot of 'r-1'``) without quoting what it holds, for a
     caller that may not see its content (the operator API, answering before it knows whose
-    the record is); the message says what is wrong too, for the log."""
+    the record is); the message says what is wrong too, for the log.
 
-    def __init__(self, message: str, *, record: str) -> None:
+    ``tenant_id`` is whose the record is, where that still reads (a column next to the
+    snapshot, or the snapshot's own ``tenant_id``), else None: the operator API tells the
+    damage to that tenant alone, and to any other answers as for a run that does not exist."""
+
+    def __init__(self, message: str, *, record: str, tenant_id: str | None = None) -> None:
         super().__init__(message)
         self.record = record
+        self.tenant_id = tenant_id
 
 
 class RunError(TinyAgentsError):

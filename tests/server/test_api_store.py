@@ -5,6 +5,7 @@ rejected with the reason."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -250,3 +251,123 @@ async def test_a_damaged_run_row_is_marked_and_the_others_listed(
     # so is a command for it (the run is read to judge who may steer it)
     r = await over_store.client.post(f"{BASE}/runs/r-1/pause", headers=over_store.alice)
     assert r.status_code == 500 and r.json()["type"] == "damaged_data", r.text
+
+
+#: Every route that reads one run, as (method, path with ``{id}``, JSON body).
+_RUN_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
+    ("GET", "/runs/{id}", None),
+    ("GET", "/runs/{id}/tree", None),
+    ("GET", "/runs/{id}/trace", None),
+    ("GET", "/runs/{id}/steering", None),
+    ("GET", "/events?run_id={id}", None),
+    ("GET", "/events?root_run_id={id}", None),
+    ("POST", "/events/tickets", {"run_id": "{id}"}),
+    ("POST", "/runs/{id}/steer", {"message": "look again"}),
+    ("POST", "/runs/{id}/pause", {}),
+    ("POST", "/runs/{id}/resume", {}),
+    ("POST", "/runs/{id}/abort", {}),
+    ("POST", "/runs/{id}/commands", {"kind": "pause", "payload": {}}),
+]
+
+
+async def _answers(
+    served: StoreServed, headers: dict[str, str], run_id: str
+) -> list[tuple[int, Any]]:
+    got = []
+    for method, path, body in _RUN_ROUTES:
+        json_body = (
+            {k: v.replace("{id}", run_id) if isinstance(v, str) else v for k, v in body.items()}
+            if body is not None
+            else None
+        )
+        r = await served.client.request(
+            method, BASE + path.replace("{id}", run_id), json=json_body, headers=headers
+        )
+        got.append((r.status_code, r.json()))
+    return got
+
+
+@pytest.mark.parametrize(
+    "damage", ["'{not json'", "json_set(data, '$.tools', 'x')", "CAST(x'ff' AS TEXT)"]
+)
+async def test_another_tenants_damaged_run_is_not_found_as_an_unknown_one(
+    over_store: StoreServed, damage: str
+) -> None:
+    """A run whose stored snapshot is damaged was a 500 ``damaged_data`` to every tenant,
+    read before its tenant was known: a foreign tenant learnt that the run exists. Its row's
+    own tenant column says whose it is: to another tenant it is what an unknown run is, on
+    every route that reads a run; its own tenant still learns that it needs repairing."""
+    over_store.control.listing_wait_s = 0.0  # (a command for an unknown run waits for it)
+    await over_store.store.save_runs([snapshot("r-1", status="completed")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute(f"UPDATE runs SET data = {damage} WHERE run_id = 'r-1'")
+
+    unknown = await _answers(over_store, over_store.bob, "r-none")
+    assert {status for status, _ in unknown} == {404}, unknown
+    assert await _answers(over_store, over_store.bob, "r-1") == unknown
+    for status, body in await _answers(over_store, over_store.alice, "r-1"):
+        assert status == 500 and body["type"] == "damaged_data", body
+
+
+async def test_a_damaged_run_whose_tenant_does_not_read_is_not_found_and_logged(
+    over_store: StoreServed, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged row whose tenant cannot be read either (its column blank, the snapshot no
+    JSON): whose it is is not known, so it is an unknown run to every tenant (the log says
+    so, naming the row to repair)."""
+    over_store.control.listing_wait_s = 0.0
+    await over_store.store.save_runs([snapshot("r-1", status="completed")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute("UPDATE runs SET data = '{not json', tenant_id = '' WHERE run_id = 'r-1'")
+
+    caplog.set_level(logging.WARNING)
+    unknown = await _answers(over_store, over_store.bob, "r-none")
+    for who in (over_store.alice, over_store.bob):
+        assert await _answers(over_store, who, "r-1") == unknown
+    assert any(
+        "r-1" in rec.getMessage() and "tenant" in rec.getMessage() for rec in caplog.records
+    ), caplog.text
+
+
+async def test_a_damaged_run_with_no_tenant_column_is_its_snapshots_tenants(
+    over_store: StoreServed,
+) -> None:
+    """Where the row's tenant column is blank, a damaged snapshot whose own ``tenant_id``
+    still reads (another field is of the wrong type) says whose the run is: its tenant
+    learns it is damaged, another tenant gets the unknown run's 404."""
+    over_store.control.listing_wait_s = 0.0
+    await over_store.store.save_runs([snapshot("r-1", status="completed")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute(
+            "UPDATE runs SET data = json_set(data, '$.tools', 'x'), tenant_id = ''"
+            " WHERE run_id = 'r-1'"
+        )
+
+    assert await _answers(over_store, over_store.bob, "r-1") == await _answers(
+        over_store, over_store.bob, "r-none"
+    )
+    for status, body in await _answers(over_store, over_store.alice, "r-1"):
+        assert status == 500 and body["type"] == "damaged_data", body
+
+
+async def test_a_command_for_a_run_stored_with_no_run_status_is_damaged_data(
+    over_store: StoreServed,
+) -> None:
+    """A snapshot that reads, but with a status no run has, was taken for a live run: the
+    command went into its owner's inbox and the answer was the 504 of an owner that did not
+    answer. It is the 500 ``damaged_data`` its tenant can act on, and to another tenant the
+    404 of an unknown run."""
+    over_store.control.listing_wait_s = 0.0
+    await over_store.store.save_runs([snapshot("r-1", owner="rt-1")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute("UPDATE runs SET data = json_set(data, '$.status', 'zombie')")
+
+    r = await over_store.client.post(f"{BASE}/runs/r-1/pause", headers=over_store.alice)
+    assert r.status_code == 500 and r.json()["type"] == "damaged_data", r.text
+    assert "zombie" not in r.text, r.text
+    foreign = await over_store.client.post(f"{BASE}/runs/r-1/pause", headers=over_store.bob)
+    unknown = await over_store.client.post(f"{BASE}/runs/r-none/pause", headers=over_store.bob)
+    assert foreign.status_code == unknown.status_code == 404
+    assert foreign.json() == unknown.json()
+    with sqlite3.connect(over_store.store.path) as db:  # nothing was sent
+        assert db.execute("SELECT COUNT(*) FROM inbox").fetchone() == (0,)

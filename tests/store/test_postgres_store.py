@@ -14,7 +14,7 @@ import pytest
 from services import PgProxy, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
-from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.errors import ConfigurationError, DamagedData, StoreError
 from tinyagents.events import RunEvent
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.protocol import (
@@ -791,6 +791,10 @@ async def test_a_run_snapshot_that_does_not_read_is_a_store_error(
         with pytest.raises(StoreError, match="could not read a run snapshot") as caught:
             await read()
         assert "'r-1'" in str(caught.value)
+    # whose it is, from the row's tenant column (the API tells the damage to no other tenant)
+    with pytest.raises(DamagedData) as damage:
+        await store.load_run("r-1")
+    assert damage.value.tenant_id == "acme"
     assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
     # a listing lists the others and marks the row (the error names its run)
     listed = {s["run_id"]: s for s in await store.list_runs(tenant_id="acme")}

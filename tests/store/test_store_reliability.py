@@ -598,6 +598,10 @@ async def test_a_damaged_run_snapshot_is_named_by_its_run(tmp_path: Path, damage
             assert isinstance(caught.value, DamagedData), caught.value
             assert caught.value.record == "run snapshot of 'r-1'"
             assert "utf-16" not in str(caught.value)
+        with pytest.raises(DamagedData) as damage:
+            await store.load_run("r-1")
+        # whose it is, from the row's tenant column (the API tells no other tenant of it)
+        assert damage.value.tenant_id == "default"
         assert (await store.load_run("r-2") or {})["run_id"] == "r-2"  # the others still read
         # a listing lists the others and marks the damaged row (its columns, what is wrong)
         listed = {s["run_id"]: s for s in await store.list_runs()}

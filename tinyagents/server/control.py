@@ -32,7 +32,12 @@ from typing import Any
 
 from tinyagents._record import FrozenRecord
 from tinyagents.distributed import RedisControl
-from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, RuntimeClosed
+from tinyagents.errors import (
+    ConfigurationError,
+    ControlPlaneUnavailable,
+    DamagedData,
+    RuntimeClosed,
+)
 from tinyagents.events.models import Event, SteeringEvent, json_safe
 from tinyagents.protocol.commands import (
     AnyTarget,
@@ -352,12 +357,33 @@ class Control:
             if snap is None and heard is not None:
                 snap = _heard_from(heard)
         if not seen() and self.store is not None:
-            stored = await self.store.load_run(run_id)
+            stored = await self._stored_run(run_id, tenant_id)
             snap = stored if snap is None else snap
         if not seen():
             return None
         assert snap is not None
         return _with_liveness(snap)
+
+    async def _stored_run(self, run_id: str, tenant_id: str | None) -> dict[str, Any] | None:
+        """The store's snapshot of the run. A damaged one (``DamagedData``) is raised to its
+        own tenant (and an administrator) alone: to another tenant it is None, as a run of
+        that tenant is, or the error would tell it the run exists. One whose tenant does not
+        read either is None to everybody (whose it is is not known), with a warning naming
+        the row to repair."""
+        assert self.store is not None
+        try:
+            return await self.store.load_run(run_id)
+        except DamagedData as exc:
+            if exc.tenant_id is None:
+                _log.warning(
+                    "damaged data in the store, answered as no run (its tenant does not read "
+                    "either): %s",
+                    exc,
+                )
+                return None
+            if tenant_id is not None and exc.tenant_id != tenant_id:
+                return None
+            raise
 
     async def listed_run(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
         """``get_run`` for a run about to be sent a command: one that is not there is looked

@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from tinyagents.console import TerminalConsole
-from tinyagents.errors import ReceiptTimeout, TinyAgentsError
+from tinyagents.errors import DamagedData, ReceiptTimeout, TinyAgentsError
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -315,15 +315,20 @@ async def _act(client: Client, args: argparse.Namespace, console: Console) -> in
         else:
             console.print(run_panel(found) if action == "show" else run_tree(found))
         return 0
-    kind, payload, task_id = await _command_of(client, args)
-    if kind is None:
-        return _not_found(console, args, args.run_id)
     try:
+        kind, payload, task_id = await _command_of(client, args)
+        if kind is None:
+            return _not_found(console, args, args.run_id)
         receipt = await client.command(
             args.run_id, kind, payload, task_id=task_id, correlation_id=args.correlation_id
         )
     except ReceiptTimeout as exc:
         raise CliError(str(exc)) from exc
+    except DamagedData as exc:  # (reading it again reads the same bytes: no wait helps)
+        raise CliError(
+            f"the stored record of run {args.run_id} is damaged and needs repairing; nothing "
+            f"was sent: {exc}"
+        ) from exc
     if args.json:
         _print_json(console, receipt)
     else:

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from tinyagents import _clock
-from tinyagents.errors import ReceiptTimeout, StoreError
+from tinyagents.errors import DamagedData, ReceiptTimeout, StoreError
 from tinyagents.protocol.commands import (
     HumanActor,
     ReceiptStatus,
@@ -126,9 +126,18 @@ async def listed_snapshot(
     owner at that owner's next write), are returned at the end, for ``refuse`` to answer."""
     deadline = time.monotonic() + wait_s
     while True:
-        snapshot = await target_snapshot(store, cmd)
+        try:
+            snapshot = await target_snapshot(store, cmd)
+        except DamagedData as exc:
+            # another tenant's damaged run is no run to the sender, as its readable one is
+            if isinstance(cmd.actor, HumanActor) and exc.tenant_id != cmd.actor.tenant_id:
+                snapshot = None
+            else:
+                raise
         if snapshot is not None and not _visible(cmd, snapshot):
             snapshot = None
+        if snapshot is not None:
+            unsteerable(snapshot)
         if snapshot is not None and (_finished(snapshot) or _owned(snapshot)):
             return snapshot
         if time.monotonic() >= deadline:
@@ -195,6 +204,32 @@ def refuse(cmd: SteeringCommand, snapshot: dict[str, Any] | None) -> SteeringRec
             run_id,
         )
     return None
+
+
+def unsteerable(snapshot: dict[str, Any]) -> None:
+    """Raise ``DamagedData`` for a snapshot that reads (``read_snapshot``) but cannot be
+    steered: a status no run has, or an owner that is no runtime id. Taken for a live run,
+    its command went into the inbox of no runtime and its sender waited out its whole
+    timeout for a receipt none would write; the record needs repairing, which waiting does
+    not do. Checked here, not by the store, which knows no run statuses (a layer below)."""
+    of = f"run snapshot of {snapshot.get('run_id')!r}"
+    status, owner = snapshot.get("status"), snapshot.get("owner")
+    if status not in _STATUSES:
+        raise DamagedData(
+            f"{of}: status {repr(status)[:200]} is no run status",
+            record=of,
+            tenant_id=snapshot.get("tenant_id"),
+        )
+    if not isinstance(owner, (str, type(None))):
+        raise DamagedData(
+            f"{of}: owner {repr(owner)[:200]} is no runtime id",
+            record=of,
+            tenant_id=snapshot.get("tenant_id"),
+        )
+
+
+#: Every status a run has (``RunStatus``'s values).
+_STATUSES = frozenset(status.value for status in RunStatus)
 
 
 def _visible(cmd: SteeringCommand, snapshot: dict[str, Any]) -> bool:

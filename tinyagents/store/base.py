@@ -378,26 +378,36 @@ _SNAPSHOT_FIELDS: dict[str, tuple[tuple[type, ...], tuple[type, ...] | None]] = 
 }
 
 
-def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any]:
+def read_snapshot(
+    text: str | bytes, run_id: str | None = None, tenant_id: str | None = None
+) -> dict[str, Any]:
     """A run snapshot read back from a store; ``DamagedData`` (a ``StoreError`` and a
     ``ValueError``) for one that is not JSON (or not UTF-8), or is JSON of another shape (not an object, without the run's ids as text, a
     known field of the wrong type): a damaged row is the store's error to report, never a
     ``KeyError`` or ``TypeError`` in whoever reads it. ``run_id`` is the row's key: the error
-    names it, the one row to repair, whatever the damage (a listing reads thousands)."""
+    names it, the one row to repair, whatever the damage (a listing reads thousands).
+    ``tenant_id``, the row's tenant column: the error says whose the record is (else the
+    snapshot's own ``tenant_id`` when that still reads), for a reader that must not tell
+    another tenant the run exists (the operator API)."""
     of = f"run snapshot of {run_id!r}" if run_id is not None else "run snapshot"
+    snapshot: Any = None
+
+    def damaged(why: str) -> DamagedData:
+        inner = snapshot.get("tenant_id") if isinstance(snapshot, dict) else None
+        whose = tenant_id or (inner if isinstance(inner, str) and inner else None)
+        return DamagedData(f"{of}: {why}", record=of, tenant_id=whose)
+
     try:
         snapshot = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
     except UnicodeDecodeError:
-        raise DamagedData(f"{of}: it is not UTF-8 text", record=of) from None
+        raise damaged("it is not UTF-8 text") from None
     except ValueError as exc:
-        raise DamagedData(f"{of}: it is not JSON ({exc})", record=of) from None
+        raise damaged(f"it is not JSON ({exc})") from None
     if not isinstance(snapshot, dict):
-        raise DamagedData(
-            f"{of}: it is JSON but no object, got {type(snapshot).__name__}", record=of
-        )
+        raise damaged(f"it is JSON but no object, got {type(snapshot).__name__}")
     for key in _SNAPSHOT_IDS:
         if not isinstance(snapshot.get(key), str):
-            raise DamagedData(f"{of}: no {key!r} as text", record=of)
+            raise damaged(f"no {key!r} as text")
     for key, (types, items) in _SNAPSHOT_FIELDS.items():
         if key not in snapshot:
             continue
@@ -406,7 +416,7 @@ def read_snapshot(text: str | bytes, run_id: str | None = None) -> dict[str, Any
             items is not None and not all(isinstance(i, items) for i in snapshot[key] or ())
         ):
             of = f"run snapshot of {run_id or snapshot['run_id']!r}"
-            raise DamagedData(f"{of}: {key} is {repr(value)[:200]}", record=of)
+            raise damaged(f"{key} is {repr(value)[:200]}")
     return snapshot
 
 

@@ -663,9 +663,11 @@ class PostgresStore(Store):
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         rows = await self._fetch_again(
-            f"read run {shown_id(run_id)}", f"SELECT {_RUN} FROM runs WHERE run_id = $1", run_id
+            f"read run {shown_id(run_id)}",
+            f"SELECT {_RUN}, tenant_id FROM runs WHERE run_id = $1",
+            run_id,
         )
-        return _snapshot(rows[0]) if rows else None
+        return _snapshot(rows[0], rows[0][3]) if rows else None
 
     async def read_events(
         self,
@@ -851,16 +853,18 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any
     return [(state, reason, scope, cid) for scope, cid, state, reason in ordered]
 
 
-def _snapshot(row: Any) -> dict[str, Any]:
+def _snapshot(row: Any, tenant_id: str | None = None) -> dict[str, Any]:
     """A snapshot read with ``_RUN``, with its ``SILENCE_S`` when the database heard it. A
     damaged one (not JSON, or JSON of another shape: ``read_snapshot``) is ``DamagedData``,
     a ``StoreError``, as on SQLite: never a bare ``ValueError`` or ``KeyError`` in whoever
-    reads it."""
+    reads it; ``tenant_id``, the row's tenant column where it was read, says whose it is."""
     try:
-        snapshot = read_snapshot(row[0], row[2])
+        snapshot = read_snapshot(row[0], row[2], tenant_id)
     except DamagedData as exc:
         raise DamagedData(
-            f"PostgreSQL store: could not read a run snapshot: {exc}", record=exc.record
+            f"PostgreSQL store: could not read a run snapshot: {exc}",
+            record=exc.record,
+            tenant_id=exc.tenant_id,
         ) from exc
     if row[1] is not None:
         snapshot[SILENCE_S] = float(row[1])

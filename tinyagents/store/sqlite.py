@@ -419,7 +419,7 @@ class SqliteStore(Store):
             except (sqlite3.Error, ValueError) as exc:
                 said = f"SQLite store {self.path!r}: could not read: {exc}"
                 if isinstance(exc, DamagedData):  # a record read back (``read_snapshot``)
-                    raise DamagedData(said, record=exc.record) from exc
+                    raise DamagedData(said, record=exc.record, tenant_id=exc.tenant_id) from exc
                 if isinstance(exc, StoreError):
                     raise
                 raise StoreError(said) from exc
@@ -628,12 +628,13 @@ class SqliteStore(Store):
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         async with self._reading(
             # (bytes: text that is no UTF-8 is read_snapshot's to name, with the run)
-            "SELECT CAST(data AS BLOB), run_id FROM runs WHERE run_id = ?",
+            # (its tenant column: a damaged snapshot's error says whose it is)
+            "SELECT CAST(data AS BLOB), run_id, tenant_id FROM runs WHERE run_id = ?",
             (run_id,),
         ) as cur:
             row = await cur.fetchone()
             # read in here, as load_runs does: a damaged snapshot is a StoreError
-            return read_snapshot(row[0], row[1]) if row is not None else None
+            return read_snapshot(row[0], row[1], row[2]) if row is not None else None
 
     async def read_events(
         self,
