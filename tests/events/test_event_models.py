@@ -93,6 +93,20 @@ def test_every_event_type_round_trips(cls: type[Event], type_: str) -> None:
     assert event.to_dict() == EVENT_ADAPTER.dump_python(event)
 
 
+@pytest.mark.parametrize(("cls", "type_"), ALL, ids=[t for _, t in ALL])
+def test_every_event_type_round_trips_holding_lone_surrogates(cls: type[Event], type_: str) -> None:
+    """A lone surrogate (from a model's or a tool's output) in a value or a dict key: written
+    as its escape by the standard library's JSON, the rest as pydantic writes it."""
+    event = cls(type=type_, at=EPOCH, run_id="r-1", tenant_id="acme \udc00", **FIELDS[cls])
+    raw = event.to_json()
+    assert "\\udc00" in raw
+    assert parse_event(raw) == event
+    assert parse_event(raw).to_json() == raw
+    assert json.loads(raw) == json.loads(dataclasses.replace(event, tenant_id="acme").to_json()) | {
+        "tenant_id": "acme \udc00"
+    }
+
+
 def test_unknown_event_type_is_refused() -> None:
     with pytest.raises(ValueError, match=r"steering\.exploded"):
         EVENT_ADAPTER.validate_python({"type": "steering.exploded"})

@@ -249,14 +249,14 @@ async def test_events_read_back_typed_and_in_write_order(store: Store) -> None:
 async def test_an_event_a_durable_store_cannot_encode_is_a_store_error_and_its_batch_unwritten(
     durable_backend: Any, tmp_path: Path
 ) -> None:
-    """docs/postgres.md, "Failures are StoreErrors": an event holding a lone surrogate (half a
-    UTF-16 pair, which UTF-8 cannot encode) raised pydantic's PydanticSerializationError out
-    of SQLite's and PostgreSQL's ``append_events``, not a ``StoreError`` naming the store."""
+    """docs/postgres.md, "Failures are StoreErrors": an event JSON cannot hold (an object in
+    a dict) raised pydantic's PydanticSerializationError out of SQLite's and PostgreSQL's
+    ``append_events``, not a ``StoreError`` naming the store."""
     store = durable_backend.make(tmp_path)
     await store.open()
     try:
-        bad = RunEvent(type="run.status", run_id="r-1", status="half a pair: \ud800", at=EPOCH)
-        with pytest.raises(StoreError, match="surrogates not allowed") as raised:
+        bad = RunEvent(type="run.status", run_id="r-1", detail={"handle": object()}, at=EPOCH)
+        with pytest.raises(StoreError, match="Unable to serialize") as raised:
             await store.append_events([*sample_events()[:2], bad])
         assert "append 3 event(s)" in str(raised.value)
         assert await store.load_events() == []  # nothing of the batch was written
@@ -264,6 +264,21 @@ async def test_an_event_a_durable_store_cannot_encode_is_a_store_error_and_its_b
         assert dumped(await store.load_events()) == dumped(sample_events())
     finally:
         await store.close()
+
+
+async def test_an_event_holding_lone_surrogates_reads_back_from_every_store(store: Store) -> None:
+    """A lone surrogate (half a UTF-16 pair, from a model's or a tool's output), in a value or
+    a dict key: a durable store refused the event (a ``StoreError``; the store writer then
+    stored a copy with the text spelled out, ``\\ud800`` as six characters). Its JSON writes
+    the escape (``Event.to_json``), and every store gives back the event that was appended."""
+    events: list[Event] = [
+        RunEvent(type="run.status", run_id="r-1", status="half a pair: \ud800!", at=EPOCH),
+        RunEvent(type="run.status", run_id="r-1", detail={"\udfff": ["\udc00"]}, at=EPOCH),
+    ]
+    await store.append_events(events)
+    read = await store.load_events(run_id="r-1")
+    assert read == events
+    assert [e.to_json() for e in read] == [e.to_json() for e in events]
 
 
 async def test_an_event_holding_nan_or_infinity_reads_back_from_every_store(store: Store) -> None:

@@ -16,11 +16,13 @@ router does four times per command (``benchmarks/steering_throughput.py``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tinyagents import _clock
 from tinyagents._record import Record
@@ -51,9 +53,29 @@ class Event(Record):
         return data
 
     def to_json(self) -> str:
-        """The event as JSON text, as ``parse_event`` reads it back."""
+        """The event as JSON text, as ``parse_event`` reads it back. A lone surrogate (half a
+        UTF-16 pair, from a model's or a tool's output), which UTF-8 cannot encode, is written
+        as its ``\\uXXXX`` escape (``surrogates_escaped``), as the stores write run snapshots."""
         event: AnyEvent = self  # type: ignore[assignment]
-        return EVENT_ADAPTER.dump_json(event).decode()
+        try:
+            text = EVENT_ADAPTER.dump_json(event).decode()
+            # A key's lone surrogate is pydantic's U+FFFD, silently. (A search for it in text
+            # below U+0100, most events', is no search at all: CPython compares string kinds.)
+            if "\ufffd" not in text:
+                return text
+        except PydanticSerializationError:  # a value's lone surrogate
+            pass
+        # Only then is the event dumped again (the others pay only the search above): as
+        # Python values, which keep what a key holds, and as JSON by the standard library.
+        # What JSON cannot hold at all (an object in a dict) raises here, as it did.
+        text = json.dumps(
+            json_safe(EVENT_ADAPTER.dump_python(event)),
+            default=to_jsonable_python,
+            ensure_ascii=False,
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+        return surrogates_escaped(text)
 
 
 SteeringEventType = Literal[
@@ -296,9 +318,38 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def surrogates_escaped(text: str) -> str:
+    """JSON ``text`` with each lone surrogate written as its ``\\uXXXX`` escape: UTF-8 text that
+    reads back as the same string (``parse_event``, ``json.loads``, ``JSON.parse``). The one
+    rule for events' JSON (``Event.to_json``, the stores' event log, the server's event
+    stream): the store writer's, which spelled a surrogate out in an event's text (UTF-8 with
+    ``backslashreplace``), applied to the JSON text instead, where that spelling is JSON's
+    escape (``json.dumps`` writes the stores' run snapshots so too). A high surrogate followed
+    by a low one reads back as the one character the pair encodes, as in UTF-16."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"JSON has no {name}")
+
+
 def parse_event(data: str | bytes | dict[str, Any]) -> AnyEvent:
     """An event back from its JSON (or from the dict of ``to_dict(mode="json")``), validated;
-    raises ``pydantic.ValidationError`` for anything that is not one."""
+    raises ``pydantic.ValidationError`` for anything that is not one. A ``\\ud800`` escape (a
+    lone surrogate, ``surrogates_escaped``) reads back as the character."""
     if isinstance(data, dict):
         return EVENT_ADAPTER.validate_python(data)
-    return EVENT_ADAPTER.validate_json(data)
+    try:
+        return EVENT_ADAPTER.validate_json(data)
+    except ValidationError as exc:
+        # pydantic's JSON parser refuses a lone surrogate's escape; the standard library's
+        # reads it. Only invalid JSON is read again, and only valid JSON is taken from it.
+        if exc.errors()[0]["type"] != "json_invalid":
+            raise
+        try:
+            value = json.loads(data, parse_constant=_no_constant)
+        except ValueError:
+            raise exc from None
+        if not isinstance(value, dict):
+            raise
+        return EVENT_ADAPTER.validate_python(value)

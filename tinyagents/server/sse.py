@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents import _clock
 from tinyagents.errors import StoreError
-from tinyagents.events.models import json_safe
+from tinyagents.events.models import json_safe, surrogates_escaped
 
 if TYPE_CHECKING:
     from tinyagents.server.control import Control, EntryScope
@@ -52,11 +52,14 @@ class Disconnectable(Protocol):
 def format_event(event_id: int, event: dict[str, Any]) -> str:
     """One SSE message (``data`` on one line: JSON escapes newlines in strings). A float that
     is NaN or infinite, which JSON has no number for, is the string the store writes ("NaN",
-    "Infinity", "-Infinity"; ``json_safe``), not a bare ``NaN`` that ``JSON.parse`` refuses."""
+    "Infinity", "-Infinity"; ``json_safe``), not a bare ``NaN`` that ``JSON.parse`` refuses.
+    A lone surrogate is its ``\\uXXXX`` escape, as in ``Event.to_json`` (``surrogates_escaped``):
+    the response's UTF-8 had no bytes for it, and the stream broke there."""
     try:
         data = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except ValueError:  # (only then is the event walked: most have no such float)
         data = json.dumps(json_safe(event), separators=(",", ":"), ensure_ascii=False)
+    data = surrogates_escaped(data)
     return f"id: {event_id}\nevent: {event.get('type', 'message')}\ndata: {data}\n\n"
 
 

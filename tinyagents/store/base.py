@@ -752,9 +752,10 @@ async def written_again(write: Callable[[], Awaitable[_T]]) -> _T:
 
 
 def events_json(events: Sequence[Event], store: str) -> list[str]:
-    """Each event's JSON text for a durable store, or ``StoreError`` ("<store>: could not
-    append N event(s): ...") when one cannot be encoded (a lone surrogate: half a UTF-16
-    pair, which UTF-8 cannot hold), before anything is written."""
+    """Each event's JSON text for a durable store (a lone surrogate, which UTF-8 cannot
+    hold, is its ``\\uXXXX`` escape: ``Event.to_json``), or ``StoreError`` ("<store>: could not
+    append N event(s): ...") when one cannot be encoded (an object JSON cannot hold), before
+    anything is written."""
     try:
         return [e.to_json() for e in events]
     except ValueError as exc:  # pydantic's PydanticSerializationError is one
@@ -792,22 +793,13 @@ def may_pass(exc: BaseException) -> bool:
     return False
 
 
-def _spelled_out(value: Any) -> Any:
-    """``value`` with each lone surrogate (half a UTF-16 pair, which UTF-8 cannot encode)
-    written out as the six characters of its escape, e.g. ``\\ud800``, which read back."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_spelled_out(k): _spelled_out(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_spelled_out(v) for v in value]
-    return value
-
-
 def _escaped(event: Event) -> Event | None:
-    """A copy of ``event`` that any store can encode, or None when there is none."""
+    """A copy of ``event`` read back from its JSON, which any store can encode (a lone
+    surrogate is its ``\\uXXXX`` escape: ``Event.to_json``, the one rule), or None when JSON
+    cannot hold it (an object in a dict): the writer tells by it a store that refuses
+    every event from one event it cannot take."""
     try:
-        return parse_event(_spelled_out(event.to_dict(mode="json")))
+        return parse_event(event.to_json())
     except Exception:  # not even pydantic can serialize it (an object JSON cannot hold)
         return None
 
@@ -834,8 +826,9 @@ class StoreWriter:
     It never stops persisting. A write that fails for a reason that may pass (a lock another
     connection holds, I/O, a full disk) is retried with exponential backoff capped at
     ``retry_max_s``. A batch that fails for any other reason is split until the event at
-    fault is found, which is stored with its unencodable text spelled out (counted in
-    ``escaped``) or, when even that fails, skipped (``dropped``); each is logged once. A
+    fault is found, which is stored again as read back from its JSON (counted in ``escaped``:
+    since ``Event.to_json`` escapes lone surrogates, no event has needed it) or, when even
+    that fails, skipped (``dropped``); each is logged once. A
     store that refuses even an escaped event refuses events, not that one (its table gone, a
     permission revoked): the writer says so once, then drops every batch that fails the same
     way whole (counted, runs never wait for it), says every ``_REFUSED_SUMMARY_S`` how many
