@@ -177,3 +177,28 @@ async def test_the_trace_cursor_is_in_the_openapi_document(tmp_path: Path) -> No
         assert params["limit"]["schema"]["maximum"] == 5000
         assert params["before"]["schema"]["anyOf"][0]["minimum"] == 1
         assert "Link" in trace["responses"]["200"]["headers"]
+
+
+async def test_a_trace_holding_a_lone_surrogate_is_answered_and_reads_back(
+    tmp_path: Path,
+) -> None:
+    """A run's event holding half a UTF-16 pair (from a model's or a tool's output) made its
+    trace a 500: the response's UTF-8 had no bytes for it. It is JSON's escape, as in
+    ``Event.to_json``, and reads back as the character."""
+    async for s in _serve(tmp_path, store=None):
+        run = await s.start_run("acme")
+        await run.cancel("done")
+        await run.result()
+        s.runtime.bus.publish(
+            RunEvent(
+                type="run.status",
+                run_id=run.run_id,
+                root_run_id=run.run_id,
+                tenant_id="acme",
+                status="half a pair: \ud800!",
+            )
+        )
+        r = await s.client.get(f"{BASE}/runs/{run.run_id}/trace", headers=s.as_("alice"))
+        assert r.status_code == 200, r.text
+        assert "\\ud800" in r.content.decode("ascii", "replace")
+        assert r.json()[-1]["status"] == "half a pair: \ud800!"

@@ -69,6 +69,7 @@ from tinyagents.errors import (
     RuntimeClosed,
     StoreError,
 )
+from tinyagents.events.models import surrogates_escaped
 from tinyagents.protocol.commands import (
     MAX_PROBLEMS,
     ReceiptStatus,
@@ -1251,6 +1252,19 @@ def create_app(
     from starlette.exceptions import HTTPException as StarletteHTTPException
     from starlette.routing import Match, Mount, Route
 
+    class Json(JSONResponse):
+        """The API's JSON, starlette's, but a lone surrogate (an event's text from a model or
+        a tool, in a trace or a command's history) is JSON's escape, as in ``Event.to_json``
+        (``surrogates_escaped``): UTF-8 had no bytes for it, and the answer was a 500. Only a
+        text that fails to encode is written again."""
+
+        def render(self, content: Any) -> bytes:
+            text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+            try:
+                return text.encode("utf-8")
+            except UnicodeEncodeError:
+                return surrogates_escaped(text).encode("utf-8")
+
     api = OperatorApi(control, auth)
     #: the event streams open now, by (tenant, user)
     streams: dict[tuple[str, str], int] = {}
@@ -1264,6 +1278,7 @@ def create_app(
         redoc_url=None,
         # no 307 to an absolute http:// URL (wrong behind a TLS proxy): a 404 naming the path
         redirect_slashes=False,
+        default_response_class=Json,
     )
     app.state.operator = api
     app.add_middleware(BodyLimit, limit=max_body_bytes)
