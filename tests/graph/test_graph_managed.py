@@ -16,7 +16,7 @@ from graphkit import LogState, logger
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent
 from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
-from tinyagents.graph import END, START, AgentNode, StateGraph, interrupt
+from tinyagents.graph import END, START, AgentNode, Send, StateGraph, interrupt
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -513,6 +513,91 @@ async def test_an_answer_naming_an_interrupt_a_resting_run_has_not_is_refused_at
     await _rests_asking(rt, waiter, handle, question)
     _still_asking(recorder, asked)
     await _answer_and_finish(rt, recorder, handle, question)
+
+
+def _two_asks() -> Any:
+    """fan → two ``Send``s to ``ask`` (``x`` and ``y``), each asking "ok?"."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [f"{state['log'][0]}:{interrupt('ok?')['approved']}"]}
+
+    built = StateGraph(LogState).add_node("fan", lambda s: None).add_node("ask", ask)
+    built.add_edge(START, "fan").add_edge("ask", END)
+    built.add_conditional_edges("fan", lambda s: [Send("ask", {"log": [j]}) for j in "xy"])
+    return built.compile(checkpointer=MemoryCheckpointer())
+
+
+@pytest.mark.parametrize(
+    "kind", [SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.PROVIDE_CONTEXT]
+)
+@pytest.mark.parametrize("to", ["run", "thread", "node"])
+async def test_an_answer_naming_no_interrupt_to_a_run_resting_on_several_is_refused_at_submit(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, kind: SteeringKind, to: str
+) -> None:
+    """An answer without ``interrupt_id`` to a run (its thread, a node) resting on several
+    questions was accepted, and failed when it landed ("has 2 pending interrupts"): it answers
+    none of them (docs/graph.md: with several, name one). The run rests, so the sender learns
+    it at submit (``steering.rejected``, policy ``graph``, the pending ones listed); the run
+    rests on, and answers naming each question let it finish."""
+    rt.live_runs()
+    handle = await rt.start_graph(_two_asks(), {}, thread_id="t")
+    one = await waiter.event("graph.interrupt", run_id=handle.run_id)
+    two = await waiter.until(lambda e: e.type == "graph.interrupt" and e.task_id != one.task_id)
+    await _rests_again(handle)
+    target = {
+        "run": SteeringTarget.agent_run(handle.run_id),
+        "thread": SteeringTarget.thread("t"),
+        "node": SteeringTarget.graph_node(handle.run_id, "ask"),
+    }[to]
+    payload = {"value": "x"} if kind is SteeringKind.PROVIDE_CONTEXT else {}
+    vague = _cmd(target, kind, payload)
+    receipt = await rt.submit(vague)
+    assert receipt.status == "rejected" and receipt.policy_id == "graph"
+    reason = receipt.reason or ""
+    assert "has 2 pending interrupts" in reason and "name one with payload interrupt_id" in reason
+    assert one.data["interrupt_id"] in reason and two.data["interrupt_id"] in reason
+    assert [e.type for e in recorder.steering(vague.correlation_id)] == [
+        "steering.requested",
+        "steering.rejected",
+    ]
+    await _rests_again(handle)
+    assert handle.status is RunStatus.INTERRUPTED
+    assert [e for e in recorder.events if e.type == "graph.resumed"] == []
+    for question in (one, two):
+        named = _cmd(target, SteeringKind.APPROVE, {"interrupt_id": question.data["interrupt_id"]})
+        assert (await rt.submit(named)).status == "accepted"
+        await terminal(waiter, named.correlation_id)
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert result.status is RunStatus.COMPLETED
+    assert sorted(result.output["log"]) == ["x:True", "y:True"]
+    recorder.assert_every_command_terminal()
+
+
+async def test_an_answer_naming_no_interrupt_behind_one_naming_the_other_is_taken(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    """A run-level answer naming no interrupt is judged against what is pending when it
+    lands: behind a waiting answer to one of two questions it answers the other, so it is
+    not refused at submit (a foreground run at rest keeps both in its inbox until the next
+    run of its thread)."""
+    graph = _two_asks()
+    stopped = await graph.run({}, thread_id="t", runtime=rt)
+    assert stopped.status == "interrupted" and len(stopped.interrupts) == 2
+    first, second = stopped.interrupts
+    run_id = graph_run_id(rt, "t")
+    run = SteeringTarget.agent_run(run_id)
+    named = _cmd(run, SteeringKind.APPROVE, {"interrupt_id": first.id})
+    assert (await rt.submit(named)).status == "accepted"
+    vague = _cmd(run, SteeringKind.REJECT)
+    receipt = await rt.submit(vague)
+    assert receipt.status == "accepted", receipt.reason
+    result = await graph.run(None, thread_id="t", runtime=rt)
+    assert result.status == "completed"
+    # one question approved by its id, the other rejected by the answer naming none
+    assert sorted(result.state["log"]) in (["x:True", "y:False"], ["x:False", "y:True"])
+    [applied] = [e for e in recorder.steering(vague.correlation_id) if e.type == "steering.applied"]
+    assert applied.affected["interrupt_id"] == second.id
+    recorder.assert_every_command_terminal()
 
 
 async def test_an_answer_naming_an_interrupt_a_running_run_has_not_asked_yet_is_taken(

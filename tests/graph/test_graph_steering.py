@@ -791,6 +791,72 @@ async def test_a_task_command_reaches_the_interrupt_inside_its_sub_graph(
     assert result.output["log"] == ["j1:True", "j2:False"]
 
 
+def reviewed(**sub_compile: Any) -> Any:
+    """START → sub (a sub-graph compiled with ``sub_compile`` whose ``review`` asks "ok?")."""
+
+    def review(state: Any) -> dict[str, Any]:
+        return {"log": [f"review:{interrupt('ok?')['approved']}"]}
+
+    child = StateGraph(LogState).add_node("review", review).add_edge(START, "review")
+    sub = child.add_edge("review", END).compile(**sub_compile)
+    graph = StateGraph(LogState).add_node("sub", sub).add_edge(START, "sub")
+    return graph.add_edge("sub", END).compile(checkpointer=MemoryCheckpointer())
+
+
+@pytest.mark.parametrize("persistent", [True, None])
+@pytest.mark.parametrize("kind", [SteeringKind.APPROVE, SteeringKind.REJECT])
+async def test_a_task_command_reaches_the_interrupt_of_its_persistent_sub_graph(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, persistent: Any, kind: SteeringKind
+) -> None:
+    """The calling task's id names the question its sub-graph asks. A ``checkpointer=True``
+    sub-graph's namespace has no task ids (``"sub"``): the answer was refused at submit as
+    one its task does not ask (the run rests), where a per-call sub-graph's is applied. The
+    task holding the question names it either way."""
+    graph = reviewed(checkpointer=persistent)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    started = await waiter.event("graph.task_started", handle.run_id, node="sub")
+    await waiter.event("graph.interrupt", handle.run_id)
+    [question] = (await graph.get_state("t")).interrupts
+    assert (question.ns == "sub") is bool(persistent)
+    answer = command(SteeringTarget.graph_task(handle.run_id, started.task_id), kind)
+    receipt = await rt.submit(answer)
+    assert receipt.status == "accepted", receipt.reason
+    applied = await waiter.event("steering.applied", correlation_id=answer.correlation_id)
+    assert applied.affected["interrupt_id"] == question.id
+    assert applied.affected["task_id"] == question.task_id
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == [f"review:{kind is SteeringKind.APPROVE}"]
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_task_command_to_a_foreground_run_resting_in_a_persistent_sub_graph(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    """A foreground run that returned ``interrupted`` rests with its inbox open: the answer to
+    the calling task passes the submit-time check and is applied by the next run."""
+    graph = reviewed(checkpointer=True)
+    stopped = await graph.run({}, thread_id="t", runtime=rt)
+    assert stopped.status == "interrupted"
+    [question] = stopped.interrupts
+    run_id = next(i.run_id for i in rt.runs.list() if i.thread_id == "t")
+    [calling] = [
+        e.task_id
+        for e in recorder.events
+        if e.type == "graph.task_started" and getattr(e, "node", None) == "sub"
+    ]
+    approve = command(SteeringTarget.graph_task(run_id, calling), SteeringKind.APPROVE)
+    receipt = await rt.submit(approve)
+    assert receipt.status == "accepted", receipt.reason
+    result = await graph.run(None, thread_id="t", runtime=rt)
+    assert result.status == "completed" and result.state["log"] == ["review:True"]
+    [applied] = [
+        e for e in recorder.steering(approve.correlation_id) if e.type == "steering.applied"
+    ]
+    assert applied.affected["interrupt_id"] == question.id
+    recorder.assert_every_command_terminal()
+
+
 async def test_start_graph_on_a_busy_thread_is_thread_busy_and_registers_nothing(
     rt: Runtime, waiter: EventWaiter
 ) -> None:

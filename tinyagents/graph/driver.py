@@ -82,19 +82,29 @@ class GraphCommandCheck(CheckPolicy):
     model, budget change, node pause or resume) for a node that is not an agent node or for
     the graph run itself; and, while the run rests on its interrupts (nothing runs, and
     nothing new is asked, before a command lands), an answer whose target asks nothing or
-    another question than the one it names (``interrupt_id``): the task's, the node's, the
-    run's or its thread's."""
+    another question than the one it names (``interrupt_id``), or several questions while it
+    names none and no command waits to land before it: the task's, the node's, the run's or
+    its thread's."""
 
     policy_id = "graph"
 
     def __init__(
-        self, graph: GraphCore, run_id: str, *, saves: bool = True, run: GraphRun | None = None
+        self,
+        graph: GraphCore,
+        run_id: str,
+        *,
+        saves: bool = True,
+        run: GraphRun | None = None,
+        handle: RunHandle | None = None,
     ) -> None:
         self.graph = graph
         self.run_id = run_id
         self.saves = saves
         #: the run, to find the node of a task target
         self.run = run
+        #: the run's handle, whose inbox says whether commands wait to land before this one
+        #: (an answer to one of several questions leaves one that a vague answer then takes)
+        self.handle = handle
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         if cmd.fork and not self.saves:
@@ -118,7 +128,8 @@ class GraphCommandCheck(CheckPolicy):
         ):
             # a paused task asks nothing else until it is answered, and a run resting on
             # its interrupts asks nothing new before this command lands
-            problem = unanswerable_at_rest(cmd, pending_interrupts(self.run))
+            waiting = self.handle is not None and bool(len(self.handle.inbox))
+            problem = unanswerable_at_rest(cmd, pending_interrupts(self.run), waiting=waiting)
         if problem is not None:
             return problem
         target, node = cmd.target, None
@@ -346,7 +357,9 @@ async def start_graph_run(
             steering.pauses.from_above = earlier.steering.pauses.from_above  # not applied
         handle.driver = GraphRunDriver(runtime, graph, run, steering, entries)
         handle.policies = [
-            GraphCommandCheck(graph, run_id, saves=run.checkpointer is not None, run=run)
+            GraphCommandCheck(
+                graph, run_id, saves=run.checkpointer is not None, run=run, handle=handle
+            )
         ]
         if run_id in runtime.runs:
             handle.reopen()

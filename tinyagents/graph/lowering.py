@@ -496,16 +496,24 @@ async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) ->
 
 def names_task(interrupt: Interrupt, task_id: str) -> bool:
     """Whether ``interrupt`` belongs to task ``task_id``: its own, or one raised inside a
-    sub-graph that task runs (the task id is a segment of the interrupt's namespace)."""
+    sub-graph that task runs (the task id is a segment of the interrupt's namespace). A
+    ``compile(checkpointer=True)`` sub-graph's namespace has no task ids (``persistent_ns``):
+    the top-level task holding its question names it too (``Pending``)."""
     return interrupt.task_id == task_id or f":{task_id}" in interrupt.ns
 
 
-def answers(cmd: SteeringCommand, interrupt: Interrupt, owner_node: str) -> bool:
+#: A pending interrupt of the paused step with the top-level task that holds it (its node,
+#: its id): the task a sub-graph's question pauses, whatever the namespace says. (A plain
+#: tuple: made for every pending question at each answer's submit and landing.)
+Pending = tuple[str, str, Interrupt]
+
+
+def answers(cmd: SteeringCommand, interrupt: Interrupt, owner_node: str, owner_task: str) -> bool:
     """The one resume matcher: whether ``cmd`` (an approve, reject or provide_context) may
-    answer ``interrupt``, paused in a task of node ``owner_node``."""
+    answer ``interrupt``, paused in task ``owner_task`` of node ``owner_node`` (top-level)."""
     target = cmd.target
     if isinstance(target, GraphTaskTarget):
-        return names_task(interrupt, target.task_id)
+        return owner_task == target.task_id or names_task(interrupt, target.task_id)
     if isinstance(target, GraphNodeTarget):
         return target.node in (owner_node, interrupt.node)
     return True  # the whole run: any pending interrupt (disambiguated by interrupt_id)
@@ -520,21 +528,34 @@ _THREAD_ANSWER = (
 )
 
 
-def _answered(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> list[Interrupt]:
-    """The pending interrupts (with their top-level node) ``cmd`` answers."""
-    found = [i for node, i in pending if answers(cmd, i, node)]
+def _answered(cmd: SteeringCommand, pending: list[Pending]) -> list[Interrupt]:
+    """The pending interrupts ``cmd`` answers."""
+    found = [i for node, task, i in pending if answers(cmd, i, node, task)]
     wanted = cmd.payload.get("interrupt_id")
     return found if wanted is None else [i for i in found if i.id == wanted]
 
 
-def unasked_interrupt(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> str | None:
+def ambiguous(cmd: SteeringCommand, candidates: list[Interrupt]) -> str | None:
+    """Why an answer that names no ``interrupt_id`` answers none of ``candidates`` (the
+    pending interrupts its target asks, several), or None. Which one it meant is not for the
+    run to guess (docs/graph.md: with several, name one)."""
+    if len(candidates) < 2:
+        return None
+    ids = ", ".join(f"{i.id} (node {i.node!r})" for i in candidates)
+    return (
+        f"{cmd.target.describe()} has {len(candidates)} pending interrupts ({ids}); "
+        "name one with payload interrupt_id"
+    )
+
+
+def unasked_interrupt(cmd: SteeringCommand, pending: list[Pending]) -> str | None:
     """Why an answer naming an ``interrupt_id`` does not answer ``pending`` (the run's pending
     interrupts), or None: its target asks, but not that question. A target that asks
     nothing yet may still ask it."""
     wanted = cmd.payload.get("interrupt_id")
     if wanted is None:
         return None
-    there = [i.id for node, i in pending if answers(cmd, i, node)]
+    there = [i.id for node, task, i in pending if answers(cmd, i, node, task)]
     if not there or wanted in there:
         return None
     return (
@@ -543,19 +564,25 @@ def unasked_interrupt(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]
     )
 
 
-def unanswerable_at_rest(cmd: SteeringCommand, pending: list[tuple[str, Interrupt]]) -> str | None:
+def unanswerable_at_rest(
+    cmd: SteeringCommand, pending: list[Pending], *, waiting: bool = False
+) -> str | None:
     """Why answer ``cmd`` can never apply to a run resting on ``pending`` (its pending
-    interrupts, with their top-level nodes), or None. At rest nothing runs and nothing new is
-    asked before a command moves the run on, and every delivery class is due there: so a
-    command lands before any new question, and a target that asks nothing now, or not the
-    question the command names, never answers it (refused at submit rather than accepted to
-    fail when it lands). Nothing pending (a run stopped at a breakpoint): not judged."""
+    interrupts), or None. At rest nothing runs and nothing new is asked before a command
+    moves the run on, and every delivery class is due there: so a command lands before any
+    new question, and a target that asks nothing now, or not the question the command names,
+    never answers it (refused at submit rather than accepted to fail when it lands). Nor does
+    one naming no ``interrupt_id`` whose target asks several questions, unless commands
+    already ``waiting`` for the run may answer (or drop) some before it lands. Nothing
+    pending (a run stopped at a breakpoint): not judged."""
     unasked = unasked_interrupt(cmd, pending)
     if unasked is not None or not pending:
         return unasked
-    if any(answers(cmd, i, node) for node, i in pending):
-        return None
-    asked = ", ".join(f"{i.id} (node {node!r})" for node, i in pending)
+    asks = [i for node, task, i in pending if answers(cmd, i, node, task)]
+    if asks:  # (an interrupt_id it names is among them: unasked_interrupt)
+        wanted = cmd.payload.get("interrupt_id")
+        return None if waiting or wanted is not None else ambiguous(cmd, asks)
+    asked = ", ".join(f"{i.id} (node {node!r})" for node, _, i in pending)
     return (
         f"{cmd.target.describe()} has no pending interrupt to {cmd.kind.value}: the run waits "
         f"on {asked}; answer one of those (send the answer to its task or node, or name it "
@@ -563,12 +590,12 @@ def unanswerable_at_rest(cmd: SteeringCommand, pending: list[tuple[str, Interrup
     )
 
 
-def pending_interrupts(run: GraphRun) -> list[tuple[str, Interrupt]]:
-    """(top-level node, interrupt) for every unanswered interrupt of the paused step."""
+def pending_interrupts(run: GraphRun) -> list[Pending]:
+    """Every unanswered interrupt of the paused step, with its top-level task."""
     out = []
     for task in run.plan():
         if task.writes is None:
-            out += [(task.node, i) for i in task.interrupts if i.id not in task.resume]
+            out += [(task.node, task.id, i) for i in task.interrupts if i.id not in task.resume]
     return out
 
 
@@ -611,12 +638,9 @@ async def _resume(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
         if isinstance(cmd.target, ThreadTarget):
             reason += _THREAD_ANSWER
         raise CannotApply(reason)
-    if len(candidates) > 1:
-        ids = ", ".join(i.id for i in candidates)
-        raise CannotApply(
-            f"{cmd.target.describe()} has {len(candidates)} pending interrupts ({ids}); "
-            "name one with payload interrupt_id"
-        )
+    several = ambiguous(cmd, candidates)
+    if several is not None:
+        raise CannotApply(several)
     [chosen] = candidates
     answer = resume_value(cmd)
     if chosen.check is not None:
@@ -819,7 +843,7 @@ def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:
         "step": run.head.step,
         "checkpoint_id": run.head.checkpoint_id,
         "next": [p.node for p in run.head.frontier],
-        "interrupts": [i.id for _, i in pending_interrupts(run)],
+        "interrupts": [i.id for _, _, i in pending_interrupts(run)],
     }
 
 
@@ -888,7 +912,9 @@ async def _first_on_fork(
     kind = cmd.kind
     if kind in RESUME_KINDS:
         snapshot = await threads.get_state(graph, fork)
-        candidates = _answered(cmd, [(i.node, i) for i in snapshot.interrupts])
+        # (a fork's snapshot knows each question's own task and node, not the top-level one)
+        pending: list[Pending] = [(i.node, i.task_id, i) for i in snapshot.interrupts]
+        candidates = _answered(cmd, pending)
         if again and not candidates:
             return None  # its answer was written before the crash: the run picks it up
         if len(candidates) != 1:
